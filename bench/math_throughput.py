@@ -1,0 +1,126 @@
+"""Benchmark 1: `math` over HTTP vs Math-Verify in-process, single-threaded, on the same items.
+
+Items: the first N/2 problems of the MATH test set, each twice: a response with the correct answer
+(the gold, boxed) and one with a perturbed answer (the last integer in it changed, or "+1" appended).
+The service runs on its embedded default in its own process with a COLD cache (a fresh process per
+repetition, `use_cache` left on so the cost of cache writes is included). The anchor is
+`math_verify.verify(parse(gold), parse(response))` in this process's main thread, Math-Verify's own
+signal timeouts on, on the same items, in the same run.
+
+    python bench/math_throughput.py [--items 1000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import time
+
+import httpx
+
+from _server import DATA, machine, server
+
+
+def boxed(solution: str) -> str | None:
+    i = solution.rfind("\\boxed")
+    if i < 0:
+        return None
+    j = solution.find("{", i)
+    depth = 0
+    for k in range(j, len(solution)):
+        if solution[k] == "{":
+            depth += 1
+        elif solution[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return solution[j + 1 : k]
+    return None
+
+
+def perturb(ans: str) -> str:
+    nums = list(re.finditer(r"\d+", ans))
+    if nums:
+        m = nums[-1]
+        return ans[: m.start()] + str(int(m.group()) + 1) + ans[m.end() :]
+    return ans + "+1"
+
+
+def load_items(n: int) -> list[dict[str, str]]:
+    items: list[dict[str, str]] = []
+    with open(DATA / "math_test.jsonl") as f:
+        for line in f:
+            gold = boxed(json.loads(line)["solution"])
+            if not gold:
+                continue
+            for ans in (gold, perturb(gold)):
+                items.append(
+                    {
+                        "response": f"Let me work it out. The final answer is $\\boxed{{{ans}}}$.",
+                        "reference": gold,
+                    }
+                )
+            if len(items) >= n:
+                break
+    return items[:n]
+
+
+def run_service(items: list[dict[str, str]], batch: int) -> tuple[float, list[float | None]]:
+    with server() as url, httpx.Client(base_url=url, timeout=600) as c:
+        t0 = time.perf_counter()
+        scores: list[float | None] = []
+        for i in range(0, len(items), batch):
+            r = c.post("/v1/score", json={"reward": "math", "items": items[i : i + batch]})
+            r.raise_for_status()
+            scores.extend(x["score"] for x in r.json()["results"])
+        return time.perf_counter() - t0, scores
+
+
+def run_math_verify(items: list[dict[str, str]]) -> tuple[float, list[float]]:
+    from math_verify import parse, verify
+
+    t0 = time.perf_counter()
+    scores = []
+    for it in items:
+        gold = parse(f"$\\boxed{{{it['reference']}}}$")
+        pred = parse(it["response"])
+        scores.append(1.0 if verify(gold, pred) else 0.0)
+    return time.perf_counter() - t0, scores
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=1000, help="items per HTTP request")
+    args = ap.parse_args()
+    items = load_items(args.items)
+    svc_times, mv_times, ratios = [], [], []
+    for _ in range(args.repeat):
+        ts, s_scores = run_service(items, args.batch)
+        tm, m_scores = run_math_verify(items)
+        svc_times.append(ts)
+        mv_times.append(tm)
+        ratios.append(tm / ts)
+    agree = sum(1 for a, b in zip(s_scores, m_scores, strict=True) if a == b)
+    invalid = sum(1 for a in s_scores if a is None)
+    result = {
+        "machine": machine(),
+        "items": len(items),
+        "service_items_per_s_median": round(len(items) / statistics.median(svc_times), 1),
+        "math_verify_items_per_s_median": round(len(items) / statistics.median(mv_times), 1),
+        "ratio_median": round(statistics.median(ratios), 2),
+        "ratios": [round(r, 2) for r in ratios],
+        "service_s": [round(t, 3) for t in svc_times],
+        "math_verify_s": [round(t, 3) for t in mv_times],
+        "verdict_agreement": f"{agree}/{len(items)}",
+        "service_correct": sum(1 for a in s_scores if a == 1.0),
+        "math_verify_correct": sum(1 for a in m_scores if a == 1.0),
+        "service_invalid": invalid,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The FastAPI application factory and its lifespan.
+
+The lifespan owns every resource: the CPU worker pool, the cache connection and the reward instances
+are created before the app serves and closed after (in reverse order). ``create_app`` takes an optional
+:class:`Settings` so tests and embedders never touch the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from fastapi import FastAPI
+
+from rewardhub import __version__
+from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
+from rewardhub.config import Settings, get_settings
+from rewardhub.errors import install_error_handlers
+from rewardhub.logging_setup import configure_logging
+from rewardhub.metrics import Metrics
+from rewardhub.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from rewardhub.rewards import load_builtin_rewards
+from rewardhub.rewards.base import RewardRegistry
+from rewardhub.routes import meta, score
+from rewardhub.runtime.context import Runtime, build_cpu_pool
+from rewardhub.serving import ScoringService
+
+__all__ = ["build_cache", "create_app"]
+
+log = structlog.get_logger("rewardhub")
+
+
+def build_cache(settings: Settings, metrics: Metrics) -> Cache:
+    if not settings.cache_enabled:
+        return NullCache()
+    if settings.redis_url:
+        return RedisCache(
+            settings.redis_url,
+            ttl_s=settings.cache_ttl_s,
+            timeout_s=settings.redis_timeout_s,
+            retry_interval_s=settings.redis_retry_interval_s,
+            on_error=lambda op: metrics.cache_errors.labels(op).inc(),
+            on_state=lambda up: metrics.cache_up.set(1 if up else 0),
+        )
+    return MemoryCache(settings.cache_max_entries, settings.cache_ttl_s)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    metrics: Metrics = app.state.metrics
+    load_builtin_rewards()
+
+    pool = build_cpu_pool(settings, metrics)
+    await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
+    metrics.queue_depth.labels("cpu").set_function(lambda: pool.stats().queued_items)
+
+    cache = build_cache(settings, metrics)
+    await cache.start()
+    metrics.cache_up.set(1 if cache.up else 0)
+
+    runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool)
+    registry = RewardRegistry(runtime)
+    await registry.start()
+
+    app.state.runtime = runtime
+    app.state.cache = cache
+    app.state.scoring = ScoringService(settings, registry, cache, metrics)
+    log.info(
+        "service_ready",
+        version=__version__,
+        cache=cache.backend,
+        cache_up=cache.up,
+        cpu_workers=settings.cpu_workers,
+        rewards=registry.names(),
+    )
+    try:
+        yield
+    finally:
+        app.state.scoring = None
+        await registry.close()
+        await cache.close()
+        await asyncio.to_thread(pool.close)
+        log.info("service_stopped")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the ASGI app (``uvicorn --factory rewardhub.app:create_app``)."""
+    settings = settings or get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    app = FastAPI(
+        title="rewardhub",
+        version=__version__,
+        summary="Reward-as-a-service for RL post-training of language models.",
+        description=(
+            "Batched HTTP endpoints for rule verifiers, judges, reward models and calibration scorers. "
+            "Every result carries `score` (null when the item could not be scored), `valid`, `reason`, "
+            "`components`, `details`, `cached` and `reward_version`."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    app.state.started_at = time.monotonic()
+    app.state.scoring = None
+    install_error_handlers(app)
+    app.include_router(score.router)
+    app.include_router(meta.router)
+    # Outermost first: the request context sees every answer, including 413s from the body limit.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
+    return app

@@ -1,0 +1,244 @@
+"""Result cache: an embedded TTL-LRU by default, Redis when ``REWARDHUB_REDIS_URL`` is set.
+
+Both speak bytes and batches: one ``get_many`` (Redis ``MGET``) and one ``set_many`` (one pipelined
+round trip of ``SET ... EX``) per request, never a round trip per item.
+
+The cache is an accelerator, never a dependency: when Redis stops answering, :class:`RedisCache` marks
+itself down, turns every lookup into a miss and every write into a no-op (counted in the metrics), and a
+background task pings Redis until it answers again. A request therefore never fails, and never waits
+longer than ``REWARDHUB_REDIS_TIMEOUT_S``, because of the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from cachetools import TTLCache
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+__all__ = [
+    "Cache",
+    "MemoryCache",
+    "NullCache",
+    "RedisCache",
+    "config_digest",
+    "item_key",
+]
+
+log = structlog.get_logger("rewardhub.cache")
+
+KEY_PREFIX = "rh:v1"
+
+
+def config_digest(config: dict[str, Any]) -> bytes:
+    """Canonical JSON of a validated config (defaults filled in, keys sorted): equal configs hash equal."""
+    return orjson.dumps(config, option=orjson.OPT_SORT_KEYS)
+
+
+def item_key(name: str, version: str, config_json: bytes, fields: Sequence[Any]) -> str:
+    """``rh:v1:{name}:{version}:{sha256(config, fields the reward reads)}``."""
+    h = hashlib.sha256(config_json)
+    h.update(b"\x00")
+    h.update(orjson.dumps(list(fields), option=orjson.OPT_SORT_KEYS))
+    return f"{KEY_PREFIX}:{name}:{version}:{h.hexdigest()}"
+
+
+class Cache(Protocol):
+    backend: str
+
+    @property
+    def up(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
+
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None: ...
+
+    async def ping(self) -> bool: ...
+
+
+class NullCache:
+    """Caching switched off (``REWARDHUB_CACHE_ENABLED=false``)."""
+
+    backend = "off"
+    up = True
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [None] * len(keys)
+
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+        return None
+
+    async def ping(self) -> bool:
+        return True
+
+
+class MemoryCache:
+    """In-process TTL + LRU cache (the embedded default; one per service process)."""
+
+    backend = "memory"
+    up = True
+
+    def __init__(self, max_entries: int, ttl_s: int):
+        self._data: TTLCache[str, bytes] = TTLCache(maxsize=max(1, max_entries), ttl=ttl_s)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._data.clear()
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        get = self._data.get
+        return [get(k) for k in keys]
+
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+        for k, v in pairs:
+            self._data[k] = v
+
+    async def ping(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class RedisCache:
+    """Redis-backed cache that degrades to "no cache" while Redis is unreachable.
+
+    Args:
+        url: ``redis://host:port/db``.
+        ttl_s: lifetime of every entry.
+        timeout_s: socket timeout per operation; slower counts as down.
+        retry_interval_s: how often a down Redis is pinged.
+        on_error: called with the operation name on every failure (for metrics).
+        on_state: called with True/False when Redis comes up / goes down (for metrics).
+    """
+
+    backend = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_s: int,
+        timeout_s: float = 0.25,
+        retry_interval_s: float = 1.0,
+        on_error: Callable[[str], None] | None = None,
+        on_state: Callable[[bool], None] | None = None,
+    ):
+        self.url = url
+        self.ttl_s = ttl_s
+        self.retry_interval_s = retry_interval_s
+        self._on_error = on_error
+        self._on_state = on_state
+        self._redis: Redis = Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry_on_timeout=False,
+            health_check_interval=0,
+        )
+        self._up = False
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def up(self) -> bool:
+        return self._up
+
+    def _set_up(self, up: bool) -> None:
+        if up != self._up:
+            log.warning("redis_state", up=up, url=_redact(self.url))
+            self._up = up
+            if self._on_state is not None:
+                self._on_state(up)
+
+    async def start(self) -> None:
+        """Connect if possible; a Redis that is down at start is retried in the background."""
+        if await self.ping():
+            self._set_up(True)
+        else:
+            self._mark_down("connect")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnect_task
+        await self._redis.aclose()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._redis.ping())
+        except (TimeoutError, RedisError, OSError):
+            return False
+
+    def _mark_down(self, op: str) -> None:
+        if self._on_error is not None:
+            self._on_error(op)
+        self._set_up(False)
+        if not self._closed and (self._reconnect_task is None or self._reconnect_task.done()):
+            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        while not self._closed and not self._up:
+            await asyncio.sleep(self.retry_interval_s)
+            # Drop pooled sockets to the dead server so the ping opens a fresh connection.
+            with contextlib.suppress(Exception):
+                await self._redis.connection_pool.disconnect(inuse_connections=True)
+            if await self.ping():
+                self._set_up(True)
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        if not self._up:
+            return [None] * len(keys)
+        try:
+            values = await self._redis.mget(list(keys))
+            return [v.encode() if isinstance(v, str) else v for v in values]
+        except (TimeoutError, RedisError, OSError):
+            self._mark_down("get")
+            return [None] * len(keys)
+
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+        if not pairs or not self._up:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for k, v in pairs:
+                    pipe.set(k, v, ex=self.ttl_s)
+                await pipe.execute()
+        except (TimeoutError, RedisError, OSError):
+            self._mark_down("set")
+
+    # Jobs and other small state use the same connection (see jobs.py).
+    @property
+    def client(self) -> Redis:
+        return self._redis
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a redis URL before logging it."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"

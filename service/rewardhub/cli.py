@@ -1,0 +1,104 @@
+"""The ``rewardhub`` command line: ``serve`` the API, list ``rewards``, print the ``version``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rewardhub import __version__
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="rewardhub: reward-as-a-service for RL on LLMs."
+)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind [env REWARDHUB_HOST, default 127.0.0.1].")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port [env REWARDHUB_PORT, default 8000].")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="uvicorn worker processes [env REWARDHUB_WORKERS, default 1].")
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug | info | warning | error.")] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="Use Redis as the cache [env REWARDHUB_REDIS_URL]; unset = in-process cache."),
+    ] = None,
+) -> None:
+    """Run the HTTP service (uvicorn with uvloop and httptools)."""
+    import uvicorn
+
+    # Flags become environment variables so that every worker process reads the same settings.
+    for name, value in (
+        ("HOST", host),
+        ("PORT", port),
+        ("WORKERS", workers),
+        ("LOG_LEVEL", log_level),
+        ("REDIS_URL", redis_url),
+    ):
+        if value is not None:
+            os.environ[f"REWARDHUB_{name}"] = str(value)
+    from rewardhub.config import Settings
+
+    settings = Settings()
+    if settings.workers > 1:
+        if not settings.redis_url:
+            typer.secho(
+                "warning: several workers with the embedded cache: each worker caches on its own; "
+                "set REWARDHUB_REDIS_URL to share one cache.",
+                fg=typer.colors.YELLOW,
+                err=True,
+            )
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rewardhub-prom-")
+        if "REWARDHUB_CPU_WORKERS" not in os.environ:
+            # Share the machine's cores between the uvicorn workers' CPU pools.
+            os.environ["REWARDHUB_CPU_WORKERS"] = str(max(1, settings.cpu_workers // settings.workers))
+    uvicorn.run(
+        "rewardhub.app:create_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        loop="uvloop",
+        http="httptools",
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+    )
+
+
+@app.command()
+def rewards() -> None:
+    """List the built-in rewards with their versions."""
+    from rewardhub.rewards import load_builtin_rewards
+    from rewardhub.rewards.base import registered
+
+    load_builtin_rewards()
+    table = Table("name", "version", "cached", "description")
+    for name, cls in sorted(registered().items()):
+        table.add_row(name, cls.version, "yes" if cls.cacheable else "no", cls.description)
+    Console().print(table)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

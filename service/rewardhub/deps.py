@@ -1,0 +1,29 @@
+"""FastAPI dependencies: typed handles on what the lifespan put on ``app.state``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from rewardhub.config import Settings
+from rewardhub.errors import ServiceUnavailable
+from rewardhub.serving import ScoringService
+
+__all__ = ["ScoringDep", "SettingsDep"]
+
+
+def get_scoring(request: Request) -> ScoringService:
+    scoring: ScoringService | None = getattr(request.app.state, "scoring", None)
+    if scoring is None:
+        raise ServiceUnavailable("the service is starting up or shutting down")
+    return scoring
+
+
+def get_app_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+ScoringDep = Annotated[ScoringService, Depends(get_scoring)]
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]

@@ -1,0 +1,190 @@
+"""The service's exception tree and its single mapping to HTTP.
+
+Only request-level faults raise. A failure on one item is data (``valid: false`` with a reason), so
+nothing below is ever raised for a single bad item::
+
+    RewardHubError                 500 internal_error   (anything unexpected)
+    ├── InvalidRequest             422 invalid_request  (a field is malformed; `param` names it)
+    │   └── LimitExceeded          422 limit_exceeded   (too many items / a field too long; names the setting)
+    ├── PayloadTooLarge            413 payload_too_large
+    ├── UnknownReward              404 unknown_reward   (lists the known names)
+    ├── NotFound                   404 not_found
+    ├── Unauthorized               401 unauthorized
+    ├── Forbidden                  403 forbidden
+    ├── Overloaded                 429 overloaded       (carries Retry-After)
+    └── ServiceUnavailable         503 unavailable
+
+The JSON body is always ``{"error": {"message", "type", "param", "code"}}`` (the OpenAI/vLLM envelope),
+which the client package maps back onto its own exception classes by ``type``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rewardhub.responses import JSONBytesResponse
+
+__all__ = [
+    "ErrorBody",
+    "ErrorResponse",
+    "Forbidden",
+    "InvalidRequest",
+    "LimitExceeded",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "RewardHubError",
+    "ServiceUnavailable",
+    "Unauthorized",
+    "UnknownReward",
+    "install_error_handlers",
+]
+
+log = structlog.get_logger("rewardhub.errors")
+
+
+class RewardHubError(Exception):
+    """Root of the tree; an unexpected error is reported as this (500)."""
+
+    status_code: ClassVar[int] = 500
+    error_type: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+
+
+class InvalidRequest(RewardHubError):
+    """The request is well-formed JSON but a field is wrong."""
+
+    status_code = 422
+    error_type = "invalid_request"
+
+
+class LimitExceeded(InvalidRequest):
+    """A configured size limit was exceeded; the message names the setting that raises it."""
+
+    error_type = "limit_exceeded"
+
+
+class PayloadTooLarge(RewardHubError):
+    """The request body is larger than ``REWARDHUB_MAX_REQUEST_BYTES``."""
+
+    status_code = 413
+    error_type = "payload_too_large"
+
+
+class UnknownReward(RewardHubError):
+    """A reward name that is not in the registry."""
+
+    status_code = 404
+    error_type = "unknown_reward"
+
+
+class NotFound(RewardHubError):
+    """A resource (a job, say) that does not exist."""
+
+    status_code = 404
+    error_type = "not_found"
+
+
+class Unauthorized(RewardHubError):
+    """No API key was presented where one is required."""
+
+    status_code = 401
+    error_type = "unauthorized"
+
+
+class Forbidden(RewardHubError):
+    """An API key was presented but is not accepted."""
+
+    status_code = 403
+    error_type = "forbidden"
+
+
+class Overloaded(RewardHubError):
+    """Queues are full; retry after ``retry_after_s`` seconds."""
+
+    status_code = 429
+    error_type = "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0, param: str | None = None):
+        super().__init__(message, param=param, headers={"Retry-After": str(max(1, round(retry_after_s)))})
+        self.retry_after_s = retry_after_s
+
+
+class ServiceUnavailable(RewardHubError):
+    """The service is starting, stopping, or a required dependency is missing."""
+
+    status_code = 503
+    error_type = "unavailable"
+
+
+class ErrorBody(BaseModel):
+    message: str = Field(description="What went wrong, for a person.")
+    type: str = Field(description="Machine-readable error class, e.g. `unknown_reward`.")
+    param: str | None = Field(None, description="The request field at fault, if any (dotted path).")
+    code: int = Field(description="The HTTP status code.")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every non-2xx answer."""
+
+    error: ErrorBody
+
+
+def error_payload(status: int, error_type: str, message: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
+
+
+def _loc_to_param(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the one mapping from exceptions to HTTP answers (MRO lookup covers subclasses)."""
+
+    @app.exception_handler(RewardHubError)
+    async def _rewardhub_error(request: Request, exc: RewardHubError) -> JSONBytesResponse:
+        if exc.status_code >= 500:
+            log.error("request_failed", path=request.url.path, error=exc.message)
+        return JSONBytesResponse(
+            error_payload(exc.status_code, exc.error_type, exc.message, exc.param),
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONBytesResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        param = _loc_to_param(tuple(first.get("loc", ())))
+        msg = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
+        if len(errors) > 1:
+            msg += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        return JSONBytesResponse(error_payload(422, "invalid_request", msg, param or None), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONBytesResponse:
+        etype = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONBytesResponse(
+            error_payload(exc.status_code, etype, str(exc.detail)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONBytesResponse:
+        log.exception("unhandled_error", path=request.url.path)
+        return JSONBytesResponse(
+            error_payload(500, "internal_error", "internal server error"), status_code=500
+        )

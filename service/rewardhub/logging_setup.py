@@ -1,0 +1,34 @@
+"""structlog configuration: console lines for people, JSON lines (``REWARDHUB_LOG_JSON=true``) for shippers.
+
+Request ids are bound with structlog's contextvars, so every line logged while serving a request
+carries its ``request_id``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+__all__ = ["configure_logging"]
+
+
+def configure_logging(level: str = "info", json: bool = False) -> None:
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

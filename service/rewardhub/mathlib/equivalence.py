@@ -1,0 +1,236 @@
+"""Answer equivalence for the ``math`` reward: a cheap certain path and a full path.
+
+``quick_check`` runs on the service's event loop for every item, so it only uses string
+normalisation and exact rational arithmetic and answers only when it is certain.  ``check`` is
+the full judgement (structure, sympy, math-verify) and runs in a worker process that the caller
+can kill; see :mod:`rewardhub.mathlib.symbolic` for the timeout contract.
+
+Design rule: every rule must be sound on any data, and gold and prediction get the same
+rewrites.  False positives are worse than false negatives for a reward (a policy learns to
+exploit them), so where two readings exist we pick the stricter one: answer lists compare as
+*multisets* (math-verify compares sets), tuples compare in order, and numeric constants must
+agree to 30 relative digits unless one side is a decimal that rounds correctly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rewardhub.mathlib.normalize import key, normalize
+from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
+from rewardhub.mathlib.scan import outer_brackets, split_top_level
+from rewardhub.mathlib.structures import _CALL_RE, Item, is_name, parse_items
+from rewardhub.mathlib.symbolic import constants_equal, is_constant, mv_verify, parse_item, rename_symbols
+
+_MAX_LEN = 20_000
+_DEGREE = "^\\circ"
+_DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Verdict of an equivalence check.
+
+    ``method`` names the rule that decided; ``gold_parsed`` is False when the gold could not be
+    read as math at all, in which case only string rules were applied.
+    """
+
+    equivalent: bool
+    method: str
+    gold_parsed: bool
+
+
+def quick_check(gold: str, pred: str) -> Check | None:
+    """Certain verdicts from string normalisation and exact rationals only; None if undecided.
+
+    Never raises and never touches sympy: it runs on the event loop.
+    """
+    try:
+        if len(gold) > _MAX_LEN or len(pred) > _MAX_LEN:
+            return None
+        g = normalize(gold)
+        p = normalize(pred)
+        if not g or not p:
+            return None
+        if key(g) == key(p):
+            return Check(True, "string", True)
+        lg = parse_literal(g)
+        lp = parse_literal(p)
+        if lg is not None and lp is not None:
+            return Check(literals_equivalent(lg, lp), "rational", True)
+    except Exception:
+        return None
+    return None
+
+
+class _Comparer:
+    """One ``check`` call: holds the parse cache so each item is parsed at most once."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, Any] = {}
+
+    # -- single values -------------------------------------------------------------------------
+
+    def value(self, g: str, p: str, rename: dict[str, str] | None = None) -> str | None:
+        """Name of the rule that shows ``g`` and ``p`` equal, or None."""
+        if key(g) == key(p) and not rename:
+            return "string"
+        lg, lp = parse_literal(g), parse_literal(p)
+        if lg is not None and lp is not None:
+            return "rational" if literals_equivalent(lg, lp) else None
+        structural = self._brackets(g, p)
+        if structural is not None:
+            return structural or None
+        if _DEGREE in g or _DEGREE in p:
+            return self._degrees(g, p, rename)
+        return self._symbolic(g, p, rename)
+
+    def _brackets(self, g: str, p: str) -> str | None:
+        """Tuples, intervals and set literals compared component-wise ("" = decided unequal).
+
+        Same brackets and arity: tuples and intervals compare in order, ``\\{...\\}`` as
+        multisets.  An interval never equals one with different end brackets (``[a, b]`` is not
+        ``(a, b)``).  Unions of pieces compare as multisets of pieces when the counts agree.
+        """
+        bg, bp = outer_brackets(g), outer_brackets(p)
+        if bg is not None and bp is not None:
+            cg, cp = split_top_level(bg[1]), split_top_level(bp[1])
+            same = (bg[0], bg[2]) == (bp[0], bp[2])
+            if same and len(cg) == len(cp) and len(cg) > 1:
+                if bg[0] == "\\{":
+                    ok = self._match([Item(None, x) for x in cg], [Item(None, x) for x in cp])
+                else:
+                    ok = all(self.value(a.strip(), b.strip()) for a, b in zip(cg, cp, strict=True))
+                return ("set" if bg[0] == "\\{" else "tuple") if ok else ""
+            if not same and len(cg) == len(cp) == 2 and "\\{" not in (bg[0], bp[0]):
+                return ""
+        ug, up = split_top_level(g, ("\\cup",)), split_top_level(p, ("\\cup",))
+        if len(ug) > 1 and len(ug) == len(up):
+            if self._match([Item(None, x.strip()) for x in ug], [Item(None, x.strip()) for x in up]):
+                return "interval"
+        return None
+
+    def _degrees(self, g: str, p: str, rename: dict[str, str] | None) -> str | None:
+        """Degree marks: ``45^\\circ`` equals ``45``, and equals ``\\pi/4`` when compared to radians.
+
+        A bare number next to a degree value is read in degrees (the unit was omitted); a value
+        written with ``\\pi`` is in radians, so the degree side is converted instead.
+        """
+        for a, b in ((g, p), (p, g)):
+            m = _DEGREE_VALUE_RE.match(a)
+            if m is not None and _DEGREE not in b and "\\pi" in b:
+                rad = f"\\frac{{{m.group('x')}\\pi}}{{180}}"
+                pair = (rad, b) if a is g else (b, rad)
+                return "degrees" if self._symbolic(pair[0], pair[1], rename) else None
+        g2, p2 = g.replace(_DEGREE, " ").strip(), p.replace(_DEGREE, " ").strip()
+        return "degrees" if self.value(g2, p2, rename) else None
+
+    def _symbolic(self, g: str, p: str, rename: dict[str, str] | None) -> str | None:
+        gp = parse_item(g, self.cache)
+        pp = parse_item(p, self.cache)
+        if gp is None or pp is None:
+            return None
+        if rename:
+            pp = rename_symbols(pp, rename)
+        if is_constant(gp) and is_constant(pp):
+            verdict = constants_equal(gp, pp, parse_literal(g), parse_literal(p))
+            if verdict is not None:
+                return "numeric" if verdict else None
+        return "math_verify" if mv_verify(gp, pp) else None
+
+    # -- lists ---------------------------------------------------------------------------------
+
+    def _item_eq(self, g: Item, p: Item, use_labels: bool) -> str | None:
+        if not use_labels or g.label == p.label:
+            return self.value(g.value, p.value)
+        rename = _bound_variables(g.label, p.label)
+        return None if rename is None else self.value(g.value, p.value, rename)
+
+    def _match(self, gold: list[Item], pred: list[Item]) -> bool:
+        """Perfect matching between two multisets under item equality (augmenting paths)."""
+        if len(gold) != len(pred):
+            return False
+        use_labels = all(i.label for i in gold) and all(i.label for i in pred)
+        memo: dict[tuple[int, int], bool] = {}
+
+        def eq(i: int, j: int) -> bool:
+            if (i, j) not in memo:
+                memo[(i, j)] = self._item_eq(gold[i], pred[j], use_labels) is not None
+            return memo[(i, j)]
+
+        owner: dict[int, int] = {}
+
+        def augment(i: int, seen: set[int]) -> bool:
+            for j in range(len(pred)):
+                if j not in seen and eq(i, j):
+                    seen.add(j)
+                    if j not in owner or augment(owner[j], seen):
+                        owner[j] = i
+                        return True
+            return False
+
+        return all(augment(i, set()) for i in range(len(gold)))
+
+    def items(self, gold: list[Item], pred: list[Item]) -> str | None:
+        if len(gold) == 1 and len(pred) == 1:
+            use_labels = bool(gold[0].label and pred[0].label)
+            return self._item_eq(gold[0], pred[0], use_labels)
+        if len(gold) == len(pred):
+            if not self._match(gold, pred):
+                return None
+            tuples = all(outer_brackets(i.value) is not None for i in gold)
+            return "tuple_set" if tuples else "set"
+        # One tuple against a bare list of its components: (x, y, z) = 1, 2, 3 in order.
+        for single, many, flip in ((gold, pred, False), (pred, gold, True)):
+            if len(single) == 1 and len(many) > 1:
+                br = outer_brackets(single[0].value)
+                if br is not None and br[0] == "(" and br[2] == ")":
+                    comps = [c.strip() for c in split_top_level(br[1])]
+                    if len(comps) == len(many):
+                        cmp: Callable[[str, str], str | None] = self.value
+                        pairs = zip(comps, (i.value for i in many), strict=True)
+                        if all((cmp(b, a) if flip else cmp(a, b)) for a, b in pairs):
+                            return "tuple"
+        return None
+
+
+def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str] | None:
+    """``f(x)`` vs ``f(z)``: same function, argument names are bound, so rename z -> x."""
+    if g_label is None or p_label is None:
+        return None
+    mg, mp = _CALL_RE.match(g_label), _CALL_RE.match(p_label)
+    if mg is None or mp is None or mg.group("f") != mp.group("f"):
+        return None
+    ga = [a.strip() for a in mg.group("args").split(",")]
+    pa = [a.strip() for a in mp.group("args").split(",")]
+    if len(ga) != len(pa) or not all(is_name(a) for a in ga + pa):
+        return None
+    return {b: a for a, b in zip(ga, pa, strict=True) if a != b}
+
+
+def check(gold: str, pred: str) -> Check:
+    """Full equivalence check; may be slow (sympy) and relies on the caller for deadlines."""
+    quick = quick_check(gold, pred)
+    if quick is not None:
+        return quick
+    comparer = _Comparer()
+    try:
+        g_items = parse_items(gold)
+        p_items = parse_items(pred)
+    except Exception:
+        g_items, p_items = [], []
+    gold_parsed = any(
+        parse_literal(i.value) is not None or parse_item(i.value, comparer.cache) is not None for i in g_items
+    )
+    if not g_items or not p_items:
+        return Check(False, "empty", gold_parsed)
+    try:
+        method = comparer.items(g_items, p_items)
+    except Exception:
+        method = None
+    if method is None:
+        return Check(False, "math_verify" if gold_parsed else "string", gold_parsed)
+    return Check(True, method, gold_parsed)

@@ -1,0 +1,198 @@
+"""Answer extraction from free-form model responses.
+
+Runs on the service's event loop over responses of up to ~1 MB, so every method is a linear
+scan: ``str.rfind`` plus an explicit brace scanner for ``\\boxed``, and regular expressions only
+of the simple, non-nested kind whose matching is linear.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewardhub.mathlib.scan import match_brace
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """An extracted answer: the stripped ``text`` and the ``method`` that found it."""
+
+    text: str
+    method: str
+
+
+DEFAULT_METHODS: tuple[str, ...] = ("boxed", "answer_tag", "answer_phrase", "last_number")
+
+_BOX_COMMANDS = ("\\boxed", "\\fbox")
+# Bounded quantifiers only: the pattern is tried at every "answer" in a response of up to 1 MB.
+_PHRASE_RE = re.compile(
+    r"answer(?:[ \t]{0,3}\*\*)?[ \t]{0,3}(?:is\b[ \t]{0,3}:?|[:：])(?:[ \t]{0,3}\*\*)?"
+    r"|^[ \t]{0,8}####",
+    re.IGNORECASE | re.MULTILINE,
+)
+_NUMBER_RE = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d])")
+_SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
+_MAX_PHRASE_CHARS = 400
+
+
+def _strip_wrappers(s: str) -> str:
+    """Remove markdown bold, surrounding math delimiters and a trailing full stop."""
+    s = s.strip()
+    for _ in range(3):
+        before = s
+        s = s.strip().strip("*").strip()
+        if s.endswith("."):
+            s = s[:-1].rstrip()
+        for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+            if len(s) >= len(open_) + len(close) and s.startswith(open_) and s.endswith(close):
+                s = s[len(open_) : len(s) - len(close)].strip()
+                break
+        if s == before:
+            break
+    return s
+
+
+def _boxed_at(text: str, start: int, cmd: str, end: int | None = None) -> tuple[str, int] | None:
+    """Content and end index of the box command at ``start``; None when unbalanced before ``end``."""
+    i = start + len(cmd)
+    n = len(text) if end is None else min(end, len(text))
+    while i < n and text[i] == " ":
+        i += 1
+    if i < n and text[i] == "{":
+        close = match_brace(text, i, n)
+        if close < 0:
+            return None
+        return text[i + 1 : close].strip(), close + 1
+    # "\boxed 5": the argument is the next token.
+    j = i
+    while j < n and not text[j].isspace() and text[j] not in "$.,;":
+        j += 1
+    if j == i or i == start + len(cmd):
+        return None
+    return text[i:j], j
+
+
+def _last_box_start(text: str, end: int) -> tuple[int, str]:
+    best, best_cmd = -1, ""
+    for cmd in _BOX_COMMANDS:
+        pos = text.rfind(cmd, 0, end)
+        while pos >= 0 and text[pos + len(cmd) : pos + len(cmd) + 1].isalpha():
+            pos = text.rfind(cmd, 0, pos)
+        if pos > best:
+            best, best_cmd = pos, cmd
+    return best, best_cmd
+
+
+def _extract_boxed(text: str) -> str | None:
+    """The last balanced box; further boxes on the same line join it as a list (``1, 2``).
+
+    A model that writes ``\\boxed{1}, \\boxed{2}`` gives a two-element answer; an identical box
+    repeated on one line (``\\boxed{840} \\boxed{840}``) is one answer, not ``840, 840``.
+    """
+    # Each candidate's brace scan stops where the previous (unbalanced) candidate began, so a
+    # response full of truncated boxes still costs one pass.
+    end = len(text)
+    while True:
+        pos, cmd = _last_box_start(text, end)
+        if pos < 0:
+            return None
+        found = _boxed_at(text, pos, cmd, end)
+        if found is not None:
+            break
+        end = pos
+    line_start = text.rfind("\n", 0, pos) + 1
+    contents: list[str] = []
+    i = line_start
+    while i <= pos:
+        nxt, nxt_cmd = -1, ""
+        for c in _BOX_COMMANDS:
+            p = text.find(c, i, pos + len(c))
+            if p >= 0 and (nxt < 0 or p < nxt):
+                nxt, nxt_cmd = p, c
+        if nxt < 0:
+            break
+        got = _boxed_at(text, nxt, nxt_cmd, found[1])
+        if got is None:
+            i = nxt + len(nxt_cmd)
+            continue
+        if got[0] and (not contents or contents[-1] != got[0]):
+            contents.append(got[0])
+        i = got[1]
+    if not contents:
+        contents = [found[0]]
+    return ", ".join(contents) if len(set(contents)) > 1 else contents[0]
+
+
+def _extract_answer_tag(text: str) -> str | None:
+    close = text.rfind("</answer>")
+    if close < 0:
+        return None
+    open_ = text.rfind("<answer>", 0, close)
+    if open_ < 0:
+        return None
+    return text[open_ + len("<answer>") : close]
+
+
+def _extract_phrase(text: str) -> str | None:
+    """Text after the last "answer is" / "Answer:" / "####" anchor, up to the end of the line."""
+    last = None
+    for m in _PHRASE_RE.finditer(text):
+        last = m
+    if last is None:
+        return None
+    line_end = text.find("\n", last.end())
+    tail = text[last.end() : line_end if line_end >= 0 else len(text)][:_MAX_PHRASE_CHARS].strip()
+    if tail.startswith("$"):
+        close = tail.find("$", 1) if not tail.startswith("$$") else tail.find("$$", 2)
+        if close > 0:
+            return tail[: close + (2 if tail.startswith("$$") else 1)]
+    m = _SENTENCE_END_RE.search(tail)
+    if m is not None:
+        tail = tail[: m.start()]
+    return tail
+
+
+def _extract_last_number(text: str) -> str | None:
+    last = None
+    for m in _NUMBER_RE.finditer(text):
+        last = m
+    return None if last is None else last.group(0).replace(",", "")
+
+
+_METHODS = {
+    "boxed": _extract_boxed,
+    "answer_tag": _extract_answer_tag,
+    "answer_phrase": _extract_phrase,
+    "last_number": _extract_last_number,
+}
+
+
+def extract_answer(response: str, methods: Sequence[str] = DEFAULT_METHODS) -> Extracted | None:
+    """Try ``methods`` in priority order; the first that yields a non-empty answer wins.
+
+    Unknown method names raise ``ValueError`` (a configuration error, not bad input).
+    """
+    for name in methods:
+        fn = _METHODS.get(name)
+        if fn is None:
+            raise ValueError(f"unknown extraction method: {name!r}")
+        raw = fn(response)
+        if raw is None:
+            continue
+        text = _strip_wrappers(raw)
+        if text:
+            return Extracted(text, name)
+    return None
+
+
+def read_gold(reference: str) -> str | None:
+    """Normalise a gold reference: strip math delimiters, unwrap a whole ``\\boxed{...}``."""
+    s = _strip_wrappers(reference)
+    for cmd in _BOX_COMMANDS:
+        if s.startswith(cmd):
+            got = _boxed_at(s, 0, cmd)
+            if got is not None and got[1] == len(s):
+                s = _strip_wrappers(got[0])
+            break
+    return s or None

@@ -1,0 +1,297 @@
+"""Presentation-only normalisation of answer strings.
+
+Every rewrite in this module changes how an answer is *typeset*, never what it *means*: two
+strings that normalise to the same key denote the same mathematical object.  That is what lets
+:func:`rewardhub.mathlib.equivalence.quick_check` declare a match from string equality alone.
+Rewrites that change meaning under some reading (dropping labels, units, percent signs, degree
+marks, ...) live in :mod:`rewardhub.mathlib.structures` where they are applied symmetrically and
+only to well-delimited shapes.
+
+All passes are single regex substitutions without nested quantifiers, or explicit scanners, so
+the cost stays linear in the input length.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rewardhub.mathlib.scan import match_brace
+
+# Control characters that a JSON/Python string lost a backslash to (``"\frac"`` written in a
+# non-raw literal becomes form-feed + "rac").  They never occur legitimately in an answer, so
+# restoring the backslash is a repair, not a guess.
+_LOST_ESCAPES = {"\x07": "a", "\x08": "b", "\x0b": "v", "\x0c": "f", "\t": "t", "\r": "r"}
+_LOST_ESCAPE_RE = re.compile("([\x07\x08\x0b\x0c\t\r])(?=[a-zA-Z])")
+# ``\\frac`` (doubled backslash before a command name) is the same damage in the other direction.
+# Only safe where ``\\`` cannot be a row separator.
+_DOUBLE_SLASH_RE = re.compile(r"\\\\(?=[a-zA-Z])")
+
+_HTML_RE = re.compile(r"<(sup|sub)>([^<]{0,200})</\1>")
+
+_UNICODE = {
+    "∞": r"\infty ",
+    "≤": r"\leq ",
+    "≦": r"\leq ",
+    "⩽": r"\leq ",
+    "≥": r"\geq ",
+    "≧": r"\geq ",
+    "⩾": r"\geq ",
+    "≠": r"\neq ",
+    "∪": r"\cup ",
+    "∩": r"\cap ",
+    "π": r"\pi ",
+    "×": r"\times ",
+    "·": r"\cdot ",
+    "⋅": r"\cdot ",
+    "÷": r"\div ",
+    "−": "-",
+    "–": "-",
+    "—": "-",
+    "＞": ">",
+    "＜": "<",
+    "，": ",",
+    "；": ";",
+    "：": ":",
+    "（": "(",
+    "）": ")",
+    "√": r"\sqrt",
+    "°": r"^\circ ",
+    "∈": r"\in ",
+    "∀": r"\forall ",
+    "±": r"\pm ",
+    "∓": r"\mp ",
+    "≈": r"\approx ",
+    "\u00a0": " ",
+    "\u2009": " ",
+    "\u202f": " ",
+}
+_UNICODE_RE = re.compile("|".join(re.escape(k) for k in _UNICODE))
+_CIRCLED = {chr(0x2460 + i): str(i + 1) for i in range(20)}
+_CIRCLED_RE = re.compile("[" + "".join(_CIRCLED) + "]")
+
+# Math-mode delimiters and sizing/spacing commands carry no mathematical content.
+_DELIMS_RE = re.compile(r"\\\$|\$|(?<!\\)\\[()\[\]]")
+_SIZING_RE = re.compile(
+    r"\\(?:left|right|middle|[bB]ig{1,2}[lrm]?|displaystyle|textstyle|scriptstyle|limits)(?![a-zA-Z])"
+)
+_THOUSANDS_THIN_RE = re.compile(r"(?<=\d)(?:\\,|\\ |\{,\}|\\!)(?=\d{3}(?!\d))")
+_SPACING_RE = re.compile(
+    r"\\(?:quad|qquad|enspace|thinspace|medspace|thickspace)(?![a-zA-Z])|(?<!\\)\\[,;:! ]|~"
+)
+_RENAMES = [
+    (re.compile(r"\\[dtc]frac(?![a-zA-Z])"), r"\\frac"),
+    (re.compile(r"\\[dt]binom(?![a-zA-Z])"), r"\\binom"),
+    (re.compile(r"\\(?:leqslant|leqq|le)(?![a-zA-Z])"), r"\\leq"),
+    (re.compile(r"\\(?:geqslant|geqq|ge)(?![a-zA-Z])"), r"\\geq"),
+    (re.compile(r"\\(?:ne)(?![a-zA-Z])"), r"\\neq"),
+    (re.compile(r"\\lt(?![a-zA-Z])"), "<"),
+    (re.compile(r"\\gt(?![a-zA-Z])"), ">"),
+    (re.compile(r"<="), r"\\leq "),
+    (re.compile(r">="), r"\\geq "),
+    (re.compile(r"!="), r"\\neq "),
+    (re.compile(r"\\(sin|cos|tan|cot|sec|csc)\s*\^\s*\{\s*-\s*1\s*\}"), r"\\arc\1"),
+    (re.compile(r"\\(sin|cos|tan|cot|sec|csc)\s*\^\s*\(\s*-\s*1\s*\)"), r"\\arc\1"),
+    (re.compile(r"\\(?:textdegree|degree)(?![a-zA-Z])"), r"^\\circ "),
+    (re.compile(r"\^?\s*\\textcirc(?![a-zA-Z])"), r"^\\circ "),
+    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])"), r"^\\circ "),
+    (re.compile(r"\\%|%"), r"\\% "),
+    (re.compile(r"\{,\}"), ","),
+]
+# Commands whose argument is typeset text or a font change: we keep the argument, drop the font.
+_TEXT_COMMANDS = (
+    "text",
+    "textbf",
+    "textit",
+    "textrm",
+    "textsf",
+    "texttt",
+    "textnormal",
+    "mbox",
+    "mathrm",
+    "mathit",
+    "mathbf",
+    "mathsf",
+    "emph",
+    "boldsymbol",
+)
+_TEXT_OR_BRACE_RE = re.compile(
+    r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]"
+)
+# Function names typed without a backslash (``sin(x)``, or ``\\text{sin}`` after unwrapping).
+# ``sec`` is left alone: in answers it is far more often "seconds".
+_PLAIN_FUNC_RE = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sin|cos|tan|cot|csc|ln|log)(?![A-Za-z])")
+_ORDINAL_RE = re.compile(r"(?<=\d)\s*\^?\s*\{?\s*(?:st|nd|rd|th)\s*\}?(?![a-zA-Z])")
+_SINGLE_BRACE_RE = re.compile(r"([\^_])\{\s*([A-Za-z0-9])\s*\}")
+_CMD_SPACE_BRACE_RE = re.compile(r"(\\[a-zA-Z]+)\s+(?=\{)")
+_PLUS_INFTY_RE = re.compile(r"(^|[(\[,])\s*\+\s*\\infty")
+_DANGLING_DOT_RE = re.compile(r"(?<=[})\]])\s*\.(?![\d.])|(?<!\.)\.\s*$")
+_WS_RE = re.compile(r"\s+")
+_KEY_SPACE_RE = re.compile(r"(?<![A-Za-z0-9]) | (?![A-Za-z0-9])")
+
+
+def repair(s: str) -> str:
+    """Undo transport damage: lost or doubled backslashes and HTML super/subscripts."""
+    s = _LOST_ESCAPE_RE.sub(lambda m: "\\" + _LOST_ESCAPES[m.group(1)], s)
+    if "\\begin" not in s and "matrix" not in s:
+        s = _DOUBLE_SLASH_RE.sub(r"\\", s)
+    if "<su" in s:
+        s = _HTML_RE.sub(lambda m: ("^{" if m.group(1) == "sup" else "_{") + m.group(2) + "}", s)
+    return s
+
+
+def _ends_with_digit(parts: list[str]) -> bool:
+    for part in reversed(parts):
+        stripped = part.rstrip()
+        if stripped:
+            return stripped[-1].isdigit()
+    return False
+
+
+def _short_group(s: str, open_pos: int) -> tuple[str, int] | None:
+    """If the group at ``s[open_pos] == '{'`` holds at most one visible character, return it."""
+    j = open_pos + 1
+    n = len(s)
+    while j < n and s[j] == " ":
+        j += 1
+    content = ""
+    if j < n and s[j] not in "{}\\":
+        content = s[j]
+        j += 1
+    while j < n and s[j] == " ":
+        j += 1
+    if j < n and s[j] == "}":
+        return content, j
+    return None
+
+
+def unwrap_text(s: str) -> str:
+    """Replace ``\\text{...}``-style groups by their contents, padded with spaces.
+
+    Font and text-mode commands do not change the value; the padding keeps ``5\\text{cm}`` from
+    fusing into one token.  A one-letter roman group right after a number (``2.6\\,\\mathrm{m}``)
+    is a unit and is dropped (``e``, ``i``, ``d`` are kept: Euler, imaginary unit, differential).
+    One streaming pass with a brace stack, so nesting depth does not cost extra passes.
+    """
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    stack: list[bool] = []  # per open brace: does it belong to a text command?
+    pos = 0
+    while True:
+        m = _TEXT_OR_BRACE_RE.search(s, pos)
+        if m is None:
+            break
+        out.append(s[pos : m.start()])
+        tok = m.group(0)
+        if tok == "{":
+            stack.append(False)
+            out.append("{")
+        elif tok == "}":
+            out.append(" " if stack and stack.pop() else "}")
+        elif tok in ("\\{", "\\}"):
+            out.append(tok)
+        else:
+            open_pos = m.end() - 1
+            short = _short_group(s, open_pos)
+            if short is not None:
+                letter, close = short
+                if not (letter.isalpha() and letter not in "eidE" and _ends_with_digit(out)):
+                    out.append(letter)
+                pos = close + 1
+                continue
+            stack.append(True)
+            out.append(" ")
+        pos = m.end()
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def fix_frac_args(s: str) -> str:
+    """Brace single-token ``\\frac`` arguments: ``\\frac12`` -> ``\\frac{1}{2}``, ``\\frac{a}c`` -> ``{a}{c}``.
+
+    TeX itself reads an unbraced argument as the next single token, so this is exactly what the
+    author typeset; the parser downstream only understands the braced form.  Streaming with a
+    brace stack: after the group that closes a ``\\frac``'s first argument we look at one char.
+    """
+    if "\\frac" not in s:
+        return s
+    out: list[str] = []
+    stack: list[bool] = []  # per open brace: is it a \frac's first argument?
+    i = 0
+    n = len(s)
+    while i < n:
+        if s.startswith("\\frac", i) and not s[i + 5 : i + 6].isalpha():
+            out.append("\\frac")
+            i += 5
+            while i < n and s[i] == " ":
+                i += 1
+            if i < n and s[i] == "{":
+                stack.append(True)
+                out.append("{")
+                i += 1
+            elif i < n and s[i].isalnum():
+                out.append("{" + s[i] + "}")
+                i = _second_frac_arg(s, i + 1, out)
+            continue
+        c = s[i]
+        if c == "\\":
+            out.append(s[i : i + 2])
+            i += 2
+            continue
+        if c == "{":
+            stack.append(False)
+        elif c == "}" and stack and stack.pop():
+            out.append("}")
+            i = _second_frac_arg(s, i + 1, out)
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _second_frac_arg(s: str, i: int, out: list[str]) -> int:
+    j = i
+    while j < len(s) and s[j] == " ":
+        j += 1
+    if j < len(s) and s[j].isalnum():
+        out.append("{" + s[j] + "}")
+        return j + 1
+    return i
+
+
+def _circled(s: str) -> str:
+    """``②③`` (choice labels) becomes ``2, 3``."""
+    s = _CIRCLED_RE.sub(lambda m: _CIRCLED[m.group(0)] + ", ", s)
+    return s.strip().rstrip(",").strip()
+
+
+def normalize(s: str) -> str:
+    """Canonical typeset form of an answer: same meaning, fewer spellings."""
+    s = _WS_RE.sub(" ", repair(s))
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    if _CIRCLED_RE.search(s):
+        s = _circled(s)
+    s = _DELIMS_RE.sub(" ", s)
+    s = _SIZING_RE.sub("", s)
+    s = _THOUSANDS_THIN_RE.sub("", s)
+    s = _SPACING_RE.sub(" ", s)
+    for pattern, repl in _RENAMES:
+        s = pattern.sub(repl, s)
+    s = _WS_RE.sub(" ", unwrap_text(s))
+    s = _PLAIN_FUNC_RE.sub(r"\\\1", s)
+    s = fix_frac_args(s)
+    s = _ORDINAL_RE.sub("", s)
+    s = _CMD_SPACE_BRACE_RE.sub(r"\1", s)
+    s = _SINGLE_BRACE_RE.sub(r"\1\2", s)
+    s = _PLUS_INFTY_RE.sub(r"\1\\infty", s)
+    s = _WS_RE.sub(" ", s).strip()
+    s = _DANGLING_DOT_RE.sub("", s).strip()
+    return s
+
+
+def key(s: str) -> str:
+    """Comparison key of an already normalised string: spaces kept only between two word chars.
+
+    ``x + 1`` and ``x+1`` share a key; ``\\pi r`` and ``\\pir`` or ``1 2`` and ``12`` do not.
+    """
+    return _KEY_SPACE_RE.sub("", s)

@@ -1,0 +1,323 @@
+"""Answer structure: lists of solutions, labels, intervals and other shapes.
+
+A normalised answer string is turned into a list of :class:`Item` (an optional label plus a value
+string).  The rules here are the ones that change the *surface* of an answer in ways that need an
+argument to be sound; each function's docstring gives that argument.  All of them are applied to
+gold and prediction alike, so neither side gains a reading the other cannot have.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from rewardhub.mathlib.normalize import key, normalize
+from rewardhub.mathlib.numeric import parse_literal
+from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
+
+MAX_ITEMS = 64
+_MAX_PM = 3
+
+_GREEK = (
+    "alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|"
+    "rho|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega"
+)
+_SUB = r"(?:_(?:[A-Za-z0-9]|\{[A-Za-z0-9\\ ,+\-]{1,20}\}))?'*"
+_NAME = rf"(?:[A-Za-z]|\\(?:{_GREEK}))(?![A-Za-z]){_SUB}"
+_NAME_RE = re.compile(rf"^{_NAME}$")
+_ARG = rf"(?:{_NAME}|-?\d+)"
+_CALL_RE = re.compile(rf"^(?P<f>{_NAME})\s?\((?P<args>\s?{_ARG}(?:\s?,\s?{_ARG}){{0,5}}\s?)\)$")
+_WORDS_RE = re.compile(r"^[A-Za-z]{4,}(?: [A-Za-z]+){0,3}(?: \d{1,3})?$")
+_QUALIFIER_RE = re.compile(r"\s(?:for all|for every|for each|for any|\\forall)\s.*$")
+_UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
+_VALUE_END_RE = re.compile(r"(?:\d|[)}\]]|\\[a-zA-Z]+)$")
+_NOT_UNITS = frozenset({"pi", "and", "or", "mod", "infty", "inf"})
+_INFINITE_WORDS = frozenset({"infinitely many", "infinite", "infinity", "infinitely many solutions"})
+_MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(?P<body>.*)\\end\{\1\}$", re.DOTALL)
+_REL_RE = re.compile(r"\\leq|\\geq|\\neq|<|>|=")
+_CONST_CMDS = frozenset(
+    {"frac", "sqrt", "pi", "infty", "cdot", "times", "ln", "log", "sin", "cos", "tan", "e", "exp"}
+)
+_CMD_RE = re.compile(r"\\([a-zA-Z]+)")
+_SEPARATORS = (",", ";", " and ", " or ")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One element of an answer list: ``value``, optionally announced by ``label`` (``x = 3``)."""
+
+    label: str | None
+    value: str
+
+
+def is_name(s: str) -> bool:
+    """A simple variable name: one letter or Greek letter, optional subscript and primes."""
+    return _NAME_RE.match(s.strip()) is not None
+
+
+def tuple_label(lhs: str) -> list[str] | None:
+    """``(x, y)`` or ``(f(n), g(n))`` on the left of ``=``: the names of a tuple's components."""
+    br = outer_brackets(lhs.strip())
+    if br is None or br[0] != "(" or br[2] != ")":
+        return None
+    parts = [p.strip() for p in split_top_level(br[1])]
+    if len(parts) > 1 and all(is_name(p) or _CALL_RE.match(p) for p in parts):
+        return [key(p) for p in parts]
+    return None
+
+
+def parse_label(lhs: str) -> str | None:
+    """Canonical label if ``lhs`` is something a solver writes before ``=`` to name a value.
+
+    Accepted: a simple name (``x``, ``a_n``, ``m_{\\max}``), a function applied to names or
+    integers (``f(x)``, ``T(10)``), a tuple of those, or prose of real words (``Maximum``,
+    ``Sequence 1``; at least four letters so that products like ``xy`` are not mistaken for
+    words).  Anything else (``2x+1``, ``y+1``) is an equation side, not a label.
+    """
+    lhs = lhs.strip()
+    if not lhs:
+        return None
+    if is_name(lhs) or _CALL_RE.match(lhs) or _WORDS_RE.match(lhs):
+        return key(lhs)
+    names = tuple_label(lhs)
+    return None if names is None else "(" + ",".join(names) + ")"
+
+
+def split_label(item: str) -> tuple[str | None, str]:
+    """Split ``label = value`` (repeatedly, for ``x = y = 1``) or ``Words: value``."""
+    label: str | None = None
+    while True:
+        eq = find_top_level(item, "=")
+        if eq < 0 or item[eq - 1 : eq] in ("<", ">", "!"):
+            break
+        lab = parse_label(item[:eq])
+        rest = item[eq + 1 :].strip()
+        if lab is None or not rest:
+            break
+        label = lab if label is None else label
+        item = rest
+    if label is None:
+        colon = find_top_level(item, ":")
+        if colon > 0 and _WORDS_RE.match(item[:colon].strip()) and item[colon + 1 :].strip():
+            return key(item[:colon].strip()), item[colon + 1 :].strip()
+    return label, item
+
+
+def strip_units(value: str) -> str:
+    """Drop trailing prose after a number: ``7 goats`` -> ``7``, ``5.4 square units`` -> ``5.4``.
+
+    Sound because words after a numeric value name what is counted (its unit) and cannot change
+    the number.  We strip only words of two or more letters (single letters are variables),
+    never ``pi``, and only when what remains still ends like a number or a closed group.
+    """
+    if len(value) > 500:
+        return value
+    out = value
+    for _ in range(8):
+        m = _UNIT_TAIL_RE.search(out)
+        if m is None or m.group(0).strip().lower() in _NOT_UNITS:
+            break
+        out = out[: m.start()].rstrip()
+    if out != value and _VALUE_END_RE.search(out) and any(c.isdigit() for c in out):
+        return out
+    return value
+
+
+def expand_pm(value: str) -> list[str]:
+    """``a \\pm b`` denotes the two values ``a+b`` and ``a-b``; expand it so lists compare.
+
+    With ``\\mp`` present the signs are correlated (``\\pm`` takes s, ``\\mp`` takes -s) as the
+    notation prescribes; otherwise independent ``\\pm`` signs (``(\\pm 1, \\pm 2)``) give every
+    combination.  This makes ``\\pm 2021`` a two-element answer, so it can never match ``2021``.
+    """
+    n_pm = value.count("\\pm")
+    n_mp = value.count("\\mp")
+    if n_pm == 0 and n_mp == 0:
+        return [value]
+    if n_mp or n_pm > _MAX_PM:
+        if n_pm + n_mp > 2 * _MAX_PM:
+            return [value]
+        return [value.replace("\\pm", s).replace("\\mp", t) for s, t in (("+", "-"), ("-", "+"))]
+    pieces = value.split("\\pm")
+    out = []
+    for signs in itertools.product("+-", repeat=n_pm):
+        out.append(pieces[0] + "".join(sign + piece for sign, piece in zip(signs, pieces[1:], strict=True)))
+    return out
+
+
+def _is_const(s: str) -> bool:
+    """A closed-form constant: digits and constant-valued commands, no variables (``e`` = Euler)."""
+    s = s.strip()
+    if not s or "=" in s:
+        return False
+    for m in _CMD_RE.finditer(s):
+        if m.group(1) not in _CONST_CMDS:
+            return False
+    rest = _CMD_RE.sub("", s)
+    if any(c.isalpha() and c != "e" for c in rest):
+        return False
+    return any(c.isdigit() for c in rest) or "\\pi" in s or "\\infty" in s or "e" in rest
+
+
+def _interval_piece(piece: str) -> tuple[str, str] | None:
+    """Solved-form relation on one variable -> ``(variable, interval latex)``.
+
+    Only *solved* forms qualify: the variable alone on one side, constants elsewhere
+    (``x < 3``, ``-1 \\leq a < 2``, ``x = 5``, ``x \\neq 1``).  An unsolved relation such as
+    ``x^2 < 4`` is never turned into a set, so a prediction that merely restates the problem's
+    inequality cannot be "solved" into the gold by us.
+    """
+    ops = [(m.start(), m.group(0)) for m in _REL_RE.finditer(piece)]
+    if not ops or len(ops) > 2:
+        return None
+    parts = []
+    prev = 0
+    for pos, op in ops:
+        parts.append(piece[prev:pos].strip())
+        prev = pos + len(op)
+    parts.append(piece[prev:].strip())
+    names = [op for _, op in ops]
+    if len(names) == 1:
+        a, b = parts
+        op = names[0]
+        if is_name(a) and _is_const(b):
+            var, c, flipped = a, b, False
+        elif is_name(b) and _is_const(a):
+            var, c, flipped = b, a, True
+        else:
+            return None
+        if op == "=":
+            return key(var), "\\{" + c + "\\}"
+        if op == "\\neq":
+            return key(var), f"(-\\infty, {c}) \\cup ({c}, \\infty)"
+        upper = op in ("<", "\\leq")
+        if flipped:
+            upper = not upper
+        strict = op in ("<", ">")
+        if upper:
+            return key(var), f"(-\\infty, {c}" + (")" if strict else "]")
+        return key(var), ("(" if strict else "[") + f"{c}, \\infty)"
+    lo, var, hi = parts
+    if not (is_name(var) and _is_const(lo) and _is_const(hi)):
+        return None
+    ascending = all(op in ("<", "\\leq") for op in names)
+    descending = all(op in (">", "\\geq") for op in names)
+    if not (ascending or descending):
+        return None
+    if descending:
+        lo, hi = hi, lo
+        names = names[::-1]
+    left = "(" if names[0] in ("<", ">") else "["
+    right = ")" if names[1] in ("<", ">") else "]"
+    return key(var), f"{left}{lo}, {hi}{right}"
+
+
+def inequality_to_interval(s: str) -> tuple[str, str] | None:
+    """A disjunction of solved-form relations in one variable, as an interval union."""
+    pieces = [p for p in split_top_level(s, (" or ", "\\lor", "\\vee")) if p.strip()]
+    converted = [_interval_piece(p) for p in pieces]
+    if any(c is None for c in converted) or not converted:
+        return None
+    found = [c for c in converted if c is not None]
+    if len({v for v, _ in found}) != 1:
+        return None
+    if all(iv.startswith("\\{") for _, iv in found):
+        return None  # plain "x = 1 or x = 2" is a list of solutions, handled by labels
+    return found[0][0], " \\cup ".join(iv for _, iv in found)
+
+
+def set_builder(s: str) -> tuple[str, str] | None:
+    """``\\{x \\mid cond\\}`` with a solved-form ``cond`` on ``x`` -> the interval union."""
+    br = outer_brackets(s)
+    if br is None or br[0] != "\\{":
+        return None
+    inner = br[1]
+    for sep in ("\\mid", "|", ":"):
+        pos = find_top_level(inner, sep)
+        if pos > 0:
+            var = inner[:pos].strip()
+            res = inequality_to_interval(inner[pos + len(sep) :])
+            if is_name(var) and res is not None and res[0] == key(var):
+                return res
+            return None
+    return None
+
+
+def matrix_to_tuple(s: str) -> str:
+    """A one-column or one-row matrix is a vector; write it as the tuple it denotes."""
+    m = _MATRIX_RE.match(s.strip())
+    if m is None:
+        return s
+    body = m.group("body").strip().rstrip("\\").strip()
+    rows = [r.strip() for r in body.split("\\\\")]
+    if len(rows) > 1 and all("&" not in r for r in rows):
+        return "(" + ", ".join(rows) + ")"
+    if len(rows) == 1 and "&" in rows[0]:
+        return "(" + ", ".join(c.strip() for c in rows[0].split("&")) + ")"
+    return s
+
+
+def _strip_prefixes(s: str) -> str:
+    """``x \\in S`` states the answer is the set ``S``; ``A \\approx 1.36`` keeps the exact ``A``."""
+    pos = find_top_level(s, "\\approx")
+    if pos > 0:
+        s = s[:pos].strip()
+    pos = find_top_level(s, "\\in")
+    if pos > 0 and is_name(s[:pos]):
+        s = s[pos + 3 :].strip()
+    return s
+
+
+def _item_value(value: str) -> list[str]:
+    value = _QUALIFIER_RE.sub("", value).strip()
+    value = strip_units(value)
+    if value.lower() in _INFINITE_WORDS:
+        value = "\\infty"
+    value = matrix_to_tuple(value)
+    iv = inequality_to_interval(value) or set_builder(value)
+    if iv is not None:
+        return [iv[1]]
+    return expand_pm(value)
+
+
+def parse_items(s: str) -> list[Item]:
+    """Split a (raw or normalised) answer into labelled items; see the module docstring."""
+    s = _strip_prefixes(normalize(s))
+    if not s:
+        return []
+    if parse_literal(s) is not None:
+        return [Item(None, s)]
+    whole = inequality_to_interval(s) or set_builder(s)
+    if whole is not None:
+        return [Item(None, whole[1])]
+    br = outer_brackets(s)
+    if br is not None and br[0] == "\\{":
+        s = br[1]
+    # A tuple label on the whole answer distributes over a tuple value of the same arity:
+    # (x, y) = (1, 2) means x = 1, y = 2.  Over anything else it is just dropped.
+    eq = find_top_level(s, "=")
+    if eq > 0:
+        names = tuple_label(s[:eq])
+        if names is not None:
+            rhs = _QUALIFIER_RE.sub("", s[eq + 1 :]).strip()
+            vb = outer_brackets(rhs)
+            if vb is not None and vb[0] == "(" and len(split_top_level(vb[1])) == len(names):
+                values = split_top_level(vb[1])
+                return [
+                    Item(n, v) for n, val in zip(names, values, strict=True) for v in _item_value(val.strip())
+                ]
+            s = rhs
+    items: list[Item] = []
+    for piece in split_top_level(s, _SEPARATORS):
+        piece = piece.strip()
+        for word in ("and ", "or "):
+            if piece.startswith(word):
+                piece = piece[len(word) :].strip()
+        if not piece:
+            continue
+        label, value = split_label(piece)
+        items.extend(Item(label, v) for v in _item_value(value))
+        if len(items) > MAX_ITEMS:
+            break
+    return items

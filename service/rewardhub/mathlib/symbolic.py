@@ -1,0 +1,140 @@
+"""The sympy / Math-Verify layer: parsing one item and comparing two parsed items.
+
+Only :mod:`rewardhub.mathlib.equivalence` calls into this module, and only from ``check`` (never
+from ``quick_check``), because parsing and simplification can take seconds or hang outright.
+
+Timeouts are the caller's business.  ``check`` runs in a worker process's main thread under a
+hard kill deadline and a SIGALRM soft timer whose exception derives from ``BaseException``;
+math-verify's own signal-based timeouts would install a competing SIGALRM handler and turn a
+timeout into a silent ``False``, so they are disabled (``parsing_timeout=None``,
+``timeout_seconds=None``), and nothing here catches ``BaseException``.
+"""
+
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+from typing import Any
+
+import sympy
+from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
+from math_verify import LatexExtractionConfig, parse, verify
+
+from rewardhub.mathlib.numeric import Literal, within_rounding
+
+# math-verify logs a warning about the disabled timeouts on first use and debug tracebacks for
+# every unparsable string; neither is actionable for us.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+# The boxed wrapper plus ``first_match`` makes math-verify parse exactly our string or fail; its
+# default ``any_match`` would fall back to *any* number found inside an unparsable formula, which
+# is how ``1-\frac{1}{\mathrm{e}}`` came to equal ``1+\frac{1}{\mathrm{e}}`` (math-verify #14).
+# ``units=False``: we strip units ourselves (words only); math-verify's list would read ``4t``
+# (a variable) as 4 tonnes.
+_CONFIG = [
+    LatexExtractionConfig(
+        boxed_match_priority=0,
+        normalization_config=NormalizationConfig(
+            basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
+        ),
+    )
+]
+_REL_TOL = Fraction(1, 10**30)
+_DIGITS = 60
+
+
+def parse_item(s: str, cache: dict[str, Any]) -> Any:
+    """Parse one normalised item into a sympy object, or None when it is not math we can read."""
+    if s in cache:
+        return cache[s]
+    result = None
+    try:
+        parsed = parse("\\boxed{" + s + "}", _CONFIG, extraction_mode="first_match", parsing_timeout=None)
+    except Exception:
+        parsed = []
+    if parsed and not isinstance(parsed[0], str):
+        result = parsed[0]
+    cache[s] = result
+    return result
+
+
+def is_constant(expr: Any) -> bool:
+    """A number-valued expression without free symbols (so it can be evaluated exactly)."""
+    return (
+        isinstance(expr, sympy.Expr)
+        and not isinstance(expr, sympy.core.relational.Relational)
+        and not expr.free_symbols
+    )
+
+
+def exact_decimals(expr: Any) -> Any:
+    """Replace binary Floats by the exact decimal they were written as (``0.1`` -> 1/10).
+
+    A decimal in an answer denotes that exact decimal; sympy stores it as a 15-digit binary
+    float, whose representation error would otherwise fail the 30-digit comparison.
+    """
+    floats = expr.atoms(sympy.Float)
+    if not floats:
+        return expr
+    return expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
+
+
+def _components(expr: Any) -> tuple[Fraction, Fraction] | str | None:
+    """``(re, im)`` of a finite constant at high precision; ``"oo"``-style text if infinite."""
+    try:
+        val = sympy.N(exact_decimals(expr).doit(), _DIGITS)
+        if val.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
+            return str(val)
+        re_part, im_part = val.as_real_imag()
+        return Fraction(str(sympy.N(re_part, _DIGITS))), Fraction(str(sympy.N(im_part, _DIGITS)))
+    except (ValueError, TypeError, ArithmeticError, AttributeError):
+        return None
+
+
+def constants_equal(gold: Any, pred: Any, gold_lit: Literal | None, pred_lit: Literal | None) -> bool | None:
+    """Compare two constants numerically; None if they cannot be evaluated.
+
+    Exact-looking values must agree to 30 significant digits *relative* to their size.
+    math-verify instead evaluates ``gold - pred`` with ``chop=True``, which chops differences of
+    tiny numbers to zero (``1/2004!`` "equals" ``1/2006!``).  A decimal literal on either side is
+    judged by the shared rounding rule (:func:`rewardhub.mathlib.numeric.within_rounding`).
+    Infinities are equal only to the same infinity.
+    """
+    g = _components(gold)
+    p = _components(pred)
+    if g is None or p is None:
+        return None
+    if isinstance(g, str) or isinstance(p, str):
+        return g == p
+    scale = max(abs(g[0]), abs(g[1]), abs(p[0]), abs(p[1]))
+    if abs(g[0] - p[0]) <= scale * _REL_TOL and abs(g[1] - p[1]) <= scale * _REL_TOL:
+        return True
+    if g[1] != 0 or p[1] != 0:
+        return False
+    for lit, other in ((pred_lit, g[0]), (gold_lit, p[0])):
+        if lit is None:
+            continue
+        readings = [lit.scaled(), lit] if lit.percent else [lit]
+        if any(within_rounding(r, other) for r in readings):
+            return True
+    return False
+
+
+def rename_symbols(expr: Any, mapping: dict[str, str]) -> Any:
+    """Rename bound variables (``f(z) = z`` vs ``f(x) = x``) simultaneously."""
+    if not mapping:
+        return expr
+    try:
+        subs = {
+            sym: sympy.Symbol(mapping[sym.name], **sym.assumptions0)
+            for sym in expr.free_symbols
+            if isinstance(sym, sympy.Symbol) and sym.name in mapping
+        }
+        return expr.xreplace(subs)
+    except Exception:
+        return expr
+
+
+def mv_verify(gold: Any, pred: Any) -> bool:
+    """math-verify's comparison (gold first: it is asymmetric by design), without its timeout."""
+    return bool(verify(gold, pred, timeout_seconds=None))

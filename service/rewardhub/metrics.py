@@ -1,0 +1,96 @@
+"""Prometheus metrics of one service process.
+
+Each app gets its own ``CollectorRegistry`` (tests build several apps in one process). With
+``rewardhub serve --workers N`` set ``PROMETHEUS_MULTIPROC_DIR`` to a shared empty directory and
+``/metrics`` aggregates all workers (prometheus-client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "rewardhub_requests_total", "HTTP requests by route and status.", ["route", "status"], registry=r
+        )
+        self.request_latency = Histogram(
+            "rewardhub_request_latency_seconds",
+            "HTTP request latency by route.",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.items = Counter("rewardhub_items_total", "Items scored, by reward.", ["reward"], registry=r)
+        self.reward_latency = Histogram(
+            "rewardhub_reward_batch_latency_seconds",
+            "Wall time of one reward's batch within a request (cache misses only), by reward.",
+            ["reward"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.item_latency = Histogram(
+            "rewardhub_item_latency_seconds",
+            "Per-item latency reported in results, by reward.",
+            ["reward"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "rewardhub_cache_hits_total", "Cache hits, by reward.", ["reward"], registry=r
+        )
+        self.cache_misses = Counter(
+            "rewardhub_cache_misses_total", "Cache misses, by reward.", ["reward"], registry=r
+        )
+        self.cache_errors = Counter(
+            "rewardhub_cache_errors_total",
+            "Cache backend failures (lookups served as misses).",
+            ["op"],
+            registry=r,
+        )
+        self.cache_up = Gauge(
+            "rewardhub_cache_up", "1 when the cache backend answers.", registry=r, multiprocess_mode="min"
+        )
+        self.invalid = Counter(
+            "rewardhub_invalid_total",
+            "Invalid items, by reward and reason.",
+            ["reward", "reason"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "rewardhub_queue_depth",
+            "Items waiting in a worker pool or batcher.",
+            ["pool"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.worker_restarts = Counter(
+            "rewardhub_worker_restarts_total",
+            "Worker processes replaced, by pool and cause.",
+            ["pool", "cause"],
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        if self.multiprocess:
+            agg = CollectorRegistry()
+            multiprocess.MultiProcessCollector(agg)  # type: ignore[no-untyped-call]
+            return generate_latest(agg)
+        return generate_latest(self.registry)

@@ -1,0 +1,178 @@
+"""Wire models of the native API (``/v1/score``, ``/v1/rewards``).
+
+The client package mirrors these models field for field without importing them. Results follow one
+contract for every reward kind:
+
+* ``score`` is a float when the item was scored and ``null`` when it could not be;
+* ``valid`` is ``false`` exactly when ``score`` is ``null``;
+* ``reason`` says why an item is invalid (:class:`Reason`), or, for a valid ``0.0``, why the model lost
+  the point (``no_answer``, ``format``);
+* a cached result is identical to a fresh one except ``cached: true`` (and its ``latency_ms``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "INVALID_REASONS",
+    "HealthResponse",
+    "ItemResult",
+    "Reason",
+    "ReadyResponse",
+    "RewardInfo",
+    "RewardSpec",
+    "RewardsResponse",
+    "ScoreItem",
+    "ScoreOptions",
+    "ScoreRequest",
+    "ScoreResponse",
+]
+
+
+class Reason(StrEnum):
+    """The closed list of reason codes.
+
+    Invalid (``score: null``) — not the model's fault, the trainer should mask the item:
+    ``timeout`` (the per-item deadline passed), ``parse_error`` (the reference could not be read),
+    ``missing_reference`` (the reward needs a reference and the item has none), ``backend_error`` (a model
+    backend failed), ``sandbox_error`` (the sandbox failed, not the program), ``resource_limit`` (a worker
+    ran out of memory or crashed), ``unsupported`` (the item asks for something this reward cannot do),
+    ``internal_error`` (a bug: please report it).
+
+    Valid ``0.0`` — the model's fault: ``no_answer`` (no answer could be extracted), ``format`` (the
+    response does not have the required format).
+    """
+
+    TIMEOUT = "timeout"
+    PARSE_ERROR = "parse_error"
+    MISSING_REFERENCE = "missing_reference"
+    BACKEND_ERROR = "backend_error"
+    SANDBOX_ERROR = "sandbox_error"
+    RESOURCE_LIMIT = "resource_limit"
+    UNSUPPORTED = "unsupported"
+    INTERNAL_ERROR = "internal_error"
+    NO_ANSWER = "no_answer"
+    FORMAT = "format"
+
+
+INVALID_REASONS = frozenset(
+    {
+        Reason.TIMEOUT,
+        Reason.PARSE_ERROR,
+        Reason.MISSING_REFERENCE,
+        Reason.BACKEND_ERROR,
+        Reason.SANDBOX_ERROR,
+        Reason.RESOURCE_LIMIT,
+        Reason.UNSUPPORTED,
+        Reason.INTERNAL_ERROR,
+    }
+)
+
+JSONValue = Any
+
+
+class _Model(BaseModel):
+    # Unknown fields are ignored (a newer client may send more) rather than rejected.
+    model_config = ConfigDict(extra="ignore")
+
+
+class RewardSpec(_Model):
+    """A reward by name with its configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        min_length=1, max_length=128, description="Registered reward name, see GET /v1/rewards."
+    )
+    config: dict[str, JSONValue] = Field(
+        default_factory=dict, description="Reward configuration; its JSON schema is in GET /v1/rewards."
+    )
+
+
+class ScoreItem(_Model):
+    """One rollout to score."""
+
+    id: str | None = Field(None, max_length=256, description="Echoed back; defaults to the item's index.")
+    prompt: str | None = Field(None, description="The prompt (some rewards read it, e.g. judges).")
+    response: str = Field(description="The model's response text.")
+    reference: str | dict[str, JSONValue] | list[JSONValue] | None = Field(
+        None,
+        description="Gold answer: a string, or a JSON object for rewards that need more (tests, schema...).",
+    )
+    group: str | None = Field(
+        None, max_length=256, description="Group id: items sharing it are one GRPO group (same prompt)."
+    )
+    metadata: dict[str, JSONValue] | None = Field(
+        None, description="Free-form; echoed in nothing, hashed by nothing."
+    )
+    reward: str | RewardSpec | None = Field(
+        None, description="Per-item reward override, for mixed-domain batches."
+    )
+
+
+class ScoreOptions(_Model):
+    use_cache: bool = Field(True, description="Read and write the result cache.")
+    timeout_s: float | None = Field(
+        None, gt=0, description="Per-item deadline for this request, seconds (capped by the server)."
+    )
+    include_details: bool = Field(True, description="Return `details` (extracted answers, test logs...).")
+
+
+class ScoreRequest(_Model):
+    reward: str | RewardSpec | None = Field(
+        None, description="The reward for every item without its own `reward`."
+    )
+    items: list[ScoreItem] = Field(description="Rollouts to score; results come back in the same order.")
+    options: ScoreOptions = Field(default_factory=ScoreOptions)
+
+
+class ItemResult(_Model):
+    id: str = Field(description="The item's id, or its index as a string.")
+    reward: str = Field(description="The reward that scored it.")
+    score: float | None = Field(description="The reward; null when the item could not be scored.")
+    valid: bool = Field(description="False exactly when score is null.")
+    reason: Reason | None = Field(description="Why it is invalid, or why a valid item scored 0.")
+    components: dict[str, float | None] = Field(default_factory=dict, description="Named sub-scores.")
+    details: dict[str, JSONValue] = Field(default_factory=dict, description="What a person needs to see why.")
+    cached: bool = Field(description="Served from the cache.")
+    reward_version: str = Field(description="Changes whenever the reward's behaviour changes.")
+    latency_ms: float = Field(description="Time spent on this item in this request, milliseconds.")
+
+
+class ScoreResponse(_Model):
+    request_id: str
+    results: list[ItemResult]
+    metrics: dict[str, JSONValue] = Field(
+        default_factory=dict,
+        description="Per-request figures: counts, cache hits, invalid reasons, latency, per-reward means.",
+    )
+
+
+class RewardInfo(_Model):
+    name: str
+    version: str
+    description: str
+    cacheable: bool = Field(description="Whether results are cached (deterministic rewards only).")
+    reads: list[str] = Field(description="Item fields the reward reads (and that make up its cache key).")
+    config_schema: dict[str, JSONValue] = Field(description="JSON schema of `config`.")
+
+
+class RewardsResponse(_Model):
+    rewards: list[RewardInfo]
+
+
+class HealthResponse(_Model):
+    status: Literal["ok"]
+    version: str
+    uptime_s: float
+    cache: str = Field(description="`redis`, `memory` or `off`.")
+    cache_up: bool
+
+
+class ReadyResponse(_Model):
+    ready: bool
+    checks: dict[str, dict[str, JSONValue]]

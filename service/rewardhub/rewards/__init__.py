@@ -1,0 +1,36 @@
+"""Built-in reward kinds, one module each; importing a module registers its reward."""
+
+from __future__ import annotations
+
+import importlib
+
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, RewardRegistry, ScoreContext, register
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "Outcome",
+    "Reward",
+    "RewardConfig",
+    "RewardRegistry",
+    "ScoreContext",
+    "load_builtin_rewards",
+    "register",
+]
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "rewardhub.rewards.math_answer",
+    "rewardhub.rewards.exact_match",
+    "rewardhub.rewards.f1",
+    "rewardhub.rewards.multiple_choice",
+    "rewardhub.rewards.regex_match",
+    "rewardhub.rewards.format",
+    "rewardhub.rewards.json_schema",
+    "rewardhub.rewards.length",
+    "rewardhub.rewards.repetition",
+)
+
+
+def load_builtin_rewards() -> None:
+    """Import every built-in reward module (idempotent)."""
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)

@@ -1,0 +1,169 @@
+"""The reward plug-in contract and the registry.
+
+A reward kind is one module under ``rewardhub/rewards/`` holding one :class:`Reward` subclass decorated
+with :func:`register`. A reward is *batch in, batch out*: :meth:`Reward.score` gets every item of a
+request that uses it (with one validated config) and returns one :class:`Outcome` per item, same order.
+It never raises for a single bad item: an item it cannot score is ``Outcome.invalid(reason)``.
+
+Class attributes declare what the service needs to know without calling it:
+
+* ``name`` / ``version``: the version goes into the cache key and every result, so bump it whenever the
+  reward's behaviour changes and stale cache entries can never be served;
+* ``config_model``: a pydantic model (frozen, ``extra="forbid"``) whose JSON schema is published in
+  ``GET /v1/rewards``;
+* ``reads``: the item fields the score depends on; they, the config and the version make the cache key;
+* ``cacheable``: only pure functions of those inputs are cached (override :meth:`Reward.is_cacheable`
+  when it depends on the config, e.g. a sampled judge).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rewardhub.errors import InvalidRequest, UnknownReward
+from rewardhub.protocol import Reason, ScoreItem
+
+if TYPE_CHECKING:
+    from rewardhub.runtime.context import Runtime
+
+__all__ = [
+    "Outcome",
+    "Reward",
+    "RewardConfig",
+    "RewardRegistry",
+    "ScoreContext",
+    "register",
+    "registered",
+]
+
+
+class RewardConfig(BaseModel):
+    """Base of every reward's config: immutable, unknown keys rejected (typos must not pass silently)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+ConfigT = TypeVar("ConfigT", bound=RewardConfig)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a reward returns for one item (the service adds id, cached, version, latency)."""
+
+    score: float | None
+    reason: Reason | None = None
+    components: dict[str, float | None] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float | None = None
+
+    @classmethod
+    def invalid(cls, reason: Reason, message: str | None = None, **details: Any) -> Outcome:
+        if message is not None:
+            details["message"] = message
+        return cls(score=None, reason=reason, details=details)
+
+    @property
+    def valid(self) -> bool:
+        return self.score is not None
+
+
+@dataclass(slots=True, frozen=True)
+class ScoreContext:
+    """Per-request settings a reward may honour."""
+
+    deadline_s: float
+    include_details: bool = True
+
+
+class Reward(ABC, Generic[ConfigT]):
+    """Base class of a reward kind (see the module docstring for the contract)."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    config_model: ClassVar[type[RewardConfig]] = RewardConfig
+    reads: ClassVar[tuple[str, ...]] = ("response", "reference")
+    cacheable: ClassVar[bool] = True
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+
+    def parse_config(self, raw: dict[str, Any]) -> ConfigT:
+        """Validate a request's config; a bad config is a 422 naming the field."""
+        try:
+            return self.config_model.model_validate(raw)  # type: ignore[return-value]
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            where = f"reward.config.{loc}" if loc else "reward.config"
+            raise InvalidRequest(f"{self.name}: {where}: {err.get('msg')}", param=where) from None
+
+    def is_cacheable(self, config: ConfigT) -> bool:
+        return self.cacheable
+
+    async def start(self) -> None:
+        """Acquire resources (models, clients); called once in the app's lifespan."""
+
+    async def close(self) -> None:
+        """Release what :meth:`start` acquired."""
+
+    def ready(self) -> dict[str, Any]:
+        """A readiness check for ``/ready``; ``{"ok": True}`` unless the reward depends on something."""
+        return {"ok": True}
+
+    @abstractmethod
+    async def score(self, items: Sequence[ScoreItem], config: ConfigT, ctx: ScoreContext) -> list[Outcome]:
+        """Score a batch; return exactly one Outcome per item, in order."""
+
+
+_REGISTRY: dict[str, type[Reward[Any]]] = {}
+
+R = TypeVar("R", bound=type[Reward[Any]])
+
+
+def register(cls: R) -> R:
+    """Class decorator adding a reward kind to the registry (a duplicate name is a bug)."""
+    name = cls.name
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise KeyError(f"reward {name!r} is already registered by {_REGISTRY[name].__module__}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def registered() -> dict[str, type[Reward[Any]]]:
+    """All registered reward classes, by name (importing ``rewardhub.rewards`` registers the built-ins)."""
+    return dict(_REGISTRY)
+
+
+class RewardRegistry:
+    """The instances of every reward kind, created once per service process in the lifespan."""
+
+    def __init__(self, runtime: Runtime, classes: dict[str, type[Reward[Any]]] | None = None):
+        classes = registered() if classes is None else classes
+        self._rewards: dict[str, Reward[Any]] = {name: cls(runtime) for name, cls in sorted(classes.items())}
+
+    def get(self, name: str) -> Reward[Any]:
+        try:
+            return self._rewards[name]
+        except KeyError:
+            known = ", ".join(self._rewards)
+            raise UnknownReward(f"unknown reward {name!r}; known rewards: {known}", param="reward") from None
+
+    def names(self) -> list[str]:
+        return list(self._rewards)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._rewards.values())
+
+    async def start(self) -> None:
+        for reward in self._rewards.values():
+            await reward.start()
+
+    async def close(self) -> None:
+        for reward in self._rewards.values():
+            await reward.close()

@@ -1,0 +1,105 @@
+"""``exact_match``: the response (or an extracted part of it) equals a reference after normalisation.
+
+Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
+SQuAD EM definition), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
+list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.patterns import PatternTimeout, last_match, validate_pattern
+from rewardhub.rewards.text import squad_normalize
+
+__all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "reference_strings"]
+
+
+class ExactMatchConfig(RewardConfig):
+    normalize: Literal["squad", "whitespace", "none"] = Field(
+        "squad", description="squad: lower, strip punctuation/articles, collapse spaces; whitespace; none."
+    )
+    case_sensitive: bool = Field(False, description="Only for normalize=whitespace|none.")
+    extract: str | None = Field(
+        None,
+        description="Optional regex; its first group (or whole match), last occurrence, is compared "
+        "instead of the whole response, e.g. '<answer>(.*?)</answer>'.",
+    )
+
+    @field_validator("extract")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        return validate_pattern(v) if v is not None else None
+
+
+def reference_strings(reference: Any) -> list[str] | None:
+    """Acceptable answers of a reference: a string, a list of strings, or {"answers": [...]}/{"answer": ...}."""
+    if isinstance(reference, str):
+        return [reference]
+    if isinstance(reference, list):
+        out = [str(x) for x in reference if isinstance(x, str | int | float)]
+        return out or None
+    if isinstance(reference, dict):
+        if isinstance(reference.get("answers"), list):
+            return reference_strings(reference["answers"])
+        if "answer" in reference:
+            return reference_strings(reference["answer"])
+    return None
+
+
+def extract_span(text: str, pattern: str | None) -> str | None:
+    """The last match of ``pattern`` (its first group if it has one); the whole text without a pattern.
+
+    Raises:
+        PatternTimeout: the match ran past its time budget.
+    """
+    if pattern is None:
+        return text
+    m = last_match(pattern, text)
+    if m is None:
+        return None
+    span: str | None = m.group(1) if m.re.groups else m.group(0)
+    return span
+
+
+def _norm(text: str, cfg: ExactMatchConfig) -> str:
+    if cfg.normalize == "squad":
+        return squad_normalize(text)
+    if cfg.normalize == "whitespace":
+        text = " ".join(text.split())
+    return text if cfg.case_sensitive else text.casefold()
+
+
+@register
+class ExactMatchReward(Reward[ExactMatchConfig]):
+    name: ClassVar[str] = "exact_match"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
+    config_model = ExactMatchConfig
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: ExactMatchConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        out: list[Outcome] = []
+        for item in items:
+            refs = reference_strings(item.reference)
+            if refs is None:
+                out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "exact_match needs a reference string"))
+                continue
+            try:
+                span = extract_span(item.response, config.extract)
+            except PatternTimeout as exc:
+                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
+                continue
+            if span is None:
+                out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
+                continue
+            pred = _norm(span, config)
+            hit = next((r for r in refs if _norm(r, config) == pred), None)
+            out.append(Outcome(1.0 if hit is not None else 0.0, details={"extracted": span, "matched": hit}))
+        return out

@@ -1,0 +1,104 @@
+"""``f1``: SQuAD token F1 between the (extracted) response and the best of its references.
+
+Both sides are normalised as in the SQuAD v1.1 evaluation script (:func:`squad_tokens`: lower case, no
+punctuation or articles) and compared as *bags* of tokens, so a repeated token counts once per
+occurrence on each side::
+
+    common    = |Counter(pred) & Counter(gold)|        (multiset intersection size)
+    precision = common / |pred|,  recall = common / |gold|
+    F1        = 2·P·R / (P + R)          (0 when common = 0)
+
+Edge cases follow the SQuAD v2 script: both token lists empty → 1.0 (the answer "the" against "a" is a
+match, both normalise to nothing); exactly one empty → 0.0. With several references the item gets the
+maximum F1, and ``components`` carry the precision and recall of that best reference. F1 gives partial
+credit where exact match is all-or-nothing, which gives a denser signal for free-form short answers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.exact_match import extract_span, reference_strings
+from rewardhub.rewards.patterns import PatternTimeout, validate_pattern
+from rewardhub.rewards.text import squad_tokens
+
+__all__ = ["F1Config", "F1Reward", "token_f1"]
+
+
+class F1Config(RewardConfig):
+    extract: str | None = Field(
+        None,
+        description="Optional regex; its first group (or whole match), last occurrence, is scored instead "
+        "of the whole response, e.g. '<answer>(.*?)</answer>'. No match scores 0 (no_answer).",
+    )
+
+    @field_validator("extract")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        return validate_pattern(v) if v is not None else None
+
+
+def token_f1(pred: Sequence[str], gold: Sequence[str]) -> tuple[float, float, float]:
+    """(F1, precision, recall) of two token lists, as bags (see the module docstring for edge cases)."""
+    if not pred or not gold:
+        same = float(not pred and not gold)
+        return same, same, same
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if common == 0:
+        return 0.0, 0.0, 0.0
+    precision = common / len(pred)
+    recall = common / len(gold)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
+@register
+class F1Reward(Reward[F1Config]):
+    name: ClassVar[str] = "f1"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
+        "max over the references; components: precision, recall."
+    )
+    config_model = F1Config
+    reads = ("response", "reference")
+
+    async def score(self, items: Sequence[ScoreItem], config: F1Config, ctx: ScoreContext) -> list[Outcome]:
+        out: list[Outcome] = []
+        for item in items:
+            refs = reference_strings(item.reference)
+            if refs is None:
+                out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "f1 needs a reference string"))
+                continue
+            try:
+                span = extract_span(item.response, config.extract)
+            except PatternTimeout as exc:
+                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
+                continue
+            if span is None:
+                out.append(
+                    Outcome(
+                        0.0,
+                        Reason.NO_ANSWER,
+                        components={"precision": 0.0, "recall": 0.0},
+                        details={"extracted": None},
+                    )
+                )
+                continue
+            pred = squad_tokens(span)
+            best_ref, (f1, precision, recall) = max(
+                ((ref, token_f1(pred, squad_tokens(ref))) for ref in refs), key=lambda pair: pair[1][0]
+            )
+            out.append(
+                Outcome(
+                    f1,
+                    components={"precision": precision, "recall": recall},
+                    details={"extracted": span, "best_reference": best_ref},
+                )
+            )
+        return out

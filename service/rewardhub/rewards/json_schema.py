@@ -1,0 +1,238 @@
+"""``json_schema``: the response is JSON that validates against a JSON Schema.
+
+For structured-output / tool-call training. The JSON is taken from (``extract``):
+
+* ``auto`` (default) the last fenced block tagged ``json`` (```` ```json ... ``` ````) if there is one,
+  else the whole response; ``fenced`` that block only (none: 0, reason ``format``); ``whole`` the whole
+  response. Surrounding whitespace is ignored; ``NaN``/``Infinity`` are not JSON and do not parse.
+
+The schema: ``config.schema`` when given (one schema for the whole batch; checked when the request
+arrives, so a bad one is a 422); otherwise the item's reference, either ``{"schema": {...}}`` or the
+schema object itself (a top-level ``"schema"`` key holding an object is always read as the wrapper), or
+a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored. A
+missing schema is ``missing_reference``; an unreadable one (bad JSON, fails the metaschema, an
+unresolvable ``$ref``: remote references are never fetched) is ``parse_error``, since the data, not the
+model, is at fault.
+
+Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
+``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes are run by the ``regex`` engine
+with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
+validator's ``re.search`` on a hostile pattern and response would stall the event loop.
+
+Score: 1 when valid; 0 when it does not parse or does not validate (reason ``format``), or 0.5 for JSON
+that parses but does not validate with ``partial_credit``. Components ``parses`` and ``valid``; details
+list the first ``max_errors`` validation errors with their JSON paths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from itertools import islice
+from typing import Any, ClassVar, Literal
+
+import regex
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend, validator_for
+from pydantic import Field, field_validator
+from referencing.exceptions import Unresolvable
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, PatternTimeout, compile_pattern
+
+__all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text"]
+
+Schema = dict[str, Any] | bool
+
+
+class JsonSchemaConfig(RewardConfig):
+    json_schema: Schema | None = Field(
+        None,
+        alias="schema",
+        description="The JSON Schema for every item; when absent each item's reference holds its schema.",
+    )
+    extract: Literal["auto", "fenced", "whole"] = Field(
+        "auto", description="auto: last ```json block if any, else the whole response; fenced; whole."
+    )
+    partial_credit: bool = Field(False, description="Score 0.5 for JSON that parses but does not validate.")
+    check_formats: bool = Field(False, description="Assert `format` keywords (date, email, ipv4, uuid...).")
+    max_errors: int = Field(3, ge=0, le=20, description="Validation errors listed in details.")
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, v: Schema | None) -> Schema | None:
+        if isinstance(v, dict):  # true/false are valid schemas
+            try:
+                validator_for(v, default=Draft202012Validator).check_schema(v)
+            except SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message[:300]}") from None
+            except Exception as exc:  # malformed input makes jsonschema raise assorted types ($schema: 5)
+                raise ValueError(f"not a valid JSON Schema: {type(exc).__name__}: {exc}"[:300]) from None
+        return v
+
+
+def extract_json_text(text: str, mode: str) -> str | None:
+    """The text to parse: the last closed ```json block (auto/fenced) or the whole response."""
+    if mode != "whole":
+        block: list[str] | None = None
+        last: list[str] | None = None
+        for line in text.splitlines():
+            stripped = line.strip()
+            if block is None:
+                if stripped.startswith("```") and stripped[3:].strip().lower() == "json":
+                    block = []
+            elif stripped.startswith("```"):
+                last, block = block, None
+            else:
+                block.append(line)
+        if last is not None:
+            return "\n".join(last).strip()
+        if mode == "fenced":
+            return None
+    return text.strip()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return compile_pattern(pattern, False).search(text, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise PatternTimeout(f"schema pattern {pattern[:80]!r} ran past {MATCH_TIMEOUT_S}s") from None
+    except regex.error as exc:
+        raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
+
+
+def _pattern(validator: Validator, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(patrn, instance):
+        yield ValidationError(f"{instance[:80]!r} does not match {patrn!r}")
+
+
+def _pattern_properties(
+    validator: Any, pp: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "object"):
+        for patrn, subschema in pp.items():
+            for k, v in instance.items():
+                if _search(patrn, k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=patrn)
+
+
+def _additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    props, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in props and not any(_search(p, k) for p in patterns)]
+    if validator.is_type(ap, "object"):
+        for k in extras:
+            yield from validator.descend(instance[k], ap, path=k)
+    elif not ap and extras:
+        yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras[:5]))})")
+
+
+_SAFE_KEYWORDS = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str, check_formats: bool) -> Validator:
+    """A validator for a canonical schema text (cached: a dataset reuses a handful of schemas).
+
+    Raises:
+        SchemaError: the schema fails its metaschema.
+    """
+    schema = json.loads(schema_json)
+    base = validator_for(schema, default=Draft202012Validator)
+    base.check_schema(schema)
+    cls = extend(base, _SAFE_KEYWORDS)  # type: ignore[no-untyped-call]
+    return cls(schema, format_checker=base.FORMAT_CHECKER if check_formats else None)  # type: ignore[no-any-return]
+
+
+def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
+    """The validator of a schema, or the invalid outcome of an item that carries a bad one."""
+    try:
+        return _validator(json.dumps(schema, sort_keys=True), check_formats)
+    except SchemaError as exc:
+        return Outcome.invalid(Reason.PARSE_ERROR, f"not a valid JSON Schema: {exc.message[:300]}")
+    except Exception as exc:  # an untrusted schema may break jsonschema in assorted ways ($schema: 5, depth)
+        return Outcome.invalid(
+            Reason.PARSE_ERROR, f"not a valid JSON Schema: {type(exc).__name__}: {exc}"[:300]
+        )
+
+
+def _reference_schema(reference: Any) -> Schema:
+    """The schema an item's reference holds; raises ValueError when it is not one."""
+    if isinstance(reference, str):
+        reference = json.loads(reference)
+    if isinstance(reference, dict) and isinstance(reference.get("schema"), dict | bool):
+        reference = reference["schema"]
+    if not isinstance(reference, dict | bool):
+        raise ValueError("the reference is not a JSON Schema object")
+    return reference
+
+
+@register
+class JsonSchemaReward(Reward[JsonSchemaConfig]):
+    name: ClassVar[str] = "json_schema"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
+        "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
+    )
+    config_model = JsonSchemaConfig
+    reads = ("response", "reference")
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: JsonSchemaConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        shared = None if config.json_schema is None else _load(config.json_schema, config.check_formats)
+        return [self._one(item, config, shared) for item in items]
+
+    def _one(self, item: ScoreItem, config: JsonSchemaConfig, shared: Validator | Outcome | None) -> Outcome:
+        validator = shared
+        if validator is None:
+            if item.reference is None:
+                return Outcome.invalid(Reason.MISSING_REFERENCE, "no schema in the config or the reference")
+            try:
+                schema = _reference_schema(item.reference)
+            except (ValueError, RecursionError) as exc:
+                return Outcome.invalid(Reason.PARSE_ERROR, f"unreadable schema in the reference: {exc}"[:300])
+            validator = _load(schema, config.check_formats)
+        if isinstance(validator, Outcome):
+            return validator
+
+        text = extract_json_text(item.response, config.extract)
+        fail: dict[str, float | None] = {"parses": 0.0, "valid": 0.0}
+        if text is None:
+            return Outcome(0.0, Reason.FORMAT, components=fail, details={"error": "no ```json block"})
+        try:
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            return Outcome(0.0, Reason.FORMAT, components=fail, details={"error": f"not JSON: {exc}"[:300]})
+
+        try:
+            errors = list(islice(validator.iter_errors(doc), max(1, config.max_errors)))
+        except PatternTimeout as exc:
+            return Outcome.invalid(Reason.TIMEOUT, str(exc))
+        except (Unresolvable, SchemaError) as exc:
+            return Outcome.invalid(Reason.PARSE_ERROR, f"schema cannot be applied: {exc}"[:300])
+        except RecursionError:
+            return Outcome.invalid(Reason.RESOURCE_LIMIT, "the document or schema nests too deeply")
+        if not errors:
+            return Outcome(1.0, components={"parses": 1.0, "valid": 1.0}, details={"errors": []})
+        messages = [f"{e.json_path}: {e.message[:200]}" for e in errors[: config.max_errors]]
+        return Outcome(
+            0.5 if config.partial_credit else 0.0,
+            Reason.FORMAT,
+            components={"parses": 1.0, "valid": 0.0},
+            details={"errors": messages},
+        )

@@ -1,0 +1,161 @@
+"""``math``: final-answer equivalence against a gold answer.
+
+The answer is extracted from the response (last ``\\boxed{}``, ``<answer>`` tag, "The answer is ...",
+last number; configurable order), then compared with the gold in two stages:
+
+1. on the event loop, a cheap *sound* check (identical normalised strings, or two rational literals
+   compared exactly) settles most items in microseconds without SymPy;
+2. the rest go, as one batch, to the CPU worker pool, where Math-Verify (gold first) and rewardhub's
+   own normalisation rules decide under a hard per-item deadline. A hung SymPy call (a power tower,
+   say) is killed: the item comes back ``valid: false, reason: timeout``; the worker is replaced.
+
+Reference: the gold answer as a string (``"\\frac{1}{2}"``, ``"$x=3$"``, ``"\\boxed{5}"``), or an
+object ``{"answer": "..."}``; ``{"answers": [...]}`` accepts any of several golds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, cast
+
+from pydantic import Field
+
+from rewardhub.mathlib import DEFAULT_METHODS, Check, extract_answer, quick_check, read_gold
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.runtime.cpu_tasks import check_pair
+from rewardhub.runtime.process_pool import TaskResult
+
+__all__ = ["MathConfig", "MathReward", "read_golds"]
+
+Method = Literal["boxed", "answer_tag", "answer_phrase", "last_number"]
+_DEFAULT_EXTRACTION = cast(tuple[Method, ...], DEFAULT_METHODS)
+
+_POOL_ERRORS: dict[str, Reason] = {
+    "timeout": Reason.TIMEOUT,
+    "memory": Reason.RESOURCE_LIMIT,
+    "crash": Reason.RESOURCE_LIMIT,
+    "exception": Reason.INTERNAL_ERROR,
+}
+
+
+class MathConfig(RewardConfig):
+    extraction: tuple[Method, ...] = Field(
+        _DEFAULT_EXTRACTION, min_length=1, description="Answer extraction rules, tried in this order."
+    )
+    correct_score: float = Field(1.0, description="Score of an equivalent answer.")
+    wrong_score: float = Field(0.0, description="Score of a wrong or missing answer.")
+
+
+def read_golds(reference: Any) -> list[str] | None:
+    """The gold answers of a reference; None when there are none (the item is then invalid)."""
+    raw: list[Any]
+    if isinstance(reference, str):
+        raw = [reference]
+    elif isinstance(reference, dict):
+        if isinstance(reference.get("answers"), list):
+            raw = reference["answers"]
+        elif "answer" in reference:
+            raw = [reference["answer"]]
+        else:
+            return None
+    elif isinstance(reference, list):
+        raw = reference
+    else:
+        return None
+    golds = [g for g in (read_gold(str(x)) for x in raw if isinstance(x, str | int | float)) if g]
+    return golds or None
+
+
+@register
+class MathReward(Reward[MathConfig]):
+    name: ClassVar[str] = "math"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
+        "and extra normalisation, in killable worker processes with a hard per-item deadline."
+    )
+    config_model = MathConfig
+    reads = ("response", "reference")
+
+    async def score(self, items: Sequence[ScoreItem], config: MathConfig, ctx: ScoreContext) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(items)
+        # (item index, gold, prediction) pairs the quick check could not settle
+        pending: list[tuple[int, str, str, str]] = []
+        for i, item in enumerate(items):
+            golds = read_golds(item.reference)
+            if golds is None:
+                outcomes[i] = Outcome.invalid(
+                    Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
+                    'math needs a gold answer: reference as a string or {"answer": ...}',
+                )
+                continue
+            extracted = extract_answer(item.response, config.extraction)
+            if extracted is None:
+                outcomes[i] = Outcome(
+                    config.wrong_score,
+                    Reason.NO_ANSWER,
+                    {"correct": 0.0},
+                    {"gold": golds[0], "extracted": None},
+                )
+                continue
+            base = {"gold": golds[0], "extracted": extracted.text, "extraction": extracted.method}
+            decided = False
+            for gold in golds:
+                q = quick_check(gold, extracted.text)
+                if q is not None and (q.equivalent or len(golds) == 1):
+                    outcomes[i] = self._outcome(config, q, {**base, "gold": gold})
+                    decided = True
+                    break
+            if not decided:
+                pending.extend((i, gold, extracted.text, extracted.method) for gold in golds)
+        if pending:
+            results = await self.runtime.cpu_pool.run(
+                check_pair, [(g, p) for _, g, p, _ in pending], ctx.deadline_s
+            )
+            self._merge(config, pending, results, outcomes, items)
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    def _merge(
+        self,
+        config: MathConfig,
+        pending: list[tuple[int, str, str, str]],
+        results: list[TaskResult],
+        outcomes: list[Outcome | None],
+        items: Sequence[ScoreItem],
+    ) -> None:
+        """Fold worker results into outcomes; with several golds, any equivalent one wins."""
+        for (i, gold, pred, method), res in zip(pending, results, strict=True):
+            current = outcomes[i]
+            if current is not None and current.score == config.correct_score:
+                continue  # already matched another gold
+            details = {"gold": gold, "extracted": pred, "extraction": method}
+            if res.ok:
+                new = self._outcome(config, res.value, details, latency_ms=res.elapsed_s * 1000)
+            else:
+                reason = _POOL_ERRORS.get(res.error or "exception", Reason.INTERNAL_ERROR)
+                new = Outcome.invalid(reason, res.message, **details)
+                new.latency_ms = res.elapsed_s * 1000
+            # An equivalent verdict beats everything; a definite wrong beats an invalid.
+            if (
+                current is None
+                or new.score == config.correct_score
+                or (current.score is None and new.score is not None)
+            ):
+                outcomes[i] = new
+
+    @staticmethod
+    def _outcome(
+        config: MathConfig, check: Check, details: dict[str, Any], latency_ms: float | None = None
+    ) -> Outcome:
+        ok = check.equivalent
+        details["match"] = check.method
+        if not check.gold_parsed:
+            details["gold_parsed"] = False
+        return Outcome(
+            config.correct_score if ok else config.wrong_score,
+            None,
+            {"correct": 1.0 if ok else 0.0},
+            details,
+            latency_ms,
+        )

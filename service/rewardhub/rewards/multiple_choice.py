@@ -1,0 +1,233 @@
+"""``multiple_choice``: extract the chosen option letter from the response and compare it to the key.
+
+Strategies, tried in the configured order (default below); within one strategy the *last* occurrence
+that yields an allowed letter wins, since models restate and correct themselves before concluding:
+
+1. ``boxed``        ``\\boxed{B}``, ``\\boxed{(B)}``, ``\\boxed{\\text{B}}``;
+2. ``answer_is``    "the (correct) answer is (B)", "the answer would be **B**", "the best option is B";
+3. ``answer_colon`` "Answer: B", "**Final Answer:** (B)";
+4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``;
+5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
+6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
+
+Explicit forms are case-insensitive ("answer: b" is B), but a lowercase letter counts only when it is
+bracketed or followed by punctuation or a line end: "the answer is a prime" is not option A, and a lone
+lowercase "a" in prose never is (``line`` and ``last_letter`` accept bare letters only in capitals).
+No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
+
+Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
+of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.exact_match import reference_strings
+
+__all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
+
+Strategy = Literal["boxed", "answer_is", "answer_colon", "answer_tag", "line", "last_letter"]
+DEFAULT_STRATEGIES: tuple[Strategy, ...] = (
+    "boxed",
+    "answer_is",
+    "answer_colon",
+    "answer_tag",
+    "line",
+    "last_letter",
+)
+
+
+class MultipleChoiceConfig(RewardConfig):
+    choices: str = Field(
+        "ABCD", description="The allowed option letters, e.g. 'ABCDEFGHIJ' for MMLU-Pro (case-insensitive)."
+    )
+    strategies: tuple[Strategy, ...] = Field(
+        DEFAULT_STRATEGIES, min_length=1, description="Extraction strategies, tried in this order."
+    )
+
+    @field_validator("choices")
+    @classmethod
+    def _letters(cls, v: str) -> str:
+        v = v.strip().upper()
+        if len(v) < 2 or not all("A" <= c <= "Z" for c in v):
+            raise ValueError("choices must be at least two ASCII letters, e.g. 'ABCD'")
+        if len(set(v)) != len(v):
+            raise ValueError("choices must not repeat a letter")
+        return v
+
+    @field_validator("strategies")
+    @classmethod
+    def _unique(cls, v: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("strategies must not repeat")
+        return v
+
+
+# A letter token: "(B)", "[ b ]" or a bare letter, optionally in markdown bold/italics.
+_TOKEN = re.compile(
+    r"(?:\*\*|__|\*|_)?\s*(?:(?P<open>[(\[])\s*(?P<inner>[A-Za-z])\s*[)\]]|(?P<bare>[A-Za-z]))(?:\*\*|__|\*|_)?"
+)
+# Content of a box / tag / line that is only a letter: "B", "(b)", "B.", "**B**".
+_ONLY = re.compile(r"(?:\*\*)?[(\[]?\s*([A-Za-z])\s*[)\]]?[.:]?(?:\*\*)?")
+# ... or a letter with its option text: "B) Paris", "b. Paris".
+_LEADING = re.compile(r"[(\[]?([A-Za-z])[)\].:]\s")
+# Possessive quantifiers (``*+``) keep these linear on long runs of whitespace.
+_ANSWER_IS = re.compile(
+    r"\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|will\s++be)\b\s*+:?\s*+"
+    r"(?:(?:option|choice)\s++)?",
+    re.IGNORECASE,
+)
+_ANSWER_COLON = re.compile(r"\banswer\s*+(?:\*\*\s*+)?:\s*+(?:(?:option|choice)\s++)?", re.IGNORECASE)
+_BOXED = re.compile(
+    r"\\boxed\s*+\{\s*+(?:\\(?:text|textbf|mathrm|mathbf)\s*+\{\s*+)?[(\[]?\s*+([A-Za-z])\s*+[)\]]?\s*+[.:]?\s*+\}"
+)
+_TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{(.*)\}", re.DOTALL)
+_LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?")
+_LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
+_LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
+_STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
+_HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?\r\n]|$)")
+
+
+def _letter_at(text: str, pos: int, allowed: str) -> str | None:
+    """The answer letter at ``text[pos]`` in prose ("the answer is ..."), or None (see module docstring)."""
+    m = _TOKEN.match(text, pos)
+    if m is None:
+        return None
+    letter = m.group("inner") or m.group("bare")
+    if letter.upper() not in allowed:
+        return None
+    if m.group("open"):
+        return letter.upper()
+    nxt = text[m.end() : m.end() + 1]
+    if nxt.isalnum() or nxt == "_":
+        return None  # the start of a word ("Bob", "a prime")
+    if letter.isupper():
+        return letter
+    return letter.upper() if _HARD_STOP.match(text, m.end()) else None
+
+
+def _letter_only(content: str, allowed: str) -> str | None:
+    """The letter when ``content`` (a box, a tag) holds just a letter, or a letter with its option text."""
+    content = content.strip()
+    m: re.Match[str] | None = None
+    if len(content) <= 64:  # bounds the work on a long <answer> that cannot be a lone letter anyway
+        wrap = _TEXT_WRAP.fullmatch(content)
+        m = _ONLY.fullmatch(wrap.group(1).strip() if wrap is not None else content)
+    m = m or _LEADING.match(content)
+    if m is None or m.group(1).upper() not in allowed:
+        return None
+    return m.group(1).upper()
+
+
+def _last(candidates: list[str | None]) -> str | None:
+    return next((c for c in reversed(candidates) if c is not None), None)
+
+
+def _boxed(text: str, allowed: str) -> str | None:
+    return _last(
+        [m.group(1).upper() if m.group(1).upper() in allowed else None for m in _BOXED.finditer(text)]
+    )
+
+
+def _answer_is(text: str, allowed: str) -> str | None:
+    return _last([_letter_at(text, m.end(), allowed) for m in _ANSWER_IS.finditer(text)])
+
+
+def _answer_colon(text: str, allowed: str) -> str | None:
+    return _last([_letter_at(text, m.end(), allowed) for m in _ANSWER_COLON.finditer(text)])
+
+
+def _answer_tag(text: str, allowed: str) -> str | None:
+    found: list[str | None] = []
+    start = text.find("<answer>")
+    while start != -1:
+        close = text.find("</answer>", start + 8)
+        if close == -1:
+            break
+        found.append(_letter_only(text[start + 8 : close], allowed))
+        start = text.find("<answer>", close + 9)
+    return _last(found)
+
+
+def _line(text: str, allowed: str) -> str | None:
+    for raw in reversed(text.splitlines()):
+        line = raw.strip()
+        m = _LINE_BRACKETED.fullmatch(line) or _LINE_PUNCT.fullmatch(line) or _LINE_BARE.fullmatch(line)
+        if m is not None and m.group(1).upper() in allowed:
+            return m.group(1).upper()
+    return None
+
+
+def _last_letter(text: str, allowed: str) -> str | None:
+    return _last([m.group(1) if m.group(1) in allowed else None for m in _STANDALONE.finditer(text)])
+
+
+_STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
+    "boxed": _boxed,
+    "answer_is": _answer_is,
+    "answer_colon": _answer_colon,
+    "answer_tag": _answer_tag,
+    "line": _line,
+    "last_letter": _last_letter,
+}
+
+
+def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> tuple[str, Strategy] | None:
+    """(letter, strategy) of the first strategy that finds an allowed letter, or None."""
+    for strategy in strategies:
+        letter = _STRATEGIES[strategy](text, choices)
+        if letter is not None:
+            return letter, strategy
+    return None
+
+
+@register
+class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
+    name: ClassVar[str] = "multiple_choice"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
+        "a lone letter line / last capital letter) equals the reference letter."
+    )
+    config_model = MultipleChoiceConfig
+    reads = ("response", "reference")
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: MultipleChoiceConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        out: list[Outcome] = []
+        for item in items:
+            refs = reference_strings(item.reference)
+            if refs is None:
+                out.append(
+                    Outcome.invalid(Reason.MISSING_REFERENCE, "multiple_choice needs a reference letter")
+                )
+                continue
+            keys = {k for k in (_letter_only(r, config.choices) for r in refs) if k is not None}
+            if not keys:
+                out.append(
+                    Outcome.invalid(
+                        Reason.PARSE_ERROR, f"reference {refs!r} is not one of the letters {config.choices!r}"
+                    )
+                )
+                continue
+            found = extract_choice(item.response, config.choices, config.strategies)
+            if found is None:
+                out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None, "strategy": None}))
+                continue
+            letter, strategy = found
+            out.append(
+                Outcome(
+                    1.0 if letter in keys else 0.0,
+                    details={"extracted": letter, "strategy": strategy, "reference": sorted(keys)},
+                )
+            )
+        return out

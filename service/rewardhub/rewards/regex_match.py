@@ -1,0 +1,103 @@
+"""``regex``: 1 if the response matches a caller's regular expression, else 0.
+
+Two uses: a *format* check (``mode: fullmatch`` with a pattern describing the whole allowed shape, in the
+spirit of the DeepSeek-R1 format reward ``^<think>.*?</think><answer>.*?</answer>$``), and a *cheap
+verifier* (``compare_group_to_reference``: the pattern's first group, stripped of surrounding
+whitespace, must equal the reference exactly, e.g. ``#### (\\S+)`` for GSM8K-style answers).
+
+The pattern comes from the caller and runs on the event loop, so it goes through
+:mod:`rewardhub.rewards.patterns` (the ``regex`` engine with a per-match timeout): a catastrophic
+pattern/response pair comes back as ``timeout`` (invalid) instead of stalling the service. ``.``
+matches newlines by default (``dotall``), like the other rewards' ``extract`` patterns.
+
+A non-matching response is the model's failure: 0.0 with reason ``format``, or ``no_answer`` in
+comparison mode (there is no answer to compare).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.exact_match import reference_strings
+from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, compile_pattern, validate_pattern
+
+__all__ = ["RegexConfig", "RegexReward"]
+
+
+class RegexConfig(RewardConfig):
+    pattern: str = Field(description="The regular expression (Python `regex` syntax).", min_length=1)
+    mode: Literal["search", "fullmatch"] = Field(
+        "search", description="search: a match anywhere; fullmatch: the whole response must match."
+    )
+    ignorecase: bool = Field(False, description="Case-insensitive matching.")
+    dotall: bool = Field(True, description="'.' also matches a newline.")
+    compare_group_to_reference: bool = Field(
+        False,
+        description="Score 1 iff the first group of the (first) match, whitespace-stripped, equals the "
+        "reference (or one of a list of references) exactly; the pattern needs a group.",
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        return validate_pattern(v)
+
+    @model_validator(mode="after")
+    def _has_group(self) -> RegexConfig:
+        if self.compare_group_to_reference and compile_pattern(self.pattern).groups < 1:
+            raise ValueError("compare_group_to_reference needs a pattern with a capturing group")
+        return self
+
+
+@register
+class RegexReward(Reward[RegexConfig]):
+    name: ClassVar[str] = "regex"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
+        "first group equals the reference."
+    )
+    config_model = RegexConfig
+    reads = ("response", "reference")
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: RegexConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        rx = compile_pattern(config.pattern, config.dotall, config.ignorecase)
+        match = rx.search if config.mode == "search" else rx.fullmatch
+        timeout_s = min(MATCH_TIMEOUT_S, ctx.deadline_s)
+        out: list[Outcome] = []
+        for item in items:
+            refs: list[str] | None = None
+            if config.compare_group_to_reference:
+                refs = reference_strings(item.reference)
+                if refs is None:
+                    out.append(
+                        Outcome.invalid(
+                            Reason.MISSING_REFERENCE, "compare_group_to_reference needs a reference"
+                        )
+                    )
+                    continue
+            try:
+                m = match(item.response, timeout=timeout_s)
+            except TimeoutError:
+                msg = f"pattern {config.pattern[:80]!r} ran past {timeout_s}s"
+                out.append(Outcome.invalid(Reason.TIMEOUT, msg))
+                continue
+            if refs is None:
+                hit = m is not None
+                span = m.group(0)[:200] if m is not None else None
+                out.append(Outcome(float(hit), None if hit else Reason.FORMAT, details={"match": span}))
+                continue
+            group = m.group(1) if m is not None else None
+            if group is None:
+                out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
+                continue
+            hit = group.strip() in {r.strip() for r in refs}
+            out.append(Outcome(float(hit), details={"extracted": group, "reference": refs}))
+        return out

@@ -1,0 +1,70 @@
+"""Length and token units shared by the ``length`` and ``repetition`` rewards.
+
+The service has no tokenizer for the policy model, and guessing one would make token counts silently
+wrong. So "tokens" are never computed here: the trainer, which knows them, sends them in the item's
+``metadata`` (a count, or the completion's token ids). Characters and whitespace words are computed
+from the response. A missing token field is not the model's fault, so it makes the item invalid
+(``missing_reference``) with a message naming the key, rather than a score of a guessed length.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome
+
+__all__ = ["LengthUnit", "UnitError", "completion_length", "metadata_int_list", "metadata_value"]
+
+LengthUnit = Literal["chars", "words", "tokens"]
+
+
+class UnitError(Exception):
+    """An item lacks (or has an unreadable) field a unit needs; :meth:`outcome` is its invalid result."""
+
+    def __init__(self, reason: Reason, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+    def outcome(self) -> Outcome:
+        return Outcome.invalid(self.reason, self.message)
+
+
+def metadata_value(item: ScoreItem, key: str, what: str) -> Any:
+    """``item.metadata[key]``; raises :class:`UnitError` (missing_reference) naming ``what`` when absent."""
+    meta = item.metadata or {}
+    if key not in meta:
+        raise UnitError(
+            Reason.MISSING_REFERENCE,
+            f"metadata[{key!r}] is missing: it must hold {what} (the service has no tokenizer), "
+            "or choose a text unit (chars, words)",
+        )
+    return meta[key]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def metadata_int_list(item: ScoreItem, key: str) -> list[int]:
+    """``item.metadata[key]`` as a list of ints (token ids); raises :class:`UnitError` otherwise."""
+    value = metadata_value(item, key, "the completion's token ids")
+    if not isinstance(value, list) or not all(_is_int(v) for v in value):
+        raise UnitError(Reason.PARSE_ERROR, f"metadata[{key!r}] must be a list of integer token ids")
+    return value
+
+
+def completion_length(item: ScoreItem, unit: LengthUnit, token_count_key: str) -> int:
+    """The response's length: code points, whitespace-separated words, or ``metadata[token_count_key]``."""
+    if unit == "chars":
+        return len(item.response)
+    if unit == "words":
+        return len(item.response.split())
+    value = metadata_value(item, token_count_key, "the completion's token count")
+    if not _is_int(value) or value < 0:
+        raise UnitError(
+            Reason.PARSE_ERROR, f"metadata[{token_count_key!r}] must be a non-negative integer token count"
+        )
+    n: int = value
+    return n

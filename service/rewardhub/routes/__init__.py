@@ -1,0 +1,1 @@
+"""HTTP routes: thin translations between the wire and the serving layer."""

@@ -1,0 +1,82 @@
+"""Catalog, health, readiness and metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from rewardhub import __version__
+from rewardhub.deps import ScoringDep
+from rewardhub.protocol import HealthResponse, ReadyResponse, RewardInfo, RewardsResponse
+from rewardhub.responses import JSONBytesResponse
+
+router = APIRouter(tags=["meta"])
+
+
+@router.get("/v1/rewards", response_model=RewardsResponse, summary="The reward catalog")
+async def rewards(scoring: ScoringDep) -> RewardsResponse:
+    return RewardsResponse(
+        rewards=[
+            RewardInfo(
+                name=r.name,
+                version=r.version,
+                description=r.description,
+                cacheable=r.cacheable,
+                reads=list(r.reads),
+                config_schema=r.config_model.model_json_schema(),
+            )
+            for r in scoring.registry
+        ]
+    )
+
+
+@router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")
+async def health(request: Request) -> HealthResponse:
+    state = request.app.state
+    cache = getattr(state, "cache", None)
+    return HealthResponse(
+        status="ok",
+        version=__version__,
+        uptime_s=time.monotonic() - state.started_at,
+        cache=cache.backend if cache is not None else "off",
+        cache_up=cache.up if cache is not None else False,
+    )
+
+
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "Not ready; `checks` says what is missing."}},
+    summary="Readiness: workers, cache and backends",
+)
+async def ready(request: Request) -> JSONBytesResponse:
+    state = request.app.state
+    checks: dict[str, dict[str, object]] = {}
+    scoring = getattr(state, "scoring", None)
+    if scoring is None:
+        return JSONBytesResponse({"ready": False, "checks": {"startup": {"ok": False}}}, status_code=503)
+    pool = state.runtime.cpu_pool
+    st = pool.stats()
+    checks["cpu_pool"] = {
+        "ok": st.alive > 0,
+        "alive": st.alive,
+        "size": st.size,
+        "queued_items": st.queued_items,
+        "restarts": st.restarts,
+    }
+    cache = state.cache
+    # A down Redis degrades caching but does not stop scoring: report it, don't fail readiness.
+    checks["cache"] = {"ok": True, "backend": cache.backend, "up": cache.up}
+    for reward in scoring.registry:
+        info = reward.ready()
+        if info != {"ok": True}:
+            checks[f"reward:{reward.name}"] = info
+    ok = all(bool(c.get("ok")) for c in checks.values())
+    return JSONBytesResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

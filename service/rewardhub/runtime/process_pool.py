@@ -1,0 +1,394 @@
+"""A pool of killable worker processes with a hard deadline per item and batched IPC.
+
+Why not ``concurrent.futures`` or pebble: both put the deadline on a *task*. Sending one task per item
+costs a pipe round trip and a pickle per item (the thing that dominates when most items take
+microseconds), while sending a batch as one task means one hung item takes the whole batch down with
+it. Here a batch crosses the process boundary once; the worker streams back one small result per item,
+so the parent knows which item is running and for how long:
+
+* a soft deadline inside the worker (``SIGALRM`` in the worker's main thread raising a
+  ``BaseException``) stops pure-Python loops cheaply, and the worker lives on;
+* a hard deadline in the parent (soft deadline + grace) covers C code that never checks for signals,
+  such as a big-integer power tower in SymPy: the worker is SIGKILLed, the item is reported as a
+  ``timeout``, a fresh worker is started and the rest of the batch continues there;
+* a worker that dies (segfault, OOM killer, ``RLIMIT_AS``) costs the item it was on
+  (``crash``/``memory``), never the batch or the service.
+
+Workers start from a ``forkserver`` that has already imported the heavy modules (SymPy, Math-Verify),
+so a replacement is ready in milliseconds and the service process, which runs threads and an event
+loop, is never ``fork()``ed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import queue
+import resource
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import structlog
+
+from rewardhub.errors import Overloaded, ServiceUnavailable
+
+__all__ = ["PoolStats", "ProcessPool", "TaskResult"]
+
+log = structlog.get_logger("rewardhub.pool")
+
+# Seconds the parent waits past an item's soft deadline before it kills the worker.
+_HARD_GRACE_S = 0.5
+# Items per batch sent to one worker: big enough to amortise IPC, small enough to spread load.
+_MAX_CHUNK = 64
+# Workers that die before finishing any item, in a row, before a chunk is failed fast.
+_MAX_FAILED_STARTS = 3
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """The outcome of one item. ``error`` is None on success, else one of
+    ``timeout`` | ``memory`` | ``crash`` | ``exception``."""
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    message: str | None = None
+    elapsed_s: float = 0.0
+
+
+@dataclass(slots=True)
+class PoolStats:
+    size: int
+    alive: int
+    queued_items: int
+    busy: int
+    restarts: dict[str, int] = field(default_factory=dict)
+
+
+class _SoftTimeout(BaseException):
+    """Raised by SIGALRM inside a worker; a BaseException so ``except Exception`` in libraries can't eat it."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _SoftTimeout()
+
+
+def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], None] | None) -> None:
+    """Loop of one worker process: receive a batch, stream back one result per item."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
+    signal.signal(signal.SIGALRM, _on_alarm)
+    if memory_bytes > 0:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    if initializer is not None:
+        with contextlib.suppress(Exception):
+            initializer()
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        fn, payloads, deadline_s = msg
+        for j, payload in enumerate(payloads):
+            t0 = time.perf_counter()
+            status, value, message = "ok", None, None
+            try:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, deadline_s)
+                    value = fn(payload)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except _SoftTimeout:
+                status = "timeout"
+            except MemoryError:
+                status, value = "memory", None
+            except Exception as exc:  # an item's failure is data, reported to the parent
+                status, message = "exception", f"{type(exc).__name__}: {exc}"[:500]
+            elapsed = time.perf_counter() - t0
+            try:
+                conn.send((j, status, value, message, elapsed))
+            except (EOFError, OSError):
+                return
+            except Exception as exc:  # the value did not pickle
+                conn.send((j, "exception", None, f"unpicklable result: {exc}"[:500], elapsed))
+
+
+@dataclass(slots=True)
+class _Chunk:
+    fn: Callable[[Any], Any]
+    payloads: list[Any]
+    deadline_s: float
+    deliver: Callable[[list[TaskResult]], None]
+
+
+class _Slot:
+    """One worker process and the parent thread that drives it (the thread only waits on a pipe)."""
+
+    def __init__(self, pool: ProcessPool, index: int):
+        self.pool = pool
+        self.index = index
+        self.proc: mp.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.items_done = 0
+        self.busy = False
+        # Consecutive deaths of workers that never finished an item: a worker that cannot start
+        # (bad environment, import error) must not become a tight restart loop.
+        self.failed_starts = 0
+        self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
+
+    # --- worker process lifecycle ---
+    def spawn(self) -> None:
+        parent_conn, child_conn = self.pool.ctx.Pipe(duplex=True)
+        proc = self.pool.ctx.Process(
+            target=_worker_main,
+            args=(child_conn, self.pool.memory_bytes, self.pool.initializer),
+            name=f"{self.pool.name}-worker-{self.index}",
+            daemon=True,
+        )
+        proc.start()
+        child_conn.close()
+        self.proc, self.conn, self.items_done = proc, parent_conn, 0
+
+    def kill(self) -> None:
+        proc, conn = self.proc, self.conn
+        self.proc, self.conn = None, None
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
+        if proc is not None and proc.is_alive():
+            with contextlib.suppress(OSError, ProcessLookupError):
+                os.kill(proc.pid or 0, signal.SIGKILL)
+        if proc is not None:
+            proc.join(timeout=5)
+
+    def stop(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.conn.send(None)
+        if self.proc is not None:
+            self.proc.join(timeout=2)
+        self.kill()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def _replace(self, cause: str) -> None:
+        self.failed_starts = self.failed_starts + 1 if self.items_done == 0 and cause == "crash" else 0
+        self.kill()
+        self.pool._count_restart(cause)
+        if self.failed_starts >= _MAX_FAILED_STARTS:
+            time.sleep(min(5.0, 0.2 * self.failed_starts))  # back off; this thread only drives one worker
+        if not self.pool.closing:
+            self.spawn()
+
+    # --- dispatch ---
+    def _loop(self) -> None:
+        while True:
+            chunk = self.pool.queue.get()
+            if chunk is None:
+                return
+            self.busy = True
+            try:
+                results = self._run(chunk)
+            except Exception as exc:  # a bug here must not lose the caller's future
+                log.exception("pool_slot_error", pool=self.pool.name)
+                results = [TaskResult(False, error="exception", message=repr(exc)) for _ in chunk.payloads]
+            finally:
+                self.busy = False
+                self.pool._dequeued(len(chunk.payloads))
+            chunk.deliver(results)
+
+    def _run(self, chunk: _Chunk) -> list[TaskResult]:
+        n = len(chunk.payloads)
+        results: list[TaskResult | None] = [None] * n
+        pending = list(range(n))
+        hard_s = chunk.deadline_s + _HARD_GRACE_S
+        while pending:
+            if self.pool.closing or self.failed_starts >= _MAX_FAILED_STARTS:
+                why = "pool is shutting down" if self.pool.closing else "worker process keeps dying at start"
+                for i in pending:
+                    results[i] = TaskResult(False, error="crash", message=why)
+                self.failed_starts = max(0, self.failed_starts - 1)  # let the next chunk try again
+                break
+            if not self.alive() or self.items_done >= self.pool.max_items_per_worker:
+                if self.proc is not None and self.items_done >= self.pool.max_items_per_worker:
+                    self.stop()  # planned recycling, not a failure
+                else:
+                    self.kill()
+                self.spawn()
+            assert self.conn is not None
+            try:
+                self.conn.send((chunk.fn, [chunk.payloads[i] for i in pending], chunk.deadline_s))
+            except (OSError, ValueError):
+                self._replace("crash")
+                continue
+            k = 0
+            started = time.monotonic()
+            while k < len(pending):
+                wait = started + hard_s - time.monotonic()
+                try:
+                    ready = self.conn.poll(max(0.0, wait))
+                    msg = self.conn.recv() if ready else None
+                except (EOFError, OSError):
+                    code = self.proc.exitcode if self.proc is not None else None
+                    results[pending[k]] = TaskResult(
+                        False,
+                        error="crash",
+                        message=f"worker died (exit code {code})",
+                        elapsed_s=time.monotonic() - started,
+                    )
+                    self._replace("crash")
+                    pending = pending[k + 1 :]
+                    break
+                if msg is None:  # hard deadline: C code ignored the soft alarm
+                    results[pending[k]] = TaskResult(False, error="timeout", elapsed_s=hard_s)
+                    self._replace("timeout")
+                    pending = pending[k + 1 :]
+                    break
+                j, status, value, message, elapsed = msg
+                self.items_done += 1
+                results[pending[j]] = TaskResult(
+                    status == "ok", value, None if status == "ok" else status, message, elapsed
+                )
+                k = j + 1
+                started = time.monotonic()
+            else:
+                pending = []
+        return [r if r is not None else TaskResult(False, error="crash") for r in results]
+
+
+class ProcessPool:
+    """Worker processes for CPU-bound verification, driven from asyncio.
+
+    Args:
+        size: number of worker processes.
+        name: label for metrics and logs.
+        memory_mb: ``RLIMIT_AS`` of each worker (0 = unlimited).
+        max_items_per_worker: a worker is replaced after this many items (SymPy caches grow).
+        max_queued_items: beyond this many waiting items, :meth:`run` raises :class:`Overloaded`.
+        preload: modules the forkserver imports once, so new workers start warm.
+        initializer: called once in each new worker (e.g. to warm up a parser).
+    """
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        name: str = "cpu",
+        memory_mb: int = 2048,
+        max_items_per_worker: int = 20_000,
+        max_queued_items: int = 100_000,
+        preload: Sequence[str] = (),
+        initializer: Callable[[], None] | None = None,
+    ):
+        self.size = size
+        self.name = name
+        self.memory_bytes = memory_mb * 1024 * 1024
+        self.max_items_per_worker = max_items_per_worker
+        self.max_queued_items = max_queued_items
+        self.initializer = initializer
+        self.ctx = mp.get_context("forkserver")
+        if preload:
+            self.ctx.set_forkserver_preload(list(preload))
+        self.queue: queue.SimpleQueue[_Chunk | None] = queue.SimpleQueue()
+        self.closing = False
+        self.started = False
+        self._slots = [_Slot(self, i) for i in range(size)]
+        self._lock = threading.Lock()
+        self._queued = 0
+        self._restarts: dict[str, int] = {}
+        self.on_restart: Callable[[str], None] | None = None
+
+    # --- lifecycle ---
+    def start(self) -> None:
+        """Start the workers (blocking: the first start also boots the forkserver and its imports)."""
+        for slot in self._slots:
+            slot.spawn()
+            slot.thread.start()
+        self.started = True
+
+    def close(self) -> None:
+        self.closing = True
+        for _ in self._slots:
+            self.queue.put(None)
+        for slot in self._slots:
+            if slot.thread.is_alive():
+                slot.thread.join(timeout=10)
+            slot.stop()
+
+    # --- accounting ---
+    def _count_restart(self, cause: str) -> None:
+        with self._lock:
+            self._restarts[cause] = self._restarts.get(cause, 0) + 1
+        log.warning("pool_worker_replaced", pool=self.name, cause=cause)
+        if self.on_restart is not None:
+            self.on_restart(cause)
+
+    def _dequeued(self, n: int) -> None:
+        with self._lock:
+            self._queued -= n
+
+    def stats(self) -> PoolStats:
+        with self._lock:
+            queued, restarts = self._queued, dict(self._restarts)
+        return PoolStats(
+            size=self.size,
+            alive=sum(s.alive() for s in self._slots),
+            queued_items=queued,
+            busy=sum(s.busy for s in self._slots),
+            restarts=restarts,
+        )
+
+    # --- work ---
+    async def run(
+        self, fn: Callable[[Any], Any], payloads: Sequence[Any], deadline_s: float
+    ) -> list[TaskResult]:
+        """Run ``fn(payload)`` for each payload in the workers; results in the same order.
+
+        ``fn`` must be a module-level function (it is pickled by reference). Each item gets
+        ``deadline_s`` seconds; an item past it comes back as ``TaskResult(ok=False, error="timeout")``.
+        """
+        n = len(payloads)
+        if n == 0:
+            return []
+        if not self.started or self.closing:
+            raise ServiceUnavailable(f"the {self.name} worker pool is not running")
+        with self._lock:
+            if self._queued + n > self.max_queued_items:
+                raise Overloaded(
+                    f"{self._queued} items are already waiting for the {self.name} pool "
+                    f"(limit {self.max_queued_items}, REWARDHUB_CPU_QUEUE_MAX_ITEMS)",
+                    retry_after_s=max(1.0, self._queued / 1000),
+                )
+            self._queued += n
+        loop = asyncio.get_running_loop()
+        chunk_size = max(1, min(_MAX_CHUNK, math.ceil(n / (2 * self.size))))
+        futures: list[asyncio.Future[list[TaskResult]]] = []
+        for start in range(0, n, chunk_size):
+            fut: asyncio.Future[list[TaskResult]] = loop.create_future()
+
+            def deliver(res: list[TaskResult], fut: asyncio.Future[list[TaskResult]] = fut) -> None:
+                with contextlib.suppress(RuntimeError):  # the loop closed during shutdown
+                    loop.call_soon_threadsafe(_resolve, fut, res)
+
+            self.queue.put(_Chunk(fn, list(payloads[start : start + chunk_size]), deadline_s, deliver))
+            futures.append(fut)
+        out: list[TaskResult] = []
+        for chunk_results in await asyncio.gather(*futures):
+            out.extend(chunk_results)
+        return out
+
+
+def _resolve(fut: asyncio.Future[list[TaskResult]], res: list[TaskResult]) -> None:
+    if not fut.done():
+        fut.set_result(res)

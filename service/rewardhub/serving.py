@@ -1,0 +1,300 @@
+"""The scoring service: one request's way from items to results.
+
+1. check the limits (items per request, bytes per field);
+2. resolve each item's reward spec through the registry and validate its config (once per distinct spec);
+3. look every cacheable item up at once (one ``MGET``);
+4. deduplicate the misses (a GRPO group often holds identical responses), group them by reward and
+   await each reward's batch concurrently;
+5. write the new valid results back (one pipelined ``SET``) and assemble the results in request order,
+   with per-request metrics.
+
+Invalid results are never cached: a timeout or a backend failure is a property of this moment, not of
+the item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+
+from rewardhub.cache import Cache, config_digest, item_key
+from rewardhub.config import Settings
+from rewardhub.errors import InvalidRequest, LimitExceeded
+from rewardhub.metrics import Metrics
+from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem, ScoreRequest
+from rewardhub.request_metrics import request_metrics
+from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext
+
+__all__ = ["ScoringService"]
+
+log = structlog.get_logger("rewardhub.serving")
+
+
+@dataclass(slots=True)
+class _Plan:
+    """All items of one request that use the same reward with the same config."""
+
+    reward: Reward[Any]
+    config: Any
+    config_json: bytes
+    deterministic: bool  # a pure function of its inputs: keyed, deduplicated, cacheable
+    use_cache: bool  # read and write the cache for this plan
+    indices: list[int] = field(default_factory=list)
+
+
+class ScoringService:
+    def __init__(self, settings: Settings, registry: RewardRegistry, cache: Cache, metrics: Metrics):
+        self.settings = settings
+        self.registry = registry
+        self.cache = cache
+        self.metrics = metrics
+
+    # --- limits -------------------------------------------------------------------------------
+    def _check_limits(self, req: ScoreRequest) -> None:
+        s = self.settings
+        n = len(req.items)
+        if n == 0:
+            raise InvalidRequest("items: at least one item is required", param="items")
+        if n > s.max_items:
+            raise LimitExceeded(
+                f"items: {n} items exceed the limit of {s.max_items} per request "
+                f"(setting REWARDHUB_MAX_ITEMS); split the batch or use /v1/jobs",
+                param="items",
+            )
+        limit = s.max_field_bytes
+        for i, item in enumerate(req.items):
+            for name in ("response", "prompt", "reference"):
+                value = getattr(item, name)
+                if value is None:
+                    continue
+                size = _size_bytes(value, limit)
+                if size > limit:
+                    raise LimitExceeded(
+                        f"items.{i}.{name}: {size} bytes exceed the limit of {limit} bytes per field "
+                        f"(setting REWARDHUB_MAX_FIELD_BYTES)",
+                        param=f"items.{i}.{name}",
+                    )
+
+    # --- resolution ---------------------------------------------------------------------------
+    def _plan_for(
+        self, spec: str | RewardSpec, use_cache: bool, plans: dict[tuple[str, bytes], _Plan], where: str
+    ) -> _Plan:
+        name, raw = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
+        key = (name, orjson.dumps(raw, option=orjson.OPT_SORT_KEYS))
+        plan = plans.get(key)
+        if plan is None:
+            reward = self.registry.get(name)
+            try:
+                config = reward.parse_config(raw)
+            except InvalidRequest as exc:
+                exc.param = f"{where}.{exc.param}" if exc.param and where != "reward" else exc.param
+                raise
+            deterministic = reward.is_cacheable(config)
+            plan = _Plan(
+                reward=reward,
+                config=config,
+                config_json=config_digest(config.model_dump(mode="json")),
+                deterministic=deterministic,
+                use_cache=deterministic and use_cache and self.settings.cache_enabled,
+            )
+            plans[key] = plan
+        return plan
+
+    def _resolve(self, req: ScoreRequest) -> tuple[list[_Plan], list[_Plan]]:
+        """The distinct plans and, per item, its plan."""
+        plans: dict[tuple[str, bytes], _Plan] = {}
+        use_cache = req.options.use_cache
+        default = self._plan_for(req.reward, use_cache, plans, "reward") if req.reward is not None else None
+        per_item: list[_Plan] = []
+        for i, item in enumerate(req.items):
+            if item.reward is not None:
+                plan = self._plan_for(item.reward, use_cache, plans, f"items.{i}.reward")
+            elif default is not None:
+                plan = default
+            else:
+                raise InvalidRequest(
+                    f"items.{i}.reward: no reward given; set `reward` on the request or on the item",
+                    param=f"items.{i}.reward",
+                )
+            plan.indices.append(i)
+            per_item.append(plan)
+        return list(plans.values()), per_item
+
+    # --- scoring ------------------------------------------------------------------------------
+    async def score(self, req: ScoreRequest) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        self._check_limits(req)
+        plans, per_item = self._resolve(req)
+        items = req.items
+        n = len(items)
+        ctx = ScoreContext(
+            deadline_s=min(
+                req.options.timeout_s or self.settings.item_timeout_s, self.settings.max_item_timeout_s
+            ),
+            include_details=req.options.include_details,
+        )
+        ids = [item.id if item.id is not None else str(i) for i, item in enumerate(items)]
+
+        # Keys of deterministic items, then one cache lookup for those that may use the cache.
+        keys: list[str | None] = [None] * n
+        lookup_idx: list[int] = []
+        for plan in plans:
+            if not plan.deterministic:
+                continue
+            r = plan.reward
+            reads = r.reads
+            for i in plan.indices:
+                item = items[i]
+                keys[i] = item_key(r.name, r.version, plan.config_json, [getattr(item, f) for f in reads])
+            if plan.use_cache:
+                lookup_idx.extend(plan.indices)
+        lookup_idx.sort()
+        t_lookup = time.perf_counter()
+        values = await self.cache.get_many([keys[i] for i in lookup_idx]) if lookup_idx else []  # type: ignore[misc]
+        lookup_ms = (time.perf_counter() - t_lookup) * 1000
+
+        results: list[dict[str, Any] | None] = [None] * n
+        for i, raw in zip(lookup_idx, values, strict=True):
+            if raw is not None:
+                d = orjson.loads(raw)
+                d["id"] = ids[i]
+                d["cached"] = True
+                d["latency_ms"] = lookup_ms
+                results[i] = d
+
+        # Misses: deduplicate identical (reward, config, fields) within the request.
+        leaders: dict[str, int] = {}
+        followers: list[tuple[int, int]] = []
+        todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
+        plan_by_id: dict[int, _Plan] = {}
+        for plan in plans:
+            plan_by_id[id(plan)] = plan
+            for i in plan.indices:
+                if results[i] is not None:
+                    continue
+                k = keys[i]
+                if k is not None:
+                    lead = leaders.get(k)
+                    if lead is not None:
+                        followers.append((i, lead))
+                        continue
+                    leaders[k] = i
+                todo.setdefault(id(plan), []).append(i)
+
+        to_write: list[tuple[str, bytes]] = []
+        if todo:
+            batches = await asyncio.gather(
+                *(self._run_plan(plan_by_id[pid], [items[i] for i in idx], ctx) for pid, idx in todo.items())
+            )
+            for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):
+                plan = plan_by_id[pid]
+                r = plan.reward
+                for i, o in zip(idx, outcomes, strict=True):
+                    stored = _stored(r, o)
+                    if plan.use_cache and stored["valid"] and keys[i] is not None:
+                        to_write.append((keys[i], orjson.dumps(stored)))  # type: ignore[arg-type]
+                    stored["id"] = ids[i]
+                    stored["cached"] = False
+                    stored["latency_ms"] = o.latency_ms if o.latency_ms is not None else batch_ms
+                    results[i] = stored
+        for i, lead in followers:
+            d = dict(results[lead])  # type: ignore[arg-type]
+            d["id"] = ids[i]
+            results[i] = d
+
+        if to_write:
+            await self.cache.set_many(to_write)
+
+        final: list[dict[str, Any]] = results  # type: ignore[assignment]
+        if not ctx.include_details:
+            for d in final:
+                d["details"] = {}
+        self._observe(plans, per_item, final)
+        metrics = request_metrics(items, final, per_item_reward=[p.reward.name for p in per_item])
+        metrics["deduplicated"] = len(followers)
+        metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
+        metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
+        return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
+
+    async def _run_plan(
+        self, plan: _Plan, items: Sequence[ScoreItem], ctx: ScoreContext
+    ) -> tuple[list[Outcome], float]:
+        r = plan.reward
+        t0 = time.perf_counter()
+        try:
+            outcomes = await r.score(items, plan.config, ctx)
+            if len(outcomes) != len(items):
+                raise RuntimeError(
+                    f"reward {r.name} returned {len(outcomes)} outcomes for {len(items)} items"
+                )
+        except Exception as exc:
+            if _is_request_error(exc):
+                raise
+            log.exception("reward_failed", reward=r.name, items=len(items))
+            outcomes = [
+                Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300]) for _ in items
+            ]
+        batch_s = time.perf_counter() - t0
+        self.metrics.reward_latency.labels(r.name).observe(batch_s)
+        return outcomes, batch_s * 1000
+
+    def _observe(self, plans: list[_Plan], per_item: list[_Plan], results: list[dict[str, Any]]) -> None:
+        m = self.metrics
+        for plan in plans:
+            name = plan.reward.name
+            m.items.labels(name).inc(len(plan.indices))
+            if plan.use_cache:
+                hits = sum(1 for i in plan.indices if results[i]["cached"])
+                if hits:
+                    m.cache_hits.labels(name).inc(hits)
+                if len(plan.indices) - hits:
+                    m.cache_misses.labels(name).inc(len(plan.indices) - hits)
+        for plan, d in zip(per_item, results, strict=True):
+            if not d["valid"]:
+                m.invalid.labels(plan.reward.name, d["reason"] or "unknown").inc()
+
+
+def _is_request_error(exc: Exception) -> bool:
+    from rewardhub.errors import RewardHubError
+
+    return isinstance(exc, RewardHubError)
+
+
+def _stored(reward: Reward[Any], o: Outcome) -> dict[str, Any]:
+    """The cacheable part of a result (everything but id, cached, latency)."""
+    score = o.score
+    reason = o.reason
+    if score is not None:
+        score = float(score)
+        if not math.isfinite(score):
+            score, reason = None, Reason.INTERNAL_ERROR
+            o.details["message"] = "the reward produced a non-finite score"
+    if score is None and (reason is None or reason not in INVALID_REASONS):
+        # An item without a score must say why it could not be scored, with an invalid-class reason.
+        reason = Reason.INTERNAL_ERROR
+    return {
+        "reward": reward.name,
+        "score": score,
+        "valid": score is not None,
+        "reason": reason.value if reason is not None else None,
+        "components": o.components,
+        "details": o.details,
+        "reward_version": reward.version,
+    }
+
+
+def _size_bytes(value: Any, limit: int) -> int:
+    """UTF-8 size of a field, computed only when it could exceed the limit."""
+    if isinstance(value, str):
+        if len(value) * 4 <= limit:
+            return len(value)
+        return len(value.encode("utf-8", "surrogatepass"))
+    return len(orjson.dumps(value))

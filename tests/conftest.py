@@ -1,0 +1,197 @@
+"""Shared fixtures: real Redis, the real app with its lifespan, a real uvicorn server.
+
+Nothing here is mocked. ``redis_server`` starts a private ``redis-server`` on a free port (so tests can
+stop and restart it), ``make_app`` runs the app's lifespan (CPU workers, cache, rewards) around an
+in-process ``httpx.AsyncClient``, and ``live_server`` starts ``rewardhub serve`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from rewardhub.app import create_app
+from rewardhub.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_BENCHMARKS = ROOT.parent / "shared" / "benchmarks"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for(url: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s: {last}")
+
+
+@dataclass
+class RedisProcess:
+    """A private redis-server the tests may stop and start again on the same port."""
+
+    port: int
+    binary: str
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisProcess]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; scripts/test installs it (apt-get install redis-server)")
+    server = RedisProcess(port=free_port(), binary=binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Settings for tests: no .env file, small pools, everything else default."""
+    values: dict[str, Any] = {"cpu_workers": 2, "log_level": "warning"}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with its lifespan, behind an in-process HTTP client."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://rewardhub.test", timeout=60
+        ) as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+@pytest.fixture
+def make_app() -> Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]:
+    """``async with make_app(redis_url=...) as client:`` — an app with these settings overrides."""
+
+    def factory(**overrides: Any) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+        return running_app(make_settings(**overrides))
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """A session-wide app on the embedded cache (for tests that don't care about cache state)."""
+    async with running_app(make_settings()) as c:
+        yield c
+
+
+@dataclass
+class LiveServer:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def serve(env: dict[str, str] | None = None, *, workers: int = 1, tmp: Path) -> Iterator[LiveServer]:
+    """Run ``rewardhub serve`` in a subprocess on a free port until the block ends."""
+    port = free_port()
+    log_path = tmp / f"server-{port}.log"
+    full_env = {**os.environ, "REWARDHUB_CPU_WORKERS": "2", **(env or {})}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rewardhub", "serve", "--port", str(port), "--workers", str(workers)],
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(url=f"http://127.0.0.1:{port}", proc=proc, log_path=log_path)
+    try:
+        wait_for(f"{server.url}/ready", timeout_s=60)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def live_server_factory(tmp_path: Path) -> Callable[..., contextlib.AbstractContextManager[LiveServer]]:
+    def factory(
+        env: dict[str, str] | None = None, workers: int = 1
+    ) -> contextlib.AbstractContextManager[LiveServer]:
+        return serve(env, workers=workers, tmp=tmp_path)
+
+    return factory

@@ -1,0 +1,124 @@
+"""``f1``: SQuAD token F1, max over references, with precision/recall components."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from rewardhub.errors import InvalidRequest
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.f1 import F1Reward, token_f1
+
+REWARD = F1Reward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+
+async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score(
+        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
+    )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "f1", "precision", "recall"),
+    [
+        # identical after SQuAD normalisation (article, case, punctuation dropped)
+        ("The Cat sat!", "cat sat", 1.0, 1.0, 1.0),
+        # 2 common of 4 predicted, 2 gold: P=1/2, R=1 -> 2*(1/2)/(3/2) = 2/3
+        ("cat sat on mat", "cat sat", 2 / 3, 0.5, 1.0),
+        # bag of tokens: 'cat' twice on the left counts once against one gold 'cat': P=1/2, R=1
+        ("cat cat", "cat", 2 / 3, 0.5, 1.0),
+        # 1 common of 1 predicted, 3 gold: P=1, R=1/3 -> 2*(1/3)/(4/3) = 1/2
+        ("paris", "paris france europe", 0.5, 1.0, 1 / 3),
+        # no overlap
+        ("dog", "cat", 0.0, 0.0, 0.0),
+        # both normalise to nothing ('the' and 'a' are articles): a match
+        ("the", "a", 1.0, 1.0, 1.0),
+        # only the prediction is empty
+        ("", "cat", 0.0, 0.0, 0.0),
+        # only the gold is empty (punctuation only)
+        ("cat", "...", 0.0, 0.0, 0.0),
+        # max over references: the second one matches fully
+        ("cat sat", ["dog", "cat sat"], 1.0, 1.0, 1.0),
+        # {"answers": [...]} form; best is 'new york' (P=1, R=1) over 'york'
+        ("New York", {"answers": ["york", "new york"]}, 1.0, 1.0, 1.0),
+        # {"answer": ...} form: P=1/2, R=1
+        ("new york", {"answer": "york"}, 2 / 3, 0.5, 1.0),
+    ],
+)
+async def test_f1_table(response: str, reference: Any, f1: float, precision: float, recall: float) -> None:
+    out = await score_one(response, reference)
+    assert out.score == pytest.approx(f1)
+    assert out.components["precision"] == pytest.approx(precision)
+    assert out.components["recall"] == pytest.approx(recall)
+    assert out.reason is None
+
+
+def test_token_f1_direct() -> None:
+    # 'a b c' vs 'b c d': 2 common, P=R=2/3, F1=2/3
+    assert token_f1(["a", "b", "c"], ["b", "c", "d"]) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+
+
+async def test_extract_pattern_scores_the_group() -> None:
+    # extracted 'New York' vs 'new york city': P=1, R=2/3 -> F1 = 2*(2/3)/(5/3) = 0.8
+    out = await score_one(
+        "I think <answer>Boston</answer>, no: <answer>New York</answer>",
+        "new york city",
+        extract=r"<answer>(.*?)</answer>",
+    )
+    assert out.score == pytest.approx(0.8)
+    assert out.details["extracted"] == "New York"
+    assert out.details["best_reference"] == "new york city"
+
+
+async def test_extract_without_match_is_no_answer() -> None:
+    out = await score_one("no tags here", "cat", extract=r"<answer>(.*?)</answer>")
+    assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        None,  # no reference at all
+        {"gold": "cat"},  # an object without answers/answer
+        [],  # an empty list
+    ],
+)
+async def test_missing_reference_is_invalid(reference: Any) -> None:
+    out = await score_one("cat", reference)
+    assert out.score is None
+    assert out.reason == Reason.MISSING_REFERENCE
+
+
+async def test_extract_timeout_is_invalid_and_quick() -> None:
+    t0 = time.perf_counter()
+    out = await score_one("x" * 5000, "x", extract=r"(x+x+)+y")
+    assert (out.score, out.reason) == (None, Reason.TIMEOUT)
+    assert time.perf_counter() - t0 < 3
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"extract": "("},  # does not compile
+        {"normalize": "none"},  # unknown key (f1 always uses SQuAD normalisation)
+    ],
+)
+def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        REWARD.parse_config(config)
+
+
+async def test_batch_keeps_order() -> None:
+    cfg = REWARD.parse_config({})
+    items = [
+        ScoreItem(response="cat", reference="cat"),
+        ScoreItem(response="dog"),
+        ScoreItem(response="x", reference="y"),
+    ]
+    outs = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert [o.score for o in outs] == [1.0, None, 0.0]

@@ -1,0 +1,158 @@
+"""``format``: presets, each check, partial credit, and config validation."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from rewardhub.errors import InvalidRequest
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.format import FormatReward
+
+REWARD = FormatReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+
+async def score_one(response: str, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score([ScoreItem(response=response)], cfg, ScoreContext(deadline_s=5))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("response", "failed"),
+    [
+        # the canonical shape
+        ("<think>a</think><answer>b</answer>", []),
+        # whitespace around and between the sections is fine
+        ("\n<think>\na\n</think>\n\n<answer> b </answer>\n", []),
+        # text after the answer
+        ("<think>a</think><answer>b</answer> extra", ["strict"]),
+        # text before the think
+        ("Sure! <think>a</think><answer>b</answer>", ["strict"]),
+        # text between the sections
+        ("<think>a</think> so <answer>b</answer>", ["strict"]),
+        # wrong order (nothing outside, so strict still holds)
+        ("<answer>b</answer><think>a</think>", ["order"]),
+        # an empty answer
+        ("<think>a</think><answer> \n</answer>", ["answer:nonempty"]),
+        # two answers: not once, and the second is text outside the sections
+        ("<think>a</think><answer>b</answer><answer>c</answer>", ["answer:once", "strict"]),
+        # the answer nested inside the think
+        ("<think>a<answer>b</answer></think>", ["order", "strict"]),
+        # no think at all: every check touching it fails
+        ("<answer>b</answer>", ["think:present", "think:once", "think:nonempty", "order", "strict"]),
+        # an unclosed think
+        ("<think>a <answer>b</answer>", ["think:present", "think:once", "think:nonempty", "order", "strict"]),
+        # a closing tag before its opening tag does not close it
+        ("</think><think>a<answer>b</answer>", ["think:present", "think:nonempty", "order", "strict"]),
+    ],
+)
+async def test_think_answer_default(response: str, failed: list[str]) -> None:
+    out = await score_one(response)  # no config: preset think_answer
+    assert out.details["failed"] == failed
+    assert out.score == (0.0 if failed else 1.0)
+    assert out.reason == (Reason.FORMAT if failed else None)
+    assert all(out.components[name] == 0.0 for name in failed)
+
+
+async def test_components_name_every_check() -> None:
+    out = await score_one("<think>a</think><answer>b</answer>")
+    assert out.components == {
+        "think:present": 1.0,
+        "think:once": 1.0,
+        "think:nonempty": 1.0,
+        "answer:present": 1.0,
+        "answer:once": 1.0,
+        "answer:nonempty": 1.0,
+        "order": 1.0,
+        "strict": 1.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("response", "score"),
+    [
+        # all 8 checks pass
+        ("<think>a</think><answer>b</answer>", 1.0),
+        # strict fails: 7/8
+        ("<think>a</think><answer>b</answer> extra", 7 / 8),
+        # no think: 5 of 8 fail -> 3/8
+        ("<answer>b</answer>", 3 / 8),
+        # no tags at all: no check passes -> 0
+        ("plain text", 0.0),
+    ],
+)
+async def test_partial_credit(response: str, score: float) -> None:
+    out = await score_one(response, partial_credit=True)
+    assert out.score == pytest.approx(score)
+
+
+@pytest.mark.parametrize(
+    ("config", "response", "score"),
+    [
+        # preset answer: one non-empty answer section, text around allowed
+        ({"preset": "answer"}, "Reasoning... <answer>42</answer> done", 1.0),
+        # preset answer: missing
+        ({"preset": "answer"}, "42", 0.0),
+        # preset think: one think section
+        ({"preset": "think"}, "<think>hmm</think> 42", 1.0),
+        # a preset's flags can be overridden: trailing text allowed
+        ({"preset": "think_answer", "strict": False}, "<think>a</think><answer>b</answer> bye", 1.0),
+        # custom tags without order
+        (
+            {"tags": ["reasoning", "answer"], "order": False},
+            "<answer>x</answer><reasoning>y</reasoning>",
+            1.0,
+        ),
+        # custom tags with order (the default)
+        ({"tags": ["reasoning", "answer"]}, "<answer>x</answer><reasoning>y</reasoning>", 0.0),
+        # empty sections allowed when require_nonempty is off
+        ({"require_nonempty": False}, "<think></think><answer></answer>", 1.0),
+        # repeated tags allowed when exactly_once is off (not strict)
+        ({"tags": ["step"], "exactly_once": False}, "<step>1</step><step>2</step>", 1.0),
+        # the prompt opened <think>; the prefix completes the text
+        ({"response_prefix": "<think>"}, "a</think><answer>b</answer>", 1.0),
+    ],
+)
+async def test_configs(config: dict[str, Any], response: str, score: float) -> None:
+    out = await score_one(response, **config)
+    assert out.score == score
+
+
+async def test_adversarial_response_is_fast() -> None:
+    response = "<think>" * 100_000 + "</think>" * 100_000 + "<answer>" * 50_000
+    t0 = time.perf_counter()
+    out = await score_one(response)
+    assert time.perf_counter() - t0 < 1.0
+    assert out.score == 0.0
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"preset": "think_answer", "tags": ["a"]},  # preset and tags together
+        {"tags": []},  # no tags
+        {"tags": ["a b"]},  # not a tag name
+        {"tags": ["<answer>"]},  # brackets are added by the reward
+        {"tags": ["a", "a"]},  # repeated tag
+        {"preset": "xml"},  # unknown preset
+        {"partial": True},  # unknown key
+    ],
+)
+def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        REWARD.parse_config(config)
+
+
+def test_default_config_is_think_answer() -> None:
+    cfg = REWARD.parse_config({})
+    assert (cfg.preset, cfg.tags, cfg.order, cfg.strict, cfg.exactly_once) == (
+        "think_answer",
+        ("think", "answer"),
+        True,
+        True,
+        True,
+    )

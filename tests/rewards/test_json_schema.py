@@ -1,0 +1,229 @@
+"""``json_schema``: extraction, schema sources and precedence, validation, and the regex guard."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from rewardhub.errors import InvalidRequest
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.json_schema import JsonSchemaReward, extract_json_text
+
+REWARD = JsonSchemaReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+GOOD = '{"name": "Ada", "age": 36}'
+
+
+async def score_one(response: str, reference: Any = None, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score(
+        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
+    )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("response", "extract", "score", "parses"),
+    [
+        # the whole response is the JSON
+        (GOOD, "auto", 1.0, 1.0),
+        # surrounding whitespace is ignored
+        (f"\n  {GOOD}\n", "whole", 1.0, 1.0),
+        # auto takes the ```json block
+        (f"Here you go:\n```json\n{GOOD}\n```\nDone.", "auto", 1.0, 1.0),
+        # the last ```json block wins (the first is valid, the last is not)
+        (f'```json\n{GOOD}\n```\nfixed:\n```json\n{{"name": 1}}\n```', "auto", 0.0, 1.0),
+        # fenced mode without a block: format failure
+        (GOOD, "fenced", 0.0, 0.0),
+        # whole mode does not look inside fences
+        (f"```json\n{GOOD}\n```", "whole", 0.0, 0.0),
+        # an unclosed block is not a block; auto falls back to the whole text, which is not JSON
+        (f"```json\n{GOOD}", "auto", 0.0, 0.0),
+        # a block tagged with another language is not the JSON block
+        (f"```python\n{GOOD}\n```", "fenced", 0.0, 0.0),
+        # not JSON at all
+        ("name: Ada", "auto", 0.0, 0.0),
+        # NaN is not JSON
+        ('{"name": "Ada", "age": NaN}', "auto", 0.0, 0.0),
+    ],
+)
+async def test_extraction_and_parsing(response: str, extract: str, score: float, parses: float) -> None:
+    out = await score_one(response, schema=PERSON, extract=extract)
+    assert out.score == score
+    assert out.components["parses"] == parses
+    assert out.reason == (None if score else Reason.FORMAT)
+
+
+def test_extract_json_text_direct() -> None:
+    assert extract_json_text("a\n``` JSON \n[1]\n```\nb", "fenced") == "[1]"
+    assert extract_json_text("no block", "fenced") is None
+
+
+@pytest.mark.parametrize(
+    ("doc", "error_path"),
+    [
+        # wrong type
+        ('{"name": "Ada", "age": "36"}', "$.age"),
+        # below the minimum
+        ('{"name": "Ada", "age": -1}', "$.age"),
+        # a required property missing
+        ('{"name": "Ada"}', "$"),
+        # an extra property
+        ('{"name": "Ada", "age": 1, "x": 0}', "$"),
+        # the wrong top-level type
+        ("[1, 2]", "$"),
+    ],
+)
+async def test_validation_failures(doc: str, error_path: str) -> None:
+    out = await score_one(doc, schema=PERSON)
+    assert (out.score, out.reason) == (0.0, Reason.FORMAT)
+    assert out.components == {"parses": 1.0, "valid": 0.0}
+    assert out.details["errors"][0].startswith(error_path + ":")
+
+
+async def test_partial_credit_for_parsing() -> None:
+    # parses but fails: 0.5; does not parse: still 0; valid: 1
+    assert (await score_one('{"name": 1}', schema=PERSON, partial_credit=True)).score == 0.5
+    assert (await score_one("{", schema=PERSON, partial_credit=True)).score == 0.0
+    assert (await score_one(GOOD, schema=PERSON, partial_credit=True)).score == 1.0
+
+
+async def test_max_errors_limits_details() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}}
+    out = await score_one('["a", "b", "c", "d"]', schema=schema, max_errors=2)
+    assert out.details["errors"] == [
+        "$[0]: 'a' is not of type 'integer'",
+        "$[1]: 'b' is not of type 'integer'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reference", "score"),
+    [
+        ({"schema": PERSON}, 1.0),  # the wrapper form
+        (PERSON, 1.0),  # the schema object itself
+        (json.dumps(PERSON), 1.0),  # a JSON string of the schema
+        (json.dumps({"schema": PERSON}), 1.0),  # a JSON string of the wrapper
+        ({"schema": {"type": "array"}}, 0.0),  # a schema the response does not satisfy
+    ],
+)
+async def test_schema_from_reference(reference: Any, score: float) -> None:
+    out = await score_one(GOOD, reference)
+    assert out.score == score
+
+
+async def test_config_schema_wins_over_reference() -> None:
+    # the reference would accept the object; the config demands an array
+    out = await score_one(GOOD, {"schema": PERSON}, schema={"type": "array"})
+    assert out.score == 0.0
+    # and the reference is not even read when the config has a schema
+    out = await score_one(GOOD, "not a schema", schema=PERSON)
+    assert out.score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("reference", "reason"),
+    [
+        (None, Reason.MISSING_REFERENCE),  # no schema anywhere
+        ("{not json", Reason.PARSE_ERROR),  # an unreadable string
+        ([1, 2], Reason.PARSE_ERROR),  # a list is no schema
+        ({"type": "person"}, Reason.PARSE_ERROR),  # fails the metaschema
+        ({"$ref": "https://example.com/person.json"}, Reason.PARSE_ERROR),  # remote refs are never fetched
+        ({"$schema": 5}, Reason.PARSE_ERROR),  # malformed $schema (jsonschema raises AttributeError)
+    ],
+)
+async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -> None:
+    out = await score_one(GOOD, reference)
+    assert (out.score, out.reason) == (None, reason)
+
+
+@pytest.mark.parametrize(
+    ("schema", "doc", "score"),
+    [
+        # local $defs references resolve
+        (
+            {"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}},
+            "[1, 2]",
+            1.0,
+        ),
+        # boolean schemas
+        (True, '"anything"', 1.0),
+        # patternProperties (run through the guarded engine)
+        (
+            {"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
+            '{"n_a": 1}',
+            1.0,
+        ),
+        (
+            {"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False},
+            '{"n_a": "x"}',
+            0.0,
+        ),
+        ({"patternProperties": {"^n_": {"type": "integer"}}, "additionalProperties": False}, '{"b": 1}', 0.0),
+        # additionalProperties as a schema
+        ({"properties": {"a": {}}, "additionalProperties": {"type": "string"}}, '{"a": 1, "b": "x"}', 1.0),
+        ({"properties": {"a": {}}, "additionalProperties": {"type": "string"}}, '{"a": 1, "b": 2}', 0.0),
+        # pattern
+        ({"type": "string", "pattern": "^[a-z]+$"}, '"abc"', 1.0),
+        ({"type": "string", "pattern": "^[a-z]+$"}, '"ab1"', 0.0),
+        # a declared older draft: tuple-form items of draft-07
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}]},
+            '["x"]',
+            0.0,
+        ),
+        # 'format' is not asserted by default
+        ({"type": "string", "format": "email"}, '"nope"', 1.0),
+    ],
+)
+async def test_schema_features(schema: Any, doc: str, score: float) -> None:
+    out = await score_one(doc, schema=schema)
+    assert out.score == score
+
+
+async def test_check_formats() -> None:
+    schema = {"type": "string", "format": "email"}
+    assert (await score_one('"nope"', schema=schema, check_formats=True)).score == 0.0
+    assert (await score_one('"a@b.org"', schema=schema, check_formats=True)).score == 1.0
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "(x+x+)+y"},  # pattern on a value
+        {"patternProperties": {"(x+x+)+y": {}}},  # pattern on a key
+    ],
+)
+async def test_hostile_schema_pattern_times_out(schema: dict[str, Any]) -> None:
+    doc = json.dumps("x" * 5000) if "pattern" in schema else json.dumps({"x" * 5000: 1})
+    t0 = time.perf_counter()
+    out = await score_one(doc, {"schema": schema})
+    assert (out.score, out.reason) == (None, Reason.TIMEOUT)
+    assert time.perf_counter() - t0 < 3
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"schema": {"type": "person"}},  # fails the metaschema
+        {"schema": {"type": "string", "pattern": "("}},  # a pattern that does not compile
+        {"schema": [1]},  # not a schema
+        {"schema": {"$schema": 5}},  # malformed $schema
+        {"extract": "xml"},  # unknown extraction mode
+        {"max_errors": 21},  # over the limit
+        {"json_schema": {}},  # the field is spelled 'schema' on the wire
+    ],
+)
+def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        REWARD.parse_config(config)

@@ -1,0 +1,163 @@
+"""``multiple_choice``: option-letter extraction strategies, their priority, and scoring."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rewardhub.errors import InvalidRequest
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.multiple_choice import DEFAULT_STRATEGIES, MultipleChoiceReward, extract_choice
+
+REWARD = MultipleChoiceReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+
+async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score(
+        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
+    )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("response", "letter", "strategy"),
+    [
+        # plain box
+        (r"So the result is \boxed{B}.", "B", "boxed"),
+        # box with parentheses and lowercase (explicit form: case-insensitive)
+        (r"\boxed{(c)}", "C", "boxed"),
+        # box with \text{}
+        (r"\boxed{\text{D}}", "D", "boxed"),
+        # 'answer is (B)'
+        ("Therefore, the answer is (B).", "B", "answer_is"),
+        # lowercase letter followed by punctuation counts in an explicit form
+        ("the correct answer is b.", "B", "answer_is"),
+        # markdown bold
+        ("The answer is **C** because it is blue.", "C", "answer_is"),
+        # 'option is' variant
+        ("The best option is A", "A", "answer_is"),
+        # the last 'answer is' wins (the model corrected itself)
+        ("The answer is B. Wait, actually the answer is D.", "D", "answer_is"),
+        # 'Answer: D'
+        ("Some reasoning.\nAnswer: D", "D", "answer_colon"),
+        # bold 'Final Answer:' with a bracketed lowercase letter
+        ("**Final Answer:** (a)", "A", "answer_colon"),
+        # answer tag with the letter only
+        ("<think>hmm</think><answer>B</answer>", "B", "answer_tag"),
+        # answer tag with the letter and its option text
+        ("<answer>c) Paris</answer>", "C", "answer_tag"),
+        # a line that is only '(B)'
+        ("Let me think.\n(B)\n", "B", "line"),
+        # a line that is only 'C.'
+        ("Reasoning goes here\nC.", "C", "line"),
+        # a line that is only a capital letter
+        ("Reasoning goes here\n  D  \n", "D", "line"),
+        # fallback: the last standalone capital allowed letter
+        ("It is between A and C, and C fits best", "C", "last_letter"),
+        # priority: a box beats 'answer is' and a later letter
+        (r"A is wrong. \boxed{B}. The answer is C", "B", "boxed"),
+        # priority: 'answer is' beats 'Answer:' even when that comes later
+        ("the answer is A\nAnswer: B", "A", "answer_is"),
+    ],
+)
+def test_extraction_table(response: str, letter: str, strategy: str) -> None:
+    assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) == (letter, strategy)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # 'a' here is an article, not option A
+        "the answer is a prime number",
+        # a lone lowercase letter in prose is not an answer
+        "i think a is right",
+        # 'Bob' starts with B but is a word
+        "The answer is Bob",
+        # E is not an allowed letter (choices ABCD), also not as a fallback
+        "The answer is E",
+        # no letter at all
+        "I don't know.",
+        # a bare lowercase line is not taken
+        "hmm\nb\n",
+    ],
+)
+def test_no_extraction(response: str) -> None:
+    assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) is None
+
+
+def test_more_choices_allow_more_letters() -> None:
+    # MMLU-Pro has ten options
+    assert extract_choice("The answer is J", "ABCDEFGHIJ", DEFAULT_STRATEGIES) == ("J", "answer_is")
+
+
+def test_long_whitespace_is_fast() -> None:
+    # no pathological backtracking on long runs of spaces after an anchor
+    assert extract_choice("Answer" + " " * 200_000 + "x", "ABCD", DEFAULT_STRATEGIES) is None
+    assert extract_choice("answer is" + " " * 200_000 + "z", "ABCD", DEFAULT_STRATEGIES) is None
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "score", "reason"),
+    [
+        # correct letter
+        ("The answer is (B).", "B", 1.0, None),
+        # wrong letter: a valid 0 without a reason
+        ("The answer is (C).", "B", 0.0, None),
+        # {"answer": ...} reference, lowercase and bracketed
+        ("Answer: B", {"answer": "(b)"}, 1.0, None),
+        # several acceptable letters
+        ("Answer: C", ["B", "C"], 1.0, None),
+        # nothing extractable: valid 0, no_answer
+        ("I am not sure.", "B", 0.0, Reason.NO_ANSWER),
+    ],
+)
+async def test_scoring(response: str, reference: Any, score: float, reason: Reason | None) -> None:
+    out = await score_one(response, reference)
+    assert (out.score, out.reason) == (score, reason)
+
+
+async def test_details_name_letter_and_strategy() -> None:
+    out = await score_one(r"\boxed{A}", "A")
+    assert out.details == {"extracted": "A", "strategy": "boxed", "reference": ["A"]}
+
+
+async def test_custom_choices_and_strategies() -> None:
+    # choices given in lowercase; only the box strategy is enabled, so the prose 'answer is' is ignored
+    out = await score_one(r"the answer is E but \boxed{F}", "F", choices="abcdef", strategies=["boxed"])
+    assert (out.score, out.details["strategy"]) == (1.0, "boxed")
+    out = await score_one("the answer is E", "E", choices="abcdef", strategies=["boxed"])
+    assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
+
+
+@pytest.mark.parametrize(
+    ("reference", "reason"),
+    [
+        (None, Reason.MISSING_REFERENCE),  # no reference
+        ({"key": "B"}, Reason.MISSING_REFERENCE),  # an object without answer/answers
+        ("E", Reason.PARSE_ERROR),  # not one of the allowed letters
+        ("Paris", Reason.PARSE_ERROR),  # not a letter
+    ],
+)
+async def test_bad_reference_is_invalid(reference: Any, reason: Reason) -> None:
+    out = await score_one("Answer: B", reference)
+    assert (out.score, out.reason) == (None, reason)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"choices": "A"},  # fewer than two letters
+        {"choices": "AB1"},  # not a letter
+        {"choices": "AAB"},  # repeated letter
+        {"strategies": []},  # no strategy
+        {"strategies": ["guess"]},  # unknown strategy
+        {"strategies": ["boxed", "boxed"]},  # repeated strategy
+        {"letters": "ABCD"},  # unknown key
+    ],
+)
+def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        REWARD.parse_config(config)

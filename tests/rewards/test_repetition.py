@@ -1,0 +1,107 @@
+"""``repetition``: the n-gram repetition penalty over words or token ids."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from rewardhub.errors import InvalidRequest
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.repetition import RepetitionReward, repeated_fraction
+
+REWARD = RepetitionReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+
+async def score_one(item: ScoreItem, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score([item], cfg, ScoreContext(deadline_s=5))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("ids", "n", "max_penalty", "expected"),
+    [
+        ([5, 5, 5, 5, 5], 2, -1.0, -0.75),  # algorithms.md §5.5: 4 bigrams, 1 unique -> (1 - 1/4) * -1
+        ([5, 5, 5, 5, 5], 2, -0.5, -0.375),  # same, half the penalty
+        ([1, 2, 3, 4], 2, -1.0, 0.0),  # no repeats
+        ([1, 2, 1, 2, 1, 2], 2, -1.0, -0.6),  # 5 bigrams, 2 unique: (1 - 2/5) * -1
+        ([1, 2, 1, 2, 1, 2], 3, -1.0, -0.5),  # 4 trigrams, 2 unique: (1 - 2/4) * -1
+        ([7, 7, 7], 1, -1.0, -2 / 3),  # unigrams: 3 total, 1 unique
+        ([1], 2, -1.0, 0.0),  # fewer tokens than n
+        ([], 3, -1.0, 0.0),  # empty
+    ],
+)
+async def test_token_ids(ids: list[int], n: int, max_penalty: float, expected: float) -> None:
+    item = ScoreItem(response="ignored", metadata={"completion_ids": ids})
+    out = await score_one(item, unit="token_ids", ngram_size=n, max_penalty=max_penalty)
+    assert out.score is not None
+    assert out.score == pytest.approx(expected)
+    assert math.copysign(1.0, out.score) == (1.0 if expected == 0 else -1.0)  # never -0.0
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        # trigrams: (the cat sat) (cat sat the) (sat the cat) (the cat sat): 4 total, 3 unique
+        ("the cat sat the cat sat", -0.25),
+        # case-folded words: the same
+        ("The cat sat the CAT sat", -0.25),
+        # punctuation stays part of a word: 'sat.' differs from 'sat', 4 unique of 4
+        ("the cat sat. the cat sat", 0.0),
+        # two words: fewer than n = 3
+        ("hello world", 0.0),
+        # every trigram is 'a a a': 6 total, 1 unique -> (1 - 1/6) * -1
+        ("a a a a a a a a", -5 / 6),
+    ],
+)
+async def test_words(response: str, expected: float) -> None:
+    out = await score_one(ScoreItem(response=response))
+    assert out.score == pytest.approx(expected)
+    assert out.components["repetition"] == pytest.approx(-expected)
+
+
+async def test_details() -> None:
+    out = await score_one(
+        ScoreItem(response="x", metadata={"ids": [5, 5, 5, 5, 5]}),
+        unit="token_ids",
+        token_ids_key="ids",
+        ngram_size=2,
+    )
+    assert out.details == {"ngrams": 4, "unique_ngrams": 1, "tokens": 5}
+
+
+def test_repeated_fraction_direct() -> None:
+    assert repeated_fraction([5, 5, 5, 5, 5], 2) == (0.75, 4, 1)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        (None, Reason.MISSING_REFERENCE),  # no metadata
+        ({"ids": [1, 2]}, Reason.MISSING_REFERENCE),  # another key
+        ({"completion_ids": "1 2 3"}, Reason.PARSE_ERROR),  # not a list
+        ({"completion_ids": [1, "2"]}, Reason.PARSE_ERROR),  # a string in the list
+        ({"completion_ids": [1, True]}, Reason.PARSE_ERROR),  # a bool in the list
+    ],
+)
+async def test_bad_token_ids_are_invalid(metadata: Any, reason: Reason) -> None:
+    out = await score_one(ScoreItem(response="a b c", metadata=metadata), unit="token_ids")
+    assert (out.score, out.reason) == (None, reason)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"max_penalty": 0.5},  # a penalty must be <= 0
+        {"ngram_size": 0},  # n >= 1
+        {"unit": "chars"},  # unknown unit
+        {"token_ids_key": ""},  # empty key
+        {"n": 3},  # unknown key
+    ],
+)
+def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest):
+        REWARD.parse_config(config)

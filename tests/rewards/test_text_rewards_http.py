@@ -1,0 +1,133 @@
+"""The text rewards end to end: one mixed batch through POST /v1/score on the real app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+PERSON = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}
+
+# (item, expected score); every item names its own reward, so one request mixes them all.
+CASES: list[tuple[dict[str, Any], float | None]] = [
+    # f1: P=1/2, R=1 -> 2/3
+    ({"reward": "f1", "response": "cat sat on mat", "reference": "the cat sat"}, 2 / 3),
+    # multiple_choice: 'answer is (B)'
+    ({"reward": "multiple_choice", "response": "The answer is (B).", "reference": "B"}, 1.0),
+    # regex: the first group against the reference
+    (
+        {
+            "reward": {
+                "name": "regex",
+                "config": {"pattern": r"####\s*(\S+)", "compare_group_to_reference": True},
+            },
+            "response": "so #### 42",
+            "reference": "42",
+        },
+        1.0,
+    ),
+    # format: the default think_answer preset, trailing text fails strict
+    ({"reward": "format", "response": "<think>a</think><answer>b</answer> extra"}, 0.0),
+    # json_schema: the schema from the reference, the JSON from a ```json block
+    ({"reward": "json_schema", "response": '```json\n{"age": 3}\n```', "reference": {"schema": PERSON}}, 1.0),
+    # length: DAPO, 90 tokens on the 80..100 ramp -> -0.5
+    (
+        {
+            "reward": {
+                "name": "length",
+                "config": {"mode": "dapo_overlong", "max_length": 100, "cache_length": 20},
+            },
+            "response": "...",
+            "metadata": {"completion_tokens": 90},
+        },
+        -0.5,
+    ),
+    # length: cosine, a correct answer at L_max/2 -> 0.75
+    (
+        {
+            "reward": {"name": "length", "config": {"mode": "cosine", "max_length": 10, "unit": "chars"}},
+            "response": "x" * 5,
+            "metadata": {"correct": True},
+        },
+        0.75,
+    ),
+    # repetition: token ids [5]*5, bigrams -> -0.75
+    (
+        {
+            "reward": {"name": "repetition", "config": {"unit": "token_ids", "ngram_size": 2}},
+            "response": "five five five",
+            "metadata": {"completion_ids": [5, 5, 5, 5, 5]},
+        },
+        -0.75,
+    ),
+    # length without its token count: invalid, not an HTTP error
+    (
+        {
+            "reward": {
+                "name": "length",
+                "config": {"mode": "dapo_overlong", "max_length": 100, "cache_length": 20},
+            },
+            "response": "...",
+        },
+        None,
+    ),
+]
+
+
+async def test_mixed_batch_of_text_rewards(client: httpx.AsyncClient) -> None:
+    items = [{"id": str(i), **item} for i, (item, _) in enumerate(CASES)]
+    resp = await client.post("/v1/score", json={"items": items, "options": {"use_cache": False}})
+    assert resp.status_code == 200, resp.text
+    results = resp.json()["results"]
+    assert [r["id"] for r in results] == [str(i) for i in range(len(CASES))]
+    for (item, expected), result in zip(CASES, results, strict=True):
+        name = item["reward"] if isinstance(item["reward"], str) else item["reward"]["name"]
+        assert result["reward"] == name
+        assert result["reward_version"] == "1.0.0"
+        if expected is None:
+            assert (result["valid"], result["reason"]) == (False, "missing_reference"), result
+        else:
+            assert result["score"] == pytest.approx(expected), result
+    assert resp.json()["metrics"]["invalid_reasons"] == {"missing_reference": 1}
+
+
+async def test_second_request_is_served_from_cache(client: httpx.AsyncClient) -> None:
+    items = [{"id": str(i), **item} for i, (item, _) in enumerate(CASES)]
+    first = (await client.post("/v1/score", json={"items": items})).json()["results"]
+    second = (await client.post("/v1/score", json={"items": items})).json()["results"]
+    for a, b in zip(first, second, strict=True):
+        # valid results come back cached and identical; invalid ones are never cached
+        assert b["cached"] is a["valid"]
+        assert {**a, "cached": None, "latency_ms": None} == {**b, "cached": None, "latency_ms": None}
+
+
+@pytest.mark.parametrize(
+    ("reward", "param"),
+    [
+        ({"name": "regex", "config": {"pattern": "("}}, "pattern"),
+        ({"name": "length", "config": {"mode": "dapo_overlong", "max_length": 10, "cache_length": 10}}, None),
+        ({"name": "json_schema", "config": {"schema": {"type": "person"}}}, "schema"),
+        ({"name": "repetition", "config": {"max_penalty": 1}}, "max_penalty"),
+    ],
+)
+async def test_bad_config_is_a_422(
+    client: httpx.AsyncClient, reward: dict[str, Any], param: str | None
+) -> None:
+    resp = await client.post("/v1/score", json={"reward": reward, "items": [{"response": "x"}]})
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "invalid_request"
+    if param is not None:
+        assert error["param"] == f"reward.config.{param}"
+
+
+async def test_catalog_lists_the_text_rewards(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/v1/rewards")
+    assert resp.status_code == 200
+    by_name = {r["name"]: r for r in resp.json()["rewards"]}
+    for name in ("f1", "multiple_choice", "regex", "format", "json_schema", "length", "repetition"):
+        assert by_name[name]["version"] == "1.0.0"
+        assert by_name[name]["config_schema"]["type"] == "object"
+    assert by_name["length"]["reads"] == ["response", "reference", "metadata"]
+    assert "schema" in by_name["json_schema"]["config_schema"]["properties"]

@@ -1,0 +1,30 @@
+"""Worker functions for the process-pool tests (importable by the forkserver's children)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def double(x: int) -> int:
+    return x * 2
+
+
+def behave(kind: str) -> object:
+    if kind == "python_loop":  # pure Python: the soft SIGALRM deadline interrupts it
+        while True:
+            pass
+    if kind == "c_hang":  # simulates C code that never checks for signals: only a SIGKILL ends it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        while True:
+            time.sleep(0.01)
+    if kind == "crash":
+        os._exit(7)
+    if kind == "memory":
+        return len(bytearray(8 * 1024**3))
+    if kind == "raise":
+        raise ValueError("bad item")
+    if kind == "pid":
+        return os.getpid()
+    return kind

@@ -1,0 +1,93 @@
+"""The CPU worker pool: per-item deadlines, crashes and memory limits never cost more than their item."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from pool_funcs import behave, double
+
+from rewardhub.errors import Overloaded
+from rewardhub.runtime.process_pool import ProcessPool
+
+
+@pytest.fixture(scope="module")
+async def pool():
+    p = ProcessPool(size=2, name="test", memory_mb=512, max_items_per_worker=10_000)
+    await asyncio.to_thread(p.start)
+    yield p
+    await asyncio.to_thread(p.close)
+
+
+async def test_batch_results_in_order(pool: ProcessPool) -> None:
+    results = await pool.run(double, list(range(500)), deadline_s=5)
+    assert [r.value for r in results] == [2 * i for i in range(500)]
+    assert all(r.ok and r.error is None for r in results)
+
+
+@pytest.mark.parametrize(
+    "kind, error",
+    [
+        ("python_loop", "timeout"),  # soft deadline: SIGALRM in the worker
+        ("c_hang", "timeout"),  # hard deadline: the parent kills the worker
+        ("crash", "crash"),  # the worker process exits mid-item
+        ("memory", "memory"),  # RLIMIT_AS turns a huge allocation into MemoryError
+        ("raise", "exception"),  # an ordinary exception is reported with its message
+    ],
+)
+async def test_bad_item_costs_only_itself(pool: ProcessPool, kind: str, error: str) -> None:
+    t0 = time.monotonic()
+    results = await pool.run(behave, ["a", kind, "b"], deadline_s=0.5)
+    elapsed = time.monotonic() - t0
+    assert [r.ok for r in results] == [True, False, True]
+    assert results[1].error == error
+    assert results[0].value == "a" and results[2].value == "b"
+    assert elapsed < 0.5 + 0.5 + 2.0  # deadline + hard grace + respawn, never the whole batch again
+    if kind == "raise":
+        assert results[1].message == "ValueError: bad item"
+
+
+async def test_hung_worker_is_replaced(pool: ProcessPool) -> None:
+    before = pool.stats().restarts.get("timeout", 0)
+    await pool.run(behave, ["c_hang"], deadline_s=0.3)
+    stats = pool.stats()
+    assert stats.restarts.get("timeout", 0) == before + 1
+    assert stats.alive == 2
+    # and the replacement works
+    assert [r.value for r in await pool.run(double, [1, 2, 3], deadline_s=5)] == [2, 4, 6]
+
+
+async def test_other_work_continues_while_one_item_hangs(pool: ProcessPool) -> None:
+    hung = asyncio.create_task(pool.run(behave, ["c_hang"], deadline_s=2.0))
+    await asyncio.sleep(0.1)
+    t0 = time.monotonic()
+    fast = await pool.run(double, list(range(50)), deadline_s=5)
+    assert time.monotonic() - t0 < 1.0  # served by the other worker while the first is stuck
+    assert all(r.ok for r in fast)
+    assert (await hung)[0].error == "timeout"
+
+
+async def test_overload_raises_429() -> None:
+    p = ProcessPool(size=1, name="tiny", max_queued_items=10)
+    await asyncio.to_thread(p.start)
+    try:
+        with pytest.raises(Overloaded) as info:
+            await p.run(double, list(range(11)), deadline_s=1)
+        assert info.value.status_code == 429
+        assert "REWARDHUB_CPU_QUEUE_MAX_ITEMS" in info.value.message
+        assert "Retry-After" in info.value.headers
+    finally:
+        await asyncio.to_thread(p.close)
+
+
+async def test_workers_are_recycled_after_max_items() -> None:
+    p = ProcessPool(size=1, name="recycle", max_items_per_worker=5)
+    await asyncio.to_thread(p.start)
+    try:
+        pids = {r.value for r in await p.run(behave, ["pid"] * 5, deadline_s=5)}
+        pids |= {r.value for r in await p.run(behave, ["pid"] * 5, deadline_s=5)}
+        assert len(pids) == 2  # a fresh worker after the fifth item
+        assert p.stats().restarts == {}  # planned recycling is not a failure
+    finally:
+        await asyncio.to_thread(p.close)

@@ -1,0 +1,96 @@
+"""The Redis cache: keys land in Redis, and a dead Redis costs the cache, never a request."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from rewardhub.cache import MemoryCache, item_key
+
+
+def items(tag: str, n: int = 3) -> list[dict[str, Any]]:
+    return [{"id": f"{tag}{i}", "response": f"x{i}", "reference": f"X{i}"} for i in range(n)]
+
+
+async def score(c: httpx.AsyncClient, its: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    resp = await c.post("/v1/score", json={"reward": "exact_match", "items": its})
+    assert resp.status_code == 200, resp.text
+    results: list[dict[str, Any]] = resp.json()["results"]
+    return results
+
+
+async def test_key_is_in_redis_with_ttl(make_app: Any, redis_server: Any) -> None:
+    r = redis_server.client()
+    async with make_app(redis_url=redis_server.url, cache_ttl_s=600) as c:
+        assert (await c.get("/health")).json()["cache"] == "redis"
+        first = await score(c, items("ttl-", 1))
+        second = await score(c, items("ttl-", 1))
+    assert first[0]["cached"] is False and second[0]["cached"] is True
+    assert first[0]["score"] == second[0]["score"] == 1.0
+    keys = [k.decode() for k in r.keys("rh:v1:exact_match:*")]
+    assert keys, "no exact_match key in redis"
+    assert all(k.startswith(f"rh:v1:exact_match:{first[0]['reward_version']}:") for k in keys)
+    assert 0 < r.ttl(keys[0]) <= 600
+
+
+async def test_cached_result_survives_a_service_restart(make_app: Any, redis_server: Any) -> None:
+    async with make_app(redis_url=redis_server.url) as c:
+        await score(c, items("restart-"))
+    async with make_app(redis_url=redis_server.url) as c:
+        assert [r["cached"] for r in await score(c, items("restart-"))] == [True, True, True]
+
+
+async def test_redis_stopped_mid_run_then_back(make_app: Any, redis_server: Any) -> None:
+    async with make_app(redis_url=redis_server.url, redis_retry_interval_s=0.2) as c:
+        await score(c, items("down-"))
+        redis_server.stop()
+        try:
+            # Every request still succeeds, scored without the cache.
+            for round_ in range(3):
+                results = await score(c, items(f"down-{round_}-"))
+                assert [r["score"] for r in results] == [1.0, 1.0, 1.0]
+                assert not any(r["cached"] for r in results)
+            health = (await c.get("/health")).json()
+            assert health["cache_up"] is False
+            metrics = (await c.get("/metrics")).text
+            assert "rewardhub_cache_errors_total" in metrics
+            assert "rewardhub_cache_up 0.0" in metrics
+        finally:
+            redis_server.start()
+        # The service reconnects by itself and caching resumes.
+        for _ in range(50):
+            if (await c.get("/health")).json()["cache_up"]:
+                break
+            await asyncio.sleep(0.1)
+        assert (await c.get("/health")).json()["cache_up"] is True
+        await score(c, items("back-"))
+        assert [r["cached"] for r in await score(c, items("back-"))] == [True, True, True]
+
+
+async def test_redis_down_at_start_is_not_fatal(make_app: Any) -> None:
+    async with make_app(redis_url="redis://127.0.0.1:1/0", redis_retry_interval_s=5) as c:
+        results = await score(c, items("never-"))
+        assert [r["score"] for r in results] == [1.0, 1.0, 1.0]
+        assert (await c.get("/ready")).status_code == 200
+
+
+async def test_memory_cache_evicts_least_recently_used() -> None:
+    cache = MemoryCache(max_entries=2, ttl_s=60)
+    await cache.set_many([("a", b"1"), ("b", b"2")])
+    assert await cache.get_many(["a"]) == [b"1"]  # touch a
+    await cache.set_many([("c", b"3")])
+    assert await cache.get_many(["a", "b", "c"]) == [b"1", None, b"3"]
+
+
+def test_key_depends_on_every_input() -> None:
+    base = item_key("math", "1.0.0", b"{}", ["r", "g"])
+    assert base.startswith("rh:v1:math:1.0.0:")
+    assert item_key("math", "1.0.0", b"{}", ["r", "g"]) == base
+    assert item_key("math", "1.0.1", b"{}", ["r", "g"]) != base
+    assert item_key("math", "1.0.0", b'{"a":1}', ["r", "g"]) != base
+    assert item_key("math", "1.0.0", b"{}", ["r", "h"]) != base
+    assert item_key("math", "1.0.0", b"{}", [{"b": 1, "a": 2}]) == item_key(
+        "math", "1.0.0", b"{}", [{"a": 2, "b": 1}]
+    )

@@ -1,0 +1,93 @@
+"""The `math` reward through the real app: verdicts, invalid items, and the hard per-item deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+TOWER = "2^{2^{2^{2^{2^{2}}}}}"
+
+
+async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    resp = await c.post("/v1/score", json={"reward": "math", "items": items, "options": options})
+    assert resp.status_code == 200, resp.text
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+@pytest.mark.parametrize(
+    "response, reference, expected, reason",
+    [
+        ("So the answer is $\\boxed{\\frac{1}{2}}$.", "0.5", 1.0, None),  # fraction vs decimal
+        ("The answer is \\boxed{\\dfrac{\\sqrt{3}}{2}}", "$\\frac{\\sqrt 3}{2}$", 1.0, None),  # needs sympy
+        ("The answer is 42.", "\\boxed{42}", 1.0, None),  # answer phrase, boxed gold
+        ("\\boxed{x^2+2x+1}", "(x+1)^2", 1.0, None),  # symbolic equivalence
+        ("\\boxed{7}", "8", 0.0, None),  # wrong
+        ("I have no idea.", "8", 0.0, "no_answer"),  # the model's fault: a valid zero
+    ],
+)
+async def test_math_verdicts(
+    client: httpx.AsyncClient, response: str, reference: str, expected: float, reason: str | None
+) -> None:
+    body = await score(client, [{"response": response, "reference": reference}], use_cache=False)
+    r = body["results"][0]
+    assert (r["score"], r["valid"], r["reason"]) == (expected, True, reason), r
+
+
+async def test_math_details_explain_the_verdict(client: httpx.AsyncClient) -> None:
+    r = (await score(client, [{"response": "Thus \\boxed{0.25}", "reference": "\\frac14"}]))["results"][0]
+    assert r["details"]["extracted"] == "0.25"
+    assert r["details"]["extraction"] == "boxed"
+    assert r["details"]["match"]
+    assert r["components"] == {"correct": 1.0}
+
+
+async def test_missing_reference_is_invalid(client: httpx.AsyncClient) -> None:
+    r = (await score(client, [{"response": "\\boxed{1}"}]))["results"][0]
+    assert (r["score"], r["valid"], r["reason"]) == (None, False, "missing_reference")
+
+
+async def test_any_of_several_golds(client: httpx.AsyncClient) -> None:
+    r = (await score(client, [{"response": "\\boxed{3}", "reference": {"answers": ["-3", "3"]}}]))["results"][
+        0
+    ]
+    assert r["score"] == 1.0
+
+
+async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.AsyncClient) -> None:
+    t0 = time.monotonic()
+    tower = asyncio.create_task(
+        score(
+            client,
+            [{"id": "tower", "response": f"\\boxed{{{TOWER}}}", "reference": "4"}],
+            timeout_s=2.0,
+            use_cache=False,
+        )
+    )
+    await asyncio.sleep(0.3)
+    # Meanwhile other requests are answered promptly (the other worker, the event loop is free).
+    t1 = time.monotonic()
+    others = await score(
+        client, [{"response": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(20)], use_cache=False
+    )
+    assert time.monotonic() - t1 < 1.5
+    assert all(r["score"] == 1.0 for r in others["results"])
+    health = await client.get("/health")
+    assert health.status_code == 200
+
+    r = (await tower)["results"][0]
+    elapsed = time.monotonic() - t0
+    assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
+    assert elapsed < 2.0 + 0.5 + 1.5  # deadline + hard-kill grace + slack
+    # The killed worker was replaced: the pool is whole again.
+    ready = (await client.get("/ready")).json()
+    assert ready["checks"]["cpu_pool"]["alive"] == 2
+    # A timeout is never cached: the same request is computed again.
+    again = await score(
+        client, [{"id": "tower", "response": f"\\boxed{{{TOWER}}}", "reference": "4"}], timeout_s=0.5
+    )
+    assert again["results"][0]["cached"] is False and again["results"][0]["reason"] == "timeout"

@@ -1,0 +1,214 @@
+"""POST /v1/score through the real app (lifespan, worker pool, embedded cache)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+EM = {"name": "exact_match", "config": {}}
+
+
+def em_items(n: int, prefix: str = "") -> list[dict[str, Any]]:
+    return [
+        {"id": f"{prefix}{i}", "response": f"The Answer {i}", "reference": f"answer {i}"} for i in range(n)
+    ]
+
+
+async def test_results_one_per_item_in_order(client: httpx.AsyncClient) -> None:
+    items = [
+        {"id": "a", "response": "Paris", "reference": "paris"},
+        {"response": "Berlin", "reference": "Paris"},
+        {"id": "c", "response": "the Paris.", "reference": ["Lyon", "Paris"]},
+    ]
+    resp = await client.post("/v1/score", json={"reward": "exact_match", "items": items})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["request_id"].startswith("req_")
+    assert resp.headers["x-request-id"] == body["request_id"]
+    results = body["results"]
+    assert [r["id"] for r in results] == ["a", "1", "c"]
+    assert [r["score"] for r in results] == [1.0, 0.0, 1.0]
+    for r in results:
+        assert set(r) == {
+            "id",
+            "reward",
+            "score",
+            "valid",
+            "reason",
+            "components",
+            "details",
+            "cached",
+            "reward_version",
+            "latency_ms",
+        }
+        assert r["valid"] is True and r["reward"] == "exact_match" and r["reward_version"]
+        assert r["latency_ms"] >= 0
+    assert body["metrics"]["items"] == 3
+    assert body["metrics"]["rewards"]["exact_match"]["mean_score"] == 2 / 3
+
+
+async def test_invalid_item_is_data_not_an_http_error(client: httpx.AsyncClient) -> None:
+    resp = await client.post(
+        "/v1/score",
+        json={"reward": "exact_match", "items": [{"response": "x"}, {"response": "y", "reference": "y"}]},
+    )
+    assert resp.status_code == 200
+    first, second = resp.json()["results"]
+    assert first == {**first, "score": None, "valid": False, "reason": "missing_reference"}
+    assert second["score"] == 1.0
+    assert resp.json()["metrics"]["invalid_reasons"] == {"missing_reference": 1}
+
+
+async def test_second_identical_request_is_cached(client: httpx.AsyncClient) -> None:
+    payload = {"reward": EM, "items": em_items(4, "cache-")}
+    first = (await client.post("/v1/score", json=payload)).json()["results"]
+    second = (await client.post("/v1/score", json=payload)).json()["results"]
+    assert [r["cached"] for r in first] == [False] * 4
+    assert [r["cached"] for r in second] == [True] * 4
+
+    def strip(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in r.items() if k not in ("cached", "latency_ms")}
+
+    assert [strip(r) for r in first] == [strip(r) for r in second]
+
+
+async def test_use_cache_false_recomputes(client: httpx.AsyncClient) -> None:
+    payload = {"reward": "exact_match", "items": em_items(2, "nocache-"), "options": {"use_cache": False}}
+    await client.post("/v1/score", json=payload)
+    again = (await client.post("/v1/score", json=payload)).json()["results"]
+    assert [r["cached"] for r in again] == [False, False]
+
+
+async def test_duplicates_within_a_request_are_computed_once(client: httpx.AsyncClient) -> None:
+    items = [{"id": str(i), "response": "same", "reference": "same"} for i in range(6)]
+    body = (
+        await client.post(
+            "/v1/score", json={"reward": "exact_match", "items": items, "options": {"use_cache": False}}
+        )
+    ).json()
+    assert [r["id"] for r in body["results"]] == [str(i) for i in range(6)]
+    assert all(r["score"] == 1.0 for r in body["results"])
+    assert body["metrics"]["deduplicated"] == 5
+
+
+async def test_config_changes_the_cache_key(client: httpx.AsyncClient) -> None:
+    items = [{"id": "k", "response": "Paris", "reference": "paris"}]
+    await client.post("/v1/score", json={"reward": "exact_match", "items": items})
+    other = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "exact_match", "config": {"normalize": "none", "case_sensitive": True}},
+            "items": items,
+        },
+    )
+    r = other.json()["results"][0]
+    assert r["cached"] is False and r["score"] == 0.0
+
+
+async def test_per_item_reward_override(client: httpx.AsyncClient) -> None:
+    items = [
+        {"response": "The answer is \\boxed{\\frac{1}{2}}", "reference": "0.5", "reward": "math"},
+        {"response": "paris", "reference": "Paris"},
+    ]
+    body = (await client.post("/v1/score", json={"reward": "exact_match", "items": items})).json()
+    assert [r["reward"] for r in body["results"]] == ["math", "exact_match"]
+    assert [r["score"] for r in body["results"]] == [1.0, 1.0]
+
+
+async def test_unknown_reward_is_404_listing_known_names(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/score", json={"reward": "nope", "items": [{"response": "x"}]})
+    assert resp.status_code == 404
+    err = resp.json()["error"]
+    assert err["type"] == "unknown_reward" and err["code"] == 404
+    assert "math" in err["message"] and "exact_match" in err["message"]
+
+
+async def test_bad_config_is_422_naming_the_field(client: httpx.AsyncClient) -> None:
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "exact_match", "config": {"normalize": "loud"}},
+            "items": [{"response": "x"}],
+        },
+    )
+    assert resp.status_code == 422
+    err = resp.json()["error"]
+    assert err["param"] == "reward.config.normalize"
+    unknown = await client.post(
+        "/v1/score",
+        json={"reward": {"name": "exact_match", "config": {"typo": 1}}, "items": [{"response": "x"}]},
+    )
+    assert unknown.status_code == 422 and unknown.json()["error"]["param"] == "reward.config.typo"
+
+
+async def test_missing_reward_is_422(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/score", json={"items": [{"response": "x"}]})
+    assert resp.status_code == 422
+    assert resp.json()["error"]["param"] == "items.0.reward"
+
+
+async def test_malformed_body_is_422_in_the_error_envelope(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/score", json={"reward": "math", "items": [{"prompt": "no response"}]})
+    assert resp.status_code == 422
+    err = resp.json()["error"]
+    assert err["type"] == "invalid_request" and err["param"] == "items.0.response"
+    assert (
+        await client.post("/v1/score", content=b"{not json", headers={"content-type": "application/json"})
+    ).status_code == 422
+
+
+async def test_limits_name_their_setting(make_app: Any) -> None:
+    async with make_app(max_items=3, max_field_bytes=100, max_request_bytes=2000) as c:
+        too_many = await c.post("/v1/score", json={"reward": "exact_match", "items": em_items(4)})
+        assert too_many.status_code == 422
+        assert too_many.json()["error"]["type"] == "limit_exceeded"
+        assert "REWARDHUB_MAX_ITEMS" in too_many.json()["error"]["message"]
+
+        long_field = await c.post(
+            "/v1/score", json={"reward": "exact_match", "items": [{"response": "é" * 60, "reference": "x"}]}
+        )
+        assert long_field.status_code == 422
+        assert "REWARDHUB_MAX_FIELD_BYTES" in long_field.json()["error"]["message"]
+        assert long_field.json()["error"]["param"] == "items.0.response"
+
+        big = await c.post("/v1/score", json={"reward": "exact_match", "items": [{"response": "x" * 3000}]})
+        assert big.status_code == 413
+        assert "REWARDHUB_MAX_REQUEST_BYTES" in big.json()["error"]["message"]
+
+
+async def test_catalog_lists_rewards_with_schemas(client: httpx.AsyncClient) -> None:
+    rewards = {r["name"]: r for r in (await client.get("/v1/rewards")).json()["rewards"]}
+    assert {"math", "exact_match"} <= set(rewards)
+    math = rewards["math"]
+    assert math["cacheable"] is True and math["version"]
+    assert "extraction" in math["config_schema"]["properties"]
+    assert math["reads"] == ["response", "reference"]
+
+
+async def test_health_ready_metrics(client: httpx.AsyncClient) -> None:
+    health = (await client.get("/health")).json()
+    assert health["status"] == "ok" and health["cache"] == "memory"
+    ready = await client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["checks"]["cpu_pool"]["alive"] == 2
+    await client.post("/v1/score", json={"reward": "exact_match", "items": em_items(2, "metrics-")})
+    text = (await client.get("/metrics")).text
+    for name in (
+        "rewardhub_requests_total",
+        "rewardhub_items_total",
+        "rewardhub_reward_batch_latency_seconds_bucket",
+        "rewardhub_cache_hits_total",
+        "rewardhub_cache_misses_total",
+        "rewardhub_queue_depth",
+        "rewardhub_invalid_total",
+    ):
+        assert name in text, name
+    assert 'rewardhub_items_total{reward="exact_match"}' in text
+
+
+async def test_openapi_documents_the_api(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    assert {"/v1/score", "/v1/rewards", "/health", "/ready", "/metrics"} <= set(spec["paths"])
+    post = spec["paths"]["/v1/score"]["post"]
+    assert {"200", "404", "413", "422", "429"} <= set(post["responses"])
+    assert "ScoreResponse" in spec["components"]["schemas"]
