@@ -62,11 +62,14 @@ def ours(gold: str, response: str) -> bool:
 
 
 def plain_math_verify(gold: str, response: str) -> bool:
+    """Math-Verify with default configs; the gold parsed both boxed and as-is (either may verify)."""
     from math_verify import parse, verify
 
-    g = parse("$\\boxed{" + gold + "}$", parsing_timeout=None) or parse(gold, parsing_timeout=None)
     p = parse(response, parsing_timeout=None)
-    return bool(verify(g, p, timeout_seconds=None))
+    for wrapped in ("$\\boxed{" + gold + "}$", gold):
+        if verify(parse(wrapped, parsing_timeout=None), p, timeout_seconds=None):
+            return True
+    return False
 
 
 def run(fn: Callable[[str, str], bool], gold: str, response: str, timeout_s: int) -> bool | None:

@@ -3,7 +3,8 @@
 Items: the first N/2 problems of the MATH test set, each twice: a response with the correct answer
 (the gold, boxed) and one with a perturbed answer (the last integer in it changed, or "+1" appended).
 The service runs on its embedded default in its own process with a COLD cache (a fresh process per
-repetition, `use_cache` left on so the cost of cache writes is included). The anchor is
+repetition, `use_cache` left on so the cost of cache writes is included); before timing, the process is
+warmed with `--warmup` items from *other* problems (MATH test rows 4000+), as a long-running service is. The anchor is
 `math_verify.verify(parse(gold), parse(response))` in this process's main thread, Math-Verify's own
 signal timeouts on, on the same items, in the same run.
 
@@ -47,10 +48,12 @@ def perturb(ans: str) -> str:
     return ans + "+1"
 
 
-def load_items(n: int) -> list[dict[str, str]]:
+def load_items(n: int, skip: int = 0) -> list[dict[str, str]]:
     items: list[dict[str, str]] = []
     with open(DATA / "math_test.jsonl") as f:
-        for line in f:
+        for k, line in enumerate(f):
+            if k < skip:
+                continue
             gold = boxed(json.loads(line)["solution"])
             if not gold:
                 continue
@@ -66,8 +69,13 @@ def load_items(n: int) -> list[dict[str, str]]:
     return items[:n]
 
 
-def run_service(items: list[dict[str, str]], batch: int) -> tuple[float, list[float | None]]:
+def run_service(
+    items: list[dict[str, str]], batch: int, warmup: list[dict[str, str]]
+) -> tuple[float, list[float | None]]:
     with server() as url, httpx.Client(base_url=url, timeout=600) as c:
+        # Warm the process (not the result cache) on different problems, as a running service would be.
+        if warmup:
+            c.post("/v1/score", json={"reward": "math", "items": warmup}).raise_for_status()
         t0 = time.perf_counter()
         scores: list[float | None] = []
         for i in range(0, len(items), batch):
@@ -94,11 +102,13 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1000, help="items per HTTP request")
+    ap.add_argument("--warmup", type=int, default=200, help="items from other problems sent before timing")
     args = ap.parse_args()
     items = load_items(args.items)
+    warmup = load_items(args.warmup, skip=4000) if args.warmup else []
     svc_times, mv_times, ratios = [], [], []
     for _ in range(args.repeat):
-        ts, s_scores = run_service(items, args.batch)
+        ts, s_scores = run_service(items, args.batch, warmup)
         tm, m_scores = run_math_verify(items)
         svc_times.append(ts)
         mv_times.append(tm)

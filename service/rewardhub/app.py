@@ -64,6 +64,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
     runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool)
     registry = RewardRegistry(runtime)
+    runtime.registry = registry
     await registry.start()
 
     app.state.runtime = runtime

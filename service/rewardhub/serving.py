@@ -164,11 +164,7 @@ class ScoringService:
         results: list[dict[str, Any] | None] = [None] * n
         for i, raw in zip(lookup_idx, values, strict=True):
             if raw is not None:
-                d = orjson.loads(raw)
-                d["id"] = ids[i]
-                d["cached"] = True
-                d["latency_ms"] = lookup_ms
-                results[i] = d
+                results[i] = {"id": ids[i], **orjson.loads(raw), "cached": True, "latency_ms": lookup_ms}
 
         # Misses: deduplicate identical (reward, config, fields) within the request.
         leaders: dict[str, int] = {}
@@ -201,10 +197,8 @@ class ScoringService:
                     stored = _stored(r, o)
                     if plan.use_cache and stored["valid"] and keys[i] is not None:
                         to_write.append((keys[i], orjson.dumps(stored)))  # type: ignore[arg-type]
-                    stored["id"] = ids[i]
-                    stored["cached"] = False
-                    stored["latency_ms"] = o.latency_ms if o.latency_ms is not None else batch_ms
-                    results[i] = stored
+                    latency = o.latency_ms if o.latency_ms is not None else batch_ms
+                    results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
             d["id"] = ids[i]

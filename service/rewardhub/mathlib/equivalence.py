@@ -22,11 +22,19 @@ from typing import Any
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
 from rewardhub.mathlib.scan import outer_brackets, split_top_level
-from rewardhub.mathlib.structures import _CALL_RE, Item, is_name, parse_items
-from rewardhub.mathlib.symbolic import constants_equal, is_constant, mv_verify, parse_item, rename_symbols
+from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_items
+from rewardhub.mathlib.symbolic import (
+    constants_equal,
+    is_constant,
+    is_equation,
+    mv_verify,
+    parse_item,
+    rename_symbols,
+)
 
 _MAX_LEN = 20_000
 _DEGREE = "^\\circ"
+_BASE_RE = re.compile(r"\d\s?_")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
 
 
@@ -78,6 +86,8 @@ class _Comparer:
         """Name of the rule that shows ``g`` and ``p`` equal, or None."""
         if key(g) == key(p) and not rename:
             return "string"
+        if _BASE_RE.search(g) or _BASE_RE.search(p):
+            return None  # 221_3 is base 3; the parser would drop the base, so strings only
         lg, lp = parse_literal(g), parse_literal(p)
         if lg is not None and lp is not None:
             return "rational" if literals_equivalent(lg, lp) else None
@@ -119,11 +129,11 @@ class _Comparer:
         A bare number next to a degree value is read in degrees (the unit was omitted); a value
         written with ``\\pi`` is in radians, so the degree side is converted instead.
         """
-        for a, b in ((g, p), (p, g)):
-            m = _DEGREE_VALUE_RE.match(a)
-            if m is not None and _DEGREE not in b and "\\pi" in b:
+        for degrees, other, gold_side in ((g, p, True), (p, g, False)):
+            m = _DEGREE_VALUE_RE.match(degrees)
+            if m is not None and _DEGREE not in other and "\\pi" in other:
                 rad = f"\\frac{{{m.group('x')}\\pi}}{{180}}"
-                pair = (rad, b) if a is g else (b, rad)
+                pair = (rad, other) if gold_side else (other, rad)
                 return "degrees" if self._symbolic(pair[0], pair[1], rename) else None
         g2, p2 = g.replace(_DEGREE, " ").strip(), p.replace(_DEGREE, " ").strip()
         return "degrees" if self.value(g2, p2, rename) else None
@@ -135,6 +145,12 @@ class _Comparer:
             return None
         if rename:
             pp = rename_symbols(pp, rename)
+            if pp is None:
+                return None
+        if is_equation(pp) and not is_equation(gp):
+            # math-verify would compare the gold with the equation's right-hand side; that is
+            # only sound for a simple-name label, which parse_items has already removed.
+            return None
         if is_constant(gp) and is_constant(pp):
             verdict = constants_equal(gp, pp, parse_literal(g), parse_literal(p))
             if verdict is not None:
@@ -201,11 +217,10 @@ def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str]
     """``f(x)`` vs ``f(z)``: same function, argument names are bound, so rename z -> x."""
     if g_label is None or p_label is None:
         return None
-    mg, mp = _CALL_RE.match(g_label), _CALL_RE.match(p_label)
-    if mg is None or mp is None or mg.group("f") != mp.group("f"):
+    g_call, p_call = call_parts(g_label), call_parts(p_label)
+    if g_call is None or p_call is None or g_call[0] != p_call[0]:
         return None
-    ga = [a.strip() for a in mg.group("args").split(",")]
-    pa = [a.strip() for a in mp.group("args").split(",")]
+    ga, pa = g_call[1], p_call[1]
     if len(ga) != len(pa) or not all(is_name(a) for a in ga + pa):
         return None
     return {b: a for a, b in zip(ga, pa, strict=True) if a != b}

@@ -7,6 +7,7 @@ of the simple, non-nested kind whose matching is linear.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class Extracted:
 DEFAULT_METHODS: tuple[str, ...] = ("boxed", "answer_tag", "answer_phrase", "last_number")
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 # Bounded quantifiers only: the pattern is tried at every "answer" in a response of up to 1 MB.
 _PHRASE_RE = re.compile(
     r"answer(?:[ \t]{0,3}\*\*)?[ \t]{0,3}(?:is\b[ \t]{0,3}:?|[:：])(?:[ \t]{0,3}\*\*)?"
@@ -73,48 +75,40 @@ def _boxed_at(text: str, start: int, cmd: str, end: int | None = None) -> tuple[
     return text[i:j], j
 
 
-def _last_box_start(text: str, end: int) -> tuple[int, str]:
-    best, best_cmd = -1, ""
-    for cmd in _BOX_COMMANDS:
-        pos = text.rfind(cmd, 0, end)
-        while pos >= 0 and text[pos + len(cmd) : pos + len(cmd) + 1].isalpha():
-            pos = text.rfind(cmd, 0, pos)
-        if pos > best:
-            best, best_cmd = pos, cmd
-    return best, best_cmd
-
-
 def _extract_boxed(text: str) -> str | None:
     """The last balanced box; further boxes on the same line join it as a list (``1, 2``).
 
     A model that writes ``\\boxed{1}, \\boxed{2}`` gives a two-element answer; an identical box
     repeated on one line (``\\boxed{840} \\boxed{840}``) is one answer, not ``840, 840``.
+    All box positions come from one regex pass, and each brace scan stops where the previous
+    candidate began or ended, so the whole extraction is linear in the response length.
     """
-    # Each candidate's brace scan stops where the previous (unbalanced) candidate began, so a
-    # response full of truncated boxes still costs one pass.
+    starts = [(m.start(), m.group(0)) for m in _BOX_RE.finditer(text)]
     end = len(text)
-    while True:
-        pos, cmd = _last_box_start(text, end)
-        if pos < 0:
-            return None
+    found: tuple[str, int] | None = None
+    last = -1
+    for idx in range(len(starts) - 1, -1, -1):
+        pos, cmd = starts[idx]
         found = _boxed_at(text, pos, cmd, end)
         if found is not None:
+            last = idx
             break
         end = pos
-    line_start = text.rfind("\n", 0, pos) + 1
+    if found is None:
+        return None
+    line_start = text.rfind("\n", 0, starts[last][0]) + 1
+    first = bisect.bisect_left(starts, (line_start, ""))
     contents: list[str] = []
     i = line_start
-    while i <= pos:
-        nxt, nxt_cmd = -1, ""
-        for c in _BOX_COMMANDS:
-            p = text.find(c, i, pos + len(c))
-            if p >= 0 and (nxt < 0 or p < nxt):
-                nxt, nxt_cmd = p, c
-        if nxt < 0:
-            break
-        got = _boxed_at(text, nxt, nxt_cmd, found[1])
+    for k in range(first, last + 1):
+        pos, cmd = starts[k]
+        if pos < i:
+            continue  # nested inside the previous box
+        # A box on this line that is still open where the next one starts encloses it; the
+        # scan limit skips it (its inner boxes are visited next) and keeps the work linear.
+        limit = starts[k + 1][0] if k < last else found[1]
+        got = _boxed_at(text, pos, cmd, limit)
         if got is None:
-            i = nxt + len(nxt_cmd)
             continue
         if got[0] and (not contents or contents[-1] != got[0]):
             contents.append(got[0])
@@ -147,9 +141,9 @@ def _extract_phrase(text: str) -> str | None:
         close = tail.find("$", 1) if not tail.startswith("$$") else tail.find("$$", 2)
         if close > 0:
             return tail[: close + (2 if tail.startswith("$$") else 1)]
-    m = _SENTENCE_END_RE.search(tail)
-    if m is not None:
-        tail = tail[: m.start()]
+    stop = _SENTENCE_END_RE.search(tail)
+    if stop is not None:
+        tail = tail[: stop.start()]
     return tail
 
 

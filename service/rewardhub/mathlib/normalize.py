@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-from rewardhub.mathlib.scan import match_brace
-
 # Control characters that a JSON/Python string lost a backslash to (``"\frac"`` written in a
 # non-raw literal becomes form-feed + "rac").  They never occur legitimately in an answer, so
 # restoring the backslash is a repair, not a guess.
@@ -114,14 +112,13 @@ _TEXT_COMMANDS = (
     "emph",
     "boldsymbol",
 )
-_TEXT_OR_BRACE_RE = re.compile(
-    r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]"
-)
+_TEXT_OR_BRACE_RE = re.compile(r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]")
 # Function names typed without a backslash (``sin(x)``, or ``\\text{sin}`` after unwrapping).
 # ``sec`` is left alone: in answers it is far more often "seconds".
 _PLAIN_FUNC_RE = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sin|cos|tan|cot|csc|ln|log)(?![A-Za-z])")
 _ORDINAL_RE = re.compile(r"(?<=\d)\s*\^?\s*\{?\s*(?:st|nd|rd|th)\s*\}?(?![a-zA-Z])")
-_SINGLE_BRACE_RE = re.compile(r"([\^_])\{\s*([A-Za-z0-9])\s*\}")
+# ``x^{2}`` -> ``x^2``, but not ``x^{2}3`` -> ``x^23`` (TeX reads that as x^2 3; parsers do not).
+_SINGLE_BRACE_RE = re.compile(r"([\^_])\{\s*([A-Za-z0-9])\s*\}(?![A-Za-z0-9])")
 _CMD_SPACE_BRACE_RE = re.compile(r"(\\[a-zA-Z]+)\s+(?=\{)")
 _PLUS_INFTY_RE = re.compile(r"(^|[(\[,])\s*\+\s*\\infty")
 _DANGLING_DOT_RE = re.compile(r"(?<=[})\]])\s*\.(?![\d.])|(?<!\.)\.\s*$")

@@ -18,6 +18,7 @@ from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_lev
 
 MAX_ITEMS = 64
 _MAX_PM = 3
+_PM_RE = re.compile(r"\\[pm]{2}(?![a-zA-Z])")
 
 _GREEK = (
     "alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|"
@@ -54,6 +55,14 @@ class Item:
 def is_name(s: str) -> bool:
     """A simple variable name: one letter or Greek letter, optional subscript and primes."""
     return _NAME_RE.match(s.strip()) is not None
+
+
+def call_parts(label: str) -> tuple[str, list[str]] | None:
+    """``f(x, y)`` -> ``("f", ["x", "y"])`` for a function-call label, else None."""
+    m = _CALL_RE.match(label.strip())
+    if m is None:
+        return None
+    return m.group("f"), [a.strip() for a in m.group("args").split(",")]
 
 
 def tuple_label(lhs: str) -> list[str] | None:
@@ -114,13 +123,16 @@ def strip_units(value: str) -> str:
     if len(value) > 500:
         return value
     out = value
+    words: list[str] = []
     for _ in range(8):
         m = _UNIT_TAIL_RE.search(out)
         if m is None or m.group(0).strip().lower() in _NOT_UNITS:
             break
+        words.append(m.group(0).strip().lower())
         out = out[: m.start()].rstrip()
     if out != value and _VALUE_END_RE.search(out) and any(c.isdigit() for c in out):
-        return out
+        # "30 degrees" keeps its unit as the degree mark, so it still compares with radians.
+        return out + "^\\circ" if words == ["degrees"] or words == ["degree"] else out
     return value
 
 
@@ -130,20 +142,17 @@ def expand_pm(value: str) -> list[str]:
     With ``\\mp`` present the signs are correlated (``\\pm`` takes s, ``\\mp`` takes -s) as the
     notation prescribes; otherwise independent ``\\pm`` signs (``(\\pm 1, \\pm 2)``) give every
     combination.  This makes ``\\pm 2021`` a two-element answer, so it can never match ``2021``.
+    More than three signs are left unexpanded (and then only match the same string).
     """
-    n_pm = value.count("\\pm")
-    n_mp = value.count("\\mp")
-    if n_pm == 0 and n_mp == 0:
+    pieces = _PM_RE.split(value)
+    signs = _PM_RE.findall(value)
+    if not signs or len(signs) > _MAX_PM:
         return [value]
-    if n_mp or n_pm > _MAX_PM:
-        if n_pm + n_mp > 2 * _MAX_PM:
-            return [value]
-        return [value.replace("\\pm", s).replace("\\mp", t) for s, t in (("+", "-"), ("-", "+"))]
-    pieces = value.split("\\pm")
-    out = []
-    for signs in itertools.product("+-", repeat=n_pm):
-        out.append(pieces[0] + "".join(sign + piece for sign, piece in zip(signs, pieces[1:], strict=True)))
-    return out
+    if "\\mp" in signs:
+        choices = [tuple(s if x == "\\pm" else t for x in signs) for s, t in (("+", "-"), ("-", "+"))]
+    else:
+        choices = list(itertools.product("+-", repeat=len(signs)))
+    return [pieces[0] + "".join(c + p for c, p in zip(choice, pieces[1:], strict=True)) for choice in choices]
 
 
 def _is_const(s: str) -> bool:
@@ -309,7 +318,10 @@ def parse_items(s: str) -> list[Item]:
                 ]
             s = rhs
     items: list[Item] = []
-    for piece in split_top_level(s, _SEPARATORS):
+    pieces = split_top_level(s, _SEPARATORS)
+    if len(pieces) > MAX_ITEMS:
+        return [Item(None, s)]  # too long to compare as a list; whole-string rules only
+    for piece in pieces:
         piece = piece.strip()
         for word in ("and ", "or "):
             if piece.startswith(word):
@@ -318,6 +330,4 @@ def parse_items(s: str) -> list[Item]:
             continue
         label, value = split_label(piece)
         items.extend(Item(label, v) for v in _item_value(value))
-        if len(items) > MAX_ITEMS:
-            break
     return items

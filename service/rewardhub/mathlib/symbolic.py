@@ -79,14 +79,33 @@ def exact_decimals(expr: Any) -> Any:
     return expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
 
 
-def _components(expr: Any) -> tuple[Fraction, Fraction] | str | None:
-    """``(re, im)`` of a finite constant at high precision; ``"oo"``-style text if infinite."""
+def is_equation(expr: Any) -> bool:
+    """An equation, or a conjunction/chain of equations as math-verify parses ``a = b = c``."""
+    if isinstance(expr, sympy.Eq):
+        return True
+    return isinstance(expr, sympy.And) and all(isinstance(a, sympy.Eq) for a in expr.args)
+
+
+def _components(expr: Any) -> tuple[Fraction, Fraction, bool] | str | None:
+    """``(re, im)`` of a finite constant, exactly when rational; ``"oo"``/``"-oo"`` if infinite.
+
+    Rationals are kept exact so that ``10^{100}`` and ``10^{100}+1`` differ; irrational values
+    are evaluated to 60 digits.  ``zoo`` and ``nan`` (``12:00`` read as 12/0) yield ``"undefined"``,
+    which equals nothing.
+    """
     try:
-        val = sympy.N(exact_decimals(expr).doit(), _DIGITS)
-        if val.has(sympy.oo, -sympy.oo, sympy.zoo, sympy.nan):
+        val = exact_decimals(expr).doit()
+        if val.has(sympy.zoo, sympy.nan):
+            return "undefined"
+        if val.is_Rational:
+            return Fraction(int(val.p), int(val.q)), Fraction(0), True
+        val = sympy.N(val, _DIGITS)
+        if val.has(sympy.zoo, sympy.nan):
+            return "undefined"
+        if val.has(sympy.oo, -sympy.oo):
             return str(val)
         re_part, im_part = val.as_real_imag()
-        return Fraction(str(sympy.N(re_part, _DIGITS))), Fraction(str(sympy.N(im_part, _DIGITS)))
+        return Fraction(str(sympy.N(re_part, _DIGITS))), Fraction(str(sympy.N(im_part, _DIGITS))), False
     except (ValueError, TypeError, ArithmeticError, AttributeError):
         return None
 
@@ -105,9 +124,12 @@ def constants_equal(gold: Any, pred: Any, gold_lit: Literal | None, pred_lit: Li
     if g is None or p is None:
         return None
     if isinstance(g, str) or isinstance(p, str):
-        return g == p
+        return g == p and g != "undefined"
+    if g[:2] == p[:2]:
+        return True
     scale = max(abs(g[0]), abs(g[1]), abs(p[0]), abs(p[1]))
-    if abs(g[0] - p[0]) <= scale * _REL_TOL and abs(g[1] - p[1]) <= scale * _REL_TOL:
+    close = abs(g[0] - p[0]) <= scale * _REL_TOL and abs(g[1] - p[1]) <= scale * _REL_TOL
+    if close and not (g[2] and p[2]):  # two exact rationals must be equal, not just close
         return True
     if g[1] != 0 or p[1] != 0:
         return False
@@ -121,10 +143,17 @@ def constants_equal(gold: Any, pred: Any, gold_lit: Literal | None, pred_lit: Li
 
 
 def rename_symbols(expr: Any, mapping: dict[str, str]) -> Any:
-    """Rename bound variables (``f(z) = z`` vs ``f(x) = x``) simultaneously."""
+    """Rename bound variables (``f(z) = z`` vs ``f(x) = x``) simultaneously, or None.
+
+    Returns None when renaming would capture a variable: in ``f(t) = x^2`` the ``x`` is free,
+    so renaming ``t -> x`` must not make it equal ``f(x) = x^2``.
+    """
     if not mapping:
         return expr
     try:
+        names = {sym.name for sym in expr.free_symbols if isinstance(sym, sympy.Symbol)}
+        if names & (set(mapping.values()) - set(mapping)):
+            return None
         subs = {
             sym: sympy.Symbol(mapping[sym.name], **sym.assumptions0)
             for sym in expr.free_symbols
@@ -132,7 +161,7 @@ def rename_symbols(expr: Any, mapping: dict[str, str]) -> Any:
         }
         return expr.xreplace(subs)
     except Exception:
-        return expr
+        return None
 
 
 def mv_verify(gold: Any, pred: Any) -> bool:

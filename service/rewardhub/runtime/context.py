@@ -7,15 +7,19 @@ service process and tears down at exit; tests build their own.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rewardhub.config import Settings
 from rewardhub.metrics import Metrics
 from rewardhub.runtime.process_pool import ProcessPool
 
+if TYPE_CHECKING:
+    from rewardhub.rewards.base import RewardRegistry
+
 __all__ = ["Runtime", "build_cpu_pool"]
 
-# Imported once by the forkserver so each new CPU worker starts with SymPy and Math-Verify loaded.
-CPU_PRELOAD = ("rewardhub.runtime.cpu_tasks",)
+# Imported once by the forkserver so each new CPU worker starts with SymPy and Math-Verify loaded and warm.
+CPU_PRELOAD = ("rewardhub.runtime.cpu_preload",)
 
 
 @dataclass(slots=True)
@@ -23,11 +27,16 @@ class Runtime:
     settings: Settings
     metrics: Metrics
     cpu_pool: ProcessPool
+    # Set once the registry exists; rewards that compose others (composite, wrappers) look them up here.
+    registry: RewardRegistry | None = None
+
+    def reward_registry(self) -> RewardRegistry:
+        if self.registry is None:
+            raise RuntimeError("the reward registry is not built yet")
+        return self.registry
 
 
 def build_cpu_pool(settings: Settings, metrics: Metrics) -> ProcessPool:
-    from rewardhub.runtime.cpu_tasks import warm_up
-
     pool = ProcessPool(
         size=settings.cpu_workers,
         name="cpu",
@@ -35,7 +44,6 @@ def build_cpu_pool(settings: Settings, metrics: Metrics) -> ProcessPool:
         max_items_per_worker=settings.cpu_worker_max_items,
         max_queued_items=settings.cpu_queue_max_items,
         preload=CPU_PRELOAD,
-        initializer=warm_up,
     )
     pool.on_restart = lambda cause: metrics.worker_restarts.labels("cpu", cause).inc()
     return pool

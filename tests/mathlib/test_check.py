@@ -1,0 +1,240 @@
+"""check: every equivalence rule with positive cases and adversarial near-misses.
+
+Each block below is one rule; the negative cases are the wrong answers a policy could produce
+that a careless version of the rule would accept.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardhub.mathlib import Check, check
+
+CASES = [
+    # --- normalisation (presentation only) -------------------------------------------------
+    # \left/\right and \dfrac
+    ("\\left(\\dfrac{1}{2}, 3\\right)", "(\\frac12, 3)", True),
+    # a \frac with an unbraced argument reads the next token
+    ("\\frac{1+a+b+c}c", "\\dfrac{a + b + c + 1}{c}", True),
+    # lost backslash (form feed) and doubled backslash repaired
+    ("[\x0crac{1}{e}, 1)", "[\\frac{1}{e}, 1)", True),
+    ("\\\\frac{\\\\pi}{2}", "\\frac{\\pi}{2}", True),
+    # unicode symbols
+    ("(-∞, -3) ∪ (3, +∞)", "(-\\infty, -3) \\cup (3, \\infty)", True),
+    ("2 × 10^(-10)", "2 \\times 10^{-10}", True),
+    ("2 × 10^(-10)", "2 \\times 10^{-11}", False),
+    # HTML superscripts
+    ("3<sup>x</sup>", "3^x", True),
+    # circled choice numbers are a list of statement numbers
+    ("②③", "2, 3", True),
+    ("②③", "1, 2", False),
+    # --- rational literals and the rounding rule -------------------------------------------
+    ("\\frac{600}{7}", "85.71", True),
+    ("\\frac{600}{7}", "85.72", False),
+    ("30.52", "\\dfrac{1587}{52}", True),
+    ("30.52", "\\dfrac{1687}{52}", False),
+    # a prediction more precise than a decimal gold must be exact
+    ("2.50", "2.5049", False),
+    # --- numeric constants -----------------------------------------------------------------
+    ("\\sqrt{8}", "2\\sqrt{2}", True),
+    ("\\frac{\\log 2}{\\log 2-\\log 3}", "-\\frac{\\ln 2}{\\ln 3-\\ln 2}", True),
+    ("10^{1/100}", "10^{0.01}", True),
+    # tiny values must agree relatively, not absolutely (math-verify says True here)
+    ("\\frac{1}{2004!}", "\\frac{1}{2006!}", False),
+    ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", False),
+    # huge exact integers compare exactly
+    ("10^{100}", "10^{100}+1", False),
+    # an irrational value vs a rounded decimal: rounding rule with 3 significant digits
+    ("\\pi", "3.14", True),
+    ("\\pi", "3.1", False),
+    ("\\pi", "3", False),
+    ("41.494", "17 + 10\\sqrt{6}", False),
+    # 12:00 is not a ratio (12/0 is undefined and equals nothing)
+    ("12:00", "1:00", False),
+    # a ratio a:b is the number a/b
+    ("5:8", "\\dfrac{5}{8}", True),
+    ("5:8", "5:6", False),
+    # --- percent ---------------------------------------------------------------------------
+    ("62.5\\%", "\\dfrac{5}{8}", True),
+    ("41.4\\%", "\\sqrt{2} - 1", True),
+    ("41.4\\%", "28.5\\%", False),
+    ("5\\%", "0.5", False),
+    # --- answer lists: multisets -----------------------------------------------------------
+    ("5,1", "1, 5", True),
+    ("1,-1,7,-7", "-7, -1, 1, 7", True),
+    # a missing element
+    ("(0,2),(0,-2),(4,23),(4,-23)", "(0, 2), (0, -2), (4, 23)", False),
+    # same numbers, different multiplicity
+    ("1,1,2", "1,2,2", False),
+    ("1,2", "1,1,2", False),
+    ("-2,-2", "a = -2, \\ b = -2", True),
+    # set braces and "and"/"or" separators
+    ("-2,-1,1,2", "\\{-2, -1, 1, 2\\}", True),
+    ("1,3", "1 \\text{ and } 3", True),
+    ("1,3", "1 \\text{ and } 2", False),
+    # an answer hedged with "or" is a two-element list, not the single gold
+    ("2", "2 \\text{ or } 3", False),
+    # --- tuples ----------------------------------------------------------------------------
+    ("(6,3),(9,3),(9,5),(54,5)", "(9, 3), (6, 3), (54, 5), (9, 5)", True),
+    # tuples are ordered
+    ("(1,2),(3,4)", "(2,1),(3,4)", False),
+    # a single tuple against the bare list of its components, in order
+    ("1,2,3", "(x, y, z) = (1, 2, 3)", True),
+    ("1,2,3", "(x, y, z) = (1, 3, 4)", False),
+    # a tuple label distributes over a tuple value
+    ("$f(n)=n$, $g(n)=1$", "(f(n), g(n)) = (n, 1) \\text{ for all positive integers } n", True),
+    ("$f(n)=n$, $g(n)=1$", "(f(n), g(n)) = (n, 2)", False),
+    # a tuple label over a list of tuples is dropped
+    (
+        "(10^4, 10^3, 10^{10}),(10^2, 10^{-1}, 10^{-2})",
+        "(x, y, z) = (10000, 1000, 10^{10}) \\text{ or } (100, 0.1, 0.01)",
+        True,
+    ),
+    # --- \pm expansion ---------------------------------------------------------------------
+    ("1 \\pm \\sqrt{19}", "1 + \\sqrt{19}, 1 - \\sqrt{19}", True),
+    ("1 \\pm \\sqrt{19}", "1 + \\sqrt{19}", False),
+    ("\\pm 2021", "2021", False),
+    ("2021", "\\pm 2021", False),
+    (
+        "(\\sqrt{2}, 0, \\sqrt{2}), (\\sqrt{2}, 0, -\\sqrt{2}), (-\\sqrt{2}, 0, \\sqrt{2}), (-\\sqrt{2}, 0, -\\sqrt{2})",
+        "(\\pm \\sqrt{2}, 0, \\pm \\sqrt{2})",
+        True,
+    ),
+    ("(\\sqrt{2}, 0, \\sqrt{2}), (-\\sqrt{2}, 0, -\\sqrt{2})", "(\\pm \\sqrt{2}, 0, \\pm \\sqrt{2})", False),
+    ("0, \\pm 1, \\pm 2", "\\{-2, -1, 0, 1, 2\\}", True),
+    # --- labels (variable assignments) -----------------------------------------------------
+    ("-3,0", "b=-3, c=0", True),
+    ("-3,0", "b=-3, c=1", False),
+    ("$g(x)=x^2-2x+2$", "x^2-2x+2", True),
+    ("$m_{\\max }=n^{2}-n-1$", "n^2 - n - 1", True),
+    ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\frac{\\sqrt{2}}{2}", True),
+    # both labelled: labels must match
+    ("x = 2, y = 3", "x = 3, y = 2", False),
+    ("x = 2", "y = 2", False),
+    # word labels (four letters or more), "=" or ":"
+    ("1,2", "Maximum = 2, Minimum = 1", True),
+    ("1,3", "Minimum: 1, Maximum: 3", True),
+    ("7,14,18", "Paolo: 18, Qing: 12, Rayna: 5", False),
+    ("10,11,12,13,14,-2,-1,0,1,2", "Sequence 1: -2, -1, 0, 1, 2 and Sequence 2: 10, 11, 12, 13, 14", True),
+    # "xy" is a product, not a label
+    ("6", "xy = 6", False),
+    # --- function labels: bound variables may be renamed -----------------------------------
+    ("$f(z)=z$", "f(x)=x", True),
+    ("$f(n) = 2 n+1007$", "f(m) = 2m + 1007", True),
+    ("$f(n) = 2 n+1007$", "f(m) = 2m + 2014", False),
+    # renaming must not capture a free variable
+    ("f(x)=x^2", "f(t)=x^2", False),
+    # a different function is a different answer
+    ("f(x)=x^2", "g(x)=x^2", False),
+    # --- qualifiers and units --------------------------------------------------------------
+    ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
+    ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
+    ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),
+    ("7,4", "7 \\text{ stuffed goats and } 3 \\text{ toy helicopters}", False),
+    ("5.4 \\text{ square units}", "\\dfrac{27}{5}", True),
+    ("864 \\mbox{ inches}^2", "864", True),
+    ("2.653 \\ \\mathrm{m}", "2.65", True),
+    ("15th Day", "15", True),
+    ("15th Day", "16", False),
+    # a one-letter roman e after a number is Euler's number, not a unit
+    ("2\\mathrm{e}", "2", False),
+    # --- degrees ---------------------------------------------------------------------------
+    ("$45^{\\circ}$", "45", True),
+    ("45", "45^\\circ", True),
+    ("\\frac{\\pi}{6}", "30^\\circ", True),
+    ("\\frac{\\pi}{4}", "45", False),
+    ("30^\\circ", "\\frac{\\pi}{3}", False),
+    # --- inequalities in solved form <-> intervals ------------------------------------------
+    ("(-\\infty,-5)", "k < -5", True),
+    ("(-\\infty,-5)", "k > -5", False),
+    ("(-\\infty,-5)", "k \\leq -5", False),
+    ("(3,4]", "3 < \\lambda \\leq 4", True),
+    ("[\\frac{1}{2}, 8]", "0.5 \\leq x \\leq 8", True),
+    ("a \\leqslant -2 \\text{ or } a = 1", "(-\\infty, -2] \\cup \\{1\\}", True),
+    ("4 < m \\leq 8 \\text{ or } 10 \\leq m < 12", "(4, 8] \\cup [10, 12)", True),
+    ("a \\geq 0", "[0, 1)", False),
+    # an unsolved inequality is never turned into its solution set
+    ("(-2,2)", "x^2 < 4", False),
+    # set-builder notation and membership
+    ("\\{x|-1 < x < 1\\}", "(-1, 1)", True),
+    ("\\{x|-1 < x < 1\\}", "(-1, 2)", False),
+    ("x \\in [-2,7]", "[-2, 7]", True),
+    ("x \\in [-2,7]", "[-2, 6]", False),
+    # interval end brackets matter
+    (
+        "\\left[- \\frac{3\\pi}{8}, \\frac{\\pi}{8}\\right]",
+        "\\left( -\\dfrac{3\\pi}{8}, \\dfrac{\\pi}{8} \\right)",
+        False,
+    ),
+    # unions compare piece by piece, in any order
+    ("(-\\infty, 0) \\cup (1, +\\infty)", "(1, \\infty) \\cup (-\\infty, 0)", True),
+    ("(-\\infty, 0) \\cup (1, +\\infty)", "(-\\infty, 1) \\cup (2, \\infty)", False),
+    # --- vectors, approximations, infinity words -------------------------------------------
+    ("\\begin{pmatrix} -7 \\\\ 16 \\\\ 5 \\end{pmatrix}", "(-7,16,5)", True),
+    ("\\begin{pmatrix} -7 \\\\ 16 \\\\ 5 \\end{pmatrix}", "(-7,16,7)", False),
+    ("\\begin{pmatrix} 1/5 \\\\ -18/5 \\end{pmatrix}", "\\begin{pmatrix} 0.2 \\\\ -3.6 \\end{pmatrix}", True),
+    ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{8}", True),
+    ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{10}", False),
+    ("$\\text{infinitely many}$", "\\infty", True),
+    ("$\\text{infinitely many}$", "0", False),
+    # --- number bases are not dropped ------------------------------------------------------
+    ("221_3", "221_5", False),
+    ("221_3", "221_{3}", True),
+    # --- math-verify (symbolic) ------------------------------------------------------------
+    ("(x+1)^2", "x^2+2x+1", True),
+    ("x-1", "1-x", False),
+    ("\\frac{1-p^{2}}{3}", "\\frac{-p^2+1}{3}", True),
+    ("\\frac{1-p^{2}}{3}", "(-p^2+2)/3", False),
+    ("4", "4\\sqrt(2)", False),
+    ("3*x-1*y+13=0", "3x+4y+14=0", False),
+    # an unparsable formula never falls back to a number found inside it
+    ("1-\\frac{1}{\\mathrm{e}}", "1+\\frac{1}{\\mathrm{e}}", False),
+    # --- text answers ----------------------------------------------------------------------
+    ("line segment, circle", "\\text{line segment and circle}", True),
+    ("line segment, circle", "\\text{line segment and equilateral triangle}", False),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "equivalent"), CASES)
+def test_check(gold: str, pred: str, equivalent: bool) -> None:
+    result = check(gold, pred)
+    assert isinstance(result, Check)
+    assert result.equivalent is equivalent, result
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred"),
+    [
+        # garbage on either side is a plain "not equivalent"
+        ("", "5"),
+        ("5", ""),
+        ("}", "{"),
+        ("\\frac{", "\\frac{"),
+        ("\\begin{pmatrix}", "1"),
+        ("((((((", "))))))"),
+        ("\\sqrt[", "2"),
+        ("x = = = 1", "1"),
+        ("1/0", "2/0"),
+        ("\\text{" * 200, "1"),
+    ],
+)
+def test_never_raises_on_bad_input(gold: str, pred: str) -> None:
+    result = check(gold, pred)
+    assert isinstance(result, Check)
+
+
+def test_reports_method_and_gold_parsed() -> None:
+    # quick path
+    assert check("0.5", "1/2") == Check(True, "rational", True)
+    # list rule
+    assert check("1,-2", "-2, 1").method == "set"
+    assert check("(1,1), (3,2)", "(3, 2), (1, 1)").method == "tuple_set"
+    # symbolic rule
+    assert check("(x+1)^2", "x^2+2x+1") == Check(True, "math_verify", True)
+    # an empty gold parses to nothing
+    assert check("", "5").gold_parsed is False
+
+
+def test_gold_is_first() -> None:
+    """math-verify is asymmetric on purpose: a gold inequality accepts its interval, not vice versa."""
+    assert check("1 < x < 2", "(1, 2)").equivalent

@@ -1,0 +1,144 @@
+"""Answer extraction: each rule, priorities, and linear running time on hostile input."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_gold
+
+
+@pytest.mark.parametrize(
+    ("response", "text", "method"),
+    [
+        # the plain case
+        ("so the result is \\boxed{42}.", "42", "boxed"),
+        # nested braces inside the box are kept whole
+        ("we get $\\boxed{\\frac{1}{\\sqrt{2}}}$", "\\frac{1}{\\sqrt{2}}", "boxed"),
+        # \fbox counts as a box
+        ("\\fbox{7}", "7", "boxed"),
+        # the last box wins across lines
+        ("first \\boxed{1}\nthen \\boxed{2}", "2", "boxed"),
+        # several boxes on the final line form a list answer
+        ("roots: \\boxed{1}, \\boxed{2}", "1, 2", "boxed"),
+        # the same box repeated on one line is one answer, not "840, 840"
+        ("\\boxed{840} so \\boxed{840}", "840", "boxed"),
+        # "\boxed 5" without braces takes the next token
+        ("answer \\boxed 5$", "5", "boxed"),
+        # a truncated last box falls back to the previous complete one
+        ("\\boxed{3}\nand \\boxed{4", "3", "boxed"),
+        # a box inside a box: the innermost complete answer
+        ("\\boxed{x = \\boxed{5}}", "5", "boxed"),
+        # \boxedfoo is not a box command
+        ("\\boxedfoo{1} then 9", "9", "last_number"),
+        # answer tags, last one wins, math delimiters stripped
+        ("<answer>1</answer> ... <answer>$x+1$</answer>", "x+1", "answer_tag"),
+        # "The answer is X." with the full stop removed
+        ("Thus, the answer is 17.", "17", "answer_phrase"),
+        # "The final answer is $...$" keeps only the math
+        ("The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}", "answer_phrase"),
+        # "Answer: X"
+        ("Answer: 12", "12", "answer_phrase"),
+        # markdown bold around the label and the value
+        ("**Answer:** **73**", "73", "answer_phrase"),
+        # "Final answer: X" with an equation
+        ("Final answer: x = 3", "x = 3", "answer_phrase"),
+        # GSM8K style
+        ("Natalia sold 48 clips.\n#### 72", "72", "answer_phrase"),
+        # the last phrase wins
+        ("The answer is 1. Wait. The answer is 2.", "2", "answer_phrase"),
+        # last number: decimals
+        ("3 apples and 4.5 pears", "4.5", "last_number"),
+        # last number: negative
+        ("the temperature fell to -7", "-7", "last_number"),
+        # last number: thousands separators are removed
+        ("a total of 1,234,567 people", "1234567", "last_number"),
+        # last number: a simple fraction
+        ("half of it, 3/4 remained", "3/4", "last_number"),
+    ],
+)
+def test_extract(response: str, text: str, method: str) -> None:
+    assert extract_answer(response) == Extracted(text, method)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # no number, no box, no phrase
+        "I do not know.",
+        # empty
+        "",
+        # only an unbalanced box and no numbers
+        "\\boxed{x",
+    ],
+)
+def test_extract_none(response: str) -> None:
+    assert extract_answer(response) is None
+
+
+def test_method_order_and_subset() -> None:
+    response = "The answer is 2. \\boxed{1}"
+    # boxed has the highest default priority
+    assert extract_answer(response) == Extracted("1", "boxed")
+    # a caller can restrict and reorder the rules
+    assert extract_answer(response, ("answer_phrase", "boxed")) == Extracted("2", "answer_phrase")
+    assert DEFAULT_METHODS == ("boxed", "answer_tag", "answer_phrase", "last_number")
+
+
+def test_unknown_method_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError, match="unknown extraction method"):
+        extract_answer("1", ("telepathy",))
+
+
+@pytest.mark.parametrize(
+    ("reference", "gold"),
+    [
+        # inline math delimiters
+        ("$x=3$", "x=3"),
+        # \( ... \) and \[ ... \]
+        ("\\(1\\)", "1"),
+        ("\\[ \\frac{1}{2} \\]", "\\frac{1}{2}"),
+        # a whole boxed reference is unwrapped, also inside $...$
+        ("\\boxed{5}", "5"),
+        ("$\\boxed{\\{1, 2\\}}$", "\\{1, 2\\}"),
+        # two boxes are not one whole box: left alone
+        ("\\boxed{1}+\\boxed{2}", "\\boxed{1}+\\boxed{2}"),
+        # empty references are rejected
+        ("", None),
+        ("  $ $ ", None),
+    ],
+)
+def test_read_gold(reference: str, gold: str | None) -> None:
+    assert read_gold(reference) == gold
+
+
+_MB = 1_000_000
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # one huge run of digits
+        pytest.param("1" * _MB, id="digits"),
+        # thousands of unbalanced boxes (each must not rescan the rest)
+        pytest.param("\\boxed{" * (_MB // 7), id="unbalanced-boxes"),
+        # the same, then one good box at the end of the line
+        pytest.param("\\boxed{" * (_MB // 7) + "\\boxed{1}", id="unbalanced-then-good"),
+        # a hundred thousand boxes on one line
+        pytest.param("\\boxed{1}" * (_MB // 9), id="many-boxes"),
+        # deep nesting
+        pytest.param("\\fbox{" * (_MB // 12) + "1" + "}" * (_MB // 12), id="nested-boxes"),
+        # "answer" everywhere with spaces
+        pytest.param(("answer   is   " + " " * 50) * (_MB // 64), id="answer-phrases"),
+        # whitespace and separators
+        pytest.param(" " * _MB, id="spaces"),
+        pytest.param("1," * (_MB // 2), id="commas"),
+        pytest.param("1." * (_MB // 2), id="dots"),
+        pytest.param("<answer>" * (_MB // 8), id="open-tags"),
+    ],
+)
+def test_extraction_is_linear_on_hostile_input(response: str) -> None:
+    start = time.perf_counter()
+    extract_answer(response)
+    assert time.perf_counter() - start < 2.0
