@@ -22,17 +22,26 @@ def main() -> None:
     items = []
     for kind in ("fn_output", "tn_output"):
         for r in hv:
-            items.append({"id": f"{kind}:{r['id']}", "response": f"The answer is $\\boxed{{{r[kind]}}}$",
-                          "reference": r["ground_truth"]})
+            items.append(
+                {
+                    "id": f"{kind}:{r['id']}",
+                    "response": f"The answer is $\\boxed{{{r[kind]}}}$",
+                    "reference": r["ground_truth"],
+                }
+            )
     qwen = []
     with open(DATA / "qwen_math_cot_100.jsonl") as f:
         for line in f:
             row = json.loads(line)
             for k, text in enumerate(row["code"]):
-                qwen.append((row["score"][k], {"id": f"q{len(qwen)}", "response": text, "reference": row["gt"]}))
+                qwen.append(
+                    (row["score"][k], {"id": f"q{len(qwen)}", "response": text, "reference": row["gt"]})
+                )
     with server() as url, httpx.Client(base_url=url, timeout=600) as c:
         t0 = time.perf_counter()
-        res = c.post("/v1/score", json={"reward": "math", "items": items, "options": {"timeout_s": 10}}).json()["results"]
+        res = c.post(
+            "/v1/score", json={"reward": "math", "items": items, "options": {"timeout_s": 10}}
+        ).json()["results"]
         hv_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         qres = c.post("/v1/score", json={"reward": "math", "items": [q[1] for q in qwen]}).json()["results"]
