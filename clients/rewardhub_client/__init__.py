@@ -1,7 +1,72 @@
-"""rewardhub_client: typed HTTP client for a rewardhub service (depends only on httpx and pydantic)."""
+"""rewardhub_client: typed HTTP client for a rewardhub service (depends only on httpx and pydantic).
+
+* :class:`RewardClient` / :class:`AsyncRewardClient` — score batches, list rewards, submit jobs;
+* :mod:`rewardhub_client.trl` — a reward function for TRL's ``GRPOTrainer(reward_funcs=...)``;
+* :mod:`rewardhub_client.verl` — ``compute_score`` for verl's ``custom_reward_function``.
+"""
 
 from __future__ import annotations
 
+from rewardhub_client._core import RetryPolicy
+from rewardhub_client.client import AsyncRewardClient, RewardClient
+from rewardhub_client.errors import (
+    APIError,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    RequestTimeout,
+    RewardHubClientError,
+    ServerError,
+    ServiceUnavailable,
+    TransportError,
+    Unauthorized,
+    UnknownReward,
+)
+from rewardhub_client.types import (
+    INVALID_REASONS,
+    ItemResult,
+    JobStatus,
+    RewardInfo,
+    RewardSpec,
+    ScoreItem,
+    ScoreOptions,
+    ScoreRequest,
+    ScoreResponse,
+)
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "INVALID_REASONS",
+    "APIError",
+    "AsyncRewardClient",
+    "Conflict",
+    "Forbidden",
+    "InvalidRequest",
+    "ItemResult",
+    "JobStatus",
+    "LimitExceeded",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "RequestTimeout",
+    "RetryPolicy",
+    "RewardClient",
+    "RewardHubClientError",
+    "RewardInfo",
+    "RewardSpec",
+    "ScoreItem",
+    "ScoreOptions",
+    "ScoreRequest",
+    "ScoreResponse",
+    "ServerError",
+    "ServiceUnavailable",
+    "TransportError",
+    "Unauthorized",
+    "UnknownReward",
+    "__version__",
+]

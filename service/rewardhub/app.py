@@ -14,18 +14,22 @@ from contextlib import asynccontextmanager
 
 import structlog
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from rewardhub import __version__
+from rewardhub.admission import Admission
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
-from rewardhub.config import Settings, get_settings
+from rewardhub.config import Settings, get_settings, parse_api_keys
 from rewardhub.errors import install_error_handlers
+from rewardhub.jobs import JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
 from rewardhub.metrics import Metrics
 from rewardhub.middleware import BodyLimitMiddleware, RequestContextMiddleware
 from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry
-from rewardhub.routes import meta, score
+from rewardhub.routes import compat, jobs, meta, score
 from rewardhub.runtime.context import Runtime, build_cpu_pool
+from rewardhub.security import Authenticator
 from rewardhub.serving import ScoringService
 
 __all__ = ["build_cache", "create_app"]
@@ -48,6 +52,14 @@ def build_cache(settings: Settings, metrics: Metrics) -> Cache:
     return MemoryCache(settings.cache_max_entries, settings.cache_ttl_s)
 
 
+def build_job_store(settings: Settings, cache: Cache) -> JobStore:
+    """Jobs live where the cache lives: Redis when configured, else in process."""
+    if settings.redis_url:
+        redis = cache.client if isinstance(cache, RedisCache) else Redis.from_url(settings.redis_url)
+        return RedisJobStore(redis, settings.job_ttl_s)
+    return MemoryJobStore(settings.job_ttl_s)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -67,9 +79,27 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     runtime.registry = registry
     await registry.start()
 
+    scoring = ScoringService(settings, registry, cache, metrics)
+    job_runner = JobRunner(
+        build_job_store(settings, cache),
+        scoring,
+        app.state.admission,
+        concurrency=settings.job_concurrency,
+        queue_max=settings.job_queue_max,
+        max_items=settings.job_max_items,
+    )
+    await job_runner.start()
+
     app.state.runtime = runtime
     app.state.cache = cache
-    app.state.scoring = ScoringService(settings, registry, cache, metrics)
+    app.state.scoring = scoring
+    app.state.jobs = job_runner
+    if not app.state.authenticator.enabled:
+        log.warning(
+            "api_open",
+            hint="no API keys configured: anyone who can reach this port can use it; "
+            "set REWARDHUB_API_KEYS to require keys",
+        )
     log.info(
         "service_ready",
         version=__version__,
@@ -82,6 +112,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         app.state.scoring = None
+        app.state.jobs = None
+        await job_runner.close()
         await registry.close()
         await cache.close()
         await asyncio.to_thread(pool.close)
@@ -107,8 +139,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.state.started_at = time.monotonic()
     app.state.scoring = None
+    app.state.jobs = None
+    app.state.authenticator = Authenticator(parse_api_keys(settings.api_keys))
+    app.state.admission = Admission(
+        settings.max_inflight_items, settings.per_key_max_concurrency, app.state.metrics
+    )
     install_error_handlers(app)
     app.include_router(score.router)
+    app.include_router(jobs.router)
+    app.include_router(compat.router)
     app.include_router(meta.router)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["Settings", "get_settings", "parse_api_keys"]
 
 
 def _default_cpu_workers() -> int:
@@ -75,6 +75,30 @@ class Settings(BaseSettings):
         60.0, gt=0, description="Upper bound on a per-request `options.timeout_s`, seconds."
     )
 
+    # --- access and admission ---
+    api_keys: str | None = Field(
+        None,
+        description="Comma-separated API keys accepted as `Authorization: Bearer <key>` or `X-API-Key`. "
+        "Unset: the API is open (a warning is logged at start).",
+    )
+    per_key_max_concurrency: int = Field(
+        0, ge=0, description="Requests in flight per API key before 429 (0 = no per-key quota)."
+    )
+    max_inflight_items: int = Field(
+        200_000, ge=1, description="Items being scored at once across all requests before 429."
+    )
+
+    compat_default_reward: str = Field(
+        "math",
+        description="Reward used by the compat endpoints (OpenRLHF, slime, NeMo Gym) when a label names none.",
+    )
+
+    # --- async jobs ---
+    job_concurrency: int = Field(2, ge=1, description="Jobs scored at once per service process.")
+    job_ttl_s: int = Field(86_400, ge=60, description="How long a job and its result are kept, seconds.")
+    job_max_items: int = Field(100_000, ge=1, description="Most items in one job.")
+    job_queue_max: int = Field(1_000, ge=1, description="Jobs waiting to run before submissions get 429.")
+
     # --- request limits ---
     max_items: int = Field(4096, ge=1, description="Most items in one /v1/score request.")
     max_field_bytes: int = Field(
@@ -95,3 +119,10 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, read once (tests build their own ``Settings`` and pass it to the app)."""
     return Settings()
+
+
+def parse_api_keys(raw: str | None) -> tuple[str, ...]:
+    """The configured API keys (comma-separated, surrounding spaces ignored, empties dropped)."""
+    if not raw:
+        return ()
+    return tuple(k.strip() for k in raw.split(",") if k.strip())

@@ -6,11 +6,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from rewardhub.admission import Admission
 from rewardhub.config import Settings
 from rewardhub.errors import ServiceUnavailable
 from rewardhub.serving import ScoringService
 
-__all__ = ["ScoringDep", "SettingsDep"]
+__all__ = ["AdmissionDep", "ScoringDep", "SettingsDep"]
 
 
 def get_scoring(request: Request) -> ScoringService:
@@ -25,5 +26,11 @@ def get_app_settings(request: Request) -> Settings:
     return settings
 
 
+def get_admission(request: Request) -> Admission:
+    admission: Admission = request.app.state.admission
+    return admission
+
+
 ScoringDep = Annotated[ScoringService, Depends(get_scoring)]
+AdmissionDep = Annotated[Admission, Depends(get_admission)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]

@@ -11,6 +11,7 @@ nothing below is ever raised for a single bad item::
     ├── NotFound                   404 not_found
     ├── Unauthorized               401 unauthorized
     ├── Forbidden                  403 forbidden
+    ├── Conflict                   409 conflict         (an Idempotency-Key reused with another body)
     ├── Overloaded                 429 overloaded       (carries Retry-After)
     └── ServiceUnavailable         503 unavailable
 
@@ -31,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rewardhub.responses import JSONBytesResponse
 
 __all__ = [
+    "Conflict",
     "ErrorBody",
     "ErrorResponse",
     "Forbidden",
@@ -108,6 +110,13 @@ class Forbidden(RewardHubError):
 
     status_code = 403
     error_type = "forbidden"
+
+
+class Conflict(RewardHubError):
+    """The request conflicts with earlier state (an Idempotency-Key reused with a different body)."""
+
+    status_code = 409
+    error_type = "conflict"
 
 
 class Overloaded(RewardHubError):

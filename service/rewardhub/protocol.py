@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "INVALID_REASONS",
     "HealthResponse",
+    "JobStatus",
     "ItemResult",
     "Reason",
     "ReadyResponse",
@@ -120,6 +121,11 @@ class ScoreOptions(_Model):
         None, gt=0, description="Per-item deadline for this request, seconds (capped by the server)."
     )
     include_details: bool = Field(True, description="Return `details` (extracted answers, test logs...).")
+    group_size: int | None = Field(
+        None,
+        ge=1,
+        description="Every group (items sharing `group`) must have exactly this many items, else 422.",
+    )
 
 
 class ScoreRequest(_Model):
@@ -171,6 +177,17 @@ class HealthResponse(_Model):
     uptime_s: float
     cache: str = Field(description="`redis`, `memory` or `off`.")
     cache_up: bool
+
+
+class JobStatus(_Model):
+    job_id: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    created_at: float = Field(description="Unix time of submission.")
+    started_at: float | None = None
+    finished_at: float | None = None
+    items: int
+    result: ScoreResponse | None = Field(None, description="The scoring answer, once the job succeeded.")
+    error: dict[str, JSONValue] | None = Field(None, description="`{type, message, param}` when the job failed.")
 
 
 class ReadyResponse(_Model):

@@ -2,6 +2,14 @@
 
 Computed from the final result dicts (fresh and cached alike), so a cached batch reports the same
 figures as a fresh one.
+
+``calibration`` (when results carry confidence): Brier, ECE, AUROC, mean confidence, accuracy and count
+(:mod:`rewardhub.calibration_metrics`) over the valid results whose components hold a non-null
+``confidence`` and ``correct`` with the same prefix (``calibration.confidence`` and
+``calibration.correct`` inside a composite), the prefix's ``format_ok`` not 0. An item counts once: its
+unprefixed pair if it has one, else the first prefix in sorted order.
+
+``groups`` (when items carry ``group``): per-group score statistics of any reward (:mod:`rewardhub.groups`).
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from rewardhub.calibration_metrics import calibration_summary
+from rewardhub.groups import group_stats
 from rewardhub.protocol import ScoreItem
 
 __all__ = ["request_metrics"]
@@ -37,10 +47,49 @@ def request_metrics(
     for agg in per_reward.values():
         total = agg.pop("score_sum")
         agg["mean_score"] = total / agg["valid"] if agg["valid"] else None
-    return {
+    out: dict[str, Any] = {
         "items": len(results),
         "cached": cached,
         "invalid": sum(reasons.values()),
         "invalid_reasons": dict(reasons),
         "rewards": per_reward,
     }
+    calibration = _calibration(results)
+    if calibration is not None:
+        out["calibration"] = calibration
+    groups = group_stats(items, results)
+    if groups is not None:
+        out["groups"] = groups
+    return out
+
+
+def _confidence_pair(components: dict[str, Any]) -> tuple[float, float] | None:
+    """(confidence, correct) of one result's components (module docstring), or None."""
+    prefixes = sorted(
+        p
+        for p in (k[: -len("confidence")] for k in components if k.endswith("confidence"))
+        if (not p or p.endswith(".")) and p + "correct" in components
+    )
+    if not prefixes:
+        return None
+    prefix = prefixes[0]
+    q, c = components[prefix + "confidence"], components[prefix + "correct"]
+    if q is None or c is None or components.get(prefix + "format_ok", 1.0) == 0.0:
+        return None
+    return float(q), float(c)
+
+
+def _calibration(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    seen = False
+    q: list[float] = []
+    c: list[float] = []
+    for d in results:
+        comps = d.get("components") or {}
+        if not any(k.endswith("confidence") for k in comps):
+            continue
+        seen = True
+        pair = _confidence_pair(comps) if d["valid"] else None
+        if pair is not None:
+            q.append(pair[0])
+            c.append(pair[1])
+    return calibration_summary(q, c) if seen else None

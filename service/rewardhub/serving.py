@@ -28,10 +28,12 @@ import structlog
 from rewardhub.cache import Cache, config_digest, item_key
 from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded
+from rewardhub.groups import GroupClaim, check_group_size, claim_groups, enforce_whole_groups
 from rewardhub.metrics import Metrics
 from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem, ScoreRequest
 from rewardhub.request_metrics import request_metrics
 from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext
+from rewardhub.rewards.composed import effective_reads, effective_version, uses_groups
 
 __all__ = ["ScoringService"]
 
@@ -47,6 +49,9 @@ class _Plan:
     config_json: bytes
     deterministic: bool  # a pure function of its inputs: keyed, deduplicated, cacheable
     use_cache: bool  # read and write the cache for this plan
+    version: str  # the reward's version for this config (a composite's includes its parts')
+    reads: tuple[str, ...]  # the item fields in its cache key (a composite's: all its parts read)
+    groups: bool  # a group reward: its groups must come whole (groups.py)
     indices: list[int] = field(default_factory=list)
 
 
@@ -58,14 +63,15 @@ class ScoringService:
         self.metrics = metrics
 
     # --- limits -------------------------------------------------------------------------------
-    def _check_limits(self, req: ScoreRequest) -> None:
+    def _check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
         s = self.settings
         n = len(req.items)
         if n == 0:
             raise InvalidRequest("items: at least one item is required", param="items")
-        if n > s.max_items:
+        limit_items = max_items or s.max_items
+        if n > limit_items:
             raise LimitExceeded(
-                f"items: {n} items exceed the limit of {s.max_items} per request "
+                f"items: {n} items exceed the limit of {limit_items} per request "
                 f"(setting REWARDHUB_MAX_ITEMS); split the batch or use /v1/jobs",
                 param="items",
             )
@@ -82,6 +88,8 @@ class ScoringService:
                         f"(setting REWARDHUB_MAX_FIELD_BYTES)",
                         param=f"items.{i}.{name}",
                     )
+        if req.options.group_size is not None:
+            check_group_size(req.items, req.options.group_size)
 
     # --- resolution ---------------------------------------------------------------------------
     def _plan_for(
@@ -104,6 +112,9 @@ class ScoringService:
                 config_json=config_digest(config.model_dump(mode="json")),
                 deterministic=deterministic,
                 use_cache=deterministic and use_cache and self.settings.cache_enabled,
+                version=effective_version(reward, config),
+                reads=effective_reads(reward, config),
+                groups=uses_groups(reward, config),
             )
             plans[key] = plan
         return plan
@@ -128,13 +139,19 @@ class ScoringService:
             per_item.append(plan)
         return list(plans.values()), per_item
 
+    def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
+        """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""
+        self._check_limits(req, max_items)
+        self._resolve(req)
+
     # --- scoring ------------------------------------------------------------------------------
-    async def score(self, req: ScoreRequest) -> dict[str, Any]:
+    async def score(self, req: ScoreRequest, *, max_items: int | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
-        self._check_limits(req)
+        self._check_limits(req, max_items)
         plans, per_item = self._resolve(req)
         items = req.items
         n = len(items)
+        await self._check_whole_groups(items, plans)
         ctx = ScoreContext(
             deadline_s=min(
                 req.options.timeout_s or self.settings.item_timeout_s, self.settings.max_item_timeout_s
@@ -150,10 +167,10 @@ class ScoringService:
             if not plan.deterministic:
                 continue
             r = plan.reward
-            reads = r.reads
+            reads = plan.reads
             for i in plan.indices:
                 item = items[i]
-                keys[i] = item_key(r.name, r.version, plan.config_json, [getattr(item, f) for f in reads])
+                keys[i] = item_key(r.name, plan.version, plan.config_json, [getattr(item, f) for f in reads])
             if plan.use_cache:
                 lookup_idx.extend(plan.indices)
         lookup_idx.sort()
@@ -194,7 +211,7 @@ class ScoringService:
                 plan = plan_by_id[pid]
                 r = plan.reward
                 for i, o in zip(idx, outcomes, strict=True):
-                    stored = _stored(r, o)
+                    stored = _stored(r, o, plan.version)
                     if plan.use_cache and stored["valid"] and keys[i] is not None:
                         to_write.append((keys[i], orjson.dumps(stored)))  # type: ignore[arg-type]
                     latency = o.latency_ms if o.latency_ms is not None else batch_ms
@@ -217,6 +234,15 @@ class ScoringService:
         metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
         return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
+
+    async def _check_whole_groups(self, items: Sequence[ScoreItem], plans: list[_Plan]) -> None:
+        """Group rewards need whole groups: reject a group split across requests (groups.py)."""
+        claims: list[GroupClaim] = []
+        for k, plan in enumerate(plans):
+            if plan.groups:
+                claims.extend(claim_groups(plan.reward.name, items, plan.indices, plan.reads, k))
+        if claims:
+            await enforce_whole_groups(self.cache, claims)
 
     async def _run_plan(
         self, plan: _Plan, items: Sequence[ScoreItem], ctx: ScoreContext
@@ -262,7 +288,7 @@ def _is_request_error(exc: Exception) -> bool:
     return isinstance(exc, RewardHubError)
 
 
-def _stored(reward: Reward[Any], o: Outcome) -> dict[str, Any]:
+def _stored(reward: Reward[Any], o: Outcome, version: str) -> dict[str, Any]:
     """The cacheable part of a result (everything but id, cached, latency)."""
     score = o.score
     reason = o.reason
@@ -281,7 +307,7 @@ def _stored(reward: Reward[Any], o: Outcome) -> dict[str, Any]:
         "reason": reason.value if reason is not None else None,
         "components": o.components,
         "details": o.details,
-        "reward_version": reward.version,
+        "reward_version": version,
     }
 
 

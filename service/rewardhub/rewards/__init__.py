@@ -27,6 +27,11 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.json_schema",
     "rewardhub.rewards.length",
     "rewardhub.rewards.repetition",
+    "rewardhub.rewards.calibration",
+    "rewardhub.rewards.majority_vote",
+    "rewardhub.rewards.group_length",
+    "rewardhub.rewards.noisy",
+    "rewardhub.rewards.composite",
 )
 
 

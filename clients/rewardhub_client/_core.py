@@ -1,0 +1,126 @@
+"""What the sync and async clients share: request building, group-preserving chunking, merging, retries.
+
+Chunking keeps every GRPO group whole: items that share a ``group`` id always travel in the same
+request, because group rewards (majority vote, group-relative length) need the whole group and the
+service rejects a group split across requests.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardhub_client.types import (
+    ItemResult,
+    RewardSpec,
+    ScoreItem,
+    ScoreOptions,
+    ScoreRequest,
+    ScoreResponse,
+)
+
+__all__ = ["RetryPolicy", "as_items", "as_spec", "chunk_indices", "merge_responses"]
+
+ItemLike = ScoreItem | Mapping[str, Any]
+RewardLike = str | RewardSpec | Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with jitter; a ``Retry-After`` from the service always wins.
+
+    Retried: transport failures (connect, timeout, broken connection) and 429/502/503/504. Never a
+    4xx other than 429 — those will fail the same way again. Scoring is a pure function of the request
+    and job submission carries an Idempotency-Key, so a retry can never double-count.
+    """
+
+    max_retries: int = 5
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    retry_statuses: frozenset[int] = frozenset({429, 502, 503, 504})
+
+    def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
+        if retry_after_s is not None:
+            return float(retry_after_s)
+        base = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        return float(base * (0.5 + random.random() / 2))
+
+
+def as_spec(reward: RewardLike, config: Mapping[str, Any] | None = None) -> str | RewardSpec | None:
+    if reward is None:
+        if config:
+            raise ValueError("a config needs a reward name")
+        return None
+    if isinstance(reward, RewardSpec):
+        return reward if not config else RewardSpec(name=reward.name, config={**reward.config, **config})
+    if isinstance(reward, str):
+        return RewardSpec(name=reward, config=dict(config)) if config else reward
+    spec = RewardSpec.model_validate(reward)
+    return spec if not config else RewardSpec(name=spec.name, config={**spec.config, **config})
+
+
+def as_items(items: Iterable[ItemLike]) -> list[ScoreItem]:
+    return [it if isinstance(it, ScoreItem) else ScoreItem.model_validate(it) for it in items]
+
+
+def chunk_indices(items: Sequence[ScoreItem], chunk_size: int) -> list[list[int]]:
+    """Split item indices into chunks of at most ``chunk_size`` items, never splitting a group.
+
+    A group larger than ``chunk_size`` travels alone in one chunk.
+    """
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    units: list[list[int]] = []
+    by_group: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        if item.group is None:
+            units.append([i])
+        elif item.group in by_group:
+            by_group[item.group].append(i)
+        else:
+            unit = [i]
+            by_group[item.group] = unit
+            units.append(unit)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for unit in units:
+        if current and len(current) + len(unit) > chunk_size:
+            chunks.append(current)
+            current = []
+        current.extend(unit)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def build_request(items: Sequence[ScoreItem], spec: str | RewardSpec | None, options: ScoreOptions) -> bytes:
+    return (
+        ScoreRequest(reward=spec, items=list(items), options=options)
+        .model_dump_json(exclude_none=True)
+        .encode()
+    )
+
+
+def merge_responses(n: int, parts: Sequence[tuple[list[int], ScoreResponse]]) -> ScoreResponse:
+    """Put chunked answers back in request order; sum the count metrics, keep each chunk's metrics."""
+    if len(parts) == 1 and parts[0][0] == list(range(n)):
+        return parts[0][1]
+    results: list[ItemResult | None] = [None] * n
+    for indices, resp in parts:
+        for i, r in zip(indices, resp.results, strict=True):
+            results[i] = r
+    metrics: dict[str, Any] = {"chunks": [p.metrics for _, p in parts]}
+    for key in ("items", "cached", "invalid", "deduplicated"):
+        metrics[key] = sum(int(p.metrics.get(key, 0) or 0) for _, p in parts)
+    reasons: dict[str, int] = {}
+    for _, p in parts:
+        for reason, count in (p.metrics.get("invalid_reasons") or {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(count)
+    metrics["invalid_reasons"] = reasons
+    return ScoreResponse(
+        request_id=",".join(p.request_id for _, p in parts),
+        results=[r for r in results if r is not None],
+        metrics=metrics,
+    )

@@ -1,0 +1,401 @@
+"""``RewardClient`` and ``AsyncRewardClient``: typed, pooled, retrying HTTP clients for rewardhub.
+
+Both share one connection pool per client object (keep them for the life of a training run), a default
+timeout (no call waits forever), retries with backoff that honour ``Retry-After`` (see
+:class:`~rewardhub_client._core.RetryPolicy`), typed exceptions mapped from the service's error body,
+and transparent chunking of large batches that never splits a GRPO group.
+
+Example::
+
+    from rewardhub_client import RewardClient
+
+    with RewardClient("http://localhost:8000") as client:
+        client.wait_until_ready()
+        resp = client.score(
+            [{"response": "The answer is \\\\boxed{4}", "reference": "4"}], reward="math"
+        )
+        print(resp.scores)  # [1.0]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from rewardhub_client._core import (
+    ItemLike,
+    RetryPolicy,
+    RewardLike,
+    as_items,
+    as_spec,
+    build_request,
+    chunk_indices,
+    merge_responses,
+)
+from rewardhub_client.errors import (
+    APIError,
+    RequestTimeout,
+    TransportError,
+    error_from_response,
+)
+from rewardhub_client.types import ItemResult, JobStatus, RewardInfo, ScoreItem, ScoreOptions, ScoreResponse
+
+__all__ = ["AsyncRewardClient", "RewardClient"]
+
+DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
+_JSON = {"content-type": "application/json"}
+
+
+def _options(
+    options: ScoreOptions | Mapping[str, Any] | None,
+    use_cache: bool | None,
+    timeout_s: float | None,
+    group_size: int | None = None,
+) -> ScoreOptions:
+    opts = options if isinstance(options, ScoreOptions) else ScoreOptions.model_validate(options or {})
+    updates: dict[str, Any] = {}
+    if use_cache is not None:
+        updates["use_cache"] = use_cache
+    if timeout_s is not None:
+        updates["timeout_s"] = timeout_s
+    if group_size is not None:
+        updates["group_size"] = group_size
+    return opts.model_copy(update=updates) if updates else opts
+
+
+def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"user-agent": "rewardhub-client/0.1"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    headers.update(extra or {})
+    return headers
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        timeout: float | httpx.Timeout | None,
+        retry: RetryPolicy | None,
+        chunk_size: int,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = (
+            DEFAULT_TIMEOUT
+            if timeout is None
+            else httpx.Timeout(timeout)
+            if isinstance(timeout, int | float)
+            else timeout
+        )
+        self.retry = retry or RetryPolicy()
+        self.chunk_size = chunk_size
+
+    def _should_retry(self, exc: Exception, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up."""
+        if attempt >= self.retry.max_retries:
+            return None
+        if isinstance(exc, APIError):
+            if exc.status_code not in self.retry.retry_statuses:
+                return None
+            return self.retry.delay(attempt, exc.retry_after_s)
+        if isinstance(exc, TransportError):
+            return self.retry.delay(attempt)
+        return None
+
+    @staticmethod
+    def _transport_error(exc: httpx.HTTPError) -> TransportError:
+        if isinstance(exc, httpx.TimeoutException):
+            return RequestTimeout(f"request timed out: {exc!r}")
+        return TransportError(f"could not reach the service: {exc!r}")
+
+
+class RewardClient(_Base):
+    """Synchronous client.
+
+    Args:
+        base_url: the service, e.g. ``http://localhost:8000``.
+        api_key: sent as ``Authorization: Bearer`` when the service requires keys.
+        timeout: seconds per HTTP call (default 120 s, 5 s to connect).
+        retry: retry policy (default: 5 retries, exponential backoff from 0.5 s, Retry-After honoured).
+        chunk_size: items per request for large batches (groups are never split).
+        transport: an httpx transport (tests pass ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        chunk_size: int = 1024,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=self.timeout,
+            headers=_headers(api_key, headers),
+            transport=transport,
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+        )
+
+    # --- plumbing ---
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.request(method, path, **kwargs)
+                if resp.status_code >= 400:
+                    raise error_from_response(resp)
+                return resp
+            except httpx.HTTPError as exc:
+                err: Exception = self._transport_error(exc)
+            except APIError as exc:
+                err = exc
+            wait = self._should_retry(err, attempt)
+            if wait is None:
+                raise err
+            time.sleep(wait)
+            attempt += 1
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- API ---
+    def score(
+        self,
+        items: Iterable[ItemLike],
+        reward: RewardLike = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        options: ScoreOptions | Mapping[str, Any] | None = None,
+        use_cache: bool | None = None,
+        timeout_s: float | None = None,
+        group_size: int | None = None,
+    ) -> ScoreResponse:
+        """Score a batch (any size: it is sent in group-preserving chunks); results in item order."""
+        its = as_items(items)
+        spec = as_spec(reward, config)
+        opts = _options(options, use_cache, timeout_s, group_size)
+        parts: list[tuple[list[int], ScoreResponse]] = []
+        for idx in chunk_indices(its, self.chunk_size):
+            body = build_request([its[i] for i in idx], spec, opts)
+            resp = self._request("POST", "/v1/score", content=body, headers=_JSON)
+            parts.append((idx, ScoreResponse.model_validate_json(resp.content)))
+        return merge_responses(len(its), parts)
+
+    def score_one(
+        self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any
+    ) -> ItemResult:
+        """Score one rollout; returns its :class:`ItemResult`."""
+        return self.score([ScoreItem(response=response, reference=reference, **item)], reward).results[0]
+
+    def rewards(self) -> list[RewardInfo]:
+        data = self._request("GET", "/v1/rewards").json()
+        return [RewardInfo.model_validate(r) for r in data["rewards"]]
+
+    def health(self) -> dict[str, Any]:
+        data: dict[str, Any] = self._request("GET", "/health").json()
+        return data
+
+    def ready(self) -> bool:
+        try:
+            return self._http.get("/ready").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
+        """Block until ``/ready`` answers 200; raise :class:`TransportError` after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready():
+            if time.monotonic() > deadline:
+                raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
+            time.sleep(interval_s)
+
+    def submit_job(
+        self,
+        items: Iterable[ItemLike],
+        reward: RewardLike = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        options: ScoreOptions | Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobStatus:
+        """Submit an asynchronous job; retries are safe (the Idempotency-Key is generated if not given)."""
+        body = build_request(as_items(items), as_spec(reward, config), _options(options, None, None))
+        key = idempotency_key or uuid.uuid4().hex
+        resp = self._request("POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key})
+        return JobStatus.model_validate_json(resp.content)
+
+    def job(self, job_id: str) -> JobStatus:
+        return JobStatus.model_validate_json(self._request("GET", f"/v1/jobs/{job_id}").content)
+
+    def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.job(job_id)
+            if status.done:
+                return status
+            if time.monotonic() > deadline:
+                raise RequestTimeout(f"job {job_id} still {status.status} after {timeout_s}s")
+            time.sleep(poll_s)
+
+
+class AsyncRewardClient(_Base):
+    """Asynchronous client; chunks of a large batch are sent concurrently (``max_concurrency``).
+
+    Same arguments as :class:`RewardClient`, plus ``max_concurrency`` (requests in flight per call).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        chunk_size: int = 1024,
+        max_concurrency: int = 4,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
+        self.max_concurrency = max_concurrency
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=self.timeout,
+            headers=_headers(api_key, headers),
+            transport=transport,
+            limits=httpx.Limits(max_connections=max(32, max_concurrency), max_keepalive_connections=16),
+        )
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = await self._http.request(method, path, **kwargs)
+                if resp.status_code >= 400:
+                    raise error_from_response(resp)
+                return resp
+            except httpx.HTTPError as exc:
+                err: Exception = self._transport_error(exc)
+            except APIError as exc:
+                err = exc
+            wait = self._should_retry(err, attempt)
+            if wait is None:
+                raise err
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def score(
+        self,
+        items: Iterable[ItemLike],
+        reward: RewardLike = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        options: ScoreOptions | Mapping[str, Any] | None = None,
+        use_cache: bool | None = None,
+        timeout_s: float | None = None,
+        group_size: int | None = None,
+    ) -> ScoreResponse:
+        """Score a batch (chunked, chunks in flight concurrently); results in item order."""
+        its = as_items(items)
+        spec = as_spec(reward, config)
+        opts = _options(options, use_cache, timeout_s, group_size)
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(idx: list[int]) -> tuple[list[int], ScoreResponse]:
+            async with sem:
+                body = build_request([its[i] for i in idx], spec, opts)
+                resp = await self._request("POST", "/v1/score", content=body, headers=_JSON)
+                return idx, ScoreResponse.model_validate_json(resp.content)
+
+        parts = await asyncio.gather(*(one(idx) for idx in chunk_indices(its, self.chunk_size)))
+        return merge_responses(len(its), parts)
+
+    async def score_one(
+        self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any
+    ) -> ItemResult:
+        return (
+            await self.score([ScoreItem(response=response, reference=reference, **item)], reward)
+        ).results[0]
+
+    async def rewards(self) -> list[RewardInfo]:
+        data = (await self._request("GET", "/v1/rewards")).json()
+        return [RewardInfo.model_validate(r) for r in data["rewards"]]
+
+    async def health(self) -> dict[str, Any]:
+        data: dict[str, Any] = (await self._request("GET", "/health")).json()
+        return data
+
+    async def ready(self) -> bool:
+        try:
+            return (await self._http.get("/ready")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not await self.ready():
+            if time.monotonic() > deadline:
+                raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
+            await asyncio.sleep(interval_s)
+
+    async def submit_job(
+        self,
+        items: Iterable[ItemLike],
+        reward: RewardLike = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        options: ScoreOptions | Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobStatus:
+        body = build_request(as_items(items), as_spec(reward, config), _options(options, None, None))
+        key = idempotency_key or uuid.uuid4().hex
+        resp = await self._request(
+            "POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key}
+        )
+        return JobStatus.model_validate_json(resp.content)
+
+    async def job(self, job_id: str) -> JobStatus:
+        return JobStatus.model_validate_json((await self._request("GET", f"/v1/jobs/{job_id}")).content)
+
+    async def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = await self.job(job_id)
+            if status.done:
+                return status
+            if time.monotonic() > deadline:
+                raise RequestTimeout(f"job {job_id} still {status.status} after {timeout_s}s")
+            await asyncio.sleep(poll_s)

@@ -1,0 +1,186 @@
+"""The client's exception tree, mapped from the service's error envelope.
+
+::
+
+    RewardHubClientError
+    ├── TransportError          the service could not be reached (connect error, timeout, broken connection)
+    │   └── RequestTimeout
+    └── APIError                the service answered with an error body {"error": {message, type, param, code}}
+        ├── InvalidRequest      422 invalid_request
+        │   └── LimitExceeded   422 limit_exceeded (too many items / a field too long)
+        ├── PayloadTooLarge     413
+        ├── Unauthorized        401
+        ├── Forbidden           403
+        ├── NotFound            404 not_found
+        │   └── UnknownReward   404 unknown_reward
+        ├── Conflict            409 (an Idempotency-Key reused with a different body)
+        ├── Overloaded          429 (carries retry_after_s)
+        ├── ServiceUnavailable  503
+        └── ServerError         other 5xx
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "APIError",
+    "Conflict",
+    "Forbidden",
+    "InvalidRequest",
+    "LimitExceeded",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "RequestTimeout",
+    "RewardHubClientError",
+    "ServerError",
+    "ServiceUnavailable",
+    "TransportError",
+    "Unauthorized",
+    "UnknownReward",
+    "error_from_response",
+]
+
+
+class RewardHubClientError(Exception):
+    """Root of every exception the client raises."""
+
+
+class TransportError(RewardHubClientError):
+    """The request did not get an HTTP answer."""
+
+
+class RequestTimeout(TransportError):
+    """The request ran past the client's timeout."""
+
+
+class APIError(RewardHubClientError):
+    """The service answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        error_type: str | None = None,
+        param: str | None = None,
+        retry_after_s: float | None = None,
+        body: Any = None,
+    ):
+        super().__init__(f"{status_code} {error_type or 'error'}: {message}")
+        self.message = message
+        self.status_code = status_code
+        self.error_type = error_type
+        self.param = param
+        self.retry_after_s = retry_after_s
+        self.body = body
+
+
+class InvalidRequest(APIError):
+    """422: a field is malformed (``param`` names it)."""
+
+
+class LimitExceeded(InvalidRequest):
+    """422: a size limit of the service (the message names the setting)."""
+
+
+class PayloadTooLarge(APIError):
+    """413: the body is over the service's byte limit; use smaller chunks."""
+
+
+class Unauthorized(APIError):
+    """401: an API key is required."""
+
+
+class Forbidden(APIError):
+    """403: the API key is not accepted."""
+
+
+class NotFound(APIError):
+    """404: no such resource (a job id, a path)."""
+
+
+class UnknownReward(NotFound):
+    """404: the reward name is not registered (the message lists the known ones)."""
+
+
+class Conflict(APIError):
+    """409: an Idempotency-Key was reused with a different request body."""
+
+
+class Overloaded(APIError):
+    """429: the service's queues are full; retry after ``retry_after_s``."""
+
+
+class ServiceUnavailable(APIError):
+    """503: starting up, shutting down, or a dependency is missing."""
+
+
+class ServerError(APIError):
+    """Any other 5xx."""
+
+
+_BY_TYPE: dict[str, type[APIError]] = {
+    "invalid_request": InvalidRequest,
+    "limit_exceeded": LimitExceeded,
+    "payload_too_large": PayloadTooLarge,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "not_found": NotFound,
+    "unknown_reward": UnknownReward,
+    "conflict": Conflict,
+    "overloaded": Overloaded,
+    "unavailable": ServiceUnavailable,
+}
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidRequest,
+    429: Overloaded,
+    503: ServiceUnavailable,
+}
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds form), if any."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def error_from_response(response: httpx.Response) -> APIError:
+    """Map an error answer onto the exception tree, by the body's ``type`` first, then the status."""
+    message, etype, param, body = response.reason_phrase or "error", None, None, None
+    try:
+        body = response.json()
+        err = body.get("error") if isinstance(body, dict) else None
+        if isinstance(err, dict):
+            message = str(err.get("message", message))
+            etype = err.get("type")
+            param = err.get("param")
+    except ValueError:
+        text = response.text.strip()
+        if text:
+            message = text[:500]
+    cls = _BY_TYPE.get(etype or "") or _BY_STATUS.get(response.status_code)
+    if cls is None:
+        cls = ServerError if response.status_code >= 500 else APIError
+    return cls(
+        message,
+        status_code=response.status_code,
+        error_type=etype,
+        param=param,
+        retry_after_s=retry_after(response),
+        body=body,
+    )

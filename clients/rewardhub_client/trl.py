@@ -1,0 +1,145 @@
+"""A reward function for TRL's ``GRPOTrainer`` that gets its rewards from a rewardhub service.
+
+::
+
+    from trl import GRPOTrainer
+    from rewardhub_client.trl import make_reward_func
+
+    trainer = GRPOTrainer(
+        model=...,
+        reward_funcs=[make_reward_func("http://localhost:8000", "math", reference_column="solution")],
+        ...
+    )
+
+The function is ``async`` (TRL awaits async reward functions concurrently on its own event loop), sends
+the whole batch in one request with the completions of one prompt tagged as one ``group``, and maps
+items the service could not score to ``None`` — TRL turns those into NaN and leaves them out of the group
+statistics, instead of training on a fake zero. The function's ``aclose()`` closes its connections
+(``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training). Per call it logs ``rewardhub/cache_hit_rate``,
+``rewardhub/invalid_fraction`` and ``rewardhub/latency_ms`` through TRL's ``log_metric``, and the reason
+of each invalid item through ``log_extra``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from rewardhub_client.client import AsyncRewardClient
+from rewardhub_client.types import RewardSpec, ScoreItem
+
+__all__ = ["completion_text", "make_reward_func", "prompt_text"]
+
+RewardFunc = Callable[..., Awaitable[list[float | None]]]
+
+
+def completion_text(completion: Any) -> str:
+    """Text of a completion: a string (standard format) or a list of messages (conversational)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence):
+        parts = [
+            m.get("content", "")
+            for m in completion
+            if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
+        ]
+        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+    return str(completion)
+
+
+def prompt_text(prompt: Any) -> str:
+    """Text of a prompt: the string itself, or the last user message of a conversation."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        users = [m.get("content", "") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users:
+            return str(users[-1])
+        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, Mapping))
+    return str(prompt)
+
+
+def make_reward_func(
+    service: str | AsyncRewardClient = "http://127.0.0.1:8000",
+    reward: str | RewardSpec | Mapping[str, Any] = "math",
+    *,
+    config: Mapping[str, Any] | None = None,
+    reference_column: str | None = "solution",
+    name: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float | None = None,
+    invalid_value: float | None = None,
+) -> RewardFunc:
+    """Build a TRL reward function backed by the service.
+
+    Args:
+        service: the service URL, or an :class:`AsyncRewardClient`.
+        reward: reward name or spec (``{"name": ..., "config": ...}``).
+        config: reward config (merged into ``reward``'s).
+        reference_column: dataset column holding the reference (gold answer, tests...); None for rewards
+            that need none.
+        name: the function's ``__name__`` (TRL logs ``rewards/<name>/mean``); default ``rewardhub_<reward>``.
+        api_key: for services that require one.
+        timeout_s: per-item deadline sent to the service.
+        invalid_value: what to return for an item that could not be scored (default None = masked).
+    """
+    spec_name = (
+        reward
+        if isinstance(reward, str)
+        else (reward.name if isinstance(reward, RewardSpec) else str(reward["name"]))
+    )
+    clients: dict[int, AsyncRewardClient] = {}
+
+    def client_for_loop() -> AsyncRewardClient:
+        # httpx connection pools belong to one event loop; TRL keeps one daemon loop, but be safe.
+        if isinstance(service, AsyncRewardClient):
+            return service
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in clients:
+            clients[loop_id] = AsyncRewardClient(service, api_key=api_key)
+        return clients[loop_id]
+
+    async def reward_func(
+        prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        call = uuid.uuid4().hex[:12]
+        groups: dict[str, str] = {}
+        refs = kwargs.get(reference_column) if reference_column else None
+        items = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+            ptext = prompt_text(prompt)
+            group = groups.setdefault(repr(prompt), f"trl-{call}-{len(groups)}")
+            items.append(
+                ScoreItem(
+                    id=str(i),
+                    prompt=ptext,
+                    response=completion_text(completion),
+                    reference=refs[i] if refs is not None else None,
+                    group=group,
+                )
+            )
+        resp = await client_for_loop().score(items, reward, config=config, timeout_s=timeout_s)
+        out = [r.score if r.valid else invalid_value for r in resp.results]
+        n = max(1, len(resp.results))
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric("rewardhub/cache_hit_rate", sum(r.cached for r in resp.results) / n)
+            log_metric("rewardhub/invalid_fraction", sum(not r.valid for r in resp.results) / n)
+            log_metric("rewardhub/latency_ms", float(resp.metrics.get("latency_ms", 0.0) or 0.0))
+        log_extra = kwargs.get("log_extra")
+        if callable(log_extra):
+            log_extra(f"{reward_func.__name__}_reason", [r.reason or "" for r in resp.results])
+        return out
+
+    async def aclose() -> None:
+        """Close the connection pools this function opened (call it on the loop that ran it)."""
+        for c in list(clients.values()):
+            await c.aclose()
+        clients.clear()
+
+    reward_func.__name__ = name or f"rewardhub_{spec_name}"
+    reward_func.__qualname__ = reward_func.__name__
+    reward_func.aclose = aclose  # type: ignore[attr-defined]
+    return reward_func

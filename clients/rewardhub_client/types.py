@@ -1,0 +1,122 @@
+"""Wire models of the rewardhub API, mirrored from the service field for field.
+
+The client never imports the service: these models are written out again here so that
+``pip install rewardhub`` (the base install) needs only httpx and pydantic. Unknown fields in answers
+are kept (``extra="allow"``), so a newer service never breaks an older client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "INVALID_REASONS",
+    "ItemResult",
+    "JobStatus",
+    "RewardInfo",
+    "RewardSpec",
+    "ScoreItem",
+    "ScoreOptions",
+    "ScoreRequest",
+    "ScoreResponse",
+]
+
+# Reasons for which `score` is null: not the model's fault, a trainer masks these items.
+INVALID_REASONS = frozenset(
+    {
+        "timeout",
+        "parse_error",
+        "missing_reference",
+        "backend_error",
+        "sandbox_error",
+        "resource_limit",
+        "unsupported",
+        "internal_error",
+    }
+)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class RewardSpec(BaseModel):
+    """A reward by name with its configuration (see ``RewardClient.rewards()`` for the schemas)."""
+
+    name: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScoreItem(BaseModel):
+    """One rollout to score."""
+
+    response: str
+    reference: str | dict[str, Any] | list[Any] | None = None
+    prompt: str | None = None
+    id: str | None = None
+    group: str | None = None
+    metadata: dict[str, Any] | None = None
+    reward: str | RewardSpec | None = None
+
+
+class ScoreOptions(BaseModel):
+    use_cache: bool = True
+    timeout_s: float | None = None
+    include_details: bool = True
+    group_size: int | None = None
+
+
+class ScoreRequest(BaseModel):
+    reward: str | RewardSpec | None = None
+    items: list[ScoreItem]
+    options: ScoreOptions = Field(default_factory=ScoreOptions)
+
+
+class ItemResult(_Out):
+    id: str
+    reward: str
+    score: float | None
+    valid: bool
+    reason: str | None = None
+    components: dict[str, float | None] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    cached: bool = False
+    reward_version: str = ""
+    latency_ms: float = 0.0
+
+
+class ScoreResponse(_Out):
+    request_id: str
+    results: list[ItemResult]
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def scores(self) -> list[float | None]:
+        """One score per item, ``None`` where the item could not be scored."""
+        return [r.score for r in self.results]
+
+
+class RewardInfo(_Out):
+    name: str
+    version: str
+    description: str
+    cacheable: bool
+    reads: list[str] = Field(default_factory=list)
+    config_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobStatus(_Out):
+    job_id: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    items: int = 0
+    result: ScoreResponse | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("succeeded", "failed")

@@ -1,0 +1,160 @@
+"""verl custom reward functions backed by a rewardhub service.
+
+Point verl at this file (``python -c "import rewardhub_client.verl as m; print(m.__file__)"`` prints its
+path)::
+
+    custom_reward_function.path=/path/to/rewardhub_client/verl.py
+    custom_reward_function.name=compute_score          # per sample (sync), or compute_score_async
+    # or, with reward_model.reward_manager=batch:
+    custom_reward_function.name=compute_score_batch
+
+Configuration, by environment variable (read at first use) or :func:`configure`:
+
+* ``REWARDHUB_URL`` — the service (default ``http://127.0.0.1:8000``); ``REWARDHUB_API_KEY``;
+* ``REWARDHUB_VERL_ROUTES`` — JSON mapping ``data_source`` → reward name or ``{"name", "config"}``;
+  unmatched sources use ``REWARDHUB_VERL_DEFAULT_REWARD`` (default ``math``);
+* ``REWARDHUB_VERL_INVALID_SCORE`` — the score verl receives for an item the service could not score
+  (verl cannot mask a sample; default 0.0). Such items also carry ``valid: 0.0`` in the extra info, so
+  the rate shows up in verl's metrics.
+
+Each call returns ``{"score": float, "valid": 0/1, "cached": 0/1, <components>...}``; verl logs the extra
+keys as ``reward_extra_info``. A ``ground_truth`` that is a JSON object string is decoded, so code tests
+and other structured references pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardhub_client.client import AsyncRewardClient, RewardClient
+from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
+
+__all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def configure(
+    url: str | None = None,
+    routes: Mapping[str, str | Mapping[str, Any]] | None = None,
+    *,
+    default_reward: str | None = None,
+    api_key: str | None = None,
+    invalid_score: float | None = None,
+) -> None:
+    """Set the service and routing explicitly (otherwise taken from the environment)."""
+    with _lock:
+        _state.clear()
+        _state["url"] = url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
+        env_routes = os.environ.get("REWARDHUB_VERL_ROUTES")
+        _state["routes"] = (
+            dict(routes) if routes is not None else (json.loads(env_routes) if env_routes else {})
+        )
+        _state["default"] = default_reward or os.environ.get("REWARDHUB_VERL_DEFAULT_REWARD", "math")
+        _state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
+        _state["invalid"] = (
+            invalid_score
+            if invalid_score is not None
+            else float(os.environ.get("REWARDHUB_VERL_INVALID_SCORE", "0"))
+        )
+
+
+def _conf() -> dict[str, Any]:
+    if not _state:
+        configure()
+    return _state
+
+
+def route(data_source: str) -> str | RewardSpec:
+    """The reward for a ``data_source``: an exact key, else the longest key that is a prefix of it."""
+    routes: dict[str, Any] = _conf()["routes"]
+    target = routes.get(data_source)
+    if target is None:
+        prefixes = [k for k in routes if data_source.startswith(k)]
+        target = routes[max(prefixes, key=len)] if prefixes else _conf()["default"]
+    return target if isinstance(target, str) else RewardSpec.model_validate(target)
+
+
+def _reference(ground_truth: Any) -> Any:
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(ground_truth)
+            if isinstance(decoded, dict):
+                return decoded
+        except ValueError:
+            pass
+    if isinstance(ground_truth, int | float):
+        return str(ground_truth)
+    return ground_truth
+
+
+def _item(solution_str: str, ground_truth: Any, data_source: str, extra_info: Any, i: int = 0) -> ScoreItem:
+    spec = route(data_source)
+    group = None
+    if isinstance(extra_info, Mapping):
+        uid = extra_info.get("uid") or extra_info.get("group")
+        group = str(uid) if uid is not None else None
+    return ScoreItem(
+        id=str(i), response=solution_str, reference=_reference(ground_truth), reward=spec, group=group
+    )
+
+
+def _to_verl(r: ItemResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "score": r.score if r.valid and r.score is not None else _conf()["invalid"],
+        "valid": 1.0 if r.valid else 0.0,
+        "cached": 1.0 if r.cached else 0.0,
+    }
+    for name, value in r.components.items():
+        if isinstance(value, int | float):
+            out[name] = float(value)
+    return out
+
+
+_sync: dict[str, RewardClient] = {}
+
+
+def _client() -> RewardClient:
+    key = _conf()["url"]
+    with _lock:
+        if key not in _sync:
+            _sync[key] = RewardClient(key, api_key=_conf()["api_key"])
+        return _sync[key]
+
+
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """verl's per-sample signature (sync)."""
+    resp = _client().score([_item(solution_str, ground_truth, data_source, extra_info)])
+    return _to_verl(resp.results[0])
+
+
+async def compute_score_async(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """verl's per-sample signature (async: verl's reward loop awaits it)."""
+    async with AsyncRewardClient(_conf()["url"], api_key=_conf()["api_key"]) as client:
+        resp = await client.score([_item(solution_str, ground_truth, data_source, extra_info)])
+    return _to_verl(resp.results[0])
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """verl's batch reward manager signature: one request for the whole batch."""
+    infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    items = [
+        _item(s, g, d, e, i)
+        for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
+    ]
+    return [_to_verl(r) for r in _client().score(items).results]

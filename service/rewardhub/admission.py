@@ -1,0 +1,67 @@
+"""Admission control: bounded work in flight, and per-API-key concurrency quotas.
+
+Past a bound the service answers 429 with ``Retry-After`` at once rather than queueing without limit:
+a trainer's client backs off (rewardhub_client honours Retry-After) instead of piling up timeouts.
+Two bounds apply to every scoring call (``/v1/score``, jobs, compat endpoints):
+
+* ``REWARDHUB_MAX_INFLIGHT_ITEMS`` — items being scored at once, across all callers;
+* ``REWARDHUB_PER_KEY_MAX_CONCURRENCY`` — requests in flight per API key (when keys are configured),
+  so one experiment cannot take the whole service from the others.
+
+The worker pools behind the rewards have their own bounded queues (``REWARDHUB_CPU_QUEUE_MAX_ITEMS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from rewardhub.errors import Overloaded
+from rewardhub.metrics import Metrics
+from rewardhub.security import Caller
+
+__all__ = ["Admission"]
+
+
+class Admission:
+    def __init__(self, max_items: int, per_key_concurrency: int, metrics: Metrics | None = None):
+        self.max_items = max_items
+        self.per_key_concurrency = per_key_concurrency
+        self.items = 0
+        self._per_key: dict[str, int] = {}
+        if metrics is not None:
+            metrics.queue_depth.labels("inflight_items").set_function(lambda: self.items)
+
+    def check(self, caller: Caller, n_items: int) -> None:
+        """Raise Overloaded if this call would exceed a bound (nothing is reserved)."""
+        if self.items and self.items + n_items > self.max_items:
+            raise Overloaded(
+                f"{self.items} items are being scored; {n_items} more would exceed the limit of "
+                f"{self.max_items} (REWARDHUB_MAX_INFLIGHT_ITEMS)",
+                retry_after_s=1.0,
+            )
+        if self.per_key_concurrency and not caller.anonymous:
+            running = self._per_key.get(caller.key_id, 0)
+            if running >= self.per_key_concurrency:
+                raise Overloaded(
+                    f"this API key has {running} requests in flight (limit "
+                    f"{self.per_key_concurrency} per key, REWARDHUB_PER_KEY_MAX_CONCURRENCY)",
+                    retry_after_s=1.0,
+                )
+
+    @asynccontextmanager
+    async def admit(self, caller: Caller, n_items: int) -> AsyncIterator[None]:
+        """Reserve room for a call for the duration of the block, or raise Overloaded (429)."""
+        self.check(caller, n_items)
+        self.items += n_items
+        key = caller.key_id
+        self._per_key[key] = self._per_key.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self.items -= n_items
+            left = self._per_key[key] - 1
+            if left:
+                self._per_key[key] = left
+            else:
+                del self._per_key[key]

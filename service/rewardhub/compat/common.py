@@ -1,0 +1,138 @@
+"""What the compat translators share: reading task specs out of labels, and scoring without raising.
+
+Peers' clients retry on any non-200 (OpenRLHF 5 times, slime 10 times with backoff, then crash), so an
+overloaded or failing service that answered 429/5xx would turn into a retry storm. Compat endpoints
+therefore answer 200 and mark each affected item invalid in the peer's own terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from rewardhub.admission import Admission
+from rewardhub.errors import Overloaded, RewardHubError
+from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
+from rewardhub.security import Caller
+from rewardhub.serving import ScoringService
+
+__all__ = ["EOS_MARKERS", "ScoreOutcome", "parse_label", "score_or_flag", "strip_eos"]
+
+# End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False).
+EOS_MARKERS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|end|>",
+    "</s>",
+    "<eos>",
+    "<end_of_turn>",
+    "<｜end▁of▁sentence｜>",
+    "<|end▁of▁sentence|>",
+)
+
+_SPEC_KEYS = ("reward", "verifier", "rm_type")
+_REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
+
+
+def strip_eos(text: str) -> str:
+    """Drop trailing end-of-sequence and padding markers (repeatedly) and surrounding whitespace."""
+    out = text.rstrip()
+    changed = True
+    while changed:
+        changed = False
+        for marker in EOS_MARKERS + ("<|pad|>", "<pad>"):
+            if out.endswith(marker):
+                out = out[: -len(marker)].rstrip()
+                changed = True
+    return out
+
+
+def parse_label(label: Any, default_reward: str) -> tuple[str | RewardSpec, Any]:
+    """A label is either the reference itself or a task spec selecting the reward.
+
+    Task spec: a JSON object (or a string holding one) with ``reward``/``verifier`` (a name or
+    ``{"name", "config"}``), optional ``config``, and the reference under ``reference``/``answer``/
+    ``ground_truth``; e.g. ``{"verifier": "math", "answer": "32"}``. Anything else is the reference for
+    the default reward.
+    """
+    obj = label
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        try:
+            obj = orjson.loads(label)
+        except orjson.JSONDecodeError:
+            obj = label
+    if isinstance(obj, dict) and any(k in obj for k in _SPEC_KEYS):
+        raw_spec = next(obj[k] for k in _SPEC_KEYS if k in obj)
+        config = obj.get("config") or {}
+        if isinstance(raw_spec, dict):
+            spec: str | RewardSpec = RewardSpec.model_validate({"config": config, **raw_spec})
+        else:
+            spec = RewardSpec(name=str(raw_spec), config=config) if config else str(raw_spec)
+        reference = next((obj[k] for k in _REF_KEYS if k in obj), None)
+        return spec, reference
+    if isinstance(obj, int | float) and not isinstance(obj, bool):
+        obj = str(obj)
+    return default_reward, obj
+
+
+class ScoreOutcome:
+    """One result dict per item. Items that could not be scored carry ``valid: False``, ``score: None``,
+    ``reason`` (a Reason code, or ``overloaded``/an error type for request-level failures) and ``error``."""
+
+    def __init__(self, results: list[dict[str, Any]], overloaded: bool = False):
+        self.results = results
+        self.overloaded = overloaded
+
+
+def _flag(reason: str, message: str) -> dict[str, Any]:
+    return {
+        "score": None,
+        "valid": False,
+        "reason": reason,
+        "error": message,
+        "components": {},
+        "details": {},
+    }
+
+
+async def score_or_flag(
+    scoring: ScoringService,
+    admission: Admission,
+    caller: Caller,
+    items: Sequence[ScoreItem],
+    options: ScoreOptions | None = None,
+) -> ScoreOutcome:
+    """Score, turning request-level failures into per-item data (never an HTTP error for the peer).
+
+    Each item's reward spec is checked on its own first, so one label naming an unknown reward or a bad
+    config flags that item only.
+    """
+    if not items:
+        return ScoreOutcome([])
+    opts = options or ScoreOptions()
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    good: list[int] = []
+    for i, item in enumerate(items):
+        try:
+            scoring.validate(ScoreRequest(reward=None, items=[item], options=opts))
+            good.append(i)
+        except RewardHubError as exc:
+            results[i] = _flag(exc.error_type, exc.message)
+    if good:
+        request = ScoreRequest(reward=None, items=[items[i] for i in good], options=opts)
+        try:
+            async with admission.admit(caller, len(good)):
+                out = await scoring.score(request)
+        except Overloaded as exc:
+            return ScoreOutcome([_flag("overloaded", exc.message) for _ in items], overloaded=True)
+        except RewardHubError as exc:
+            for i in good:
+                results[i] = _flag(exc.error_type, exc.message)
+        else:
+            for i, r in zip(good, out["results"], strict=True):
+                results[i] = r
+    return ScoreOutcome([r if r is not None else _flag("internal_error", "not scored") for r in results])

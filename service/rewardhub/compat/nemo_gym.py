@@ -1,0 +1,172 @@
+"""NeMo Gym resources-server contract: ``/verify``, ``/seed_session``, ``/close_session``,
+``/aggregate_metrics``, ``/reverify_mode``.
+
+``/verify`` gets the task row plus the rollout: ``responses_create_params`` (the OpenAI Responses
+request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses object: the text is the
+``output_text`` parts of its ``message`` outputs) and the task's own fields. The reference is
+``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` picks the
+reward (default: the service's compat default, ``math``); ``verifier_metadata.unit_tests``
+(``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases. The
+answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
+``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
+rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``stateless``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from rewardhub.compat.common import ScoreOutcome, parse_label
+from rewardhub.protocol import RewardSpec, ScoreItem
+
+__all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
+
+TASK_INDEX_KEYS = ("_ng_task_index", "_task_index")
+
+
+def response_text(response: Any) -> str:
+    """Concatenate the ``output_text`` parts of the ``message`` items of a Responses object."""
+    if isinstance(response, str):
+        return response
+    if not isinstance(response, dict):
+        return ""
+    if isinstance(response.get("output_text"), str) and not response.get("output"):
+        return str(response["output_text"])
+    parts: list[str] = []
+    for out in response.get("output") or []:
+        if not isinstance(out, dict) or out.get("type", "message") != "message":
+            continue
+        content = out.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+            continue
+        for c in content or []:
+            if (
+                isinstance(c, dict)
+                and c.get("type") in ("output_text", "text")
+                and isinstance(c.get("text"), str)
+            ):
+                parts.append(c["text"])
+    return "".join(parts)
+
+
+def prompt_of(params: Any) -> str | None:
+    """The last user message of ``responses_create_params.input`` (a string or a list of messages)."""
+    if not isinstance(params, dict):
+        return None
+    inp = params.get("input")
+    if isinstance(inp, str):
+        return inp
+    if isinstance(inp, list):
+        for msg in reversed(inp):
+            if isinstance(msg, dict) and msg.get("role") == "user":
+                content = msg.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    return "".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return None
+
+
+def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem:
+    text = response_text(body.get("response"))
+    prompt = prompt_of(body.get("responses_create_params"))
+    tests = (
+        (body.get("verifier_metadata") or {}).get("unit_tests")
+        if isinstance(body.get("verifier_metadata"), dict)
+        else None
+    )
+    spec: str | RewardSpec
+    if isinstance(tests, dict) and code_available and "reward" not in body and "verifier" not in body:
+        cases = [
+            {"stdin": str(i), "stdout": str(o)}
+            for i, o in zip(tests.get("inputs") or [], tests.get("outputs") or [], strict=False)
+        ]
+        return ScoreItem(
+            prompt=prompt, response=text, reward="code", reference={"language": "python", "cases": cases}
+        )
+    label: Any = {k: body[k] for k in ("reward", "verifier", "config") if k in body}
+    reference = next((body[k] for k in ("expected_answer", "answer", "ground_truth") if k in body), None)
+    if label:
+        label["reference"] = reference
+        spec, reference = parse_label(label, default_reward)
+    else:
+        spec, reference = parse_label(reference, default_reward)
+    return ScoreItem(prompt=prompt, response=text, reference=reference, reward=spec)
+
+
+def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
+    r = outcome.results[0]
+    out = dict(body)
+    out["reward"] = float(r["score"]) if r["valid"] else 0.0
+    out["reward_components"] = {k: float(v) for k, v in (r.get("components") or {}).items() if v is not None}
+    out["mask_sample"] = not r["valid"]
+    out["failure_kind"] = None if r["valid"] else f"rewardhub:{r.get('reason')}"
+    out["failure_reason"] = (
+        None if r["valid"] else (r.get("error") or (r.get("details") or {}).get("message") or r.get("reason"))
+    )
+    details = r.get("details") or {}
+    if "extracted" in details:
+        out["extracted_answer"] = details["extracted"]
+    out["rewardhub"] = {
+        k: r.get(k) for k in ("reward", "score", "valid", "reason", "cached", "reward_version")
+    }
+    return out
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+    return {"mean": mean, "std": math.sqrt(var), "min": min(values), "max": max(values), "n": float(n)}
+
+
+def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-task and overall reward statistics, skipping masked samples (NeMo Gym's AggregateMetrics shape)."""
+    by_task: dict[Any, list[float]] = defaultdict(list)
+    masked = 0
+    for resp in verify_responses:
+        if resp.get("mask_sample"):
+            masked += 1
+            continue
+        reward = resp.get("reward")
+        if not isinstance(reward, int | float):
+            continue
+        task = next((resp[k] for k in TASK_INDEX_KEYS if k in resp), None)
+        by_task[task].append(float(reward))
+    group_level = []
+    for task, rewards in by_task.items():
+        s = _stats(rewards)
+        group_level.append(
+            {
+                "task_index": task,
+                "mean/reward": s["mean"],
+                "std/reward": s["std"],
+                "max/reward": s["max"],
+                "min/reward": s["min"],
+                "num_rollouts": int(s["n"]),
+                "pass@k": 1.0 if s["max"] >= 1.0 else 0.0,
+            }
+        )
+    all_rewards = [r for rewards in by_task.values() for r in rewards]
+    agent: dict[str, Any] = {
+        "num_rollouts": len(all_rewards),
+        "num_masked": masked,
+        "num_tasks": len(by_task),
+    }
+    if all_rewards:
+        s = _stats(all_rewards)
+        agent.update(
+            {
+                "mean/reward": s["mean"],
+                "std/reward": s["std"],
+                "min/reward": s["min"],
+                "max/reward": s["max"],
+                "pass@k": sum(g["pass@k"] for g in group_level) / len(group_level),
+            }
+        )
+    key = {k: agent[k] for k in ("mean/reward", "pass@k") if k in agent}
+    return {"group_level_metrics": group_level, "agent_metrics": agent, "key_metrics": key}

@@ -1,0 +1,72 @@
+"""OpenRLHF remote reward model protocol (``--reward.remote_url``, formerly ``--remote_rm_url``).
+
+Request ``{"query": [str], "prompts": [str], "labels": [any]}``; ``query`` is prompt + response decoded
+with special tokens kept. Answer ``{"rewards": [float], "scores": [float], "extra_logs": {name: [float]}}``
+with lists as long as ``query`` (empty lists are valid: OpenRLHF sends them to the second and later URLs).
+
+OpenRLHF cannot mask a sample, so an item that could not be scored gets reward 0.0 and
+``extra_logs.rewardhub_valid`` 0.0 (logged to wandb by OpenRLHF), instead of an HTTP error that its
+client would retry five times and then drop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.protocol import ScoreItem
+
+__all__ = ["OpenRLHFRequest", "OpenRLHFResponse", "to_items", "to_response"]
+
+
+class OpenRLHFRequest(BaseModel):
+    query: list[str] = Field(default_factory=list, description="Prompt + response, special tokens included.")
+    prompts: list[str] = Field(default_factory=list, description="The prompts (stripped from `query`).")
+    labels: list[Any] = Field(
+        default_factory=list,
+        description='Per item: the reference, or a JSON task spec such as {"verifier": "math", "answer": "32"}.',
+    )
+
+
+class OpenRLHFResponse(BaseModel):
+    rewards: list[float]
+    scores: list[float]
+    extra_logs: dict[str, list[float]]
+
+
+def split_response(query: str, prompt: str | None) -> str:
+    """The response part of ``query``: what follows the prompt (wherever a BOS or template put it)."""
+    if prompt:
+        at = query.find(prompt)
+        if at >= 0:
+            return strip_eos(query[at + len(prompt) :])
+    return strip_eos(query)
+
+
+def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem]:
+    items = []
+    for i, query in enumerate(req.query):
+        prompt = req.prompts[i] if i < len(req.prompts) else None
+        label = req.labels[i] if i < len(req.labels) else None
+        spec, reference = parse_label(label, default_reward)
+        items.append(
+            ScoreItem(
+                id=str(i),
+                prompt=prompt,
+                response=split_response(query, prompt),
+                reference=reference,
+                reward=spec,
+            )
+        )
+    return items
+
+
+def to_response(outcome: ScoreOutcome) -> dict[str, Any]:
+    rewards = [float(r["score"]) if r["valid"] else 0.0 for r in outcome.results]
+    logs: dict[str, list[float]] = {
+        "rewardhub_valid": [1.0 if r["valid"] else 0.0 for r in outcome.results],
+        "rewardhub_cached": [1.0 if r.get("cached") else 0.0 for r in outcome.results],
+    }
+    return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs if outcome.results else {}}

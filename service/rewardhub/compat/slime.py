@@ -1,0 +1,50 @@
+"""slime remote reward model protocol (``--rm-type remote_rm --rm-url ... --reward-key reward``).
+
+Request ``{"prompt": str, "response": str, "label": any}``, one sample per call. Answer
+``{"reward": float, "valid": bool, "reason": str | null, "score": float | null, "components": {...}}``;
+slime reads the number under ``--reward-key`` (use ``reward``). Failures answer 200 with
+``valid: false`` and reward 0.0, because slime retries a non-200 ten times and then raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.protocol import ScoreItem
+
+__all__ = ["SlimeRequest", "SlimeResponse", "to_item", "to_response"]
+
+
+class SlimeRequest(BaseModel):
+    prompt: str | None = None
+    response: str
+    label: Any = None
+
+
+class SlimeResponse(BaseModel):
+    reward: float
+    valid: bool
+    reason: str | None = None
+    score: float | None = None
+    components: dict[str, float | None] = {}
+    cached: bool = False
+
+
+def to_item(req: SlimeRequest, default_reward: str) -> ScoreItem:
+    spec, reference = parse_label(req.label, default_reward)
+    return ScoreItem(prompt=req.prompt, response=strip_eos(req.response), reference=reference, reward=spec)
+
+
+def to_response(outcome: ScoreOutcome) -> dict[str, Any]:
+    r = outcome.results[0]
+    return {
+        "reward": float(r["score"]) if r["valid"] else 0.0,
+        "valid": bool(r["valid"]),
+        "reason": r.get("reason"),
+        "score": r.get("score"),
+        "components": r.get("components", {}),
+        "cached": bool(r.get("cached", False)),
+    }

@@ -1,0 +1,387 @@
+"""Asynchronous scoring jobs: ``POST /v1/jobs`` now, ``GET /v1/jobs/{id}`` later.
+
+A job wraps exactly the scoring call of ``/v1/score``. Its state lives where the cache lives:
+
+* with Redis (``REWARDHUB_REDIS_URL``), in Redis — the job record, its request body, a "pending" index and
+  the idempotency keys — so a restarted service (or another replica) finds unfinished jobs and runs them,
+  and finished results stay retrievable for ``REWARDHUB_JOB_TTL_S``;
+* with the embedded default, in process (a restart forgets jobs; use Redis when that matters).
+
+Idempotency: a submission with an ``Idempotency-Key`` already seen (per API key) returns the existing job
+and computes nothing; the same key with a different body is a 409. Running a job takes a short lease in
+Redis, renewed while it runs, so two replicas never run the same job, and a job whose runner died is
+picked up again once its lease expires. Re-running is safe: scoring is a pure function of the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+import uuid
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from cachetools import TTLCache
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from rewardhub.admission import Admission
+from rewardhub.errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    RewardHubError,
+    ServiceUnavailable,
+)
+from rewardhub.protocol import ScoreRequest
+from rewardhub.security import ANONYMOUS, Caller
+from rewardhub.serving import ScoringService
+
+__all__ = ["JobRunner", "JobStore", "MemoryJobStore", "RedisJobStore"]
+
+log = structlog.get_logger("rewardhub.jobs")
+
+_LEASE_S = 30.0
+_RESCAN_S = 15.0
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+class JobStore(Protocol):
+    async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
+        """Store a new job, or return the job already holding ``idem`` (and False)."""
+        ...
+
+    async def get(self, job_id: str) -> dict[str, Any] | None: ...
+
+    async def body(self, job_id: str) -> bytes | None: ...
+
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> None: ...
+
+    async def claim(self, job_id: str, owner: str) -> bool:
+        """Take the job's lease; False when someone else holds it."""
+        ...
+
+    async def renew(self, job_id: str, owner: str) -> None: ...
+
+    async def release(self, job_id: str, owner: str) -> None:
+        """Give the lease back (the job was interrupted by a shutdown and will run again)."""
+        ...
+
+    async def pending(self) -> list[str]: ...
+
+
+class MemoryJobStore:
+    """In-process job state (the embedded default)."""
+
+    def __init__(self, ttl_s: int):
+        self._jobs: TTLCache[str, dict[str, Any]] = TTLCache(maxsize=100_000, ttl=ttl_s)
+        self._bodies: TTLCache[str, bytes] = TTLCache(maxsize=100_000, ttl=ttl_s)
+        self._idem: TTLCache[str, tuple[str, str]] = TTLCache(maxsize=100_000, ttl=ttl_s)
+        self._pending: dict[str, None] = {}
+        self._leases: set[str] = set()
+
+    async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
+        digest = job["body_sha256"]
+        if idem is not None and idem in self._idem:
+            existing_id, existing_digest = self._idem[idem]
+            if existing_digest != digest:
+                raise Conflict("this Idempotency-Key was already used with a different request body")
+            existing = self._jobs.get(existing_id)
+            if existing is not None:
+                return existing, False
+        self._jobs[job["job_id"]] = job
+        self._bodies[job["job_id"]] = body
+        self._pending[job["job_id"]] = None
+        if idem is not None:
+            self._idem[idem] = (job["job_id"], digest)
+        return job, True
+
+    async def get(self, job_id: str) -> dict[str, Any] | None:
+        return self._jobs.get(job_id)
+
+    async def body(self, job_id: str) -> bytes | None:
+        return self._bodies.get(job_id)
+
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
+        self._jobs[job["job_id"]] = job
+        if done:
+            self._pending.pop(job["job_id"], None)
+            self._bodies.pop(job["job_id"], None)
+            self._leases.discard(job["job_id"])
+
+    async def claim(self, job_id: str, owner: str) -> bool:
+        if job_id in self._leases:
+            return False
+        self._leases.add(job_id)
+        return True
+
+    async def renew(self, job_id: str, owner: str) -> None:
+        return None
+
+    async def release(self, job_id: str, owner: str) -> None:
+        self._leases.discard(job_id)
+
+    async def pending(self) -> list[str]:
+        return list(self._pending)
+
+
+class RedisJobStore:
+    """Job state in Redis (survives restarts; shared by replicas)."""
+
+    P = "rh:v1"
+
+    def __init__(self, redis: Redis, ttl_s: int):
+        self.r = redis
+        self.ttl_s = ttl_s
+
+    def _k(self, kind: str, ident: str) -> str:
+        return f"{self.P}:{kind}:{ident}"
+
+    async def _call(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except (TimeoutError, RedisError, OSError) as exc:
+            raise ServiceUnavailable(
+                f"jobs need Redis, which is not answering ({type(exc).__name__})"
+            ) from None
+
+    async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
+        job_id, digest = job["job_id"], job["body_sha256"]
+        if idem is not None:
+            claimed = await self._call(
+                self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=self.ttl_s)
+            )
+            if not claimed:
+                raw = await self._call(self.r.get(self._k("idem", idem)))
+                existing_id, _, existing_digest = (raw or b"").decode().partition("|")
+                if existing_digest != digest:
+                    raise Conflict("this Idempotency-Key was already used with a different request body")
+                # The winner may still be writing its record: give it a moment.
+                for _ in range(50):
+                    existing = await self.get(existing_id)
+                    if existing is not None:
+                        return existing, False
+                    await asyncio.sleep(0.02)
+                raise ServiceUnavailable("a job with this Idempotency-Key is being created; retry")
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(self._k("job", job_id), orjson.dumps(job), ex=self.ttl_s)
+        pipe.set(self._k("job-body", job_id), body, ex=self.ttl_s)
+        pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
+        await self._call(pipe.execute())
+        return job, True
+
+    async def get(self, job_id: str) -> dict[str, Any] | None:
+        raw = await self._call(self.r.get(self._k("job", job_id)))
+        return orjson.loads(raw) if raw else None
+
+    async def body(self, job_id: str) -> bytes | None:
+        raw: bytes | None = await self._call(self.r.get(self._k("job-body", job_id)))
+        return raw
+
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.set(self._k("job", job["job_id"]), orjson.dumps(job), ex=self.ttl_s)
+        if done:
+            pipe.zrem(self._k("jobs", "pending"), job["job_id"])
+            pipe.delete(self._k("job-body", job["job_id"]), self._k("job-lease", job["job_id"]))
+        await self._call(pipe.execute())
+
+    async def claim(self, job_id: str, owner: str) -> bool:
+        ok = await self._call(self.r.set(self._k("job-lease", job_id), owner, nx=True, ex=int(_LEASE_S)))
+        return bool(ok)
+
+    async def renew(self, job_id: str, owner: str) -> None:
+        with contextlib.suppress(RewardHubError):
+            await self._call(self.r.set(self._k("job-lease", job_id), owner, xx=True, ex=int(_LEASE_S)))
+
+    async def release(self, job_id: str, owner: str) -> None:
+        with contextlib.suppress(RewardHubError):
+            key = self._k("job-lease", job_id)
+            current = await self._call(self.r.get(key))
+            if current is not None and current.decode() == owner:
+                await self._call(self.r.delete(key))
+
+    async def pending(self) -> list[str]:
+        ids = await self._call(self.r.zrange(self._k("jobs", "pending"), 0, -1))
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+
+def public(job: dict[str, Any]) -> dict[str, Any]:
+    """The job as the API shows it (internal bookkeeping left out)."""
+    return {k: v for k, v in job.items() if k not in ("body_sha256", "caller")}
+
+
+class JobRunner:
+    """Runs queued jobs with bounded concurrency; resumes unfinished ones at start and periodically."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        scoring: ScoringService,
+        admission: Admission,
+        *,
+        concurrency: int,
+        queue_max: int,
+        max_items: int,
+    ):
+        self.store = store
+        self.scoring = scoring
+        self.admission = admission
+        self.concurrency = concurrency
+        self.queue_max = queue_max
+        self.max_items = max_items
+        self.owner = f"runner-{uuid.uuid4().hex[:12]}"
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._worker(i)) for i in range(self.concurrency)]
+        self._tasks.append(asyncio.create_task(self._rescan_loop()))
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def _enqueue(self, job_id: str) -> None:
+        if job_id not in self._queued:
+            self._queued.add(job_id)
+            self._queue.put_nowait(job_id)
+
+    async def resume(self) -> int:
+        """Queue every unfinished job (after a restart, or one a dead replica left behind)."""
+        with contextlib.suppress(RewardHubError):
+            ids = await self.store.pending()
+            for job_id in ids:
+                self._enqueue(job_id)
+            return len(ids)
+        return 0
+
+    async def _rescan_loop(self) -> None:
+        await self.resume()
+        while True:
+            await asyncio.sleep(_RESCAN_S)
+            await self.resume()
+
+    async def submit(
+        self, body: bytes, request: ScoreRequest, caller: Caller, idempotency_key: str | None
+    ) -> tuple[dict[str, Any], bool]:
+        if len(request.items) > self.max_items:
+            raise InvalidRequest(
+                f"items: {len(request.items)} items exceed the limit of {self.max_items} per job "
+                f"(setting REWARDHUB_JOB_MAX_ITEMS)",
+                param="items",
+            )
+        self.scoring.validate(request, max_items=self.max_items)  # 404 / 422 now, not when it runs
+        if len(self._queued) >= self.queue_max:
+            raise Overloaded(
+                f"{len(self._queued)} jobs are waiting (limit {self.queue_max}, REWARDHUB_JOB_QUEUE_MAX)",
+                retry_after_s=5.0,
+            )
+        now = time.time()
+        job = {
+            "job_id": f"job_{uuid.uuid4().hex}",
+            "status": "queued",
+            "created_at": now,
+            "started_at": None,
+            "finished_at": None,
+            "items": len(request.items),
+            "result": None,
+            "error": None,
+            "body_sha256": body_digest(body),
+            "caller": caller.key_id,
+        }
+        idem = f"{caller.key_id}:{idempotency_key}" if idempotency_key else None
+        stored, created = await self.store.create(job, body, idem)
+        if created:
+            self._enqueue(stored["job_id"])
+        return public(stored), created
+
+    async def get(self, job_id: str) -> dict[str, Any]:
+        job = await self.store.get(job_id)
+        if job is None:
+            raise NotFound(
+                f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S)", param="job_id"
+            )
+        return public(job)
+
+    async def _worker(self, index: int) -> None:
+        while True:
+            job_id = await self._queue.get()
+            try:
+                await self._run(job_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("job_runner_error", job_id=job_id)
+            finally:
+                self._queued.discard(job_id)
+
+    async def _run(self, job_id: str) -> None:
+        job = await self.store.get(job_id)
+        if job is None or job["status"] in ("succeeded", "failed"):
+            return
+        if not await self.store.claim(job_id, self.owner):
+            return  # another runner (replica) has it
+        body = await self.store.body(job_id)
+        if body is None:
+            job.update(
+                status="failed",
+                finished_at=time.time(),
+                error={"type": "internal_error", "message": "the job's request body was lost"},
+            )
+            await self.store.save(job, done=True)
+            return
+        job.update(status="running", started_at=time.time())
+        await self.store.save(job)
+        renew = asyncio.create_task(self._keep_lease(job_id))
+        try:
+            request = ScoreRequest.model_validate_json(body)
+            caller = Caller(job.get("caller") or ANONYMOUS.key_id)
+            while True:
+                try:
+                    async with self.admission.admit(caller, len(request.items)):
+                        result = await self.scoring.score(request, max_items=self.max_items)
+                    break
+                except Overloaded as exc:  # a job waits for room instead of failing
+                    await asyncio.sleep(exc.retry_after_s)
+            job.update(status="succeeded", finished_at=time.time(), result=result)
+        except asyncio.CancelledError:
+            # Shutdown mid-job: hand the job back so the next start (or another replica) runs it at once.
+            job.update(status="queued", started_at=None)
+            with contextlib.suppress(Exception):
+                await self.store.save(job)
+                await self.store.release(job_id, self.owner)
+            raise
+        except RewardHubError as exc:
+            job.update(
+                status="failed",
+                finished_at=time.time(),
+                error={"type": exc.error_type, "message": exc.message, "param": exc.param},
+            )
+        except Exception as exc:
+            log.exception("job_failed", job_id=job_id)
+            job.update(
+                status="failed",
+                finished_at=time.time(),
+                error={"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"[:300]},
+            )
+        finally:
+            renew.cancel()
+        await self.store.save(job, done=True)
+        log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
+
+    async def _keep_lease(self, job_id: str) -> None:
+        while True:
+            await asyncio.sleep(_LEASE_S / 3)
+            await self.store.renew(job_id, self.owner)

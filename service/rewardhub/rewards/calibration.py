@@ -1,0 +1,239 @@
+"""``calibration``: correctness plus a proper scoring rule on the verbalized confidence (RLCR).
+
+"Beyond Binary Rewards: Training LMs to Reason About Their Uncertainty" (arXiv 2507.16806;
+algorithms.md §3). The response carries ``<answer>…</answer>`` and ``<confidence>…</confidence>`` (tag
+names configurable). With c = 1[the answer is correct] and q the confidence::
+
+    rlcr  (default)   R = c − (q − c)²                       (paper form; R ∈ [−1, 1])
+    brier             R = 1 − (q − c)²                       (the calibration term alone, RLCR's code form)
+    log               R = c + λ · ln(max(p, ε)),  p = q if c else 1 − q
+                      ε = log_epsilon (0.01), λ = log_scale (default 1/|ln ε|, so λ·ln ∈ [−1, 0])
+
+plus ``format_weight · 1`` when the format is valid; a format failure scores 0. Why a *bounded* rule:
+correctness plus any bounded proper scoring rule makes the optimum both accurate and calibrated — with
+an honest q = p the expected RLCR reward is p², increasing in p. The raw log score is unbounded and
+breaks the accuracy incentive (E = p − H(p) < 0 at p = 0.5, so a deliberately wrong answer with q ≈ 0
+would win), hence the floor ε on the probability assigned to the outcome and the scale λ. Brier-only is
+shifted by +1 so that every valid response beats a format failure (−(q − c)² ≤ 0 would not).
+
+Note the incentive at the format boundary: a wrong answer at q = 1 scores −1 under ``rlcr``, below a
+format failure (0). RLCR trains with a separate +0.5 format term for that reason; ``format_weight: 1``
+restores "any well-formed response ≥ a malformed one".
+
+Format (valid iff all hold): the last complete answer tag exists and holds non-whitespace text (no
+answer tag, or an empty one, is a format failure: there is nothing to verify), and the last complete
+confidence tag parses (:mod:`rewardhub.rewards.confidence`). With ``after_think`` (default) only the
+text after the last ``</think>`` is searched, so tags the model mentions while thinking don't count.
+
+Correctness: a configured verifier (``math`` by default, or ``exact_match``, ``multiple_choice``...) is
+called through the registry **once for the whole batch**, on the format-valid items only, with the
+answer tag's content as the response and the item's ``reference``. ``verifier_input``: ``answer`` sends
+the bare content; ``answer_tagged`` wraps it as ``<answer>…</answer>`` (a verifier with its own
+extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the whole content, rather than
+falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
+(default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``) and ``answer``
+otherwise. c is the verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
+A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
+same reason.
+
+Components: ``correct`` (c), ``confidence`` (q), ``brier`` ((q − c)², the item's Brier score: lower is
+better), ``format_ok`` (1/0). A format failure is decided before verification, so its ``correct`` and
+``brier`` are null (``confidence`` too when it is the confidence that failed). The request's
+``metrics.calibration`` (Brier, ECE, AUROC over the batch) is computed from these components.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from rewardhub.protocol import Reason, RewardSpec, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
+from rewardhub.rewards.confidence import last_tag, parse_confidence
+
+__all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
+
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,63}")
+_LOG_FIELDS = ("log_epsilon", "log_scale")
+_MAX_ANSWER_DETAIL = 200
+
+Scoring = Literal["rlcr", "brier", "log"]
+
+
+class CalibrationConfig(RewardConfig):
+    verifier: str | RewardSpec = Field(
+        "math",
+        description="The correctness verifier: a reward name or {name, config} (math, exact_match...).",
+    )
+    verifier_input: Literal["auto", "answer", "answer_tagged", "response"] = Field(
+        "auto",
+        description="What the verifier sees: the answer tag's content (answer), the content re-wrapped as "
+        "<answer>…</answer> (answer_tagged), the full response; auto: answer_tagged for verifiers with "
+        "an `extraction` setting (math), else answer.",
+    )
+    answer_tag: str = Field("answer", description="Tag holding the final answer.")
+    confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
+    after_think: bool = Field(True, description="Search only after the last </think> (when there is one).")
+    scoring: Scoring = Field(
+        "rlcr", description="rlcr: c − (q − c)²; brier: 1 − (q − c)²; log: c + λ·ln(max(p, ε))."
+    )
+    format_weight: float = Field(
+        0.0, allow_inf_nan=False, description="Added to the score of every format-valid response."
+    )
+    correct_threshold: float = Field(
+        1.0,
+        allow_inf_nan=False,
+        description="Verifiers without a `correct` component: correct iff score ≥ this.",
+    )
+    log_epsilon: float = Field(
+        0.01, gt=0.0, lt=1.0, description="log: floor ε on the probability assigned to the outcome."
+    )
+    log_scale: float | None = Field(
+        None, gt=0.0, allow_inf_nan=False, description="log: λ (default 1/|ln ε|, so λ·ln p ∈ [−1, 0])."
+    )
+
+    _part: Part | None = PrivateAttr(None)
+
+    @field_validator("answer_tag", "confidence_tag")
+    @classmethod
+    def _tag_name(cls, v: str) -> str:
+        if not _TAG_NAME.fullmatch(v):
+            raise ValueError(f"not a tag name (letters, digits, _ . : -, max 64): {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CalibrationConfig:
+        if self.answer_tag == self.confidence_tag:
+            raise ValueError("answer_tag and confidence_tag must differ")
+        if self.scoring != "log":
+            stray = [f for f in _LOG_FIELDS if f in self.model_fields_set]
+            if stray:
+                raise ValueError(f"{stray[0]} applies to scoring 'log' only")
+        return self
+
+    @property
+    def lam(self) -> float:
+        return self.log_scale if self.log_scale is not None else 1.0 / abs(math.log(self.log_epsilon))
+
+
+def calibration_score(correct: bool, q: float, config: CalibrationConfig) -> float:
+    """The score of a format-valid response (module docstring), format weight included."""
+    c = 1.0 if correct else 0.0
+    if config.scoring == "rlcr":
+        s = c - (q - c) ** 2
+    elif config.scoring == "brier":
+        s = 1.0 - (q - c) ** 2
+    else:
+        p = q if correct else 1.0 - q
+        s = c + config.lam * math.log(max(p, config.log_epsilon))
+    return s + config.format_weight
+
+
+@dataclass(slots=True)
+class _Parsed:
+    answer: str | None
+    confidence: float | None
+    error: str | None  # the format failure, if any
+
+
+@register
+class CalibrationReward(ComposedReward[CalibrationConfig]):
+    name: ClassVar[str] = "calibration"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
+        "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
+        "clipped log-score variants; batch Brier/ECE/AUROC in metrics.calibration."
+    )
+    config_model = CalibrationConfig
+    reads = ("response", "reference")
+
+    def parse_config(self, raw: dict[str, Any]) -> CalibrationConfig:
+        config = super().parse_config(raw)
+        config._part = resolve(self.runtime, config.verifier, "reward.config.verifier", self.name)
+        return config
+
+    def parts(self, config: CalibrationConfig) -> Sequence[Part]:
+        assert config._part is not None, "parse_config resolves the verifier"
+        return (config._part,)
+
+    def _parse(self, text: str, config: CalibrationConfig) -> _Parsed:
+        if config.after_think:
+            end = text.rfind("</think>")
+            if end >= 0:
+                text = text[end + len("</think>") :]
+        answer = last_tag(text, config.answer_tag)
+        raw_conf = last_tag(text, config.confidence_tag)
+        conf = parse_confidence(raw_conf) if raw_conf is not None else None
+        q = conf.value if conf is not None else None
+        if answer is None:
+            return _Parsed(None, q, f"no <{config.answer_tag}> tag")
+        if not answer.strip():
+            return _Parsed(None, q, f"the <{config.answer_tag}> tag is empty")
+        if conf is None:
+            return _Parsed(answer, None, f"no <{config.confidence_tag}> tag")
+        if q is None:
+            return _Parsed(answer, None, f"unreadable confidence: {conf.error}")
+        return _Parsed(answer, q, None)
+
+    def _verifier_text(self, item: ScoreItem, answer: str, config: CalibrationConfig, part: Part) -> str:
+        mode = config.verifier_input
+        if mode == "auto":
+            mode = "answer_tagged" if "extraction" in type(part.config).model_fields else "answer"
+        if mode == "answer_tagged":
+            return f"<answer>{answer}</answer>"
+        if mode == "response":
+            return item.response
+        return answer
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: CalibrationConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        part = self.parts(config)[0]
+        parsed = [self._parse(item.response, config) for item in items]
+        todo = [i for i, p in enumerate(parsed) if p.error is None]
+        sub_items = [
+            items[i].model_copy(
+                update={"response": self._verifier_text(items[i], parsed[i].answer or "", config, part)}
+            )
+            for i in todo
+        ]
+        verdicts = dict(zip(todo, await run_part(part, sub_items, ctx), strict=True))
+        out: list[Outcome] = []
+        for i, p in enumerate(parsed):
+            details: dict[str, Any] = {"answer": (p.answer or "")[:_MAX_ANSWER_DETAIL] or None}
+            if p.error is not None:
+                details["format_error"] = p.error
+                components = {"correct": None, "confidence": p.confidence, "brier": None, "format_ok": 0.0}
+                out.append(Outcome(0.0, Reason.FORMAT, components, details))
+                continue
+            assert p.confidence is not None
+            v = verdicts[i]
+            details["verifier"] = v.details
+            if v.score is None:
+                assert v.reason is not None
+                message = v.details.get("message")
+                out.append(
+                    Outcome.invalid(
+                        v.reason,
+                        f"verifier {part.reward.name!r} could not score the answer"
+                        + (f": {message}" if message else ""),
+                        **details,
+                    )
+                )
+                continue
+            flag = v.components.get("correct")
+            correct = flag >= 0.5 if flag is not None else v.score >= config.correct_threshold
+            c = 1.0 if correct else 0.0
+            q = p.confidence
+            components = {"correct": c, "confidence": q, "brier": (q - c) ** 2, "format_ok": 1.0}
+            out.append(
+                Outcome(calibration_score(correct, q, config), None, components, details, v.latency_ms)
+            )
+        return out

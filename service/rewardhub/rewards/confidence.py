@@ -1,0 +1,77 @@
+"""Reading tagged sections and a verbalized confidence (RLCR; algorithms.md §3.3) out of a response.
+
+:func:`last_tag` returns the content of the **last complete** ``<tag>…</tag>`` (the last closing tag and
+the last opening tag before it), found with ``str.rfind`` in linear time. A model that revises itself
+("<confidence>0.9</confidence> … actually <confidence>0.6</confidence>") is held to its final word.
+
+:func:`parse_confidence` reads the content, surrounding whitespace ignored, by these rules in order:
+
+1. ``<number>%`` (spaces allowed before ``%``) with the number in [0, 100]: q = number / 100
+   (``80%`` → 0.8, ``12.5 %`` → 0.125);
+2. a bare whole number (digits only) from 2 to 100: read as a percentage (``80`` → 0.8). Models asked for
+   "a number between 0 and 1" still answer ``80`` often enough; ``0`` and ``1`` stay probabilities;
+3. a decimal number in [0, 1]: q itself (``0.8``, ``.25``, ``1``, ``1e-1``, ``1.0``).
+
+``<number>`` is ASCII ``[+-]? (digits [. digits] | . digits) [e [+-] digits]``. Anything else is a
+format failure with a reason: empty, text (``high``, ``0.8 (fairly)``, ``NaN``, ``inf``, ``0.8/1``),
+or out of range (``1.5``, ``-0.2``, ``150%``, ``101``). Training is strict on purpose (RLCR trains with
+a bare ``float()`` check): a lenient reader would let the policy learn to hedge in prose.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+__all__ = ["ParsedConfidence", "last_tag", "parse_confidence"]
+
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_DECIMAL_RE = re.compile(_NUMBER)
+_PERCENT_RE = re.compile(rf"({_NUMBER})[ \t]*%")
+_WHOLE_RE = re.compile(r"[0-9]{1,3}")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedConfidence:
+    """``value`` in [0, 1], or None with ``error`` saying why not."""
+
+    value: float | None
+    error: str | None = None
+
+
+def last_tag(text: str, tag: str) -> str | None:
+    """Content of the last complete ``<tag>…</tag>`` of ``text``; None when there is none."""
+    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
+    close = text.rfind(close_tag)
+    if close < 0:
+        return None
+    start = text.rfind(open_tag, 0, close)
+    if start < 0:
+        return None
+    return text[start + len(open_tag) : close]
+
+
+def _in_range(x: float, hi: float) -> bool:
+    return math.isfinite(x) and 0.0 <= x <= hi
+
+
+def parse_confidence(content: str) -> ParsedConfidence:
+    """A confidence by the rules of the module docstring."""
+    s = content.strip()
+    if not s:
+        return ParsedConfidence(None, "empty")
+    m = _PERCENT_RE.fullmatch(s)
+    if m is not None:
+        p = float(m.group(1))
+        if not _in_range(p, 100.0):
+            return ParsedConfidence(None, f"out of range [0, 100%]: {s[:40]!r}")
+        return ParsedConfidence(p / 100.0 + 0.0)  # + 0.0 turns -0.0 into 0.0
+    if _WHOLE_RE.fullmatch(s) is not None and 2 <= int(s) <= 100:
+        return ParsedConfidence(int(s) / 100.0)
+    if _DECIMAL_RE.fullmatch(s) is not None:
+        q = float(s)
+        if not _in_range(q, 1.0):
+            return ParsedConfidence(None, f"out of range [0, 1]: {s[:40]!r}")
+        return ParsedConfidence(q + 0.0)
+    return ParsedConfidence(None, f"not a number: {s[:40]!r}")

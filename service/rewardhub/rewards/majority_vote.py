@@ -1,0 +1,254 @@
+"""``majority_vote``: label-free reward from the group's majority answer (TTRL).
+
+"TTRL: Test-Time Reinforcement Learning" (arXiv 2504.16084): with no gold answer, the G responses of a
+prompt vote; the most common final answer is the pseudo-label, and each response is rewarded for
+agreeing with it::
+
+    ŷ = argmax_a  #{i : answer_i ≡ a}          r_i = 1[answer_i ≡ ŷ]
+
+The majority of a group of samples is right far more often than one sample (self-consistency), so the
+pseudo-label carries signal even where single answers are mostly wrong; the reward needs no reference.
+
+Answers are extracted like the ``math`` reward does (``extraction``: boxed / answer tag / "The answer
+is" / last number). Equivalence (``equivalence``):
+
+* ``math`` (default): answers are clustered by mathematical equivalence. Identical strings merge first;
+  then each distinct answer, most voted first, is compared with the leader of each cluster so far
+  with :func:`rewardhub.mathlib.quick_check` on the event loop; pairs it cannot settle go, for all
+  groups of the request in **one** batch, to the CPU pool (``check_pair``, the math reward's full check
+  under the per-item deadline), and clusters whose leaders are equivalent merge. A pair that times out
+  counts as "not equivalent" (a missed merge costs less than a false one). At most ``max_pairs``
+  comparisons per group, the most voted answers first, bound the work when a group has many distinct
+  answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
+* ``string``: answers equal after ``normalize`` (``whitespace``: collapse spaces and case-fold;
+  ``squad``: also drop punctuation and articles; ``none``).
+
+Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
+(``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
+``Counter.most_common`` in TTRL does; ``none`` gives no pseudo-label and every item of the group 0.
+A response without an extractable answer does not vote and scores 0 (reason ``no_answer``); a group where
+no response has an answer has no pseudo-label. Items without a ``group`` are invalid (``unsupported``):
+a vote of one always agrees with itself, a meaningless reward.
+
+Details: ``answer`` (this item's), ``pseudo_label``, ``votes`` (the label's), ``answered`` (items that
+voted), ``group_size``, ``tie``. Not cacheable: an item's score depends on the other members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, cast
+
+from pydantic import Field
+
+from rewardhub.groups import group_indices
+from rewardhub.mathlib import DEFAULT_METHODS, extract_answer, quick_check
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.math_answer import Method
+from rewardhub.rewards.text import squad_normalize
+from rewardhub.runtime.cpu_tasks import check_pair
+
+__all__ = ["MajorityVoteConfig", "MajorityVoteReward", "vote"]
+
+_DEFAULT_EXTRACTION = cast(tuple[Method, ...], DEFAULT_METHODS)
+
+
+class MajorityVoteConfig(RewardConfig):
+    equivalence: Literal["math", "string"] = Field(
+        "math",
+        description="math: mathematical equivalence (quick check, then CPU pool); string: normalised text.",
+    )
+    extraction: tuple[Method, ...] = Field(
+        _DEFAULT_EXTRACTION, min_length=1, description="Answer extraction rules, tried in this order."
+    )
+    normalize: Literal["whitespace", "squad", "none"] = Field(
+        "whitespace", description="string: whitespace (collapse, case-fold) | squad | none."
+    )
+    tie_break: Literal["first", "none"] = Field(
+        "first", description="first: the tied answer seen first wins; none: no pseudo-label, all 0."
+    )
+    max_pairs: int = Field(
+        256, ge=0, le=4096, description="math: most equivalence comparisons per group (most voted first)."
+    )
+
+
+@dataclass(slots=True)
+class _Cluster:
+    leader: str
+    first: int  # position (in the group) of its earliest member
+    reps: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _GroupVote:
+    """One group's clustering: distinct answers, their clusters (union-find) and pending pairs."""
+
+    members: list[int]  # batch indices
+    answers: list[str | None]  # per member
+    counts: dict[str, int] = field(default_factory=dict)
+    first: dict[str, int] = field(default_factory=dict)
+    clusters: list[_Cluster] = field(default_factory=list)
+    cluster_of: dict[str, int] = field(default_factory=dict)
+    parent: list[int] = field(default_factory=list)
+    pending: list[tuple[int, int]] = field(default_factory=list)  # (cluster a, cluster b) undecided
+    skipped: int = 0
+
+    def find(self, c: int) -> int:
+        while self.parent[c] != c:
+            self.parent[c] = self.parent[self.parent[c]]
+            c = self.parent[c]
+        return c
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # keep the root that appeared first, so a cluster's identity is its earliest answer
+            if self.clusters[rb].first < self.clusters[ra].first:
+                ra, rb = rb, ra
+            self.parent[rb] = ra
+
+    def new_cluster(self, rep: str) -> int:
+        self.clusters.append(_Cluster(rep, self.first[rep], [rep]))
+        self.parent.append(len(self.parent))
+        self.cluster_of[rep] = len(self.clusters) - 1
+        return len(self.clusters) - 1
+
+
+def _normalizer(mode: str) -> Any:
+    if mode == "squad":
+        return squad_normalize
+    if mode == "whitespace":
+        return lambda s: " ".join(s.split()).casefold()
+    return lambda s: s
+
+
+def vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
+    """(winning root cluster or None, its votes, tie) once the clustering is final."""
+    votes: dict[int, int] = {}
+    for rep, n in g.counts.items():
+        root = g.find(g.cluster_of[rep])
+        votes[root] = votes.get(root, 0) + n
+    if not votes:
+        return None, 0, False
+    best = max(votes.values())
+    tied = sorted((g.clusters[c].first, c) for c, v in votes.items() if v == best)
+    if len(tied) > 1 and tie_break == "none":
+        return None, best, True
+    return tied[0][1], best, len(tied) > 1
+
+
+@register
+class MajorityVoteReward(Reward[MajorityVoteConfig]):
+    name: ClassVar[str] = "majority_vote"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
+        "(math equivalence or normalised strings); needs `group` on every item; not cacheable."
+    )
+    config_model = MajorityVoteConfig
+    reads = ("response", "group")
+    cacheable = False
+    group_aware: ClassVar[bool] = True
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: MajorityVoteConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(items)
+        for i, item in enumerate(items):
+            if item.group is None:
+                out[i] = Outcome.invalid(
+                    Reason.UNSUPPORTED, "majority_vote needs a `group` id on every item (the group votes)"
+                )
+        norm = _normalizer(config.normalize)
+        groups: list[_GroupVote] = []
+        for idx in group_indices(items).values():
+            answers: list[str | None] = []
+            for i in idx:
+                ext = extract_answer(items[i].response, config.extraction)
+                answers.append(
+                    None if ext is None else (ext.text if config.equivalence == "math" else norm(ext.text))
+                )
+            g = _GroupVote(idx, answers)
+            for pos, a in enumerate(answers):
+                if a is not None:
+                    g.counts[a] = g.counts.get(a, 0) + 1
+                    g.first.setdefault(a, pos)
+            groups.append(g)
+            if config.equivalence == "math":
+                self._quick_cluster(g, config.max_pairs)
+                await asyncio.sleep(0)  # let other requests in between groups
+            else:
+                for rep in g.counts:
+                    g.new_cluster(rep)
+        await self._resolve_pending(groups, ctx)
+        for g in groups:
+            self._score_group(g, config, out)
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
+
+    @staticmethod
+    def _quick_cluster(g: _GroupVote, max_pairs: int) -> None:
+        """Cluster distinct answers (most voted first) against cluster leaders with the quick check."""
+        budget = max_pairs
+        for rep in sorted(g.counts, key=lambda a: (-g.counts[a], g.first[a])):
+            joined = None
+            for c, cl in enumerate(g.clusters):
+                if g.find(c) != c:
+                    continue  # merged into another cluster: compare with that one's leader only
+                if budget <= 0:
+                    g.skipped += 1
+                    continue
+                budget -= 1
+                q = quick_check(cl.leader, rep)
+                if q is None:
+                    g.pending.append((c, -1))  # filled in below with rep's own cluster
+                elif q.equivalent:
+                    joined = c
+                    break
+            if joined is None:
+                c_new = g.new_cluster(rep)
+                g.pending = [(a, c_new if b == -1 else b) for a, b in g.pending]
+            else:
+                g.clusters[joined].reps.append(rep)
+                g.cluster_of[rep] = joined
+                # undecided pairs found before joining are now between those clusters and `joined`
+                g.pending = [(a, joined if b == -1 else b) for a, b in g.pending]
+
+    async def _resolve_pending(self, groups: Sequence[_GroupVote], ctx: ScoreContext) -> None:
+        """Send every group's undecided leader pairs to the CPU pool in one batch; merge the equivalent."""
+        jobs = [(g, a, b) for g in groups for a, b in dict.fromkeys(g.pending) if a != b]
+        if not jobs:
+            return
+        payloads = [(g.clusters[a].leader, g.clusters[b].leader) for g, a, b in jobs]
+        results = await self.runtime.cpu_pool.run(check_pair, payloads, ctx.deadline_s)
+        for (g, a, b), res in zip(jobs, results, strict=True):
+            if res.ok and res.value.equivalent:
+                g.union(a, b)
+
+    @staticmethod
+    def _score_group(g: _GroupVote, config: MajorityVoteConfig, out: list[Outcome | None]) -> None:
+        winner, votes, tie = vote(g, config.tie_break)
+        label = None
+        if winner is not None:
+            in_winner = [rep for rep in g.counts if g.find(g.cluster_of[rep]) == winner]
+            label = min(in_winner, key=lambda a: (-g.counts[a], g.first[a]))
+        answered = sum(g.counts.values())
+        for pos, i in enumerate(g.members):
+            answer = g.answers[pos]
+            details: dict[str, Any] = {
+                "answer": answer,
+                "pseudo_label": label,
+                "votes": votes if winner is not None else 0,
+                "answered": answered,
+                "group_size": len(g.members),
+                "tie": tie,
+            }
+            if g.skipped:
+                details["pairs_skipped"] = g.skipped
+            if answer is None:
+                out[i] = Outcome(0.0, Reason.NO_ANSWER, details=details)
+                continue
+            agree = winner is not None and g.find(g.cluster_of[answer]) == winner
+            out[i] = Outcome(1.0 if agree else 0.0, details=details)

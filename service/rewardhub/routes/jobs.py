@@ -1,0 +1,70 @@
+"""``POST /v1/jobs`` and ``GET /v1/jobs/{job_id}``: asynchronous scoring with idempotency keys."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Request
+
+from rewardhub.errors import ErrorResponse, ServiceUnavailable
+from rewardhub.jobs import JobRunner
+from rewardhub.protocol import JobStatus, ScoreRequest
+from rewardhub.responses import JSONBytesResponse
+from rewardhub.security import CallerDep
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+def get_jobs(request: Request) -> JobRunner:
+    runner: JobRunner | None = getattr(request.app.state, "jobs", None)
+    if runner is None:
+        raise ServiceUnavailable("the service is starting up or shutting down")
+    return runner
+
+
+JobsDep = Annotated[JobRunner, Depends(get_jobs)]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse},
+    403: {"model": ErrorResponse},
+    404: {"model": ErrorResponse, "description": "Unknown reward or job."},
+    409: {"model": ErrorResponse, "description": "Idempotency-Key reused with a different body."},
+    422: {"model": ErrorResponse},
+    429: {"model": ErrorResponse, "description": "Too many jobs waiting; retry after Retry-After."},
+    503: {"model": ErrorResponse, "description": "Job storage (Redis) unreachable."},
+}
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobStatus,
+    responses={
+        200: {"model": JobStatus, "description": "An existing job (repeated Idempotency-Key)."},
+        **_ERRORS,
+    },
+    summary="Submit a scoring job",
+    description=(
+        "Same body as POST /v1/score. Answers 202 with the new job, or 200 with the existing job when the "
+        "`Idempotency-Key` was already used with the same body (nothing is computed twice)."
+    ),
+)
+async def submit_job(
+    jobs: JobsDep,
+    caller: CallerDep,
+    body: Annotated[ScoreRequest, Body()],
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> JSONBytesResponse:
+    # The canonical form of the parsed body: the same request in other whitespace or key order is the same job.
+    canonical = body.model_dump_json().encode()
+    job, created = await jobs.submit(canonical, body, caller, idempotency_key)
+    return JSONBytesResponse(
+        job, status_code=202 if created else 200, headers={"location": f"/v1/jobs/{job['job_id']}"}
+    )
+
+
+@router.get(
+    "/jobs/{job_id}", response_model=JobStatus, responses=_ERRORS, summary="A job's status and result"
+)
+async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
+    return JSONBytesResponse(await jobs.get(job_id))

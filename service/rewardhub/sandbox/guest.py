@@ -1,0 +1,985 @@
+"""The trusted program that runs *inside* the sandbox (the "guest"); standard library only.
+
+The service never imports this module: :mod:`rewardhub.sandbox.pool` copies it into a private directory,
+byte-compiles it once with the sandbox's interpreter and bind-mounts that directory read-only at
+``/rh``. Each run starts ``python3 -I -S /rh/main.py`` as the sandbox's PID 1 (``bwrap --as-pid-1``).
+
+Why a guest at all, instead of running the untrusted program directly: verdicts must travel through a
+channel the untrusted code cannot forge, and some limits are best applied from inside. The guest
+
+1. makes itself non-dumpable (``PR_SET_DUMPABLE=0``) before anything else: a same-uid process can then
+   neither ``ptrace`` it nor open ``/proc/1/{mem,fd/*,environ}``, so its memory (the run's nonce, the
+   hidden tests) and its stdout pipe (the verdict channel) are out of reach; as PID 1 of its namespace
+   it also cannot be killed (``SIGKILL``/``SIGSTOP`` from inside the namespace are ignored for init);
+2. applies the rlimits (address space, processes, file size, open files, core, CPU) before any
+   untrusted code exists, i.e. it is the untrusted code's ``preexec``;
+3. reads the *public* frame (solution, limits) from stdin, forks the solution process, and only then
+   reads the *private* frame (nonce, tests) — so the nonce was never in the solution's memory.
+
+Two modes:
+
+* ``pytests`` (Python assert-style tests): the guest is the *judge*. It runs the reference's test code
+  in its own interpreter; every name the solution defines is a proxy into the solution process. Values
+  crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
+  ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
+  opaque handle that compares unequal to every plain value and supports only structural access (call,
+  attribute, item, iteration, ``len``, ``bool``, ``str``). Every ``assert`` statement of the tests is
+  one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
+  stdout/stderr go to the sandbox's stderr, never to the verdict channel.
+* ``exec`` (programs with stdin/stdout cases, and the SandboxFusion endpoint): compile once, then run
+  the program once per case in a fresh process (own session, per-run CPU limit, wall-clock deadline,
+  output caps, every leftover process killed between cases). Outputs go back to the service, which
+  compares them with the expected outputs the sandbox never sees.
+
+Wire format, service -> guest (stdin): two frames, each an 8-byte big-endian length and a ``marshal``
+payload (the service is trusted, so ``marshal`` is fine in this direction). Guest -> service (stdout):
+lines ``<nonce> <kind> <field> ...``; free text is base64 so a field never holds a space or newline.
+Between judge and solution: 4-byte length + ``repr`` of a tagged tree of builtin values, read back with
+``ast.literal_eval`` (never ``marshal``/``pickle``, which are unsafe on hostile input).
+"""
+
+from __future__ import annotations
+
+import ast
+import binascii
+import builtins
+import marshal
+import os
+import resource
+import select
+import signal
+import sys
+import time
+from typing import Any, NoReturn
+
+_OUT = 1  # the verdict channel: the sandbox's stdout
+_MAX_FRAME = 64 << 20
+_MAX_MSG = 16 << 20  # largest judge <-> solution message (a huge return value fails the test)
+_PR_SET_DUMPABLE = 4
+
+
+# --------------------------------------------------------------------------------------------------
+# start-up: privileges, limits, frames
+# --------------------------------------------------------------------------------------------------
+def _undumpable() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def _apply_limits(lim: dict[str, int]) -> None:
+    pairs = (
+        ("as_bytes", resource.RLIMIT_AS),
+        ("nproc", resource.RLIMIT_NPROC),
+        ("fsize_bytes", resource.RLIMIT_FSIZE),
+        ("nofile", resource.RLIMIT_NOFILE),
+        ("cpu_s", resource.RLIMIT_CPU),
+    )
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, which in pairs:
+        value = lim.get(key)
+        if value:
+            _, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, value))
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError("short read")
+        buf += chunk
+    return bytes(buf)
+
+
+def _read_frame(fd: int) -> dict[str, Any]:
+    n = int.from_bytes(_read_exact(fd, 8), "big")
+    if n > _MAX_FRAME:
+        raise ValueError("frame too large")
+    value = marshal.loads(_read_exact(fd, n))
+    if type(value) is not dict:
+        raise ValueError("frame is not a dict")
+    return value
+
+
+def _b64(text: str | bytes) -> str:
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    return binascii.b2a_base64(data, newline=False).decode("ascii") if data else "-"
+
+
+class _Emitter:
+    """Writes nonce-prefixed lines to the verdict channel (unbuffered: a kill loses nothing written)."""
+
+    def __init__(self, nonce: str):
+        self._prefix = nonce + " "
+
+    def __call__(self, *fields: object) -> None:
+        line = self._prefix + " ".join(str(f) for f in fields) + "\n"
+        data = line.encode("ascii")
+        while data:
+            data = data[os.write(_OUT, data) :]
+
+
+def _fail_start(message: str) -> NoReturn:
+    os.write(2, ("rewardhub guest: " + message + "\n").encode("utf-8", "replace"))
+    os._exit(3)
+
+
+def main() -> None:
+    try:
+        _undumpable()
+        header = _read_frame(0)
+        _apply_limits(header.get("limits") or {})
+    except BaseException as exc:  # the service reports this run as a sandbox error
+        _fail_start(f"start-up failed: {type(exc).__name__}: {exc}")
+    mode = header.get("mode")
+    if mode == "pytests":
+        _pytests(header)
+    elif mode == "exec":
+        _exec(header)
+    else:
+        _fail_start(f"unknown mode {mode!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# values across the judge <-> solution boundary
+# --------------------------------------------------------------------------------------------------
+class _ProtocolError(Exception):
+    pass
+
+
+class _Codec:
+    """Encodes values as a tree of builtin literals; objects that are not plain data become handles.
+
+    ``local`` holds this side's objects that the other side refers to by number. Builtin subclasses are
+    read through the *base* type's methods, so their overrides are never called and the other side gets
+    a genuine ``int``/``str``/``list``/...
+    """
+
+    def __init__(self, handle_tag: str, foreign_tag: str, make_proxy: Any):
+        self.local: dict[int, Any] = {}
+        self.handle_tag = handle_tag  # tag of our objects as the other side sees them
+        self.foreign_tag = foreign_tag  # tag of the other side's objects
+        self.make_proxy = make_proxy
+        self.proxies: dict[int, Any] = {}
+
+    def ref(self, obj: Any) -> tuple[str, int]:
+        key = id(obj)
+        self.local[key] = obj
+        return (self.handle_tag, key)
+
+    def enc(self, x: Any, depth: int = 0) -> Any:
+        if depth > 200:
+            raise _ProtocolError("value nested too deeply")
+        t = type(x)
+        if x is None or t is bool or t is int or t is str or t is bytes:
+            return x
+        if t is float:
+            return x if x - x == 0.0 else ("F", repr(x))
+        d = depth + 1
+        if t is list:
+            return [self.enc(e, d) for e in x]
+        if t is tuple:
+            return ("T", tuple(self.enc(e, d) for e in x))
+        if t is dict:
+            return {self.enc(k, d): self.enc(v, d) for k, v in dict.items(x)}
+        if t is set:
+            return ("S", tuple(self.enc(e, d) for e in x))
+        if t is frozenset:
+            return ("Z", tuple(self.enc(e, d) for e in x))
+        if t is complex:
+            return ("C", self.enc(x.real), self.enc(x.imag))
+        if t is _Proxy and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
+            return (self.foreign_tag, object.__getattribute__(x, "_rh_id"))
+        if t is type(sys):  # a module: the other side imports its own copy by name
+            return ("M", x.__name__)
+        # Subclasses of builtins: read through the base type, never through the subclass's methods.
+        if isinstance(x, bool):
+            return bool(int.__int__(x))
+        if isinstance(x, int):
+            return int.__int__(x)
+        if isinstance(x, float):
+            return self.enc(float.__float__(x), d)
+        if isinstance(x, str):
+            return str.__str__(x)
+        if isinstance(x, bytes):
+            return b"".join([x])
+        if isinstance(x, list):
+            return [self.enc(e, d) for e in list.__iter__(x)]
+        if isinstance(x, tuple):
+            return ("T", tuple(self.enc(e, d) for e in tuple.__iter__(x)))
+        if isinstance(x, dict):
+            return {self.enc(k, d): self.enc(v, d) for k, v in dict.items(x)}
+        if isinstance(x, set):
+            return ("S", tuple(self.enc(e, d) for e in set.__iter__(x)))
+        if isinstance(x, frozenset):
+            return ("Z", tuple(self.enc(e, d) for e in frozenset.__iter__(x)))
+        return self.ref(x)
+
+    def dec(self, x: Any, depth: int = 0) -> Any:
+        if depth > 200:
+            raise _ProtocolError("value nested too deeply")
+        t = type(x)
+        if x is None or t is bool or t is int or t is str or t is bytes or t is float:
+            return x
+        d = depth + 1
+        if t is list:
+            return [self.dec(e, d) for e in x]
+        if t is dict:
+            return {self.dec(k, d): self.dec(v, d) for k, v in x.items()}
+        if t is not tuple or not x or type(x[0]) is not str:
+            raise _ProtocolError("malformed value")
+        tag = x[0]
+        if tag == "T":
+            return tuple(self.dec(e, d) for e in x[1])
+        if tag == "S":
+            return {self.dec(e, d) for e in x[1]}
+        if tag == "Z":
+            return frozenset(self.dec(e, d) for e in x[1])
+        if tag == "F" and x[1] in ("inf", "-inf", "nan"):
+            return float(x[1])
+        if tag == "C" and type(x[1]) in (int, float) and type(x[2]) in (int, float):
+            return complex(x[1], x[2])
+        if tag == "M" and type(x[1]) is str and _importable(x[1]):
+            import importlib
+
+            try:
+                return importlib.import_module(x[1])
+            except ImportError:
+                return self._proxy(("M", 0))
+        if tag == self.handle_tag and type(x[1]) is int:  # one of ours, coming back
+            try:
+                return self.local[x[1]]
+            except KeyError:
+                raise _ProtocolError("unknown handle") from None
+        if tag == self.foreign_tag and type(x[1]) is int:
+            return self._proxy(x)
+        raise _ProtocolError("malformed value")
+
+    def _proxy(self, x: tuple[str, int]) -> Any:
+        p = self.proxies.get(x[1])
+        if p is None:
+            p = self.proxies[x[1]] = self.make_proxy(x[0], x[1])
+        return p
+
+
+_NO_IMPORT = frozenset({"main", "rh_guest", "this", "antigravity"})
+
+
+def _importable(name: str) -> bool:
+    """A module the solution imported, which the judge may import too (standard library only: ``-I``
+    keeps the working directory and user paths off ``sys.path``)."""
+    return (
+        name.replace(".", "").replace("_", "").isalnum()
+        and not name.startswith("_")
+        and name.split(".")[0] not in _NO_IMPORT
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the channel between judge and solution: requests and replies, either side may call the other
+# --------------------------------------------------------------------------------------------------
+class _Gone(BaseException):
+    """The other side is dead or past its deadline. A BaseException, so test code's ``except
+    Exception`` cannot swallow it and carry on as if the call had returned."""
+
+
+class _Channel:
+    def __init__(self, rfd: int, wfd: int, codec: _Codec, on_request: Any):
+        self.rfd, self.wfd = rfd, wfd
+        self.codec = codec
+        self.on_request = on_request
+        self.deadline: float | None = None  # monotonic; None = wait forever (the solution side)
+        self.gone_reason: str | None = None
+
+    def send(self, msg: Any) -> None:
+        data = repr(msg).encode("utf-8", "surrogatepass")
+        if len(data) > _MAX_MSG:
+            raise _ProtocolError(f"message of {len(data)} bytes is too large")
+        data = len(data).to_bytes(4, "big") + data
+        try:
+            while data:
+                data = data[os.write(self.wfd, data) :]
+        except OSError as exc:
+            raise _Gone(f"the other process is gone ({exc.strerror})") from None
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
+                    raise _Gone("timeout")
+            try:
+                chunk = os.read(self.rfd, min(n - len(buf), 1 << 20))
+            except OSError as exc:
+                raise _Gone(f"read failed ({exc.strerror})") from None
+            if not chunk:
+                raise _Gone("eof")
+            buf += chunk
+        return bytes(buf)
+
+    def recv(self) -> Any:
+        n = int.from_bytes(self._read(4), "big")
+        if n > _MAX_MSG:
+            raise _ProtocolError("message too large")
+        raw = self._read(n).decode("utf-8", "surrogatepass")
+        try:
+            return ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError) as exc:
+            raise _ProtocolError(f"undecodable message: {type(exc).__name__}") from None
+
+    def request(self, op: str, *args: Any) -> Any:
+        """Send a request and serve the other side's nested requests until our reply arrives."""
+        self.send(("q", op, args))
+        while True:
+            msg = self.recv()
+            if type(msg) is not tuple or not msg:
+                raise _ProtocolError("malformed message")
+            if msg[0] == "r" and len(msg) == 2:
+                return self.codec.dec(msg[1])
+            if msg[0] == "x" and len(msg) == 3 and type(msg[1]) is str and type(msg[2]) is str:
+                raise _remote_exception(msg[1], msg[2])
+            if msg[0] == "q" and len(msg) == 3:
+                self.serve_one(msg)
+                continue
+            raise _ProtocolError("unexpected message")
+
+    def serve_one(self, msg: Any) -> None:
+        _, op, args = msg
+        try:
+            value = self.on_request(op, args)
+            reply: Any = ("r", self.codec.enc(value))
+        except _Gone:
+            raise
+        except BaseException as exc:  # the callee's failure is data for the caller
+            reply = ("x", type(exc).__name__, _short(exc))
+        self.send(reply)
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    try:
+        text = str(exc)
+    except BaseException:
+        text = "<unprintable>"
+    return text[:limit]
+
+
+class RemoteError(Exception):
+    """An exception raised in the solution process whose type the judge cannot rebuild."""
+
+
+def _remote_exception(name: str, message: str) -> BaseException:
+    # Only builtin Exception subclasses are rebuilt, so test code can still ``except ValueError``; a
+    # SystemExit or KeyboardInterrupt in the solution must not stop the judge.
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+        try:
+            return cls(message)
+        except Exception:
+            pass
+    return RemoteError(f"{name}: {message}")
+
+
+# --------------------------------------------------------------------------------------------------
+# proxies
+# --------------------------------------------------------------------------------------------------
+_CHANNEL: _Channel | None = None
+
+
+def _op(p: _Proxy, op: str, *args: Any) -> Any:
+    assert _CHANNEL is not None
+    codec = _CHANNEL.codec
+    target = (object.__getattribute__(p, "_rh_tag"), object.__getattribute__(p, "_rh_id"))
+    return _CHANNEL.request(op, target, tuple(codec.enc(a) for a in args))
+
+
+def _expect(value: Any, *types: type) -> Any:
+    if type(value) not in types:
+        raise TypeError("an object from the solution did not behave like a plain value")
+    return value
+
+
+class _Proxy:
+    """An object that lives in the other process.
+
+    In the judge these stand for the solution's objects, and deliberately support only structural
+    access: ``==`` with a plain value is always False, ordering and arithmetic raise ``TypeError``, and
+    whatever comes back is again a genuine builtin value or another proxy.
+    """
+
+    __slots__ = ("_rh_id", "_rh_tag", "__weakref__")
+
+    def __init__(self, tag: str, ident: int):
+        object.__setattr__(self, "_rh_tag", tag)
+        object.__setattr__(self, "_rh_id", ident)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _op(self, "getattr", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _op(self, "setattr", name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _op(self, "call", args, kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _Proxy:
+            return False
+        return bool(_expect(_op(self, "eq", other), bool))
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id")))
+
+    def __bool__(self) -> bool:
+        return bool(_expect(_op(self, "bool"), bool))
+
+    def __len__(self) -> int:
+        return int(_expect(_op(self, "len"), int))
+
+    def __iter__(self) -> Any:
+        return iter(_expect(_op(self, "list"), list))
+
+    def __getitem__(self, key: Any) -> Any:
+        return _op(self, "getitem", key)
+
+    def __contains__(self, item: Any) -> bool:
+        return bool(_expect(_op(self, "contains", item), bool))
+
+    def __str__(self) -> str:
+        return str(_expect(_op(self, "str"), str))
+
+    def __repr__(self) -> str:
+        return str(_expect(_op(self, "repr"), str))
+
+
+def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
+    """Carry out a request on one of our objects (the other side named it by handle)."""
+    if op not in allowed or type(args) is not tuple or not args:
+        raise _ProtocolError(f"operation {op!r} is not allowed")
+    if type(args[0]) is not tuple or len(args[0]) != 2 or args[0][0] != codec.handle_tag:
+        raise _ProtocolError("a request must name one of the callee's own objects")
+    target = codec.dec(args[0])
+    rest = [codec.dec(a) for a in args[1:]]
+    if op == "call":
+        call_args, call_kwargs = rest
+        if type(call_args) is not tuple or type(call_kwargs) is not dict:
+            raise _ProtocolError("malformed call")
+        return target(*call_args, **call_kwargs)
+    if op == "getattr":
+        return getattr(target, rest[0])
+    if op == "setattr":
+        setattr(target, rest[0], rest[1])
+        return None
+    if op == "eq":
+        return target == rest[0]
+    if op == "bool":
+        return bool(target)
+    if op == "len":
+        return len(target)
+    if op == "list":
+        return list(target)
+    if op == "getitem":
+        return target[rest[0]]
+    if op == "contains":
+        return rest[0] in target
+    if op == "str":
+        return str(target)
+    if op == "repr":
+        return repr(target)
+    raise _ProtocolError(f"unknown operation {op!r}")
+
+
+# The solution may do anything to the judge's objects it was handed except walk its object graph.
+_JUDGE_SERVES = frozenset({"call", "list", "len", "bool", "getitem", "contains", "str", "repr", "eq"})
+_SOLUTION_SERVES = frozenset(
+    {"call", "getattr", "setattr", "eq", "bool", "len", "list", "getitem", "contains", "str", "repr"}
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# pytests mode: the solution process
+# --------------------------------------------------------------------------------------------------
+def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
+    global _CHANNEL
+    codec = _Codec("H", "R", _Proxy)
+    chan = _Channel(rfd, wfd, codec, lambda op, args: _serve(codec, op, args, _SOLUTION_SERVES))
+    _CHANNEL = chan
+
+    def _exit(code: object = None) -> NoReturn:
+        raise SystemExit(code)
+
+    builtins.exit = _exit  # type: ignore[assignment]  # `-S` skipped site, which defines these
+    builtins.quit = _exit  # type: ignore[assignment]
+    g: dict[str, Any] = {"__name__": "__solution__", "__builtins__": builtins}
+    status, message = "ok", ""
+    try:
+        code = compile(header["solution"], "solution.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        status, message = "syntax", f"{type(exc).__name__}: {exc}"
+    if status == "ok":
+        try:
+            exec(code, g)
+            setup = header.get("setup")
+            if setup:
+                exec(compile(setup, "setup.py", "exec"), g)
+        except BaseException as exc:
+            status, message = "error", f"{type(exc).__name__}: {_short(exc)}"
+    try:
+        if status == "ok":
+            names = {k: codec.enc(v) for k, v in g.items() if not k.startswith("__")}
+            chan.send(("loaded", "ok", "", names))
+        else:
+            chan.send(("loaded", status, message, {}))
+        while True:
+            msg = chan.recv()
+            if type(msg) is not tuple or len(msg) != 3 or msg[0] != "q":
+                raise _ProtocolError("unexpected message")
+            chan.serve_one(msg)
+    except BaseException:
+        pass
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------------------------------
+# pytests mode: the judge
+# --------------------------------------------------------------------------------------------------
+class _AssertRewriter(ast.NodeTransformer):
+    """Turns every ``assert`` into a recorded test: ``__rh_t(i)`` before, ``__rh_r(i, ok|exc)`` after.
+
+    Statements, not lambdas, so scoping (walrus, comprehensions, locals of ``check``) is untouched.
+    """
+
+    def __init__(self, source: str):
+        self.labels: list[str] = []
+        self.source = source
+
+    def visit_Assert(self, node: ast.Assert) -> Any:
+        i = len(self.labels)
+        label = ast.get_source_segment(self.source, node) or f"assert #{i}"
+        self.labels.append(label)
+        begin = ast.parse(f"__rh_t({i})").body[0]
+        template = ast.parse(
+            f"try:\n    __rh_ok = True if (X) else False\n"
+            f"except Exception as __rh_e:\n    __rh_r({i}, __rh_e)\nelse:\n    __rh_r({i}, __rh_ok)\n"
+        ).body[0]
+        assert isinstance(template, ast.Try)
+        first = template.body[0]
+        assert isinstance(first, ast.Assign) and isinstance(first.value, ast.IfExp)
+        first.value.test = node.test
+        out = [begin, template]
+        for n in out:
+            ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
+        return out
+
+
+class _Judge:
+    def __init__(self, emit: _Emitter, secret: dict[str, Any], child: int, chan: _Channel):
+        self.emit = emit
+        self.child = child
+        self.chan = chan
+        self.test_timeout = float(secret.get("test_timeout_s") or 5.0)
+        self.total_deadline = time.monotonic() + float(secret.get("total_timeout_s") or 30.0)
+        self.passed: set[int] = set()
+        self.failed: set[int] = set()
+        self.current: int | None = None
+
+    def arm(self) -> None:
+        self.chan.deadline = min(time.monotonic() + self.test_timeout, self.total_deadline)
+
+    # hooks called by the rewritten test code
+    def begin(self, i: int) -> None:
+        self.current = i
+        self.arm()
+
+    def result(self, i: int, outcome: Any) -> None:
+        self.current = None
+        if outcome is True:
+            if i not in self.failed:
+                self.passed.add(i)
+        else:
+            msg = "assertion failed" if outcome is False else f"{type(outcome).__name__}: {_short(outcome)}"
+            self.fail(i, msg)
+        self.arm()
+
+    def fail(self, i: int, message: str) -> None:
+        self.passed.discard(i)
+        if i not in self.failed:
+            self.failed.add(i)
+            self.emit("test", i, "fail", _b64(message))
+
+    def gone_message(self, why: str) -> str:
+        if why == "timeout":
+            return "timeout" if time.monotonic() < self.total_deadline else "total time limit"
+        pid, status = os.waitpid(self.child, os.WNOHANG)
+        if pid == 0:
+            return "the solution process stopped answering"
+        if os.WIFSIGNALED(status):
+            return f"the solution process was killed by signal {os.WTERMSIG(status)}"
+        return f"the solution process exited with status {os.WEXITSTATUS(status)}"
+
+
+def _pytests(header: dict[str, Any]) -> None:
+    global _CHANNEL
+    j2s_r, j2s_w = os.pipe()
+    s2j_r, s2j_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.close(j2s_w)
+            os.close(s2j_r)
+            devnull = os.open("/dev/null", os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(2, 1)  # the solution's prints never reach the verdict channel
+            keep = sorted({0, 1, 2, j2s_r, s2j_w})
+            last = 2
+            for fd in keep[3:]:
+                os.closerange(last + 1, fd)
+                last = fd
+            os.closerange(last + 1, 1 << 16)
+            _solution_main(j2s_r, s2j_w, header)
+        finally:
+            os._exit(70)
+    os.close(j2s_r)
+    os.close(s2j_w)
+    # Only now, in the judge alone, read what the solution must never see.
+    try:
+        secret = _read_frame(0)
+        os.close(0)
+        emit = _Emitter(str(secret["nonce"]))
+    except BaseException as exc:
+        os.kill(pid, signal.SIGKILL)
+        _fail_start(f"bad private frame: {type(exc).__name__}: {exc}")
+    emit("ready")
+    try:
+        _run_judge(header, secret, emit, pid, j2s_w, s2j_r)
+    except BaseException as exc:
+        emit("error", _b64(f"judge failed: {type(exc).__name__}: {_short(exc)}"))
+    finally:
+        _kill_tree(pid)
+    emit("done")
+
+
+def _run_judge(
+    header: dict[str, Any], secret: dict[str, Any], emit: _Emitter, child: int, wfd: int, rfd: int
+) -> None:
+    global _CHANNEL
+    codec = _Codec("R", "H", _Proxy)
+    chan = _Channel(rfd, wfd, codec, lambda op, args: _serve(codec, op, args, _JUDGE_SERVES))
+    _CHANNEL = chan
+    judge = _Judge(emit, secret, child, chan)
+    tests = secret.get("tests")
+    entry_point = secret.get("entry_point")
+
+    # Compile the tests before anything runs: a reference that does not compile is not the model's fault.
+    blocks: list[tuple[Any, str]] = []
+    synthetic = False  # tests without a single assert: one test, "runs without an exception"
+    try:
+        if isinstance(tests, list):
+            labels = [str(t) for t in tests]
+            for k, t in enumerate(labels):
+                blocks.append((compile(t, f"test_{k}.py", "exec"), t))
+        else:
+            src = str(tests or "")
+            tree = ast.parse(src, "tests.py")
+            rewriter = _AssertRewriter(src)
+            tree = rewriter.visit(tree)
+            ast.fix_missing_locations(tree)
+            labels = rewriter.labels or ["the tests run without an exception"]
+            synthetic = not rewriter.labels
+            blocks.append((compile(tree, "tests.py", "exec"), src))
+    except (SyntaxError, ValueError) as exc:
+        emit("refbad", _b64(f"the reference tests do not compile: {type(exc).__name__}: {exc}"))
+        return
+    per_assert = not isinstance(tests, list)
+    emit("plan", len(labels), *(_b64(label[:300]) for label in labels))
+
+    judge.arm()
+    try:
+        loaded = chan.recv()
+    except _Gone as exc:
+        loaded = ("loaded", "died", judge.gone_message(str(exc)), {})
+    except _ProtocolError as exc:
+        loaded = ("loaded", "died", f"protocol error: {exc}", {})
+    if type(loaded) is not tuple or len(loaded) != 4 or loaded[0] != "loaded":
+        loaded = ("loaded", "died", "protocol error", {})
+    _, status, message, names = loaded
+    if type(names) is not dict:
+        status, message = "died", "protocol error"
+    emit("load", status, _b64(str(message)))
+    if status != "ok":
+        return
+
+    ns: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
+    try:
+        for k, v in names.items():
+            ns[codec.dec(k)] = codec.dec(v)
+    except (_ProtocolError, TypeError) as exc:
+        emit("load", "died", _b64(f"protocol error: {exc}"))
+        return
+    ns["__rh_t"] = judge.begin
+    ns["__rh_r"] = judge.result
+
+    abort: str | None = None
+    for k, (code, _) in enumerate(blocks):
+        judge.arm()
+        try:
+            exec(code, ns)
+            if per_assert and entry_point and callable(ns.get("check")):
+                candidate = ns.get(entry_point)
+                if candidate is None:
+                    raise NameError(f"the solution does not define {entry_point!r}")
+                ns["check"](candidate)
+            if not per_assert:
+                judge.result(k, True)
+        except _Gone as exc:
+            abort = judge.gone_message(str(exc))
+        except _ProtocolError as exc:
+            abort = f"protocol error: {exc}"
+        except BaseException as exc:  # an exception outside an assert ends the test code
+            if not per_assert:
+                judge.fail(k, f"{type(exc).__name__}: {_short(exc)}")
+                judge.current = None
+                continue
+            abort = f"{type(exc).__name__}: {_short(exc)}"
+        if abort is not None:
+            if judge.current is not None:
+                judge.fail(judge.current, abort)
+            break
+    if synthetic and abort is None:
+        judge.result(0, True)
+    # A test passes when it passed at least once and never failed; the rest were never reached.
+    for i in range(len(labels)):
+        if i in judge.passed:
+            emit("test", i, "pass", "-")
+        elif i not in judge.failed:
+            emit("test", i, "fail", _b64(f"not run: {abort}" if abort else "not run"))
+
+
+def _kill_tree(pid: int) -> None:
+    if os.getpid() == 1:
+        # PID 1 of the sandbox's namespace: kill(-1) reaches every other process in it, wherever it went.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    else:
+        for target in (-pid, pid):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------------------------------
+# exec mode: compile once, run once per case
+# --------------------------------------------------------------------------------------------------
+def _exec(header: dict[str, Any]) -> None:
+    try:
+        secret = _read_frame(0)
+        os.close(0)
+        emit = _Emitter(str(secret["nonce"]))
+    except BaseException as exc:
+        _fail_start(f"bad private frame: {type(exc).__name__}: {exc}")
+    try:
+        _run_exec(header, secret, emit)
+    except BaseException as exc:
+        emit("error", _b64(f"runner failed: {type(exc).__name__}: {_short(exc)}"))
+    emit("done")
+
+
+def _safe_path(name: str) -> str:
+    parts = name.split("/")
+    if name.startswith("/") or not name or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"bad file name {name!r}")
+    return name
+
+
+def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) -> None:
+    env = {str(k): str(v) for k, v in (header.get("env") or {}).items()}
+    out_cap = int(header.get("out_cap") or (1 << 20))
+    for name, content in (header.get("files") or {}).items():
+        path = _safe_path(str(name))
+        if "/" in path:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    emit("ready")
+    compile_argv = header.get("compile")
+    if compile_argv:
+        r = _run_one(list(compile_argv), b"", float(header.get("compile_timeout_s") or 10.0), env, out_cap)
+        emit("compile", *r)
+        if r[0] != "exited" or r[1] != 0:
+            return
+    run_argv = list(header["run"])
+    timeout = float(header.get("run_timeout_s") or 5.0)
+    total_deadline = time.monotonic() + float(header.get("total_timeout_s") or 60.0)
+    stdins = list(secret.get("stdins") or [b""])
+    for i, data in enumerate(stdins):
+        left = total_deadline - time.monotonic()
+        if left <= 0.01:
+            emit("run", i, "skipped", 0, 0, "0", "0", 0, 0, "-", _b64("total time limit"))
+            continue
+        r = _run_one(run_argv, data, min(timeout, left), env, out_cap)
+        emit("run", i, *r)
+    for name in secret.get("fetch") or []:
+        try:
+            with open(_safe_path(str(name)), "rb") as f:
+                content = f.read(out_cap + 1)
+            emit("file", _b64(str(name)), "ok" if len(content) <= out_cap else "truncated", _b64(content[:out_cap]))
+        except (OSError, ValueError):
+            emit("file", _b64(str(name)), "missing", "-")
+
+
+def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str], cap: int) -> tuple[Any, ...]:
+    """Run one program to completion, its deadline, or its output cap.
+
+    Returns (status, return code, signal, wall s, cpu s, max rss KiB, truncated, stdout b64, stderr b64);
+    status is ``exited`` | ``signaled`` | ``timeout`` | ``output_limit``. Output is read as it comes
+    (``select`` over both pipes, at most ``cap`` bytes kept per stream): a program that floods its
+    stdout is killed at the cap instead of being buffered.
+    """
+    in_path = ".rh_stdin"
+    with open(in_path, "wb") as f:
+        f.write(stdin)
+    in_fd = os.open(in_path, os.O_RDONLY)
+    os.unlink(in_path)  # the next case's program cannot find this case's input
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu = max(1, int(timeout + 0.999))
+    cpu_limits = (cpu, cpu + 1)
+    if cpu_hard != resource.RLIM_INFINITY:
+        cpu_limits = (min(cpu, cpu_hard), min(cpu + 1, cpu_hard))
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.dup2(in_fd, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.closerange(3, 1 << 16)
+            # Python ignores these; an exec'd program must get the default actions back.
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            resource.setrlimit(resource.RLIMIT_CPU, cpu_limits)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:
+            os.write(2, f"cannot start {argv[0]}: {exc}".encode("utf-8", "replace"))
+        os._exit(127)
+    for fd in (in_fd, out_w, err_w):
+        os.close(fd)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        pidfd = -1
+    bufs = {out_r: bytearray(), err_r: bytearray()}
+    open_fds = [out_r, err_r]
+    reaped: tuple[int, Any] | None = None
+    status = ""
+    deadline = t0 + timeout
+    while open_fds and not status:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            status = "timeout"
+            break
+        if reaped is not None or (pidfd < 0 and _poll_reap(pid)):
+            left = min(left, 0.05)  # exited, but a leftover child holds the pipes: drain briefly
+        watch = open_fds + ([pidfd] if pidfd >= 0 and reaped is None else [])
+        ready = select.select(watch, [], [], left if pidfd >= 0 else min(left, 0.005))[0]
+        if not ready and (reaped is not None or _exited(pid)):
+            break
+        for fd in ready:
+            if fd == pidfd:
+                reaped = _reap(pid, block=True)
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.remove(fd)
+                continue
+            buf = bufs[fd]
+            if len(buf) + len(chunk) > cap:
+                buf += chunk[: cap - len(buf)]
+                status = "output_limit"
+                break
+            buf += chunk
+    if status or reaped is None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if reaped is None:
+        reaped = _reap(pid, block=True)
+    wall = time.monotonic() - t0
+    if os.getpid() == 1:
+        try:
+            os.kill(-1, signal.SIGKILL)  # nothing from this case survives into the next one
+        except OSError:
+            pass
+    for fd in (out_r, err_r, pidfd):
+        if fd >= 0:
+            os.close(fd)
+    wait_status, usage = reaped
+    cpu_used = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
+    rc, sig = 0, 0
+    if os.WIFSIGNALED(wait_status):
+        sig = os.WTERMSIG(wait_status)
+    else:
+        rc = os.WEXITSTATUS(wait_status)
+    if not status:
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_used >= cpu_limits[0]):
+            status = "timeout"  # the CPU-seconds limit, the load-independent form of a time limit
+        else:
+            status = "signaled" if sig else "exited"
+    return (
+        status,
+        rc,
+        sig,
+        f"{wall:.4f}",
+        f"{cpu_used:.4f}",
+        usage.ru_maxrss if usage is not None else 0,
+        1 if status == "output_limit" else 0,
+        _b64(bytes(bufs[out_r])),
+        _b64(bytes(bufs[err_r])),
+    )
+
+
+_REAPED: dict[int, tuple[int, Any]] = {}
+
+
+def _reap(pid: int, block: bool = False) -> tuple[int, Any]:
+    if pid in _REAPED:
+        return _REAPED.pop(pid)
+    _, status, usage = os.wait4(pid, 0 if block else os.WNOHANG)
+    return status, usage
+
+
+def _poll_reap(pid: int) -> bool:
+    """Without pidfds (old kernels): reap by polling, remembering the status for :func:`_reap`."""
+    if pid in _REAPED:
+        return True
+    got, status, usage = os.wait4(pid, os.WNOHANG)
+    if got:
+        _REAPED[pid] = (status, usage)
+    return bool(got)
+
+
+def _exited(pid: int) -> bool:
+    return pid in _REAPED
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""The service's side of the guest protocol: build the two frames, read back the nonce-signed lines.
+
+Only lines that start with this run's nonce count. The nonce is random per run and lives in the judge's
+(non-dumpable) memory only, so a program that reaches the sandbox's stdout anyway — or prints
+``PASS`` — still cannot produce a line that is read as a verdict. A test that has no verdict line has
+failed: silence (a killed judge, an exit before the tests) can never turn into a pass.
+"""
+
+from __future__ import annotations
+
+import binascii
+import marshal
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ExecReport", "PytestReport", "RunReport", "encode_frames", "new_nonce", "parse_exec", "parse_pytests"]
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def encode_frames(public: dict[str, Any], private: dict[str, Any]) -> bytes:
+    """stdin for the guest: the public frame (read before the fork) then the private one (after)."""
+    out = bytearray()
+    for frame in (public, private):
+        data = marshal.dumps(frame, 4)
+        out += len(data).to_bytes(8, "big") + data
+    return bytes(out)
+
+
+def _text(field: str) -> str:
+    return _bytes(field).decode("utf-8", "replace")
+
+
+def _bytes(field: str) -> bytes:
+    if field == "-":
+        return b""
+    try:
+        return binascii.a2b_base64(field)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _lines(stdout: bytes, nonce: str) -> list[list[str]]:
+    prefix = nonce.encode("ascii") + b" "
+    out: list[list[str]] = []
+    for raw in stdout.split(b"\n"):
+        if raw.startswith(prefix):
+            out.append(raw[len(prefix) :].decode("ascii", "replace").split(" "))
+    return out
+
+
+@dataclass(slots=True)
+class PytestReport:
+    """The judge's verdicts for one solution."""
+
+    ready: bool = False
+    done: bool = False
+    error: str | None = None  # the judge itself failed: an infrastructure fault
+    reference_error: str | None = None  # the tests do not compile: the reference's fault
+    load_status: str | None = None  # ok | syntax | error | died
+    load_message: str = ""
+    labels: list[str] = field(default_factory=list)
+    verdicts: dict[int, tuple[bool, str]] = field(default_factory=dict)
+
+
+def parse_pytests(stdout: bytes, nonce: str) -> PytestReport:
+    rep = PytestReport()
+    for f in _lines(stdout, nonce):
+        kind = f[0]
+        try:
+            if kind == "ready":
+                rep.ready = True
+            elif kind == "done":
+                rep.done = True
+            elif kind == "error":
+                rep.error = _text(f[1])
+            elif kind == "refbad":
+                rep.reference_error = _text(f[1])
+            elif kind == "plan":
+                n = int(f[1])
+                rep.labels = [_text(x) for x in f[2 : 2 + n]]
+            elif kind == "load":
+                rep.load_status, rep.load_message = f[1], _text(f[2])
+            elif kind == "test":
+                i, verdict = int(f[1]), f[2]
+                if 0 <= i < len(rep.labels):
+                    previous = rep.verdicts.get(i)
+                    # fail is final: a later "pass" for the same test never overrides it
+                    if previous is None or previous[0]:
+                        rep.verdicts[i] = (verdict == "pass", _text(f[3]))
+        except (IndexError, ValueError):
+            continue
+    return rep
+
+
+@dataclass(slots=True)
+class RunReport:
+    """One program run (a compile step or one case)."""
+
+    status: str  # exited | signaled | timeout | output_limit | skipped
+    return_code: int
+    signal: int
+    wall_s: float
+    cpu_s: float
+    max_rss_kb: int
+    truncated: bool
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "exited" and self.return_code == 0
+
+    @classmethod
+    def from_fields(cls, f: list[str]) -> RunReport:
+        return cls(
+            status=f[0],
+            return_code=int(f[1]),
+            signal=int(f[2]),
+            wall_s=float(f[3]),
+            cpu_s=float(f[4]),
+            max_rss_kb=int(f[5]),
+            truncated=f[6] == "1",
+            stdout=_bytes(f[7]),
+            stderr=_bytes(f[8]),
+        )
+
+
+@dataclass(slots=True)
+class ExecReport:
+    ready: bool = False
+    done: bool = False
+    error: str | None = None
+    compile: RunReport | None = None
+    runs: dict[int, RunReport] = field(default_factory=dict)
+    files: dict[str, bytes | None] = field(default_factory=dict)
+
+
+def parse_exec(stdout: bytes, nonce: str) -> ExecReport:
+    rep = ExecReport()
+    for f in _lines(stdout, nonce):
+        kind = f[0]
+        try:
+            if kind == "ready":
+                rep.ready = True
+            elif kind == "done":
+                rep.done = True
+            elif kind == "error":
+                rep.error = _text(f[1])
+            elif kind == "compile":
+                rep.compile = RunReport.from_fields(f[1:10])
+            elif kind == "run":
+                rep.runs[int(f[1])] = RunReport.from_fields(f[2:11])
+            elif kind == "file":
+                rep.files[_text(f[1])] = None if f[2] == "missing" else _bytes(f[3])
+        except (IndexError, ValueError):
+            continue
+    return rep

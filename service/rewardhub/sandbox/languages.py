@@ -1,0 +1,78 @@
+"""The languages the sandbox runs: file name, compile command, run command, and their spellings.
+
+One table, so the ``code`` reward, the SandboxFusion endpoint and the capability probe agree on what
+``cpp`` means. Compilers run *inside* the sandbox under the compile timeout, like any untrusted step:
+a program can attack its compiler (``#include "/dev/zero"``, template bombs) as easily as it can run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+__all__ = ["LANGUAGES", "Language", "available_languages", "resolve_language"]
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    name: str  # canonical name, as results report it
+    source: str  # the file the code is written to, in the sandbox's working directory
+    run: tuple[str, ...]
+    compile: tuple[str, ...] | None = None
+    # How people spell it: SandboxFusion's names, Markdown fence tags, common aliases.
+    aliases: tuple[str, ...] = ()
+    # Executables that must exist for the language to be offered (checked once at start-up).
+    needs: tuple[str, ...] = ()
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile is not None
+
+
+LANGUAGES: dict[str, Language] = {
+    lang.name: lang
+    for lang in (
+        # `-I`: no environment, no user site, no script-directory imports; site is kept so that
+        # `exit()` works as in any script.
+        Language("python", "main.py", ("python3", "-I", "main.py"), None, ("python3", "py", "python"), ("python3",)),
+        Language(
+            "c",
+            "main.c",
+            ("./main",),
+            ("gcc", "-O2", "-std=gnu17", "-pipe", "-o", "main", "main.c", "-lm"),
+            ("c", "gcc"),
+            ("gcc",),
+        ),
+        Language(
+            "cpp",
+            "main.cpp",
+            ("./main",),
+            ("g++", "-O2", "-std=gnu++17", "-pipe", "-o", "main", "main.cpp"),
+            ("cpp", "c++", "cxx", "cc", "g++"),
+            ("g++",),
+        ),
+        Language(
+            "javascript",
+            "main.js",
+            ("node", "main.js"),
+            None,
+            ("javascript", "js", "nodejs", "node"),
+            ("node",),
+        ),
+        Language("bash", "main.sh", ("bash", "main.sh"), None, ("bash", "sh", "shell"), ("bash",)),
+    )
+}
+
+_BY_ALIAS: dict[str, Language] = {alias: lang for lang in LANGUAGES.values() for alias in lang.aliases}
+
+
+def resolve_language(name: str) -> Language | None:
+    """The language for a name in any accepted spelling (case-insensitive), or None."""
+    return _BY_ALIAS.get(name.strip().lower())
+
+
+def available_languages() -> dict[str, Language]:
+    """The languages whose tools are installed (the sandbox sees the host's ``/usr`` read-only)."""
+    return {
+        name: lang for name, lang in LANGUAGES.items() if all(shutil.which(tool) for tool in lang.needs)
+    }

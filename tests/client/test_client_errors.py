@@ -1,0 +1,191 @@
+"""Client error mapping and retry policy, at the transport boundary (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from rewardhub_client import (
+    APIError,
+    AsyncRewardClient,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    LimitExceeded,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    RetryPolicy,
+    RewardClient,
+    ServerError,
+    ServiceUnavailable,
+    TransportError,
+    Unauthorized,
+    UnknownReward,
+)
+
+FAST = RetryPolicy(max_retries=3, backoff_s=0.001, max_backoff_s=0.01)
+OK_BODY = {
+    "request_id": "req_1",
+    "results": [
+        {
+            "id": "0",
+            "reward": "math",
+            "score": 1.0,
+            "valid": True,
+            "reason": None,
+            "components": {},
+            "details": {},
+            "cached": False,
+            "reward_version": "1",
+            "latency_ms": 0.1,
+        }
+    ],
+    "metrics": {"items": 1},
+}
+
+
+def error(status: int, etype: str | None, headers: dict[str, str] | None = None) -> httpx.Response:
+    body = {"error": {"message": f"{etype} happened", "type": etype, "param": "items.0", "code": status}}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+def client_for(handler: Callable[[httpx.Request], httpx.Response], retry: RetryPolicy = FAST) -> RewardClient:
+    return RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=retry)
+
+
+@pytest.mark.parametrize(
+    "status, etype, cls",
+    [
+        (422, "invalid_request", InvalidRequest),
+        (422, "limit_exceeded", LimitExceeded),
+        (413, "payload_too_large", PayloadTooLarge),
+        (401, "unauthorized", Unauthorized),
+        (403, "forbidden", Forbidden),
+        (404, "unknown_reward", UnknownReward),
+        (404, "not_found", NotFound),
+        (409, "conflict", Conflict),
+        (500, "internal_error", ServerError),
+        (418, None, APIError),  # an unknown status without a body type falls back to APIError
+    ],
+)
+def test_each_error_maps_to_its_class(status: int, etype: str | None, cls: type[APIError]) -> None:
+    with client_for(lambda r: error(status, etype)) as c, pytest.raises(cls) as info:
+        c.score([{"response": "x"}], "math")
+    assert info.value.status_code == status
+    assert info.value.error_type == etype
+    if etype:
+        assert info.value.param == "items.0" and f"{etype} happened" in info.value.message
+
+
+def test_unknown_reward_is_a_not_found() -> None:
+    assert issubclass(UnknownReward, NotFound) and issubclass(LimitExceeded, InvalidRequest)
+
+
+def test_non_json_error_body() -> None:
+    with client_for(
+        lambda r: httpx.Response(502, text="bad gateway from proxy"), RetryPolicy(max_retries=0)
+    ) as c:
+        with pytest.raises(ServerError, match="bad gateway from proxy"):
+            c.health()
+
+
+def test_429_is_retried_honouring_retry_after() -> None:
+    calls: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            return error(429, "overloaded", {"Retry-After": "1"})
+        return httpx.Response(200, json=OK_BODY)
+
+    with client_for(handler) as c:
+        resp = c.score([{"response": "x"}], "math")
+    assert resp.scores == [1.0] and len(calls) == 3
+    assert calls[1] - calls[0] >= 0.95 and calls[2] - calls[1] >= 0.95  # waited as told, not the tiny backoff
+
+
+def test_gives_up_after_max_retries() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(503, "unavailable")
+
+    with client_for(handler) as c, pytest.raises(ServiceUnavailable):
+        c.score([{"response": "x"}], "math")
+    assert len(calls) == 1 + FAST.max_retries
+
+
+def test_4xx_is_never_retried() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(422, "invalid_request")
+
+    with client_for(handler) as c, pytest.raises(InvalidRequest):
+        c.score([{"response": "x"}], "math")
+    assert len(calls) == 1
+
+
+def test_transport_errors_are_retried_then_raised() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with client_for(handler) as c, pytest.raises(TransportError):
+        c.rewards()
+    assert len(calls) == 1 + FAST.max_retries
+
+
+def test_overloaded_carries_retry_after() -> None:
+    with client_for(
+        lambda r: error(429, "overloaded", {"Retry-After": "7"}), RetryPolicy(max_retries=0)
+    ) as c:
+        with pytest.raises(Overloaded) as info:
+            c.score([{"response": "x"}], "math")
+    assert info.value.retry_after_s == 7.0
+
+
+async def test_async_client_maps_and_retries() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return (
+            error(429, "overloaded", {"Retry-After": "0"})
+            if len(calls) == 1
+            else httpx.Response(200, json=OK_BODY)
+        )
+
+    async with AsyncRewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST) as c:
+        assert (await c.score([{"response": "x"}], "math")).scores == [1.0]
+    assert len(calls) == 2
+
+    async with AsyncRewardClient(
+        "http://svc", transport=httpx.MockTransport(lambda r: error(403, "forbidden"))
+    ) as c:
+        with pytest.raises(Forbidden):
+            await c.score([{"response": "x"}], "math")
+
+
+def test_api_key_and_idempotency_headers_are_sent() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(
+            202, json={"job_id": "job_1", "status": "queued", "created_at": 1.0, "items": 1}
+        )
+
+    with RewardClient("http://svc", api_key="secret", transport=httpx.MockTransport(handler)) as c:
+        job = c.submit_job([{"response": "x"}], "math", idempotency_key="k1")
+    assert job.job_id == "job_1" and job.status == "queued"
+    assert seen[0].headers["authorization"] == "Bearer secret"
+    assert seen[0].headers["idempotency-key"] == "k1"

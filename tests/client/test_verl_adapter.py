@@ -1,0 +1,52 @@
+"""The verl adapter with verl's call shapes, against a live service."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from rewardhub_client import verl
+
+pytestmark = pytest.mark.integration
+
+
+def test_verl_compute_score_shapes(live_server_factory: Any) -> None:
+    with live_server_factory() as server:
+        verl.configure(
+            server.url,
+            routes={"openai/gsm8k": "math", "squad": {"name": "exact_match", "config": {}}},
+            default_reward="math",
+        )
+        # Per-sample (NaiveRewardManager / reward loop): compute_score(data_source, solution_str, ground_truth, extra_info)
+        good = verl.compute_score(
+            "openai/gsm8k", "... #### 72\nThe answer is \\boxed{72}", "72", {"index": 0}
+        )
+        assert good["score"] == 1.0 and good["valid"] == 1.0 and good["correct"] == 1.0
+        assert verl.compute_score("openai/gsm8k", "\\boxed{71}", "72")["score"] == 0.0
+        assert verl.compute_score("squad", "Paris", "paris")["score"] == 1.0
+        # Unrouted sources fall back to the default reward; ground truth numbers are accepted.
+        assert verl.compute_score("lighteval/MATH", "\\boxed{3}", 3)["score"] == 1.0
+        # Async variant (verl's reward loop awaits an async compute_score).
+        out = asyncio.run(verl.compute_score_async("openai/gsm8k", "\\boxed{5}", "5"))
+        assert out["score"] == 1.0
+        # Batch manager: compute_score(data_sources=..., solution_strs=..., ground_truths=..., extra_infos=...)
+        batch = verl.compute_score_batch(
+            data_sources=["openai/gsm8k", "squad", "openai/gsm8k"],
+            solution_strs=["\\boxed{1}", "Rome", "no answer here"],
+            ground_truths=["1", "Paris", "2"],
+            extra_infos=[{}, {}, {}],
+        )
+        assert [b["score"] for b in batch] == [1.0, 0.0, 0.0]
+        # An item the service cannot score reaches verl as the configured invalid score, flagged.
+        verl.configure(server.url, default_reward="math", invalid_score=-1.0)
+        missing = verl.compute_score("x", "\\boxed{1}", None)
+        assert (missing["score"], missing["valid"]) == (-1.0, 0.0)
+
+
+def test_verl_route_prefix_matching() -> None:
+    verl.configure("http://unused", routes={"math": "math", "math/hard": "exact_match"}, default_reward="f1")
+    assert verl.route("math/hard/v2") == "exact_match"
+    assert verl.route("math/easy") == "math"
+    assert verl.route("other") == "f1"

@@ -1,0 +1,183 @@
+"""``calibration`` (RLCR) through the real app: exact scores on varied formats, options and invalid items."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+import pytest
+
+EM = {"verifier": "exact_match"}
+
+
+async def score(
+    c: httpx.AsyncClient, items: list[dict[str, Any]], config: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    body = {"reward": {"name": "calibration", "config": EM if config is None else config}, "items": items}
+    resp = await c.post("/v1/score", json=body)
+    assert resp.status_code == 200, resp.text
+    results: list[dict[str, Any]] = resp.json()["results"]
+    return results
+
+
+def rlcr(correct: bool, q: float) -> float:
+    c = 1.0 if correct else 0.0
+    return c - (q - c) ** 2
+
+
+# (response, correct?, q) for format-valid responses; reference is "Paris"
+VALID: list[tuple[str, bool, float]] = [
+    ("<answer>Paris</answer><confidence>0.8</confidence>", True, 0.8),
+    ("<answer>Paris</answer> <confidence> 80 </confidence>", True, 0.8),  # whole number = percentage
+    ("<answer>Paris</answer><confidence>80%</confidence>", True, 0.8),
+    ("<answer>Lyon</answer><confidence>.25</confidence>", False, 0.25),
+    ("<answer>Lyon</answer><confidence>1e-1</confidence>", False, 0.1),
+    ("<answer>Lyon</answer><confidence>0</confidence>", False, 0.0),  # confidently (and rightly) unsure
+    ("<answer>Lyon</answer><confidence>1</confidence>", False, 1.0),  # confidently wrong: -1
+    ("<answer>the Paris.</answer><confidence>100</confidence>", True, 1.0),  # exact_match normalises
+    # two confidence tags: the last wins
+    ("<answer>Paris</answer><confidence>0.9</confidence> wait <confidence>0.3</confidence>", True, 0.3),
+    # tags inside <think> don't count: only the text after the last </think> is read
+    (
+        "<think><answer>Lyon</answer><confidence>1</confidence></think>"
+        "<answer>Paris</answer><confidence>0.6</confidence>",
+        True,
+        0.6,
+    ),
+]
+
+
+@pytest.mark.parametrize(("response", "correct", "q"), VALID)
+async def test_valid_formats(client: httpx.AsyncClient, response: str, correct: bool, q: float) -> None:
+    [r] = await score(client, [{"response": response, "reference": "Paris"}])
+    c = 1.0 if correct else 0.0
+    assert r["valid"] and r["reason"] is None
+    assert r["score"] == rlcr(correct, q)
+    assert r["components"] == {"correct": c, "confidence": q, "brier": (q - c) ** 2, "format_ok": 1.0}
+
+
+FORMAT_FAILURES: list[tuple[str, str]] = [
+    ("<answer>Paris</answer>", "no <confidence> tag"),
+    ("<answer>Paris</answer><confidence></confidence>", "unreadable confidence: empty"),
+    ("<answer>Paris</answer><confidence>1.5</confidence>", "unreadable confidence: out of range"),
+    ("<answer>Paris</answer><confidence>-0.2</confidence>", "unreadable confidence: out of range"),
+    ("<answer>Paris</answer><confidence>150%</confidence>", "unreadable confidence: out of range"),
+    ("<answer>Paris</answer><confidence>high</confidence>", "unreadable confidence: not a number"),
+    ("<answer>Paris</answer><confidence>0.8 (fairly)</confidence>", "unreadable confidence: not a number"),
+    ("<answer>Paris</answer><confidence>NaN</confidence>", "unreadable confidence: not a number"),
+    ("Paris <confidence>0.8</confidence>", "no <answer> tag"),
+    ("<answer>  </answer><confidence>0.8</confidence>", "the <answer> tag is empty"),
+    ("<think><answer>Paris</answer><confidence>0.8</confidence></think> Paris", "no <answer> tag"),
+]
+
+
+@pytest.mark.parametrize(("response", "error"), FORMAT_FAILURES)
+async def test_format_failures_score_zero(client: httpx.AsyncClient, response: str, error: str) -> None:
+    [r] = await score(client, [{"response": response, "reference": "Paris"}])
+    assert (r["score"], r["valid"], r["reason"]) == (0.0, True, "format")
+    assert r["details"]["format_error"].startswith(error), r["details"]
+    assert r["components"]["format_ok"] == 0.0
+    assert r["components"]["correct"] is None and r["components"]["brier"] is None
+
+
+async def test_batch_mixes_valid_and_failures(client: httpx.AsyncClient) -> None:
+    items = [{"response": resp, "reference": "Paris"} for resp, _, _ in VALID] + [
+        {"response": resp, "reference": "Paris"} for resp, _ in FORMAT_FAILURES
+    ]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [rlcr(c, q) for _, c, q in VALID] + [0.0] * len(FORMAT_FAILURES)
+
+
+async def test_brier_only_and_format_weight(client: httpx.AsyncClient) -> None:
+    items = [
+        {"response": "<answer>Paris</answer><confidence>0.8</confidence>", "reference": "Paris"},
+        {"response": "<answer>Lyon</answer><confidence>0.8</confidence>", "reference": "Paris"},
+        {"response": "<answer>Lyon</answer><confidence>bad</confidence>", "reference": "Paris"},
+    ]
+    brier = await score(client, items, {**EM, "scoring": "brier"})
+    assert [r["score"] for r in brier] == [1 - (0.8 - 1) ** 2, 1 - 0.8**2, 0.0]
+    weighted = await score(client, items, {**EM, "format_weight": 0.5})
+    assert [r["score"] for r in weighted] == [rlcr(True, 0.8) + 0.5, rlcr(False, 0.8) + 0.5, 0.0]
+
+
+async def test_log_score(client: httpx.AsyncClient) -> None:
+    def item(answer: str, q: str) -> dict[str, Any]:
+        return {"response": f"<answer>{answer}</answer><confidence>{q}</confidence>", "reference": "Paris"}
+
+    items = [
+        item("Paris", "0.8"),
+        item("Lyon", "0.8"),
+        item("Lyon", "1"),
+        item("Paris", "0"),
+        item("Paris", "1"),
+    ]
+    results = await score(client, items, {**EM, "scoring": "log"})
+    lam = 1 / abs(math.log(0.01))  # default ε = 0.01, λ = 1/|ln ε|
+    expected = [
+        1 + lam * math.log(0.8),  # correct: p = q
+        lam * math.log(0.2),  # wrong: p = 1 - q
+        lam * math.log(0.01),  # wrong at q = 1: p = 0 floored at ε -> exactly -1
+        1 + lam * math.log(0.01),  # correct at q = 0: 1 - 1 = 0
+        1.0,  # correct at q = 1: ln 1 = 0
+    ]
+    assert [r["score"] for r in results] == pytest.approx(expected, abs=1e-15)
+    assert results[2]["score"] == pytest.approx(-1.0, abs=1e-15)
+    custom = await score(client, items[:1], {**EM, "scoring": "log", "log_epsilon": 0.1, "log_scale": 0.5})
+    assert custom[0]["score"] == pytest.approx(1 + 0.5 * math.log(0.8))
+
+
+async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
+    items = [
+        # the answer tag's content goes to math re-wrapped in <answer>, so \frac{1}{2} is read whole
+        {"response": "<answer>\\frac{1}{2}</answer><confidence>0.7</confidence>", "reference": "0.5"},
+        {"response": "<answer>\\boxed{3}</answer><confidence>0.4</confidence>", "reference": "3"},
+        {"response": "<answer>x = 4</answer><confidence>0.9</confidence>", "reference": "5"},
+    ]
+    results = await score(client, items, {})
+    assert [r["score"] for r in results] == pytest.approx(
+        [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
+    )
+    assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
+    assert results[0]["reward_version"].startswith("1.0.0+")  # includes the verifier's version
+
+
+async def test_verifier_invalid_makes_the_item_invalid(client: httpx.AsyncClient) -> None:
+    items = [
+        {"response": "<answer>Paris</answer><confidence>0.8</confidence>"},  # no reference
+        {"response": "<answer>Paris</answer><confidence>0.8</confidence>", "reference": "Paris"},
+    ]
+    first, second = await score(client, items)
+    assert (first["score"], first["valid"], first["reason"]) == (None, False, "missing_reference")
+    assert "exact_match" in first["details"]["message"]
+    assert second["score"] == rlcr(True, 0.8)
+
+
+async def test_custom_tags(client: httpx.AsyncClient) -> None:
+    config = {**EM, "answer_tag": "final", "confidence_tag": "p"}
+    [r] = await score(client, [{"response": "<final>Paris</final><p>0.5</p>", "reference": "Paris"}], config)
+    assert r["score"] == rlcr(True, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("config", "status", "message"),
+    [
+        ({"scoring": "rlcr", "log_epsilon": 0.1}, 422, "log_epsilon applies to scoring 'log' only"),
+        ({"answer_tag": "x", "confidence_tag": "x"}, 422, "must differ"),
+        ({"answer_tag": "a b"}, 422, "not a tag name"),
+        ({"verifier": "nope"}, 404, "unknown reward 'nope'"),
+        (
+            {"verifier": {"name": "math", "config": {"extraction": ["psychic"]}}},
+            422,
+            "calibration: reward.config.verifier.config.extraction.0:",
+        ),
+        ({"scoring": "log", "log_epsilon": 0}, 422, "log_epsilon"),
+    ],
+)
+async def test_config_errors(
+    client: httpx.AsyncClient, config: dict[str, Any], status: int, message: str
+) -> None:
+    body = {"reward": {"name": "calibration", "config": config}, "items": [{"response": "x"}]}
+    resp = await client.post("/v1/score", json=body)
+    assert resp.status_code == status, resp.text
+    assert message in resp.json()["error"]["message"], resp.json()

@@ -1,0 +1,190 @@
+"""Group rewards through the real app: ``majority_vote`` (TTRL) and ``group_length`` (Kimi k1.5)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+
+def gid() -> str:
+    return f"g-{uuid.uuid4().hex}"  # a fresh group id: groups are remembered across requests
+
+
+async def results(c: httpx.AsyncClient, reward: Any, items: list[dict[str, Any]]) -> list[Any]:
+    resp = await c.post("/v1/score", json={"reward": reward, "items": items})
+    assert resp.status_code == 200, resp.text
+    out: list[Any] = resp.json()["results"]
+    return out
+
+
+def boxed(answers: list[str], group: str) -> list[dict[str, Any]]:
+    return [{"response": f"so \\boxed{{{a}}}", "group": group} for a in answers]
+
+
+# --- majority_vote ---------------------------------------------------------------------------
+
+
+async def test_majority_with_math_equivalence(client: httpx.AsyncClient) -> None:
+    g = gid()
+    # 1/2, 0.5 and \frac{1}{2} are one answer (3 votes) against 3 (2 votes); "none" does not vote
+    items = boxed(["1/2", "3", "0.5", "3", "\\frac{1}{2}"], g) + [{"response": "no idea", "group": g}]
+    out = await results(client, "majority_vote", items)
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    assert out[5]["reason"] == "no_answer"
+    d = out[0]["details"]
+    assert (d["pseudo_label"], d["votes"], d["answered"], d["group_size"], d["tie"]) == (
+        "1/2",
+        3,
+        5,
+        6,
+        False,
+    )
+    assert [r["cached"] for r in out] == [False] * 6
+
+
+async def test_symbolic_equivalence_goes_to_the_cpu_pool(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+    sent: list[Any] = []
+    real_run = pool.run
+
+    async def counting_run(fn: Any, payloads: Any, deadline_s: float) -> Any:
+        sent.extend(payloads)
+        return await real_run(fn, payloads, deadline_s)
+
+    monkeypatch.setattr(pool, "run", counting_run)
+    g = gid()
+    items = boxed(["\\frac{\\sqrt{3}}{2}", "1", "\\sqrt{3}/2", "1", "\\frac{\\sqrt 3}{2}"], g)
+    out = await results(client, "majority_vote", items)
+    assert sent  # the quick check could not settle every pair: one batch went to the workers
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+
+
+@pytest.mark.parametrize(
+    ("tie_break", "scores", "label"),
+    [
+        ("first", [1.0, 0.0, 0.0, 1.0], "3"),  # 3 and 5 tie at 2 votes: 3 appears first
+        ("none", [0.0, 0.0, 0.0, 0.0], None),  # no pseudo-label
+    ],
+)
+async def test_ties(
+    client: httpx.AsyncClient, tie_break: str, scores: list[float], label: str | None
+) -> None:
+    reward = {"name": "majority_vote", "config": {"tie_break": tie_break}}
+    out = await results(client, reward, boxed(["3", "5", "5", "3"], gid()))
+    assert [r["score"] for r in out] == scores
+    assert out[0]["details"]["tie"] is True and out[0]["details"]["pseudo_label"] == label
+
+
+async def test_string_equivalence_and_several_groups(client: httpx.AsyncClient) -> None:
+    g1, g2 = gid(), gid()
+    reward = {"name": "majority_vote", "config": {"equivalence": "string", "extraction": ["answer_tag"]}}
+    items = [
+        {"response": "<answer>Paris</answer>", "group": g1},
+        {"response": "<answer>  paris </answer>", "group": g2},  # interleaved groups
+        {"response": "<answer>PARIS</answer>", "group": g1},
+        {"response": "<answer>Lyon</answer>", "group": g2},
+        {"response": "<answer>Lyon</answer>", "group": g1},
+        {"response": "<answer>Lyon</answer>", "group": g2},
+    ]
+    out = await results(client, reward, items)
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["pseudo_label"] == "paris" and out[1]["details"]["pseudo_label"] == "lyon"
+
+
+async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
+    g = gid()
+    out = await results(
+        client,
+        "majority_vote",
+        [{"response": "hmm", "group": g}, {"response": "dunno", "group": g}, {"response": "\\boxed{1}"}],
+    )
+    assert [(r["score"], r["reason"]) for r in out] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (None, "unsupported"),
+    ]
+    assert out[0]["details"]["pseudo_label"] is None
+
+
+# --- group_length (Kimi k1.5) ----------------------------------------------------------------
+
+KIMI_META = {"name": "group_length", "config": {"unit": "chars", "correctness": "metadata"}}
+
+
+def kimi(lengths: list[int], correct: list[bool], group: str) -> list[dict[str, Any]]:
+    return [
+        {"response": "x" * n, "group": group, "metadata": {"correct": ok}}
+        for n, ok in zip(lengths, correct, strict=True)
+    ]
+
+
+async def test_kimi_hand_computed(client: httpx.AsyncClient) -> None:
+    # min 10, max 50, range 40:  λ = 0.5 − (len − 10)/40
+    #   10 correct: λ = 0.5                  -> 0.5
+    #   20 wrong:   λ = 0.25   -> min(0, λ)  -> 0.0
+    #   25 correct: λ = 0.125                -> 0.125
+    #   50 wrong:   λ = −0.5                 -> −0.5
+    #   40 correct: λ = −0.25                -> −0.25
+    out = await results(
+        client, KIMI_META, kimi([10, 20, 25, 50, 40], [True, False, True, False, True], gid())
+    )
+    assert [r["score"] for r in out] == [0.5, 0.0, 0.125, -0.5, -0.25]
+    assert [r["components"]["lambda"] for r in out] == [0.5, 0.25, 0.125, -0.5, -0.25]
+    assert out[0]["details"] == {"min_length": 10, "max_length": 50, "unit": "chars"}
+
+
+async def test_kimi_equal_lengths_and_invalid_members(client: httpx.AsyncClient) -> None:
+    out = await results(client, KIMI_META, kimi([7, 7, 7], [True, False, True], gid()))
+    assert [r["score"] for r in out] == [0.0, 0.0, 0.0]
+    g = gid()
+    tokens = {"name": "group_length", "config": {"unit": "tokens", "correctness": "metadata"}}
+    items = [
+        {"response": "a", "group": g, "metadata": {"correct": True, "completion_tokens": 100}},
+        {
+            "response": "b",
+            "group": g,
+            "metadata": {"correct": True},
+        },  # no token count: invalid, not in min/max
+        {"response": "c", "group": g, "metadata": {"completion_tokens": 300}},  # no correctness: invalid
+        {"response": "d", "group": g, "metadata": {"correct": False, "completion_tokens": 200}},
+        {"response": "e", "metadata": {"correct": True, "completion_tokens": 1}},  # no group
+    ]
+    out = await results(client, tokens, items)
+    # min 100, max 300 (the member without correctness still has a length)
+    assert [r["score"] for r in out] == [0.5, None, None, 0.0, None]
+    assert [r["reason"] for r in out] == [None, "missing_reference", "missing_reference", None, "unsupported"]
+    assert out[3]["components"]["lambda"] == 0.0
+
+
+async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
+    g = gid()
+    reward = {"name": "group_length", "config": {"unit": "chars"}}
+    items = [
+        {"response": "\\boxed{4}", "reference": "4", "group": g},  # 9 chars, correct: 0.5
+        {"response": "so \\boxed{4}", "reference": "4", "group": g},  # 12 chars, correct: 0.5 − 3/6 = 0
+        {"response": "so so \\boxed{5}", "reference": "4", "group": g},  # 15 chars, wrong: −0.5
+        {"response": "so \\boxed{5}", "reference": "4", "group": g},  # 12 chars, wrong: min(0, 0) = 0
+    ]
+    out = await results(client, reward, items)
+    assert [r["score"] for r in out] == [0.5, 0.0, -0.5, 0.0]
+    assert [r["components"]["correct"] for r in out] == [1.0, 1.0, 0.0, 0.0]
+    assert out[0]["reward_version"].startswith("1.0.0+")  # includes the verifier's version
+    missing = await results(client, reward, [{"response": "\\boxed{4}", "group": gid()}])
+    assert missing[0]["reason"] == "missing_reference"
+
+
+async def test_group_length_config_errors(client: httpx.AsyncClient) -> None:
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "group_length", "config": {"correctness": "metadata", "verifier": "math"}},
+            "items": [{"response": "x", "group": "g"}],
+        },
+    )
+    assert resp.status_code == 422 and "verifier applies to correctness 'verifier' only" in resp.text

@@ -1,0 +1,164 @@
+"""Drop-in protocols, each driven with the peer's exact payload shape."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+# What OpenRLHF's SingleTurnAgentExecutor sends: query = prompt + response decoded with special tokens.
+PROMPT = "<|im_start|>user\nWhat is 6*7? Put the answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
+
+
+async def test_openrlhf_math(client: httpx.AsyncClient) -> None:
+    payload = {
+        "query": [
+            PROMPT + "6*7 = 42, so \\boxed{42}<|im_end|>",
+            PROMPT + "I think \\boxed{41}<|im_end|><|endoftext|>",
+            "<s>" + PROMPT + "\\boxed{x}",  # a BOS before the prompt
+        ],
+        "prompts": [PROMPT, PROMPT, PROMPT],
+        "labels": ["42", "42", '{"verifier": "exact_match", "answer": "\\\\boxed{x}"}'],
+    }
+    resp = await client.post("/compat/openrlhf/get_reward", json=payload)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert set(body) == {"rewards", "scores", "extra_logs"}
+    assert body["rewards"] == [1.0, 0.0, 1.0]
+    assert body["scores"] == body["rewards"]
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0, 1.0]
+    assert len(body["extra_logs"]["rewardhub_cached"]) == 3
+
+
+async def test_openrlhf_accepts_empty_lists(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/compat/openrlhf/get_reward", json={"query": [], "prompts": [], "labels": []})
+    assert resp.status_code == 200
+    assert resp.json() == {"rewards": [], "scores": [], "extra_logs": {}}
+
+
+async def test_openrlhf_bad_label_flags_only_its_item(client: httpx.AsyncClient) -> None:
+    payload = {
+        "query": [PROMPT + "\\boxed{1}", PROMPT + "\\boxed{1}"],
+        "prompts": [PROMPT, PROMPT],
+        "labels": ["1", json.dumps({"verifier": "no_such_reward", "answer": "1"})],
+    }
+    body = (await client.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [1.0, 0.0]
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0, 0.0]
+
+
+async def test_slime_math(client: httpx.AsyncClient) -> None:
+    # slime's remote_rm sends {"prompt", "response", "label"} and reads `--reward-key reward`.
+    ok = await client.post(
+        "/compat/slime/reward",
+        json={"prompt": "What is 1/2 + 1/4?", "response": "It is \\boxed{\\frac34}", "label": "0.75"},
+    )
+    assert ok.status_code == 200
+    assert ok.json()["reward"] == 1.0 and ok.json()["valid"] is True
+    wrong = (
+        await client.post(
+            "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "2"}
+        )
+    ).json()
+    assert (wrong["reward"], wrong["valid"]) == (0.0, True)
+    no_label = (
+        await client.post("/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}"})
+    ).json()
+    assert (no_label["reward"], no_label["valid"], no_label["reason"]) == (0.0, False, "missing_reference")
+
+
+async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=2) as c:
+        busy = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        resp = await c.post(
+            "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "1"}
+        )
+        assert resp.status_code == 200  # never a status slime would retry ten times
+        assert resp.json()["valid"] is False and resp.json()["reason"] == "overloaded"
+        await busy
+
+
+NEMO_VERIFY = {
+    "responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]},
+    "response": {
+        "id": "resp_1",
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "2+2 = ", "annotations": []},
+                    {"type": "output_text", "text": "\\boxed{4}", "annotations": []},
+                ],
+            },
+        ],
+    },
+    "expected_answer": "4",
+    "_ng_task_index": 3,
+    "_ng_rollout_index": 0,
+}
+
+
+async def test_nemo_gym_verify_echoes_and_adds_reward(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/compat/nemo-gym/verify", json=NEMO_VERIFY)
+    assert resp.status_code == 200
+    body = resp.json()
+    for key, value in NEMO_VERIFY.items():
+        assert body[key] == value  # the request is echoed
+    assert body["reward"] == 1.0
+    assert body["mask_sample"] is False and body["failure_kind"] is None
+    assert body["extracted_answer"] == "4"
+    wrong = (
+        await client.post("/compat/nemo-gym/verify", json={**NEMO_VERIFY, "expected_answer": "5"})
+    ).json()
+    assert wrong["reward"] == 0.0 and wrong["mask_sample"] is False
+
+
+async def test_nemo_gym_unscorable_sample_is_masked(client: httpx.AsyncClient) -> None:
+    body = {k: v for k, v in NEMO_VERIFY.items() if k != "expected_answer"}
+    out = (await client.post("/compat/nemo-gym/verify", json=body)).json()
+    assert out["mask_sample"] is True and out["failure_kind"] == "rewardhub:missing_reference"
+
+
+async def test_nemo_gym_session_and_metrics_endpoints(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/compat/nemo-gym/seed_session", json={})).json() == {}
+    seeded = await client.post(
+        "/compat/nemo-gym/seed_session",
+        json={"resources_session_id": "s1", "episode_id": "e", "task_id": "t", "task_data": {}},
+    )
+    assert seeded.json() == {"resources_session_id": "s1"}
+    assert (
+        await client.post("/compat/nemo-gym/close_session", json={"resources_session_id": "s1"})
+    ).json() == {"resources_session_id": "s1"}
+    assert (await client.get("/compat/nemo-gym/reverify_mode")).json() == "stateless"
+    agg = (
+        await client.post(
+            "/compat/nemo-gym/aggregate_metrics",
+            json={
+                "verify_responses": [
+                    {"_ng_task_index": 0, "reward": 1.0},
+                    {"_ng_task_index": 0, "reward": 0.0},
+                    {"_ng_task_index": 1, "reward": 0.0},
+                    {"_ng_task_index": 1, "reward": 0.0, "mask_sample": True},
+                ]
+            },
+        )
+    ).json()
+    tasks = {g["task_index"]: g for g in agg["group_level_metrics"]}
+    assert tasks[0]["mean/reward"] == 0.5 and tasks[0]["num_rollouts"] == 2 and tasks[0]["pass@k"] == 1.0
+    assert tasks[1]["num_rollouts"] == 1 and tasks[1]["pass@k"] == 0.0
+    assert agg["agent_metrics"]["num_masked"] == 1
+    assert agg["key_metrics"]["mean/reward"] == 1 / 3
+    assert agg["key_metrics"]["pass@k"] == 0.5

@@ -1,0 +1,101 @@
+"""Async jobs: results, idempotency, and no job lost across a restart (Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+BODY = {
+    "reward": "math",
+    "items": [
+        {"id": "x", "response": "\\boxed{\\frac{3}{6}}", "reference": "0.5"},
+        {"id": "y", "response": "\\boxed{3}", "reference": "4"},
+    ],
+}
+TOWER = "2^{2^{2^{2^{2^{2}}}}}"
+
+
+def items_scored(metrics_text: str, reward: str = "math") -> float:
+    prefix = f'rewardhub_items_total{{reward="{reward}"}} '
+    return sum(float(line[len(prefix) :]) for line in metrics_text.splitlines() if line.startswith(prefix))
+
+
+async def wait_done(c: httpx.AsyncClient, job_id: str, timeout_s: float = 30) -> dict[str, Any]:
+    for _ in range(int(timeout_s / 0.05)):
+        job: dict[str, Any] = (await c.get(f"/v1/jobs/{job_id}")).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} not done: {job}")
+
+
+async def test_job_runs_and_returns_the_score_response(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/jobs", json=BODY)
+    assert resp.status_code == 202, resp.text
+    job = resp.json()
+    assert job["status"] == "queued" and job["items"] == 2
+    assert resp.headers["location"] == f"/v1/jobs/{job['job_id']}"
+    done = await wait_done(client, job["job_id"])
+    assert done["status"] == "succeeded"
+    assert [r["score"] for r in done["result"]["results"]] == [1.0, 0.0]
+    assert done["finished_at"] >= done["started_at"] >= done["created_at"]
+
+
+async def test_repeated_idempotency_key_computes_once(client: httpx.AsyncClient) -> None:
+    headers = {"Idempotency-Key": "once-123"}
+    body = {**BODY, "options": {"use_cache": False}}
+    first = await client.post("/v1/jobs", json=body, headers=headers)
+    second = await client.post("/v1/jobs", json=body, headers=headers)
+    assert first.status_code == 202 and second.status_code == 200
+    assert first.json()["job_id"] == second.json()["job_id"]
+    await wait_done(client, first.json()["job_id"])
+    scored = items_scored((await client.get("/metrics")).text)
+    third = await client.post("/v1/jobs", json=body, headers=headers)
+    assert third.json()["job_id"] == first.json()["job_id"] and third.json()["status"] == "succeeded"
+    await asyncio.sleep(0.3)
+    # No scoring happened for the repeat: the items counter did not move.
+    assert items_scored((await client.get("/metrics")).text) == scored
+    conflict = await client.post("/v1/jobs", json={**body, "items": body["items"][:1]}, headers=headers)
+    assert conflict.status_code == 409 and conflict.json()["error"]["type"] == "conflict"
+
+
+async def test_job_validation_fails_fast(client: httpx.AsyncClient) -> None:
+    unknown = await client.post("/v1/jobs", json={"reward": "nope", "items": [{"response": "x"}]})
+    assert unknown.status_code == 404
+    missing = await client.get("/v1/jobs/job_doesnotexist")
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+
+
+async def test_job_survives_a_restart(make_app: Any, redis_server: Any) -> None:
+    async with make_app(redis_url=redis_server.url) as c:
+        job_id = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
+        await wait_done(c, job_id)
+    async with make_app(redis_url=redis_server.url) as c:
+        done = (await c.get(f"/v1/jobs/{job_id}")).json()
+        assert done["status"] == "succeeded"
+        assert [r["score"] for r in done["result"]["results"]] == [1.0, 0.0]
+
+
+async def test_job_interrupted_by_shutdown_runs_after_restart(make_app: Any, redis_server: Any) -> None:
+    slow = {
+        "reward": "math",
+        "items": [
+            {"response": f"\\boxed{{{TOWER}}}", "reference": "4"},
+            {"response": "\\boxed{4}", "reference": "4"},
+        ],
+        "options": {"timeout_s": 3, "use_cache": False},
+    }
+    async with make_app(redis_url=redis_server.url) as c:
+        job_id = (await c.post("/v1/jobs", json=slow)).json()["job_id"]
+        for _ in range(100):
+            if (await c.get(f"/v1/jobs/{job_id}")).json()["status"] == "running":
+                break
+            await asyncio.sleep(0.02)
+    # The service stopped mid-job; the next one picks it up and finishes it.
+    async with make_app(redis_url=redis_server.url) as c:
+        done = await wait_done(c, job_id, timeout_s=30)
+        assert done["status"] == "succeeded"
+        results = done["result"]["results"]
+        assert results[0]["reason"] == "timeout" and results[1]["score"] == 1.0

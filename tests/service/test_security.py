@@ -1,0 +1,66 @@
+"""API keys and admission control (per-key concurrency quotas, in-flight bounds)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
+
+
+async def test_keys_required_when_configured(make_app: Any) -> None:
+    async with make_app(api_keys="k-one, k-two") as c:
+        missing = await c.post("/v1/score", json=ITEM)
+        assert missing.status_code == 401 and missing.json()["error"]["type"] == "unauthorized"
+        wrong = await c.post("/v1/score", json=ITEM, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 403 and wrong.json()["error"]["type"] == "forbidden"
+        bearer = await c.post("/v1/score", json=ITEM, headers={"Authorization": "Bearer k-two"})
+        assert bearer.status_code == 200
+        x_key = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "k-one"})
+        assert x_key.status_code == 200
+        assert (await c.get("/v1/jobs/job_x")).status_code == 401
+        # Probes stay open for load balancers and orchestrators.
+        for path in ("/health", "/ready", "/metrics"):
+            assert (await c.get(path)).status_code == 200
+
+
+async def test_open_when_no_keys(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/v1/score", json=ITEM)).status_code == 200
+
+
+async def test_per_key_concurrency_quota(make_app: Any) -> None:
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}],
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(api_keys="a,b", per_key_max_concurrency=1) as c:
+        first = asyncio.create_task(c.post("/v1/score", json=slow, headers={"X-API-Key": "a"}))
+        await asyncio.sleep(0.2)
+        second = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})
+        assert second.status_code == 429
+        assert second.json()["error"]["type"] == "overloaded"
+        assert "REWARDHUB_PER_KEY_MAX_CONCURRENCY" in second.json()["error"]["message"]
+        assert int(second.headers["retry-after"]) >= 1
+        other_key = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})
+        assert other_key.status_code == 200  # another experiment is not starved
+        assert (await first).status_code == 200
+        assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 200
+
+
+async def test_inflight_items_bound(make_app: Any) -> None:
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 3,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=4) as c:
+        first = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        over = await c.post("/v1/score", json={"reward": "exact_match", "items": [{"response": "a"}] * 2})
+        assert over.status_code == 429 and "REWARDHUB_MAX_INFLIGHT_ITEMS" in over.json()["error"]["message"]
+        fits = await c.post("/v1/score", json=ITEM)
+        assert fits.status_code == 200
+        assert (await first).status_code == 200

@@ -1,0 +1,67 @@
+"""Tiny random models for tests: a locally trained byte-level BPE tokenizer and a small Qwen2 built
+from a config, saved with ``save_pretrained`` so the real ``from_pretrained`` loading code is exercised.
+No hub access (HF_HUB_OFFLINE=1); building one takes well under a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+_CORPUS = [
+    "The answer is 42. Let's think step by step: 6 times 7 is 42.",
+    "<think>2+2=4</think><answer>4</answer> The final answer is \\boxed{4}.",
+    "What is 3+5? 3+5=8 so the answer is 8. ки Step 2: check it. ки",
+    "def add(a, b):\n    return a + b\n\nprint(add(1, 2))",
+    "Yes No yes no Correct Incorrect 0 1 2 3 4 5 6 7 8 9 10 A B C D",
+    "Solution: first compute the sum, then divide. Confidence: 0.8 <confidence>0.9</confidence>",
+]
+
+
+def train_tokenizer(vocab_size: int = 1024) -> object:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>", "<pad>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_CORPUS * 50, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>", bos_token=None, unk_token=None
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_causal_lm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A random Qwen2 causal LM + tokenizer saved under ``path`` (a directory ``from_pretrained`` loads)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tok),  # type: ignore[arg-type]
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,  # type: ignore[attr-defined]
+        pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
+    )
+    model = Qwen2ForCausalLM(config)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)  # type: ignore[attr-defined]
+    return path
