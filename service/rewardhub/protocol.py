@@ -187,7 +187,9 @@ class JobStatus(_Model):
     finished_at: float | None = None
     items: int
     result: ScoreResponse | None = Field(None, description="The scoring answer, once the job succeeded.")
-    error: dict[str, JSONValue] | None = Field(None, description="`{type, message, param}` when the job failed.")
+    error: dict[str, JSONValue] | None = Field(
+        None, description="`{type, message, param}` when the job failed."
+    )
 
 
 class ReadyResponse(_Model):

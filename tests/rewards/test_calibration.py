@@ -181,3 +181,13 @@ async def test_config_errors(
     resp = await client.post("/v1/score", json=body)
     assert resp.status_code == status, resp.text
     assert message in resp.json()["error"]["message"], resp.json()
+
+
+async def test_verifier_timeout_propagates(client: httpx.AsyncClient) -> None:
+    tower = "2^{2^{2^{2^{2^{2}}}}}"  # SymPy hangs on it; the math worker is killed at the deadline
+    item = {"response": f"<answer>{tower}</answer><confidence>0.5</confidence>", "reference": "4"}
+    body = {"reward": "calibration", "items": [item], "options": {"timeout_s": 0.5, "use_cache": False}}
+    resp = await client.post("/v1/score", json=body)
+    [r] = resp.json()["results"]
+    assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout")
+    assert r["details"]["message"].startswith("verifier 'math' could not score the answer")

@@ -36,6 +36,8 @@ combination, and ``<name>.observed`` keeps the raw score.
 name; names must be unique identifiers, not function names), null when it is invalid, and each
 component's own components flattened as ``<name>.<sub>`` (``calibration.confidence``,
 ``format.answer:present``, and so on to any depth), so a trainer can normalise per component (GDPO).
+Details: ``parts`` (each component's reason and details), and ``gate_failed`` / ``zeroed`` / ``skipped``
+(component names) when those rules applied.
 
 **Caching and versions**: a composite is cacheable only when every component is; its
 ``reward_version`` is ``<own version>+<hash of the components' names and versions>``, so changing any
@@ -189,7 +191,7 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             if c.noise is not None:
                 components[f"{c.key}.observed"] = o.score
             parts_details[c.key] = {"reason": o.reason.value if o.reason else None, "details": o.details}
-        details: dict[str, Any] = {"components": parts_details}
+        details: dict[str, Any] = {"parts": parts_details}
 
         # 1. gates
         failed = [

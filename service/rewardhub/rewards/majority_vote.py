@@ -21,7 +21,8 @@ is" / last number). Equivalence (``equivalence``):
   comparisons per group, the most voted answers first, bound the work when a group has many distinct
   answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
 * ``string``: answers equal after ``normalize`` (``whitespace``: collapse spaces and case-fold;
-  ``squad``: also drop punctuation and articles; ``none``).
+  ``squad``: also drop punctuation and articles; ``none``); ``answer`` and ``pseudo_label`` are then
+  shown normalised, and an answer that normalises to nothing counts as no answer.
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
 (``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
@@ -51,7 +52,7 @@ from rewardhub.rewards.math_answer import Method
 from rewardhub.rewards.text import squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
-__all__ = ["MajorityVoteConfig", "MajorityVoteReward", "vote"]
+__all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
 
 _DEFAULT_EXTRACTION = cast(tuple[Method, ...], DEFAULT_METHODS)
 
@@ -125,7 +126,7 @@ def _normalizer(mode: str) -> Any:
     return lambda s: s
 
 
-def vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
+def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
     """(winning root cluster or None, its votes, tie) once the clustering is final."""
     votes: dict[int, int] = {}
     for rep, n in g.counts.items():
@@ -168,9 +169,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
             answers: list[str | None] = []
             for i in idx:
                 ext = extract_answer(items[i].response, config.extraction)
-                answers.append(
-                    None if ext is None else (ext.text if config.equivalence == "math" else norm(ext.text))
-                )
+                text = None if ext is None else ext.text if config.equivalence == "math" else norm(ext.text)
+                answers.append(text or None)  # an answer that normalises to nothing is no answer
             g = _GroupVote(idx, answers)
             for pos, a in enumerate(answers):
                 if a is not None:
@@ -229,7 +229,7 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
 
     @staticmethod
     def _score_group(g: _GroupVote, config: MajorityVoteConfig, out: list[Outcome | None]) -> None:
-        winner, votes, tie = vote(g, config.tie_break)
+        winner, votes, tie = _vote(g, config.tie_break)
         label = None
         if winner is not None:
             in_winner = [rep for rep in g.counts if g.find(g.cluster_of[rep]) == winner]
