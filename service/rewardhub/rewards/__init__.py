@@ -20,6 +20,8 @@ __all__ = [
 BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.math_answer",
     "rewardhub.rewards.exact_match",
+    "rewardhub.rewards.string_check",
+    "rewardhub.rewards.text_similarity",
     "rewardhub.rewards.f1",
     "rewardhub.rewards.multiple_choice",
     "rewardhub.rewards.regex_match",

@@ -1,14 +1,17 @@
-"""Drop-in endpoints for other trainers: OpenRLHF, slime, NeMo Gym (translation only, see rewardhub.compat)."""
+"""Drop-in endpoints for other trainers and graders: OpenRLHF, slime, NeMo Gym, OpenAI graders (translation
+only, see rewardhub.compat)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Body
 
-from rewardhub.compat import nemo_gym, openrlhf, slime
+from rewardhub.compat import nemo_gym, openai_graders, openrlhf, slime
 from rewardhub.compat.common import score_or_flag
 from rewardhub.deps import AdmissionDep, ScoringDep, SettingsDep
+from rewardhub.errors import InvalidRequest
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.security import CallerDep
 
@@ -94,3 +97,91 @@ async def nemo_gym_aggregate_metrics(caller: CallerDep, body: dict[str, Any] = B
 @router.get("/nemo-gym/reverify_mode", summary="NeMo Gym: rewards are pure functions of the request")
 async def nemo_gym_reverify_mode() -> str:
     return "stateless"
+
+
+@router.post(
+    "/openai/graders/run",
+    summary="OpenAI grader JSON: run a grader on one sample",
+    description=openai_graders.__doc__ or "",
+)
+async def openai_graders_run(
+    body: openai_graders.GraderRunRequest, scoring: ScoringDep, admission: AdmissionDep, caller: CallerDep
+) -> JSONBytesResponse:
+    t0 = time.perf_counter()
+    grader = body.grader
+    meta: dict[str, Any] = {
+        "name": grader.get("name", grader.get("type")),
+        "type": grader.get("type"),
+        "errors": openai_graders.error_flags(),
+        "execution_time": 0.0,
+        "scores": {},
+        "token_usage": None,
+        "sampled_model_name": None,
+    }
+    reward, sub_rewards = 0.0, {}
+    try:
+        ns = openai_graders.namespace(body.model_sample, body.item)
+        names, items = openai_graders.plan_items(grader, ns, set(scoring.registry.names()))
+        outcome = await score_or_flag(scoring, admission, caller, items)
+        scores: dict[str, float] = {}
+        for name, r in zip(names, outcome.results, strict=True):
+            if not r["valid"]:
+                flag = _GRADER_FLAGS.get(str(grader_type_of(grader, name)), "other_error")
+                raise openai_graders.GraderError(str(r.get("error") or r.get("reason")), flag)
+            scores[name] = float(r["score"])
+        reward = openai_graders.combine(grader, names, scores)
+        meta["scores"] = scores
+        if grader.get("type") == "multi":
+            sub_rewards = scores
+    except openai_graders.TemplateError as exc:
+        meta["errors"] = openai_graders.error_flags(invalid_variable_error=True)
+        meta["errors"]["invalid_variable_error_details"] = str(exc)
+    except openai_graders.GraderError as exc:
+        meta["errors"] = openai_graders.error_flags(**{exc.flag: True})
+        meta["errors"][f"{exc.flag}_details"] = str(exc)
+    meta["execution_time"] = time.perf_counter() - t0
+    return JSONBytesResponse(
+        {
+            "reward": reward,
+            "metadata": meta,
+            "sub_rewards": sub_rewards,
+            "model_grader_token_usage_per_model": {},
+        }
+    )
+
+
+_GRADER_FLAGS = {"score_model": "model_grader_server_error", "python": "python_grader_runtime_error"}
+
+
+def grader_type_of(grader: dict[str, Any], name: str) -> Any:
+    if grader.get("type") == "multi":
+        sub = (grader.get("graders") or {}).get(name)
+        return sub.get("type") if isinstance(sub, dict) else None
+    return grader.get("type")
+
+
+@router.post("/openai/graders/validate", summary="OpenAI grader JSON: check a grader without running it")
+async def openai_graders_validate(
+    caller: CallerDep, scoring: ScoringDep, body: dict[str, Any] = Body(...)
+) -> dict[str, Any]:
+    grader = body.get("grader")
+    if not isinstance(grader, dict):
+        raise InvalidRequest("grader: an object is required", param="grader")
+    ns = {"sample": {"output_text": "", "output_json": {}}, "item": _Anything()}
+    try:
+        names, _ = openai_graders.plan_items(grader, ns, set(scoring.registry.names()))
+        if grader.get("type") == "multi":
+            openai_graders.combine(grader, names, dict.fromkeys(names, 0.5))
+    except openai_graders.GraderError as exc:
+        raise InvalidRequest(f"grader: {exc}", param="grader") from None
+    return {"grader": grader}
+
+
+class _Anything(dict[str, Any]):
+    """An item that has every field, for validating templates without data."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> Any:
+        return _Anything()

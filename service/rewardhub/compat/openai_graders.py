@@ -1,0 +1,203 @@
+"""OpenAI grader JSON: ``POST /compat/openai/graders/run {grader, model_sample, item}``.
+
+Graders are translated into rewardhub rewards (no scoring logic here):
+
+* ``string_check`` → the ``string_check`` reward; ``text_similarity`` → ``text_similarity``;
+* ``score_model`` → the ``judge`` reward in pointwise mode against the configured judge backend (when the
+  judge is available);
+* ``python`` → the ``python_grader`` reward, which runs ``grade(sample, item)`` in the sandbox (when the
+  sandbox is available);
+* ``multi`` → each sub-grader as one item of a single request, then ``calculate_output`` with
+  rewardhub's safe formula evaluator (never ``eval``).
+
+Templates ``{{ sample.output_text }}``, ``{{ sample.output_json.<path> }}`` and ``{{ item.<path> }}``
+are filled from the request. The answer has OpenAI's shape, ``{reward, metadata: {name, type, errors,
+execution_time, scores, token_usage, sampled_model_name}, sub_rewards, model_grader_token_usage_per_model}``;
+a failure is reported in ``metadata.errors`` with reward 0, as the hosted endpoint does, never as an
+HTTP error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, Field
+
+from rewardhub.formula import FormulaError, FormulaEvalError, parse_formula
+from rewardhub.protocol import RewardSpec, ScoreItem
+
+__all__ = ["GraderError", "GraderRunRequest", "TemplateError", "error_flags", "plan_items", "render"]
+
+ERROR_KEYS = (
+    "formula_parse_error",
+    "invalid_variable_error",
+    "model_grader_parse_error",
+    "model_grader_refusal_error",
+    "model_grader_server_error",
+    "other_error",
+    "python_grader_runtime_error",
+    "python_grader_server_error",
+    "sample_parse_error",
+    "truncated_observation_error",
+    "unresponsive_reward_error",
+)
+
+_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
+
+
+class GraderRunRequest(BaseModel):
+    grader: dict[str, Any] = Field(
+        description="An OpenAI grader object (type string_check, text_similarity, ...)."
+    )
+    model_sample: str = Field(description="The model's output for this item.")
+    item: dict[str, Any] = Field(
+        default_factory=dict, description="The dataset row ({{item.*}} in templates)."
+    )
+
+
+class TemplateError(ValueError):
+    """A template names a variable the sample or item does not have."""
+
+
+class GraderError(ValueError):
+    """The grader object is malformed; ``flag`` is the OpenAI error key to set."""
+
+    def __init__(self, message: str, flag: str = "other_error"):
+        super().__init__(message)
+        self.flag = flag
+
+
+def error_flags(**set_: bool) -> dict[str, bool]:
+    return {key: bool(set_.get(key, False)) for key in ERROR_KEYS}
+
+
+def namespace(model_sample: str, item: dict[str, Any]) -> dict[str, Any]:
+    sample: dict[str, Any] = {"output_text": model_sample}
+    try:
+        sample["output_json"] = orjson.loads(model_sample)
+    except orjson.JSONDecodeError:
+        pass
+    return {"sample": sample, "item": item}
+
+
+def render(template: Any, ns: dict[str, Any]) -> str:
+    """Fill ``{{ a.b.c }}`` placeholders; a placeholder alone keeps nothing but the value's text."""
+    if not isinstance(template, str):
+        return "" if template is None else str(template)
+
+    def lookup(match: re.Match[str]) -> str:
+        value: Any = ns
+        for part in match.group(1).split("."):
+            if isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                raise TemplateError(f"template variable {match.group(1)!r} is not in the sample or item")
+        return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+    return _TEMPLATE.sub(lookup, template)
+
+
+def _messages(grader: dict[str, Any], ns: dict[str, Any]) -> list[dict[str, str]]:
+    raw = grader.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "content": render(raw, ns)}]
+    if not isinstance(raw, list):
+        raise GraderError("score_model needs `input`: a list of messages")
+    out = []
+    for msg in raw:
+        if not isinstance(msg, dict):
+            raise GraderError("score_model input messages must be objects")
+        content = msg.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        out.append({"role": str(msg.get("role", "user")), "content": render(content, ns)})
+    return out
+
+
+def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str]) -> ScoreItem:
+    """One grader (not multi) as one rewardhub item with its reward spec."""
+    kind = grader.get("type")
+    if kind == "string_check":
+        op = grader.get("operation", "eq")
+        return ScoreItem(
+            response=render(grader.get("input", ""), ns),
+            reference=render(grader.get("reference", ""), ns),
+            reward=RewardSpec(name="string_check", config={"operation": op}),
+        )
+    if kind == "text_similarity":
+        metric = grader.get("evaluation_metric", "fuzzy_match")
+        return ScoreItem(
+            response=render(grader.get("input", ""), ns),
+            reference=render(grader.get("reference", ""), ns),
+            reward=RewardSpec(name="text_similarity", config={"metric": metric}),
+        )
+    if kind == "score_model":
+        if "judge" not in available:
+            raise GraderError(
+                "score_model needs the judge reward (configure REWARDHUB_JUDGE_URL)",
+                "model_grader_server_error",
+            )
+        lo, hi = (grader.get("range") or [0, 1])[:2]
+        messages = _messages(grader, ns)
+        config: dict[str, Any] = {"mode": "messages", "messages": messages, "score_range": [lo, hi]}
+        sampling = grader.get("sampling_params") or {}
+        if "temperature" in sampling:
+            config["temperature"] = sampling["temperature"]
+        return ScoreItem(
+            response=ns["sample"]["output_text"],
+            prompt=messages[-1]["content"],
+            reward=RewardSpec(name="judge", config=config),
+        )
+    if kind == "python":
+        if "python_grader" not in available:
+            raise GraderError("python graders need the sandbox (bubblewrap)", "python_grader_server_error")
+        source = grader.get("source")
+        if not isinstance(source, str) or "def grade" not in source:
+            raise GraderError(
+                "a python grader needs `source` defining grade(sample, item)", "python_grader_runtime_error"
+            )
+        return ScoreItem(
+            response=ns["sample"]["output_text"],
+            reference={"source": source, "item": ns["item"]},
+            reward="python_grader",
+        )
+    raise GraderError(f"unsupported grader type {kind!r}")
+
+
+def plan_items(
+    grader: dict[str, Any], ns: dict[str, Any], available: set[str]
+) -> tuple[list[str], list[ScoreItem]]:
+    """Names and items to score: one item for a plain grader, one per sub-grader for ``multi``."""
+    if grader.get("type") == "multi":
+        subs = grader.get("graders")
+        if not isinstance(subs, dict) or not subs:
+            raise GraderError("a multi grader needs `graders`: {name: grader}")
+        names, items = [], []
+        for name, sub in subs.items():
+            if not isinstance(sub, dict):
+                raise GraderError(f"sub-grader {name!r} must be an object")
+            names.append(str(name))
+            items.append(grader_item(sub, ns, available))
+        return names, items
+    return [str(grader.get("name", grader.get("type", "grader")))], [grader_item(grader, ns, available)]
+
+
+def combine(grader: dict[str, Any], names: list[str], scores: dict[str, float]) -> float:
+    """The multi grader's ``calculate_output`` over sub-grader scores (or the single score)."""
+    if grader.get("type") != "multi":
+        return scores[names[0]]
+    source = grader.get("calculate_output")
+    if not isinstance(source, str):
+        raise GraderError("a multi grader needs `calculate_output`", "formula_parse_error")
+    try:
+        formula = parse_formula(source, names)
+    except FormulaError as exc:
+        raise GraderError(str(exc), "formula_parse_error") from None
+    try:
+        return float(formula.evaluate(scores))
+    except FormulaEvalError as exc:
+        raise GraderError(str(exc), "formula_parse_error") from None

@@ -1,0 +1,55 @@
+"""``string_check``: OpenAI's string-check grader as a reward.
+
+Operations, comparing the response with the reference string: ``eq`` (equal), ``ne`` (not equal),
+``like`` (the response contains the reference, case-sensitive), ``ilike`` (contains, ignoring case).
+Score 1 when the operation holds, else 0. No normalisation: this is the exact semantics of the hosted
+grader, so configs carried over from OpenAI RFT give the same rewards here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+
+__all__ = ["StringCheckConfig", "StringCheckReward", "string_check"]
+
+
+class StringCheckConfig(RewardConfig):
+    operation: Literal["eq", "ne", "like", "ilike"] = Field("eq", description="eq | ne | like | ilike.")
+
+
+def string_check(operation: str, text: str, reference: str) -> bool:
+    if operation == "eq":
+        return text == reference
+    if operation == "ne":
+        return text != reference
+    if operation == "like":
+        return reference in text
+    return reference.casefold() in text.casefold()
+
+
+@register
+class StringCheckReward(Reward[StringCheckConfig]):
+    name: ClassVar[str] = "string_check"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
+    )
+    config_model = StringCheckConfig
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: StringCheckConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        out = []
+        for item in items:
+            if not isinstance(item.reference, str):
+                out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "string_check needs a reference string"))
+                continue
+            ok = string_check(config.operation, item.response, item.reference)
+            out.append(Outcome(1.0 if ok else 0.0, details={"operation": config.operation}))
+        return out

@@ -1,0 +1,143 @@
+"""``text_similarity``: OpenAI's text-similarity grader as a reward, score in [0, 1].
+
+Metrics (``metric``):
+
+* ``fuzzy_match`` — normalised Indel similarity (rapidfuzz ``fuzz.ratio`` / 100);
+* ``bleu`` — sentence BLEU-4 on whitespace tokens with add-one smoothing (NLTK ``method1``), so short
+  texts don't collapse to 0;
+* ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``);
+* ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming);
+* ``cosine`` — embedding cosine, delegated to the ``similarity`` reward (a local embedding model) when it
+  is available, else invalid ``unsupported``;
+* ``meteor`` — needs the WordNet corpus, which is not shipped offline; used when NLTK can load it,
+  otherwise invalid ``unsupported`` (never a silent 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+
+__all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
+
+Metric = Literal[
+    "fuzzy_match",
+    "bleu",
+    "gleu",
+    "meteor",
+    "cosine",
+    "rouge_1",
+    "rouge_2",
+    "rouge_3",
+    "rouge_4",
+    "rouge_5",
+    "rouge_l",
+]
+
+
+class TextSimilarityConfig(RewardConfig):
+    metric: Metric = Field("fuzzy_match", description="The similarity metric (see the reward's description).")
+
+
+@lru_cache(maxsize=8)
+def _rouge(kind: str) -> Any:
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer([kind], use_stemmer=False)
+
+
+@lru_cache(maxsize=1)
+def _wordnet_available() -> bool:
+    try:
+        from nltk.corpus import wordnet
+
+        wordnet.ensure_loaded()
+        return True
+    except (LookupError, OSError):
+        return False
+
+
+def similarity_score(metric: str, text: str, reference: str) -> float | None:
+    """The metric in [0, 1], or None when this metric cannot be computed here (meteor without WordNet)."""
+    if metric == "fuzzy_match":
+        from rapidfuzz import fuzz
+
+        return float(fuzz.ratio(text, reference)) / 100.0
+    if metric == "bleu":
+        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+        hyp, ref = text.split(), reference.split()
+        if not hyp or not ref:
+            return 1.0 if hyp == ref else 0.0
+        return float(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
+    if metric == "gleu":
+        from nltk.translate.gleu_score import sentence_gleu
+
+        hyp, ref = text.split(), reference.split()
+        if not hyp or not ref:
+            return 1.0 if hyp == ref else 0.0
+        return float(sentence_gleu([ref], hyp))
+    if metric.startswith("rouge_"):
+        kind = "rougeL" if metric == "rouge_l" else f"rouge{metric[-1]}"
+        return float(_rouge(kind).score(reference, text)[kind].fmeasure)
+    if metric == "meteor":
+        if not _wordnet_available():
+            return None
+        from nltk.translate.meteor_score import meteor_score
+
+        return float(meteor_score([reference.split()], text.split()))
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+@register
+class TextSimilarityReward(Reward[TextSimilarityConfig]):
+    name: ClassVar[str] = "text_similarity"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
+    )
+    config_model = TextSimilarityConfig
+
+    def is_cacheable(self, config: TextSimilarityConfig) -> bool:
+        # cosine delegates to another reward (its model), whose version is not part of this key
+        return config.metric != "cosine"
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: TextSimilarityConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        if config.metric == "cosine":
+            return await self._cosine(items, ctx)
+        out = []
+        for item in items:
+            if not isinstance(item.reference, str):
+                out.append(
+                    Outcome.invalid(Reason.MISSING_REFERENCE, "text_similarity needs a reference string")
+                )
+                continue
+            value = similarity_score(config.metric, item.response, item.reference)
+            if value is None:
+                out.append(
+                    Outcome.invalid(Reason.UNSUPPORTED, "meteor needs the NLTK WordNet corpus, not installed")
+                )
+                continue
+            out.append(Outcome(value, details={"metric": config.metric}))
+        return out
+
+    async def _cosine(self, items: Sequence[ScoreItem], ctx: ScoreContext) -> list[Outcome]:
+        registry = self.runtime.reward_registry()
+        if "similarity" not in registry.names():
+            return [
+                Outcome.invalid(Reason.UNSUPPORTED, "cosine needs the `similarity` reward") for _ in items
+            ]
+        similarity = registry.get("similarity")
+        outcomes = await similarity.score(items, similarity.parse_config({}), ctx)
+        for o in outcomes:
+            if o.score is not None:
+                o.score = max(0.0, min(1.0, o.score))
+        return outcomes

@@ -1,0 +1,143 @@
+"""OpenAI grader JSON through /compat/openai/graders/run, with OpenAI's payload shapes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+URL = "/compat/openai/graders/run"
+
+
+async def run(c: httpx.AsyncClient, grader: dict, sample: str, item: dict | None = None) -> dict:
+    resp = await c.post(URL, json={"grader": grader, "model_sample": sample, "item": item or {}})
+    assert resp.status_code == 200, resp.text
+    body: dict = resp.json()
+    assert set(body) == {"reward", "metadata", "sub_rewards", "model_grader_token_usage_per_model"}
+    return body
+
+
+@pytest.mark.parametrize(
+    "operation, sample, reference, expected",
+    [
+        ("eq", "Paris", "Paris", 1.0),
+        ("eq", "paris", "Paris", 0.0),  # eq is exact
+        ("ne", "Rome", "Paris", 1.0),
+        ("like", "I think Paris is right", "Paris", 1.0),  # contains, case-sensitive
+        ("like", "i think paris", "Paris", 0.0),
+        ("ilike", "i think PARIS", "Paris", 1.0),  # contains, any case
+    ],
+)
+async def test_string_check(
+    client: httpx.AsyncClient, operation: str, sample: str, reference: str, expected: float
+) -> None:
+    grader = {
+        "type": "string_check",
+        "name": "sc",
+        "input": "{{ sample.output_text }}",
+        "reference": "{{ item.answer }}",
+        "operation": operation,
+    }
+    body = await run(client, grader, sample, {"answer": reference})
+    assert body["reward"] == expected
+    assert body["metadata"]["type"] == "string_check" and body["metadata"]["name"] == "sc"
+    assert not any(v for k, v in body["metadata"]["errors"].items() if not k.endswith("_details"))
+
+
+@pytest.mark.parametrize(
+    "metric, sample, reference, expected",
+    [
+        ("fuzzy_match", "hello world", "hello world", 1.0),
+        ("fuzzy_match", "hello wrld", "hello world", 0.9523809523809523),
+        ("bleu", "the cat sat on the mat", "the cat sat on the mat", 1.0),
+        ("rouge_1", "the cat on mat", "the cat sat on the mat", 0.8),
+        ("rouge_l", "the cat on mat", "the cat sat on the mat", 0.8),
+        ("gleu", "the cat", "the cat sat", 0.5),
+    ],
+)
+async def test_text_similarity(
+    client: httpx.AsyncClient, metric: str, sample: str, reference: str, expected: float
+) -> None:
+    grader = {
+        "type": "text_similarity",
+        "name": "ts",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.ref}}",
+        "evaluation_metric": metric,
+        "pass_threshold": 0.5,
+    }
+    body = await run(client, grader, sample, {"ref": reference})
+    assert body["reward"] == pytest.approx(expected)
+
+
+async def test_multi_with_calculate_output(client: httpx.AsyncClient) -> None:
+    grader = {
+        "type": "multi",
+        "name": "combo",
+        "graders": {
+            "exact": {
+                "type": "string_check",
+                "name": "exact",
+                "input": "{{sample.output_text}}",
+                "reference": "{{item.answer}}",
+                "operation": "eq",
+            },
+            "close": {
+                "type": "text_similarity",
+                "name": "close",
+                "input": "{{sample.output_text}}",
+                "reference": "{{item.answer}}",
+                "evaluation_metric": "fuzzy_match",
+            },
+        },
+        "calculate_output": "0.5 * exact + 0.5 * close",
+    }
+    body = await run(client, grader, "hello wrld", {"answer": "hello world"})
+    assert body["sub_rewards"] == {"exact": 0.0, "close": pytest.approx(0.9523809523809523)}
+    assert body["reward"] == pytest.approx(0.5 * 0.9523809523809523)
+
+
+async def test_errors_are_reported_in_metadata(client: httpx.AsyncClient) -> None:
+    missing_var = await run(
+        client, {"type": "string_check", "input": "{{item.nope}}", "reference": "x", "operation": "eq"}, "x"
+    )
+    assert (
+        missing_var["reward"] == 0.0 and missing_var["metadata"]["errors"]["invalid_variable_error"] is True
+    )
+    bad_formula = await run(
+        client,
+        {
+            "type": "multi",
+            "graders": {"a": {"type": "string_check", "input": "x", "reference": "x", "operation": "eq"}},
+            "calculate_output": "a + __import__('os')",
+        },
+        "x",
+    )
+    assert bad_formula["metadata"]["errors"]["formula_parse_error"] is True
+    unknown = await run(client, {"type": "label_model"}, "x")
+    assert unknown["metadata"]["errors"]["other_error"] is True
+
+
+async def test_validate(client: httpx.AsyncClient) -> None:
+    ok = await client.post(
+        "/compat/openai/graders/validate",
+        json={
+            "grader": {
+                "type": "string_check",
+                "input": "{{sample.output_text}}",
+                "reference": "{{item.a}}",
+                "operation": "eq",
+            }
+        },
+    )
+    assert ok.status_code == 200
+    bad = await client.post(
+        "/compat/openai/graders/validate",
+        json={
+            "grader": {
+                "type": "multi",
+                "graders": {"a": {"type": "string_check", "input": "", "reference": "", "operation": "eq"}},
+                "calculate_output": "a +",
+            }
+        },
+    )
+    assert bad.status_code == 422
