@@ -1,5 +1,6 @@
-"""Tiny random models for tests: a locally trained byte-level BPE tokenizer and a small Qwen2 built
-from a config, saved with ``save_pretrained`` so the real ``from_pretrained`` loading code is exercised.
+"""Tiny random models for tests: a locally trained byte-level BPE tokenizer and small Qwen2 models built
+from a config (causal LM, PRM token classifiers, an outcome RM), saved with ``save_pretrained`` so the
+real ``from_pretrained`` loading code is exercised.
 No hub access (HF_HUB_OFFLINE=1); building one takes well under a second.
 """
 
@@ -41,27 +42,74 @@ def train_tokenizer(vocab_size: int = 1024) -> object:
     return fast
 
 
-def build_tiny_causal_lm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """A random Qwen2 causal LM + tokenizer saved under ``path`` (a directory ``from_pretrained`` loads)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def _qwen2_config(tok: object, hidden: int, layers: int, max_positions: int = 512, **extra: object) -> object:
+    from transformers import Qwen2Config
 
-    torch.manual_seed(seed)
-    tok = train_tokenizer()
-    config = Qwen2Config(
+    return Qwen2Config(
         vocab_size=len(tok),  # type: ignore[arg-type]
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         eos_token_id=tok.eos_token_id,  # type: ignore[attr-defined]
         pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
+        **extra,
     )
-    model = Qwen2ForCausalLM(config)
+
+
+def _save(model: object, tok: object, path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    model.save_pretrained(path)  # type: ignore[attr-defined]
     tok.save_pretrained(path)  # type: ignore[attr-defined]
     return path
+
+
+def build_tiny_causal_lm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A random Qwen2 causal LM + tokenizer saved under ``path`` (a directory ``from_pretrained`` loads)."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
+
+
+def build_tiny_qwen_prm(
+    path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, max_positions: int = 2048
+) -> Path:
+    """A Qwen2.5-Math-PRM look-alike: a 2-label Qwen2 token classifier whose tokenizer has ``<extra_0>``
+    as one special token and a ChatML template (random weights; the scores mean nothing)."""
+    import torch
+    from transformers import Qwen2ForTokenClassification
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    config = _qwen2_config(tok, hidden, layers, max_positions, num_labels=2)
+    return _save(Qwen2ForTokenClassification(config), tok, path)
+
+
+def build_tiny_math_shepherd_prm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A Math-Shepherd look-alike: a Qwen2 causal LM whose vocabulary has ``ки`` (an added token),
+    ``+`` and ``-`` (random weights), and no chat template (Math-Shepherd reads plain text)."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    tok.add_tokens(["ки"])  # type: ignore[attr-defined]
+    tok.chat_template = None  # type: ignore[attr-defined]
+    return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
+
+
+def build_tiny_orm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A one-output Qwen2 sequence classifier (an outcome reward model), random weights."""
+    import torch
+    from transformers import Qwen2ForSequenceClassification
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    config = _qwen2_config(tok, hidden, layers, num_labels=1)
+    return _save(Qwen2ForSequenceClassification(config), tok, path)

@@ -25,12 +25,15 @@ from rewardhub.jobs import JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
 from rewardhub.metrics import Metrics
 from rewardhub.middleware import BodyLimitMiddleware, RequestContextMiddleware
+from rewardhub.models import ModelHub
 from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry
-from rewardhub.routes import compat, jobs, meta, score
+from rewardhub.routes import compat, compat_sandboxfusion, dashboard, jobs, meta, score
 from rewardhub.runtime.context import Runtime, build_cpu_pool
+from rewardhub.sandbox import SandboxPool
 from rewardhub.security import Authenticator
 from rewardhub.serving import ScoringService
+from rewardhub.stats import LiveStats
 
 __all__ = ["build_cache", "create_app"]
 
@@ -70,16 +73,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
     metrics.queue_depth.labels("cpu").set_function(lambda: pool.stats().queued_items)
 
+    # Probes bwrap with a real run; never raises (no isolation = code items are refused, says /health).
+    sandbox = SandboxPool.from_settings(settings)
+    await sandbox.start()
+    metrics.queue_depth.labels("sandbox").set_function(lambda: sandbox.stats()["waiting"])
+
     cache = build_cache(settings, metrics)
     await cache.start()
     metrics.cache_up.set(1 if cache.up else 0)
 
-    runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool)
+    # Configured models load here (a bad path fails the start, naming the setting); see rewardhub.models.
+    models = ModelHub.from_settings(settings, metrics)
+    await models.start(metrics)
+
+    runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool, sandbox=sandbox, models=models)
     registry = RewardRegistry(runtime)
     runtime.registry = registry
     await registry.start()
 
-    scoring = ScoringService(settings, registry, cache, metrics)
+    scoring = ScoringService(settings, registry, cache, metrics, app.state.stats)
     job_runner = JobRunner(
         build_job_store(settings, cache),
         scoring,
@@ -106,6 +118,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         cache=cache.backend,
         cache_up=cache.up,
         cpu_workers=settings.cpu_workers,
+        sandbox=sandbox.level,
+        models=models.names(),
         rewards=registry.names(),
     )
     try:
@@ -115,7 +129,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.jobs = None
         await job_runner.close()
         await registry.close()
+        await models.close()
         await cache.close()
+        await sandbox.close()
         await asyncio.to_thread(pool.close)
         log.info("service_stopped")
 
@@ -137,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.stats = LiveStats()
     app.state.started_at = time.monotonic()
     app.state.scoring = None
     app.state.jobs = None
@@ -148,7 +165,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(score.router)
     app.include_router(jobs.router)
     app.include_router(compat.router)
+    app.include_router(compat_sandboxfusion.router)
+    app.include_router(compat_sandboxfusion.alias_router)
     app.include_router(meta.router)
+    app.include_router(dashboard.router)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

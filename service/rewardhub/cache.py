@@ -17,11 +17,12 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import orjson
 import structlog
 from cachetools import TTLCache
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from rewardhub import jsonutil
 
 __all__ = [
     "Cache",
@@ -39,14 +40,14 @@ KEY_PREFIX = "rh:v1"
 
 def config_digest(config: dict[str, Any]) -> bytes:
     """Canonical JSON of a validated config (defaults filled in, keys sorted): equal configs hash equal."""
-    return orjson.dumps(config, option=orjson.OPT_SORT_KEYS)
+    return jsonutil.dumps(config, sort_keys=True)
 
 
 def item_key(name: str, version: str, config_json: bytes, fields: Sequence[Any]) -> str:
     """``rh:v1:{name}:{version}:{sha256(config, fields the reward reads)}``."""
     h = hashlib.sha256(config_json)
     h.update(b"\x00")
-    h.update(orjson.dumps(list(fields), option=orjson.OPT_SORT_KEYS))
+    h.update(jsonutil.dumps(list(fields), sort_keys=True))
     return f"{KEY_PREFIX}:{name}:{version}:{h.hexdigest()}"
 
 

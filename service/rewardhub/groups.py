@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from rewardhub import jsonutil
 from rewardhub.cache import KEY_PREFIX, Cache
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import ScoreItem
@@ -93,7 +94,7 @@ def _fingerprint(items: Sequence[ScoreItem], idx: Sequence[int], reads: Sequence
     fields = [f for f in reads if f != "group"]
     digests = sorted(
         hashlib.sha256(
-            orjson.dumps([getattr(items[i], f) for f in fields], option=orjson.OPT_SORT_KEYS)
+            jsonutil.dumps([getattr(items[i], f) for f in fields], sort_keys=True)
         ).digest()
         for i in idx
     )

@@ -28,6 +28,7 @@ from cachetools import TTLCache
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from rewardhub import jsonutil
 from rewardhub.admission import Admission
 from rewardhub.errors import (
     Conflict,
@@ -171,7 +172,7 @@ class RedisJobStore:
                     await asyncio.sleep(0.02)
                 raise ServiceUnavailable("a job with this Idempotency-Key is being created; retry")
         pipe = self.r.pipeline(transaction=True)
-        pipe.set(self._k("job", job_id), orjson.dumps(job), ex=self.ttl_s)
+        pipe.set(self._k("job", job_id), jsonutil.dumps(job), ex=self.ttl_s)
         pipe.set(self._k("job-body", job_id), body, ex=self.ttl_s)
         pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
         await self._call(pipe.execute())
@@ -187,7 +188,7 @@ class RedisJobStore:
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
         pipe = self.r.pipeline(transaction=True)
-        pipe.set(self._k("job", job["job_id"]), orjson.dumps(job), ex=self.ttl_s)
+        pipe.set(self._k("job", job["job_id"]), jsonutil.dumps(job), ex=self.ttl_s)
         if done:
             pipe.zrem(self._k("jobs", "pending"), job["job_id"])
             pipe.delete(self._k("job-body", job["job_id"]), self._k("job-lease", job["job_id"]))

@@ -81,6 +81,13 @@ class Metrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.batch_size = Histogram(
+            "rewardhub_batch_size",
+            "Items per forward pass of an in-process model, by batcher (backend:capability).",
+            ["batcher"],
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
         self.worker_restarts = Counter(
             "rewardhub_worker_restarts_total",
             "Worker processes replaced, by pool and cause.",

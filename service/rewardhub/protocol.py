@@ -177,6 +177,11 @@ class HealthResponse(_Model):
     uptime_s: float
     cache: str = Field(description="`redis`, `memory` or `off`.")
     cache_up: bool
+    sandbox: str | None = Field(
+        None,
+        description="Code isolation: `bubblewrap`, `rlimits_only` (unisolated, allowed by setting) or `none` "
+        "(code items are refused).",
+    )
 
 
 class JobStatus(_Model):

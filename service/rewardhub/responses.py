@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.responses import Response
+
+from rewardhub import jsonutil
 
 __all__ = ["JSONBytesResponse"]
 
@@ -20,4 +21,4 @@ class JSONBytesResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+        return jsonutil.dumps(content)

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import structlog
 
+from rewardhub import jsonutil
 from rewardhub.cache import Cache, config_digest, item_key
 from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded
@@ -34,6 +35,7 @@ from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem, S
 from rewardhub.request_metrics import request_metrics
 from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext
 from rewardhub.rewards.composed import effective_reads, effective_version, uses_groups
+from rewardhub.stats import LiveStats
 
 __all__ = ["ScoringService"]
 
@@ -56,11 +58,19 @@ class _Plan:
 
 
 class ScoringService:
-    def __init__(self, settings: Settings, registry: RewardRegistry, cache: Cache, metrics: Metrics):
+    def __init__(
+        self,
+        settings: Settings,
+        registry: RewardRegistry,
+        cache: Cache,
+        metrics: Metrics,
+        stats: LiveStats | None = None,
+    ):
         self.settings = settings
         self.registry = registry
         self.cache = cache
         self.metrics = metrics
+        self.stats = stats
 
     # --- limits -------------------------------------------------------------------------------
     def _check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
@@ -96,7 +106,7 @@ class ScoringService:
         self, spec: str | RewardSpec, use_cache: bool, plans: dict[tuple[str, bytes], _Plan], where: str
     ) -> _Plan:
         name, raw = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
-        key = (name, orjson.dumps(raw, option=orjson.OPT_SORT_KEYS))
+        key = (name, jsonutil.dumps(raw, sort_keys=True))
         plan = plans.get(key)
         if plan is None:
             reward = self.registry.get(name)
@@ -229,7 +239,10 @@ class ScoringService:
             for d in final:
                 d["details"] = {}
         self._observe(plans, per_item, final)
-        metrics = request_metrics(items, final, per_item_reward=[p.reward.name for p in per_item])
+        reward_names = [p.reward.name for p in per_item]
+        if self.stats is not None:
+            self.stats.record(reward_names, final)
+        metrics = request_metrics(items, final, per_item_reward=reward_names)
         metrics["deduplicated"] = len(followers)
         metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
@@ -317,4 +330,4 @@ def _size_bytes(value: Any, limit: int) -> int:
         if len(value) * 4 <= limit:
             return len(value)
         return len(value.encode("utf-8", "surrogatepass"))
-    return len(orjson.dumps(value))
+    return len(jsonutil.dumps(value))

@@ -162,3 +162,18 @@ async def test_nemo_gym_session_and_metrics_endpoints(client: httpx.AsyncClient)
     assert agg["agent_metrics"]["num_masked"] == 1
     assert agg["key_metrics"]["mean/reward"] == 1 / 3
     assert agg["key_metrics"]["pass@k"] == 0.5
+
+
+async def test_malformed_task_spec_labels_are_flagged_not_500(client: httpx.AsyncClient) -> None:
+    payload = {
+        "query": ["\\boxed{1}"] * 4,
+        "prompts": [""] * 4,
+        "labels": [{"verifier": "math", "config": [1, 2]}, {"reward": {"nope": 1}}, False, 7],
+    }
+    resp = await client.post("/compat/openrlhf/get_reward", json=payload)
+    assert resp.status_code == 200
+    assert resp.json()["extra_logs"]["rewardhub_valid"] == [0.0, 0.0, 1.0, 1.0]
+    slime = await client.post(
+        "/compat/slime/reward", json={"response": "x", "label": {"reward": 5, "config": "bad"}}
+    )
+    assert slime.status_code == 200 and slime.json()["valid"] is False

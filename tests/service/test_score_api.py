@@ -212,3 +212,14 @@ async def test_openapi_documents_the_api(client: httpx.AsyncClient) -> None:
     post = spec["paths"]["/v1/score"]["post"]
     assert {"200", "404", "413", "422", "429"} <= set(post["responses"])
     assert "ScoreResponse" in spec["components"]["schemas"]
+
+
+async def test_integers_beyond_64_bits_are_accepted(client: httpx.AsyncClient) -> None:
+    # Found by the fuzzer: orjson refuses such integers; the service must still answer (JSON allows them).
+    big = -9223372036854775809
+    resp = await client.post(
+        "/v1/score", json={"reward": "exact_match", "items": [{"response": "x", "reference": [big, "x"]},
+                                                              {"response": "y", "reference": {"a": 2**70}}]}
+    )
+    assert resp.status_code == 200
+    assert [r["score"] for r in resp.json()["results"]] == [1.0, None]

@@ -11,14 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from rewardhub.admission import Admission
-from rewardhub.errors import Overloaded, RewardHubError
+from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
 from rewardhub.security import Caller
 from rewardhub.serving import ScoringService
 
-__all__ = ["EOS_MARKERS", "ScoreOutcome", "parse_label", "score_or_flag", "strip_eos"]
+__all__ = ["EOS_MARKERS", "ScoreOutcome", "as_reference", "parse_label", "score_or_flag", "strip_eos"]
 
 # End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False).
 EOS_MARKERS = (
@@ -68,15 +69,27 @@ def parse_label(label: Any, default_reward: str) -> tuple[str | RewardSpec, Any]
     if isinstance(obj, dict) and any(k in obj for k in _SPEC_KEYS):
         raw_spec = next(obj[k] for k in _SPEC_KEYS if k in obj)
         config = obj.get("config") or {}
-        if isinstance(raw_spec, dict):
-            spec: str | RewardSpec = RewardSpec.model_validate({"config": config, **raw_spec})
-        else:
-            spec = RewardSpec(name=str(raw_spec), config=config) if config else str(raw_spec)
+        try:
+            if isinstance(raw_spec, dict):
+                spec: str | RewardSpec = RewardSpec.model_validate({"config": config, **raw_spec})
+            else:
+                spec = RewardSpec(name=str(raw_spec), config=config) if config else str(raw_spec)
+        except ValidationError as exc:
+            raise InvalidRequest(
+                f"label: not a valid task spec: {exc.errors()[0].get('msg')}", param="labels"
+            ) from None
         reference = next((obj[k] for k in _REF_KEYS if k in obj), None)
-        return spec, reference
-    if isinstance(obj, int | float) and not isinstance(obj, bool):
-        obj = str(obj)
-    return default_reward, obj
+        return spec, as_reference(reference)
+    return default_reward, as_reference(obj)
+
+
+def as_reference(value: Any) -> str | dict[str, Any] | list[Any] | None:
+    """A reference of any JSON type as one a ScoreItem holds: scalars become their JSON text."""
+    if value is None or isinstance(value, str | dict | list):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 class ScoreOutcome:
@@ -103,13 +116,14 @@ async def score_or_flag(
     scoring: ScoringService,
     admission: Admission,
     caller: Caller,
-    items: Sequence[ScoreItem],
+    items: Sequence[ScoreItem | RewardHubError],
     options: ScoreOptions | None = None,
 ) -> ScoreOutcome:
     """Score, turning request-level failures into per-item data (never an HTTP error for the peer).
 
     Each item's reward spec is checked on its own first, so one label naming an unknown reward or a bad
-    config flags that item only.
+    config flags that item only; an entry that is already an error (a label that could not be read) is
+    flagged as is.
     """
     if not items:
         return ScoreOutcome([])
@@ -117,6 +131,9 @@ async def score_or_flag(
     results: list[dict[str, Any] | None] = [None] * len(items)
     good: list[int] = []
     for i, item in enumerate(items):
+        if isinstance(item, RewardHubError):
+            results[i] = _flag(item.error_type, item.message)
+            continue
         try:
             scoring.validate(ScoreRequest(reward=None, items=[item], options=opts))
             good.append(i)

@@ -19,7 +19,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rewardhub.compat.common import ScoreOutcome, parse_label
+from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label
+from rewardhub.errors import RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem
 
 __all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
@@ -71,7 +72,14 @@ def prompt_of(params: Any) -> str | None:
     return None
 
 
-def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem:
+def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem | RewardHubError:
+    try:
+        return _to_item(body, default_reward, code_available)
+    except RewardHubError as exc:
+        return exc
+
+
+def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem:
     text = response_text(body.get("response"))
     prompt = prompt_of(body.get("responses_create_params"))
     tests = (
@@ -89,7 +97,9 @@ def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> 
             prompt=prompt, response=text, reward="code", reference={"language": "python", "cases": cases}
         )
     label: Any = {k: body[k] for k in ("reward", "verifier", "config") if k in body}
-    reference = next((body[k] for k in ("expected_answer", "answer", "ground_truth") if k in body), None)
+    reference = as_reference(
+        next((body[k] for k in ("expected_answer", "answer", "ground_truth") if k in body), None)
+    )
     if label:
         label["reference"] = reference
         spec, reference = parse_label(label, default_reward)

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field
 
+from rewardhub import jsonutil
 from rewardhub.formula import FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import RewardSpec, ScoreItem
 
@@ -96,7 +97,7 @@ def render(template: Any, ns: dict[str, Any]) -> str:
                 value = value[int(part)]
             else:
                 raise TemplateError(f"template variable {match.group(1)!r} is not in the sample or item")
-        return value if isinstance(value, str) else orjson.dumps(value).decode()
+        return value if isinstance(value, str) else jsonutil.dumps(value).decode()
 
     return _TEMPLATE.sub(lookup, template)
 

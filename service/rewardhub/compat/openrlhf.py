@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.errors import RewardHubError
 from rewardhub.protocol import ScoreItem
 
 __all__ = ["OpenRLHFRequest", "OpenRLHFResponse", "to_items", "to_response"]
@@ -45,12 +46,16 @@ def split_response(query: str, prompt: str | None) -> str:
     return strip_eos(query)
 
 
-def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem]:
-    items = []
+def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem | RewardHubError]:
+    items: list[ScoreItem | RewardHubError] = []
     for i, query in enumerate(req.query):
         prompt = req.prompts[i] if i < len(req.prompts) else None
         label = req.labels[i] if i < len(req.labels) else None
-        spec, reference = parse_label(label, default_reward)
+        try:
+            spec, reference = parse_label(label, default_reward)
+        except RewardHubError as exc:  # an unreadable label flags its item only
+            items.append(exc)
+            continue
         items.append(
             ScoreItem(
                 id=str(i),

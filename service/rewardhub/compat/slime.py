@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.errors import RewardHubError
 from rewardhub.protocol import ScoreItem
 
 __all__ = ["SlimeRequest", "SlimeResponse", "to_item", "to_response"]
@@ -33,8 +34,11 @@ class SlimeResponse(BaseModel):
     cached: bool = False
 
 
-def to_item(req: SlimeRequest, default_reward: str) -> ScoreItem:
-    spec, reference = parse_label(req.label, default_reward)
+def to_item(req: SlimeRequest, default_reward: str) -> ScoreItem | RewardHubError:
+    try:
+        spec, reference = parse_label(req.label, default_reward)
+    except RewardHubError as exc:
+        return exc
     return ScoreItem(prompt=req.prompt, response=strip_eos(req.response), reference=reference, reward=spec)
 
 

@@ -34,6 +34,12 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.group_length",
     "rewardhub.rewards.noisy",
     "rewardhub.rewards.composite",
+    "rewardhub.rewards.judge",
+    "rewardhub.rewards.prm",
+    "rewardhub.rewards.orm",
+    "rewardhub.rewards.similarity",
+    "rewardhub.rewards.code",
+    "rewardhub.rewards.sql",
 )
 
 

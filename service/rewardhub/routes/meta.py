@@ -42,6 +42,7 @@ async def health(request: Request) -> HealthResponse:
         uptime_s=time.monotonic() - state.started_at,
         cache=cache.backend if cache is not None else "off",
         cache_up=cache.up if cache is not None else False,
+        sandbox=sandbox.level if (sandbox := getattr(getattr(state, "runtime", None), "sandbox", None)) else None,
     )
 
 
@@ -69,6 +70,15 @@ async def ready(request: Request) -> JSONBytesResponse:
     cache = state.cache
     # A down Redis degrades caching but does not stop scoring: report it, don't fail readiness.
     checks["cache"] = {"ok": True, "backend": cache.backend, "up": cache.up}
+    # No isolation disables code rewards only (their items come back `sandbox_error`): report, don't fail.
+    sandbox = getattr(state.runtime, "sandbox", None)
+    if sandbox is not None:
+        checks["sandbox"] = {"ok": True, **sandbox.stats()}
+    # Configured model backends (unconfigured ones are simply absent; their rewards answer `unsupported`).
+    models = getattr(state.runtime, "models", None)
+    if models is not None:
+        for name, info in models.ready().items():
+            checks[f"model:{name}"] = info
     for reward in scoring.registry:
         info = reward.ready()
         if info != {"ok": True}:

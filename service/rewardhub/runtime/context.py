@@ -14,7 +14,9 @@ from rewardhub.metrics import Metrics
 from rewardhub.runtime.process_pool import ProcessPool
 
 if TYPE_CHECKING:
+    from rewardhub.models.hub import ModelHub
     from rewardhub.rewards.base import RewardRegistry
+    from rewardhub.sandbox.pool import SandboxPool
 
 __all__ = ["Runtime", "build_cpu_pool"]
 
@@ -29,6 +31,10 @@ class Runtime:
     cpu_pool: ProcessPool
     # Set once the registry exists; rewards that compose others (composite, wrappers) look them up here.
     registry: RewardRegistry | None = None
+    # The code sandbox (None in runtimes built without one, e.g. by tests of other rewards).
+    sandbox: SandboxPool | None = None
+    # Named model backends (judge, prm, orm, embedding); None in runtimes built without them.
+    models: ModelHub | None = None
 
     def reward_registry(self) -> RewardRegistry:
         if self.registry is None:

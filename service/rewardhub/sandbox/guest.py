@@ -2,7 +2,7 @@
 
 The service never imports this module: :mod:`rewardhub.sandbox.pool` copies it into a private directory,
 byte-compiles it once with the sandbox's interpreter and bind-mounts that directory read-only at
-``/rh``. Each run starts ``python3 -I -S /rh/main.py`` as the sandbox's PID 1 (``bwrap --as-pid-1``).
+``/rh``. Each run starts ``python3 -E -s -S /rh/main.py`` as the sandbox's PID 1 (``bwrap --as-pid-1``).
 
 Why a guest at all, instead of running the untrusted program directly: verdicts must travel through a
 channel the untrusted code cannot forge, and some limits are best applied from inside. The guest
@@ -34,23 +34,33 @@ Two modes:
 Wire format, service -> guest (stdin): two frames, each an 8-byte big-endian length and a ``marshal``
 payload (the service is trusted, so ``marshal`` is fine in this direction). Guest -> service (stdout):
 lines ``<nonce> <kind> <field> ...``; free text is base64 so a field never holds a space or newline.
-Between judge and solution: 4-byte length + ``repr`` of a tagged tree of builtin values, read back with
-``ast.literal_eval`` (never ``marshal``/``pickle``, which are unsafe on hostile input).
+Between judge and solution: 4-byte length + JSON of a tagged tree of builtin values (never
+``marshal``/``pickle``, which are unsafe on hostile input).
+
+Start-up cost matters (it is paid once per scored item): the guest imports only built-in or C modules
+(``_ast`` only when tests must be rewritten, not ``ast``; ``_signal``, not ``signal``; no ``typing``,
+``json``, ``re`` or ``ctypes``: the interpreter is started from an execute-only copy, which the kernel
+makes non-dumpable at ``exec``, and ``ctypes``/``prctl`` is only the fallback), which keeps it
+within a few milliseconds of a bare ``python3 -S`` start.
 """
 
 from __future__ import annotations
 
-import ast
 import binascii
 import builtins
 import marshal
-import os
+import posix as os  # the C module: `os` would import posixpath, stat and _collections_abc on every run
 import resource
 import select
-import signal
 import sys
 import time
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds per run
+    import signal
+    from typing import Any, NoReturn
+else:
+    import _signal as signal  # `signal` itself imports enum
 
 _OUT = 1  # the verdict channel: the sandbox's stdout
 _MAX_FRAME = 64 << 20
@@ -62,6 +72,13 @@ _PR_SET_DUMPABLE = 4
 # start-up: privileges, limits, frames
 # --------------------------------------------------------------------------------------------------
 def _undumpable() -> None:
+    """Make sure no other process of the sandbox can read this one's memory or file descriptors.
+
+    ``/proc/self`` of a non-dumpable process belongs to root (the overflow uid in a user namespace), so
+    its owner tells whether the execute-only interpreter copy already did the job.
+    """
+    if os.stat("/proc/self/status").st_uid != os.getuid():
+        return
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -133,8 +150,18 @@ def _fail_start(message: str) -> NoReturn:
 def main() -> None:
     try:
         _undumpable()
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(100_000)  # big results still cross; a 16 MB literal does not
         header = _read_frame(0)
         _apply_limits(header.get("limits") or {})
+        cpu = header.get("cpu")
+        if type(cpu) is int:
+            # One core per run: judge and solution take turns, and a ping-pong between two processes
+            # on one core costs a third of one that crosses cores (no inter-processor wake-ups).
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError:
+                pass
     except BaseException as exc:  # the service reports this run as a sandbox error
         _fail_start(f"start-up failed: {type(exc).__name__}: {exc}")
     mode = header.get("mode")
@@ -154,7 +181,13 @@ class _ProtocolError(Exception):
 
 
 class _Codec:
-    """Encodes values as a tree of builtin literals; objects that are not plain data become handles.
+    """Encodes values as a tree of JSON values; objects that are not plain data become handles.
+
+    Scalars (``None``, ``bool``, ``int``, finite ``float``, ``str``) and ``list`` map to themselves;
+    everything else is a one-key object: ``{"T": [...]}`` tuple, ``{"D": [[k, v], ...]}`` dict,
+    ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
+    ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
+    ``{"H"|"R": number}``.
 
     ``local`` holds this side's objects that the other side refers to by number. Builtin subclasses are
     read through the *base* type's methods, so their overrides are never called and the other side gets
@@ -168,39 +201,41 @@ class _Codec:
         self.make_proxy = make_proxy
         self.proxies: dict[int, Any] = {}
 
-    def ref(self, obj: Any) -> tuple[str, int]:
+    def ref(self, obj: Any) -> dict[str, int]:
         key = id(obj)
         self.local[key] = obj
-        return (self.handle_tag, key)
+        return {self.handle_tag: key}
 
     def enc(self, x: Any, depth: int = 0) -> Any:
         if depth > 200:
             raise _ProtocolError("value nested too deeply")
         t = type(x)
-        if x is None or t is bool or t is int or t is str or t is bytes:
+        if x is None or t is bool or t is int or t is str:
             return x
         if t is float:
-            return x if x - x == 0.0 else ("F", repr(x))
+            return x if x - x == 0.0 else {"F": repr(x)}
         d = depth + 1
         if t is list:
             return [self.enc(e, d) for e in x]
         if t is tuple:
-            return ("T", tuple(self.enc(e, d) for e in x))
+            return {"T": [self.enc(e, d) for e in x]}
         if t is dict:
-            return {self.enc(k, d): self.enc(v, d) for k, v in dict.items(x)}
+            return {"D": [[self.enc(k, d), self.enc(v, d)] for k, v in dict.items(x)]}
+        if t is bytes:
+            return {"B": x.decode("latin-1")}
         if t is set:
-            return ("S", tuple(self.enc(e, d) for e in x))
+            return {"S": [self.enc(e, d) for e in x]}
         if t is frozenset:
-            return ("Z", tuple(self.enc(e, d) for e in x))
+            return {"Z": [self.enc(e, d) for e in x]}
         if t is complex:
-            return ("C", self.enc(x.real), self.enc(x.imag))
+            return {"C": [self.enc(x.real), self.enc(x.imag)]}
         if t is _Proxy and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
-            return (self.foreign_tag, object.__getattribute__(x, "_rh_id"))
+            return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
         if t is type(sys):  # a module: the other side imports its own copy by name
-            return ("M", x.__name__)
+            return {"M": x.__name__}
+        if t is type and getattr(builtins, x.__name__, None) is x:  # `int`, `str`...: by name, too
+            return {"Y": x.__name__}
         # Subclasses of builtins: read through the base type, never through the subclass's methods.
-        if isinstance(x, bool):
-            return bool(int.__int__(x))
         if isinstance(x, int):
             return int.__int__(x)
         if isinstance(x, float):
@@ -208,64 +243,117 @@ class _Codec:
         if isinstance(x, str):
             return str.__str__(x)
         if isinstance(x, bytes):
-            return b"".join([x])
+            return {"B": b"".join([x]).decode("latin-1")}
         if isinstance(x, list):
             return [self.enc(e, d) for e in list.__iter__(x)]
         if isinstance(x, tuple):
-            return ("T", tuple(self.enc(e, d) for e in tuple.__iter__(x)))
+            return {"T": [self.enc(e, d) for e in tuple.__iter__(x)]}
         if isinstance(x, dict):
-            return {self.enc(k, d): self.enc(v, d) for k, v in dict.items(x)}
+            return {"D": [[self.enc(k, d), self.enc(v, d)] for k, v in dict.items(x)]}
         if isinstance(x, set):
-            return ("S", tuple(self.enc(e, d) for e in set.__iter__(x)))
+            return {"S": [self.enc(e, d) for e in set.__iter__(x)]}
         if isinstance(x, frozenset):
-            return ("Z", tuple(self.enc(e, d) for e in frozenset.__iter__(x)))
+            return {"Z": [self.enc(e, d) for e in frozenset.__iter__(x)]}
         return self.ref(x)
 
     def dec(self, x: Any, depth: int = 0) -> Any:
         if depth > 200:
             raise _ProtocolError("value nested too deeply")
         t = type(x)
-        if x is None or t is bool or t is int or t is str or t is bytes or t is float:
+        if x is None or t is bool or t is int or t is str or t is float:
             return x
         d = depth + 1
         if t is list:
             return [self.dec(e, d) for e in x]
-        if t is dict:
-            return {self.dec(k, d): self.dec(v, d) for k, v in x.items()}
-        if t is not tuple or not x or type(x[0]) is not str:
+        if t is not dict or len(x) != 1:
             raise _ProtocolError("malformed value")
-        tag = x[0]
-        if tag == "T":
-            return tuple(self.dec(e, d) for e in x[1])
-        if tag == "S":
-            return {self.dec(e, d) for e in x[1]}
-        if tag == "Z":
-            return frozenset(self.dec(e, d) for e in x[1])
-        if tag == "F" and x[1] in ("inf", "-inf", "nan"):
-            return float(x[1])
-        if tag == "C" and type(x[1]) in (int, float) and type(x[2]) in (int, float):
-            return complex(x[1], x[2])
-        if tag == "M" and type(x[1]) is str and _importable(x[1]):
-            import importlib
+        ((tag, v),) = x.items()
+        tv = type(v)
+        if tv is list:
+            if tag == "T":
+                return tuple([self.dec(e, d) for e in v])
+            if tag == "D":
+                out = {}
+                for pair in v:
+                    if type(pair) is not list or len(pair) != 2:
+                        raise _ProtocolError("malformed dict")
+                    out[self.dec(pair[0], d)] = self.dec(pair[1], d)
+                return out
+            if tag == "S":
+                return {self.dec(e, d) for e in v}
+            if tag == "Z":
+                return frozenset([self.dec(e, d) for e in v])
+            if tag == "C" and len(v) == 2 and all(type(e) in (int, float) for e in v):
+                return complex(v[0], v[1])
+        elif tv is str:
+            if tag == "B":
+                return v.encode("latin-1")
+            if tag == "F" and v in ("inf", "-inf", "nan"):
+                return float(v)
+            if tag == "Y" and isinstance(getattr(builtins, v, None), type):
+                return getattr(builtins, v)
+            if tag == "M" and _importable(v):
+                import importlib
 
-            try:
-                return importlib.import_module(x[1])
-            except ImportError:
-                return self._proxy(("M", 0))
-        if tag == self.handle_tag and type(x[1]) is int:  # one of ours, coming back
-            try:
-                return self.local[x[1]]
-            except KeyError:
-                raise _ProtocolError("unknown handle") from None
-        if tag == self.foreign_tag and type(x[1]) is int:
-            return self._proxy(x)
+                try:
+                    return importlib.import_module(v)
+                except ImportError:
+                    return self._proxy(self.foreign_tag, 0)
+        elif tv is int:
+            if tag == self.handle_tag:  # one of ours, coming back
+                try:
+                    return self.local[v]
+                except KeyError:
+                    raise _ProtocolError("unknown handle") from None
+            if tag == self.foreign_tag:
+                return self._proxy(tag, v)
         raise _ProtocolError("malformed value")
 
-    def _proxy(self, x: tuple[str, int]) -> Any:
-        p = self.proxies.get(x[1])
+    def _proxy(self, tag: str, ident: int) -> Any:
+        p = self.proxies.get(ident)
         if p is None:
-            p = self.proxies[x[1]] = self.make_proxy(x[0], x[1])
+            p = self.proxies[ident] = self.make_proxy(tag, ident)
         return p
+
+
+def _json_codec() -> tuple[Any, Any]:
+    """``dumps``/``loads`` on the C accelerator of ``json`` directly: ``import json`` would pull in ``re``
+    (milliseconds per run). Both only ever see trees built by :class:`_Codec` or hostile bytes, and the
+    scanner builds nothing but JSON values."""
+    import _json
+
+    class _Ctx:
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = float
+        memo: dict[str, str] = {}
+
+    def no_default(obj: Any) -> Any:
+        raise TypeError(f"{type(obj).__name__} is not encodable")
+
+    scan = _json.make_scanner(_Ctx())  # type: ignore[arg-type]  # any object with these attributes
+    encode = _json.make_encoder(
+        None, no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+
+    def dumps(obj: Any) -> bytes:
+        return "".join(encode(obj, 0)).encode("ascii")
+
+    def loads(data: bytes) -> Any:
+        text = data.decode("ascii")
+        value, end = scan(text, 0)
+        if end != len(text):
+            raise ValueError("trailing data")
+        return value
+
+    loads(dumps([1, {"T": [2.5, "x", None, True]}]))  # fail here, at start-up, if the C API differs
+    return dumps, loads
+
+
+_dumps, _loads = _json_codec()
 
 
 _NO_IMPORT = frozenset({"main", "rh_guest", "this", "antigravity"})
@@ -290,15 +378,20 @@ class _Gone(BaseException):
 
 
 class _Channel:
+    """Length-prefixed JSON messages over two pipes; reads are buffered (one syscall per message)."""
+
     def __init__(self, rfd: int, wfd: int, codec: _Codec, on_request: Any):
         self.rfd, self.wfd = rfd, wfd
         self.codec = codec
         self.on_request = on_request
         self.deadline: float | None = None  # monotonic; None = wait forever (the solution side)
-        self.gone_reason: str | None = None
+        self.buf = bytearray()
 
     def send(self, msg: Any) -> None:
-        data = repr(msg).encode("utf-8", "surrogatepass")
+        try:
+            data = _dumps(msg)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise _ProtocolError(f"unencodable message: {type(exc).__name__}: {_short(exc, 100)}") from None
         if len(data) > _MAX_MSG:
             raise _ProtocolError(f"message of {len(data)} bytes is too large")
         data = len(data).to_bytes(4, "big") + data
@@ -308,57 +401,59 @@ class _Channel:
         except OSError as exc:
             raise _Gone(f"the other process is gone ({exc.strerror})") from None
 
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
+    def _fill(self, n: int) -> None:
+        while len(self.buf) < n:
             if self.deadline is not None:
                 left = self.deadline - time.monotonic()
                 if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
                     raise _Gone("timeout")
             try:
-                chunk = os.read(self.rfd, min(n - len(buf), 1 << 20))
+                chunk = os.read(self.rfd, max(1 << 16, n - len(self.buf)))
             except OSError as exc:
                 raise _Gone(f"read failed ({exc.strerror})") from None
             if not chunk:
                 raise _Gone("eof")
-            buf += chunk
-        return bytes(buf)
+            self.buf += chunk
 
     def recv(self) -> Any:
-        n = int.from_bytes(self._read(4), "big")
+        self._fill(4)
+        n = int.from_bytes(self.buf[:4], "big")
         if n > _MAX_MSG:
             raise _ProtocolError("message too large")
-        raw = self._read(n).decode("utf-8", "surrogatepass")
+        self._fill(4 + n)
+        raw = bytes(self.buf[4 : 4 + n])
+        del self.buf[: 4 + n]
         try:
-            return ast.literal_eval(raw)
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError) as exc:
+            msg = _loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
             raise _ProtocolError(f"undecodable message: {type(exc).__name__}") from None
+        if type(msg) is not list or not msg or type(msg[0]) is not str:
+            raise _ProtocolError("malformed message")
+        return msg
 
     def request(self, op: str, *args: Any) -> Any:
         """Send a request and serve the other side's nested requests until our reply arrives."""
-        self.send(("q", op, args))
+        self.send(["q", op, list(args)])
         while True:
             msg = self.recv()
-            if type(msg) is not tuple or not msg:
-                raise _ProtocolError("malformed message")
-            if msg[0] == "r" and len(msg) == 2:
+            kind = msg[0]
+            if kind == "r" and len(msg) == 2:
                 return self.codec.dec(msg[1])
-            if msg[0] == "x" and len(msg) == 3 and type(msg[1]) is str and type(msg[2]) is str:
+            if kind == "x" and len(msg) == 3 and type(msg[1]) is str and type(msg[2]) is str:
                 raise _remote_exception(msg[1], msg[2])
-            if msg[0] == "q" and len(msg) == 3:
+            if kind == "q" and len(msg) == 3:
                 self.serve_one(msg)
                 continue
             raise _ProtocolError("unexpected message")
 
-    def serve_one(self, msg: Any) -> None:
+    def serve_one(self, msg: list[Any]) -> None:
         _, op, args = msg
         try:
-            value = self.on_request(op, args)
-            reply: Any = ("r", self.codec.enc(value))
+            reply: list[Any] = ["r", self.codec.enc(self.on_request(op, args))]
         except _Gone:
             raise
         except BaseException as exc:  # the callee's failure is data for the caller
-            reply = ("x", type(exc).__name__, _short(exc))
+            reply = ["x", type(exc).__name__, _short(exc)]
         self.send(reply)
 
 
@@ -395,8 +490,8 @@ _CHANNEL: _Channel | None = None
 def _op(p: _Proxy, op: str, *args: Any) -> Any:
     assert _CHANNEL is not None
     codec = _CHANNEL.codec
-    target = (object.__getattribute__(p, "_rh_tag"), object.__getattribute__(p, "_rh_id"))
-    return _CHANNEL.request(op, target, tuple(codec.enc(a) for a in args))
+    target = {object.__getattribute__(p, "_rh_tag"): object.__getattribute__(p, "_rh_id")}
+    return _CHANNEL.request(op, target, *(codec.enc(a) for a in args))
 
 
 def _expect(value: Any, *types: type) -> Any:
@@ -465,15 +560,19 @@ class _Proxy:
 
 def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     """Carry out a request on one of our objects (the other side named it by handle)."""
-    if op not in allowed or type(args) is not tuple or not args:
+    if op not in allowed or type(args) is not list or not args:
         raise _ProtocolError(f"operation {op!r} is not allowed")
-    if type(args[0]) is not tuple or len(args[0]) != 2 or args[0][0] != codec.handle_tag:
+    if type(args[0]) is not dict or list(args[0]) != [codec.handle_tag]:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
     rest = [codec.dec(a) for a in args[1:]]
     if op == "call":
         call_args, call_kwargs = rest
-        if type(call_args) is not tuple or type(call_kwargs) is not dict:
+        if (
+            type(call_args) is not tuple
+            or type(call_kwargs) is not dict
+            or any(type(k) is not str for k in call_kwargs)
+        ):
             raise _ProtocolError("malformed call")
         return target(*call_args, **call_kwargs)
     if op == "getattr":
@@ -538,12 +637,12 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
     try:
         if status == "ok":
             names = {k: codec.enc(v) for k, v in g.items() if not k.startswith("__")}
-            chan.send(("loaded", "ok", "", names))
+            chan.send(["loaded", "ok", "", names])
         else:
-            chan.send(("loaded", status, message, {}))
+            chan.send(["loaded", status, message, {}])
         while True:
             msg = chan.recv()
-            if type(msg) is not tuple or len(msg) != 3 or msg[0] != "q":
+            if len(msg) != 3 or msg[0] != "q":
                 raise _ProtocolError("unexpected message")
             chan.serve_one(msg)
     except BaseException:
@@ -554,34 +653,74 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
 # --------------------------------------------------------------------------------------------------
 # pytests mode: the judge
 # --------------------------------------------------------------------------------------------------
-class _AssertRewriter(ast.NodeTransformer):
-    """Turns every ``assert`` into a recorded test: ``__rh_t(i)`` before, ``__rh_r(i, ok|exc)`` after.
+def _rewrite_asserts(node: Any, lines: list[bytes], labels: list[str], _ast: Any) -> None:
+    """Turn every ``assert`` under ``node`` into a recorded test, in source order.
 
-    Statements, not lambdas, so scoping (walrus, comprehensions, locals of ``check``) is untouched.
+    ``__rh_t(i)`` marks the start, ``__rh_r(i, True|False|exception)`` the verdict. Statements, not
+    lambdas, so scoping (walrus, comprehensions, the locals of ``check``) is untouched, and an
+    exception inside the assert is that test's failure, not the end of the tests.
     """
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            out: list[Any] = []
+            for item in value:
+                if type(item) is _ast.Assert:
+                    out.extend(_assert_as_test(item, len(labels), _ast))
+                    labels.append(_segment(item, lines) or f"assert #{len(labels)}")
+                else:
+                    if isinstance(item, _ast.AST):
+                        _rewrite_asserts(item, lines, labels, _ast)
+                    out.append(item)
+            setattr(node, name, out)
+        elif isinstance(value, _ast.AST):
+            _rewrite_asserts(value, lines, labels, _ast)
 
-    def __init__(self, source: str):
-        self.labels: list[str] = []
-        self.source = source
 
-    def visit_Assert(self, node: ast.Assert) -> Any:
-        i = len(self.labels)
-        label = ast.get_source_segment(self.source, node) or f"assert #{i}"
-        self.labels.append(label)
-        begin = ast.parse(f"__rh_t({i})").body[0]
-        template = ast.parse(
-            f"try:\n    __rh_ok = True if (X) else False\n"
-            f"except Exception as __rh_e:\n    __rh_r({i}, __rh_e)\nelse:\n    __rh_r({i}, __rh_ok)\n"
-        ).body[0]
-        assert isinstance(template, ast.Try)
-        first = template.body[0]
-        assert isinstance(first, ast.Assign) and isinstance(first.value, ast.IfExp)
-        first.value.test = node.test
-        out = [begin, template]
-        for n in out:
-            ast.copy_location(n, node)
-            ast.fix_missing_locations(n)
-        return out
+def _assert_as_test(node: Any, i: int, _ast: Any) -> list[Any]:
+    """``__rh_t(i)`` + ``try: ok = True if <test> else False / except Exception as e: __rh_r(i, e) /
+    else: __rh_r(i, ok)``, built node by node (parsing a template per assert costs more)."""
+    loc = {"lineno": node.lineno, "col_offset": node.col_offset}
+    loc["end_lineno"] = node.end_lineno or node.lineno
+    loc["end_col_offset"] = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+
+    def name(ident: str, store: bool = False) -> Any:
+        return _ast.Name(id=ident, ctx=_ast.Store() if store else _ast.Load(), **loc)
+
+    def call(fn: str, *args: Any) -> Any:
+        return _ast.Expr(value=_ast.Call(func=name(fn), args=list(args), keywords=[], **loc), **loc)
+
+    index = _ast.Constant(value=i, **loc)
+    verdict = _ast.IfExp(
+        test=node.test, body=_ast.Constant(value=True, **loc), orelse=_ast.Constant(value=False, **loc), **loc
+    )
+    body = [_ast.Assign(targets=[name("__rh_ok", store=True)], value=verdict, **loc)]
+    handler = _ast.ExceptHandler(
+        type=name("Exception"), name="__rh_e", body=[call("__rh_r", index, name("__rh_e"))], **loc
+    )
+    test = _ast.Try(
+        body=body, handlers=[handler], orelse=[call("__rh_r", index, name("__rh_ok"))], finalbody=[], **loc
+    )
+    return [call("__rh_t", index), test]
+
+
+def _segment(node: Any, lines: list[bytes]) -> str:
+    """The assert's source text (positions are byte offsets into UTF-8 lines)."""
+    try:
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            text = lines[first][node.col_offset : node.end_col_offset]
+        else:
+            text = b"\n".join(
+                [
+                    lines[first][node.col_offset :],
+                    *lines[first + 1 : last],
+                    lines[last][: node.end_col_offset],
+                ]
+            )
+        return str(text.decode("utf-8", "replace").strip())
+    except (AttributeError, IndexError, TypeError):
+        return ""
 
 
 class _Judge:
@@ -692,13 +831,15 @@ def _run_judge(
             for k, t in enumerate(labels):
                 blocks.append((compile(t, f"test_{k}.py", "exec"), t))
         else:
+            import _ast  # only here: its import is a tenth of the guest's start-up
+
             src = str(tests or "")
-            tree = ast.parse(src, "tests.py")
-            rewriter = _AssertRewriter(src)
-            tree = rewriter.visit(tree)
-            ast.fix_missing_locations(tree)
-            labels = rewriter.labels or ["the tests run without an exception"]
-            synthetic = not rewriter.labels
+            tree: Any = compile(src, "tests.py", "exec", _ast.PyCF_ONLY_AST)
+            found: list[str] = []
+            lines = [line.rstrip(b"\r") for line in src.encode("utf-8", "replace").split(b"\n")]
+            _rewrite_asserts(tree, lines, found, _ast)
+            labels = found or ["the tests run without an exception"]
+            synthetic = not found
             blocks.append((compile(tree, "tests.py", "exec"), src))
     except (SyntaxError, ValueError) as exc:
         emit("refbad", _b64(f"the reference tests do not compile: {type(exc).__name__}: {exc}"))
@@ -710,11 +851,11 @@ def _run_judge(
     try:
         loaded = chan.recv()
     except _Gone as exc:
-        loaded = ("loaded", "died", judge.gone_message(str(exc)), {})
+        loaded = ["loaded", "died", judge.gone_message(str(exc)), {}]
     except _ProtocolError as exc:
-        loaded = ("loaded", "died", f"protocol error: {exc}", {})
-    if type(loaded) is not tuple or len(loaded) != 4 or loaded[0] != "loaded":
-        loaded = ("loaded", "died", "protocol error", {})
+        loaded = ["loaded", "died", f"protocol error: {exc}", {}]
+    if len(loaded) != 4 or loaded[0] != "loaded" or type(loaded[1]) is not str:
+        loaded = ["loaded", "died", "protocol error", {}]
     _, status, message, names = loaded
     if type(names) is not dict:
         status, message = "died", "protocol error"
@@ -725,7 +866,7 @@ def _run_judge(
     ns: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
     try:
         for k, v in names.items():
-            ns[codec.dec(k)] = codec.dec(v)
+            ns[k] = codec.dec(v)
     except (_ProtocolError, TypeError) as exc:
         emit("load", "died", _b64(f"protocol error: {exc}"))
         return
@@ -750,7 +891,8 @@ def _run_judge(
             abort = f"protocol error: {exc}"
         except BaseException as exc:  # an exception outside an assert ends the test code
             if not per_assert:
-                judge.fail(k, f"{type(exc).__name__}: {_short(exc)}")
+                text = _short(exc)
+                judge.fail(k, f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
                 judge.current = None
                 continue
             abort = f"{type(exc).__name__}: {_short(exc)}"
@@ -760,12 +902,15 @@ def _run_judge(
             break
     if synthetic and abort is None:
         judge.result(0, True)
-    # A test passes when it passed at least once and never failed; the rest were never reached.
+    # As in plain Python: when the test code ran to its end, every assert that did not fail passed
+    # (one in an untaken branch too). After an abort, only those that had passed count.
     for i in range(len(labels)):
-        if i in judge.passed:
+        if i in judge.failed:
+            continue
+        if i in judge.passed or abort is None:
             emit("test", i, "pass", "-")
-        elif i not in judge.failed:
-            emit("test", i, "fail", _b64(f"not run: {abort}" if abort else "not run"))
+        else:
+            emit("test", i, "fail", _b64(f"not run: {abort}"))
 
 
 def _kill_tree(pid: int) -> None:
@@ -812,8 +957,12 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     out_cap = int(header.get("out_cap") or (1 << 20))
     for name, content in (header.get("files") or {}).items():
         path = _safe_path(str(name))
-        if "/" in path:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+        parts = path.split("/")[:-1]
+        for k in range(1, len(parts) + 1):
+            try:
+                os.mkdir("/".join(parts[:k]))
+            except FileExistsError:
+                pass
         with open(path, "wb") as f:
             f.write(content)
     emit("ready")
@@ -838,7 +987,12 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
         try:
             with open(_safe_path(str(name)), "rb") as f:
                 content = f.read(out_cap + 1)
-            emit("file", _b64(str(name)), "ok" if len(content) <= out_cap else "truncated", _b64(content[:out_cap]))
+            emit(
+                "file",
+                _b64(str(name)),
+                "ok" if len(content) <= out_cap else "truncated",
+                _b64(content[:out_cap]),
+            )
         except (OSError, ValueError):
             emit("file", _b64(str(name)), "missing", "-")
 
@@ -871,12 +1025,14 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
             os.dup2(in_fd, 0)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
+            for fd in (0, 1, 2):
+                os.set_inheritable(fd, True)  # dup2 onto itself keeps close-on-exec set
             os.closerange(3, 1 << 16)
             # Python ignores these; an exec'd program must get the default actions back.
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
             resource.setrlimit(resource.RLIMIT_CPU, cpu_limits)
-            os.execvpe(argv[0], argv, env)
+            _execvpe(argv, env)
         except BaseException as exc:
             os.write(2, f"cannot start {argv[0]}: {exc}".encode("utf-8", "replace"))
         os._exit(127)
@@ -955,6 +1111,18 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
         _b64(bytes(bufs[out_r])),
         _b64(bytes(bufs[err_r])),
     )
+
+
+def _execvpe(argv: list[str], env: dict[str, str]) -> NoReturn:
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    error: OSError = FileNotFoundError(2, "not found", argv[0])
+    for directory in env.get("PATH", "/usr/bin:/bin").split(":"):
+        try:
+            os.execve(f"{directory}/{argv[0]}", argv, env)
+        except OSError as exc:
+            error = exc
+    raise error
 
 
 _REAPED: dict[int, tuple[int, Any]] = {}

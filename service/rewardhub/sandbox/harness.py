@@ -14,7 +14,15 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ExecReport", "PytestReport", "RunReport", "encode_frames", "new_nonce", "parse_exec", "parse_pytests"]
+__all__ = [
+    "ExecReport",
+    "PytestReport",
+    "RunReport",
+    "encode_frames",
+    "new_nonce",
+    "parse_exec",
+    "parse_pytests",
+]
 
 
 def new_nonce() -> str:

@@ -34,7 +34,9 @@ LANGUAGES: dict[str, Language] = {
     for lang in (
         # `-I`: no environment, no user site, no script-directory imports; site is kept so that
         # `exit()` works as in any script.
-        Language("python", "main.py", ("python3", "-I", "main.py"), None, ("python3", "py", "python"), ("python3",)),
+        Language(
+            "python", "main.py", ("python3", "-I", "main.py"), None, ("python3", "py", "python"), ("python3",)
+        ),
         Language(
             "c",
             "main.c",
@@ -73,6 +75,4 @@ def resolve_language(name: str) -> Language | None:
 
 def available_languages() -> dict[str, Language]:
     """The languages whose tools are installed (the sandbox sees the host's ``/usr`` read-only)."""
-    return {
-        name: lang for name, lang in LANGUAGES.items() if all(shutil.which(tool) for tool in lang.needs)
-    }
+    return {name: lang for name, lang in LANGUAGES.items() if all(shutil.which(tool) for tool in lang.needs)}

@@ -1,6 +1,6 @@
 """One sandboxed run: build the command line, start it from asyncio, feed it, capture it, kill it.
 
-The run is ``[setpriv --reuid U --regid U --clear-groups --] bwrap <flags> -- python3 -I -S /rh/main.py``
+The run is ``[setpriv --reuid U --regid U --clear-groups --] bwrap <flags> -- python3 -E -s -S /rh/main.py``
 (or, in ``rlimits_only`` mode, the guest without ``bwrap``). Why these pieces:
 
 * ``setpriv`` (when the service runs as root): each concurrent run gets its own unused uid, because
@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 __all__ = ["GUEST_DIR_IN_SANDBOX", "IsolationLevel", "RawRun", "SandboxCommand", "kill_uid", "run_process"]
 
@@ -100,6 +100,10 @@ class SandboxCommand:
         for path in _ETC_FILES:
             if Path(path).exists():
                 flags += ["--ro-bind", path, path]
+        exec_only = self.guest_dir / "python"
+        if exec_only.exists():
+            # Over the real interpreter: the same program, but unreadable, so it starts non-dumpable.
+            flags += ["--ro-bind", str(exec_only), os.path.realpath(self.python)]
         flags += [
             "--ro-bind",
             str(self.guest_dir),
@@ -112,6 +116,10 @@ class SandboxCommand:
             str(self.tmp_size_bytes),
             "--tmpfs",
             "/tmp",
+            # bwrap builds the new root on an unbounded tmpfs: make it read-only, or writing to
+            # /anything would fill the host's memory. Only the size-capped /tmp stays writable.
+            "--remount-ro",
+            "/",
             "--chdir",
             "/tmp",
             "--clearenv",
@@ -134,9 +142,11 @@ class SandboxCommand:
         prefix = []
         if uid is not None and self.setpriv is not None:
             prefix = [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-        guest = [self.python, "-I", "-S", "-B"]
+        # Not `-I`: it would drop the script directory (/rh) from sys.path; the environment is empty anyway.
+        guest = [self.python, "-E", "-s", "-S", "-B"]
         if self.level == "bubblewrap":
             assert self.bwrap is not None
+            guest[0] = os.path.realpath(self.python)
             return [*prefix, self.bwrap, *self.bwrap_flags, "--", *guest, f"{GUEST_DIR_IN_SANDBOX}/main.py"]
         return [*prefix, *guest, str(self.guest_dir / "main.py")]
 
@@ -159,8 +169,8 @@ class _Capture(asyncio.SubprocessProtocol):
         self.transport: asyncio.SubprocessTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self.transport = transport
+        # uvloop's transports implement the interface without subclassing asyncio's classes.
+        self.transport = cast(asyncio.SubprocessTransport, transport)
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         if isinstance(data, str):
@@ -221,10 +231,10 @@ async def run_process(
     pid = transport.get_pid()
     stdin_pipe = transport.get_pipe_transport(0)
     if stdin_pipe is not None:
-        assert isinstance(stdin_pipe, asyncio.WriteTransport)
+        writer = cast(asyncio.WriteTransport, stdin_pipe)
         with contextlib.suppress(OSError, RuntimeError):
-            stdin_pipe.write(stdin)
-            stdin_pipe.write_eof()
+            writer.write(stdin)
+            writer.write_eof()
     deadline_hit = False
     try:
         await asyncio.wait_for(asyncio.shield(exited), deadline_s)

@@ -1,0 +1,155 @@
+"""Reading a judge's verdict: the last decision in its output, or the expectation under its logprobs.
+
+A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final Decision: Yes``). A
+:class:`Scale` says which labels that line may carry and what each is worth in [0, 1].
+
+* ``parse``: the **last** match of the decision pattern wins (a judge that reasons "Score: 2... on
+  reflection, Score: 4" means 4); a label outside the scale, or no match, is :class:`DecisionError` (the
+  item becomes ``parse_error``, never a silent 0).
+* ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
+  alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
+  ``" yes"``, ``"YES"`` all count for ``yes`` and are summed), renormalised over the labels present, and
+  the score is the expected value. For two-label scales (yes/no, A/B) a label missing from the top-k gets
+  the smallest top-k logprob as an upper bound on its probability (GenPRM's rule), so a missing "no"
+  does not read as certainty. When no label is among the alternatives, the parsed value is used and
+  ``method`` says ``parse_fallback``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from rewardhub.models.base import Completion, TokenLogprob
+
+__all__ = ["Decision", "DecisionError", "MatchLike", "Scale", "last_of", "read_decision"]
+
+_LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
+
+
+class MatchLike(Protocol):
+    """What a ``re`` or ``regex`` match offers: group 1 is the decision label."""
+
+    def group(self, index: int, /) -> Any: ...
+
+    def start(self, index: int = 0, /) -> int: ...
+
+
+class DecisionError(Exception):
+    """The judge's output has no readable decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Labels a decision may take and their value in [0, 1].
+
+    ``numeric=(lo, hi)`` reads any number in [lo, hi] (decimals too) as ``(x - lo) / (hi - lo)``;
+    ``labels`` maps the other labels (casefolded) to values; ``complete`` lists the labels whose missing
+    logprob is bounded by the top-k minimum.
+    """
+
+    labels: dict[str, float] = field(default_factory=dict)
+    numeric: tuple[int, int] | None = None
+    complete: tuple[str, ...] = ()
+
+    @classmethod
+    def scores(cls, lo: int, hi: int) -> Scale:
+        return cls({str(k): (k - lo) / (hi - lo) for k in range(lo, hi + 1)}, numeric=(lo, hi))
+
+    def value(self, label: str) -> float | None:
+        key = label.strip(_LABEL_STRIP).casefold()
+        if self.numeric is not None:
+            try:
+                x = float(key)
+            except ValueError:
+                return None
+            lo, hi = self.numeric
+            return (x - lo) / (hi - lo) if lo <= x <= hi and math.isfinite(x) else None
+        return self.labels.get(key)
+
+    def token_label(self, token: str) -> str | None:
+        key = token.strip(_LABEL_STRIP).casefold()
+        return key if key in self.labels else None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    value: float  # the score in [0, 1] (parsed, or expected under the logprobs)
+    parsed: float  # the value of the last parsed label
+    label: str
+    method: Literal["parse", "logprobs", "parse_fallback"]
+    probs: dict[str, float] | None = None
+
+
+def last_of(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` (the judge's final decision), or None."""
+    last = None
+    for m in pattern.finditer(text):
+        last = m
+    return last
+
+
+def read_decision(
+    completion: Completion,
+    find_last: Callable[[str], MatchLike | None],
+    scale: Scale,
+    scoring: Literal["parse", "logprobs"],
+) -> Decision:
+    """The verdict in ``completion`` (see the module docstring); ``find_last`` finds the last decision.
+
+    Raises:
+        DecisionError: no decision, or its label is not on the scale.
+    """
+    text = completion.text
+    tokens = completion.tokens
+    if scoring == "logprobs" and tokens:
+        joined = "".join(t.token for t in tokens)
+        m = find_last(joined)
+        if m is not None:
+            label = str(m.group(1))
+            parsed = scale.value(label)
+            if parsed is None:
+                raise DecisionError(f"the judge's decision {label!r} is not on the scale")
+            probs = _label_probs(tokens, _token_at(tokens, m.start(1)), scale)
+            if probs:
+                total = sum(probs.values())
+                value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
+                return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
+            return Decision(parsed, parsed, label, "parse_fallback")
+    m = find_last(text)
+    if m is None:
+        raise DecisionError("no decision line found in the judge's output")
+    label = str(m.group(1))
+    parsed = scale.value(label)
+    if parsed is None:
+        raise DecisionError(f"the judge's decision {label!r} is not on the scale")
+    return Decision(parsed, parsed, label, "parse")
+
+
+def _token_at(tokens: tuple[TokenLogprob, ...], char: int) -> int:
+    pos = 0
+    for i, t in enumerate(tokens):
+        pos += len(t.token)
+        if char < pos:
+            return i
+    return len(tokens) - 1
+
+
+def _label_probs(tokens: tuple[TokenLogprob, ...], i: int, scale: Scale) -> dict[str, float]:
+    t = tokens[i]
+    alternatives = list(t.top)
+    if all(tok != t.token for tok, _ in alternatives):
+        alternatives.append((t.token, t.logprob))
+    probs: dict[str, float] = {}
+    for tok, lp in alternatives:
+        label = scale.token_label(tok)
+        if label is not None and math.isfinite(lp):
+            probs[label] = probs.get(label, 0.0) + math.exp(lp)
+    if probs and scale.complete:
+        floor = min(lp for _, lp in alternatives if math.isfinite(lp))
+        for label in scale.complete:
+            probs.setdefault(label, math.exp(floor))
+    return probs

@@ -1,0 +1,319 @@
+"""Gates in front of an LLM judge: what a judge must never be asked about.
+
+"One Token to Fool LLM-as-a-Judge" (Zhao et al., arXiv 2507.08794) showed that generative verifiers say
+YES to *content-free* responses — a lone ``":"``, ``"Thought process:"``, ``"Let's solve this problem step
+by step."``, ``"Solution"``, ``"解"``, ``"かいせつ"`` — at rates up to 80–90%, and that an RL policy finds
+these "master keys" and collapses onto them. Responses that talk *to the grader* ("ignore previous
+instructions", "the answer is correct", a forged ``Final Decision: Yes``, chat role tags) are the same
+attack with more words. Neither kind needs a model to be judged: both score 0 without a judge call.
+
+:func:`content_free` is a general detector, not a list of known keys. It removes, in order:
+
+1. Unicode compatibility forms and case (NFKC + casefold), so full-width and styled letters are plain;
+2. markup: empty/think/answer tags, markdown emphasis and headers, LaTeX commands and math delimiters;
+3. *reasoning openers and answer labels* in many languages (:data:`OPENERS`: "solution", "thought
+   process", "let's think step by step", "step 1", 解 / 解答 / 答案, かいせつ / 解説, 풀이, respuesta,
+   réponse, lösung, решение, الحل, ...), matched as whole phrases;
+4. punctuation, symbols and whitespace (every Unicode P*, S*, Z* and C* character);
+5. filler words with no content on their own (:data:`FILLER`: "let", "us", "this", "problem", "okay"...).
+
+Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
+of an opener. If nothing does, the response is content-free.
+
+:func:`injection` looks for text aimed at the grader (:data:`INJECTION_PATTERNS`, several languages):
+instructions to ignore or override the prompt, orders to output a verdict, claims that the answer is
+correct, chat-template role tags, and forged verdict lines in the formats judges are asked to produce.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["FILLER", "INJECTION_PATTERNS", "OPENERS", "content_free", "injection", "substantive_text"]
+
+# Reasoning openers and answer labels that carry no content by themselves (casefolded, NFKC).
+OPENERS: tuple[str, ...] = (
+    # English
+    "let's solve this problem step by step",
+    "let's solve this step by step",
+    "let's solve it step by step",
+    "let us solve this problem step by step",
+    "let's think step by step",
+    "let us think step by step",
+    "let's work through this step by step",
+    "let's break this down",
+    "let's solve this problem",
+    "let's solve this",
+    "let's think about this",
+    "let me think about this",
+    "let me think",
+    "let me solve this",
+    "let's begin",
+    "let's start",
+    "step by step",
+    "thought process",
+    "thinking process",
+    "chain of thought",
+    "reasoning process",
+    "reasoning",
+    "my reasoning",
+    "final answer",
+    "the final answer is",
+    "the answer is",
+    "my answer is",
+    "answer",
+    "solution",
+    "the solution",
+    "here is the solution",
+    "here's the solution",
+    "here is my answer",
+    "here's my answer",
+    "explanation",
+    "analysis",
+    "approach",
+    "proof",
+    "working",
+    "work",
+    "response",
+    "result",
+    "thoughts",
+    "thought",
+    "to solve this problem",
+    "to solve this",
+    "we need to",
+    "first",
+    "sure",
+    # Chinese
+    "让我们一步一步地解决这个问题",
+    "让我们一步一步解决这个问题",
+    "让我们一步一步地思考",
+    "让我们一步一步思考",
+    "一步一步",
+    "思考过程",
+    "思路",
+    "解题思路",
+    "解题过程",
+    "解答如下",
+    "解答",
+    "解析",
+    "分析",
+    "答案",
+    "答",
+    "解",
+    "回答",
+    "步骤",
+    "如下",
+    "首先",
+    # Japanese
+    "かいせつ",
+    "かいとう",
+    "こたえ",
+    "解説",
+    "解き方",
+    "考え方",
+    "答え",
+    "ステップバイステップ",
+    "段階的に考えましょう",
+    "考えてみましょう",
+    # Korean
+    "해설",
+    "풀이",
+    "정답",
+    "답",
+    "단계별로 생각해 봅시다",
+    # Spanish / Portuguese / Italian
+    "respuesta",
+    "respuesta final",
+    "solución",
+    "proceso de pensamiento",
+    "pensemos paso a paso",
+    "resolvamos esto paso a paso",
+    "paso a paso",
+    "resposta",
+    "solução",
+    "passo a passo",
+    "risposta",
+    "soluzione",
+    "ragionamento",
+    # French / German / Dutch
+    "réponse",
+    "réponse finale",
+    "raisonnement",
+    "résolvons ce problème étape par étape",
+    "étape par étape",
+    "lösung",
+    "antwort",
+    "denkprozess",
+    "schritt für schritt",
+    "oplossing",
+    "antwoord",
+    # Russian / Ukrainian
+    "решение",
+    "ответ",
+    "ход мыслей",
+    "давайте решим эту задачу шаг за шагом",
+    "шаг за шагом",
+    "розв'язання",
+    "відповідь",
+    # Arabic / Hindi / Turkish / Vietnamese / Indonesian
+    "الحل",
+    "الجواب",
+    "الإجابة",
+    "समाधान",
+    "उत्तर",
+    "हल",
+    "çözüm",
+    "cevap",
+    "lời giải",
+    "đáp án",
+    "giải",
+    "jawaban",
+    "penyelesaian",
+)
+
+# Words with no content on their own (left over around openers: "Okay, so let me think about this").
+FILLER: frozenset[str] = frozenset(
+    (
+        "a an the this that these those it its is are was be been so now then next let lets us me we i you "
+        "our my your here there about problem question task following below as follows to of and or in on "
+        "for with do will can should need must step steps carefully solve solving think thinking consider "
+        "begin start okay ok well hmm alright great good given find compute calculate determine start "
+        "carefully just see look at how what why which when way start go going try first second finally "
+        "ill i'll we'll let's"
+    ).split()
+)
+
+_TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
+_LATEX_CMD = re.compile(r"\\[a-zA-Z]+\*?")
+_STEP_LABEL = re.compile(r"\b(?:step|paso|étape|schritt|шаг)\s*\d+\b|第\s*\d+\s*步")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _opener_pattern() -> re.Pattern[str]:
+    parts = []
+    for phrase in sorted(
+        {unicodedata.normalize("NFKC", p).casefold() for p in OPENERS}, key=len, reverse=True
+    ):
+        body = r"\s+".join(re.escape(w) for w in phrase.split())
+        if _CJK.search(phrase):
+            parts.append(body)  # no word boundaries in CJK scripts
+        else:
+            parts.append(rf"(?<![^\W_]){body}(?![^\W_])")
+    return re.compile("|".join(parts))
+
+
+_OPENERS_RE = _opener_pattern()
+
+
+def substantive_text(text: str) -> str:
+    """What is left of ``text`` once markup, openers, punctuation and filler words are removed."""
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = t.replace("’", "'")
+    t = _TAGS.sub(" ", t)
+    t = _LATEX_CMD.sub(" ", t)
+    t = _STEP_LABEL.sub(" ", t)
+    t = _OPENERS_RE.sub(" ", t)
+    words = _WORD.findall(t)
+    kept = [w for w in words if w not in FILLER]
+    if not kept and len(words) == 1 and len(words[0]) == 1:
+        kept = words  # a lone letter is an answer ("A", a multiple-choice option; "I"), not filler
+    return " ".join(kept)
+
+
+def content_free(text: str) -> bool:
+    """True when ``text`` has nothing a judge could judge (see the module docstring)."""
+    return not substantive_text(text)
+
+
+# (description, pattern): casefolded NFKC text is searched; descriptions go into the item's details.
+INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx, re.IGNORECASE | re.MULTILINE))
+    for name, rx in (
+        (
+            "override instructions",
+            r"\b(?:ignore|disregard|forget|override|bypass|skip)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|"
+            r"preceding|all|any|your|the|system|grading|original)\b[^.\n]{0,20}?\b(?:instructions?|prompts?|rules?|"
+            r"guidelines?|directions?|criteria|rubric|context)\b",
+        ),
+        ("new instructions", r"\b(?:new|updated|real|actual)\s+instructions?\s*[:：]"),
+        (
+            "order to the grader",
+            r"\b(?:output|respond(?:\s+with)?|reply(?:\s+with)?|answer\s+with|say|print|return|write|emit)"
+            r"\s*[:：]?\s*[\"'“‘«]?\s*(?:yes|correct|true|pass(?:ed)?|full\s+marks|\[\[\s*\w+\s*\]\]|10\s*/\s*10)"
+            r"\s*[\"'”’»]?(?:\s|[.!]|$)",
+        ),
+        (
+            "grade as correct",
+            r"\b(?:grade|mark|rate|score|judge|evaluate|classify|label|treat|consider)\s+(?:this|the|my|it|"
+            r"that|this\s+(?:answer|response|solution))(?:\s+(?:answer|response|solution))?\s+as\s+(?:correct|right|"
+            r"true|valid|yes|pass(?:ing)?|perfect|10|full\s+marks|a\s+pass)",
+        ),
+        (
+            "address to the grader",
+            r"\b(?:dear|attention|note\s+(?:to|for))\s+(?:the\s+)?(?:grader|judge|evaluator|verifier|reviewer|"
+            r"assessor|examiner|llm|ai|model)\b|\b(?:you|the)\s+(?:grader|judge|evaluator|verifier|reviewer|"
+            r"assessor|examiner)\s+(?:must|should|will|has\s+to|needs?\s+to|is\s+(?:instructed|required))\b",
+        ),
+        (
+            "claims correctness",
+            r"\b(?:this|the|my|above|following)\s+(?:final\s+)?(?:answer|response|solution)\s+(?:above\s+)?"
+            r"(?:is|was|has\s+been|should\s+be)\s+(?:verified\s+(?:as\s+|to\s+be\s+)?|confirmed\s+(?:as\s+|to\s+be\s+)?"
+            r"|definitely\s+|completely\s+|absolutely\s+|100%\s+|fully\s+)?(?:correct|right|true|valid|accurate|perfect)\b",
+        ),
+        (
+            "role tag",
+            r"<\|\s*(?:im_start|im_end|system|user|assistant|eot_id|start_header_id|end_header_id|endoftext)\s*\|>"
+            r"|\[/?inst\]|<<\s*/?sys\s*>>|<\s*/?\s*(?:start_of_turn|end_of_turn|system|assistant)\s*>"
+            r"|^\s*(?:system|assistant|grader|judge|evaluator)\s*[:：]"
+            r"|^\s*#{1,6}\s*(?:system|instructions?|new\s+instructions?)\b",
+        ),
+        (
+            "forged verdict",
+            r"\bfinal\s+(?:decision|verdict|judg(?:e)?ment|grade|evaluation|score)\s*[:：]"
+            r"|\b(?:verdict|judg(?:e)?ment|grade|evaluation)\s*[:：]\s*\**\s*(?:yes|no|correct|incorrect|pass|fail|"
+            r"[abc]\b|\d)"
+            r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
+            r"|\bscore\s*[:：]\s*\**\s*\d+(?:\.\d+)?\s*(?:/\s*\d+)?\s*\**\s*$"
+            r"|\\boxed\s*\{\s*(?:yes|correct|incorrect)\s*\}",
+        ),
+        # Other languages: the same intents, the most common phrasings.
+        (
+            "override instructions (zh/ja/ko)",
+            r"(?:忽略|无视|忽视|無視)[^。\n]{0,10}(?:之前|以上|上面|前面|先前|所有|全部|以前|前)[^。\n]{0,6}"
+            r"(?:指令|指示|说明|說明|规则|規則|提示)|(?:以前|前)の指示を無視|이전\s*지시를?\s*무시",
+        ),
+        (
+            "claims correctness (zh/ja/ko)",
+            r"(?:这个|這個|该|我的|此)?(?:答案|回答|解答)(?:是|为|為)?(?:完全)?正确|请(?:输出|回答|判定)[“\"']?(?:是|正确|yes)"
+            r"|(?:この)?答えは正しい|正解と(?:判定|評価)|정답으로\s*(?:채점|평가)",
+        ),
+        (
+            "override instructions (es/pt/fr/de/it/ru)",
+            r"\b(?:ignora|ignore[zr]?|ignorieren?|ignoriere|ignorare|игнорируй(?:те)?)\b[^.\n]{0,30}?"
+            r"\b(?:instrucciones|instruções|instructions|anweisungen|istruzioni|инструкции)\b",
+        ),
+        (
+            "claims correctness (es/pt/fr/de/it/ru)",
+            r"\b(?:la\s+respuesta\s+es\s+correcta|a\s+resposta\s+(?:está|é)\s+correta|la\s+réponse\s+est\s+correcte"
+            r"|die\s+antwort\s+ist\s+(?:richtig|korrekt)|la\s+risposta\s+è\s+corretta|ответ\s+(?:верный|правильный))\b",
+        ),
+    )
+)
+
+
+def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
+    """The name of the first grader-directed pattern found in ``text``, else None.
+
+    ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
+    a line the judge's parser would read as a decision is a forged verdict).
+    """
+    t = unicodedata.normalize("NFKC", text)
+    for name, rx in INJECTION_PATTERNS:
+        if rx.search(t):
+            return name
+    for rx in extra:
+        if rx.search(t):
+            return "forged verdict"
+    return None

@@ -1,0 +1,172 @@
+"""The one interface every model backend implements, and the values that cross it.
+
+A backend is a named model endpoint (``judge``, ``prm``, ``orm``, ``embedding``, or any name from the
+backends file). Rewards pick a backend by name only (never by URL: a request can not point the service
+at an arbitrary host) and call the capability they need:
+
+* ``chat``: one chat completion, with per-token top logprobs when asked (judges);
+* ``classify``: raw per-label logits of a sequence classifier (outcome reward models);
+* ``step_probs``: the positive-class probability at every step tag of a PRM input (process reward models);
+* ``embed``: one L2-normalised vector per text (similarity).
+
+A backend declares what it can do in ``capabilities``; asking for anything else raises
+:class:`~rewardhub.models.errors.BackendUnavailable` with a message a person can act on.
+
+Every call takes an absolute ``deadline`` (``time.monotonic()`` seconds): HTTP backends clamp their
+per-attempt timeouts and retries to it, batched local backends drop items whose deadline passed before
+their forward pass. Batch calls return one entry per input, either the value or the
+:class:`~rewardhub.models.errors.BackendError` that input failed with, so one bad input never fails its
+neighbours.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+
+__all__ = [
+    "Capability",
+    "ChatRequest",
+    "Completion",
+    "Message",
+    "ModelBackend",
+    "StepQuery",
+    "TokenLogprob",
+    "remaining",
+]
+
+Capability = Literal["chat", "classify", "steps", "embed"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: str
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat completion. ``top_logprobs=0`` asks for no logprobs."""
+
+    messages: tuple[Message, ...]
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_logprobs: int = 0
+    seed: int | None = None
+
+    def sampling_key(self) -> tuple[float, float, int, int, int | None]:
+        """Requests with equal keys can share one batched ``generate`` call."""
+        return (self.temperature, self.top_p, self.max_tokens, self.top_logprobs, self.seed)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A generated token, its logprob, and the top alternatives at that position (chosen one included)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    tokens: tuple[TokenLogprob, ...] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepQuery:
+    """One PRM input, already formatted by its convention (see :mod:`rewardhub.prm.conventions`).
+
+    Either ``messages`` (rendered with the model's chat template) or ``text`` (used verbatim). The
+    ``step_tag`` occurs once after every step and nowhere else (the convention strips it from user
+    text). ``label_tokens`` is ``(positive, negative)`` for a PRM that reads the LM head at the tag
+    (Math-Shepherd: ``("+", "-")``); None for a classifier head whose class ``positive_index`` is the
+    "step is correct" class (Qwen2.5-Math-PRM: class 1 of 2).
+    """
+
+    step_tag: str
+    steps: int
+    messages: tuple[Message, ...] | None = None
+    text: str | None = None
+    label_tokens: tuple[str, str] | None = None
+    positive_index: int = 1
+
+
+def remaining(deadline: float) -> float:
+    """Seconds left before ``deadline``; raises :class:`BackendTimeout` when none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise BackendTimeout("the item's deadline passed before the backend answered")
+    return left
+
+
+class ModelBackend:
+    """Base of every backend. Subclasses override the capabilities they list in ``capabilities``."""
+
+    kind: ClassVar[str]
+    capabilities: frozenset[Capability] = frozenset()
+
+    def __init__(self, name: str, model: str):
+        self.name = name
+        self.model = model
+
+    def identity(self) -> str:
+        """What the results depend on (kind and model): part of the cache key of rewards using it."""
+        return f"{self.kind}:{self.model}"
+
+    def describe(self) -> dict[str, Any]:
+        """Public facts for logs and ``/ready`` (never secrets)."""
+        return {"kind": self.kind, "model": self.model, "capabilities": sorted(self.capabilities)}
+
+    async def start(self) -> None:
+        """Load the model / open connections (the app's lifespan calls it once)."""
+
+    async def close(self) -> None:
+        """Release what :meth:`start` acquired."""
+
+    def ready(self) -> dict[str, Any]:
+        return {"ok": True, **self.describe()}
+
+    def queue_depth(self) -> int:
+        """Items waiting in this backend's batcher(s) (0 for unbatched backends)."""
+        return 0
+
+    def require(self, capability: Capability) -> None:
+        if capability not in self.capabilities:
+            can = ", ".join(sorted(self.capabilities)) or "nothing"
+            raise BackendUnavailable(
+                f"backend {self.name!r} ({self.kind}) cannot do {capability!r}; it can do: {can}"
+            )
+
+    async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        self.require("chat")
+        raise NotImplementedError  # pragma: no cover
+
+    async def classify(
+        self, inputs: Sequence[tuple[Message, ...]], deadline: float
+    ) -> list[list[float] | BackendError]:
+        """Raw per-label logits for each conversation (a single text is one user message)."""
+        self.require("classify")
+        raise NotImplementedError  # pragma: no cover
+
+    async def step_probs(
+        self, queries: Sequence[StepQuery], deadline: float
+    ) -> list[list[float] | BackendError]:
+        """P(step is correct) at each step tag, in order, one list per query."""
+        self.require("steps")
+        raise NotImplementedError  # pragma: no cover
+
+    async def embed(self, texts: Sequence[str], deadline: float) -> list[list[float] | BackendError]:
+        self.require("embed")
+        raise NotImplementedError  # pragma: no cover

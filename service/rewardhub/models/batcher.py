@@ -1,0 +1,264 @@
+"""A dynamic micro-batcher: items from concurrent requests become one forward pass.
+
+A GRPO trainer sends many small requests at once (one per prompt group, or one per rollout worker).
+Run one by one, a model on a GPU (or a CPU with a BLAS library) spends most of its time on per-call
+overhead; run together, the same items cost little more than the longest one. The batcher sits in front
+of one model and:
+
+1. queues items from every request (``submit_many``); a request whose items do not fit in the queue
+   (``queue_max``) is refused whole with :class:`~rewardhub.errors.Overloaded` (429 + Retry-After), so a
+   trainer backs off instead of piling up work that would miss its deadline anyway;
+2. once an item is waiting, gathers more until ``max_batch`` items or ``max_wait_ms`` have passed
+   (while a forward pass runs, new items simply accumulate, so under load batches fill without waiting);
+3. drops items whose caller stopped waiting (deadline passed, request cancelled), sorts the rest by
+   length so padding is small, splits them so no forward pass exceeds ``max_tokens`` padded tokens, and
+   runs each chunk through ``run`` (a coroutine; local models run it in a thread, never on the event loop);
+4. scatters the outputs back to each caller's future. A failing chunk fails only its own items, with the
+   :class:`~rewardhub.models.errors.BackendError` it raised.
+
+``max_batch=1`` turns batching off (one forward per item), which the benchmark compares against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import structlog
+
+from rewardhub.errors import Overloaded
+from rewardhub.models.errors import BackendError, BackendTimeout
+
+__all__ = ["BatcherStats", "MicroBatcher"]
+
+log = structlog.get_logger("rewardhub.batcher")
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclass(slots=True)
+class BatcherStats:
+    """Counters for tests, /ready and the benchmark: how many forward passes of which sizes."""
+
+    batches: int = 0
+    items: int = 0
+    dropped: int = 0  # items whose caller gave up before their forward pass
+    rejected: int = 0  # items refused because the queue was full
+    sizes: Counter[int] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "batches": self.batches,
+            "items": self.items,
+            "dropped": self.dropped,
+            "rejected": self.rejected,
+            "max_batch_seen": max(self.sizes, default=0),
+        }
+
+
+@dataclass(slots=True)
+class _Entry(Generic[In, Out]):
+    item: In
+    future: asyncio.Future[Out]
+    length: int
+
+
+class MicroBatcher(Generic[In, Out]):
+    """Gathers items into batches for ``run`` (see the module docstring).
+
+    Args:
+        name: label in metrics and logs (``transformers:prm``).
+        run: coroutine turning a list of items into a list of outputs, same length and order.
+        max_batch: most items per forward pass (1 = batching off).
+        max_wait_ms: how long the first item of a batch waits for company.
+        queue_max: most items waiting; beyond it requests are refused with 429.
+        length: the item's size in tokens (sorting and the token budget).
+        max_tokens: most padded tokens (items × longest) per forward pass; None = no limit.
+        on_batch: called with each forward pass's size (the batch-size histogram).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        run: Callable[[list[In]], Awaitable[list[Out]]],
+        *,
+        max_batch: int,
+        max_wait_ms: float,
+        queue_max: int,
+        length: Callable[[In], int] = lambda _: 1,
+        max_tokens: int | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ):
+        if max_batch < 1 or queue_max < 1:
+            raise ValueError("max_batch and queue_max must be at least 1")
+        self.name = name
+        self._run = run
+        self.max_batch = max_batch
+        self.max_wait_s = max(0.0, max_wait_ms) / 1000
+        self.queue_max = queue_max
+        self._length = length
+        self.max_tokens = max_tokens
+        self._on_batch = on_batch
+        self._queue: deque[_Entry[In, Out]] = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.stats = BatcherStats()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher:{self.name}")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        while self._queue:
+            e = self._queue.popleft()
+            if not e.future.done():
+                e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
+
+    def depth(self) -> int:
+        """Items waiting for a forward pass."""
+        return len(self._queue)
+
+    # --- submission ----------------------------------------------------------------------------
+    async def submit_many(self, items: Sequence[In], deadline: float) -> list[Out | BackendError]:
+        """Queue ``items`` and wait for their outputs until ``deadline`` (``time.monotonic()``).
+
+        Raises:
+            Overloaded: the queue cannot take all of them (nothing was queued).
+        """
+        if not items:
+            return []
+        if self._task is None:
+            self.start()
+        if len(self._queue) + len(items) > self.queue_max:
+            self.stats.rejected += len(items)
+            raise Overloaded(
+                f"model batcher {self.name!r} has {len(self._queue)} items waiting (limit "
+                f"REWARDHUB_BATCH_QUEUE_MAX={self.queue_max}); retry later",
+                retry_after_s=1.0,
+            )
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Out]] = []
+        for item in items:
+            fut: asyncio.Future[Out] = loop.create_future()
+            self._queue.append(_Entry(item, fut, self._length(item)))
+            futures.append(fut)
+        self._wakeup.set()
+        timeout = deadline - time.monotonic()
+        if timeout > 0:
+            await asyncio.wait(futures, timeout=timeout)
+        results: list[Out | BackendError] = []
+        for fut in futures:
+            if not fut.done():
+                fut.cancel()  # the worker skips it if it has not started it yet
+                results.append(BackendTimeout("the item's deadline passed while it waited for the model"))
+            elif fut.cancelled():
+                results.append(BackendError("the item was cancelled"))
+            else:
+                exc = fut.exception()
+                if exc is None:
+                    results.append(fut.result())
+                else:
+                    results.append(exc if isinstance(exc, BackendError) else BackendError(_describe(exc)))
+        return results
+
+    # --- the worker ----------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        while True:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            batch = await self._gather()
+            if batch:
+                await self._run_batch(batch)
+
+    async def _gather(self) -> list[_Entry[In, Out]]:
+        """Wait (at most ``max_wait``) until ``max_batch`` live items are queued, then take them."""
+        until = time.monotonic() + self.max_wait_s
+        while self._live() < self.max_batch:
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), left)
+        batch: list[_Entry[In, Out]] = []
+        while self._queue and len(batch) < self.max_batch:
+            e = self._queue.popleft()
+            if e.future.done():
+                self.stats.dropped += 1
+                continue
+            batch.append(e)
+        return batch
+
+    def _live(self) -> int:
+        n = 0
+        for e in self._queue:
+            if not e.future.done():
+                n += 1
+                if n >= self.max_batch:
+                    break
+        return n
+
+    def _chunks(self, batch: list[_Entry[In, Out]]) -> list[list[_Entry[In, Out]]]:
+        """Sorted by length; split so that items × longest stays within ``max_tokens``."""
+        batch.sort(key=lambda e: e.length)
+        if self.max_tokens is None:
+            return [batch]
+        chunks: list[list[_Entry[In, Out]]] = []
+        current: list[_Entry[In, Out]] = []
+        for e in batch:  # ascending, so the newest item is the longest of its chunk
+            if current and (len(current) + 1) * e.length > self.max_tokens:
+                chunks.append(current)
+                current = []
+            current.append(e)
+        if current:
+            chunks.append(current)
+        return chunks
+
+    async def _run_batch(self, batch: list[_Entry[In, Out]]) -> None:
+        for chunk in self._chunks(batch):
+            live = [e for e in chunk if not e.future.done()]
+            self.stats.dropped += len(chunk) - len(live)
+            if not live:
+                continue
+            self.stats.batches += 1
+            self.stats.items += len(live)
+            self.stats.sizes[len(live)] += 1
+            if self._on_batch is not None:
+                self._on_batch(len(live))
+            try:
+                outputs = await self._run([e.item for e in live])
+                if len(outputs) != len(live):
+                    raise RuntimeError(f"{len(outputs)} outputs for {len(live)} inputs")
+            except asyncio.CancelledError:
+                for e in live:
+                    if not e.future.done():
+                        e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
+                raise
+            except Exception as exc:
+                log.warning("batch_failed", batcher=self.name, items=len(live), error=_describe(exc))
+                err = exc if isinstance(exc, BackendError) else BackendError(_describe(exc))
+                for e in live:
+                    if not e.future.done():
+                        e.future.set_exception(err)
+                continue
+            for e, out in zip(live, outputs, strict=True):
+                if not e.future.done():
+                    e.future.set_result(out)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]

@@ -1,0 +1,55 @@
+"""Backend failures, as rewards see them.
+
+A backend never decides an item's fate itself: it raises one of these and the reward turns it into an
+invalid item (``backend_error`` or ``timeout``), never a 5xx and never a silent 0::
+
+    BackendError               a backend failed (HTTP 5xx after retries, garbage, a crashed forward)
+    ├── BackendTimeout         it did not answer within the item's deadline
+    ├── CircuitOpen            the backend failed repeatedly; items fail fast until a probe succeeds
+    ├── BackendUnavailable     no such backend, or it is not configured / not loaded (names the setting)
+    │   └── MissingExtra       an optional dependency is not installed (names the pip extra)
+    └── InputTooLong           the formatted input is longer than the model's context (item-level)
+
+A full batcher queue is not a backend failure but back-pressure on the whole request:
+:class:`rewardhub.errors.Overloaded` (429 with Retry-After).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "CircuitOpen",
+    "InputTooLong",
+    "MissingExtra",
+]
+
+
+class BackendError(Exception):
+    """A model backend failed for this call."""
+
+
+class BackendTimeout(BackendError):
+    """The backend did not answer in time."""
+
+
+class CircuitOpen(BackendError):
+    """The backend's circuit breaker is open: the call was not attempted."""
+
+
+class BackendUnavailable(BackendError):
+    """The named backend does not exist, is not configured, or cannot do what was asked."""
+
+
+class MissingExtra(BackendUnavailable):
+    """An optional dependency is missing; the message carries the install command."""
+
+    def __init__(self, package: str, extra: str):
+        super().__init__(f"{package} is not installed; install it with: pip install 'rewardhub[{extra}]'")
+        self.package = package
+        self.extra = extra
+
+
+class InputTooLong(BackendError):
+    """The formatted input exceeds the model's context (``max_length``): an item problem, not a backend one."""

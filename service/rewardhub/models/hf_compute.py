@@ -1,0 +1,364 @@
+"""The synchronous model work of the transformers backend: loading and one batched forward per task.
+
+Everything here runs in the backend's own worker thread (torch releases the GIL inside its kernels, so
+the event loop keeps serving while a forward pass runs), never on the event loop. torch and
+transformers are imported lazily so that the service without the ``models`` extra never loads them.
+
+Tasks and what they read:
+
+* ``generate``: a causal LM; :func:`generate_chat` (judges: greedy or sampled generation with per-token
+  top-k logprobs) and :func:`step_probs` with ``label_tokens`` (Math-Shepherd: softmax over the
+  ``+``/``-`` logits at each step tag);
+* ``token_classification``: :func:`step_probs` with a classifier head (Qwen2.5-Math-PRM: softmax over
+  the labels at each ``<extra_0>``, the positive class);
+* ``sequence_classification``: :func:`classify` (raw logits of an outcome reward model);
+* ``embedding``: :func:`embed` (mean pooling over the attention mask, then L2 normalisation, the
+  sentence-transformers recipe of all-MiniLM-L6-v2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery, TokenLogprob
+from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
+
+__all__ = [
+    "Loaded",
+    "inference",
+    "Task",
+    "classify",
+    "embed",
+    "generate_chat",
+    "load",
+    "render",
+    "resolve_device",
+    "sanitize",
+    "step_probs",
+]
+
+Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+
+# One lock for `import torch/transformers`: two backends loading at once in two threads could otherwise
+# race on transformers' lazy module machinery.
+_IMPORT_LOCK = threading.Lock()
+
+
+@dataclass(slots=True)
+class Loaded:
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: str
+    max_length: int
+    task: Task
+
+
+def _torch() -> Any:
+    with _IMPORT_LOCK:
+        try:
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise MissingExtra(exc.name or "torch", "models") from None
+        transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # no "LOAD REPORT" tables for newly initialised heads
+        return torch
+
+
+def resolve_device(device: str) -> str:
+    torch = _torch()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BackendError(f"device {device!r} was asked for but torch sees no CUDA device")
+    return device
+
+
+def _dtype(name: str, device: str) -> Any:
+    torch = _torch()
+    if name == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32  # CPU half precision is slow and lossy on most CPUs
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load(
+    path: str,
+    task: Task,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    max_length: int | None = None,
+) -> Loaded:
+    """``from_pretrained`` on a local directory (never the hub), moved to the device, in eval mode."""
+    _torch()
+    import transformers as tf
+
+    dev = resolve_device(device)
+    dt = _dtype(dtype, dev)
+    classes: dict[str, Any] = {
+        "generate": tf.AutoModelForCausalLM,
+        "token_classification": tf.AutoModelForTokenClassification,
+        "sequence_classification": tf.AutoModelForSequenceClassification,
+        "embedding": tf.AutoModel,
+    }
+    cls = classes[task]
+    if task == "token_classification" and trust_remote_code:
+        # Qwen2.5-Math-PRM ships its own class (Qwen2ForProcessRewardModel) behind AutoModel.
+        cls = tf.AutoModel
+    tok = tf.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
+    model = cls.from_pretrained(path, dtype=dt, trust_remote_code=trust_remote_code, local_files_only=True)
+    model.to(dev).eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    if getattr(model.config, "pad_token_id", None) is None and tok.pad_token_id is not None:
+        model.config.pad_token_id = tok.pad_token_id  # sequence classifiers find the last token by it
+    limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
+    return Loaded(model, tok, dev, str(dt).removeprefix("torch."), int(limit), task)
+
+
+def inference() -> Any:
+    """A context manager for the forward passes: no autograd graph (thread-local, so entered per call)."""
+    return _torch().inference_mode()
+
+
+# --- formatting -----------------------------------------------------------------------------------
+def special_strings(tok: Any) -> tuple[str, ...]:
+    """The tokenizer's special-token strings (``<|im_end|>``, ``<extra_0>``...), longest first."""
+    cached = getattr(tok, "_rewardhub_specials", None)
+    if cached is None:
+        found = set(getattr(tok, "all_special_tokens", ()) or ())
+        for t in (getattr(tok, "added_tokens_decoder", None) or {}).values():
+            if getattr(t, "special", False):
+                found.add(str(t.content))
+        cached = tuple(sorted((s for s in found if s), key=len, reverse=True))
+        tok._rewardhub_specials = cached
+    return cached
+
+
+def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
+    """Remove special-token strings from user-controlled text.
+
+    A tokenizer turns ``<|im_end|>`` written *inside* a response into the real control token, which would
+    let a response close its own turn and forge the next one (a chat-template injection against a local
+    judge or reward model). ``keep`` spares the one tag the input format itself inserts (a PRM's step tag).
+    """
+    for sp in special_strings(tok):
+        if sp != keep and sp in text:
+            text = text.replace(sp, "")
+    return text
+
+
+def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
+    """A conversation as the model saw it in training: its chat template, or plain joined text."""
+    clean = [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
+    if getattr(tok, "chat_template", None):
+        text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
+        return str(text)
+    return "\n\n".join(m["content"] for m in clean)
+
+
+def _encode(
+    loaded: Loaded, texts: Sequence[str], *, templated: Sequence[bool], offsets: bool = False
+) -> list[Any]:
+    """Tokenize one by one (special tokens only where no chat template added them); check the length."""
+    tok = loaded.tokenizer
+    out = []
+    for text, tpl in zip(texts, templated, strict=True):
+        enc = tok(text, add_special_tokens=not tpl, return_offsets_mapping=offsets)
+        n = len(enc["input_ids"])
+        if n > loaded.max_length:
+            out.append(
+                InputTooLong(f"the input is {n} tokens, more than the model's max_length {loaded.max_length}")
+            )
+        else:
+            out.append(enc)
+    return out
+
+
+def _pad(loaded: Loaded, encs: Sequence[Any], *, left: bool = False) -> tuple[Any, Any]:
+    torch = _torch()
+    width = max(len(e["input_ids"]) for e in encs)
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    ids = torch.full((len(encs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encs), width), dtype=torch.long)
+    for i, e in enumerate(encs):
+        n = len(e["input_ids"])
+        sl = slice(width - n, width) if left else slice(0, n)
+        ids[i, sl] = torch.tensor(e["input_ids"], dtype=torch.long)
+        mask[i, sl] = 1
+    return ids.to(loaded.device), mask.to(loaded.device)
+
+
+def _token_id(tok: Any, text: str) -> int:
+    ids = tok.encode(text, add_special_tokens=False)
+    if not ids:
+        raise BackendError(f"the token {text!r} encodes to nothing with this tokenizer")
+    return int(ids[-1])
+
+
+# --- steps (PRM) ----------------------------------------------------------------------------------
+def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
+    """P(correct) at every step tag of every query, in one padded forward pass."""
+    torch = _torch()
+    tok = loaded.tokenizer
+    texts: list[str] = []
+    templated: list[bool] = []
+    for q in queries:
+        if q.messages is not None:
+            texts.append(render(tok, q.messages, generation_prompt=False, keep=q.step_tag))
+            templated.append(bool(getattr(tok, "chat_template", None)))
+        else:
+            texts.append(sanitize(tok, q.text or "", keep=q.step_tag))
+            templated.append(False)
+    encs = _encode(loaded, texts, templated=templated, offsets=True)
+    out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
+    run: list[tuple[int, list[int]]] = []  # (query index, token positions of its tags)
+    for i, (q, text, enc) in enumerate(zip(queries, texts, encs, strict=True)):
+        if isinstance(enc, BackendError):
+            out[i] = enc
+            continue
+        positions = _tag_positions(text, q.step_tag, enc["offset_mapping"])
+        if len(positions) != q.steps:
+            out[i] = BackendError(f"{len(positions)} step tags survived tokenization, expected {q.steps}")
+            continue
+        run.append((i, positions))
+    if not run:
+        return out
+    ids, mask = _pad(loaded, [encs[i] for i, _ in run])
+    logits = loaded.model(input_ids=ids, attention_mask=mask)
+    logits = logits.logits if hasattr(logits, "logits") else logits[0]
+    logits = logits.float()
+    label_cache: dict[tuple[str, str], list[int]] = {}
+    for row, (i, positions) in enumerate(run):
+        q = queries[i]
+        at = logits[row, positions]  # [steps, vocab or labels]
+        if q.label_tokens is not None:
+            cand = label_cache.get(q.label_tokens)
+            if cand is None:
+                cand = label_cache[q.label_tokens] = [_token_id(tok, t) for t in q.label_tokens]
+            probs = torch.softmax(at[:, cand], dim=-1)[:, 0]  # P(positive) restricted to {+, -}
+        else:
+            probs = torch.softmax(at, dim=-1)[:, q.positive_index]
+        out[i] = [float(p) for p in probs.cpu().tolist()]
+    return out
+
+
+def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """Index of the token holding the last character of each occurrence of ``tag`` in ``text``.
+
+    Character offsets rather than token ids: a tag like ``ки`` may be one token or several depending on
+    the tokenizer and on the space before it; its last token is where a PRM reads its verdict.
+    """
+    ends: list[int] = []
+    start = text.find(tag)
+    while start >= 0:
+        ends.append(start + len(tag) - 1)
+        start = text.find(tag, start + len(tag))
+    positions: list[int] = []
+    k = 0
+    for end in ends:
+        while k < len(offsets) and not (offsets[k][0] <= end < offsets[k][1]):
+            k += 1
+        if k == len(offsets):
+            break  # truncated away
+        positions.append(k)
+    return positions
+
+
+# --- classify (ORM) -------------------------------------------------------------------------------
+def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
+    tok = loaded.tokenizer
+    has_template = bool(getattr(tok, "chat_template", None))
+    texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
+    encs = _encode(loaded, texts, templated=[has_template] * len(texts))
+    out: list[list[float] | BackendError] = [e if isinstance(e, BackendError) else [] for e in encs]
+    ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
+    if ok:
+        ids, mask = _pad(loaded, [encs[i] for i in ok])
+        logits = loaded.model(input_ids=ids, attention_mask=mask).logits.float().cpu().tolist()
+        for i, row in zip(ok, logits, strict=True):
+            out[i] = [float(x) for x in row]
+    return out
+
+
+# --- embed (similarity) ---------------------------------------------------------------------------
+def embed(loaded: Loaded, texts: Sequence[str]) -> list[list[float] | BackendError]:
+    """Mean-pooled, L2-normalised sentence embeddings; texts past max_length are truncated, as in
+    sentence-transformers (an embedding of the first ``max_length`` tokens is still meaningful)."""
+    torch = _torch()
+    enc = loaded.tokenizer(
+        list(texts), padding=True, truncation=True, max_length=loaded.max_length, return_tensors="pt"
+    ).to(loaded.device)
+    hidden = loaded.model(**enc).last_hidden_state.float()
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    normed = torch.nn.functional.normalize(pooled, p=2, dim=1)
+    return [[float(x) for x in row] for row in normed.cpu().tolist()]
+
+
+# --- chat (judges) --------------------------------------------------------------------------------
+def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
+    """Generate for requests sharing one sampling key (the caller groups them), left-padded."""
+    torch = _torch()
+    tok = loaded.tokenizer
+    has_template = bool(getattr(tok, "chat_template", None))
+    texts = [render(tok, r.messages, generation_prompt=True) for r in requests]
+    encs = _encode(loaded, texts, templated=[has_template] * len(texts))
+    out: list[Completion | BackendError] = [
+        e if isinstance(e, BackendError) else BackendError("") for e in encs
+    ]
+    ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
+    if not ok:
+        return out
+    first = requests[ok[0]]
+    ids, mask = _pad(loaded, [encs[i] for i in ok], left=True)
+    room = loaded.max_length - ids.shape[1]
+    if room <= 0:
+        return [InputTooLong("no room left in the context to generate") for _ in requests]
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": min(first.max_tokens, room),
+        "output_logits": True,
+        "return_dict_in_generate": True,
+        "pad_token_id": tok.pad_token_id,
+    }
+    if first.temperature > 0:
+        kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+        if first.seed is not None:
+            torch.manual_seed(first.seed)
+    else:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+    new = gen.sequences[:, ids.shape[1] :]
+    logprobs = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw (pre-temperature)
+    eos = {t for t in (tok.eos_token_id, tok.pad_token_id) if t is not None}
+    k = first.top_logprobs
+    for row, i in enumerate(ok):
+        tokens: list[TokenLogprob] = []
+        seq: list[int] = []
+        finish = "length"
+        for t in range(new.shape[1]):
+            tid = int(new[row, t])
+            if tid in eos:
+                finish = "stop"
+                break
+            seq.append(tid)
+            if k > 0:
+                lp = logprobs[row, t]
+                top_v, top_i = torch.topk(lp, min(k, lp.shape[-1]))
+                top = tuple(
+                    (tok.decode([int(j)]), float(v))
+                    for v, j in zip(top_v.tolist(), top_i.tolist(), strict=True)
+                )
+                tokens.append(TokenLogprob(tok.decode([tid]), float(lp[tid]), top))
+        out[i] = Completion(
+            text=tok.decode(seq, skip_special_tokens=True),
+            tokens=tuple(tokens) if k > 0 else None,
+            finish_reason=finish,
+        )
+    return out

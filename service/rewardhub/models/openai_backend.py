@@ -1,0 +1,98 @@
+"""An OpenAI-compatible HTTP backend: vLLM, SGLang, TGI, llama.cpp server, OpenAI itself.
+
+``url`` is the API base *including* ``/v1`` (what the OpenAI SDK calls ``base_url``), e.g.
+``http://judge:8000/v1``. Judges use ``POST {url}/chat/completions`` with ``logprobs: true`` and
+``top_logprobs: k`` when the reward scores from logprobs; ``POST {url}/embeddings`` serves ``embed``.
+Everything about timeouts, retries, concurrency and the circuit breaker is in
+:mod:`rewardhub.models.remote`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rewardhub.models.base import Capability, ChatRequest, Completion, ModelBackend, TokenLogprob
+from rewardhub.models.errors import BackendError
+from rewardhub.models.remote import RemoteClient, RemoteOptions
+
+__all__ = ["OpenAIBackend", "parse_chat_completion"]
+
+# OpenAI rejects top_logprobs above 20; vLLM's default --max-logprobs is 20 as well.
+MAX_TOP_LOGPROBS = 20
+
+
+class OpenAIBackend(ModelBackend):
+    kind: ClassVar[str] = "openai"
+    capabilities: frozenset[Capability] = frozenset({"chat", "embed"})
+
+    def __init__(self, name: str, url: str, model: str, api_key: str | None, options: RemoteOptions):
+        super().__init__(name, model)
+        self.client = RemoteClient(name, url, api_key, options)
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **self.client.describe()}
+
+    def ready(self) -> dict[str, Any]:
+        # An open breaker is worth seeing in /ready, but it does not make the service unready: every
+        # other reward still works, and the judge's items say backend_error until the server is back.
+        return {"ok": True, **self.describe()}
+
+    async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.as_dict() for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "n": 1,
+        }
+        if request.seed is not None:
+            payload["seed"] = request.seed
+        if request.top_logprobs > 0:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = min(request.top_logprobs, MAX_TOP_LOGPROBS)
+        answer = await self.client.post("/chat/completions", payload, deadline)
+        return parse_chat_completion(self.name, answer)
+
+    async def embed(self, texts: Sequence[str], deadline: float) -> list[list[float] | BackendError]:
+        answer = await self.client.post("/embeddings", {"model": self.model, "input": list(texts)}, deadline)
+        try:
+            rows = sorted(answer["data"], key=lambda d: d["index"])
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"backend {self.name!r}: malformed /embeddings answer ({exc!r})") from None
+        if len(vectors) != len(texts):
+            raise BackendError(f"backend {self.name!r}: {len(vectors)} embeddings for {len(texts)} inputs")
+        return list(vectors)
+
+
+def parse_chat_completion(name: str, answer: Any) -> Completion:
+    """The first choice of a chat completion; anything malformed is a :class:`BackendError`."""
+    try:
+        choice = answer["choices"][0]
+        text = choice["message"]["content"]
+        if not isinstance(text, str):
+            raise TypeError("message.content is not a string")
+        tokens: tuple[TokenLogprob, ...] | None = None
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            tokens = tuple(
+                TokenLogprob(
+                    token=str(t["token"]),
+                    logprob=float(t["logprob"]),
+                    top=tuple((str(a["token"]), float(a["logprob"])) for a in t.get("top_logprobs") or ()),
+                )
+                for t in lp["content"]
+            )
+        return Completion(text=text, tokens=tokens, finish_reason=choice.get("finish_reason"))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise BackendError(
+            f"backend {name!r}: malformed chat completion ({type(exc).__name__}: {exc})"
+        ) from None

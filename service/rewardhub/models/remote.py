@@ -1,0 +1,178 @@
+"""JSON over HTTP to a model server, with every guard a training loop needs from a remote dependency.
+
+One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM pooling). Each call:
+
+1. waits for a free slot (``concurrency``, an :class:`asyncio.Semaphore`) no longer than the item's
+   deadline, so a slow server is never sent more than it can take and queued items don't pile up;
+2. asks the :class:`~rewardhub.models.breaker.CircuitBreaker`; an open breaker fails the call at once;
+3. POSTs with a per-attempt timeout of ``min(timeout_s, time left)``, and retries (tenacity,
+   exponential backoff with jitter) connection errors, timeouts, 429 and 5xx answers, up to
+   ``max_retries`` times and never past the deadline;
+4. reports the verdict to the breaker: a call that failed after its retries is one failure. Waiting for
+   a slot is not the server's fault and is never counted; neither is a caller that gave up.
+
+The API key goes into the ``Authorization`` header only; it is never logged, never put in an error
+message, and never part of :meth:`describe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import structlog
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, stop_any
+from tenacity.stop import stop_base
+from tenacity.wait import wait_exponential, wait_random
+
+from rewardhub.models.breaker import CircuitBreaker
+from rewardhub.models.errors import BackendError, BackendTimeout
+
+__all__ = ["RemoteClient", "RemoteOptions"]
+
+log = structlog.get_logger("rewardhub.models.remote")
+
+# An attempt is not started with less time than this left: it could not finish anyway.
+_MIN_ATTEMPT_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteOptions:
+    timeout_s: float = 60.0
+    max_retries: int = 2
+    concurrency: int = 64
+    breaker_failures: int = 5
+    breaker_cooldown_s: float = 10.0
+    backoff_initial_s: float = 0.2
+    backoff_max_s: float = 2.0
+
+
+class _Retryable(BackendError):
+    """A failure worth another attempt (connection, timeout, 429, 5xx)."""
+
+
+class _OutOfTime(stop_base):
+    """Stop retrying when the backoff sleep plus a minimal attempt would end past the deadline."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return time.monotonic() + (retry_state.upcoming_sleep or 0.0) + _MIN_ATTEMPT_S >= self.deadline
+
+
+class RemoteClient:
+    def __init__(self, name: str, base_url: str, api_key: str | None, options: RemoteOptions):
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.options = options
+        self.breaker = CircuitBreaker(name, options.breaker_failures, options.breaker_cooldown_s)
+        self._slots = asyncio.Semaphore(options.concurrency)
+        self._client: httpx.AsyncClient | None = None
+        self.calls = 0  # attempts made (tests assert that guarded items never reach the server)
+
+    async def start(self) -> None:
+        headers = {"Content-Type": "application/json", "User-Agent": "rewardhub"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        limits = httpx.Limits(
+            max_connections=self.options.concurrency, max_keepalive_connections=self.options.concurrency
+        )
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, limits=limits, timeout=self.options.timeout_s
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"url": self.base_url, "breaker": self.breaker.describe()}
+
+    async def post(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
+        """POST ``payload`` as JSON and return the decoded JSON answer (see the module docstring).
+
+        Raises:
+            BackendTimeout: the deadline passed (waiting for a slot, or the server was too slow).
+            CircuitOpen: the breaker is open.
+            BackendError: the server failed (after retries) or answered something that is not JSON.
+        """
+        try:
+            await asyncio.wait_for(self._slots.acquire(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise BackendTimeout(
+                f"backend {self.name!r}: no free connection slot before the deadline "
+                f"(concurrency {self.options.concurrency})"
+            ) from None
+        try:
+            self.breaker.before_call()
+            try:
+                result = await self._with_retries(path, payload, deadline)
+            except asyncio.CancelledError:
+                self.breaker.on_abandoned()
+                raise
+            except BackendError:
+                self.breaker.on_failure()
+                raise
+            self.breaker.on_success()
+            return result
+        finally:
+            self._slots.release()
+
+    async def _with_retries(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
+        retrying = AsyncRetrying(
+            stop=stop_any(stop_after_attempt(self.options.max_retries + 1), _OutOfTime(deadline)),
+            wait=wait_exponential(multiplier=self.options.backoff_initial_s, max=self.options.backoff_max_s)
+            + wait_random(0, self.options.backoff_initial_s / 2),
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self._attempt(path, payload, deadline)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
+        client = self._client
+        if client is None:
+            raise BackendError(f"backend {self.name!r} is not started")
+        left = deadline - time.monotonic()
+        if left <= _MIN_ATTEMPT_S:
+            raise BackendTimeout(f"backend {self.name!r}: the item's deadline passed")
+        timeout = min(self.options.timeout_s, left)
+        self.calls += 1
+        try:
+            resp = await client.post(path, content=orjson.dumps(payload), timeout=timeout)
+        except httpx.TimeoutException:
+            if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
+                raise BackendTimeout(
+                    f"backend {self.name!r} did not answer {path} before the deadline"
+                ) from None
+            raise _Retryable(f"backend {self.name!r}: {path} timed out after {timeout:.1f}s") from None
+        except httpx.HTTPError as exc:
+            raise _Retryable(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}"[:300]) from None
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise _Retryable(
+                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
+            )
+        if resp.status_code >= 400:
+            raise BackendError(
+                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
+            )
+        try:
+            return orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            raise BackendError(
+                f"backend {self.name!r}: {path} answered something that is not JSON: {_snippet(resp)}"
+            ) from None
+
+
+def _snippet(resp: httpx.Response) -> str:
+    text = resp.text[:200].replace("\n", " ")
+    return text or "(empty body)"

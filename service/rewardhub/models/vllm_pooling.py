@@ -1,0 +1,211 @@
+"""Remote reward models on a vLLM server's pooling API (``vllm serve <model> --runner pooling``).
+
+* ``classify`` (outcome reward models, verl's RM path): ``POST /classify``. A bare text goes in one
+  batched request (``"input": [...]``); a conversation goes as ``"messages"`` so that the *server*
+  applies the model's chat template. ``"use_activation": false`` asks for raw logits (the reward applies
+  its own normalisation); for a server that ignores the flag and returns probabilities (sigmoid for one
+  label, softmax for more), set ``returns_probabilities: true`` in the backend spec and they are turned
+  back into logits.
+* ``steps`` (process reward models with a classifier head, e.g. Qwen2.5-Math-PRM served as
+  ``Qwen2ForProcessRewardModel``): vLLM returns per-token class probabilities, not step scores, and not
+  the token ids. So the backend asks ``POST /tokenize`` for the ids of the formatted input (the chat
+  template applied server-side, ``add_generation_prompt: false``) and of the step tag (which must be a
+  single token), sends the ids to ``POST /pooling`` with ``"task": "token_classify"``, and keeps the
+  rows at the tag positions. Rows that are not probabilities (raw logits) are soft-maxed here.
+
+Math-Shepherd-style PRMs, which read the LM head's ``+``/``-`` logits, need a generative model and are
+served in process (:mod:`rewardhub.models.transformers_backend`), not over the pooling API.
+
+``url`` is the server root (``http://prm:8000``; a trailing ``/v1`` is ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rewardhub.models.base import Capability, Message, ModelBackend, StepQuery
+from rewardhub.models.errors import BackendError
+from rewardhub.models.remote import RemoteClient, RemoteOptions
+
+__all__ = ["VLLMPoolingBackend", "probs_to_logits", "softmax"]
+
+
+class VLLMPoolingBackend(ModelBackend):
+    kind: ClassVar[str] = "vllm_pooling"
+    capabilities: frozenset[Capability] = frozenset({"classify", "steps"})
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        model: str,
+        api_key: str | None,
+        options: RemoteOptions,
+        returns_probabilities: bool = False,
+    ):
+        super().__init__(name, model)
+        url = url.rstrip("/")
+        self.client = RemoteClient(name, url[: -len("/v1")] if url.endswith("/v1") else url, api_key, options)
+        self.returns_probabilities = returns_probabilities
+        self._tag_ids: dict[str, int] = {}
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **self.client.describe()}
+
+    # --- classify ----------------------------------------------------------------------------------
+    async def classify(
+        self, inputs: Sequence[tuple[Message, ...]], deadline: float
+    ) -> list[list[float] | BackendError]:
+        out: list[list[float] | BackendError | None] = [None] * len(inputs)
+        texts = [
+            (i, msgs[0].content) for i, msgs in enumerate(inputs) if len(msgs) == 1 and msgs[0].role == "user"
+        ]
+        chats = [
+            (i, msgs) for i, msgs in enumerate(inputs) if not (len(msgs) == 1 and msgs[0].role == "user")
+        ]
+
+        async def batch_texts() -> None:
+            if not texts:
+                return
+            payload = {"model": self.model, "input": [t for _, t in texts], "use_activation": False}
+            try:
+                rows = self._rows(await self.client.post("/classify", payload, deadline), len(texts))
+            except BackendError as exc:
+                for i, _ in texts:
+                    out[i] = exc
+                return
+            for (i, _), row in zip(texts, rows, strict=True):
+                out[i] = row
+
+        async def one_chat(i: int, msgs: tuple[Message, ...]) -> None:
+            payload = {
+                "model": self.model,
+                "messages": [m.as_dict() for m in msgs],
+                "use_activation": False,
+            }
+            try:
+                out[i] = self._rows(await self.client.post("/classify", payload, deadline), 1)[0]
+            except BackendError as exc:
+                out[i] = exc
+
+        await asyncio.gather(batch_texts(), *(one_chat(i, m) for i, m in chats))
+        return [o if o is not None else BackendError("no answer") for o in out]
+
+    def _rows(self, answer: Any, n: int) -> list[list[float]]:
+        try:
+            rows = [[float(x) for x in d["probs"]] for d in sorted(answer["data"], key=lambda d: d["index"])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"backend {self.name!r}: malformed /classify answer ({exc!r})") from None
+        if len(rows) != n:
+            raise BackendError(f"backend {self.name!r}: {len(rows)} /classify rows for {n} inputs")
+        return [probs_to_logits(r) for r in rows] if self.returns_probabilities else rows
+
+    # --- steps ---------------------------------------------------------------------------------
+    async def step_probs(
+        self, queries: Sequence[StepQuery], deadline: float
+    ) -> list[list[float] | BackendError]:
+        if any(q.label_tokens is not None for q in queries):
+            err = BackendError(
+                f"backend {self.name!r} (vllm_pooling) serves classifier-head PRMs only; a PRM that reads "
+                "+/- token logits (Math-Shepherd) needs a transformers backend"
+            )
+            return [err for _ in queries]
+        ids = await asyncio.gather(*(self._tokenize(q, deadline) for q in queries), return_exceptions=True)
+        out: list[list[float] | BackendError] = [BackendError("no answer")] * len(queries)
+        todo: list[tuple[int, list[int], list[int]]] = []  # (query, token ids, tag positions)
+        for i, (q, got) in enumerate(zip(queries, ids, strict=True)):
+            if isinstance(got, BaseException):
+                out[i] = got if isinstance(got, BackendError) else BackendError(repr(got))
+                continue
+            token_ids, tag_id = got
+            positions = [k for k, t in enumerate(token_ids) if t == tag_id]
+            if len(positions) != q.steps:
+                out[i] = BackendError(
+                    f"backend {self.name!r}: {len(positions)} step tags in the tokenized input, expected {q.steps}"
+                )
+                continue
+            todo.append((i, token_ids, positions))
+        if not todo:
+            return out
+        payload = {"model": self.model, "input": [t for _, t, _ in todo], "task": "token_classify"}
+        try:
+            answer = await self.client.post("/pooling", payload, deadline)
+            per_input = [d["data"] for d in sorted(answer["data"], key=lambda d: d["index"])]
+            if len(per_input) != len(todo):
+                raise ValueError(f"{len(per_input)} outputs for {len(todo)} inputs")
+        except BackendError as exc:
+            for i, _, _ in todo:
+                out[i] = exc
+            return out
+        except (KeyError, TypeError, ValueError) as exc:
+            err = BackendError(f"backend {self.name!r}: malformed /pooling answer ({exc!r})")
+            for i, _, _ in todo:
+                out[i] = err
+            return out
+        for (i, _, positions), rows in zip(todo, per_input, strict=True):
+            try:
+                q = queries[i]
+                out[i] = [softmax([float(x) for x in rows[k]])[q.positive_index] for k in positions]
+            except (IndexError, TypeError, ValueError) as exc:
+                out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
+        return out
+
+    async def _tokenize(self, q: StepQuery, deadline: float) -> tuple[list[int], int]:
+        tag_id = self._tag_ids.get(q.step_tag)
+        if tag_id is None:
+            got = await self.client.post(
+                "/tokenize",
+                {"model": self.model, "prompt": q.step_tag, "add_special_tokens": False},
+                deadline,
+            )
+            tags = _tokens(self.name, got)
+            if len(tags) != 1:
+                raise BackendError(
+                    f"backend {self.name!r}: the step tag {q.step_tag!r} is {len(tags)} tokens for this model, not 1"
+                )
+            tag_id = self._tag_ids[q.step_tag] = tags[0]
+        if q.messages is not None:
+            payload: dict[str, Any] = {
+                "model": self.model,
+                "messages": [m.as_dict() for m in q.messages],
+                "add_generation_prompt": False,
+            }
+        else:
+            payload = {"model": self.model, "prompt": q.text or "", "add_special_tokens": True}
+        return _tokens(self.name, await self.client.post("/tokenize", payload, deadline)), tag_id
+
+
+def _tokens(name: str, answer: Any) -> list[int]:
+    try:
+        return [int(t) for t in answer["tokens"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"backend {name!r}: malformed /tokenize answer ({exc!r})") from None
+
+
+def softmax(row: list[float]) -> list[float]:
+    """Probabilities from a row that may already be probabilities (vLLM applies the activation)."""
+    if row and all(0.0 <= x <= 1.0 for x in row) and abs(sum(row) - 1.0) < 1e-3:
+        return row
+    m = max(row)
+    exps = [math.exp(x - m) for x in row]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+def probs_to_logits(probs: list[float]) -> list[float]:
+    """Undo a classifier's activation (sigmoid for one label, softmax for more) so rewards always see
+    logits (softmax logits are recovered up to a constant, which softmax ignores)."""
+    eps = 1e-7
+    if len(probs) == 1:
+        p = min(max(probs[0], eps), 1 - eps)
+        return [math.log(p / (1 - p))]
+    return [math.log(max(p, eps)) for p in probs]

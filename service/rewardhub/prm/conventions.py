@@ -1,0 +1,63 @@
+"""How known PRMs expect their input (docs/algorithms.md §1.2–1.3), as backend-independent queries.
+
+A PRM only works on the exact format it was trained on, so each convention builds the model input from
+the question and the steps and says where the verdicts are read:
+
+* ``qwen`` — Qwen2.5-Math-PRM-7B/72B: a chat (system "Please reason step by step, and put your final
+  answer within \\boxed{}.", user = question, assistant = steps joined by ``<extra_0>`` plus a trailing
+  ``<extra_0>``) rendered with the model's chat template; a 2-label token classifier; the score of step k
+  is the positive-class probability ``softmax(logits)[1]`` at the k-th ``<extra_0>``;
+* ``math_shepherd`` — Math-Shepherd (peiyi9979/math-shepherd-mistral-7b-prm): plain text
+  ``"{question} Step 1: ... ки\\nStep 2: ... ки"``; a causal LM; the score of step k is
+  ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``.
+
+The step tag is removed from the question and the steps first: a response that writes ``<extra_0>``
+itself would otherwise create steps of its own choosing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewardhub.models.base import Message, StepQuery
+
+__all__ = ["CONVENTIONS", "PRMConvention"]
+
+QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+@dataclass(frozen=True, slots=True)
+class PRMConvention:
+    name: str
+    step_tag: str
+    label_tokens: tuple[str, str] | None  # (positive, negative) for LM-head PRMs
+
+    def clean(self, text: str) -> str:
+        return text.replace(self.step_tag, "")
+
+    def query(self, question: str, steps: Sequence[str]) -> StepQuery:
+        q = self.clean(question)
+        clean = [self.clean(s) for s in steps]
+        if self.name == "qwen":
+            body = self.step_tag.join(clean) + self.step_tag
+            return StepQuery(
+                step_tag=self.step_tag,
+                steps=len(clean),
+                messages=(
+                    Message("system", QWEN_SYSTEM),
+                    Message("user", q),
+                    Message("assistant", body),
+                ),
+                positive_index=1,
+            )
+        body = "".join(f"Step {k}: {s} {self.step_tag}\n" for k, s in enumerate(clean, 1)).strip()
+        return StepQuery(
+            step_tag=self.step_tag, steps=len(clean), text=f"{q} {body}", label_tokens=self.label_tokens
+        )
+
+
+CONVENTIONS: dict[str, PRMConvention] = {
+    "qwen": PRMConvention("qwen", "<extra_0>", None),
+    "math_shepherd": PRMConvention("math_shepherd", "ки", ("+", "-")),
+}

@@ -1,0 +1,101 @@
+"""Splitting a response into reasoning steps, keeping where each step is in the original text.
+
+A PRM scores *steps*, and a person (or a trainer placing token-level rewards) needs to know which part of
+the response each score belongs to, so every :class:`Step` carries its ``[start, end)`` character span in
+the response as sent (after whitespace is trimmed from both ends of the step).
+
+* ``separator`` (default ``"\\n\\n"``, paragraphs, what Qwen2.5-Math-PRM and ProcessBench use): split on
+  the literal string, drop empty pieces;
+* ``pattern``: split on the matches of a regular expression (e.g. ``"\\n(?=Step \\d+:)"``); run with the
+  ``regex`` package's per-call timeout, since patterns come from callers;
+* a ``<think>...</think>`` block is skipped by default: the PRMs above were trained on short worked
+  solutions, and a long chain of thought has hundreds of paragraphs past their context. Only the text
+  after the last ``</think>`` is split (spans still index the full response);
+* more than ``max_steps`` steps are merged into ``max_steps`` groups of adjacent steps (each group's
+  span covers its members), so the final answer keeps its own score position and the input fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rewardhub.rewards.patterns import PatternTimeout, compile_pattern
+
+__all__ = ["Step", "merge_steps", "split_steps"]
+
+THINK_CLOSE = "</think>"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    text: str
+    start: int
+    end: int
+
+
+def _trimmed(text: str, start: int, end: int) -> Step | None:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if not stripped:
+        return None
+    lead = len(piece) - len(piece.lstrip())
+    s = start + lead
+    return Step(stripped, s, s + len(stripped))
+
+
+def split_steps(
+    text: str,
+    *,
+    separator: str = "\n\n",
+    pattern: str | None = None,
+    skip_think: bool = True,
+    max_steps: int = 64,
+    timeout_s: float = 0.5,
+) -> list[Step]:
+    """The steps of ``text`` (see the module docstring).
+
+    Raises:
+        PatternTimeout: ``pattern`` ran past ``timeout_s``.
+    """
+    base = 0
+    if skip_think:
+        cut = text.rfind(THINK_CLOSE)
+        if cut >= 0:
+            base = cut + len(THINK_CLOSE)
+    bounds: list[tuple[int, int]] = []
+    if pattern is not None:
+        rx = compile_pattern(pattern)
+        pos = base
+        try:
+            for m in rx.finditer(text, base, timeout=timeout_s):
+                if m.end() == m.start():
+                    continue  # an empty match splits nothing
+                bounds.append((pos, m.start()))
+                pos = m.end()
+        except TimeoutError:
+            raise PatternTimeout(f"step pattern {pattern[:80]!r} ran past {timeout_s}s") from None
+        bounds.append((pos, len(text)))
+    else:
+        pos = base
+        while True:
+            k = text.find(separator, pos) if separator else -1
+            if k < 0:
+                bounds.append((pos, len(text)))
+                break
+            bounds.append((pos, k))
+            pos = k + len(separator)
+    steps = [s for s in (_trimmed(text, a, b) for a, b in bounds) if s is not None]
+    return merge_steps(text, steps, max_steps)
+
+
+def merge_steps(text: str, steps: list[Step], max_steps: int) -> list[Step]:
+    """At most ``max_steps`` steps: adjacent steps merged into nearly equal groups, order kept."""
+    n = len(steps)
+    if n <= max_steps:
+        return steps
+    merged: list[Step] = []
+    for g in range(max_steps):
+        lo, hi = g * n // max_steps, (g + 1) * n // max_steps
+        first, last = steps[lo], steps[hi - 1]
+        merged.append(Step(text[first.start : last.end], first.start, last.end))
+    return merged

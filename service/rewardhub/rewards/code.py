@@ -1,0 +1,435 @@
+"""``code``: run the response's program against the reference's tests, in the sandbox.
+
+Reference (an object):
+
+* Python assert-style tests: ``{"tests": "<asserts or a HumanEval check(candidate)>", "entry_point":
+  "<function name for check(candidate)>", "setup": "<optional>"}``. ``tests`` may also be a list of
+  assert strings (MBPP's ``test_list``); ``setup`` runs after the solution, in its namespace (MBPP's
+  ``test_setup_code``, which builds fixtures from the solution's own classes). Every ``assert`` of a
+  string is one test; every string of a list is one test.
+* stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
+  (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
+  the sandbox, which never sees them.
+* ``language`` (default: the config's), ``weights`` (one per test/case, default equal).
+
+Score: the (weighted) fraction of tests passed, or 1/0 with ``all_or_nothing``; components
+``pass_rate`` and ``passed_all``; ``details.tests`` says what passed and why each failure failed.
+
+Valid or invalid: everything the *program* does is the model's responsibility, so a crash, a wrong
+answer, a timeout (an infinite loop fails that test) or a memory blow-up is a valid score with
+per-test details. A program that does not compile (a ``SyntaxError``, a ``gcc`` error, a compile
+timeout) stops early: valid ``0.0`` with ``reason: format``. No code in the response: ``0.0`` with
+``reason: no_answer``. Only the sandbox failing is ``invalid: sandbox_error``; a missing or unreadable
+reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
+
+Cacheable: the result is a function of the code, the tests and the limits (all three in the cache
+key: the limits are config fields). The one timing-dependent verdict is a timeout; limits are CPU-time
+based where possible (``RLIMIT_CPU``) and generous on the wall clock, and concurrency never exceeds
+the cores, so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.code_extract import ExtractMode, extract_code
+from rewardhub.sandbox import Language, RawRun, SandboxUnavailable, resolve_language
+from rewardhub.sandbox.pool import SandboxPool
+
+__all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
+
+OutputMatch = Literal["whitespace", "lines", "exact"]
+_MAX_DETAIL_TESTS = 100
+_TAIL = 1000
+
+
+class CodeConfig(RewardConfig):
+    language: str = Field("python", description="Language when the reference does not name one.")
+    timeout_s: float = Field(5.0, gt=0, le=300, description="Per test (one assert, one case), seconds.")
+    total_timeout_s: float = Field(30.0, gt=0, le=600, description="Per item, all tests together, seconds.")
+    compile_timeout_s: float = Field(10.0, gt=0, le=300, description="Compiling (C, C++), seconds.")
+    memory_mb: int | None = Field(
+        None, ge=64, le=65536, description="Address-space limit per process, MiB (default: the server's)."
+    )
+    output_match: OutputMatch = Field(
+        "whitespace",
+        description="stdout comparison: `whitespace` (same tokens), `lines` (trailing spaces and blank "
+        "lines ignored) or `exact` (bytes).",
+    )
+    all_or_nothing: bool = Field(False, description="Score 1 only when every test passes, else 0.")
+    extract: ExtractMode = Field(
+        "auto",
+        description="`auto`: last fenced block of the language, else last untagged block, else the whole "
+        "response; `fenced`: a fenced block is required; `raw`: the whole response is the program.",
+    )
+
+
+@dataclass(slots=True)
+class CodeTask:
+    """A reference, validated."""
+
+    language: Language
+    tests: str | list[str] | None = None
+    entry_point: str | None = None
+    setup: str | None = None
+    cases: list[tuple[bytes, str]] = field(default_factory=list)  # (stdin, expected stdout)
+    weights: list[float] | None = None
+
+
+class ReferenceError_(ValueError):
+    """The reference cannot be used; carries the invalid reason."""
+
+    def __init__(self, reason: Reason, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _text(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise ReferenceError_(Reason.PARSE_ERROR, f"reference.{where} must be a string")
+
+
+def parse_task(reference: Any, default_language: str, available: dict[str, Language]) -> CodeTask:
+    """Read an item's reference; raises :class:`ReferenceError_` with the reason when unusable."""
+    if reference is None:
+        raise ReferenceError_(Reason.MISSING_REFERENCE, "code needs a reference with `tests` or `cases`")
+    if not isinstance(reference, dict):
+        raise ReferenceError_(Reason.PARSE_ERROR, "the code reference must be an object")
+    name = reference.get("language", default_language)
+    lang = resolve_language(str(name))
+    if lang is None:
+        raise ReferenceError_(Reason.UNSUPPORTED, f"unknown language {name!r}")
+    if lang.name not in available:
+        raise ReferenceError_(Reason.UNSUPPORTED, f"{lang.name} is not installed on this server")
+    task = CodeTask(language=lang)
+    cases = reference.get("cases")
+    if (
+        cases is None
+        and isinstance(reference.get("inputs"), list)
+        and isinstance(reference.get("outputs"), list)
+    ):
+        if len(reference["inputs"]) != len(reference["outputs"]):
+            raise ReferenceError_(
+                Reason.PARSE_ERROR, "reference.inputs and reference.outputs differ in length"
+            )
+        cases = [
+            {"stdin": i, "stdout": o} for i, o in zip(reference["inputs"], reference["outputs"], strict=True)
+        ]
+    tests = reference.get("tests")
+    if cases is not None:
+        if not isinstance(cases, list) or not cases:
+            raise ReferenceError_(Reason.PARSE_ERROR, "reference.cases must be a non-empty list")
+        for k, case in enumerate(cases):
+            if not isinstance(case, dict) or "stdout" not in case:
+                raise ReferenceError_(Reason.PARSE_ERROR, f"reference.cases.{k} needs `stdout` (and `stdin`)")
+            stdin = _text(case.get("stdin", ""), f"cases.{k}.stdin")
+            task.cases.append(
+                (stdin.encode("utf-8", "surrogatepass"), _text(case["stdout"], f"cases.{k}.stdout"))
+            )
+    elif tests is not None:
+        if isinstance(tests, list):
+            if not tests or not all(isinstance(t, str) for t in tests):
+                raise ReferenceError_(
+                    Reason.PARSE_ERROR, "reference.tests must be a string or a list of strings"
+                )
+            task.tests = list(tests)
+        elif isinstance(tests, str) and tests.strip():
+            task.tests = tests
+        else:
+            raise ReferenceError_(Reason.PARSE_ERROR, "reference.tests must be a string or a list of strings")
+        if lang.name in ("c", "cpp"):
+            raise ReferenceError_(
+                Reason.UNSUPPORTED, f"{lang.name} is scored with stdin/stdout `cases`, not `tests`"
+            )
+    else:
+        raise ReferenceError_(Reason.MISSING_REFERENCE, "the code reference has neither `tests` nor `cases`")
+    for key in ("entry_point", "setup"):
+        value = reference.get(key)
+        if value is not None:
+            setattr(task, key, _text(value, key))
+    weights = reference.get("weights")
+    if weights is not None:
+        if not isinstance(weights, list) or not all(
+            isinstance(w, int | float) and not isinstance(w, bool) and w >= 0 for w in weights
+        ):
+            raise ReferenceError_(
+                Reason.PARSE_ERROR, "reference.weights must be a list of non-negative numbers"
+            )
+        if sum(weights) <= 0:
+            raise ReferenceError_(Reason.PARSE_ERROR, "reference.weights must not all be zero")
+        task.weights = [float(w) for w in weights]
+    return task
+
+
+def outputs_match(got: bytes, expected: str, mode: OutputMatch) -> bool:
+    if mode == "exact":
+        return got == expected.encode("utf-8", "surrogatepass")
+    text = got.decode("utf-8", "replace")
+    if mode == "whitespace":
+        return text.split() == expected.split()
+
+    def norm(s: str) -> list[str]:
+        lines = [line.rstrip() for line in s.replace("\r\n", "\n").split("\n")]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    return norm(text) == norm(expected)
+
+
+def _tail(data: bytes | str, n: int = _TAIL) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+@register
+class CodeReward(Reward[CodeConfig]):
+    name: ClassVar[str] = "code"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
+        "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
+        "bash); score = fraction of tests passed. Verdicts cannot be forged by the program."
+    )
+    config_model = CodeConfig
+    reads = ("response", "reference")
+
+    def ready(self) -> dict[str, Any]:
+        pool = self.runtime.sandbox
+        if pool is None:
+            return {"ok": True, "code_execution": False, "message": "no sandbox in this runtime"}
+        return {"ok": True, "code_execution": pool.level != "none", "isolation": pool.level}
+
+    async def score(self, items: Sequence[ScoreItem], config: CodeConfig, ctx: ScoreContext) -> list[Outcome]:
+        pool = self.runtime.sandbox
+        outcomes: list[Outcome | None] = [None] * len(items)
+        if pool is None or pool.level == "none":
+            message = pool.message if pool is not None else "no code sandbox is configured"
+            return [Outcome.invalid(Reason.SANDBOX_ERROR, message) for _ in items]
+        jobs: list[tuple[int, CodeTask, str, str]] = []
+        for i, item in enumerate(items):
+            try:
+                task = parse_task(item.reference, config.language, pool.languages)
+            except ReferenceError_ as exc:
+                outcomes[i] = Outcome.invalid(exc.reason, str(exc))
+                continue
+            found = extract_code(item.response, task.language, config.extract)
+            if found is None:
+                outcomes[i] = Outcome(
+                    0.0,
+                    Reason.NO_ANSWER,
+                    {"pass_rate": 0.0, "passed_all": 0.0},
+                    {"language": task.language.name},
+                )
+                continue
+            jobs.append((i, task, found.code, found.source))
+        if jobs:
+            with pool.admit(len(jobs)):
+                done = await asyncio.gather(
+                    *(self._run(pool, task, code, config) for _, task, code, _ in jobs)
+                )
+            for (i, task, _, source), outcome in zip(jobs, done, strict=True):
+                outcome.details.setdefault("language", task.language.name)
+                if outcome.valid:
+                    outcome.details["extracted_from"] = source
+                outcomes[i] = outcome
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    async def _run(self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig) -> Outcome:
+        try:
+            if task.cases:
+                return await self._run_cases(pool, task, code, config)
+            if task.language.name == "python":
+                return await self._run_pytests(pool, task, code, config)
+            return await self._run_script_tests(pool, task, code, config)
+        except SandboxUnavailable as exc:
+            return Outcome.invalid(Reason.SANDBOX_ERROR, str(exc))
+
+    # --- Python assert-style tests ------------------------------------------------------------
+    async def _run_pytests(self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig) -> Outcome:
+        assert task.tests is not None
+        report, raw = await pool.run_tests(
+            solution=code,
+            tests=task.tests,
+            entry_point=task.entry_point,
+            setup=task.setup,
+            test_timeout_s=config.timeout_s,
+            total_timeout_s=config.total_timeout_s,
+            memory_mb=config.memory_mb,
+        )
+        broken = _sandbox_fault(raw, report.ready, report.error)
+        if broken is not None:
+            return broken
+        if report.reference_error is not None:
+            return Outcome.invalid(Reason.PARSE_ERROR, report.reference_error)
+        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        if report.load_status == "syntax":
+            return _compile_failed(report.load_message, timing)
+        n = len(report.labels)
+        why_missing = _why_missing(raw, report.done)
+        results: list[tuple[str, bool, str]] = []
+        for k in range(n):
+            passed, message = report.verdicts.get(k, (False, why_missing))
+            results.append((report.labels[k], passed, message))
+        details: dict[str, Any] = dict(timing)
+        if report.load_status not in (None, "ok"):
+            details["load_error"] = report.load_message
+        if raw.stderr and not all(p for _, p, _ in results):
+            details["stderr"] = _tail(raw.stderr)
+        return _scored(results, task.weights, config, details)
+
+    # --- stdin/stdout cases ---------------------------------------------------------------------
+    async def _run_cases(self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig) -> Outcome:
+        report, raw = await pool.run_program(
+            language=task.language,
+            code=code,
+            stdins=[stdin for stdin, _ in task.cases],
+            compile_timeout_s=config.compile_timeout_s,
+            run_timeout_s=config.timeout_s,
+            total_timeout_s=config.total_timeout_s,
+            memory_mb=config.memory_mb,
+        )
+        broken = _sandbox_fault(raw, report.ready, report.error)
+        if broken is not None:
+            return broken
+        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        if report.compile is not None and not report.compile.ok:
+            c = report.compile
+            why = "compile timeout" if c.status == "timeout" else _tail(c.stderr or c.stdout)
+            return _compile_failed(why, timing)
+        why_missing = _why_missing(raw, report.done)
+        results: list[tuple[str, bool, str]] = []
+        for k, (_, expected) in enumerate(task.cases):
+            run = report.runs.get(k)
+            label = f"case {k}"
+            if run is None:
+                results.append((label, False, why_missing))
+            elif run.status == "timeout":
+                results.append((label, False, f"timeout ({config.timeout_s:g}s)"))
+            elif run.status == "output_limit":
+                results.append((label, False, "output limit exceeded"))
+            elif run.status != "exited" or run.return_code != 0:
+                what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
+                results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
+            elif outputs_match(run.stdout, expected, config.output_match):
+                results.append((label, True, ""))
+            else:
+                results.append(
+                    (
+                        label,
+                        False,
+                        f"wrong answer: expected {_tail(expected, 120)!r}, got {_tail(run.stdout, 120)!r}",
+                    )
+                )
+        return _scored(results, task.weights, config, timing)
+
+    # --- assert-style tests in other languages ----------------------------------------------------
+    async def _run_script_tests(
+        self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig
+    ) -> Outcome:
+        """JavaScript/bash ``tests`` run in the solution's own process (see the sandbox's threat model):
+        a random completion marker, printed after the last test, catches an exit before the tests."""
+        assert task.tests is not None
+        marker = f"rewardhub-tests-finished-{secrets.token_hex(12)}"
+        tests = task.tests if isinstance(task.tests, str) else "\n".join(task.tests)
+        setup = task.setup or ""
+        if task.language.name == "javascript":
+            program = f"{code}\n{setup}\n{tests}\n;process.stdout.write('\\n{marker}\\n');\n"
+        else:
+            program = f"{code}\n{setup}\n{tests}\necho '{marker}'\n"
+        report, raw = await pool.run_program(
+            language=task.language,
+            code=program,
+            stdins=[b""],
+            run_timeout_s=config.total_timeout_s,
+            total_timeout_s=config.total_timeout_s,
+            memory_mb=config.memory_mb,
+        )
+        broken = _sandbox_fault(raw, report.ready, report.error)
+        if broken is not None:
+            return broken
+        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        run = report.runs.get(0)
+        if run is None:
+            result = ("tests", False, _why_missing(raw, report.done))
+        elif run.status == "timeout":
+            result = ("tests", False, "timeout")
+        elif run.ok and marker.encode() in run.stdout:
+            result = ("tests", True, "")
+        elif run.ok:
+            result = ("tests", False, "the program exited before the tests finished")
+        else:
+            result = ("tests", False, f"exit status {run.return_code}: {_tail(run.stderr, 300)}")
+        return _scored([result], None, config, timing)
+
+
+def _sandbox_fault(raw: RawRun, ready: bool, error: str | None) -> Outcome | None:
+    """An invalid outcome when the sandbox, not the program, failed."""
+    if raw.spawn_error is not None:
+        return Outcome.invalid(Reason.SANDBOX_ERROR, raw.spawn_error)
+    if error is not None:
+        return Outcome.invalid(Reason.SANDBOX_ERROR, error, stderr=_tail(raw.stderr, 500))
+    if not ready:
+        # The guest never got to read its job: a sandbox start-up failure (or an overloaded host).
+        why = (
+            "the sandbox did not start in time"
+            if raw.deadline_hit
+            else f"the sandbox exited ({raw.returncode})"
+        )
+        return Outcome.invalid(Reason.SANDBOX_ERROR, why, stderr=_tail(raw.stderr, 500))
+    return None
+
+
+def _why_missing(raw: RawRun, done: bool) -> str:
+    if raw.deadline_hit:
+        return "not run: total time limit"
+    return "not run" if done else "not run: the sandbox ended early"
+
+
+def _compile_failed(message: str, timing: dict[str, Any]) -> Outcome:
+    return Outcome(
+        0.0,
+        Reason.FORMAT,
+        {"pass_rate": 0.0, "passed_all": 0.0},
+        {"compile_error": _tail(message), **timing},
+    )
+
+
+def _scored(
+    results: list[tuple[str, bool, str]],
+    weights: list[float] | None,
+    config: CodeConfig,
+    details: dict[str, Any],
+) -> Outcome:
+    n = len(results)
+    if weights is not None and len(weights) != n:
+        return Outcome.invalid(
+            Reason.PARSE_ERROR, f"reference.weights has {len(weights)} entries for {n} tests", tests=n
+        )
+    w = weights or [1.0] * n
+    total = sum(w)
+    passed_w = sum(wk for wk, (_, ok, _) in zip(w, results, strict=True) if ok)
+    fraction = passed_w / total if total > 0 else 0.0
+    all_passed = n > 0 and all(ok for _, ok, _ in results)
+    score = (1.0 if all_passed else 0.0) if config.all_or_nothing else fraction
+    details = {
+        "passed": sum(1 for _, ok, _ in results if ok),
+        "total": n,
+        **details,
+        "tests": [
+            {"test": label[:200], "passed": ok, **({"message": msg} if msg else {})}
+            for label, ok, msg in results[:_MAX_DETAIL_TESTS]
+        ],
+    }
+    return Outcome(score, None, {"pass_rate": fraction, "passed_all": 1.0 if all_passed else 0.0}, details)

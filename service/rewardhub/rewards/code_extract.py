@@ -1,0 +1,83 @@
+"""Finding the program in a model's response.
+
+Chat models wrap code in Markdown fences, often several (an example, then the answer), and reasoning
+models think out loud first. The rule, in order:
+
+1. drop everything up to the last ``</think>`` (the reasoning is not the answer);
+2. the last fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````, ...);
+3. else the last fenced block without a tag;
+4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
+
+An unterminated last fence (a response cut at the token limit) counts as running to the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from rewardhub.sandbox.languages import Language, resolve_language
+
+__all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code"]
+
+ExtractMode = Literal["auto", "fenced", "raw"]
+
+# A fence opens at the start of a line with 3+ backticks or tildes, an optional tag, then a newline.
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    code: str
+    source: Literal["fenced", "untagged_fence", "raw"]
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """(tag, body) of every fenced block, in order."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        m = _FENCE.search(text, pos)
+        if m is None:
+            return out
+        fence = m.group("fence")
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        end = close.search(text, m.end())
+        body = text[m.end() : end.start()] if end else text[m.end() :]
+        out.append((m.group("tag").lower(), body))
+        if end is None:
+            return out
+        pos = end.end()
+
+
+def extract_code(response: str, language: Language, mode: ExtractMode = "auto") -> Extracted | None:
+    """The program in ``response`` for ``language``, or None when there is none (an empty answer)."""
+    return extract_block(response, lambda tag: resolve_language(tag) is language, mode)
+
+
+def extract_block(
+    response: str, wanted: Callable[[str], bool], mode: ExtractMode = "auto"
+) -> Extracted | None:
+    """Like :func:`extract_code` for any fence tag ``wanted`` accepts (``sql``, say)."""
+    if mode == "raw":
+        return Extracted(response, "raw") if response.strip() else None
+    text = response
+    cut = text.rfind("</think>")
+    if cut >= 0:
+        text = text[cut + len("</think>") :]
+    tagged: str | None = None
+    untagged: str | None = None
+    for tag, body in _blocks(text):
+        if not tag:
+            untagged = body
+        elif wanted(tag):
+            tagged = body
+    if tagged is not None and tagged.strip():
+        return Extracted(tagged, "fenced")
+    if untagged is not None and untagged.strip():
+        return Extracted(untagged, "untagged_fence")
+    if mode == "fenced":
+        return None
+    return Extracted(text, "raw") if text.strip() else None

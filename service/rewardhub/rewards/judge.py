@@ -1,0 +1,552 @@
+"""``judge``: an LLM grades the response (pointwise, pairwise, rubric, or against a reference answer).
+
+Config ``{"mode": ..., "backend": "judge", "scoring": "parse" | "logprobs", ...}``; the backend is a named
+chat backend (``REWARDHUB_JUDGE_URL`` / ``REWARDHUB_JUDGE_MODEL``, or the backends file).
+
+Modes (every score is in [0, 1]):
+
+* ``pointwise``: the judge rates the response from ``min_score`` to ``max_score`` ("Score: N");
+  the score is ``(N - min) / (max - min)``. A string ``reference`` is shown as a reference answer.
+* ``pairwise``: the response against a second one, the *opponent*: ``opponent: "reference"`` (default)
+  takes it from the item's ``reference`` (a string, or ``{"response": "..."}``), ``opponent: "metadata"``
+  from ``metadata[opponent_key]`` (default key ``"opponent"``). The judge sees both orders, (response,
+  opponent) and (opponent, response), and the score is the average probability that the response wins,
+  ``½[P(A | r, o) + P(B | o, r)]`` (a tie counts ½), which cancels the judge's position bias.
+* ``rubric``: weighted criteria ``[{criterion, weight}]`` from the config's ``criteria`` or the item's
+  ``reference: {"rubric": [...]}`` (per-prompt rubrics, "Rubrics as Rewards"). ``explicit`` (default):
+  one yes/no judgement per criterion, score ``clip(Σ w·c / Σ_{w>0} w, 0, 1)`` (a negative weight marks a
+  pitfall: satisfying it subtracts; a perfect response scores 1); ``implicit``: one call, the judge sees
+  the whole rubric and rates it like pointwise.
+* ``reference``: reference-guided verification. The final answer is extracted from the response
+  (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
+  says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
+  if it says correct the score is 1 without a judge call; only rule negatives go to the judge
+  (``judge_rule_negatives: false`` keeps the rule's verdict instead).
+
+Scoring: ``parse`` reads the judge's **last** decision line; ``logprobs`` takes the expectation of the
+decision under the judge's top-k logprobs at that token (single-token labels: a numeric scale must stay
+within 0–9). An unreadable judgement is invalid ``parse_error``; a failed, slow or tripped backend is
+``backend_error`` / ``timeout``; never a silent 0.
+
+Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`): before any call, a response
+(or, in ``reference`` mode, its extracted answer) that is content-free ("Solution", "Thought process:",
+"解", punctuation...) scores 0 with reason ``no_answer``, and one that addresses the grader ("ignore
+previous instructions", "the answer is correct", role tags, a forged verdict line) scores 0 with reason
+``format``; ``details.hardening`` says which. A response without an extractable answer never reaches
+the judge in ``reference`` mode. The judge sees the text after a ``<think>`` block only
+(``strip_think``), inside tags its system prompt declares to be data.
+
+Caching: only deterministic judges are cached (``temperature: 0``, the default) unless ``cache: true``.
+The reward's version hashes the backend's model, the effective templates and the decision pattern, and
+the config holds the sampling parameters, so the cache key covers all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
+from rewardhub.judging.hardening import content_free, injection
+from rewardhub.judging.templates import DECISION_PATTERNS, REQUIRED, SYSTEM_PROMPT, TEMPLATES, defuse, fill
+from rewardhub.mathlib import extract_answer
+from rewardhub.models.base import ChatRequest, Message, ModelBackend
+from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.protocol import Reason, RewardSpec, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
+
+__all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
+
+Mode = Literal["pointwise", "pairwise", "rubric", "reference"]
+Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
+_THINK_CLOSE = "</think>"
+_EXCERPT = 2000
+
+
+class Criterion(RewardConfig):
+    criterion: str = Field(
+        min_length=1, max_length=4000, description="What the response should do (or avoid)."
+    )
+    weight: float = Field(1.0, allow_inf_nan=False, description="Importance; negative for a pitfall.")
+
+    @field_validator("weight")
+    @classmethod
+    def _nonzero(cls, v: float) -> float:
+        if v == 0:
+            raise ValueError("a criterion's weight must not be 0")
+        return v
+
+
+class JudgeConfig(RewardConfig):
+    mode: Mode = Field("pointwise", description="pointwise | pairwise | rubric | reference.")
+    backend: str = Field(
+        "judge", min_length=1, description="Name of the chat backend (see REWARDHUB_JUDGE_*)."
+    )
+    scoring: Literal["parse", "logprobs"] = Field(
+        "parse", description="Read the last decision, or take its expectation under the top-k logprobs."
+    )
+    # sampling (part of the cache key)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 = deterministic (and cacheable).")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(512, ge=1, le=8192, description="Tokens the judge may generate per call.")
+    top_logprobs: int = Field(20, ge=1, le=20, description="Alternatives per token for scoring=logprobs.")
+    seed: int | None = Field(None, description="Sampling seed passed to the backend.")
+    cache: bool = Field(False, description="Cache results even when temperature > 0.")
+    # prompts
+    system_prompt: str | None = Field(None, max_length=20_000, description="Default: a strict-grader prompt.")
+    template: str | None = Field(
+        None, max_length=50_000, description="User prompt with {placeholders}; default per mode."
+    )
+    decision_pattern: str | None = Field(
+        None, max_length=500, description="Regex with one group, the decision label; default per mode."
+    )
+    # pointwise / implicit rubric
+    min_score: int = Field(1, ge=0, le=100)
+    max_score: int = Field(5, ge=1, le=100)
+    include_reference: bool = Field(True, description="pointwise: show a string reference to the judge.")
+    # pairwise
+    opponent: Literal["reference", "metadata"] = Field(
+        "reference", description="pairwise: where the second response comes from."
+    )
+    opponent_key: str = Field(
+        "opponent", min_length=1, description="pairwise: the metadata key of the opponent."
+    )
+    # rubric
+    criteria: tuple[Criterion, ...] | None = Field(
+        None, max_length=64, description="rubric: criteria; default the item's reference {rubric: [...]}."
+    )
+    rubric_aggregation: Literal["explicit", "implicit"] = Field("explicit")
+    # reference
+    answer_extraction: tuple[Extraction, ...] = Field(
+        ("boxed", "answer_tag", "answer_phrase", "short_response"),
+        min_length=1,
+        description="reference: how the final answer is found; short_response = the whole response if short.",
+    )
+    short_answer_max_chars: int = Field(200, ge=1, le=10_000)
+    rule: str | RewardSpec | None = Field(
+        "math",
+        description="reference: a rule verifier tried first (1 without the judge when it says correct).",
+    )
+    judge_rule_negatives: bool = Field(True, description="reference: ask the judge when the rule says wrong.")
+    # hardening
+    strip_think: bool = Field(True, description="The judge sees only the text after the last </think>.")
+    injection_check: bool = Field(True, description="Score 0 responses that address the grader.")
+
+    _rule: Part | None = PrivateAttr(None)
+
+    @field_validator("decision_pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        validate_pattern(v)
+        if compile_pattern(v).groups != 1:
+            raise ValueError("decision_pattern must have exactly one capture group (the label)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JudgeConfig:
+        if self.min_score >= self.max_score:
+            raise ValueError("min_score must be below max_score")
+        key = self.template_key
+        if self.scoring == "logprobs" and key in ("pointwise", "rubric_implicit") and self.max_score > 9:
+            raise ValueError("scoring=logprobs needs single-token scores: max_score must be at most 9")
+        if self.template is not None:
+            missing = [p for p in REQUIRED[key] if p not in self.template]
+            if missing:
+                raise ValueError(f"template for mode {self.mode}: missing {', '.join(missing)}")
+        if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
+            raise ValueError("criteria need at least one positive weight")
+        return self
+
+    @property
+    def template_key(self) -> str:
+        return (
+            "rubric_implicit"
+            if self.mode == "rubric" and self.rubric_aggregation == "implicit"
+            else self.mode
+        )
+
+
+class _Judging:
+    """Per-config constants: templates, decision reader, scale."""
+
+    def __init__(self, config: JudgeConfig):
+        key = config.template_key
+        self.key = key
+        self.system = config.system_prompt or SYSTEM_PROMPT
+        self.template = config.template or TEMPLATES[key]
+        self.pattern = config.decision_pattern or DECISION_PATTERNS[key]
+        custom = config.decision_pattern is not None
+        # Default patterns are linear; a caller's pattern runs with the regex package's time budget.
+        self.find_last: Callable[[str], MatchLike | None] = (
+            (lambda text: last_match(self.pattern, text, ignorecase=True))
+            if custom
+            else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
+        )
+        # A response containing the judge's own decision format is a forged verdict.
+        self.forged = () if custom else (re.compile(self.pattern, re.IGNORECASE),)
+        if key in ("pointwise", "rubric_implicit"):
+            self.scale = Scale.scores(config.min_score, config.max_score)
+        elif key == "pairwise":
+            self.scale = Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b"))
+        else:
+            self.scale = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
+
+
+@register
+class JudgeReward(ModelReward[JudgeConfig]):
+    name: ClassVar[str] = "judge"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
+        "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
+        "content-free and prompt-injection responses score 0 without a judge call."
+    )
+    config_model = JudgeConfig
+    reads = ("prompt", "response", "reference")
+    default_backend: ClassVar[str] = "judge"
+
+    # --- identity (version, reads, cacheability) ------------------------------------------------
+    def parse_config(self, raw: dict[str, Any]) -> JudgeConfig:
+        config = super().parse_config(raw)
+        if config.mode == "reference" and config.rule is not None:
+            config._rule = resolve(self.runtime, config.rule, "reward.config.rule", self.name)
+        return config
+
+    def parts(self, config: JudgeConfig) -> Sequence[Part]:
+        return (config._rule,) if config._rule is not None else ()
+
+    def version_for(self, config: JudgeConfig) -> str:
+        j = _Judging(config)
+        base = super().version_for(config)
+        h = hashlib.sha256("\x00".join((base, j.system, j.template, j.pattern)).encode()).hexdigest()
+        return f"{self.version}+{h[:10]}"
+
+    def reads_for(self, config: JudgeConfig) -> tuple[str, ...]:
+        fields = set(super().reads_for(config))
+        if config.mode == "pairwise" and config.opponent == "metadata":
+            fields.add("metadata")
+        return tuple(f for f in FIELD_ORDER if f in fields)
+
+    def is_cacheable(self, config: JudgeConfig) -> bool:
+        return (config.temperature == 0 or config.cache) and super().is_cacheable(config)
+
+    # --- scoring --------------------------------------------------------------------------------
+    async def score(
+        self, items: Sequence[ScoreItem], config: JudgeConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        deadline = deadline_of(ctx)
+        try:
+            backend = self.backend(config)
+            backend.require("chat")
+        except BackendUnavailable as exc:
+            return [failure(exc) for _ in items]
+        j = _Judging(config)
+        outcomes: list[Outcome | None] = [None] * len(items)
+        answers: dict[int, str] = {}
+        for i, item in enumerate(items):
+            gated = self._gate(item, config, j)
+            if isinstance(gated, Outcome):
+                outcomes[i] = gated
+            else:
+                answers[i] = gated
+        rule_scores: dict[int, float | None] = {}
+        if config._rule is not None and answers:
+            rule_scores = await self._rule_first(items, config, ctx, answers, outcomes)
+        pending = [i for i in answers if outcomes[i] is None]
+        results = await asyncio.gather(
+            *(
+                self._judge_item(backend, items[i], answers[i], config, j, deadline, rule_scores.get(i))
+                for i in pending
+            )
+        )
+        for i, o in zip(pending, results, strict=True):
+            outcomes[i] = o
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    def _gate(self, item: ScoreItem, config: JudgeConfig, j: _Judging) -> Outcome | str:
+        """The text the judge may see, or the outcome that makes a judge call unnecessary."""
+        if config.mode == "reference" and _gold(item.reference) is None:
+            return Outcome.invalid(
+                Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
+                'judge (reference) needs the gold answer: reference as a string or {"answer": ...}',
+            )
+        text = item.response
+        if config.strip_think:
+            cut = text.rfind(_THINK_CLOSE)
+            if cut >= 0:
+                text = text[cut + len(_THINK_CLOSE) :]
+        if content_free(text):
+            return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "content_free"})
+        # The whole visible response is checked, in every mode: a response that talks to the grader
+        # is penalised even where the judge would only see its extracted answer.
+        if config.injection_check:
+            hit = injection(text, j.forged)
+            if hit is not None:
+                return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit})
+        if config.mode == "reference":
+            answer = _extract(text, config)
+            if answer is None or content_free(answer):
+                return Outcome(
+                    0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "no_answer", "extracted": answer}
+                )
+            return answer
+        return text
+
+    async def _rule_first(
+        self,
+        items: Sequence[ScoreItem],
+        config: JudgeConfig,
+        ctx: ScoreContext,
+        answers: dict[int, str],
+        outcomes: list[Outcome | None],
+    ) -> dict[int, float | None]:
+        """The rule verifier on the gated items (a hybrid verifier): a rule positive is 1 without the
+        judge; the rule scores of the rest are returned for the judge's results to report."""
+        part = config._rule
+        assert part is not None
+        idx = list(answers)
+        ruled = await run_part(part, [items[i] for i in idx], ctx)
+        negatives: dict[int, float | None] = {}
+        for i, r in zip(idx, ruled, strict=True):
+            base = {"decided_by": "rule", "extracted": answers[i], "rule": dict(r.details)}
+            if r.score is not None and r.score >= 1.0:
+                outcomes[i] = Outcome(1.0, None, {"rule": r.score, "judge": None}, base)
+            elif not config.judge_rule_negatives:
+                outcomes[i] = Outcome(r.score, r.reason, {"rule": r.score, "judge": None}, base)
+            else:
+                negatives[i] = r.score
+        return negatives
+
+    async def _judge_item(
+        self,
+        backend: ModelBackend,
+        item: ScoreItem,
+        text: str,
+        config: JudgeConfig,
+        j: _Judging,
+        deadline: float,
+        rule_score: float | None,
+    ) -> Outcome:
+        comps: dict[str, float | None] = {"rule": rule_score} if config._rule is not None else {}
+        try:
+            # The backend honours the deadline itself; this is the backstop for everything around it.
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + 0.05):
+                return await self._judge(backend, item, text, config, j, deadline, comps)
+        except BackendError as exc:
+            return failure(exc)
+        except TimeoutError:
+            return Outcome.invalid(Reason.TIMEOUT, "the judge did not answer before the item's deadline")
+        except PatternTimeout as exc:
+            return Outcome.invalid(Reason.TIMEOUT, str(exc))
+
+    async def _judge(
+        self,
+        backend: ModelBackend,
+        item: ScoreItem,
+        text: str,
+        config: JudgeConfig,
+        j: _Judging,
+        deadline: float,
+        comps: dict[str, float | None],
+    ) -> Outcome:
+        prompt = item.prompt or ""
+        ask = _Asker(backend, config, j, deadline)
+        details: dict[str, Any] = {"mode": config.mode, "scoring": config.scoring}
+        if config.mode == "reference":
+            gold = _gold(item.reference)
+            assert gold is not None
+            d, out = await ask(
+                fill(j.template, {"prompt": prompt, "reference": gold, "answer": defuse(text)})
+            )
+            if isinstance(d, Outcome):
+                return d
+            details.update(_describe(d, out), extracted=text, decided_by="judge")
+            return Outcome(d.value, None, {**comps, "judge": d.value}, details)
+        if config.mode == "pointwise":
+            ref_block = ""
+            if config.include_reference and isinstance(item.reference, str):
+                ref_block = f"[Reference answer]\n{item.reference}\n\n"
+            values = {
+                "prompt": prompt,
+                "response": defuse(text),
+                "reference": item.reference if isinstance(item.reference, str) else "",
+                "reference_block": ref_block,
+                "min_score": str(config.min_score),
+                "max_score": str(config.max_score),
+            }
+            d, out = await ask(fill(j.template, values))
+            if isinstance(d, Outcome):
+                return d
+            details.update(_describe(d, out))
+            return Outcome(d.value, None, {"judge": d.value}, details)
+        if config.mode == "pairwise":
+            opponent = _opponent(item, config)
+            if opponent is None:
+                where = "reference" if config.opponent == "reference" else f"metadata.{config.opponent_key}"
+                return Outcome.invalid(
+                    Reason.MISSING_REFERENCE, f"judge (pairwise) needs the second response in {where}"
+                )
+            (d1, o1), (d2, o2) = await asyncio.gather(
+                ask(fill(j.template, {"prompt": prompt, "response_a": defuse(text), "response_b": opponent})),
+                ask(fill(j.template, {"prompt": prompt, "response_a": opponent, "response_b": defuse(text)})),
+            )
+            for d in (d1, d2):
+                if isinstance(d, Outcome):
+                    return d
+            assert isinstance(d1, Decision) and isinstance(d2, Decision)
+            p_ab, p_ba = d1.value, 1.0 - d2.value  # P(response wins) in each order
+            score = (p_ab + p_ba) / 2
+            details.update(
+                order_ab={**_describe(d1, o1), "p_response_wins": p_ab},
+                order_ba={**_describe(d2, o2), "p_response_wins": p_ba},
+            )
+            return Outcome(score, None, {"order_ab": p_ab, "order_ba": p_ba}, details)
+        # rubric
+        criteria = _criteria(item, config)
+        if isinstance(criteria, Outcome):
+            return criteria
+        if config.rubric_aggregation == "implicit":
+            rubric = "\n".join(f"- (weight {c.weight:g}) {c.criterion}" for c in criteria)
+            values = {
+                "prompt": prompt,
+                "response": defuse(text),
+                "rubric": rubric,
+                "min_score": str(config.min_score),
+                "max_score": str(config.max_score),
+            }
+            d, out = await ask(fill(j.template, values))
+            if isinstance(d, Outcome):
+                return d
+            details.update(_describe(d, out))
+            return Outcome(d.value, None, {"judge": d.value}, details)
+        got = await asyncio.gather(
+            *(
+                ask(fill(j.template, {"prompt": prompt, "response": defuse(text), "criterion": c.criterion}))
+                for c in criteria
+            )
+        )
+        per: list[dict[str, Any]] = []
+        total = 0.0
+        for c, (d, out) in zip(criteria, got, strict=True):
+            if isinstance(d, Outcome):
+                return d
+            total += c.weight * d.value
+            per.append({"criterion": c.criterion[:200], "weight": c.weight, **_describe(d, out)})
+        positive = sum(c.weight for c in criteria if c.weight > 0)
+        score = min(1.0, max(0.0, total / positive))
+        details["criteria"] = per
+        comps = {f"criterion_{k}": p["value"] for k, p in enumerate(per)}
+        return Outcome(score, None, comps, details)
+
+
+class _Asker:
+    """One judge call: the chat request, then the decision (or the outcome saying why there is none)."""
+
+    def __init__(self, backend: ModelBackend, config: JudgeConfig, j: _Judging, deadline: float):
+        self.backend = backend
+        self.config = config
+        self.j = j
+        self.deadline = deadline
+
+    async def __call__(self, user: str) -> tuple[Decision | Outcome, str]:
+        c = self.config
+        req = ChatRequest(
+            messages=(Message("system", self.j.system), Message("user", user)),
+            max_tokens=c.max_tokens,
+            temperature=c.temperature,
+            top_p=c.top_p,
+            top_logprobs=c.top_logprobs if c.scoring == "logprobs" else 0,
+            seed=c.seed,
+        )
+        completion = await self.backend.chat(req, self.deadline)
+        try:
+            return read_decision(completion, self.j.find_last, self.j.scale, c.scoring), completion.text
+        except DecisionError as exc:
+            return (
+                Outcome.invalid(Reason.PARSE_ERROR, str(exc), judgement=completion.text[-_EXCERPT:]),
+                completion.text,
+            )
+
+
+def _describe(d: Decision, judgement: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": d.value, "label": d.label, "method": d.method}
+    if d.probs is not None:
+        out["probs"] = {k: round(v, 6) for k, v in d.probs.items()}
+    out["judgement"] = judgement[-_EXCERPT:]
+    return out
+
+
+def _extract(text: str, config: JudgeConfig) -> str | None:
+    methods = [m for m in config.answer_extraction if m != "short_response"]
+    if methods:
+        got = extract_answer(text, methods)
+        if got is not None and got.text.strip():
+            return got.text.strip()
+    if "short_response" in config.answer_extraction:
+        stripped = text.strip()
+        if stripped and len(stripped) <= config.short_answer_max_chars:
+            return stripped
+    return None
+
+
+def _gold(reference: Any) -> str | None:
+    if isinstance(reference, str) and reference.strip():
+        return reference
+    if isinstance(reference, dict):
+        if isinstance(reference.get("answers"), list):
+            golds = [str(g) for g in reference["answers"] if isinstance(g, str | int | float)]
+            return " ; ".join(golds) if golds else None
+        if isinstance(reference.get("answer"), str | int | float):
+            return str(reference["answer"])
+    return None
+
+
+def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
+    if config.opponent == "metadata":
+        value = (item.metadata or {}).get(config.opponent_key)
+        return value if isinstance(value, str) and value.strip() else None
+    ref = item.reference
+    if isinstance(ref, str) and ref.strip():
+        return ref
+    if isinstance(ref, dict) and isinstance(ref.get("response"), str) and ref["response"].strip():
+        return str(ref["response"])
+    return None
+
+
+def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | Outcome:
+    if config.criteria is not None:
+        return config.criteria
+    ref = item.reference
+    raw = ref.get("rubric") if isinstance(ref, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return Outcome.invalid(
+            Reason.MISSING_REFERENCE,
+            "judge (rubric) needs `criteria` in the config or reference {rubric: [...]}",
+        )
+    out: list[Criterion] = []
+    for entry in raw[:64]:
+        try:
+            if isinstance(entry, str):
+                out.append(Criterion(criterion=entry))
+            elif isinstance(entry, dict):
+                text = entry.get("criterion") or entry.get("description") or entry.get("text")
+                out.append(Criterion(criterion=str(text or ""), weight=float(entry.get("weight", 1.0))))
+            else:
+                raise ValueError("not a string or an object")
+        except (ValueError, TypeError) as exc:
+            return Outcome.invalid(Reason.PARSE_ERROR, f"reference.rubric: {exc}"[:300])
+    if not any(c.weight > 0 for c in out):
+        return Outcome.invalid(Reason.PARSE_ERROR, "reference.rubric: at least one weight must be positive")
+    return tuple(out)

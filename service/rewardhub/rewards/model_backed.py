@@ -1,0 +1,67 @@
+"""What every model reward (``judge``, ``prm``, ``orm``, ``similarity``) shares.
+
+* The backend is chosen by *name* in the config (``backend: "judge"``), looked up in the runtime's
+  :class:`~rewardhub.models.hub.ModelHub`. An unconfigured name is not a 422: the reward stays listed
+  and its items come back invalid ``unsupported`` with a message naming the setting to set.
+* The result depends on the model behind the name, which the config does not say, so the reward's
+  version (and with it the cache key and ``reward_version``) carries a hash of the backend's identity
+  (kind and model): pointing ``judge`` at another model never serves the old model's cached scores.
+* Backend failures map onto reasons the same way everywhere (:func:`failure`): a timeout is ``timeout``,
+  an input longer than the model's context is ``unsupported``, anything else is ``backend_error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any, ClassVar
+
+from rewardhub.models.base import ModelBackend
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, InputTooLong
+from rewardhub.protocol import Reason
+from rewardhub.rewards.base import ConfigT, Outcome, ScoreContext
+from rewardhub.rewards.composed import ComposedReward
+
+__all__ = ["ModelReward", "deadline_of", "failure"]
+
+
+def deadline_of(ctx: ScoreContext) -> float:
+    """The absolute ``time.monotonic()`` deadline of this request's items."""
+    return time.monotonic() + ctx.deadline_s
+
+
+def failure(exc: BaseException, **details: Any) -> Outcome:
+    """An invalid outcome for a backend failure (never a 0: the model is not at fault)."""
+    msg = str(exc)[:500] or type(exc).__name__
+    if isinstance(exc, BackendTimeout | TimeoutError):
+        return Outcome.invalid(Reason.TIMEOUT, msg or "the item's deadline passed", **details)
+    if isinstance(exc, InputTooLong | BackendUnavailable):
+        return Outcome.invalid(Reason.UNSUPPORTED, msg, **details)
+    if isinstance(exc, BackendError):
+        return Outcome.invalid(Reason.BACKEND_ERROR, msg, **details)
+    return Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300], **details)
+
+
+class ModelReward(ComposedReward[ConfigT]):
+    """Base of rewards backed by a named model backend (see the module docstring)."""
+
+    default_backend: ClassVar[str]
+
+    def backend_name(self, config: ConfigT) -> str:
+        name = getattr(config, "backend", None)
+        return str(name) if name else self.default_backend
+
+    def backend(self, config: ConfigT) -> ModelBackend:
+        """The configured backend. Raises :class:`BackendUnavailable` naming the setting to set."""
+        hub = self.runtime.models
+        if hub is None:
+            raise BackendUnavailable("model backends are not available in this runtime")
+        return hub.get(self.backend_name(config))
+
+    def version_for(self, config: ConfigT) -> str:
+        base = super().version_for(config)
+        try:
+            identity = self.backend(config).identity()
+        except BackendUnavailable:
+            return base
+        return f"{base}+{hashlib.sha256(identity.encode()).hexdigest()[:10]}"

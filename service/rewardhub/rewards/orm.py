@@ -1,0 +1,96 @@
+"""``orm``: an outcome reward model (a sequence classifier with one output) scores the whole response.
+
+The prompt and the response go through the model's chat template (user turn, assistant turn; a
+``system_prompt`` first when configured) when its tokenizer has one, else they are joined by a blank
+line. The score is the logit of output ``label`` (0 for the usual ``num_labels=1`` reward model),
+optionally normalised:
+
+* ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
+* ``sigmoid``: ``1 / (1 + e^{-x})`` in (0, 1);
+* ``zscore``: ``(x - mean) / std`` with the configured ``mean``/``std`` (e.g. measured on a reference set),
+  which puts rewards from different RMs on one scale without per-batch statistics.
+
+``components.raw`` always holds the raw logit. Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
+process) or ``REWARDHUB_ORM_URL`` (a vLLM server's ``/classify``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from rewardhub.models.base import Message
+from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+
+__all__ = ["ORMConfig", "ORMReward", "normalise"]
+
+
+class ORMConfig(RewardConfig):
+    backend: str = Field("orm", min_length=1, description="Name of the model backend (see REWARDHUB_ORM_*).")
+    normalize: Literal["none", "sigmoid", "zscore"] = Field("none", description="none | sigmoid | zscore.")
+    mean: float = Field(0.0, allow_inf_nan=False, description="zscore: the reward model's mean logit.")
+    std: float = Field(1.0, gt=0, allow_inf_nan=False, description="zscore: the reward model's logit std.")
+    label: int = Field(0, ge=0, description="Which output of the classifier is the reward.")
+    system_prompt: str | None = Field(None, max_length=10_000, description="A system turn before the prompt.")
+
+
+def normalise(x: float, config: ORMConfig) -> float:
+    if config.normalize == "sigmoid":
+        return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    if config.normalize == "zscore":
+        return (x - config.mean) / config.std
+    return x
+
+
+@register
+class ORMReward(ModelReward[ORMConfig]):
+    name: ClassVar[str] = "orm"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
+        "optionally sigmoid or z-score normalised; in process or vLLM /classify."
+    )
+    config_model = ORMConfig
+    reads = ("prompt", "response")
+    default_backend: ClassVar[str] = "orm"
+
+    async def score(self, items: Sequence[ScoreItem], config: ORMConfig, ctx: ScoreContext) -> list[Outcome]:
+        deadline = deadline_of(ctx)
+        try:
+            backend = self.backend(config)
+            backend.require("classify")
+        except BackendUnavailable as exc:
+            return [failure(exc) for _ in items]
+        inputs: list[tuple[Message, ...]] = []
+        for item in items:
+            msgs: list[Message] = []
+            if config.system_prompt:
+                msgs.append(Message("system", config.system_prompt))
+            if item.prompt is not None:
+                msgs.append(Message("user", item.prompt))
+            msgs.append(Message("assistant", item.response))
+            inputs.append(tuple(msgs))
+        try:
+            results = await backend.classify(inputs, deadline)
+        except BackendError as exc:
+            results = [exc for _ in inputs]
+        outcomes: list[Outcome] = []
+        for res in results:
+            if isinstance(res, BackendError):
+                outcomes.append(failure(res))
+            elif config.label >= len(res):
+                outcomes.append(
+                    Outcome.invalid(
+                        Reason.UNSUPPORTED, f"the model has {len(res)} outputs; label {config.label} asked"
+                    )
+                )
+            else:
+                raw = res[config.label]
+                outcomes.append(Outcome(normalise(raw, config), None, {"raw": raw}, {"logits": res}))
+        return outcomes

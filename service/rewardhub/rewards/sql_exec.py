@@ -1,0 +1,191 @@
+"""Running a predicted and a gold SQL query on SQLite, inside a CPU worker process.
+
+This module is imported by the CPU pool's workers (the function is pickled by reference) and keeps a
+few built databases per worker, so a GRPO group that shares a schema builds it once. It never writes:
+
+* the database is built from the reference's DDL in memory (or opened from a fixture file with
+  ``mode=ro&immutable=1``), then locked with ``PRAGMA query_only`` and an authorizer that allows only
+  reading (``SELECT``, column reads, functions other than ``load_extension``, recursive CTEs) — no
+  ``ATTACH``, no ``PRAGMA``, no writes, no ``VACUUM INTO``;
+* a progress handler interrupts a query past its deadline (a cross join of big tables), and the
+  pool's hard deadline kills the worker if SQLite ever stops checking;
+* ``PRAGMA hard_heap_limit`` bounds SQLite's memory in the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["run_sql_pair"]
+
+_MAX_DATABASES = 16
+_MAX_GOLD = 512
+_HEAP_LIMIT_BYTES = 512 << 20
+_DATABASES: OrderedDict[str, sqlite3.Connection] = OrderedDict()
+_GOLD: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
+_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+_DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
+_SYNTAX_MARKERS = ("syntax error", "incomplete input", "unrecognized token", "one statement at a time")
+
+
+def _read_only(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+    if action not in _READ_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _schema_only(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+    """While building from the reference's DDL: anything but reaching outside the in-memory database."""
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _deadline_handler(deadline: float) -> Callable[[], int]:
+    return lambda: 1 if time.monotonic() > deadline else 0
+
+
+def _open(kind: str, spec: str, deadline: float) -> tuple[str, sqlite3.Connection]:
+    if kind == "fixture":
+        st = os.stat(spec)
+        key = f"fixture:{spec}:{st.st_mtime_ns}:{st.st_size}"
+    else:
+        key = "schema:" + hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()
+    conn = _DATABASES.get(key)
+    if conn is not None:
+        _DATABASES.move_to_end(key)
+        return key, conn
+    if kind == "fixture":
+        conn = sqlite3.connect(f"file:{spec}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.execute(f"PRAGMA hard_heap_limit={_HEAP_LIMIT_BYTES}")
+    if kind == "schema":
+        conn.set_authorizer(_schema_only)
+        conn.set_progress_handler(_deadline_handler(deadline), 10_000)
+        try:
+            conn.executescript(spec)
+        finally:
+            conn.set_progress_handler(None, 0)
+    conn.set_authorizer(None)
+    conn.execute("PRAGMA query_only = ON")
+    conn.set_authorizer(_read_only)
+    _DATABASES[key] = conn
+    while len(_DATABASES) > _MAX_DATABASES:
+        _, old = _DATABASES.popitem(last=False)
+        old.close()
+    return key, conn
+
+
+def _normalise(value: Any, digits: int) -> Any:
+    if isinstance(value, float):
+        return round(value, digits) + 0.0  # -0.0 == 0.0 and hashes alike after this
+    return value
+
+
+def _execute(
+    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int
+) -> dict[str, Any]:
+    conn.set_progress_handler(_deadline_handler(deadline), 10_000)
+    try:
+        cur = conn.execute(sql)
+        rows = cur.fetchmany(max_rows + 1)
+        columns = [d[0] for d in cur.description or ()]
+    except sqlite3.Error as exc:
+        message = str(exc)
+        if message == "interrupted":
+            message = "interrupted: the query ran past its time limit"
+        syntax = any(m in message for m in _SYNTAX_MARKERS)
+        return {"ok": False, "error": message[:300], "parses": not syntax}
+    except (ValueError, MemoryError, OverflowError) as exc:  # e.g. NUL in the text, a heap limit hit
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "parses": True}
+    finally:
+        conn.set_progress_handler(None, 0)
+    if len(rows) > max_rows:
+        return {"ok": False, "error": f"more than {max_rows} rows", "parses": True, "too_many": True}
+    norm = [tuple(_normalise(v, digits) for v in row) for row in rows]
+    return {"ok": True, "parses": True, "columns": columns, "rows": norm}
+
+
+def _has_top_level_order_by(sql: str) -> bool:
+    depth, i, n, low = 0, 0, len(sql), sql.lower()
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`[":
+            close = "]" if ch == "[" else ch
+            j = sql.find(close, i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and low.startswith("order", i) and low[i + 5 : i + 12].lstrip().startswith("by"):
+            before = low[i - 1] if i else " "
+            if not (before.isalnum() or before == "_"):
+                return True
+        i += 1
+    return False
+
+
+def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool]) -> dict[str, Any]:
+    """Execute gold and predicted queries and compare them; returns a small dict of components."""
+    kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names = payload
+    deadline = time.monotonic() + timeout_s
+    try:
+        key, conn = _open(kind, spec, deadline)
+    except FileNotFoundError:
+        return {"reference_error": "missing", "message": "the fixture database does not exist"}
+    except (sqlite3.Error, ValueError, MemoryError) as exc:
+        return {"reference_error": "schema", "message": f"the reference schema does not build: {exc}"[:300]}
+    gkey = (key, gold, digits)
+    g = _GOLD.get(gkey)
+    if g is None:
+        g = _execute(conn, gold, deadline, max_rows, digits)
+        if g["ok"]:
+            _GOLD[gkey] = g
+            while len(_GOLD) > _MAX_GOLD:
+                _GOLD.popitem(last=False)
+    else:
+        _GOLD.move_to_end(gkey)
+    if not g["ok"]:
+        return {"reference_error": "gold", "message": f"the gold query fails: {g['error']}"}
+    p = _execute(conn, pred, time.monotonic() + timeout_s, max_rows, digits)
+    out: dict[str, Any] = {"parses": p["parses"], "executes": p["ok"], "gold_rows": len(g["rows"])}
+    if not p["ok"]:
+        out.update(columns_match=False, rows_match=False, error=p["error"])
+        return out
+    same_width = len(p["columns"]) == len(g["columns"])
+    names_ok = [c.lower() for c in p["columns"]] == [c.lower() for c in g["columns"]]
+    out["columns_match"] = same_width and (names_ok or not column_names)
+    ordered = order == "ordered" or (order == "auto" and _has_top_level_order_by(gold))
+    if not same_width:
+        rows_match = False
+    elif ordered:
+        rows_match = p["rows"] == g["rows"]
+    else:
+        rows_match = Counter(p["rows"]) == Counter(g["rows"])
+    out["rows_match"] = rows_match and out["columns_match"]
+    out["ordered"] = ordered
+    out["pred_rows"] = len(p["rows"])
+    out["pred_columns"] = p["columns"][:20]
+    if not rows_match:
+        out["pred_sample"] = [[_jsonable(v) for v in r] for r in p["rows"][:3]]
+        out["gold_sample"] = [[_jsonable(v) for v in r] for r in g["rows"][:3]]
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    return f"x'{value.hex()}'" if isinstance(value, bytes) else value

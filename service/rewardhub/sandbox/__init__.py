@@ -1,0 +1,73 @@
+"""Running untrusted, model-written code: the sandbox.
+
+Threat model
+============
+
+The adversary is the *program*: code a policy wrote while being optimised to get reward. It may be
+merely buggy (infinite loops, memory blow-ups, 500 MB of output, fork bombs) or, because RL finds every
+loophole, actively hostile to the *scorer*: exiting with status 0 before the tests run, printing a fake
+success line, overriding ``__eq__`` to be always true, monkeypatching builtins, editing or reading the
+test file, killing its parent, leaving a daemon behind. It must not be able to
+
+1. read or change anything of the host: the service's files, environment and secrets, the network;
+2. exhaust the host: CPU, memory, processes, disk, output, or time beyond its limits;
+3. outlive its run;
+4. make a failing solution score as passing.
+
+The trainer's data (the reference: tests, cases, schemas) is trusted not to attack the service, but is
+still only ever executed inside the sandbox.
+
+Layers
+======
+
+* **Namespaces** (:mod:`.runner`, ``bwrap --unshare-all``): no network (an empty network namespace), its
+  own PID namespace (it cannot see or signal host processes; when its PID 1 exits the kernel kills every
+  process in it, daemons included), a user namespace with no capabilities and no nested namespaces.
+* **Filesystem**: only ``/usr`` (and the ``/bin``, ``/lib*`` links), the dynamic-linker cache and the
+  guest program, all read-only; a private, size-capped tmpfs as ``/tmp``; fresh ``/proc`` and ``/dev``.
+  The service's code, its home, the repository, ``/etc/shadow``: not there.
+* **Environment**: cleared (``--clearenv``) and rebuilt with ``PATH``, ``HOME``, ``LANG`` only.
+* **Identity** (when the service runs as root): each concurrent run has its own unused host uid, so
+  ``RLIMIT_NPROC`` bounds *that run* (root is exempt from it) and runs cannot signal each other.
+* **Resource limits** (:mod:`.guest`): address space, processes, file size, open files, core dumps
+  off, CPU seconds; a wall-clock deadline per test/case inside and per run outside (the service kills
+  the process group, which takes the namespace with it); output read incrementally and cut at a cap.
+* **Unforgeable verdicts** (:mod:`.guest`, :mod:`.harness`): Python tests are executed by a *judge*
+  process that the solution's process cannot read, trace or signal (non-dumpable PID 1); the solution
+  is forked before the judge reads the tests and the run's random nonce, so neither was ever in its
+  memory; values returned by the solution are rebuilt from builtin types only before any comparison, so
+  no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict; only lines that carry the
+  nonce count, and a test without a verdict line has failed. For stdin/stdout cases the expected output
+  never enters the sandbox: the service compares.
+
+Known limits (documented, not hidden): assert-style tests for C, C++, JavaScript and bash run in the
+same process as the solution (a completion marker catches an early ``exit(0)``, but a deliberately
+adversarial program could forge it; use stdin/stdout cases for those languages when that matters);
+``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
+(``RLIMIT_AS``) and tmpfs size, not per run as a cgroup would.
+
+Modules: :mod:`.probe` (start-up capability check), :mod:`.runner` (one run), :mod:`.pool` (concurrency,
+queue, uids, jobs), :mod:`.languages`, :mod:`.harness` (protocol, service side), :mod:`.guest` (the
+program inside the sandbox).
+"""
+
+from __future__ import annotations
+
+from rewardhub.sandbox.harness import ExecReport, PytestReport, RunReport
+from rewardhub.sandbox.languages import LANGUAGES, Language, resolve_language
+from rewardhub.sandbox.pool import Limits, SandboxPool, SandboxUnavailable
+from rewardhub.sandbox.runner import IsolationLevel, RawRun
+
+__all__ = [
+    "LANGUAGES",
+    "ExecReport",
+    "IsolationLevel",
+    "Language",
+    "Limits",
+    "PytestReport",
+    "RawRun",
+    "RunReport",
+    "SandboxPool",
+    "SandboxUnavailable",
+    "resolve_language",
+]

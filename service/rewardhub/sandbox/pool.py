@@ -1,0 +1,403 @@
+"""The sandbox pool: bounded concurrency, a bounded queue, private uids, and the two kinds of job.
+
+Concurrency defaults to the number of cores: a sandboxed run is one busy process, and more of them than
+cores only turns CPU limits into wall-clock timeouts. Requests beyond the running ones wait in an
+asyncio queue (a semaphore); past ``REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS`` waiting runs a request is
+refused as a whole with 429 before any of its items starts.
+
+Every run is an asyncio subprocess (:func:`.runner.run_process`), so thousands of waiting runs cost the
+event loop nothing but a future each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from rewardhub.config import Settings
+from rewardhub.errors import Overloaded
+from rewardhub.sandbox.harness import (
+    ExecReport,
+    PytestReport,
+    encode_frames,
+    new_nonce,
+    parse_exec,
+    parse_pytests,
+)
+from rewardhub.sandbox.languages import Language, available_languages
+from rewardhub.sandbox.probe import UID_BLOCK, claim_uid_block, count_user_tasks, prepare_guest_dir, which
+from rewardhub.sandbox.runner import IsolationLevel, RawRun, SandboxCommand, kill_uid, run_process
+
+__all__ = ["Limits", "SandboxPool", "SandboxUnavailable"]
+
+log = structlog.get_logger("rewardhub.sandbox")
+
+_STDERR_CAP = 64 << 10
+_START_SLACK_S = 2.0  # sandbox start-up and teardown on top of a job's own time limits
+
+
+class SandboxUnavailable(Exception):
+    """Code execution is refused on this host (see the probe); the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-run resource limits (the guest applies them before any untrusted code exists)."""
+
+    memory_mb: int = 1024
+    max_processes: int = 64
+    file_size_mb: int = 64
+    open_files: int = 256
+    output_bytes: int = 1 << 20
+
+
+class SandboxPool:
+    def __init__(
+        self,
+        *,
+        workers: int,
+        max_queued: int,
+        limits: Limits,
+        python: str = "/usr/bin/python3",
+        bwrap: str = "bwrap",
+        allow_unisolated: bool = False,
+        uid_base: int = 1_000_000_000,
+        tmp_size_mb: int = 128,
+        max_timeout_s: float = 60.0,
+        pin_cpus: bool = True,
+    ):
+        self.workers = workers
+        self.max_queued = max_queued
+        self.limits = limits
+        self.python_name = python
+        self.bwrap_name = bwrap
+        self.allow_unisolated = allow_unisolated
+        self.uid_base = uid_base
+        self.tmp_size_mb = tmp_size_mb
+        self.max_timeout_s = max_timeout_s
+        self.pin_cpus = pin_cpus
+        self.level: IsolationLevel = "none"
+        self.message = "the sandbox has not been started"
+        self.languages: dict[str, Language] = {}
+        self.command: SandboxCommand | None = None
+        self.guest_dir: Path | None = None
+        self._sem = asyncio.Semaphore(workers)
+        # A slot is one of `workers` concurrent runs; it owns a uid (when per-run uids are possible)
+        # and a core (when pinning).
+        self._slots: deque[int] = deque(range(workers))
+        self._uid_first: int | None = None  # first uid of this process's claimed block
+        self._uid_lock: int | None = None
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._cpus = cpus if pin_cpus else []
+        self._nproc_shared: int | None = None
+        self._pending = 0  # admitted and not finished (waiting or running)
+        self._running = 0
+        self.runs = 0
+        self.failures = 0
+        self.run_seconds = 0.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxPool:
+        return cls(
+            workers=settings.sandbox_workers,
+            max_queued=settings.sandbox_queue_max_items,
+            limits=Limits(
+                memory_mb=settings.sandbox_memory_mb,
+                max_processes=settings.sandbox_max_processes,
+                file_size_mb=settings.sandbox_file_size_mb,
+                output_bytes=settings.sandbox_output_limit_bytes,
+            ),
+            python=settings.sandbox_python,
+            bwrap=settings.sandbox_bwrap,
+            allow_unisolated=settings.sandbox_allow_unisolated,
+            uid_base=settings.sandbox_uid_base,
+            tmp_size_mb=settings.sandbox_tmp_size_mb,
+            max_timeout_s=settings.sandbox_max_timeout_s,
+            pin_cpus=settings.sandbox_pin_cpus,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Probe the host and settle the isolation level (never raises: a failure is level ``none``)."""
+        python = which(self.python_name)
+        if python is None:
+            self.message = (
+                f"the sandbox interpreter {self.python_name!r} was not found (REWARDHUB_SANDBOX_PYTHON)"
+            )
+            log.error("sandbox_unavailable", reason=self.message)
+            return
+        self.guest_dir = await asyncio.to_thread(prepare_guest_dir, python)
+        self.languages = available_languages()
+        setpriv = which("setpriv") if os.geteuid() == 0 and self.uid_base > 0 else None
+        claim = claim_uid_block(self.uid_base) if setpriv is not None and self.workers <= UID_BLOCK else None
+        if claim is not None:
+            block, self._uid_lock = claim
+            self._uid_first = self.uid_base + block * UID_BLOCK
+            for uid in self.uids:  # whatever a crashed predecessor with this block left behind
+                kill_uid(uid)
+        else:
+            setpriv = None
+            # One uid for every run: RLIMIT_NPROC is shared, so bound the total instead of each run.
+            self._nproc_shared = (
+                count_user_tasks(os.geteuid()) + 512 + self.workers * self.limits.max_processes
+            )
+        problems: list[str] = []
+        bwrap = which(self.bwrap_name)
+        if bwrap is not None:
+            cmd = SandboxCommand(
+                "bubblewrap", python, self.guest_dir, bwrap, setpriv, tmp_size_bytes=self.tmp_size_mb << 20
+            )
+            cmd.build_flags()
+            problem = await self._probe(cmd)
+            if problem is None:
+                self.command, self.level = cmd, "bubblewrap"
+                self.message = "bubblewrap: namespaces, read-only system, private tmpfs, rlimits"
+                if setpriv is None:
+                    self.message += " (no per-run uids: the process limit is shared by all runs)"
+                log.info(
+                    "sandbox_ready",
+                    isolation=self.level,
+                    workers=self.workers,
+                    languages=list(self.languages),
+                )
+                return
+            problems.append(f"bwrap failed: {problem}")
+        else:
+            problems.append(f"bwrap ({self.bwrap_name!r}) is not installed (apt-get install bubblewrap)")
+        if self.allow_unisolated:
+            cmd = SandboxCommand("rlimits_only", python, self.guest_dir, None, setpriv)
+            problem = await self._probe(cmd)
+            if problem is None:
+                self.command, self.level = cmd, "rlimits_only"
+                self.message = (
+                    "UNISOLATED: resource limits and a private uid only, no filesystem or network isolation "
+                    f"(REWARDHUB_SANDBOX_ALLOW_UNISOLATED=true); {'; '.join(problems)}"
+                )
+                log.warning("sandbox_unisolated", message=self.message)
+                return
+            problems.append(f"rlimits-only runs failed too: {problem}")
+        self.level = "none"
+        self.message = (
+            "code execution is disabled: "
+            + "; ".join(problems)
+            + ". Install bubblewrap, or set REWARDHUB_SANDBOX_ALLOW_UNISOLATED=true to accept rlimits-only runs."
+        )
+        log.error("sandbox_unavailable", reason=self.message)
+
+    async def _probe(self, cmd: SandboxCommand) -> str | None:
+        """Run one real program through ``cmd``; None when it answered correctly, else what went wrong."""
+        self.command = cmd
+        try:
+            report, raw = await self.run_program(
+                language=self.languages.get("python") or _PROBE_LANGUAGE,
+                code="print(6 * 7)",
+                stdins=[b""],
+                run_timeout_s=10.0,
+                total_timeout_s=20.0,
+            )
+        except Exception as exc:  # the probe's failure is the answer
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            self.command = None
+        run = report.runs.get(0)
+        if report.done and run is not None and run.ok and run.stdout.strip() == b"42":
+            return None
+        tail = raw.stderr.decode("utf-8", "replace").strip()[-300:]
+        return raw.spawn_error or report.error or f"exit status {raw.returncode}: {tail or 'no output'}"
+
+    @property
+    def uids(self) -> range:
+        """The host uids this pool's runs use (empty without per-run uids)."""
+        if self._uid_first is None:
+            return range(0)
+        return range(self._uid_first, self._uid_first + self.workers)
+
+    async def close(self) -> None:
+        if self._uid_lock is not None:
+            os.close(self._uid_lock)
+            self._uid_lock = None
+        if self.guest_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, self.guest_dir, True)
+            self.guest_dir = None
+        self.level, self.command = "none", None
+        self.message = "the sandbox is stopped"
+
+    # --- admission ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def admit(self, n: int) -> Iterator[None]:
+        """Reserve room for ``n`` runs or refuse the whole request with :class:`Overloaded` (429)."""
+        if self._pending + n > self.max_queued + self.workers:
+            raise Overloaded(
+                f"{self._pending} sandbox runs are already admitted (limit {self.max_queued} waiting + "
+                f"{self.workers} running, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS)",
+                retry_after_s=max(1.0, self._pending / max(1, self.workers) * 0.05),
+            )
+        self._pending += n
+        try:
+            yield
+        finally:
+            self._pending -= n
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "isolation": self.level,
+            "message": self.message,
+            "workers": self.workers,
+            "running": self._running,
+            "waiting": max(0, self._pending - self._running),
+            "runs": self.runs,
+            "failures": self.failures,
+            "run_seconds": round(self.run_seconds, 3),
+            "per_run_uids": self._uid_first is not None,
+            "pinned_cpus": bool(self._cpus),
+            "languages": sorted(self.languages),
+        }
+
+    # --- one run --------------------------------------------------------------------------------
+    def _guest_limits(self, cpu_s: float, memory_mb: int | None) -> dict[str, int]:
+        lim = self.limits
+        nproc = self._nproc_shared if self._nproc_shared is not None else lim.max_processes + 4
+        return {
+            "as_bytes": (memory_mb or lim.memory_mb) << 20,
+            "nproc": nproc,
+            "fsize_bytes": lim.file_size_mb << 20,
+            "nofile": lim.open_files,
+            "cpu_s": math.ceil(cpu_s) + 1,
+        }
+
+    async def run_guest(
+        self, public: dict[str, Any], private: dict[str, Any], *, deadline_s: float, stdout_cap: int
+    ) -> RawRun:
+        """Run the guest once under the concurrency limit; the caller has admitted it."""
+        cmd = self.command
+        if cmd is None:
+            raise SandboxUnavailable(self.message)
+        t_queue = time.perf_counter()
+        async with self._sem:
+            queue_s = time.perf_counter() - t_queue
+            slot = self._slots.popleft()
+            uid = self._uid_first + slot if self._uid_first is not None else None
+            if self._cpus:
+                public = {**public, "cpu": self._cpus[slot % len(self._cpus)]}
+            stdin = encode_frames(public, private)
+            workdir: str | None = None
+            self._running += 1
+            raw: RawRun | None = None
+            try:
+                if cmd.level != "bubblewrap":
+                    workdir = tempfile.mkdtemp(prefix="rewardhub-run-")
+                    if uid is not None:
+                        os.chown(workdir, uid, uid)
+                raw = await run_process(
+                    cmd.argv(uid),
+                    stdin,
+                    deadline_s=deadline_s,
+                    stdout_cap=stdout_cap,
+                    stderr_cap=_STDERR_CAP,
+                    env=cmd.program_env(workdir or "/tmp"),
+                    cwd=workdir,
+                    sweep_uid=uid if cmd.level != "bubblewrap" else None,
+                )
+            finally:
+                if uid is not None and (raw is None or raw.deadline_hit):
+                    # Killed (deadline, cancellation): bwrap may have been caught mid-setup, before its
+                    # child had its parent-death signal, so sweep the run's private uid.
+                    kill_uid(uid)
+                self._running -= 1
+                self._slots.append(slot)
+                if workdir is not None:
+                    shutil.rmtree(workdir, ignore_errors=True)
+        raw.queue_s = queue_s
+        self.runs += 1
+        self.run_seconds += raw.wall_s
+        if raw.spawn_error is not None or raw.returncode not in (0, None) and not raw.deadline_hit:
+            self.failures += 1
+        return raw
+
+    # --- the two kinds of job -------------------------------------------------------------------
+    async def run_tests(
+        self,
+        *,
+        solution: str,
+        tests: str | list[str],
+        entry_point: str | None = None,
+        setup: str | None = None,
+        test_timeout_s: float = 5.0,
+        total_timeout_s: float = 30.0,
+        memory_mb: int | None = None,
+    ) -> tuple[PytestReport, RawRun]:
+        """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`)."""
+        total = min(total_timeout_s, self.max_timeout_s)
+        nonce = new_nonce()
+        public = {
+            "mode": "pytests",
+            "solution": solution,
+            "setup": setup or "",
+            "limits": self._guest_limits(total, memory_mb),
+        }
+        private = {
+            "nonce": nonce,
+            "tests": tests,
+            "entry_point": entry_point or "",
+            "test_timeout_s": min(test_timeout_s, total),
+            "total_timeout_s": total,
+        }
+        n_tests = len(tests) if isinstance(tests, list) else tests.count("assert") + 1
+        cap = (64 << 10) + n_tests * 600
+        raw = await self.run_guest(public, private, deadline_s=total + _START_SLACK_S, stdout_cap=cap)
+        return parse_pytests(raw.stdout, nonce), raw
+
+    async def run_program(
+        self,
+        *,
+        language: Language,
+        code: str | bytes,
+        stdins: Sequence[bytes],
+        compile_timeout_s: float = 10.0,
+        run_timeout_s: float = 5.0,
+        total_timeout_s: float | None = None,
+        memory_mb: int | None = None,
+        files: dict[str, bytes] | None = None,
+        fetch: Sequence[str] = (),
+    ) -> tuple[ExecReport, RawRun]:
+        """Compile ``code`` once (compiled languages), then run it once per stdin."""
+        compile_s = min(compile_timeout_s, self.max_timeout_s) if language.compiled else 0.0
+        run_s = min(run_timeout_s, self.max_timeout_s)
+        total = min(total_timeout_s or run_s * max(1, len(stdins)), self.max_timeout_s)
+        out_cap = self.limits.output_bytes
+        source = code.encode("utf-8", "surrogatepass") if isinstance(code, str) else code
+        nonce = new_nonce()
+        public = {
+            "mode": "exec",
+            "files": {**(files or {}), language.source: source},
+            "compile": list(language.compile) if language.compile else None,
+            "compile_timeout_s": compile_s,
+            "run": list(language.run),
+            "run_timeout_s": run_s,
+            "total_timeout_s": total,
+            "env": SandboxCommand.program_env("/tmp"),
+            "out_cap": out_cap,
+            "limits": self._guest_limits(compile_s + total + 1, memory_mb),
+        }
+        private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch)}
+        # Every run's two streams, base64-encoded, and fetched files: the verdict channel's worst case.
+        cap = (len(stdins) + 2 + len(fetch)) * (out_cap * 3 + 4096) + (64 << 10)
+        raw = await self.run_guest(
+            public, private, deadline_s=compile_s + total + _START_SLACK_S, stdout_cap=cap
+        )
+        return parse_exec(raw.stdout, nonce), raw
+
+
+_PROBE_LANGUAGE = Language("python", "main.py", ("python3", "-I", "main.py"))

@@ -1,0 +1,121 @@
+"""Static checks of deploy/ and docker-compose.yml against the app itself (no Docker or cluster here).
+
+Every probe path must be a GET route of the app, every port must be the one the service listens on, and
+every REWARDHUB_* variable must be a real setting (a typo would otherwise be ignored silently).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rewardhub.app import create_app
+from rewardhub.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+
+
+def k8s_docs() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def get_routes() -> set[str]:
+    spec = create_app(Settings(_env_file=None)).openapi()  # type: ignore[call-arg]
+    return {path for path, ops in spec["paths"].items() if "get" in ops}
+
+
+SETTINGS = {f"REWARDHUB_{name.upper()}" for name in Settings.model_fields}
+PORT = Settings.model_fields["port"].default
+
+
+def check_env_name(name: str) -> None:
+    if name.startswith("REWARDHUB_"):
+        assert name in SETTINGS, f"{name} is not a setting of rewardhub.config.Settings"
+
+
+def test_all_kinds_present() -> None:
+    kinds = {d["kind"] for d in k8s_docs()}
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap", "Secret", "PodDisruptionBudget"} <= kinds
+
+
+def test_probes_ports_and_env() -> None:
+    routes = get_routes()
+    docs = k8s_docs()
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    for name in [*config["data"], *secret["stringData"]]:
+        check_env_name(name)
+    assert int(config["data"]["REWARDHUB_PORT"]) == PORT
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert len(deployments) >= 2  # CPU verifiers and GPU model rewards scale separately
+    for dep in deployments:
+        pod = dep["spec"]["template"]
+        assert dep["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        for c in pod["spec"]["containers"]:
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            assert ports["http"] == PORT
+            for probe in ("readinessProbe", "livenessProbe"):
+                get = c[probe]["httpGet"]
+                assert get["path"] in routes, f"{dep['metadata']['name']} {probe} {get['path']} is not a route"
+                assert get["port"] in ports or get["port"] == PORT
+            assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
+            assert c["livenessProbe"]["httpGet"]["path"] == "/health"
+            for env in c.get("env", []):
+                check_env_name(env["name"])
+            refs = {e.get("configMapRef", e.get("secretRef", {})).get("name") for e in c.get("envFrom", [])}
+            assert refs <= {config["metadata"]["name"], secret["metadata"]["name"]}
+
+
+def test_services_hpa_pdb_point_at_real_deployments() -> None:
+    docs = k8s_docs()
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in deployments.values()]
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        selector = svc["spec"]["selector"]
+        assert any(selector.items() <= labels.items() for labels in pod_labels), svc["metadata"]["name"]
+        for port in svc["spec"]["ports"]:
+            assert port["targetPort"] == "http"
+    hpa = next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"]["name"] in deployments
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
+    assert any(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items() for labels in pod_labels)
+
+
+def test_compose() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"redis", "service"} <= set(services)
+    svc = services["service"]
+    assert svc["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert any(str(p).endswith(f":{PORT}") for p in svc["ports"])
+    routes = get_routes()
+    for name, spec in services.items():
+        for env_name in spec.get("environment", {}):
+            check_env_name(env_name)
+        check = " ".join(spec.get("healthcheck", {}).get("test", []))
+        for path in re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", check):
+            if name in ("service", "judge-service"):
+                assert path in routes, f"{name} healthcheck {path} is not a route"
+    assert "gpu" in services["vllm"]["profiles"]
+    assert services["judge-service"]["environment"]["REWARDHUB_JUDGE_URL"].startswith("http://vllm:")
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.trainer"])
+def test_dockerfiles(dockerfile: str) -> None:
+    text = (ROOT / "deploy" / dockerfile).read_text()
+    assert "-c constraints.txt" in text  # torch pinned, no surprise CUDA download
+    for src in re.findall(r"^COPY (\S+)", text, flags=re.M):
+        assert (ROOT / src).exists(), f"{dockerfile} copies {src}, which does not exist"
+    if dockerfile == "Dockerfile":
+        assert f"EXPOSE {PORT}" in text
+        paths = re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", text)
+        assert paths and all(p in get_routes() for p in paths)
+        assert 'CMD ["rewardhub", "serve"]' in text

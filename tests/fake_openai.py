@@ -1,0 +1,134 @@
+"""A scripted OpenAI-compatible chat server for judge tests: a real FastAPI app under uvicorn, in a
+thread, on a free port.
+
+The test sets ``server.reply`` to a function of the request body returning a :class:`Reply`: the
+message content, optionally the probabilities of the alternatives at the decision token (served as
+``top_logprobs``), an HTTP status, a delay, or raw bytes (garbage). Every request is recorded, so tests
+can assert that hardened items never reached the judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+_TOKEN = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    # probabilities of the alternatives at the decision token (the last token equal to `at`)
+    top: dict[str, float] | None = None
+    at: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    raw: bytes | None = None
+
+
+def always(content: str, **kw: Any) -> Callable[[dict[str, Any]], Reply]:
+    return lambda body: Reply(content, **kw)
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+@dataclass
+class FakeJudge:
+    url: str
+    reply: Callable[[dict[str, Any]], Reply] = field(default=always("Final Decision: Yes"))
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+
+def _logprobs(content: str, top: dict[str, float] | None, at: str | None) -> dict[str, Any]:
+    tokens = [t for t in _TOKEN.findall(content) if t]
+    entries = [
+        {"token": t, "logprob": -0.01, "bytes": list(t.encode()), "top_logprobs": [{"token": t, "logprob": -0.01}]}
+        for t in tokens
+    ]
+    if top is not None and at is not None:
+        idx = max((i for i, t in enumerate(tokens) if t.strip() == at), default=None)
+        if idx is not None:
+            # Alternatives carry the chosen token's leading whitespace, as a real tokenizer's would.
+            ws = tokens[idx][: len(tokens[idx]) - len(tokens[idx].lstrip())]
+            alts = [{"token": ws + k, "logprob": math.log(p)} for k, p in top.items() if p > 0]
+            alts.sort(key=lambda a: -a["logprob"])
+            entries[idx]["top_logprobs"] = alts
+            entries[idx]["logprob"] = next((a["logprob"] for a in alts if a["token"].strip() == at), -5.0)
+    return {"content": entries}
+
+
+def _app(state: FakeJudge) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        state.requests.append(body)
+        state.headers.append(dict(request.headers))
+        r = state.reply(body)
+        if r.delay_s:
+            await asyncio.sleep(r.delay_s)
+        if r.raw is not None:
+            return Response(r.raw, status_code=r.status, media_type="application/json")
+        if r.status != 200:
+            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=r.status)
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": r.content},
+            "finish_reason": "stop",
+        }
+        if body.get("logprobs"):
+            choice["logprobs"] = _logprobs(r.content, r.top, r.at)
+        return JSONResponse(
+            {"id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"), "choices": [choice]}
+        )
+
+    return app
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def fake_judge() -> Iterator[FakeJudge]:
+    """Start the server; yields its state (``url`` is the API base including /v1)."""
+    port = _free_port()
+    state = FakeJudge(url=f"http://127.0.0.1:{port}/v1")
+    config = uvicorn.Config(_app(state), host="127.0.0.1", port=port, log_level="error", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the fake judge server did not start")
+        time.sleep(0.01)
+    try:
+        yield state
+    finally:
+        server.should_exit = True
+        server.force_exit = True  # don't wait for scripted slow answers still in flight
+        thread.join(timeout=10)

@@ -1,0 +1,151 @@
+"""The `code` reward's contract: languages, cases, scoring modes, valid vs invalid, extraction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from rewardhub.rewards.code import outputs_match
+from rewardhub.rewards.code_extract import extract_code
+from rewardhub.sandbox import LANGUAGES
+
+
+async def _one(client: httpx.AsyncClient, response: str, reference: Any, **config: Any) -> dict[str, Any]:
+    r = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "code", "config": config},
+            "items": [{"response": response, "reference": reference}],
+            "options": {"use_cache": False},
+        },
+    )
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()["results"][0]
+    return result
+
+
+ADD_CASES = {"cases": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "40 2", "stdout": "42"}, {"stdin": "-1 1", "stdout": "0"}]}
+
+PROGRAMS = {
+    "python": "a, b = map(int, input().split())\nprint(a + b)\n",
+    "c": "#include <stdio.h>\nint main(void){long a,b; if(scanf(\"%ld %ld\",&a,&b)!=2) return 1; printf(\"%ld\\n\",a+b); return 0;}\n",
+    "cpp": "#include <iostream>\nint main(){long a,b; std::cin>>a>>b; std::cout<<a+b<<std::endl;}\n",
+    "javascript": "const [a,b]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/).map(Number);\nconsole.log(a+b);\n",
+    "bash": "read a b\necho $((a + b))\n",
+}
+
+
+@pytest.mark.parametrize("language", sorted(PROGRAMS))
+async def test_stdin_stdout_cases_in_every_language(client: httpx.AsyncClient, language: str) -> None:
+    tag = {"cpp": "cpp", "javascript": "js"}.get(language, language)
+    good = await _one(client, f"```{tag}\n{PROGRAMS[language]}```", {"language": language, **ADD_CASES})
+    assert good["score"] == 1.0, good
+    assert good["details"]["language"] == LANGUAGES[language].name
+    # An off-by-one program fails every case, validly, with the reason per case.
+    wrong = PROGRAMS[language].replace("a+b", "a+b+1").replace("a + b", "a + b + 1")
+    bad = await _one(client, f"```{tag}\n{wrong}```", {"language": language, **ADD_CASES})
+    assert bad["valid"] and bad["score"] == 0.0
+    assert "wrong answer" in bad["details"]["tests"][0]["message"]
+
+
+async def test_compile_errors_stop_early_with_reason_format(client: httpx.AsyncClient) -> None:
+    c = await _one(client, "```c\nint main( { return 0; }\n```", {"language": "c", **ADD_CASES})
+    assert c["valid"] and c["score"] == 0.0 and c["reason"] == "format"
+    assert "error" in c["details"]["compile_error"]
+    py = await _one(client, "def f(:\n  pass", {"tests": "assert f(1) == 1"})
+    assert py["score"] == 0.0 and py["reason"] == "format" and "SyntaxError" in py["details"]["compile_error"]
+
+
+async def test_partial_credit_weights_and_all_or_nothing(client: httpx.AsyncClient) -> None:
+    solution = "def sq(x):\n    return x * x if x < 3 else 0\n"
+    tests = ["assert sq(1) == 1", "assert sq(2) == 4", "assert sq(3) == 9", "assert sq(4) == 16"]
+    plain = await _one(client, solution, {"tests": tests})
+    assert plain["score"] == 0.5 and plain["details"]["passed"] == 2
+    weighted = await _one(client, solution, {"tests": tests, "weights": [1, 1, 2, 0]})
+    assert weighted["score"] == pytest.approx(0.5)
+    weighted = await _one(client, solution, {"tests": tests, "weights": [3, 1, 0, 0]})
+    assert weighted["score"] == 1.0
+    strict = await _one(client, solution, {"tests": tests}, all_or_nothing=True)
+    assert strict["score"] == 0.0 and strict["components"]["pass_rate"] == 0.5
+    bad_weights = await _one(client, solution, {"tests": tests, "weights": [1, 1]})
+    assert not bad_weights["valid"] and bad_weights["reason"] == "parse_error"
+
+
+async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.AsyncClient) -> None:
+    loop = await _one(
+        client,
+        "def f(x):\n    while x:\n        pass\n    return 1\n",
+        {"tests": "assert f(0) == 1\nassert f(1) == 1\nassert f(0) == 1\n"},
+        timeout_s=1.0,
+    )
+    # the infinite loop fails its test by timeout; the ones before it passed; the rest did not run
+    assert loop["valid"] and loop["score"] == pytest.approx(1 / 3)
+    assert loop["details"]["tests"][1]["message"] == "timeout"
+    assert loop["details"]["tests"][2]["message"].startswith("not run")
+    boom = await _one(client, "def f(x):\n    return [0] * (10 ** 10)\n", {"tests": ["assert f(1) == 1"]})
+    assert boom["valid"] and boom["score"] == 0.0 and "MemoryError" in boom["details"]["tests"][0]["message"]
+    crash = await _one(client, "import os\ndef f(x):\n    os.abort()\n", {"tests": ["assert f(1) == 1"]})
+    assert crash["valid"] and crash["score"] == 0.0
+    loop_case = await _one(client, "while True:\n    pass\n", {"cases": [{"stdin": "", "stdout": "1"}]}, timeout_s=1.0)
+    assert loop_case["valid"] and loop_case["details"]["tests"][0]["message"].startswith("timeout")
+
+
+async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:
+    assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
+    assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"
+    assert (await _one(client, "print(1)", {"language": "cobol", **ADD_CASES}))["reason"] == "unsupported"
+    assert (await _one(client, "print(1)", {"tests": "assert (", "entry_point": "f"}))["reason"] == "parse_error"
+    empty = await _one(client, "   ", {"tests": "assert True"})
+    assert empty["valid"] and empty["score"] == 0.0 and empty["reason"] == "no_answer"
+    fenced_only = await _one(client, "no code here", {"tests": "assert True"}, extract="fenced")
+    assert fenced_only["reason"] == "no_answer"
+
+
+async def test_humaneval_style_check_candidate_and_exceptions(client: httpx.AsyncClient) -> None:
+    tests = (
+        "def check(candidate):\n"
+        "    assert candidate([3, 1, 2]) == [1, 2, 3]\n"
+        "    assert candidate(()) == []\n"
+        "    try:\n"
+        "        candidate(None)\n"
+        "    except TypeError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        assert False, 'expected TypeError'\n"
+    )
+    ok = await _one(client, "def srt(xs):\n    return sorted(xs)\n", {"tests": tests, "entry_point": "srt"})
+    assert ok["score"] == 1.0 and ok["details"]["total"] == 3
+    missing = await _one(client, "def other(xs):\n    return sorted(xs)\n", {"tests": tests, "entry_point": "srt"})
+    assert missing["valid"] and missing["score"] == 0.0
+
+
+async def test_results_are_cached_with_limits_in_the_key(client: httpx.AsyncClient) -> None:
+    item = {"response": "print(int(input()) * 2)", "reference": {"cases": [{"stdin": "21", "stdout": "42"}]}}
+    body: dict[str, Any] = {"reward": "code", "items": [item]}
+    first = (await client.post("/v1/score", json=body)).json()["results"][0]
+    second = (await client.post("/v1/score", json=body)).json()["results"][0]
+    assert second["cached"] and second["score"] == first["score"] == 1.0
+    other_limits = {"reward": {"name": "code", "config": {"timeout_s": 2.0}}, "items": [item]}
+    assert not (await client.post("/v1/score", json=other_limits)).json()["results"][0]["cached"]
+
+
+def test_extraction_rules() -> None:
+    py = LANGUAGES["python"]
+    text = "Example:\n```python\nprint(1)\n```\nFinal:\n```py\nprint(2)\n```\nDone."
+    found = extract_code(text, py)
+    assert found is not None and found.code == "print(2)\n" and found.source == "fenced"
+    assert extract_code("```\nx = 1\n```", py).code == "x = 1\n"  # type: ignore[union-attr]
+    assert extract_code("<think>```python\nbad\n```</think>\nprint(3)", py).code.strip() == "print(3)"  # type: ignore[union-attr]
+    assert extract_code("```python\nprint(4)\n", py).code == "print(4)\n"  # type: ignore[union-attr]  # cut-off fence
+    assert extract_code("```cpp\nint main(){}\n```", LANGUAGES["cpp"]).source == "fenced"  # type: ignore[union-attr]
+    assert extract_code("just prose", py, "fenced") is None
+    assert extract_code("", py) is None
+
+
+def test_output_comparison_modes() -> None:
+    assert outputs_match(b"1  2\n3\n\n", "1 2 3", "whitespace")
+    assert outputs_match(b"1 2  \n3\n\n", "1 2\n3", "lines")
+    assert not outputs_match(b"1  2\n3\n", "1 2\n3", "lines")
+    assert outputs_match(b"a\n", "a\n", "exact") and not outputs_match(b"a", "a\n", "exact")

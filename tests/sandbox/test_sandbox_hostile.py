@@ -1,0 +1,248 @@
+"""Hostile programs against the real bubblewrap sandbox: nothing reaches the host, nothing survives,
+nothing takes the service down. Programs run through the SandboxFusion endpoint, whose response shows
+their raw output, and through the `code` reward.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import ROOT
+
+SECRET = "rewardhub-test-secret-7f3a9c"
+
+
+async def run(client: httpx.AsyncClient, code: str, *, language: str = "python", timeout: float = 5.0) -> dict[str, Any]:
+    r = await client.post(
+        "/compat/sandboxfusion/run_code",
+        json={"code": code, "language": language, "run_timeout": timeout, "compile_timeout": 10},
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    assert body["status"] in ("Success", "Failed"), body
+    return body
+
+
+def out(body: dict[str, Any]) -> str:
+    rr = body["run_result"] or {}
+    return (rr.get("stdout") or "") + (rr.get("stderr") or "")
+
+
+def stray_processes(client: httpx.AsyncClient, marker: str) -> list[str]:
+    """Host processes whose command line contains ``marker`` or that run under one of this service's
+    sandbox uids (other test runs on the host have their own uid blocks and markers)."""
+    uids = client.app.state.runtime.sandbox.uids  # type: ignore[attr-defined]
+    assert len(uids) > 0
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            uid = entry.stat().st_uid
+        except OSError:
+            continue
+        if marker in cmdline or uid in uids:
+            found.append(f"{entry.name} uid={uid} {cmdline[:80]}")
+    return found
+
+
+async def test_isolation_level_is_reported(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/health")).json()["sandbox"] == "bubblewrap"
+    sandbox = (await client.get("/ready")).json()["checks"]["sandbox"]
+    assert sandbox["isolation"] == "bubblewrap" and sandbox["ok"] and "python" in sandbox["languages"]
+
+
+async def test_no_network(client: httpx.AsyncClient) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.2)
+        port = listener.getsockname()[1]
+        code = f"""
+import socket
+for target in [("127.0.0.1", {port}), ("1.1.1.1", 53), ("8.8.8.8", 443)]:
+    try:
+        socket.create_connection(target, timeout=1).close()
+        print("CONNECTED", target)
+    except OSError as exc:
+        print("blocked", target, exc.errno)
+try:
+    socket.getaddrinfo("example.com", 80)
+    print("RESOLVED")
+except OSError:
+    print("no dns")
+print(sorted(n for _, n in socket.if_nameindex()))
+"""
+        body = await run(client, code)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody reached the host's loopback
+    text = out(body)
+    assert "CONNECTED" not in text and "RESOLVED" not in text and text.count("blocked") == 3
+    assert "['lo']" in text  # a private network namespace with only its own loopback
+
+
+async def test_service_environment_and_files_are_invisible(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REWARDHUB_TEST_SECRET", SECRET)  # in the service process's environment
+    code = f"""
+import os
+print(sorted(os.environ))
+found = []
+for path in ["/proc/self/environ", "/proc/1/environ", "/proc/1/cmdline"]:
+    try:
+        found.append(open(path, "rb").read())
+    except OSError as exc:
+        print("denied", path, exc.errno)
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            found.append(open(f"/proc/{{pid}}/environ", "rb").read())
+        except OSError:
+            pass
+print("LEAK" if any(b"{SECRET}" in f for f in found) else "no secret")
+for path in ["{ROOT / 'pyproject.toml'}", "/etc/shadow", "/etc/passwd", "/root", "{ROOT}", "/home"]:
+    try:
+        if os.path.isdir(path):
+            print("LISTED", path, os.listdir(path))
+        else:
+            print("READ", path, open(path).read()[:40])
+    except OSError as exc:
+        print("denied", path, exc.errno)
+print("root:", sorted(os.listdir("/")))
+"""
+    body = await run(client, code)
+    text = out(body)
+    assert SECRET not in text and "LEAK" not in text and "no secret" in text
+    assert "READ" not in text and "LISTED" not in text and "[project]" not in text
+    assert "REWARDHUB" not in text
+    assert "root: ['bin', 'dev', 'etc', 'lib', 'lib64', 'proc', 'rh', 'sbin', 'tmp', 'usr']" in text
+
+
+async def test_writes_outside_tmp_fail_and_tmp_is_capped(client: httpx.AsyncClient) -> None:
+    targets = ["/usr/pwned", "/etc/pwned", "/rh/rh_guest.py", "/pwned", str(ROOT / "pwned"), "/proc/sys/kernel/hostname"]
+    code = f"""
+import os
+for path in {targets!r}:
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        print("WROTE", path)
+    except OSError as exc:
+        print("denied", path, exc.errno)
+open("/tmp/ok", "w").write("fine")
+print("tmp ok")
+try:
+    with open("/tmp/big", "wb") as f:
+        for _ in range(4096):
+            f.write(b"x" * (1 << 20))
+    print("WROTE 4 GiB")
+except OSError as exc:
+    print("capped", exc.errno)
+"""
+    text = out(await run(client, code, timeout=10))
+    assert "WROTE" not in text and "tmp ok" in text and "capped" in text
+    assert not (ROOT / "pwned").exists() and not Path("/usr/pwned").exists()
+
+
+async def test_fork_bomb_is_contained(client: httpx.AsyncClient) -> None:
+    code = """
+import os
+n = 0
+try:
+    while n < 100000:
+        if os.fork() == 0:
+            while True:
+                pass
+        n += 1
+except OSError as exc:
+    print("fork refused after", n, exc.errno)
+"""
+    t0 = time.monotonic()
+    body = await run(client, code, timeout=3)
+    assert time.monotonic() - t0 < 15
+    assert "fork refused after" in out(body)
+    n = int(out(body).split("after")[1].split()[0])
+    assert n <= 64 + 4  # REWARDHUB_SANDBOX_MAX_PROCESSES (+ the guest and bwrap)
+    assert not stray_processes(client, "fork refused")
+
+
+async def test_memory_bomb_is_reported(client: httpx.AsyncClient) -> None:
+    body = await run(client, "x = bytearray(8 * 1024**3)\nprint('allocated')")
+    assert body["status"] == "Failed" and "allocated" not in out(body)
+    assert body["run_result"]["memory_limit_exceeded"] is True
+
+
+async def test_infinite_loop_hits_the_time_limit(client: httpx.AsyncClient) -> None:
+    t0 = time.monotonic()
+    body = await run(client, "while True:\n    pass\n", timeout=1)
+    assert time.monotonic() - t0 < 6
+    assert body["status"] == "Failed" and body["run_result"]["status"] == "TimeLimitExceeded"
+
+
+async def test_500mb_of_output_is_cut_at_the_cap(client: httpx.AsyncClient) -> None:
+    t0 = time.monotonic()
+    body = await run(client, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(500):\n    sys.stdout.write(chunk)\n")
+    assert time.monotonic() - t0 < 10
+    rr = body["run_result"]
+    assert rr["output_truncated"] is True
+    assert len(rr["stdout"]) <= 1 << 20  # REWARDHUB_SANDBOX_OUTPUT_LIMIT_BYTES
+
+
+async def test_killing_the_parent_and_everyone_changes_nothing(client: httpx.AsyncClient) -> None:
+    code = """
+import os, signal
+for target in (os.getppid(), 1):
+    try:
+        os.kill(target, signal.SIGKILL)
+    except OSError as exc:
+        print("kill", target, "failed", exc.errno)
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError as exc:
+    print("kill -1 failed", exc.errno)
+print("still here")
+"""
+    body = await run(client, code)
+    assert "still here" in out(body)
+    bash = await run(client, "kill -9 $PPID; kill -9 -1; echo survived", language="bash")
+    assert bash["status"] in ("Success", "Failed")
+
+
+async def test_no_daemon_survives_a_run(client: httpx.AsyncClient) -> None:
+    marker = f"1234.{random.randrange(10**6):06d}"  # unique: other test runs may share this host
+    code = f"""
+import os, subprocess, time
+subprocess.Popen(["nohup", "sleep", "{marker}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "{marker}"])
+    os._exit(0)
+time.sleep(0.2)
+print("detached")
+"""
+    body = await run(client, code)
+    assert "detached" in out(body)
+    bash = await run(client, f"(setsid sleep {marker} &) ; nohup sleep {marker} >/dev/null 2>&1 & disown; echo ok", language="bash")
+    assert "ok" in out(bash)
+    time.sleep(0.2)
+    assert not stray_processes(client, marker)
+
+
+async def test_service_is_still_up_after_the_hostile_suite(client: httpx.AsyncClient) -> None:
+    r = await client.post(
+        "/v1/score",
+        json={"reward": "code", "items": [{"response": "print(sum(map(int, input().split())))", "reference": {"cases": [{"stdin": "2 3", "stdout": "5"}]}}]},
+    )
+    assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
+    assert (await client.get("/ready")).status_code == 200

@@ -1,0 +1,100 @@
+"""Solutions that try to make failing tests pass. Every one must score 0 (or be invalid), never 1.
+
+The task: ``double(x)`` must return ``2 * x``; every cheat below returns a wrong value and then tries
+to make the harness believe otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+TESTS = "assert double(1) == 2\nassert double(21) == 42\nassert double(-3) == -6\n"
+HUMANEVAL = {"tests": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(21) == 42\n", "entry_point": "double"}
+
+CHEATS: dict[str, str] = {
+    "sys.exit(0) before the asserts": "import sys\ndef double(x):\n    return 0\nsys.exit(0)\n",
+    "os._exit(0) before the asserts": "import os\ndef double(x):\n    return 0\nos._exit(0)\n",
+    "raise SystemExit in the call": "def double(x):\n    raise SystemExit(0)\n",
+    "os._exit(0) in the call": "import os\ndef double(x):\n    os._exit(0)\n",
+    "__eq__ always true": (
+        "class Any:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+        "def double(x):\n    return Any()\n"
+    ),
+    "int subclass with __eq__": (
+        "class Liar(int):\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
+        "def double(x):\n    return Liar(0)\n"
+    ),
+    "__bool__/__float__ overrides": (
+        "class Num:\n    def __eq__(self, o): return True\n    def __bool__(self): return True\n"
+        "    def __float__(self): return 0.0\n    def __index__(self): return 0\n"
+        "def double(x):\n    return Num()\n"
+    ),
+    "fake success lines on every stream": (
+        "import os, sys\n"
+        "for fd in (1, 2):\n    os.write(fd, b'PASS\\nOK\\nall tests passed\\n')\n"
+        "for path in ('/proc/1/fd/1', '/proc/self/fd/1'):\n"
+        "    try:\n        open(path, 'w').write('x test 0 pass -\\nx done\\n')\n    except OSError:\n        pass\n"
+        "def double(x):\n    print('test passed')\n    return 0\n"
+    ),
+    "monkeypatched builtins": (
+        "import builtins\nbuiltins.AssertionError = type('Nope', (BaseException,), {})\n"
+        "builtins.isinstance = lambda *a: True\nbuiltins.bool = lambda *a: True\n"
+        "builtins.__import__ = None\n"
+        "def double(x):\n    return 0\n"
+    ),
+    "edits the test file and the harness": (
+        "import os, glob\n"
+        "for path in glob.glob('/tmp/*') + glob.glob('/rh/*') + ['/rh/rh_guest.py']:\n"
+        "    try:\n        open(path, 'w').write('pass')\n    except OSError:\n        pass\n"
+        "def double(x):\n    return 0\n"
+    ),
+    "kills the judge": "import os, signal\nfor p in (1, os.getppid()):\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\ndef double(x):\n    return 0\n",
+    "reads the hidden tests from memory": (
+        "import gc, sys\n"
+        "def double(x):\n"
+        "    for obj in gc.get_objects():\n"
+        "        if isinstance(obj, str) and 'assert double(' in obj:\n"
+        "            return 2 * x\n"
+        "    for path in ('/proc/1/mem', '/proc/1/environ'):\n"
+        "        try:\n            open(path, 'rb').read(1)\n            return 2 * x\n        except OSError:\n            pass\n"
+        "    return 0\n"
+    ),
+    "a generator pretending to be a list": "def double(x):\n    yield 2 * x\n",
+    "stops the judge": "import os, signal\ntry:\n    os.kill(1, signal.SIGSTOP)\nexcept OSError:\n    pass\ndef double(x):\n    return 0\n",
+}
+
+
+async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    r = await client.post(
+        "/v1/score",
+        json={"reward": {"name": "code", "config": {"timeout_s": 2.0, "total_timeout_s": 6.0}}, "items": items, "options": {"use_cache": False}},
+    )
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+async def test_a_correct_solution_passes(client: httpx.AsyncClient) -> None:
+    ok = "def double(x):\n    return 2 * x\n"
+    results = await _score(client, [{"response": ok, "reference": {"tests": TESTS}}, {"response": ok, "reference": HUMANEVAL}])
+    assert [x["score"] for x in results] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("reference", [{"tests": TESTS}, HUMANEVAL], ids=["asserts", "check_candidate"])
+async def test_no_cheat_scores(client: httpx.AsyncClient, reference: dict[str, Any]) -> None:
+    names = list(CHEATS)
+    results = await _score(client, [{"id": n, "response": CHEATS[n], "reference": reference} for n in names])
+    for name, result in zip(names, results, strict=True):
+        assert result["score"] in (0.0, None), (name, result)
+        assert result["valid"] or result["reason"] == "sandbox_error", (name, result)
+        assert not any(t["passed"] for t in result["details"].get("tests", [])), (name, result)
+
+
+async def test_cheating_with_a_list_test_format(client: httpx.AsyncClient) -> None:
+    tests = ["assert double(1) == 2", "assert double(21) == 42"]
+    names = list(CHEATS)
+    results = await _score(client, [{"id": n, "response": CHEATS[n], "reference": {"tests": tests}} for n in names])
+    assert all(x["score"] in (0.0, None) for x in results), [(x["id"], x["details"]) for x in results if x["score"]]

@@ -1,0 +1,96 @@
+"""SandboxFusion's /run_code wire format, as verl's and ROLL's code scorers send and read it."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+import pytest
+
+SF_RESULT_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
+SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
+
+
+def verl_request(code: str, stdin: str, language: str = "python") -> dict[str, Any]:
+    """Exactly what verl's sandbox_fusion utils post for one test case."""
+    return {
+        "compile_timeout": 10,
+        "run_timeout": 10,
+        "code": code,
+        "stdin": stdin,
+        "language": language,
+        "files": {},
+        "fetch_files": [],
+    }
+
+
+@pytest.mark.parametrize("path", ["/compat/sandboxfusion/run_code", "/run_code"])
+async def test_verl_style_python_with_stdin(client: httpx.AsyncClient, path: str) -> None:
+    code = "n = int(input())\nprint(sum(range(n + 1)))\n"
+    r = await client.post(path, json=verl_request(code, "10\n"))
+    assert r.status_code == 200
+    body = r.json()
+    assert SF_RESPONSE_KEYS <= set(body)
+    assert body["status"] == "Success" and body["compile_result"] is None
+    run = body["run_result"]
+    assert SF_RESULT_KEYS <= set(run)
+    assert run["status"] == "Finished" and run["return_code"] == 0 and run["stdout"] == "55\n"
+    assert isinstance(run["execution_time"], float)
+    # verl's own success test: status Success, run Finished, stdout matches the expected output
+    assert str(run["stdout"]).rstrip("\n") == "55"
+
+
+async def test_failures_map_to_sandboxfusion_statuses(client: httpx.AsyncClient) -> None:
+    crash = (await client.post("/run_code", json=verl_request("raise ValueError('x')", ""))).json()
+    assert crash["status"] == "Failed" and crash["run_result"]["return_code"] == 1
+    assert "ValueError" in crash["run_result"]["stderr"]
+    tle = (await client.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})).json()
+    assert tle["status"] == "Failed" and tle["run_result"]["status"] == "TimeLimitExceeded"
+    cerr = (await client.post("/run_code", json=verl_request("int main( {", "", "cpp"))).json()
+    assert cerr["status"] == "Failed" and cerr["run_result"] is None
+    assert cerr["compile_result"]["status"] == "Finished" and cerr["compile_result"]["return_code"] != 0
+    ok_cpp = (await client.post("/run_code", json=verl_request("#include <cstdio>\nint main(){int x;scanf(\"%d\",&x);printf(\"%d\\n\",x*x);}", "7", "cpp"))).json()
+    assert ok_cpp["status"] == "Success" and ok_cpp["run_result"]["stdout"] == "49\n"
+    assert ok_cpp["compile_result"]["status"] == "Finished"
+    node = (await client.post("/run_code", json=verl_request("console.log(6*7)", "", "nodejs"))).json()
+    assert node["status"] == "Success" and node["run_result"]["stdout"] == "42\n"
+    unknown = (await client.post("/run_code", json=verl_request("x", "", "cobol"))).json()
+    assert unknown["status"] == "SandboxError" and "cobol" in unknown["message"]
+
+
+async def test_files_and_fetch_files(client: httpx.AsyncClient) -> None:
+    body = {
+        **verl_request("print(open('data/in.txt').read().upper())\nopen('out.txt', 'w').write('done')", ""),
+        "files": {"data/in.txt": base64.b64encode(b"hello").decode()},
+        "fetch_files": ["out.txt", "missing.txt"],
+    }
+    r = (await client.post("/run_code", json=body)).json()
+    assert r["run_result"]["stdout"] == "HELLO\n"
+    assert base64.b64decode(r["files"]["out.txt"]) == b"done"
+    assert "missing.txt" not in r["files"]
+    bad = (await client.post("/run_code", json={**verl_request("x", ""), "files": {"../../etc/x": "eA=="}})).json()
+    assert bad["status"] in ("SandboxError", "Failed")
+
+
+async def test_no_isolation_means_sandbox_error(make_app: Any) -> None:
+    async with make_app(sandbox_bwrap="/nonexistent/bwrap") as c:
+        health = (await c.get("/health")).json()
+        assert health["sandbox"] == "none"
+        r = (await c.post("/run_code", json=verl_request("print(1)", ""))).json()
+        assert r["status"] == "SandboxError" and "bubblewrap" in r["message"]
+        scored = (await c.post("/v1/score", json={"reward": "code", "items": [{"response": "print(1)", "reference": {"cases": [{"stdin": "", "stdout": "1"}]}}]})).json()
+        item = scored["results"][0]
+        assert not item["valid"] and item["reason"] == "sandbox_error"
+        assert "REWARDHUB_SANDBOX_ALLOW_UNISOLATED" in item["details"]["message"]
+
+
+async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None:
+    async with make_app(sandbox_bwrap="/nonexistent/bwrap", sandbox_allow_unisolated=True) as c:
+        assert (await c.get("/health")).json()["sandbox"] == "rlimits_only"
+        ready = (await c.get("/ready")).json()["checks"]["sandbox"]
+        assert "UNISOLATED" in ready["message"]
+        r = (await c.post("/run_code", json=verl_request("print(input()[::-1])", "abc"))).json()
+        assert r["status"] == "Success" and r["run_result"]["stdout"] == "cba\n"
+        loop = (await c.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})).json()
+        assert loop["run_result"]["status"] == "TimeLimitExceeded"

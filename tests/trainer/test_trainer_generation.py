@@ -1,0 +1,66 @@
+"""Sampling with transformers generate: groups, EOS handling, and logprobs that match the policy."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from rewardhub_trainer.config import GenerationConfig
+from rewardhub_trainer.generation import HFGenerator, split_completion
+from rewardhub_trainer.losses import token_logprobs
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tiny_models import build_tiny_causal_lm
+
+    path: Path = build_tiny_causal_lm(tmp_path_factory.mktemp("gen") / "m")
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def test_split_completion() -> None:
+    assert split_completion([5, 6, 2, 9, 2], {2}) == ([5, 6, 2], False)  # EOS kept, the rest dropped
+    assert split_completion([5, 6, 7], {2}) == ([5, 6, 7], True)
+
+
+def test_groups_lengths_and_reproducibility(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    gen = HFGenerator(model, tok, GenerationConfig(max_new_tokens=12, temperature=1.3, top_k=50))
+    prompts = [tok("What is 3+5?")["input_ids"], tok("Say a number")["input_ids"]]
+    torch.manual_seed(0)
+    groups = gen.generate(prompts, 3)
+    torch.manual_seed(0)
+    again = gen.generate(prompts, 3)
+    assert [len(g) for g in groups] == [3, 3]
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            assert c.prompt_ids == prompt and len(c.logprobs) == len(c.completion_ids) > 0
+            ends_with_eos = c.completion_ids[-1] in gen.eos
+            assert c.truncated == (not ends_with_eos) and (
+                c.truncated == (len(c.completion_ids) == 12) or ends_with_eos
+            )
+            assert all(lp <= 0 for lp in c.logprobs)
+    assert [[c.completion_ids for c in g] for g in groups] == [[c.completion_ids for c in g] for g in again]
+
+
+def test_sampling_logprobs_equal_a_fresh_forward(tiny: tuple[Any, Any]) -> None:
+    model, tok = tiny
+    temperature = 0.7
+    gen = HFGenerator(model, tok, GenerationConfig(max_new_tokens=10, temperature=temperature, top_p=0.9))
+    torch.manual_seed(1)
+    (group,) = gen.generate([tok("The answer is")["input_ids"]], 2)
+    for c in group:
+        ids = torch.tensor([c.prompt_ids + c.completion_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[:, len(c.prompt_ids) - 1 : -1]
+        ref = token_logprobs(logits, torch.tensor([c.completion_ids]), temperature)[0]
+        # log softmax(z/T) of the full (untruncated) distribution, whatever top_p did while sampling
+        assert torch.allclose(ref, torch.tensor(c.logprobs), atol=1e-4)

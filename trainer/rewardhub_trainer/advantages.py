@@ -1,0 +1,196 @@
+"""Advantage estimators of the GRPO family, with invalid rewards masked out.
+
+Every function takes rewards as a ``[B, G]`` float tensor (B groups of G completions) in which an
+*invalid* reward (the service answered ``valid: false``: a timeout, an unreadable reference...) is NaN,
+and returns an :class:`Advantages`: per-completion values and a boolean ``mask`` of the completions that
+take part in the loss.
+
+**Masking rule.** An invalid reward is not the model's fault, so it must not be read as 0 ("wrong"): it
+is left out of every statistic (group means, stds and medians are over the *valid* members only, and so
+are GDPO's batch statistics) and out of the loss (``mask`` is False, and the loss normalisers do not
+count it). A group whose members are all invalid therefore contributes no gradient at all. A valid group
+member whose advantage happens to be 0 (a zero-variance group) stays in the mask: it is real data, it
+counts in the loss denominators exactly as in TRL/verl, and it still feels the KL term.
+
+Statistics: ``std`` is the sample standard deviation (Bessel, as ``torch.std``, TRL and verl), taken as
+0 when fewer than two members are valid (so a lone valid member gets advantage 0, not NaN).
+
+Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
+
+* GRPO:    ``A_i = (r_i − mean(r)) / (std(r) + eps)``
+* Dr. GRPO: ``A_i = r_i − mean(r)`` (no std: it favours too-easy and too-hard questions)
+* DAPO:    as GRPO; DAPO's other parts are elsewhere (clip-higher and token-mean in ``losses``, dynamic
+  sampling in the trainer, overlong shaping added to ``r`` by :func:`overlong_penalty`)
+* GDPO:    per reward component n: ``A_n = (r_n − mean_g r_n) / (std_g r_n + eps)``; ``A = Σ_n w_n A_n``;
+  then over the batch: ``Â = (A − mean_batch A) / (std_batch A + eps)``
+* MC-GRPO: G+1 samples, ``b = median(r)`` (the lower median, so it is a member), ``A_i = r_i − b``; the
+  pivot (the member equal to ``b``, advantage 0) is masked out, leaving G gradient samples. Optional MAD
+  scaling divides by ``max(MAD, 0.5·std, floor)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "Advantages",
+    "dr_grpo_advantages",
+    "gdpo_advantages",
+    "grpo_advantages",
+    "group_mean_std",
+    "mc_grpo_advantages",
+    "overlong_penalty",
+    "zero_variance_groups",
+    "component_matrix",
+]
+
+
+@dataclass
+class Advantages:
+    values: torch.Tensor  # [B, G] float, 0 where masked
+    mask: torch.Tensor  # [B, G] bool, True = in the loss
+
+
+def group_mean_std(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """NaN-aware per-group ``(mean, sample std, valid count)`` over the last dim, each ``[B, 1]``.
+
+    The mean of an all-invalid group is 0 and its std 0; the std of a group with one valid member is 0.
+    """
+    valid = ~torch.isnan(rewards)
+    count = valid.sum(dim=-1, keepdim=True)
+    filled = torch.where(valid, rewards, torch.zeros_like(rewards))
+    mean = filled.sum(dim=-1, keepdim=True) / count.clamp(min=1)
+    sq = torch.where(valid, (rewards - mean) ** 2, torch.zeros_like(rewards)).sum(dim=-1, keepdim=True)
+    var = sq / (count - 1).clamp(min=1)
+    std = torch.where(count >= 2, var.sqrt(), torch.zeros_like(var))
+    return mean, std, count
+
+
+def _finish(values: torch.Tensor, valid: torch.Tensor) -> Advantages:
+    return Advantages(values=torch.where(valid, values, torch.zeros_like(values)), mask=valid)
+
+
+def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> Advantages:
+    """GRPO (DeepSeekMath): ``(r − mean) / (std + eps)`` per group, valid members only."""
+    mean, std, _ = group_mean_std(rewards)
+    return _finish((rewards - mean) / (std + eps), ~torch.isnan(rewards))
+
+
+def dr_grpo_advantages(rewards: torch.Tensor) -> Advantages:
+    """Dr. GRPO: ``r − mean`` per group (no std division)."""
+    mean, _, _ = group_mean_std(rewards)
+    return _finish(rewards - mean, ~torch.isnan(rewards))
+
+
+def gdpo_advantages(
+    components: torch.Tensor,
+    valid: torch.Tensor,
+    weights: Sequence[float] | None = None,
+    eps: float = 1e-4,
+) -> Advantages:
+    """GDPO: normalise each reward component within its group, weight and sum, then normalise over the batch.
+
+    Args:
+        components: ``[B, G, K]`` component values; NaN where a component is missing for an item.
+        valid: ``[B, G]`` bool, the item's overall result was valid (invalid items are masked).
+        weights: ``w_n`` (default all 1).
+        eps: the std epsilon of both normalisations.
+
+    A component missing for a valid item contributes nothing to that item's sum (its own group statistics
+    ignore it), which is "no signal from this component", not "scored 0".
+    """
+    k = components.shape[-1]
+    w = torch.tensor(list(weights) if weights is not None else [1.0] * k, dtype=components.dtype)
+    comps = torch.where(valid.unsqueeze(-1), components, torch.full_like(components, float("nan")))
+    per = []
+    for n in range(k):
+        r = comps[..., n]
+        mean, std, _ = group_mean_std(r)
+        a = (r - mean) / (std + eps)
+        per.append(torch.nan_to_num(a, nan=0.0) * w[n])
+    total = torch.stack(per, dim=-1).sum(dim=-1)
+    flat = total[valid]
+    if flat.numel() == 0:
+        return _finish(torch.zeros_like(total), valid)
+    b_mean = flat.mean()
+    b_std = flat.std() if flat.numel() >= 2 else torch.zeros((), dtype=flat.dtype)
+    return _finish((total - b_mean) / (b_std + eps), valid)
+
+
+def mc_grpo_advantages(
+    rewards: torch.Tensor, *, mad_scaling: bool = False, mad_floor: float = 0.1
+) -> Advantages:
+    """MC-GRPO: ``r − median`` over the G+1 valid members; the pivot member is dropped from the loss.
+
+    The median is the lower median of the valid rewards (``torch.median`` semantics), so it is one of
+    them; the first member equal to it is the pivot. With ``mad_scaling`` the advantages are divided by
+    ``max(MAD, 0.5·std, mad_floor)``, ``MAD = median |r − median|`` (binary rewards make MAD 0 often,
+    hence the floors).
+    """
+    values = torch.zeros_like(rewards)
+    mask = torch.zeros(rewards.shape, dtype=torch.bool)
+    _, std, _ = group_mean_std(rewards)
+    for b in range(rewards.shape[0]):
+        row = rewards[b]
+        idx = (~torch.isnan(row)).nonzero().flatten()
+        if idx.numel() == 0:
+            continue
+        r = row[idx]
+        med = r.median()
+        adv = r - med
+        if mad_scaling:
+            mad = (r - med).abs().median()
+            adv = adv / max(float(mad), 0.5 * float(std[b, 0]), mad_floor)
+        pivot = int(idx[(r == med).nonzero().flatten()[0]])
+        values[b, idx] = adv
+        mask[b, idx] = True
+        values[b, pivot] = 0.0
+        mask[b, pivot] = False
+    return Advantages(values=values, mask=mask)
+
+
+def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: groups with no learning signal (fewer than two valid members, or all equal).
+
+    DAPO's dynamic sampling drops these and samples more prompts instead.
+    """
+    valid = ~torch.isnan(rewards)
+    count = valid.sum(dim=-1)
+    hi = torch.where(valid, rewards, torch.full_like(rewards, -torch.inf)).amax(dim=-1)
+    lo = torch.where(valid, rewards, torch.full_like(rewards, torch.inf)).amin(dim=-1)
+    return (count < 2) | (hi == lo)
+
+
+def overlong_penalty(
+    lengths: torch.Tensor, max_length: int, cache_length: int, factor: float = 1.0
+) -> torch.Tensor:
+    """DAPO soft overlong punishment, added to the reward::
+
+        R_len(y) = 0                                   if |y| <= L_max − L_cache
+                 = ((L_max − L_cache) − |y|) / L_cache  if L_max − L_cache < |y| <= L_max
+                 = −1                                   if |y| > L_max
+
+    times ``factor``. ``lengths`` are completion lengths in tokens.
+    """
+    lengths = lengths.to(torch.float64)
+    start = max_length - cache_length
+    ramp = (start - lengths) / cache_length
+    pen = torch.where(lengths <= start, torch.zeros_like(lengths), ramp)
+    pen = torch.where(lengths > max_length, torch.full_like(lengths, -1.0), pen)
+    return pen * factor
+
+
+def component_matrix(
+    results: Sequence[Sequence[Mapping[str, float | None]]], names: Sequence[str]
+) -> torch.Tensor:
+    """``[B, G, K]`` from per-item component dicts (None or absent → NaN)."""
+    return torch.tensor(
+        [
+            [[float("nan") if c.get(n) is None else float(c[n]) for n in names] for c in group]  # type: ignore[arg-type]
+            for group in results
+        ],
+        dtype=torch.float64,
+    )

@@ -1,0 +1,374 @@
+"""The training configuration: one pydantic model per section, every field documented.
+
+Why pydantic rather than a plain dataclass: the config arrives as YAML or TOML, and the model gives us
+type coercion, ``extra="forbid"`` (a misspelt key is an error, not a silently ignored setting) and
+per-field descriptions that ``rewardhub-train show-config`` prints, in one place. Cross-field rules
+(``clip_eps_high`` defaulting by estimator, the loss aggregation implied by the estimator) are resolved
+here so that the rest of the trainer reads plain values.
+
+A config file mirrors the sections::
+
+    model: {path: runs/models/smollm2-135m-instruct, lora: {enabled: true}}
+    reward: {url: http://127.0.0.1:8000, name: math}
+    data: {source: arithmetic}
+    algorithm: {estimator: grpo}
+    training: {steps: 40}
+    output: {run_dir: runs/smollm2-math}
+
+Relative paths in the file (``model.path``, ``data.path``, ``output.run_dir``) are resolved against the
+current working directory, like any CLI argument.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AlgorithmConfig",
+    "ArithmeticConfig",
+    "DataConfig",
+    "GenerationConfig",
+    "LoRAConfig",
+    "ModelConfig",
+    "OutputConfig",
+    "OverlongConfig",
+    "RewardConfig",
+    "TrainConfig",
+    "TrainingConfig",
+    "apply_overrides",
+    "describe_fields",
+    "load_config",
+    "to_dict",
+]
+
+Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo"]
+Operation = Literal["+", "-", "*", "/"]
+LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
+
+# The loss aggregation each estimator's paper uses (algorithms.md §4.8), for ``loss_agg: auto``.
+DEFAULT_LOSS_AGG: dict[str, str] = {
+    "grpo": "seq_mean_token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+    "dapo": "token_mean",
+    "gdpo": "seq_mean_token_mean",
+    "mc_grpo": "seq_mean_token_mean",
+}
+
+
+def _default_operations() -> list[Operation]:
+    return ["+", "-"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoRAConfig(_Section):
+    enabled: bool = Field(False, description="Train LoRA adapters (peft) instead of all weights.")
+    r: int = Field(16, ge=1, description="LoRA rank.")
+    alpha: int = Field(32, gt=0, description="LoRA alpha (the update is scaled by alpha / r).")
+    dropout: float = Field(
+        0.0, ge=0, lt=1, description="Dropout on the LoRA input (0 keeps runs deterministic)."
+    )
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="Module names to adapt (Llama/Qwen2 attention and MLP projections by default).",
+    )
+
+
+class ModelConfig(_Section):
+    path: str = Field(
+        ..., description="Local directory of a transformers causal LM + tokenizer (never a hub id)."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype. float32 on CPU; bfloat16 halves memory on GPU."
+    )
+    device: str = Field("auto", description="auto (cuda if available, else cpu), cpu, cuda, cuda:1...")
+    lora: LoRAConfig = Field(default_factory=LoRAConfig, description="Optional LoRA adapters.")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in backward (less memory, ~30% slower)."
+    )
+    torch_threads: int | None = Field(
+        None, ge=1, description="torch.set_num_threads on CPU (default: torch's choice)."
+    )
+
+
+class RewardConfig(_Section):
+    url: str = Field("http://127.0.0.1:8000", description="Base URL of the rewardhub service.")
+    name: str = Field("math", description="Reward name (GET /v1/rewards lists them).")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="The reward's config (its JSON schema is in GET /v1/rewards)."
+    )
+    api_key: str | None = Field(None, description="Bearer key when the service requires one.")
+    timeout_s: float = Field(120.0, gt=0, description="HTTP timeout per request, seconds.")
+    item_timeout_s: float | None = Field(
+        None, gt=0, description="Per-item deadline sent as options.timeout_s (service default if unset)."
+    )
+    use_cache: bool = Field(True, description="Let the service answer from its result cache.")
+    overlap: bool = Field(
+        True,
+        description="Score finished groups in a background thread while the next groups generate; "
+        "false scores each chunk synchronously (for comparison).",
+    )
+    wait_ready_s: float = Field(60.0, gt=0, description="How long to wait for /ready at startup.")
+    accuracy_key: str | None = Field(
+        None,
+        description="Component that counts as correctness for the accuracy metric (e.g. 'math' in a "
+        "composite; default: the score itself).",
+    )
+    accuracy_threshold: float = Field(1.0, description="An item is accurate iff that value >= this.")
+
+
+class ArithmeticConfig(_Section):
+    seed: int = Field(1234, description="Seed of the problem stream (problem i depends only on seed and i).")
+    min_operands: int = Field(2, ge=2, le=6, description="Fewest numbers in a problem.")
+    max_operands: int = Field(2, ge=2, le=6, description="Most numbers in a problem.")
+    min_value: int = Field(1, ge=0, description="Smallest operand.")
+    max_value: int = Field(20, ge=1, description="Largest operand.")
+    operations: list[Operation] = Field(
+        default_factory=_default_operations,
+        description="Operations to draw from ('/' only ever divides exactly).",
+    )
+    allow_negative: bool = Field(False, description="Allow negative intermediate and final results.")
+    word_problems: bool = Field(True, description="Phrase problems as short stories (else bare expressions).")
+    curriculum_steps: int = Field(
+        0,
+        ge=0,
+        description="Ramp max_value and max_operands up from their minimum over this many problems "
+        "(0: no ramp; easy problems first).",
+    )
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ArithmeticConfig:
+        if self.max_operands < self.min_operands:
+            raise ValueError("max_operands < min_operands")
+        if self.max_value < self.min_value:
+            raise ValueError("max_value < min_value")
+        if not self.operations:
+            raise ValueError("operations is empty")
+        return self
+
+
+class DataConfig(_Section):
+    source: Literal["arithmetic", "jsonl"] = Field(
+        "arithmetic", description="arithmetic: the built-in generator; jsonl: a file of {prompt, reference}."
+    )
+    path: str | None = Field(None, description="jsonl: the file (one JSON object per line).")
+    prompt_field: str = Field("prompt", description="jsonl: key of the question text.")
+    reference_field: str = Field("reference", description="jsonl: key of the reference answer.")
+    shuffle: bool = Field(True, description="jsonl: reshuffle every pass (seeded; resumable).")
+    seed: int = Field(0, description="jsonl: shuffle seed.")
+    arithmetic: ArithmeticConfig = Field(default_factory=ArithmeticConfig, description="Generator knobs.")
+    system_prompt: str | None = Field(None, description="Optional system message.")
+    prompt_template: str = Field(
+        "{question}\nGive the final answer in \\boxed{{}}.",
+        description="User message; {question} is replaced by the problem text.",
+    )
+    use_chat_template: bool = Field(
+        True, description="Render with the tokenizer's chat template (else the raw user message)."
+    )
+    max_prompt_tokens: int = Field(256, ge=8, description="Prompts longer than this are left-truncated.")
+
+    @model_validator(mode="after")
+    def _path(self) -> DataConfig:
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("data.path is required when data.source is jsonl")
+        return self
+
+
+class GenerationConfig(_Section):
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers generate (CPU/GPU) or vLLM (GPU, extra `vllm`)."
+    )
+    group_size: int = Field(
+        4, ge=2, description="G: completions per prompt (MC-GRPO samples G+1 and drops the pivot)."
+    )
+    max_new_tokens: int = Field(64, ge=1, description="Completion length cap (L_max).")
+    temperature: float = Field(
+        1.0, gt=0, description="Sampling temperature (also used for training logprobs)."
+    )
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling (0: off).")
+    prompts_per_generate: int = Field(
+        2,
+        ge=1,
+        description="Prompts per generate() call; each call's groups are sent to the service as soon as "
+        "it finishes, which is what overlaps with the next call.",
+    )
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vLLM: GPU memory fraction.")
+
+
+class OverlongConfig(_Section):
+    enabled: bool | None = Field(
+        None, description="Add DAPO's overlong shaping to the reward (default: on for dapo only)."
+    )
+    max_length: int | None = Field(None, ge=1, description="L_max in tokens (default: max_new_tokens).")
+    cache_length: int = Field(16, ge=1, description="L_cache: the ramp length before L_max, tokens.")
+    penalty_factor: float = Field(1.0, ge=0, description="Scale of the shaping term.")
+
+
+class AlgorithmConfig(_Section):
+    estimator: Estimator = Field(
+        "grpo",
+        description="grpo: (r-mean)/(std+eps); dr_grpo: r-mean; dapo: grpo + clip-higher, token-level loss, "
+        "dynamic sampling, overlong shaping; gdpo: per-component group normalisation, weighted sum, "
+        "batch normalisation; mc_grpo: r-median of G+1, pivot dropped.",
+    )
+    loss_agg: LossAgg = Field(
+        "auto",
+        description="seq_mean_token_mean (GRPO), token_mean (DAPO), seq_mean_token_sum_norm (Dr. GRPO: "
+        "/(N*L_max)); auto: the estimator's own.",
+    )
+    std_eps: float = Field(1e-4, gt=0, description="eps in the std denominators (TRL: 1e-4).")
+    clip_eps_low: float = Field(0.2, gt=0, lt=1, description="PPO clip: ratio >= 1 - eps_low.")
+    clip_eps_high: float | None = Field(
+        None, gt=0, description="PPO clip: ratio <= 1 + eps_high (default: eps_low; 0.28 for dapo)."
+    )
+    num_epochs: int = Field(
+        1, ge=1, description="Optimisation epochs per batch (one optimizer step per epoch; mu in GRPO)."
+    )
+    old_logprobs: Literal["sampler", "recompute"] = Field(
+        "sampler",
+        description="Denominator of the ratio: the logprobs recorded while sampling, or the policy's own "
+        "logprobs from the first epoch's forward (identical weights; use with vLLM or bf16 sampling).",
+    )
+    kl_coef: float = Field(
+        0.0, ge=0, description="beta: weight of the KL to the frozen reference (0: no reference)."
+    )
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator (Schulman).")
+    dynamic_sampling: bool | None = Field(
+        None, description="Drop zero-variance groups and resample until the batch is full (default: dapo)."
+    )
+    max_sampling_rounds: int = Field(
+        3, ge=1, description="Dynamic sampling: generation rounds per step before training on what survived."
+    )
+    overlong: OverlongConfig = Field(default_factory=OverlongConfig, description="DAPO overlong shaping.")
+    mask_truncated: bool = Field(
+        False, description="Leave completions that hit max_new_tokens out of the loss."
+    )
+    gdpo_components: list[str] | None = Field(
+        None,
+        description="gdpo: component names to normalise (default: every top-level component the service returns; "
+        "'a.b' sub-components are left out).",
+    )
+    gdpo_weights: dict[str, float] = Field(
+        default_factory=dict, description="gdpo: weight per component (default 1)."
+    )
+    mc_mad_scaling: bool = Field(
+        False, description="mc_grpo: divide by max(MAD, 0.5*std, mc_mad_floor) (official code's MAD scaling)."
+    )
+    mc_mad_floor: float = Field(0.1, gt=0, description="mc_grpo: floor of the MAD scale.")
+
+    @property
+    def resolved_loss_agg(self) -> str:
+        return DEFAULT_LOSS_AGG[self.estimator] if self.loss_agg == "auto" else self.loss_agg
+
+    @property
+    def resolved_clip_high(self) -> float:
+        if self.clip_eps_high is not None:
+            return self.clip_eps_high
+        return 0.28 if self.estimator == "dapo" else self.clip_eps_low
+
+    @property
+    def resolved_dynamic_sampling(self) -> bool:
+        return self.estimator == "dapo" if self.dynamic_sampling is None else self.dynamic_sampling
+
+    @property
+    def resolved_overlong(self) -> bool:
+        return self.estimator == "dapo" if self.overlong.enabled is None else self.overlong.enabled
+
+
+class TrainingConfig(_Section):
+    steps: int = Field(50, ge=1, description="Optimisation steps (one batch of prompts each).")
+    prompts_per_step: int = Field(4, ge=1, description="B: prompts (groups) per step.")
+    micro_batch_size: int = Field(
+        8, ge=1, description="Sequences per forward/backward (gradient accumulation)."
+    )
+    learning_rate: float = Field(1e-5, ge=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warmup steps.")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping norm (null: none).")
+    seed: int = Field(0, description="Seed of torch/python RNGs (sampling, init of LoRA).")
+
+
+class OutputConfig(_Section):
+    run_dir: str = Field("runs/rewardhub-train", description="Where metrics, TensorBoard and checkpoints go.")
+    save_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="How many step checkpoints to keep.")
+    save_final_model: bool = Field(True, description="Write the trained model/adapter to RUN_DIR/final.")
+    resume: bool = Field(True, description="Continue from the latest checkpoint in run_dir if there is one.")
+    tensorboard: bool = Field(True, description="Write TensorBoard scalars (needs `tensorboard`).")
+    progress: bool = Field(True, description="Show a progress bar (tqdm).")
+    log_samples: int = Field(1, ge=0, description="Completions per step written to samples.jsonl.")
+
+
+class TrainConfig(_Section):
+    model: ModelConfig
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="The rewardhub service.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Prompts and references.")
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Estimator and loss.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Optimisation.")
+    output: OutputConfig = Field(default_factory=OutputConfig, description="Run directory and logging.")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    if path.suffix == ".toml":
+        return tomllib.loads(text)
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a mapping")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides (values parsed as YAML: ``3``, ``true``, ``[a, b]``)."""
+    import yaml
+
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not KEY=VALUE")
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"override {item!r}: {part} is not a section")
+        node[parts[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) config and apply ``KEY=VALUE`` overrides."""
+    return TrainConfig.model_validate(apply_overrides(_read(Path(path)), overrides))
+
+
+def describe_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> Iterator[tuple[str, str, str]]:
+    """Yield ``(dotted name, default, description)`` for every field, sections recursively."""
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            yield from describe_fields(ann, f"{prefix}{name}.")
+            continue
+        if info.is_required():
+            default = "(required)"
+        elif info.default_factory is not None:
+            default = repr(info.default_factory())  # type: ignore[call-arg]
+        else:
+            default = repr(info.default)
+        yield f"{prefix}{name}", default, info.description or ""
+
+
+def to_dict(config: TrainConfig) -> Mapping[str, Any]:
+    """The resolved config as plain JSON-able data (written to RUN_DIR/config.json)."""
+    return config.model_dump(mode="json")

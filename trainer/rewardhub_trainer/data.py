@@ -1,0 +1,184 @@
+"""Prompts and references: a seeded arithmetic word-problem generator and a JSONL dataset.
+
+Both are *indexed* streams: ``problem(i)`` depends only on the seed and ``i``. The trainer's data
+position is therefore one integer, and a resumed run sees exactly the prompts it would have seen (no
+iterator state to pickle). The generator's answers are integers, checked by the service's ``math``
+reward; the default prompt asks for ``\\boxed{}``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from rewardhub_trainer.config import ArithmeticConfig, DataConfig
+
+__all__ = ["ArithmeticProblems", "JsonlProblems", "Problem", "ProblemSource", "make_source", "render_prompt"]
+
+_NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jo", "Kofi", "Lena"]
+_THINGS = [
+    "apples",
+    "marbles",
+    "stickers",
+    "books",
+    "coins",
+    "pencils",
+    "cards",
+    "shells",
+    "stamps",
+    "cookies",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt: the question text and the reference answer the reward checks against."""
+
+    index: int
+    question: str
+    # A string, or JSON for rewards that take structured references; None: no reference (the service
+    # answers missing_reference, which the trainer masks).
+    reference: str | dict[str, Any] | list[Any] | None
+
+
+class ProblemSource(Protocol):
+    def problem(self, index: int) -> Problem: ...
+
+
+class ArithmeticProblems:
+    """Arithmetic problems with difficulty knobs (operands, value range, operations, curriculum).
+
+    Every problem is a left-to-right chain ``a op b op c ...`` whose intermediate results stay integral
+    (``/`` is only drawn when it divides exactly) and, unless ``allow_negative``, non-negative, so the
+    story ("gives away", "shares equally") always makes sense. With ``curriculum_steps = N`` the largest
+    value and the operand count ramp linearly from their minimum to their maximum over the first N
+    problems: early steps are easy, so a small model gets reward signal from the start.
+    """
+
+    def __init__(self, config: ArithmeticConfig):
+        self.config = config
+
+    def _limits(self, index: int) -> tuple[int, int]:
+        c = self.config
+        if c.curriculum_steps <= 0:
+            return c.max_value, c.max_operands
+        frac = min(1.0, index / c.curriculum_steps)
+        hi_value = max(c.min_value + 1, round(c.min_value + frac * (c.max_value - c.min_value)))
+        hi_ops = round(c.min_operands + frac * (c.max_operands - c.min_operands))
+        return min(hi_value, c.max_value), hi_ops
+
+    def problem(self, index: int) -> Problem:
+        c = self.config
+        rng = random.Random(f"{c.seed}:{index}")
+        max_value, max_ops = self._limits(index)
+        n = rng.randint(c.min_operands, max_ops)
+        start = value = rng.randint(c.min_value, max_value)
+        steps: list[tuple[str, int]] = []
+        for _ in range(n - 1):
+            op, operand = self._next(rng, value, max_value)
+            steps.append((op, operand))
+            value = _apply(value, op, operand)
+        question = self._story(rng, start, steps) if c.word_problems else _expression(start, steps)
+        return Problem(index=index, question=question, reference=str(value))
+
+    def _next(self, rng: random.Random, value: int, max_value: int) -> tuple[str, int]:
+        c = self.config
+        for _ in range(20):
+            op = rng.choice(c.operations)
+            if op == "/":
+                divisors = [d for d in range(2, max(3, min(max_value, abs(value)) + 1)) if value % d == 0]
+                if not divisors or value == 0:
+                    continue
+                return op, rng.choice(divisors)
+            operand = rng.randint(max(c.min_value, 1), max(max_value, 1))
+            if op == "*":
+                operand = rng.randint(2, max(2, min(max_value, 12)))
+            if op == "-" and not c.allow_negative and operand > value:
+                operand = rng.randint(0, value) if value > 0 else 0
+            return op, operand
+        return "+", rng.randint(max(c.min_value, 1), max(max_value, 1))
+
+    def _story(self, rng: random.Random, start: int, steps: list[tuple[str, int]]) -> str:
+        name, other = rng.sample(_NAMES, 2)
+        thing = rng.choice(_THINGS)
+        parts = [f"{name} has {start} {thing}."]
+        for op, x in steps:
+            parts.append(
+                {
+                    "+": f"{other} gives {name} {x} more.",
+                    "-": f"{name} gives {x} to {other}.",
+                    "*": f"Then the number of {thing} {name} has becomes {x} times as large.",
+                    "/": f"{name} shares them equally among {x} friends and keeps one share.",
+                }[op]
+            )
+        parts.append(f"How many {thing} does {name} have now?")
+        return " ".join(parts)
+
+
+def _apply(value: int, op: str, x: int) -> int:
+    if op == "+":
+        return value + x
+    if op == "-":
+        return value - x
+    if op == "*":
+        return value * x
+    return value // x
+
+
+def _expression(start: int, steps: list[tuple[str, int]]) -> str:
+    text = str(start)
+    for i, (op, x) in enumerate(steps):
+        sym = {"*": "\\times", "/": "\\div"}.get(op, op)
+        text = f"({text}) {sym} {x}" if i > 0 and op in "*/" else f"{text} {sym} {x}"
+    return f"Compute ${text}$."
+
+
+class JsonlProblems:
+    """A JSONL file of ``{prompt, reference}`` rows, reshuffled each pass with a seed derived from the pass."""
+
+    def __init__(self, config: DataConfig):
+        assert config.path is not None
+        self.config = config
+        self.rows: list[dict[str, Any]] = [
+            json.loads(line) for line in Path(config.path).read_text().splitlines() if line.strip()
+        ]
+        if not self.rows:
+            raise ValueError(f"{config.path} has no rows")
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(len(self.rows)))
+            if self.config.shuffle:
+                random.Random(f"{self.config.seed}:{epoch}").shuffle(order)
+            self._orders = {epoch: order}
+        return self._orders[epoch]
+
+    def problem(self, index: int) -> Problem:
+        epoch, pos = divmod(index, len(self.rows))
+        row = self.rows[self._order(epoch)[pos]]
+        ref = row.get(self.config.reference_field)
+        return Problem(
+            index=index,
+            question=str(row[self.config.prompt_field]),
+            reference=ref if isinstance(ref, str | dict | list) or ref is None else str(ref),
+        )
+
+
+def make_source(config: DataConfig) -> ProblemSource:
+    return ArithmeticProblems(config.arithmetic) if config.source == "arithmetic" else JsonlProblems(config)
+
+
+def render_prompt(config: DataConfig, question: str, tokenizer: Any) -> str:
+    """The text the model continues: the user message through the chat template (or raw)."""
+    user = config.prompt_template.format(question=question)
+    if not config.use_chat_template or getattr(tokenizer, "chat_template", None) is None:
+        return user
+    messages = [{"role": "user", "content": user}]
+    if config.system_prompt:
+        messages.insert(0, {"role": "system", "content": config.system_prompt})
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return str(text)

@@ -1,0 +1,242 @@
+"""Sampling completions with their token ids and the sampling policy's logprobs.
+
+Two backends behind one interface, :class:`Generator`:
+
+* :class:`HFGenerator` — transformers ``generate`` (CPU or GPU): ancestral sampling with temperature,
+  top-p and top-k, stopping at EOS. The raw next-token logits of every step come back
+  (``output_logits=True``) and the logprob of the sampled token is taken under the *tempered, untruncated*
+  distribution, ``log softmax(z / T)[y]`` — exactly the quantity the loss computes for the current policy,
+  so the PPO ratio is 1 (up to float noise) before the first update. (Top-p/top-k truncation is a sampling
+  device, not part of the policy being optimised; TRL and verl make the same choice.)
+* :class:`VLLMGenerator` — vLLM, when the ``vllm`` extra is installed (GPU). Weights are pushed into the
+  engine after every optimizer step (:meth:`Generator.sync_weights`).
+
+A completion is the tokens up to and including the first EOS; a completion without EOS within
+``max_new_tokens`` is *truncated* (DAPO's overlong shaping and ``mask_truncated`` use this flag).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from rewardhub_trainer.config import GenerationConfig
+
+__all__ = ["Completion", "Generator", "HFGenerator", "VLLMGenerator", "make_generator"]
+
+VLLM_HINT = "vLLM is not installed: pip install -c constraints.txt 'rewardhub[vllm]' (GPU machines)"
+
+
+@dataclass
+class Completion:
+    """One sampled completion of one prompt."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # log pi_sampler(y_t | ...), one per completion token
+    text: str
+    truncated: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Generator(Protocol):
+    def generate(self, prompts: list[list[int]], n: int) -> list[list[Completion]]:
+        """``n`` completions for each tokenised prompt, grouped per prompt, in order."""
+        ...
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Make the sampler use the trainer's current weights (no-op when they are the same object)."""
+        ...
+
+
+def eos_ids(tokenizer: Any, model: torch.nn.Module | None = None) -> list[int]:
+    """Every token id that ends a completion: the tokenizer's EOS and the model's generation EOS ids."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen_cfg = getattr(model, "generation_config", None)
+    extra = getattr(gen_cfg, "eos_token_id", None)
+    if isinstance(extra, int):
+        ids.add(extra)
+    elif isinstance(extra, list):
+        ids.update(int(i) for i in extra)
+    if not ids:
+        raise ValueError("the tokenizer has no eos_token_id; generation would never stop")
+    return sorted(ids)
+
+
+def split_completion(tokens: list[int], eos: set[int]) -> tuple[list[int], bool]:
+    """Tokens up to and including the first EOS, and whether there was none (truncated)."""
+    for i, t in enumerate(tokens):
+        if t in eos:
+            return tokens[: i + 1], False
+    return tokens, True
+
+
+class HFGenerator:
+    """transformers ``generate`` on the training model itself (no weight copy, no sync needed)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, config: GenerationConfig):
+        from transformers import GenerationConfig as HFGenConfig
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        self.eos = eos_ids(tokenizer, model)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
+        self.pad_id = int(pad)
+        # A fresh GenerationConfig: the checkpoint's own defaults (top_k=50, repetition penalties...) must
+        # not silently change the sampling distribution.
+        self.gen_config = HFGenConfig(  # type: ignore[no-untyped-call]
+            do_sample=True,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k if config.top_k > 0 else None,
+            max_new_tokens=config.max_new_tokens,
+            eos_token_id=self.eos,
+            pad_token_id=self.pad_id,
+            bos_token_id=None,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], n: int) -> list[list[Completion]]:
+        device = next(self.model.parameters()).device
+        rows = [p for p in prompts for _ in range(n)]
+        width = max(len(p) for p in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, p in enumerate(rows):  # left padding: every prompt ends at the same column
+            input_ids[i, width - len(p) :] = torch.tensor(p)
+            attention[i, width - len(p) :] = 1
+        was_training = self.model.training
+        self.model.eval()
+        out = self.model.generate(  # type: ignore[operator]
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            generation_config=self.gen_config,
+        )
+        if was_training:
+            self.model.train()
+        new = out.sequences[:, width:].cpu()
+        logprobs = _sampled_logprobs(out.logits, new, self.config.temperature)
+        eos = set(self.eos)
+        result: list[list[Completion]] = []
+        for i, prompt in enumerate(rows):
+            toks, truncated = split_completion(new[i].tolist(), eos)
+            comp = Completion(
+                prompt_ids=list(prompt),
+                completion_ids=toks,
+                logprobs=logprobs[i, : len(toks)].tolist(),
+                text=self.tokenizer.decode(toks, skip_special_tokens=True),
+                truncated=truncated,
+            )
+            if i % n == 0:
+                result.append([])
+            result[-1].append(comp)
+        return result
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        return None
+
+
+def _sampled_logprobs(
+    step_logits: tuple[torch.Tensor, ...], tokens: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``log softmax(z_t / T)[y_t]`` for every step t, shape [rows, steps] (float32)."""
+    out = torch.empty(tokens.shape, dtype=torch.float32)
+    for t, z in enumerate(step_logits):
+        zt = z.float().cpu() / temperature
+        out[:, t] = zt.gather(1, tokens[:, t : t + 1]).squeeze(1) - torch.logsumexp(zt, dim=1)
+    return out
+
+
+class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
+    """vLLM sampling; the trainer's weights are loaded into the engine after every optimizer step.
+
+    vLLM reports logprobs of its own forward (different kernels, maybe another dtype), so the PPO ratio
+    should use recomputed logprobs: set ``algorithm.old_logprobs: recompute`` with this backend.
+    """
+
+    def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str):
+        try:
+            vllm: Any = importlib.import_module("vllm")
+        except ImportError as exc:
+            raise ImportError(VLLM_HINT) from exc
+        self.tokenizer = tokenizer
+        self.config = config
+        self.eos = set(eos_ids(tokenizer))
+        self.llm = vllm.LLM(
+            model=model_path,
+            dtype=dtype,
+            gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+        )
+        self._params = vllm.SamplingParams
+
+    def generate(self, prompts: list[list[int]], n: int) -> list[list[Completion]]:
+        c = self.config
+        params = self._params(
+            n=n,
+            temperature=c.temperature,
+            top_p=c.top_p,
+            top_k=c.top_k if c.top_k > 0 else -1,
+            max_tokens=c.max_new_tokens,
+            logprobs=0,
+            stop_token_ids=sorted(self.eos),
+        )
+        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        result: list[list[Completion]] = []
+        for prompt, out in zip(prompts, outs, strict=True):
+            group = []
+            for o in out.outputs:
+                toks, truncated = split_completion(list(o.token_ids), self.eos)
+                lps = [float(d[t].logprob) for d, t in zip(o.logprobs or [], toks, strict=False)]
+                group.append(
+                    Completion(
+                        prompt_ids=list(prompt),
+                        completion_ids=toks,
+                        logprobs=lps + [0.0] * (len(toks) - len(lps)),
+                        text=self.tokenizer.decode(toks, skip_special_tokens=True),
+                        truncated=truncated,
+                    )
+                )
+            result.append(group)
+        return result
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Load the current (LoRA-merged) weights into the in-process engine."""
+        merge = getattr(model, "merge_adapter", None)
+        if merge is not None:
+            merge()
+        try:
+            state = {
+                k.replace("base_model.model.", "").replace(".base_layer", ""): v
+                for k, v in model.state_dict().items()
+                if "lora_" not in k
+            }
+            engine = self.llm.llm_engine
+            runner = engine.model_executor.driver_worker.worker.model_runner
+            runner.model.load_weights(weights=list(state.items()))
+        finally:
+            unmerge = getattr(model, "unmerge_adapter", None)
+            if unmerge is not None:
+                unmerge()
+
+
+def make_generator(
+    backend: str,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    config: GenerationConfig,
+    model_path: str,
+    dtype: str,
+) -> Generator:
+    if backend == "vllm":
+        return VLLMGenerator(model_path, tokenizer, config, dtype)
+    return HFGenerator(model, tokenizer, config)

@@ -1,0 +1,86 @@
+"""Loading the policy (optionally with LoRA adapters) and the frozen reference model.
+
+The reference model exists only when the KL term is on (``kl_coef > 0``). With LoRA it is free: the
+base weights *are* the reference, reached by running the same model with its adapters disabled. With a
+full fine-tune it is a second, frozen copy loaded from ``model.path`` (so a resumed run gets the same
+reference as the original one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from rewardhub_trainer.config import ModelConfig
+
+__all__ = ["load_policy", "reference_context", "resolve_device"]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _load_lm(config: ModelConfig, device: torch.device) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(
+        config.path, dtype=getattr(torch, config.dtype), local_files_only=True
+    )
+    return model.to(device)
+
+
+def load_policy(
+    config: ModelConfig, *, need_reference: bool
+) -> tuple[torch.nn.Module, Any, torch.nn.Module | None]:
+    """``(policy, tokenizer, reference)``; ``reference`` is None when not needed or when LoRA provides it."""
+    from transformers import AutoTokenizer
+
+    device = resolve_device(config.device)
+    tokenizer = AutoTokenizer.from_pretrained(config.path, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = _load_lm(config, device)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()  # type: ignore[operator]
+        model.config.use_cache = False  # type: ignore[union-attr]
+    if config.lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=config.lora.r,
+            lora_alpha=config.lora.alpha,
+            lora_dropout=config.lora.dropout,
+            target_modules=list(config.lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
+        with warnings.catch_warnings():
+            # peft reads transformers' deprecated `is_gradient_checkpointing` alias: its noise, not ours
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, lora)
+        if config.gradient_checkpointing:
+            model.enable_input_require_grads()
+        return model, tokenizer, None
+    reference = None
+    if need_reference:
+        reference = _load_lm(config, device).eval()
+        reference.requires_grad_(False)
+    return model, tokenizer, reference
+
+
+@contextlib.contextmanager
+def reference_context(model: torch.nn.Module, reference: torch.nn.Module | None) -> Iterator[torch.nn.Module]:
+    """The module that computes reference logprobs: the frozen copy, or the policy with adapters off."""
+    if reference is not None:
+        yield reference
+        return
+    disable = getattr(model, "disable_adapter", None)
+    if disable is None:
+        raise RuntimeError("kl_coef > 0 needs a reference model (full fine-tune) or LoRA adapters")
+    with disable():
+        yield model

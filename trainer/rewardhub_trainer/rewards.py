@@ -1,0 +1,142 @@
+"""Rewards from the rewardhub service, scored while the next groups generate.
+
+Why a background thread: generation is the long, CPU/GPU-bound part of a step and runs in the main
+thread; a reward request is I/O (plus the service's own CPU, in another process). The
+:class:`RewardDispatcher` owns an asyncio event loop in a daemon thread with one
+:class:`~rewardhub_client.AsyncRewardClient` (one connection pool for the whole run). ``submit`` hands a
+batch of *whole groups* to that loop and returns at once with a :class:`concurrent.futures.Future`;
+the training loop goes on generating and only blocks in :meth:`RewardDispatcher.wait` when it needs the
+scores. The time spent blocked there is the *reward wait*; ``wait_s / wall_s`` is the fraction of the run
+the trainer spent waiting on rewards. With ``overlap: false`` every submission is waited for
+immediately, through the same code path, so the two settings differ only in scheduling.
+
+Groups: the G completions of one prompt carry one ``group`` id (unique per run, so the service's
+whole-group check never sees two different groups under one id) and go in one request, with
+``options.group_size`` set, so group rewards and group statistics see them whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewardhub_client import AsyncRewardClient, ItemResult, RewardClient, ScoreItem
+from rewardhub_trainer.config import RewardConfig
+from rewardhub_trainer.data import Problem
+from rewardhub_trainer.generation import Completion
+
+__all__ = ["Group", "RewardDispatcher", "check_service"]
+
+
+@dataclass
+class Group:
+    """One prompt's G completions and, once scored, their results."""
+
+    group_id: str
+    problem: Problem
+    completions: list[Completion]
+    results: list[ItemResult] = field(default_factory=list)
+
+    def items(self) -> list[ScoreItem]:
+        return [
+            ScoreItem(
+                id=f"{self.group_id}/{j}",
+                group=self.group_id,
+                prompt=self.problem.question,
+                response=c.text,
+                reference=self.problem.reference,
+                metadata={"completion_tokens": len(c.completion_ids), "truncated": c.truncated},
+            )
+            for j, c in enumerate(self.completions)
+        ]
+
+    def scores(self) -> list[float]:
+        """One float per completion; NaN where the service said ``valid: false`` (masked, never 0)."""
+        return [r.score if r.valid and r.score is not None else math.nan for r in self.results]
+
+
+def check_service(config: RewardConfig) -> None:
+    """Fail early and clearly: the service is reachable, ready, and knows the configured reward."""
+    with RewardClient(config.url, api_key=config.api_key, timeout=config.timeout_s) as client:
+        client.wait_until_ready(timeout_s=config.wait_ready_s)
+        names = {r.name for r in client.rewards()}
+    if config.name not in names:
+        raise ValueError(f"the service at {config.url} has no reward {config.name!r}; it has {sorted(names)}")
+
+
+class RewardDispatcher:
+    """Scores groups on a background event loop; measures how long the caller blocks on the answers."""
+
+    def __init__(self, config: RewardConfig, group_size: int):
+        self.config = config
+        self.group_size = group_size
+        self.run_id = uuid.uuid4().hex[:8]
+        self.wait_s = 0.0
+        self.requests = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rewardhub-rewards", daemon=True)
+        self._thread.start()
+        self._client: AsyncRewardClient = self._call(self._make_client())
+
+    async def _make_client(self) -> AsyncRewardClient:
+        # Created on the loop's thread: httpx binds its connection pool to the running loop.
+        return AsyncRewardClient(self.config.url, api_key=self.config.api_key, timeout=self.config.timeout_s)
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def group_id(self, step: int, index: int) -> str:
+        return f"{self.run_id}-s{step}-p{index}"
+
+    def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
+        """Send these whole groups in one request; returns immediately (the request is in flight)."""
+        items = [it for g in groups for it in g.items()]
+        options: dict[str, Any] = {"use_cache": self.config.use_cache, "include_details": False}
+        if self.config.item_timeout_s is not None:
+            options["timeout_s"] = self.config.item_timeout_s
+        self.requests += 1
+        coro = self._score(items, options)
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        if not self.config.overlap:
+            self.wait(fut)  # overlap off: block now, counted as reward wait
+        return fut
+
+    async def _score(self, items: list[ScoreItem], options: dict[str, Any]) -> list[ItemResult]:
+        resp = await self._client.score(
+            items,
+            reward=self.config.name,
+            config=self.config.config,
+            options=options,
+            group_size=self.group_size,
+        )
+        return resp.results
+
+    def wait(self, fut: concurrent.futures.Future[list[ItemResult]]) -> list[ItemResult]:
+        """Block until the request is answered; the blocked time is added to ``wait_s``."""
+        t0 = time.perf_counter()
+        try:
+            return fut.result()
+        finally:
+            self.wait_s += time.perf_counter() - t0
+
+    async def _shutdown(self) -> None:
+        # Requests still in flight (the loop was left by an exception) are cancelled, not abandoned.
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._client.aclose()
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._call(self._shutdown())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop.close()

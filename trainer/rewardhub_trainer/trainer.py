@@ -1,0 +1,495 @@
+"""The training loop: sample groups, score them over HTTP (overlapped), estimate advantages, optimise.
+
+One step::
+
+    repeat (more than once only with dynamic sampling, at most max_sampling_rounds):
+        take the prompts still needed from the indexed data source
+        for each chunk of prompts_per_generate prompts:            # main thread
+            generate G completions each (token ids + sampling logprobs)
+            submit the chunk's whole groups to the reward service  # in flight while the next chunk generates
+        wait for the answers                                       # the only time the loop blocks on rewards
+        dynamic sampling: keep groups whose valid rewards differ
+    rewards (NaN = invalid) [+ overlong shaping] → advantages + mask (advantages.py)
+    for epoch in 1..num_epochs:                                    # one optimizer step per epoch
+        for each micro-batch: PPO-clip (+ β·KL) per token, aggregated with global normalisers, backward
+        clip gradients, step
+
+Old logprobs: ``sampler`` uses the logprobs recorded during sampling (the sampling policy's own);
+``recompute`` uses the policy's logprobs from the first epoch's forward, which is free here because the
+weights do not change until the end of that epoch (one optimizer step per epoch).
+
+Sequences whose advantage is exactly 0 carry no policy gradient (ρ·0 = 0); when the KL term is off they
+are counted in the loss normalisers but not run through the model, which is mathematically identical and
+saves the forward/backward of every zero-variance group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rewardhub_trainer.advantages import (
+    Advantages,
+    component_matrix,
+    dr_grpo_advantages,
+    gdpo_advantages,
+    grpo_advantages,
+    mc_grpo_advantages,
+    overlong_penalty,
+    zero_variance_groups,
+)
+from rewardhub_trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from rewardhub_trainer.config import TrainConfig, to_dict
+from rewardhub_trainer.data import Problem, make_source, render_prompt
+from rewardhub_trainer.generation import Completion, make_generator
+from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
+from rewardhub_trainer.metrics import MetricsWriter
+from rewardhub_trainer.modeling import load_policy, reference_context
+from rewardhub_trainer.rewards import Group, RewardDispatcher, check_service
+
+__all__ = ["Trainer", "train"]
+
+
+@dataclass
+class _Seq:
+    completion: Completion
+    advantage: float
+
+
+@dataclass
+class _Collected:
+    groups: list[Group]  # the groups trained on
+    scored: list[Group]  # every group scored this step (metrics are over these)
+    rounds: int
+    dropped: int
+    gen_s: float
+
+
+class Trainer:
+    """GRPO-family trainer; rewards come from a rewardhub service through ``rewardhub_client`` only."""
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.run_dir = Path(config.output.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(config.training.seed)
+        random.seed(config.training.seed)
+        if config.model.torch_threads:
+            torch.set_num_threads(config.model.torch_threads)
+        alg = config.algorithm
+        self.model, self.tokenizer, self.reference = load_policy(config.model, need_reference=alg.kl_coef > 0)
+        self.model.train()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        t = config.training
+        self.optimizer = torch.optim.AdamW(
+            params, lr=t.learning_rate, betas=t.adam_betas, weight_decay=t.weight_decay
+        )
+        self.generator = make_generator(
+            config.generation.backend,
+            self.model,
+            self.tokenizer,
+            config.generation,
+            config.model.path,
+            config.model.dtype,
+        )
+        self.source = make_source(config.data)
+        self.n_per_prompt = config.generation.group_size + (1 if alg.estimator == "mc_grpo" else 0)
+        self.step = 0
+        self.data_pos = 0
+        self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
+
+    # ---- data ----
+    def _encode(self, problem: Problem) -> list[int]:
+        text = render_prompt(self.config.data, problem.question, self.tokenizer)
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids[-self.config.data.max_prompt_tokens :]
+
+    def _take(self, n: int) -> list[Problem]:
+        problems = [self.source.problem(self.data_pos + i) for i in range(n)]
+        self.data_pos += n
+        return problems
+
+    # ---- sampling + rewards ----
+    def _collect(self, dispatcher: RewardDispatcher) -> _Collected:
+        cfg, alg = self.config, self.config.algorithm
+        want = cfg.training.prompts_per_step
+        rounds = alg.max_sampling_rounds if alg.resolved_dynamic_sampling else 1
+        kept: list[Group] = []
+        scored: list[Group] = []
+        dropped = 0
+        gen_s = 0.0
+        used_rounds = 0
+        for _ in range(rounds):
+            used_rounds += 1
+            problems = self._take(want - len(kept))
+            pending = []
+            chunk = cfg.generation.prompts_per_generate
+            for start in range(0, len(problems), chunk):
+                part = problems[start : start + chunk]
+                t0 = time.perf_counter()
+                completions = self.generator.generate([self._encode(p) for p in part], self.n_per_prompt)
+                gen_s += time.perf_counter() - t0
+                groups = [
+                    Group(dispatcher.group_id(self.step, p.index), p, comps)
+                    for p, comps in zip(part, completions, strict=True)
+                ]
+                pending.append((groups, dispatcher.submit(groups)))  # scored while the next chunk generates
+            new: list[Group] = []
+            for groups, fut in pending:
+                results = dispatcher.wait(fut)
+                for k, g in enumerate(groups):
+                    g.results = results[k * self.n_per_prompt : (k + 1) * self.n_per_prompt]
+                new.extend(groups)
+            scored.extend(new)
+            if alg.resolved_dynamic_sampling:
+                zero = zero_variance_groups(torch.tensor([g.scores() for g in new], dtype=torch.float64))
+                survivors = [g for g, z in zip(new, zero.tolist(), strict=True) if not z]
+                dropped += len(new) - len(survivors)
+                kept.extend(survivors)
+            else:
+                kept.extend(new)
+            if len(kept) >= want:
+                break
+        return _Collected(groups=kept[:want], scored=scored, rounds=used_rounds, dropped=dropped, gen_s=gen_s)
+
+    # ---- advantages ----
+    def _advantages(self, groups: list[Group]) -> tuple[Advantages, torch.Tensor]:
+        alg, gen = self.config.algorithm, self.config.generation
+        raw = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+        lengths = torch.tensor([[len(c.completion_ids) for c in g.completions] for g in groups])
+        shaping = torch.zeros_like(raw)
+        if alg.resolved_overlong:
+            o = alg.overlong
+            shaping = overlong_penalty(
+                lengths, o.max_length or gen.max_new_tokens, o.cache_length, o.penalty_factor
+            )
+        rewards = raw + shaping  # NaN (invalid) stays NaN
+        if alg.estimator in ("grpo", "dapo"):
+            adv = grpo_advantages(rewards, alg.std_eps)
+        elif alg.estimator == "dr_grpo":
+            adv = dr_grpo_advantages(rewards)
+        elif alg.estimator == "mc_grpo":
+            adv = mc_grpo_advantages(rewards, mad_scaling=alg.mc_mad_scaling, mad_floor=alg.mc_mad_floor)
+        else:
+            names = alg.gdpo_components or _top_level_components(groups)
+            comps = component_matrix([[r.components for r in g.results] for g in groups], names)
+            weights = [alg.gdpo_weights.get(n, 1.0) for n in names]
+            if alg.resolved_overlong:
+                comps = torch.cat([comps, shaping.unsqueeze(-1)], dim=-1)
+                weights.append(1.0)
+            adv = gdpo_advantages(comps, ~torch.isnan(raw), weights, alg.std_eps)
+        if alg.mask_truncated:
+            truncated = torch.tensor([[c.truncated for c in g.completions] for g in groups])
+            adv = Advantages(values=torch.where(truncated, 0.0, adv.values), mask=adv.mask & ~truncated)
+        return adv, rewards
+
+    # ---- optimisation ----
+    def _collate(self, seqs: list[_Seq]) -> dict[str, torch.Tensor]:
+        p_len = max(len(s.completion.prompt_ids) for s in seqs)
+        c_len = max(len(s.completion.completion_ids) for s in seqs)
+        pad = int(self.tokenizer.pad_token_id)
+        ids = torch.full((len(seqs), p_len + c_len), pad, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        old = torch.zeros((len(seqs), c_len), dtype=torch.float32)
+        for i, s in enumerate(seqs):
+            p, c = s.completion.prompt_ids, s.completion.completion_ids
+            ids[i, p_len - len(p) : p_len] = torch.tensor(p)  # left-padded prompt, as in generation
+            ids[i, p_len : p_len + len(c)] = torch.tensor(c)
+            attn[i, p_len - len(p) : p_len + len(c)] = 1
+            old[i, : len(c)] = torch.tensor(s.completion.logprobs)
+        device = next(self.model.parameters()).device
+        return {
+            "input_ids": ids.to(device),
+            "attention_mask": attn.to(device),
+            "position_ids": (attn.cumsum(-1) - 1).clamp(min=0).to(device),
+            "tokens": ids[:, p_len:].to(device),
+            "mask": attn[:, p_len:].to(device),
+            "sampler_logprobs": old.to(device),
+            "advantages": torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
+        }
+
+    def _logprobs(
+        self, model: torch.nn.Module, b: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        c_len = b["tokens"].shape[1]
+        out = model(
+            input_ids=b["input_ids"],
+            attention_mask=b["attention_mask"],
+            position_ids=b["position_ids"],
+            logits_to_keep=c_len + 1,
+            use_cache=False,
+        )
+        logits = out.logits[:, :-1]
+        return token_logprobs(logits, b["tokens"], self.config.generation.temperature), logits
+
+    def _optimize(self, groups: list[Group], adv: Advantages) -> dict[str, float]:
+        cfg, alg = self.config, self.config.algorithm
+        in_loss = [
+            _Seq(c, float(adv.values[i, j]))
+            for i, g in enumerate(groups)
+            for j, c in enumerate(g.completions)
+            if bool(adv.mask[i, j])
+        ]
+        norm = LossNorm(
+            num_seqs=len(in_loss),
+            num_tokens=sum(len(s.completion.completion_ids) for s in in_loss),
+            max_len=cfg.generation.max_new_tokens,
+        )
+        run = in_loss if alg.kl_coef > 0 else [s for s in in_loss if s.advantage != 0.0]
+        mb = cfg.training.micro_batch_size
+        batches = [self._collate(run[i : i + mb]) for i in range(0, len(run), mb)]
+        stats: dict[str, float] = {"seqs_in_loss": float(len(in_loss)), "seqs_forwarded": float(len(run))}
+        if not batches:
+            return stats
+        mode = alg.resolved_loss_agg
+        eps_hi = alg.resolved_clip_high
+        ref_lp: list[torch.Tensor | None] = [None] * len(batches)
+        first_lp: list[torch.Tensor] = []
+        sums = {
+            "loss": 0.0,
+            "kl": 0.0,
+            "clip": 0.0,
+            "ratio": 0.0,
+            "mismatch": 0.0,
+            "entropy": 0.0,
+            "tokens": 0.0,
+        }
+        grad_norm = 0.0
+        for epoch in range(alg.num_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for k, b in enumerate(batches):
+                if alg.kl_coef > 0 and epoch == 0:
+                    with torch.no_grad(), reference_context(self.model, self.reference) as ref:
+                        ref_lp[k] = self._logprobs(ref, b)[0]
+                logp, logits = self._logprobs(self.model, b)
+                m = b["mask"].float()
+                if epoch == 0:
+                    first_lp.append(logp.detach())
+                    with torch.no_grad():
+                        sums["mismatch"] += float(((logp - b["sampler_logprobs"]).abs() * m).sum())
+                        sums["entropy"] += float((_entropy(logits, cfg.generation.temperature) * m).sum())
+                        sums["tokens"] += float(m.sum())
+                old = b["sampler_logprobs"] if alg.old_logprobs == "sampler" else first_lp[k]
+                per_tok, ratio, clipped = clipped_surrogate(
+                    logp, old, b["advantages"], alg.clip_eps_low, eps_hi
+                )
+                if alg.kl_coef > 0:
+                    ref_k = ref_lp[k]
+                    assert ref_k is not None
+                    kl = kl_estimate(logp, ref_k, alg.kl_estimator)
+                    per_tok = per_tok + alg.kl_coef * kl
+                    if epoch == alg.num_epochs - 1:
+                        sums["kl"] += float((kl.detach() * m).sum())
+                loss = aggregate(per_tok, b["mask"], mode, norm)
+                loss.backward()  # type: ignore[no-untyped-call]
+                if epoch == alg.num_epochs - 1:
+                    sums["loss"] += float(loss.detach())
+                    sums["clip"] += float((clipped.float() * m).sum())
+                    sums["ratio"] += float((ratio.detach() * m).sum())
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            max_norm = cfg.training.max_grad_norm
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else math.inf))
+            self.optimizer.step()
+        self.generator.sync_weights(self.model)
+        ntok = max(sums["tokens"], 1.0)
+        stats.update(
+            loss=sums["loss"],
+            kl=sums["kl"] / ntok if alg.kl_coef > 0 else math.nan,
+            clip_frac=sums["clip"] / ntok,
+            ratio_mean=sums["ratio"] / ntok,
+            logprob_mismatch=sums["mismatch"] / ntok,
+            entropy=sums["entropy"] / ntok,
+            grad_norm=grad_norm,
+        )
+        return stats
+
+    # ---- the loop ----
+    def _set_lr(self) -> float:
+        """Linear warmup over ``warmup_steps``, then constant (a function of the step: nothing to save)."""
+        t = self.config.training
+        lr = t.learning_rate * (min(1.0, (self.step + 1) / t.warmup_steps) if t.warmup_steps else 1.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _resume(self) -> None:
+        ckpt = latest_checkpoint(self.run_dir) if self.config.output.resume else None
+        if ckpt is None:
+            return
+        state = load_checkpoint(ckpt, self.model, self.optimizer)
+        self.step = int(state["step"])
+        self.data_pos = int(state["data_position"])
+        self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
+
+    def _save(self) -> None:
+        save_checkpoint(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.optimizer,
+            {"data_position": self.data_pos, "totals": self.totals},
+            keep=self.config.output.keep_checkpoints,
+        )
+
+    def _step_metrics(self, col: _Collected, rewards: torch.Tensor, adv: Advantages) -> dict[str, float]:
+        rc = self.config.reward
+        raw = [s for g in col.scored for s in g.scores()]
+        valid = [s for s in raw if not math.isnan(s)]
+        acc_vals: list[float] = []
+        for g in col.scored:
+            for r in g.results:
+                if not r.valid:
+                    continue
+                v = r.score if rc.accuracy_key is None else r.components.get(rc.accuracy_key)
+                if v is not None:
+                    acc_vals.append(1.0 if v >= rc.accuracy_threshold else 0.0)
+        comps = [c for g in col.scored for c in g.completions]
+        lengths = [len(c.completion_ids) for c in comps]
+        all_scores = torch.tensor([g.scores() for g in col.scored], dtype=torch.float64)
+        mask_vals = adv.values[adv.mask]
+        out = {
+            "reward": _mean(valid),
+            "reward_std": float(torch.tensor(valid).std()) if len(valid) > 1 else 0.0,
+            "accuracy": _mean(acc_vals),
+            "invalid_frac": 1.0 - len(valid) / max(len(raw), 1),
+            "frac_zero_std_groups": float(zero_variance_groups(all_scores).float().mean()),
+            "completion_len": _mean([float(n) for n in lengths]),
+            "truncated_frac": _mean([float(c.truncated) for c in comps]),
+            "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
+            "adv_abs_mean": float(mask_vals.abs().mean()) if mask_vals.numel() else 0.0,
+            "groups_trained": float(len(col.groups)),
+            "groups_dropped": float(col.dropped),
+            "sampling_rounds": float(col.rounds),
+        }
+        for name in sorted({k for g in col.scored for r in g.results for k in r.components if "." not in k}):
+            vals = [
+                float(v) for g in col.scored for r in g.results if (v := r.components.get(name)) is not None
+            ]
+            out[f"reward/{name}"] = _mean(vals)
+        return out
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        check_service(cfg.reward)
+        self._resume()
+        (self.run_dir / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+        writer = MetricsWriter(self.run_dir, tensorboard=cfg.output.tensorboard, resume_step=self.step)
+        dispatcher = RewardDispatcher(cfg.reward, self.n_per_prompt)
+        bar = _progress(cfg, self.step)
+        last: dict[str, float] = {}
+        try:
+            while self.step < cfg.training.steps:
+                t0 = time.perf_counter()
+                lr = self._set_lr()
+                wait0 = dispatcher.wait_s
+                col = self._collect(dispatcher)
+                wait = dispatcher.wait_s - wait0
+                adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
+                t1 = time.perf_counter()
+                stats = self._optimize(col.groups, adv) if col.groups else {}
+                train_s = time.perf_counter() - t1
+                self.step += 1
+                step_s = time.perf_counter() - t0
+                self.totals["reward_wait_s"] += wait
+                self.totals["wall_s"] += step_s
+                last = {
+                    **self._step_metrics(col, rewards, adv),
+                    **stats,
+                    "lr": lr,
+                    "gen_s": col.gen_s,
+                    "reward_wait_s": wait,
+                    "train_s": train_s,
+                    "step_s": step_s,
+                    "reward_wait_frac_step": wait / step_s,
+                    "reward_wait_frac": self.totals["reward_wait_s"] / self.totals["wall_s"],
+                    "data_position": float(self.data_pos),
+                }
+                writer.log(self.step, last)
+                if cfg.output.log_samples:
+                    writer.samples(self.step, _samples(col.scored, cfg.output.log_samples))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(
+                        reward=f"{last['reward']:.3f}", acc=f"{last['accuracy']:.2f}", refresh=False
+                    )
+                every = cfg.output.save_every
+                if (every and self.step % every == 0) or self.step == cfg.training.steps:
+                    self._save()
+        finally:
+            if bar is not None:
+                bar.close()
+            dispatcher.close()
+            writer.close()
+        if cfg.output.save_final_model:
+            final = self.run_dir / "final"
+            self.model.save_pretrained(final)  # type: ignore[operator]
+            self.tokenizer.save_pretrained(final)
+        summary = {"steps": self.step, "reward_requests": dispatcher.requests, **self.totals, "last": last}
+        summary["reward_wait_frac"] = self.totals["reward_wait_s"] / max(self.totals["wall_s"], 1e-9)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+
+def _top_level_components(groups: list[Group]) -> list[str]:
+    """GDPO's default components: the service's top-level ones (``a.b`` sub-components are left out)."""
+    names = {
+        k
+        for g in groups
+        for r in g.results
+        for k, v in r.components.items()
+        if "." not in k and v is not None
+    }
+    if not names:
+        raise ValueError("gdpo needs reward components, and the service returned none")
+    return sorted(names)
+
+
+def _entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    z = logits.float() / temperature
+    logp = torch.log_softmax(z, dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _empty_adv() -> Advantages:
+    return Advantages(values=torch.zeros(0, 0), mask=torch.zeros(0, 0, dtype=torch.bool))
+
+
+def _samples(groups: list[Group], n: int) -> list[dict[str, Any]]:
+    rows = []
+    for g in groups[:n]:
+        c, r = g.completions[0], g.results[0]
+        rows.append(
+            {
+                "question": g.problem.question,
+                "reference": g.problem.reference,
+                "completion": c.text,
+                "score": r.score,
+            }
+        )
+    return rows
+
+
+def _progress(cfg: TrainConfig, start: int) -> Any:
+    if not cfg.output.progress:
+        return None
+    tqdm: Any = importlib.import_module("tqdm.auto").tqdm  # (no type stubs needed)
+    return tqdm(
+        total=cfg.training.steps, initial=start, desc="rewardhub-train", unit="step", dynamic_ncols=True
+    )
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    """Run training to ``config.training.steps``; returns the summary (also in RUN_DIR/summary.json)."""
+    return Trainer(config).run()
