@@ -26,7 +26,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(env: dict[str, str] | None = None, workers: int = 1) -> Iterator[str]:
+def server_process(
+    env: dict[str, str] | None = None, workers: int = 1
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A `rewardhub serve` subprocess on a free port, ready; yields (url, process)."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -57,13 +60,19 @@ def server(env: dict[str, str] | None = None, workers: int = 1) -> Iterator[str]
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("server did not become ready")
             time.sleep(0.1)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@contextlib.contextmanager
+def server(env: dict[str, str] | None = None, workers: int = 1) -> Iterator[str]:
+    with server_process(env, workers) as (url, _):
+        yield url
 
 
 def machine() -> str:

@@ -70,14 +70,26 @@ async def run_bare(rows: list[dict[str, Any]], workers: int) -> tuple[float, int
     assert cmd is not None and cmd.bwrap is not None, pool.message
     uids = list(pool.uids) or [None] * workers
     python = os.path.realpath(cmd.python)
-    programs = [f"{r['prompt']}{r['canonical_solution']}\n{r['test']}\ncheck({r['entry_point']})\n" for r in rows]
+    programs = [
+        f"{r['prompt']}{r['canonical_solution']}\n{r['test']}\ncheck({r['entry_point']})\n" for r in rows
+    ]
     sem = asyncio.Semaphore(workers)
 
     async def one(program: str) -> int:
         async with sem:
             uid = uids.pop()
             try:
-                prefix = [] if uid is None else [cmd.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+                prefix = (
+                    []
+                    if uid is None
+                    else [
+                        cmd.setpriv or "setpriv",
+                        f"--reuid={uid}",
+                        f"--regid={uid}",
+                        "--clear-groups",
+                        "--",
+                    ]
+                )
                 proc = await asyncio.create_subprocess_exec(
                     *prefix, cmd.bwrap, *cmd.bwrap_flags, "--", python, "-I", "-S", "-c", program,
                     stdin=asyncio.subprocess.DEVNULL,

@@ -69,6 +69,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     metrics: Metrics = app.state.metrics
     load_builtin_rewards()
 
+    # Configured models load first: a bad path fails the start (naming the setting) before any worker
+    # process exists to clean up. See rewardhub.models.
+    models = ModelHub.from_settings(settings, metrics)
+    await models.start(metrics)
+
     pool = build_cpu_pool(settings, metrics)
     await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
     metrics.queue_depth.labels("cpu").set_function(lambda: pool.stats().queued_items)
@@ -81,10 +86,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     cache = build_cache(settings, metrics)
     await cache.start()
     metrics.cache_up.set(1 if cache.up else 0)
-
-    # Configured models load here (a bad path fails the start, naming the setting); see rewardhub.models.
-    models = ModelHub.from_settings(settings, metrics)
-    await models.start(metrics)
 
     runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool, sandbox=sandbox, models=models)
     registry = RewardRegistry(runtime)
@@ -159,7 +160,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = None
     app.state.authenticator = Authenticator(parse_api_keys(settings.api_keys))
     app.state.admission = Admission(
-        settings.max_inflight_items, settings.per_key_max_concurrency, app.state.metrics
+        settings.max_inflight_items,
+        settings.per_key_max_concurrency,
+        app.state.metrics,
+        rate_per_s=settings.per_key_rate_limit,
+        burst=settings.per_key_rate_burst,
     )
     install_error_handlers(app)
     app.include_router(score.router)

@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     per_key_max_concurrency: int = Field(
         0, ge=0, description="Requests in flight per API key before 429 (0 = no per-key quota)."
     )
+    per_key_rate_limit: float = Field(
+        0.0, ge=0, description="Requests per second per API key, token bucket (0 = no rate limit)."
+    )
+    per_key_rate_burst: int = Field(20, ge=1, description="Token bucket size: requests a key may send at once.")
     max_inflight_items: int = Field(
         200_000, ge=1, description="Items being scored at once across all requests before 429."
     )

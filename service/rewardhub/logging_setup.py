@@ -14,6 +14,17 @@ import structlog
 __all__ = ["configure_logging"]
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is now, not the object present at configuration time (test
+    runners and embedders swap it; a logger holding the old, closed stream would crash)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "info", json: bool = False) -> None:
     lvl = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
@@ -29,6 +40,6 @@ def configure_logging(level: str = "info", json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

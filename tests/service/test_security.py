@@ -64,3 +64,29 @@ async def test_inflight_items_bound(make_app: Any) -> None:
         fits = await c.post("/v1/score", json=ITEM)
         assert fits.status_code == 200
         assert (await first).status_code == 200
+
+
+async def test_per_key_rate_limit(make_app: Any) -> None:
+    async with make_app(api_keys="a,b", per_key_rate_limit=2, per_key_rate_burst=3) as c:
+        codes = [(await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200] and codes[3] == 429  # burst of 3, then the bucket is empty
+        limited = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})
+        assert "REWARDHUB_PER_KEY_RATE_LIMIT" in limited.json()["error"]["message"]
+        assert int(limited.headers["retry-after"]) >= 1
+        assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})).status_code == 200  # per key
+        await asyncio.sleep(0.6)  # 2 tokens/s refill
+        assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 200
+
+
+async def test_secrets_never_reach_the_logs(make_app: Any, redis_server: Any, capsys: Any) -> None:
+    key = "sk-very-secret-key-123"
+    url = redis_server.url.replace("redis://", "redis://:hunter2-password@")
+    async with make_app(api_keys=key, redis_url=url, log_level="debug", log_json=True) as c:
+        await c.post("/v1/score", json=ITEM, headers={"Authorization": f"Bearer {key}"})
+        await c.post("/v1/score", json=ITEM, headers={"Authorization": "Bearer wrong-key-456"})
+        await c.get("/health")
+    out = capsys.readouterr()
+    logs = out.out + out.err
+    assert logs  # something was logged
+    for secret in (key, "hunter2-password", "wrong-key-456"):
+        assert secret not in logs

@@ -1,0 +1,98 @@
+"""Fault injection: dependencies and workers die under load; requests keep succeeding."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any
+
+import httpx
+import pytest
+
+TOWER = "2^{2^{2^{2^{2^{2}}}}}"
+
+
+async def load(c: httpx.AsyncClient, stop: asyncio.Event, tag: str, failures: list[str], done: list[int]) -> None:
+    k = 0
+    while not stop.is_set():
+        items = [{"response": f"\\boxed{{{k + i}}}", "reference": str(k + i)} for i in range(16)]
+        try:
+            resp = await c.post("/v1/score", json={"reward": "math", "items": items})
+            if resp.status_code != 200 or any(r["score"] != 1.0 for r in resp.json()["results"]):
+                failures.append(f"{tag}: {resp.status_code} {resp.text[:200]}")
+        except httpx.HTTPError as exc:
+            failures.append(f"{tag}: {exc!r}")
+        done.append(1)
+        k += 16
+
+
+async def test_redis_killed_during_load(make_app: Any, redis_server: Any) -> None:
+    async with make_app(redis_url=redis_server.url, redis_retry_interval_s=0.2, redis_timeout_s=0.2) as c:
+        stop, failures, done = asyncio.Event(), [], []
+        workers = [asyncio.create_task(load(c, stop, f"client{i}", failures, done)) for i in range(8)]
+        await asyncio.sleep(0.5)
+        redis_server.stop()  # SIGKILL mid-load
+        await asyncio.sleep(1.5)
+        during = len(done)
+        redis_server.start()
+        for _ in range(50):
+            if (await c.get("/health")).json()["cache_up"]:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        stop.set()
+        await asyncio.gather(*workers)
+        assert failures == []  # not one failed request
+        assert during > 8  # requests kept flowing while Redis was down
+        health = (await c.get("/health")).json()
+        assert health["cache_up"] is True
+        items = [{"response": "\\boxed{1}", "reference": "1", "id": "resume"}]
+        await c.post("/v1/score", json={"reward": "math", "items": items})
+        again = (await c.post("/v1/score", json={"reward": "math", "items": items})).json()
+        assert again["results"][0]["cached"] is True  # caching resumed
+
+
+async def test_cpu_worker_killed_mid_item(make_app: Any) -> None:
+    async with make_app(item_timeout_s=20) as c:
+        pool = c.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        pids_before = {s.proc.pid for s in pool._slots if s.proc is not None}
+        hung = asyncio.create_task(
+            c.post("/v1/score", json={"reward": "math", "options": {"use_cache": False}, "items": [
+                {"response": f"\\boxed{{{TOWER}}}", "reference": "4"}]})
+        )
+        busy = []
+        for _ in range(100):
+            busy = [s.proc.pid for s in pool._slots if s.busy and s.proc is not None]
+            if busy:
+                break
+            await asyncio.sleep(0.02)
+        assert busy, "no worker picked the item up"
+        await asyncio.sleep(0.3)
+        os.kill(busy[0], signal.SIGKILL)  # the worker dies (OOM killer, a segfault...)
+        resp = await asyncio.wait_for(hung, timeout=10)  # far sooner than the 20 s deadline
+        r = resp.json()["results"][0]
+        assert resp.status_code == 200
+        assert (r["valid"], r["reason"]) == (False, "resource_limit")
+        # The pool replaced the worker and keeps scoring.
+        ready = (await c.get("/ready")).json()["checks"]["cpu_pool"]
+        assert ready["alive"] == ready["size"] and ready["restarts"].get("crash", 0) >= 1
+        pids_after = {s.proc.pid for s in pool._slots if s.proc is not None}
+        assert busy[0] not in pids_after and pids_after != pids_before
+        ok = await c.post("/v1/score", json={"reward": "math", "items": [{"response": "\\boxed{2}", "reference": "2"}]})
+        assert ok.json()["results"][0]["score"] == 1.0
+
+
+@pytest.mark.integration
+def test_json_logs_carry_request_ids(live_server_factory: Any) -> None:
+    env = {"REWARDHUB_LOG_JSON": "true", "REWARDHUB_LOG_LEVEL": "debug"}
+    with live_server_factory(env=env) as server:
+        httpx.post(f"{server.url}/v1/score", headers={"X-Request-ID": "trace-abc-123"},
+                   json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}, timeout=30)
+        httpx.post(f"{server.url}/v1/score", json={"reward": "nope", "items": [{"response": "a"}]}, timeout=30)
+    lines = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
+    assert any(rec.get("event") == "service_ready" for rec in lines)
+    traced = [rec for rec in lines if rec.get("request_id") == "trace-abc-123"]
+    assert traced and traced[0]["path"] == "/v1/score" and traced[0]["status"] == 200
+    assert all("timestamp" in rec and "level" in rec for rec in lines)
