@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 import schemathesis
-from conftest import LiveServer, serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+
+from conftest import LiveServer, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

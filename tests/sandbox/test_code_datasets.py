@@ -26,7 +26,9 @@ def _humaneval() -> list[dict[str, Any]]:
         return [json.loads(line) for line in f]
 
 
-async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
+async def _score(
+    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
     r = await client.post(
         "/v1/score",
         json={"reward": {"name": "code", "config": config}, "items": items, "options": {"use_cache": False}},
@@ -59,7 +61,10 @@ async def test_humaneval_mutated_solutions_all_fail(client: httpx.AsyncClient) -
     rows = _humaneval()
     # The mutation: the canonical body replaced by `return None`.
     items = [
-        {"response": f"{r['prompt']}    return None\n", "reference": {"tests": r["test"], "entry_point": r["entry_point"]}}
+        {
+            "response": f"{r['prompt']}    return None\n",
+            "reference": {"tests": r["test"], "entry_point": r["entry_point"]},
+        }
         for r in rows
     ]
     results = await _score(client, items)
@@ -96,7 +101,13 @@ async def test_mbpp_sample_passes(client: httpx.AsyncClient) -> None:
     assert len(results) >= 120
     # a wrong solution fails exactly the tests it gets wrong (one test per test_list entry)
     wrong = await _score(
-        client, [{"response": "def min_cost(cost, m, n):\n    return 8\n", "reference": {"tests": rows[0]["test_list"]}}]
+        client,
+        [
+            {
+                "response": "def min_cost(cost, m, n):\n    return 8\n",
+                "reference": {"tests": rows[0]["test_list"]},
+            }
+        ],
     )
     assert wrong[0]["score"] == pytest.approx(1 / 3)
     assert [t["passed"] for t in wrong[0]["details"]["tests"]] == [True, False, False]

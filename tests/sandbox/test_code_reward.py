@@ -26,11 +26,17 @@ async def _one(client: httpx.AsyncClient, response: str, reference: Any, **confi
     return result
 
 
-ADD_CASES = {"cases": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "40 2", "stdout": "42"}, {"stdin": "-1 1", "stdout": "0"}]}
+ADD_CASES = {
+    "cases": [
+        {"stdin": "1 2\n", "stdout": "3\n"},
+        {"stdin": "40 2", "stdout": "42"},
+        {"stdin": "-1 1", "stdout": "0"},
+    ]
+}
 
 PROGRAMS = {
     "python": "a, b = map(int, input().split())\nprint(a + b)\n",
-    "c": "#include <stdio.h>\nint main(void){long a,b; if(scanf(\"%ld %ld\",&a,&b)!=2) return 1; printf(\"%ld\\n\",a+b); return 0;}\n",
+    "c": '#include <stdio.h>\nint main(void){long a,b; if(scanf("%ld %ld",&a,&b)!=2) return 1; printf("%ld\\n",a+b); return 0;}\n',
     "cpp": "#include <iostream>\nint main(){long a,b; std::cin>>a>>b; std::cout<<a+b<<std::endl;}\n",
     "javascript": "const [a,b]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/).map(Number);\nconsole.log(a+b);\n",
     "bash": "read a b\necho $((a + b))\n",
@@ -88,7 +94,9 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert boom["valid"] and boom["score"] == 0.0 and "MemoryError" in boom["details"]["tests"][0]["message"]
     crash = await _one(client, "import os\ndef f(x):\n    os.abort()\n", {"tests": ["assert f(1) == 1"]})
     assert crash["valid"] and crash["score"] == 0.0
-    loop_case = await _one(client, "while True:\n    pass\n", {"cases": [{"stdin": "", "stdout": "1"}]}, timeout_s=1.0)
+    loop_case = await _one(
+        client, "while True:\n    pass\n", {"cases": [{"stdin": "", "stdout": "1"}]}, timeout_s=1.0
+    )
     assert loop_case["valid"] and loop_case["details"]["tests"][0]["message"].startswith("timeout")
 
 
@@ -96,7 +104,9 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
     assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"
     assert (await _one(client, "print(1)", {"language": "cobol", **ADD_CASES}))["reason"] == "unsupported"
-    assert (await _one(client, "print(1)", {"tests": "assert (", "entry_point": "f"}))["reason"] == "parse_error"
+    assert (await _one(client, "print(1)", {"tests": "assert (", "entry_point": "f"}))[
+        "reason"
+    ] == "parse_error"
     empty = await _one(client, "   ", {"tests": "assert True"})
     assert empty["valid"] and empty["score"] == 0.0 and empty["reason"] == "no_answer"
     fenced_only = await _one(client, "no code here", {"tests": "assert True"}, extract="fenced")
@@ -117,7 +127,9 @@ async def test_humaneval_style_check_candidate_and_exceptions(client: httpx.Asyn
     )
     ok = await _one(client, "def srt(xs):\n    return sorted(xs)\n", {"tests": tests, "entry_point": "srt"})
     assert ok["score"] == 1.0 and ok["details"]["total"] == 3
-    missing = await _one(client, "def other(xs):\n    return sorted(xs)\n", {"tests": tests, "entry_point": "srt"})
+    missing = await _one(
+        client, "def other(xs):\n    return sorted(xs)\n", {"tests": tests, "entry_point": "srt"}
+    )
     assert missing["valid"] and missing["score"] == 0.0
 
 

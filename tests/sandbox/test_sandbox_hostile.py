@@ -20,7 +20,9 @@ from conftest import ROOT
 SECRET = "rewardhub-test-secret-7f3a9c"
 
 
-async def run(client: httpx.AsyncClient, code: str, *, language: str = "python", timeout: float = 5.0) -> dict[str, Any]:
+async def run(
+    client: httpx.AsyncClient, code: str, *, language: str = "python", timeout: float = 5.0
+) -> dict[str, Any]:
     r = await client.post(
         "/compat/sandboxfusion/run_code",
         json={"code": code, "language": language, "run_timeout": timeout, "compile_timeout": 10},
@@ -110,7 +112,7 @@ for pid in os.listdir("/proc"):
         except OSError:
             pass
 print("LEAK" if any(b"{SECRET}" in f for f in found) else "no secret")
-for path in ["{ROOT / 'pyproject.toml'}", "/etc/shadow", "/etc/passwd", "/root", "{ROOT}", "/home"]:
+for path in ["{ROOT / "pyproject.toml"}", "/etc/shadow", "/etc/passwd", "/root", "{ROOT}", "/home"]:
     try:
         if os.path.isdir(path):
             print("LISTED", path, os.listdir(path))
@@ -129,7 +131,14 @@ print("root:", sorted(os.listdir("/")))
 
 
 async def test_writes_outside_tmp_fail_and_tmp_is_capped(client: httpx.AsyncClient) -> None:
-    targets = ["/usr/pwned", "/etc/pwned", "/rh/rh_guest.py", "/pwned", str(ROOT / "pwned"), "/proc/sys/kernel/hostname"]
+    targets = [
+        "/usr/pwned",
+        "/etc/pwned",
+        "/rh/rh_guest.py",
+        "/pwned",
+        str(ROOT / "pwned"),
+        "/proc/sys/kernel/hostname",
+    ]
     code = f"""
 import os
 for path in {targets!r}:
@@ -191,7 +200,9 @@ async def test_infinite_loop_hits_the_time_limit(client: httpx.AsyncClient) -> N
 
 async def test_500mb_of_output_is_cut_at_the_cap(client: httpx.AsyncClient) -> None:
     t0 = time.monotonic()
-    body = await run(client, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(500):\n    sys.stdout.write(chunk)\n")
+    body = await run(
+        client, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(500):\n    sys.stdout.write(chunk)\n"
+    )
     assert time.monotonic() - t0 < 10
     rr = body["run_result"]
     assert rr["output_truncated"] is True
@@ -233,7 +244,11 @@ print("detached")
 """
     body = await run(client, code)
     assert "detached" in out(body)
-    bash = await run(client, f"(setsid sleep {marker} &) ; nohup sleep {marker} >/dev/null 2>&1 & disown; echo ok", language="bash")
+    bash = await run(
+        client,
+        f"(setsid sleep {marker} &) ; nohup sleep {marker} >/dev/null 2>&1 & disown; echo ok",
+        language="bash",
+    )
     assert "ok" in out(bash)
     time.sleep(0.2)
     assert not stray_processes(client, marker)
@@ -242,7 +257,15 @@ print("detached")
 async def test_service_is_still_up_after_the_hostile_suite(client: httpx.AsyncClient) -> None:
     r = await client.post(
         "/v1/score",
-        json={"reward": "code", "items": [{"response": "print(sum(map(int, input().split())))", "reference": {"cases": [{"stdin": "2 3", "stdout": "5"}]}}]},
+        json={
+            "reward": "code",
+            "items": [
+                {
+                    "response": "print(sum(map(int, input().split())))",
+                    "reference": {"cases": [{"stdin": "2 3", "stdout": "5"}]},
+                }
+            ],
+        },
     )
     assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
     assert (await client.get("/ready")).status_code == 200

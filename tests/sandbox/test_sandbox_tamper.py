@@ -12,7 +12,10 @@ import httpx
 import pytest
 
 TESTS = "assert double(1) == 2\nassert double(21) == 42\nassert double(-3) == -6\n"
-HUMANEVAL = {"tests": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(21) == 42\n", "entry_point": "double"}
+HUMANEVAL = {
+    "tests": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(21) == 42\n",
+    "entry_point": "double",
+}
 
 CHEATS: dict[str, str] = {
     "sys.exit(0) before the asserts": "import sys\ndef double(x):\n    return 0\nsys.exit(0)\n",
@@ -63,6 +66,11 @@ CHEATS: dict[str, str] = {
         "    return 0\n"
     ),
     "a generator pretending to be a list": "def double(x):\n    yield 2 * x\n",
+    "interrupts the judge": (
+        "import os, signal\ndef double(x):\n    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):\n"
+        "        try:\n            os.kill(1, sig)\n        except OSError:\n            pass\n    return 0\n"
+    ),
+    "defines its own check": "def check(candidate):\n    pass\ndef double(x):\n    return 0\n",
     "stops the judge": "import os, signal\ntry:\n    os.kill(1, signal.SIGSTOP)\nexcept OSError:\n    pass\ndef double(x):\n    return 0\n",
 }
 
@@ -70,7 +78,11 @@ CHEATS: dict[str, str] = {
 async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     r = await client.post(
         "/v1/score",
-        json={"reward": {"name": "code", "config": {"timeout_s": 2.0, "total_timeout_s": 6.0}}, "items": items, "options": {"use_cache": False}},
+        json={
+            "reward": {"name": "code", "config": {"timeout_s": 2.0, "total_timeout_s": 6.0}},
+            "items": items,
+            "options": {"use_cache": False},
+        },
     )
     assert r.status_code == 200, r.text
     results: list[dict[str, Any]] = r.json()["results"]
@@ -79,7 +91,9 @@ async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list
 
 async def test_a_correct_solution_passes(client: httpx.AsyncClient) -> None:
     ok = "def double(x):\n    return 2 * x\n"
-    results = await _score(client, [{"response": ok, "reference": {"tests": TESTS}}, {"response": ok, "reference": HUMANEVAL}])
+    results = await _score(
+        client, [{"response": ok, "reference": {"tests": TESTS}}, {"response": ok, "reference": HUMANEVAL}]
+    )
     assert [x["score"] for x in results] == [1.0, 1.0]
 
 
@@ -88,13 +102,16 @@ async def test_no_cheat_scores(client: httpx.AsyncClient, reference: dict[str, A
     names = list(CHEATS)
     results = await _score(client, [{"id": n, "response": CHEATS[n], "reference": reference} for n in names])
     for name, result in zip(names, results, strict=True):
-        assert result["score"] in (0.0, None), (name, result)
-        assert result["valid"] or result["reason"] == "sandbox_error", (name, result)
+        assert result["score"] == 0.0 and result["valid"], (name, result)
         assert not any(t["passed"] for t in result["details"].get("tests", [])), (name, result)
 
 
 async def test_cheating_with_a_list_test_format(client: httpx.AsyncClient) -> None:
     tests = ["assert double(1) == 2", "assert double(21) == 42"]
     names = list(CHEATS)
-    results = await _score(client, [{"id": n, "response": CHEATS[n], "reference": {"tests": tests}} for n in names])
-    assert all(x["score"] in (0.0, None) for x in results), [(x["id"], x["details"]) for x in results if x["score"]]
+    results = await _score(
+        client, [{"id": n, "response": CHEATS[n], "reference": {"tests": tests}} for n in names]
+    )
+    assert all(x["score"] in (0.0, None) for x in results), [
+        (x["id"], x["details"]) for x in results if x["score"]
+    ]

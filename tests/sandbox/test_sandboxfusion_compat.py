@@ -45,12 +45,21 @@ async def test_failures_map_to_sandboxfusion_statuses(client: httpx.AsyncClient)
     crash = (await client.post("/run_code", json=verl_request("raise ValueError('x')", ""))).json()
     assert crash["status"] == "Failed" and crash["run_result"]["return_code"] == 1
     assert "ValueError" in crash["run_result"]["stderr"]
-    tle = (await client.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})).json()
+    tle = (
+        await client.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})
+    ).json()
     assert tle["status"] == "Failed" and tle["run_result"]["status"] == "TimeLimitExceeded"
     cerr = (await client.post("/run_code", json=verl_request("int main( {", "", "cpp"))).json()
     assert cerr["status"] == "Failed" and cerr["run_result"] is None
     assert cerr["compile_result"]["status"] == "Finished" and cerr["compile_result"]["return_code"] != 0
-    ok_cpp = (await client.post("/run_code", json=verl_request("#include <cstdio>\nint main(){int x;scanf(\"%d\",&x);printf(\"%d\\n\",x*x);}", "7", "cpp"))).json()
+    ok_cpp = (
+        await client.post(
+            "/run_code",
+            json=verl_request(
+                '#include <cstdio>\nint main(){int x;scanf("%d",&x);printf("%d\\n",x*x);}', "7", "cpp"
+            ),
+        )
+    ).json()
     assert ok_cpp["status"] == "Success" and ok_cpp["run_result"]["stdout"] == "49\n"
     assert ok_cpp["compile_result"]["status"] == "Finished"
     node = (await client.post("/run_code", json=verl_request("console.log(6*7)", "", "nodejs"))).json()
@@ -69,7 +78,9 @@ async def test_files_and_fetch_files(client: httpx.AsyncClient) -> None:
     assert r["run_result"]["stdout"] == "HELLO\n"
     assert base64.b64decode(r["files"]["out.txt"]) == b"done"
     assert "missing.txt" not in r["files"]
-    bad = (await client.post("/run_code", json={**verl_request("x", ""), "files": {"../../etc/x": "eA=="}})).json()
+    bad = (
+        await client.post("/run_code", json={**verl_request("x", ""), "files": {"../../etc/x": "eA=="}})
+    ).json()
     assert bad["status"] in ("SandboxError", "Failed")
 
 
@@ -79,7 +90,17 @@ async def test_no_isolation_means_sandbox_error(make_app: Any) -> None:
         assert health["sandbox"] == "none"
         r = (await c.post("/run_code", json=verl_request("print(1)", ""))).json()
         assert r["status"] == "SandboxError" and "bubblewrap" in r["message"]
-        scored = (await c.post("/v1/score", json={"reward": "code", "items": [{"response": "print(1)", "reference": {"cases": [{"stdin": "", "stdout": "1"}]}}]})).json()
+        scored = (
+            await c.post(
+                "/v1/score",
+                json={
+                    "reward": "code",
+                    "items": [
+                        {"response": "print(1)", "reference": {"cases": [{"stdin": "", "stdout": "1"}]}}
+                    ],
+                },
+            )
+        ).json()
         item = scored["results"][0]
         assert not item["valid"] and item["reason"] == "sandbox_error"
         assert "REWARDHUB_SANDBOX_ALLOW_UNISOLATED" in item["details"]["message"]
@@ -92,5 +113,7 @@ async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None
         assert "UNISOLATED" in ready["message"]
         r = (await c.post("/run_code", json=verl_request("print(input()[::-1])", "abc"))).json()
         assert r["status"] == "Success" and r["run_result"]["stdout"] == "cba\n"
-        loop = (await c.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})).json()
+        loop = (
+            await c.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})
+        ).json()
         assert loop["run_result"]["status"] == "TimeLimitExceeded"

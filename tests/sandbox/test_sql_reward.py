@@ -15,7 +15,9 @@ INSERT INTO singer VALUES (1, 'Ann', 'FR', 31), (2, 'Bob', 'US', 45), (3, 'Cleo'
 GOLD = "SELECT name FROM singer WHERE country = 'FR'"
 
 
-async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
+async def _score(
+    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
     r = await client.post("/v1/score", json={"reward": {"name": "sql", "config": config}, "items": items})
     assert r.status_code == 200, r.text
     results: list[dict[str, Any]] = r.json()["results"]
@@ -31,7 +33,9 @@ async def test_execution_match_and_components(client: httpx.AsyncClient) -> None
         client,
         [
             _item("```sql\nSELECT name FROM singer WHERE age < 40;\n```"),  # same rows, other query
-            _item("SELECT s.name AS who FROM singer s WHERE s.country='FR'"),  # alias: names ignored by default
+            _item(
+                "SELECT s.name AS who FROM singer s WHERE s.country='FR'"
+            ),  # alias: names ignored by default
             _item("SELECT name FROM singer"),  # executes, wrong rows
             _item("SELECT name, age FROM singer WHERE country = 'FR'"),  # wrong width
             _item("SELEKT name FROM singer"),  # does not parse
@@ -40,7 +44,12 @@ async def test_execution_match_and_components(client: httpx.AsyncClient) -> None
         ],
     )
     assert [x["score"] for x in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-    assert results[2]["components"] == {"parses": 1.0, "executes": 1.0, "columns_match": 1.0, "rows_match": 0.0}
+    assert results[2]["components"] == {
+        "parses": 1.0,
+        "executes": 1.0,
+        "columns_match": 1.0,
+        "rows_match": 0.0,
+    }
     assert results[3]["components"]["columns_match"] == 0.0
     assert results[4]["reason"] == "format" and results[4]["components"]["parses"] == 0.0
     assert results[5]["components"]["parses"] == 1.0 and results[5]["components"]["executes"] == 0.0
@@ -50,11 +59,19 @@ async def test_execution_match_and_components(client: httpx.AsyncClient) -> None
 async def test_order_column_names_and_partial_credit(client: httpx.AsyncClient) -> None:
     ordered_gold = "SELECT name FROM singer ORDER BY age DESC, name"
     reversed_pred = "SELECT name FROM singer ORDER BY age ASC, name DESC"
-    auto = await _score(client, [_item(reversed_pred, ordered_gold), _item("SELECT name FROM singer", "SELECT name FROM singer ORDER BY id DESC")])
+    auto = await _score(
+        client,
+        [
+            _item(reversed_pred, ordered_gold),
+            _item("SELECT name FROM singer", "SELECT name FROM singer ORDER BY id DESC"),
+        ],
+    )
     assert [x["score"] for x in auto] == [0.0, 0.0]  # gold has ORDER BY: order matters
     unordered = await _score(client, [_item(reversed_pred, ordered_gold)], order="unordered")
     assert unordered[0]["score"] == 1.0
-    named = await _score(client, [_item("SELECT name AS who FROM singer WHERE country = 'FR'")], column_names=True)
+    named = await _score(
+        client, [_item("SELECT name AS who FROM singer WHERE country = 'FR'")], column_names=True
+    )
     assert named[0]["score"] == 0.0
     partial = await _score(
         client,
@@ -119,7 +136,22 @@ async def test_named_fixture_database(make_app: Any, tmp_path: Path) -> None:
     async with make_app(sql_fixtures_dir=str(tmp_path)) as c:
         r = await c.post(
             "/v1/score",
-            json={"reward": "sql", "items": [{"response": "SELECT name FROM singer WHERE age=45", "reference": {"query": "SELECT name FROM singer WHERE id IN (2, 4)", "fixture": "concerts"}}, {"response": "DELETE FROM singer", "reference": {"query": "SELECT 1", "fixture": "concerts"}}]},
+            json={
+                "reward": "sql",
+                "items": [
+                    {
+                        "response": "SELECT name FROM singer WHERE age=45",
+                        "reference": {
+                            "query": "SELECT name FROM singer WHERE id IN (2, 4)",
+                            "fixture": "concerts",
+                        },
+                    },
+                    {
+                        "response": "DELETE FROM singer",
+                        "reference": {"query": "SELECT 1", "fixture": "concerts"},
+                    },
+                ],
+            },
         )
         assert [x["score"] for x in r.json()["results"]] == [1.0, 0.0]
     with sqlite3.connect(db) as conn:

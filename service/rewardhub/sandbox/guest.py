@@ -19,6 +19,7 @@ channel the untrusted code cannot forge, and some limits are best applied from i
 Two modes:
 
 * ``pytests`` (Python assert-style tests): the guest is the *judge*. It runs the reference's test code
+  (its asserts rewritten by the service into recorded tests, :func:`rewardhub.sandbox.harness.rewrite_asserts`)
   in its own interpreter; every name the solution defines is a proxy into the solution process. Values
   crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
   ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
@@ -38,7 +39,7 @@ Between judge and solution: 4-byte length + JSON of a tagged tree of builtin val
 ``marshal``/``pickle``, which are unsafe on hostile input).
 
 Start-up cost matters (it is paid once per scored item): the guest imports only built-in or C modules
-(``_ast`` only when tests must be rewritten, not ``ast``; ``_signal``, not ``signal``; no ``typing``,
+(no ``ast``: the service rewrites the tests' asserts; ``_signal``, not ``signal``; no ``typing``,
 ``json``, ``re`` or ``ctypes``: the interpreter is started from an execute-only copy, which the kernel
 makes non-dumpable at ``exec``, and ``ctypes``/``prctl`` is only the fallback), which keeps it
 within a few milliseconds of a bare ``python3 -S`` start.
@@ -148,6 +149,9 @@ def _fail_start(message: str) -> NoReturn:
 
 
 def main() -> None:
+    # PID 1 of a namespace only receives signals it handles; Python handles SIGINT, so without this the
+    # solution could raise KeyboardInterrupt in the judge at a moment of its choosing.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _undumpable()
         if hasattr(sys, "set_int_max_str_digits"):
@@ -233,8 +237,10 @@ class _Codec:
             return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
         if t is type(sys):  # a module: the other side imports its own copy by name
             return {"M": x.__name__}
-        if t is type and getattr(builtins, x.__name__, None) is x:  # `int`, `str`...: by name, too
-            return {"Y": x.__name__}
+        if t is type:  # `int`, `str`...: by name, too; other classes are handles
+            name = getattr(x, "__name__", "")
+            if getattr(builtins, name, None) is x:
+                return {"Y": name}
         # Subclasses of builtins: read through the base type, never through the subclass's methods.
         if isinstance(x, int):
             return int.__int__(x)
@@ -653,76 +659,6 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
 # --------------------------------------------------------------------------------------------------
 # pytests mode: the judge
 # --------------------------------------------------------------------------------------------------
-def _rewrite_asserts(node: Any, lines: list[bytes], labels: list[str], _ast: Any) -> None:
-    """Turn every ``assert`` under ``node`` into a recorded test, in source order.
-
-    ``__rh_t(i)`` marks the start, ``__rh_r(i, True|False|exception)`` the verdict. Statements, not
-    lambdas, so scoping (walrus, comprehensions, the locals of ``check``) is untouched, and an
-    exception inside the assert is that test's failure, not the end of the tests.
-    """
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            out: list[Any] = []
-            for item in value:
-                if type(item) is _ast.Assert:
-                    out.extend(_assert_as_test(item, len(labels), _ast))
-                    labels.append(_segment(item, lines) or f"assert #{len(labels)}")
-                else:
-                    if isinstance(item, _ast.AST):
-                        _rewrite_asserts(item, lines, labels, _ast)
-                    out.append(item)
-            setattr(node, name, out)
-        elif isinstance(value, _ast.AST):
-            _rewrite_asserts(value, lines, labels, _ast)
-
-
-def _assert_as_test(node: Any, i: int, _ast: Any) -> list[Any]:
-    """``__rh_t(i)`` + ``try: ok = True if <test> else False / except Exception as e: __rh_r(i, e) /
-    else: __rh_r(i, ok)``, built node by node (parsing a template per assert costs more)."""
-    loc = {"lineno": node.lineno, "col_offset": node.col_offset}
-    loc["end_lineno"] = node.end_lineno or node.lineno
-    loc["end_col_offset"] = node.end_col_offset if node.end_col_offset is not None else node.col_offset
-
-    def name(ident: str, store: bool = False) -> Any:
-        return _ast.Name(id=ident, ctx=_ast.Store() if store else _ast.Load(), **loc)
-
-    def call(fn: str, *args: Any) -> Any:
-        return _ast.Expr(value=_ast.Call(func=name(fn), args=list(args), keywords=[], **loc), **loc)
-
-    index = _ast.Constant(value=i, **loc)
-    verdict = _ast.IfExp(
-        test=node.test, body=_ast.Constant(value=True, **loc), orelse=_ast.Constant(value=False, **loc), **loc
-    )
-    body = [_ast.Assign(targets=[name("__rh_ok", store=True)], value=verdict, **loc)]
-    handler = _ast.ExceptHandler(
-        type=name("Exception"), name="__rh_e", body=[call("__rh_r", index, name("__rh_e"))], **loc
-    )
-    test = _ast.Try(
-        body=body, handlers=[handler], orelse=[call("__rh_r", index, name("__rh_ok"))], finalbody=[], **loc
-    )
-    return [call("__rh_t", index), test]
-
-
-def _segment(node: Any, lines: list[bytes]) -> str:
-    """The assert's source text (positions are byte offsets into UTF-8 lines)."""
-    try:
-        first, last = node.lineno - 1, node.end_lineno - 1
-        if first == last:
-            text = lines[first][node.col_offset : node.end_col_offset]
-        else:
-            text = b"\n".join(
-                [
-                    lines[first][node.col_offset :],
-                    *lines[first + 1 : last],
-                    lines[last][: node.end_col_offset],
-                ]
-            )
-        return str(text.decode("utf-8", "replace").strip())
-    except (AttributeError, IndexError, TypeError):
-        return ""
-
-
 class _Judge:
     def __init__(self, emit: _Emitter, secret: dict[str, Any], child: int, chan: _Channel):
         self.emit = emit
@@ -819,10 +755,12 @@ def _run_judge(
     chan = _Channel(rfd, wfd, codec, lambda op, args: _serve(codec, op, args, _JUDGE_SERVES))
     _CHANNEL = chan
     judge = _Judge(emit, secret, child, chan)
-    tests = secret.get("tests")
+    tests: Any = secret.get("tests")
     entry_point = secret.get("entry_point")
 
     # Compile the tests before anything runs: a reference that does not compile is not the model's fault.
+    # A string of tests arrives with its asserts already rewritten into recorded tests (the service did
+    # it, see harness.rewrite_asserts); a list is one test per string.
     blocks: list[tuple[Any, str]] = []
     synthetic = False  # tests without a single assert: one test, "runs without an exception"
     try:
@@ -831,17 +769,11 @@ def _run_judge(
             for k, t in enumerate(labels):
                 blocks.append((compile(t, f"test_{k}.py", "exec"), t))
         else:
-            import _ast  # only here: its import is a tenth of the guest's start-up
-
-            src = str(tests or "")
-            tree: Any = compile(src, "tests.py", "exec", _ast.PyCF_ONLY_AST)
-            found: list[str] = []
-            lines = [line.rstrip(b"\r") for line in src.encode("utf-8", "replace").split(b"\n")]
-            _rewrite_asserts(tree, lines, found, _ast)
-            labels = found or ["the tests run without an exception"]
-            synthetic = not found
-            blocks.append((compile(tree, "tests.py", "exec"), src))
-    except (SyntaxError, ValueError) as exc:
+            source = str(tests["source"])
+            labels = [str(label) for label in tests["labels"]] or ["the tests run without an exception"]
+            synthetic = not tests["labels"]
+            blocks.append((compile(source, "tests.py", "exec"), source))
+    except (SyntaxError, ValueError, KeyError, TypeError) as exc:
         emit("refbad", _b64(f"the reference tests do not compile: {type(exc).__name__}: {exc}"))
         return
     per_assert = not isinstance(tests, list)
@@ -878,7 +810,8 @@ def _run_judge(
         judge.arm()
         try:
             exec(code, ns)
-            if per_assert and entry_point and callable(ns.get("check")):
+            # Only a `check` the tests define (one from the solution would be a proxy).
+            if per_assert and entry_point and callable(ns.get("check")) and type(ns["check"]) is not _Proxy:
                 candidate = ns.get(entry_point)
                 if candidate is None:
                     raise NameError(f"the solution does not define {entry_point!r}")

@@ -8,7 +8,9 @@ failed: silence (a killed judge, an exit before the tests) can never turn into a
 
 from __future__ import annotations
 
+import ast
 import binascii
+import functools
 import marshal
 import secrets
 from dataclasses import dataclass, field
@@ -22,7 +24,48 @@ __all__ = [
     "new_nonce",
     "parse_exec",
     "parse_pytests",
+    "rewrite_asserts",
 ]
+
+
+class _AssertsAsTests(ast.NodeTransformer):
+    """Every ``assert`` becomes a recorded test: ``__rh_t(i)`` marks its start, then
+    ``try: __rh_ok = True if <test> else False / except Exception as __rh_e: __rh_r(i, __rh_e) /
+    else: __rh_r(i, __rh_ok)``. Statements, not lambdas, so scoping (walrus, comprehensions, the locals
+    of ``check``) is untouched, and an exception inside one assert fails that test only."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.labels: list[str] = []
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        i = len(self.labels)
+        self.labels.append((ast.get_source_segment(self.source, node) or f"assert #{i}")[:300])
+        begin, test = ast.parse(
+            f"__rh_t({i})\n"
+            f"try:\n    __rh_ok = True if X else False\n"
+            f"except Exception as __rh_e:\n    __rh_r({i}, __rh_e)\n"
+            f"else:\n    __rh_r({i}, __rh_ok)\n"
+        ).body
+        assert isinstance(test, ast.Try) and isinstance(test.body[0], ast.Assign)
+        verdict = test.body[0].value
+        assert isinstance(verdict, ast.IfExp)
+        verdict.test = node.test
+        return [begin, test]
+
+
+@functools.lru_cache(maxsize=4096)
+def rewrite_asserts(source: str) -> tuple[str, tuple[str, ...]]:
+    """The tests with every assert recorded, and the asserts' source texts (the test labels).
+
+    Done here, once per distinct test text (a GRPO group shares it), rather than in every sandbox run:
+    importing the parser's node types costs the guest about a millisecond per run. Raises
+    ``SyntaxError`` for tests that do not parse (the reference's fault, found before any run).
+    """
+    tree = ast.parse(source, "tests.py")
+    rewriter = _AssertsAsTests(source)
+    tree = ast.fix_missing_locations(rewriter.visit(tree))
+    return ast.unparse(tree), tuple(rewriter.labels)
 
 
 def new_nonce() -> str:

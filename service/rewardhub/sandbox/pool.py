@@ -35,6 +35,7 @@ from rewardhub.sandbox.harness import (
     new_nonce,
     parse_exec,
     parse_pytests,
+    rewrite_asserts,
 )
 from rewardhub.sandbox.languages import Language, available_languages
 from rewardhub.sandbox.probe import UID_BLOCK, claim_uid_block, count_user_tasks, prepare_guest_dir, which
@@ -340,6 +341,16 @@ class SandboxPool:
     ) -> tuple[PytestReport, RawRun]:
         """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`)."""
         total = min(total_timeout_s, self.max_timeout_s)
+        judged: list[str] | dict[str, Any] = tests if isinstance(tests, list) else {}
+        if isinstance(tests, str):
+            try:
+                source, labels = rewrite_asserts(tests)
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                why = f"the reference tests do not compile: {type(exc).__name__}: {exc}"
+                return PytestReport(ready=True, done=True, reference_error=why), RawRun(
+                    0, b"", b"", False, False, 0.0
+                )
+            judged = {"source": source, "labels": list(labels)}
         nonce = new_nonce()
         public = {
             "mode": "pytests",
@@ -349,7 +360,7 @@ class SandboxPool:
         }
         private = {
             "nonce": nonce,
-            "tests": tests,
+            "tests": judged,
             "entry_point": entry_point or "",
             "test_timeout_s": min(test_timeout_s, total),
             "total_timeout_s": total,
