@@ -141,3 +141,56 @@ async def test_validate(client: httpx.AsyncClient) -> None:
         },
     )
     assert bad.status_code == 422
+
+
+GRADE_SOURCE = """
+def grade(sample, item):
+    text = sample["output_text"].strip().lower()
+    print("debug output that must not be mistaken for the result: 1.0")
+    return 1.0 if text == item["answer"].lower() else 0.25
+"""
+
+
+async def test_python_grader_runs_in_the_sandbox(client: httpx.AsyncClient) -> None:
+    health = (await client.get("/health")).json()
+    if health.get("sandbox") != "bubblewrap":
+        pytest.skip("bubblewrap is not available here")
+    grader = {"type": "python", "name": "py", "source": GRADE_SOURCE}
+    right = await run(client, grader, " Paris ", {"answer": "paris"})
+    assert right["reward"] == 1.0 and right["metadata"]["type"] == "python"
+    wrong = await run(client, grader, "Rome", {"answer": "paris"})
+    assert wrong["reward"] == 0.25
+    crash = await run(
+        client, {"type": "python", "source": "def grade(sample, item):\n    raise KeyError('x')\n"}, "a"
+    )
+    assert crash["reward"] == 0.0 and crash["metadata"]["errors"]["python_grader_runtime_error"] is True
+    snoop = await run(
+        client,
+        {
+            "type": "python",
+            "source": (
+                "import os\ndef grade(sample, item):\n    return 1.0 if os.path.exists('/etc/shadow') else 0.5\n"
+            ),
+        },
+        "a",
+    )
+    assert snoop["reward"] == 0.5  # the grader sees nothing of the host
+    multi = await run(
+        client,
+        {
+            "type": "multi",
+            "graders": {
+                "py": grader,
+                "eq": {
+                    "type": "string_check",
+                    "input": "{{sample.output_text}}",
+                    "reference": "Paris",
+                    "operation": "eq",
+                },
+            },
+            "calculate_output": "(py + eq) / 2",
+        },
+        "Paris",
+        {"answer": "paris"},
+    )
+    assert multi["reward"] == 1.0 and multi["sub_rewards"] == {"py": 1.0, "eq": 1.0}

@@ -1,0 +1,132 @@
+"""``python_grader``: a caller-written ``grade(sample, item) -> float`` run in the sandbox.
+
+This is OpenAI's ``python`` grader. The grader source comes from the caller's config (the item's
+reference: ``{"source": "def grade(sample, item): ...", "item": {...}}``), the model's output is data:
+``sample = {"output_text": <response>, "output_json": <parsed, or None>}``. Grader code is still
+arbitrary code inside the service, so it runs where every untrusted program runs: in the bubblewrap
+sandbox, no network, read-only system, time and memory limits.
+
+The program reads ``{"sample", "item"}`` as JSON on stdin and prints the result on a line prefixed with
+a per-run random marker, so output the grader prints for its own debugging cannot be mistaken for it.
+A grader that raises, times out or returns a non-number cannot score the item: invalid (``parse_error``
+for a grader fault, ``timeout``, ``sandbox_error``), with the grader's stderr tail in ``details``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import orjson
+from pydantic import Field
+
+from rewardhub import jsonutil
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.sandbox import SandboxUnavailable, resolve_language
+
+__all__ = ["PythonGraderConfig", "PythonGraderReward", "grader_program"]
+
+_MAX_SOURCE = 256 * 1024  # OpenAI's limit for python grader source
+
+_MAIN = """
+
+import json as _rh_json, math as _rh_math, sys as _rh_sys
+_rh_in = _rh_json.loads(_rh_sys.stdin.read())
+_rh_value = grade(_rh_in["sample"], _rh_in["item"])
+_rh_value = float(_rh_value)
+if not _rh_math.isfinite(_rh_value):
+    raise ValueError("grade() returned a non-finite number")
+print()
+print({marker!r} + repr(_rh_value))
+"""
+
+
+def grader_program(source: str, marker: str) -> str:
+    return source + _MAIN.format(marker=marker)
+
+
+class PythonGraderConfig(RewardConfig):
+    timeout_s: float = Field(10.0, gt=0, le=120, description="Wall-clock limit of one grade() call, seconds.")
+    memory_mb: int | None = Field(
+        None, ge=64, description="Address-space limit, MiB (default: the sandbox's)."
+    )
+
+
+@register
+class PythonGraderReward(Reward[PythonGraderConfig]):
+    name: ClassVar[str] = "python_grader"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "OpenAI python grader: the reference's grade(sample, item) -> float, run in the bubblewrap sandbox."
+    )
+    config_model = PythonGraderConfig
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: PythonGraderConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        pool = self.runtime.sandbox
+        if pool is None or pool.level == "none":
+            message = pool.message if pool is not None else "no code sandbox is configured"
+            return [Outcome.invalid(Reason.SANDBOX_ERROR, message) for _ in items]
+        python = resolve_language("python")
+        assert python is not None
+        with pool.admit(len(items)):
+            return list(await asyncio.gather(*(self._one(pool, python, item, config) for item in items)))
+
+    async def _one(self, pool: Any, python: Any, item: ScoreItem, config: PythonGraderConfig) -> Outcome:
+        ref = item.reference
+        if not isinstance(ref, dict) or not isinstance(ref.get("source"), str):
+            return Outcome.invalid(
+                Reason.MISSING_REFERENCE, 'python_grader needs reference {"source": ..., "item": {...}}'
+            )
+        source: str = ref["source"]
+        if len(source) > _MAX_SOURCE or "def grade" not in source:
+            return Outcome.invalid(
+                Reason.PARSE_ERROR, "the grader source must define grade(sample, item), at most 256 KiB"
+            )
+        try:
+            output_json = orjson.loads(item.response)
+        except orjson.JSONDecodeError:
+            output_json = None
+        payload = jsonutil.dumps(
+            {
+                "sample": {"output_text": item.response, "output_json": output_json},
+                "item": ref.get("item") or {},
+            }
+        )
+        marker = f"@@rewardhub-grade-{secrets.token_hex(8)}@@"
+        try:
+            report, _raw = await pool.run_program(
+                language=python,
+                code=grader_program(source, marker),
+                stdins=[payload],
+                run_timeout_s=config.timeout_s,
+                memory_mb=config.memory_mb,
+            )
+        except SandboxUnavailable as exc:
+            return Outcome.invalid(Reason.SANDBOX_ERROR, str(exc))
+        if report.error is not None or not report.done:
+            return Outcome.invalid(Reason.SANDBOX_ERROR, report.error or "the sandbox run did not finish")
+        run = report.runs.get(0)
+        if run is None:
+            return Outcome.invalid(Reason.SANDBOX_ERROR, "no run report")
+        stderr = run.stderr.decode("utf-8", "replace")[-1000:]
+        if run.status == "timeout":
+            return Outcome.invalid(Reason.TIMEOUT, f"grade() ran past {config.timeout_s}s", stderr=stderr)
+        for line in reversed(run.stdout.decode("utf-8", "replace").splitlines()):
+            if line.startswith(marker):
+                try:
+                    value = float(line[len(marker) :])
+                except ValueError:
+                    break
+                if math.isfinite(value):
+                    return Outcome(value, details={"execution_time_s": run.wall_s})
+        return Outcome.invalid(
+            Reason.PARSE_ERROR,
+            f"grade() did not return a number (status {run.status}, exit {run.return_code})",
+            stderr=stderr,
+        )
