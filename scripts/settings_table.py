@@ -16,7 +16,8 @@ def main() -> None:
         if name == "cpu_workers":
             default = "cores (÷ uvicorn workers)"
         shown = "unset" if default is None else f"`{default}`"
-        print(f"| `REWARDHUB_{name.upper()}` | {shown} | {field.description or ''} |")
+        description = (field.description or "").replace("|", "\\|")
+        print(f"| `REWARDHUB_{name.upper()}` | {shown} | {description} |")
 
 
 if __name__ == "__main__":

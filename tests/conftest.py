@@ -195,3 +195,46 @@ def live_server_factory(tmp_path: Path) -> Callable[..., contextlib.AbstractCont
         return serve(env, workers=workers, tmp=tmp_path)
 
     return factory
+
+
+# --- model backends: tiny random models saved once per session, a scripted judge server per test ---
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tiny-models")
+
+
+@pytest.fixture(scope="session")
+def qwen_prm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_qwen_prm
+
+    return str(build_tiny_qwen_prm(tiny_dir / "qwen-prm"))
+
+
+@pytest.fixture(scope="session")
+def shepherd_prm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_math_shepherd_prm
+
+    return str(build_tiny_math_shepherd_prm(tiny_dir / "math-shepherd"))
+
+
+@pytest.fixture(scope="session")
+def orm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_orm
+
+    return str(build_tiny_orm(tiny_dir / "orm"))
+
+
+@pytest.fixture(scope="session")
+def causal_lm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_causal_lm
+
+    return str(build_tiny_causal_lm(tiny_dir / "causal-lm"))
+
+
+@pytest.fixture
+def judge_server() -> Iterator[Any]:
+    """A scripted OpenAI-compatible judge (tests/fake_openai.py) on a free port."""
+    from fake_openai import fake_judge
+
+    with fake_judge() as server:
+        yield server

@@ -52,6 +52,7 @@ class FakeJudge:
     reply: Callable[[dict[str, Any]], Reply] = field(default=always("Final Decision: Yes"))
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def calls(self) -> int:
@@ -61,7 +62,12 @@ class FakeJudge:
 def _logprobs(content: str, top: dict[str, float] | None, at: str | None) -> dict[str, Any]:
     tokens = [t for t in _TOKEN.findall(content) if t]
     entries = [
-        {"token": t, "logprob": -0.01, "bytes": list(t.encode()), "top_logprobs": [{"token": t, "logprob": -0.01}]}
+        {
+            "token": t,
+            "logprob": -0.01,
+            "bytes": list(t.encode()),
+            "top_logprobs": [{"token": t, "logprob": -0.01}],
+        }
         for t in tokens
     ]
     if top is not None and at is not None:
@@ -85,8 +91,9 @@ def _app(state: FakeJudge) -> FastAPI:
         state.requests.append(body)
         state.headers.append(dict(request.headers))
         r = state.reply(body)
-        if r.delay_s:
-            await asyncio.sleep(r.delay_s)
+        until = time.monotonic() + r.delay_s
+        while time.monotonic() < until and not state.stopping.is_set():  # slow, but stops with the server
+            await asyncio.sleep(0.02)
         if r.raw is not None:
             return Response(r.raw, status_code=r.status, media_type="application/json")
         if r.status != 200:
@@ -99,7 +106,12 @@ def _app(state: FakeJudge) -> FastAPI:
         if body.get("logprobs"):
             choice["logprobs"] = _logprobs(r.content, r.top, r.at)
         return JSONResponse(
-            {"id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model"), "choices": [choice]}
+            {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [choice],
+            }
         )
 
     return app
@@ -113,22 +125,32 @@ def _free_port() -> int:
 
 
 @contextmanager
-def fake_judge() -> Iterator[FakeJudge]:
-    """Start the server; yields its state (``url`` is the API base including /v1)."""
+def serve_app(app: FastAPI, on_stop: Callable[[], None] | None = None) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread on a free port; yields ``http://127.0.0.1:<port>``."""
     port = _free_port()
-    state = FakeJudge(url=f"http://127.0.0.1:{port}/v1")
-    config = uvicorn.Config(_app(state), host="127.0.0.1", port=port, log_level="error", lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if time.monotonic() > deadline:
-            raise RuntimeError("the fake judge server did not start")
+            raise RuntimeError("the fake server did not start")
         time.sleep(0.01)
     try:
-        yield state
+        yield f"http://127.0.0.1:{port}"
     finally:
+        if on_stop is not None:
+            on_stop()
         server.should_exit = True
-        server.force_exit = True  # don't wait for scripted slow answers still in flight
         thread.join(timeout=10)
+
+
+@contextmanager
+def fake_judge() -> Iterator[FakeJudge]:
+    """Start the server; yields its state (``url`` is the API base including /v1)."""
+    state = FakeJudge(url="")
+    # scripted slow answers still in flight return when the server stops
+    with serve_app(_app(state), on_stop=state.stopping.set) as base:
+        state.url = f"{base}/v1"
+        yield state

@@ -6,6 +6,7 @@ No hub access (HF_HUB_OFFLINE=1); building one takes well under a second.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -23,7 +24,7 @@ _CORPUS = [
 ]
 
 
-def train_tokenizer(vocab_size: int = 1024) -> object:
+def train_tokenizer(vocab_size: int = 1024, corpus: Sequence[str] | None = None) -> object:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -34,7 +35,7 @@ def train_tokenizer(vocab_size: int = 1024) -> object:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tok.train_from_iterator(_CORPUS * 50, trainer=trainer)
+    tok.train_from_iterator(list(corpus or ()) + _CORPUS * 50, trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>", bos_token=None, unk_token=None
     )
@@ -78,7 +79,14 @@ def build_tiny_causal_lm(path: Path, *, hidden: int = 64, layers: int = 2, seed:
 
 
 def build_tiny_qwen_prm(
-    path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, max_positions: int = 2048
+    path: Path,
+    *,
+    hidden: int = 64,
+    layers: int = 2,
+    seed: int = 0,
+    max_positions: int = 2048,
+    corpus: Sequence[str] | None = None,
+    vocab_size: int = 1024,
 ) -> Path:
     """A Qwen2.5-Math-PRM look-alike: a 2-label Qwen2 token classifier whose tokenizer has ``<extra_0>``
     as one special token and a ChatML template (random weights; the scores mean nothing)."""
@@ -86,7 +94,7 @@ def build_tiny_qwen_prm(
     from transformers import Qwen2ForTokenClassification
 
     torch.manual_seed(seed)
-    tok = train_tokenizer()
+    tok = train_tokenizer(vocab_size, corpus)
     config = _qwen2_config(tok, hidden, layers, max_positions, num_labels=2)
     return _save(Qwen2ForTokenClassification(config), tok, path)
 

@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     per_key_rate_limit: float = Field(
         0.0, ge=0, description="Requests per second per API key, token bucket (0 = no rate limit)."
     )
-    per_key_rate_burst: int = Field(20, ge=1, description="Token bucket size: requests a key may send at once.")
+    per_key_rate_burst: int = Field(
+        20, ge=1, description="Token bucket size: requests a key may send at once."
+    )
     max_inflight_items: int = Field(
         200_000, ge=1, description="Items being scored at once across all requests before 429."
     )
@@ -136,6 +138,11 @@ class Settings(BaseSettings):
     model_device: str = Field("auto", description="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")
     model_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto (bf16/fp16 on GPU, fp32 on CPU) | float32 | bfloat16 | float16."
+    )
+    model_threads: int = Field(
+        0,
+        ge=0,
+        description="torch CPU threads for in-process models (0 = cores - 1, leaving one core to the event loop).",
     )
     batch_max_size: int = Field(
         32, ge=1, description="Most items per forward pass of an in-process model (1 = off)."
@@ -211,7 +218,8 @@ class Settings(BaseSettings):
     sandbox_uid_base: int = Field(
         1_000_000_000,
         ge=0,
-        description="As root, run k of the pool uses host uid base+k (unused uids); 0 disables per-run uids.",
+        description="As root, each concurrent run gets a private unused host uid, base + 256 x (block claimed by "
+        "this service process) + k; 0 disables per-run uids.",
     )
     sandbox_pin_cpus: bool = Field(
         True, description="Pin each concurrent run to its own core (cheaper judge/solution round trips)."

@@ -19,7 +19,7 @@ import math
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -34,7 +34,6 @@ from rewardhub.metrics import Metrics
 from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem, ScoreRequest
 from rewardhub.request_metrics import request_metrics
 from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext
-from rewardhub.rewards.composed import effective_reads, effective_version, uses_groups
 from rewardhub.stats import LiveStats
 
 __all__ = ["ScoringService"]
@@ -54,6 +53,7 @@ class _Plan:
     version: str  # the reward's version for this config (a composite's includes its parts')
     reads: tuple[str, ...]  # the item fields in its cache key (a composite's: all its parts read)
     groups: bool  # a group reward: its groups must come whole (groups.py)
+    timeout_s: float | None  # the reward's default per-item deadline for this config, if it has one
     indices: list[int] = field(default_factory=list)
 
 
@@ -122,9 +122,10 @@ class ScoringService:
                 config_json=config_digest(config.model_dump(mode="json")),
                 deterministic=deterministic,
                 use_cache=deterministic and use_cache and self.settings.cache_enabled,
-                version=effective_version(reward, config),
-                reads=effective_reads(reward, config),
-                groups=uses_groups(reward, config),
+                version=reward.version_for(config),
+                reads=reward.reads_for(config),
+                groups=reward.uses_groups(config),
+                timeout_s=reward.timeout_for(config),
             )
             plans[key] = plan
         return plan
@@ -167,6 +168,7 @@ class ScoringService:
                 req.options.timeout_s or self.settings.item_timeout_s, self.settings.max_item_timeout_s
             ),
             include_details=req.options.include_details,
+            explicit_deadline=req.options.timeout_s is not None,
         )
         ids = [item.id if item.id is not None else str(i) for i, item in enumerate(items)]
 
@@ -263,6 +265,8 @@ class ScoringService:
         r = plan.reward
         t0 = time.perf_counter()
         try:
+            if plan.timeout_s is not None and not ctx.explicit_deadline:
+                ctx = replace(ctx, deadline_s=min(plan.timeout_s, self.settings.max_item_timeout_s))
             outcomes = await r.score(items, plan.config, ctx)
             if len(outcomes) != len(items):
                 raise RuntimeError(

@@ -38,11 +38,15 @@ INJECTIONS = [
 ]
 
 
-def judge_app(make_app: MakeApp, server: FakeJudge, **extra: Any) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+def judge_app(
+    make_app: MakeApp, server: FakeJudge, **extra: Any
+) -> AbstractAsyncContextManager[httpx.AsyncClient]:
     return make_app(judge_url=server.url, judge_model="fake-judge", judge_api_key="sk-secret-123", **extra)
 
 
-async def score(client: httpx.AsyncClient, config: dict[str, Any], items: list[dict[str, Any]], **opts: Any) -> Any:
+async def score(
+    client: httpx.AsyncClient, config: dict[str, Any], items: list[dict[str, Any]], **opts: Any
+) -> Any:
     r = await client.post(
         "/v1/score", json={"reward": {"name": "judge", "config": config}, "items": items, "options": opts}
     )
@@ -68,7 +72,9 @@ async def test_always_yes_judge_still_gives_zero_to_master_keys_and_injections(
                 assert res["details"]["hardening"] in ("content_free", "injection", "no_answer"), res
                 assert res["reason"] in ("no_answer", "format")
             # A real answer does reach the (always-yes) judge.
-            good = await score(client, config, [{"prompt": "What is 3+4?", "response": "So \\boxed{7}.", "reference": "7"}])
+            good = await score(
+                client, config, [{"prompt": "What is 3+4?", "response": "So \\boxed{7}.", "reference": "7"}]
+            )
             assert good[0]["score"] == 1.0 and judge_server.calls == 1
             judge_server.requests.clear()
 
@@ -80,7 +86,11 @@ async def test_reference_mode_rule_first_and_answer_only(make_app: MakeApp, judg
             # rule-positive: 1 without the judge
             {"prompt": "Compute 1/2+1/2.", "response": "Long reasoning... \\boxed{1}", "reference": "1"},
             # rule-negative: the judge decides (and says yes: an equivalent form the rule missed)
-            {"prompt": "Name the capital of France.", "response": "<answer>Paris, France</answer>", "reference": "Paris"},
+            {
+                "prompt": "Name the capital of France.",
+                "response": "<answer>Paris, France</answer>",
+                "reference": "Paris",
+            },
             # no extractable answer (long, no box/tag/phrase): 0 without the judge
             {"prompt": "q", "response": "I computed many things " * 30, "reference": "3"},
         ]
@@ -127,8 +137,12 @@ async def test_pairwise_averages_both_orders(make_app: MakeApp, judge_server: Fa
         assert missing["reason"] == "missing_reference"
 
 
-async def test_pointwise_parse_last_decision_and_logprob_expectation(make_app: MakeApp, judge_server: FakeJudge) -> None:
-    judge_server.reply = always("First guess Score: 2. On reflection...\nScore: 4", top={"4": 0.5, "5": 0.5}, at="4")
+async def test_pointwise_parse_last_decision_and_logprob_expectation(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    judge_server.reply = always(
+        "First guess Score: 2. On reflection...\nScore: 4", top={"4": 0.5, "5": 0.5}, at="4"
+    )
     async with judge_app(make_app, judge_server) as client:
         item = {"prompt": "Explain gravity.", "response": "Mass attracts mass."}
         (p,) = await score(client, {"mode": "pointwise"}, [item])
@@ -136,12 +150,17 @@ async def test_pointwise_parse_last_decision_and_logprob_expectation(make_app: M
         (lp,) = await score(client, {"mode": "pointwise", "scoring": "logprobs"}, [item])
         assert lp["score"] == pytest.approx((4.5 - 1) / 4)  # E = 4.5
         assert lp["details"]["method"] == "logprobs"
-        assert judge_server.requests[-1]["logprobs"] is True and judge_server.requests[-1]["top_logprobs"] == 20
+        assert (
+            judge_server.requests[-1]["logprobs"] is True and judge_server.requests[-1]["top_logprobs"] == 20
+        )
         assert judge_server.requests[-1]["temperature"] == 0.0
         # logprobs with a two-digit scale is a 422 at config time
         r = await client.post(
             "/v1/score",
-            json={"reward": {"name": "judge", "config": {"scoring": "logprobs", "max_score": 10}}, "items": [item]},
+            json={
+                "reward": {"name": "judge", "config": {"scoring": "logprobs", "max_score": 10}},
+                "items": [item],
+            },
         )
         assert r.status_code == 422 and "max_score" in r.json()["error"]["message"]
 
@@ -161,12 +180,18 @@ async def test_rubric_weighted_criteria(make_app: MakeApp, judge_server: FakeJud
                 {"criterion": "uses jargon (pitfall)", "weight": -1},
             ],
         }
-        (r,) = await score(client, config, [{"prompt": "Why is the sky blue?", "response": "Rayleigh scattering [1]."}])
+        (r,) = await score(
+            client, config, [{"prompt": "Why is the sky blue?", "response": "Rayleigh scattering [1]."}]
+        )
         # (2·1 + 1·0 − 1·1) / (2 + 1) = 1/3
         assert r["score"] == pytest.approx(1 / 3)
         assert [c["value"] for c in r["details"]["criteria"]] == [1.0, 0.0, 1.0]
         # per-prompt rubric from the reference
-        item = {"prompt": "q", "response": "It cites Smith.", "reference": {"rubric": ["cites a source", "gives a number"]}}
+        item = {
+            "prompt": "q",
+            "response": "It cites Smith.",
+            "reference": {"rubric": ["cites a source", "gives a number"]},
+        }
         (r2,) = await score(client, {"mode": "rubric"}, [item])
         assert r2["score"] == pytest.approx(0.5)
 
@@ -181,7 +206,9 @@ async def test_unparseable_judgement_is_parse_error(make_app: MakeApp, judge_ser
 
 async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: FakeJudge) -> None:
     item = {"prompt": "p", "response": "a real answer"}
-    async with judge_app(make_app, judge_server, backend_max_retries=1, backend_breaker_failures=100) as client:
+    async with judge_app(
+        make_app, judge_server, backend_max_retries=1, backend_breaker_failures=100
+    ) as client:
         judge_server.reply = always("", status=500)
         (r,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
         assert r["reason"] == "backend_error" and "HTTP 500" in r["details"]["message"]
@@ -191,7 +218,13 @@ async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: Fa
         assert r["reason"] == "backend_error" and "not JSON" in r["details"]["message"]
         judge_server.reply = always("Score: 3", delay_s=5.0)
         t0 = time.monotonic()
-        results = await score(client, {"mode": "pointwise"}, [item, {**item, "response": "another"}], timeout_s=0.5, use_cache=False)
+        results = await score(
+            client,
+            {"mode": "pointwise"},
+            [item, {**item, "response": "another"}],
+            timeout_s=0.5,
+            use_cache=False,
+        )
         elapsed = time.monotonic() - t0
         assert all(x["reason"] == "timeout" for x in results)
         assert elapsed < 2.0, f"the request hung past its deadline ({elapsed:.2f}s)"
@@ -206,13 +239,18 @@ async def test_circuit_breaker_opens_and_recovers(make_app: MakeApp, judge_serve
     settings = {"backend_max_retries": 0, "backend_breaker_failures": 3, "backend_breaker_cooldown_s": 0.5}
     async with judge_app(make_app, judge_server, **settings) as client:
         for k in range(3):
-            (r,) = await score(client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"answer {k}"}], use_cache=False)
+            (r,) = await score(
+                client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"answer {k}"}], use_cache=False
+            )
             assert r["reason"] == "backend_error"
         assert judge_server.calls == 3
         # open: items fail fast without reaching the server
         t0 = time.monotonic()
         results = await score(
-            client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"x {k}"} for k in range(5)], use_cache=False
+            client,
+            {"mode": "pointwise"},
+            [{"prompt": "p", "response": f"x {k}"} for k in range(5)],
+            use_cache=False,
         )
         assert time.monotonic() - t0 < 0.5
         assert all(r["reason"] == "backend_error" and "fail fast" in r["details"]["message"] for r in results)
@@ -222,10 +260,15 @@ async def test_circuit_breaker_opens_and_recovers(make_app: MakeApp, judge_serve
         # the server recovers; after the cool-down one probe goes through and closes the breaker
         judge_server.reply = always("Score: 5")
         await asyncio.sleep(0.6)
-        results = await score(client, {"mode": "pointwise"}, [{"prompt": "p", "response": "y"}], use_cache=False)
+        results = await score(
+            client, {"mode": "pointwise"}, [{"prompt": "p", "response": "y"}], use_cache=False
+        )
         assert results[0]["score"] == 1.0
         results = await score(
-            client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"z {k}"} for k in range(3)], use_cache=False
+            client,
+            {"mode": "pointwise"},
+            [{"prompt": "p", "response": f"z {k}"} for k in range(3)],
+            use_cache=False,
         )
         assert [r["score"] for r in results] == [1.0, 1.0, 1.0]
 
@@ -242,7 +285,9 @@ async def test_caching_depends_on_determinism(make_app: MakeApp, judge_server: F
         c = await score(client, hot, [item])
         assert not c[0]["cached"] and judge_server.calls == 3
         # another template is another cache key
-        d = await score(client, {"mode": "pointwise", "template": "Rate: {response}. Reply Score: N."}, [item])
+        d = await score(
+            client, {"mode": "pointwise", "template": "Rate: {response}. Reply Score: N."}, [item]
+        )
         assert not d[0]["cached"]
         assert a[0]["reward_version"] != d[0]["reward_version"]
 
@@ -251,12 +296,17 @@ async def test_unconfigured_judge_names_the_setting(make_app: MakeApp) -> None:
     async with make_app() as client:
         rewards = {r["name"] for r in (await client.get("/v1/rewards")).json()["rewards"]}
         assert {"judge", "prm", "orm", "similarity"} <= rewards
-        (r,) = await score(client, {"mode": "pointwise"}, [{"prompt": "p", "response": "Water boils at 100 C."}])
+        (r,) = await score(
+            client, {"mode": "pointwise"}, [{"prompt": "p", "response": "Water boils at 100 C."}]
+        )
         assert r["reason"] == "unsupported" and "REWARDHUB_JUDGE_URL" in r["details"]["message"]
         assert (await client.get("/ready")).status_code == 200
         # backends are chosen by name only: a URL in the request config is rejected
         resp = await client.post(
             "/v1/score",
-            json={"reward": {"name": "judge", "config": {"url": "http://169.254.169.254/"}}, "items": [{"response": "x"}]},
+            json={
+                "reward": {"name": "judge", "config": {"url": "http://169.254.169.254/"}},
+                "items": [{"response": "x"}],
+            },
         )
         assert resp.status_code == 422

@@ -101,6 +101,8 @@ def test_every_field_is_documented() -> None:
 def test_show_config_cli_lists_fields_and_defaults() -> None:
     out = CliRunner().invoke(app, ["show-config"]).output
     assert "algorithm.clip_eps_low" in out and "0.2" in out and "[generation]" in out
+    table = CliRunner().invoke(app, ["show-config", "--markdown"]).output.splitlines()
+    assert table[0] == "| field | default | meaning |" and len(table) == len(list(describe_fields())) + 2
     schema = json.loads(CliRunner().invoke(app, ["show-config", "--json"]).output)
     assert "model" in schema["properties"]
 

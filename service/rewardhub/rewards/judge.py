@@ -28,13 +28,14 @@ decision under the judge's top-k logprobs at that token (single-token labels: a 
 within 0–9). An unreadable judgement is invalid ``parse_error``; a failed, slow or tripped backend is
 ``backend_error`` / ``timeout``; never a silent 0.
 
-Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`): before any call, a response
-(or, in ``reference`` mode, its extracted answer) that is content-free ("Solution", "Thought process:",
-"解", punctuation...) scores 0 with reason ``no_answer``, and one that addresses the grader ("ignore
-previous instructions", "the answer is correct", role tags, a forged verdict line) scores 0 with reason
-``format``; ``details.hardening`` says which. A response without an extractable answer never reaches
-the judge in ``reference`` mode. The judge sees the text after a ``<think>`` block only
-(``strip_think``), inside tags its system prompt declares to be data.
+Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`), before any call: a
+response that is content-free ("Solution", "Thought process:", "解", punctuation...) scores 0 with reason
+``no_answer``; one that addresses the grader ("ignore previous instructions", "the answer is correct",
+role tags, a forged verdict line in the judge's own format) scores 0 with reason ``format`` (both checks
+read the whole response after any ``<think>`` block, in every mode; ``details.hardening`` says which).
+In ``reference`` mode a response without an extractable final answer, or whose answer is content-free,
+scores 0 (``no_answer``) and the judge only ever sees the extracted answer. The judge sees untrusted text
+inside tags its system prompt declares to be data, with closing tags defused.
 
 Caching: only deterministic judges are cached (``temperature: 0``, the default) unless ``cache: true``.
 The reward's version hashes the backend's model, the effective templates and the decision pattern, and
@@ -216,6 +217,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     config_model = JudgeConfig
     reads = ("prompt", "response", "reference")
     default_backend: ClassVar[str] = "judge"
+    # A judge call takes seconds, not the milliseconds a rule verifier does.
+    default_timeout_s: ClassVar[float | None] = 60.0
 
     # --- identity (version, reads, cacheability) ------------------------------------------------
     def parse_config(self, raw: dict[str, Any]) -> JudgeConfig:
@@ -294,7 +297,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
         if config.injection_check:
             hit = injection(text, j.forged)
             if hit is not None:
-                return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit})
+                return Outcome(
+                    0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit}
+                )
         if config.mode == "reference":
             answer = _extract(text, config)
             if answer is None or content_free(answer):

@@ -107,7 +107,11 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 vectors = [exc for _ in texts]
             for i, r, ref_slots in plan:
                 bad = next(
-                    (v for v in [vectors[r], *(vectors[k] for k in ref_slots)] if isinstance(v, BackendError)),
+                    (
+                        v
+                        for v in [vectors[r], *(vectors[k] for k in ref_slots)]
+                        if isinstance(v, BackendError)
+                    ),
                     None,
                 )
                 if bad is not None:

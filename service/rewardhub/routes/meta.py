@@ -36,13 +36,14 @@ async def rewards(scoring: ScoringDep) -> RewardsResponse:
 async def health(request: Request) -> HealthResponse:
     state = request.app.state
     cache = getattr(state, "cache", None)
+    sandbox = getattr(getattr(state, "runtime", None), "sandbox", None)
     return HealthResponse(
         status="ok",
         version=__version__,
         uptime_s=time.monotonic() - state.started_at,
         cache=cache.backend if cache is not None else "off",
         cache_up=cache.up if cache is not None else False,
-        sandbox=sandbox.level if (sandbox := getattr(getattr(state, "runtime", None), "sandbox", None)) else None,
+        sandbox=sandbox.level if sandbox is not None else None,
     )
 
 

@@ -1,0 +1,190 @@
+"""Benchmark 4: `prm` throughput and latency with the dynamic micro-batcher on vs off, in the same run.
+
+A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
+tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
+real `rewardhub serve` subprocess, once with batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`) and
+once with it off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item). `--clients` concurrent
+clients each send one-item `/v1/score` requests back to back; the items completed within a window of
+`--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct and the result
+cache is off, so every item is a forward pass.
+
+Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
+forward-pass batch size (from `/metrics`), and errors; `speedup` is items/s on / off.
+
+    python bench/prm_batching.py                          # tiny CPU model, 64 clients, 10 s per mode
+    python bench/prm_batching.py --duration 3 --warmup 1  # a quick sanity run
+    python bench/prm_batching.py --device cuda --hidden 1536 --layers 24   # ~0.48B parameters on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from _server import ROOT, machine, server
+
+sys.path.insert(0, str(ROOT / "tests"))
+from tiny_models import build_tiny_qwen_prm
+
+QUESTIONS = [
+    "What is (2 + 3) * 4?",
+    "A train travels 60 km in 1.5 hours. What is its average speed?",
+    "Solve for x: 3x - 7 = 11.",
+    "How many positive divisors does 36 have?",
+    "What is the sum of the interior angles of a hexagon?",
+]
+
+
+def make_item(k: int, rng: random.Random) -> dict[str, str]:
+    steps = [
+        f"Step {j + 1}: we compute {rng.randint(2, 99)} + {rng.randint(2, 99)} and carry the {k % 10}."
+        + " Then we check it." * rng.randint(0, 3)
+        for j in range(rng.randint(3, 6))
+    ]
+    steps.append(f"So the answer is \\boxed{{{rng.randint(1, 500)}}}.")
+    return {"prompt": QUESTIONS[k % len(QUESTIONS)], "response": "\n\n".join(steps)}
+
+
+def percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def batch_stats(metrics_text: str) -> tuple[float, float]:
+    """(sum, count) of rewardhub_batch_size for the prm batcher."""
+    total = count = 0.0
+    for line in metrics_text.splitlines():
+        m = re.match(r'rewardhub_batch_size_(sum|count)\{batcher="prm:steps"\} ([0-9.e+]+)', line)
+        if m:
+            if m.group(1) == "sum":
+                total = float(m.group(2))
+            else:
+                count = float(m.group(2))
+    return total, count
+
+
+async def drive(url: str, clients: int, duration: float, warmup: float, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    counter = 0
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        start = time.perf_counter()
+        t_measure = start + warmup
+        t_end = t_measure + duration
+        before = (0.0, 0.0)
+        measured_from: float | None = None
+
+        async def client() -> None:
+            nonlocal counter, before, measured_from
+            while True:
+                now = time.perf_counter()
+                if now >= t_end:
+                    return
+                if measured_from is None and now >= t_measure:
+                    measured_from = now
+                    before = batch_stats((await http.get("/metrics")).text)
+                counter += 1
+                item = make_item(counter, rng)
+                t0 = time.perf_counter()
+                r = await http.post(
+                    "/v1/score",
+                    json={"reward": "prm", "items": [item], "options": {"use_cache": False, "timeout_s": 60}},
+                )
+                t1 = time.perf_counter()
+                if r.status_code != 200:
+                    errors[f"http_{r.status_code}"] = errors.get(f"http_{r.status_code}", 0) + 1
+                    continue
+                res = r.json()["results"][0]
+                if not res["valid"]:
+                    errors[res["reason"]] = errors.get(res["reason"], 0) + 1
+                elif t_measure <= t1 <= t_end:  # completions inside the measured window
+                    latencies.append(t1 - t0)
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+        after = batch_stats((await http.get("/metrics")).text)
+    window = duration
+    batches = after[1] - before[1]
+    return {
+        "items": len(latencies),
+        "items_per_s": round(len(latencies) / window, 1),
+        "latency_p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
+        "latency_p99_ms": round(percentile(latencies, 99) * 1000, 1) if latencies else None,
+        "latency_mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
+        "mean_batch_size": round((after[0] - before[0]) / batches, 2) if batches else None,
+        "errors": errors,
+    }
+
+
+def run_mode(model: str, args: argparse.Namespace, max_batch: int) -> dict[str, Any]:
+    env = {
+        "REWARDHUB_PRM_MODEL": model,
+        "REWARDHUB_PRM_CONVENTION": "qwen",
+        "REWARDHUB_MODEL_DEVICE": args.device,
+        "REWARDHUB_BATCH_MAX_SIZE": str(max_batch),
+        "REWARDHUB_BATCH_MAX_WAIT_MS": str(args.max_wait_ms),
+        "REWARDHUB_BATCH_QUEUE_MAX": "100000",
+        "REWARDHUB_CACHE_ENABLED": "false",
+        "REWARDHUB_CPU_WORKERS": "1",
+        "REWARDHUB_EMBEDDING_MODEL": "off",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    with server(env) as url:
+        return asyncio.run(drive(url, args.clients, args.duration, args.warmup, args.seed))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clients", type=int, default=64, help="concurrent one-item clients")
+    ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per mode")
+    ap.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per mode first")
+    ap.add_argument("--max-batch", type=int, default=64, help="REWARDHUB_BATCH_MAX_SIZE with batching on")
+    ap.add_argument("--max-wait-ms", type=float, default=5.0, help="REWARDHUB_BATCH_MAX_WAIT_MS")
+    ap.add_argument("--hidden", type=int, default=256, help="hidden size of the PRM built for the run")
+    ap.add_argument("--layers", type=int, default=4, help="layers of the PRM built for the run")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (REWARDHUB_MODEL_DEVICE)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rewardhub-bench-prm-") as tmp:
+        model = build_tiny_qwen_prm(
+            Path(tmp) / "prm", hidden=args.hidden, layers=args.layers, max_positions=4096
+        )
+        params = sum(
+            p.numel()
+            for p in __import__("transformers")
+            .AutoModelForTokenClassification.from_pretrained(model)
+            .parameters()
+        )
+        on = run_mode(str(model), args, args.max_batch)
+        off = run_mode(str(model), args, 1)
+    result = {
+        "machine": machine(),
+        "device": args.device,
+        "model": {"hidden": args.hidden, "layers": args.layers, "parameters": params},
+        "clients": args.clients,
+        "duration_s": args.duration,
+        "batching_on": {"max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, **on},
+        "batching_off": {"max_batch": 1, **off},
+        "speedup_items_per_s": round(on["items_per_s"] / off["items_per_s"], 2)
+        if off["items_per_s"]
+        else None,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Reading a judge's verdict: last decision wins; logprob expectation; missing-label bound; fallback."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from rewardhub.judging.decision import DecisionError, Scale, last_of, read_decision
+from rewardhub.models.base import Completion, TokenLogprob
+
+SCORE = re.compile(r"score\s*:\s*(\d+)", re.IGNORECASE)
+YESNO = re.compile(r"final decision\s*:\s*(yes|no)\b", re.IGNORECASE)
+
+
+def find(rx: re.Pattern[str]):  # type: ignore[no-untyped-def]
+    return lambda text: last_of(rx, text)
+
+
+def tokens(*pieces: tuple[str, dict[str, float] | None]) -> tuple[TokenLogprob, ...]:
+    out = []
+    for tok, top in pieces:
+        alts = tuple((k, math.log(p)) for k, p in (top or {tok: 0.99}).items())
+        out.append(TokenLogprob(tok, dict(alts).get(tok, math.log(0.99)), alts))
+    return tuple(out)
+
+
+def test_parse_takes_the_last_decision() -> None:
+    c = Completion("Score: 2 ... no wait. Score: 4")
+    d = read_decision(c, find(SCORE), Scale.scores(1, 5), "parse")
+    assert d.value == 0.75 and d.label == "4" and d.method == "parse"
+    with pytest.raises(DecisionError):
+        read_decision(Completion("Score: 9"), find(SCORE), Scale.scores(1, 5), "parse")
+    with pytest.raises(DecisionError):
+        read_decision(Completion("no verdict"), find(SCORE), Scale.scores(1, 5), "parse")
+
+
+def test_logprob_expectation_over_valid_labels() -> None:
+    toks = tokens(("Score", None), (":", None), (" 4", {" 4": 0.5, " 5": 0.3, " great": 0.2}))
+    d = read_decision(Completion("Score: 4", toks), find(SCORE), Scale.scores(1, 5), "logprobs")
+    # renormalised over {4, 5}: 0.625·4 + 0.375·5 = 4.375 -> (4.375 - 1) / 4
+    assert d.method == "logprobs" and d.value == pytest.approx(3.375 / 4)
+
+
+def test_binary_sums_case_variants_and_bounds_a_missing_label() -> None:
+    toks = tokens(("Final Decision:", None), (" Yes", {" Yes": 0.6, "Yes": 0.2, " maybe": 0.1}))
+    d = read_decision(
+        Completion("Final Decision: Yes", toks),
+        find(YESNO),
+        Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")),
+        "logprobs",
+    )
+    # P(yes) = 0.8; "no" is missing: bounded by the smallest top-k probability, 0.1
+    assert d.value == pytest.approx(0.8 / 0.9)
+
+
+def test_no_label_in_top_k_falls_back_to_parse() -> None:
+    toks = tokens(("Final Decision:", None), (" Yes", {" Yes": 0.0001, " Ja": 0.9}))
+    toks = (toks[0], TokenLogprob(" Yes", math.log(0.0001), ((" Ja", math.log(0.9)),)))
+    d = read_decision(
+        Completion("Final Decision: Yes", toks), find(YESNO), Scale({"yes": 1.0, "no": 0.0}), "logprobs"
+    )
+    # the chosen token is always counted, so this is still logprobs-based: P(yes) = 1 among {yes}
+    assert d.value == 1.0
+    toks2 = (TokenLogprob("Final Decision: Yes", -0.1, (("x", -0.1),)),)  # the label is not its own token
+    d2 = read_decision(
+        Completion("Final Decision: Yes", toks2), find(YESNO), Scale({"yes": 1.0, "no": 0.0}), "logprobs"
+    )
+    assert d2.method == "parse_fallback" and d2.value == 1.0

@@ -1,0 +1,106 @@
+"""MicroBatcher: gathering, ordering, token budget, deadlines, failures and back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from rewardhub.errors import Overloaded
+from rewardhub.models.batcher import MicroBatcher
+from rewardhub.models.errors import BackendError, BackendTimeout
+
+
+def far() -> float:
+    return time.monotonic() + 10
+
+
+class Recorder:
+    def __init__(self, delay_s: float = 0.0, fail_on: str | None = None):
+        self.calls: list[list[str]] = []
+        self.delay_s = delay_s
+        self.fail_on = fail_on
+
+    async def __call__(self, items: list[str]) -> list[str]:
+        self.calls.append(list(items))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail_on is not None and self.fail_on in items:
+            raise RuntimeError("boom")
+        return [s.upper() for s in items]
+
+
+async def test_concurrent_submits_become_one_batch_sorted_by_length() -> None:
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=8, max_wait_ms=50, queue_max=100, length=len)
+    b.start()
+    words = ["ccc", "a", "bb", "dddd"]
+    results = await asyncio.gather(*(b.submit_many([w], far()) for w in words))
+    assert [r[0] for r in results] == ["CCC", "A", "BB", "DDDD"]  # scattered back to each caller
+    assert rec.calls == [["a", "bb", "ccc", "dddd"]]  # one forward pass, shortest first
+    assert b.stats.sizes[4] == 1 and b.stats.batches == 1
+    await b.close()
+
+
+async def test_max_batch_and_token_budget_split_batches() -> None:
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=3, max_wait_ms=20, queue_max=100)
+    await b.submit_many([str(k) for k in range(7)], far())
+    assert [len(c) for c in rec.calls] == [3, 3, 1]
+    await b.close()
+    rec = Recorder()
+    # 4 items × 10 tokens > 25: split so that items × longest stays within the budget
+    b = MicroBatcher("t", rec, max_batch=8, max_wait_ms=0, queue_max=100, length=lambda s: 10, max_tokens=25)
+    await b.submit_many(["w", "x", "y", "z"], far())
+    assert [len(c) for c in rec.calls] == [2, 2]
+    await b.close()
+
+
+async def test_busy_model_accumulates_the_next_batch() -> None:
+    rec = Recorder(delay_s=0.05)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=16, max_wait_ms=0, queue_max=100)
+    first = asyncio.create_task(b.submit_many(["first"], far()))
+    await asyncio.sleep(0.01)  # the first forward pass is running
+    rest = await asyncio.gather(*(b.submit_many([f"r{k}"], far()) for k in range(5)))
+    await first
+    assert len(rest) == 5 and [len(c) for c in rec.calls] == [1, 5]
+    await b.close()
+
+
+async def test_full_queue_refuses_the_whole_request() -> None:
+    rec = Recorder(delay_s=0.2)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=3)
+    running = asyncio.create_task(b.submit_many(["a", "b", "c"], far()))
+    await asyncio.sleep(0.05)
+    with pytest.raises(Overloaded) as exc:
+        await b.submit_many(["d", "e"], far())  # 2 waiting + 2 > 3: nothing of it is queued
+    assert exc.value.headers["Retry-After"] == "1"
+    assert b.stats.rejected == 2
+    assert await running == ["A", "B", "C"]
+    await b.close()
+
+
+async def test_deadline_drops_waiting_items() -> None:
+    rec = Recorder(delay_s=0.3)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=100)
+    slow = asyncio.create_task(b.submit_many(["slow"], far()))
+    await asyncio.sleep(0.05)
+    t0 = time.monotonic()
+    (late,) = await b.submit_many(["late"], time.monotonic() + 0.1)
+    assert isinstance(late, BackendTimeout) and time.monotonic() - t0 < 0.25
+    await slow
+    await asyncio.sleep(0.05)
+    assert ["late"] not in rec.calls and b.stats.dropped == 1  # never sent to the model
+    await b.close()
+
+
+async def test_a_failing_chunk_fails_only_its_items() -> None:
+    rec = Recorder(fail_on="bad")
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=20, queue_max=100, length=len)
+    out = await b.submit_many(["ok", "bad", "fine", "good"], far())
+    # sorted by length: [ok, bad] fail together, [fine, good] succeed
+    assert isinstance(out[0], BackendError) and isinstance(out[1], BackendError)
+    assert "boom" in str(out[1])
+    assert out[2:] == ["FINE", "GOOD"]
+    await b.close()

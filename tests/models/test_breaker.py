@@ -1,0 +1,57 @@
+"""CircuitBreaker state machine with a controllable clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardhub.models.breaker import BreakerState, CircuitBreaker
+from rewardhub.models.errors import CircuitOpen
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_opens_after_consecutive_failures_then_probes_once() -> None:
+    clock = Clock()
+    b = CircuitBreaker("j", failure_threshold=3, cooldown_s=10, clock=clock)
+    for _ in range(2):
+        b.before_call()
+        b.on_failure()
+    b.before_call()
+    b.on_success()  # a success resets the count
+    for _ in range(3):
+        b.before_call()
+        b.on_failure()
+    assert b.state is BreakerState.OPEN and b.opened_count == 1
+    with pytest.raises(CircuitOpen, match="fail fast"):
+        b.before_call()
+    clock.t = 10.0
+    assert b.state is BreakerState.HALF_OPEN
+    b.before_call()  # the probe
+    with pytest.raises(CircuitOpen):
+        b.before_call()  # only one probe at a time
+    b.on_failure()  # probe failed: open for another cool-down
+    assert b.state is BreakerState.OPEN and b.opened_count == 2
+    clock.t = 20.0
+    b.before_call()
+    b.on_success()
+    assert b.state is BreakerState.CLOSED
+    b.before_call()
+
+
+def test_abandoned_probe_frees_the_slot() -> None:
+    clock = Clock()
+    b = CircuitBreaker("j", failure_threshold=1, cooldown_s=1, clock=clock)
+    b.before_call()
+    b.on_failure()
+    clock.t = 1.0
+    b.before_call()
+    b.on_abandoned()
+    b.before_call()  # another probe is allowed
+    b.on_success()
+    assert b.state is BreakerState.CLOSED

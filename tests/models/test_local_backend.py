@@ -1,0 +1,76 @@
+"""The in-process transformers backend: a local judge (generation with top logprobs, batched), loading
+errors, and the judge reward on top of it (a random model's judgement is unreadable: parse_error)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import httpx
+import pytest
+
+from rewardhub.models.base import ChatRequest, Message
+from rewardhub.models.errors import BackendUnavailable
+from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
+
+MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+async def test_local_chat_with_top_logprobs_is_batched(causal_lm_path: str) -> None:
+    b = TransformersBackend(
+        "judge", causal_lm_path, "generate", batch=BatchOptions(max_batch=8, max_wait_ms=30)
+    )
+    await b.start()
+    try:
+        reqs = [
+            ChatRequest(
+                (Message("user", f"Is {k}+{k}={2 * k}? Answer Yes or No."),), max_tokens=6, top_logprobs=4
+            )
+            for k in range(4)
+        ]
+        outs = await asyncio.gather(*(b.chat(r, time.monotonic() + 30) for r in reqs))
+        for out in outs:
+            assert out.tokens is not None and 1 <= len(out.tokens) <= 6
+            for t in out.tokens:
+                assert len(t.top) == 4
+                assert [lp for _, lp in t.top] == sorted((lp for _, lp in t.top), reverse=True)
+                assert t.logprob <= 0.0
+        stats = b.batchers["chat"].stats
+        assert stats.items == 4 and stats.batches == 1  # one generate() for the four concurrent calls
+        greedy = await b.chat(reqs[0], time.monotonic() + 30)
+        assert greedy.text == outs[0].text  # temperature 0 is deterministic
+        assert b.ready()["ok"] and b.ready()["device"] == "cpu" and b.ready()["dtype"] == "float32"
+        with pytest.raises(BackendUnavailable, match="cannot do 'classify'"):
+            await b.classify([(Message("user", "x"),)], time.monotonic() + 5)
+    finally:
+        await b.close()
+
+
+async def test_local_judge_reward(make_app: MakeApp, causal_lm_path: str) -> None:
+    async with make_app(judge_model=causal_lm_path) as client:
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {
+                    "name": "judge",
+                    "config": {"mode": "pointwise", "max_tokens": 8, "scoring": "logprobs"},
+                },
+                "items": [{"prompt": "What is 2+2?", "response": "It is 4."}],
+            },
+        )
+        (res,) = r.json()["results"]
+        # a random model does not answer "Score: N": unreadable, so invalid (never a silent 0)
+        assert res["valid"] is False and res["reason"] == "parse_error" and "judgement" in res["details"]
+
+
+async def test_lazy_load_failure_is_an_item_error() -> None:
+    b = TransformersBackend("embedding", "/nonexistent/model", "embedding", lazy=True)
+    await b.start()
+    try:
+        with pytest.raises(Exception, match="nonexistent"):
+            await b.embed(["x"], time.monotonic() + 5)
+        assert b.ready()["ok"] is True and "error" in b.ready()  # a lazy default never fails readiness
+    finally:
+        await b.close()

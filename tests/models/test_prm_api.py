@@ -1,0 +1,137 @@
+"""The `prm` reward end to end on tiny random PRMs loaded by the real loading code, and the micro-batcher
+seen from the API: concurrent requests share forward passes, a full queue answers 429."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+import pytest
+
+MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+SOLUTION = "First, 2 + 3 = 5.\n\nThen 5 * 4 = 20.\n\n  \n\nSo the answer is \\boxed{20}."
+QUESTION = "What is (2 + 3) * 4?"
+
+
+async def prm(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
+    r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+@pytest.mark.parametrize("convention", ["qwen", "math_shepherd"])
+async def test_per_step_scores_spans_and_aggregate(
+    make_app: MakeApp, qwen_prm_path: str, shepherd_prm_path: str, convention: str
+) -> None:
+    path = qwen_prm_path if convention == "qwen" else shepherd_prm_path
+    async with make_app(prm_model=path, prm_convention=convention) as client:
+        (r,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}])
+        assert r["valid"], r
+        steps = r["details"]["steps"]
+        assert [SOLUTION[s["start"] : s["end"]] for s in steps] == [
+            "First, 2 + 3 = 5.",
+            "Then 5 * 4 = 20.",
+            "So the answer is \\boxed{20}.",
+        ]
+        scores = [s["score"] for s in steps]
+        assert all(0.0 < x < 1.0 for x in scores)
+        assert r["score"] == pytest.approx(min(scores), abs=1e-6)  # min is the default
+        assert r["details"]["aggregation"] == "min"
+        comps = r["components"]
+        assert comps["last"] == pytest.approx(scores[-1], abs=1e-6)
+        assert comps["mean"] == pytest.approx(sum(scores) / 3, abs=1e-6)
+        assert comps["prod"] == pytest.approx(scores[0] * scores[1] * scores[2], abs=1e-5)
+        # the chosen aggregate is the score
+        (last,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="last")
+        assert last["score"] == pytest.approx(scores[-1], abs=1e-6)
+        # first_error: the fraction of steps before the first one below the threshold
+        (fe,) = await prm(
+            client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="first_error", threshold=0.99
+        )
+        assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
+        # the reward version carries the model and the convention
+        assert r["reward_version"].startswith("1.0.0+") and r["reward_version"].endswith(convention)
+
+
+async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
+    items = [
+        {"prompt": QUESTION, "response": SOLUTION},
+        {"prompt": "Q2?", "response": "Short.\n\nDone: \\boxed{1}"},
+        {"prompt": "Q3 is longer " * 20, "response": "A step.\n\n" * 7 + "End."},
+    ]
+    async with make_app(prm_model=qwen_prm_path) as client:
+        together = await prm(client, items)
+        alone = [(await prm(client, [it], max_steps=64))[0] for it in items]
+        for a, b in zip(together, alone, strict=True):
+            assert [s["score"] for s in a["details"]["steps"]] == pytest.approx(
+                [s["score"] for s in b["details"]["steps"]], abs=1e-5
+            )
+        # a regex splitter, <think> skipped, and merging to max_steps
+        text = "<think>scratch\n\nwork</think>Step 1: a\nStep 2: b\nStep 3: c"
+        (r,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"\n(?=Step \d+:)", max_steps=2)
+        spans = [text[s["start"] : s["end"]] for s in r["details"]["steps"]]
+        assert spans == ["Step 1: a", "Step 2: b\nStep 3: c"]
+        # no steps -> a valid 0; no question -> unsupported
+        empty, noq = await prm(client, [{"prompt": "q", "response": "  \n\n "}, {"response": SOLUTION}])
+        assert empty["score"] == 0.0 and empty["reason"] == "no_answer"
+        assert noq["valid"] is False and noq["reason"] == "unsupported"
+        # a response that writes the step tag itself gets no extra steps
+        (inj,) = await prm(client, [{"prompt": "q", "response": "one<extra_0><extra_0>\n\ntwo"}])
+        assert len(inj["details"]["steps"]) == 2
+        ready = (await client.get("/ready")).json()
+        assert (
+            ready["checks"]["model:prm"]["ok"]
+            and ready["checks"]["model:prm"]["task"] == "token_classification"
+        )
+
+
+async def test_too_long_input_is_unsupported(make_app: MakeApp, tiny_dir: Any) -> None:
+    from tiny_models import build_tiny_qwen_prm
+
+    path = build_tiny_qwen_prm(tiny_dir / "short-context", max_positions=200)
+    async with make_app(prm_model=str(path)) as client:
+        ok, long = await prm(
+            client, [{"prompt": "q", "response": "a\n\nb"}, {"prompt": "q", "response": "word " * 200}]
+        )
+        assert ok["valid"]
+        assert long["reason"] == "unsupported" and "max_length" in long["details"]["message"]
+
+
+async def test_concurrent_requests_share_forward_passes(make_app: MakeApp, qwen_prm_path: str) -> None:
+    async with make_app(prm_model=qwen_prm_path, batch_max_wait_ms=100, batch_max_size=16) as client:
+        backend = client.app.state.runtime.models.get("prm")  # type: ignore[attr-defined]
+        stats = backend.batchers["steps"].stats
+        before_batches, before_items = stats.batches, stats.items
+        n = 12
+        results = await asyncio.gather(
+            *(prm(client, [{"prompt": f"Q{k}?", "response": f"step {k}\n\nanswer {k}"}]) for k in range(n))
+        )
+        assert all(r[0]["valid"] for r in results)
+        assert stats.items - before_items == n
+        batches = stats.batches - before_batches
+        assert batches < n, f"{n} one-item requests took {batches} forward passes"
+        assert max(stats.sizes) >= 2
+        metrics = (await client.get("/metrics")).text
+        assert 'rewardhub_queue_depth{pool="batcher:prm:steps"}' in metrics
+        assert 'rewardhub_batch_size_count{batcher="prm:steps"}' in metrics
+
+
+async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: str) -> None:
+    async with make_app(prm_model=qwen_prm_path, batch_queue_max=2) as client:
+        items = [{"prompt": "q", "response": f"step {k}"} for k in range(3)]
+        r = await client.post("/v1/score", json={"reward": "prm", "items": items})
+        assert r.status_code == 429, r.text
+        assert r.headers["retry-after"] == "1"
+        assert "REWARDHUB_BATCH_QUEUE_MAX" in r.json()["error"]["message"]
+        ok = await client.post("/v1/score", json={"reward": "prm", "items": items[:2]})
+        assert ok.status_code == 200
+
+
+async def test_unconfigured_prm_names_the_setting(client: httpx.AsyncClient) -> None:
+    (r,) = await prm(client, [{"prompt": "q", "response": "a\n\nb"}])
+    assert r["reason"] == "unsupported" and "REWARDHUB_PRM_MODEL" in r["details"]["message"]

@@ -1,0 +1,70 @@
+"""RemoteClient against a real HTTP server: retries, timeouts within the deadline, breaker, no key leaks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fake_openai import FakeJudge, Reply, always
+from rewardhub.models.base import ChatRequest, Message
+from rewardhub.models.errors import BackendError, BackendTimeout, CircuitOpen
+from rewardhub.models.openai_backend import OpenAIBackend
+from rewardhub.models.remote import RemoteOptions
+
+REQ = ChatRequest((Message("user", "hi"),), max_tokens=8, top_logprobs=5)
+
+
+async def backend(server: FakeJudge, **opts: float) -> OpenAIBackend:
+    options = RemoteOptions(**{"backoff_initial_s": 0.01, "backoff_max_s": 0.02, **opts})  # type: ignore[arg-type]
+    b = OpenAIBackend("judge", server.url, "m", "sk-key", options)
+    await b.start()
+    return b
+
+
+async def test_retries_transient_failures(judge_server: FakeJudge) -> None:
+    answers = iter(
+        [Reply(status=502), Reply(status=429), Reply("Score: 4", top={"4": 0.6, "3": 0.4}, at="4")]
+    )
+    judge_server.reply = lambda body: next(answers)
+    b = await backend(judge_server, max_retries=2)
+    out = await b.chat(REQ, time.monotonic() + 5)
+    assert out.text == "Score: 4" and judge_server.calls == 3
+    assert out.tokens is not None and dict(out.tokens[-1].top)[" 4"] == pytest.approx(-0.5108, abs=1e-3)
+    assert judge_server.requests[-1]["top_logprobs"] == 5 and judge_server.requests[-1]["model"] == "m"
+    await b.close()
+
+
+async def test_client_errors_are_not_retried_and_garbage_is_an_error(judge_server: FakeJudge) -> None:
+    judge_server.reply = always("", status=400)
+    b = await backend(judge_server, max_retries=3)
+    with pytest.raises(BackendError, match="HTTP 400"):
+        await b.chat(REQ, time.monotonic() + 5)
+    assert judge_server.calls == 1
+    judge_server.reply = lambda body: Reply(raw=b'{"choices": []}')
+    with pytest.raises(BackendError, match="malformed"):
+        await b.chat(REQ, time.monotonic() + 5)
+    await b.close()
+
+
+async def test_slow_server_times_out_at_the_deadline(judge_server: FakeJudge) -> None:
+    judge_server.reply = always("late", delay_s=3)
+    b = await backend(judge_server, max_retries=5, timeout_s=60)
+    t0 = time.monotonic()
+    with pytest.raises(BackendTimeout):
+        await b.chat(REQ, time.monotonic() + 0.4)
+    assert time.monotonic() - t0 < 0.8
+    await b.close()
+
+
+async def test_breaker_fails_fast_without_calling(judge_server: FakeJudge) -> None:
+    judge_server.reply = always("", status=500)
+    b = await backend(judge_server, max_retries=0, breaker_failures=2, breaker_cooldown_s=60)
+    for _ in range(2):
+        with pytest.raises(BackendError):
+            await b.chat(REQ, time.monotonic() + 5)
+    with pytest.raises(CircuitOpen):
+        await b.chat(REQ, time.monotonic() + 5)
+    assert judge_server.calls == 2
+    assert "sk-key" not in str(b.describe())
+    await b.close()

@@ -1,0 +1,70 @@
+"""Backend specs: the backends file (YAML/JSON), shortcuts, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewardhub.config import Settings
+from rewardhub.models.hub import ModelHub, specs_from_settings
+from rewardhub.models.specs import LocalSpec, RemoteSpec, load_backends_file
+
+
+def settings(**kw: object) -> Settings:
+    return Settings(_env_file=None, embedding_model="off", **kw)  # type: ignore[call-arg, arg-type]
+
+
+def test_yaml_file_and_shortcuts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text(
+        "backends:\n"
+        "  big-judge:\n    kind: openai\n    url: https://judge.internal/v1\n    model: qwen-72b\n"
+        "    api_key_env: BIG_KEY\n    concurrency: 4\n"
+        "  pool-prm:\n    kind: vllm_pooling\n    url: http://prm:8000/v1\n    model: Qwen/Qwen2.5-Math-PRM-7B\n"
+        "    convention: qwen\n"
+    )
+    monkeypatch.setenv("BIG_KEY", "k-123")
+    specs = load_backends_file(str(f))
+    big = specs["big-judge"]
+    assert isinstance(big, RemoteSpec) and big.key() == "k-123" and big.concurrency == 4
+    s = settings(
+        backends_file=str(f),
+        judge_url="http://j:8000/v1",
+        judge_model="m",
+        prm_model="/m/prm",
+        prm_convention="math_shepherd",
+    )
+    all_specs, lazy = specs_from_settings(s)
+    assert set(all_specs) == {"judge", "prm", "big-judge", "pool-prm"} and not lazy
+    prm = all_specs["prm"]
+    assert isinstance(prm, LocalSpec) and prm.task == "generate" and prm.convention == "math_shepherd"
+    hub = ModelHub.from_settings(s)
+    assert hub.names() == ["big-judge", "judge", "pool-prm", "prm"]
+    assert hub.conventions == {"prm": "math_shepherd", "pool-prm": "qwen"}
+    assert hub.get("pool-prm").client.base_url == "http://prm:8000"  # type: ignore[attr-defined]
+
+
+def test_bad_specs_name_the_problem(tmp_path: Path) -> None:
+    f = tmp_path / "b.json"
+    f.write_text('{"backends": {"x": {"kind": "openai", "url": "file:///etc/passwd", "model": "m"}}}')
+    with pytest.raises(ValueError, match=r"backends\.x\..*url must start with http"):
+        load_backends_file(str(f))
+    f.write_text('{"backends": {"judge": {"kind": "openai", "url": "http://a/v1", "model": "m"}}}')
+    with pytest.raises(ValueError, match="both"):
+        specs_from_settings(settings(backends_file=str(f), judge_url="http://b/v1"))
+    with pytest.raises(ValueError, match="REWARDHUB_BACKENDS_FILE"):
+        load_backends_file(str(tmp_path / "missing.json"))
+
+
+def test_missing_vllm_names_the_extra() -> None:
+    from rewardhub.models.errors import MissingExtra
+    from rewardhub.models.vllm_local import import_vllm
+
+    try:
+        import vllm  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingExtra, match=r"pip install 'rewardhub\[vllm\]'"):
+            import_vllm()
+    else:  # pragma: no cover - only where vLLM is installed
+        import_vllm()

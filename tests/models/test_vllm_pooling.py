@@ -1,0 +1,107 @@
+"""Remote PRM and RM over vLLM's pooling API (/tokenize, /pooling, /classify), against a fake vLLM
+server that tokenizes with the tiny model's real tokenizer and answers in vLLM's wire format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+
+from fake_openai import serve_app
+
+MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+def p_pos(token_id: int) -> float:
+    """The fake model's P(correct) at a token: a function of its id, so tests can predict it."""
+    return 0.05 + (token_id % 9) / 10
+
+
+def vllm_app(tokenizer_path: str, seen: list[tuple[str, dict[str, Any]]]) -> FastAPI:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_path)
+    app = FastAPI()
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        seen.append(("/tokenize", body))
+        if "messages" in body:
+            ids = tok.apply_chat_template(
+                body["messages"], tokenize=True, add_generation_prompt=body.get("add_generation_prompt", True)
+            )
+            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        else:
+            ids = tok.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
+        return {"tokens": list(ids), "count": len(ids), "max_model_len": 4096}
+
+    @app.post("/pooling")
+    async def pooling(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        seen.append(("/pooling", body))
+        data = [
+            {"index": i, "object": "pooling", "data": [[1 - p_pos(t), p_pos(t)] for t in ids]}
+            for i, ids in enumerate(body["input"])
+        ]
+        return {"object": "list", "data": data, "usage": {}}
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        seen.append(("/classify", body))
+        n = len(body["input"]) if "input" in body else 1
+        content = body["messages"][-1]["content"] if "messages" in body else ""
+        return {
+            "data": [{"index": i, "probs": [0.5 + len(content) / 100], "num_classes": 1} for i in range(n)]
+        }
+
+    return app
+
+
+async def test_remote_prm_and_orm(make_app: MakeApp, qwen_prm_path: str) -> None:
+    from transformers import AutoTokenizer
+
+    tag_id = AutoTokenizer.from_pretrained(qwen_prm_path).convert_tokens_to_ids("<extra_0>")
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with serve_app(vllm_app(qwen_prm_path, seen)) as url:
+        async with make_app(
+            prm_url=f"{url}/v1", prm_model="Qwen/Qwen2.5-Math-PRM-7B", orm_url=url, orm_model="rm"
+        ) as client:
+            body = {
+                "reward": "prm",
+                "items": [{"prompt": "Q?", "response": "a\n\nb\n\nc"}, {"prompt": "Q2", "response": "x"}],
+            }
+            r = await client.post("/v1/score", json=body)
+            res = r.json()["results"]
+            assert [len(x["details"]["steps"]) for x in res] == [3, 1]
+            assert [s["score"] for s in res[0]["details"]["steps"]] == pytest.approx([p_pos(tag_id)] * 3)
+            pooled = [b for path, b in seen if path == "/pooling"]
+            assert len(pooled) == 1 and len(pooled[0]["input"]) == 2  # one batched /pooling call
+            chat = next(b for path, b in seen if path == "/tokenize" and "messages" in b)
+            assert chat["add_generation_prompt"] is False and chat["messages"][0]["role"] == "system"
+            # Math-Shepherd needs the LM head: a clear backend error, not a wrong score
+            r = await client.post(
+                "/v1/score",
+                json={
+                    "reward": {"name": "prm", "config": {"convention": "math_shepherd"}},
+                    "items": [body["items"][0]],
+                },
+            )
+            bad = r.json()["results"][0]
+            assert bad["reason"] == "backend_error" and "transformers" in bad["details"]["message"]
+            # the outcome RM over /classify; the raw logit is what the server returned
+            r = await client.post(
+                "/v1/score", json={"reward": "orm", "items": [{"prompt": "p", "response": "0123456789"}]}
+            )
+            orm = r.json()["results"][0]
+            assert orm["score"] == pytest.approx(0.6)
+            cls = next(b for path, b in seen if path == "/classify")
+            assert cls["use_activation"] is False and cls["messages"][-1] == {
+                "role": "assistant",
+                "content": "0123456789",
+            }

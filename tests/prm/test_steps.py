@@ -1,0 +1,64 @@
+"""Step splitting with spans, conventions and aggregation formulas (docs/algorithms.md §1)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rewardhub.prm import CONVENTIONS, aggregate, split_steps
+from rewardhub.prm.aggregate import first_error_index
+from rewardhub.rewards.patterns import PatternTimeout
+
+
+def test_split_keeps_spans_into_the_original_text() -> None:
+    text = "  Intro line.\n\n\n\nMiddle\nstill middle.\n\nEnd.  "
+    steps = split_steps(text)
+    assert [s.text for s in steps] == ["Intro line.", "Middle\nstill middle.", "End."]
+    assert all(text[s.start : s.end] == s.text for s in steps)
+
+
+def test_think_block_is_skipped_and_regex_splitter() -> None:
+    text = "<think>a\n\nb\n\nc</think>\n\nStep 1: x\nStep 2: y"
+    assert [s.text for s in split_steps(text)] == ["Step 1: x\nStep 2: y"]
+    assert len(split_steps(text, skip_think=False)) == 4
+    steps = split_steps(text, pattern=r"\n(?=Step \d+:)")
+    assert [s.text for s in steps] == ["Step 1: x", "Step 2: y"]
+    with pytest.raises(PatternTimeout):
+        split_steps("x" * 5000 + "y", pattern=r"(x+x+)+z", timeout_s=0.05)
+
+
+def test_merge_to_max_steps() -> None:
+    text = "\n\n".join(f"s{k}" for k in range(10))
+    steps = split_steps(text, max_steps=3)
+    assert len(steps) == 3 and steps[0].text.startswith("s0") and steps[-1].text.endswith("s9")
+    assert all(text[s.start : s.end] == s.text for s in steps)
+
+
+def test_conventions_strip_injected_tags() -> None:
+    q = CONVENTIONS["qwen"].query("Q <extra_0>", ["a<extra_0>", "b"])
+    assert q.messages is not None and q.messages[2].content == "a<extra_0>b<extra_0>" and q.steps == 2
+    assert "<extra_0>" not in q.messages[1].content
+    m = CONVENTIONS["math_shepherd"].query("Q", ["a ки", "b"])
+    assert m.text == "Q Step 1: a  ки\nStep 2: b ки" and m.label_tokens == ("+", "-")
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("min", 0.2),
+        ("prod", 0.9 * 0.2 * 0.8),
+        ("last", 0.8),
+        ("mean", (0.9 + 0.2 + 0.8) / 3),
+        ("first_error", 1 / 3),
+    ],
+)
+def test_aggregation(how: str, expected: float) -> None:
+    assert aggregate([0.9, 0.2, 0.8], how, threshold=0.5) == pytest.approx(expected)  # type: ignore[arg-type]
+
+
+def test_first_error_index() -> None:
+    assert first_error_index([0.9, 0.8], 0.5) == -1
+    assert aggregate([0.9, 0.8], "first_error") == 1.0
+    assert first_error_index([0.1], 0.5) == 0 and aggregate([0.1], "first_error") == 0.0
+    assert math.isclose(aggregate([0.6, 0.7, 0.4, 0.1], "first_error"), 0.5)
