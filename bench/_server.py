@@ -46,7 +46,9 @@ def server_process(
         ],
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=open(os.environ["BENCH_SERVER_LOG"], "wb")
+        if os.environ.get("BENCH_SERVER_LOG")
+        else subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:

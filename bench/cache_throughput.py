@@ -20,26 +20,25 @@ import time
 import httpx
 import orjson
 
+from _load import post_json, session
 from _server import machine, server
 from math_throughput import load_items
 
 
 async def hammer(url: str, bodies: list[bytes], clients: int, seconds: float) -> tuple[int, int, float]:
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     done_items = 0
     non_cached = 0
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as c:
+    async with session(clients) as s:
         stop = time.perf_counter() + seconds
 
         async def worker(k: int) -> None:
             nonlocal done_items, non_cached
             i = k
             while time.perf_counter() < stop:
-                r = await c.post(
-                    "/v1/score", content=bodies[i % len(bodies)], headers={"content-type": "application/json"}
-                )
-                r.raise_for_status()
-                results = orjson.loads(r.content)["results"]
+                status, body = await post_json(s, f"{url}/v1/score", bodies[i % len(bodies)])
+                if status != 200:
+                    raise RuntimeError(f"{status}: {str(body)[:200]}")
+                results = body["results"]
                 done_items += len(results)
                 non_cached += sum(1 for x in results if not x["cached"])
                 i += clients

@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from _load import post_json, session
 from _server import ROOT, machine, server
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,6 +43,17 @@ QUESTIONS = [
     "How many positive divisors does 36 have?",
     "What is the sum of the interior angles of a hexagon?",
 ]
+
+
+def make_short_item(k: int, rng: random.Random) -> dict[str, str]:
+    """Three one-line steps (~30 tokens): the regime where a forward pass is dominated by its fixed cost."""
+    a, b = rng.randint(2, 99), rng.randint(2, 99)
+    steps = [
+        f"{a} + {b} = {a + b}",
+        f"times {k % 7 + 2}",
+        f"So the answer is \\boxed{{{(a + b) * (k % 7 + 2)}}}.",
+    ]
+    return {"prompt": QUESTIONS[k % len(QUESTIONS)], "response": "\n\n".join(steps)}
 
 
 def make_item(k: int, rng: random.Random) -> dict[str, str]:
@@ -74,18 +84,23 @@ def batch_stats(metrics_text: str) -> tuple[float, float]:
     return total, count
 
 
-async def drive(url: str, clients: int, duration: float, warmup: float, seed: int) -> dict[str, Any]:
+async def drive(
+    url: str, clients: int, duration: float, warmup: float, seed: int, short: bool = False
+) -> dict[str, Any]:
     rng = random.Random(seed)
     counter = 0
     latencies: list[float] = []
     errors: dict[str, int] = {}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+    async with session(clients) as http:
         start = time.perf_counter()
         t_measure = start + warmup
         t_end = t_measure + duration
         before = (0.0, 0.0)
         measured_from: float | None = None
+
+        async def metrics() -> str:
+            async with http.get(f"{url}/metrics") as r:
+                return await r.text()
 
         async def client() -> None:
             nonlocal counter, before, measured_from
@@ -95,26 +110,27 @@ async def drive(url: str, clients: int, duration: float, warmup: float, seed: in
                     return
                 if measured_from is None and now >= t_measure:
                     measured_from = now
-                    before = batch_stats((await http.get("/metrics")).text)
+                    before = batch_stats(await metrics())
                 counter += 1
-                item = make_item(counter, rng)
+                item = make_short_item(counter, rng) if short else make_item(counter, rng)
                 t0 = time.perf_counter()
-                r = await http.post(
-                    "/v1/score",
-                    json={"reward": "prm", "items": [item], "options": {"use_cache": False, "timeout_s": 60}},
+                status, body = await post_json(
+                    http,
+                    f"{url}/v1/score",
+                    {"reward": "prm", "items": [item], "options": {"use_cache": False, "timeout_s": 60}},
                 )
                 t1 = time.perf_counter()
-                if r.status_code != 200:
-                    errors[f"http_{r.status_code}"] = errors.get(f"http_{r.status_code}", 0) + 1
+                if status != 200:
+                    errors[f"http_{status}"] = errors.get(f"http_{status}", 0) + 1
                     continue
-                res = r.json()["results"][0]
+                res = body["results"][0]
                 if not res["valid"]:
                     errors[res["reason"]] = errors.get(res["reason"], 0) + 1
                 elif t_measure <= t1 <= t_end:  # completions inside the measured window
                     latencies.append(t1 - t0)
 
         await asyncio.gather(*(client() for _ in range(clients)))
-        after = batch_stats((await http.get("/metrics")).text)
+        after = batch_stats(await metrics())
     window = duration
     batches = after[1] - before[1]
     return {
@@ -143,7 +159,9 @@ def run_mode(model: str, args: argparse.Namespace, max_batch: int) -> dict[str, 
         "TRANSFORMERS_OFFLINE": "1",
     }
     with server(env) as url:
-        return asyncio.run(drive(url, args.clients, args.duration, args.warmup, args.seed))
+        return asyncio.run(
+            drive(url, args.clients, args.duration, args.warmup, args.seed, args.items == "short")
+        )
 
 
 def main() -> None:
@@ -157,6 +175,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4, help="layers of the PRM built for the run")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (REWARDHUB_MODEL_DEVICE)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--items",
+        choices=("long", "short"),
+        default="long",
+        help="long: 4-7 sentence steps (hundreds of tokens); short: three one-line steps (~30 tokens)",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rewardhub-bench-prm-") as tmp:
@@ -176,6 +200,7 @@ def main() -> None:
         "device": args.device,
         "model": {"hidden": args.hidden, "layers": args.layers, "parameters": params},
         "clients": args.clients,
+        "items_kind": args.items,
         "duration_s": args.duration,
         "batching_on": {"max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, **on},
         "batching_off": {"max_batch": 1, **off},

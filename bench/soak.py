@@ -5,7 +5,8 @@
 
 Each client loops: POST /v1/score with a mixed batch (math, exact_match, format, f1) drawn from a fixed
 pool of distinct items, so the cache fills during warm-up and then serves a steady hit/miss mix. Every
-non-200 answer and every transport error counts as an error. The server's resident memory (the service
+non-200 answer and every transport error counts as an error. The load comes from aiohttp (see
+bench/_load.py: httpx's pool, not the service, would be the bottleneck at 200 connections). The server's resident memory (the service
 process and its CPU workers) is sampled every few seconds; growth is measured from the end of the
 warm-up to the end of the run. Loopback only: this is not a tool for loading other people's servers.
 """
@@ -21,8 +22,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-import httpx
+import aiohttp
 
+from _load import post_json, session
 from _server import machine, server_process
 
 
@@ -88,9 +90,7 @@ async def run(
     rss: list[tuple[float, float]] = []
     stop_at = time.monotonic() + seconds
     t_start = time.monotonic()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as c:
+    async with session(clients) as c:
 
         async def client(k: int) -> None:
             rng = random.Random(k)
@@ -98,12 +98,12 @@ async def run(
                 items = [dict(rng.choice(pool), id=str(j)) for j in range(batch)]
                 t0 = time.perf_counter()
                 try:
-                    resp = await c.post("/v1/score", json={"items": items})
-                    if resp.status_code != 200:
-                        errors.append(f"{resp.status_code}: {resp.text[:200]}")
-                    elif len(resp.json()["results"]) != batch:
+                    status, body = await post_json(c, f"{url}/v1/score", {"items": items})
+                    if status != 200:
+                        errors.append(f"{status}: {str(body)[:200]}")
+                    elif len(body["results"]) != batch:
                         errors.append("wrong number of results")
-                except httpx.HTTPError as exc:
+                except (aiohttp.ClientError, TimeoutError) as exc:
                     errors.append(repr(exc)[:200])
                 latencies.append((time.perf_counter() - t0) * 1000)
 

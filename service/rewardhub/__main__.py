@@ -2,4 +2,5 @@
 
 from rewardhub.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned child process re-imports the main module
+    main()

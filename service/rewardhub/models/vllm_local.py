@@ -33,6 +33,7 @@ def import_vllm() -> Any:
 
 
 class VLLMBackend(TransformersBackend):
+    isolate: ClassVar[bool] = False  # vLLM runs its own engine process; a thread only drives it
     kind: ClassVar[str] = "vllm"
 
     def _loader(self) -> Callable[[], Any]:

@@ -1,0 +1,46 @@
+"""In-process models run in their own process: the batch in flight fails if it dies, the next restarts it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from functools import partial
+from pathlib import Path
+
+import pytest
+from tiny_models import build_tiny_qwen_prm
+
+from rewardhub.models import hf_compute
+from rewardhub.models.base import StepQuery
+from rewardhub.models.errors import BackendError
+from rewardhub.models.model_process import ModelProcess
+
+QUERY = StepQuery(step_tag="<extra_0>", steps=2, text="1 + 1 = 2<extra_0>so 2<extra_0>")
+
+
+async def test_model_runs_in_a_child_and_recovers(tmp_path: Path) -> None:
+    model = build_tiny_qwen_prm(tmp_path / "prm")
+    proc = ModelProcess("t", partial(hf_compute.load, str(model), "token_classification", threads=1))
+    info = await proc.start()
+    try:
+        assert info["task"] == "token_classification" and info["device"] == "cpu"
+        assert proc._proc is not None and proc._proc.pid != os.getpid()
+        first = await proc.call(hf_compute.step_probs, [QUERY, QUERY])
+        assert len(first) == 2 and len(first[0]) == 2 and all(0.0 <= p <= 1.0 for p in first[0])
+        assert first[0] == first[1]
+
+        os.kill(proc._proc.pid, signal.SIGKILL)  # the model process dies (OOM killer, a segfault...)
+        await asyncio.sleep(0.2)
+        with pytest.raises(BackendError, match="died"):
+            await proc.call(hf_compute.step_probs, [QUERY])
+        again = await proc.call(hf_compute.step_probs, [QUERY])  # a fresh process, the model reloaded
+        assert again[0] == first[0] and proc.restarts == 1
+    finally:
+        await proc.close()
+
+
+async def test_a_bad_path_fails_at_start(tmp_path: Path) -> None:
+    proc = ModelProcess("t", partial(hf_compute.load, str(tmp_path / "missing"), "token_classification"))
+    with pytest.raises(BackendError):
+        await proc.start()
