@@ -11,5 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_setting_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    missing = [f"REWARDHUB_{n.upper()}" for n in Settings.model_fields if f"REWARDHUB_{n.upper()}" not in readme]
+    missing = [
+        f"REWARDHUB_{n.upper()}" for n in Settings.model_fields if f"REWARDHUB_{n.upper()}" not in readme
+    ]
     assert not missing, f"undocumented settings (run scripts/settings_table.py): {missing}"

@@ -93,9 +93,7 @@ def _fingerprint(items: Sequence[ScoreItem], idx: Sequence[int], reads: Sequence
     """Multiset hash of the members' fields: order-independent, duplicates counted."""
     fields = [f for f in reads if f != "group"]
     digests = sorted(
-        hashlib.sha256(
-            jsonutil.dumps([getattr(items[i], f) for f in fields], sort_keys=True)
-        ).digest()
+        hashlib.sha256(jsonutil.dumps([getattr(items[i], f) for f in fields], sort_keys=True)).digest()
         for i in idx
     )
     return hashlib.sha256(b"".join(digests)).hexdigest()

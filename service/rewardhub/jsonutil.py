@@ -23,5 +23,10 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
         return orjson.dumps(value, option=option)
     except TypeError:
         return json.dumps(
-            value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False
+            value,
+            sort_keys=sort_keys,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            default=str,
+            allow_nan=False,
         ).encode()

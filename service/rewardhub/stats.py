@@ -84,8 +84,14 @@ class LiveStats:
         buckets = {b.second: b for b in self._buckets}
         for s in range(now - WINDOW_S + 1, now + 1):
             b = buckets.get(s)
-            series.append({"t": s, "items": b.items if b else 0, "requests": b.requests if b else 0,
-                           "cached": b.cached if b else 0})
+            series.append(
+                {
+                    "t": s,
+                    "items": b.items if b else 0,
+                    "requests": b.requests if b else 0,
+                    "cached": b.cached if b else 0,
+                }
+            )
         items = sum(b.items for b in self._buckets)
         cached = sum(b.cached for b in self._buckets)
         invalid: Counter[str] = Counter()

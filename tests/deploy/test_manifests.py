@@ -43,7 +43,14 @@ def check_env_name(name: str) -> None:
 
 def test_all_kinds_present() -> None:
     kinds = {d["kind"] for d in k8s_docs()}
-    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "ConfigMap", "Secret", "PodDisruptionBudget"} <= kinds
+    assert {
+        "Deployment",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "ConfigMap",
+        "Secret",
+        "PodDisruptionBudget",
+    } <= kinds
 
 
 def test_probes_ports_and_env() -> None:
@@ -64,7 +71,9 @@ def test_probes_ports_and_env() -> None:
             assert ports["http"] == PORT
             for probe in ("readinessProbe", "livenessProbe"):
                 get = c[probe]["httpGet"]
-                assert get["path"] in routes, f"{dep['metadata']['name']} {probe} {get['path']} is not a route"
+                assert get["path"] in routes, (
+                    f"{dep['metadata']['name']} {probe} {get['path']} is not a route"
+                )
                 assert get["port"] in ports or get["port"] == PORT
             assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
             assert c["livenessProbe"]["httpGet"]["path"] == "/health"

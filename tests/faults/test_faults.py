@@ -14,7 +14,9 @@ import pytest
 TOWER = "2^{2^{2^{2^{2^{2}}}}}"
 
 
-async def load(c: httpx.AsyncClient, stop: asyncio.Event, tag: str, failures: list[str], done: list[int]) -> None:
+async def load(
+    c: httpx.AsyncClient, stop: asyncio.Event, tag: str, failures: list[str], done: list[int]
+) -> None:
     k = 0
     while not stop.is_set():
         items = [{"response": f"\\boxed{{{k + i}}}", "reference": str(k + i)} for i in range(16)]
@@ -59,8 +61,14 @@ async def test_cpu_worker_killed_mid_item(make_app: Any) -> None:
         pool = c.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
         pids_before = {s.proc.pid for s in pool._slots if s.proc is not None}
         hung = asyncio.create_task(
-            c.post("/v1/score", json={"reward": "math", "options": {"use_cache": False}, "items": [
-                {"response": f"\\boxed{{{TOWER}}}", "reference": "4"}]})
+            c.post(
+                "/v1/score",
+                json={
+                    "reward": "math",
+                    "options": {"use_cache": False},
+                    "items": [{"response": f"\\boxed{{{TOWER}}}", "reference": "4"}],
+                },
+            )
         )
         busy = []
         for _ in range(100):
@@ -80,7 +88,9 @@ async def test_cpu_worker_killed_mid_item(make_app: Any) -> None:
         assert ready["alive"] == ready["size"] and ready["restarts"].get("crash", 0) >= 1
         pids_after = {s.proc.pid for s in pool._slots if s.proc is not None}
         assert busy[0] not in pids_after and pids_after != pids_before
-        ok = await c.post("/v1/score", json={"reward": "math", "items": [{"response": "\\boxed{2}", "reference": "2"}]})
+        ok = await c.post(
+            "/v1/score", json={"reward": "math", "items": [{"response": "\\boxed{2}", "reference": "2"}]}
+        )
         assert ok.json()["results"][0]["score"] == 1.0
 
 
@@ -88,9 +98,15 @@ async def test_cpu_worker_killed_mid_item(make_app: Any) -> None:
 def test_json_logs_carry_request_ids(live_server_factory: Any) -> None:
     env = {"REWARDHUB_LOG_JSON": "true", "REWARDHUB_LOG_LEVEL": "debug"}
     with live_server_factory(env=env) as server:
-        httpx.post(f"{server.url}/v1/score", headers={"X-Request-ID": "trace-abc-123"},
-                   json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}, timeout=30)
-        httpx.post(f"{server.url}/v1/score", json={"reward": "nope", "items": [{"response": "a"}]}, timeout=30)
+        httpx.post(
+            f"{server.url}/v1/score",
+            headers={"X-Request-ID": "trace-abc-123"},
+            json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]},
+            timeout=30,
+        )
+        httpx.post(
+            f"{server.url}/v1/score", json={"reward": "nope", "items": [{"response": "a"}]}, timeout=30
+        )
     lines = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
     assert any(rec.get("event") == "service_ready" for rec in lines)
     traced = [rec for rec in lines if rec.get("request_id") == "trace-abc-123"]

@@ -27,7 +27,11 @@ EXAMPLES_PER_MODE = 20
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # A short per-item deadline so random math answers cannot hold the run; jobs stay small.
-    env = {"REWARDHUB_ITEM_TIMEOUT_S": "1", "REWARDHUB_MAX_ITEM_TIMEOUT_S": "2", "REWARDHUB_JOB_MAX_ITEMS": "64"}
+    env = {
+        "REWARDHUB_ITEM_TIMEOUT_S": "1",
+        "REWARDHUB_MAX_ITEM_TIMEOUT_S": "2",
+        "REWARDHUB_JOB_MAX_ITEMS": "64",
+    }
     with serve(env, tmp=tmp_path_factory.mktemp("fuzz")) as server:
         yield server
 
@@ -53,8 +57,12 @@ def test_every_operation(fuzz_server: LiveServer) -> None:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @given(case=op.as_strategy(generation_mode=mode))
-            @settings(max_examples=EXAMPLES_PER_MODE, deadline=None, suppress_health_check=list(HealthCheck),
-                      database=None)
+            @settings(
+                max_examples=EXAMPLES_PER_MODE,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+                database=None,
+            )
             def run(case: Any) -> None:
                 check(case, fuzz_server.url)
 
@@ -62,7 +70,9 @@ def test_every_operation(fuzz_server: LiveServer) -> None:
                 run()
             except Unsatisfiable:
                 # An operation without parameters or body (GET /health) has no input to make invalid.
-                assert mode is GenerationMode.NEGATIVE, f"{op.method} {op.path}: no valid input could be generated"
+                assert mode is GenerationMode.NEGATIVE, (
+                    f"{op.method} {op.path}: no valid input could be generated"
+                )
         seen.append(f"{op.method.upper()} {op.path}")
     # The service is still healthy after the barrage.
     import httpx

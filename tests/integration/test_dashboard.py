@@ -20,9 +20,20 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 def chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM, "chromium is not installed (scripts/system-deps installs it)"
     args = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=4000", *extra, url,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--window-size=1280,900",
+        "--virtual-time-budget=4000",
+        *extra,
+        url,
     ]
     return subprocess.run(args, capture_output=True, text=True, timeout=120)
 
@@ -52,7 +63,9 @@ def test_dashboard_renders_live_data(live_server_factory: Any, tmp_path: Path) -
             items.append({"response": "\\boxed{1}"})  # invalid: missing_reference
             for _ in range(3):
                 c.post("/v1/score", json={"reward": "math", "items": items}).raise_for_status()
-            c.post("/v1/score", json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]})
+            c.post(
+                "/v1/score", json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
+            )
             data = c.get("/dashboard/data").json()
         assert data["total_items"] == 3 * 51 + 1
         assert data["invalid"] == {"missing_reference": 3}

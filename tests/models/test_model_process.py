@@ -9,12 +9,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_qwen_prm
 
 from rewardhub.models import hf_compute
 from rewardhub.models.base import StepQuery
 from rewardhub.models.errors import BackendError
 from rewardhub.models.model_process import ModelProcess
+from tiny_models import build_tiny_qwen_prm
 
 QUERY = StepQuery(step_tag="<extra_0>", steps=2, text="1 + 1 = 2<extra_0>so 2<extra_0>")
 

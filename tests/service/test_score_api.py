@@ -218,8 +218,14 @@ async def test_integers_beyond_64_bits_are_accepted(client: httpx.AsyncClient) -
     # Found by the fuzzer: orjson refuses such integers; the service must still answer (JSON allows them).
     big = -9223372036854775809
     resp = await client.post(
-        "/v1/score", json={"reward": "exact_match", "items": [{"response": "x", "reference": [big, "x"]},
-                                                              {"response": "y", "reference": {"a": 2**70}}]}
+        "/v1/score",
+        json={
+            "reward": "exact_match",
+            "items": [
+                {"response": "x", "reference": [big, "x"]},
+                {"response": "y", "reference": {"a": 2**70}},
+            ],
+        },
     )
     assert resp.status_code == 200
     assert [r["score"] for r in resp.json()["results"]] == [1.0, None]

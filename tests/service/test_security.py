@@ -68,12 +68,16 @@ async def test_inflight_items_bound(make_app: Any) -> None:
 
 async def test_per_key_rate_limit(make_app: Any) -> None:
     async with make_app(api_keys="a,b", per_key_rate_limit=2, per_key_rate_burst=3) as c:
-        codes = [(await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code for _ in range(5)]
+        codes = [
+            (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code for _ in range(5)
+        ]
         assert codes[:3] == [200, 200, 200] and codes[3] == 429  # burst of 3, then the bucket is empty
         limited = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})
         assert "REWARDHUB_PER_KEY_RATE_LIMIT" in limited.json()["error"]["message"]
         assert int(limited.headers["retry-after"]) >= 1
-        assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})).status_code == 200  # per key
+        assert (
+            await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})
+        ).status_code == 200  # per key
         await asyncio.sleep(0.6)  # 2 tokens/s refill
         assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 200
 

@@ -101,6 +101,7 @@ class ModelProcess:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         fd = conn.fileno()
+
         def on_readable() -> None:
             if not ready.done():
                 ready.set_result(None)

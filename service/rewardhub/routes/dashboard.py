@@ -34,7 +34,12 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
     runtime = getattr(state, "runtime", None)
     if runtime is not None:
         pool = runtime.cpu_pool.stats()
-        snap["cpu_pool"] = {"alive": pool.alive, "size": pool.size, "busy": pool.busy, "queued_items": pool.queued_items}
+        snap["cpu_pool"] = {
+            "alive": pool.alive,
+            "size": pool.size,
+            "busy": pool.busy,
+            "queued_items": pool.queued_items,
+        }
     snap["inflight_items"] = state.admission.items
     snap["version"] = __version__
     return snap
