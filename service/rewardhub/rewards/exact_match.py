@@ -17,7 +17,7 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import PatternTimeout, last_match, validate_pattern
 from rewardhub.rewards.text import squad_normalize
 
-__all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "reference_strings"]
+__all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
 
 
 class ExactMatchConfig(RewardConfig):
@@ -67,6 +67,27 @@ def extract_span(text: str, pattern: str | None) -> str | None:
     return span
 
 
+def read_item(
+    item: ScoreItem, pattern: str | None, reward: str, empty: dict[str, float | None] | None = None
+) -> tuple[list[str], str] | Outcome:
+    """The item's acceptable references and the response span to compare, or the outcome that ends it.
+
+    Shared by the string-matching rewards: a missing reference is invalid, a pattern that ran past its
+    time budget is a timeout, and a response where the pattern finds nothing is a valid 0 (no answer),
+    with ``empty`` as its components.
+    """
+    refs = reference_strings(item.reference)
+    if refs is None:
+        return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward} needs a reference string")
+    try:
+        span = extract_span(item.response, pattern)
+    except PatternTimeout as exc:
+        return Outcome.invalid(Reason.TIMEOUT, str(exc))
+    if span is None:
+        return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details={"extracted": None})
+    return refs, span
+
+
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
     if cfg.normalize == "squad":
         return squad_normalize(text)
@@ -87,18 +108,11 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     ) -> list[Outcome]:
         out: list[Outcome] = []
         for item in items:
-            refs = reference_strings(item.reference)
-            if refs is None:
-                out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "exact_match needs a reference string"))
+            read = read_item(item, config.extract, self.name)
+            if isinstance(read, Outcome):
+                out.append(read)
                 continue
-            try:
-                span = extract_span(item.response, config.extract)
-            except PatternTimeout as exc:
-                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
-                continue
-            if span is None:
-                out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
-                continue
+            refs, span = read
             pred = _norm(span, config)
             hit = next((r for r in refs if _norm(r, config) == pred), None)
             out.append(Outcome(1.0 if hit is not None else 0.0, details={"extracted": span, "matched": hit}))

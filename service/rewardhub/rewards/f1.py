@@ -22,10 +22,10 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.exact_match import extract_span, reference_strings
-from rewardhub.rewards.patterns import PatternTimeout, validate_pattern
+from rewardhub.rewards.exact_match import read_item
+from rewardhub.rewards.patterns import validate_pattern
 from rewardhub.rewards.text import squad_tokens
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
@@ -71,25 +71,11 @@ class F1Reward(Reward[F1Config]):
     async def score(self, items: Sequence[ScoreItem], config: F1Config, ctx: ScoreContext) -> list[Outcome]:
         out: list[Outcome] = []
         for item in items:
-            refs = reference_strings(item.reference)
-            if refs is None:
-                out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "f1 needs a reference string"))
+            read = read_item(item, config.extract, self.name, empty={"precision": 0.0, "recall": 0.0})
+            if isinstance(read, Outcome):
+                out.append(read)
                 continue
-            try:
-                span = extract_span(item.response, config.extract)
-            except PatternTimeout as exc:
-                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
-                continue
-            if span is None:
-                out.append(
-                    Outcome(
-                        0.0,
-                        Reason.NO_ANSWER,
-                        components={"precision": 0.0, "recall": 0.0},
-                        details={"extracted": None},
-                    )
-                )
-                continue
+            refs, span = read
             pred = squad_tokens(span)
             best_ref, (f1, precision, recall) = max(
                 ((ref, token_f1(pred, squad_tokens(ref))) for ref in refs), key=lambda pair: pair[1][0]
