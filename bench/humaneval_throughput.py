@@ -45,12 +45,13 @@ def items(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_service(rows: list[dict[str, Any]]) -> tuple[float, int]:
+def run_service(rows: list[dict[str, Any]], workers: int) -> tuple[float, int]:
     warm = [
         {"response": f"def f(x):\n    return x + {k}\n", "reference": {"tests": f"assert f(0) == {k}"}}
         for k in range(8)
     ]
-    with server() as url, httpx.Client(base_url=url, timeout=600) as c:
+    env = {"REWARDHUB_SANDBOX_WORKERS": str(workers), **({"REWARDHUB_SANDBOX_PIN_CPUS": os.environ["PIN"]} if os.environ.get("PIN") else {})}
+    with server(env) as url, httpx.Client(base_url=url, timeout=600) as c:
         c.post("/v1/score", json={"reward": "code", "items": warm}).raise_for_status()
         t0 = time.perf_counter()
         r = c.post("/v1/score", json={"reward": "code", "items": items(rows)})
@@ -112,14 +113,15 @@ async def run_bare(rows: list[dict[str, Any]], workers: int) -> tuple[float, int
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=0, help="concurrent runs on both sides (default: cores)")
     args = ap.parse_args()
     rows = load()
-    workers = len(os.sched_getaffinity(0))
+    workers = args.workers or len(os.sched_getaffinity(0))
     svc_times: list[float] = []
     bare_times: list[float] = []
     svc_passed = bare_passed = 0
     for _ in range(args.repeat):
-        ts, svc_passed = run_service(rows)
+        ts, svc_passed = run_service(rows, workers)
         tb, bare_passed = asyncio.run(run_bare(rows, workers))
         svc_times.append(ts)
         bare_times.append(tb)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -194,3 +196,32 @@ async def test_python_grader_runs_in_the_sandbox(client: httpx.AsyncClient) -> N
         {"answer": "paris"},
     )
     assert multi["reward"] == 1.0 and multi["sub_rewards"] == {"py": 1.0, "eq": 1.0}
+
+
+async def test_score_model_grader_via_the_judge_backend(make_app: Any, judge_server: Any) -> None:
+    from fake_openai import Reply
+
+    answers = iter(['{"steps": [], "result": 0.8}', "I'd say 7 out of 10, so 0.7", "no idea", "42"])
+    judge_server.reply = lambda body: Reply(content=next(answers))
+    grader = {
+        "type": "score_model",
+        "name": "quality",
+        "model": "fake-judge",
+        "input": [
+            {"role": "system", "content": "Rate the answer from 0 to 1."},
+            {"role": "user", "content": "Question: {{item.q}}\\nAnswer: {{sample.output_text}}"},
+        ],
+        "range": [0, 1],
+        "sampling_params": {"temperature": 0},
+    }
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as c:
+        first = await run(c, grader, "Paris", {"q": "Capital of France?"})
+        assert first["reward"] == 0.8 and not any(first["metadata"]["errors"].values())
+        sent = judge_server.requests[-1]["messages"]
+        assert sent[1]["content"] == "Question: Capital of France?\\nAnswer: Paris"  # templates filled
+        second = await run(c, grader, "Lyon", {"q": "Capital of France?"})
+        assert second["reward"] == 0.7  # the last number in free text
+        unparseable = await run(c, grader, "Rome", {"q": "x"})
+        assert unparseable["metadata"]["errors"]["model_grader_parse_error"] is True
+        out_of_range = await run(c, grader, "Nice", {"q": "y"})
+        assert out_of_range["reward"] == 0.0 and out_of_range["metadata"]["errors"]["model_grader_parse_error"]

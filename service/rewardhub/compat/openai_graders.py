@@ -3,8 +3,8 @@
 Graders are translated into rewardhub rewards (no scoring logic here):
 
 * ``string_check`` → the ``string_check`` reward; ``text_similarity`` → ``text_similarity``;
-* ``score_model`` → the ``judge`` reward in pointwise mode against the configured judge backend (when the
-  judge is available);
+* ``score_model`` → the ``score_model`` reward: the rendered messages go to the configured judge backend
+  and the number it answers is the reward;
 * ``python`` → the ``python_grader`` reward, which runs ``grade(sample, item)`` in the sandbox (when the
   sandbox is available);
 * ``multi`` → each sub-grader as one item of a single request, then ``calculate_output`` with
@@ -137,21 +137,20 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
             reward=RewardSpec(name="text_similarity", config={"metric": metric}),
         )
     if kind == "score_model":
-        if "judge" not in available:
-            raise GraderError(
-                "score_model needs the judge reward (configure REWARDHUB_JUDGE_URL)",
-                "model_grader_server_error",
-            )
+        if "score_model" not in available:
+            raise GraderError("score_model needs a model backend", "model_grader_server_error")
         lo, hi = (grader.get("range") or [0, 1])[:2]
-        messages = _messages(grader, ns)
-        config: dict[str, Any] = {"mode": "messages", "messages": messages, "score_range": [lo, hi]}
+        config: dict[str, Any] = {"range": [lo, hi]}
         sampling = grader.get("sampling_params") or {}
-        if "temperature" in sampling:
-            config["temperature"] = sampling["temperature"]
+        for key in ("temperature", "max_tokens", "seed"):
+            if key in sampling:
+                config[key] = sampling[key]
+        if sampling.get("max_completions_tokens") is not None:
+            config["max_tokens"] = sampling["max_completions_tokens"]
         return ScoreItem(
             response=ns["sample"]["output_text"],
-            prompt=messages[-1]["content"],
-            reward=RewardSpec(name="judge", config=config),
+            reference={"messages": _messages(grader, ns)},
+            reward=RewardSpec(name="score_model", config=config),
         )
     if kind == "python":
         if "python_grader" not in available:

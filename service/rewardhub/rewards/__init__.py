@@ -23,6 +23,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.string_check",
     "rewardhub.rewards.text_similarity",
     "rewardhub.rewards.python_grader",
+    "rewardhub.rewards.score_model",
     "rewardhub.rewards.f1",
     "rewardhub.rewards.multiple_choice",
     "rewardhub.rewards.regex_match",

@@ -126,8 +126,10 @@ async def openai_graders_run(
         scores: dict[str, float] = {}
         for name, r in zip(names, outcome.results, strict=True):
             if not r["valid"]:
-                flag = _GRADER_FLAGS.get(str(grader_type_of(grader, name)), "other_error")
-                raise openai_graders.GraderError(str(r.get("error") or r.get("reason")), flag)
+                flag = grader_error_flag(grader_type_of(grader, name), r.get("reason"))
+                raise openai_graders.GraderError(
+                    str(r.get("error") or r.get("details", {}).get("message") or r.get("reason")), flag
+                )
             scores[name] = float(r["score"])
         reward = openai_graders.combine(grader, names, scores)
         meta["scores"] = scores
@@ -150,7 +152,13 @@ async def openai_graders_run(
     )
 
 
-_GRADER_FLAGS = {"score_model": "model_grader_server_error", "python": "python_grader_runtime_error"}
+def grader_error_flag(grader_type: Any, reason: Any) -> str:
+    """OpenAI's error flag for a sub-grader whose item could not be scored."""
+    if grader_type == "score_model":
+        return "model_grader_parse_error" if reason == "parse_error" else "model_grader_server_error"
+    if grader_type == "python":
+        return "python_grader_server_error" if reason == "sandbox_error" else "python_grader_runtime_error"
+    return "other_error"
 
 
 def grader_type_of(grader: dict[str, Any], name: str) -> Any:

@@ -1,0 +1,133 @@
+"""``score_model``: OpenAI's score-model grader — a model reads caller-written messages and gives a number.
+
+Unlike ``judge``, the prompt is entirely the caller's: the item's reference holds the chat messages
+(``{"messages": [{"role", "content"}, ...]}``, already filled in with the sample, as the OpenAI grader's
+templates are), and the reward is the number the model answers, which must lie in ``range`` (default
+[0, 1]). The number is read from a JSON object's ``result``/``score`` (OpenAI asks for
+``{"result": ...}``), else the last number in the answer. No number, or one outside the range, is an
+invalid ``parse_error`` (OpenAI's ``model_grader_parse_error``), never a silent 0; a failing backend is
+``backend_error``/``timeout``.
+
+The messages come from the caller's grader definition, so judge hardening (content-free and injection
+screens) is not applied here: it is the caller's prompt. Use ``judge`` for hardened verification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import orjson
+from pydantic import Field, model_validator
+
+from rewardhub.models.base import ChatRequest, Message
+from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+
+__all__ = ["ScoreModelConfig", "ScoreModelReward", "parse_score"]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_ROLES = frozenset({"system", "user", "assistant", "developer"})
+
+
+class ScoreModelConfig(RewardConfig):
+    backend: str = Field("judge", description="Named model backend (REWARDHUB_JUDGE_URL sets `judge`).")
+    range: tuple[float, float] = Field((0.0, 1.0), description="Valid scores, inclusive.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 = deterministic (and cacheable).")
+    max_tokens: int = Field(1024, ge=1, le=16384)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScoreModelConfig:
+        if not self.range[0] < self.range[1]:
+            raise ValueError("range must be [low, high] with low < high")
+        return self
+
+
+def parse_score(text: str) -> float | None:
+    """The score in a model answer: a JSON object's result/score, else the last number; None if none."""
+    stripped = text.strip()
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        try:
+            obj = orjson.loads(stripped[start : end + 1])
+            if isinstance(obj, dict):
+                for key in ("result", "score"):
+                    value = obj.get(key)
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        return float(value)
+        except orjson.JSONDecodeError:
+            pass
+    numbers = _NUMBER.findall(stripped)
+    return float(numbers[-1]) if numbers else None
+
+
+def _messages(reference: Any) -> tuple[Message, ...] | None:
+    raw = reference.get("messages") if isinstance(reference, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return None
+    out = []
+    for m in raw:
+        if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
+            return None
+        out.append(Message(role=str(m["role"]), content=m["content"]))
+    return tuple(out)
+
+
+@register
+class ScoreModelReward(ModelReward[ScoreModelConfig]):
+    name: ClassVar[str] = "score_model"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
+        "it answers (JSON result/score, else the last number) is the reward, within `range`."
+    )
+    config_model = ScoreModelConfig
+    reads = ("response", "reference")
+    default_backend: ClassVar[str] = "judge"
+    default_timeout_s: ClassVar[float | None] = 60.0
+
+    def is_cacheable(self, config: ScoreModelConfig) -> bool:
+        return config.temperature == 0.0 and super().is_cacheable(config)
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: ScoreModelConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        try:
+            backend = self.backend(config)
+        except BackendUnavailable as exc:
+            return [Outcome.invalid(Reason.UNSUPPORTED, str(exc)) for _ in items]
+        deadline = deadline_of(ctx)
+        lo, hi = config.range
+
+        async def one(item: ScoreItem) -> Outcome:
+            messages = _messages(item.reference)
+            if messages is None:
+                return Outcome.invalid(
+                    Reason.MISSING_REFERENCE,
+                    'score_model needs reference {"messages": [{"role", "content"}...]}',
+                )
+            request = ChatRequest(
+                messages=messages,
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+                seed=config.seed,
+            )
+            try:
+                completion = await backend.chat(request, deadline)
+            except (BackendError, TimeoutError) as exc:
+                return failure(exc)
+            value = parse_score(completion.text)
+            details = {"model_output": completion.text[-2000:]}
+            if value is None or not math.isfinite(value) or not lo <= value <= hi:
+                return Outcome.invalid(
+                    Reason.PARSE_ERROR, f"no score within [{lo:g}, {hi:g}] in the model's answer", **details
+                )
+            return Outcome(value, details=details)
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
