@@ -50,7 +50,10 @@ def run_service(rows: list[dict[str, Any]], workers: int) -> tuple[float, int]:
         {"response": f"def f(x):\n    return x + {k}\n", "reference": {"tests": f"assert f(0) == {k}"}}
         for k in range(8)
     ]
-    env = {"REWARDHUB_SANDBOX_WORKERS": str(workers), **({"REWARDHUB_SANDBOX_PIN_CPUS": os.environ["PIN"]} if os.environ.get("PIN") else {})}
+    env = {
+        "REWARDHUB_SANDBOX_WORKERS": str(workers),
+        **({"REWARDHUB_SANDBOX_PIN_CPUS": os.environ["PIN"]} if os.environ.get("PIN") else {}),
+    }
     with server(env) as url, httpx.Client(base_url=url, timeout=600) as c:
         c.post("/v1/score", json={"reward": "code", "items": warm}).raise_for_status()
         t0 = time.perf_counter()

@@ -224,4 +224,6 @@ async def test_score_model_grader_via_the_judge_backend(make_app: Any, judge_ser
         unparseable = await run(c, grader, "Rome", {"q": "x"})
         assert unparseable["metadata"]["errors"]["model_grader_parse_error"] is True
         out_of_range = await run(c, grader, "Nice", {"q": "y"})
-        assert out_of_range["reward"] == 0.0 and out_of_range["metadata"]["errors"]["model_grader_parse_error"]
+        assert (
+            out_of_range["reward"] == 0.0 and out_of_range["metadata"]["errors"]["model_grader_parse_error"]
+        )
