@@ -167,6 +167,20 @@ def test_render_prompt_without_and_with_chat_template() -> None:
     )
     raw = DataConfig(use_chat_template=False, prompt_template="Q: {question}\nA:")
     assert render_prompt(raw, "2+2?", Tok()) == "Q: 2+2?\nA:"
+    # A response prefix starts the assistant's reply, after the template, and is scored with it.
+    pre = DataConfig(prompt_template="{question}", response_prefix="<answer>")
+    assert render_prompt(pre, "2+2?", Tok()) == "user:2+2?<answer>"
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group
+
+    group = Group(
+        "g",
+        Problem(index=0, question="2+2?", reference="4"),
+        [Completion(prompt_ids=[0], completion_ids=[1], logprobs=[0.0], text="4</answer>", truncated=False)],
+        response_prefix="<answer>",
+    )
+    assert group.items()[0].response == "<answer>4</answer>"
 
 
 def test_plot_writes_png(tmp_path: Path) -> None:

@@ -169,6 +169,12 @@ class DataConfig(_Section):
         "{question}\nGive the final answer in \\boxed{{}}.",
         description="User message; {question} is replaced by the problem text.",
     )
+    response_prefix: str = Field(
+        "",
+        description="Text that starts the assistant's reply (appended after the chat template's generation "
+        "prompt, e.g. '<think>' or '<answer>'); the model continues it, and the service scores prefix + "
+        "completion. Small models that never emit a required tag on their own learn from it.",
+    )
     use_chat_template: bool = Field(
         True, description="Render with the tokenizer's chat template (else the raw user message)."
     )

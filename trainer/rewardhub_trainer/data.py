@@ -176,9 +176,9 @@ def render_prompt(config: DataConfig, question: str, tokenizer: Any) -> str:
     """The text the model continues: the user message through the chat template (or raw)."""
     user = config.prompt_template.format(question=question)
     if not config.use_chat_template or getattr(tokenizer, "chat_template", None) is None:
-        return user
+        return user + config.response_prefix
     messages = [{"role": "user", "content": user}]
     if config.system_prompt:
         messages.insert(0, {"role": "system", "content": config.system_prompt})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return str(text)
+    return str(text) + config.response_prefix

@@ -43,6 +43,7 @@ class Group:
     problem: Problem
     completions: list[Completion]
     results: list[ItemResult] = field(default_factory=list)
+    response_prefix: str = ""  # the part of the reply the prompt already wrote (data.response_prefix)
 
     def items(self) -> list[ScoreItem]:
         return [
@@ -50,7 +51,7 @@ class Group:
                 id=f"{self.group_id}/{j}",
                 group=self.group_id,
                 prompt=self.problem.question,
-                response=c.text,
+                response=self.response_prefix + c.text,
                 reference=self.problem.reference,
                 metadata={"completion_tokens": len(c.completion_ids), "truncated": c.truncated},
             )

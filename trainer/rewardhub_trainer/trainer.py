@@ -138,7 +138,12 @@ class Trainer:
                 completions = self.generator.generate([self._encode(p) for p in part], self.n_per_prompt)
                 gen_s += time.perf_counter() - t0
                 groups = [
-                    Group(dispatcher.group_id(self.step, p.index), p, comps)
+                    Group(
+                        dispatcher.group_id(self.step, p.index),
+                        p,
+                        comps,
+                        response_prefix=self.config.data.response_prefix,
+                    )
                     for p, comps in zip(part, completions, strict=True)
                 ]
                 pending.append((groups, dispatcher.submit(groups)))  # scored while the next chunk generates
