@@ -9,13 +9,14 @@ import os
 import random
 import socket
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, make_settings, running_app
 
 SECRET = "rewardhub-test-secret-7f3a9c"
 
@@ -33,6 +34,17 @@ async def run(
     return body
 
 
+@pytest.fixture(scope="module", params=["warm", "fresh"])
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
+    """Every hostile program twice: in a warm sandbox (a fork of a long-lived one, the default) and in a
+    fresh sandbox per run (REWARDHUB_SANDBOX_REUSE_RUNS=0)."""
+    reuse = 1000 if request.param == "warm" else 0
+    async with running_app(make_settings(sandbox_reuse_runs=reuse)) as c:
+        sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        assert sandbox.reuse_runs == reuse, sandbox.message
+        yield c
+
+
 def out(body: dict[str, Any]) -> str:
     rr = body["run_result"] or {}
     return (rr.get("stdout") or "") + (rr.get("stderr") or "")
@@ -41,11 +53,14 @@ def out(body: dict[str, Any]) -> str:
 def stray_processes(client: httpx.AsyncClient, marker: str) -> list[str]:
     """Host processes whose command line contains ``marker`` or that run under one of this service's
     sandbox uids (other test runs on the host have their own uid blocks and markers)."""
-    uids = client.app.state.runtime.sandbox.uids  # type: ignore[attr-defined]
+    pool = client.app.state.runtime.sandbox  # type: ignore[attr-defined]
+    uids = pool.uids
     assert len(uids) > 0
+    # A warm slot's bwrap and zygote stay between runs; anything else of a sandbox uid is a leftover.
+    idle = pool.warm_pids()
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) in idle:
             continue
         try:
             cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -269,3 +284,43 @@ async def test_service_is_still_up_after_the_hostile_suite(client: httpx.AsyncCl
     )
     assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
     assert (await client.get("/ready")).status_code == 200
+
+
+async def test_a_program_cannot_signal_its_judge(client: httpx.AsyncClient) -> None:
+    """Kill, stop, prlimit or a pidfd aimed at the judge, its group, PID 1 or everyone must fail (a warm
+    run's judge is not PID 1; a CPU limit set with prlimit kills even PID 1), and the tests still run
+    to a verdict."""
+    attack = """
+import os, resource, signal
+judge = os.getppid()
+refused = []
+for target in (judge, 1, -1, -os.getpgid(judge)):
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(target, sig)
+        except OSError as exc:
+            refused.append(exc.errno)
+try:
+    resource.prlimit(judge, resource.RLIMIT_CPU, (0, 0))
+except OSError as exc:
+    refused.append(exc.errno)
+try:
+    signal.pidfd_send_signal(os.pidfd_open(judge), signal.SIGKILL)
+except OSError as exc:
+    refused.append(exc.errno)
+"""
+    body = await run(client, attack + "print(len(refused))\n")
+    assert out(body).strip().splitlines()[-1] == "10", out(body)  # all refused by the seccomp filter
+    solution = attack + "\ndef add(a, b):\n    return a + b\n"
+    r = await client.post(
+        "/v1/score",
+        json={
+            "reward": "code",
+            "items": [
+                {"response": solution, "reference": {"tests": "assert add(1, 2) == 3\nassert add(2, 2) == 5"}}
+            ],
+        },
+    )
+    result = r.json()["results"][0]
+    assert result["valid"] is True, result
+    assert result["score"] == 0.5  # the judge lived to record one pass and one failure

@@ -38,7 +38,12 @@ Layers
   memory; values returned by the solution are rebuilt from builtin types only before any comparison, so
   no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict; only lines that carry the
   nonce count, and a test without a verdict line has failed. For stdin/stdout cases the expected output
-  never enters the sandbox: the service compares.
+  never enters the sandbox: the service compares. A seccomp filter in the untrusted process refuses
+  ``kill``/``tgkill``/``sigqueue``/``prlimit`` aimed at the judge, its group, PID 1 or everyone, and
+  ``pidfd_send_signal``: a judge killed mid-run would turn a failing run into an incomplete one.
+* **Warm sandboxes** (:mod:`.warm`): one long-lived sandbox per slot whose PID 1 forks the guest per
+  run, saving bwrap and interpreter start-up; between runs it kills every leftover process, wipes
+  ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.
 
 Known limits (documented, not hidden): assert-style tests for C, C++, JavaScript and bash run in the
 same process as the solution (a completion marker catches an early ``exit(0)``, but a deliberately
@@ -46,8 +51,8 @@ adversarial program could forge it; use stdin/stdout cases for those languages w
 ``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
 (``RLIMIT_AS``) and tmpfs size, not per run as a cgroup would.
 
-Modules: :mod:`.probe` (start-up capability check), :mod:`.runner` (one run), :mod:`.pool` (concurrency,
-queue, uids, jobs), :mod:`.languages`, :mod:`.harness` (protocol, service side), :mod:`.guest` (the
+Modules: :mod:`.probe` (start-up capability check), :mod:`.runner` (one run), :mod:`.warm` (warm
+sandboxes), :mod:`.pool` (concurrency, queue, uids, jobs), :mod:`.languages`, :mod:`.harness` (protocol, service side), :mod:`.guest` (the
 program inside the sandbox).
 """
 

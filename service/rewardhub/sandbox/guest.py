@@ -64,6 +64,9 @@ else:
     import _signal as signal  # `signal` itself imports enum
 
 _OUT = 1  # the verdict channel: the sandbox's stdout
+# True in a run forked from a warm sandbox (zygote_main): not PID 1, but alone in the namespace except
+# for PID 1 (the zygote), so kill(-1) still reaches exactly the run's own processes.
+_WARM = False
 _MAX_FRAME = 64 << 20
 _MAX_MSG = 16 << 20  # largest judge <-> solution message (a huge return value fails the test)
 _PR_SET_DUMPABLE = 4
@@ -709,10 +712,12 @@ def _pytests(header: dict[str, Any]) -> None:
     global _CHANNEL
     j2s_r, j2s_w = os.pipe()
     s2j_r, s2j_w = os.pipe()
+    judge = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()
+            _protect(judge)
             os.close(j2s_w)
             os.close(s2j_r)
             devnull = os.open("/dev/null", os.O_RDWR)
@@ -846,8 +851,13 @@ def _run_judge(
             emit("test", i, "fail", _b64(f"not run: {abort}"))
 
 
+def _sole_tenant() -> bool:
+    """Whether kill(-1) reaches only this run's processes (PID 1 of the sandbox, or a warm run)."""
+    return _WARM or os.getpid() == 1
+
+
 def _kill_tree(pid: int) -> None:
-    if os.getpid() == 1:
+    if _sole_tenant():
         # PID 1 of the sandbox's namespace: kill(-1) reaches every other process in it, wherever it went.
         try:
             os.kill(-1, signal.SIGKILL)
@@ -951,10 +961,12 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
     if cpu_hard != resource.RLIM_INFINITY:
         cpu_limits = (min(cpu, cpu_hard), min(cpu + 1, cpu_hard))
     t0 = time.monotonic()
+    judge = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()
+            _protect(judge)
             os.dup2(in_fd, 0)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
@@ -1013,7 +1025,7 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
     if reaped is None:
         reaped = _reap(pid, block=True)
     wall = time.monotonic() - t0
-    if os.getpid() == 1:
+    if _sole_tenant():
         try:
             os.kill(-1, signal.SIGKILL)  # nothing from this case survives into the next one
         except OSError:
@@ -1080,6 +1092,194 @@ def _poll_reap(pid: int) -> bool:
 
 def _exited(pid: int) -> bool:
     return pid in _REAPED
+
+
+# --------------------------------------------------------------------------------------------------
+# a seccomp filter keeps the untrusted code's signals (and prlimit) off the judge
+# --------------------------------------------------------------------------------------------------
+# (audit arch, signal-sending syscalls whose first argument is the target pid, syscalls refused outright)
+_SIGNAL_SYSCALLS = {
+    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64 | pidfd_send_signal
+    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424,)),
+    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424,)),
+}
+# (ctypes, libc, arch entry); a warm sandbox's zygote loads it once per slot, a one-shot guest per run
+_FILTER: Any = None
+
+
+def _prepare_protection() -> None:
+    """In the zygote: load what :func:`_protect` needs, so a run pays microseconds, not an import."""
+    global _FILTER
+    import ctypes
+
+    machine = os.uname().machine
+    if machine not in _SIGNAL_SYSCALLS:
+        raise RuntimeError(f"no seccomp table for {machine}: warm sandboxes need one")
+    _FILTER = (ctypes, ctypes.CDLL(None, use_errno=True), _SIGNAL_SYSCALLS[machine])
+
+
+def _protect(judge: int) -> None:
+    """In the untrusted process, before any untrusted code: no signal to the judge or PID 1.
+
+    The solution runs as the judge's uid, so it could kill or stop its judge and turn a failing run into
+    an incomplete one. A fork of the warm zygote is not PID 1, and even PID 1 (which ignores ``kill``
+    from inside its namespace) dies of a CPU limit another same-uid process sets with ``prlimit``. This
+    filter makes ``kill``/``tkill``/``tgkill``/``rt_(tg)sigqueueinfo``/``prlimit64``
+    aimed at the judge, its process group, PID 1 or ``-1`` fail with ``EPERM``, refuses
+    ``pidfd_send_signal`` (a pidfd can name any process) and every syscall of a foreign ABI (i386 or
+    x32 entry points with other numbers). Signals to the program's own children still work.
+    """
+    if _FILTER is None:
+        if os.uname().machine not in _SIGNAL_SYSCALLS:
+            return  # one-shot guest only (warm sandboxes refuse to start): PID 1 ignores kill(2) at least
+        _prepare_protection()  # one-shot guest: ~1.5 ms for ctypes, paid in the judge's process
+    ctypes, libc, (arch, by_pid, refused) = _FILTER
+    deny = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+    allow = 0x7FFF0000
+    targets = sorted({judge, 1, 0xFFFFFFFF, (-judge) & 0xFFFFFFFF, (-os.getpgid(judge)) & 0xFFFFFFFF})
+    prog: list[tuple[int, int, int, int]] = []  # (code, jt, jf, k)
+
+    def ret(k: int) -> None:
+        prog.append((0x06, 0, 0, k))
+
+    prog.append((0x20, 0, 0, 4))  # A = arch
+    prog.append((0x15, 1, 0, arch))  # same ABI: skip the deny
+    ret(deny)
+    prog.append((0x20, 0, 0, 0))  # A = syscall number
+    if arch == 0xC000003E:
+        prog.append((0x35, 0, 1, 0x40000000))  # x32 numbers
+        ret(deny)
+    for nr in refused:
+        prog.append((0x15, 0, 1, nr))
+        ret(deny)
+    # one jump per by-pid syscall into the check block, which starts after the ALLOW below
+    n = len(by_pid)
+    for k, nr in enumerate(by_pid):
+        prog.append((0x15, n - k, 0, nr))
+    ret(allow)
+    prog.append((0x20, 0, 0, 16))  # A = low 32 bits of the first argument (pid_t)
+    for m, target in enumerate(targets):
+        prog.append((0x15, len(targets) - m, 0, target))
+    ret(allow)
+    ret(deny)
+
+    # struct sock_filter {u16 code; u8 jt; u8 jf; u32 k} and struct sock_fprog {u16 len; filter *}, as
+    # bytes (both supported ABIs are 64-bit little-endian): no ctypes.Structure classes built per run.
+    code = b"".join(
+        c.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little") for c, jt, jf, k in prog
+    )
+    filters = ctypes.create_string_buffer(code, len(code))
+    fprog = ctypes.create_string_buffer(
+        len(prog).to_bytes(2, "little") + bytes(6) + ctypes.addressof(filters).to_bytes(8, "little"), 16
+    )
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if libc.prctl(22, 2, fprog, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
+
+
+# --------------------------------------------------------------------------------------------------
+# warm sandboxes: one long-lived sandbox per pool slot, one fork per run
+# --------------------------------------------------------------------------------------------------
+def zygote_main(ctrl: int) -> None:
+    """Serve runs in forks of this process: the sandbox and the interpreter are set up once per slot.
+
+    Started as PID 1 of a sandbox like a one-shot guest, with a ``SOCK_SEQPACKET`` control socket at
+    fd ``ctrl``. Each message from the service carries the run's stdin, stdout and stderr (``SCM_RIGHTS``);
+    a fork of this process becomes the run's guest (:func:`main`, unchanged), so the run sees exactly
+    what a fresh sandbox's guest sees, minus ~10 ms of bwrap and interpreter start-up. After the fork
+    exits, the zygote kills every other process in the namespace, wipes ``/tmp`` and answers with the
+    exit status; only then does the service read the run as finished.
+
+    What a run could leave for the next one is removed or ends the slot: processes (``kill(-1)``
+    until none is left), files (``/tmp`` wiped; a wipe that fails exits the zygote), System V IPC
+    objects (any left ends the slot; the service starts a new one). The untrusted code never holds the
+    control socket, and as the namespace's non-dumpable PID 1 the zygote cannot be signalled, traced or
+    read from inside. A run that kills its own judge (possible here, unlike as PID 1) only loses its
+    verdicts: the run is reported incomplete, never as passing.
+    """
+    global _WARM
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import socket
+
+    sock = socket.socket(fileno=ctrl)
+    try:
+        _undumpable()
+        _prepare_protection()
+        sock.sendall(b"ready")
+    except BaseException as exc:
+        _fail_start(f"warm sandbox start-up failed: {type(exc).__name__}: {exc}")
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 16, 3)
+        except OSError:
+            os._exit(0)
+        if not msg or len(fds) != 3:
+            os._exit(0)  # the service closed the socket (or spoke nonsense): end the slot
+        pid = os.fork()
+        if pid == 0:
+            _WARM = True
+            code = 1
+            try:
+                sock.close()
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                for fd in fds:
+                    os.close(fd)
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if type(exc.code) is int else 1
+            except BaseException as exc:
+                os.write(2, ("rewardhub guest: " + _short(exc) + "\n").encode("utf-8", "replace"))
+            os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        try:
+            _reset_after_run()
+        except BaseException as exc:
+            sock.sendall(b"%d end %s" % (returncode, _b64(_short(exc)).encode()))
+            os._exit(0)
+        sock.sendall(b"%d" % returncode)
+
+
+def _reset_after_run() -> None:
+    """Leave the sandbox as a fresh one: no process, no file in /tmp, no IPC object; else raise."""
+    while True:  # kill(-1) fails with ESRCH once no process but this one is left
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        try:
+            os.waitpid(-1, 0)  # orphans are this process's children: reap them
+        except ChildProcessError:
+            pass
+    _wipe("/tmp")
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open("/proc/sysvipc/" + kind, "rb") as f:
+                lines = f.read().count(b"\n")
+        except OSError:
+            continue
+        if lines > 1:
+            raise RuntimeError(f"the run left System V IPC objects ({kind})")
+
+
+def _wipe(path: str, depth: int = 0) -> None:
+    if depth > 64:
+        raise RuntimeError("/tmp is nested too deeply to wipe")
+    with os.scandir(path) as it:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+    for name, is_dir in entries:
+        child = path + "/" + name
+        if is_dir:
+            os.chmod(child, 0o700)  # a run may have made it unreadable; it is still the same uid
+            _wipe(child, depth + 1)
+            os.rmdir(child)
+        else:
+            os.unlink(child)
 
 
 if __name__ == "__main__":

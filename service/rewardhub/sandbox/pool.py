@@ -40,13 +40,15 @@ from rewardhub.sandbox.harness import (
 from rewardhub.sandbox.languages import Language, available_languages
 from rewardhub.sandbox.probe import UID_BLOCK, claim_uid_block, count_user_tasks, prepare_guest_dir, which
 from rewardhub.sandbox.runner import IsolationLevel, RawRun, SandboxCommand, kill_uid, run_process
+from rewardhub.sandbox.warm import WarmSandbox, WarmStartError
 
 __all__ = ["Limits", "SandboxPool", "SandboxUnavailable"]
 
 log = structlog.get_logger("rewardhub.sandbox")
 
 _STDERR_CAP = 64 << 10
-_START_SLACK_S = 2.0  # sandbox start-up and teardown on top of a job's own time limits
+_START_SLACK_S = 2.0
+_WARM_START_FAILURES_MAX = 3  # consecutive failed warm starts before the pool stops trying  # sandbox start-up and teardown on top of a job's own time limits
 
 
 class SandboxUnavailable(Exception):
@@ -78,6 +80,7 @@ class SandboxPool:
         tmp_size_mb: int = 128,
         max_timeout_s: float = 60.0,
         pin_cpus: bool = True,
+        reuse_runs: int = 1000,
     ):
         self.workers = workers
         self.max_queued = max_queued
@@ -89,6 +92,10 @@ class SandboxPool:
         self.tmp_size_mb = tmp_size_mb
         self.max_timeout_s = max_timeout_s
         self.pin_cpus = pin_cpus
+        self.reuse_runs = reuse_runs
+        self._warm: dict[int, WarmSandbox] = {}
+        self._warm_start_failures = 0
+        self._warm_only = False
         self.level: IsolationLevel = "none"
         self.message = "the sandbox has not been started"
         self.languages: dict[str, Language] = {}
@@ -127,6 +134,7 @@ class SandboxPool:
             tmp_size_mb=settings.sandbox_tmp_size_mb,
             max_timeout_s=settings.sandbox_max_timeout_s,
             pin_cpus=settings.sandbox_pin_cpus,
+            reuse_runs=settings.sandbox_reuse_runs,
         )
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -161,12 +169,21 @@ class SandboxPool:
                 "bubblewrap", python, self.guest_dir, bwrap, setpriv, tmp_size_bytes=self.tmp_size_mb << 20
             )
             cmd.build_flags()
+            reuse, self.reuse_runs = self.reuse_runs, 0
             problem = await self._probe(cmd)
             if problem is None:
                 self.command, self.level = cmd, "bubblewrap"
                 self.message = "bubblewrap: namespaces, read-only system, private tmpfs, rlimits"
                 if setpriv is None:
                     self.message += " (no per-run uids: the process limit is shared by all runs)"
+                if reuse:
+                    self.reuse_runs = reuse
+                    warm_problem = await self._probe(cmd, warm_only=True)
+                    if warm_problem is not None:
+                        self.reuse_runs = 0
+                        self.message += f" (warm sandboxes off: {warm_problem})"
+                        log.warning("sandbox_warm_unavailable", reason=warm_problem)
+                    self.command = cmd  # the probe unset it
                 log.info(
                     "sandbox_ready",
                     isolation=self.level,
@@ -197,9 +214,13 @@ class SandboxPool:
         )
         log.error("sandbox_unavailable", reason=self.message)
 
-    async def _probe(self, cmd: SandboxCommand) -> str | None:
-        """Run one real program through ``cmd``; None when it answered correctly, else what went wrong."""
+    async def _probe(self, cmd: SandboxCommand, *, warm_only: bool = False) -> str | None:
+        """Run one real program through ``cmd``; None when it answered correctly, else what went wrong.
+
+        ``warm_only``: through a warm sandbox, with no fallback to a fresh one.
+        """
         self.command = cmd
+        self._warm_only = warm_only
         try:
             report, raw = await self.run_program(
                 language=self.languages.get("python") or _PROBE_LANGUAGE,
@@ -212,6 +233,7 @@ class SandboxPool:
             return f"{type(exc).__name__}: {exc}"
         finally:
             self.command = None
+            self._warm_only = False
         run = report.runs.get(0)
         if report.done and run is not None and run.ok and run.stdout.strip() == b"42":
             return None
@@ -225,7 +247,14 @@ class SandboxPool:
             return range(0)
         return range(self._uid_first, self._uid_first + self.workers)
 
+    def warm_pids(self) -> set[int]:
+        """Host pids of the warm sandboxes themselves (bwrap and zygote), idle between runs."""
+        return set().union(*(box.pids() for box in self._warm.values()))
+
     async def close(self) -> None:
+        for box in self._warm.values():
+            box.end()
+        self._warm.clear()
         if self._uid_lock is not None:
             os.close(self._uid_lock)
             self._uid_lock = None
@@ -263,6 +292,8 @@ class SandboxPool:
             "run_seconds": round(self.run_seconds, 3),
             "per_run_uids": self._uid_first is not None,
             "pinned_cpus": bool(self._cpus),
+            "warm_sandboxes": sum(1 for box in self._warm.values() if box.alive),
+            "reuse_runs": self.reuse_runs,
             "languages": sorted(self.languages),
         }
 
@@ -301,16 +332,19 @@ class SandboxPool:
                     workdir = tempfile.mkdtemp(prefix="rewardhub-run-")
                     if uid is not None:
                         os.chown(workdir, uid, uid)
-                raw = await run_process(
-                    cmd.argv(uid),
-                    stdin,
-                    deadline_s=deadline_s,
-                    stdout_cap=stdout_cap,
-                    stderr_cap=_STDERR_CAP,
-                    env=cmd.program_env(workdir or "/tmp"),
-                    cwd=workdir,
-                    sweep_uid=uid if cmd.level != "bubblewrap" else None,
-                )
+                if self.reuse_runs and cmd.level == "bubblewrap":
+                    raw = await self._run_warm(cmd, slot, uid, stdin, deadline_s, stdout_cap)
+                if raw is None:
+                    raw = await run_process(
+                        cmd.argv(uid),
+                        stdin,
+                        deadline_s=deadline_s,
+                        stdout_cap=stdout_cap,
+                        stderr_cap=_STDERR_CAP,
+                        env=cmd.program_env(workdir or "/tmp"),
+                        cwd=workdir,
+                        sweep_uid=uid if cmd.level != "bubblewrap" else None,
+                    )
             finally:
                 if uid is not None and (raw is None or raw.deadline_hit):
                     # Killed (deadline, cancellation): bwrap may have been caught mid-setup, before its
@@ -326,6 +360,36 @@ class SandboxPool:
         if raw.spawn_error is not None or raw.returncode not in (0, None) and not raw.deadline_hit:
             self.failures += 1
         return raw
+
+    async def _run_warm(
+        self,
+        cmd: SandboxCommand,
+        slot: int,
+        uid: int | None,
+        stdin: bytes,
+        deadline_s: float,
+        stdout_cap: int,
+    ) -> RawRun | None:
+        """The run in the slot's warm sandbox (started or replaced as needed); None: run it fresh."""
+        box = self._warm.get(slot)
+        if box is not None and (not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None):
+            box.end()
+            box = None
+        if box is None:
+            try:
+                box = await WarmSandbox.start(cmd, uid)
+            except WarmStartError as exc:
+                self._warm_start_failures += 1
+                log.warning("sandbox_warm_start_failed", error=str(exc), failures=self._warm_start_failures)
+                if self._warm_only:
+                    return RawRun(None, b"", b"", False, False, 0.0, spawn_error=str(exc))
+                if self._warm_start_failures >= _WARM_START_FAILURES_MAX:
+                    self.reuse_runs = 0
+                    self.message += f" (warm sandboxes off after {self._warm_start_failures} failed starts)"
+                return None
+            self._warm_start_failures = 0
+            self._warm[slot] = box
+        return await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
 
     # --- the two kinds of job -------------------------------------------------------------------
     async def run_tests(

@@ -45,6 +45,8 @@ def which(name: str) -> str | None:
 
 # The execute-only copy of the interpreter in the guest directory (see prepare_guest_dir).
 EXEC_ONLY_PYTHON = "python"
+# A warm sandbox's entry point (see rh_guest.zygote_main); its argument is the control socket's fd.
+WARM_SCRIPT = "zygote.py"
 
 
 def prepare_guest_dir(python: str) -> Path:
@@ -61,6 +63,9 @@ def prepare_guest_dir(python: str) -> Path:
     src = root / "rh_guest.py"
     shutil.copyfile(guest.__file__, src)
     (root / "main.py").write_text("import rh_guest\n\nif __name__ == '__main__':\n    rh_guest.main()\n")
+    (root / WARM_SCRIPT).write_text(
+        "import sys\n\nimport rh_guest\n\nrh_guest.zygote_main(int(sys.argv[1]))\n"
+    )
     code = (
         "import py_compile, sys; "
         "py_compile.compile(sys.argv[1], doraise=True, "

@@ -35,9 +35,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import IO, Literal, cast
 
-__all__ = ["GUEST_DIR_IN_SANDBOX", "IsolationLevel", "RawRun", "SandboxCommand", "kill_uid", "run_process"]
+__all__ = [
+    "GUEST_DIR_IN_SANDBOX",
+    "IsolationLevel",
+    "RawRun",
+    "SandboxCommand",
+    "Streams",
+    "kill_uid",
+    "run_process",
+]
 
 IsolationLevel = Literal["bubblewrap", "rlimits_only", "none"]
 
@@ -141,7 +149,7 @@ class SandboxCommand:
         ]
         self.bwrap_flags = flags
 
-    def argv(self, uid: int | None) -> list[str]:
+    def argv(self, uid: int | None, script: str = "main.py", *args: str) -> list[str]:
         prefix = []
         if uid is not None and self.setpriv is not None:
             prefix = [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
@@ -150,8 +158,16 @@ class SandboxCommand:
         if self.level == "bubblewrap":
             assert self.bwrap is not None
             guest[0] = os.path.realpath(self.python)
-            return [*prefix, self.bwrap, *self.bwrap_flags, "--", *guest, f"{GUEST_DIR_IN_SANDBOX}/main.py"]
-        return [*prefix, *guest, str(self.guest_dir / "main.py")]
+            return [
+                *prefix,
+                self.bwrap,
+                *self.bwrap_flags,
+                "--",
+                *guest,
+                f"{GUEST_DIR_IN_SANDBOX}/{script}",
+                *args,
+            ]
+        return [*prefix, *guest, str(self.guest_dir / script), *args]
 
     @staticmethod
     def program_env(home: str) -> dict[str, str]:
@@ -230,20 +246,10 @@ async def run_process(
         return RawRun(None, b"", b"", False, False, 0.0, spawn_error=f"cannot start the sandbox: {exc}")
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     exited: asyncio.Future[None] = loop.create_future()
-    out_closed: asyncio.Future[None] = loop.create_future()
-    err_closed: asyncio.Future[None] = loop.create_future()
-    out = _Capture(stdout_cap, out_closed)
-    err = _Capture(stderr_cap, err_closed)
-    transports: list[asyncio.BaseTransport] = []
+    streams = Streams(stdout_cap, stderr_cap)
     pidfd = -1
     try:
-        transports.append((await loop.connect_read_pipe(lambda: out, proc.stdout))[0])
-        transports.append((await loop.connect_read_pipe(lambda: err, proc.stderr))[0])
-        writer, _ = await loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
-        transports.append(writer)
-        with contextlib.suppress(OSError, RuntimeError):
-            writer.write(stdin)
-            writer.write_eof()
+        await streams.attach(proc.stdin, proc.stdout, proc.stderr, stdin)
         pidfd = _watch_exit(loop, proc, exited)
         deadline_hit = False
         try:
@@ -260,13 +266,11 @@ async def run_process(
                 kill_uid(sweep_uid)
         try:
             await asyncio.wait_for(asyncio.shield(exited), 5.0)
-            # The pipes close with the last process holding them; do not wait for a straggler forever.
-            await asyncio.wait_for(asyncio.gather(out_closed, err_closed), 0.5)
         except TimeoutError:
             pass
+        await streams.drained()
     finally:
-        for transport in transports:
-            transport.close()
+        streams.close()
         if pidfd >= 0:
             loop.remove_reader(pidfd)
             os.close(pidfd)
@@ -274,15 +278,53 @@ async def run_process(
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return RawRun(
-        returncode=proc.returncode,
-        stdout=bytes(out.buf),
-        stderr=bytes(err.buf),
-        stdout_truncated=out.truncated,
-        stderr_truncated=err.truncated,
-        wall_s=time.perf_counter() - t0,
-        deadline_hit=deadline_hit,
-    )
+    return streams.result(proc.returncode, time.perf_counter() - t0, deadline_hit)
+
+
+class Streams:
+    """A run's three pipes on the event loop: stdin written and closed, stdout/stderr kept up to caps."""
+
+    def __init__(self, stdout_cap: int, stderr_cap: int):
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self.out_closed: asyncio.Future[None] = loop.create_future()
+        self.err_closed: asyncio.Future[None] = loop.create_future()
+        self.out = _Capture(stdout_cap, self.out_closed)
+        self.err = _Capture(stderr_cap, self.err_closed)
+        self.transports: list[asyncio.BaseTransport] = []
+
+    async def attach(
+        self, stdin_file: IO[bytes], stdout_file: IO[bytes], stderr_file: IO[bytes], data: bytes
+    ) -> None:
+        """Hand the pipes to the loop (it owns and closes the files from here) and send ``data``."""
+        loop = self.loop
+        self.transports.append((await loop.connect_read_pipe(lambda: self.out, stdout_file))[0])
+        self.transports.append((await loop.connect_read_pipe(lambda: self.err, stderr_file))[0])
+        writer, _ = await loop.connect_write_pipe(asyncio.Protocol, stdin_file)
+        self.transports.append(writer)
+        with contextlib.suppress(OSError, RuntimeError):
+            writer.write(data)
+            writer.write_eof()
+
+    async def drained(self, timeout_s: float = 0.5) -> None:
+        """Wait for both outputs to reach EOF; not forever: a straggler may still hold a pipe."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(self.out_closed, self.err_closed), timeout_s)
+
+    def close(self) -> None:
+        for transport in self.transports:
+            transport.close()
+
+    def result(self, returncode: int | None, wall_s: float, deadline_hit: bool) -> RawRun:
+        return RawRun(
+            returncode=returncode,
+            stdout=bytes(self.out.buf),
+            stderr=bytes(self.err.buf),
+            stdout_truncated=self.out.truncated,
+            stderr_truncated=self.err.truncated,
+            wall_s=wall_s,
+            deadline_hit=deadline_hit,
+        )
 
 
 def _watch_exit(

@@ -1,0 +1,179 @@
+"""Warm sandboxes: one long-lived bubblewrap sandbox per pool slot, one fork of its guest per run.
+
+A fresh sandbox per run pays ~13 ms before the first line of the program runs (``setpriv`` and ``bwrap``
+exec, five namespaces, a dozen mounts, an interpreter start-up), more than most HumanEval or MBPP
+programs take to run. A warm slot pays that once: its PID 1 is the guest's zygote
+(:func:`rh_guest.zygote_main`), which forks a copy of itself for every run. The fork *is* the one-shot
+guest (same code, same limits applied before any untrusted code exists, same verdict channel), so the
+judge/solution protocol and its tamper resistance are unchanged.
+
+The service passes each run's own stdin/stdout/stderr pipes over a ``SOCK_SEQPACKET`` control socket
+(``SCM_RIGHTS``), so output capture, caps and parsing are those of a fresh run (:class:`.runner.Streams`).
+The zygote answers with the exit status after it has killed every leftover process, wiped ``/tmp`` and
+checked for IPC objects; anything it cannot reset ends the slot. The service ends a slot itself at a
+deadline (the whole sandbox is killed, as a fresh run's would be), after ``REWARDHUB_SANDBOX_REUSE_RUNS``
+runs, and on any protocol surprise; the next run on that slot starts a new one.
+
+What differs from a fresh sandbox, and why it is acceptable: the judge is not PID 1, so a solution can
+kill it (the run is then incomplete: ``sandbox_error``, never a pass); consecutive runs of one slot share
+the IPC and network namespaces (no process and no System V object survives a run; a POSIX message
+queue could, carrying bytes from one solution to a later one, neither of which ever holds hidden tests or
+verdicts). ``REWARDHUB_SANDBOX_REUSE_RUNS=0`` restores one fresh sandbox per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import structlog
+
+from rewardhub.sandbox.probe import WARM_SCRIPT
+from rewardhub.sandbox.runner import RawRun, SandboxCommand, Streams, kill_uid
+
+__all__ = ["WarmSandbox", "WarmStartError"]
+
+log = structlog.get_logger("rewardhub.sandbox")
+
+_START_TIMEOUT_S = 10.0
+
+
+class WarmStartError(Exception):
+    """A warm sandbox did not come up; the pool falls back to fresh sandboxes for the run."""
+
+
+class WarmSandbox:
+    """One slot's long-lived sandbox: start it, run guests in it one at a time, end it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, uid: int | None):
+        self.proc = proc
+        self.sock = sock
+        self.uid = uid
+        self.runs = 0
+        self.alive = True
+
+    @classmethod
+    async def start(cls, cmd: SandboxCommand, uid: int | None) -> WarmSandbox:
+        """Start the zygote and wait for its ``ready``; raise :class:`WarmStartError` otherwise."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # bwrap and setpriv pass inherited fds through unchanged: the zygote gets the number.
+            proc = subprocess.Popen(
+                cmd.argv(uid, WARM_SCRIPT, str(theirs.fileno())),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=cmd.program_env("/tmp"),
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise WarmStartError(f"cannot start a warm sandbox: {exc}") from exc
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        box = cls(proc, ours, uid)
+        loop = asyncio.get_running_loop()
+        try:
+            hello = await asyncio.wait_for(loop.sock_recv(ours, 64), _START_TIMEOUT_S)
+        except (TimeoutError, OSError) as exc:
+            hello = f"{type(exc).__name__}".encode()
+        if hello != b"ready":
+            stderr = b""
+            box.end()
+            if proc.stderr is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stderr = proc.stderr.read(4096)
+            raise WarmStartError(
+                f"the warm sandbox did not start ({hello[:64]!r}): "
+                + stderr.decode("utf-8", "replace").strip()[-300:]
+            )
+        if proc.stderr is not None:
+            proc.stderr.close()  # from here on the zygote reports through the socket only
+        return box
+
+    async def run(self, stdin: bytes, *, deadline_s: float, stdout_cap: int, stderr_cap: int) -> RawRun:
+        """One guest run in a fork of the zygote; at the deadline (or on cancellation) the slot ends."""
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        streams = Streams(stdout_cap, stderr_cap)
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            socket.send_fds(self.sock, [b"R"], [in_r, out_w, err_w])
+        except OSError as exc:
+            for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
+                os.close(fd)
+            self.end()
+            return RawRun(None, b"", b"", False, False, 0.0, spawn_error=f"warm sandbox gone: {exc}")
+        finally:
+            self.runs += 1
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)  # the fork holds them now; EOF on stdout/stderr means it (and its children) ended
+        deadline_hit = False
+        returncode: int | None = None
+        try:
+            await streams.attach(
+                os.fdopen(in_w, "wb", 0), os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0), stdin
+            )
+            try:
+                reply = await asyncio.wait_for(loop.sock_recv(self.sock, 4096), deadline_s)
+            except TimeoutError:
+                deadline_hit = True
+                reply = b""
+            returncode = self._parse(reply)
+            if returncode is None:
+                self.end()  # deadline, a dead zygote or nonsense: the whole sandbox goes
+            await streams.drained()
+        except BaseException:
+            self.end()  # cancelled mid-run: no run outlives its request
+            raise
+        finally:
+            streams.close()
+        return streams.result(returncode, time.perf_counter() - t0, deadline_hit)
+
+    def _parse(self, reply: bytes) -> int | None:
+        fields = reply.split(b" ", 2)
+        try:
+            code = int(fields[0])
+        except ValueError:
+            return None
+        if len(fields) > 1 and fields[1] == b"end":
+            why = fields[2] if len(fields) > 2 else b""
+            log.info("warm_sandbox_ended", why=why.decode("ascii", "replace"))
+            self.end()
+        return code
+
+    def pids(self) -> set[int]:
+        """The slot's own host processes: bwrap and its child, the zygote (a run's processes are not)."""
+        if not self.alive:
+            return set()
+        pids = {self.proc.pid}
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                pids.update(int(pid) for pid in f.read().split())
+        return pids
+
+    def end(self) -> None:
+        """Kill the whole sandbox (its PID 1 takes every process of the namespace with it)."""
+        if not self.alive:
+            return
+        self.alive = False
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.uid is not None:
+            # Killed mid-setup, bwrap's child may not have its parent-death signal yet.
+            kill_uid(self.uid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5.0)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
