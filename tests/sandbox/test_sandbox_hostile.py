@@ -324,3 +324,36 @@ except OSError as exc:
     result = r.json()["results"][0]
     assert result["valid"] is True, result
     assert result["score"] == 0.5  # the judge lived to record one pass and one failure
+
+
+async def test_nothing_a_run_leaves_reaches_the_next_one(client: httpx.AsyncClient) -> None:
+    """Files in /tmp (one in an unreadable directory) and /dev/shm are gone for every later run (a warm
+    slot wipes them; each slot is visited), and the rest of /dev cannot be written at all."""
+    leave = """
+import os
+os.makedirs("/tmp/left/deep")
+open("/tmp/left/deep/f", "w").write("x")
+os.chmod("/tmp/left", 0)
+open("/tmp/left-file", "w").write("x")
+open("/dev/shm/left-shm", "w").write("x")
+try:
+    open("/dev/left-dev", "w")
+except OSError as exc:
+    print("dev refused", exc.errno)
+"""
+    body = await run(client, leave)
+    assert "dev refused 30" in out(body)  # EROFS
+    workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
+    for _ in range(workers + 1):
+        seen = await run(client, "import os\nprint(sorted(os.listdir('/tmp') + os.listdir('/dev/shm')))")
+        assert "left" not in out(seen), out(seen)
+
+
+async def test_ipc_objects_do_not_outlive_a_run(client: httpx.AsyncClient) -> None:
+    """A System V shared-memory segment left behind ends the warm slot; later runs see none."""
+    body = await run(client, "import ctypes\nprint('shmid', ctypes.CDLL(None).shmget(0, 4096, 0o1600))")
+    assert "shmid" in out(body)
+    workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
+    for _ in range(workers + 1):
+        seen = await run(client, "print(len(open('/proc/sysvipc/shm').read().splitlines()))")
+        assert out(seen).strip() == "1", out(seen)  # the header line only

@@ -1188,11 +1188,11 @@ def zygote_main(ctrl: int) -> None:
     fd ``ctrl``. Each message from the service carries the run's stdin, stdout and stderr (``SCM_RIGHTS``);
     a fork of this process becomes the run's guest (:func:`main`, unchanged), so the run sees exactly
     what a fresh sandbox's guest sees, minus ~10 ms of bwrap and interpreter start-up. After the fork
-    exits, the zygote kills every other process in the namespace, wipes ``/tmp`` and answers with the
+    exits, the zygote kills every other process in the namespace, wipes ``/tmp`` and ``/dev/shm`` and answers with the
     exit status; only then does the service read the run as finished.
 
     What a run could leave for the next one is removed or ends the slot: processes (``kill(-1)``
-    until none is left), files (``/tmp`` wiped; a wipe that fails exits the zygote), System V IPC
+    until none is left), files (``/tmp`` and ``/dev/shm`` wiped; a wipe that fails exits the zygote), System V IPC
     objects (any left ends the slot; the service starts a new one). The untrusted code never holds the
     control socket, and as the namespace's non-dumpable PID 1 the zygote cannot be signalled, traced or
     read from inside. A run that kills its own judge (possible here, unlike as PID 1) only loses its
@@ -1246,7 +1246,7 @@ def zygote_main(ctrl: int) -> None:
 
 
 def _reset_after_run() -> None:
-    """Leave the sandbox as a fresh one: no process, no file in /tmp, no IPC object; else raise."""
+    """Leave the sandbox as a fresh one: no process, no file in /tmp or /dev/shm, no IPC object; else raise."""
     while True:  # kill(-1) fails with ESRCH once no process but this one is left
         try:
             os.kill(-1, signal.SIGKILL)
@@ -1257,6 +1257,7 @@ def _reset_after_run() -> None:
         except ChildProcessError:
             pass
     _wipe("/tmp")
+    _wipe("/dev/shm")
     for kind in ("shm", "sem", "msg"):
         try:
             with open("/proc/sysvipc/" + kind, "rb") as f:

@@ -56,6 +56,7 @@ _SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # The few files under /etc that interpreters and compilers read; nothing with secrets in it.
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
+_SHM_SIZE_BYTES = 16 << 20  # /dev/shm: POSIX shared memory and semaphores (multiprocessing)
 
 
 @dataclass(slots=True)
@@ -127,8 +128,15 @@ class SandboxCommand:
             str(self.tmp_size_bytes),
             "--tmpfs",
             "/tmp",
-            # bwrap builds the new root on an unbounded tmpfs: make it read-only, or writing to
-            # /anything would fill the host's memory. Only the size-capped /tmp stays writable.
+            "--size",
+            str(_SHM_SIZE_BYTES),
+            "--tmpfs",
+            "/dev/shm",
+            # bwrap builds the new root and /dev on unbounded tmpfs: make them read-only, or writing to
+            # /anything or /dev/anything would fill the host's memory. Only the size-capped /tmp and
+            # /dev/shm (POSIX shared memory, semaphores) stay writable.
+            "--remount-ro",
+            "/dev",
             "--remount-ro",
             "/",
             "--chdir",

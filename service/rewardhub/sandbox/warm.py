@@ -24,6 +24,7 @@ verdicts). ``REWARDHUB_SANDBOX_REUSE_RUNS=0`` restores one fresh sandbox per run
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
 import os
 import signal
@@ -146,8 +147,10 @@ class WarmSandbox:
         except ValueError:
             return None
         if len(fields) > 1 and fields[1] == b"end":
-            why = fields[2] if len(fields) > 2 else b""
-            log.info("warm_sandbox_ended", why=why.decode("ascii", "replace"))
+            why = b""
+            with contextlib.suppress(ValueError, binascii.Error):
+                why = binascii.a2b_base64(fields[2]) if len(fields) > 2 else b""
+            log.info("warm_sandbox_ended", why=why.decode("utf-8", "replace"))
             self.end()
         return code
 
