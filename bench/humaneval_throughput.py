@@ -10,7 +10,7 @@ as `python3 -I -S -c PROGRAM` under the same bubblewrap flags, the same per-run 
 concurrency (cores), from asyncio subprocesses, pass = exit status 0: the floor any bubblewrap-isolated
 scorer pays, with none of the tamper resistance.
 
-    python bench/humaneval_throughput.py [--repeat 5]
+    python bench/humaneval_throughput.py [--repeat 5] [--workers N] [--reuse-runs 0]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def items(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_service(rows: list[dict[str, Any]], workers: int) -> tuple[float, int]:
+def run_service(rows: list[dict[str, Any]], workers: int, reuse_runs: int | None) -> tuple[float, int]:
     warm = [
         {"response": f"def f(x):\n    return x + {k}\n", "reference": {"tests": f"assert f(0) == {k}"}}
         for k in range(8)
@@ -53,6 +53,7 @@ def run_service(rows: list[dict[str, Any]], workers: int) -> tuple[float, int]:
     env = {
         "REWARDHUB_SANDBOX_WORKERS": str(workers),
         **({"REWARDHUB_SANDBOX_PIN_CPUS": os.environ["PIN"]} if os.environ.get("PIN") else {}),
+        **({"REWARDHUB_SANDBOX_REUSE_RUNS": str(reuse_runs)} if reuse_runs is not None else {}),
     }
     with server(env) as url, httpx.Client(base_url=url, timeout=600) as c:
         c.post("/v1/score", json={"reward": "code", "items": warm}).raise_for_status()
@@ -117,6 +118,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--workers", type=int, default=0, help="concurrent runs on both sides (default: cores)")
+    ap.add_argument(
+        "--reuse-runs",
+        type=int,
+        default=None,
+        help="REWARDHUB_SANDBOX_REUSE_RUNS for the service (default: its default, warm sandboxes; 0: fresh)",
+    )
     args = ap.parse_args()
     rows = load()
     workers = args.workers or len(os.sched_getaffinity(0))
@@ -124,7 +131,7 @@ def main() -> None:
     bare_times: list[float] = []
     svc_passed = bare_passed = 0
     for _ in range(args.repeat):
-        ts, svc_passed = run_service(rows, workers)
+        ts, svc_passed = run_service(rows, workers, args.reuse_runs)
         tb, bare_passed = asyncio.run(run_bare(rows, workers))
         svc_times.append(ts)
         bare_times.append(tb)
@@ -137,6 +144,7 @@ def main() -> None:
                 "machine": machine(),
                 "problems": n,
                 "concurrency": workers,
+                "service_sandboxes": "fresh per run" if args.reuse_runs == 0 else "warm (default)",
                 "service_problems_per_s_median": round(svc, 1),
                 "bare_bwrap_problems_per_s_median": round(bare, 1),
                 "ratio_median": round(svc / bare, 2),
