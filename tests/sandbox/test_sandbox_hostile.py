@@ -65,8 +65,11 @@ def stray_processes(client: httpx.AsyncClient, marker: str) -> list[str]:
         try:
             cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             uid = entry.stat().st_uid
-        except OSError:
+            state = Path(f"/proc/{entry.name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
+        if state == b"Z":
+            continue  # dead, waiting for its (host) parent to reap it: nothing runs
         if marker in cmdline or uid in uids:
             found.append(f"{entry.name} uid={uid} {cmdline[:80]}")
     return found

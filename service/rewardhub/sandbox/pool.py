@@ -370,26 +370,41 @@ class SandboxPool:
         deadline_s: float,
         stdout_cap: int,
     ) -> RawRun | None:
-        """The run in the slot's warm sandbox (started or replaced as needed); None: run it fresh."""
-        box = self._warm.get(slot)
-        if box is not None and (not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None):
-            box.end()
-            box = None
-        if box is None:
-            try:
-                box = await WarmSandbox.start(cmd, uid)
-            except WarmStartError as exc:
-                self._warm_start_failures += 1
-                log.warning("sandbox_warm_start_failed", error=str(exc), failures=self._warm_start_failures)
-                if self._warm_only:
-                    return RawRun(None, b"", b"", False, False, 0.0, spawn_error=str(exc))
-                if self._warm_start_failures >= _WARM_START_FAILURES_MAX:
-                    self.reuse_runs = 0
-                    self.message += f" (warm sandboxes off after {self._warm_start_failures} failed starts)"
-                return None
-            self._warm_start_failures = 0
-            self._warm[slot] = box
-        return await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
+        """The run in the slot's warm sandbox (started or replaced as needed); None: run it fresh.
+
+        A slot found dead before its run began (its zygote died between runs) is replaced and the run
+        repeated once in the new one.
+        """
+        for _ in range(2):
+            box = self._warm.get(slot)
+            if box is not None and (
+                not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None
+            ):
+                box.end()
+                box = None
+            if box is None:
+                try:
+                    box = await WarmSandbox.start(cmd, uid)
+                except WarmStartError as exc:
+                    self._warm_start_failures += 1
+                    log.warning(
+                        "sandbox_warm_start_failed", error=str(exc), failures=self._warm_start_failures
+                    )
+                    if self._warm_only:
+                        return RawRun(None, b"", b"", False, False, 0.0, spawn_error=str(exc))
+                    if self._warm_start_failures >= _WARM_START_FAILURES_MAX:
+                        self.reuse_runs = 0
+                        self.message += (
+                            f" (warm sandboxes off after {self._warm_start_failures} failed starts)"
+                        )
+                    return None
+                self._warm_start_failures = 0
+                self._warm[slot] = box
+            raw = await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
+            if raw is not None:
+                return raw
+            log.info("sandbox_warm_slot_lost", slot=slot)
+        return None
 
     # --- the two kinds of job -------------------------------------------------------------------
     async def run_tests(

@@ -42,6 +42,7 @@ __all__ = ["WarmSandbox", "WarmStartError"]
 log = structlog.get_logger("rewardhub.sandbox")
 
 _START_TIMEOUT_S = 10.0
+_END_WAIT_S = 0.5
 
 
 class WarmStartError(Exception):
@@ -99,8 +100,14 @@ class WarmSandbox:
             proc.stderr.close()  # from here on the zygote reports through the socket only
         return box
 
-    async def run(self, stdin: bytes, *, deadline_s: float, stdout_cap: int, stderr_cap: int) -> RawRun:
-        """One guest run in a fork of the zygote; at the deadline (or on cancellation) the slot ends."""
+    async def run(
+        self, stdin: bytes, *, deadline_s: float, stdout_cap: int, stderr_cap: int
+    ) -> RawRun | None:
+        """One guest run in a fork of the zygote; at the deadline (or on cancellation) the slot ends.
+
+        None: the sandbox was gone before the guest said anything (its zygote died between runs), so
+        the run can be repeated elsewhere; scoring is idempotent.
+        """
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         streams = Streams(stdout_cap, stderr_cap)
@@ -109,11 +116,11 @@ class WarmSandbox:
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
             socket.send_fds(self.sock, [b"R"], [in_r, out_w, err_w])
-        except OSError as exc:
+        except OSError:
             for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
                 os.close(fd)
             self.end()
-            return RawRun(None, b"", b"", False, False, 0.0, spawn_error=f"warm sandbox gone: {exc}")
+            return None
         finally:
             self.runs += 1
         for fd in (in_r, out_w, err_w):
@@ -129,10 +136,14 @@ class WarmSandbox:
             except TimeoutError:
                 deadline_hit = True
                 reply = b""
+            except OSError:  # the zygote is gone (connection reset)
+                reply = b""
             returncode = self._parse(reply)
             if returncode is None:
                 self.end()  # deadline, a dead zygote or nonsense: the whole sandbox goes
             await streams.drained()
+            if returncode is None and not deadline_hit and not streams.out.buf:
+                return None
         except BaseException:
             self.end()  # cancelled mid-run: no run outlives its request
             raise
@@ -168,6 +179,7 @@ class WarmSandbox:
         """Kill the whole sandbox (its PID 1 takes every process of the namespace with it)."""
         if not self.alive:
             return
+        pids = self.pids()
         self.alive = False
         with contextlib.suppress(OSError):
             self.sock.close()
@@ -180,3 +192,20 @@ class WarmSandbox:
             self.proc.wait(timeout=5.0)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+        _wait_gone(pids - {self.proc.pid}, _END_WAIT_S)
+
+
+def _wait_gone(pids: set[int], timeout_s: float) -> None:
+    """Wait until the zygote has died of its parent-death signal (it is not our child to reap), so
+    that a stopped pool leaves nothing running; a zombie counts as gone."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                break
+            if state in (b"Z", b"X"):
+                break
+            time.sleep(0.002)

@@ -1,0 +1,102 @@
+"""Warm sandboxes' own life cycle, on the real pool and real bubblewrap: recycling after
+``reuse_runs``, a deadline that ends the slot, and a dead zygote replaced before the next run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from rewardhub.sandbox import Limits, SandboxPool
+from rewardhub.sandbox.languages import available_languages
+
+SOLUTION = "def add(a, b):\n    return a + b\n"
+TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
+
+
+async def pool_with(reuse_runs: int) -> SandboxPool:
+    pool = SandboxPool(workers=1, max_queued=16, limits=Limits(), reuse_runs=reuse_runs)
+    await pool.start()
+    if pool.level != "bubblewrap":
+        pytest.skip(f"needs bubblewrap: {pool.message}")
+    assert pool.reuse_runs == reuse_runs, pool.message
+    return pool
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[SandboxPool]:
+    p = await pool_with(2)
+    yield p
+    await p.close()
+
+
+def alive(pid: int, grace_s: float = 2.0) -> bool:
+    """Whether ``pid`` still runs after ``grace_s`` (a zombie, killed and not yet reaped, is gone).
+
+    bwrap is killed and reaped at once; its child, the zygote, dies of its parent-death signal a moment
+    later and is reaped by whoever inherits it."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        if state in ("Z", "X"):
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.02)
+
+
+async def passes(pool: SandboxPool) -> bool:
+    report, _ = await pool.run_tests(solution=SOLUTION, tests=TESTS)
+    return report.done and all(ok for ok, _ in report.verdicts.values()) and len(report.verdicts) == 2
+
+
+async def test_a_slot_is_replaced_after_reuse_runs(pool: SandboxPool) -> None:
+    seen: list[set[int]] = []
+    for _ in range(5):
+        assert await passes(pool)
+        seen.append(pool.warm_pids())
+        assert pool.stats()["warm_sandboxes"] == 1
+    # runs 1-2 in one sandbox, 3-4 in the next, 5 in a third (the probe's run counts towards the first)
+    distinct = {frozenset(s) for s in seen}
+    assert len(distinct) >= 2
+    current = pool.warm_pids()
+    for old in distinct - {frozenset(current)}:
+        assert not any(alive(pid) for pid in old), "a replaced slot must be gone"
+
+
+async def test_a_deadline_ends_the_slot_and_the_next_run_gets_a_new_one(pool: SandboxPool) -> None:
+    assert await passes(pool)
+    before = pool.warm_pids()
+    report, raw = await pool.run_program(
+        language=available_languages()["python"],
+        code="while True:\n    pass\n",
+        stdins=[b""],
+        run_timeout_s=1.0,
+        total_timeout_s=1.0,
+    )
+    run = report.runs.get(0)
+    assert raw.deadline_hit or (run is not None and run.status == "timeout")
+    assert await passes(pool)
+    if raw.deadline_hit:  # the service-side deadline killed the whole sandbox
+        assert not any(alive(pid) for pid in before)
+        assert pool.warm_pids() != before
+
+
+async def test_a_zygote_killed_between_runs_is_replaced() -> None:
+    pool = await pool_with(1000)
+    try:
+        assert await passes(pool)
+        pids = pool.warm_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        assert await passes(pool)
+        assert pool.warm_pids().isdisjoint(pids)
+    finally:
+        await pool.close()
