@@ -290,9 +290,9 @@ async def test_service_is_still_up_after_the_hostile_suite(client: httpx.AsyncCl
 
 
 async def test_a_program_cannot_signal_its_judge(client: httpx.AsyncClient) -> None:
-    """Kill, stop, prlimit or a pidfd aimed at the judge, its group, PID 1 or everyone must fail (a warm
-    run's judge is not PID 1; a CPU limit set with prlimit kills even PID 1), and the tests still run
-    to a verdict."""
+    """Kill, stop, prlimit, a pidfd or a file owner's SIGIO aimed at the judge, its group, PID 1 or
+    everyone must fail (a warm run's judge is not PID 1; a CPU limit set with prlimit kills even PID 1),
+    and the tests still run to a verdict."""
     attack = """
 import os, resource, signal
 judge = os.getppid()
@@ -311,9 +311,22 @@ try:
     signal.pidfd_send_signal(os.pidfd_open(judge), signal.SIGKILL)
 except OSError as exc:
     refused.append(exc.errno)
+import fcntl, struct
+r, w = os.pipe()
+try:  # make the pipe signal its "owner", the judge, with SIGKILL when data arrives
+    fcntl.fcntl(r, fcntl.F_SETOWN, judge)
+    fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG
+    fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+    os.write(w, b"x")
+except OSError as exc:
+    refused.append(exc.errno)
+try:
+    fcntl.ioctl(r, 0x8901, struct.pack("i", judge))  # FIOSETOWN
+except OSError as exc:
+    refused.append(exc.errno)
 """
     body = await run(client, attack + "print(len(refused))\n")
-    assert out(body).strip().splitlines()[-1] == "10", out(body)  # all refused by the seccomp filter
+    assert out(body).strip().splitlines()[-1] == "12", out(body)  # all refused by the seccomp filter
     solution = attack + "\ndef add(a, b):\n    return a + b\n"
     r = await client.post(
         "/v1/score",

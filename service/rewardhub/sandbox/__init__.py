@@ -39,8 +39,9 @@ Layers
   no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict; only lines that carry the
   nonce count, and a test without a verdict line has failed. For stdin/stdout cases the expected output
   never enters the sandbox: the service compares. A seccomp filter in the untrusted process refuses
-  ``kill``/``tgkill``/``sigqueue``/``prlimit`` aimed at the judge, its group, PID 1 or everyone, and
-  ``pidfd_send_signal``: a judge killed mid-run would turn a failing run into an incomplete one.
+  ``kill``/``tgkill``/``sigqueue``/``prlimit`` aimed at the judge, its group, PID 1 or everyone,
+  ``pidfd_send_signal`` and ``F_SETOWN``-style file ownership (SIGIO, or any signal via ``F_SETSIG``):
+  a judge killed mid-run would turn a failing run into an incomplete one.
 * **Warm sandboxes** (:mod:`.warm`): one long-lived sandbox per slot whose PID 1 forks the guest per
   run, saving bwrap and interpreter start-up; between runs it kills every leftover process, wipes
   ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.

@@ -1099,10 +1099,14 @@ def _exited(pid: int) -> bool:
 # --------------------------------------------------------------------------------------------------
 # (audit arch, signal-sending syscalls whose first argument is the target pid, syscalls refused outright)
 _SIGNAL_SYSCALLS = {
-    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64 | pidfd_send_signal
-    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424,)),
-    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424,)),
+    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64 | pidfd_send_signal | fcntl, ioctl
+    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424,), (72, 16)),
+    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424,), (25, 29)),
 }
+# fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX and ioctl FIOSETOWN, SIOCSPGRP: a file's owner gets its SIGIO
+# (or any signal F_SETSIG picks, SIGKILL included), checked only against the uid
+_SETOWN_FCNTL = (8, 10, 15)
+_SETOWN_IOCTL = (0x8901, 0x8902)
 # (ctypes, libc, arch entry); a warm sandbox's zygote loads it once per slot, a one-shot guest per run
 _FILTER: Any = None
 
@@ -1126,14 +1130,16 @@ def _protect(judge: int) -> None:
     from inside its namespace) dies of a CPU limit another same-uid process sets with ``prlimit``. This
     filter makes ``kill``/``tkill``/``tgkill``/``rt_(tg)sigqueueinfo``/``prlimit64``
     aimed at the judge, its process group, PID 1 or ``-1`` fail with ``EPERM``, refuses
-    ``pidfd_send_signal`` (a pidfd can name any process) and every syscall of a foreign ABI (i386 or
-    x32 entry points with other numbers). Signals to the program's own children still work.
+    ``pidfd_send_signal`` (a pidfd can name any process), making a file signal an owner (``F_SETOWN``,
+    ``F_SETSIG``, ``F_SETOWN_EX``, ``FIOSETOWN``, ``SIOCSPGRP``: SIGIO, or SIGKILL via ``F_SETSIG``, is
+    delivered to any same-uid owner) and every syscall of a foreign ABI (i386 or x32 entry points with
+    other numbers). Signals to the program's own children still work.
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:
             return  # one-shot guest only (warm sandboxes refuse to start): PID 1 ignores kill(2) at least
         _prepare_protection()  # one-shot guest: ~1.5 ms for ctypes, paid in the judge's process
-    ctypes, libc, (arch, by_pid, refused) = _FILTER
+    ctypes, libc, (arch, by_pid, refused, (fcntl_nr, ioctl_nr)) = _FILTER
     deny = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
     allow = 0x7FFF0000
     targets = sorted({judge, 1, 0xFFFFFFFF, (-judge) & 0xFFFFFFFF, (-os.getpgid(judge)) & 0xFFFFFFFF})
@@ -1151,6 +1157,14 @@ def _protect(judge: int) -> None:
         ret(deny)
     for nr in refused:
         prog.append((0x15, 0, 1, nr))
+        ret(deny)
+    # fcntl/ioctl: refuse the commands that make a file signal its owner, pass everything else
+    for nr, cmds in ((fcntl_nr, _SETOWN_FCNTL), (ioctl_nr, _SETOWN_IOCTL)):
+        prog.append((0x15, 0, len(cmds) + 3, nr))  # not this syscall: skip its block
+        prog.append((0x20, 0, 0, 24))  # A = low 32 bits of the second argument (the command)
+        for m, cmd in enumerate(cmds):
+            prog.append((0x15, len(cmds) - m, 0, cmd))
+        ret(allow)
         ret(deny)
     # one jump per by-pid syscall into the check block, which starts after the ALLOW below
     n = len(by_pid)
