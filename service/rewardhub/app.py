@@ -82,6 +82,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     sandbox = SandboxPool.from_settings(settings)
     await sandbox.start()
     metrics.queue_depth.labels("sandbox").set_function(lambda: sandbox.stats()["waiting"])
+    sandbox.on_slot_end = lambda cause: metrics.worker_restarts.labels("sandbox", cause).inc()
 
     cache = build_cache(settings, metrics)
     await cache.start()

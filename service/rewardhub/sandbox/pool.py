@@ -18,8 +18,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,8 @@ class SandboxPool:
         self._warm: dict[int, WarmSandbox] = {}
         self._warm_start_failures = 0
         self._warm_only = False
+        self.slot_ends: Counter[str] = Counter()  # warm sandboxes ended, by cause
+        self.on_slot_end: Callable[[str], None] | None = None
         self.level: IsolationLevel = "none"
         self.message = "the sandbox has not been started"
         self.languages: dict[str, Language] = {}
@@ -247,6 +249,14 @@ class SandboxPool:
             return range(0)
         return range(self._uid_first, self._uid_first + self.workers)
 
+    def _slot_ended(self, box: WarmSandbox) -> None:
+        """Count an ended warm sandbox once, by cause (stats and the worker-restarts metric)."""
+        if box.end_cause is not None and not box.counted:
+            box.counted = True
+            self.slot_ends[box.end_cause] += 1
+            if self.on_slot_end is not None:
+                self.on_slot_end(box.end_cause)
+
     def warm_pids(self) -> set[int]:
         """Host pids of the warm sandboxes themselves (bwrap and zygote), idle between runs."""
         return set().union(*(box.pids() for box in self._warm.values()))
@@ -294,6 +304,7 @@ class SandboxPool:
             "pinned_cpus": bool(self._cpus),
             "warm_sandboxes": sum(1 for box in self._warm.values() if box.alive),
             "reuse_runs": self.reuse_runs,
+            "warm_sandbox_ends": dict(self.slot_ends),
             "languages": sorted(self.languages),
         }
 
@@ -380,7 +391,8 @@ class SandboxPool:
             if box is not None and (
                 not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None
             ):
-                box.end()
+                box.end("recycled" if box.alive and box.runs >= self.reuse_runs else "lost")
+                self._slot_ended(box)
                 box = None
             if box is None:
                 try:
@@ -400,7 +412,13 @@ class SandboxPool:
                     return None
                 self._warm_start_failures = 0
                 self._warm[slot] = box
-            raw = await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
+            try:
+                raw = await box.run(
+                    stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP
+                )
+            finally:
+                if not box.alive:
+                    self._slot_ended(box)
             if raw is not None:
                 return raw
             log.info("sandbox_warm_slot_lost", slot=slot)

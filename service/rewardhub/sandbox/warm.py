@@ -58,6 +58,8 @@ class WarmSandbox:
         self.uid = uid
         self.runs = 0
         self.alive = True
+        self.end_cause: str | None = None
+        self.counted = False  # the pool has counted this sandbox's end
 
     @classmethod
     async def start(cls, cmd: SandboxCommand, uid: int | None) -> WarmSandbox:
@@ -119,7 +121,7 @@ class WarmSandbox:
         except OSError:
             for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
                 os.close(fd)
-            self.end()
+            self.end("lost")
             return None
         finally:
             self.runs += 1
@@ -139,13 +141,13 @@ class WarmSandbox:
             except OSError:  # the zygote is gone (connection reset)
                 reply = b""
             returncode = self._parse(reply)
-            if returncode is None:
-                self.end()  # deadline, a dead zygote or nonsense: the whole sandbox goes
+            if returncode is None:  # deadline, a dead zygote or nonsense: the whole sandbox goes
+                self.end("deadline" if deadline_hit else "lost")
             await streams.drained()
             if returncode is None and not deadline_hit and not streams.out.buf:
                 return None
         except BaseException:
-            self.end()  # cancelled mid-run: no run outlives its request
+            self.end("cancelled")  # no run outlives its request
             raise
         finally:
             streams.close()
@@ -162,7 +164,7 @@ class WarmSandbox:
             with contextlib.suppress(ValueError, binascii.Error):
                 why = binascii.a2b_base64(fields[2]) if len(fields) > 2 else b""
             log.info("warm_sandbox_ended", why=why.decode("utf-8", "replace"))
-            self.end()
+            self.end("reset_failed")
         return code
 
     def pids(self) -> set[int]:
@@ -175,10 +177,15 @@ class WarmSandbox:
                 pids.update(int(pid) for pid in f.read().split())
         return pids
 
-    def end(self) -> None:
-        """Kill the whole sandbox (its PID 1 takes every process of the namespace with it)."""
+    def end(self, cause: str = "closed") -> None:
+        """Kill the whole sandbox (its PID 1 takes every process of the namespace with it).
+
+        ``cause`` (the first one counts) goes to ``rewardhub_worker_restarts_total{pool="sandbox"}``:
+        recycled, deadline, reset_failed, lost, cancelled, closed.
+        """
         if not self.alive:
             return
+        self.end_cause = cause
         pids = self.pids()
         self.alive = False
         with contextlib.suppress(OSError):
