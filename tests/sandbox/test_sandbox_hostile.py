@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from conftest import ROOT, make_settings, running_app
+from rewardhub.sandbox.runner import process_state
 
 SECRET = "rewardhub-test-secret-7f3a9c"
 
@@ -65,11 +66,10 @@ def stray_processes(client: httpx.AsyncClient, marker: str) -> list[str]:
         try:
             cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             uid = entry.stat().st_uid
-            state = Path(f"/proc/{entry.name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        except OSError:
             continue
-        if state == b"Z":
-            continue  # dead, waiting for its (host) parent to reap it: nothing runs
+        if process_state(int(entry.name)) in (None, b"Z"):
+            continue  # gone, or dead and waiting for its (host) parent to reap it: nothing runs
         if marker in cmdline or uid in uids:
             found.append(f"{entry.name} uid={uid} {cmdline[:80]}")
     return found

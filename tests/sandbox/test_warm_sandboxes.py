@@ -12,6 +12,7 @@ import pytest
 
 from rewardhub.sandbox import Limits, SandboxPool
 from rewardhub.sandbox.languages import available_languages
+from rewardhub.sandbox.runner import process_state
 
 SOLUTION = "def add(a, b):\n    return a + b\n"
 TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
@@ -39,17 +40,11 @@ def alive(pid: int, grace_s: float = 2.0) -> bool:
     bwrap is killed and reaped at once; its child, the zygote, dies of its parent-death signal a moment
     later and is reaped by whoever inherits it."""
     deadline = time.monotonic() + grace_s
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return False
-        if state in ("Z", "X"):
-            return False
+    while process_state(pid) not in (None, b"Z", b"X"):
         if time.monotonic() > deadline:
             return True
         time.sleep(0.02)
+    return False
 
 
 async def passes(pool: SandboxPool) -> bool:

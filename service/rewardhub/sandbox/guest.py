@@ -59,6 +59,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds per run
     import signal
+    from collections.abc import Sequence
     from typing import Any, NoReturn
 else:
     import _signal as signal  # `signal` itself imports enum
@@ -1148,6 +1149,15 @@ def _protect(judge: int) -> None:
     def ret(k: int) -> None:
         prog.append((0x06, 0, 0, k))
 
+    def deny_if_arg_in(offset: int, values: Sequence[int]) -> None:
+        """A = the argument at ``offset`` (low 32 bits); deny if it is one of ``values``, else allow.
+        Appends ``len(values) + 3`` instructions."""
+        prog.append((0x20, 0, 0, offset))
+        for m, value in enumerate(values):
+            prog.append((0x15, len(values) - m, 0, value))  # to the deny after the allow
+        ret(allow)
+        ret(deny)
+
     prog.append((0x20, 0, 0, 4))  # A = arch
     prog.append((0x15, 1, 0, arch))  # same ABI: skip the deny
     ret(deny)
@@ -1161,21 +1171,13 @@ def _protect(judge: int) -> None:
     # fcntl/ioctl: refuse the commands that make a file signal its owner, pass everything else
     for nr, cmds in ((fcntl_nr, _SETOWN_FCNTL), (ioctl_nr, _SETOWN_IOCTL)):
         prog.append((0x15, 0, len(cmds) + 3, nr))  # not this syscall: skip its block
-        prog.append((0x20, 0, 0, 24))  # A = low 32 bits of the second argument (the command)
-        for m, cmd in enumerate(cmds):
-            prog.append((0x15, len(cmds) - m, 0, cmd))
-        ret(allow)
-        ret(deny)
+        deny_if_arg_in(24, cmds)  # the second argument: the command
     # one jump per by-pid syscall into the check block, which starts after the ALLOW below
     n = len(by_pid)
     for k, nr in enumerate(by_pid):
         prog.append((0x15, n - k, 0, nr))
     ret(allow)
-    prog.append((0x20, 0, 0, 16))  # A = low 32 bits of the first argument (pid_t)
-    for m, target in enumerate(targets):
-        prog.append((0x15, len(targets) - m, 0, target))
-    ret(allow)
-    ret(deny)
+    deny_if_arg_in(16, targets)  # the first argument: the target pid_t
 
     # struct sock_filter {u16 code; u8 jt; u8 jf; u32 k} and struct sock_fprog {u16 len; filter *}, as
     # bytes (both supported ABIs are 64-bit little-endian): no ctypes.Structure classes built per run.
@@ -1209,8 +1211,8 @@ def zygote_main(ctrl: int) -> None:
     until none is left), files (``/tmp`` and ``/dev/shm`` wiped; a wipe that fails exits the zygote), System V IPC
     objects (any left ends the slot; the service starts a new one). The untrusted code never holds the
     control socket, and as the namespace's non-dumpable PID 1 the zygote cannot be signalled, traced or
-    read from inside. A run that kills its own judge (possible here, unlike as PID 1) only loses its
-    verdicts: the run is reported incomplete, never as passing.
+    read from inside. The run's judge is not PID 1 here; :func:`_protect` keeps the untrusted code's
+    signals off it.
     """
     global _WARM
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -47,8 +47,8 @@ __all__ = ["Limits", "SandboxPool", "SandboxUnavailable"]
 log = structlog.get_logger("rewardhub.sandbox")
 
 _STDERR_CAP = 64 << 10
-_START_SLACK_S = 2.0
-_WARM_START_FAILURES_MAX = 3  # consecutive failed warm starts before the pool stops trying  # sandbox start-up and teardown on top of a job's own time limits
+_START_SLACK_S = 2.0  # sandbox start-up and teardown on top of a job's own time limits
+_WARM_START_FAILURES_MAX = 3  # consecutive failed warm starts before the pool stops trying
 
 
 class SandboxUnavailable(Exception):
@@ -249,13 +249,11 @@ class SandboxPool:
             return range(0)
         return range(self._uid_first, self._uid_first + self.workers)
 
-    def _slot_ended(self, box: WarmSandbox) -> None:
-        """Count an ended warm sandbox once, by cause (stats and the worker-restarts metric)."""
-        if box.end_cause is not None and not box.counted:
-            box.counted = True
-            self.slot_ends[box.end_cause] += 1
-            if self.on_slot_end is not None:
-                self.on_slot_end(box.end_cause)
+    def _slot_ended(self, cause: str) -> None:
+        """A warm sandbox of this pool ended: count it by cause (stats and the worker-restarts metric)."""
+        self.slot_ends[cause] += 1
+        if self.on_slot_end is not None:
+            self.on_slot_end(cause)
 
     def warm_pids(self) -> set[int]:
         """Host pids of the warm sandboxes themselves (bwrap and zygote), idle between runs."""
@@ -263,6 +261,7 @@ class SandboxPool:
 
     async def close(self) -> None:
         for box in self._warm.values():
+            box.on_end = None  # shutting down is not a replacement
             box.end()
         self._warm.clear()
         if self._uid_lock is not None:
@@ -392,7 +391,6 @@ class SandboxPool:
                 not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None
             ):
                 box.end("recycled" if box.alive and box.runs >= self.reuse_runs else "lost")
-                self._slot_ended(box)
                 box = None
             if box is None:
                 try:
@@ -411,14 +409,9 @@ class SandboxPool:
                         )
                     return None
                 self._warm_start_failures = 0
+                box.on_end = self._slot_ended
                 self._warm[slot] = box
-            try:
-                raw = await box.run(
-                    stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP
-                )
-            finally:
-                if not box.alive:
-                    self._slot_ended(box)
+            raw = await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
             if raw is not None:
                 return raw
             log.info("sandbox_warm_slot_lost", slot=slot)

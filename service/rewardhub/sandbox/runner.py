@@ -44,6 +44,7 @@ __all__ = [
     "SandboxCommand",
     "Streams",
     "kill_uid",
+    "process_state",
     "run_process",
 ]
 
@@ -360,6 +361,15 @@ def _watch_exit(
 
     poll()
     return -1
+
+
+def process_state(pid: int) -> bytes | None:
+    """The state letter of ``pid`` from ``/proc/PID/stat`` (``b"R"``, ``b"S"``, ``b"Z"``...); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def kill_uid(uid: int) -> int:

@@ -10,12 +10,13 @@ judge/solution protocol and its tamper resistance are unchanged.
 The service passes each run's own stdin/stdout/stderr pipes over a ``SOCK_SEQPACKET`` control socket
 (``SCM_RIGHTS``), so output capture, caps and parsing are those of a fresh run (:class:`.runner.Streams`).
 The zygote answers with the exit status after it has killed every leftover process, wiped ``/tmp`` and
-checked for IPC objects; anything it cannot reset ends the slot. The service ends a slot itself at a
+``/dev/shm`` and checked for IPC objects; anything it cannot reset ends the slot. The service ends a slot itself at a
 deadline (the whole sandbox is killed, as a fresh run's would be), after ``REWARDHUB_SANDBOX_REUSE_RUNS``
 runs, and on any protocol surprise; the next run on that slot starts a new one.
 
-What differs from a fresh sandbox, and why it is acceptable: the judge is not PID 1, so a solution can
-kill it (the run is then incomplete: ``sandbox_error``, never a pass); consecutive runs of one slot share
+What differs from a fresh sandbox, and why it is acceptable: the judge is not PID 1, so it does not
+ignore signals from inside the namespace; the seccomp filter every untrusted process gets
+(``rh_guest._protect``) refuses those aimed at it. Consecutive runs of one slot share
 the IPC and network namespaces (no process and no System V object survives a run; a POSIX message
 queue could, carrying bytes from one solution to a later one, neither of which ever holds hidden tests or
 verdicts). ``REWARDHUB_SANDBOX_REUSE_RUNS=0`` restores one fresh sandbox per run.
@@ -31,11 +32,12 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 
 import structlog
 
 from rewardhub.sandbox.probe import WARM_SCRIPT
-from rewardhub.sandbox.runner import RawRun, SandboxCommand, Streams, kill_uid
+from rewardhub.sandbox.runner import RawRun, SandboxCommand, Streams, kill_uid, process_state
 
 __all__ = ["WarmSandbox", "WarmStartError"]
 
@@ -59,7 +61,7 @@ class WarmSandbox:
         self.runs = 0
         self.alive = True
         self.end_cause: str | None = None
-        self.counted = False  # the pool has counted this sandbox's end
+        self.on_end: Callable[[str], None] | None = None  # told the cause once, when the sandbox ends
 
     @classmethod
     async def start(cls, cmd: SandboxCommand, uid: int | None) -> WarmSandbox:
@@ -180,12 +182,15 @@ class WarmSandbox:
     def end(self, cause: str = "closed") -> None:
         """Kill the whole sandbox (its PID 1 takes every process of the namespace with it).
 
-        ``cause`` (the first one counts) goes to ``rewardhub_worker_restarts_total{pool="sandbox"}``:
-        recycled, deadline, reset_failed, lost, cancelled, closed.
+        ``cause`` (the first one counts) goes to ``on_end`` and from there to
+        ``rewardhub_worker_restarts_total{pool="sandbox"}``: recycled, deadline, reset_failed, lost,
+        cancelled, closed.
         """
         if not self.alive:
             return
         self.end_cause = cause
+        if self.on_end is not None:
+            self.on_end(cause)
         pids = self.pids()
         self.alive = False
         with contextlib.suppress(OSError):
@@ -207,12 +212,5 @@ def _wait_gone(pids: set[int], timeout_s: float) -> None:
     that a stopped pool leaves nothing running; a zombie counts as gone."""
     deadline = time.monotonic() + timeout_s
     for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                break
-            if state in (b"Z", b"X"):
-                break
+        while time.monotonic() < deadline and process_state(pid) not in (None, b"Z", b"X"):
             time.sleep(0.002)
