@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rewardhub.models.base import Capability, ChatRequest, Completion, ModelBackend, TokenLogprob
+from rewardhub.models.base import Capability, ChatRequest, Completion, TokenLogprob
 from rewardhub.models.errors import BackendError
-from rewardhub.models.remote import RemoteClient, RemoteOptions
+from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
 
 __all__ = ["OpenAIBackend", "parse_chat_completion"]
 
@@ -22,22 +22,13 @@ __all__ = ["OpenAIBackend", "parse_chat_completion"]
 MAX_TOP_LOGPROBS = 20
 
 
-class OpenAIBackend(ModelBackend):
+class OpenAIBackend(RemoteBackend):
     kind: ClassVar[str] = "openai"
     capabilities: frozenset[Capability] = frozenset({"chat", "embed"})
 
     def __init__(self, name: str, url: str, model: str, api_key: str | None, options: RemoteOptions):
         super().__init__(name, model)
         self.client = RemoteClient(name, url, api_key, options)
-
-    async def start(self) -> None:
-        await self.client.start()
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), **self.client.describe()}
 
     def ready(self) -> dict[str, Any]:
         # An open breaker is worth seeing in /ready, but it does not make the service unready: every

@@ -29,10 +29,11 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential, wait_random
 
+from rewardhub.models.base import ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendTimeout
 
-__all__ = ["RemoteClient", "RemoteOptions"]
+__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions"]
 
 log = structlog.get_logger("rewardhub.models.remote")
 
@@ -176,3 +177,18 @@ class RemoteClient:
 def _snippet(resp: httpx.Response) -> str:
     text = resp.text[:200].replace("\n", " ")
     return text or "(empty body)"
+
+
+class RemoteBackend(ModelBackend):
+    """A backend whose model is a server behind a :class:`RemoteClient`: its life cycle is the client's."""
+
+    client: RemoteClient
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **self.client.describe()}

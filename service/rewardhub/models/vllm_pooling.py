@@ -26,14 +26,14 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rewardhub.models.base import Capability, Message, ModelBackend, StepQuery
+from rewardhub.models.base import Capability, Message, StepQuery
 from rewardhub.models.errors import BackendError
-from rewardhub.models.remote import RemoteClient, RemoteOptions
+from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
 
 __all__ = ["VLLMPoolingBackend", "probs_to_logits", "softmax"]
 
 
-class VLLMPoolingBackend(ModelBackend):
+class VLLMPoolingBackend(RemoteBackend):
     kind: ClassVar[str] = "vllm_pooling"
     capabilities: frozenset[Capability] = frozenset({"classify", "steps"})
 
@@ -51,15 +51,6 @@ class VLLMPoolingBackend(ModelBackend):
         self.client = RemoteClient(name, url[: -len("/v1")] if url.endswith("/v1") else url, api_key, options)
         self.returns_probabilities = returns_probabilities
         self._tag_ids: dict[str, int] = {}
-
-    async def start(self) -> None:
-        await self.client.start()
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), **self.client.describe()}
 
     # --- classify ----------------------------------------------------------------------------------
     async def classify(

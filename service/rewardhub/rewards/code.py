@@ -273,7 +273,7 @@ class CodeReward(Reward[CodeConfig]):
             return broken
         if report.reference_error is not None:
             return Outcome.invalid(Reason.PARSE_ERROR, report.reference_error)
-        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        timing = _timing(raw)
         if report.load_status == "syntax":
             return _compile_failed(report.load_message, timing)
         n = len(report.labels)
@@ -303,7 +303,7 @@ class CodeReward(Reward[CodeConfig]):
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:
             return broken
-        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        timing = _timing(raw)
         if report.compile is not None and not report.compile.ok:
             c = report.compile
             why = "compile timeout" if c.status == "timeout" else _tail(c.stderr or c.stdout)
@@ -359,7 +359,7 @@ class CodeReward(Reward[CodeConfig]):
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:
             return broken
-        timing = {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
+        timing = _timing(raw)
         run = report.runs.get(0)
         if run is None:
             result = ("tests", False, _why_missing(raw, report.done))
@@ -372,6 +372,11 @@ class CodeReward(Reward[CodeConfig]):
         else:
             result = ("tests", False, f"exit status {run.return_code}: {_tail(run.stderr, 300)}")
         return _scored([result], None, config, timing)
+
+
+def _timing(raw: RawRun) -> dict[str, Any]:
+    """The run's time in the sandbox and in the queue before it, for ``details``."""
+    return {"time_s": round(raw.wall_s, 4), "queue_s": round(raw.queue_s, 4)}
 
 
 def _sandbox_fault(raw: RawRun, ready: bool, error: str | None) -> Outcome | None:

@@ -369,6 +369,22 @@ class JudgeReward(ModelReward[JudgeConfig]):
         prompt = item.prompt or ""
         ask = _Asker(backend, config, j, deadline)
         details: dict[str, Any] = {"mode": config.mode, "scoring": config.scoring}
+
+        async def rated(extra: dict[str, str]) -> Outcome:
+            """One call on a score scale (pointwise, implicit rubric): its decision is the score."""
+            values = {
+                "prompt": prompt,
+                "response": defuse(text),
+                "min_score": str(config.min_score),
+                "max_score": str(config.max_score),
+                **extra,
+            }
+            d, out = await ask(fill(j.template, values))
+            if isinstance(d, Outcome):
+                return d
+            details.update(_describe(d, out))
+            return Outcome(d.value, None, {"judge": d.value}, details)
+
         if config.mode == "reference":
             gold = _gold(item.reference)
             assert gold is not None
@@ -383,19 +399,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
             ref_block = ""
             if config.include_reference and isinstance(item.reference, str):
                 ref_block = f"[Reference answer]\n{item.reference}\n\n"
-            values = {
-                "prompt": prompt,
-                "response": defuse(text),
-                "reference": item.reference if isinstance(item.reference, str) else "",
-                "reference_block": ref_block,
-                "min_score": str(config.min_score),
-                "max_score": str(config.max_score),
-            }
-            d, out = await ask(fill(j.template, values))
-            if isinstance(d, Outcome):
-                return d
-            details.update(_describe(d, out))
-            return Outcome(d.value, None, {"judge": d.value}, details)
+            reference = item.reference if isinstance(item.reference, str) else ""
+            return await rated({"reference": reference, "reference_block": ref_block})
         if config.mode == "pairwise":
             opponent = _opponent(item, config)
             if opponent is None:
@@ -424,18 +429,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             return criteria
         if config.rubric_aggregation == "implicit":
             rubric = "\n".join(f"- (weight {c.weight:g}) {c.criterion}" for c in criteria)
-            values = {
-                "prompt": prompt,
-                "response": defuse(text),
-                "rubric": rubric,
-                "min_score": str(config.min_score),
-                "max_score": str(config.max_score),
-            }
-            d, out = await ask(fill(j.template, values))
-            if isinstance(d, Outcome):
-                return d
-            details.update(_describe(d, out))
-            return Outcome(d.value, None, {"judge": d.value}, details)
+            return await rated({"rubric": rubric})
         got = await asyncio.gather(
             *(
                 ask(fill(j.template, {"prompt": prompt, "response": defuse(text), "criterion": c.criterion}))

@@ -713,12 +713,9 @@ def _pytests(header: dict[str, Any]) -> None:
     global _CHANNEL
     j2s_r, j2s_w = os.pipe()
     s2j_r, s2j_w = os.pipe()
-    judge = os.getpid()
-    pid = os.fork()
+    pid = _fork_untrusted(70)
     if pid == 0:
         try:
-            os.setsid()
-            _protect(judge)
             os.close(j2s_w)
             os.close(s2j_r)
             devnull = os.open("/dev/null", os.O_RDWR)
@@ -962,12 +959,9 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
     if cpu_hard != resource.RLIM_INFINITY:
         cpu_limits = (min(cpu, cpu_hard), min(cpu + 1, cpu_hard))
     t0 = time.monotonic()
-    judge = os.getpid()
-    pid = os.fork()
+    pid = _fork_untrusted(127)
     if pid == 0:
         try:
-            os.setsid()
-            _protect(judge)
             os.dup2(in_fd, 0)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
@@ -1110,6 +1104,21 @@ _SETOWN_FCNTL = (8, 10, 15)
 _SETOWN_IOCTL = (0x8901, 0x8902)
 # (ctypes, libc, arch entry); a warm sandbox's zygote loads it once per slot, a one-shot guest per run
 _FILTER: Any = None
+
+
+def _fork_untrusted(failure_status: int) -> int:
+    """``fork()``; the child, where untrusted code will run, gets its own session and the filter (or
+    exits with ``failure_status`` if it cannot have them)."""
+    judge = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            _protect(judge)
+        except BaseException as exc:
+            os.write(2, ("rewardhub guest: cannot isolate the program: " + _short(exc) + "\n").encode())
+            os._exit(failure_status)
+    return pid
 
 
 def _prepare_protection() -> None:

@@ -104,12 +104,31 @@ def _lines(stdout: bytes, nonce: str) -> list[list[str]]:
 
 
 @dataclass(slots=True)
-class PytestReport:
-    """The judge's verdicts for one solution."""
+class _GuestReport:
+    """What every guest run reports: it started, it finished, or it failed itself."""
 
     ready: bool = False
     done: bool = False
-    error: str | None = None  # the judge itself failed: an infrastructure fault
+    error: str | None = None  # the guest itself failed: an infrastructure fault
+
+    def take(self, f: list[str]) -> bool:
+        """Read a ``ready``/``done``/``error`` line; False for any other kind."""
+        kind = f[0]
+        if kind == "ready":
+            self.ready = True
+        elif kind == "done":
+            self.done = True
+        elif kind == "error":
+            self.error = _text(f[1])
+        else:
+            return False
+        return True
+
+
+@dataclass(slots=True)
+class PytestReport(_GuestReport):
+    """The judge's verdicts for one solution."""
+
     reference_error: str | None = None  # the tests do not compile: the reference's fault
     load_status: str | None = None  # ok | syntax | error | died
     load_message: str = ""
@@ -122,13 +141,9 @@ def parse_pytests(stdout: bytes, nonce: str) -> PytestReport:
     for f in _lines(stdout, nonce):
         kind = f[0]
         try:
-            if kind == "ready":
-                rep.ready = True
-            elif kind == "done":
-                rep.done = True
-            elif kind == "error":
-                rep.error = _text(f[1])
-            elif kind == "refbad":
+            if rep.take(f):
+                continue
+            if kind == "refbad":
                 rep.reference_error = _text(f[1])
             elif kind == "plan":
                 n = int(f[1])
@@ -181,10 +196,9 @@ class RunReport:
 
 
 @dataclass(slots=True)
-class ExecReport:
-    ready: bool = False
-    done: bool = False
-    error: str | None = None
+class ExecReport(_GuestReport):
+    """A compile step and the program's runs, one per stdin."""
+
     compile: RunReport | None = None
     runs: dict[int, RunReport] = field(default_factory=dict)
     files: dict[str, bytes | None] = field(default_factory=dict)
@@ -195,13 +209,9 @@ def parse_exec(stdout: bytes, nonce: str) -> ExecReport:
     for f in _lines(stdout, nonce):
         kind = f[0]
         try:
-            if kind == "ready":
-                rep.ready = True
-            elif kind == "done":
-                rep.done = True
-            elif kind == "error":
-                rep.error = _text(f[1])
-            elif kind == "compile":
+            if rep.take(f):
+                continue
+            if kind == "compile":
                 rep.compile = RunReport.from_fields(f[1:10])
             elif kind == "run":
                 rep.runs[int(f[1])] = RunReport.from_fields(f[2:11])
