@@ -2,11 +2,13 @@
 
 A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
 tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
-real `rewardhub serve` subprocess, once with batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`) and
-once with it off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item). `--clients` concurrent
-clients each send one-item `/v1/score` requests back to back; the items completed within a window of
-`--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct and the result
-cache is off, so every item is a forward pass.
+real `rewardhub serve` subprocess three times: batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`,
+shared-prefix forward passes on, the defaults), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
+(plain padded batches), and batching off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item).
+`--clients` concurrent clients each send one-item `/v1/score` requests back to back; the items completed
+within a window of `--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct
+and the result cache is off, so every item is a forward pass. Items cycle through five questions, so
+concurrent items share prompts as a GRPO group's rollouts do, but no two responses are the same.
 
 Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
 forward-pass batch size (from `/metrics`), and errors; `speedup` is items/s on / off.
@@ -144,8 +146,11 @@ async def drive(
     }
 
 
-def run_mode(model: str, args: argparse.Namespace, max_batch: int) -> dict[str, Any]:
+def run_mode(
+    model: str, args: argparse.Namespace, max_batch: int, share_prefix: bool = True
+) -> dict[str, Any]:
     env = {
+        "REWARDHUB_BATCH_SHARE_PREFIX": "true" if share_prefix else "false",
         "REWARDHUB_PRM_MODEL": model,
         "REWARDHUB_PRM_CONVENTION": "qwen",
         "REWARDHUB_MODEL_DEVICE": args.device,
@@ -162,6 +167,10 @@ def run_mode(model: str, args: argparse.Namespace, max_batch: int) -> dict[str, 
         return asyncio.run(
             drive(url, args.clients, args.duration, args.warmup, args.seed, args.items == "short")
         )
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    return round(a["items_per_s"] / b["items_per_s"], 2) if b["items_per_s"] else None
 
 
 def main() -> None:
@@ -194,6 +203,7 @@ def main() -> None:
             .parameters()
         )
         on = run_mode(str(model), args, args.max_batch)
+        on_plain = run_mode(str(model), args, args.max_batch, share_prefix=False)
         off = run_mode(str(model), args, 1)
     result = {
         "machine": machine(),
@@ -203,10 +213,10 @@ def main() -> None:
         "items_kind": args.items,
         "duration_s": args.duration,
         "batching_on": {"max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, **on},
+        "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain},
         "batching_off": {"max_batch": 1, **off},
-        "speedup_items_per_s": round(on["items_per_s"] / off["items_per_s"], 2)
-        if off["items_per_s"]
-        else None,
+        "speedup_items_per_s": ratio(on, off),
+        "speedup_without_prefix_sharing": ratio(on_plain, off),
     }
     print(json.dumps(result, indent=2))
 

@@ -121,3 +121,27 @@ def build_tiny_orm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int =
     tok = train_tokenizer()
     config = _qwen2_config(tok, hidden, layers, num_labels=1)
     return _save(Qwen2ForSequenceClassification(config), tok, path)
+
+
+def build_tiny_bert_token_classifier(path: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A 2-label BERT token classifier (bidirectional: a token's output depends on what follows it).
+
+    Initialised with a large weight scale: at the usual 0.02, a random BERT's outputs barely depend on
+    context at all (a millionth), and the shared-prefix check would rightly find no difference."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    config = BertConfig(
+        vocab_size=len(tok),  # type: ignore[arg-type]
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
+        num_labels=2,
+        initializer_range=0.5,
+    )
+    return _save(BertForTokenClassification(config), tok, path)

@@ -8,9 +8,11 @@ are created before the app serves and closed after (in reverse order). ``create_
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import structlog
 from fastapi import FastAPI
@@ -138,6 +140,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("service_stopped")
 
 
+def _telemetry(settings: Settings) -> dict[str, Any]:
+    """FastAPI's ``telemetry`` argument (FastAPI >= 0.165; older versions have no native telemetry)."""
+    if settings.otel or "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the ASGI app (``uvicorn --factory rewardhub.app:create_app``)."""
     settings = settings or get_settings()
@@ -152,6 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "`components`, `details`, `cached` and `reward_version`."
         ),
         lifespan=lifespan,
+        **_telemetry(settings),
     )
     app.state.settings = settings
     app.state.metrics = Metrics()

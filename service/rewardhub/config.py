@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     log_json: bool = Field(
         False, description="Emit JSON log lines (for log shippers) instead of console lines."
     )
+    otel: bool = Field(
+        False,
+        description="FastAPI's native OpenTelemetry (traces/metrics/logs to the global providers). Off: "
+        "the service exports Prometheus metrics, and the per-request provider check costs ~7% of the "
+        "event loop under load.",
+    )
 
     # --- cache ---
     redis_url: str | None = Field(
@@ -155,6 +161,11 @@ class Settings(BaseSettings):
     )
     batch_max_tokens: int = Field(
         65_536, ge=1, description="Most padded tokens (items x longest, estimated) in one forward pass."
+    )
+    batch_share_prefix: bool = Field(
+        True,
+        description="Run a prompt that several items of a PRM/ORM batch start with once (GRPO groups), "
+        "for causal models that pass the load-time check.",
     )
     backend_timeout_s: float = Field(
         60.0, gt=0, description="Per-attempt HTTP timeout of remote backends, s."

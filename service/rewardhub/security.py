@@ -71,7 +71,7 @@ class Authenticator:
         return Caller(f"key:{d.hex()[:12]}")
 
 
-def get_caller(request: Request) -> Caller:
+async def get_caller(request: Request) -> Caller:
     auth: Authenticator = request.app.state.authenticator
     caller = auth.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
     request.state.caller = caller

@@ -200,6 +200,7 @@ def build_backend(
         trust_remote_code=spec.trust_remote_code,
         max_length=spec.max_length,
         threads=s.model_threads or _default_threads(),
+        share_prefix=spec.share_prefix if spec.share_prefix is not None else s.batch_share_prefix,
         batch=batch,
         observe_batch=observe,
         lazy=lazy,

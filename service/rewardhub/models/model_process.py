@@ -35,7 +35,11 @@ log = structlog.get_logger("rewardhub.models.process")
 
 
 def _describe(loaded: Any) -> dict[str, Any]:
-    return {k: getattr(loaded, k) for k in ("device", "dtype", "max_length", "task") if hasattr(loaded, k)}
+    return {
+        k: getattr(loaded, k)
+        for k in ("device", "dtype", "max_length", "task", "share_prefix")
+        if hasattr(loaded, k)
+    }
 
 
 def _child(conn: Connection, loader: Callable[[], Any]) -> None:

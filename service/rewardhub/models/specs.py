@@ -103,6 +103,7 @@ class LocalSpec(_Spec):
     max_wait_ms: float | None = Field(None, ge=0)
     queue_max: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    share_prefix: bool | None = Field(None, description="Default REWARDHUB_BATCH_SHARE_PREFIX.")
 
 
 BackendSpec = Annotated[RemoteSpec | LocalSpec, Field(discriminator="kind")]

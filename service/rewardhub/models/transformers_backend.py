@@ -71,6 +71,7 @@ class _InProcess:
     device: str
     dtype: str
     max_length: int
+    share_prefix: bool
 
 
 class TransformersBackend(ModelBackend):
@@ -88,6 +89,7 @@ class TransformersBackend(ModelBackend):
         trust_remote_code: bool = False,
         max_length: int | None = None,
         threads: int = 0,
+        share_prefix: bool = True,
         batch: BatchOptions | None = None,
         observe_batch: Callable[[str, int], None] | None = None,
         lazy: bool = False,
@@ -101,6 +103,7 @@ class TransformersBackend(ModelBackend):
             "trust_remote_code": trust_remote_code,
             "max_length": max_length,
             "threads": threads,
+            "share_prefix": share_prefix,
         }
         self.batch = batch or BatchOptions()
         self._observe = observe_batch
@@ -137,7 +140,12 @@ class TransformersBackend(ModelBackend):
     def describe(self) -> dict[str, Any]:
         d = {**super().describe(), "task": self.task, "loaded": self._loaded is not None}
         if isinstance(self._loaded, hf_compute.Loaded | _InProcess):
-            d.update(device=self._loaded.device, dtype=self._loaded.dtype, max_length=self._loaded.max_length)
+            d.update(
+                device=self._loaded.device,
+                dtype=self._loaded.dtype,
+                max_length=self._loaded.max_length,
+                share_prefix=self._loaded.share_prefix,
+            )
         if self._process is not None:
             d["process_restarts"] = self._process.restarts
         d["batchers"] = {cap: b.stats.as_dict() for cap, b in self.batchers.items()}
@@ -203,7 +211,10 @@ class TransformersBackend(ModelBackend):
                 info = await process.start()
                 self._process = process
                 return _InProcess(
-                    str(info.get("device")), str(info.get("dtype")), int(info.get("max_length", 0))
+                    str(info.get("device")),
+                    str(info.get("dtype")),
+                    int(info.get("max_length", 0)),
+                    bool(info.get("share_prefix", False)),
                 )
 
             self._load_task = loop.create_task(load(), name=f"load:{self.name}")

@@ -15,7 +15,7 @@ from rewardhub.security import CallerDep
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
 
-def get_jobs(request: Request) -> JobRunner:
+async def get_jobs(request: Request) -> JobRunner:
     runner: JobRunner | None = getattr(request.app.state, "jobs", None)
     if runner is None:
         raise ServiceUnavailable("the service is starting up or shutting down")

@@ -1,0 +1,149 @@
+"""Shared-prefix forward passes: the grouping plan, and outputs equal to the plain padded pass on real
+(tiny) PRM, Math-Shepherd and ORM models; a bidirectional model fails the load-time check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rewardhub.models import hf_compute, shared_prefix  # noqa: E402
+from rewardhub.models.base import Message, StepQuery  # noqa: E402
+
+SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+# --- the plan (pure Python) ---------------------------------------------------------------------
+def test_plan_groups_the_rollouts_of_each_prompt() -> None:
+    p1, p2 = list(range(100, 140)), list(range(200, 230))  # two prompts, 40 and 30 tokens
+    seqs = [p1 + [1, 2, 3], p2 + [4, 5], p1 + [7, 8], p2 + [9], p1 + [1, 2, 6], list(range(300, 320))]
+    plan = shared_prefix.plan(seqs, [len(s) - 1 for s in seqs])
+    assert plan is not None
+    groups = {g.members: g.prefix for g in plan.groups}
+    assert groups[(0, 4, 2)] == 40  # sorted order; the common prefix of 0 and 4 is longer, but 2 joins
+    assert groups[(1, 3)] == 30
+    assert groups[(5,)] == 19  # alone: everything but its last token, which must come from pass two
+    assert plan.starts == (40, 30, 40, 30, 40, 19)
+    assert plan.padded_tokens([len(s) for s in seqs]) < 0.8 * len(seqs) * max(len(s) for s in seqs)
+
+
+def test_plan_stops_before_the_first_position_read() -> None:
+    prompt = list(range(100, 150))
+    seqs = [prompt + [1, 2], prompt + [1, 2], prompt + [3]]  # two identical items
+    plan = shared_prefix.plan(seqs, [30, 45, 50])
+    assert plan is not None and plan.groups[0].prefix == 30  # item 0 reads position 30 on
+    for s, start, read in zip(seqs, plan.starts, [30, 45, 50], strict=True):
+        assert start <= read and start < len(s)
+    same = shared_prefix.plan([prompt, prompt], [len(prompt), len(prompt)])
+    assert same is not None and same.starts == (len(prompt) - 1,) * 2  # at least one token is left
+
+
+@pytest.mark.parametrize(
+    ("seqs", "read_from"),
+    [
+        ([list(range(100, 140))], [39]),  # one item
+        ([list(range(100, 140)), list(range(200, 240))], [39, 39]),  # nothing shared
+        ([list(range(100, 140)), list(range(100, 110)) + [0] * 30], [39, 39]),  # 10 shared: too few
+        ([list(range(100, 140))] * 2, [0, 39]),  # an item reads its first token
+    ],
+)
+def test_plan_declines_when_sharing_does_not_pay(seqs: list[list[int]], read_from: list[int]) -> None:
+    assert shared_prefix.plan(seqs, read_from) is None
+
+
+# --- equal outputs on real models -------------------------------------------------------------------
+def _rollouts() -> list[StepQuery]:
+    """Two prompts with several rollouts each (different lengths), one lone prompt, a repeated rollout."""
+    out = []
+    for k, (q, steps) in enumerate(
+        [
+            ("What is 3+5?", ["3+5=8", "So the answer is \\boxed{8}."]),
+            ("What is 3+5?", ["3 plus 5 is 9", "check: no, it is 8", "The answer is \\boxed{8}."]),
+            ("A train goes 60 km in 1.5 h. Speed?", ["60/1.5 = 40", "\\boxed{40} km/h"]),
+            ("What is 3+5?", ["8"]),
+            ("A train goes 60 km in 1.5 h. Speed?", ["Speed is distance over time.", "40 km/h"]),
+            ("What is 3+5?", ["3+5=8", "So the answer is \\boxed{8}."]),
+            ("How many divisors does 36 have?", ["1,2,3,4,6,9,12,18,36", "nine"]),
+        ]
+    ):
+        tag = "<extra_0>"
+        msgs = (
+            Message("system", SYSTEM),
+            Message("user", q),
+            Message("assistant", tag.join(steps) + tag + ("" if k % 2 else " ")),
+        )
+        out.append(StepQuery(step_tag=tag, steps=len(steps), messages=msgs))
+    return out
+
+
+def _load(path: str, task: hf_compute.Task, share: bool) -> hf_compute.Loaded:
+    return hf_compute.load(path, task, device="cpu", share_prefix=share)
+
+
+def _close(a: list[list[float] | Exception], b: list[list[float] | Exception]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert isinstance(x, list) and isinstance(y, list)
+        assert x == pytest.approx(y, abs=1e-5)
+
+
+def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
+    shared, plain = (
+        _load(qwen_prm_path, "token_classification", True),
+        _load(qwen_prm_path, "token_classification", False),
+    )
+    assert shared.share_prefix is True and plain.share_prefix is False
+    queries = _rollouts()
+    texts = [
+        hf_compute.render(shared.tokenizer, q.messages or (), generation_prompt=False, keep="<extra_0>")
+        for q in queries
+    ]
+    seqs = [shared.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    tag = shared.tokenizer.convert_tokens_to_ids("<extra_0>")
+    plan = shared_prefix.plan(seqs, [s.index(tag) for s in seqs])
+    assert plan is not None and max(len(g.members) for g in plan.groups) >= 3  # the shared path runs
+    with hf_compute.inference():
+        _close(hf_compute.step_probs(shared, queries), hf_compute.step_probs(plain, queries))
+        # one item, or items with nothing in common, take the plain pass and still agree
+        _close(hf_compute.step_probs(shared, queries[:1]), hf_compute.step_probs(plain, queries[:1]))
+
+
+def test_math_shepherd_shared_prefix_equals_plain(shepherd_prm_path: str) -> None:
+    shared, plain = _load(shepherd_prm_path, "generate", True), _load(shepherd_prm_path, "generate", False)
+    assert shared.share_prefix is True
+    question = "What is 3+5? Please think step by step and give the answer at the end. "
+    queries = [
+        StepQuery(
+            step_tag="ки",
+            steps=len(steps),
+            text=question + " ".join(f"{s} ки" for s in steps),
+            label_tokens=("+", "-"),
+        )
+        for steps in (["3+5=8", "The answer is 8"], ["3+5=9"], ["3 and 5", "make 8", "The answer is 8"])
+    ]
+    with hf_compute.inference():
+        _close(hf_compute.step_probs(shared, queries), hf_compute.step_probs(plain, queries))
+
+
+def test_orm_shared_prefix_equals_plain(orm_path: str) -> None:
+    shared, plain = (
+        _load(orm_path, "sequence_classification", True),
+        _load(orm_path, "sequence_classification", False),
+    )
+    assert shared.share_prefix is True
+    inputs = [
+        (Message("system", SYSTEM), Message("user", "What is 3+5?"), Message("assistant", answer))
+        for answer in ("8", "It is 8 because 3+5=8.", "9", "Let me think. 3+5 is 8, so \\boxed{8}.")
+    ]
+    with hf_compute.inference():
+        _close(hf_compute.classify(shared, inputs), hf_compute.classify(plain, inputs))
+
+
+def test_bidirectional_model_fails_the_check(tmp_path: Path) -> None:
+    from tiny_models import build_tiny_bert_token_classifier
+
+    path = build_tiny_bert_token_classifier(tmp_path / "bert")
+    loaded = _load(str(path), "token_classification", True)
+    assert loaded.share_prefix is False  # its outputs depend on later tokens: never split
