@@ -178,7 +178,9 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=64, help="concurrent one-item clients")
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per mode")
     ap.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per mode first")
-    ap.add_argument("--max-batch", type=int, default=64, help="REWARDHUB_BATCH_MAX_SIZE with batching on")
+    ap.add_argument(
+        "--max-batch", type=int, default=32, help="REWARDHUB_BATCH_MAX_SIZE with batching on (the default)"
+    )
     ap.add_argument("--max-wait-ms", type=float, default=5.0, help="REWARDHUB_BATCH_MAX_WAIT_MS")
     ap.add_argument("--hidden", type=int, default=256, help="hidden size of the PRM built for the run")
     ap.add_argument("--layers", type=int, default=4, help="layers of the PRM built for the run")

@@ -242,17 +242,30 @@ class JobRunner:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
 
     async def start(self) -> None:
         self._tasks = [asyncio.create_task(self._worker(i)) for i in range(self.concurrency)]
         self._tasks.append(asyncio.create_task(self._rescan_loop()))
 
     async def close(self) -> None:
+        """Stop the workers and the rescan loop.
+
+        A cancellation that lands inside a Redis call can come back out of redis-py as a connection
+        error, which the loops treat as "Redis is down" and survive; so the flag stops them at their next
+        turn, and a task still running after a short wait is cancelled again.
+        """
+        self._closing = True
+        for _ in range(5):
+            pending = [t for t in self._tasks if not t.done()]
+            if not pending:
+                break
+            for t in pending:
+                t.cancel()
+            await asyncio.wait(pending, timeout=1.0)
         for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved, so asyncio does not log it as never retrieved
 
     def _enqueue(self, job_id: str) -> None:
         if job_id not in self._queued:
@@ -270,7 +283,7 @@ class JobRunner:
 
     async def _rescan_loop(self) -> None:
         await self.resume()
-        while True:
+        while not self._closing:
             await asyncio.sleep(_RESCAN_S)
             await self.resume()
 
@@ -317,7 +330,7 @@ class JobRunner:
         return public(job)
 
     async def _worker(self, index: int) -> None:
-        while True:
+        while not self._closing:
             job_id = await self._queue.get()
             try:
                 await self._run(job_id)
