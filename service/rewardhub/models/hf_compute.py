@@ -18,12 +18,13 @@ Tasks and what they read:
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rewardhub.models import shared_prefix
+from rewardhub.models import passes
 from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
 
@@ -56,7 +57,9 @@ class Loaded:
     dtype: str
     max_length: int
     task: Task
-    share_prefix: bool = False  # batches run their shared prompts once (shared_prefix.supported said so)
+    causal: bool = False  # passes.supported: padding masks can be dropped, shared prompts run once
+    share_prefix: bool = False  # batches run their shared prompts once (causal and the setting on)
+    pass_overhead: float = math.inf  # passes.pass_overhead: a forward pass's fixed cost, in tokens
 
 
 def _torch() -> Any:
@@ -106,7 +109,7 @@ def load(
     a tiny PRM 15x slower with 2 threads than with 1.
 
     ``share_prefix``: let batches of PRM / ORM inputs run a prompt that several items start with once
-    (:mod:`rewardhub.models.shared_prefix`), if a probe shows this model gives the same outputs that way.
+    (:mod:`rewardhub.models.passes`), if a probe shows this model gives the same outputs that way.
     """
     torch = _torch()
     import transformers as tf
@@ -134,11 +137,21 @@ def load(
     if getattr(model.config, "pad_token_id", None) is None and tok.pad_token_id is not None:
         model.config.pad_token_id = tok.pad_token_id  # sequence classifiers find the last token by it
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
-    shared = share_prefix and task != "embedding"
-    if shared:
-        per_token = task != "sequence_classification"
-        shared = shared_prefix.supported(model, tok.pad_token_id or 0, dev, per_token=per_token)
-    return Loaded(model, tok, dev, str(dt).removeprefix("torch."), int(limit), task, shared)
+    causal = overhead = None
+    if task != "embedding":
+        causal = passes.supported(model, tok.pad_token_id or 0, dev)
+        overhead = passes.pass_overhead(model, tok.pad_token_id or 0, dev)
+    return Loaded(
+        model,
+        tok,
+        dev,
+        str(dt).removeprefix("torch."),
+        int(limit),
+        task,
+        causal=bool(causal),
+        share_prefix=share_prefix and bool(causal),
+        pass_overhead=overhead if overhead is not None else math.inf,
+    )
 
 
 def inference() -> Any:
@@ -221,24 +234,27 @@ def _pad(loaded: Loaded, encs: Sequence[Any], *, left: bool = False) -> tuple[An
     return ids.to(loaded.device), mask.to(loaded.device)
 
 
-def _forward(
-    loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]
-) -> tuple[Any, list[int]]:
-    """One batched forward pass: float logits, and per item the position its row starts at.
+def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]) -> passes.Rows:
+    """One batch through the model: per item, the position its output rows start at and the rows.
 
-    ``read_from[i]``: the first position of item i whose output the caller reads. With a plan from
-    :func:`shared_prefix.plan` (shared prompts, e.g. a GRPO group's rollouts) rows start at the item's
-    shared prefix; otherwise it is the plain right-padded pass and every row starts at 0.
+    ``read_from[i]``: the first position of item i whose output the caller reads. Shared prompts run
+    once when :func:`passes.plan` finds them (a GRPO group's rollouts); otherwise plain right-padded
+    passes. Either way the batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
     """
-    p = shared_prefix.plan(seqs, read_from) if loaded.share_prefix and len(seqs) > 1 else None
-    if p is None:
-        ids, mask = _pad(loaded, [{"input_ids": s} for s in seqs])
-        out = loaded.model(input_ids=ids, attention_mask=mask)
-        starts = [0] * len(seqs)
-    else:
-        out = shared_prefix.forward(loaded.model, p, seqs, loaded.tokenizer.pad_token_id or 0, loaded.device)
-        starts = list(p.starts)
-    return shared_prefix.logits_of(out), starts
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    p = passes.plan(seqs, read_from) if loaded.share_prefix else None
+    if p is not None:
+        return passes.run_shared(
+            loaded.model, p, seqs, pad_id=pad_id, device=loaded.device, overhead=loaded.pass_overhead
+        )
+    return passes.run_plain(
+        loaded.model,
+        seqs,
+        pad_id=pad_id,
+        device=loaded.device,
+        causal=loaded.causal,
+        overhead=loaded.pass_overhead,
+    )
 
 
 def _token_id(tok: Any, text: str) -> int:
@@ -278,11 +294,12 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
         return out
     seqs = [encs[i]["input_ids"] for i, _ in run]
     first_tags = [positions[0] if positions else len(s) for (_, positions), s in zip(run, seqs, strict=True)]
-    logits, starts = _forward(loaded, seqs, first_tags)
+    outputs = _forward(loaded, seqs, first_tags)
     label_cache: dict[tuple[str, str], list[int]] = {}
     for row, (i, positions) in enumerate(run):
         q = queries[i]
-        at = logits[row, [p - starts[row] for p in positions]]  # [steps, vocab or labels]
+        start, rows = outputs[row]
+        at = rows[[p - start for p in positions]]  # [steps, vocab or labels]
         if q.label_tokens is not None:
             cand = label_cache.get(q.label_tokens)
             if cand is None:
@@ -326,9 +343,9 @@ def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list
     ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
     if ok:
         seqs = [encs[i]["input_ids"] for i in ok]
-        logits, _ = _forward(loaded, seqs, [len(s) - 1 for s in seqs])  # one row per item
-        for i, row in zip(ok, logits.cpu().tolist(), strict=True):
-            out[i] = [float(x) for x in row]
+        outputs = _forward(loaded, seqs, [len(s) - 1 for s in seqs])  # one row per item
+        for i, (_, row) in zip(ok, outputs, strict=True):
+            out[i] = [float(x) for x in row.cpu().tolist()]
     return out
 
 

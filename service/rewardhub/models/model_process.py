@@ -37,7 +37,7 @@ log = structlog.get_logger("rewardhub.models.process")
 def _describe(loaded: Any) -> dict[str, Any]:
     return {
         k: getattr(loaded, k)
-        for k in ("device", "dtype", "max_length", "task", "share_prefix")
+        for k in ("device", "dtype", "max_length", "task", "share_prefix", "pass_overhead")
         if hasattr(loaded, k)
     }
 

@@ -17,6 +17,7 @@ thread.)
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,7 @@ class _InProcess:
     dtype: str
     max_length: int
     share_prefix: bool
+    pass_overhead: float
 
 
 class TransformersBackend(ModelBackend):
@@ -145,6 +147,10 @@ class TransformersBackend(ModelBackend):
                 dtype=self._loaded.dtype,
                 max_length=self._loaded.max_length,
                 share_prefix=self._loaded.share_prefix,
+                # length buckets on CPU: a pass's fixed cost in tokens (null: batches stay whole)
+                pass_overhead_tokens=None
+                if math.isinf(self._loaded.pass_overhead)
+                else round(self._loaded.pass_overhead, 1),
             )
         if self._process is not None:
             d["process_restarts"] = self._process.restarts
@@ -215,6 +221,7 @@ class TransformersBackend(ModelBackend):
                     str(info.get("dtype")),
                     int(info.get("max_length", 0)),
                     bool(info.get("share_prefix", False)),
+                    float(info.get("pass_overhead", math.inf)),
                 )
 
             self._load_task = loop.create_task(load(), name=f"load:{self.name}")

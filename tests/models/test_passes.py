@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rewardhub.models import hf_compute, shared_prefix  # noqa: E402
+from rewardhub.models import hf_compute, passes  # noqa: E402
 from rewardhub.models.base import Message, StepQuery  # noqa: E402
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -19,7 +19,7 @@ SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}
 def test_plan_groups_the_rollouts_of_each_prompt() -> None:
     p1, p2 = list(range(100, 140)), list(range(200, 230))  # two prompts, 40 and 30 tokens
     seqs = [p1 + [1, 2, 3], p2 + [4, 5], p1 + [7, 8], p2 + [9], p1 + [1, 2, 6], list(range(300, 320))]
-    plan = shared_prefix.plan(seqs, [len(s) - 1 for s in seqs])
+    plan = passes.plan(seqs, [len(s) - 1 for s in seqs])
     assert plan is not None
     groups = {g.members: g.prefix for g in plan.groups}
     assert groups[(0, 4, 2)] == 40  # sorted order; the common prefix of 0 and 4 is longer, but 2 joins
@@ -32,11 +32,11 @@ def test_plan_groups_the_rollouts_of_each_prompt() -> None:
 def test_plan_stops_before_the_first_position_read() -> None:
     prompt = list(range(100, 150))
     seqs = [prompt + [1, 2], prompt + [1, 2], prompt + [3]]  # two identical items
-    plan = shared_prefix.plan(seqs, [30, 45, 50])
+    plan = passes.plan(seqs, [30, 45, 50])
     assert plan is not None and plan.groups[0].prefix == 30  # item 0 reads position 30 on
     for s, start, read in zip(seqs, plan.starts, [30, 45, 50], strict=True):
         assert start <= read and start < len(s)
-    same = shared_prefix.plan([prompt, prompt], [len(prompt), len(prompt)])
+    same = passes.plan([prompt, prompt], [len(prompt), len(prompt)])
     assert same is not None and same.starts == (len(prompt) - 1,) * 2  # at least one token is left
 
 
@@ -50,7 +50,20 @@ def test_plan_stops_before_the_first_position_read() -> None:
     ],
 )
 def test_plan_declines_when_sharing_does_not_pay(seqs: list[list[int]], read_from: list[int]) -> None:
-    assert shared_prefix.plan(seqs, read_from) is None
+    assert passes.plan(seqs, read_from) is None
+
+
+def test_buckets_trade_padding_against_the_cost_of_a_pass() -> None:
+    widths = [100, 10, 12, 101, 11]
+    assert passes.buckets(widths, float("inf")) == [[1, 4, 2, 0, 3]]  # one pass, sorted
+    assert passes.buckets(widths, 20.0) == [[1, 4, 2], [0, 3]]  # two length buckets
+    assert passes.buckets(widths, 1e6) == [[1, 4, 2, 0, 3]]  # a pass costs more than any padding
+    cut = passes.buckets(widths, 0.0)  # free passes: no padding at all
+    assert sorted(i for c in cut for i in c) == list(range(5))
+    assert sum(len(c) * max(widths[i] for i in c) for c in cut) == sum(widths)
+    assert passes.buckets([], 1.0) == [] and passes.buckets([5], 1.0) == [[0]]
+    many = [k % 7 + 1 for k in range(passes.MAX_BUCKETED + 1)]
+    assert len(passes.buckets(many, 1.0)) == 1
 
 
 # --- equal outputs on real models -------------------------------------------------------------------
@@ -94,7 +107,7 @@ def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
         _load(qwen_prm_path, "token_classification", True),
         _load(qwen_prm_path, "token_classification", False),
     )
-    assert shared.share_prefix is True and plain.share_prefix is False
+    assert shared.share_prefix is True and plain.share_prefix is False and plain.causal is True
     queries = _rollouts()
     texts = [
         hf_compute.render(shared.tokenizer, q.messages or (), generation_prompt=False, keep="<extra_0>")
@@ -102,10 +115,32 @@ def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
     ]
     seqs = [shared.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     tag = shared.tokenizer.convert_tokens_to_ids("<extra_0>")
-    plan = shared_prefix.plan(seqs, [s.index(tag) for s in seqs])
+    plan = passes.plan(seqs, [s.index(tag) for s in seqs])
     assert plan is not None and max(len(g.members) for g in plan.groups) >= 3  # the shared path runs
     with hf_compute.inference():
         _close(hf_compute.step_probs(shared, queries), hf_compute.step_probs(plain, queries))
+        # a causal model's plain pass drops the padding mask: the same outputs at every real position
+        pad = shared.tokenizer.pad_token_id
+        masked = passes.run_plain(plain.model, seqs, pad_id=pad, device="cpu", causal=False)
+        unmasked = passes.run_plain(plain.model, seqs, pad_id=pad, device="cpu", causal=True)
+        assert len({len(s) for s in seqs}) > 1  # there is padding
+        for (_, a), (_, b) in zip(masked, unmasked, strict=True):
+            assert torch.allclose(a, b, atol=1e-5)
+        # cut into length buckets (every pass its own width), the outputs do not change
+        for overhead in (0.0, 50.0):
+            for (s1, a), (s2, b) in zip(
+                passes.run_shared(plain.model, plan, seqs, pad_id=pad, device="cpu", overhead=overhead),
+                passes.run_shared(plain.model, plan, seqs, pad_id=pad, device="cpu"),
+                strict=True,
+            ):
+                assert s1 == s2 and torch.allclose(a, b, atol=1e-5)
+            for (_, a), (_, b) in zip(
+                passes.run_plain(plain.model, seqs, pad_id=pad, device="cpu", causal=True, overhead=overhead),
+                masked,
+                strict=True,
+            ):
+                assert torch.allclose(a, b, atol=1e-5)
+        assert 4.0 <= shared.pass_overhead <= 4096.0  # measured on this CPU
         # one item, or items with nothing in common, take the plain pass and still agree
         _close(hf_compute.step_probs(shared, queries[:1]), hf_compute.step_probs(plain, queries[:1]))
 
@@ -146,4 +181,4 @@ def test_bidirectional_model_fails_the_check(tmp_path: Path) -> None:
 
     path = build_tiny_bert_token_classifier(tmp_path / "bert")
     loaded = _load(str(path), "token_classification", True)
-    assert loaded.share_prefix is False  # its outputs depend on later tokens: never split
+    assert loaded.causal is False and loaded.share_prefix is False  # never split, always masked
