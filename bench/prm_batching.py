@@ -10,6 +10,9 @@ within a window of `--duration` seconds (after `--warmup` seconds) are counted. 
 and the result cache is off, so every item is a forward pass. Items cycle through five questions, so
 concurrent items share prompts as a GRPO group's rollouts do, but no two responses are the same.
 
+A fourth run sends the same one-item requests to the free `exact_match` reward: the rate the HTTP side
+alone can carry on this machine, so the highest speedup any batching could show (`speedup_ceiling`).
+
 Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
 forward-pass batch size (from `/metrics`), and errors; `speedup` is items/s on / off.
 
@@ -87,8 +90,16 @@ def batch_stats(metrics_text: str) -> tuple[float, float]:
 
 
 async def drive(
-    url: str, clients: int, duration: float, warmup: float, seed: int, short: bool = False
+    url: str,
+    clients: int,
+    duration: float,
+    warmup: float,
+    seed: int,
+    short: bool = False,
+    reward: str = "prm",
 ) -> dict[str, Any]:
+    """``reward="exact_match"``: the same requests scored by a reward that costs nothing (against a
+    dummy reference), which measures what the HTTP side alone can carry."""
     rng = random.Random(seed)
     counter = 0
     latencies: list[float] = []
@@ -114,12 +125,14 @@ async def drive(
                     measured_from = now
                     before = batch_stats(await metrics())
                 counter += 1
-                item = make_short_item(counter, rng) if short else make_item(counter, rng)
+                item: dict[str, str] = make_short_item(counter, rng) if short else make_item(counter, rng)
+                if reward != "prm":
+                    item = {**item, "reference": "-"}
                 t0 = time.perf_counter()
                 status, body = await post_json(
                     http,
                     f"{url}/v1/score",
-                    {"reward": "prm", "items": [item], "options": {"use_cache": False, "timeout_s": 60}},
+                    {"reward": reward, "items": [item], "options": {"use_cache": False, "timeout_s": 60}},
                 )
                 t1 = time.perf_counter()
                 if status != 200:
@@ -147,7 +160,7 @@ async def drive(
 
 
 def run_mode(
-    model: str, args: argparse.Namespace, max_batch: int, share_prefix: bool = True
+    model: str, args: argparse.Namespace, max_batch: int, share_prefix: bool = True, reward: str = "prm"
 ) -> dict[str, Any]:
     env = {
         "REWARDHUB_BATCH_SHARE_PREFIX": "true" if share_prefix else "false",
@@ -165,7 +178,7 @@ def run_mode(
     }
     with server(env) as url:
         return asyncio.run(
-            drive(url, args.clients, args.duration, args.warmup, args.seed, args.items == "short")
+            drive(url, args.clients, args.duration, args.warmup, args.seed, args.items == "short", reward)
         )
 
 
@@ -207,6 +220,7 @@ def main() -> None:
         on = run_mode(str(model), args, args.max_batch)
         on_plain = run_mode(str(model), args, args.max_batch, share_prefix=False)
         off = run_mode(str(model), args, 1)
+        ceiling = run_mode(str(model), args, 1, reward="exact_match")
     result = {
         "machine": machine(),
         "device": args.device,
@@ -217,7 +231,9 @@ def main() -> None:
         "batching_on": {"max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, **on},
         "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain},
         "batching_off": {"max_batch": 1, **off},
+        "http_ceiling_exact_match": ceiling,
         "speedup_items_per_s": ratio(on, off),
+        "speedup_ceiling": ratio(ceiling, off),
         "speedup_without_prefix_sharing": ratio(on_plain, off),
     }
     print(json.dumps(result, indent=2))
