@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import time
+from typing import Any, cast
 
 import httpx
+
+from rewardhub.errors import ServiceUnavailable
+from rewardhub.jobs import JobRunner, MemoryJobStore
 
 BODY = {
     "reward": "math",
@@ -99,3 +103,27 @@ async def test_job_interrupted_by_shutdown_runs_after_restart(make_app: Any, red
         assert done["status"] == "succeeded"
         results = done["result"]["results"]
         assert results[0]["reason"] == "timeout" and results[1]["score"] == 1.0
+
+
+class _CutOffStore(MemoryJobStore):
+    """A store whose ``pending()`` turns a cancellation into "Redis is not answering", as a Redis call
+    cut off mid-command can (redis-py reports the dropped connection; the store maps it to 503)."""
+
+    async def pending(self) -> list[str]:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise ServiceUnavailable("jobs need Redis, which is not answering (ConnectionError)") from None
+        return []
+
+
+async def test_close_stops_a_loop_whose_cancellation_was_swallowed() -> None:
+    runner = JobRunner(
+        _CutOffStore(ttl_s=60), cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8
+    )
+    await runner.start()
+    await asyncio.sleep(0.1)  # the rescan loop is inside pending()
+    t0 = time.monotonic()
+    await asyncio.wait_for(runner.close(), 20)
+    assert time.monotonic() - t0 < 3.0  # not the 15 s rescan sleep the loop would go back to
+    assert all(t.done() for t in runner._tasks)
