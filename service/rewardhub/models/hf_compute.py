@@ -1,4 +1,4 @@
-"""The synchronous model work of the transformers backend: loading and one batched forward per task.
+"""The synchronous model work of the transformers backend: loading, and the forward passes of a batch.
 
 Everything here runs in the backend's own worker thread (torch releases the GIL inside its kernels, so
 the event loop keeps serving while a forward pass runs), never on the event loop. torch and
@@ -266,7 +266,7 @@ def _token_id(tok: Any, text: str) -> int:
 
 # --- steps (PRM) ----------------------------------------------------------------------------------
 def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
-    """P(correct) at every step tag of every query, in one padded forward pass."""
+    """P(correct) at every step tag of every query, from the batch's forward passes (:func:`_forward`)."""
     torch = _torch()
     tok = loaded.tokenizer
     texts: list[str] = []
