@@ -1,8 +1,8 @@
 """The synchronous model work of the transformers backend: loading, and the forward passes of a batch.
 
-Everything here runs in the backend's own worker thread (torch releases the GIL inside its kernels, so
-the event loop keeps serving while a forward pass runs), never on the event loop. torch and
-transformers are imported lazily so that the service without the ``models`` extra never loads them.
+Everything here runs in the backend's model process (:mod:`rewardhub.models.model_process`), never on
+the event loop. torch and transformers are imported lazily so that the service without the ``models``
+extra never loads them.
 
 Tasks and what they read:
 
