@@ -137,10 +137,9 @@ def load(
     if getattr(model.config, "pad_token_id", None) is None and tok.pad_token_id is not None:
         model.config.pad_token_id = tok.pad_token_id  # sequence classifiers find the last token by it
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
-    causal = overhead = None
-    if task != "embedding":
-        causal = passes.supported(model, tok.pad_token_id or 0, dev)
-        overhead = passes.pass_overhead(model, tok.pad_token_id or 0, dev)
+    # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
+    causal = task != "embedding" and passes.supported(model, tok.pad_token_id or 0, dev)
+    overhead = passes.pass_overhead(model, dev) if task != "embedding" else math.inf
     return Loaded(
         model,
         tok,
@@ -148,9 +147,9 @@ def load(
         str(dt).removeprefix("torch."),
         int(limit),
         task,
-        causal=bool(causal),
-        share_prefix=share_prefix and bool(causal),
-        pass_overhead=overhead if overhead is not None else math.inf,
+        causal=causal,
+        share_prefix=share_prefix and causal,
+        pass_overhead=overhead,
     )
 
 
@@ -218,20 +217,6 @@ def _encode(
             else:
                 out[i] = one
     return out
-
-
-def _pad(loaded: Loaded, encs: Sequence[Any], *, left: bool = False) -> tuple[Any, Any]:
-    torch = _torch()
-    width = max(len(e["input_ids"]) for e in encs)
-    pad_id = loaded.tokenizer.pad_token_id or 0
-    ids = torch.full((len(encs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encs), width), dtype=torch.long)
-    for i, e in enumerate(encs):
-        n = len(e["input_ids"])
-        sl = slice(width - n, width) if left else slice(0, n)
-        ids[i, sl] = torch.tensor(e["input_ids"], dtype=torch.long)
-        mask[i, sl] = 1
-    return ids.to(loaded.device), mask.to(loaded.device)
 
 
 def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]) -> passes.Rows:
@@ -379,7 +364,10 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     if not ok:
         return out
     first = requests[ok[0]]
-    ids, mask = _pad(loaded, [encs[i] for i in ok], left=True)
+    ids, mask = passes.padded(
+        [encs[i]["input_ids"] for i in ok], loaded.tokenizer.pad_token_id or 0, left=True
+    )
+    ids, mask = ids.to(loaded.device), mask.to(loaded.device)
     room = loaded.max_length - ids.shape[1]
     if room <= 0:
         return [InputTooLong("no room left in the context to generate") for _ in requests]

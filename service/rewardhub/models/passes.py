@@ -43,6 +43,7 @@ __all__ = [
     "Plan",
     "buckets",
     "logits_of",
+    "padded",
     "pass_overhead",
     "plan",
     "run_plain",
@@ -164,15 +165,17 @@ def _rows(logits: Any, row: int, n: int) -> Any:
     return logits[row, :n] if logits.dim() == 3 else logits[row]
 
 
-def _padded(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+def padded(seqs: Sequence[Sequence[int]], pad_id: int, *, left: bool = False) -> tuple[Any, Any]:
+    """``(input_ids, attention_mask)`` on the CPU, padded to the longest (on the left for generation)."""
     import torch
 
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
+        at = slice(width - len(s), width) if left else slice(0, len(s))
+        ids[i, at] = torch.tensor(list(s), dtype=torch.long)
+        mask[i, at] = 1
     return ids, mask
 
 
@@ -188,7 +191,7 @@ def run_plain(
     """Right-padded passes, one per length bucket; no padding mask when the model is causal."""
     out: Rows = [(0, None)] * len(seqs)
     for chunk in buckets([len(s) for s in seqs], overhead):
-        ids, mask = _padded([seqs[i] for i in chunk], pad_id)
+        ids, mask = padded([seqs[i] for i in chunk], pad_id)
         if causal:
             res = model(input_ids=ids.to(device))
         else:
@@ -212,7 +215,7 @@ def run_shared(
     import torch
     from transformers import DynamicCache
 
-    prefix_ids, prefix_mask = _padded([seqs[g.members[0]][: g.prefix] for g in p.groups], pad_id)
+    prefix_ids, prefix_mask = padded([seqs[g.members[0]][: g.prefix] for g in p.groups], pad_id)
     prefill = DynamicCache()
     # Right-padded and causal: no real token sees a pad, so the prefill needs no mask; the pads' cache
     # entries are masked out in the continuation passes.
@@ -224,7 +227,7 @@ def run_shared(
     out: Rows = [(0, None)] * len(seqs)
     suffix = [len(s) - start for s, start in zip(seqs, p.starts, strict=True)]
     for chunk in buckets(suffix, overhead):
-        ids, mask = _padded([seqs[i][p.starts[i] :] for i in chunk], pad_id)
+        ids, mask = padded([seqs[i][p.starts[i] :] for i in chunk], pad_id)
         groups = torch.tensor([p.group_of[i] for i in chunk])
         on_device = groups.to(device)
         cache = DynamicCache()
@@ -290,7 +293,7 @@ def supported(model: Any, pad_id: int, device: str) -> bool:
     return True
 
 
-def pass_overhead(model: Any, pad_id: int, device: str) -> float:
+def pass_overhead(model: Any, device: str) -> float:
     """The fixed cost of one forward pass, in tokens' worth of work: what a length bucket must save.
 
     Measured on the CPU from a 16-token and a 128-token pass (best of three each); on an accelerator,
