@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from rewardhub.models.errors import BackendError
+from rewardhub.runtime.process_pool import parent_messages
 
 __all__ = ["ModelProcess"]
 
@@ -53,14 +54,7 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"[:1000]))
         return
     conn.send(("loaded", _describe(loaded)))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        fn, items = msg
+    for fn, items in parent_messages(conn):
         try:
             with inference():
                 out = fn(loaded, items)

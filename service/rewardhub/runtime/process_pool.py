@@ -31,7 +31,7 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -40,7 +40,7 @@ import structlog
 
 from rewardhub.errors import Overloaded, ServiceUnavailable
 
-__all__ = ["PoolStats", "ProcessPool", "TaskResult"]
+__all__ = ["PoolStats", "ProcessPool", "TaskResult", "parent_messages"]
 
 log = structlog.get_logger("rewardhub.pool")
 
@@ -81,6 +81,18 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _SoftTimeout()
 
 
+def parent_messages(conn: Connection) -> Iterator[Any]:
+    """In a child process: the parent's messages, until it closes the pipe or sends ``None``."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        yield msg
+
+
 def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], None] | None) -> None:
     """Loop of one worker process: receive a batch, stream back one result per item."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
@@ -91,13 +103,7 @@ def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], 
     if initializer is not None:
         with contextlib.suppress(Exception):
             initializer()
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
+    for msg in parent_messages(conn):
         fn, payloads, deadline_s = msg
         for j, payload in enumerate(payloads):
             t0 = time.perf_counter()
