@@ -14,7 +14,10 @@ A fourth run sends the same one-item requests to the free `exact_match` reward: 
 alone can carry on this machine, so the highest speedup any batching could show (`speedup_ceiling`).
 
 Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
-forward-pass batch size (from `/metrics`), and errors; `speedup` is items/s on / off.
+forward-pass batch size (from `/metrics`), errors, and CPU milliseconds per item over the measured
+window for the service process, its child processes (the model process, the idle verifier workers) and
+this load generator. Their sum bounds the rate on this machine: ``cores / total`` items per second
+however well the processes overlap (`cpu_bound_items_per_s`). `speedup` is items/s on / off.
 
     python bench/prm_batching.py                          # tiny CPU model, 64 clients, 10 s per mode
     python bench/prm_batching.py --duration 3 --warmup 1  # a quick sanity run
@@ -35,8 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from _load import post_json, session
-from _server import ROOT, machine, server
+from _server import ROOT, machine, server_process
 
 sys.path.insert(0, str(ROOT / "tests"))
 from tiny_models import build_tiny_qwen_prm
@@ -89,6 +94,24 @@ def batch_stats(metrics_text: str) -> tuple[float, float]:
     return total, count
 
 
+def cpu_seconds(server_pid: int) -> dict[str, float]:
+    """User + system CPU seconds so far: the service process, its children, and this process."""
+    server = psutil.Process(server_pid)
+    children = 0.0
+    for child in server.children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        children += t.user + t.system
+    own, srv = psutil.Process().cpu_times(), server.cpu_times()
+    return {
+        "service": srv.user + srv.system,
+        "model_and_workers": children,
+        "load_generator": own.user + own.system,
+    }
+
+
 async def drive(
     url: str,
     clients: int,
@@ -97,9 +120,11 @@ async def drive(
     seed: int,
     short: bool = False,
     reward: str = "prm",
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     """``reward="exact_match"``: the same requests scored by a reward that costs nothing (against a
-    dummy reference), which measures what the HTTP side alone can carry."""
+    dummy reference), which measures what the HTTP side alone can carry. ``server_pid``: account the CPU
+    of that process tree and of this one over the measured window."""
     rng = random.Random(seed)
     counter = 0
     latencies: list[float] = []
@@ -110,6 +135,8 @@ async def drive(
         t_end = t_measure + duration
         before = (0.0, 0.0)
         measured_from: float | None = None
+        cpu_before: dict[str, float] = {}
+        cpu_after: dict[str, float] = {}
 
         async def metrics() -> str:
             async with http.get(f"{url}/metrics") as r:
@@ -144,10 +171,27 @@ async def drive(
                 elif t_measure <= t1 <= t_end:  # completions inside the measured window
                     latencies.append(t1 - t0)
 
-        await asyncio.gather(*(client() for _ in range(clients)))
+        async def cpu_window() -> None:
+            """CPU at the window's two ends exactly (requests still running after it are not counted)."""
+            if server_pid is None:
+                return
+            await asyncio.sleep(max(0.0, t_measure - time.perf_counter()))
+            cpu_before.update(cpu_seconds(server_pid))
+            await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
+            cpu_after.update(cpu_seconds(server_pid))
+
+        await asyncio.gather(cpu_window(), *(client() for _ in range(clients)))
         after = batch_stats(await metrics())
     window = duration
     batches = after[1] - before[1]
+    cpu: dict[str, Any] = {}
+    if cpu_before and latencies:
+        per_item = {k: (cpu_after[k] - cpu_before[k]) * 1000 / len(latencies) for k in cpu_before}
+        total = sum(per_item.values())
+        cpu = {
+            "cpu_ms_per_item": {**{k: round(v, 3) for k, v in per_item.items()}, "total": round(total, 3)},
+            "cpu_bound_items_per_s": round((psutil.cpu_count() or 1) * 1000 / total, 1),
+        }
     return {
         "items": len(latencies),
         "items_per_s": round(len(latencies) / window, 1),
@@ -156,6 +200,7 @@ async def drive(
         "latency_mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
         "mean_batch_size": round((after[0] - before[0]) / batches, 2) if batches else None,
         "errors": errors,
+        **cpu,
     }
 
 
@@ -176,9 +221,18 @@ def run_mode(
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    with server(env) as url:
+    with server_process(env) as (url, proc):
         return asyncio.run(
-            drive(url, args.clients, args.duration, args.warmup, args.seed, args.items == "short", reward)
+            drive(
+                url,
+                args.clients,
+                args.duration,
+                args.warmup,
+                args.seed,
+                args.items == "short",
+                reward,
+                server_pid=proc.pid,
+            )
         )
 
 
