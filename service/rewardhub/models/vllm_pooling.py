@@ -16,6 +16,13 @@
 Math-Shepherd-style PRMs, which read the LM head's ``+``/``-`` logits, need a generative model and are
 served in process (:mod:`rewardhub.models.transformers_backend`), not over the pooling API.
 
+The server applies the chat template and tokenizes, so a ``<|im_end|>`` typed inside a response would
+become the real control token there (the response closing its own turn and forging the next one). This
+backend does not have the server's tokenizer to know its exact special tokens (the in-process backends
+do, :func:`rewardhub.models.hf_compute.sanitize`), so it removes every ``<|...|>`` token-shaped string
+from message text: the control-token form of ChatML, Llama 3, Phi and gpt-oss alike, and not something a
+math or code answer needs. The PRM's own step tag is kept.
+
 ``url`` is the server root (``http://prm:8000``; a trailing ``/v1`` is ignored).
 """
 
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -58,7 +66,9 @@ class VLLMPoolingBackend(RemoteBackend):
     ) -> list[list[float] | BackendError]:
         out: list[list[float] | BackendError | None] = [None] * len(inputs)
         texts = [
-            (i, msgs[0].content) for i, msgs in enumerate(inputs) if len(msgs) == 1 and msgs[0].role == "user"
+            (i, scrub(msgs[0].content))
+            for i, msgs in enumerate(inputs)
+            if len(msgs) == 1 and msgs[0].role == "user"
         ]
         chats = [
             (i, msgs) for i, msgs in enumerate(inputs) if not (len(msgs) == 1 and msgs[0].role == "user")
@@ -80,7 +90,7 @@ class VLLMPoolingBackend(RemoteBackend):
         async def one_chat(i: int, msgs: tuple[Message, ...]) -> None:
             payload = {
                 "model": self.model,
-                "messages": [m.as_dict() for m in msgs],
+                "messages": _messages(msgs),
                 "use_activation": False,
             }
             try:
@@ -167,12 +177,30 @@ class VLLMPoolingBackend(RemoteBackend):
         if q.messages is not None:
             payload: dict[str, Any] = {
                 "model": self.model,
-                "messages": [m.as_dict() for m in q.messages],
+                "messages": _messages(q.messages, q.step_tag),
                 "add_generation_prompt": False,
             }
         else:
-            payload = {"model": self.model, "prompt": q.text or "", "add_special_tokens": True}
+            payload = {
+                "model": self.model,
+                "prompt": scrub(q.text or "", q.step_tag),
+                "add_special_tokens": True,
+            }
         return _tokens(self.name, await self.client.post("/tokenize", payload, deadline)), tag_id
+
+
+_CONTROL = re.compile(r"<\|[^\s<>|]{1,40}\|>")
+
+
+def scrub(text: str, keep: str | None = None) -> str:
+    """``text`` without ``<|...|>`` control-token strings (``keep``, a step tag, survives)."""
+    if "<|" not in text:
+        return text
+    return _CONTROL.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+
+
+def _messages(msgs: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": scrub(m.content, keep)} for m in msgs]
 
 
 def _tokens(name: str, answer: Any) -> list[int]:
