@@ -26,7 +26,6 @@ from rewardhub.models.base import Capability, ChatRequest, Completion, Message, 
 from rewardhub.models.errors import BackendError, MissingExtra
 from rewardhub.models.hf_compute import sanitize
 from rewardhub.models.transformers_backend import TransformersBackend
-from rewardhub.models.vllm_pooling import probs_to_logits, softmax
 
 __all__ = ["VLLMBackend", "import_vllm"]
 
@@ -103,6 +102,16 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
     return result
 
 
+def _raw_logits() -> Any:
+    """Pooling parameters asking for the classifier's raw logits.
+
+    By default vLLM applies an activation chosen from the model config (softmax, sigmoid for one label,
+    nothing for ``problem_type: regression``), so the same call returns probabilities from one reward
+    model and raw scores from another; with ``use_activation=False`` it is always logits, which is what
+    the transformers backend returns and what the rewards normalise themselves."""
+    return import_vllm().PoolingParams(use_activation=False)
+
+
 def _clean(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
     """The messages as vLLM takes them, special-token strings removed (``keep``: a PRM's step tag)."""
     return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
@@ -123,7 +132,12 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
         return [err for _ in queries]
     tok = llm.get_tokenizer()
-    outs = llm.encode([_render(tok, q) for q in queries], pooling_task="token_classify", use_tqdm=False)
+    outs = llm.encode(
+        [_render(tok, q) for q in queries],
+        pooling_params=_raw_logits(),
+        pooling_task="token_classify",
+        use_tqdm=False,
+    )
     result: list[list[float] | BackendError] = []
     for q, o in zip(queries, outs, strict=True):
         tag = tok.encode(q.step_tag, add_special_tokens=False)
@@ -134,10 +148,8 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         if len(positions) != q.steps:
             result.append(BackendError(f"{len(positions)} step tags in the input, expected {q.steps}"))
             continue
-        # vLLM applies the classifier's activation by default (use_activation), so the rows are usually
-        # probabilities already; soft-maxing them again would squeeze every score towards 1/labels.
-        rows = o.outputs.data.float().tolist()
-        result.append([softmax(rows[k])[q.positive_index] for k in positions])
+        probs = o.outputs.data.float().softmax(-1)  # raw logits were asked for (_raw_logits)
+        result.append([float(probs[k, q.positive_index]) for k in positions])
     return result
 
 
@@ -149,8 +161,8 @@ def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[floa
         else "\n\n".join(sanitize(tok, m.content) for m in msgs)
         for msgs in inputs
     ]
-    outs = llm.classify(texts, use_tqdm=False)
-    return [probs_to_logits([float(p) for p in o.outputs.probs]) for o in outs]
+    outs = llm.classify(texts, pooling_params=_raw_logits(), use_tqdm=False)
+    return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
 
 
 def _embed(llm: Any, texts: Sequence[str]) -> list[list[float] | BackendError]:
