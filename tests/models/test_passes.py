@@ -140,7 +140,10 @@ def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
                 strict=True,
             ):
                 assert torch.allclose(a, b, atol=1e-5)
-        assert 4.0 <= shared.pass_overhead <= 4096.0  # measured on this CPU
+        # measured on this CPU; a busy machine can hide the per-token cost in one measurement (the
+        # function then says inf: keep batches whole), so it gets three tries to see it
+        overheads = [shared.pass_overhead] + [passes.pass_overhead(plain.model, "cpu") for _ in range(2)]
+        assert any(4.0 <= o <= 4096.0 for o in overheads), overheads
         # one item, or items with nothing in common, take the plain pass and still agree
         _close(hf_compute.step_probs(shared, queries[:1]), hf_compute.step_probs(plain, queries[:1]))
 
