@@ -185,13 +185,25 @@ def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
     return text
 
 
+def clean_messages(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
+    """The messages as a chat template takes them, special-token strings removed (:func:`sanitize`)."""
+    return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
+
+
 def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
     """A conversation as the model saw it in training: its chat template, or plain joined text."""
-    clean = [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
+    clean = clean_messages(tok, messages, keep)
     if getattr(tok, "chat_template", None):
         text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
         return str(text)
     return "\n\n".join(m["content"] for m in clean)
+
+
+def step_input(tok: Any, q: StepQuery) -> str:
+    """A PRM query's text: its conversation rendered, or its plain text, step tags kept."""
+    if q.messages is not None:
+        return render(tok, q.messages, generation_prompt=False, keep=q.step_tag)
+    return sanitize(tok, q.text or "", keep=q.step_tag)
 
 
 def _encode(
@@ -254,15 +266,9 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     """P(correct) at every step tag of every query, from the batch's forward passes (:func:`_forward`)."""
     torch = _torch()
     tok = loaded.tokenizer
-    texts: list[str] = []
-    templated: list[bool] = []
-    for q in queries:
-        if q.messages is not None:
-            texts.append(render(tok, q.messages, generation_prompt=False, keep=q.step_tag))
-            templated.append(bool(getattr(tok, "chat_template", None)))
-        else:
-            texts.append(sanitize(tok, q.text or "", keep=q.step_tag))
-            templated.append(False)
+    texts = [step_input(tok, q) for q in queries]
+    has_template = bool(getattr(tok, "chat_template", None))
+    templated = [q.messages is not None and has_template for q in queries]
     encs = _encode(loaded, texts, templated=templated, offsets=True)
     out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
     run: list[tuple[int, list[int]]] = []  # (query index, token positions of its tags)

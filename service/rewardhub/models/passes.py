@@ -17,7 +17,7 @@ is compute-bound from the first item), so a padded token is pure loss: 32 PRM in
 padded to 386 cost 1.3x their real tokens, and a batch ran slower than the same items one by one.
 :func:`buckets` cuts a batch, sorted by length, into the passes that minimise padded tokens plus a fixed
 cost per pass, which :func:`pass_overhead` measures once at load (in tokens: a pass of 16 tokens vs one
-of 128). On an accelerator the overhead is taken as unbounded (one pass: a GPU is far from saturated by
+of 256). On an accelerator the overhead is taken as unbounded (one pass: a GPU is far from saturated by
 one item, and padding there is nearly free), which keeps a batch whole.
 
 **No padding mask for causal models.** Right padding comes after every real token, so with causal
@@ -296,8 +296,9 @@ def supported(model: Any, pad_id: int, device: str) -> bool:
 def pass_overhead(model: Any, device: str) -> float:
     """The fixed cost of one forward pass, in tokens' worth of work: what a length bucket must save.
 
-    Measured on the CPU from a 16-token and a 256-token pass (or the model's limit; best of five each); on an accelerator,
-    unbounded (batches stay whole: a GPU is far from saturated by one item, and padding is nearly free).
+    Measured on the CPU from a 16-token and a 256-token pass (or the model's limit; best of five each);
+    on an accelerator, unbounded (batches stay whole: a GPU is far from saturated by one item, and
+    padding is nearly free).
     Also unbounded when the longer pass did not measure slower (a busy machine): then no per-token cost
     is visible next to the fixed one, and keeping batches whole is the safe reading.
     """

@@ -7,10 +7,11 @@ logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` wit
 ``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
 outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
 
-User-written text is cleaned of the tokenizer's special-token strings before vLLM sees it, as on the
-transformers path (:func:`rewardhub.models.hf_compute.sanitize`): vLLM applies the chat template and
-tokenizes itself, and would turn a ``<|im_end|>`` typed inside a response into the real control token
-(a response closing its own turn and forging the next one), or a typed ``<extra_0>`` into an extra step.
+Inputs go through the transformers path's own formatting (:func:`~rewardhub.models.hf_compute.render`,
+:func:`~rewardhub.models.hf_compute.clean_messages`), which removes the tokenizer's special-token strings
+from user-written text: a ``<|im_end|>`` typed inside a response would otherwise become the real control
+token (the response closing its own turn and forging the next one), and a typed ``<extra_0>`` an extra
+step.
 
 vLLM is imported only when such a backend starts; without it the start fails with the install hint.
 The suite runs the compute functions against a stand-in engine at the ``vllm.LLM`` boundary (a real
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import BackendError, MissingExtra
-from rewardhub.models.hf_compute import sanitize
+from rewardhub.models.hf_compute import clean_messages, render, step_input
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
@@ -84,7 +85,7 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
         for r in requests
     ]
     tok = llm.get_tokenizer()
-    outs = llm.chat([_clean(tok, r.messages) for r in requests], params, use_tqdm=False)
+    outs = llm.chat([clean_messages(tok, r.messages) for r in requests], params, use_tqdm=False)
     result: list[Completion | BackendError] = []
     for r, o in zip(requests, outs, strict=True):
         c = o.outputs[0]
@@ -112,28 +113,13 @@ def _raw_logits() -> Any:
     return import_vllm().PoolingParams(use_activation=False)
 
 
-def _clean(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
-    """The messages as vLLM takes them, special-token strings removed (``keep``: a PRM's step tag)."""
-    return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
-
-
-def _render(tok: Any, q: StepQuery) -> str:
-    if q.messages is None:
-        return sanitize(tok, q.text or "", keep=q.step_tag)
-    return str(
-        tok.apply_chat_template(
-            _clean(tok, q.messages, q.step_tag), tokenize=False, add_generation_prompt=False
-        )
-    )
-
-
 def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     if any(q.label_tokens is not None for q in queries):
         err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
         return [err for _ in queries]
     tok = llm.get_tokenizer()
     outs = llm.encode(
-        [_render(tok, q) for q in queries],
+        [step_input(tok, q) for q in queries],
         pooling_params=_raw_logits(),
         pooling_task="token_classify",
         use_tqdm=False,
@@ -155,12 +141,7 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
 
 def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
     tok = llm.get_tokenizer()
-    texts = [
-        tok.apply_chat_template(_clean(tok, msgs), tokenize=False, add_generation_prompt=False)
-        if getattr(tok, "chat_template", None)
-        else "\n\n".join(sanitize(tok, m.content) for m in msgs)
-        for msgs in inputs
-    ]
+    texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
     outs = llm.classify(texts, pooling_params=_raw_logits(), use_tqdm=False)
     return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
 
