@@ -34,6 +34,7 @@ __all__ = [
     "Task",
     "classify",
     "embed",
+    "encode",
     "generate_chat",
     "load",
     "render",
@@ -206,14 +207,16 @@ def step_input(tok: Any, q: StepQuery) -> str:
     return sanitize(tok, q.text or "", keep=q.step_tag)
 
 
-def _encode(
-    loaded: Loaded, texts: Sequence[str], *, templated: Sequence[bool], offsets: bool = False
+def encode(
+    tok: Any, max_length: int, texts: Sequence[str], *, templated: Sequence[bool], offsets: bool = False
 ) -> list[Any]:
-    """Tokenize (special tokens only where no chat template added them) and check the lengths.
+    """Tokenize (special tokens only where no chat template added them) and check the lengths: per
+    text, its encoding or an :class:`InputTooLong` (one long item fails alone, not its batch).
 
-    One tokenizer call per flag value, not per text: a fast tokenizer encodes a list in one call into
-    Rust, half the time of a Python loop (about a tenth of a tiny PRM's batch time)."""
-    tok = loaded.tokenizer
+    The one tokenization rule of every local backend: a template that writes its own BOS would get a
+    second one from ``add_special_tokens``. One tokenizer call per flag value, not per text: a fast
+    tokenizer encodes a list in one call into Rust, half the time of a Python loop (about a tenth of a
+    tiny PRM's batch time)."""
     out: list[Any] = [None] * len(texts)
     for flag in sorted(set(templated)):
         idx = [i for i, t in enumerate(templated) if t == flag]
@@ -222,9 +225,9 @@ def _encode(
         for row, i in enumerate(idx):
             one = {k: enc[k][row] for k in keys}
             n = len(one["input_ids"])
-            if n > loaded.max_length:
+            if n > max_length:
                 out[i] = InputTooLong(
-                    f"the input is {n} tokens, more than the model's max_length {loaded.max_length}"
+                    f"the input is {n} tokens, more than the model's max_length {max_length}"
                 )
             else:
                 out[i] = one
@@ -269,7 +272,7 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     texts = [step_input(tok, q) for q in queries]
     has_template = bool(getattr(tok, "chat_template", None))
     templated = [q.messages is not None and has_template for q in queries]
-    encs = _encode(loaded, texts, templated=templated, offsets=True)
+    encs = encode(tok, loaded.max_length, texts, templated=templated, offsets=True)
     out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
     run: list[tuple[int, list[int]]] = []  # (query index, token positions of its tags)
     for i, (q, text, enc) in enumerate(zip(queries, texts, encs, strict=True)):
@@ -329,7 +332,7 @@ def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list
     tok = loaded.tokenizer
     has_template = bool(getattr(tok, "chat_template", None))
     texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
-    encs = _encode(loaded, texts, templated=[has_template] * len(texts))
+    encs = encode(tok, loaded.max_length, texts, templated=[has_template] * len(texts))
     out: list[list[float] | BackendError] = [e if isinstance(e, BackendError) else [] for e in encs]
     ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
     if ok:
@@ -362,7 +365,7 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     tok = loaded.tokenizer
     has_template = bool(getattr(tok, "chat_template", None))
     texts = [render(tok, r.messages, generation_prompt=True) for r in requests]
-    encs = _encode(loaded, texts, templated=[has_template] * len(texts))
+    encs = encode(tok, loaded.max_length, texts, templated=[has_template] * len(texts))
     out: list[Completion | BackendError] = [
         e if isinstance(e, BackendError) else BackendError("") for e in encs
     ]

@@ -7,11 +7,18 @@ logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` wit
 ``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
 outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
 
-Inputs go through the transformers path's own formatting (:func:`~rewardhub.models.hf_compute.render`,
-:func:`~rewardhub.models.hf_compute.clean_messages`), which removes the tokenizer's special-token strings
-from user-written text: a ``<|im_end|>`` typed inside a response would otherwise become the real control
-token (the response closing its own turn and forging the next one), and a typed ``<extra_0>`` an extra
-step.
+Inputs go through the transformers path's own formatting and tokenization
+(:func:`~rewardhub.models.hf_compute.render`, :func:`~rewardhub.models.hf_compute.encode`) and reach
+vLLM as token ids (its ``TokensPrompt``), for three reasons:
+
+* the tokenizer's special-token strings are removed from user-written text: a ``<|im_end|>`` typed
+  inside a response would otherwise become the real control token (the response closing its own turn
+  and forging the next one), and a typed ``<extra_0>`` an extra step;
+* special tokens are added only where no chat template wrote them (vLLM tokenizes a text prompt with
+  ``add_special_tokens``, a second BOS after a template's own), and a judge model without a chat
+  template gets the joined text, as on the transformers path, instead of an error from ``LLM.chat``;
+* lengths are checked per item: vLLM rejects a whole ``generate`` / ``encode`` call when one prompt is
+  longer than ``max_model_len``, which would turn one long rollout into a backend error for its batch.
 
 vLLM is imported only when such a backend starts; without it the start fails with the install hint.
 The suite runs the compute functions against a stand-in engine at the ``vllm.LLM`` boundary (a real
@@ -21,11 +28,11 @@ tiny transformers model behind vLLM's output shapes); vLLM itself needs a GPU or
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
-from rewardhub.models.errors import BackendError, MissingExtra
-from rewardhub.models.hf_compute import clean_messages, render, step_input
+from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
+from rewardhub.models.hf_compute import encode, render, step_input
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
@@ -71,36 +78,94 @@ class VLLMBackend(TransformersBackend):
         return fns[cap]
 
 
+R = TypeVar("R")
+Encoded = list[int] | BackendError  # a prompt's token ids, or why it cannot run
+
+
+def _token_ids(llm: Any, texts: Sequence[str], templated: Sequence[bool]) -> list[Encoded]:
+    """Per text: its token ids, tokenized as the transformers backend does, or InputTooLong."""
+    limit = int(llm.model_config.max_model_len)
+    encs = encode(llm.get_tokenizer(), limit, texts, templated=templated)
+    return [e if isinstance(e, BackendError) else list(e["input_ids"]) for e in encs]
+
+
+def _prompts(seqs: Sequence[list[int]]) -> list[dict[str, list[int]]]:
+    return [{"prompt_token_ids": s} for s in seqs]  # vLLM's TokensPrompt: no second tokenization
+
+
+def _scatter(
+    encoded: Sequence[Encoded], run: Callable[[list[int], list[list[int]]], Sequence[R]]
+) -> list[R | BackendError]:
+    """``run(indices, token_ids)`` over the items that are not errors, in one engine call; the results
+    back in input order, each error left in its item's place."""
+    idx = [i for i, e in enumerate(encoded) if not isinstance(e, BackendError)]
+    out: list[R | BackendError] = [
+        e if isinstance(e, BackendError) else BackendError("not run") for e in encoded
+    ]
+    if idx:
+        seqs = [e for e in encoded if not isinstance(e, BackendError)]
+        for i, r in zip(idx, run(idx, seqs), strict=True):
+            out[i] = r
+    return out
+
+
+def _templated(tok: Any, n: int) -> list[bool]:
+    return [bool(getattr(tok, "chat_template", None))] * n
+
+
 def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
     from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
 
-    params = [
-        SamplingParams(
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_tokens=r.max_tokens,
-            logprobs=r.top_logprobs or None,
-            seed=r.seed,
-        )
-        for r in requests
-    ]
     tok = llm.get_tokenizer()
-    outs = llm.chat([clean_messages(tok, r.messages) for r in requests], params, use_tqdm=False)
-    result: list[Completion | BackendError] = []
-    for r, o in zip(requests, outs, strict=True):
-        c = o.outputs[0]
-        tokens: tuple[TokenLogprob, ...] | None = None
-        if r.top_logprobs and c.logprobs:
-            tokens = tuple(
-                TokenLogprob(
-                    token=pos[tid].decoded_token or "",
-                    logprob=float(pos[tid].logprob),
-                    top=tuple((lp.decoded_token or "", float(lp.logprob)) for lp in pos.values()),
-                )
-                for tid, pos in zip(c.token_ids, c.logprobs, strict=True)
+    limit = int(llm.model_config.max_model_len)
+    texts = [render(tok, r.messages, generation_prompt=True) for r in requests]
+    encoded = _token_ids(llm, texts, _templated(tok, len(texts)))
+    for i, e in enumerate(encoded):
+        if not isinstance(e, BackendError) and len(e) >= limit:
+            encoded[i] = InputTooLong("no room left in the context to generate")
+
+    def run(idx: list[int], seqs: list[list[int]]) -> list[Completion]:
+        params = [
+            SamplingParams(
+                temperature=requests[i].temperature,
+                top_p=requests[i].top_p,
+                max_tokens=min(requests[i].max_tokens, limit - len(s)),  # what fits, as on transformers
+                logprobs=requests[i].top_logprobs or None,
+                seed=requests[i].seed,
             )
-        result.append(Completion(text=c.text, tokens=tokens, finish_reason=c.finish_reason))
-    return result
+            for i, s in zip(idx, seqs, strict=True)
+        ]
+        outs = llm.generate(_prompts(seqs), params, use_tqdm=False)
+        return [
+            _completion(tok, o.outputs[0], requests[i].top_logprobs) for i, o in zip(idx, outs, strict=True)
+        ]
+
+    return _scatter(encoded, run)
+
+
+def _completion(tok: Any, c: Any, top_logprobs: int) -> Completion:
+    """vLLM's ``CompletionOutput`` as a Completion.
+
+    vLLM keeps the token that stopped generation (the EOS, or a ``stop_token_ids`` match, which it
+    reports as an int ``stop_reason``) in ``token_ids`` and its logprobs, though not in the text; it is
+    dropped so that the tokens spell the text, as on the other backends. Each position's logprobs are
+    the sampled token first, then the top k."""
+    ids = list(c.token_ids)
+    stop_reason = getattr(c, "stop_reason", None)
+    stops = {tok.eos_token_id, stop_reason if isinstance(stop_reason, int) else None}
+    if c.finish_reason == "stop" and ids and ids[-1] in stops:
+        ids = ids[:-1]
+    tokens: tuple[TokenLogprob, ...] | None = None
+    if top_logprobs and c.logprobs:
+        tokens = tuple(
+            TokenLogprob(
+                token=pos[tid].decoded_token or "",
+                logprob=float(pos[tid].logprob),
+                top=tuple((lp.decoded_token or "", float(lp.logprob)) for lp in pos.values()),
+            )
+            for tid, pos in zip(ids, c.logprobs, strict=False)  # the logprobs may hold the dropped stop
+        )
+    return Completion(text=c.text, tokens=tokens, finish_reason=c.finish_reason)
 
 
 def _raw_logits() -> Any:
@@ -118,33 +183,49 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
         return [err for _ in queries]
     tok = llm.get_tokenizer()
-    outs = llm.encode(
-        [step_input(tok, q) for q in queries],
-        pooling_params=_raw_logits(),
-        pooling_task="token_classify",
-        use_tqdm=False,
-    )
-    result: list[list[float] | BackendError] = []
-    for q, o in zip(queries, outs, strict=True):
+    has_template = bool(getattr(tok, "chat_template", None))
+    texts = [step_input(tok, q) for q in queries]
+    encoded = _token_ids(llm, texts, [q.messages is not None and has_template for q in queries])
+    tags: dict[int, list[int]] = {}  # per runnable item: the positions of its step tags
+    for i, (q, e) in enumerate(zip(queries, encoded, strict=True)):
+        if isinstance(e, BackendError):
+            continue
         tag = tok.encode(q.step_tag, add_special_tokens=False)
         if len(tag) != 1:
-            result.append(BackendError(f"the step tag {q.step_tag!r} is not a single token for this model"))
+            encoded[i] = BackendError(f"the step tag {q.step_tag!r} is not a single token for this model")
             continue
-        positions = [k for k, t in enumerate(o.prompt_token_ids) if t == tag[0]]
-        if len(positions) != q.steps:
-            result.append(BackendError(f"{len(positions)} step tags in the input, expected {q.steps}"))
-            continue
-        probs = o.outputs.data.float().softmax(-1)  # raw logits were asked for (_raw_logits)
-        result.append([float(probs[k, q.positive_index]) for k in positions])
-    return result
+        tags[i] = [k for k, t in enumerate(e) if t == tag[0]]
+        if len(tags[i]) != q.steps:
+            encoded[i] = BackendError(f"{len(tags[i])} step tags in the input, expected {q.steps}")
+
+    def run(idx: list[int], seqs: list[list[int]]) -> list[list[float]]:
+        outs = llm.encode(
+            _prompts(seqs), pooling_params=_raw_logits(), pooling_task="token_classify", use_tqdm=False
+        )
+        result = []
+        for i, o in zip(idx, outs, strict=True):
+            probs = o.outputs.data.float().softmax(-1)  # raw logits were asked for (_raw_logits)
+            result.append([float(probs[k, queries[i].positive_index]) for k in tags[i]])
+        return result
+
+    return _scatter(encoded, run)
 
 
 def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
     tok = llm.get_tokenizer()
     texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
-    outs = llm.classify(texts, pooling_params=_raw_logits(), use_tqdm=False)
-    return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
+
+    def run(idx: list[int], seqs: list[list[int]]) -> list[list[float]]:
+        outs = llm.classify(_prompts(seqs), pooling_params=_raw_logits(), use_tqdm=False)
+        return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
+
+    return _scatter(_token_ids(llm, texts, _templated(tok, len(texts))), run)
 
 
 def _embed(llm: Any, texts: Sequence[str]) -> list[list[float] | BackendError]:
-    return [[float(x) for x in o.outputs.embedding] for o in llm.embed(list(texts), use_tqdm=False)]
+    """Texts past ``max_model_len`` are truncated, as on the transformers path (sentence-transformers'
+    rule: the first tokens still embed meaningfully), instead of failing the batch in vLLM."""
+    limit = int(llm.model_config.max_model_len)
+    ids = llm.get_tokenizer()(list(texts), truncation=True, max_length=limit)["input_ids"]
+    outs = llm.embed(_prompts([list(x) for x in ids]), use_tqdm=False)
+    return [[float(x) for x in o.outputs.embedding] for o in outs]
