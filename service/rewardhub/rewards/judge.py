@@ -217,8 +217,6 @@ class JudgeReward(ModelReward[JudgeConfig]):
     config_model = JudgeConfig
     reads = ("prompt", "response", "reference")
     default_backend: ClassVar[str] = "judge"
-    # A judge call takes seconds, not the milliseconds a rule verifier does.
-    default_timeout_s: ClassVar[float | None] = 60.0
 
     # --- identity (version, reads, cacheability) ------------------------------------------------
     def parse_config(self, raw: dict[str, Any]) -> JudgeConfig:

@@ -8,6 +8,9 @@
   (kind and model): pointing ``judge`` at another model never serves the old model's cached scores.
 * Backend failures map onto reasons the same way everywhere (:func:`failure`): a timeout is ``timeout``,
   an input longer than the model's context is ``unsupported``, anything else is ``backend_error``.
+* The per-item deadline defaults to 60 s, not the service's 5 s for rule verifiers: a model call takes
+  longer, and a local model loads on its first use (MiniLM: 5-6 s on a 2-core machine, which made the
+  first ``similarity`` request after a start a ``timeout``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class ModelReward(ComposedReward[ConfigT]):
     """Base of rewards backed by a named model backend (see the module docstring)."""
 
     default_backend: ClassVar[str]
+    # A model call (and a local model's first load) takes seconds, not a rule verifier's milliseconds.
+    default_timeout_s: ClassVar[float | None] = 60.0
 
     def backend_name(self, config: ConfigT) -> str:
         name = getattr(config, "backend", None)

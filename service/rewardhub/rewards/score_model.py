@@ -90,7 +90,6 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
     config_model = ScoreModelConfig
     reads = ("response", "reference")
     default_backend: ClassVar[str] = "judge"
-    default_timeout_s: ClassVar[float | None] = 60.0
 
     def is_cacheable(self, config: ScoreModelConfig) -> bool:
         return config.temperature == 0.0 and super().is_cacheable(config)
