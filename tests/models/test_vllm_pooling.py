@@ -21,7 +21,12 @@ def p_pos(token_id: int) -> float:
     return 0.05 + (token_id % 9) / 10
 
 
-def vllm_app(tokenizer_path: str, seen: list[tuple[str, dict[str, Any]]]) -> FastAPI:
+def vllm_app(
+    tokenizer_path: str, seen: list[tuple[str, dict[str, Any]]], max_model_len: int = 4096
+) -> FastAPI:
+    """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
+    when one of its inputs is longer."""
+    from fastapi.responses import JSONResponse
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_path)
@@ -38,12 +43,16 @@ def vllm_app(tokenizer_path: str, seen: list[tuple[str, dict[str, Any]]]) -> Fas
             ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
         else:
             ids = tok.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
-        return {"tokens": list(ids), "count": len(ids), "max_model_len": 4096}
+        return {"tokens": list(ids), "count": len(ids), "max_model_len": max_model_len}
 
-    @app.post("/pooling")
-    async def pooling(request: Request) -> dict[str, Any]:
+    @app.post("/pooling", response_model=None)
+    async def pooling(request: Request) -> dict[str, Any] | JSONResponse:
         body = await request.json()
         seen.append(("/pooling", body))
+        for ids in body["input"]:
+            if len(ids) > max_model_len:
+                msg = f"This model's maximum context length is {max_model_len} tokens. However, you requested {len(ids)} tokens."
+                return JSONResponse({"object": "error", "message": msg, "code": 400}, status_code=400)
         data = [
             {"index": i, "object": "pooling", "data": [[1 - p_pos(t), p_pos(t)] for t in ids]}
             for i, ids in enumerate(body["input"])
@@ -125,3 +134,21 @@ async def test_control_tokens_typed_in_a_response_do_not_reach_the_server(
     for messages in sent:
         text = " ".join(m["content"] for m in messages)
         assert "<|" not in text.replace("<extra_0>", "") and "Every step is right." in text
+
+
+async def test_a_prm_input_past_the_context_fails_alone(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """vLLM answers 400 to a whole /pooling request when one input is too long; the backend checks the
+    length /tokenize reports and sends only the inputs that fit."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with serve_app(vllm_app(qwen_prm_path, seen, max_model_len=100)) as url:
+        async with make_app(prm_url=url, prm_model="prm") as client:
+            items = [
+                {"prompt": "Q?", "response": "a\n\nb"},
+                {"prompt": "Q?", "response": "\n\n".join(["a long step of a long proof"] * 12)},
+            ]
+            res = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()["results"]
+    assert res[0]["valid"] and len(res[0]["details"]["steps"]) == 2, [r["details"] for r in res]
+    assert not res[1]["valid"] and res[1]["reason"] == "unsupported"
+    assert "max_model_len 100" in res[1]["details"]["message"]
+    pooled = [b for path, b in seen if path == "/pooling"]
+    assert len(pooled) == 1 and len(pooled[0]["input"]) == 1

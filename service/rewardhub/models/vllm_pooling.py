@@ -11,7 +11,10 @@
   the token ids. So the backend asks ``POST /tokenize`` for the ids of the formatted input (the chat
   template applied server-side, ``add_generation_prompt: false``) and of the step tag (which must be a
   single token), sends the ids to ``POST /pooling`` with ``"task": "token_classify"``, and keeps the
-  rows at the tag positions. Rows that are not probabilities (raw logits) are soft-maxed here.
+  rows at the tag positions. Rows that are not probabilities (raw logits) are soft-maxed here. An input
+  longer than the ``max_model_len`` that ``/tokenize`` reports is an error for that item alone
+  (:class:`InputTooLong`, ``unsupported``) and is not sent: vLLM refuses a whole ``/pooling`` request
+  when one of its inputs is too long, which would fail every item of the batch.
 
 Math-Shepherd-style PRMs, which read the LM head's ``+``/``-`` logits, need a generative model and are
 served in process (:mod:`rewardhub.models.transformers_backend`), not over the pooling API.
@@ -35,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, Message, StepQuery
-from rewardhub.models.errors import BackendError
+from rewardhub.models.errors import BackendError, InputTooLong
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
 
 __all__ = ["VLLMPoolingBackend", "probs_to_logits", "softmax"]
@@ -127,7 +130,12 @@ class VLLMPoolingBackend(RemoteBackend):
             if isinstance(got, BaseException):
                 out[i] = got if isinstance(got, BackendError) else BackendError(repr(got))
                 continue
-            token_ids, tag_id = got
+            token_ids, tag_id, limit = got
+            if limit is not None and len(token_ids) > limit:
+                out[i] = InputTooLong(
+                    f"the input is {len(token_ids)} tokens, more than the model's max_model_len {limit}"
+                )
+                continue
             positions = [k for k, t in enumerate(token_ids) if t == tag_id]
             if len(positions) != q.steps:
                 out[i] = BackendError(
@@ -160,7 +168,8 @@ class VLLMPoolingBackend(RemoteBackend):
                 out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
         return out
 
-    async def _tokenize(self, q: StepQuery, deadline: float) -> tuple[list[int], int]:
+    async def _tokenize(self, q: StepQuery, deadline: float) -> tuple[list[int], int, int | None]:
+        """The query's token ids, its step tag's id, and the server's ``max_model_len`` if it says."""
         tag_id = self._tag_ids.get(q.step_tag)
         if tag_id is None:
             got = await self.client.post(
@@ -186,7 +195,9 @@ class VLLMPoolingBackend(RemoteBackend):
                 "prompt": scrub(q.text or "", q.step_tag),
                 "add_special_tokens": True,
             }
-        return _tokens(self.name, await self.client.post("/tokenize", payload, deadline)), tag_id
+        answer = await self.client.post("/tokenize", payload, deadline)
+        limit = answer.get("max_model_len") if isinstance(answer, dict) else None
+        return _tokens(self.name, answer), tag_id, limit if isinstance(limit, int) else None
 
 
 _CONTROL = re.compile(r"<\|[^\s<>|]{1,40}\|>")
