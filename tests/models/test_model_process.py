@@ -35,7 +35,7 @@ async def test_model_runs_in_a_child_and_recovers(tmp_path: Path) -> None:
         with pytest.raises(BackendError, match="died"):
             await proc.call(hf_compute.step_probs, [QUERY])
         again = await proc.call(hf_compute.step_probs, [QUERY])  # a fresh process, the model reloaded
-        assert again[0] == first[0] and proc.restarts == 1
+        assert again[0] == pytest.approx(first[0], abs=1e-6) and proc.restarts == 1  # 1 item vs a shared pass
     finally:
         await proc.close()
 
