@@ -97,7 +97,9 @@ def _app(state: FakeJudge) -> FastAPI:
         if r.raw is not None:
             return Response(r.raw, status_code=r.status, media_type="application/json")
         if r.status != 200:
-            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=r.status)
+            # a failure's message is the reply's content (a server's own wording, e.g. a context overflow)
+            message = r.content or "scripted failure"
+            return JSONResponse({"error": {"message": message}}, status_code=r.status)
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": r.content},

@@ -310,3 +310,44 @@ async def test_unconfigured_judge_names_the_setting(make_app: MakeApp) -> None:
             },
         )
         assert resp.status_code == 422
+
+
+# How servers say an input is past the model's context (vLLM, SGLang, TGI).
+CONTEXT_OVERFLOWS = [
+    "This model's maximum context length is 4096 tokens. However, you requested 5210 tokens.",
+    "The input (5210 tokens) is longer than the model's context length (4096 tokens).",
+    "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 5000 + 512",
+]
+
+
+async def test_refused_inputs_are_item_errors_and_never_open_the_breaker(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A GRPO group of over-long rollouts gets 400s from the judge server: each such item is
+    ``unsupported`` (or ``backend_error`` for another refusal), and however many there are, the breaker
+    stays closed: the items after them are judged, not failed fast."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        text = user_text(body)
+        for k, msg in enumerate(CONTEXT_OVERFLOWS):
+            if f"long answer {k}" in text:
+                return Reply(msg, status=400)
+        if "bad answer" in text:
+            return Reply("'messages' has an unsupported field", status=422)
+        return Reply("Score: 5")
+
+    judge_server.reply = reply
+    settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 60}
+    async with judge_app(make_app, judge_server, **settings) as client:
+        long = [{"prompt": "p", "response": f"long answer {k}"} for k in range(3)]
+        bad = [{"prompt": "p", "response": f"bad answer {k}"} for k in range(2)]
+        results = await score(client, {"mode": "pointwise"}, long + bad, use_cache=False)
+        assert [r["reason"] for r in results] == ["unsupported"] * 3 + ["backend_error"] * 2
+        assert "context length" in results[0]["details"]["message"]
+        assert judge_server.calls == 5  # every one was asked: no fail-fast after the first two
+        (ok,) = await score(
+            client, {"mode": "pointwise"}, [{"prompt": "p", "response": "y"}], use_cache=False
+        )
+        assert ok["score"] == 1.0
+        ready = (await client.get("/ready")).json()
+        assert ready["checks"]["model:judge"]["breaker"]["state"] == "closed"

@@ -8,7 +8,7 @@ import pytest
 
 from fake_openai import FakeJudge, Reply, always
 from rewardhub.models.base import ChatRequest, Message
-from rewardhub.models.errors import BackendError, BackendTimeout, CircuitOpen
+from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, CircuitOpen, InputTooLong
 from rewardhub.models.openai_backend import OpenAIBackend
 from rewardhub.models.remote import RemoteOptions
 
@@ -38,12 +38,31 @@ async def test_retries_transient_failures(judge_server: FakeJudge) -> None:
 async def test_client_errors_are_not_retried_and_garbage_is_an_error(judge_server: FakeJudge) -> None:
     judge_server.reply = always("", status=400)
     b = await backend(judge_server, max_retries=3)
-    with pytest.raises(BackendError, match="HTTP 400"):
+    with pytest.raises(BackendRejected, match="HTTP 400"):
         await b.chat(REQ, time.monotonic() + 5)
     assert judge_server.calls == 1
     judge_server.reply = lambda body: Reply(raw=b'{"choices": []}')
     with pytest.raises(BackendError, match="malformed"):
         await b.chat(REQ, time.monotonic() + 5)
+    await b.close()
+
+
+async def test_a_context_overflow_is_input_too_long_and_the_breaker_stays_closed(
+    judge_server: FakeJudge,
+) -> None:
+    judge_server.reply = always(
+        "This model's maximum context length is 4096 tokens. However, you requested 5210 tokens.", status=400
+    )
+    b = await backend(judge_server, max_retries=3, breaker_failures=1)
+    for _ in range(3):
+        with pytest.raises(InputTooLong, match="HTTP 400"):
+            await b.chat(REQ, time.monotonic() + 5)
+    assert judge_server.calls == 3 and b.client.breaker.describe()["state"] == "closed"
+    judge_server.reply = always("", status=401)  # not the input's fault: a failure like any other
+    with pytest.raises(BackendError, match="HTTP 401") as info:
+        await b.chat(REQ, time.monotonic() + 5)
+    assert not isinstance(info.value, BackendRejected | InputTooLong)
+    assert b.client.breaker.describe()["state"] == "open"
     await b.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from rewardhub.models.base import ChatRequest, Completion, Message, ModelBackend, StepQuery, TokenLogprob
 from rewardhub.models.errors import (
     BackendError,
+    BackendRejected,
     BackendTimeout,
     BackendUnavailable,
     CircuitOpen,
@@ -22,6 +23,7 @@ from rewardhub.models.hub import ModelHub
 
 __all__ = [
     "BackendError",
+    "BackendRejected",
     "BackendTimeout",
     "BackendUnavailable",
     "ChatRequest",

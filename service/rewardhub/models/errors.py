@@ -8,6 +8,7 @@ invalid item (``backend_error`` or ``timeout``), never a 5xx and never a silent 
     ├── CircuitOpen            the backend failed repeatedly; items fail fast until a probe succeeds
     ├── BackendUnavailable     no such backend, or it is not configured / not loaded (names the setting)
     │   └── MissingExtra       an optional dependency is not installed (names the pip extra)
+    ├── BackendRejected        a server refused this input (HTTP 400/413/422): item-level, server healthy
     └── InputTooLong           the formatted input is longer than the model's context (item-level)
 
 A full batcher queue is not a backend failure but back-pressure on the whole request:
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "BackendError",
+    "BackendRejected",
     "BackendTimeout",
     "BackendUnavailable",
     "CircuitOpen",
@@ -49,6 +51,13 @@ class MissingExtra(BackendUnavailable):
         super().__init__(f"{package} is not installed; install it with: pip install 'rewardhub[{extra}]'")
         self.package = package
         self.extra = extra
+
+
+class BackendRejected(BackendError):
+    """A server answered that this input is invalid (HTTP 400, 413, 422).
+
+    The server is up and answering, so the circuit breaker counts it as a success: a GRPO group of
+    over-long rollouts must not open the breaker and fail every other item for its cool-down."""
 
 
 class InputTooLong(BackendError):

@@ -9,7 +9,11 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    exponential backoff with jitter) connection errors, timeouts, 429 and 5xx answers, up to
    ``max_retries`` times and never past the deadline;
 4. reports the verdict to the breaker: a call that failed after its retries is one failure. Waiting for
-   a slot is not the server's fault and is never counted; neither is a caller that gave up.
+   a slot is not the server's fault and is never counted; neither is a caller that gave up. An answer
+   that refuses the *input* (400, 413, 422) is the item's problem and shows the server healthy: it is
+   :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
+   phrasings of vLLM, SGLang, TGI and OpenAI), else
+   :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success.
 
 The API key goes into the ``Authorization`` header only; it is never logged, never put in an error
 message, and never part of :meth:`describe`.
@@ -18,6 +22,7 @@ message, and never part of :meth:`describe`.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +36,7 @@ from tenacity.wait import wait_exponential, wait_random
 
 from rewardhub.models.base import ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
-from rewardhub.models.errors import BackendError, BackendTimeout
+from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
 
 __all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions"]
 
@@ -39,6 +44,13 @@ log = structlog.get_logger("rewardhub.models.remote")
 
 # An attempt is not started with less time than this left: it could not finish anyway.
 _MIN_ATTEMPT_S = 0.05
+# Statuses that refuse the input itself, and how servers say the input exceeds the context: vLLM and
+# OpenAI ("maximum context length is", "maximum model length"), SGLang ("the model's context length"),
+# OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096").
+_INPUT_STATUSES = frozenset({400, 413, 422})
+_CONTEXT_EXCEEDED = re.compile(
+    r"context length|maximum model length|context_length_exceeded|must be <= \d+", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +114,7 @@ class RemoteClient:
         Raises:
             BackendTimeout: the deadline passed (waiting for a slot, or the server was too slow).
             CircuitOpen: the breaker is open.
+            InputTooLong, BackendRejected: the server refused this input (400, 413, 422).
             BackendError: the server failed (after retries) or answered something that is not JSON.
         """
         try:
@@ -117,6 +130,9 @@ class RemoteClient:
                 result = await self._with_retries(path, payload, deadline)
             except asyncio.CancelledError:
                 self.breaker.on_abandoned()
+                raise
+            except (BackendRejected, InputTooLong):
+                self.breaker.on_success()  # the server answered, about this input
                 raise
             except BackendError:
                 self.breaker.on_failure()
@@ -162,6 +178,10 @@ class RemoteClient:
             raise _Retryable(
                 f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
             )
+        if resp.status_code in _INPUT_STATUSES:
+            text = resp.text[:2000]
+            error = InputTooLong if _CONTEXT_EXCEEDED.search(text) else BackendRejected
+            raise error(f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}")
         if resp.status_code >= 400:
             raise BackendError(
                 f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
