@@ -22,9 +22,11 @@ served in process (:mod:`rewardhub.models.transformers_backend`), not over the p
 The server applies the chat template and tokenizes, so a ``<|im_end|>`` typed inside a response would
 become the real control token there (the response closing its own turn and forging the next one). This
 backend does not have the server's tokenizer to know its exact special tokens (the in-process backends
-do, :func:`rewardhub.models.hf_compute.sanitize`), so it removes every ``<|...|>`` token-shaped string
-from message text: the control-token form of ChatML, Llama 3, Phi and gpt-oss alike, and not something a
-math or code answer needs. The PRM's own step tag is kept.
+do, :func:`rewardhub.models.hf_compute.sanitize`), so it removes the control-token shapes of the chat
+templates reward models are built on: ``<|...|>`` (ChatML/Qwen, Llama 3, Phi, gpt-oss), ``<｜...｜>``
+with full-width bars (DeepSeek V3/R1 and their distills), ``<start_of_turn>`` / ``<end_of_turn>`` /
+``<bos>`` / ``<eos>`` (Gemma), and ``[INST]`` / ``[/INST]`` / ``<<SYS>>`` / ``<s>`` / ``</s>`` (Llama 2,
+Mistral). None is something a math or code answer needs. The PRM's own step tag is kept.
 
 ``url`` is the server root (``http://prm:8000``; a trailing ``/v1`` is ignored).
 """
@@ -200,12 +202,19 @@ class VLLMPoolingBackend(RemoteBackend):
         return _tokens(self.name, answer), tag_id, limit if isinstance(limit, int) else None
 
 
-_CONTROL = re.compile(r"<\|[^\s<>|]{1,40}\|>")
+_CONTROL = re.compile(
+    r"<\|[^\s<>|]{1,40}\|>"  # ChatML / Qwen, Llama 3, Phi, gpt-oss
+    r"|<｜[^\s<>｜]{1,40}｜>"  # DeepSeek (full-width bars)
+    r"|</?(?:start_of_turn|end_of_turn|bos|eos|s)>"  # Gemma; Llama 2 / Mistral BOS and EOS
+    r"|\[/?INST\]|<</?SYS>>"  # Llama 2 / Mistral turns
+)
+_OPENERS = ("<", "[")  # every shape starts with one of these: most text skips the regex
 
 
 def scrub(text: str, keep: str | None = None) -> str:
-    """``text`` without ``<|...|>`` control-token strings (``keep``, a step tag, survives)."""
-    if "<|" not in text:
+    """``text`` without control-token strings of the common chat templates (``keep``, a step tag,
+    survives)."""
+    if not any(c in text for c in _OPENERS):
         return text
     return _CONTROL.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
 
