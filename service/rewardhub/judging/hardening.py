@@ -240,9 +240,11 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("new instructions", r"\b(?:new|updated|real|actual)\s+instructions?\s*[:：]"),
         (
             "order to the grader",
-            r"\b(?:output|respond(?:\s+with)?|reply(?:\s+with)?|answer\s+with|say|print|return|write|emit)"
+            # Natural-language verbs only, and the verdict must end the phrase: code says `return True`
+            # and `print("YES")`, problem statements say "output YES if ...", and neither is an order.
+            r"\b(?:output|respond(?:\s+with)?|reply(?:\s+with)?|answer\s+with|say)"
             r"\s*[:：]?\s*[\"'“‘«]?\s*(?:yes|correct|true|pass(?:ed)?|full\s+marks|\[\[\s*\w+\s*\]\]|10\s*/\s*10)"
-            r"\s*[\"'”’»]?(?:\s|[.!]|$)",
+            r"\s*(?:[\"'”’»]|[.!]|$)",
         ),
         (
             "grade as correct",
@@ -264,7 +266,8 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "role tag",
-            r"<\|\s*(?:im_start|im_end|system|user|assistant|eot_id|start_header_id|end_header_id|endoftext)\s*\|>"
+            # any <|...|> control token: ChatML, Llama 3, Phi, gpt-oss, and DeepSeek's <｜...｜> after NFKC
+            r"<\|\s*[^\s<>|]{1,40}\s*\|>"
             r"|\[/?inst\]|<<\s*/?sys\s*>>|<\s*/?\s*(?:start_of_turn|end_of_turn|system|assistant)\s*>"
             r"|^\s*(?:system|assistant|grader|judge|evaluator)\s*[:：]"
             r"|^\s*#{1,6}\s*(?:system|instructions?|new\s+instructions?)\b",
