@@ -9,6 +9,7 @@ import pytest
 
 from conftest import SHARED_BENCHMARKS
 from rewardhub.judging.hardening import content_free, injection
+from rewardhub.mathlib.extract import extract_answer
 
 # "One Token to Fool LLM-as-a-Judge" master keys and their relatives: nothing to judge.
 MASTER_KEYS = [
@@ -57,6 +58,10 @@ REAL = [
     "Paris",
     "x = 3",
     "\\boxed{5}",
+    "\\boxed{\\pi}",  # a value written as a LaTeX command (7 MATH answers are just \pi)
+    "The answer is $\\infty$.",
+    "$\\emptyset$",
+    "\\boxed{\\Theta}",
     "The answer is 42.",
     "答案是 5",
     "解：x=2",
@@ -152,3 +157,16 @@ def test_public_solutions_and_code_are_not_injections() -> None:
                 texts += [v for v in json.loads(line).values() if isinstance(v, str) and len(v) > 20]
     flagged = [t for t in texts if injection(t) is not None]
     assert len(texts) > 10_000 and len(flagged) <= 2, flagged[:3]
+
+
+def test_every_math_answer_has_content() -> None:
+    """The 5,000 MATH test answers, bare and in a sentence: none is content-free (``\\pi`` was, once)."""
+    path = SHARED_BENCHMARKS / "math_test.jsonl"
+    if not path.exists():
+        pytest.skip(f"benchmark data not available: {path}")
+    with open(path) as lines:
+        found = [extract_answer(json.loads(line)["solution"], ("boxed",)) for line in lines]
+    answers = [f.text for f in found if f is not None]
+    assert len(answers) == 5000
+    empty = [a for a in answers if content_free(a) or content_free(f"The answer is ${a}$.")]
+    assert not empty, empty[:5]

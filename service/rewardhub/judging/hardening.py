@@ -185,7 +185,14 @@ FILLER: frozenset[str] = frozenset(
 )
 
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
-_LATEX_CMD = re.compile(r"\\[a-zA-Z]+\*?")
+_LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
+# Commands that *are* a value, not markup: a final answer of \pi, \infty or \emptyset has content
+# (MATH has 7 answers that are just \pi). Casefolded, as the text is when they are matched.
+_LATEX_VALUES = frozenset(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi "
+    "omicron pi varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega infty emptyset "
+    "varnothing aleph hbar ell nabla partial re im".split()
+)
 _STEP_LABEL = re.compile(r"\b(?:step|paso|étape|schritt|шаг)\s*\d+\b|第\s*\d+\s*步")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -212,7 +219,7 @@ def substantive_text(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold()
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
-    t = _LATEX_CMD.sub(" ", t)
+    t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = _STEP_LABEL.sub(" ", t)
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)
