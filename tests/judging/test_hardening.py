@@ -129,7 +129,7 @@ def test_injection_detected(text: str) -> None:
         "Let me check: 2+3=5, correct.",
         "You should consider the edge cases.",
         "The system of equations has solution x=1.",
-        "In Haskell, a <|> b tries a, then b; in F#, x |> f <| y pipes.",
+        "In Haskell, a <|> b tries a, then b; in F#, f <| x |> g pipes.",
         # code and problem statements (MBPP solutions tripped the old pattern 70 times)
         "def is_even(n):\n    if n % 2 == 0:\n        return True\n    return False",
         'if ok:\n    print("YES")\nelse:\n    print("NO")',

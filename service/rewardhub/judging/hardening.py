@@ -274,7 +274,8 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "role tag",
             # any <|...|> control token: ChatML, Llama 3, Phi, gpt-oss, and DeepSeek's <｜...｜> after NFKC
-            r"<\|\s*[^\s<>|]{1,40}\s*\|>"
+            # (no spaces inside: a spaced form is not the token, and F#'s `f <| x |> g` stays code)
+            r"<\|[^\s<>|]{1,40}\|>"
             r"|\[/?inst\]|<<\s*/?sys\s*>>|<\s*/?\s*(?:start_of_turn|end_of_turn|system|assistant)\s*>"
             r"|^\s*(?:system|assistant|grader|judge|evaluator)\s*[:：]"
             r"|^\s*#{1,6}\s*(?:system|instructions?|new\s+instructions?)\b",
