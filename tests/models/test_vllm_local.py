@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 from rewardhub.models import hf_compute, vllm_local  # noqa: E402
 from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery  # noqa: E402
-from rewardhub.models.errors import BackendError  # noqa: E402
+from rewardhub.models.errors import BackendError, InputTooLong  # noqa: E402
 from rewardhub.models.hub import default_embedding_path  # noqa: E402
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -341,6 +341,25 @@ def test_a_judge_prompt_that_fills_the_context_fails_alone(causal_lm_path: str) 
         want = hf_compute.generate_chat(loaded, requests)
     assert isinstance(got[0], BackendError)
     _same_completions(got[1:], want)
+
+
+def test_a_judge_prompt_with_no_room_to_generate_fails_alone_on_both_backends(causal_lm_path: str) -> None:
+    """A prompt exactly as long as the context leaves no room for one generated token. Only that item
+    fails, on both backends (the transformers one used to fail every item of a batch padded to it)."""
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu")
+    requests = _judge_requests()[:1]
+    full = ChatRequest(messages=(Message("user", "Is it true? " * 8),), max_tokens=6, temperature=0.0)
+    [enc] = hf_compute.encode_conversations(loaded.tokenizer, 10**6, [full.messages], generation_prompt=True)
+    loaded.max_length = len(enc["input_ids"])
+    with hf_compute.inference():
+        want = hf_compute.generate_chat(loaded, requests)
+        both = [
+            hf_compute.generate_chat(loaded, [full, *requests]),
+            vllm_local._chat(StandInLLM(loaded), [full, *requests]),
+        ]
+    for got in both:
+        assert isinstance(got[0], InputTooLong) and "no room" in str(got[0])
+        _same_completions(got[1:], want)
 
 
 def test_the_stop_token_is_not_one_of_the_tokens(causal_lm_path: str) -> None:

@@ -35,6 +35,8 @@ __all__ = [
     "classify",
     "embed",
     "encode",
+    "encode_conversations",
+    "encode_steps",
     "generate_chat",
     "load",
     "render",
@@ -186,6 +188,10 @@ def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
     return text
 
 
+def has_chat_template(tok: Any) -> bool:
+    return bool(getattr(tok, "chat_template", None))
+
+
 def clean_messages(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
     """The messages as a chat template takes them, special-token strings removed (:func:`sanitize`)."""
     return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
@@ -194,7 +200,7 @@ def clean_messages(tok: Any, messages: Sequence[Message], keep: str | None = Non
 def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
     """A conversation as the model saw it in training: its chat template, or plain joined text."""
     clean = clean_messages(tok, messages, keep)
-    if getattr(tok, "chat_template", None):
+    if has_chat_template(tok):
         text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
         return str(text)
     return "\n\n".join(m["content"] for m in clean)
@@ -208,10 +214,17 @@ def step_input(tok: Any, q: StepQuery) -> str:
 
 
 def encode(
-    tok: Any, max_length: int, texts: Sequence[str], *, templated: Sequence[bool], offsets: bool = False
+    tok: Any,
+    max_length: int,
+    texts: Sequence[str],
+    *,
+    templated: Sequence[bool],
+    offsets: bool = False,
+    reserve: int = 0,
 ) -> list[Any]:
     """Tokenize (special tokens only where no chat template added them) and check the lengths: per
     text, its encoding or an :class:`InputTooLong` (one long item fails alone, not its batch).
+    ``reserve``: tokens that must stay free after the input (one for generation).
 
     The one tokenization rule of every local backend: a template that writes its own BOS would get a
     second one from ``add_special_tokens``. One tokenizer call per flag value, not per text: a fast
@@ -229,9 +242,28 @@ def encode(
                 out[i] = InputTooLong(
                     f"the input is {n} tokens, more than the model's max_length {max_length}"
                 )
+            elif n > max_length - reserve:
+                out[i] = InputTooLong("no room left in the context to generate")
             else:
                 out[i] = one
     return out
+
+
+def encode_conversations(
+    tok: Any, max_length: int, conversations: Sequence[Sequence[Message]], *, generation_prompt: bool
+) -> list[Any]:
+    """Conversations rendered (:func:`render`) and encoded (:func:`encode`); one to be continued by
+    generation (``generation_prompt``) must leave at least one token of room."""
+    texts = [render(tok, msgs, generation_prompt=generation_prompt) for msgs in conversations]
+    templated = [has_chat_template(tok)] * len(texts)
+    return encode(tok, max_length, texts, templated=templated, reserve=1 if generation_prompt else 0)
+
+
+def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tuple[list[str], list[Any]]:
+    """PRM queries' texts (:func:`step_input`) and their encodings with character offsets."""
+    texts = [step_input(tok, q) for q in queries]
+    templated = [q.messages is not None and has_chat_template(tok) for q in queries]
+    return texts, encode(tok, max_length, texts, templated=templated, offsets=True)
 
 
 def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]) -> passes.Rows:
@@ -269,10 +301,7 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     """P(correct) at every step tag of every query, from the batch's forward passes (:func:`_forward`)."""
     torch = _torch()
     tok = loaded.tokenizer
-    texts = [step_input(tok, q) for q in queries]
-    has_template = bool(getattr(tok, "chat_template", None))
-    templated = [q.messages is not None and has_template for q in queries]
-    encs = encode(tok, loaded.max_length, texts, templated=templated, offsets=True)
+    texts, encs = encode_steps(tok, loaded.max_length, queries)
     out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
     run: list[tuple[int, list[int]]] = []  # (query index, token positions of its tags)
     for i, (q, text, enc) in enumerate(zip(queries, texts, encs, strict=True)):
@@ -329,10 +358,7 @@ def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> l
 
 # --- classify (ORM) -------------------------------------------------------------------------------
 def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
-    tok = loaded.tokenizer
-    has_template = bool(getattr(tok, "chat_template", None))
-    texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
-    encs = encode(tok, loaded.max_length, texts, templated=[has_template] * len(texts))
+    encs = encode_conversations(loaded.tokenizer, loaded.max_length, inputs, generation_prompt=False)
     out: list[list[float] | BackendError] = [e if isinstance(e, BackendError) else [] for e in encs]
     ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
     if ok:
@@ -363,9 +389,9 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     """Generate for requests sharing one sampling key (the caller groups them), left-padded."""
     torch = _torch()
     tok = loaded.tokenizer
-    has_template = bool(getattr(tok, "chat_template", None))
-    texts = [render(tok, r.messages, generation_prompt=True) for r in requests]
-    encs = encode(tok, loaded.max_length, texts, templated=[has_template] * len(texts))
+    encs = encode_conversations(
+        tok, loaded.max_length, [r.messages for r in requests], generation_prompt=True
+    )
     out: list[Completion | BackendError] = [
         e if isinstance(e, BackendError) else BackendError("") for e in encs
     ]
@@ -377,9 +403,7 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
         [encs[i]["input_ids"] for i in ok], loaded.tokenizer.pad_token_id or 0, left=True
     )
     ids, mask = ids.to(loaded.device), mask.to(loaded.device)
-    room = loaded.max_length - ids.shape[1]
-    if room <= 0:
-        return [InputTooLong("no room left in the context to generate") for _ in requests]
+    room = loaded.max_length - ids.shape[1]  # at least 1: encode reserved it for every item
     kwargs: dict[str, Any] = {
         "max_new_tokens": min(first.max_tokens, room),
         "output_logits": True,

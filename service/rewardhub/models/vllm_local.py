@@ -8,8 +8,9 @@ logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` wit
 outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
 
 Inputs go through the transformers path's own formatting and tokenization
-(:func:`~rewardhub.models.hf_compute.render`, :func:`~rewardhub.models.hf_compute.encode`) and reach
-vLLM as token ids (its ``TokensPrompt``), for three reasons:
+(:func:`~rewardhub.models.hf_compute.encode_conversations`,
+:func:`~rewardhub.models.hf_compute.encode_steps`) and reach vLLM as token ids (its ``TokensPrompt``),
+for three reasons:
 
 * the tokenizer's special-token strings are removed from user-written text: a ``<|im_end|>`` typed
   inside a response would otherwise become the real control token (the response closing its own turn
@@ -31,8 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
-from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
-from rewardhub.models.hf_compute import encode, render, step_input
+from rewardhub.models.errors import BackendError, MissingExtra
+from rewardhub.models.hf_compute import encode_conversations, encode_steps
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
@@ -82,10 +83,12 @@ R = TypeVar("R")
 Encoded = list[int] | BackendError  # a prompt's token ids, or why it cannot run
 
 
-def _token_ids(llm: Any, texts: Sequence[str], templated: Sequence[bool]) -> list[Encoded]:
-    """Per text: its token ids, tokenized as the transformers backend does, or InputTooLong."""
-    limit = int(llm.model_config.max_model_len)
-    encs = encode(llm.get_tokenizer(), limit, texts, templated=templated)
+def _max_len(llm: Any) -> int:
+    return int(llm.model_config.max_model_len)
+
+
+def _ids(encs: Sequence[Any]) -> list[Encoded]:
+    """Encodings from :mod:`~rewardhub.models.hf_compute` as token ids (errors kept in place)."""
     return [e if isinstance(e, BackendError) else list(e["input_ids"]) for e in encs]
 
 
@@ -109,20 +112,13 @@ def _scatter(
     return out
 
 
-def _templated(tok: Any, n: int) -> list[bool]:
-    return [bool(getattr(tok, "chat_template", None))] * n
-
-
 def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
     from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
 
     tok = llm.get_tokenizer()
-    limit = int(llm.model_config.max_model_len)
-    texts = [render(tok, r.messages, generation_prompt=True) for r in requests]
-    encoded = _token_ids(llm, texts, _templated(tok, len(texts)))
-    for i, e in enumerate(encoded):
-        if not isinstance(e, BackendError) and len(e) >= limit:
-            encoded[i] = InputTooLong("no room left in the context to generate")
+    limit = _max_len(llm)
+    conversations = [r.messages for r in requests]
+    encoded = _ids(encode_conversations(tok, limit, conversations, generation_prompt=True))
 
     def run(idx: list[int], seqs: list[list[int]]) -> list[Completion]:
         params = [
@@ -183,9 +179,8 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
         return [err for _ in queries]
     tok = llm.get_tokenizer()
-    has_template = bool(getattr(tok, "chat_template", None))
-    texts = [step_input(tok, q) for q in queries]
-    encoded = _token_ids(llm, texts, [q.messages is not None and has_template for q in queries])
+    _, encs = encode_steps(tok, _max_len(llm), queries)
+    encoded = _ids(encs)
     tags: dict[int, list[int]] = {}  # per runnable item: the positions of its step tags
     for i, (q, e) in enumerate(zip(queries, encoded, strict=True)):
         if isinstance(e, BackendError):
@@ -212,20 +207,18 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
 
 
 def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
-    tok = llm.get_tokenizer()
-    texts = [render(tok, msgs, generation_prompt=False) for msgs in inputs]
+    encs = encode_conversations(llm.get_tokenizer(), _max_len(llm), inputs, generation_prompt=False)
 
     def run(idx: list[int], seqs: list[list[int]]) -> list[list[float]]:
         outs = llm.classify(_prompts(seqs), pooling_params=_raw_logits(), use_tqdm=False)
         return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
 
-    return _scatter(_token_ids(llm, texts, _templated(tok, len(texts))), run)
+    return _scatter(_ids(encs), run)
 
 
 def _embed(llm: Any, texts: Sequence[str]) -> list[list[float] | BackendError]:
     """Texts past ``max_model_len`` are truncated, as on the transformers path (sentence-transformers'
     rule: the first tokens still embed meaningfully), instead of failing the batch in vLLM."""
-    limit = int(llm.model_config.max_model_len)
-    ids = llm.get_tokenizer()(list(texts), truncation=True, max_length=limit)["input_ids"]
+    ids = llm.get_tokenizer()(list(texts), truncation=True, max_length=_max_len(llm))["input_ids"]
     outs = llm.embed(_prompts([list(x) for x in ids]), use_tqdm=False)
     return [[float(x) for x in o.outputs.embedding] for o in outs]
