@@ -13,7 +13,8 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    that refuses the *input* (400, 413, 422) is the item's problem and shows the server healthy: it is
    :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
    phrasings of vLLM, SGLang, TGI and OpenAI), else
-   :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success.
+   :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
+   does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server).
 
 The API key goes into the ``Authorization`` header only; it is never logged, never put in an error
 message, and never part of :meth:`describe`.
@@ -68,6 +69,11 @@ class _Retryable(BackendError):
     """A failure worth another attempt (connection, timeout, 429, 5xx)."""
 
 
+class _NotFound(BackendError):
+    """The server has no such endpoint (HTTP 404 or 405): a wrong URL, or an optional endpoint it was
+    not started with. The server answered, so the breaker does not count it."""
+
+
 class _OutOfTime(stop_base):
     """Stop retrying when the backoff sleep plus a minimal attempt would end past the deadline."""
 
@@ -115,8 +121,24 @@ class RemoteClient:
             BackendTimeout: the deadline passed (waiting for a slot, or the server was too slow).
             CircuitOpen: the breaker is open.
             InputTooLong, BackendRejected: the server refused this input (400, 413, 422).
-            BackendError: the server failed (after retries) or answered something that is not JSON.
+            BackendError: the server failed (after retries), has no such path (404, 405), or answered
+                something that is not JSON.
         """
+        return await self._call("POST", path, payload, deadline)
+
+    async def get_optional(self, path: str, deadline: float) -> Any | None:
+        """GET an endpoint the server may not have: its decoded JSON, or None when the server answers
+        404 or 405 (vLLM's ``/tokenizer_info`` exists only with ``--enable-tokenizer-info-endpoint``).
+
+        Raises what :meth:`post` raises otherwise: the server could not be asked, so ask again later.
+        """
+        try:
+            return await self._call("GET", path, None, deadline)
+        except _NotFound:
+            return None
+
+    async def _call(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
+        """One call through the slot, the breaker and the retries (steps 1-4 of the module docstring)."""
         try:
             await asyncio.wait_for(self._slots.acquire(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
@@ -127,12 +149,12 @@ class RemoteClient:
         try:
             self.breaker.before_call()
             try:
-                result = await self._with_retries(path, payload, deadline)
+                result = await self._with_retries(method, path, payload, deadline)
             except asyncio.CancelledError:
                 self.breaker.on_abandoned()
                 raise
-            except (BackendRejected, InputTooLong):
-                self.breaker.on_success()  # the server answered, about this input
+            except (BackendRejected, InputTooLong, _NotFound):
+                self.breaker.on_success()  # the server answered, about this input or this path
                 raise
             except BackendError:
                 self.breaker.on_failure()
@@ -142,7 +164,9 @@ class RemoteClient:
         finally:
             self._slots.release()
 
-    async def _with_retries(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
+    async def _with_retries(
+        self, method: str, path: str, payload: dict[str, Any] | None, deadline: float
+    ) -> Any:
         retrying = AsyncRetrying(
             stop=stop_any(stop_after_attempt(self.options.max_retries + 1), _OutOfTime(deadline)),
             wait=wait_exponential(multiplier=self.options.backoff_initial_s, max=self.options.backoff_max_s)
@@ -152,10 +176,10 @@ class RemoteClient:
         )
         async for attempt in retrying:
             with attempt:
-                return await self._attempt(path, payload, deadline)
+                return await self._attempt(method, path, payload, deadline)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
+    async def _attempt(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
         client = self._client
         if client is None:
             raise BackendError(f"backend {self.name!r} is not started")
@@ -165,7 +189,8 @@ class RemoteClient:
         timeout = min(self.options.timeout_s, left)
         self.calls += 1
         try:
-            resp = await client.post(path, content=orjson.dumps(payload), timeout=timeout)
+            content = None if payload is None else orjson.dumps(payload)
+            resp = await client.request(method, path, content=content, timeout=timeout)
         except httpx.TimeoutException:
             if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
                 raise BackendTimeout(
@@ -182,6 +207,10 @@ class RemoteClient:
             text = resp.text[:2000]
             error = InputTooLong if _CONTEXT_EXCEEDED.search(text) else BackendRejected
             raise error(f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}")
+        if resp.status_code in (404, 405):
+            raise _NotFound(
+                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
+            )
         if resp.status_code >= 400:
             raise BackendError(
                 f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"

@@ -20,13 +20,17 @@ Math-Shepherd-style PRMs, which read the LM head's ``+``/``-`` logits, need a ge
 served in process (:mod:`rewardhub.models.transformers_backend`), not over the pooling API.
 
 The server applies the chat template and tokenizes, so a ``<|im_end|>`` typed inside a response would
-become the real control token there (the response closing its own turn and forging the next one). This
-backend does not have the server's tokenizer to know its exact special tokens (the in-process backends
-do, :func:`rewardhub.models.hf_compute.sanitize`), so it removes the control-token shapes of the chat
-templates reward models are built on: ``<|...|>`` (ChatML/Qwen, Llama 3, Phi, gpt-oss), ``<｜...｜>``
-with full-width bars (DeepSeek V3/R1 and their distills), ``<start_of_turn>`` / ``<end_of_turn>`` /
-``<bos>`` / ``<eos>`` (Gemma), and ``[INST]`` / ``[/INST]`` / ``<<SYS>>`` / ``<s>`` / ``</s>`` (Llama 2,
-Mistral). None is something a math or code answer needs. The PRM's own step tag is kept.
+become the real control token there (the response closing its own turn and forging the next one). So
+user text is cleaned before it is sent, with the server's own special tokens when the server says what
+they are: on first use the backend asks ``GET /tokenizer_info`` (vLLM serves it when started with
+``--enable-tokenizer-info-endpoint``; it is the tokenizer's ``tokenizer_config.json``) and removes
+exactly those strings (:func:`server_specials`). A server without the endpoint (404) gets the control-
+token shapes of the chat templates reward models are built on: ``<|...|>`` (ChatML/Qwen, Llama 3, Phi,
+gpt-oss), ``<｜...｜>`` with full-width bars (DeepSeek V3/R1 and their distills), ``<start_of_turn>`` /
+``<end_of_turn>`` / ``<bos>`` / ``<eos>`` (Gemma), and ``[INST]`` / ``[/INST]`` / ``<<SYS>>`` / ``<s>`` /
+``</s>`` (Llama 2, Mistral); none is something a math or code answer needs, but a tokenizer with other
+control tokens is only covered through the endpoint. Either way the PRM's own step tag is kept, and
+:meth:`VLLMPoolingBackend.describe` says which cleaning is in force.
 
 ``url`` is the server root (``http://prm:8000``; a trailing ``/v1`` is ignored).
 """
@@ -43,7 +47,15 @@ from rewardhub.models.base import Capability, Message, StepQuery
 from rewardhub.models.errors import BackendError, InputTooLong
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
 
-__all__ = ["VLLMPoolingBackend", "probs_to_logits", "softmax"]
+__all__ = [
+    "GENERIC",
+    "Scrubber",
+    "VLLMPoolingBackend",
+    "probs_to_logits",
+    "scrub",
+    "server_specials",
+    "softmax",
+]
 
 
 class VLLMPoolingBackend(RemoteBackend):
@@ -64,14 +76,34 @@ class VLLMPoolingBackend(RemoteBackend):
         self.client = RemoteClient(name, url[: -len("/v1")] if url.endswith("/v1") else url, api_key, options)
         self.returns_probabilities = returns_probabilities
         self._tag_ids: dict[str, int] = {}
+        self._scrubber: Scrubber | None = None  # None until /tokenizer_info answered or was found absent
+        self._asking = asyncio.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        cleaning = "not yet asked" if self._scrubber is None else self._scrubber.describe()
+        return {**super().describe(), "special_tokens": cleaning}
+
+    async def _cleaner(self, deadline: float) -> Scrubber:
+        """How user text is cleaned for this server (see the module docstring); asked once."""
+        if self._scrubber is not None:
+            return self._scrubber
+        async with self._asking:
+            if self._scrubber is None:
+                try:
+                    info = await self.client.get_optional("/tokenizer_info", deadline)
+                except BackendError:
+                    return GENERIC  # the server could not be asked now: ask again on the next call
+                self._scrubber = Scrubber(server_specials(info) or None)
+            return self._scrubber
 
     # --- classify ----------------------------------------------------------------------------------
     async def classify(
         self, inputs: Sequence[tuple[Message, ...]], deadline: float
     ) -> list[list[float] | BackendError]:
         out: list[list[float] | BackendError | None] = [None] * len(inputs)
+        clean = await self._cleaner(deadline)
         texts = [
-            (i, scrub(msgs[0].content))
+            (i, clean(msgs[0].content))
             for i, msgs in enumerate(inputs)
             if len(msgs) == 1 and msgs[0].role == "user"
         ]
@@ -95,7 +127,7 @@ class VLLMPoolingBackend(RemoteBackend):
         async def one_chat(i: int, msgs: tuple[Message, ...]) -> None:
             payload = {
                 "model": self.model,
-                "messages": _messages(msgs),
+                "messages": _messages(clean, msgs),
                 "use_activation": False,
             }
             try:
@@ -125,7 +157,10 @@ class VLLMPoolingBackend(RemoteBackend):
                 "+/- token logits (Math-Shepherd) needs a transformers backend"
             )
             return [err for _ in queries]
-        ids = await asyncio.gather(*(self._tokenize(q, deadline) for q in queries), return_exceptions=True)
+        clean = await self._cleaner(deadline)
+        ids = await asyncio.gather(
+            *(self._tokenize(clean, q, deadline) for q in queries), return_exceptions=True
+        )
         out: list[list[float] | BackendError] = [BackendError("no answer")] * len(queries)
         todo: list[tuple[int, list[int], list[int]]] = []  # (query, token ids, tag positions)
         for i, (q, got) in enumerate(zip(queries, ids, strict=True)):
@@ -170,7 +205,9 @@ class VLLMPoolingBackend(RemoteBackend):
                 out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
         return out
 
-    async def _tokenize(self, q: StepQuery, deadline: float) -> tuple[list[int], int, int | None]:
+    async def _tokenize(
+        self, clean: Scrubber, q: StepQuery, deadline: float
+    ) -> tuple[list[int], int, int | None]:
         """The query's token ids, its step tag's id, and the server's ``max_model_len`` if it says."""
         tag_id = self._tag_ids.get(q.step_tag)
         if tag_id is None:
@@ -188,13 +225,13 @@ class VLLMPoolingBackend(RemoteBackend):
         if q.messages is not None:
             payload: dict[str, Any] = {
                 "model": self.model,
-                "messages": _messages(q.messages, q.step_tag),
+                "messages": _messages(clean, q.messages, q.step_tag),
                 "add_generation_prompt": False,
             }
         else:
             payload = {
                 "model": self.model,
-                "prompt": scrub(q.text or "", q.step_tag),
+                "prompt": clean(q.text or "", q.step_tag),
                 "add_special_tokens": True,
             }
         answer = await self.client.post("/tokenize", payload, deadline)
@@ -208,19 +245,81 @@ _CONTROL = re.compile(
     r"|</?(?:start_of_turn|end_of_turn|bos|eos|s)>"  # Gemma; Llama 2 / Mistral BOS and EOS
     r"|\[/?INST\]|<</?SYS>>"  # Llama 2 / Mistral turns
 )
-_OPENERS = ("<", "[")  # every shape starts with one of these: most text skips the regex
+_OPENERS = ("<", "[")  # every generic shape starts with one of these: most text skips the regex
+
+
+class Scrubber:
+    """Removes control-token strings from user text: the server's exact ones when known (``specials``),
+    else the generic shapes of :data:`_CONTROL`. ``keep`` (a PRM's step tag) always survives."""
+
+    def __init__(self, specials: Sequence[str] | None):
+        self.specials = tuple(sorted(set(specials), key=len, reverse=True)) if specials else None
+        self._pattern = (
+            re.compile("|".join(re.escape(t) for t in self.specials)) if self.specials else _CONTROL
+        )
+
+    def __call__(self, text: str, keep: str | None = None) -> str:
+        if self.specials is None and not any(c in text for c in _OPENERS):
+            return text
+        return self._pattern.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+
+    def describe(self) -> str:
+        if self.specials is None:
+            return "generic control-token shapes (the server has no /tokenizer_info)"
+        return f"the server's {len(self.specials)} special tokens (/tokenizer_info)"
+
+
+GENERIC = Scrubber(None)
+
+# tokenizer_config.json fields that name special tokens, one each or a list (or a name -> token map)
+_SPECIAL_FIELDS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_SPECIAL_LISTS = ("additional_special_tokens", "extra_special_tokens")
+# an XML-style tag (<think>, </tool_call>): content markup a model reads in responses, not a turn marker
+_MARKUP_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+
+
+def server_specials(info: Any) -> tuple[str, ...]:
+    """The strings a server's tokenizer reads as control tokens, from its ``/tokenizer_info`` answer.
+
+    vLLM answers with the tokenizer's ``init_kwargs`` (``tokenizer_config.json``) with every added token
+    reduced to its text, which drops the ``special`` flag. So: the named special tokens and the
+    additional ones, and every added token except XML-style tags (``<think>``, ``<tool_call>``: added but
+    not special in Qwen's tokenizers, and part of the responses a reward model is trained on); where an
+    added token still carries its flag (a server that sends the config as stored), the flag decides.
+    Empty when the answer names none (then the caller falls back to the generic shapes).
+    """
+    if not isinstance(info, dict):
+        return ()
+    found: set[str] = set()
+
+    def add(token: Any) -> None:
+        text = token.get("content") if isinstance(token, dict) else token
+        if isinstance(text, str) and text.strip():
+            found.add(text)
+
+    for field in _SPECIAL_FIELDS:
+        add(info.get(field))
+    for field in _SPECIAL_LISTS:
+        listed = info.get(field)
+        for token in listed.values() if isinstance(listed, dict) else listed or ():
+            add(token)
+    added = info.get("added_tokens_decoder")
+    for token in added.values() if isinstance(added, dict) else ():
+        if isinstance(token, dict):
+            if token.get("special", True):
+                add(token)
+        elif isinstance(token, str) and not _MARKUP_TAG.fullmatch(token):
+            add(token)
+    return tuple(sorted(found))
 
 
 def scrub(text: str, keep: str | None = None) -> str:
-    """``text`` without control-token strings of the common chat templates (``keep``, a step tag,
-    survives)."""
-    if not any(c in text for c in _OPENERS):
-        return text
-    return _CONTROL.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+    """``text`` without the generic control-token shapes (``keep``, a step tag, survives)."""
+    return GENERIC(text, keep)
 
 
-def _messages(msgs: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": scrub(m.content, keep)} for m in msgs]
+def _messages(clean: Scrubber, msgs: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": clean(m.content, keep)} for m in msgs]
 
 
 def _tokens(name: str, answer: Any) -> list[int]:
