@@ -66,6 +66,33 @@ async def test_a_context_overflow_is_input_too_long_and_the_breaker_stays_closed
     await b.close()
 
 
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (400, "This model's maximum context length is 4096 tokens. However, you requested 5210 tokens."),
+        (400, "The decoder prompt (length 5210) is longer than the maximum model length of 4096."),
+        (400, "The input (5210 tokens) is longer than the model's context length (4096 tokens)."),
+        (422, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 5210"),
+        (422, "Input validation error: `inputs` must have less than 4096 tokens. Given: 5210"),
+        (400, "request (5210 tokens) exceeds the available context size (4096 tokens), try increasing it"),
+        (500, "the request exceeds the available context size. try increasing the context size"),
+        (400, "Requested tokens (5210) exceed context window of 4096"),
+        (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+    ],
+)
+async def test_context_overflow_wordings_of_common_servers(
+    judge_server: FakeJudge, status: int, message: str
+) -> None:
+    """vLLM (two versions), SGLang, TGI (two checks), llama.cpp's server (400, and 500 in some versions:
+    still not retried), llama-cpp-python, Anthropic's compatibility layer."""
+    judge_server.reply = always(message, status=status)
+    b = await backend(judge_server, max_retries=3, breaker_failures=1)
+    with pytest.raises(InputTooLong, match=f"HTTP {status}"):
+        await b.chat(REQ, time.monotonic() + 5)
+    assert judge_server.calls == 1 and b.client.breaker.describe()["state"] == "closed"
+    await b.close()
+
+
 async def test_slow_server_times_out_at_the_deadline(judge_server: FakeJudge) -> None:
     judge_server.reply = always("late", delay_s=3)
     b = await backend(judge_server, max_retries=5, timeout_s=60)

@@ -12,7 +12,7 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    a slot is not the server's fault and is never counted; neither is a caller that gave up. An answer
    that refuses the *input* (400, 413, 422) is the item's problem and shows the server healthy: it is
    :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
-   phrasings of vLLM, SGLang, TGI and OpenAI), else
+   phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried), else
    :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
    does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server).
 
@@ -47,10 +47,15 @@ log = structlog.get_logger("rewardhub.models.remote")
 _MIN_ATTEMPT_S = 0.05
 # Statuses that refuse the input itself, and how servers say the input exceeds the context: vLLM and
 # OpenAI ("maximum context length is", "maximum model length"), SGLang ("the model's context length"),
-# OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096").
+# OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096", "`inputs` must have
+# less than 1024 tokens"), llama.cpp's server ("exceeds the available context size", its error type
+# exceed_context_size_error; some versions answer it with a 500), llama-cpp-python ("exceed context
+# window"), Anthropic's compatibility layer ("prompt is too long").
 _INPUT_STATUSES = frozenset({400, 413, 422})
 _CONTEXT_EXCEEDED = re.compile(
-    r"context length|maximum model length|context_length_exceeded|must be <= \d+", re.IGNORECASE
+    r"context length|maximum model length|context_length_exceeded|must be <= \d+|must have less than \d+ tokens"
+    r"|context size|context window|prompt is too long",
+    re.IGNORECASE,
 )
 
 
@@ -199,14 +204,17 @@ class RemoteClient:
             raise _Retryable(f"backend {self.name!r}: {path} timed out after {timeout:.1f}s") from None
         except httpx.HTTPError as exc:
             raise _Retryable(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}"[:300]) from None
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(
-                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
-            )
-        if resp.status_code in _INPUT_STATUSES:
-            text = resp.text[:2000]
-            error = InputTooLong if _CONTEXT_EXCEEDED.search(text) else BackendRejected
-            raise error(f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}")
+        status = resp.status_code
+        if status in _INPUT_STATUSES or status == 500:
+            # a context overflow is the input's problem whatever the status: never retried
+            if _CONTEXT_EXCEEDED.search(resp.text[:2000]):
+                raise InputTooLong(f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}")
+            if status in _INPUT_STATUSES:
+                raise BackendRejected(
+                    f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
+                )
+        if status == 429 or status >= 500:
+            raise _Retryable(f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}")
         if resp.status_code in (404, 405):
             raise _NotFound(
                 f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
