@@ -68,3 +68,37 @@ def test_no_label_in_top_k_falls_back_to_parse() -> None:
         Completion("Final Decision: Yes", toks2), find(YESNO), Scale({"yes": 1.0, "no": 0.0}), "logprobs"
     )
     assert d2.method == "parse_fallback" and d2.value == 1.0
+
+
+def test_one_alternative_does_not_halve_a_confident_verdict() -> None:
+    """With top_logprobs 1 only the chosen token is listed: the missing label is bounded by the mass the
+    top-k leave over (0.01), not by the chosen token's own probability (which read 0.99/0.99 as 0.5)."""
+    binary = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
+    toks = tokens(("Final Decision:", None), (" Yes", {" Yes": 0.99}))
+    d = read_decision(Completion("Final Decision: Yes", toks), find(YESNO), binary, "logprobs")
+    assert d.method == "logprobs" and d.value == pytest.approx(0.99 / 1.0)
+    # every alternative a form of "yes": "no" has at most 1 - 0.99 = 0.01
+    toks = tokens(("Final Decision:", None), (" Yes", {" Yes": 0.7, "Yes": 0.2, " yes": 0.09}))
+    d = read_decision(Completion("Final Decision: Yes", toks), find(YESNO), binary, "logprobs")
+    assert d.value == pytest.approx(0.99 / 1.0)
+
+
+def test_byte_level_token_strings_are_read_as_text() -> None:
+    toks = tokens(("Score", None), (":", None), ("\u01204", {"\u01204": 0.6, "\u01205": 0.4}))
+    d = read_decision(Completion("Score: 4", toks), find(SCORE), Scale.scores(1, 5), "logprobs")
+    assert d.method == "logprobs" and d.value == pytest.approx((0.6 * 3 + 0.4 * 4) / 4)
+    toks = tokens(
+        ("\u2581Final", None), ("\u2581Decision", None), (":", None), ("\u2581Yes", {"\u2581Yes": 0.9})
+    )
+    d = read_decision(
+        Completion("Final Decision: Yes", toks),
+        find(YESNO),
+        Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")),
+        "logprobs",
+    )
+    assert d.method == "logprobs" and d.value == pytest.approx(0.9)
+
+
+def test_logprobs_asked_but_not_sent_is_reported_as_a_fallback() -> None:
+    d = read_decision(Completion("Score: 4"), find(SCORE), Scale.scores(1, 5), "logprobs")
+    assert d.method == "parse_fallback" and d.value == 0.75

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import SHARED_BENCHMARKS
-from rewardhub.judging.hardening import content_free, injection
+from rewardhub.judging.hardening import INJECTION_PATTERNS, content_free, injection
 from rewardhub.mathlib.extract import extract_answer
 
 # "One Token to Fool LLM-as-a-Judge" master keys and their relatives: nothing to judge.
@@ -170,3 +170,30 @@ def test_every_math_answer_has_content() -> None:
     assert len(answers) == 5000
     empty = [a for a in answers if content_free(a) or content_free(f"The answer is ${a}$.")]
     assert not empty, empty[:5]
+
+
+def test_patterns_that_read_untrusted_text_take_linear_time() -> None:
+    """A response is untrusted and up to a megabyte: a pattern with adjacent quantifiers over the same
+    characters (``\\s*[:]?\\s*``) backtracks polynomially. "say" and 1,000 spaces took 8 s in the
+    grader-order pattern, "score:" and 3,000 spaces 83 s in the pointwise decision pattern. Each input
+    here is 10,000 characters; linear patterns take milliseconds, the old ones would take hours."""
+    import re
+    import time
+
+    from rewardhub.judging.templates import DECISION_PATTERNS, FORGED_PATTERNS
+
+    patterns = [rx for _, rx in INJECTION_PATTERNS]
+    patterns += [re.compile(p, re.IGNORECASE) for p in DECISION_PATTERNS.values()]
+    patterns += [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in FORGED_PATTERNS.values()]
+    n = 10_000
+    inputs = [
+        f"{head}{fill * (n // len(fill))}x"
+        for head in ("say", "output", "respond with", "score:", "score (1-", "final decision:", "winner:", "")
+        for fill in (" ", "\n", " *", "\t")
+    ]
+    for rx in patterns:
+        for text in inputs:
+            t0 = time.perf_counter()
+            rx.search(text)
+            took = time.perf_counter() - t0
+            assert took < 1.0, (rx.pattern[:60], text[:20], took)

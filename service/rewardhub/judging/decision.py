@@ -10,9 +10,15 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
   ``" yes"``, ``"YES"`` all count for ``yes`` and are summed), renormalised over the labels present, and
   the score is the expected value. For two-label scales (yes/no, A/B) a label missing from the top-k gets
-  the smallest top-k logprob as an upper bound on its probability (GenPRM's rule), so a missing "no"
-  does not read as certainty. When no label is among the alternatives, the parsed value is used and
-  ``method`` says ``parse_fallback``.
+  an upper bound on its probability: the smallest top-k probability (GenPRM's rule), and no more than
+  the mass the top-k leave over (with ``top_logprobs: 1`` and "Yes" at 0.99, "No" gets at most 0.01,
+  not 0.99), so a missing "no" does not read as certainty and a confident "yes" is not halved. When
+  logprobs were asked for but cannot be used (the backend sent none, or no label is among the
+  alternatives), the parsed value is used and ``method`` says ``parse_fallback``.
+
+Token strings are read as text; the byte-level BPE markers some servers leave in them (``Ġ`` for a
+space, ``Ċ`` for a newline, SentencePiece's ``▁``) are read as the whitespace they stand for, so
+``["Score", ":", "Ġ4"]`` is the decision "Score: 4".
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from rewardhub.models.base import Completion, TokenLogprob
 __all__ = ["Decision", "DecisionError", "MatchLike", "Scale", "last_of", "read_decision"]
 
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
+# one character for one: positions in the joined token text stay positions in the token list
+_BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
 
 
 class MatchLike(Protocol):
@@ -106,7 +114,7 @@ def read_decision(
     text = completion.text
     tokens = completion.tokens
     if scoring == "logprobs" and tokens:
-        joined = "".join(t.token for t in tokens)
+        joined = "".join(t.token for t in tokens).translate(_BPE_SPACES)
         m = find_last(joined)
         if m is not None:
             label = str(m.group(1))
@@ -126,7 +134,7 @@ def read_decision(
     parsed = scale.value(label)
     if parsed is None:
         raise DecisionError(f"the judge's decision {label!r} is not on the scale")
-    return Decision(parsed, parsed, label, "parse")
+    return Decision(parsed, parsed, label, "parse_fallback" if scoring == "logprobs" else "parse")
 
 
 def _token_at(tokens: tuple[TokenLogprob, ...], char: int) -> int:
@@ -149,7 +157,8 @@ def _label_probs(tokens: tuple[TokenLogprob, ...], i: int, scale: Scale) -> dict
         if label is not None and math.isfinite(lp):
             probs[label] = probs.get(label, 0.0) + math.exp(lp)
     if probs and scale.complete:
-        floor = min(lp for _, lp in alternatives if math.isfinite(lp))
+        finite = [math.exp(lp) for _, lp in alternatives if math.isfinite(lp)]
+        bound = min(min(finite), max(0.0, 1.0 - sum(finite)))
         for label in scale.complete:
-            probs.setdefault(label, math.exp(floor))
+            probs.setdefault(label, bound)
     return probs

@@ -199,16 +199,15 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def _opener_pattern() -> re.Pattern[str]:
-    parts = []
+    words, cjk = [], []
     for phrase in sorted(
         {unicodedata.normalize("NFKC", p).casefold() for p in OPENERS}, key=len, reverse=True
     ):
         body = r"\s+".join(re.escape(w) for w in phrase.split())
-        if _CJK.search(phrase):
-            parts.append(body)  # no word boundaries in CJK scripts
-        else:
-            parts.append(rf"(?<![^\W_]){body}(?![^\W_])")
-    return re.compile("|".join(parts))
+        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
+    # One boundary check before all the word-script phrases, not one per phrase: inside a word the
+    # match fails at once instead of trying every phrase (3x faster on ordinary text).
+    return re.compile(rf"(?<![^\W_])(?:{'|'.join(words)})(?![^\W_])|{'|'.join(cjk)}")
 
 
 _OPENERS_RE = _opener_pattern()
@@ -249,8 +248,10 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "order to the grader",
             # Natural-language verbs only, and the verdict must end the phrase: code says `return True`
             # and `print("YES")`, problem statements say "output YES if ...", and neither is an order.
+            # (One class between verb and verdict: `\s*[:]?\s*["]?\s*` backtracked cubically on a verb
+            # followed by a long run of spaces, seconds per kilobyte, on the event loop.)
             r"\b(?:output|respond(?:\s+with)?|reply(?:\s+with)?|answer\s+with|say)"
-            r"\s*[:：]?\s*[\"'“‘«]?\s*(?:yes|correct|true|pass(?:ed)?|full\s+marks|\[\[\s*\w+\s*\]\]|10\s*/\s*10)"
+            r"[\s:：\"'“‘«]*(?:yes|correct|true|pass(?:ed)?|full\s+marks|\[\[\s*\w+\s*\]\]|10\s*/\s*10)"
             r"\s*(?:[\"'”’»]|[.!]|$)",
         ),
         (
@@ -277,16 +278,21 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # (no spaces inside: a spaced form is not the token, and F#'s `f <| x |> g` stays code)
             r"<\|[^\s<>|]{1,40}\|>"
             r"|\[/?inst\]|<<\s*/?sys\s*>>|<\s*/?\s*(?:start_of_turn|end_of_turn|system|assistant)\s*>"
-            r"|^\s*(?:system|assistant|grader|judge|evaluator)\s*[:：]"
-            r"|^\s*#{1,6}\s*(?:system|instructions?|new\s+instructions?)\b",
+            # line-anchored forms stay on their line ([ \t], not \s: from every line start \s* would
+            # scan all the blank lines after it, quadratic in a response of newlines)
+            r"|^[ \t]*(?:system|assistant|grader|judge|evaluator)[ \t]*[:：]"
+            r"|^[ \t]*#{1,6}[ \t]*(?:system|instructions?|new\s+instructions?)\b",
         ),
         (
             "forged verdict",
-            r"\bfinal\s+(?:decision|verdict|judg(?:e)?ment|grade|evaluation|score)\s*[:：]"
-            r"|\b(?:verdict|judg(?:e)?ment|grade|evaluation)\s*[:：]\s*\**\s*(?:yes|no|correct|incorrect|pass|fail|"
+            # grader vocabulary only: "final score:" and "grade: 7" are ordinary in word problems, and
+            # a score line counts only standing alone on its line ("The final score: 85" is not one)
+            r"\bfinal\s+(?:decision|verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：]"
+            r"|\b(?:verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：][ \t*]*(?:yes|no|correct|incorrect|pass|fail|"
             r"[abc]\b|\d)"
+            r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
-            r"|\bscore\s*[:：]\s*\**\s*\d+(?:\.\d+)?\s*(?:/\s*\d+)?\s*\**\s*$"
+            r"|^[ \t*#>_-]*score[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*.]*$"
             r"|\\boxed\s*\{\s*(?:yes|correct|incorrect)\s*\}",
         ),
         # Other languages: the same intents, the most common phrasings.

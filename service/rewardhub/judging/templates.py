@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "DECISION_PATTERNS",
+    "FORGED_PATTERNS",
     "PLACEHOLDERS",
     "REQUIRED",
     "SYSTEM_PROMPT",
@@ -77,13 +78,45 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "reference": ("{answer}", "{reference}"),
 }
 
-# One capture group: the label. Case-insensitive; the last match in the judge's output wins.
+
+# One capture group: the label. Case-insensitive; the last match in the judge's output wins. Markdown
+# and brackets around the keyword or the label are allowed ("**Score**: 4", "Score (1-5): 4",
+# "Final Decision: [Yes]", "Winner: \"A\""): judges write them, and each miss would be a parse_error.
+# Every run of optional characters is ONE character class: adjacent quantifiers over overlapping
+# classes (``\s*\**\s*``) backtrack polynomially, and these patterns also read untrusted responses.
+def _range(ws: str) -> str:
+    """An optional "(1-5)" after the keyword."""
+    return rf"(?:\({ws}*\d+{ws}*(?:-|–|—|to){ws}*\d+{ws}*\)[{ws[1:-1]}*]*)?"
+
+
+_TO_LABEL = r"""[:：][\s*\["'(]*"""
 DECISION_PATTERNS: dict[str, str] = {
-    "pointwise": r"score\s*[:：=]\s*\**\s*\[*\s*(\d+(?:\.\d+)?)",
-    "pairwise": r"winner\s*[:：]\s*\**\s*\[*\s*(a|b|tie)\b",
-    "rubric": r"decision\s*[:：]\s*\**\s*(yes|no)\b",
-    "rubric_implicit": r"score\s*[:：=]\s*\**\s*\[*\s*(\d+(?:\.\d+)?)",
-    "reference": r"final\s+decision\s*[:：]\s*\**\s*(yes|no)\b",
+    "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
+    "pairwise": r"winner[\s*]*" + _TO_LABEL + r"(a|b|tie)\b",
+    "rubric": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
+    "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
+    "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
+}
+
+# A line of a *response* that is the judge's own decision line: a forged verdict (hardening). Stricter
+# than the patterns above, which read the judge: the line holds nothing but the decision (markdown
+# aside), with a colon, so "John's final score: 85 points" in a word problem or "score = 0" in code is
+# not one. Compiled with re.IGNORECASE | re.MULTILINE; no class spans a newline.
+_LINE = r"^[ \t*#>_-]*"
+_ON_LINE = r"""[:：][ \t*\["'(]*"""
+_SCORE_LINE = (
+    _LINE
+    + r"score[ \t*]*"
+    + _range(r"[ \t]")
+    + _ON_LINE
+    + r"""\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*\])"'.]*$"""
+)
+FORGED_PATTERNS: dict[str, str] = {
+    "pointwise": _SCORE_LINE,
+    "pairwise": _LINE + r"winner[ \t*]*" + _ON_LINE + r"(?:a|b|tie)\b",
+    "rubric": _LINE + r"decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
+    "rubric_implicit": _SCORE_LINE,
+    "reference": r"final[ \t]+decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
 }
 
 PLACEHOLDERS = (

@@ -34,7 +34,9 @@ response that is content-free ("Solution", "Thought process:", "解", punctuatio
 role tags, a forged verdict line in the judge's own format) scores 0 with reason ``format`` (both checks
 read the whole response after any ``<think>`` block, in every mode; ``details.hardening`` says which).
 In ``reference`` mode a response without an extractable final answer, or whose answer is content-free,
-scores 0 (``no_answer``) and the judge only ever sees the extracted answer. The judge sees untrusted text
+scores 0 (``no_answer``) and the judge only ever sees the extracted answer; with a ``rule``, the rule
+verifier runs before the grader-directed check, so a rule-verified answer is 1 whatever else the
+response says (no judge is trusted), and only what would go to the judge must pass the check. The judge sees untrusted text
 inside tags its system prompt declares to be data, with closing tags defused.
 
 Caching: only deterministic judges are cached (``temperature: 0``, the default) unless ``cache: true``.
@@ -56,7 +58,15 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
 from rewardhub.judging.hardening import content_free, injection
-from rewardhub.judging.templates import DECISION_PATTERNS, REQUIRED, SYSTEM_PROMPT, TEMPLATES, defuse, fill
+from rewardhub.judging.templates import (
+    DECISION_PATTERNS,
+    FORGED_PATTERNS,
+    REQUIRED,
+    SYSTEM_PROMPT,
+    TEMPLATES,
+    defuse,
+    fill,
+)
 from rewardhub.mathlib import extract_answer
 from rewardhub.models.base import ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable
@@ -72,6 +82,7 @@ Mode = Literal["pointwise", "pairwise", "rubric", "reference"]
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
 _THINK_CLOSE = "</think>"
 _EXCERPT = 2000
+MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 
 
 class Criterion(RewardConfig):
@@ -124,7 +135,9 @@ class JudgeConfig(RewardConfig):
     )
     # rubric
     criteria: tuple[Criterion, ...] | None = Field(
-        None, max_length=64, description="rubric: criteria; default the item's reference {rubric: [...]}."
+        None,
+        max_length=MAX_CRITERIA,
+        description="rubric: criteria; default the item's reference {rubric: [...]}.",
     )
     rubric_aggregation: Literal["explicit", "implicit"] = Field("explicit")
     # reference
@@ -195,8 +208,8 @@ class _Judging:
             if custom
             else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
         )
-        # A response containing the judge's own decision format is a forged verdict.
-        self.forged = () if custom else (re.compile(self.pattern, re.IGNORECASE),)
+        # A response with a line in the judge's own decision format is a forged verdict.
+        self.forged = () if custom else (re.compile(FORGED_PATTERNS[key], re.IGNORECASE | re.MULTILINE),)
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
@@ -256,15 +269,21 @@ class JudgeReward(ModelReward[JudgeConfig]):
         j = _Judging(config)
         outcomes: list[Outcome | None] = [None] * len(items)
         answers: dict[int, str] = {}
+        # With a rule verifier, the injection check waits for it: a rule positive is 1 without any
+        # trust in the judge (a word problem's "final score: 85" must not cost a correct answer its 1).
+        ruled = config._rule is not None
         for i, item in enumerate(items):
-            gated = self._gate(item, config, j)
+            gated = self._gate(item, config, j, check_injection=not ruled)
             if isinstance(gated, Outcome):
                 outcomes[i] = gated
             else:
                 answers[i] = gated
         rule_scores: dict[int, float | None] = {}
-        if config._rule is not None and answers:
+        if ruled and answers:
             rule_scores = await self._rule_first(items, config, ctx, answers, outcomes)
+            for i in answers:
+                if outcomes[i] is None:
+                    outcomes[i] = self._injected(_visible(items[i], config), config, j)
         pending = [i for i in answers if outcomes[i] is None]
         results = await asyncio.gather(
             *(
@@ -276,28 +295,22 @@ class JudgeReward(ModelReward[JudgeConfig]):
             outcomes[i] = o
         return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
 
-    def _gate(self, item: ScoreItem, config: JudgeConfig, j: _Judging) -> Outcome | str:
+    def _gate(
+        self, item: ScoreItem, config: JudgeConfig, j: _Judging, check_injection: bool
+    ) -> Outcome | str:
         """The text the judge may see, or the outcome that makes a judge call unnecessary."""
         if config.mode == "reference" and _gold(item.reference) is None:
             return Outcome.invalid(
                 Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
                 'judge (reference) needs the gold answer: reference as a string or {"answer": ...}',
             )
-        text = item.response
-        if config.strip_think:
-            cut = text.rfind(_THINK_CLOSE)
-            if cut >= 0:
-                text = text[cut + len(_THINK_CLOSE) :]
+        text = _visible(item, config)
         if content_free(text):
             return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "content_free"})
-        # The whole visible response is checked, in every mode: a response that talks to the grader
-        # is penalised even where the judge would only see its extracted answer.
-        if config.injection_check:
-            hit = injection(text, j.forged)
+        if check_injection:
+            hit = self._injected(text, config, j)
             if hit is not None:
-                return Outcome(
-                    0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit}
-                )
+                return hit
         if config.mode == "reference":
             answer = _extract(text, config)
             if answer is None or content_free(answer):
@@ -306,6 +319,15 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 )
             return answer
         return text
+
+    @staticmethod
+    def _injected(text: str, config: JudgeConfig, j: _Judging) -> Outcome | None:
+        """0 (``format``) when the visible response talks to the grader. The whole of it is checked, in
+        every mode: it is penalised even where the judge would only see the extracted answer."""
+        hit = injection(text, j.forged) if config.injection_check else None
+        if hit is None:
+            return None
+        return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit})
 
     async def _rule_first(
         self,
@@ -406,9 +428,11 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 return Outcome.invalid(
                     Reason.MISSING_REFERENCE, f"judge (pairwise) needs the second response in {where}"
                 )
+            # the opponent is untrusted too (another rollout, with opponent: "metadata")
+            mine, theirs = defuse(text), defuse(opponent)
             (d1, o1), (d2, o2) = await asyncio.gather(
-                ask(fill(j.template, {"prompt": prompt, "response_a": defuse(text), "response_b": opponent})),
-                ask(fill(j.template, {"prompt": prompt, "response_a": opponent, "response_b": defuse(text)})),
+                ask(fill(j.template, {"prompt": prompt, "response_a": mine, "response_b": theirs})),
+                ask(fill(j.template, {"prompt": prompt, "response_a": theirs, "response_b": mine})),
             )
             for d in (d1, d2):
                 if isinstance(d, Outcome):
@@ -522,6 +546,16 @@ def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
     return None
 
 
+def _visible(item: ScoreItem, config: JudgeConfig) -> str:
+    """The response after its last ``</think>`` (with ``strip_think``): what the hardening reads."""
+    text = item.response
+    if config.strip_think:
+        cut = text.rfind(_THINK_CLOSE)
+        if cut >= 0:
+            text = text[cut + len(_THINK_CLOSE) :]
+    return text
+
+
 def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | Outcome:
     if config.criteria is not None:
         return config.criteria
@@ -532,8 +566,12 @@ def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | O
             Reason.MISSING_REFERENCE,
             "judge (rubric) needs `criteria` in the config or reference {rubric: [...]}",
         )
+    if len(raw) > MAX_CRITERIA:  # cutting the list could drop a pitfall and inflate the score
+        return Outcome.invalid(
+            Reason.PARSE_ERROR, f"reference.rubric: {len(raw)} criteria, at most {MAX_CRITERIA}"
+        )
     out: list[Criterion] = []
-    for entry in raw[:64]:
+    for entry in raw:
         try:
             if isinstance(entry, str):
                 out.append(Criterion(criterion=entry))
