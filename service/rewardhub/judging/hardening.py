@@ -199,7 +199,8 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def _opener_pattern() -> re.Pattern[str]:
-    words, cjk = [], []
+    words: list[str] = []
+    cjk: list[str] = []
     for phrase in sorted(
         {unicodedata.normalize("NFKC", p).casefold() for p in OPENERS}, key=len, reverse=True
     ):
