@@ -56,11 +56,16 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
                 "reference": ["Stocks fell.", "The cat sits on the mat."],
             },
             {"response": "no reference"},
+            {"response": "", "reference": ""},  # two empty strings embed alike: not a 1.0
+            {"response": "The cat sits on the mat.", "reference": ["", 3, "The cat sits on the mat."]},
+            {"response": "  ", "reference": "The cat sits on the mat."},
         ]
         res = await run(client, "similarity", items)
         assert res[0]["score"] > 0.8 > 0.3 > res[1]["score"]
         assert res[2]["score"] == pytest.approx(1.0, abs=1e-5) and res[2]["details"]["best_reference"] == 1
         assert res[3]["reason"] == "missing_reference"
+        assert [(r["valid"], r["reason"]) for r in res[4:6]] == [(False, "parse_error")] * 2
+        assert res[6]["valid"] and res[6]["score"] == 0.0 and res[6]["reason"] == "no_answer"
         unit = await run(client, "similarity", items[:1], scale="unit")
         assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
         # deterministic, so cached

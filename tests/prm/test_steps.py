@@ -62,3 +62,11 @@ def test_first_error_index() -> None:
     assert aggregate([0.9, 0.8], "first_error") == 1.0
     assert first_error_index([0.1], 0.5) == 0 and aggregate([0.1], "first_error") == 0.0
     assert math.isclose(aggregate([0.6, 0.7, 0.4, 0.1], "first_error"), 0.5)
+
+
+def test_windows_line_ends_split_like_unix_ones() -> None:
+    """A response written with CRLF has no "\\n\\n" in it: it was one step, with one score."""
+    text = "a\r\n\r\nb\r\nstill b\r\n\r\nc"
+    steps = split_steps(text)
+    assert [s.text for s in steps] == ["a", "b\r\nstill b", "c"]
+    assert all(text[s.start : s.end] == s.text for s in steps)

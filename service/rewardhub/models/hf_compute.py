@@ -26,7 +26,12 @@ from typing import Any, Literal
 
 from rewardhub.models import passes
 from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery, TokenLogprob
-from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
+from rewardhub.models.errors import (
+    BackendError,
+    BackendUnavailable,
+    InputTooLong,
+    MissingExtra,
+)
 
 __all__ = [
     "Loaded",
@@ -182,9 +187,14 @@ def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
     let a response close its own turn and forge the next one (a chat-template injection against a local
     judge or reward model). ``keep`` spares the one tag the input format itself inserts (a PRM's step tag).
     """
-    for sp in special_strings(tok):
-        if sp != keep and sp in text:
-            text = text.replace(sp, "")
+    specials = [sp for sp in special_strings(tok) if sp != keep]
+    changed = True
+    while changed:  # until nothing is left: "<|im_<|im_end|>end|>" without its inner token is the token
+        changed = False
+        for sp in specials:
+            if sp in text:
+                text = text.replace(sp, "")
+                changed = True
     return text
 
 
@@ -254,16 +264,61 @@ def encode_conversations(
 ) -> list[Any]:
     """Conversations rendered (:func:`render`) and encoded (:func:`encode`); one to be continued by
     generation (``generation_prompt``) must leave at least one token of room."""
-    texts = [render(tok, msgs, generation_prompt=generation_prompt) for msgs in conversations]
-    templated = [has_chat_template(tok)] * len(texts)
-    return encode(tok, max_length, texts, templated=templated, reserve=1 if generation_prompt else 0)
+    rendered = [
+        _rendered(lambda m=msgs: render(tok, m, generation_prompt=generation_prompt))
+        for msgs in conversations
+    ]
+    return _encode_rendered(
+        tok,
+        max_length,
+        rendered,
+        [has_chat_template(tok)] * len(rendered),
+        reserve=1 if generation_prompt else 0,
+    )
+
+
+def _rendered(make: Any) -> str | BackendError:
+    """``make()``, or the error of a chat template that refuses this conversation (a Gemma template
+    raises on a system turn): that item fails alone (``unsupported``), not its batch."""
+    try:
+        return str(make())
+    except Exception as exc:  # jinja2's TemplateError, or whatever a template's raise_exception raises
+        return BackendUnavailable(
+            f"the model's chat template refused this input: {type(exc).__name__}: {exc}"[:300]
+        )
+
+
+def _encode_rendered(
+    tok: Any,
+    max_length: int,
+    rendered: Sequence[str | BackendError],
+    templated: Sequence[bool],
+    *,
+    offsets: bool = False,
+    reserve: int = 0,
+) -> list[Any]:
+    """:func:`encode` over the texts that rendered; the render errors stay in their places."""
+    ok = [i for i, r in enumerate(rendered) if isinstance(r, str)]
+    out: list[Any] = list(rendered)
+    encoded = encode(
+        tok,
+        max_length,
+        [str(rendered[i]) for i in ok],
+        templated=[templated[i] for i in ok],
+        offsets=offsets,
+        reserve=reserve,
+    )
+    for i, e in zip(ok, encoded, strict=True):
+        out[i] = e
+    return out
 
 
 def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tuple[list[str], list[Any]]:
     """PRM queries' texts (:func:`step_input`) and their encodings with character offsets."""
-    texts = [step_input(tok, q) for q in queries]
+    rendered = [_rendered(lambda q=q: step_input(tok, q)) for q in queries]
+    texts = [r if isinstance(r, str) else "" for r in rendered]
     templated = [q.messages is not None and has_chat_template(tok) for q in queries]
-    return texts, encode(tok, max_length, texts, templated=templated, offsets=True)
+    return texts, _encode_rendered(tok, max_length, rendered, templated, offsets=True)
 
 
 def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]) -> passes.Rows:
@@ -305,8 +360,9 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
     run: list[tuple[int, list[int]]] = []  # (query index, token positions of its tags)
     for i, (q, text, enc) in enumerate(zip(queries, texts, encs, strict=True)):
-        if isinstance(enc, BackendError):
-            out[i] = enc
+        wrong_head = _head_mismatch(loaded, q)
+        if wrong_head is not None or isinstance(enc, BackendError):
+            out[i] = wrong_head or enc
             continue
         positions = _tag_positions(text, q.step_tag, enc["offset_mapping"])
         if len(positions) != q.steps:
@@ -334,6 +390,29 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     return out
 
 
+def _head_mismatch(loaded: Loaded, q: StepQuery) -> BackendUnavailable | None:
+    """Whether this model can answer the query's convention: a request may name another convention
+    than the one the model was loaded for, and it must fail alone and clearly, neither read a random
+    vocabulary entry as a probability (a valid-looking near-0) nor index past a 2-label head (which
+    failed the whole batch)."""
+    lm_head = loaded.task == "generate"
+    if q.label_tokens is not None and not lm_head:
+        return BackendUnavailable(
+            "this PRM convention reads +/- logits from a language-model head (Math-Shepherd); the model is "
+            "loaded as a token classifier: use the convention it was trained with (qwen)"
+        )
+    if q.label_tokens is None:
+        if lm_head:
+            return BackendUnavailable(
+                "this PRM convention reads a classifier head's positive class (Qwen2.5-Math-PRM); the model "
+                "is loaded as a causal LM: use math_shepherd, or load it with task token_classification"
+            )
+        labels = int(getattr(getattr(loaded.model, "config", None), "num_labels", 0) or 0)
+        if labels and q.positive_index >= labels:
+            return BackendUnavailable(f"the model's head has {labels} labels, no class {q.positive_index}")
+    return None
+
+
 def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> list[int]:
     """Index of the token holding the last character of each occurrence of ``tag`` in ``text``.
 
@@ -352,6 +431,9 @@ def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> l
             k += 1
         if k == len(offsets):
             break  # truncated away
+        # byte-level BPE may split that character into several tokens with the same offsets: the last
+        while k + 1 < len(offsets) and offsets[k + 1][0] <= end < offsets[k + 1][1]:
+            k += 1
         positions.append(k)
     return positions
 
@@ -363,10 +445,20 @@ def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list
     ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
     if ok:
         seqs = [encs[i]["input_ids"] for i in ok]
-        outputs = _forward(loaded, seqs, [len(s) - 1 for s in seqs])  # one row per item
+        outputs = _forward(loaded, seqs, [_pooled_at(s, loaded.tokenizer.pad_token_id) for s in seqs])
         for i, (_, row) in zip(ok, outputs, strict=True):
             out[i] = [float(x) for x in row.cpu().tolist()]
     return out
+
+
+def _pooled_at(seq: Sequence[int], pad_id: int | None) -> int:
+    """Where a transformers sequence classifier reads its score: the last token that is not the pad id
+    (with pad = EOS, a template's closing EOS is skipped). Sharing a prompt must keep that token in the
+    continuation pass, or the pass pools at a pad and scores another token (one row per item)."""
+    for k in range(len(seq) - 1, -1, -1):
+        if seq[k] != pad_id:
+            return k
+    return len(seq) - 1
 
 
 # --- embed (similarity) ---------------------------------------------------------------------------

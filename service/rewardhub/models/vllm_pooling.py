@@ -261,7 +261,11 @@ class Scrubber:
     def __call__(self, text: str, keep: str | None = None) -> str:
         if self.specials is None and not any(c in text for c in _OPENERS):
             return text
-        return self._pattern.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+        while True:  # until stable: removing "<|x|>" from "<|im_<|x|>end|>" leaves "<|im_end|>"
+            cleaned = self._pattern.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+            if cleaned == text:
+                return text
+            text = cleaned
 
     def describe(self) -> str:
         if self.specials is None:

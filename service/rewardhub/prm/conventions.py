@@ -34,7 +34,9 @@ class PRMConvention:
     label_tokens: tuple[str, str] | None  # (positive, negative) for LM-head PRMs
 
     def clean(self, text: str) -> str:
-        return text.replace(self.step_tag, "")
+        while self.step_tag in text:  # "<ext<extra_0>ra_0>" without its inner tag is a tag
+            text = text.replace(self.step_tag, "")
+        return text
 
     def query(self, question: str, steps: Sequence[str]) -> StepQuery:
         q = self.clean(question)

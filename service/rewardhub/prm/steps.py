@@ -5,7 +5,8 @@ the response each score belongs to, so every :class:`Step` carries its ``[start,
 the response as sent (after whitespace is trimmed from both ends of the step).
 
 * ``separator`` (default ``"\\n\\n"``, paragraphs, what Qwen2.5-Math-PRM and ProcessBench use): split on
-  the literal string, drop empty pieces;
+  the literal string, drop empty pieces; a newline in it also matches a Windows ``\\r\\n`` (a response
+  written with CRLF line ends has no ``"\\n\\n"`` in it and would be one step);
 * ``pattern``: split on the matches of a regular expression (e.g. ``"\\n(?=Step \\d+:)"``); run with the
   ``regex`` package's per-call timeout, since patterns come from callers;
 * a ``<think>...</think>`` block is skipped by default: the PRMs above were trained on short worked
@@ -17,6 +18,7 @@ the response as sent (after whitespace is trimmed from both ends of the step).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern
@@ -74,6 +76,13 @@ def split_steps(
                 pos = m.end()
         except TimeoutError:
             raise PatternTimeout(f"step pattern {pattern[:80]!r} ran past {timeout_s}s") from None
+        bounds.append((pos, len(text)))
+    elif separator and "\n" in separator and "\r\n" in text:
+        crlf = re.compile("".join(r"\r?\n" if c == "\n" else re.escape(c) for c in separator))
+        pos = base
+        for hit in crlf.finditer(text, base):
+            bounds.append((pos, hit.start()))
+            pos = hit.end()
         bounds.append((pos, len(text)))
     else:
         pos = base

@@ -37,17 +37,19 @@ class SimilarityConfig(RewardConfig):
 
 
 def reference_texts(reference: Any) -> list[str] | None:
-    if isinstance(reference, str):
-        return [reference]
+    """The reference texts, or None when there is no usable one. A blank text is not a reference (two
+    empty strings embed identically: an empty response scored 1.0 against an empty reference), and a
+    list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere)."""
     if isinstance(reference, dict):
-        for key in ("text", "answer"):
-            if isinstance(reference.get(key), str):
-                return [reference[key]]
+        reference = next(
+            (reference[k] for k in ("text", "answer") if isinstance(reference.get(k), str)), None
+        )
+    texts = [reference] if isinstance(reference, str) else reference
+    if not isinstance(texts, list) or not texts:
         return None
-    if isinstance(reference, list):
-        texts = [r for r in reference if isinstance(r, str)]
-        return texts or None
-    return None
+    if not all(isinstance(t, str) and t.strip() for t in texts):
+        return None
+    return texts
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -96,8 +98,11 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             if refs is None:
                 outcomes[i] = Outcome.invalid(
                     Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
-                    'similarity needs a reference: a string, {"text": ...} or a list of strings',
+                    'similarity needs a reference: a non-blank string, {"text": ...} or a list of them',
                 )
+                continue
+            if not item.response.strip():
+                outcomes[i] = Outcome(0.0, Reason.NO_ANSWER, {"cosine": None}, {"message": "empty response"})
                 continue
             plan.append((i, slot(item.response), [slot(t) for t in refs]))
         if plan:
