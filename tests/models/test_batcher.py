@@ -95,6 +95,27 @@ async def test_deadline_drops_waiting_items() -> None:
     await b.close()
 
 
+async def test_a_cancelled_request_leaves_nothing_behind() -> None:
+    """A request that goes away (client disconnect, handler timeout) takes its items with it: they are
+    not run, and neither they nor timed-out items hold queue places (which refused live requests with
+    429 while a long forward pass ran)."""
+    rec = Recorder(delay_s=0.3)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=3)
+    busy = asyncio.create_task(b.submit_many(["busy"], far()))
+    await asyncio.sleep(0.05)
+    gone = asyncio.create_task(b.submit_many(["x", "y"], far()))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.gather(gone, return_exceptions=True)
+    assert b.depth() == 0
+    late = await b.submit_many(["p", "q", "r"], time.monotonic() + 0.05)  # the queue's 3 places, expired
+    assert all(isinstance(x, BackendTimeout) for x in late) and b.depth() == 0
+    assert await b.submit_many(["live"], far()) == ["LIVE"]  # no 429: the expired entries hold nothing
+    await busy
+    assert rec.calls == [["busy"], ["live"]]
+    await b.close()
+
+
 async def test_a_failing_chunk_fails_only_its_items() -> None:
     rec = Recorder(fail_on="bad")
     b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=20, queue_max=100, length=len)

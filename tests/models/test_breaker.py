@@ -51,7 +51,22 @@ def test_abandoned_probe_frees_the_slot() -> None:
     b.on_failure()
     clock.t = 1.0
     b.before_call()
-    b.on_abandoned()
+    b.on_abandoned(probe=True)
     b.before_call()  # another probe is allowed
     b.on_success()
     assert b.state is BreakerState.CLOSED
+
+
+def test_only_the_probe_frees_the_probe_slot() -> None:
+    """A call admitted while closed and abandoned later (its caller timed out) must not let a second
+    probe out while the first is still running."""
+    clock = Clock()
+    b = CircuitBreaker("j", failure_threshold=1, cooldown_s=1, clock=clock)
+    early = b.before_call()  # admitted while closed, still in flight
+    b.before_call()
+    b.on_failure()  # another call fails: open
+    clock.t = 1.0
+    assert b.before_call() is True and early is False  # the probe
+    b.on_abandoned(early)
+    with pytest.raises(CircuitOpen):
+        b.before_call()

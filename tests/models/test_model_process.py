@@ -44,3 +44,29 @@ async def test_a_bad_path_fails_at_start(tmp_path: Path) -> None:
     proc = ModelProcess("t", partial(hf_compute.load, str(tmp_path / "missing"), "token_classification"))
     with pytest.raises(BackendError):
         await proc.start()
+
+
+def _slow_echo(loaded: object, items: list[str]) -> list[str]:
+    import time
+
+    time.sleep(0.3)
+    return [f"echo {x}" for x in items]
+
+
+def _nothing() -> str:
+    return "loaded"
+
+
+async def test_a_cancelled_call_does_not_hand_its_reply_to_the_next() -> None:
+    """The child still answers a call whose caller was cancelled; the next call must get its own."""
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    try:
+        first = asyncio.create_task(proc.call(_slow_echo, ["A"]))
+        await asyncio.sleep(0.1)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert await proc.call(_slow_echo, ["B"]) == ["echo B"]
+        assert proc.restarts == 0
+    finally:
+        await proc.close()

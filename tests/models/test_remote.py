@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -101,6 +102,51 @@ async def test_slow_server_times_out_at_the_deadline(judge_server: FakeJudge) ->
         await b.chat(REQ, time.monotonic() + 0.4)
     assert time.monotonic() - t0 < 0.8
     await b.close()
+
+
+async def test_time_spent_waiting_for_a_slot_is_not_the_servers_fault(judge_server: FakeJudge) -> None:
+    """With every connection busy, items whose deadline passes before they are sent fail as timeouts
+    and leave the breaker closed: the server was never asked."""
+    judge_server.reply = always("Score: 4", delay_s=0.3)
+    b = await backend(judge_server, max_retries=0, concurrency=1, breaker_failures=1)
+    outs = await asyncio.gather(
+        b.chat(REQ, time.monotonic() + 2),
+        *(b.chat(REQ, time.monotonic() + 0.2) for _ in range(3)),
+        return_exceptions=True,
+    )
+    assert outs[0].text == "Score: 4"  # type: ignore[union-attr]
+    assert all(isinstance(o, BackendTimeout) for o in outs[1:])
+    assert b.client.breaker.describe()["state"] == "closed" and judge_server.calls == 1
+    await b.close()
+
+
+async def test_a_server_that_trickles_its_answer_is_cut_at_the_deadline() -> None:
+    """httpx's timeout bounds each read, not the call: 8 bytes every 0.3 s would run for seconds."""
+    body = b'{"choices": [{"message": {"content": "Score: 4"}, "finish_reason": "stop"}]}'
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+        writer.write(b"content-length: %d\r\n\r\n" % len(body))
+        try:
+            for i in range(0, len(body), 8):
+                writer.write(body[i : i + 8])
+                await writer.drain()
+                await asyncio.sleep(0.3)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    b = OpenAIBackend("judge", f"http://127.0.0.1:{port}/v1", "m", None, RemoteOptions(max_retries=0))
+    await b.start()
+    t0 = time.monotonic()
+    with pytest.raises(BackendTimeout):
+        await b.chat(REQ, time.monotonic() + 1.0)
+    assert time.monotonic() - t0 < 1.3
+    await b.close()
+    server.close()
 
 
 async def test_breaker_fails_fast_without_calling(judge_server: FakeJudge) -> None:

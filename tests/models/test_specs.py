@@ -55,6 +55,22 @@ def test_bad_specs_name_the_problem(tmp_path: Path) -> None:
         specs_from_settings(settings(backends_file=str(f), judge_url="http://b/v1"))
     with pytest.raises(ValueError, match="REWARDHUB_BACKENDS_FILE"):
         load_backends_file(str(tmp_path / "missing.json"))
+    # a key variable that is not set: refused at start-up, named (not a run of 401s and an open breaker)
+    f.write_text(
+        '{"backends": {"x": {"kind": "openai", "url": "http://a/v1", "model": "m", "api_key_env": "NO_SUCH_KEY_VAR"}}}'
+    )
+    with pytest.raises(ValueError, match="NO_SUCH_KEY_VAR, which is not set"):
+        load_backends_file(str(f))
+    f.write_text('{"backends": {}, "defualts": {}}')
+    with pytest.raises(ValueError, match=r"unknown top-level keys \['defualts'\]"):
+        load_backends_file(str(f))
+    f.write_text('{"backends": {')
+    with pytest.raises(ValueError, match=rf"{f}: not valid JSON"):
+        load_backends_file(str(f))
+    y = tmp_path / "b.yaml"
+    y.write_text("backends: [unclosed\n")
+    with pytest.raises(ValueError, match=rf"{y}: not valid YAML"):
+        load_backends_file(str(y))
 
 
 def test_missing_vllm_names_the_extra() -> None:

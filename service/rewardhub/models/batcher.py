@@ -127,8 +127,13 @@ class MicroBatcher(Generic[In, Out]):
                 e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
 
     def depth(self) -> int:
-        """Items waiting for a forward pass."""
-        return len(self._queue)
+        """Items waiting for a forward pass (not those whose caller stopped waiting)."""
+        return sum(1 for e in self._queue if not e.future.done())
+
+    def _purge(self) -> None:
+        """Drop the entries nobody waits for (deadline passed, request cancelled): they would otherwise
+        hold queue places, and refuse live requests with 429, until the worker reached them."""
+        self._queue = deque(e for e in self._queue if not e.future.done())
 
     # --- submission ----------------------------------------------------------------------------
     async def submit_many(self, items: Sequence[In], deadline: float) -> list[Out | BackendError]:
@@ -141,6 +146,8 @@ class MicroBatcher(Generic[In, Out]):
             return []
         if self._task is None:
             self.start()
+        if len(self._queue) + len(items) > self.queue_max:
+            self._purge()
         if len(self._queue) + len(items) > self.queue_max:
             self.stats.rejected += len(items)
             raise Overloaded(
@@ -157,7 +164,12 @@ class MicroBatcher(Generic[In, Out]):
         self._wakeup.set()
         timeout = deadline - time.monotonic()
         if timeout > 0:
-            await asyncio.wait(futures, timeout=timeout)
+            try:
+                await asyncio.wait(futures, timeout=timeout)
+            except asyncio.CancelledError:  # the request went away: its items are not run
+                for fut in futures:
+                    fut.cancel()
+                raise
         results: list[Out | BackendError] = []
         for fut in futures:
             if not fut.done():

@@ -54,15 +54,16 @@ class CircuitBreaker:
             return BreakerState.HALF_OPEN
         return self._state
 
-    def before_call(self) -> None:
-        """Admit a call or raise :class:`CircuitOpen`; a half-open breaker admits one probe."""
+    def before_call(self) -> bool:
+        """Admit a call or raise :class:`CircuitOpen`; a half-open breaker admits one probe. Returns
+        whether this call is that probe (its caller passes it back to :meth:`on_abandoned`)."""
         state = self.state
         if state is BreakerState.CLOSED:
-            return
+            return False
         if state is BreakerState.HALF_OPEN and not self._probing:
             self._probing = True
             self._state = BreakerState.HALF_OPEN
-            return
+            return True
         left = max(0.0, self.cooldown_s - (self._clock() - self._opened_at))
         raise CircuitOpen(
             f"backend {self.name!r} failed {self.failure_threshold} times in a row; "
@@ -83,9 +84,11 @@ class CircuitBreaker:
             self._opened_at = self._clock()
             self._probing = False
 
-    def on_abandoned(self) -> None:
-        """A call ended without a verdict (the caller gave up): free the probe slot, count nothing."""
-        if self._probing:
+    def on_abandoned(self, probe: bool) -> None:
+        """A call ended without a verdict (the caller gave up, or it never reached the server): count
+        nothing, and if it was the probe, free the probe slot. Another call's abandonment must not free
+        it, or a second probe goes out while the first is still running."""
+        if probe and self._probing:
             self._probing = False
             self._state = BreakerState.OPEN  # the cool-down has passed, so the next call probes again
 

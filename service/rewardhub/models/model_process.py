@@ -73,6 +73,7 @@ class ModelProcess:
         self._proc: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self._lock = asyncio.Lock()
+        self._unread = 0  # replies of cancelled calls still to come: read and dropped before the next
         self.info: dict[str, Any] = {}
         self.restarts = 0
 
@@ -85,7 +86,11 @@ class ModelProcess:
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
-        kind, payload = await self._recv()
+        try:
+            kind, payload = await self._recv()
+        except asyncio.CancelledError:  # its "loaded" would later be read as a batch's reply
+            self._drop()
+            raise
         if kind != "loaded":
             await self.close()
             raise BackendError(str(payload))
@@ -120,6 +125,14 @@ class ModelProcess:
     async def call(self, fn: Callable[[Any, list[Any]], list[Any]], items: list[Any]) -> list[Any]:
         """Run ``fn(loaded, items)`` in the model process (``fn`` is pickled by reference)."""
         async with self._lock:
+            while self._unread and self._conn is not None:  # cancelled calls' replies: not this batch's
+                self._unread -= 1
+                try:
+                    with contextlib.suppress(BackendError):  # it died finishing one: restarted below
+                        await self._recv()
+                except asyncio.CancelledError:
+                    self._unread += 1
+                    raise
             if self._conn is None:  # it died: a fresh process (the model reloads)
                 self.restarts += 1
                 log.warning("model_process_restart", backend=self.name, restarts=self.restarts)
@@ -131,7 +144,11 @@ class ModelProcess:
                 code = self._proc.exitcode if self._proc is not None else None
                 self._drop()
                 raise BackendError(f"the model process of {self.name!r} died (exit code {code})") from None
-            kind, payload = await self._recv()
+            try:
+                kind, payload = await self._recv()
+            except asyncio.CancelledError:
+                self._unread += 1  # the child still answers: the next call must not take it as its own
+                raise
         if kind != "ok":
             raise BackendError(str(payload))
         result: list[Any] = payload
@@ -140,6 +157,7 @@ class ModelProcess:
     def _drop(self) -> None:
         conn, proc = self._conn, self._proc
         self._conn, self._proc = None, None
+        self._unread = 0
         if conn is not None:
             with contextlib.suppress(OSError):
                 conn.close()

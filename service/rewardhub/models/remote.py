@@ -74,6 +74,10 @@ class _Retryable(BackendError):
     """A failure worth another attempt (connection, timeout, 429, 5xx)."""
 
 
+class _NoTimeLeft(BackendTimeout):
+    """The deadline left no time to start an attempt: the server was not asked, so no verdict."""
+
+
 class _NotFound(BackendError):
     """The server has no such endpoint (HTTP 404 or 405): a wrong URL, or an optional endpoint it was
     not started with. The server answered, so the breaker does not count it."""
@@ -152,17 +156,20 @@ class RemoteClient:
                 f"(concurrency {self.options.concurrency})"
             ) from None
         try:
-            self.breaker.before_call()
+            probe = self.breaker.before_call()
             try:
                 result = await self._with_retries(method, path, payload, deadline)
-            except asyncio.CancelledError:
-                self.breaker.on_abandoned()
-                raise
             except (BackendRejected, InputTooLong, _NotFound):
                 self.breaker.on_success()  # the server answered, about this input or this path
                 raise
+            except _NoTimeLeft:  # the deadline passed (waiting for a slot) before any attempt: no verdict
+                self.breaker.on_abandoned(probe)
+                raise
             except BackendError:
                 self.breaker.on_failure()
+                raise
+            except BaseException:  # cancelled, or a bug: no verdict, and the probe slot must not leak
+                self.breaker.on_abandoned(probe)
                 raise
             self.breaker.on_success()
             return result
@@ -190,13 +197,16 @@ class RemoteClient:
             raise BackendError(f"backend {self.name!r} is not started")
         left = deadline - time.monotonic()
         if left <= _MIN_ATTEMPT_S:
-            raise BackendTimeout(f"backend {self.name!r}: the item's deadline passed")
+            raise _NoTimeLeft(f"backend {self.name!r}: the item's deadline passed")
         timeout = min(self.options.timeout_s, left)
         self.calls += 1
         try:
             content = None if payload is None else orjson.dumps(payload)
-            resp = await client.request(method, path, content=content, timeout=timeout)
-        except httpx.TimeoutException:
+            # httpx's timeout bounds each phase (connect, each read), not the call: a server that
+            # trickles its answer would run past the deadline, so the whole attempt is bounded too
+            async with asyncio.timeout(timeout):
+                resp = await client.request(method, path, content=content, timeout=timeout)
+        except (httpx.TimeoutException, TimeoutError):
             if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
                 raise BackendTimeout(
                     f"backend {self.name!r} did not answer {path} before the deadline"

@@ -81,6 +81,15 @@ class RemoteSpec(_Spec):
             raise ValueError("url must start with http:// or https://")
         return v.rstrip("/")
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _set(cls, v: str | None) -> str | None:
+        # an unset variable would send every call without a key: 401s, then an open breaker, and no
+        # message naming the variable; refuse at start-up instead
+        if v is not None and not os.environ.get(v):
+            raise ValueError(f"api_key_env names the environment variable {v}, which is not set")
+        return v
+
     def key(self) -> str | None:
         if self.api_key_env:
             return os.environ.get(self.api_key_env) or None
@@ -127,11 +136,20 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
             import yaml
         except ImportError:
             raise MissingExtra("pyyaml", "service") from None
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid YAML: {exc}") from None
     else:
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
         raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: expected an object with a 'backends' mapping")
+    unknown = sorted(set(data) - {"backends"})
+    if unknown:  # a misspelt section would otherwise be ignored without a word
+        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: unknown top-level keys {unknown}; only 'backends'")
     try:
         return _FILE.validate_python(data["backends"])
     except ValidationError as exc:
