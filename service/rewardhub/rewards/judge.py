@@ -52,7 +52,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -83,6 +83,8 @@ Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "sho
 _THINK_CLOSE = "</think>"
 _EXCERPT = 2000
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
+_OFF_LOOP_CHARS = 256 * 1024  # responses per request past which the hardening scans leave the event loop
+T = TypeVar("T")
 
 
 class Criterion(RewardConfig):
@@ -272,18 +274,24 @@ class JudgeReward(ModelReward[JudgeConfig]):
         # With a rule verifier, the injection check waits for it: a rule positive is 1 without any
         # trust in the judge (a word problem's "final score: 85" must not cost a correct answer its 1).
         ruled = config._rule is not None
-        for i, item in enumerate(items):
-            gated = self._gate(item, config, j, check_injection=not ruled)
-            if isinstance(gated, Outcome):
-                outcomes[i] = gated
+        gated = await _off_loop_if_large(
+            items, lambda: [self._gate(item, config, j, check_injection=not ruled) for item in items]
+        )
+        for i, g in enumerate(gated):
+            if isinstance(g, Outcome):
+                outcomes[i] = g
             else:
-                answers[i] = gated
+                answers[i] = g
         rule_scores: dict[int, float | None] = {}
         if ruled and answers:
             rule_scores = await self._rule_first(items, config, ctx, answers, outcomes)
-            for i in answers:
-                if outcomes[i] is None:
-                    outcomes[i] = self._injected(_visible(items[i], config), config, j)
+            rest = [i for i in answers if outcomes[i] is None]
+            checked = await _off_loop_if_large(
+                [items[i] for i in rest],
+                lambda: [self._injected(_visible(items[i], config), config, j) for i in rest],
+            )
+            for i, o in zip(rest, checked, strict=True):
+                outcomes[i] = o
         pending = [i for i in answers if outcomes[i] is None]
         results = await asyncio.gather(
             *(
@@ -544,6 +552,15 @@ def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
     if isinstance(ref, dict) and isinstance(ref.get("response"), str) and ref["response"].strip():
         return str(ref["response"])
     return None
+
+
+async def _off_loop_if_large(items: Sequence[ScoreItem], work: Callable[[], list[T]]) -> list[T]:
+    """``work()`` (the hardening's regex scans, linear in the responses) on the event loop for ordinary
+    sizes, and on a thread past ``_OFF_LOOP_CHARS``: a megabyte of response takes about half a second,
+    and on a thread the loop keeps serving other requests between the interpreter's switches."""
+    if sum(len(item.response) for item in items) <= _OFF_LOOP_CHARS:
+        return work()
+    return await asyncio.to_thread(work)
 
 
 def _visible(item: ScoreItem, config: JudgeConfig) -> str:
