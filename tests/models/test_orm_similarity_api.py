@@ -76,8 +76,9 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
 
 
 async def test_backends_file_names_several_backends(
-    make_app: MakeApp, tmp_path: Path, orm_path: str, qwen_prm_path: str
+    make_app: MakeApp, tmp_path: Path, orm_path: str, qwen_prm_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("REMOTE_JUDGE_KEY", "sk-remote")  # an unset api_key_env stops the start
     spec = {
         "backends": {
             "rm-a": {"kind": "transformers", "model": orm_path, "task": "sequence_classification"},
@@ -92,7 +93,7 @@ async def test_backends_file_names_several_backends(
                 "kind": "openai",
                 "url": "http://127.0.0.1:9/v1",
                 "model": "m",
-                "api_key_env": "NOPE",
+                "api_key_env": "REMOTE_JUDGE_KEY",
             },
         }
     }
