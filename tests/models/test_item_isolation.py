@@ -10,7 +10,7 @@ import pytest
 from rewardhub.models import hf_compute
 from rewardhub.models.base import Message
 from rewardhub.models.errors import BackendUnavailable
-from rewardhub.models.vllm_pooling import GENERIC, Scrubber
+from rewardhub.models.specials import GENERIC, Scrubber
 from rewardhub.prm.conventions import CONVENTIONS
 
 

@@ -14,7 +14,8 @@ import pytest
 from fastapi import FastAPI, Request
 
 from fake_openai import serve_app
-from rewardhub.models.vllm_pooling import Scrubber, scrub, server_specials
+from rewardhub.models.specials import Scrubber, scrub
+from rewardhub.models.vllm_pooling import server_specials
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 

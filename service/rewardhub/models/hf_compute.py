@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from rewardhub.models import passes
 from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery, TokenLogprob
@@ -32,6 +33,10 @@ from rewardhub.models.errors import (
     InputTooLong,
     MissingExtra,
 )
+from rewardhub.models.specials import Scrubber, clean_messages
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = [
     "Loaded",
@@ -45,6 +50,7 @@ __all__ = [
     "generate_chat",
     "load",
     "render",
+    "scatter",
     "resolve_device",
     "sanitize",
     "step_probs",
@@ -168,48 +174,39 @@ def inference() -> Any:
 
 # --- formatting -----------------------------------------------------------------------------------
 def special_strings(tok: Any) -> tuple[str, ...]:
-    """The tokenizer's special-token strings (``<|im_end|>``, ``<extra_0>``...), longest first."""
-    cached = getattr(tok, "_rewardhub_specials", None)
+    """The tokenizer's special-token strings (``<|im_end|>``, ``<extra_0>``...)."""
+    found = set(getattr(tok, "all_special_tokens", ()) or ())
+    for t in (getattr(tok, "added_tokens_decoder", None) or {}).values():
+        if getattr(t, "special", False):
+            found.add(str(t.content))
+    return tuple(s for s in found if s)
+
+
+def _scrubber(tok: Any) -> Scrubber:
+    """A :class:`~rewardhub.models.specials.Scrubber` of the tokenizer's specials, built once per tokenizer."""
+    cached = getattr(tok, "_rewardhub_scrubber", None)
     if cached is None:
-        found = set(getattr(tok, "all_special_tokens", ()) or ())
-        for t in (getattr(tok, "added_tokens_decoder", None) or {}).values():
-            if getattr(t, "special", False):
-                found.add(str(t.content))
-        cached = tuple(sorted((s for s in found if s), key=len, reverse=True))
-        tok._rewardhub_specials = cached
+        cached = tok._rewardhub_scrubber = Scrubber(special_strings(tok))
     return cached
 
 
 def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
-    """Remove special-token strings from user-controlled text.
+    """Remove the tokenizer's special-token strings from user-controlled text (until none is left).
 
     A tokenizer turns ``<|im_end|>`` written *inside* a response into the real control token, which would
     let a response close its own turn and forge the next one (a chat-template injection against a local
     judge or reward model). ``keep`` spares the one tag the input format itself inserts (a PRM's step tag).
     """
-    specials = [sp for sp in special_strings(tok) if sp != keep]
-    changed = True
-    while changed:  # until nothing is left: "<|im_<|im_end|>end|>" without its inner token is the token
-        changed = False
-        for sp in specials:
-            if sp in text:
-                text = text.replace(sp, "")
-                changed = True
-    return text
+    return _scrubber(tok)(text, keep)
 
 
 def has_chat_template(tok: Any) -> bool:
     return bool(getattr(tok, "chat_template", None))
 
 
-def clean_messages(tok: Any, messages: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
-    """The messages as a chat template takes them, special-token strings removed (:func:`sanitize`)."""
-    return [{"role": m.role, "content": sanitize(tok, m.content, keep)} for m in messages]
-
-
 def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
     """A conversation as the model saw it in training: its chat template, or plain joined text."""
-    clean = clean_messages(tok, messages, keep)
+    clean = clean_messages(_scrubber(tok), messages, keep)
     if has_chat_template(tok):
         text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
         return str(text)
@@ -265,8 +262,7 @@ def encode_conversations(
     """Conversations rendered (:func:`render`) and encoded (:func:`encode`); one to be continued by
     generation (``generation_prompt``) must leave at least one token of room."""
     rendered = [
-        _rendered(lambda m=msgs: render(tok, m, generation_prompt=generation_prompt))
-        for msgs in conversations
+        _rendered(partial(render, tok, msgs, generation_prompt=generation_prompt)) for msgs in conversations
     ]
     return _encode_rendered(
         tok,
@@ -277,7 +273,7 @@ def encode_conversations(
     )
 
 
-def _rendered(make: Any) -> str | BackendError:
+def _rendered(make: Callable[[], str]) -> str | BackendError:
     """``make()``, or the error of a chat template that refuses this conversation (a Gemma template
     raises on a system turn): that item fails alone (``unsupported``), not its batch."""
     try:
@@ -298,24 +294,33 @@ def _encode_rendered(
     reserve: int = 0,
 ) -> list[Any]:
     """:func:`encode` over the texts that rendered; the render errors stay in their places."""
-    ok = [i for i, r in enumerate(rendered) if isinstance(r, str)]
-    out: list[Any] = list(rendered)
-    encoded = encode(
-        tok,
-        max_length,
-        [str(rendered[i]) for i in ok],
-        templated=[templated[i] for i in ok],
-        offsets=offsets,
-        reserve=reserve,
+    return scatter(
+        rendered,
+        lambda idx, texts: encode(
+            tok, max_length, texts, templated=[templated[i] for i in idx], offsets=offsets, reserve=reserve
+        ),
     )
-    for i, e in zip(ok, encoded, strict=True):
-        out[i] = e
+
+
+def scatter(
+    items: Sequence[T | BackendError], run: Callable[[list[int], list[T]], Sequence[R]]
+) -> list[R | BackendError]:
+    """``run(indices, items)`` once over the items that are not errors; its results back in input
+    order, each error left in its item's place (one bad input fails alone, not its batch)."""
+    idx = [i for i, x in enumerate(items) if not isinstance(x, BackendError)]
+    out: list[R | BackendError] = [
+        x if isinstance(x, BackendError) else BackendError("not run") for x in items
+    ]
+    if idx:
+        good = [x for x in items if not isinstance(x, BackendError)]
+        for i, r in zip(idx, run(idx, good), strict=True):
+            out[i] = r
     return out
 
 
 def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tuple[list[str], list[Any]]:
     """PRM queries' texts (:func:`step_input`) and their encodings with character offsets."""
-    rendered = [_rendered(lambda q=q: step_input(tok, q)) for q in queries]
+    rendered = [_rendered(partial(step_input, tok, q)) for q in queries]
     texts = [r if isinstance(r, str) else "" for r in rendered]
     templated = [q.messages is not None and has_chat_template(tok) for q in queries]
     return texts, _encode_rendered(tok, max_length, rendered, templated, offsets=True)
@@ -441,14 +446,13 @@ def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> l
 # --- classify (ORM) -------------------------------------------------------------------------------
 def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
     encs = encode_conversations(loaded.tokenizer, loaded.max_length, inputs, generation_prompt=False)
-    out: list[list[float] | BackendError] = [e if isinstance(e, BackendError) else [] for e in encs]
-    ok = [i for i, e in enumerate(encs) if not isinstance(e, BackendError)]
-    if ok:
-        seqs = [encs[i]["input_ids"] for i in ok]
+
+    def run(_: list[int], ok: list[Any]) -> list[list[float]]:
+        seqs = [e["input_ids"] for e in ok]
         outputs = _forward(loaded, seqs, [_pooled_at(s, loaded.tokenizer.pad_token_id) for s in seqs])
-        for i, (_, row) in zip(ok, outputs, strict=True):
-            out[i] = [float(x) for x in row.cpu().tolist()]
-    return out
+        return [[float(x) for x in row.cpu().tolist()] for _, row in outputs]  # one row per item
+
+    return scatter(encs, run)
 
 
 def _pooled_at(seq: Sequence[int], pad_id: int | None) -> int:

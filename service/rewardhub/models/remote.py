@@ -215,24 +215,19 @@ class RemoteClient:
         except httpx.HTTPError as exc:
             raise _Retryable(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}"[:300]) from None
         status = resp.status_code
-        if status in _INPUT_STATUSES or status == 500:
-            # a context overflow is the input's problem whatever the status: never retried
-            if _CONTEXT_EXCEEDED.search(resp.text[:2000]):
-                raise InputTooLong(f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}")
-            if status in _INPUT_STATUSES:
-                raise BackendRejected(
-                    f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
-                )
-        if status == 429 or status >= 500:
-            raise _Retryable(f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}")
-        if resp.status_code in (404, 405):
-            raise _NotFound(
-                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
-            )
-        if resp.status_code >= 400:
-            raise BackendError(
-                f"backend {self.name!r}: {path} answered HTTP {resp.status_code}: {_snippet(resp)}"
-            )
+        if status >= 400:
+            answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
+            if status in _INPUT_STATUSES or status == 500:
+                # a context overflow is the input's problem whatever the status: never retried
+                if _CONTEXT_EXCEEDED.search(resp.text[:2000]):
+                    raise InputTooLong(answered)
+                if status in _INPUT_STATUSES:
+                    raise BackendRejected(answered)
+            if status == 429 or status >= 500:
+                raise _Retryable(answered)
+            if status in (404, 405):
+                raise _NotFound(answered)
+            raise BackendError(answered)
         try:
             return orjson.loads(resp.content)
         except orjson.JSONDecodeError:

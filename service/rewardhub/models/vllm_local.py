@@ -29,11 +29,11 @@ tiny transformers model behind vLLM's output shapes); vLLM itself needs a GPU or
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import BackendError, MissingExtra
-from rewardhub.models.hf_compute import encode_conversations, encode_steps
+from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
@@ -79,7 +79,6 @@ class VLLMBackend(TransformersBackend):
         return fns[cap]
 
 
-R = TypeVar("R")
 Encoded = list[int] | BackendError  # a prompt's token ids, or why it cannot run
 
 
@@ -94,22 +93,6 @@ def _ids(encs: Sequence[Any]) -> list[Encoded]:
 
 def _prompts(seqs: Sequence[list[int]]) -> list[dict[str, list[int]]]:
     return [{"prompt_token_ids": s} for s in seqs]  # vLLM's TokensPrompt: no second tokenization
-
-
-def _scatter(
-    encoded: Sequence[Encoded], run: Callable[[list[int], list[list[int]]], Sequence[R]]
-) -> list[R | BackendError]:
-    """``run(indices, token_ids)`` over the items that are not errors, in one engine call; the results
-    back in input order, each error left in its item's place."""
-    idx = [i for i, e in enumerate(encoded) if not isinstance(e, BackendError)]
-    out: list[R | BackendError] = [
-        e if isinstance(e, BackendError) else BackendError("not run") for e in encoded
-    ]
-    if idx:
-        seqs = [e for e in encoded if not isinstance(e, BackendError)]
-        for i, r in zip(idx, run(idx, seqs), strict=True):
-            out[i] = r
-    return out
 
 
 def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
@@ -136,7 +119,7 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
             _completion(tok, o.outputs[0], requests[i].top_logprobs) for i, o in zip(idx, outs, strict=True)
         ]
 
-    return _scatter(encoded, run)
+    return scatter(encoded, run)
 
 
 def _completion(tok: Any, c: Any, top_logprobs: int) -> Completion:
@@ -182,10 +165,13 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
     _, encs = encode_steps(tok, _max_len(llm), queries)
     encoded = _ids(encs)
     tags: dict[int, list[int]] = {}  # per runnable item: the positions of its step tags
+    tag_ids: dict[str, list[int]] = {}  # a batch's queries share their tag: tokenized once
     for i, (q, e) in enumerate(zip(queries, encoded, strict=True)):
         if isinstance(e, BackendError):
             continue
-        tag = tok.encode(q.step_tag, add_special_tokens=False)
+        if q.step_tag not in tag_ids:
+            tag_ids[q.step_tag] = tok.encode(q.step_tag, add_special_tokens=False)
+        tag = tag_ids[q.step_tag]
         if len(tag) != 1:
             encoded[i] = BackendError(f"the step tag {q.step_tag!r} is not a single token for this model")
             continue
@@ -203,7 +189,7 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
             result.append([float(probs[k, queries[i].positive_index]) for k in tags[i]])
         return result
 
-    return _scatter(encoded, run)
+    return scatter(encoded, run)
 
 
 def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[float] | BackendError]:
@@ -213,7 +199,7 @@ def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[floa
         outs = llm.classify(_prompts(seqs), pooling_params=_raw_logits(), use_tqdm=False)
         return [[float(x) for x in o.outputs.probs] for o in outs]  # named probs, logits here
 
-    return _scatter(_ids(encs), run)
+    return scatter(_ids(encs), run)
 
 
 def _embed(llm: Any, texts: Sequence[str]) -> list[list[float] | BackendError]:

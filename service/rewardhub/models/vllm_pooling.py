@@ -46,16 +46,9 @@ from typing import Any, ClassVar
 from rewardhub.models.base import Capability, Message, StepQuery
 from rewardhub.models.errors import BackendError, InputTooLong
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
+from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
 
-__all__ = [
-    "GENERIC",
-    "Scrubber",
-    "VLLMPoolingBackend",
-    "probs_to_logits",
-    "scrub",
-    "server_specials",
-    "softmax",
-]
+__all__ = ["VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"]
 
 
 class VLLMPoolingBackend(RemoteBackend):
@@ -127,7 +120,7 @@ class VLLMPoolingBackend(RemoteBackend):
         async def one_chat(i: int, msgs: tuple[Message, ...]) -> None:
             payload = {
                 "model": self.model,
-                "messages": _messages(clean, msgs),
+                "messages": clean_messages(clean, msgs),
                 "use_activation": False,
             }
             try:
@@ -225,7 +218,7 @@ class VLLMPoolingBackend(RemoteBackend):
         if q.messages is not None:
             payload: dict[str, Any] = {
                 "model": self.model,
-                "messages": _messages(clean, q.messages, q.step_tag),
+                "messages": clean_messages(clean, q.messages, q.step_tag),
                 "add_generation_prompt": False,
             }
         else:
@@ -238,42 +231,6 @@ class VLLMPoolingBackend(RemoteBackend):
         limit = answer.get("max_model_len") if isinstance(answer, dict) else None
         return _tokens(self.name, answer), tag_id, limit if isinstance(limit, int) else None
 
-
-_CONTROL = re.compile(
-    r"<\|[^\s<>|]{1,40}\|>"  # ChatML / Qwen, Llama 3, Phi, gpt-oss
-    r"|<｜[^\s<>｜]{1,40}｜>"  # DeepSeek (full-width bars)
-    r"|</?(?:start_of_turn|end_of_turn|bos|eos|s)>"  # Gemma; Llama 2 / Mistral BOS and EOS
-    r"|\[/?INST\]|<</?SYS>>"  # Llama 2 / Mistral turns
-)
-_OPENERS = ("<", "[")  # every generic shape starts with one of these: most text skips the regex
-
-
-class Scrubber:
-    """Removes control-token strings from user text: the server's exact ones when known (``specials``),
-    else the generic shapes of :data:`_CONTROL`. ``keep`` (a PRM's step tag) always survives."""
-
-    def __init__(self, specials: Sequence[str] | None):
-        self.specials = tuple(sorted(set(specials), key=len, reverse=True)) if specials else None
-        self._pattern = (
-            re.compile("|".join(re.escape(t) for t in self.specials)) if self.specials else _CONTROL
-        )
-
-    def __call__(self, text: str, keep: str | None = None) -> str:
-        if self.specials is None and not any(c in text for c in _OPENERS):
-            return text
-        while True:  # until stable: removing "<|x|>" from "<|im_<|x|>end|>" leaves "<|im_end|>"
-            cleaned = self._pattern.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
-            if cleaned == text:
-                return text
-            text = cleaned
-
-    def describe(self) -> str:
-        if self.specials is None:
-            return "generic control-token shapes (the server has no /tokenizer_info)"
-        return f"the server's {len(self.specials)} special tokens (/tokenizer_info)"
-
-
-GENERIC = Scrubber(None)
 
 # tokenizer_config.json fields that name special tokens, one each or a list (or a name -> token map)
 _SPECIAL_FIELDS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -315,15 +272,6 @@ def server_specials(info: Any) -> tuple[str, ...]:
         elif isinstance(token, str) and not _MARKUP_TAG.fullmatch(token):
             add(token)
     return tuple(sorted(found))
-
-
-def scrub(text: str, keep: str | None = None) -> str:
-    """``text`` without the generic control-token shapes (``keep``, a step tag, survives)."""
-    return GENERIC(text, keep)
-
-
-def _messages(clean: Scrubber, msgs: Sequence[Message], keep: str | None = None) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": clean(m.content, keep)} for m in msgs]
 
 
 def _tokens(name: str, answer: Any) -> list[int]:

@@ -36,8 +36,8 @@ read the whole response after any ``<think>`` block, in every mode; ``details.ha
 In ``reference`` mode a response without an extractable final answer, or whose answer is content-free,
 scores 0 (``no_answer``) and the judge only ever sees the extracted answer; with a ``rule``, the rule
 verifier runs before the grader-directed check, so a rule-verified answer is 1 whatever else the
-response says (no judge is trusted), and only what would go to the judge must pass the check. The judge sees untrusted text
-inside tags its system prompt declares to be data, with closing tags defused.
+response says (no judge is trusted), and only what would go to the judge must pass the check. The
+judge sees untrusted text inside tags its system prompt declares to be data, with closing tags defused.
 
 Caching: only deterministic judges are cached (``temperature: 0``, the default) unless ``cache: true``.
 The reward's version hashes the backend's model, the effective templates and the decision pattern, and
