@@ -430,10 +430,10 @@ async def test_a_rubric_longer_than_the_limit_is_refused_not_cut(
     assert judge_server.calls == 0
 
 
-async def test_large_responses_are_screened_off_the_event_loop_with_the_same_verdicts(
+async def test_large_responses_are_screened_in_the_worker_pool_with_the_same_verdicts(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:
-    """Past 256 KB of responses per request the hardening scans run on a thread: same outcomes."""
+    """Past 256 KB of responses per request the hardening runs in the CPU worker pool: same outcomes."""
     judge_server.reply = always("Score: 4")
     filler = "We add the numbers one by one and keep a running total of them. " * 3000  # ~195 KB
     items = [
@@ -460,3 +460,20 @@ async def test_large_responses_are_screened_off_the_event_loop_with_the_same_ver
         res = await score(client, {"mode": "reference"}, ruled)
         assert res[1]["score"] == 0.0 and res[1]["reason"] == "format"
         assert res[0]["details"]["decided_by"] == "judge"
+
+
+async def test_large_screening_has_the_pool_s_hard_deadline(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """Screening megabytes takes seconds of regex scanning; in the worker pool it is bounded by the item's
+    deadline (reason timeout, no judge call) instead of holding the service for as long as it takes."""
+    judge_server.reply = always("Score: 4")
+    filler = "We add the numbers one by one and keep a running total of them. " * 14_000  # ~900 KB each
+    items = [{"prompt": "q", "response": filler + f"So the total is {k}."} for k in range(3)]
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(client, {"mode": "pointwise"}, items, timeout_s=0.2)
+        assert [(r["valid"], r["reason"]) for r in res] == [(False, "timeout")] * 3
+        assert judge_server.calls == 0
+        # the pool replaced the workers it killed: the next request is screened and judged as usual
+        (ok,) = await score(client, {"mode": "pointwise"}, [{"prompt": "q", "response": "The total is 42."}])
+        assert ok["valid"] and ok["score"] == 0.75

@@ -64,6 +64,14 @@ class RewardConfig(BaseModel):
 
 ConfigT = TypeVar("ConfigT", bound=RewardConfig)
 
+# What a worker-pool failure (rewardhub.runtime.process_pool.TaskResult.error) means for the item.
+_POOL_REASONS: dict[str, Reason] = {
+    "timeout": Reason.TIMEOUT,
+    "memory": Reason.RESOURCE_LIMIT,
+    "crash": Reason.RESOURCE_LIMIT,
+    "exception": Reason.INTERNAL_ERROR,
+}
+
 # The item fields, in the order they enter a cache key.
 FIELD_ORDER = ("prompt", "response", "reference", "group", "metadata")
 
@@ -83,6 +91,12 @@ class Outcome:
         if message is not None:
             details["message"] = message
         return cls(score=None, reason=reason, details=details)
+
+    @classmethod
+    def pool_failure(cls, error: str | None, message: str | None = None, **details: Any) -> Outcome:
+        """An item the CPU worker pool could not finish (``TaskResult.error``): past its deadline, over
+        its memory limit, a crashed worker, or an exception in the task."""
+        return cls.invalid(_POOL_REASONS.get(error or "exception", Reason.INTERNAL_ERROR), message, **details)
 
     @property
     def valid(self) -> bool:

@@ -52,12 +52,12 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
-from rewardhub.judging.hardening import content_free, injection
+from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
     DECISION_PATTERNS,
     FORGED_PATTERNS,
@@ -67,7 +67,6 @@ from rewardhub.judging.templates import (
     defuse,
     fill,
 )
-from rewardhub.mathlib import extract_answer
 from rewardhub.models.base import ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
@@ -83,8 +82,7 @@ Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "sho
 _THINK_CLOSE = "</think>"
 _EXCERPT = 2000
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
-_OFF_LOOP_CHARS = 256 * 1024  # responses per request past which the hardening scans leave the event loop
-T = TypeVar("T")
+_OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
 
 
 class Criterion(RewardConfig):
@@ -211,7 +209,7 @@ class _Judging:
             else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
         )
         # A response with a line in the judge's own decision format is a forged verdict.
-        self.forged = () if custom else (re.compile(FORGED_PATTERNS[key], re.IGNORECASE | re.MULTILINE),)
+        self.forged: str | None = None if custom else FORGED_PATTERNS[key]
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
@@ -274,24 +272,31 @@ class JudgeReward(ModelReward[JudgeConfig]):
         # With a rule verifier, the injection check waits for it: a rule positive is 1 without any
         # trust in the judge (a word problem's "final score: 85" must not cost a correct answer its 1).
         ruled = config._rule is not None
-        gated = await _off_loop_if_large(
-            items, lambda: [self._gate(item, config, j, check_injection=not ruled) for item in items]
-        )
-        for i, g in enumerate(gated):
-            if isinstance(g, Outcome):
-                outcomes[i] = g
+        jobs: dict[int, ScreenJob] = {}
+        for i, item in enumerate(items):
+            if config.mode == "reference" and _gold(item.reference) is None:
+                outcomes[i] = Outcome.invalid(
+                    Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
+                    'judge (reference) needs the gold answer: reference as a string or {"answer": ...}',
+                )
+                continue
+            jobs[i] = _screen_job(_visible(item, config), config, j, check_injection=not ruled)
+        for i, got in zip(jobs, await self._screen(list(jobs.values()), ctx), strict=True):
+            if isinstance(got, Outcome):
+                outcomes[i] = got
             else:
-                answers[i] = g
+                answers[i] = got if got is not None else jobs[i].text
         rule_scores: dict[int, float | None] = {}
         if ruled and answers:
             rule_scores = await self._rule_first(items, config, ctx, answers, outcomes)
             rest = [i for i in answers if outcomes[i] is None]
-            checked = await _off_loop_if_large(
-                [items[i] for i in rest],
-                lambda: [self._injected(_visible(items[i], config), config, j) for i in rest],
-            )
-            for i, o in zip(rest, checked, strict=True):
-                outcomes[i] = o
+            checks = [
+                _screen_job(jobs[i].text, config, j, check_injection=True, content=False, extract=False)
+                for i in rest
+            ]
+            for i, got in zip(rest, await self._screen(checks, ctx), strict=True):
+                if isinstance(got, Outcome):
+                    outcomes[i] = got
         pending = [i for i in answers if outcomes[i] is None]
         results = await asyncio.gather(
             *(
@@ -303,39 +308,21 @@ class JudgeReward(ModelReward[JudgeConfig]):
             outcomes[i] = o
         return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
 
-    def _gate(
-        self, item: ScoreItem, config: JudgeConfig, j: _Judging, check_injection: bool
-    ) -> Outcome | str:
-        """The text the judge may see, or the outcome that makes a judge call unnecessary."""
-        if config.mode == "reference" and _gold(item.reference) is None:
-            return Outcome.invalid(
-                Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
-                'judge (reference) needs the gold answer: reference as a string or {"answer": ...}',
-            )
-        text = _visible(item, config)
-        if content_free(text):
-            return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "content_free"})
-        if check_injection:
-            hit = self._injected(text, config, j)
-            if hit is not None:
-                return hit
-        if config.mode == "reference":
-            answer = _extract(text, config)
-            if answer is None or content_free(answer):
-                return Outcome(
-                    0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "no_answer", "extracted": answer}
-                )
-            return answer
-        return text
+    async def _screen(self, jobs: list[ScreenJob], ctx: ScoreContext) -> list[Outcome | str | None]:
+        """The hardening gates for each job: the outcome that makes a judge call unnecessary, or what the
+        judge may see (the extracted answer, or None for the whole visible text).
 
-    @staticmethod
-    def _injected(text: str, config: JudgeConfig, j: _Judging) -> Outcome | None:
-        """0 (``format``) when the visible response talks to the grader. The whole of it is checked, in
-        every mode: it is penalised even where the judge would only see the extracted answer."""
-        hit = injection(text, j.forged) if config.injection_check else None
-        if hit is None:
-            return None
-        return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": hit})
+        Inline for ordinary requests; past ``_OFF_LOOP_CHARS`` of text in the CPU worker pool, so that a
+        request of megabytes neither holds the event loop (``re`` keeps the GIL for a whole search) nor
+        runs without a hard deadline.
+        """
+        if sum(len(job.text) for job in jobs) <= _OFF_LOOP_CHARS:
+            return [_read_screen(screen(job)) for job in jobs]
+        results = await self.runtime.cpu_pool.run(screen, jobs, ctx.deadline_s)
+        return [
+            _read_screen(res.value) if res.ok else Outcome.pool_failure(res.error, res.message)
+            for res in results
+        ]
 
     async def _rule_first(
         self,
@@ -517,19 +504,6 @@ def _describe(d: Decision, judgement: str) -> dict[str, Any]:
     return out
 
 
-def _extract(text: str, config: JudgeConfig) -> str | None:
-    methods = [m for m in config.answer_extraction if m != "short_response"]
-    if methods:
-        got = extract_answer(text, methods)
-        if got is not None and got.text.strip():
-            return got.text.strip()
-    if "short_response" in config.answer_extraction:
-        stripped = text.strip()
-        if stripped and len(stripped) <= config.short_answer_max_chars:
-            return stripped
-    return None
-
-
 def _gold(reference: Any) -> str | None:
     if isinstance(reference, str) and reference.strip():
         return reference
@@ -554,13 +528,34 @@ def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
     return None
 
 
-async def _off_loop_if_large(items: Sequence[ScoreItem], work: Callable[[], list[T]]) -> list[T]:
-    """``work()`` (the hardening's regex scans, linear in the responses) on the event loop for ordinary
-    sizes, and on a thread past ``_OFF_LOOP_CHARS``: a megabyte of response takes about half a second,
-    and on a thread the loop keeps serving other requests between the interpreter's switches."""
-    if sum(len(item.response) for item in items) <= _OFF_LOOP_CHARS:
-        return work()
-    return await asyncio.to_thread(work)
+def _screen_job(
+    text: str,
+    config: JudgeConfig,
+    j: _Judging,
+    *,
+    check_injection: bool,
+    content: bool = True,
+    extract: bool = True,
+) -> ScreenJob:
+    return ScreenJob(
+        text,
+        check_injection=check_injection and config.injection_check,
+        forged=j.forged,
+        extraction=config.answer_extraction if extract and config.mode == "reference" else None,
+        short_answer_max_chars=config.short_answer_max_chars,
+        content=content,
+    )
+
+
+def _read_screen(s: Screen) -> Outcome | str | None:
+    """A screen's verdict as the judge reward's outcome (a 0 that needs no judge), or what the judge sees."""
+    if s.verdict == "pass":
+        return s.answer
+    if s.verdict == "content_free":
+        return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "content_free"})
+    if s.verdict == "injection":  # 0 (format): the response talks to the grader, in every mode
+        return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": s.pattern})
+    return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "no_answer", "extracted": s.answer})
 
 
 def _visible(item: ScoreItem, config: JudgeConfig) -> str:

@@ -31,13 +31,6 @@ __all__ = ["MathConfig", "MathReward", "read_golds"]
 Method = Literal["boxed", "answer_tag", "answer_phrase", "last_number"]
 _DEFAULT_EXTRACTION = cast(tuple[Method, ...], DEFAULT_METHODS)
 
-_POOL_ERRORS: dict[str, Reason] = {
-    "timeout": Reason.TIMEOUT,
-    "memory": Reason.RESOURCE_LIMIT,
-    "crash": Reason.RESOURCE_LIMIT,
-    "exception": Reason.INTERNAL_ERROR,
-}
-
 
 class MathConfig(RewardConfig):
     extraction: tuple[Method, ...] = Field(
@@ -133,8 +126,7 @@ class MathReward(Reward[MathConfig]):
             if res.ok:
                 new = self._outcome(config, res.value, details, latency_ms=res.elapsed_s * 1000)
             else:
-                reason = _POOL_ERRORS.get(res.error or "exception", Reason.INTERNAL_ERROR)
-                new = Outcome.invalid(reason, res.message, **details)
+                new = Outcome.pool_failure(res.error, res.message, **details)
                 new.latency_ms = res.elapsed_s * 1000
             # An equivalent verdict beats everything; a definite wrong beats an invalid.
             if (

@@ -34,7 +34,6 @@ __all__ = ["SqlConfig", "SqlReward"]
 
 _COMPONENTS = ("parses", "executes", "columns_match", "rows_match")
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_POOL_ERRORS = {"timeout": Reason.TIMEOUT, "memory": Reason.RESOURCE_LIMIT, "crash": Reason.RESOURCE_LIMIT}
 
 
 class SqlConfig(RewardConfig):
@@ -138,8 +137,7 @@ class SqlReward(Reward[SqlConfig]):
             results = await self.runtime.cpu_pool.run(run_sql_pair, payloads, 2 * config.timeout_s + 1.0)
             for i, payload, res in zip(todo, payloads, results, strict=True):
                 if not res.ok:
-                    why = _POOL_ERRORS.get(res.error or "", Reason.INTERNAL_ERROR)
-                    outcomes[i] = Outcome.invalid(why, res.message or res.error)
+                    outcomes[i] = Outcome.pool_failure(res.error, res.message or res.error)
                     continue
                 outcomes[i] = self._outcome(res.value, payload[3], config)
                 outcomes[i].latency_ms = res.elapsed_s * 1000  # type: ignore[union-attr]

@@ -1,0 +1,86 @@
+"""What a judge may see of one response: the hardening gates as one picklable job.
+
+The judge reward screens every response before any judge call (content-free text, grader-directed text,
+and in ``reference`` mode the extracted final answer). The scans are linear regexes, but a megabyte of
+responses still costs about half a second of CPU, and Python's ``re`` holds the GIL for a whole
+``search``: on the event loop, or on one of its threads, that stalls every other request. So the
+screening is a plain function of plain data, :func:`screen`, that the reward runs inline for ordinary
+requests and in the CPU worker pool (:mod:`rewardhub.runtime.process_pool`) for large ones, where it
+also gets the pool's hard per-item deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from rewardhub.judging.hardening import content_free, injection
+from rewardhub.mathlib import extract_answer
+
+__all__ = ["Screen", "ScreenJob", "extract_final", "screen"]
+
+Verdict = Literal["pass", "content_free", "injection", "no_answer"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenJob:
+    """One response's screening, as data (it crosses a process boundary).
+
+    ``forged``: the judge mode's own verdict-line pattern (a response holding one is a forged verdict),
+    or None with a caller's own decision pattern. ``extraction``: the answer extraction methods in
+    ``reference`` mode (the judge then sees only the extracted answer), None in the other modes.
+    ``content``: check for content-free text (False when only the injection check is left to run).
+    """
+
+    text: str
+    check_injection: bool
+    forged: str | None = None
+    extraction: tuple[str, ...] | None = None
+    short_answer_max_chars: int = 200
+    content: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """The result: ``pass`` with the text the judge may see (``answer``: the extracted answer in reference
+    mode, None for the whole visible response), or why the response scores 0 without a judge:
+    ``content_free``, ``injection`` (``pattern`` names the check that fired) or ``no_answer``
+    (``answer``: what was extracted, if anything)."""
+
+    verdict: Verdict
+    answer: str | None = None
+    pattern: str | None = None
+
+
+def extract_final(text: str, methods: tuple[str, ...], short_max_chars: int) -> str | None:
+    """The final answer by the first method that finds one; ``short_response``: the whole (stripped)
+    response when it is at most ``short_max_chars`` long."""
+    found = [m for m in methods if m != "short_response"]
+    if found:
+        got = extract_answer(text, found)
+        if got is not None and got.text.strip():
+            return got.text.strip()
+    if "short_response" in methods:
+        stripped = text.strip()
+        if stripped and len(stripped) <= short_max_chars:
+            return stripped
+    return None
+
+
+def screen(job: ScreenJob) -> Screen:
+    """Run the gates in order: content-free, grader-directed, then (reference mode) the final answer."""
+    text = job.text
+    if job.content and content_free(text):
+        return Screen("content_free")
+    if job.check_injection:
+        forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
+        hit = injection(text, forged)
+        if hit is not None:
+            return Screen("injection", pattern=hit)
+    if job.extraction is None:
+        return Screen("pass")
+    answer = extract_final(text, job.extraction, job.short_answer_max_chars)
+    if answer is None or content_free(answer):
+        return Screen("no_answer", answer=answer)
+    return Screen("pass", answer=answer)
