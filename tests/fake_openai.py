@@ -36,6 +36,7 @@ class Reply:
     status: int = 200
     delay_s: float = 0.0
     raw: bytes | None = None
+    finish_reason: str = "stop"
 
 
 def always(content: str, **kw: Any) -> Callable[[dict[str, Any]], Reply]:
@@ -103,7 +104,7 @@ def _app(state: FakeJudge) -> FastAPI:
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": r.content},
-            "finish_reason": "stop",
+            "finish_reason": r.finish_reason,
         }
         if body.get("logprobs"):
             choice["logprobs"] = _logprobs(r.content, r.top, r.at)

@@ -477,3 +477,23 @@ async def test_large_screening_has_the_pool_s_hard_deadline(
         # the pool replaced the workers it killed: the next request is screened and judged as usual
         (ok,) = await score(client, {"mode": "pointwise"}, [{"prompt": "q", "response": "The total is 42."}])
         assert ok["valid"] and ok["score"] == 0.75
+
+
+async def test_a_judgement_cut_off_at_max_tokens_is_a_parse_error_not_a_verdict(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """finish_reason "length": "Score: 1" may be the start of "Score: 10", and a draft verdict must not
+    stand in for the final one the judge never wrote."""
+    cut = ["Correct and complete. Score: 1", "Draft: Score: 1. On reflection the proof holds, so the final Sco"]
+    replies = iter(cut)
+    judge_server.reply = lambda body: Reply(next(replies), finish_reason="length")
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(
+            client,
+            {"mode": "pointwise", "min_score": 1, "max_score": 10},
+            [{"prompt": "q", "response": f"The answer is {k}."} for k in range(2)],
+            use_cache=False,
+        )
+    for r in res:
+        assert not r["valid"] and r["reason"] == "parse_error"
+        assert "cut off at max_tokens=512" in r["details"]["message"]

@@ -25,8 +25,8 @@ Modes (every score is in [0, 1]):
 
 Scoring: ``parse`` reads the judge's **last** decision line; ``logprobs`` takes the expectation of the
 decision under the judge's top-k logprobs at that token (single-token labels: a numeric scale must stay
-within 0–9). An unreadable judgement is invalid ``parse_error``; a failed, slow or tripped backend is
-``backend_error`` / ``timeout``; never a silent 0.
+within 0–9). An unreadable judgement is invalid ``parse_error``, and so is one cut off at ``max_tokens``;
+a failed, slow or tripped backend is ``backend_error`` / ``timeout``; never a silent 0.
 
 Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`), before any call: a
 response that is content-free ("Solution", "Thought process:", "解", punctuation...) scores 0 with reason
@@ -487,6 +487,17 @@ class _Asker:
             seed=c.seed,
         )
         completion = await self.backend.chat(req, self.deadline)
+        if completion.finish_reason == "length":
+            # A cut-off judgement has no trustworthy last decision: "Score: 1" may be the start of
+            # "Score: 10", and an earlier draft verdict would stand in for the final one never written.
+            return (
+                Outcome.invalid(
+                    Reason.PARSE_ERROR,
+                    f"the judgement was cut off at max_tokens={c.max_tokens}; raise max_tokens",
+                    judgement=completion.text[-_EXCERPT:],
+                ),
+                completion.text,
+            )
         try:
             return read_decision(completion, self.j.find_last, self.j.scale, c.scoring), completion.text
         except DecisionError as exc:
