@@ -14,7 +14,6 @@ the item.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 import uuid
@@ -26,6 +25,7 @@ import orjson
 import structlog
 
 from rewardhub import jsonutil
+from rewardhub.aio import gather_all
 from rewardhub.cache import Cache, config_digest, item_key
 from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded
@@ -216,7 +216,7 @@ class ScoringService:
 
         to_write: list[tuple[str, bytes]] = []
         if todo:
-            batches = await asyncio.gather(
+            batches = await gather_all(
                 *(self._run_plan(plan_by_id[pid], [items[i] for i in idx], ctx) for pid, idx in todo.items())
             )
             for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):

@@ -125,3 +125,12 @@ async def test_a_failing_chunk_fails_only_its_items() -> None:
     assert "boom" in str(out[1])
     assert out[2:] == ["FINE", "GOOD"]
     await b.close()
+
+
+async def test_an_empty_queue_takes_a_request_larger_than_its_limit() -> None:
+    """Refusing it would be a 429 that no retry could ever get past."""
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=4, max_wait_ms=0, queue_max=3)
+    assert await b.submit_many(list("abcde"), far()) == list("ABCDE")
+    assert b.stats.rejected == 0
+    await b.close()

@@ -484,7 +484,10 @@ async def test_a_judgement_cut_off_at_max_tokens_is_a_parse_error_not_a_verdict(
 ) -> None:
     """finish_reason "length": "Score: 1" may be the start of "Score: 10", and a draft verdict must not
     stand in for the final one the judge never wrote."""
-    cut = ["Correct and complete. Score: 1", "Draft: Score: 1. On reflection the proof holds, so the final Sco"]
+    cut = [
+        "Correct and complete. Score: 1",
+        "Draft: Score: 1. On reflection the proof holds, so the final Sco",
+    ]
     replies = iter(cut)
     judge_server.reply = lambda body: Reply(next(replies), finish_reason="length")
     async with judge_app(make_app, judge_server) as client:

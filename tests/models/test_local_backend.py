@@ -65,6 +65,29 @@ async def test_local_judge_reward(make_app: MakeApp, causal_lm_path: str) -> Non
         assert res["valid"] is False and res["reason"] == "parse_error" and "judgement" in res["details"]
 
 
+async def test_a_judge_request_with_more_calls_than_the_model_queue_is_scored_not_refused(
+    make_app: MakeApp, causal_lm_path: str
+) -> None:
+    """A judge calls the model once per item (twice per pairwise item), one call at a time: with more
+    calls than the model's queue holds, the first ones filled the queue the later ones needed, so the
+    request was refused (429) on every retry while its admitted calls ran for nobody. A request now
+    keeps at most half the queue in flight."""
+    async with make_app(judge_model=causal_lm_path, batch_queue_max=4, batch_max_size=2) as client:
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "judge", "config": {"mode": "pairwise", "max_tokens": 4}},
+                "items": [{"prompt": "q", "response": f"answer {k}", "reference": "other"} for k in range(5)],
+                "options": {"use_cache": False},
+            },
+        )
+        assert r.status_code == 200, r.text
+        results = r.json()["results"]
+        assert [x["reason"] for x in results] == ["parse_error"] * 5  # all ten calls ran
+        stats = client.app.state.runtime.models.get("judge").batchers["chat"].stats  # type: ignore[attr-defined]
+        assert stats.rejected == 0 and stats.items == 10
+
+
 async def test_lazy_load_failure_is_an_item_error() -> None:
     b = TransformersBackend("embedding", "/nonexistent/model", "embedding", lazy=True)
     await b.start()

@@ -142,6 +142,16 @@ class ModelBackend:
         """Items waiting in this backend's batcher(s) (0 for unbatched backends)."""
         return 0
 
+    def call_slots(self) -> int:
+        """How many single-item calls (``chat``) one request should have in flight at once.
+
+        Rewards that call per item (a judge: one call per item, two per pairwise item, one per rubric
+        criterion) send at most this many at a time. More would only fill queues; and a request with
+        more calls than a model's queue holds would be refused (429) on every retry, since its calls
+        arrive one by one and the first ones fill the queue the later ones need.
+        """
+        return 128
+
     def require(self, capability: Capability) -> None:
         if capability not in self.capabilities:
             can = ", ".join(sorted(self.capabilities)) or "nothing"

@@ -7,7 +7,8 @@ of one model and:
 
 1. queues items from every request (``submit_many``); a request whose items do not fit in the queue
    (``queue_max``) is refused whole with :class:`~rewardhub.errors.Overloaded` (429 + Retry-After), so a
-   trainer backs off instead of piling up work that would miss its deadline anyway;
+   trainer backs off instead of piling up work that would miss its deadline anyway (an empty queue
+   takes a request of any size, which would otherwise never get in);
 2. once an item is waiting, gathers more until ``max_batch`` items or ``max_wait_ms`` have passed
    (while a forward pass runs, new items simply accumulate, so under load batches fill without waiting);
 3. drops items whose caller stopped waiting (deadline passed, request cancelled), sorts the rest by
@@ -148,7 +149,9 @@ class MicroBatcher(Generic[In, Out]):
             self.start()
         if len(self._queue) + len(items) > self.queue_max:
             self._purge()
-        if len(self._queue) + len(items) > self.queue_max:
+        # An empty queue takes any request, however large: refusing it would be a 429 that no retry
+        # can ever get past (the request's own size is bounded by REWARDHUB_MAX_ITEMS).
+        if self._queue and len(self._queue) + len(items) > self.queue_max:
             self.stats.rejected += len(items)
             raise Overloaded(
                 f"model batcher {self.name!r} has {len(self._queue)} items waiting (limit "

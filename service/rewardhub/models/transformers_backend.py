@@ -163,6 +163,10 @@ class TransformersBackend(ModelBackend):
             return {"ok": self.lazy, "error": self._load_error, **self.describe()}
         return {"ok": self._loaded is not None or self.lazy, **self.describe()}
 
+    def call_slots(self) -> int:
+        # half the queue: one request never fills it alone, and leaves room for others
+        return max(1, min(super().call_slots(), self.batch.queue_max // 2))
+
     def queue_depth(self) -> int:
         return sum(b.depth() for b in self.batchers.values())
 

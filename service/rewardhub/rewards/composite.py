@@ -47,7 +47,6 @@ stale composite result is never served. The cache key also hashes every field an
 
 from __future__ import annotations
 
-import asyncio
 import keyword
 import math
 import re
@@ -56,6 +55,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from rewardhub.aio import gather_all
 from rewardhub.formula import FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -171,7 +171,7 @@ class CompositeReward(ComposedReward[CompositeConfig]):
     async def score(
         self, items: Sequence[ScoreItem], config: CompositeConfig, ctx: ScoreContext
     ) -> list[Outcome]:
-        batches = await asyncio.gather(*(run_part(p, items, ctx) for p in config._parts))
+        batches = await gather_all(*(run_part(p, items, ctx) for p in config._parts))
         return [self._combine(config, [b[i] for b in batches]) for i in range(len(items))]
 
     @staticmethod

@@ -56,6 +56,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from rewardhub.aio import gather_all
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
@@ -298,9 +299,12 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 if isinstance(got, Outcome):
                     outcomes[i] = got
         pending = [i for i in answers if outcomes[i] is None]
-        results = await asyncio.gather(
+        slots = asyncio.Semaphore(backend.call_slots())  # this request's judge calls in flight
+        results = await gather_all(
             *(
-                self._judge_item(backend, items[i], answers[i], config, j, deadline, rule_scores.get(i))
+                self._judge_item(
+                    backend, slots, items[i], answers[i], config, j, deadline, rule_scores.get(i)
+                )
                 for i in pending
             )
         )
@@ -352,6 +356,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     async def _judge_item(
         self,
         backend: ModelBackend,
+        slots: asyncio.Semaphore,
         item: ScoreItem,
         text: str,
         config: JudgeConfig,
@@ -363,7 +368,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
         try:
             # The backend honours the deadline itself; this is the backstop for everything around it.
             async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + 0.05):
-                return await self._judge(backend, item, text, config, j, deadline, comps)
+                return await self._judge(
+                    _Asker(backend, slots, config, j, deadline), item, text, config, j, comps
+                )
         except BackendError as exc:
             return failure(exc)
         except TimeoutError:
@@ -373,16 +380,14 @@ class JudgeReward(ModelReward[JudgeConfig]):
 
     async def _judge(
         self,
-        backend: ModelBackend,
+        ask: _Asker,
         item: ScoreItem,
         text: str,
         config: JudgeConfig,
         j: _Judging,
-        deadline: float,
         comps: dict[str, float | None],
     ) -> Outcome:
         prompt = item.prompt or ""
-        ask = _Asker(backend, config, j, deadline)
         details: dict[str, Any] = {"mode": config.mode, "scoring": config.scoring}
 
         async def rated(extra: dict[str, str]) -> Outcome:
@@ -425,7 +430,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 )
             # the opponent is untrusted too (another rollout, with opponent: "metadata")
             mine, theirs = defuse(text), defuse(opponent)
-            (d1, o1), (d2, o2) = await asyncio.gather(
+            (d1, o1), (d2, o2) = await gather_all(
                 ask(fill(j.template, {"prompt": prompt, "response_a": mine, "response_b": theirs})),
                 ask(fill(j.template, {"prompt": prompt, "response_a": theirs, "response_b": mine})),
             )
@@ -447,7 +452,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         if config.rubric_aggregation == "implicit":
             rubric = "\n".join(f"- (weight {c.weight:g}) {c.criterion}" for c in criteria)
             return await rated({"rubric": rubric})
-        got = await asyncio.gather(
+        got = await gather_all(
             *(
                 ask(fill(j.template, {"prompt": prompt, "response": defuse(text), "criterion": c.criterion}))
                 for c in criteria
@@ -470,8 +475,16 @@ class JudgeReward(ModelReward[JudgeConfig]):
 class _Asker:
     """One judge call: the chat request, then the decision (or the outcome saying why there is none)."""
 
-    def __init__(self, backend: ModelBackend, config: JudgeConfig, j: _Judging, deadline: float):
+    def __init__(
+        self,
+        backend: ModelBackend,
+        slots: asyncio.Semaphore,
+        config: JudgeConfig,
+        j: _Judging,
+        deadline: float,
+    ):
         self.backend = backend
+        self.slots = slots
         self.config = config
         self.j = j
         self.deadline = deadline
@@ -486,7 +499,8 @@ class _Asker:
             top_logprobs=c.top_logprobs if c.scoring == "logprobs" else 0,
             seed=c.seed,
         )
-        completion = await self.backend.chat(req, self.deadline)
+        async with self.slots:
+            completion = await self.backend.chat(req, self.deadline)
         if completion.finish_reason == "length":
             # A cut-off judgement has no trustworthy last decision: "Score: 1" may be the start of
             # "Score: 10", and an earlier draft verdict would stand in for the final one never written.

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import orjson
 from pydantic import Field, model_validator
 
+from rewardhub.aio import gather_all
 from rewardhub.models.base import ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
@@ -103,6 +104,7 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
             return [Outcome.invalid(Reason.UNSUPPORTED, str(exc)) for _ in items]
         deadline = deadline_of(ctx)
         lo, hi = config.range
+        slots = asyncio.Semaphore(backend.call_slots())  # this request's calls in flight
 
         async def one(item: ScoreItem) -> Outcome:
             messages = _messages(item.reference)
@@ -118,7 +120,8 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
                 seed=config.seed,
             )
             try:
-                completion = await backend.chat(request, deadline)
+                async with slots:
+                    completion = await backend.chat(request, deadline)
             except (BackendError, TimeoutError) as exc:
                 return failure(exc)
             value = parse_score(completion.text)
@@ -129,4 +132,4 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
                 )
             return Outcome(value, details=details)
 
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return list(await gather_all(*(one(item) for item in items)))
