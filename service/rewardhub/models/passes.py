@@ -283,9 +283,9 @@ def supported(model: Any, pad_id: int, device: str) -> bool:
     tol = 5e-2 if getattr(model, "dtype", None) in (torch.float16, torch.bfloat16) else 1e-3
 
     def same(a: Any, b: Any) -> bool:
-        return a.shape == b.shape and bool(
-            torch.allclose(a, b, rtol=tol, atol=tol * (1.0 + float(a.abs().max())))
-        )
+        if a.shape != b.shape or not bool(torch.isfinite(a).all() and torch.isfinite(b).all()):
+            return False  # an overflowing probe proves nothing: keep the plain masked pass
+        return bool(torch.allclose(a, b, rtol=tol, atol=tol * (1.0 + float(a.abs().max()))))
 
     for (_, ref), (_, free), (start, rows) in zip(masked, unmasked, shared, strict=True):
         if not same(ref, free) or not same(ref[start:] if ref.dim() == 2 else ref, rows):

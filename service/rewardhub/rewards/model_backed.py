@@ -16,7 +16,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rewardhub.models.base import ModelBackend
@@ -25,7 +27,7 @@ from rewardhub.protocol import Reason
 from rewardhub.rewards.base import ConfigT, Outcome, ScoreContext
 from rewardhub.rewards.composed import ComposedReward
 
-__all__ = ["ModelReward", "deadline_of", "failure"]
+__all__ = ["ModelReward", "deadline_of", "failure", "finite"]
 
 
 def deadline_of(ctx: ScoreContext) -> float:
@@ -43,6 +45,19 @@ def failure(exc: BaseException, **details: Any) -> Outcome:
     if isinstance(exc, BackendError):
         return Outcome.invalid(Reason.BACKEND_ERROR, msg, **details)
     return Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300], **details)
+
+
+def finite(results: Sequence[list[float] | BackendError]) -> list[list[float] | BackendError]:
+    """Model outputs with a NaN or an infinity (an fp16/bf16 overflow, a broken checkpoint) as item
+    errors. Read on, they became valid scores: a NaN step probability passes every ``first_error``
+    threshold check (a perfect 1.0), ``min`` depends on where the NaN sits, and an infinite logit is a
+    sigmoid's 1.0 or 0.0."""
+    return [
+        r
+        if isinstance(r, BackendError) or all(math.isfinite(x) for x in r)
+        else BackendError("the model produced non-finite outputs (NaN or infinity)")
+        for r in results
+    ]
 
 
 class ModelReward(ComposedReward[ConfigT]):

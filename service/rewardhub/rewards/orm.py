@@ -26,7 +26,7 @@ from rewardhub.models.base import Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 
 __all__ = ["ORMConfig", "ORMReward", "normalise"]
 
@@ -77,7 +77,7 @@ class ORMReward(ModelReward[ORMConfig]):
             msgs.append(Message("assistant", item.response))
             inputs.append(tuple(msgs))
         try:
-            results = await backend.classify(inputs, deadline)
+            results = finite(await backend.classify(inputs, deadline))
         except BackendError as exc:
             results = [exc for _ in inputs]
         outcomes: list[Outcome] = []

@@ -31,7 +31,7 @@ from rewardhub.prm import CONVENTIONS, Aggregation, Step, aggregate, split_steps
 from rewardhub.prm.aggregate import first_error_index
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 from rewardhub.rewards.patterns import PatternTimeout, validate_pattern
 
 __all__ = ["PRMConfig", "PRMReward"]
@@ -122,7 +122,7 @@ class PRMReward(ModelReward[PRMConfig]):
             todo.append((i, steps))
         if queries:
             try:
-                results = await backend.step_probs(queries, deadline)
+                results = finite(await backend.step_probs(queries, deadline))
             except BackendError as exc:
                 results = [exc for _ in queries]
             for (i, steps), res in zip(todo, results, strict=True):

@@ -14,6 +14,7 @@ context are embedded from their start (MiniLM reads 256 tokens), as sentence-tra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -22,7 +23,7 @@ from pydantic import Field
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 
 __all__ = ["SimilarityConfig", "SimilarityReward", "reference_texts"]
 
@@ -55,9 +56,11 @@ def reference_texts(reference: Any) -> list[str] | None:
 def _cosine(a: list[float], b: list[float]) -> float:
     # Vectors come L2-normalised from the backend; renormalising keeps other backends honest.
     dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = sum(x * x for x in a) ** 0.5
-    nb = sum(y * y for y in b) ** 0.5
-    return dot / (na * nb) if na > 0 and nb > 0 else 0.0
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    if not (na > 0 and nb > 0):  # a zero vector has no direction: no similarity, not a valid 0
+        raise BackendError("the model produced a zero embedding vector")
+    return dot / (na * nb)
 
 
 @register
@@ -107,7 +110,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             plan.append((i, slot(item.response), [slot(t) for t in refs]))
         if plan:
             try:
-                vectors = await backend.embed(texts, deadline)
+                vectors = finite(await backend.embed(texts, deadline))
             except BackendError as exc:
                 vectors = [exc for _ in texts]
             for i, r, ref_slots in plan:
@@ -124,7 +127,13 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                     continue
                 resp = vectors[r]
                 assert not isinstance(resp, BackendError)
-                sims = [_cosine(resp, v) for k in ref_slots if not isinstance(v := vectors[k], BackendError)]
+                try:
+                    sims = [
+                        _cosine(resp, v) for k in ref_slots if not isinstance(v := vectors[k], BackendError)
+                    ]
+                except BackendError as exc:
+                    outcomes[i] = failure(exc)
+                    continue
                 best = max(sims)
                 score = (best + 1) / 2 if config.scale == "unit" else best
                 details: dict[str, Any] = {"best_reference": sims.index(best)}
