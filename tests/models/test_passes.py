@@ -179,6 +179,32 @@ def test_orm_shared_prefix_equals_plain(orm_path: str) -> None:
         _close(hf_compute.classify(shared, inputs), hf_compute.classify(plain, inputs))
 
 
+@pytest.mark.parametrize("share", [True, False])
+def test_orm_scores_do_not_depend_on_the_batch_when_the_config_names_its_own_pad(
+    tmp_path: Path, share: bool
+) -> None:
+    """The classifier reads its score at the last token that is not ``config.pad_token_id``; batches
+    padded with the tokenizer's (different) pad made it read short items' scores at a pad."""
+    from transformers import AutoConfig
+
+    from tiny_models import build_tiny_orm
+
+    path = build_tiny_orm(tmp_path / "orm")
+    config = AutoConfig.from_pretrained(path)
+    config.pad_token_id = 11  # a real token, not the tokenizer's pad (4)
+    config.save_pretrained(path)
+    loaded = _load(str(path), "sequence_classification", share)
+    assert loaded.tokenizer.pad_token_id != 11 and loaded.pad_id == 11
+    inputs = [
+        (Message("user", "What is 3+5?"), Message("assistant", answer))
+        for answer in ("8", "It is 8 because 3+5=8, as one can check by counting.", "9")
+    ]
+    with hf_compute.inference():
+        batched = hf_compute.classify(loaded, inputs)
+        alone = [hf_compute.classify(loaded, [x])[0] for x in inputs]
+    _close(batched, alone)
+
+
 def test_bidirectional_model_fails_the_check(tmp_path: Path) -> None:
     from tiny_models import build_tiny_bert_token_classifier
 

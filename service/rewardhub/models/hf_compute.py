@@ -74,6 +74,7 @@ class Loaded:
     causal: bool = False  # passes.supported: padding masks can be dropped, shared prompts run once
     share_prefix: bool = False  # batches run their shared prompts once (causal and the setting on)
     pass_overhead: float = math.inf  # passes.pass_overhead: a forward pass's fixed cost, in tokens
+    pad_id: int = 0  # what batches are padded with (see _pad_id)
 
 
 def _torch() -> Any:
@@ -148,11 +149,10 @@ def load(
     model.to(dev).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
-    if getattr(model.config, "pad_token_id", None) is None and tok.pad_token_id is not None:
-        model.config.pad_token_id = tok.pad_token_id  # sequence classifiers find the last token by it
+    pad_id = _pad_id(model, tok)
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
-    causal = task != "embedding" and passes.supported(model, tok.pad_token_id or 0, dev)
+    causal = task != "embedding" and passes.supported(model, pad_id, dev)
     overhead = passes.pass_overhead(model, dev) if task != "embedding" else math.inf
     return Loaded(
         model,
@@ -164,7 +164,29 @@ def load(
         causal=causal,
         share_prefix=share_prefix and causal,
         pass_overhead=overhead,
+        pad_id=pad_id,
     )
+
+
+def _pad_id(model: Any, tok: Any) -> int:
+    """The id batches are padded with: the model config's pad id when it names a real token, else the
+    tokenizer's (which the config then adopts).
+
+    A sequence classifier reads its score at the last token that is not ``config.pad_token_id``.
+    Padding with another id (a config naming its own pad while the tokenizer pads with EOS, say) made it
+    read a short item's score at a pad: the item's score depended on the rest of its batch.
+    """
+    cfg = model.config
+    try:
+        vocab = int(model.get_input_embeddings().num_embeddings)
+    except Exception:  # no plain input embedding: trust the config's vocabulary size
+        vocab = int(getattr(cfg, "vocab_size", 0) or 0)
+    own = getattr(cfg, "pad_token_id", None)
+    if isinstance(own, int) and 0 <= own < vocab:
+        return own
+    pad = int(tok.pad_token_id or 0)
+    cfg.pad_token_id = pad
+    return pad
 
 
 def inference() -> Any:
@@ -333,7 +355,7 @@ def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[
     once when :func:`passes.plan` finds them (a GRPO group's rollouts); otherwise plain right-padded
     passes. Either way the batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
     """
-    pad_id = loaded.tokenizer.pad_token_id or 0
+    pad_id = loaded.pad_id
     p = passes.plan(seqs, read_from) if loaded.share_prefix else None
     if p is not None:
         return passes.run_shared(
@@ -449,7 +471,7 @@ def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list
 
     def run(_: list[int], ok: list[Any]) -> list[list[float]]:
         seqs = [e["input_ids"] for e in ok]
-        outputs = _forward(loaded, seqs, [_pooled_at(s, loaded.tokenizer.pad_token_id) for s in seqs])
+        outputs = _forward(loaded, seqs, [_pooled_at(s, loaded.pad_id) for s in seqs])
         return [[float(x) for x in row.cpu().tolist()] for _, row in outputs]  # one row per item
 
     return scatter(encs, run)
@@ -495,9 +517,7 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     if not ok:
         return out
     first = requests[ok[0]]
-    ids, mask = passes.padded(
-        [encs[i]["input_ids"] for i in ok], loaded.tokenizer.pad_token_id or 0, left=True
-    )
+    ids, mask = passes.padded([encs[i]["input_ids"] for i in ok], loaded.pad_id, left=True)
     ids, mask = ids.to(loaded.device), mask.to(loaded.device)
     room = loaded.max_length - ids.shape[1]  # at least 1: encode reserved it for every item
     kwargs: dict[str, Any] = {
