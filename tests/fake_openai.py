@@ -37,6 +37,7 @@ class Reply:
     delay_s: float = 0.0
     raw: bytes | None = None
     finish_reason: str = "stop"
+    headers: dict[str, str] | None = None  # response headers of a failure (e.g. Retry-After)
 
 
 def always(content: str, **kw: Any) -> Callable[[dict[str, Any]], Reply]:
@@ -100,7 +101,7 @@ def _app(state: FakeJudge) -> FastAPI:
         if r.status != 200:
             # a failure's message is the reply's content (a server's own wording, e.g. a context overflow)
             message = r.content or "scripted failure"
-            return JSONResponse({"error": {"message": message}}, status_code=r.status)
+            return JSONResponse({"error": {"message": message}}, status_code=r.status, headers=r.headers)
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": r.content},

@@ -160,3 +160,43 @@ async def test_breaker_fails_fast_without_calling(judge_server: FakeJudge) -> No
     assert judge_server.calls == 2
     assert "sk-key" not in str(b.describe())
     await b.close()
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_retry_after_header_is_honoured(judge_server: FakeJudge, status: int) -> None:
+    """The server says when to come back; the backoff (here 10-20 ms) alone hammered it."""
+    answers = iter([Reply(status=status, headers={"Retry-After": "1"}), Reply("Score: 4")])
+    judge_server.reply = lambda body: next(answers)
+    b = await backend(judge_server, max_retries=2)
+    t0 = time.monotonic()
+    out = await b.chat(REQ, time.monotonic() + 5)
+    assert out.text == "Score: 4" and judge_server.calls == 2
+    assert time.monotonic() - t0 >= 1.0
+    # a wait that would end past the deadline is not waited: the call fails at once
+    judge_server.reply = always("", status=status, headers={"Retry-After": "30"})
+    t0 = time.monotonic()
+    with pytest.raises(BackendError, match=f"HTTP {status}"):
+        await b.chat(REQ, time.monotonic() + 5)
+    assert time.monotonic() - t0 < 2.0 and judge_server.calls == 3
+    await b.close()
+
+
+async def test_a_key_with_a_trailing_newline_works_and_is_never_quoted(judge_server: FakeJudge) -> None:
+    """A key from a file or a Kubernetes secret often ends in a newline: as a header it was refused
+    locally on every call, and the error quoted it into every item's message."""
+    judge_server.reply = always("Score: 4")
+    b = OpenAIBackend("judge", judge_server.url, "m", "sk-live-SECRET-42\n", RemoteOptions())
+    await b.start()
+    out = await b.chat(REQ, time.monotonic() + 5)
+    assert out.text == "Score: 4" and judge_server.headers[-1]["authorization"] == "Bearer sk-live-SECRET-42"
+    await b.close()
+    with pytest.raises(ValueError, match="control characters"):
+        OpenAIBackend("judge", judge_server.url, "m", "sk-a\x00b", RemoteOptions())
+
+
+def test_credentials_in_a_backend_url_are_not_described() -> None:
+    """/ready needs no key and logs are read widely: a gateway URL's user:token or api_key= stays out."""
+    b = OpenAIBackend(
+        "judge", "https://svc:tok-SECRET-99@gw.example/v1?api_key=SECRET2", "m", None, RemoteOptions()
+    )
+    assert "SECRET" not in str(b.describe()) and "gw.example/v1" in str(b.describe())

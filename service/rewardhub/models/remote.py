@@ -23,6 +23,8 @@ message, and never part of :meth:`describe`.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import re
 import time
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ import orjson
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, stop_any
 from tenacity.stop import stop_base
-from tenacity.wait import wait_exponential, wait_random
+from tenacity.wait import wait_base, wait_exponential, wait_random
 
 from rewardhub.models.base import ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
@@ -71,7 +73,45 @@ class RemoteOptions:
 
 
 class _Retryable(BackendError):
-    """A failure worth another attempt (connection, timeout, 429, 5xx)."""
+    """A failure worth another attempt (connection, timeout, 429, 5xx); ``retry_after``: the wait the
+    server asked for (its ``Retry-After`` header), in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), None when absent or unreadable."""
+    value = resp.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
+
+
+class _ServerAsked(wait_base):
+    """The backoff, or what the server asked for in ``Retry-After`` when that is longer (a 429 or 503
+    says when to come back; retrying sooner only adds to its load). When that wait would end past the
+    deadline, :class:`_OutOfTime` stops instead."""
+
+    def __init__(self, backoff: wait_base):
+        self.backoff = backoff
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        asked = getattr(exc, "retry_after", None)
+        backoff = float(self.backoff(retry_state))
+        return max(backoff, float(asked)) if asked is not None else backoff
 
 
 class _NoTimeLeft(BackendTimeout):
@@ -97,6 +137,11 @@ class RemoteClient:
     def __init__(self, name: str, base_url: str, api_key: str | None, options: RemoteOptions):
         self.name = name
         self.base_url = base_url.rstrip("/")
+        # A key read from a file or a Kubernetes secret often ends in a newline: as a header value it
+        # would be refused locally (and quoted in the error) on every call.
+        api_key = api_key.strip() if api_key else None
+        if api_key and not api_key.isprintable():
+            raise ValueError(f"backend {name!r}: the API key contains control characters")
         self._api_key = api_key
         self.options = options
         self.breaker = CircuitBreaker(name, options.breaker_failures, options.breaker_cooldown_s)
@@ -120,8 +165,12 @@ class RemoteClient:
             await self._client.aclose()
             self._client = None
 
+    def _scrub(self, text: str) -> str:
+        """``text`` without the API key (a transport error may quote the request's headers)."""
+        return text.replace(self._api_key, "***") if self._api_key else text
+
     def describe(self) -> dict[str, Any]:
-        return {"url": self.base_url, "breaker": self.breaker.describe()}
+        return {"url": public_url(self.base_url), "breaker": self.breaker.describe()}
 
     async def post(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
         """POST ``payload`` as JSON and return the decoded JSON answer (see the module docstring).
@@ -181,8 +230,10 @@ class RemoteClient:
     ) -> Any:
         retrying = AsyncRetrying(
             stop=stop_any(stop_after_attempt(self.options.max_retries + 1), _OutOfTime(deadline)),
-            wait=wait_exponential(multiplier=self.options.backoff_initial_s, max=self.options.backoff_max_s)
-            + wait_random(0, self.options.backoff_initial_s / 2),
+            wait=_ServerAsked(
+                wait_exponential(multiplier=self.options.backoff_initial_s, max=self.options.backoff_max_s)
+                + wait_random(0, self.options.backoff_initial_s / 2)
+            ),
             retry=retry_if_exception_type(_Retryable),
             reraise=True,
         )
@@ -212,8 +263,14 @@ class RemoteClient:
                     f"backend {self.name!r} did not answer {path} before the deadline"
                 ) from None
             raise _Retryable(f"backend {self.name!r}: {path} timed out after {timeout:.1f}s") from None
+        except httpx.LocalProtocolError as exc:  # our own request is malformed: no retry can help
+            raise BackendError(
+                self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
+            ) from None
         except httpx.HTTPError as exc:
-            raise _Retryable(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}"[:300]) from None
+            raise _Retryable(
+                self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
+            ) from None
         status = resp.status_code
         if status >= 400:
             answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
@@ -224,7 +281,7 @@ class RemoteClient:
                 if status in _INPUT_STATUSES:
                     raise BackendRejected(answered)
             if status == 429 or status >= 500:
-                raise _Retryable(answered)
+                raise _Retryable(answered, _retry_after(resp))
             if status in (404, 405):
                 raise _NotFound(answered)
             raise BackendError(answered)
@@ -234,6 +291,17 @@ class RemoteClient:
             raise BackendError(
                 f"backend {self.name!r}: {path} answered something that is not JSON: {_snippet(resp)}"
             ) from None
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials (``https://user:token@gateway/v1``, ``?api_key=``): what logs and the
+    unauthenticated ``/ready`` may show."""
+    u = httpx.URL(url)
+    if u.userinfo:
+        u = u.copy_with(username=None, password=None)
+    if u.query:
+        u = u.copy_with(query=None)
+    return str(u)
 
 
 def _snippet(resp: httpx.Response) -> str:
