@@ -52,7 +52,7 @@ class Admission:
         self._per_key: dict[str, int] = {}
         self._buckets: dict[str, _Bucket] = {}
         if metrics is not None:
-            metrics.queue_depth.labels("inflight_items").set_function(lambda: self.items)
+            metrics.watch(metrics.queue_depth.labels("inflight_items"), lambda: self.items)
 
     def check(self, caller: Caller, n_items: int) -> None:
         """Raise Overloaded if this call would exceed a bound (nothing is reserved)."""

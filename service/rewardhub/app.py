@@ -42,6 +42,12 @@ __all__ = ["build_cache", "create_app"]
 log = structlog.get_logger("rewardhub")
 
 
+async def _refresh_gauges(metrics: Metrics, every_s: float = 1.0) -> None:
+    while True:
+        metrics.refresh()
+        await asyncio.sleep(every_s)
+
+
 def build_cache(settings: Settings, metrics: Metrics) -> Cache:
     if not settings.cache_enabled:
         return NullCache()
@@ -78,12 +84,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
     pool = build_cpu_pool(settings, metrics)
     await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
-    metrics.queue_depth.labels("cpu").set_function(lambda: pool.stats().queued_items)
+    metrics.watch(metrics.queue_depth.labels("cpu"), lambda: pool.stats().queued_items)
 
     # Probes bwrap with a real run; never raises (no isolation = code items are refused, says /health).
     sandbox = SandboxPool.from_settings(settings)
     await sandbox.start()
-    metrics.queue_depth.labels("sandbox").set_function(lambda: sandbox.stats()["waiting"])
+    metrics.watch(metrics.queue_depth.labels("sandbox"), lambda: sandbox.stats()["waiting"])
     sandbox.on_slot_end = lambda cause: metrics.worker_restarts.labels("sandbox", cause).inc()
 
     cache = build_cache(settings, metrics)
@@ -126,9 +132,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         models=models.names(),
         rewards=registry.names(),
     )
+    # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
+    refresher = asyncio.create_task(_refresh_gauges(metrics)) if metrics.multiprocess else None
     try:
         yield
     finally:
+        if refresher is not None:
+            refresher.cancel()
         app.state.scoring = None
         app.state.jobs = None
         await job_runner.close()

@@ -8,6 +8,8 @@ Each app gets its own ``CollectorRegistry`` (tests build several apps in one pro
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -26,6 +28,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     def __init__(self) -> None:
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self._watched: list[tuple[Any, Callable[[], float]]] = []
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -95,8 +98,27 @@ class Metrics:
             registry=r,
         )
 
+    def watch(self, gauge: Any, read: Callable[[], float]) -> None:
+        """Report ``read()`` as the gauge (a labelled child) at every scrape.
+
+        One process: ``set_function``. Several workers: prometheus-client's multiprocess mode never
+        calls a gauge's function (it reads the values each worker wrote to its files), so the values
+        are written by :meth:`refresh`, which a scrape and each worker's refresher task call.
+        """
+        if self.multiprocess:
+            self._watched.append((gauge, read))
+            gauge.set(read())
+        else:
+            gauge.set_function(read)
+
+    def refresh(self) -> None:
+        """Write the watched gauges' current values (several workers only; see :meth:`watch`)."""
+        for gauge, read in self._watched:
+            gauge.set(read())
+
     def render(self) -> bytes:
         if self.multiprocess:
+            self.refresh()
             agg = CollectorRegistry()
             multiprocess.MultiProcessCollector(agg)  # type: ignore[no-untyped-call]
             return generate_latest(agg)

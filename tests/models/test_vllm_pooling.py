@@ -47,6 +47,7 @@ def vllm_app(
     seen: list[tuple[str, dict[str, Any]]],
     max_model_len: int = 4096,
     with_tokenizer_info: bool = False,
+    rows_as_object: bool = False,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
@@ -85,9 +86,10 @@ def vllm_app(
             if len(ids) > max_model_len:
                 msg = f"This model's maximum context length is {max_model_len} tokens. However, you requested {len(ids)} tokens."
                 return JSONResponse({"object": "error", "message": msg, "code": 400}, status_code=400)
+        rows = [[[1 - p_pos(t), p_pos(t)] for t in ids] for ids in body["input"]]
         data = [
-            {"index": i, "object": "pooling", "data": [[1 - p_pos(t), p_pos(t)] for t in ids]}
-            for i, ids in enumerate(body["input"])
+            {"index": i, "object": "pooling", "data": dict(enumerate(r)) if rows_as_object else r}
+            for i, r in enumerate(rows)
         ]
         return {"object": "list", "data": data, "usage": {}}
 
@@ -251,6 +253,20 @@ async def test_a_prm_input_past_the_context_fails_alone(make_app: MakeApp, qwen_
     assert "max_model_len 100" in res[1]["details"]["message"]
     pooled = [b for path, b in seen if path == "/pooling"]
     assert len(pooled) == 1 and len(pooled[0]["input"]) == 1
+
+
+async def test_pooling_rows_of_an_unexpected_shape_are_a_backend_error(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """Rows as an object instead of a list (not vLLM's shape) escaped as a KeyError: internal_error."""
+    with serve_app(vllm_app(qwen_prm_path, [], rows_as_object=True)) as url:
+        async with make_app(prm_url=url, prm_model="prm") as client:
+            items = [{"prompt": "Q?", "response": "a\n\nb"}]
+            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
+                "results"
+            ]
+    assert not res["valid"] and res["reason"] == "backend_error"
+    assert "malformed /pooling rows" in res["details"]["message"]
 
 
 @pytest.mark.parametrize(

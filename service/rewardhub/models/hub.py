@@ -151,7 +151,7 @@ class ModelHub:
         if metrics is not None:
             for b in self._backends.values():
                 for cap, batcher in getattr(b, "batchers", {}).items():
-                    metrics.queue_depth.labels(f"batcher:{b.name}:{cap}").set_function(batcher.depth)
+                    metrics.watch(metrics.queue_depth.labels(f"batcher:{b.name}:{cap}"), batcher.depth)
         if self._backends:
             log.info("model_backends", backends={n: b.describe() for n, b in self._backends.items()})
 

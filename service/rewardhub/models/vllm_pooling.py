@@ -194,7 +194,7 @@ class VLLMPoolingBackend(RemoteBackend):
             try:
                 q = queries[i]
                 out[i] = [softmax([float(x) for x in rows[k]])[q.positive_index] for k in positions]
-            except (IndexError, TypeError, ValueError) as exc:
+            except (IndexError, KeyError, TypeError, ValueError) as exc:
                 out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
         return out
 
