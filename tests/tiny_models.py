@@ -68,14 +68,16 @@ def _save(model: object, tok: object, path: Path) -> Path:
     return path
 
 
-def build_tiny_causal_lm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+def build_tiny_causal_lm(
+    path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, max_positions: int = 512
+) -> Path:
     """A random Qwen2 causal LM + tokenizer saved under ``path`` (a directory ``from_pretrained`` loads)."""
     import torch
     from transformers import Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     tok = train_tokenizer()
-    return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
+    return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers, max_positions)), tok, path)
 
 
 def build_tiny_qwen_prm(

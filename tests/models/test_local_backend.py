@@ -7,12 +7,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 
 import httpx
 import pytest
 
 from rewardhub.models.base import ChatRequest, Message
-from rewardhub.models.errors import BackendUnavailable
+from rewardhub.models.errors import BackendTimeout, BackendUnavailable
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -86,6 +87,26 @@ async def test_a_judge_request_with_more_calls_than_the_model_queue_is_scored_no
         assert [x["reason"] for x in results] == ["parse_error"] * 5  # all ten calls ran
         stats = client.app.state.runtime.models.get("judge").batchers["chat"].stats  # type: ignore[attr-defined]
         assert stats.rejected == 0 and stats.items == 10
+
+
+async def test_generation_stops_at_the_deadline_and_the_next_call_is_served(tmp_path: Path) -> None:
+    """A generation past its caller's deadline kept the model process busy for minutes: every later
+    call on the backend timed out behind it."""
+    from tiny_models import build_tiny_causal_lm
+
+    path = build_tiny_causal_lm(tmp_path / "lm", max_positions=30_000)
+    b = TransformersBackend("judge", str(path), "generate", max_length=30_000)
+    await b.start()
+    try:
+        long = ChatRequest((Message("user", "Write a long story"),), max_tokens=25_000)
+        with pytest.raises(BackendTimeout):
+            await b.chat(long, time.monotonic() + 1.0)
+        t0 = time.monotonic()
+        short = ChatRequest((Message("user", "Hi"),), max_tokens=2, temperature=1e-45)  # tiny: greedy
+        out = await b.chat(short, time.monotonic() + 20)
+        assert out.text is not None and time.monotonic() - t0 < 20
+    finally:
+        await b.close()
 
 
 async def test_lazy_load_failure_is_an_item_error() -> None:

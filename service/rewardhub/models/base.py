@@ -62,6 +62,9 @@ class ChatRequest:
     top_p: float = 1.0
     top_logprobs: int = 0
     seed: int | None = None
+    # The caller's ``time.monotonic()`` deadline, for in-process generation to stop at (Linux's
+    # monotonic clock is system-wide, so the model process reads it too); not part of the sampling key.
+    deadline: float | None = None
 
     def sampling_key(self) -> tuple[float, float, int, int, int | None]:
         """Requests with equal keys can share one batched ``generate`` call."""

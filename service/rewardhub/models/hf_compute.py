@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -503,6 +504,21 @@ def embed(loaded: Loaded, texts: Sequence[str]) -> list[list[float] | BackendErr
 
 
 # --- chat (judges) --------------------------------------------------------------------------------
+# Temperatures below this are greedy: logits divided by 1e-45 overflow, and sampling then raises.
+_GREEDY_BELOW = 1e-5
+
+
+def _stop_ids(loaded: Loaded) -> set[int]:
+    """Every id ``generate`` stops at: the generation config's EOS ids (Llama 3's end_of_text, eom and
+    eot; Qwen's im_end and endoftext) as well as the tokenizer's EOS and pad. Missing one, a stop read as
+    ``length`` and left its token in the output."""
+    tok = loaded.tokenizer
+    ids = {tok.eos_token_id, tok.pad_token_id}
+    configured = getattr(getattr(loaded.model, "generation_config", None), "eos_token_id", None)
+    ids.update(configured if isinstance(configured, list | tuple) else [configured])
+    return {int(t) for t in ids if isinstance(t, int)}
+
+
 def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
     """Generate for requests sharing one sampling key (the caller groups them), left-padded."""
     torch = _torch()
@@ -526,7 +542,10 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
         "return_dict_in_generate": True,
         "pad_token_id": tok.pad_token_id,
     }
-    if first.temperature > 0:
+    deadlines = [requests[i].deadline for i in ok if requests[i].deadline is not None]
+    if deadlines:  # the last caller's deadline: past it, nobody waits for this batch
+        kwargs["max_time"] = max(0.01, max(d for d in deadlines if d is not None) - time.monotonic())
+    if first.temperature > _GREEDY_BELOW:
         kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
         if first.seed is not None:
             torch.manual_seed(first.seed)
@@ -535,7 +554,7 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
     new = gen.sequences[:, ids.shape[1] :]
     logprobs = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw (pre-temperature)
-    eos = {t for t in (tok.eos_token_id, tok.pad_token_id) if t is not None}
+    eos = _stop_ids(loaded)
     k = first.top_logprobs
     for row, i in enumerate(ok):
         tokens: list[TokenLogprob] = []

@@ -17,6 +17,7 @@ thread.)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -289,7 +290,15 @@ class TransformersBackend(ModelBackend):
             groups.setdefault(r.sampling_key(), []).append(i)
         out: list[Completion | BackendError] = [BackendError("not run")] * len(requests)
         for idx in groups.values():
-            results = await self._run(self._compute("chat"), [requests[i] for i in idx])
+            try:
+                results = await self._run(self._compute("chat"), [requests[i] for i in idx])
+            except Exception as exc:  # one group's failure is its own items' (not the other requests')
+                err = (
+                    exc
+                    if isinstance(exc, BackendError)
+                    else BackendError(f"{type(exc).__name__}: {exc}"[:300])
+                )
+                results = [err] * len(idx)
             for i, res in zip(idx, results, strict=True):
                 out[i] = res
         return out
@@ -301,7 +310,8 @@ class TransformersBackend(ModelBackend):
 
     # --- the capabilities ----------------------------------------------------------------------
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
-        (res,) = await self._submit("chat", [request], deadline)
+        # generation stops at the deadline: nobody reads an answer after it, and the next batch waits
+        (res,) = await self._submit("chat", [dataclasses.replace(request, deadline=deadline)], deadline)
         if isinstance(res, BackendError):
             raise res
         assert isinstance(res, Completion)
