@@ -124,14 +124,20 @@ async def test_concurrent_requests_share_forward_passes(make_app: MakeApp, qwen_
 
 
 async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: str) -> None:
-    async with make_app(prm_model=qwen_prm_path, batch_queue_max=2) as client:
+    """Items waiting (the batcher gathers for up to a second) plus a new request's over the limit: 429.
+    An empty queue takes a request of any size: refusing it would be a 429 no retry gets past."""
+    settings = {"batch_queue_max": 2, "batch_max_size": 8, "batch_max_wait_ms": 1000}
+    async with make_app(prm_model=qwen_prm_path, **settings) as client:
         items = [{"prompt": "q", "response": f"step {k}"} for k in range(3)]
+        waiting = asyncio.create_task(client.post("/v1/score", json={"reward": "prm", "items": items[:2]}))
+        await asyncio.sleep(0.3)
         r = await client.post("/v1/score", json={"reward": "prm", "items": items})
         assert r.status_code == 429, r.text
         assert r.headers["retry-after"] == "1"
         assert "REWARDHUB_BATCH_QUEUE_MAX" in r.json()["error"]["message"]
-        ok = await client.post("/v1/score", json={"reward": "prm", "items": items[:2]})
-        assert ok.status_code == 200
+        assert (await waiting).status_code == 200
+        ok = await client.post("/v1/score", json={"reward": "prm", "items": items})
+        assert ok.status_code == 200 and all(x["valid"] for x in ok.json()["results"])
 
 
 async def test_unconfigured_prm_names_the_setting(client: httpx.AsyncClient) -> None:

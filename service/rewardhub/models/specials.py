@@ -28,7 +28,8 @@ _OPENERS = ("<", "[")  # every generic shape starts with one of these: most text
 
 class Scrubber:
     """Removes control-token strings from text: exactly ``specials`` when given (none for an empty
-    list), else the generic shapes of :data:`_CONTROL`. ``keep`` (a PRM's step tag) always survives.
+    list), else the generic shapes of :data:`_CONTROL`. ``keep`` (a PRM's step tag): the occurrences in
+    the text survive, and none is made by a removal.
 
     One regex pass per round, rounds until nothing changes: removing "<|im_end|>" once from
     "<|im_<|im_end|>end|>" leaves "<|im_end|>". (One alternation of the literals is also far faster than
@@ -45,10 +46,20 @@ class Scrubber:
             self._pattern = None
 
     def __call__(self, text: str, keep: str | None = None) -> str:
+        if keep:
+            # The tags already there stay; removing a special token between them must not make another
+            # ("<extra<|im_end|>_0>" is "<extra_0>" once "<|im_end|>" is gone): an extra step, or a
+            # step count the model input no longer matches.
+            return keep.join(self._clean(part, keep) for part in text.split(keep))
+        return self._clean(text, None)
+
+    def _clean(self, text: str, also: str | None) -> str:
         if self._pattern is None or (self.specials is None and not any(c in text for c in _OPENERS)):
             return text
         while True:
-            cleaned = self._pattern.sub(lambda m: m.group(0) if m.group(0) == keep else "", text)
+            cleaned = self._pattern.sub("", text)
+            if also:
+                cleaned = cleaned.replace(also, "")
             if cleaned == text:
                 return text
             text = cleaned
