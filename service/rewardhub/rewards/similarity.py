@@ -66,7 +66,7 @@ def _cosine(a: list[float], b: list[float]) -> float:
 @register
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"  # 1.1: MiniLM reads 256 tokens, as it was trained (was 512)
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
