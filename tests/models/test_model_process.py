@@ -12,7 +12,7 @@ import pytest
 
 from rewardhub.models import hf_compute
 from rewardhub.models.base import StepQuery
-from rewardhub.models.errors import BackendError
+from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
 from rewardhub.models.model_process import ModelProcess
 from tiny_models import build_tiny_qwen_prm
 
@@ -44,6 +44,30 @@ async def test_a_bad_path_fails_at_start(tmp_path: Path) -> None:
     proc = ModelProcess("t", partial(hf_compute.load, str(tmp_path / "missing"), "token_classification"))
     with pytest.raises(BackendError):
         await proc.start()
+
+
+def _missing_torch() -> str:
+    raise MissingExtra("torch", "models")
+
+
+def _too_long(loaded: object, items: list[str]) -> list[str]:
+    raise InputTooLong("the input has 9000 tokens; the model reads 8192")
+
+
+async def test_errors_keep_their_type_across_the_process_boundary() -> None:
+    """They crossed as text: a missing extra (``unsupported``, with its install hint) arrived as a
+    plain BackendError (``backend_error``)."""
+    proc = ModelProcess("t", _missing_torch)
+    with pytest.raises(MissingExtra, match=r"pip install 'rewardhub\[models\]'") as exc:
+        await proc.start()
+    assert exc.value.extra == "models"
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    try:
+        with pytest.raises(InputTooLong, match="9000 tokens"):
+            await proc.call(_too_long, ["x"])
+    finally:
+        await proc.close()
 
 
 def _slow_echo(loaded: object, items: list[str]) -> list[str]:

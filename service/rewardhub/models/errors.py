@@ -52,6 +52,9 @@ class MissingExtra(BackendUnavailable):
         self.package = package
         self.extra = extra
 
+    def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str]]:  # crosses the model-process pipe
+        return (MissingExtra, (self.package, self.extra))
+
 
 class BackendRejected(BackendError):
     """A server answered that this input is invalid (HTTP 400, 413, 422).

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing as mp
+import pickle
 import signal
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -51,7 +52,7 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
     try:
         loaded = loader()
     except BaseException as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"[:1000]))
+        conn.send(("error", _portable(exc)))
         return
     conn.send(("loaded", _describe(loaded)))
     for fn, items in parent_messages(conn):
@@ -60,7 +61,21 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
                 out = fn(loaded, items)
             conn.send(("ok", out))
         except Exception as exc:  # a batch's failure is reported, the process lives on
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:1000]))
+            conn.send(("error", _portable(exc)))
+
+
+def _portable(exc: BaseException) -> BackendError:
+    """The error as the parent raises it: a :class:`BackendError` keeps its type (a missing extra is
+    ``unsupported`` with its install hint, not a ``backend_error``), anything else becomes one."""
+    if isinstance(exc, BackendError):
+        with contextlib.suppress(Exception):  # an error type that cannot be rebuilt goes as its text
+            pickle.loads(pickle.dumps(exc))
+            return exc
+    return BackendError(f"{type(exc).__name__}: {exc}"[:1000])
+
+
+def _raise(payload: Any) -> NoReturn:
+    raise payload if isinstance(payload, BackendError) else BackendError(str(payload))
 
 
 class ModelProcess:
@@ -93,7 +108,7 @@ class ModelProcess:
             raise
         if kind != "loaded":
             await self.close()
-            raise BackendError(str(payload))
+            _raise(payload)
         self.info = payload
         return self.info
 
@@ -150,7 +165,7 @@ class ModelProcess:
                 self._unread += 1  # the child still answers: the next call must not take it as its own
                 raise
         if kind != "ok":
-            raise BackendError(str(payload))
+            _raise(payload)
         result: list[Any] = payload
         return result
 
