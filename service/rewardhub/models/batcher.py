@@ -185,7 +185,7 @@ class MicroBatcher(Generic[In, Out]):
                 if exc is None:
                     results.append(fut.result())
                 else:
-                    results.append(exc if isinstance(exc, BackendError) else BackendError(_describe(exc)))
+                    results.append(BackendError.of(exc))
         return results
 
     # --- the worker ----------------------------------------------------------------------------
@@ -264,8 +264,10 @@ class MicroBatcher(Generic[In, Out]):
                         e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
                 raise
             except Exception as exc:
-                log.warning("batch_failed", batcher=self.name, items=len(live), error=_describe(exc))
-                err = exc if isinstance(exc, BackendError) else BackendError(_describe(exc))
+                err = BackendError.of(exc)
+                log.warning(
+                    "batch_failed", batcher=self.name, items=len(live), error=f"{type(exc).__name__}: {err}"
+                )
                 for e in live:
                     if not e.future.done():
                         e.future.set_exception(err)
@@ -273,7 +275,3 @@ class MicroBatcher(Generic[In, Out]):
             for e, out in zip(live, outputs, strict=True):
                 if not e.future.done():
                     e.future.set_result(out)
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:300]

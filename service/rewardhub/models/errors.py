@@ -31,6 +31,12 @@ __all__ = [
 class BackendError(Exception):
     """A model backend failed for this call."""
 
+    @classmethod
+    def of(cls, exc: BaseException, limit: int = 300) -> BackendError:
+        """``exc`` itself when it is a backend error, else one that names it (a bug or a library's
+        exception inside a forward pass): what the items of a failed call are given."""
+        return exc if isinstance(exc, BackendError) else cls(f"{type(exc).__name__}: {exc}"[:limit])
+
 
 class BackendTimeout(BackendError):
     """The backend did not answer in time."""

@@ -572,9 +572,9 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
         "return_dict_in_generate": True,
         "pad_token_id": tok.pad_token_id,
     }
-    deadlines = [requests[i].deadline for i in ok if requests[i].deadline is not None]
+    deadlines = [d for i in ok if (d := requests[i].deadline) is not None]
     if deadlines:  # the last caller's deadline: past it, nobody waits for this batch
-        kwargs["max_time"] = max(0.01, max(d for d in deadlines if d is not None) - time.monotonic())
+        kwargs["max_time"] = max(0.01, max(deadlines) - time.monotonic())
     if first.temperature > _GREEDY_BELOW:
         kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
         if first.seed is not None:

@@ -263,14 +263,11 @@ class RemoteClient:
                     f"backend {self.name!r} did not answer {path} before the deadline"
                 ) from None
             raise _Retryable(f"backend {self.name!r}: {path} timed out after {timeout:.1f}s") from None
-        except httpx.LocalProtocolError as exc:  # our own request is malformed: no retry can help
-            raise BackendError(
-                self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
-            ) from None
         except httpx.HTTPError as exc:
-            raise _Retryable(
-                self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
-            ) from None
+            failed = self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
+            if isinstance(exc, httpx.LocalProtocolError):  # our own request is malformed: no retry helps
+                raise BackendError(failed) from None
+            raise _Retryable(failed) from None
         status = resp.status_code
         if status >= 400:
             answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"

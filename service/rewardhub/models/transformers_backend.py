@@ -293,12 +293,7 @@ class TransformersBackend(ModelBackend):
             try:
                 results = await self._run(self._compute("chat"), [requests[i] for i in idx])
             except Exception as exc:  # one group's failure is its own items' (not the other requests')
-                err = (
-                    exc
-                    if isinstance(exc, BackendError)
-                    else BackendError(f"{type(exc).__name__}: {exc}"[:300])
-                )
-                results = [err] * len(idx)
+                results = [BackendError.of(exc)] * len(idx)
             for i, res in zip(idx, results, strict=True):
                 out[i] = res
         return out

@@ -299,14 +299,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 if isinstance(got, Outcome):
                     outcomes[i] = got
         pending = [i for i in answers if outcomes[i] is None]
-        slots = asyncio.Semaphore(backend.call_slots())  # this request's judge calls in flight
+        # one asker per request: its slots bound this request's judge calls in flight
+        ask = _Asker(backend, asyncio.Semaphore(backend.call_slots()), config, j, deadline)
         results = await gather_all(
-            *(
-                self._judge_item(
-                    backend, slots, items[i], answers[i], config, j, deadline, rule_scores.get(i)
-                )
-                for i in pending
-            )
+            *(self._judge_item(ask, items[i], answers[i], config, j, rule_scores.get(i)) for i in pending)
         )
         for i, o in zip(pending, results, strict=True):
             outcomes[i] = o
@@ -355,22 +351,18 @@ class JudgeReward(ModelReward[JudgeConfig]):
 
     async def _judge_item(
         self,
-        backend: ModelBackend,
-        slots: asyncio.Semaphore,
+        ask: _Asker,
         item: ScoreItem,
         text: str,
         config: JudgeConfig,
         j: _Judging,
-        deadline: float,
         rule_score: float | None,
     ) -> Outcome:
         comps: dict[str, float | None] = {"rule": rule_score} if config._rule is not None else {}
         try:
             # The backend honours the deadline itself; this is the backstop for everything around it.
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + 0.05):
-                return await self._judge(
-                    _Asker(backend, slots, config, j, deadline), item, text, config, j, comps
-                )
+            async with asyncio.timeout(max(0.0, ask.deadline - time.monotonic()) + 0.05):
+                return await self._judge(ask, item, text, config, j, comps)
         except BackendError as exc:
             return failure(exc)
         except TimeoutError:
@@ -473,7 +465,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
 
 
 class _Asker:
-    """One judge call: the chat request, then the decision (or the outcome saying why there is none)."""
+    """A request's judge calls: each is the chat request, then the decision (or the outcome saying why
+    there is none); ``slots`` bounds how many are in flight."""
 
     def __init__(
         self,
