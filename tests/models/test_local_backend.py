@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from rewardhub.models.base import ChatRequest, Message
-from rewardhub.models.errors import BackendTimeout, BackendUnavailable
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -87,6 +87,31 @@ async def test_a_judge_request_with_more_calls_than_the_model_queue_is_scored_no
         assert [x["reason"] for x in results] == ["parse_error"] * 5  # all ten calls ran
         stats = client.app.state.runtime.models.get("judge").batchers["chat"].stats  # type: ignore[attr-defined]
         assert stats.rejected == 0 and stats.items == 10
+
+
+async def test_a_failing_sampling_group_fails_only_its_own_items(causal_lm_path: str) -> None:
+    """One micro-batch holds calls with different sampling settings, run as one generate() per setting:
+    transformers refusing one setting (a negative top_p) must fail that setting's calls only, not the
+    greedy calls that happened to share the batch."""
+    b = TransformersBackend(
+        "judge", causal_lm_path, "generate", batch=BatchOptions(max_batch=8, max_wait_ms=200)
+    )
+    await b.start()
+    try:
+        msgs = (Message("user", "Is 2+2=4? Answer Yes or No."),)
+        good = ChatRequest(msgs, max_tokens=3)
+        bad = ChatRequest(msgs, max_tokens=3, temperature=1.0, top_p=-0.5)
+        outs = await asyncio.gather(
+            *(b.chat(r, time.monotonic() + 30) for r in (good, bad, good)), return_exceptions=True
+        )
+        assert b.batchers["chat"].stats.batches == 1  # the three calls shared one micro-batch
+        assert not isinstance(outs[0], BaseException) and not isinstance(outs[2], BaseException)
+        assert outs[0].text == outs[2].text  # greedy: the same answer
+        assert isinstance(outs[1], BackendError) and "top_p" in str(outs[1])
+        again = await b.chat(good, time.monotonic() + 30)  # the backend serves on
+        assert again.text == outs[0].text
+    finally:
+        await b.close()
 
 
 async def test_generation_stops_at_the_deadline_and_the_next_call_is_served(tmp_path: Path) -> None:
