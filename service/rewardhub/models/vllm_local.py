@@ -2,8 +2,9 @@
 
 The same shape as the transformers backend (a dedicated thread, one micro-batcher per capability): the
 offline ``vllm.LLM`` engine is synchronous, and handing it a whole batch at once is what lets it
-schedule well. ``task`` picks the runner: ``generate`` for judges (``LLM.chat`` with per-token top
-logprobs), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
+schedule well. ``task`` picks the runner: ``generate`` for judges (the engine's generation loop, as
+``LLM.generate`` runs it, with per-token top logprobs and each request aborted at its caller's
+deadline), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
 ``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
 outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
 
@@ -28,11 +29,13 @@ tiny transformers model behind vLLM's output shapes); vLLM itself needs a GPU or
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, StepQuery, TokenLogprob
-from rewardhub.models.errors import BackendError, MissingExtra
+from rewardhub.models.errors import BackendError, BackendTimeout, MissingExtra
 from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter
 from rewardhub.models.transformers_backend import TransformersBackend
 
@@ -96,30 +99,77 @@ def _prompts(seqs: Sequence[list[int]]) -> list[dict[str, list[int]]]:
 
 
 def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | BackendError]:
-    from vllm import SamplingParams  # type: ignore[import-not-found, unused-ignore]
+    vllm = import_vllm()
+    from vllm.sampling_params import RequestOutputKind  # type: ignore[import-not-found, unused-ignore]
 
     tok = llm.get_tokenizer()
     limit = _max_len(llm)
     conversations = [r.messages for r in requests]
     encoded = _ids(encode_conversations(tok, limit, conversations, generation_prompt=True))
 
-    def run(idx: list[int], seqs: list[list[int]]) -> list[Completion]:
+    def run(idx: list[int], seqs: list[list[int]]) -> list[Completion | BackendError]:
         params = [
-            SamplingParams(
+            vllm.SamplingParams(
                 temperature=requests[i].temperature,
                 top_p=requests[i].top_p,
                 max_tokens=min(requests[i].max_tokens, limit - len(s)),  # what fits, as on transformers
                 logprobs=requests[i].top_logprobs or None,
                 seed=requests[i].seed,
+                output_kind=RequestOutputKind.FINAL_ONLY,  # no per-step outputs to build
             )
             for i, s in zip(idx, seqs, strict=True)
         ]
-        outs = llm.generate(_prompts(seqs), params, use_tqdm=False)
+        outs = _generate(llm, _prompts(seqs), params, [requests[i].deadline for i in idx])
         return [
-            _completion(tok, o.outputs[0], requests[i].top_logprobs) for i, o in zip(idx, outs, strict=True)
+            o if isinstance(o, BackendError) else _completion(tok, o.outputs[0], requests[i].top_logprobs)
+            for i, o in zip(idx, outs, strict=True)
         ]
 
     return scatter(encoded, run)
+
+
+_request_ids = itertools.count()
+
+
+def _generate(
+    llm: Any, prompts: Sequence[Any], params: Sequence[Any], deadlines: Sequence[float | None]
+) -> list[Any]:
+    """``LLM.generate``'s engine loop, with each request aborted at its caller's deadline.
+
+    ``LLM.generate`` runs until every request of the call is done: a judge asked for 25k tokens kept
+    the engine (and every later batch behind it) busy for minutes after its caller had given up. Driving
+    ``llm_engine`` (``add_request`` / ``step`` / ``abort_request``, as ``LLM.generate`` does inside)
+    frees a request's KV-cache blocks and batch slot the step its deadline passes; it comes back as
+    :class:`BackendTimeout` (which the batcher has already answered its caller with) and the others run
+    on. On any failure the call's unfinished requests are aborted, so none is left in the engine.
+    """
+    engine = llm.llm_engine
+    ids = [f"rewardhub-{next(_request_ids)}" for _ in prompts]
+    out: list[Any] = [None] * len(ids)
+    pending = {rid: k for k, rid in enumerate(ids)}
+    try:
+        for rid, prompt, sp in zip(ids, prompts, params, strict=True):
+            engine.add_request(rid, prompt, sp)
+        while pending:
+            if not engine.has_unfinished_requests():  # never expected: do not spin on nothing
+                for k in pending.values():
+                    out[k] = BackendError("vLLM dropped the request without an output")
+                pending.clear()
+                break
+            for o in engine.step():
+                if o.finished and o.request_id in pending:
+                    out[pending.pop(o.request_id)] = o
+            now = time.monotonic()
+            late = [rid for rid, k in pending.items() if (d := deadlines[k]) is not None and d <= now]
+            if late:
+                engine.abort_request(late)
+                for rid in late:
+                    out[pending.pop(rid)] = BackendTimeout("the deadline passed during generation")
+    except BaseException:
+        if pending:
+            engine.abort_request(list(pending))
+        raise
+    return out
 
 
 def _completion(tok: Any, c: Any, top_logprobs: int) -> Completion:
