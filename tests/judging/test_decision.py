@@ -70,6 +70,16 @@ def test_no_label_in_top_k_falls_back_to_parse() -> None:
     assert d2.method == "parse_fallback" and d2.value == 1.0
 
 
+def test_logprobs_that_underflow_fall_back_to_the_label() -> None:
+    """vLLM writes a -inf logprob as -9999.0: exp() underflows to 0 for every label, and dividing by the
+    total raised ZeroDivisionError, which failed every item of the request."""
+    toks = (TokenLogprob("Final Decision: ", -0.1, ()), TokenLogprob("Yes", -9999.0, (("Yes", -9999.0),)))
+    d = read_decision(
+        Completion("Final Decision: Yes", toks), find(YESNO), Scale({"yes": 1.0, "no": 0.0}), "logprobs"
+    )
+    assert d.method == "parse_fallback" and d.value == 1.0
+
+
 def test_one_alternative_does_not_halve_a_confident_verdict() -> None:
     """With top_logprobs 1 only the chosen token is listed: the missing label is bounded by the mass the
     top-k leave over (0.01), not by the chosen token's own probability (which read 0.99/0.99 as 0.5)."""

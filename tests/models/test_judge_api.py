@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -500,3 +501,123 @@ async def test_a_judgement_cut_off_at_max_tokens_is_a_parse_error_not_a_verdict(
     for r in res:
         assert not r["valid"] and r["reason"] == "parse_error"
         assert "cut off at max_tokens=512" in r["details"]["message"]
+
+
+def _completion_json(content: Any, finish_reason: str = "stop", logprobs: Any = None) -> bytes:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": finish_reason,
+    }
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    return json.dumps({"id": "x", "object": "chat.completion", "choices": [choice]}).encode()
+
+
+async def test_one_item_s_degenerate_logprobs_fail_nothing(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A server's -inf logprob written as -9999 made the expectation divide by zero: the exception
+    failed every item of the request as internal_error. Now that item reads its label."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        lp = -9999.0 if "underflow" in user_text(body) else -0.01
+        tokens = [
+            {"token": "Final Decision: ", "logprob": -0.01, "top_logprobs": []},
+            {"token": "Yes", "logprob": lp, "top_logprobs": [{"token": "Yes", "logprob": lp}]},
+        ]
+        return Reply(raw=_completion_json("Final Decision: Yes", logprobs={"content": tokens}))
+
+    judge_server.reply = reply
+    items = [
+        {"prompt": "q", "response": "The answer is 7 (underflow).", "reference": "seven"},
+        {"prompt": "q", "response": "The answer is 7.", "reference": "seven"},
+    ]
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(client, {"mode": "reference", "scoring": "logprobs", "rule": None}, items)
+    assert [r["valid"] for r in res] == [True, True], res
+    assert res[0]["details"]["method"] == "parse_fallback" and res[1]["details"]["method"] == "logprobs"
+
+
+async def test_a_reasoning_judge_cut_off_while_reasoning_is_a_parse_error(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """vLLM with a reasoning parser sends content null when max_tokens ends the reasoning: that is a
+    judgement cut off (raise max_tokens), not a broken server."""
+    judge_server.reply = always("", raw=_completion_json(None, finish_reason="length"))
+    async with judge_app(make_app, judge_server) as client:
+        (res,) = await score(client, {"mode": "pointwise"}, [{"prompt": "q", "response": "42"}])
+        assert not res["valid"] and res["reason"] == "parse_error"
+        assert "raise max_tokens" in res["details"]["message"]
+        judge_server.reply = always("", raw=_completion_json(None))  # a refusal: no verdict to read
+        (res,) = await score(client, {"mode": "pointwise"}, [{"prompt": "q", "response": "43"}])
+        assert not res["valid"] and res["reason"] == "parse_error"
+
+
+async def test_the_pairwise_opponent_s_reasoning_is_cut_like_the_response_s(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    judge_server.reply = always("Winner: A")
+    item = {
+        "prompt": "What is 6*7?",
+        "response": "<think>6*7 is 42</think>The answer is 42.",
+        "metadata": {"opponent": "<think>6*7 = 42, verified twice</think>The answer is 42."},
+    }
+    async with judge_app(make_app, judge_server) as client:
+        (res,) = await score(client, {"mode": "pairwise", "opponent": "metadata"}, [item])
+    assert res["valid"] and judge_server.calls == 2
+    for request in judge_server.requests:
+        sent = user_text(request)
+        assert "think" not in sent and sent.count("The answer is 42.") == 2, sent
+
+
+async def test_reference_mode_takes_a_list_of_gold_answers(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    judge_server.reply = always("Final Decision: Yes")
+    items = [
+        {"prompt": "3+4?", "response": "3+4 = \\boxed{7}", "reference": ["7", "seven"]},
+        {"prompt": "3+4?", "response": "The number after six.", "reference": ["7", "seven"]},
+    ]
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(client, {"mode": "reference"}, items)
+    assert res[0]["valid"] and res[0]["score"] == 1.0 and res[0]["details"]["decided_by"] == "rule"
+    assert res[1]["valid"] and res[1]["score"] == 1.0 and res[1]["details"]["decided_by"] == "judge"
+    assert "7 ; seven" in user_text(judge_server.requests[-1])
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"mode": "pairwise", "template": "{response_a} vs {response_b}. Gold: {reference}"}, "{reference}"),
+        (
+            {"mode": "rubric", "template": "{response} meets {criterion}? rate {min_score}-{max_score}"},
+            "{max_score}, {min_score}",
+        ),
+        ({"include_reference": False, "template": "Ref: {reference}\n{response}"}, "include_reference"),
+        ({"mode": "pointwise", "criteria": [{"criterion": "is polite"}]}, "rubric only"),
+    ],
+)
+async def test_configs_whose_options_would_be_ignored_or_blank_are_refused(
+    make_app: MakeApp, judge_server: FakeJudge, config: dict[str, Any], message: str
+) -> None:
+    async with judge_app(make_app, judge_server) as client:
+        r = await client.post(
+            "/v1/score",
+            json={"reward": {"name": "judge", "config": config}, "items": [{"prompt": "q", "response": "r"}]},
+        )
+    assert r.status_code == 422 and message in r.json()["error"]["message"], r.text
+    assert judge_server.calls == 0
+
+
+async def test_an_empty_system_prompt_sends_no_system_message(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A judge whose chat template has no system role (Gemma) needs none: "" asks for that."""
+    judge_server.reply = always("Score: 4")
+    async with judge_app(make_app, judge_server) as client:
+        for system, roles in (("", ["user"]), (None, ["system", "user"])):
+            (res,) = await score(
+                client, {"system_prompt": system}, [{"prompt": "q", "response": "r"}], use_cache=False
+            )
+            assert res["valid"] and [m["role"] for m in judge_server.requests[-1]["messages"]] == roles

@@ -122,8 +122,9 @@ def read_decision(
             if parsed is None:
                 raise DecisionError(f"the judge's decision {label!r} is not on the scale")
             probs = _label_probs(tokens, _token_at(tokens, m.start(1)), scale)
-            if probs:
-                total = sum(probs.values())
+            total = sum(probs.values())
+            # a server's -inf written as -9999.0 underflows exp() to 0: no distribution, read the label
+            if total > 0.0 and math.isfinite(total):
                 value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
                 return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
             return Decision(parsed, parsed, label, "parse_fallback")

@@ -9,13 +9,16 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
 
 :func:`content_free` is a general detector, not a list of known keys. It removes, in order:
 
-1. Unicode compatibility forms and case (NFKC + casefold), so full-width and styled letters are plain;
+1. Unicode compatibility forms, invisible format characters and case (:func:`plain`: NFKC, Cf removed,
+   casefold, Latin look-alikes inside mixed-script words folded), so full-width, styled, zero-width-split
+   and look-alike letters are plain;
 2. markup: empty/think/answer tags, markdown emphasis and headers, LaTeX commands and math delimiters;
 3. *reasoning openers and answer labels* in many languages (:data:`OPENERS`: "solution", "thought
    process", "let's think step by step", "step 1", 解 / 解答 / 答案, かいせつ / 解説, 풀이, respuesta,
    réponse, lösung, решение, الحل, ...), matched as whole phrases;
 4. punctuation, symbols and whitespace (every Unicode P*, S*, Z* and C* character);
-5. filler words with no content on their own (:data:`FILLER`: "let", "us", "this", "problem", "okay"...).
+5. filler words with no content on their own (:data:`FILLER`: "let", "us", "this", "problem", "okay"...),
+   and their contractions ("here's", "it's").
 
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
 of an opener. If nothing does, the response is content-free.
@@ -30,7 +33,15 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["FILLER", "INJECTION_PATTERNS", "OPENERS", "content_free", "injection", "substantive_text"]
+__all__ = [
+    "FILLER",
+    "INJECTION_PATTERNS",
+    "OPENERS",
+    "content_free",
+    "injection",
+    "plain",
+    "substantive_text",
+]
 
 # Reasoning openers and answer labels that carry no content by themselves (casefolded, NFKC).
 OPENERS: tuple[str, ...] = (
@@ -43,12 +54,19 @@ OPENERS: tuple[str, ...] = (
     "let us think step by step",
     "let's work through this step by step",
     "let's break this down",
+    "let's break it down",
+    "break it down",
     "let's solve this problem",
     "let's solve this",
     "let's think about this",
     "let me think about this",
     "let me think",
     "let me solve this",
+    "let me check",
+    "let me verify",
+    "let me double check",
+    "let me see",
+    "let me work through this",
     "let's begin",
     "let's start",
     "step by step",
@@ -69,6 +87,10 @@ OPENERS: tuple[str, ...] = (
     "here's the solution",
     "here is my answer",
     "here's my answer",
+    "here is the answer",
+    "here's the answer",
+    "here is my solution",
+    "here's my solution",
     "explanation",
     "analysis",
     "approach",
@@ -84,6 +106,8 @@ OPENERS: tuple[str, ...] = (
     "we need to",
     "first",
     "sure",
+    "certainly",
+    "of course",
     # Chinese
     "让我们一步一步地解决这个问题",
     "让我们一步一步解决这个问题",
@@ -91,6 +115,8 @@ OPENERS: tuple[str, ...] = (
     "让我们一步一步思考",
     "一步一步",
     "思考过程",
+    "思考",
+    "让我想想",
     "思路",
     "解题思路",
     "解题过程",
@@ -214,16 +240,63 @@ def _opener_pattern() -> re.Pattern[str]:
 _OPENERS_RE = _opener_pattern()
 
 
+# Latin look-alikes in other scripts (from Unicode's confusables, lowercase), and their Latin letters:
+# "fіnal" with a Cyrillic і reads as "final" to a judge.
+_LOOKALIKES, _LATIN = "аеорсухіјѕһԁԛԝӏкαοικνρυχϲ", "aeopcyxijshdqwlkaoikvpuxc"
+_CONFUSABLES = str.maketrans(_LOOKALIKES, _LATIN)
+_HAS_CONFUSABLE = re.compile(f"[{_LOOKALIKES}]")
+# Unicode's format characters (category Cf, to Unicode 15; a test checks the list against unicodedata)
+_FORMAT_CHARS = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+_LETTERS = re.compile(r"[^\W\d_]+")
+_ASCII_LETTER = re.compile(r"[a-z]")
+
+
+def _unmix(word: re.Match[str]) -> str:
+    w = word.group(0)
+    return w.translate(_CONFUSABLES) if _ASCII_LETTER.search(w) and _HAS_CONFUSABLE.search(w) else w
+
+
+def plain(text: str) -> str:
+    """``text`` as the gates read it: NFKC, without format characters, casefolded, and with the Latin
+    look-alikes of a word that mixes scripts made Latin.
+
+    NFKC alone leaves invisible format characters (Unicode category Cf: zero-width space and joiners,
+    soft hyphen, bidi marks) in place, and ``Sol\u200bution`` or ``Final\u00ad Decision: Yes`` then
+    matched no opener or pattern while the judge read them as the plain words. Look-alike letters are
+    folded only inside a word that also has a Latin letter (``fіnal``), so Russian or Greek text keeps
+    its own letters for the gates written in it.
+    """
+    t = _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text)).casefold()
+    if _HAS_CONFUSABLE.search(t):
+        t = _LETTERS.sub(_unmix, t)
+    return t
+
+
+def _filler(word: str) -> bool:
+    """A filler word, or a filler word's contraction ("here's", "it's", "we're", "I'll")."""
+    if word in FILLER:
+        return True
+    stem, _, tail = word.partition("'")
+    return tail in _CONTRACTED and stem in FILLER
+
+
+_CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))
+
+
 def substantive_text(text: str) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed."""
-    t = unicodedata.normalize("NFKC", text).casefold()
+    t = plain(text)
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = _STEP_LABEL.sub(" ", t)
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)
-    kept = [w for w in words if w not in FILLER]
+    kept = [w for w in words if not _filler(w)]
     if not kept and len(words) == 1 and len(words[0]) == 1:
         kept = words  # a lone letter is an answer ("A", a multiple-choice option; "I"), not filler
     return " ".join(kept)
@@ -327,7 +400,7 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
     a line the judge's parser would read as a decision is a forged verdict).
     """
-    t = unicodedata.normalize("NFKC", text)
+    t = plain(text)
     for name, rx in INJECTION_PATTERNS:
         if rx.search(t):
             return name

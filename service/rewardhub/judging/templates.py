@@ -78,6 +78,16 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "reference": ("{answer}", "{reference}"),
 }
 
+# Every placeholder each mode fills (the required ones among them); any other known placeholder in a
+# custom template would reach the judge blank, so the config refuses it.
+SUPPLIED: dict[str, tuple[str, ...]] = {
+    "pointwise": ("{prompt}", "{response}", "{reference}", "{reference_block}", "{min_score}", "{max_score}"),
+    "pairwise": ("{prompt}", "{response_a}", "{response_b}"),
+    "rubric": ("{prompt}", "{response}", "{criterion}"),
+    "rubric_implicit": ("{prompt}", "{response}", "{rubric}", "{min_score}", "{max_score}"),
+    "reference": ("{prompt}", "{reference}", "{answer}"),
+}
+
 
 # One capture group: the label. Case-insensitive; the last match in the judge's output wins. Markdown
 # and brackets around the keyword or the label are allowed ("**Score**: 4", "Score (1-5): 4",
@@ -144,3 +154,8 @@ def defuse(text: str) -> str:
 def fill(template: str, values: Mapping[str, str]) -> str:
     """Substitute the known ``{placeholders}``; anything else in braces is left as written."""
     return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), ""), template)
+
+
+def placeholders(template: str) -> set[str]:
+    """The known ``{placeholders}`` a template uses, braces included."""
+    return {m.group(0) for m in _PLACEHOLDER_RE.finditer(template)}

@@ -69,6 +69,8 @@ def parse_chat_completion(name: str, answer: Any) -> Completion:
     try:
         choice = answer["choices"][0]
         text = choice["message"]["content"]
+        if text is None:  # nothing written: a refusal, or a reasoning model cut off while it reasoned
+            text = ""
         if not isinstance(text, str):
             raise TypeError("message.content is not a string")
         tokens: tuple[TokenLogprob, ...] | None = None

@@ -54,6 +54,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal
 
+import structlog
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from rewardhub.aio import gather_all
@@ -63,10 +64,12 @@ from rewardhub.judging.templates import (
     DECISION_PATTERNS,
     FORGED_PATTERNS,
     REQUIRED,
+    SUPPLIED,
     SYSTEM_PROMPT,
     TEMPLATES,
     defuse,
     fill,
+    placeholders,
 )
 from rewardhub.models.base import ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable
@@ -77,6 +80,8 @@ from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
+
+log = structlog.get_logger("rewardhub.judge")
 
 Mode = Literal["pointwise", "pairwise", "rubric", "reference"]
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
@@ -180,6 +185,18 @@ class JudgeConfig(RewardConfig):
             missing = [p for p in REQUIRED[key] if p not in self.template]
             if missing:
                 raise ValueError(f"template for mode {self.mode}: missing {', '.join(missing)}")
+            # a placeholder this mode does not fill would reach the judge blank
+            unfilled = sorted(placeholders(self.template) - set(SUPPLIED[key]))
+            if unfilled:
+                raise ValueError(
+                    f"template for mode {self.mode}: {', '.join(unfilled)} not filled in this mode "
+                    f"(it fills {', '.join(SUPPLIED[key])})"
+                )
+            shows = placeholders(self.template) & {"{reference}", "{reference_block}"}
+            if key == "pointwise" and not self.include_reference and shows:
+                raise ValueError("include_reference is false, but the template shows the reference")
+        if self.criteria is not None and self.mode != "rubric":
+            raise ValueError("criteria apply to mode rubric only")
         if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
             raise ValueError("criteria need at least one positive weight")
         return self
@@ -199,7 +216,8 @@ class _Judging:
     def __init__(self, config: JudgeConfig):
         key = config.template_key
         self.key = key
-        self.system = config.system_prompt or SYSTEM_PROMPT
+        # "" asks for no system message (a judge whose chat template has no system role: Gemma)
+        self.system = SYSTEM_PROMPT if config.system_prompt is None else config.system_prompt
         self.template = config.template or TEMPLATES[key]
         self.pattern = config.decision_pattern or DECISION_PATTERNS[key]
         custom = config.decision_pattern is not None
@@ -222,7 +240,7 @@ class _Judging:
 @register
 class JudgeReward(ModelReward[JudgeConfig]):
     name: ClassVar[str] = "judge"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
         "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
@@ -369,6 +387,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             return Outcome.invalid(Reason.TIMEOUT, "the judge did not answer before the item's deadline")
         except PatternTimeout as exc:
             return Outcome.invalid(Reason.TIMEOUT, str(exc))
+        except Exception as exc:  # a bug on one item is that item's error, not its whole batch's
+            log.exception("judge_item_failed")
+            return Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
 
     async def _judge(
         self,
@@ -411,7 +432,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             ref_block = ""
             if config.include_reference and isinstance(item.reference, str):
                 ref_block = f"[Reference answer]\n{item.reference}\n\n"
-            reference = item.reference if isinstance(item.reference, str) else ""
+            reference = item.reference if config.include_reference and isinstance(item.reference, str) else ""
             return await rated({"reference": reference, "reference_block": ref_block})
         if config.mode == "pairwise":
             opponent = _opponent(item, config)
@@ -420,8 +441,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 return Outcome.invalid(
                     Reason.MISSING_REFERENCE, f"judge (pairwise) needs the second response in {where}"
                 )
-            # the opponent is untrusted too (another rollout, with opponent: "metadata")
-            mine, theirs = defuse(text), defuse(opponent)
+            # the opponent is untrusted too (another rollout, with opponent: "metadata"), and the judge
+            # compares like with like: its reasoning is cut as the response's is
+            mine, theirs = defuse(text), defuse(_after_think(opponent, config))
             (d1, o1), (d2, o2) = await gather_all(
                 ask(fill(j.template, {"prompt": prompt, "response_a": mine, "response_b": theirs})),
                 ask(fill(j.template, {"prompt": prompt, "response_a": theirs, "response_b": mine})),
@@ -484,8 +506,9 @@ class _Asker:
 
     async def __call__(self, user: str) -> tuple[Decision | Outcome, str]:
         c = self.config
+        system = (Message("system", self.j.system),) if self.j.system else ()
         req = ChatRequest(
-            messages=(Message("system", self.j.system), Message("user", user)),
+            messages=(*system, Message("user", user)),
             max_tokens=c.max_tokens,
             temperature=c.temperature,
             top_p=c.top_p,
@@ -523,8 +546,12 @@ def _describe(d: Decision, judgement: str) -> dict[str, Any]:
 
 
 def _gold(reference: Any) -> str | None:
+    """The gold answer(s) shown to the judge: a string, a list of them (as the ``math`` rule reads),
+    ``{"answer": ...}`` or ``{"answers": [...]}``."""
     if isinstance(reference, str) and reference.strip():
         return reference
+    if isinstance(reference, list):
+        reference = {"answers": reference}
     if isinstance(reference, dict):
         if isinstance(reference.get("answers"), list):
             golds = [str(g) for g in reference["answers"] if isinstance(g, str | int | float)]
@@ -578,7 +605,10 @@ def _read_screen(s: Screen) -> Outcome | str | None:
 
 def _visible(item: ScoreItem, config: JudgeConfig) -> str:
     """The response after its last ``</think>`` (with ``strip_think``): what the hardening reads."""
-    text = item.response
+    return _after_think(item.response, config)
+
+
+def _after_think(text: str, config: JudgeConfig) -> str:
     if config.strip_think:
         cut = text.rfind(_THINK_CLOSE)
         if cut >= 0:
