@@ -73,6 +73,11 @@ INVALID_REASONS = frozenset(
     }
 )
 
+# Invalid reasons that are a property of the moment, not of the item: a later try may score it.
+TRANSIENT_REASONS = frozenset(
+    {Reason.TIMEOUT, Reason.BACKEND_ERROR, Reason.SANDBOX_ERROR, Reason.RESOURCE_LIMIT, Reason.INTERNAL_ERROR}
+)
+
 JSONValue = Any
 
 

@@ -224,7 +224,7 @@ class ScoringService:
                 r = plan.reward
                 for i, o in zip(idx, outcomes, strict=True):
                     stored = _stored(r, o, plan.version)
-                    if plan.use_cache and stored["valid"] and keys[i] is not None:
+                    if plan.use_cache and stored["valid"] and not o.transient and keys[i] is not None:
                         to_write.append((keys[i], orjson.dumps(stored)))  # type: ignore[arg-type]
                     latency = o.latency_ms if o.latency_ms is not None else batch_ms
                     results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}

@@ -621,3 +621,31 @@ async def test_an_empty_system_prompt_sends_no_system_message(
                 client, {"system_prompt": system}, [{"prompt": "q", "response": "r"}], use_cache=False
             )
             assert res["valid"] and [m["role"] for m in judge_server.requests[-1]["messages"]] == roles
+
+
+@pytest.mark.parametrize("on_invalid", ["zero", "skip"])
+async def test_a_composite_over_a_failed_judge_is_served_but_not_cached(
+    make_app: MakeApp, judge_server: FakeJudge, on_invalid: str
+) -> None:
+    """on_invalid zero/skip makes a judge's backend_error a valid composite score: right for this
+    request, but a property of the moment; cached, it stood in for the judge's verdict for 7 days."""
+    spec = {
+        "name": "composite",
+        "config": {
+            "on_invalid": on_invalid,
+            "components": [
+                {"reward": {"name": "judge", "config": {"mode": "pointwise"}}, "weight": 1.0},
+                {"reward": "exact_match", "weight": 1.0},
+            ],
+        },
+    }
+    item = {"prompt": "What is 2+2?", "response": "4", "reference": "4"}
+    async with judge_app(make_app, judge_server, backend_max_retries=0) as client:
+        judge_server.reply = always("boom", status=500)
+        r = (await client.post("/v1/score", json={"reward": spec, "items": [item]})).json()["results"][0]
+        assert r["valid"] and r["details"]["parts"]["judge"]["reason"] == "backend_error"
+        judge_server.reply = always("Score: 5")
+        r = (await client.post("/v1/score", json={"reward": spec, "items": [item]})).json()["results"][0]
+        assert r["valid"] and not r["cached"] and r["score"] == 2.0  # re-scored with the judge back
+        r = (await client.post("/v1/score", json={"reward": spec, "items": [item]})).json()["results"][0]
+        assert r["cached"] and r["score"] == 2.0  # a complete score is cached as before

@@ -85,6 +85,9 @@ class Outcome:
     components: dict[str, float | None] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     latency_ms: float | None = None
+    # A valid score that stands in for a part that failed for a reason of the moment (a composite's
+    # ``on_invalid: zero`` over a judge timeout): served, never cached, so a later request re-scores it.
+    transient: bool = False
 
     @classmethod
     def invalid(cls, reason: Reason, message: str | None = None, **details: Any) -> Outcome:

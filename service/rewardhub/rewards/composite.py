@@ -57,7 +57,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from rewardhub.aio import gather_all
 from rewardhub.formula import FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
-from rewardhub.protocol import Reason, RewardSpec, ScoreItem
+from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.noisy import NoiseRates, corrected
@@ -172,7 +172,16 @@ class CompositeReward(ComposedReward[CompositeConfig]):
         self, items: Sequence[ScoreItem], config: CompositeConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         batches = await gather_all(*(run_part(p, items, ctx) for p in config._parts))
-        return [self._combine(config, [b[i] for b in batches]) for i in range(len(items))]
+        out = []
+        for i in range(len(items)):
+            parts = [b[i] for b in batches]
+            o = self._combine(config, parts)
+            # zeroed or skipped over a part's timeout or backend failure: right now, not for the cache
+            o.transient = o.valid and any(
+                p.transient or (p.score is None and p.reason in TRANSIENT_REASONS) for p in parts
+            )
+            out.append(o)
+        return out
 
     @staticmethod
     def _combine(config: CompositeConfig, outs: list[Outcome]) -> Outcome:

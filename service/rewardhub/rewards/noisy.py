@@ -91,5 +91,9 @@ class NoisyCorrectedReward(ComposedReward[NoisyConfig]):
                 out.append(o)
                 continue
             components = {**o.components, "observed": o.score}
-            out.append(Outcome(corrected(o.score, config), o.reason, components, o.details, o.latency_ms))
+            out.append(
+                Outcome(
+                    corrected(o.score, config), o.reason, components, o.details, o.latency_ms, o.transient
+                )
+            )
         return out
