@@ -649,3 +649,25 @@ async def test_a_composite_over_a_failed_judge_is_served_but_not_cached(
         assert r["valid"] and not r["cached"] and r["score"] == 2.0  # re-scored with the judge back
         r = (await client.post("/v1/score", json={"reward": spec, "items": [item]})).json()["results"][0]
         assert r["cached"] and r["score"] == 2.0  # a complete score is cached as before
+
+
+async def test_an_unnamed_remote_judge_s_cache_follows_its_address(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """The result version (part of the cache key) names the backend. A judge set by URL alone was
+    "openai:default" whatever server it pointed at, so a new server was served the old one's cached
+    scores; a named model keeps one version across addresses."""
+    from fake_openai import fake_judge
+
+    judge_server.reply = always("Score: 5")
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+
+    async def version(url: str, model: str | None) -> str:
+        async with make_app(judge_url=url, judge_model=model) as client:
+            (res,) = await score(client, {"mode": "pointwise"}, [item])
+        return str(res["reward_version"])
+
+    with fake_judge() as other:
+        other.reply = always("Score: 1")
+        assert await version(judge_server.url, None) != await version(other.url, None)
+        assert await version(judge_server.url, "qwen-7b") == await version(other.url, "qwen-7b")

@@ -335,3 +335,18 @@ async def test_tokenizer_info_is_asked_again_after_a_failure_and_a_404_is_not_a_
     # the generic shapes remove <|im_end|> and [INST]; this tokenizer's own specials only <|im_end|>
     assert texts == ["8", "8[INST]"]
     assert sum(path == "/tokenizer_info" for path, _ in seen) == 2
+
+
+def test_a_server_that_returns_probabilities_is_another_identity() -> None:
+    """Its probabilities turned back into logits are other numbers than another spec's raw logits for
+    the same server and model: the cache must not serve one for the other."""
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    raw, probs = (
+        VLLMPoolingBackend("orm", "http://rm:8000/v1", "rm-7b", None, RemoteOptions(), returns_probabilities=p)
+        for p in (False, True)
+    )
+    assert raw.identity() == "vllm_pooling:rm-7b" and probs.identity() != raw.identity()
+    unnamed = VLLMPoolingBackend("orm", "http://user:pw@rm:8000/v1", "default", None, RemoteOptions())
+    assert unnamed.identity() == "vllm_pooling:default@http://rm:8000"  # the address, without secrets

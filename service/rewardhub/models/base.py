@@ -114,6 +114,9 @@ def remaining(deadline: float) -> float:
     return left
 
 
+UNNAMED_MODEL = "default"  # the model name of a remote backend configured by URL alone
+
+
 class ModelBackend:
     """Base of every backend. Subclasses override the capabilities they list in ``capabilities``."""
 

@@ -37,7 +37,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential, wait_random
 
-from rewardhub.models.base import ModelBackend
+from rewardhub.models.base import UNNAMED_MODEL, ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
 
@@ -316,6 +316,13 @@ class RemoteBackend(ModelBackend):
 
     async def close(self) -> None:
         await self.client.close()
+
+    def identity(self) -> str:
+        """The model's name; with none configured (the shortcut settings' ``"default"``), the server's
+        address too: otherwise pointing ``REWARDHUB_JUDGE_URL`` at another server served the old one's
+        cached scores. A named model keeps its cache when it moves to another address."""
+        base = super().identity()
+        return f"{base}@{public_url(self.client.base_url)}" if self.model == UNNAMED_MODEL else base
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), **self.client.describe()}

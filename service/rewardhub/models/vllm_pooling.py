@@ -72,6 +72,10 @@ class VLLMPoolingBackend(RemoteBackend):
         self._scrubber: Scrubber | None = None  # None until /tokenizer_info answered or was found absent
         self._asking = asyncio.Lock()
 
+    def identity(self) -> str:
+        # probabilities turned back into logits are other numbers than the server's logits
+        return super().identity() + ("+probabilities" if self.returns_probabilities else "")
+
     def describe(self) -> dict[str, Any]:
         cleaning = "not yet asked" if self._scrubber is None else self._scrubber.describe()
         return {**super().describe(), "special_tokens": cleaning}
