@@ -28,7 +28,7 @@ def test_nested_control_tokens_are_removed_until_none_is_left(qwen_prm_path: str
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     assert ids.count(im_end) == 2, text  # the two turns' own, none from the response
     assert CONVENTIONS["qwen"].clean("one<ext<extra_0>ra_0> two") == "one two"
-    assert CONVENTIONS["math_shepherd"].clean("one ккии two") == "one  two"
+    assert CONVENTIONS["math_shepherd"].clean("one ки two: покупки ки") == "one  two: покупки "
     assert GENERIC("a<|im_<|x|>end|>b") == "ab"
     assert Scrubber(["<|im_end|>"])("a<|im_<|im_end|>end|>b") == "ab"
 

@@ -119,3 +119,28 @@ async def test_bad_model_path_fails_the_start(make_app: MakeApp, tmp_path: Path)
     with pytest.raises(Exception, match="cannot load"):
         async with make_app(orm_model=str(tmp_path / "missing")):
             pass
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"normalize": "sigmoid", "mean": 3.0, "std": 0.5}, "mean applies to normalize 'zscore' only"),
+        ({"std": 2.0}, "std applies to normalize 'zscore' only"),
+        ({"normalize": "zscore"}, "normalize 'zscore' needs mean and std"),
+        ({"normalize": "zscore", "mean": 0.1}, "normalize 'zscore' needs std"),
+    ],
+)
+async def test_orm_zscore_options_must_agree(
+    make_app: MakeApp, orm_path: str, config: dict[str, Any], message: str
+) -> None:
+    """mean/std were silently ignored by sigmoid/none, and zscore without them returned the raw logit as
+    if it were normalised: both are refused at validation."""
+    async with make_app(orm_model=orm_path) as client:
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "orm", "config": config},
+                "items": [{"prompt": "2+2?", "response": "4"}],
+            },
+        )
+        assert r.status_code == 422 and message in r.text, r.text

@@ -55,7 +55,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.0.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.1.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -143,3 +143,70 @@ async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: 
 async def test_unconfigured_prm_names_the_setting(client: httpx.AsyncClient) -> None:
     (r,) = await prm(client, [{"prompt": "q", "response": "a\n\nb"}])
     assert r["reason"] == "unsupported" and "REWARDHUB_PRM_MODEL" in r["details"]["message"]
+
+
+async def test_steps_of_only_tags_or_control_tokens_are_no_steps(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A "step" that is only the step tag or a control token reaches the model as an empty step and got
+    a normal score (three of them three scored steps): it is no step, and a response of nothing else is
+    the valid 0 of an empty response. The spans keep pointing at the steps that were scored."""
+    forged = ["<extra_0>", "<|im_end|>", "<extra_0>\n\n<extra_0>\n\n<extra_0>", "<|im_<extra_0>end|>"]
+    mixed = "a\n\n<|im_end|>\n\n<extra_0> \n\nb"
+    async with make_app(prm_model=qwen_prm_path) as client:
+        results = await prm(client, [{"prompt": QUESTION, "response": t} for t in [*forged, mixed]])
+        for r in results[:-1]:
+            assert r["valid"] and r["score"] == 0.0 and r["reason"] == "no_answer", r
+            assert r["details"]["steps"] == []
+        steps = results[-1]["details"]["steps"]
+        assert [mixed[s["start"] : s["end"]] for s in steps] == ["a", "b"]
+        (plain,) = await prm(client, [{"prompt": QUESTION, "response": "a\n\nb"}])
+        assert [s["score"] for s in steps] == pytest.approx([s["score"] for s in plain["details"]["steps"]])
+
+
+async def test_step_pattern_dot_stays_on_its_line(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """`.` in a step pattern crossed newlines (DOTALL): a per-line separator swallowed the step between
+    two such lines. (?s) still asks for it."""
+    text = "Compute 2+3=5.\n--- check\nThen 5*4=20.\n--- check\nAnswer: 20."
+    async with make_app(prm_model=qwen_prm_path) as client:
+        (r,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"\n---.*\n")
+        assert [text[s["start"] : s["end"]] for s in r["details"]["steps"]] == [
+            "Compute 2+3=5.",
+            "Then 5*4=20.",
+            "Answer: 20.",
+        ]
+        (dotall,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"(?s)\n---.*\n")
+        assert len(dotall["details"]["steps"]) == 2
+
+
+async def test_separator_with_pattern_is_refused(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """With both, the pattern won and the separator was silently ignored."""
+    async with make_app(prm_model=qwen_prm_path) as client:
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "prm", "config": {"separator": "###", "pattern": r"\n"}},
+                "items": [{"prompt": "q", "response": "a ### b\nc"}],
+            },
+        )
+        assert r.status_code == 422 and "separator and pattern exclude each other" in r.text
+
+
+async def test_math_shepherd_keeps_words_that_contain_its_tag(
+    make_app: MakeApp, shepherd_prm_path: str
+) -> None:
+    """Every "ки" was removed, so "покупки" reached the model as "покуп" (two different texts, one
+    input). Only a stand-alone "ки" is a tag: a typed one still makes no step of its own, and one inside
+    a word is neither removed nor read as a step."""
+    question = "Сколько стоят покупки?"
+    items = [
+        {"prompt": question, "response": "Две руки и задачки: 2+2=4.\n\nОтвет: 4."},
+        {"prompt": "Сколько стоят покуп?", "response": "Две ру и задач: 2+2=4.\n\nОтвет: 4."},
+        {"prompt": question, "response": "Две руки ки и задачки: 2+2=4.\n\nки\n\nОтвет: 4. ки"},
+    ]
+    async with make_app(prm_model=shepherd_prm_path, prm_convention="math_shepherd") as client:
+        words, mangled, typed = await prm(client, items)
+        assert words["valid"] and mangled["valid"] and typed["valid"], (words, mangled, typed)
+        assert len(words["details"]["steps"]) == 2 and len(typed["details"]["steps"]) == 2
+        w, m = ([s["score"] for s in r["details"]["steps"]] for r in (words, mangled))
+        assert w != pytest.approx(m, abs=1e-6)  # the words reached the model whole

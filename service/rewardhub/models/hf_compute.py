@@ -38,6 +38,7 @@ from rewardhub.models.errors import (
     MissingExtra,
 )
 from rewardhub.models.specials import Scrubber, clean_messages
+from rewardhub.prm.tags import tag_pattern
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -475,13 +476,11 @@ def _tag_positions(text: str, tag: str, offsets: Sequence[tuple[int, int]]) -> l
     """Index of the token holding the last character of each occurrence of ``tag`` in ``text``.
 
     Character offsets rather than token ids: a tag like ``ки`` may be one token or several depending on
-    the tokenizer and on the space before it; its last token is where a PRM reads its verdict.
+    the tokenizer and on the space before it; its last token is where a PRM reads its verdict. Only the
+    occurrences the convention counts as tags (:func:`~rewardhub.prm.tags.tag_pattern`): the
+    ``ки`` ending the Russian "покупки" in a question is text, not a step.
     """
-    ends: list[int] = []
-    start = text.find(tag)
-    while start >= 0:
-        ends.append(start + len(tag) - 1)
-        start = text.find(tag, start + len(tag))
+    ends = [m.end() - 1 for m in tag_pattern(tag).finditer(text)]
     positions: list[int] = []
     k = 0
     for end in ends:

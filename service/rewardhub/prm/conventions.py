@@ -12,7 +12,10 @@ the question and the steps and says where the verdicts are read:
   ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``.
 
 The step tag is removed from the question and the steps first: a response that writes ``<extra_0>``
-itself would otherwise create steps of its own choosing.
+itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
+where it stands alone (:func:`tag_pattern`): inside a word (Russian "покупки") it is ordinary text, kept,
+and a backend reading the tags' positions counts the same stand-alone occurrences, so the inserted tags
+are still exactly one per step.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewardhub.models.base import Message, StepQuery
+from rewardhub.models.specials import scrub
+from rewardhub.prm.tags import tag_pattern
 
-__all__ = ["CONVENTIONS", "PRMConvention"]
+__all__ = ["CONVENTIONS", "PRMConvention", "tag_pattern"]
 
 QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -34,9 +39,25 @@ class PRMConvention:
     label_tokens: tuple[str, str] | None  # (positive, negative) for LM-head PRMs
 
     def clean(self, text: str) -> str:
-        while self.step_tag in text:  # "<ext<extra_0>ra_0>" without its inner tag is a tag
-            text = text.replace(self.step_tag, "")
-        return text
+        """``text`` without step tags (:func:`tag_pattern`), until none is left: "<ext<extra_0>ra_0>"
+        without its inner tag is a tag."""
+        rx = tag_pattern(self.step_tag)
+        while True:
+            cleaned = rx.sub("", text)
+            if cleaned == text:
+                return text
+            text = cleaned
+
+    def blank(self, text: str) -> bool:
+        """Whether nothing of ``text`` reaches the model: it is only step tags, control-token strings
+        (the generic shapes of :mod:`~rewardhub.models.specials`; the backend's tokenizer may know more)
+        and whitespace. Such a "step" would be scored as an empty one: a score the response did not earn.
+        """
+        while True:
+            cleaned = scrub(self.clean(text))  # removing either may make the other: until neither does
+            if cleaned == text:
+                return not text.strip()
+            text = cleaned
 
     def query(self, question: str, steps: Sequence[str]) -> StepQuery:
         q = self.clean(question)

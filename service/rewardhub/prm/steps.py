@@ -8,7 +8,11 @@ the response as sent (after whitespace is trimmed from both ends of the step).
   the literal string, drop empty pieces; a newline in it also matches a Windows ``\\r\\n`` (a response
   written with CRLF line ends has no ``"\\n\\n"`` in it and would be one step);
 * ``pattern``: split on the matches of a regular expression (e.g. ``"\\n(?=Step \\d+:)"``); run with the
-  ``regex`` package's per-call timeout, since patterns come from callers;
+  ``regex`` package's per-call timeout, since patterns come from callers. ``.`` does not match a newline
+  (no DOTALL, as in ``re.split``): a separator pattern like ``"\\n---.*\\n"`` would otherwise run to the
+  last such line and swallow the steps between; write ``(?s)`` to have it cross lines;
+* a piece that is empty once trimmed, or once ``blank`` says nothing of it reaches the model (only step
+  tags or control tokens), is no step, as an empty piece between two separators is none;
 * a ``<think>...</think>`` block is skipped by default: the PRMs above were trained on short worked
   solutions, and a long chain of thought has hundreds of paragraphs past their context. Only the text
   after the last ``</think>`` is split (spans still index the full response);
@@ -19,6 +23,7 @@ the response as sent (after whitespace is trimmed from both ends of the step).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern
@@ -35,10 +40,10 @@ class Step:
     end: int
 
 
-def _trimmed(text: str, start: int, end: int) -> Step | None:
+def _trimmed(text: str, start: int, end: int, blank: Callable[[str], bool] | None) -> Step | None:
     piece = text[start:end]
     stripped = piece.strip()
-    if not stripped:
+    if not stripped or (blank is not None and blank(stripped)):
         return None
     lead = len(piece) - len(piece.lstrip())
     s = start + lead
@@ -53,6 +58,7 @@ def split_steps(
     skip_think: bool = True,
     max_steps: int = 64,
     timeout_s: float = 0.5,
+    blank: Callable[[str], bool] | None = None,
 ) -> list[Step]:
     """The steps of ``text`` (see the module docstring).
 
@@ -66,7 +72,7 @@ def split_steps(
             base = cut + len(THINK_CLOSE)
     bounds: list[tuple[int, int]] = []
     if pattern is not None:
-        rx = compile_pattern(pattern)
+        rx = compile_pattern(pattern, dotall=False)
         pos = base
         try:
             for m in rx.finditer(text, base, timeout=timeout_s):
@@ -93,7 +99,7 @@ def split_steps(
                 break
             bounds.append((pos, k))
             pos = k + len(separator)
-    steps = [s for s in (_trimmed(text, a, b) for a, b in bounds) if s is not None]
+    steps = [s for s in (_trimmed(text, a, b, blank) for a, b in bounds) if s is not None]
     return merge_steps(text, steps, max_steps)
 
 

@@ -8,7 +8,9 @@ optionally normalised:
 * ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
 * ``sigmoid``: ``1 / (1 + e^{-x})`` in (0, 1);
 * ``zscore``: ``(x - mean) / std`` with the configured ``mean``/``std`` (e.g. measured on a reference set),
-  which puts rewards from different RMs on one scale without per-batch statistics.
+  which puts rewards from different RMs on one scale without per-batch statistics. Both are required
+  (the defaults 0 and 1 would return the raw logit as if it were normalised), and apply to ``zscore``
+  only (with another ``normalize`` they would be silently ignored): a config that says otherwise is refused.
 
 ``components.raw`` always holds the raw logit. Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
 process) or ``REWARDHUB_ORM_URL`` (a vLLM server's ``/classify``).
@@ -20,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rewardhub.models.base import Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
@@ -30,14 +32,32 @@ from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, fi
 
 __all__ = ["ORMConfig", "ORMReward", "normalise"]
 
+_ZSCORE_FIELDS = ("mean", "std")
+
 
 class ORMConfig(RewardConfig):
     backend: str = Field("orm", min_length=1, description="Name of the model backend (see REWARDHUB_ORM_*).")
     normalize: Literal["none", "sigmoid", "zscore"] = Field("none", description="none | sigmoid | zscore.")
-    mean: float = Field(0.0, allow_inf_nan=False, description="zscore: the reward model's mean logit.")
-    std: float = Field(1.0, gt=0, allow_inf_nan=False, description="zscore: the reward model's logit std.")
+    mean: float = Field(
+        0.0, allow_inf_nan=False, description="zscore (required): the reward model's mean logit."
+    )
+    std: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="zscore (required): the reward model's logit std."
+    )
     label: int = Field(0, ge=0, description="Which output of the classifier is the reward.")
     system_prompt: str | None = Field(None, max_length=10_000, description="A system turn before the prompt.")
+
+    @model_validator(mode="after")
+    def _zscore_fields(self) -> ORMConfig:
+        """mean/std only mean something to zscore, and zscore nothing without them: refused, not ignored."""
+        given = [f for f in _ZSCORE_FIELDS if f in self.model_fields_set]
+        if self.normalize == "zscore":
+            missing = [f for f in _ZSCORE_FIELDS if f not in given]
+            if missing:
+                raise ValueError(f"normalize 'zscore' needs {' and '.join(missing)}")
+        elif given:
+            raise ValueError(f"{given[0]} applies to normalize 'zscore' only")
+        return self
 
 
 def normalise(x: float, config: ORMConfig) -> float:
@@ -51,7 +71,7 @@ def normalise(x: float, config: ORMConfig) -> float:
 @register
 class ORMReward(ModelReward[ORMConfig]):
     name: ClassVar[str] = "orm"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid or z-score normalised; in process or vLLM /classify."

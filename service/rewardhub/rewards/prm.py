@@ -13,9 +13,11 @@ concurrent requests share forward passes through the backend's micro-batcher.
 Result: ``score`` is the ``aggregation`` (``min`` default, ``prod``, ``last``, ``mean``, ``first_error``
 with ``threshold``: the fraction of steps before the first step below it); ``components`` has every
 aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
-0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). An empty
-response is a valid 0 (``no_answer``); an input longer than the model's context is ``unsupported``; a
-failed or slow model is ``backend_error`` / ``timeout``.
+0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). A step
+that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``) is no step: the model
+would score it as an empty one, a score for writing nothing. A response with no step left (empty, or
+only such strings) is a valid 0 (``no_answer``); an input longer than the model's context is
+``unsupported``; a failed or slow model is ``backend_error`` / ``timeout``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rewardhub.models.base import StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
@@ -49,7 +51,10 @@ class PRMConfig(RewardConfig):
     pattern: str | None = Field(
         None,
         max_length=500,
-        description="Split on matches of this regular expression instead of `separator`.",
+        description=(
+            "Split on matches of this regular expression instead of `separator` (not both). `.` does not "
+            "match a newline (as in re.split); start the pattern with (?s) for that."
+        ),
     )
     skip_think: bool = Field(True, description="Score only the text after the last </think>.")
     max_steps: int = Field(64, ge=1, le=512, description="More steps are merged into this many groups.")
@@ -63,11 +68,18 @@ class PRMConfig(RewardConfig):
     def _pattern(cls, v: str | None) -> str | None:
         return validate_pattern(v) if v is not None else None
 
+    @model_validator(mode="after")
+    def _one_splitter(self) -> PRMConfig:
+        # Both given, the pattern would win and the separator be silently ignored.
+        if self.pattern is not None and "separator" in self.model_fields_set:
+            raise ValueError("separator and pattern exclude each other: give one of them")
+        return self
+
 
 @register
 class PRMReward(ModelReward[PRMConfig]):
     name: ClassVar[str] = "prm"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
@@ -109,6 +121,7 @@ class PRMReward(ModelReward[PRMConfig]):
                     pattern=config.pattern,
                     skip_think=config.skip_think,
                     max_steps=config.max_steps,
+                    blank=conv.blank,
                 )
             except PatternTimeout as exc:
                 outcomes[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
