@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import structlog
@@ -71,83 +71,90 @@ def build_job_store(settings: Settings, cache: Cache) -> JobStore:
     return MemoryJobStore(settings.job_ttl_s)
 
 
+def _stop_serving(app: FastAPI) -> None:
+    """First on the way out: requests arriving during shutdown get 503s, not a closing service."""
+    app.state.scoring = None
+    app.state.jobs = None
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     metrics: Metrics = app.state.metrics
     load_builtin_rewards()
 
-    # Configured models load first: a bad path fails the start (naming the setting) before any worker
-    # process exists to clean up. See rewardhub.models.
-    models = ModelHub.from_settings(settings, metrics)
-    await models.start(metrics)
+    # Each close is pushed as soon as its start succeeds, so a start-up that fails half way (a Redis URL
+    # without a scheme, a reward that cannot start) still stops the model processes, CPU workers and
+    # sandbox already running; they close in reverse order, the service's users before its resources.
+    async with AsyncExitStack() as stack:
+        # Configured models load first: a bad path fails the start (naming the setting) before any worker
+        # process exists to clean up. See rewardhub.models.
+        models = ModelHub.from_settings(settings, metrics)
+        await models.start(metrics)
+        stack.push_async_callback(models.close)
 
-    pool = build_cpu_pool(settings, metrics)
-    await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
-    metrics.watch(metrics.queue_depth.labels("cpu"), lambda: pool.stats().queued_items)
+        pool = build_cpu_pool(settings, metrics)
+        await asyncio.to_thread(pool.start)  # boots the forkserver (imports SymPy once)
+        stack.push_async_callback(asyncio.to_thread, pool.close)
+        metrics.watch(metrics.queue_depth.labels("cpu"), lambda: pool.stats().queued_items)
 
-    # Probes bwrap with a real run; never raises (no isolation = code items are refused, says /health).
-    sandbox = SandboxPool.from_settings(settings)
-    await sandbox.start()
-    metrics.watch(metrics.queue_depth.labels("sandbox"), lambda: sandbox.stats()["waiting"])
-    sandbox.on_slot_end = lambda cause: metrics.worker_restarts.labels("sandbox", cause).inc()
+        # Probes bwrap with a real run; never raises (no isolation = code items are refused, says /health).
+        sandbox = SandboxPool.from_settings(settings)
+        await sandbox.start()
+        stack.push_async_callback(sandbox.close)
+        metrics.watch(metrics.queue_depth.labels("sandbox"), lambda: sandbox.stats()["waiting"])
+        sandbox.on_slot_end = lambda cause: metrics.worker_restarts.labels("sandbox", cause).inc()
 
-    cache = build_cache(settings, metrics)
-    await cache.start()
-    metrics.cache_up.set(1 if cache.up else 0)
+        cache = build_cache(settings, metrics)
+        await cache.start()
+        stack.push_async_callback(cache.close)
+        metrics.cache_up.set(1 if cache.up else 0)
 
-    runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool, sandbox=sandbox, models=models)
-    registry = RewardRegistry(runtime)
-    runtime.registry = registry
-    await registry.start()
+        runtime = Runtime(settings=settings, metrics=metrics, cpu_pool=pool, sandbox=sandbox, models=models)
+        registry = RewardRegistry(runtime)
+        runtime.registry = registry
+        await registry.start()
+        stack.push_async_callback(registry.close)
 
-    scoring = ScoringService(settings, registry, cache, metrics, app.state.stats)
-    job_runner = JobRunner(
-        build_job_store(settings, cache),
-        scoring,
-        app.state.admission,
-        concurrency=settings.job_concurrency,
-        queue_max=settings.job_queue_max,
-        max_items=settings.job_max_items,
-    )
-    await job_runner.start()
-
-    app.state.runtime = runtime
-    app.state.cache = cache
-    app.state.scoring = scoring
-    app.state.jobs = job_runner
-    if not app.state.authenticator.enabled:
-        log.warning(
-            "api_open",
-            hint="no API keys configured: anyone who can reach this port can use it; "
-            "set REWARDHUB_API_KEYS to require keys",
+        scoring = ScoringService(settings, registry, cache, metrics, app.state.stats)
+        job_runner = JobRunner(
+            build_job_store(settings, cache),
+            scoring,
+            app.state.admission,
+            concurrency=settings.job_concurrency,
+            queue_max=settings.job_queue_max,
+            max_items=settings.job_max_items,
         )
-    log.info(
-        "service_ready",
-        version=__version__,
-        cache=cache.backend,
-        cache_up=cache.up,
-        cpu_workers=settings.cpu_workers,
-        sandbox=sandbox.level,
-        models=models.names(),
-        rewards=registry.names(),
-    )
-    # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
-    refresher = asyncio.create_task(_refresh_gauges(metrics)) if metrics.multiprocess else None
-    try:
+        await job_runner.start()
+        stack.push_async_callback(job_runner.close)
+
+        app.state.runtime = runtime
+        app.state.cache = cache
+        app.state.scoring = scoring
+        app.state.jobs = job_runner
+        stack.callback(_stop_serving, app)
+        if not app.state.authenticator.enabled:
+            log.warning(
+                "api_open",
+                hint="no API keys configured: anyone who can reach this port can use it; "
+                "set REWARDHUB_API_KEYS to require keys",
+            )
+        log.info(
+            "service_ready",
+            version=__version__,
+            cache=cache.backend,
+            cache_up=cache.up,
+            cpu_workers=settings.cpu_workers,
+            sandbox=sandbox.level,
+            models=models.names(),
+            rewards=registry.names(),
+        )
+        # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
+        if metrics.multiprocess:
+            refresher = asyncio.create_task(_refresh_gauges(metrics))
+            stack.callback(refresher.cancel)
         yield
-    finally:
-        if refresher is not None:
-            refresher.cancel()
-        app.state.scoring = None
-        app.state.jobs = None
-        await job_runner.close()
-        await registry.close()
-        await models.close()
-        await cache.close()
-        await sandbox.close()
-        await asyncio.to_thread(pool.close)
-        log.info("service_stopped")
+    log.info("service_stopped")
 
 
 def _telemetry(settings: Settings) -> dict[str, Any]:

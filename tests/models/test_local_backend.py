@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -143,3 +144,21 @@ async def test_lazy_load_failure_is_an_item_error() -> None:
         assert b.ready()["ok"] is True and "error" in b.ready()  # a lazy default never fails readiness
     finally:
         await b.close()
+
+
+def test_a_local_backend_s_identity_follows_its_checkpoint_and_settings(tmp_path: Path) -> None:
+    """The identity is in the cache key of every reward using the backend: a reward model retrained and
+    saved over the same directory, or read with a shorter context, kept serving the old scores."""
+    from tiny_models import build_tiny_orm
+
+    path = str(build_tiny_orm(tmp_path / "orm", seed=0))
+
+    def identity(**kw: Any) -> str:
+        return TransformersBackend("orm", path, "sequence_classification", **kw).identity()
+
+    before = identity()
+    assert identity() == before  # stable for the same files and settings
+    build_tiny_orm(tmp_path / "orm", seed=1)  # retrained, saved over the same directory
+    after = identity()
+    assert after != before
+    assert identity(max_length=32) != after and identity(dtype="bfloat16") != after

@@ -344,7 +344,9 @@ def test_a_server_that_returns_probabilities_is_another_identity() -> None:
     from rewardhub.models.vllm_pooling import VLLMPoolingBackend
 
     raw, probs = (
-        VLLMPoolingBackend("orm", "http://rm:8000/v1", "rm-7b", None, RemoteOptions(), returns_probabilities=p)
+        VLLMPoolingBackend(
+            "orm", "http://rm:8000/v1", "rm-7b", None, RemoteOptions(), returns_probabilities=p
+        )
         for p in (False, True)
     )
     assert raw.identity() == "vllm_pooling:rm-7b" and probs.identity() != raw.identity()

@@ -61,9 +61,16 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     """The configured backends by name, and the names that load lazily (the embedded MiniLM default).
 
     Raises:
-        ValueError: a name is defined both by a shortcut variable and in the backends file.
+        ValueError: a name is defined both by a shortcut variable and in the backends file, or the
+            shortcuts ask for a combination no backend serves.
     """
     s = settings
+    if s.prm_url and s.prm_convention == "math_shepherd":  # every item would fail at run time
+        raise ValueError(
+            "REWARDHUB_PRM_CONVENTION=math_shepherd cannot be served through REWARDHUB_PRM_URL: a vLLM "
+            "/pooling server serves classifier-head PRMs only (convention qwen); for a +/- token PRM "
+            "set REWARDHUB_PRM_MODEL to its local directory and leave REWARDHUB_PRM_URL unset"
+        )
     specs: dict[str, RemoteSpec | LocalSpec] = {}
     lazy: set[str] = set()
     key = s.judge_api_key.get_secret_value() if s.judge_api_key is not None else None

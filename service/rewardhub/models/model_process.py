@@ -12,7 +12,9 @@ its API server and its engine.
 The child loads the model with the backend's loader (a picklable callable, so ``from_pretrained`` runs
 there, CUDA included) and then runs ``fn(loaded, items)`` for each batch it receives. It dies with the
 service (``daemon``); if it dies on its own (out of memory, a segfault), the batch in flight fails as a
-:class:`~rewardhub.models.errors.BackendError` and the next batch starts a fresh process.
+:class:`~rewardhub.models.errors.BackendError` and the next batch starts a fresh process. One that died
+while idle is noticed before a batch is sent, so that batch is served by the fresh process; a restart
+that fails (the model's files are gone) is kept in :attr:`ModelProcess.error` for readiness to report.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ class ModelProcess:
         self._unread = 0  # replies of cancelled calls still to come: read and dropped before the next
         self.info: dict[str, Any] = {}
         self.restarts = 0
+        # Why the last restart failed (None once one succeeds): without it readiness would still show
+        # the model loaded while every batch fails.
+        self.error: str | None = None
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
@@ -148,10 +153,18 @@ class ModelProcess:
                 except asyncio.CancelledError:
                     self._unread += 1
                     raise
+            if self._conn is not None and not self._alive():  # it died while idle: not this batch's fault
+                log.warning("model_process_died_idle", backend=self.name, exitcode=self._exitcode())
+                self._drop()
             if self._conn is None:  # it died: a fresh process (the model reloads)
                 self.restarts += 1
                 log.warning("model_process_restart", backend=self.name, restarts=self.restarts)
-                await self.start()
+                try:
+                    await self.start()
+                except BackendError as exc:
+                    self.error = f"restarting the model process failed: {exc}"[:1000]
+                    raise
+                self.error = None
             assert self._conn is not None
             try:
                 self._conn.send((fn, items))
@@ -168,6 +181,21 @@ class ModelProcess:
             _raise(payload)
         result: list[Any] = payload
         return result
+
+    def _alive(self) -> bool:
+        """Whether the child can take a batch. Called with no reply owed, so a readable pipe is its
+        end-of-file: the child is gone (even where ``is_alive`` cannot tell, its exit status having
+        been collected by someone else)."""
+        proc, conn = self._proc, self._conn
+        if proc is None or conn is None or not proc.is_alive():
+            return False
+        try:
+            return not conn.poll()
+        except (OSError, ValueError):
+            return False
+
+    def _exitcode(self) -> int | None:
+        return self._proc.exitcode if self._proc is not None else None
 
     def _drop(self) -> None:
         conn, proc = self._conn, self._proc

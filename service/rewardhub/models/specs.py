@@ -31,9 +31,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rewardhub.models.errors import MissingExtra
 
@@ -45,8 +54,15 @@ __all__ = [
     "load_backends_file",
 ]
 
+if TYPE_CHECKING:
+    import yaml
+
 Convention = Literal["qwen", "math_shepherd"]
 Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+
+# Kinds whose step scoring reads a classifier head only: a +/- token PRM (math_shepherd) fails every item
+# on them at run time (see VLLMPoolingBackend.step_probs), so the combination is refused up front.
+CLASSIFIER_HEAD_KINDS = frozenset({"vllm_pooling", "vllm"})
 
 
 class _Spec(BaseModel):
@@ -55,6 +71,16 @@ class _Spec(BaseModel):
     convention: Convention | None = Field(
         None, description="For a PRM: the input format it was trained on (qwen | math_shepherd)."
     )
+
+    @model_validator(mode="after")
+    def _convention_servable(self) -> Self:
+        kind = getattr(self, "kind", None)
+        if self.convention == "math_shepherd" and kind in CLASSIFIER_HEAD_KINDS:
+            raise ValueError(
+                f"convention math_shepherd (a PRM that reads +/- token logits) needs kind transformers; "
+                f"{kind} serves classifier-head PRMs only (convention qwen)"
+            )
+        return self
 
 
 class RemoteSpec(_Spec):
@@ -119,6 +145,48 @@ BackendSpec = Annotated[RemoteSpec | LocalSpec, Field(discriminator="kind")]
 _FILE = TypeAdapter(dict[str, BackendSpec])
 
 
+class _DuplicateKey(ValueError):
+    """A mapping key given twice: both parsers would keep the last one without a word (a second
+    ``judge:`` silently replacing the first), so the file is refused instead."""
+
+    def __init__(self, key: object, where: str = ""):
+        super().__init__(f"key {key!r} is defined twice{where}; each name may appear once")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: an object, refusing a repeated key."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _unique_key_loader() -> type[yaml.SafeLoader]:
+    """A safe YAML loader that refuses a repeated mapping key (PyYAML keeps the last one).
+
+    Only the keys written in a mapping count: ``<<`` merge keys may legitimately be overridden."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, f" (line {key_node.start_mark.line + 1})")
+                    seen.add(key)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so below
+                    continue
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
     """Parse ``{"backends": {name: spec}}`` from YAML (``.yaml``/``.yml``) or JSON.
 
@@ -137,12 +205,16 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
         except ImportError:
             raise MissingExtra("pyyaml", "service") from None
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
+        except _DuplicateKey as exc:
+            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
         except yaml.YAMLError as exc:
             raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid YAML: {exc}") from None
     else:
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
+        except _DuplicateKey as exc:
+            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):

@@ -32,6 +32,7 @@ from rewardhub.models import hf_compute
 from rewardhub.models.base import Capability, ChatRequest, Completion, Message, ModelBackend, StepQuery
 from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+from rewardhub.models.fingerprint import checkpoint_fingerprint
 from rewardhub.models.model_process import ModelProcess
 
 __all__ = ["BatchOptions", "TransformersBackend"]
@@ -117,6 +118,18 @@ class TransformersBackend(ModelBackend):
         self._load_task: asyncio.Task[Any] | None = None
         self._load_error: str | None = None
         self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
+        self._fingerprint = checkpoint_fingerprint(path)
+
+    def identity(self) -> str:
+        """The model and the settings that change its outputs (task, device and dtype as configured,
+        context length, remote code), and a fingerprint of the checkpoint's files: a checkpoint saved
+        over the same directory, or the same one read with 32 instead of 256 tokens, is another model
+        for the cache."""
+        a = self._load_args
+        return (
+            f"{super().identity()}|{self.task}|{a['device']}|{a['dtype']}|{a['max_length']}"
+            f"|{a['trust_remote_code']}|{self._fingerprint}"
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -141,7 +154,12 @@ class TransformersBackend(ModelBackend):
         self._loaded = None
 
     def describe(self) -> dict[str, Any]:
-        d = {**super().describe(), "task": self.task, "loaded": self._loaded is not None}
+        restart_failed = self._process is not None and self._process.error is not None
+        d = {
+            **super().describe(),
+            "task": self.task,
+            "loaded": self._loaded is not None and not restart_failed,
+        }
         if isinstance(self._loaded, hf_compute.Loaded | _InProcess):
             d.update(
                 device=self._loaded.device,
@@ -159,9 +177,14 @@ class TransformersBackend(ModelBackend):
         return d
 
     def ready(self) -> dict[str, Any]:
-        if self._load_error is not None:
+        # The first load's error, else a failed restart of a model process that died: either way every
+        # batch fails until a load succeeds, so the probe must not say ready.
+        error = self._load_error
+        if error is None and self._process is not None:
+            error = self._process.error
+        if error is not None:
             # A lazily loaded default (MiniLM) that fails only disables its reward, not the service.
-            return {"ok": self.lazy, "error": self._load_error, **self.describe()}
+            return {"ok": self.lazy, "error": error, **self.describe()}
         return {"ok": self._loaded is not None or self.lazy, **self.describe()}
 
     def call_slots(self) -> int:

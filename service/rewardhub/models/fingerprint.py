@@ -1,0 +1,45 @@
+"""A cheap fingerprint of a local checkpoint directory, for the identity of a local model backend.
+
+A local backend's identity (part of the cache key of every model reward using it) used to be its path:
+a checkpoint retrained and saved over the same directory (the usual way an RL team refreshes its reward
+model) kept serving the old weights' cached scores for the cache's lifetime. Hashing the weights would
+read gigabytes at start-up; the fingerprint instead hashes the small files that describe the model
+(``config.json``, tokenizer and generation configs) and the name, size and modification time of every
+other file. Rewriting the weights changes their modification time, so the fingerprint changes; copying
+the same checkpoint elsewhere changes it too, which costs cache hits, never correctness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+__all__ = ["checkpoint_fingerprint"]
+
+_READ_WHOLE = 1 << 20  # files up to 1 MiB (configs, vocabularies) are hashed by content
+_MAX_FILES = 10_000  # a directory with more is not a checkpoint; its path stands for it
+
+
+def checkpoint_fingerprint(path: str) -> str:
+    """12 hex digits standing for the checkpoint at ``path``; ``""`` when it is not a local directory."""
+    root = Path(path)
+    if not root.is_dir():
+        return ""
+    h = hashlib.sha256()
+    try:
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+    except OSError:
+        return ""
+    if len(files) > _MAX_FILES:
+        return ""
+    for p in files:
+        try:
+            st = p.stat()
+            h.update(str(p.relative_to(root)).encode())
+            if st.st_size <= _READ_WHOLE:
+                h.update(p.read_bytes())
+            else:
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            continue  # vanished while listed: the rest still tells this checkpoint from another
+    return h.hexdigest()[:12]
