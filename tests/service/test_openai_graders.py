@@ -201,8 +201,10 @@ async def test_python_grader_runs_in_the_sandbox(client: httpx.AsyncClient) -> N
 async def test_score_model_grader_via_the_judge_backend(make_app: Any, judge_server: Any) -> None:
     from fake_openai import Reply
 
-    answers = iter(['{"steps": [], "result": 0.8}', "I'd say 7 out of 10, so 0.7", "no idea", "42"])
-    judge_server.reply = lambda body: Reply(content=next(answers))
+    answers = iter(['{"steps": [], "result": 0.8}', "I'd say 7 out of 10, so 0.7", "no idea", "42", "So 0.8"])
+    judge_server.reply = lambda body: Reply(
+        content=(a := next(answers)), finish_reason="length" if a == "So 0.8" else "stop"
+    )
     grader = {
         "type": "score_model",
         "name": "quality",
@@ -227,3 +229,5 @@ async def test_score_model_grader_via_the_judge_backend(make_app: Any, judge_ser
         assert (
             out_of_range["reward"] == 0.0 and out_of_range["metadata"]["errors"]["model_grader_parse_error"]
         )
+        cut = await run(c, grader, "Marseille", {"q": "z"})  # cut off at max_tokens: "0.8" of "0.85"?
+        assert cut["reward"] == 0.0 and cut["metadata"]["errors"]["model_grader_parse_error"]

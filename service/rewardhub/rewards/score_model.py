@@ -83,7 +83,7 @@ def _messages(reference: Any) -> tuple[Message, ...] | None:
 @register
 class ScoreModelReward(ModelReward[ScoreModelConfig]):
     name: ClassVar[str] = "score_model"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
         "it answers (JSON result/score, else the last number) is the reward, within `range`."
@@ -124,8 +124,14 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
                     completion = await backend.chat(request, deadline)
             except (BackendError, TimeoutError) as exc:
                 return failure(exc)
-            value = parse_score(completion.text)
             details = {"model_output": completion.text[-2000:]}
+            if completion.finish_reason == "length":  # its last number may be a draft, or 0.8 of 0.85
+                return Outcome.invalid(
+                    Reason.PARSE_ERROR,
+                    f"the answer was cut off at max_tokens={config.max_tokens}; raise max_tokens",
+                    **details,
+                )
+            value = parse_score(completion.text)
             if value is None or not math.isfinite(value) or not lo <= value <= hi:
                 return Outcome.invalid(
                     Reason.PARSE_ERROR, f"no score within [{lo:g}, {hi:g}] in the model's answer", **details
