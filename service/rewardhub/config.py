@@ -247,6 +247,14 @@ class Settings(BaseSettings):
         None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
     )
 
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, v: str | None) -> str | None:
+        # caught here, at start, naming the setting (redis-py's own error came from deep in the lifespan)
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"REWARDHUB_REDIS_URL={v!r}: must start with redis://, rediss:// or unix://")
+        return v or None
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, v: str) -> str:

@@ -93,6 +93,17 @@ async def test_a_failed_start_up_stops_the_processes_it_started(orm_path: str) -
                 p.kill()
 
 
+def test_a_redis_url_without_its_scheme_is_refused_when_settings_load() -> None:
+    from pydantic import ValidationError
+
+    from rewardhub.config import Settings
+
+    with pytest.raises(ValidationError, match="REWARDHUB_REDIS_URL='localhost:6379/11': must start with"):
+        Settings(redis_url="localhost:6379/11")
+    assert Settings(redis_url="rediss://cache:6380/0").redis_url == "rediss://cache:6380/0"
+    assert Settings(redis_url="").redis_url is None  # empty: the embedded cache, as unset
+
+
 # --- a model process that dies -----------------------------------------------------------------------
 async def test_a_model_process_that_died_idle_serves_the_next_batch(make_app: MakeApp, orm_path: str) -> None:
     async with make_app(orm_model=orm_path, embedding_model="off") as client:
