@@ -276,15 +276,15 @@ def plain(text: str) -> str:
     return t
 
 
+_CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))  # 's 're 'll 've 'd 'm
+
+
 def _filler(word: str) -> bool:
     """A filler word, or a filler word's contraction ("here's", "it's", "we're", "I'll")."""
     if word in FILLER:
         return True
     stem, _, tail = word.partition("'")
     return tail in _CONTRACTED and stem in FILLER
-
-
-_CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))
 
 
 def substantive_text(text: str) -> str:

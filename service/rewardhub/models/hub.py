@@ -21,7 +21,7 @@ from rewardhub.models.base import ModelBackend
 from rewardhub.models.errors import BackendUnavailable
 from rewardhub.models.openai_backend import OpenAIBackend
 from rewardhub.models.remote import RemoteOptions
-from rewardhub.models.specs import Convention, LocalSpec, RemoteSpec, load_backends_file
+from rewardhub.models.specs import Convention, LocalSpec, RemoteSpec, load_backends_file, unservable
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 from rewardhub.models.vllm_local import VLLMBackend
 from rewardhub.models.vllm_pooling import VLLMPoolingBackend
@@ -65,10 +65,10 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
             shortcuts ask for a combination no backend serves.
     """
     s = settings
-    if s.prm_url and s.prm_convention == "math_shepherd":  # every item would fail at run time
+    if s.prm_url and unservable("vllm_pooling", s.prm_convention):  # every item would fail at run time
         raise ValueError(
-            "REWARDHUB_PRM_CONVENTION=math_shepherd cannot be served through REWARDHUB_PRM_URL: a vLLM "
-            "/pooling server serves classifier-head PRMs only (convention qwen); for a +/- token PRM "
+            f"REWARDHUB_PRM_CONVENTION={s.prm_convention} cannot be served through REWARDHUB_PRM_URL: a "
+            "vLLM /pooling server serves classifier-head PRMs only (convention qwen); for a +/- token PRM "
             "set REWARDHUB_PRM_MODEL to its local directory and leave REWARDHUB_PRM_URL unset"
         )
     specs: dict[str, RemoteSpec | LocalSpec] = {}

@@ -52,6 +52,7 @@ __all__ = [
     "LocalSpec",
     "RemoteSpec",
     "load_backends_file",
+    "unservable",
 ]
 
 if TYPE_CHECKING:
@@ -65,6 +66,16 @@ Task = Literal["generate", "token_classification", "sequence_classification", "e
 CLASSIFIER_HEAD_KINDS = frozenset({"vllm_pooling", "vllm"})
 
 
+def unservable(kind: str | None, convention: str | None) -> str | None:
+    """Why a backend of ``kind`` cannot serve PRM ``convention``, or None when it can."""
+    if convention == "math_shepherd" and kind in CLASSIFIER_HEAD_KINDS:
+        return (
+            f"convention math_shepherd (a PRM that reads +/- token logits) needs kind transformers; "
+            f"{kind} serves classifier-head PRMs only (convention qwen)"
+        )
+    return None
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,12 +85,9 @@ class _Spec(BaseModel):
 
     @model_validator(mode="after")
     def _convention_servable(self) -> Self:
-        kind = getattr(self, "kind", None)
-        if self.convention == "math_shepherd" and kind in CLASSIFIER_HEAD_KINDS:
-            raise ValueError(
-                f"convention math_shepherd (a PRM that reads +/- token logits) needs kind transformers; "
-                f"{kind} serves classifier-head PRMs only (convention qwen)"
-            )
+        problem = unservable(getattr(self, "kind", None), self.convention)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 

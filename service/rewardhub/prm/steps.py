@@ -27,10 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern
+from rewardhub.rewards.text import after_think_at
 
 __all__ = ["Step", "merge_steps", "split_steps"]
-
-THINK_CLOSE = "</think>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +64,7 @@ def split_steps(
     Raises:
         PatternTimeout: ``pattern`` ran past ``timeout_s``.
     """
-    base = 0
-    if skip_think:
-        cut = text.rfind(THINK_CLOSE)
-        if cut >= 0:
-            base = cut + len(THINK_CLOSE)
+    base = after_think_at(text) if skip_think else 0
     bounds: list[tuple[int, int]] = []
     if pattern is not None:
         rx = compile_pattern(pattern, dotall=False)

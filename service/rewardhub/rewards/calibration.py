@@ -56,6 +56,7 @@ from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.confidence import last_tag, parse_confidence
+from rewardhub.rewards.text import after_think
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
 
@@ -165,9 +166,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
 
     def _parse(self, text: str, config: CalibrationConfig) -> _Parsed:
         if config.after_think:
-            end = text.rfind("</think>")
-            if end >= 0:
-                text = text[end + len("</think>") :]
+            text = after_think(text)
         answer = last_tag(text, config.answer_tag)
         raw_conf = last_tag(text, config.confidence_tag)
         conf = parse_confidence(raw_conf) if raw_conf is not None else None

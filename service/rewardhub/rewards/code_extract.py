@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from rewardhub.rewards.text import after_think
 from rewardhub.sandbox.languages import Language, resolve_language
 
 __all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code"]
@@ -63,10 +64,7 @@ def extract_block(
     """Like :func:`extract_code` for any fence tag ``wanted`` accepts (``sql``, say)."""
     if mode == "raw":
         return Extracted(response, "raw") if response.strip() else None
-    text = response
-    cut = text.rfind("</think>")
-    if cut >= 0:
-        text = text[cut + len("</think>") :]
+    text = after_think(response)
     tagged: str | None = None
     untagged: str | None = None
     for tag, body in _blocks(text):

@@ -76,8 +76,9 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
+from rewardhub.rewards.text import after_think
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -85,7 +86,6 @@ log = structlog.get_logger("rewardhub.judge")
 
 Mode = Literal["pointwise", "pairwise", "rubric", "reference"]
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
-_THINK_CLOSE = "</think>"
 _EXCERPT = 2000
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 _OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
@@ -186,14 +186,18 @@ class JudgeConfig(RewardConfig):
             if missing:
                 raise ValueError(f"template for mode {self.mode}: missing {', '.join(missing)}")
             # a placeholder this mode does not fill would reach the judge blank
-            unfilled = sorted(placeholders(self.template) - set(SUPPLIED[key]))
+            used = placeholders(self.template)
+            unfilled = sorted(used - set(SUPPLIED[key]))
             if unfilled:
                 raise ValueError(
                     f"template for mode {self.mode}: {', '.join(unfilled)} not filled in this mode "
                     f"(it fills {', '.join(SUPPLIED[key])})"
                 )
-            shows = placeholders(self.template) & {"{reference}", "{reference_block}"}
-            if key == "pointwise" and not self.include_reference and shows:
+            if (
+                key == "pointwise"
+                and not self.include_reference
+                and used & {"{reference}", "{reference_block}"}
+            ):
                 raise ValueError("include_reference is false, but the template shows the reference")
         if self.criteria is not None and self.mode != "rubric":
             raise ValueError("criteria apply to mode rubric only")
@@ -387,9 +391,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             return Outcome.invalid(Reason.TIMEOUT, "the judge did not answer before the item's deadline")
         except PatternTimeout as exc:
             return Outcome.invalid(Reason.TIMEOUT, str(exc))
-        except Exception as exc:  # a bug on one item is that item's error, not its whole batch's
+        except Exception as exc:  # a bug on one item is that item's error (internal_error), not its batch's
             log.exception("judge_item_failed")
-            return Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+            return failure(exc)
 
     async def _judge(
         self,
@@ -429,11 +433,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             details.update(_describe(d, out), extracted=text, decided_by="judge")
             return Outcome(d.value, None, {**comps, "judge": d.value}, details)
         if config.mode == "pointwise":
-            ref_block = ""
-            if config.include_reference and isinstance(item.reference, str):
-                ref_block = f"[Reference answer]\n{item.reference}\n\n"
-            reference = item.reference if config.include_reference and isinstance(item.reference, str) else ""
-            return await rated({"reference": reference, "reference_block": ref_block})
+            shown = item.reference if config.include_reference and isinstance(item.reference, str) else None
+            ref_block = "" if shown is None else f"[Reference answer]\n{shown}\n\n"
+            return await rated({"reference": shown or "", "reference_block": ref_block})
         if config.mode == "pairwise":
             opponent = _opponent(item, config)
             if opponent is None:
@@ -518,14 +520,8 @@ class _Asker:
         async with self.slots:
             completion = await self.backend.chat(req, self.deadline)
         if completion.finish_reason == "length":
-            # A cut-off judgement has no trustworthy last decision: "Score: 1" may be the start of
-            # "Score: 10", and an earlier draft verdict would stand in for the final one never written.
             return (
-                Outcome.invalid(
-                    Reason.PARSE_ERROR,
-                    f"the judgement was cut off at max_tokens={c.max_tokens}; raise max_tokens",
-                    judgement=completion.text[-_EXCERPT:],
-                ),
+                cut_off("the judgement", c.max_tokens, judgement=completion.text[-_EXCERPT:]),
                 completion.text,
             )
         try:
@@ -609,11 +605,7 @@ def _visible(item: ScoreItem, config: JudgeConfig) -> str:
 
 
 def _after_think(text: str, config: JudgeConfig) -> str:
-    if config.strip_think:
-        cut = text.rfind(_THINK_CLOSE)
-        if cut >= 0:
-            text = text[cut + len(_THINK_CLOSE) :]
-    return text
+    return after_think(text) if config.strip_think else text
 
 
 def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | Outcome:

@@ -27,7 +27,7 @@ from rewardhub.protocol import Reason
 from rewardhub.rewards.base import ConfigT, Outcome, ScoreContext
 from rewardhub.rewards.composed import ComposedReward
 
-__all__ = ["ModelReward", "deadline_of", "failure", "finite"]
+__all__ = ["ModelReward", "cut_off", "deadline_of", "failure", "finite"]
 
 
 def deadline_of(ctx: ScoreContext) -> float:
@@ -45,6 +45,14 @@ def failure(exc: BaseException, **details: Any) -> Outcome:
     if isinstance(exc, BackendError):
         return Outcome.invalid(Reason.BACKEND_ERROR, msg, **details)
     return Outcome.invalid(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300], **details)
+
+
+def cut_off(what: str, max_tokens: int, **details: Any) -> Outcome:
+    """A generation stopped at ``max_tokens`` (``finish_reason: "length"``) has no answer to read: its
+    last verdict or number may be a draft, or "Score: 1" the start of "Score: 10"."""
+    return Outcome.invalid(
+        Reason.PARSE_ERROR, f"{what} was cut off at max_tokens={max_tokens}; raise max_tokens", **details
+    )
 
 
 def finite(results: Sequence[list[float] | BackendError]) -> list[list[float] | BackendError]:

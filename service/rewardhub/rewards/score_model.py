@@ -28,7 +28,7 @@ from rewardhub.models.base import ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure
+from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 
 __all__ = ["ScoreModelConfig", "ScoreModelReward", "parse_score"]
 
@@ -125,12 +125,8 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
             except (BackendError, TimeoutError) as exc:
                 return failure(exc)
             details = {"model_output": completion.text[-2000:]}
-            if completion.finish_reason == "length":  # its last number may be a draft, or 0.8 of 0.85
-                return Outcome.invalid(
-                    Reason.PARSE_ERROR,
-                    f"the answer was cut off at max_tokens={config.max_tokens}; raise max_tokens",
-                    **details,
-                )
+            if completion.finish_reason == "length":
+                return cut_off("the answer", config.max_tokens, **details)
             value = parse_score(completion.text)
             if value is None or not math.isfinite(value) or not lo <= value <= hi:
                 return Outcome.invalid(

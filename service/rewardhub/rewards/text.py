@@ -1,8 +1,9 @@
-"""Text normalisation shared by the string-matching rewards (exact_match, f1, multiple_choice).
+"""Text helpers shared by rewards: SQuAD normalisation and the part of a response after its reasoning.
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers.
+EM/F1 numbers. :func:`after_think` is the answer of a reasoning model (what follows its last
+``</think>``), which the judge, the PRM, the calibration and code rewards read instead of the reasoning.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import re
 import string
 import unicodedata
 
-__all__ = ["squad_normalize", "squad_tokens"]
+__all__ = ["THINK_CLOSE", "after_think", "after_think_at", "squad_normalize", "squad_tokens"]
+
+THINK_CLOSE = "</think>"
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
@@ -26,3 +29,14 @@ def squad_normalize(text: str) -> str:
 
 def squad_tokens(text: str) -> list[str]:
     return squad_normalize(text).split()
+
+
+def after_think_at(text: str) -> int:
+    """Where the text after the last ``</think>`` starts (0 when there is none)."""
+    cut = text.rfind(THINK_CLOSE)
+    return cut + len(THINK_CLOSE) if cut >= 0 else 0
+
+
+def after_think(text: str) -> str:
+    """``text`` after its last ``</think>`` (all of it when there is none)."""
+    return text[after_think_at(text) :]
