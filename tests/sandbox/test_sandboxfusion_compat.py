@@ -104,6 +104,17 @@ async def test_no_isolation_means_sandbox_error(make_app: Any) -> None:
         item = scored["results"][0]
         assert not item["valid"] and item["reason"] == "sandbox_error"
         assert "REWARDHUB_SANDBOX_ALLOW_UNISOLATED" in item["details"]["message"]
+        # The catalog says so before any item is sent, so a trainer refuses to start.
+        catalog = {r["name"]: r for r in (await c.get("/v1/rewards")).json()["rewards"]}
+        for name in ("code", "python_grader"):
+            assert "bubblewrap" in catalog[name]["unavailable"], name
+        assert catalog["math"]["unavailable"] is None
+
+
+async def test_a_working_sandbox_leaves_the_code_rewards_available(make_app: Any) -> None:
+    async with make_app(sandbox_bwrap="/nonexistent/bwrap", sandbox_allow_unisolated=True) as c:
+        catalog = {r["name"]: r for r in (await c.get("/v1/rewards")).json()["rewards"]}
+        assert catalog["code"]["unavailable"] is None and catalog["python_grader"]["unavailable"] is None
 
 
 async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None:

@@ -178,8 +178,8 @@ class Reward(ABC, Generic[ConfigT]):
 
     def unavailable(self) -> str | None:
         """Why this reward cannot score with its default configuration here (a model reward whose
-        backend is not configured), else None: the catalog shows it, so a trainer can refuse to start
-        rather than train on every item coming back ``unsupported``."""
+        backend is not configured, a code reward with no working sandbox), else None: the catalog shows
+        it, so a trainer can refuse to start rather than train on every item coming back invalid."""
         return None
 
     def timeout_for(self, config: ConfigT) -> float | None:

@@ -42,7 +42,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import Language, RawRun, SandboxUnavailable, resolve_language
-from rewardhub.sandbox.pool import SandboxPool
+from rewardhub.sandbox.pool import SandboxPool, refusal
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
 
@@ -205,6 +205,9 @@ class CodeReward(Reward[CodeConfig]):
     config_model = CodeConfig
     reads = ("response", "reference")
 
+    def unavailable(self) -> str | None:
+        return refusal(self.runtime.sandbox)
+
     def ready(self) -> dict[str, Any]:
         pool = self.runtime.sandbox
         if pool is None:
@@ -214,9 +217,9 @@ class CodeReward(Reward[CodeConfig]):
     async def score(self, items: Sequence[ScoreItem], config: CodeConfig, ctx: ScoreContext) -> list[Outcome]:
         pool = self.runtime.sandbox
         outcomes: list[Outcome | None] = [None] * len(items)
-        if pool is None or pool.level == "none":
-            message = pool.message if pool is not None else "no code sandbox is configured"
-            return [Outcome.invalid(Reason.SANDBOX_ERROR, message) for _ in items]
+        message = refusal(pool)
+        if pool is None or message is not None:  # (a missing pool has a message too)
+            return [Outcome.invalid(Reason.SANDBOX_ERROR, str(message)) for _ in items]
         jobs: list[tuple[int, CodeTask, str, str]] = []
         for i, item in enumerate(items):
             try:

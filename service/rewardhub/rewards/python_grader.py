@@ -27,6 +27,7 @@ from rewardhub import jsonutil
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.sandbox import SandboxUnavailable, resolve_language
+from rewardhub.sandbox.pool import refusal
 
 __all__ = ["PythonGraderConfig", "PythonGraderReward", "grader_program"]
 
@@ -65,13 +66,16 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
     )
     config_model = PythonGraderConfig
 
+    def unavailable(self) -> str | None:
+        return refusal(self.runtime.sandbox)
+
     async def score(
         self, items: Sequence[ScoreItem], config: PythonGraderConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         pool = self.runtime.sandbox
-        if pool is None or pool.level == "none":
-            message = pool.message if pool is not None else "no code sandbox is configured"
-            return [Outcome.invalid(Reason.SANDBOX_ERROR, message) for _ in items]
+        message = refusal(pool)
+        if pool is None or message is not None:  # (a missing pool has a message too)
+            return [Outcome.invalid(Reason.SANDBOX_ERROR, str(message)) for _ in items]
         python = resolve_language("python")
         assert python is not None
         with pool.admit(len(items)):

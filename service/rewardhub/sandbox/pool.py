@@ -502,3 +502,12 @@ class SandboxPool:
 
 
 _PROBE_LANGUAGE = Language("python", "main.py", ("python3", "-I", "main.py"))
+
+
+def refusal(pool: SandboxPool | None) -> str | None:
+    """Why no code can run here (no pool, or its settled level is ``none``), else None: the rewards that
+    run code answer every item ``sandbox_error`` with it, and the catalog shows it as their
+    ``unavailable``, so a trainer refuses to start instead of training on no reward signal."""
+    if pool is None:
+        return "no code sandbox is configured"
+    return pool.message if pool.level == "none" else None
