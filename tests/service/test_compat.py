@@ -86,6 +86,33 @@ async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
         await busy
 
 
+async def test_overload_flags_the_sent_items_and_keeps_the_others_own_reasons(make_app: Any) -> None:
+    """An item flagged before scoring (an unreadable label) keeps its reason when the rest of the batch
+    meets a full service: "overloaded" would tell the peer that a retry can fix it."""
+    from rewardhub.compat.common import score_or_flag
+    from rewardhub.errors import InvalidRequest
+    from rewardhub.protocol import ScoreItem
+    from rewardhub.security import ANONYMOUS
+
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=2) as c:
+        state = c.app.state  # type: ignore[attr-defined]
+        busy = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        items = [
+            InvalidRequest("the label is not JSON"),
+            ScoreItem(response="\\boxed{1}", reference="1", reward="math"),
+        ]
+        outcome = await score_or_flag(state.scoring, state.admission, ANONYMOUS, items)
+        assert [r["reason"] for r in outcome.results] == ["invalid_request", "overloaded"]
+        assert outcome.results[0]["error"] == "the label is not JSON"
+        await busy
+
+
 NEMO_VERIFY = {
     "responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]},
     "response": {

@@ -96,9 +96,8 @@ class ScoreOutcome:
     """One result dict per item. Items that could not be scored carry ``valid: False``, ``score: None``,
     ``reason`` (a Reason code, or ``overloaded``/an error type for request-level failures) and ``error``."""
 
-    def __init__(self, results: list[dict[str, Any]], overloaded: bool = False):
+    def __init__(self, results: list[dict[str, Any]]):
         self.results = results
-        self.overloaded = overloaded
 
 
 def _flag(reason: str, message: str) -> dict[str, Any]:
@@ -144,11 +143,12 @@ async def score_or_flag(
         try:
             async with admission.admit(caller, len(good)):
                 out = await scoring.score(request)
-        except Overloaded as exc:
-            return ScoreOutcome([_flag("overloaded", exc.message) for _ in items], overloaded=True)
         except RewardHubError as exc:
+            # Only the items that were sent share the request's failure; an item already flagged keeps
+            # its own reason (an unreadable label is not "overloaded": retrying will not fix it).
+            reason = "overloaded" if isinstance(exc, Overloaded) else exc.error_type
             for i in good:
-                results[i] = _flag(exc.error_type, exc.message)
+                results[i] = _flag(reason, exc.message)
         else:
             for i, r in zip(good, out["results"], strict=True):
                 results[i] = r
