@@ -139,6 +139,31 @@ async def test_a_failing_sampling_group_fails_only_its_own_items(causal_lm_path:
         await b.close()
 
 
+async def test_a_seeded_sample_does_not_depend_on_its_batch_neighbours(causal_lm_path: str) -> None:
+    """``torch.manual_seed`` before a batched generate() fed one RNG stream to every row in turn: the same
+    seeded request answered differently alone, behind other rows, or twice in one batch."""
+    b = TransformersBackend(
+        "judge", causal_lm_path, "generate", batch=BatchOptions(max_batch=8, max_wait_ms=200)
+    )
+    await b.start()
+    try:
+
+        def req(text: str) -> ChatRequest:
+            return ChatRequest((Message("user", text),), max_tokens=12, temperature=1.0, top_p=0.9, seed=7)
+
+        target = req("Is 2+2=4? Answer Yes or No.")
+        alone = await b.chat(target, time.monotonic() + 30)
+        others = [req(f"Question {k}: what is {k}*{k}?") for k in range(3)]
+        batched = await asyncio.gather(*(b.chat(r, time.monotonic() + 30) for r in [*others, target, target]))
+        assert b.batchers["chat"].stats.sizes[5] == 1  # the five calls shared one micro-batch
+        assert batched[3].text == batched[4].text == alone.text
+        unseeded = ChatRequest(target.messages, max_tokens=12, temperature=1.0)
+        texts = {(await b.chat(unseeded, time.monotonic() + 30)).text for _ in range(4)}
+        assert len(texts) > 1  # without a seed it still samples
+    finally:
+        await b.close()
+
+
 async def test_a_long_neighbour_does_not_shorten_an_item_s_generation(causal_lm_path: str) -> None:
     """Every item of a generate() got the room the longest input left in the context: a rollout near
     max_length cut a short neighbour's answer off (finish_reason length, a judge's parse_error) at a

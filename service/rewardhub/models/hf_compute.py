@@ -549,6 +549,38 @@ def truncated(tok: Any, texts: Sequence[str], lengths: Sequence[int], limit: int
 _GREEDY_BELOW = 1e-5
 
 
+class _SeededSampler:
+    """A logits processor that samples each row with its own generator seeded by the request's seed, and
+    leaves only the drawn token for ``generate``'s greedy step to pick.
+
+    ``torch.manual_seed`` before a batched ``generate`` made a seeded request's sample depend on its row
+    and on how many neighbours shared its batch (one RNG stream feeds every row's draw in turn): the same
+    request with the same seed answered differently under load. A generator per row draws the same
+    tokens whatever the batch holds, as a seeded request to vLLM does (up to floating-point differences
+    in the logits of a padded batch). Temperature and nucleus (top-p) filtering are applied here, on the
+    model's raw logits, in the order transformers applies them when it samples."""
+
+    def __init__(self, torch: Any, seed: int, rows: int, temperature: float, top_p: float, device: Any):
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"`top_p` has to be a float in (0, 1], got {top_p}")
+        self.torch, self.temperature, self.top_p = torch, temperature, top_p
+        self.generators = [torch.Generator(device=device).manual_seed(seed) for _ in range(rows)]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = self.torch
+        probs = (scores.float() / self.temperature).softmax(-1)
+        if self.top_p < 1.0:
+            sorted_p, order = probs.sort(-1, descending=True)
+            # keep the smallest prefix whose mass reaches top_p (the first token always)
+            drop = (sorted_p.cumsum(-1) - sorted_p) >= self.top_p
+            probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
+        picked = torch.cat(
+            [torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)]
+        )
+        out = torch.full_like(scores, -math.inf)
+        return out.scatter(-1, picked[:, None], 0.0)
+
+
 def _stop_ids(loaded: Loaded) -> set[int]:
     """Every id ``generate`` stops at: the generation config's EOS ids (Llama 3's end_of_text, eom and
     eot; Qwen's im_end and endoftext) as well as the tokenizer's EOS and pad. Missing one, a stop read as
@@ -605,10 +637,14 @@ def _generate(
     deadlines = [r.deadline for r in requests if r.deadline is not None]
     if deadlines:  # the last caller's deadline: past it, nobody waits for this batch
         kwargs["max_time"] = max(0.01, max(deadlines) - time.monotonic())
-    if first.temperature > _GREEDY_BELOW:
+    if first.temperature > _GREEDY_BELOW and first.seed is not None:
+        # seeded: each row draws from its own generator; generate's greedy step takes the drawn token
+        sampler = _SeededSampler(
+            torch, first.seed, len(requests), first.temperature, first.top_p, loaded.device
+        )
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None, logits_processor=[sampler])
+    elif first.temperature > _GREEDY_BELOW:
         kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
-        if first.seed is not None:
-            torch.manual_seed(first.seed)
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
