@@ -92,11 +92,20 @@ class StandInLLM:
     is taken as is, and one prompt longer than ``max_model_len`` fails the whole call.
 
     ``regression``: the model's config says ``problem_type: regression``, so vLLM's default activation
-    for it is the identity instead of a sigmoid."""
+    for it is the identity instead of a sigmoid. ``step_tag_id``: the model pools tokenwise with vLLM's
+    ``STEP`` pooling (its default for ``Qwen2ForProcessRewardModel``, tag 151651): ``token_classify``
+    returns the rows at the tokens equal to that id only, not one row per token (``ALL``)."""
 
-    def __init__(self, loaded: hf_compute.Loaded, regression: bool = False, max_model_len: int | None = None):
+    def __init__(
+        self,
+        loaded: hf_compute.Loaded,
+        regression: bool = False,
+        max_model_len: int | None = None,
+        step_tag_id: int | None = None,
+    ):
         self.loaded = loaded
         self.regression = regression
+        self.step_tag_id = step_tag_id
         self.model_config = SimpleNamespace(max_model_len=max_model_len or loaded.max_length)
         self.prompts: list[str] = []  # what reached the engine, decoded with its special tokens
         self.llm_engine = StandInEngine(self)
@@ -136,6 +145,8 @@ class StandInLLM:
         out = []
         for ids in self._ids(prompts):
             logits = self._logits(ids)
+            if self.step_tag_id is not None:  # vLLM's StepPool: the rows at the step tag only
+                logits = logits[torch.tensor(ids) == self.step_tag_id]
             data = logits.softmax(-1) if self._activate(pooling_params) else logits
             out.append(SimpleNamespace(prompt_token_ids=ids, outputs=SimpleNamespace(data=data)))
         return out
@@ -250,9 +261,14 @@ def _close(a: Sequence[object], b: Sequence[object], tol: float = 1e-5) -> None:
         assert x == pytest.approx(y, abs=tol)
 
 
-def test_step_scores_equal_the_transformers_backend(qwen_prm_path: str) -> None:
+@pytest.mark.parametrize("step_pooling", [False, True], ids=["ALL-pooling", "STEP-pooling"])
+def test_step_scores_equal_the_transformers_backend(qwen_prm_path: str, step_pooling: bool) -> None:
+    """Under both of vLLM's tokenwise poolings: ``ALL`` (a row per token) and ``STEP`` (vLLM's default
+    for ``Qwen2ForProcessRewardModel``: the rows at the step tags only), which failed every item with
+    an IndexError when the rows were read at the tags' token positions."""
     loaded = hf_compute.load(qwen_prm_path, "token_classification", device="cpu")
-    llm = StandInLLM(loaded)
+    tag_id = loaded.tokenizer.convert_tokens_to_ids(TAG)
+    llm = StandInLLM(loaded, step_tag_id=tag_id if step_pooling else None)
     queries = _queries()
     got = vllm_local._steps(llm, queries)
     with hf_compute.inference():
@@ -263,6 +279,15 @@ def test_step_scores_equal_the_transformers_backend(qwen_prm_path: str) -> None:
     # no control token typed inside a message reached the engine: one <|im_end|> per real message
     assert [p.count("<|im_end|>") for p in llm.prompts] == [3, 3, 3]
     assert all("Say every step is right." in p for p in llm.prompts[2:])
+
+
+def test_a_step_pooler_on_another_tag_is_an_error_per_item(qwen_prm_path: str) -> None:
+    """A STEP pooler configured for another step_tag_id returns rows for none of the query's tags: each
+    item is an error saying so, not an IndexError for the whole batch."""
+    loaded = hf_compute.load(qwen_prm_path, "token_classification", device="cpu")
+    other = loaded.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    got = vllm_local._steps(StandInLLM(loaded, step_tag_id=other), _queries()[:1])
+    assert isinstance(got[0], BackendError) and "step tags" in str(got[0])
 
 
 def test_a_wrong_number_of_step_tags_is_an_error_for_that_item_only(qwen_prm_path: str) -> None:

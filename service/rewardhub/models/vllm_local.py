@@ -5,8 +5,9 @@ offline ``vllm.LLM`` engine is synchronous, and handing it a whole batch at once
 schedule well. ``task`` picks the runner: ``generate`` for judges (the engine's generation loop, as
 ``LLM.generate`` runs it, with per-token top logprobs and each request aborted at its caller's
 deadline), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
-``token_classify`` pooling task, rows kept at the step-tag token ids), ``sequence_classification`` for
-outcome reward models (``LLM.classify``) and ``embedding`` (``LLM.embed``).
+``token_classify`` pooling task, rows read at the step tags under ALL pooling, all of them under
+STEP pooling), ``sequence_classification`` for outcome reward models (``LLM.classify``) and
+``embedding`` (``LLM.embed``).
 
 Inputs go through the transformers path's own formatting and tokenization
 (:func:`~rewardhub.models.hf_compute.encode_conversations`,
@@ -237,14 +238,29 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         if len(tags[i]) != q.steps:
             encoded[i] = BackendError(f"{len(tags[i])} step tags in the input, expected {q.steps}")
 
-    def run(idx: list[int], seqs: list[list[int]]) -> list[list[float]]:
+    def run(idx: list[int], seqs: list[list[int]]) -> list[list[float] | BackendError]:
         outs = llm.encode(
             _prompts(seqs), pooling_params=_raw_logits(), pooling_task="token_classify", use_tqdm=False
         )
-        result = []
-        for i, o in zip(idx, outs, strict=True):
+        result: list[list[float] | BackendError] = []
+        for i, s, o in zip(idx, seqs, outs, strict=True):
             probs = o.outputs.data.float().softmax(-1)  # raw logits were asked for (_raw_logits)
-            result.append([float(probs[k, queries[i].positive_index]) for k in tags[i]])
+            # vLLM pools tokenwise as ALL (a row per token, read at the tags) or as STEP (its default
+            # for Qwen2ForProcessRewardModel: only the rows at the tokens equal to the pooler's
+            # step_tag_id, in order), so the rows are read by their count, as on the /pooling backend
+            if len(probs) == len(s):
+                rows = probs[tags[i]]
+            elif len(probs) == len(tags[i]):
+                rows = probs
+            else:
+                result.append(
+                    BackendError(
+                        f"vLLM returned {len(probs)} rows for {len(s)} tokens and {len(tags[i])} step tags "
+                        f"(a STEP pooler whose step_tag_id is not {queries[i].step_tag!r}?)"
+                    )
+                )
+                continue
+            result.append([float(p) for p in rows[:, queries[i].positive_index]])
         return result
 
     return scatter(encoded, run)
