@@ -30,7 +30,12 @@ torch = pytest.importorskip("torch")
 
 from rewardhub.models import hf_compute, vllm_local  # noqa: E402
 from rewardhub.models.base import ChatRequest, Completion, Embedding, Message, StepQuery  # noqa: E402
-from rewardhub.models.errors import BackendError, BackendTimeout, InputTooLong  # noqa: E402
+from rewardhub.models.errors import (  # noqa: E402
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    InputTooLong,
+)
 from rewardhub.models.hub import default_embedding_path  # noqa: E402
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -305,7 +310,19 @@ def test_plus_minus_prms_are_refused_with_a_pointer(qwen_prm_path: str) -> None:
     loaded = hf_compute.load(qwen_prm_path, "token_classification", device="cpu")
     q = StepQuery(step_tag="ки", steps=1, text="2+2=4 ки", label_tokens=("+", "-"))
     [err] = vllm_local._steps(StandInLLM(loaded), [q])
-    assert isinstance(err, BackendError) and "transformers" in str(err)
+    # what this backend cannot do (unsupported), not a failure a later try may get past (backend_error)
+    assert isinstance(err, BackendUnavailable) and "transformers" in str(err)
+
+
+def test_a_generate_backend_does_not_offer_steps(tmp_path: Path) -> None:
+    """vLLM's generate runner has no ``LLM.encode`` (pooling runner only) and +/- PRMs are refused: a
+    ``prm`` reward pointed at a vLLM judge is told so up front (``unsupported``), not sent to fail
+    every item as a ``backend_error``."""
+    judge = vllm_local.VLLMBackend("judge", str(tmp_path), "generate")
+    assert judge.capabilities == {"chat"}
+    with pytest.raises(BackendUnavailable, match="cannot do 'steps'"):
+        judge.require("steps")
+    assert vllm_local.VLLMBackend("prm", str(tmp_path), "token_classification").capabilities == {"steps"}
 
 
 @pytest.mark.parametrize("regression", [False, True], ids=["sigmoid-by-default", "identity-by-default"])

@@ -148,7 +148,7 @@ async def test_remote_prm_and_orm(make_app: MakeApp, qwen_prm_path: str) -> None
             assert len(pooled) == 1 and len(pooled[0]["input"]) == 2  # one batched /pooling call
             chat = next(b for path, b in seen if path == "/tokenize" and "messages" in b)
             assert chat["add_generation_prompt"] is False and chat["messages"][0]["role"] == "system"
-            # Math-Shepherd needs the LM head: a clear backend error, not a wrong score
+            # Math-Shepherd needs the LM head: unsupported here (no later try scores it), not a wrong score
             r = await client.post(
                 "/v1/score",
                 json={
@@ -157,7 +157,7 @@ async def test_remote_prm_and_orm(make_app: MakeApp, qwen_prm_path: str) -> None
                 },
             )
             bad = r.json()["results"][0]
-            assert bad["reason"] == "backend_error" and "transformers" in bad["details"]["message"]
+            assert bad["reason"] == "unsupported" and "transformers" in bad["details"]["message"]
             # the outcome RM over /classify; the raw logit is what the server returned
             r = await client.post(
                 "/v1/score", json={"reward": "orm", "items": [{"prompt": "p", "response": "0123456789"}]}

@@ -89,6 +89,7 @@ class _InProcess:
 class TransformersBackend(ModelBackend):
     kind: ClassVar[str] = "transformers"
     isolate: ClassVar[bool] = True  # run the model in its own process (see the module docstring)
+    task_capabilities: ClassVar[dict[str, frozenset[Capability]]] = _CAPABILITIES  # what each task serves
 
     def __init__(
         self,
@@ -108,7 +109,7 @@ class TransformersBackend(ModelBackend):
     ):
         super().__init__(name, path)
         self.task = task
-        self.capabilities = _CAPABILITIES[task]
+        self.capabilities = self.task_capabilities[task]
         self._load_args: dict[str, Any] = {
             "device": device,
             "dtype": dtype,

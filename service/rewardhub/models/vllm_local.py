@@ -44,7 +44,7 @@ from rewardhub.models.base import (
     StepQuery,
     TokenLogprob,
 )
-from rewardhub.models.errors import BackendError, BackendTimeout, MissingExtra
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, MissingExtra
 from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter, truncated
 from rewardhub.models.transformers_backend import TransformersBackend
 
@@ -62,6 +62,13 @@ def import_vllm() -> Any:
 class VLLMBackend(TransformersBackend):
     isolate: ClassVar[bool] = False  # vLLM runs its own engine process; a thread only drives it
     kind: ClassVar[str] = "vllm"
+    # A generative model serves PRMs on transformers only (Math-Shepherd's +/- logits): vLLM's generate
+    # runner has no LLM.encode, and _steps refuses +/- PRMs. Without "steps", a prm reward pointed at a
+    # vLLM judge is unsupported up front instead of a backend_error on every item.
+    task_capabilities: ClassVar[dict[str, frozenset[Capability]]] = {
+        **TransformersBackend.task_capabilities,
+        "generate": frozenset({"chat"}),
+    }
 
     def _loader(self) -> Callable[[], Any]:
         args = self._load_args
@@ -218,7 +225,10 @@ def _raw_logits() -> Any:
 
 def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     if any(q.label_tokens is not None for q in queries):
-        err = BackendError("the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs")
+        # something this backend cannot do (unsupported), not a failure a later try may get past
+        err = BackendUnavailable(
+            "the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs"
+        )
         return [err for _ in queries]
     tok = llm.get_tokenizer()
     _, encs = encode_steps(tok, _max_len(llm), queries)

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, Message, StepQuery
-from rewardhub.models.errors import BackendError, InputTooLong
+from rewardhub.models.errors import BackendError, BackendUnavailable, InputTooLong
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
 from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
 
@@ -152,11 +152,12 @@ class VLLMPoolingBackend(RemoteBackend):
         self, queries: Sequence[StepQuery], deadline: float
     ) -> list[list[float] | BackendError]:
         if any(q.label_tokens is not None for q in queries):
-            err = BackendError(
+            # something this backend cannot do (unsupported), not a failure a later try may get past
+            refused = BackendUnavailable(
                 f"backend {self.name!r} (vllm_pooling) serves classifier-head PRMs only; a PRM that reads "
                 "+/- token logits (Math-Shepherd) needs a transformers backend"
             )
-            return [err for _ in queries]
+            return [refused for _ in queries]
         clean = await self._cleaner(deadline)
         ids = await asyncio.gather(
             *(self._tokenize(clean, q, deadline) for q in queries), return_exceptions=True
