@@ -73,6 +73,15 @@ def test_bad_specs_name_the_problem(tmp_path: Path) -> None:
         load_backends_file(str(y))
 
 
+@pytest.mark.parametrize("var", ["judge_url", "prm_url", "orm_url"])
+def test_a_bad_shortcut_url_names_its_variable(var: str) -> None:
+    """A shortcut URL without its scheme failed the start with pydantic's 'validation error for
+    RemoteSpec', naming no setting (and quoting the value, which may hold credentials)."""
+    with pytest.raises(ValueError, match=rf"REWARDHUB_{var.upper()}: url must start with http") as info:
+        specs_from_settings(settings(**{var: "user:tok3n@server:8000/v1"}))
+    assert "tok3n" not in str(info.value)
+
+
 def test_missing_vllm_names_the_extra() -> None:
     from rewardhub.models.errors import MissingExtra
     from rewardhub.models.vllm_local import import_vllm

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
 from rewardhub.config import Settings
 from rewardhub.metrics import Metrics
@@ -62,7 +63,7 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
 
     Raises:
         ValueError: a name is defined both by a shortcut variable and in the backends file, or the
-            shortcuts ask for a combination no backend serves.
+            shortcuts ask for a combination no backend serves, or a shortcut URL is not http(s).
     """
     s = settings
     if s.prm_url and unservable("vllm_pooling", s.prm_convention):  # every item would fail at run time
@@ -75,21 +76,31 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     lazy: set[str] = set()
     key = s.judge_api_key.get_secret_value() if s.judge_api_key is not None else None
     if s.judge_url:
-        specs["judge"] = RemoteSpec(
-            kind="openai", url=s.judge_url, model=s.judge_model or "default", api_key=key
+        specs["judge"] = _shortcut(
+            "REWARDHUB_JUDGE_URL",
+            kind="openai",
+            url=s.judge_url,
+            model=s.judge_model or "default",
+            api_key=key,
         )
     elif s.judge_model:
         specs["judge"] = LocalSpec(kind=s.judge_engine, model=s.judge_model, task="generate")
     conv: Convention = s.prm_convention
     if s.prm_url:
-        specs["prm"] = RemoteSpec(
-            kind="vllm_pooling", url=s.prm_url, model=s.prm_model or "default", convention=conv
+        specs["prm"] = _shortcut(
+            "REWARDHUB_PRM_URL",
+            kind="vllm_pooling",
+            url=s.prm_url,
+            model=s.prm_model or "default",
+            convention=conv,
         )
     elif s.prm_model:
         task = "token_classification" if conv == "qwen" else "generate"
         specs["prm"] = LocalSpec(kind="transformers", model=s.prm_model, task=task, convention=conv)
     if s.orm_url:
-        specs["orm"] = RemoteSpec(kind="vllm_pooling", url=s.orm_url, model=s.orm_model or "default")
+        specs["orm"] = _shortcut(
+            "REWARDHUB_ORM_URL", kind="vllm_pooling", url=s.orm_url, model=s.orm_model or "default"
+        )
     elif s.orm_model:
         specs["orm"] = LocalSpec(kind="transformers", model=s.orm_model, task="sequence_classification")
     emb = s.embedding_model
@@ -107,6 +118,17 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
             specs[name] = spec
             lazy.discard(name)
     return specs, lazy
+
+
+def _shortcut(variable: str, **fields: Any) -> RemoteSpec:
+    """The spec a ``REWARDHUB_*_URL`` shortcut defines. Its URL is the one field the settings have not
+    validated already, so a bad one is reported as that variable's problem, without the value (a URL
+    may carry credentials) instead of pydantic's "validation error for RemoteSpec" naming no setting."""
+    try:
+        return RemoteSpec(**fields)
+    except ValidationError as exc:
+        msg = str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+        raise ValueError(f"{variable}: {msg}") from None
 
 
 class ModelHub:
