@@ -325,6 +325,26 @@ def test_a_generate_backend_does_not_offer_steps(tmp_path: Path) -> None:
     assert vllm_local.VLLMBackend("prm", str(tmp_path), "token_classification").capabilities == {"steps"}
 
 
+def test_two_engines_can_share_one_gpu(tmp_path: Path) -> None:
+    """vLLM reserves 90% of the GPU per engine unless told otherwise, and the backends file had no way
+    to tell it: a judge and a PRM both of kind vllm on one GPU could not both start."""
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import build_backend
+    from rewardhub.models.specs import LocalSpec
+
+    made: list[dict[str, Any]] = []
+    sys.modules["vllm"].LLM = lambda **kw: made.append(kw)  # type: ignore[attr-defined]
+    for share in (0.45, None):
+        spec = LocalSpec(kind="vllm", model=str(tmp_path), task="generate", gpu_memory_utilization=share)
+        backend = build_backend("judge", spec, Settings())
+        assert isinstance(backend, vllm_local.VLLMBackend)
+        backend._loader()()
+    assert made[0]["gpu_memory_utilization"] == 0.45
+    assert "gpu_memory_utilization" not in made[1]  # vLLM's own default
+    with pytest.raises(ValueError, match="kind vllm only"):
+        LocalSpec(kind="transformers", model=str(tmp_path), task="generate", gpu_memory_utilization=0.5)
+
+
 @pytest.mark.parametrize("regression", [False, True], ids=["sigmoid-by-default", "identity-by-default"])
 def test_orm_logits_equal_the_transformers_backend(orm_path: str, regression: bool) -> None:
     loaded = hf_compute.load(orm_path, "sequence_classification", device="cpu")

@@ -219,6 +219,9 @@ def build_backend(
         queue_max=spec.queue_max or s.batch_queue_max,
         max_tokens=spec.max_tokens or s.batch_max_tokens,
     )
+    engine: dict[str, Any] = {}
+    if spec.kind == "vllm":
+        engine["gpu_memory_utilization"] = spec.gpu_memory_utilization
     cls = TransformersBackend if spec.kind == "transformers" else VLLMBackend
     return cls(
         name,
@@ -233,4 +236,5 @@ def build_backend(
         batch=batch,
         observe_batch=observe,
         lazy=lazy,
+        **engine,
     )

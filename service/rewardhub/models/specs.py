@@ -147,6 +147,19 @@ class LocalSpec(_Spec):
     queue_max: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
     share_prefix: bool | None = Field(None, description="Default REWARDHUB_BATCH_SHARE_PREFIX.")
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vllm: the share of the GPU's memory this engine reserves (vLLM's default 0.9): two "
+        "engines on one GPU (a judge and a PRM) must together stay below 1.",
+    )
+
+    @model_validator(mode="after")
+    def _engine_options_for_vllm(self) -> Self:
+        if self.gpu_memory_utilization is not None and self.kind != "vllm":
+            raise ValueError("gpu_memory_utilization applies to kind vllm only")
+        return self
 
 
 BackendSpec = Annotated[RemoteSpec | LocalSpec, Field(discriminator="kind")]

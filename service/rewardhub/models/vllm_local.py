@@ -70,6 +70,12 @@ class VLLMBackend(TransformersBackend):
         "generate": frozenset({"chat"}),
     }
 
+    def __init__(self, *args: Any, gpu_memory_utilization: float | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # vLLM reserves 90% of the GPU per engine by default: a second engine on the same GPU (a judge
+        # beside a PRM) cannot start unless each is given its share.
+        self.gpu_memory_utilization = gpu_memory_utilization
+
     def _loader(self) -> Callable[[], Any]:
         args = self._load_args
         task = self.task
@@ -84,6 +90,8 @@ class VLLMBackend(TransformersBackend):
             }
             if args["max_length"]:
                 kwargs["max_model_len"] = args["max_length"]
+            if self.gpu_memory_utilization is not None:
+                kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization
             return vllm.LLM(**kwargs)
 
         return load
