@@ -3,6 +3,7 @@ server that tokenizes with the tiny model's real tokenizer and answers in vLLM's
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -23,6 +24,11 @@ MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 def p_pos(token_id: int) -> float:
     """The fake model's P(correct) at a token: a function of its id, so tests can predict it."""
     return 0.05 + (token_id % 9) / 10
+
+
+def p_softmax(p: float) -> float:
+    """The positive class's probability from the raw logits ``[1 - p, p]``."""
+    return 1 / (1 + math.exp((1 - p) - p))
 
 
 def tokenizer_info(tok: Any) -> dict[str, Any]:
@@ -50,13 +56,16 @@ def vllm_app(
     rows_as_object: bool = False,
     step_pooling: bool = False,
     served_model: str | None = None,
+    raw_by_default: bool = False,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
     when started with ``--enable-tokenizer-info-endpoint`` (without it, the path is a 404).
     ``step_pooling``: answer as vLLM's STEP pooler (its default for ``Qwen2ForProcessRewardModel``), with
     the rows at the ``<extra_0>`` tokens only. ``served_model``: as vLLM, a request that names another
-    model is a 404 (one that names none is served)."""
+    model is a 404 (one that names none is served). ``raw_by_default``: a server whose pooler applies no
+    activation unless the request says ``use_activation: true``; its raw rows are the logits
+    ``[1 - p, p]``, which look like probabilities but are not (the softmax of them is)."""
     from fastapi.responses import JSONResponse
     from transformers import AutoTokenizer
 
@@ -106,6 +115,8 @@ def vllm_app(
         rows = [
             [[1 - p_pos(t), p_pos(t)] for t in ids if not step_pooling or t == tag] for ids in body["input"]
         ]
+        if raw_by_default and body.get("use_activation") is True:
+            rows = [[[1 - p_softmax(r[1]), p_softmax(r[1])] for r in rs] for rs in rows]
         data = [
             {"index": i, "object": "pooling", "data": dict(enumerate(r)) if rows_as_object else r}
             for i, r in enumerate(rows)
@@ -307,6 +318,23 @@ async def test_a_server_with_step_pooling_returns_the_tag_rows_only(
         pytest.approx([p_pos(tag_id)] * 3),
         pytest.approx([p_pos(tag_id)]),
     ]
+
+
+async def test_the_prm_asks_the_server_for_probabilities(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """/pooling was sent without ``use_activation``: on a server whose pooler was configured without an
+    activation, raw logits that happen to lie in [0, 1] and sum to 1 were read as probabilities."""
+    from transformers import AutoTokenizer
+
+    tag_id = AutoTokenizer.from_pretrained(qwen_prm_path).convert_tokens_to_ids("<extra_0>")
+    items = [{"prompt": "Q?", "response": "a\n\nb"}]
+    with serve_app(vllm_app(qwen_prm_path, [], step_pooling=True, raw_by_default=True)) as url:
+        async with make_app(prm_url=url) as client:
+            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
+                "results"
+            ]
+    assert [s["score"] for s in res["details"]["steps"]] == pytest.approx(
+        [p_softmax(p_pos(tag_id))] * 2, abs=1e-5
+    )
 
 
 async def test_a_server_set_by_url_alone_is_asked_without_a_model_name(

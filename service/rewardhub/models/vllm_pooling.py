@@ -13,7 +13,8 @@
   ``POST /tokenize`` for the ids of the formatted input (the chat template applied server-side,
   ``add_generation_prompt: false``) and of the step tag (which must be a single token), sends the ids to
   ``POST /pooling`` with ``"task": "token_classify"``, and keeps the rows at the tag positions: all of
-  them when there is one row per step tag, the STEP shape. Rows that are not probabilities (raw logits)
+  them when there is one row per step tag, the STEP shape. The request asks for probabilities
+  (``"use_activation": true``); rows that are still not probabilities (a server that ignores the flag)
   are soft-maxed here. An input longer than the ``max_model_len`` that ``/tokenize`` reports is an
   error for that item alone (:class:`InputTooLong`, ``unsupported``) and is not sent: vLLM refuses a
   whole ``/pooling`` request when one of its inputs is too long, which would fail every item of the
@@ -183,7 +184,14 @@ class VLLMPoolingBackend(RemoteBackend):
             todo.append((i, token_ids, positions))
         if not todo:
             return out
-        payload = {**self.model_field, "input": [t for _, t, _ in todo], "task": "token_classify"}
+        # Probabilities asked for, not guessed: a pooler configured without an activation answers logits,
+        # and logits that happen to lie in [0, 1] and sum to 1 would pass for probabilities.
+        payload = {
+            **self.model_field,
+            "input": [t for _, t, _ in todo],
+            "task": "token_classify",
+            "use_activation": True,
+        }
         try:
             answer = await self.client.post("/pooling", payload, deadline)
             per_input = [d["data"] for d in sorted(answer["data"], key=lambda d: d["index"])]
