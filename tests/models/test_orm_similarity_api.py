@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -13,7 +14,9 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
+from conftest import RedisProcess
 from fake_openai import serve_app
+from rewardhub.models.transformers_backend import TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -129,6 +132,36 @@ async def test_backends_file_names_several_backends(
         )
         ready = (await client.get("/ready")).json()
         assert {"model:rm-a", "model:prm-b", "model:remote-judge"} <= set(ready["checks"])
+
+
+async def test_a_composite_over_an_unavailable_model_is_not_cached(
+    make_app: MakeApp, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zeroed or skipped model component that this server could not run (torch missing, no backend
+    configured) stands in for a score: served, never cached. Found in review: a composite over the
+    default MiniLM on a server without torch cached its 0.0, still served once torch was installed."""
+    item = {"response": "The cat sits on the mat.", "reference": "The cat sits on the mat."}
+
+    async def composite(client: httpx.AsyncClient, components: list[dict[str, Any]]) -> dict[str, Any]:
+        (res,) = await run(client, "composite", [item], components=components)
+        return res
+
+    minilm = [{"reward": "similarity", "on_invalid": "zero"}]
+    with monkeypatch.context() as m:  # torch not installed: the model's load fails at the import
+        m.setattr(TransformersBackend, "isolate", False)  # load in this process, where torch is hidden
+        m.setitem(sys.modules, "torch", None)
+        async with make_app(redis_url=redis_server.url) as client:
+            res = await composite(client, minilm)
+            assert res["score"] == 0.0 and res["details"]["zeroed"] == ["similarity"]
+            assert "torch is not installed" in res["details"]["parts"]["similarity"]["details"]["message"]
+            # no backend configured for these: skipped each time, never from the cache
+            for name in ("orm", "prm", "score_model", "judge"):
+                parts = [{"reward": name, "on_invalid": "skip"}, {"reward": "exact_match"}]
+                first, again = await composite(client, parts), await composite(client, parts)
+                assert first["details"]["skipped"] == [name] and not again["cached"], name
+    async with make_app(redis_url=redis_server.url) as client:  # torch installed
+        res = await composite(client, minilm)
+        assert not res["cached"] and res["score"] == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_bad_model_path_fails_the_start(make_app: MakeApp, tmp_path: Path) -> None:

@@ -87,6 +87,8 @@ class Outcome:
     latency_ms: float | None = None
     # A valid score that stands in for a part that failed for a reason of the moment (a composite's
     # ``on_invalid: zero`` over a judge timeout): served, never cached, so a later request re-scores it.
+    # On an invalid outcome: its failure is of this moment or this server (an unavailable model
+    # backend, whose reason ``unsupported`` alone does not say so), so what is built on it is transient.
     transient: bool = False
 
     @classmethod

@@ -36,11 +36,20 @@ def deadline_of(ctx: ScoreContext) -> float:
 
 
 def failure(exc: BaseException, **details: Any) -> Outcome:
-    """An invalid outcome for a backend failure (never a 0: the model is not at fault)."""
+    """An invalid outcome for a backend failure (never a 0: the model is not at fault).
+
+    An unavailable backend (none configured, ``torch`` not installed, a model that failed to load) is
+    ``unsupported`` and *transient*: this server cannot score the item now, which says nothing about the
+    item. A composite that zeroes or skips the part must not cache its result (a composite over the
+    default MiniLM on a server without torch cached a 0.0, still served once torch was installed)."""
     msg = str(exc)[:500] or type(exc).__name__
     if isinstance(exc, BackendTimeout | TimeoutError):
         return Outcome.invalid(Reason.TIMEOUT, msg or "the item's deadline passed", **details)
-    if isinstance(exc, InputTooLong | BackendUnavailable):
+    if isinstance(exc, BackendUnavailable):
+        out = Outcome.invalid(Reason.UNSUPPORTED, msg, **details)
+        out.transient = True
+        return out
+    if isinstance(exc, InputTooLong):
         return Outcome.invalid(Reason.UNSUPPORTED, msg, **details)
     if isinstance(exc, BackendError):
         return Outcome.invalid(Reason.BACKEND_ERROR, msg, **details)

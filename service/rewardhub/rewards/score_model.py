@@ -104,7 +104,7 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
         try:
             backend = self.backend(config)
         except BackendUnavailable as exc:
-            return [Outcome.invalid(Reason.UNSUPPORTED, str(exc)) for _ in items]
+            return [failure(exc) for _ in items]  # unsupported, and never cached inside a composite
         deadline = deadline_of(ctx)
         lo, hi = config.range
         slots = asyncio.Semaphore(backend.call_slots())  # this request's calls in flight
