@@ -4,6 +4,7 @@ errors, and the judge reward on top of it (a random model's judgement is unreada
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -233,3 +234,21 @@ def test_a_local_backend_s_identity_follows_its_checkpoint_and_settings(tmp_path
     after = identity()
     assert after != before
     assert identity(max_length=32) != after and identity(dtype="bfloat16") != after
+
+
+def test_a_retrained_checkpoint_with_normalised_file_times_is_another_model(tmp_path: Path) -> None:
+    """A reproducible container build sets every file's time to one constant: a retrained reward model of
+    the same architecture (same file sizes) had the old one's identity, so the old scores were served
+    from a shared cache. Found in review."""
+    from tiny_models import build_tiny_orm
+
+    path = tmp_path / "orm"
+
+    def built(seed: int) -> str:
+        build_tiny_orm(path, hidden=256, seed=seed)  # weights of about 5 MB: not hashed whole
+        assert (path / "model.safetensors").stat().st_size > 1 << 20
+        for f in path.iterdir():
+            os.utime(f, ns=(315_532_800_000_000_000, 315_532_800_000_000_000))  # 1980-01-01
+        return TransformersBackend("orm", str(path), "sequence_classification").identity()
+
+    assert built(seed=0) != built(seed=1)

@@ -5,8 +5,13 @@ a checkpoint retrained and saved over the same directory (the usual way an RL te
 model) kept serving the old weights' cached scores for the cache's lifetime. Hashing the weights would
 read gigabytes at start-up; the fingerprint instead hashes the small files that describe the model
 (``config.json``, tokenizer and generation configs) and the name, size and modification time of every
-other file. Rewriting the weights changes their modification time, so the fingerprint changes; copying
-the same checkpoint elsewhere changes it too, which costs cache hits, never correctness.
+other file, with a few small blocks sampled across it. Rewriting the weights changes their modification
+time, so the fingerprint changes; copying the same checkpoint elsewhere changes it too, which costs cache
+hits, never correctness. The sampled blocks are for a checkpoint whose times say nothing: a container
+image or artifact built reproducibly sets every file's time to one constant (``SOURCE_DATE_EPOCH``,
+buildpacks' 1980-01-01), and a retrained model of the same architecture has the same sizes, so it read
+as the old one and its old scores were served from a shared cache. Retraining changes nearly every
+weight, so any sampled block tells the checkpoints apart.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ __all__ = ["checkpoint_fingerprint"]
 
 _READ_WHOLE = 1 << 20  # files up to 1 MiB (configs, vocabularies) are hashed by content
 _MAX_FILES = 10_000  # a directory with more is not a checkpoint; its path stands for it
+_SAMPLES = 16  # blocks read from each larger file, evenly spaced from its start to its end
+_SAMPLE_BYTES = 4096
 
 
 def checkpoint_fingerprint(path: str) -> str:
@@ -40,6 +47,19 @@ def checkpoint_fingerprint(path: str) -> str:
                 h.update(p.read_bytes())
             else:
                 h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+                h.update(_sampled(p, st.st_size))
         except OSError:
             continue  # vanished while listed: the rest still tells this checkpoint from another
     return h.hexdigest()[:12]
+
+
+def _sampled(path: Path, size: int) -> bytes:
+    """``_SAMPLES`` blocks of the file, the first at its start and the last at its end (about 64 KiB read,
+    not the gigabytes of a model's weights)."""
+    span = max(0, size - _SAMPLE_BYTES)
+    out = bytearray()
+    with path.open("rb") as f:
+        for k in range(_SAMPLES):
+            f.seek(span * k // (_SAMPLES - 1))
+            out += f.read(_SAMPLE_BYTES)
+    return bytes(out)
