@@ -4,11 +4,15 @@ propagation, flattened components, versions and caching."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
 import pytest
 
+import rewardhub.sandbox.pool as sandbox_pool
+from rewardhub.rewards import text_similarity
 from rewardhub.rewards.math_answer import MathReward
 
 FORMAT_GATE = {
@@ -313,3 +317,31 @@ async def test_group_component_makes_it_uncacheable(client: httpx.AsyncClient) -
     again = await results(client, reward, items)  # identical resend: allowed, and not cached
     assert [r["score"] for r in first] == [2.0, 2.0]
     assert [r["cached"] for r in first + again] == [False] * 4
+
+
+async def test_a_part_this_server_lacks_is_zeroed_but_not_cached(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """meteor without the WordNet corpus and code in a language not installed are ``unsupported`` because
+    of this server, not the item: a composite zeroing them cached a 0.0, still served once WordNet or the
+    runtime was installed. Found in review (as for a model reward whose backend is unavailable)."""
+    real = sandbox_pool.available_languages
+    monkeypatch.setattr(
+        sandbox_pool, "available_languages", lambda: {k: v for k, v in real().items() if k != "javascript"}
+    )
+    monkeypatch.setattr(text_similarity, "_wordnet_available", lambda: False)
+    meteor = {"reward": {"name": "text_similarity", "config": {"metric": "meteor"}}, "on_invalid": "zero"}
+    js = {
+        "response": "```javascript\nconsole.log(1)\n```",
+        "reference": {"language": "javascript", "cases": [{"stdin": "", "stdout": "1"}]},
+    }
+    cases = [
+        (composite(meteor), {"response": "the cat sat", "reference": "the cat sat on the mat"}),
+        (composite({"reward": "code", "on_invalid": "zero"}), js),
+    ]
+    async with make_app() as c:
+        for reward, item in cases:
+            [first] = await results(c, reward, [item])
+            [again] = await results(c, reward, [item])
+            assert first["score"] == 0.0 and first["details"]["zeroed"], first
+            assert again["cached"] is False, again

@@ -85,11 +85,13 @@ class CodeTask:
 
 
 class ReferenceError_(ValueError):
-    """The reference cannot be used; carries the invalid reason."""
+    """The reference cannot be used; carries the invalid reason. ``transient``: because of this server
+    (a language it lacks), not of the item: a composite zeroing it must not cache the stand-in."""
 
-    def __init__(self, reason: Reason, message: str):
+    def __init__(self, reason: Reason, message: str, *, transient: bool = False):
         super().__init__(message)
         self.reason = reason
+        self.transient = transient
 
 
 def _text(value: Any, where: str) -> str:
@@ -111,7 +113,9 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
     if lang is None:
         raise ReferenceError_(Reason.UNSUPPORTED, f"unknown language {name!r}")
     if lang.name not in available:
-        raise ReferenceError_(Reason.UNSUPPORTED, f"{lang.name} is not installed on this server")
+        raise ReferenceError_(
+            Reason.UNSUPPORTED, f"{lang.name} is not installed on this server", transient=True
+        )
     task = CodeTask(language=lang)
     cases = reference.get("cases")
     if (
@@ -225,7 +229,8 @@ class CodeReward(Reward[CodeConfig]):
             try:
                 task = parse_task(item.reference, config.language, pool.languages)
             except ReferenceError_ as exc:
-                outcomes[i] = Outcome.invalid(exc.reason, str(exc))
+                bad = outcomes[i] = Outcome.invalid(exc.reason, str(exc))
+                bad.transient = exc.transient
                 continue
             found = extract_code(item.response, task.language, config.extract)
             if found is None:

@@ -133,9 +133,11 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                 continue
             value = similarity_score(config.metric, item.response, item.reference)
             if value is None:
-                out.append(
-                    Outcome.invalid(Reason.UNSUPPORTED, "meteor needs the NLTK WordNet corpus, not installed")
+                missing = Outcome.invalid(
+                    Reason.UNSUPPORTED, "meteor needs the NLTK WordNet corpus, not installed"
                 )
+                missing.transient = True  # this server's lack: a composite zeroing it must not cache the 0
+                out.append(missing)
                 continue
             out.append(Outcome(value, details={"metric": config.metric}))
         return out
