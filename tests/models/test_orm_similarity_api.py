@@ -71,9 +71,12 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
         assert res[2]["score"] == pytest.approx(1.0, abs=1e-5) and res[2]["details"]["best_reference"] == 1
         assert res[3]["reason"] == "missing_reference"
         assert [(r["valid"], r["reason"]) for r in res[4:6]] == [(False, "parse_error")] * 2
-        assert res[6]["valid"] and res[6]["score"] == 0.0 and res[6]["reason"] == "no_answer"
-        unit = await run(client, "similarity", items[:1], scale="unit")
+        # saying nothing scores below any answer: an off-topic one's cosine is negative here
+        assert res[6]["valid"] and res[6]["score"] == -1.0 and res[6]["reason"] == "no_answer"
+        assert res[1]["score"] < 0 and res[6]["score"] < res[1]["score"]
+        unit = await run(client, "similarity", [items[0], items[6]], scale="unit")
         assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
+        assert unit[1]["score"] == 0.0
         # deterministic, so cached
         again = await run(client, "similarity", items[:1])
         assert again[0]["cached"]
