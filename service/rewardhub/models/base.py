@@ -143,6 +143,11 @@ class ModelBackend:
         """What the results depend on (kind and model): part of the cache key of rewards using it."""
         return f"{self.kind}:{self.model}"
 
+    @property
+    def identity_settled(self) -> bool:
+        """Whether :meth:`identity` is final; rewards do not cache results while it is not."""
+        return True
+
     def describe(self) -> dict[str, Any]:
         """Public facts for logs and ``/ready`` (never secrets)."""
         return {"kind": self.kind, "model": self.model, "capabilities": sorted(self.capabilities)}

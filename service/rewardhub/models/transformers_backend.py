@@ -130,15 +130,27 @@ class TransformersBackend(ModelBackend):
         self._fingerprint = checkpoint_fingerprint(path)
 
     def identity(self) -> str:
-        """The model and the settings that change its outputs (task, device and dtype as configured,
-        context length, remote code), and a fingerprint of the checkpoint's files: a checkpoint saved
-        over the same directory, or the same one read with 32 instead of 256 tokens, is another model
-        for the cache."""
+        """The model and the settings that change its outputs (task, device and dtype, context length,
+        remote code), and a fingerprint of the checkpoint's files: a checkpoint saved over the same
+        directory, or the same one read with 32 instead of 256 tokens, is another model for the cache.
+
+        Device and dtype are the ones the model loaded with: "auto" is float32 on a CPU host and bf16 on
+        a GPU host, whose scores differ, and replicas of both kinds may share one Redis."""
         a = self._load_args
+        device, dtype = a["device"], a["dtype"]
+        if isinstance(self._loaded, hf_compute.Loaded | _InProcess):
+            device, dtype = self._loaded.device, self._loaded.dtype
         return (
-            f"{super().identity()}|{self.task}|{a['device']}|{a['dtype']}|{a['max_length']}"
+            f"{super().identity()}|{self.task}|{device}|{dtype}|{a['max_length']}"
             f"|{a['trust_remote_code']}|{self._fingerprint}"
         )
+
+    @property
+    def identity_settled(self) -> bool:
+        """False until an "auto" device or dtype has resolved (a lazily loaded model before its first
+        load): results are not cached under the unresolved name."""
+        a = self._load_args
+        return self._loaded is not None or "auto" not in (a["device"], a["dtype"])
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:

@@ -105,6 +105,14 @@ class ModelReward(ComposedReward[ConfigT]):
             return str(exc)
         return None
 
+    def is_cacheable(self, config: ConfigT) -> bool:
+        if not super().is_cacheable(config):
+            return False
+        try:
+            return self.backend(config).identity_settled
+        except BackendUnavailable:  # nothing is scored, so nothing is cached
+            return True
+
     def version_for(self, config: ConfigT) -> str:
         base = super().version_for(config)
         try:
