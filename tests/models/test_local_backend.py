@@ -252,3 +252,26 @@ def test_a_retrained_checkpoint_with_normalised_file_times_is_another_model(tmp_
         return TransformersBackend("orm", str(path), "sequence_classification").identity()
 
     assert built(seed=0) != built(seed=1)
+
+
+def test_a_hub_id_is_fingerprinted_at_the_cached_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model named by hub id and loaded from the Hugging Face cache had no fingerprint: a newer revision
+    downloaded into the cache kept the old one's identity, and its cached scores. Found in review."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "models--acme--rm"
+    for commit, label in (("a" * 40, "0"), ("b" * 40, "1")):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(f'{{"num_labels": {label}}}')
+    (repo / "refs").mkdir()
+
+    def identity_at(commit: str) -> str:
+        (repo / "refs" / "main").write_text(commit)
+        return TransformersBackend("orm", "acme/rm", "sequence_classification").identity()
+
+    old, new = identity_at("a" * 40), identity_at("b" * 40)
+    assert old != new and identity_at("a" * 40) == old
+    assert TransformersBackend("orm", "acme/missing", "sequence_classification").identity().endswith("|")

@@ -12,6 +12,10 @@ image or artifact built reproducibly sets every file's time to one constant (``S
 buildpacks' 1980-01-01), and a retrained model of the same architecture has the same sizes, so it read
 as the old one and its old scores were served from a shared cache. Retraining changes nearly every
 weight, so any sampled block tells the checkpoints apart.
+
+A model named by hub id (``org/name``, loaded offline from the Hugging Face cache) is fingerprinted at
+the snapshot the cache's ``refs/main`` points to: a newer revision downloaded into the cache is another
+model, where the id alone stayed the same.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ _SAMPLE_BYTES = 4096
 
 
 def checkpoint_fingerprint(path: str) -> str:
-    """12 hex digits standing for the checkpoint at ``path``; ``""`` when it is not a local directory."""
-    root = Path(path)
-    if not root.is_dir():
+    """12 hex digits standing for the checkpoint at ``path`` (a directory, or a hub id found in the local
+    Hugging Face cache); ``""`` when it is neither."""
+    root = _local_dir(path)
+    if root is None:
         return ""
     h = hashlib.sha256()
     try:
@@ -63,3 +68,21 @@ def _sampled(path: Path, size: int) -> bytes:
             f.seek(span * k // (_SAMPLES - 1))
             out += f.read(_SAMPLE_BYTES)
     return bytes(out)
+
+
+def _local_dir(path: str) -> Path | None:
+    """The directory the model is loaded from: ``path`` itself, or for a hub id the cached snapshot that
+    ``from_pretrained(..., local_files_only=True)`` reads."""
+    root = Path(path)
+    if root.is_dir():
+        return root
+    if root.is_absolute() or path.count("/") != 1:
+        return None  # not a hub id
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # no models extra: nothing could load it either
+        return None
+    try:
+        return Path(snapshot_download(path, local_files_only=True))
+    except Exception:  # not cached, or not a valid repo id: the load will say so
+        return None
