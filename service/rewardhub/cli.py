@@ -22,19 +22,21 @@ app = typer.Typer(
 @app.command()
 def serve(
     host: Annotated[
-        str | None, typer.Option(help="Interface to bind [env REWARDHUB_HOST, default 127.0.0.1].")
+        str | None, typer.Option(help="Interface to bind \\[env REWARDHUB_HOST, default 127.0.0.1].")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port [env REWARDHUB_PORT, default 8000].")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port \\[env REWARDHUB_PORT, default 8000].")] = None,
     workers: Annotated[
-        int | None, typer.Option(help="uvicorn worker processes [env REWARDHUB_WORKERS, default 1].")
+        int | None, typer.Option(help="uvicorn worker processes \\[env REWARDHUB_WORKERS, default 1].")
     ] = None,
     log_level: Annotated[str | None, typer.Option(help="debug | info | warning | error.")] = None,
     redis_url: Annotated[
         str | None,
-        typer.Option(help="Use Redis as the cache [env REWARDHUB_REDIS_URL]; unset = in-process cache."),
+        typer.Option(help="Use Redis as the cache \\[env REWARDHUB_REDIS_URL]; unset = in-process cache."),
     ] = None,
 ) -> None:
     """Run the HTTP service (uvicorn with uvloop and httptools)."""
+    # (The option help escapes "[": typer renders it as rich markup, where "[env ...]" is a style tag
+    # and would vanish from --help.)
     import uvicorn
 
     # Flags become environment variables so that every worker process reads the same settings.
