@@ -6,6 +6,7 @@ every REWARDHUB_* variable must be a real setting (a typo would otherwise be ign
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import yaml
 
 from rewardhub.app import create_app
 from rewardhub.config import Settings
+from rewardhub.models.hub import specs_from_settings
+from rewardhub.models.specs import LocalSpec, RemoteSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -128,3 +131,78 @@ def test_dockerfiles(dockerfile: str) -> None:
         paths = re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", text)
         assert paths and all(p in get_routes() for p in paths)
         assert 'CMD ["rewardhub", "serve"]' in text
+
+
+_VAR = re.compile(r"\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}|\$(\w+)")
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's variable substitution (``${V}``, ``${V:-default}``, ``${V-default}``, ``${V:?error}``,
+    ``${V?error}``, ``$V``, ``$$``) over a parsed compose document; a missing required one raises."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, arg = m.group(1) or m.group(4), m.group(2), m.group(3)
+        got = env.get(name)
+        missing = got is None or (got == "" and op is not None and op.startswith(":"))
+        if op is not None and op.endswith("?") and missing:
+            raise ValueError(f"required variable {name} is missing a value: {arg}")
+        if op is not None and op.endswith("-") and missing:
+            return str(arg)
+        return got or ""
+
+    return _VAR.sub(sub, value)
+
+
+def compose_file() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return data
+
+
+def test_compose_plain_up_needs_no_variable() -> None:
+    # `docker compose up -d` interpolates every service, those of inactive profiles too: a required
+    # ${VAR:?} of the gpu profile (the vLLM model) stopped the plain, documented start.
+    interpolate(compose_file(), {})
+
+
+def _settings_of(service: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    dockerfile = (ROOT / service["build"]["dockerfile"]).read_text()
+    code = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    env = dict(re.findall(r"\b(REWARDHUB_\w+)=(\S+)", code))  # the image's ENV
+    env.update({k: str(v) for k, v in service.get("environment", {}).items()})
+    for name in [n for n in os.environ if n.startswith("REWARDHUB_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_compose_gpu_profile_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started as documented, with the vLLM model named: every rewardhub service still starts, and the
+    gpu profile's judge-service asks vLLM for the model it serves."""
+    raw = compose_file()
+    command = raw["services"]["vllm"]["command"]
+    model_vars = re.findall(r"\$\{(\w+)", command[command.index("--model") + 1])
+    env = dict.fromkeys(model_vars, "some-org/some-judge-7b")
+    services = interpolate(raw, env)["services"]
+    served = services["vllm"]["command"][services["vllm"]["command"].index("--model") + 1]
+    assert served == "some-org/some-judge-7b"
+    checked = 0
+    for name, svc in services.items():
+        if svc.get("build", {}).get("dockerfile") != "deploy/Dockerfile":
+            continue
+        specs, _ = specs_from_settings(_settings_of(svc, monkeypatch))
+        judge = specs.get("judge")
+        # a hub id as a local model directory fails the service's start (HF_HUB_OFFLINE, no such dir)
+        assert not isinstance(judge, LocalSpec), f"{name} would load {judge.model!r} in process"
+        if svc["environment"].get("REWARDHUB_JUDGE_URL", "").startswith("http://vllm:"):
+            assert isinstance(judge, RemoteSpec) and judge.model == served, name
+        checked += 1
+    assert checked >= 2
