@@ -126,6 +126,8 @@ def test_dockerfiles(dockerfile: str) -> None:
     assert "-c constraints.txt" in text  # torch pinned, no surprise CUDA download
     for src in re.findall(r"^COPY (\S+)", text, flags=re.M):
         assert (ROOT / src).exists(), f"{dockerfile} copies {src}, which does not exist"
+    for example in re.findall(r"\bexamples/[\w./-]+\.ya?ml\b", text):  # the usage comment's config
+        assert (ROOT / example).exists(), f"{dockerfile} runs {example}, which does not exist"
     if dockerfile == "Dockerfile":
         assert f"EXPOSE {PORT}" in text
         paths = re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", text)
