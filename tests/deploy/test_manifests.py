@@ -79,6 +79,19 @@ def test_probes_ports_and_env() -> None:
                 )
                 assert get["port"] in ports or get["port"] == PORT
             assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
+            # The service answers nothing until its lifespan has loaded the configured models, so a
+            # pod that loads models needs a startup probe long enough for a real checkpoint, or
+            # liveness kills it mid-load (CrashLoopBackOff).
+            startup = c.get("startupProbe")
+            loads_models = any(
+                e["name"].endswith("_MODEL") and e["name"].startswith("REWARDHUB_") for e in c.get("env", [])
+            )
+            if loads_models:
+                assert startup is not None, f"{dep['metadata']['name']} loads models without a startupProbe"
+            if startup is not None:
+                assert startup["httpGet"]["path"] in routes
+                allowed = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
+                assert not loads_models or allowed >= 600, f"{dep['metadata']['name']}: {allowed} s to load"
             assert c["livenessProbe"]["httpGet"]["path"] == "/health"
             for env in c.get("env", []):
                 check_env_name(env["name"])
