@@ -99,6 +99,25 @@ def test_probes_ports_and_env() -> None:
             assert refs <= {config["metadata"]["name"], secret["metadata"]["name"]}
 
 
+def test_every_image_has_a_build_command() -> None:
+    # The GPU Deployment named an image (rewardhub-cuda) that no file said how to build; the Dockerfile's
+    # hint ("FROM an nvidia/cuda base and drop the pin") would still have installed the CPU torch.
+    readme = (K8S / "README.md").read_text()
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    commands = re.findall(r"docker build -f (\S+)(.*?) -t (\S+) \.", readme.replace("\\\n", " "))
+    built = {image: (path, args) for path, args, image in commands}
+    for dep in (d for d in k8s_docs() if d["kind"] == "Deployment"):
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            assert c["image"] in built, f"{c['image']}: no build command in deploy/k8s/README.md"
+            path, args = built[c["image"]]
+            assert (ROOT / path).exists()
+            for arg in re.findall(r"--build-arg (\w+)=", args):
+                assert f"ARG {arg}=" in dockerfile, f"{path} has no ARG {arg}"
+            gpu = any("nvidia.com/gpu" in r for r in c.get("resources", {}).values())
+            if gpu:  # the default index is the CPU build of torch
+                assert "TORCH_INDEX=https://pypi.org/simple" in args, c["image"]
+
+
 def test_services_hpa_pdb_point_at_real_deployments() -> None:
     docs = k8s_docs()
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
