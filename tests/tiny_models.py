@@ -147,3 +147,54 @@ def build_tiny_bert_token_classifier(path: Path, *, hidden: int = 32, layers: in
         initializer_range=0.5,
     )
     return _save(BertForTokenClassification(config), tok, path)
+
+
+# Qwen2.5-Math-PRM's own head class, as its checkpoint ships it (auto_map, trust_remote_code): a two-layer
+# `score` head, where transformers' native Qwen2ForTokenClassification has one Linear.
+_REMOTE_PRM_CODE = """
+from torch import nn
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(
+            nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(), nn.Linear(config.hidden_size, 2)
+        )
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                inputs_embeds=None, use_cache=None, **kwargs):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
+        return CausalLMOutputWithPast(logits=self.score(out[0]), past_key_values=out.past_key_values)
+"""
+
+
+def build_tiny_remote_code_prm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A Qwen2.5-Math-PRM look-alike in its real packaging: the head class ships with the checkpoint
+    (``modeling_qwen2_rm.py``, named by the config's ``auto_map``), so only ``trust_remote_code`` loads it."""
+    import importlib.util
+    import json
+
+    import torch
+
+    path.mkdir(parents=True, exist_ok=True)
+    code = path / "modeling_qwen2_rm.py"
+    code.write_text(_REMOTE_PRM_CODE)
+    spec = importlib.util.spec_from_file_location("_tiny_modeling_qwen2_rm", code)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    _save(module.Qwen2ForProcessRewardModel(_qwen2_config(tok, hidden, layers, 2048)), tok, path)
+    config = json.loads((path / "config.json").read_text())
+    config["architectures"] = ["Qwen2ForProcessRewardModel"]
+    config["auto_map"] = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"}
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    return path

@@ -275,3 +275,28 @@ def test_a_hub_id_is_fingerprinted_at_the_cached_revision(
     old, new = identity_at("a" * 40), identity_at("b" * 40)
     assert old != new and identity_at("a" * 40) == old
     assert TransformersBackend("orm", "acme/missing", "sequence_classification").identity().endswith("|")
+
+
+async def test_a_checkpoint_with_its_own_head_class_needs_remote_code(tmp_path: Path) -> None:
+    # REWARDHUB_PRM_MODEL=<Qwen2.5-Math-PRM> (the README's and the k8s manifest's shortcut) loaded the
+    # checkpoint as transformers' own Qwen2ForTokenClassification: the shipped two-layer head did not fit,
+    # a random one was made, and every step score was noise that looked valid. Now it does not start.
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import ModelHub
+    from tiny_models import build_tiny_remote_code_prm
+
+    path = str(build_tiny_remote_code_prm(tmp_path / "remote-prm"))
+    settings = Settings(_env_file=None, prm_model=path, embedding_model="off")  # type: ignore[call-arg]
+    hub = ModelHub.from_settings(settings)
+    with pytest.raises(
+        BackendUnavailable, match=r"no weights for score\.bias, score\.weight.*trust_remote_code"
+    ):
+        await hub.start()
+    await hub.close()
+
+    b = TransformersBackend("prm", path, "token_classification", trust_remote_code=True)
+    await b.start()  # the backends file's `trust_remote_code: true` loads the shipped class
+    try:
+        assert b.ready()["ok"]
+    finally:
+        await b.close()

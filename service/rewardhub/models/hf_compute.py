@@ -150,7 +150,10 @@ def load(
         # Qwen2.5-Math-PRM ships its own class (Qwen2ForProcessRewardModel) behind AutoModel.
         cls = tf.AutoModel
     tok = tf.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
-    model = cls.from_pretrained(path, dtype=dt, trust_remote_code=trust_remote_code, local_files_only=True)
+    model, info = cls.from_pretrained(
+        path, dtype=dt, trust_remote_code=trust_remote_code, local_files_only=True, output_loading_info=True
+    )
+    _refuse_new_weights(path, task, model, info, trust_remote_code)
     model.to(dev).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
@@ -170,6 +173,35 @@ def load(
         share_prefix=share_prefix and causal,
         pass_overhead=overhead,
         pad_id=pad_id,
+    )
+
+
+def _refuse_new_weights(path: str, task: Task, model: Any, info: dict[str, Any], remote: bool) -> None:
+    """Refuse a checkpoint that does not fill the class it was loaded as.
+
+    ``from_pretrained`` initialises what the checkpoint lacks at random and only warns. Qwen2.5-Math-PRM
+    (and reward models such as ArmoRM) ship their own head class as remote code: loaded without
+    ``trust_remote_code``, the native ``Qwen2ForTokenClassification`` gets a random ``score`` head, and
+    every step score is noise that looks valid. A mean-pooled embedding model never reads BERT's pooler,
+    so its absence is harmless.
+    """
+    missing = sorted(str(k) for k in info.get("missing_keys") or ())
+    if task == "embedding":
+        missing = [k for k in missing if not k.startswith("pooler.")]
+    if not missing:
+        return
+    config = getattr(model, "config", None)
+    declared = list(getattr(config, "architectures", None) or [])
+    hint = (
+        "set trust_remote_code: true for it in a REWARDHUB_BACKENDS_FILE backend (its config names its own "
+        "code, auto_map)"
+        if getattr(config, "auto_map", None) and not remote
+        else f"check that it is a {task} model"
+    )
+    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    raise BackendUnavailable(
+        f"{path}: loaded as {type(model).__name__} (task {task}; the checkpoint declares {declared or 'no class'}), "
+        f"it has no weights for {shown}, which would score at random; {hint}"
     )
 
 
