@@ -8,18 +8,65 @@ request from starving the others. Units are in the names (``_s`` seconds, ``_byt
 
 from __future__ import annotations
 
+import math
 import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings", "parse_api_keys"]
+__all__ = ["Settings", "available_cores", "cgroup_cpu_limit", "get_settings", "parse_api_keys"]
 
 
-def _default_cpu_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+def cgroup_cpu_limit(
+    root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")
+) -> int | None:
+    """The CPU limit of this process's cgroup (a Kubernetes ``limits.cpu``, ``docker run --cpus``), in
+    whole CPUs rounded up; None when there is none or it cannot be read.
+
+    Such a limit is a CFS quota: the affinity mask still shows every core of the node, so sizing pools by
+    it alone started, in a pod limited to 4 CPUs on a 64-core node, 64 verifier processes and 64 sandbox
+    slots per service process (memory past the pod's limit, and CPU time throttled into item timeouts).
+    """
+    candidates: list[tuple[Path, Path | None]] = []
+    try:
+        for line in own.read_text().splitlines():
+            hierarchy, controllers, path = line.split(":", 2)
+            rel = path.lstrip("/")
+            if hierarchy == "0" and not controllers:  # cgroup v2
+                candidates.append((root / rel / "cpu.max", None))
+            elif "cpu" in controllers.split(","):  # cgroup v1
+                for d in (root / controllers / rel, root / "cpu" / rel, root / "cpu,cpuacct" / rel):
+                    candidates.append((d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us"))
+    except (OSError, ValueError):
+        pass
+    candidates += [
+        (root / "cpu.max", None),
+        (root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"),
+    ]
+    for quota_file, period_file in candidates:
+        try:
+            if period_file is None:
+                quota, period = quota_file.read_text().split()[:2]
+            else:
+                quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
+            if quota in ("max", "-1"):
+                return None  # this cgroup has no limit
+            q, p = int(quota), int(period)
+        except (OSError, ValueError):
+            continue
+        if q > 0 and p > 0:
+            return max(1, math.ceil(q / p))
+    return None
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its affinity, capped by its container's CPU limit."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    return max(1, min(cores, limit) if limit is not None else cores)
 
 
 class Settings(BaseSettings):
@@ -62,10 +109,11 @@ class Settings(BaseSettings):
 
     # --- CPU verifier pool (math and other sympy/parsing work) ---
     cpu_workers: int = Field(
-        default_factory=_default_cpu_workers,
+        default_factory=available_cores,
         ge=1,
         description="Worker processes per service process for CPU-heavy verification (unset: the cores, "
-        "shared out between `--workers`; a value set here or in .env is per service process).",
+        "or the container's CPU limit if lower, shared out between `--workers`; a value set here or in .env "
+        "is per service process).",
     )
     cpu_worker_memory_mb: int = Field(
         2048, ge=128, description="Address-space limit (RLIMIT_AS) of each CPU worker, MiB."
@@ -195,9 +243,10 @@ class Settings(BaseSettings):
 
     # --- code sandbox (the `code` reward and /compat/sandboxfusion/run_code) ---
     sandbox_workers: int = Field(
-        default_factory=_default_cpu_workers,
+        default_factory=available_cores,
         ge=1,
-        description="Sandboxed programs running at once per service process (default: cores).",
+        description="Sandboxed programs running at once per service process (default: cores, or the "
+        "container's CPU limit if lower).",
     )
     sandbox_queue_max_items: int = Field(
         10_000, ge=0, description="Sandbox runs allowed to wait; a request beyond this gets 429."

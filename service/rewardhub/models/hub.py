@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
 
-from rewardhub.config import Settings
+from rewardhub.config import Settings, available_cores
 from rewardhub.metrics import Metrics
 from rewardhub.models.base import ModelBackend
 from rewardhub.models.errors import BackendUnavailable
@@ -45,8 +44,8 @@ HINTS: dict[str, str] = {
 
 
 def _default_threads() -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores - 1)
+    # the container's CPU limit counts: 63 torch threads under a 4-CPU quota are throttled, not faster
+    return max(1, available_cores() - 1)
 
 
 def default_embedding_path() -> str | None:
