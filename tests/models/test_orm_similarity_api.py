@@ -69,6 +69,9 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
         res = await run(client, "similarity", items)
         assert res[0]["score"] > 0.8 > 0.3 > res[1]["score"]
         assert res[2]["score"] == pytest.approx(1.0, abs=1e-5) and res[2]["details"]["best_reference"] == 1
+        # rounding put a text's cosine with itself at 1.0000000000000002, past the scale
+        same = await run(client, "similarity", [items[2]], scale="unit")
+        assert res[2]["score"] <= 1.0 and same[0]["score"] <= 1.0
         assert res[3]["reason"] == "missing_reference"
         assert [(r["valid"], r["reason"]) for r in res[4:6]] == [(False, "parse_error")] * 2
         # saying nothing scores below any answer: an off-topic one's cosine is negative here

@@ -66,14 +66,16 @@ def _cosine(a: list[float], b: list[float]) -> float:
     nb = math.sqrt(sum(y * y for y in b))
     if not (na > 0 and nb > 0):  # a zero vector has no direction: no similarity, not a valid 0
         raise BackendError("the model produced a zero embedding vector")
-    return dot / (na * nb)
+    # rounding can put the cosine of a text with itself just past 1 (1.0000000000000002), and a
+    # ``unit`` score past its [0, 1] range with it
+    return min(1.0, max(-1.0, dot / (na * nb)))
 
 
 @register
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
     # 1.1: MiniLM reads 256 tokens (was 512); 1.2: details.truncated; 1.3: an empty response scores the
-    # scale's floor (-1 on the cosine scale, was 0.0)
+    # scale's floor (-1 on the cosine scale, was 0.0), cosines clipped to [-1, 1]
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
