@@ -213,3 +213,43 @@ async def test_a_server_set_by_url_alone_is_asked_without_a_model_name(judge_ser
     finally:
         await b.close()
     assert "model" not in judge_server.requests[-1]
+
+
+async def test_callers_short_deadlines_do_not_open_the_breaker_of_a_slow_healthy_server(
+    judge_server: FakeJudge,
+) -> None:
+    """A judge that answers in 1 s, within its own 5 s timeout, is healthy: callers whose deadline
+    (timeout_s of their request) ends first time out, but opened the breaker for every other caller."""
+    judge_server.reply = always("Score: 4", delay_s=1.0)
+    b = await backend(judge_server, max_retries=2, timeout_s=5, breaker_failures=2)
+    outs = await asyncio.gather(
+        *(b.chat(REQ, time.monotonic() + 0.3) for _ in range(4)), return_exceptions=True
+    )
+    assert all(isinstance(o, BackendTimeout) for o in outs) and judge_server.calls == 4
+    assert b.client.breaker.describe()["state"] == "closed"
+    assert (await b.chat(REQ, time.monotonic() + 5)).text == "Score: 4"
+    await b.close()
+
+
+async def test_a_real_backend_timeout_still_opens_the_breaker(judge_server: FakeJudge) -> None:
+    """The server's own per-attempt timeout ran out, or an earlier attempt failed before the item's
+    deadline cut the next one: the server's failure."""
+    judge_server.reply = always("Score: 4", delay_s=1.0)
+    b = await backend(judge_server, max_retries=1, timeout_s=0.3, breaker_failures=1)
+    with pytest.raises(BackendError):
+        await b.chat(REQ, time.monotonic() + 5)
+    assert b.client.breaker.describe()["state"] == "open" and judge_server.calls == 2
+    await b.close()
+    # the defaults' shape (item deadline == REWARDHUB_BACKEND_TIMEOUT_S): a server that hangs opens it
+    b = await backend(judge_server, max_retries=0, timeout_s=0.5, breaker_failures=1)
+    with pytest.raises(BackendTimeout):
+        await b.chat(REQ, time.monotonic() + 0.5)
+    assert b.client.breaker.describe()["state"] == "open" and judge_server.calls == 3
+    await b.close()
+    answers = iter([Reply(status=503), Reply("Score: 4", delay_s=1.0)])
+    judge_server.reply = lambda body: next(answers)
+    b = await backend(judge_server, max_retries=1, timeout_s=5, breaker_failures=1)
+    with pytest.raises(BackendTimeout):
+        await b.chat(REQ, time.monotonic() + 0.5)
+    assert b.client.breaker.describe()["state"] == "open" and judge_server.calls == 5
+    await b.close()

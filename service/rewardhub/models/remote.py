@@ -9,9 +9,12 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    exponential backoff with jitter) connection errors, timeouts, 429 and 5xx answers, up to
    ``max_retries`` times and never past the deadline;
 4. reports the verdict to the breaker: a call that failed after its retries is one failure. Waiting for
-   a slot is not the server's fault and is never counted; neither is a caller that gave up. An answer
-   that refuses the *input* (400, 413, 422) is the item's problem and shows the server healthy: it is
-   :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
+   a slot is not the server's fault and is never counted; neither is a caller that gave up, nor an
+   attempt cut short by the item's deadline well before the backend's own ``timeout_s`` was up (under
+   90% of it left, ``_CALLERS_SHARE``): a slow but healthy judge must not be tripped by its
+   short-deadline callers, the breaker is every caller's. A call whose earlier attempt had failed
+   counts as that failure. An answer that refuses the *input* (400, 413, 422) is the item's problem
+   and shows the server healthy: it is :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
    phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried), else
    :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
    does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server).
@@ -47,6 +50,11 @@ log = structlog.get_logger("rewardhub.models.remote")
 
 # An attempt is not started with less time than this left: it could not finish anyway.
 _MIN_ATTEMPT_S = 0.05
+# An attempt is the caller's (its deadline, not the backend, limited it) when the time left was under this
+# share of the backend's timeout_s. Not under timeout_s itself: by default an item's deadline and
+# REWARDHUB_BACKEND_TIMEOUT_S are both 60 s, so the first attempt always has a little less than timeout_s
+# left, and a server that hung would never have opened the breaker.
+_CALLERS_SHARE = 0.9
 # Statuses that refuse the input itself, and how servers say the input exceeds the context: vLLM and
 # OpenAI ("maximum context length is", "maximum model length"), SGLang ("the model's context length"),
 # OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096", "`inputs` must have
@@ -114,8 +122,17 @@ class _ServerAsked(wait_base):
         return max(backoff, float(asked)) if asked is not None else backoff
 
 
-class _NoTimeLeft(BackendTimeout):
-    """The deadline left no time to start an attempt: the server was not asked, so no verdict."""
+class _CallerOutOfTime(BackendTimeout):
+    """The item's deadline, not the server, ended the call: an attempt whose time limit was the time
+    left to the caller (shorter than the backend's own ``timeout_s``) ran out, or none could start. The
+    server did not fail, so no verdict for the breaker, unless an earlier attempt of the same call had
+    failed (``after_failure``, set by :meth:`RemoteClient._with_retries`): that failure is the verdict."""
+
+    after_failure = False
+
+
+class _NoTimeLeft(_CallerOutOfTime):
+    """The deadline left no time to start an attempt: the server was not asked."""
 
 
 class _NotFound(BackendError):
@@ -211,8 +228,11 @@ class RemoteClient:
             except (BackendRejected, InputTooLong, _NotFound):
                 self.breaker.on_success()  # the server answered, about this input or this path
                 raise
-            except _NoTimeLeft:  # the deadline passed (waiting for a slot) before any attempt: no verdict
-                self.breaker.on_abandoned(probe)
+            except _CallerOutOfTime as exc:  # the item's deadline, not the server, ended the call
+                if exc.after_failure:
+                    self.breaker.on_failure()
+                else:
+                    self.breaker.on_abandoned(probe)
                 raise
             except BackendError:
                 self.breaker.on_failure()
@@ -239,7 +259,12 @@ class RemoteClient:
         )
         async for attempt in retrying:
             with attempt:
-                return await self._attempt(method, path, payload, deadline)
+                try:
+                    return await self._attempt(method, path, payload, deadline)
+                except _CallerOutOfTime as exc:
+                    # only a failed attempt (_Retryable) is followed by another one
+                    exc.after_failure = attempt.retry_state.attempt_number > 1
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _attempt(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
@@ -250,6 +275,7 @@ class RemoteClient:
         if left <= _MIN_ATTEMPT_S:
             raise _NoTimeLeft(f"backend {self.name!r}: the item's deadline passed")
         timeout = min(self.options.timeout_s, left)
+        cut_by_caller = left < self.options.timeout_s * _CALLERS_SHARE  # the item's deadline limits it
         self.calls += 1
         try:
             content = None if payload is None else orjson.dumps(payload)
@@ -258,6 +284,11 @@ class RemoteClient:
             async with asyncio.timeout(timeout):
                 resp = await client.request(method, path, content=content, timeout=timeout)
         except (httpx.TimeoutException, TimeoutError):
+            if cut_by_caller:
+                raise _CallerOutOfTime(
+                    f"backend {self.name!r} did not answer {path} before the item's deadline "
+                    f"({timeout:.1f}s were left, under its own timeout of {self.options.timeout_s:g}s)"
+                ) from None
             if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
                 raise BackendTimeout(
                     f"backend {self.name!r} did not answer {path} before the deadline"
