@@ -801,3 +801,24 @@ async def test_a_rule_that_could_not_answer_leaves_the_judge_s_result_uncached(
         (cached,) = await score(client, {"mode": "reference"}, [item])
         assert cached["cached"] and cached["score"] == 1.0  # the rule's own verdict is cached as before
     assert judge_server.calls == 0
+
+
+async def test_a_judge_slower_than_its_own_timeout_is_a_timeout_that_says_which_limit(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """Every attempt ran out of the backend's timeout_s well before the item's deadline: the item was
+    backend_error while one whose deadline ran out was timeout, for the same slow judge."""
+    judge_server.reply = always("Score: 3", delay_s=2.0)
+    item = {"prompt": "p", "response": "a real answer"}
+    settings = {"backend_timeout_s": 0.3, "backend_max_retries": 1, "backend_breaker_failures": 100}
+    async with judge_app(make_app, judge_server, **settings) as client:
+        (own,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=5, use_cache=False)
+        (late,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=0.2, use_cache=False)
+    assert (own["valid"], own["reason"], late["valid"], late["reason"]) == (
+        False,
+        "timeout",
+        False,
+        "timeout",
+    )
+    assert "timeout_s of 0.3s" in own["details"]["message"] and judge_server.calls == 3
+    assert "item's deadline" in late["details"]["message"]

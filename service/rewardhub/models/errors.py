@@ -4,7 +4,7 @@ A backend never decides an item's fate itself: it raises one of these and the re
 invalid item (``backend_error`` or ``timeout``), never a 5xx and never a silent 0::
 
     BackendError               a backend failed (HTTP 5xx after retries, garbage, a crashed forward)
-    ├── BackendTimeout         it did not answer within the item's deadline
+    ├── BackendTimeout         it did not answer within the item's deadline or its own timeout_s
     ├── CircuitOpen            the backend failed repeatedly; items fail fast until a probe succeeds
     ├── BackendUnavailable     no such backend, or it is not configured / not loaded (names the setting)
     │   └── MissingExtra       an optional dependency is not installed (names the pip extra)
@@ -39,7 +39,8 @@ class BackendError(Exception):
 
 
 class BackendTimeout(BackendError):
-    """The backend did not answer in time."""
+    """The backend did not answer in time: before the item's deadline, or (a remote backend, on its last
+    attempt) within its own per-attempt timeout. Both are reason ``timeout``; the message says which."""
 
 
 class CircuitOpen(BackendError):

@@ -7,7 +7,9 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
 2. asks the :class:`~rewardhub.models.breaker.CircuitBreaker`; an open breaker fails the call at once;
 3. POSTs with a per-attempt timeout of ``min(timeout_s, time left)``, and retries (tenacity,
    exponential backoff with jitter) connection errors, timeouts, 429 and 5xx answers, up to
-   ``max_retries`` times and never past the deadline;
+   ``max_retries`` times and never past the deadline; a call whose last attempt timed out raises
+   :class:`~rewardhub.models.errors.BackendTimeout` (the item is ``timeout``) whichever limit ran out,
+   the item's deadline or the backend's ``timeout_s``, and its message says which;
 4. reports the verdict to the breaker: a call that failed after its retries is one failure. Waiting for
    a slot is not the server's fault and is never counted; neither is a caller that gave up, nor an
    attempt cut short by the item's deadline well before the backend's own ``timeout_s`` was up (under
@@ -107,6 +109,13 @@ def _retry_after(resp: httpx.Response) -> float | None:
     return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
+class _TimedOut(_Retryable, BackendTimeout):
+    """An attempt ran out of the backend's own per-attempt ``timeout_s`` (REWARDHUB_BACKEND_TIMEOUT_S)
+    with time left before the item's deadline: retried, and when it was the last attempt the item is
+    ``timeout`` like one whose deadline passed (a slow judge is a timeout to the user, not a broken one);
+    the message names the limit that ran out. It counts against the breaker."""
+
+
 class _ServerAsked(wait_base):
     """The backoff, or what the server asked for in ``Retry-After`` when that is longer (a 429 or 503
     says when to come back; retrying sooner only adds to its load). When that wait would end past the
@@ -193,7 +202,8 @@ class RemoteClient:
         """POST ``payload`` as JSON and return the decoded JSON answer (see the module docstring).
 
         Raises:
-            BackendTimeout: the deadline passed (waiting for a slot, or the server was too slow).
+            BackendTimeout: the deadline passed (waiting for a slot, or the server was too slow), or the
+                last attempt ran out of the backend's own ``timeout_s``.
             CircuitOpen: the breaker is open.
             InputTooLong, BackendRejected: the server refused this input (400, 413, 422).
             BackendError: the server failed (after retries), has no such path (404, 405), or answered
@@ -289,11 +299,13 @@ class RemoteClient:
                     f"backend {self.name!r} did not answer {path} before the item's deadline "
                     f"({timeout:.1f}s were left, under its own timeout of {self.options.timeout_s:g}s)"
                 ) from None
+            own = f"its own timeout_s of {self.options.timeout_s:g}s (REWARDHUB_BACKEND_TIMEOUT_S)"
             if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
                 raise BackendTimeout(
-                    f"backend {self.name!r} did not answer {path} before the deadline"
+                    f"backend {self.name!r} did not answer {path} in {timeout:.1f}s: the item's deadline "
+                    f"ran out, about when {own} did"
                 ) from None
-            raise _Retryable(f"backend {self.name!r}: {path} timed out after {timeout:.1f}s") from None
+            raise _TimedOut(f"backend {self.name!r} did not answer {path}: {own} ran out") from None
         except httpx.HTTPError as exc:
             failed = self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
             if isinstance(exc, httpx.LocalProtocolError):  # our own request is malformed: no retry helps
