@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from conftest import RedisProcess
 from fake_openai import serve_app
@@ -234,6 +235,53 @@ async def test_remote_embeddings_of_another_size_fail_their_item_only(
     assert ok["valid"] and ok["score"] == pytest.approx(1.0), ok["details"]
     assert (bad["valid"], bad["reason"]) == (False, "backend_error"), bad
     assert "size" in bad["details"]["message"]
+
+
+async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_only(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    """vLLM (and OpenAI) refuse a whole /embeddings request with a 400 when one of its inputs exceeds
+    the context: one long rollout made every item of the request unsupported. Only its item is."""
+    app = FastAPI()
+    sent: list[int] = []
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Any:
+        texts = (await request.json())["input"]
+        sent.append(len(texts))
+        if any(len(t) > 40 for t in texts):
+            message = (
+                "This model's maximum context length is 16 tokens. However, you requested 70 tokens in "
+                "the input for embedding generation. Please reduce the length of the input."
+            )
+            return JSONResponse({"error": {"message": message}}, status_code=400)
+        vectors = [[1.0, float(len(t)), 0.5] for t in texts]
+        return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+    with serve_app(app) as url:
+        path = tmp_path / "backends.json"
+        path.write_text(
+            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
+        )
+        async with make_app(backends_file=str(path), embedding_model="off") as client:
+            results = await run(
+                client,
+                "similarity",
+                [
+                    {"response": "same", "reference": "same"},
+                    {"response": "x" * 70, "reference": "same"},
+                    {"response": "other", "reference": "other"},
+                ],
+            )
+    assert [(r["valid"], r["reason"]) for r in results] == [
+        (True, None),
+        (False, "unsupported"),
+        (True, None),
+    ]
+    assert results[0]["score"] == pytest.approx(1.0) and "maximum context length" in str(
+        results[1]["details"]
+    )
+    assert sent == [3, 1, 1, 1]  # one batched request; texts on their own only after its refusal
 
 
 async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) -> None:
