@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
 
 from rewardhub.judging.decision import DecisionError, Scale, last_of, read_decision
 from rewardhub.models.base import Completion, TokenLogprob
+from rewardhub.models.openai_backend import parse_chat_completion
 
 SCORE = re.compile(r"score\s*:\s*(\d+)", re.IGNORECASE)
 YESNO = re.compile(r"final decision\s*:\s*(yes|no)\b", re.IGNORECASE)
@@ -150,3 +152,43 @@ def test_logprobs_are_read_at_the_decision_after_the_reasoning() -> None:
     no_answer = Completion("".join(t.token for t in toks[:5]), toks[:5])
     with pytest.raises(DecisionError):
         read_decision(no_answer, find(SCORE), Scale.scores(1, 5), "logprobs")
+
+
+def test_a_draft_in_reasoning_returned_apart_is_not_read_from_the_logprobs() -> None:
+    """vLLM/SGLang with a reasoning parser put the thinking in reasoning_content (content null when the
+    model never closed it), but the logprobs cover every generated token: logprobs mode read the
+    reasoning's draft "Score: 2" as the verdict (0.25) where parse mode said parse_error."""
+    toks = ["Okay", ",", " it", " looks", " like", " Score", ":", " 2", " but", " let", " me", " check"]
+    answer = {
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": None, "reasoning_content": "".join(toks)},
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {"token": t, "logprob": -0.1, "top_logprobs": [{"token": t, "logprob": -0.1}]}
+                        for t in toks
+                    ]
+                },
+            }
+        ]
+    }
+    c = parse_chat_completion("judge", answer)
+    for scoring in ("parse", "logprobs"):
+        with pytest.raises(DecisionError):
+            read_decision(c, find(SCORE), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
+    # with a verdict in the content (its tokens after the reasoning's), that one is read at its token
+    choice: dict[str, Any] = answer["choices"][0]  # type: ignore[index]
+    choice["message"]["content"] = "Score: 4"
+    half = math.log(0.5)
+    choice["logprobs"]["content"] += [
+        {"token": "Score", "logprob": -0.1, "top_logprobs": []},
+        {"token": ":", "logprob": -0.1, "top_logprobs": []},
+        {
+            "token": " 4",
+            "logprob": half,
+            "top_logprobs": [{"token": " 4", "logprob": half}, {"token": " 5", "logprob": half}],
+        },
+    ]
+    d = read_decision(parse_chat_completion("judge", answer), find(SCORE), Scale.scores(1, 5), "logprobs")
+    assert d.method == "logprobs" and d.value == pytest.approx(0.875)

@@ -14,7 +14,10 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   the mass the top-k leave over (with ``top_logprobs: 1`` and "Yes" at 0.99, "No" gets at most 0.01,
   not 0.99), so a missing "no" does not read as certainty and a confident "yes" is not halved. When
   logprobs were asked for but cannot be used (the backend sent none, or no label is among the
-  alternatives), the parsed value is used and ``method`` says ``parse_fallback``.
+  alternatives, or the tokens' last decision is not the text's), the parsed value is used and
+  ``method`` says ``parse_fallback``. The decision is always the text's: with no decision in the text
+  (a server that returns the reasoning apart, with ``content: null``) a draft in the reasoning's tokens
+  is not read either.
 
 A reasoning judge's thinking is not its verdict: only the text after its last ``</think>`` is read (and
 not an unclosed ``<think>`` after that), so a draft "Score: 2" inside the reasoning of an answer that
@@ -122,31 +125,32 @@ def read_decision(
     Raises:
         DecisionError: no decision, or its label is not on the scale.
     """
-    text = completion.text
-    tokens = completion.tokens
-    if scoring == "logprobs" and tokens:
-        joined = "".join(t.token for t in tokens).translate(_BPE_SPACES)
-        m, offset = _find_in(find_last, joined)
-        if m is not None:
-            label = str(m.group(1))
-            parsed = scale.value(label)
-            if parsed is None:
-                raise DecisionError(f"the judge's decision {label!r} is not on the scale")
-            probs = _label_probs(tokens, _token_at(tokens, offset + m.start(1)), scale)
-            total = sum(probs.values())
-            # a server's -inf written as -9999.0 underflows exp() to 0: no distribution, read the label
-            if total > 0.0 and math.isfinite(total):
-                value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
-                return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
-            return Decision(parsed, parsed, label, "parse_fallback")
-    m, _ = _find_in(find_last, text)
+    # The verdict is the text's, in both modes. A server with a reasoning parser (vLLM, SGLang) returns
+    # the thinking apart from ``content`` (``reasoning_content``/``reasoning``, or ``content: null``),
+    # yet its logprobs cover every generated token: a draft "Score: 2" in the reasoning was read from
+    # the tokens as the verdict of a judgement whose content has none (parse mode: parse_error).
+    m, _ = _find_in(find_last, completion.text)
     if m is None:
         raise DecisionError("no decision line found in the judge's output (after any <think> block)")
     label = str(m.group(1))
     parsed = scale.value(label)
     if parsed is None:
         raise DecisionError(f"the judge's decision {label!r} is not on the scale")
-    return Decision(parsed, parsed, label, "parse_fallback" if scoring == "logprobs" else "parse")
+    tokens = completion.tokens
+    if scoring == "parse":
+        return Decision(parsed, parsed, label, "parse")
+    if tokens:
+        joined = "".join(t.token for t in tokens).translate(_BPE_SPACES)
+        tm, offset = _find_in(find_last, joined)
+        # the tokens' last decision is the text's (same label), not a draft the text does not end with
+        if tm is not None and scale.value(str(tm.group(1))) == parsed:
+            probs = _label_probs(tokens, _token_at(tokens, offset + tm.start(1)), scale)
+            total = sum(probs.values())
+            # a server's -inf written as -9999.0 underflows exp() to 0: no distribution, read the label
+            if total > 0.0 and math.isfinite(total):
+                value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
+                return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
+    return Decision(parsed, parsed, label, "parse_fallback")
 
 
 def _token_at(tokens: tuple[TokenLogprob, ...], char: int) -> int:
