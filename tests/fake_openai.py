@@ -54,6 +54,7 @@ class FakeJudge:
     reply: Callable[[dict[str, Any]], Reply] = field(default=always("Final Decision: Yes"))
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)  # each request's query string
     stopping: threading.Event = field(default_factory=threading.Event)
     abandoned: int = 0  # slow answers whose caller hung up before they were sent
 
@@ -93,6 +94,7 @@ def _app(state: FakeJudge) -> FastAPI:
         body = await request.json()
         state.requests.append(body)
         state.headers.append(dict(request.headers))
+        state.queries.append(request.url.query)
         r = state.reply(body)
         until = time.monotonic() + r.delay_s
         while time.monotonic() < until and not state.stopping.is_set():  # slow, but stops with the server

@@ -253,3 +253,17 @@ async def test_a_real_backend_timeout_still_opens_the_breaker(judge_server: Fake
         await b.chat(REQ, time.monotonic() + 0.5)
     assert b.client.breaker.describe()["state"] == "open" and judge_server.calls == 5
     await b.close()
+
+
+async def test_a_url_with_a_query_string_keeps_its_path_and_query(judge_server: FakeJudge) -> None:
+    """Azure OpenAI's ?api-version=..., a gateway's ?api_key=...: httpx joined the path after the query,
+    so every call went to /v1 with the query 'api-version=2024-06-01/chat/completions' (a 404)."""
+    judge_server.reply = always("Score: 4")
+    b = OpenAIBackend("judge", f"{judge_server.url}?api-version=2024-06-01", "m", None, RemoteOptions())
+    await b.start()
+    try:
+        assert (await b.chat(REQ, time.monotonic() + 5)).text == "Score: 4"
+    finally:
+        await b.close()
+    assert judge_server.queries == ["api-version=2024-06-01"]
+    assert "api-version" not in str(b.describe())

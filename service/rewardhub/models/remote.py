@@ -162,7 +162,12 @@ class _OutOfTime(stop_base):
 class RemoteClient:
     def __init__(self, name: str, base_url: str, api_key: str | None, options: RemoteOptions):
         self.name = name
-        self.base_url = base_url.rstrip("/")
+        # A query string in the URL (Azure OpenAI's ?api-version=, a gateway's ?api_key=) goes with every
+        # request as parameters: httpx joins a request's path after the base URL's raw path, query
+        # included, so it sent every call to /v1 with the query "api-version=.../chat/completions".
+        url = httpx.URL(base_url)
+        self._params = url.params
+        self.base_url = str(url.copy_with(query=None) if url.query else url).rstrip("/")
         # A key read from a file or a Kubernetes secret often ends in a newline: as a header value it
         # would be refused locally (and quoted in the error) on every call.
         api_key = api_key.strip() if api_key else None
@@ -183,7 +188,11 @@ class RemoteClient:
             max_connections=self.options.concurrency, max_keepalive_connections=self.options.concurrency
         )
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, limits=limits, timeout=self.options.timeout_s
+            base_url=self.base_url,
+            params=self._params,
+            headers=headers,
+            limits=limits,
+            timeout=self.options.timeout_s,
         )
 
     async def close(self) -> None:
