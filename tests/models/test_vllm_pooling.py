@@ -57,6 +57,7 @@ def vllm_app(
     step_pooling: bool = False,
     served_model: str | None = None,
     raw_by_default: bool = False,
+    classify_max_chars: int | None = None,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
@@ -129,6 +130,9 @@ def vllm_app(
         seen.append(("/classify", body))
         if (refused := unknown_model(body)) is not None:
             return refused
+        if classify_max_chars is not None and any(len(t) > classify_max_chars for t in body.get("input", [])):
+            msg = "This model's maximum context length is 16 tokens. However, you requested 70 tokens."
+            return JSONResponse({"object": "error", "message": msg, "code": 400}, status_code=400)
         n = len(body["input"]) if "input" in body else 1
         content = body["messages"][-1]["content"] if "messages" in body else ""
         return {
@@ -335,6 +339,30 @@ async def test_the_prm_asks_the_server_for_probabilities(make_app: MakeApp, qwen
     assert [s["score"] for s in res["details"]["steps"]] == pytest.approx(
         [p_softmax(p_pos(tag_id))] * 2, abs=1e-5
     )
+
+
+async def test_one_text_past_the_orm_s_context_fails_alone(qwen_prm_path: str) -> None:
+    """vLLM refuses a whole /classify request when one input is past the context: one long rollout failed
+    every text of its batch (reported by review). After such a refusal each text is asked alone."""
+    import time
+
+    from rewardhub.models.base import Message
+    from rewardhub.models.errors import InputTooLong
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with serve_app(vllm_app(qwen_prm_path, seen, classify_max_chars=40)) as url:
+        backend = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions(timeout_s=10))
+        await backend.start()
+        try:
+            texts = ["short", "x" * 70, "ok"]
+            out = await backend.classify([(Message("user", t),) for t in texts], time.monotonic() + 10)
+        finally:
+            await backend.close()
+    assert isinstance(out[1], InputTooLong)
+    assert out[0] == [pytest.approx(0.5)] and out[2] == [pytest.approx(0.5)]
+    assert len([p for p, _ in seen if p == "/classify"]) == 4  # the batch, then each text alone
 
 
 async def test_a_server_set_by_url_alone_is_asked_without_a_model_name(

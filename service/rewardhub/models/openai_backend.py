@@ -9,13 +9,12 @@ Everything about timeouts, retries, concurrency and the circuit breaker is in
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Embedding, TokenLogprob
-from rewardhub.models.errors import BackendError, BackendRejected, InputTooLong
-from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
+from rewardhub.models.errors import BackendError
+from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
 
 __all__ = ["OpenAIBackend", "parse_chat_completion"]
 
@@ -57,19 +56,7 @@ class OpenAIBackend(RemoteBackend):
         """One batched ``/embeddings`` call. vLLM and OpenAI refuse the whole request (400) when one
         input exceeds the context, which failed every item of the batch for one long rollout: after
         such a refusal the texts are asked for one by one, so only the refused ones fail."""
-        try:
-            return list(await self._embed(texts, deadline))
-        except (InputTooLong, BackendRejected):
-            if len(texts) <= 1:
-                raise
-
-        async def one(text: str) -> Embedding | BackendError:
-            try:
-                return (await self._embed([text], deadline))[0]
-            except BackendError as exc:
-                return exc
-
-        return list(await asyncio.gather(*(one(t) for t in texts)))
+        return await split_on_refusal(lambda batch: self._embed(batch, deadline), texts)
 
     async def _embed(self, texts: Sequence[str], deadline: float) -> list[Embedding]:
         answer = await self.client.post("/embeddings", {**self.model_field, "input": list(texts)}, deadline)

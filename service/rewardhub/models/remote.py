@@ -32,8 +32,9 @@ import datetime
 import email.utils
 import re
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -46,7 +47,10 @@ from rewardhub.models.base import UNNAMED_MODEL, ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
 
-__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions"]
+__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions", "split_on_refusal"]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 log = structlog.get_logger("rewardhub.models.remote")
 
@@ -386,3 +390,25 @@ class RemoteBackend(ModelBackend):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), **self.client.describe()}
+
+
+async def split_on_refusal(
+    call: Callable[[Sequence[In]], Awaitable[list[Out]]], inputs: Sequence[In]
+) -> list[Out | BackendError]:
+    """``call(inputs)`` as one request, or, when the server refuses the whole batch for its inputs
+    (vLLM and OpenAI answer 400 when one input exceeds the model's context), each input alone: only the
+    refused ones fail, where one long rollout failed every item of its batch. The common case stays one
+    request."""
+    try:
+        return list(await call(inputs))
+    except (InputTooLong, BackendRejected):
+        if len(inputs) <= 1:
+            raise
+
+    async def one(x: In) -> Out | BackendError:
+        try:
+            return (await call([x]))[0]
+        except BackendError as exc:
+            return exc
+
+    return list(await asyncio.gather(*(one(x) for x in inputs)))

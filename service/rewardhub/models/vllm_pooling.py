@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, Message, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable, InputTooLong
-from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions
+from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
 from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
 
 __all__ = ["VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"]
@@ -115,13 +115,15 @@ class VLLMPoolingBackend(RemoteBackend):
         async def batch_texts() -> None:
             if not texts:
                 return
-            payload = {**self.model_field, "input": [t for _, t in texts], "use_activation": False}
+
+            async def post(batch: Sequence[str]) -> list[list[float]]:
+                payload = {**self.model_field, "input": list(batch), "use_activation": False}
+                return self._rows(await self.client.post("/classify", payload, deadline), len(batch))
+
             try:
-                rows = self._rows(await self.client.post("/classify", payload, deadline), len(texts))
+                rows = await split_on_refusal(post, [t for _, t in texts])
             except BackendError as exc:
-                for i, _ in texts:
-                    out[i] = exc
-                return
+                rows = [exc for _ in texts]
             for (i, _), row in zip(texts, rows, strict=True):
                 out[i] = row
 
