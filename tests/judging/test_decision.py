@@ -192,3 +192,32 @@ def test_a_draft_in_reasoning_returned_apart_is_not_read_from_the_logprobs() -> 
     ]
     d = read_decision(parse_chat_completion("judge", answer), find(SCORE), Scale.scores(1, 5), "logprobs")
     assert d.method == "logprobs" and d.value == pytest.approx(0.875)
+
+
+def test_content_as_parts_and_null_logprobs_are_read() -> None:
+    """Mistral's reasoning models answer ``content`` as a list of parts (thinking, then text), and
+    llama.cpp writes ``"logprob": null`` for a probability of 0: both were a malformed completion, so
+    every item was a backend_error."""
+    answer = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": [{"type": "text", "text": "Score: 1 maybe"}]},
+                        {"type": "text", "text": "Score: "},
+                        {"type": "text", "text": "4"},
+                    ],
+                },
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {"token": "Score", "logprob": None, "top_logprobs": [{"token": "x", "logprob": None}]}
+                    ]
+                },
+            }
+        ]
+    }
+    c = parse_chat_completion("judge", answer)
+    assert c.text == "Score: 4" and c.tokens is not None and c.tokens[0].logprob == -math.inf
+    assert read_decision(c, find(SCORE), Scale.scores(1, 5), "parse").value == pytest.approx(0.75)

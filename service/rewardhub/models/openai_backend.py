@@ -9,6 +9,7 @@ Everything about timeouts, retries, concurrency and the circuit breaker is in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -74,19 +75,15 @@ def parse_chat_completion(name: str, answer: Any) -> Completion:
     """The first choice of a chat completion; anything malformed is a :class:`BackendError`."""
     try:
         choice = answer["choices"][0]
-        text = choice["message"]["content"]
-        if text is None:  # nothing written: a refusal, or a reasoning model cut off while it reasoned
-            text = ""
-        if not isinstance(text, str):
-            raise TypeError("message.content is not a string")
+        text = _content_text(choice["message"]["content"])
         tokens: tuple[TokenLogprob, ...] | None = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and isinstance(lp.get("content"), list):
             tokens = tuple(
                 TokenLogprob(
                     token=str(t["token"]),
-                    logprob=float(t["logprob"]),
-                    top=tuple((str(a["token"]), float(a["logprob"])) for a in t.get("top_logprobs") or ()),
+                    logprob=_logprob(t["logprob"]),
+                    top=tuple((str(a["token"]), _logprob(a["logprob"])) for a in t.get("top_logprobs") or ()),
                 )
                 for t in lp["content"]
             )
@@ -95,3 +92,24 @@ def parse_chat_completion(name: str, answer: Any) -> Completion:
         raise BackendError(
             f"backend {name!r}: malformed chat completion ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def _content_text(content: Any) -> str:
+    """The answer text of ``message.content``: a string; null when nothing was written (a refusal, or a
+    reasoning model cut off while it reasoned); or a list of parts (Mistral's reasoning models send
+    ``[{"type": "thinking", ...}, {"type": "text", "text": ...}]``), whose text parts are the answer and
+    whose thinking is a draft, not a verdict."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p["text"]) for p in content if isinstance(p, dict) and p.get("type") == "text" and "text" in p
+        )
+    raise TypeError("message.content is neither a string nor a list of parts")
+
+
+def _logprob(value: Any) -> float:
+    """A token's logprob; null is what some servers (llama.cpp) write for a probability of 0."""
+    return -math.inf if value is None else float(value)
