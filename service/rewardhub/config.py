@@ -29,23 +29,39 @@ def cgroup_cpu_limit(
     Such a limit is a CFS quota: the affinity mask still shows every core of the node, so sizing pools by
     it alone started, in a pod limited to 4 CPUs on a 64-core node, 64 verifier processes and 64 sandbox
     slots per service process (memory past the pod's limit, and CPU time throttled into item timeouts).
+    A cgroup is held to every ancestor's quota as well as its own, so the smallest one found from the
+    process's cgroup up to the root counts: a leaf without a quota (``max``, ``-1``) says nothing about
+    its parents (a container whose init moves its processes into a child cgroup, a systemd slice with a
+    ``CPUQuota``).
     """
+
+    def upward(base: Path, rel: str) -> list[Path]:
+        d = base / rel
+        dirs = [d]
+        while d != base and base in d.parents:
+            d = d.parent
+            dirs.append(d)
+        return dirs
+
     candidates: list[tuple[Path, Path | None]] = []
     try:
         for line in own.read_text().splitlines():
             hierarchy, controllers, path = line.split(":", 2)
             rel = path.lstrip("/")
             if hierarchy == "0" and not controllers:  # cgroup v2
-                candidates.append((root / rel / "cpu.max", None))
+                candidates += [(d / "cpu.max", None) for d in upward(root, rel)]
             elif "cpu" in controllers.split(","):  # cgroup v1
-                for d in (root / controllers / rel, root / "cpu" / rel, root / "cpu,cpuacct" / rel):
-                    candidates.append((d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us"))
+                for mount in (controllers, "cpu", "cpu,cpuacct"):
+                    candidates += [
+                        (d / "cpu.cfs_quota_us", d / "cpu.cfs_period_us") for d in upward(root / mount, rel)
+                    ]
     except (OSError, ValueError):
         pass
     candidates += [
         (root / "cpu.max", None),
         (root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"),
     ]
+    limits: list[int] = []
     for quota_file, period_file in candidates:
         try:
             if period_file is None:
@@ -53,13 +69,13 @@ def cgroup_cpu_limit(
             else:
                 quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
             if quota in ("max", "-1"):
-                return None  # this cgroup has no limit
+                continue  # no quota at this level; an ancestor may have one
             q, p = int(quota), int(period)
         except (OSError, ValueError):
             continue
         if q > 0 and p > 0:
-            return max(1, math.ceil(q / p))
-    return None
+            limits.append(max(1, math.ceil(q / p)))
+    return min(limits, default=None)
 
 
 def available_cores() -> int:

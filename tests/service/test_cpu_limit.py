@@ -38,6 +38,25 @@ def test_cgroup_v1_limit(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(root, proc) is None
 
 
+def test_a_parent_cgroup_limit_counts(tmp_path: Path) -> None:
+    # The quota of an ancestor holds too: a leaf with none ("max", "-1") must not hide it (a container
+    # whose init moved its processes into a child cgroup, a systemd slice with CPUQuota).
+    files = {"init/cpu.max": "max 100000\n", "cpu.max": "400000 100000\n"}
+    root, proc = _tree(tmp_path, "0::/init\n", files)
+    assert cgroup_cpu_limit(root, proc) == 4
+    files = {"s.slice/a/cpu.max": "300000 100000\n", "s.slice/cpu.max": "150000 100000\n", "cpu.max": "max 1"}
+    root, proc = _tree(tmp_path, "0::/s.slice/a\n", files)
+    assert cgroup_cpu_limit(root, proc) == 2  # the smallest on the way up
+    files = {
+        "cpu/job/step/cpu.cfs_quota_us": "-1\n",
+        "cpu/job/step/cpu.cfs_period_us": "100000\n",
+        "cpu/job/cpu.cfs_quota_us": "300000\n",
+        "cpu/job/cpu.cfs_period_us": "100000\n",
+    }
+    root, proc = _tree(tmp_path, "3:cpu:/job/step\n", files)
+    assert cgroup_cpu_limit(root, proc) == 3
+
+
 def test_no_cgroup_files(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(tmp_path / "none", tmp_path / "none-either") is None
 
