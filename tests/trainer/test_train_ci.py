@@ -234,3 +234,28 @@ def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server
         check_service(RewardConfig(url=reward_server.url, name="prm"))
     check_service(RewardConfig(url=reward_server.url, name="math"))
     check_service(RewardConfig(url=reward_server.url, name="prm", config={"backend": "my-prm"}))
+
+
+def test_a_part_the_service_cannot_run_stops_the_trainer_too(reward_server: Any) -> None:
+    """A composite (or calibration, noisy_corrected) built on a reward the service cannot run passed the
+    check, since only the top-level name was looked up: every item came back invalid, a run on no
+    reward signal, as for that reward alone. Found in review."""
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.rewards import check_service
+
+    def config(name: str, cfg: dict[str, Any]) -> RewardConfig:
+        return RewardConfig(url=reward_server.url, name=name, config=cfg)
+
+    composite = {"components": [{"reward": "math"}, {"reward": {"name": "prm", "config": {}}, "weight": 0.5}]}
+    with pytest.raises(ValueError, match=r"cannot run reward 'prm' \(reward.config.components.1.reward\)"):
+        check_service(config("composite", composite))
+    nested = {"reward": {"name": "composite", "config": {"components": [{"reward": "prm"}]}}}
+    with pytest.raises(ValueError, match="cannot run reward 'prm'.*REWARDHUB_PRM_MODEL"):
+        check_service(config("noisy_corrected", {**nested, "fp_rate": 0.1, "fn_rate": 0.1}))
+    with pytest.raises(ValueError, match="cannot run reward 'prm'"):
+        check_service(config("calibration", {"verifier": "prm"}))
+    # runnable parts, or a part given a backend of the user's: the run starts
+    check_service(config("composite", {"components": [{"reward": "math"}, {"reward": "regex"}]}))
+    named = {"components": [{"reward": {"name": "prm", "config": {"backend": "my-prm"}}}]}
+    check_service(config("composite", named))
+    check_service(config("group_length", {"correctness": "metadata", "verifier": "prm"}))
