@@ -13,7 +13,7 @@ def main() -> None:
     print("| --- | --- | --- |")
     for name, field in Settings.model_fields.items():
         default = field.default if field.default_factory is None else "(computed)"
-        if name == "cpu_workers":
+        if name in ("cpu_workers", "sandbox_workers"):
             default = "cores (÷ uvicorn workers)"
         shown = "unset" if default is None else f"`{default}`"
         description = (field.description or "").replace("|", "\\|")

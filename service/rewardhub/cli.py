@@ -66,6 +66,13 @@ def serve(
             # Share the machine's cores between the uvicorn workers' CPU pools. A size the user chose
             # (environment or .env) is per worker, as documented, and is left alone.
             os.environ["REWARDHUB_CPU_WORKERS"] = str(max(1, settings.cpu_workers // settings.workers))
+        if "sandbox_workers" not in settings.model_fields_set:
+            # Likewise the sandbox slots: each worker process has its own pool, and N workers with one
+            # slot per core ran N programs per core, turning the CPU limits into wall-clock timeouts
+            # (failed tests, cached) that a program alone would have passed.
+            os.environ["REWARDHUB_SANDBOX_WORKERS"] = str(
+                max(1, settings.sandbox_workers // settings.workers)
+            )
     uvicorn.run(
         "rewardhub.app:create_app",
         factory=True,

@@ -261,8 +261,9 @@ class Settings(BaseSettings):
     sandbox_workers: int = Field(
         default_factory=available_cores,
         ge=1,
-        description="Sandboxed programs running at once per service process (default: cores, or the "
-        "container's CPU limit if lower).",
+        description="Sandboxed programs running at once per service process (unset: the cores, or the "
+        "container's CPU limit if lower, shared out between `--workers`; a value set here or in .env is per "
+        "service process).",
     )
     sandbox_queue_max_items: int = Field(
         10_000, ge=0, description="Sandbox runs allowed to wait; a request beyond this gets 429."
