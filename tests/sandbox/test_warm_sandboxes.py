@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +104,45 @@ async def test_a_zygote_killed_between_runs_is_replaced() -> None:
         assert pool.stats()["warm_sandbox_ends"]["lost"] == 1
     finally:
         await pool.close()
+
+
+async def test_service_processes_pin_their_runs_to_their_own_cores(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`serve --workers N` shares the cores out between the workers' sandbox slots, but every process
+    pinned its slots to the same first cores: N programs per core there, the others idle (found in
+    review). Two service processes' pools, one slot each on a 2-core affinity, must run on two cores."""
+    from rewardhub.sandbox import pool as pool_module
+    from rewardhub.sandbox import probe
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 cores")
+    own = f"-test-{os.getpid()}-{tmp_path.name}"  # this test's claims only, not a running server's
+    monkeypatch.setattr(
+        pool_module,
+        "claim_index",
+        lambda name, count=4096: probe.claim_index(name + own, count),
+        raising=False,
+    )
+    real = os.sched_getaffinity
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus[:2]))
+    pools = [SandboxPool(workers=1, max_queued=16, limits=Limits()) for _ in range(2)]
+    monkeypatch.setattr(os, "sched_getaffinity", real)
+    ran_on = []
+    try:
+        for pool in pools:
+            await pool.start()
+            if pool.level != "bubblewrap":
+                pytest.skip(f"needs bubblewrap: {pool.message}")
+            report, _ = await pool.run_program(
+                language=available_languages()["python"],
+                code="import os\nprint(sorted(os.sched_getaffinity(0)))\n",
+                stdins=[b""],
+            )
+            ran_on.append(report.runs[0].stdout.strip())
+    finally:
+        for pool in pools:
+            await pool.close()
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"rewardhub-sandbox-cpus-{os.getuid()}{own}", True)
+    assert len(set(ran_on)) == 2, ran_on

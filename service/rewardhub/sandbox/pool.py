@@ -38,7 +38,14 @@ from rewardhub.sandbox.harness import (
     rewrite_asserts,
 )
 from rewardhub.sandbox.languages import Language, available_languages
-from rewardhub.sandbox.probe import UID_BLOCK, claim_uid_block, count_user_tasks, prepare_guest_dir, which
+from rewardhub.sandbox.probe import (
+    UID_BLOCK,
+    claim_index,
+    claim_uid_block,
+    count_user_tasks,
+    prepare_guest_dir,
+    which,
+)
 from rewardhub.sandbox.runner import IsolationLevel, RawRun, SandboxCommand, kill_uid, run_process
 from rewardhub.sandbox.warm import WarmSandbox, WarmStartError
 
@@ -109,8 +116,9 @@ class SandboxPool:
         self._slots: deque[int] = deque(range(workers))
         self._uid_first: int | None = None  # first uid of this process's claimed block
         self._uid_lock: int | None = None
+        self._cpu_lock: int | None = None  # this process's claim of a share of the cores (pinning)
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        self._cpus = cpus if pin_cpus else []
+        self._all_cpus = self._cpus = cpus if pin_cpus else []
         self._nproc_shared: int | None = None
         self._pending = 0  # admitted and not finished (waiting or running)
         self._running = 0
@@ -151,6 +159,15 @@ class SandboxPool:
             return
         self.guest_dir = await asyncio.to_thread(prepare_guest_dir, python)
         self.languages = available_languages()
+        if len(self._all_cpus) > self.workers:
+            # Several service processes on one host (`serve --workers N`, its slots shared out between
+            # them) each pinned their slots to the same first cores: N programs per core there and the
+            # other cores idle. Each process takes its own share, by the index it claims.
+            claim_cpus = claim_index(f"rewardhub-sandbox-cpus-{os.getuid()}")
+            if claim_cpus is not None:
+                index, self._cpu_lock = claim_cpus
+                shift = index * self.workers % len(self._cpus)
+                self._cpus = self._all_cpus[shift:] + self._all_cpus[:shift]
         setpriv = which("setpriv") if os.geteuid() == 0 and self.uid_base > 0 else None
         claim = claim_uid_block(self.uid_base) if setpriv is not None and self.workers <= UID_BLOCK else None
         if claim is not None:
@@ -267,6 +284,9 @@ class SandboxPool:
         if self._uid_lock is not None:
             os.close(self._uid_lock)
             self._uid_lock = None
+        if self._cpu_lock is not None:
+            os.close(self._cpu_lock)
+            self._cpu_lock = None
         if self.guest_dir is not None:
             await asyncio.to_thread(shutil.rmtree, self.guest_dir, True)
             self.guest_dir = None

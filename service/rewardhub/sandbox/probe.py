@@ -111,14 +111,27 @@ def claim_uid_block(base: int, blocks: int = 4096) -> tuple[int, int] | None:
     process of that uid. The claim is an ``flock`` held for the pool's lifetime; the kernel releases it
     when the process dies, so a crashed service frees its block.
     """
-    lock_dir = Path(tempfile.gettempdir()) / f"rewardhub-sandbox-uids-{base}"
-    lock_dir.mkdir(mode=0o700, exist_ok=True)
-    for block in range(blocks):
-        fd = os.open(lock_dir / f"{block}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return claim_index(f"rewardhub-sandbox-uids-{base}", blocks)
+
+
+def claim_index(name: str, count: int = 4096) -> tuple[int, int] | None:
+    """The lowest index in ``range(count)`` no other live process holds under ``name``: ``(index, lock
+    fd)``, or None. An ``flock`` on a file in the temporary directory, held until the fd is closed or the
+    process dies."""
+    lock_dir = Path(tempfile.gettempdir()) / name
+    try:
+        lock_dir.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    for index in range(count):
+        try:
+            fd = os.open(lock_dir / f"{index}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             continue
-        return block, fd
+        return index, fd
     return None
