@@ -78,6 +78,18 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
         # saying nothing scores below any answer: an off-topic one's cosine is negative here
         assert res[6]["valid"] and res[6]["score"] == -1.0 and res[6]["reason"] == "no_answer"
         assert res[1]["score"] < 0 and res[6]["score"] < res[1]["score"]
+        # ... in `components` too, which GDPO normalises instead of the score: an empty response's cosine
+        # was None ("no signal": advantage 0, its group's mean), above the off-topic answer's.
+        assert res[6]["components"] == {"cosine": -1.0}
+        import torch
+
+        from rewardhub_trainer.advantages import component_matrix, gdpo_advantages
+
+        group = [res[6], res[1], res[0]]  # nothing, off-topic, on-topic
+        adv = gdpo_advantages(
+            component_matrix([[r["components"] for r in group]], ["cosine"]), torch.ones(1, 3).bool()
+        )
+        assert adv.values[0, 0] < adv.values[0, 1] < adv.values[0, 2]
         unit = await run(client, "similarity", [items[0], items[6]], scale="unit")
         assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
         assert unit[1]["score"] == 0.0

@@ -9,7 +9,8 @@ replaces it.
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
 counts). ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to
 ``(cos + 1) / 2`` in [0, 1]. ``components.cosine`` is always the cosine. An empty response scores the
-scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``: below any answer, however off-topic. Texts longer than the model's
+scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``, and its ``components.cosine`` is -1:
+below any answer, however off-topic. Texts longer than the model's
 context are embedded from their start (MiniLM reads 256 tokens), as sentence-transformers does, and
 ``details.truncated`` names them (``"response"``, ``"reference"`` or ``"reference[k]"``): a long
 reasoning trace compared this way is compared by its opening, not by its answer.
@@ -75,7 +76,7 @@ def _cosine(a: list[float], b: list[float]) -> float:
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
     # 1.1: MiniLM reads 256 tokens (was 512); 1.2: details.truncated; 1.3: an empty response scores the
-    # scale's floor (-1 on the cosine scale, was 0.0), cosines clipped to [-1, 1]
+    # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
@@ -117,10 +118,12 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             if not item.response.strip():
                 # The scale's floor: 0.0 on the cosine scale put an empty answer above every off-topic one
                 # whose cosine is negative (MiniLM gives unrelated sentences -0.05), so a GRPO group
-                # learned that saying nothing beats saying something wrong.
+                # learned that saying nothing beats saying something wrong. The cosine component is the
+                # floor too: GDPO normalises components, and a None there is "no signal" (its group's
+                # mean), which put the empty answer back above the off-topic ones.
                 floor = 0.0 if config.scale == "unit" else -1.0
                 outcomes[i] = Outcome(
-                    floor, Reason.NO_ANSWER, {"cosine": None}, {"message": "empty response"}
+                    floor, Reason.NO_ANSWER, {"cosine": -1.0}, {"message": "empty response"}
                 )
                 continue
             plan.append((i, slot(item.response), [slot(t) for t in refs]))
