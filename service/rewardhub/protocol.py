@@ -5,8 +5,9 @@ contract for every reward kind:
 
 * ``score`` is a float when the item was scored and ``null`` when it could not be;
 * ``valid`` is ``false`` exactly when ``score`` is ``null``;
-* ``reason`` says why an item is invalid (:class:`Reason`), or, for a valid ``0.0``, why the model lost
-  the point (``no_answer``, ``format``);
+* ``reason`` says why an item is invalid (:class:`Reason`), or, for a valid score at the reward's floor
+  (``0.0``; -1 for ``similarity`` on its cosine scale), why the model lost the point (``no_answer``,
+  ``format``);
 * a cached result is identical to a fresh one except ``cached: true`` (and its ``latency_ms``).
 """
 
@@ -44,8 +45,9 @@ class Reason(StrEnum):
     ran out of memory or crashed), ``unsupported`` (the item asks for something this reward cannot do),
     ``internal_error`` (a bug: please report it).
 
-    Valid ``0.0`` — the model's fault: ``no_answer`` (no answer could be extracted), ``format`` (the
-    response does not have the required format).
+    Valid, the reward's floor (``0.0``; ``similarity``'s cosine scale: -1) — the model's fault:
+    ``no_answer`` (no answer could be extracted), ``format`` (the response does not have the required
+    format).
     """
 
     TIMEOUT = "timeout"
