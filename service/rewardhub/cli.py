@@ -49,7 +49,7 @@ def serve(
     ):
         if value is not None:
             os.environ[f"REWARDHUB_{name}"] = str(value)
-    from rewardhub.config import Settings
+    from rewardhub.config import Settings, available_cores
 
     settings = Settings()
     if settings.workers > 1:
@@ -72,6 +72,13 @@ def serve(
             # (failed tests, cached) that a program alone would have passed.
             os.environ["REWARDHUB_SANDBOX_WORKERS"] = str(
                 max(1, settings.sandbox_workers // settings.workers)
+            )
+        if "model_threads" not in settings.model_fields_set:
+            # And the torch threads: every worker loads its own models, each with cores - 1 threads by
+            # default, so two workers on 4 CPUs ran 6 model threads beside two event loops. Each worker
+            # leaves one core to its event loop and takes its share of the rest.
+            os.environ["REWARDHUB_MODEL_THREADS"] = str(
+                max(1, (available_cores() - settings.workers) // settings.workers)
             )
     uvicorn.run(
         "rewardhub.app:create_app",

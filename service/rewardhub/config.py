@@ -213,7 +213,8 @@ class Settings(BaseSettings):
     model_threads: int = Field(
         0,
         ge=0,
-        description="torch CPU threads for in-process models (0 = cores - 1, leaving one core to the event loop).",
+        description="torch CPU threads for in-process models (0 = cores - 1, leaving one core to the event "
+        "loop; with `--workers N`, (cores - N) ÷ N per worker, at least 1).",
     )
     batch_max_size: int = Field(
         32, ge=1, description="Most items per forward pass of an in-process model (1 = off)."

@@ -40,6 +40,7 @@ def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
         "REWARDHUB_WORKERS",
         "REWARDHUB_CPU_WORKERS",
         "REWARDHUB_SANDBOX_WORKERS",
+        "REWARDHUB_MODEL_THREADS",
         "PROMETHEUS_MULTIPROC_DIR",
     )
     for name in [n for n in os.environ if n.startswith("REWARDHUB_")] + list(sets):
@@ -54,6 +55,7 @@ def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 0, result.output
     (per_worker,) = seen
     assert per_worker.cpu_workers == 4 and per_worker.sandbox_workers == 4
+    assert per_worker.model_threads == 3  # each worker's models: (8 cores - 2 event loops) / 2
     # a size the user chose is per worker, as documented, and left alone
     for name in sets:
         monkeypatch.delenv(name, raising=False)
