@@ -300,3 +300,18 @@ async def test_a_checkpoint_with_its_own_head_class_needs_remote_code(tmp_path: 
         assert b.ready()["ok"]
     finally:
         await b.close()
+
+
+def test_remote_code_on_a_native_token_classifier_keeps_its_head(qwen_prm_path: str) -> None:
+    # trust_remote_code: true on a PRM whose checkpoint is transformers' own Qwen2ForTokenClassification
+    # (no auto_map) loaded it through AutoModel as the bare Qwen2Model: the score head was dropped as an
+    # unexpected key, nothing was missing, and the step scores were a softmax over hidden states (~0.004
+    # for every step with the tiny PRM): noise that looked valid. The flag must not change the model.
+    from rewardhub.models import hf_compute
+    from rewardhub.models.base import StepQuery
+
+    q = StepQuery(step_tag="<extra_0>", steps=2, text="What is 3+5? 3+5=8<extra_0>so 8<extra_0>")
+    plain = hf_compute.load(qwen_prm_path, "token_classification")
+    remote = hf_compute.load(qwen_prm_path, "token_classification", trust_remote_code=True)
+    assert type(remote.model) is type(plain.model)
+    assert hf_compute.step_probs(remote, [q]) == hf_compute.step_probs(plain, [q])

@@ -146,8 +146,9 @@ def load(
         "embedding": tf.AutoModel,
     }
     cls = classes[task]
-    if task == "token_classification" and trust_remote_code:
-        # Qwen2.5-Math-PRM ships its own class (Qwen2ForProcessRewardModel) behind AutoModel.
+    if task == "token_classification" and trust_remote_code and _remote_class_behind_auto_model(tf, path):
+        # Qwen2.5-Math-PRM ships its own class (Qwen2ForProcessRewardModel) behind AutoModel. Only then:
+        # AutoModel on a native token classifier is its bare base model, the head dropped unnoticed.
         cls = tf.AutoModel
     tok = tf.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
     model, info = cls.from_pretrained(
@@ -174,6 +175,14 @@ def load(
         pass_overhead=overhead,
         pad_id=pad_id,
     )
+
+
+def _remote_class_behind_auto_model(tf: Any, path: str) -> bool:
+    """Whether the checkpoint's config maps ``AutoModel`` to its own code and has no token-classification
+    class of its own: the packaging of Qwen2.5-Math-PRM, whose head class is what AutoModel loads."""
+    config = tf.AutoConfig.from_pretrained(path, trust_remote_code=True, local_files_only=True)
+    auto_map = getattr(config, "auto_map", None) or {}
+    return "AutoModel" in auto_map and "AutoModelForTokenClassification" not in auto_map
 
 
 def _refuse_new_weights(path: str, task: Task, model: Any, info: dict[str, Any], remote: bool) -> None:
