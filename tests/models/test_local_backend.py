@@ -315,3 +315,21 @@ def test_remote_code_on_a_native_token_classifier_keeps_its_head(qwen_prm_path: 
     remote = hf_compute.load(qwen_prm_path, "token_classification", trust_remote_code=True)
     assert type(remote.model) is type(plain.model)
     assert hf_compute.step_probs(remote, [q]) == hf_compute.step_probs(plain, [q])
+
+
+def test_a_seed_does_not_change_what_is_sampled_from(causal_lm_path: str) -> None:
+    # The per-row seeded sampler applied temperature and top-p only, where generate() samples with the
+    # model's top_k too (transformers' default 50 when its generation config names none): a seed widened
+    # the draw to the whole vocabulary, and with the tiny LM half of 200 seeded first tokens lay outside
+    # the 50 likeliest, a choice the same request without a seed never makes.
+    from rewardhub.models import hf_compute
+
+    loaded = hf_compute.load(causal_lm_path, "generate")
+    assert loaded.model.generation_config.top_k is None  # so generate() uses transformers' 50
+    msgs = (Message("user", "Is 2+2=4? Answer Yes or No."),)
+    reqs = [ChatRequest(msgs, max_tokens=1, temperature=1.0, top_logprobs=50, seed=s) for s in range(200)]
+    outs = hf_compute.generate_chat(loaded, reqs)
+    firsts = [o.tokens[0] for o in outs if not isinstance(o, BackendError) and o.tokens]  # not a stop
+    assert len(firsts) > 150
+    for first in firsts:
+        assert first.token in {text for text, _ in first.top}

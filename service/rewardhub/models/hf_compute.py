@@ -598,28 +598,46 @@ class _SeededSampler:
     and on how many neighbours shared its batch (one RNG stream feeds every row's draw in turn): the same
     request with the same seed answered differently under load. A generator per row draws the same
     tokens whatever the batch holds, as a seeded request to vLLM does (up to floating-point differences
-    in the logits of a padded batch). Temperature and nucleus (top-p) filtering are applied here, on the
-    model's raw logits, in the order transformers applies them when it samples."""
+    in the logits of a padded batch). ``warpers`` are the ones ``generate`` samples with
+    (:func:`_sampling_warpers`), applied here after its other processors, in its order."""
 
-    def __init__(self, torch: Any, seed: int, rows: int, temperature: float, top_p: float, device: Any):
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"`top_p` has to be a float in (0, 1], got {top_p}")
-        self.torch, self.temperature, self.top_p = torch, temperature, top_p
+    def __init__(self, torch: Any, seed: int, rows: int, warpers: Sequence[Any], device: Any):
+        self.torch, self.warpers = torch, list(warpers)
         self.generators = [torch.Generator(device=device).manual_seed(seed) for _ in range(rows)]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         torch = self.torch
-        probs = (scores.float() / self.temperature).softmax(-1)
-        if self.top_p < 1.0:
-            sorted_p, order = probs.sort(-1, descending=True)
-            # keep the smallest prefix whose mass reaches top_p (the first token always)
-            drop = (sorted_p.cumsum(-1) - sorted_p) >= self.top_p
-            probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
+        warped = scores.float()
+        for warp in self.warpers:
+            warped = warp(input_ids, warped)
+        probs = warped.softmax(-1)
         picked = torch.cat(
             [torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(self.generators)]
         )
         out = torch.full_like(scores, -math.inf)
         return out.scatter(-1, picked[:, None], 0.0)
+
+
+def _sampling_warpers(model: Any, temperature: float, top_p: float) -> list[Any]:
+    """What ``generate(do_sample=True, temperature=..., top_p=...)`` samples with: the request's
+    temperature and top-p, and the model's generation config's top-k (transformers' 50 when it names
+    none) and min-p. The seeded sampler applied temperature and top-p alone, so a seed widened the draw to
+    the whole vocabulary where the same request unseeded never left the 50 likeliest tokens."""
+    import transformers as tf
+
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"`top_p` has to be a float in (0, 1], got {top_p}")
+    config = getattr(model, "generation_config", None)
+    top_k = getattr(config, "top_k", None)
+    min_p = getattr(config, "min_p", None)
+    warpers: list[Any] = [tf.TemperatureLogitsWarper(temperature)]
+    if top_k is None or top_k != 0:
+        warpers.append(tf.TopKLogitsWarper(50 if top_k is None else top_k))
+    if top_p < 1.0:
+        warpers.append(tf.TopPLogitsWarper(top_p))
+    if min_p is not None:
+        warpers.append(tf.MinPLogitsWarper(min_p))
+    return warpers
 
 
 def _stop_ids(loaded: Loaded) -> set[int]:
@@ -680,9 +698,8 @@ def _generate(
         kwargs["max_time"] = max(0.01, max(deadlines) - time.monotonic())
     if first.temperature > _GREEDY_BELOW and first.seed is not None:
         # seeded: each row draws from its own generator; generate's greedy step takes the drawn token
-        sampler = _SeededSampler(
-            torch, first.seed, len(requests), first.temperature, first.top_p, loaded.device
-        )
+        warpers = _sampling_warpers(loaded.model, first.temperature, first.top_p)
+        sampler = _SeededSampler(torch, first.seed, len(requests), warpers, loaded.device)
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None, logits_processor=[sampler])
     elif first.temperature > _GREEDY_BELOW:
         kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
