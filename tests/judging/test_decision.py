@@ -207,6 +207,7 @@ def test_content_as_parts_and_null_logprobs_are_read() -> None:
                         {"type": "thinking", "thinking": [{"type": "text", "text": "Score: 1 maybe"}]},
                         {"type": "text", "text": "Score: "},
                         {"type": "text", "text": "4"},
+                        {"type": "text", "text": None},  # not the text "None"
                     ],
                 },
                 "finish_reason": "stop",

@@ -275,6 +275,9 @@ def test_a_hub_id_is_fingerprinted_at_the_cached_revision(
     old, new = identity_at("a" * 40), identity_at("b" * 40)
     assert old != new and identity_at("a" * 40) == old
     assert TransformersBackend("orm", "acme/missing", "sequence_classification").identity().endswith("|")
+    from rewardhub.models.fingerprint import checkpoint_fingerprint
+
+    assert checkpoint_fingerprint("") == ""  # Path("") is the working directory, not a checkpoint
 
 
 async def test_a_checkpoint_with_its_own_head_class_needs_remote_code(tmp_path: Path) -> None:

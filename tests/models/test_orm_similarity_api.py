@@ -296,6 +296,31 @@ async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_on
     assert sent == [3, 1, 1, 1]  # one batched request; texts on their own only after its refusal
 
 
+async def test_a_refusal_of_the_whole_request_is_not_sent_again_text_by_text(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    """Only a context overflow is one input's problem: a 400 about the request itself (a parameter an
+    older server rejects) was sent again once per text, N + 1 requests for the same answer."""
+    app = FastAPI()
+    sent: list[int] = []
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Any:
+        sent.append(len((await request.json())["input"]))
+        return JSONResponse({"error": {"message": "Unknown parameter: 'input'."}}, status_code=400)
+
+    with serve_app(app) as url:
+        path = tmp_path / "backends.json"
+        path.write_text(
+            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
+        )
+        async with make_app(backends_file=str(path), embedding_model="off") as client:
+            items = [{"response": t, "reference": "same"} for t in ("a", "b", "c")]
+            results = await run(client, "similarity", items)
+    assert all(not r["valid"] for r in results)
+    assert sent == [4]  # one request (three responses and their one reference), not one per text
+
+
 async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) -> None:
     """text_similarity's cosine metric (OpenAI's text_similarity grader) is the similarity model's call,
     but ran under the rule verifiers' REWARDHUB_ITEM_TIMEOUT_S: the first one after a start timed out

@@ -73,6 +73,8 @@ def _sampled(path: Path, size: int) -> bytes:
 def _local_dir(path: str) -> Path | None:
     """The directory the model is loaded from: ``path`` itself, or for a hub id the cached snapshot that
     ``from_pretrained(..., local_files_only=True)`` reads."""
+    if not path:  # Path("") is the working directory
+        return None
     root = Path(path)
     if root.is_dir():
         return root

@@ -105,7 +105,9 @@ def _content_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            str(p["text"]) for p in content if isinstance(p, dict) and p.get("type") == "text" and "text" in p
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
         )
     raise TypeError("message.content is neither a string nor a list of parts")
 
