@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,20 @@ async def test_orm_zscore_options_must_agree(
         assert r.status_code == 422 and message in r.text, r.text
 
 
+@contextlib.asynccontextmanager
+async def embedding_server(
+    make_app: MakeApp, app: FastAPI, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service whose embedding backend is ``app``, an OpenAI-compatible /embeddings server."""
+    with serve_app(app) as url:
+        path = tmp_path / "backends.json"
+        path.write_text(
+            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
+        )
+        async with make_app(backends_file=str(path), embedding_model="off") as client:
+            yield client
+
+
 async def test_remote_embeddings_of_another_size_fail_their_item_only(
     make_app: MakeApp, tmp_path: Path
 ) -> None:
@@ -233,17 +248,12 @@ async def test_remote_embeddings_of_another_size_fail_their_item_only(
         vectors = [[] if t == "broken" else [1.0, float(len(t)), 0.5] for t in texts]
         return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
-    with serve_app(app) as url:
-        path = tmp_path / "backends.json"
-        path.write_text(
-            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
+    async with embedding_server(make_app, app, tmp_path) as client:
+        ok, bad = await run(
+            client,
+            "similarity",
+            [{"response": "same", "reference": "same"}, {"response": "fine", "reference": "broken"}],
         )
-        async with make_app(backends_file=str(path), embedding_model="off") as client:
-            ok, bad = await run(
-                client,
-                "similarity",
-                [{"response": "same", "reference": "same"}, {"response": "fine", "reference": "broken"}],
-            )
     assert ok["valid"] and ok["score"] == pytest.approx(1.0), ok["details"]
     assert (bad["valid"], bad["reason"]) == (False, "backend_error"), bad
     assert "size" in bad["details"]["message"]
@@ -270,21 +280,16 @@ async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_on
         vectors = [[1.0, float(len(t)), 0.5] for t in texts]
         return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
-    with serve_app(app) as url:
-        path = tmp_path / "backends.json"
-        path.write_text(
-            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
+    async with embedding_server(make_app, app, tmp_path) as client:
+        results = await run(
+            client,
+            "similarity",
+            [
+                {"response": "same", "reference": "same"},
+                {"response": "x" * 70, "reference": "same"},
+                {"response": "other", "reference": "other"},
+            ],
         )
-        async with make_app(backends_file=str(path), embedding_model="off") as client:
-            results = await run(
-                client,
-                "similarity",
-                [
-                    {"response": "same", "reference": "same"},
-                    {"response": "x" * 70, "reference": "same"},
-                    {"response": "other", "reference": "other"},
-                ],
-            )
     assert [(r["valid"], r["reason"]) for r in results] == [
         (True, None),
         (False, "unsupported"),
@@ -309,14 +314,9 @@ async def test_a_refusal_of_the_whole_request_is_not_sent_again_text_by_text(
         sent.append(len((await request.json())["input"]))
         return JSONResponse({"error": {"message": "Unknown parameter: 'input'."}}, status_code=400)
 
-    with serve_app(app) as url:
-        path = tmp_path / "backends.json"
-        path.write_text(
-            json.dumps({"backends": {"embedding": {"kind": "openai", "url": f"{url}/v1", "model": "e"}}})
-        )
-        async with make_app(backends_file=str(path), embedding_model="off") as client:
-            items = [{"response": t, "reference": "same"} for t in ("a", "b", "c")]
-            results = await run(client, "similarity", items)
+    async with embedding_server(make_app, app, tmp_path) as client:
+        items = [{"response": t, "reference": "same"} for t in ("a", "b", "c")]
+        results = await run(client, "similarity", items)
     assert all(not r["valid"] for r in results)
     assert sent == [4]  # one request (three responses and their one reference), not one per text
 
