@@ -132,3 +132,29 @@ def test_replies_and_batches_larger_than_the_pipe_buffer_under_uvloop() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+async def test_a_restarted_model_process_takes_the_checkpoint_s_new_identity(tmp_path: Path) -> None:
+    """A model process that died and restarted after its checkpoint was saved over (a retrained reward
+    model) loaded the new weights under the start-time fingerprint: its scores were cached, and served,
+    as the old model's until the server restarted."""
+    import time
+
+    from rewardhub.models.base import Message
+    from rewardhub.models.transformers_backend import TransformersBackend
+    from tiny_models import build_tiny_orm
+
+    path = build_tiny_orm(tmp_path / "orm", seed=0)
+    b = TransformersBackend("orm", str(path), "sequence_classification", threads=1)
+    await b.start()
+    try:
+        before = b.identity()
+        build_tiny_orm(path, seed=1)  # retrained, saved over the same directory
+        assert b.identity() == before  # a running model keeps its identity: it still has the old weights
+        assert b._process is not None
+        with pytest.raises(BackendError, match="died"):
+            await b._process.call(_die, [])
+        await b.classify([(Message("user", "hi"),)], time.monotonic() + 30)  # restarts, reloads
+        assert b._process.restarts == 1 and b.identity() != before
+    finally:
+        await b.close()

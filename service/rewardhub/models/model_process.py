@@ -84,9 +84,10 @@ def _raise(payload: Any) -> NoReturn:
 class ModelProcess:
     """One model served by one child process; calls are serialised (one batch in flight)."""
 
-    def __init__(self, name: str, loader: Callable[[], Any]):
+    def __init__(self, name: str, loader: Callable[[], Any], on_restart: Callable[[], None] | None = None):
         self.name = name
         self._loader = loader
+        self._on_restart = on_restart  # called before a dead process's successor loads the model
         self._ctx = mp.get_context("spawn")  # never fork a process that runs threads and an event loop
         self._proc: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -165,6 +166,8 @@ class ModelProcess:
             if self._conn is None:  # it died: a fresh process (the model reloads)
                 self.restarts += 1
                 log.warning("model_process_restart", backend=self.name, restarts=self.restarts)
+                if self._on_restart is not None:
+                    self._on_restart()
                 try:
                     await self.start()
                 except BackendError as exc:

@@ -145,6 +145,11 @@ class TransformersBackend(ModelBackend):
             f"|{a['trust_remote_code']}|{self._fingerprint}"
         )
 
+    def _refingerprint(self) -> None:
+        """Before a restarted model process reloads: the checkpoint may have been saved over since the
+        start (a retrained reward model), and the new weights must not be cached as the old ones."""
+        self._fingerprint = checkpoint_fingerprint(self.model)
+
     @property
     def identity_settled(self) -> bool:
         """False until an "auto" device or dtype has resolved (a lazily loaded model before its first
@@ -262,7 +267,7 @@ class TransformersBackend(ModelBackend):
             async def load() -> Any:
                 if not self.isolate:
                     return await loop.run_in_executor(self._executor, fn)
-                process = ModelProcess(self.name, fn)
+                process = ModelProcess(self.name, fn, on_restart=self._refingerprint)
                 info = await process.start()
                 self._process = process
                 return _InProcess(
