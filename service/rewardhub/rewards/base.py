@@ -92,10 +92,12 @@ class Outcome:
     transient: bool = False
 
     @classmethod
-    def invalid(cls, reason: Reason, message: str | None = None, **details: Any) -> Outcome:
+    def invalid(
+        cls, reason: Reason, message: str | None = None, *, transient: bool = False, **details: Any
+    ) -> Outcome:
         if message is not None:
             details["message"] = message
-        return cls(score=None, reason=reason, details=details)
+        return cls(score=None, reason=reason, details=details, transient=transient)
 
     @classmethod
     def pool_failure(cls, error: str | None, message: str | None = None, **details: Any) -> Outcome:

@@ -229,8 +229,7 @@ class CodeReward(Reward[CodeConfig]):
             try:
                 task = parse_task(item.reference, config.language, pool.languages)
             except ReferenceError_ as exc:
-                bad = outcomes[i] = Outcome.invalid(exc.reason, str(exc))
-                bad.transient = exc.transient
+                outcomes[i] = Outcome.invalid(exc.reason, str(exc), transient=exc.transient)
                 continue
             found = extract_code(item.response, task.language, config.extract)
             if found is None:

@@ -46,9 +46,7 @@ def failure(exc: BaseException, **details: Any) -> Outcome:
     if isinstance(exc, BackendTimeout | TimeoutError):
         return Outcome.invalid(Reason.TIMEOUT, msg or "the item's deadline passed", **details)
     if isinstance(exc, BackendUnavailable):
-        out = Outcome.invalid(Reason.UNSUPPORTED, msg, **details)
-        out.transient = True
-        return out
+        return Outcome.invalid(Reason.UNSUPPORTED, msg, transient=True, **details)
     if isinstance(exc, InputTooLong):
         return Outcome.invalid(Reason.UNSUPPORTED, msg, **details)
     if isinstance(exc, BackendError):

@@ -127,7 +127,7 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
                     completion = await backend.chat(request, deadline)
             except (BackendError, TimeoutError) as exc:
                 return failure(exc)
-            details = {"model_output": completion.text[-2000:]}
+            details: dict[str, Any] = {"model_output": completion.text[-2000:]}
             if completion.finish_reason == "length":
                 return cut_off("the answer", config.max_tokens, **details)
             value = parse_score(completion.text)

@@ -133,11 +133,14 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                 continue
             value = similarity_score(config.metric, item.response, item.reference)
             if value is None:
-                missing = Outcome.invalid(
-                    Reason.UNSUPPORTED, "meteor needs the NLTK WordNet corpus, not installed"
+                # this server's lack: a composite zeroing it must not cache the 0
+                out.append(
+                    Outcome.invalid(
+                        Reason.UNSUPPORTED,
+                        "meteor needs the NLTK WordNet corpus, not installed",
+                        transient=True,
+                    )
                 )
-                missing.transient = True  # this server's lack: a composite zeroing it must not cache the 0
-                out.append(missing)
                 continue
             out.append(Outcome(value, details={"metric": config.metric}))
         return out
