@@ -38,6 +38,7 @@ __all__ = [
     "StepQuery",
     "TokenLogprob",
     "remaining",
+    "step_rows",
 ]
 
 Capability = Literal["chat", "classify", "steps", "embed"]
@@ -116,6 +117,19 @@ class StepQuery:
     text: str | None = None
     label_tokens: tuple[str, str] | None = None
     positive_index: int = 1
+
+
+def step_rows(rows: int, tokens: int, tags: Sequence[int]) -> list[int] | None:
+    """Which of a tokenwise pooler's ``rows`` hold the step scores of an input of ``tokens`` tokens with
+    step tags at positions ``tags``. vLLM pools as ALL (a row per token: the rows at the tags) or as STEP
+    (its default for ``Qwen2ForProcessRewardModel``: only the rows at the tokens equal to the pooler's
+    ``step_tag_id``, in order: every row). None when the count fits neither (a STEP pooler whose
+    ``step_tag_id`` is another token than the convention's tag)."""
+    if rows == tokens:
+        return list(tags)
+    if rows == len(tags):
+        return list(range(rows))
+    return None
 
 
 def remaining(deadline: float) -> float:

@@ -43,6 +43,7 @@ from rewardhub.models.base import (
     Message,
     StepQuery,
     TokenLogprob,
+    step_rows,
 )
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, MissingExtra
 from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter, truncated
@@ -263,14 +264,8 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         result: list[list[float] | BackendError] = []
         for i, s, o in zip(idx, seqs, outs, strict=True):
             probs = o.outputs.data.float().softmax(-1)  # raw logits were asked for (_raw_logits)
-            # vLLM pools tokenwise as ALL (a row per token, read at the tags) or as STEP (its default
-            # for Qwen2ForProcessRewardModel: only the rows at the tokens equal to the pooler's
-            # step_tag_id, in order), so the rows are read by their count, as on the /pooling backend
-            if len(probs) == len(s):
-                rows = probs[tags[i]]
-            elif len(probs) == len(tags[i]):
-                rows = probs
-            else:
+            at = step_rows(len(probs), len(s), tags[i])  # ALL or STEP pooling, told by the row count
+            if at is None:
                 result.append(
                     BackendError(
                         f"vLLM returned {len(probs)} rows for {len(s)} tokens and {len(tags[i])} step tags "
@@ -278,7 +273,7 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
                     )
                 )
                 continue
-            result.append([float(p) for p in rows[:, queries[i].positive_index]])
+            result.append([float(p) for p in probs[at, queries[i].positive_index]])
         return result
 
     return scatter(encoded, run)

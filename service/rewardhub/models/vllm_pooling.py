@@ -47,7 +47,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rewardhub.models.base import Capability, Message, StepQuery
+from rewardhub.models.base import Capability, Message, StepQuery, step_rows
 from rewardhub.models.errors import BackendError, BackendUnavailable, InputTooLong
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
 from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
@@ -211,15 +211,12 @@ class VLLMPoolingBackend(RemoteBackend):
         for (i, token_ids, positions), rows in zip(todo, per_input, strict=True):
             try:
                 q = queries[i]
-                if len(rows) == len(token_ids):  # ALL pooling: a row per token, read at the tags
-                    at = [rows[k] for k in positions]
-                elif len(rows) == len(positions):  # STEP pooling: the server kept the tag rows only
-                    at = list(rows)
-                else:
+                at = step_rows(len(rows), len(token_ids), positions)
+                if at is None:
                     raise ValueError(
                         f"{len(rows)} rows for {len(token_ids)} tokens and {len(positions)} step tags"
                     )
-                out[i] = [softmax([float(x) for x in row])[q.positive_index] for row in at]
+                out[i] = [softmax([float(x) for x in rows[k]])[q.positive_index] for k in at]
             except (IndexError, KeyError, TypeError, ValueError) as exc:
                 out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
         return out
