@@ -30,12 +30,14 @@ from rewardhub_client.types import (
     INVALID_REASONS,
     ItemResult,
     JobStatus,
+    RewardCheck,
     RewardInfo,
     RewardSpec,
     ScoreItem,
     ScoreOptions,
     ScoreRequest,
     ScoreResponse,
+    UnavailablePart,
 )
 
 __version__ = "0.1.0"
@@ -55,6 +57,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestTimeout",
     "RetryPolicy",
+    "RewardCheck",
     "RewardClient",
     "RewardHubClientError",
     "RewardInfo",
@@ -67,6 +70,7 @@ __all__ = [
     "ServiceUnavailable",
     "TransportError",
     "Unauthorized",
+    "UnavailablePart",
     "UnknownReward",
     "__version__",
 ]

@@ -45,7 +45,15 @@ from rewardhub_client.errors import (
     TransportError,
     error_from_response,
 )
-from rewardhub_client.types import ItemResult, JobStatus, RewardInfo, ScoreItem, ScoreOptions, ScoreResponse
+from rewardhub_client.types import (
+    ItemResult,
+    JobStatus,
+    RewardCheck,
+    RewardInfo,
+    ScoreItem,
+    ScoreOptions,
+    ScoreResponse,
+)
 
 __all__ = ["AsyncRewardClient", "RewardClient"]
 
@@ -68,6 +76,13 @@ def _options(
     if group_size is not None:
         updates["group_size"] = group_size
     return opts.model_copy(update=updates) if updates else opts
+
+
+def _check_body(reward: RewardLike, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    spec = as_spec(reward, config)
+    if spec is None:
+        raise ValueError("check needs a reward")
+    return {"reward": spec if isinstance(spec, str) else spec.model_dump()}
 
 
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -249,6 +264,13 @@ class RewardClient(_Base):
         data = self._request("GET", "/v1/rewards").json()
         return [RewardInfo.model_validate(r) for r in data["rewards"]]
 
+    def check(self, reward: RewardLike, config: Mapping[str, Any] | None = None) -> RewardCheck:
+        """Resolve a reward spec as scoring would, without scoring: raises :class:`UnknownReward` (404)
+        or :class:`InvalidRequest` (422) as ``score`` would, and says whether it and every reward it is
+        built on can score on this service (``ok``; ``unavailable`` lists what cannot, and why)."""
+        resp = self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
+        return RewardCheck.model_validate_json(resp.content)
+
     def health(self) -> dict[str, Any]:
         data: dict[str, Any] = self._request("GET", "/health").json()
         return data
@@ -407,6 +429,11 @@ class AsyncRewardClient(_Base):
     async def rewards(self) -> list[RewardInfo]:
         data = (await self._request("GET", "/v1/rewards")).json()
         return [RewardInfo.model_validate(r) for r in data["rewards"]]
+
+    async def check(self, reward: RewardLike, config: Mapping[str, Any] | None = None) -> RewardCheck:
+        """As :meth:`RewardClient.check`."""
+        resp = await self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
+        return RewardCheck.model_validate_json(resp.content)
 
     async def health(self) -> dict[str, Any]:
         data: dict[str, Any] = (await self._request("GET", "/health")).json()

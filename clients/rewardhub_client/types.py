@@ -15,12 +15,14 @@ __all__ = [
     "INVALID_REASONS",
     "ItemResult",
     "JobStatus",
+    "RewardCheck",
     "RewardInfo",
     "RewardSpec",
     "ScoreItem",
     "ScoreOptions",
     "ScoreRequest",
     "ScoreResponse",
+    "UnavailablePart",
 ]
 
 # Reasons for which `score` is null: not the model's fault, a trainer masks these items.
@@ -106,6 +108,25 @@ class RewardInfo(_Out):
     reads: list[str] = Field(default_factory=list)
     config_schema: dict[str, Any] = Field(default_factory=dict)
     unavailable: str | None = None  # why it cannot score with its default backend (older servers: None)
+
+
+class UnavailablePart(_Out):
+    where: str  # "reward", "reward.config.components.0.reward", ...
+    reward: str
+    message: str  # why it cannot score there, naming the setting that would fix it
+
+
+class RewardCheck(_Out):
+    """The service's answer to ``POST /v1/rewards/check``: what scoring with a spec would do."""
+
+    name: str
+    version: str
+    cacheable: bool
+    reads: list[str] = Field(default_factory=list)
+    group_aware: bool = False
+    timeout_s: float | None = None
+    ok: bool
+    unavailable: list[UnavailablePart] = Field(default_factory=list)
 
 
 class JobStatus(_Out):

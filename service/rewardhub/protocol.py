@@ -25,9 +25,12 @@ __all__ = [
     "ItemResult",
     "Reason",
     "ReadyResponse",
+    "RewardCheckRequest",
+    "RewardCheckResponse",
     "RewardInfo",
     "RewardSpec",
     "RewardsResponse",
+    "UnavailablePart",
     "ScoreItem",
     "ScoreOptions",
     "ScoreRequest",
@@ -181,6 +184,35 @@ class RewardInfo(_Model):
 
 class RewardsResponse(_Model):
     rewards: list[RewardInfo]
+
+
+class RewardCheckRequest(_Model):
+    """A reward spec to check without scoring anything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reward: str | RewardSpec = Field(description="The reward, as in `POST /v1/score`.")
+
+
+class UnavailablePart(_Model):
+    where: str = Field(description="Where the spec names it: `reward`, `reward.config.components.0.reward`…")
+    reward: str = Field(description="The reward's name.")
+    message: str = Field(description="Why it cannot score here, naming the setting that would fix it.")
+
+
+class RewardCheckResponse(_Model):
+    """What the service would do with this spec: the answers `POST /v1/score` would act on."""
+
+    name: str
+    version: str = Field(description="The `reward_version` results would carry (includes the parts').")
+    cacheable: bool = Field(description="Whether results for this config are cached.")
+    reads: list[str] = Field(description="Item fields it reads, its parts included.")
+    group_aware: bool = Field(description="Items need a `group` and whole groups (a group reward in it).")
+    timeout_s: float | None = Field(description="Its default per-item deadline, if it has one.")
+    ok: bool = Field(description="True when it and every part can score here (`unavailable` is empty).")
+    unavailable: list[UnavailablePart] = Field(
+        default_factory=list, description="It or parts of it that cannot score on this server, and why."
+    )
 
 
 class HealthResponse(_Model):

@@ -31,9 +31,17 @@ from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded
 from rewardhub.groups import GroupClaim, check_group_size, claim_groups, enforce_whole_groups
 from rewardhub.metrics import Metrics
-from rewardhub.protocol import INVALID_REASONS, Reason, RewardSpec, ScoreItem, ScoreRequest
+from rewardhub.protocol import (
+    INVALID_REASONS,
+    Reason,
+    RewardCheckResponse,
+    RewardSpec,
+    ScoreItem,
+    ScoreRequest,
+    UnavailablePart,
+)
 from rewardhub.request_metrics import request_metrics
-from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext
+from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext, unavailable_parts
 from rewardhub.stats import LiveStats
 
 __all__ = ["ScoringService"]
@@ -149,6 +157,25 @@ class ScoringService:
             plan.indices.append(i)
             per_item.append(plan)
         return list(plans.values()), per_item
+
+    def check(self, spec: str | RewardSpec) -> RewardCheckResponse:
+        """What scoring with this spec would do, without an item: the same resolution as :meth:`score`
+        (so the same 404 and 422), plus every part at any depth that cannot score on this server."""
+        plan = self._plan_for(spec, False, {}, "reward")
+        missing = [
+            UnavailablePart(where=where, reward=name, message=why)
+            for where, name, why in unavailable_parts(plan.reward, plan.config)
+        ]
+        return RewardCheckResponse(
+            name=plan.reward.name,
+            version=plan.version,
+            cacheable=plan.deterministic and self.settings.cache_enabled,
+            reads=list(plan.reads),
+            group_aware=plan.groups,
+            timeout_s=plan.timeout_s,
+            ok=not missing,
+            unavailable=missing,
+        )
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""

@@ -233,7 +233,15 @@ def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server
     with pytest.raises(ValueError, match="cannot run reward 'prm'.*REWARDHUB_PRM_MODEL"):
         check_service(RewardConfig(url=reward_server.url, name="prm"))
     check_service(RewardConfig(url=reward_server.url, name="math"))
-    check_service(RewardConfig(url=reward_server.url, name="prm", config={"backend": "my-prm"}))
+    # a backend named in the config is checked too: the service has none called my-prm (the trainer
+    # used to wave any named backend through, and every item came back unsupported)
+    with pytest.raises(ValueError, match="cannot run reward 'prm'.*no model backend named 'my-prm'"):
+        check_service(RewardConfig(url=reward_server.url, name="prm", config={"backend": "my-prm"}))
+    # names and configs are the service's to judge, before the first step
+    with pytest.raises(ValueError, match="has no reward 'nope'"):
+        check_service(RewardConfig(url=reward_server.url, name="nope"))
+    with pytest.raises(ValueError, match=r"rejects the reward config: math: reward.config.bogus"):
+        check_service(RewardConfig(url=reward_server.url, name="math", config={"bogus": 1}))
 
 
 def test_a_part_the_service_cannot_run_stops_the_trainer_too(reward_server: Any) -> None:
@@ -254,8 +262,11 @@ def test_a_part_the_service_cannot_run_stops_the_trainer_too(reward_server: Any)
         check_service(config("noisy_corrected", {**nested, "fp_rate": 0.1, "fn_rate": 0.1}))
     with pytest.raises(ValueError, match="cannot run reward 'prm'"):
         check_service(config("calibration", {"verifier": "prm"}))
-    # runnable parts, or a part given a backend of the user's: the run starts
-    check_service(config("composite", {"components": [{"reward": "math"}, {"reward": "regex"}]}))
-    named = {"components": [{"reward": {"name": "prm", "config": {"backend": "my-prm"}}}]}
-    check_service(config("composite", named))
-    check_service(config("group_length", {"correctness": "metadata", "verifier": "prm"}))
+    # a judge's rule is a part too (the trainer's own walk of the parts missed it)
+    judge = {"mode": "reference", "rule": "prm", "backend": "embedding"}
+    with pytest.raises(ValueError, match=r"cannot run reward 'prm' \(reward.config.rule\)"):
+        check_service(config("judge", judge))
+    # runnable parts: the run starts
+    regex = {"name": "regex", "config": {"pattern": "\\d"}}
+    check_service(config("composite", {"components": [{"reward": "math"}, {"reward": regex}]}))
+    check_service(config("group_length", {"correctness": "metadata"}))

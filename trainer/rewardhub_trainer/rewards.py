@@ -27,7 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardhub_client import AsyncRewardClient, ItemResult, RewardClient, ScoreItem
+from rewardhub_client import (
+    AsyncRewardClient,
+    InvalidRequest,
+    ItemResult,
+    NotFound,
+    RewardClient,
+    ScoreItem,
+    UnknownReward,
+)
 from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion
@@ -63,51 +71,49 @@ class Group:
         return [r.score if r.valid and r.score is not None else math.nan for r in self.results]
 
 
-def _rewards_used(name: str, config: dict[str, Any], where: str) -> list[tuple[str, dict[str, Any], str]]:
-    """The reward and every reward its config names as a part, at any depth, each with where it is named:
-    a composite's components, a calibration or group_length verifier, noisy_corrected's reward."""
-    found = [(name, config, where)]
-    specs: list[tuple[Any, str]] = []
-    if name == "composite":
-        for k, c in enumerate(config.get("components") or []):
-            if isinstance(c, dict):
-                specs.append((c.get("reward"), f"{where}.config.components.{k}.reward"))
-    elif name == "calibration" or (
-        name == "group_length" and config.get("correctness", "verifier") == "verifier"
-    ):
-        specs.append((config.get("verifier"), f"{where}.config.verifier"))
-    elif name == "noisy_corrected":
-        specs.append((config.get("reward"), f"{where}.config.reward"))
-    for spec, at in specs:
-        if isinstance(spec, str):
-            found += _rewards_used(spec, {}, at)
-        elif isinstance(spec, dict) and isinstance(spec.get("name"), str):
-            inner = spec.get("config")
-            found += _rewards_used(spec["name"], inner if isinstance(inner, dict) else {}, at)
-    return found
-
-
 def check_service(config: RewardConfig) -> None:
-    """Fail early and clearly: the service is reachable, ready, knows the configured reward, and can run
-    it (a model reward whose model the service was not given would answer every item ``unsupported``:
-    a run of steps with no reward signal, visible only as ``invalid_frac`` 1.0). The rewards a composite
-    (or a calibration, group_length, noisy_corrected) is built on are checked too: ``code`` as a
-    component on a host without a sandbox made every composite item invalid just the same."""
+    """Fail early and clearly: the service is reachable, ready, accepts the configured reward spec, and
+    can run it and every reward it is built on (a model reward whose model the service was not given
+    answers every item ``unsupported``: a run of steps with no reward signal, visible only as
+    ``invalid_frac`` 1.0; ``code`` as a composite's component on a host without a sandbox, just the same).
+
+    The service answers that itself (``POST /v1/rewards/check``): it resolves the spec as scoring would,
+    so an unknown name or a bad config fails here, before the first step, and it walks the parts
+    (composite components, verifiers, a judge's rule) at any depth, so this check needs no knowledge of
+    which rewards have parts. A service too old to have the route gets the catalog check of the
+    top-level name only."""
+    where = f"the service at {config.url}"
     with RewardClient(config.url, api_key=config.api_key, timeout=config.timeout_s) as client:
         client.wait_until_ready(timeout_s=config.wait_ready_s)
-        catalog = {r.name: r for r in client.rewards()}
-    if config.name not in catalog:
-        raise ValueError(
-            f"the service at {config.url} has no reward {config.name!r}; it has {sorted(catalog)}"
-        )
-    for name, cfg, where in _rewards_used(config.name, config.config, "reward"):
-        info = catalog.get(name)  # (an unknown part is the service's 422 at the first request)
-        if info is not None and info.unavailable and not cfg.get("backend"):  # a named backend: the user's
+        try:
+            check = client.check(config.name, config.config)
+        except UnknownReward as exc:
             raise ValueError(
-                f"the service at {config.url} cannot run reward {name!r}"
-                + (f" ({where})" if where != "reward" else "")
-                + f": {info.unavailable}"
+                f"{where} has no reward {config.name!r} (or a part of it): {exc.message}"
+            ) from None
+        except InvalidRequest as exc:
+            raise ValueError(f"{where} rejects the reward config: {exc.message}") from None
+        except NotFound:  # no /v1/rewards/check: an older service
+            _check_catalog(client, config, where)
+            return
+    if check.unavailable:  # every part that cannot run, so one fix-and-retry is enough
+        raise ValueError(
+            "; ".join(
+                f"{where} cannot run reward {p.reward!r}"
+                + (f" ({p.where})" if p.where != "reward" else "")
+                + f": {p.message}"
+                for p in check.unavailable
             )
+        )
+
+
+def _check_catalog(client: RewardClient, config: RewardConfig, where: str) -> None:
+    catalog = {r.name: r for r in client.rewards()}
+    info = catalog.get(config.name)
+    if info is None:
+        raise ValueError(f"{where} has no reward {config.name!r}; it has {sorted(catalog)}")
+    if info.unavailable and not config.config.get("backend"):
+        raise ValueError(f"{where} cannot run reward {config.name!r}: {info.unavailable}")
 
 
 class RewardDispatcher:

@@ -53,6 +53,7 @@ __all__ = [
     "ScoreContext",
     "register",
     "registered",
+    "unavailable_parts",
 ]
 
 
@@ -121,10 +122,12 @@ class ScoreContext:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """A resolved sub-reward of a composed reward: the instance and its validated config."""
+    """A resolved sub-reward of a composed reward: the instance, its validated config, and where the
+    owner's config names it (``reward.config.components.1.reward``, relative to the owner)."""
 
     reward: Reward[Any]
     config: RewardConfig
+    where: str = "reward"
 
 
 class Reward(ABC, Generic[ConfigT]):
@@ -186,6 +189,11 @@ class Reward(ABC, Generic[ConfigT]):
         it, so a trainer can refuse to start rather than train on every item coming back invalid."""
         return None
 
+    def unavailable_for(self, config: ConfigT) -> str | None:
+        """As :meth:`unavailable`, for this config (a model reward's config may name another backend).
+        This reward's own answer only; :func:`unavailable_parts` walks the parts too."""
+        return self.unavailable()
+
     def timeout_for(self, config: ConfigT) -> float | None:
         """Default per-item deadline: the longest of this reward's and its parts' defaults."""
         values = [self.default_timeout_s] + [p.reward.timeout_for(p.config) for p in self.parts(config)]
@@ -205,6 +213,18 @@ class Reward(ABC, Generic[ConfigT]):
     @abstractmethod
     async def score(self, items: Sequence[ScoreItem], config: ConfigT, ctx: ScoreContext) -> list[Outcome]:
         """Score a batch; return exactly one Outcome per item, in order."""
+
+
+def unavailable_parts(reward: Reward[Any], config: Any, where: str = "reward") -> list[tuple[str, str, str]]:
+    """``(where, reward name, why)`` for this reward and every part below it, at any depth, that cannot
+    score here: what ``POST /v1/rewards/check`` answers, so a trainer can refuse a spec whose composite
+    holds a ``code`` component on a host without a sandbox before it trains on invalid items."""
+    why = reward.unavailable_for(config)
+    found = [(where, reward.name, why)] if why else []
+    for p in reward.parts(config):
+        # a part's ``where`` is relative to its owner ("reward.config.verifier"): re-base it onto ours
+        found += unavailable_parts(p.reward, p.config, where + p.where.removeprefix("reward"))
+    return found
 
 
 _REGISTRY: dict[str, type[Reward[Any]]] = {}

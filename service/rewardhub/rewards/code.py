@@ -212,6 +212,19 @@ class CodeReward(Reward[CodeConfig]):
     def unavailable(self) -> str | None:
         return refusal(self.runtime.sandbox)
 
+    def unavailable_for(self, config: CodeConfig) -> str | None:
+        """Also a config whose language this host cannot run (items that name no language use it)."""
+        why = self.unavailable()
+        pool = self.runtime.sandbox
+        if why is not None or pool is None:
+            return why
+        lang = resolve_language(config.language)
+        if lang is None:
+            return f"unknown language {config.language!r} (the config's `language`)"
+        if lang.name not in pool.languages:
+            return f"{lang.name} (the config's `language`) is not installed on this server"
+        return None
+
     def ready(self) -> dict[str, Any]:
         pool = self.runtime.sandbox
         if pool is None:

@@ -86,7 +86,7 @@ def resolve(runtime: Runtime, spec: str | RewardSpec, where: str, owner: str) ->
         raise InvalidRequest(f"{owner}: {param}: {detail}", param=param) from None
     finally:
         _depth.reset(token)
-    return Part(reward, config)
+    return Part(reward, config, where)
 
 
 class ComposedReward(Reward[ConfigT]):

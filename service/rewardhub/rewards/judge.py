@@ -77,7 +77,7 @@ from rewardhub.judging.templates import (
     fill,
     placeholders,
 )
-from rewardhub.models.base import ChatRequest, Message, ModelBackend
+from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -262,6 +262,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     config_model = JudgeConfig
     reads = ("prompt", "response", "reference")
     default_backend: ClassVar[str] = "judge"
+    capability: ClassVar[Capability] = "chat"
 
     # --- identity (version, reads, cacheability) ------------------------------------------------
     def parse_config(self, raw: dict[str, Any]) -> JudgeConfig:
@@ -295,7 +296,6 @@ class JudgeReward(ModelReward[JudgeConfig]):
         deadline = deadline_of(ctx)
         try:
             backend = self.backend(config)
-            backend.require("chat")
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         j = _Judging(config)

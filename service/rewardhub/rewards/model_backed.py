@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rewardhub.models.base import ModelBackend
+from rewardhub.models.base import Capability, ModelBackend
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, InputTooLong
 from rewardhub.protocol import Reason
 from rewardhub.rewards.base import ConfigT, Outcome, ScoreContext
@@ -79,6 +79,7 @@ class ModelReward(ComposedReward[ConfigT]):
     """Base of rewards backed by a named model backend (see the module docstring)."""
 
     default_backend: ClassVar[str]
+    capability: ClassVar[Capability]  # what it asks of its backend
     # A model call (and a local model's first load) takes seconds, not a rule verifier's milliseconds.
     default_timeout_s: ClassVar[float | None] = 60.0
 
@@ -87,8 +88,12 @@ class ModelReward(ComposedReward[ConfigT]):
         return str(name) if name else self.default_backend
 
     def backend(self, config: ConfigT) -> ModelBackend:
-        """The configured backend. Raises :class:`BackendUnavailable` naming the setting to set."""
-        return self._named_backend(self.backend_name(config))
+        """The configured backend, able to do what this reward asks of it (:attr:`capability`). Raises
+        :class:`BackendUnavailable` naming the setting to set, or what the backend can do instead (an
+        ORM named on an embedding backend), so the catalog, ``/v1/rewards/check`` and scoring agree."""
+        backend = self._named_backend(self.backend_name(config))
+        backend.require(self.capability)
+        return backend
 
     def _named_backend(self, name: str) -> ModelBackend:
         hub = self.runtime.models
@@ -98,7 +103,14 @@ class ModelReward(ComposedReward[ConfigT]):
 
     def unavailable(self) -> str | None:
         try:
-            self._named_backend(self.default_backend)
+            self._named_backend(self.default_backend).require(self.capability)
+        except BackendUnavailable as exc:
+            return str(exc)
+        return None
+
+    def unavailable_for(self, config: ConfigT) -> str | None:
+        try:
+            self.backend(config)
         except BackendUnavailable as exc:
             return str(exc)
         return None

@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from rewardhub.models.base import Message
+from rewardhub.models.base import Capability, Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -79,12 +79,12 @@ class ORMReward(ModelReward[ORMConfig]):
     config_model = ORMConfig
     reads = ("prompt", "response")
     default_backend: ClassVar[str] = "orm"
+    capability: ClassVar[Capability] = "classify"
 
     async def score(self, items: Sequence[ScoreItem], config: ORMConfig, ctx: ScoreContext) -> list[Outcome]:
         deadline = deadline_of(ctx)
         try:
             backend = self.backend(config)
-            backend.require("classify")
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         inputs: list[tuple[Message, ...]] = []

@@ -27,7 +27,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rewardhub.models.base import StepQuery
+from rewardhub.models.base import Capability, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.prm import CONVENTIONS, Aggregation, Step, aggregate, split_steps
 from rewardhub.prm.aggregate import first_error_index
@@ -90,6 +90,7 @@ class PRMReward(ModelReward[PRMConfig]):
     config_model = PRMConfig
     reads = ("prompt", "response")
     default_backend: ClassVar[str] = "prm"
+    capability: ClassVar[Capability] = "steps"
 
     def _convention(self, config: PRMConfig) -> str:
         if config.convention is not None:
@@ -106,7 +107,6 @@ class PRMReward(ModelReward[PRMConfig]):
         deadline = deadline_of(ctx)
         try:
             backend = self.backend(config)
-            backend.require("steps")
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         conv = CONVENTIONS[self._convention(config)]

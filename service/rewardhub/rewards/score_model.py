@@ -24,7 +24,7 @@ import orjson
 from pydantic import Field, model_validator
 
 from rewardhub.aio import gather_all
-from rewardhub.models.base import ChatRequest, Message
+from rewardhub.models.base import Capability, ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -94,6 +94,7 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
     config_model = ScoreModelConfig
     reads = ("response", "reference")
     default_backend: ClassVar[str] = "judge"
+    capability: ClassVar[Capability] = "chat"
 
     def is_cacheable(self, config: ScoreModelConfig) -> bool:
         return config.temperature == 0.0 and super().is_cacheable(config)

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from rewardhub.models.base import Embedding
+from rewardhub.models.base import Capability, Embedding
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -85,6 +85,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     config_model = SimilarityConfig
     reads = ("response", "reference")
     default_backend: ClassVar[str] = "embedding"
+    capability: ClassVar[Capability] = "embed"
 
     async def score(
         self, items: Sequence[ScoreItem], config: SimilarityConfig, ctx: ScoreContext
@@ -92,7 +93,6 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
         deadline = deadline_of(ctx)
         try:
             backend = self.backend(config)
-            backend.require("embed")
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         outcomes: list[Outcome | None] = [None] * len(items)

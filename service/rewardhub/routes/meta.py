@@ -9,8 +9,17 @@ from fastapi.responses import Response
 
 from rewardhub import __version__
 from rewardhub.deps import ScoringDep
-from rewardhub.protocol import HealthResponse, ReadyResponse, RewardInfo, RewardsResponse
+from rewardhub.errors import ErrorResponse
+from rewardhub.protocol import (
+    HealthResponse,
+    ReadyResponse,
+    RewardCheckRequest,
+    RewardCheckResponse,
+    RewardInfo,
+    RewardsResponse,
+)
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.security import CallerDep
 
 router = APIRouter(tags=["meta"])
 
@@ -31,6 +40,27 @@ async def rewards(scoring: ScoringDep) -> RewardsResponse:
             for r in scoring.registry
         ]
     )
+
+
+@router.post(
+    "/v1/rewards/check",
+    response_model=RewardCheckResponse,
+    responses={
+        401: {"model": ErrorResponse, "description": "An API key is required."},
+        403: {"model": ErrorResponse, "description": "The API key is not accepted."},
+        404: {"model": ErrorResponse, "description": "Unknown reward (here or as a part)."},
+        422: {"model": ErrorResponse, "description": "Invalid config, as `POST /v1/score` would answer."},
+    },
+    summary="Check a reward spec without scoring",
+    description=(
+        "Resolves the spec exactly as `POST /v1/score` would (same 404 and 422) and says whether it and "
+        "every reward it is built on (composite components, verifiers, a judge's rule) can score on this "
+        "server. A trainer calls it before its first step, so a config that would make every item "
+        "invalid fails at start, not as a run of steps with no reward signal."
+    ),
+)
+async def check_reward(body: RewardCheckRequest, scoring: ScoringDep, _: CallerDep) -> RewardCheckResponse:
+    return scoring.check(body.reward)
 
 
 @router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")

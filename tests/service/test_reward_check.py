@@ -1,0 +1,109 @@
+"""``POST /v1/rewards/check``: a reward spec resolved as scoring would, plus what cannot run here.
+
+The trainer calls it before its first step; before it existed the trainer mirrored which rewards have
+parts (and missed a judge's ``rule``), and trusted any config that named a backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NO_SANDBOX = {"sandbox_bwrap": "/nonexistent/bwrap", "sandbox_allow_unisolated": False}
+
+
+async def check(make_app: Any, body: dict[str, Any], **settings: Any) -> tuple[int, dict[str, Any]]:
+    async with make_app(**settings) as c:
+        r = await c.post("/v1/rewards/check", json=body)
+        return r.status_code, r.json()
+
+
+async def test_a_plain_rule_reward_is_ok_with_what_scoring_would_use(client: Any) -> None:
+    r = await client.post("/v1/rewards/check", json={"reward": "math"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["ok"] is True and body["unavailable"] == []
+    assert body["name"] == "math" and body["reads"] == ["response", "reference"]
+    assert body["group_aware"] is False and body["cacheable"] is True
+    # the version is the one results carry
+    scored = await client.post(
+        "/v1/score", json={"reward": "math", "items": [{"response": "\\boxed{1}", "reference": "1"}]}
+    )
+    assert scored.json()["results"][0]["reward_version"] == body["version"]
+
+
+async def test_every_part_that_cannot_run_is_named_with_its_path(client: Any) -> None:
+    spec = {
+        "name": "composite",
+        "config": {
+            "components": [
+                {"reward": "math"},
+                {"reward": {"name": "calibration", "config": {"verifier": "prm"}}},
+                {"reward": {"name": "judge", "config": {"mode": "reference", "rule": "orm"}}},
+            ]
+        },
+    }
+    r = await client.post("/v1/rewards/check", json={"reward": spec})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["ok"] is False
+    found = {(u["where"], u["reward"]) for u in body["unavailable"]}
+    assert found == {
+        ("reward.config.components.1.reward.config.verifier", "prm"),
+        ("reward.config.components.2.reward", "judge"),
+        ("reward.config.components.2.reward.config.rule", "orm"),  # a judge's rule is a part too
+    }
+    messages = {u["reward"]: u["message"] for u in body["unavailable"]}
+    assert "REWARDHUB_PRM_MODEL" in messages["prm"] and "REWARDHUB_JUDGE_URL" in messages["judge"]
+
+
+async def test_a_named_backend_the_service_lacks_is_unavailable(client: Any) -> None:
+    r = await client.post(
+        "/v1/rewards/check", json={"reward": {"name": "prm", "config": {"backend": "mine"}}}
+    )
+    body = r.json()
+    assert body["ok"] is False
+    assert "no model backend named 'mine'" in body["unavailable"][0]["message"]
+    # a backend that is there but cannot do what the reward asks: the ORM needs a classifier
+    r = await client.post(
+        "/v1/rewards/check", json={"reward": {"name": "orm", "config": {"backend": "embedding"}}}
+    )
+    assert r.json()["unavailable"][0]["message"].startswith(
+        "backend 'embedding' (transformers) cannot do 'classify'"
+    )
+    # the embedded MiniLM backend is there: similarity can run
+    r = await client.post("/v1/rewards/check", json={"reward": "similarity"})
+    assert r.json()["ok"] is True
+
+
+async def test_unknown_names_and_bad_configs_answer_as_scoring_would(client: Any) -> None:
+    r = await client.post("/v1/rewards/check", json={"reward": "nope"})
+    assert r.status_code == 404 and r.json()["error"]["type"] == "unknown_reward"
+    nested = {"name": "composite", "config": {"components": [{"reward": "nope"}]}}
+    r = await client.post("/v1/rewards/check", json={"reward": nested})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "reward.config.components.0.reward"
+    r = await client.post("/v1/rewards/check", json={"reward": {"name": "math", "config": {"bogus": 1}}})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "reward.config.bogus"
+    r = await client.post("/v1/rewards/check", json={"items": []})
+    assert r.status_code == 422
+
+
+async def test_code_without_a_sandbox_or_with_a_language_not_installed(make_app: Any) -> None:
+    status, body = await check(make_app, {"reward": "code"}, **NO_SANDBOX)
+    assert status == 200 and body["ok"] is False
+    assert "bubblewrap" in body["unavailable"][0]["message"]
+    cobol = {"reward": {"name": "code", "config": {"language": "cobol"}}}
+    status, body = await check(make_app, cobol, sandbox_allow_unisolated=True)  # with or without bwrap
+    assert body["ok"] is False and "unknown language 'cobol'" in body["unavailable"][0]["message"]
+
+
+async def test_group_rewards_say_so(make_app: Any) -> None:
+    spec = {"name": "group_length", "config": {"correctness": "metadata"}}
+    status, body = await check(make_app, {"reward": spec})
+    assert status == 200 and body["ok"] is True and body["group_aware"] is True
+    assert body["cacheable"] is False
+
+
+async def test_the_check_needs_a_key_when_keys_are_set(make_app: Any) -> None:
+    async with make_app(api_keys="k1") as c:
+        assert (await c.post("/v1/rewards/check", json={"reward": "math"})).status_code == 401
+        r = await c.post("/v1/rewards/check", json={"reward": "math"}, headers={"x-api-key": "k1"})
+        assert r.status_code == 200
