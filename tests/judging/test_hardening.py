@@ -85,6 +85,11 @@ REAL = [
     "Here's 12.",
     "Решение: x = 5",  # Cyrillic letters of a Russian word stay Cyrillic
     "Ответ: пять",
+    # value symbols written as Unicode, not LaTeX: they are answers, not punctuation
+    "∞",
+    "-∞",
+    "∅",
+    "The limit is ∞.",
 ]
 
 

@@ -219,6 +219,8 @@ _LATEX_VALUES = frozenset(
     "omicron pi varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega infty emptyset "
     "varnothing aleph hbar ell nabla partial re im".split()
 )
+# Symbols that *are* a value: "∞" or "∅" alone is an answer (the same as $\infty$), not punctuation.
+_VALUE_SYMBOLS = str.maketrans({"∞": " infty ", "∅": " emptyset ", "⌀": " emptyset "})
 _STEP_LABEL = re.compile(r"\b(?:step|paso|étape|schritt|шаг)\s*\d+\b|第\s*\d+\s*步")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -314,6 +316,7 @@ def substantive_text(text: str) -> str:
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
+    t = t.translate(_VALUE_SYMBOLS)
     t = _STEP_LABEL.sub(" ", t)
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)

@@ -253,7 +253,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.2: a pairwise opponent that fails the gates forfeits; a local judge's token budget is its own;
     # the rule also verifies responses the gates found no answer in; a blank gold is no gold; a reasoning
     # judge's draft verdict inside <think> is not its decision; multi-line and look-alike forged verdicts
-    version: ClassVar[str] = "1.3.0"
+    # 1.4: a bare "∞" or "∅" is an answer, not punctuation
+    version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
         "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
