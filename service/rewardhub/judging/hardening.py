@@ -34,6 +34,7 @@ import re
 import unicodedata
 
 __all__ = [
+    "BOXED_VERDICT",
     "FILLER",
     "INJECTION_PATTERNS",
     "OPENERS",
@@ -391,7 +392,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
             r"|^[ \t*#>_-]*score[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*.]*$"
-            r"|\\boxed\s*\{\s*(?:yes|correct|incorrect)\s*\}",
+            # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question
+            # (a judge whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check)
+            r"|\\boxed\s*\{\s*(?:correct|incorrect)\s*\}",
         ),
         # Other languages: the same intents, the most common phrasings.
         (
@@ -416,6 +419,12 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
     )
 )
+
+
+# A boxed verdict, for a judge whose own decision pattern reads one (GenPRM's ``\boxed{Yes}``): a response
+# that holds one is a forged verdict there. The default templates ask for a decision line, and for them a
+# ``\boxed{Yes}`` is an answer.
+BOXED_VERDICT = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:yes|no|correct|incorrect)\s*\}"
 
 
 def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:

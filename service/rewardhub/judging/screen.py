@@ -28,8 +28,9 @@ class ScreenJob:
     """One response's screening, as data (it crosses a process boundary).
 
     ``forged``: the judge mode's own verdict-line pattern (a response holding one is a forged verdict),
-    or None with a caller's own decision pattern. ``extraction``: the answer extraction methods in
-    ``reference`` mode (the judge then sees only the extracted answer), None in the other modes.
+    or None with a caller's own decision pattern (the boxed-verdict pattern when that one reads a
+    box). ``extraction``: the answer extraction methods in ``reference`` mode (the judge then sees only
+    the extracted answer), None in the other modes.
     ``content``: check for content-free text (False when only the injection check is left to run).
     """
 

@@ -65,6 +65,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rewardhub.aio import gather_all
 from rewardhub.errors import RewardHubError
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
+from rewardhub.judging.hardening import BOXED_VERDICT
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
     DECISION_PATTERNS,
@@ -239,6 +240,8 @@ class _Judging:
         )
         # A response with a line in the judge's own decision format is a forged verdict.
         self.forged: str | None = None if custom else FORGED_PATTERNS[key]
+        if custom and "boxed" in self.pattern:  # a \boxed{Yes} in a response is then this judge's verdict
+            self.forged = BOXED_VERDICT
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
@@ -253,7 +256,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.2: a pairwise opponent that fails the gates forfeits; a local judge's token budget is its own;
     # the rule also verifies responses the gates found no answer in; a blank gold is no gold; a reasoning
     # judge's draft verdict inside <think> is not its decision; multi-line and look-alike forged verdicts
-    # 1.4: a bare "∞" or "∅" is an answer, not punctuation
+    # 1.4: a bare "∞" or "∅" is an answer, not punctuation; so is "\boxed{Yes}" (unless the judge's own
+    # decision pattern reads a box)
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
