@@ -11,7 +11,8 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
 
 1. Unicode compatibility forms, invisible format characters and case (:func:`plain`: NFKC, Cf removed,
    casefold, Latin look-alikes inside mixed-script words folded), so full-width, styled, zero-width-split
-   and look-alike letters are plain;
+   and look-alike letters are plain; then combining accents (:func:`unmarked`), on the text and on the
+   phrases and patterns it is matched against alike;
 2. markup: empty/think/answer tags, markdown emphasis and headers, LaTeX commands and math delimiters;
 3. *reasoning openers and answer labels* in many languages (:data:`OPENERS`: "solution", "thought
    process", "let's think step by step", "step 1", 解 / 解答 / 答案, かいせつ / 解説, 풀이, respuesta,
@@ -42,6 +43,7 @@ __all__ = [
     "injection",
     "plain",
     "substantive_text",
+    "unmarked",
 ]
 
 # Reasoning openers and answer labels that carry no content by themselves (casefolded, NFKC).
@@ -212,6 +214,7 @@ FILLER: frozenset[str] = frozenset(
 )
 
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
+_FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
 # Commands that *are* a value, not markup: a final answer of \pi, \infty or \emptyset has content
 # (MATH has 7 answers that are just \pi). Casefolded, as the text is when they are matched.
@@ -222,25 +225,9 @@ _LATEX_VALUES = frozenset(
 )
 # Symbols that *are* a value: "∞" or "∅" alone is an answer (the same as $\infty$), not punctuation.
 _VALUE_SYMBOLS = str.maketrans({"∞": " infty ", "∅": " emptyset ", "⌀": " emptyset "})
-_STEP_LABEL = re.compile(r"\b(?:step|paso|étape|schritt|шаг)\s*\d+\b|第\s*\d+\s*步")
+_STEP_LABEL = re.compile(r"\b(?:step|paso|etape|schritt|шаг)\s*\d+\b|第\s*\d+\s*步")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-
-
-def _opener_pattern() -> re.Pattern[str]:
-    words: list[str] = []
-    cjk: list[str] = []
-    for phrase in sorted(
-        {unicodedata.normalize("NFKC", p).casefold() for p in OPENERS}, key=len, reverse=True
-    ):
-        body = r"\s+".join(re.escape(w) for w in phrase.split())
-        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
-    # One boundary check before all the word-script phrases, not one per phrase: inside a word the
-    # match fails at once instead of trying every phrase (3x faster on ordinary text).
-    return re.compile(rf"(?<![^\W_])(?:{'|'.join(words)})(?![^\W_])|{'|'.join(cjk)}")
-
-
-_OPENERS_RE = _opener_pattern()
 
 
 # Latin look-alikes in other scripts (from Unicode's confusables, lowercase), and their Latin letters:
@@ -300,22 +287,62 @@ def plain(text: str) -> str:
     return t
 
 
+# Combining marks that decorate a letter without making another word of it: the generic diacritics
+# blocks, Cyrillic and Arabic marks, the kana voicing marks. "S\u0301olution" is "Śolution" after NFKC,
+# which a judge reads as "Solution", and "Ig\u0301nore previous instructions" matched no pattern;
+# vocalised "الحَلّ" is "الحل". (Indic vowel signs are not among them: they make another word.)
+_MARKS = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u064b-\u065f\u0670\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff"
+    "\u3099\u309a\ufe20-\ufe2f]"
+)
+
+
+def unmarked(text: str) -> str:
+    """``text`` (NFC) without the combining marks of :data:`_MARKS`: the gates match it, and their own
+    phrases and patterns, in this form, so "réponse" still matches "réponse" (both read "reponse")."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFD", text)
+    if not _MARKS.search(decomposed):
+        return text
+    return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
+
+
+def _opener_pattern() -> re.Pattern[str]:
+    words: list[str] = []
+    cjk: list[str] = []
+    for phrase in sorted({unmarked(plain(p)) for p in OPENERS}, key=len, reverse=True):
+        # "step-by-step" is "step by step"
+        body = r"[\s\-\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
+        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
+    # One boundary check before all the word-script phrases, not one per phrase: inside a word the
+    # match fails at once instead of trying every phrase (3x faster on ordinary text).
+    return re.compile(rf"(?<![^\W_])(?:{'|'.join(words)})(?![^\W_])|{'|'.join(cjk)}")
+
+
+_OPENERS_RE = _opener_pattern()
+
+
 _CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))  # 's 're 'll 've 'd 'm
+
+
+_FILLER = frozenset(unmarked(plain(w)) for w in FILLER)
 
 
 def _filler(word: str) -> bool:
     """A filler word, or a filler word's contraction ("here's", "it's", "we're", "I'll")."""
-    if word in FILLER:
+    if word in _FILLER:
         return True
     stem, _, tail = word.partition("'")
-    return tail in _CONTRACTED and stem in FILLER
+    return tail in _CONTRACTED and stem in _FILLER
 
 
 def substantive_text(text: str) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed."""
-    t = plain(text)
+    t = unmarked(plain(text))
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
+    t = _FENCE.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
     t = _STEP_LABEL.sub(" ", t)
@@ -333,8 +360,9 @@ def content_free(text: str) -> bool:
 
 
 # (description, pattern): casefolded NFKC text is searched; descriptions go into the item's details.
+# (Compiled without the combining marks :func:`unmarked` removes, as the text they search is.)
 INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(rx, re.IGNORECASE | re.MULTILINE))
+    (name, re.compile(unmarked(rx), re.IGNORECASE | re.MULTILINE))
     for name, rx in (
         (
             "override instructions",
@@ -433,7 +461,7 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
     a line the judge's parser would read as a decision is a forged verdict).
     """
-    t = plain(text)
+    t = unmarked(plain(text))
     for name, rx in INJECTION_PATTERNS:
         if rx.search(t):
             return name

@@ -257,7 +257,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # the rule also verifies responses the gates found no answer in; a blank gold is no gold; a reasoning
     # judge's draft verdict inside <think> is not its decision; multi-line and look-alike forged verdicts
     # 1.4: a bare "∞" or "∅" is an answer, not punctuation; so is "\boxed{Yes}" (unless the judge's own
-    # decision pattern reads a box)
+    # decision pattern reads a box); combining accents, "step-by-step" and empty code fences no longer
+    # hide a master key or an order to the grader
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
