@@ -111,6 +111,15 @@ OPENERS: tuple[str, ...] = (
     "sure",
     "certainly",
     "of course",
+    "let's analyze this problem",
+    "let's analyze",
+    "let me analyze",
+    "let's try",
+    "let me try",
+    "figure this out",
+    "figure it out",
+    "i can help with that",
+    "happy to help",
     # Chinese
     "让我们一步一步地解决这个问题",
     "让我们一步一步解决这个问题",
@@ -134,6 +143,31 @@ OPENERS: tuple[str, ...] = (
     "步骤",
     "如下",
     "首先",
+    "让我们一步一步来解决这个问题",
+    "让我们一步步解决这个问题",
+    "一步步",
+    "让我们来",
+    "让我们",
+    "我们来",
+    "我们",
+    "解决这个问题",
+    "这个问题",
+    "这道题",
+    "解题步骤",
+    "解题",
+    "解法",
+    "最终答案",
+    "答案是",
+    "答案为",
+    "所以",
+    "因此",
+    "故",
+    "分析一下",
+    "一下",
+    "好的",
+    "让我想一想",
+    "想一想",
+    "嗯",
     # Japanese
     "かいせつ",
     "かいとう",
@@ -145,12 +179,28 @@ OPENERS: tuple[str, ...] = (
     "ステップバイステップ",
     "段階的に考えましょう",
     "考えてみましょう",
+    "ステップバイステップで考えましょう",
+    "問題を解いてみましょう",
+    "解いてみましょう",
+    "考えてみます",
+    "考えます",
+    "それでは",
+    "では",
+    "まず",
+    "答えは",
     # Korean
     "해설",
     "풀이",
     "정답",
     "답",
     "단계별로 생각해 봅시다",
+    "단계별로 풀어봅시다",
+    "단계별로 풀어 봅시다",
+    "단계별로",
+    "풀어봅시다",
+    "풀어 봅시다",
+    "해답",
+    "입니다",
     # Spanish / Portuguese / Italian
     "respuesta",
     "respuesta final",
@@ -165,6 +215,9 @@ OPENERS: tuple[str, ...] = (
     "risposta",
     "soluzione",
     "ragionamento",
+    "passo dopo passo",
+    "resolvamos este problema",
+    "este problema",
     # French / German / Dutch
     "réponse",
     "réponse finale",
@@ -176,6 +229,9 @@ OPENERS: tuple[str, ...] = (
     "denkprozess",
     "schritt für schritt",
     "oplossing",
+    "lösungsweg",
+    "lass uns",
+    "denken wir",
     "antwoord",
     # Russian / Ukrainian
     "решение",
@@ -184,6 +240,10 @@ OPENERS: tuple[str, ...] = (
     "давайте решим эту задачу шаг за шагом",
     "шаг за шагом",
     "розв'язання",
+    "решение задачи",
+    "рассуждение",
+    "рассуждения",
+    "давайте подумаем",
     "відповідь",
     # Arabic / Hindi / Turkish / Vietnamese / Indonesian
     "الحل",
@@ -192,6 +252,15 @@ OPENERS: tuple[str, ...] = (
     "समाधान",
     "उत्तर",
     "हल",
+    "चरण दर चरण",
+    "आइए",
+    "इसे",
+    "हल करें",
+    "करें",
+    "خطوة بخطوة",
+    "الإجابة النهائية",
+    "لنحل هذه المسألة",
+    "دعنا نفكر",
     "çözüm",
     "cevap",
     "lời giải",
@@ -209,7 +278,11 @@ FILLER: frozenset[str] = frozenset(
         "for with do will can should need must step steps carefully solve solving think thinking consider "
         "begin start okay ok well hmm alright great good given find compute calculate determine start "
         "carefully just see look at how what why which when way start go going try first second finally "
-        "ill i'll we'll let's"
+        "ill i'll we'll let's therefore thus hence wait "
+        # the same words in other languages (openers hold their phrases)
+        "vamos resolverlo resolver resolvamos pensemos problema lass uns das lösen denken wir réfléchissons "
+        "résolvons ce problème risolviamo ragioniamo давайте итак подумаем решим задачу задачи задача эту "
+        "это сначала لنحل هذه المسألة دعنا نفكر لنفكر النهائية"
     ).split()
 )
 

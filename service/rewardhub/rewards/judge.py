@@ -258,7 +258,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # judge's draft verdict inside <think> is not its decision; multi-line and look-alike forged verdicts
     # 1.4: a bare "∞" or "∅" is an answer, not punctuation; so is "\boxed{Yes}" (unless the judge's own
     # decision pattern reads a box); combining accents, "step-by-step" and empty code fences no longer
-    # hide a master key or an order to the grader
+    # hide a master key or an order to the grader; openers in Chinese, Japanese, Korean, Russian, Arabic,
+    # Hindi and the European languages
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
