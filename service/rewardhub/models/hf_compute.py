@@ -562,10 +562,19 @@ def _pooled_at(seq: Sequence[int], pad_id: int | None) -> int:
 def embed(loaded: Loaded, texts: Sequence[str]) -> list[Embedding | BackendError]:
     """Mean-pooled, L2-normalised sentence embeddings; texts past max_length are truncated, as in
     sentence-transformers (an embedding of the first ``max_length`` tokens is still meaningful), and
-    marked so."""
+    marked so.
+
+    Padded on the right whatever the tokenizer's ``padding_side``: the position ids are 0, 1, ... from
+    the first column, so a left-padded short text was embedded at shifted positions, and its vector (an
+    absolute-position encoder's: BERT, MiniLM) depended on the longest text it was batched with."""
     torch = _torch()
     enc = loaded.tokenizer(
-        list(texts), padding=True, truncation=True, max_length=loaded.max_length, return_tensors="pt"
+        list(texts),
+        padding=True,
+        padding_side="right",
+        truncation=True,
+        max_length=loaded.max_length,
+        return_tensors="pt",
     ).to(loaded.device)
     cut = truncated(loaded.tokenizer, texts, enc["attention_mask"].sum(1).tolist(), loaded.max_length)
     hidden = loaded.model(**enc).last_hidden_state.float()

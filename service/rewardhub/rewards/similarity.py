@@ -76,8 +76,9 @@ def _cosine(a: list[float], b: list[float]) -> float:
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
     # 1.1: MiniLM reads 256 tokens (was 512); 1.2: details.truncated; 1.3: an empty response scores the
-    # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped
-    version: ClassVar[str] = "1.3.0"
+    # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped;
+    # 1.4: a local model whose tokenizer pads on the left embeds each text as it would alone
+    version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
