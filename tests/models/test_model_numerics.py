@@ -29,3 +29,30 @@ def test_an_embedding_does_not_depend_on_its_batch_when_the_tokenizer_pads_left(
     for a, b in zip(together, alone, strict=True):
         assert not isinstance(a, Exception) and not isinstance(b, Exception)
         assert a.vector == pytest.approx(b.vector, abs=1e-5)
+
+
+def test_an_infinite_step_logit_is_an_item_error_not_a_certain_step(tmp_path: Path) -> None:
+    """A PRM logit that overflowed to -inf (fp16/bf16, a broken checkpoint) went through the softmax as
+    a finite 0.0 or 1.0: every step a valid, certain verdict. The logits read are checked instead; the
+    other items of the batch are scored as usual."""
+    from transformers import AutoModelForTokenClassification
+
+    from rewardhub.models.errors import BackendError
+    from rewardhub.prm import CONVENTIONS
+    from tiny_models import build_tiny_qwen_prm
+
+    good = build_tiny_qwen_prm(tmp_path / "good")
+    queries = [CONVENTIONS["qwen"].query("What is 2+3?", ["2+3=5.", "So the answer is 5."])]
+    with hf_compute.inference():
+        (expected,) = hf_compute.step_probs(hf_compute.load(str(good), "token_classification"), queries)
+    assert not isinstance(expected, BackendError) and all(0.0 < p < 1.0 for p in expected)
+
+    broken = build_tiny_qwen_prm(tmp_path / "broken")
+    model = AutoModelForTokenClassification.from_pretrained(broken)
+    with torch.no_grad():
+        model.score.bias[0] = float("-inf")  # the negative class: the positive's softmax is exactly 1
+    model.save_pretrained(broken)
+    loaded = hf_compute.load(str(broken), "token_classification", device="cpu", dtype="float32")
+    with hf_compute.inference():
+        (res,) = hf_compute.step_probs(loaded, queries)
+    assert isinstance(res, BackendError) and "non-finite" in str(res), res

@@ -483,9 +483,14 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
             cand = label_cache.get(q.label_tokens)
             if cand is None:
                 cand = label_cache[q.label_tokens] = [_token_id(tok, t) for t in q.label_tokens]
-            probs = torch.softmax(at[:, cand], dim=-1)[:, 0]  # P(positive) restricted to {+, -}
+            at, positive = at[:, cand], 0  # P(positive) restricted to {+, -}
         else:
-            probs = torch.softmax(at, dim=-1)[:, q.positive_index]
+            positive = q.positive_index
+        if not bool(torch.isfinite(at).all()):
+            # checked on the logits: a softmax turns an overflow to -inf into a finite 0.0 or 1.0
+            out[i] = BackendError("the model produced non-finite outputs (NaN or infinity)")
+            continue
+        probs = torch.softmax(at, dim=-1)[:, positive]
         out[i] = [float(p) for p in probs.cpu().tolist()]
     return out
 
