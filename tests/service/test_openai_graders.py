@@ -250,6 +250,27 @@ def test_a_score_model_s_reasoning_is_not_its_score(answer: str, want: float | N
 
 
 @pytest.mark.parametrize(
+    ("answer", "want"),
+    [
+        ('{"result": 0} because \\boxed{1} is not 2', 0.0),  # was 2.0: the last bare number
+        ('{"result": 0.3}\nNote: {x+1} simplifies.', 0.3),  # was 1.0
+        ('Since \\frac{1}{2} is right: {"result": 0.5}', 0.5),
+        ('{"result": 0.2, "why": "step {3} is wrong", "detail": {"x": 9}}', 0.2),
+        ('{"score": 0.7} {"note": 1}', 0.7),
+        ("{1} and then 0.4", 0.4),  # no JSON object with a result: the last number
+        ("{" * 500 + " 0.6", 0.6),
+        ('{"result": 0.1} ' + "\\frac{1}{2} " * 200, 0.1),  # LaTeX braces do not use up the tries
+    ],
+)
+def test_a_score_model_s_json_result_wins_over_braces_after_it(answer: str, want: float | None) -> None:
+    """The JSON object was taken from the first { to the last }: any brace after the object (LaTeX in an
+    explanation) made that span invalid JSON, and the last bare number was read as the score."""
+    from rewardhub.rewards.score_model import parse_score
+
+    assert parse_score(answer) == want
+
+
+@pytest.mark.parametrize(
     "extra",
     [
         {"range": [1]},

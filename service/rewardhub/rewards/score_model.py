@@ -15,12 +15,12 @@ screens) is not applied here: it is the caller's prompt. Use ``judge`` for harde
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import orjson
 from pydantic import Field, model_validator
 
 from rewardhub.aio import gather_all
@@ -33,6 +33,9 @@ from rewardhub.rewards.text import answer_span
 
 __all__ = ["ScoreModelConfig", "ScoreModelReward", "parse_score"]
 
+_JSON = json.JSONDecoder()
+_JSON_TRIES = 64
+_OBJECT_START = re.compile(r'\{\s*"')
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _ROLES = frozenset({"system", "user", "assistant", "developer"})
 
@@ -51,22 +54,35 @@ class ScoreModelConfig(RewardConfig):
         return self
 
 
+def _json_score(text: str) -> float | None:
+    """The result/score of the last JSON object in ``text`` that has one.
+
+    Each ``{"`` is tried as the start of an object, from the last one back: the text from the first ``{``
+    to the last ``}`` is no object once anything with a brace follows the JSON (LaTeX such as
+    ``\\boxed{1}`` in an explanation), and the last bare number was read instead (``{"result": 0}
+    because \\boxed{1}`` scored 1). At most ``_JSON_TRIES`` starts: a failed decode may read far."""
+    starts = [m.start() for m in _OBJECT_START.finditer(text)]
+    for start in reversed(starts[-_JSON_TRIES:]):
+        try:
+            obj, _end = _JSON.raw_decode(text, start)
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
+            continue
+        if isinstance(obj, dict):
+            for key in ("result", "score"):
+                value = obj.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    return float(value)
+    return None
+
+
 def parse_score(text: str) -> float | None:
     """The score in a model answer: a JSON object's result/score, else the last number; None if none.
     Only the answer counts, not a reasoning model's thinking before it."""
     answer_start, answer_end = answer_span(text)
     stripped = text[answer_start:answer_end].strip()
-    start, end = stripped.find("{"), stripped.rfind("}")
-    if 0 <= start < end:
-        try:
-            obj = orjson.loads(stripped[start : end + 1])
-            if isinstance(obj, dict):
-                for key in ("result", "score"):
-                    value = obj.get(key)
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        return float(value)
-        except orjson.JSONDecodeError:
-            pass
+    value = _json_score(stripped)
+    if value is not None:
+        return value
     numbers = _NUMBER.findall(stripped)
     return float(numbers[-1]) if numbers else None
 
@@ -86,7 +102,9 @@ def _messages(reference: Any) -> tuple[Message, ...] | None:
 @register
 class ScoreModelReward(ModelReward[ScoreModelConfig]):
     name: ClassVar[str] = "score_model"
-    version: ClassVar[str] = "1.2.0"  # 1.2: a token budget of its own; the reasoning's numbers are no score
+    # 1.2: a token budget of its own; the reasoning's numbers are no score; 1.3: the JSON result is read
+    # when text with a brace follows it (it fell back to the last number)
+    version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
         "it answers (JSON result/score, else the last number) is the reward, within `range`."
