@@ -40,7 +40,20 @@ def test_conventions_strip_injected_tags() -> None:
     assert q.messages is not None and q.messages[2].content == "a<extra_0>b<extra_0>" and q.steps == 2
     assert "<extra_0>" not in q.messages[1].content
     m = CONVENTIONS["math_shepherd"].query("Q", ["a ки", "b"])
-    assert m.text == "Q Step 1: a  ки\nStep 2: b ки" and m.label_tokens == ("+", "-")
+    assert m.text == "Q Step 1: a ки\nStep 2: b ки" and m.label_tokens == ("+", "-")
+
+
+@pytest.mark.parametrize(("convention", "tag"), [("qwen", "<extra_0>"), ("math_shepherd", "ки")])
+def test_a_tag_written_at_a_step_s_edge_leaves_the_model_input_unchanged(convention: str, tag: str) -> None:
+    """Removing a tag a response wrote at the start or end of a step left the space next to it: the
+    model read "5. <extra_0>" as the step "5. ", an input the step without the tag never gives (steps are
+    trimmed), so writing the tag moved the step's score."""
+    conv = CONVENTIONS[convention]
+    plain = conv.query("Q", ["2+3=5.", "So the answer is 5."])
+    text = f"{tag} 2+3=5. {tag}\n\nSo the answer is 5.\n{tag}"
+    steps = split_steps(text, blank=conv.blank)
+    assert [text[s.start : s.end] for s in steps] == [f"{tag} 2+3=5. {tag}", f"So the answer is 5.\n{tag}"]
+    assert conv.query("Q", [s.text for s in steps]) == plain
 
 
 @pytest.mark.parametrize(

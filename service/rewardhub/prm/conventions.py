@@ -11,8 +11,8 @@ the question and the steps and says where the verdicts are read:
   ``"{question} Step 1: ... ки\\nStep 2: ... ки"``; a causal LM; the score of step k is
   ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``.
 
-The step tag is removed from the question and the steps first: a response that writes ``<extra_0>``
-itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
+The step tag is removed from the question and the steps first (and the steps trimmed again): a
+response that writes ``<extra_0>`` itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
 where it stands alone (:func:`tag_pattern`): inside a word (Russian "покупки") it is ordinary text, kept,
 and a backend reading the tags' positions counts the same stand-alone occurrences, so the inserted tags
 are still exactly one per step.
@@ -61,7 +61,9 @@ class PRMConvention:
 
     def query(self, question: str, steps: Sequence[str]) -> StepQuery:
         q = self.clean(question)
-        clean = [self.clean(s) for s in steps]
+        # trimmed again: a tag removed from a step's edge left the space before it ("5. <extra_0>" was
+        # "5. "), an input the same step without the tag never gives (steps are trimmed when split)
+        clean = [self.clean(s).strip() for s in steps]
         if self.name == "qwen":
             body = self.step_tag.join(clean) + self.step_tag
             return StepQuery(

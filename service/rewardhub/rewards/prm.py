@@ -82,7 +82,8 @@ class PRMReward(ModelReward[PRMConfig]):
     name: ClassVar[str] = "prm"
     # 1.2: a question that reaches the model empty is missing; an empty pattern match splits (re.split)
     # 1.3: a native token classifier with trust_remote_code keeps its head (scored noise, now cached apart)
-    # 1.4: an infinite step logit is a backend_error (the softmax made it a certain 0.0 or 1.0)
+    # 1.4: an infinite step logit is a backend_error (the softmax made it a certain 0.0 or 1.0); a step
+    # tag written at a step's edge leaves no space behind in the model input
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
