@@ -93,3 +93,24 @@ def test_missing_vllm_names_the_extra() -> None:
             import_vllm()
     else:  # pragma: no cover - only where vLLM is installed
         import_vllm()
+
+
+async def test_a_missing_model_directory_names_the_setting_that_gave_it(tmp_path: Path) -> None:
+    """A local model path that is not there stopped the start with transformers' words about hub ids
+    ("Repo id must be in the form 'repo_name' or 'namespace/repo_name'"), naming no setting."""
+    from rewardhub.models.errors import BackendUnavailable
+
+    missing = tmp_path / "no-such-prm"
+    hub = ModelHub.from_settings(settings(prm_model=str(missing)))
+    with pytest.raises(BackendUnavailable, match="no such model directory") as info:
+        await hub.start()
+    assert "(configured by REWARDHUB_PRM_MODEL)" in str(info.value)
+    assert "Repo id" not in str(info.value)
+    f = tmp_path / "b.yaml"
+    f.write_text(
+        f"backends:\n  my-orm: {{kind: transformers, model: {missing}, task: sequence_classification}}\n"
+    )
+    hub = ModelHub.from_settings(settings(backends_file=str(f)))
+    with pytest.raises(BackendUnavailable, match="no such model directory") as info:
+        await hub.start()
+    assert f"(configured by backends.my-orm in REWARDHUB_BACKENDS_FILE={f})" in str(info.value)

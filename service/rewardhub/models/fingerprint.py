@@ -34,7 +34,7 @@ _SAMPLE_BYTES = 4096
 def checkpoint_fingerprint(path: str) -> str:
     """12 hex digits standing for the checkpoint at ``path`` (a directory, or a hub id found in the local
     Hugging Face cache); ``""`` when it is neither."""
-    root = _local_dir(path)
+    root = local_dir(path)
     if root is None:
         return ""
     h = hashlib.sha256()
@@ -70,7 +70,7 @@ def _sampled(path: Path, size: int) -> bytes:
     return bytes(out)
 
 
-def _local_dir(path: str) -> Path | None:
+def local_dir(path: str) -> Path | None:
     """The directory the model is loaded from: ``path`` itself, or for a hub id the cached snapshot that
     ``from_pretrained(..., local_files_only=True)`` reads."""
     if not path:  # Path("") is the working directory

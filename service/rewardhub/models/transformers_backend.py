@@ -40,7 +40,7 @@ from rewardhub.models.base import (
 )
 from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
-from rewardhub.models.fingerprint import checkpoint_fingerprint
+from rewardhub.models.fingerprint import checkpoint_fingerprint, local_dir
 from rewardhub.models.model_process import ModelProcess
 
 __all__ = ["BatchOptions", "TransformersBackend"]
@@ -89,6 +89,8 @@ class _InProcess:
 class TransformersBackend(ModelBackend):
     kind: ClassVar[str] = "transformers"
     isolate: ClassVar[bool] = True  # run the model in its own process (see the module docstring)
+    # from_pretrained(local_files_only=True): a directory, or a hub id already in the local cache
+    local_files_only: ClassVar[bool] = True
     task_capabilities: ClassVar[dict[str, frozenset[Capability]]] = _CAPABILITIES  # what each task serves
 
     def __init__(
@@ -161,6 +163,13 @@ class TransformersBackend(ModelBackend):
     async def start(self) -> None:
         self._make_batchers()
         if not self.lazy:
+            if self.local_files_only and local_dir(self.model) is None:
+                # from_pretrained's own words for this were about the hub ("Repo id must be in the form
+                # 'repo_name' or 'namespace/repo_name'"), for a directory that is simply not there
+                raise BackendUnavailable(
+                    f"backend {self.name!r}: cannot load {self.model!r}: no such model directory (nor the id "
+                    "of a model in the local Hugging Face cache)"
+                )
             try:
                 await self._ensure_loaded(None)
             except BackendError as exc:

@@ -62,6 +62,7 @@ def import_vllm() -> Any:
 
 class VLLMBackend(TransformersBackend):
     isolate: ClassVar[bool] = False  # vLLM runs its own engine process; a thread only drives it
+    local_files_only: ClassVar[bool] = False  # vLLM resolves the model name itself (a hub id too)
     kind: ClassVar[str] = "vllm"
     # A generative model serves PRMs on transformers only (Math-Shepherd's +/- logits): vLLM's generate
     # runner has no LLM.encode, and _steps refuses +/- PRMs. Without "steps", a prm reward pointed at a
