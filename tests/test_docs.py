@@ -23,3 +23,14 @@ def test_every_trainer_field_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [name for name, *_ in describe_fields() if f"`{name}`" not in readme]
     assert not missing, f"undocumented trainer fields (rewardhub-train show-config --markdown): {missing}"
+
+
+def test_every_backends_file_field_is_in_the_readme() -> None:
+    """The backends file refuses an unknown field, so a user can only write the fields the README names."""
+    from rewardhub.models.specs import LocalSpec, RemoteSpec
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("name them in `REWARDHUB_BACKENDS_FILE`") :]
+    fields = sorted(set(RemoteSpec.model_fields) | set(LocalSpec.model_fields))
+    missing = [f for f in fields if f"`{f}`" not in section[: section.index("**Judge modes.**")]]
+    assert not missing, f"backends-file fields the README does not describe: {missing}"
