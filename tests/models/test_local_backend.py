@@ -336,3 +336,24 @@ def test_a_seed_does_not_change_what_is_sampled_from(causal_lm_path: str) -> Non
     assert len(firsts) > 150
     for first in firsts:
         assert first.token in {text for text, _ in first.top}
+
+
+@pytest.mark.parametrize(
+    ("kind", "task"), [("orm", "token_classification"), ("prm", "sequence_classification")]
+)
+async def test_a_prm_and_an_orm_do_not_load_as_each_other(
+    qwen_prm_path: str, orm_path: str, kind: str, task: str
+) -> None:
+    # Both heads are named `score`, so REWARDHUB_ORM_MODEL=<a PRM> loaded the token classifier as a
+    # sequence classifier with no weight missing, and scored its negative class at the last token as a
+    # valid reward (and an ORM given as a PRM read its one output at the step tags).
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import ModelHub
+
+    path = qwen_prm_path if kind == "orm" else orm_path
+    settings = Settings(_env_file=None, embedding_model="off", **{f"{kind}_model": path})  # type: ignore[call-arg, arg-type]
+    hub = ModelHub.from_settings(settings)
+    with pytest.raises(BackendUnavailable, match=rf"a {task} model, which cannot serve") as info:
+        await hub.start()
+    await hub.close()
+    assert f"configured by REWARDHUB_{kind.upper()}_MODEL" in str(info.value)

@@ -154,6 +154,7 @@ def load(
     model, info = cls.from_pretrained(
         path, dtype=dt, trust_remote_code=trust_remote_code, local_files_only=True, output_loading_info=True
     )
+    _refuse_other_head(path, task, model)
     _refuse_new_weights(path, task, model, info, trust_remote_code)
     model.to(dev).eval()
     if tok.pad_token_id is None:
@@ -212,6 +213,37 @@ def _refuse_new_weights(path: str, task: Task, model: Any, info: dict[str, Any],
         f"{path}: loaded as {type(model).__name__} (task {task}; the checkpoint declares {declared or 'no class'}), "
         f"it has no weights for {shown}, which would score at random; {hint}"
     )
+
+
+_HEAD_SUFFIXES = {
+    "token_classification": "ForTokenClassification",
+    "sequence_classification": "ForSequenceClassification",
+}
+
+
+def _refuse_other_head(path: str, task: Task, model: Any) -> None:
+    """Refuse a token classifier loaded as a sequence classifier, or the reverse.
+
+    Most architectures name both heads ``score`` (Qwen2, Llama, Mistral...) with the same shape, so
+    :func:`_refuse_new_weights` finds nothing missing: a PRM given as ``REWARDHUB_ORM_MODEL`` loaded
+    without a word and scored its negative class at the last token; an ORM given as a PRM read its
+    one-output head at the step tags."""
+    if task not in _HEAD_SUFFIXES:
+        return
+    declared = [str(a) for a in getattr(getattr(model, "config", None), "architectures", None) or []]
+    (other,) = (t for t in _HEAD_SUFFIXES if t != task)
+    if any(a.endswith(_HEAD_SUFFIXES[other]) for a in declared) and not any(
+        a.endswith(_HEAD_SUFFIXES[task]) for a in declared
+    ):
+        use = (
+            "a PRM (REWARDHUB_PRM_MODEL)"
+            if other == "token_classification"
+            else "an ORM (REWARDHUB_ORM_MODEL)"
+        )
+        raise BackendUnavailable(
+            f"{path}: the checkpoint declares {declared}, a {other} model, which cannot serve as a {task} "
+            f"model; use it as {use}, or with task {other} in REWARDHUB_BACKENDS_FILE"
+        )
 
 
 # Models whose position ids start after the padding index: max_position_embeddings counts those slots.
