@@ -267,3 +267,20 @@ async def test_a_url_with_a_query_string_keeps_its_path_and_query(judge_server: 
         await b.close()
     assert judge_server.queries == ["api-version=2024-06-01"]
     assert "api-version" not in str(b.describe())
+
+
+async def test_a_404_shows_the_url_it_called(judge_server: FakeJudge) -> None:
+    """REWARDHUB_JUDGE_URL without its /v1 (the commonest mistake with an OpenAI-compatible server) gave
+    every item "backend 'judge': /chat/completions answered HTTP 404: {"detail":"Not Found"}": nothing
+    showed that the call went to http://host:port/chat/completions. Credentials stay out of it."""
+    base = judge_server.url.removesuffix("/v1").replace("http://", "http://user:s3cret@")
+    b = OpenAIBackend("judge", f"{base}?api_key=k3y", "m", None, RemoteOptions(max_retries=0))
+    await b.start()
+    try:
+        with pytest.raises(BackendError, match="HTTP 404") as info:
+            await b.chat(REQ, time.monotonic() + 5)
+    finally:
+        await b.close()
+    root = judge_server.url.removesuffix("/v1")
+    assert f"(called {root}/chat/completions)" in str(info.value)
+    assert "s3cret" not in str(info.value) and "k3y" not in str(info.value)

@@ -336,7 +336,9 @@ class RemoteClient:
             if status == 429 or status >= 500:
                 raise _Retryable(answered, _retry_after(resp))
             if status in (404, 405):
-                raise _NotFound(answered)
+                # most often the URL itself (an OpenAI API base without its /v1): show the one called,
+                # credentials removed as /ready shows it
+                raise _NotFound(f"{answered} (called {public_url(self.base_url + path)})")
             raise BackendError(answered)
         try:
             return orjson.loads(resp.content)
