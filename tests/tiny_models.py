@@ -114,14 +114,16 @@ def build_tiny_math_shepherd_prm(path: Path, *, hidden: int = 64, layers: int = 
     return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
 
 
-def build_tiny_orm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """A one-output Qwen2 sequence classifier (an outcome reward model), random weights."""
+def build_tiny_orm(
+    path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, num_labels: int = 1
+) -> Path:
+    """A Qwen2 sequence classifier (an outcome reward model; one output unless asked), random weights."""
     import torch
     from transformers import Qwen2ForSequenceClassification
 
     torch.manual_seed(seed)
     tok = train_tokenizer()
-    config = _qwen2_config(tok, hidden, layers, num_labels=1)
+    config = _qwen2_config(tok, hidden, layers, num_labels=num_labels)
     return _save(Qwen2ForSequenceClassification(config), tok, path)
 
 

@@ -56,3 +56,24 @@ def test_an_infinite_step_logit_is_an_item_error_not_a_certain_step(tmp_path: Pa
     with hf_compute.inference():
         (res,) = hf_compute.step_probs(loaded, queries)
     assert isinstance(res, BackendError) and "non-finite" in str(res), res
+
+
+def test_a_long_text_is_embedded_from_its_start_whatever_the_tokenizer_truncates(tmp_path: Path) -> None:
+    """A checkpoint whose tokenizer truncates on the left embedded the *end* of a text past the context,
+    where the docs (and sentence-transformers) embed its start."""
+    path = build_tiny_bert_token_classifier(tmp_path / "emb")
+    right = hf_compute.load(str(path), "embedding", device="cpu", dtype="float32", max_length=16)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    (path / "tokenizer_config.json").write_text(json.dumps({**config, "truncation_side": "left"}))
+    left = hf_compute.load(str(path), "embedding", device="cpu", dtype="float32", max_length=16)
+    text = " ".join(f"w{k}" for k in range(40))
+    head, tail = "w0 w1 w2 w3", "w36 w37 w38 w39"
+    with hf_compute.inference():
+        (want,), (got,) = hf_compute.embed(right, [text]), hf_compute.embed(left, [text])
+        (h,), (t,) = hf_compute.embed(left, [head]), hf_compute.embed(left, [tail])
+    for e in (want, got, h, t):
+        assert not isinstance(e, Exception)
+    assert got.truncated and got.vector == pytest.approx(want.vector, abs=1e-6)
+    # and it is the start that was kept: closer to the text's first words than to its last
+    cos = lambda a, b: sum(x * y for x, y in zip(a.vector, b.vector, strict=True))  # noqa: E731
+    assert cos(got, h) > cos(got, t)

@@ -52,6 +52,26 @@ async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) ->
         assert sys[0]["components"]["raw"] != pytest.approx(x[0])
         bad = await run(client, "orm", items[:1], label=3)
         assert bad[0]["reason"] == "unsupported"
+        # softmax needs classes to choose between: refused on a one-output head, never a constant 1.0
+        one = await run(client, "orm", items[:1], normalize="softmax")
+        assert one[0]["reason"] == "unsupported" and "sigmoid" in one[0]["details"]["message"]
+
+
+async def test_orm_softmax_is_the_class_probability_of_a_two_label_head(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    """A 2-label "bad/good" classifier's reward is P(good): sigmoid of the good logit is another number."""
+    from tiny_models import build_tiny_orm
+
+    path = build_tiny_orm(tmp_path / "orm2", num_labels=2, seed=3)
+    items = [{"prompt": "What is 2+2?", "response": "4"}, {"prompt": "Hi", "response": "Hello there."}]
+    async with make_app(orm_model=str(path)) as client:
+        probs = await run(client, "orm", items, normalize="softmax", label=1)
+        sig = await run(client, "orm", items, normalize="sigmoid", label=1)
+    for p, s in zip(probs, sig, strict=True):
+        a, b = p["details"]["logits"]
+        assert p["score"] == pytest.approx(1 / (1 + math.exp(a - b)), abs=1e-6)  # softmax of [a, b] at 1
+        assert p["score"] != pytest.approx(s["score"], abs=1e-4)
 
 
 async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
@@ -331,3 +351,23 @@ async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) 
         assert first["valid"] and 0.5 < first["score"] <= 1.0, first
         (same,) = await run(client, "similarity", [item])
         assert first["score"] == pytest.approx(same["score"])
+
+
+@pytest.mark.parametrize(
+    ("reference", "texts"),
+    [
+        ("Paris", ["Paris"]),
+        ({"text": "Paris"}, ["Paris"]),
+        ({"answer": "Paris"}, ["Paris"]),
+        ({"text": "", "answer": "Paris"}, ["Paris"]),  # a blank text gives way to the answer (was None)
+        ({"text": "  ", "answer": None}, None),
+        (["a", "b"], ["a", "b"]),
+        (["a", ""], None),
+        ([], None),
+        (None, None),
+    ],
+)
+def test_reference_texts(reference: Any, texts: list[str] | None) -> None:
+    from rewardhub.rewards.similarity import reference_texts
+
+    assert reference_texts(reference) == texts

@@ -159,6 +159,10 @@ def load(
     model.to(dev).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    if task == "embedding":
+        # texts past the context are embedded from their start, as documented, whatever the checkpoint's
+        # tokenizer says (one saved with truncation_side="left" embedded their ends instead)
+        tok.truncation_side = "right"
     pad_id = _pad_id(model, tok)
     limit = max_length or _context_limit(path, model, tok)
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them

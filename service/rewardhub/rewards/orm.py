@@ -7,6 +7,10 @@ optionally normalised:
 
 * ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
 * ``sigmoid``: ``1 / (1 + e^{-x})`` in (0, 1);
+* ``softmax``: the probability of class ``label`` over all the head's outputs, for a classifier trained
+  with two or more classes (a 2-label "bad/good" head: ``label: 1``). ``sigmoid`` of one of its logits
+  is not that probability (logits -0.13 and -0.19: sigmoid 0.47, the class probability 0.49). A
+  one-output head has no classes to choose between: refused per item (``unsupported``), use ``sigmoid``;
 * ``zscore``: ``(x - mean) / std`` with the configured ``mean``/``std`` (e.g. measured on a reference set),
   which puts rewards from different RMs on one scale without per-batch statistics. Both are required
   (the defaults 0 and 1 would return the raw logit as if it were normalised), and apply to ``zscore``
@@ -37,7 +41,9 @@ _ZSCORE_FIELDS = ("mean", "std")
 
 class ORMConfig(RewardConfig):
     backend: str = Field("orm", min_length=1, description="Name of the model backend (see REWARDHUB_ORM_*).")
-    normalize: Literal["none", "sigmoid", "zscore"] = Field("none", description="none | sigmoid | zscore.")
+    normalize: Literal["none", "sigmoid", "softmax", "zscore"] = Field(
+        "none", description="none | sigmoid | softmax (class `label`'s probability, 2+ outputs) | zscore."
+    )
     mean: float = Field(
         0.0, allow_inf_nan=False, description="zscore (required): the reward model's mean logit."
     )
@@ -60,7 +66,11 @@ class ORMConfig(RewardConfig):
         return self
 
 
-def normalise(x: float, config: ORMConfig) -> float:
+def normalise(x: float, config: ORMConfig, logits: Sequence[float] = ()) -> float:
+    """The reward for raw output ``x`` (``logits``: the whole row, which ``softmax`` needs)."""
+    if config.normalize == "softmax":
+        top = max(logits)
+        return math.exp(x - top) / math.fsum(math.exp(v - top) for v in logits)
     if config.normalize == "sigmoid":
         return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
     if config.normalize == "zscore":
@@ -74,7 +84,8 @@ class ORMReward(ModelReward[ORMConfig]):
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
-        "optionally sigmoid or z-score normalised; in process or vLLM /classify."
+        "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
+        "/classify."
     )
     config_model = ORMConfig
     reads = ("prompt", "response")
@@ -110,7 +121,15 @@ class ORMReward(ModelReward[ORMConfig]):
                         Reason.UNSUPPORTED, f"the model has {len(res)} outputs; label {config.label} asked"
                     )
                 )
+            elif config.normalize == "softmax" and len(res) < 2:
+                outcomes.append(
+                    Outcome.invalid(
+                        Reason.UNSUPPORTED,
+                        "normalize 'softmax' needs a classifier with 2 or more outputs; this model has 1 "
+                        "(use 'sigmoid')",
+                    )
+                )
             else:
                 raw = res[config.label]
-                outcomes.append(Outcome(normalise(raw, config), None, {"raw": raw}, {"logits": res}))
+                outcomes.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {"logits": res}))
         return outcomes

@@ -47,9 +47,8 @@ def reference_texts(reference: Any) -> list[str] | None:
     empty strings embed identically: an empty response scored 1.0 against an empty reference), and a
     list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere)."""
     if isinstance(reference, dict):
-        reference = next(
-            (reference[k] for k in ("text", "answer") if isinstance(reference.get(k), str)), None
-        )
+        texts_in = [reference.get(k) for k in ("text", "answer")]  # a blank "text" gives way to "answer"
+        reference = next((t for t in texts_in if isinstance(t, str) and t.strip()), None)
     texts = [reference] if isinstance(reference, str) else reference
     if not isinstance(texts, list) or not texts:
         return None
@@ -77,7 +76,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
     # 1.1: MiniLM reads 256 tokens (was 512); 1.2: details.truncated; 1.3: an empty response scores the
     # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped;
-    # 1.4: a local model whose tokenizer pads on the left embeds each text as it would alone
+    # 1.4: a local model whose tokenizer pads (or truncates) on the left embeds each text as it would alone
+    # (and a text past the context from its start)
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
