@@ -95,6 +95,17 @@ def test_probes_ports_and_env() -> None:
             assert c["livenessProbe"]["httpGet"]["path"] == "/health"
             for env in c.get("env", []):
                 check_env_name(env["name"])
+            # Without a CPU limit the pools size to the node (64 verifier processes in a 4-CPU pod):
+            # such a container must size them itself.
+            if "cpu" not in c.get("resources", {}).get("limits", {}):
+                sized = {e["name"] for e in c.get("env", [])}
+                for name in ("REWARDHUB_CPU_WORKERS", "REWARDHUB_SANDBOX_WORKERS", "REWARDHUB_MODEL_THREADS"):
+                    assert name in sized, f"{dep['metadata']['name']}: no CPU limit and no {name}"
+                for e in c["env"]:
+                    ref = e.get("valueFrom", {}).get("resourceFieldRef")
+                    if ref is not None:
+                        assert ref["containerName"] == c["name"] and ref["resource"] == "requests.cpu"
+                        assert "cpu" in c["resources"]["requests"]
             refs = {e.get("configMapRef", e.get("secretRef", {})).get("name") for e in c.get("envFrom", [])}
             assert refs <= {config["metadata"]["name"], secret["metadata"]["name"]}
 
