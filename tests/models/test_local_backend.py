@@ -338,6 +338,56 @@ def test_a_seed_does_not_change_what_is_sampled_from(causal_lm_path: str) -> Non
         assert first.token in {text for text, _ in first.top}
 
 
+@pytest.mark.parametrize("cutoff", [{"epsilon_cutoff": 0.9}, {"typical_p": 1e-6}, {"min_p": 0.99}])
+def test_a_seeded_draw_obeys_the_generation_configs_cutoffs(
+    causal_lm_path: str, cutoff: dict[str, float]
+) -> None:
+    # Each of these keeps one token (at least one is always kept): generate() then samples the same
+    # token every time, and so must every seed. The seeded sampler ignored typical-p, epsilon and eta
+    # (its draws spread over the top 50 where the unseeded request never varied).
+    from rewardhub.models import hf_compute
+
+    loaded = hf_compute.load(causal_lm_path, "generate")
+    for name, value in cutoff.items():
+        setattr(loaded.model.generation_config, name, value)
+    msgs = (Message("user", "Is 2+2=4? Answer Yes or No."),)
+
+    def firsts(seeds: list[int | None]) -> set[str]:
+        reqs = [ChatRequest(msgs, max_tokens=1, temperature=1.0, seed=s) for s in seeds]
+        outs = [hf_compute.generate_chat(loaded, [r])[0] for r in reqs]
+        return {o.text for o in outs if not isinstance(o, BackendError)}
+
+    unseeded = firsts([None] * 8)
+    assert len(unseeded) == 1
+    assert firsts(list(range(24))) == unseeded
+
+
+def test_the_seeded_sampler_warps_as_generate_does(causal_lm_path: str) -> None:
+    # eta keeps many tokens of a flat distribution, so no draw shows it: the list is compared instead,
+    # with the order generate() applies them in
+    from rewardhub.models import hf_compute
+
+    loaded = hf_compute.load(causal_lm_path, "generate")
+    config = loaded.model.generation_config
+    config.top_k, config.min_p, config.typical_p, config.epsilon_cutoff, config.eta_cutoff = (
+        20,
+        0.1,
+        0.9,
+        0.01,
+        0.02,
+    )
+    names = [type(w).__name__ for w in hf_compute._sampling_warpers(loaded.model, 0.7, 0.9)]
+    assert names == [
+        "TemperatureLogitsWarper",
+        "TopKLogitsWarper",
+        "TopPLogitsWarper",
+        "MinPLogitsWarper",
+        "TypicalLogitsWarper",
+        "EpsilonLogitsWarper",
+        "EtaLogitsWarper",
+    ]
+
+
 @pytest.mark.parametrize(
     ("kind", "task"), [("orm", "token_classification"), ("prm", "sequence_classification")]
 )

@@ -669,24 +669,37 @@ class _SeededSampler:
 
 
 def _sampling_warpers(model: Any, temperature: float, top_p: float) -> list[Any]:
-    """What ``generate(do_sample=True, temperature=..., top_p=...)`` samples with: the request's
-    temperature and top-p, and the model's generation config's top-k (transformers' 50 when it names
-    none) and min-p. The seeded sampler applied temperature and top-p alone, so a seed widened the draw to
-    the whole vocabulary where the same request unseeded never left the 50 likeliest tokens."""
+    """What ``generate(do_sample=True, temperature=..., top_p=...)`` samples with, in its order: the
+    request's temperature and top-p, and the cut-offs of the model's generation config (top-k, which is
+    transformers' 50 when it names none; top-h, min-p, typical-p, epsilon and eta). The seeded sampler
+    applied temperature and top-p alone, so a seed widened the draw to the whole vocabulary where the
+    same request unseeded never left the 50 likeliest tokens."""
     import transformers as tf
 
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"`top_p` has to be a float in (0, 1], got {top_p}")
     config = getattr(model, "generation_config", None)
-    top_k = getattr(config, "top_k", None)
-    min_p = getattr(config, "min_p", None)
+
+    def option(name: str) -> Any:
+        return getattr(config, name, None)
+
+    top_k, top_h, min_p = option("top_k"), option("top_h"), option("min_p")
+    typical_p, epsilon, eta = option("typical_p"), option("epsilon_cutoff"), option("eta_cutoff")
     warpers: list[Any] = [tf.TemperatureLogitsWarper(temperature)]
+    if top_h is not None and hasattr(tf, "TopHLogitsWarper"):
+        warpers.append(tf.TopHLogitsWarper(top_h=top_h))
     if top_k is None or top_k != 0:
         warpers.append(tf.TopKLogitsWarper(50 if top_k is None else top_k))
     if top_p < 1.0:
         warpers.append(tf.TopPLogitsWarper(top_p))
     if min_p is not None:
         warpers.append(tf.MinPLogitsWarper(min_p))
+    if typical_p is not None and typical_p < 1.0:
+        warpers.append(tf.TypicalLogitsWarper(mass=typical_p))
+    if epsilon is not None and 0.0 < epsilon < 1.0:
+        warpers.append(tf.EpsilonLogitsWarper(epsilon=epsilon))
+    if eta is not None and 0.0 < eta < 1.0:
+        warpers.append(tf.EtaLogitsWarper(epsilon=eta, device=getattr(model, "device", "cpu")))
     return warpers
 
 
