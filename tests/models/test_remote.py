@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -284,3 +285,97 @@ async def test_a_404_shows_the_url_it_called(judge_server: FakeJudge) -> None:
     root = judge_server.url.removesuffix("/v1")
     assert f"(called {root}/chat/completions)" in str(info.value)
     assert "s3cret" not in str(info.value) and "k3y" not in str(info.value)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound and closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+async def _fail(url: str, origin: str | None) -> str:
+    b = OpenAIBackend("judge", url, "m", "sk-key", RemoteOptions(max_retries=0))
+    b.origin = origin
+    await b.start()
+    try:
+        with pytest.raises(BackendError) as info:
+            await b.chat(REQ, time.monotonic() + 10)
+    finally:
+        await b.close()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("failure", ["refused", "no such host", "tls"])
+async def test_a_connection_failure_shows_the_url_and_the_setting(
+    judge_server: FakeJudge, failure: str
+) -> None:
+    """An unreachable judge (REWARDHUB_JUDGE_URL with nothing listening) gave every item "backend
+    'judge': /chat/completions: ConnectError: All connection attempts failed": neither the address that
+    was called nor the setting holding it. Found in review."""
+    root = {
+        "refused": f"http://127.0.0.1:{_closed_port()}/v1",
+        "no such host": "http://no-such-judge.invalid:8000/v1",
+        "tls": judge_server.url.replace("http://", "https://"),  # TLS spoken to a plain HTTP server
+    }[failure]
+    secret = root.replace("://", "://user:s3cret@") + "?api_key=k3y"
+    message = await _fail(secret, "REWARDHUB_JUDGE_URL")
+    assert "ConnectError" in message
+    assert message.endswith(f"(called {root}/chat/completions, configured by REWARDHUB_JUDGE_URL)")
+    assert "s3cret" not in message and "k3y" not in message and "sk-key" not in message
+    # without a known origin, the URL alone
+    assert (await _fail(root, None)).endswith(f"(called {root}/chat/completions)")
+
+
+async def test_an_open_breaker_says_what_failed() -> None:
+    """Once the breaker of an unreachable judge opened, every item said only "backend 'judge' failed 5
+    times in a row; calls fail fast for 9.9s more": not what failed nor where. Found in review."""
+    root = f"http://127.0.0.1:{_closed_port()}/v1"
+    b = OpenAIBackend("judge", root, "m", None, RemoteOptions(max_retries=0, breaker_failures=1))
+    b.origin = "REWARDHUB_JUDGE_URL"
+    await b.start()
+    try:
+        with pytest.raises(BackendError):
+            await b.chat(REQ, time.monotonic() + 10)
+        with pytest.raises(CircuitOpen) as info:
+            await b.chat(REQ, time.monotonic() + 10)
+    finally:
+        await b.close()
+    message = str(info.value)
+    assert "failed 1 times in a row" in message
+    assert message.endswith(
+        "; last failure: /chat/completions: ConnectError: All connection attempts failed "
+        f"(called {root}/chat/completions, configured by REWARDHUB_JUDGE_URL)"
+    )
+
+
+async def test_the_hub_tells_a_remote_backend_which_setting_configured_it(tmp_path: Path) -> None:
+    """The origin reaches the backend from the shortcut variable and from the backends file alike."""
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import ModelHub
+
+    root = f"http://127.0.0.1:{_closed_port()}/v1"
+    f = tmp_path / "b.yaml"
+    f.write_text(f"backends:\n  judge2: {{kind: openai, url: '{root}', model: m, max_retries: 0}}\n")
+    s = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        embedding_model="off",
+        judge_url=root,
+        judge_model="m",
+        backends_file=str(f),
+        backend_max_retries=0,
+    )
+    hub = ModelHub.from_settings(s)
+    await hub.start()
+    try:
+        for name, origin in (
+            ("judge", "REWARDHUB_JUDGE_URL"),
+            ("judge2", f"backends.judge2 in REWARDHUB_BACKENDS_FILE={f}"),
+        ):
+            with pytest.raises(BackendError) as info:
+                await hub.get(name).chat(REQ, time.monotonic() + 10)
+            assert str(info.value).endswith(f"(called {root}/chat/completions, configured by {origin})")
+    finally:
+        await hub.close()

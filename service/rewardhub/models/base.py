@@ -148,6 +148,8 @@ class ModelBackend:
 
     kind: ClassVar[str]
     capabilities: frozenset[Capability] = frozenset()
+    # The setting that configured it (see ModelHub.origins), for messages that point at the setting.
+    origin: str | None = None
 
     def __init__(self, name: str, model: str):
         self.name = name

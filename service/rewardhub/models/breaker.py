@@ -47,6 +47,7 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._probing = False
         self.opened_count = 0
+        self.last_failure: str | None = None
 
     @property
     def state(self) -> BreakerState:
@@ -65,9 +66,13 @@ class CircuitBreaker:
             self._state = BreakerState.HALF_OPEN
             return True
         left = max(0.0, self.cooldown_s - (self._clock() - self._opened_at))
+        # the failure that opened it: what is wrong (nothing listening at the URL, a 503...) and where;
+        # without it every item after the first few said only "failed 5 times in a row"
+        last = self.last_failure.removeprefix(f"backend {self.name!r}: ") if self.last_failure else None
         raise CircuitOpen(
             f"backend {self.name!r} failed {self.failure_threshold} times in a row; "
             f"calls fail fast for {left:.1f}s more (then one probe is tried)"
+            + (f"; last failure: {last}" if last else "")
         )
 
     def on_success(self) -> None:
@@ -75,8 +80,11 @@ class CircuitBreaker:
         self._failures = 0
         self._probing = False
 
-    def on_failure(self) -> None:
+    def on_failure(self, reason: str | None = None) -> None:
+        """One failed call; ``reason``, its error message, is quoted by the calls an open breaker fails."""
         self._failures += 1
+        if reason is not None:
+            self.last_failure = reason
         if self._probing or self._failures >= self.failure_threshold:
             if self._state is not BreakerState.OPEN or self._probing:
                 self.opened_count += 1

@@ -164,6 +164,8 @@ class ModelHub:
         self._backends = backends
         self.conventions = conventions or {}
         self.origins = origins or {}  # name -> the setting that configured it (for start-up errors)
+        for name, backend in backends.items():  # and for a remote backend's errors naming its URL
+            backend.origin = self.origins.get(name)
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> ModelHub:

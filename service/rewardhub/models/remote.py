@@ -179,6 +179,11 @@ class RemoteClient:
             raise ValueError(f"backend {name!r}: the API key contains control characters")
         self._api_key = api_key
         self.options = options
+        # The setting that configured this backend ("REWARDHUB_JUDGE_URL", "backends.x in
+        # REWARDHUB_BACKENDS_FILE=..."), set by the ModelHub: named with the URL in the errors that point
+        # at the address (nothing listening, no such host, a TLS failure, a 404), where it is most often
+        # the setting that is wrong.
+        self.origin: str | None = None
         self.breaker = CircuitBreaker(name, options.breaker_failures, options.breaker_cooldown_s)
         self._slots = asyncio.Semaphore(options.concurrency)
         self._client: httpx.AsyncClient | None = None
@@ -210,6 +215,12 @@ class RemoteClient:
 
     def describe(self) -> dict[str, Any]:
         return {"url": public_url(self.base_url), "breaker": self.breaker.describe()}
+
+    def _called(self, path: str) -> str:
+        """`` (called <url>, configured by <setting>)``: the address a failed call went to, without
+        credentials or query string (as ``/ready`` shows the base), and the setting that holds it."""
+        where = f"called {public_url(self.base_url + path)}"
+        return f" ({where}, configured by {self.origin})" if self.origin else f" ({where})"
 
     async def post(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
         """POST ``payload`` as JSON and return the decoded JSON answer (see the module docstring).
@@ -253,12 +264,12 @@ class RemoteClient:
                 raise
             except _CallerOutOfTime as exc:  # the item's deadline, not the server, ended the call
                 if exc.after_failure:
-                    self.breaker.on_failure()
+                    self.breaker.on_failure(str(exc))
                 else:
                     self.breaker.on_abandoned(probe)
                 raise
-            except BackendError:
-                self.breaker.on_failure()
+            except BackendError as exc:
+                self.breaker.on_failure(str(exc))
                 raise
             except BaseException:  # cancelled, or a bug: no verdict, and the probe slot must not leak
                 self.breaker.on_abandoned(probe)
@@ -306,21 +317,26 @@ class RemoteClient:
             # trickles its answer would run past the deadline, so the whole attempt is bounded too
             async with asyncio.timeout(timeout):
                 resp = await client.request(method, path, content=content, timeout=timeout)
-        except (httpx.TimeoutException, TimeoutError):
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            # no connection at all within the time: the address may be wrong (a host that drops packets)
+            called = self._called(path) if isinstance(exc, httpx.ConnectTimeout) else ""
             if cut_by_caller:
                 raise _CallerOutOfTime(
                     f"backend {self.name!r} did not answer {path} before the item's deadline "
-                    f"({timeout:.1f}s were left, under its own timeout of {self.options.timeout_s:g}s)"
+                    f"({timeout:.1f}s were left, under its own timeout of {self.options.timeout_s:g}s){called}"
                 ) from None
             own = f"its own timeout_s of {self.options.timeout_s:g}s (REWARDHUB_BACKEND_TIMEOUT_S)"
             if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
                 raise BackendTimeout(
                     f"backend {self.name!r} did not answer {path} in {timeout:.1f}s: the item's deadline "
-                    f"ran out, about when {own} did"
+                    f"ran out, about when {own} did{called}"
                 ) from None
-            raise _TimedOut(f"backend {self.name!r} did not answer {path}: {own} ran out") from None
+            raise _TimedOut(f"backend {self.name!r} did not answer {path}: {own} ran out{called}") from None
         except httpx.HTTPError as exc:
+            # connection refused, no such host, a TLS failure...: most often the URL or the setting
+            # holding it is wrong, so the message shows both (the path alone said neither)
             failed = self._scrub(f"backend {self.name!r}: {path}: {type(exc).__name__}: {exc}")[:300]
+            failed += self._called(path)
             if isinstance(exc, httpx.LocalProtocolError):  # our own request is malformed: no retry helps
                 raise BackendError(failed) from None
             raise _Retryable(failed) from None
@@ -338,7 +354,7 @@ class RemoteClient:
             if status in (404, 405):
                 # most often the URL itself (an OpenAI API base without its /v1): show the one called,
                 # credentials removed as /ready shows it
-                raise _NotFound(f"{answered} (called {public_url(self.base_url + path)})")
+                raise _NotFound(answered + self._called(path))
             raise BackendError(answered)
         try:
             return orjson.loads(resp.content)
@@ -368,6 +384,14 @@ class RemoteBackend(ModelBackend):
     """A backend whose model is a server behind a :class:`RemoteClient`: its life cycle is the client's."""
 
     client: RemoteClient
+
+    @property
+    def origin(self) -> str | None:
+        return self.client.origin
+
+    @origin.setter
+    def origin(self, value: str | None) -> None:
+        self.client.origin = value
 
     async def start(self) -> None:
         await self.client.start()
