@@ -114,3 +114,40 @@ async def test_a_missing_model_directory_names_the_setting_that_gave_it(tmp_path
     with pytest.raises(BackendUnavailable, match="no such model directory") as info:
         await hub.start()
     assert f"(configured by backends.my-orm in REWARDHUB_BACKENDS_FILE={f})" in str(info.value)
+
+
+def test_a_field_error_is_reported_at_the_users_path(tmp_path: Path) -> None:
+    """A typo in a backend's field said "backends.prm2.transformers.convnetion: Extra inputs are not
+    permitted": `transformers` is pydantic's union tag, a level the file does not have, and nothing said
+    which fields there are. Found in review."""
+    f = tmp_path / "b.yaml"
+    f.write_text(
+        "backends:\n"
+        "  prm2:\n    kind: transformers\n    model: /m/prm\n    task: token_classification\n"
+        "    convnetion: qwen\n"
+    )
+    with pytest.raises(ValueError) as info:
+        load_backends_file(str(f))
+    message = str(info.value)
+    assert message.startswith(
+        f"REWARDHUB_BACKENDS_FILE={f}: backends.prm2.convnetion: not a field of kind transformers"
+    )
+    assert "convention" in message.split("its fields:")[1]
+    f.write_text("backends:\n  j:\n    kind: openai\n    url: http://a/v1\n    model: m\n    timeout_s: 0\n")
+    with pytest.raises(ValueError, match=r"=\S+: backends\.j\.timeout_s: Input should be greater than 0$"):
+        load_backends_file(str(f))
+    # a kind that is missing or misspelt is reported on `kind`, with the kinds there are
+    f.write_text("backends:\n  j:\n    kind: opanai\n    url: http://a/v1\n    model: m\n")
+    with pytest.raises(
+        ValueError, match=r"backends\.j\.kind: 'opanai' is not a kind of backend; one of openai, "
+    ):
+        load_backends_file(str(f))
+    f.write_text("backends:\n  j:\n    url: http://a/v1\n    model: m\n")
+    with pytest.raises(ValueError, match=r"backends\.j\.kind: missing; one of openai, "):
+        load_backends_file(str(f))
+    # every problem is counted, not only the first
+    f.write_text(
+        "backends:\n  j:\n    kind: openai\n    url: http://a/v1\n    model: m\n    x: 1\n    y: 2\n"
+    )
+    with pytest.raises(ValueError, match=r"backends\.j\.x: not a field .* \(and 1 more problem\)$"):
+        load_backends_file(str(f))

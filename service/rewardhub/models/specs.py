@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -246,6 +246,35 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
     try:
         return _FILE.validate_python(data["backends"])
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: backends.{loc}: {err.get('msg')}") from None
+        problems = [_problem(err) for err in exc.errors()]
+        more = len(problems) - 1
+        more_text = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {problems[0]}{more_text}") from None
+
+
+_KINDS: dict[str, type[_Spec]] = {
+    kind: spec for spec in (RemoteSpec, LocalSpec) for kind in get_args(spec.model_fields["kind"].annotation)
+}
+
+
+def _problem(err: Any) -> str:
+    """One validation error of the backends mapping, as ``backends.<name>.<field>: <what is wrong>``.
+
+    pydantic's location has the discriminated union's tag after the name (``backends.prm2.transformers.
+    convnetion``), a level the user's file does not have: the path is written without it. A missing or
+    unknown ``kind`` is put on ``kind`` (pydantic puts it on the backend), and an unknown field lists the
+    fields of its kind (a typo's correct spelling)."""
+    loc = [str(x) for x in err.get("loc", ())]
+    kind = loc[1] if len(loc) >= 2 else None
+    field = [loc[0], *loc[2:]] if kind in _KINDS else loc
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    kinds = ", ".join(_KINDS)
+    if err.get("type") == "union_tag_not_found":
+        field, msg = [*loc, "kind"], f"missing; one of {kinds}"
+    elif err.get("type") == "union_tag_invalid":
+        tag = (err.get("ctx") or {}).get("tag")
+        field, msg = [*loc, "kind"], f"{tag!r} is not a kind of backend; one of {kinds}"
+    elif err.get("type") == "extra_forbidden" and kind in _KINDS:
+        known = ", ".join(_KINDS[kind].model_fields)
+        msg = f"not a field of kind {kind} (its fields: {known})"
+    return f"backends.{'.'.join(field)}: {msg}"
