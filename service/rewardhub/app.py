@@ -26,7 +26,12 @@ from rewardhub.errors import install_error_handlers
 from rewardhub.jobs import JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
 from rewardhub.metrics import Metrics
-from rewardhub.middleware import BodyLimitMiddleware, CancelOnDisconnectMiddleware, RequestContextMiddleware
+from rewardhub.middleware import (
+    BodyLimitMiddleware,
+    CancelOnDisconnectMiddleware,
+    RequestContextMiddleware,
+    StartupFailureMiddleware,
+)
 from rewardhub.models import ModelHub
 from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry
@@ -206,4 +211,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outside the body limit: it sees the raw receive
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
+    app.add_middleware(StartupFailureMiddleware)  # lifespan only: a configuration error without traceback
     return app

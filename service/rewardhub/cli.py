@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -80,18 +82,41 @@ def serve(
             os.environ["REWARDHUB_MODEL_THREADS"] = str(
                 max(1, (available_cores() - settings.workers) // settings.workers)
             )
-    uvicorn.run(
-        "rewardhub.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        loop="uvloop",
-        http="httptools",
-        log_level=settings.log_level,
-        access_log=False,
-        timeout_graceful_shutdown=30,
-    )
+    from uvicorn.config import STARTUP_FAILURE
+
+    from rewardhub.middleware import STARTUP_FAILURE_FILE
+
+    # A worker whose start-up fails writes why here (StartupFailureMiddleware): the reason is repeated as
+    # the last line, and the exit status is non-zero with --workers too (uvicorn's parent exits 0 then).
+    report = Path(tempfile.mkdtemp(prefix="rewardhub-start-"))
+    os.environ[STARTUP_FAILURE_FILE] = str(report / "reason")
+    try:
+        uvicorn.run(
+            "rewardhub.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            loop="uvloop",
+            http="httptools",
+            log_level=settings.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=30,
+        )
+    except SystemExit as exc:  # uvicorn's own exit after a failed start (status 3)
+        if exc.code != STARTUP_FAILURE or not (report / "reason").exists():
+            raise
+    finally:
+        reason = (report / "reason").read_text() if (report / "reason").exists() else None
+        shutil.rmtree(report, ignore_errors=True)
+        os.environ.pop(STARTUP_FAILURE_FILE, None)
+    if reason is not None:
+        _cannot_start(reason, code=STARTUP_FAILURE)
+
+
+def _cannot_start(reason: str, code: int) -> NoReturn:
+    typer.secho(f"rewardhub cannot start: {reason}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -85,6 +85,12 @@ def available_cores() -> int:
     return max(1, min(cores, limit) if limit is not None else cores)
 
 
+class ConfigError(ValueError):
+    """A setting is wrong (a bad backends file, a shortcut no backend can serve): the service does not
+    start. Its message names the setting; ``rewardhub serve`` shows it without a traceback, which is
+    kept for errors that are bugs."""
+
+
 class Settings(BaseSettings):
     """Configuration of one service process (each uvicorn worker reads the same environment)."""
 

@@ -5,12 +5,16 @@
 * :class:`RequestContextMiddleware` gives every request an id (``X-Request-ID``, taken from the caller
   when it sends one), binds it to the log context, and records request count and latency per route;
 * :class:`CancelOnDisconnectMiddleware` stops the work of a request whose client hung up (status 499 in
-  the metrics).
+  the metrics);
+* :class:`StartupFailureMiddleware` reports a start-up that failed on a configuration error by its
+  message alone, without the ~55 lines of traceback the lifespan protocol prints before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
 import uuid
 from typing import Any
@@ -19,10 +23,23 @@ import orjson
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewardhub.errors import error_payload
+from rewardhub.config import ConfigError
+from rewardhub.errors import RewardHubError, error_payload
 from rewardhub.metrics import Metrics
+from rewardhub.models.errors import BackendUnavailable
 
-__all__ = ["BodyLimitMiddleware", "CancelOnDisconnectMiddleware", "RequestContextMiddleware"]
+__all__ = [
+    "STARTUP_FAILURE_FILE",
+    "BodyLimitMiddleware",
+    "CancelOnDisconnectMiddleware",
+    "RequestContextMiddleware",
+    "StartupFailureMiddleware",
+    "configuration_error",
+]
+
+# The environment variable naming a file where a worker whose start-up failed writes why (set by
+# `rewardhub serve`, which repeats it last and exits non-zero: with --workers uvicorn's parent exited 0).
+STARTUP_FAILURE_FILE = "_REWARDHUB_STARTUP_FAILURE_FILE"
 
 CLIENT_GONE = 499  # nginx's "client closed request": the status counted for a request nobody waited for
 
@@ -218,3 +235,60 @@ class CancelOnDisconnectMiddleware:
                 timer.cancel()
             if watcher is not None and not watcher.done():
                 watcher.cancel()
+
+
+def configuration_error(exc: BaseException) -> str | None:
+    """The message of a start-up error that is the user's configuration, not a bug: a setting
+    (:class:`~rewardhub.config.ConfigError`), a model that cannot load or an extra that is not installed
+    (:class:`~rewardhub.models.errors.BackendUnavailable`, naming the setting), one of the service's
+    own errors (not the root :class:`~rewardhub.errors.RewardHubError`, the unexpected one). None for
+    anything else, whose traceback is what its reader needs."""
+    if isinstance(exc, ConfigError | BackendUnavailable) or (
+        isinstance(exc, RewardHubError) and type(exc) is not RewardHubError
+    ):
+        return str(exc)
+    return None
+
+
+class StartupFailureMiddleware:
+    """A start-up that fails on a configuration error is reported by its message alone.
+
+    Starlette answers a failed lifespan with the whole formatted traceback (uvicorn's lifespan, the
+    app's, FastAPI's merged lifespans: about 55 lines) which uvicorn logs before "Application startup
+    failed", so a typo in the backends file ended in a wall of frames with the one useful line at the
+    bottom. The ``lifespan.startup.failed`` message is held until the exception is known, and for a
+    :func:`configuration_error` replaced by its message; any other exception keeps its traceback. With
+    :data:`STARTUP_FAILURE_FILE` set, the reason is written there too (for ``rewardhub serve``)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def hold_failure(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                held.append(message)
+            else:
+                await send(message)
+
+        try:
+            await self.app(scope, receive, hold_failure)
+        except BaseException as exc:
+            if held:
+                brief = configuration_error(exc)
+                _record(brief or f"{type(exc).__name__}: {exc} (the traceback is above)")
+                await send({**held.pop(), "message": brief} if brief else held.pop())
+            raise
+        if held:  # failed without raising (not Starlette's way): pass it on as it came
+            await send(held.pop())
+
+
+def _record(reason: str) -> None:
+    path = os.environ.get(STARTUP_FAILURE_FILE)
+    if path:
+        with contextlib.suppress(OSError), open(path, "w") as f:
+            f.write(reason)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from conftest import free_port
 from rewardhub import config
 from rewardhub.cli import app
 
@@ -63,3 +67,68 @@ def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     seen.clear()
     assert CliRunner().invoke(app, ["serve", "--workers", "2"]).exit_code == 0
     assert seen[0].sandbox_workers == 3
+
+
+def _serve(tmp_path: Path, env: dict[str, str], *args: str, code: str | None = None) -> tuple[int, list[str]]:
+    """`rewardhub serve` in its own process (``code``: Python run first, in the same process): its exit
+    status and its output lines, stderr and stdout together as a terminal shows them."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("REWARDHUB_")}
+    clean.update(
+        REWARDHUB_PORT=str(free_port()),
+        REWARDHUB_EMBEDDING_MODEL="off",
+        REWARDHUB_CPU_WORKERS="1",
+        REWARDHUB_SANDBOX_WORKERS="1",
+        **env,
+    )
+    main = (
+        f"{code}\nfrom rewardhub.cli import main\nmain()"
+        if code
+        else "from rewardhub.cli import main; main()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", main, "serve", *args],
+        env=clean,
+        cwd=tmp_path,  # no .env
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    return out.returncode, [line for line in out.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_configuration_error_ends_serve_with_its_message_alone(tmp_path: Path, workers: str) -> None:
+    """A typo in the backends file (a missing model directory, a model of the wrong kind...) printed ~55
+    lines of uvicorn's lifespan traceback before the one useful line; with --workers 2 the command then
+    exited 0, so a supervisor saw a clean exit. Found in review."""
+    f = tmp_path / "backends.yaml"
+    f.write_text(
+        "backends:\n  prm2:\n    kind: transformers\n    model: /m\n    task: generate\n    convnetion: qwen\n"
+    )
+    status, lines = _serve(tmp_path, {"REWARDHUB_BACKENDS_FILE": str(f)}, "--workers", workers)
+    text = "\n".join(lines)
+    assert status == 3, text
+    assert "Traceback" not in text and 'File "' not in text, text
+    assert lines[-1].startswith(
+        f"rewardhub cannot start: REWARDHUB_BACKENDS_FILE={f}: backends.prm2.convnetion: "
+    )
+    if workers == "1":
+        assert len(lines) <= 6, text
+
+
+def test_a_start_up_bug_keeps_its_traceback(tmp_path: Path) -> None:
+    """Only configuration errors are shortened: an exception that is a bug keeps the traceback that
+    shows where it was raised, and the command still ends naming it, with a non-zero status."""
+    bug = (
+        "import rewardhub.sandbox\n"
+        "async def broken(self):\n    raise RuntimeError('sandbox start is broken')\n"
+        "rewardhub.sandbox.SandboxPool.start = broken\n"
+    )
+    status, lines = _serve(tmp_path, {}, code=bug)
+    text = "\n".join(lines)
+    assert status == 3, text
+    assert "Traceback (most recent call last)" in text and "in broken" in text, text
+    assert (
+        lines[-1] == "rewardhub cannot start: RuntimeError: sandbox start is broken (the traceback is above)"
+    )

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from rewardhub.config import Settings, available_cores
+from rewardhub.config import ConfigError, Settings, available_cores
 from rewardhub.metrics import Metrics
 from rewardhub.models.base import ModelBackend
 from rewardhub.models.errors import BackendUnavailable
@@ -61,12 +61,12 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     """The configured backends by name, and the names that load lazily (the embedded MiniLM default).
 
     Raises:
-        ValueError: a name is defined both by a shortcut variable and in the backends file, or the
+        ConfigError: a name is defined both by a shortcut variable and in the backends file, or the
             shortcuts ask for a combination no backend serves, or a shortcut URL is not http(s).
     """
     s = settings
     if s.prm_url and unservable("vllm_pooling", s.prm_convention):  # every item would fail at run time
-        raise ValueError(
+        raise ConfigError(
             f"REWARDHUB_PRM_CONVENTION={s.prm_convention} cannot be served through REWARDHUB_PRM_URL: a "
             "vLLM /pooling server serves classifier-head PRMs only (convention qwen); for a +/- token PRM "
             "set REWARDHUB_PRM_MODEL to its local directory and leave REWARDHUB_PRM_URL unset"
@@ -111,7 +111,7 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     if s.backends_file:
         for name, spec in load_backends_file(s.backends_file).items():
             if name in specs and name not in lazy:
-                raise ValueError(
+                raise ConfigError(
                     f"backend {name!r} is defined both by a REWARDHUB_* shortcut and in REWARDHUB_BACKENDS_FILE"
                 )
             specs[name] = spec
@@ -149,7 +149,7 @@ def _shortcut(variable: str, **fields: Any) -> RemoteSpec:
         return RemoteSpec(**fields)
     except ValidationError as exc:
         msg = str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
-        raise ValueError(f"{variable}: {msg}") from None
+        raise ConfigError(f"{variable}: {msg}") from None
 
 
 class ModelHub:

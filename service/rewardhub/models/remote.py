@@ -43,6 +43,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential, wait_random
 
+from rewardhub.config import ConfigError
 from rewardhub.models.base import UNNAMED_MODEL, ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
@@ -176,7 +177,7 @@ class RemoteClient:
         # would be refused locally (and quoted in the error) on every call.
         api_key = api_key.strip() if api_key else None
         if api_key and not api_key.isprintable():
-            raise ValueError(f"backend {name!r}: the API key contains control characters")
+            raise ConfigError(f"backend {name!r}: the API key contains control characters")
         self._api_key = api_key
         self.options = options
         # The setting that configured this backend ("REWARDHUB_JUDGE_URL", "backends.x in

@@ -44,6 +44,7 @@ from pydantic import (
     model_validator,
 )
 
+from rewardhub.config import ConfigError
 from rewardhub.models.errors import MissingExtra
 
 __all__ = [
@@ -212,13 +213,13 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
     """Parse ``{"backends": {name: spec}}`` from YAML (``.yaml``/``.yml``) or JSON.
 
     Raises:
-        ValueError: unreadable file or invalid spec, with the file and the field at fault.
+        ConfigError: unreadable file or invalid spec, with the file and the field at fault.
     """
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc.strerror}") from None
+        raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: {exc.strerror}") from None
     data: Any
     if p.suffix in (".yaml", ".yml"):
         try:
@@ -228,28 +229,30 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
         try:
             data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
         except _DuplicateKey as exc:
-            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
+            raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
         except yaml.YAMLError as exc:
-            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid YAML: {exc}") from None
+            raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: not valid YAML: {exc}") from None
     else:
         try:
             data = json.loads(text, object_pairs_hook=_unique_pairs)
         except _DuplicateKey as exc:
-            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
+            raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: {exc}") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: not valid JSON: {exc}") from None
+            raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: not valid JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("backends"), dict):
-        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: expected an object with a 'backends' mapping")
+        raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: expected an object with a 'backends' mapping")
     unknown = sorted(set(data) - {"backends"})
     if unknown:  # a misspelt section would otherwise be ignored without a word
-        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: unknown top-level keys {unknown}; only 'backends'")
+        raise ConfigError(
+            f"REWARDHUB_BACKENDS_FILE={path}: unknown top-level keys {unknown}; only 'backends'"
+        )
     try:
         return _FILE.validate_python(data["backends"])
     except ValidationError as exc:
         problems = [_problem(err) for err in exc.errors()]
         more = len(problems) - 1
         more_text = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ValueError(f"REWARDHUB_BACKENDS_FILE={path}: {problems[0]}{more_text}") from None
+        raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: {problems[0]}{more_text}") from None
 
 
 _KINDS: dict[str, type[_Spec]] = {
