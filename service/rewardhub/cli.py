@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -51,9 +51,14 @@ def serve(
     ):
         if value is not None:
             os.environ[f"REWARDHUB_{name}"] = str(value)
+    from pydantic import ValidationError
+
     from rewardhub.config import Settings, available_cores
 
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:  # a bad REWARDHUB_* value: its name and the problem, not 40 frames
+        _cannot_start("; ".join(_setting_problem(e) for e in exc.errors()), code=2)
     if settings.workers > 1:
         if not settings.redis_url:
             typer.secho(
@@ -117,6 +122,15 @@ def serve(
 def _cannot_start(reason: str, code: int) -> NoReturn:
     typer.secho(f"rewardhub cannot start: {reason}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
+
+
+def _setting_problem(error: Any) -> str:
+    """One validation error of the settings as ``REWARDHUB_<NAME>: <problem>`` (its value left out: it may
+    be a URL with a password)."""
+    loc = error.get("loc") or ("?",)
+    variable = f"REWARDHUB_{str(loc[0]).upper()}"
+    msg = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return msg if msg.startswith(variable) else f"{variable}: {msg}"
 
 
 @app.command()

@@ -326,7 +326,8 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, v: str | None) -> str | None:
         # caught here, at start, naming the setting (redis-py's own error came from deep in the lifespan)
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"REWARDHUB_REDIS_URL={v!r}: must start with redis://, rediss:// or unix://")
+            shown = v.rpartition("@")[2]  # without a password (user:pass@host:6379 lacks only its scheme)
+            raise ValueError(f"REWARDHUB_REDIS_URL={shown!r}: must start with redis://, rediss:// or unix://")
         return v or None
 
     @field_validator("log_level")

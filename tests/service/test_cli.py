@@ -74,11 +74,13 @@ def _serve(tmp_path: Path, env: dict[str, str], *args: str, code: str | None = N
     status and its output lines, stderr and stdout together as a terminal shows them."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("REWARDHUB_")}
     clean.update(
-        REWARDHUB_PORT=str(free_port()),
-        REWARDHUB_EMBEDDING_MODEL="off",
-        REWARDHUB_CPU_WORKERS="1",
-        REWARDHUB_SANDBOX_WORKERS="1",
-        **env,
+        {
+            "REWARDHUB_PORT": str(free_port()),
+            "REWARDHUB_EMBEDDING_MODEL": "off",
+            "REWARDHUB_CPU_WORKERS": "1",
+            "REWARDHUB_SANDBOX_WORKERS": "1",
+            **env,
+        }
     )
     main = (
         f"{code}\nfrom rewardhub.cli import main\nmain()"
@@ -132,3 +134,24 @@ def test_a_start_up_bug_keeps_its_traceback(tmp_path: Path) -> None:
     assert (
         lines[-1] == "rewardhub cannot start: RuntimeError: sandbox start is broken (the traceback is above)"
     )
+
+
+def test_a_malformed_setting_is_named_without_a_traceback(tmp_path: Path) -> None:
+    """REWARDHUB_CPU_WORKERS=abc (or a Redis URL without its scheme) printed a 40-line rich traceback of
+    pydantic-settings' internals from `rewardhub serve`. The value itself is not echoed: a URL may hold a
+    password. Found in review."""
+    status, lines = _serve(tmp_path, {"REWARDHUB_CPU_WORKERS": "abc", "REWARDHUB_ITEM_TIMEOUT_S": "-"})
+    text = "\n".join(lines)
+    assert status == 2, text
+    assert "Traceback" not in text and len(lines) == 1, text
+    assert lines[-1] == (
+        "rewardhub cannot start: REWARDHUB_CPU_WORKERS: Input should be a valid integer, unable to parse "
+        "string as an integer; REWARDHUB_ITEM_TIMEOUT_S: Input should be a valid number, unable to parse "
+        "string as a number"
+    )
+    status, lines = _serve(tmp_path, {"REWARDHUB_REDIS_URL": "user:s3cret@localhost:6379"})
+    assert status == 2 and "s3cret" not in "\n".join(lines), lines
+    assert lines == [
+        "rewardhub cannot start: REWARDHUB_REDIS_URL='localhost:6379': must start with redis://, rediss:// "
+        "or unix://"
+    ]
