@@ -70,8 +70,13 @@ class CircuitBreaker:
         # without it every item after the first few said only "failed 5 times in a row"
         last = self.last_failure.removeprefix(f"backend {self.name!r}: ") if self.last_failure else None
         raise CircuitOpen(
-            f"backend {self.name!r} failed {self.failure_threshold} times in a row; "
-            f"calls fail fast for {left:.1f}s more (then one probe is tried)"
+            f"backend {self.name!r} failed "
+            + (
+                f"{self.failure_threshold} times in a row; "
+                if self.failure_threshold > 1
+                else "its last call; "
+            )
+            + f"calls fail fast for {left:.1f}s more (then one probe is tried)"
             + (f"; last failure: {last}" if last else "")
         )
 
