@@ -107,3 +107,26 @@ async def test_the_check_needs_a_key_when_keys_are_set(make_app: Any) -> None:
         assert (await c.post("/v1/rewards/check", json={"reward": "math"})).status_code == 401
         r = await c.post("/v1/rewards/check", json={"reward": "math"}, headers={"x-api-key": "k1"})
         assert r.status_code == 200
+
+
+async def test_text_similarity_metrics_this_server_cannot_compute(make_app: Any, monkeypatch: Any) -> None:
+    """meteor without WordNet and cosine without an embedding model: every item comes back
+    ``unsupported``, so the check must not say ok (it did: text_similarity had no answer of its own)."""
+    from rewardhub.rewards import text_similarity
+
+    monkeypatch.setattr(text_similarity, "_wordnet_available", lambda: False)
+    item = {"response": "a b c", "reference": "a b c"}
+    async with make_app(embedding_model="off") as c:
+        for metric, needle in (("meteor", "WordNet"), ("cosine", "REWARDHUB_EMBEDDING_MODEL")):
+            spec = {"name": "text_similarity", "config": {"metric": metric}}
+            scored = (await c.post("/v1/score", json={"reward": spec, "items": [item]})).json()
+            assert scored["results"][0]["reason"] == "unsupported"
+            body = (await c.post("/v1/rewards/check", json={"reward": spec})).json()
+            assert body["ok"] is False, metric
+            assert needle in body["unavailable"][0]["message"]
+            # and as a part: a composite of it scores nothing either
+            nested = {"name": "composite", "config": {"components": [{"reward": spec}]}}
+            body = (await c.post("/v1/rewards/check", json={"reward": nested})).json()
+            assert [u["where"] for u in body["unavailable"]] == ["reward.config.components.0.reward"]
+        ok = {"name": "text_similarity", "config": {"metric": "bleu"}}
+        assert (await c.post("/v1/rewards/check", json={"reward": ok})).json()["ok"] is True

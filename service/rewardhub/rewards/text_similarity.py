@@ -108,6 +108,24 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
         # cosine delegates to another reward (its model), whose version is not part of this key
         return config.metric != "cosine"
 
+    def unavailable_for(self, config: TextSimilarityConfig) -> str | None:
+        """meteor without WordNet, or cosine without a ``similarity`` that can run: every item would come
+        back ``unsupported``, so ``POST /v1/rewards/check`` says so before a run starts on them."""
+        if config.metric == "meteor" and not _wordnet_available():
+            return (
+                "meteor needs the NLTK WordNet corpus, which this server does not have (download it into "
+                "a directory on NLTK_DATA: python -m nltk.downloader wordnet), or choose another `metric`"
+            )
+        if config.metric == "cosine":
+            registry = self.runtime.reward_registry()
+            if "similarity" not in registry.names():
+                return "cosine needs the `similarity` reward, which this server does not have"
+            similarity = registry.get("similarity")
+            why = similarity.unavailable_for(similarity.parse_config({}))
+            if why is not None:
+                return f"cosine needs the `similarity` reward, which cannot run here: {why}"
+        return None
+
     def timeout_for(self, config: TextSimilarityConfig) -> float | None:
         """cosine is a model call: the ``similarity`` reward's deadline (60 s), not the rule verifiers'
         ``REWARDHUB_ITEM_TIMEOUT_S``, under which the first cosine after a start timed out while the
