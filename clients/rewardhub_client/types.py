@@ -124,7 +124,7 @@ class RewardCheck(_Out):
     cacheable: bool
     reads: list[str] = Field(default_factory=list)
     group_aware: bool = False
-    timeout_s: float | None = None
+    timeout_s: float | None = None  # the per-item deadline scoring applies without options.timeout_s
     ok: bool
     unavailable: list[UnavailablePart] = Field(default_factory=list)
 

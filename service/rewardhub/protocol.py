@@ -208,7 +208,11 @@ class RewardCheckResponse(_Model):
     cacheable: bool = Field(description="Whether results for this config are cached.")
     reads: list[str] = Field(description="Item fields it reads, its parts included.")
     group_aware: bool = Field(description="Items need a `group` and whole groups (a group reward in it).")
-    timeout_s: float | None = Field(description="Its default per-item deadline, if it has one.")
+    timeout_s: float | None = Field(
+        description="The per-item deadline, seconds, scoring applies when the request sets no "
+        "`options.timeout_s`: the reward's own default (a model call's), else `REWARDHUB_ITEM_TIMEOUT_S`; "
+        "at most `REWARDHUB_MAX_ITEM_TIMEOUT_S`."
+    )
     ok: bool = Field(description="True when it and every part can score here (`unavailable` is empty).")
     unavailable: list[UnavailablePart] = Field(
         default_factory=list, description="It or parts of it that cannot score on this server, and why."

@@ -172,10 +172,17 @@ class ScoringService:
             cacheable=plan.deterministic and self.settings.cache_enabled,
             reads=list(plan.reads),
             group_aware=plan.groups,
-            timeout_s=plan.timeout_s,
+            timeout_s=self._default_deadline(plan),
             ok=not missing,
             unavailable=missing,
         )
+
+    def _default_deadline(self, plan: _Plan) -> float:
+        """The per-item deadline :meth:`score` applies to this plan when the request sets no
+        ``options.timeout_s``: the reward's own default (a model call's 60 s) or else
+        ``REWARDHUB_ITEM_TIMEOUT_S``, never past ``REWARDHUB_MAX_ITEM_TIMEOUT_S``."""
+        s = self.settings
+        return min(plan.timeout_s if plan.timeout_s is not None else s.item_timeout_s, s.max_item_timeout_s)
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""
@@ -292,8 +299,8 @@ class ScoringService:
         r = plan.reward
         t0 = time.perf_counter()
         try:
-            if plan.timeout_s is not None and not ctx.explicit_deadline:
-                ctx = replace(ctx, deadline_s=min(plan.timeout_s, self.settings.max_item_timeout_s))
+            if not ctx.explicit_deadline:  # (what /v1/rewards/check reports as the spec's timeout_s)
+                ctx = replace(ctx, deadline_s=self._default_deadline(plan))
             outcomes = await r.score(items, plan.config, ctx)
             if len(outcomes) != len(items):
                 raise RuntimeError(

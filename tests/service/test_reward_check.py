@@ -130,3 +130,33 @@ async def test_text_similarity_metrics_this_server_cannot_compute(make_app: Any,
             assert [u["where"] for u in body["unavailable"]] == ["reward.config.components.0.reward"]
         ok = {"name": "text_similarity", "config": {"metric": "bleu"}}
         assert (await c.post("/v1/rewards/check", json={"reward": ok})).json()["ok"] is True
+
+
+async def test_timeout_s_is_the_deadline_scoring_applies(make_app: Any, monkeypatch: Any) -> None:
+    """Without ``options.timeout_s`` scoring caps a reward's default at REWARDHUB_MAX_ITEM_TIMEOUT_S, and
+    a rule reward (no default of its own) gets REWARDHUB_ITEM_TIMEOUT_S; the check said 60 and null."""
+    from rewardhub.rewards.base import Outcome
+    from rewardhub.rewards.math_answer import MathReward
+    from rewardhub.rewards.similarity import SimilarityReward
+
+    seen: dict[str, float] = {}
+
+    def recording(name: str) -> Any:
+        async def score(self: Any, items: Any, config: Any, ctx: Any) -> list[Outcome]:
+            seen[name] = ctx.deadline_s
+            return [Outcome(1.0) for _ in items]
+
+        return score
+
+    monkeypatch.setattr(MathReward, "score", recording("math"))
+    monkeypatch.setattr(SimilarityReward, "score", recording("similarity"))
+    async with make_app(item_timeout_s=3.0, max_item_timeout_s=20.0) as c:
+        for reward in ("similarity", "math"):
+            body = (await c.post("/v1/rewards/check", json={"reward": reward})).json()
+            item = {"response": "x", "reference": "x"}
+            r = await c.post(
+                "/v1/score", json={"reward": reward, "items": [item], "options": {"use_cache": False}}
+            )
+            assert r.status_code == 200
+            assert body["timeout_s"] == seen[reward], reward
+        assert seen == {"similarity": 20.0, "math": 3.0}
