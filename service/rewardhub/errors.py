@@ -176,7 +176,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONBytesResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        param = _loc_to_param(tuple(first.get("loc", ())))
+        loc = tuple(first.get("loc", ()))
+        if first.get("type") == "json_invalid":
+            # FastAPI's loc is ("body", <character offset>): not a field. Say what /v1/score says.
+            ctx = first.get("ctx") or {}
+            reason = ctx.get("error") if isinstance(ctx, dict) else None
+            msg = f"Invalid JSON: {reason or first.get('msg')} (at character {loc[-1]})"
+            return JSONBytesResponse(error_payload(422, "invalid_request", msg, None), status_code=422)
+        if first.get("type") == "missing" and loc == ("body",):
+            msg = "the request needs a JSON body"
+            return JSONBytesResponse(error_payload(422, "invalid_request", msg, None), status_code=422)
+        param = _loc_to_param(loc)
         msg = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
         if len(errors) > 1:
             msg += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"

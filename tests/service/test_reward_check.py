@@ -160,3 +160,17 @@ async def test_timeout_s_is_the_deadline_scoring_applies(make_app: Any, monkeypa
             assert r.status_code == 200
             assert body["timeout_s"] == seen[reward], reward
         assert seen == {"similarity": 20.0, "math": 3.0}
+
+
+async def test_a_body_that_is_not_json_is_named_as_such(client: Any) -> None:
+    """The check (and every route with a declared body) answered "0: JSON decode error" with param "0",
+    a field that does not exist, and "Field required" for no body at all; /v1/score says Invalid JSON."""
+    for path in ("/v1/rewards/check", "/v1/jobs", "/v1/score"):
+        r = await client.post(path, content=b"not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422
+        err = r.json()["error"]
+        assert err["type"] == "invalid_request" and err["param"] is None, path
+        assert err["message"].startswith("Invalid JSON"), path
+    r = await client.post("/v1/rewards/check", headers={"content-type": "application/json"})
+    err = r.json()["error"]
+    assert r.status_code == 422 and err["param"] is None and "JSON body" in err["message"]
