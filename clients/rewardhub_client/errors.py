@@ -3,6 +3,7 @@
 ::
 
     RewardHubClientError
+    ├── RewardUnavailable       the service cannot run a reward spec or a part of it (its check said so)
     ├── TransportError          the service could not be reached (connect error, timeout, broken connection)
     │   └── RequestTimeout
     └── APIError                the service answered with an error body {"error": {message, type, param, code}}
@@ -36,6 +37,7 @@ __all__ = [
     "PayloadTooLarge",
     "RequestTimeout",
     "RewardHubClientError",
+    "RewardUnavailable",
     "ServerError",
     "ServiceUnavailable",
     "TransportError",
@@ -47,6 +49,22 @@ __all__ = [
 
 class RewardHubClientError(Exception):
     """Root of every exception the client raises."""
+
+
+class RewardUnavailable(RewardHubClientError):
+    """``POST /v1/rewards/check`` answered ``ok: false``: every item scored with this spec would come back
+    invalid (``unsupported``). ``check`` is the service's answer (a :class:`~rewardhub_client.RewardCheck`),
+    whose ``unavailable`` names each part that cannot run, where the spec names it, and the setting to set.
+    """
+
+    def __init__(self, url: str, check: Any):
+        self.url = url
+        self.check = check
+        parts = "; ".join(
+            f"{p.reward!r}" + (f" ({p.where})" if p.where != "reward" else "") + f": {p.message}"
+            for p in check.unavailable
+        )
+        super().__init__(f"the service at {url} cannot run reward {check.name!r}: {parts}")
 
 
 class TransportError(RewardHubClientError):

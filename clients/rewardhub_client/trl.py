@@ -18,6 +18,12 @@ statistics, instead of training on a fake zero. The function's ``aclose()`` clos
 (``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training). Per call it logs ``rewardhub/cache_hit_rate``,
 ``rewardhub/invalid_fraction`` and ``rewardhub/latency_ms`` through TRL's ``log_metric``, and the reason
 of each invalid item through ``log_extra``.
+
+Before its first batch the function asks the service whether it can run the spec at all
+(``POST /v1/rewards/check``, once per function, so once per process): a reward whose model the service
+was not given, or a composite with such a part, raises :class:`~rewardhub_client.RewardUnavailable`
+naming the part and the setting, instead of training on every reward coming back ``None`` (no signal).
+``check=False`` skips it; a service too old to have the route is not checked.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient
+from rewardhub_client.errors import NotFound, RewardUnavailable, UnknownReward
 from rewardhub_client.types import RewardSpec, ScoreItem
 
 __all__ = ["completion_text", "make_reward_func", "prompt_text"]
@@ -81,6 +88,7 @@ def make_reward_func(
     api_key: str | None = None,
     timeout_s: float | None = None,
     invalid_value: float | None = None,
+    check: bool = True,
 ) -> RewardFunc:
     """Build a TRL reward function backed by the service.
 
@@ -94,6 +102,8 @@ def make_reward_func(
         api_key: for services that require one.
         timeout_s: per-item deadline sent to the service.
         invalid_value: what to return for an item that could not be scored (default None = masked).
+        check: before the first batch, ask the service whether it can run this spec and every part of it
+            (one request per function); raises :class:`RewardUnavailable` when it cannot.
     """
     spec_name = (
         reward
@@ -101,6 +111,20 @@ def make_reward_func(
         else (reward.name if isinstance(reward, RewardSpec) else str(reward["name"]))
     )
     clients: dict[int, AsyncRewardClient] = {}
+    checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
+
+    async def ensure_runnable(client: AsyncRewardClient) -> None:
+        if not checked:
+            try:
+                answer = await client.check(reward, config)
+            except NotFound as exc:
+                if isinstance(exc, UnknownReward):
+                    raise
+                checked.append(None)  # a service without /v1/rewards/check: scoring will tell
+                return
+            checked.append(None if answer.ok else RewardUnavailable(client.base_url, answer))
+        if checked[0] is not None:
+            raise checked[0]
 
     def client_for_loop() -> AsyncRewardClient:
         # httpx connection pools belong to one event loop; TRL keeps one daemon loop, but be safe.
@@ -114,6 +138,8 @@ def make_reward_func(
     async def reward_func(
         prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
+        client = client_for_loop()
+        await ensure_runnable(client)
         call = uuid.uuid4().hex[:12]
         groups: dict[str, str] = {}
         refs = kwargs.get(reference_column) if reference_column else None
@@ -130,7 +156,7 @@ def make_reward_func(
                     group=group,
                 )
             )
-        resp = await client_for_loop().score(items, reward, config=config, timeout_s=timeout_s)
+        resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
         out = [r.score if r.valid else invalid_value for r in resp.results]
         n = max(1, len(resp.results))
         log_metric = kwargs.get("log_metric")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
-from rewardhub_client import AsyncRewardClient
+from rewardhub_client import AsyncRewardClient, RewardUnavailable
 from rewardhub_client.trl import make_reward_func
 
 
@@ -19,3 +20,62 @@ async def test_numeric_reference_column_is_scored(client: httpx.AsyncClient) -> 
             solution=[42, 42, 0.5],
         )
     assert scores == [1.0, 0.0, 1.0]
+
+
+class _Counting(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, counting requests by path."""
+
+    def __init__(self, app: object) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_spec_the_service_cannot_run_fails_the_first_call(client: httpx.AsyncClient) -> None:
+    # A PRM the service was not given answered every item None: TRL trained on no signal, silently.
+    transport = _Counting(client.app)  # type: ignore[attr-defined]
+    call = {
+        "prompts": ["What is 1+1?"] * 2,
+        "completions": ["\\boxed{2}", "\\boxed{3}"],
+        "solution": ["2"] * 2,
+    }
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        spec = {"name": "composite", "config": {"components": [{"reward": "math"}, {"reward": "prm"}]}}
+        reward = make_reward_func(service, spec)
+        for _ in range(2):  # the answer is kept: asked once, raised on every call
+            with pytest.raises(
+                RewardUnavailable, match=r"'prm' \(reward.config.components.1.reward\).*REWARDHUB_PRM_MODEL"
+            ):
+                await reward(**call)
+        assert transport.paths == ["/v1/rewards/check"]
+        # a runnable spec: one check for the function's life, then only scoring
+        transport.paths.clear()
+        reward = make_reward_func(service, "math")
+        assert await reward(**call) == [1.0, 0.0]
+        assert await reward(**call) == [1.0, 0.0]
+        assert transport.paths == ["/v1/rewards/check", "/v1/score", "/v1/score"]
+        # check=False: no check, and the items come back masked as before
+        transport.paths.clear()
+        reward = make_reward_func(service, "prm", check=False)
+        assert await reward(**call) == [None, None]
+        assert transport.paths == ["/v1/score"]
+
+
+async def test_a_service_without_the_check_route_is_scored_unchecked() -> None:
+    paths: list[str] = []
+
+    def older_service(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        if request.url.path == "/v1/rewards/check":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        result = {"id": "0", "reward": "math", "score": 1.0, "valid": True}
+        return httpx.Response(200, json={"request_id": "r", "results": [result]})
+
+    async with AsyncRewardClient("http://old.test", transport=httpx.MockTransport(older_service)) as service:
+        reward = make_reward_func(service, "math")
+        assert await reward(prompts=["q"], completions=["\\boxed{1}"], solution=["1"]) == [1.0]
+        assert await reward(prompts=["q"], completions=["\\boxed{1}"], solution=["1"]) == [1.0]
+    assert paths == ["/v1/rewards/check", "/v1/score", "/v1/score"]
