@@ -17,7 +17,13 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   (verl cannot mask a sample; default 0.0). Such items also carry ``valid: 0.0`` in the extra info, so
   the rate shows up in verl's metrics;
 * ``REWARDHUB_VERL_COMPONENTS`` — comma-separated component names (``correct``, ``math``...) to pass on
-  as extra keys; NaN for an item that has no such component.
+  as extra keys; NaN for an item that has no such component;
+* ``REWARDHUB_VERL_CHECK`` — ``0`` skips the start check: the first time a process scores with a reward
+  spec (a route), it asks the service whether it can run it and every part of it
+  (``POST /v1/rewards/check``, one request per spec per process) and raises
+  :class:`~rewardhub_client.RewardUnavailable` when it cannot, naming the part and the setting to set.
+  verl cannot mask a sample, so without it such a route would train on ``REWARDHUB_VERL_INVALID_SCORE``
+  for every sample. A service too old to have the route is not checked.
 
 Each call returns ``{"score": float, "valid": 0/1, "cached": 0/1, <the configured components>...}``; verl
 logs the keys beyond ``score`` as ``reward_extra_info``. The keys are the same for every item whatever it
@@ -37,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient, RewardClient
+from rewardhub_client.errors import NotFound, RewardUnavailable, UnknownReward
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
@@ -53,6 +60,7 @@ def configure(
     api_key: str | None = None,
     invalid_score: float | None = None,
     components: Sequence[str] | None = None,
+    check: bool | None = None,
 ) -> None:
     """Set the service and routing explicitly (otherwise taken from the environment)."""
     with _lock:
@@ -75,6 +83,9 @@ def configure(
             if components is not None
             else [c.strip() for c in env_components.split(",") if c.strip()]
         )
+        env_check = os.environ.get("REWARDHUB_VERL_CHECK", "1").strip().lower()
+        _state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
+        _state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
 
 
 def _conf() -> dict[str, Any]:
@@ -117,6 +128,61 @@ def _item(solution_str: str, ground_truth: Any, data_source: str, extra_info: An
     )
 
 
+def _key(spec: str | RewardSpec) -> str:
+    return spec if isinstance(spec, str) else json.dumps(spec.model_dump(), sort_keys=True)
+
+
+def _unchecked(items: Sequence[ScoreItem]) -> list[str | RewardSpec]:
+    """The items' reward specs this process has not checked yet (none when checking is off), and raise
+    for one already found unrunnable."""
+    conf = _conf()
+    if not conf["check"]:
+        return []
+    todo: dict[str, str | RewardSpec] = {}
+    with _lock:
+        checked: dict[str, RewardUnavailable | None] = conf["checked"]
+        for item in items:
+            spec = item.reward
+            assert spec is not None
+            key = _key(spec)
+            if key not in checked:
+                todo.setdefault(key, spec)
+            elif (error := checked[key]) is not None:
+                raise error
+    return list(todo.values())
+
+
+def _record(spec: str | RewardSpec, answer: Any) -> None:
+    """Keep the check's answer (``None``: a service without the route) and raise when it is not ok."""
+    error = None if answer is None or answer.ok else RewardUnavailable(_conf()["url"], answer)
+    with _lock:
+        _conf()["checked"][_key(spec)] = error
+    if error is not None:
+        raise error
+
+
+def _check_sync(items: Sequence[ScoreItem]) -> None:
+    for spec in _unchecked(items):
+        try:
+            answer = _client().check(spec)
+        except NotFound as exc:
+            if isinstance(exc, UnknownReward):
+                raise
+            answer = None
+        _record(spec, answer)
+
+
+async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) -> None:
+    for spec in _unchecked(items):
+        try:
+            answer = await client.check(spec)
+        except NotFound as exc:
+            if isinstance(exc, UnknownReward):
+                raise
+            answer = None
+        _record(spec, answer)
+
+
 def _to_verl(r: ItemResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         "score": r.score if r.valid and r.score is not None else _conf()["invalid"],
@@ -144,7 +210,9 @@ def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
     """verl's per-sample signature (sync)."""
-    resp = _client().score([_item(solution_str, ground_truth, data_source, extra_info)])
+    items = [_item(solution_str, ground_truth, data_source, extra_info)]
+    _check_sync(items)
+    resp = _client().score(items)
     return _to_verl(resp.results[0])
 
 
@@ -152,8 +220,10 @@ async def compute_score_async(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
     """verl's per-sample signature (async: verl's reward loop awaits it)."""
+    items = [_item(solution_str, ground_truth, data_source, extra_info)]
     async with AsyncRewardClient(_conf()["url"], api_key=_conf()["api_key"]) as client:
-        resp = await client.score([_item(solution_str, ground_truth, data_source, extra_info)])
+        await _check_async(client, items)
+        resp = await client.score(items)
     return _to_verl(resp.results[0])
 
 
@@ -170,4 +240,5 @@ def compute_score_batch(
         _item(s, g, d, e, i)
         for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
     ]
+    _check_sync(items)
     return [_to_verl(r) for r in _client().score(items).results]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rewardhub_client import verl
+from rewardhub_client import RewardClient, RewardUnavailable, verl
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +75,37 @@ def test_verl_route_prefix_matching() -> None:
     assert verl.route("math/hard/v2") == "exact_match"
     assert verl.route("math/easy") == "math"
     assert verl.route("other") == "f1"
+
+
+def test_a_route_the_service_cannot_run_stops_verl_at_its_first_sample(
+    live_server_factory: Any, monkeypatch: Any
+) -> None:
+    # verl cannot mask: a route to a PRM the service was not given trained on the invalid score (0.0)
+    # for every sample of that data source. Each spec is checked once per process, then only scored.
+    asked: list[Any] = []
+    real_check = RewardClient.check
+
+    def counting(self: RewardClient, reward: Any, config: Any = None) -> Any:
+        asked.append(reward)
+        return real_check(self, reward, config)
+
+    monkeypatch.setattr(RewardClient, "check", counting)
+    nested = {"name": "composite", "config": {"components": [{"reward": "math"}, {"reward": "prm"}]}}
+    with live_server_factory() as server:
+        verl.configure(server.url, routes={"gsm8k": "math", "steps": nested})
+        for _ in range(3):
+            assert verl.compute_score("gsm8k", "\\boxed{1}", "1")["score"] == 1.0
+        for _ in range(2):
+            with pytest.raises(RewardUnavailable, match=r"'prm' \(reward.config.components.1.reward\)"):
+                verl.compute_score("steps", "\\boxed{1}", "1")
+        with pytest.raises(RewardUnavailable, match="REWARDHUB_PRM_MODEL"):
+            verl.compute_score_batch(["gsm8k", "steps"], ["\\boxed{1}"] * 2, ["1"] * 2)
+        with pytest.raises(RewardUnavailable):
+            asyncio.run(verl.compute_score_async("steps", "\\boxed{1}", "1"))
+        assert len(asked) == 2  # math once, the composite once: the answers are kept
+        # REWARDHUB_VERL_CHECK=0 (or configure(check=False)): the old behaviour, flagged invalid samples
+        monkeypatch.setenv("REWARDHUB_VERL_CHECK", "0")
+        verl.configure(server.url, routes={"steps": nested})
+        out = verl.compute_score("steps", "\\boxed{1}", "1")
+        assert (out["score"], out["valid"]) == (0.0, 0.0)
+        assert len(asked) == 2
