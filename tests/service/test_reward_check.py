@@ -86,13 +86,17 @@ async def test_unknown_names_and_bad_configs_answer_as_scoring_would(client: Any
     assert r.status_code == 422
 
 
-async def test_code_without_a_sandbox_or_with_a_language_not_installed(make_app: Any) -> None:
+async def test_code_without_a_sandbox_and_with_a_default_language(make_app: Any) -> None:
     status, body = await check(make_app, {"reward": "code"}, **NO_SANDBOX)
     assert status == 200 and body["ok"] is False
     assert "bubblewrap" in body["unavailable"][0]["message"]
-    cobol = {"reward": {"name": "code", "config": {"language": "cobol"}}}
-    status, body = await check(make_app, cobol, sandbox_allow_unisolated=True)  # with or without bwrap
-    assert body["ok"] is False and "unknown language 'cobol'" in body["unavailable"][0]["message"]
+    # a language no one knows is the config's typo: 422, as scoring answers it
+    status, body = await check(make_app, {"reward": {"name": "code", "config": {"language": "cobol"}}})
+    assert status == 422 and "unknown language 'cobol'" in body["error"]["message"]
+    # an uninstalled default is not refused: items may name their own language
+    js = {"reward": {"name": "code", "config": {"language": "javascript"}}}  # installed here or not
+    status, body = await check(make_app, js, sandbox_allow_unisolated=True)  # with or without bwrap
+    assert status == 200 and body["ok"] is True
 
 
 async def test_group_rewards_say_so(make_app: Any) -> None:

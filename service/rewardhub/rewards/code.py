@@ -36,12 +36,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
-from rewardhub.sandbox import Language, RawRun, SandboxUnavailable, resolve_language
+from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
 from rewardhub.sandbox.pool import SandboxPool, refusal
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
@@ -53,6 +53,18 @@ _TAIL = 1000
 
 class CodeConfig(RewardConfig):
     language: str = Field("python", description="Language when the reference does not name one.")
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, v: str) -> str:
+        """A typo here is the config's fault, answered 422 before anything runs (it made every item that
+        names no language ``unsupported``). Whether this host has the language installed is not: items
+        may name their own, so an uninstalled default stays an item's ``unsupported``."""
+        if resolve_language(v) is None:
+            known = sorted(LANGUAGES)
+            raise ValueError(f"unknown language {v!r}; known: {', '.join(known)}")
+        return v
+
     timeout_s: float = Field(5.0, gt=0, le=300, description="Per test (one assert, one case), seconds.")
     total_timeout_s: float = Field(30.0, gt=0, le=600, description="Per item, all tests together, seconds.")
     compile_timeout_s: float = Field(10.0, gt=0, le=300, description="Compiling (C, C++), seconds.")
@@ -211,19 +223,6 @@ class CodeReward(Reward[CodeConfig]):
 
     def unavailable(self) -> str | None:
         return refusal(self.runtime.sandbox)
-
-    def unavailable_for(self, config: CodeConfig) -> str | None:
-        """Also a config whose language this host cannot run (items that name no language use it)."""
-        why = self.unavailable()
-        pool = self.runtime.sandbox
-        if why is not None or pool is None:
-            return why
-        lang = resolve_language(config.language)
-        if lang is None:
-            return f"unknown language {config.language!r} (the config's `language`)"
-        if lang.name not in pool.languages:
-            return f"{lang.name} (the config's `language`) is not installed on this server"
-        return None
 
     def ready(self) -> dict[str, Any]:
         pool = self.runtime.sandbox
