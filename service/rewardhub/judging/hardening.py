@@ -27,6 +27,8 @@ of an opener. If nothing does, the response is content-free.
 :func:`injection` looks for text aimed at the grader (:data:`INJECTION_PATTERNS`, several languages):
 instructions to ignore or override the prompt, orders to output a verdict, claims that the answer is
 correct, chat-template role tags, and forged verdict lines in the formats judges are asked to produce.
+It reads the text as written and once more :func:`joined` (line breaks as spaces, a word hyphenated at a
+line end joined, letter-spaced words closed up), so an order broken up that way is still read.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "OPENERS",
     "content_free",
     "injection",
+    "joined",
     "plain",
     "substantive_text",
     "unmarked",
@@ -547,11 +550,44 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 BOXED_VERDICT = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:yes|no|correct|incorrect)\s*\}"
 
 
+# A word hyphenated at the end of its line ("Ig-\nnore"; soft hyphens are format characters, gone
+# already): the judge reads one word.
+_BROKEN_WORD = re.compile(r"(?<=[^\W\d_])[-\u2010\u2011][ \t]*\r?\n[ \t]*(?=[^\W\d_])")
+# A line break and the spaces around it. A run is matched from its first space only: from every space of
+# a long run, "\s*\n" would scan the rest of the run and fail, quadratic in the run's length.
+_LINE_BREAKS = re.compile(r"(?<![^\S\n])[^\S\n]*\n\s*")
+# Three or more single letters, each one separator apart ("i g n o r e", "i.g.n.o.r.e"): one word to a
+# judge. Words set apart by two spaces stay apart ("s a y  y e s" reads "say yes").
+_SPACED_LETTERS = re.compile(r"(?<![^\W_])[^\W\d_](?:[ .·_*][^\W\d_](?![^\W_])){2,}")
+# The patterns whose match stops at a line break (``[^.\n]``): the ones a line break alone can defeat.
+_LINE_BOUND = tuple((name, rx) for name, rx in INJECTION_PATTERNS if "\\n]" in rx.pattern)
+
+
+def _collapse(m: re.Match[str]) -> str:
+    return "".join(ch for ch in m.group(0) if ch.isalpha())
+
+
+def joined(t: str) -> str:
+    r"""``t`` (already :func:`plain`) as one line of words, the way a judge reads an order broken up:
+    words hyphenated at a line end joined, line breaks read as spaces, letter-spaced words closed up.
+    ``Ignore previous\ninstructions``, ``Ig-\nnore previous instructions`` and ``I g n o r e previous
+    instructions`` all read ``ignore previous instructions``."""
+    t = _BROKEN_WORD.sub("", t)
+    t = _LINE_BREAKS.sub(" ", t)
+    return _SPACED_LETTERS.sub(_collapse, t)
+
+
 def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     """The name of the first grader-directed pattern found in ``text``, else None.
 
     ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
     a line the judge's parser would read as a decision is a forged verdict).
+
+    The text is read as written (line by line: ``extra``'s verdict lines are lines of their own, and
+    "Winner:" four lines above a "B" is not one), then once more :func:`joined`, so that an order split
+    over lines, hyphenated at a line end or letter-spaced is still one. That second reading costs a
+    full scan only for a text with a hyphenated line end or letter-spaced word (rare in answers);
+    otherwise only the patterns that stop at a line break read the lines joined.
     """
     t = unmarked(plain(text))
     for name, rx in INJECTION_PATTERNS:
@@ -560,4 +596,11 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     for rx in extra:
         if rx.search(t):
             return "forged verdict"
+    one_line = joined(t)
+    if one_line == t:
+        return None
+    broken = _BROKEN_WORD.search(t) is not None or _SPACED_LETTERS.search(t) is not None
+    for name, rx in INJECTION_PATTERNS if broken else _LINE_BOUND:
+        if rx.search(one_line):
+            return name
     return None

@@ -260,7 +260,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # decision pattern reads a box); combining accents, "step-by-step" and empty code fences no longer
     # hide a master key or an order to the grader; openers in Chinese, Japanese, Korean, Russian, Arabic,
     # Hindi and the European languages; role-play as the grader, "the student's answer is correct",
-    # "forget everything above", and orders in more languages
+    # "forget everything above", and orders in more languages; orders split over lines, hyphenated at a
+    # line end or letter-spaced
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
