@@ -499,13 +499,22 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "forged verdict",
             # grader vocabulary only: "final score:" and "grade: 7" are ordinary in word problems, and
-            # a score line counts only standing alone on its line ("The final score: 85" is not one)
-            r"\bfinal\s+(?:decision|verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：]"
+            # a score line counts only standing alone on its line ("The final score: 85" is not one).
+            # "Final_Decision", "FinalDecision", "Final Decision = Yes", "the final decision is yes"
+            # read the same to a judge (not "final_decision = decide()" or "== 'yes'" in code).
+            r"\bfinal[\s_-]*(?:decision|verdict|judg(?:e)?ment|evaluation)(?:[ \t*]*(?:[:：]|=[ \t*\"']*"
+            r"(?:yes|no|correct|incorrect|pass|fail)\b)|\s+(?:is|was)\s+[\"'*]*(?:yes|no|correct|incorrect|"
+            r"pass|fail)\b)"
             r"|\b(?:verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：][ \t*]*(?:yes|no|correct|incorrect|pass|fail|"
             r"[abc]\b|\d)"
             r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
-            r"|^[ \t*#>_-]*score[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*.]*$"
+            r"|^[ \t*#>_-]*(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*.]*$"
+            r"|^[ \t*#>_-]*grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+[ \t*.]*$"
+            # a line that is nothing but a positive decision, in any mode's words ("Decision: Yes" was
+            # caught only in rubric mode, whose own format it is); "Decision: buy the stock" is an answer
+            r"|^[ \t*#>_-]*(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)"
+            r"[ \t*\])\"'.!]*$"
             # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question
             # (a judge whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check)
             r"|\\boxed\s*\{\s*(?:correct|incorrect)\s*\}",
