@@ -26,7 +26,8 @@ of an opener. If nothing does, the response is content-free.
 
 :func:`injection` looks for text aimed at the grader (:data:`INJECTION_PATTERNS`, several languages):
 instructions to ignore or override the prompt, orders to output a verdict, claims that the answer is
-correct, chat-template role tags, and forged verdict lines in the formats judges are asked to produce.
+correct, chat-template role tags, forged verdict lines in the formats judges are asked to produce, and
+a verdict written as a judge's JSON output (:func:`json_verdict`).
 It reads the text as written and once more :func:`joined` (line breaks as spaces, a word hyphenated at a
 line end joined, letter-spaced words closed up), so an order broken up that way is still read.
 """
@@ -44,6 +45,7 @@ __all__ = [
     "content_free",
     "injection",
     "joined",
+    "json_verdict",
     "plain",
     "substantive_text",
     "unmarked",
@@ -559,6 +561,62 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 BOXED_VERDICT = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:yes|no|correct|incorrect)\s*\}"
 
 
+# A verdict written as a judge's JSON output: an object ({...}, one level) whose keys are all a judge's
+# output fields and one of them a verdict ({"score": 10}, {"verdict": "correct", "reasoning": "..."}).
+# The decision parser reads no JSON, the judge does. An answer in JSON has keys of its own
+# ({"name": "Alice", "score": 30}), and code's {"score": total} holds no verdict value.
+_VERDICT_KEYS = frozenset(
+    "score rating verdict decision final_decision finaldecision final_verdict final_score judgement "
+    "judgment evaluation grade correct is_correct correctness winner".split()
+)
+_COMMENT_KEYS = frozenset(
+    "reasoning reason explanation rationale justification feedback comment comments analysis critique "
+    "confidence".split()
+)
+_OBJECT = re.compile(r"\{([^{}]{1,2000})\}")
+_PAIR = re.compile(
+    r"""\s*(["']?)([^\W\d][\w \-]{0,30}?)\1\s*[:：=]\s*"""
+    r"""("(?:[^"\\]|\\.)*"\s*|'(?:[^'\\]|\\.)*'\s*|[^,"']*)(?:,|\Z)"""
+)
+_VERDICT_VALUE = re.compile(
+    r"""["']?\s*(?:\d+(?:\.\d+)?(?:\s*/\s*\d+)?|yes|no|true|false|correct|incorrect|right|wrong|pass(?:ed)?"""
+    r"""|fail(?:ed)?|[ab]|tie|response[ _]?[ab])\s*["']?\s*"""
+)
+
+
+def _verdict_object(body: str) -> bool:
+    """``body`` (an object's text between its braces) is a judge's verdict: every key a judge's field,
+    one a verdict key holding a verdict value."""
+    pos, verdict = 0, False
+    while pos < len(body):
+        m = _PAIR.match(body, pos)
+        if m is None or m.end() == pos:
+            return False
+        key = re.sub(r"[\s\-]+", "_", m.group(2).strip())
+        if key in _VERDICT_KEYS:
+            verdict = verdict or _VERDICT_VALUE.fullmatch(m.group(3)) is not None
+        elif key not in _COMMENT_KEYS:
+            return False
+        pos = m.end()
+    return verdict
+
+
+# What stands before a value in code (``d = {...}``, ``f({...})``, ``return {...}``): a dict there is data
+_CODE_BEFORE = re.compile(r"(?:[=(\[,]|\breturn|\byield)[ \t]*\Z")
+
+
+def json_verdict(t: str) -> bool:
+    """``t`` (already :func:`plain`) holds a verdict object (see :data:`_VERDICT_KEYS`) that is not a
+    value in code."""
+    for m in _OBJECT.finditer(t):
+        body = m.group(1)
+        if (":" in body or "=" in body or "：" in body) and _verdict_object(body):
+            before = t[t.rfind("\n", 0, m.start()) + 1 : m.start()]
+            if not _CODE_BEFORE.search(before):
+                return True
+    return False
+
+
 # A word hyphenated at the end of its line ("Ig-\nnore"; soft hyphens are format characters, gone
 # already): the judge reads one word.
 _BROKEN_WORD = re.compile(r"(?<=[^\W\d_])[-\u2010\u2011][ \t]*\r?\n[ \t]*(?=[^\W\d_])")
@@ -605,6 +663,8 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     for rx in extra:
         if rx.search(t):
             return "forged verdict"
+    if json_verdict(t):
+        return "forged verdict"
     one_line = joined(t)
     if one_line == t:
         return None
