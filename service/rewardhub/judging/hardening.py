@@ -27,9 +27,10 @@ of an opener. If nothing does, the response is content-free.
 :func:`injection` looks for text aimed at the grader (:data:`INJECTION_PATTERNS`, several languages):
 instructions to ignore or override the prompt, orders to output a verdict, claims that the answer is
 correct, chat-template role tags, forged verdict lines in the formats judges are asked to produce, and
-a verdict written as a judge's JSON output (:func:`json_verdict`).
-It reads the text as written and once more :func:`joined` (line breaks as spaces, a word hyphenated at a
-line end joined, letter-spaced words closed up), so an order broken up that way is still read.
+a verdict written as a judge's JSON output (:func:`json_verdict`). It reads the text without LaTeX's
+text wrappers (:func:`unwrapped`), as written and once more :func:`joined` (line breaks as spaces, a
+word hyphenated at a line end joined, letter-spaced words closed up), so an order broken up that way is
+still read.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "plain",
     "substantive_text",
     "unmarked",
+    "unwrapped",
 ]
 
 # Reasoning openers and answer labels that carry no content by themselves (casefolded, NFKC).
@@ -561,6 +563,25 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 BOXED_VERDICT = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:yes|no|correct|incorrect)\s*\}"
 
 
+# LaTeX's text-style wrappers are presentation, as markdown emphasis is: ``\boxed{\text{correct}}`` is
+# ``\boxed{correct}`` to a judge, and ``\textbf{Score}: 5`` a score line (innermost first, three deep).
+_TEXT_WRAPPER = re.compile(
+    r"\\(?:text(?:bf|it|rm|sf|tt|up|normal)?|math(?:rm|bf|it|sf|tt)|operatorname|mbox|hbox|emph|underline)"
+    r"\s*\{([^{}]*)\}"
+)
+
+
+def unwrapped(t: str) -> str:
+    """``t`` without LaTeX's text-style wrappers around plain text (:data:`_TEXT_WRAPPER`)."""
+    for _ in range(3):
+        if "\\" not in t:
+            break
+        t, n = _TEXT_WRAPPER.subn(r"\1", t)
+        if not n:
+            break
+    return t
+
+
 # A verdict written as a judge's JSON output: an object ({...}, one level) whose keys are all a judge's
 # output fields and one of them a verdict ({"score": 10}, {"verdict": "correct", "reasoning": "..."}).
 # The decision parser reads no JSON, the judge does. An answer in JSON has keys of its own
@@ -656,7 +677,7 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     full scan only for a text with a hyphenated line end or letter-spaced word (rare in answers);
     otherwise only the patterns that stop at a line break read the lines joined.
     """
-    t = unmarked(plain(text))
+    t = unwrapped(unmarked(plain(text)))
     for name, rx in INJECTION_PATTERNS:
         if rx.search(t):
             return name
