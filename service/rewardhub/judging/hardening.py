@@ -38,6 +38,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
+
 __all__ = [
     "BOXED_VERDICT",
     "FILLER",
@@ -513,12 +515,13 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"[abc]\b|\d)"
             r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
-            r"|^[ \t*#>_-]*(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?[ \t*.]*$"
-            r"|^[ \t*#>_-]*grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+[ \t*.]*$"
+            # (markup tags around a line are no content: "</response>Score: 5", "<b>Score: 5</b>")
+            rf"|{LINE_START}(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?{LINE_END}"
+            rf"|{LINE_START}grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+{LINE_END}"
             # a line that is nothing but a positive decision, in any mode's words ("Decision: Yes" was
             # caught only in rubric mode, whose own format it is); "Decision: buy the stock" is an answer
-            r"|^[ \t*#>_-]*(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)"
-            r"[ \t*\])\"'.!]*$"
+            rf"|{LINE_START}(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)"
+            rf"{LINE_END}"
             # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question
             # (a judge whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check)
             r"|\\boxed\s*\{\s*(?:correct|incorrect)\s*\}",
@@ -680,13 +683,14 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
     a line the judge's parser would read as a decision is a forged verdict).
 
-    The text is read as written (line by line: ``extra``'s verdict lines are lines of their own, and
-    "Winner:" four lines above a "B" is not one), then once more :func:`joined`, so that an order split
-    over lines, hyphenated at a line end or letter-spaced is still one. That second reading costs a
+    The text is read line by line (``extra``'s verdict lines are lines of their own, and "Winner:" four
+    lines above a "B" is not one; a tag of the untrusted blocks such as ``</response>`` starts a line, as
+    it does in the judge's prompt), then once more :func:`joined`, so that an order split over lines,
+    hyphenated at a line end or letter-spaced is still one. That second reading costs a
     full scan only for a text with a hyphenated line end or letter-spaced word (rare in answers);
     otherwise only the patterns that stop at a line break read the lines joined.
     """
-    t = unwrapped(unmarked(plain(text)))
+    t = BLOCK_TAG.sub("\n", unwrapped(unmarked(plain(text))))
     for name, rx in INJECTION_PATTERNS:
         if rx.search(t):
             return name

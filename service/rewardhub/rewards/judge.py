@@ -264,7 +264,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # line end or letter-spaced; "Decision: Yes", "Correct: Yes", "Rating: 10/10" lines in every mode, and
     # "Final_Decision:", "FinalDecision:", "Final Decision = Yes", "the final decision is yes"; a judge's
     # JSON output ({"score": 10}); LaTeX text wrappers read through (\boxed{\text{correct}}); a hidden
-    # comment naming the grader (<!-- grader: ... -->)
+    # comment naming the grader (<!-- grader: ... -->); a verdict line after </response> or in markup tags
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
