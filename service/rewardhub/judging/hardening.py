@@ -652,15 +652,16 @@ def json_verdict(t: str) -> bool:
 
 # A word hyphenated at the end of its line ("Ig-\nnore"; soft hyphens are format characters, gone
 # already): the judge reads one word.
-_BROKEN_WORD = re.compile(r"(?<=[^\W\d_])[-\u2010\u2011][ \t]*\r?\n[ \t]*(?=[^\W\d_])")
-# A line break and the spaces around it. A run is matched from its first space only: from every space of
-# a long run, "\s*\n" would scan the rest of the run and fail, quadratic in the run's length.
-_LINE_BREAKS = re.compile(r"(?<![^\S\n])[^\S\n]*\n\s*")
+# (The hyphen first: a lookbehind tried at every character is what costs, not the rare hyphen.)
+_BROKEN_WORD = re.compile(r"[-\u2010\u2011](?<=[^\W\d_][-\u2010\u2011])[ \t]*\r?\n[ \t]*(?=[^\W\d_])")
 # Three or more single letters, each one separator apart ("i g n o r e", "i.g.n.o.r.e"): one word to a
-# judge. Words set apart by two spaces stay apart ("s a y  y e s" reads "say yes").
+# judge. Words set apart by two spaces or a line break stay apart ("s a y  y e s" reads "say yes").
 _SPACED_LETTERS = re.compile(r"(?<![^\W_])[^\W\d_](?:[ .·_*][^\W\d_](?![^\W_])){2,}")
-# The patterns whose match stops at a line break (``[^.\n]``): the ones a line break alone can defeat.
-_LINE_BOUND = tuple((name, rx) for name, rx in INJECTION_PATTERNS if "\\n]" in rx.pattern)
+# The patterns whose gaps stop at the end of a sentence or line (``[^.\n]{0,40}``): the ones a line
+# break (or a run of padding spaces) alone can defeat.
+_LINE_BOUND = tuple(
+    (name, rx) for name, rx in INJECTION_PATTERNS if ".\\n]" in rx.pattern or "。\\n]" in rx.pattern
+)
 
 
 def _collapse(m: re.Match[str]) -> str:
@@ -669,12 +670,17 @@ def _collapse(m: re.Match[str]) -> str:
 
 def joined(t: str) -> str:
     r"""``t`` (already :func:`plain`) as one line of words, the way a judge reads an order broken up:
-    words hyphenated at a line end joined, line breaks read as spaces, letter-spaced words closed up.
-    ``Ignore previous\ninstructions``, ``Ig-\nnore previous instructions`` and ``I g n o r e previous
-    instructions`` all read ``ignore previous instructions``."""
-    t = _BROKEN_WORD.sub("", t)
-    t = _LINE_BREAKS.sub(" ", t)
-    return _SPACED_LETTERS.sub(_collapse, t)
+    words hyphenated at a line end joined, letter-spaced words closed up, every run of whitespace (line
+    breaks, padding) one space. ``Ignore previous\ninstructions``, ``Ig-\nnore previous instructions``
+    and ``I g n o r e  previous instructions`` all read ``ignore previous instructions``."""
+    return _joined(t)[0]
+
+
+def _joined(t: str) -> tuple[str, bool]:
+    """:func:`joined`, and whether a word was rejoined (a hyphenated line end, a letter-spaced word)."""
+    t, broken = _BROKEN_WORD.subn("", t)
+    t, spaced = _SPACED_LETTERS.subn(_collapse, t)
+    return " ".join(t.split()), bool(broken or spaced)
 
 
 def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
@@ -686,9 +692,9 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     The text is read line by line (``extra``'s verdict lines are lines of their own, and "Winner:" four
     lines above a "B" is not one; a tag of the untrusted blocks such as ``</response>`` starts a line, as
     it does in the judge's prompt), then once more :func:`joined`, so that an order split over lines,
-    hyphenated at a line end or letter-spaced is still one. That second reading costs a
-    full scan only for a text with a hyphenated line end or letter-spaced word (rare in answers);
-    otherwise only the patterns that stop at a line break read the lines joined.
+    padded, hyphenated at a line end or letter-spaced is still one. That second reading costs a full
+    scan only for a text with a hyphenated line end or a letter-spaced word (rare in answers); otherwise
+    only the patterns whose gaps stop at a line break read the joined text.
     """
     t = BLOCK_TAG.sub("\n", unwrapped(unmarked(plain(text))))
     for name, rx in INJECTION_PATTERNS:
@@ -699,11 +705,10 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
             return "forged verdict"
     if json_verdict(t):
         return "forged verdict"
-    one_line = joined(t)
+    one_line, rejoined = _joined(t)
     if one_line == t:
         return None
-    broken = _BROKEN_WORD.search(t) is not None or _SPACED_LETTERS.search(t) is not None
-    for name, rx in INJECTION_PATTERNS if broken else _LINE_BOUND:
+    for name, rx in INJECTION_PATTERNS if rejoined else _LINE_BOUND:
         if rx.search(one_line):
             return name
     return None
