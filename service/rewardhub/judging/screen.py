@@ -2,7 +2,7 @@
 
 The judge reward screens every response before any judge call (content-free text, grader-directed text,
 and in ``reference`` mode the extracted final answer). The scans are linear regexes, but a megabyte of
-responses still costs about half a second of CPU, and Python's ``re`` holds the GIL for a whole
+responses still costs well over half a second of CPU, and Python's ``re`` holds the GIL for a whole
 ``search``: on the event loop, or on one of its threads, that stalls every other request. So the
 screening is a plain function of plain data, :func:`screen`, that the reward runs inline for ordinary
 requests and in the CPU worker pool (:mod:`rewardhub.runtime.process_pool`) for large ones, where it
