@@ -70,14 +70,60 @@ async def test_busy_model_accumulates_the_next_batch() -> None:
 
 async def test_full_queue_refuses_the_whole_request() -> None:
     rec = Recorder(delay_s=0.2)
-    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=3)
-    running = asyncio.create_task(b.submit_many(["a", "b", "c"], far()))
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=4)
+    running = [asyncio.create_task(b.submit_many([s], far())) for s in "abcd"]
     await asyncio.sleep(0.05)
+    assert b.depth() == 3  # "a" runs
     with pytest.raises(Overloaded) as exc:
-        await b.submit_many(["d", "e"], far())  # 2 waiting + 2 > 3: nothing of it is queued
+        await b.submit_many(["e", "f"], far())  # 3 waiting + 2 > 4: nothing of it is queued
     assert exc.value.headers["Retry-After"] == "1"
-    assert b.stats.rejected == 2
-    assert await running == ["A", "B", "C"]
+    assert b.stats.rejected == 2 and b.depth() == 3
+    assert await asyncio.gather(*running) == [["A"], ["B"], ["C"], ["D"]]
+    assert rec.calls == [["a"], ["b"], ["c"], ["d"]]
+    await b.close()
+
+
+async def test_a_request_larger_than_half_the_queue_is_fed_in_and_leaves_room_for_others() -> None:
+    """A job of thousands of items went into the queue whole (an empty queue takes any size) and every
+    other caller of the model got 429 until the job was done: it now holds at most half the queue at a
+    time, its other items queued as those finish, and a small request gets in and runs next."""
+    rec = Recorder(delay_s=0.02)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=0, queue_max=8)
+    big = [f"j{k}" for k in range(40)]
+    job = asyncio.create_task(b.submit_many(big, far()))
+    await asyncio.sleep(0.05)
+    assert b.depth() <= 4  # half the queue, less what runs
+    assert await b.submit_many(["small"], far()) == ["SMALL"]
+    assert await job == [s.upper() for s in big]  # every item, in order, once
+    ran = [s for call in rec.calls for s in call]
+    assert sorted(ran) == sorted([*big, "small"])
+    assert ran.index("small") < len(ran) - 6  # it did not wait for the job's end
+    assert b.depth() == 0 and b.stats.rejected == 0
+    await b.close()
+
+
+async def test_items_of_a_fed_request_not_yet_queued_at_its_deadline_never_run() -> None:
+    rec = Recorder(delay_s=0.1)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=0, queue_max=4)
+    out = await b.submit_many([f"x{k}" for k in range(20)], time.monotonic() + 0.25)
+    assert out[:2] == ["X0", "X1"]
+    assert all(isinstance(r, BackendTimeout) for r in out[8:])
+    await asyncio.sleep(0.3)
+    assert sum(len(c) for c in rec.calls) <= 8  # the rest never reached the model
+    assert b.depth() == 0
+    await b.close()
+
+
+async def test_a_cancelled_fed_request_queues_nothing_more() -> None:
+    rec = Recorder(delay_s=0.05)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=0, queue_max=4)
+    job = asyncio.create_task(b.submit_many([f"x{k}" for k in range(20)], far()))
+    await asyncio.sleep(0.07)
+    job.cancel()
+    await asyncio.gather(job, return_exceptions=True)
+    assert b.depth() == 0
+    await asyncio.sleep(0.15)
+    assert sum(len(c) for c in rec.calls) <= 4
     await b.close()
 
 

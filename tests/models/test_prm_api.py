@@ -140,6 +140,39 @@ async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: 
         assert ok.status_code == 200 and all(x["valid"] for x in ok.json()["results"])
 
 
+async def test_a_job_larger_than_the_model_queue_does_not_lock_out_other_requests(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A job's items went into the model's queue all at once (an empty queue takes any size), and every
+    /v1/score request for that model got 429 until the whole job was scored: it holds half the queue."""
+    settings = {"batch_queue_max": 8, "batch_max_size": 2, "batch_max_wait_ms": 0}
+    async with make_app(prm_model=qwen_prm_path, **settings) as client:
+        batcher = client.app.state.runtime.models.get("prm").batchers["steps"]  # type: ignore[attr-defined]
+        steps = "\n\n".join(f"step {k}: " + "some words " * 30 for k in range(6))
+        items = [{"prompt": f"Q{i}?", "response": f"{i} {steps}"} for i in range(80)]
+        body = {"reward": "prm", "items": items, "options": {"use_cache": False}}
+        job_id = (await client.post("/v1/jobs", json=body)).json()["job_id"]
+        for _ in range(500):
+            if batcher.depth():
+                break
+            await asyncio.sleep(0.01)
+        assert 0 < batcher.depth() <= 4
+        r = await client.post(
+            "/v1/score", json={"reward": "prm", "items": [{"prompt": "q", "response": "a\n\nb"}]}
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["valid"]
+        assert (await client.get(f"/v1/jobs/{job_id}")).json()["status"] == "running"
+        for _ in range(600):
+            job = (await client.get(f"/v1/jobs/{job_id}")).json()
+            if job["status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert job["status"] == "succeeded"
+        assert all(x["valid"] for x in job["result"]["results"])
+        assert batcher.depth() == 0
+
+
 async def test_unconfigured_prm_names_the_setting(client: httpx.AsyncClient) -> None:
     (r,) = await prm(client, [{"prompt": "q", "response": "a\n\nb"}])
     assert r["reason"] == "unsupported" and "REWARDHUB_PRM_MODEL" in r["details"]["message"]

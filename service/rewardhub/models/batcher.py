@@ -8,7 +8,9 @@ of one model and:
 1. queues items from every request (``submit_many``); a request whose items do not fit in the queue
    (``queue_max``) is refused whole with :class:`~rewardhub.errors.Overloaded` (429 + Retry-After), so a
    trainer backs off instead of piling up work that would miss its deadline anyway (an empty queue
-   takes a request of any size, which would otherwise never get in);
+   takes a request of any size, which would otherwise never get in). One request holds at most half
+   the queue at a time: a larger one (a job of thousands of items) is fed in as its items finish, so
+   it never fills the queue and refuses every other caller with 429 until it is done;
 2. once an item is waiting, gathers more until ``max_batch`` items or ``max_wait_ms`` have passed since
    the oldest of them was queued, never more than half an item's time to its deadline (while a forward
    pass runs, new items simply accumulate, and the time they spent waiting for it counts, so under load
@@ -107,6 +109,9 @@ class MicroBatcher(Generic[In, Out]):
         self.max_batch = max_batch
         self.max_wait_s = max(0.0, max_wait_ms) / 1000
         self.queue_max = queue_max
+        # Most places one request holds (queued or running) at a time: half the queue, so that a large
+        # request leaves room for others, but never less than a forward pass.
+        self.hold = max(1, min(queue_max, max(queue_max // 2, max_batch)))
         self._length = length
         self.max_tokens = max_tokens
         self._on_batch = on_batch
@@ -144,18 +149,22 @@ class MicroBatcher(Generic[In, Out]):
     async def submit_many(self, items: Sequence[In], deadline: float) -> list[Out | BackendError]:
         """Queue ``items`` and wait for their outputs until ``deadline`` (``time.monotonic()``).
 
+        At most :attr:`hold` of them wait in the queue or run at a time; the rest are queued as those
+        finish (an item whose deadline passes before it was queued never reaches the model).
+
         Raises:
-            Overloaded: the queue cannot take all of them (nothing was queued).
+            Overloaded: the queue cannot take them (nothing was queued).
         """
         if not items:
             return []
         if self._task is None:
             self.start()
-        if len(self._queue) + len(items) > self.queue_max:
+        hold = min(len(items), self.hold)
+        if len(self._queue) + hold > self.queue_max:
             self._purge()
         # An empty queue takes any request, however large: refusing it would be a 429 that no retry
         # can ever get past (the request's own size is bounded by REWARDHUB_MAX_ITEMS).
-        if self._queue and len(self._queue) + len(items) > self.queue_max:
+        if self._queue and len(self._queue) + hold > self.queue_max:
             self.stats.rejected += len(items)
             raise Overloaded(
                 f"model batcher {self.name!r} has {len(self._queue)} items waiting (limit "
@@ -163,35 +172,62 @@ class MicroBatcher(Generic[In, Out]):
                 retry_after_s=1.0,
             )
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Out]] = []
+        futures: list[asyncio.Future[Out] | None] = [None] * len(items)
+        pending: set[asyncio.Future[Out]] = set()
+        queued = 0
         # Waiting for company must leave the item time to run: at most half of what it has left (a
-        # max_wait longer than a request's timeout_s timed every item out on an idle model).
+        # max_wait longer than a request's timeout_s timed every item out on an idle model). Items fed
+        # in later keep it: they have waited already.
         now = time.monotonic()
         wait_until = now + min(self.max_wait_s, max(0.0, deadline - now) / 2)
-        for item in items:
-            fut: asyncio.Future[Out] = loop.create_future()
-            self._queue.append(_Entry(item, fut, self._length(item), wait_until))
-            futures.append(fut)
-        self._wakeup.set()
-        timeout = deadline - time.monotonic()
-        if timeout > 0:
-            try:
-                await asyncio.wait(futures, timeout=timeout)
-            except asyncio.CancelledError:  # the request went away: its items are not run
-                for fut in futures:
-                    fut.cancel()
-                raise
+
+        def feed() -> None:
+            nonlocal queued
+            while queued < len(items) and len(pending) < hold:
+                item = items[queued]
+                fut: asyncio.Future[Out] = loop.create_future()
+                self._queue.append(_Entry(item, fut, self._length(item), wait_until))
+                futures[queued] = fut
+                pending.add(fut)
+                queued += 1
+            self._wakeup.set()
+
+        feed()
+        try:
+            while pending:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    break
+                more = queued < len(items) and self._task is not None  # not after close()
+                done, _ = await asyncio.wait(
+                    pending,
+                    timeout=timeout,
+                    return_when=asyncio.FIRST_COMPLETED if more else asyncio.ALL_COMPLETED,
+                )
+                pending -= done
+                if more and self._task is not None:
+                    feed()
+        except asyncio.CancelledError:  # the request went away: its items are not run
+            for f in futures:
+                if f is not None:
+                    f.cancel()
+            raise
         results: list[Out | BackendError] = []
-        for fut in futures:
-            if not fut.done():
-                fut.cancel()  # the worker skips it if it has not started it yet
+        for f in futures:
+            if f is None:
+                if self._task is None:
+                    results.append(BackendError(f"batcher {self.name} is shutting down"))
+                else:
+                    results.append(BackendTimeout("the item's deadline passed before it was queued"))
+            elif not f.done():
+                f.cancel()  # the worker skips it if it has not started it yet
                 results.append(BackendTimeout("the item's deadline passed while it waited for the model"))
-            elif fut.cancelled():
+            elif f.cancelled():
                 results.append(BackendError("the item was cancelled"))
             else:
-                exc = fut.exception()
+                exc = f.exception()
                 if exc is None:
-                    results.append(fut.result())
+                    results.append(f.result())
                 else:
                     results.append(BackendError.of(exc))
         return results
