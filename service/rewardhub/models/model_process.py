@@ -77,6 +77,20 @@ def _portable(exc: BaseException) -> BackendError:
     return BackendError(f"{type(exc).__name__}: {exc}"[:1000])
 
 
+def _ending(code: int | None) -> str:
+    """A child's exit status in words: ``-9`` is a SIGKILL, most often the out-of-memory killer."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = ", the out-of-memory killer?" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
+
+
 def _raise(payload: Any) -> NoReturn:
     raise payload if isinstance(payload, BackendError) else BackendError(str(payload))
 
@@ -144,10 +158,20 @@ class ModelProcess:
         try:
             msg: tuple[str, Any] = conn.recv()
         except (EOFError, OSError):
-            code = self._proc.exitcode if self._proc is not None else None
-            self._drop()
-            raise BackendError(f"the model process of {self.name!r} died (exit code {code})") from None
+            raise await self._died() from None
         return msg
+
+    async def _died(self) -> BackendError:
+        """Forget a child whose pipe closed, and say how it ended. Its exit status is read after a
+        short wait: at the pipe's end of file the child is usually not reaped yet, and every crash (an
+        out-of-memory kill included) read "exit code None"."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(proc.join, 2.0)
+        code = proc.exitcode if proc is not None else None
+        self._drop()
+        return BackendError(f"the model process of {self.name!r} died ({_ending(code)})")
 
     async def call(self, fn: Callable[[Any, list[Any]], list[Any]], items: list[Any]) -> list[Any]:
         """Run ``fn(loaded, items)`` in the model process (``fn`` is pickled by reference)."""
@@ -178,9 +202,7 @@ class ModelProcess:
             try:
                 self._conn.send((fn, items))
             except (OSError, ValueError):
-                code = self._proc.exitcode if self._proc is not None else None
-                self._drop()
-                raise BackendError(f"the model process of {self.name!r} died (exit code {code})") from None
+                raise await self._died() from None
             try:
                 kind, payload = await self._recv()
             except asyncio.CancelledError:
