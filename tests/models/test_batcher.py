@@ -83,6 +83,21 @@ async def test_full_queue_refuses_the_whole_request() -> None:
     await b.close()
 
 
+async def test_retry_after_is_when_the_waiting_items_will_have_run() -> None:
+    """A full queue answered Retry-After: 1 whatever it held: clients came back long before a queue of
+    slow passes had moved, and were refused again. Once a pass is timed, it is the queue's drain time."""
+    rec = Recorder(delay_s=0.4)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=7)
+    running = [asyncio.create_task(b.submit_many([f"i{k}"], far())) for k in range(7)]
+    await asyncio.sleep(0.6)  # the first pass (0.4 s for one item) is timed; the second runs
+    assert b.depth() == 5
+    with pytest.raises(Overloaded) as exc:
+        await b.submit_many(["x", "y", "z"], far())
+    assert exc.value.headers["Retry-After"] == "3"  # 5 waiting x a little over 0.4 s, rounded up
+    await b.close()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
 async def test_a_request_larger_than_half_the_queue_is_fed_in_and_leaves_room_for_others() -> None:
     """A job of thousands of items went into the queue whole (an empty queue takes any size) and every
     other caller of the model got 429 until the job was done: it now holds at most half the queue at a

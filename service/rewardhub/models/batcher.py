@@ -112,6 +112,7 @@ class MicroBatcher(Generic[In, Out]):
         # Most places one request holds (queued or running) at a time: half the queue, so that a large
         # request leaves room for others, but never less than a forward pass.
         self.hold = max(1, min(queue_max, max(queue_max // 2, max_batch)))
+        self._item_s: float | None = None  # recent seconds of forward pass per item (a moving average)
         self._length = length
         self.max_tokens = max_tokens
         self._on_batch = on_batch
@@ -146,6 +147,15 @@ class MicroBatcher(Generic[In, Out]):
         self._queue = deque(e for e in self._queue if not e.future.done())
 
     # --- submission ----------------------------------------------------------------------------
+    def retry_after_s(self) -> float:
+        """When a refused caller should come back: about when the items waiting now will have run, at
+        the model's recent time per item (1 s before any pass has been timed, at most a minute). A fixed
+        1 s sent clients back long before a queue of long items (2.5 s a pass) had moved, to be refused
+        again."""
+        if self._item_s is None:
+            return 1.0
+        return min(60.0, max(1.0, math.ceil(len(self._queue) * self._item_s)))
+
     async def submit_many(self, items: Sequence[In], deadline: float) -> list[Out | BackendError]:
         """Queue ``items`` and wait for their outputs until ``deadline`` (``time.monotonic()``).
 
@@ -169,7 +179,7 @@ class MicroBatcher(Generic[In, Out]):
             raise Overloaded(
                 f"model batcher {self.name!r} has {len(self._queue)} items waiting (limit "
                 f"REWARDHUB_BATCH_QUEUE_MAX={self.queue_max}); retry later",
-                retry_after_s=1.0,
+                retry_after_s=self.retry_after_s(),
             )
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Out] | None] = [None] * len(items)
@@ -307,6 +317,7 @@ class MicroBatcher(Generic[In, Out]):
             self.stats.sizes[len(live)] += 1
             if self._on_batch is not None:
                 self._on_batch(len(live))
+            started = time.monotonic()
             try:
                 outputs = await self._run([e.item for e in live])
                 if len(outputs) != len(live):
@@ -325,6 +336,8 @@ class MicroBatcher(Generic[In, Out]):
                     if not e.future.done():
                         e.future.set_exception(err)
                 continue
+            per_item = (time.monotonic() - started) / len(live)
+            self._item_s = per_item if self._item_s is None else 0.8 * self._item_s + 0.2 * per_item
             for e, out in zip(live, outputs, strict=True):
                 if not e.future.done():
                     e.future.set_result(out)
