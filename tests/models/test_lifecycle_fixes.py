@@ -115,6 +115,9 @@ async def test_a_model_process_that_died_idle_serves_the_next_batch(make_app: Ma
         after = (await client.post("/v1/score", json=_request("four"))).json()["results"][0]
         assert after["valid"], after  # served by a fresh process, not failed as backend_error
         assert process.restarts == 1
+        # and alertable: counted in /metrics beside the CPU and sandbox pools' replaced workers
+        metrics = (await client.get("/metrics")).text
+        assert 'rewardhub_worker_restarts_total{cause="died",pool="model:orm"} 1.0' in metrics
 
 
 async def test_a_failed_restart_makes_ready_fail_until_a_load_succeeds(

@@ -176,7 +176,11 @@ class ModelHub:
             observe = lambda name, n: hist.labels(name).observe(n)  # noqa: E731
         backends: dict[str, ModelBackend] = {}
         for name, spec in specs.items():
-            backends[name] = build_backend(name, spec, settings, observe=observe, lazy=name in lazy)
+            backend = build_backend(name, spec, settings, observe=observe, lazy=name in lazy)
+            if metrics is not None and isinstance(backend, TransformersBackend):
+                # a model process that died (OOM, a crashing input) and was restarted: alertable
+                backend.on_process_restart = metrics.worker_restarts.labels(f"model:{name}", "died").inc
+            backends[name] = backend
         return cls(
             backends,
             {n: s.convention for n, s in specs.items() if s.convention is not None},

@@ -130,6 +130,8 @@ class TransformersBackend(ModelBackend):
         self._load_error: str | None = None
         self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
         self._fingerprint = checkpoint_fingerprint(path)
+        # Called when its model process died and is restarted (the hub counts it in /metrics)
+        self.on_process_restart: Callable[[], None] | None = None
 
     def identity(self) -> str:
         """The model and the settings that change its outputs (task, device and dtype, context length,
@@ -151,6 +153,11 @@ class TransformersBackend(ModelBackend):
         """Before a restarted model process reloads: the checkpoint may have been saved over since the
         start (a retrained reward model), and the new weights must not be cached as the old ones."""
         self._fingerprint = checkpoint_fingerprint(self.model)
+
+    def _process_restarted(self) -> None:
+        self._refingerprint()
+        if self.on_process_restart is not None:
+            self.on_process_restart()
 
     @property
     def identity_settled(self) -> bool:
@@ -276,7 +283,7 @@ class TransformersBackend(ModelBackend):
             async def load() -> Any:
                 if not self.isolate:
                     return await loop.run_in_executor(self._executor, fn)
-                process = ModelProcess(self.name, fn, on_restart=self._refingerprint)
+                process = ModelProcess(self.name, fn, on_restart=self._process_restarted)
                 info = await process.start()
                 self._process = process
                 return _InProcess(
