@@ -41,8 +41,10 @@ from rewardhub_client._core import (
 )
 from rewardhub_client.errors import (
     APIError,
+    NotFound,
     RequestTimeout,
     TransportError,
+    UnknownReward,
     error_from_response,
 )
 from rewardhub_client.types import (
@@ -271,6 +273,18 @@ class RewardClient(_Base):
         resp = self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
         return RewardCheck.model_validate_json(resp.content)
 
+    def check_if_supported(
+        self, reward: RewardLike, config: Mapping[str, Any] | None = None
+    ) -> RewardCheck | None:
+        """As :meth:`check`, or None from a service too old to have ``/v1/rewards/check``: for callers
+        that check when they can and score either way (the adapters, the trainer)."""
+        try:
+            return self.check(reward, config)
+        except NotFound as exc:
+            if isinstance(exc, UnknownReward):  # any other 404: no such route here
+                raise
+            return None
+
     def health(self) -> dict[str, Any]:
         data: dict[str, Any] = self._request("GET", "/health").json()
         return data
@@ -434,6 +448,17 @@ class AsyncRewardClient(_Base):
         """As :meth:`RewardClient.check`."""
         resp = await self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
         return RewardCheck.model_validate_json(resp.content)
+
+    async def check_if_supported(
+        self, reward: RewardLike, config: Mapping[str, Any] | None = None
+    ) -> RewardCheck | None:
+        """As :meth:`RewardClient.check_if_supported`."""
+        try:
+            return await self.check(reward, config)
+        except NotFound as exc:
+            if isinstance(exc, UnknownReward):  # any other 404: no such route here
+                raise
+            return None
 
     async def health(self) -> dict[str, Any]:
         data: dict[str, Any] = (await self._request("GET", "/health")).json()

@@ -43,6 +43,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "UnknownReward",
+    "cannot_run",
     "error_from_response",
 ]
 
@@ -60,11 +61,20 @@ class RewardUnavailable(RewardHubClientError):
     def __init__(self, url: str, check: Any):
         self.url = url
         self.check = check
-        parts = "; ".join(
-            f"{p.reward!r}" + (f" ({p.where})" if p.where != "reward" else "") + f": {p.message}"
-            for p in check.unavailable
-        )
-        super().__init__(f"the service at {url} cannot run reward {check.name!r}: {parts}")
+        super().__init__(cannot_run(url, check))
+
+
+def cannot_run(url: str, check: Any) -> str:
+    """What a ``not ok`` check says, every part that cannot run in one message (so that one
+    fix-and-retry is enough): ``the service at URL cannot run reward 'prm' (reward.config.components.1.
+    reward): <why, naming the setting>; cannot run reward ...``."""
+    parts = "; ".join(
+        f"cannot run reward {p.reward!r}"
+        + (f" ({p.where})" if p.where != "reward" else "")
+        + f": {p.message}"
+        for p in check.unavailable
+    )
+    return f"the service at {url} {parts}"
 
 
 class TransportError(RewardHubClientError):

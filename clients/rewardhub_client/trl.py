@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient
-from rewardhub_client.errors import NotFound, RewardUnavailable, UnknownReward
+from rewardhub_client.errors import RewardUnavailable
 from rewardhub_client.types import RewardSpec, ScoreItem
 
 __all__ = ["completion_text", "make_reward_func", "prompt_text"]
@@ -115,14 +115,10 @@ def make_reward_func(
 
     async def ensure_runnable(client: AsyncRewardClient) -> None:
         if not checked:
-            try:
-                answer = await client.check(reward, config)
-            except NotFound as exc:
-                if isinstance(exc, UnknownReward):
-                    raise
-                checked.append(None)  # a service without /v1/rewards/check: scoring will tell
-                return
-            checked.append(None if answer.ok else RewardUnavailable(client.base_url, answer))
+            answer = await client.check_if_supported(reward, config)  # None: an older service
+            checked.append(
+                None if answer is None or answer.ok else RewardUnavailable(client.base_url, answer)
+            )
         if checked[0] is not None:
             raise checked[0]
 

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient, RewardClient
-from rewardhub_client.errors import NotFound, RewardUnavailable, UnknownReward
+from rewardhub_client.errors import RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
@@ -163,24 +163,12 @@ def _record(spec: str | RewardSpec, answer: Any) -> None:
 
 def _check_sync(items: Sequence[ScoreItem]) -> None:
     for spec in _unchecked(items):
-        try:
-            answer = _client().check(spec)
-        except NotFound as exc:
-            if isinstance(exc, UnknownReward):
-                raise
-            answer = None
-        _record(spec, answer)
+        _record(spec, _client().check_if_supported(spec))
 
 
 async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) -> None:
     for spec in _unchecked(items):
-        try:
-            answer = await client.check(spec)
-        except NotFound as exc:
-            if isinstance(exc, UnknownReward):
-                raise
-            answer = None
-        _record(spec, answer)
+        _record(spec, await client.check_if_supported(spec))
 
 
 def _to_verl(r: ItemResult) -> dict[str, Any]:

@@ -31,11 +31,11 @@ from rewardhub_client import (
     AsyncRewardClient,
     InvalidRequest,
     ItemResult,
-    NotFound,
     RewardClient,
     ScoreItem,
     UnknownReward,
 )
+from rewardhub_client.errors import cannot_run
 from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion
@@ -86,25 +86,18 @@ def check_service(config: RewardConfig) -> None:
     with RewardClient(config.url, api_key=config.api_key, timeout=config.timeout_s) as client:
         client.wait_until_ready(timeout_s=config.wait_ready_s)
         try:
-            check = client.check(config.name, config.config)
+            check = client.check_if_supported(config.name, config.config)
         except UnknownReward as exc:
             raise ValueError(
                 f"{where} has no reward {config.name!r} (or a part of it): {exc.message}"
             ) from None
         except InvalidRequest as exc:
             raise ValueError(f"{where} rejects the reward config: {exc.message}") from None
-        except NotFound:  # no /v1/rewards/check: an older service
+        if check is None:  # no /v1/rewards/check: an older service
             _check_catalog(client, config, where)
             return
-    if check.unavailable:  # every part that cannot run, so one fix-and-retry is enough
-        raise ValueError(
-            "; ".join(
-                f"{where} cannot run reward {p.reward!r}"
-                + (f" ({p.where})" if p.where != "reward" else "")
-                + f": {p.message}"
-                for p in check.unavailable
-            )
-        )
+    if not check.ok:  # every part that cannot run, so one fix-and-retry is enough
+        raise ValueError(cannot_run(config.url, check))
 
 
 def _check_catalog(client: RewardClient, config: RewardConfig, where: str) -> None:
