@@ -149,13 +149,10 @@ class TransformersBackend(ModelBackend):
             f"|{a['trust_remote_code']}|{self._fingerprint}"
         )
 
-    def _refingerprint(self) -> None:
+    def _process_restarted(self) -> None:
         """Before a restarted model process reloads: the checkpoint may have been saved over since the
         start (a retrained reward model), and the new weights must not be cached as the old ones."""
         self._fingerprint = checkpoint_fingerprint(self.model)
-
-    def _process_restarted(self) -> None:
-        self._refingerprint()
         if self.on_process_restart is not None:
             self.on_process_restart()
 

@@ -91,29 +91,28 @@ class ModelReward(ComposedReward[ConfigT]):
         """The configured backend, able to do what this reward asks of it (:attr:`capability`). Raises
         :class:`BackendUnavailable` naming the setting to set, or what the backend can do instead (an
         ORM named on an embedding backend), so the catalog, ``/v1/rewards/check`` and scoring agree."""
-        backend = self._named_backend(self.backend_name(config))
-        backend.require(self.capability)
-        return backend
+        return self._capable_backend(self.backend_name(config))
 
-    def _named_backend(self, name: str) -> ModelBackend:
+    def _capable_backend(self, name: str) -> ModelBackend:
         hub = self.runtime.models
         if hub is None:
             raise BackendUnavailable("model backends are not available in this runtime")
-        return hub.get(name)
+        backend = hub.get(name)
+        backend.require(self.capability)
+        return backend
+
+    def _why_not(self, name: str) -> str | None:
+        try:
+            self._capable_backend(name)
+        except BackendUnavailable as exc:
+            return str(exc)
+        return None
 
     def unavailable(self) -> str | None:
-        try:
-            self._named_backend(self.default_backend).require(self.capability)
-        except BackendUnavailable as exc:
-            return str(exc)
-        return None
+        return self._why_not(self.default_backend)
 
     def unavailable_for(self, config: ConfigT) -> str | None:
-        try:
-            self.backend(config)
-        except BackendUnavailable as exc:
-            return str(exc)
-        return None
+        return self._why_not(self.backend_name(config))
 
     def is_cacheable(self, config: ConfigT) -> bool:
         if not super().is_cacheable(config):
