@@ -148,6 +148,28 @@ def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
         _close(hf_compute.step_probs(shared, queries[:1]), hf_compute.step_probs(plain, queries[:1]))
 
 
+def test_shared_passes_use_the_cache_argument_the_model_takes(qwen_prm_path: str) -> None:
+    """transformers 5.2x renamed ``past_key_values`` to ``cache``: the old name warned on every shared
+    pass (in the model process's log, once per batch) and stops working in 5.40."""
+    import warnings
+
+    shared = _load(qwen_prm_path, "token_classification", True)
+    tok = shared.tokenizer
+    texts = [
+        hf_compute.render(tok, q.messages or (), generation_prompt=False, keep="<extra_0>")
+        for q in _rollouts()
+    ]
+    seqs = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    tag = tok.convert_tokens_to_ids("<extra_0>")
+    plan = passes.plan(seqs, [s.index(tag) for s in seqs])
+    assert plan is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with hf_compute.inference():
+            rows = passes.run_shared(shared.model, plan, seqs, pad_id=tok.pad_token_id, device="cpu")
+    assert len(rows) == len(seqs)
+
+
 def test_math_shepherd_shared_prefix_equals_plain(shepherd_prm_path: str) -> None:
     shared, plain = _load(shepherd_prm_path, "generate", True), _load(shepherd_prm_path, "generate", False)
     assert shared.share_prefix is True

@@ -42,6 +42,7 @@ __all__ = [
     "Group",
     "Plan",
     "buckets",
+    "cache_kwarg",
     "logits_of",
     "padded",
     "pass_overhead",
@@ -202,6 +203,19 @@ def run_plain(
     return out
 
 
+def cache_kwarg(model: Any) -> str:
+    """The name under which ``model.forward`` takes a key/value cache: ``cache`` in transformers 5.2x
+    (``past_key_values`` still works there, with a FutureWarning per pass, and goes in 5.40),
+    ``past_key_values`` before that and in remote code written for it."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def run_shared(
     model: Any,
     p: Plan,
@@ -219,9 +233,8 @@ def run_shared(
     prefill = DynamicCache()
     # Right-padded and causal: no real token sees a pad, so the prefill needs no mask; the pads' cache
     # entries are masked out in the continuation passes.
-    getattr(model, "base_model", model)(
-        input_ids=prefix_ids.to(device), past_key_values=prefill, use_cache=True
-    )
+    base = getattr(model, "base_model", model)
+    base(input_ids=prefix_ids.to(device), use_cache=True, **{cache_kwarg(base): prefill})
     layers: list[Any] = list(prefill.layers)
     kv = [(layer.keys, layer.values) for layer in layers]
     out: Rows = [(0, None)] * len(seqs)
@@ -239,8 +252,8 @@ def run_shared(
                 input_ids=ids.to(device),
                 attention_mask=torch.cat([prefix_mask[groups], mask], dim=1).to(device),
                 position_ids=(starts + torch.arange(ids.shape[1]).unsqueeze(0)).to(device),
-                past_key_values=cache,
                 use_cache=True,
+                **{cache_kwarg(model): cache},
             )
         )
         for row, i in enumerate(chunk):
