@@ -10,7 +10,7 @@ import pytest
 
 from rewardhub.errors import Overloaded
 from rewardhub.models.batcher import MicroBatcher
-from rewardhub.models.errors import BackendError, BackendTimeout
+from rewardhub.models.errors import BackendError, BackendTimeout, ForwardCrashed
 
 
 def far() -> float:
@@ -191,6 +191,58 @@ async def test_a_failing_chunk_fails_only_its_items() -> None:
     assert isinstance(out[0], BackendError) and isinstance(out[1], BackendError)
     assert "boom" in str(out[1])
     assert out[2:] == ["FINE", "GOOD"]
+    await b.close()
+
+
+class Crasher:
+    """A model that crashes on any pass holding "bad", or (out of memory) on passes over ``fits`` items."""
+
+    def __init__(self, died: bool, fits: int = 100, then: BackendError | None = None):
+        self.calls: list[list[str]] = []
+        self.died, self.fits, self.then = died, fits, then
+
+    async def __call__(self, items: list[str]) -> list[str]:
+        self.calls.append(list(items))
+        if self.then is not None and len(self.calls) > 1:
+            raise self.then
+        if "bad" in items or len(items) > self.fits:
+            raise ForwardCrashed("the model process of 't' died (killed by SIGSEGV)", died=self.died)
+        return [s.upper() for s in items]
+
+
+async def test_a_pass_that_kills_the_model_fails_only_the_item_that_did_it() -> None:
+    """One input that kills the model process failed its whole batch, and did so again on every retry of
+    its request, with new neighbours each time: the pass is retried one item at a time (a dead process
+    reloads its model, so halving would cost more reloads)."""
+    rec = Crasher(died=True)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=8, max_wait_ms=20, queue_max=100)
+    out = await b.submit_many(["a", "b", "bad", "c"], far())
+    assert out[:2] == ["A", "B"] and out[3] == "C"
+    assert (
+        isinstance(out[2], ForwardCrashed) and "SIGSEGV" in str(out[2]) and "this item alone" in str(out[2])
+    )
+    assert rec.calls == [["a", "b", "bad", "c"], ["a"], ["b"], ["bad"], ["c"]]
+    assert b.stats.splits == 1 and b.stats.as_dict()["splits"] == 1
+    await b.close()
+
+
+async def test_an_out_of_memory_pass_is_retried_in_halves() -> None:
+    rec = Crasher(died=False, fits=2)
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=8, max_wait_ms=20, queue_max=100)
+    words = ["p", "q", "r", "s", "t"]
+    assert await b.submit_many(words, far()) == [w.upper() for w in words]
+    assert rec.calls == [words, ["p", "q", "r"], ["p", "q"], ["r"], ["s", "t"]]
+    await b.close()
+
+
+async def test_a_split_stops_when_the_model_fails_otherwise() -> None:
+    """A model that no longer loads after its process died fails the rest of the batch with that error,
+    instead of one more reload attempt per item."""
+    rec = Crasher(died=True, then=BackendError("restarting the model process failed: no such file"))
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=8, max_wait_ms=20, queue_max=100)
+    out = await b.submit_many(["bad", "x", "y"], far())
+    assert all(isinstance(o, BackendError) and "no such file" in str(o) for o in out)
+    assert len(rec.calls) == 2
     await b.close()
 
 

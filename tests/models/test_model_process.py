@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from functools import partial
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from rewardhub.models import hf_compute
 from rewardhub.models.base import StepQuery
-from rewardhub.models.errors import BackendError, InputTooLong, MissingExtra
+from rewardhub.models.batcher import MicroBatcher
+from rewardhub.models.errors import BackendError, ForwardCrashed, InputTooLong, MissingExtra
 from rewardhub.models.model_process import ModelProcess
 from tiny_models import build_tiny_qwen_prm
 
@@ -36,6 +38,60 @@ async def test_model_runs_in_a_child_and_recovers(tmp_path: Path) -> None:
         again = await proc.call(hf_compute.step_probs, [QUERY])  # a fresh process, the model reloaded
         assert again[0] == pytest.approx(first[0], abs=1e-6) and proc.restarts == 1  # 1 item vs a shared pass
     finally:
+        await proc.close()
+
+
+def _poisoned(loaded: object, items: list[str]) -> list[str]:
+    if "poison" in items:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return [x.upper() for x in items]
+
+
+def _out_of_memory(loaded: object, items: list[str]) -> list[int]:
+    import torch
+
+    if len(items) > 2:
+        torch.empty(len(items) << 50, dtype=torch.uint8)  # a real allocator failure, not a raise of ours
+    return [len(x) for x in items]
+
+
+async def test_an_input_that_kills_the_model_process_fails_alone() -> None:
+    """Through the real process boundary: the batch is retried item by item in a fresh process."""
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    b: MicroBatcher[str, object] = MicroBatcher(
+        "t", partial(proc.call, _poisoned), max_batch=8, max_wait_ms=20, queue_max=100
+    )
+    b.start()
+    try:
+        out = await b.submit_many(["a", "poison", "b"], time.monotonic() + 120)
+        assert out[0] == "A" and out[2] == "B"
+        assert isinstance(out[1], ForwardCrashed) and "killed by SIGKILL" in str(out[1])
+        # one reload for the batch's death, one for the item's own: "b" ran in the process after it
+        assert "this item alone" in str(out[1]) and proc.restarts == 2
+        assert await b.submit_many(["c"], time.monotonic() + 120) == ["C"] and proc.restarts == 2
+    finally:
+        await b.close()
+        await proc.close()
+
+
+async def test_a_forward_pass_out_of_memory_is_retried_in_halves() -> None:
+    """torch's allocator failure crosses the pipe as a crash (not a plain error) and the process lives."""
+    proc = ModelProcess("t", _noop)
+    await proc.start()
+    b: MicroBatcher[str, object] = MicroBatcher(
+        "t", partial(proc.call, _out_of_memory), max_batch=8, max_wait_ms=20, queue_max=100
+    )
+    b.start()
+    try:
+        words = ["a", "bb", "ccc", "dddd", "eeeee"]
+        assert await b.submit_many(words, time.monotonic() + 120) == [1, 2, 3, 4, 5]
+        assert b.stats.splits == 2 and proc.restarts == 0
+        with pytest.raises(ForwardCrashed, match="out of memory in the forward pass: .*allocate") as exc:
+            await proc.call(_out_of_memory, words)
+        assert exc.value.died is False
+    finally:
+        await b.close()
         await proc.close()
 
 

@@ -19,7 +19,10 @@ of one model and:
    length so padding is small, splits them so no forward pass exceeds ``max_tokens`` padded tokens, and
    runs each chunk through ``run`` (a coroutine; local models run it in a thread, never on the event loop);
 4. scatters the outputs back to each caller's future. A failing chunk fails only its own items, with the
-   :class:`~rewardhub.models.errors.BackendError` it raised.
+   :class:`~rewardhub.models.errors.BackendError` it raised; a chunk that *crashed*
+   (:class:`~rewardhub.models.errors.ForwardCrashed`: the model process died in it, or it ran out of
+   memory) is retried in parts, so the one item that crashes it fails alone and its neighbours are
+   scored.
 
 ``max_batch=1`` turns batching off (one forward per item), which the benchmark compares against.
 """
@@ -38,7 +41,7 @@ from typing import Generic, TypeVar
 import structlog
 
 from rewardhub.errors import Overloaded
-from rewardhub.models.errors import BackendError, BackendTimeout
+from rewardhub.models.errors import BackendError, BackendTimeout, ForwardCrashed
 
 __all__ = ["BatcherStats", "MicroBatcher"]
 
@@ -56,6 +59,7 @@ class BatcherStats:
     items: int = 0
     dropped: int = 0  # items whose caller gave up before their forward pass
     rejected: int = 0  # items refused because the queue was full
+    splits: int = 0  # crashed passes retried in parts (see MicroBatcher._split)
     sizes: Counter[int] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, object]:
@@ -64,6 +68,7 @@ class BatcherStats:
             "items": self.items,
             "dropped": self.dropped,
             "rejected": self.rejected,
+            "splits": self.splits,
             "max_batch_seen": max(self.sizes, default=0),
         }
 
@@ -310,34 +315,75 @@ class MicroBatcher(Generic[In, Out]):
         for chunk in self._chunks(batch):
             live = [e for e in chunk if not e.future.done()]
             self.stats.dropped += len(chunk) - len(live)
-            if not live:
-                continue
-            self.stats.batches += 1
-            self.stats.items += len(live)
-            self.stats.sizes[len(live)] += 1
-            if self._on_batch is not None:
-                self._on_batch(len(live))
-            started = time.monotonic()
-            try:
-                outputs = await self._run([e.item for e in live])
-                if len(outputs) != len(live):
-                    raise RuntimeError(f"{len(outputs)} outputs for {len(live)} inputs")
-            except asyncio.CancelledError:
-                for e in live:
-                    if not e.future.done():
-                        e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
-                raise
-            except Exception as exc:
-                err = BackendError.of(exc)
-                log.warning(
-                    "batch_failed", batcher=self.name, items=len(live), error=f"{type(exc).__name__}: {err}"
-                )
-                for e in live:
-                    if not e.future.done():
-                        e.future.set_exception(err)
-                continue
-            per_item = (time.monotonic() - started) / len(live)
-            self._item_s = per_item if self._item_s is None else 0.8 * self._item_s + 0.2 * per_item
-            for e, out in zip(live, outputs, strict=True):
+            if live:
+                await self._pass(live)
+
+    async def _pass(self, live: list[_Entry[In, Out]], retried: bool = False) -> BackendError | None:
+        """One forward pass over ``live``; its outputs go to the items' futures. Returns the error the
+        items failed with, if they did (a crash is not returned: it is split and retried, and each item
+        gets its own outcome)."""
+        self.stats.batches += 1
+        self.stats.items += len(live)
+        self.stats.sizes[len(live)] += 1
+        if self._on_batch is not None:
+            self._on_batch(len(live))
+        started = time.monotonic()
+        try:
+            outputs = await self._run([e.item for e in live])
+            if len(outputs) != len(live):
+                raise RuntimeError(f"{len(outputs)} outputs for {len(live)} inputs")
+        except asyncio.CancelledError:
+            for e in live:
                 if not e.future.done():
-                    e.future.set_result(out)
+                    e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
+            raise
+        except ForwardCrashed as exc:
+            if len(live) > 1:
+                await self._split(live, exc)
+                return None
+            err: BackendError = exc
+            if retried:
+                err = ForwardCrashed(
+                    f"{exc}; it did so with this item alone: the input, not its batch", exc.died
+                )
+            return self._fail(live, err)
+        except Exception as exc:
+            return self._fail(live, BackendError.of(exc))
+        per_item = (time.monotonic() - started) / len(live)
+        self._item_s = per_item if self._item_s is None else 0.8 * self._item_s + 0.2 * per_item
+        for e, out in zip(live, outputs, strict=True):
+            if not e.future.done():
+                e.future.set_result(out)
+        return None
+
+    async def _split(self, live: list[_Entry[In, Out]], crash: ForwardCrashed) -> None:
+        """Retry a crashed pass in parts, so that one item that crashes the model (or a batch too large
+        for its memory) no longer fails every neighbour, on every retry of its request.
+
+        A dead process reloads its model before the next pass: the parts are single items, so the
+        reloads are one more per item that kills it (halving would cost one per level). Out of memory
+        reloads nothing: halves, which fit sooner. A part that fails otherwise (the model no longer
+        loads) fails the rest with it instead of trying again for each item."""
+        self.stats.splits += 1
+        log.warning("batch_split", batcher=self.name, items=len(live), died=crash.died, error=str(crash))
+        if crash.died:
+            parts = [[e] for e in live]
+        else:
+            half = (len(live) + 1) // 2
+            parts = [live[:half], live[half:]]
+        for i, part in enumerate(parts):
+            part = [e for e in part if not e.future.done()]
+            if not part:
+                continue
+            err = await self._pass(part, retried=True)
+            if err is not None and not isinstance(err, ForwardCrashed):
+                for rest in parts[i + 1 :]:
+                    self._fail(rest, err)
+                return
+
+    def _fail(self, live: list[_Entry[In, Out]], err: BackendError) -> BackendError:
+        log.warning("batch_failed", batcher=self.name, items=len(live), error=f"{type(err).__name__}: {err}")
+        for e in live:
+            if not e.future.done():
+                e.future.set_exception(err)
+        return err

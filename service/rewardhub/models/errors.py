@@ -8,6 +8,8 @@ invalid item (``backend_error`` or ``timeout``), never a 5xx and never a silent 
     ├── CircuitOpen            the backend failed repeatedly; items fail fast until a probe succeeds
     ├── BackendUnavailable     no such backend, or it is not configured / not loaded (names the setting)
     │   └── MissingExtra       an optional dependency is not installed (names the pip extra)
+    ├── ForwardCrashed         a local forward pass crashed as a whole (the model process died, out of
+    │                          memory): one item or the batch's size can cause it, so it is retried split
     ├── BackendRejected        a server refused this input (HTTP 400/413/422): item-level, server healthy
     └── InputTooLong           the formatted input is longer than the model's context (item-level)
 
@@ -23,6 +25,7 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "CircuitOpen",
+    "ForwardCrashed",
     "InputTooLong",
     "MissingExtra",
 ]
@@ -61,6 +64,39 @@ class MissingExtra(BackendUnavailable):
 
     def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str]]:  # crosses the model-process pipe
         return (MissingExtra, (self.package, self.extra))
+
+
+class ForwardCrashed(BackendError):
+    """A local forward pass failed as a whole in a way that one item or the batch's size can cause: the
+    model process died in it (a segfault on one input, the out-of-memory killer) or it ran out of memory.
+
+    The batcher does not fail the whole batch with it: items that can be scored are, and the one that
+    cannot fails alone (see :meth:`rewardhub.models.batcher.MicroBatcher`). ``died`` says which: a dead
+    process reloads its model before the next pass, so the batch is retried one item at a time (one more
+    reload per item that kills it); out of memory is retried in halves (no reload; smaller passes fit)."""
+
+    def __init__(self, message: str, died: bool):
+        super().__init__(message)
+        self.died = died
+
+    def __reduce__(self) -> tuple[type[ForwardCrashed], tuple[str, bool]]:  # crosses the model-process pipe
+        return (ForwardCrashed, (str(self), self.died))
+
+    @classmethod
+    def out_of_memory(cls, exc: BaseException) -> ForwardCrashed | None:
+        """``exc`` as a crash when it is an allocation failure, else None: torch's ``OutOfMemoryError``
+        (CUDA), the RuntimeError of its CPU allocator ("DefaultCPUAllocator: can't allocate memory"; MPS
+        says "out of memory"), or Python's ``MemoryError``. By name and text, so no torch import."""
+        text = str(exc)
+        if (
+            isinstance(exc, MemoryError)
+            or any(t.__name__ == "OutOfMemoryError" for t in type(exc).__mro__)
+            or (
+                isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+            )
+        ):
+            return cls(f"out of memory in the forward pass: {type(exc).__name__}: {exc}"[:500], died=False)
+        return None
 
 
 class BackendRejected(BackendError):

@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 import structlog
 
-from rewardhub.models.errors import BackendError
+from rewardhub.models.errors import BackendError, ForwardCrashed
 from rewardhub.runtime.process_pool import parent_messages
 
 __all__ = ["ModelProcess"]
@@ -64,7 +64,20 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
                 out = fn(loaded, items)
             conn.send(("ok", out))
         except Exception as exc:  # a batch's failure is reported, the process lives on
-            conn.send(("error", _portable(exc)))
+            oom = ForwardCrashed.out_of_memory(exc)
+            if oom is not None:
+                _release_cached_memory()
+            conn.send(("error", oom or _portable(exc)))
+
+
+def _release_cached_memory() -> None:
+    """After an out-of-memory pass, hand the allocator's cached blocks back, so that the halves the
+    batcher retries start from a clean CUDA heap instead of a fragmented one."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _portable(exc: BaseException) -> BackendError:
@@ -127,6 +140,8 @@ class ModelProcess:
         except asyncio.CancelledError:  # its "loaded" would later be read as a batch's reply
             self._drop()
             raise
+        except ForwardCrashed as exc:  # it died loading: no batch's fault, and no batch to split
+            raise BackendError(f"{exc} while loading the model") from None
         if kind != "loaded":
             await self.close()
             _raise(payload)
@@ -161,7 +176,7 @@ class ModelProcess:
             raise await self._died() from None
         return msg
 
-    async def _died(self) -> BackendError:
+    async def _died(self) -> ForwardCrashed:
         """Forget a child whose pipe closed, and say how it ended. Its exit status is read after a
         short wait: at the pipe's end of file the child is usually not reaped yet, and every crash (an
         out-of-memory kill included) read "exit code None"."""
@@ -171,7 +186,7 @@ class ModelProcess:
                 await asyncio.to_thread(proc.join, 2.0)
         code = proc.exitcode if proc is not None else None
         self._drop()
-        return BackendError(f"the model process of {self.name!r} died ({_ending(code)})")
+        return ForwardCrashed(f"the model process of {self.name!r} died ({_ending(code)})", died=True)
 
     async def call(self, fn: Callable[[Any, list[Any]], list[Any]], items: list[Any]) -> list[Any]:
         """Run ``fn(loaded, items)`` in the model process (``fn`` is pickled by reference)."""

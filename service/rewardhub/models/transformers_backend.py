@@ -39,7 +39,7 @@ from rewardhub.models.base import (
     StepQuery,
 )
 from rewardhub.models.batcher import MicroBatcher
-from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, ForwardCrashed
 from rewardhub.models.fingerprint import checkpoint_fingerprint, local_dir
 from rewardhub.models.model_process import ModelProcess
 
@@ -343,7 +343,13 @@ class TransformersBackend(ModelBackend):
     def _call(fn: Callable[[Any, list[Any]], list[T]], loaded: Any, items: list[Any]) -> list[T]:
         """On the model thread: no autograd graph (grad mode is thread-local, so set per call)."""
         with hf_compute.inference():
-            return fn(loaded, items)
+            try:
+                return fn(loaded, items)
+            except Exception as exc:
+                oom = ForwardCrashed.out_of_memory(exc)
+                if oom is None:
+                    raise
+                raise oom from exc  # the batcher retries it in halves
 
     async def _run_chat(self, requests: list[ChatRequest]) -> list[Completion | BackendError]:
         # One generate() per sampling configuration: temperature and max_tokens are per call.
@@ -354,6 +360,8 @@ class TransformersBackend(ModelBackend):
         for idx in groups.values():
             try:
                 results = await self._run(self._compute("chat"), [requests[i] for i in idx])
+            except ForwardCrashed:  # the batcher splits the batch: the item that crashes fails alone
+                raise
             except Exception as exc:  # one group's failure is its own items' (not the other requests')
                 results = [BackendError.of(exc)] * len(idx)
             for i, res in zip(idx, results, strict=True):
