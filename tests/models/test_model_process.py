@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,44 +58,44 @@ def _out_of_memory(loaded: object, items: list[str]) -> list[int]:
     return [len(x) for x in items]
 
 
-async def test_an_input_that_kills_the_model_process_fails_alone() -> None:
-    """Through the real process boundary: the batch is retried item by item in a fresh process."""
-    proc = ModelProcess("t", _nothing)
+@contextlib.asynccontextmanager
+async def _batched(
+    fn: Callable[[object, list[str]], list[object]],
+) -> AsyncIterator[tuple[ModelProcess, Any]]:
+    """A real model process behind a real batcher, as a backend wires them."""
+    proc = ModelProcess("t", _noop)
     await proc.start()
     b: MicroBatcher[str, object] = MicroBatcher(
-        "t", partial(proc.call, _poisoned), max_batch=8, max_wait_ms=20, queue_max=100
+        "t", partial(proc.call, fn), max_batch=8, max_wait_ms=20, queue_max=100
     )
     b.start()
     try:
+        yield proc, b
+    finally:
+        await b.close()
+        await proc.close()
+
+
+async def test_an_input_that_kills_the_model_process_fails_alone() -> None:
+    """Through the real process boundary: the batch is retried item by item in a fresh process."""
+    async with _batched(_poisoned) as (proc, b):
         out = await b.submit_many(["a", "poison", "b"], time.monotonic() + 120)
         assert out[0] == "A" and out[2] == "B"
         assert isinstance(out[1], ForwardCrashed) and "killed by SIGKILL" in str(out[1])
         # one reload for the batch's death, one for the item's own: "b" ran in the process after it
         assert "this item alone" in str(out[1]) and proc.restarts == 2
         assert await b.submit_many(["c"], time.monotonic() + 120) == ["C"] and proc.restarts == 2
-    finally:
-        await b.close()
-        await proc.close()
 
 
 async def test_a_forward_pass_out_of_memory_is_retried_in_halves() -> None:
     """torch's allocator failure crosses the pipe as a crash (not a plain error) and the process lives."""
-    proc = ModelProcess("t", _noop)
-    await proc.start()
-    b: MicroBatcher[str, object] = MicroBatcher(
-        "t", partial(proc.call, _out_of_memory), max_batch=8, max_wait_ms=20, queue_max=100
-    )
-    b.start()
-    try:
+    async with _batched(_out_of_memory) as (proc, b):
         words = ["a", "bb", "ccc", "dddd", "eeeee"]
         assert await b.submit_many(words, time.monotonic() + 120) == [1, 2, 3, 4, 5]
         assert b.stats.splits == 2 and proc.restarts == 0
         with pytest.raises(ForwardCrashed, match="out of memory in the forward pass: .*allocate") as exc:
             await proc.call(_out_of_memory, words)
         assert exc.value.died is False
-    finally:
-        await b.close()
-        await proc.close()
 
 
 def _die(loaded: object, items: list[object]) -> list[object]:
