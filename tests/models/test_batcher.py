@@ -246,6 +246,23 @@ async def test_a_split_stops_when_the_model_fails_otherwise() -> None:
     await b.close()
 
 
+async def test_closing_mid_batch_answers_every_item_taken_from_the_queue() -> None:
+    """Only the pass in flight was failed on close: the batch's later chunks had left the queue and
+    were in no pass yet, so their callers waited out their deadlines for an answer that never came."""
+    rec = Recorder(delay_s=5.0)
+    b: MicroBatcher[str, str] = MicroBatcher(
+        "t", rec, max_batch=8, max_wait_ms=0, queue_max=100, length=lambda s: 10, max_tokens=20
+    )
+    b.start()
+    job = asyncio.create_task(b.submit_many(["w", "x", "y", "z"], far()))
+    while not rec.calls:
+        await asyncio.sleep(0.01)
+    await b.close()
+    out = await asyncio.wait_for(job, 5.0)  # the old code answered at the deadline, 10 s
+    assert [len(c) for c in rec.calls] == [2]
+    assert all(isinstance(o, BackendError) and "shutting down" in str(o) for o in out)
+
+
 async def test_an_empty_queue_takes_a_request_larger_than_its_limit() -> None:
     """Refusing it would be a 429 that no retry could ever get past."""
     rec = Recorder()

@@ -312,11 +312,17 @@ class MicroBatcher(Generic[In, Out]):
         return chunks
 
     async def _run_batch(self, batch: list[_Entry[In, Out]]) -> None:
-        for chunk in self._chunks(batch):
-            live = [e for e in chunk if not e.future.done()]
-            self.stats.dropped += len(chunk) - len(live)
-            if live:
-                await self._pass(live)
+        try:
+            for chunk in self._chunks(batch):
+                live = [e for e in chunk if not e.future.done()]
+                self.stats.dropped += len(chunk) - len(live)
+                if live:
+                    await self._pass(live)
+        except asyncio.CancelledError:  # closing: every item taken from the queue gets an answer, not
+            for e in batch:  # only the pass in flight (the later chunks and parts waited until deadline)
+                if not e.future.done():
+                    e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
+            raise
 
     async def _pass(self, live: list[_Entry[In, Out]], retried: bool = False) -> BackendError | None:
         """One forward pass over ``live``; its outputs go to the items' futures. Returns the error the
@@ -332,11 +338,6 @@ class MicroBatcher(Generic[In, Out]):
             outputs = await self._run([e.item for e in live])
             if len(outputs) != len(live):
                 raise RuntimeError(f"{len(outputs)} outputs for {len(live)} inputs")
-        except asyncio.CancelledError:
-            for e in live:
-                if not e.future.done():
-                    e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
-            raise
         except ForwardCrashed as exc:
             if len(live) > 1:
                 await self._split(live, exc)
