@@ -112,3 +112,38 @@ def test_json_logs_carry_request_ids(live_server_factory: Any) -> None:
     traced = [rec for rec in lines if rec.get("request_id") == "trace-abc-123"]
     assert traced and traced[0]["path"] == "/v1/score" and traced[0]["status"] == 200
     assert all("timestamp" in rec and "level" in rec for rec in lines)
+
+
+async def test_model_process_killed_mid_batch_is_rescored_not_failed(
+    make_app: Any, qwen_prm_path: str
+) -> None:
+    """The out-of-memory killer takes the PRM's model process while a batch is in it. Every item of that
+    batch came back backend_error; the batch is now retried item by item in a fresh process, and since no
+    item caused the death, all are scored, with the same scores as before the kill."""
+    items = [
+        {"id": str(k), "prompt": "What is 2 + 2?", "response": f"2 + 2 = 4.\n\nStep {k}.\n\nSo \\boxed{{4}}."}
+        for k in range(6)
+    ]
+    body = {"reward": "prm", "items": items, "options": {"use_cache": False}}
+    async with make_app(prm_model=qwen_prm_path, item_timeout_s=120) as c:
+        first = (await c.post("/v1/score", json=body)).json()["results"]
+        assert all(r["valid"] for r in first), first
+        backend = c.app.state.runtime.models.get("prm")  # type: ignore[attr-defined]
+        batcher, pid = backend.batchers["steps"], backend._process._proc.pid
+        passes = batcher.stats.batches
+        os.kill(pid, signal.SIGSTOP)  # frozen, so the next batch is surely in it when it dies
+        try:
+            pending = asyncio.create_task(c.post("/v1/score", json=body))
+            for _ in range(500):
+                if batcher.stats.batches > passes:
+                    break
+                await asyncio.sleep(0.02)
+            assert batcher.stats.batches == passes + 1, "the batch never reached the model process"
+        finally:
+            os.kill(pid, signal.SIGKILL)
+        resp = await pending
+        assert resp.status_code == 200
+        again = resp.json()["results"]
+        assert [r["valid"] for r in again] == [True] * 6, again
+        assert [r["score"] for r in again] == pytest.approx([r["score"] for r in first], abs=1e-5)
+        assert batcher.stats.splits == 1 and backend._process.restarts == 1
