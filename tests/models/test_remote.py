@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -379,3 +381,56 @@ async def test_the_hub_tells_a_remote_backend_which_setting_configured_it(tmp_pa
             assert str(info.value).endswith(f"(called {root}/chat/completions, configured by {origin})")
     finally:
         await hub.close()
+
+
+@contextmanager
+def _never_accepting() -> Iterator[str]:
+    """The API base of a host that never completes a connection, like one that is down or firewalled
+    (its SYNs dropped): a listening socket whose accept queue is full (Linux then drops new SYNs)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    queued = socket.create_connection(("127.0.0.1", port))  # fills the accept queue
+    probe = socket.socket()
+    probe.settimeout(0.3)
+    try:
+        probe.connect(("127.0.0.1", port))
+        hangs = False
+    except TimeoutError:
+        hangs = True
+    except OSError:
+        hangs = False
+    probe.close()
+    try:
+        if not hangs:
+            pytest.skip("this system does not drop the SYNs of a full accept queue")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        queued.close()
+        server.close()
+
+
+async def test_a_host_that_never_accepts_opens_the_breaker_under_short_deadlines() -> None:
+    """A judge host that is down (its SYNs dropped) with items whose deadline is shorter than the
+    backend's timeout_s: every attempt counted as "cut short by the caller", so the breaker never
+    opened and every item of every step waited its whole deadline; the message did not name the URL
+    either. A server that is up accepts a connection at once, however busy its model: no connection in
+    the time given is the server's failure. Found in review."""
+    with _never_accepting() as root:
+        b = OpenAIBackend("judge", root, "m", None, RemoteOptions(max_retries=0, breaker_failures=1))
+        b.origin = "REWARDHUB_JUDGE_URL"
+        await b.start()
+        try:
+            with pytest.raises(BackendTimeout) as info:
+                await b.chat(REQ, time.monotonic() + 2.5)  # under 90% of the default 60 s timeout_s
+            assert b.client.breaker.describe()["state"] == "open"
+            with pytest.raises(CircuitOpen):
+                await b.chat(REQ, time.monotonic() + 2.5)
+        finally:
+            await b.close()
+    message = str(info.value)
+    assert "no connection" in message
+    assert message.endswith(f"(called {root}/chat/completions, configured by REWARDHUB_JUDGE_URL)")

@@ -14,7 +14,9 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    a slot is not the server's fault and is never counted; neither is a caller that gave up, nor an
    attempt cut short by the item's deadline well before the backend's own ``timeout_s`` was up (under
    90% of it left, ``_CALLERS_SHARE``): a slow but healthy judge must not be tripped by its
-   short-deadline callers, the breaker is every caller's. A call whose earlier attempt had failed
+   short-deadline callers, the breaker is every caller's. But an attempt that made no connection in
+   ``_CONNECT_S`` or more counts whatever cut it (a server that is up accepts one at once: the host is
+   down or dropping packets), and its message names the URL. A call whose earlier attempt had failed
    counts as that failure. An answer that refuses the *input* (400, 413, 422) is the item's problem
    and shows the server healthy: it is :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
    phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried), else
@@ -62,6 +64,11 @@ _MIN_ATTEMPT_S = 0.05
 # REWARDHUB_BACKEND_TIMEOUT_S are both 60 s, so the first attempt always has a little less than timeout_s
 # left, and a server that hung would never have opened the breaker.
 _CALLERS_SHARE = 0.9
+# An attempt that got at least this long and made no connection is the server's failure, whatever limited
+# it: a server that is up completes the TCP (and TLS) handshake in milliseconds however busy its model is,
+# and one lost SYN costs a second (Linux's first retransmission), so a host that is down or firewalled is
+# told from a slow judge even under callers' short deadlines.
+_CONNECT_S = 2.0
 # Statuses that refuse the input itself, and how servers say the input exceeds the context: vLLM and
 # OpenAI ("maximum context length is", "maximum model length"), SGLang ("the model's context length"),
 # OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096", "`inputs` must have
@@ -152,6 +159,21 @@ class _NoTimeLeft(_CallerOutOfTime):
 class _NotFound(BackendError):
     """The server has no such endpoint (HTTP 404 or 405): a wrong URL, or an optional endpoint it was
     not started with. The server answered, so the breaker does not count it."""
+
+
+class _Phase:
+    """httpcore's ``trace`` hook for one attempt: whether it is still making its connection (TCP
+    connect or TLS handshake), as opposed to waiting for the server's answer on an open one. A step cut
+    by the timeout ends as ``.failed``, so only ``.complete`` ends the connecting."""
+
+    def __init__(self) -> None:
+        self.connecting = False
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.startswith(("connection.connect_tcp.", "connection.start_tls.")):
+            self.connecting = not event.endswith(".complete")
+        elif event.endswith(".send_request_headers.started"):
+            self.connecting = False
 
 
 class _OutOfTime(stop_base):
@@ -312,15 +334,26 @@ class RemoteClient:
         timeout = min(self.options.timeout_s, left)
         cut_by_caller = left < self.options.timeout_s * _CALLERS_SHARE  # the item's deadline limits it
         self.calls += 1
+        phase = _Phase()
         try:
             content = None if payload is None else orjson.dumps(payload)
             # httpx's timeout bounds each phase (connect, each read), not the call: a server that
             # trickles its answer would run past the deadline, so the whole attempt is bounded too
             async with asyncio.timeout(timeout):
-                resp = await client.request(method, path, content=content, timeout=timeout)
+                resp = await client.request(
+                    method, path, content=content, timeout=timeout, extensions={"trace": phase}
+                )
         except (httpx.TimeoutException, TimeoutError) as exc:
-            # no connection at all within the time: the address may be wrong (a host that drops packets)
-            called = self._called(path) if isinstance(exc, httpx.ConnectTimeout) else ""
+            # no connection at all within the time: the address may be wrong, or the host down (its
+            # packets dropped). Told by the phase the attempt was in: the guard above fires before
+            # httpx's own ConnectTimeout, which therefore never said it.
+            unconnected = phase.connecting or isinstance(exc, httpx.ConnectTimeout)
+            called = self._called(path) if unconnected else ""
+            if unconnected and timeout >= _CONNECT_S:
+                failed = f"backend {self.name!r}: no connection to the server in {timeout:.1f}s{called}"
+                if time.monotonic() >= deadline - _MIN_ATTEMPT_S:
+                    raise BackendTimeout(failed) from None
+                raise _TimedOut(failed) from None
             if cut_by_caller:
                 raise _CallerOutOfTime(
                     f"backend {self.name!r} did not answer {path} before the item's deadline "
