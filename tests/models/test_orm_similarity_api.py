@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from conftest import RedisProcess
 from fake_openai import serve_app
@@ -319,6 +319,34 @@ async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_on
         results[1]["details"]
     )
     assert sent == [3, 1, 1, 1]  # one batched request; texts on their own only after its refusal
+
+
+async def test_a_request_too_large_for_a_proxy_is_sent_again_in_parts(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    """A proxy in front of the server (nginx's default client_max_body_size is 1 MB) or the server itself
+    answers 413 to a request body over its limit: a step's batch of long rollouts failed every item with
+    backend_error, though each text alone fits. The texts are asked for alone, as after a context
+    overflow. Found in review."""
+    app = FastAPI()
+    sent: list[int] = []
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Any:
+        raw = await request.body()
+        texts = json.loads(raw)["input"]
+        sent.append(len(texts))
+        if len(raw) > 150:
+            page = "<html><head><title>413 Request Entity Too Large</title></head><body>nginx</body></html>"
+            return Response(page, status_code=413, media_type="text/html")
+        vectors = [[1.0, float(len(t)), 0.5] for t in texts]
+        return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+    async with embedding_server(make_app, app, tmp_path) as client:
+        items = [{"response": t * 60, "reference": t * 50} for t in "ab"]
+        results = await run(client, "similarity", items)
+    assert all(r["valid"] for r in results), results
+    assert sent == [4, 1, 1, 1, 1]  # the batch, then each text alone
 
 
 async def test_a_refusal_of_the_whole_request_is_not_sent_again_text_by_text(

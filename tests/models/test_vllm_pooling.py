@@ -58,6 +58,7 @@ def vllm_app(
     served_model: str | None = None,
     raw_by_default: bool = False,
     classify_max_chars: int | None = None,
+    pooling_max_inputs: int | None = None,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
@@ -66,7 +67,9 @@ def vllm_app(
     the rows at the ``<extra_0>`` tokens only. ``served_model``: as vLLM, a request that names another
     model is a 404 (one that names none is served). ``raw_by_default``: a server whose pooler applies no
     activation unless the request says ``use_activation: true``; its raw rows are the logits
-    ``[1 - p, p]``, which look like probabilities but are not (the softmax of them is)."""
+    ``[1 - p, p]``, which look like probabilities but are not (the softmax of them is).
+    ``pooling_max_inputs``: answer a /pooling request with more inputs 413, as a proxy in front of the
+    server does to a body over its size limit."""
     from fastapi.responses import JSONResponse
     from transformers import AutoTokenizer
 
@@ -108,6 +111,9 @@ def vllm_app(
         seen.append(("/pooling", body))
         if (refused := unknown_model(body)) is not None:
             return refused
+        if pooling_max_inputs is not None and len(body["input"]) > pooling_max_inputs:
+            page = "<html><head><title>413 Request Entity Too Large</title></head></html>"
+            return JSONResponse(page, status_code=413)
         for ids in body["input"]:
             if len(ids) > max_model_len:
                 msg = f"This model's maximum context length is {max_model_len} tokens. However, you requested {len(ids)} tokens."
@@ -289,6 +295,21 @@ async def test_a_prm_input_past_the_context_fails_alone(make_app: MakeApp, qwen_
     assert "max_model_len 100" in res[1]["details"]["message"]
     pooled = [b for path, b in seen if path == "/pooling"]
     assert len(pooled) == 1 and len(pooled[0]["input"]) == 1
+
+
+async def test_a_pooling_request_too_large_for_a_proxy_is_sent_again_in_parts(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A step's rollouts go to /pooling as one request of token ids, megabytes for a large batch: a
+    proxy's body limit (nginx's default is 1 MB) answered 413 and every item failed with backend_error,
+    though each rollout alone fits. The inputs are sent again alone. Found in review."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with serve_app(vllm_app(qwen_prm_path, seen, pooling_max_inputs=1)) as url:
+        async with make_app(prm_url=url, prm_model="prm") as client:
+            items = [{"prompt": "Q?", "response": "a\n\nb"}, {"prompt": "Q2", "response": "x"}]
+            res = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()["results"]
+    assert [(r["valid"], len(r["details"].get("steps", []))) for r in res] == [(True, 2), (True, 1)], res
+    assert [len(b["input"]) for path, b in seen if path == "/pooling"] == [2, 1, 1]
 
 
 async def test_pooling_rows_of_an_unexpected_shape_are_a_backend_error(

@@ -10,8 +10,9 @@ invalid item (``backend_error`` or ``timeout``), never a 5xx and never a silent 
     │   └── MissingExtra       an optional dependency is not installed (names the pip extra)
     ├── ForwardCrashed         a local forward pass crashed as a whole (the model process died, out of
     │                          memory): one item or the batch's size can cause it, so it is retried split
-    ├── BackendRejected        a server refused this input (HTTP 400/413/422): item-level, server healthy
-    └── InputTooLong           the formatted input is longer than the model's context (item-level)
+    ├── BackendRejected        a server refused this input (HTTP 400/422): item-level, server healthy
+    └── InputTooLong           the formatted input is longer than the model's context, or the request is
+                               over a size limit (HTTP 413): item-level, a batch is sent again in parts
 
 A full batcher queue is not a backend failure but back-pressure on the whole request:
 :class:`rewardhub.errors.Overloaded` (429 with Retry-After).
@@ -100,7 +101,7 @@ class ForwardCrashed(BackendError):
 
 
 class BackendRejected(BackendError):
-    """A server answered that this input is invalid (HTTP 400, 413, 422).
+    """A server answered that this input is invalid (HTTP 400, 422).
 
     The server is up and answering, so the circuit breaker counts it as a success: a GRPO group of
     over-long rollouts must not open the breaker and fail every other item for its cool-down."""

@@ -19,7 +19,8 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    down or dropping packets), and its message names the URL. A call whose earlier attempt had failed
    counts as that failure. An answer that refuses the *input* (400, 413, 422) is the item's problem
    and shows the server healthy: it is :class:`~rewardhub.models.errors.InputTooLong` when the server says the context is exceeded (the
-   phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried), else
+   phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried) or
+   that the request is too large (413, from the server or a proxy in front of it), else
    :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
    does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server).
 
@@ -377,6 +378,10 @@ class RemoteClient:
         status = resp.status_code
         if status >= 400:
             answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
+            if status == 413:
+                # the request's body is over a size limit (the server's, or a proxy's in front of it:
+                # nginx's default is 1 MB): a batch of long rollouts, which its inputs alone may fit
+                raise InputTooLong(f"{answered} (the request is larger than the server accepts)")
             if status in _INPUT_STATUSES or status == 500:
                 # a context overflow is the input's problem whatever the status: never retried
                 if _CONTEXT_EXCEEDED.search(resp.text[:2000]):
@@ -456,9 +461,9 @@ async def split_on_refusal(
     call: Callable[[Sequence[In]], Awaitable[list[Out]]], inputs: Sequence[In]
 ) -> list[Out | BackendError]:
     """``call(inputs)`` as one request, or, when the server refuses the whole batch for its inputs
-    (vLLM and OpenAI answer 400 when one input exceeds the model's context), each input alone: only the
-    refused ones fail, where one long rollout failed every item of its batch. The common case stays one
-    request."""
+    (vLLM and OpenAI answer 400 when one input exceeds the model's context; a proxy answers 413 to a
+    body over its size limit), each input alone: only the refused ones fail, where one long rollout, or
+    a large batch, failed every item of it. The common case stays one request."""
     try:
         return list(await call(inputs))
     except InputTooLong:  # not any 400: one about the request itself (a model name) would fail N times more

@@ -186,29 +186,16 @@ class VLLMPoolingBackend(RemoteBackend):
             todo.append((i, token_ids, positions))
         if not todo:
             return out
-        # Probabilities asked for, not guessed: a pooler configured without an activation answers logits,
-        # and logits that happen to lie in [0, 1] and sum to 1 would pass for probabilities.
-        payload = {
-            **self.model_field,
-            "input": [t for _, t, _ in todo],
-            "task": "token_classify",
-            "use_activation": True,
-        }
         try:
-            answer = await self.client.post("/pooling", payload, deadline)
-            per_input = [d["data"] for d in sorted(answer["data"], key=lambda d: d["index"])]
-            if len(per_input) != len(todo):
-                raise ValueError(f"{len(per_input)} outputs for {len(todo)} inputs")
+            per_input = await split_on_refusal(
+                lambda batch: self._pool(batch, deadline), [t for _, t, _ in todo]
+            )
         except BackendError as exc:
-            for i, _, _ in todo:
-                out[i] = exc
-            return out
-        except (KeyError, TypeError, ValueError) as exc:
-            err = BackendError(f"backend {self.name!r}: malformed /pooling answer ({exc!r})")
-            for i, _, _ in todo:
-                out[i] = err
-            return out
+            per_input = [exc for _ in todo]
         for (i, token_ids, positions), rows in zip(todo, per_input, strict=True):
+            if isinstance(rows, BackendError):
+                out[i] = rows
+                continue
             try:
                 q = queries[i]
                 at = step_rows(len(rows), len(token_ids), positions)
@@ -220,6 +207,29 @@ class VLLMPoolingBackend(RemoteBackend):
             except (IndexError, KeyError, TypeError, ValueError) as exc:
                 out[i] = BackendError(f"backend {self.name!r}: malformed /pooling rows ({exc!r})")
         return out
+
+    async def _pool(self, inputs: Sequence[list[int]], deadline: float) -> list[Any]:
+        """The per-token rows of each input, from one ``/pooling`` request. A batch the server refuses
+        for its size (413 from a proxy: megabytes of token ids) is sent again in parts by the caller."""
+        # Probabilities asked for, not guessed: a pooler configured without an activation answers logits,
+        # and logits that happen to lie in [0, 1] and sum to 1 would pass for probabilities.
+        payload = {
+            **self.model_field,
+            "input": list(inputs),
+            "task": "token_classify",
+            "use_activation": True,
+        }
+        answer = await self.client.post("/pooling", payload, deadline)
+        try:
+            per_input = [d["data"] for d in sorted(answer["data"], key=lambda d: d["index"])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"backend {self.name!r}: malformed /pooling answer ({exc!r})") from None
+        if len(per_input) != len(inputs):
+            raise BackendError(
+                f"backend {self.name!r}: malformed /pooling answer ({len(per_input)} outputs for "
+                f"{len(inputs)} inputs)"
+            )
+        return per_input
 
     async def _tokenize(
         self, clean: Scrubber, q: StepQuery, deadline: float
