@@ -39,6 +39,20 @@ async def test_retries_transient_failures(judge_server: FakeJudge) -> None:
     await b.close()
 
 
+async def test_a_408_is_retried(judge_server: FakeJudge) -> None:
+    """408 Request Timeout (a proxy or server that gave up waiting for the request, RFC 9110: "the
+    client MAY repeat that request") failed the item at once and counted against the breaker, where a
+    retry succeeds; the OpenAI SDK retries it too. Found in review."""
+    answers = iter([Reply(status=408), Reply("Score: 4")])
+    judge_server.reply = lambda body: next(answers)
+    b = await backend(judge_server, max_retries=2, breaker_failures=1)
+    try:
+        assert (await b.chat(REQ, time.monotonic() + 5)).text == "Score: 4"
+    finally:
+        await b.close()
+    assert judge_server.calls == 2 and b.client.breaker.describe()["state"] == "closed"
+
+
 async def test_client_errors_are_not_retried_and_garbage_is_an_error(judge_server: FakeJudge) -> None:
     judge_server.reply = always("", status=400)
     b = await backend(judge_server, max_retries=3)

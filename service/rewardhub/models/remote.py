@@ -6,7 +6,7 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    deadline, so a slow server is never sent more than it can take and queued items don't pile up;
 2. asks the :class:`~rewardhub.models.breaker.CircuitBreaker`; an open breaker fails the call at once;
 3. POSTs with a per-attempt timeout of ``min(timeout_s, time left)``, and retries (tenacity,
-   exponential backoff with jitter) connection errors, timeouts, 429 and 5xx answers, up to
+   exponential backoff with jitter) connection errors, timeouts, 408, 429 and 5xx answers, up to
    ``max_retries`` times and never past the deadline; a call whose last attempt timed out raises
    :class:`~rewardhub.models.errors.BackendTimeout` (the item is ``timeout``) whichever limit ran out,
    the item's deadline or the backend's ``timeout_s``, and its message says which;
@@ -77,6 +77,9 @@ _CONNECT_S = 2.0
 # exceed_context_size_error; some versions answer it with a 500), llama-cpp-python ("exceed context
 # window"), Anthropic's compatibility layer ("prompt is too long").
 _INPUT_STATUSES = frozenset({400, 413, 422})
+# Answers worth another attempt besides 5xx: 429 (come back later), and 408 (a server or proxy that gave
+# up waiting for the request; RFC 9110 lets the client repeat it, and the OpenAI SDK does).
+_RETRYABLE_STATUSES = frozenset({408, 429})
 _CONTEXT_EXCEEDED = re.compile(
     r"context length|maximum model length|context_length_exceeded|must be <= \d+|must have less than \d+ tokens"
     r"|context size|context window|prompt is too long",
@@ -96,7 +99,7 @@ class RemoteOptions:
 
 
 class _Retryable(BackendError):
-    """A failure worth another attempt (connection, timeout, 429, 5xx); ``retry_after``: the wait the
+    """A failure worth another attempt (connection, timeout, 408, 429, 5xx); ``retry_after``: the wait the
     server asked for (its ``Retry-After`` header), in seconds."""
 
     def __init__(self, message: str, retry_after: float | None = None):
@@ -388,7 +391,7 @@ class RemoteClient:
                     raise InputTooLong(answered)
                 if status in _INPUT_STATUSES:
                     raise BackendRejected(answered)
-            if status == 429 or status >= 500:
+            if status in _RETRYABLE_STATUSES or status >= 500:
                 raise _Retryable(answered, _retry_after(resp))
             if status in (404, 405):
                 # most often the URL itself (an OpenAI API base without its /v1): show the one called,
