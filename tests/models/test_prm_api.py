@@ -55,7 +55,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.4.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.5.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -258,3 +258,32 @@ async def test_math_shepherd_keeps_words_that_contain_its_tag(
         assert len(words["details"]["steps"]) == 2 and len(typed["details"]["steps"]) == 2
         w, m = ([s["score"] for s in r["details"]["steps"]] for r in (words, mangled))
         assert w != pytest.approx(m, abs=1e-6)  # the words reached the model whole
+
+
+@pytest.mark.parametrize("convention", ["qwen", "math_shepherd"])
+async def test_a_step_of_only_the_tokenizer_s_own_control_tokens_is_no_step(
+    make_app: MakeApp, qwen_prm_path: str, shepherd_prm_path: str, convention: str
+) -> None:
+    """ "<pad>" is a special token of the tiny models' tokenizer but none of the generic control-token
+    shapes: the service kept it as a step, the model process removed it, and the model scored an empty
+    step (a score for writing nothing, and a response of only "<pad>" a scored one). The tokenizer's
+    own special tokens now decide, as they decide what reaches the model: such a step is no step, as an
+    empty one is, and a question of only them is no question."""
+    path = qwen_prm_path if convention == "qwen" else shepherd_prm_path
+    padded = "a\n\n<pad>\n\n<pad> <pad>\n\nb"
+    async with make_app(prm_model=path, prm_convention=convention) as client:
+        alone, mixed, plain, no_question = await prm(
+            client,
+            [
+                {"prompt": QUESTION, "response": "<pad>"},
+                {"prompt": QUESTION, "response": padded},
+                {"prompt": QUESTION, "response": "a\n\nb"},
+                {"prompt": "<pad>", "response": "a\n\nb"},
+            ],
+        )
+        assert (alone["valid"], alone["score"], alone["reason"]) == (True, 0.0, "no_answer"), alone
+        assert alone["details"]["steps"] == []
+        steps = mixed["details"]["steps"]
+        assert [padded[s["start"] : s["end"]] for s in steps] == ["a", "b"], mixed
+        assert [s["score"] for s in steps] == pytest.approx([s["score"] for s in plain["details"]["steps"]])
+        assert (no_question["valid"], no_question["reason"]) == (False, "unsupported"), no_question

@@ -24,9 +24,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+
+if TYPE_CHECKING:  # specials imports Message from here
+    from rewardhub.models.specials import Scrubber
 
 __all__ = [
     "Capability",
@@ -197,6 +200,17 @@ class ModelBackend:
             raise BackendUnavailable(
                 f"backend {self.name!r} ({self.kind}) cannot do {capability!r}; it can do: {can}"
             )
+
+    async def cleaner(self, deadline: float) -> Scrubber:
+        """How this backend removes control-token strings from user text before its tokenizer sees it.
+
+        A reward that must know what of a text reaches the model (a PRM step of only control tokens is
+        an empty step there) asks the backend, whose tokenizer decides: the generic shapes here, the
+        tokenizer's own special tokens where the backend knows them. May load the model (``deadline``).
+        """
+        from rewardhub.models.specials import GENERIC
+
+        return GENERIC
 
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
         self.require("chat")

@@ -40,11 +40,20 @@ log = structlog.get_logger("rewardhub.models.process")
 
 
 def _describe(loaded: Any) -> dict[str, Any]:
-    return {
+    """The loaded model's facts for the service process, and its tokenizer's special-token strings:
+    what the model process removes from user text, which the service needs to tell what of a text
+    reaches the model (a PRM step of only such strings is an empty step there)."""
+    info = {
         k: getattr(loaded, k)
         for k in ("device", "dtype", "max_length", "task", "share_prefix", "pass_overhead")
         if hasattr(loaded, k)
     }
+    tok = getattr(loaded, "tokenizer", None)
+    if tok is not None:
+        from rewardhub.models.hf_compute import special_strings
+
+        info["specials"] = list(special_strings(tok))
+    return info
 
 
 def _child(conn: Connection, loader: Callable[[], Any]) -> None:

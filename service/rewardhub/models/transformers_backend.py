@@ -42,6 +42,7 @@ from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, ForwardCrashed
 from rewardhub.models.fingerprint import checkpoint_fingerprint, local_dir
 from rewardhub.models.model_process import ModelProcess
+from rewardhub.models.specials import GENERIC, Scrubber
 
 __all__ = ["BatchOptions", "TransformersBackend"]
 
@@ -130,6 +131,7 @@ class TransformersBackend(ModelBackend):
         self._load_error: str | None = None
         self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
         self._fingerprint = checkpoint_fingerprint(path)
+        self._scrubber: Scrubber | None = None  # cleaner(): built once per set of special tokens
         # Called when its model process died and is restarted (the hub counts it in /metrics)
         self.on_process_restart: Callable[[], None] | None = None
 
@@ -316,7 +318,31 @@ class TransformersBackend(ModelBackend):
             )
         return self._loaded
 
+    async def cleaner(self, deadline: float) -> Scrubber:
+        """The tokenizer's own special tokens, the ones :func:`hf_compute.sanitize` removes before the
+        model sees a text (told by the model process when it loaded, again after a restart): "<pad>" or
+        "<unk>" are none of the generic shapes, yet reach the model as nothing. Loads the model."""
+        await self._ensure_loaded(deadline)
+        specials = self._specials()
+        if specials is None:
+            return GENERIC
+        if self._scrubber is None or set(self._scrubber.specials or ()) != set(specials):
+            self._scrubber = Scrubber(specials)
+        return self._scrubber
+
+    def _specials(self) -> Sequence[str] | None:
+        """The loaded tokenizer's special-token strings; None when the model process did not say."""
+        if self._process is not None:
+            told = self._process.info.get("specials")
+            return None if told is None else [str(t) for t in told]
+        tok = self._tokenizer(self._loaded)
+        return None if tok is None else hf_compute.special_strings(tok)
+
     # --- hooks (the vLLM backend swaps in its own loading and compute functions) --------------------
+    def _tokenizer(self, loaded: Any) -> Any:
+        """The tokenizer of a model loaded in this process (None if it has none)."""
+        return getattr(loaded, "tokenizer", None)
+
     def _loader(self) -> Callable[[], Any]:
         return partial(hf_compute.load, self.model, self.task, **self._load_args)
 

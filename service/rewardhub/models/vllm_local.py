@@ -98,6 +98,9 @@ class VLLMBackend(TransformersBackend):
 
         return load
 
+    def _tokenizer(self, loaded: Any) -> Any:
+        return loaded.get_tokenizer() if hasattr(loaded, "get_tokenizer") else None
+
     def _compute(self, cap: Capability) -> Callable[[Any, list[Any]], list[Any]]:
         fns: dict[Capability, Callable[[Any, list[Any]], list[Any]]] = {
             "chat": _chat,

@@ -84,7 +84,7 @@ class VLLMPoolingBackend(RemoteBackend):
         cleaning = "not yet asked" if self._scrubber is None else self._scrubber.describe()
         return {**super().describe(), "special_tokens": cleaning}
 
-    async def _cleaner(self, deadline: float) -> Scrubber:
+    async def cleaner(self, deadline: float) -> Scrubber:
         """How user text is cleaned for this server (see the module docstring); asked once."""
         if self._scrubber is not None:
             return self._scrubber
@@ -102,7 +102,7 @@ class VLLMPoolingBackend(RemoteBackend):
         self, inputs: Sequence[tuple[Message, ...]], deadline: float
     ) -> list[list[float] | BackendError]:
         out: list[list[float] | BackendError | None] = [None] * len(inputs)
-        clean = await self._cleaner(deadline)
+        clean = await self.cleaner(deadline)
         texts = [
             (i, clean(msgs[0].content))
             for i, msgs in enumerate(inputs)
@@ -161,7 +161,7 @@ class VLLMPoolingBackend(RemoteBackend):
                 "+/- token logits (Math-Shepherd) needs a transformers backend"
             )
             return [refused for _ in queries]
-        clean = await self._cleaner(deadline)
+        clean = await self.cleaner(deadline)
         ids = await asyncio.gather(
             *(self._tokenize(clean, q, deadline) for q in queries), return_exceptions=True
         )

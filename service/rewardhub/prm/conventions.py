@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewardhub.models.base import Message, StepQuery
-from rewardhub.models.specials import scrub
+from rewardhub.models.specials import GENERIC, Scrubber
 from rewardhub.prm.tags import tag_pattern
 
 __all__ = ["CONVENTIONS", "PRMConvention", "tag_pattern"]
@@ -48,13 +48,14 @@ class PRMConvention:
                 return text
             text = cleaned
 
-    def blank(self, text: str) -> bool:
+    def blank(self, text: str, clean: Scrubber = GENERIC) -> bool:
         """Whether nothing of ``text`` reaches the model: it is only step tags, control-token strings
-        (the generic shapes of :mod:`~rewardhub.models.specials`; the backend's tokenizer may know more)
         and whitespace. Such a "step" would be scored as an empty one: a score the response did not earn.
+        ``clean``: the backend's (:meth:`~rewardhub.models.base.ModelBackend.cleaner`), whose tokenizer
+        may know more control tokens than the generic shapes ("<pad>", "<unk>").
         """
         while True:
-            cleaned = scrub(self.clean(text))  # removing either may make the other: until neither does
+            cleaned = clean(self.clean(text))  # removing either may make the other: until neither does
             if cleaned == text:
                 return not text.strip()
             text = cleaned

@@ -14,8 +14,9 @@ Result: ``score`` is the ``aggregation`` (``min`` default, ``prod``, ``last``, `
 with ``threshold``: the fraction of steps before the first step below it); ``components`` has every
 aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
 0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). A step
-that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``) is no step: the model
-would score it as an empty one, a score for writing nothing. A response with no step left (empty, or
+that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
+backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) is no step: the model would score it
+as an empty one, a score for writing nothing. A response with no step left (empty, or
 only such strings) is a valid 0 (``no_answer``); an input longer than the model's context is
 ``unsupported``; a failed or slow model is ``backend_error`` / ``timeout``.
 """
@@ -23,6 +24,7 @@ only such strings) is a valid 0 (``no_answer``); an input longer than the model'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -84,7 +86,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.3: a native token classifier with trust_remote_code keeps its head (scored noise, now cached apart)
     # 1.4: an infinite step logit is a backend_error (the softmax made it a certain 0.0 or 1.0); a step
     # tag written at a step's edge leaves no space behind in the model input
-    version: ClassVar[str] = "1.4.0"
+    # 1.5: a step (or question) of only the tokenizer's own special tokens ("<pad>") is none, as an empty one
+    version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
@@ -112,11 +115,16 @@ class PRMReward(ModelReward[PRMConfig]):
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         conv = CONVENTIONS[self._convention(config)]
+        try:
+            clean = await backend.cleaner(deadline)  # what its tokenizer removes (a model process's)
+        except BackendError as exc:
+            return [failure(exc) for _ in items]
+        blank = partial(conv.blank, clean=clean)
         outcomes: list[Outcome | None] = [None] * len(items)
         queries: list[StepQuery] = []
         todo: list[tuple[int, list[Step]]] = []
         for i, item in enumerate(items):
-            if not item.prompt or conv.blank(item.prompt):  # "<|im_end|>" alone reaches the model as ""
+            if not item.prompt or blank(item.prompt):  # "<|im_end|>" alone reaches the model as ""
                 outcomes[i] = Outcome.invalid(Reason.UNSUPPORTED, "prm needs the question in `prompt`")
                 continue
             try:
@@ -126,7 +134,7 @@ class PRMReward(ModelReward[PRMConfig]):
                     pattern=config.pattern,
                     skip_think=config.skip_think,
                     max_steps=config.max_steps,
-                    blank=conv.blank,
+                    blank=blank,
                 )
             except PatternTimeout as exc:
                 outcomes[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
