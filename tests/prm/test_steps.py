@@ -93,3 +93,19 @@ def test_a_pattern_that_matches_empty_strings_still_splits(pattern: str) -> None
     steps = split_steps(text, pattern=pattern)
     assert [s.text for s in steps] == ["Step 1: a", "Step 2: b", "Step 3: c"]
     assert all(text[s.start : s.end] == s.text for s in steps)
+
+
+@pytest.mark.parametrize("pattern", [None, r"\n\n"])
+def test_a_think_block_that_never_closes_is_skipped_too(pattern: str | None) -> None:
+    """A rollout cut off inside its reasoning ("<think>..." and no "</think>") had all its reasoning
+    split and scored as solution steps, the literal "<think>" in the first: skip_think skipped only a
+    closed block. Nothing was written after the reasoning, so there is no step; text before an opening
+    "<think>" that never closes is still the solution (as the judges read it, rewards.text.answer_span)."""
+    assert split_steps("<think>Let me see.\n\n2 + 2 = 4.\n\nSo 4", pattern=pattern) == []
+    assert split_steps("<think>a\n\nb", skip_think=False, pattern=pattern)[0].text == "<think>a"
+    text = "<think>x</think>\n\n2 + 2 = 4.\n\nAnswer: 4.\n\n<think>more\n\nand more"
+    steps = split_steps(text, pattern=pattern)
+    assert [s.text for s in steps] == ["2 + 2 = 4.", "Answer: 4."]
+    assert all(text[s.start : s.end] == s.text for s in steps)
+    crlf = "Step 1.\r\n\r\nStep 2.\r\n\r\n<think>cut"
+    assert [s.text for s in split_steps(crlf)] == ["Step 1.", "Step 2."]

@@ -16,7 +16,9 @@ the response as sent (after whitespace is trimmed from both ends of the step).
   tags or control tokens), is no step, as an empty piece between two separators is none;
 * a ``<think>...</think>`` block is skipped by default: the PRMs above were trained on short worked
   solutions, and a long chain of thought has hundreds of paragraphs past their context. Only the text
-  after the last ``</think>`` is split (spans still index the full response);
+  after the last ``</think>`` is split (spans still index the full response), up to a ``<think>`` that
+  never closes (:func:`~rewardhub.rewards.text.answer_span`, as the judges read a response): a rollout
+  cut off inside its reasoning wrote no solution, and has no steps;
 * more than ``max_steps`` steps are merged into ``max_steps`` groups of adjacent steps (each group's
   span covers its members), so the final answer keeps its own score position and the input fits.
 """
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern
-from rewardhub.rewards.text import after_think_at
+from rewardhub.rewards.text import answer_span
 
 __all__ = ["Step", "merge_steps", "split_steps"]
 
@@ -65,33 +67,33 @@ def split_steps(
     Raises:
         PatternTimeout: ``pattern`` ran past ``timeout_s``.
     """
-    base = after_think_at(text) if skip_think else 0
+    base, stop = answer_span(text) if skip_think else (0, len(text))
     bounds: list[tuple[int, int]] = []
     if pattern is not None:
         rx = compile_pattern(pattern, dotall=False)
         pos = base
         try:
-            for m in rx.finditer(text, base, timeout=timeout_s):
+            for m in rx.finditer(text, base, stop, timeout=timeout_s):
                 # An empty match splits too, as in re.split: a lookahead pattern such as
                 # "(?=Step \\d+:)" matches only empty strings, and skipping them left one step.
                 bounds.append((pos, m.start()))
                 pos = m.end()
         except TimeoutError:
             raise PatternTimeout(f"step pattern {pattern[:80]!r} ran past {timeout_s}s") from None
-        bounds.append((pos, len(text)))
+        bounds.append((pos, stop))
     elif separator and "\n" in separator and "\r\n" in text:
         crlf = re.compile("".join(r"\r?\n" if c == "\n" else re.escape(c) for c in separator))
         pos = base
-        for hit in crlf.finditer(text, base):
+        for hit in crlf.finditer(text, base, stop):
             bounds.append((pos, hit.start()))
             pos = hit.end()
-        bounds.append((pos, len(text)))
+        bounds.append((pos, stop))
     else:
         pos = base
         while True:
-            k = text.find(separator, pos) if separator else -1
+            k = text.find(separator, pos, stop) if separator else -1
             if k < 0:
-                bounds.append((pos, len(text)))
+                bounds.append((pos, stop))
                 break
             bounds.append((pos, k))
             pos = k + len(separator)

@@ -1,10 +1,10 @@
 """``prm``: a process reward model scores every reasoning step; one aggregate is the reward.
 
-The response (after a ``<think>`` block, by default) is split into steps (``separator``, default a blank
-line, or a regular expression ``pattern``), each step keeps its character span, and the PRM's input is
-built in the model's own convention (``qwen``: Qwen2.5-Math-PRM, ``<extra_0>`` after each step, the
-positive-class probability; ``math_shepherd``: ``ки`` after each step, softmax over the ``+``/``-``
-logits). The question comes from ``prompt``.
+The response (after a ``<think>`` block by default, and none of a block that never closes) is split
+into steps (``separator``, default a blank line, or a regular expression ``pattern``), each step keeps
+its character span, and the PRM's input is built in the model's own convention (``qwen``:
+Qwen2.5-Math-PRM, ``<extra_0>`` after each step, the positive-class probability; ``math_shepherd``:
+``ки`` after each step, softmax over the ``+``/``-`` logits). The question comes from ``prompt``.
 
 The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
 ``REWARDHUB_PRM_CONVENTION``, or ``REWARDHUB_PRM_URL`` for a vLLM ``/pooling`` server). Items from
@@ -59,7 +59,10 @@ class PRMConfig(RewardConfig):
             "newline (as in re.split); start the pattern with (?s) for that."
         ),
     )
-    skip_think: bool = Field(True, description="Score only the text after the last </think>.")
+    skip_think: bool = Field(
+        True,
+        description="Score only the text after the last </think> (and before a <think> that never closes).",
+    )
     max_steps: int = Field(64, ge=1, le=512, description="More steps are merged into this many groups.")
     aggregation: Aggregation = Field("min", description="min | prod | last | mean | first_error.")
     threshold: float = Field(
@@ -86,7 +89,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.3: a native token classifier with trust_remote_code keeps its head (scored noise, now cached apart)
     # 1.4: an infinite step logit is a backend_error (the softmax made it a certain 0.0 or 1.0); a step
     # tag written at a step's edge leaves no space behind in the model input
-    # 1.5: a step (or question) of only the tokenizer's own special tokens ("<pad>") is none, as an empty one
+    # 1.5: a step (or question) of only the tokenizer's own special tokens ("<pad>") is none, as an empty
+    # one; a <think> that never closes is skipped (a rollout cut off in its reasoning has no steps)
     version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
