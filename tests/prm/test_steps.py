@@ -109,3 +109,22 @@ def test_a_think_block_that_never_closes_is_skipped_too(pattern: str | None) -> 
     assert all(text[s.start : s.end] == s.text for s in steps)
     crlf = "Step 1.\r\n\r\nStep 2.\r\n\r\n<think>cut"
     assert [s.text for s in split_steps(crlf)] == ["Step 1.", "Step 2."]
+
+
+def test_math_shepherd_steps_that_carry_their_own_labels_are_not_labelled_twice() -> None:
+    """Math-Shepherd reads "Step k: ... ки" and the convention writes the labels itself; a response in
+    that format (split with the documented pattern "(?=Step \\d+:)") reached the model as
+    "Step 1: Step 1: ... ки", an input it was never trained on. A step's own leading label gives way to
+    the convention's (a step of nothing but a label keeps it: it is not emptied)."""
+    conv = CONVENTIONS["math_shepherd"]
+    text = "Step 1: 2+3=5.\nStep 2: 5*4=20.\nStep 3: The answer is 20."
+    steps = split_steps(text, pattern=r"(?=Step \d+:)")
+    assert [s.text for s in steps] == ["Step 1: 2+3=5.", "Step 2: 5*4=20.", "Step 3: The answer is 20."]
+    plain = conv.query("Q", ["2+3=5.", "5*4=20.", "The answer is 20."])
+    assert conv.query("Q", [s.text for s in steps]) == plain
+    assert plain.text == "Q Step 1: 2+3=5. ки\nStep 2: 5*4=20. ки\nStep 3: The answer is 20. ки"
+    assert conv.query("Q", ["Step 7:  a"]).text == "Q Step 1: a ки"  # the convention numbers them
+    assert conv.query("Q", ["Step 2:"]).text == "Q Step 1: Step 2: ки"
+    assert conv.query("Q", ["Stepping stones: 3"]).text == "Q Step 1: Stepping stones: 3 ки"
+    qwen = CONVENTIONS["qwen"].query("Q", ["Step 1: a"])  # Qwen2.5-Math-PRM reads the steps as written
+    assert qwen.messages is not None and qwen.messages[2].content == "Step 1: a<extra_0>"

@@ -9,7 +9,8 @@ the question and the steps and says where the verdicts are read:
   is the positive-class probability ``softmax(logits)[1]`` at the k-th ``<extra_0>``;
 * ``math_shepherd`` — Math-Shepherd (peiyi9979/math-shepherd-mistral-7b-prm): plain text
   ``"{question} Step 1: ... ки\\nStep 2: ... ки"``; a causal LM; the score of step k is
-  ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``.
+  ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``. A step that starts with its own "Step k:"
+  label (a response in this format) loses it: the convention writes the labels.
 
 The step tag is removed from the question and the steps first (and the steps trimmed again): a
 response that writes ``<extra_0>`` itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
@@ -20,6 +21,7 @@ are still exactly one per step.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,10 +79,24 @@ class PRMConvention:
                 ),
                 positive_index=1,
             )
-        body = "".join(f"Step {k}: {s} {self.step_tag}\n" for k, s in enumerate(clean, 1)).strip()
+        body = "".join(
+            f"Step {k}: {_unlabelled(s)} {self.step_tag}\n" for k, s in enumerate(clean, 1)
+        ).strip()
         return StepQuery(
             step_tag=self.step_tag, steps=len(clean), text=f"{q} {body}", label_tokens=self.label_tokens
         )
+
+
+# A step's own Math-Shepherd label ("Step 3:"), which the convention writes itself
+_LABEL = re.compile(r"Step\s*\d+\s*:\s*")
+
+
+def _unlabelled(step: str) -> str:
+    """``step`` without its own leading "Step k:" label: a response in Math-Shepherd's format (split
+    before each label) reached the model as "Step 1: Step 1: ...". A step of nothing but a label keeps
+    it, rather than becoming an empty step."""
+    m = _LABEL.match(step)
+    return step[m.end() :] if m is not None and m.end() < len(step) else step
 
 
 CONVENTIONS: dict[str, PRMConvention] = {

@@ -90,7 +90,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.4: an infinite step logit is a backend_error (the softmax made it a certain 0.0 or 1.0); a step
     # tag written at a step's edge leaves no space behind in the model input
     # 1.5: a step (or question) of only the tokenizer's own special tokens ("<pad>") is none, as an empty
-    # one; a <think> that never closes is skipped (a rollout cut off in its reasoning has no steps)
+    # one; a <think> that never closes is skipped (a rollout cut off in its reasoning has no steps);
+    # math_shepherd does not label a step that carries its own "Step k:" twice
     version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
