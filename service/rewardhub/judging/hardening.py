@@ -19,7 +19,11 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
    réponse, lösung, решение, الحل, ...), matched as whole phrases;
 4. punctuation, symbols and whitespace (every Unicode P*, S*, Z* and C* character);
 5. filler words with no content on their own (:data:`FILLER`: "let", "us", "this", "problem", "okay"...),
-   and their contractions ("here's", "it's").
+   and their contractions ("here's", "it's");
+6. a verdict on nothing (:data:`_SELF_VERDICT`): "this is correct", "that's right", "c'est correct", "这是
+   正确的" say whether an answer is right without giving one. After an answer they are a self-check
+   ("x = 4. This is correct.") and the answer stays; alone, a judge reads them as the verdict it was
+   asked for.
 
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
 of an opener. If nothing does, the response is content-free.
@@ -288,6 +292,9 @@ FILLER: frozenset[str] = frozenset(
         "begin start okay ok well hmm alright great good given find compute calculate determine start "
         "carefully just see look at how what why which when way start go going try first second finally "
         "ill i'll we'll let's therefore thus hence wait "
+        # intensifiers, which only colour a claim ("I'm confident this is definitely correct")
+        "clearly definitely absolutely certainly surely obviously indeed totally completely entirely fully "
+        "confident believe sure "
         # the same words in other languages (openers hold their phrases)
         "vamos resolverlo resolver resolvamos pensemos problema lass uns das lösen denken wir réfléchissons "
         "résolvons ce problème risolviamo ragioniamo давайте итак подумаем решим задачу задачи задача эту "
@@ -419,6 +426,31 @@ def _filler(word: str) -> bool:
     return tail in _CONTRACTED and stem in _FILLER
 
 
+# A verdict on nothing: "this is correct", "that's right", "it is the correct answer", "all correct" name
+# no answer (the words before "correct" are filler; "correct" is not, since "Correct." is an answer to
+# a true/false question). "Right" alone only after "this" or "that": "It is right." answers "Is the angle
+# right?" and "Turn left or right?". In the other languages of the openers: "c'est correct", "das ist
+# richtig", "esto es correcto", "это верно", "这是正确的", "これは正しいです", "이것은 맞습니다".
+_VERB = r"(?:'s|\s+(?:is|was|looks|seems|appears|must\s+be|should\s+be)(?:\s+to\s+be)?)"
+_INTENSIFIERS = (
+    r"(?:\s+(?:all|definitely|absolutely|completely|entirely|fully|clearly|certainly|surely|obviously|totally|"
+    r"indeed|perfectly|100\s*%))*\s+"
+)
+_SELF_VERDICT = re.compile(
+    unmarked(
+        rf"(?<![^\W_])(?:(?:this|that|it|which|everything|all\s+of\s+(?:this|it)|the\s+above|above){_VERB}"
+        rf"{_INTENSIFIERS}(?:the\s+)?(?:correct(?:\s+(?:answer|solution|result|response))?"
+        r"|right\s+(?:answer|solution|result|response))"
+        rf"|(?:this|that){_VERB}{_INTENSIFIERS}right"
+        r"|all\s+correct"
+        r"|(?:c'est|das\s+ist|esto\s+es|isto\s+é|questo\s+è|это)\s+(?:tout\s+à\s+fait\s+|völlig\s+)?"
+        r"(?:correct|correcte|exact|richtig|korrekt|correcto|correto|corretto|верно|правильно))(?![^\W_])"
+        r"|(?:这|這|那)(?:个|個)?(?:就是|是)(?:完全)?(?:正确|正確|对|對)的?|(?:これ|それ)は正しい(?:です)?"
+        r"|(?:이것|이건|그것)(?:은|는)?\s*(?:맞습니다|맞다|정확합니다)"
+    )
+)
+
+
 def substantive_text(text: str) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed."""
     t = unmarked(plain(text))
@@ -428,6 +460,7 @@ def substantive_text(text: str) -> str:
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
     t = _STEP_LABEL.sub(" ", t)
+    t = _SELF_VERDICT.sub(" ", t)
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)
     kept = [w for w in words if not _filler(w)]

@@ -265,7 +265,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "Final_Decision:", "FinalDecision:", "Final Decision = Yes", "the final decision is yes"; a judge's
     # JSON output ({"score": 10}); LaTeX text wrappers read through (\boxed{\text{correct}}); a hidden
     # comment naming the grader (<!-- grader: ... -->); a verdict line after </response> or in markup tags
-    version: ClassVar[str] = "1.4.0"
+    # 1.5: a verdict on nothing ("This is correct.", "c'est correct", "这是正确的") is content-free
+    version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
         "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
