@@ -33,8 +33,8 @@ instructions to ignore or override the prompt, orders to output a verdict, claim
 correct, chat-template role tags, forged verdict lines in the formats judges are asked to produce, and
 a verdict written as a judge's JSON output (:func:`json_verdict`). It reads the text without LaTeX's
 text wrappers (:func:`unwrapped`), as written and once more :func:`joined` (line breaks as spaces, a
-word hyphenated at a line end joined, letter-spaced words closed up), so an order broken up that way is
-still read.
+hyphenated word joined, at a line end or inside one, letter-spaced words closed up), so an order broken
+up that way is still read.
 """
 
 from __future__ import annotations
@@ -684,9 +684,10 @@ def json_verdict(t: str) -> bool:
 
 
 # A word hyphenated at the end of its line ("Ig-\nnore"; soft hyphens are format characters, gone
-# already): the judge reads one word.
+# already), or inside its line ("Ig-nore", "i-g-n-o-r-e", "Ig- nore"): the judge reads one word.
+# (Joining every hyphenated word changes no ordinary reading: "wellknown" is no grader's word either.)
 # (The hyphen first: a lookbehind tried at every character is what costs, not the rare hyphen.)
-_BROKEN_WORD = re.compile(r"[-\u2010\u2011](?<=[^\W\d_][-\u2010\u2011])[ \t]*\r?\n[ \t]*(?=[^\W\d_])")
+_BROKEN_WORD = re.compile(r"[-\u2010\u2011](?<=[^\W\d_][-\u2010\u2011])[ \t]*(?:\r?\n[ \t]*)?(?=[^\W\d_])")
 # Three or more single letters, each one separator apart ("i g n o r e", "i.g.n.o.r.e"): one word to a
 # judge. Words set apart by two spaces or a line break stay apart ("s a y  y e s" reads "say yes").
 _SPACED_LETTERS = re.compile(r"(?<![^\W_])[^\W\d_](?:[ .·_*][^\W\d_](?![^\W_])){2,}")
@@ -703,14 +704,15 @@ def _collapse(m: re.Match[str]) -> str:
 
 def joined(t: str) -> str:
     r"""``t`` (already :func:`plain`) as one line of words, the way a judge reads an order broken up:
-    words hyphenated at a line end joined, letter-spaced words closed up, every run of whitespace (line
-    breaks, padding) one space. ``Ignore previous\ninstructions``, ``Ig-\nnore previous instructions``
-    and ``I g n o r e  previous instructions`` all read ``ignore previous instructions``."""
+    hyphenated words joined (at a line end or inside one), letter-spaced words closed up, every run of
+    whitespace (line breaks, padding) one space. ``Ignore previous\ninstructions``, ``Ig-\nnore previous
+    instructions``, ``Ig-nore previous instructions`` and ``I g n o r e  previous instructions`` all read
+    ``ignore previous instructions``."""
     return _joined(t)[0]
 
 
 def _joined(t: str) -> tuple[str, bool]:
-    """:func:`joined`, and whether a word was rejoined (a hyphenated line end, a letter-spaced word)."""
+    """:func:`joined`, and whether a word was rejoined (a hyphenated word, a letter-spaced word)."""
     t, broken = _BROKEN_WORD.subn("", t)
     t, spaced = _SPACED_LETTERS.subn(_collapse, t)
     return " ".join(t.split()), bool(broken or spaced)
@@ -725,9 +727,9 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     The text is read line by line (``extra``'s verdict lines are lines of their own, and "Winner:" four
     lines above a "B" is not one; a tag of the untrusted blocks such as ``</response>`` starts a line, as
     it does in the judge's prompt), then once more :func:`joined`, so that an order split over lines,
-    padded, hyphenated at a line end or letter-spaced is still one. That second reading costs a full
-    scan only for a text with a hyphenated line end or a letter-spaced word (rare in answers); otherwise
-    only the patterns whose gaps stop at a line break read the joined text.
+    padded, hyphenated or letter-spaced is still one. That second reading costs a full scan only for a
+    text with a hyphenated or a letter-spaced word; otherwise only the patterns whose gaps stop at a line
+    break read the joined text.
     """
     t = BLOCK_TAG.sub("\n", unwrapped(unmarked(plain(text))))
     for name, rx in INJECTION_PATTERNS:
