@@ -698,8 +698,28 @@ _LINE_BOUND = tuple(
 )
 
 
+# Grader words (and the verbs of an order to it) that no answer letter-spaces together with the next word:
+# "i g n o r e a l l" closes up to "ignoreall", which no pattern reads (no word boundary), but a judge
+# reads "ignore all". A run that is exactly one of these words is left to the patterns ("j u d g e" is
+# "judge" to them, and a spelling exercise's answer).
+_SPACED_ORDER = re.compile(
+    "ignore|disregard|forget|override|bypass|instruction|grader|grading|judge|evaluator|verifier|verdict|"
+    "decision|correct|fullmarks|output|respond|reply|sayyes"
+)
+
+
 def _collapse(m: re.Match[str]) -> str:
     return "".join(ch for ch in m.group(0) if ch.isalpha())
+
+
+def _spaced_order(t: str) -> bool:
+    """``t`` (already :func:`plain`) letter-spaces a grader word together with more letters."""
+    for m in _SPACED_LETTERS.finditer(_BROKEN_WORD.sub("", t)):
+        run = _collapse(m)
+        hit = _SPACED_ORDER.search(run)
+        if hit is not None and len(hit.group(0)) < len(run):
+            return True
+    return False
 
 
 def joined(t: str) -> str:
@@ -729,7 +749,8 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     it does in the judge's prompt), then once more :func:`joined`, so that an order split over lines,
     padded, hyphenated or letter-spaced is still one. That second reading costs a full scan only for a
     text with a hyphenated or a letter-spaced word; otherwise only the patterns whose gaps stop at a line
-    break read the joined text.
+    break read the joined text. A letter-spaced run that holds a grader word and more
+    (:data:`_SPACED_ORDER`: "i g n o r e a l l") is an order hidden from the patterns, whatever follows.
     """
     t = BLOCK_TAG.sub("\n", unwrapped(unmarked(plain(text))))
     for name, rx in INJECTION_PATTERNS:
@@ -746,4 +767,6 @@ def injection(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str | None:
     for name, rx in INJECTION_PATTERNS if rejoined else _LINE_BOUND:
         if rx.search(one_line):
             return name
+    if rejoined and _spaced_order(t):
+        return "letter-spaced order"
     return None
