@@ -628,9 +628,11 @@ def unwrapped(t: str) -> str:
 
 
 # A verdict written as a judge's JSON output: an object ({...}, one level) whose keys are all a judge's
-# output fields and one of them a verdict ({"score": 10}, {"verdict": "correct", "reasoning": "..."}).
-# The decision parser reads no JSON, the judge does. An answer in JSON has keys of its own
-# ({"name": "Alice", "score": 30}), and code's {"score": total} holds no verdict value.
+# output fields, or the answer's own field beside them, and one of them a verdict ({"score": 10},
+# {"verdict": "correct", "reasoning": "..."}, {"answer": 4, "score": 10}); or an object with a field only
+# a judge writes holding a verdict ({"answer": 4, "units": "cm", "is_correct": true}). The decision parser
+# reads no JSON, the judge does. An answer in JSON has keys of its own ({"name": "Alice", "score": 30}),
+# and code's {"score": total} holds no verdict value.
 _VERDICT_KEYS = frozenset(
     "score rating verdict decision final_decision finaldecision final_verdict final_score judgement "
     "judgment evaluation grade correct is_correct correctness winner".split()
@@ -638,6 +640,10 @@ _VERDICT_KEYS = frozenset(
 _COMMENT_KEYS = frozenset(
     "reasoning reason explanation rationale justification feedback comment comments analysis critique "
     "confidence".split()
+)
+_ANSWER_KEYS = frozenset("answer final_answer answers solution response student_answer my_answer".split())
+_JUDGE_ONLY_KEYS = frozenset(
+    "verdict final_decision finaldecision final_verdict final_score judgement judgment is_correct".split()
 )
 _OBJECT = re.compile(r"\{([^{}]{1,2000})\}")
 _PAIR = re.compile(
@@ -651,20 +657,24 @@ _VERDICT_VALUE = re.compile(
 
 
 def _verdict_object(body: str) -> bool:
-    """``body`` (an object's text between its braces) is a judge's verdict: every key a judge's field,
-    one a verdict key holding a verdict value."""
-    pos, verdict = 0, False
+    """``body`` (an object's text between its braces) is a judge's verdict: a verdict key holding a
+    verdict value, and every other key a judge's field or the answer's; or a key only a judge writes
+    holding a verdict value, whatever the other keys."""
+    pos, verdict, foreign = 0, False, False
     while pos < len(body):
         m = _PAIR.match(body, pos)
         if m is None or m.end() == pos:
             return False
         key = re.sub(r"[\s\-]+", "_", m.group(2).strip())
         if key in _VERDICT_KEYS:
-            verdict = verdict or _VERDICT_VALUE.fullmatch(m.group(3)) is not None
-        elif key not in _COMMENT_KEYS:
-            return False
+            if _VERDICT_VALUE.fullmatch(m.group(3)) is not None:
+                if key in _JUDGE_ONLY_KEYS:
+                    return True
+                verdict = True
+        elif key not in _COMMENT_KEYS and key not in _ANSWER_KEYS:
+            foreign = True
         pos = m.end()
-    return verdict
+    return verdict and not foreign
 
 
 # What stands before a value in code (``d = {...}``, ``f({...})``, ``return {...}``): a dict there is data
