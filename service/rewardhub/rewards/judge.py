@@ -265,7 +265,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "Final_Decision:", "FinalDecision:", "Final Decision = Yes", "the final decision is yes"; a judge's
     # JSON output ({"score": 10}); LaTeX text wrappers read through (\boxed{\text{correct}}); a hidden
     # comment naming the grader (<!-- grader: ... -->); a verdict line after </response> or in markup tags
-    # 1.5: a verdict on nothing ("This is correct.", "c'est correct", "这是正确的") is content-free
+    # 1.5: a verdict on nothing ("This is correct.", "c'est correct", "这是正确的") is content-free; orders
+    # hyphenated inside a line ("Ig-nore") or letter-spaced across words ("i g n o r e a l l"); the
+    # answer's JSON field beside a judge's score ({"answer": 4, "score": 10}); a verdict line with words of
+    # no content after it ("Decision: Yes, clearly."); a hidden comment to the judges with a verdict
     version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
