@@ -907,3 +907,33 @@ async def test_a_judge_slower_than_its_own_timeout_is_a_timeout_that_says_which_
     )
     assert "timeout_s of 0.3s" in own["details"]["message"] and judge_server.calls == 3
     assert "item's deadline" in late["details"]["message"]
+
+
+async def test_a_reasoning_model_that_refuses_max_tokens_gets_max_completion_tokens(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """OpenAI's o-series and gpt-5 answer 400 to ``max_tokens`` ("Use 'max_completion_tokens' instead"):
+    every judged item was a backend failure. The backend switches field once and keeps it."""
+    refusal = (
+        "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead."
+    )
+    judge_server.reply = lambda body: (
+        Reply(refusal, status=400) if "max_tokens" in body else Reply("Final Decision: Yes")
+    )
+    item = {"prompt": "What is 3+4?", "response": "So \\boxed{7}.", "reference": "7"}
+    async with judge_app(make_app, judge_server) as client:
+        (first,) = await score(client, {"mode": "reference", "rule": None}, [item], use_cache=False)
+        assert (first["valid"], first["score"]) == (True, 1.0), first
+        assert ["max_tokens" in b for b in judge_server.requests] == [True, False]
+        assert judge_server.requests[1]["max_completion_tokens"] == judge_server.requests[0]["max_tokens"]
+        (again,) = await score(client, {"mode": "reference", "rule": None}, [item], use_cache=False)
+        assert again["score"] == 1.0 and len(judge_server.requests) == 3  # no refusal the second time
+        # another refusal is not taken for this one: it stays the item's failure
+        judge_server.reply = always("Unsupported value: 'temperature' does not support 0.0", status=400)
+        (refused,) = await score(client, {"mode": "reference", "rule": None}, [item], use_cache=False)
+        assert (
+            refused["valid"] is False
+            and "temperature" in json.dumps(refused)
+            and len(judge_server.requests) == 4
+        )

@@ -3,6 +3,9 @@
 ``url`` is the API base *including* ``/v1`` (what the OpenAI SDK calls ``base_url``), e.g.
 ``http://judge:8000/v1``. Judges use ``POST {url}/chat/completions`` with ``logprobs: true`` and
 ``top_logprobs: k`` when the reward scores from logprobs; ``POST {url}/embeddings`` serves ``embed``.
+The answer's length limit goes as ``max_tokens``, which every OpenAI-compatible server reads; OpenAI's
+reasoning models (o1, o3, gpt-5...) refuse it and ask for ``max_completion_tokens``, so on that refusal
+the backend switches to ``max_completion_tokens`` for good and sends the call again.
 Everything about timeouts, retries, concurrency and the circuit breaker is in
 :mod:`rewardhub.models.remote`.
 """
@@ -13,11 +16,15 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import structlog
+
 from rewardhub.models.base import Capability, ChatRequest, Completion, Embedding, TokenLogprob
-from rewardhub.models.errors import BackendError
+from rewardhub.models.errors import BackendError, BackendRejected
 from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
 
 __all__ = ["OpenAIBackend", "parse_chat_completion"]
+
+log = structlog.get_logger("rewardhub.models.openai")
 
 # OpenAI rejects top_logprobs above 20; vLLM's default --max-logprobs is 20 as well.
 MAX_TOP_LOGPROBS = 20
@@ -30,6 +37,7 @@ class OpenAIBackend(RemoteBackend):
     def __init__(self, name: str, url: str, model: str, api_key: str | None, options: RemoteOptions):
         super().__init__(name, model)
         self.client = RemoteClient(name, url, api_key, options)
+        self.limit_field = "max_tokens"  # or "max_completion_tokens", once the server asked for it
 
     def ready(self) -> dict[str, Any]:
         # An open breaker is worth seeing in /ready, but it does not make the service unready: every
@@ -40,7 +48,7 @@ class OpenAIBackend(RemoteBackend):
         payload: dict[str, Any] = {
             **self.model_field,
             "messages": [m.as_dict() for m in request.messages],
-            "max_tokens": request.max_tokens,
+            self.limit_field: request.max_tokens,
             "temperature": request.temperature,
             "top_p": request.top_p,
             "n": 1,
@@ -50,7 +58,18 @@ class OpenAIBackend(RemoteBackend):
         if request.top_logprobs > 0:
             payload["logprobs"] = True
             payload["top_logprobs"] = min(request.top_logprobs, MAX_TOP_LOGPROBS)
-        answer = await self.client.post("/chat/completions", payload, deadline)
+        try:
+            answer = await self.client.post("/chat/completions", payload, deadline)
+        except BackendRejected as exc:
+            # "Unsupported parameter: 'max_tokens' is not supported with this model. Use
+            # 'max_completion_tokens' instead." (OpenAI's o-series and gpt-5): every item failed
+            if "max_tokens" not in payload or "max_completion_tokens" not in str(exc):
+                raise
+            if self.limit_field == "max_tokens":
+                self.limit_field = "max_completion_tokens"
+                log.info("openai_limit_field", backend=self.name, field=self.limit_field)
+            payload["max_completion_tokens"] = payload.pop("max_tokens")
+            answer = await self.client.post("/chat/completions", payload, deadline)
         return parse_chat_completion(self.name, answer)
 
     async def embed(self, texts: Sequence[str], deadline: float) -> list[Embedding | BackendError]:
