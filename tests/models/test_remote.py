@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fake_openai import FakeJudge, Reply, always
 from rewardhub.models.base import UNNAMED_MODEL, ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, CircuitOpen, InputTooLong
 from rewardhub.models.openai_backend import OpenAIBackend
-from rewardhub.models.remote import RemoteOptions
+from rewardhub.models.remote import RemoteOptions, _retry_after
 
 REQ = ChatRequest((Message("user", "hi"),), max_tokens=8, top_logprobs=5)
 
@@ -196,6 +197,20 @@ async def test_a_retry_after_header_is_honoured(judge_server: FakeJudge, status:
         await b.chat(REQ, time.monotonic() + 5)
     assert time.monotonic() - t0 < 2.0 and judge_server.calls == 3
     await b.close()
+
+
+def test_retry_after_ms_is_read_to_the_millisecond() -> None:
+    """OpenAI and Azure send ``retry-after-ms`` beside a ``Retry-After`` rounded up to whole seconds:
+    a 250 ms wait was waited as 1 s."""
+
+    def wait(**headers: str) -> float | None:
+        return _retry_after(httpx.Response(429, headers={k.replace("_", "-"): v for k, v in headers.items()}))
+
+    assert wait(retry_after_ms="250", retry_after="1") == 0.25
+    assert wait(retry_after_ms="1500") == 1.5
+    assert wait(retry_after_ms="soon", retry_after="2") == 2.0  # unreadable: the standard header
+    assert wait(retry_after_ms="nan", retry_after="2") == 2.0
+    assert wait() is None
 
 
 async def test_a_key_with_a_trailing_newline_works_and_is_never_quoted(judge_server: FakeJudge) -> None:

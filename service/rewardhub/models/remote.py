@@ -31,8 +31,10 @@ message, and never part of :meth:`describe`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import email.utils
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -108,7 +110,13 @@ class _Retryable(BackendError):
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
-    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), None when absent or unreadable."""
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date), None when absent or unreadable.
+    OpenAI and Azure also send ``retry-after-ms``, to the millisecond where ``Retry-After`` rounds up to
+    whole seconds (a 200 ms wait read as 1 s): it wins when present."""
+    with contextlib.suppress(TypeError, ValueError):
+        ms = float(resp.headers.get("retry-after-ms", ""))
+        if math.isfinite(ms):
+            return max(0.0, ms / 1000)
     value = resp.headers.get("retry-after")
     if not value:
         return None
