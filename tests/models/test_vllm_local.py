@@ -78,9 +78,57 @@ class Logprob:
     decoded_token: str | None = None
 
 
+@dataclass
+class EngineArgs:
+    """``vllm.EngineArgs`` (vLLM 0.33.0), the fields the backend may set: ``LLM(**kw)`` hands every
+    keyword it does not name itself to it, so an unknown one (``task``, removed for ``runner`` /
+    ``convert``; ``device``, which vLLM does not take) is a TypeError, as there."""
+
+    model: str
+    runner: str = "auto"
+    convert: str = "auto"
+    trust_remote_code: bool = False
+    dtype: str = "auto"
+    seed: int = 0
+    gpu_memory_utilization: float = 0.92
+    max_model_len: int | None = None
+    enable_prefix_caching: bool | None = None
+    device_ids: list[int | str] | None = None  # GPU indices into the visible set
+
+    def __post_init__(self) -> None:
+        if self.runner not in ("auto", "generate", "pooling", "draft"):
+            raise ValueError(f"runner {self.runner!r}")
+        if self.dtype not in ("auto", "half", "float16", "bfloat16", "float", "float32"):
+            raise ValueError(f"dtype {self.dtype!r}")
+
+
+@dataclass
+class OldEngineArgs:
+    """``vllm.EngineArgs`` of a release without ``device_ids``."""
+
+    model: str
+    runner: str = "auto"
+    trust_remote_code: bool = False
+    dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+
+
+def _constructor(module: ModuleType, made: list[Any]) -> None:
+    """``vllm.LLM(model, **kw)`` building only its ``EngineArgs`` (recorded in ``made``)."""
+
+    def llm(model: str, **kwargs: Any) -> Any:
+        args = module.EngineArgs(model=model, **kwargs)
+        made.append(args)
+        return args
+
+    module.LLM = llm  # type: ignore[attr-defined]
+
+
 @pytest.fixture(autouse=True)
 def vllm_module(monkeypatch: pytest.MonkeyPatch) -> None:
     module = ModuleType("vllm")
+    module.EngineArgs = EngineArgs  # type: ignore[attr-defined]
     module.PoolingParams = PoolingParams  # type: ignore[attr-defined]
     module.SamplingParams = SamplingParams  # type: ignore[attr-defined]
     sampling = ModuleType("vllm.sampling_params")
@@ -332,17 +380,46 @@ def test_two_engines_can_share_one_gpu(tmp_path: Path) -> None:
     from rewardhub.models.hub import build_backend
     from rewardhub.models.specs import LocalSpec
 
-    made: list[dict[str, Any]] = []
-    sys.modules["vllm"].LLM = lambda **kw: made.append(kw)  # type: ignore[attr-defined]
+    made: list[Any] = []
+    _constructor(sys.modules["vllm"], made)
     for share in (0.45, None):
         spec = LocalSpec(kind="vllm", model=str(tmp_path), task="generate", gpu_memory_utilization=share)
         backend = build_backend("judge", spec, Settings())
         assert isinstance(backend, vllm_local.VLLMBackend)
         backend._loader()()
-    assert made[0]["gpu_memory_utilization"] == 0.45
-    assert "gpu_memory_utilization" not in made[1]  # vLLM's own default
+    assert made[0].gpu_memory_utilization == 0.45
+    assert made[1].gpu_memory_utilization == EngineArgs.gpu_memory_utilization  # vLLM's own default
     with pytest.raises(ValueError, match="kind vllm only"):
         LocalSpec(kind="transformers", model=str(tmp_path), task="generate", gpu_memory_utilization=0.5)
+
+
+def test_each_engine_runs_on_the_gpu_its_spec_names(tmp_path: Path) -> None:
+    """vLLM's ``LLM`` takes no ``device``: a judge on ``cuda:0`` and a PRM on ``cuda:1`` were both put
+    on the first GPU (the second then failing to start for want of memory). ``cuda:N`` is vLLM's
+    ``device_ids=[N]``; a vLLM without ``device_ids`` refuses to start instead of using another GPU."""
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import build_backend
+    from rewardhub.models.specs import LocalSpec
+
+    vllm = sys.modules["vllm"]
+    made: list[Any] = []
+    _constructor(vllm, made)
+    for device in ("cuda:1", "cuda", "auto"):
+        spec = LocalSpec(kind="vllm", model=str(tmp_path), task="token_classification", device=device)
+        backend = build_backend("prm", spec, Settings())
+        backend._loader()()
+    assert [m.device_ids for m in made] == [[1], None, None]
+    assert made[0].runner == "pooling"
+
+    vllm.EngineArgs = OldEngineArgs  # type: ignore[attr-defined]
+    spec = LocalSpec(kind="vllm", model=str(tmp_path), task="generate", device="cuda:1")
+    with pytest.raises(BackendUnavailable, match="CUDA_VISIBLE_DEVICES"):
+        build_backend("judge", spec, Settings())._loader()()
+    spec = LocalSpec(kind="vllm", model=str(tmp_path), task="generate", device="cuda")
+    build_backend("judge", spec, Settings())._loader()()  # nothing to place: it starts
+    with pytest.raises(BackendUnavailable, match="cuda:N"):
+        spec = LocalSpec(kind="vllm", model=str(tmp_path), task="generate", device="mps")
+        build_backend("judge", spec, Settings())._loader()()
 
 
 @pytest.mark.parametrize("regression", [False, True], ids=["sigmoid-by-default", "identity-by-default"])

@@ -94,6 +94,10 @@ class VLLMBackend(TransformersBackend):
                 kwargs["max_model_len"] = args["max_length"]
             if self.gpu_memory_utilization is not None:
                 kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization
+            gpu = _gpu_index(args["device"])
+            if gpu is not None:
+                _require_device_ids(vllm, gpu)
+                kwargs["device_ids"] = [gpu]
             return vllm.LLM(**kwargs)
 
         return load
@@ -109,6 +113,32 @@ class VLLMBackend(TransformersBackend):
             "embed": _embed,
         }
         return fns[cap]
+
+
+def _gpu_index(device: str) -> int | None:
+    """The N of ``cuda:N`` (None for ``auto``, ``cuda`` or ``cpu``, which vLLM's platform decides).
+
+    vLLM's ``LLM`` has no ``device`` argument: the engine went to the first visible GPU whatever the
+    backends file said, so a judge on ``cuda:0`` and a PRM on ``cuda:1`` both landed on GPU 0 (the
+    second failing to start for want of memory)."""
+    if device in ("auto", "cuda", "cpu"):
+        return None
+    head, _, index = device.partition(":")
+    if head != "cuda" or not index.isdigit():
+        raise BackendUnavailable(f"device {device!r}: the vllm backend takes auto, cuda, cpu or cuda:N")
+    return int(index)
+
+
+def _require_device_ids(vllm: Any, gpu: int) -> None:
+    """Refuses to start when this vLLM's ``EngineArgs`` has no ``device_ids`` (GPU indices into the
+    visible set; older releases): the engine would silently run on another GPU than the one asked for."""
+    if "device_ids" in getattr(getattr(vllm, "EngineArgs", None), "__dataclass_fields__", {}):
+        return
+    raise BackendUnavailable(
+        f"device 'cuda:{gpu}': this vLLM ({getattr(vllm, '__version__', '?')}) cannot place an engine on "
+        f"a given GPU (its EngineArgs has no device_ids); upgrade vLLM, or run the service with "
+        f"CUDA_VISIBLE_DEVICES set and device: cuda"
+    )
 
 
 Encoded = list[int] | BackendError  # a prompt's token ids, or why it cannot run
