@@ -162,6 +162,7 @@ class StandInLLM:
         self.model_config = SimpleNamespace(max_model_len=max_model_len or loaded.max_length)
         self.prompts: list[str] = []  # what reached the engine, decoded with its special tokens
         self.llm_engine = StandInEngine(self)
+        self.fail: set[int] = set()  # the prompts (by index in a call) vLLM fails: error set, no data
 
     @staticmethod
     def _activate(params: PoolingParams | None) -> bool:
@@ -201,8 +202,20 @@ class StandInLLM:
             if self.step_tag_id is not None:  # vLLM's StepPool: the rows at the step tag only
                 logits = logits[torch.tensor(ids) == self.step_tag_id]
             data = logits.softmax(-1) if self._activate(pooling_params) else logits
-            out.append(SimpleNamespace(prompt_token_ids=ids, outputs=SimpleNamespace(data=data)))
-        return out
+            out.append(SimpleNamespace(prompt_token_ids=ids, outputs=SimpleNamespace(data=data), error=None))
+        return self._failing(out, torch.empty(0))
+
+    def _failing(self, outs: list[Any], empty: Any, field: str = "data") -> list[Any]:
+        """vLLM's failed pooling requests: ``error`` set, the output's data empty."""
+        for k in self.fail:
+            outs[k] = SimpleNamespace(
+                prompt_token_ids=outs[k].prompt_token_ids,
+                outputs=SimpleNamespace(**{field: empty}),
+                error=SimpleNamespace(
+                    code="multimodal_cache_miss", message="Multi-modal processor cache miss."
+                ),
+            )
+        return outs
 
     def classify(
         self,
@@ -216,8 +229,12 @@ class StandInLLM:
             logits = self._logits(ids)  # a sequence classifier: one row, pooled at the last token
             if self._activate(pooling_params) and not self.regression:
                 logits = logits.sigmoid() if logits.numel() == 1 else logits.softmax(-1)
-            out.append(SimpleNamespace(outputs=SimpleNamespace(probs=logits.tolist())))
-        return out
+            out.append(
+                SimpleNamespace(
+                    prompt_token_ids=ids, outputs=SimpleNamespace(probs=logits.tolist()), error=None
+                )
+            )
+        return self._failing(out, [], "probs")
 
     def embed(self, prompts: Sequence[str | dict[str, list[int]]], *, use_tqdm: bool = True) -> list[Any]:
         out = []
@@ -225,8 +242,12 @@ class StandInLLM:
             with torch.inference_mode():
                 hidden = self.loaded.model(torch.tensor([ids])).last_hidden_state[0]
             vec = torch.nn.functional.normalize(hidden.mean(0), dim=0)
-            out.append(SimpleNamespace(outputs=SimpleNamespace(embedding=vec.tolist())))
-        return out
+            out.append(
+                SimpleNamespace(
+                    prompt_token_ids=ids, outputs=SimpleNamespace(embedding=vec.tolist()), error=None
+                )
+            )
+        return self._failing(out, [], "embedding")
 
 
 class StandInEngine:
@@ -240,6 +261,9 @@ class StandInEngine:
         self.llm = llm
         self.running: dict[str, tuple[list[int], SamplingParams, list[int], list[dict[int, Logprob]]]] = {}
         self.aborted: list[str] = []
+        # vLLM ending the first request added after its first token as "abort" or "error" (a paused
+        # engine, a failed KV-cache load), its partial text in an ordinary output
+        self.end_first_as: str | None = None
 
     def add_request(self, request_id: str, prompt: dict[str, list[int]], params: SamplingParams) -> None:
         assert params.output_kind is RequestOutputKind.FINAL_ONLY
@@ -271,13 +295,15 @@ class StandInEngine:
             new.append(tid)  # vLLM keeps the EOS in token_ids (and its logprobs), not in the text
             stop = tid == tok.eos_token_id
             assert sp.max_tokens is not None
-            if stop or len(new) >= sp.max_tokens:
+            ended = self.end_first_as if rid == next(iter(self.running)) else None
+            if stop or len(new) >= sp.max_tokens or ended:
                 del self.running[rid]
+                self.end_first_as = None
                 completion = SimpleNamespace(
                     text=tok.decode(new, skip_special_tokens=True),
                     token_ids=new,
                     logprobs=steps or None,
-                    finish_reason="stop" if stop else "length",
+                    finish_reason=ended or ("stop" if stop else "length"),
                     stop_reason=None,
                 )
                 finished.append(
@@ -596,6 +622,50 @@ def test_a_request_past_its_deadline_is_aborted_and_the_others_finish(tmp_path: 
         want = hf_compute.generate_chat(loaded, [short])
     _same_completions(got[1:], want)
     assert len(llm.llm_engine.aborted) == 1 and not llm.llm_engine.has_unfinished_requests()
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+def test_a_generation_vllm_ended_unfinished_is_an_error_not_an_answer(
+    causal_lm_path: str, reason: str
+) -> None:
+    """vLLM ends a request as ``abort`` or ``error`` (a paused engine, a failed KV-cache load) in an
+    ordinary output holding the text generated so far: it was returned as a Completion, so a judge
+    scored the first token or two of its answer as the verdict. It is an error for that item only."""
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu")
+    llm = StandInLLM(loaded)
+    llm.llm_engine.end_first_as = reason
+    requests = _judge_requests()
+    got = vllm_local._chat(llm, requests)
+    assert isinstance(got[0], BackendError) and repr(reason) in str(got[0])
+    with hf_compute.inference():
+        want = hf_compute.generate_chat(loaded, requests[1:])
+    _same_completions(got[1:], want)
+
+
+def test_a_pooling_request_vllm_failed_is_an_error_not_a_score(qwen_prm_path: str, orm_path: str) -> None:
+    """vLLM marks a failed pooling request with ``error`` and an empty output: the ORM's logits were
+    ``[]``, the embedding an empty vector, the PRM's rows none. Each is an error for that item."""
+    prm = StandInLLM(hf_compute.load(qwen_prm_path, "token_classification", device="cpu"))
+    prm.fail = {0}
+    got = vllm_local._steps(prm, _queries()[:2])
+    assert isinstance(got[0], BackendError) and "cache miss" in str(got[0])
+    assert isinstance(got[1], list) and len(got[1]) == 3
+
+    orm = StandInLLM(hf_compute.load(orm_path, "sequence_classification", device="cpu"))
+    orm.fail = {1}
+    inputs = [(Message("user", "What is 3+5?"), Message("assistant", f"It is {n}.")) for n in (8, 9)]
+    got_orm = vllm_local._classify(orm, inputs)
+    assert isinstance(got_orm[0], list) and got_orm[0]
+    assert isinstance(got_orm[1], BackendError)
+
+    path = default_embedding_path()
+    if path is None:
+        return
+    emb = StandInLLM(hf_compute.load(path, "embedding", device="cpu"))
+    emb.fail = {0}
+    got_emb = vllm_local._embed(emb, ["The cat sits on the mat.", "A dog."])
+    assert isinstance(got_emb[0], BackendError)
+    assert isinstance(got_emb[1], Embedding) and got_emb[1].vector
 
 
 def test_a_failing_call_leaves_no_request_in_the_engine(causal_lm_path: str) -> None:
