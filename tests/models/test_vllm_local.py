@@ -44,9 +44,21 @@ TAG = "<extra_0>"
 
 @dataclass
 class PoolingParams:
-    """``vllm.PoolingParams`` (vLLM >= 0.11.1): only the field the backend sets."""
+    """``vllm.PoolingParams`` (vLLM >= 0.11.1; ``activation`` before): its user-settable fields.
+    ``verify`` refuses what vLLM refuses for a task: ``dimensions`` outside ``embed``, and the step
+    fields unless the model pools tokenwise as ``STEP``."""
 
     use_activation: bool | None = None
+    dimensions: int | None = None
+    step_tag_id: int | None = None
+    returned_token_ids: list[int] | None = None
+
+    def verify(self, task: str, step_pooling: bool) -> None:
+        if self.dimensions is not None and task not in ("embed", "token_embed"):
+            raise ValueError(f"Task {task!r} does not support ['dimensions'] parameters")
+        step = [k for k in ("step_tag_id", "returned_token_ids") if getattr(self, k) is not None]
+        if step and not step_pooling:
+            raise ValueError(f"Task {task} does not support {step} parameters")
 
 
 class RequestOutputKind(enum.Enum):
@@ -59,7 +71,8 @@ class RequestOutputKind(enum.Enum):
 
 @dataclass
 class SamplingParams:
-    """``vllm.SamplingParams``: the fields the backend sets."""
+    """``vllm.SamplingParams``: the fields the backend sets, validated as vLLM 0.33 does when one is
+    built (``_verify_args``)."""
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -67,6 +80,24 @@ class SamplingParams:
     logprobs: int | None = None
     seed: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {self.temperature}.")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.logprobs is not None and self.logprobs < 0 and self.logprobs != -1:
+            raise ValueError(f"logprobs must be non-negative, got {self.logprobs}.")
+
+
+MAX_LOGPROBS = 20  # vLLM's default max_logprobs: a request asking for more is refused when added
+POOLING_TASKS = {
+    "token_classification": "token_classify",
+    "sequence_classification": "classify",
+    "embedding": "embed",
+}
 
 
 @dataclass
@@ -157,6 +188,10 @@ class StandInLLM:
         step_tag_id: int | None = None,
     ):
         self.loaded = loaded
+        # vLLM's runner and the model's one pooling task (LLM.encode refuses any other: 0.33 says
+        # "Try switching the model's pooling_task via PoolerConfig(task=...)")
+        self.runner = "generate" if loaded.task == "generate" else "pooling"
+        self.pooling_task = POOLING_TASKS.get(loaded.task)
         self.regression = regression
         self.step_tag_id = step_tag_id
         self.model_config = SimpleNamespace(max_model_len=max_model_len or loaded.max_length)
@@ -170,6 +205,18 @@ class StandInLLM:
 
     def get_tokenizer(self) -> Any:
         return self.loaded.tokenizer
+
+    def _pooling(self, task: str, prompts: Sequence[Any], params: PoolingParams | None) -> None:
+        """``LLM.encode``'s checks (vLLM 0.33): the pooling runner, the model's pooling task, at least
+        one prompt, parameters valid for the task."""
+        if self.runner != "pooling":
+            raise ValueError("LLM.encode() is only supported for pooling models.")
+        if task != self.pooling_task:
+            raise ValueError(f"Unsupported task: {task!r} Supported tasks: ({self.pooling_task!r},)")
+        if not prompts:
+            raise ValueError("You must pass at least one prompt")
+        if params is not None:
+            params.verify(task, step_pooling=self.step_tag_id is not None)
 
     def _ids(self, prompts: Sequence[str | dict[str, list[int]]]) -> list[list[int]]:
         tok = self.loaded.tokenizer
@@ -195,7 +242,7 @@ class StandInLLM:
         pooling_params: PoolingParams | None = None,
         use_tqdm: bool = True,
     ) -> list[Any]:
-        assert pooling_task == "token_classify"
+        self._pooling(pooling_task, prompts, pooling_params)
         out = []
         for ids in self._ids(prompts):
             logits = self._logits(ids)
@@ -224,6 +271,7 @@ class StandInLLM:
         pooling_params: PoolingParams | None = None,
         use_tqdm: bool = True,
     ) -> list[Any]:
+        self._pooling("classify", prompts, pooling_params)
         out = []
         for ids in self._ids(prompts):
             logits = self._logits(ids)  # a sequence classifier: one row, pooled at the last token
@@ -236,7 +284,14 @@ class StandInLLM:
             )
         return self._failing(out, [], "probs")
 
-    def embed(self, prompts: Sequence[str | dict[str, list[int]]], *, use_tqdm: bool = True) -> list[Any]:
+    def embed(
+        self,
+        prompts: Sequence[str | dict[str, list[int]]],
+        *,
+        use_tqdm: bool = True,
+        pooling_params: PoolingParams | None = None,
+    ) -> list[Any]:
+        self._pooling("embed", prompts, pooling_params)
         out = []
         for ids in self._ids(prompts):  # a sentence-transformers model: mean pooling, then normalised
             with torch.inference_mode():
@@ -265,11 +320,24 @@ class StandInEngine:
         # engine, a failed KV-cache load), its partial text in an ordinary output
         self.end_first_as: str | None = None
 
-    def add_request(self, request_id: str, prompt: dict[str, list[int]], params: SamplingParams) -> None:
+    def add_request(self, request_id: str, prompt: dict[str, list[int]], params: SamplingParams) -> str:
+        """vLLM 0.33's checks: a str id, the generate runner, logprobs within ``max_logprobs``. It
+        returns the internal id (the given one plus a random suffix); outputs and ``abort_request``
+        use the given one."""
+        if not isinstance(request_id, str):
+            raise TypeError(f"request_id must be a string, got {type(request_id)}")
+        if self.llm.runner != "generate":
+            raise ValueError("This model does not support the 'generate' task")
+        if params.logprobs is not None and params.logprobs > MAX_LOGPROBS:
+            raise ValueError(
+                f"Requested sample logprobs of {params.logprobs}, which is greater than max allowed"
+            )
+        assert request_id not in self.running
         assert params.output_kind is RequestOutputKind.FINAL_ONLY
         assert params.temperature == 0 and params.max_tokens is not None  # greedy, as the judges here ask
         (ids,) = self.llm._ids([prompt])
         self.running[request_id] = (ids, params, [], [])
+        return f"{request_id}-0a1b2c3d"
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running)
