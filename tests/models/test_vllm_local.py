@@ -145,13 +145,18 @@ class OldEngineArgs:
     max_model_len: int | None = None
 
 
-def _constructor(module: ModuleType, made: list[Any]) -> None:
-    """``vllm.LLM(model, **kw)`` building only its ``EngineArgs`` (recorded in ``made``)."""
+def _constructor(module: ModuleType, made: list[Any], tasks: tuple[str, ...] | None = None) -> None:
+    """``vllm.LLM(model, **kw)`` building only its ``EngineArgs`` (recorded in ``made``), with vLLM
+    0.33's ``supported_tasks`` and ``pooling_task`` (the first pooling one): ``tasks`` is what the
+    checkpoint's architecture serves (default: what the runner asks for)."""
+    wanted = {"generate": ("generate",), "pooling": ("token_classify",)}
 
     def llm(model: str, **kwargs: Any) -> Any:
         args = module.EngineArgs(model=model, **kwargs)
         made.append(args)
-        return args
+        supported = tasks or wanted[args.runner]
+        pooling = next((t for t in supported if t != "generate"), None)
+        return SimpleNamespace(args=args, supported_tasks=supported, pooling_task=pooling)
 
     module.LLM = llm  # type: ignore[attr-defined]
 
@@ -485,6 +490,35 @@ def test_two_engines_can_share_one_gpu(tmp_path: Path) -> None:
     assert made[1].gpu_memory_utilization == EngineArgs.gpu_memory_utilization  # vLLM's own default
     with pytest.raises(ValueError, match="kind vllm only"):
         LocalSpec(kind="transformers", model=str(tmp_path), task="generate", gpu_memory_utilization=0.5)
+
+
+@pytest.mark.parametrize(
+    ("task", "served"),
+    [
+        ("sequence_classification", ("token_classify",)),  # Qwen2.5-Math-PRM (or -RM) as an ORM
+        ("token_classification", ("classify", "token_classify")),  # an ORM as a PRM: not its pooling task
+        ("embedding", ("token_embed",)),  # a multi-vector model: LLM.embed returns no .embedding
+        ("generate", ("classify", "token_classify")),  # a pooling-only checkpoint as a judge
+    ],
+)
+def test_a_model_vllm_cannot_run_as_the_task_fails_the_start(
+    tmp_path: Path, task: str, served: tuple[str, ...]
+) -> None:
+    """vLLM decides from the architecture what a checkpoint serves, and a pooling model serves one
+    pooling task: the engine started regardless and every batch failed with vLLM's ValueError (each
+    item a backend_error, the service ready). The start fails instead, saying what vLLM serves."""
+    from rewardhub.config import Settings
+    from rewardhub.models.hub import build_backend
+    from rewardhub.models.specs import LocalSpec
+
+    _constructor(sys.modules["vllm"], [], tasks=served)
+    backend = build_backend("m", LocalSpec(kind="vllm", model=str(tmp_path), task=task), Settings())
+    with pytest.raises(BackendUnavailable, match=f"serves .*{served[0]}"):
+        backend._loader()()
+    for ok, tasks in [("token_classification", ("token_classify",)), ("generate", ("generate",))]:
+        _constructor(sys.modules["vllm"], [], tasks=tasks)
+        spec = LocalSpec(kind="vllm", model=str(tmp_path), task=ok)
+        build_backend("m", spec, Settings())._loader()()
 
 
 def test_each_engine_runs_on_the_gpu_its_spec_names(tmp_path: Path) -> None:

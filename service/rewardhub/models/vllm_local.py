@@ -98,7 +98,9 @@ class VLLMBackend(TransformersBackend):
             if gpu is not None:
                 _require_device_ids(vllm, gpu)
                 kwargs["device_ids"] = [gpu]
-            return vllm.LLM(**kwargs)
+            llm = vllm.LLM(**kwargs)
+            _require_task(llm, self.model, task)
+            return llm
 
         return load
 
@@ -113,6 +115,33 @@ class VLLMBackend(TransformersBackend):
             "embed": _embed,
         }
         return fns[cap]
+
+
+# the vLLM task each of the backend's tasks runs as (LLM.generate, LLM.encode's token_classify, ...)
+_VLLM_TASKS = {
+    "generate": "generate",
+    "token_classification": "token_classify",
+    "sequence_classification": "classify",
+    "embedding": "embed",
+}
+
+
+def _require_task(llm: Any, model: str, task: str) -> None:
+    """Refuses at start a model vLLM cannot run as ``task``.
+
+    vLLM picks what a checkpoint serves from its architecture (Qwen2.5-Math-PRM: ``token_classify``
+    only; Qwen2.5-Math-RM: ``token_classify``, not ``classify``) and a pooling model's one pooling task
+    (0.33: ``LLM.encode`` refuses any other). The engine started anyway and every batch then failed
+    with a ValueError (a ``backend_error`` on each item, the service reporting ready)."""
+    need = _VLLM_TASKS[task]
+    supported = getattr(llm, "supported_tasks", None)  # absent in releases without it: not checked
+    pooling = getattr(llm, "pooling_task", None) if need != "generate" else None
+    if (supported is not None and need not in supported) or (pooling is not None and pooling != need):
+        served = f"{pooling!r}" if pooling is not None else f"{', '.join(map(repr, supported or ()))}"
+        raise BackendUnavailable(
+            f"vLLM serves {model!r} as {served}, not {need!r} (task {task}): set the task this "
+            "checkpoint is for"
+        )
 
 
 def _gpu_index(device: str) -> int | None:
