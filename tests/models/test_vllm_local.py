@@ -197,6 +197,7 @@ class StandInLLM:
         # "Try switching the model's pooling_task via PoolerConfig(task=...)")
         self.runner = "generate" if loaded.task == "generate" else "pooling"
         self.pooling_task = POOLING_TASKS.get(loaded.task)
+        self.supported_tasks = (self.pooling_task or "generate",)
         self.regression = regression
         self.step_tag_id = step_tag_id
         self.model_config = SimpleNamespace(max_model_len=max_model_len or loaded.max_length)
@@ -768,6 +769,40 @@ def test_a_pooling_request_vllm_failed_is_an_error_not_a_score(qwen_prm_path: st
     got_emb = vllm_local._embed(emb, ["The cat sits on the mat.", "A dog."])
     assert isinstance(got_emb[0], BackendError)
     assert isinstance(got_emb[1], Embedding) and got_emb[1].vector
+
+
+class EngineDeadError(Exception):
+    """``vllm.v1.engine.exceptions.EngineDeadError``: the engine core process is gone."""
+
+
+async def test_a_dead_engine_makes_the_backend_not_ready(causal_lm_path: str, tmp_path: Path) -> None:
+    """When vLLM's engine core dies (a CUDA error, the OOM killer), ``LLMEngine.step`` raises
+    ``EngineDeadError`` from then on: every item was a backend_error while ``/ready`` said ok, so
+    nothing restarted the service. The backend is now not ready, saying why, and fails fast."""
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu")
+    llm = StandInLLM(loaded)
+    steps = 0
+
+    def dead() -> list[Any]:
+        nonlocal steps
+        steps += 1
+        raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+    llm.llm_engine.step = dead  # type: ignore[method-assign]
+    sys.modules["vllm"].LLM = lambda model, **kwargs: llm  # type: ignore[attr-defined]
+    backend = vllm_local.VLLMBackend("judge", str(tmp_path), "generate")
+    await backend.start()
+    try:
+        assert backend.ready()["ok"]
+        request = _judge_requests()[0]
+        for _ in range(2):
+            with pytest.raises(BackendError):
+                await backend.chat(request, time.monotonic() + 30)
+        state = backend.ready()
+        assert not state["ok"] and "died" in state["error"] and "EngineDeadError" in state["error"]
+        assert steps == 1  # the second call was not sent to the dead engine
+    finally:
+        await backend.close()
 
 
 def test_a_failing_call_leaves_no_request_in_the_engine(causal_lm_path: str) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rewardhub.models.base import (
     Capability,
@@ -50,6 +50,8 @@ from rewardhub.models.hf_compute import encode_conversations, encode_steps, scat
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
+
+T = TypeVar("T")
 
 
 def import_vllm() -> Any:
@@ -77,6 +79,26 @@ class VLLMBackend(TransformersBackend):
         # vLLM reserves 90% of the GPU per engine by default: a second engine on the same GPU (a judge
         # beside a PRM) cannot start unless each is given its share.
         self.gpu_memory_utilization = gpu_memory_utilization
+        self._dead: str | None = None  # why the engine is gone for good (vLLM's EngineDeadError)
+
+    def ready(self) -> dict[str, Any]:
+        """Not ready once the engine has died: every later call would fail, and only a restart of the
+        service (this backend has no model process to restart) brings it back."""
+        if self._dead is not None:
+            return {"ok": False, "error": self._dead, **self.describe()}
+        return super().ready()
+
+    async def _run(self, fn: Callable[[Any, list[Any]], list[T]], items: list[Any]) -> list[T]:
+        if self._dead is not None:
+            raise BackendError(self._dead)
+        try:
+            return await super()._run(fn, items)
+        except Exception as exc:
+            if _engine_dead(exc):
+                self._dead = (
+                    f"the vLLM engine of backend {self.name!r} died ({exc!r:.200}); restart the service"
+                )
+            raise
 
     def _loader(self) -> Callable[[], Any]:
         args = self._load_args
@@ -142,6 +164,20 @@ def _require_task(llm: Any, model: str, task: str) -> None:
             f"vLLM serves {model!r} as {served}, not {need!r} (task {task}): set the task this "
             "checkpoint is for"
         )
+
+
+def _engine_dead(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is vLLM's ``EngineDeadError``: the engine core
+    process is gone (a CUDA error, the out-of-memory killer) and the ``LLM`` object with it, so the
+    backend answered ``backend_error`` to every item from then on while ``/ready`` said ok."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the exception, then what it was raised from
+        if seen is None:
+            return False
+        if any(c.__name__ == "EngineDeadError" for c in type(seen).__mro__):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _gpu_index(device: str) -> int | None:
