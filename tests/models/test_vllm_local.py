@@ -228,6 +228,8 @@ class StandInLLM:
         tok = self.loaded.tokenizer
         seqs = [tok(p)["input_ids"] if isinstance(p, str) else list(p["prompt_token_ids"]) for p in prompts]
         for ids in seqs:
+            if not ids:
+                raise ValueError("The decoder prompt cannot be empty")
             if len(ids) > self.model_config.max_model_len:
                 raise ValueError(
                     f"The decoder prompt (length {len(ids)}) is longer than the maximum model length of "
@@ -701,6 +703,21 @@ def test_embeddings_truncate_long_texts_as_the_transformers_backend() -> None:
     assert len(got_e) == len(want_e) == len(texts)
     _close([e.vector for e in got_e], [e.vector for e in want_e])
     assert [e.truncated for e in got_e] == [e.truncated for e in want_e] == [False, True]
+
+
+def test_an_empty_text_fails_alone_not_its_batch(causal_lm_path: str) -> None:
+    """A decoder embedding model's tokenizer adds no BOS: an empty response has no tokens, and vLLM
+    refuses a whole call holding an empty prompt, so every text batched with it failed. It is an
+    error of its own (on transformers it embeds as a zero vector, which similarity refuses too)."""
+    loaded = hf_compute.load(causal_lm_path, "embedding", device="cpu")
+    assert loaded.tokenizer("")["input_ids"] == []
+    texts = ["", "The cat sits on the mat."]
+    got = vllm_local._embed(StandInLLM(loaded), texts)
+    with hf_compute.inference():
+        want = hf_compute.embed(loaded, texts[1:])
+    assert isinstance(got[0], BackendError) and "no tokens" in str(got[0])
+    assert isinstance(got[1], Embedding) and isinstance(want[0], Embedding)
+    _close([got[1].vector], [want[0].vector])
 
 
 def test_a_request_past_its_deadline_is_aborted_and_the_others_finish(tmp_path: Path) -> None:

@@ -418,12 +418,24 @@ def _classify(llm: Any, inputs: Sequence[tuple[Message, ...]]) -> list[list[floa
 
 def _embed(llm: Any, texts: Sequence[str]) -> list[Embedding | BackendError]:
     """Texts past ``max_model_len`` are truncated, as on the transformers path (sentence-transformers'
-    rule: the first tokens still embed meaningfully), instead of failing the batch in vLLM."""
+    rule: the first tokens still embed meaningfully), instead of failing the batch in vLLM.
+
+    A text with no tokens (an empty response, for a tokenizer that adds no BOS or CLS: a decoder
+    embedding model) is an error of its own: vLLM refuses a whole call holding an empty prompt ("The
+    decoder prompt cannot be empty"), which failed every text batched with it."""
     tok, limit = llm.get_tokenizer(), _max_len(llm)
     ids = tok(list(texts), truncation=True, max_length=limit)["input_ids"]
     cut = truncated(tok, texts, [len(x) for x in ids], limit)
-    outs = llm.embed(_prompts([list(x) for x in ids]), use_tqdm=False)
-    return [
-        _failed_pooling(o) or Embedding([float(x) for x in o.outputs.embedding], k in cut)
-        for k, o in enumerate(outs)
+    encoded: list[Encoded] = [
+        list(x) if len(x) else BackendError("the text has no tokens for this model: nothing to embed")
+        for x in ids
     ]
+
+    def run(idx: list[int], seqs: list[list[int]]) -> list[Embedding | BackendError]:
+        outs = llm.embed(_prompts(seqs), use_tqdm=False)
+        return [
+            _failed_pooling(o) or Embedding([float(x) for x in o.outputs.embedding], k in cut)
+            for k, o in zip(idx, outs, strict=True)
+        ]
+
+    return scatter(encoded, run)
