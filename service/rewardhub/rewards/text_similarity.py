@@ -11,6 +11,10 @@ Metrics (``metric``):
   is available, else invalid ``unsupported``;
 * ``meteor`` — needs the WordNet corpus, which is not shipped offline; used when NLTK can load it,
   otherwise invalid ``unsupported`` (never a silent 0).
+
+Reference: a string, ``{"text": ...}``/``{"answer": ...}``, or a list of strings (several acceptable
+answers: the best one counts, ``details.best_reference`` says which), as for ``similarity``. A blank
+reference is no reference (invalid ``parse_error``): an empty response scored 1.0 against it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.similarity import reference_texts
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -98,7 +103,9 @@ def similarity_score(metric: str, text: str, reference: str) -> float | None:
 @register
 class TextSimilarityReward(Reward[TextSimilarityConfig]):
     name: ClassVar[str] = "text_similarity"
-    version: ClassVar[str] = "1.0.0"
+    # 1.1: lists and {"text": ...} references; a blank reference is invalid (was 1.0 for an empty
+    # response); ROUGE reads Unicode words (non-ASCII text scored 0.0)
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
@@ -144,13 +151,17 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
             return await self._cosine(items, ctx)
         out = []
         for item in items:
-            if not isinstance(item.reference, str):
+            refs = reference_texts(item.reference)
+            if refs is None:
                 out.append(
-                    Outcome.invalid(Reason.MISSING_REFERENCE, "text_similarity needs a reference string")
+                    Outcome.invalid(
+                        Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
+                        'text_similarity needs a reference: a non-blank string, {"text": ...} or a list of them',
+                    )
                 )
                 continue
-            value = similarity_score(config.metric, item.response, item.reference)
-            if value is None:
+            values = [similarity_score(config.metric, item.response, ref) for ref in refs]
+            if any(v is None for v in values):
                 # this server's lack: a composite zeroing it must not cache the 0
                 out.append(
                     Outcome.invalid(
@@ -160,7 +171,12 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                     )
                 )
                 continue
-            out.append(Outcome(value, details={"metric": config.metric}))
+            scores = [v for v in values if v is not None]
+            best = max(scores)
+            details: dict[str, Any] = {"metric": config.metric, "best_reference": scores.index(best)}
+            if len(scores) > 1:
+                details["scores"] = [round(v, 6) for v in scores]
+            out.append(Outcome(best, details=details))
         return out
 
     async def _cosine(self, items: Sequence[ScoreItem], ctx: ScoreContext) -> list[Outcome]:

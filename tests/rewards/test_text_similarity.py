@@ -1,0 +1,55 @@
+"""`text_similarity` (the OpenAI grader's metrics) through POST /v1/score on the real app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+
+async def run(client: httpx.AsyncClient, metric: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    body = {"reward": {"name": "text_similarity", "config": {"metric": metric}}, "items": items}
+    r = await client.post("/v1/score", json=body)
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+@pytest.mark.parametrize("metric", ["fuzzy_match", "bleu", "gleu", "rouge_1", "rouge_l"])
+async def test_a_blank_reference_is_no_reference(client: httpx.AsyncClient, metric: str) -> None:
+    """Two empty texts are "identical": an empty response scored 1.0 against an empty reference (and any
+    answer 0.0), a data error scored as full marks. It is invalid, as for `similarity`."""
+    res = await run(
+        client,
+        metric,
+        [
+            {"response": "", "reference": ""},
+            {"response": "  ", "reference": " \n"},
+            {"response": "Paris", "reference": ""},
+            {"response": "Paris"},
+        ],
+    )
+    assert [(r["valid"], r["reason"]) for r in res] == [(False, "parse_error")] * 3 + [
+        (False, "missing_reference")
+    ]
+
+
+@pytest.mark.parametrize("metric", ["fuzzy_match", "bleu", "rouge_1", "rouge_l"])
+async def test_several_references_the_best_counts(client: httpx.AsyncClient, metric: str) -> None:
+    """A list of acceptable answers (as `similarity` and `cosine` take) was refused as a missing
+    reference; the best one counts, as does {"text": ...}."""
+    answer = "the cat sat on the mat"
+    res = await run(
+        client,
+        metric,
+        [
+            {"response": answer, "reference": ["stocks fell sharply today", answer]},
+            {"response": answer, "reference": {"text": answer}},
+            {"response": answer, "reference": ["stocks fell", 3]},
+        ],
+    )
+    assert res[0]["valid"] and res[0]["score"] == pytest.approx(1.0)
+    assert res[0]["details"]["best_reference"] == 1 and len(res[0]["details"]["scores"]) == 2
+    assert res[1]["valid"] and res[1]["score"] == pytest.approx(1.0)
+    assert not res[2]["valid"] and res[2]["reason"] == "parse_error"
