@@ -53,3 +53,22 @@ async def test_several_references_the_best_counts(client: httpx.AsyncClient, met
     assert res[0]["details"]["best_reference"] == 1 and len(res[0]["details"]["scores"]) == 2
     assert res[1]["valid"] and res[1]["score"] == pytest.approx(1.0)
     assert not res[2]["valid"] and res[2]["reason"] == "parse_error"
+
+
+@pytest.mark.parametrize("metric", ["rouge_1", "rouge_2", "rouge_l"])
+async def test_rouge_reads_non_ascii_words(client: httpx.AsyncClient, metric: str) -> None:
+    """rouge-score's tokenizer keeps only [a-z0-9]: a Russian or Chinese answer had no words and scored
+    0.0 against itself, a silent 0 for every non-English rollout. ASCII text reads as before."""
+    res = await run(
+        client,
+        metric,
+        [
+            {"response": "Кошка сидит на коврике", "reference": "Кошка сидит на коврике"},
+            {"response": "猫坐在垫子上", "reference": "猫坐在垫子上"},
+            {"response": "猫坐在垫子上", "reference": "狗坐在地上"},
+            {"response": "The cat, sat!", "reference": "the cat sat"},
+        ],
+    )
+    assert [r["score"] for r in res[:2]] == [pytest.approx(1.0)] * 2
+    assert 0.0 < res[2]["score"] < 1.0
+    assert res[3]["score"] == pytest.approx(1.0)

@@ -6,7 +6,9 @@ Metrics (``metric``):
 * ``bleu`` — sentence BLEU-4 on whitespace tokens with add-one smoothing (NLTK ``method1``), so short
   texts don't collapse to 0;
 * ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``);
-* ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming);
+* ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming), on
+  lower-cased Unicode words, each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
+  only ``[a-z0-9]``: a Russian or Chinese answer had no tokens and scored 0.0 against itself);
 * ``cosine`` — embedding cosine, delegated to the ``similarity`` reward (a local embedding model) when it
   is available, else invalid ``unsupported``;
 * ``meteor`` — needs the WordNet corpus, which is not shipped offline; used when NLTK can load it,
@@ -19,6 +21,7 @@ reference is no reference (invalid ``parse_error``): an empty response scored 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
@@ -50,11 +53,25 @@ class TextSimilarityConfig(RewardConfig):
     metric: Metric = Field("fuzzy_match", description="The similarity metric (see the reward's description).")
 
 
+# CJK ideographs, kana and compatibility ideographs: written without spaces, one word each (as
+# sacrebleu's zh tokenizer does); every other run of letters and digits is one word.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+
+
+class _UnicodeTokenizer:
+    """ROUGE's words: lower-cased runs of Unicode letters and digits. On ASCII text the same words as
+    ``rouge-score``'s default, which drops every other character (``"кошка"`` had no words at all)."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return _WORD.findall(text.lower())
+
+
 @lru_cache(maxsize=8)
 def _rouge(kind: str) -> Any:
     from rouge_score import rouge_scorer
 
-    return rouge_scorer.RougeScorer([kind], use_stemmer=False)
+    return rouge_scorer.RougeScorer([kind], use_stemmer=False, tokenizer=_UnicodeTokenizer())
 
 
 @lru_cache(maxsize=1)
@@ -103,8 +120,8 @@ def similarity_score(metric: str, text: str, reference: str) -> float | None:
 @register
 class TextSimilarityReward(Reward[TextSimilarityConfig]):
     name: ClassVar[str] = "text_similarity"
-    # 1.1: lists and {"text": ...} references; a blank reference is invalid (was 1.0 for an empty
-    # response); ROUGE reads Unicode words (non-ASCII text scored 0.0)
+    # 1.1: ROUGE reads Unicode words (non-ASCII text scored 0.0); lists and {"text": ...} references; a
+    # blank reference is invalid (was 1.0 for an empty response)
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
