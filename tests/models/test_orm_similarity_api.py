@@ -381,6 +381,25 @@ async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) 
         assert first["score"] == pytest.approx(same["score"])
 
 
+async def test_a_response_of_invisible_characters_is_empty(make_app: MakeApp) -> None:
+    """The tokenizer drops a zero-width space, soft hyphen, BOM or NUL, so MiniLM embeds such a response
+    as it embeds "": it scored an answer's cosine (-0.005 against a cat sentence), above an off-topic
+    answer's, where an empty response scores the floor -1 (a GRPO group learned that saying nothing
+    invisibly beats saying something wrong). Two of them against each other scored 1.0."""
+    ref = "The cat sits on the mat."
+    invisible = ["\u200b", "\u00ad\ufeff", "\x00 \u200b\n"]
+    async with make_app() as client:
+        res = await run(
+            client,
+            "similarity",
+            [{"response": r, "reference": ref} for r in invisible]
+            + [{"response": "\u200b", "reference": "\u200b"}, {"response": "cat", "reference": "\u200b"}],
+        )
+    for r in res[:3]:
+        assert (r["score"], r["reason"], r["components"]) == (-1.0, "no_answer", {"cosine": -1.0}), r
+    assert [(r["valid"], r["reason"]) for r in res[3:]] == [(False, "parse_error")] * 2
+
+
 @pytest.mark.parametrize(
     ("reference", "texts"),
     [
@@ -391,6 +410,8 @@ async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) 
         ({"text": "  ", "answer": None}, None),
         (["a", "b"], ["a", "b"]),
         (["a", ""], None),
+        (["a", "\u200b"], None),  # a zero-width space is as blank as a space
+        ({"text": "\ufeff\u00ad", "answer": "Paris"}, ["Paris"]),
         ([], None),
         (None, None),
     ],

@@ -8,7 +8,8 @@ replaces it.
 
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
 counts). ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to
-``(cos + 1) / 2`` in [0, 1]. ``components.cosine`` is always the cosine. An empty response scores the
+``(cos + 1) / 2`` in [0, 1]. ``components.cosine`` is always the cosine. An empty response (nothing but
+whitespace and invisible format or control characters: a zero-width space is no answer) scores the
 scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``, and its ``components.cosine`` is -1:
 below any answer, however off-topic. Texts longer than the model's
 context are embedded from their start (MiniLM reads 256 tokens), as sentence-transformers does, and
@@ -19,6 +20,7 @@ reasoning trace compared this way is compared by its opening, not by its answer.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -30,7 +32,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 
-__all__ = ["SimilarityConfig", "SimilarityReward", "reference_texts"]
+__all__ = ["SimilarityConfig", "SimilarityReward", "blank", "reference_texts"]
 
 
 class SimilarityConfig(RewardConfig):
@@ -42,17 +44,25 @@ class SimilarityConfig(RewardConfig):
     )
 
 
+def blank(text: str) -> bool:
+    """Whether a text says nothing: only whitespace and invisible format/control characters (zero-width
+    space, soft hyphen, BOM, NUL). The tokenizer drops those, so the model embeds the text as it embeds
+    "": a zero-width space scored an answer's cosine (-0.005 on MiniLM against a cat sentence, above an
+    off-topic answer's -0.05) where an empty response scores the floor, and two of them cosine 1.0."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
 def reference_texts(reference: Any) -> list[str] | None:
     """The reference texts, or None when there is no usable one. A blank text is not a reference (two
     empty strings embed identically: an empty response scored 1.0 against an empty reference), and a
     list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere)."""
     if isinstance(reference, dict):
         texts_in = [reference.get(k) for k in ("text", "answer")]  # a blank "text" gives way to "answer"
-        reference = next((t for t in texts_in if isinstance(t, str) and t.strip()), None)
+        reference = next((t for t in texts_in if isinstance(t, str) and not blank(t)), None)
     texts = [reference] if isinstance(reference, str) else reference
     if not isinstance(texts, list) or not texts:
         return None
-    if not all(isinstance(t, str) and t.strip() for t in texts):
+    if not all(isinstance(t, str) and not blank(t) for t in texts):
         return None
     return texts
 
@@ -77,8 +87,9 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # 1.1: MiniLM reads 256 tokens (was 512); 1.2: details.truncated; 1.3: an empty response scores the
     # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped;
     # 1.4: a local model whose tokenizer pads (or truncates) on the left embeds each text as it would alone
-    # (and a text past the context from its start)
-    version: ClassVar[str] = "1.4.0"
+    # (and a text past the context from its start); 1.5: a response or reference of invisible characters
+    # only (zero-width space, soft hyphen, BOM) is empty
+    version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
@@ -116,7 +127,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                     'similarity needs a reference: a non-blank string, {"text": ...} or a list of them',
                 )
                 continue
-            if not item.response.strip():
+            if blank(item.response):
                 # The scale's floor: 0.0 on the cosine scale put an empty answer above every off-topic one
                 # whose cosine is negative (MiniLM gives unrelated sentences -0.05), so a GRPO group
                 # learned that saying nothing beats saying something wrong. The cosine component is the
