@@ -151,9 +151,12 @@ def build_tiny_bert_token_classifier(path: Path, *, hidden: int = 32, layers: in
     return _save(BertForTokenClassification(config), tok, path)
 
 
-def build_tiny_bert_embedder(path: Path, *, pooling: str | None, hidden: int = 32, seed: int = 0) -> Path:
+def build_tiny_bert_embedder(
+    path: Path, *, pooling: str | None, hidden: int = 32, seed: int = 0, extra_modules: Sequence[str] = ()
+) -> Path:
     """A bare BERT encoder saved as a sentence-transformers checkpoint whose Pooling module says
-    ``pooling_mode_<pooling>`` (no Pooling module when None), random weights."""
+    ``pooling_mode_<pooling>`` (no Pooling module when None), then ``extra_modules`` (class names such as
+    ``Normalize`` or ``Dense``), random weights."""
     import json
 
     import torch
@@ -176,6 +179,15 @@ def build_tiny_bert_embedder(path: Path, *, pooling: str | None, hidden: int = 3
         modules = [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        modules += [
+            {
+                "idx": 2 + k,
+                "name": str(2 + k),
+                "path": f"{2 + k}_{m}",
+                "type": f"sentence_transformers.models.{m}",
+            }
+            for k, m in enumerate(extra_modules)
         ]
         (path / "modules.json").write_text(json.dumps(modules))
         modes = ["cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "lasttoken"]

@@ -412,7 +412,7 @@ async def test_a_local_embedding_model_is_pooled_as_it_says(
 
     from tiny_models import build_tiny_bert_embedder
 
-    path = build_tiny_bert_embedder(tmp_path / "emb", pooling=pooling)
+    path = build_tiny_bert_embedder(tmp_path / "emb", pooling=pooling, extra_modules=["Normalize"])
     a, b = "The cat sits on the mat.", "def add(a, b): return a + b"
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path).eval()
@@ -435,15 +435,31 @@ async def test_a_local_embedding_model_is_pooled_as_it_says(
     assert res[0]["valid"] and res[0]["score"] == pytest.approx(expected, abs=1e-5)
 
 
-async def test_a_pooling_this_backend_cannot_compute_fails_the_start(
-    make_app: MakeApp, tmp_path: Path
+@pytest.mark.parametrize(
+    ("pooling", "extra", "refused"),
+    [("mean_sqrt_len_tokens", [], "pooling_mode_mean_sqrt_len_tokens"), ("mean_tokens", ["Dense"], "Dense")],
+)
+async def test_an_embedding_recipe_this_backend_cannot_compute_fails_the_start(
+    make_app: MakeApp, tmp_path: Path, pooling: str, extra: list[str], refused: str
 ) -> None:
+    """A pooling it does not compute, or a Dense projection after the pooling, is refused at load: cosines
+    of vectors before the projection are not the model's similarity."""
     from tiny_models import build_tiny_bert_embedder
 
-    path = build_tiny_bert_embedder(tmp_path / "emb", pooling="mean_sqrt_len_tokens")
-    with pytest.raises(Exception, match="pooling_mode_mean_sqrt_len_tokens"):
+    path = build_tiny_bert_embedder(tmp_path / "emb", pooling=pooling, extra_modules=extra)
+    with pytest.raises(Exception, match=refused):
         async with make_app(embedding_model=str(path)):
             pass
+
+
+def test_a_checkpoint_without_a_pooling_module_is_mean_pooled(tmp_path: Path) -> None:
+    """A modules.json naming only the encoder (a StopIteration out of the load before) is mean pooling."""
+    from rewardhub.models.hf_compute import embedding_pooling
+
+    (tmp_path / "modules.json").write_text(
+        json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}])
+    )
+    assert embedding_pooling(str(tmp_path)) == "mean"
 
 
 @pytest.mark.parametrize(

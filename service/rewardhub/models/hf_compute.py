@@ -195,20 +195,31 @@ _POOLING_MODES: dict[str, Pooling] = {
 }
 
 
+def _st_modules(root: Path) -> list[tuple[str, str]]:
+    """A sentence-transformers checkpoint's modules as (class name, folder); none without modules.json."""
+    with contextlib.suppress(ValueError, OSError, TypeError, AttributeError):
+        modules = json.loads((root / "modules.json").read_text())
+        return [(str(m.get("type", "")).rsplit(".", 1)[-1], str(m.get("path", ""))) for m in modules]
+    return []
+
+
 def embedding_pooling(path: str) -> Pooling:
     """The pooling a sentence-transformers checkpoint was trained with (its ``modules.json`` names the
     Pooling module's folder, whose ``config.json`` says the mode); mean when there is none.
 
     Mean pooling for every model embedded BGE (CLS pooling) or a last-token model (Qwen3-Embedding,
     gte-Qwen) with a recipe it was not trained for: other vectors, other cosines, all valid-looking. A
-    mode this backend does not compute (several at once, weighted mean) refuses the load, not a guess."""
+    mode this backend does not compute (several at once, weighted mean), or a module after the encoder
+    that it does not apply (a Dense projection), refuses the load, not a guess."""
     root = Path(path)
-    folder = "1_Pooling"
-    with contextlib.suppress(ValueError, OSError, TypeError, AttributeError):
-        modules = json.loads((root / "modules.json").read_text())
-        folder = next(
-            str(m.get("path", "")) for m in modules if str(m.get("type", "")).endswith("models.Pooling")
+    modules = _st_modules(root)
+    other = [name for name, _ in modules if name not in ("Transformer", "Pooling", "Normalize")]
+    if other:
+        raise BackendUnavailable(
+            f"{root / 'modules.json'} names modules this backend does not apply ({', '.join(other)}); "
+            "it computes the encoder, its pooling and L2 normalisation"
         )
+    folder = next((where for name, where in modules if name == "Pooling"), "1_Pooling")
     config_file = root / folder / "config.json"
     if not config_file.is_file():
         return "mean"
