@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -133,22 +134,28 @@ def build_tiny_bert_token_classifier(path: Path, *, hidden: int = 32, layers: in
     Initialised with a large weight scale: at the usual 0.02, a random BERT's outputs barely depend on
     context at all (a millionth), and the shared-prefix check would rightly find no difference."""
     import torch
-    from transformers import BertConfig, BertForTokenClassification
+    from transformers import BertForTokenClassification
 
     torch.manual_seed(seed)
     tok = train_tokenizer()
-    config = BertConfig(
-        vocab_size=len(tok),  # type: ignore[arg-type]
+    return _save(BertForTokenClassification(_bert_config(tok, hidden, layers, num_labels=2)), tok, path)
+
+
+def _bert_config(tok: Any, hidden: int, layers: int, **extra: Any) -> Any:
+    """A small BERT for ``tok``, initialised with a large weight scale (see the token classifier)."""
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=len(tok),
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
         num_attention_heads=2,
         max_position_embeddings=512,
-        pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
-        num_labels=2,
+        pad_token_id=tok.pad_token_id,
         initializer_range=0.5,
+        **extra,
     )
-    return _save(BertForTokenClassification(config), tok, path)
 
 
 def build_tiny_bert_embedder(
@@ -160,21 +167,11 @@ def build_tiny_bert_embedder(
     import json
 
     import torch
-    from transformers import BertConfig, BertModel
+    from transformers import BertModel
 
     torch.manual_seed(seed)
     tok = train_tokenizer()
-    config = BertConfig(
-        vocab_size=len(tok),  # type: ignore[arg-type]
-        hidden_size=hidden,
-        intermediate_size=hidden * 2,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=tok.pad_token_id,  # type: ignore[attr-defined]
-        initializer_range=0.5,
-    )
-    _save(BertModel(config), tok, path)
+    _save(BertModel(_bert_config(tok, hidden, 2)), tok, path)
     if pooling is not None:
         modules = [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
