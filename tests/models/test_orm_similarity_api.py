@@ -279,6 +279,25 @@ async def test_remote_embeddings_of_another_size_fail_their_item_only(
     assert "size" in bad["details"]["message"]
 
 
+async def test_remote_embeddings_with_a_repeated_index_are_not_given_to_the_wrong_texts(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    """Only the number of rows was checked: a server that answered index 0 twice and no index 1 gave the
+    second text the first text's vector, and its cosine was scored as if it were its own."""
+    app = FastAPI()
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> dict[str, Any]:
+        texts = (await request.json())["input"]
+        first = {"index": 0, "embedding": [1.0, float(len(texts[0])), 0.5]}
+        return {"object": "list", "data": [first] * len(texts)}  # the reference got the response's: 1.0
+
+    async with embedding_server(make_app, app, tmp_path) as client:
+        (res,) = await run(client, "similarity", [{"response": "a", "reference": "a much longer text"}])
+    assert (res["valid"], res["reason"]) == (False, "backend_error"), res
+    assert "indices" in res["details"]["message"]
+
+
 async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_only(
     make_app: MakeApp, tmp_path: Path
 ) -> None:
