@@ -32,6 +32,7 @@ the plain masked pass only.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -206,12 +207,18 @@ def run_plain(
 def cache_kwarg(model: Any) -> str:
     """The name under which ``model.forward`` takes a key/value cache: ``cache`` in transformers 5.2x
     (``past_key_values`` still works there, with a FutureWarning per pass, and goes in 5.40),
-    ``past_key_values`` before that and in remote code written for it."""
+    ``past_key_values`` before that and in remote code written for it. Read once per model class, not
+    per pass."""
+    return _cache_kwarg_of(model.__class__)
+
+
+@functools.cache
+def _cache_kwarg_of(cls: Any) -> str:  # a model class
     import inspect
 
     try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
+        params = inspect.signature(cls.forward).parameters
+    except (AttributeError, TypeError, ValueError):
         return "past_key_values"
     return "cache" if "cache" in params else "past_key_values"
 
