@@ -59,6 +59,8 @@ __all__ = [
     "scatter",
     "resolve_device",
     "sanitize",
+    "scrubber",
+    "special_strings",
     "step_probs",
 ]
 
@@ -367,7 +369,7 @@ def special_strings(tok: Any) -> tuple[str, ...]:
     return tuple(s for s in found if s)
 
 
-def _scrubber(tok: Any) -> Scrubber:
+def scrubber(tok: Any) -> Scrubber:
     """A :class:`~rewardhub.models.specials.Scrubber` of the tokenizer's specials, built once per tokenizer."""
     cached = getattr(tok, "_rewardhub_scrubber", None)
     if cached is None:
@@ -382,7 +384,7 @@ def sanitize(tok: Any, text: str, keep: str | None = None) -> str:
     let a response close its own turn and forge the next one (a chat-template injection against a local
     judge or reward model). ``keep`` spares the one tag the input format itself inserts (a PRM's step tag).
     """
-    return _scrubber(tok)(text, keep)
+    return scrubber(tok)(text, keep)
 
 
 def has_chat_template(tok: Any) -> bool:
@@ -391,7 +393,7 @@ def has_chat_template(tok: Any) -> bool:
 
 def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
     """A conversation as the model saw it in training: its chat template, or plain joined text."""
-    clean = clean_messages(_scrubber(tok), messages, keep)
+    clean = clean_messages(scrubber(tok), messages, keep)
     if has_chat_template(tok):
         text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
         return str(text)

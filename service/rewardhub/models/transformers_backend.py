@@ -131,7 +131,8 @@ class TransformersBackend(ModelBackend):
         self._load_error: str | None = None
         self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
         self._fingerprint = checkpoint_fingerprint(path)
-        self._scrubber: Scrubber | None = None  # cleaner(): built once per set of special tokens
+        self._scrubber: Scrubber | None = None  # cleaner(): built once per start of the model process
+        self._scrubbed: dict[str, Any] | None = None  # the process info it was built from
         # Called when its model process died and is restarted (the hub counts it in /metrics)
         self.on_process_restart: Callable[[], None] | None = None
 
@@ -322,21 +323,18 @@ class TransformersBackend(ModelBackend):
         """The tokenizer's own special tokens, the ones :func:`hf_compute.sanitize` removes before the
         model sees a text (told by the model process when it loaded, again after a restart): "<pad>" or
         "<unk>" are none of the generic shapes, yet reach the model as nothing. Loads the model."""
-        await self._ensure_loaded(deadline)
-        specials = self._specials()
-        if specials is None:
+        loaded = await self._ensure_loaded(deadline)
+        if self._process is None:  # the model in this process: the scrubber sanitize itself uses
+            tok = self._tokenizer(loaded)
+            return GENERIC if tok is None else hf_compute.scrubber(tok)
+        info = self._process.info  # a new dict at each (re)start of the process
+        told = info.get("specials")
+        if told is None:
             return GENERIC
-        if self._scrubber is None or set(self._scrubber.specials or ()) != set(specials):
-            self._scrubber = Scrubber(specials)
+        if self._scrubbed is not info:
+            self._scrubber, self._scrubbed = Scrubber([str(t) for t in told]), info
+        assert self._scrubber is not None
         return self._scrubber
-
-    def _specials(self) -> Sequence[str] | None:
-        """The loaded tokenizer's special-token strings; None when the model process did not say."""
-        if self._process is not None:
-            told = self._process.info.get("specials")
-            return None if told is None else [str(t) for t in told]
-        tok = self._tokenizer(self._loaded)
-        return None if tok is None else hf_compute.special_strings(tok)
 
     # --- hooks (the vLLM backend swaps in its own loading and compute functions) --------------------
     def _tokenizer(self, loaded: Any) -> Any:
