@@ -77,8 +77,9 @@ _CONNECT_S = 2.0
 # OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096", "`inputs` must have
 # less than 1024 tokens"), llama.cpp's server ("exceeds the available context size", its error type
 # exceed_context_size_error; some versions answer it with a 500), llama-cpp-python ("exceed context
-# window"), Anthropic's compatibility layer ("prompt is too long").
-_INPUT_STATUSES = frozenset({400, 413, 422})
+# window"), Anthropic's compatibility layer ("prompt is too long"). A 413 (a body over a size limit) is
+# InputTooLong before these are read.
+_INPUT_STATUSES = frozenset({400, 422})
 # Answers worth another attempt besides 5xx: 429 (come back later), and 408 (a server or proxy that gave
 # up waiting for the request; RFC 9110 lets the client repeat it, and the OpenAI SDK does).
 _RETRYABLE_STATUSES = frozenset({408, 429})
