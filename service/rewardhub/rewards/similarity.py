@@ -32,7 +32,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 
-__all__ = ["SimilarityConfig", "SimilarityReward", "blank", "reference_texts"]
+__all__ = ["SimilarityConfig", "SimilarityReward", "blank", "no_reference", "reference_texts"]
 
 
 class SimilarityConfig(RewardConfig):
@@ -81,6 +81,15 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return min(1.0, max(-1.0, dot / (na * nb)))
 
 
+def no_reference(reward: str, reference: Any) -> Outcome:
+    """The item's outcome when :func:`reference_texts` found no usable reference: missing, or present
+    but not one (blank, or a list holding something other than texts)."""
+    return Outcome.invalid(
+        Reason.MISSING_REFERENCE if reference is None else Reason.PARSE_ERROR,
+        f'{reward} needs a reference: a non-blank string, {{"text": ...}} or a list of them',
+    )
+
+
 @register
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
@@ -122,10 +131,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
         for i, item in enumerate(items):
             refs = reference_texts(item.reference)
             if refs is None:
-                outcomes[i] = Outcome.invalid(
-                    Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
-                    'similarity needs a reference: a non-blank string, {"text": ...} or a list of them',
-                )
+                outcomes[i] = no_reference(self.name, item.reference)
                 continue
             if blank(item.response):
                 # The scale's floor: 0.0 on the cosine scale put an empty answer above every off-topic one

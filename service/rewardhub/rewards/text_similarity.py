@@ -30,7 +30,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.similarity import reference_texts
+from rewardhub.rewards.similarity import no_reference, reference_texts
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -170,12 +170,7 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
         for item in items:
             refs = reference_texts(item.reference)
             if refs is None:
-                out.append(
-                    Outcome.invalid(
-                        Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
-                        'text_similarity needs a reference: a non-blank string, {"text": ...} or a list of them',
-                    )
-                )
+                out.append(no_reference(self.name, item.reference))
                 continue
             values = [similarity_score(config.metric, item.response, ref) for ref in refs]
             if any(v is None for v in values):
