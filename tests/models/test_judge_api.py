@@ -667,6 +667,22 @@ async def test_a_reasoning_judge_cut_off_while_reasoning_is_a_parse_error(
         assert not res["valid"] and res["reason"] == "parse_error"
 
 
+async def test_a_message_without_content_reads_as_null_content(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """Servers that drop null fields send ``{"role": "assistant"}`` for a reasoning judge cut off while
+    it reasoned: that is the judgement cut off (parse_error, raise max_tokens), as with content null,
+    not a malformed answer (backend_error)."""
+    raw = json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant"}, "finish_reason": "length"}]}
+    ).encode()
+    judge_server.reply = always("", raw=raw)
+    async with judge_app(make_app, judge_server) as client:
+        (res,) = await score(client, {"mode": "pointwise"}, [{"prompt": "q", "response": "42"}])
+    assert not res["valid"] and res["reason"] == "parse_error", res
+    assert "raise max_tokens" in res["details"]["message"]
+
+
 async def test_the_pairwise_opponent_s_reasoning_is_cut_like_the_response_s(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

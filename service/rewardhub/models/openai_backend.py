@@ -101,7 +101,9 @@ def parse_chat_completion(name: str, answer: Any) -> Completion:
     """The first choice of a chat completion; anything malformed is a :class:`BackendError`."""
     try:
         choice = answer["choices"][0]
-        text = _content_text(choice["message"]["content"])
+        # ``content`` is required but nullable in OpenAI's schema; servers that drop null fields
+        # (omitempty) leave it out of a refusal or a reasoning model's cut-off answer: the same as null
+        text = _content_text(choice["message"].get("content"))
         tokens: tuple[TokenLogprob, ...] | None = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and isinstance(lp.get("content"), list):
