@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from rewardhub.rewards import text_similarity
+
 EM = {"verifier": "exact_match"}
 
 
@@ -224,3 +226,25 @@ async def test_a_verifier_s_stand_in_score_is_not_cached(make_app: Any, judge_se
         assert not up["cached"] and up["score"] == pytest.approx(rlcr(True, 0.9)), up
         (again,) = await score(c, [item], config)
         assert again["cached"] and again["score"] == up["score"]
+
+
+async def test_a_verifier_this_server_lacks_is_not_cached_when_zeroed(
+    make_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verifier that this server cannot run (meteor without WordNet: ``unsupported``, transient) makes
+    the item invalid; calibration dropped the transient flag, so a composite zeroing it cached its 0.0,
+    served after WordNet was installed."""
+    monkeypatch.setattr(text_similarity, "_wordnet_available", lambda: False)
+    meteor = {"name": "text_similarity", "config": {"metric": "meteor"}}
+    cal = {"name": "calibration", "config": {"verifier": meteor, "correct_threshold": 0.5}}
+    reward = {"name": "composite", "config": {"components": [{"reward": cal, "on_invalid": "zero"}]}}
+    item = {
+        "response": "<answer>the cat sat</answer><confidence>0.9</confidence>",
+        "reference": "the cat sat",
+    }
+    async with make_app() as c:
+        for _ in range(2):
+            resp = await c.post("/v1/score", json={"reward": reward, "items": [item]})
+            assert resp.status_code == 200, resp.text
+            [r] = resp.json()["results"]
+            assert (r["score"], r["valid"], r["cached"]) == (0.0, True, False), r

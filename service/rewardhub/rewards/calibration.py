@@ -34,7 +34,7 @@ falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the ful
 (default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``) and ``answer``
 otherwise. c is the verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
-same reason.
+same reason (transient when the verifier's failure is: a composite zeroing it does not cache its 0).
 
 Components: ``correct`` (c), ``confidence`` (q), ``brier`` ((q − c)², the item's Brier score: lower is
 better), ``format_ok`` (1/0). A format failure is decided before verification, so its ``correct`` and
@@ -223,6 +223,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
                         v.reason,
                         f"verifier {part.reward.name!r} could not score the answer"
                         + (f": {message}" if message else ""),
+                        transient=v.transient,
                         **details,
                     )
                 )
