@@ -47,6 +47,13 @@ VALID: list[tuple[str, bool, float]] = [
         True,
         0.6,
     ),
+    # a <think> the response ends in (never closed) is reasoning too: its tags don't count
+    (
+        "<answer>Paris</answer><confidence>0.6</confidence>"
+        "<think>or is it <answer>Lyon</answer><confidence>1</confidence>",
+        True,
+        0.6,
+    ),
 ]
 
 
@@ -71,6 +78,8 @@ FORMAT_FAILURES: list[tuple[str, str]] = [
     ("Paris <confidence>0.8</confidence>", "no <answer> tag"),
     ("<answer>  </answer><confidence>0.8</confidence>", "the <answer> tag is empty"),
     ("<think><answer>Paris</answer><confidence>0.8</confidence></think> Paris", "no <answer> tag"),
+    # reasoning cut off before </think>: a draft answer and confidence inside it are not the response's
+    ("<think>Maybe <answer>Paris</answer><confidence>0.8</confidence>", "no <answer> tag"),
 ]
 
 
@@ -141,7 +150,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.0+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.1+")  # includes the verifier's version
 
 
 async def test_verifier_invalid_makes_the_item_invalid(client: httpx.AsyncClient) -> None:

@@ -23,7 +23,8 @@ restores "any well-formed response ≥ a malformed one".
 Format (valid iff all hold): the last complete answer tag exists and holds non-whitespace text (no
 answer tag, or an empty one, is a format failure: there is nothing to verify), and the last complete
 confidence tag parses (:mod:`rewardhub.rewards.confidence`). With ``after_think`` (default) only the
-text after the last ``</think>`` is searched, so tags the model mentions while thinking don't count.
+text after the last ``</think>`` and before a ``<think>`` it never closes is searched, so tags the model
+mentions while thinking don't count (a response cut off inside its reasoning has none to read).
 
 Correctness: a configured verifier (``math`` by default, or ``exact_match``, ``multiple_choice``...) is
 called through the registry **once for the whole batch**, on the format-valid items only, with the
@@ -56,7 +57,7 @@ from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.confidence import last_tag, parse_confidence
-from rewardhub.rewards.text import after_think
+from rewardhub.rewards.text import answer_span
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
 
@@ -80,7 +81,10 @@ class CalibrationConfig(RewardConfig):
     )
     answer_tag: str = Field("answer", description="Tag holding the final answer.")
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
-    after_think: bool = Field(True, description="Search only after the last </think> (when there is one).")
+    after_think: bool = Field(
+        True,
+        description="Search only after the last </think> and before an unclosed <think> (when there are).",
+    )
     scoring: Scoring = Field(
         "rlcr", description="rlcr: c − (q − c)²; brier: 1 − (q − c)²; log: c + λ·ln(max(p, ε))."
     )
@@ -146,7 +150,7 @@ class _Parsed:
 @register
 class CalibrationReward(ComposedReward[CalibrationConfig]):
     name: ClassVar[str] = "calibration"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -166,7 +170,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
 
     def _parse(self, text: str, config: CalibrationConfig) -> _Parsed:
         if config.after_think:
-            text = after_think(text)
+            start, end = answer_span(text)
+            text = text[start:end]
         answer = last_tag(text, config.answer_tag)
         raw_conf = last_tag(text, config.confidence_tag)
         conf = parse_confidence(raw_conf) if raw_conf is not None else None
