@@ -134,8 +134,11 @@ async def test_log_score(client: httpx.AsyncClient) -> None:
     ]
     assert [r["score"] for r in results] == pytest.approx(expected, abs=1e-15)
     assert results[2]["score"] == pytest.approx(-1.0, abs=1e-15)
-    custom = await score(client, items[:1], {**EM, "scoring": "log", "log_epsilon": 0.1, "log_scale": 0.5})
-    assert custom[0]["score"] == pytest.approx(1 + 0.5 * math.log(0.8))
+    custom = await score(client, items[:1], {**EM, "scoring": "log", "log_epsilon": 0.1, "log_scale": 0.4})
+    assert custom[0]["score"] == pytest.approx(1 + 0.4 * math.log(0.8))
+    # λ = 1/|ln ε| given explicitly (the bound itself) is accepted
+    edge = await score(client, items[3:4], {**EM, "scoring": "log", "log_scale": lam})
+    assert edge[0]["score"] == pytest.approx(0.0, abs=1e-15)
 
 
 async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
@@ -183,6 +186,10 @@ async def test_custom_tags(client: httpx.AsyncClient) -> None:
             "calibration: reward.config.verifier.config.extraction.0:",
         ),
         ({"scoring": "log", "log_epsilon": 0}, 422, "log_epsilon"),
+        # λ·|ln ε| > 1: a correct answer at q = 0 (1 + 0.5·ln 0.1 = -0.15) would score below a wrong one
+        # at q = 0 (0), so the policy could gain by answering wrongly on purpose (algorithms.md §3.5)
+        ({"scoring": "log", "log_epsilon": 0.1, "log_scale": 0.5}, 422, "log_scale"),
+        ({"scoring": "log", "log_scale": 1.0}, 422, "log_scale"),
     ],
 )
 async def test_config_errors(

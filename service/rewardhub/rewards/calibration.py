@@ -13,7 +13,8 @@ plus ``format_weight · 1`` when the format is valid; a format failure scores 0.
 correctness plus any bounded proper scoring rule makes the optimum both accurate and calibrated — with
 an honest q = p the expected RLCR reward is p², increasing in p. The raw log score is unbounded and
 breaks the accuracy incentive (E = p − H(p) < 0 at p = 0.5, so a deliberately wrong answer with q ≈ 0
-would win), hence the floor ε on the probability assigned to the outcome and the scale λ. Brier-only is
+would win), hence the floor ε on the probability assigned to the outcome and the scale λ, which must
+keep λ·|ln ε| ≤ 1 (else a correct answer at low q scores below a wrong one: a 422). Brier-only is
 shifted by +1 so that every valid response beats a format failure (−(q − c)² ≤ 0 would not).
 
 Note the incentive at the format boundary: a wrong answer at q = 1 scores −1 under ``rlcr``, below a
@@ -100,7 +101,10 @@ class CalibrationConfig(RewardConfig):
         0.01, gt=0.0, lt=1.0, description="log: floor ε on the probability assigned to the outcome."
     )
     log_scale: float | None = Field(
-        None, gt=0.0, allow_inf_nan=False, description="log: λ (default 1/|ln ε|, so λ·ln p ∈ [−1, 0])."
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="log: λ, at most 1/|ln ε| (the default, so λ·ln p ∈ [−1, 0]).",
     )
 
     _part: Part | None = PrivateAttr(None)
@@ -120,6 +124,11 @@ class CalibrationConfig(RewardConfig):
             stray = [f for f in _LOG_FIELDS if f in self.model_fields_set]
             if stray:
                 raise ValueError(f"{stray[0]} applies to scoring 'log' only")
+        elif self.lam * abs(math.log(self.log_epsilon)) > 1.0 + 1e-12:
+            raise ValueError(
+                f"log_scale {self.lam} times |ln log_epsilon| exceeds 1: a correct answer could score "
+                f"below a wrong one; use log_scale ≤ {1.0 / abs(math.log(self.log_epsilon))!r}"
+            )
         return self
 
     @property
