@@ -33,6 +33,7 @@ VALID: list[tuple[str, bool, float]] = [
     ("<answer>Paris</answer><confidence>0.8</confidence>", True, 0.8),
     ("<answer>Paris</answer> <confidence> 80 </confidence>", True, 0.8),  # whole number = percentage
     ("<answer>Paris</answer><confidence>80%</confidence>", True, 0.8),
+    ("<answer>Paris</answer><confidence>85/100</confidence>", True, 0.85),  # a fraction
     ("<answer>Lyon</answer><confidence>.25</confidence>", False, 0.25),
     ("<answer>Lyon</answer><confidence>1e-1</confidence>", False, 0.1),
     ("<answer>Lyon</answer><confidence>0</confidence>", False, 0.0),  # confidently (and rightly) unsure

@@ -29,6 +29,12 @@ from rewardhub.rewards.confidence import last_tag, parse_confidence
         ("2", 0.02),
         ("100", 1.0),
         ("080", 0.8),  # digits only, leading zero
+        # a fraction "x/y" is x/y (algorithms.md §3.3: accept "0.8/1")
+        ("0.8/1", 0.8),
+        ("85/100", 0.85),
+        ("8 / 10", 0.8),
+        ("0/1", 0.0),
+        ("1/1", 1.0),
     ],
 )
 def test_readable(content: str, expected: float) -> None:
@@ -47,7 +53,16 @@ def test_readable(content: str, expected: float) -> None:
         ("NaN", "not a number"),
         ("nan%", "not a number"),
         ("inf", "not a number"),
-        ("0.8/1", "not a number"),
+        ("0.8/", "not a number"),
+        ("/1", "not a number"),
+        ("0.8/1/2", "not a number"),
+        ("80%/100", "not a number"),
+        ("3/0", "out of range"),  # no fraction with a zero denominator
+        ("0/0", "out of range"),
+        ("5/4", "out of range"),
+        ("-1/2", "out of range"),
+        ("1/-2", "out of range"),
+        ("1e400/1e400", "out of range"),
         ("1.5", "out of range"),  # a decimal above 1 is not a percentage
         ("-0.2", "out of range"),
         ("150%", "out of range"),

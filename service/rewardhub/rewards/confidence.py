@@ -8,13 +8,15 @@ the last opening tag before it), found with ``str.rfind`` in linear time. A mode
 
 1. ``<number>%`` (spaces allowed before ``%``) with the number in [0, 100]: q = number / 100
    (``80%`` → 0.8, ``12.5 %`` → 0.125);
-2. a bare whole number (digits only) from 2 to 100: read as a percentage (``80`` → 0.8). Models asked for
+2. ``<number>/<number>`` (spaces allowed around ``/``), a fraction x/y with y > 0 and 0 ≤ x ≤ y: q = x / y
+   (``0.8/1`` → 0.8, ``85/100`` → 0.85; algorithms.md §3.3 accepts ``0.8/1``);
+3. a bare whole number (digits only) from 2 to 100: read as a percentage (``80`` → 0.8). Models asked for
    "a number between 0 and 1" still answer ``80`` often enough; ``0`` and ``1`` stay probabilities;
-3. a decimal number in [0, 1]: q itself (``0.8``, ``.25``, ``1``, ``1e-1``, ``1.0``).
+4. a decimal number in [0, 1]: q itself (``0.8``, ``.25``, ``1``, ``1e-1``, ``1.0``).
 
 ``<number>`` is ASCII ``[+-]? (digits [. digits] | . digits) [e [+-] digits]``. Anything else is a
-format failure with a reason: empty, text (``high``, ``0.8 (fairly)``, ``NaN``, ``inf``, ``0.8/1``),
-or out of range (``1.5``, ``-0.2``, ``150%``, ``101``). Training is strict on purpose (RLCR trains with
+format failure with a reason: empty, text (``high``, ``0.8 (fairly)``, ``NaN``, ``inf``, ``0.8/``),
+or out of range (``1.5``, ``-0.2``, ``150%``, ``101``, ``5/4``, ``3/0``). Training is strict on purpose (RLCR trains with
 a bare ``float()`` check): a lenient reader would let the policy learn to hedge in prose.
 """
 
@@ -29,6 +31,7 @@ __all__ = ["ParsedConfidence", "last_tag", "parse_confidence"]
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _DECIMAL_RE = re.compile(_NUMBER)
 _PERCENT_RE = re.compile(rf"({_NUMBER})[ \t]*%")
+_FRACTION_RE = re.compile(rf"({_NUMBER})[ \t]*/[ \t]*({_NUMBER})")
 _WHOLE_RE = re.compile(r"[0-9]{1,3}")
 
 
@@ -67,6 +70,12 @@ def parse_confidence(content: str) -> ParsedConfidence:
         if not _in_range(p, 100.0):
             return ParsedConfidence(None, f"out of range [0, 100%]: {s[:40]!r}")
         return ParsedConfidence(p / 100.0 + 0.0)  # + 0.0 turns -0.0 into 0.0
+    m = _FRACTION_RE.fullmatch(s)
+    if m is not None:
+        x, y = float(m.group(1)), float(m.group(2))
+        if not (math.isfinite(y) and y > 0.0 and _in_range(x, y)):
+            return ParsedConfidence(None, f"out of range (x/y needs 0 ≤ x ≤ y, y > 0): {s[:40]!r}")
+        return ParsedConfidence(min(1.0, x / y) + 0.0)
     if _WHOLE_RE.fullmatch(s) is not None and 2 <= int(s) <= 100:
         return ParsedConfidence(int(s) / 100.0)
     if _DECIMAL_RE.fullmatch(s) is not None:
