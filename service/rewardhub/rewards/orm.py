@@ -2,8 +2,8 @@
 
 The prompt and the response go through the model's chat template (user turn, assistant turn; a
 ``system_prompt`` first when configured) when its tokenizer has one, else they are joined by a blank
-line. The score is the logit of output ``label`` (0 for the usual ``num_labels=1`` reward model),
-optionally normalised:
+line; an empty prompt is none (no user turn, the input of an item without one). The score is the logit
+of output ``label`` (0 for the usual ``num_labels=1`` reward model), optionally normalised:
 
 * ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
 * ``sigmoid``: ``1 / (1 + e^{-x})`` in (0, 1);
@@ -81,7 +81,8 @@ def normalise(x: float, config: ORMConfig, logits: Sequence[float] = ()) -> floa
 @register
 class ORMReward(ModelReward[ORMConfig]):
     name: ClassVar[str] = "orm"
-    version: ClassVar[str] = "1.1.0"
+    # 1.2: an empty prompt is no prompt (it was an empty user turn: another input, another score)
+    version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
@@ -103,7 +104,7 @@ class ORMReward(ModelReward[ORMConfig]):
             msgs: list[Message] = []
             if config.system_prompt:
                 msgs.append(Message("system", config.system_prompt))
-            if item.prompt is not None:
+            if item.prompt:  # "" is no prompt: an empty user turn is a turn of its own in a template
                 msgs.append(Message("user", item.prompt))
             msgs.append(Message("assistant", item.response))
             inputs.append(tuple(msgs))
