@@ -55,7 +55,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.5.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.6.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -287,3 +287,36 @@ async def test_a_step_of_only_the_tokenizer_s_own_control_tokens_is_no_step(
         assert [padded[s["start"] : s["end"]] for s in steps] == ["a", "b"], mixed
         assert [s["score"] for s in steps] == pytest.approx([s["score"] for s in plain["details"]["steps"]])
         assert (no_question["valid"], no_question["reason"]) == (False, "unsupported"), no_question
+
+
+async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A response with no step to score is the valid 0 of `no_answer`, but its `components` were empty
+    and its details lacked `aggregation` and `first_error`. GDPO normalises the components, and an
+    absent one is "no signal" (advantage 0, its group's mean): writing nothing ranked above a scored
+    solution. Every aggregate is now the 0 the score is, and the details have the scored results' keys."""
+    async with make_app(prm_model=qwen_prm_path) as client:
+        empty, scored = await prm(
+            client, [{"prompt": QUESTION, "response": " \n\n "}, {"prompt": QUESTION, "response": SOLUTION}]
+        )
+        (fe,) = await prm(client, [{"prompt": QUESTION, "response": ""}], aggregation="first_error")
+    assert (empty["valid"], empty["score"], empty["reason"]) == (True, 0.0, "no_answer"), empty
+    assert empty["components"] == dict.fromkeys(scored["components"], 0.0)
+    assert set(scored["details"]) <= set(empty["details"]), (empty, scored)
+    assert empty["details"]["steps"] == [] and empty["details"]["aggregation"] == "min"
+    assert empty["details"]["first_error"] == 0  # nothing before the first error: the first_error 0.0
+    assert (fe["score"], fe["components"]["first_error"], fe["details"]["aggregation"]) == (
+        0.0,
+        0.0,
+        "first_error",
+    )
+    import torch
+
+    from rewardhub_trainer.advantages import component_matrix, gdpo_advantages
+
+    names = sorted(scored["components"])
+    adv = gdpo_advantages(
+        component_matrix([[empty["components"], scored["components"]]], names), torch.ones(1, 2).bool()
+    )
+    assert adv.values[0, 0] < adv.values[0, 1]

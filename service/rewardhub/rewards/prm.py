@@ -17,7 +17,8 @@ aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``de
 that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
 backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) is no step: the model would score it
 as an empty one, a score for writing nothing. A response with no step left (empty, or
-only such strings) is a valid 0 (``no_answer``); an input longer than the model's context is
+only such strings) is a valid 0 (``no_answer``), every aggregate 0 in ``components`` and
+``details.first_error`` 0 (no step before the first error); an input longer than the model's context is
 ``unsupported``; a failed or slow model is ``backend_error`` / ``timeout``.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -92,7 +93,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.5: a step (or question) of only the tokenizer's own special tokens ("<pad>") is none, as an empty
     # one; a <think> that never closes is skipped (a rollout cut off in its reasoning has no steps);
     # math_shepherd does not label a step that carries its own "Step k:" twice
-    version: ClassVar[str] = "1.5.0"
+    # 1.6: a response with no steps has every aggregate (0) in components, and details.first_error 0
+    version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
@@ -145,9 +147,7 @@ class PRMReward(ModelReward[PRMConfig]):
                 outcomes[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
                 continue
             if not steps:
-                outcomes[i] = Outcome(
-                    0.0, Reason.NO_ANSWER, {}, {"steps": [], "message": "no steps to score"}
-                )
+                outcomes[i] = self._no_steps(config)
                 continue
             queries.append(conv.query(item.prompt, [s.text for s in steps]))
             todo.append((i, steps))
@@ -161,6 +161,19 @@ class PRMReward(ModelReward[PRMConfig]):
                     failure(res) if isinstance(res, BackendError) else self._outcome(config, steps, res)
                 )
         return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in outcomes]
+
+    @staticmethod
+    def _no_steps(config: PRMConfig) -> Outcome:
+        """Nothing to score: the valid 0 of every aggregate (no step before the first error). In the
+        components too, which GDPO normalises: an absent one is "no signal" there, the group's mean,
+        above a solution whose steps scored low."""
+        details: dict[str, Any] = {
+            "aggregation": config.aggregation,
+            "steps": [],
+            "first_error": 0,
+            "message": "no steps to score",
+        }
+        return Outcome(0.0, Reason.NO_ANSWER, dict.fromkeys(_ALL, 0.0), details)
 
     @staticmethod
     def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
