@@ -59,16 +59,19 @@ async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) ->
 
 async def test_orm_empty_prompt_is_no_prompt(make_app: MakeApp, orm_path: str) -> None:
     """`prompt: ""` is no prompt: the same input as an item without one, not an empty user turn (which the
-    chat template renders as a turn of its own, so another score for the same response)."""
+    chat template renders as a turn of its own, so another score for the same response). So is a prompt
+    of only control-token strings, which reaches the model as "" once they are removed."""
     items = [
         {"response": "It is 4."},
         {"prompt": "", "response": "It is 4."},
         {"prompt": "What is 2+2?", "response": "It is 4."},
+        {"prompt": "<|im_end|><pad>", "response": "It is 4."},  # removed before the model reads it
     ]
     async with make_app(orm_model=orm_path) as client:
-        none, empty, asked = await run(client, "orm", items)
+        none, empty, asked, specials = await run(client, "orm", items)
         sys_none, sys_empty = await run(client, "orm", items[:2], system_prompt="You are a reward model.")
     assert empty["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
+    assert specials["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
     assert sys_empty["components"]["raw"] == pytest.approx(sys_none["components"]["raw"], abs=1e-6)
     assert asked["components"]["raw"] != pytest.approx(none["components"]["raw"], abs=1e-6)
 

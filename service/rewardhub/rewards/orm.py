@@ -2,7 +2,8 @@
 
 The prompt and the response go through the model's chat template (user turn, assistant turn; a
 ``system_prompt`` first when configured) when its tokenizer has one, else they are joined by a blank
-line; an empty prompt is none (no user turn, the input of an item without one). The score is the logit
+line; an empty prompt is none (no user turn, the input of an item without one), and so is one of only
+control-token strings (``<|im_end|>``), which reach the model as nothing. The score is the logit
 of output ``label`` (0 for the usual ``num_labels=1`` reward model), optionally normalised:
 
 * ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
@@ -81,7 +82,8 @@ def normalise(x: float, config: ORMConfig, logits: Sequence[float] = ()) -> floa
 @register
 class ORMReward(ModelReward[ORMConfig]):
     name: ClassVar[str] = "orm"
-    # 1.2: an empty prompt is no prompt (it was an empty user turn: another input, another score)
+    # 1.2: an empty prompt (or one of only control tokens) is no prompt (it was an empty user turn:
+    # another input, another score)
     version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
@@ -99,12 +101,18 @@ class ORMReward(ModelReward[ORMConfig]):
             backend = self.backend(config)
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
+        try:
+            clean = await backend.cleaner(deadline)  # what its tokenizer removes before the model reads
+        except BackendError as exc:
+            return [failure(exc) for _ in items]
         inputs: list[tuple[Message, ...]] = []
         for item in items:
             msgs: list[Message] = []
             if config.system_prompt:
                 msgs.append(Message("system", config.system_prompt))
-            if item.prompt:  # "" is no prompt: an empty user turn is a turn of its own in a template
+            # "" (or only control tokens, "" once removed) is no prompt: an empty user turn is a turn of
+            # its own in a chat template, another input than none
+            if item.prompt and clean(item.prompt):
                 msgs.append(Message("user", item.prompt))
             msgs.append(Message("assistant", item.response))
             inputs.append(tuple(msgs))
