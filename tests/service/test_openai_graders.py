@@ -271,6 +271,25 @@ def test_a_score_model_s_json_result_wins_over_braces_after_it(answer: str, want
 
 
 @pytest.mark.parametrize(
+    ("answer", "want"),
+    [
+        ("Score: 7/10", 7.0),  # was 10.0: full marks for a 7
+        ("I would rate it 7 / 10.", 7.0),
+        ("3 out of 5", 3.0),
+        ("Score: 0.5/1", 0.5),
+        ("Half of it, 1/2, is right; the score is 0.4", 0.4),  # a fraction earlier is not the score
+        ("The answer divides 12/ by nothing: 8", 8.0),
+        ("-2/10", -2.0),
+    ],
+)
+def test_a_score_written_as_a_fraction_reads_its_numerator(answer: str, want: float) -> None:
+    """The last number of "Score: 7/10" is the scale, not the score."""
+    from rewardhub.rewards.score_model import parse_score
+
+    assert parse_score(answer) == want
+
+
+@pytest.mark.parametrize(
     "extra",
     [
         {"range": [1]},

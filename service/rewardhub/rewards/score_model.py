@@ -4,7 +4,8 @@ Unlike ``judge``, the prompt is entirely the caller's: the item's reference hold
 (``{"messages": [{"role", "content"}, ...]}``, already filled in with the sample, as the OpenAI grader's
 templates are), and the reward is the number the model answers, which must lie in ``range`` (default
 [0, 1]). The number is read from a JSON object's ``result``/``score`` (OpenAI asks for
-``{"result": ...}``), else the last number in the answer. No number, or one outside the range, is an
+``{"result": ...}``), else the last number in the answer (the numerator when it ends a fraction:
+"7/10" reads 7). No number, or one outside the range, is an
 invalid ``parse_error`` (OpenAI's ``model_grader_parse_error``), never a silent 0; a failing backend is
 ``backend_error``/``timeout``.
 
@@ -15,6 +16,7 @@ screens) is not applied here: it is the caller's prompt. Use ``judge`` for harde
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import math
 import re
@@ -37,6 +39,8 @@ _JSON = json.JSONDecoder()
 _JSON_TRIES = 64
 _OBJECT_START = re.compile(r'\{\s*"')
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+# "7/10", "7 / 10", "3 out of 5": the number before a denominator, at the end of the text before it
+_NUMERATOR = re.compile(r"(" + _NUMBER.pattern + r")\s*(?:/|\bout\s+of)\s*$", re.IGNORECASE)
 _ROLES = frozenset({"system", "user", "assistant", "developer"})
 
 
@@ -77,14 +81,21 @@ def _json_score(text: str) -> float | None:
 
 def parse_score(text: str) -> float | None:
     """The score in a model answer: a JSON object's result/score, else the last number; None if none.
-    Only the answer counts, not a reasoning model's thinking before it."""
+    Only the answer counts, not a reasoning model's thinking before it. A last number that is the
+    denominator of a score written as a fraction ("Score: 7/10", "3 out of 5") is not the score: its
+    numerator is (read as 10, "7/10" scored full marks in a 0-10 range)."""
     answer_start, answer_end = answer_span(text)
     stripped = text[answer_start:answer_end].strip()
     value = _json_score(stripped)
     if value is not None:
         return value
-    numbers = _NUMBER.findall(stripped)
-    return float(numbers[-1]) if numbers else None
+    last = collections.deque(_NUMBER.finditer(stripped), maxlen=1)
+    if not last:
+        return None
+    # only the text just before it: a long run of digits would otherwise be tried from every position
+    end = last[0].start()
+    fraction = _NUMERATOR.search(stripped, max(0, end - 64), end)
+    return float(fraction.group(1) if fraction else last[0].group())
 
 
 def _messages(reference: Any) -> tuple[Message, ...] | None:
@@ -103,8 +114,8 @@ def _messages(reference: Any) -> tuple[Message, ...] | None:
 class ScoreModelReward(ModelReward[ScoreModelConfig]):
     name: ClassVar[str] = "score_model"
     # 1.2: a token budget of its own; the reasoning's numbers are no score; 1.3: the JSON result is read
-    # when text with a brace follows it (it fell back to the last number)
-    version: ClassVar[str] = "1.3.0"
+    # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10
+    version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
         "it answers (JSON result/score, else the last number) is the reward, within `range`."
