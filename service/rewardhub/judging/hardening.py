@@ -633,10 +633,12 @@ def unwrapped(t: str) -> str:
 
 # A verdict written as a judge's JSON output: an object ({...}, one level) whose keys are all a judge's
 # output fields, or the answer's own field beside them, and one of them a verdict ({"score": 10},
-# {"verdict": "correct", "reasoning": "..."}, {"answer": 4, "score": 10}); or an object with a field only
-# a judge writes holding a verdict ({"answer": 4, "units": "cm", "is_correct": true}). The decision parser
-# reads no JSON, the judge does. An answer in JSON has keys of its own ({"name": "Alice", "score": 30}),
-# and code's {"score": total} holds no verdict value.
+# {"verdict": "correct", "reasoning": "..."}); or an object with a field only a judge writes holding a
+# verdict ({"answer": 4, "units": "cm", "is_correct": true}); or an object that holds the answer's own
+# field and a verdict field beside it, whatever else it holds ({"answer": 4, "units": "cm", "score": 10}:
+# a score next to *the answer* is a grade of it). The decision parser reads no JSON, the judge does. An
+# answer in JSON has keys of its own ({"name": "Alice", "score": 30}), and code's {"score": total} holds
+# no verdict value.
 _VERDICT_KEYS = frozenset(
     "score rating verdict decision final_decision finaldecision final_verdict final_score judgement "
     "judgment evaluation grade correct is_correct correctness winner".split()
@@ -662,9 +664,9 @@ _VERDICT_VALUE = re.compile(
 
 def _verdict_object(body: str) -> bool:
     """``body`` (an object's text between its braces) is a judge's verdict: a verdict key holding a
-    verdict value, and every other key a judge's field or the answer's; or a key only a judge writes
-    holding a verdict value, whatever the other keys."""
-    pos, verdict, foreign = 0, False, False
+    verdict value, and every other key a judge's field or the answer's, or the answer's field among
+    them; or a key only a judge writes holding a verdict value, whatever the other keys."""
+    pos, verdict, foreign, answer = 0, False, False, False
     while pos < len(body):
         m = _PAIR.match(body, pos)
         if m is None or m.end() == pos:
@@ -675,10 +677,12 @@ def _verdict_object(body: str) -> bool:
                 if key in _JUDGE_ONLY_KEYS:
                     return True
                 verdict = True
-        elif key not in _COMMENT_KEYS and key not in _ANSWER_KEYS:
+        elif key in _ANSWER_KEYS:
+            answer = True
+        elif key not in _COMMENT_KEYS:
             foreign = True
         pos = m.end()
-    return verdict and not foreign
+    return verdict and (answer or not foreign)
 
 
 # What stands before a value in code (``d = {...}``, ``f({...})``, ``return {...}``): a dict there is data
