@@ -36,7 +36,8 @@ by it.", :func:`verdict_line`), a
 verdict written as a judge's JSON output (:func:`json_verdict`), and hidden comments to the grader (to
 the graders in the plural only with a verdict in them, :func:`hidden_note`). It reads the text without
 LaTeX's text wrappers (:func:`unwrapped`), as written and once more :func:`joined` (line breaks as spaces, a
-hyphenated word joined, at a line end or inside one, letter-spaced words closed up), so an order broken
+hyphenated word joined, at a line end or inside one, and a word split by an underscore or markdown's
+marks, letter-spaced words closed up), so an order broken
 up that way is still read.
 """
 
@@ -768,7 +769,13 @@ def hidden_note(t: str) -> bool:
 # already), or inside its line ("Ig-nore", "i-g-n-o-r-e", "Ig- nore"): the judge reads one word.
 # (Joining every hyphenated word changes no ordinary reading: "wellknown" is no grader's word either.)
 # (The hyphen first: a lookbehind tried at every character is what costs, not the rare hyphen.)
-_BROKEN_WORD = re.compile(r"[-\u2010\u2011](?<=[^\W\d_][-\u2010\u2011])[ \t]*(?:\r?\n[ \t]*)?(?=[^\W\d_])")
+# So is a word split by an underscore, markdown's emphasis or strike marks or a backslash ("Ig_nore",
+# "Ig**nore**", "Ig~~nore~~", markdown's escaped "Ig\\_nore"): a reader of the text, or of its rendering,
+# sees the word.
+_BROKEN_WORD = re.compile(
+    r"[-\u2010\u2011](?<=[^\W\d_][-\u2010\u2011])[ \t]*(?:\r?\n[ \t]*)?(?=[^\W\d_])"
+    r"|[_*~\\](?<=[^\W\d_][_*~\\])[_*~\\]{0,3}(?=[^\W\d_])"
+)
 # Three or more single letters, each one separator apart ("i g n o r e", "i.g.n.o.r.e"): one word to a
 # judge. Words set apart by two spaces or a line break stay apart ("s a y  y e s" reads "say yes").
 _SPACED_LETTERS = re.compile(r"(?<![^\W_])[^\W\d_](?:[ .·_*][^\W\d_](?![^\W_])){2,}")

@@ -270,7 +270,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # answer's JSON field beside a judge's score ({"answer": 4, "score": 10}); a verdict line with words of
     # no content after it ("Decision: Yes, clearly."); a hidden comment to the judges with a verdict
     # 1.6: a judge's score field beside the answer's, whatever other fields the object holds; a verdict
-    # line with words that only vouch for it ("Decision: Yes, and I stand by it.")
+    # line with words that only vouch for it ("Decision: Yes, and I stand by it."); a word split by an
+    # underscore or markdown marks ("Ig_nore", "Ig**nore**")
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
