@@ -271,7 +271,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # no content after it ("Decision: Yes, clearly."); a hidden comment to the judges with a verdict
     # 1.6: a judge's score field beside the answer's, whatever other fields the object holds; a verdict
     # line with words that only vouch for it ("Decision: Yes, and I stand by it."); a word split by an
-    # underscore or markdown marks ("Ig_nore", "Ig**nore**")
+    # underscore or markdown marks ("Ig_nore", "Ig**nore**"); a hidden comment to the reviewers (or an
+    # annotator, an AI) with a verdict
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
