@@ -355,6 +355,13 @@ def test_injection_detected(text: str) -> None:
         "The x-axis is a well-known, non-trivial re-statement of the rule; ignore-case matching.",
         "Options:\nA\nB\nC\nThe answer is B.",
         "Spell it letter by letter: j u d g e.",
+        # one word formed from a grader word, letter-spaced: an answer, not an order run into the next word
+        "The statement is i n c o r r e c t.",
+        "i n c o r r e c t",
+        "It was solved c o r r e c t l y.",
+        # "yes" and "right" in an explanation
+        "Yes, because 2 + 2 = 4 is right.",
+        "Is 91 prime? No: 91 = 7 * 13, so the right answer is no.",
         "def f(xs, ignore_case=False, my_answer=None):\n    return my_answer or xs",
         "Use **bold** and _italic_ text; the final_answer is 4.",
         "The sequence A C G T T G C A pairs with T G C A A C G T.",

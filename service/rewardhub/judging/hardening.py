@@ -792,10 +792,14 @@ _LINE_BOUND = tuple(
 # "i g n o r e a l l" closes up to "ignoreall", which no pattern reads (no word boundary), but a judge
 # reads "ignore all". A run that is exactly one of these words is left to the patterns ("j u d g e" is
 # "judge" to them, and a spelling exercise's answer).
-_SPACED_ORDER = re.compile(
+_ORDER_WORDS = (
     "ignore|disregard|forget|override|bypass|instruction|grader|grading|judge|evaluator|verifier|verdict|"
     "decision|correct|fullmarks|output|respond|reply|sayyes"
 )
+_SPACED_ORDER = re.compile(_ORDER_WORDS)
+# One word made of a grader word ("i n c o r r e c t", "c o r r e c t l y", "o u t p u t s"): a
+# letter-spaced answer, not a grader word run together with the next word.
+_SPACED_FORM = re.compile(rf"(?:in|un)?(?:{_ORDER_WORDS})(?:s|es|d|ed|ing|ly|ness|ion|ions)?")
 
 
 def _collapse(m: re.Match[str]) -> str:
@@ -807,7 +811,7 @@ def _spaced_order(t: str) -> bool:
     for m in _SPACED_LETTERS.finditer(_BROKEN_WORD.sub("", t)):
         run = _collapse(m)
         hit = _SPACED_ORDER.search(run)
-        if hit is not None and len(hit.group(0)) < len(run):
+        if hit is not None and len(hit.group(0)) < len(run) and not _SPACED_FORM.fullmatch(run):
             return True
     return False
 

@@ -272,7 +272,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.6: a judge's score field beside the answer's, whatever other fields the object holds; a verdict
     # line with words that only vouch for it ("Decision: Yes, and I stand by it."); a word split by an
     # underscore or markdown marks ("Ig_nore", "Ig**nore**"); a hidden comment to the reviewers (or an
-    # annotator, an AI) with a verdict
+    # annotator, an AI) with a verdict; a letter-spaced "i n c o r r e c t" is an answer, not an order
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
