@@ -32,6 +32,8 @@ class ScreenJob:
     box). ``extraction``: the answer extraction methods in ``reference`` mode (the judge then sees only
     the extracted answer), None in the other modes.
     ``content``: check for content-free text (False when only the injection check is left to run).
+    ``verdict_is_answer``: the question asks whether something is correct
+    (:func:`~rewardhub.judging.hardening.asks_correctness`), so "This is correct." is an answer.
     """
 
     text: str
@@ -40,6 +42,7 @@ class ScreenJob:
     extraction: tuple[str, ...] | None = None
     short_answer_max_chars: int = 200
     content: bool = True
+    verdict_is_answer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +74,17 @@ def extract_final(text: str, methods: tuple[str, ...], short_max_chars: int) -> 
 
 def screen(job: ScreenJob) -> Screen:
     """Run the gates in order: content-free, grader-directed, then (reference mode) the final answer."""
-    text = job.text
-    if job.content and content_free(text):
+    text, answer_verdict = job.text, job.verdict_is_answer
+    if job.content and content_free(text, answer_verdict):
         return Screen("content_free")
     if job.check_injection:
         forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
-        hit = injection(text, forged)
+        hit = injection(text, forged, answer_verdict)
         if hit is not None:
             return Screen("injection", pattern=hit)
     if job.extraction is None:
         return Screen("pass")
     answer = extract_final(text, job.extraction, job.short_answer_max_chars)
-    if answer is None or content_free(answer):
+    if answer is None or content_free(answer, answer_verdict):
         return Screen("no_answer", answer=answer)
     return Screen("pass", answer=answer)

@@ -65,7 +65,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rewardhub.aio import gather_all
 from rewardhub.errors import RewardHubError
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
-from rewardhub.judging.hardening import BOXED_VERDICT
+from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
     DECISION_PATTERNS,
@@ -272,7 +272,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.6: a judge's score field beside the answer's, whatever other fields the object holds; a verdict
     # line with words that only vouch for it ("Decision: Yes, and I stand by it."); a word split by an
     # underscore or markdown marks ("Ig_nore", "Ig**nore**"); a hidden comment to the reviewers (or an
-    # annotator, an AI) with a verdict; a letter-spaced "i n c o r r e c t" is an answer, not an order
+    # annotator, an AI) with a verdict; a letter-spaced "i n c o r r e c t" is an answer, not an order;
+    # "This is correct." and "The answer is correct." answer a prompt that asks whether something is correct
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
@@ -332,7 +333,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
                     'judge (reference) needs the gold answer: reference as a string or {"answer": ...}',
                 )
                 continue
-            jobs[i] = _screen_job(_visible(item, config), config, j, check_injection=not ruled)
+            jobs[i] = _screen_job(
+                _visible(item, config), config, j, check_injection=not ruled, prompt=item.prompt
+            )
         for i, got in zip(jobs, await self._screen(list(jobs.values()), ctx), strict=True):
             if isinstance(got, Outcome):
                 outcomes[i] = got
@@ -348,7 +351,15 @@ class JudgeReward(ModelReward[JudgeConfig]):
             rule_scores, unsure = await self._rule_first(items, config, ctx, answers, gated, outcomes)
             rest = [i for i in answers if outcomes[i] is None]
             checks = [
-                _screen_job(jobs[i].text, config, j, check_injection=True, content=False, extract=False)
+                _screen_job(
+                    jobs[i].text,
+                    config,
+                    j,
+                    check_injection=True,
+                    content=False,
+                    extract=False,
+                    prompt=items[i].prompt,
+                )
                 for i in rest
             ]
             for i, got in zip(rest, await self._screen(checks, ctx), strict=True):
@@ -403,7 +414,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
         wins (1.0) without a judge call; ``details.opponent_hardening`` says why."""
         opponents = {i: o for i in pending if (o := _opponent(items[i], config)) is not None}
         jobs = [
-            _screen_job(_after_think(o, config), config, j, check_injection=True) for o in opponents.values()
+            _screen_job(_after_think(o, config), config, j, check_injection=True, prompt=items[i].prompt)
+            for i, o in opponents.items()
         ]
         for i, got in zip(opponents, await self._screen(jobs, ctx), strict=True):
             if not isinstance(got, Outcome):
@@ -690,6 +702,7 @@ def _screen_job(
     check_injection: bool,
     content: bool = True,
     extract: bool = True,
+    prompt: str | None = None,
 ) -> ScreenJob:
     return ScreenJob(
         text,
@@ -698,6 +711,7 @@ def _screen_job(
         extraction=config.answer_extraction if extract and config.mode == "reference" else None,
         short_answer_max_chars=config.short_answer_max_chars,
         content=content,
+        verdict_is_answer=bool(prompt) and asks_correctness(prompt or ""),
     )
 
 
