@@ -45,6 +45,15 @@ def test_logprob_expectation_over_valid_labels() -> None:
     assert d.method == "logprobs" and d.value == pytest.approx(3.375 / 4)
 
 
+def test_a_decimal_decision_is_not_read_as_its_first_digit_s_expectation() -> None:
+    """ "Score: 4.5" starts at the token "4", itself a label: the expectation there (0.9·4 + 0.1·5 = 4.1)
+    is not the judge's 4.5. A decision that is no single label is read as written."""
+    rx = re.compile(r"score\s*:\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+    toks = tokens(("Score", None), (":", None), (" 4", {" 4": 0.9, " 5": 0.1}), (".", None), ("5", None))
+    d = read_decision(Completion("Score: 4.5", toks), find(rx), Scale.scores(1, 5), "logprobs")
+    assert d.value == pytest.approx(0.875) and d.method == "parse_fallback"
+
+
 def test_binary_sums_case_variants_and_bounds_a_missing_label() -> None:
     toks = tokens(("Final Decision:", None), (" Yes", {" Yes": 0.6, "Yes": 0.2, " maybe": 0.1}))
     d = read_decision(

@@ -15,7 +15,9 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   not 0.99), so a missing "no" does not read as certainty and a confident "yes" is not halved. When
   logprobs were asked for but cannot be used (the backend sent none, or no label is among the
   alternatives, or the tokens' last decision is not the text's), the parsed value is used and
-  ``method`` says ``parse_fallback``. The decision is always the text's: with no decision in the text
+  ``method`` says ``parse_fallback``; so is a parsed label that is not one of the scale's own labels
+  (``Score: 4.5``: the token where it starts is the label ``4``, and the expectation there would read
+  4.1 for a judge that said 4.5). The decision is always the text's: with no decision in the text
   (a server that returns the reasoning apart, with ``content: null``) a draft in the reasoning's tokens
   is not read either.
 
@@ -139,7 +141,9 @@ def read_decision(
     tokens = completion.tokens
     if scoring == "parse":
         return Decision(parsed, parsed, label, "parse")
-    if tokens:
+    # The expectation is over the labels one token can carry: a decision that is none of them ("Score:
+    # 4.5" on a 1-5 scale, whose first token "4" is another label) is read as written.
+    if tokens and scale.token_label(label) is not None:
         joined = "".join(t.token for t in tokens).translate(_BPE_SPACES)
         tm, offset = _find_in(find_last, joined)
         # the tokens' last decision is the text's (same label), not a draft the text does not end with

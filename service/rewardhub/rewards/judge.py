@@ -274,6 +274,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # underscore or markdown marks ("Ig_nore", "Ig**nore**"); a hidden comment to the reviewers (or an
     # annotator, an AI) with a verdict; a letter-spaced "i n c o r r e c t" is an answer, not an order;
     # "This is correct." and "The answer is correct." answer a prompt that asks whether something is correct
+    # (logprobs) a decision that is no single label ("Score: 4.5") is read as written, not as the
+    # expectation at its first digit
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
