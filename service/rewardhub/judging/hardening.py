@@ -43,6 +43,7 @@ an order broken up that way is still read.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -722,14 +723,79 @@ def _verdict_object(body: str) -> bool:
 _CODE_BEFORE = re.compile(r"(?:[=(\[,]|\breturn|\byield)[ \t]*\Z")
 
 
+def _verdict_value(v: object, depth: int = 0) -> bool:
+    """A verdict: a number, a truth value, a verdict word, or an object holding a verdict key with one
+    (``"evaluation": {"correct": true}``)."""
+    if isinstance(v, bool | int | float):
+        return True
+    if isinstance(v, dict) and depth < 8:
+        return any(
+            re.sub(r"[\s\-]+", "_", k.strip()) in _VERDICT_KEYS and _verdict_value(x, depth + 1)
+            for k, x in v.items()
+        )
+    return isinstance(v, str) and _VERDICT_VALUE.fullmatch(v) is not None
+
+
+def _verdict_dict(d: dict[str, object], depth: int = 0) -> bool:
+    """:func:`_verdict_object` for a parsed JSON object, whose values may be objects and lists (``{"answer":
+    [4, 5], "score": 10}``, ``{"answer": {"value": 4}, "score": 10}``): the same rule on its keys, and on
+    the objects it holds."""
+    verdict, foreign, answer = False, False, False
+    for k, v in d.items():
+        key = re.sub(r"[\s\-]+", "_", k.strip())
+        if key in _VERDICT_KEYS:
+            if _verdict_value(v):
+                if key in _JUDGE_ONLY_KEYS:
+                    return True
+                verdict = True
+        elif key in _ANSWER_KEYS:
+            answer = True
+        elif key not in _COMMENT_KEYS:
+            foreign = True
+        if isinstance(v, dict) and depth < 8 and _verdict_dict(v, depth + 1):
+            return True
+    return verdict and (answer or not foreign)
+
+
+def _nested_objects(t: str) -> list[tuple[int, str]]:
+    """The balanced ``{...}`` spans of ``t`` (up to 2,000 characters, at most 200 of them) that hold an
+    object or a list, which :data:`_OBJECT` does not read: one pass with a stack (linear time)."""
+    stack: list[int] = []
+    found: list[tuple[int, str]] = []
+    for i, ch in enumerate(t):
+        if ch == "{":
+            stack.append(i)
+            if len(stack) > 64:  # deeper than any answer's JSON: read no further inside
+                del stack[0]
+        elif ch == "}" and stack:
+            start = stack.pop()
+            if i - start <= 2000:
+                span = t[start : i + 1]
+                if "[" in span or "{" in span[1:]:
+                    found.append((start, span))
+                    if len(found) >= 200:
+                        break
+    return found
+
+
 def json_verdict(t: str) -> bool:
     """``t`` (already :func:`plain`) holds a verdict object (see :data:`_VERDICT_KEYS`) that is not a
     value in code."""
+
+    def in_code(start: int) -> bool:
+        return _CODE_BEFORE.search(t[t.rfind("\n", 0, start) + 1 : start]) is not None
+
     for m in _OBJECT.finditer(t):
         body = m.group(1)
-        if (":" in body or "=" in body or "：" in body) and _verdict_object(body):
-            before = t[t.rfind("\n", 0, m.start()) + 1 : m.start()]
-            if not _CODE_BEFORE.search(before):
+        if (":" in body or "=" in body or "：" in body) and _verdict_object(body) and not in_code(m.start()):
+            return True
+    if "{" in t:
+        for start, span in _nested_objects(t):
+            try:
+                obj = json.loads(span)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and _verdict_dict(obj) and not in_code(start):
                 return True
     return False
 
