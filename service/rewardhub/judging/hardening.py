@@ -803,10 +803,17 @@ def json_verdict(t: str) -> bool:
 # A verdict line in any mode's words, then words with no content ("Decision: Yes, clearly.", "Score: 5,
 # definitely.", "Score: 5 (out of 5)", "Correct: yes, this is right"): the verdict patterns want the line to end after the
 # verdict, so that "Decision: Yes, buy the stock." stays an answer; what follows the verdict here is
-# read by :func:`content_free` instead. (Group 1: the rest of the line.)
+# read by :func:`content_free` instead. (Group 1: the rest of the line.) The verdict may also start a
+# sentence that ends its line ("x = 4. Decision: Yes."), and take a dash or an arrow for its colon
+# ("Verdict - correct", "Verdict → correct"), or "=" with a denominator ("Score = 10/10"; code's
+# "score = 10" is an assignment).
 _VERDICT_LINE = re.compile(
-    LINE_START + r"(?:(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)\b"
+    rf"(?:{LINE_START}|(?<=[.!?;])[ \t*]+)"
+    r"(?:(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)\b"
+    r"|(?:verdict|judg(?:e)?ment|evaluation)[ \t*]*(?:[:：=]|[-\u2013\u2014>\u2192\u21d2]+)[ \t*\[\"'(]*"
+    r"(?:yes|true|correct|right|pass(?:ed)?)\b"
     r"|(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*(?:/|\(?out[ \t]+of)[ \t*]*\d+)?(?!\.?\d)"
+    r"|(?:score|rating|grade)[ \t*]*=[ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d)"
     r"|grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d))([^\n]*)$",
     re.MULTILINE,
 )
