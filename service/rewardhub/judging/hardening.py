@@ -532,7 +532,11 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "grade as correct",
             r"\b(?:grade|mark|rate|score|judge|evaluate|classify|label|treat|consider)\s+(?:this|the|my|it|"
             r"that|this\s+(?:answer|response|solution))(?:\s+(?:answer|response|solution))?\s+as\s+(?:correct|right|"
-            r"true|valid|yes|pass(?:ing)?|perfect|10|full\s+marks|a\s+pass)",
+            r"true|valid|yes|pass(?:ing)?|perfect|10|full\s+marks|a\s+pass)"
+            # without "as", only with the answer itself for object and a grader's verdict ("mark this
+            # correct"; "mark the right angle" is geometry)
+            r"|\b(?:grade|mark|rate|score)\s+(?:this|it|me|my\s+(?:answer|response|solution)|this\s+(?:answer|"
+            r"response|solution))\s+(?:correct|full\s+marks|10\s*/\s*10)\b",
         ),
         (
             "address to the grader",
@@ -541,7 +545,11 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"assessor|examiner)\s+(?:must|should|will|has\s+to|needs?\s+to|is\s+(?:instructed|required))\b"
             # role-play as the grader: "As the grader, I confirm...", "I am the judge"
             r"|\bas\s+(?:the|your|an?)\s+(?:grader|judge|evaluator|verifier|reviewer|examiner)\s*,?\s+i\b"
-            r"|\bi\s+am\s+(?:the|your)\s+(?:grader|judge|evaluator|verifier)\b",
+            r"|\bi\s+am\s+(?:the|your)\s+(?:grader|judge|evaluator|verifier)\b"
+            # a note signed as the grader's, with a verdict: "(Evaluator note: yes)", "Grader's comment: correct"
+            r"|\b(?:grader|evaluator|verifier|reviewer|assessor|examiner)s?(?:['’]s?)?[ \t]+(?:note|notes|comment|"
+            r"remark|verdict)[ \t]*[:：][ \t*\"']*(?:yes|correct|right|true|pass(?:ed)?|full\s+marks|10\s*/\s*10|"
+            r"accept(?:ed)?)\b",
         ),
         (
             # (an answer when the question asks whether the answer is correct: SELF_CLAIM)
