@@ -905,13 +905,18 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
         judge_server.reply = always("Winner: A\nDecision: Yes")
         await asyncio.sleep(0.4)
         item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}
-        results = []
-        for k in range(3):
+        results: list[dict[str, Any]] = []
+        for k in range(12):
             (r,) = await score(client, config, [{**item, "response": f"POLICY {k}"}], use_cache=False)
             results.append(r)
-    # the first item may fail fast beside the probe; the probe closes the breaker for the next
-    assert results[0]["valid"] or results[0]["reason"] == "backend_error"
-    assert all(r["valid"] for r in results[1:]), results
+            if len(results) >= 2 and results[-1]["valid"] and results[-2]["valid"]:
+                break
+            if not r["valid"]:  # a probe that lost its call to a slow host (CI) reopens it: wait again
+                await asyncio.sleep(0.4)
+    # an item may fail fast beside the probe; a probe that succeeds closes the breaker for the next ones,
+    # while the old code never let a probe finish, so no item was valid again
+    assert all(r["valid"] or r["reason"] == "backend_error" for r in results), results
+    assert results[-1]["valid"] and results[-2]["valid"], results
 
 
 async def test_a_rule_that_could_not_answer_leaves_the_judge_s_result_uncached(
