@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -64,3 +65,44 @@ def test_sampling_logprobs_equal_a_fresh_forward(tiny: tuple[Any, Any]) -> None:
         ref = token_logprobs(logits, torch.tensor([c.completion_ids]), temperature)[0]
         # log softmax(z/T) of the full (untruncated) distribution, whatever top_p did while sampling
         assert torch.allclose(ref, torch.tensor(c.logprobs), atol=1e-4)
+
+
+def _sampled_ranks(model: Any, completions: list[Any]) -> list[int]:
+    """Rank of every sampled token in the policy's own next-token logits (0 = the most likely)."""
+    ranks: list[int] = []
+    for c in completions:
+        ids = torch.tensor([c.prompt_ids + c.completion_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(c.prompt_ids) - 1 : -1]
+        chosen = logits.gather(-1, torch.tensor(c.completion_ids).unsqueeze(-1))
+        ranks.extend((logits > chosen).sum(dim=-1).tolist())
+    return ranks
+
+
+@pytest.mark.parametrize(
+    "checkpoint_defaults",
+    [{}, {"top_k": 5, "min_p": 0.95, "repetition_penalty": 3.0, "typical_p": 0.2}],
+    ids=["stock", "checkpoint-sampling-defaults"],
+)
+def test_top_k_zero_samples_the_untruncated_distribution(
+    tiny: tuple[Any, Any], checkpoint_defaults: dict[str, Any]
+) -> None:
+    # top_k: 0 is "off", and a checkpoint's generation_config.json (Qwen/Llama instruct models ship
+    # top_k, min_p, repetition_penalty...) must not truncate the sampling distribution either. The tiny
+    # model's next-token distribution is near uniform over ~400 tokens, so untruncated sampling draws
+    # many tokens outside the top 50; any truncation (transformers' own top_k=50 default included)
+    # keeps every rank below 50.
+    model, tok = tiny
+    saved = model.generation_config
+    model.generation_config = copy.deepcopy(saved)
+    for key, value in checkpoint_defaults.items():
+        setattr(model.generation_config, key, value)
+    try:
+        gen = HFGenerator(model, tok, GenerationConfig(max_new_tokens=12, temperature=1.0, top_k=0))
+        torch.manual_seed(3)
+        (group,) = gen.generate([tok("What is 3+5?")["input_ids"]], 4)
+    finally:
+        model.generation_config = saved
+    ranks = _sampled_ranks(model, group)
+    assert len(ranks) >= 8
+    assert max(ranks) >= 50, ranks

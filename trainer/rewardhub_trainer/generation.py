@@ -88,13 +88,24 @@ class HFGenerator:
         self.eos = eos_ids(tokenizer, model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
         self.pad_id = int(pad)
-        # A fresh GenerationConfig: the checkpoint's own defaults (top_k=50, repetition penalties...) must
-        # not silently change the sampling distribution.
+        # The checkpoint's own defaults (top_k, min_p, repetition penalties...) must not silently change the
+        # sampling distribution. transformers fills every field left None here from the model's
+        # generation_config and then from its global defaults (top_k=50), so each knob that reshapes the
+        # distribution is set explicitly to its neutral value (top_k=0 is "off": no TopK warper).
         self.gen_config = HFGenConfig(  # type: ignore[no-untyped-call]
             do_sample=True,
             temperature=config.temperature,
             top_p=config.top_p,
-            top_k=config.top_k if config.top_k > 0 else None,
+            top_k=config.top_k,
+            min_p=0.0,
+            typical_p=1.0,
+            epsilon_cutoff=0.0,
+            eta_cutoff=0.0,
+            repetition_penalty=1.0,
+            encoder_repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            min_new_tokens=0,
+            guidance_scale=1.0,
             max_new_tokens=config.max_new_tokens,
             eos_token_id=self.eos,
             pad_token_id=self.pad_id,
