@@ -37,6 +37,19 @@ def test_k3_is_nonnegative_and_clamped() -> None:
     assert (k3 >= 0).all() and torch.isfinite(k3).all()
 
 
+def test_k3_value_is_clamped_at_10_as_in_verl() -> None:
+    # verl's low_var_kl clamps Δ to ±20 *and* the estimate to [−10, 10] (algorithms.md §4.7): a token the
+    # policy made far less likely than the reference (Δ = −15) would otherwise put e^15 − 16 ≈ 3.3e6 in
+    # the loss and a gradient of the same size on that one token.
+    logp = torch.tensor([-15.0, -2.0, 3.0], requires_grad=True)
+    k3 = kl_estimate(logp, torch.zeros(3), "k3")
+    assert k3.tolist() == pytest.approx([10.0, math.exp(2.0) - 3.0, math.exp(-3.0) + 2.0])
+    k3.sum().backward()
+    assert logp.grad is not None
+    # d k3 / dΔ = 1 − e^{−Δ}, and 0 where the clamp is active
+    assert logp.grad.tolist() == pytest.approx([0.0, 1 - math.exp(2.0), 1 - math.exp(-3.0)])
+
+
 def test_clipped_surrogate_cases() -> None:
     # ratios 1.5, 0.5, 1.5, 0.5, 1.25 with advantages +1, +1, −1, −1, +1; ε_low = 0.2, ε_high = 0.28
     ratio = torch.tensor([[1.5], [0.5], [1.5], [0.5], [1.25]])

@@ -10,7 +10,9 @@ reference with ``Δ = log π_θ − log π_ref`` (Schulman's estimators):
 
 * ``k1 = Δ`` (unbiased value, high variance, can be negative)
 * ``k2 = ½ Δ²`` (its gradient is the true KL gradient)
-* ``k3 = exp(−Δ) + Δ − 1`` (GRPO's choice; ≥ 0, low variance; Δ clamped to ±20 as in verl)
+* ``k3 = exp(−Δ) + Δ − 1`` (GRPO's choice; ≥ 0, low variance; as in verl's ``low_var_kl``, Δ is
+  clamped to ±20 and the estimate to [−10, 10], so one token the policy made far less likely than the
+  reference cannot dominate the loss and its gradient)
 
 Aggregation (the normalisers are *global* over the whole batch, passed in, so that summing the
 gradients of micro-batches gives exactly the full-batch loss):
@@ -47,7 +49,7 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") ->
         return 0.5 * delta**2
     if kind == "k3":
         d = delta.clamp(-20.0, 20.0)
-        return torch.exp(-d) + d - 1.0
+        return (torch.exp(-d) + d - 1.0).clamp(-10.0, 10.0)
     raise ValueError(f"unknown KL estimator {kind!r} (k1, k2, k3)")
 
 
