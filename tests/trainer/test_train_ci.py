@@ -185,6 +185,7 @@ COMPOSITE = {
             },
         ),
         ("mc_grpo", {"algorithm": {"estimator": "mc_grpo", "mc_mad_scaling": True}}),
+        ("rloo", {"algorithm": {"estimator": "rloo"}}),
         (
             "gdpo_composite",
             {"algorithm": {"estimator": "gdpo"}, "reward": {"name": "composite", "config": COMPOSITE}},

@@ -15,6 +15,7 @@ from rewardhub_trainer.advantages import (
     grpo_advantages,
     mc_grpo_advantages,
     overlong_penalty,
+    rloo_advantages,
     zero_variance_groups,
 )
 
@@ -119,6 +120,20 @@ def test_mc_grpo_mad_scaling_with_floor() -> None:
     assert adv.mask.tolist() == [[True, False, True]]
 
 
+def test_rloo_leave_one_out_over_valid_members() -> None:
+    # algorithms.md §4.6: A_i = r_i − mean of the others = G/(G−1)·(r_i − mean)
+    adv = rloo_advantages(t([[1, 0, 0, 0], [1, NAN, 0, 0], [NAN, 2, NAN, NAN], [3, 3, 3, 3]]))
+    # row 0: 1 − 0 = 1; 0 − 1/3 = −1/3. row 1 (3 valid): 1 − 0 = 1; 0 − (1+0)/2 = −1/2 (the invalid
+    # member is neither a baseline member nor in the loss). row 2: no other member → 0. row 3: 0.
+    close(adv.values, [[1, -1 / 3, -1 / 3, -1 / 3], [1, 0, -0.5, -0.5], [0, 0, 0, 0], [0, 0, 0, 0]])
+    assert adv.mask.tolist() == [
+        [True] * 4,
+        [True, False, True, True],
+        [False, True, False, False],
+        [True] * 4,
+    ]
+
+
 def test_zero_variance_groups() -> None:
     z = zero_variance_groups(t([[1, 1, 1], [1, 0, 1], [NAN, 1, NAN], [NAN, NAN, NAN], [1, NAN, 1]]))
     assert z.tolist() == [True, False, True, True, True]
@@ -136,7 +151,7 @@ def test_component_matrix_none_is_nan() -> None:
     assert m[0, 0, 0] == 1 and math.isnan(m[0, 0, 1]) and math.isnan(m[0, 1, 1])
 
 
-@pytest.mark.parametrize("fn", [grpo_advantages, dr_grpo_advantages, mc_grpo_advantages])
+@pytest.mark.parametrize("fn", [grpo_advantages, dr_grpo_advantages, mc_grpo_advantages, rloo_advantages])
 def test_no_nan_ever_leaks(fn: object) -> None:
     adv = fn(t([[NAN, NAN, NAN], [NAN, 1, 0]]))  # type: ignore[operator]
     assert not torch.isnan(adv.values).any()

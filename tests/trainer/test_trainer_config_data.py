@@ -85,6 +85,7 @@ def test_estimator_defaults_resolve() -> None:
         False,
     )
     assert AlgorithmConfig(estimator="dr_grpo").resolved_loss_agg == "seq_mean_token_sum_norm"
+    assert AlgorithmConfig(estimator="rloo").resolved_loss_agg == "seq_mean_token_mean"
     assert (
         AlgorithmConfig(estimator="dapo", dynamic_sampling=False, clip_eps_high=0.3).resolved_clip_high == 0.3
     )

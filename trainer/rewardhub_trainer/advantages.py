@@ -23,6 +23,8 @@ Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
   sampling in the trainer, overlong shaping added to ``r`` by :func:`overlong_penalty`)
 * GDPO:    per reward component n: ``A_n = (r_n − mean_g r_n) / (std_g r_n + eps)``; ``A = Σ_n w_n A_n``;
   then over the batch: ``Â = (A − mean_batch A) / (std_batch A + eps)``
+* RLOO:    ``A_i = r_i − mean_{j≠i} r_j = n/(n−1) · (r_i − mean(r))`` over the ``n`` valid members (the
+  leave-one-out baseline; 0 when fewer than two are valid: no other member to compare with)
 * MC-GRPO: G+1 samples, ``b = median(r)`` (the lower median, so it is a member), ``A_i = r_i − b``; the
   pivot (the member equal to ``b``, advantage 0) is masked out, leaving G gradient samples. Optional MAD
   scaling divides by ``max(MAD, 0.5·std, floor)``.
@@ -43,6 +45,7 @@ __all__ = [
     "group_mean_std",
     "mc_grpo_advantages",
     "overlong_penalty",
+    "rloo_advantages",
     "zero_variance_groups",
     "component_matrix",
 ]
@@ -83,6 +86,14 @@ def dr_grpo_advantages(rewards: torch.Tensor) -> Advantages:
     """Dr. GRPO: ``r − mean`` per group (no std division)."""
     mean, _, _ = group_mean_std(rewards)
     return _finish(rewards - mean, ~torch.isnan(rewards))
+
+
+def rloo_advantages(rewards: torch.Tensor) -> Advantages:
+    """RLOO: ``r_i`` minus the mean of the *other* valid members of its group."""
+    mean, _, count = group_mean_std(rewards)
+    n = count.to(rewards.dtype)
+    scale = torch.where(count >= 2, n / (n - 1).clamp(min=1), torch.zeros_like(n))
+    return _finish((rewards - mean) * scale, ~torch.isnan(rewards))
 
 
 def gdpo_advantages(

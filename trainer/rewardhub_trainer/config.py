@@ -46,7 +46,7 @@ __all__ = [
     "to_dict",
 ]
 
-Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo"]
+Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo", "rloo"]
 Operation = Literal["+", "-", "*", "/"]
 LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
 
@@ -57,6 +57,7 @@ DEFAULT_LOSS_AGG: dict[str, str] = {
     "dapo": "token_mean",
     "gdpo": "seq_mean_token_mean",
     "mc_grpo": "seq_mean_token_mean",
+    "rloo": "seq_mean_token_mean",
 }
 
 
@@ -223,7 +224,8 @@ class AlgorithmConfig(_Section):
         "grpo",
         description="grpo: (r-mean)/(std+eps); dr_grpo: r-mean; dapo: grpo + clip-higher, token-level loss, "
         "dynamic sampling, overlong shaping; gdpo: per-component group normalisation, weighted sum, "
-        "batch normalisation; mc_grpo: r-median of G+1, pivot dropped.",
+        "batch normalisation; mc_grpo: r-median of G+1, pivot dropped; rloo: r - mean of the other members "
+        "(leave-one-out).",
     )
     loss_agg: LossAgg = Field(
         "auto",

@@ -44,6 +44,7 @@ from rewardhub_trainer.advantages import (
     grpo_advantages,
     mc_grpo_advantages,
     overlong_penalty,
+    rloo_advantages,
     zero_variance_groups,
 )
 from rewardhub_trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -181,6 +182,8 @@ class Trainer:
             adv = grpo_advantages(rewards, alg.std_eps)
         elif alg.estimator == "dr_grpo":
             adv = dr_grpo_advantages(rewards)
+        elif alg.estimator == "rloo":
+            adv = rloo_advantages(rewards)
         elif alg.estimator == "mc_grpo":
             adv = mc_grpo_advantages(rewards, mad_scaling=alg.mc_mad_scaling, mad_floor=alg.mc_mad_floor)
         else:
