@@ -156,3 +156,19 @@ async def test_named_fixture_database(make_app: Any, tmp_path: Path) -> None:
         assert [x["score"] for x in r.json()["results"]] == [1.0, 0.0]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM singer").fetchone() == (4,)
+
+
+async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.AsyncClient) -> None:
+    # An apostrophe in a comment is no string: the ORDER BY after it still orders the comparison.
+    ordered = "SELECT name FROM singer -- the singer's names, youngest first\nORDER BY age"
+    # Words in a comment are no clause: this gold does not sort, so any row order matches.
+    unordered = "SELECT name FROM singer /* order by age would be nicer */"
+    results = await _score(
+        client,
+        [
+            _item("SELECT name FROM singer ORDER BY age DESC", ordered),
+            _item("SELECT name FROM singer ORDER BY age DESC", unordered),
+        ],
+    )
+    assert [x["score"] for x in results] == [0.0, 1.0]
+    assert [x["details"]["ordered"] for x in results] == [True, False]

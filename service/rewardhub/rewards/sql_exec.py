@@ -120,6 +120,7 @@ def _execute(
 
 
 def _has_top_level_order_by(sql: str) -> bool:
+    """Whether ``sql`` sorts its result: an ``ORDER BY`` outside parentheses, strings and comments."""
     depth, i, n, low = 0, 0, len(sql), sql.lower()
     while i < n:
         ch = sql[i]
@@ -127,6 +128,14 @@ def _has_top_level_order_by(sql: str) -> bool:
             close = "]" if ch == "[" else ch
             j = sql.find(close, i + 1)
             i = n if j < 0 else j + 1
+            continue
+        if sql.startswith("--", i):  # a line comment runs to the end of the line
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        if sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
             continue
         if ch == "(":
             depth += 1
