@@ -172,3 +172,20 @@ async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.As
     )
     assert [x["score"] for x in results] == [0.0, 1.0]
     assert [x["details"]["ordered"] for x in results] == [True, False]
+
+
+async def test_a_statement_that_is_no_query_earns_no_credit(client: httpx.AsyncClient) -> None:
+    weights = {"parses": 0.5, "executes": 0.5}  # syntax-style partial credit
+    results = await _score(
+        client,
+        [
+            _item("```sql\n-- I cannot answer this\n```"),
+            _item("/* SELECT name FROM singer WHERE country = 'FR' */"),
+            _item("REINDEX"),
+            _item("SELECT name FROM singer -- a query with a comment still counts"),
+        ],
+        component_weights=weights,
+    )
+    assert [x["score"] for x in results] == [0.0, 0.0, 0.5, 1.0]
+    assert [x["reason"] for x in results[:2]] == ["no_answer", "no_answer"]
+    assert results[2]["components"]["executes"] == 0.0 and "not a query" in results[2]["details"]["error"]

@@ -11,8 +11,10 @@ and same names when ``column_names``), ``rows_match`` (same result multiset, or 
 comparison is ordered: ``order: auto`` orders exactly when the gold query has a top-level ``ORDER BY``).
 The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
 
-A predicted query that does not parse is a valid ``0.0`` with ``reason: format``; one that fails or runs
-out of time is a valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``; a missing
+A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
+predicted query that does not parse is a valid ``0.0`` with ``reason: format``; one that fails, runs out of
+time or is no query (a statement without result columns, e.g. ``REINDEX``: it does not execute) is a
+valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``; a missing
 fixture is ``missing_reference``.
 """
 
@@ -28,7 +30,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_block
-from rewardhub.rewards.sql_exec import run_sql_pair
+from rewardhub.rewards.sql_exec import run_sql_pair, without_comments
 
 __all__ = ["SqlConfig", "SqlReward"]
 
@@ -122,7 +124,7 @@ class SqlReward(Reward[SqlConfig]):
                 continue
             found = extract_block(item.response, lambda tag: tag in ("sql", "sqlite"), config.extract)
             pred = _clean(found.code) if found is not None else ""
-            if not pred:
+            if not _clean(without_comments(pred)):  # nothing, or only comments: no query to run
                 outcomes[i] = Outcome(
                     0.0, Reason.NO_ANSWER, dict.fromkeys(_COMPONENTS, 0.0), {"predicted": None}
                 )

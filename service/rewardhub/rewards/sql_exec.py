@@ -22,7 +22,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["run_sql_pair"]
+__all__ = ["run_sql_pair", "without_comments"]
 
 _MAX_DATABASES = 16
 _MAX_GOLD = 512
@@ -113,10 +113,38 @@ def _execute(
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "parses": True}
     finally:
         conn.set_progress_handler(None, 0)
+    if cur.description is None:  # no result columns: not a query (REINDEX, say), nothing to compare
+        return {"ok": False, "error": "not a query: the statement returns no result columns", "parses": True}
     if len(rows) > max_rows:
         return {"ok": False, "error": f"more than {max_rows} rows", "parses": True, "too_many": True}
     norm = [tuple(_normalise(v, digits) for v in row) for row in rows]
     return {"ok": True, "parses": True, "columns": columns, "rows": norm}
+
+
+def without_comments(sql: str) -> str:
+    """``sql`` less its ``--`` and ``/* */`` comments (strings and quoted names kept as they are)."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`[":
+            close = "]" if ch == "[" else ch
+            j = sql.find(close, i + 1)
+            end = n if j < 0 else j + 1
+            out.append(sql[i:end])
+            i = end
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def _has_top_level_order_by(sql: str) -> bool:
