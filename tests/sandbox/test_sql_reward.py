@@ -189,3 +189,15 @@ async def test_a_statement_that_is_no_query_earns_no_credit(client: httpx.AsyncC
     assert [x["score"] for x in results] == [0.0, 0.0, 0.5, 1.0]
     assert [x["reason"] for x in results[:2]] == ["no_answer", "no_answer"]
     assert results[2]["components"]["executes"] == 0.0 and "not a query" in results[2]["details"]["error"]
+
+
+async def test_the_gold_row_limit_holds_after_the_gold_was_cached(make_app: Any) -> None:
+    # One worker, so the second request finds the gold result the first one left in its cache.
+    item = _item("SELECT name FROM singer", "SELECT name FROM singer")
+    async with make_app(cpu_workers=1) as c:
+        first = await _score(c, [item])
+        assert first[0]["score"] == 1.0
+        # Over max_rows the gold fails (the dataset's fault, not the model's), as on a fresh worker.
+        limited = await _score(c, [item], max_rows=2)
+    assert not limited[0]["valid"] and limited[0]["reason"] == "parse_error", limited
+    assert "more than 2 rows" in limited[0]["details"]["message"]

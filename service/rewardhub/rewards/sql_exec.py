@@ -28,7 +28,7 @@ _MAX_DATABASES = 16
 _MAX_GOLD = 512
 _HEAP_LIMIT_BYTES = 512 << 20
 _DATABASES: OrderedDict[str, sqlite3.Connection] = OrderedDict()
-_GOLD: OrderedDict[tuple[str, str, int], dict[str, Any]] = OrderedDict()
+_GOLD: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
 _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
@@ -187,7 +187,7 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool])
         return {"reference_error": "missing", "message": "the fixture database does not exist"}
     except (sqlite3.Error, ValueError, MemoryError) as exc:
         return {"reference_error": "schema", "message": f"the reference schema does not build: {exc}"[:300]}
-    gkey = (key, gold, digits)
+    gkey = (key, gold, digits, max_rows)  # a gold over max_rows fails, whatever ran before
     g = _GOLD.get(gkey)
     if g is None:
         g = _execute(conn, gold, deadline, max_rows, digits)
