@@ -201,3 +201,10 @@ async def test_the_gold_row_limit_holds_after_the_gold_was_cached(make_app: Any)
         limited = await _score(c, [item], max_rows=2)
     assert not limited[0]["valid"] and limited[0]["reason"] == "parse_error", limited
     assert "more than 2 rows" in limited[0]["details"]["message"]
+
+
+async def test_a_gold_query_past_the_time_limit_is_a_timeout(client: httpx.AsyncClient) -> None:
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    results = await _score(client, [_item("SELECT 1", endless)], timeout_s=0.5)
+    # Not the model's fault, and not a broken reference either: a slow one, which a later try may score.
+    assert not results[0]["valid"] and results[0]["reason"] == "timeout", results

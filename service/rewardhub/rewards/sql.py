@@ -14,8 +14,8 @@ The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
 predicted query that does not parse is a valid ``0.0`` with ``reason: format``; one that fails, runs out of
 time or is no query (a statement without result columns, e.g. ``REINDEX``: it does not execute) is a
-valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``; a missing
-fixture is ``missing_reference``.
+valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``, one that runs out of time
+``invalid: timeout``; a missing fixture is ``missing_reference``.
 """
 
 from __future__ import annotations
@@ -149,7 +149,9 @@ class SqlReward(Reward[SqlConfig]):
     def _outcome(value: dict[str, Any], pred: str, config: SqlConfig) -> Outcome:
         ref_error = value.get("reference_error")
         if ref_error is not None:
-            reason = Reason.MISSING_REFERENCE if ref_error == "missing" else Reason.PARSE_ERROR
+            reason = {"missing": Reason.MISSING_REFERENCE, "timeout": Reason.TIMEOUT}.get(
+                ref_error, Reason.PARSE_ERROR
+            )
             return Outcome.invalid(reason, value.get("message"))
         components: dict[str, float | None] = {c: 1.0 if value.get(c) else 0.0 for c in _COMPONENTS}
         weights = config.component_weights

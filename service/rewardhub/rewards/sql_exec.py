@@ -107,6 +107,7 @@ def _execute(
         message = str(exc)
         if message == "interrupted":
             message = "interrupted: the query ran past its time limit"
+            return {"ok": False, "error": message, "parses": True, "timed_out": True}
         syntax = any(m in message for m in _SYNTAX_MARKERS)
         return {"ok": False, "error": message[:300], "parses": not syntax}
     except (ValueError, MemoryError, OverflowError) as exc:  # e.g. NUL in the text, a heap limit hit
@@ -186,6 +187,8 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool])
     except FileNotFoundError:
         return {"reference_error": "missing", "message": "the fixture database does not exist"}
     except (sqlite3.Error, ValueError, MemoryError) as exc:
+        if str(exc) == "interrupted":  # slow to build, not broken: a later try may score the item
+            return {"reference_error": "timeout", "message": "the reference schema ran past its time limit"}
         return {"reference_error": "schema", "message": f"the reference schema does not build: {exc}"[:300]}
     gkey = (key, gold, digits, max_rows)  # a gold over max_rows fails, whatever ran before
     g = _GOLD.get(gkey)
@@ -198,7 +201,8 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool])
     else:
         _GOLD.move_to_end(gkey)
     if not g["ok"]:
-        return {"reference_error": "gold", "message": f"the gold query fails: {g['error']}"}
+        kind_of_error = "timeout" if g.get("timed_out") else "gold"
+        return {"reference_error": kind_of_error, "message": f"the gold query fails: {g['error']}"}
     p = _execute(conn, pred, time.monotonic() + timeout_s, max_rows, digits)
     out: dict[str, Any] = {"parses": p["parses"], "executes": p["ok"], "gold_rows": len(g["rows"])}
     if not p["ok"]:
