@@ -115,6 +115,8 @@ async def test_max_errors_limits_details() -> None:
         (json.dumps(PERSON), 1.0),  # a JSON string of the schema
         (json.dumps({"schema": PERSON}), 1.0),  # a JSON string of the wrapper
         ({"schema": {"type": "array"}}, 0.0),  # a schema the response does not satisfy
+        ({"schema": json.dumps(PERSON)}, 1.0),  # the wrapper with the schema as JSON text
+        ({"schema": json.dumps({"type": "array"})}, 0.0),  # ... which is applied, not ignored
     ],
 )
 async def test_schema_from_reference(reference: Any, score: float) -> None:
@@ -140,6 +142,8 @@ async def test_config_schema_wins_over_reference() -> None:
         ({"type": "person"}, Reason.PARSE_ERROR),  # fails the metaschema
         ({"$ref": "https://example.com/person.json"}, Reason.PARSE_ERROR),  # remote refs are never fetched
         ({"$schema": 5}, Reason.PARSE_ERROR),  # malformed $schema (jsonschema raises AttributeError)
+        ({"schema": "{not json"}, Reason.PARSE_ERROR),  # the wrapper with unreadable JSON text
+        ({"schema": '"object"'}, Reason.PARSE_ERROR),  # the wrapper with JSON text that is no schema
     ],
 )
 async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -> None:

@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
+from rewardhub.rewards.base import registered
+
 PERSON = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}
 
 # (item, expected score); every item names its own reward, so one request mixes them all.
@@ -84,7 +86,7 @@ async def test_mixed_batch_of_text_rewards(client: httpx.AsyncClient) -> None:
     for (item, expected), result in zip(CASES, results, strict=True):
         name = item["reward"] if isinstance(item["reward"], str) else item["reward"]["name"]
         assert result["reward"] == name
-        assert result["reward_version"] == "1.0.0"
+        assert result["reward_version"] == registered()[name].version
         if expected is None:
             assert (result["valid"], result["reason"]) == (False, "missing_reference"), result
         else:
@@ -127,7 +129,7 @@ async def test_catalog_lists_the_text_rewards(client: httpx.AsyncClient) -> None
     assert resp.status_code == 200
     by_name = {r["name"]: r for r in resp.json()["rewards"]}
     for name in ("f1", "multiple_choice", "regex", "format", "json_schema", "length", "repetition"):
-        assert by_name[name]["version"] == "1.0.0"
+        assert by_name[name]["version"] == registered()[name].version
         assert by_name[name]["config_schema"]["type"] == "object"
     assert by_name["length"]["reads"] == ["response", "reference", "metadata"]
     assert "schema" in by_name["json_schema"]["config_schema"]["properties"]

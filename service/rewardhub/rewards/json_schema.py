@@ -7,9 +7,9 @@ For structured-output / tool-call training. The JSON is taken from (``extract``)
   response. Surrounding whitespace is ignored; ``NaN``/``Infinity`` are not JSON and do not parse.
 
 The schema: ``config.schema`` when given (one schema for the whole batch; checked when the request
-arrives, so a bad one is a 422); otherwise the item's reference, either ``{"schema": {...}}`` or the
-schema object itself (a top-level ``"schema"`` key holding an object is always read as the wrapper), or
-a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored. A
+arrives, so a bad one is a 422); otherwise the item's reference, either ``{"schema": {...}}`` (or ``{"schema": "<the schema as JSON
+text>"}``) or the schema object itself (a top-level ``"schema"`` key holding an object or a string is
+always read as the wrapper), or a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored. A
 missing schema is ``missing_reference``; an unreadable one (bad JSON, fails the metaschema, an
 unresolvable ``$ref``: remote references are never fetched) is ``parse_error``, since the data, not the
 model, is at fault.
@@ -173,8 +173,13 @@ def _reference_schema(reference: Any) -> Schema:
     """The schema an item's reference holds; raises ValueError when it is not one."""
     if isinstance(reference, str):
         reference = json.loads(reference)
-    if isinstance(reference, dict) and isinstance(reference.get("schema"), dict | bool):
-        reference = reference["schema"]
+    inner = reference.get("schema") if isinstance(reference, dict) else None
+    if isinstance(inner, str):  # the wrapper with the schema as JSON text (a dataset's string column)
+        inner = json.loads(inner)
+        if not isinstance(inner, dict | bool):
+            raise ValueError("the reference's `schema` is not a JSON Schema object")
+    if isinstance(inner, dict | bool):
+        reference = inner
     if not isinstance(reference, dict | bool):
         raise ValueError("the reference is not a JSON Schema object")
     return reference
@@ -183,7 +188,7 @@ def _reference_schema(reference: Any) -> Schema:
 @register
 class JsonSchemaReward(Reward[JsonSchemaConfig]):
     name: ClassVar[str] = "json_schema"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
