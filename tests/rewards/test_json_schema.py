@@ -180,6 +180,11 @@ async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -
         # pattern
         ({"type": "string", "pattern": "^[a-z]+$"}, '"abc"', 1.0),
         ({"type": "string", "pattern": "^[a-z]+$"}, '"ab1"', 0.0),
+        # ECMA-262 pattern syntax that Python's re does not read (Unicode classes, named groups)
+        ({"type": "string", "pattern": "^\\p{L}+$"}, '"Zoë"', 1.0),
+        ({"type": "string", "pattern": "^\\p{L}+$"}, '"Zoë2"', 0.0),
+        ({"type": "string", "pattern": "^(?<year>\\d{4})-\\d{2}$"}, '"2024-05"', 1.0),
+        ({"patternProperties": {"^\\p{Lu}": {"type": "integer"}}}, '{"Ölf": "x"}', 0.0),
         # a declared older draft: tuple-form items of draft-07
         (
             {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}]},
@@ -193,6 +198,8 @@ async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -
 async def test_schema_features(schema: Any, doc: str, score: float) -> None:
     out = await score_one(doc, schema=schema)
     assert out.score == score
+    # the same schema from the item's reference
+    assert (await score_one(doc, {"schema": schema})).score == score
 
 
 async def test_check_formats() -> None:

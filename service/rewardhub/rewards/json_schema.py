@@ -15,7 +15,8 @@ unresolvable ``$ref``: remote references are never fetched) is ``parse_error``, 
 model, is at fault.
 
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
-``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes are run by the ``regex`` engine
+``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes are checked (so ECMA-262's
+``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are read) and run by the ``regex`` engine
 with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
 validator's ``re.search`` on a hostile pattern and response would stall the event loop.
 
@@ -33,7 +34,7 @@ from itertools import islice
 from typing import Any, ClassVar, Literal
 
 import regex
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
@@ -67,12 +68,38 @@ class JsonSchemaConfig(RewardConfig):
     def _valid_schema(cls, v: Schema | None) -> Schema | None:
         if isinstance(v, dict):  # true/false are valid schemas
             try:
-                validator_for(v, default=Draft202012Validator).check_schema(v)
+                _check_schema(validator_for(v, default=Draft202012Validator), v)
             except SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message[:300]}") from None
             except Exception as exc:  # malformed input makes jsonschema raise assorted types ($schema: 5)
                 raise ValueError(f"not a valid JSON Schema: {type(exc).__name__}: {exc}"[:300]) from None
         return v
+
+
+def _is_pattern(value: object) -> bool:
+    """The metaschema's ``format: regex`` (``pattern`` and ``patternProperties`` keys), checked with the
+    engine that runs the patterns: it reads ECMA-262 syntax Python's ``re`` rejects (``\\p{L}``,
+    ``(?<name>...)``)."""
+    if isinstance(value, str):
+        compile_pattern(value, False)
+    return True
+
+
+@lru_cache(maxsize=16)
+def _metaschema_formats(cls: type[Validator]) -> FormatChecker:
+    checker = FormatChecker(())
+    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_pattern, regex.error)}
+    return checker
+
+
+def _check_schema(cls: type[Validator], schema: dict[str, Any]) -> None:
+    """``cls.check_schema``, with patterns checked as :func:`_search` will run them.
+
+    Raises:
+        SchemaError: the schema fails its metaschema.
+    """
+    # (the Validator protocol leaves out check_schema's format_checker, every draft's class has it)
+    cls.check_schema(schema, format_checker=_metaschema_formats(cls))  # type: ignore[call-arg]
 
 
 def extract_json_text(text: str, mode: str) -> str | None:
@@ -152,7 +179,7 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
     """
     schema = json.loads(schema_json)
     base = validator_for(schema, default=Draft202012Validator)
-    base.check_schema(schema)
+    _check_schema(base, schema)
     cls = extend(base, _SAFE_KEYWORDS)  # type: ignore[no-untyped-call]
     return cls(schema, format_checker=base.FORMAT_CHECKER if check_formats else None)  # type: ignore[no-any-return]
 
