@@ -92,6 +92,7 @@ async def test_read_only_and_time_limited(client: httpx.AsyncClient, tmp_path: P
         "PRAGMA query_only = OFF",
         "SELECT load_extension('/tmp/evil.so')",
         "SELECT 1; DELETE FROM singer",
+        "UPDATE sqlite_master SET sql = NULL",
     ]
     results = await _score(client, [_item(a) for a in attacks])
     assert all(x["valid"] and x["score"] == 0.0 for x in results), results
@@ -208,3 +209,25 @@ async def test_a_gold_query_past_the_time_limit_is_a_timeout(client: httpx.Async
     results = await _score(client, [_item("SELECT 1", endless)], timeout_s=0.5)
     # Not the model's fault, and not a broken reference either: a slow one, which a later try may score.
     assert not results[0]["valid"] and results[0]["reason"] == "timeout", results
+
+
+async def test_table_valued_json_functions_are_reads(client: httpx.AsyncClient) -> None:
+    schema = (
+        SCHEMA
+        + 'CREATE TABLE album (id INTEGER, tags TEXT); INSERT INTO album VALUES (1, \'["pop", "rock"]\');'
+    )
+    gold = "SELECT count(*) FROM album, json_each(album.tags)"
+    results = await _score(
+        client,
+        [
+            {
+                "response": "SELECT json_array_length(tags) FROM album",
+                "reference": {"query": gold, "schema": schema},
+            },
+            {
+                "response": "SELECT count(*) FROM album, json_each(album.tags)",
+                "reference": {"query": "SELECT 2", "schema": schema},
+            },
+        ],
+    )
+    assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0), (True, 1.0)], results

@@ -5,8 +5,8 @@ few built databases per worker, so a GRPO group that shares a schema builds it o
 
 * the database is built from the reference's DDL in memory (or opened from a fixture file with
   ``mode=ro&immutable=1``), then locked with ``PRAGMA query_only`` and an authorizer that allows only
-  reading (``SELECT``, column reads, functions other than ``load_extension``, recursive CTEs) — no
-  ``ATTACH``, no ``PRAGMA``, no writes, no ``VACUUM INTO``;
+  reading (``SELECT``, column reads, functions other than ``load_extension``, table-valued ones such as
+  ``json_each``, recursive CTEs) — no ``ATTACH``, no ``PRAGMA``, no writes, no ``VACUUM INTO``;
 * a progress handler interrupts a query past its deadline (a cross join of big tables), and the
   pool's hard deadline kills the worker if SQLite ever stops checking;
 * ``PRAGMA hard_heap_limit`` bounds SQLite's memory in the worker.
@@ -32,11 +32,16 @@ _GOLD: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
 _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
+_SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"})
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
 _SYNTAX_MARKERS = ("syntax error", "incomplete input", "unrecognized token", "one statement at a time")
 
 
 def _read_only(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+    if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA_TABLES:
+        # SQLite asks this while it connects a table-valued function (json_each, json_tree) on first use;
+        # no query can write the schema table anyway (query_only, and writable_schema is a PRAGMA).
+        return sqlite3.SQLITE_OK
     if action not in _READ_ACTIONS:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
