@@ -231,3 +231,31 @@ async def test_table_valued_json_functions_are_reads(client: httpx.AsyncClient) 
         ],
     )
     assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0), (True, 1.0)], results
+
+
+async def test_a_schema_dump_builds(client: httpx.AsyncClient) -> None:
+    # what `sqlite3 db .dump` writes: a pragma for the dump's own database, then one transaction
+    dump = f"PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n{SCHEMA}COMMIT;\n"
+    results = await _score(
+        client,
+        [
+            {
+                "response": "SELECT name FROM singer WHERE age < 40",
+                "reference": {"query": GOLD, "schema": dump},
+            },
+            # pragmas that reach past the database (the worker's heap limit, the schema table) stay denied
+            {
+                "response": "SELECT 1",
+                "reference": {"query": "SELECT 1", "schema": "PRAGMA hard_heap_limit=0;"},
+            },
+            {
+                "response": "SELECT 1",
+                "reference": {"query": "SELECT 1", "schema": "PRAGMA writable_schema=ON;"},
+            },
+        ],
+    )
+    assert [(x["score"], x["reason"]) for x in results] == [
+        (1.0, None),
+        (None, "parse_error"),
+        (None, "parse_error"),
+    ]

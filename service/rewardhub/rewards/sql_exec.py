@@ -3,8 +3,9 @@
 This module is imported by the CPU pool's workers (the function is pickled by reference) and keeps a
 few built databases per worker, so a GRPO group that shares a schema builds it once. It never writes:
 
-* the database is built from the reference's DDL in memory (or opened from a fixture file with
-  ``mode=ro&immutable=1``), then locked with ``PRAGMA query_only`` and an authorizer that allows only
+* the database is built from the reference's DDL in memory (a dump's own pragmas such as
+  ``foreign_keys`` allowed, none that reach past it: no heap limits, no ``writable_schema``), or
+  opened from a fixture file with ``mode=ro&immutable=1``, then locked with ``PRAGMA query_only`` and an authorizer that allows only
   reading (``SELECT``, column reads, functions other than ``load_extension``, table-valued ones such as
   ``json_each``, recursive CTEs) — no ``ATTACH``, no ``PRAGMA``, no writes, no ``VACUUM INTO``;
 * a progress handler interrupts a query past its deadline (a cross join of big tables), and the
@@ -33,6 +34,15 @@ _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"})
+# Pragmas a schema dump sets for its own database (``sqlite3 .dump`` starts with ``PRAGMA
+# foreign_keys=OFF;``); the rest (heap limits, writable_schema, query_only, ...) stay denied.
+_SCHEMA_PRAGMAS = frozenset(
+    {
+        "foreign_keys", "defer_foreign_keys", "encoding", "user_version", "application_id", "page_size",
+        "auto_vacuum", "journal_mode", "synchronous", "locking_mode", "legacy_alter_table",
+        "recursive_triggers", "ignore_check_constraints", "automatic_index",
+    }
+)  # fmt: skip
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
 _SYNTAX_MARKERS = ("syntax error", "incomplete input", "unrecognized token", "one statement at a time")
 
@@ -51,7 +61,9 @@ def _read_only(action: int, arg1: str | None, arg2: str | None, db: str | None, 
 
 def _schema_only(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
     """While building from the reference's DDL: anything but reaching outside the in-memory database."""
-    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA):
+    if action == sqlite3.SQLITE_PRAGMA:
+        return sqlite3.SQLITE_OK if (arg1 or "").lower() in _SCHEMA_PRAGMAS else sqlite3.SQLITE_DENY
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
