@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 SCHEMA = """
 CREATE TABLE singer (id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
@@ -259,3 +260,22 @@ async def test_a_schema_dump_builds(client: httpx.AsyncClient) -> None:
         (None, "parse_error"),
         (None, "parse_error"),
     ]
+
+
+def test_cached_gold_results_stay_within_a_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # run_sql_pair is what a CPU worker runs; here in this process, with a small budget to fill quickly.
+    from rewardhub.rewards import sql_exec
+
+    budget = 200_000
+    monkeypatch.setattr(sql_exec, "_MAX_GOLD_BYTES", budget, raising=False)
+    monkeypatch.setattr(sql_exec, "_GOLD", type(sql_exec._GOLD)())
+    monkeypatch.setattr(sql_exec, "_gold_bytes", 0, raising=False)
+    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100) "
+    for width in range(300, 310):  # distinct golds of 100 rows and about 30 KB each, 300 KB in all
+        gold = rows + f"SELECT x, printf('%.{width}c', 'x') FROM c"
+        out = sql_exec.run_sql_pair(("schema", SCHEMA, gold, gold, 5.0, 1000, 6, "auto", False))
+        assert out["rows_match"] is True
+    held = sum(
+        len(v) for g in sql_exec._GOLD.values() for row in g["rows"] for v in row if isinstance(v, str)
+    )
+    assert 0 < held <= budget

@@ -27,9 +27,14 @@ __all__ = ["run_sql_pair", "without_comments"]
 
 _MAX_DATABASES = 16
 _MAX_GOLD = 512
+# What the cached gold results of a worker may hold, roughly in bytes (a gold may return up to max_rows
+# rows: 512 such results would not fit the worker's memory, and a MemoryError in the next prediction
+# would score it 0.0). A bigger result is not cached.
+_MAX_GOLD_BYTES = 256 << 20
 _HEAP_LIMIT_BYTES = 512 << 20
 _DATABASES: OrderedDict[str, sqlite3.Connection] = OrderedDict()
 _GOLD: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
+_gold_bytes = 0
 _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
@@ -195,6 +200,22 @@ def _has_top_level_order_by(sql: str) -> bool:
     return False
 
 
+def _approx_bytes(rows: list[tuple[Any, ...]]) -> int:
+    return sum(64 + 16 * len(row) + sum(len(v) for v in row if isinstance(v, str | bytes)) for row in rows)
+
+
+def _cache_gold(gkey: tuple[str, str, int, int], g: dict[str, Any]) -> None:
+    global _gold_bytes
+    g["bytes"] = _approx_bytes(g["rows"])
+    if g["bytes"] > _MAX_GOLD_BYTES:
+        return
+    _GOLD[gkey] = g
+    _gold_bytes += g["bytes"]
+    while len(_GOLD) > _MAX_GOLD or _gold_bytes > _MAX_GOLD_BYTES:
+        _, old = _GOLD.popitem(last=False)
+        _gold_bytes -= old["bytes"]
+
+
 def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool]) -> dict[str, Any]:
     """Execute gold and predicted queries and compare them; returns a small dict of components."""
     kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names = payload
@@ -212,9 +233,7 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool])
     if g is None:
         g = _execute(conn, gold, deadline, max_rows, digits)
         if g["ok"]:
-            _GOLD[gkey] = g
-            while len(_GOLD) > _MAX_GOLD:
-                _GOLD.popitem(last=False)
+            _cache_gold(gkey, g)
     else:
         _GOLD.move_to_end(gkey)
     if not g["ok"]:
