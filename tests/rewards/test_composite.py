@@ -345,3 +345,25 @@ async def test_a_part_this_server_lacks_is_zeroed_but_not_cached(
             [again] = await results(c, reward, [item])
             assert first["score"] == 0.0 and first["details"]["zeroed"], first
             assert again["cached"] is False, again
+
+
+async def test_a_nested_part_this_server_lacks_is_zeroed_but_not_cached(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inner composite made invalid by a part this server lacks (meteor without WordNet) is invalid
+    for this server's reason, not the item's: the outer composite zeroing it must not cache the 0.0.
+    The inner's invalid outcome dropped the part's ``transient`` flag (its reason, ``unsupported``, does
+    not say so alone), so the outer cached the stand-in. Found in review."""
+    monkeypatch.setattr(text_similarity, "_wordnet_available", lambda: False)
+    inner = composite(
+        {"reward": {"name": "text_similarity", "config": {"metric": "meteor"}}},
+        {"reward": "exact_match", "name": "em"},
+    )
+    outer = composite({"reward": inner, "name": "inner", "on_invalid": "zero"}, {"reward": "f1"})
+    item = {"response": "the cat sat", "reference": f"the cat sat on the mat {uuid.uuid4().hex}"}
+    async with make_app() as c:
+        [first] = await results(c, outer, [item])
+        [again] = await results(c, outer, [item])
+    assert first["details"]["zeroed"] == ["inner"], first
+    assert first["details"]["parts"]["inner"]["reason"] == "unsupported"
+    assert again["cached"] is False, again

@@ -176,8 +176,10 @@ class CompositeReward(ComposedReward[CompositeConfig]):
         for i in range(len(items)):
             parts = [b[i] for b in batches]
             o = self._combine(config, parts)
-            # zeroed or skipped over a part's timeout or backend failure: right now, not for the cache
-            o.transient = o.valid and any(
+            # zeroed or skipped over a part's timeout or backend failure: right now, not for the cache;
+            # and an invalid composite over such a part is too, so an outer composite that zeroes or
+            # skips it does not cache its stand-in (the inner reason, e.g. ``unsupported``, hides it)
+            o.transient = any(
                 p.transient or (p.score is None and p.reason in TRANSIENT_REASONS) for p in parts
             )
             out.append(o)
