@@ -340,3 +340,38 @@ async def test_validate_reads_templates_of_the_sample_s_json(client: httpx.Async
         "/compat/openai/graders/validate", json={"grader": {**grader, "input": "{{ sample.nope }}"}}
     )
     assert bad.status_code == 422 and "sample.nope" in bad.json()["error"]["message"], bad.text
+
+
+@pytest.mark.parametrize(
+    ("returns", "score"),
+    [
+        ("0.25", 0.25),
+        ("3", 3.0),
+        ("'0.75'", None),  # a string is not a number, even one float() would parse
+        ("b'1'", None),
+        ("float('nan')", None),
+        ("None", None),
+    ],
+)
+async def test_python_grader_result_must_be_a_number(
+    client: httpx.AsyncClient, returns: str, score: float | None
+) -> None:
+    """grade() returning the string "0.75" (a regex group, say) scored 0.75: the wrapper's float() parsed
+    it, where the grader contract is a number and anything else cannot score the item. Found in review."""
+    health = (await client.get("/health")).json()
+    if health.get("sandbox") != "bubblewrap":
+        pytest.skip("bubblewrap is not available here")
+    source = f"def grade(sample, item):\n    return {returns}\n"
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": "python_grader",
+            "items": [{"response": "x", "reference": {"source": source, "item": {}}}],
+            "options": {"use_cache": False},
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    [r] = resp.json()["results"]
+    assert r["score"] == score, r
+    if score is None:
+        assert r["reason"] == "parse_error", r

@@ -38,6 +38,8 @@ _MAIN = """
 import json as _rh_json, math as _rh_math, sys as _rh_sys
 _rh_in = _rh_json.loads(_rh_sys.stdin.read())
 _rh_value = grade(_rh_in["sample"], _rh_in["item"])
+if isinstance(_rh_value, (str, bytes, bytearray)):  # float() would parse "0.5": not a number
+    raise TypeError("grade() returned " + type(_rh_value).__name__ + ", not a number")
 _rh_value = float(_rh_value)
 if not _rh_math.isfinite(_rh_value):
     raise ValueError("grade() returned a non-finite number")
@@ -60,7 +62,7 @@ class PythonGraderConfig(RewardConfig):
 @register
 class PythonGraderReward(Reward[PythonGraderConfig]):
     name: ClassVar[str] = "python_grader"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "OpenAI python grader: the reference's grade(sample, item) -> float, run in the bubblewrap sandbox."
     )
