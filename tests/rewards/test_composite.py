@@ -301,7 +301,7 @@ async def test_version_and_cache_follow_the_components(
     [again] = await results(client, reward, items)
     assert first["cached"] is False and again["cached"] is True
     assert again["reward_version"] == first["reward_version"]
-    assert first["reward_version"].startswith("1.0.0+")
+    assert first["reward_version"].startswith("1.0.1+")
     # bump a component's version: the composite's version changes and the stale entry is not served
     monkeypatch.setattr(MathReward, "version", "9.9.9")
     [bumped] = await results(client, reward, items)
@@ -367,3 +367,27 @@ async def test_a_nested_part_this_server_lacks_is_zeroed_but_not_cached(
     assert first["details"]["zeroed"] == ["inner"], first
     assert first["details"]["parts"]["inner"]["reason"] == "unsupported"
     assert again["cached"] is False, again
+
+
+async def test_every_component_skipped_is_invalid_even_at_weight_zero(client: httpx.AsyncClient) -> None:
+    """With only zero-weight components (logged, not summed), all of them skipped left nothing scored,
+    yet the composite came back a valid 0.0: the all-skipped rule looked only at the weight sums.
+    Found in review."""
+    reward = composite(
+        {"reward": EM_TAG, "name": "a", "weight": 0.0},
+        {"reward": EM_TAG, "name": "b", "weight": 0.0},
+        on_invalid="skip",
+    )
+    [r] = await results(client, reward, [NO_REF])
+    assert (r["score"], r["reason"]) == (None, "missing_reference"), r
+    assert r["details"]["skipped"] == ["a", "b"]
+    assert "every component was skipped" in r["details"]["message"]
+    # one of them scored: the (zero-weight) sum is a real 0.0
+    [r] = await results(
+        client,
+        composite(
+            *reward["config"]["components"][:1], {"reward": "format", "weight": 0.0}, on_invalid="skip"
+        ),
+        [NO_REF],
+    )
+    assert (r["score"], r["details"]["skipped"]) == (0.0, ["a"]), r

@@ -20,7 +20,7 @@ item, in this order:
    makes the composite invalid with the first such component's reason (a trainer masks it); ``zero``
    counts it as 0; ``skip`` leaves it out and rescales the weighted sum by Σ|w| / Σ|w of the rest|, so
    the total weight is kept (``skip`` is not available with a formula, which needs every name; a
-   composite whose weighted components were all skipped is invalid).
+   composite whose weighted components, or all of whose components, were skipped is invalid).
 3. **Combination**: without ``formula``, ``Σ weight_i · score_i`` (weights default to 1, and to 0 for
    gates, which then only gate); with ``formula``, an arithmetic expression over the component names
    (:mod:`rewardhub.formula`: ``+ - * / **``, parentheses, numbers, ``min max abs sqrt log exp clip``;
@@ -148,7 +148,7 @@ class CompositeConfig(RewardConfig):
 @register
 class CompositeReward(ComposedReward[CompositeConfig]):
     name: ClassVar[str] = "composite"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Several rewards as one: gates, a weighted sum or a safe arithmetic formula over component "
         "names, per-component noisy-verifier correction; every component (and its sub-components, as "
@@ -250,9 +250,10 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             return Outcome(score, None, components, details)
         total = math.fsum(abs(c.effective_weight) for c in comps)
         kept = math.fsum(abs(c.effective_weight) for c in comps if c.key in used)
-        if skipped and total > 0 and kept == 0:
+        if skipped and (not used or (total > 0 and kept == 0)):  # nothing scored, or nothing weighted
             first = next(o for c, o in zip(comps, outs, strict=True) if c.key == skipped[0])
-            return _invalid("every weighted component was skipped", first, components, details)
+            what = "every weighted component" if used else "every component"
+            return _invalid(f"{what} was skipped", first, components, details)
         scale = total / kept if skipped and kept > 0 else 1.0
         score = scale * math.fsum(c.effective_weight * used[c.key] for c in comps if c.key in used)
         return Outcome(score, None, components, details)
