@@ -113,6 +113,17 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     assert fenced_only["reason"] == "no_answer"
 
 
+async def test_code_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
+    # A response cut off in its reasoning: the draft there is not the model's answer.
+    draft = f"<think>\nA first try:\n```python\n{PROGRAMS['python']}```\nBut what about"
+    cut = await _one(client, draft, {"language": "python", **ADD_CASES})
+    assert cut["valid"] and cut["score"] == 0.0 and cut["reason"] == "no_answer"
+    # After the answer, a new reasoning block that never closes does not replace it.
+    wrong = PROGRAMS["python"].replace("a + b", "a - b")
+    answered = f"<think>ok</think>\n```python\n{PROGRAMS['python']}```\n<think>\n```python\n{wrong}```"
+    assert (await _one(client, answered, {"language": "python", **ADD_CASES}))["score"] == 1.0
+
+
 async def test_humaneval_style_check_candidate_and_exceptions(client: httpx.AsyncClient) -> None:
     tests = (
         "def check(candidate):\n"
@@ -151,6 +162,10 @@ def test_extraction_rules() -> None:
     assert extract_code("```\nx = 1\n```", py).code == "x = 1\n"  # type: ignore[union-attr]
     assert extract_code("<think>```python\nbad\n```</think>\nprint(3)", py).code.strip() == "print(3)"  # type: ignore[union-attr]
     assert extract_code("```python\nprint(4)\n", py).code == "print(4)\n"  # type: ignore[union-attr]  # cut-off fence
+    # a <think> that never closes (a response cut off in its reasoning) is reasoning too
+    assert extract_code("<think>\n```python\nprint(5)\n```\nhmm", py) is None
+    after = extract_code("<think>a</think>\n```python\nprint(6)\n```\n<think>\n```python\nprint(7)\n```", py)
+    assert after is not None and after.code == "print(6)\n"
     assert extract_code("```cpp\nint main(){}\n```", LANGUAGES["cpp"]).source == "fenced"  # type: ignore[union-attr]
     assert extract_code("just prose", py, "fenced") is None
     assert extract_code("", py) is None

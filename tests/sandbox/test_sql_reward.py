@@ -205,6 +205,14 @@ async def test_the_gold_row_limit_holds_after_the_gold_was_cached(make_app: Any)
     assert "more than 2 rows" in limited[0]["details"]["message"]
 
 
+async def test_a_query_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
+    cut = f"<think>\nMaybe:\n```sql\n{GOLD}\n```\nor should I join"  # cut off in its reasoning
+    late = f"<think>x</think>\n```sql\nSELECT name FROM singer\n```\n<think>\n```sql\n{GOLD}\n```"
+    results = await _score(client, [_item(cut), _item(late)])
+    assert results[0]["score"] == 0.0 and results[0]["reason"] == "no_answer"
+    assert results[1]["score"] == 0.0 and results[1]["components"]["executes"] == 1.0
+
+
 async def test_a_gold_query_past_the_time_limit_is_a_timeout(client: httpx.AsyncClient) -> None:
     endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
     results = await _score(client, [_item("SELECT 1", endless)], timeout_s=0.5)

@@ -3,7 +3,8 @@
 Reference: ``{"query": "<gold SQL>", "schema": "<CREATE/INSERT statements>"}`` (built in memory) or
 ``{"query": ..., "fixture": "<name>"}``, a database file in ``REWARDHUB_SQL_FIXTURES_DIR`` (``<name>.sqlite``,
 ``<name>.db`` or Spider's ``<name>/<name>.sqlite``). The query is the last fenced ``sql`` block of the
-response (else the last untagged block, else the whole response).
+response (else the last untagged block, else the whole response), outside the reasoning: after the last
+``</think>`` and before a ``<think>`` that never closes (:mod:`.code_extract`).
 
 Both queries run in the CPU worker pool (a killable process, hard deadline) on a read-only database
 (see :mod:`.sql_exec`). Components: ``parses``, ``executes``, ``columns_match`` (same number of columns,
