@@ -55,6 +55,15 @@ async def score_one(response: str, reference: Any = None, **config: Any) -> Outc
         ("name: Ada", "auto", 0.0, 0.0),
         # NaN is not JSON
         ('{"name": "Ada", "age": NaN}', "auto", 0.0, 0.0),
+        # a reasoning model's answer after its thinking, in every mode
+        (f"<think>I'll write {{name, age}}</think>\n{GOOD}", "auto", 1.0, 1.0),
+        (f"<think>draft</think>{GOOD}", "whole", 1.0, 1.0),
+        # a ```json draft in the reasoning is not the answer, the bare JSON after it is
+        (f'<think>\n```json\n{{"name": 1}}\n```\n</think>\n{GOOD}', "auto", 1.0, 1.0),
+        (f"<think>\n```json\n{GOOD}\n```\n</think>\nno block here", "fenced", 0.0, 0.0),
+        # a response cut off in its reasoning (a <think> that never closes) has no answer
+        (f"<think>\n```json\n{GOOD}\n```\nor maybe", "auto", 0.0, 0.0),
+        (f'```json\n{GOOD}\n```\n<think>\n```json\n{{"name": 1}}\n```\nhmm', "auto", 1.0, 1.0),
     ],
 )
 async def test_extraction_and_parsing(response: str, extract: str, score: float, parses: float) -> None:
