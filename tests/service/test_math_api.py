@@ -28,6 +28,12 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{x^2+2x+1}", "(x+1)^2", 1.0, None),  # symbolic equivalence
         ("\\boxed{7}", "8", 0.0, None),  # wrong
         ("I have no idea.", "8", 0.0, "no_answer"),  # the model's fault: a valid zero
+        # a reasoning model: a box in its thinking is a draft, the answer after </think> counts
+        ("<think>Is it \\boxed{7}? No.</think>\nThe answer is 8.", "8", 1.0, None),
+        ("<think>\\boxed{8}?</think>\nThe answer is 7.", "8", 0.0, None),
+        # cut off in its reasoning (a <think> that never closes): no answer, whatever the draft says
+        ("<think>So far \\boxed{8}, but let me check", "8", 0.0, "no_answer"),
+        ("<think>a</think>\\boxed{8}\n<think>or \\boxed{7}", "8", 1.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -1,7 +1,9 @@
 """``math``: final-answer equivalence against a gold answer.
 
 The answer is extracted from the response (last ``\\boxed{}``, ``<answer>`` tag, "The answer is ...",
-last number; configurable order), then compared with the gold in two stages:
+last number; configurable order), then compared with the gold in two stages. Only the text after the
+last ``</think>`` and before a ``<think>`` that never closes is searched (:func:`~.text.answer_span`): a
+box or number in the reasoning is a draft, and a response cut off in its reasoning has no answer.
 
 1. on the event loop, a cheap *sound* check (identical normalised strings, or two rational literals
    compared exactly) settles most items in microseconds without SymPy;
@@ -23,6 +25,7 @@ from pydantic import Field
 from rewardhub.mathlib import DEFAULT_METHODS, Check, extract_answer, quick_check, read_gold
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.text import answer_span
 from rewardhub.runtime.cpu_tasks import check_pair
 from rewardhub.runtime.process_pool import TaskResult
 
@@ -63,7 +66,7 @@ def read_golds(reference: Any) -> list[str] | None:
 @register
 class MathReward(Reward[MathConfig]):
     name: ClassVar[str] = "math"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
@@ -83,7 +86,8 @@ class MathReward(Reward[MathConfig]):
                     'math needs a gold answer: reference as a string or {"answer": ...}',
                 )
                 continue
-            extracted = extract_answer(item.response, config.extraction)
+            start, end = answer_span(item.response)
+            extracted = extract_answer(item.response[start:end], config.extraction)
             if extracted is None:
                 outcomes[i] = Outcome(
                     config.wrong_score,
