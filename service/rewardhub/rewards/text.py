@@ -2,8 +2,10 @@
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers. :func:`after_think` is the answer of a reasoning model (what follows its last
-``</think>``), which the judge, the PRM, the calibration and code rewards read instead of the reasoning.
+EM/F1 numbers. :func:`after_think` is what follows a reasoning model's last ``</think>`` (the judge's
+hardening reads it); :func:`answer_span` also stops at a ``<think>`` that never closes, and is the answer
+the PRM, calibration, score_model, math, code, sql and json_schema rewards read instead of the reasoning.
+Tags match exactly (``<think>``, ``</think>``: the tokens reasoning models emit), in every reward.
 """
 
 from __future__ import annotations
