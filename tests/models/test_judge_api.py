@@ -701,6 +701,29 @@ async def test_a_reasoning_judge_cut_off_while_reasoning_is_a_parse_error(
         assert not res["valid"] and res["reason"] == "parse_error"
 
 
+async def test_a_think_block_that_never_closes_is_not_the_answer(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """Only the text after the last </think> was cut: a response cut off while it reasoned showed its
+    draft to the judge (and the rule), and a box in a trailing unclosed block replaced the answer's."""
+    judge_server.reply = always("Final Decision: Yes")
+    items = [
+        {"prompt": "3+5?", "response": "<think>So far it is \\boxed{8}, let me check", "reference": "8"},
+        {"prompt": "3+5?", "response": "<think>a</think>\\boxed{8}\n<think>or \\boxed{7}", "reference": "8"},
+    ]
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(client, {"mode": "reference"}, items)
+        assert res[0]["valid"] and res[0]["score"] == 0.0 and res[0]["reason"] == "no_answer", res[0]
+        assert res[1]["valid"] and res[1]["score"] == 1.0 and res[1]["details"]["decided_by"] == "rule", res[
+            1
+        ]
+        assert judge_server.calls == 0
+        (pointwise,) = await score(
+            client, {"mode": "pointwise"}, [{"prompt": "q", "response": "<think>7 or 8"}]
+        )
+    assert pointwise["valid"] and pointwise["score"] == 0.0 and judge_server.calls == 0, pointwise
+
+
 async def test_a_message_without_content_reads_as_null_content(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

@@ -85,7 +85,7 @@ from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
-from rewardhub.rewards.text import after_think
+from rewardhub.rewards.text import answer_span
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -166,7 +166,10 @@ class JudgeConfig(RewardConfig):
     )
     judge_rule_negatives: bool = Field(True, description="reference: ask the judge when the rule says wrong.")
     # hardening
-    strip_think: bool = Field(True, description="The judge sees only the text after the last </think>.")
+    strip_think: bool = Field(
+        True,
+        description="The judge sees only the text after the last </think> (up to a <think> never closed).",
+    )
     injection_check: bool = Field(True, description="Score 0 responses that address the grader.")
 
     _rule: Part | None = PrivateAttr(None)
@@ -278,7 +281,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # annotator, an AI) with a verdict; a letter-spaced "i n c o r r e c t" is an answer, not an order;
     # "This is correct." and "The answer is correct." answer a prompt that asks whether something is correct
     # (logprobs) a decision that is no single label ("Score: 4.5") is read as written, not as the
-    # expectation at its first digit
+    # expectation at its first digit; a <think> that never closes is reasoning, not the answer
     version: ClassVar[str] = "1.6.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
@@ -737,12 +740,18 @@ def _answerless(outcome: Outcome | None) -> bool:
 
 
 def _visible(item: ScoreItem, config: JudgeConfig) -> str:
-    """The response after its last ``</think>`` (with ``strip_think``): what the hardening reads."""
+    """The response's answer (with ``strip_think``): what the hardening reads and the judge sees."""
     return _after_think(item.response, config)
 
 
 def _after_think(text: str, config: JudgeConfig) -> str:
-    return after_think(text) if config.strip_think else text
+    """After the last ``</think>`` and before a ``<think>`` that never closes: a response cut off while
+    it reasoned has no answer yet, and its draft (or a box in a trailing unclosed block) is not one, as
+    ``math``, ``code`` and ``calibration`` read it."""
+    if not config.strip_think:
+        return text
+    start, end = answer_span(text)
+    return text[start:end]
 
 
 def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | Outcome:
