@@ -224,3 +224,22 @@ def test_smollm2_missing_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> 
 def test_example_configs_load(name: str) -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / name)
     assert cfg.model.path == "runs/models/smollm2-135m-instruct" and cfg.training.steps == 30
+
+
+@pytest.mark.parametrize("sampling", [{"top_p": 0.9}, {"top_k": 20}])
+def test_vllm_truncated_sampling_refuses_sampler_logprobs(sampling: dict[str, float]) -> None:
+    """vLLM's logprobs (processed_logprobs) are of the top-p/top-k truncated, renormalised distribution,
+    the loss's are of the untruncated policy: with `old_logprobs: sampler` every ratio was biased below 1
+    (the sampled token's truncated probability is at least its full one). The config accepted it; it
+    must ask for `recompute`, the only sound denominator there. Found in review."""
+    base = {"model": {"path": "/m"}}
+    with pytest.raises(ValidationError, match="old_logprobs: recompute"):
+        TrainConfig.model_validate({**base, "generation": {"backend": "vllm", **sampling}})
+    ok = TrainConfig.model_validate(
+        {**base, "generation": {"backend": "vllm", **sampling}, "algorithm": {"old_logprobs": "recompute"}}
+    )
+    assert ok.algorithm.old_logprobs == "recompute"
+    # untruncated vLLM sampling reports the tempered policy's logprobs; transformers' sampler logprobs
+    # are untruncated whatever top_p/top_k are
+    TrainConfig.model_validate({**base, "generation": {"backend": "vllm", "temperature": 0.7}})
+    TrainConfig.model_validate({**base, "generation": {"backend": "transformers", **sampling}})

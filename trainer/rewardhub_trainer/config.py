@@ -243,7 +243,9 @@ class AlgorithmConfig(_Section):
     old_logprobs: Literal["sampler", "recompute"] = Field(
         "sampler",
         description="Denominator of the ratio: the logprobs recorded while sampling, or the policy's own "
-        "logprobs from the first epoch's forward (identical weights; use with vLLM or bf16 sampling).",
+        "logprobs from the first epoch's forward (identical weights; use with vLLM or bf16 sampling, "
+        "and required with vLLM when top_p < 1 or top_k > 0: vLLM's logprobs are then of the truncated "
+        "distribution).",
     )
     kl_coef: float = Field(
         0.0, ge=0, description="beta: weight of the KL to the frozen reference (0: no reference)."
@@ -324,6 +326,22 @@ class TrainConfig(_Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Estimator and loss.")
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Optimisation.")
     output: OutputConfig = Field(default_factory=OutputConfig, description="Run directory and logging.")
+
+    @model_validator(mode="after")
+    def _vllm_truncated_logprobs(self) -> TrainConfig:
+        # vLLM reports the sampled token's logprob *after* top-k/top-p truncation and renormalisation
+        # (processed_logprobs; its raw mode would drop the temperature instead), while the loss computes
+        # the policy's untruncated tempered logprob. As the ratio's denominator that biases every ratio
+        # below 1, so the sampler's numbers cannot be used there: the ratio must be recomputed.
+        gen, alg = self.generation, self.algorithm
+        truncated = gen.top_p < 1.0 or gen.top_k > 0
+        if gen.backend == "vllm" and truncated and alg.old_logprobs == "sampler":
+            raise ValueError(
+                "generation.backend vllm with top_p < 1 or top_k > 0 reports logprobs of the truncated "
+                "sampling distribution, not of the policy: set algorithm.old_logprobs: recompute "
+                "(or top_p: 1 and top_k: 0)"
+            )
+        return self
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -170,7 +170,10 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     """vLLM sampling; the trainer's weights are loaded into the engine after every optimizer step.
 
     vLLM reports logprobs of its own forward (different kernels, maybe another dtype), so the PPO ratio
-    should use recomputed logprobs: set ``algorithm.old_logprobs: recompute`` with this backend.
+    should use recomputed logprobs: set ``algorithm.old_logprobs: recompute`` with this backend. With
+    top-p < 1 or top-k > 0 it must: ``processed_logprobs`` are taken after the truncation (and vLLM has no
+    mode with the temperature but without the truncation), so they are not the policy's logprobs and
+    the config refuses ``old_logprobs: sampler`` there (:class:`~rewardhub_trainer.config.TrainConfig`).
     """
 
     def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str):
