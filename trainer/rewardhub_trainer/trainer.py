@@ -378,8 +378,11 @@ class Trainer:
             "sampling_rounds": float(col.rounds),
         }
         for name in sorted({k for g in col.scored for r in g.results for k in r.components if "." not in k}):
-            vals = [
-                float(v) for g in col.scored for r in g.results if (v := r.components.get(name)) is not None
+            vals = [  # valid items only, as for `reward`: an invalid item's parts are not its score
+                float(v)
+                for g in col.scored
+                for r in g.results
+                if r.valid and (v := r.components.get(name)) is not None
             ]
             out[f"reward/{name}"] = _mean(vals)
         return out

@@ -1,0 +1,85 @@
+"""The trainer's per-step bookkeeping on hand-made reward results: metrics and dynamic sampling.
+
+A real :class:`Trainer` on a tiny random model (real generation); the reward service is replaced at its
+transport boundary (the dispatcher's submit/wait), so the results it answers are exactly the ones the
+expected values below are worked out from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from rewardhub_client import ItemResult
+from rewardhub_trainer.advantages import grpo_advantages
+from rewardhub_trainer.config import TrainConfig
+from rewardhub_trainer.data import Problem
+from rewardhub_trainer.generation import Completion
+from rewardhub_trainer.rewards import Group
+from rewardhub_trainer.trainer import Trainer, _Collected
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+Result = tuple[float | None, bool, dict[str, float | None]]  # score, valid, components
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import build_tiny_causal_lm
+
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def make_trainer(tiny_model_dir: Path, tmp_path: Path) -> Callable[..., Trainer]:
+    def factory(**algorithm: Any) -> Trainer:
+        cfg = TrainConfig.model_validate(
+            {
+                "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+                "data": {"use_chat_template": False, "prompt_template": "{question}"},
+                "generation": {"group_size": 3, "max_new_tokens": 2, "prompts_per_generate": 2},
+                "algorithm": algorithm,
+                "training": {"prompts_per_step": 2},
+                "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+            }
+        )
+        return Trainer(cfg)
+
+    return factory
+
+
+def result(k: int, score: float | None, valid: bool, components: dict[str, float | None]) -> ItemResult:
+    return ItemResult(id=str(k), reward="composite", score=score, valid=valid, components=components)
+
+
+def group(index: int, results: Sequence[Result]) -> Group:
+    comps = [Completion([1], [5, 6], [-1.0, -1.0], "ab", False) for _ in results]
+    return Group(
+        f"g{index}",
+        Problem(index, f"q{index}", "1"),
+        comps,
+        [result(k, *r) for k, r in enumerate(results)],
+    )
+
+
+def test_component_metrics_leave_invalid_items_out(make_trainer: Callable[..., Trainer]) -> None:
+    """`reward/{name}` averaged the components of items the service marked invalid, which `reward`
+    itself leaves out (an invalid item's partial parts are not a score). Found in review."""
+    trainer = make_trainer()
+    groups = [
+        group(0, [(1.0, True, {"a": 1.0, "b": 1.0}), (0.5, True, {"a": 0.0, "b": 1.0})]),
+        group(1, [(None, False, {"a": 1.0, "b": 0.0}), (0.0, True, {"a": 0.0, "b": None})]),
+    ]
+    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
+    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    assert out["reward"] == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3, the invalid item left out
+    assert out["invalid_frac"] == pytest.approx(0.25)
+    # a over the valid items: (1 + 0 + 0) / 3 (not (1 + 0 + 1 + 0) / 4); b: (1 + 1) / 2 (not 2/3)
+    assert out["reward/a"] == pytest.approx(1 / 3)
+    assert out["reward/b"] == pytest.approx(1.0)
