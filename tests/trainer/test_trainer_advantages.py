@@ -139,6 +139,22 @@ def test_zero_variance_groups() -> None:
     assert z.tolist() == [True, False, True, True, True]
 
 
+def test_zero_variance_groups_of_components() -> None:
+    # [B, G, K]: a group is signal-free only when no component varies among its valid members
+    comps = torch.tensor(
+        [
+            [[1, 0], [0, 1], [1, 0]],  # totals tie (1 each), components differ: signal
+            [[1, 1], [1, 1], [1, 1]],  # nothing varies
+            [[1, NAN], [1, 0], [1, 1]],  # b varies over its two present values
+            [[1, NAN], [1, 0], [NAN, 1]],  # a: [1, 1]; b: [0, 1] varies
+            [[NAN, NAN], [1, 0], [NAN, NAN]],  # one valid member: nothing to compare
+        ],
+        dtype=torch.float64,
+    )
+    assert zero_variance_groups(comps).tolist() == [False, True, False, False, True]
+    assert zero_variance_groups(comps.sum(dim=-1)).tolist()[0] is True  # the total alone ties
+
+
 def test_overlong_penalty() -> None:
     # L_max = 10, L_cache = 4: no penalty up to 6, then (6 − |y|)/4, −1 beyond 10.
     pen = overlong_penalty(torch.tensor([5, 6, 7, 10, 11]), max_length=10, cache_length=4, factor=0.5)

@@ -7,6 +7,7 @@ expected values below are worked out from.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,6 +68,24 @@ def group(index: int, results: Sequence[Result]) -> Group:
     )
 
 
+class CannedDispatcher:
+    """The reward service's answers, fixed in advance, one list of items per submitted request."""
+
+    def __init__(self, answers: list[list[Result]]):
+        self.answers = answers
+
+    def group_id(self, step: int, index: int) -> str:
+        return f"s{step}-p{index}"
+
+    def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
+        fut: concurrent.futures.Future[list[ItemResult]] = concurrent.futures.Future()
+        fut.set_result([result(k, *r) for k, r in enumerate(self.answers.pop(0))])
+        return fut
+
+    def wait(self, fut: concurrent.futures.Future[list[ItemResult]]) -> list[ItemResult]:
+        return fut.result()
+
+
 def test_component_metrics_leave_invalid_items_out(make_trainer: Callable[..., Trainer]) -> None:
     """`reward/{name}` averaged the components of items the service marked invalid, which `reward`
     itself leaves out (an invalid item's partial parts are not a score). Found in review."""
@@ -83,3 +102,39 @@ def test_component_metrics_leave_invalid_items_out(make_trainer: Callable[..., T
     # a over the valid items: (1 + 0 + 0) / 3 (not (1 + 0 + 1 + 0) / 4); b: (1 + 1) / 2 (not 2/3)
     assert out["reward/a"] == pytest.approx(1 / 3)
     assert out["reward/b"] == pytest.approx(1.0)
+
+
+# One request of two groups of 3: group 0's items score 0.5 each from different components (a, b);
+# group 1's valid items agree on every component, and its invalid item's differing parts do not count.
+TIED_TOTALS: list[Result] = [
+    (0.5, True, {"a": 1.0, "b": 0.0}),
+    (0.5, True, {"a": 0.0, "b": 1.0}),
+    (0.5, True, {"a": 1.0, "b": 0.0}),
+    (1.0, True, {"a": 1.0, "b": 1.0}),
+    (1.0, True, {"a": 1.0, "b": 1.0}),
+    (None, False, {"a": 0.0, "b": 0.0}),
+]
+
+
+def test_gdpo_dynamic_sampling_keeps_groups_whose_components_differ(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Dynamic sampling filtered on the summed score, so under GDPO a group whose components differ but
+    whose totals tie was dropped, although GDPO normalises each component on its own and that group has
+    signal (a: [1,0,1], b: [0,1,0]). Found in review."""
+    trainer = make_trainer(estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1)
+    col = trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]
+    assert [g.problem.index for g in col.groups] == [0] and col.dropped == 1
+    assert len(col.scored) == 2
+    # a component of weight 0 is no signal: with b weightless, group 0 has none either
+    trainer = make_trainer(
+        estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1, gdpo_weights={"b": 0.0}
+    )
+    only_b: list[Result] = [(0.5, True, {"a": 1.0, "b": float(k % 2)}) for k in range(3)]
+    answers = [only_b + [(0.5, True, {"a": 1.0, "b": 1.0})] * 3]
+    col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
+    assert col.groups == [] and col.dropped == 2
+    # every other estimator trains on the total: a tie is no signal there
+    trainer = make_trainer(estimator="grpo", dynamic_sampling=True, max_sampling_rounds=1)
+    col = trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]
+    assert col.groups == [] and col.dropped == 2

@@ -166,8 +166,15 @@ def mc_grpo_advantages(
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
     """``[B]`` bool: groups with no learning signal (fewer than two valid members, or all equal).
 
-    DAPO's dynamic sampling drops these and samples more prompts instead.
+    DAPO's dynamic sampling drops these and samples more prompts instead. ``rewards`` is ``[B, G]``, or
+    ``[B, G, K]`` reward components (GDPO, which normalises each component on its own): then a group has
+    no signal only when *none* of its components varies; equal totals of different components are not
+    "all equal".
     """
+    if rewards.dim() == 3:
+        b, g, k = rewards.shape
+        per_component = zero_variance_groups(rewards.transpose(1, 2).reshape(b * k, g))
+        return per_component.reshape(b, k).all(dim=-1)
     valid = ~torch.isnan(rewards)
     count = valid.sum(dim=-1)
     hi = torch.where(valid, rewards, torch.full_like(rewards, -torch.inf)).amax(dim=-1)

@@ -252,7 +252,9 @@ class AlgorithmConfig(_Section):
     )
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator (Schulman).")
     dynamic_sampling: bool | None = Field(
-        None, description="Drop zero-variance groups and resample until the batch is full (default: dapo)."
+        None,
+        description="Drop zero-variance groups (gdpo: groups in which no component varies) and resample "
+        "until the batch is full (default: dapo).",
     )
     max_sampling_rounds: int = Field(
         3, ge=1, description="Dynamic sampling: generation rounds per step before training on what survived."

@@ -8,7 +8,7 @@ One step::
             generate G completions each (token ids + sampling logprobs)
             submit the chunk's whole groups to the reward service  # in flight while the next chunk generates
         wait for the answers                                       # the only time the loop blocks on rewards
-        dynamic sampling: keep groups whose valid rewards differ
+        dynamic sampling: keep groups whose valid rewards differ (gdpo: whose components differ)
     rewards (NaN = invalid) [+ overlong shaping] → advantages + mask (advantages.py)
     for epoch in 1..num_epochs:                                    # one optimizer step per epoch
         for each micro-batch: PPO-clip (+ β·KL) per token, aggregated with global normalisers, backward
@@ -156,7 +156,7 @@ class Trainer:
                 new.extend(groups)
             scored.extend(new)
             if alg.resolved_dynamic_sampling:
-                zero = zero_variance_groups(torch.tensor([g.scores() for g in new], dtype=torch.float64))
+                zero = self._no_signal(new)
                 survivors = [g for g, z in zip(new, zero.tolist(), strict=True) if not z]
                 dropped += len(new) - len(survivors)
                 kept.extend(survivors)
@@ -165,6 +165,26 @@ class Trainer:
             if len(kept) >= want:
                 break
         return _Collected(groups=kept[:want], scored=scored, rounds=used_rounds, dropped=dropped, gen_s=gen_s)
+
+    def _no_signal(self, groups: list[Group]) -> torch.Tensor:
+        """``[B]`` bool: the groups dynamic sampling drops (their valid rewards are all equal).
+
+        For GDPO "rewards" are the components it normalises one by one (those of weight 0 left out): a
+        group whose components differ carries signal even when their weighted totals tie.
+        """
+        scores = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+        if self.config.algorithm.estimator != "gdpo":
+            return zero_variance_groups(scores)
+        comps, weights = self._gdpo_components(groups)
+        comps = torch.where(torch.isnan(scores).unsqueeze(-1), math.nan, comps)  # invalid: no signal
+        return zero_variance_groups(comps[..., [k for k, w in enumerate(weights) if w != 0]])
+
+    def _gdpo_components(self, groups: list[Group]) -> tuple[torch.Tensor, list[float]]:
+        """GDPO's ``[B, G, K]`` reward components and their weights."""
+        alg = self.config.algorithm
+        names = alg.gdpo_components or _top_level_components(groups)
+        comps = component_matrix([[r.components for r in g.results] for g in groups], names)
+        return comps, [alg.gdpo_weights.get(n, 1.0) for n in names]
 
     # ---- advantages ----
     def _advantages(self, groups: list[Group]) -> tuple[Advantages, torch.Tensor]:
@@ -187,9 +207,7 @@ class Trainer:
         elif alg.estimator == "mc_grpo":
             adv = mc_grpo_advantages(rewards, mad_scaling=alg.mc_mad_scaling, mad_floor=alg.mc_mad_floor)
         else:
-            names = alg.gdpo_components or _top_level_components(groups)
-            comps = component_matrix([[r.components for r in g.results] for g in groups], names)
-            weights = [alg.gdpo_weights.get(n, 1.0) for n in names]
+            comps, weights = self._gdpo_components(groups)
             if alg.resolved_overlong:
                 comps = torch.cat([comps, shaping.unsqueeze(-1)], dim=-1)
                 weights.append(1.0)
