@@ -62,6 +62,25 @@ def test_all_invalid_group_has_no_gradient_and_lone_valid_member_gets_zero() -> 
     assert adv.mask.tolist() == [[False, False, False], [False, True, False], [True, True, True]]
 
 
+def test_grpo_batch_and_no_scaling() -> None:
+    """algorithms.md §4.10's scale ∈ {group, batch, none} (TRL scale_rewards): the centred reward over
+    one std of the whole batch's valid rewards, or over nothing."""
+    rewards = t([[1, 0, 0, 0], [1, NAN, 1, 0]])
+    centred = [[0.75, -0.25, -0.25, -0.25], [1 / 3, 0.0, 1 / 3, -2 / 3]]  # group means 1/4 and 2/3
+    # the 7 valid rewards [1,0,0,0,1,1,0]: mean 3/7, Σ(r−m)² = 3·(4/7)² + 4·(3/7)² = 12/7, /6 → 2/7
+    s = math.sqrt(2 / 7) + EPS
+    batch = grpo_advantages(rewards, EPS, scale="batch")
+    close(batch.values, [[x / s for x in row] for row in centred])
+    assert batch.mask.tolist() == [[True] * 4, [True, False, True, True]]
+    close(grpo_advantages(rewards, EPS, scale="none").values, centred)
+    close(grpo_advantages(rewards, EPS, scale="none").values, dr_grpo_advantages(rewards).values.tolist())
+    close(grpo_advantages(rewards, EPS).values, grpo_advantages(rewards, EPS, scale="group").values.tolist())
+    # one valid reward in the whole batch: std 0, advantage 0 (never NaN)
+    close(grpo_advantages(t([[NAN, 1], [NAN, NAN]]), EPS, scale="batch").values, [[0, 0], [0, 0]])
+    with pytest.raises(ValueError, match="unknown reward scaling"):
+        grpo_advantages(rewards, EPS, scale="std")
+
+
 def test_dr_grpo_no_std() -> None:
     adv = dr_grpo_advantages(t([[1, 0, 0, 0], [2, NAN, 0, 1]]))
     close(adv.values, [[0.75, -0.25, -0.25, -0.25], [1.0, 0.0, -1.0, 0.0]])

@@ -91,6 +91,15 @@ def test_estimator_defaults_resolve() -> None:
     )
 
 
+def test_scale_rewards_resolves_and_belongs_to_grpo_and_dapo() -> None:
+    assert AlgorithmConfig().resolved_scale_rewards == "group"
+    assert AlgorithmConfig(estimator="dapo", scale_rewards="batch").resolved_scale_rewards == "batch"
+    assert AlgorithmConfig(scale_rewards="none").resolved_scale_rewards == "none"
+    for estimator in ("dr_grpo", "gdpo", "mc_grpo", "rloo"):
+        with pytest.raises(ValidationError, match="scale_rewards applies to grpo and dapo"):
+            AlgorithmConfig(estimator=estimator, scale_rewards="batch")  # type: ignore[arg-type]
+
+
 def test_every_field_is_documented() -> None:
     fields = list(describe_fields())
     assert len(fields) > 60

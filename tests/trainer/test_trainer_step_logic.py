@@ -138,3 +138,17 @@ def test_gdpo_dynamic_sampling_keeps_groups_whose_components_differ(
     trainer = make_trainer(estimator="grpo", dynamic_sampling=True, max_sampling_rounds=1)
     col = trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]
     assert col.groups == [] and col.dropped == 2
+
+
+def test_batch_reward_scaling_reaches_the_advantages(make_trainer: Callable[..., Trainer]) -> None:
+    groups = [
+        group(0, [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})]),
+        group(1, [(1.0, True, {}), (None, False, {}), (0.5, True, {})]),
+    ]
+    adv, _ = make_trainer(scale_rewards="batch")._advantages(groups)
+    # valid rewards [1, 0, 0, 1, 0.5]: mean 0.5, Σ(r−m)² = 4·0.25 = 1, /4 → std 0.5
+    s = 0.5 + 1e-4
+    expected = [[(2 / 3) / s, (-1 / 3) / s, (-1 / 3) / s], [0.25 / s, 0.0, -0.25 / s]]
+    assert torch.allclose(adv.values, torch.tensor(expected, dtype=torch.float64))
+    adv, _ = make_trainer(scale_rewards="none")._advantages(groups)
+    assert torch.allclose(adv.values, torch.tensor([[2 / 3, -1 / 3, -1 / 3], [0.25, 0.0, -0.25]]).double())

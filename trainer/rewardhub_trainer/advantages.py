@@ -17,7 +17,8 @@ Statistics: ``std`` is the sample standard deviation (Bessel, as ``torch.std``, 
 
 Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
 
-* GRPO:    ``A_i = (r_i − mean(r)) / (std(r) + eps)``
+* GRPO:    ``A_i = (r_i − mean(r)) / (std(r) + eps)``; with batch scaling ``std`` is that of every valid
+  reward in the batch, with no scaling there is no division (TRL's ``scale_rewards`` group/batch/none)
 * Dr. GRPO: ``A_i = r_i − mean(r)`` (no std: it favours too-easy and too-hard questions)
 * DAPO:    as GRPO; DAPO's other parts are elsewhere (clip-higher and token-mean in ``losses``, dynamic
   sampling in the trainer, overlong shaping added to ``r`` by :func:`overlong_penalty`)
@@ -76,10 +77,23 @@ def _finish(values: torch.Tensor, valid: torch.Tensor) -> Advantages:
     return Advantages(values=torch.where(valid, values, torch.zeros_like(values)), mask=valid)
 
 
-def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> Advantages:
-    """GRPO (DeepSeekMath): ``(r − mean) / (std + eps)`` per group, valid members only."""
+def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4, scale: str = "group") -> Advantages:
+    """GRPO (DeepSeekMath): ``(r − mean) / (std + eps)`` per group, valid members only.
+
+    ``scale`` picks the std (TRL's ``scale_rewards``): ``group`` the group's own; ``batch`` one std of
+    every valid reward in the batch (so a group with little spread is not blown up to unit scale);
+    ``none`` no division at all (Dr. GRPO's advantage).
+    """
     mean, std, _ = group_mean_std(rewards)
-    return _finish((rewards - mean) / (std + eps), ~torch.isnan(rewards))
+    valid = ~torch.isnan(rewards)
+    if scale == "group":
+        return _finish((rewards - mean) / (std + eps), valid)
+    if scale == "batch":
+        _, batch_std, _ = group_mean_std(rewards.reshape(1, -1))
+        return _finish((rewards - mean) / (batch_std + eps), valid)
+    if scale == "none":
+        return _finish(rewards - mean, valid)
+    raise ValueError(f"unknown reward scaling {scale!r} (group, batch, none)")
 
 
 def dr_grpo_advantages(rewards: torch.Tensor) -> Advantages:

@@ -232,6 +232,12 @@ class AlgorithmConfig(_Section):
         description="seq_mean_token_mean (GRPO), token_mean (DAPO), seq_mean_token_sum_norm (Dr. GRPO: "
         "/(N*L_max)); auto: the estimator's own.",
     )
+    scale_rewards: Literal["group", "batch", "none"] | None = Field(
+        None,
+        description="grpo/dapo: divide r - group mean by the group's std (group, the default), by the std "
+        "of every valid reward in the batch (batch), or by nothing (none); TRL's scale_rewards. The "
+        "other estimators have their own scaling.",
+    )
     std_eps: float = Field(1e-4, gt=0, description="eps in the std denominators (TRL: 1e-4).")
     clip_eps_low: float = Field(0.2, gt=0, lt=1, description="PPO clip: ratio >= 1 - eps_low.")
     clip_eps_high: float | None = Field(
@@ -275,6 +281,19 @@ class AlgorithmConfig(_Section):
         False, description="mc_grpo: divide by max(MAD, 0.5*std, mc_mad_floor) (official code's MAD scaling)."
     )
     mc_mad_floor: float = Field(0.1, gt=0, description="mc_grpo: floor of the MAD scale.")
+
+    @model_validator(mode="after")
+    def _scaling(self) -> AlgorithmConfig:
+        if self.scale_rewards is not None and self.estimator not in ("grpo", "dapo"):
+            raise ValueError(
+                f"scale_rewards applies to grpo and dapo; {self.estimator} has its own scaling "
+                "(dr_grpo is grpo with scale_rewards: none)"
+            )
+        return self
+
+    @property
+    def resolved_scale_rewards(self) -> str:
+        return self.scale_rewards or "group"
 
     @property
     def resolved_loss_agg(self) -> str:

@@ -199,7 +199,7 @@ class Trainer:
             )
         rewards = raw + shaping  # NaN (invalid) stays NaN
         if alg.estimator in ("grpo", "dapo"):
-            adv = grpo_advantages(rewards, alg.std_eps)
+            adv = grpo_advantages(rewards, alg.std_eps, alg.resolved_scale_rewards)
         elif alg.estimator == "dr_grpo":
             adv = dr_grpo_advantages(rewards)
         elif alg.estimator == "rloo":
