@@ -20,7 +20,10 @@ weights do not change until the end of that epoch (one optimizer step per epoch)
 
 Sequences whose advantage is exactly 0 carry no policy gradient (ρ·0 = 0); when the KL term is off they
 are counted in the loss normalisers but not run through the model, which is mathematically identical and
-saves the forward/backward of every zero-variance group.
+saves the forward/backward of every zero-variance group. The per-token policy metrics (``entropy``,
+``logprob_mismatch``, ``clip_frac``, ``ratio_mean``) are therefore means over the tokens of the sequences
+that were run (``seqs_forwarded``, against ``seqs_in_loss``): with the KL off, over the sequences with a
+non-zero advantage only, so they are not comparable with a KL-on run's token for token.
 """
 
 from __future__ import annotations
