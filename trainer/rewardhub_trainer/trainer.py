@@ -172,8 +172,10 @@ class Trainer:
     def _no_signal(self, groups: list[Group]) -> torch.Tensor:
         """``[B]`` bool: the groups dynamic sampling drops (their valid rewards are all equal).
 
-        For GDPO "rewards" are the components it normalises one by one (those of weight 0 left out): a
-        group whose components differ carries signal even when their weighted totals tie.
+        For GDPO "rewards" are the service's components, which it normalises one by one (those of weight
+        0 left out): a group whose components differ carries signal even when their weighted totals tie.
+        Overlong shaping is no reason to keep a group, for any estimator: as in DAPO, the filter is on
+        what the service scored, not on lengths.
         """
         scores = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         if self.config.algorithm.estimator != "gdpo":
