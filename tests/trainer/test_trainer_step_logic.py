@@ -134,6 +134,10 @@ def test_gdpo_dynamic_sampling_keeps_groups_whose_components_differ(
     answers = [only_b + [(0.5, True, {"a": 1.0, "b": 1.0})] * 3]
     col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
     assert col.groups == [] and col.dropped == 2
+    # a round in which every item came back invalid and without components has no signal, no error
+    trainer = make_trainer(estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1)
+    col = trainer._collect(CannedDispatcher([[(None, False, {})] * 6]))  # type: ignore[arg-type]
+    assert col.groups == [] and col.dropped == 2
     # every other estimator trains on the total: a tie is no signal there
     trainer = make_trainer(estimator="grpo", dynamic_sampling=True, max_sampling_rounds=1)
     col = trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]

@@ -180,14 +180,16 @@ class Trainer:
         scores = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         if self.config.algorithm.estimator != "gdpo":
             return zero_variance_groups(scores)
-        comps, weights = self._gdpo_components(groups)
+        comps, weights = self._gdpo_components(groups, required=False)  # none at all: no signal
         comps = torch.where(torch.isnan(scores).unsqueeze(-1), math.nan, comps)  # invalid: no signal
         return zero_variance_groups(comps[..., [k for k, w in enumerate(weights) if w != 0]])
 
-    def _gdpo_components(self, groups: list[Group]) -> tuple[torch.Tensor, list[float]]:
+    def _gdpo_components(
+        self, groups: list[Group], required: bool = True
+    ) -> tuple[torch.Tensor, list[float]]:
         """GDPO's ``[B, G, K]`` reward components and their weights."""
         alg = self.config.algorithm
-        names = alg.gdpo_components or _top_level_components(groups)
+        names = alg.gdpo_components or _top_level_components(groups, required)
         comps = component_matrix([[r.components for r in g.results] for g in groups], names)
         return comps, [alg.gdpo_weights.get(n, 1.0) for n in names]
 
@@ -472,8 +474,12 @@ class Trainer:
         return summary
 
 
-def _top_level_components(groups: list[Group]) -> list[str]:
-    """GDPO's default components: the service's top-level ones (``a.b`` sub-components are left out)."""
+def _top_level_components(groups: list[Group], required: bool = True) -> list[str]:
+    """GDPO's default components: the service's top-level ones (``a.b`` sub-components are left out).
+
+    None at all is an error when ``required`` (GDPO cannot train on them), else an empty list (dynamic
+    sampling: a round whose items all came back invalid, without components, just has no signal).
+    """
     names = {
         k
         for g in groups
@@ -481,7 +487,7 @@ def _top_level_components(groups: list[Group]) -> list[str]:
         for k, v in r.components.items()
         if "." not in k and v is not None
     }
-    if not names:
+    if not names and required:
         raise ValueError("gdpo needs reward components, and the service returned none")
     return sorted(names)
 
