@@ -119,6 +119,26 @@ async def test_scoring(response: str, reference: Any, score: float, reason: Reas
     assert (out.score, out.reason) == (score, reason)
 
 
+@pytest.mark.parametrize(
+    ("response", "score", "reason"),
+    [
+        # a draft answer in the reasoning is not the answer: the lone line after </think> is
+        ("<think>The answer is (A). Hmm, wait, A ignores the units.</think>\nB", 1.0, None),
+        # the draft is right, the answer after </think> is wrong: the answer counts
+        ("<think>Answer: B</think>\nSo I pick (C).\nC", 0.0, None),
+        # the prompt opened <think>: only its closing tag is in the response
+        ("The answer is A? No, the units are off.</think> B", 1.0, None),
+        # cut off inside an unclosed reasoning block that follows the answer text: the draft is not read
+        ("The answer is B.\n<think>Actually the answer is C", 1.0, None),
+        # cut off inside the reasoning: there is no answer
+        ("<think>The answer is (B), let me double-check", 0.0, Reason.NO_ANSWER),
+    ],
+)
+async def test_reasoning_is_not_the_answer(response: str, score: float, reason: Reason | None) -> None:
+    out = await score_one(response, "B")
+    assert (out.score, out.reason) == (score, reason)
+
+
 async def test_details_name_letter_and_strategy() -> None:
     out = await score_one(r"\boxed{A}", "A")
     assert out.details == {"extracted": "A", "strategy": "boxed", "reference": ["A"]}

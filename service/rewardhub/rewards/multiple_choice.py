@@ -15,6 +15,10 @@ bracketed or followed by punctuation or a line end: "the answer is a prime" is n
 lowercase "a" in prose never is (``line`` and ``last_letter`` accept bare letters only in capitals).
 No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
 
+Only the answer of a reasoning model is read: the text after its last ``</think>``, up to a ``<think>``
+that never closes (:func:`~rewardhub.rewards.text.answer_span`). A letter in the reasoning is a draft
+("the answer is (A)... wait"), and a response cut off inside its reasoning has no answer.
+
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
 of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``).
 """
@@ -30,6 +34,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
+from rewardhub.rewards.text import answer_span
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -192,7 +197,7 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 @register
 class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
@@ -219,7 +224,8 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                     )
                 )
                 continue
-            found = extract_choice(item.response, config.choices, config.strategies)
+            start, end = answer_span(item.response)
+            found = extract_choice(item.response[start:end], config.choices, config.strategies)
             if found is None:
                 out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None, "strategy": None}))
                 continue
