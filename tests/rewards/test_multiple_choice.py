@@ -93,6 +93,26 @@ def test_more_choices_allow_more_letters() -> None:
     assert extract_choice("The answer is J", "ABCDEFGHIJ", DEFAULT_STRATEGIES) == ("J", "answer_is")
 
 
+@pytest.mark.parametrize(
+    ("response", "letter", "strategy"),
+    [
+        # full-width letter in prose (CJK output)
+        ("The answer is Ｂ", "B", "answer_is"),
+        # full-width letter in a box
+        ("\\boxed{Ｃ}", "C", "boxed"),
+        # full-width colon and bracket: 'Answer:' is found, not the last-letter fallback
+        ("Answer：（Ｄ） Paris. A and B are cities.", "D", "answer_colon"),
+    ],
+)
+def test_full_width_forms(response: str, letter: str, strategy: str) -> None:
+    assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) == (letter, strategy)
+
+
+async def test_full_width_reference() -> None:
+    out = await score_one("The answer is (B).", "Ｂ")
+    assert (out.score, out.reason) == (1.0, None)
+
+
 def test_long_whitespace_is_fast() -> None:
     # no pathological backtracking on long runs of spaces after an anchor
     assert extract_choice("Answer" + " " * 200_000 + "x", "ABCD", DEFAULT_STRATEGIES) is None

@@ -15,6 +15,9 @@ bracketed or followed by punctuation or a line end: "the answer is a prime" is n
 lowercase "a" in prose never is (``line`` and ``last_letter`` accept bare letters only in capitals).
 No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
 
+The text is NFKC-normalised first, so full-width forms ("Answer：Ｂ", common in CJK output) and a
+no-break space read as their ASCII counterparts.
+
 Only the answer of a reasoning model is read: the text after its last ``</think>``, up to a ``<think>``
 that never closes (:func:`~rewardhub.rewards.text.answer_span`). A letter in the reasoning is a draft
 ("the answer is (A)... wait"), and a response cut off inside its reasoning has no answer.
@@ -26,6 +29,7 @@ of acceptable letters. A reference that is not an allowed letter is unreadable (
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
@@ -187,6 +191,7 @@ _STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
 
 def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> tuple[str, Strategy] | None:
     """(letter, strategy) of the first strategy that finds an allowed letter, or None."""
+    text = unicodedata.normalize("NFKC", text)
     for strategy in strategies:
         letter = _STRATEGIES[strategy](text, choices)
         if letter is not None:
@@ -216,7 +221,11 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                     Outcome.invalid(Reason.MISSING_REFERENCE, "multiple_choice needs a reference letter")
                 )
                 continue
-            keys = {k for k in (_letter_only(r, config.choices) for r in refs) if k is not None}
+            keys = {
+                k
+                for k in (_letter_only(unicodedata.normalize("NFKC", r), config.choices) for r in refs)
+                if k is not None
+            }
             if not keys:
                 out.append(
                     Outcome.invalid(
