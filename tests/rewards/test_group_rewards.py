@@ -81,6 +81,15 @@ async def test_ties(
     assert out[0]["details"]["tie"] is True and out[0]["details"]["pseudo_label"] == label
 
 
+async def test_tie_goes_to_the_cluster_with_the_earliest_answer(client: httpx.AsyncClient) -> None:
+    # 3 (3 votes) ties with {0.5, 1/2} (3 votes); 1/2 is the first answer of the request, but it
+    # joins the 0.5 cluster (clustered most voted first), so that cluster must count from position 0
+    out = await results(client, "majority_vote", boxed(["1/2", "3", "0.5", "0.5", "3", "3"], gid()))
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    d = out[0]["details"]
+    assert (d["pseudo_label"], d["votes"], d["tie"]) == ("0.5", 3, True)
+
+
 async def test_string_equivalence_and_several_groups(client: httpx.AsyncClient) -> None:
     g1, g2 = gid(), gid()
     reward = {"name": "majority_vote", "config": {"equivalence": "string", "extraction": ["answer_tag"]}}

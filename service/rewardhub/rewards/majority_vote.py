@@ -144,7 +144,7 @@ def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
 @register
 class MajorityVoteReward(Reward[MajorityVoteConfig]):
     name: ClassVar[str] = "majority_vote"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); needs `group` on every item; not cacheable."
@@ -211,7 +211,10 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
                 c_new = g.new_cluster(rep)
                 g.pending = [(a, c_new if b == -1 else b) for a, b in g.pending]
             else:
-                g.clusters[joined].reps.append(rep)
+                cl = g.clusters[joined]
+                cl.reps.append(rep)
+                # a less voted answer can appear earlier than the leader: the tie-break counts from it
+                cl.first = min(cl.first, g.first[rep])
                 g.cluster_of[rep] = joined
                 # undecided pairs found before joining are now between those clusters and `joined`
                 g.pending = [(a, joined if b == -1 else b) for a, b in g.pending]
