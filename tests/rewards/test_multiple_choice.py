@@ -35,6 +35,11 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("Therefore, the answer is (B).", "B", "answer_is"),
         # lowercase letter followed by punctuation counts in an explicit form
         ("the correct answer is b.", "B", "answer_is"),
+        # a lowercase letter with its option text ('b) Paris') is the letter
+        ("The correct answer is b) Paris", "B", "answer_is"),
+        ("Answer: c) 42", "C", "answer_colon"),
+        # ... and so is one before an ideographic full stop
+        ("the answer is d。", "D", "answer_is"),
         # markdown bold
         ("The answer is **C** because it is blue.", "C", "answer_is"),
         # 'option is' variant

@@ -11,8 +11,9 @@ that yields an allowed letter wins, since models restate and correct themselves 
 6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
 
 Explicit forms are case-insensitive ("answer: b" is B), but a lowercase letter counts only when it is
-bracketed or followed by punctuation or a line end: "the answer is a prime" is not option A, and a lone
-lowercase "a" in prose never is (``line`` and ``last_letter`` accept bare letters only in capitals).
+bracketed or followed by punctuation (``b.``, ``b)``, ``b。``) or a line end: "the answer is a prime" is
+not option A, and a lone lowercase "a" in prose never is (``line`` and ``last_letter`` accept bare
+letters only in capitals).
 No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
 
 The text is NFKC-normalised first, so full-width forms ("Answer：Ｂ", common in CJK output) and a
@@ -102,7 +103,7 @@ _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
 _STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
-_HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?\r\n]|$)")
+_HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?)\]。\r\n]|$)")
 
 
 def _letter_at(text: str, pos: int, allowed: str) -> str | None:
