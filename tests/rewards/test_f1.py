@@ -11,6 +11,7 @@ from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, ScoreContext
 from rewardhub.rewards.f1 import F1Reward, token_f1
+from rewardhub.rewards.patterns import BATCH_BUDGET_S, MATCH_TIMEOUT_S
 
 REWARD = F1Reward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
 
@@ -99,6 +100,16 @@ async def test_extract_timeout_is_invalid_and_quick() -> None:
     out = await score_one("x" * 5000, "x", extract=r"(x+x+)+y")
     assert (out.score, out.reason) == (None, Reason.TIMEOUT)
     assert time.perf_counter() - t0 < 3
+
+
+async def test_extract_matches_of_a_batch_share_one_budget() -> None:
+    # past BATCH_BUDGET_S of extraction in one call, the remaining items are timeouts, not matched
+    cfg = REWARD.parse_config({"extract": r"(x+x+)+y"})
+    n = int(BATCH_BUDGET_S / MATCH_TIMEOUT_S) + 2
+    items = [ScoreItem(response="x" * 5000, reference="x")] * n + [ScoreItem(response="xxy", reference="x")]
+    outs = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert [(o.score, o.reason) for o in outs] == [(None, Reason.TIMEOUT)] * (n + 1)
+    assert "used up" in outs[-1].details["message"]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.patterns import BATCH_BUDGET_S, MATCH_TIMEOUT_S
 from rewardhub.rewards.regex_match import RegexReward
 
 REWARD = RegexReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
@@ -114,6 +115,17 @@ async def test_redos_pattern_times_out_quickly(mode: str, n: int) -> None:
     assert (outs[0].score, outs[0].reason) == (None, Reason.TIMEOUT)
     # ... and the next item of the batch is still scored
     assert outs[1].score == 1.0
+
+
+async def test_a_batch_shares_one_matching_budget() -> None:
+    # each catastrophic item may run MATCH_TIMEOUT_S, but one call's matches stop at BATCH_BUDGET_S
+    # together: the items after that are not run, so 4096 such items cannot stall the event loop
+    cfg = REWARD.parse_config({"pattern": "(x+x+)+y"})
+    n = int(BATCH_BUDGET_S / MATCH_TIMEOUT_S) + 2
+    items = [ScoreItem(response="x" * 5000)] * n + [ScoreItem(response="xxy")]
+    outs = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert [(o.score, o.reason) for o in outs] == [(None, Reason.TIMEOUT)] * (n + 1)
+    assert "used up" in outs[-1].details["message"]
 
 
 async def test_short_deadline_shortens_the_match_budget() -> None:

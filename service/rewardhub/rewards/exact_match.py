@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.patterns import PatternTimeout, last_match, validate_pattern
+from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, last_match, validate_pattern
 from rewardhub.rewards.text import squad_normalize
 
 __all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
@@ -52,15 +52,15 @@ def reference_strings(reference: Any) -> list[str] | None:
     return None
 
 
-def extract_span(text: str, pattern: str | None) -> str | None:
+def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
     """The last match of ``pattern`` (its first group if it has one); the whole text without a pattern.
 
     Raises:
-        PatternTimeout: the match ran past its time budget.
+        PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
     """
     if pattern is None:
         return text
-    m = last_match(pattern, text)
+    m = last_match(pattern, text, budget=budget)
     if m is None:
         return None
     span: str | None = m.group(1) if m.re.groups else m.group(0)
@@ -68,19 +68,23 @@ def extract_span(text: str, pattern: str | None) -> str | None:
 
 
 def read_item(
-    item: ScoreItem, pattern: str | None, reward: str, empty: dict[str, float | None] | None = None
+    item: ScoreItem,
+    pattern: str | None,
+    reward: str,
+    empty: dict[str, float | None] | None = None,
+    budget: MatchBudget | None = None,
 ) -> tuple[list[str], str] | Outcome:
     """The item's acceptable references and the response span to compare, or the outcome that ends it.
 
     Shared by the string-matching rewards: a missing reference is invalid, a pattern that ran past its
-    time budget is a timeout, and a response where the pattern finds nothing is a valid 0 (no answer),
-    with ``empty`` as its components.
+    time budget (or found ``budget``, the call's, spent) is a timeout, and a response where the pattern
+    finds nothing is a valid 0 (no answer), with ``empty`` as its components.
     """
     refs = reference_strings(item.reference)
     if refs is None:
         return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward} needs a reference string")
     try:
-        span = extract_span(item.response, pattern)
+        span = extract_span(item.response, pattern, budget)
     except PatternTimeout as exc:
         return Outcome.invalid(Reason.TIMEOUT, str(exc))
     if span is None:
@@ -99,7 +103,7 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
 @register
 class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
@@ -107,8 +111,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
         self, items: Sequence[ScoreItem], config: ExactMatchConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         out: list[Outcome] = []
+        budget = MatchBudget()
         for item in items:
-            read = read_item(item, config.extract, self.name)
+            read = read_item(item, config.extract, self.name, budget=budget)
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import read_item
-from rewardhub.rewards.patterns import validate_pattern
+from rewardhub.rewards.patterns import MatchBudget, validate_pattern
 from rewardhub.rewards.text import squad_tokens
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
@@ -60,7 +60,7 @@ def token_f1(pred: Sequence[str], gold: Sequence[str]) -> tuple[float, float, fl
 @register
 class F1Reward(Reward[F1Config]):
     name: ClassVar[str] = "f1"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."
@@ -70,8 +70,10 @@ class F1Reward(Reward[F1Config]):
 
     async def score(self, items: Sequence[ScoreItem], config: F1Config, ctx: ScoreContext) -> list[Outcome]:
         out: list[Outcome] = []
+        budget = MatchBudget()
         for item in items:
-            read = read_item(item, config.extract, self.name, empty={"precision": 0.0, "recall": 0.0})
+            empty: dict[str, float | None] = {"precision": 0.0, "recall": 0.0}
+            read = read_item(item, config.extract, self.name, empty=empty, budget=budget)
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

@@ -7,7 +7,8 @@ whitespace, must equal the reference exactly, e.g. ``#### (\\S+)`` for GSM8K-sty
 
 The pattern comes from the caller and runs on the event loop, so it goes through
 :mod:`rewardhub.rewards.patterns` (the ``regex`` engine with a per-match timeout): a catastrophic
-pattern/response pair comes back as ``timeout`` (invalid) instead of stalling the service. ``.``
+pattern/response pair comes back as ``timeout`` (invalid) instead of stalling the service, and so do the
+items left when one call's matches have used up their shared budget (``BATCH_BUDGET_S``). ``.``
 matches newlines by default (``dotall``), like the other rewards' ``extract`` patterns.
 
 A non-matching response is the model's failure: 0.0 with reason ``format``, or ``no_answer`` in
@@ -24,7 +25,13 @@ from pydantic import Field, field_validator, model_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, compile_pattern, validate_pattern
+from rewardhub.rewards.patterns import (
+    MATCH_TIMEOUT_S,
+    MatchBudget,
+    PatternTimeout,
+    compile_pattern,
+    validate_pattern,
+)
 
 __all__ = ["RegexConfig", "RegexReward"]
 
@@ -57,7 +64,7 @@ class RegexConfig(RewardConfig):
 @register
 class RegexReward(Reward[RegexConfig]):
     name: ClassVar[str] = "regex"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -70,7 +77,7 @@ class RegexReward(Reward[RegexConfig]):
     ) -> list[Outcome]:
         rx = compile_pattern(config.pattern, config.dotall, config.ignorecase)
         match = rx.search if config.mode == "search" else rx.fullmatch
-        timeout_s = min(MATCH_TIMEOUT_S, ctx.deadline_s)
+        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))
         out: list[Outcome] = []
         for item in items:
             refs: list[str] | None = None
@@ -84,10 +91,9 @@ class RegexReward(Reward[RegexConfig]):
                     )
                     continue
             try:
-                m = match(item.response, timeout=timeout_s)
-            except TimeoutError:
-                msg = f"pattern {config.pattern[:80]!r} ran past {timeout_s}s"
-                out.append(Outcome.invalid(Reason.TIMEOUT, msg))
+                m = budget.run(config.pattern, match, item.response)
+            except PatternTimeout as exc:
+                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
                 continue
             if refs is None:
                 hit = m is not None
