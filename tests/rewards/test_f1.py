@@ -84,6 +84,19 @@ async def test_extract_without_match_is_no_answer() -> None:
 @pytest.mark.parametrize(
     "reference",
     [
+        {"answer": 1969},  # a number in an answer object, as math reads it ([1969] already was)
+        {"answers": [1969]},
+    ],
+)
+async def test_number_in_an_answer_object_is_read(reference: Any) -> None:
+    out = await score_one("It was 1969.", reference)
+    # read, not missing_reference: 'it was 1969' vs '1969' is P=1/3, R=1, F1=0.5
+    assert (out.score, out.reason) == (pytest.approx(0.5), None)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
         None,  # no reference at all
         {"gold": "cat"},  # an object without answers/answer
         [],  # an empty list

@@ -38,7 +38,7 @@ class ExactMatchConfig(RewardConfig):
 
 
 def reference_strings(reference: Any) -> list[str] | None:
-    """Acceptable answers of a reference: a string, a list of strings, or {"answers": [...]}/{"answer": ...}."""
+    """Acceptable answers: a string, a list of strings or numbers, {"answers": [...]} or {"answer": ...}."""
     if isinstance(reference, str):
         return [reference]
     if isinstance(reference, list):
@@ -48,7 +48,8 @@ def reference_strings(reference: Any) -> list[str] | None:
         if isinstance(reference.get("answers"), list):
             return reference_strings(reference["answers"])
         if "answer" in reference:
-            return reference_strings(reference["answer"])
+            answer = reference["answer"]
+            return reference_strings(answer if isinstance(answer, str | list) else [answer])
     return None
 
 
