@@ -90,6 +90,22 @@ async def test_tie_goes_to_the_cluster_with_the_earliest_answer(client: httpx.As
     assert (d["pseudo_label"], d["votes"], d["tie"]) == ("0.5", 3, True)
 
 
+async def test_a_draft_in_the_reasoning_is_no_vote(client: httpx.AsyncClient) -> None:
+    """The answer was extracted from the whole response, so a box in the reasoning outvoted the final
+    answers (boxed is tried first) and a response cut off while it reasoned voted with its draft."""
+    g = gid()
+    items = [
+        {"response": "<think>maybe \\boxed{5}</think> The answer is 3.", "group": g},
+        {"response": "<think>\\boxed{5}?</think> The answer is 3.", "group": g},
+        {"response": "<think>so far \\boxed{5}", "group": g},  # cut off while it reasoned
+        {"response": "so \\boxed{5}", "group": g},
+    ]
+    out = await results(client, "majority_vote", items)
+    assert out[0]["details"]["pseudo_label"] == "3", out[0]
+    assert [r["score"] for r in out] == [1.0, 1.0, 0.0, 0.0]
+    assert out[2]["reason"] == "no_answer"
+
+
 async def test_string_equivalence_and_several_groups(client: httpx.AsyncClient) -> None:
     g1, g2 = gid(), gid()
     reward = {"name": "majority_vote", "config": {"equivalence": "string", "extraction": ["answer_tag"]}}

@@ -49,7 +49,7 @@ from rewardhub.mathlib import DEFAULT_METHODS, extract_answer, quick_check
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import squad_normalize
+from rewardhub.rewards.text import answer_span, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -144,6 +144,8 @@ def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
 @register
 class MajorityVoteReward(Reward[MajorityVoteConfig]):
     name: ClassVar[str] = "majority_vote"
+    # 1.0.1: a tie goes to the cluster with the earliest answer; votes are read after </think>, not from
+    # the reasoning's drafts or a <think> never closed
     version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
@@ -168,7 +170,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
         for idx in group_indices(items).values():
             answers: list[str | None] = []
             for i in idx:
-                ext = extract_answer(items[i].response, config.extraction)
+                start, end = answer_span(items[i].response)  # a draft in the reasoning is no vote
+                ext = extract_answer(items[i].response[start:end], config.extraction)
                 text = None if ext is None else ext.text if config.equivalence == "math" else norm(ext.text)
                 answers.append(text or None)  # an answer that normalises to nothing is no answer
             g = _GroupVote(idx, answers)
