@@ -227,6 +227,17 @@ async def test_step_pattern_dot_stays_on_its_line(make_app: MakeApp, qwen_prm_pa
         assert len(dotall["details"]["steps"]) == 2
 
 
+async def test_one_request_s_step_patterns_share_a_time_budget(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """A caller's step pattern runs on the event loop, each item's match bounded at 0.5 s but the request
+    not at all: 4,096 catastrophic items held the loop for half an hour. The items share 2 s; those
+    left when it is spent are not matched (timeout)."""
+    bad = [{"prompt": "q", "response": "x" * 5000} for _ in range(6)]
+    async with make_app(prm_model=qwen_prm_path) as client:
+        results = await prm(client, [*bad, {"prompt": "q", "response": "a\nb"}], pattern=r"(x+x+)+y|\n")
+    assert all((r["valid"], r["reason"]) == (False, "timeout") for r in results), results
+    assert "used up" in results[-1]["details"]["message"]
+
+
 async def test_separator_with_pattern_is_refused(make_app: MakeApp, qwen_prm_path: str) -> None:
     """With both, the pattern won and the separator was silently ignored."""
     async with make_app(prm_model=qwen_prm_path) as client:

@@ -24,7 +24,7 @@ only such strings) is a valid 0 (``no_answer``), every aggregate 0 in ``componen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -37,7 +37,7 @@ from rewardhub.prm.aggregate import first_error_index
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
-from rewardhub.rewards.patterns import PatternTimeout, validate_pattern
+from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pattern
 
 __all__ = ["PRMConfig", "PRMReward"]
 
@@ -130,19 +130,24 @@ class PRMReward(ModelReward[PRMConfig]):
         outcomes: list[Outcome | None] = [None] * len(items)
         queries: list[StepQuery] = []
         todo: list[tuple[int, list[Step]]] = []
+        budget = MatchBudget()
+        split = partial(
+            split_steps,
+            separator=config.separator,
+            pattern=config.pattern,
+            skip_think=config.skip_think,
+            max_steps=config.max_steps,
+            blank=blank,
+        )
         for i, item in enumerate(items):
             if not item.prompt or blank(item.prompt):  # "<|im_end|>" alone reaches the model as ""
                 outcomes[i] = Outcome.invalid(Reason.UNSUPPORTED, "prm needs the question in `prompt`")
                 continue
             try:
-                steps = split_steps(
-                    item.response,
-                    separator=config.separator,
-                    pattern=config.pattern,
-                    skip_think=config.skip_think,
-                    max_steps=config.max_steps,
-                    blank=blank,
-                )
+                if config.pattern is None:
+                    steps = split(item.response)
+                else:  # a caller's pattern runs on the event loop: all items share one time budget
+                    steps = budget.run(config.pattern, _timed(split), item.response)
             except PatternTimeout as exc:
                 outcomes[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
                 continue
@@ -189,3 +194,12 @@ class PRMReward(ModelReward[PRMConfig]):
             "first_error": first_error_index(scores, config.threshold),
         }
         return Outcome(components[config.aggregation], None, components, details)
+
+
+def _timed(split: Callable[..., list[Step]]) -> Callable[..., list[Step]]:
+    """``split`` with the ``timeout=`` keyword :meth:`MatchBudget.run` passes, as ``timeout_s``."""
+
+    def run(text: str, timeout: float) -> list[Step]:
+        return split(text, timeout_s=timeout)
+
+    return run
