@@ -204,3 +204,19 @@ async def test_malformed_task_spec_labels_are_flagged_not_500(client: httpx.Asyn
         "/compat/slime/reward", json={"response": "x", "label": {"reward": 5, "config": "bad"}}
     )
     assert slime.status_code == 200 and slime.json()["valid"] is False
+
+
+async def test_nemo_gym_reverify_of_a_stored_verify_response(client: httpx.AsyncClient) -> None:
+    """`gym eval reverify` posts stored /verify answers back to /verify: the old numeric `reward` (and
+    our other result fields) are results to replace, not a task field naming the reward."""
+    first = (await client.post("/compat/nemo-gym/verify", json=NEMO_VERIFY)).json()
+    assert first["reward"] == 1.0
+    again = (await client.post("/compat/nemo-gym/verify", json=first)).json()
+    assert (again["reward"], again["mask_sample"], again["failure_kind"]) == (1.0, False, None)
+    # the stored row's verdict is recomputed, not trusted: a changed reference turns it to 0
+    changed = (await client.post("/compat/nemo-gym/verify", json={**first, "expected_answer": "5"})).json()
+    assert (changed["reward"], changed["mask_sample"]) == (0.0, False)
+    unscorable = {**first, "response": {"output": []}, "expected_answer": None}
+    masked = (await client.post("/compat/nemo-gym/verify", json=unscorable)).json()
+    assert masked["mask_sample"] is True and masked["reward"] == 0.0
+    assert "extracted_answer" not in masked  # the stored answer's "4" is not this verdict's

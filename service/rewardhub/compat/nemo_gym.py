@@ -4,7 +4,8 @@
 ``/verify`` gets the task row plus the rollout: ``responses_create_params`` (the OpenAI Responses
 request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses object: the text is the
 ``output_text`` parts of its ``message`` outputs) and the task's own fields. The reference is
-``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` picks the
+``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` (a name or
+spec; a number under ``reward`` is a stored answer's result, as ``gym eval reverify`` sends) picks the
 reward (default: the service's compat default, ``math``); ``verifier_metadata.unit_tests``
 (``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases. The
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
@@ -79,6 +80,15 @@ def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> 
         return exc
 
 
+def _spec_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The task fields that pick the reward. A number under ``reward`` is a previous verify answer's
+    result (``gym eval reverify`` posts stored answers back), not a reward name."""
+    fields: dict[str, Any] = {k: body[k] for k in ("verifier", "config") if k in body}
+    if isinstance(body.get("reward"), str | dict):
+        fields["reward"] = body["reward"]
+    return fields if "reward" in fields or "verifier" in fields else {}
+
+
 def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem:
     text = response_text(body.get("response"))
     prompt = prompt_of(body.get("responses_create_params"))
@@ -88,7 +98,8 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
         else None
     )
     spec: str | RewardSpec
-    if isinstance(tests, dict) and code_available and "reward" not in body and "verifier" not in body:
+    label: dict[str, Any] = _spec_fields(body)
+    if isinstance(tests, dict) and code_available and not label:
         cases = [
             {"stdin": str(i), "stdout": str(o)}
             for i, o in zip(tests.get("inputs") or [], tests.get("outputs") or [], strict=False)
@@ -96,7 +107,6 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
         return ScoreItem(
             prompt=prompt, response=text, reward="code", reference={"language": "python", "cases": cases}
         )
-    label: Any = {k: body[k] for k in ("reward", "verifier", "config") if k in body}
     reference = as_reference(
         next((body[k] for k in ("expected_answer", "answer", "ground_truth") if k in body), None)
     )
@@ -119,6 +129,7 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
         None if r["valid"] else (r.get("error") or (r.get("details") or {}).get("message") or r.get("reason"))
     )
     details = r.get("details") or {}
+    out.pop("extracted_answer", None)  # a stale one from the stored answer being reverified
     if "extracted" in details:
         out["extracted_answer"] = details["extracted"]
     out["rewardhub"] = {
