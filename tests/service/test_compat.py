@@ -220,3 +220,18 @@ async def test_nemo_gym_reverify_of_a_stored_verify_response(client: httpx.Async
     masked = (await client.post("/compat/nemo-gym/verify", json=unscorable)).json()
     assert masked["mask_sample"] is True and masked["reward"] == 0.0
     assert "extracted_answer" not in masked  # the stored answer's "4" is not this verdict's
+
+
+async def test_slime_prompt_as_chat_messages(client: httpx.AsyncClient) -> None:
+    """slime's Sample.prompt is `str | list[dict]`: without a chat template applied it posts the messages.
+    A 422 there would be retried ten times and then crash the rollout."""
+    messages = [
+        {"role": "system", "content": "Put the answer in \\boxed{}."},
+        {"role": "user", "content": "What is 1/2 + 1/4?"},
+    ]
+    resp = await client.post(
+        "/compat/slime/reward",
+        json={"prompt": messages, "response": "It is \\boxed{\\frac34}", "label": "0.75"},
+    )
+    assert resp.status_code == 200, resp.text
+    assert (resp.json()["reward"], resp.json()["valid"]) == (1.0, True)

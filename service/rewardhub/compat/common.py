@@ -19,7 +19,15 @@ from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
 from rewardhub.security import Caller
 from rewardhub.serving import ScoringService
 
-__all__ = ["EOS_MARKERS", "ScoreOutcome", "as_reference", "parse_label", "score_or_flag", "strip_eos"]
+__all__ = [
+    "EOS_MARKERS",
+    "ScoreOutcome",
+    "as_reference",
+    "parse_label",
+    "prompt_text",
+    "score_or_flag",
+    "strip_eos",
+]
 
 # End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False).
 EOS_MARKERS = (
@@ -50,6 +58,24 @@ def strip_eos(text: str) -> str:
                 out = out[: -len(marker)].rstrip()
                 changed = True
     return out
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """A prompt as text: a string as is; a list of chat messages as its last user message (a string,
+    or the ``text`` of its content parts)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        for msg in reversed(prompt):
+            if isinstance(msg, dict) and msg.get("role") == "user":
+                content = msg.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    return "".join(
+                        str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("text")
+                    )
+    return None
 
 
 def parse_label(label: Any, default_reward: str) -> tuple[str | RewardSpec, Any]:

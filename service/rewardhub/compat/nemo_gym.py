@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label
+from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, prompt_text
 from rewardhub.errors import RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem
 
@@ -59,18 +59,7 @@ def prompt_of(params: Any) -> str | None:
     """The last user message of ``responses_create_params.input`` (a string or a list of messages)."""
     if not isinstance(params, dict):
         return None
-    inp = params.get("input")
-    if isinstance(inp, str):
-        return inp
-    if isinstance(inp, list):
-        for msg in reversed(inp):
-            if isinstance(msg, dict) and msg.get("role") == "user":
-                content = msg.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, list):
-                    return "".join(c.get("text", "") for c in content if isinstance(c, dict))
-    return None
+    return prompt_text(params.get("input"))
 
 
 def to_item(body: dict[str, Any], default_reward: str, code_available: bool) -> ScoreItem | RewardHubError:

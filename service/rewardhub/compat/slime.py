@@ -1,6 +1,7 @@
 """slime remote reward model protocol (``--rm-type remote_rm --rm-url ... --reward-key reward``).
 
-Request ``{"prompt": str, "response": str, "label": any}``, one sample per call. Answer
+Request ``{"prompt": str | [messages], "response": str, "label": any}``, one sample per call (a
+message list's last user message is the prompt). Answer
 ``{"reward": float, "valid": bool, "reason": str | null, "score": float | null, "components": {...}}``;
 slime reads the number under ``--reward-key`` (use ``reward``). Failures answer 200 with
 ``valid: false`` and reward 0.0, because slime retries a non-200 ten times and then raises.
@@ -12,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.compat.common import ScoreOutcome, parse_label, prompt_text, strip_eos
 from rewardhub.errors import RewardHubError
 from rewardhub.protocol import ScoreItem
 
@@ -20,7 +21,8 @@ __all__ = ["SlimeRequest", "SlimeResponse", "to_item", "to_response"]
 
 
 class SlimeRequest(BaseModel):
-    prompt: str | None = None
+    # slime's Sample.prompt is a string, or the chat messages when no chat template was applied
+    prompt: str | list[Any] | None = None
     response: str
     label: Any = None
 
@@ -39,7 +41,9 @@ def to_item(req: SlimeRequest, default_reward: str) -> ScoreItem | RewardHubErro
         spec, reference = parse_label(req.label, default_reward)
     except RewardHubError as exc:
         return exc
-    return ScoreItem(prompt=req.prompt, response=strip_eos(req.response), reference=reference, reward=spec)
+    return ScoreItem(
+        prompt=prompt_text(req.prompt), response=strip_eos(req.response), reference=reference, reward=spec
+    )
 
 
 def to_response(outcome: ScoreOutcome) -> dict[str, Any]:
