@@ -235,3 +235,24 @@ async def test_slime_prompt_as_chat_messages(client: httpx.AsyncClient) -> None:
     )
     assert resp.status_code == 200, resp.text
     assert (resp.json()["reward"], resp.json()["valid"]) == (1.0, True)
+
+
+async def test_openrlhf_left_truncated_prompt_is_not_scored_as_the_response(
+    client: httpx.AsyncClient,
+) -> None:
+    """OpenRLHF cuts an over-long prompt from the left (prompt_token_ids[-max_prompt_length:]) but posts
+    the whole prompt string, so `query` holds only the prompt's tail. That tail, with its worked example's
+    \\boxed{5}, is not part of the response."""
+    prompt = (
+        "<|im_start|>user\nExample: 2+3 = \\boxed{5}.\nNow: what is 10/2? Put the answer in \\boxed{}."
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    truncated = prompt[len("<|im_start|>user\nExample: ") :]
+    payload = {
+        "query": [truncated + "I am not sure.<|im_end|>", truncated + "So \\boxed{5}<|im_end|>"],
+        "prompts": [prompt, prompt],
+        "labels": ["5", "5"],
+    }
+    body = (await client.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [0.0, 1.0]
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0]
