@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -128,3 +129,35 @@ async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None
             await c.post("/run_code", json={**verl_request("while True: pass", ""), "run_timeout": 1})
         ).json()
         assert loop["run_result"]["status"] == "TimeLimitExceeded"
+
+
+async def test_overload_is_a_sandbox_error_not_a_429(make_app: Any) -> None:
+    """A full service answers SandboxFusion's own infrastructure verdict (200, SandboxError), as every
+    drop-in endpoint does, not a 429 that verl counts as an API failure and other clients retry."""
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap") as c:
+        busy = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        for path in ("/run_code", "/compat/sandboxfusion/run_code"):
+            r = await c.post(path, json=verl_request("print(1)", ""))
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["status"] == "SandboxError" and "REWARDHUB_MAX_INFLIGHT_ITEMS" in body["message"]
+            assert body["run_result"] is None
+        await busy
+
+
+async def test_a_full_sandbox_queue_is_a_sandbox_error_not_a_429(make_app: Any) -> None:
+    async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
+        busy = asyncio.create_task(
+            c.post("/run_code", json=verl_request("import time\ntime.sleep(3)\nprint(1)", ""))
+        )
+        await asyncio.sleep(1.0)
+        r = await c.post("/run_code", json=verl_request("print(2)", ""))
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "SandboxError" and "SANDBOX_QUEUE_MAX_ITEMS" in r.json()["message"]
+        assert (await busy).json()["status"] == "Success"

@@ -6,7 +6,8 @@ and ROLL's code sandbox worker use this service unchanged. One program per call,
 compile (C, C++) under ``compile_timeout``, run once with ``stdin`` under ``run_timeout``.
 
 ``status``: ``Success`` (ran and exited 0), ``Failed`` (compile error, non-zero exit, time limit),
-``SandboxError`` (the sandbox, not the program, failed — or the language is not offered here). Extra
+``SandboxError`` (the sandbox, not the program, failed — or the language is not offered here, or the
+service is full: never a 429). Extra
 fields a strict client ignores: ``run_result.memory_limit_exceeded`` (SandboxFusion issue #43: it only
 reports time limits), ``cpu_time``, ``max_rss_kb``, ``output_truncated``; top-level ``isolation``.
 """
@@ -21,10 +22,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from rewardhub.admission import Admission
 from rewardhub.deps import AdmissionDep
+from rewardhub.errors import Overloaded
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.sandbox import RunReport, SandboxPool, SandboxUnavailable, resolve_language
-from rewardhub.security import CallerDep
+from rewardhub.security import Caller, CallerDep
 
 __all__ = ["RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
 
@@ -141,6 +144,8 @@ async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
             )
     except SandboxUnavailable as exc:
         return _error(str(exc), pool.level)
+    except Overloaded as exc:
+        return _error(f"overloaded: {exc.message}", pool.level)
     if raw.spawn_error is not None or report.error is not None or not report.ready:
         tail = raw.stderr.decode("utf-8", "replace")[-500:]
         return _error(raw.spawn_error or report.error or f"the sandbox failed: {tail}", pool.level)
@@ -170,12 +175,23 @@ _DOC: dict[str, Any] = {
 }
 
 
+async def admitted_run_code(
+    body: RunCodeRequest, request: Request, admission: Admission, caller: Caller
+) -> JSONBytesResponse:
+    """A full service is an infrastructure fault in SandboxFusion's terms: 200 with ``SandboxError``,
+    never a 429 (verl counts any non-200 as an API failure; other clients retry it)."""
+    try:
+        async with admission.admit(caller, 1):
+            return await run_code(body, request)
+    except Overloaded as exc:
+        return _error(f"overloaded: {exc.message}")
+
+
 @router.post("/run_code", **_DOC)
 async def sandboxfusion_run_code(
     body: RunCodeRequest, request: Request, admission: AdmissionDep, caller: CallerDep
 ) -> JSONBytesResponse:
-    async with admission.admit(caller, 1):
-        return await run_code(body, request)
+    return await admitted_run_code(body, request, admission, caller)
 
 
 @alias_router.post("/run_code", **_DOC)
@@ -183,5 +199,4 @@ async def run_code_alias(
     body: RunCodeRequest, request: Request, admission: AdmissionDep, caller: CallerDep
 ) -> JSONBytesResponse:
     """The same endpoint at SandboxFusion's own path, for clients that append ``/run_code`` to a base URL."""
-    async with admission.admit(caller, 1):
-        return await run_code(body, request)
+    return await admitted_run_code(body, request, admission, caller)
