@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -375,3 +376,24 @@ async def test_python_grader_result_must_be_a_number(
     assert r["score"] == score, r
     if score is None:
         assert r["reason"] == "parse_error", r
+
+
+async def test_python_grader_on_a_full_service_is_a_server_error(make_app: Any) -> None:
+    """Overload is the service's fault: python_grader_server_error, not a runtime error that sends the
+    user to debug a grade() that never ran."""
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=2) as c:
+        busy = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        out = await run(
+            c, {"type": "python", "name": "py", "source": GRADE_SOURCE}, "Paris", {"answer": "paris"}
+        )
+        errors = out["metadata"]["errors"]
+        assert out["reward"] == 0.0
+        assert errors["python_grader_server_error"] is True
+        assert errors["python_grader_runtime_error"] is False
+        await busy

@@ -172,7 +172,9 @@ def grader_error_flag(grader_type: Any, reason: Any) -> str:
     if grader_type == "score_model":
         return "model_grader_parse_error" if reason == "parse_error" else "model_grader_server_error"
     if grader_type == "python":
-        return "python_grader_server_error" if reason == "sandbox_error" else "python_grader_runtime_error"
+        # the service's faults (a failed sandbox, a full service, a bug), not the grade() code's
+        server = reason in ("sandbox_error", "overloaded", "internal_error")
+        return "python_grader_server_error" if server else "python_grader_runtime_error"
     return "other_error"
 
 
