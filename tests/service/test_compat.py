@@ -256,3 +256,17 @@ async def test_openrlhf_left_truncated_prompt_is_not_scored_as_the_response(
     body = (await client.post("/compat/openrlhf/get_reward", json=payload)).json()
     assert body["rewards"] == [0.0, 1.0]
     assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0]
+
+
+async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> None:
+    """OpenRLHF's list contract has no size limit (older releases post a whole rollout batch): a batch over
+    REWARDHUB_MAX_ITEMS is scored in parts, not flagged invalid item by item as a 0.0 each."""
+    payload = {
+        "query": [PROMPT + f"\\boxed{{{n}}}" for n in (1, 2, 3, 4, 5)],
+        "prompts": [PROMPT] * 5,
+        "labels": ["1", "2", "3", "0", "5"],
+    }
+    async with make_app(max_items=2) as c:
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0]
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5

@@ -165,17 +165,21 @@ async def score_or_flag(
         except RewardHubError as exc:
             results[i] = _flag(exc.error_type, exc.message)
     if good:
-        request = ScoreRequest(reward=None, items=[items[i] for i in good], options=opts)
+        # A peer's batch has no size limit of its own: score it in parts of REWARDHUB_MAX_ITEMS.
+        size = scoring.settings.max_items
+        parts = [good[k : k + size] for k in range(0, len(good), size)]
         try:
             async with admission.admit(caller, len(good)):
-                out = await scoring.score(request)
+                for part in parts:
+                    request = ScoreRequest(reward=None, items=[items[i] for i in part], options=opts)
+                    out = await scoring.score(request)
+                    for i, r in zip(part, out["results"], strict=True):
+                        results[i] = r
         except RewardHubError as exc:
             # Only the items that were sent share the request's failure; an item already flagged keeps
             # its own reason (an unreadable label is not "overloaded": retrying will not fix it).
             reason = "overloaded" if isinstance(exc, Overloaded) else exc.error_type
             for i in good:
-                results[i] = _flag(reason, exc.message)
-        else:
-            for i, r in zip(good, out["results"], strict=True):
-                results[i] = r
+                if results[i] is None:
+                    results[i] = _flag(reason, exc.message)
     return ScoreOutcome([r if r is not None else _flag("internal_error", "not scored") for r in results])
