@@ -270,3 +270,41 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
         body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
     assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0]
     assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
+
+
+async def test_nemo_gym_call_based_unit_tests_are_masked_not_run_as_stdin(client: httpx.AsyncClient) -> None:
+    """LiveCodeBench-style unit tests with an `fn_name` call that method with JSON arguments; run as
+    stdin/stdout programs they fail a correct solution, a 0.0 NeMo Gym would train on. Masked instead."""
+    body = {
+        "responses_create_params": {"input": [{"role": "user", "content": "Add two numbers."}]},
+        "response": {
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```",
+                        }
+                    ],
+                }
+            ]
+        },
+        "verifier_metadata": {
+            "unit_tests": {"inputs": ["1\n2", "5\n7"], "outputs": ["3", "12"], "fn_name": "add"}
+        },
+    }
+    out = (await client.post("/compat/nemo-gym/verify", json=body)).json()
+    assert out["mask_sample"] is True and out["reward"] == 0.0
+    assert "fn_name" in out["failure_reason"]
+    # without fn_name the same shape is stdin/stdout and is run
+    stdin_body = {
+        **body,
+        "response": {"output_text": "```python\nprint(sum(int(x) for x in open(0).read().split()))\n```"},
+        "verifier_metadata": {
+            "unit_tests": {"inputs": ["1\n2", "5\n7"], "outputs": ["3", "12"], "fn_name": None}
+        },
+    }
+    ran = (await client.post("/compat/nemo-gym/verify", json=stdin_body)).json()
+    assert (ran["reward"], ran["mask_sample"]) == (1.0, False)

@@ -7,7 +7,8 @@ request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses ob
 ``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` (a name or
 spec; a number under ``reward`` is a stored answer's result, as ``gym eval reverify`` sends) picks the
 reward (default: the service's compat default, ``math``); ``verifier_metadata.unit_tests``
-(``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases. The
+(``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases
+(call-based tests, with an ``fn_name``, are masked as unsupported rather than run as stdin/stdout). The
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
 ``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
 rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``stateless``.
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, prompt_text
-from rewardhub.errors import RewardHubError
+from rewardhub.errors import InvalidRequest, RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem
 
 __all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
@@ -89,6 +90,13 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
     spec: str | RewardSpec
     label: dict[str, Any] = _spec_fields(body)
     if isinstance(tests, dict) and code_available and not label:
+        if tests.get("fn_name"):
+            # call-based (LeetCode-style) tests: run as stdin/stdout they would fail a correct solution
+            raise InvalidRequest(
+                "verifier_metadata.unit_tests.fn_name: call-based unit tests are not supported; "
+                "give stdin/stdout tests, or a `reward`/`verifier` task field with a code reference",
+                param="verifier_metadata",
+            )
         cases = [
             {"stdin": str(i), "stdout": str(o)}
             for i, o in zip(tests.get("inputs") or [], tests.get("outputs") or [], strict=False)
