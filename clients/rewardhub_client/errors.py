@@ -22,6 +22,9 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import math
 from typing import Any
 
 import httpx
@@ -177,14 +180,24 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds form), if any."""
+    """Seconds from a ``Retry-After`` header, if any: delta-seconds or an HTTP-date (RFC 9110 §10.2.3; what
+    proxies and gateways in front of the service send), a date in the past as 0."""
     value = response.headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
 def error_from_response(response: httpx.Response) -> APIError:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import json
 import time
 from collections.abc import Callable
@@ -155,6 +157,25 @@ def test_overloaded_carries_retry_after() -> None:
         with pytest.raises(Overloaded) as info:
             c.score([{"response": "x"}], "math")
     assert info.value.retry_after_s == 7.0
+
+
+def test_retry_after_as_an_http_date() -> None:
+    # RFC 9110 allows Retry-After as an HTTP-date (what a proxy or gateway in front of the service sends):
+    # it was read as no Retry-After at all, so the client came back after its tiny backoff.
+    def refused(headers: dict[str, str]) -> Overloaded:
+        with client_for(lambda r: error(429, "overloaded", headers), RetryPolicy(max_retries=0)) as c:
+            with pytest.raises(Overloaded) as info:
+                c.score([{"response": "x"}], "math")
+        return info.value
+
+    later = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=120), usegmt=True
+    )
+    waited = refused({"Retry-After": later}).retry_after_s
+    assert waited is not None and 100.0 < waited <= 120.0
+    assert refused({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}).retry_after_s == 0.0  # in the past
+    assert refused({"Retry-After": "soon"}).retry_after_s is None
+    assert refused({"Retry-After": "inf"}).retry_after_s is None  # would sleep forever
 
 
 async def test_async_client_maps_and_retries() -> None:
