@@ -41,6 +41,9 @@ __all__ = ["completion_text", "make_reward_func", "prompt_text"]
 
 RewardFunc = Callable[..., Awaitable[list[float | None]]]
 
+# What TRL passes a reward function besides the dataset's columns.
+_TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
 
 def completion_text(completion: Any) -> str:
     """Text of a completion: a string (standard format) or a list of messages (conversational)."""
@@ -97,7 +100,8 @@ def make_reward_func(
         reward: reward name or spec (``{"name": ..., "config": ...}``).
         config: reward config (merged into ``reward``'s).
         reference_column: dataset column holding the reference (gold answer, tests...); None for rewards
-            that need none.
+            that need none. A batch without that column whose every item then comes back
+            ``missing_reference`` raises ``ValueError`` naming the batch's columns.
         name: the function's ``__name__`` (TRL logs ``rewards/<name>/mean``); default ``rewardhub_<reward>``.
         api_key: for services that require one.
         timeout_s: per-item deadline sent to the service.
@@ -153,6 +157,20 @@ def make_reward_func(
                 )
             )
         resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
+        if (
+            reference_column
+            and refs is None
+            and resp.results
+            and all(r.reason == "missing_reference" for r in resp.results)
+        ):
+            # The column is not in the dataset (a default "solution" against a set that calls it "answer"):
+            # every reward would be None, every step, and TRL would train on no signal.
+            columns = sorted(k for k in kwargs if k not in _TRL_KWARGS)
+            raise ValueError(
+                f"reward {spec_name!r} needs a reference and the batch has no column {reference_column!r} "
+                f"(its columns: {', '.join(columns) or 'none'}); pass "
+                "make_reward_func(..., reference_column=<the column with the gold answer>)"
+            )
         out = [r.score if r.valid else invalid_value for r in resp.results]
         n = max(1, len(resp.results))
         log_metric = kwargs.get("log_metric")

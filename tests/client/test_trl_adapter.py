@@ -79,3 +79,22 @@ async def test_a_service_without_the_check_route_is_scored_unchecked() -> None:
         assert await reward(prompts=["q"], completions=["\\boxed{1}"], solution=["1"]) == [1.0]
         assert await reward(prompts=["q"], completions=["\\boxed{1}"], solution=["1"]) == [1.0]
     assert paths == ["/v1/rewards/check", "/v1/score", "/v1/score"]
+
+
+async def test_a_reference_column_the_dataset_does_not_have_is_an_error(client: httpx.AsyncClient) -> None:
+    # make_reward_func's default reference_column="solution" on a dataset that calls it "answer": every
+    # item came back None (missing_reference), every step, and TRL trained on no signal without a word.
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    call = {
+        "prompts": ["What is 6*7?"] * 2,
+        "completions": ["\\boxed{42}", "\\boxed{41}"],
+        "answer": ["42"] * 2,
+    }
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        with pytest.raises(ValueError, match=r"no column 'solution' \(its columns: answer\)"):
+            await make_reward_func(service, "math")(**call, log_metric=lambda name, value: None)
+        assert await make_reward_func(service, "math", reference_column="answer")(**call) == [1.0, 0.0]
+        # a reward that needs no reference is scored as before, the column or not
+        thinking = ["<think>6*7</think><answer>42</answer>", "42"]
+        fmt = make_reward_func(service, {"name": "format", "config": {"preset": "think_answer"}})
+        assert await fmt(prompts=call["prompts"], completions=thinking) == [1.0, 0.0]
