@@ -45,17 +45,33 @@ RewardFunc = Callable[..., Awaitable[list[float | None]]]
 _TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
 
 
+def _content_text(content: Any) -> str:
+    """Text of a message's ``content``: a string, nothing (``None``: an assistant turn that only calls a
+    tool), or a list of parts (``[{"type": "image"}, {"type": "text", "text": ...}]``, TRL's multimodal
+    format) of which the text parts count."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, Mapping) and p.get("type", "text") == "text" and p.get("text") is not None
+        )
+    return str(content)
+
+
 def completion_text(completion: Any) -> str:
     """Text of a completion: a string (standard format) or a list of messages (conversational)."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Sequence):
-        parts = [
-            m.get("content", "")
+        return "\n".join(
+            _content_text(m.get("content"))
             for m in completion
             if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
-        ]
-        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+        )
     return str(completion)
 
 
@@ -64,10 +80,10 @@ def prompt_text(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, Sequence):
-        users = [m.get("content", "") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        users = [m.get("content") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
         if users:
-            return str(users[-1])
-        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, Mapping))
+            return _content_text(users[-1])
+        return "\n".join(_content_text(m.get("content")) for m in prompt if isinstance(m, Mapping))
     return str(prompt)
 
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from rewardhub_client import AsyncRewardClient, RewardUnavailable
-from rewardhub_client.trl import make_reward_func
+from rewardhub_client.trl import make_reward_func, prompt_text
 
 
 async def test_numeric_reference_column_is_scored(client: httpx.AsyncClient) -> None:
@@ -98,3 +98,26 @@ async def test_a_reference_column_the_dataset_does_not_have_is_an_error(client: 
         thinking = ["<think>6*7</think><answer>42</answer>", "42"]
         fmt = make_reward_func(service, {"name": "format", "config": {"preset": "think_answer"}})
         assert await fmt(prompts=call["prompts"], completions=thinking) == [1.0, 0.0]
+
+
+async def test_conversational_message_content_is_read_as_text(client: httpx.AsyncClient) -> None:
+    # TRL's multimodal format gives a message's content as a list of parts, and a tool-calling assistant
+    # turn has no content: both were sent as Python reprs ("[{'type': 'text', ...}]", "None").
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    vlm_prompt = [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Capital of France?"}]}
+    ]
+    completions = [
+        [{"role": "assistant", "content": [{"type": "text", "text": "Paris"}]}],
+        [
+            {"role": "assistant", "content": None, "tool_calls": [{"type": "function"}]},
+            {"role": "tool", "name": "search", "content": "Paris is the capital"},
+            {"role": "assistant", "content": "Paris"},
+        ],
+        [{"role": "assistant", "content": "Rome"}],
+    ]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        reward = make_reward_func(service, "exact_match", reference_column="answer")
+        scores = await reward(prompts=[vlm_prompt] * 3, completions=completions, answer=["Paris"] * 3)
+    assert scores == [1.0, 1.0, 0.0]
+    assert prompt_text(vlm_prompt) == "Capital of France?"
