@@ -49,7 +49,8 @@ from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {}
+_init_lock = threading.Lock()
+_state: dict[str, Any] = {}  # replaced whole by configure(), never changed in place
 
 
 def configure(
@@ -63,35 +64,41 @@ def configure(
     check: bool | None = None,
 ) -> None:
     """Set the service and routing explicitly (otherwise taken from the environment)."""
-    with _lock:
-        _state.clear()
-        _state["url"] = url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
-        env_routes = os.environ.get("REWARDHUB_VERL_ROUTES")
-        _state["routes"] = (
-            dict(routes) if routes is not None else (json.loads(env_routes) if env_routes else {})
-        )
-        _state["default"] = default_reward or os.environ.get("REWARDHUB_VERL_DEFAULT_REWARD", "math")
-        _state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
-        _state["invalid"] = (
-            invalid_score
-            if invalid_score is not None
-            else float(os.environ.get("REWARDHUB_VERL_INVALID_SCORE", "0"))
-        )
-        env_components = os.environ.get("REWARDHUB_VERL_COMPONENTS", "")
-        _state["components"] = (
-            list(components)
-            if components is not None
-            else [c.strip() for c in env_components.split(",") if c.strip()]
-        )
-        env_check = os.environ.get("REWARDHUB_VERL_CHECK", "1").strip().lower()
-        _state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
-        _state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    global _state
+    state: dict[str, Any] = {}
+    state["url"] = url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
+    env_routes = os.environ.get("REWARDHUB_VERL_ROUTES")
+    state["routes"] = dict(routes) if routes is not None else (json.loads(env_routes) if env_routes else {})
+    state["default"] = default_reward or os.environ.get("REWARDHUB_VERL_DEFAULT_REWARD", "math")
+    state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
+    state["invalid"] = (
+        invalid_score
+        if invalid_score is not None
+        else float(os.environ.get("REWARDHUB_VERL_INVALID_SCORE", "0"))
+    )
+    env_components = os.environ.get("REWARDHUB_VERL_COMPONENTS", "")
+    state["components"] = (
+        list(components)
+        if components is not None
+        else [c.strip() for c in env_components.split(",") if c.strip()]
+    )
+    env_check = os.environ.get("REWARDHUB_VERL_CHECK", "1").strip().lower()
+    state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
+    state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
+    # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
+    # while the first call was configuring read a half-filled one, KeyError 'routes'.)
+    _state = state
 
 
 def _conf() -> dict[str, Any]:
-    if not _state:
-        configure()
-    return _state
+    state = _state
+    if not state:
+        with _init_lock:
+            if not _state:
+                configure()
+        state = _state
+    return state
 
 
 def route(data_source: str) -> str | RewardSpec:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -75,6 +78,35 @@ def test_verl_route_prefix_matching() -> None:
     assert verl.route("math/hard/v2") == "exact_match"
     assert verl.route("math/easy") == "math"
     assert verl.route("other") == "f1"
+
+
+def test_first_use_from_many_threads(monkeypatch: Any) -> None:
+    # verl's reward loop runs a sync compute_score on executor threads. The configuration was filled in
+    # place on first use: a thread that came in meanwhile read a half-filled one (KeyError: 'routes').
+    monkeypatch.setenv("REWARDHUB_VERL_ROUTES", json.dumps({"openai/gsm8k": "exact_match"}))
+    seen: list[object] = []
+
+    def first_use(barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            seen.append(verl.route("openai/gsm8k"))
+        except Exception as exc:
+            seen.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, so that the window is hit
+    try:
+        for _ in range(200):
+            monkeypatch.setattr(verl, "_state", {})  # a fresh process: not configured yet
+            barrier = threading.Barrier(8)
+            threads = [threading.Thread(target=first_use, args=(barrier,)) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert seen == ["exact_match"] * 1600
 
 
 def test_a_route_the_service_cannot_run_stops_verl_at_its_first_sample(
