@@ -21,7 +21,15 @@ from rewardhub_client.types import (
     ScoreResponse,
 )
 
-__all__ = ["RetryPolicy", "as_items", "as_spec", "chunk_indices", "chunk_items", "merge_responses"]
+__all__ = [
+    "RetryPolicy",
+    "as_items",
+    "as_spec",
+    "chunk_indices",
+    "chunk_items",
+    "merge_responses",
+    "split_chunk",
+]
 
 ItemLike = ScoreItem | Mapping[str, Any]
 RewardLike = str | RewardSpec | Mapping[str, Any] | None
@@ -103,6 +111,16 @@ def chunk_indices(items: Sequence[ScoreItem], chunk_size: int) -> list[list[int]
     if current:
         chunks.append(current)
     return chunks
+
+
+def split_chunk(items: Sequence[ScoreItem], indices: Sequence[int]) -> list[list[int]] | None:
+    """A chunk the service refused as too large (413), as smaller chunks of about half its items each,
+    groups still whole; None when it cannot be split (one item, or one group)."""
+    sub = [items[i] for i in indices]
+    parts = chunk_indices(sub, max(1, (len(sub) + 1) // 2))
+    if len(parts) < 2:
+        return None
+    return [[indices[j] for j in part] for part in parts]
 
 
 def chunk_items(items: Sequence[ScoreItem], indices: Sequence[int]) -> list[ScoreItem]:

@@ -38,10 +38,12 @@ from rewardhub_client._core import (
     chunk_indices,
     chunk_items,
     merge_responses,
+    split_chunk,
 )
 from rewardhub_client.errors import (
     APIError,
     NotFound,
+    PayloadTooLarge,
     RequestTimeout,
     TransportError,
     UnknownReward,
@@ -242,18 +244,31 @@ class RewardClient(_Base):
         timeout_s: float | None = None,
         group_size: int | None = None,
     ) -> ScoreResponse:
-        """Score a batch (any size: it is sent in group-preserving chunks); results in item order."""
+        """Score a batch (any size: it is sent in group-preserving chunks, a chunk over the service's
+        byte limit split further); results in item order."""
         its = as_items(items)
         spec = as_spec(reward, config)
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         parts: list[tuple[list[int], ScoreResponse]] = []
-        for idx in chunk_indices(its, self.chunk_size):
+
+        def send(idx: list[int]) -> None:
             body = build_request(chunk_items(its, idx), spec, opts)
-            resp = self._request(
-                "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
-            )
+            try:
+                resp = self._request(
+                    "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
+                )
+            except PayloadTooLarge:
+                smaller = split_chunk(its, idx)
+                if smaller is None:
+                    raise
+                for part in smaller:
+                    send(part)
+                return
             parts.append((idx, ScoreResponse.model_validate_json(resp.content)))
+
+        for idx in chunk_indices(its, self.chunk_size):
+            send(idx)
         return merge_responses(len(its), parts)
 
     def score_one(
@@ -406,24 +421,33 @@ class AsyncRewardClient(_Base):
         timeout_s: float | None = None,
         group_size: int | None = None,
     ) -> ScoreResponse:
-        """Score a batch (chunked, chunks in flight concurrently); results in item order."""
+        """Score a batch (chunked, chunks in flight concurrently, a chunk over the service's byte limit
+        split further); results in item order."""
         its = as_items(items)
         spec = as_spec(reward, config)
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         sem = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(idx: list[int]) -> tuple[list[int], ScoreResponse]:
+        async def one(idx: list[int]) -> list[tuple[list[int], ScoreResponse]]:
             async with sem:
                 body = build_request(chunk_items(its, idx), spec, opts)
-                resp = await self._request(
-                    "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
-                )
-                return idx, ScoreResponse.model_validate_json(resp.content)
+                try:
+                    resp = await self._request(
+                        "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
+                    )
+                except PayloadTooLarge:
+                    smaller = split_chunk(its, idx)
+                    if smaller is None:
+                        raise
+                else:
+                    return [(idx, ScoreResponse.model_validate_json(resp.content))]
+            # over the service's byte limit: the halves one after the other, each holding the semaphore
+            return [part for half in smaller for part in await one(half)]
 
         tasks = [asyncio.ensure_future(one(idx)) for idx in chunk_indices(its, self.chunk_size)]
         try:
-            parts = await asyncio.gather(*tasks)
+            parts = [part for chunk in await asyncio.gather(*tasks) for part in chunk]
         except BaseException:
             # gather raises the first failure and lets the other chunks run on: they would keep sending
             # (and retrying) requests whose answers nobody reads.

@@ -119,7 +119,8 @@ class LimitExceeded(InvalidRequest):
 
 
 class PayloadTooLarge(APIError):
-    """413: the body is over the service's byte limit; use smaller chunks."""
+    """413: the body is over the service's byte limit (``score`` splits a chunk until it fits: raised for a
+    single item or group over it)."""
 
 
 class Unauthorized(APIError):

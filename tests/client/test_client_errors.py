@@ -320,3 +320,26 @@ async def test_a_failed_chunk_stops_the_other_chunks() -> None:
         raised = time.monotonic()
         await asyncio.sleep(0.3)
     assert not [s for s in sent if s[0] > raised]
+
+
+def test_sync_client_splits_a_chunk_over_the_byte_limit() -> None:
+    # A body over the service's limit got a 413 for the whole batch; the sync client now splits the refused
+    # chunk along group lines, as the async one does (tested against the real app in test_client_roundtrip).
+    sent: list[list[str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if len(request.content) > 30_000:
+            return error(413, "payload_too_large")
+        sent.append([it["group"] for it in items])
+        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    items = [{"id": f"i{k}", "response": "x" * 2000, "group": f"g{k % 8}"} for k in range(40)]
+    with client_for(handler) as c:
+        resp = c.score(items, "math")
+        assert [r.id for r in resp.results] == [f"i{k}" for k in range(40)]
+        assert sorted(g for groups in sent for g in groups) == sorted(f"g{k % 8}" for k in range(40))
+        assert all(groups.count(g) == 5 for groups in sent for g in groups)
+        with pytest.raises(PayloadTooLarge):  # one group over the limit: nothing to split
+            c.score([{**it, "group": "one"} for it in items], "math")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
 import pytest
 
-from rewardhub_client import AsyncRewardClient, RewardClient, ScoreItem, UnknownReward
+from rewardhub_client import AsyncRewardClient, PayloadTooLarge, RewardClient, ScoreItem, UnknownReward
 from rewardhub_client._core import chunk_indices
 
 
@@ -91,3 +94,41 @@ async def test_default_ids_are_batch_indices_when_chunked(client: httpx.AsyncCli
         resp = await c.score(items, "math")
     assert [r.id for r in resp.results] == ["0", "1", "2", "mine", "4", "5", "6"]
     assert resp.scores == [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def padded_items(n: int, groups: int) -> list[dict[str, Any]]:
+    """``math_items`` with a 2 KB response each (about 2.1 KB of JSON per item)."""
+    return [{**it, "response": "x" * 2000 + it["response"]} for it in math_items(n, groups)]
+
+
+class _Sizes(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, noting each /v1/score body's item groups."""
+
+    def __init__(self, app: object) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.sent: list[list[str]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/score":
+            self.sent.append([it.get("group") for it in json.loads(await request.aread())["items"]])
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_chunk_over_the_byte_limit_is_split(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    # "Any size": a batch within chunk_size but over REWARDHUB_MAX_REQUEST_BYTES (long completions) failed
+    # whole with PayloadTooLarge. Now the refused chunk is sent again in halves, groups still whole.
+    async with make_app(max_request_bytes=30_000) as app:
+        transport = _Sizes(app.app)  # type: ignore[attr-defined]
+        async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
+            resp = await c.score(padded_items(40, groups=8), "math")  # 8 groups of 5, about 85 KB
+            assert [r.id for r in resp.results] == [f"m{i}" for i in range(40)]
+            assert resp.scores == expected(40)
+            accepted = [groups for groups in transport.sent if len(groups) <= 10]
+            assert sorted(g for groups in accepted for g in groups) == sorted(f"g{i % 8}" for i in range(40))
+            for groups in accepted:  # every group whole in one request
+                assert all(groups.count(g) == 5 for g in groups)
+            # one group over the limit cannot be split: the 413 is the answer
+            with pytest.raises(PayloadTooLarge):
+                await c.score(padded_items(20, groups=1), "math")
