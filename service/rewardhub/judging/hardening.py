@@ -46,6 +46,8 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
+from functools import partial
 
 from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
 
@@ -708,23 +710,41 @@ def _verdict_object(body: str) -> bool:
     """``body`` (an object's text between its braces) is a judge's verdict: a verdict key holding a
     verdict value, and every other key a judge's field or the answer's, or the answer's field among
     them; or a key only a judge writes holding a verdict value, whatever the other keys."""
-    pos, verdict, foreign, answer = 0, False, False, False
+    pos, kinds = 0, set[str | None]()
     while pos < len(body):
         m = _PAIR.match(body, pos)
         if m is None or m.end() == pos:
             return False
-        key = re.sub(r"[\s\-]+", "_", m.group(2).strip())
-        if key in _VERDICT_KEYS:
-            if _VERDICT_VALUE.fullmatch(m.group(3)) is not None:
-                if key in _JUDGE_ONLY_KEYS:
-                    return True
-                verdict = True
-        elif key in _ANSWER_KEYS:
-            answer = True
-        elif key not in _COMMENT_KEYS:
-            foreign = True
+        kind = _key_kind(m.group(2), partial(_verdict_text, m.group(3)))
+        if kind == "judge":
+            return True
+        kinds.add(kind)
         pos = m.end()
-    return verdict and (answer or not foreign)
+    return _verdict_of(kinds)
+
+
+def _verdict_text(value: str) -> bool:
+    return _VERDICT_VALUE.fullmatch(value) is not None
+
+
+def _key_kind(raw_key: str, holds_verdict: Callable[[], bool]) -> str | None:
+    """What one key of an object says: ``judge`` (a key only a judge writes, holding a verdict),
+    ``verdict``, ``answer``, ``foreign`` (anything else), or None (a comment, or a verdict key whose
+    value is no verdict). ``holds_verdict`` is asked only for a verdict key."""
+    key = re.sub(r"[\s\-]+", "_", raw_key.strip())
+    if key in _VERDICT_KEYS:
+        if not holds_verdict():
+            return None
+        return "judge" if key in _JUDGE_ONLY_KEYS else "verdict"
+    if key in _ANSWER_KEYS:
+        return "answer"
+    return None if key in _COMMENT_KEYS else "foreign"
+
+
+def _verdict_of(kinds: set[str | None]) -> bool:
+    """An object whose keys are ``kinds`` is a verdict: one verdict key, and the answer's field among
+    the others or no field that is neither the judge's nor the answer's."""
+    return "verdict" in kinds and ("answer" in kinds or "foreign" not in kinds)
 
 
 # What stands before a value in code (``d = {...}``, ``f({...})``, ``return {...}``): a dict there is data
@@ -748,21 +768,15 @@ def _verdict_dict(d: dict[str, object], depth: int = 0) -> bool:
     """:func:`_verdict_object` for a parsed JSON object, whose values may be objects and lists (``{"answer":
     [4, 5], "score": 10}``, ``{"answer": {"value": 4}, "score": 10}``): the same rule on its keys, and on
     the objects it holds."""
-    verdict, foreign, answer = False, False, False
+    kinds: set[str | None] = set()
     for k, v in d.items():
-        key = re.sub(r"[\s\-]+", "_", k.strip())
-        if key in _VERDICT_KEYS:
-            if _verdict_value(v):
-                if key in _JUDGE_ONLY_KEYS:
-                    return True
-                verdict = True
-        elif key in _ANSWER_KEYS:
-            answer = True
-        elif key not in _COMMENT_KEYS:
-            foreign = True
+        kind = _key_kind(k, partial(_verdict_value, v))
+        if kind == "judge":
+            return True
+        kinds.add(kind)
         if isinstance(v, dict) and depth < 8 and _verdict_dict(v, depth + 1):
             return True
-    return verdict and (answer or not foreign)
+    return _verdict_of(kinds)
 
 
 def _nested_objects(t: str) -> list[tuple[int, str]]:
