@@ -231,7 +231,7 @@ async def test_one_request_s_step_patterns_share_a_time_budget(make_app: MakeApp
     """A caller's step pattern runs on the event loop, each item's match bounded at 0.5 s but the request
     not at all: 4,096 catastrophic items held the loop for half an hour. The items share 2 s; those
     left when it is spent are not matched (timeout)."""
-    bad = [{"prompt": "q", "response": "x" * 5000} for _ in range(6)]
+    bad = [{"prompt": "q", "response": "x" * (5000 + k)} for k in range(6)]  # distinct: not deduplicated
     async with make_app(prm_model=qwen_prm_path) as client:
         results = await prm(client, [*bad, {"prompt": "q", "response": "a\nb"}], pattern=r"(x+x+)+y|\n")
     assert all((r["valid"], r["reason"]) == (False, "timeout") for r in results), results
