@@ -144,29 +144,36 @@ def _execute(
     return {"ok": True, "parses": True, "columns": columns, "rows": norm}
 
 
+def _quoted_or_comment(sql: str, i: int) -> tuple[int, bool] | None:
+    """Where a string or quoted name, or a ``--`` / ``/* */`` comment, that starts at ``i`` ends (a line
+    comment at its newline), and whether it is a comment; None when none starts there."""
+    n = len(sql)
+    ch = sql[i]
+    if ch in "'\"`[":
+        j = sql.find("]" if ch == "[" else ch, i + 1)
+        return (n if j < 0 else j + 1), False
+    if sql.startswith("--", i):
+        j = sql.find("\n", i)
+        return (n if j < 0 else j), True
+    if sql.startswith("/*", i):
+        j = sql.find("*/", i + 2)
+        return (n if j < 0 else j + 2), True
+    return None
+
+
 def without_comments(sql: str) -> str:
     """``sql`` less its ``--`` and ``/* */`` comments (strings and quoted names kept as they are)."""
     out: list[str] = []
     i, n = 0, len(sql)
     while i < n:
-        ch = sql[i]
-        if ch in "'\"`[":
-            close = "]" if ch == "[" else ch
-            j = sql.find(close, i + 1)
-            end = n if j < 0 else j + 1
-            out.append(sql[i:end])
-            i = end
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-            out.append(" ")
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-            out.append(" ")
-        else:
-            out.append(ch)
+        skip = _quoted_or_comment(sql, i)
+        if skip is None:
+            out.append(sql[i])
             i += 1
+            continue
+        end, comment = skip
+        out.append(" " if comment else sql[i:end])
+        i = end
     return "".join(out)
 
 
@@ -174,20 +181,11 @@ def _has_top_level_order_by(sql: str) -> bool:
     """Whether ``sql`` sorts its result: an ``ORDER BY`` outside parentheses, strings and comments."""
     depth, i, n, low = 0, 0, len(sql), sql.lower()
     while i < n:
+        skip = _quoted_or_comment(sql, i)
+        if skip is not None:
+            i = skip[0]
+            continue
         ch = sql[i]
-        if ch in "'\"`[":
-            close = "]" if ch == "[" else ch
-            j = sql.find(close, i + 1)
-            i = n if j < 0 else j + 1
-            continue
-        if sql.startswith("--", i):  # a line comment runs to the end of the line
-            j = sql.find("\n", i)
-            i = n if j < 0 else j + 1
-            continue
-        if sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-            continue
         if ch == "(":
             depth += 1
         elif ch == ")":
