@@ -84,16 +84,14 @@ def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4, scale: str = "grou
     every valid reward in the batch (so a group with little spread is not blown up to unit scale);
     ``none`` no division at all (Dr. GRPO's advantage).
     """
-    mean, std, _ = group_mean_std(rewards)
-    valid = ~torch.isnan(rewards)
-    if scale == "group":
-        return _finish((rewards - mean) / (std + eps), valid)
-    if scale == "batch":
-        _, batch_std, _ = group_mean_std(rewards.reshape(1, -1))
-        return _finish((rewards - mean) / (batch_std + eps), valid)
     if scale == "none":
-        return _finish(rewards - mean, valid)
-    raise ValueError(f"unknown reward scaling {scale!r} (group, batch, none)")
+        return dr_grpo_advantages(rewards)
+    if scale not in ("group", "batch"):
+        raise ValueError(f"unknown reward scaling {scale!r} (group, batch, none)")
+    mean, std, _ = group_mean_std(rewards)
+    if scale == "batch":
+        _, std, _ = group_mean_std(rewards.reshape(1, -1))
+    return _finish((rewards - mean) / (std + eps), ~torch.isnan(rewards))
 
 
 def dr_grpo_advantages(rewards: torch.Tensor) -> Advantages:
