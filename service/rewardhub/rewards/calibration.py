@@ -58,7 +58,7 @@ from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.confidence import last_tag, parse_confidence
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
 
@@ -179,8 +179,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
 
     def _parse(self, text: str, config: CalibrationConfig) -> _Parsed:
         if config.after_think:
-            start, end = answer_span(text)
-            text = text[start:end]
+            text = answer_text(text)
         answer = last_tag(text, config.answer_tag)
         raw_conf = last_tag(text, config.confidence_tag)
         conf = parse_confidence(raw_conf) if raw_conf is not None else None

@@ -5,7 +5,7 @@ models think out loud first. The rule, in order:
 
 1. drop everything up to the last ``</think>``, and from a ``<think>`` after it that never closes (a
    response cut off in its reasoning): the reasoning is not the answer
-   (:func:`~rewardhub.rewards.text.answer_span`);
+   (:func:`~rewardhub.rewards.text.answer_text`);
 2. the last fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````, ...);
 3. else the last fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 from rewardhub.sandbox.languages import Language, resolve_language
 
 __all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code"]
@@ -66,8 +66,7 @@ def extract_block(
     """Like :func:`extract_code` for any fence tag ``wanted`` accepts (``sql``, say)."""
     if mode == "raw":
         return Extracted(response, "raw") if response.strip() else None
-    start, end = answer_span(response)
-    text = response[start:end]
+    text = answer_text(response)
     tagged: str | None = None
     untagged: str | None = None
     for tag, body in _blocks(text):

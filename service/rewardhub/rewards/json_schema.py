@@ -6,7 +6,7 @@ For structured-output / tool-call training. The JSON is taken from (``extract``)
   else the whole response; ``fenced`` that block only (none: 0, reason ``format``); ``whole`` the whole
   response. Surrounding whitespace is ignored; ``NaN``/``Infinity`` are not JSON and do not parse.
   In every mode a reasoning model's thinking is not the response: only the text after the last
-  ``</think>`` and before a ``<think>`` that never closes is read (:func:`~.text.answer_span`), so a
+  ``</think>`` and before a ``<think>`` that never closes is read (:func:`~.text.answer_text`), so a
   draft in the reasoning is not the answer and a response cut off in its reasoning has none.
 
 The schema: ``config.schema`` when given (one schema for the whole batch; checked when the request
@@ -47,7 +47,7 @@ from referencing.exceptions import Unresolvable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, PatternTimeout, compile_pattern
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text"]
 
@@ -109,8 +109,7 @@ def _check_schema(cls: type[Validator], schema: dict[str, Any]) -> None:
 def extract_json_text(text: str, mode: str) -> str | None:
     """The text to parse: the last closed ```json block (auto/fenced) or the whole response, outside the
     reasoning (after the last ``</think>``, before an unclosed ``<think>``)."""
-    start, end = answer_span(text)
-    text = text[start:end]
+    text = answer_text(text)
     if mode != "whole":
         block: list[str] | None = None
         last: list[str] | None = None

@@ -85,7 +85,7 @@ from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -422,7 +422,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         wins (1.0) without a judge call; ``details.opponent_hardening`` says why."""
         opponents = {i: o for i in pending if (o := _opponent(items[i], config)) is not None}
         jobs = [
-            _screen_job(_after_think(o, config), config, j, check_injection=True, prompt=items[i].prompt)
+            _screen_job(_answer_part(o, config), config, j, check_injection=True, prompt=items[i].prompt)
             for i, o in opponents.items()
         ]
         for i, got in zip(opponents, await self._screen(jobs, ctx), strict=True):
@@ -564,7 +564,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 )
             # the opponent is untrusted too (another rollout, with opponent: "metadata"), and the judge
             # compares like with like: its reasoning is cut as the response's is
-            mine, theirs = defuse(text), defuse(_after_think(opponent, config))
+            mine, theirs = defuse(text), defuse(_answer_part(opponent, config))
             (d1, o1), (d2, o2) = await gather_all(
                 ask(fill(j.template, {"prompt": prompt, "response_a": mine, "response_b": theirs})),
                 ask(fill(j.template, {"prompt": prompt, "response_a": theirs, "response_b": mine})),
@@ -741,17 +741,14 @@ def _answerless(outcome: Outcome | None) -> bool:
 
 def _visible(item: ScoreItem, config: JudgeConfig) -> str:
     """The response's answer (with ``strip_think``): what the hardening reads and the judge sees."""
-    return _after_think(item.response, config)
+    return _answer_part(item.response, config)
 
 
-def _after_think(text: str, config: JudgeConfig) -> str:
+def _answer_part(text: str, config: JudgeConfig) -> str:
     """After the last ``</think>`` and before a ``<think>`` that never closes: a response cut off while
     it reasoned has no answer yet, and its draft (or a box in a trailing unclosed block) is not one, as
     ``math``, ``code`` and ``calibration`` read it."""
-    if not config.strip_think:
-        return text
-    start, end = answer_span(text)
-    return text[start:end]
+    return answer_text(text) if config.strip_think else text
 
 
 def _criteria(item: ScoreItem, config: JudgeConfig) -> tuple[Criterion, ...] | Outcome:

@@ -49,7 +49,7 @@ from rewardhub.mathlib import DEFAULT_METHODS, extract_answer, quick_check
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_span, squad_normalize
+from rewardhub.rewards.text import answer_text, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -170,8 +170,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
         for idx in group_indices(items).values():
             answers: list[str | None] = []
             for i in idx:
-                start, end = answer_span(items[i].response)  # a draft in the reasoning is no vote
-                ext = extract_answer(items[i].response[start:end], config.extraction)
+                # a draft in the reasoning is no vote
+                ext = extract_answer(answer_text(items[i].response), config.extraction)
                 text = None if ext is None else ext.text if config.equivalence == "math" else norm(ext.text)
                 answers.append(text or None)  # an answer that normalises to nothing is no answer
             g = _GroupVote(idx, answers)

@@ -2,7 +2,7 @@
 
 The answer is extracted from the response (last ``\\boxed{}``, ``<answer>`` tag, "The answer is ...",
 last number; configurable order), then compared with the gold in two stages. Only the text after the
-last ``</think>`` and before a ``<think>`` that never closes is searched (:func:`~.text.answer_span`): a
+last ``</think>`` and before a ``<think>`` that never closes is searched (:func:`~.text.answer_text`): a
 box or number in the reasoning is a draft, and a response cut off in its reasoning has no answer.
 
 1. on the event loop, a cheap *sound* check (identical normalised strings, or two rational literals
@@ -25,7 +25,7 @@ from pydantic import Field
 from rewardhub.mathlib import DEFAULT_METHODS, Check, extract_answer, quick_check, read_gold
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 from rewardhub.runtime.cpu_tasks import check_pair
 from rewardhub.runtime.process_pool import TaskResult
 
@@ -86,8 +86,7 @@ class MathReward(Reward[MathConfig]):
                     'math needs a gold answer: reference as a string or {"answer": ...}',
                 )
                 continue
-            start, end = answer_span(item.response)
-            extracted = extract_answer(item.response[start:end], config.extraction)
+            extracted = extract_answer(answer_text(item.response), config.extraction)
             if extracted is None:
                 outcomes[i] = Outcome(
                     config.wrong_score,

@@ -20,7 +20,7 @@ The text is NFKC-normalised first, so full-width forms ("Answer：Ｂ", common i
 no-break space read as their ASCII counterparts.
 
 Only the answer of a reasoning model is read: the text after its last ``</think>``, up to a ``<think>``
-that never closes (:func:`~rewardhub.rewards.text.answer_span`). A letter in the reasoning is a draft
+that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the reasoning is a draft
 ("the answer is (A)... wait"), and a response cut off inside its reasoning has no answer.
 
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
@@ -39,7 +39,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -234,8 +234,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                     )
                 )
                 continue
-            start, end = answer_span(item.response)
-            found = extract_choice(item.response[start:end], config.choices, config.strategies)
+            found = extract_choice(answer_text(item.response), config.choices, config.strategies)
             if found is None:
                 out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None, "strategy": None}))
                 continue

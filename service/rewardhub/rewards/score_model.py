@@ -31,7 +31,7 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
-from rewardhub.rewards.text import answer_span
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["ScoreModelConfig", "ScoreModelReward", "parse_score"]
 
@@ -84,8 +84,7 @@ def parse_score(text: str) -> float | None:
     Only the answer counts, not a reasoning model's thinking before it. A last number that is the
     denominator of a score written as a fraction ("Score: 7/10", "3 out of 5") is not the score: its
     numerator is (read as 10, "7/10" scored full marks in a 0-10 range)."""
-    answer_start, answer_end = answer_span(text)
-    stripped = text[answer_start:answer_end].strip()
+    stripped = answer_text(text).strip()
     value = _json_score(stripped)
     if value is not None:
         return value

@@ -2,9 +2,10 @@
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers. :func:`after_think` is what follows a reasoning model's last ``</think>`` (the judge's
-hardening reads it); :func:`answer_span` also stops at a ``<think>`` that never closes, and is the answer
-the PRM, calibration, score_model, math, code, sql and json_schema rewards read instead of the reasoning.
+EM/F1 numbers. :func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``,
+up to a ``<think>`` that never closes; :func:`answer_text` is that text, what the judge, PRM,
+calibration, score_model, math, majority_vote, multiple_choice, code, sql and json_schema rewards read
+instead of the reasoning.
 Tags match exactly (``<think>``, ``</think>``: the tokens reasoning models emit), in every reward.
 """
 
@@ -14,7 +15,7 @@ import re
 import string
 import unicodedata
 
-__all__ = ["THINK_CLOSE", "after_think", "after_think_at", "answer_span", "squad_normalize", "squad_tokens"]
+__all__ = ["THINK_CLOSE", "after_think_at", "answer_span", "answer_text", "squad_normalize", "squad_tokens"]
 
 THINK_CLOSE = "</think>"
 
@@ -39,11 +40,6 @@ def after_think_at(text: str) -> int:
     return cut + len(THINK_CLOSE) if cut >= 0 else 0
 
 
-def after_think(text: str) -> str:
-    """``text`` after its last ``</think>`` (all of it when there is none)."""
-    return text[after_think_at(text) :]
-
-
 def answer_span(text: str) -> tuple[int, int]:
     """Where a grading model's answer lies in its output: after the last ``</think>``, up to an unclosed
     ``<think>`` (a reasoning block the output ended in). A number or verdict in the reasoning is a draft,
@@ -51,3 +47,9 @@ def answer_span(text: str) -> tuple[int, int]:
     start = after_think_at(text)
     opened = text.find("<think>", start)
     return start, (opened if opened >= 0 else len(text))
+
+
+def answer_text(text: str) -> str:
+    """The text of :func:`answer_span`: the answer, without the reasoning before or after it."""
+    start, end = answer_span(text)
+    return text[start:end]
