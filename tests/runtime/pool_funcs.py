@@ -27,4 +27,15 @@ def behave(kind: str) -> object:
         raise ValueError("bad item")
     if kind == "pid":
         return os.getpid()
+    if kind == "swallowed":  # a C library that eats exceptions raised in its Python callbacks
+        import sqlite3
+
+        conn = sqlite3.connect(":memory:")
+        conn.set_progress_handler(lambda: 0, 1000)
+        try:
+            conn.execute(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+            )
+        except sqlite3.OperationalError as exc:  # "interrupted": the soft timeout, swallowed by sqlite3
+            return f"looks finished: {exc}"
     return kind

@@ -34,6 +34,7 @@ async def test_batch_results_in_order(pool: ProcessPool) -> None:
         ("crash", "crash"),  # the worker process exits mid-item
         ("memory", "memory"),  # RLIMIT_AS turns a huge allocation into MemoryError
         ("raise", "exception"),  # an ordinary exception is reported with its message
+        ("swallowed", "timeout"),  # the soft timeout eaten by sqlite3 still counts as one
     ],
 )
 async def test_bad_item_costs_only_itself(pool: ProcessPool, kind: str, error: str) -> None:

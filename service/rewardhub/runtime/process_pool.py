@@ -77,7 +77,15 @@ class _SoftTimeout(BaseException):
     """Raised by SIGALRM inside a worker; a BaseException so ``except Exception`` in libraries can't eat it."""
 
 
+_alarm_fired = False
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
+    # Remembered as well as raised: a C library that calls back into Python (sqlite3's progress
+    # handler, say) swallows exceptions raised in its callbacks, so the raise alone can turn "past the
+    # item's deadline" into an ordinary-looking result (a query "interrupted", read as too slow).
+    global _alarm_fired
+    _alarm_fired = True
     raise _SoftTimeout()
 
 
@@ -103,11 +111,13 @@ def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], 
     if initializer is not None:
         with contextlib.suppress(Exception):
             initializer()
+    global _alarm_fired
     for msg in parent_messages(conn):
         fn, payloads, deadline_s = msg
         for j, payload in enumerate(payloads):
             t0 = time.perf_counter()
             status, value, message = "ok", None, None
+            _alarm_fired = False
             try:
                 try:
                     signal.setitimer(signal.ITIMER_REAL, deadline_s)
@@ -120,6 +130,8 @@ def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], 
                 status, value = "memory", None
             except Exception as exc:  # an item's failure is data, reported to the parent
                 status, message = "exception", f"{type(exc).__name__}: {exc}"[:500]
+            if _alarm_fired:  # the soft timeout fired and something swallowed it (see _on_alarm)
+                status, value, message = "timeout", None, None
             elapsed = time.perf_counter() - t0
             try:
                 conn.send((j, status, value, message, elapsed))
