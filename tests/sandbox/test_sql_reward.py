@@ -281,9 +281,42 @@ def test_cached_gold_results_stay_within_a_memory_budget(monkeypatch: pytest.Mon
     rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100) "
     for width in range(300, 310):  # distinct golds of 100 rows and about 30 KB each, 300 KB in all
         gold = rows + f"SELECT x, printf('%.{width}c', 'x') FROM c"
-        out = sql_exec.run_sql_pair(("schema", SCHEMA, gold, gold, 5.0, 1000, 6, "auto", False))
+        out = sql_exec.run_sql_pair(("schema", SCHEMA, gold, gold, 5.0, 1000, 6, "auto", False, "set"))
         assert out["rows_match"] is True
     held = sum(
         len(v) for g in sql_exec._GOLD.values() for row in g["rows"] for v in row if isinstance(v, str)
     )
     assert 0 < held <= budget
+
+
+async def test_unordered_rows_compare_as_sets_by_default_and_as_multisets_on_request(
+    client: httpx.AsyncClient,
+) -> None:
+    # The gold has no duplicates; the prediction repeats Ann through a join. BIRD's execution accuracy
+    # compares sets (algorithms.md §5.2), Spider's test-suite evaluation multisets.
+    gold = "SELECT DISTINCT country FROM singer"
+    dup = "SELECT country FROM singer"  # FR twice
+    items = [_item(dup, gold), _item("SELECT country FROM singer WHERE country <> 'DE'", gold)]
+    as_sets = await _score(client, items)
+    assert [x["score"] for x in as_sets] == [1.0, 0.0], as_sets
+    as_multisets = await _score(client, items, rows="multiset")
+    assert [x["score"] for x in as_multisets] == [0.0, 0.0], as_multisets
+    # An ordered comparison is a list whatever `rows` says.
+    ordered = await _score(client, [_item(dup + " ORDER BY country", gold + " ORDER BY country")])
+    assert ordered[0]["score"] == 0.0
+
+
+async def test_the_request_deadline_caps_the_sql_workers(client: httpx.AsyncClient) -> None:
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    r = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "sql", "config": {"timeout_s": 30}},
+            "items": [_item(endless, "SELECT 1 + 0")],
+            "options": {"timeout_s": 1.0},
+        },
+    )
+    assert r.status_code == 200, r.text
+    result = r.json()["results"][0]
+    # Past the caller's own deadline: invalid (and not cached), not a 0.0 for a "slow" query.
+    assert not result["valid"] and result["reason"] == "timeout", r.json()

@@ -8,8 +8,10 @@ response (else the last untagged block, else the whole response), outside the re
 
 Both queries run in the CPU worker pool (a killable process, hard deadline) on a read-only database
 (see :mod:`.sql_exec`). Components: ``parses``, ``executes``, ``columns_match`` (same number of columns,
-and same names when ``column_names``), ``rows_match`` (same result multiset, or same list when the
-comparison is ordered: ``order: auto`` orders exactly when the gold query has a top-level ``ORDER BY``).
+and same names when ``column_names``), ``rows_match`` (the same set of rows as in BIRD's execution
+accuracy, or the same multiset with ``rows: multiset`` as in Spider's test-suite evaluation, or the same
+list when the comparison is ordered: ``order: auto`` orders exactly when the gold query has a top-level
+``ORDER BY``).
 The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
@@ -42,6 +44,11 @@ _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 class SqlConfig(RewardConfig):
     order: Literal["auto", "ordered", "unordered"] = Field(
         "auto", description="Row order: `auto` = ordered when the gold query has a top-level ORDER BY."
+    )
+    rows: Literal["set", "multiset"] = Field(
+        "set",
+        description="Unordered comparison: `set` (BIRD: duplicates ignored) or `multiset` (Spider: counts "
+        "must agree).",
     )
     column_names: bool = Field(False, description="Also require the same column names (case-insensitive).")
     float_digits: int = Field(6, ge=0, le=15, description="Floats are compared rounded to this many digits.")
@@ -76,7 +83,7 @@ def _clean(sql: str) -> str:
 @register
 class SqlReward(Reward[SqlConfig]):
     name: ClassVar[str] = "sql"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "
@@ -98,7 +105,7 @@ class SqlReward(Reward[SqlConfig]):
     async def score(self, items: Sequence[ScoreItem], config: SqlConfig, ctx: ScoreContext) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
         todo: list[int] = []
-        payloads: list[tuple[str, str, str, str, float, int, int, str, bool]] = []
+        payloads: list[tuple[str, str, str, str, float, int, int, str, bool, str]] = []
         for i, item in enumerate(items):
             ref = item.reference
             if ref is None:
@@ -133,11 +140,16 @@ class SqlReward(Reward[SqlConfig]):
             todo.append(i)
             payloads.append(
                 (kind, spec, _clean(ref["query"]), pred, config.timeout_s, config.max_rows, config.float_digits,
-                 config.order, config.column_names)
+                 config.order, config.column_names, config.rows)
             )  # fmt: skip
         if payloads:
             # Two queries per item; the pool's hard deadline is the backstop for SQLite's own interrupt.
-            results = await self.runtime.cpu_pool.run(run_sql_pair, payloads, 2 * config.timeout_s + 1.0)
+            # A request's own options.timeout_s caps it: an item past it is invalid (timeout, not cached),
+            # never a 0.0, since the per-query limit that decides "too slow" is the config's.
+            deadline = 2 * config.timeout_s + 1.0
+            if ctx.explicit_deadline:
+                deadline = min(deadline, ctx.deadline_s)
+            results = await self.runtime.cpu_pool.run(run_sql_pair, payloads, deadline)
             for i, payload, res in zip(todo, payloads, results, strict=True):
                 if not res.ok:
                     outcomes[i] = Outcome.pool_failure(res.error, res.message or res.error)

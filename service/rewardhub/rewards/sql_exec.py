@@ -214,9 +214,9 @@ def _cache_gold(gkey: tuple[str, str, int, int], g: dict[str, Any]) -> None:
         _gold_bytes -= old["bytes"]
 
 
-def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool]) -> dict[str, Any]:
+def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, str]) -> dict[str, Any]:
     """Execute gold and predicted queries and compare them; returns a small dict of components."""
-    kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names = payload
+    kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names, rows = payload
     deadline = time.monotonic() + timeout_s
     try:
         key, conn = _open(kind, spec, deadline)
@@ -250,6 +250,8 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool])
         rows_match = False
     elif ordered:
         rows_match = p["rows"] == g["rows"]
+    elif rows == "set":
+        rows_match = set(p["rows"]) == set(g["rows"])
     else:
         rows_match = Counter(p["rows"]) == Counter(g["rows"])
     out["rows_match"] = rows_match and out["columns_match"]
