@@ -142,8 +142,14 @@ def build_request(items: Sequence[ScoreItem], spec: str | RewardSpec | None, opt
     )
 
 
-def merge_responses(n: int, parts: Sequence[tuple[list[int], ScoreResponse]]) -> ScoreResponse:
-    """Put chunked answers back in request order; sum the count metrics, keep each chunk's metrics."""
+def merge_responses(
+    n: int, parts: Sequence[tuple[list[int], ScoreResponse]], wall_ms: float | None = None
+) -> ScoreResponse:
+    """Put chunked answers back in request order; sum the count metrics, keep each chunk's metrics.
+
+    ``latency_ms`` of a merged answer is ``wall_ms``, the time the whole call took as the caller saw it
+    (chunks may overlap, so neither the sum nor the longest of theirs is the batch's latency); without
+    it, the longest chunk's."""
     if len(parts) == 1 and parts[0][0] == list(range(n)):
         return parts[0][1]
     results: list[ItemResult | None] = [None] * n
@@ -158,6 +164,9 @@ def merge_responses(n: int, parts: Sequence[tuple[list[int], ScoreResponse]]) ->
         for reason, count in (p.metrics.get("invalid_reasons") or {}).items():
             reasons[reason] = reasons.get(reason, 0) + int(count)
     metrics["invalid_reasons"] = reasons
+    if wall_ms is None:
+        wall_ms = max((float(p.metrics.get("latency_ms", 0.0) or 0.0) for _, p in parts), default=0.0)
+    metrics["latency_ms"] = wall_ms
     return ScoreResponse(
         request_id=",".join(p.request_id for _, p in parts),
         results=[r for r in results if r is not None],

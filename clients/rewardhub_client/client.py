@@ -251,6 +251,7 @@ class RewardClient(_Base):
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         parts: list[tuple[list[int], ScoreResponse]] = []
+        t0 = time.perf_counter()
 
         def send(idx: list[int]) -> None:
             body = build_request(chunk_items(its, idx), spec, opts)
@@ -269,7 +270,7 @@ class RewardClient(_Base):
 
         for idx in chunk_indices(its, self.chunk_size):
             send(idx)
-        return merge_responses(len(its), parts)
+        return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
 
     def score_one(
         self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any
@@ -428,6 +429,7 @@ class AsyncRewardClient(_Base):
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         sem = asyncio.Semaphore(self.max_concurrency)
+        t0 = time.perf_counter()
 
         async def one(idx: list[int]) -> list[tuple[list[int], ScoreResponse]]:
             async with sem:
@@ -455,7 +457,7 @@ class AsyncRewardClient(_Base):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        return merge_responses(len(its), parts)
+        return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
 
     async def score_one(
         self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any

@@ -42,6 +42,9 @@ async def test_in_process_round_trip(client: httpx.AsyncClient) -> None:
         assert [r.id for r in resp.results] == [f"m{i}" for i in range(30)]
         assert resp.scores == expected(30)
         assert len(resp.metrics["chunks"]) == 5 and resp.metrics["items"] == 30
+        # A merged answer keeps a top-level latency (TRL logs it): the whole call's, at least each chunk's.
+        chunk_ms = [float(m["latency_ms"]) for m in resp.metrics["chunks"]]
+        assert resp.metrics["latency_ms"] >= max(chunk_ms) > 0
         one = await c.score_one("The answer is \\boxed{2}", "2", "math")
         assert one.score == 1.0 and one.valid
         with pytest.raises(UnknownReward):
@@ -73,6 +76,7 @@ def test_sync_and_async_against_a_live_server(live_server_factory: Any) -> None:
             c.wait_until_ready(timeout_s=30)
             resp = c.score(math_items(40, groups=5), "math")
             assert resp.scores == expected(40)
+            assert resp.metrics["latency_ms"] >= max(m["latency_ms"] for m in resp.metrics["chunks"])
             again = c.score(math_items(40, groups=5), "math")
             assert all(r.cached for r in again.results)
             assert c.health()["status"] == "ok"
