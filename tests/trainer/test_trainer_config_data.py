@@ -252,3 +252,9 @@ def test_vllm_truncated_sampling_refuses_sampler_logprobs(sampling: dict[str, fl
     # are untruncated whatever top_p/top_k are
     TrainConfig.model_validate({**base, "generation": {"backend": "vllm", "temperature": 0.7}})
     TrainConfig.model_validate({**base, "generation": {"backend": "transformers", **sampling}})
+
+
+def test_gdpo_weights_must_name_listed_components() -> None:
+    AlgorithmConfig(estimator="gdpo", gdpo_components=["a", "b"], gdpo_weights={"b": 0.5})
+    with pytest.raises(ValidationError, match=r"gdpo_weights names \['corect'\]"):
+        AlgorithmConfig(estimator="gdpo", gdpo_components=["correct"], gdpo_weights={"corect": 2.0})

@@ -156,3 +156,16 @@ def test_batch_reward_scaling_reaches_the_advantages(make_trainer: Callable[...,
     assert torch.allclose(adv.values, torch.tensor(expected, dtype=torch.float64))
     adv, _ = make_trainer(scale_rewards="none")._advantages(groups)
     assert torch.allclose(adv.values, torch.tensor([[2 / 3, -1 / 3, -1 / 3], [0.25, 0.0, -0.25]]).double())
+
+
+def test_a_misspelt_gdpo_weight_stops_the_run_at_its_first_batch(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A weight for a component the service does not return was ignored: the intended component kept
+    weight 1 for the whole run, with nothing said. Found in review."""
+    trainer = make_trainer(estimator="gdpo", gdpo_weights={"bb": 0.0})
+    with pytest.raises(ValueError, match=r"gdpo_weights names \['bb'\].*components are \['a', 'b'\]"):
+        trainer._gdpo_components([group(0, TIED_TOTALS[:3])])
+    trainer = make_trainer(estimator="gdpo", gdpo_weights={"b": 0.0})
+    _, weights = trainer._gdpo_components([group(0, TIED_TOTALS[:3])])
+    assert weights == [1.0, 0.0]

@@ -289,6 +289,10 @@ class AlgorithmConfig(_Section):
                 f"scale_rewards applies to grpo and dapo; {self.estimator} has its own scaling "
                 "(dr_grpo is grpo with scale_rewards: none)"
             )
+        if self.gdpo_components is not None:
+            unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
+            if unknown:
+                raise ValueError(f"gdpo_weights names {unknown}, which are not in gdpo_components")
         return self
 
     @property

@@ -108,6 +108,7 @@ class Trainer:
         self.n_per_prompt = config.generation.group_size + (1 if alg.estimator == "mc_grpo" else 0)
         self.step = 0
         self.data_pos = 0
+        self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
 
     # ---- data ----
@@ -190,6 +191,17 @@ class Trainer:
         """GDPO's ``[B, G, K]`` reward components and their weights."""
         alg = self.config.algorithm
         names = alg.gdpo_components or _top_level_components(groups, required)
+        if required and not self._gdpo_weights_checked:
+            # Once, on the first batch: a misspelt weight would silently leave its component at weight 1
+            # (and the intended one at its default) for the whole run. Explicit gdpo_components are
+            # checked when the config loads.
+            unknown = sorted(set(alg.gdpo_weights) - set(names))
+            if unknown:
+                raise ValueError(
+                    f"algorithm.gdpo_weights names {unknown}, which the reward service does not return; "
+                    f"its components are {names}"
+                )
+            self._gdpo_weights_checked = True
         comps = component_matrix([[r.components for r in g.results] for g in groups], names)
         return comps, [alg.gdpo_weights.get(n, 1.0) for n in names]
 
