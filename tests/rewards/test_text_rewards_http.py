@@ -15,6 +15,11 @@ PERSON = {"type": "object", "properties": {"age": {"type": "integer"}}, "require
 CASES: list[tuple[dict[str, Any], float | None]] = [
     # f1: P=1/2, R=1 -> 2/3
     ({"reward": "f1", "response": "cat sat on mat", "reference": "the cat sat"}, 2 / 3),
+    # exact_match and f1 read the answer outside the reasoning (found in review: the whole text was
+    # compared, so a reasoning model's correct answer scored 0, and f1 counted the draft's tokens)
+    ({"reward": "exact_match", "response": "<think>Lyon? No.</think>Paris", "reference": "Paris"}, 1.0),
+    ({"reward": "exact_match", "response": "Paris<think>or was it Lyon", "reference": "Paris"}, 1.0),
+    ({"reward": "f1", "response": "<think>the dog ran</think>the cat sat", "reference": "cat sat"}, 1.0),
     # multiple_choice: 'answer is (B)'
     ({"reward": "multiple_choice", "response": "The answer is (B).", "reference": "B"}, 1.0),
     # regex: the first group against the reference

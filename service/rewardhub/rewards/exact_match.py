@@ -1,5 +1,9 @@
 """``exact_match``: the response (or an extracted part of it) equals a reference after normalisation.
 
+Without ``extract`` the compared text is the response outside its reasoning: after the last ``</think>``
+and before a ``<think>`` that never closes (:func:`.text.answer_text`), as every answer-reading reward
+reads it; a reasoning model's "the answer is…" inside ``<think>`` is a draft.
+
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
 list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches.
@@ -15,7 +19,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, last_match, validate_pattern
-from rewardhub.rewards.text import squad_normalize
+from rewardhub.rewards.text import answer_text, squad_normalize
 
 __all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
 
@@ -54,13 +58,14 @@ def reference_strings(reference: Any) -> list[str] | None:
 
 
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
-    """The last match of ``pattern`` (its first group if it has one); the whole text without a pattern.
+    """The last match of ``pattern`` (its first group if it has one); without a pattern, the text outside
+    its reasoning (:func:`.text.answer_text`).
 
     Raises:
         PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
     """
     if pattern is None:
-        return text
+        return answer_text(text)
     m = last_match(pattern, text, budget=budget)
     if m is None:
         return None
@@ -104,7 +109,7 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
 @register
 class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
-    version: ClassVar[str] = "1.0.1"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
