@@ -116,9 +116,10 @@ async def test_string_equivalence_and_several_groups(client: httpx.AsyncClient) 
         {"response": "<answer>Lyon</answer>", "group": g2},
         {"response": "<answer>Lyon</answer>", "group": g1},
         {"response": "<answer>Lyon</answer>", "group": g2},
+        {"response": "<answer>Ｐａｒｉｓ</answer>", "group": g1},  # full-width: the same answer (NFKC)
     ]
     out = await results(client, reward, items)
-    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]
     assert out[0]["details"]["pseudo_label"] == "paris" and out[1]["details"]["pseudo_label"] == "lyon"
 
 

@@ -20,7 +20,8 @@ is" / last number). Equivalence (``equivalence``):
   counts as "not equivalent" (a missed merge costs less than a false one). At most ``max_pairs``
   comparisons per group, the most voted answers first, bound the work when a group has many distinct
   answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
-* ``string``: answers equal after ``normalize`` (``whitespace``: collapse spaces and case-fold;
+* ``string``: answers equal after ``normalize`` (``whitespace``: NFKC, so full-width ``Ｐａｒｉｓ`` is
+  ``Paris``, then collapse spaces and case-fold;
   ``squad``: also drop punctuation and articles; ``none``); ``answer`` and ``pseudo_label`` are then
   shown normalised, and an answer that normalises to nothing counts as no answer.
 
@@ -38,6 +39,7 @@ voted), ``group_size``, ``tie``. Not cacheable: an item's score depends on the o
 from __future__ import annotations
 
 import asyncio
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
@@ -122,7 +124,7 @@ def _normalizer(mode: str) -> Any:
     if mode == "squad":
         return squad_normalize
     if mode == "whitespace":
-        return lambda s: " ".join(s.split()).casefold()
+        return lambda s: " ".join(unicodedata.normalize("NFKC", s).split()).casefold()
     return lambda s: s
 
 
@@ -146,7 +148,7 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     name: ClassVar[str] = "majority_vote"
     # 1.0.1: a tie goes to the cluster with the earliest answer; votes are read after </think>, not from
     # the reasoning's drafts or a <think> never closed
-    version: ClassVar[str] = "1.0.1"
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); needs `group` on every item; not cacheable."
