@@ -301,7 +301,7 @@ async def test_version_and_cache_follow_the_components(
     [again] = await results(client, reward, items)
     assert first["cached"] is False and again["cached"] is True
     assert again["reward_version"] == first["reward_version"]
-    assert first["reward_version"].startswith("1.0.1+")
+    assert first["reward_version"].startswith("1.1.0+")
     # bump a component's version: the composite's version changes and the stale entry is not served
     monkeypatch.setattr(MathReward, "version", "9.9.9")
     [bumped] = await results(client, reward, items)
@@ -391,3 +391,61 @@ async def test_every_component_skipped_is_invalid_even_at_weight_zero(client: ht
         [NO_REF],
     )
     assert (r["score"], r["details"]["skipped"]) == (0.0, ["a"]), r
+
+
+async def test_a_gates_own_on_invalid(client: httpx.AsyncClient) -> None:
+    """A gate's own on_invalid was ignored: an invalid gate always made the composite invalid. Found in
+    review. zero fails the gate (gate_score), skip leaves it out (as if passed)."""
+    items = [{"response": "<answer>6</answer>"}]  # no reference: the exact-match gate is invalid
+    zero = composite(
+        {"reward": EM_TAG, "name": "em", "gate": True, "on_invalid": "zero"},
+        {"reward": {"name": "format", "config": {"preset": "answer"}}, "name": "fmt"},
+        gate_score=-1.0,
+    )
+    [r] = await results(client, zero, items)
+    assert (r["score"], r["details"]["gate_failed"]) == (-1.0, ["em"]), r
+    skip = composite(
+        {"reward": EM_TAG, "name": "em", "gate": True, "on_invalid": "skip"},
+        {"reward": {"name": "format", "config": {"preset": "answer"}}, "name": "fmt"},
+    )
+    [r] = await results(client, skip, items)
+    assert r["valid"] and r["score"] == 1.0 and r["details"]["skipped"] == ["em"], r
+    default = composite({"reward": EM_TAG, "name": "em", "gate": True}, {"reward": "format", "name": "fmt"})
+    [r] = await results(client, default, items)
+    assert (r["score"], r["reason"]) == (None, "missing_reference")
+
+
+async def test_noise_on_a_noisy_corrected_component_is_refused(client: httpx.AsyncClient) -> None:
+    twice = composite(
+        {
+            "reward": {
+                "name": "noisy_corrected",
+                "config": {"reward": "exact_match", "fp_rate": 0.1, "fn_rate": 0.1},
+            },
+            "name": "em",
+            "noise": {"fp_rate": 0.1, "fn_rate": 0.1},
+        }
+    )
+    resp = await post(client, twice, [{"response": "a", "reference": "a"}])
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["param"] == "reward.config.components.0.noise"
+    assert "correcting it twice" in resp.json()["error"]["message"]
+
+
+async def test_each_part_scores_under_its_own_default_deadline(client: httpx.AsyncClient) -> None:
+    """Without options.timeout_s every part got the composite's deadline, the longest of its parts' (a
+    model reward's 60 s), so a stuck math item held a CPU worker for a minute. Found in review."""
+    from rewardhub.rewards.base import ScoreContext
+    from rewardhub.rewards.composed import part_deadline
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    reward = runtime.reward_registry().get("composite")
+    config = reward.parse_config({"components": [{"reward": "math"}, {"reward": "orm", "weight": 0.5}]})
+    math_part, orm_part = reward.parts(config)
+    longest = reward.timeout_for(config)
+    assert longest == 60.0
+    default = ScoreContext(deadline_s=longest)
+    assert part_deadline(math_part, default) == runtime.settings.item_timeout_s < longest
+    assert part_deadline(orm_part, default) == longest
+    explicit = ScoreContext(deadline_s=3.0, explicit_deadline=True)
+    assert part_deadline(math_part, explicit) == part_deadline(orm_part, explicit) == 3.0

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -108,11 +109,25 @@ def _checked(o: Outcome) -> Outcome:
     return o
 
 
+def part_deadline(part: Part, ctx: ScoreContext) -> float:
+    """The per-item deadline a part scores under. Without ``options.timeout_s`` the owner's default is
+    the longest of its parts' (a judge's 60 s), and each part gets its own instead (the math part of a
+    math + judge composite keeps ``REWARDHUB_ITEM_TIMEOUT_S``, so a stuck item holds a CPU worker that
+    long, not a minute); a request's explicit deadline applies to every part as given."""
+    if ctx.explicit_deadline:
+        return ctx.deadline_s
+    own = part.reward.timeout_for(part.config)
+    settings = part.reward.runtime.settings
+    default = min(own if own is not None else settings.item_timeout_s, settings.max_item_timeout_s)
+    return min(default, ctx.deadline_s)
+
+
 async def run_part(part: Part, items: Sequence[ScoreItem], ctx: ScoreContext) -> list[Outcome]:
     """Score one batch with a part; a crash makes every item invalid (``internal_error``), as in serving."""
     if not items:
         return []
     r = part.reward
+    ctx = replace(ctx, deadline_s=part_deadline(part, ctx))
     try:
         outcomes = await r.score(items, part.config, ctx)
         if len(outcomes) != len(items):

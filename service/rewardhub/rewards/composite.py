@@ -15,7 +15,9 @@ item, in this order:
 1. **Gates** (``gate: true``): if a gate scores below its ``gate_threshold`` (default 1.0, i.e. a 1/0
    check must pass), the composite is ``gate_score`` (default 0) with the gate's reason, whatever the
    other components say (so their invalidity does not matter). Otherwise, an *invalid* gate makes the
-   composite invalid with the gate's reason: it cannot be known whether it would have passed.
+   composite invalid with the gate's reason: it cannot be known whether it would have passed. A gate's
+   own ``on_invalid`` overrides that (the composite's does not apply to gates): ``zero`` scores the
+   invalid gate 0, so it fails a threshold above 0; ``skip`` leaves the gate out, as if it had passed.
 2. **Invalid components** (``on_invalid``, per component, else the composite's): ``invalid`` (default)
    makes the composite invalid with the first such component's reason (a trainer masks it); ``zero``
    counts it as 0; ``skip`` leaves it out and rescales the weighted sum by Σ|w| / Σ|w of the rest|, so
@@ -30,7 +32,8 @@ item, in this order:
 
 A component may carry ``noise: {fp_rate, fn_rate}``: its score is replaced by the noisy-verifier
 correction ``(r − fp_rate)/(1 − fp_rate − fn_rate)`` (see ``noisy_corrected``) before gating and
-combination, and ``<name>.observed`` keeps the raw score.
+combination, and ``<name>.observed`` keeps the raw score (not on a ``noisy_corrected`` component, which
+would correct twice: a 422).
 
 **Components** of the result: every component's score under its name (``name``, default the reward
 name; names must be unique identifiers, not function names), null when it is invalid, and each
@@ -56,6 +59,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, model_validator
 
 from rewardhub.aio import gather_all
+from rewardhub.errors import InvalidRequest
 from rewardhub.formula import FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -81,7 +85,9 @@ class Component(RewardConfig):
     gate: bool = Field(False, description="Below gate_threshold, the whole composite scores gate_score.")
     gate_threshold: float = Field(1.0, allow_inf_nan=False, description="A gate passes iff score ≥ this.")
     on_invalid: OnInvalid | None = Field(
-        None, description="Override the composite's on_invalid for this one."
+        None,
+        description="Override the composite's on_invalid for this one; on a gate: zero = the gate fails, "
+        "skip = it is left out (default: an invalid gate makes the composite invalid).",
     )
     noise: NoiseRates | None = Field(
         None, description="Noisy-verifier correction {fp_rate, fn_rate}: (r − fp)/(1 − fp − fn)."
@@ -148,7 +154,7 @@ class CompositeConfig(RewardConfig):
 @register
 class CompositeReward(ComposedReward[CompositeConfig]):
     name: ClassVar[str] = "composite"
-    version: ClassVar[str] = "1.0.1"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Several rewards as one: gates, a weighted sum or a safe arithmetic formula over component "
         "names, per-component noisy-verifier correction; every component (and its sub-components, as "
@@ -163,6 +169,14 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             resolve(self.runtime, c.reward, f"reward.config.components.{k}.reward", self.name)
             for k, c in enumerate(config.components)
         )
+        for k, (c, part) in enumerate(zip(config.components, config._parts, strict=True)):
+            if c.noise is not None and part.reward.name == "noisy_corrected":
+                where = f"reward.config.components.{k}.noise"
+                raise InvalidRequest(
+                    f"{self.name}: {where}: the component is already noisy_corrected; correcting it twice "
+                    "is (r - fp)/(1 - fp - fn) applied to a corrected score. Give the rates in one place",
+                    param=where,
+                )
         return config
 
     def parts(self, config: CompositeConfig) -> Sequence[Part]:
@@ -204,17 +218,19 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             parts_details[c.key] = {"reason": o.reason.value if o.reason else None, "details": o.details}
         details: dict[str, Any] = {"parts": parts_details}
 
-        # 1. gates
-        failed = [
-            (c, o)
-            for c, o in zip(comps, outs, strict=True)
-            if c.gate and (s := values[c.key]) is not None and s < c.gate_threshold
-        ]
+        # 1. gates (an invalid one by its own on_invalid: zero fails it, skip leaves it out)
+        failed = []
+        for c, o in zip(comps, outs, strict=True):
+            s = values[c.key]
+            if c.gate and s is None and c.on_invalid == "zero":
+                s = 0.0
+            if c.gate and s is not None and s < c.gate_threshold:
+                failed.append((c, o))
         if failed:
             details["gate_failed"] = [c.key for c, _ in failed]
             return Outcome(config.gate_score, failed[0][1].reason, components, details)
         for c, o in zip(comps, outs, strict=True):
-            if c.gate and o.score is None:
+            if c.gate and o.score is None and c.on_invalid in (None, "invalid"):
                 return _invalid(f"gate component {c.key!r} could not be scored", o, components, details)
 
         # 2. invalid components
@@ -226,7 +242,7 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             if s is not None:
                 used[c.key] = s
                 continue
-            rule = c.on_invalid or config.on_invalid
+            rule = c.on_invalid or config.on_invalid  # (a gate here has its own: zero or skip)
             if rule == "invalid":
                 return _invalid(f"component {c.key!r} could not be scored", o, components, details)
             if rule == "zero":
