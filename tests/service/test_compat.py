@@ -308,3 +308,21 @@ async def test_nemo_gym_call_based_unit_tests_are_masked_not_run_as_stdin(client
     }
     ran = (await client.post("/compat/nemo-gym/verify", json=stdin_body)).json()
     assert (ran["reward"], ran["mask_sample"]) == (1.0, False)
+
+
+async def test_nemo_gym_transient_failures_go_to_the_failures_sidecar(client: httpx.AsyncClient) -> None:
+    """A failure of the moment (here a gold query past its time limit) was only masked; NeMo Gym's
+    collector routes a row to its failures sidecar, to be retried on resume, by `_ng_failure_class`."""
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    row = {
+        **NEMO_VERIFY,
+        "verifier": {"name": "sql", "config": {"timeout_s": 0.3}},
+        "expected_answer": {"query": endless, "schema": "CREATE TABLE t (a INTEGER);"},
+    }
+    out = (await client.post("/compat/nemo-gym/verify", json=row)).json()
+    assert (out["mask_sample"], out["failure_kind"]) == (True, "rewardhub:timeout"), out
+    assert out["_ng_failure_class"] == "transient"
+    # a lasting failure (no reference) is masked but not retried; a reverified row loses the stale class
+    body = {**out, "verifier": None, "expected_answer": None}
+    masked = (await client.post("/compat/nemo-gym/verify", json=body)).json()
+    assert masked["mask_sample"] is True and "_ng_failure_class" not in masked, masked

@@ -11,6 +11,9 @@ reward (default: the service's compat default, ``math``); ``verifier_metadata.un
 (call-based tests, with an ``fn_name``, are masked as unsupported rather than run as stdin/stdout). The
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
 ``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
+An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
+transient reasons) also carries ``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the
+row to its failures sidecar, keeps it out of the metrics, and a resumed run retries it.
 rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``stateless``.
 """
 
@@ -23,11 +26,13 @@ from typing import Any
 
 from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, prompt_text
 from rewardhub.errors import InvalidRequest, RewardHubError
-from rewardhub.protocol import RewardSpec, ScoreItem
+from rewardhub.protocol import TRANSIENT_REASONS, RewardSpec, ScoreItem
 
 __all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
 
 TASK_INDEX_KEYS = ("_ng_task_index", "_task_index")
+FAILURE_CLASS_KEY = "_ng_failure_class"
+_TRANSIENT = frozenset(r.value for r in TRANSIENT_REASONS)
 
 
 def response_text(response: Any) -> str:
@@ -125,6 +130,9 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
     out["failure_reason"] = (
         None if r["valid"] else (r.get("error") or (r.get("details") or {}).get("message") or r.get("reason"))
     )
+    out.pop(FAILURE_CLASS_KEY, None)  # a stale one from the stored answer being reverified
+    if not r["valid"] and r.get("reason") in _TRANSIENT:
+        out[FAILURE_CLASS_KEY] = "transient"
     details = r.get("details") or {}
     out.pop("extracted_answer", None)  # a stale one from the stored answer being reverified
     if "extracted" in details:
