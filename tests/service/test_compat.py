@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from rewardhub.security import Caller
+
 # What OpenRLHF's SingleTurnAgentExecutor sends: query = prompt + response decoded with special tokens.
 PROMPT = "<|im_start|>user\nWhat is 6*7? Put the answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -268,8 +270,16 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
     }
     async with make_app(max_items=2) as c:
         body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
-    assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0]
-    assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
+        assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0]
+        assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
+    # Over REWARDHUB_MAX_INFLIGHT_ITEMS too, with other work in flight: the parts are admitted one by
+    # one. Admitted whole, the batch was 'overloaded' whenever anything else was being scored.
+    async with make_app(max_items=2, max_inflight_items=4) as c:
+        admission = c.app.state.admission  # type: ignore[attr-defined]
+        async with admission.admit(Caller("someone-else"), 1):
+            body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0], body
+        assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
 
 
 async def test_nemo_gym_call_based_unit_tests_are_masked_not_run_as_stdin(client: httpx.AsyncClient) -> None:

@@ -165,16 +165,18 @@ async def score_or_flag(
         except RewardHubError as exc:
             results[i] = _flag(exc.error_type, exc.message)
     if good:
-        # A peer's batch has no size limit of its own: score it in parts of REWARDHUB_MAX_ITEMS.
+        # A peer's batch has no size limit of its own: score it in parts of REWARDHUB_MAX_ITEMS, each
+        # admitted on its own (a batch over REWARDHUB_MAX_INFLIGHT_ITEMS admitted whole was refused
+        # whenever anything else was in flight, however often the peer retried).
         size = scoring.settings.max_items
         parts = [good[k : k + size] for k in range(0, len(good), size)]
         try:
-            async with admission.admit(caller, len(good)):
-                for part in parts:
+            for part in parts:
+                async with admission.admit(caller, len(part)):
                     request = ScoreRequest(reward=None, items=[items[i] for i in part], options=opts)
                     out = await scoring.score(request)
-                    for i, r in zip(part, out["results"], strict=True):
-                        results[i] = r
+                for i, r in zip(part, out["results"], strict=True):
+                    results[i] = r
         except RewardHubError as exc:
             # Only the items that were sent share the request's failure; an item already flagged keeps
             # its own reason (an unreadable label is not "overloaded": retrying will not fix it).
