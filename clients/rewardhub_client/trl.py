@@ -24,12 +24,22 @@ Before its first batch the function asks the service whether it can run the spec
 was not given, or a composite with such a part, raises :class:`~rewardhub_client.RewardUnavailable`
 naming the part and the setting, instead of training on every reward coming back ``None`` (no signal).
 ``check=False`` skips it; a service too old to have the route is not checked.
+
+**Group rewards across processes.** TRL hands each process its own slice of the generation batch, so a
+prompt's ``num_generations`` completions stay on one process only when the per-process batch is a
+multiple of ``num_generations``; otherwise each process sees part of a group, and a group reward
+(``majority_vote``, ``group_length``) would score a vote among half the group. Pass
+``num_generations=`` (the GRPOConfig value) and a call holding part of a group raises ``ValueError``
+saying so; without it, a group reward in a multi-process run (``WORLD_SIZE`` > 1) warns once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
+import warnings
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +53,14 @@ RewardFunc = Callable[..., Awaitable[list[float | None]]]
 
 # What TRL passes a reward function besides the dataset's columns.
 _TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def _world_size() -> int:
+    """Processes in the run, as torchrun / accelerate launch set it (1 outside a launcher)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def _content_text(content: Any) -> str:
@@ -108,6 +126,7 @@ def make_reward_func(
     timeout_s: float | None = None,
     invalid_value: float | None = None,
     check: bool = True,
+    num_generations: int | None = None,
 ) -> RewardFunc:
     """Build a TRL reward function backed by the service.
 
@@ -124,6 +143,9 @@ def make_reward_func(
         invalid_value: what to return for an item that could not be scored (default None = masked).
         check: before the first batch, ask the service whether it can run this spec and every part of it
             (one request per function); raises :class:`RewardUnavailable` when it cannot.
+        num_generations: GRPOConfig's ``num_generations``. With a group reward (or with ``check=False``),
+            a call in which a prompt has another number of completions raises ``ValueError``: the group
+            was split across processes (see the module docstring).
     """
     spec_name = (
         reward
@@ -132,6 +154,10 @@ def make_reward_func(
     )
     clients: dict[int, AsyncRewardClient] = {}
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
+    # Whether the spec is a group reward: None = not known (not checked, or an older service).
+    group_aware: list[bool | None] = [None]
+    if num_generations is not None and num_generations < 1:
+        raise ValueError("num_generations must be at least 1")
 
     async def ensure_runnable(client: AsyncRewardClient) -> None:
         if not checked:
@@ -139,8 +165,30 @@ def make_reward_func(
             checked.append(
                 None if answer is None or answer.ok else RewardUnavailable(client.base_url, answer)
             )
+            group_aware[0] = None if answer is None else answer.group_aware
+            if group_aware[0] and num_generations is None and _world_size() > 1:
+                warnings.warn(
+                    f"reward {spec_name!r} scores each completion against its group, and in a "
+                    f"{_world_size()}-process run TRL may split a prompt's completions across processes; "
+                    "pass make_reward_func(..., num_generations=<GRPOConfig.num_generations>) to have "
+                    "split groups raise instead of being scored as smaller groups",
+                    stacklevel=2,
+                )
         if checked[0] is not None:
             raise checked[0]
+
+    def check_whole_groups(prompts: Sequence[Any]) -> None:
+        if num_generations is None or group_aware[0] is False:
+            return
+        counts = Counter(repr(p) for p in prompts)
+        split = next((n for n in counts.values() if n != num_generations), None)
+        if split is not None:
+            raise ValueError(
+                f"reward {spec_name!r} needs each prompt's {num_generations} completions in one call, and "
+                f"this process got {split} of one prompt: TRL split the group across processes. Make the "
+                "per-process generation batch (per_device_train_batch_size x steps_per_generation) a "
+                "multiple of num_generations"
+            )
 
     def client_for_loop() -> AsyncRewardClient:
         # httpx connection pools belong to one event loop; TRL keeps one daemon loop, but be safe.
@@ -156,6 +204,7 @@ def make_reward_func(
     ) -> list[float | None]:
         client = client_for_loop()
         await ensure_runnable(client)
+        check_whole_groups(prompts)
         call = uuid.uuid4().hex[:12]
         groups: dict[str, str] = {}
         refs = kwargs.get(reference_column) if reference_column else None

@@ -121,3 +121,26 @@ async def test_conversational_message_content_is_read_as_text(client: httpx.Asyn
         scores = await reward(prompts=[vlm_prompt] * 3, completions=completions, answer=["Paris"] * 3)
     assert scores == [1.0, 1.0, 0.0]
     assert prompt_text(vlm_prompt) == "Capital of France?"
+
+
+async def test_a_group_split_across_processes_raises_with_num_generations(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL gives each process a slice of the batch, so a prompt's completions can be split; a group
+    reward then voted among half a group, silently. Found in review."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    whole = {"prompts": ["p1"] * 3 + ["p2"] * 3, "completions": ["\\boxed{1}"] * 2 + ["\\boxed{2}"] * 4}
+    half = {"prompts": ["p1"] * 3 + ["p2"] * 2, "completions": ["\\boxed{1}"] * 5}
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        vote = make_reward_func(service, "majority_vote", reference_column=None, num_generations=3)
+        assert await vote(**whole) == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+        with pytest.raises(ValueError, match="got 2 of one prompt: TRL split the group across processes"):
+            await vote(**half)
+        # a pointwise reward does not care how groups are split
+        math = make_reward_func(service, "math", reference_column=None, num_generations=3)
+        assert await math(**half, solution=None) == [None] * 5
+        # without num_generations, a group reward in a multi-process run warns once
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        unguarded = make_reward_func(service, "majority_vote", reference_column=None)
+        with pytest.warns(UserWarning, match="num_generations"):
+            await unguarded(**whole)
