@@ -174,6 +174,8 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     top-p < 1 or top-k > 0 it must: ``processed_logprobs`` are taken after the truncation (and vLLM has no
     mode with the temperature but without the truncation), so they are not the policy's logprobs and
     the config refuses ``old_logprobs: sampler`` there (:class:`~rewardhub_trainer.config.TrainConfig`).
+    (Checked against vLLM's v1 ``Sampler``: the ``raw_*`` modes are read from the logits before penalties
+    and temperature; the ``processed_*`` ones after temperature, min-p and top-k/top-p.)
     """
 
     def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str):
