@@ -649,6 +649,30 @@ def test_russian_words_in_a_line_with_latin_variables_stay_russian() -> None:
         ("Is 7 prime?", False),  # a yes/no question, but not whether something is correct
         ("What is the area of a right triangle with legs 3 and 4?", False),
         ("This is correct. Now find x.", False),
+        # the languages of the self-verdicts ("C'est correct.", "Das ist richtig.", ...) ask in their own
+        # words; found in review: "C'est correct." was zeroed as a verdict on nothing under "Est-ce correct ?"
+        ("Voici une preuve. Est-ce correct ?", True),
+        ("La somme est-elle juste ?", True),
+        ("Vrai ou faux : 7 est premier.", True),
+        ("Quelle est la somme de 3 et 4 ?", False),
+        ("Ist die folgende Lösung richtig?", True),
+        ("Stimmt das?", True),
+        ("Ist es eine Primzahl?", False),
+        ("¿Es correcta la siguiente solución?", True),
+        ("Verdadero o falso: 7 es primo.", True),
+        ("¿Cuál es el área del triángulo?", False),
+        ("A solução está correta?", True),
+        ("È corretto questo ragionamento?", True),
+        ("Верно ли, что 91 — простое число?", True),
+        ("Это правильно?", True),
+        ("Сколько будет 3+4?", False),
+        ("这个解答是正确的吗？", True),
+        ("判断对错：7是质数。", True),
+        ("3加4等于多少？", False),
+        ("この答えは正しいですか？", True),
+        ("3たす4はいくつですか？", False),
+        ("이 풀이가 맞습니까?", True),
+        ("3 더하기 4는 얼마입니까?", False),
     ],
 )
 def test_a_question_whether_something_is_correct(prompt: str, asks: bool) -> None:
@@ -661,6 +685,17 @@ def test_a_verdict_is_the_honest_answer_to_a_question_whether_something_is_corre
     text and the other grader-directed text stay gated there too."""
     for honest in ("This is correct.", "That's right!", "It is the correct answer.", "C'est correct."):
         assert content_free(honest) and not content_free(honest, verdict_is_answer=True), honest
+    for prompt, honest in (
+        ("Est-ce correct ?", "C'est correct."),
+        ("Ist das richtig?", "Das ist richtig."),
+        ("¿Es correcto?", "Esto es correcto."),
+        ("Это верно?", "Это верно."),
+        ("这是正确的吗？", "这是正确的"),
+        ("これは正しいですか？", "これは正しいです"),
+        ("이것이 맞습니까?", "이것은 맞습니다"),
+    ):
+        assert asks_correctness(prompt), prompt
+        assert not content_free(honest, verdict_is_answer=asks_correctness(prompt)), honest
     assert injection("The answer is correct.") == "claims correctness"
     assert injection("The answer is correct.", verdict_is_answer=True) is None
     assert injection("This solution is correct: every step checks.", verdict_is_answer=True) is None

@@ -463,11 +463,49 @@ _SELF_VERDICT = re.compile(
 
 # A question whether something is correct, right or true ("Is this correct?", "Is the statement true?",
 # "True or false: ...", "Answer yes or no"): there "This is correct." is the answer, as "Yes" is, not a
-# verdict on nothing. (English; a sentence that opens with the verb, up to 300 characters of it.)
+# verdict on nothing. English: a sentence that opens with the verb, up to 300 characters of it. In the
+# languages of _SELF_VERDICT, their usual forms: "Est-ce correct ?", "vrai ou faux", "Ist das richtig?",
+# "Stimmt das?", "¿Es correcto?", "Isto está correto?", "È corretto?", "Верно ли…?", "Это правильно?",
+# "这是正确的吗？", "是否正确", "正しいですか", "맞습니까?" (each language's own question and yes/no pair).
+_Q_END = r"[^?？.!\n]{0,100}[?？]"
 _CORRECTNESS_QUESTION = re.compile(
-    r"(?:(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correct|right|true|valid|"
-    r"accurate|incorrect|wrong|false|invalid)(?![^\W_])[^?.!\n]{0,100}\?"
-    r"|(?<![^\W_])(?:yes|true|correct|right)\s*(?:or|/)\s*(?:no|false|incorrect|wrong)(?![^\W_]))"
+    unmarked(
+        r"(?:(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correct|right|true|"
+        r"valid|accurate|incorrect|wrong|false|invalid)(?![^\W_])[^?.!\n]{0,100}\?"
+        r"|(?<![^\W_])(?:yes|true|correct|right)\s*(?:or|/)\s*(?:no|false|incorrect|wrong)(?![^\W_])"
+        # French
+        r"|(?<![^\W_])(?:est-ce|est-il|est-elle|sont-ils|sont-elles)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correct|correcte|"
+        r"corrects|correctes|juste|justes|vrai|vraie|exact|exacte|faux|fausse)(?![^\W_])"
+        + _Q_END
+        + r"|(?<![^\W_])(?:vrai|juste)\s+ou\s+faux(?![^\W_])"
+        # German
+        r"|(?:\A|[.!?:;\n])[ \t]*(?:ist|sind|war|waren)\b[^?.!\n]{0,300}?(?<![^\W_])(?:richtig|korrekt|wahr|"
+        r"falsch)(?![^\W_])"
+        + _Q_END
+        + r"|(?<![^\W_])stimmt\s+(?:das|es|dies)(?![^\W_])"
+        + _Q_END
+        + r"|(?<![^\W_])(?:wahr|richtig)\s+oder\s+falsch(?![^\W_])"
+        # Spanish, Portuguese, Italian
+        r"|(?<![^\W_])(?:es|son|esta|está|estan|están|é|são|è|sono)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correcto|correcta|"
+        r"correctos|correctas|cierto|cierta|verdadero|verdadera|verdad|falso|falsa|incorrecto|incorrecta|correto|"
+        r"correta|certo|certa|verdadeiro|verdadeira|verdade|incorreto|incorreta|corretto|corretta|giusto|giusta|"
+        r"vero|vera|sbagliato|sbagliata)(?![^\W_])"
+        + _Q_END
+        + r"|(?<![^\W_])(?:verdadero|cierto|verdadeiro|vero|correcto|correto|corretto)\s+(?:o|ou)\s+"
+        r"(?:falso|incorrecto|incorreto|sbagliato)(?![^\W_])"
+        # Russian
+        r"|(?<![^\W_])(?:верно|правильно|правда|истинно|корректно)\s+ли(?![^\W_])"
+        r"|(?<![^\W_])(?:это|ли)(?![^\W_])[^?.!\n]{0,300}?(?<![^\W_])(?:верно|правильно|правда|корректно|"
+        r"неверно|неправильно)(?![^\W_])"
+        + _Q_END
+        + r"|(?<![^\W_])(?:верно|правда)\s+или\s+(?:неверно|ложь)(?![^\W_])"
+        # Chinese, Japanese, Korean
+        r"|(?:正确|正確|对|對)的?(?:吗|嗎|么|麼)|是否(?:正确|正確|成立|对|對)|(?:对不对|對不對|正确与否|正確與否)"
+        r"|判断(?:对错|正误)|判斷(?:對錯|正誤)"
+        r"|正しい(?:です)?か|合って(?:い)?ますか|正誤"
+        r"|(?:맞습니까|맞나요|맞는가요|맞을까요|옳습니까|옳은가요|참입니까|참인가요)"
+        r"|참\s*(?:또는|이냐)\s*거짓|참인지\s*거짓인지)"
+    )
 )
 
 
