@@ -231,3 +231,19 @@ def test_content_as_parts_and_null_logprobs_are_read() -> None:
     c = parse_chat_completion("judge", answer)
     assert c.text == "Score: 4" and c.tokens is not None and c.tokens[0].logprob == -math.inf
     assert read_decision(c, find(SCORE), Scale.scores(1, 5), "parse").value == pytest.approx(0.75)
+
+
+def test_a_label_split_into_several_tokens_counts_at_its_first_token() -> None:
+    """A pairwise "tie" that the tokenizer splits ("t" + "ie") was left out of the expectation: the judge
+    said tie with probability 0.9, and the score was the A/B split of the other 0.1 (0.8 here, not about
+    0.53). Found in review."""
+    rx = re.compile(r"winner\s*:\s*(a|b|tie)\b", re.IGNORECASE)
+    pairwise = Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b"))
+    toks = tokens(("Winner: ", None), (" t", {" t": 0.9, " A": 0.08, " B": 0.02}), ("ie", None))
+    d = read_decision(Completion("Winner: tie", toks), find(rx), pairwise, "logprobs")
+    assert d.method == "logprobs" and d.probs is not None
+    assert d.probs["tie"] == pytest.approx(0.9) and d.value == pytest.approx(0.9 * 0.5 + 0.08)
+    # a numeric scale keeps whole labels only: "1" is a label, not the start of "10"
+    assert Scale.scores(1, 10).token_label("1") == "1"
+    assert Scale({"yes": 1.0, "no": 0.0}).token_label("Y") == "yes"
+    assert Scale({"a": 1.0, "b": 0.0, "tie": 0.5}).token_label("x") is None

@@ -8,7 +8,9 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   item becomes ``parse_error``, never a silent 0).
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
-  ``" yes"``, ``"YES"`` all count for ``yes`` and are summed), renormalised over the labels present, and
+  ``" yes"``, ``"YES"`` all count for ``yes`` and are summed; on a scale of words a token that starts
+  exactly one label counts for it, so a "tie" split into "t" + "ie" is not left out), renormalised over
+  the labels present, and
   the score is the expected value. For two-label scales (yes/no, A/B) a label missing from the top-k gets
   an upper bound on its probability: the smallest top-k probability (GenPRM's rule), and no more than
   the mass the top-k leave over (with ``top_logprobs: 1`` and "Yes" at 0.99, "No" gets at most 0.01,
@@ -90,8 +92,18 @@ class Scale:
         return self.labels.get(key)
 
     def token_label(self, token: str) -> str | None:
+        """The label a token at the decision carries: the label itself, or, on a scale of words, the
+        start of exactly one label (a tokenizer that splits "tie" into "t" + "ie", or "Yes" into "Y" +
+        "es": the first token's probability is the label's, as the rest follows from it). Not on a
+        numeric scale, where "1" starts "10" and is a label of its own."""
         key = token.strip(_LABEL_STRIP).casefold()
-        return key if key in self.labels else None
+        if key in self.labels:
+            return key
+        if self.numeric is None and key:
+            starts = [label for label in self.labels if label.startswith(key)]
+            if len(starts) == 1:
+                return starts[0]
+        return None
 
 
 @dataclass(frozen=True, slots=True)
