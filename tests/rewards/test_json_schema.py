@@ -232,6 +232,22 @@ async def test_hostile_schema_pattern_times_out(schema: dict[str, Any]) -> None:
     assert time.perf_counter() - t0 < 3
 
 
+async def test_many_slow_searches_share_one_budget() -> None:
+    """Each search had its own 0.5 s limit and nothing bounded their sum: one document with 60 keys
+    under a slow (not catastrophic) patternProperties pattern held the event loop for about 15 s, a
+    request of many such items for as long as it liked. Found in review."""
+    schema = {"type": "object", "patternProperties": {"^(a|aa)+$": {}}}
+    doc = json.dumps({"a" * 29 + f"b{i}": 1 for i in range(60)})  # each search ~0.1-0.3 s, none over 0.5
+    cfg = REWARD.parse_config({"schema": schema})
+    items = [ScoreItem(response=doc), ScoreItem(response=doc.replace("b", "c"))]
+    first, second = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert (first.score, first.reason) == (None, Reason.TIMEOUT), first
+    assert (second.score, second.reason) == (None, Reason.TIMEOUT), second  # the budget is the request's
+    # a document whose searches are quick is unaffected
+    quick = await score_one(json.dumps({"aaaa": 1, "b": 2}), schema=schema)
+    assert quick.score == 1.0
+
+
 @pytest.mark.parametrize(
     "config",
     [

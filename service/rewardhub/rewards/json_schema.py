@@ -21,7 +21,11 @@ Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when
 ``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes are checked (so ECMA-262's
 ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are read) and run by the ``regex`` engine
 with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
-validator's ``re.search`` on a hostile pattern and response would stall the event loop.
+validator's ``re.search`` on a hostile pattern and response would stall the event loop. Every search of
+one request draws on one :class:`~rewardhub.rewards.patterns.MatchBudget`: a document with many keys
+or strings runs many searches, each under its own limit, and one item of 40 keys under a slow
+``patternProperties`` pattern held the loop for 10 s; once the budget is spent, the items left are
+``timeout``.
 
 Score: 1 when valid; 0 when it does not parse or does not validate (reason ``format``), or 0.5 for JSON
 that parses but does not validate with ``partial_credit``. Components ``parses`` and ``valid``; details
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from functools import lru_cache
 from itertools import islice
 from typing import Any, ClassVar, Literal
@@ -46,7 +51,7 @@ from referencing.exceptions import Unresolvable
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, PatternTimeout, compile_pattern
+from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, PatternTimeout, compile_pattern
 from rewardhub.rewards.text import answer_text
 
 __all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text"]
@@ -133,13 +138,23 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# The budget of the request being scored; the validators are cached across requests, so the keyword
+# functions below find it here rather than on the validator.
+_budget: ContextVar[MatchBudget | None] = ContextVar("rewardhub_json_schema_budget", default=None)
+
+
 def _search(pattern: str, text: str) -> bool:
     try:
-        return compile_pattern(pattern, False).search(text, timeout=MATCH_TIMEOUT_S) is not None
-    except TimeoutError:
-        raise PatternTimeout(f"schema pattern {pattern[:80]!r} ran past {MATCH_TIMEOUT_S}s") from None
+        compiled = compile_pattern(pattern, False)
     except regex.error as exc:
         raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
+    budget = _budget.get()
+    if budget is not None:
+        return budget.run(pattern, compiled.search, text) is not None
+    try:
+        return compiled.search(text, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise PatternTimeout(f"schema pattern {pattern[:80]!r} ran past {MATCH_TIMEOUT_S}s") from None
 
 
 def _pattern(validator: Validator, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -221,7 +236,7 @@ def _reference_schema(reference: Any) -> Schema:
 @register
 class JsonSchemaReward(Reward[JsonSchemaConfig]):
     name: ClassVar[str] = "json_schema"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
@@ -233,7 +248,11 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
         self, items: Sequence[ScoreItem], config: JsonSchemaConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         shared = None if config.json_schema is None else _load(config.json_schema, config.check_formats)
-        return [self._one(item, config, shared) for item in items]
+        token = _budget.set(MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s)))
+        try:
+            return [self._one(item, config, shared) for item in items]
+        finally:
+            _budget.reset(token)
 
     def _one(self, item: ScoreItem, config: JsonSchemaConfig, shared: Validator | Outcome | None) -> Outcome:
         validator = shared
