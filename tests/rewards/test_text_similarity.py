@@ -72,3 +72,47 @@ async def test_rouge_reads_non_ascii_words(client: httpx.AsyncClient, metric: st
     assert [r["score"] for r in res[:2]] == [pytest.approx(1.0)] * 2
     assert 0.0 < res[2]["score"] < 1.0
     assert res[3]["score"] == pytest.approx(1.0)
+
+
+async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
+    client: httpx.AsyncClient,
+) -> None:
+    """ROUGE-L aligns every word pair in pure Python, and ran on the event loop: 3,000 words against
+    3,000 held the whole service for 3.6 s, and nothing bounded a request's total. Found in review. A big
+    batch now runs in the CPU workers under the request's deadline."""
+    import asyncio
+    import random
+
+    from rewardhub.rewards.text_similarity import similarity_score
+
+    rng = random.Random(7)
+
+    def text(n: int) -> str:
+        return " ".join(f"w{rng.randint(0, 40)}" for _ in range(n))
+
+    medium = {"response": text(1500), "reference": text(1500)}
+    [r] = await run(client, "rouge_l", [medium])  # in the workers, the same value
+    assert r["valid"] and r["score"] == pytest.approx(
+        similarity_score("rouge_l", medium["response"], medium["reference"])
+    )
+    order: list[str] = []
+
+    async def score_huge() -> httpx.Response:
+        body = {
+            "reward": {"name": "text_similarity", "config": {"metric": "rouge_l"}},
+            "items": [{"response": text(8000), "reference": text(8000)}],
+            "options": {"timeout_s": 1.0},
+        }
+        resp = await client.post("/v1/score", json=body)
+        order.append("score")
+        return resp
+
+    async def health() -> None:
+        await asyncio.sleep(0.2)  # while the huge item is being scored
+        assert (await client.get("/health")).status_code == 200
+        order.append("health")
+
+    resp, _ = await asyncio.gather(score_huge(), health())
+    huge = resp.json()["results"][0]
+    assert (huge["valid"], huge["reason"]) == (False, "timeout"), huge
+    assert order == ["health", "score"]  # the event loop kept serving

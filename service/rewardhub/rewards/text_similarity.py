@@ -17,6 +17,12 @@ Metrics (``metric``):
 Reference: a string, ``{"text": ...}``/``{"answer": ...}``, or a list of strings (several acceptable
 answers: the best one counts, ``details.best_reference`` says which), as for ``similarity``. A blank
 reference is no reference (invalid ``parse_error``): an empty response scored 1.0 against it.
+
+Where it runs: ROUGE-L and METEOR align every word of the response with every word of the reference,
+pure Python, so their cost grows with the product of the lengths (3,000 words against 3,000: 3.6 s). A
+request whose estimated work (:func:`_cost`) is small is scored inline; a bigger one goes to the CPU
+worker pool as one batch, each item under the request's deadline (an item past it is ``timeout``), so
+long texts never hold the event loop.
 """
 
 from __future__ import annotations
@@ -83,6 +89,26 @@ def _wordnet_available() -> bool:
         return True
     except (LookupError, OSError):
         return False
+
+
+# Work (about one per word pair for the aligning metrics, one per character for the others) a request
+# may do on the event loop; about 50 ms. Above it the batch goes to the CPU workers.
+_INLINE_WORK = 100_000
+_ALIGNING = frozenset({"rouge_l", "meteor"})
+
+
+def _cost(metric: str, text: str, refs: Sequence[str]) -> int:
+    """Rough work of one item: words x words for the aligning metrics, characters for the others."""
+    if metric in _ALIGNING:
+        n = text.count(" ") + 1
+        return sum(n * (r.count(" ") + 1) for r in refs)
+    return len(text) + sum(len(r) for r in refs)
+
+
+def best_similarity(payload: tuple[str, str, tuple[str, ...]]) -> list[float | None]:
+    """``similarity_score`` of the response against each reference (a CPU-pool task: module level)."""
+    metric, text, refs = payload
+    return [similarity_score(metric, text, ref) for ref in refs]
 
 
 def similarity_score(metric: str, text: str, reference: str) -> float | None:
@@ -166,30 +192,43 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     ) -> list[Outcome]:
         if config.metric == "cosine":
             return await self._cosine(items, ctx)
-        out = []
-        for item in items:
+        out: list[Outcome | None] = [None] * len(items)
+        todo: list[int] = []
+        payloads: list[tuple[str, str, tuple[str, ...]]] = []
+        for i, item in enumerate(items):
             refs = reference_texts(item.reference)
             if refs is None:
-                out.append(no_reference(self.name, item.reference))
+                out[i] = no_reference(self.name, item.reference)
                 continue
-            values = [similarity_score(config.metric, item.response, ref) for ref in refs]
-            if any(v is None for v in values):
-                # this server's lack: a composite zeroing it must not cache the 0
-                out.append(
-                    Outcome.invalid(
-                        Reason.UNSUPPORTED,
-                        "meteor needs the NLTK WordNet corpus, not installed",
-                        transient=True,
-                    )
+            todo.append(i)
+            payloads.append((config.metric, item.response, tuple(refs)))
+        if sum(_cost(m, text, refs) for m, text, refs in payloads) <= _INLINE_WORK:
+            for i, payload in zip(todo, payloads, strict=True):
+                out[i] = self._outcome(config, best_similarity(payload))
+        elif payloads:
+            results = await self.runtime.cpu_pool.run(best_similarity, payloads, ctx.deadline_s)
+            for i, res in zip(todo, results, strict=True):
+                out[i] = (
+                    self._outcome(config, res.value)
+                    if res.ok
+                    else Outcome.pool_failure(res.error, res.message or res.error)
                 )
-                continue
-            scores = [v for v in values if v is not None]
-            best = max(scores)
-            details: dict[str, Any] = {"metric": config.metric, "best_reference": scores.index(best)}
-            if len(scores) > 1:
-                details["scores"] = [round(v, 6) for v in scores]
-            out.append(Outcome(best, details=details))
-        return out
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
+
+    @staticmethod
+    def _outcome(config: TextSimilarityConfig, values: list[float | None]) -> Outcome:
+        """The item's outcome from its scores against each reference (None: the metric cannot run here)."""
+        if any(v is None for v in values):
+            # this server's lack: a composite zeroing it must not cache the 0
+            return Outcome.invalid(
+                Reason.UNSUPPORTED, "meteor needs the NLTK WordNet corpus, not installed", transient=True
+            )
+        scores = [v for v in values if v is not None]
+        best = max(scores)
+        details: dict[str, Any] = {"metric": config.metric, "best_reference": scores.index(best)}
+        if len(scores) > 1:
+            details["scores"] = [round(v, 6) for v in scores]
+        return Outcome(best, details=details)
 
     async def _cosine(self, items: Sequence[ScoreItem], ctx: ScoreContext) -> list[Outcome]:
         registry = self.runtime.reward_registry()
