@@ -74,7 +74,12 @@ class LoRAConfig(_Section):
     r: int = Field(16, ge=1, description="LoRA rank.")
     alpha: int = Field(32, gt=0, description="LoRA alpha (the update is scaled by alpha / r).")
     dropout: float = Field(
-        0.0, ge=0, lt=1, description="Dropout on the LoRA input (0 keeps runs deterministic)."
+        0.0,
+        ge=0,
+        lt=1,
+        description="Dropout on the LoRA input, in the loss passes only: sampling runs in eval mode, so with "
+        "dropout > 0 the sampler's logprobs are not those of the policy the loss sees (prefer old_logprobs: "
+        "recompute). 0 keeps runs deterministic.",
     )
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
