@@ -78,6 +78,12 @@ CASES = [
     ("(6,3),(9,3),(9,5),(54,5)", "(9, 3), (6, 3), (54, 5), (9, 5)", True),
     # tuples are ordered
     ("(1,2),(3,4)", "(2,1),(3,4)", False),
+    # a set literal is unordered: never a tuple or an interval with the same components
+    ("(0, \\infty)", "\\{0, \\infty\\}", False),
+    ("(1,2)", "\\{1, 2\\}", False),
+    ("\\{1, 2\\}", "(1, 2)", False),
+    ("(1,2),(3,4)", "\\{1,2\\},\\{3,4\\}", False),
+    ("(1,2),(3,4)", "\\{(1,2),(3,4)\\}", True),
     # a single tuple against the bare list of its components, in order
     ("1,2,3", "(x, y, z) = (1, 2, 3)", True),
     ("1,2,3", "(x, y, z) = (1, 3, 4)", False),

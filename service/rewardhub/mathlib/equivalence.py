@@ -21,8 +21,8 @@ from typing import Any
 
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
-from rewardhub.mathlib.scan import outer_brackets, split_top_level
-from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_items
+from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
+from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
     constants_equal,
     is_constant,
@@ -103,7 +103,8 @@ class _Comparer:
 
         Same brackets and arity: tuples and intervals compare in order, ``\\{...\\}`` as
         multisets.  An interval never equals one with different end brackets (``[a, b]`` is not
-        ``(a, b)``).  Unions of pieces compare as multisets of pieces when the counts agree.
+        ``(a, b)``), and a set literal of several elements never equals a tuple or an interval.
+        Unions of pieces compare as multisets of pieces when the counts agree.
         """
         bg, bp = outer_brackets(g), outer_brackets(p)
         if bg is not None and bp is not None:
@@ -117,6 +118,12 @@ class _Comparer:
                 return ("set" if bg[0] == "\\{" else "tuple") if ok else ""
             if not same and len(cg) == len(cp) == 2 and "\\{" not in (bg[0], bp[0]):
                 return ""
+            if not same and len(cg) > 1 and len(cp) > 1 and "\\{" in (bg[0], bp[0]):
+                # A set literal of several elements is unordered, so it is never a tuple or an
+                # interval (math-verify accepts {0, 1} for the interval (0, 1) element by element).
+                inner = bg[1] if bg[0] == "\\{" else bp[1]
+                if all(find_top_level(inner, sep) < 0 for sep in ("\\mid", "|", ":")):
+                    return ""
         ug, up = split_top_level(g, ("\\cup",)), split_top_level(p, ("\\cup",))
         if len(ug) > 1 and len(ug) == len(up):
             if self._match([Item(None, x.strip()) for x in ug], [Item(None, x.strip()) for x in up]):
@@ -190,7 +197,10 @@ class _Comparer:
 
         return all(augment(i, set()) for i in range(len(gold)))
 
-    def items(self, gold: list[Item], pred: list[Item]) -> str | None:
+    def items(
+        self, gold: list[Item], pred: list[Item], sets: tuple[bool, bool] = (False, False)
+    ) -> str | None:
+        """Equivalence of two item lists; ``sets`` says which side was written as a set literal."""
         if len(gold) == 1 and len(pred) == 1:
             use_labels = bool(gold[0].label and pred[0].label)
             return self._item_eq(gold[0], pred[0], use_labels)
@@ -199,9 +209,10 @@ class _Comparer:
                 return None
             tuples = all(outer_brackets(i.value) is not None for i in gold)
             return "tuple_set" if tuples else "set"
-        # One tuple against a bare list of its components: (x, y, z) = 1, 2, 3 in order.
-        for single, many, flip in ((gold, pred, False), (pred, gold, True)):
-            if len(single) == 1 and len(many) > 1:
+        # One tuple against a bare list of its components: (x, y, z) = 1, 2, 3 in order.  A set
+        # literal is not such a list: \{0, 1\} is unordered and is neither (0, 1) nor (1, 0).
+        for single, many, flip, many_is_set in ((gold, pred, False, sets[1]), (pred, gold, True, sets[0])):
+            if len(single) == 1 and len(many) > 1 and not many_is_set:
                 br = outer_brackets(single[0].value)
                 if br is not None and br[0] == "(" and br[2] == ")":
                     comps = [c.strip() for c in split_top_level(br[1])]
@@ -233,17 +244,17 @@ def check(gold: str, pred: str) -> Check:
         return quick
     comparer = _Comparer()
     try:
-        g_items = parse_items(gold)
-        p_items = parse_items(pred)
+        g_items, g_set = parse_answer(gold)
+        p_items, p_set = parse_answer(pred)
     except Exception:
-        g_items, p_items = [], []
+        g_items, p_items, g_set, p_set = [], [], False, False
     gold_parsed = any(
         parse_literal(i.value) is not None or parse_item(i.value, comparer.cache) is not None for i in g_items
     )
     if not g_items or not p_items:
         return Check(False, "empty", gold_parsed)
     try:
-        method = comparer.items(g_items, p_items)
+        method = comparer.items(g_items, p_items, (g_set, p_set))
     except Exception:
         method = None
     if method is None:

@@ -292,17 +292,32 @@ def _item_value(value: str) -> list[str]:
 
 def parse_items(s: str) -> list[Item]:
     """Split a (raw or normalised) answer into labelled items; see the module docstring."""
+    return parse_answer(s)[0]
+
+
+def parse_answer(s: str) -> tuple[list[Item], bool]:
+    """:func:`parse_items`, and whether the answer was written as a set literal ``\\{a, b\\}``.
+
+    The set braces are dropped (a set of solutions is a list of solutions), but the caller must
+    know they were there: a set is unordered, so it is never the same answer as a tuple or an
+    interval with the same components (``\\{0, 1\\}`` is not ``(0, 1)``).
+    """
     s = _strip_prefixes(normalize(s))
     if not s:
-        return []
+        return [], False
     if parse_literal(s) is not None:
-        return [Item(None, s)]
+        return [Item(None, s)], False
     whole = inequality_to_interval(s) or set_builder(s)
     if whole is not None:
-        return [Item(None, whole[1])]
+        return [Item(None, whole[1])], False
     br = outer_brackets(s)
-    if br is not None and br[0] == "\\{":
+    is_set = br is not None and br[0] == "\\{"
+    if br is not None and is_set:
         s = br[1]
+    return _split_items(s), is_set
+
+
+def _split_items(s: str) -> list[Item]:
     # A tuple label on the whole answer distributes over a tuple value of the same arity:
     # (x, y) = (1, 2) means x = 1, y = 2.  Over anything else it is just dropped.
     eq = find_top_level(s, "=")
