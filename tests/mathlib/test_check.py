@@ -142,6 +142,11 @@ CASES = [
     ("2.653 \\ \\mathrm{m}", "2.65", True),
     ("15th Day", "15", True),
     ("15th Day", "16", False),
+    # words that change the value are not units
+    ("5", "5 \\text{ thousand}", False),
+    ("5", "5 \\text{ thousand dollars}", False),
+    ("5", "5 \\text{ squared}", False),
+    ("5", "5 \\text{ is not the answer}", False),
     # a one-letter roman e after a number is Euler's number, not a unit
     ("2\\mathrm{e}", "2", False),
     # --- degrees ---------------------------------------------------------------------------

@@ -34,6 +34,18 @@ _QUALIFIER_RE = re.compile(r"\s(?:for all|for every|for each|for any|\\forall)\s
 _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
 _VALUE_END_RE = re.compile(r"(?:\d|[)}\]]|\\[a-zA-Z]+)$")
 _NOT_UNITS = frozenset({"pi", "and", "or", "mod", "infty", "inf"})
+# Words after a number that change its value: a multiplier, a power, a fraction's denominator or
+# a negation.  A tail containing one of them is not a unit, so nothing is stripped.
+_VALUE_WORDS = frozenset(
+    {
+        *("hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion", "billions"),
+        *("trillion", "trillions", "dozen", "dozens", "squared", "cubed", "factorial", "power"),
+        *("halves", "thirds", "quarters", "fourths", "fifths", "sixths", "sevenths", "eighths"),
+        *("ninths", "tenths", "hundredths", "thousandths", "millionths", "percent", "percentage"),
+        *("not", "no", "negative", "minus", "plus", "times", "over", "inverse", "reciprocal"),
+        *("less", "more", "fewer", "than", "wrong", "incorrect", "false"),
+    }
+)
 _INFINITE_WORDS = frozenset({"infinitely many", "infinite", "infinity", "infinitely many solutions"})
 _MATRIX_RE = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(?P<body>.*)\\end\{\1\}$", re.DOTALL)
 _REL_RE = re.compile(r"\\leq|\\geq|\\neq|<|>|=")
@@ -118,7 +130,9 @@ def strip_units(value: str) -> str:
 
     Sound because words after a numeric value name what is counted (its unit) and cannot change
     the number.  We strip only words of two or more letters (single letters are variables),
-    never ``pi``, and only when what remains still ends like a number or a closed group.
+    never ``pi``, and only when what remains still ends like a number or a closed group.  Words
+    that change the value (``5 thousand``, ``5 squared``, ``5 is not the answer``) are not units:
+    such a tail is kept whole.
     """
     if len(value) > 500:
         return value
@@ -129,6 +143,8 @@ def strip_units(value: str) -> str:
         if m is None or m.group(0).strip().lower() in _NOT_UNITS:
             break
         words.append(m.group(0).strip().lower())
+        if words[-1] in _VALUE_WORDS:
+            return value
         out = out[: m.start()].rstrip()
     if out != value and _VALUE_END_RE.search(out) and any(c.isdigit() for c in out):
         # "30 degrees" keeps its unit as the degree mark, so it still compares with radians.
