@@ -67,6 +67,9 @@ CASES = [
     # same numbers, different multiplicity
     ("1,1,2", "1,2,2", False),
     ("1,2", "1,1,2", False),
+    # a leading group of 0 is no thousands separator: "0,100" lists 0 and 100
+    ("0,100", "100", False),
+    ("100", "0,100", False),
     ("-2,-2", "a = -2, \\ b = -2", True),
     # set braces and "and"/"or" separators
     ("-2,-1,1,2", "\\{-2, -1, 1, 2\\}", True),

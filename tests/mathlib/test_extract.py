@@ -54,6 +54,8 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("the temperature fell to -7", "-7", "last_number"),
         # last number: thousands separators are removed
         ("a total of 1,234,567 people", "1234567", "last_number"),
+        # ... but a group that starts with 0 is a list, not thousands: "0,100" is not 100
+        ("the roots are 0,100", "100", "last_number"),
         # last number: a simple fraction
         ("half of it, 3/4 remained", "3/4", "last_number"),
     ],

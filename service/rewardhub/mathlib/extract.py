@@ -33,7 +33,7 @@ _PHRASE_RE = re.compile(
     r"|^[ \t]{0,8}####",
     re.IGNORECASE | re.MULTILINE,
 )
-_NUMBER_RE = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d])")
+_NUMBER_RE = re.compile(r"(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d])")
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _MAX_PHRASE_CHARS = 400
 

@@ -24,7 +24,8 @@ MIN_SIG_DIGITS = 3
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _INT = r"\d+"
 _DEC_RE = re.compile(rf"^(?P<sign>[+-]?)(?P<num>{_NUM})$")
-_THOUSANDS_RE = re.compile(r"^(?P<sign>[+-]?)(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?)$")
+# A thousands group never starts with 0: "0,100" is the list 0, 100 (or a decimal comma), not 100.
+_THOUSANDS_RE = re.compile(r"^(?P<sign>[+-]?)(?P<num>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?)$")
 _SLASH_RE = re.compile(rf"^(?P<sign>[+-]?)(?P<a>{_INT})/(?P<b>{_INT})$")
 _FRAC_RE = re.compile(
     rf"^(?P<sign>[+-]?)(?P<whole>{_INT})?\s?\\frac\{{(?P<s1>[+-]?)(?P<a>{_INT})\}}\{{(?P<s2>[+-]?)(?P<b>{_INT})\}}$"
