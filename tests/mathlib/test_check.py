@@ -117,6 +117,12 @@ CASES = [
     ("$g(x)=x^2-2x+2$", "x^2-2x+2", True),
     ("$m_{\\max }=n^{2}-n-1$", "n^2 - n - 1", True),
     ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\frac{\\sqrt{2}}{2}", True),
+    # a gold that names each value is a tuple: a bare list must keep its order
+    ("x = 1, y = 2", "1, 2", True),
+    ("x = 1, y = 2", "2, 1", False),
+    ("(x, y) = (1, 2)", "2, 1", False),
+    # ... but subscripts of one name number the solutions of one unknown
+    ("x_1=-2, x_2=3", "3, -2", True),
     # both labelled: labels must match
     ("x = 2, y = 3", "x = 3, y = 2", False),
     ("x = 2", "y = 2", False),

@@ -205,6 +205,13 @@ class _Comparer:
             use_labels = bool(gold[0].label and pred[0].label)
             return self._item_eq(gold[0], pred[0], use_labels)
         if len(gold) == len(pred):
+            # x = 1, y = 2 (or (x, y) = (1, 2)) names each value, so it is a tuple: a bare list
+            # must give the values in the same order, as the tuple (2, 1) must.  Subscripts of
+            # one name (x_1 = -2, x_2 = 3) number the solutions of one unknown: any order.
+            bases = {(i.label or "").split("_", 1)[0] for i in gold}
+            if all(i.label for i in gold) and len(bases) == len(gold) and not any(i.label for i in pred):
+                ok = all(self.value(a.value, b.value) for a, b in zip(gold, pred, strict=True))
+                return "tuple" if ok else None
             if not self._match(gold, pred):
                 return None
             tuples = all(outer_brackets(i.value) is not None for i in gold)
