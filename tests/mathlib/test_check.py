@@ -149,6 +149,11 @@ CASES = [
     ("5.4 \\text{ square units}", "\\dfrac{27}{5}", True),
     ("864 \\mbox{ inches}^2", "864", True),
     ("2.653 \\ \\mathrm{m}", "2.65", True),
+    # a one-letter unit is dropped with its power: 5 m^2 is 5, not 25
+    ("5", "5\\text{m}^2", True),
+    ("25", "5\\text{m}^2", False),
+    ("2", "2\\text{ m}^{3}", True),
+    ("8", "2\\text{ m}^{3}", False),
     ("15th Day", "15", True),
     ("15th Day", "16", False),
     # words that change the value are not units

@@ -113,6 +113,8 @@ _TEXT_COMMANDS = (
     "boldsymbol",
 )
 _TEXT_OR_BRACE_RE = re.compile(r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]")
+# The power of a dropped one-letter unit (``\\mathrm{m}^2``, ``\\text{ m}^{-1}``) goes with it.
+_UNIT_POWER_RE = re.compile(r" ?\^ ?(?:\{ ?-?\d{1,2} ?\}|\d)")
 # Function names typed without a backslash (``sin(x)``, or ``\\text{sin}`` after unwrapping).
 # ``sec`` is left alone: in answers it is far more often "seconds".
 _PLAIN_FUNC_RE = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sin|cos|tan|cot|csc|ln|log)(?![A-Za-z])")
@@ -166,7 +168,8 @@ def unwrap_text(s: str) -> str:
 
     Font and text-mode commands do not change the value; the padding keeps ``5\\text{cm}`` from
     fusing into one token.  A one-letter roman group right after a number (``2.6\\,\\mathrm{m}``)
-    is a unit and is dropped (``e``, ``i``, ``d`` are kept: Euler, imaginary unit, differential).
+    is a unit and is dropped with its power (``5\\,\\mathrm{m}^2`` is 5, not 5 squared; ``e``,
+    ``i``, ``d`` are kept: Euler, imaginary unit, differential).
     One streaming pass with a brace stack, so nesting depth does not cost extra passes.
     """
     if "\\" not in s:
@@ -192,9 +195,12 @@ def unwrap_text(s: str) -> str:
             short = _short_group(s, open_pos)
             if short is not None:
                 letter, close = short
+                pos = close + 1
                 if not (letter.isalpha() and letter not in "eidE" and _ends_with_digit(out)):
                     out.append(letter)
-                pos = close + 1
+                else:
+                    power = _UNIT_POWER_RE.match(s, pos)
+                    pos = pos if power is None else power.end()
                 continue
             stack.append(True)
             out.append(" ")
