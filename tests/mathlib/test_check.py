@@ -154,6 +154,9 @@ CASES = [
     ("25", "5\\text{m}^2", False),
     ("2", "2\\text{ m}^{3}", True),
     ("8", "2\\text{ m}^{3}", False),
+    # a power after a number (not after a unit word) is a power: 2 ^2 is 4
+    ("4", "2 ^{2}", True),
+    ("2", "2 ^{2}", False),
     ("15th Day", "15", True),
     ("15th Day", "16", False),
     # words that change the value are not units

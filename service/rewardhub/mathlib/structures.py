@@ -32,6 +32,8 @@ _CALL_RE = re.compile(rf"^(?P<f>{_NAME})\s?\((?P<args>\s?{_ARG}(?:\s?,\s?{_ARG})
 _WORDS_RE = re.compile(r"^[A-Za-z]{4,}(?: [A-Za-z]+){0,3}(?: \d{1,3})?$")
 _QUALIFIER_RE = re.compile(r"\s(?:for all|for every|for each|for any|\\forall)\s.*$")
 _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
+# A power is a unit's (``inches ^2``) only right after a unit word, not after a number (``2 ^2``).
+_UNIT_WORD_END_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}$")
 _VALUE_END_RE = re.compile(r"(?:\d|[)}\]]|\\[a-zA-Z]+)$")
 _NOT_UNITS = frozenset({"pi", "and", "or", "mod", "infty", "inf"})
 # Words after a number that change its value: a multiplier, a power, a fraction's denominator or
@@ -141,6 +143,8 @@ def strip_units(value: str) -> str:
     for _ in range(8):
         m = _UNIT_TAIL_RE.search(out)
         if m is None or m.group(0).strip().lower() in _NOT_UNITS:
+            break
+        if m.group(0).lstrip().startswith("^") and not _UNIT_WORD_END_RE.search(out, 0, m.start()):
             break
         words.append(m.group(0).strip().lower())
         if words[-1] in _VALUE_WORDS:
