@@ -3,13 +3,15 @@
 orjson is fast and used everywhere on the hot path, but it refuses integers outside the signed/unsigned
 64-bit range, which JSON itself allows (a reference may hold ``-9223372036854775809``). Every place that
 encodes caller-supplied data goes through :func:`dumps`, which falls back to the standard library for
-such values instead of failing the request. A given value always takes the same path, so hashes of it
+such values instead of failing the request (writing ``NaN`` and ``±Infinity``, which callers can send, as
+``null`` just as orjson does). A given value always takes the same path, so hashes of it
 (cache keys, group fingerprints) stay stable.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -23,10 +25,21 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
         return orjson.dumps(value, option=option)
     except TypeError:
         return json.dumps(
-            value,
+            _non_finite_as_null(value),
             sort_keys=sort_keys,
             separators=(",", ":"),
             ensure_ascii=False,
             default=str,
             allow_nan=False,
         ).encode()
+
+
+def _non_finite_as_null(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (what orjson writes for them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _non_finite_as_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_non_finite_as_null(v) for v in value]
+    return value

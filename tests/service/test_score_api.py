@@ -236,3 +236,16 @@ async def test_integers_beyond_64_bits_are_accepted(client: httpx.AsyncClient) -
     )
     assert resp.status_code == 200
     assert [r["score"] for r in resp.json()["results"]] == [1.0, None]
+
+
+async def test_nan_next_to_an_integer_beyond_64_bits_is_accepted(client: httpx.AsyncClient) -> None:
+    # The parser accepts NaN/Infinity; with a huge integer beside them the standard-library fallback of
+    # jsonutil.dumps refused the non-finite float and the request failed with a 500.
+    body = (
+        b'{"reward": "exact_match", "items": ['
+        b'{"response": "x", "reference": [NaN, -9223372036854775809, "x"]},'
+        b'{"response": "y", "reference": [Infinity, 18446744073709551616, "z"]}]}'
+    )
+    resp = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert [r["score"] for r in resp.json()["results"]] == [1.0, 0.0]
