@@ -40,14 +40,14 @@ KEY_PREFIX = "rh:v1"
 
 def config_digest(config: dict[str, Any]) -> bytes:
     """Canonical JSON of a validated config (defaults filled in, keys sorted): equal configs hash equal."""
-    return jsonutil.dumps(config, sort_keys=True)
+    return jsonutil.canonical(config)
 
 
 def item_key(name: str, version: str, config_json: bytes, fields: Sequence[Any]) -> str:
     """``rh:v1:{name}:{version}:{sha256(config, fields the reward reads)}``."""
     h = hashlib.sha256(config_json)
     h.update(b"\x00")
-    h.update(jsonutil.dumps(list(fields), sort_keys=True))
+    h.update(jsonutil.canonical(list(fields)))
     return f"{KEY_PREFIX}:{name}:{version}:{h.hexdigest()}"
 
 

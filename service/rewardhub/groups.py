@@ -95,8 +95,7 @@ class GroupClaim:
 def _fingerprint(items: Sequence[ScoreItem], idx: Sequence[int], fields: Sequence[str]) -> str:
     """Multiset hash of the members' fields: order-independent, duplicates counted."""
     digests = sorted(
-        hashlib.sha256(jsonutil.dumps([getattr(items[i], f) for f in fields], sort_keys=True)).digest()
-        for i in idx
+        hashlib.sha256(jsonutil.canonical([getattr(items[i], f) for f in fields])).digest() for i in idx
     )
     return hashlib.sha256(b"".join(digests)).hexdigest()
 

@@ -6,6 +6,9 @@ encodes caller-supplied data goes through :func:`dumps`, which falls back to the
 such values instead of failing the request (writing ``NaN`` and ``±Infinity``, which callers can send, as
 ``null`` just as orjson does). A given value always takes the same path, so hashes of it
 (cache keys, group fingerprints) stay stable.
+
+What is hashed goes through :func:`canonical` instead: it spells the non-finite floats out, so a
+reference holding ``NaN`` does not share a cache key with one holding ``null``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps"]
+__all__ = ["canonical", "dumps"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -32,6 +35,32 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
             default=str,
             allow_nan=False,
         ).encode()
+
+
+def canonical(value: Any) -> bytes:
+    """Sorted-key JSON of ``value`` for hashing (cache keys, group fingerprints): equal values give equal
+    bytes and, unlike :func:`dumps`, a non-finite float is not written as ``null`` but as ``NaN``,
+    ``Infinity`` or ``-Infinity``."""
+    out = dumps(value, sort_keys=True)
+    if b"null" in out and _has_non_finite(value):
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=True
+        ).encode()
+    return out
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return False
 
 
 def _non_finite_as_null(value: Any) -> Any:

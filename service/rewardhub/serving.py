@@ -114,7 +114,7 @@ class ScoringService:
         self, spec: str | RewardSpec, use_cache: bool, plans: dict[tuple[str, bytes], _Plan], where: str
     ) -> _Plan:
         name, raw = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
-        key = (name, jsonutil.dumps(raw, sort_keys=True))
+        key = (name, jsonutil.canonical(raw))
         plan = plans.get(key)
         if plan is None:
             reward = self.registry.get(name)

@@ -94,3 +94,15 @@ def test_key_depends_on_every_input() -> None:
     assert item_key("math", "1.0.0", b"{}", [{"b": 1, "a": 2}]) == item_key(
         "math", "1.0.0", b"{}", [{"a": 2, "b": 1}]
     )
+
+
+def test_key_tells_non_finite_floats_from_null() -> None:
+    # orjson writes NaN and ±Infinity as null: hashed that way, they shared a key with null.
+    keys = {
+        item_key("json_schema", "1", b"{}", ["r", {"const": v}])
+        for v in (None, float("nan"), float("inf"), float("-inf"))
+    }
+    assert len(keys) == 4
+    assert item_key("json_schema", "1", b"{}", ["r", {"const": float("nan")}]) == item_key(
+        "json_schema", "1", b"{}", ["r", {"const": float("nan")}]
+    )

@@ -249,3 +249,29 @@ async def test_nan_next_to_an_integer_beyond_64_bits_is_accepted(client: httpx.A
     resp = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
     assert resp.status_code == 200, resp.text
     assert [r["score"] for r in resp.json()["results"]] == [1.0, 0.0]
+
+
+async def test_nan_in_a_reference_is_not_served_nulls_cached_result(client: httpx.AsyncClient) -> None:
+    # The cache key hashed NaN as null, so after {"const": null} had scored "null" 1.0, {"const": NaN}
+    # (fresh: 0.0, NaN equals nothing) was served that cached 1.0; in one request it was deduplicated too.
+    def body(*consts: bytes) -> bytes:
+        items = b",".join(
+            b'{"response": "null", "reference": {"title": "nan-key", "const": %s}}' % c for c in consts
+        )
+        return b'{"reward": "json_schema", "items": [%s]}' % items
+
+    async def scores(raw: bytes) -> list[tuple[float, bool]]:
+        resp = await client.post("/v1/score", content=raw, headers={"content-type": "application/json"})
+        assert resp.status_code == 200, resp.text
+        return [(r["score"], r["cached"]) for r in resp.json()["results"]]
+
+    assert await scores(body(b"null")) == [(1.0, False)]
+    assert await scores(body(b"NaN")) == [(0.0, False)]
+    assert await scores(body(b"null", b"NaN", b"Infinity")) == [(1.0, True), (0.0, True), (0.0, False)]
+    # The same through the config: the schema there was dumped with NaN as None before it was hashed.
+    for const, want in ((b"null", 1.0), (b"NaN", 0.0)):
+        raw = (
+            b'{"reward": {"name": "json_schema", "config": {"schema": {"title": "nan-config", "const": %s}}},'
+            b' "items": [{"response": "null"}]}' % const
+        )
+        assert await scores(raw) == [(want, False)]

@@ -60,7 +60,9 @@ __all__ = [
 class RewardConfig(BaseModel):
     """Base of every reward's config: immutable, unknown keys rejected (typos must not pass silently)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # ser_json_inf_nan: model_dump(mode="json") keeps NaN/Infinity (in a free-form schema too) instead of
+    # writing them as None, so the cache key (serving.py: config_digest) tells them from null.
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
 
 ConfigT = TypeVar("ConfigT", bound=RewardConfig)
