@@ -81,7 +81,10 @@ class LiveStats:
         """The window as JSON for the dashboard."""
         now = int(time.time())
         series = []
-        buckets = {b.second: b for b in self._buckets}
+        # The deque holds the last WINDOW_S *active* seconds, which on a quiet server reach back further
+        # than the window: only the buckets inside it count.
+        window = [b for b in self._buckets if b.second > now - WINDOW_S]
+        buckets = {b.second: b for b in window}
         for s in range(now - WINDOW_S + 1, now + 1):
             b = buckets.get(s)
             series.append(
@@ -92,12 +95,12 @@ class LiveStats:
                     "cached": b.cached if b else 0,
                 }
             )
-        items = sum(b.items for b in self._buckets)
-        cached = sum(b.cached for b in self._buckets)
+        items = sum(b.items for b in window)
+        cached = sum(b.cached for b in window)
         invalid: Counter[str] = Counter()
         per_reward: Counter[str] = Counter()
         latencies: dict[str, list[float]] = {}
-        for b in self._buckets:
+        for b in window:
             invalid.update(b.invalid)
             per_reward.update(b.per_reward_items)
             for name, values in b.latencies_ms.items():
