@@ -28,7 +28,7 @@ from rewardhub import jsonutil
 from rewardhub.aio import gather_all
 from rewardhub.cache import Cache, config_digest, item_key
 from rewardhub.config import Settings
-from rewardhub.errors import InvalidRequest, LimitExceeded
+from rewardhub.errors import InvalidRequest, LimitExceeded, UnknownReward
 from rewardhub.groups import GroupClaim, check_group_size, claim_groups, enforce_whole_groups
 from rewardhub.metrics import Metrics
 from rewardhub.protocol import (
@@ -117,11 +117,15 @@ class ScoringService:
         key = (name, jsonutil.canonical(raw))
         plan = plans.get(key)
         if plan is None:
-            reward = self.registry.get(name)
             try:
+                reward = self.registry.get(name)
                 config = reward.parse_config(raw)
-            except InvalidRequest as exc:
-                exc.param = f"{where}.{exc.param}" if exc.param and where != "reward" else exc.param
+            except (InvalidRequest, UnknownReward) as exc:
+                # The param is relative to the spec ("reward.config.x"): re-base it onto where the spec is.
+                inner = exc.param or "reward"
+                exc.param = (
+                    where + inner[len("reward") :] if inner.startswith("reward") else f"{where}.{inner}"
+                )
                 raise
             deterministic = reward.is_cacheable(config)
             plan = _Plan(

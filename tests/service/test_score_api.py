@@ -144,6 +144,26 @@ async def test_bad_config_is_422_naming_the_field(client: httpx.AsyncClient) -> 
     assert unknown.status_code == 422 and unknown.json()["error"]["param"] == "reward.config.typo"
 
 
+async def test_an_items_own_bad_reward_spec_is_named_by_its_path(client: httpx.AsyncClient) -> None:
+    # A per-item spec's param was re-based by prefixing the item's path to one that already starts with
+    # "reward" (items.1.reward.reward.config.normalize), and an unknown name was left at "reward".
+    cases = [
+        ({"name": "exact_match", "config": {"normalize": "loud"}}, 422, "items.1.reward.config.normalize"),
+        ({"name": "regex", "config": {}}, 422, "items.1.reward.config.pattern"),
+        (
+            {"name": "composite", "config": {"components": [{"reward": {"name": "nope"}}]}},
+            404,
+            "items.1.reward.config.components.0.reward",
+        ),
+        ("nope", 404, "items.1.reward"),
+    ]
+    for spec, status, param in cases:
+        items = [{"response": "x"}, {"response": "x", "reward": spec}]
+        resp = await client.post("/v1/score", json={"reward": "exact_match", "items": items})
+        assert resp.status_code == status, resp.text
+        assert resp.json()["error"]["param"] == param
+
+
 async def test_missing_reward_is_422(client: httpx.AsyncClient) -> None:
     resp = await client.post("/v1/score", json={"items": [{"response": "x"}]})
     assert resp.status_code == 422
