@@ -5,7 +5,9 @@ round trip of ``SET ... EX``) per request, never a round trip per item.
 
 The cache is an accelerator, never a dependency: when Redis stops answering, :class:`RedisCache` marks
 itself down, turns every lookup into a miss and every write into a no-op (counted in the metrics), and a
-background task pings Redis until it answers again. A request therefore never fails, and never waits
+background task pings Redis until it answers again. A command Redis answers with an error (a write over
+``maxmemory`` under ``noeviction``, a write to a read-only replica) is counted and dropped, without
+marking Redis down: its reads still serve. A request therefore never fails, and never waits
 longer than ``REWARDHUB_REDIS_TIMEOUT_S``, because of the cache.
 """
 
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 import structlog
 from cachetools import TTLCache
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from rewardhub import jsonutil
 
@@ -192,6 +194,12 @@ class RedisCache:
         except (TimeoutError, RedisError, OSError):
             return False
 
+    def _refused(self, op: str) -> None:
+        """Redis answered with an error (over ``maxmemory`` with ``noeviction``, a read-only replica):
+        counted, but Redis is up, and its other operations (the reads of a full Redis) still work."""
+        if self._on_error is not None:
+            self._on_error(op)
+
     def _mark_down(self, op: str) -> None:
         if self._on_error is not None:
             self._on_error(op)
@@ -216,6 +224,9 @@ class RedisCache:
         try:
             values = await self._redis.mget(list(keys))
             return [v.encode() if isinstance(v, str) else v for v in values]
+        except ResponseError:
+            self._refused("get")
+            return [None] * len(keys)
         except (TimeoutError, RedisError, OSError):
             self._mark_down("get")
             return [None] * len(keys)
@@ -228,6 +239,8 @@ class RedisCache:
                 for k, v in pairs:
                     pipe.set(k, v, ex=self.ttl_s)
                 await pipe.execute()
+        except ResponseError:
+            self._refused("set")
         except (TimeoutError, RedisError, OSError):
             self._mark_down("set")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from rewardhub.cache import MemoryCache, item_key
+from rewardhub.cache import MemoryCache, RedisCache, item_key
 
 
 def items(tag: str, n: int = 3) -> list[dict[str, Any]]:
@@ -74,6 +74,29 @@ async def test_redis_down_at_start_is_not_fatal(make_app: Any) -> None:
         results = await score(c, items("never-"))
         assert [r["score"] for r in results] == [1.0, 1.0, 1.0]
         assert (await c.get("/ready")).status_code == 200
+
+
+async def test_a_full_redis_still_serves_its_reads(redis_server: Any) -> None:
+    # A write Redis refuses (over maxmemory with noeviction, or to a read-only replica) marked the whole
+    # cache down, so the entries it still held were served as misses until the reconnect loop's ping.
+    r = redis_server.client()
+    errors: list[str] = []
+    cache = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60, on_error=errors.append)
+    await cache.start()
+    before = r.config_get("maxmemory*")
+    try:
+        await cache.set_many([("rh:test:full-kept", b"kept")])
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("maxmemory", "1")  # every write is over the limit
+        await cache.set_many([("rh:test:full-new", b"new")])
+        assert errors == ["set"]
+        assert cache.up is True
+        assert await cache.get_many(["rh:test:full-kept", "rh:test:full-new"]) == [b"kept", None]
+    finally:
+        r.config_set("maxmemory", before["maxmemory"])
+        r.config_set("maxmemory-policy", before["maxmemory-policy"])
+        r.delete("rh:test:full-kept")
+        await cache.close()
 
 
 async def test_memory_cache_evicts_least_recently_used() -> None:
