@@ -127,3 +127,20 @@ async def test_close_stops_a_loop_whose_cancellation_was_swallowed() -> None:
     await asyncio.wait_for(runner.close(), 20)
     assert time.monotonic() - t0 < 3.0  # not the 15 s rescan sleep the loop would go back to
     assert all(t.done() for t in runner._tasks)
+
+
+async def test_a_job_scores_nan_as_nan_not_as_null(client: httpx.AsyncClient) -> None:
+    """The job's body was stored with model_dump_json, which writes NaN as null, and the job is scored
+    from the stored text: against a reference `{"const": NaN}` the response `null` scored 1.0 in a job
+    and 0.0 in /v1/score. Found in review."""
+    raw = (
+        '{"reward": "json_schema", "items": [{"response": "null", "reference": {"const": NaN}}],'
+        ' "options": {"use_cache": false}}'
+    )
+    direct = await client.post("/v1/score", content=raw, headers={"content-type": "application/json"})
+    assert direct.status_code == 200, direct.text
+    assert direct.json()["results"][0]["score"] == 0.0
+    resp = await client.post("/v1/jobs", content=raw, headers={"content-type": "application/json"})
+    assert resp.status_code == 202, resp.text
+    job = await wait_done(client, resp.json()["job_id"])
+    assert job["status"] == "succeeded" and job["result"]["results"][0]["score"] == 0.0, job

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Request
 
+from rewardhub import jsonutil
 from rewardhub.errors import ErrorResponse, ServiceUnavailable
 from rewardhub.jobs import JobRunner
 from rewardhub.protocol import JobStatus, ScoreRequest
@@ -56,7 +57,9 @@ async def submit_job(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> JSONBytesResponse:
     # The canonical form of the parsed body: the same request in other whitespace or key order is the same job.
-    canonical = body.model_dump_json().encode()
+    # (jsonutil.canonical keeps NaN and Infinity: model_dump_json writes them as null, and the job, which
+    # is scored from this text, then scored a reference of NaN as one of null.)
+    canonical = jsonutil.canonical(body.model_dump(mode="python"))
     job, created = await jobs.submit(canonical, body, caller, idempotency_key)
     return JSONBytesResponse(
         job, status_code=202 if created else 200, headers={"location": f"/v1/jobs/{job['job_id']}"}
