@@ -118,7 +118,10 @@ class ScoreItem(_Model):
         None, max_length=256, description="Group id: items sharing it are one GRPO group (same prompt)."
     )
     metadata: dict[str, JSONValue] | None = Field(
-        None, description="Free-form; echoed in nothing, hashed by nothing."
+        None,
+        description="Free-form facts about the rollout (completion_tokens, completion_ids, correct...): read "
+        "by the rewards that use them (length, repetition, group_length, pairwise judge) and then part of "
+        "their cache key; not echoed in the result.",
     )
     reward: str | RewardSpec | None = Field(
         None, description="Per-item reward override, for mixed-domain batches."
