@@ -115,3 +115,51 @@ async def test_cheating_with_a_list_test_format(client: httpx.AsyncClient) -> No
     assert all(x["score"] in (0.0, None) for x in results), [
         (x["id"], x["details"]) for x in results if x["score"]
     ]
+
+
+async def test_the_solution_cannot_replace_the_builtins_and_modules_the_tests_use(
+    client: httpx.AsyncClient,
+) -> None:
+    """The tests' namespace holds the solution's names; one that shadows a builtin or a standard module
+    the tests call (`abs`, `len`, `math`) must not decide the verdict."""
+    floats = {
+        "tests": "def check(candidate):\n    assert abs(candidate(1.5) - 0.5) < 1e-6\n"
+        "    assert abs(candidate(3.25) - 0.25) < 1e-6\n",
+        "entry_point": "frac",
+    }
+    cheats = [
+        ("def abs(x):\n    return 0\ndef frac(x):\n    return 0.0\n", floats),
+        (
+            "abs = lambda x: 0\ndef frac(x):\n    return 0.0\n",
+            {"tests": "assert abs(frac(1.5) - 0.5) < 1e-6\n"},
+        ),
+        (
+            "def len(x):\n    return 0\ndef f(x):\n    return []\n",
+            {"tests": ["assert len(f(3)) == len([1, 2, 3])"]},
+        ),
+        (
+            "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef f(x):\n    return 0.0\n",
+            {"tests": "assert math.isclose(f(3), 9.0)\n"},
+        ),
+        (
+            "import math\nsorted = lambda xs: 0\ndef f(x):\n    return [x]\n",
+            {"tests": ["assert sorted(f(2)) == sorted([1, 2])"]},
+        ),
+    ]
+    results = await _score(
+        client, [{"id": str(k), "response": s, "reference": r} for k, (s, r) in enumerate(cheats)]
+    )
+    for result in results:
+        assert result["valid"] and result["score"] == 0.0, result
+    # Honest solutions still pass, a function under test with a builtin's name included (MBPP's `sum`).
+    summed = "def sum(a, b):\n    return a + b\n"
+    honest = [
+        ("def frac(x):\n    return x % 1.0\n", floats),
+        ("import math\ndef f(x):\n    return x * x * 1.0\n", {"tests": "assert math.isclose(f(3), 9.0)\n"}),
+        (summed, {"tests": ["assert sum(1, 2) == 3", "assert sum(40, 2) == 42"]}),
+        (summed, {"tests": "assert sum(1, 2) == 3\n", "entry_point": "sum"}),
+    ]
+    results = await _score(
+        client, [{"id": str(k), "response": s, "reference": r} for k, (s, r) in enumerate(honest)]
+    )
+    assert [x["score"] for x in results] == [1.0] * len(honest), results

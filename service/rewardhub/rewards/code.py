@@ -212,7 +212,7 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 @register
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
-    version: ClassVar[str] = "1.0.1"
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

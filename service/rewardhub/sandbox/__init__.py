@@ -36,7 +36,9 @@ Layers
   process that the solution's process cannot read, trace or signal (non-dumpable PID 1); the solution
   is forked before the judge reads the tests and the run's random nonce, so neither was ever in its
   memory; values returned by the solution are rebuilt from builtin types only before any comparison, so
-  no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict; only lines that carry the
+  no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict; a name of the solution
+  that would shadow a builtin or a standard module the tests use (``def abs(x): return 0``, a fake
+  ``math``) is not visible to the tests, unless it is the function under test; only lines that carry the
   nonce count, and a test without a verdict line has failed. For stdin/stdout cases the expected output
   never enters the sandbox: the service compares. A seccomp filter in the untrusted process refuses
   ``kill``/``tgkill``/``sigqueue``/``prlimit`` aimed at the judge, its group, PID 1 or everyone,
@@ -49,7 +51,9 @@ Layers
 Known limits (documented, not hidden): assert-style tests for C, C++, JavaScript and bash run in the
 same process as the solution (a completion marker catches an early ``exit(0)``, but a deliberately
 adversarial program could forge it; use stdin/stdout cases for those languages when that matters);
-``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
+helpers the tests take from the solution's namespace (HumanEval's ``poly``, ``encode_cyclic``: given
+in the prompt, so part of the response) are the solution's to redefine, as in any harness that runs
+prompt, completion and tests together; ``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
 (``RLIMIT_AS``) and tmpfs size, not per run as a cgroup would.
 
 Modules: :mod:`.probe` (start-up capability check), :mod:`.runner` (one run), :mod:`.warm` (warm

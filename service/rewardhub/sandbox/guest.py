@@ -20,7 +20,8 @@ Two modes:
 
 * ``pytests`` (Python assert-style tests): the guest is the *judge*. It runs the reference's test code
   (its asserts rewritten by the service into recorded tests, :func:`rewardhub.sandbox.harness.rewrite_asserts`)
-  in its own interpreter; every name the solution defines is a proxy into the solution process. Values
+  in its own interpreter; every name the solution defines is a proxy into the solution process (but
+  none replaces a builtin or standard module the tests use, :func:`_shadowing`). Values
   crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
   ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
   opaque handle that compares unequal to every plain value and supports only structural access (call,
@@ -805,6 +806,8 @@ def _run_judge(
     except (_ProtocolError, TypeError) as exc:
         emit("load", "died", _b64(f"protocol error: {exc}"))
         return
+    for name in _shadowing(ns, entry_point, [code for code, _ in blocks]):
+        del ns[name]
     ns["__rh_t"] = judge.begin
     ns["__rh_r"] = judge.result
 
@@ -847,6 +850,41 @@ def _run_judge(
             emit("test", i, "pass", "-")
         else:
             emit("test", i, "fail", _b64(f"not run: {abort}"))
+
+
+def _global_names(code: Any) -> set[str]:
+    """Every name the code (and the functions, classes and comprehensions in it) may look up."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if type(const) is type(code):
+            names |= _global_names(const)
+    return names
+
+
+def _shadowing(ns: dict[str, Any], entry_point: Any, codes: list[Any]) -> list[str]:
+    """The solution's names that must not reach the tests: those that would replace a builtin or a
+    standard module the tests use. ``def abs(x): return 0`` would otherwise pass every
+    ``assert abs(candidate(x) - y) < 1e-6``, ``len = lambda x: 0`` every ``len(a) == len(b)``, a fake
+    ``math`` every ``math.isclose``: the verdict would be the solution's, not the tests'.
+
+    The exception is the function under test itself when it has a builtin's name (MBPP's ``sum``): the
+    entry point, or without one, a solution name the tests call while calling no other of its objects.
+    """
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    shadowing = []
+    for k, v in ns.items():
+        if k.startswith("__"):
+            continue
+        if k in builtins.__dict__ or (k in stdlib and not (type(v) is type(sys) and v.__name__ == k)):
+            shadowing.append(k)
+    if not shadowing:
+        return []
+    if entry_point:
+        return [k for k in shadowing if k != entry_point]
+    used = set().union(*(_global_names(code) for code in codes))
+    if any(type(ns.get(k)) is _Proxy for k in used if k not in shadowing):
+        return shadowing
+    return []
 
 
 def _sole_tenant() -> bool:
