@@ -163,3 +163,29 @@ async def test_the_solution_cannot_replace_the_builtins_and_modules_the_tests_us
         client, [{"id": str(k), "response": s, "reference": r} for k, (s, r) in enumerate(honest)]
     )
     assert [x["score"] for x in results] == [1.0] * len(honest), results
+
+
+# The solution's process runs the guest's own code, so it can speak the judge protocol itself: here it
+# sends its own "loaded" message, naming a `__builtins__` whose `abs` always answers 0, and drops the real one.
+FORGED_LOAD = """
+import sys, builtins
+guest = sys.modules["rh_guest"]
+chan = guest._CHANNEL
+class Builtins:
+    def __getitem__(self, name):
+        return (lambda x: 0) if name == "abs" else getattr(builtins, name)
+def frac(x):
+    return 0.0
+chan.send(["loaded", "ok", "", {"frac": chan.codec.enc(frac), "__builtins__": chan.codec.enc(Builtins())}])
+send = guest._Channel.send
+guest._Channel.send = lambda self, msg: None if msg[0] == "loaded" else send(self, msg)
+"""
+
+
+async def test_a_forged_load_message_cannot_bring_its_own_builtins(client: httpx.AsyncClient) -> None:
+    reference = {
+        "tests": "def check(candidate):\n    assert abs(candidate(1.5) - 0.5) < 1e-6\n",
+        "entry_point": "frac",
+    }
+    (result,) = await _score(client, [{"response": FORGED_LOAD, "reference": reference}])
+    assert result["valid"] and result["score"] == 0.0, result

@@ -802,7 +802,10 @@ def _run_judge(
     ns: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
     try:
         for k, v in names.items():
-            ns[k] = codec.dec(v)
+            # The solution's side filters dunders too, but it runs untrusted code that can send its own
+            # "loaded": a `__builtins__` from it would answer every builtin the tests look up.
+            if not k.startswith("__"):
+                ns[k] = codec.dec(v)
     except (_ProtocolError, TypeError) as exc:
         emit("load", "died", _b64(f"protocol error: {exc}"))
         return
