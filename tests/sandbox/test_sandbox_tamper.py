@@ -189,3 +189,21 @@ async def test_a_forged_load_message_cannot_bring_its_own_builtins(client: httpx
     }
     (result,) = await _score(client, [{"response": FORGED_LOAD, "reference": reference}])
     assert result["valid"] and result["score"] == 0.0, result
+
+
+async def test_a_module_name_the_solution_picks_runs_nothing_in_the_judge(client: httpx.AsyncClient) -> None:
+    """A module crosses to the judge by name, and the judge imports its own copy. The name is the
+    solution's to pick: `unittest.__main__` would run unittest's main() and its sys.exit in the judge,
+    turning a failing run into a sandbox error (an invalid item instead of a 0)."""
+    fake = "import types\nunittest_main = types.ModuleType('unittest.__main__')\n"
+    cheats = [
+        fake + "def double(x):\n    return 0\n",
+        "import types\ndef double(x):\n    return types.ModuleType('unittest.__main__')\n",
+    ]
+    results = await _score(client, [{"response": c, "reference": {"tests": TESTS}} for c in cheats])
+    for result in results:
+        assert result["valid"] and result["score"] == 0.0, result
+    # A module the judge will not import is no reason to fail a correct solution.
+    honest = "import this\ndef double(x):\n    return 2 * x\n"
+    (result,) = await _score(client, [{"response": honest, "reference": {"tests": TESTS}}])
+    assert result["score"] == 1.0, result

@@ -303,12 +303,14 @@ class _Codec:
                 return float(v)
             if tag == "Y" and isinstance(getattr(builtins, v, None), type):
                 return getattr(builtins, v)
-            if tag == "M" and _importable(v):
+            if tag == "M":
+                if not _importable(v):
+                    return self._proxy(self.foreign_tag, 0)  # a name that cannot be used
                 import importlib
 
                 try:
                     return importlib.import_module(v)
-                except ImportError:
+                except Exception:  # not installed here, or its import fails
                     return self._proxy(self.foreign_tag, 0)
         elif tv is int:
             if tag == self.handle_tag:  # one of ours, coming back
@@ -367,16 +369,21 @@ def _json_codec() -> tuple[Any, Any]:
 _dumps, _loads = _json_codec()
 
 
-_NO_IMPORT = frozenset({"main", "rh_guest", "this", "antigravity"})
+# Modules (packages) whose import runs a program: `this`, `antigravity`, `idlelib.idle` (IDLE),
+# `test.autotest` (the regression suite).
+_NO_IMPORT = frozenset({"main", "rh_guest", "this", "antigravity", "idlelib", "test"})
 
 
 def _importable(name: str) -> bool:
     """A module the solution imported, which the judge may import too (standard library only: ``-I``
-    keeps the working directory and user paths off ``sys.path``)."""
+    keeps the working directory and user paths off ``sys.path``). The name is the solution's to choose
+    (``types.ModuleType("unittest.__main__")`` encodes as that name), so no part of it may be private:
+    importing ``unittest.__main__`` runs unittest's ``main()`` and its ``sys.exit`` in the judge."""
+    parts = name.split(".")
     return (
         name.replace(".", "").replace("_", "").isalnum()
-        and not name.startswith("_")
-        and name.split(".")[0] not in _NO_IMPORT
+        and not any(part.startswith("_") for part in parts)
+        and parts[0] not in _NO_IMPORT
     )
 
 
@@ -806,8 +813,8 @@ def _run_judge(
             # "loaded": a `__builtins__` from it would answer every builtin the tests look up.
             if not k.startswith("__"):
                 ns[k] = codec.dec(v)
-    except (_ProtocolError, TypeError) as exc:
-        emit("load", "died", _b64(f"protocol error: {exc}"))
+    except BaseException as exc:  # the solution's values could not be taken in: its failure, not ours
+        emit("load", "died", _b64(f"protocol error: {type(exc).__name__}: {_short(exc)}"))
         return
     for name in _shadowing(ns, entry_point, [code for code, _ in blocks]):
         del ns[name]
