@@ -62,6 +62,13 @@ async def test_compile_errors_stop_early_with_reason_format(client: httpx.AsyncC
     assert "error" in c["details"]["compile_error"]
     py = await _one(client, "def f(:\n  pass", {"tests": "assert f(1) == 1"})
     assert py["score"] == 0.0 and py["reason"] == "format" and "SyntaxError" in py["details"]["compile_error"]
+    # The same for a Python program scored by stdin/stdout cases (it used to crash in every case instead).
+    cases = await _one(client, "print(int(input()) * 2\n", {"language": "python", **ADD_CASES})
+    assert cases["valid"] and cases["score"] == 0.0 and cases["reason"] == "format", cases
+    assert "SyntaxError" in cases["details"]["compile_error"] and "tests" not in cases["details"]
+    # A program that compiles (with a SyntaxWarning, even) is run as before.
+    warned = "a, b = map(int, input().split())\nprint(a + b if a is not 1 or True else 0)\n"
+    assert (await _one(client, warned, {"language": "python", **ADD_CASES}))["score"] == 1.0
 
 
 async def test_partial_credit_weights_and_all_or_nothing(client: httpx.AsyncClient) -> None:

@@ -318,6 +318,7 @@ class CodeReward(Reward[CodeConfig]):
             run_timeout_s=config.timeout_s,
             total_timeout_s=config.total_timeout_s,
             memory_mb=config.memory_mb,
+            syntax_check=True,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:

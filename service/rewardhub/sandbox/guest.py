@@ -956,6 +956,9 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
             f.write(content)
     emit("ready")
     compile_argv = header.get("compile")
+    precheck = header.get("syntax_check")
+    if compile_argv and precheck and _compiles(str(precheck)):
+        compile_argv = None  # compiles here: the program's interpreter need not be started to say so
     if compile_argv:
         r = _run_one(list(compile_argv), b"", float(header.get("compile_timeout_s") or 10.0), env, out_cap)
         emit("compile", *r)
@@ -984,6 +987,16 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
             )
         except (OSError, ValueError):
             emit("file", _b64(str(name)), "missing", "-")
+
+
+def _compiles(path: str) -> bool:
+    """Whether the Python program at ``path`` compiles in this interpreter (it is compiled, not run)."""
+    try:
+        with open(_safe_path(path), "rb") as f:
+            compile(f.read(), path, "exec", dont_inherit=True)
+    except BaseException:  # SyntaxError, ValueError (a NUL byte), MemoryError, RecursionError, OSError
+        return False
+    return True
 
 
 def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str], cap: int) -> tuple[Any, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-__all__ = ["LANGUAGES", "Language", "available_languages", "resolve_language"]
+__all__ = ["LANGUAGES", "PYTHON_SYNTAX_CHECK", "Language", "available_languages", "resolve_language"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,17 @@ LANGUAGES: dict[str, Language] = {
         Language("bash", "main.sh", ("bash", "main.sh"), None, ("bash", "sh", "shell"), ("bash",)),
     )
 }
+
+# Python has no compile step. This one compiles the program without running it, with the program's own
+# interpreter (see SandboxPool.run_program's syntax_check).
+PYTHON_SYNTAX_CHECK = (
+    "python3",
+    "-I",
+    "-S",
+    "-c",
+    "import sys\ntry:\n    compile(open('main.py', 'rb').read(), 'main.py', 'exec')\n"
+    "except (SyntaxError, ValueError) as e:\n    sys.exit(type(e).__name__ + ': ' + str(e))\n",
+)
 
 _BY_ALIAS: dict[str, Language] = {alias: lang for lang in LANGUAGES.values() for alias in lang.aliases}
 

@@ -37,7 +37,7 @@ from rewardhub.sandbox.harness import (
     parse_pytests,
     rewrite_asserts,
 )
-from rewardhub.sandbox.languages import Language, available_languages
+from rewardhub.sandbox.languages import PYTHON_SYNTAX_CHECK, Language, available_languages
 from rewardhub.sandbox.probe import (
     UID_BLOCK,
     claim_index,
@@ -492,9 +492,20 @@ class SandboxPool:
         memory_mb: int | None = None,
         files: dict[str, bytes] | None = None,
         fetch: Sequence[str] = (),
+        syntax_check: bool = False,
     ) -> tuple[ExecReport, RawRun]:
-        """Compile ``code`` once (compiled languages), then run it once per stdin."""
-        compile_s = min(compile_timeout_s, self.max_timeout_s) if language.compiled else 0.0
+        """Compile ``code`` once (compiled languages), then run it once per stdin.
+
+        ``syntax_check``: Python too gets a compile step, so that a ``SyntaxError`` is reported as a
+        failed compile rather than as the same crash in every run. The guest compiles the source itself
+        first (no process to start); only when that fails does the program's own interpreter (which may
+        not be the guest's) get the final word.
+        """
+        compile_argv = language.compile
+        precheck: str | None = None
+        if syntax_check and compile_argv is None and language.name == "python":
+            compile_argv, precheck = PYTHON_SYNTAX_CHECK, language.source
+        compile_s = min(compile_timeout_s, self.max_timeout_s) if compile_argv is not None else 0.0
         run_s = min(run_timeout_s, self.max_timeout_s)
         total = min(total_timeout_s or run_s * max(1, len(stdins)), self.max_timeout_s)
         out_cap = self.limits.output_bytes
@@ -503,7 +514,8 @@ class SandboxPool:
         public = {
             "mode": "exec",
             "files": {**(files or {}), language.source: source},
-            "compile": list(language.compile) if language.compile else None,
+            "compile": list(compile_argv) if compile_argv else None,
+            "syntax_check": precheck,
             "compile_timeout_s": compile_s,
             "run": list(language.run),
             "run_timeout_s": run_s,
