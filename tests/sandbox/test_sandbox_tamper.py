@@ -207,3 +207,34 @@ async def test_a_module_name_the_solution_picks_runs_nothing_in_the_judge(client
     honest = "import this\ndef double(x):\n    return 2 * x\n"
     (result,) = await _score(client, [{"response": honest, "reference": {"tests": TESTS}}])
     assert result["score"] == 1.0, result
+
+
+async def test_an_object_of_the_solution_cannot_answer_in_or_equality_with_itself(
+    client: httpx.AsyncClient,
+) -> None:
+    """`x in candidate(...)` and `candidate(a) == candidate(b)` compare nothing plain on the judge's side;
+    an object whose `__contains__`/`__eq__` always says True must not decide them."""
+    liar = (
+        "class All:\n    def __contains__(self, x):\n        return True\n"
+        "    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+    )
+    cheats = [
+        (
+            liar + "def evens(xs):\n    return All()\n",
+            "assert 4 in evens([1, 2, 3])\nassert 9 in evens([2])\n",
+        ),
+        (
+            liar + "def norm(s):\n    return All()\n",
+            "assert norm('ab') == norm('AB')\nassert norm('x') == norm('y')\n",
+        ),
+    ]
+    results = await _score(client, [{"response": s, "reference": {"tests": t}} for s, t in cheats])
+    for result in results:
+        assert result["valid"] and result["score"] == 0.0, result
+    # Membership in an object that iterates to its elements (a range) still works, and so does `is`.
+    honest = (
+        "def evens(xs):\n    return range(0, 10, 2)\n",
+        "assert 4 in evens([1])\nassert 3 not in evens([1])\ne = evens([2])\nassert e == e\n",
+    )
+    (result,) = await _score(client, [{"response": honest[0], "reference": {"tests": honest[1]}}])
+    assert result["score"] == 1.0, result

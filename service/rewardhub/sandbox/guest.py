@@ -24,7 +24,7 @@ Two modes:
   none replaces a builtin or standard module the tests use, :func:`_shadowing`). Values
   crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
   ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
-  opaque handle that compares unequal to every plain value and supports only structural access (call,
+  opaque handle that compares equal only to itself and supports only structural access (call,
   attribute, item, iteration, ``len``, ``bool``, ``str``). Every ``assert`` statement of the tests is
   one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
   stdout/stderr go to the sandbox's stderr, never to the verdict channel.
@@ -522,8 +522,9 @@ class _Proxy:
     """An object that lives in the other process.
 
     In the judge these stand for the solution's objects, and deliberately support only structural
-    access: ``==`` with a plain value is always False, ordering and arithmetic raise ``TypeError``, and
-    whatever comes back is again a genuine builtin value or another proxy.
+    access: ``==`` is True only for the same object (never for a plain value), ``in`` looks among the
+    elements it iterates to, ordering and arithmetic raise ``TypeError``, and whatever comes back is
+    again a genuine builtin value or another proxy.
     """
 
     __slots__ = ("_rh_id", "_rh_tag", "__weakref__")
@@ -544,9 +545,12 @@ class _Proxy:
         return _op(self, "call", args, kwargs)
 
     def __eq__(self, other: object) -> bool:
+        # Equal to itself only: asking the other side would let its `__eq__` (always True) decide
+        # `candidate(a) == candidate(b)`.
         if type(other) is not _Proxy:
             return False
-        return bool(_expect(_op(self, "eq", other), bool))
+        mine = (object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id"))
+        return mine == (object.__getattribute__(other, "_rh_tag"), object.__getattribute__(other, "_rh_id"))
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -567,7 +571,9 @@ class _Proxy:
         return _op(self, "getitem", key)
 
     def __contains__(self, item: Any) -> bool:
-        return bool(_expect(_op(self, "contains", item), bool))
+        # Membership among the elements it iterates to, compared here: its own `__contains__` could
+        # answer True to anything.
+        return item in _expect(_op(self, "list"), list)
 
     def __str__(self) -> str:
         return str(_expect(_op(self, "str"), str))
@@ -598,8 +604,6 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     if op == "setattr":
         setattr(target, rest[0], rest[1])
         return None
-    if op == "eq":
-        return target == rest[0]
     if op == "bool":
         return bool(target)
     if op == "len":
@@ -608,8 +612,6 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         return list(target)
     if op == "getitem":
         return target[rest[0]]
-    if op == "contains":
-        return rest[0] in target
     if op == "str":
         return str(target)
     if op == "repr":
@@ -618,10 +620,8 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
 
 
 # The solution may do anything to the judge's objects it was handed except walk its object graph.
-_JUDGE_SERVES = frozenset({"call", "list", "len", "bool", "getitem", "contains", "str", "repr", "eq"})
-_SOLUTION_SERVES = frozenset(
-    {"call", "getattr", "setattr", "eq", "bool", "len", "list", "getitem", "contains", "str", "repr"}
-)
+_JUDGE_SERVES = frozenset({"call", "list", "len", "bool", "getitem", "str", "repr"})
+_SOLUTION_SERVES = frozenset({"call", "getattr", "setattr", "bool", "len", "list", "getitem", "str", "repr"})
 
 
 # --------------------------------------------------------------------------------------------------
