@@ -105,6 +105,17 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
         client, "while True:\n    pass\n", {"cases": [{"stdin": "", "stdout": "1"}]}, timeout_s=1.0
     )
     assert loop_case["valid"] and loop_case["details"]["tests"][0]["message"].startswith("timeout")
+    # Cases the item's total time left no room for were not run: they did not exit with status 0.
+    spent = await _one(
+        client,
+        "while True:\n    pass\n",
+        {"cases": [{"stdin": str(k), "stdout": "1"} for k in range(3)]},
+        timeout_s=1.0,
+        total_timeout_s=1.5,
+    )
+    messages = [t["message"] for t in spent["details"]["tests"]]
+    assert spent["valid"] and messages[-1] == "not run: total time limit", messages
+    assert not any(m.startswith("exit status") for m in messages), messages
 
 
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:

@@ -335,6 +335,8 @@ class CodeReward(Reward[CodeConfig]):
             label = f"case {k}"
             if run is None:
                 results.append((label, False, why_missing))
+            elif run.status == "skipped":  # the item's total time was spent before this case's turn
+                results.append((label, False, "not run: total time limit"))
             elif run.status == "timeout":
                 results.append((label, False, f"timeout ({config.timeout_s:g}s)"))
             elif run.status == "output_limit":
