@@ -118,6 +118,47 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert not any(m.startswith("exit status") for m in messages), messages
 
 
+async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
+    """They run in the program's own process; each failure says what happened to it."""
+    js_tests = "const assert = require('assert');\nassert.strictEqual(f(2), 4);\n"
+    ok = await _one(
+        client, "```js\nfunction f(x) { return 2 * x; }\n```", {"language": "js", "tests": js_tests}
+    )
+    assert ok["score"] == 1.0, ok
+    wrong = await _one(
+        client, "```js\nfunction f(x) { return x; }\n```", {"language": "js", "tests": js_tests}
+    )
+    assert (
+        wrong["valid"]
+        and wrong["score"] == 0.0
+        and wrong["details"]["tests"][0]["message"].startswith("exit")
+    )
+    early = await _one(
+        client,
+        "```js\nfunction f(x) { return x; }\nprocess.exit(0);\n```",
+        {"language": "js", "tests": js_tests},
+    )
+    assert (
+        early["score"] == 0.0
+        and "exited before the tests finished" in early["details"]["tests"][0]["message"]
+    )
+    bash_tests = '[ "$(f 2)" = 4 ] || exit 1\n'
+    f = "f() { echo $(($1 * 2)); }\n"
+    runs = {
+        "killed": f + "kill -9 $$\n",
+        "flood": f + "yes\n",
+        "ok": f,
+    }
+    messages = {}
+    for name, program in runs.items():
+        result = await _one(client, f"```bash\n{program}```", {"language": "bash", "tests": bash_tests})
+        assert result["valid"], result
+        messages[name] = (result["score"], result["details"]["tests"][0].get("message", ""))
+    assert messages["ok"] == (1.0, "")
+    assert messages["killed"][0] == 0.0 and messages["killed"][1].startswith("killed by signal 9"), messages
+    assert messages["flood"] == (0.0, "output limit exceeded"), messages
+
+
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:
     assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
     assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"

@@ -391,8 +391,11 @@ class CodeReward(Reward[CodeConfig]):
             result = ("tests", True, "")
         elif run.ok:
             result = ("tests", False, "the program exited before the tests finished")
+        elif run.status == "output_limit":
+            result = ("tests", False, "output limit exceeded")
         else:
-            result = ("tests", False, f"exit status {run.return_code}: {_tail(run.stderr, 300)}")
+            what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
+            result = ("tests", False, f"{what}: {_tail(run.stderr, 300)}")
         return _scored([result], None, config, timing)
 
 
