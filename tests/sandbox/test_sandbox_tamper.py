@@ -238,3 +238,20 @@ async def test_an_object_of_the_solution_cannot_answer_in_or_equality_with_itsel
     )
     (result,) = await _score(client, [{"response": honest[0], "reference": {"tests": honest[1]}}])
     assert result["score"] == 1.0, result
+
+
+async def test_a_stop_iteration_from_the_solution_does_not_end_the_tests_iteration(
+    client: httpx.AsyncClient,
+) -> None:
+    """A StopIteration rebuilt in the judge from a call inside `map` would end the map: `all(...)` of
+    nothing is True, `any(...)` of nothing False."""
+    tests = "assert all(map(is_prime, [2, 3, 5, 7]))\nassert not any(map(is_prime, [4, 6, 8]))\n"
+    cheat = "def is_prime(n):\n    raise StopIteration\n"
+    honest = "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n"
+    results = await _score(client, [{"response": r, "reference": {"tests": tests}} for r in (cheat, honest)])
+    assert [x["score"] for x in results] == [0.0, 1.0], results
+    # Builtin exceptions still cross as themselves, so tests can catch them.
+    raises = "def is_prime(n):\n    raise ValueError(n)\n"
+    catching = "try:\n    is_prime(-1)\nexcept ValueError:\n    pass\nelse:\n    assert False\n"
+    (result,) = await _score(client, [{"response": raises, "reference": {"tests": catching}}])
+    assert result["score"] == 1.0, result

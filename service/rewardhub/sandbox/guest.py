@@ -487,11 +487,21 @@ class RemoteError(Exception):
     """An exception raised in the solution process whose type the judge cannot rebuild."""
 
 
+# Exceptions that are control flow to the code that sees them: a StopIteration out of a call inside
+# `map` ends the iteration, so `all(map(candidate, xs))` would be True and `any(...)` False.
+_NOT_REBUILT = frozenset({"StopIteration", "StopAsyncIteration"})
+
+
 def _remote_exception(name: str, message: str) -> BaseException:
     # Only builtin Exception subclasses are rebuilt, so test code can still ``except ValueError``; a
     # SystemExit or KeyboardInterrupt in the solution must not stop the judge.
     cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+    if (
+        isinstance(cls, type)
+        and issubclass(cls, Exception)
+        and cls.__module__ == "builtins"
+        and name not in _NOT_REBUILT
+    ):
         try:
             return cls(message)
         except Exception:
