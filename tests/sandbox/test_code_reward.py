@@ -166,6 +166,17 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     assert (await _one(client, "print(1)", {"tests": "assert (", "entry_point": "f"}))[
         "reason"
     ] == "parse_error"
+    # HumanEval-style tests without their entry_point: nothing calls check(), so no assert would run
+    # and any program at all would pass. That is the reference's fault.
+    humaneval = "def check(candidate):\n    assert candidate(1) == 2\n"
+    for program in ("def double(x):\n    return 0\n", "x = 1\n"):
+        unnamed = await _one(client, program, {"tests": humaneval})
+        assert not unnamed["valid"] and unnamed["reason"] == "parse_error", unnamed
+    # Tests that call their own check() need no entry_point.
+    calls_it = await _one(
+        client, "def double(x):\n    return 2 * x\n", {"tests": humaneval + "check(double)\n"}
+    )
+    assert calls_it["score"] == 1.0, calls_it
     empty = await _one(client, "   ", {"tests": "assert True"})
     assert empty["valid"] and empty["score"] == 0.0 and empty["reason"] == "no_answer"
     fenced_only = await _one(client, "no code here", {"tests": "assert True"}, extract="fenced")

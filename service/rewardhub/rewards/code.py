@@ -6,7 +6,8 @@ Reference (an object):
   "<function name for check(candidate)>", "setup": "<optional>"}``. ``tests`` may also be a list of
   assert strings (MBPP's ``test_list``); ``setup`` runs after the solution, in its namespace (MBPP's
   ``test_setup_code``, which builds fixtures from the solution's own classes). Every ``assert`` of a
-  string is one test; every string of a list is one test.
+  string is one test; every string of a list is one test. Tests that define ``check`` and never call it
+  need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.

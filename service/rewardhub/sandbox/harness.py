@@ -25,6 +25,7 @@ __all__ = [
     "parse_exec",
     "parse_pytests",
     "rewrite_asserts",
+    "uncalled_check",
 ]
 
 
@@ -66,6 +67,29 @@ def rewrite_asserts(source: str) -> tuple[str, tuple[str, ...]]:
     rewriter = _AssertsAsTests(source)
     tree = ast.fix_missing_locations(rewriter.visit(tree))
     return ast.unparse(tree), tuple(rewriter.labels)
+
+
+@functools.lru_cache(maxsize=4096)
+def uncalled_check(source: str) -> bool:
+    """Whether the tests define a top-level ``check`` that no top-level statement calls.
+
+    HumanEval's tests are ``def check(candidate): ...``, called by the judge with the reference's
+    ``entry_point``. Without one nothing calls ``check``, no assert runs, and every solution would pass.
+    """
+    try:
+        tree = ast.parse(source, "tests.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # reported as the tests not compiling
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    if not any(isinstance(node, functions) and node.name == "check" for node in tree.body):
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, (*functions, ast.ClassDef)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check":
+                return False
+    return True
 
 
 def new_nonce() -> str:

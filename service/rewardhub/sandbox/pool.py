@@ -36,6 +36,7 @@ from rewardhub.sandbox.harness import (
     parse_exec,
     parse_pytests,
     rewrite_asserts,
+    uncalled_check,
 )
 from rewardhub.sandbox.languages import PYTHON_SYNTAX_CHECK, Language, available_languages
 from rewardhub.sandbox.probe import (
@@ -457,6 +458,11 @@ class SandboxPool:
                 source, labels = rewrite_asserts(tests)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
                 why = f"the reference tests do not compile: {type(exc).__name__}: {exc}"
+                return PytestReport(ready=True, done=True, reference_error=why), RawRun(
+                    0, b"", b"", False, False, 0.0
+                )
+            if not entry_point and uncalled_check(tests):
+                why = "the reference tests define check(candidate) but nothing calls it: name the entry_point"
                 return PytestReport(ready=True, done=True, reference_error=why), RawRun(
                     0, b"", b"", False, False, 0.0
                 )
