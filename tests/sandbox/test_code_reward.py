@@ -172,11 +172,12 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     for program in ("def double(x):\n    return 0\n", "x = 1\n"):
         unnamed = await _one(client, program, {"tests": humaneval})
         assert not unnamed["valid"] and unnamed["reason"] == "parse_error", unnamed
-    # Tests that call their own check() need no entry_point.
-    calls_it = await _one(
-        client, "def double(x):\n    return 2 * x\n", {"tests": humaneval + "check(double)\n"}
-    )
-    assert calls_it["score"] == 1.0, calls_it
+    # Tests that call their own check() need no entry_point, under a main guard too (the tests are the
+    # program): a wrong solution fails them, it does not skip them.
+    for call in ("check(double)\n", "if __name__ == '__main__':\n    check(double)\n"):
+        right = await _one(client, "def double(x):\n    return 2 * x\n", {"tests": humaneval + call})
+        wrong = await _one(client, "def double(x):\n    return 0\n", {"tests": humaneval + call})
+        assert (right["score"], wrong["score"]) == (1.0, 0.0), (call, right, wrong)
     empty = await _one(client, "   ", {"tests": "assert True"})
     assert empty["valid"] and empty["score"] == 0.0 and empty["reason"] == "no_answer"
     fenced_only = await _one(client, "no code here", {"tests": "assert True"}, extract="fenced")

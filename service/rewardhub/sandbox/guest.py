@@ -816,7 +816,9 @@ def _run_judge(
     if status != "ok":
         return
 
-    ns: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
+    # The tests run as the program, as in any harness that runs solution and tests as one script: an
+    # `if __name__ == "__main__": check(f)` at their end must run, or no assert would.
+    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     try:
         for k, v in names.items():
             # The solution's side filters dunders too, but it runs untrusted code that can send its own
