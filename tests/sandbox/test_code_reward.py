@@ -178,6 +178,14 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
         right = await _one(client, "def double(x):\n    return 2 * x\n", {"tests": humaneval + call})
         wrong = await _one(client, "def double(x):\n    return 0\n", {"tests": humaneval + call})
         assert (right["score"], wrong["score"]) == (1.0, 0.0), (call, right, wrong)
+    # unittest.TestCase classes are not run by the judge (it runs assert statements): without this
+    # they checked nothing and any program passed.
+    unit = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n"
+        "        self.assertEqual(double(1), 2)\nif __name__ == '__main__':\n    unittest.main()\n"
+    )
+    unittest_style = await _one(client, "def double(x):\n    return 0\n", {"tests": unit})
+    assert not unittest_style["valid"] and unittest_style["reason"] == "unsupported", unittest_style
     empty = await _one(client, "   ", {"tests": "assert True"})
     assert empty["valid"] and empty["score"] == 0.0 and empty["reason"] == "no_answer"
     fenced_only = await _one(client, "no code here", {"tests": "assert True"}, extract="fenced")

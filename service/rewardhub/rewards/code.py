@@ -43,6 +43,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
+from rewardhub.sandbox.harness import unittest_style
 from rewardhub.sandbox.pool import SandboxPool, refusal
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
@@ -168,6 +169,11 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         if lang.name in ("c", "cpp"):
             raise ReferenceError_(
                 Reason.UNSUPPORTED, f"{lang.name} is scored with stdin/stdout `cases`, not `tests`"
+            )
+        if lang.name == "python" and isinstance(task.tests, str) and unittest_style(task.tests):
+            raise ReferenceError_(
+                Reason.UNSUPPORTED,
+                "unittest.TestCase tests are not run: write the tests as assert statements",
             )
     else:
         raise ReferenceError_(Reason.MISSING_REFERENCE, "the code reference has neither `tests` nor `cases`")
