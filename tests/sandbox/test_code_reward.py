@@ -97,6 +97,17 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert loop["valid"] and loop["score"] == pytest.approx(1 / 3)
     assert loop["details"]["tests"][1]["message"] == "timeout"
     assert loop["details"]["tests"][2]["message"].startswith("not run")
+    # The limit is the solution's CPU time, the wall clock capped at 3x it: a test that waits 1.5 s with
+    # no CPU passes a 1 s limit (as one slowed by a loaded host does: its 0 was cached as a "real"
+    # timeout; found in review), one that waits 30 s is still a timeout.
+    sleepy = await _one(
+        client,
+        "import time\ndef f(x):\n    time.sleep(1.5 if x else 30)\n    return 1\n",
+        {"tests": "assert f(1) == 1\nassert f(0) == 1\n"},
+        timeout_s=1.0,
+    )
+    assert sleepy["valid"] and sleepy["score"] == 0.5, sleepy
+    assert sleepy["details"]["tests"][1].get("message") == "timeout", sleepy["details"]
     boom = await _one(client, "def f(x):\n    return [0] * (10 ** 10)\n", {"tests": ["assert f(1) == 1"]})
     assert boom["valid"] and boom["score"] == 0.0 and "MemoryError" in boom["details"]["tests"][0]["message"]
     crash = await _one(client, "import os\ndef f(x):\n    os.abort()\n", {"tests": ["assert f(1) == 1"]})

@@ -24,9 +24,10 @@ timeout) stops early: valid ``0.0`` with ``reason: format``. No code in the resp
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
 Cacheable: the result is a function of the code, the tests and the limits (all three in the cache
-key: the limits are config fields). The one timing-dependent verdict is a timeout; limits are CPU-time
-based where possible (``RLIMIT_CPU``) and generous on the wall clock, and concurrency never exceeds
-the cores, so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
+key: the limits are config fields). The one timing-dependent verdict is a timeout; limits are CPU time
+(``RLIMIT_CPU`` for programs; for Python assert tests the judge reads the solution's CPU time from
+``/proc``, the wall clock capping each test at 3x ``timeout_s``), and concurrency never exceeds the cores,
+so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 @register
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
-    version: ClassVar[str] = "1.0.2"
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

@@ -403,6 +403,9 @@ class _Channel:
         self.codec = codec
         self.on_request = on_request
         self.deadline: float | None = None  # monotonic; None = wait forever (the solution side)
+        # Called when the deadline passes: seconds more to wait (the other side has not used its time
+        # yet), or 0 to give up. None: give up at once.
+        self.extend: Any = None
         self.buf = bytearray()
 
     def send(self, msg: Any) -> None:
@@ -424,6 +427,10 @@ class _Channel:
             if self.deadline is not None:
                 left = self.deadline - time.monotonic()
                 if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
+                    more = self.extend() if self.extend is not None else 0.0
+                    if more > 0:
+                        self.deadline = time.monotonic() + more
+                        continue
                     raise _Gone("timeout")
             try:
                 chunk = os.read(self.rfd, max(1 << 16, n - len(self.buf)))
@@ -681,7 +688,26 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
 # --------------------------------------------------------------------------------------------------
 # pytests mode: the judge
 # --------------------------------------------------------------------------------------------------
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used (``/proc/<pid>/stat``), or None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# A test's wall-clock allowance, in multiples of its CPU-time limit (as programming judges give).
+_WALL_FACTOR = 3.0
+
+
 class _Judge:
+    """Runs the tests against the solution process. A test's time limit is the solution's *CPU* time
+    (read from /proc), so a correct solution on a loaded host is not a timeout, and a cached timeout is
+    the solution's own; the wall clock only caps it at ``_WALL_FACTOR`` times the limit (a solution
+    that sleeps or waits), within the total deadline."""
+
     def __init__(self, emit: _Emitter, secret: dict[str, Any], child: int, chan: _Channel):
         self.emit = emit
         self.child = child
@@ -691,9 +717,27 @@ class _Judge:
         self.passed: set[int] = set()
         self.failed: set[int] = set()
         self.current: int | None = None
+        self.armed_at = 0.0
+        self.cpu_at: float | None = None
+        chan.extend = self.extend
 
     def arm(self) -> None:
-        self.chan.deadline = min(time.monotonic() + self.test_timeout, self.total_deadline)
+        self.armed_at = time.monotonic()
+        self.cpu_at = _cpu_seconds(self.child)
+        self.chan.deadline = min(self.armed_at + self.test_timeout, self.total_deadline)
+
+    def extend(self) -> float:
+        """More seconds to wait for the current test: what is left of its CPU time, if the solution has
+        not used it up (it was waiting for the cores), within the wall cap and the total deadline."""
+        now = time.monotonic()
+        cpu = _cpu_seconds(self.child)
+        if cpu is None or self.cpu_at is None:
+            return 0.0
+        left_cpu = self.test_timeout - (cpu - self.cpu_at)
+        left_wall = min(self.armed_at + _WALL_FACTOR * self.test_timeout, self.total_deadline) - now
+        if left_cpu <= 0 or left_wall <= 0:
+            return 0.0
+        return min(max(left_cpu, 0.05), left_wall)
 
     # hooks called by the rewritten test code
     def begin(self, i: int) -> None:
