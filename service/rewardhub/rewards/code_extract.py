@@ -10,7 +10,9 @@ models think out loud first. The rule, in order:
 3. else the last fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
-An unterminated last fence (a response cut at the token limit) counts as running to the end.
+An unterminated last fence (a response cut at the token limit) counts as running to the end. A fence
+indented by N spaces (inside a Markdown list item) has up to N spaces of indentation removed from each
+of its lines, as CommonMark does, so the program starts at column 0.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ __all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code"]
 ExtractMode = Literal["auto", "fenced", "raw"]
 
 # A fence opens at the start of a line with 3+ backticks or tildes, an optional tag, then a newline.
-_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
     code: str
     source: Literal["fenced", "untagged_fence", "raw"]
+
+
+def _dedent(body: str, indent: int) -> str:
+    """``body`` with up to ``indent`` leading spaces or tabs removed from each line."""
+    if not indent:
+        return body
+    lines = body.split("\n")  # only \n: a \u2028 or \f inside a string literal is no line break
+    return "\n".join(line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in lines)
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
@@ -49,7 +59,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
         end = close.search(text, m.end())
         body = text[m.end() : end.start()] if end else text[m.end() :]
-        out.append((m.group("tag").lower(), body))
+        out.append((m.group("tag").lower(), _dedent(body, len(m.group("indent")))))
         if end is None:
             return out
         pos = end.end()
