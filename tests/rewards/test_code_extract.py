@@ -18,3 +18,10 @@ def test_an_indented_fence_loses_its_indentation() -> None:
     # only up to the fence's own indentation is removed, never more (CommonMark)
     shallow = extract_code("  ```python\nx = 1\n   y = 2\n  ```\n", PY)
     assert shallow is not None and shallow.code == "x = 1\n y = 2\n"
+
+
+def test_a_crlf_response_ends_its_fence() -> None:
+    # with \r\n line ends the closing fence line is '```\r', which did not close the block: the fence
+    # and all text after it ran into the program (a SyntaxError)
+    found = extract_code("Here:\r\n```python\r\nprint(1)\r\n```\r\nThat prints 1.\r\n", PY)
+    assert found is not None and found.code == "print(1)\r\n"

@@ -56,7 +56,8 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         if m is None:
             return out
         fence = m.group("fence")
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        # \r?: a CRLF response's closing fence line ends in \r, which `$` alone does not skip
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?$", re.MULTILINE)
         end = close.search(text, m.end())
         body = text[m.end() : end.start()] if end else text[m.end() :]
         out.append((m.group("tag").lower(), _dedent(body, len(m.group("indent")))))
