@@ -25,3 +25,15 @@ def test_a_crlf_response_ends_its_fence() -> None:
     # and all text after it ran into the program (a SyntaxError)
     found = extract_code("Here:\r\n```python\r\nprint(1)\r\n```\r\nThat prints 1.\r\n", PY)
     assert found is not None and found.code == "print(1)\r\n"
+
+
+def test_a_fence_tag_with_attributes_names_its_language() -> None:
+    # 'python:main.py', '{python}' (Quarto, R Markdown), '{.python ...}' (pandoc), 'python,linenos': the
+    # whole word was the tag, named no language, and the whole Markdown response was run as the program
+    for info in ("python:main.py", "{python}", "{.python .numberLines}", "python,linenos", "Python {a=1}"):
+        found = extract_code(f"Solution:\n```{info}\nprint(1)\n```\nDone.", PY)
+        assert found is not None and (found.code, found.source) == ("print(1)\n", "fenced"), info
+    cpp = extract_code("```c++:main.cpp\nint main(){}\n```\n", LANGUAGES["cpp"])
+    assert cpp is not None and cpp.source == "fenced"
+    # a fence tag for another language is still not taken for this one
+    assert extract_code("```javascript:a.js\nconsole.log(1)\n```\n", PY, "fenced") is None

@@ -6,7 +6,8 @@ models think out loud first. The rule, in order:
 1. drop everything up to the last ``</think>``, and from a ``<think>`` after it that never closes (a
    response cut off in its reasoning): the reasoning is not the answer
    (:func:`~rewardhub.rewards.text.answer_text`);
-2. the last fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````, ...);
+2. the last fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````, ...; the name
+   may carry attributes or a file name: ```` ```python:main.py ````, ```` ```{python} ````);
 3. else the last fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
@@ -31,6 +32,9 @@ ExtractMode = Literal["auto", "fenced", "raw"]
 
 # A fence opens at the start of a line with 3+ backticks or tildes, an optional tag, then a newline.
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
+
+# The language name that begins a fence's info word; attributes or a file name may follow it.
+_LANG = re.compile(r"[{.]*([A-Za-z0-9_+#-]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,10 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?$", re.MULTILINE)
         end = close.search(text, m.end())
         body = text[m.end() : end.start()] if end else text[m.end() :]
-        out.append((m.group("tag").lower(), _dedent(body, len(m.group("indent")))))
+        info = m.group("tag")
+        lang = _LANG.match(info)  # the language name in 'python:main.py', '{python}', '{.py .numberLines}'
+        tag = lang.group(1) if lang else info
+        out.append((tag.lower(), _dedent(body, len(m.group("indent")))))
         if end is None:
             return out
         pos = end.end()
