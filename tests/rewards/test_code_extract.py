@@ -37,3 +37,14 @@ def test_a_fence_tag_with_attributes_names_its_language() -> None:
     assert cpp is not None and cpp.source == "fenced"
     # a fence tag for another language is still not taken for this one
     assert extract_code("```javascript:a.js\nconsole.log(1)\n```\n", PY, "fenced") is None
+
+
+def test_an_empty_last_block_does_not_hide_the_program() -> None:
+    # an empty block after the program (a template left unfilled) was taken as the last python block,
+    # found empty, and the whole Markdown response was run as the program instead
+    text = "```python\nprint(1)\n```\nFill in below if needed:\n```python\n```\n"
+    found = extract_code(text, PY)
+    assert found is not None and (found.code, found.source) == ("print(1)\n", "fenced")
+    untagged = extract_code("```\nprint(2)\n```\nand\n```\n\n```\n", PY)
+    assert untagged is not None and (untagged.code, untagged.source) == ("print(2)\n", "untagged_fence")
+    assert extract_code("```python\n```\n", PY, "fenced") is None

@@ -6,9 +6,9 @@ models think out loud first. The rule, in order:
 1. drop everything up to the last ``</think>``, and from a ``<think>`` after it that never closes (a
    response cut off in its reasoning): the reasoning is not the answer
    (:func:`~rewardhub.rewards.text.answer_text`);
-2. the last fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````, ...; the name
-   may carry attributes or a file name: ```` ```python:main.py ````, ```` ```{python} ````);
-3. else the last fenced block without a tag;
+2. the last non-empty fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````,
+   ...; the name may carry attributes or a file name: ```` ```python:main.py ````, ```` ```{python} ````);
+3. else the last non-empty fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
 An unterminated last fence (a response cut at the token limit) counts as running to the end. A fence
@@ -88,13 +88,15 @@ def extract_block(
     tagged: str | None = None
     untagged: str | None = None
     for tag, body in _blocks(text):
+        if not body.strip():  # an empty block is no answer: it must not hide an earlier program
+            continue
         if not tag:
             untagged = body
         elif wanted(tag):
             tagged = body
-    if tagged is not None and tagged.strip():
+    if tagged is not None:
         return Extracted(tagged, "fenced")
-    if untagged is not None and untagged.strip():
+    if untagged is not None:
         return Extracted(untagged, "untagged_fence")
     if mode == "fenced":
         return None
