@@ -321,9 +321,11 @@ class JobRunner:
             self._enqueue(stored["job_id"])
         return public(stored), created
 
-    async def get(self, job_id: str) -> dict[str, Any]:
+    async def get(self, job_id: str, caller: Caller) -> dict[str, Any]:
         job = await self.store.get(job_id)
-        if job is None:
+        # A job belongs to the API key that submitted it (as its Idempotency-Key does): another key gets
+        # the same 404 as an unknown id, so it learns neither the result nor that the job exists.
+        if job is None or (job.get("caller") or ANONYMOUS.key_id) != caller.key_id:
             raise NotFound(
                 f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S)", param="job_id"
             )

@@ -144,3 +144,21 @@ async def test_a_job_scores_nan_as_nan_not_as_null(client: httpx.AsyncClient) ->
     assert resp.status_code == 202, resp.text
     job = await wait_done(client, resp.json()["job_id"])
     assert job["status"] == "succeeded" and job["result"]["results"][0]["score"] == 0.0, job
+
+
+async def test_a_job_is_visible_only_to_the_key_that_submitted_it(make_app: Any) -> None:
+    async with make_app(api_keys="key-a,key-b") as c:
+        a, b = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
+        resp = await c.post("/v1/jobs", json=BODY, headers=a)
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["job_id"]
+        for _ in range(600):
+            done = (await c.get(f"/v1/jobs/{job_id}", headers=a)).json()
+            if done["status"] == "succeeded":
+                break
+            await asyncio.sleep(0.05)
+        assert [r["score"] for r in done["result"]["results"]] == [1.0, 0.0]
+        # Another key gets the answer of an unknown id: neither the result nor that the job exists.
+        other = await c.get(f"/v1/jobs/{job_id}", headers=b)
+        assert other.status_code == 404 and other.json()["error"]["type"] == "not_found"
+        assert "result" not in other.text

@@ -70,4 +70,4 @@ async def submit_job(
     "/jobs/{job_id}", response_model=JobStatus, responses=_ERRORS, summary="A job's status and result"
 )
 async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
-    return JSONBytesResponse(await jobs.get(job_id))
+    return JSONBytesResponse(await jobs.get(job_id, caller))
