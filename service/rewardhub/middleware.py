@@ -88,18 +88,28 @@ class BodyLimitMiddleware:
                 break
         seen = 0
         started = False
+        over = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    over = True
                     raise _TooLarge()
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if over:
+                # The app caught the refusal and answered on its own (FastAPI turns any error while it
+                # reads a body it parses into a 400 "There was an error parsing the body"): answer the
+                # 413 instead, and drop the app's answer.
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await _send_error(send, 413, "payload_too_large", self._message())
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)

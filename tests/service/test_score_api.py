@@ -199,6 +199,24 @@ async def test_limits_name_their_setting(make_app: Any) -> None:
         assert "REWARDHUB_MAX_REQUEST_BYTES" in big.json()["error"]["message"]
 
 
+async def test_a_streamed_body_over_the_limit_is_a_413_on_every_route(make_app: Any) -> None:
+    """A body sent without Content-Length (chunked) is counted as it arrives; on the routes whose body
+    FastAPI parses, the refusal came out as FastAPI's 400 "error parsing the body" instead of the 413."""
+    body = json.dumps({"reward": "exact_match", "items": [{"response": "x" * 1000}] * 8}).encode()
+
+    async def chunks() -> Any:
+        for i in range(0, len(body), 1024):
+            yield body[i : i + 1024]
+
+    async with make_app(max_request_bytes=2000) as c:
+        for path in ("/v1/score", "/v1/jobs", "/v1/rewards/check", "/compat/openrlhf/get_reward"):
+            resp = await c.post(path, content=chunks(), headers={"content-type": "application/json"})
+            assert "content-length" not in resp.request.headers
+            assert resp.status_code == 413, (path, resp.text)
+            assert resp.json()["error"]["type"] == "payload_too_large"
+            assert "REWARDHUB_MAX_REQUEST_BYTES" in resp.json()["error"]["message"]
+
+
 async def test_catalog_lists_rewards_with_schemas(client: httpx.AsyncClient) -> None:
     rewards = {r["name"]: r for r in (await client.get("/v1/rewards")).json()["rewards"]}
     assert {"math", "exact_match"} <= set(rewards)
