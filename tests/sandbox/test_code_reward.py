@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -242,6 +243,31 @@ async def test_results_are_cached_with_limits_in_the_key(client: httpx.AsyncClie
     assert second["cached"] and second["score"] == first["score"] == 1.0
     other_limits = {"reward": {"name": "code", "config": {"timeout_s": 2.0}}, "items": [item]}
     assert not (await client.post("/v1/score", json=other_limits)).json()["results"][0]["cached"]
+
+
+async def test_an_idle_pool_takes_a_request_larger_than_its_queue(make_app: Any) -> None:
+    """More runs than REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS + workers were refused even by an idle pool,
+    on every retry: /v1/score answered 429 for ever and a job (which waits for room) stayed running."""
+    items = [
+        {
+            "response": f"```python\nprint({i})\n```",
+            "reference": {"language": "python", "cases": [{"stdin": "", "stdout": str(i)}]},
+        }
+        for i in range(4)
+    ]
+    body = {"reward": "code", "items": items, "options": {"use_cache": False}}
+    async with make_app(sandbox_workers=1, sandbox_queue_max_items=1) as c:
+        scored = await c.post("/v1/score", json=body)
+        assert scored.status_code == 200, scored.text
+        assert [r["score"] for r in scored.json()["results"]] == [1.0] * 4
+        job_id = (await c.post("/v1/jobs", json=body)).json()["job_id"]
+        for _ in range(600):
+            job = (await c.get(f"/v1/jobs/{job_id}")).json()
+            if job["status"] in ("succeeded", "failed"):
+                break
+            await asyncio.sleep(0.05)
+        assert job["status"] == "succeeded", job
+        assert [r["score"] for r in job["result"]["results"]] == [1.0] * 4
 
 
 def test_extraction_rules() -> None:

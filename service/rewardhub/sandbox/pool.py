@@ -3,7 +3,7 @@
 Concurrency defaults to the number of cores: a sandboxed run is one busy process, and more of them than
 cores only turns CPU limits into wall-clock timeouts. Requests beyond the running ones wait in an
 asyncio queue (a semaphore); past ``REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS`` waiting runs a request is
-refused as a whole with 429 before any of its items starts.
+refused as a whole with 429 before any of its items starts (an idle pool takes a request of any size).
 
 Every run is an asyncio subprocess (:func:`.runner.run_process`), so thousands of waiting runs cost the
 event loop nothing but a future each.
@@ -297,8 +297,12 @@ class SandboxPool:
     # --- admission ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def admit(self, n: int) -> Iterator[None]:
-        """Reserve room for ``n`` runs or refuse the whole request with :class:`Overloaded` (429)."""
-        if self._pending + n > self.max_queued + self.workers:
+        """Reserve room for ``n`` runs or refuse the whole request with :class:`Overloaded` (429).
+
+        An idle pool takes a request of any size (its runs wait their turn), as the in-flight bound and
+        the batchers do: otherwise a request or job with more runs than the bound was refused on every
+        retry, and a job waiting for room stayed ``running`` for ever."""
+        if self._pending and self._pending + n > self.max_queued + self.workers:
             raise Overloaded(
                 f"{self._pending} sandbox runs are already admitted (limit {self.max_queued} waiting + "
                 f"{self.workers} running, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS)",
