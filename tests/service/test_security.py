@@ -21,6 +21,10 @@ async def test_keys_required_when_configured(make_app: Any) -> None:
         x_key = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "k-one"})
         assert x_key.status_code == 200
         assert (await c.get("/v1/jobs/job_x")).status_code == 401
+        # The catalog is an API route like the others (it was open to anyone).
+        assert (await c.get("/v1/rewards")).status_code == 401
+        assert (await c.get("/v1/rewards", headers={"X-API-Key": "nope"})).status_code == 403
+        assert (await c.get("/v1/rewards", headers={"X-API-Key": "k-one"})).status_code == 200
         # Probes stay open for load balancers and orchestrators.
         for path in ("/health", "/ready", "/metrics"):
             assert (await c.get(path)).status_code == 200

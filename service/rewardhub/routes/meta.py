@@ -24,8 +24,16 @@ from rewardhub.security import CallerDep
 router = APIRouter(tags=["meta"])
 
 
-@router.get("/v1/rewards", response_model=RewardsResponse, summary="The reward catalog")
-async def rewards(scoring: ScoringDep) -> RewardsResponse:
+@router.get(
+    "/v1/rewards",
+    response_model=RewardsResponse,
+    responses={
+        401: {"model": ErrorResponse, "description": "An API key is required."},
+        403: {"model": ErrorResponse, "description": "The API key is not accepted."},
+    },
+    summary="The reward catalog",
+)
+async def rewards(scoring: ScoringDep, _: CallerDep) -> RewardsResponse:
     return RewardsResponse(
         rewards=[
             RewardInfo(
