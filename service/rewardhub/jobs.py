@@ -48,6 +48,7 @@ log = structlog.get_logger("rewardhub.jobs")
 
 _LEASE_S = 30.0
 _RESCAN_S = 15.0
+_IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then REWARDHUB_JOB_TTL_S)
 
 
 def body_digest(body: bytes) -> str:
@@ -156,8 +157,11 @@ class RedisJobStore:
     async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
         job_id, digest = job["job_id"], job["body_sha256"]
         if idem is not None:
+            # Claimed for a short while only, made to last with the job's write below: a claim whose job
+            # was never written (Redis failed in between) must not make every retry with the key wait for
+            # that job and answer 503 for the whole TTL.
             claimed = await self._call(
-                self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=self.ttl_s)
+                self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=_IDEM_CLAIM_S)
             )
             if not claimed:
                 raw = await self._call(self.r.get(self._k("idem", idem)))
@@ -175,7 +179,15 @@ class RedisJobStore:
         pipe.set(self._k("job", job_id), jsonutil.dumps(job), ex=self.ttl_s)
         pipe.set(self._k("job-body", job_id), body, ex=self.ttl_s)
         pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
-        await self._call(pipe.execute())
+        if idem is not None:
+            pipe.expire(self._k("idem", idem), self.ttl_s)
+        try:
+            await self._call(pipe.execute())
+        except BaseException:
+            if idem is not None:  # give the claim up at once if Redis lets us (else it expires soon)
+                with contextlib.suppress(Exception):
+                    await self.r.delete(self._k("idem", idem))
+            raise
         return job, True
 
     async def get(self, job_id: str) -> dict[str, Any] | None:

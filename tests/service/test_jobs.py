@@ -162,3 +162,80 @@ async def test_a_job_is_visible_only_to_the_key_that_submitted_it(make_app: Any)
         other = await c.get(f"/v1/jobs/{job_id}", headers=b)
         assert other.status_code == 404 and other.json()["error"]["type"] == "not_found"
         assert "result" not in other.text
+
+
+class _CuttingProxy:
+    """A TCP proxy in front of Redis that drops the connection of any command batch holding ``cut``
+    (a network fault at the transport boundary: the command never reaches Redis)."""
+
+    def __init__(self, upstream_port: int, cut: bytes):
+        self.upstream_port, self.cut = upstream_port, cut
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}/0"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, check: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if check and self.cut in data:
+                        break
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+                up_writer.close()
+
+        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+
+
+async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis_server: Any) -> None:
+    """Redis failing between the Idempotency-Key's claim and the job's write left the key naming a job
+    that never existed: every retry with that key waited for it and answered 503 until the key expired
+    (REWARDHUB_JOB_TTL_S, a day by default), so the client's retries could not get past a blip."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import RedisJobStore, body_digest
+
+    idem = f"test:{time.time_ns()}"
+    body = b'{"reward": "math"}'
+
+    def job(job_id: str) -> dict[str, Any]:
+        return {
+            "job_id": job_id,
+            "status": "queued",
+            "created_at": time.time(),
+            "body_sha256": body_digest(body),
+        }
+
+    direct = Redis.from_url(redis_server.url)
+    async with _CuttingProxy(redis_server.port, b"MULTI") as url:
+        flaky = Redis.from_url(url)
+        try:
+            await RedisJobStore(flaky, ttl_s=3600).create(job(f"job_a{idem}"), body, idem)
+        except ServiceUnavailable:
+            pass
+        else:
+            raise AssertionError("the proxy should have cut the transaction")
+        finally:
+            await flaky.aclose()
+    try:
+        stored, created = await RedisJobStore(direct, ttl_s=3600).create(job(f"job_b{idem}"), body, idem)
+        assert created and stored["job_id"] == f"job_b{idem}"
+        # Once its job is written the key lasts as long as the job.
+        assert await direct.ttl(f"{RedisJobStore.P}:idem:{idem}") > 60
+        again, created = await RedisJobStore(direct, ttl_s=3600).create(job(f"job_c{idem}"), body, idem)
+        assert not created and again["job_id"] == f"job_b{idem}"
+    finally:
+        await direct.aclose()
