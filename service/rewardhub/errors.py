@@ -177,13 +177,16 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         loc = tuple(first.get("loc", ()))
-        if first.get("type") == "json_invalid":
-            # FastAPI's loc is ("body", <character offset>): not a field. Say what /v1/score says.
+        if first.get("type") == "json_invalid" and first.get("input") not in ("", b""):
+            # FastAPI's loc is ("body", <character offset>): not a field. pydantic's own JSON parser
+            # (/v1/score) has no offset in loc (just "body") but says where in its message.
             ctx = first.get("ctx") or {}
             reason = ctx.get("error") if isinstance(ctx, dict) else None
-            msg = f"Invalid JSON: {reason or first.get('msg')} (at character {loc[-1]})"
+            msg = f"Invalid JSON: {reason or first.get('msg')}"
+            if loc and isinstance(loc[-1], int):
+                msg += f" (at character {loc[-1]})"
             return JSONBytesResponse(error_payload(422, "invalid_request", msg, None), status_code=422)
-        if first.get("type") == "missing" and loc == ("body",):
+        if first.get("type") in ("missing", "json_invalid") and loc == ("body",):
             msg = "the request needs a JSON body"
             return JSONBytesResponse(error_payload(422, "invalid_request", msg, None), status_code=422)
         param = _loc_to_param(loc)

@@ -180,6 +180,22 @@ async def test_malformed_body_is_422_in_the_error_envelope(client: httpx.AsyncCl
     ).status_code == 422
 
 
+async def test_broken_json_is_described_alike_on_every_route(client: httpx.AsyncClient) -> None:
+    """/v1/score parses with pydantic, whose error has no character offset: its message ended in
+    "(at character body)", and an empty body was "EOF while parsing" where the other routes say that
+    a JSON body is needed."""
+    json_ct = {"content-type": "application/json"}
+    for path in ("/v1/score", "/v1/jobs"):
+        empty = await client.post(path, content=b"", headers=json_ct)
+        assert empty.status_code == 422
+        assert empty.json()["error"]["message"] == "the request needs a JSON body", path
+        broken = (await client.post(path, content=b'{"items": [}', headers=json_ct)).json()["error"]
+        assert broken["type"] == "invalid_request" and broken["message"].startswith("Invalid JSON: ")
+        assert "character body" not in broken["message"], path
+    broken = (await client.post("/v1/score", content=b'{"items": [}', headers=json_ct)).json()["error"]
+    assert "line 1 column 12" in broken["message"]
+
+
 async def test_limits_name_their_setting(make_app: Any) -> None:
     async with make_app(max_items=3, max_field_bytes=100, max_request_bytes=2000) as c:
         too_many = await c.post("/v1/score", json={"reward": "exact_match", "items": em_items(4)})
