@@ -73,11 +73,19 @@ async def test_overload_raises_429() -> None:
     p = ProcessPool(size=1, name="tiny", max_queued_items=10)
     await asyncio.to_thread(p.start)
     try:
+        # An idle pool takes a batch over the bound: refusing it was a 429 no retry could get past, and
+        # a job (which waits for room) stayed running for ever.
+        assert [r.value for r in await p.run(double, list(range(11)), deadline_s=5)] == [
+            2 * i for i in range(11)
+        ]
+        busy = asyncio.create_task(p.run(behave, ["c_hang"], deadline_s=1.0))
+        await asyncio.sleep(0.2)
         with pytest.raises(Overloaded) as info:
-            await p.run(double, list(range(11)), deadline_s=1)
+            await p.run(double, list(range(10)), deadline_s=1)
         assert info.value.status_code == 429
         assert "REWARDHUB_CPU_QUEUE_MAX_ITEMS" in info.value.message
         assert "Retry-After" in info.value.headers
+        assert (await busy)[0].error == "timeout"
     finally:
         await asyncio.to_thread(p.close)
 

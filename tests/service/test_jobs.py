@@ -239,3 +239,18 @@ async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis
         assert not created and again["job_id"] == f"job_b{idem}"
     finally:
         await direct.aclose()
+
+
+async def test_a_job_larger_than_the_cpu_queue_finishes(make_app: Any) -> None:
+    """Items for the CPU pool beyond REWARDHUB_CPU_QUEUE_MAX_ITEMS were refused even by an idle pool:
+    the job slept on the 429 and tried again, staying "running" for ever."""
+    items = [
+        {"response": f"\\boxed{{\\frac{{{i}}}{{3}} + \\sqrt{{2}}}}", "reference": f"\\sqrt{{2}}+{i}/3"}
+        for i in range(1, 5)
+    ]
+    body = {"reward": "math", "items": items, "options": {"use_cache": False}}
+    async with make_app(cpu_queue_max_items=2) as c:
+        job_id = (await c.post("/v1/jobs", json=body)).json()["job_id"]
+        done = await wait_done(c, job_id, timeout_s=20)
+        assert done["status"] == "succeeded"
+        assert [r["score"] for r in done["result"]["results"]] == [1.0] * 4

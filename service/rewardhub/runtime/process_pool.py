@@ -293,7 +293,8 @@ class ProcessPool:
         name: label for metrics and logs.
         memory_mb: ``RLIMIT_AS`` of each worker (0 = unlimited).
         max_items_per_worker: a worker is replaced after this many items (SymPy caches grow).
-        max_queued_items: beyond this many waiting items, :meth:`run` raises :class:`Overloaded`.
+        max_queued_items: beyond this many waiting items, :meth:`run` raises :class:`Overloaded` (an
+            idle pool takes a batch of any size).
         preload: modules the forkserver imports once, so new workers start warm.
         initializer: called once in each new worker (e.g. to warm up a parser).
     """
@@ -382,7 +383,9 @@ class ProcessPool:
         if not self.started or self.closing:
             raise ServiceUnavailable(f"the {self.name} worker pool is not running")
         with self._lock:
-            if self._queued + n > self.max_queued_items:
+            # An idle pool takes a batch of any size: refusing it would be a 429 that no retry gets past
+            # (a job, which waits for room, stayed running for ever).
+            if self._queued and self._queued + n > self.max_queued_items:
                 raise Overloaded(
                     f"{self._queued} items are already waiting for the {self.name} pool "
                     f"(limit {self.max_queued_items}, REWARDHUB_CPU_QUEUE_MAX_ITEMS)",
