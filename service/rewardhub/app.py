@@ -122,8 +122,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stack.push_async_callback(registry.close)
 
         scoring = ScoringService(settings, registry, cache, metrics, app.state.stats)
+        job_store = build_job_store(settings, cache)
+        if isinstance(job_store, RedisJobStore) and not isinstance(cache, RedisCache):
+            stack.push_async_callback(job_store.r.aclose)  # its own client (the cache is off or in memory)
         job_runner = JobRunner(
-            build_job_store(settings, cache),
+            job_store,
             scoring,
             app.state.admission,
             concurrency=settings.job_concurrency,

@@ -254,3 +254,21 @@ async def test_a_job_larger_than_the_cpu_queue_finishes(make_app: Any) -> None:
         done = await wait_done(c, job_id, timeout_s=20)
         assert done["status"] == "succeeded"
         assert [r["score"] for r in done["result"]["results"]] == [1.0] * 4
+
+
+async def test_the_job_stores_own_redis_client_is_closed_with_the_app(
+    make_app: Any, redis_server: Any
+) -> None:
+    """With the cache off, jobs still live in Redis, on a client of their own that the shutdown left
+    open: a connection per start (a test suite's, a reloading server's) until garbage collection."""
+
+    def clients() -> int:
+        return len(redis_server.client().client_list())
+
+    before = clients()
+    async with make_app(redis_url=redis_server.url, cache_enabled=False) as c:
+        job_id = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
+        await wait_done(c, job_id)
+        store = c.app.state.jobs.store  # type: ignore[attr-defined]
+        assert clients() > before
+    assert clients() == before, store
