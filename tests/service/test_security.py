@@ -24,6 +24,7 @@ async def test_keys_required_when_configured(make_app: Any) -> None:
         # The catalog is an API route like the others (it was open to anyone).
         assert (await c.get("/v1/rewards")).status_code == 401
         assert (await c.get("/v1/rewards", headers={"X-API-Key": "nope"})).status_code == 403
+        assert (await c.get("/v1/rewards", headers={"Authorization": "Bearer nope"})).status_code == 403
         assert (await c.get("/v1/rewards", headers={"X-API-Key": "k-one"})).status_code == 200
         # Probes stay open for load balancers and orchestrators.
         for path in ("/health", "/ready", "/metrics"):
