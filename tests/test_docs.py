@@ -34,3 +34,16 @@ def test_every_backends_file_field_is_in_the_readme() -> None:
     fields = sorted(set(RemoteSpec.model_fields) | set(LocalSpec.model_fields))
     missing = [f for f in fields if f"`{f}`" not in section[: section.index("**Judge modes.**")]]
     assert not missing, f"backends-file fields the README does not describe: {missing}"
+
+
+def test_every_reward_is_in_the_readme_table() -> None:
+    """GET /v1/rewards lists every registered reward; the README's table of rewards names each one."""
+    from rewardhub.rewards import load_builtin_rewards
+    from rewardhub.rewards.base import registered
+
+    load_builtin_rewards()
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| name | what it scores | reference |") :]
+    table = table[: table.index("\n\n")]
+    missing = [name for name in sorted(registered()) if f"`{name}`" not in table]
+    assert not missing, f"rewards missing from the README's table of rewards: {missing}"
