@@ -10,6 +10,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rewardhub import __version__
@@ -142,7 +143,10 @@ def rewards() -> None:
     load_builtin_rewards()
     table = Table("name", "version", "cached", "description")
     for name, cls in sorted(registered().items()):
-        table.add_row(name, cls.version, "yes" if cls.cacheable else "no", cls.description)
+        # Descriptions are plain text: "1[correct]" is no style tag.
+        table.add_row(
+            escape(name), escape(cls.version), "yes" if cls.cacheable else "no", escape(cls.description)
+        )
     Console().print(table)
 
 

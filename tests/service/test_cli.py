@@ -31,6 +31,15 @@ def test_serve_help_names_the_settings_and_defaults() -> None:
         assert expected in text, f"{expected!r} missing from serve --help:\n{result.output}"
 
 
+def test_rewards_lists_descriptions_as_written() -> None:
+    # The table is rich output too: calibration's "1[correct] − (confidence − 1[correct])²" lost both
+    # "[correct]" as unknown style tags and printed the wrong formula "1 − (confidence − 1)²".
+    result = CliRunner().invoke(app, ["rewards"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = re.sub(r"[\s│]+", " ", result.output)
+    assert "1[correct] − (confidence − 1[correct])²" in text, result.output
+
+
 def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --workers 2` shared the cores between the workers' CPU pools but not their sandbox pools:
     each worker ran one program per core (twice the cores in all), so a program needing most of its
