@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -23,14 +24,16 @@ from rewardhub.security import CallerDep
 
 router = APIRouter(tags=["meta"])
 
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "An API key is required."},
+    403: {"model": ErrorResponse, "description": "The API key is not accepted."},
+}
+
 
 @router.get(
     "/v1/rewards",
     response_model=RewardsResponse,
-    responses={
-        401: {"model": ErrorResponse, "description": "An API key is required."},
-        403: {"model": ErrorResponse, "description": "The API key is not accepted."},
-    },
+    responses=_AUTH_ERRORS,
     summary="The reward catalog",
 )
 async def rewards(scoring: ScoringDep, _: CallerDep) -> RewardsResponse:
@@ -54,8 +57,7 @@ async def rewards(scoring: ScoringDep, _: CallerDep) -> RewardsResponse:
     "/v1/rewards/check",
     response_model=RewardCheckResponse,
     responses={
-        401: {"model": ErrorResponse, "description": "An API key is required."},
-        403: {"model": ErrorResponse, "description": "The API key is not accepted."},
+        **_AUTH_ERRORS,
         404: {"model": ErrorResponse, "description": "Unknown reward (here or as a part)."},
         422: {"model": ErrorResponse, "description": "Invalid config, as `POST /v1/score` would answer."},
     },
