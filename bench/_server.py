@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -84,4 +85,17 @@ def machine() -> str:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+    gpu = ""
+    if shutil.which("nvidia-smi"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            names = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.split("\n")
+            gpu = ", GPU: " + " + ".join(n.strip() for n in names if n.strip())
+    return (
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), "
+        f"Python {platform.python_version()}{gpu}"
+    )
