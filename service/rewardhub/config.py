@@ -234,10 +234,11 @@ class Settings(BaseSettings):
     batch_max_tokens: int = Field(
         65_536, ge=1, description="Most padded tokens (items x longest, estimated) in one forward pass."
     )
-    batch_share_prefix: bool = Field(
-        True,
+    batch_share_prefix: bool | Literal["auto"] = Field(
+        "auto",
         description="Run a prompt that several items of a PRM/ORM batch start with once (GRPO groups), "
-        "for causal models that pass the load-time check.",
+        "for causal models that pass the load-time check. auto: on a CPU only (on a GPU the plain padded "
+        "pass was faster and closer to one-item scores, BENCHMARKS.md section 5).",
     )
     backend_timeout_s: float = Field(
         60.0, gt=0, description="Per-attempt HTTP timeout of remote backends, s."

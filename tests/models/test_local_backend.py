@@ -407,3 +407,30 @@ async def test_a_prm_and_an_orm_do_not_load_as_each_other(
         await hub.start()
     await hub.close()
     assert f"configured by REWARDHUB_{kind.upper()}_MODEL" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "device", "shares"),
+    [
+        (None, "cpu", True),  # the default, "auto": a CPU gains most from running a group's prompt once
+        (None, "cuda", False),  # ...a GPU ran plain padded batches faster and closer to one-item scores
+        (None, "cuda:1", False),
+        ("auto", "cpu", True),
+        ("true", "cuda", True),
+        ("false", "cpu", False),
+    ],
+)
+def test_share_prefix_setting_resolves_per_device(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, device: str, shares: bool
+) -> None:
+    """REWARDHUB_BATCH_SHARE_PREFIX=auto (the default) shares prompts on a CPU and not on a GPU, where a
+    0.5B bf16 PRM measured 357 items/s with sharing vs 441 without (BENCHMARKS.md section 5)."""
+    from rewardhub.config import Settings
+    from rewardhub.models import hf_compute
+
+    if env is None:
+        monkeypatch.delenv("REWARDHUB_BATCH_SHARE_PREFIX", raising=False)
+    else:
+        monkeypatch.setenv("REWARDHUB_BATCH_SHARE_PREFIX", env)
+    setting = Settings(_env_file=None).batch_share_prefix  # type: ignore[call-arg]
+    assert hf_compute.shares_prefix(setting, device) is shares

@@ -147,7 +147,9 @@ class LocalSpec(_Spec):
     max_wait_ms: float | None = Field(None, ge=0)
     queue_max: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
-    share_prefix: bool | None = Field(None, description="Default REWARDHUB_BATCH_SHARE_PREFIX.")
+    share_prefix: bool | Literal["auto"] | None = Field(
+        None, description="Default REWARDHUB_BATCH_SHARE_PREFIX."
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import structlog
 
@@ -105,7 +105,7 @@ class TransformersBackend(ModelBackend):
         trust_remote_code: bool = False,
         max_length: int | None = None,
         threads: int = 0,
-        share_prefix: bool = True,
+        share_prefix: bool | Literal["auto"] = "auto",
         batch: BatchOptions | None = None,
         observe_batch: Callable[[str, int], None] | None = None,
         lazy: bool = False,
