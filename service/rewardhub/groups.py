@@ -174,11 +174,13 @@ def group_stats(items: Sequence[ScoreItem], results: Sequence[dict[str, Any]]) -
         entry: dict[str, Any] = {"n": len(idx), "valid": len(scores)}
         if scores:
             scored += 1
-            mean = math.fsum(scores) / len(scores)
             flat = min(scores) == max(scores)
             zero += flat
+            # a flat group is reported exactly: sum-then-divide makes three 0.1s a mean of
+            # 0.10000000000000002 and a std of 1.7e-17, which reads as "not zero variance"
+            mean = scores[0] if flat else math.fsum(scores) / len(scores)
             std = (
-                math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / (len(scores) - 1))
+                (0.0 if flat else math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / (len(scores) - 1)))
                 if len(scores) > 1
                 else None
             )

@@ -190,3 +190,20 @@ async def test_the_same_group_under_a_config_reading_other_fields_is_not_a_split
         for spec in (train, monitor):
             resp = await post(c, spec, items[:2])
             assert resp.status_code == 422 and "already scored with 3 different items" in resp.text
+
+
+def test_a_flat_group_has_its_score_as_mean_and_zero_std() -> None:
+    """Three rollouts scored 0.1 each: mean 0.1 and std 0.0 exactly, not 0.10000000000000002 and 1.7e-17
+    (a trainer that tests ``std == 0`` to drop zero-variance groups would keep this one)."""
+    from rewardhub.groups import group_stats
+    from rewardhub.protocol import ScoreItem
+
+    items = [ScoreItem(response=f"r{i}", group="g") for i in range(3)]
+    results = [{"valid": True, "score": 0.1} for _ in items]
+    stats = group_stats(items, results)
+    assert stats is not None
+    g = stats["groups"]["g"]
+    assert (g["mean"], g["std"], g["zero_variance"]) == (0.1, 0.0, True)
+    assert stats["groups"]["g"]["min"] == 0.1
+    uneven = group_stats(items, [{"valid": True, "score": s} for s in (0.1, 0.2, 0.3)])
+    assert uneven is not None and uneven["groups"]["g"]["std"] == pytest.approx(0.1)
