@@ -322,6 +322,12 @@ class Settings(BaseSettings):
         None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
     )
 
+    def default_deadline(self, own: float | None) -> float:
+        """The per-item deadline when a request sets no ``options.timeout_s``: a reward's own default
+        (``own``, a model call's 60 s) or else ``item_timeout_s``, never past ``max_item_timeout_s``.
+        One rule for a whole request and for each part of a composite."""
+        return min(own if own is not None else self.item_timeout_s, self.max_item_timeout_s)
+
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, v: str | None) -> str | None:

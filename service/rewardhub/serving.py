@@ -185,8 +185,7 @@ class ScoringService:
         """The per-item deadline :meth:`score` applies to this plan when the request sets no
         ``options.timeout_s``: the reward's own default (a model call's 60 s) or else
         ``REWARDHUB_ITEM_TIMEOUT_S``, never past ``REWARDHUB_MAX_ITEM_TIMEOUT_S``."""
-        s = self.settings
-        return min(plan.timeout_s if plan.timeout_s is not None else s.item_timeout_s, s.max_item_timeout_s)
+        return self.settings.default_deadline(plan.timeout_s)
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""

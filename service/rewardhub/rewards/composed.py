@@ -116,9 +116,7 @@ def part_deadline(part: Part, ctx: ScoreContext) -> float:
     long, not a minute); a request's explicit deadline applies to every part as given."""
     if ctx.explicit_deadline:
         return ctx.deadline_s
-    own = part.reward.timeout_for(part.config)
-    settings = part.reward.runtime.settings
-    default = min(own if own is not None else settings.item_timeout_s, settings.max_item_timeout_s)
+    default = part.reward.runtime.settings.default_deadline(part.reward.timeout_for(part.config))
     return min(default, ctx.deadline_s)
 
 
