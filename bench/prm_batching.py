@@ -3,7 +3,8 @@
 A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
 tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
 real `rewardhub serve` subprocess three times: batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`,
-shared-prefix forward passes on, the defaults), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
+shared-prefix passes as `--share-prefix` says: by default the service's `auto`, on for a CPU and off for
+a GPU; the result shows what it resolved to), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
 (plain padded batches), and batching off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item).
 `--clients` concurrent clients each send one-item `/v1/score` requests back to back; the items completed
 within a window of `--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct
@@ -38,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from _load import post_json, session
@@ -205,10 +207,10 @@ async def drive(
 
 
 def run_mode(
-    model: str, args: argparse.Namespace, max_batch: int, share_prefix: bool = True, reward: str = "prm"
+    model: str, args: argparse.Namespace, max_batch: int, share_prefix: str = "auto", reward: str = "prm"
 ) -> dict[str, Any]:
     env = {
-        "REWARDHUB_BATCH_SHARE_PREFIX": "true" if share_prefix else "false",
+        "REWARDHUB_BATCH_SHARE_PREFIX": share_prefix,
         "REWARDHUB_PRM_MODEL": model,
         "REWARDHUB_PRM_CONVENTION": "qwen",
         "REWARDHUB_MODEL_DEVICE": args.device,
@@ -222,7 +224,7 @@ def run_mode(
         "TRANSFORMERS_OFFLINE": "1",
     }
     with server_process(env) as (url, proc):
-        return asyncio.run(
+        result = asyncio.run(
             drive(
                 url,
                 args.clients,
@@ -234,6 +236,10 @@ def run_mode(
                 server_pid=proc.pid,
             )
         )
+        if reward == "prm":  # what the setting resolved to on this device (auto: on for a CPU only)
+            check = httpx.get(f"{url}/ready", timeout=10).json()["checks"].get("model:prm", {})
+            result["share_prefix"] = check.get("share_prefix")
+        return result
 
 
 def ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
@@ -252,6 +258,12 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256, help="hidden size of the PRM built for the run")
     ap.add_argument("--layers", type=int, default=4, help="layers of the PRM built for the run")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (REWARDHUB_MODEL_DEVICE)")
+    ap.add_argument(
+        "--share-prefix",
+        default="auto",
+        choices=("auto", "true", "false"),
+        help="REWARDHUB_BATCH_SHARE_PREFIX of the 'batching on' mode (auto: the service default)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--items",
@@ -271,8 +283,8 @@ def main() -> None:
             .AutoModelForTokenClassification.from_pretrained(model)
             .parameters()
         )
-        on = run_mode(str(model), args, args.max_batch)
-        on_plain = run_mode(str(model), args, args.max_batch, share_prefix=False)
+        on = run_mode(str(model), args, args.max_batch, share_prefix=args.share_prefix)
+        on_plain = run_mode(str(model), args, args.max_batch, share_prefix="false")
         off = run_mode(str(model), args, 1)
         ceiling = run_mode(str(model), args, 1, reward="exact_match")
     result = {
@@ -282,7 +294,12 @@ def main() -> None:
         "clients": args.clients,
         "items_kind": args.items,
         "duration_s": args.duration,
-        "batching_on": {"max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, **on},
+        "batching_on": {
+            "max_batch": args.max_batch,
+            "max_wait_ms": args.max_wait_ms,
+            "share_prefix_setting": args.share_prefix,
+            **on,
+        },
         "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain},
         "batching_off": {"max_batch": 1, **off},
         "http_ceiling_exact_match": ceiling,
