@@ -242,6 +242,11 @@ def run_mode(
         return result
 
 
+def progress(mode: str, result: dict[str, Any]) -> dict[str, Any]:
+    print(json.dumps({"mode": mode, **result}), file=sys.stderr, flush=True)
+    return result
+
+
 def ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     return round(a["items_per_s"] / b["items_per_s"], 2) if b["items_per_s"] else None
 
@@ -283,10 +288,12 @@ def main() -> None:
             .AutoModelForTokenClassification.from_pretrained(model)
             .parameters()
         )
-        on = run_mode(str(model), args, args.max_batch, share_prefix=args.share_prefix)
-        on_plain = run_mode(str(model), args, args.max_batch, share_prefix="false")
-        off = run_mode(str(model), args, 1)
-        ceiling = run_mode(str(model), args, 1, reward="exact_match")
+        # each mode is also printed to stderr as it ends: a run cut off by a time limit (a lent GPU's
+        # lease) keeps the modes it finished
+        on = progress("on", run_mode(str(model), args, args.max_batch, share_prefix=args.share_prefix))
+        on_plain = progress("on_plain", run_mode(str(model), args, args.max_batch, share_prefix="false"))
+        off = progress("off", run_mode(str(model), args, 1))
+        ceiling = progress("ceiling", run_mode(str(model), args, 1, reward="exact_match"))
     result = {
         "machine": machine(),
         "device": args.device,
