@@ -220,6 +220,25 @@ CASES = [
     # --- text answers ----------------------------------------------------------------------
     ("line segment, circle", "\\text{line segment and circle}", True),
     ("line segment, circle", "\\text{line segment and equilateral triangle}", False),
+    # --- plain-text spellings (math 1.1.0): pi, sqrt, Python powers, E-notation, mixed numbers ----
+    ("\\frac{\\pi}{2}", "pi/2", True),
+    ("\\frac{\\pi}{3}", "pi/2", False),
+    ("2\\pi", "2pi", True),
+    ("\\sqrt{2}", "sqrt2", True),
+    ("\\sqrt{3}", "sqrt2", False),
+    ("3\\sqrt{5}", "3sqrt5", True),
+    ("\\sqrt{x}", "sqrt x", True),
+    ("x^2", "x**2", True),
+    ("x^3", "x**2", False),
+    ("1024", "2**10", True),
+    ("5000", "5e3", True),
+    ("5001", "5e3", False),
+    ("0.00012", "1.2e-4", True),
+    ("\\frac{3}{2}", "1 1/2", True),
+    ("-\\frac{3}{2}", "-1 1/2", True),
+    ("\\frac{1}{2}", "1 1/2", False),
+    ("11/2", "1 1/2", False),
+    ("spin", "spin", True),
 ]
 
 

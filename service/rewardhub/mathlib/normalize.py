@@ -118,6 +118,16 @@ _UNIT_POWER_RE = re.compile(r" ?\^ ?(?:\{ ?-?\d{1,2} ?\}|\d)")
 # Function names typed without a backslash (``sin(x)``, or ``\\text{sin}`` after unwrapping).
 # ``sec`` is left alone: in answers it is far more often "seconds".
 _PLAIN_FUNC_RE = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sin|cos|tan|cot|csc|ln|log)(?![A-Za-z])")
+# ``pi`` and ``sqrt`` typed as words (``pi/2``, ``2pi``, ``sqrt2``, ``sqrt{3}``): the same objects as
+# ``\\pi`` and ``\\sqrt``. ``sqrt(`` is left to the plain-expression parser, which reads it already.
+_PLAIN_PI_RE = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
+_PLAIN_SQRT_RE = re.compile(r"(?<![\\A-Za-z])sqrt\s*(?:(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))|(?=\{))")
+# Python's power ``x**2``, ``2**10``, ``x**(n+1)`` is TeX's ``x^{...}`` (braced: ``2^10`` is 2^1 0 in TeX).
+_PY_POWER_RE = re.compile(r"\*\*\s*(\d+|[A-Za-z]|\([^()]{0,200}\))")
+# A whole answer in E-notation (``5e3``, ``1.2E-4``) and a whole answer that is a mixed number written
+# with a slash (``1 1/2``, as ``1\\frac{1}{2}`` already reads).
+_E_NOTATION_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})$")
+_MIXED_SLASH_RE = re.compile(r"^(-?\d+) (\d+)/(\d+)$")
 _ORDINAL_RE = re.compile(r"(?<=\d)\s*\^?\s*\{?\s*(?:st|nd|rd|th)\s*\}?(?![a-zA-Z])")
 # ``x^{2}`` -> ``x^2``, but not ``x^{2}3`` -> ``x^23`` (TeX reads that as x^2 3; parsers do not).
 _SINGLE_BRACE_RE = re.compile(r"([\^_])\{\s*([A-Za-z0-9])\s*\}(?![A-Za-z0-9])")
@@ -282,6 +292,12 @@ def normalize(s: str) -> str:
         s = pattern.sub(repl, s)
     s = _WS_RE.sub(" ", unwrap_text(s))
     s = _PLAIN_FUNC_RE.sub(r"\\\1", s)
+    if "pi" in s:
+        s = _PLAIN_PI_RE.sub(r"\\pi ", s)
+    if "sqrt" in s:
+        s = _PLAIN_SQRT_RE.sub(lambda m: r"\sqrt" + (f"{{{m.group(1)}}}" if m.group(1) else ""), s)
+    if "**" in s:
+        s = _PY_POWER_RE.sub(lambda m: "^{" + m.group(1) + "}", s)
     s = fix_frac_args(s)
     s = _ORDINAL_RE.sub("", s)
     s = _CMD_SPACE_BRACE_RE.sub(r"\1", s)
@@ -289,6 +305,8 @@ def normalize(s: str) -> str:
     s = _PLUS_INFTY_RE.sub(r"\1\\infty", s)
     s = _WS_RE.sub(" ", s).strip()
     s = _DANGLING_DOT_RE.sub("", s).strip()
+    s = _E_NOTATION_RE.sub(r"\1\\times 10^{\2}", s)
+    s = _MIXED_SLASH_RE.sub(r"\1\\frac{\2}{\3}", s)
     return s
 
 
