@@ -60,6 +60,10 @@ class JobStore(Protocol):
         """Store a new job, or return the job already holding ``idem`` (and False)."""
         ...
 
+    async def find(self, idem: str, digest: str) -> dict[str, Any] | None:
+        """The job already holding ``idem`` (Conflict if it was made from another body), or None."""
+        ...
+
     async def get(self, job_id: str) -> dict[str, Any] | None: ...
 
     async def body(self, job_id: str) -> bytes | None: ...
@@ -104,6 +108,14 @@ class MemoryJobStore:
         if idem is not None:
             self._idem[idem] = (job["job_id"], digest)
         return job, True
+
+    async def find(self, idem: str, digest: str) -> dict[str, Any] | None:
+        if idem not in self._idem:
+            return None
+        existing_id, existing_digest = self._idem[idem]
+        if existing_digest != digest:
+            raise Conflict("this Idempotency-Key was already used with a different request body")
+        return self._jobs.get(existing_id)
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         return self._jobs.get(job_id)
@@ -189,6 +201,15 @@ class RedisJobStore:
                     await self.r.delete(self._k("idem", idem))
             raise
         return job, True
+
+    async def find(self, idem: str, digest: str) -> dict[str, Any] | None:
+        raw = await self._call(self.r.get(self._k("idem", idem)))
+        if not raw:
+            return None
+        existing_id, _, existing_digest = raw.decode().partition("|")
+        if existing_digest != digest:
+            raise Conflict("this Idempotency-Key was already used with a different request body")
+        return await self.get(existing_id)
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         raw = await self._call(self.r.get(self._k("job", job_id)))
@@ -309,7 +330,13 @@ class JobRunner:
                 param="items",
             )
         self.scoring.validate(request, max_items=self.max_items)  # 404 / 422 now, not when it runs
+        idem = f"{caller.key_id}:{idempotency_key}" if idempotency_key else None
         if len(self._queued) >= self.queue_max:
+            # a retry of a job that exists is answered with that job, full queue or not: a client that
+            # lost the 202 must not be told "429, try later" about work it already handed over
+            existing = await self.store.find(idem, body_digest(body)) if idem else None
+            if existing is not None:
+                return public(existing), False
             raise Overloaded(
                 f"{len(self._queued)} jobs are waiting (limit {self.queue_max}, REWARDHUB_JOB_QUEUE_MAX)",
                 retry_after_s=5.0,
@@ -327,7 +354,6 @@ class JobRunner:
             "body_sha256": body_digest(body),
             "caller": caller.key_id,
         }
-        idem = f"{caller.key_id}:{idempotency_key}" if idempotency_key else None
         stored, created = await self.store.create(job, body, idem)
         if created:
             self._enqueue(stored["job_id"])

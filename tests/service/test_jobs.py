@@ -272,3 +272,27 @@ async def test_the_job_stores_own_redis_client_is_closed_with_the_app(
         store = c.app.state.jobs.store  # type: ignore[attr-defined]
         assert clients() > before
     assert clients() == before, store
+
+
+async def test_a_retried_job_is_answered_while_the_job_queue_is_full(
+    make_app: Any, redis_server: Any
+) -> None:
+    """A client that lost the 202 and retried with its Idempotency-Key got 429 "jobs are waiting" when
+    the queue was full, though the job it asked about was in that queue (here: the only one)."""
+    slow = {
+        "reward": "math",
+        "items": [{"response": f"\\boxed{{{TOWER}}}", "reference": "4"}],
+        "options": {"timeout_s": 3, "use_cache": False},
+    }
+    for redis_url in (None, redis_server.url):
+        key = {"idempotency-key": f"retry-{time.time_ns()}"}
+        async with make_app(job_queue_max=1, redis_url=redis_url) as c:
+            first = await c.post("/v1/jobs", json=slow, headers=key)
+            assert first.status_code == 202
+            again = await c.post("/v1/jobs", json=slow, headers=key)
+            assert again.status_code == 200, again.text
+            assert again.json()["job_id"] == first.json()["job_id"]
+            other = await c.post("/v1/jobs", json={**slow, "options": {"timeout_s": 2}}, headers=key)
+            assert other.status_code == 409  # the same key with another body is still refused
+            fresh = await c.post("/v1/jobs", json=slow)
+            assert fresh.status_code == 429 and "retry-after" in fresh.headers
