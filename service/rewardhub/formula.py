@@ -5,6 +5,9 @@ The grammar is the arithmetic of OpenAI's multi-grader ``calculate_output``::
     expr  :=  number | name | expr (+ - * / **) expr | -expr | +expr | (expr) | fn(expr, ...)
     fn    :=  min(x, ...) | max(x, ...) | abs(x) | sqrt(x) | log(x) | exp(x) | clip(x, lo, hi)
 
+``calculate_output`` itself (``functions=OPENAI_FUNCTIONS, caret_is_power=True``) also writes a power
+as ``^`` and has ``floor(x)`` and ``ceil(x)``.
+
 A formula is user input that runs inside the service, so it is **never** handed to ``eval``. It is
 parsed with :func:`ast.parse` (which only builds a tree, it evaluates nothing) and then compiled node by
 node against a whitelist: constants (int/float, no bool, no complex, finite), names of the composite's
@@ -36,6 +39,7 @@ __all__ = [
     "MAX_EXPONENT",
     "MAX_NODES",
     "MAX_SOURCE_CHARS",
+    "OPENAI_FUNCTIONS",
     "Formula",
     "FormulaError",
     "FormulaEvalError",
@@ -106,6 +110,14 @@ FUNCTIONS: dict[str, tuple[Callable[..., float], int, int | None]] = {
     "clip": (_clip, 3, 3),
 }
 
+# OpenAI's multi-grader ``calculate_output`` also has floor and ceil (and ``^`` for a power, see
+# :func:`parse_formula`); the composite keeps FUNCTIONS, where a component may be named ``floor``.
+OPENAI_FUNCTIONS: dict[str, tuple[Callable[..., float], int, int | None]] = {
+    **FUNCTIONS,
+    "floor": (math.floor, 1, 1),
+    "ceil": (math.ceil, 1, 1),
+}
+
 _BINOPS: dict[type[ast.operator], tuple[str, Callable[[float, float], float]]] = {
     ast.Add: ("+", lambda a, b: a + b),
     ast.Sub: ("-", lambda a, b: a - b),
@@ -151,8 +163,20 @@ class _Compiled:
     const: float | None  # the value when the sub-expression is constant (folded at parse time)
 
 
-def parse_formula(source: str, names: Collection[str]) -> Formula:
+def parse_formula(
+    source: str,
+    names: Collection[str],
+    *,
+    functions: Mapping[str, tuple[Callable[..., float], int, int | None]] = FUNCTIONS,
+    caret_is_power: bool = False,
+) -> Formula:
     """Parse and compile ``source`` with ``names`` as the only variables.
+
+    ``functions``: the callable functions (:data:`FUNCTIONS`, or :data:`OPENAI_FUNCTIONS`).
+    ``caret_is_power``: ``^`` is a power, as in OpenAI's ``calculate_output`` (``a ^ 2``); it is
+    rewritten to ``**`` before parsing, so it binds like a power (``a ^ 2 + b`` is ``(a ** 2) + b``),
+    not like Python's bitwise xor, which would bind looser than ``+``. The grammar has no strings, so
+    a ``^`` can mean nothing else.
 
     Raises:
         FormulaError: with a message naming the offending construct or name.
@@ -161,22 +185,26 @@ def parse_formula(source: str, names: Collection[str]) -> Formula:
         raise FormulaError("the formula is empty")
     if len(source) > MAX_SOURCE_CHARS:
         raise FormulaError(f"the formula is longer than {MAX_SOURCE_CHARS} characters")
+    text = source.strip().replace("^", "**") if caret_is_power else source.strip()
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         msg = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
         raise FormulaError(f"not a valid expression: {msg}") from None
     count = sum(1 for _ in ast.walk(tree))  # ast.walk is iterative: safe on deep trees
     if count > MAX_NODES:
         raise FormulaError(f"the formula has {count} syntax nodes; at most {MAX_NODES} are allowed")
-    compiler = _Compiler(frozenset(names))
+    compiler = _Compiler(frozenset(names), functions)
     compiled = compiler.compile(tree.body)
     return Formula(source=source, names=frozenset(compiler.used), _fn=compiled.fn)
 
 
 class _Compiler:
-    def __init__(self, names: frozenset[str]):
+    def __init__(
+        self, names: frozenset[str], functions: Mapping[str, tuple[Callable[..., float], int, int | None]]
+    ):
         self.names = names
+        self.functions = functions
         self.used: set[str] = set()
 
     def compile(self, node: ast.expr) -> _Compiled:
@@ -207,7 +235,7 @@ class _Compiler:
 
     def _name(self, node: ast.Name) -> _Compiled:
         name = node.id
-        if name in FUNCTIONS:
+        if name in self.functions:
             raise FormulaError(f"function {name!r} must be called, e.g. {name}(...)")
         if name not in self.names:
             known = ", ".join(sorted(self.names)) or "(none)"
@@ -254,13 +282,13 @@ class _Compiler:
         if not isinstance(node.func, ast.Name):
             what = _FORBIDDEN.get(type(node.func), "calling an expression")
             raise FormulaError(f"not allowed: {what} (column {node.func.col_offset + 1})")
-        if node.func.id not in FUNCTIONS:
-            allowed = ", ".join(FUNCTIONS)
+        if node.func.id not in self.functions:
+            allowed = ", ".join(self.functions)
             raise FormulaError(f"not allowed: calling {node.func.id!r}; the functions are: {allowed}")
         name = node.func.id
         if node.keywords:
             raise FormulaError(f"not allowed: keyword arguments ({name})")
-        fn, lo, hi = FUNCTIONS[name]
+        fn, lo, hi = self.functions[name]
         n = len(node.args)
         if n < lo or (hi is not None and n > hi):
             want = str(lo) if hi == lo else f"at least {lo}" if hi is None else f"{lo} to {hi}"

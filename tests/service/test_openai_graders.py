@@ -397,3 +397,36 @@ async def test_python_grader_on_a_full_service_is_a_server_error(make_app: Any) 
         assert errors["python_grader_server_error"] is True
         assert errors["python_grader_runtime_error"] is False
         await busy
+
+
+@pytest.mark.parametrize(
+    "formula, expected",
+    [
+        ("close ^ 2 + differs", 0.25 + 1.0),  # ^ is a power, binding tighter than +
+        ("2 ^ 3 ^ 0", 2.0),  # right-associative, like a power
+        ("floor(close + 0.6) + ceil(0.25)", 2.0),
+        ("-close ^ 2", -0.25),
+    ],
+)
+async def test_calculate_output_has_openai_s_power_and_rounding(
+    client: httpx.AsyncClient, formula: str, expected: float
+) -> None:
+    """OpenAI's calculate_output writes a power as ``^`` and has floor and ceil; each was a
+    ``formula_parse_error`` with reward 0 ("not allowed: operator BitXor", "not allowed: calling
+    'floor'"), so a multi grader carried over from OpenAI RFT scored every sample 0."""
+    sub = {"input": "{{sample.output_text}}", "reference": "{{item.answer}}"}
+    grader = {
+        "type": "multi",
+        "name": "combo",
+        "graders": {
+            "differs": {"type": "string_check", "name": "differs", "operation": "ne", **sub},
+            "close": {"type": "text_similarity", "name": "close", "evaluation_metric": "fuzzy_match", **sub},
+        },
+        "calculate_output": formula,
+    }
+    body = await run(client, grader, "aa", {"answer": "ab"})
+    assert not any(v for v in body["metadata"]["errors"].values()), body["metadata"]["errors"]
+    assert body["sub_rewards"] == {"differs": 1.0, "close": 0.5}
+    assert body["reward"] == pytest.approx(expected)
+    resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
+    assert resp.status_code == 200, resp.text

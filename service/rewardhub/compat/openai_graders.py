@@ -26,7 +26,7 @@ import orjson
 from pydantic import BaseModel, Field
 
 from rewardhub import jsonutil
-from rewardhub.formula import FormulaError, FormulaEvalError, parse_formula
+from rewardhub.formula import OPENAI_FUNCTIONS, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import RewardSpec, ScoreItem
 
 __all__ = ["GraderError", "GraderRunRequest", "TemplateError", "error_flags", "plan_items", "render"]
@@ -192,14 +192,15 @@ def plan_items(
 
 
 def combine(grader: dict[str, Any], names: list[str], scores: dict[str, float]) -> float:
-    """The multi grader's ``calculate_output`` over sub-grader scores (or the single score)."""
+    """The multi grader's ``calculate_output`` over sub-grader scores (or the single score): OpenAI's
+    operators ``+ - * / ^`` (``^`` a power) and functions min, max, abs, floor, ceil, exp, sqrt, log."""
     if grader.get("type") != "multi":
         return scores[names[0]]
     source = grader.get("calculate_output")
     if not isinstance(source, str):
         raise GraderError("a multi grader needs `calculate_output`", "formula_parse_error")
     try:
-        formula = parse_formula(source, names)
+        formula = parse_formula(source, names, functions=OPENAI_FUNCTIONS, caret_is_power=True)
     except FormulaError as exc:
         raise GraderError(str(exc), "formula_parse_error") from None
     try:
