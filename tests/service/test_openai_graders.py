@@ -430,3 +430,29 @@ async def test_calculate_output_has_openai_s_power_and_rounding(
     assert body["reward"] == pytest.approx(expected)
     resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
     assert resp.status_code == 200, resp.text
+
+
+async def test_score_model_content_may_be_one_part_object(make_app: Any, judge_server: Any) -> None:
+    """OpenAI takes a message's content as a string, a list of parts, or one part object
+    (``{"type": "input_text", "text": ...}``). The single object was sent to the judge as its Python
+    repr, templates unfilled: "{'type': 'input_text', 'text': 'Answer: {{sample.output_text}}'}"."""
+    from fake_openai import Reply
+
+    judge_server.reply = lambda body: Reply(content='{"result": 1}')
+    grader = {
+        "type": "score_model",
+        "name": "quality",
+        "model": "fake-judge",
+        "input": [
+            {"role": "system", "content": {"type": "input_text", "text": "Rate {{item.q}} from 0 to 1."}},
+            {
+                "role": "user",
+                "content": ["Answer: ", {"type": "input_text", "text": "{{sample.output_text}}"}],
+            },
+        ],
+    }
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as c:
+        body = await run(c, grader, "Paris", {"q": "the answer"})
+        assert body["reward"] == 1.0 and not any(body["metadata"]["errors"].values())
+        sent = judge_server.requests[-1]["messages"]
+        assert [m["content"] for m in sent] == ["Rate the answer from 0 to 1.", "Answer: Paris"]

@@ -112,11 +112,22 @@ def _messages(grader: dict[str, Any], ns: dict[str, Any]) -> list[dict[str, str]
     for msg in raw:
         if not isinstance(msg, dict):
             raise GraderError("score_model input messages must be objects")
-        content = msg.get("content")
-        if isinstance(content, list):  # content parts
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        out.append({"role": str(msg.get("role", "user")), "content": render(content, ns)})
+        out.append(
+            {"role": str(msg.get("role", "user")), "content": render(_content_text(msg.get("content")), ns)}
+        )
     return out
+
+
+def _content_text(content: Any) -> Any:
+    """A message's text: a string; one content part (``{"type": "input_text", "text": ...}``, which
+    OpenAI accepts in place of a list); or a list of strings and parts. Parts without text (images,
+    audio) have none to give a text judge."""
+    if isinstance(content, dict):
+        return _content_text([content])
+    if isinstance(content, list):
+        texts = (p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, str | dict))
+        return "".join(t for t in texts if isinstance(t, str))
+    return content
 
 
 def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str]) -> ScoreItem:
