@@ -456,3 +456,36 @@ async def test_score_model_content_may_be_one_part_object(make_app: Any, judge_s
         assert body["reward"] == 1.0 and not any(body["metadata"]["errors"].values())
         sent = judge_server.requests[-1]["messages"]
         assert [m["content"] for m in sent] == ["Rate the answer from 0 to 1.", "Answer: Paris"]
+
+
+@pytest.mark.parametrize(
+    "reference, item, expected",
+    [
+        ("{{ item.answers[0] }}", {"answers": ["Paris", "Lyon"]}, 1.0),
+        ('{{ item["reference-answer"] }}', {"reference-answer": "Paris"}, 1.0),
+        ("{{ item.reference-answer }}", {"reference-answer": "Paris"}, 1.0),
+        ("{{ item.rows[1].city }}", {"rows": [{"city": "Rome"}, {"city": "Paris"}]}, 1.0),
+        ("{{ item.answers[2] }}", {"answers": ["Paris"]}, None),  # out of range: an error, not a 0
+        ("{{ item.answer | lower }}", {"answer": "Paris"}, None),  # not a path: an error
+    ],
+)
+async def test_template_paths_with_subscripts_are_filled_or_flagged(
+    client: httpx.AsyncClient, reference: str, item: dict, expected: float | None
+) -> None:
+    """A placeholder of the sample/item namespace that the template pattern did not match (a ``[0]``
+    subscript, a key with a hyphen, a filter) stayed in the text as is: string_check compared "Paris"
+    with the literal "{{ item.answers[0] }}" and scored 0.0 with no error flag, and /validate accepted
+    it. Now it is filled, or it is an invalid_variable_error."""
+    grader = {
+        "type": "string_check",
+        "name": "s",
+        "input": "{{ sample.output_text }}",
+        "reference": reference,
+        "operation": "eq",
+    }
+    body = await run(client, grader, "Paris", item)
+    errors = body["metadata"]["errors"]
+    if expected is None:
+        assert body["reward"] == 0.0 and errors["invalid_variable_error"] is True
+    else:
+        assert body["reward"] == expected and not any(errors.values()), errors

@@ -45,7 +45,11 @@ ERROR_KEYS = (
     "unresponsive_reward_error",
 )
 
-_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
+# A placeholder: a dotted name, or anything after the ``sample``/``item`` namespace up to ``}}`` (read by
+# _path: dotted keys with any characters but ``.[]``, and ``[0]``/``["key"]`` subscripts).
+_TEMPLATE = re.compile(r"\{\{\s*((?:sample|item)\b[^{}]*?|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
+_PATH_STEP = re.compile(r"""\s*(?:\.([^.\[\]\s]+)|\[\s*(\d+)\s*\]|\[\s*(?:"([^"]*)"|'([^']*)')\s*\])""")
+_PATH_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class GraderRunRequest(BaseModel):
@@ -89,8 +93,11 @@ def render(template: Any, ns: dict[str, Any]) -> str:
         return "" if template is None else str(template)
 
     def lookup(match: re.Match[str]) -> str:
+        parts = _path(match.group(1))
+        if parts is None:
+            raise TemplateError(f"template variable {match.group(1)!r} is not a variable path")
         value: Any = ns
-        for part in match.group(1).split("."):
+        for part in parts:
             if isinstance(value, dict) and part in value:
                 value = value[part]
             elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
@@ -100,6 +107,22 @@ def render(template: Any, ns: dict[str, Any]) -> str:
         return value if isinstance(value, str) else jsonutil.dumps(value).decode()
 
     return _TEMPLATE.sub(lookup, template)
+
+
+def _path(expr: str) -> list[str] | None:
+    """``item.answers[0]`` / ``item["a-b"].c`` / ``sample.output_json.x`` as its keys (indices as digit
+    strings); None when ``expr`` is not such a path."""
+    head = _PATH_HEAD.match(expr)
+    if head is None:
+        return None
+    parts, pos = [head.group()], head.end()
+    while pos < len(expr):
+        step = _PATH_STEP.match(expr, pos)
+        if step is None:
+            return None
+        parts.append(next(g for g in step.groups() if g is not None))
+        pos = step.end()
+    return parts
 
 
 def _messages(grader: dict[str, Any], ns: dict[str, Any]) -> list[dict[str, str]]:
