@@ -161,3 +161,15 @@ async def test_a_full_sandbox_queue_is_a_sandbox_error_not_a_429(make_app: Any) 
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "SandboxError" and "SANDBOX_QUEUE_MAX_ITEMS" in r.json()["message"]
         assert (await busy).json()["status"] == "Success"
+
+
+async def test_a_null_file_is_no_file(client: httpx.AsyncClient) -> None:
+    """SandboxFusion's ``files`` values are Optional and its restore_files skips a null one; here a
+    null became an empty file, so ``os.path.exists('skip.txt')`` printed True."""
+    code = "import os\nprint(os.path.exists('skip.txt'), open('keep.txt').read())"
+    body = {
+        **verl_request(code, ""),
+        "files": {"skip.txt": None, "keep.txt": base64.b64encode(b"k").decode()},
+    }
+    r = (await client.post("/run_code", json=body)).json()
+    assert r["status"] == "Success" and r["run_result"]["stdout"] == "False k\n"

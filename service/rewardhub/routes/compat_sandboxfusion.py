@@ -45,7 +45,9 @@ class RunCodeRequest(BaseModel):
     run_timeout: float = Field(10.0, gt=0)
     memory_limit_MB: int = Field(-1, description="-1: the server's default (REWARDHUB_SANDBOX_MEMORY_MB).")
     stdin: str | None = None
-    files: dict[str, str | None] = Field(default_factory=dict, description="Path -> base64 content.")
+    files: dict[str, str | None] = Field(
+        default_factory=dict, description="Path -> base64 content (null: no file, as in SandboxFusion)."
+    )
     fetch_files: list[str] = Field(default_factory=list)
 
 
@@ -124,7 +126,12 @@ async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
             f"unsupported language {body.language!r}; offered: {sorted(pool.languages)}", pool.level
         )
     try:
-        files = {name: base64.b64decode(data or "", validate=True) for name, data in body.files.items()}
+        # a null content is no file, as in SandboxFusion's restore_files (it wrote an empty file here)
+        files = {
+            name: base64.b64decode(data, validate=True)
+            for name, data in body.files.items()
+            if data is not None
+        }
     except (binascii.Error, ValueError):
         return _error("files: every value must be base64", pool.level)
     memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else pool.limits.memory_mb
