@@ -489,3 +489,49 @@ async def test_template_paths_with_subscripts_are_filled_or_flagged(
         assert body["reward"] == 0.0 and errors["invalid_variable_error"] is True
     else:
         assert body["reward"] == expected and not any(errors.values()), errors
+
+
+OPENAI_ERROR_FIELDS = {  # metadata.errors of OpenAI's /fine_tuning/alpha/graders/run example answer
+    "formula_parse_error",
+    "sample_parse_error",
+    "truncated_observation_error",
+    "unresponsive_reward_error",
+    "invalid_variable_error",
+    "other_error",
+    "python_grader_server_error",
+    "python_grader_server_error_type",
+    "python_grader_runtime_error",
+    "python_grader_runtime_error_details",
+    "model_grader_server_error",
+    "model_grader_refusal_error",
+    "model_grader_parse_error",
+    "model_grader_server_error_details",
+}
+
+
+async def test_errors_carry_openai_s_detail_fields(client: httpx.AsyncClient) -> None:
+    """OpenAI's errors object always has model_grader_server_error_details,
+    python_grader_runtime_error_details and python_grader_server_error_type (null when their flag is
+    off); they were missing, so a client reading errors["model_grader_server_error_details"] got a
+    KeyError on every answer, and a failure put its message under invented keys only."""
+    sc = {"type": "string_check", "name": "s", "input": "{{sample.output_text}}", "reference": "a"}
+    ok = (await run(client, sc, "a"))["metadata"]["errors"]
+    assert set(ok) == OPENAI_ERROR_FIELDS
+    assert not any(ok.values())
+    grader = {"type": "score_model", "name": "q", "input": [{"role": "user", "content": "rate"}]}
+    failed = (await run(client, grader, "a"))["metadata"]["errors"]  # no judge backend configured
+    assert OPENAI_ERROR_FIELDS <= set(failed)
+    assert failed["model_grader_server_error"] is True
+    assert "model backend" in failed["model_grader_server_error_details"]
+    assert failed["python_grader_runtime_error_details"] is None
+
+
+async def test_python_grader_runtime_error_details(client: httpx.AsyncClient) -> None:
+    source = "def grade(sample, item):\n    raise KeyError('output_tools')\n"
+    body = await run(client, {"type": "python", "name": "py", "source": source}, "x")
+    errors = body["metadata"]["errors"]
+    if errors["python_grader_server_error"]:
+        pytest.skip(f"no sandbox here: {errors['python_grader_server_error_type']}")
+    assert body["reward"] == 0.0 and errors["python_grader_runtime_error"] is True
+    assert "KeyError" in errors["python_grader_runtime_error_details"]
+    assert errors["python_grader_server_error_type"] is None

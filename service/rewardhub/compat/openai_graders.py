@@ -29,7 +29,15 @@ from rewardhub import jsonutil
 from rewardhub.formula import OPENAI_FUNCTIONS, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import RewardSpec, ScoreItem
 
-__all__ = ["GraderError", "GraderRunRequest", "TemplateError", "error_flags", "plan_items", "render"]
+__all__ = [
+    "GraderError",
+    "GraderRunRequest",
+    "TemplateError",
+    "error_flags",
+    "flag_error",
+    "plan_items",
+    "render",
+]
 
 ERROR_KEYS = (
     "formula_parse_error",
@@ -69,13 +77,36 @@ class TemplateError(ValueError):
 class GraderError(ValueError):
     """The grader object is malformed; ``flag`` is the OpenAI error key to set."""
 
-    def __init__(self, message: str, flag: str = "other_error"):
+    def __init__(self, message: str, flag: str = "other_error", kind: str | None = None):
         super().__init__(message)
         self.flag = flag
+        self.kind = kind  # python_grader_server_error_type
 
 
-def error_flags(**set_: bool) -> dict[str, bool]:
-    return {key: bool(set_.get(key, False)) for key in ERROR_KEYS}
+# The detail fields of OpenAI's ``metadata.errors``: always present, null unless their flag is set.
+DETAIL_KEYS = {
+    "model_grader_server_error": "model_grader_server_error_details",
+    "python_grader_runtime_error": "python_grader_runtime_error_details",
+    "python_grader_server_error": "python_grader_server_error_type",
+}
+
+
+def error_flags(**set_: bool) -> dict[str, Any]:
+    flags: dict[str, Any] = {key: bool(set_.get(key, False)) for key in ERROR_KEYS}
+    flags.update(dict.fromkeys(DETAIL_KEYS.values()))
+    return flags
+
+
+def flag_error(flag: str, message: str, kind: str | None = None) -> dict[str, Any]:
+    """``metadata.errors`` with ``flag`` set: OpenAI's own detail field for it (the message; for
+    ``python_grader_server_error``, ``kind``: what failed), and ``<flag>_details`` with the message."""
+    errors = error_flags(**{flag: True})
+    if flag in DETAIL_KEYS:
+        errors[DETAIL_KEYS[flag]] = (
+            (kind or "server_error") if flag == "python_grader_server_error" else message
+        )
+    errors[f"{flag}_details"] = message
+    return errors
 
 
 def namespace(model_sample: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -193,7 +224,9 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
         )
     if kind == "python":
         if "python_grader" not in available:
-            raise GraderError("python graders need the sandbox (bubblewrap)", "python_grader_server_error")
+            raise GraderError(
+                "python graders need the sandbox (bubblewrap)", "python_grader_server_error", "unavailable"
+            )
         source = grader.get("source")
         if not isinstance(source, str) or "def grade" not in source:
             raise GraderError(

@@ -130,20 +130,20 @@ async def openai_graders_run(
         for name, r in zip(names, outcome.results, strict=True):
             if not r["valid"]:
                 flag = grader_error_flag(grader_type_of(grader, name), r.get("reason"))
-                raise openai_graders.GraderError(
-                    str(r.get("error") or r.get("details", {}).get("message") or r.get("reason")), flag
-                )
+                details = r.get("details") or {}
+                message = str(r.get("error") or details.get("message") or r.get("reason"))
+                if isinstance(details.get("stderr"), str) and details["stderr"].strip():
+                    message += f"\n{details['stderr'].strip()[-1000:]}"  # grade()'s traceback
+                raise openai_graders.GraderError(message, flag, str(r.get("reason")))
             scores[name] = float(r["score"])
         reward = openai_graders.combine(grader, names, scores)
         meta["scores"] = scores
         if grader.get("type") == "multi":
             sub_rewards = scores
     except openai_graders.TemplateError as exc:
-        meta["errors"] = openai_graders.error_flags(invalid_variable_error=True)
-        meta["errors"]["invalid_variable_error_details"] = str(exc)
+        meta["errors"] = openai_graders.flag_error("invalid_variable_error", str(exc))
     except openai_graders.GraderError as exc:
-        meta["errors"] = openai_graders.error_flags(**{exc.flag: True})
-        meta["errors"][f"{exc.flag}_details"] = str(exc)
+        meta["errors"] = openai_graders.flag_error(exc.flag, str(exc), exc.kind)
     meta["execution_time"] = time.perf_counter() - t0
     return JSONBytesResponse(
         {
