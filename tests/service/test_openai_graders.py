@@ -535,3 +535,16 @@ async def test_python_grader_runtime_error_details(client: httpx.AsyncClient) ->
     assert body["reward"] == 0.0 and errors["python_grader_runtime_error"] is True
     assert "KeyError" in errors["python_grader_runtime_error_details"]
     assert errors["python_grader_server_error_type"] is None
+
+
+async def test_item_may_be_null_or_any_json(client: httpx.AsyncClient) -> None:
+    """OpenAI's run endpoint types ``item`` as optional ``unknown``; a null item (item=None) or a
+    list was a 422 here instead of a grade."""
+    sc = {"type": "string_check", "name": "s", "input": "{{sample.output_text}}", "reference": "a"}
+    for item in (None, ["a"]):
+        resp = await client.post(URL, json={"grader": sc, "model_sample": "a", "item": item})
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["reward"] == 1.0
+    listed = {**sc, "reference": "{{ item[0] }}"}
+    resp = await client.post(URL, json={"grader": listed, "model_sample": "a", "item": ["a"]})
+    assert resp.json()["reward"] == 1.0, resp.json()

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from rewardhub import jsonutil
 from rewardhub.formula import OPENAI_FUNCTIONS, FormulaError, FormulaEvalError, parse_formula
@@ -65,9 +65,13 @@ class GraderRunRequest(BaseModel):
         description="An OpenAI grader object (type string_check, text_similarity, ...)."
     )
     model_sample: str = Field(description="The model's output for this item.")
-    item: dict[str, Any] = Field(
-        default_factory=dict, description="The dataset row ({{item.*}} in templates)."
-    )
+    # OpenAI types it `unknown` and makes it optional: null (a client passing item=None) is no item
+    item: Any = Field(default_factory=dict, description="The dataset row ({{item.*}} in templates).")
+
+    @field_validator("item", mode="before")
+    @classmethod
+    def _no_item(cls, value: Any) -> Any:
+        return {} if value is None else value
 
 
 class TemplateError(ValueError):
@@ -109,7 +113,7 @@ def flag_error(flag: str, message: str, kind: str | None = None) -> dict[str, An
     return errors
 
 
-def namespace(model_sample: str, item: dict[str, Any]) -> dict[str, Any]:
+def namespace(model_sample: str, item: Any) -> dict[str, Any]:
     sample: dict[str, Any] = {"output_text": model_sample}
     try:
         sample["output_json"] = orjson.loads(model_sample)
