@@ -548,3 +548,22 @@ async def test_item_may_be_null_or_any_json(client: httpx.AsyncClient) -> None:
     listed = {**sc, "reference": "{{ item[0] }}"}
     resp = await client.post(URL, json={"grader": listed, "model_sample": "a", "item": ["a"]})
     assert resp.json()["reward"] == 1.0, resp.json()
+
+
+@pytest.mark.parametrize("formula", ["1 / (a - b)", "log(a - 0.5)", "a / (b - 0.5)"])
+async def test_validate_parses_calculate_output_without_evaluating_it(
+    client: httpx.AsyncClient, formula: str
+) -> None:
+    """/validate evaluated calculate_output with every sub-grader at 0.5, so valid formulas that fail
+    only at that point ("1 / (a - b)": division by zero) were refused with a 422, although /run grades
+    with them (here a=1, b=0)."""
+    sc = {"type": "string_check", "input": "{{sample.output_text}}", "reference": "x"}
+    grader = {
+        "type": "multi",
+        "graders": {"a": {**sc, "operation": "eq"}, "b": {**sc, "operation": "ne"}},
+        "calculate_output": formula,
+    }
+    resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
+    assert resp.status_code == 200, resp.text
+    body = await run(client, grader, "x")
+    assert not body["metadata"]["errors"]["formula_parse_error"], body["metadata"]["errors"]

@@ -26,7 +26,7 @@ import orjson
 from pydantic import BaseModel, Field, field_validator
 
 from rewardhub import jsonutil
-from rewardhub.formula import OPENAI_FUNCTIONS, FormulaError, FormulaEvalError, parse_formula
+from rewardhub.formula import OPENAI_FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import RewardSpec, ScoreItem
 
 __all__ = [
@@ -262,18 +262,23 @@ def plan_items(
     return [str(grader.get("name", grader.get("type", "grader")))], [grader_item(grader, ns, available)]
 
 
-def combine(grader: dict[str, Any], names: list[str], scores: dict[str, float]) -> float:
-    """The multi grader's ``calculate_output`` over sub-grader scores (or the single score): OpenAI's
-    operators ``+ - * / ^`` (``^`` a power) and functions min, max, abs, floor, ceil, exp, sqrt, log."""
-    if grader.get("type") != "multi":
-        return scores[names[0]]
+def output_formula(grader: dict[str, Any], names: list[str]) -> Formula:
+    """The multi grader's parsed ``calculate_output``: OpenAI's operators ``+ - * / ^`` (``^`` a power)
+    and functions min, max, abs, floor, ceil, exp, sqrt, log over the sub-graders' names."""
     source = grader.get("calculate_output")
     if not isinstance(source, str):
         raise GraderError("a multi grader needs `calculate_output`", "formula_parse_error")
     try:
-        formula = parse_formula(source, names, functions=OPENAI_FUNCTIONS, caret_is_power=True)
+        return parse_formula(source, names, functions=OPENAI_FUNCTIONS, caret_is_power=True)
     except FormulaError as exc:
         raise GraderError(str(exc), "formula_parse_error") from None
+
+
+def combine(grader: dict[str, Any], names: list[str], scores: dict[str, float]) -> float:
+    """The multi grader's ``calculate_output`` over sub-grader scores (or the single score)."""
+    if grader.get("type") != "multi":
+        return scores[names[0]]
+    formula = output_formula(grader, names)
     try:
         return float(formula.evaluate(scores))
     except FormulaEvalError as exc:

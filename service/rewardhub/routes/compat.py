@@ -198,7 +198,8 @@ async def openai_graders_validate(
         names, items = openai_graders.plan_items(grader, ns, set(scoring.registry.names()))
         check_configs(scoring, names, items)
         if grader.get("type") == "multi":
-            openai_graders.combine(grader, names, dict.fromkeys(names, 0.5))
+            # parsed, not evaluated: a valid formula may fail on made-up scores ("1 / (a - b)" at 0.5)
+            openai_graders.output_formula(grader, names)
     except (openai_graders.GraderError, openai_graders.TemplateError) as exc:
         raise InvalidRequest(f"grader: {exc}", param="grader") from None
     return {"grader": grader}
