@@ -274,6 +274,26 @@ def test_a_score_model_s_json_result_wins_over_braces_after_it(answer: str, want
 @pytest.mark.parametrize(
     ("answer", "want"),
     [
+        ("0.8 (on a 0-1 scale)", 0.8),  # was -1.0: out of range, a parse error
+        ("Score: 7 on a scale of 1 to 10.", 7.0),  # was 10.0
+        ("I'd give it a 4 (range 1-5).", 4.0),  # was -5.0
+        ("Using a 0-10 scale, I rate it 6", 6.0),
+        ("Scale: 1-10. Score: 3", 3.0),
+        ("4 on a 1-5 point scale", 4.0),
+        ("The result is 3-4", 4.0),  # no scale named: the last number (was -4.0: "-" read as its sign)
+        ("0.7" + " " * 50_000 + "x", 0.7),
+    ],
+)
+def test_a_scale_named_after_the_score_is_not_the_score(answer: str, want: float) -> None:
+    """A judge that names its scale after the score ("0.8 (on a 0-1 scale)") was read as scoring -1."""
+    from rewardhub.rewards.score_model import parse_score
+
+    assert parse_score(answer) == want
+
+
+@pytest.mark.parametrize(
+    ("answer", "want"),
+    [
         ("Score: 7/10", 7.0),  # was 10.0: full marks for a 7
         ("I would rate it 7 / 10.", 7.0),
         ("3 out of 5", 3.0),

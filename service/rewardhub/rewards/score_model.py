@@ -38,8 +38,20 @@ __all__ = ["ScoreModelConfig", "ScoreModelReward", "parse_score"]
 _JSON = json.JSONDecoder()
 _JSON_TRIES = 64
 _OBJECT_START = re.compile(r'\{\s*"')
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+# a dash right after a digit is a range or a minus ("3-4"), not the sign of the next number
+_NUMBER = re.compile(r"(?:(?<![\d.])[-+])?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 # "7/10", "7 / 10", "3 out of 5": the number before a denominator, at the end of the text before it
+# The scale a judge names after its score ("0.8 (on a 0-1 scale)", "7 on a scale of 1 to 10", "4, range
+# 1-5"): its numbers are not the score, and its "0-1" would otherwise be read as the number -1.
+_SPACES = re.compile(r"\s+")
+_SCALE_NUM = r"[-+]?\d+(?:\.\d+)?"
+_SCALE = re.compile(
+    r"\(?\s*(?:(?:on|in|using|with)\s+)?(?:an?\s+|the\s+)?(?:"
+    rf"(?:scale|range)\s*(?:of|from|:)?\s*{_SCALE_NUM}\s*(?:-|–|to)\s*{_SCALE_NUM}"
+    rf"|{_SCALE_NUM}\s*(?:-|–|to)\s*{_SCALE_NUM}[- ]?(?:point\s+)?(?:scale|range)"
+    r")\s*\)?",
+    re.IGNORECASE,
+)
 _NUMERATOR = re.compile(r"(" + _NUMBER.pattern + r")\s*(?:/|\bout\s+of)\s*$", re.IGNORECASE)
 _ROLES = frozenset({"system", "user", "assistant", "developer"})
 
@@ -88,6 +100,8 @@ def parse_score(text: str) -> float | None:
     value = _json_score(stripped)
     if value is not None:
         return value
+    # whitespace runs collapsed first, so the scale pattern's \s* cannot rescan a long run per position
+    stripped = _SCALE.sub(" ", _SPACES.sub(" ", stripped))
     last = collections.deque(_NUMBER.finditer(stripped), maxlen=1)
     if not last:
         return None
@@ -113,8 +127,9 @@ def _messages(reference: Any) -> tuple[Message, ...] | None:
 class ScoreModelReward(ModelReward[ScoreModelConfig]):
     name: ClassVar[str] = "score_model"
     # 1.2: a token budget of its own; the reasoning's numbers are no score; 1.3: the JSON result is read
-    # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10
-    version: ClassVar[str] = "1.4.0"
+    # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10;
+    # 1.5: a scale named after the score ("0.8 (on a 0-1 scale)") is not read as the score (-1 or 10)
+    version: ClassVar[str] = "1.5.0"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
         "it answers (JSON result/score, else the last number) is the reward, within `range`."
