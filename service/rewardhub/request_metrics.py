@@ -20,6 +20,7 @@ from typing import Any
 
 from rewardhub.calibration_metrics import calibration_summary
 from rewardhub.groups import group_stats
+from rewardhub.prm.processbench import processbench_label, processbench_summary
 from rewardhub.protocol import ScoreItem
 
 __all__ = ["request_metrics"]
@@ -60,7 +61,33 @@ def request_metrics(
     groups = group_stats(items, results)
     if groups is not None:
         out["groups"] = groups
+    processbench = _processbench(items, results, per_item_reward)
+    if processbench is not None:
+        out["processbench"] = processbench
     return out
+
+
+def _processbench(
+    items: Sequence[ScoreItem], results: Sequence[dict[str, Any]], per_item_reward: Sequence[str]
+) -> dict[str, Any] | None:
+    """ProcessBench's F1 over the ``prm`` items labelled ``reference: {"label": k}``; None if none is.
+    An item the PRM could not score has no prediction: it is counted in ``unscored``, not as a miss."""
+    preds: list[int] = []
+    labels: list[int] = []
+    unscored = 0
+    for item, d, name in zip(items, results, per_item_reward, strict=True):
+        label = processbench_label(item.reference) if name == "prm" else None
+        if label is None:
+            continue
+        pred = (d.get("details") or {}).get("first_error")
+        if not d["valid"] or not isinstance(pred, int):
+            unscored += 1
+            continue
+        preds.append(pred)
+        labels.append(label)
+    if not labels and not unscored:
+        return None
+    return {**processbench_summary(preds, labels), "unscored": unscored}
 
 
 def _confidence_pair(components: dict[str, Any]) -> tuple[float, float] | None:

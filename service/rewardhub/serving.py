@@ -274,14 +274,15 @@ class ScoringService:
             await self.cache.set_many(to_write)
 
         final: list[dict[str, Any]] = results  # type: ignore[assignment]
+        reward_names = [p.reward.name for p in per_item]
+        # before details are dropped: a PRM's ProcessBench metric reads its details.first_error
+        metrics = request_metrics(items, final, per_item_reward=reward_names)
         if not ctx.include_details:
             for d in final:
                 d["details"] = {}
         self._observe(plans, per_item, final)
-        reward_names = [p.reward.name for p in per_item]
         if self.stats is not None:
             self.stats.record(reward_names, final)
-        metrics = request_metrics(items, final, per_item_reward=reward_names)
         metrics["deduplicated"] = len(followers)
         metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}

@@ -331,3 +331,55 @@ async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
         component_matrix([[empty["components"], scored["components"]]], names), torch.ones(1, 2).bool()
     )
     assert adv.values[0, 0] < adv.values[0, 1]
+
+
+async def test_processbench_f1_over_labelled_items(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """Items labelled ``reference: {"label": k}`` (ProcessBench: the earliest wrong step, -1 if none) get
+    ProcessBench's accuracies and F1 in ``metrics.processbench``, from each item's ``first_error``; an
+    item the PRM could not score is ``unscored``, not a miss; details off does not lose the metric."""
+    steps = ["Let p be the price.", "3p + e = 124 and 5p + e = 182.", "So 2p = 58.", "p = 29."]
+    wrong = [*steps[:2], "So 2p = 60.", "p = 30."]
+    items = [
+        {"prompt": "Price of a pencil?", "response": "\n\n".join(steps), "reference": {"label": -1}},
+        {"prompt": "Price of a pencil?", "response": "\n\n".join(wrong), "reference": {"label": 2}},
+        {"prompt": "Another?", "response": "One.\n\nTwo.", "reference": {"label": 0}},
+        {"prompt": "Another?", "response": "Only step.", "reference": {"label": -1}},
+        {"response": "No question.\n\nSo unsupported.", "reference": {"label": 1}},
+        {"prompt": "Unlabelled", "response": "A.\n\nB."},
+    ]
+    config = {"aggregation": "first_error", "threshold": 0.5}
+    async with make_app(prm_model=qwen_prm_path) as client:
+        r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        results, pb = body["results"], body["metrics"]["processbench"]
+        assert [x["valid"] for x in results] == [True, True, True, True, False, True]
+        preds = [x["details"]["first_error"] for x in results[:4]]
+        labels = [-1, 2, 0, -1]
+        hits_err = sum(p == y for p, y in zip(preds, labels, strict=True) if y != -1)
+        hits_ok = sum(p == y for p, y in zip(preds, labels, strict=True) if y == -1)
+        acc_err, acc_ok = 100 * hits_err / 2, 100 * hits_ok / 2
+        f1 = 2 * acc_err * acc_ok / (acc_err + acc_ok) if acc_err + acc_ok else 0.0
+        assert pb == {
+            "count": 4,
+            "erroneous": 2,
+            "correct": 2,
+            "acc_erroneous": acc_err,
+            "acc_correct": acc_ok,
+            "f1": pytest.approx(f1),
+            "unscored": 1,
+        }
+        quiet = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "prm", "config": config},
+                "items": items,
+                "options": {"include_details": False},
+            },
+        )
+        assert quiet.json()["results"][0]["details"] == {}
+        assert quiet.json()["metrics"]["processbench"] == body["metrics"]["processbench"]
+        unlabelled = await prm(client, [items[5]], **config)
+        assert unlabelled[0]["valid"]
+        plain = await client.post("/v1/score", json={"reward": "prm", "items": [items[5]]})
+        assert "processbench" not in plain.json()["metrics"]
