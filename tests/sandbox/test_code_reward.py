@@ -292,3 +292,33 @@ def test_output_comparison_modes() -> None:
     assert outputs_match(b"1 2  \n3\n\n", "1 2\n3", "lines")
     assert not outputs_match(b"1  2\n3\n", "1 2\n3", "lines")
     assert outputs_match(b"a\n", "a\n", "exact") and not outputs_match(b"a", "a\n", "exact")
+
+
+def test_numeric_output_comparison() -> None:
+    """``numeric``: real-number answers within the tolerance, absolute below 1 and relative above it (the
+    checkers of judges that print floats); everything else token for token."""
+    assert outputs_match(b"0.3333333\n", "0.333333333", "numeric")  # |d| = 3.3e-8
+    assert outputs_match(b"3 3.0000001", "3.0 3", "numeric")
+    assert outputs_match(b"1000000.5", "1000000", "numeric")  # relative: 5e-7 of 1e6
+    assert not outputs_match(b"0.334", "0.333", "numeric")
+    assert not outputs_match(b"1001000", "1000000", "numeric")
+    assert outputs_match(b"0.001", "0.0015", "numeric", tolerance=1e-3)
+    assert not outputs_match(b"0.001", "0.0015", "numeric", tolerance=1e-4)
+    assert outputs_match(b"YES 2.5\n", "YES 2.5000000001", "numeric")
+    assert not outputs_match(b"NO 2.5", "YES 2.5", "numeric")  # words still match exactly
+    assert not outputs_match(b"1 2", "1 2 3", "numeric")  # a missing number is a mismatch
+    assert outputs_match(b"nan", "nan", "numeric")  # as text, "nan" equals "nan"
+    assert not outputs_match(b"nan", "1", "numeric") and not outputs_match(b"inf", "1e400", "numeric")
+    assert not outputs_match(b"1_000", "1000", "numeric")  # digit groups are not a number token
+    assert not outputs_match(b"0.3333333", "0.333333333", "whitespace")  # the default stays exact
+
+
+async def test_numeric_cases_through_the_api(client: httpx.AsyncClient) -> None:
+    program = "import math\nprint(math.pi)\nprint(1 / 3)\n"
+    ref = {"cases": [{"stdin": "", "stdout": "3.14159265\n0.33333333"}]}
+    exact = await _one(client, program, ref)
+    assert exact["valid"] and exact["score"] == 0.0
+    tolerant = await _one(client, program, ref, output_match="numeric")
+    assert tolerant["valid"] and tolerant["score"] == 1.0, tolerant
+    strict = await _one(client, program, ref, output_match="numeric", float_tolerance=1e-12)
+    assert strict["valid"] and strict["score"] == 0.0

@@ -33,6 +33,8 @@ so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,7 +51,9 @@ from rewardhub.sandbox.pool import SandboxPool, refusal
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
 
-OutputMatch = Literal["whitespace", "lines", "exact"]
+OutputMatch = Literal["whitespace", "lines", "exact", "numeric"]
+# a number token of a program's output (no "_" digit groups, "nan" or "inf": those must match as text)
+_NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
 
@@ -77,7 +81,14 @@ class CodeConfig(RewardConfig):
     output_match: OutputMatch = Field(
         "whitespace",
         description="stdout comparison: `whitespace` (same tokens), `lines` (trailing spaces and blank "
-        "lines ignored) or `exact` (bytes).",
+        "lines ignored), `exact` (bytes) or `numeric` (same tokens, numbers within `float_tolerance`).",
+    )
+    float_tolerance: float = Field(
+        1e-6,
+        ge=0,
+        le=1,
+        description="`numeric`: two numbers match when |got - want| <= tol * max(1, |want|) (absolute "
+        "below 1, relative above, as judges' real-number checkers do).",
     )
     all_or_nothing: bool = Field(False, description="Score 1 only when every test passes, else 0.")
     extract: ExtractMode = Field(
@@ -196,12 +207,24 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
     return task
 
 
-def outputs_match(got: bytes, expected: str, mode: OutputMatch) -> bool:
+def _close(got: str, want: str, tol: float) -> bool:
+    if got == want:
+        return True
+    if not (_NUMBER_TOKEN.fullmatch(got) and _NUMBER_TOKEN.fullmatch(want)):
+        return False
+    x, y = float(got), float(want)
+    return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
+
+
+def outputs_match(got: bytes, expected: str, mode: OutputMatch, tolerance: float = 1e-6) -> bool:
     if mode == "exact":
         return got == expected.encode("utf-8", "surrogatepass")
     text = got.decode("utf-8", "replace")
     if mode == "whitespace":
         return text.split() == expected.split()
+    if mode == "numeric":
+        g, w = text.split(), expected.split()
+        return len(g) == len(w) and all(_close(a, b, tolerance) for a, b in zip(g, w, strict=True))
 
     def norm(s: str) -> list[str]:
         lines = [line.rstrip() for line in s.replace("\r\n", "\n").split("\n")]
@@ -220,7 +243,7 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 @register
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
-    version: ClassVar[str] = "1.0.3"
+    version: ClassVar[str] = "1.1.0"  # 1.1: output_match "numeric" (existing modes unchanged)
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -352,7 +375,7 @@ class CodeReward(Reward[CodeConfig]):
             elif run.status != "exited" or run.return_code != 0:
                 what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
                 results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
-            elif outputs_match(run.stdout, expected, config.output_match):
+            elif outputs_match(run.stdout, expected, config.output_match, config.float_tolerance):
                 results.append((label, True, ""))
             else:
                 results.append(
