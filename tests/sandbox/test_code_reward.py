@@ -154,6 +154,20 @@ async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClie
         early["score"] == 0.0
         and "exited before the tests finished" in early["details"]["tests"][0]["message"]
     )
+    # console.assert only prints in Node: a failed one must fail the tests, a solution must not disarm it
+    console_tests = "console.assert(f(2) === 4, 'f(2)');\n"
+    for program, want in [
+        ("function f(x) { return 2 * x; }", 1.0),
+        ("function f(x) { return x; }", 0.0),
+        ("function f(x) { return x; }\nconsole.assert = () => {};", 0.0),
+        (
+            "function f(x) { return x; }\n"
+            "Object.defineProperty(console, 'assert', {value: () => {}, writable: false, configurable: false});",
+            0.0,
+        ),
+    ]:
+        res = await _one(client, f"```js\n{program}\n```", {"language": "js", "tests": console_tests})
+        assert res["valid"] and res["score"] == want, (program, res)
     bash_tests = '[ "$(f 2)" = 4 ] || exit 1\n'
     f = "f() { echo $(($1 * 2)); }\n"
     runs = {

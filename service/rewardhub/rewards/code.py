@@ -243,7 +243,8 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 @register
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
-    version: ClassVar[str] = "1.1.0"  # 1.1: output_match "numeric" (existing modes unchanged)
+    # 1.1: output_match "numeric"; console.assert fails JavaScript tests (it only printed)
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -398,7 +399,9 @@ class CodeReward(Reward[CodeConfig]):
         tests = task.tests if isinstance(task.tests, str) else "\n".join(task.tests)
         setup = task.setup or ""
         if task.language.name == "javascript":
-            program = f"{code}\n{setup}\n{tests}\n;process.stdout.write('\\n{marker}\\n');\n"
+            program = (
+                f"{code}\n{setup}\n{_JS_STRICT_ASSERT}{tests}\n;process.stdout.write('\\n{marker}\\n');\n"
+            )
         else:
             program = f"{code}\n{setup}\n{tests}\necho '{marker}'\n"
         report, raw = await pool.run_program(
@@ -428,6 +431,15 @@ class CodeReward(Reward[CodeConfig]):
             what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
             result = ("tests", False, f"{what}: {_tail(run.stderr, 300)}")
         return _scored([result], None, config, timing)
+
+
+# Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
+# whatever the solution did. Before the tests it throws; defined, not assigned, so that a solution that
+# made it read-only gets a TypeError (a failed run), not a silent no-op.
+_JS_STRICT_ASSERT = (
+    ";Object.defineProperty(console, 'assert', {configurable: true, writable: true, value: (ok, ...m) => "
+    "{ if (!ok) throw new Error('Assertion failed' + (m.length ? ': ' + m.join(' ') : '')); }});\n"
+)
 
 
 def _timing(raw: RawRun) -> dict[str, Any]:
