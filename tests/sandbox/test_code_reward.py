@@ -336,3 +336,40 @@ async def test_numeric_cases_through_the_api(client: httpx.AsyncClient) -> None:
     assert tolerant["valid"] and tolerant["score"] == 1.0, tolerant
     strict = await _one(client, program, ref, output_match="numeric", float_tolerance=1e-12)
     assert strict["valid"] and strict["score"] == 0.0
+
+
+async def test_apps_call_based_problems(client: httpx.AsyncClient) -> None:
+    """APPS/TACO call-based references (``fn_name`` + argument lists; verl's prime_code format) call the
+    function, or the method of a LeetCode-style ``Solution``, as APPS's checker does. They were a
+    parse_error ("cases.0.stdin must be a string")."""
+    ref = {"fn_name": "add", "inputs": [[1, 2], [3, 4], [[1], [2, 3]]], "outputs": [[3], 7, [1, 2, 3]]}
+    plain = await _one(client, "def add(a, b):\n    return a + b\n", ref)
+    assert plain["valid"] and plain["score"] == 1.0, plain
+    leet = await _one(client, "class Solution:\n    def add(self, a, b):\n        return a + b\n", ref)
+    assert leet["valid"] and leet["score"] == 1.0, leet
+    pair = {"fn_name": "divmod_", "inputs": [[7, 2]], "outputs": [[3, 1]]}
+    as_tuple = await _one(client, "def divmod_(a, b):\n    return a // b, a % b\n", pair)
+    assert as_tuple["score"] == 1.0, as_tuple  # a tuple reads as a list
+    wrong = await _one(client, "def add(a, b):\n    return a - b\n", ref)
+    assert wrong["valid"] and wrong["score"] == 0.0
+    # one element of a longer expected list is not the answer (APPS's checker accepted it)
+    first_only = await _one(
+        client, "def add(a, b):\n    return 1\n", {**ref, "inputs": [[1, 2]], "outputs": [[1, 2]]}
+    )
+    assert first_only["score"] == 0.0
+    cheat = await _one(
+        client,
+        "class Any:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Any()\n",
+        ref,
+    )
+    assert cheat["valid"] and cheat["score"] == 0.0, cheat
+    missing = await _one(client, "def other(a, b):\n    return a + b\n", ref)
+    assert missing["valid"] and missing["score"] == 0.0
+    for bad in (
+        {**ref, "fn_name": "not a name"},
+        {**ref, "inputs": [1, 2, 3]},
+        {**ref, "outputs": [3]},
+    ):
+        assert (await _one(client, "def add(a, b):\n    return a + b\n", bad))["reason"] == "parse_error"
+    cpp = await _one(client, "int add(int a, int b) { return a + b; }", {**ref, "language": "cpp"})
+    assert cpp["reason"] == "unsupported"

@@ -11,6 +11,8 @@ Reference (an object):
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
+* APPS/TACO call-based problems, Python: ``{"fn_name": "f", "inputs": [[args...]], "outputs": [...]}``
+  become one assert per case (:func:`call_based_tests`).
 * ``language`` (default: the config's), ``weights`` (one per test/case, default equal).
 
 Score: the (weighted) fraction of tests passed, or 1/0 with ``all_or_nothing``; components
@@ -144,6 +146,16 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         )
     task = CodeTask(language=lang)
     cases = reference.get("cases")
+    fn_name = reference.get("fn_name")
+    if fn_name is not None and cases is None and reference.get("tests") is None:
+        # APPS / TACO call-based problems (verl's prime_code reads the same JSON): no stdin, the
+        # function is called with each input's arguments; Python only, as in APPS
+        if lang.name != "python":
+            raise ReferenceError_(
+                Reason.UNSUPPORTED, f"call-based tests (fn_name) are Python only, not {lang.name}"
+            )
+        task.tests = call_based_tests(fn_name, reference.get("inputs"), reference.get("outputs"))
+        return _with_weights(task, reference)
     if (
         cases is None
         and isinstance(reference.get("inputs"), list)
@@ -193,6 +205,47 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         value = reference.get(key)
         if value is not None:
             setattr(task, key, _text(value, key))
+    return _with_weights(task, reference)
+
+
+def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
+    """One assert per case of an APPS call-based problem, as APPS's own checker judges it: the function
+    (a method of ``Solution`` when the solution defines that class, as LeetCode-style problems do) is
+    called with the case's arguments; a tuple result reads as a list; the result matches the expected
+    output, or its only element (APPS wraps many outputs in a list: ``[[3]]`` for a 3).
+
+    The helpers live in the tests, so they run in the judge: the solution's return values reach the
+    comparison as plain builtin values, never as objects with their own ``__eq__``."""
+    if not isinstance(fn_name, str) or not fn_name.isidentifier() or fn_name.startswith("__"):
+        raise ReferenceError_(Reason.PARSE_ERROR, "reference.fn_name must be a function name")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
+        raise ReferenceError_(
+            Reason.PARSE_ERROR, "reference.fn_name needs non-empty lists inputs and outputs"
+        )
+    if len(inputs) != len(outputs):
+        raise ReferenceError_(Reason.PARSE_ERROR, "reference.inputs and reference.outputs differ in length")
+    if not all(isinstance(args, list) for args in inputs):
+        raise ReferenceError_(Reason.PARSE_ERROR, "each of reference.inputs must be a list of arguments")
+    helpers = (
+        "def _apps_function():\n"
+        "    try:\n"
+        "        cls = Solution\n"
+        "    except NameError:\n"
+        f"        return {fn_name}\n"
+        f"    return getattr(cls(), {fn_name!r}) if hasattr(cls, {fn_name!r}) else {fn_name}\n"
+        "def _apps_same(got, want):\n"
+        "    if isinstance(got, tuple):\n"
+        "        got = list(got)\n"
+        "    return got == want or (isinstance(want, list) and len(want) == 1 and got == want[0])\n"
+    )
+    tests = [
+        f"assert _apps_same(_apps_function()(*{args!r}), {want!r})"
+        for args, want in zip(inputs, outputs, strict=True)
+    ]
+    return [helpers + tests[0], *tests[1:]]
+
+
+def _with_weights(task: CodeTask, reference: dict[str, Any]) -> CodeTask:
     weights = reference.get("weights")
     if weights is not None:
         if not isinstance(weights, list) or not all(
@@ -243,7 +296,7 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 @register
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
-    # 1.1: output_match "numeric"; console.assert fails JavaScript tests (it only printed)
+    # 1.1: output_match "numeric"; console.assert fails JavaScript tests (it only printed); APPS fn_name
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
