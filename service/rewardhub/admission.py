@@ -15,6 +15,8 @@ The worker pools behind the rewards have their own bounded queues (``REWARDHUB_C
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import math
 import time
 from collections.abc import AsyncIterator
@@ -34,6 +36,13 @@ class _Bucket:
     stamp: float
 
 
+@dataclass(slots=True)
+class _Waiter:
+    n_items: int
+    since: float
+    priority_after_s: float
+
+
 class Admission:
     def __init__(
         self,
@@ -51,10 +60,12 @@ class Admission:
         self.items = 0
         self._per_key: dict[str, int] = {}
         self._buckets: dict[str, _Bucket] = {}
+        self._waiters: dict[int, _Waiter] = {}  # background work waiting for room, by ticket
+        self._tickets = itertools.count()
         if metrics is not None:
             metrics.watch(metrics.queue_depth.labels("inflight_items"), lambda: self.items)
 
-    def check(self, caller: Caller, n_items: int) -> None:
+    def check(self, caller: Caller, n_items: int, *, _since: float = math.inf) -> None:
         """Raise Overloaded if this call would exceed a bound (nothing is reserved)."""
         if self.items and self.items + n_items > self.max_items:
             raise Overloaded(
@@ -62,6 +73,17 @@ class Admission:
                 f"{self.max_items} (REWARDHUB_MAX_INFLIGHT_ITEMS)",
                 retry_after_s=1.0,
             )
+        now = time.monotonic()
+        for w in self._waiters.values():
+            # a job that has waited long enough goes first: work that would leave it no room waits
+            # (older waiters only, so two waiting jobs never hold each other up)
+            first = w.since < _since and now - w.since >= w.priority_after_s
+            if first and self.items + n_items + w.n_items > self.max_items:
+                raise Overloaded(
+                    f"a job of {w.n_items} items has waited {now - w.since:.0f} s for room; new work waits "
+                    f"until it starts (REWARDHUB_MAX_INFLIGHT_ITEMS={self.max_items})",
+                    retry_after_s=1.0,
+                )
         if self.per_key_concurrency and not caller.anonymous:
             running = self._per_key.get(caller.key_id, 0)
             if running >= self.per_key_concurrency:
@@ -91,10 +113,41 @@ class Admission:
         b.tokens -= 1.0
 
     @asynccontextmanager
+    async def admit_when_room(
+        self, caller: Caller, n_items: int, *, priority_after_s: float = 5.0
+    ) -> AsyncIterator[None]:
+        """:meth:`admit` for background work (jobs): wait for room instead of raising.
+
+        A job larger than what is usually free (more items than REWARDHUB_MAX_INFLIGHT_ITEMS, or a big one
+        on a busy service) only fits when the service is nearly idle, and a steady stream of small
+        requests keeps it from ever being: it waited for ever. After ``priority_after_s`` of waiting it
+        goes first: new calls that would leave it no room get 429 until the work in flight drains and it
+        starts."""
+        ticket = next(self._tickets)
+        waiter = self._waiters[ticket] = _Waiter(n_items, time.monotonic(), priority_after_s)
+        try:
+            while True:
+                try:
+                    self.check(caller, n_items, _since=waiter.since)
+                    self._take_token(caller)
+                    break
+                except Overloaded as exc:
+                    await asyncio.sleep(min(exc.retry_after_s, 0.25))
+        finally:
+            del self._waiters[ticket]
+        async with self._held(caller, n_items):
+            yield
+
+    @asynccontextmanager
     async def admit(self, caller: Caller, n_items: int) -> AsyncIterator[None]:
         """Reserve room for a call for the duration of the block, or raise Overloaded (429)."""
         self.check(caller, n_items)
         self._take_token(caller)
+        async with self._held(caller, n_items):
+            yield
+
+    @asynccontextmanager
+    async def _held(self, caller: Caller, n_items: int) -> AsyncIterator[None]:
         self.items += n_items
         key = caller.key_id
         self._per_key[key] = self._per_key.get(key, 0) + 1

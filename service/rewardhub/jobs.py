@@ -404,10 +404,10 @@ class JobRunner:
             caller = Caller(job.get("caller") or ANONYMOUS.key_id)
             while True:
                 try:
-                    async with self.admission.admit(caller, len(request.items)):
+                    async with self.admission.admit_when_room(caller, len(request.items)):
                         result = await self.scoring.score(request, max_items=self.max_items)
                     break
-                except Overloaded as exc:  # a job waits for room instead of failing
+                except Overloaded as exc:  # a job waits for room (e.g. a full CPU queue) instead of failing
                     await asyncio.sleep(exc.retry_after_s)
             job.update(status="succeeded", finished_at=time.time(), result=result)
         except asyncio.CancelledError:

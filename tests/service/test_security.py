@@ -99,3 +99,65 @@ async def test_secrets_never_reach_the_logs(make_app: Any, redis_server: Any, ca
     assert logs  # something was logged
     for secret in (key, "hunter2-password", "wrong-key-456"):
         assert secret not in logs
+
+
+async def test_a_waiting_job_is_not_starved_by_a_stream_of_small_requests() -> None:
+    """A job larger than the in-flight limit fits only when nothing is in flight; with small requests
+    always overlapping, it waited for ever. After waiting a while it goes first: new calls that would
+    leave it no room get 429 until the work in flight drains."""
+    from rewardhub.admission import Admission
+    from rewardhub.errors import Overloaded
+    from rewardhub.security import ANONYMOUS
+
+    admission = Admission(max_items=10, per_key_concurrency=0)
+    stop = asyncio.Event()
+    refused = 0
+
+    async def hand_over_hand() -> None:
+        """Small calls, each admitted before the one before it ends: `items` never falls to 0 by itself."""
+        nonlocal refused
+        held: Any = None
+        while not stop.is_set():
+            nxt = admission.admit(ANONYMOUS, 2)
+            try:
+                await nxt.__aenter__()
+            except Overloaded:
+                refused += 1
+                nxt = None
+            if held is not None:
+                await held.__aexit__(None, None, None)
+            held = nxt
+            await asyncio.sleep(0.02)
+        if held is not None:
+            await held.__aexit__(None, None, None)
+
+    stream = asyncio.create_task(hand_over_hand())
+    await asyncio.sleep(0.1)
+    assert admission.items > 0
+    ran = asyncio.Event()
+
+    async def job() -> None:
+        async with admission.admit_when_room(ANONYMOUS, 25, priority_after_s=0.2):
+            assert admission.items == 25  # it runs alone
+            ran.set()
+
+    try:
+        await asyncio.wait_for(job(), timeout=10)
+    finally:
+        stop.set()
+        await stream
+    assert ran.is_set() and refused > 0 and admission.items == 0
+    # two waiting jobs do not hold each other up: the older goes first, then the younger
+    order: list[str] = []
+
+    async def named(name: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with admission.admit_when_room(ANONYMOUS, 25, priority_after_s=0.0):
+            order.append(name)
+            await asyncio.sleep(0.05)
+
+    async with admission.admit(ANONYMOUS, 5):
+        tasks = [asyncio.create_task(named("old", 0)), asyncio.create_task(named("young", 0.05))]
+        await asyncio.sleep(0.2)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=20)
+    assert order == ["old", "young"]
