@@ -490,3 +490,48 @@ def test_a_server_that_returns_probabilities_is_another_identity() -> None:
     assert raw.identity() == "vllm_pooling:rm-7b" and probs.identity() != raw.identity()
     unnamed = VLLMPoolingBackend("orm", "http://user:pw@rm:8000/v1", "default", None, RemoteOptions())
     assert unnamed.identity() == "vllm_pooling:default@http://rm:8000"  # the address, without secrets
+
+
+async def test_a_call_waiting_for_another_s_tokenizer_info_keeps_its_own_deadline() -> None:
+    """The first call to a server asks GET /tokenizer_info under a lock; a second call waited for that
+    lock without a bound, so a call with a 0.3 s deadline was held as long as another call with a 3 s
+    deadline spent on a slow /tokenizer_info (2.9 s measured). Now it gives up at its own deadline
+    (its items time out) while the first call is still asking."""
+    import asyncio
+    import threading
+
+    from rewardhub.models.base import Message
+    from rewardhub.models.errors import BackendTimeout
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    gate = threading.Event()
+    app = FastAPI()
+
+    @app.get("/tokenizer_info")
+    async def info() -> dict[str, Any]:
+        while not gate.is_set():
+            await asyncio.sleep(0.02)
+        return {}
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        return {"data": [{"index": i, "probs": [0.5]} for i in range(len(body["input"]))]}
+
+    inputs = [(Message("user", "x"),)]
+    with serve_app(app, on_stop=gate.set) as url:
+        b = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions(timeout_s=60))
+        await b.start()
+        try:
+            first = asyncio.create_task(b.classify(inputs, time.monotonic() + 5))
+            while not b._asking.locked():
+                await asyncio.sleep(0.01)
+            (late,) = await b.classify(inputs, time.monotonic() + 0.3)
+            assert isinstance(late, BackendTimeout)
+            assert not first.done()  # it returned while the first call was still waiting for the server
+            gate.set()
+            assert await first == [[0.5]]
+        finally:
+            gate.set()
+            await b.close()

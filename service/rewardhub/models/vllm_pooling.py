@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -88,7 +89,14 @@ class VLLMPoolingBackend(RemoteBackend):
         """How user text is cleaned for this server (see the module docstring); asked once."""
         if self._scrubber is not None:
             return self._scrubber
-        async with self._asking:
+        # Another call may be asking, with a later deadline than this one: wait for it no longer than
+        # this call's own deadline (an unbounded wait held a 0.3 s call for the 3 s another spent on a
+        # slow /tokenizer_info). Past it, this call's own requests time out without reaching the server.
+        try:
+            await asyncio.wait_for(self._asking.acquire(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return GENERIC
+        try:
             if self._scrubber is None:
                 try:
                     info = await self.client.get_optional("/tokenizer_info", deadline)
@@ -96,6 +104,8 @@ class VLLMPoolingBackend(RemoteBackend):
                     return GENERIC  # the server could not be asked now: ask again on the next call
                 self._scrubber = Scrubber(server_specials(info) or None)
             return self._scrubber
+        finally:
+            self._asking.release()
 
     # --- classify ----------------------------------------------------------------------------------
     async def classify(
