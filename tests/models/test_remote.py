@@ -463,3 +463,21 @@ async def test_a_host_that_never_accepts_opens_the_breaker_under_short_deadlines
     message = str(info.value)
     assert "no connection" in message
     assert message.endswith(f"(called {root}/chat/completions, configured by REWARDHUB_JUDGE_URL)")
+
+
+async def test_a_call_past_its_deadline_is_not_blamed_on_the_connection_slots(
+    judge_server: FakeJudge,
+) -> None:
+    """A call made with its deadline already passed (a pairwise judge's second call after the first
+    used the item's time) failed with "no free connection slot before the deadline (concurrency 64)"
+    although all 64 slots were free: waiting for a slot with no time left never takes one. It now says
+    the deadline passed, and the server is not asked."""
+    judge_server.reply = always("Score: 4")
+    b = await backend(judge_server)
+    try:
+        with pytest.raises(BackendTimeout, match="deadline passed") as info:
+            await b.chat(REQ, time.monotonic() - 0.01)
+        assert "slot" not in str(info.value)
+    finally:
+        await b.close()
+    assert judge_server.calls == 0

@@ -284,6 +284,11 @@ class RemoteClient:
 
     async def _call(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
         """One call through the slot, the breaker and the retries (steps 1-4 of the module docstring)."""
+        if deadline <= time.monotonic():
+            # not the slots' fault: waiting for one with no time left never takes even a free slot
+            raise BackendTimeout(
+                f"backend {self.name!r}: the item's deadline passed before {path} was called"
+            )
         try:
             await asyncio.wait_for(self._slots.acquire(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
