@@ -55,7 +55,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.6.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.7.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:

@@ -59,6 +59,7 @@ def vllm_app(
     raw_by_default: bool = False,
     classify_max_chars: int | None = None,
     pooling_max_inputs: int | None = None,
+    bfloat16: bool = False,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
@@ -69,7 +70,9 @@ def vllm_app(
     activation unless the request says ``use_activation: true``; its raw rows are the logits
     ``[1 - p, p]``, which look like probabilities but are not (the softmax of them is).
     ``pooling_max_inputs``: answer a /pooling request with more inputs 413, as a proxy in front of the
-    server does to a body over its size limit."""
+    server does to a body over its size limit. ``bfloat16``: probabilities rounded to bfloat16, as a
+    server whose classifier head runs in the model's dtype returns them (vLLM before its fp32 head, or
+    with ``--hf-overrides '{"head_dtype": "model"}'``)."""
     from fastapi.responses import JSONResponse
     from transformers import AutoTokenizer
 
@@ -124,6 +127,10 @@ def vllm_app(
         ]
         if raw_by_default and body.get("use_activation") is True:
             rows = [[[1 - p_softmax(r[1]), p_softmax(r[1])] for r in rs] for rs in rows]
+        if bfloat16:
+            import torch
+
+            rows = [torch.tensor(rs, dtype=torch.bfloat16).tolist() for rs in rows]
         data = [
             {"index": i, "object": "pooling", "data": dict(enumerate(r)) if rows_as_object else r}
             for i, r in enumerate(rows)
@@ -535,3 +542,23 @@ async def test_a_call_waiting_for_another_s_tokenizer_info_keeps_its_own_deadlin
         finally:
             gate.set()
             await b.close()
+
+
+async def test_probabilities_rounded_to_bfloat16_are_not_soft_maxed_again(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A server whose classifier head runs in bf16 (vLLM before its fp32 head, or with head_dtype
+    "model") returns probabilities rounded to bf16, whose sum is off by up to 2^-8: [0.85, 0.15] comes
+    back as [0.8515625, 0.150390625], summing to 1.00195. The 1e-3 tolerance took such rows for logits
+    and soft-maxed them again, so a step of P(correct) 0.15 scored 0.33, silently. They are read as
+    the probabilities they are."""
+    from transformers import AutoTokenizer
+
+    tag_id = AutoTokenizer.from_pretrained(qwen_prm_path).convert_tokens_to_ids("<extra_0>")
+    items = [{"prompt": "Q?", "response": "a\n\nb"}]
+    with serve_app(vllm_app(qwen_prm_path, [], step_pooling=True, bfloat16=True)) as url:
+        async with make_app(prm_url=url) as client:
+            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
+                "results"
+            ]
+    assert [s["score"] for s in res["details"]["steps"]] == pytest.approx([p_pos(tag_id)] * 2, abs=4e-3)
