@@ -481,3 +481,33 @@ async def test_a_call_past_its_deadline_is_not_blamed_on_the_connection_slots(
     finally:
         await b.close()
     assert judge_server.calls == 0
+
+
+async def test_a_redirect_names_where_it_points_and_does_not_open_the_breaker() -> None:
+    """A judge URL with http:// where the ingress serves https:// answers 308 with a Location. It was
+    read as an answer that is not JSON ("answered something that is not JSON: (empty body)"), which hid
+    the redirect, and counted against the breaker: 2 calls opened it (breaker_failures=2) on a healthy
+    server. The error now names the address it redirects to, and the breaker stays closed."""
+    from fastapi import FastAPI
+    from fastapi.responses import RedirectResponse
+
+    from fake_openai import serve_app
+
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> RedirectResponse:
+        return RedirectResponse("https://judge.example/v1/chat/completions?k=secret", status_code=308)
+
+    with serve_app(app) as url:
+        b = OpenAIBackend("judge", f"{url}/v1", "m", None, RemoteOptions(breaker_failures=2, max_retries=0))
+        await b.start()
+        try:
+            for _ in range(3):
+                with pytest.raises(BackendError, match="HTTP 308") as info:
+                    await b.chat(REQ, time.monotonic() + 5)
+                assert "https://judge.example/v1/chat/completions" in str(info.value)
+                assert "secret" not in str(info.value) and not isinstance(info.value, CircuitOpen)
+        finally:
+            await b.close()
+    assert b.client.breaker.describe()["state"] == "closed"

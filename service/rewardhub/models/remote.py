@@ -22,7 +22,8 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    phrasings of vLLM, SGLang, TGI, llama.cpp and OpenAI; also on a 500, which is then not retried) or
    that the request is too large (413, from the server or a proxy in front of it), else
    :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
-   does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server).
+   does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server),
+   and a redirect (3xx, not followed: the error names where it points, the URL to configure).
 
 The API key goes into the ``Authorization`` header only; it is never logged, never put in an error
 message, and never part of :meth:`describe`.
@@ -174,6 +175,13 @@ class _NotFound(BackendError):
     not started with. The server answered, so the breaker does not count it."""
 
 
+class _Redirected(BackendError):
+    """The server answered with a redirect (3xx): the configured URL is not the API's (http:// where
+    an ingress serves https://, an old address). Not followed: a POST redirected by 301 or 302 turns
+    into a GET, and the key would go wherever the answer points. The server answered, so the breaker
+    does not count it."""
+
+
 class _Phase:
     """httpcore's ``trace`` hook for one attempt: whether it is still making its connection (TCP
     connect or TLS handshake), as opposed to waiting for the server's answer on an open one. A step cut
@@ -300,7 +308,7 @@ class RemoteClient:
             probe = self.breaker.before_call()
             try:
                 result = await self._with_retries(method, path, payload, deadline)
-            except (BackendRejected, InputTooLong, _NotFound):
+            except (BackendRejected, InputTooLong, _NotFound, _Redirected):
                 self.breaker.on_success()  # the server answered, about this input or this path
                 raise
             except _CallerOutOfTime as exc:  # the item's deadline, not the server, ended the call
@@ -412,6 +420,17 @@ class RemoteClient:
                 # credentials removed as /ready shows it
                 raise _NotFound(answered + self._called(path))
             raise BackendError(answered)
+        if 300 <= status < 400:
+            # read as a non-JSON answer before ("answered something that is not JSON: (empty body)"),
+            # which hid where the server points and opened the breaker on a healthy server
+            to = ""
+            with contextlib.suppress(httpx.InvalidURL, ValueError, TypeError):
+                if where := resp.headers.get("location"):
+                    to = f" to {public_url(str(resp.url.join(where)))}"
+            raise _Redirected(
+                f"backend {self.name!r}: {path} answered HTTP {status}, a redirect{to}: set the URL to the "
+                f"address the server redirects to{self._called(path)}"
+            )
         try:
             return orjson.loads(resp.content)
         except orjson.JSONDecodeError:
