@@ -562,3 +562,41 @@ async def test_probabilities_rounded_to_bfloat16_are_not_soft_maxed_again(
                 "results"
             ]
     assert [s["score"] for s in res["details"]["steps"]] == pytest.approx([p_pos(tag_id)] * 2, abs=4e-3)
+
+
+async def test_returns_probabilities_asks_for_probabilities_and_refuses_other_numbers() -> None:
+    """A spec with ``returns_probabilities`` (written for a vLLM that ignored ``use_activation``) still
+    sent ``use_activation: false``: a server that honours it (vLLM >= 0.11.1) answered the logit 2.3,
+    which was read as a probability, clamped and turned into the logit 16.1 (P 0.909 became a certain
+    1.0). Now probabilities are asked for, and an answer outside [0, 1] (a regression head) is an error."""
+    from rewardhub.models.base import Message
+    from rewardhub.models.errors import BackendError
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    logit = 2.3
+    answers: dict[str, float] = {}
+    app = FastAPI()
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        value = answers.get("fixed", 1 / (1 + math.exp(-logit)) if body.get("use_activation") else logit)
+        return {"data": [{"index": 0, "probs": [value], "num_classes": 1}]}
+
+    chat = [(Message("user", "p"), Message("assistant", "r"))]
+    with serve_app(app) as url:
+        b = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions(), returns_probabilities=True)
+        plain = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions())
+        await b.start()
+        await plain.start()
+        try:
+            (row,) = await b.classify(chat, time.monotonic() + 5)
+            assert row == [pytest.approx(logit)]
+            assert await plain.classify(chat, time.monotonic() + 5) == [[pytest.approx(logit)]]
+            answers["fixed"] = 3.7  # a regression head: no activation, whatever is asked
+            (bad,) = await b.classify(chat, time.monotonic() + 5)
+            assert isinstance(bad, BackendError) and "not probabilities" in str(bad)
+        finally:
+            await b.close()
+            await plain.close()

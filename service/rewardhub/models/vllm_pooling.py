@@ -4,8 +4,9 @@
   batched request (``"input": [...]``); a conversation goes as ``"messages"`` so that the *server*
   applies the model's chat template. ``"use_activation": false`` asks for raw logits (the reward applies
   its own normalisation); for a server that ignores the flag and returns probabilities (sigmoid for one
-  label, softmax for more), set ``returns_probabilities: true`` in the backend spec and they are turned
-  back into logits.
+  label, softmax for more), set ``returns_probabilities: true`` in the backend spec: probabilities are
+  then asked for (``"use_activation": true``, so a server that does honour it answers the same) and
+  turned back into logits, and an answer outside [0, 1] is an error, not a clamped certainty.
 * ``steps`` (process reward models with a classifier head, e.g. Qwen2.5-Math-PRM served as
   ``Qwen2ForProcessRewardModel``): vLLM returns class probabilities per token (``ALL`` pooling) or only
   at the tokens equal to its ``step_tag_id`` (``STEP`` pooling, vLLM's default for
@@ -127,7 +128,7 @@ class VLLMPoolingBackend(RemoteBackend):
                 return
 
             async def post(batch: Sequence[str]) -> list[list[float]]:
-                payload = {**self.model_field, "input": list(batch), "use_activation": False}
+                payload = {**self.model_field, "input": list(batch), "use_activation": self._activation}
                 return self._rows(await self.client.post("/classify", payload, deadline), len(batch))
 
             try:
@@ -141,7 +142,7 @@ class VLLMPoolingBackend(RemoteBackend):
             payload = {
                 **self.model_field,
                 "messages": clean_messages(clean, msgs),
-                "use_activation": False,
+                "use_activation": self._activation,
             }
             try:
                 out[i] = self._rows(await self.client.post("/classify", payload, deadline), 1)[0]
@@ -151,6 +152,14 @@ class VLLMPoolingBackend(RemoteBackend):
         await asyncio.gather(batch_texts(), *(one_chat(i, m) for i, m in chats))
         return [o if o is not None else BackendError("no answer") for o in out]
 
+    @property
+    def _activation(self) -> bool:
+        """The ``use_activation`` a /classify request asks for: raw logits, or, for a server said to
+        return probabilities (``returns_probabilities``), probabilities. Asking such a server for logits
+        too made one that honours the flag (vLLM >= 0.11.1) answer logits, which were then read as
+        probabilities: a logit of 2.3 (P 0.909) became 16.1, silently."""
+        return self.returns_probabilities
+
     def _rows(self, answer: Any, n: int) -> list[list[float]]:
         try:
             rows = [[float(x) for x in d["probs"]] for d in sorted(answer["data"], key=lambda d: d["index"])]
@@ -158,7 +167,16 @@ class VLLMPoolingBackend(RemoteBackend):
             raise BackendError(f"backend {self.name!r}: malformed /classify answer ({exc!r})") from None
         if len(rows) != n:
             raise BackendError(f"backend {self.name!r}: {len(rows)} /classify rows for {n} inputs")
-        return [probs_to_logits(r) for r in rows] if self.returns_probabilities else rows
+        if not self.returns_probabilities:
+            return rows
+        for r in rows:
+            if not all(0.0 <= x <= 1.0 for x in r):
+                # a regression head (no activation), or logits: clamped, they became a certain 0 or 1
+                raise BackendError(
+                    f"backend {self.name!r}: /classify answered {r[:4]}, not probabilities, although its "
+                    "spec sets returns_probabilities: remove it for this server and model"
+                )
+        return [probs_to_logits(r) for r in rows]
 
     # --- steps ---------------------------------------------------------------------------------
     async def step_probs(
