@@ -128,3 +128,16 @@ def test_math_shepherd_steps_that_carry_their_own_labels_are_not_labelled_twice(
     assert conv.query("Q", ["Stepping stones: 3"]).text == "Q Step 1: Stepping stones: 3 ки"
     qwen = CONVENTIONS["qwen"].query("Q", ["Step 1: a"])  # Qwen2.5-Math-PRM reads the steps as written
     assert qwen.messages is not None and qwen.messages[2].content == "Step 1: a<extra_0>"
+
+
+def test_aggregates_and_first_error_agree_with_the_shown_step_scores() -> None:
+    """details.steps shows scores to 6 decimals; first_error and the aggregates used the unrounded ones,
+    so a step shown as 0.5 could be the first error at threshold 0.5."""
+    from rewardhub.prm import Step
+    from rewardhub.rewards.prm import PRMConfig, PRMReward
+
+    steps = [Step("a", 0, 1), Step("b", 3, 4)]
+    out = PRMReward._outcome(PRMConfig(aggregation="first_error", threshold=0.5), steps, [0.9, 0.4999996])
+    assert [s["score"] for s in out.details["steps"]] == [0.9, 0.5]
+    assert out.details["first_error"] == -1 and out.score == 1.0
+    assert out.components["min"] == 0.5

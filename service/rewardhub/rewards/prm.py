@@ -94,7 +94,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # one; a <think> that never closes is skipped (a rollout cut off in its reasoning has no steps);
     # math_shepherd does not label a step that carries its own "Step k:" twice
     # 1.6: a response with no steps has every aggregate (0) in components, and details.first_error 0
-    # 1.7: vLLM /pooling probabilities rounded to bf16 are not soft-maxed a second time (0.35 read 0.43)
+    # 1.7: vLLM /pooling probabilities rounded to bf16 are not soft-maxed a second time (0.35 read 0.43);
+    # the aggregates and first_error come from the step scores as details show them (6 decimals)
     version: ClassVar[str] = "1.7.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
@@ -185,11 +186,14 @@ class PRMReward(ModelReward[PRMConfig]):
     def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
         if len(scores) != len(steps):
             return Outcome.invalid(Reason.BACKEND_ERROR, f"{len(scores)} step scores for {len(steps)} steps")
+        # rounded once, and everything computed from what details shows: a step at 0.4999996, shown as
+        # 0.5, was still the first error at threshold 0.5
+        scores = [round(p, 6) for p in scores]
         components: dict[str, float | None] = {a: aggregate(scores, a, config.threshold) for a in _ALL}
         details = {
             "aggregation": config.aggregation,
             "steps": [
-                {"index": k, "start": s.start, "end": s.end, "score": round(p, 6)}
+                {"index": k, "start": s.start, "end": s.end, "score": p}
                 for k, (s, p) in enumerate(zip(steps, scores, strict=True))
             ],
             "first_error": first_error_index(scores, config.threshold),
