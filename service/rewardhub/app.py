@@ -132,6 +132,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             concurrency=settings.job_concurrency,
             queue_max=settings.job_queue_max,
             max_items=settings.job_max_items,
+            queue_max_per_key=settings.job_queue_max_per_key,
         )
         await job_runner.start()
         stack.push_async_callback(job_runner.close)

@@ -257,6 +257,12 @@ class Settings(BaseSettings):
     job_ttl_s: int = Field(86_400, ge=60, description="How long a job and its result are kept, seconds.")
     job_max_items: int = Field(100_000, ge=1, description="Most items in one job.")
     job_queue_max: int = Field(1_000, ge=1, description="Jobs waiting to run before submissions get 429.")
+    job_queue_max_per_key: int = Field(
+        0,
+        ge=0,
+        description="Jobs one API key may have waiting or running in this process before its submissions "
+        "get 429, so one experiment cannot fill the queue for all (0: only REWARDHUB_JOB_QUEUE_MAX).",
+    )
 
     # --- request limits ---
     max_items: int = Field(4096, ge=1, description="Most items in one /v1/score request.")

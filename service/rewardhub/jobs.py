@@ -264,6 +264,7 @@ class JobRunner:
         concurrency: int,
         queue_max: int,
         max_items: int,
+        queue_max_per_key: int = 0,
     ):
         self.store = store
         self.scoring = scoring
@@ -271,6 +272,8 @@ class JobRunner:
         self.concurrency = concurrency
         self.queue_max = queue_max
         self.max_items = max_items
+        self.queue_max_per_key = queue_max_per_key
+        self._owners: dict[str, str] = {}  # queued job -> the key that submitted it here
         self.owner = f"runner-{uuid.uuid4().hex[:12]}"
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
@@ -341,6 +344,17 @@ class JobRunner:
                 f"{len(self._queued)} jobs are waiting (limit {self.queue_max}, REWARDHUB_JOB_QUEUE_MAX)",
                 retry_after_s=5.0,
             )
+        if self.queue_max_per_key and not caller.anonymous:
+            mine = sum(1 for key in self._owners.values() if key == caller.key_id)
+            if mine >= self.queue_max_per_key:
+                existing = await self.store.find(idem, body_digest(body)) if idem else None
+                if existing is not None:
+                    return public(existing), False
+                raise Overloaded(
+                    f"this API key has {mine} jobs waiting or running (limit {self.queue_max_per_key} per "
+                    "key, REWARDHUB_JOB_QUEUE_MAX_PER_KEY)",
+                    retry_after_s=5.0,
+                )
         now = time.time()
         job = {
             "job_id": f"job_{uuid.uuid4().hex}",
@@ -356,6 +370,7 @@ class JobRunner:
         }
         stored, created = await self.store.create(job, body, idem)
         if created:
+            self._owners[stored["job_id"]] = caller.key_id
             self._enqueue(stored["job_id"])
         return public(stored), created
 
@@ -380,6 +395,7 @@ class JobRunner:
                 log.exception("job_runner_error", job_id=job_id)
             finally:
                 self._queued.discard(job_id)
+                self._owners.pop(job_id, None)
 
     async def _run(self, job_id: str) -> None:
         job = await self.store.get(job_id)

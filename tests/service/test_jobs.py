@@ -296,3 +296,31 @@ async def test_a_retried_job_is_answered_while_the_job_queue_is_full(
             assert other.status_code == 409  # the same key with another body is still refused
             fresh = await c.post("/v1/jobs", json=slow)
             assert fresh.status_code == 429 and "retry-after" in fresh.headers
+
+
+async def test_one_key_cannot_fill_the_job_queue(make_app: Any) -> None:
+    """REWARDHUB_JOB_QUEUE_MAX_PER_KEY: a key with that many jobs waiting or running gets 429 (its own
+    retry of one of them is still answered); another key's jobs are taken; finished jobs free the slot."""
+    slow = {
+        "reward": "math",
+        "items": [{"response": f"\\boxed{{{TOWER}}}", "reference": "4"}],
+        "options": {"timeout_s": 2, "use_cache": False},
+    }
+    async with make_app(api_keys="key-a,key-b", job_queue_max_per_key=1) as c:
+        a = {"X-API-Key": "key-a", "idempotency-key": f"a-{time.time_ns()}"}
+        b = {"X-API-Key": "key-b"}
+        first = await c.post("/v1/jobs", json=slow, headers=a)
+        assert first.status_code == 202
+        second = await c.post("/v1/jobs", json=BODY, headers={"X-API-Key": "key-a"})
+        assert second.status_code == 429 and "REWARDHUB_JOB_QUEUE_MAX_PER_KEY" in second.text
+        again = await c.post("/v1/jobs", json=slow, headers=a)
+        assert again.status_code == 200 and again.json()["job_id"] == first.json()["job_id"]
+        assert (await c.post("/v1/jobs", json=BODY, headers=b)).status_code == 202
+        for _ in range(600):  # the slot is free once the first job has finished
+            later = await c.post("/v1/jobs", json=BODY, headers={"X-API-Key": "key-a"})
+            if later.status_code != 429:
+                break
+            await asyncio.sleep(0.05)
+        assert later.status_code == 202
+        done = (await c.get(f"/v1/jobs/{first.json()['job_id']}", headers={"X-API-Key": "key-a"})).json()
+        assert done["status"] == "succeeded"
