@@ -115,6 +115,38 @@ def _reference(value: Any) -> Any:
     return value if value is None or isinstance(value, str | dict | list) else str(value)
 
 
+def _groups(
+    prompts: Sequence[Any], refs: Sequence[Any] | None, num_generations: int | None
+) -> tuple[list[int], int | None]:
+    """The group index of each completion, and the size of a split group (None: all whole).
+
+    A row is told apart by its prompt *and* its reference: two dataset rows can share the prompt text
+    (a VLM set asking "What number is in the image?" of different images, a duplicated question).
+    TRL lays out each row's ``num_generations`` completions consecutively, so with ``num_generations``
+    a group is a run of that many equal rows: two rows with the same prompt stay two groups even when
+    nothing else tells them apart. Without it (or a batch not laid out in runs, as a caller other than
+    TRL may send) a group is every completion of one (prompt, reference).
+    """
+    keys = [repr((p, refs[i] if refs is not None else None)) for i, p in enumerate(prompts)]
+    by_key: dict[str, int] = {}
+    keyed = [by_key.setdefault(k, len(by_key)) for k in keys]
+    if num_generations is None:
+        return keyed, None
+    runs: list[int] = []  # lengths of the runs of equal keys
+    for i, k in enumerate(keys):
+        if i and k == keys[i - 1]:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+    if all(n % num_generations == 0 for n in runs):
+        return [i // num_generations for i in range(len(keys))], None
+    counts = Counter(keys)
+    split = next((n for n in counts.values() if n != num_generations), None)
+    if split is None:  # not in runs, but every row has exactly num_generations completions
+        return keyed, None
+    return keyed, next(n % num_generations for n in runs if n % num_generations)
+
+
 def make_reward_func(
     service: str | AsyncRewardClient = "http://127.0.0.1:8000",
     reward: str | RewardSpec | Mapping[str, Any] = "math",
@@ -177,18 +209,15 @@ def make_reward_func(
         if checked[0] is not None:
             raise checked[0]
 
-    def check_whole_groups(prompts: Sequence[Any]) -> None:
-        if num_generations is None or group_aware[0] is False:
+    def check_whole_groups(split: int | None) -> None:
+        if split is None or num_generations is None or group_aware[0] is False:
             return
-        counts = Counter(repr(p) for p in prompts)
-        split = next((n for n in counts.values() if n != num_generations), None)
-        if split is not None:
-            raise ValueError(
-                f"reward {spec_name!r} needs each prompt's {num_generations} completions in one call, and "
-                f"this process got {split} of one prompt: TRL split the group across processes. Make the "
-                "per-process generation batch (per_device_train_batch_size x steps_per_generation) a "
-                "multiple of num_generations"
-            )
+        raise ValueError(
+            f"reward {spec_name!r} needs each prompt's {num_generations} completions in one call, and "
+            f"this process got {split} of one prompt: TRL split the group across processes. Make the "
+            "per-process generation batch (per_device_train_batch_size x steps_per_generation) a "
+            "multiple of num_generations"
+        )
 
     def client_for_loop() -> AsyncRewardClient:
         # httpx connection pools belong to one event loop; TRL keeps one daemon loop, but be safe.
@@ -204,14 +233,14 @@ def make_reward_func(
     ) -> list[float | None]:
         client = client_for_loop()
         await ensure_runnable(client)
-        check_whole_groups(prompts)
-        call = uuid.uuid4().hex[:12]
-        groups: dict[str, str] = {}
         refs = kwargs.get(reference_column) if reference_column else None
+        group_of, split = _groups(prompts, refs, num_generations)
+        check_whole_groups(split)
+        call = uuid.uuid4().hex[:12]
         items = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ptext = prompt_text(prompt)
-            group = groups.setdefault(repr(prompt), f"trl-{call}-{len(groups)}")
+            group = f"trl-{call}-{group_of[i]}"
             items.append(
                 ScoreItem(
                     id=str(i),

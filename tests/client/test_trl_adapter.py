@@ -144,3 +144,24 @@ async def test_a_group_split_across_processes_raises_with_num_generations(
         unguarded = make_reward_func(service, "majority_vote", reference_column=None)
         with pytest.warns(UserWarning, match="num_generations"):
             await unguarded(**whole)
+
+
+async def test_two_rows_with_the_same_prompt_text_are_two_groups(client: httpx.AsyncClient) -> None:
+    """Groups were keyed by the prompt alone, so two dataset rows with the same prompt text (a VLM set:
+    "What number is in the image?" over different images; a dataset with a duplicate question) became
+    one group of 2G: a group reward voted across both problems, and with num_generations the call
+    raised "TRL split the group" though nothing was split. TRL lays out each prompt's num_generations
+    completions consecutively, so a group is a run of them. Found in review."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    call = {
+        "prompts": ["What number is in the image?"] * 6,
+        # row A's group votes 1, 1, 2 (majority 1); row B's votes 2, 2, 3 (majority 2)
+        "completions": ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}", "\\boxed{2}", "\\boxed{2}", "\\boxed{3}"],
+    }
+    expected = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        vote = make_reward_func(service, "majority_vote", reference_column=None, num_generations=3)
+        assert await vote(**call) == expected
+        # without num_generations the rows are told apart by their references
+        unguarded = make_reward_func(service, "majority_vote", reference_column="image_id")
+        assert await unguarded(**call, image_id=["a"] * 3 + ["b"] * 3) == expected
