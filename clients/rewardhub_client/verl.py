@@ -39,6 +39,7 @@ import json
 import math
 import os
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -124,12 +125,19 @@ def _reference(ground_truth: Any) -> Any:
     return ground_truth
 
 
-def _item(solution_str: str, ground_truth: Any, data_source: str, extra_info: Any, i: int = 0) -> ScoreItem:
+def _item(
+    solution_str: str, ground_truth: Any, data_source: str, extra_info: Any, call: str | None, i: int = 0
+) -> ScoreItem:
+    """One sample as an item. Its group is extra_info's ``uid`` (or ``group``) *within this call*: a
+    dataset's uid names a row, the same every epoch, while the service takes a group id to name one set
+    of rollouts (a group reward's id seen again with other members is refused), so ``call``, new for
+    every call, is part of the id. A per-sample call (``call`` None) holds one sample of a group, never
+    the group: it claims none (a group reward answers it ``unsupported``, not a vote of one)."""
     spec = route(data_source)
     group = None
-    if isinstance(extra_info, Mapping):
+    if call is not None and isinstance(extra_info, Mapping):
         uid = extra_info.get("uid") or extra_info.get("group")
-        group = str(uid) if uid is not None else None
+        group = f"verl-{call}-{uid}" if uid is not None else None
     return ScoreItem(
         id=str(i), response=solution_str, reference=_reference(ground_truth), reward=spec, group=group
     )
@@ -205,7 +213,7 @@ def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
     """verl's per-sample signature (sync)."""
-    items = [_item(solution_str, ground_truth, data_source, extra_info)]
+    items = [_item(solution_str, ground_truth, data_source, extra_info, None)]
     _check_sync(items)
     resp = _client().score(items)
     return _to_verl(resp.results[0])
@@ -215,7 +223,7 @@ async def compute_score_async(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
     """verl's per-sample signature (async: verl's reward loop awaits it)."""
-    items = [_item(solution_str, ground_truth, data_source, extra_info)]
+    items = [_item(solution_str, ground_truth, data_source, extra_info, None)]
     async with AsyncRewardClient(_conf()["url"], api_key=_conf()["api_key"]) as client:
         await _check_async(client, items)
         resp = await client.score(items)
@@ -231,8 +239,9 @@ def compute_score_batch(
 ) -> list[dict[str, Any]]:
     """verl's batch reward manager signature: one request for the whole batch."""
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    call = uuid.uuid4().hex[:12]
     items = [
-        _item(s, g, d, e, i)
+        _item(s, g, d, e, call, i)
         for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
     ]
     _check_sync(items)

@@ -141,3 +141,28 @@ def test_a_route_the_service_cannot_run_stops_verl_at_its_first_sample(
         out = verl.compute_score("steps", "\\boxed{1}", "1")
         assert (out["score"], out["valid"]) == (0.0, 0.0)
         assert len(asked) == 2
+
+
+def test_a_dataset_uid_seen_again_next_epoch_is_a_new_group(live_server_factory: Any) -> None:
+    """The group id sent was extra_info's ``uid`` as is: a dataset's per-row id, the same every epoch.
+    The service remembers a group reward's member set per group id (cache TTL, 7 days), so the row's
+    next batch of rollouts, under the same id with other responses, was refused (422 "scored with
+    other members before") and the verl step failed. Found in review."""
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="majority_vote")
+
+        def epoch(answers: list[str]) -> list[float]:
+            batch = verl.compute_score_batch(
+                data_sources=["ttrl"] * 6,
+                solution_strs=[f"\\boxed{{{a}}}" for a in answers],
+                ground_truths=[None] * 6,
+                extra_infos=[{"uid": "row-7"}] * 3 + [{"uid": "row-8"}] * 3,
+            )
+            return [b["score"] for b in batch]
+
+        assert epoch(["1", "1", "2", "5", "5", "5"]) == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+        assert epoch(["3", "4", "4", "6", "5", "6"]) == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+        # one sample per call is never a whole group: flagged invalid, not a vote of one (1.0)
+        for answer in ("1", "2"):
+            single = verl.compute_score("ttrl", f"\\boxed{{{answer}}}", None, {"uid": "row-7"})
+            assert (single["score"], single["valid"]) == (0.0, 0.0)
