@@ -115,6 +115,22 @@ def _reference(value: Any) -> Any:
     return value if value is None or isinstance(value, str | dict | list) else str(value)
 
 
+def _prompt_key(prompt: Any) -> Any:
+    """What tells prompts apart for grouping: the text, message by message (role and text parts).
+
+    Not ``repr(prompt)``: TRL puts a VLM prompt's image into it as a PIL object, one decoded copy per
+    completion, and an object's repr carries its address, so no two completions of a prompt had the
+    same repr. Rows that differ only in their image are told apart by their reference or, with
+    ``num_generations``, by their position (see :func:`_groups`).
+    """
+    if isinstance(prompt, str) or not isinstance(prompt, Sequence):
+        return prompt if isinstance(prompt, str) else repr(prompt)
+    return [
+        (m.get("role"), _content_text(m.get("content"))) if isinstance(m, Mapping) else repr(m)
+        for m in prompt
+    ]
+
+
 def _groups(
     prompts: Sequence[Any], refs: Sequence[Any] | None, num_generations: int | None
 ) -> tuple[list[int], int | None]:
@@ -127,7 +143,7 @@ def _groups(
     nothing else tells them apart. Without it (or a batch not laid out in runs, as a caller other than
     TRL may send) a group is every completion of one (prompt, reference).
     """
-    keys = [repr((p, refs[i] if refs is not None else None)) for i, p in enumerate(prompts)]
+    keys = [repr((_prompt_key(p), refs[i] if refs is not None else None)) for i, p in enumerate(prompts)]
     by_key: dict[str, int] = {}
     keyed = [by_key.setdefault(k, len(by_key)) for k in keys]
     if num_generations is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -165,3 +167,37 @@ async def test_two_rows_with_the_same_prompt_text_are_two_groups(client: httpx.A
         # without num_generations the rows are told apart by their references
         unguarded = make_reward_func(service, "majority_vote", reference_column="image_id")
         assert await unguarded(**call, image_id=["a"] * 3 + ["b"] * 3) == expected
+
+
+class _DecodedImage:
+    """Stands for the PIL image TRL puts into a VLM prompt: every completion's prompt holds its own
+    decoded copy (the dataloader decodes the row once per generation), and its repr carries the
+    object's address."""
+
+
+async def test_vlm_prompts_with_image_objects_are_grouped_by_their_text(client: httpx.AsyncClient) -> None:
+    """TRL (>= 1.x) hands reward functions VLM prompts as ``[{"type": "image", "image": <PIL image>},
+    {"type": "text", ...}]``, one decoded image object per completion. Groups were keyed by
+    ``repr(prompt)``, which differs per object ("<... at 0x7f...>"): every completion was a group of
+    one, majority_vote scored each a vote of one (1.0 for all), and with num_generations the call
+    raised "got 1 of one prompt". Found in review."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+
+    def vlm_prompt() -> list[dict[str, Any]]:
+        parts = [
+            {"type": "image", "image": _DecodedImage()},
+            {"type": "text", "text": "What number is shown?"},
+        ]
+        return [{"role": "user", "content": parts}]
+
+    call = {
+        "prompts": [vlm_prompt() for _ in range(6)],
+        "completions": ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}", "\\boxed{2}", "\\boxed{2}", "\\boxed{3}"],
+        "image_id": ["a"] * 3 + ["b"] * 3,
+    }
+    expected = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        vote = make_reward_func(service, "majority_vote", reference_column=None, num_generations=3)
+        assert await vote(**call) == expected
+        unguarded = make_reward_func(service, "majority_vote", reference_column="image_id")
+        assert await unguarded(**call) == expected
