@@ -136,7 +136,9 @@ def _item(
     spec = route(data_source)
     group = None
     if call is not None and isinstance(extra_info, Mapping):
-        uid = extra_info.get("uid") or extra_info.get("group")
+        uid = extra_info.get("uid")
+        if uid is None or uid == "":  # (not `or`: a uid 0, a row index, is a uid)
+            uid = extra_info.get("group")
         group = f"verl-{call}-{uid}" if uid is not None else None
     return ScoreItem(
         id=str(i), response=solution_str, reference=_reference(ground_truth), reward=spec, group=group

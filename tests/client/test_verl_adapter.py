@@ -166,3 +166,25 @@ def test_a_dataset_uid_seen_again_next_epoch_is_a_new_group(live_server_factory:
         for answer in ("1", "2"):
             single = verl.compute_score("ttrl", f"\\boxed{{{answer}}}", None, {"uid": "row-7"})
             assert (single["score"], single["valid"]) == (0.0, 0.0)
+
+
+def test_a_uid_of_0_groups_its_rollouts(live_server_factory: Any) -> None:
+    """``extra_info.get("uid") or ...`` read a uid 0 (the first row, where uids are row indices) as
+    none: that row's rollouts went ungrouped and a group reward answered them unsupported (the
+    invalid score) while every other row was voted on. Found in review."""
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="majority_vote")
+        batch = verl.compute_score_batch(
+            data_sources=["ttrl"] * 6,
+            solution_strs=[
+                "\\boxed{1}",
+                "\\boxed{1}",
+                "\\boxed{2}",
+                "\\boxed{5}",
+                "\\boxed{5}",
+                "\\boxed{4}",
+            ],
+            ground_truths=[None] * 6,
+            extra_infos=[{"uid": 0}] * 3 + [{"uid": 1}] * 3,
+        )
+        assert [(b["score"], b["valid"]) for b in batch] == [(1.0, 1.0), (1.0, 1.0), (0.0, 1.0)] * 2
