@@ -190,3 +190,17 @@ def test_component_matrix_none_is_nan() -> None:
 def test_no_nan_ever_leaks(fn: object) -> None:
     adv = fn(t([[NAN, NAN, NAN], [NAN, 1, 0]]))  # type: ignore[operator]
     assert not torch.isnan(adv.values).any()
+
+
+def test_a_flat_group_is_exactly_flat() -> None:
+    """Three 0.1s: mean 0.1 and std 0 exactly, so every advantage is 0 (not ~1e-13, which still cost a
+    forward/backward as a "non-zero" advantage); NaN members and other groups are unaffected."""
+    r = torch.tensor([[0.1, 0.1, 0.1], [0.1, math.nan, 0.1], [0.1, 0.2, 0.3]], dtype=torch.float64)
+    mean, std, count = group_mean_std(r)
+    assert mean[0, 0].item() == 0.1 and std[0, 0].item() == 0.0
+    assert mean[1, 0].item() == 0.1 and count[1, 0].item() == 2
+    assert mean[2, 0].item() == pytest.approx(0.2) and std[2, 0].item() == pytest.approx(0.1)
+    for adv in (grpo_advantages(r), rloo_advantages(r), dr_grpo_advantages(r)):
+        assert adv.values[:2].abs().max().item() == 0.0
+    all_nan = group_mean_std(torch.full((1, 3), math.nan, dtype=torch.float64))
+    assert all_nan[0].item() == 0.0 and all_nan[1].item() == 0.0

@@ -62,11 +62,16 @@ def group_mean_std(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, t
     """NaN-aware per-group ``(mean, sample std, valid count)`` over the last dim, each ``[B, 1]``.
 
     The mean of an all-invalid group is 0 and its std 0; the std of a group with one valid member is 0.
+    A group whose valid members are all equal has that value as its mean, exactly: sum-then-divide makes
+    three 0.1s a mean of 0.10000000000000002, and its members advantages of ~1e-13 instead of 0.
     """
     valid = ~torch.isnan(rewards)
     count = valid.sum(dim=-1, keepdim=True)
     filled = torch.where(valid, rewards, torch.zeros_like(rewards))
     mean = filled.sum(dim=-1, keepdim=True) / count.clamp(min=1)
+    lo = torch.where(valid, rewards, torch.full_like(rewards, torch.inf)).amin(dim=-1, keepdim=True)
+    hi = torch.where(valid, rewards, torch.full_like(rewards, -torch.inf)).amax(dim=-1, keepdim=True)
+    mean = torch.where((count >= 1) & (lo == hi), lo, mean)
     sq = torch.where(valid, (rewards - mean) ** 2, torch.zeros_like(rewards)).sum(dim=-1, keepdim=True)
     var = sq / (count - 1).clamp(min=1)
     std = torch.where(count >= 2, var.sqrt(), torch.zeros_like(var))
