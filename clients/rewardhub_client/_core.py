@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardhub_client.errors import ProtocolError
 from rewardhub_client.types import (
     ItemResult,
     RewardSpec,
@@ -149,7 +150,14 @@ def merge_responses(
 
     ``latency_ms`` of a merged answer is ``wall_ms``, the time the whole call took as the caller saw it
     (chunks may overlap, so neither the sum nor the longest of theirs is the batch's latency); without
-    it, the longest chunk's."""
+    it, the longest chunk's. An answer with more or fewer results than its chunk's items is a
+    :class:`ProtocolError`, for one chunk as for many."""
+    for indices, resp in parts:
+        if len(resp.results) != len(indices):
+            raise ProtocolError(
+                f"the service answered {len(resp.results)} results for {len(indices)} items "
+                f"(request {resp.request_id})"
+            )
     if len(parts) == 1 and parts[0][0] == list(range(n)):
         return parts[0][1]
     results: list[ItemResult | None] = [None] * n

@@ -6,6 +6,7 @@
     ├── RewardUnavailable       the service cannot run a reward spec or a part of it (its check said so)
     ├── TransportError          the service could not be reached (connect error, timeout, broken connection)
     │   └── RequestTimeout
+    ├── ProtocolError           a 200 answer that does not fit the request (results missing or extra)
     └── APIError                the service answered with an error body {"error": {message, type, param, code}}
         ├── InvalidRequest      422 invalid_request
         │   └── LimitExceeded   422 limit_exceeded (too many items / a field too long)
@@ -38,6 +39,7 @@ __all__ = [
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
+    "ProtocolError",
     "RequestTimeout",
     "RewardHubClientError",
     "RewardUnavailable",
@@ -86,6 +88,11 @@ class TransportError(RewardHubClientError):
 
 class RequestTimeout(TransportError):
     """The request ran past the client's timeout."""
+
+
+class ProtocolError(RewardHubClientError):
+    """A successful answer that does not fit the request: one result per item is the contract, and a
+    trainer that zipped a short list with its rollouts would give rewards to the wrong ones."""
 
 
 class APIError(RewardHubClientError):

@@ -343,3 +343,20 @@ def test_sync_client_splits_a_chunk_over_the_byte_limit() -> None:
         assert all(groups.count(g) == 5 for groups in sent for g in groups)
         with pytest.raises(PayloadTooLarge):  # one group over the limit: nothing to split
             c.score([{**it, "group": "one"} for it in items], "math")
+
+
+def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> None:
+    """One result per item is the contract. A one-chunk answer was returned as it came: a trainer that
+    zipped its rollouts with a short list gave rewards to the wrong rollouts (or dropped some)."""
+    from rewardhub_client import ProtocolError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=OK_BODY)  # one result, whatever was asked
+
+    with RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST) as c:
+        assert len(c.score([{"response": "x"}], "math").results) == 1
+        with pytest.raises(ProtocolError, match="1 results for 2 items"):
+            c.score([{"response": "x"}, {"response": "y"}], "math")
+    chunked = RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST, chunk_size=2)
+    with chunked as c, pytest.raises(ProtocolError):  # each chunk is checked too
+        c.score([{"response": str(k)} for k in range(4)], "math")
