@@ -200,14 +200,16 @@ def _to_verl(r: ItemResult) -> dict[str, Any]:
     return out
 
 
-_sync: dict[str, RewardClient] = {}
+# one client per (url, api key): a configure() with another key must not keep sending the old one
+_sync: dict[tuple[str, str | None], RewardClient] = {}
 
 
 def _client() -> RewardClient:
-    key = _conf()["url"]
+    conf = _conf()
+    key = (conf["url"], conf["api_key"])
     with _lock:
         if key not in _sync:
-            _sync[key] = RewardClient(key, api_key=_conf()["api_key"])
+            _sync[key] = RewardClient(key[0], api_key=key[1])
         return _sync[key]
 
 

@@ -188,3 +188,16 @@ def test_a_uid_of_0_groups_its_rollouts(live_server_factory: Any) -> None:
             extra_infos=[{"uid": 0}] * 3 + [{"uid": 1}] * 3,
         )
         assert [(b["score"], b["valid"]) for b in batch] == [(1.0, 1.0), (1.0, 1.0), (0.0, 1.0)] * 2
+
+
+def test_a_new_api_key_is_used_after_configure(live_server_factory: Any) -> None:
+    """The cached sync client was keyed by URL alone: configure() with a rotated key kept sending the
+    old one (every sample refused once the old key was revoked)."""
+    from rewardhub_client import Forbidden
+
+    with live_server_factory({"REWARDHUB_API_KEYS": "new-key"}) as server:
+        verl.configure(server.url, default_reward="exact_match", api_key="revoked-key", check=False)
+        with pytest.raises(Forbidden):
+            verl.compute_score("squad", "x", "x")
+        verl.configure(server.url, default_reward="exact_match", api_key="new-key", check=False)
+        assert verl.compute_score("squad", "x", "x")["score"] == 1.0
