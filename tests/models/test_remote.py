@@ -199,6 +199,41 @@ async def test_a_retry_after_header_is_honoured(judge_server: FakeJudge, status:
     await b.close()
 
 
+async def test_a_retry_after_holds_back_every_caller_not_only_the_one_it_answered(
+    judge_server: FakeJudge,
+) -> None:
+    """A 429 with Retry-After asks the client to come back later; the calls in flight beside the one it
+    answered kept sending at once (each getting its own 429, adding to the load the server shed)."""
+    first = [True]
+
+    def reply(body: object) -> Reply:
+        if first[0]:
+            first[0] = False
+            return Reply(status=429, headers={"Retry-After": "2"})
+        return Reply("Score: 4")
+
+    judge_server.reply = reply
+    b = await backend(judge_server, max_retries=2)
+    try:
+        a = asyncio.create_task(b.chat(REQ, time.monotonic() + 20))
+        while judge_server.calls < 1:
+            await asyncio.sleep(0.01)
+        others = [asyncio.create_task(b.chat(REQ, time.monotonic() + 20)) for _ in range(3)]
+        await asyncio.sleep(0.5)
+        assert judge_server.calls == 1  # the other three wait out the server's 2 s too
+        outs = await asyncio.gather(a, *others)
+        assert [o.text for o in outs] == ["Score: 4"] * 4 and judge_server.calls == 5
+        # a caller whose deadline ends inside the pause is not sent, and says why
+        judge_server.reply = lambda body: Reply(status=429, headers={"Retry-After": "30"})
+        with pytest.raises(BackendError, match="HTTP 429"):
+            await b.chat(REQ, time.monotonic() + 5)
+        with pytest.raises(BackendError, match="asked callers to wait"):
+            await b.chat(REQ, time.monotonic() + 5)
+        assert judge_server.calls == 6
+    finally:
+        await b.close()
+
+
 def test_retry_after_ms_is_read_to_the_millisecond() -> None:
     """OpenAI and Azure send ``retry-after-ms`` beside a ``Retry-After`` rounded up to whole seconds:
     a 250 ms wait was waited as 1 s."""

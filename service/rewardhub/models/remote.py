@@ -142,6 +142,9 @@ class _TimedOut(_Retryable, BackendTimeout):
     the message names the limit that ran out. It counts against the breaker."""
 
 
+_MAX_PAUSE_S = 600.0  # the longest Retry-After that holds every caller back
+
+
 class _ServerAsked(wait_base):
     """The backoff, or what the server asked for in ``Retry-After`` when that is longer (a 429 or 503
     says when to come back; retrying sooner only adds to its load). When that wait would end past the
@@ -232,6 +235,9 @@ class RemoteClient:
         self._slots = asyncio.Semaphore(options.concurrency)
         self._client: httpx.AsyncClient | None = None
         self.calls = 0  # attempts made (tests assert that guarded items never reach the server)
+        # monotonic time before which no attempt starts: a 429/503's Retry-After asks every caller to
+        # wait, not only the call it answered (the others would hit it again at once, to no avail)
+        self._not_before = 0.0
 
     async def start(self) -> None:
         headers = {"Content-Type": "application/json", "User-Agent": "rewardhub"}
@@ -354,6 +360,14 @@ class RemoteClient:
         client = self._client
         if client is None:
             raise BackendError(f"backend {self.name!r} is not started")
+        pause = self._not_before - time.monotonic()
+        if pause > 0:
+            if time.monotonic() + pause > deadline - _MIN_ATTEMPT_S:
+                raise BackendError(
+                    f"backend {self.name!r} asked callers to wait {pause:.1f}s more (Retry-After), past "
+                    "this item's deadline"
+                )
+            await asyncio.sleep(pause)
         left = deadline - time.monotonic()
         if left <= _MIN_ATTEMPT_S:
             raise _NoTimeLeft(f"backend {self.name!r}: the item's deadline passed")
@@ -414,7 +428,11 @@ class RemoteClient:
                 if status in _INPUT_STATUSES:
                     raise BackendRejected(answered)
             if status in _RETRYABLE_STATUSES or status >= 500:
-                raise _Retryable(answered, _retry_after(resp))
+                asked = _retry_after(resp)
+                if asked is not None and asked > 0:
+                    until = time.monotonic() + min(asked, _MAX_PAUSE_S)
+                    self._not_before = max(self._not_before, until)
+                raise _Retryable(answered, asked)
             if status in (404, 405):
                 # most often the URL itself (an OpenAI API base without its /v1): show the one called,
                 # credentials removed as /ready shows it
