@@ -352,21 +352,27 @@ async def test_a_server_with_step_pooling_returns_the_tag_rows_only(
     ]
 
 
+async def two_step_scores(make_app: MakeApp, app: Any) -> list[float]:
+    """The step scores of one two-step item, scored by `prm` against ``app`` as its vLLM server."""
+    items = [{"prompt": "Q?", "response": "a\n\nb"}]
+    with serve_app(app) as url:
+        async with make_app(prm_url=url) as client:
+            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
+                "results"
+            ]
+    return [s["score"] for s in res["details"]["steps"]]
+
+
 async def test_the_prm_asks_the_server_for_probabilities(make_app: MakeApp, qwen_prm_path: str) -> None:
     """/pooling was sent without ``use_activation``: on a server whose pooler was configured without an
     activation, raw logits that happen to lie in [0, 1] and sum to 1 were read as probabilities."""
     from transformers import AutoTokenizer
 
     tag_id = AutoTokenizer.from_pretrained(qwen_prm_path).convert_tokens_to_ids("<extra_0>")
-    items = [{"prompt": "Q?", "response": "a\n\nb"}]
-    with serve_app(vllm_app(qwen_prm_path, [], step_pooling=True, raw_by_default=True)) as url:
-        async with make_app(prm_url=url) as client:
-            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
-                "results"
-            ]
-    assert [s["score"] for s in res["details"]["steps"]] == pytest.approx(
-        [p_softmax(p_pos(tag_id))] * 2, abs=1e-5
+    scores = await two_step_scores(
+        make_app, vllm_app(qwen_prm_path, [], step_pooling=True, raw_by_default=True)
     )
+    assert scores == pytest.approx([p_softmax(p_pos(tag_id))] * 2, abs=1e-5)
 
 
 async def test_one_text_past_the_orm_s_context_fails_alone(qwen_prm_path: str) -> None:
@@ -555,13 +561,8 @@ async def test_probabilities_rounded_to_bfloat16_are_not_soft_maxed_again(
     from transformers import AutoTokenizer
 
     tag_id = AutoTokenizer.from_pretrained(qwen_prm_path).convert_tokens_to_ids("<extra_0>")
-    items = [{"prompt": "Q?", "response": "a\n\nb"}]
-    with serve_app(vllm_app(qwen_prm_path, [], step_pooling=True, bfloat16=True)) as url:
-        async with make_app(prm_url=url) as client:
-            (res,) = (await client.post("/v1/score", json={"reward": "prm", "items": items})).json()[
-                "results"
-            ]
-    assert [s["score"] for s in res["details"]["steps"]] == pytest.approx([p_pos(tag_id)] * 2, abs=4e-3)
+    scores = await two_step_scores(make_app, vllm_app(qwen_prm_path, [], step_pooling=True, bfloat16=True))
+    assert scores == pytest.approx([p_pos(tag_id)] * 2, abs=4e-3)
 
 
 async def test_returns_probabilities_asks_for_probabilities_and_refuses_other_numbers() -> None:
