@@ -175,6 +175,7 @@ def make_reward_func(
     invalid_value: float | None = None,
     check: bool = True,
     num_generations: int | None = None,
+    num_generations_eval: int | None = None,
 ) -> RewardFunc:
     """Build a TRL reward function backed by the service.
 
@@ -194,6 +195,10 @@ def make_reward_func(
         num_generations: GRPOConfig's ``num_generations``. With a group reward (or with ``check=False``),
             a call in which a prompt has another number of completions raises ``ValueError``: the group
             was split across processes (see the module docstring).
+        num_generations_eval: GRPOConfig's ``num_generations_eval`` when it differs: TRL's evaluation
+            generates that many per prompt, and the reward function is not told whether a call is
+            training or evaluation, so a batch laid out in whole groups of this size is taken as an
+            evaluation batch instead of a split one.
     """
     spec_name = (
         reward
@@ -204,8 +209,9 @@ def make_reward_func(
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
     group_aware: list[bool | None] = [None]
-    if num_generations is not None and num_generations < 1:
-        raise ValueError("num_generations must be at least 1")
+    for n, what in ((num_generations, "num_generations"), (num_generations_eval, "num_generations_eval")):
+        if n is not None and n < 1:
+            raise ValueError(f"{what} must be at least 1")
 
     async def ensure_runnable(client: AsyncRewardClient) -> None:
         if not checked:
@@ -251,6 +257,10 @@ def make_reward_func(
         await ensure_runnable(client)
         refs = kwargs.get(reference_column) if reference_column else None
         group_of, split = _groups(prompts, refs, num_generations)
+        if split is not None and num_generations_eval is not None:
+            as_eval, eval_split = _groups(prompts, refs, num_generations_eval)
+            if eval_split is None:  # whole groups of the evaluation's size: an evaluation batch
+                group_of, split = as_eval, None
         check_whole_groups(split)
         call = uuid.uuid4().hex[:12]
         items = []

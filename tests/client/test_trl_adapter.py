@@ -148,6 +148,24 @@ async def test_a_group_split_across_processes_raises_with_num_generations(
             await unguarded(**whole)
 
 
+async def test_an_evaluation_batch_with_its_own_group_size_is_not_a_split(client: httpx.AsyncClient) -> None:
+    """TRL evaluates with num_generations_eval completions per prompt and does not tell the reward
+    function it is evaluating: with num_generations=3, an eval batch of 2 per prompt raised "TRL split
+    the group". Told num_generations_eval=2, whole groups of 2 are scored; a real split still raises."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    evaluation = {"prompts": ["p1"] * 2 + ["p2"] * 2, "completions": ["\\boxed{1}"] * 3 + ["\\boxed{2}"]}
+    split = {"prompts": ["p1"] * 3 + ["p2"], "completions": ["\\boxed{1}"] * 4}
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        vote = make_reward_func(
+            service, "majority_vote", reference_column=None, num_generations=3, num_generations_eval=2
+        )
+        assert await vote(**evaluation) == [1.0, 1.0, 1.0, 0.0]
+        with pytest.raises(ValueError, match="TRL split the group"):
+            await vote(**split)
+        with pytest.raises(ValueError, match="num_generations_eval must be at least 1"):
+            make_reward_func(service, "majority_vote", num_generations=3, num_generations_eval=0)
+
+
 async def test_two_rows_with_the_same_prompt_text_are_two_groups(client: httpx.AsyncClient) -> None:
     """Groups were keyed by the prompt alone, so two dataset rows with the same prompt text (a VLM set:
     "What number is in the image?" over different images; a dataset with a duplicate question) became
