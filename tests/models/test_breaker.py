@@ -33,8 +33,8 @@ def test_opens_after_consecutive_failures_then_probes_once() -> None:
     clock.t = 10.0
     assert b.state is BreakerState.HALF_OPEN
     b.before_call()  # the probe
-    with pytest.raises(CircuitOpen):
-        b.before_call()  # only one probe at a time
+    with pytest.raises(CircuitOpen, match="a probe call is testing it now"):
+        b.before_call()  # only one probe at a time (it said "fail fast for 0.0s more")
     b.on_failure()  # probe failed: open for another cool-down
     assert b.state is BreakerState.OPEN and b.opened_count == 2
     clock.t = 20.0

@@ -76,7 +76,11 @@ class CircuitBreaker:
                 if self.failure_threshold > 1
                 else "its last call; "
             )
-            + f"calls fail fast for {left:.1f}s more (then one probe is tried)"
+            + (
+                f"calls fail fast for {left:.1f}s more (then one probe is tried)"
+                if left > 0
+                else "a probe call is testing it now; calls fail fast until it answers"
+            )
             + (f"; last failure: {last}" if last else "")
         )
 
