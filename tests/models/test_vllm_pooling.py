@@ -601,3 +601,37 @@ async def test_returns_probabilities_asks_for_probabilities_and_refuses_other_nu
         finally:
             await b.close()
             await plain.close()
+
+
+async def test_rows_with_a_repeated_index_are_an_error_not_a_misassignment() -> None:
+    """/classify and /pooling rows were sorted by ``index`` and taken in that order, unchecked (only
+    /embeddings checked): rows indexed [1, 1] gave the first input the second input's score, a plausible
+    reward for the wrong rollout. Indices must be exactly 0..n-1."""
+    import time
+
+    from fastapi import FastAPI
+
+    from rewardhub.models.base import Message
+    from rewardhub.models.errors import BackendError
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    app = FastAPI()
+
+    @app.get("/tokenizer_info")
+    async def info() -> dict[str, Any]:
+        return {}
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        return {"data": [{"index": 1, "probs": [0.1 * (i + 1)]} for i in range(len(body["input"]))]}
+
+    with serve_app(app) as url:
+        b = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions(timeout_s=10, max_retries=0))
+        await b.start()
+        try:
+            out = await b.classify([(Message("user", "a"),), (Message("user", "b"),)], time.monotonic() + 5)
+        finally:
+            await b.close()
+    assert all(isinstance(o, BackendError) and "not 0..n-1" in str(o) for o in out), out

@@ -20,7 +20,13 @@ import structlog
 
 from rewardhub.models.base import Capability, ChatRequest, Completion, Embedding, TokenLogprob
 from rewardhub.models.errors import BackendError, BackendRejected
-from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
+from rewardhub.models.remote import (
+    RemoteBackend,
+    RemoteClient,
+    RemoteOptions,
+    rows_by_index,
+    split_on_refusal,
+)
 
 __all__ = ["OpenAIBackend", "parse_chat_completion"]
 
@@ -80,20 +86,11 @@ class OpenAIBackend(RemoteBackend):
 
     async def _embed(self, texts: Sequence[str], deadline: float) -> list[Embedding]:
         answer = await self.client.post("/embeddings", {**self.model_field, "input": list(texts)}, deadline)
+        rows = rows_by_index(self.name, "/embeddings", answer, len(texts), "embedding")
         try:
-            rows = sorted(answer["data"], key=lambda d: d["index"])
-            indices = [row["index"] for row in rows]
-            vectors = [[float(x) for x in row["embedding"]] for row in rows]
-        except (KeyError, TypeError, ValueError) as exc:
+            vectors = [[float(x) for x in row] for row in rows]
+        except (TypeError, ValueError) as exc:
             raise BackendError(f"backend {self.name!r}: malformed /embeddings answer ({exc!r})") from None
-        if len(vectors) != len(texts):
-            raise BackendError(f"backend {self.name!r}: {len(vectors)} embeddings for {len(texts)} inputs")
-        if indices != list(range(len(texts))):
-            # one index twice and another missing: the count matches, but some text would get another's
-            # vector, a plausible cosine for the wrong text
-            raise BackendError(
-                f"backend {self.name!r}: /embeddings answered indices {indices[:10]}, not 0..n-1"
-            )
         return [Embedding(v) for v in vectors]  # whether the server cut a text is not in the answer
 
 

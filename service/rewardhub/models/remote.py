@@ -54,7 +54,7 @@ from rewardhub.models.base import UNNAMED_MODEL, ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
 
-__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions", "split_on_refusal"]
+__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions", "rows_by_index", "split_on_refusal"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -509,6 +509,24 @@ class RemoteBackend(ModelBackend):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), **self.client.describe()}
+
+
+def rows_by_index(name: str, path: str, answer: Any, n: int, field: str) -> list[Any]:
+    """``answer["data"][*][field]`` in input order, for the OpenAI-style list answers (``/embeddings``,
+    vLLM's ``/classify`` and ``/pooling``): each row names its input by ``index``. The indices must be
+    exactly 0..n-1: one index twice and another missing keeps the count, and an input would get another
+    input's row, a plausible score for the wrong rollout."""
+    try:
+        rows = sorted(answer["data"], key=lambda d: d["index"])
+        indices = [row["index"] for row in rows]
+        values = [row[field] for row in rows]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"backend {name!r}: malformed {path} answer ({exc!r})") from None
+    if len(values) != n:
+        raise BackendError(f"backend {name!r}: {len(values)} {path} rows for {n} inputs")
+    if indices != list(range(n)):
+        raise BackendError(f"backend {name!r}: {path} answered indices {indices[:10]}, not 0..n-1")
+    return values
 
 
 async def split_on_refusal(

@@ -51,7 +51,13 @@ from typing import Any, ClassVar
 
 from rewardhub.models.base import Capability, Message, StepQuery, step_rows
 from rewardhub.models.errors import BackendError, BackendUnavailable, InputTooLong
-from rewardhub.models.remote import RemoteBackend, RemoteClient, RemoteOptions, split_on_refusal
+from rewardhub.models.remote import (
+    RemoteBackend,
+    RemoteClient,
+    RemoteOptions,
+    rows_by_index,
+    split_on_refusal,
+)
 from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
 
 __all__ = ["VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"]
@@ -161,12 +167,11 @@ class VLLMPoolingBackend(RemoteBackend):
         return self.returns_probabilities
 
     def _rows(self, answer: Any, n: int) -> list[list[float]]:
+        probs = rows_by_index(self.name, "/classify", answer, n, "probs")
         try:
-            rows = [[float(x) for x in d["probs"]] for d in sorted(answer["data"], key=lambda d: d["index"])]
-        except (KeyError, TypeError, ValueError) as exc:
+            rows = [[float(x) for x in r] for r in probs]
+        except (TypeError, ValueError) as exc:
             raise BackendError(f"backend {self.name!r}: malformed /classify answer ({exc!r})") from None
-        if len(rows) != n:
-            raise BackendError(f"backend {self.name!r}: {len(rows)} /classify rows for {n} inputs")
         if not self.returns_probabilities:
             return rows
         for r in rows:
@@ -248,16 +253,7 @@ class VLLMPoolingBackend(RemoteBackend):
             "use_activation": True,
         }
         answer = await self.client.post("/pooling", payload, deadline)
-        try:
-            per_input = [d["data"] for d in sorted(answer["data"], key=lambda d: d["index"])]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BackendError(f"backend {self.name!r}: malformed /pooling answer ({exc!r})") from None
-        if len(per_input) != len(inputs):
-            raise BackendError(
-                f"backend {self.name!r}: malformed /pooling answer ({len(per_input)} outputs for "
-                f"{len(inputs)} inputs)"
-            )
-        return per_input
+        return rows_by_index(self.name, "/pooling", answer, len(inputs), "data")
 
     async def _tokenize(
         self, clean: Scrubber, q: StepQuery, deadline: float
