@@ -114,7 +114,7 @@ class Admission:
 
     @asynccontextmanager
     async def admit_when_room(
-        self, caller: Caller, n_items: int, *, priority_after_s: float = 5.0
+        self, caller: Caller, n_items: int, *, priority_after_s: float = 5.0, since: float | None = None
     ) -> AsyncIterator[None]:
         """:meth:`admit` for background work (jobs): wait for room instead of raising.
 
@@ -122,9 +122,11 @@ class Admission:
         on a busy service) only fits when the service is nearly idle, and a steady stream of small
         requests keeps it from ever being: it waited for ever. After ``priority_after_s`` of waiting it
         goes first: new calls that would leave it no room get 429 until the work in flight drains and it
-        starts."""
+        starts. ``since`` (monotonic): when it began waiting, for a caller that comes back after an
+        interruption (a full CPU queue) and must keep its place in line."""
         ticket = next(self._tickets)
-        waiter = self._waiters[ticket] = _Waiter(n_items, time.monotonic(), priority_after_s)
+        start = time.monotonic() if since is None else since
+        waiter = self._waiters[ticket] = _Waiter(n_items, start, priority_after_s)
         try:
             while True:
                 try:

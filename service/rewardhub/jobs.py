@@ -418,9 +418,12 @@ class JobRunner:
         try:
             request = ScoreRequest.model_validate_json(body)
             caller = Caller(job.get("caller") or ANONYMOUS.key_id)
+            waiting_since = time.monotonic()  # kept across retries: its place in the admission line
             while True:
                 try:
-                    async with self.admission.admit_when_room(caller, len(request.items)):
+                    async with self.admission.admit_when_room(
+                        caller, len(request.items), since=waiting_since
+                    ):
                         result = await self.scoring.score(request, max_items=self.max_items)
                     break
                 except Overloaded as exc:  # a job waits for room (e.g. a full CPU queue) instead of failing

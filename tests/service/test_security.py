@@ -161,3 +161,28 @@ async def test_a_waiting_job_is_not_starved_by_a_stream_of_small_requests() -> N
         await asyncio.sleep(0.2)
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=20)
     assert order == ["old", "young"]
+
+
+async def test_a_job_that_comes_back_keeps_its_place_in_line() -> None:
+    """A job that left the line (the CPU queue was full) and came back was a new waiter, behind every
+    job that arrived meanwhile; with ``since`` it keeps the time it first began to wait."""
+    import time
+
+    from rewardhub.admission import Admission
+    from rewardhub.security import ANONYMOUS
+
+    admission = Admission(max_items=10, per_key_concurrency=0)
+    order: list[str] = []
+
+    async def job(name: str, since: float | None) -> None:
+        async with admission.admit_when_room(ANONYMOUS, 25, priority_after_s=0.0, since=since):
+            order.append(name)
+            await asyncio.sleep(0.05)
+
+    async with admission.admit(ANONYMOUS, 5):
+        newcomer = asyncio.create_task(job("newcomer", None))
+        await asyncio.sleep(0.05)
+        returning = asyncio.create_task(job("returning", time.monotonic() - 100))
+        await asyncio.sleep(0.2)
+    await asyncio.wait_for(asyncio.gather(newcomer, returning), timeout=20)
+    assert order == ["returning", "newcomer"]
