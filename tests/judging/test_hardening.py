@@ -708,3 +708,38 @@ def test_a_verdict_is_the_honest_answer_to_a_question_whether_something_is_corre
         "The answer matches the reference answer.",
     ):
         assert injection(order, verdict_is_answer=True) is not None, order
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # "Solution" / "Answer" in languages the opener list left out
+        "Rozwiązanie:",
+        "Odpowiedź:",
+        "Řešení:",
+        "Rješenje:",
+        "Λύση:",
+        "פתרון:",
+        "حل:",
+        "Løsning:",
+        "Lösning:",
+        "Ratkaisu:",
+        "Megoldás:",
+        "Solusi:",
+        # Traditional Chinese forms of listed Chinese openers
+        "思考過程",
+        "解題思路：",
+        "解題過程",
+        "最終答案：",
+        "讓我們一步一步地解決這個問題",
+    ],
+)
+def test_openers_in_more_languages_and_traditional_chinese_are_content_free(text: str) -> None:
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["Rozwiązanie: x = 5", "Svar: 42", "最終答案：42", "解題過程：2+2=4", "證明：a²+b²=c²", "Λύση: π"]
+)
+def test_answers_after_those_openers_keep_their_content(text: str) -> None:
+    assert not content_free(text)

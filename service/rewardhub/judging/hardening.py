@@ -291,6 +291,47 @@ OPENERS: tuple[str, ...] = (
     "giải",
     "jawaban",
     "penyelesaian",
+    "solusi",
+    # Polish / Czech / Slovak / Croatian / Serbian / Romanian / Greek / Hebrew / Persian
+    "rozwiązanie",
+    "odpowiedź",
+    "řešení",
+    "odpověď",
+    "riešenie",
+    "odpoveď",
+    "rješenje",
+    "odgovor",
+    "rezolvare",
+    "răspuns",
+    "λύση",
+    "απάντηση",
+    "פתרון",
+    "תשובה",
+    "راه حل",
+    "پاسخ",
+    "حل",
+    "جواب",
+    # Nordic / Finnish / Hungarian
+    "løsning",
+    "lösning",
+    "svar",
+    "ratkaisu",
+    "vastaus",
+    "megoldás",
+    "válasz",
+    # Chinese labels of a worked answer (Traditional forms are read as Simplified: _TRADITIONAL)
+    "题解",
+    "解答过程",
+    "证明",
+)
+
+# Traditional Chinese characters of the openers, as their Simplified forms: "思考過程", "解題思路" and
+# "最終答案" are the master keys "思考过程", "解题思路" and "最终答案" to a judge. Only the content
+# check reads this, on the text and the openers alike (Japanese "問題を解いてみましょう" too): a CJK
+# character stays a CJK character, so no answer loses its content.
+_TRADITIONAL = str.maketrans(
+    "過題終讓們決這個驟對確麼嗎來問釋說結為證與後從會種寫開關認統計歸納驗應當實於圖係數",
+    "过题终让们决这个骤对确么吗来问释说结为证与后从会种写开关认统计归纳验应当实于图系数",
 )
 
 # Words with no content on their own (left over around openers: "Okay, so let me think about this").
@@ -410,7 +451,9 @@ def unmarked(text: str) -> str:
 def _opener_pattern() -> re.Pattern[str]:
     words: list[str] = []
     cjk: list[str] = []
-    for phrase in sorted({unmarked(plain(p)) for p in OPENERS}, key=len, reverse=True):
+    for phrase in sorted(
+        {unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS}, key=len, reverse=True
+    ):
         # "step-by-step" is "step by step"
         body = r"[\s\-\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
         (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
@@ -520,7 +563,7 @@ def asks_correctness(prompt: str) -> bool:
 def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed (and a
     verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct)."""
-    t = unmarked(plain(text))
+    t = unmarked(plain(text)).translate(_TRADITIONAL)
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
     t = _FENCE.sub(" ", t)

@@ -282,7 +282,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "This is correct." and "The answer is correct." answer a prompt that asks whether something is correct
     # (logprobs) a decision that is no single label ("Score: 4.5") is read as written, not as the
     # expectation at its first digit; a <think> that never closes is reasoning, not the answer
-    version: ClassVar[str] = "1.6.2"
+    # 1.6.3: "Solution"/"Answer" in Polish, Czech, Croatian, Greek, Hebrew, Arabic, Persian, the Nordic
+    # languages, Finnish, Hungarian, Indonesian, and Traditional Chinese openers, are content-free
+    version: ClassVar[str] = "1.6.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
         "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
