@@ -743,3 +743,27 @@ def test_openers_in_more_languages_and_traditional_chinese_are_content_free(text
 )
 def test_answers_after_those_openers_keep_their_content(text: str) -> None:
     assert not content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "S o l u t i o n",
+        "S.o.l.u.t.i.o.n:",
+        "S-o-l-u-t-i-o-n",
+        "Sol-ution",
+        "Thought_process:",
+        "T h o u g h t  p r o c e s s :",
+        "A-n-s-w-e-r:",
+    ],
+)
+def test_a_master_key_split_into_letters_or_pieces_is_content_free(text: str) -> None:
+    """A judge reads "S o l u t i o n" as "Solution": split up, a master key is still one."""
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["a b c", "A. B. C.", "U.S.A.", "x-y-z", "S o l u t i o n: x = 4", "Sol-ution 4"]
+)
+def test_split_letters_that_are_no_master_key_keep_their_content(text: str) -> None:
+    assert not content_free(text)

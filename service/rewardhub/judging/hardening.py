@@ -454,8 +454,8 @@ def _opener_pattern() -> re.Pattern[str]:
     for phrase in sorted(
         {unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS}, key=len, reverse=True
     ):
-        # "step-by-step" is "step by step"
-        body = r"[\s\-\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
+        # "step-by-step" and "thought_process" are "step by step" and "thought process"
+        body = r"[\s\-_\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
         (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
     # One boundary check before all the word-script phrases, not one per phrase: inside a word the
     # match fails at once instead of trying every phrase (3x faster on ordinary text).
@@ -572,12 +572,24 @@ def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     t = _STEP_LABEL.sub(" ", t)
     if not verdict_is_answer:
         t = _SELF_VERDICT.sub(" ", t)
+    kept = _kept_words(t)
+    if kept:
+        # A word split up is the word to a judge: "S o l u t i o n", "S.o.l.u.t.i.o.n", "Sol-ution" read
+        # "Solution". Closed up, a split opener or filler leaves nothing; any other run stays content.
+        closed = _SPACED_LETTERS.sub(_collapse, _BROKEN_WORD.sub("", t))
+        if closed != t and not _kept_words(closed):
+            return ""
+    return " ".join(kept)
+
+
+def _kept_words(t: str) -> list[str]:
+    """The words of ``t`` (markup already removed) that are neither openers nor filler."""
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)
     kept = [w for w in words if not _filler(w)]
     if not kept and len(words) == 1 and len(words[0]) == 1:
         kept = words  # a lone letter is an answer ("A", a multiple-choice option; "I"), not filler
-    return " ".join(kept)
+    return kept
 
 
 def content_free(text: str, verdict_is_answer: bool = False) -> bool:

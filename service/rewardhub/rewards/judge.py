@@ -283,7 +283,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # (logprobs) a decision that is no single label ("Score: 4.5") is read as written, not as the
     # expectation at its first digit; a <think> that never closes is reasoning, not the answer
     # 1.6.3: "Solution"/"Answer" in Polish, Czech, Croatian, Greek, Hebrew, Arabic, Persian, the Nordic
-    # languages, Finnish, Hungarian, Indonesian, and Traditional Chinese openers, are content-free
+    # languages, Finnish, Hungarian, Indonesian, and Traditional Chinese openers, are content-free; so
+    # is a master key split into letters or pieces ("S o l u t i o n", "Sol-ution", "Thought_process:")
     version: ClassVar[str] = "1.6.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
