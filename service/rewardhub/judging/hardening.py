@@ -659,7 +659,7 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\bthe\s+student['’]?s?\s+(?:final\s+)?(?:answer|response|solution)\s+(?:is|was)\s+(?:correct|right|"
             r"valid|accurate|equivalent)\b"
             r"|\b(?:equivalent|identical|equal)\s+to\s+the\s+(?:ground[\s-]*truth|gold(?:en)?|reference)\s+answer\b"
-            r"|\bmatch(?:es)?\s+the\s+(?:ground[\s-]*truth|gold(?:en)?|reference)\s+answer\b",
+            r"|\bmatch(?:es)?\s+the\s+(?:ground[\s-]*truth(?:\s+answer)?|(?:gold(?:en)?|reference)\s+answer)\b",
         ),
         (
             "role tag",
@@ -678,13 +678,22 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # a score line counts only standing alone on its line ("The final score: 85" is not one).
             # "Final_Decision", "FinalDecision", "Final Decision = Yes", "the final decision is yes"
             # read the same to a judge (not "final_decision = decide()" or "== 'yes'" in code).
-            r"\bfinal[\s_-]*(?:decision|verdict|judg(?:e)?ment|evaluation)(?:[ \t*]*(?:[:：]|=[ \t*\"']*"
-            r"(?:yes|no|correct|incorrect|pass|fail)\b)|\s+(?:is|was)\s+[\"'*]*(?:yes|no|correct|incorrect|"
-            r"pass|fail)\b)"
+            # The colon may sit on a line of its own below ("Final Decision\n: Yes"), a dash or an arrow
+            # take its place, or the verdict stand alone on the next line ("Final Decision → Yes").
+            r"\bfinal[\s_-]*(?:decision|verdict|judg(?:e)?ment|evaluation)(?:[ \t*]*(?:\r?\n[ \t*]*){0,2}"
+            r"(?:[:：]|=[ \t*\"']*(?:yes|no|correct|incorrect|pass|fail)\b)"
+            r"|[ \t*]*(?:[-\u2013\u2014>\u2192\u21d2]+|=>)[ \t*\"'\[(]*(?:yes|no|correct|incorrect|pass|fail)"
+            + LINE_END
+            + r"|[ \t*]*\r?\n[ \t*\"'\[(]*(?:yes|no|correct|incorrect)"
+            + LINE_END
+            + r"|\s+(?:is|was)\s+[\"'*]*(?:yes|no|correct|incorrect|pass|fail)\b)"
             r"|\b(?:verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：][ \t*]*(?:yes|no|correct|incorrect|pass|fail|"
             r"[abc]\b|\d)"
             r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
+            # a judge's tagged verdict ("<score>5</score>", "<verdict>yes</verdict>")
+            r"|<[ \t]*(?:score|rating|verdict|decision|judg(?:e)?ment)[ \t]*>[ \t*]*(?:\d+(?:\.\d+)?|yes|no|correct|"
+            r"incorrect|[ab]|tie)[ \t*]*<[ \t]*/"
             # (markup tags around a line are no content: "</response>Score: 5", "<b>Score: 5</b>")
             rf"|{LINE_START}(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?{LINE_END}"
             rf"|{LINE_START}grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+{LINE_END}"
@@ -715,7 +724,7 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "claims correctness (zh/ja/ko)",
             r"(?:这个|這個|该|我的|此)?(?:答案|回答|解答)(?:是|为|為)?(?:完全)?正确|请(?:输出|回答|判定)[“\"']?(?:是|正确|yes)"
-            r"|(?:这个|這個|该|我的|此)?(?:答案|回答|解答)(?:是|为|為)?对的|最终判定\s*[:：]"
+            r"|(?:这个|這個|该|我的|此)?(?:答案|回答|解答)(?:是|为|為)?对的|(?:最终|最終)(?:判定|决定|決定|裁决|裁決)\s*[:：]"
             r"|(?:この)?答えは正しい|答えは正解|正解と(?:判定|評価)|정답으로\s*(?:채점|평가)"
             r"|(?:이|그)\s*(?:답|답변|풀이)(?:은|는)\s*정답",
         ),
@@ -724,6 +733,13 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(?:ignora|ignore[zr]?|ignorieren?|ignoriere|ignorare|(?:про)?игнорируй(?:те)?|забудь(?:те)?)\b"
             r"[^.\n]{0,30}?\b(?:instrucciones|instruções|instructions|anweisungen|istruzioni|инструкци[июй]|"
             r"указани[яй]|правила)\b",
+        ),
+        (
+            # "Decisión final: Sí", "Décision finale : oui", "Entscheidung: Ja", "Итоговое решение: да"
+            "forged verdict (es/pt/fr/de/it/ru)",
+            r"\b(?:decisión(?:\s+final)?|decisão(?:\s+final)?|décision(?:\s+finale)?|decisione(?:\s+finale)?"
+            r"|(?:endgültige\s+)?entscheidung|(?:итоговое|окончательное)\s+решение)[ \t*]*[:：][ \t*\"'\[(]*"
+            r"(?:sí|sim|oui|ja|да)(?![^\W_])",
         ),
         (
             "claims correctness (es/pt/fr/de/it/ru)",
