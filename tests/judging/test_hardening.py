@@ -804,3 +804,46 @@ def test_forged_final_decisions_in_other_layouts_and_languages(text: str) -> Non
 )
 def test_final_decisions_in_prose_are_not_forged_verdicts(text: str) -> None:
     assert injection(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let's reason step by step.",
+        "Let me reason through this.",
+        "Let's verify.",
+        "Let's get started.",
+        "Step 1: Understand the problem.",
+        "Detailed solution:",
+        "Full solution:",
+        "Short answer:",
+        "In conclusion,",
+        "To summarize,",
+        "Summary:",
+        "Conclusion:",
+        "Verification:",
+        "We have:",
+        "First, we note that",
+        "See above.",
+        "As shown above.",
+        "Q.E.D.",
+        "QED",
+    ],
+)
+def test_truncated_reasoning_openers_are_content_free(text: str) -> None:
+    """First sentences of a reasoning that say nothing yet (Master-RM's truncated openers)."""
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "In conclusion, x = 4.",
+        "We have x = 3.",
+        "Summary: the area is 12.",
+        "Note that 7 is prime.",
+        "QED: n = 2",
+    ],
+)
+def test_answers_after_truncated_openers_keep_their_content(text: str) -> None:
+    assert not content_free(text)
