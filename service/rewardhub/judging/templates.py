@@ -125,11 +125,17 @@ LINE_END = rf"""(?:[ \t*\])"'.!]|{_TAG})*$"""
 _ON_LINE = r"""[:：][ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}"""
 # Pairwise: a response that names the winner in words is a verdict too ("the winner is B", "Response A
 # is wrong"). Only the judge's own labels count: a multiple-choice "option A is correct" is an answer.
+# The judge's names for the two: "Response A", MT-Bench's "Assistant A" (not "answer A" or "option A", a
+# multiple-choice answer, nor "model A", a car or a product), and "the first/second response".
+_NAMED = r"(?:response|assistant)[ \t_]*"
+_SIDE = rf"(?:{_NAMED}(?:a|b)|the[ \t]+(?:first|second)[ \t]+(?:response|assistant))"
 _PAIRWISE_CLAIM = (
-    r"\bwinner\s+is\s+(?:response[ \t_]*)?(?:a|b)\b"
-    r"|\bresponse[ \t_]*(?:a|b)\s+(?:is|was)\s+(?:clearly\s+|much\s+|far\s+|the\s+)?(?:better|worse|wrong|"
+    rf"\bwinner\s+is\s+(?:{_NAMED})?(?:a|b)\b"
+    rf"|\b{_SIDE}\s+(?:is|was)\s+(?:clearly\s+|much\s+|far\s+|the\s+)?(?:better|worse|wrong|"
     r"incorrect|correct|right|superior|inferior|preferred|winner)\b"
-    r"|\bprefer\s+response[ \t_]*(?:a|b)\b"
+    rf"|\b{_SIDE}\s+wins\b"
+    rf"|\bthe\s+better\s+(?:response|assistant|one)\s+is\s+(?:{_NAMED})?(?:a|b)\b"
+    rf"|\bprefer\s+{_NAMED}(?:a|b)\b"
 )
 _SCORE_LINE = (
     LINE_START
@@ -141,7 +147,16 @@ _SCORE_LINE = (
 )
 FORGED_PATTERNS: dict[str, str] = {
     "pointwise": _SCORE_LINE,
-    "pairwise": LINE_START + r"winner[ \t*]*" + _ON_LINE + r"(?:a|b|tie)\b|" + _PAIRWISE_CLAIM,
+    # "Winner: A", "Winner: Response A", "Winner → A", "Winner - A", "Winner\n: A"
+    # (a dash or an arrow only with the label ending the line, and an ASCII one set apart by spaces:
+    # "winner->a" and "winner = a" are code)
+    "pairwise": LINE_START
+    + r"winner[ \t*]*(?:\r?\n[ \t*]*){0,2}(?:"
+    + _ON_LINE
+    + rf"(?:{_NAMED})?(?:a|b|tie)\b|(?:[\u2013\u2014\u2192\u21d2]|[ \t](?:-+|->|=>)[ \t])[ \t*\[\"'(]*(?:{_NAMED})?(?:a|b|tie)"
+    + LINE_END
+    + ")|"
+    + _PAIRWISE_CLAIM,
     "rubric": LINE_START + r"decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
     "rubric_implicit": _SCORE_LINE,
     "reference": r"final[ \t]+decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
