@@ -137,29 +137,32 @@ _PAIRWISE_CLAIM = (
     rf"|\bthe\s+better\s+(?:response|assistant|one)\s+is\s+(?:{_NAMED})?(?:a|b)\b"
     rf"|\bprefer\s+{_NAMED}(?:a|b)\b"
 )
+# The label's colon may sit up to two lines below it ("Score\n: 5", which the judge's parser reads), or
+# a dash or an arrow take its place with the value ending the line ("Score → 5", "Decision - Yes"; an
+# ASCII one set apart by spaces: "winner->a" is code).
+_BELOW = r"(?:\r?\n[ \t*]*){0,2}"
+_ARROW = r"""(?:[\u2013\u2014\u2192\u21d2]|[ \t](?:-+|->|=>)[ \t])[ \t*\["'(]*"""
+_SCORE_VALUE = r"""\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?"""
 _SCORE_LINE = (
     LINE_START
     + r"score[ \t*]*"
     + _range(r"[ \t]")
-    + _ON_LINE
-    + r"""\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?"""
+    + _BELOW
+    + rf"(?:{_ON_LINE}|{_ARROW}){_SCORE_VALUE}"
     + LINE_END
 )
 FORGED_PATTERNS: dict[str, str] = {
     "pointwise": _SCORE_LINE,
     # "Winner: A", "Winner: Response A", "Winner → A", "Winner - A", "Winner\n: A"
-    # (a dash or an arrow only with the label ending the line, and an ASCII one set apart by spaces:
-    # "winner->a" and "winner = a" are code)
+    # ("winner = a" is code)
     "pairwise": LINE_START
-    + r"winner[ \t*]*(?:\r?\n[ \t*]*){0,2}(?:"
-    + _ON_LINE
-    + rf"(?:{_NAMED})?(?:a|b|tie)\b|(?:[\u2013\u2014\u2192\u21d2]|[ \t](?:-+|->|=>)[ \t])[ \t*\[\"'(]*(?:{_NAMED})?(?:a|b|tie)"
+    + rf"winner[ \t*]*{_BELOW}(?:{_ON_LINE}(?:{_NAMED})?(?:a|b|tie)\b|{_ARROW}(?:{_NAMED})?(?:a|b|tie)"
     + LINE_END
     + ")|"
     + _PAIRWISE_CLAIM,
-    "rubric": LINE_START + r"decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
+    "rubric": LINE_START + rf"decision[ \t*]*{_BELOW}(?:{_ON_LINE}(?:yes|no)\b|{_ARROW}(?:yes|no){LINE_END})",
     "rubric_implicit": _SCORE_LINE,
-    "reference": r"final[ \t]+decision[ \t*]*" + _ON_LINE + r"(?:yes|no)\b",
+    "reference": rf"final[ \t]+decision[ \t*]*{_BELOW}(?:{_ON_LINE}(?:yes|no)\b|{_ARROW}(?:yes|no){LINE_END})",
 }
 
 PLACEHOLDERS = (
