@@ -411,11 +411,15 @@ _LOOKALIKES, _LATIN = "аеорсухіјѕһԁԛԝӏкαοικνρυχϲ", "aeo
 _CAPITAL_LOOKALIKES, _CAPITAL_LATIN = "тмнвβεζημτ", "tmhbbezhmt"
 _CONFUSABLES = str.maketrans(_LOOKALIKES + _CAPITAL_LOOKALIKES, _LATIN + _CAPITAL_LATIN)
 _HAS_CONFUSABLE = re.compile(f"[{_LOOKALIKES}{_CAPITAL_LOOKALIKES}]")
-# Unicode's format characters (category Cf, to Unicode 15; a test checks the list against unicodedata)
+# Unicode's format characters (category Cf, to Unicode 15; a test checks the list against unicodedata),
+# and the other default-ignorable code points, which render as nothing too: the combining grapheme
+# joiner, the Hangul fillers (letters, Lo: "ㅤ" alone is a blank answer), the Khmer inherent vowels, the
+# Mongolian and the Unicode variation selectors ("Sol\ufe0fution" is "Solution" to a judge).
 _FORMAT_CHARS = re.compile(
     "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
 )
 _LETTERS = re.compile(r"[^\W\d_]+")
 _ASCII_LETTER = re.compile(r"[a-z]")
