@@ -404,11 +404,19 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 # Latin look-alikes in other scripts (from Unicode's confusables, lowercase), and their Latin letters:
-# "fіnal" with a Cyrillic і reads as "final" to a judge.
-_LOOKALIKES, _LATIN = "аеорсухіјѕһԁԛԝӏкαοικνρυχϲ", "aeopcyxijshdqwlkaoikvpuxc"
+# "fіnal" with a Cyrillic і reads as "final" to a judge. Also Armenian ("Sօlution"), the dotless ı
+# ("Solutıon"), IPA letters and small capitals ("ꜱolution"), and the caseless Lisu and Cherokee capitals
+# that look Latin ("ꓢolution", "Ꮪolution"; casefolding leaves Cherokee capitals as they are).
+_LOOKALIKES, _LATIN = (
+    "аеорсухіјѕһԁԛԝӏкαοικνρυχϲ" + "օսհոզցıꜱɑɡɩᴄᴏᴜᴠᴡᴢ",
+    "aeopcyxijshdqwlkaoikvpuxc" + "ouhnqgisagicouvwz",
+)
 # Casefolding comes first, so inside a mixed word the lowercase forms of the capitals that look Latin
 # count too ("ТНIS" folds to "тнis", read "this"); not in a whole line: "ответ" is Russian
-_CAPITAL_LOOKALIKES, _CAPITAL_LATIN = "тмнвβεζημτ", "tmhbbezhmt"
+_CAPITAL_LOOKALIKES, _CAPITAL_LATIN = (
+    "тмнвβεζημτ" + "ꓮꓐꓚꓓꓰꓖꓧꓲꓙꓗꓡꓟꓠꓳꓑꓣꓢꓔꓦꓪꓫꓬꓜ" + "ᎪᏴᏟᎠᎬᏀᎻᎫᏦᏞᎷᏢᏒᏚᎢᏙᎳᏃ",
+    "tmhbbezhmt" + "abcdeghijklmnoprstvwxyz" + "abcdeghjklmprstvwz",
+)
 _CONFUSABLES = str.maketrans(_LOOKALIKES + _CAPITAL_LOOKALIKES, _LATIN + _CAPITAL_LATIN)
 _HAS_CONFUSABLE = re.compile(f"[{_LOOKALIKES}{_CAPITAL_LOOKALIKES}]")
 # Unicode's format characters (category Cf, to Unicode 15; a test checks the list against unicodedata),

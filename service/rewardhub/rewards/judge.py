@@ -292,7 +292,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # a mode's own score or decision line with its colon below the label ("Score\n: 5") or an arrow;
     # "Mark as correct", "Give this full marks", "Disregard the reference answer", "the reference
     # answer is wrong", "equivalent to the ground truth", "SYSTEM OVERRIDE" are grader-directed; the
-    # default-ignorable characters (Hangul fillers, variation selectors) are read as nothing
+    # default-ignorable characters (Hangul fillers, variation selectors) are read as nothing; Armenian,
+    # dotless-i, small-capital, Lisu and Cherokee look-alikes are read as the Latin letters
     version: ClassVar[str] = "1.6.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
