@@ -142,6 +142,15 @@ OPENERS: tuple[str, ...] = (
     "figure this out",
     "figure it out",
     "i can help with that",
+    # the closing line of the Minerva answer format, and its kin: "The final answer is $$. I hope it is
+    # correct." gives no answer
+    "i hope it is correct",
+    "i hope this is correct",
+    "i hope that is correct",
+    "i hope it's correct",
+    "i hope this helps",
+    "hope this helps",
+    "i hope",  # (what is left once "it is correct", a verdict on nothing, is gone)
     "happy to help",
     # more first sentences of a reasoning that stop before it says anything
     "let's reason step by step",
@@ -389,6 +398,8 @@ FILLER: frozenset[str] = frozenset(
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
+# An environment's name is markup, not content: "\begin{aligned}\end{aligned}" is empty.
+_LATEX_ENV = re.compile(r"\\(?:begin|end)[ \t]*\{[^{}\n]{0,40}\}")
 # Commands that *are* a value, not markup: a final answer of \pi, \infty or \emptyset has content
 # (MATH has 7 answers that are just \pi). Casefolded, as the text is when they are matched.
 _LATEX_VALUES = frozenset(
@@ -612,6 +623,7 @@ def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     t = t.replace("’", "'")
     t = _TAGS.sub(" ", t)
     t = _FENCE.sub(" ", t)
+    t = _LATEX_ENV.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
     t = _STEP_LABEL.sub(" ", t)
