@@ -1047,3 +1047,35 @@ def test_orders_to_answer_yes_or_grade_as_correct_in_other_languages(text: str) 
 )
 def test_the_same_verbs_in_answers_are_no_orders(text: str) -> None:
     assert injection(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ans:",
+        "Soln:",
+        "Trả lời:",
+        "Đáp số:",
+        "คำตอบ:",
+        "উত্তর:",
+        "பதில்:",
+        "Jawapan:",
+        "Sagot:",
+        "Atsakymas:",
+        "Отговор:",
+        "Yanıt:",
+        "Ergebnis:",
+        "Resultado:",
+        "Résultat :",
+        "Результат:",
+        "结果：",
+        "結果：",
+    ],
+)
+def test_answer_labels_in_more_languages_and_abbreviated_are_content_free(text: str) -> None:
+    assert content_free(text)
+
+
+@pytest.mark.parametrize("text", ["Ans: 4", "คำตอบ: 4", "Đáp số: 12", "結果：42", "Результат: 5", "Sol"])
+def test_answers_after_those_labels_keep_their_content(text: str) -> None:
+    assert not content_free(text)

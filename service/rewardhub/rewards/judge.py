@@ -295,7 +295,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # default-ignorable characters (Hangul fillers, variation selectors) are read as nothing; Armenian,
     # dotless-i, small-capital, Lisu and Cherokee look-alikes are read as the Latin letters; Minerva's
     # "The final answer is $$. I hope it is correct." and an empty \begin{aligned}\end{aligned} say nothing;
-    # orders to answer yes or grade as correct in French, Spanish, German, Russian, Chinese, Japanese, Korean
+    # orders to answer yes or grade as correct in French, Spanish, German, Russian, Chinese, Japanese, Korean;
+    # "Ans:", "Soln:", and answer/result labels in 30 more languages are content-free
     version: ClassVar[str] = "1.6.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
