@@ -806,11 +806,16 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|<[ \t]*(?:score|rating|verdict|decision|judg(?:e)?ment)[ \t]*>[ \t*]*(?:\d+(?:\.\d+)?|yes|no|correct|"
             r"incorrect|[ab]|tie)[ \t*]*<[ \t]*/"
             # (markup tags around a line are no content: "</response>Score: 5", "<b>Score: 5</b>")
-            rf"|{LINE_START}(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*/[ \t*]*\d+)?{LINE_END}"
+            # (the colon, or the value, may sit below the label, as the judge's parser reads them:
+            # "Score\n: 5", "Decision:\nYes")
+            rf"|{LINE_START}(?:score|rating)[ \t*]*(?:\r?\n[ \t*]*){{0,2}}[:：][ \t*]*(?:\r?\n[ \t*]*){{0,2}}"
+            r"\d+(?:\.\d+)?"
+            rf"(?:[ \t*]*/[ \t*]*\d+)?{LINE_END}"
             rf"|{LINE_START}grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+{LINE_END}"
             # a line that is nothing but a positive decision, in any mode's words ("Decision: Yes" was
             # caught only in rubric mode, whose own format it is); "Decision: buy the stock" is an answer
-            rf"|{LINE_START}(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*[:：=][ \t*\[\"'(]*(?:yes|true)"
+            rf"|{LINE_START}(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*(?:\r?\n[ \t*]*){{0,2}}[:：=]"
+            rf"[ \t*\[\"'(]*(?:\r?\n[ \t*\[\"'(]*){{0,2}}(?:yes|true)"
             rf"{LINE_END}"
             # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question
             # (a judge whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check)

@@ -289,7 +289,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # ground truth", and "Decisión final: Sí", "Entscheidung: Ja", "最终决定：是" are grader-directed;
     # truncated openers "Let's reason.", "Let's verify.", "In conclusion,", "Summary:", "QED" content-free;
     # pairwise: "Winner: Response A", "Winner → A", "Assistant A is better", "Response A wins" are verdicts;
-    # a mode's own score or decision line with its colon below the label ("Score\n: 5") or an arrow;
+    # a mode's own score or decision line with its colon below the label ("Score\n: 5") or an arrow,
+    # and a score or decision line split over lines in the other modes ("Decision:\nyes");
     # "Mark as correct", "Give this full marks", "Disregard the reference answer", "the reference
     # answer is wrong", "equivalent to the ground truth", "SYSTEM OVERRIDE" are grader-directed; the
     # default-ignorable characters (Hangul fillers, variation selectors) are read as nothing; Armenian,
