@@ -305,6 +305,27 @@ async def test_unparseable_judgement_is_parse_error(make_app: MakeApp, judge_ser
         assert "I cannot decide." in r["details"]["judgement"]
 
 
+async def test_an_unreadable_sampled_judgement_is_asked_for_once_more(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """algorithms.md §2.2: unparseable -> retry once -> null. At temperature 0 the same judgement would
+    come back, so only a sampling judge is asked again; a second unreadable one stays parse_error."""
+    replies = iter(["I cannot decide.", "Score: 4"])
+    judge_server.reply = lambda body: Reply(next(replies))
+    item = {"prompt": "p", "response": "some real answer"}
+    async with judge_app(make_app, judge_server) as client:
+        (r,) = await score(client, {"mode": "pointwise", "temperature": 0.7}, [item], use_cache=False)
+        assert r["valid"] and r["score"] == pytest.approx(0.75), r  # 4 on 1..5
+        assert judge_server.calls == 2
+        judge_server.reply = always("I cannot decide.")
+        (again,) = await score(client, {"mode": "pointwise", "temperature": 0.7}, [item], use_cache=False)
+        assert again["reason"] == "parse_error" and again["details"]["retried"] is True
+        assert judge_server.calls == 4
+        (greedy,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+        assert greedy["reason"] == "parse_error" and "retried" not in greedy["details"]
+        assert judge_server.calls == 5  # temperature 0: asked once
+
+
 async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: FakeJudge) -> None:
     item = {"prompt": "p", "response": "a real answer"}
     async with judge_app(

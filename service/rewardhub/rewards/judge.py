@@ -297,7 +297,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # dotless-i, small-capital, Lisu and Cherokee look-alikes are read as the Latin letters; Minerva's
     # "The final answer is $$. I hope it is correct." and an empty \begin{aligned}\end{aligned} say nothing;
     # orders to answer yes or grade as correct in French, Spanish, German, Russian, Chinese, Japanese, Korean;
-    # "Ans:", "Soln:", and answer/result labels in 30 more languages are content-free
+    # "Ans:", "Soln:", and answer/result labels in 30 more languages are content-free;
+    # an unreadable judgement is asked for once more when sampling (temperature > 0), algorithms.md §2.2
     version: ClassVar[str] = "1.6.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
@@ -642,6 +643,27 @@ class _Asker:
         self.deadline = deadline
 
     async def __call__(self, user: str) -> tuple[Decision | Outcome, str]:
+        """One judgement. An unreadable one is asked for once more when sampling (temperature > 0: a
+        new sample may be readable; at 0 the same judgement would come back), as algorithms.md §2.2
+        says; if that also fails, or cannot be had in time, the first one's ``parse_error`` stands."""
+        first = await self._once(user, self.config.seed)
+        outcome = first[0]
+        if not (
+            self.config.temperature > 0
+            and isinstance(outcome, Outcome)
+            and outcome.reason == Reason.PARSE_ERROR
+            and self.deadline > time.monotonic()
+        ):
+            return first
+        seed = None if self.config.seed is None else self.config.seed + 1  # not the same sample again
+        try:
+            second = await self._once(user, seed)
+        except BackendError:  # the retry's own failure (its deadline, say) does not replace the verdict
+            second = first
+        outcome.details["retried"] = True
+        return second if isinstance(second[0], Decision) else first
+
+    async def _once(self, user: str, seed: int | None) -> tuple[Decision | Outcome, str]:
         c = self.config
         system = (Message("system", self.j.system),) if self.j.system else ()
         req = ChatRequest(
@@ -650,7 +672,7 @@ class _Asker:
             temperature=c.temperature,
             top_p=c.top_p,
             top_logprobs=c.top_logprobs if c.scoring == "logprobs" else 0,
-            seed=c.seed,
+            seed=seed,
         )
         async with self.slots:
             try:
