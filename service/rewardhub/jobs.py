@@ -334,27 +334,15 @@ class JobRunner:
             )
         self.scoring.validate(request, max_items=self.max_items)  # 404 / 422 now, not when it runs
         idem = f"{caller.key_id}:{idempotency_key}" if idempotency_key else None
-        if len(self._queued) >= self.queue_max:
+        digest = body_digest(body)
+        full = self._no_room(caller)
+        if full is not None:
             # a retry of a job that exists is answered with that job, full queue or not: a client that
             # lost the 202 must not be told "429, try later" about work it already handed over
-            existing = await self.store.find(idem, body_digest(body)) if idem else None
+            existing = await self.store.find(idem, digest) if idem else None
             if existing is not None:
                 return public(existing), False
-            raise Overloaded(
-                f"{len(self._queued)} jobs are waiting (limit {self.queue_max}, REWARDHUB_JOB_QUEUE_MAX)",
-                retry_after_s=5.0,
-            )
-        if self.queue_max_per_key and not caller.anonymous:
-            mine = sum(1 for key in self._owners.values() if key == caller.key_id)
-            if mine >= self.queue_max_per_key:
-                existing = await self.store.find(idem, body_digest(body)) if idem else None
-                if existing is not None:
-                    return public(existing), False
-                raise Overloaded(
-                    f"this API key has {mine} jobs waiting or running (limit {self.queue_max_per_key} per "
-                    "key, REWARDHUB_JOB_QUEUE_MAX_PER_KEY)",
-                    retry_after_s=5.0,
-                )
+            raise full
         now = time.time()
         job = {
             "job_id": f"job_{uuid.uuid4().hex}",
@@ -365,7 +353,7 @@ class JobRunner:
             "items": len(request.items),
             "result": None,
             "error": None,
-            "body_sha256": body_digest(body),
+            "body_sha256": digest,
             "caller": caller.key_id,
         }
         stored, created = await self.store.create(job, body, idem)
@@ -373,6 +361,23 @@ class JobRunner:
             self._owners[stored["job_id"]] = caller.key_id
             self._enqueue(stored["job_id"])
         return public(stored), created
+
+    def _no_room(self, caller: Caller) -> Overloaded | None:
+        """Why a new job of ``caller`` cannot be queued now (the queue, or the key's share of it is full)."""
+        if len(self._queued) >= self.queue_max:
+            return Overloaded(
+                f"{len(self._queued)} jobs are waiting (limit {self.queue_max}, REWARDHUB_JOB_QUEUE_MAX)",
+                retry_after_s=5.0,
+            )
+        if self.queue_max_per_key and not caller.anonymous:
+            mine = sum(1 for key in self._owners.values() if key == caller.key_id)
+            if mine >= self.queue_max_per_key:
+                return Overloaded(
+                    f"this API key has {mine} jobs waiting or running (limit {self.queue_max_per_key} per "
+                    "key, REWARDHUB_JOB_QUEUE_MAX_PER_KEY)",
+                    retry_after_s=5.0,
+                )
+        return None
 
     async def get(self, job_id: str, caller: Caller) -> dict[str, Any]:
         job = await self.store.get(job_id)

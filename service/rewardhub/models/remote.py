@@ -362,7 +362,7 @@ class RemoteClient:
             raise BackendError(f"backend {self.name!r} is not started")
         pause = self._not_before - time.monotonic()
         if pause > 0:
-            if time.monotonic() + pause > deadline - _MIN_ATTEMPT_S:
+            if self._not_before > deadline - _MIN_ATTEMPT_S:
                 raise BackendError(
                     f"backend {self.name!r} asked callers to wait {pause:.1f}s more (Retry-After), past "
                     "this item's deadline"

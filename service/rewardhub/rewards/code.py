@@ -161,13 +161,7 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         and isinstance(reference.get("inputs"), list)
         and isinstance(reference.get("outputs"), list)
     ):
-        if len(reference["inputs"]) != len(reference["outputs"]):
-            raise ReferenceError_(
-                Reason.PARSE_ERROR, "reference.inputs and reference.outputs differ in length"
-            )
-        cases = [
-            {"stdin": i, "stdout": o} for i, o in zip(reference["inputs"], reference["outputs"], strict=True)
-        ]
+        cases = [{"stdin": i, "stdout": o} for i, o in _io_pairs(reference["inputs"], reference["outputs"])]
     tests = reference.get("tests")
     if cases is not None:
         if not isinstance(cases, list) or not cases:
@@ -222,8 +216,7 @@ def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
         raise ReferenceError_(
             Reason.PARSE_ERROR, "reference.fn_name needs non-empty lists inputs and outputs"
         )
-    if len(inputs) != len(outputs):
-        raise ReferenceError_(Reason.PARSE_ERROR, "reference.inputs and reference.outputs differ in length")
+    pairs = _io_pairs(inputs, outputs)
     if not all(isinstance(args, list) for args in inputs):
         raise ReferenceError_(Reason.PARSE_ERROR, "each of reference.inputs must be a list of arguments")
     helpers = (
@@ -238,11 +231,15 @@ def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
         "        got = list(got)\n"
         "    return got == want or (isinstance(want, list) and len(want) == 1 and got == want[0])\n"
     )
-    tests = [
-        f"assert _apps_same(_apps_function()(*{args!r}), {want!r})"
-        for args, want in zip(inputs, outputs, strict=True)
-    ]
+    tests = [f"assert _apps_same(_apps_function()(*{args!r}), {want!r})" for args, want in pairs]
     return [helpers + tests[0], *tests[1:]]
+
+
+def _io_pairs(inputs: list[Any], outputs: list[Any]) -> list[tuple[Any, Any]]:
+    """APPS-style ``inputs``/``outputs`` lists (stdin cases or call arguments) as pairs."""
+    if len(inputs) != len(outputs):
+        raise ReferenceError_(Reason.PARSE_ERROR, "reference.inputs and reference.outputs differ in length")
+    return list(zip(inputs, outputs, strict=True))
 
 
 def _with_weights(task: CodeTask, reference: dict[str, Any]) -> CodeTask:

@@ -659,9 +659,11 @@ class _Asker:
         try:
             second = await self._once(user, seed)
         except BackendError:  # the retry's own failure (its deadline, say) does not replace the verdict
-            second = first
+            second = None
+        if second is not None and isinstance(second[0], Decision):
+            return second
         outcome.details["retried"] = True
-        return second if isinstance(second[0], Decision) else first
+        return first
 
     async def _once(self, user: str, seed: int | None) -> tuple[Decision | Outcome, str]:
         c = self.config
