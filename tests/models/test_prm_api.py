@@ -54,8 +54,17 @@ async def test_per_step_scores_spans_and_aggregate(
             client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="first_error", threshold=0.99
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
+        # soft_min (PURE): the per-step rewards w_k (2 s_k - 1) sum to the score, which is in [-1, 1]
+        (sm,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="soft_min")
+        rewards = [s["reward"] for s in sm["details"]["steps"]]
+        assert sm["score"] == pytest.approx(sum(rewards), abs=1e-5)
+        assert sm["score"] == pytest.approx(comps["soft_min"], abs=1e-9)
+        assert (
+            min(2 * x - 1 for x in scores) - 1e-6 <= sm["score"] <= sum(2 * x - 1 for x in scores) / 3 + 1e-6
+        )
+        assert "reward" not in steps[0]  # the dense rewards come with soft_min only
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.7.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.8.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -312,8 +321,10 @@ async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
             client, [{"prompt": QUESTION, "response": " \n\n "}, {"prompt": QUESTION, "response": SOLUTION}]
         )
         (fe,) = await prm(client, [{"prompt": QUESTION, "response": ""}], aggregation="first_error")
+        (sm,) = await prm(client, [{"prompt": QUESTION, "response": ""}], aggregation="soft_min")
     assert (empty["valid"], empty["score"], empty["reason"]) == (True, 0.0, "no_answer"), empty
-    assert empty["components"] == dict.fromkeys(scored["components"], 0.0)
+    # each at its floor: 0, and -1 for soft_min (2 s - 1), whose 0 is a middling step
+    assert empty["components"] == {**dict.fromkeys(scored["components"], 0.0), "soft_min": -1.0}
     assert set(scored["details"]) <= set(empty["details"]), (empty, scored)
     assert empty["details"]["steps"] == [] and empty["details"]["aggregation"] == "min"
     assert empty["details"]["first_error"] == 0  # nothing before the first error: the first_error 0.0
@@ -322,6 +333,7 @@ async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
         0.0,
         "first_error",
     )
+    assert (sm["valid"], sm["score"], sm["reason"]) == (True, -1.0, "no_answer"), sm
     import torch
 
     from rewardhub_trainer.advantages import component_matrix, gdpo_advantages

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rewardhub.prm import CONVENTIONS, aggregate, split_steps
-from rewardhub.prm.aggregate import first_error_index
+from rewardhub.prm.aggregate import first_error_index, soft_min_rewards
 from rewardhub.rewards.patterns import PatternTimeout
 
 
@@ -68,6 +68,24 @@ def test_a_tag_written_at_a_step_s_edge_leaves_the_model_input_unchanged(convent
 )
 def test_aggregation(how: str, expected: float) -> None:
     assert aggregate([0.9, 0.2, 0.8], how, threshold=0.5) == pytest.approx(expected)  # type: ignore[arg-type]
+
+
+def test_soft_min_is_pure_s_min_form_credit() -> None:
+    """PURE (arXiv 2504.15275): r_k = p(+) - p(-) = 2 s_k - 1, w = softmax(-r / T), reward sum w_k r_k."""
+    scores, t = [0.9, 0.2, 0.8], 0.1
+    r = [2 * s - 1 for s in scores]
+    z = [math.exp(-x / t) for x in r]
+    expected = sum(x * w / sum(z) for x, w in zip(r, z, strict=True))
+    assert aggregate(scores, "soft_min", temperature=t) == pytest.approx(expected, abs=1e-12)
+    assert soft_min_rewards(scores, t) == pytest.approx([x * w / sum(z) for x, w in zip(r, z, strict=True)])
+    # a smooth min of 2 s - 1: the hard min as T -> 0, the mean as T grows, never outside [-1, 1]
+    assert aggregate(scores, "soft_min", temperature=0.001) == pytest.approx(min(r), abs=1e-9)
+    assert aggregate(scores, "soft_min", temperature=1e4) == pytest.approx(sum(r) / 3, abs=1e-4)
+    assert aggregate([0.0, 1.0], "soft_min", temperature=0.001) == -1.0
+    # a temperature this low overflowed a naive exp(-r / T)
+    assert aggregate([1.0, 1.0], "soft_min", temperature=1e-3) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="positive"):
+        soft_min_rewards(scores, 0.0)
 
 
 def test_first_error_index() -> None:

@@ -8,7 +8,14 @@
 * ``first_error`` with threshold τ — ProcessBench's protocol finds the first step with ``s_k < τ``.
   As a *reward* it is the fraction of steps before the first error: ``(k-1)/K`` when step ``k`` (1-based)
   is the first below τ, and ``1.0`` when none is. The 0-based index of that step (ProcessBench's
-  prediction, ``-1`` when none) is reported in ``details.first_error``.
+  prediction, ``-1`` when none) is reported in ``details.first_error``;
+* ``soft_min`` with temperature T — PURE's min-form credit ("Stop Summation", arXiv 2504.15275): each
+  step's reward ``r_k = 2 s_k - 1`` (``p(+) - p(-)`` of a two-class PRM, in [-1, 1]) is weighted by
+  ``w_k = softmax_k(-r_k / T)``, and the reward is ``sum_k w_k r_k``, a smooth ``min_k r_k``. It lies in
+  [-1, 1], not [0, 1]: PURE trains on it as is (with T = 0.1), and ``w_k r_k`` are its per-step dense
+  rewards (:func:`soft_min_rewards`), whose sum is the reward. Sum-form credit over raw step scores, the
+  alternative, is what PURE found reward-hacked from the start of training; this is the min form made
+  differentiable in the weights.
 """
 
 from __future__ import annotations
@@ -17,9 +24,9 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["Aggregation", "aggregate", "first_error_index"]
+__all__ = ["Aggregation", "aggregate", "first_error_index", "soft_min_rewards"]
 
-Aggregation = Literal["min", "prod", "last", "mean", "first_error"]
+Aggregation = Literal["min", "prod", "last", "mean", "first_error", "soft_min"]
 
 
 def first_error_index(scores: Sequence[float], threshold: float) -> int:
@@ -30,7 +37,23 @@ def first_error_index(scores: Sequence[float], threshold: float) -> int:
     return -1
 
 
-def aggregate(scores: Sequence[float], how: Aggregation, threshold: float = 0.5) -> float:
+def soft_min_rewards(scores: Sequence[float], temperature: float) -> list[float]:
+    """PURE's per-step rewards ``w_k r_k`` (see the module docstring); their sum is ``soft_min``.
+
+    The softmax is taken with the largest exponent subtracted, so a low temperature cannot overflow.
+    """
+    if temperature <= 0.0:
+        raise ValueError("the soft_min temperature must be positive")
+    r = [2.0 * s - 1.0 for s in scores]
+    top = max(-x / temperature for x in r)
+    e = [math.exp(-x / temperature - top) for x in r]
+    total = sum(e)
+    return [x * ek / total for x, ek in zip(r, e, strict=True)]
+
+
+def aggregate(
+    scores: Sequence[float], how: Aggregation, threshold: float = 0.5, temperature: float = 0.1
+) -> float:
     if not scores:
         raise ValueError("no step scores to aggregate")
     if how == "min":
@@ -41,5 +64,7 @@ def aggregate(scores: Sequence[float], how: Aggregation, threshold: float = 0.5)
         return scores[-1]
     if how == "mean":
         return sum(scores) / len(scores)
+    if how == "soft_min":
+        return math.fsum(soft_min_rewards(scores, temperature))
     k = first_error_index(scores, threshold)
     return 1.0 if k < 0 else k / len(scores)

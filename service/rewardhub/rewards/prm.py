@@ -11,13 +11,15 @@ The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
 concurrent requests share forward passes through the backend's micro-batcher.
 
 Result: ``score`` is the ``aggregation`` (``min`` default, ``prod``, ``last``, ``mean``, ``first_error``
-with ``threshold``: the fraction of steps before the first step below it); ``components`` has every
-aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
+with ``threshold``: the fraction of steps before the first step below it; ``soft_min`` with
+``temperature``: PURE's min-form credit on ``2 s - 1``, in [-1, 1], whose per-step rewards are each step's
+``reward`` in ``details.steps``); ``components`` has every aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
 0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). A step
 that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
 backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) is no step: the model would score it
 as an empty one, a score for writing nothing. A response with no step left (empty, or
-only such strings) is a valid 0 (``no_answer``), every aggregate 0 in ``components`` and
+only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in ``components`` (0, and
+-1 for ``soft_min``, whose 0 is a middling step) and
 ``details.first_error`` 0 (no step before the first error); an input longer than the model's context is
 ``unsupported``; a failed or slow model is ``backend_error`` / ``timeout``.
 """
@@ -33,7 +35,7 @@ from pydantic import Field, field_validator, model_validator
 from rewardhub.models.base import Capability, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.prm import CONVENTIONS, Aggregation, Step, aggregate, split_steps
-from rewardhub.prm.aggregate import first_error_index
+from rewardhub.prm.aggregate import first_error_index, soft_min_rewards
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
@@ -41,7 +43,8 @@ from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pat
 
 __all__ = ["PRMConfig", "PRMReward"]
 
-_ALL: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error")
+_ALL: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error", "soft_min")
+_FLOOR: dict[str, float] = {"soft_min": -1.0}  # every aggregate's lowest value; 0.0 unless listed
 
 
 class PRMConfig(RewardConfig):
@@ -65,9 +68,15 @@ class PRMConfig(RewardConfig):
         description="Score only the text after the last </think> (and before a <think> that never closes).",
     )
     max_steps: int = Field(64, ge=1, le=512, description="More steps are merged into this many groups.")
-    aggregation: Aggregation = Field("min", description="min | prod | last | mean | first_error.")
+    aggregation: Aggregation = Field("min", description="min | prod | last | mean | first_error | soft_min.")
     threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="τ of first_error (a step below it is an error)."
+    )
+    temperature: float = Field(
+        0.1,
+        ge=0.001,
+        le=100.0,
+        description="T of soft_min (PURE uses 0.1): lower is closer to the hard min of 2 s - 1.",
     )
 
     @field_validator("pattern")
@@ -96,10 +105,11 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.6: a response with no steps has every aggregate (0) in components, and details.first_error 0
     # 1.7: vLLM /pooling probabilities rounded to bf16 are not soft-maxed a second time (0.35 read 0.43);
     # the aggregates and first_error come from the step scores as details show them (6 decimals)
-    version: ClassVar[str] = "1.7.0"
+    # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1
+    version: ClassVar[str] = "1.8.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
-        "mean, first_error); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
+        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
     )
     config_model = PRMConfig
     reads = ("prompt", "response")
@@ -180,7 +190,8 @@ class PRMReward(ModelReward[PRMConfig]):
             "first_error": 0,
             "message": "no steps to score",
         }
-        return Outcome(0.0, Reason.NO_ANSWER, dict.fromkeys(_ALL, 0.0), details)
+        floors: dict[str, float | None] = {a: _FLOOR.get(a, 0.0) for a in _ALL}
+        return Outcome(_FLOOR.get(config.aggregation, 0.0), Reason.NO_ANSWER, floors, details)
 
     @staticmethod
     def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
@@ -189,13 +200,19 @@ class PRMReward(ModelReward[PRMConfig]):
         # rounded once, and everything computed from what details shows: a step at 0.4999996, shown as
         # 0.5, was still the first error at threshold 0.5
         scores = [round(p, 6) for p in scores]
-        components: dict[str, float | None] = {a: aggregate(scores, a, config.threshold) for a in _ALL}
+        components: dict[str, float | None] = {
+            a: aggregate(scores, a, config.threshold, config.temperature) for a in _ALL
+        }
+        rows: list[dict[str, Any]] = [
+            {"index": k, "start": s.start, "end": s.end, "score": p}
+            for k, (s, p) in enumerate(zip(steps, scores, strict=True))
+        ]
+        if config.aggregation == "soft_min":  # PURE's dense rewards, one per step end; they sum to the score
+            for row, r in zip(rows, soft_min_rewards(scores, config.temperature), strict=True):
+                row["reward"] = round(r, 6)
         details = {
             "aggregation": config.aggregation,
-            "steps": [
-                {"index": k, "start": s.start, "end": s.end, "score": p}
-                for k, (s, p) in enumerate(zip(steps, scores, strict=True))
-            ],
+            "steps": rows,
             "first_error": first_error_index(scores, config.threshold),
         }
         return Outcome(components[config.aggregation], None, components, details)
