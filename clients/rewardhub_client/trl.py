@@ -28,7 +28,7 @@ naming the part and the setting, instead of training on every reward coming back
 **Group rewards across processes.** TRL hands each process its own slice of the generation batch, so a
 prompt's ``num_generations`` completions stay on one process only when the per-process batch is a
 multiple of ``num_generations``; otherwise each process sees part of a group, and a group reward
-(``majority_vote``, ``group_length``) would score a vote among half the group. Pass
+(``majority_vote``, ``group_length``, ``verpo``) would score a vote among half the group. Pass
 ``num_generations=`` (the GRPOConfig value) and a call holding part of a group raises ``ValueError``
 saying so; without it, a group reward in a multi-process run (``WORLD_SIZE`` > 1) warns once.
 """

@@ -41,6 +41,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.orm",
     "rewardhub.rewards.similarity",
     "rewardhub.rewards.code",
+    "rewardhub.rewards.verpo",
     "rewardhub.rewards.sql",
 )
 

@@ -16,7 +16,9 @@ Reference (an object):
 * ``language`` (default: the config's), ``weights`` (one per test/case, default equal).
 
 Score: the (weighted) fraction of tests passed, or 1/0 with ``all_or_nothing``; components
-``pass_rate`` and ``passed_all``; ``details.tests`` says what passed and why each failure failed.
+``pass_rate`` and ``passed_all``; ``details.tests`` says what passed and why each failure failed (the
+first 100 tests), ``details.pass_mask`` which of all of them passed, as a string of ``1``/``0`` in test
+order (what group rewards such as ``verpo`` read per test).
 
 Valid or invalid: everything the *program* does is the model's responsibility, so a crash, a wrong
 answer, a timeout (an infinite loop fails that test) or a memory blow-up is a valid score with
@@ -294,7 +296,8 @@ def _tail(data: bytes | str, n: int = _TAIL) -> str:
 class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
     # 1.1: output_match "numeric"; console.assert fails JavaScript tests (it only printed); APPS fn_name
-    version: ClassVar[str] = "1.1.0"
+    # 1.2: details.pass_mask, every test's verdict as 1/0 (details.tests stops at 100)
+    version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -549,6 +552,7 @@ def _scored(
     details = {
         "passed": sum(1 for _, ok, _ in results if ok),
         "total": n,
+        "pass_mask": "".join("1" if ok else "0" for _, ok, _ in results),
         **details,
         "tests": [
             {"test": label[:200], "passed": ok, **({"message": msg} if msg else {})}

@@ -1,0 +1,186 @@
+"""``verpo``: a dense code reward whose tests weigh by how hard the group found them (algorithms.md §5.1).
+
+"VeRPO: Verifiable Dense Reward Policy Optimization for Code Generation" (arXiv 2601.03525). A plain
+partial reward (the fraction of unit tests passed) has a *cardinality bias*: a task's many easy tests
+outweigh its one hard test, so a policy is paid most for what it can already do. VeRPO weighs each test
+by its difficulty, estimated from the rollouts themselves: within the group of responses to one task,
+with ``pass_ij`` whether response i passed test j::
+
+    ρ_j     = mean_i pass_ij                  (the test's pass rate over the group)
+    w_j     = (1 − ρ_j) + δ                   (harder tests weigh more; δ keeps an all-pass test alive)
+    dense_i = Σ_j w_j pass_ij / Σ_j w_j
+    R_i     = 1[all tests pass]_i + α · dense_i
+
+so ``R`` lies in [0, 1 + α]. The paper states the shape (difficulty weights from the group's execution
+statistics, integrated with the all-pass outcome); the exact weight function and the combination above
+are the defaults algorithms.md gives, marked there as unverified, which is why ``alpha`` and ``delta``
+are settings.
+
+The tests are run by the ``code`` part (default ``"code"``, any ``{"name": "code", "config": ...}``),
+once for the whole batch, and read from its ``details.pass_mask``. A member whose program did not
+compile (``format``) or held no code (``no_answer``) passed no test. Members are pooled by group and by
+their number of tests (a group whose members carry different tests is several pools). A member the part
+could not score (``sandbox_error``, ``missing_reference``, ...) keeps that invalid result and does not
+count towards ``ρ``.
+
+Components: ``passed_all``, ``pass_rate`` (the plain fraction, unweighted), ``dense``. Details:
+``tests``, ``pool_size`` (the members ``ρ`` was taken over), ``weights`` (``w_j``, the first 100).
+Items without a ``group`` are invalid (``unsupported``): a group of one has no difficulty estimate. Not
+cacheable: an item's score depends on the other members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import Field, PrivateAttr
+
+from rewardhub.groups import group_indices
+from rewardhub.protocol import Reason, RewardSpec, ScoreItem
+from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
+
+__all__ = ["VerpoConfig", "VerpoReward", "verpo_rewards"]
+
+_MAX_DETAIL_WEIGHTS = 100
+_NO_TESTS_PASSED = (Reason.FORMAT, Reason.NO_ANSWER)  # valid 0s of `code` that ran no test
+
+
+class VerpoConfig(RewardConfig):
+    code: str | RewardSpec = Field(
+        "code",
+        description="The reward that runs the tests and reports details.pass_mask: code, or {name, config}.",
+    )
+    alpha: float = Field(
+        0.5, ge=0.0, le=10.0, description="α: weight of the dense term next to the all-pass 1."
+    )
+    delta: float = Field(
+        1e-3, gt=0.0, le=1.0, description="δ: the weight floor of a test every member passed."
+    )
+
+    _part: Part | None = PrivateAttr(None)
+
+
+def verpo_rewards(
+    masks: Sequence[Sequence[bool]], alpha: float, delta: float
+) -> tuple[list[float], list[float], list[float]]:
+    """``(R_i, dense_i, w_j)`` for one pool of members with the same tests (module docstring)."""
+    n = len(masks)
+    tests = len(masks[0]) if masks else 0
+    if n == 0 or tests == 0:
+        return [0.0] * n, [0.0] * n, []
+    weights = [(1.0 - sum(m[j] for m in masks) / n) + delta for j in range(tests)]
+    total = sum(weights)
+    dense = [sum(w for w, ok in zip(weights, m, strict=True) if ok) / total for m in masks]
+    rewards = [(1.0 if all(m) else 0.0) + alpha * d for m, d in zip(masks, dense, strict=True)]
+    return rewards, dense, weights
+
+
+@register
+class VerpoReward(ComposedReward[VerpoConfig]):
+    name: ClassVar[str] = "verpo"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "VeRPO dense code reward: 1[all tests pass] + α · the group-difficulty-weighted pass rate "
+        "(w_j = 1 − the test's pass rate over the group + δ); tests run by `code`; needs `group`."
+    )
+    config_model = VerpoConfig
+    reads = ("response", "reference", "group")
+    cacheable = False
+    group_aware: ClassVar[bool] = True
+
+    def parse_config(self, raw: dict[str, Any]) -> VerpoConfig:
+        config = super().parse_config(raw)
+        config._part = resolve(self.runtime, config.code, "reward.config.code", self.name)
+        return config
+
+    def parts(self, config: VerpoConfig) -> Sequence[Part]:
+        return (config._part,) if config._part is not None else ()
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: VerpoConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        part = config._part
+        assert part is not None  # set by parse_config
+        n = len(items)
+        out: list[Outcome | None] = [None] * n
+        todo: list[int] = []
+        for i, item in enumerate(items):
+            if item.group is None:
+                out[i] = Outcome.invalid(
+                    Reason.UNSUPPORTED,
+                    "verpo needs a `group` id on every item (test weights are group-relative)",
+                )
+            else:
+                todo.append(i)
+        ran = await run_part(part, [items[i] for i in todo], ctx)
+        masks: dict[int, list[bool] | None] = {}  # None: passed nothing, test count unknown (no program)
+        why: dict[int, Reason] = {}  # the code part's reason for a valid 0 (format, no_answer): kept
+        for i, v in zip(todo, ran, strict=True):
+            mask = v.details.get("pass_mask")
+            if v.score is None:
+                out[i] = v  # the part's own invalid result (sandbox_error, missing_reference, ...)
+            elif isinstance(mask, str) and set(mask) <= {"0", "1"}:
+                masks[i] = [c == "1" for c in mask]
+            elif v.reason in _NO_TESTS_PASSED:
+                masks[i], why[i] = None, v.reason
+            else:
+                out[i] = Outcome.invalid(
+                    Reason.UNSUPPORTED,
+                    f"reward {part.reward.name!r} reports no per-test results (details.pass_mask): verpo "
+                    "needs the code reward",
+                )
+        for idx in group_indices(items, list(masks)).values():
+            self._score_group(idx, masks, config, out)
+        for i, reason in why.items():
+            o = out[i]
+            if o is not None and o.score is not None:
+                o.reason = reason
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
+
+    @staticmethod
+    def _score_group(
+        idx: list[int], masks: dict[int, list[bool] | None], config: VerpoConfig, out: list[Outcome | None]
+    ) -> None:
+        pools: dict[int, list[int]] = {}
+        for i in idx:
+            m = masks[i]
+            if m is not None:
+                pools.setdefault(len(m), []).append(i)
+        blank = [i for i in idx if masks[i] is None]
+        if len(pools) == 1:  # members without a program passed none of the group's tests
+            (size,) = pools
+            pools[size] += blank
+            filled = {i: masks[i] or [False] * size for i in pools[size]}
+        else:  # no member ran, or members with different tests: a program-less one has no known test count
+            filled = {i: m for i, m in ((i, masks[i]) for i in idx) if m is not None}
+            for i in blank:
+                out[i] = Outcome(
+                    0.0,
+                    Reason.NO_ANSWER,
+                    {"passed_all": 0.0, "pass_rate": 0.0, "dense": 0.0},
+                    {
+                        "tests": None,
+                        "pool_size": 0,
+                        "message": "no program ran, and the group's tests are unknown",
+                    },
+                )
+        for members in pools.values():
+            rows = [filled[i] for i in members]
+            rewards, dense, weights = verpo_rewards(rows, config.alpha, config.delta)
+            for i, row, r, d in zip(members, rows, rewards, dense, strict=True):
+                out[i] = Outcome(
+                    r,
+                    None,
+                    {
+                        "passed_all": 1.0 if row and all(row) else 0.0,
+                        "pass_rate": sum(row) / len(row) if row else 0.0,
+                        "dense": d,
+                    },
+                    {
+                        "tests": len(row),
+                        "pool_size": len(members),
+                        "weights": [round(w, 6) for w in weights[:_MAX_DETAIL_WEIGHTS]],
+                    },
+                )

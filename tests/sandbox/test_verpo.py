@@ -1,0 +1,108 @@
+"""The `verpo` group reward (algorithms.md §5.1) through the real app and a real sandbox, and the
+`code` reward's `details.pass_mask` it reads."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from rewardhub.rewards.verpo import verpo_rewards
+
+TESTS = ["assert sq(1) == 1", "assert sq(2) == 4", "assert sq(3) == 9", "assert sq(4) == 16"]
+SOLUTIONS = {
+    "all": "def sq(x):\n    return x * x\n",
+    "easy": "def sq(x):\n    return x * x if x < 3 else 0\n",  # the two easy tests only
+    "three": "def sq(x):\n    return x * x if x < 4 else 0\n",
+    "broken": "def sq(x) return x\n",  # a SyntaxError: passes nothing (reason format)
+}
+
+
+async def _score(client: httpx.AsyncClient, reward: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    r = await client.post(
+        "/v1/score", json={"reward": reward, "items": items, "options": {"use_cache": False}}
+    )
+    assert r.status_code == 200, r.text
+    out: list[dict[str, Any]] = r.json()["results"]
+    return out
+
+
+def _expected(masks: list[list[bool]], alpha: float = 0.5, delta: float = 1e-3) -> list[float]:
+    """The formula written out once more, independently of the service's code."""
+    n, tests = len(masks), len(masks[0])
+    rho = [sum(m[j] for m in masks) / n for j in range(tests)]
+    w = [1 - r + delta for r in rho]
+    return [
+        float(all(m)) + alpha * sum(wj for wj, ok in zip(w, m, strict=True) if ok) / sum(w) for m in masks
+    ]
+
+
+async def test_tests_weigh_by_how_hard_the_group_found_them(client: httpx.AsyncClient) -> None:
+    g = f"g-{uuid.uuid4().hex}"
+    names = ["all", "easy", "three", "broken"]
+    items = [{"response": SOLUTIONS[k], "reference": {"tests": TESTS}, "group": g} for k in names]
+    out = await _score(client, "verpo", items)
+    masks = [[True] * 4, [True, True, False, False], [True, True, True, False], [False] * 4]
+    assert [r["score"] for r in out] == pytest.approx(_expected(masks), abs=1e-9)
+    assert all(r["valid"] for r in out), out
+    assert out[3]["reason"] == "format" and out[3]["score"] == 0.0  # a broken program passed nothing
+    assert out[0]["components"]["passed_all"] == 1.0 and out[0]["score"] > 1.0
+    # the cardinality bias VeRPO removes: the two easy tests are half the tests, but less than half the
+    # weight (three of four members passed them)
+    easy = out[1]["components"]
+    assert easy["pass_rate"] == 0.5 and easy["dense"] < 0.3
+    assert out[1]["details"]["pool_size"] == 4 and out[1]["details"]["tests"] == 4
+    assert out[1]["details"]["weights"] == pytest.approx([0.251, 0.251, 0.501, 0.751])
+    # alpha and delta are settings
+    scaled = await _score(client, {"name": "verpo", "config": {"alpha": 1.0, "delta": 0.1}}, items)
+    assert [r["score"] for r in scaled] == pytest.approx(_expected(masks, 1.0, 0.1), abs=1e-9)
+
+
+async def test_members_that_cannot_be_scored_stay_out_of_the_difficulty(client: httpx.AsyncClient) -> None:
+    g = f"g-{uuid.uuid4().hex}"
+    items = [
+        {"response": SOLUTIONS["all"], "reference": {"tests": TESTS}, "group": g},
+        {"response": SOLUTIONS["easy"], "reference": {"tests": TESTS}, "group": g},
+        {"response": SOLUTIONS["easy"], "group": g},  # no tests: missing_reference, not a member of ρ
+    ]
+    out = await _score(client, "verpo", items)
+    assert (out[2]["valid"], out[2]["reason"]) == (False, "missing_reference"), out[2]
+    masks = [[True] * 4, [True, True, False, False]]
+    assert [r["score"] for r in out[:2]] == pytest.approx(_expected(masks), abs=1e-9)
+    assert out[0]["details"]["pool_size"] == 2
+    # no group: no difficulty to estimate
+    (alone,) = await _score(client, "verpo", [{"response": SOLUTIONS["all"], "reference": {"tests": TESTS}}])
+    assert (alone["valid"], alone["reason"]) == (False, "unsupported")
+    # a part that reports no per-test results is refused per item, clearly
+    (other,) = await _score(
+        client,
+        {"name": "verpo", "config": {"code": "exact_match"}},
+        [{"response": "x", "reference": "x", "group": f"g-{uuid.uuid4().hex}"}],
+    )
+    assert (other["valid"], other["reason"]) == (False, "unsupported") and "pass_mask" in other["details"][
+        "message"
+    ]
+
+
+async def test_code_reports_every_test_in_pass_mask(client: httpx.AsyncClient) -> None:
+    """details.tests stops at 100 tests; a group reward needs every verdict: pass_mask has them all."""
+    tests = [f"assert sq({k}) == {k * k}" for k in range(1, 121)]
+    (r,) = await _score(
+        client,
+        "code",
+        [{"response": "def sq(x):\n    return x * x if x != 110 else 0\n", "reference": {"tests": tests}}],
+    )
+    assert len(r["details"]["tests"]) == 100
+    mask = r["details"]["pass_mask"]
+    assert len(mask) == 120 and mask.count("0") == 1 and mask[109] == "0"
+
+
+def test_formula_edges() -> None:
+    # every member passed every test: each test weighs delta, dense is 1
+    assert verpo_rewards([[True, True], [True, True]], 0.5, 1e-3) == ([1.5, 1.5], [1.0, 1.0], [1e-3, 1e-3])
+    # nobody passed anything: 0, not a division by zero
+    rewards, dense, _ = verpo_rewards([[False, False], [False, False]], 0.5, 1e-3)
+    assert rewards == [0.0, 0.0] and dense == [0.0, 0.0]
+    assert verpo_rewards([[]], 0.5, 1e-3) == ([0.0], [0.0], [])
