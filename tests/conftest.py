@@ -216,6 +216,13 @@ def qwen_prm_path(tiny_dir: Path) -> str:
 
 
 @pytest.fixture(scope="session")
+def skywork_prm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_skywork_prm
+
+    return str(build_tiny_skywork_prm(tiny_dir / "skywork-prm"))
+
+
+@pytest.fixture(scope="session")
 def shepherd_prm_path(tiny_dir: Path) -> str:
     from tiny_models import build_tiny_math_shepherd_prm
 

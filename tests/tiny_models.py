@@ -115,6 +115,25 @@ def build_tiny_math_shepherd_prm(path: Path, *, hidden: int = 64, layers: int = 
     return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
 
 
+def build_tiny_skywork_prm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """A Skywork-o1-Open-PRM look-alike: a Qwen2 causal LM saved with a value head beside its weights
+    (``v_head.summary.weight`` [1, hidden] and ``v_head.summary.bias``, TRL's value-head layout), and a
+    tokenizer with a BOS text (random weights)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    tok = train_tokenizer()
+    tok.bos_token = "<|endoftext|>"  # type: ignore[attr-defined]
+    _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
+    weights = load_file(str(path / "model.safetensors"))
+    weights["v_head.summary.weight"] = torch.randn(1, hidden)
+    weights["v_head.summary.bias"] = torch.randn(1)
+    save_file(weights, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
 def build_tiny_orm(
     path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, num_labels: int = 1
 ) -> Path:

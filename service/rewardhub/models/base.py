@@ -112,6 +112,12 @@ class StepQuery:
     text). ``label_tokens`` is ``(positive, negative)`` for a PRM that reads the LM head at the tag
     (Math-Shepherd: ``("+", "-")``); None for a classifier head whose class ``positive_index`` is the
     "step is correct" class (Qwen2.5-Math-PRM: class 1 of 2).
+
+    ``pieces`` (instead of ``messages`` or ``text``): the question's piece, then one per step, each
+    tokenized on its own and the steps each followed by the ``step_tag`` token, where the score is read
+    (Skywork-o1-Open-PRM builds its input so; one string tokenized whole would merge "." and the newline
+    into one token). The tokenizer's BOS text goes before the first piece. ``value_head``: the score is
+    the sigmoid of a scalar value head at that token (Skywork), not a class or label-token probability.
     """
 
     step_tag: str
@@ -120,6 +126,8 @@ class StepQuery:
     text: str | None = None
     label_tokens: tuple[str, str] | None = None
     positive_index: int = 1
+    pieces: tuple[str, ...] | None = None
+    value_head: bool = False
 
 
 def step_rows(rows: int, tokens: int, tags: Sequence[int]) -> list[int] | None:

@@ -11,6 +11,8 @@ Tasks and what they read:
   ``+``/``-`` logits at each step tag);
 * ``token_classification``: :func:`step_probs` with a classifier head (Qwen2.5-Math-PRM: softmax over
   the labels at each ``<extra_0>``, the positive class);
+* ``value_head``: :func:`step_probs` with a scalar value head on the base model (Skywork-o1-Open-PRM:
+  the sigmoid of the value at the newline after each step; see :class:`ValueHeadModel`);
 * ``sequence_classification``: :func:`classify` (raw logits of an outcome reward model);
 * ``embedding``: :func:`embed` (the pooling a sentence-transformers checkpoint names in its Pooling
   module's config: mean, CLS, max or last token; mean when it names none, the recipe of
@@ -65,7 +67,7 @@ __all__ = [
     "step_probs",
 ]
 
-Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+Task = Literal["generate", "token_classification", "sequence_classification", "embedding", "value_head"]
 Pooling = Literal["mean", "cls", "max", "lasttoken"]
 
 # One lock for `import torch/transformers`: two backends loading at once in two threads could otherwise
@@ -158,6 +160,7 @@ def load(
         "token_classification": tf.AutoModelForTokenClassification,
         "sequence_classification": tf.AutoModelForSequenceClassification,
         "embedding": tf.AutoModel,
+        "value_head": tf.AutoModel,  # the base model; the head is added below (ValueHeadModel)
     }
     cls = classes[task]
     if task == "token_classification" and trust_remote_code and _remote_class_behind_auto_model(tf, path):
@@ -170,6 +173,10 @@ def load(
     )
     _refuse_other_head(path, task, model)
     _refuse_new_weights(path, task, model, info, trust_remote_code)
+    if task == "value_head":
+        from rewardhub.models.value_head import ValueHeadModel, value_head_weights
+
+        model = ValueHeadModel(model, value_head_weights(path))
     model.to(dev).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
@@ -515,11 +522,57 @@ def scatter(
 
 
 def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tuple[list[str], list[Any]]:
-    """PRM queries' texts (:func:`step_input`) and their encodings with character offsets."""
-    rendered = [_rendered(partial(step_input, tok, q)) for q in queries]
+    """PRM queries' texts (:func:`step_input`) and their encodings with character offsets. A query
+    given as ``pieces`` has no text (""): its encoding carries its step positions (:func:`encode_pieces`)."""
+    rendered = [_rendered(partial(step_input, tok, q)) if q.pieces is None else "" for q in queries]
     texts = [r if isinstance(r, str) else "" for r in rendered]
     templated = [q.messages is not None and has_chat_template(tok) for q in queries]
-    return texts, _encode_rendered(tok, max_length, rendered, templated, offsets=True)
+    textual = [i for i, q in enumerate(queries) if q.pieces is None]
+    encs: list[Any] = [None] * len(queries)
+    if textual:
+        done = _encode_rendered(
+            tok, max_length, [rendered[i] for i in textual], [templated[i] for i in textual], offsets=True
+        )
+        for i, enc in zip(textual, done, strict=True):
+            encs[i] = enc
+    pieced = [i for i, q in enumerate(queries) if q.pieces is not None]
+    if pieced:
+        for i, enc in zip(pieced, encode_pieces(tok, max_length, [queries[i] for i in pieced]), strict=True):
+            encs[i] = enc
+    return texts, encs
+
+
+def encode_pieces(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> list[Any]:
+    """Queries given as ``pieces`` (Skywork-o1-Open-PRM's input): the tokenizer's BOS text and the
+    question's piece, then each step's tokens followed by the ``step_tag`` token, every piece tokenized
+    on its own (one tokenizer call for all of them). Per query ``{"input_ids", "positions"}`` (where each
+    step's score is read: its ``step_tag`` token) or an :class:`InputTooLong`.
+    """
+    bos = getattr(tok, "bos_token", None) or ""
+    texts: list[str] = []
+    for q in queries:
+        assert q.pieces is not None
+        # user text never becomes a control token ("<|endoftext|>" written in a step); the BOS is ours
+        texts += [bos + sanitize(tok, q.pieces[0]), *(sanitize(tok, p) for p in q.pieces[1:])]
+    ids = tok(texts, add_special_tokens=False)["input_ids"] if texts else []
+    out: list[Any] = []
+    k = 0
+    for q in queries:
+        assert q.pieces is not None
+        tag = _token_id(tok, q.step_tag)
+        seq = list(ids[k])
+        positions: list[int] = []
+        for step in ids[k + 1 : k + len(q.pieces)]:
+            seq += [*step, tag]
+            positions.append(len(seq) - 1)
+        k += len(q.pieces)
+        if len(seq) > max_length:
+            out.append(
+                InputTooLong(f"the input is {len(seq)} tokens, more than the model's max_length {max_length}")
+            )
+        else:
+            out.append({"input_ids": seq, "positions": positions})
+    return out
 
 
 def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[int]) -> passes.Rows:
@@ -565,7 +618,11 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
         if wrong_head is not None or isinstance(enc, BackendError):
             out[i] = wrong_head or enc
             continue
-        positions = _tag_positions(text, q.step_tag, enc["offset_mapping"])
+        positions = (
+            enc["positions"]
+            if q.pieces is not None
+            else _tag_positions(text, q.step_tag, enc["offset_mapping"])
+        )
         if len(positions) != q.steps:
             out[i] = BackendError(f"{len(positions)} step tags survived tokenization, expected {q.steps}")
             continue
@@ -591,7 +648,7 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
             # checked on the logits: a softmax turns an overflow to -inf into a finite 0.0 or 1.0
             out[i] = BackendError("the model produced non-finite outputs (NaN or infinity)")
             continue
-        probs = torch.softmax(at, dim=-1)[:, positive]
+        probs = torch.sigmoid(at[:, 0]) if q.value_head else torch.softmax(at, dim=-1)[:, positive]
         out[i] = [float(p) for p in probs.cpu().tolist()]
     return out
 
@@ -601,6 +658,15 @@ def _head_mismatch(loaded: Loaded, q: StepQuery) -> BackendUnavailable | None:
     than the one the model was loaded for, and it must fail alone and clearly, neither read a random
     vocabulary entry as a probability (a valid-looking near-0) nor index past a 2-label head (which
     failed the whole batch)."""
+    if q.value_head != (loaded.task == "value_head"):
+        return BackendUnavailable(
+            "this PRM convention reads a value head (Skywork-o1-Open-PRM); the model is loaded for "
+            f"task {loaded.task}: use the convention it was trained with"
+            if q.value_head
+            else "the model is a value-head PRM (Skywork-o1-Open-PRM): use convention skywork"
+        )
+    if q.value_head:
+        return None
     lm_head = loaded.task == "generate"
     if q.label_tokens is not None and not lm_head:
         return BackendUnavailable(

@@ -21,7 +21,14 @@ from rewardhub.models.base import ModelBackend
 from rewardhub.models.errors import BackendUnavailable
 from rewardhub.models.openai_backend import OpenAIBackend
 from rewardhub.models.remote import RemoteOptions
-from rewardhub.models.specs import Convention, LocalSpec, RemoteSpec, load_backends_file, unservable
+from rewardhub.models.specs import (
+    PRM_TASKS,
+    Convention,
+    LocalSpec,
+    RemoteSpec,
+    load_backends_file,
+    unservable,
+)
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 from rewardhub.models.vllm_local import VLLMBackend
 from rewardhub.models.vllm_pooling import VLLMPoolingBackend
@@ -94,8 +101,9 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
             convention=conv,
         )
     elif s.prm_model:
-        task = "token_classification" if conv == "qwen" else "generate"
-        specs["prm"] = LocalSpec(kind="transformers", model=s.prm_model, task=task, convention=conv)
+        specs["prm"] = LocalSpec(
+            kind="transformers", model=s.prm_model, task=PRM_TASKS[conv], convention=conv
+        )
     if s.orm_url:
         specs["orm"] = _shortcut(
             "REWARDHUB_ORM_URL", kind="vllm_pooling", url=s.orm_url, model=s.orm_model or "default"

@@ -50,6 +50,7 @@ from rewardhub.models.errors import MissingExtra
 __all__ = [
     "BackendSpec",
     "Convention",
+    "PRM_TASKS",
     "LocalSpec",
     "RemoteSpec",
     "load_backends_file",
@@ -59,8 +60,14 @@ __all__ = [
 if TYPE_CHECKING:
     import yaml
 
-Convention = Literal["qwen", "math_shepherd"]
-Task = Literal["generate", "token_classification", "sequence_classification", "embedding"]
+Convention = Literal["qwen", "math_shepherd", "skywork"]
+Task = Literal["generate", "token_classification", "sequence_classification", "embedding", "value_head"]
+# The head each PRM convention reads, which decides the class a local PRM is loaded as
+PRM_TASKS: dict[str, Task] = {
+    "qwen": "token_classification",
+    "math_shepherd": "generate",
+    "skywork": "value_head",
+}
 
 # Kinds whose step scoring reads a classifier head only: a +/- token PRM (math_shepherd) fails every item
 # on them at run time (see VLLMPoolingBackend.step_probs), so the combination is refused up front.
@@ -74,6 +81,11 @@ def unservable(kind: str | None, convention: str | None) -> str | None:
             f"convention math_shepherd (a PRM that reads +/- token logits) needs kind transformers; "
             f"{kind} serves classifier-head PRMs only (convention qwen)"
         )
+    if convention == "skywork" and kind in CLASSIFIER_HEAD_KINDS:
+        return (
+            f"convention skywork (a PRM with a value head, which stock vLLM does not load) needs kind "
+            f"transformers; {kind} serves classifier-head PRMs only (convention qwen)"
+        )
     return None
 
 
@@ -81,7 +93,7 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     convention: Convention | None = Field(
-        None, description="For a PRM: the input format it was trained on (qwen | math_shepherd)."
+        None, description="For a PRM: the input format it was trained on (qwen | math_shepherd | skywork)."
     )
 
     @model_validator(mode="after")
@@ -162,6 +174,8 @@ class LocalSpec(_Spec):
     def _engine_options_for_vllm(self) -> Self:
         if self.gpu_memory_utilization is not None and self.kind != "vllm":
             raise ValueError("gpu_memory_utilization applies to kind vllm only")
+        if self.task == "value_head" and self.kind != "transformers":
+            raise ValueError("task value_head (a Skywork-style PRM's scalar head) needs kind transformers")
         return self
 
 

@@ -53,6 +53,7 @@ T = TypeVar("T")
 _CAPABILITIES: dict[str, frozenset[Capability]] = {
     "generate": frozenset({"chat", "steps"}),
     "token_classification": frozenset({"steps"}),
+    "value_head": frozenset({"steps"}),
     "sequence_classification": frozenset({"classify"}),
     "embedding": frozenset({"embed"}),
 }

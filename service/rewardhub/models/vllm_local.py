@@ -356,10 +356,10 @@ def _raw_logits() -> Any:
 
 
 def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
-    if any(q.label_tokens is not None for q in queries):
+    if any(q.label_tokens is not None or q.value_head or q.pieces is not None for q in queries):
         # something this backend cannot do (unsupported), not a failure a later try may get past
         err = BackendUnavailable(
-            "the vllm backend serves classifier-head PRMs only; use transformers for +/- PRMs"
+            "the vllm backend serves classifier-head PRMs only; use transformers for +/- and value-head PRMs"
         )
         return [err for _ in queries]
     tok = llm.get_tokenizer()

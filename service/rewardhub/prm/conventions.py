@@ -1,4 +1,4 @@
-"""How known PRMs expect their input (docs/algorithms.md §1.2–1.3), as backend-independent queries.
+"""How known PRMs expect their input (docs/algorithms.md §1.2–1.5), as backend-independent queries.
 
 A PRM only works on the exact format it was trained on, so each convention builds the model input from
 the question and the steps and says where the verdicts are read:
@@ -10,7 +10,12 @@ the question and the steps and says where the verdicts are read:
 * ``math_shepherd`` — Math-Shepherd (peiyi9979/math-shepherd-mistral-7b-prm): plain text
   ``"{question} Step 1: ... ки\\nStep 2: ... ки"``; a causal LM; the score of step k is
   ``softmax([logit(+), logit(-)])[0]`` at the k-th ``ки``. A step that starts with its own "Step k:"
-  label (a response in this format) loses it: the convention writes the labels.
+  label (a response in this format) loses it: the convention writes the labels;
+* ``skywork`` — Skywork-o1-Open-PRM (Qwen2.5-1.5B/7B based): token ids, not a text: BOS + question +
+  newline tokenized together, then each step tokenized on its own and followed by the newline token; a
+  causal LM with a scalar value head; the score of step k is ``sigmoid(value)`` at the k-th of those
+  newlines. Its steps are lines (Skywork splits a response on ``\n``), so the ``prm`` reward splits on
+  a newline by default for it. The tag is a position, not text: nothing is removed from the steps.
 
 The step tag is removed from the question and the steps first (and the steps trimmed again): a
 response that writes ``<extra_0>`` itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
@@ -39,10 +44,14 @@ class PRMConvention:
     name: str
     step_tag: str
     label_tokens: tuple[str, str] | None  # (positive, negative) for LM-head PRMs
+    tag_in_text: bool = True  # False: the tag token is placed between separately tokenized steps
+    separator: str = "\n\n"  # how the prm reward splits a response for this model by default
 
     def clean(self, text: str) -> str:
         """``text`` without step tags (:func:`tag_pattern`), until none is left: "<ext<extra_0>ra_0>"
-        without its inner tag is a tag."""
+        without its inner tag is a tag. Unchanged for a convention whose tags are not text."""
+        if not self.tag_in_text:
+            return text
         rx = tag_pattern(self.step_tag)
         while True:
             cleaned = rx.sub("", text)
@@ -67,6 +76,10 @@ class PRMConvention:
         # trimmed again: a tag removed from a step's edge left the space before it ("5. <extra_0>" was
         # "5. "), an input the same step without the tag never gives (steps are trimmed when split)
         clean = [self.clean(s).strip() for s in steps]
+        if self.name == "skywork":
+            return StepQuery(
+                step_tag=self.step_tag, steps=len(clean), pieces=(q + "\n", *clean), value_head=True
+            )
         if self.name == "qwen":
             body = self.step_tag.join(clean) + self.step_tag
             return StepQuery(
@@ -102,4 +115,5 @@ def _unlabelled(step: str) -> str:
 CONVENTIONS: dict[str, PRMConvention] = {
     "qwen": PRMConvention("qwen", "<extra_0>", None),
     "math_shepherd": PRMConvention("math_shepherd", "ки", ("+", "-")),
+    "skywork": PRMConvention("skywork", "\n", None, tag_in_text=False, separator="\n"),
 }

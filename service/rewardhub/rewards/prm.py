@@ -4,7 +4,9 @@ The response (after a ``<think>`` block by default, and none of a block that nev
 into steps (``separator``, default a blank line, or a regular expression ``pattern``), each step keeps
 its character span, and the PRM's input is built in the model's own convention (``qwen``:
 Qwen2.5-Math-PRM, ``<extra_0>`` after each step, the positive-class probability; ``math_shepherd``:
-``ки`` after each step, softmax over the ``+``/``-`` logits). The question comes from ``prompt``.
+``ки`` after each step, softmax over the ``+``/``-`` logits; ``skywork``: Skywork-o1-Open-PRM, each line
+a step, tokenized on its own and followed by a newline, the sigmoid of its value head there). The
+question comes from ``prompt``.
 
 The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
 ``REWARDHUB_PRM_CONVENTION``, or ``REWARDHUB_PRM_URL`` for a vLLM ``/pooling`` server). Items from
@@ -49,11 +51,15 @@ _FLOOR: dict[str, float] = {"soft_min": -1.0}  # every aggregate's lowest value;
 
 class PRMConfig(RewardConfig):
     backend: str = Field("prm", min_length=1, description="Name of the model backend (see REWARDHUB_PRM_*).")
-    convention: Literal["qwen", "math_shepherd"] | None = Field(
+    convention: Literal["qwen", "math_shepherd", "skywork"] | None = Field(
         None,
         description="Input format of the PRM; default: the backend's (REWARDHUB_PRM_CONVENTION), else qwen.",
     )
-    separator: str = Field("\n\n", min_length=1, description="Steps are separated by this string.")
+    separator: str | None = Field(
+        None,
+        min_length=1,
+        description="Steps are separated by this string; default a blank line (a newline for skywork).",
+    )
     pattern: str | None = Field(
         None,
         max_length=500,
@@ -105,11 +111,12 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.6: a response with no steps has every aggregate (0) in components, and details.first_error 0
     # 1.7: vLLM /pooling probabilities rounded to bf16 are not soft-maxed a second time (0.35 read 0.43);
     # the aggregates and first_error come from the step scores as details show them (6 decimals)
-    # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1
+    # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1;
+    # convention skywork (value head, steps are lines)
     version: ClassVar[str] = "1.8.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
-        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM and Math-Shepherd conventions; in process or vLLM /pooling."
+        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd and Skywork conventions; in process or vLLM /pooling."
     )
     config_model = PRMConfig
     reads = ("prompt", "response")
@@ -145,7 +152,7 @@ class PRMReward(ModelReward[PRMConfig]):
         budget = MatchBudget()
         split = partial(
             split_steps,
-            separator=config.separator,
+            separator=config.separator if config.separator is not None else conv.separator,
             pattern=config.pattern,
             skip_think=config.skip_think,
             max_steps=config.max_steps,
