@@ -73,6 +73,23 @@ def test_bad_specs_name_the_problem(tmp_path: Path) -> None:
         load_backends_file(str(y))
 
 
+def test_skywork_loads_a_value_head_and_only_in_process(tmp_path: Path) -> None:
+    """A skywork PRM needs its value head, which only the transformers backend adds: the shortcut picks
+    task value_head, and a vLLM kind or a vLLM engine with that task is refused when the file is read."""
+    all_specs, _ = specs_from_settings(settings(prm_model="/m/sky", prm_convention="skywork"))
+    prm = all_specs["prm"]
+    assert isinstance(prm, LocalSpec) and (prm.task, prm.convention) == ("value_head", "skywork")
+    f = tmp_path / "b.json"
+    f.write_text(
+        '{"backends": {"p": {"kind": "vllm_pooling", "url": "http://a", "model": "m", "convention": "skywork"}}}'
+    )
+    with pytest.raises(ValueError, match="convention skywork .* needs kind transformers"):
+        load_backends_file(str(f))
+    f.write_text('{"backends": {"p": {"kind": "vllm", "model": "/m", "task": "value_head"}}}')
+    with pytest.raises(ValueError, match="task value_head .* needs kind transformers"):
+        load_backends_file(str(f))
+
+
 @pytest.mark.parametrize("var", ["judge_url", "prm_url", "orm_url"])
 def test_a_bad_shortcut_url_names_its_variable(var: str) -> None:
     """A shortcut URL without its scheme failed the start with pydantic's 'validation error for
