@@ -8,7 +8,7 @@ defused so the response cannot end its own block early.
 Templates are plain text with ``{placeholders}``; only the known names are substituted, so LaTeX braces
 in a custom template are left alone. Placeholders: ``{prompt}``, ``{response}``, ``{reference}``,
 ``{response_a}``, ``{response_b}``, ``{criterion}``, ``{rubric}``, ``{answer}``, ``{min_score}``,
-``{max_score}``.
+``{max_score}``, ``{previous_steps}``, ``{step}``, ``{step_number}``.
 """
 
 from __future__ import annotations
@@ -62,6 +62,15 @@ TEMPLATES: dict[str, str] = {
         "pitfall the response should avoid), rate the response from {min_score} to {max_score} "
         '({max_score} is best). Explain briefly, then end with a line of the form "Score: N".'
     ),
+    # a generative PRM's call for one step (GenPRM's protocol: the step in the context of the earlier ones)
+    "steps": (
+        "[Question]\n{prompt}\n\n[Earlier steps of the solution]\n<response>\n{previous_steps}\n</response>\n\n"
+        "[Step {step_number}]\n<response>\n{step}\n</response>\n\n"
+        "Is step {step_number} correct, given the question and the earlier steps? Check only this step: "
+        "its facts, its reasoning and its calculations (an earlier step's error is not this step's). "
+        'Explain briefly, then end with a line "Decision: Yes" if the step is correct or "Decision: No" '
+        "if it is not."
+    ),
     "reference": (
         "[Question]\n{prompt}\n\n[Ground-truth answer]\n{reference}\n\n[Student's final answer]\n"
         "<answer>\n{answer}\n</answer>\n\n"
@@ -79,6 +88,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "rubric": ("{response}", "{criterion}"),
     "rubric_implicit": ("{response}", "{rubric}"),
     "reference": ("{answer}", "{reference}"),
+    "steps": ("{step}",),
 }
 
 # Every placeholder each mode fills (the required ones among them); any other known placeholder in a
@@ -89,6 +99,7 @@ SUPPLIED: dict[str, tuple[str, ...]] = {
     "rubric": ("{prompt}", "{response}", "{criterion}"),
     "rubric_implicit": ("{prompt}", "{response}", "{rubric}", "{min_score}", "{max_score}"),
     "reference": ("{prompt}", "{reference}", "{answer}"),
+    "steps": ("{prompt}", "{previous_steps}", "{step}", "{step_number}"),
 }
 
 
@@ -109,6 +120,7 @@ DECISION_PATTERNS: dict[str, str] = {
     "rubric": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
+    "steps": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
 }
 
 # A line of a *response* that is the judge's own decision line: a forged verdict (hardening). Stricter
@@ -164,6 +176,7 @@ FORGED_PATTERNS: dict[str, str] = {
     "rubric_implicit": _SCORE_LINE,
     "reference": rf"final[ \t]+decision[ \t*]*{_BELOW}(?:{_ON_LINE}(?:yes|no)\b|{_ARROW}(?:yes|no){LINE_END})",
 }
+FORGED_PATTERNS["steps"] = FORGED_PATTERNS["rubric"]  # the same "Decision: Yes" line
 
 PLACEHOLDERS = (
     "prompt",
@@ -177,6 +190,9 @@ PLACEHOLDERS = (
     "answer",
     "min_score",
     "max_score",
+    "previous_steps",
+    "step",
+    "step_number",
 )
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _BLOCK = r"(response(?:_a|_b)?|answer)"  # the untrusted blocks of the templates

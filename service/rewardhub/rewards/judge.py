@@ -17,6 +17,18 @@ Modes (every score is in [0, 1]):
   one yes/no judgement per criterion, score ``clip(Σ w·c / Σ_{w>0} w, 0, 1)`` (a negative weight marks a
   pitfall: satisfying it subtracts; a perfect response scores 1); ``implicit``: one call, the judge sees
   the whole rubric and rates it like pointwise.
+* ``steps``: a generative process reward model (GenPRM, algorithms.md §1.6). The response is split into
+  steps (``separator``, a blank line by default; after any ``<think>`` block; at most ``max_steps``,
+  the rest merged) and the judge is asked about each step in turn, seeing the question and the earlier
+  steps: "Decision: Yes/No". A step's score is the decision's value, with ``scoring: "logprobs"`` GenPRM's
+  ``P(Yes) / (P(Yes) + P(No))`` at the decision token (a label missing from the top-k bounded by the
+  smallest top-k probability, as GenPRM does). The score is the ``aggregation`` of the step scores
+  (``min`` default, ``prod``, ``last``, ``mean``, ``first_error`` with ``threshold``, ``soft_min`` with
+  ``soft_min_temperature``: as the ``prm`` reward's), every aggregate is in ``components``, and
+  ``details.steps`` lists ``{index, start, end, score, label, method}`` with spans into the response.
+  One unreadable or failed step judgement makes the item ``parse_error`` / ``backend_error`` (GenPRM's
+  neutral 0.5 would be a score nobody gave). GenPRM's own prompt fits too: its system prompt as
+  ``system_prompt`` and the regular expression ``\\\\boxed\\{(yes|no)\\}`` as ``decision_pattern``.
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -80,6 +92,8 @@ from rewardhub.judging.templates import (
 )
 from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
+from rewardhub.prm import Aggregation, aggregate, split_steps
+from rewardhub.prm.aggregate import first_error_index
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
@@ -91,9 +105,12 @@ __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
 log = structlog.get_logger("rewardhub.judge")
 
-Mode = Literal["pointwise", "pairwise", "rubric", "reference"]
+Mode = Literal["pointwise", "pairwise", "rubric", "reference", "steps"]
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
 _EXCERPT = 2000
+_STEP_EXCERPT = 300  # of each step's judgement in details.steps
+_STEPS_FIELDS = ("separator", "max_steps", "aggregation", "threshold", "soft_min_temperature")
+_AGGREGATIONS: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error", "soft_min")
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 _OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
 
@@ -113,7 +130,7 @@ class Criterion(RewardConfig):
 
 
 class JudgeConfig(RewardConfig):
-    mode: Mode = Field("pointwise", description="pointwise | pairwise | rubric | reference.")
+    mode: Mode = Field("pointwise", description="pointwise | pairwise | rubric | reference | steps.")
     backend: str = Field(
         "judge", min_length=1, description="Name of the chat backend (see REWARDHUB_JUDGE_*)."
     )
@@ -165,6 +182,16 @@ class JudgeConfig(RewardConfig):
         description="reference: a rule verifier tried first (1 without the judge when it says correct).",
     )
     judge_rule_negatives: bool = Field(True, description="reference: ask the judge when the rule says wrong.")
+    # steps (a generative PRM)
+    separator: str = Field("\n\n", min_length=1, description="steps: steps are separated by this string.")
+    max_steps: int = Field(
+        16, ge=1, le=64, description="steps: more steps are merged into this many (one judge call each)."
+    )
+    aggregation: Aggregation = Field(
+        "min", description="steps: min | prod | last | mean | first_error | soft_min of the step scores."
+    )
+    threshold: float = Field(0.5, ge=0.0, le=1.0, description="steps: τ of first_error.")
+    soft_min_temperature: float = Field(0.1, ge=0.001, le=100.0, description="steps: T of soft_min.")
     # hardening
     strip_think: bool = Field(
         True,
@@ -211,6 +238,9 @@ class JudgeConfig(RewardConfig):
                 raise ValueError("include_reference is false, but the template shows the reference")
         if self.criteria is not None and self.mode != "rubric":
             raise ValueError("criteria apply to mode rubric only")
+        stray = sorted(self.model_fields_set & set(_STEPS_FIELDS)) if self.mode != "steps" else []
+        if stray:
+            raise ValueError(f"{stray[0]} applies to mode steps only")
         if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
             raise ValueError("criteria need at least one positive weight")
         return self
@@ -299,10 +329,12 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # orders to answer yes or grade as correct in French, Spanish, German, Russian, Chinese, Japanese, Korean;
     # "Ans:", "Soln:", and answer/result labels in 30 more languages are content-free;
     # an unreadable judgement is asked for once more when sampling (temperature > 0), algorithms.md §2.2
-    version: ClassVar[str] = "1.6.3"
+    # 1.7.0: mode steps, a generative PRM (GenPRM): one judgement per step, aggregated as prm's
+    version: ClassVar[str] = "1.7.0"
     description: ClassVar[str] = (
-        "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria) or "
-        "reference-guided verification with a rule verifier first; parse or logprob-expected scores; "
+        "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
+        "reference-guided verification with a rule verifier first, or steps (a generative PRM: one "
+        "judgement per step, aggregated); parse or logprob-expected scores; "
         "content-free and prompt-injection responses score 0 without a judge call."
     )
     config_model = JudgeConfig
@@ -597,6 +629,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 order_ba={**_describe(d2, o2), "p_response_wins": p_ba},
             )
             return Outcome(score, None, {"order_ab": p_ab, "order_ba": p_ba}, details)
+        if config.mode == "steps":
+            return await self._steps(ask, item, config, j, details)
         # rubric
         criteria = _criteria(item, config)
         if isinstance(criteria, Outcome):
@@ -622,6 +656,60 @@ class JudgeReward(ModelReward[JudgeConfig]):
         details["criteria"] = per
         comps = {f"criterion_{k}": p["value"] for k, p in enumerate(per)}
         return Outcome(score, None, comps, details)
+
+    @staticmethod
+    async def _steps(
+        ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
+    ) -> Outcome:
+        """A generative PRM: one judgement per step, each seeing the earlier steps; then the aggregate."""
+        steps = split_steps(
+            item.response,
+            separator=config.separator,
+            skip_think=config.strip_think,
+            max_steps=config.max_steps,
+        )
+        if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
+            details.update(aggregation=config.aggregation, steps=[], first_error=0)
+            comps: dict[str, float | None] = {a: (-1.0 if a == "soft_min" else 0.0) for a in _AGGREGATIONS}
+            return Outcome(comps[config.aggregation] or 0.0, Reason.NO_ANSWER, comps, details)
+        texts = [defuse(s.text) for s in steps]
+        asked = await gather_all(
+            *(
+                ask(
+                    fill(
+                        j.template,
+                        {
+                            "prompt": item.prompt or "",
+                            "previous_steps": "\n\n".join(
+                                f"Step {n + 1}: {t}" for n, t in enumerate(texts[:k])
+                            )
+                            or "(none: this is the first step)",
+                            "step": texts[k],
+                            "step_number": str(k + 1),
+                        },
+                    )
+                )
+                for k in range(len(steps))
+            )
+        )
+        rows: list[dict[str, Any]] = []
+        for k, (s, (d, out)) in enumerate(zip(steps, asked, strict=True)):
+            if isinstance(d, Outcome):
+                d.details.setdefault("step", k)
+                return d
+            described = _describe(d, out)
+            described["judgement"] = out[-_STEP_EXCERPT:]
+            rows.append({"index": k, "start": s.start, "end": s.end, "score": round(d.value, 6), **described})
+        scores = [r["score"] for r in rows]
+        comps = {
+            a: aggregate(scores, a, config.threshold, config.soft_min_temperature) for a in _AGGREGATIONS
+        }
+        details.update(
+            aggregation=config.aggregation,
+            steps=rows,
+            first_error=first_error_index(scores, config.threshold),
+        )
+        return Outcome(comps[config.aggregation], None, comps, details)
 
 
 class _Asker:
