@@ -119,3 +119,14 @@ def test_the_skywork_convention_keeps_the_text_and_builds_pieces() -> None:
     q = conv.query("Is 1 + 1 = 2?\nYes.", ["1 + 1 = 2", "So yes <extra_0> ки"])
     assert q.pieces == ("Is 1 + 1 = 2?\nYes.\n", "1 + 1 = 2", "So yes <extra_0> ки") and q.value_head
     assert q.messages is None and q.text is None and q.steps == 2
+
+
+def test_a_pieced_query_counts_its_length_for_the_batcher() -> None:
+    """The batcher sorts by and budgets tokens with a length estimate; a pieced query counted as 8
+    tokens whatever its size, so a batch of long Skywork inputs could pass the token budget many times."""
+    from rewardhub.models.base import StepQuery
+    from rewardhub.models.transformers_backend import _step_len
+
+    long = StepQuery(step_tag="\n", steps=2, pieces=("q" * 400, "s" * 400, "t" * 400), value_head=True)
+    text = StepQuery(step_tag="\n", steps=2, text="x" * 1200)
+    assert _step_len(long) >= _step_len(text) > 100

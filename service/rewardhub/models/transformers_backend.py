@@ -74,7 +74,13 @@ def _chars(messages: Sequence[Message]) -> int:
 def _step_len(q: StepQuery) -> int:
     # A cheap token estimate (about 4 characters per token) for sorting and the token budget: exact
     # counts would mean tokenizing on the event loop.
-    return (_chars(q.messages) if q.messages is not None else len(q.text or "")) // 4 + 8
+    if q.messages is not None:
+        chars = _chars(q.messages)
+    elif q.pieces is not None:
+        chars = sum(len(p) for p in q.pieces) + q.steps  # a tag token after each step
+    else:
+        chars = len(q.text or "")
+    return chars // 4 + 8
 
 
 @dataclass(frozen=True, slots=True)
