@@ -230,6 +230,13 @@ def shepherd_prm_path(tiny_dir: Path) -> str:
 
 
 @pytest.fixture(scope="session")
+def rlhflow_prm_path(tiny_dir: Path) -> str:
+    from tiny_models import build_tiny_rlhflow_prm
+
+    return str(build_tiny_rlhflow_prm(tiny_dir / "rlhflow-prm"))
+
+
+@pytest.fixture(scope="session")
 def orm_path(tiny_dir: Path) -> str:
     from tiny_models import build_tiny_orm
 

@@ -115,6 +115,51 @@ def build_tiny_math_shepherd_prm(path: Path, *, hidden: int = 64, layers: int = 
     return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers)), tok, path)
 
 
+# A Llama-3.1-like template: a fixed system header first, every turn trimmed and closed by <|eot_id|>
+LLAMA3_TEMPLATE = (
+    "{{- bos_token }}<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+    "Today Date: 26 Jul 2024\n\n<|eot_id|>{% for message in messages %}<|start_header_id|>"
+    "{{ message['role'] }}<|end_header_id|>\n\n{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def build_tiny_rlhflow_prm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+    """An RLHFlow look-alike (Llama3.1-8B-PRM-Mistral-Data): a Llama causal LM whose tokenizer has Llama
+    3's header and turn tokens, a Llama-3.1-like chat template, and ``+`` and ``-`` as tokens (random
+    weights; the scores mean nothing)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    tok: Any = train_tokenizer()
+    tok.add_special_tokens(
+        {
+            "additional_special_tokens": [
+                "<|begin_of_text|>",
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+                "<|eot_id|>",
+            ]
+        }
+    )
+    tok.bos_token, tok.eos_token = "<|begin_of_text|>", "<|eot_id|>"
+    tok.chat_template = LLAMA3_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    return _save(LlamaForCausalLM(config), tok, path)
+
+
 def build_tiny_skywork_prm(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
     """A Skywork-o1-Open-PRM look-alike: a Qwen2 causal LM saved with a value head beside its weights
     (``v_head.summary.weight`` [1, hidden] and ``v_head.summary.bias``, TRL's value-head layout), and a

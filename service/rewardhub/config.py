@@ -199,8 +199,8 @@ class Settings(BaseSettings):
         None,
         description="Local PRM directory ('prm' backend); with REWARDHUB_PRM_URL, the served model name.",
     )
-    prm_convention: Literal["qwen", "math_shepherd", "skywork"] = Field(
-        "qwen", description="Input format of the PRM: qwen | math_shepherd | skywork."
+    prm_convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow"] = Field(
+        "qwen", description="Input format of the PRM: qwen | math_shepherd | skywork | rlhflow."
     )
     prm_url: str | None = Field(None, description="vLLM server root serving the PRM (/pooling).")
     orm_model: str | None = Field(

@@ -199,6 +199,24 @@ async def test_remote_prm_and_orm(make_app: MakeApp, qwen_prm_path: str) -> None
             }
 
 
+async def test_the_vllm_pooling_backend_refuses_rlhflow_per_item(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with serve_app(vllm_app(qwen_prm_path, seen)) as url:
+        async with make_app(prm_url=f"{url}/v1", prm_model="Qwen/Qwen2.5-Math-PRM-7B") as client:
+            items = [{"prompt": "Q?", "response": "1 + 1 = 2\n\nb"}, {"prompt": "Q2", "response": "x"}]
+            r = await client.post(
+                "/v1/score",
+                json={"reward": {"name": "prm", "config": {"convention": "rlhflow"}}, "items": items},
+            )
+            assert r.status_code == 200, r.text
+            for res in r.json()["results"]:
+                assert res["valid"] is False and res["reason"] == "unsupported"
+                assert "RLHFlow" in res["details"]["message"] and "transformers" in res["details"]["message"]
+    assert not [b for path, b in seen if path == "/pooling"]  # refused before any request
+
+
 async def test_control_tokens_typed_in_a_response_do_not_reach_the_server(
     make_app: MakeApp, qwen_prm_path: str
 ) -> None:

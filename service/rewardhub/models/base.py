@@ -118,6 +118,11 @@ class StepQuery:
     (Skywork-o1-Open-PRM builds its input so; one string tokenized whole would merge "." and the newline
     into one token). The tokenizer's BOS text goes before the first piece. ``value_head``: the score is
     the sigmoid of a scalar value head at that token (Skywork), not a class or label-token probability.
+
+    ``predicts`` (with ``messages``): the step tag is a placeholder for this text, written in after the
+    conversation is rendered, and the score is read at the token before it, the position that predicts
+    it (RLHFlow's PRMs: every assistant turn is ``"+"``, read where the model predicts it). A
+    placeholder, because the text itself may occur in user text ("2 + 3"), where it is no step.
     """
 
     step_tag: str
@@ -128,6 +133,7 @@ class StepQuery:
     positive_index: int = 1
     pieces: tuple[str, ...] | None = None
     value_head: bool = False
+    predicts: str | None = None
 
 
 def step_rows(rows: int, tokens: int, tags: Sequence[int]) -> list[int] | None:

@@ -8,7 +8,7 @@ Tasks and what they read:
 
 * ``generate``: a causal LM; :func:`generate_chat` (judges: greedy or sampled generation with per-token
   top-k logprobs) and :func:`step_probs` with ``label_tokens`` (Math-Shepherd: softmax over the
-  ``+``/``-`` logits at each step tag);
+  ``+``/``-`` logits at each step tag; RLHFlow: the same at the token before each assistant ``+``);
 * ``token_classification``: :func:`step_probs` with a classifier head (Qwen2.5-Math-PRM: softmax over
   the labels at each ``<extra_0>``, the positive class);
 * ``value_head``: :func:`step_probs` with a scalar value head on the base model (Skywork-o1-Open-PRM:
@@ -56,6 +56,7 @@ __all__ = [
     "encode_conversations",
     "encode_steps",
     "generate_chat",
+    "predicted_text",
     "load",
     "render",
     "scatter",
@@ -481,6 +482,8 @@ def _rendered(make: Callable[[], str]) -> str | BackendError:
     raises on a system turn): that item fails alone (``unsupported``), not its batch."""
     try:
         return str(make())
+    except BackendError as exc:  # predicted_text's: already says what is wrong
+        return exc
     except Exception as exc:  # jinja2's TemplateError, or whatever a template's raise_exception raises
         return BackendUnavailable(
             f"the model's chat template refused this input: {type(exc).__name__}: {exc}"[:300]
@@ -523,8 +526,19 @@ def scatter(
 
 def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tuple[list[str], list[Any]]:
     """PRM queries' texts (:func:`step_input`) and their encodings with character offsets. A query
-    given as ``pieces`` has no text (""): its encoding carries its step positions (:func:`encode_pieces`)."""
-    rendered = [_rendered(partial(step_input, tok, q)) if q.pieces is None else "" for q in queries]
+    given as ``pieces`` has no text (""): its encoding carries its step positions (:func:`encode_pieces`);
+    so does one whose tags stand for a ``predicts`` text (:func:`predicted_text`, :func:`_predicting`)."""
+    rendered: list[str | BackendError] = []
+    written: dict[int, list[int]] = {}  # per `predicts` query: where its predicted texts start
+    for i, q in enumerate(queries):
+        if q.pieces is not None:
+            rendered.append("")
+        elif q.predicts is not None:
+            starts: list[int] = []
+            rendered.append(_rendered(partial(predicted_text, tok, q, starts)))
+            written[i] = starts
+        else:
+            rendered.append(_rendered(partial(step_input, tok, q)))
     texts = [r if isinstance(r, str) else "" for r in rendered]
     templated = [q.messages is not None and has_chat_template(tok) for q in queries]
     textual = [i for i, q in enumerate(queries) if q.pieces is None]
@@ -534,12 +548,80 @@ def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tup
             tok, max_length, [rendered[i] for i in textual], [templated[i] for i in textual], offsets=True
         )
         for i, enc in zip(textual, done, strict=True):
+            if i in written and not isinstance(enc, BackendError):
+                q = queries[i]
+                assert q.predicts is not None
+                at = _predicting(enc, written[i], _token_id(tok, q.predicts), q.predicts)
+                enc = at if isinstance(at, BackendError) else {**enc, "positions": at}
             encs[i] = enc
     pieced = [i for i, q in enumerate(queries) if q.pieces is not None]
     if pieced:
         for i, enc in zip(pieced, encode_pieces(tok, max_length, [queries[i] for i in pieced]), strict=True):
             encs[i] = enc
     return texts, encs
+
+
+def predicted_text(tok: Any, q: StepQuery, starts: list[int]) -> str:
+    """A ``predicts`` query's conversation rendered (:func:`step_input`) with each step tag replaced by
+    the predicted text; where each of those starts in the result is appended to ``starts``.
+
+    The steps are read from one pass over the whole conversation, where the model card reads each from
+    a pass over the conversation cut after that step's turn. Under causal masking that is the same,
+    provided the template renders the start of a conversation as it renders that start alone; a
+    template that does not (one that marks the last turn before its content, say) is refused here, per
+    item, rather than scored with inputs the model never saw; what it renders after a ``+`` is never
+    read. Checked with the conversation cut after its first step and after its last but one, not after
+    every step: that is a render per step, quadratic in the steps (40 ms of Jinja for 64 steps on a
+    2-core CPU box, 1.5 s for 512). Raises
+    :class:`BackendUnavailable` for that and for a tokenizer without a chat template (the convention
+    is a conversation)."""
+    if not has_chat_template(tok):
+        raise BackendUnavailable(
+            "this PRM convention (rlhflow) is a conversation rendered with the model's chat template; "
+            "the model's tokenizer has none: use the convention it was trained with"
+        )
+    assert q.messages is not None and q.predicts is not None
+    tag = tag_pattern(q.step_tag)
+    full = step_input(tok, q)
+    cuts = [k for k, m in enumerate(q.messages[:-1]) if tag.search(m.content)]
+    for k in sorted({*cuts[:1], *cuts[-1:]}):
+        alone = step_input(tok, StepQuery(q.step_tag, 0, messages=q.messages[: k + 1]))
+        ends = [t.end() for t in tag.finditer(alone)]
+        if not ends or not full.startswith(alone[: ends[-1]]):
+            raise BackendUnavailable(
+                "the model's chat template renders a conversation's start otherwise than that start "
+                "alone: one pass over the whole conversation would not score what the model card scores"
+            )
+    out: list[str] = []
+    at, size = 0, 0
+    for t in tag.finditer(full):
+        out.append(full[at : t.start()])
+        size += t.start() - at
+        starts.append(size)
+        out.append(q.predicts)
+        size += len(q.predicts)
+        at = t.end()
+    out.append(full[at:])
+    return "".join(out)
+
+
+def _predicting(enc: Any, starts: Sequence[int], token: int, text: str) -> list[int] | BackendError:
+    """The positions that predict the texts written at ``starts`` (:func:`predicted_text`): the token
+    before each, which must be ``token`` exactly (the model card's ``tok.encode("+")[-1]``). A text the
+    tokenizer merged with its neighbours is an error, not a read at a guessed position."""
+    offsets, ids = enc["offset_mapping"], enc["input_ids"]
+    positions: list[int] = []
+    k = 0
+    for start in starts:
+        while k < len(offsets) and offsets[k][0] < start:
+            k += 1
+        if k == len(offsets) or k == 0 or tuple(offsets[k]) != (start, start + len(text)) or ids[k] != token:
+            return BackendUnavailable(
+                f"the chat template's {text!r} after a step is not the token {text!r} alone in this "
+                "tokenization: there is no position predicting it"
+            )
+        positions.append(k - 1)
+    return positions
 
 
 def encode_pieces(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> list[Any]:
@@ -620,7 +702,7 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
             continue
         positions = (
             enc["positions"]
-            if q.pieces is not None
+            if q.pieces is not None or q.predicts is not None
             else _tag_positions(text, q.step_tag, enc["offset_mapping"])
         )
         if len(positions) != q.steps:
@@ -670,14 +752,15 @@ def _head_mismatch(loaded: Loaded, q: StepQuery) -> BackendUnavailable | None:
     lm_head = loaded.task == "generate"
     if q.label_tokens is not None and not lm_head:
         return BackendUnavailable(
-            "this PRM convention reads +/- logits from a language-model head (Math-Shepherd); the model is "
-            "loaded as a token classifier: use the convention it was trained with (qwen)"
+            "this PRM convention reads +/- logits from a language-model head (Math-Shepherd, RLHFlow); the "
+            "model is loaded as a token classifier: use the convention it was trained with (qwen)"
         )
     if q.label_tokens is None:
         if lm_head:
             return BackendUnavailable(
                 "this PRM convention reads a classifier head's positive class (Qwen2.5-Math-PRM); the model "
-                "is loaded as a causal LM: use math_shepherd, or load it with task token_classification"
+                "is loaded as a causal LM: use math_shepherd or rlhflow, or load it with task "
+                "token_classification"
             )
         labels = int(getattr(getattr(loaded.model, "config", None), "num_labels", 0) or 0)
         if labels and q.positive_index >= labels:

@@ -60,13 +60,14 @@ __all__ = [
 if TYPE_CHECKING:
     import yaml
 
-Convention = Literal["qwen", "math_shepherd", "skywork"]
+Convention = Literal["qwen", "math_shepherd", "skywork", "rlhflow"]
 Task = Literal["generate", "token_classification", "sequence_classification", "embedding", "value_head"]
 # The head each PRM convention reads, which decides the class a local PRM is loaded as
 PRM_TASKS: dict[str, Task] = {
     "qwen": "token_classification",
     "math_shepherd": "generate",
     "skywork": "value_head",
+    "rlhflow": "generate",
 }
 
 # Kinds whose step scoring reads a classifier head only: a +/- token PRM (math_shepherd) fails every item
@@ -76,9 +77,9 @@ CLASSIFIER_HEAD_KINDS = frozenset({"vllm_pooling", "vllm"})
 
 def unservable(kind: str | None, convention: str | None) -> str | None:
     """Why a backend of ``kind`` cannot serve PRM ``convention``, or None when it can."""
-    if convention == "math_shepherd" and kind in CLASSIFIER_HEAD_KINDS:
+    if convention in ("math_shepherd", "rlhflow") and kind in CLASSIFIER_HEAD_KINDS:
         return (
-            f"convention math_shepherd (a PRM that reads +/- token logits) needs kind transformers; "
+            f"convention {convention} (a PRM that reads +/- token logits) needs kind transformers; "
             f"{kind} serves classifier-head PRMs only (convention qwen)"
         )
     if convention == "skywork" and kind in CLASSIFIER_HEAD_KINDS:
@@ -93,7 +94,8 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     convention: Convention | None = Field(
-        None, description="For a PRM: the input format it was trained on (qwen | math_shepherd | skywork)."
+        None,
+        description="For a PRM: the input format it was trained on (qwen | math_shepherd | skywork | rlhflow).",
     )
 
     @model_validator(mode="after")

@@ -15,7 +15,17 @@ the question and the steps and says where the verdicts are read:
   newline tokenized together, then each step tokenized on its own and followed by the newline token; a
   causal LM with a scalar value head; the score of step k is ``sigmoid(value)`` at the k-th of those
   newlines. Its steps are lines (Skywork splits a response on ``\n``), so the ``prm`` reward splits on
-  a newline by default for it. The tag is a position, not text: nothing is removed from the steps.
+  a newline by default for it. The tag is a position, not text: nothing is removed from the steps;
+* ``rlhflow`` — RLHFlow's Llama3.1-8B-PRM-Mistral-Data / -Deepseek-Data: a multi-turn chat, user
+  ``question + " " + step 1``, assistant ``"+"``, then user = step k, assistant ``"+"`` for every later
+  step, rendered with the model's chat template; a causal LM; the score of step k is
+  ``softmax([logit(+), logit(-)])[0]`` at the token before the k-th assistant ``"+"`` (the position that
+  predicts it; the model card's ``logits[:, -3]`` of the conversation cut after that turn). All steps
+  are read from one pass over the whole conversation: under causal masking the same numbers as a pass
+  per prefix, for a template that renders a conversation's start as it renders it alone (the backend
+  checks). The assistant turns hold a placeholder tag (:data:`RLHFLOW_TAG`, removed from user text like
+  every tag) that the backend replaces by ``"+"`` after rendering: a ``"+"`` in user text ("2 + 3") is
+  no step.
 
 The step tag is removed from the question and the steps first (and the steps trimmed again): a
 response that writes ``<extra_0>`` itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
@@ -34,9 +44,11 @@ from rewardhub.models.base import Message, StepQuery
 from rewardhub.models.specials import GENERIC, Scrubber
 from rewardhub.prm.tags import tag_pattern
 
-__all__ = ["CONVENTIONS", "PRMConvention", "tag_pattern"]
+__all__ = ["CONVENTIONS", "RLHFLOW_TAG", "PRMConvention", "tag_pattern"]
 
 QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+# Where an RLHFlow assistant turn's "+" goes (StepQuery.predicts): text no tokenizer treats as special
+RLHFLOW_TAG = "<rewardhub:rlhflow:+>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,20 @@ class PRMConvention:
             return StepQuery(
                 step_tag=self.step_tag, steps=len(clean), pieces=(q + "\n", *clean), value_head=True
             )
+        if self.name == "rlhflow":
+            turns: list[Message] = []
+            for k, step in enumerate(clean):
+                turns += [
+                    Message("user", f"{q} {step}" if k == 0 else step),
+                    Message("assistant", self.step_tag),
+                ]
+            return StepQuery(
+                step_tag=self.step_tag,
+                steps=len(clean),
+                messages=tuple(turns),
+                label_tokens=self.label_tokens,
+                predicts=self.label_tokens[0] if self.label_tokens else None,
+            )
         if self.name == "qwen":
             body = self.step_tag.join(clean) + self.step_tag
             return StepQuery(
@@ -116,4 +142,5 @@ CONVENTIONS: dict[str, PRMConvention] = {
     "qwen": PRMConvention("qwen", "<extra_0>", None),
     "math_shepherd": PRMConvention("math_shepherd", "ки", ("+", "-")),
     "skywork": PRMConvention("skywork", "\n", None, tag_in_text=False, separator="\n"),
+    "rlhflow": PRMConvention("rlhflow", RLHFLOW_TAG, ("+", "-")),
 }

@@ -5,8 +5,11 @@ into steps (``separator``, default a blank line, or a regular expression ``patte
 its character span, and the PRM's input is built in the model's own convention (``qwen``:
 Qwen2.5-Math-PRM, ``<extra_0>`` after each step, the positive-class probability; ``math_shepherd``:
 ``ки`` after each step, softmax over the ``+``/``-`` logits; ``skywork``: Skywork-o1-Open-PRM, each line
-a step, tokenized on its own and followed by a newline, the sigmoid of its value head there). The
-question comes from ``prompt``.
+a step, tokenized on its own and followed by a newline, the sigmoid of its value head there;
+``rlhflow``: RLHFlow's Llama3.1-8B-PRM-Mistral/-Deepseek-Data, a chat of one user turn per step (the
+question before the first) each answered by an assistant ``+``, in the model's chat template, softmax
+over the ``+``/``-`` logits where the model predicts each ``+``, all steps from one forward pass; on a
+transformers backend only). The question comes from ``prompt``.
 
 The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
 ``REWARDHUB_PRM_CONVENTION``, or ``REWARDHUB_PRM_URL`` for a vLLM ``/pooling`` server). Items from
@@ -51,7 +54,7 @@ _FLOOR: dict[str, float] = {"soft_min": -1.0}  # every aggregate's lowest value;
 
 class PRMConfig(RewardConfig):
     backend: str = Field("prm", min_length=1, description="Name of the model backend (see REWARDHUB_PRM_*).")
-    convention: Literal["qwen", "math_shepherd", "skywork"] | None = Field(
+    convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow"] | None = Field(
         None,
         description="Input format of the PRM; default: the backend's (REWARDHUB_PRM_CONVENTION), else qwen.",
     )
@@ -113,10 +116,11 @@ class PRMReward(ModelReward[PRMConfig]):
     # the aggregates and first_error come from the step scores as details show them (6 decimals)
     # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1;
     # convention skywork (value head, steps are lines)
-    version: ClassVar[str] = "1.8.0"
+    # 1.9.0: convention rlhflow (RLHFlow's multi-turn +/- PRMs, read before each assistant "+")
+    version: ClassVar[str] = "1.9.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
-        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd and Skywork conventions; in process or vLLM /pooling."
+        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork and RLHFlow conventions; in process or vLLM /pooling."
     )
     config_model = PRMConfig
     reads = ("prompt", "response")
