@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from conftest import make_settings, running_app
-from rewardhub.models import hf_compute
+from rewardhub.models import hf_compute, passes
 from rewardhub.models.base import StepQuery
 from rewardhub.prm.conventions import CONVENTIONS, RLHFLOW_TAG
 
@@ -81,6 +81,9 @@ def test_batched_and_shared_prefix_passes_equal_single_item_passes(rlhflow_prm_p
     question = "What is 3 + 5 - 2? Think step by step."
     rollouts = [["3 + 5 = 8", "8 - 2 = 6", "\\boxed{6}"], ["3 + 5 = 9"], ["3 + 5 = 8", "8 - 2 = 7"]]
     queries = [RLHFLOW.query(question, r) for r in rollouts] + [RLHFLOW.query(q, s) for q, s in ITEMS]
+    _, encs = hf_compute.encode_steps(shared.tokenizer, shared.max_length, queries[:3])
+    plan = passes.plan([e["input_ids"] for e in encs], [e["positions"][0] for e in encs])
+    assert plan is not None and len(plan.groups) == 1  # the group's prompt runs once
     with hf_compute.inference():
         together = [hf_compute.step_probs(shared, queries), hf_compute.step_probs(plain, queries)]
         alone = [hf_compute.step_probs(plain, [q])[0] for q in queries]
@@ -135,7 +138,7 @@ async def test_rlhflow_on_a_token_classifier_or_without_a_template_fails_alone(
     assert no_chat["reason"] == "unsupported" and "chat template" in no_chat["details"]["message"]
 
 
-def test_a_template_that_renders_the_last_turn_otherwise_is_refused(rlhflow_prm_path: str) -> None:
+def test_a_template_one_pass_cannot_read_as_the_card_does_is_refused_per_item(rlhflow_prm_path: str) -> None:
     loaded = hf_compute.load(rlhflow_prm_path, "generate", device="cpu", share_prefix=False)
     # marks the last turn before its "+": the conversation cut after step 1 renders step 1's turn
     # otherwise than the whole conversation does, so one pass would not read what the model card reads
@@ -148,6 +151,15 @@ def test_a_template_that_renders_the_last_turn_otherwise_is_refused(rlhflow_prm_
         refused, single = hf_compute.step_probs(loaded, [two, one])
     assert isinstance(refused, hf_compute.BackendUnavailable) and "conversation's start" in str(refused)
     assert isinstance(single, list) and len(single) == 1  # one step: nothing to cut, scored
+    # a template that writes a space before the content: " +" is one token, no position predicts "+"
+    loaded.tokenizer.chat_template = (
+        "{% for m in messages %}<|start_header_id|>{{ m['role'] }}:<|end_header_id|> {{ m['content'] }}"
+        "<|eot_id|>{% endfor %}"
+    )
+    assert loaded.tokenizer.tokenize(" +") == ["Ġ+"]
+    with hf_compute.inference():
+        (merged,) = hf_compute.step_probs(loaded, [one])
+    assert isinstance(merged, hf_compute.BackendUnavailable) and "not the token '+' alone" in str(merged)
 
 
 def test_the_placeholder_never_survives_in_user_text() -> None:
