@@ -106,3 +106,27 @@ def test_formula_edges() -> None:
     rewards, dense, _ = verpo_rewards([[False, False], [False, False]], 0.5, 1e-3)
     assert rewards == [0.0, 0.0] and dense == [0.0, 0.0]
     assert verpo_rewards([[]], 0.5, 1e-3) == ([0.0], [0.0], [])
+
+
+async def test_a_part_other_than_code_is_unsupported_on_every_item(client: httpx.AsyncClient) -> None:
+    """Only the code reward's format / no_answer 0s mean "no program ran, no test passed". Another part's
+    (math finding no answer; a composite whose format gate failed) must not become a valid 0 beside the
+    unsupported items of the same batch: a trainer would learn from zeros nobody scored."""
+    gated_code = {
+        "name": "composite",
+        "config": {
+            "components": [
+                {"reward": {"name": "format", "config": {"preset": "answer"}}, "gate": True},
+                {"reward": "code"},
+            ]
+        },
+    }
+    cases: list[tuple[Any, list[tuple[str, Any]]]] = [
+        ("math", [("", "2"), ("\\boxed{2}", "2")]),  # no_answer, then a valid 1 without a pass_mask
+        (gated_code, [("", {"tests": TESTS}), (SOLUTIONS["all"], {"tests": TESTS})]),  # no <answer>: format
+    ]
+    for part, rows in cases:
+        g = f"g-{uuid.uuid4().hex}"
+        items = [{"response": r, "reference": ref, "group": g} for r, ref in rows]
+        out = await _score(client, {"name": "verpo", "config": {"code": part}}, items)
+        assert [(r["valid"], r["reason"]) for r in out] == [(False, "unsupported")] * 2, out

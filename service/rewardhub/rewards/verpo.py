@@ -21,7 +21,7 @@ once for the whole batch, and read from its ``details.pass_mask``. A member whos
 compile (``format``) or held no code (``no_answer``) passed no test. Members are pooled by group and by
 their number of tests (a group whose members carry different tests is several pools). A member the part
 could not score (``sandbox_error``, ``missing_reference``, ...) keeps that invalid result and does not
-count towards ``ρ``.
+count towards ``ρ``. A part other than ``code`` reports no tests: every item is ``unsupported``.
 
 Components: ``passed_all``, ``pass_rate`` (the plain fraction, unweighted), ``dense``. Details:
 ``tests``, ``pool_size`` (the members ``ρ`` was taken over), ``weights`` (``w_j``, the first 100).
@@ -39,6 +39,7 @@ from pydantic import Field, PrivateAttr
 from rewardhub.groups import group_indices
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
+from rewardhub.rewards.code import CodeReward
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 
 __all__ = ["VerpoConfig", "VerpoReward", "verpo_rewards"]
@@ -80,7 +81,8 @@ def verpo_rewards(
 @register
 class VerpoReward(ComposedReward[VerpoConfig]):
     name: ClassVar[str] = "verpo"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: a part other than code is unsupported on every item (its format / no_answer 0s were scored 0)
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "VeRPO dense code reward: 1[all tests pass] + α · the group-difficulty-weighted pass rate "
         "(w_j = 1 − the test's pass rate over the group + δ); tests run by `code`; needs `group`."
@@ -115,6 +117,10 @@ class VerpoReward(ComposedReward[VerpoConfig]):
             else:
                 todo.append(i)
         ran = await run_part(part, [items[i] for i in todo], ctx)
+        # Only the code reward's valid 0s for format / no_answer mean "no program, so no test passed";
+        # another part's (math's no_answer, a composite's failed format gate) says nothing about tests,
+        # and scoring it 0 would give valid zeros beside the unsupported items of the same part.
+        reads_blanks = isinstance(part.reward, CodeReward)
         masks: dict[int, list[bool] | None] = {}  # None: passed nothing, test count unknown (no program)
         why: dict[int, Reason] = {}  # the code part's reason for a valid 0 (format, no_answer): kept
         for i, v in zip(todo, ran, strict=True):
@@ -123,7 +129,7 @@ class VerpoReward(ComposedReward[VerpoConfig]):
                 out[i] = v  # the part's own invalid result (sandbox_error, missing_reference, ...)
             elif isinstance(mask, str) and set(mask) <= {"0", "1"}:
                 masks[i] = [c == "1" for c in mask]
-            elif v.reason in _NO_TESTS_PASSED:
+            elif reads_blanks and v.reason in _NO_TESTS_PASSED:
                 masks[i], why[i] = None, v.reason
             else:
                 out[i] = Outcome.invalid(
