@@ -130,3 +130,23 @@ async def test_a_part_other_than_code_is_unsupported_on_every_item(client: httpx
         items = [{"response": r, "reference": ref, "group": g} for r, ref in rows]
         out = await _score(client, {"name": "verpo", "config": {"code": part}}, items)
         assert [(r["valid"], r["reason"]) for r in out] == [(False, "unsupported")] * 2, out
+
+
+async def test_members_are_pooled_by_their_tests(client: httpx.AsyncClient) -> None:
+    """ρ is taken over the members that carry the same tests. A member with other tests in the group
+    (here a second task of four tests, and one of two) is its own pool; it neither mixes its tests into
+    the first task's pass rates nor drops the first task's program-less member out of them."""
+    g = f"g-{uuid.uuid4().hex}"
+    names = ["all", "easy", "three", "broken"]
+    items = [{"response": SOLUTIONS[k], "reference": {"tests": TESTS}, "group": g} for k in names]
+    cube = ["assert cu(1) == 1", "assert cu(2) == 8", "assert cu(3) == 27", "assert cu(4) == 64"]
+    items += [
+        {"response": "def cu(x):\n    return x ** 3\n", "reference": {"tests": cube}, "group": g},
+        {"response": SOLUTIONS["all"], "reference": {"tests": TESTS[:2]}, "group": g},
+    ]
+    out = await _score(client, "verpo", items)
+    masks = [[True] * 4, [True, True, False, False], [True, True, True, False], [False] * 4]
+    assert [r["score"] for r in out[:4]] == pytest.approx(_expected(masks), abs=1e-9), out
+    assert [r["details"]["pool_size"] for r in out] == [4, 4, 4, 4, 1, 1]
+    assert (out[3]["reason"], out[3]["details"]["tests"]) == ("format", 4)
+    assert [r["score"] for r in out[4:]] == [1.5, 1.5]

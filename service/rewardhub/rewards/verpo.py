@@ -19,9 +19,10 @@ are settings.
 The tests are run by the ``code`` part (default ``"code"``, any ``{"name": "code", "config": ...}``),
 once for the whole batch, and read from its ``details.pass_mask``. A member whose program did not
 compile (``format``) or held no code (``no_answer``) passed no test. Members are pooled by group and by
-their number of tests (a group whose members carry different tests is several pools). A member the part
-could not score (``sandbox_error``, ``missing_reference``, ...) keeps that invalid result and does not
-count towards ``ρ``. A part other than ``code`` reports no tests: every item is ``unsupported``.
+their tests (their ``reference``: a group whose members carry different tests is several pools, and a
+member without a program is in the pool of its own tests). A member the part could not score
+(``sandbox_error``, ``missing_reference``, ...) keeps that invalid result and does not count towards
+``ρ``. A part other than ``code`` reports no tests: every item is ``unsupported``.
 
 Components: ``passed_all``, ``pass_rate`` (the plain fraction, unweighted), ``dense``. Details:
 ``tests``, ``pool_size`` (the members ``ρ`` was taken over), ``weights`` (``w_j``, the first 100).
@@ -36,6 +37,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr
 
+from rewardhub import jsonutil
 from rewardhub.groups import group_indices
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -81,7 +83,8 @@ def verpo_rewards(
 @register
 class VerpoReward(ComposedReward[VerpoConfig]):
     name: ClassVar[str] = "verpo"
-    # 1.0.1: a part other than code is unsupported on every item (its format / no_answer 0s were scored 0)
+    # 1.0.1: a part other than code is unsupported on every item (its format / no_answer 0s were scored 0);
+    # pools by reference, not test count (a program-less member left ρ when another carried other tests)
     version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "VeRPO dense code reward: 1[all tests pass] + α · the group-difficulty-weighted pass rate "
@@ -137,8 +140,9 @@ class VerpoReward(ComposedReward[VerpoConfig]):
                     f"reward {part.reward.name!r} reports no per-test results (details.pass_mask): verpo "
                     "needs the code reward",
                 )
+        tests = {i: jsonutil.canonical(items[i].reference) for i in masks}
         for idx in group_indices(items, list(masks)).values():
-            self._score_group(idx, masks, config, out)
+            self._score_group(idx, masks, tests, config, out)
         for i, reason in why.items():
             o = out[i]
             if o is not None and o.score is not None:
@@ -147,31 +151,37 @@ class VerpoReward(ComposedReward[VerpoConfig]):
 
     @staticmethod
     def _score_group(
-        idx: list[int], masks: dict[int, list[bool] | None], config: VerpoConfig, out: list[Outcome | None]
+        idx: list[int],
+        masks: dict[int, list[bool] | None],
+        tests: dict[int, bytes],
+        config: VerpoConfig,
+        out: list[Outcome | None],
     ) -> None:
-        pools: dict[int, list[int]] = {}
+        """Score one group, pooled by the members' tests (``tests``: each member's reference, canonical):
+        ρ_j is only meaningful over members that ran the same tests, and a member without a program
+        belongs to the pool of its own reference, whatever tests other members of the group carry."""
+        pools: dict[tuple[bytes, int], list[int]] = {}
         for i in idx:
             m = masks[i]
             if m is not None:
-                pools.setdefault(len(m), []).append(i)
-        blank = [i for i in idx if masks[i] is None]
-        if len(pools) == 1:  # members without a program passed none of the group's tests
-            (size,) = pools
-            pools[size] += blank
-            filled = {i: masks[i] or [False] * size for i in pools[size]}
-        else:  # no member ran, or members with different tests: a program-less one has no known test count
-            filled = {i: m for i, m in ((i, masks[i]) for i in idx) if m is not None}
-            for i in blank:
-                out[i] = Outcome(
-                    0.0,
-                    Reason.NO_ANSWER,
-                    {"passed_all": 0.0, "pass_rate": 0.0, "dense": 0.0},
-                    {
-                        "tests": None,
-                        "pool_size": 0,
-                        "message": "no program ran, and the group's tests are unknown",
-                    },
-                )
+                pools.setdefault((tests[i], len(m)), []).append(i)
+        filled = {i: m for i, m in ((i, masks[i]) for i in idx) if m is not None}
+        for i in (i for i in idx if masks[i] is None):
+            mine = [key for key in pools if key[0] == tests[i]]
+            if len(mine) == 1:  # passed none of its pool's tests
+                pools[mine[0]].append(i)
+                filled[i] = [False] * mine[0][1]
+                continue
+            out[i] = Outcome(
+                0.0,
+                Reason.NO_ANSWER,
+                {"passed_all": 0.0, "pass_rate": 0.0, "dense": 0.0},
+                {
+                    "tests": None,
+                    "pool_size": 0,
+                    "message": "no program ran, and no member with its tests ran either",
+                },
+            )
         for members in pools.values():
             rows = [filled[i] for i in members]
             rewards, dense, weights = verpo_rewards(rows, config.alpha, config.delta)
