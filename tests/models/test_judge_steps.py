@@ -83,8 +83,9 @@ async def test_logprob_scores_are_genprm_s_p_yes(make_app: MakeApp, judge_server
     p = 0.8 / (0.8 + 0.15)  # renormalised over the two labels
     assert [s["score"] for s in r["details"]["steps"]] == pytest.approx([p, p], abs=1e-6)
     assert r["details"]["steps"][0]["method"] == "logprobs"
-    # soft_min of two equal steps is their 2p - 1
+    # soft_min of two equal steps is their 2p - 1, shared equally as the steps' dense rewards
     assert r["score"] == pytest.approx(2 * p - 1, abs=1e-5)
+    assert [s["reward"] for s in r["details"]["steps"]] == pytest.approx([p - 0.5, p - 0.5], abs=1e-5)
     assert math.isclose(r["components"]["min"], p, abs_tol=1e-6)
 
 

@@ -25,7 +25,8 @@ Modes (every score is in [0, 1]):
   smallest top-k probability, as GenPRM does). The score is the ``aggregation`` of the step scores
   (``min`` default, ``prod``, ``last``, ``mean``, ``first_error`` with ``threshold``, ``soft_min`` with
   ``soft_min_temperature``: as the ``prm`` reward's), every aggregate is in ``components``, and
-  ``details.steps`` lists ``{index, start, end, score, label, method}`` with spans into the response.
+  ``details.steps`` lists ``{index, start, end, score, label, method}`` with spans into the response
+  (and each step's ``reward`` with ``soft_min``, PURE's per-step share of the score).
   One unreadable or failed step judgement makes the item ``parse_error`` / ``backend_error`` (GenPRM's
   neutral 0.5 would be a score nobody gave). GenPRM's own prompt fits too: its system prompt as
   ``system_prompt`` and the regular expression ``\\\\boxed\\{(yes|no)\\}`` as ``decision_pattern``.
@@ -93,7 +94,7 @@ from rewardhub.judging.templates import (
 from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
 from rewardhub.prm import Aggregation, aggregate, split_steps
-from rewardhub.prm.aggregate import first_error_index
+from rewardhub.prm.aggregate import first_error_index, soft_min_rewards
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
@@ -701,6 +702,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             described["judgement"] = out[-_STEP_EXCERPT:]
             rows.append({"index": k, "start": s.start, "end": s.end, "score": round(d.value, 6), **described})
         scores = [r["score"] for r in rows]
+        if config.aggregation == "soft_min":  # PURE's dense per-step rewards, as the prm reward gives them
+            for row, r in zip(rows, soft_min_rewards(scores, config.soft_min_temperature), strict=True):
+                row["reward"] = round(r, 6)
         comps = {
             a: aggregate(scores, a, config.threshold, config.soft_min_temperature) for a in _AGGREGATIONS
         }
