@@ -130,3 +130,28 @@ def test_a_pieced_query_counts_its_length_for_the_batcher() -> None:
     long = StepQuery(step_tag="\n", steps=2, pieces=("q" * 400, "s" * 400, "t" * 400), value_head=True)
     text = StepQuery(step_tag="\n", steps=2, text="x" * 1200)
     assert _step_len(long) >= _step_len(text) > 100
+
+
+def test_a_skywork_prm_named_by_hub_id_loads_its_head_from_the_cache(
+    skywork_prm_path: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local model may be named by hub id (loaded offline from the Hugging Face cache, as every other
+    task loads it); the value head was looked for in a directory named "acme/sky" under the working
+    directory, so a cached Skywork PRM was refused at start as having no v_head. Found in review."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from rewardhub.models import hf_compute
+    from rewardhub.prm import CONVENTIONS
+
+    repo = tmp_path / "models--acme--sky"
+    shutil.copytree(skywork_prm_path, repo / "snapshots" / ("c" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    query = CONVENTIONS["skywork"].query(QUESTION, SOLUTION.split("\n"))
+    loaded = hf_compute.load("acme/sky", "value_head", device="cpu")
+    assert hf_compute.step_probs(loaded, [query]) == [
+        pytest.approx(skywork_reference(skywork_prm_path, QUESTION, SOLUTION.split("\n")), abs=1e-5)
+    ]

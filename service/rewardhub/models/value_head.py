@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from rewardhub.models.errors import BackendUnavailable
+from rewardhub.models.fingerprint import local_dir
 from rewardhub.models.passes import cache_kwarg
 
 __all__ = ["HEAD_KEYS", "ValueHeadModel", "ValueOutput", "value_head_weights"]
@@ -40,12 +41,14 @@ def value_head_weights(path: str) -> tuple[torch.Tensor, torch.Tensor]:
     """``(weight [1, hidden], bias [1])`` of the checkpoint's value head, as float32.
 
     Refused when absent (a plain causal LM given as a Skywork PRM would otherwise need a random head:
-    noise that looks like scores) or of another shape.
+    noise that looks like scores) or of another shape. ``path`` is read where ``from_pretrained`` read
+    the base model: a hub id (``Skywork/Skywork-o1-Open-PRM-Qwen-2.5-1.5B``) is its cached snapshot,
+    not a directory of that name under the working directory (where no head was ever found).
     """
     from safetensors import safe_open
 
     found: dict[str, torch.Tensor] = {}
-    for shard in _shards(Path(path)):
+    for shard in _shards(local_dir(path) or Path(path)):
         with safe_open(str(shard), framework="pt") as f:
             for key in HEAD_KEYS:
                 if key in f.keys():  # safe_open has keys(), no __contains__

@@ -117,7 +117,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1;
     # convention skywork (value head, steps are lines)
     # 1.9.0: convention rlhflow (RLHFlow's multi-turn +/- PRMs, read before each assistant "+")
-    version: ClassVar[str] = "1.9.0"
+    # 1.9.1: a skywork PRM named by hub id reads its value head from the cached snapshot
+    version: ClassVar[str] = "1.9.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork and RLHFlow conventions; in process or vLLM /pooling."
