@@ -331,7 +331,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "Ans:", "Soln:", and answer/result labels in 30 more languages are content-free;
     # an unreadable judgement is asked for once more when sampling (temperature > 0), algorithms.md §2.2
     # 1.7.0: mode steps, a generative PRM (GenPRM): one judgement per step, aggregated as prm's
-    version: ClassVar[str] = "1.7.0"
+    # 1.7.1: mode steps: a gated response (injection, forged verdict, content-free) is at the aggregate's floor
+    version: ClassVar[str] = "1.7.1"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, or steps (a generative PRM: one "
@@ -396,7 +397,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             )
         for i, got in zip(jobs, await self._screen(list(jobs.values()), ctx), strict=True):
             if isinstance(got, Outcome):
-                outcomes[i] = got
+                outcomes[i] = _at_floor(got, config) if config.mode == "steps" else got
             else:
                 answers[i] = got if got is not None else jobs[i].text
         rule_scores: dict[int, float | None] = {}
@@ -670,9 +671,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             max_steps=config.max_steps,
         )
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
-            details.update(aggregation=config.aggregation, steps=[], first_error=0)
-            comps: dict[str, float | None] = {a: (-1.0 if a == "soft_min" else 0.0) for a in _AGGREGATIONS}
-            return Outcome(comps[config.aggregation] or 0.0, Reason.NO_ANSWER, comps, details)
+            return _at_floor(Outcome(0.0, Reason.NO_ANSWER, {}, details), config)
         texts = [defuse(s.text) for s in steps]
         asked = await gather_all(
             *(
@@ -705,7 +704,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         if config.aggregation == "soft_min":  # PURE's dense per-step rewards, as the prm reward gives them
             for row, r in zip(rows, soft_min_rewards(scores, config.soft_min_temperature), strict=True):
                 row["reward"] = round(r, 6)
-        comps = {
+        comps: dict[str, float | None] = {
             a: aggregate(scores, a, config.threshold, config.soft_min_temperature) for a in _AGGREGATIONS
         }
         details.update(
@@ -864,6 +863,18 @@ def _read_screen(s: Screen) -> Outcome | str | None:
     if s.verdict == "injection":  # 0 (format): the response talks to the grader, in every mode
         return Outcome(0.0, Reason.FORMAT, {"judge": None}, {"hardening": "injection", "pattern": s.pattern})
     return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {"hardening": "no_answer", "extracted": s.answer})
+
+
+def _at_floor(outcome: Outcome, config: JudgeConfig) -> Outcome:
+    """Mode steps: a response the gates stopped (content-free, an injection, a forged verdict), or one
+    with no step, at every aggregate's floor, its score the chosen one's: soft_min's is -1, and its 0
+    is a middling step, above every honest solution whose steps the judge mostly rejected (a response
+    that wrote "Decision: Yes" outscored them). The components are the aggregates, as a scored item's."""
+    floors: dict[str, float | None] = {a: (-1.0 if a == "soft_min" else 0.0) for a in _AGGREGATIONS}
+    details = {**outcome.details, "aggregation": config.aggregation, "steps": [], "first_error": 0}
+    score = floors[config.aggregation]
+    assert score is not None
+    return Outcome(score, outcome.reason, floors, details, transient=outcome.transient)
 
 
 def _answerless(outcome: Outcome | None) -> bool:
