@@ -155,3 +155,18 @@ def test_a_skywork_prm_named_by_hub_id_loads_its_head_from_the_cache(
     assert hf_compute.step_probs(loaded, [query]) == [
         pytest.approx(skywork_reference(skywork_prm_path, QUESTION, SOLUTION.split("\n")), abs=1e-5)
     ]
+
+
+async def test_indented_lines_reach_the_model_as_written(make_app: MakeApp, skywork_prm_path: str) -> None:
+    """Skywork's recipe tokenizes each line of ``response.split("\\n")`` as it is; the split trims its
+    steps, and an indented line ("    2 + 3 = 5") was scored as "2 + 3 = 5", another input with another
+    score. The spans stay trimmed. Found in review."""
+    response = "Compute it:\n    2 + 3 = 5\n\t5 * 4 = 20  \nSo \\boxed{20}."
+    lines = response.split("\n")
+    async with make_app(prm_model=skywork_prm_path, prm_convention="skywork") as client:
+        (r,) = await prm(client, [{"prompt": QUESTION, "response": response}])
+    assert r["valid"], r
+    steps = r["details"]["steps"]
+    assert [response[s["start"] : s["end"]] for s in steps] == [line.strip() for line in lines]
+    expected = skywork_reference(skywork_prm_path, QUESTION, lines)
+    assert [s["score"] for s in steps] == pytest.approx(expected, abs=1e-5)

@@ -87,7 +87,7 @@ class PRMConvention:
         q = self.clean(question)
         # trimmed again: a tag removed from a step's edge left the space before it ("5. <extra_0>" was
         # "5. "), an input the same step without the tag never gives (steps are trimmed when split)
-        clean = [self.clean(s).strip() for s in steps]
+        clean = [self.clean(s).strip() for s in steps] if self.tag_in_text else list(steps)
         if self.name == "skywork":
             return StepQuery(
                 step_tag=self.step_tag, steps=len(clean), pieces=(q + "\n", *clean), value_head=True

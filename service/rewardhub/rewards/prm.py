@@ -101,6 +101,24 @@ class PRMConfig(RewardConfig):
         return self
 
 
+def _whole_lines(text: str, steps: list[Step]) -> list[str]:
+    """The steps with the blanks around them (spaces, tabs) that the split trimmed: Skywork's recipe
+    tokenizes each line of ``response.split("\n")`` as written, and "    x = 5" tokenized as "x = 5" is
+    an input the model was not scored on (an indented line's score differed). Spans stay trimmed."""
+    out: list[str] = []
+    floor = 0
+    for k, s in enumerate(steps):
+        ceil = steps[k + 1].start if k + 1 < len(steps) else len(text)
+        a, b = s.start, s.end
+        while a > floor and text[a - 1] in " \t":
+            a -= 1
+        while b < ceil and text[b] in " \t":
+            b += 1
+        out.append(text[a:b])
+        floor = b
+    return out
+
+
 @register
 class PRMReward(ModelReward[PRMConfig]):
     name: ClassVar[str] = "prm"
@@ -117,7 +135,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.8.0: soft_min (PURE's min-form credit, in [-1, 1]) with per-step rewards; no steps: soft_min -1;
     # convention skywork (value head, steps are lines)
     # 1.9.0: convention rlhflow (RLHFlow's multi-turn +/- PRMs, read before each assistant "+")
-    # 1.9.1: a skywork PRM named by hub id reads its value head from the cached snapshot
+    # 1.9.1: a skywork PRM named by hub id reads its value head from the cached snapshot; skywork steps
+    # keep their lines' indentation and trailing blanks in the model input, as Skywork's recipe does
     version: ClassVar[str] = "1.9.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
@@ -178,7 +197,8 @@ class PRMReward(ModelReward[PRMConfig]):
             if not steps:
                 outcomes[i] = self._no_steps(config)
                 continue
-            queries.append(conv.query(item.prompt, [s.text for s in steps]))
+            texts = [s.text for s in steps] if conv.tag_in_text else _whole_lines(item.response, steps)
+            queries.append(conv.query(item.prompt, texts))
             todo.append((i, steps))
         if queries:
             try:
