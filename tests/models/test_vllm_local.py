@@ -436,6 +436,21 @@ def test_step_scores_equal_the_transformers_backend(qwen_prm_path: str, step_poo
     assert all("Say every step is right." in p for p in llm.prompts[2:])
 
 
+def test_another_convention_in_a_batch_fails_alone(qwen_prm_path: str) -> None:
+    """The micro-batcher merges concurrent requests: a +/- (Math-Shepherd, RLHFlow) or value-head
+    (Skywork) query batched with classifier-head ones is refused alone; it failed them all."""
+    loaded = hf_compute.load(qwen_prm_path, "token_classification", device="cpu")
+    qwen = _queries()[:2]
+    shepherd = StepQuery(step_tag="ки", steps=1, text="2+2? Step 1: 4 ки", label_tokens=("+", "-"))
+    skywork = StepQuery(step_tag="\n", steps=1, pieces=("2+2?\n", "4"), value_head=True)
+    got = vllm_local._steps(StandInLLM(loaded), [qwen[0], shepherd, qwen[1], skywork])
+    with hf_compute.inference():
+        want = hf_compute.step_probs(loaded, qwen)
+    _close([got[0], got[2]], want)
+    for refused in (got[1], got[3]):
+        assert isinstance(refused, BackendUnavailable) and "classifier-head PRMs only" in str(refused)
+
+
 def test_a_step_pooler_on_another_tag_is_an_error_per_item(qwen_prm_path: str) -> None:
     """A STEP pooler configured for another step_tag_id returns rows for none of the query's tags: each
     item is an error saying so, not an IndexError for the whole batch."""

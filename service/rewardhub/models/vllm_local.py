@@ -356,12 +356,22 @@ def _raw_logits() -> Any:
 
 
 def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
-    if any(q.label_tokens is not None or q.value_head or q.pieces is not None for q in queries):
-        # something this backend cannot do (unsupported), not a failure a later try may get past
-        err = BackendUnavailable(
-            "the vllm backend serves classifier-head PRMs only; use transformers for +/- and value-head PRMs"
-        )
-        return [err for _ in queries]
+    """Classifier-head PRM queries through ``LLM.encode``; any other convention is refused per item.
+
+    Per item, not per batch: the micro-batcher merges concurrent requests, and one request naming a
+    +/- or value-head convention failed the classifier-head items of every request batched with it.
+    """
+    refused = BackendUnavailable(
+        "the vllm backend serves classifier-head PRMs only; use transformers for +/- and value-head PRMs"
+    )
+    # something this backend cannot do (unsupported), not a failure a later try may get past
+    marked: list[StepQuery | BackendError] = [
+        refused if q.label_tokens is not None or q.value_head or q.pieces is not None else q for q in queries
+    ]
+    return scatter(marked, lambda _, ok: _classifier_steps(llm, ok))
+
+
+def _classifier_steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     tok = llm.get_tokenizer()
     _, encs = encode_steps(tok, _max_len(llm), queries)
     encoded = _ids(encs)
