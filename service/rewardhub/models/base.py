@@ -135,6 +135,13 @@ class StepQuery:
     value_head: bool = False
     predicts: str | None = None
 
+    @property
+    def reads_class(self) -> bool:
+        """Whether the score is a classifier head's class at step tags in the text (Qwen2.5-Math-PRM):
+        all that a vLLM pooling model serves. A +/- PRM (``label_tokens``, RLHFlow's ``predicts``
+        among them) or a value-head PRM over ``pieces`` needs the transformers backend."""
+        return self.label_tokens is None and not self.value_head and self.pieces is None
+
 
 def step_rows(rows: int, tokens: int, tags: Sequence[int]) -> list[int] | None:
     """Which of a tokenwise pooler's ``rows`` hold the step scores of an input of ``tokens`` tokens with

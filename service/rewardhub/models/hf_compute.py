@@ -448,16 +448,17 @@ def encode(
         keys = ("input_ids", "offset_mapping") if offsets else ("input_ids",)
         for row, i in enumerate(idx):
             one = {k: enc[k][row] for k in keys}
-            n = len(one["input_ids"])
-            if n > max_length:
-                out[i] = InputTooLong(
-                    f"the input is {n} tokens, more than the model's max_length {max_length}"
-                )
-            elif n > max_length - reserve:
-                out[i] = InputTooLong("no room left in the context to generate")
-            else:
-                out[i] = one
+            out[i] = _too_long(len(one["input_ids"]), max_length, reserve) or one
     return out
+
+
+def _too_long(n: int, max_length: int, reserve: int = 0) -> InputTooLong | None:
+    """The error of an input of ``n`` tokens that does not fit (with ``reserve`` tokens left free)."""
+    if n > max_length:
+        return InputTooLong(f"the input is {n} tokens, more than the model's max_length {max_length}")
+    if n > max_length - reserve:
+        return InputTooLong("no room left in the context to generate")
+    return None
 
 
 def encode_conversations(
@@ -547,11 +548,12 @@ def encode_steps(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> tup
         done = _encode_rendered(
             tok, max_length, [rendered[i] for i in textual], [templated[i] for i in textual], offsets=True
         )
+        token_id = _token_ids(tok)
         for i, enc in zip(textual, done, strict=True):
             if i in written and not isinstance(enc, BackendError):
                 q = queries[i]
                 assert q.predicts is not None
-                at = _predicting(enc, written[i], _token_id(tok, q.predicts), q.predicts)
+                at = _predicting(enc, written[i], token_id(q.predicts), q.predicts)
                 enc = at if isinstance(at, BackendError) else {**enc, "positions": at}
             encs[i] = enc
     pieced = [i for i, q in enumerate(queries) if q.pieces is not None]
@@ -638,22 +640,18 @@ def encode_pieces(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> li
         texts += [bos + sanitize(tok, q.pieces[0]), *(sanitize(tok, p) for p in q.pieces[1:])]
     ids = tok(texts, add_special_tokens=False)["input_ids"] if texts else []
     out: list[Any] = []
+    token_id = _token_ids(tok)
     k = 0
     for q in queries:
         assert q.pieces is not None
-        tag = _token_id(tok, q.step_tag)
+        tag = token_id(q.step_tag)
         seq = list(ids[k])
         positions: list[int] = []
         for step in ids[k + 1 : k + len(q.pieces)]:
             seq += [*step, tag]
             positions.append(len(seq) - 1)
         k += len(q.pieces)
-        if len(seq) > max_length:
-            out.append(
-                InputTooLong(f"the input is {len(seq)} tokens, more than the model's max_length {max_length}")
-            )
-        else:
-            out.append({"input_ids": seq, "positions": positions})
+        out.append(_too_long(len(seq), max_length) or {"input_ids": seq, "positions": positions})
     return out
 
 
@@ -687,6 +685,19 @@ def _token_id(tok: Any, text: str) -> int:
     return int(ids[-1])
 
 
+def _token_ids(tok: Any) -> Callable[[str], int]:
+    """:func:`_token_id` remembered for one batch: its queries share their tags and labels, each
+    tokenized once rather than once per query."""
+    seen: dict[str, int] = {}
+
+    def get(text: str) -> int:
+        if text not in seen:
+            seen[text] = _token_id(tok, text)
+        return seen[text]
+
+    return get
+
+
 # --- steps (PRM) ----------------------------------------------------------------------------------
 def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     """P(correct) at every step tag of every query, from the batch's forward passes (:func:`_forward`)."""
@@ -714,15 +725,13 @@ def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     seqs = [encs[i]["input_ids"] for i, _ in run]
     first_tags = [positions[0] if positions else len(s) for (_, positions), s in zip(run, seqs, strict=True)]
     outputs = _forward(loaded, seqs, first_tags)
-    label_cache: dict[tuple[str, str], list[int]] = {}
+    token_id = _token_ids(tok)
     for row, (i, positions) in enumerate(run):
         q = queries[i]
         start, rows = outputs[row]
         at = rows[[p - start for p in positions]]  # [steps, vocab or labels]
         if q.label_tokens is not None:
-            cand = label_cache.get(q.label_tokens)
-            if cand is None:
-                cand = label_cache[q.label_tokens] = [_token_id(tok, t) for t in q.label_tokens]
+            cand = [token_id(t) for t in q.label_tokens]
             at, positive = at[:, cand], 0  # P(positive) restricted to {+, -}
         else:
             positive = q.positive_index

@@ -75,19 +75,25 @@ PRM_TASKS: dict[str, Task] = {
 CLASSIFIER_HEAD_KINDS = frozenset({"vllm_pooling", "vllm"})
 
 
+# What a PRM loaded for each head other than a classifier's is, for the refusal below
+_HEAD_READS: dict[str, str] = {
+    "generate": "a PRM that reads +/- token logits",
+    "value_head": "a PRM with a value head, which stock vLLM does not load",
+}
+
+
 def unservable(kind: str | None, convention: str | None) -> str | None:
-    """Why a backend of ``kind`` cannot serve PRM ``convention``, or None when it can."""
-    if convention in ("math_shepherd", "rlhflow") and kind in CLASSIFIER_HEAD_KINDS:
-        return (
-            f"convention {convention} (a PRM that reads +/- token logits) needs kind transformers; "
-            f"{kind} serves classifier-head PRMs only (convention qwen)"
-        )
-    if convention == "skywork" and kind in CLASSIFIER_HEAD_KINDS:
-        return (
-            f"convention skywork (a PRM with a value head, which stock vLLM does not load) needs kind "
-            f"transformers; {kind} serves classifier-head PRMs only (convention qwen)"
-        )
-    return None
+    """Why a backend of ``kind`` cannot serve PRM ``convention``, or None when it can: a vLLM kind
+    serves the conventions read from a classifier head only (:data:`PRM_TASKS`)."""
+    if convention is None or kind not in CLASSIFIER_HEAD_KINDS:
+        return None
+    task = PRM_TASKS[convention]
+    if task == "token_classification":
+        return None
+    return (
+        f"convention {convention} ({_HEAD_READS[task]}) needs kind transformers; "
+        f"{kind} serves classifier-head PRMs only (convention qwen)"
+    )
 
 
 class _Spec(BaseModel):

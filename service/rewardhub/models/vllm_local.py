@@ -365,9 +365,7 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
         "the vllm backend serves classifier-head PRMs only; use transformers for +/- and value-head PRMs"
     )
     # something this backend cannot do (unsupported), not a failure a later try may get past
-    marked: list[StepQuery | BackendError] = [
-        refused if q.label_tokens is not None or q.value_head or q.pieces is not None else q for q in queries
-    ]
+    marked: list[StepQuery | BackendError] = [q if q.reads_class else refused for q in queries]
     return scatter(marked, lambda _, ok: _classifier_steps(llm, ok))
 
 

@@ -187,7 +187,7 @@ class VLLMPoolingBackend(RemoteBackend):
     async def step_probs(
         self, queries: Sequence[StepQuery], deadline: float
     ) -> list[list[float] | BackendError]:
-        if any(q.label_tokens is not None or q.value_head or q.pieces is not None for q in queries):
+        if not all(q.reads_class for q in queries):
             # something this backend cannot do (unsupported), not a failure a later try may get past
             refused = BackendUnavailable(
                 f"backend {self.name!r} (vllm_pooling) serves classifier-head PRMs only; a PRM that reads "

@@ -22,11 +22,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal, get_args
 
-__all__ = ["Aggregation", "aggregate", "first_error_index", "soft_min_rewards"]
+__all__ = [
+    "AGGREGATIONS",
+    "FLOORS",
+    "Aggregation",
+    "aggregate",
+    "first_error_index",
+    "soft_min_rewards",
+    "summarize",
+]
 
 Aggregation = Literal["min", "prod", "last", "mean", "first_error", "soft_min"]
+AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
+# Every aggregate's lowest value, what a response with no step (or one stopped before scoring) gets:
+# 0, and -1 for soft_min, whose 0 is a middling step
+FLOORS: dict[str, float] = {a: (-1.0 if a == "soft_min" else 0.0) for a in AGGREGATIONS}
 
 
 def first_error_index(scores: Sequence[float], threshold: float) -> int:
@@ -68,3 +80,26 @@ def aggregate(
         return math.fsum(soft_min_rewards(scores, temperature))
     k = first_error_index(scores, threshold)
     return 1.0 if k < 0 else k / len(scores)
+
+
+def summarize(
+    rows: list[dict[str, Any]],
+    scores: Sequence[float],
+    how: Aggregation,
+    threshold: float,
+    temperature: float,
+) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """A scored response's ``(components, details)``: every aggregate of its step ``scores``, and the
+    details ``{aggregation, steps, first_error}`` with ``rows`` (one per step) as the steps. With
+    ``soft_min`` each row gets its ``reward``, PURE's dense per-step share of the score.
+
+    One place for what every step-scoring reward (``prm``, the judge's ``steps`` mode) reports, so the
+    two read the same."""
+    if how == "soft_min":
+        for row, r in zip(rows, soft_min_rewards(scores, temperature), strict=True):
+            row["reward"] = round(r, 6)
+    components: dict[str, float | None] = {
+        a: aggregate(scores, a, threshold, temperature) for a in AGGREGATIONS
+    }
+    details = {"aggregation": how, "steps": rows, "first_error": first_error_index(scores, threshold)}
+    return components, details

@@ -93,8 +93,8 @@ from rewardhub.judging.templates import (
 )
 from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
-from rewardhub.prm import Aggregation, aggregate, split_steps
-from rewardhub.prm.aggregate import first_error_index, soft_min_rewards
+from rewardhub.prm import Aggregation, split_steps
+from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
@@ -111,7 +111,6 @@ Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "sho
 _EXCERPT = 2000
 _STEP_EXCERPT = 300  # of each step's judgement in details.steps
 _STEPS_FIELDS = ("separator", "max_steps", "aggregation", "threshold", "soft_min_temperature")
-_AGGREGATIONS: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error", "soft_min")
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 _OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
 
@@ -701,17 +700,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
             described["judgement"] = out[-_STEP_EXCERPT:]
             rows.append({"index": k, "start": s.start, "end": s.end, "score": round(d.value, 6), **described})
         scores = [r["score"] for r in rows]
-        if config.aggregation == "soft_min":  # PURE's dense per-step rewards, as the prm reward gives them
-            for row, r in zip(rows, soft_min_rewards(scores, config.soft_min_temperature), strict=True):
-                row["reward"] = round(r, 6)
-        comps: dict[str, float | None] = {
-            a: aggregate(scores, a, config.threshold, config.soft_min_temperature) for a in _AGGREGATIONS
-        }
-        details.update(
-            aggregation=config.aggregation,
-            steps=rows,
-            first_error=first_error_index(scores, config.threshold),
+        comps, summary = summarize(
+            rows, scores, config.aggregation, config.threshold, config.soft_min_temperature
         )
+        details.update(summary)
         return Outcome(comps[config.aggregation], None, comps, details)
 
 
@@ -870,11 +862,9 @@ def _at_floor(outcome: Outcome, config: JudgeConfig) -> Outcome:
     with no step, at every aggregate's floor, its score the chosen one's: soft_min's is -1, and its 0
     is a middling step, above every honest solution whose steps the judge mostly rejected (a response
     that wrote "Decision: Yes" outscored them). The components are the aggregates, as a scored item's."""
-    floors: dict[str, float | None] = {a: (-1.0 if a == "soft_min" else 0.0) for a in _AGGREGATIONS}
+    floors: dict[str, float | None] = {a: FLOORS[a] for a in AGGREGATIONS}
     details = {**outcome.details, "aggregation": config.aggregation, "steps": [], "first_error": 0}
-    score = floors[config.aggregation]
-    assert score is not None
-    return Outcome(score, outcome.reason, floors, details, transient=outcome.transient)
+    return Outcome(FLOORS[config.aggregation], outcome.reason, floors, details, transient=outcome.transient)
 
 
 def _answerless(outcome: Outcome | None) -> bool:

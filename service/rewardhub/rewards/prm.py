@@ -39,17 +39,14 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.models.base import Capability, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
-from rewardhub.prm import CONVENTIONS, Aggregation, Step, aggregate, split_steps
-from rewardhub.prm.aggregate import first_error_index, soft_min_rewards
+from rewardhub.prm import CONVENTIONS, Aggregation, Step, split_steps
+from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pattern
 
 __all__ = ["PRMConfig", "PRMReward"]
-
-_ALL: tuple[Aggregation, ...] = ("min", "prod", "last", "mean", "first_error", "soft_min")
-_FLOOR: dict[str, float] = {"soft_min": -1.0}  # every aggregate's lowest value; 0.0 unless listed
 
 
 class PRMConfig(RewardConfig):
@@ -222,8 +219,8 @@ class PRMReward(ModelReward[PRMConfig]):
             "first_error": 0,
             "message": "no steps to score",
         }
-        floors: dict[str, float | None] = {a: _FLOOR.get(a, 0.0) for a in _ALL}
-        return Outcome(_FLOOR.get(config.aggregation, 0.0), Reason.NO_ANSWER, floors, details)
+        floors: dict[str, float | None] = {a: FLOORS[a] for a in AGGREGATIONS}
+        return Outcome(FLOORS[config.aggregation], Reason.NO_ANSWER, floors, details)
 
     @staticmethod
     def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
@@ -232,21 +229,13 @@ class PRMReward(ModelReward[PRMConfig]):
         # rounded once, and everything computed from what details shows: a step at 0.4999996, shown as
         # 0.5, was still the first error at threshold 0.5
         scores = [round(p, 6) for p in scores]
-        components: dict[str, float | None] = {
-            a: aggregate(scores, a, config.threshold, config.temperature) for a in _ALL
-        }
         rows: list[dict[str, Any]] = [
             {"index": k, "start": s.start, "end": s.end, "score": p}
             for k, (s, p) in enumerate(zip(steps, scores, strict=True))
         ]
-        if config.aggregation == "soft_min":  # PURE's dense rewards, one per step end; they sum to the score
-            for row, r in zip(rows, soft_min_rewards(scores, config.temperature), strict=True):
-                row["reward"] = round(r, 6)
-        details = {
-            "aggregation": config.aggregation,
-            "steps": rows,
-            "first_error": first_error_index(scores, config.threshold),
-        }
+        components, details = summarize(
+            rows, scores, config.aggregation, config.threshold, config.temperature
+        )
         return Outcome(components[config.aggregation], None, components, details)
 
 

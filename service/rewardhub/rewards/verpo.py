@@ -142,24 +142,22 @@ class VerpoReward(ComposedReward[VerpoConfig]):
                 )
         tests = {i: jsonutil.canonical(items[i].reference) for i in masks}
         for idx in group_indices(items, list(masks)).values():
-            self._score_group(idx, masks, tests, config, out)
-        for i, reason in why.items():
-            o = out[i]
-            if o is not None and o.score is not None:
-                o.reason = reason
+            self._score_group(idx, masks, why, tests, config, out)
         return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
 
     @staticmethod
     def _score_group(
         idx: list[int],
         masks: dict[int, list[bool] | None],
+        why: dict[int, Reason],
         tests: dict[int, bytes],
         config: VerpoConfig,
         out: list[Outcome | None],
     ) -> None:
         """Score one group, pooled by the members' tests (``tests``: each member's reference, canonical):
         ρ_j is only meaningful over members that ran the same tests, and a member without a program
-        belongs to the pool of its own reference, whatever tests other members of the group carry."""
+        belongs to the pool of its own reference, whatever tests other members of the group carry. Such a
+        member keeps the code part's reason for its 0 (``why``: format, no_answer)."""
         pools: dict[tuple[bytes, int], list[int]] = {}
         for i in idx:
             m = masks[i]
@@ -174,7 +172,7 @@ class VerpoReward(ComposedReward[VerpoConfig]):
                 continue
             out[i] = Outcome(
                 0.0,
-                Reason.NO_ANSWER,
+                why[i],
                 {"passed_all": 0.0, "pass_rate": 0.0, "dense": 0.0},
                 {
                     "tests": None,
@@ -188,7 +186,7 @@ class VerpoReward(ComposedReward[VerpoConfig]):
             for i, row, r, d in zip(members, rows, rewards, dense, strict=True):
                 out[i] = Outcome(
                     r,
-                    None,
+                    why.get(i),
                     {
                         "passed_all": 1.0 if row and all(row) else 0.0,
                         "pass_rate": sum(row) / len(row) if row else 0.0,
