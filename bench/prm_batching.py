@@ -1,4 +1,4 @@
-"""Benchmark 4: `prm` throughput and latency with the dynamic micro-batcher on vs off, in the same run.
+"""Benchmark 4: `prm` (or `orm`) throughput and latency with the dynamic micro-batcher on vs off, in the same run.
 
 A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
 tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
@@ -23,6 +23,7 @@ however well the processes overlap (`cpu_bound_items_per_s`). `speedup` is items
     python bench/prm_batching.py                          # tiny CPU model, 64 clients, 10 s per mode
     python bench/prm_batching.py --duration 3 --warmup 1  # a quick sanity run
     python bench/prm_batching.py --device cuda --hidden 1536 --layers 24   # ~0.48B parameters on a GPU
+    python bench/prm_batching.py --reward orm             # the same for an outcome RM (`orm`)
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from _load import post_json, session
 from _server import ROOT, machine, server_process
 
 sys.path.insert(0, str(ROOT / "tests"))
-from tiny_models import build_tiny_qwen_prm
+from tiny_models import build_tiny_orm, build_tiny_qwen_prm
 
 QUESTIONS = [
     "What is (2 + 3) * 4?",
@@ -83,11 +84,16 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-def batch_stats(metrics_text: str) -> tuple[float, float]:
-    """(sum, count) of rewardhub_batch_size for the prm batcher."""
+BATCHERS = {"prm": "prm:steps", "orm": "orm:classify"}
+
+
+def batch_stats(metrics_text: str, batcher: str = "prm:steps") -> tuple[float, float]:
+    """(sum, count) of rewardhub_batch_size for one batcher (the model reward's)."""
     total = count = 0.0
     for line in metrics_text.splitlines():
-        m = re.match(r'rewardhub_batch_size_(sum|count)\{batcher="prm:steps"\} ([0-9.e+]+)', line)
+        m = re.match(
+            r'rewardhub_batch_size_(sum|count)\{batcher="' + re.escape(batcher) + r'"\} ([0-9.e+]+)', line
+        )
         if m:
             if m.group(1) == "sum":
                 total = float(m.group(2))
@@ -128,6 +134,7 @@ async def drive(
     dummy reference), which measures what the HTTP side alone can carry. ``server_pid``: account the CPU
     of that process tree and of this one over the measured window."""
     rng = random.Random(seed)
+    batcher = BATCHERS.get(reward, "")
     counter = 0
     latencies: list[float] = []
     errors: dict[str, int] = {}
@@ -152,10 +159,10 @@ async def drive(
                     return
                 if measured_from is None and now >= t_measure:
                     measured_from = now
-                    before = batch_stats(await metrics())
+                    before = batch_stats(await metrics(), batcher)
                 counter += 1
                 item: dict[str, str] = make_short_item(counter, rng) if short else make_item(counter, rng)
-                if reward != "prm":
+                if reward not in BATCHERS:
                     item = {**item, "reference": "-"}
                 t0 = time.perf_counter()
                 status, body = await post_json(
@@ -183,7 +190,7 @@ async def drive(
             cpu_after.update(cpu_seconds(server_pid))
 
         await asyncio.gather(cpu_window(), *(client() for _ in range(clients)))
-        after = batch_stats(await metrics())
+        after = batch_stats(await metrics(), batcher)
     window = duration
     batches = after[1] - before[1]
     cpu: dict[str, Any] = {}
@@ -209,10 +216,14 @@ async def drive(
 def run_mode(
     model: str, args: argparse.Namespace, max_batch: int, share_prefix: str = "auto", reward: str = "prm"
 ) -> dict[str, Any]:
+    """One served run; ``reward`` is what the clients ask for (the model reward, or exact_match)."""
     env = {
         "REWARDHUB_BATCH_SHARE_PREFIX": share_prefix,
-        "REWARDHUB_PRM_MODEL": model,
-        "REWARDHUB_PRM_CONVENTION": "qwen",
+        **(
+            {"REWARDHUB_ORM_MODEL": model}
+            if args.reward == "orm"
+            else {"REWARDHUB_PRM_MODEL": model, "REWARDHUB_PRM_CONVENTION": "qwen"}
+        ),
         "REWARDHUB_MODEL_DEVICE": args.device,
         "REWARDHUB_BATCH_MAX_SIZE": str(max_batch),
         "REWARDHUB_BATCH_MAX_WAIT_MS": str(args.max_wait_ms),
@@ -271,6 +282,12 @@ def main() -> None:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--reward",
+        choices=tuple(BATCHERS),
+        default="prm",
+        help="prm: a Qwen2 token-classifier PRM; orm: a Qwen2 sequence-classifier reward model (same sizes)",
+    )
+    ap.add_argument(
         "--items",
         choices=("long", "short"),
         default="long",
@@ -279,24 +296,36 @@ def main() -> None:
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rewardhub-bench-prm-") as tmp:
-        model = build_tiny_qwen_prm(
-            Path(tmp) / "prm", hidden=args.hidden, layers=args.layers, max_positions=4096
+        if args.reward == "orm":
+            model = build_tiny_orm(Path(tmp) / "orm", hidden=args.hidden, layers=args.layers)
+        else:
+            model = build_tiny_qwen_prm(
+                Path(tmp) / "prm", hidden=args.hidden, layers=args.layers, max_positions=4096
+            )
+        auto = (
+            "AutoModelForSequenceClassification"
+            if args.reward == "orm"
+            else "AutoModelForTokenClassification"
         )
         params = sum(
-            p.numel()
-            for p in __import__("transformers")
-            .AutoModelForTokenClassification.from_pretrained(model)
-            .parameters()
+            p.numel() for p in getattr(__import__("transformers"), auto).from_pretrained(model).parameters()
         )
         # each mode is also printed to stderr as it ends: a run cut off by a time limit (a lent GPU's
         # lease) keeps the modes it finished
-        on = progress("on", run_mode(str(model), args, args.max_batch, share_prefix=args.share_prefix))
-        on_plain = progress("on_plain", run_mode(str(model), args, args.max_batch, share_prefix="false"))
-        off = progress("off", run_mode(str(model), args, 1))
+        r = args.reward
+        on = progress("on", run_mode(str(model), args, args.max_batch, args.share_prefix, r))
+        # shared-prompt passes are a PRM feature: an ORM has no plain-batches variant to compare
+        on_plain = (
+            progress("on_plain", run_mode(str(model), args, args.max_batch, "false", r))
+            if r == "prm"
+            else None
+        )
+        off = progress("off", run_mode(str(model), args, 1, reward=r))
         ceiling = progress("ceiling", run_mode(str(model), args, 1, reward="exact_match"))
     result = {
         "machine": machine(),
         "device": args.device,
+        "reward": args.reward,
         "model": {"hidden": args.hidden, "layers": args.layers, "parameters": params},
         "clients": args.clients,
         "items_kind": args.items,
@@ -307,12 +336,12 @@ def main() -> None:
             "share_prefix_setting": args.share_prefix,
             **on,
         },
-        "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain},
+        "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain} if on_plain else None,
         "batching_off": {"max_batch": 1, **off},
         "http_ceiling_exact_match": ceiling,
         "speedup_items_per_s": ratio(on, off),
         "speedup_ceiling": ratio(ceiling, off),
-        "speedup_without_prefix_sharing": ratio(on_plain, off),
+        "speedup_without_prefix_sharing": ratio(on_plain, off) if on_plain else None,
     }
     print(json.dumps(result, indent=2))
 
