@@ -199,8 +199,13 @@ class Settings(BaseSettings):
         None,
         description="Local PRM directory ('prm' backend); with REWARDHUB_PRM_URL, the served model name.",
     )
-    prm_convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow"] = Field(
-        "qwen", description="Input format of the PRM: qwen | math_shepherd | skywork | rlhflow."
+    prm_convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow", "implicit"] = Field(
+        "qwen", description="Input format of the PRM: qwen | math_shepherd | skywork | rlhflow | implicit."
+    )
+    prm_ref_model: str | None = Field(
+        None,
+        description="Local reference causal LM of an implicit PRM (convention implicit, PRIME): backend "
+        "'prm_ref'. Its tokenizer need not be the PRM's: each step's log-likelihood is of its text.",
     )
     prm_url: str | None = Field(None, description="vLLM server root serving the PRM (/pooling).")
     orm_model: str | None = Field(

@@ -6,7 +6,8 @@ at an arbitrary host) and call the capability they need:
 
 * ``chat``: one chat completion, with per-token top logprobs when asked (judges);
 * ``classify``: raw per-label logits of a sequence classifier (outcome reward models);
-* ``step_probs``: the positive-class probability at every step tag of a PRM input (process reward models);
+* ``step_probs``: the positive-class probability at every step tag of a PRM input (process reward models),
+  or, for an implicit PRM's query (``StepQuery.likelihood``), each step's log-likelihood under the model;
 * ``embed``: one L2-normalised vector per text (similarity).
 
 A backend declares what it can do in ``capabilities``; asking for anything else raises
@@ -123,6 +124,13 @@ class StepQuery:
     conversation is rendered, and the score is read at the token before it, the position that predicts
     it (RLHFlow's PRMs: every assistant turn is ``"+"``, read where the model predicts it). A
     placeholder, because the text itself may occur in user text ("2 + 3"), where it is no step.
+
+    ``likelihood`` (with ``messages`` and ``pieces``): an implicit PRM's query (PRIME). ``messages`` is
+    the prompt conversation, rendered with the generation prompt; ``pieces`` continue it as written,
+    the first an uncounted context (the response before its first step), then one per step with the
+    text between it and the step before. The answer per step is not a probability but the step's
+    log-likelihood: the sum of the model's log-probabilities of the tokens that start in it, each
+    given everything before it. The reward compares two models' answers (policy-like and reference).
     """
 
     step_tag: str
@@ -134,12 +142,14 @@ class StepQuery:
     pieces: tuple[str, ...] | None = None
     value_head: bool = False
     predicts: str | None = None
+    likelihood: bool = False
 
     @property
     def reads_class(self) -> bool:
         """Whether the score is a classifier head's class at step tags in the text (Qwen2.5-Math-PRM):
         all that a vLLM pooling model serves. A +/- PRM (``label_tokens``, RLHFlow's ``predicts``
-        among them) or a value-head PRM over ``pieces`` needs the transformers backend."""
+        among them), a value-head PRM over ``pieces`` or an implicit PRM (``likelihood``, over ``pieces``
+        too) needs the transformers backend."""
         return self.label_tokens is None and not self.value_head and self.pieces is None
 
 

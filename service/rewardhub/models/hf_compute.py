@@ -21,6 +21,7 @@ Tasks and what they read:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -700,6 +701,112 @@ def _token_ids(tok: Any) -> Callable[[str], int]:
 
 # --- steps (PRM) ----------------------------------------------------------------------------------
 def step_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
+    """Per query, P(correct) at every step tag, or each step's log-likelihood for an implicit PRM's
+    query (``likelihood``: :func:`step_likelihoods`). A batch mixing both runs each kind on its own."""
+    if not any(q.likelihood for q in queries):
+        return _tag_probs(loaded, queries)
+    out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
+    for wanted, fn in ((True, step_likelihoods), (False, _tag_probs)):
+        idx = [i for i, q in enumerate(queries) if q.likelihood == wanted]
+        if idx:
+            for i, res in zip(idx, fn(loaded, [queries[i] for i in idx]), strict=True):
+                out[i] = res
+    return out
+
+
+def _likelihood_prompt(tok: Any, messages: Sequence[Message]) -> str:
+    """The prompt an implicit PRM's response continues: the chat template with its generation prompt
+    (the policy's own input), or the plain text and a blank line for a model without a template."""
+    if has_chat_template(tok):
+        return render(tok, messages, generation_prompt=True)
+    return render(tok, messages, generation_prompt=False) + "\n\n"
+
+
+def encode_likelihoods(tok: Any, max_length: int, queries: Sequence[StepQuery]) -> list[Any]:
+    """Implicit-PRM queries as one text each (the prompt, then the pieces as written), tokenized whole
+    with character offsets, as the policy's rollout was: per query ``{"input_ids", "first", "steps"}``,
+    ``steps`` each step's token range ``(a, b)`` and ``first`` the first counted token, or an error.
+
+    A token belongs to the piece its first character is in: one that the tokenizer merged across a
+    step boundary counts once, for the step it starts in; one that starts in the prompt is never counted
+    (it is no part of the response). Zero-width tokens (a BOS, an EOS a tokenizer appends) count nowhere.
+    """
+    rendered: list[str | BackendError] = []
+    edges: list[list[int]] = []  # per query: where the prompt ends and each piece ends, in characters
+    for q in queries:
+        assert q.messages is not None and q.pieces is not None
+        prompt = _rendered(partial(_likelihood_prompt, tok, q.messages))
+        if isinstance(prompt, BackendError):
+            rendered.append(prompt)
+            edges.append([])
+            continue
+        # user text never becomes a control token; each piece alone, so the boundaries stay known
+        pieces = [sanitize(tok, p) for p in q.pieces]
+        ends = [len(prompt)]
+        for piece in pieces:
+            ends.append(ends[-1] + len(piece))
+        rendered.append(prompt + "".join(pieces))
+        edges.append(ends)
+    encs = _encode_rendered(tok, max_length, rendered, [has_chat_template(tok)] * len(queries), offsets=True)
+    out: list[Any] = []
+    for q, enc, ends in zip(queries, encs, edges, strict=True):
+        if isinstance(enc, BackendError):
+            out.append(enc)
+            continue
+        steps = len(q.pieces or ()) - 1
+        ranges = [[0, 0] for _ in range(steps)]
+        first: int | None = None
+        for t, (a, b) in enumerate(enc["offset_mapping"]):
+            if t == 0 or b <= a or a < ends[1]:  # nothing predicts it, zero width, prompt or context
+                continue
+            k = bisect.bisect_right(ends, a, lo=2) - 2  # the step whose characters hold its start
+            if k >= steps:
+                continue
+            if ranges[k][1] == 0:
+                ranges[k][0] = t
+            ranges[k][1] = t + 1
+            first = t if first is None else first
+        if first is None:
+            out.append(BackendError("no token of the response survived tokenization"))
+            continue
+        out.append({"input_ids": enc["input_ids"], "first": first, "steps": [tuple(r) for r in ranges]})
+    return out
+
+
+def step_likelihoods(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
+    """Each step's log-likelihood, ``sum log p(token | everything before it)`` over its tokens
+    (:func:`encode_likelihoods`), in float32 from the batch's forward passes: the implicit PRM's
+    process reward is ``beta`` times a difference of two such sums (PRIME), and bf16 log-probabilities
+    summed over hundreds of tokens would drift by more than the difference."""
+    torch = _torch()
+    out: list[list[float] | BackendError] = [BackendError("not run")] * len(queries)
+    encs = encode_likelihoods(loaded.tokenizer, loaded.max_length, queries)
+    run: list[int] = []
+    for i, (q, enc) in enumerate(zip(queries, encs, strict=True)):
+        wrong_head = _head_mismatch(loaded, q)
+        if wrong_head is not None or isinstance(enc, BackendError):
+            out[i] = wrong_head or enc
+        else:
+            run.append(i)
+    if not run:
+        return out
+    seqs = [encs[i]["input_ids"] for i in run]
+    outputs = _forward(loaded, seqs, [encs[i]["first"] - 1 for i in run])
+    for row, i in enumerate(run):
+        enc, seq = encs[i], seqs[row]
+        start, rows = outputs[row]
+        first, n = enc["first"], len(seq)
+        logits = rows[first - 1 - start : n - 1 - start].float()  # the rows predicting tokens first..n-1
+        if not bool(torch.isfinite(logits).all()):
+            out[i] = BackendError("the model produced non-finite outputs (NaN or infinity)")
+            continue
+        target = torch.tensor(seq[first:n], device=logits.device).unsqueeze(1)
+        lp = torch.log_softmax(logits, dim=-1).gather(1, target).squeeze(1)
+        out[i] = [float(lp[a - first : b - first].sum()) if b > a else 0.0 for a, b in enc["steps"]]
+    return out
+
+
+def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     """P(correct) at every step tag of every query, from the batch's forward passes (:func:`_forward`)."""
     torch = _torch()
     tok = loaded.tokenizer
@@ -759,6 +866,15 @@ def _head_mismatch(loaded: Loaded, q: StepQuery) -> BackendUnavailable | None:
     if q.value_head:
         return None
     lm_head = loaded.task == "generate"
+    if q.likelihood:
+        return (
+            None
+            if lm_head
+            else BackendUnavailable(
+                "an implicit PRM reads token log-likelihoods from a causal language model; the model is loaded "
+                f"for task {loaded.task}: load it with task generate"
+            )
+        )
     if q.label_tokens is not None and not lm_head:
         return BackendUnavailable(
             "this PRM convention reads +/- logits from a language-model head (Math-Shepherd, RLHFlow); the "

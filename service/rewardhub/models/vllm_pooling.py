@@ -191,8 +191,8 @@ class VLLMPoolingBackend(RemoteBackend):
             # something this backend cannot do (unsupported), not a failure a later try may get past
             refused = BackendUnavailable(
                 f"backend {self.name!r} (vllm_pooling) serves classifier-head PRMs only; a PRM that reads "
-                "+/- token logits (Math-Shepherd, RLHFlow) or a value head (Skywork) needs a transformers "
-                "backend"
+                "+/- token logits (Math-Shepherd, RLHFlow), a value head (Skywork) or token log-likelihoods "
+                "(an implicit PRM) needs a transformers backend"
             )
             return [refused for _ in queries]
         clean = await self.cleaner(deadline)

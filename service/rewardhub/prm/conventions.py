@@ -26,6 +26,13 @@ the question and the steps and says where the verdicts are read:
   checks). The assistant turns hold a placeholder tag (:data:`RLHFLOW_TAG`, removed from user text like
   every tag) that the backend replaces by ``"+"`` after rendering: a ``"+"`` in user text ("2 + 3") is
   no step.
+* ``implicit`` — an implicit PRM (PRIME, arXiv 2502.01456; "Free Process Rewards without Process
+  Labels", arXiv 2412.01981): a causal LM ``pi_phi`` trained as an outcome reward model with the reward
+  parameterised as ``beta log pi_phi / pi_ref``, and its frozen reference ``pi_ref``. No tag and no
+  head: the prompt in the model's chat template with its generation prompt, the response as written;
+  each model gives each step's log-likelihood, and step k's process reward is ``beta`` times their
+  difference. The pieces are the response before its first step (context, uncounted), then each step
+  with the text between it and the step before, so that they are the response as the policy wrote it.
 
 The step tag is removed from the question and the steps first (and the steps trimmed again): a
 response that writes ``<extra_0>`` itself would otherwise create steps of its own choosing. A tag made of letters (``ки``) is a tag only
@@ -84,10 +91,20 @@ class PRMConvention:
             text = cleaned
 
     def query(self, question: str, steps: Sequence[str]) -> StepQuery:
+        """The model input for ``question`` and ``steps`` (for ``implicit``: the context piece first,
+        then the steps as written, see the module docstring)."""
         q = self.clean(question)
         # trimmed again: a tag removed from a step's edge left the space before it ("5. <extra_0>" was
         # "5. "), an input the same step without the tag never gives (steps are trimmed when split)
         clean = [self.clean(s).strip() for s in steps] if self.tag_in_text else list(steps)
+        if self.name == "implicit":
+            return StepQuery(
+                step_tag="",
+                steps=len(clean) - 1,
+                messages=(Message("user", q),),
+                pieces=tuple(clean),
+                likelihood=True,
+            )
         if self.name == "skywork":
             return StepQuery(
                 step_tag=self.step_tag, steps=len(clean), pieces=(q + "\n", *clean), value_head=True
@@ -143,4 +160,5 @@ CONVENTIONS: dict[str, PRMConvention] = {
     "math_shepherd": PRMConvention("math_shepherd", "ки", ("+", "-")),
     "skywork": PRMConvention("skywork", "\n", None, tag_in_text=False, separator="\n"),
     "rlhflow": PRMConvention("rlhflow", RLHFLOW_TAG, ("+", "-")),
+    "implicit": PRMConvention("implicit", "", None, tag_in_text=False),
 }

@@ -9,7 +9,13 @@ a step, tokenized on its own and followed by a newline, the sigmoid of its value
 ``rlhflow``: RLHFlow's Llama3.1-8B-PRM-Mistral/-Deepseek-Data, a chat of one user turn per step (the
 question before the first) each answered by an assistant ``+``, in the model's chat template, softmax
 over the ``+``/``-`` logits where the model predicts each ``+``, all steps from one forward pass; on a
-transformers backend only). The question comes from ``prompt``.
+transformers backend only; ``implicit``: an implicit PRM as in PRIME, a causal LM ``pi_phi`` and its
+reference ``pi_ref`` (backend ``reference_backend``, default ``prm_ref``: ``REWARDHUB_PRM_REF_MODEL``),
+no tags: step k's process reward is ``r_k = beta * (log pi_phi(step k | before) - log pi_ref(step k |
+before))``, summed over its tokens, and its score the implicit Q-value ``sigmoid(r_1 + ... + r_k)``, the
+model's probability that the response is correct given its first k steps; ``last`` is PRIME's outcome
+probability ``sigmoid(beta log pi_phi(y) / pi_ref(y))``, and ``details.steps`` has each step's
+``process_reward`` (the dense reward PRIME's advantage sums) and ``q``). The question comes from ``prompt``.
 
 The backend is named by ``backend`` (default ``prm``: ``REWARDHUB_PRM_MODEL`` +
 ``REWARDHUB_PRM_CONVENTION``, or ``REWARDHUB_PRM_URL`` for a vLLM ``/pooling`` server). Items from
@@ -31,13 +37,17 @@ only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rewardhub.models.base import Capability, StepQuery
+from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.prm import CONVENTIONS, Aggregation, Step, split_steps
 from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
@@ -51,7 +61,7 @@ __all__ = ["PRMConfig", "PRMReward"]
 
 class PRMConfig(RewardConfig):
     backend: str = Field("prm", min_length=1, description="Name of the model backend (see REWARDHUB_PRM_*).")
-    convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow"] | None = Field(
+    convention: Literal["qwen", "math_shepherd", "skywork", "rlhflow", "implicit"] | None = Field(
         None,
         description="Input format of the PRM; default: the backend's (REWARDHUB_PRM_CONVENTION), else qwen.",
     )
@@ -85,6 +95,18 @@ class PRMConfig(RewardConfig):
         description="T of soft_min (PURE uses 0.1): lower is closer to the hard min of 2 s - 1.",
     )
 
+    reference_backend: str = Field(
+        "prm_ref",
+        min_length=1,
+        description="implicit: the backend of the reference model pi_ref (see REWARDHUB_PRM_REF_MODEL).",
+    )
+    beta: float = Field(
+        0.05,
+        gt=0.0,
+        le=10.0,
+        description="implicit: beta of the reward beta * log pi_phi / pi_ref (PRIME trains with 0.05).",
+    )
+
     @field_validator("pattern")
     @classmethod
     def _pattern(cls, v: str | None) -> str | None:
@@ -95,6 +117,9 @@ class PRMConfig(RewardConfig):
         # Both given, the pattern would win and the separator be silently ignored.
         if self.pattern is not None and "separator" in self.model_fields_set:
             raise ValueError("separator and pattern exclude each other: give one of them")
+        implicit_only = sorted({"beta", "reference_backend"} & self.model_fields_set)
+        if implicit_only and self.convention not in (None, "implicit"):
+            raise ValueError(f"{' and '.join(implicit_only)} apply to convention implicit only")
         return self
 
 
@@ -134,10 +159,12 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.9.0: convention rlhflow (RLHFlow's multi-turn +/- PRMs, read before each assistant "+")
     # 1.9.1: a skywork PRM named by hub id reads its value head from the cached snapshot; skywork steps
     # keep their lines' indentation and trailing blanks in the model input, as Skywork's recipe does
-    version: ClassVar[str] = "1.9.1"
+    # 1.10.0: convention implicit (PRIME's implicit PRM: beta log-likelihood ratios against a reference)
+    version: ClassVar[str] = "1.10.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
-        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork and RLHFlow conventions; in process or vLLM /pooling."
+        "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork, RLHFlow and implicit (PRIME) "
+        "conventions; in process or vLLM /pooling."
     )
     config_model = PRMConfig
     reads = ("prompt", "response")
@@ -153,7 +180,29 @@ class PRMReward(ModelReward[PRMConfig]):
 
     def version_for(self, config: PRMConfig) -> str:
         # The convention changes the model's input, so it is part of the identity even when defaulted.
-        return f"{super().version_for(config)}+{self._convention(config)}"
+        version = f"{super().version_for(config)}+{self._convention(config)}"
+        ref = self._reference(config)
+        if isinstance(ref, ModelBackend):  # an implicit PRM's scores are as much the reference's
+            version += f"+{hashlib.sha256(ref.identity().encode()).hexdigest()[:10]}"
+        return version
+
+    def _reference(self, config: PRMConfig) -> ModelBackend | BackendUnavailable | None:
+        """The reference model of an implicit PRM (None for every other convention), or why not."""
+        if self._convention(config) != "implicit":
+            return None
+        try:
+            return self._capable_backend(config.reference_backend)
+        except BackendUnavailable as exc:
+            return exc
+
+    def unavailable_for(self, config: PRMConfig) -> str | None:
+        ref = self._reference(config)
+        why = str(ref) if isinstance(ref, BackendUnavailable) else None
+        return super().unavailable_for(config) or why
+
+    def is_cacheable(self, config: PRMConfig) -> bool:
+        ref = self._reference(config)
+        return super().is_cacheable(config) and (not isinstance(ref, ModelBackend) or ref.identity_settled)
 
     async def score(self, items: Sequence[ScoreItem], config: PRMConfig, ctx: ScoreContext) -> list[Outcome]:
         deadline = deadline_of(ctx)
@@ -162,6 +211,9 @@ class PRMReward(ModelReward[PRMConfig]):
         except BackendUnavailable as exc:
             return [failure(exc) for _ in items]
         conv = CONVENTIONS[self._convention(config)]
+        ref = self._reference(config)
+        if isinstance(ref, BackendUnavailable):
+            return [failure(ref) for _ in items]
         try:
             clean = await backend.cleaner(deadline)  # what its tokenizer removes (a model process's)
         except BackendError as exc:
@@ -194,14 +246,22 @@ class PRMReward(ModelReward[PRMConfig]):
             if not steps:
                 outcomes[i] = self._no_steps(config)
                 continue
-            texts = [s.text for s in steps] if conv.tag_in_text else _whole_lines(item.response, steps)
+            if ref is not None:
+                texts = _as_written(item.response, steps)
+            elif conv.tag_in_text:
+                texts = [s.text for s in steps]
+            else:
+                texts = _whole_lines(item.response, steps)
             queries.append(conv.query(item.prompt, texts))
             todo.append((i, steps))
-        if queries:
-            try:
-                results = finite(await backend.step_probs(queries, deadline))
-            except BackendError as exc:
-                results = [exc for _ in queries]
+        if queries and ref is not None:
+            pairs = await _likelihoods(backend, ref, queries, deadline)
+            for (i, steps), pair in zip(todo, pairs, strict=True):
+                outcomes[i] = (
+                    failure(pair) if isinstance(pair, BackendError) else self._implicit(config, steps, *pair)
+                )
+        elif queries:
+            results = await _step_scores(backend, queries, deadline)
             for (i, steps), res in zip(todo, results, strict=True):
                 outcomes[i] = (
                     failure(res) if isinstance(res, BackendError) else self._outcome(config, steps, res)
@@ -223,7 +283,9 @@ class PRMReward(ModelReward[PRMConfig]):
         return Outcome(FLOORS[config.aggregation], Reason.NO_ANSWER, floors, details)
 
     @staticmethod
-    def _outcome(config: PRMConfig, steps: list[Step], scores: list[float]) -> Outcome:
+    def _outcome(
+        config: PRMConfig, steps: list[Step], scores: list[float], extra: dict[str, list[float]] | None = None
+    ) -> Outcome:
         if len(scores) != len(steps):
             return Outcome.invalid(Reason.BACKEND_ERROR, f"{len(scores)} step scores for {len(steps)} steps")
         # rounded once, and everything computed from what details shows: a step at 0.4999996, shown as
@@ -233,10 +295,67 @@ class PRMReward(ModelReward[PRMConfig]):
             {"index": k, "start": s.start, "end": s.end, "score": p}
             for k, (s, p) in enumerate(zip(steps, scores, strict=True))
         ]
+        for key, values in (extra or {}).items():
+            for row, v in zip(rows, values, strict=True):
+                row[key] = round(v, 6)
         components, details = summarize(
             rows, scores, config.aggregation, config.threshold, config.temperature
         )
         return Outcome(components[config.aggregation], None, components, details)
+
+    @classmethod
+    def _implicit(
+        cls, config: PRMConfig, steps: list[Step], policy: list[float], reference: list[float]
+    ) -> Outcome:
+        """An implicit PRM's outcome from the two models' step log-likelihoods (PRIME): process
+        rewards ``beta * (policy - reference)``, their running sums ``q`` and scores ``sigmoid(q)``."""
+        if len(policy) != len(steps) or len(reference) != len(steps):
+            return Outcome.invalid(
+                Reason.BACKEND_ERROR,
+                f"{len(policy)} and {len(reference)} step log-likelihoods for {len(steps)} steps",
+            )
+        rewards = [config.beta * (a - b) for a, b in zip(policy, reference, strict=True)]
+        q = list(itertools.accumulate(rewards))
+        outcome = cls._outcome(config, steps, [_sigmoid(x) for x in q], {"process_reward": rewards, "q": q})
+        if outcome.details is not None:
+            outcome.details["beta"] = config.beta
+        return outcome
+
+
+def _as_written(text: str, steps: list[Step]) -> list[str]:
+    """An implicit PRM's pieces: the response before its first step (context, not scored), then each
+    step with what lies between it and the step before (the separator), so that the model reads the
+    response exactly as the policy wrote it; what follows the last step is not read."""
+    pieces = [text[: steps[0].start]]
+    for prev, s in itertools.pairwise([Step("", steps[0].start, steps[0].start), *steps]):
+        pieces.append(text[prev.end : s.end])
+    return pieces
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+async def _step_scores(
+    backend: ModelBackend, queries: list[StepQuery], deadline: float
+) -> list[list[float] | BackendError]:
+    try:
+        return finite(await backend.step_probs(queries, deadline))
+    except BackendError as exc:
+        return [exc for _ in queries]
+
+
+async def _likelihoods(
+    backend: ModelBackend, ref: ModelBackend, queries: list[StepQuery], deadline: float
+) -> list[tuple[list[float], list[float]] | BackendError]:
+    """Both models' step log-likelihoods of the same queries, the two passes at once."""
+    mine, theirs = await asyncio.gather(
+        _step_scores(backend, queries, deadline), _step_scores(ref, queries, deadline)
+    )
+    return [
+        a if isinstance(a, BackendError) else b if isinstance(b, BackendError) else (a, b)
+        for a, b in zip(mine, theirs, strict=True)
+    ]
 
 
 def _timed(split: Callable[..., list[Step]]) -> Callable[..., list[Step]]:
