@@ -179,3 +179,22 @@ async def test_misconfigurations_fail_clearly(make_app: MakeApp, causal_lm_path:
             json={"reward": {"name": "prm", "config": {"convention": "qwen", "beta": 0.1}}, "items": items},
         )
         assert bad.status_code == 422 and "convention implicit" in bad.text
+
+
+async def test_the_catalog_says_an_implicit_prm_without_its_reference_cannot_score(
+    make_app: MakeApp, causal_lm_path: str, tmp_path: Path
+) -> None:
+    """A backends file may define the PRM with convention implicit and no 'prm_ref' (the start check
+    reads the REWARDHUB_PRM_* shortcuts only): every item of the default config fails, so the catalog
+    must say so, as /v1/rewards/check does, rather than list the reward as ready."""
+    import json
+
+    spec = {"kind": "transformers", "model": causal_lm_path, "task": "generate", "convention": "implicit"}
+    path = tmp_path / "backends.json"
+    path.write_text(json.dumps({"backends": {"prm": spec}}))
+    async with make_app(backends_file=str(path), embedding_model="off") as client:
+        catalog = (await client.get("/v1/rewards")).json()["rewards"]
+        (prm,) = [r for r in catalog if r["name"] == "prm"]
+        check = (await client.post("/v1/rewards/check", json={"reward": {"name": "prm"}})).json()
+    assert check["unavailable"] and "REWARDHUB_PRM_REF_MODEL" in check["unavailable"][0]["message"]
+    assert prm["unavailable"] is not None and "REWARDHUB_PRM_REF_MODEL" in prm["unavailable"]

@@ -195,6 +195,10 @@ class PRMReward(ModelReward[PRMConfig]):
         except BackendUnavailable as exc:
             return exc
 
+    def unavailable(self) -> str | None:
+        # the catalog's answer is the default config's, the reference of an implicit PRM included
+        return self.unavailable_for(PRMConfig())
+
     def unavailable_for(self, config: PRMConfig) -> str | None:
         ref = self._reference(config)
         why = str(ref) if isinstance(ref, BackendUnavailable) else None
