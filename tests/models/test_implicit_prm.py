@@ -198,3 +198,24 @@ async def test_the_catalog_says_an_implicit_prm_without_its_reference_cannot_sco
         check = (await client.post("/v1/rewards/check", json={"reward": {"name": "prm"}})).json()
     assert check["unavailable"] and "REWARDHUB_PRM_REF_MODEL" in check["unavailable"][0]["message"]
     assert prm["unavailable"] is not None and "REWARDHUB_PRM_REF_MODEL" in prm["unavailable"]
+
+
+async def test_beta_on_a_backend_of_another_convention_is_refused(
+    make_app: MakeApp, causal_lm_path: str
+) -> None:
+    """``beta`` (or ``reference_backend``) with no ``convention`` given, on a backend that serves another
+    one (here math_shepherd), was accepted and ignored: a caller believed it had tuned an implicit PRM's
+    beta. It is the same 422 as naming that convention."""
+    items = [{"prompt": ITEMS[0][0], "response": ITEMS[0][1]}]
+    async with make_app(prm_model=causal_lm_path, prm_convention="math_shepherd") as client:
+        for config in ({"beta": 0.1}, {"reference_backend": "prm"}):
+            r = await client.post(
+                "/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items}
+            )
+            assert r.status_code == 422 and "convention implicit" in r.text and "math_shepherd" in r.text, (
+                r.text
+            )
+            check = await client.post("/v1/rewards/check", json={"reward": {"name": "prm", "config": config}})
+            assert check.status_code == 422, check.text
+        (ok,) = await score(client, items)  # the backend's own convention still scores
+        assert ok["valid"], ok

@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from rewardhub.errors import InvalidRequest
 from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.prm import CONVENTIONS, Aggregation, Step, split_steps
@@ -177,6 +178,21 @@ class PRMReward(ModelReward[PRMConfig]):
         hub = self.runtime.models
         declared = hub.conventions.get(self.backend_name(config)) if hub is not None else None
         return declared or "qwen"
+
+    def parse_config(self, raw: dict[str, Any]) -> PRMConfig:
+        config = super().parse_config(raw)
+        # PRMConfig refuses beta with another convention named; one defaulted from the backend too
+        implicit_only = sorted({"beta", "reference_backend"} & config.model_fields_set)
+        name = self.backend_name(config)
+        conv = self._convention(config)
+        if implicit_only and config.convention is None and conv != "implicit" and self._why_not(name) is None:
+            raise InvalidRequest(
+                f"{self.name}: reward.config: {' and '.join(implicit_only)} apply to convention implicit "
+                f"only, and backend {name!r} serves convention {conv}: set convention implicit, or leave "
+                f"{' and '.join(implicit_only)} out",
+                param=f"reward.config.{implicit_only[0]}",
+            )
+        return config
 
     def version_for(self, config: PRMConfig) -> str:
         # The convention changes the model's input, so it is part of the identity even when defaulted.
