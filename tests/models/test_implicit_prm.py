@@ -219,3 +219,27 @@ async def test_beta_on_a_backend_of_another_convention_is_refused(
             assert check.status_code == 422, check.text
         (ok,) = await score(client, items)  # the backend's own convention still scores
         assert ok["valid"], ok
+
+
+async def test_a_failure_of_either_model_names_its_backend(
+    make_app: MakeApp, causal_lm_path: str, ref_lm_path: str, tmp_path: Path
+) -> None:
+    """The two models fail alike ("the input is N tokens, more than the model's max_length M"): the item
+    said nothing of which, so a reference with a shorter context than the PRM's sent the caller to the
+    wrong setting. ``details.backend`` names the model that failed."""
+    import json
+
+    spec = {"kind": "transformers", "model": ref_lm_path, "task": "generate", "max_length": 40}
+    path = tmp_path / "backends.json"
+    path.write_text(json.dumps({"backends": {"prm_ref": spec}}))
+    items = [{"prompt": q, "response": r} for q, r in ITEMS[:1]]
+    async with make_app(
+        prm_model=causal_lm_path, prm_convention="implicit", backends_file=str(path), embedding_model="off"
+    ) as client:
+        (r,) = await score(client, items)
+        (mine,) = await score(
+            client, items, convention="implicit", reference_backend="prm", backend="prm_ref"
+        )
+    assert not r["valid"] and r["reason"] == "unsupported", r
+    assert "max_length 40" in r["details"]["message"] and r["details"]["backend"] == "prm_ref", r
+    assert not mine["valid"] and mine["details"]["backend"] == "prm_ref", mine  # the PRM's side this time

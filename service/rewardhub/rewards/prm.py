@@ -277,9 +277,7 @@ class PRMReward(ModelReward[PRMConfig]):
         if queries and ref is not None:
             pairs = await _likelihoods(backend, ref, queries, deadline)
             for (i, steps), pair in zip(todo, pairs, strict=True):
-                outcomes[i] = (
-                    failure(pair) if isinstance(pair, BackendError) else self._implicit(config, steps, *pair)
-                )
+                outcomes[i] = pair if isinstance(pair, Outcome) else self._implicit(config, steps, *pair)
         elif queries:
             results = await _step_scores(backend, queries, deadline)
             for (i, steps), res in zip(todo, results, strict=True):
@@ -367,13 +365,19 @@ async def _step_scores(
 
 async def _likelihoods(
     backend: ModelBackend, ref: ModelBackend, queries: list[StepQuery], deadline: float
-) -> list[tuple[list[float], list[float]] | BackendError]:
-    """Both models' step log-likelihoods of the same queries, the two passes at once."""
+) -> list[tuple[list[float], list[float]] | Outcome]:
+    """Both models' step log-likelihoods of the same queries, the two passes at once; an item either
+    failed is that failure, ``details.backend`` naming which (both fail alike: "more than the model's
+    max_length" says nothing of which model's)."""
     mine, theirs = await asyncio.gather(
         _step_scores(backend, queries, deadline), _step_scores(ref, queries, deadline)
     )
     return [
-        a if isinstance(a, BackendError) else b if isinstance(b, BackendError) else (a, b)
+        failure(a, backend=backend.name)
+        if isinstance(a, BackendError)
+        else failure(b, backend=ref.name)
+        if isinstance(b, BackendError)
+        else (a, b)
         for a, b in zip(mine, theirs, strict=True)
     ]
 
