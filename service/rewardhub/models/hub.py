@@ -77,7 +77,7 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     if s.prm_url and unservable("vllm_pooling", s.prm_convention):  # every item would fail at run time
         raise ConfigError(
             f"REWARDHUB_PRM_CONVENTION={s.prm_convention} cannot be served through REWARDHUB_PRM_URL: a "
-            "vLLM /pooling server serves classifier-head PRMs only (convention qwen); for a +/- token PRM "
+            "vLLM /pooling server serves classifier-head PRMs only (convention qwen); for any other PRM "
             "set REWARDHUB_PRM_MODEL to its local directory and leave REWARDHUB_PRM_URL unset"
         )
     specs: dict[str, RemoteSpec | LocalSpec] = {}
