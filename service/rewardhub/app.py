@@ -207,6 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(score.router)
     app.include_router(jobs.router)
     app.include_router(compat.router)
+    app.include_router(compat.nemo_gym_alias_router)
     app.include_router(compat_sandboxfusion.router)
     app.include_router(compat_sandboxfusion.alias_router)
     app.include_router(meta.router)

@@ -336,3 +336,23 @@ async def test_nemo_gym_transient_failures_go_to_the_failures_sidecar(client: ht
     body = {**out, "verifier": None, "expected_answer": None}
     masked = (await client.post("/compat/nemo-gym/verify", json=body)).json()
     assert masked["mask_sample"] is True and "_ng_failure_class" not in masked, masked
+
+
+async def test_nemo_gym_contract_at_the_root_paths_its_server_client_calls(client: httpx.AsyncClient) -> None:
+    """NeMo Gym addresses a resources server by host and port only: its ServerClient posts to
+    f"http://{host}:{port}/verify" (and /seed_session, /aggregate_metrics, GET /reverify_mode), with no
+    path prefix to configure. Under /compat/nemo-gym alone the endpoints answered those calls 404."""
+    seeded = await client.post("/seed_session", json={**NEMO_VERIFY, "response": None})
+    assert seeded.status_code == 200, seeded.text
+    verified = await client.post("/verify", json=NEMO_VERIFY)
+    assert verified.status_code == 200, verified.text
+    body = verified.json()
+    assert (body["reward"], body["mask_sample"], body["expected_answer"]) == (1.0, False, "4")
+    agg = await client.post(
+        "/aggregate_metrics", json={"verify_responses": [{"_ng_task_index": 3, "reward": 1.0}]}
+    )
+    assert agg.status_code == 200 and agg.json()["key_metrics"]["mean/reward"] == 1.0
+    mode = await client.get("/reverify_mode")
+    assert mode.status_code == 200 and mode.json() == "stateless"
+    closed = await client.post("/close_session", json={"resources_session_id": "s1"})
+    assert closed.json() == {"resources_session_id": "s1"}

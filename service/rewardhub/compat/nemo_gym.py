@@ -1,5 +1,6 @@
 """NeMo Gym resources-server contract: ``/verify``, ``/seed_session``, ``/close_session``,
-``/aggregate_metrics``, ``/reverify_mode``.
+``/aggregate_metrics``, ``/reverify_mode``, under ``/compat/nemo-gym`` and at the root (NeMo Gym posts to
+its resources server's host and port plus these paths).
 
 ``/verify`` gets the task row plus the rollout: ``responses_create_params`` (the OpenAI Responses
 request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses object: the text is the

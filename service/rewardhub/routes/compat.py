@@ -101,6 +101,26 @@ async def nemo_gym_reverify_mode() -> str:
     return "stateless"
 
 
+# NeMo Gym addresses a resources server by host and port alone (its ServerClient posts to
+# f"http://{host}:{port}/verify"; there is no path prefix to configure), so the contract is also served
+# at the root paths, as SandboxFusion's /run_code is.
+nemo_gym_alias_router = APIRouter(tags=["compat"])
+for _path, _endpoint, _method in (
+    ("/verify", nemo_gym_verify, "POST"),
+    ("/seed_session", nemo_gym_seed_session, "POST"),
+    ("/close_session", nemo_gym_close_session, "POST"),
+    ("/aggregate_metrics", nemo_gym_aggregate_metrics, "POST"),
+    ("/reverify_mode", nemo_gym_reverify_mode, "GET"),
+):
+    nemo_gym_alias_router.add_api_route(
+        _path,
+        _endpoint,
+        methods=[_method],
+        summary=f"NeMo Gym {_path} at the root path (as /compat/nemo-gym{_path})",
+        description=(nemo_gym.__doc__ or "") if _path == "/verify" else "",
+    )
+
+
 @router.post(
     "/openai/graders/run",
     summary="OpenAI grader JSON: run a grader on one sample",
