@@ -260,6 +260,30 @@ async def test_openrlhf_left_truncated_prompt_is_not_scored_as_the_response(
     assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0]
 
 
+async def test_openrlhf_vlm_prompt_with_expanded_image_tokens_is_not_scored_as_the_response(
+    client: httpx.AsyncClient,
+) -> None:
+    """For an image prompt OpenRLHF tokenizes with the VLM processor, which expands the template's one
+    <|image_pad|> into one per image patch; `query` decodes those ids, so it never holds the prompt
+    string. The whole query (system prompt, question with its worked example) was scored as the
+    response: here the example's \\boxed{5} passed a response that gave no answer."""
+    head = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n<|vision_start|>"
+    tail = (
+        "<|vision_end|>Example: 2+3 = \\boxed{5}.\nHow many apples are in the picture? Put it in \\boxed{}."
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    prompt = head + "<|image_pad|>" + tail
+    decoded = head + "<|image_pad|>" * 64 + tail
+    payload = {
+        "query": [decoded + "I cannot tell.<|im_end|>", decoded + "I count \\boxed{5}.<|im_end|>"],
+        "prompts": [prompt, prompt],
+        "labels": ["5", json.dumps({"verifier": "exact_match", "answer": "I count \\boxed{5}."})],
+    }
+    body = (await client.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [0.0, 1.0]
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0]
+
+
 async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> None:
     """OpenRLHF's list contract has no size limit (older releases post a whole rollout batch): a batch over
     REWARDHUB_MAX_ITEMS is scored in parts, not flagged invalid item by item as a 0.0 each."""

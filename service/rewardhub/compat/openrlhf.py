@@ -37,18 +37,17 @@ class OpenRLHFResponse(BaseModel):
     extra_logs: dict[str, list[float]]
 
 
-# How far into ``query`` the prompt (or its kept tail) may start: room for BOS tokens before it.
-_MAX_PREFIX_CHARS = 32
-# The shortest prompt tail trusted to mark where a left-truncated prompt ends.
+# The shortest prompt tail trusted to mark where the prompt ends in ``query``.
 _MIN_TAIL_CHARS = 16
 
 
 def split_response(query: str, prompt: str | None) -> str:
     """The response part of ``query``: what follows the prompt (wherever a BOS or template put it).
 
-    OpenRLHF cuts an over-long prompt from the left (``prompt_token_ids[-max_prompt_length:]``) but
-    posts the whole prompt string, so ``query`` may hold only a tail of it: the response then follows
-    the longest tail of the prompt that ``query`` starts with."""
+    ``query`` is decoded from the token ids OpenRLHF generated from, which need not spell the prompt
+    string it posts: an over-long prompt is cut from the left (``prompt_token_ids[-max_prompt_length:]``),
+    and a VLM processor expands an image placeholder (``<|image_pad|>``) into one token per patch. The
+    response then follows the longest tail of the prompt that ``query`` holds."""
     if prompt:
         at = query.find(prompt)
         if at >= 0:
@@ -60,9 +59,10 @@ def split_response(query: str, prompt: str | None) -> str:
 
 
 def _prompt_tail_end(query: str, prompt: str) -> int | None:
-    """Where the longest tail of ``prompt`` found in ``query`` ends, if that tail is long enough and
-    starts ``query`` (after at most a BOS-sized prefix). A tail found means every shorter one is
-    found too, so the longest is a binary search."""
+    """Where the first occurrence of the longest tail of ``prompt`` found in ``query`` ends, if that
+    tail is long enough to trust. A tail found means every shorter one is found too, so the longest is
+    a binary search. (Its place is not required to be the start of ``query``: after an expanded image
+    placeholder the tail starts past the expansion.)"""
     lo, hi = 0, min(len(prompt), len(query))
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -72,8 +72,7 @@ def _prompt_tail_end(query: str, prompt: str) -> int | None:
             hi = mid - 1
     if lo < min(_MIN_TAIL_CHARS, len(prompt)):
         return None
-    at = query.find(prompt[-lo:])
-    return at + lo if at <= _MAX_PREFIX_CHARS else None
+    return query.find(prompt[-lo:]) + lo
 
 
 def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem | RewardHubError]:
