@@ -37,7 +37,38 @@ async def test_openrlhf_math(client: httpx.AsyncClient) -> None:
 async def test_openrlhf_accepts_empty_lists(client: httpx.AsyncClient) -> None:
     resp = await client.post("/compat/openrlhf/get_reward", json={"query": [], "prompts": [], "labels": []})
     assert resp.status_code == 200
-    assert resp.json() == {"rewards": [], "scores": [], "extra_logs": {}}
+    assert resp.json() == {
+        "rewards": [],
+        "scores": [],
+        "extra_logs": {"rewardhub_valid": [], "rewardhub_cached": []},
+    }
+
+
+async def test_openrlhf_answers_of_a_batch_split_across_urls_merge_key_by_key(
+    client: httpx.AsyncClient,
+) -> None:
+    """OpenRLHF up to 0.9.0 (`--remote_rm_url a,b,c`) splits each batch by ceil(len/N) and merges the N
+    answers with `torch.cat([logs[key] for logs in each answer's extra_logs])` for every key of the
+    first answer's extra_logs. A short batch leaves the last URLs empty lists; their answer had
+    `extra_logs: {}`, so the merge raised KeyError('rewardhub_valid') and stopped training."""
+    query, prompts, labels = [PROMPT + "\\boxed{42}"] * 2, [PROMPT] * 2, ["42"] * 2
+    urls = 3
+    size = -(-len(query) // urls)  # ceil, as OpenRLHF's RemoteRewardModel.get_rewards
+    answers = []
+    for i in range(urls):
+        part = {
+            k: v[i * size : (i + 1) * size]
+            for k, v in (("query", query), ("prompts", prompts), ("labels", labels))
+        }
+        resp = await client.post("/compat/openrlhf/get_reward", json=part)
+        assert resp.status_code == 200, resp.text
+        answers.append(resp.json())
+    assert [len(a["rewards"]) for a in answers] == [1, 1, 0]
+    merged = {
+        key: [v for a in answers for v in a["extra_logs"][key]] for key in answers[0]["extra_logs"]
+    }  # OpenRLHF 0.9.0's update_samples_with_rewards, without torch
+    assert merged["rewardhub_valid"] == [1.0, 1.0]
+    assert [r for a in answers for r in a["rewards"]] == [1.0, 1.0]
 
 
 async def test_openrlhf_bad_label_flags_only_its_item(client: httpx.AsyncClient) -> None:

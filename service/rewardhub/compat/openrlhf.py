@@ -2,7 +2,8 @@
 
 Request ``{"query": [str], "prompts": [str], "labels": [any]}``; ``query`` is prompt + response decoded
 with special tokens kept. Answer ``{"rewards": [float], "scores": [float], "extra_logs": {name: [float]}}``
-with lists as long as ``query`` (empty lists are valid: OpenRLHF sends them to the second and later URLs).
+with lists as long as ``query`` (empty lists are valid: OpenRLHF sends them to the second and later URLs;
+``extra_logs`` has its keys then too, with empty lists).
 
 OpenRLHF cannot mask a sample, so an item that could not be scored gets reward 0.0 and
 ``extra_logs.rewardhub_valid`` 0.0 (logged to wandb by OpenRLHF), instead of an HTTP error that its
@@ -103,4 +104,6 @@ def to_response(outcome: ScoreOutcome) -> dict[str, Any]:
         "rewardhub_valid": [1.0 if r["valid"] else 0.0 for r in outcome.results],
         "rewardhub_cached": [1.0 if r.get("cached") else 0.0 for r in outcome.results],
     }
-    return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs if outcome.results else {}}
+    # the keys even for empty lists: OpenRLHF up to 0.9.0 merges the answers of its URLs key by key
+    # (the first answer's keys looked up in every other one), and a short batch leaves the last URLs empty
+    return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
