@@ -411,3 +411,21 @@ async def test_nemo_gym_contract_at_the_root_paths_its_server_client_calls(clien
     assert mode.status_code == 200 and mode.json() == "stateless"
     closed = await client.post("/close_session", json={"resources_session_id": "s1"})
     assert closed.json() == {"resources_session_id": "s1"}
+
+
+async def test_nemo_gym_overloaded_verify_goes_to_the_failures_sidecar(make_app: Any) -> None:
+    """A verify refused because the service is full is the plainest failure of the moment; it was masked
+    with reward 0.0 but had no `_ng_failure_class`, so NeMo Gym's collector kept it as a finished rollout
+    (in the metrics, never retried on resume)."""
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+    async with make_app(max_inflight_items=2) as c:
+        busy = asyncio.create_task(c.post("/v1/score", json=slow))
+        await asyncio.sleep(0.2)
+        out = (await c.post("/verify", json=NEMO_VERIFY)).json()
+        assert (out["mask_sample"], out["failure_kind"]) == (True, "rewardhub:overloaded"), out
+        assert out["_ng_failure_class"] == "transient"
+        await busy

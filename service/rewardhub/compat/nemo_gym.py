@@ -13,8 +13,9 @@ reward (default: the service's compat default, ``math``); ``verifier_metadata.un
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
 ``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
 An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
-transient reasons) also carries ``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the
-row to its failures sidecar, keeps it out of the metrics, and a resumed run retries it.
+transient reasons; or a service too full to take it, ``overloaded``) also carries
+``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the row to its failures sidecar,
+keeps it out of the metrics, and a resumed run retries it.
 rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``stateless``.
 """
 
@@ -26,14 +27,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, prompt_text
-from rewardhub.errors import InvalidRequest, RewardHubError
+from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError, ServiceUnavailable
 from rewardhub.protocol import TRANSIENT_REASONS, RewardSpec, ScoreItem
 
 __all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
 
 TASK_INDEX_KEYS = ("_ng_task_index", "_task_index")
 FAILURE_CLASS_KEY = "_ng_failure_class"
-_TRANSIENT = frozenset(r.value for r in TRANSIENT_REASONS)
+# the item reasons of the moment, and the request-level ones score_or_flag gives every item of a call the
+# service could not take (full, or a worker pool not running)
+_TRANSIENT = frozenset(r.value for r in TRANSIENT_REASONS) | {
+    Overloaded.error_type,
+    ServiceUnavailable.error_type,
+}
 
 
 def response_text(response: Any) -> str:
