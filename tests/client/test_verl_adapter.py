@@ -201,3 +201,64 @@ def test_a_new_api_key_is_used_after_configure(live_server_factory: Any) -> None
             verl.compute_score("squad", "x", "x")
         verl.configure(server.url, default_reward="exact_match", api_key="new-key", check=False)
         assert verl.compute_score("squad", "x", "x")["score"] == 1.0
+
+
+class _CountingRelay:
+    """A plain TCP relay in front of the live server that counts the connections made through it."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.port = port
+        self.accepted = 0
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: Any, dst: Any) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+            dst.shutdown(1)  # pass the end of the stream on
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._listener.close()
+        for s in self._sockets:
+            s.close()
+
+
+def test_compute_score_async_reuses_one_connection_pool(live_server_factory: Any) -> None:
+    """compute_score_async built a new AsyncRewardClient for every sample: a new TCP connection per
+    sample (verl's reward loop awaits one call per rollout, thousands a step) and a new TLS context
+    each time, tens of milliseconds of CPU on the reward loop's event loop per sample. Found in review."""
+    with live_server_factory() as server:
+        relay = _CountingRelay(int(server.url.rsplit(":", 1)[1]))
+        try:
+            verl.configure(relay.url, default_reward="math")
+
+            async def reward_loop() -> list[dict[str, Any]]:  # one long-lived loop, one call per rollout
+                return [await verl.compute_score_async("gsm8k", f"\\boxed{{{i}}}", str(i)) for i in range(6)]
+
+            outs = asyncio.run(reward_loop())
+            assert [o["score"] for o in outs] == [1.0] * 6
+            assert relay.accepted <= 2, relay.accepted  # the start check and the scoring, pooled
+        finally:
+            relay.close()
