@@ -429,3 +429,43 @@ async def test_nemo_gym_overloaded_verify_goes_to_the_failures_sidecar(make_app:
         assert (out["mask_sample"], out["failure_kind"]) == (True, "rewardhub:overloaded"), out
         assert out["_ng_failure_class"] == "transient"
         await busy
+
+
+async def test_a_chat_templated_prompt_reaches_model_rewards_as_its_user_turn(
+    make_app: Any, judge_server: Any
+) -> None:
+    """OpenRLHF posts the prompt as its dataset rendered it (the policy's chat template, control tokens
+    and system turn included), slime too with --apply-chat-template. Model rewards put `prompt` into
+    their own template: a judge was asked about "<|im_start|>system ... <|im_start|>assistant", and an
+    RM scored a user turn holding the whole scrubbed conversation."""
+    from fake_openai import always, user_text
+
+    judge_server.reply = always("Score: 5")
+    templated = {
+        "chatml": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 6*7?<|im_end|>\n"
+        "<|im_start|>assistant\n",
+        "llama3": "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nWhat is 6*7?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    }
+    label = json.dumps({"verifier": "judge", "answer": "42"})
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge", backend_max_retries=0) as c:
+        for name, prompt in templated.items():  # (a response of each's own: none is served from the cache)
+            body = (
+                await c.post(
+                    "/compat/openrlhf/get_reward",
+                    json={"query": [prompt + f"It is 42 ({name})."], "prompts": [prompt], "labels": [label]},
+                )
+            ).json()
+            assert body["extra_logs"]["rewardhub_valid"] == [1.0], body
+            slime = (
+                await c.post(
+                    "/compat/slime/reward",
+                    json={"prompt": prompt, "response": f"So 42 ({name}).", "label": label},
+                )
+            ).json()
+            assert slime["valid"] is True, slime
+    questions = [user_text(r) for r in judge_server.requests]
+    assert len(questions) == 4
+    for q in questions:
+        assert "What is 6*7?" in q and "Be brief" not in q and "<|" not in q, q

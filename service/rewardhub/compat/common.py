@@ -7,6 +7,7 @@ therefore answer 200 and mark each affected item invalid in the peer's own terms
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "prompt_text",
     "score_or_flag",
     "strip_eos",
+    "user_turn",
 ]
 
 # End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False).
@@ -60,11 +62,37 @@ def strip_eos(text: str) -> str:
     return out
 
 
+# A user turn in the chat templates trainers render prompts with (the policy's template: OpenRLHF posts
+# its dataset's rendered prompt, slime its Sample.prompt): ChatML (Qwen, SmolLM...), Llama 3, Gemma,
+# Phi-3, DeepSeek V3/R1, Mistral/Llama 2 [INST].
+_USER_TURNS = (
+    re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),
+    re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.S),
+    re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
+    re.compile(r"<\|user\|>\n?(.*?)<\|end\|>", re.S),
+    re.compile(r"<｜User｜>(.*?)<｜Assistant｜>", re.S),
+    re.compile(r"\[INST\](.*?)\[/INST\]", re.S),
+)
+
+
+def user_turn(prompt: str) -> str:
+    """A prompt rendered with a chat template as its last user turn's text; any other string as is.
+
+    Model rewards (judges, reward models) put ``prompt`` into their own template as the user turn: the
+    policy's rendered conversation there (its control tokens, its system turn) is not the question."""
+    for pattern in _USER_TURNS:
+        turns = pattern.findall(prompt)
+        if turns:
+            return str(turns[-1]).strip()
+    return prompt
+
+
 def prompt_text(prompt: Any) -> str | None:
-    """A prompt as text: a string as is; a list of chat messages as its last user message (a string,
-    or the ``text`` of its content parts)."""
+    """A prompt as text: a string as is (a chat-templated one as its last user turn, see
+    :func:`user_turn`); a list of chat messages as its last user message (a string, or the ``text`` of
+    its content parts)."""
     if isinstance(prompt, str):
-        return prompt
+        return user_turn(prompt)
     if isinstance(prompt, list):
         for msg in reversed(prompt):
             if isinstance(msg, dict) and msg.get("role") == "user":

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rewardhub.compat.common import ScoreOutcome, parse_label, strip_eos
+from rewardhub.compat.common import ScoreOutcome, parse_label, prompt_text, strip_eos
 from rewardhub.errors import RewardHubError
 from rewardhub.protocol import ScoreItem
 
@@ -89,7 +89,7 @@ def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem | Rewa
         items.append(
             ScoreItem(
                 id=str(i),
-                prompt=prompt,
+                prompt=prompt_text(prompt),
                 response=split_response(query, prompt),
                 reference=reference,
                 reward=spec,

@@ -1,7 +1,7 @@
 """slime remote reward model protocol (``--rm-type remote_rm --rm-url ... --reward-key reward``).
 
 Request ``{"prompt": str | [messages], "response": str, "label": any}``, one sample per call (a
-message list's last user message is the prompt). Answer
+message list's last user message is the prompt, and a chat-templated string's last user turn). Answer
 ``{"reward": float, "valid": bool, "reason": str | null, "score": float | null, "components": {...}}``;
 slime reads the number under ``--reward-key`` (use ``reward``). Failures answer 200 with
 ``valid: false`` and reward 0.0, because slime retries a non-200 ten times and then raises.
