@@ -337,9 +337,12 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
         assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
 
 
-async def test_nemo_gym_call_based_unit_tests_are_masked_not_run_as_stdin(client: httpx.AsyncClient) -> None:
-    """LiveCodeBench-style unit tests with an `fn_name` call that method with JSON arguments; run as
-    stdin/stdout programs they fail a correct solution, a 0.0 NeMo Gym would train on. Masked instead."""
+async def test_nemo_gym_call_based_unit_tests_are_run_as_calls(client: httpx.AsyncClient) -> None:
+    """LiveCodeBench-style unit tests with an `fn_name` call that method with the JSON arguments of each
+    input's lines and compare the JSON output (NeMo Gym's code_gen grade_call_based). They were masked as
+    "not supported" although the `code` reward runs call-based tests: every functional task gave no
+    signal. Run as calls now (as stdin/stdout programs they would fail a correct solution)."""
+    solution = "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```"
     body = {
         "responses_create_params": {"input": [{"role": "user", "content": "Add two numbers."}]},
         "response": {
@@ -347,22 +350,22 @@ async def test_nemo_gym_call_based_unit_tests_are_masked_not_run_as_stdin(client
                 {
                     "type": "message",
                     "role": "assistant",
-                    "content": [
-                        {
-                            "type": "output_text",
-                            "text": "```python\nclass Solution:\n    def add(self, a, b):\n        return a + b\n```",
-                        }
-                    ],
+                    "content": [{"type": "output_text", "text": solution}],
                 }
             ]
         },
         "verifier_metadata": {
-            "unit_tests": {"inputs": ["1\n2", "5\n7"], "outputs": ["3", "12"], "fn_name": "add"}
+            "unit_tests": {"inputs": ["1\n2", "[5]\n[7]"], "outputs": ["3", "[5, 7]"], "fn_name": "add"}
         },
     }
     out = (await client.post("/compat/nemo-gym/verify", json=body)).json()
-    assert out["mask_sample"] is True and out["reward"] == 0.0
-    assert "fn_name" in out["failure_reason"]
+    assert (out["reward"], out["mask_sample"]) == (1.0, False), out
+    wrong = {**body, "response": {"output_text": solution.replace("a + b", "a - b")}}
+    out = (await client.post("/compat/nemo-gym/verify", json=wrong)).json()
+    assert (out["reward"], out["mask_sample"]) == (0.0, False), out
+    unreadable = {**body, "verifier_metadata": {"unit_tests": {**body["verifier_metadata"]["unit_tests"], "outputs": ["3", "[5,"]}}}  # fmt: skip
+    out = (await client.post("/compat/nemo-gym/verify", json=unreadable)).json()
+    assert out["mask_sample"] is True and "JSON" in out["failure_reason"], out
     # without fn_name the same shape is stdin/stdout and is run
     stdin_body = {
         **body,

@@ -8,8 +8,9 @@ request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses ob
 ``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` (a name or
 spec; a number under ``reward`` is a stored answer's result, as ``gym eval reverify`` sends) picks the
 reward (default: the service's compat default, ``math``); ``verifier_metadata.unit_tests``
-(``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases
-(call-based tests, with an ``fn_name``, are masked as unsupported rather than run as stdin/stdout). The
+(``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases, or, with
+an ``fn_name``, LiveCodeBench's call-based tests (each input's lines the JSON arguments of a call to that
+function or ``Solution`` method, each output its JSON result). The
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
 ``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
 An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
@@ -21,6 +22,7 @@ rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -104,11 +106,7 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
     if isinstance(tests, dict) and code_available and not label:
         if tests.get("fn_name"):
             # call-based (LeetCode-style) tests: run as stdin/stdout they would fail a correct solution
-            raise InvalidRequest(
-                "verifier_metadata.unit_tests.fn_name: call-based unit tests are not supported; "
-                "give stdin/stdout tests, or a `reward`/`verifier` task field with a code reference",
-                param="verifier_metadata",
-            )
+            return ScoreItem(prompt=prompt, response=text, reward="code", reference=_call_based(tests))
         cases = [
             {"stdin": str(i), "stdout": str(o)}
             for i, o in zip(tests.get("inputs") or [], tests.get("outputs") or [], strict=False)
@@ -125,6 +123,23 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
     else:
         spec, reference = parse_label(reference, default_reward)
     return ScoreItem(prompt=prompt, response=text, reference=reference, reward=spec)
+
+
+def _call_based(tests: dict[str, Any]) -> dict[str, Any]:
+    """LiveCodeBench's call-based tests as the ``code`` reward's: each input's lines are the JSON
+    arguments, each output the JSON result (NeMo Gym's code_gen ``grade_call_based``)."""
+    try:
+        inputs = [
+            i if isinstance(i, list) else [json.loads(line) for line in str(i).split("\n")]
+            for i in tests.get("inputs") or []
+        ]
+        outputs = [json.loads(o) if isinstance(o, str) else o for o in tests.get("outputs") or []]
+    except ValueError as exc:
+        raise InvalidRequest(
+            f"verifier_metadata.unit_tests: a call-based test is not JSON (one argument a line): {exc}",
+            param="verifier_metadata",
+        ) from None
+    return {"language": "python", "fn_name": tests["fn_name"], "inputs": inputs, "outputs": outputs}
 
 
 def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
