@@ -169,3 +169,21 @@ def test_a_misspelt_gdpo_weight_stops_the_run_at_its_first_batch(
     trainer = make_trainer(estimator="gdpo", gdpo_weights={"b": 0.0})
     _, weights = trainer._gdpo_components([group(0, TIED_TOTALS[:3])])
     assert weights == [1.0, 0.0]
+
+
+def test_gdpo_a_batch_with_no_valid_item_trains_on_nothing(make_trainer: Callable[..., Trainer]) -> None:
+    """A batch in which every item came back invalid without components (each one past its deadline,
+    say) stopped a gdpo run with "gdpo needs reward components, and the service returned none", where
+    every other estimator masks such a batch out (no gradient, the run goes on). Found in review."""
+    trainer = make_trainer(estimator="gdpo", gdpo_weights={"c": 2.0})
+    groups = [group(0, [(None, False, {})] * 3), group(1, [(None, False, {})] * 3)]
+    adv, rewards = trainer._advantages(groups)
+    assert adv.mask.tolist() == [[False] * 3] * 2 and adv.values.abs().sum().item() == 0.0
+    assert torch.isnan(rewards).all()
+    assert trainer._optimize(groups, adv) == {"seqs_in_loss": 0.0, "seqs_forwarded": 0.0}
+    # the check of gdpo_weights waits for a batch that has components: 'c' is still caught there
+    with pytest.raises(ValueError, match=r"gdpo_weights names \['c'\]"):
+        trainer._advantages([group(0, TIED_TOTALS[:3])])
+    # valid items without a single component: a reward GDPO cannot train on, still refused
+    with pytest.raises(ValueError, match="gdpo needs reward components"):
+        make_trainer(estimator="gdpo")._advantages([group(0, [(1.0, True, {}), (0.0, True, {})])])

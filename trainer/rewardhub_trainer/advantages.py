@@ -139,7 +139,7 @@ def gdpo_advantages(
         mean, std, _ = group_mean_std(r)
         a = (r - mean) / (std + eps)
         per.append(torch.nan_to_num(a, nan=0.0) * w[n])
-    total = torch.stack(per, dim=-1).sum(dim=-1)
+    total = torch.stack(per, dim=-1).sum(dim=-1) if per else torch.zeros(comps.shape[:-1], dtype=comps.dtype)
     flat = total[valid]
     if flat.numel() == 0:
         return _finish(torch.zeros_like(total), valid)

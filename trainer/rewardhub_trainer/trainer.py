@@ -191,10 +191,10 @@ class Trainer:
         """GDPO's ``[B, G, K]`` reward components and their weights."""
         alg = self.config.algorithm
         names = alg.gdpo_components or _top_level_components(groups, required)
-        if required and not self._gdpo_weights_checked:
-            # Once, on the first batch: a misspelt weight would silently leave its component at weight 1
-            # (and the intended one at its default) for the whole run. Explicit gdpo_components are
-            # checked when the config loads.
+        if required and names and not self._gdpo_weights_checked:
+            # Once, on the first batch with components: a misspelt weight would silently leave its
+            # component at weight 1 (and the intended one at its default) for the whole run. Explicit
+            # gdpo_components are checked when the config loads.
             unknown = sorted(set(alg.gdpo_weights) - set(names))
             if unknown:
                 raise ValueError(
@@ -489,8 +489,9 @@ class Trainer:
 def _top_level_components(groups: list[Group], required: bool = True) -> list[str]:
     """GDPO's default components: the service's top-level ones (``a.b`` sub-components are left out).
 
-    None at all is an error when ``required`` (GDPO cannot train on them), else an empty list (dynamic
-    sampling: a round whose items all came back invalid, without components, just has no signal).
+    None at all is an error when ``required`` and some item is valid (GDPO cannot train on a reward
+    without components), else an empty list: a batch or a dynamic-sampling round whose items all came
+    back invalid, without components, just has no signal (every item is masked, as for any estimator).
     """
     names = {
         k
@@ -499,7 +500,7 @@ def _top_level_components(groups: list[Group], required: bool = True) -> list[st
         for k, v in r.components.items()
         if "." not in k and v is not None
     }
-    if not names and required:
+    if not names and required and any(r.valid for g in groups for r in g.results):
         raise ValueError("gdpo needs reward components, and the service returned none")
     return sorted(names)
 
