@@ -187,3 +187,21 @@ def test_gdpo_a_batch_with_no_valid_item_trains_on_nothing(make_trainer: Callabl
     # valid items without a single component: a reward GDPO cannot train on, still refused
     with pytest.raises(ValueError, match="gdpo needs reward components"):
         make_trainer(estimator="gdpo")._advantages([group(0, [(1.0, True, {}), (0.0, True, {})])])
+
+
+def test_a_gdpo_weight_of_a_component_null_in_the_whole_first_batch_is_not_misspelt(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A composite component the service returns as null for every item of the first batch (a judge or
+    code part with on_invalid zero/skip whose backend timed out while it warmed up) was taken for a
+    misspelt gdpo_weights entry: the run stopped with "gdpo_weights names ['b'], which the reward
+    service does not return". The service does return it; it has no signal in that batch. Found in
+    review."""
+    null_b: list[Result] = [(1.0, True, {"a": 1.0, "b": None}), (0.0, True, {"a": 0.0, "b": None})]
+    trainer = make_trainer(estimator="gdpo", gdpo_weights={"b": 0.5})
+    adv, _ = trainer._advantages([group(0, null_b)])
+    a = 0.5 / (0.5**0.5 + 1e-4)  # a = [1, 0]: mean .5, std √.5; b is no signal; then the batch step
+    assert adv.values[0].tolist() == pytest.approx([a / (2**0.5 * a + 1e-4), -a / (2**0.5 * a + 1e-4)])
+    # every component null in a valid item's batch is no signal either, not "no components"
+    adv, _ = make_trainer(estimator="gdpo")._advantages([group(0, [(0.0, True, {"a": None})] * 2)])
+    assert adv.values.abs().sum().item() == 0.0 and adv.mask.all()

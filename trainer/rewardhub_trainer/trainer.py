@@ -489,17 +489,13 @@ class Trainer:
 def _top_level_components(groups: list[Group], required: bool = True) -> list[str]:
     """GDPO's default components: the service's top-level ones (``a.b`` sub-components are left out).
 
-    None at all is an error when ``required`` and some item is valid (GDPO cannot train on a reward
+    A component that is null in every item of this batch is still one (the service returns it; a part
+    that timed out for all of them is no signal here, not a name that does not exist: gdpo_weights may
+    name it). None at all is an error when ``required`` and some item is valid (GDPO cannot train on a reward
     without components), else an empty list: a batch or a dynamic-sampling round whose items all came
     back invalid, without components, just has no signal (every item is masked, as for any estimator).
     """
-    names = {
-        k
-        for g in groups
-        for r in g.results
-        for k, v in r.components.items()
-        if "." not in k and v is not None
-    }
+    names = {k for g in groups for r in g.results for k in r.components if "." not in k}
     if not names and required and any(r.valid for g in groups for r in g.results):
         raise ValueError("gdpo needs reward components, and the service returned none")
     return sorted(names)
