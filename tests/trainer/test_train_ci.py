@@ -170,7 +170,10 @@ COMPOSITE = {
 @pytest.mark.parametrize(
     ("name", "sections"),
     [
-        ("dapo", {"algorithm": {"estimator": "dapo", "max_sampling_rounds": 2}}),
+        (  # L_max is max_new_tokens (4): the ramp must be shorter
+            "dapo",
+            {"algorithm": {"estimator": "dapo", "max_sampling_rounds": 2, "overlong": {"cache_length": 2}}},
+        ),
         ("dr_grpo_kl_full", {"algorithm": {"estimator": "dr_grpo", "kl_coef": 0.05, "kl_estimator": "k3"}}),
         (
             "grpo_lora_kl_epochs",

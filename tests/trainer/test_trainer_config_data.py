@@ -258,3 +258,24 @@ def test_gdpo_weights_must_name_listed_components() -> None:
     AlgorithmConfig(estimator="gdpo", gdpo_components=["a", "b"], gdpo_weights={"b": 0.5})
     with pytest.raises(ValidationError, match=r"gdpo_weights names \['corect'\]"):
         AlgorithmConfig(estimator="gdpo", gdpo_components=["correct"], gdpo_weights={"corect": 2.0})
+
+
+def test_overlong_cache_length_must_be_below_l_max() -> None:
+    """DAPO's shaping is 0 up to L_max − L_cache and ramps to −1 at L_max. With the default L_cache (16) and
+    max_new_tokens ≤ 16 (L_max's default) there is no penalty-free length: dapo silently penalised every
+    completion by its length (an empty one already by (L_cache − L_max)/L_cache). The service's own
+    dapo_overlong reward refuses cache_length ≥ max_length; the trainer now does too. Found in review."""
+    base = {"model": {"path": "/m"}, "generation": {"max_new_tokens": 16}}
+    with pytest.raises(
+        ValidationError, match=r"overlong.cache_length \(16\) must be smaller than L_max \(16"
+    ):
+        TrainConfig.model_validate({**base, "algorithm": {"estimator": "dapo"}})
+    with pytest.raises(ValidationError, match=r"cache_length \(8\) must be smaller than L_max \(4"):
+        TrainConfig.model_validate(
+            {**base, "algorithm": {"overlong": {"enabled": True, "max_length": 4, "cache_length": 8}}}
+        )
+    ok = {"overlong": {"cache_length": 4}, "estimator": "dapo"}
+    assert TrainConfig.model_validate({**base, "algorithm": ok}).algorithm.resolved_overlong
+    # shaping off: the field is not used, nothing to refuse
+    TrainConfig.model_validate({**base, "algorithm": {"estimator": "grpo"}})
+    TrainConfig.model_validate({**base, "algorithm": {"estimator": "dapo", "overlong": {"enabled": False}}})

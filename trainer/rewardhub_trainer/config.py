@@ -220,7 +220,9 @@ class OverlongConfig(_Section):
         None, description="Add DAPO's overlong shaping to the reward (default: on for dapo only)."
     )
     max_length: int | None = Field(None, ge=1, description="L_max in tokens (default: max_new_tokens).")
-    cache_length: int = Field(16, ge=1, description="L_cache: the ramp length before L_max, tokens.")
+    cache_length: int = Field(
+        16, ge=1, description="L_cache: the ramp length before L_max, tokens (must be smaller than L_max)."
+    )
     penalty_factor: float = Field(1.0, ge=0, description="Scale of the shaping term.")
 
 
@@ -370,6 +372,21 @@ class TrainConfig(_Section):
                 "generation.backend vllm with top_p < 1 or top_k > 0 reports logprobs of the truncated "
                 "sampling distribution, not of the policy: set algorithm.old_logprobs: recompute "
                 "(or top_p: 1 and top_k: 0)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _overlong_ramp(self) -> TrainConfig:
+        # DAPO's shaping is 0 up to L_max − L_cache: with L_cache ≥ L_max no length is free of it, and
+        # it becomes a length penalty on every completion (the service's dapo_overlong refuses it too).
+        o = self.algorithm.overlong
+        l_max = o.max_length or self.generation.max_new_tokens
+        if self.algorithm.resolved_overlong and o.cache_length >= l_max:
+            where = "algorithm.overlong.max_length" if o.max_length else "generation.max_new_tokens"
+            raise ValueError(
+                f"algorithm.overlong.cache_length ({o.cache_length}) must be smaller than L_max "
+                f"({l_max}, {where}): DAPO's shaping is 0 up to L_max - L_cache, and with no such "
+                "length it penalises every completion (set a smaller cache_length, or overlong.enabled: false)"
             )
         return self
 
