@@ -25,7 +25,8 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   verl cannot mask a sample, so without it such a route would train on ``REWARDHUB_VERL_INVALID_SCORE``
   for every sample. A service too old to have the route is not checked.
 
-Each call returns ``{"score": float, "valid": 0/1, "cached": 0/1, <the configured components>...}``; verl
+Each call returns ``{"score": float, "acc": the score again, "valid": 0/1, "cached": 0/1, <the configured
+components>...}`` (``acc``: the metric verl's DAPO recipe filters groups on by default); verl
 logs the keys beyond ``score`` as ``reward_extra_info``. The keys are the same for every item whatever it
 scored: verl appends each key's value per sample and requires every list to be as long as the batch, so
 a key only some items have (an invalid item has no components; another reward has other ones) would stop
@@ -190,8 +191,12 @@ async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) ->
 
 
 def _to_verl(r: ItemResult) -> dict[str, Any]:
+    score = r.score if r.valid and r.score is not None else _conf()["invalid"]
     out: dict[str, Any] = {
-        "score": r.score if r.valid and r.score is not None else _conf()["invalid"],
+        "score": score,
+        # verl's DAPO recipe filters groups on reward_extra_info[algorithm.filter_groups.metric], "acc" by
+        # default, and stops with a KeyError where it is missing: the score is the signal it wants
+        "acc": score,
         "valid": 1.0 if r.valid else 0.0,
         "cached": 1.0 if r.cached else 0.0,
     }

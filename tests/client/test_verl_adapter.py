@@ -63,12 +63,14 @@ def test_verl_extra_keys_are_the_same_for_every_item(live_server_factory: Any) -
         per_sample = [verl.compute_score(*c) for c in calls]
         batch = verl.compute_score_batch(*(list(x) for x in zip(*calls, strict=True)))
         for outs in (per_sample, batch):
-            assert [set(o) for o in outs] == [{"score", "valid", "cached"}] * 3
+            assert [set(o) for o in outs] == [{"score", "acc", "valid", "cached"}] * 3
             assert [o["valid"] for o in outs] == [1.0, 0.0, 1.0]
+            # DAPO's dynamic sampling reads "acc" (filter_groups.metric's default): the score verl gets
+            assert [o["acc"] for o in outs] == [o["score"] for o in outs] == [1.0, 0.0, 1.0]
 
         verl.configure(server.url, routes={"squad": "exact_match"}, components=["correct"])
         outs = [verl.compute_score(*c) for c in calls]
-        assert [set(o) for o in outs] == [{"score", "valid", "cached", "correct"}] * 3
+        assert [set(o) for o in outs] == [{"score", "acc", "valid", "cached", "correct"}] * 3
         assert outs[0]["correct"] == 1.0
         assert math.isnan(outs[1]["correct"]) and math.isnan(outs[2]["correct"])
 
