@@ -114,6 +114,17 @@ def redis_server() -> Iterator[RedisProcess]:
     server.stop()
 
 
+def slow_math_request(items: int) -> dict[str, Any]:
+    """A /v1/score body whose ``items`` math items each hold a worker until their 1 s deadline (SymPy hangs
+    on the power tower; the worker is killed then): sent first, it keeps the service busy while a test
+    asks for more than its quotas leave."""
+    return {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * items,
+        "options": {"timeout_s": 1.0, "use_cache": False},
+    }
+
+
 def make_settings(**overrides: Any) -> Settings:
     """Settings for tests: no .env file, small pools, everything else default."""
     values: dict[str, Any] = {"cpu_workers": 2, "log_level": "warning"}

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import slow_math_request
+
 SF_RESULT_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
 SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
 
@@ -134,11 +136,7 @@ async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None
 async def test_overload_is_a_sandbox_error_not_a_429(make_app: Any) -> None:
     """A full service answers SandboxFusion's own infrastructure verdict (200, SandboxError), as every
     drop-in endpoint does, not a 429 that verl counts as an API failure and other clients retry."""
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap") as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)

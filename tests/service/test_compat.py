@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from conftest import slow_math_request
 from rewardhub.security import Caller
 
 # What OpenRLHF's SingleTurnAgentExecutor sends: query = prompt + response decoded with special tokens.
@@ -103,11 +104,7 @@ async def test_slime_math(client: httpx.AsyncClient) -> None:
 
 
 async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)
@@ -127,11 +124,7 @@ async def test_overload_flags_the_sent_items_and_keeps_the_others_own_reasons(ma
     from rewardhub.protocol import ScoreItem
     from rewardhub.security import ANONYMOUS
 
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
         state = c.app.state  # type: ignore[attr-defined]
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
@@ -420,11 +413,7 @@ async def test_nemo_gym_overloaded_verify_goes_to_the_failures_sidecar(make_app:
     """A verify refused because the service is full is the plainest failure of the moment; it was masked
     with reward 0.0 but had no `_ng_failure_class`, so NeMo Gym's collector kept it as a finished rollout
     (in the metrics, never retried on resume)."""
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import slow_math_request
+
 URL = "/compat/openai/graders/run"
 
 
@@ -401,11 +403,7 @@ async def test_python_grader_result_must_be_a_number(
 async def test_python_grader_on_a_full_service_is_a_server_error(make_app: Any) -> None:
     """Overload is the service's fault: python_grader_server_error, not a runtime error that sends the
     user to debug a grade() that never ran."""
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 2,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from conftest import slow_math_request
+
 ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
 
 
@@ -36,11 +38,7 @@ async def test_open_when_no_keys(client: httpx.AsyncClient) -> None:
 
 
 async def test_per_key_concurrency_quota(make_app: Any) -> None:
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}],
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(1)
     async with make_app(api_keys="a,b", per_key_max_concurrency=1) as c:
         first = asyncio.create_task(c.post("/v1/score", json=slow, headers={"X-API-Key": "a"}))
         await asyncio.sleep(0.2)
@@ -56,11 +54,7 @@ async def test_per_key_concurrency_quota(make_app: Any) -> None:
 
 
 async def test_inflight_items_bound(make_app: Any) -> None:
-    slow = {
-        "reward": "math",
-        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * 3,
-        "options": {"timeout_s": 1.0, "use_cache": False},
-    }
+    slow = slow_math_request(3)
     async with make_app(max_inflight_items=4) as c:
         first = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)
