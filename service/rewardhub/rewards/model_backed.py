@@ -125,7 +125,13 @@ class ModelReward(ComposedReward[ConfigT]):
     def version_for(self, config: ConfigT) -> str:
         base = super().version_for(config)
         try:
-            identity = self.backend(config).identity()
+            backend = self.backend(config)
         except BackendUnavailable:
             return base
-        return f"{base}+{hashlib.sha256(identity.encode()).hexdigest()[:10]}"
+        return f"{base}+{identity_digest(backend)}"
+
+
+def identity_digest(backend: ModelBackend) -> str:
+    """A short hash of what a backend's results depend on (:meth:`ModelBackend.identity`), for a reward's
+    version and with it the cache key."""
+    return hashlib.sha256(backend.identity().encode()).hexdigest()[:10]

@@ -38,7 +38,6 @@ only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -54,7 +53,7 @@ from rewardhub.prm import CONVENTIONS, Aggregation, Step, split_steps
 from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
+from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite, identity_digest
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pattern
 
 __all__ = ["PRMConfig", "PRMReward"]
@@ -118,10 +117,14 @@ class PRMConfig(RewardConfig):
         # Both given, the pattern would win and the separator be silently ignored.
         if self.pattern is not None and "separator" in self.model_fields_set:
             raise ValueError("separator and pattern exclude each other: give one of them")
-        implicit_only = sorted({"beta", "reference_backend"} & self.model_fields_set)
-        if implicit_only and self.convention not in (None, "implicit"):
-            raise ValueError(f"{' and '.join(implicit_only)} apply to convention implicit only")
+        if self.implicit_only and self.convention not in (None, "implicit"):
+            raise ValueError(f"{' and '.join(self.implicit_only)} apply to convention implicit only")
         return self
+
+    @property
+    def implicit_only(self) -> list[str]:
+        """The fields given that only the implicit convention reads (sorted)."""
+        return sorted({"beta", "reference_backend"} & self.model_fields_set)
 
 
 def _whole_lines(text: str, steps: list[Step]) -> list[str]:
@@ -182,7 +185,7 @@ class PRMReward(ModelReward[PRMConfig]):
     def parse_config(self, raw: dict[str, Any]) -> PRMConfig:
         config = super().parse_config(raw)
         # PRMConfig refuses beta with another convention named; one defaulted from the backend too
-        implicit_only = sorted({"beta", "reference_backend"} & config.model_fields_set)
+        implicit_only = config.implicit_only
         name = self.backend_name(config)
         conv = self._convention(config)
         if implicit_only and config.convention is None and conv != "implicit" and self._why_not(name) is None:
@@ -199,7 +202,7 @@ class PRMReward(ModelReward[PRMConfig]):
         version = f"{super().version_for(config)}+{self._convention(config)}"
         ref = self._reference(config)
         if isinstance(ref, ModelBackend):  # an implicit PRM's scores are as much the reference's
-            version += f"+{hashlib.sha256(ref.identity().encode()).hexdigest()[:10]}"
+            version += f"+{identity_digest(ref)}"
         return version
 
     def _reference(self, config: PRMConfig) -> ModelBackend | BackendUnavailable | None:
@@ -344,10 +347,8 @@ def _as_written(text: str, steps: list[Step]) -> list[str]:
     """An implicit PRM's pieces: the response before its first step (context, not scored), then each
     step with what lies between it and the step before (the separator), so that the model reads the
     response exactly as the policy wrote it; what follows the last step is not read."""
-    pieces = [text[: steps[0].start]]
-    for prev, s in itertools.pairwise([Step("", steps[0].start, steps[0].start), *steps]):
-        pieces.append(text[prev.end : s.end])
-    return pieces
+    ends = [steps[0].start, *(s.end for s in steps)]
+    return [text[: ends[0]], *(text[a:b] for a, b in itertools.pairwise(ends))]
 
 
 def _sigmoid(x: float) -> float:
