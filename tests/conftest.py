@@ -114,6 +114,17 @@ def redis_server() -> Iterator[RedisProcess]:
     server.stop()
 
 
+async def score_results(
+    client: httpx.AsyncClient, reward: str, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
+    """``POST /v1/score`` of ``items`` with reward ``reward`` and ``config``: the results (the call must
+    answer 200; an item's failure is in its result)."""
+    r = await client.post("/v1/score", json={"reward": {"name": reward, "config": config}, "items": items})
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
 def slow_math_request(items: int) -> dict[str, Any]:
     """A /v1/score body whose ``items`` math items each hold a worker until their 1 s deadline (SymPy hangs
     on the power tower; the worker is killed then): sent first, it keeps the service busy while a test

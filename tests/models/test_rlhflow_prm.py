@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 import httpx
 import pytest
 
-from conftest import make_settings, running_app
+from conftest import make_settings, running_app, score_results
 from rewardhub.models import hf_compute, passes
 from rewardhub.models.base import StepQuery
 from rewardhub.prm.conventions import CONVENTIONS, RLHFLOW_TAG
@@ -93,20 +92,15 @@ def test_batched_and_shared_prefix_passes_equal_single_item_passes(rlhflow_prm_p
             assert a == pytest.approx(b, abs=1e-5)
 
 
-async def prm(client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
-    r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
-
-
 async def test_through_the_app_per_step_scores_spans_and_aggregate(
     make_app: MakeApp, rlhflow_prm_path: str
 ) -> None:
     items = [{"prompt": q, "response": "\n\n".join(steps)} for q, steps in ITEMS]
     async with make_app(prm_model=rlhflow_prm_path, prm_convention="rlhflow") as client:
-        together = await prm(client, items, convention="rlhflow")
-        alone = [(await prm(client, [it], aggregation="mean"))[0] for it in items]  # default convention
+        together = await score_results(client, "prm", items, convention="rlhflow")
+        alone = [
+            (await score_results(client, "prm", [it], aggregation="mean"))[0] for it in items
+        ]  # default convention
     for (q, steps), it, r, one in zip(ITEMS, items, together, alone, strict=True):
         assert r["valid"], r
         rows = r["details"]["steps"]
@@ -128,13 +122,16 @@ async def test_rlhflow_on_a_token_classifier_or_without_a_template_fails_alone(
 ) -> None:
     item = {"prompt": "What is 2 + 2?", "response": "2 + 2 = 4\n\nSo 4."}
     async with make_app(prm_model=qwen_prm_path, prm_convention="qwen") as client:
-        bad, good = await prm(client, [item], convention="rlhflow"), await prm(client, [item])
+        bad, good = (
+            await score_results(client, "prm", [item], convention="rlhflow"),
+            await score_results(client, "prm", [item]),
+        )
     assert bad[0]["valid"] is False and bad[0]["reason"] == "unsupported"
     assert "language-model head" in bad[0]["details"]["message"]
     assert good[0]["valid"], good
     # a causal LM whose tokenizer has no chat template (Math-Shepherd's): the convention is a chat
     async with make_app(prm_model=shepherd_prm_path, prm_convention="math_shepherd") as client:
-        (no_chat,) = await prm(client, [item], convention="rlhflow")
+        (no_chat,) = await score_results(client, "prm", [item], convention="rlhflow")
     assert no_chat["reason"] == "unsupported" and "chat template" in no_chat["details"]["message"]
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
+
 SCHEMA = """
 CREATE TABLE singer (id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER);
 INSERT INTO singer VALUES (1, 'Ann', 'FR', 31), (2, 'Bob', 'US', 45), (3, 'Cleo', 'FR', 27), (4, 'Dan', 'DE', 45);
@@ -16,22 +18,14 @@ INSERT INTO singer VALUES (1, 'Ann', 'FR', 31), (2, 'Bob', 'US', 45), (3, 'Cleo'
 GOLD = "SELECT name FROM singer WHERE country = 'FR'"
 
 
-async def _score(
-    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
-) -> list[dict[str, Any]]:
-    r = await client.post("/v1/score", json={"reward": {"name": "sql", "config": config}, "items": items})
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
-
-
 def _item(pred: str, gold: str = GOLD, **ref: Any) -> dict[str, Any]:
     return {"response": pred, "reference": {"query": gold, "schema": SCHEMA, **ref}}
 
 
 async def test_execution_match_and_components(client: httpx.AsyncClient) -> None:
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             _item("```sql\nSELECT name FROM singer WHERE age < 40;\n```"),  # same rows, other query
             _item(
@@ -60,22 +54,24 @@ async def test_execution_match_and_components(client: httpx.AsyncClient) -> None
 async def test_order_column_names_and_partial_credit(client: httpx.AsyncClient) -> None:
     ordered_gold = "SELECT name FROM singer ORDER BY age DESC, name"
     reversed_pred = "SELECT name FROM singer ORDER BY age ASC, name DESC"
-    auto = await _score(
+    auto = await score_results(
         client,
+        "sql",
         [
             _item(reversed_pred, ordered_gold),
             _item("SELECT name FROM singer", "SELECT name FROM singer ORDER BY id DESC"),
         ],
     )
     assert [x["score"] for x in auto] == [0.0, 0.0]  # gold has ORDER BY: order matters
-    unordered = await _score(client, [_item(reversed_pred, ordered_gold)], order="unordered")
+    unordered = await score_results(client, "sql", [_item(reversed_pred, ordered_gold)], order="unordered")
     assert unordered[0]["score"] == 1.0
-    named = await _score(
-        client, [_item("SELECT name AS who FROM singer WHERE country = 'FR'")], column_names=True
+    named = await score_results(
+        client, "sql", [_item("SELECT name AS who FROM singer WHERE country = 'FR'")], column_names=True
     )
     assert named[0]["score"] == 0.0
-    partial = await _score(
+    partial = await score_results(
         client,
+        "sql",
         [_item("SELECT name FROM singer")],
         component_weights={"parses": 0.1, "executes": 0.1, "columns_match": 0.2, "rows_match": 0.6},
     )
@@ -95,14 +91,15 @@ async def test_read_only_and_time_limited(client: httpx.AsyncClient, tmp_path: P
         "SELECT 1; DELETE FROM singer",
         "UPDATE sqlite_master SET sql = NULL",
     ]
-    results = await _score(client, [_item(a) for a in attacks])
+    results = await score_results(client, "sql", [_item(a) for a in attacks])
     assert all(x["valid"] and x["score"] == 0.0 for x in results), results
     assert not target.exists()
     # the shared in-memory database is unchanged for the next item
-    again = await _score(client, [_item("SELECT count(*) FROM singer", "SELECT 4")])
+    again = await score_results(client, "sql", [_item("SELECT count(*) FROM singer", "SELECT 4")])
     assert again[0]["score"] == 1.0
-    slow = await _score(
+    slow = await score_results(
         client,
+        "sql",
         [_item("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")],
         timeout_s=0.5,
     )
@@ -110,8 +107,9 @@ async def test_read_only_and_time_limited(client: httpx.AsyncClient, tmp_path: P
 
 
 async def test_bad_references_are_invalid(client: httpx.AsyncClient) -> None:
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             {"response": "SELECT 1", "reference": None},
             {"response": "SELECT 1", "reference": {"query": "SELECT nope FROM singer", "schema": SCHEMA}},
@@ -165,8 +163,9 @@ async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.As
     ordered = "SELECT name FROM singer -- the singer's names, youngest first\nORDER BY age"
     # Words in a comment are no clause: this gold does not sort, so any row order matches.
     unordered = "SELECT name FROM singer /* order by age would be nicer */"
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             _item("SELECT name FROM singer ORDER BY age DESC", ordered),
             _item("SELECT name FROM singer ORDER BY age DESC", unordered),
@@ -178,8 +177,9 @@ async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.As
 
 async def test_a_statement_that_is_no_query_earns_no_credit(client: httpx.AsyncClient) -> None:
     weights = {"parses": 0.5, "executes": 0.5}  # syntax-style partial credit
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             _item("```sql\n-- I cannot answer this\n```"),
             _item("/* SELECT name FROM singer WHERE country = 'FR' */"),
@@ -197,10 +197,10 @@ async def test_the_gold_row_limit_holds_after_the_gold_was_cached(make_app: Any)
     # One worker, so the second request finds the gold result the first one left in its cache.
     item = _item("SELECT name FROM singer", "SELECT name FROM singer")
     async with make_app(cpu_workers=1) as c:
-        first = await _score(c, [item])
+        first = await score_results(c, "sql", [item])
         assert first[0]["score"] == 1.0
         # Over max_rows the gold fails (the dataset's fault, not the model's), as on a fresh worker.
-        limited = await _score(c, [item], max_rows=2)
+        limited = await score_results(c, "sql", [item], max_rows=2)
     assert not limited[0]["valid"] and limited[0]["reason"] == "parse_error", limited
     assert "more than 2 rows" in limited[0]["details"]["message"]
 
@@ -208,14 +208,14 @@ async def test_the_gold_row_limit_holds_after_the_gold_was_cached(make_app: Any)
 async def test_a_query_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
     cut = f"<think>\nMaybe:\n```sql\n{GOLD}\n```\nor should I join"  # cut off in its reasoning
     late = f"<think>x</think>\n```sql\nSELECT name FROM singer\n```\n<think>\n```sql\n{GOLD}\n```"
-    results = await _score(client, [_item(cut), _item(late)])
+    results = await score_results(client, "sql", [_item(cut), _item(late)])
     assert results[0]["score"] == 0.0 and results[0]["reason"] == "no_answer"
     assert results[1]["score"] == 0.0 and results[1]["components"]["executes"] == 1.0
 
 
 async def test_a_gold_query_past_the_time_limit_is_a_timeout(client: httpx.AsyncClient) -> None:
     endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-    results = await _score(client, [_item("SELECT 1", endless)], timeout_s=0.5)
+    results = await score_results(client, "sql", [_item("SELECT 1", endless)], timeout_s=0.5)
     # Not the model's fault, and not a broken reference either: a slow one, which a later try may score.
     assert not results[0]["valid"] and results[0]["reason"] == "timeout", results
 
@@ -226,8 +226,9 @@ async def test_table_valued_json_functions_are_reads(client: httpx.AsyncClient) 
         + 'CREATE TABLE album (id INTEGER, tags TEXT); INSERT INTO album VALUES (1, \'["pop", "rock"]\');'
     )
     gold = "SELECT count(*) FROM album, json_each(album.tags)"
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             {
                 "response": "SELECT json_array_length(tags) FROM album",
@@ -245,8 +246,9 @@ async def test_table_valued_json_functions_are_reads(client: httpx.AsyncClient) 
 async def test_a_schema_dump_builds(client: httpx.AsyncClient) -> None:
     # what `sqlite3 db .dump` writes: a pragma for the dump's own database, then one transaction
     dump = f"PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n{SCHEMA}COMMIT;\n"
-    results = await _score(
+    results = await score_results(
         client,
+        "sql",
         [
             {
                 "response": "SELECT name FROM singer WHERE age < 40",
@@ -297,12 +299,14 @@ async def test_unordered_rows_compare_as_sets_by_default_and_as_multisets_on_req
     gold = "SELECT DISTINCT country FROM singer"
     dup = "SELECT country FROM singer"  # FR twice
     items = [_item(dup, gold), _item("SELECT country FROM singer WHERE country <> 'DE'", gold)]
-    as_sets = await _score(client, items)
+    as_sets = await score_results(client, "sql", items)
     assert [x["score"] for x in as_sets] == [1.0, 0.0], as_sets
-    as_multisets = await _score(client, items, rows="multiset")
+    as_multisets = await score_results(client, "sql", items, rows="multiset")
     assert [x["score"] for x in as_multisets] == [0.0, 0.0], as_multisets
     # An ordered comparison is a list whatever `rows` says.
-    ordered = await _score(client, [_item(dup + " ORDER BY country", gold + " ORDER BY country")])
+    ordered = await score_results(
+        client, "sql", [_item(dup + " ORDER BY country", gold + " ORDER BY country")]
+    )
     assert ordered[0]["score"] == 0.0
 
 
