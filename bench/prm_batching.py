@@ -24,6 +24,7 @@ however well the processes overlap (`cpu_bound_items_per_s`). `speedup` is items
     python bench/prm_batching.py --duration 3 --warmup 1  # a quick sanity run
     python bench/prm_batching.py --device cuda --hidden 1536 --layers 24   # ~0.48B parameters on a GPU
     python bench/prm_batching.py --reward orm             # the same for an outcome RM (`orm`)
+    python bench/prm_batching.py --convention implicit    # PRIME's implicit PRM: two causal LMs per item
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from _load import post_json, session
 from _server import ROOT, machine, server_process
 
 sys.path.insert(0, str(ROOT / "tests"))
-from tiny_models import build_tiny_orm, build_tiny_qwen_prm
+from tiny_models import build_tiny_causal_lm, build_tiny_orm, build_tiny_qwen_prm
 
 QUESTIONS = [
     "What is (2 + 3) * 4?",
@@ -222,7 +223,11 @@ def run_mode(
         **(
             {"REWARDHUB_ORM_MODEL": model}
             if args.reward == "orm"
-            else {"REWARDHUB_PRM_MODEL": model, "REWARDHUB_PRM_CONVENTION": "qwen"}
+            else {
+                "REWARDHUB_PRM_MODEL": model,
+                "REWARDHUB_PRM_CONVENTION": args.convention,
+                **({"REWARDHUB_PRM_REF_MODEL": args.ref_model} if args.convention == "implicit" else {}),
+            }
         ),
         "REWARDHUB_MODEL_DEVICE": args.device,
         "REWARDHUB_BATCH_MAX_SIZE": str(max_batch),
@@ -288,6 +293,13 @@ def main() -> None:
         help="prm: a Qwen2 token-classifier PRM; orm: a Qwen2 sequence-classifier reward model (same sizes)",
     )
     ap.add_argument(
+        "--convention",
+        choices=("qwen", "implicit"),
+        default="qwen",
+        help="prm only. qwen: a token-classifier PRM; implicit: PRIME's implicit PRM, a causal LM and its "
+        "reference (two models of the same size, different seeds), each item a pass through both",
+    )
+    ap.add_argument(
         "--items",
         choices=("long", "short"),
         default="long",
@@ -298,15 +310,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rewardhub-bench-prm-") as tmp:
         if args.reward == "orm":
             model = build_tiny_orm(Path(tmp) / "orm", hidden=args.hidden, layers=args.layers)
+        elif args.convention == "implicit":
+            kw = {"hidden": args.hidden, "layers": args.layers, "max_positions": 4096}
+            model = build_tiny_causal_lm(Path(tmp) / "policy", seed=args.seed, **kw)
+            args.ref_model = str(build_tiny_causal_lm(Path(tmp) / "reference", seed=args.seed + 1, **kw))
         else:
             model = build_tiny_qwen_prm(
                 Path(tmp) / "prm", hidden=args.hidden, layers=args.layers, max_positions=4096
             )
-        auto = (
-            "AutoModelForSequenceClassification"
-            if args.reward == "orm"
-            else "AutoModelForTokenClassification"
-        )
+        auto = {"orm": "AutoModelForSequenceClassification", "prm": "AutoModelForTokenClassification"}[
+            args.reward
+        ]
+        if args.reward == "prm" and args.convention == "implicit":
+            auto = "AutoModelForCausalLM"  # parameters of one of the two models
         params = sum(
             p.numel() for p in getattr(__import__("transformers"), auto).from_pretrained(model).parameters()
         )
@@ -326,6 +342,7 @@ def main() -> None:
         "machine": machine(),
         "device": args.device,
         "reward": args.reward,
+        "convention": args.convention if args.reward == "prm" else None,
         "model": {"hidden": args.hidden, "layers": args.layers, "parameters": params},
         "clients": args.clients,
         "items_kind": args.items,

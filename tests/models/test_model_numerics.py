@@ -77,3 +77,43 @@ def test_a_long_text_is_embedded_from_its_start_whatever_the_tokenizer_truncates
     # and it is the start that was kept: closer to the text's first words than to its last
     cos = lambda a, b: sum(x * y for x, y in zip(a.vector, b.vector, strict=True))  # noqa: E731
     assert cos(got, h) > cos(got, t)
+
+
+def test_a_non_finite_implicit_prm_item_fails_alone_in_its_batch(tmp_path: Path) -> None:
+    """Implicit-PRM log-likelihoods of a whole batch come back in one transfer; an item whose logits are
+    not finite (here: a token whose embedding is NaN, which only that item's response contains) must
+    still fail alone, named as non-finite, while its batch-mates keep their single-pass values."""
+    from transformers import AutoModelForCausalLM
+
+    from rewardhub.models.errors import BackendError
+    from rewardhub.prm import CONVENTIONS
+    from rewardhub.prm.steps import split_steps
+    from rewardhub.rewards.prm import _as_written
+    from tiny_models import build_tiny_causal_lm
+
+    items = [
+        ("What is 2+3?", "2 + 3 = 5.\n\nSo the answer is 5."),
+        ("Name a colour.", "Zebras quickly jump.\n\nPurple."),
+        ("What is 4*4?", "4 * 4 = 16.\n\nSo 16."),
+    ]
+    queries = [CONVENTIONS["implicit"].query(q, _as_written(r, split_steps(r))) for q, r in items]
+    path = build_tiny_causal_lm(tmp_path / "lm")
+    loaded = hf_compute.load(str(path), "generate", device="cpu", dtype="float32")
+    with hf_compute.inference():
+        alone = [hf_compute.step_probs(loaded, [q])[0] for q in queries]
+    tok = loaded.tokenizer
+    others = set(tok.encode(items[0][1] + items[2][1] + "".join(q for q, _ in items)))
+    poison = next(t for t in tok.encode(items[1][1]) if t not in others)
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():  # untied first: a NaN row of a tied output layer would poison every logit
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.clone())
+        model.get_input_embeddings().weight[poison] = float("nan")
+    model.save_pretrained(path)
+    broken = hf_compute.load(str(path), "generate", device="cpu", dtype="float32", share_prefix=False)
+    with hf_compute.inference():
+        together = hf_compute.step_probs(broken, queries)
+    assert isinstance(together[1], BackendError) and "non-finite" in str(together[1]), together[1]
+    for i in (0, 2):
+        assert isinstance(together[i], list) and together[i] == pytest.approx(alone[i], abs=1e-4)
