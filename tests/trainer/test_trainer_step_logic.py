@@ -144,6 +144,21 @@ def test_gdpo_dynamic_sampling_keeps_groups_whose_components_differ(
     assert col.groups == [] and col.dropped == 2
 
 
+def test_frac_zero_std_groups_counts_what_dynamic_sampling_would_drop(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Under GDPO the metric judged a group by its weighted totals, so a group whose components differ
+    but whose totals tie (signal for GDPO, kept by dynamic sampling) was reported as zero-variance: the
+    metric said 100% for a batch the filter kept half of. Found in review."""
+    groups = [group(0, TIED_TOTALS[:3]), group(1, TIED_TOTALS[3:])]
+    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
+    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+    for estimator, expected in (("gdpo", 0.5), ("grpo", 1.0)):
+        trainer = make_trainer(estimator=estimator)
+        out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+        assert out["frac_zero_std_groups"] == pytest.approx(expected), estimator
+
+
 def test_batch_reward_scaling_reaches_the_advantages(make_trainer: Callable[..., Trainer]) -> None:
     groups = [
         group(0, [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})]),

@@ -398,14 +398,16 @@ class Trainer:
                     acc_vals.append(1.0 if v >= rc.accuracy_threshold else 0.0)
         comps = [c for g in col.scored for c in g.completions]
         lengths = [len(c.completion_ids) for c in comps]
-        all_scores = torch.tensor([g.scores() for g in col.scored], dtype=torch.float64)
         mask_vals = adv.values[adv.mask]
         out = {
             "reward": _mean(valid),
             "reward_std": float(torch.tensor(valid).std()) if len(valid) > 1 else 0.0,
             "accuracy": _mean(acc_vals),
             "invalid_frac": 1.0 - len(valid) / max(len(raw), 1),
-            "frac_zero_std_groups": float(zero_variance_groups(all_scores).float().mean()),
+            # what dynamic sampling drops (GDPO: groups none of whose weighted components vary)
+            "frac_zero_std_groups": float(self._no_signal(col.scored).float().mean())
+            if col.scored
+            else math.nan,
             "completion_len": _mean([float(n) for n in lengths]),
             "truncated_frac": _mean([float(c.truncated) for c in comps]),
             "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
