@@ -848,21 +848,32 @@ def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     first_tags = [positions[0] if positions else len(s) for (_, positions), s in zip(run, seqs, strict=True)]
     outputs = _forward(loaded, seqs, first_tags)
     token_id = _token_ids(tok)
+    # each item's probabilities and finiteness stay on the model's device until one transfer for the
+    # batch (rows picked by integer views, not list indexes that copy to the device): a host sync per
+    # item is what held the implicit PRM's batches back on a GPU (BENCHMARKS §5)
+    picked, finite = [], []
     for row, (i, positions) in enumerate(run):
         q = queries[i]
         start, rows = outputs[row]
-        at = rows[[p - start for p in positions]]  # [steps, vocab or labels]
-        if q.label_tokens is not None:
-            cand = [token_id(t) for t in q.label_tokens]
-            at, positive = at[:, cand], 0  # P(positive) restricted to {+, -}
+        at = torch.stack([rows[p - start] for p in positions]) if positions else rows[:0]
+        if q.label_tokens is not None:  # P(positive) restricted to {+, -}
+            at, positive = torch.stack([at[:, token_id(t)] for t in q.label_tokens], dim=1), 0
         else:
             positive = q.positive_index
-        if not bool(torch.isfinite(at).all()):
-            # checked on the logits: a softmax turns an overflow to -inf into a finite 0.0 or 1.0
-            out[i] = BackendError("the model produced non-finite outputs (NaN or infinity)")
-            continue
-        probs = torch.sigmoid(at[:, 0]) if q.value_head else torch.softmax(at, dim=-1)[:, positive]
-        out[i] = [float(p) for p in probs.cpu().tolist()]
+        # checked on the logits: a softmax turns an overflow to -inf into a finite 0.0 or 1.0
+        finite.append(torch.isfinite(at).all())
+        picked.append(torch.sigmoid(at[:, 0]) if q.value_head else torch.softmax(at, dim=-1)[:, positive])
+    probs = torch.cat(picked).cpu().tolist()
+    ok = torch.stack(finite).cpu().tolist()
+    at_item = 0
+    for row, (i, positions) in enumerate(run):
+        item = probs[at_item : at_item + len(positions)]
+        at_item += len(positions)
+        out[i] = (
+            [float(p) for p in item]
+            if ok[row]
+            else BackendError("the model produced non-finite outputs (NaN or infinity)")
+        )
     return out
 
 
@@ -938,7 +949,10 @@ def classify(loaded: Loaded, inputs: Sequence[tuple[Message, ...]]) -> list[list
     def run(_: list[int], ok: list[Any]) -> list[list[float]]:
         seqs = [e["input_ids"] for e in ok]
         outputs = _forward(loaded, seqs, [_pooled_at(s, loaded.pad_id) for s in seqs])
-        return [[float(x) for x in row.cpu().tolist()] for _, row in outputs]  # one row per item
+        # one row per item, all moved off the device at once (one host sync per batch)
+        return [
+            [float(x) for x in row] for row in _torch().stack([r for _, r in outputs]).float().cpu().tolist()
+        ]
 
     return scatter(encs, run)
 
