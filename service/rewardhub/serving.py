@@ -262,7 +262,9 @@ class ScoringService:
                 for i, o in zip(idx, outcomes, strict=True):
                     stored = _stored(r, o, plan.version)
                     if plan.use_cache and stored["valid"] and not o.transient and keys[i] is not None:
-                        to_write.append((keys[i], orjson.dumps(stored)))  # type: ignore[arg-type]
+                        raw = _cache_bytes(stored)
+                        if raw is not None:
+                            to_write.append((keys[i], raw))  # type: ignore[arg-type]
                     latency = o.latency_ms if o.latency_ms is not None else batch_ms
                     results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
         for i, lead in followers:
@@ -364,6 +366,16 @@ def _stored(reward: Reward[Any], o: Outcome, version: str) -> dict[str, Any]:
         "details": o.details,
         "reward_version": version,
     }
+
+
+def _cache_bytes(stored: dict[str, Any]) -> bytes | None:
+    """A result as the cache holds it, or None when it cannot be held as it is: orjson refuses an integer
+    beyond 64 bits (a caller's token count echoed in ``details``) and reads one back as a float, so such a
+    result is answered (the response falls back to the standard library) but never cached."""
+    try:
+        return orjson.dumps(stored, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
 
 
 def _size_bytes(value: Any, limit: int) -> int:

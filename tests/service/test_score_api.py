@@ -305,6 +305,26 @@ async def test_nan_next_to_an_integer_beyond_64_bits_is_accepted(client: httpx.A
     assert [r["score"] for r in resp.json()["results"]] == [1.0, 0.0]
 
 
+async def test_a_result_holding_an_integer_beyond_64_bits_is_answered_not_cached(
+    client: httpx.AsyncClient,
+) -> None:
+    # length echoes the caller's token count in details: the cache write encoded the result with plain
+    # orjson, which refuses such integers, and the whole request failed with a 500 (with use_cache off
+    # it answered). A result the cache cannot hold as it is answered fresh, and again fresh.
+    body = {
+        "reward": {
+            "name": "length",
+            "config": {"unit": "tokens", "mode": "dapo_overlong", "max_length": 100, "cache_length": 10},
+        },
+        "items": [{"response": "x", "metadata": {"completion_tokens": 2**70}}],
+    }
+    for _ in range(2):
+        resp = await client.post("/v1/score", json=body)
+        assert resp.status_code == 200, resp.text
+        (result,) = resp.json()["results"]
+        assert (result["score"], result["cached"], result["details"]["length"]) == (-1.0, False, 2**70)
+
+
 async def test_nan_in_a_reference_is_not_served_nulls_cached_result(client: httpx.AsyncClient) -> None:
     # The cache key hashed NaN as null, so after {"const": null} had scored "null" 1.0, {"const": NaN}
     # (fresh: 0.0, NaN equals nothing) was served that cached 1.0; in one request it was deduplicated too.
