@@ -72,12 +72,11 @@ def as_spec(reward: RewardLike, config: Mapping[str, Any] | None = None) -> str 
         if config:
             raise ValueError("a config needs a reward name")
         return None
-    if isinstance(reward, RewardSpec):
-        return reward if not config else RewardSpec(name=reward.name, config={**reward.config, **config})
     if isinstance(reward, str):
         return RewardSpec(name=reward, config=dict(config)) if config else reward
-    spec = RewardSpec.model_validate(reward)
-    return spec if not config else RewardSpec(name=spec.name, config={**spec.config, **config})
+    spec = reward if isinstance(reward, RewardSpec) else RewardSpec.model_validate(reward)
+    # model_copy keeps the spec's other keys (the service judges them)
+    return spec if not config else spec.model_copy(update={"config": {**spec.config, **config}})
 
 
 def as_items(items: Iterable[ItemLike]) -> list[ScoreItem]:

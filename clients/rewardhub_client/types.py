@@ -45,7 +45,13 @@ class _Out(BaseModel):
 
 
 class RewardSpec(BaseModel):
-    """A reward by name with its configuration (see ``RewardClient.rewards()`` for the schemas)."""
+    """A reward by name with its configuration (see ``RewardClient.rewards()`` for the schemas).
+
+    Other keys are kept and sent: the service refuses a key it does not know (``configs`` for ``config``)
+    with :class:`~rewardhub_client.InvalidRequest`, where dropping it here scored with the default config.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     name: str
     config: dict[str, Any] = Field(default_factory=dict)

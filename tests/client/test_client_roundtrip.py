@@ -10,7 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from rewardhub_client import AsyncRewardClient, PayloadTooLarge, RewardClient, ScoreItem, UnknownReward
+from rewardhub_client import (
+    AsyncRewardClient,
+    InvalidRequest,
+    PayloadTooLarge,
+    RewardClient,
+    ScoreItem,
+    UnknownReward,
+)
 from rewardhub_client._core import chunk_indices
 
 
@@ -136,3 +143,23 @@ async def test_a_chunk_over_the_byte_limit_is_split(
             # one group over the limit cannot be split: the 413 is the answer
             with pytest.raises(PayloadTooLarge):
                 await c.score(padded_items(20, groups=1), "math")
+
+
+async def test_a_misspelt_reward_spec_key_is_refused_not_dropped(client: httpx.AsyncClient) -> None:
+    # The service refuses a spec key it does not know ("configs" for "config"); the client's RewardSpec
+    # dropped it on the way, so the batch was scored with the default config, the caller none the wiser.
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    items = [{"response": "The Cat.", "reference": "cat"}]
+    squad = {"name": "exact_match", "configs": {"normalize": "squad"}}
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
+        with pytest.raises(InvalidRequest):
+            await c.score(items, squad)
+        with pytest.raises(InvalidRequest):
+            await c.score([{**items[0], "reward": squad}])
+        with pytest.raises(InvalidRequest):
+            await c.check(squad)
+        # config= merged into a spec keeps the spec's other keys
+        with pytest.raises(InvalidRequest):
+            await c.score(items, squad, config={"case_sensitive": False})
+        spelt = await c.score(items, {"name": "exact_match", "config": {"normalize": "squad"}})
+        assert spelt.scores == [1.0]
