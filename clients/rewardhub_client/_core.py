@@ -114,8 +114,8 @@ def chunk_indices(items: Sequence[ScoreItem], chunk_size: int) -> list[list[int]
 
 
 def split_chunk(items: Sequence[ScoreItem], indices: Sequence[int]) -> list[list[int]] | None:
-    """A chunk the service refused as too large (413), as smaller chunks of about half its items each,
-    groups still whole; None when it cannot be split (one item, or one group)."""
+    """A chunk the service refused as too large (413, or over its item limit), as smaller chunks of about
+    half its items each, groups still whole; None when it cannot be split (one item, or one group)."""
     sub = [items[i] for i in indices]
     parts = chunk_indices(sub, max(1, (len(sub) + 1) // 2))
     if len(parts) < 2:

@@ -42,6 +42,7 @@ from rewardhub_client._core import (
 )
 from rewardhub_client.errors import (
     APIError,
+    LimitExceeded,
     NotFound,
     PayloadTooLarge,
     RequestTimeout,
@@ -87,6 +88,13 @@ def _check_body(reward: RewardLike, config: Mapping[str, Any] | None) -> dict[st
     if spec is None:
         raise ValueError("check needs a reward")
     return {"reward": spec if isinstance(spec, str) else spec.model_dump()}
+
+
+def _chunk_too_big(exc: APIError) -> bool:
+    """Whether the service refused a chunk for its size, so that its halves may pass: over the byte limit
+    (413), or over the item limit (``limit_exceeded`` on ``items``, ``REWARDHUB_MAX_ITEMS``; one on an
+    item's own field is that item's, and no split helps)."""
+    return isinstance(exc, PayloadTooLarge) or exc.param == "items"
 
 
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -245,7 +253,7 @@ class RewardClient(_Base):
         group_size: int | None = None,
     ) -> ScoreResponse:
         """Score a batch (any size: it is sent in group-preserving chunks, a chunk over the service's
-        byte limit split further); results in item order."""
+        byte or item limit split further); results in item order."""
         its = as_items(items)
         spec = as_spec(reward, config)
         opts = _options(options, use_cache, timeout_s, group_size)
@@ -259,8 +267,8 @@ class RewardClient(_Base):
                 resp = self._request(
                     "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
                 )
-            except PayloadTooLarge:
-                smaller = split_chunk(its, idx)
+            except (PayloadTooLarge, LimitExceeded) as exc:
+                smaller = split_chunk(its, idx) if _chunk_too_big(exc) else None
                 if smaller is None:
                     raise
                 for part in smaller:
@@ -422,8 +430,8 @@ class AsyncRewardClient(_Base):
         timeout_s: float | None = None,
         group_size: int | None = None,
     ) -> ScoreResponse:
-        """Score a batch (chunked, chunks in flight concurrently, a chunk over the service's byte limit
-        split further); results in item order."""
+        """Score a batch (chunked, chunks in flight concurrently, a chunk over the service's byte or item
+        limit split further); results in item order."""
         its = as_items(items)
         spec = as_spec(reward, config)
         opts = _options(options, use_cache, timeout_s, group_size)
@@ -438,13 +446,14 @@ class AsyncRewardClient(_Base):
                     resp = await self._request(
                         "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
                     )
-                except PayloadTooLarge:
-                    smaller = split_chunk(its, idx)
+                except (PayloadTooLarge, LimitExceeded) as exc:
+                    smaller = split_chunk(its, idx) if _chunk_too_big(exc) else None
                     if smaller is None:
                         raise
                 else:
                     return [(idx, ScoreResponse.model_validate_json(resp.content))]
-            # over the service's byte limit: the halves one after the other, each holding the semaphore
+            # over the service's byte or item limit: the halves one after the other, each holding the
+            # semaphore
             return [part for half in smaller for part in await one(half)]
 
         tasks = [asyncio.ensure_future(one(idx)) for idx in chunk_indices(its, self.chunk_size)]

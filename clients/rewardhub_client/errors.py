@@ -122,7 +122,8 @@ class InvalidRequest(APIError):
 
 
 class LimitExceeded(InvalidRequest):
-    """422: a size limit of the service (the message names the setting)."""
+    """422: a size limit of the service (the message names the setting). ``score`` splits a chunk over the
+    item limit until it fits: raised for a single group over it, or a field too long."""
 
 
 class PayloadTooLarge(APIError):

@@ -345,6 +345,35 @@ def test_sync_client_splits_a_chunk_over_the_byte_limit() -> None:
             c.score([{**it, "group": "one"} for it in items], "math")
 
 
+def test_sync_client_splits_a_chunk_over_the_item_limit() -> None:
+    # The service's item limit (REWARDHUB_MAX_ITEMS) below chunk_size refused the batch whole; the chunk is
+    # now split along group lines as one over the byte limit is. A field over its limit (a param naming an
+    # item's field) is not about the count: splitting cannot help, it is raised.
+    sent: list[list[str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if len(items) > 12:
+            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
+            return httpx.Response(422, json=body)
+        if any(len(it["response"]) > 100 for it in items):
+            return error(422, "limit_exceeded")  # param items.0: a field
+        sent.append([it["group"] for it in items])
+        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    items = [{"id": f"i{k}", "response": "x", "group": f"g{k % 8}"} for k in range(40)]
+    with client_for(handler) as c:
+        resp = c.score(items, "math")
+        assert [r.id for r in resp.results] == [f"i{k}" for k in range(40)]
+        assert sorted(g for groups in sent for g in groups) == sorted(f"g{k % 8}" for k in range(40))
+        assert all(groups.count(g) == 5 for groups in sent for g in groups)
+        with pytest.raises(LimitExceeded):  # one group over the limit: nothing to split
+            c.score([{**it, "group": "one"} for it in items], "math")
+        with pytest.raises(LimitExceeded):  # a field too long: not split
+            c.score([{**it, "response": "x" * 200} for it in items[:8]], "math")
+
+
 def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> None:
     """One result per item is the contract. A one-chunk answer was returned as it came: a trainer that
     zipped its rollouts with a short list gave rewards to the wrong rollouts (or dropped some)."""

@@ -13,6 +13,7 @@ import pytest
 from rewardhub_client import (
     AsyncRewardClient,
     InvalidRequest,
+    LimitExceeded,
     PayloadTooLarge,
     RewardClient,
     ScoreItem,
@@ -163,3 +164,24 @@ async def test_a_misspelt_reward_spec_key_is_refused_not_dropped(client: httpx.A
             await c.score(items, squad, config={"case_sensitive": False})
         spelt = await c.score(items, {"name": "exact_match", "config": {"normalize": "squad"}})
         assert spelt.scores == [1.0]
+
+
+async def test_a_chunk_over_the_item_limit_is_split(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    # "Any size": a service whose REWARDHUB_MAX_ITEMS is below the client's chunk_size (1024 by default, as
+    # the TRL and verl adapters and the trainer use it) refused every larger batch whole (LimitExceeded).
+    # It is split as a chunk over the byte limit is, groups still whole.
+    async with make_app(max_items=12) as app:
+        transport = _Sizes(app.app)  # type: ignore[attr-defined]
+        async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
+            resp = await c.score(math_items(40, groups=8), "math")  # 8 groups of 5
+            assert [r.id for r in resp.results] == [f"m{i}" for i in range(40)]
+            assert resp.scores == expected(40)
+            accepted = [groups for groups in transport.sent if len(groups) <= 12]
+            assert sorted(g for groups in accepted for g in groups) == sorted(f"g{i % 8}" for i in range(40))
+            for groups in accepted:  # every group whole in one request
+                assert all(groups.count(g) == 5 for g in groups)
+            # one group over the limit cannot be split: the 422 is the answer
+            with pytest.raises(LimitExceeded):
+                await c.score(math_items(20, groups=1), "math")
