@@ -65,7 +65,7 @@ def build_cache(settings: Settings, metrics: Metrics) -> Cache:
             on_error=lambda op: metrics.cache_errors.labels(op).inc(),
             on_state=lambda up: metrics.cache_up.set(1 if up else 0),
         )
-    return MemoryCache(settings.cache_max_entries, settings.cache_ttl_s)
+    return MemoryCache(settings.cache_max_entries, settings.cache_ttl_s, settings.cache_max_bytes)
 
 
 def build_job_store(settings: Settings, cache: Cache) -> JobStore:

@@ -92,14 +92,29 @@ class NullCache:
         return True
 
 
+# What an entry costs besides its value's bytes: the key (about 100 characters), the bytes object and the
+# cache's own bookkeeping (its dict slot, LRU and expiry links).
+_ENTRY_OVERHEAD = 256
+
+
+def _entry_size(value: bytes) -> int:
+    return len(value) + _ENTRY_OVERHEAD
+
+
 class MemoryCache:
-    """In-process TTL + LRU cache (the embedded default; one per service process)."""
+    """In-process TTL + LRU cache (the embedded default; one per service process), bounded in entries and
+    in bytes: a result takes from a few hundred bytes to tens of kilobytes (a code result lists up to 100
+    tests), so a bound on the count alone let the cache grow to gigabytes. The least recently used entry
+    goes first past either bound; a value larger than the whole byte budget is not cached."""
 
     backend = "memory"
     up = True
 
-    def __init__(self, max_entries: int, ttl_s: int):
-        self._data: TTLCache[str, bytes] = TTLCache(maxsize=max(1, max_entries), ttl=ttl_s)
+    def __init__(self, max_entries: int, ttl_s: int, max_bytes: int = 1 << 30):
+        self.max_entries = max(1, max_entries)
+        self._data: TTLCache[str, bytes] = TTLCache(
+            maxsize=max(1, max_bytes), ttl=ttl_s, getsizeof=_entry_size
+        )
 
     async def start(self) -> None:
         return None
@@ -112,8 +127,14 @@ class MemoryCache:
         return [get(k) for k in keys]
 
     async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+        data = self._data
         for k, v in pairs:
-            self._data[k] = v
+            try:
+                data[k] = v
+            except ValueError:  # larger than the whole byte budget
+                continue
+            while len(data) > self.max_entries:
+                data.popitem()  # the least recently used
 
     async def ping(self) -> bool:
         return True

@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     cache_max_entries: int = Field(
         200_000, ge=0, description="Embedded cache size (entries); least recently used are evicted."
     )
+    cache_max_bytes: int = Field(
+        1 << 30,
+        ge=1,
+        description="Embedded cache size (bytes of cached results); least recently used are evicted past it "
+        "or past REWARDHUB_CACHE_MAX_ENTRIES.",
+    )
     redis_timeout_s: float = Field(
         0.25, gt=0, description="Per-operation Redis socket timeout; a slower Redis counts as down."
     )

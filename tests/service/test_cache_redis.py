@@ -129,3 +129,25 @@ def test_key_tells_non_finite_floats_from_null() -> None:
     assert item_key("json_schema", "1", b"{}", ["r", {"const": float("nan")}]) == item_key(
         "json_schema", "1", b"{}", ["r", {"const": float("nan")}]
     )
+
+
+async def test_memory_cache_is_bounded_in_bytes() -> None:
+    # Bounded by its entry count alone, the embedded cache kept 200,000 results whatever their size; a code
+    # result lists up to 100 tests (tens of KB each), so a code run's cache grew to gigabytes.
+    cache = MemoryCache(max_entries=1000, ttl_s=60, max_bytes=20_000)
+    keys = [f"k{i}" for i in range(100)]
+    await cache.set_many([(k, bytes(1000)) for k in keys])
+    held = [v for v in await cache.get_many(keys) if v is not None]
+    assert held and sum(len(v) for v in held) <= 20_000
+    assert await cache.get_many(["k99"]) == [bytes(1000)]  # the least recently used went first
+    await cache.set_many([("huge", bytes(50_000))])  # more than the whole budget: not cached, no error
+    assert await cache.get_many(["huge", "k99"]) == [None, bytes(1000)]
+
+
+async def test_the_embedded_cache_takes_its_byte_budget_from_the_settings(make_app: Any) -> None:
+    async with make_app(cache_max_bytes=1) as c:  # no result fits
+        await score(c, items("budget-", 1))
+        assert [r["cached"] for r in await score(c, items("budget-", 1))] == [False]
+    async with make_app() as c:
+        await score(c, items("budget-", 1))
+        assert [r["cached"] for r in await score(c, items("budget-", 1))] == [True]
