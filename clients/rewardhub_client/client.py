@@ -116,6 +116,10 @@ class _Base:
         chunk_size: int,
     ):
         self.base_url = base_url.rstrip("/")
+        if httpx.URL(self.base_url).scheme not in ("http", "https"):
+            # httpx reads "localhost:8000" as a URL of scheme "localhost": every call would fail, and be
+            # retried as if the service were unreachable
+            raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
         self.api_key = api_key
         self.timeout = (
             DEFAULT_TIMEOUT

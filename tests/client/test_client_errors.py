@@ -389,3 +389,13 @@ def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> Non
     chunked = RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST, chunk_size=2)
     with chunked as c, pytest.raises(ProtocolError):  # each chunk is checked too
         c.score([{"response": str(k)} for k in range(4)], "math")
+
+
+@pytest.mark.parametrize("url", ["localhost:8000", "127.0.0.1:8000", "rewardhub:8000"])
+def test_a_base_url_without_its_scheme_is_refused_at_once(url: str) -> None:
+    # httpx takes "localhost:8000" for a URL of scheme "localhost": every call failed with UnsupportedProtocol,
+    # retried as a transport failure (about 10 s of backoff), then reported as "could not reach the service".
+    with pytest.raises(ValueError, match="http://"):
+        RewardClient(url)
+    with pytest.raises(ValueError, match="http://"):
+        AsyncRewardClient(url)
