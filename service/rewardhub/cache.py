@@ -1,14 +1,15 @@
 """Result cache: an embedded TTL-LRU by default, Redis when ``REWARDHUB_REDIS_URL`` is set.
 
-Both speak bytes and batches: one ``get_many`` (Redis ``MGET``) and one ``set_many`` (one pipelined
-round trip of ``SET ... EX``) per request, never a round trip per item.
+Both speak bytes and batches: one ``get_many`` (Redis ``MGET``, in one pipeline of several for more than
+256 keys) and one ``set_many`` (one pipelined round trip of ``SET ... EX``; more than 4 MB of values in
+several) per request, never a round trip per item.
 
 The cache is an accelerator, never a dependency: when Redis stops answering, :class:`RedisCache` marks
 itself down, turns every lookup into a miss and every write into a no-op (counted in the metrics), and a
 background task pings Redis until it answers again. A command Redis answers with an error (a write over
 ``maxmemory`` under ``noeviction``, a write to a read-only replica) is counted and dropped, without
-marking Redis down: its reads still serve. A request therefore never fails, and never waits
-longer than ``REWARDHUB_REDIS_TIMEOUT_S``, because of the cache.
+marking Redis down: its reads still serve. A request therefore never fails because of the cache, and
+waits no longer than ``REWARDHUB_REDIS_TIMEOUT_S`` on a Redis that stopped answering.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ __all__ = [
 log = structlog.get_logger("rewardhub.cache")
 
 KEY_PREFIX = "rh:v1"
+
+# redis-py bounds the send of a whole pipeline, and the read of each reply, by the socket timeout
+# (REWARDHUB_REDIS_TIMEOUT_S): one large batch (4,096 code results with their test logs, tens of MB) took
+# longer than that on a healthy Redis, which was then marked down. A lookup of more keys is several MGETs
+# in one pipeline (still one round trip; each reply timed on its own), and a write of more bytes several
+# pipelines (one round trip for all but the largest batches).
+_MGET_KEYS = 256
+_WRITE_BYTES = 4 << 20
 
 
 def config_digest(config: dict[str, Any]) -> bytes:
@@ -243,7 +252,13 @@ class RedisCache:
         if not self._up:
             return [None] * len(keys)
         try:
-            values = await self._redis.mget(list(keys))
+            if len(keys) <= _MGET_KEYS:
+                values = await self._redis.mget(list(keys))
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for start in range(0, len(keys), _MGET_KEYS):
+                        pipe.mget(list(keys[start : start + _MGET_KEYS]))
+                    values = [v for part in await pipe.execute() for v in part]
             return [v.encode() if isinstance(v, str) else v for v in values]
         except ResponseError:
             self._refused("get")
@@ -256,10 +271,11 @@ class RedisCache:
         if not pairs or not self._up:
             return
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for k, v in pairs:
-                    pipe.set(k, v, ex=self.ttl_s)
-                await pipe.execute()
+            for batch in _write_batches(pairs):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for k, v in batch:
+                        pipe.set(k, v, ex=self.ttl_s)
+                    await pipe.execute()
         except ResponseError:
             self._refused("set")
         except (TimeoutError, RedisError, OSError):
@@ -269,6 +285,19 @@ class RedisCache:
     @property
     def client(self) -> Redis:
         return self._redis
+
+
+def _write_batches(pairs: Sequence[tuple[str, bytes]]) -> list[Sequence[tuple[str, bytes]]]:
+    """``pairs`` in runs of at most ``_WRITE_BYTES`` of values (a larger value alone)."""
+    batches: list[Sequence[tuple[str, bytes]]] = []
+    start = size = 0
+    for i, (_, v) in enumerate(pairs):
+        if i > start and size + len(v) > _WRITE_BYTES:
+            batches.append(pairs[start:i])
+            start, size = i, 0
+        size += len(v)
+    batches.append(pairs[start:])
+    return batches
 
 
 def _redact(url: str) -> str:

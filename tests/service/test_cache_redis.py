@@ -151,3 +151,24 @@ async def test_the_embedded_cache_takes_its_byte_budget_from_the_settings(make_a
     async with make_app() as c:
         await score(c, items("budget-", 1))
         assert [r["cached"] for r in await score(c, items("budget-", 1))] == [True]
+
+
+async def test_a_large_batch_does_not_take_a_healthy_redis_down(redis_server: Any) -> None:
+    # REWARDHUB_REDIS_TIMEOUT_S bounds the send of a whole pipeline and the read of each reply: the write
+    # and the MGET of one large batch (4,096 results with their test logs, 160 MB here) took longer than
+    # that on a healthy Redis, which was marked down, the batch's results left uncached and every request
+    # after it served without the cache until the reconnect.
+    errors: list[str] = []
+    cache = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60, on_error=errors.append)
+    await cache.start()
+    keys = [f"rh:test:large:{i}" for i in range(4096)]
+    value = b"x" * 40_000
+    try:
+        await cache.set_many([(k, value) for k in keys])
+        assert (errors, cache.up) == ([], True)
+        got = await cache.get_many(keys)
+        assert (errors, cache.up) == ([], True)
+        assert got == [value] * len(keys)
+    finally:
+        redis_server.client().flushdb()
+        await cache.close()
