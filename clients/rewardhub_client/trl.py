@@ -15,7 +15,8 @@ The function is ``async`` (TRL awaits async reward functions concurrently on its
 the whole batch in one request with the completions of one prompt tagged as one ``group``, and maps
 items the service could not score to ``None`` — TRL turns those into NaN and leaves them out of the group
 statistics, instead of training on a fake zero. The function's ``aclose()`` closes its connections
-(``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training). Per call it logs ``rewardhub/cache_hit_rate``,
+(``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training); those of a loop
+that ends as ``asyncio.run`` ends one close with it. Per call it logs ``rewardhub/cache_hit_rate``,
 ``rewardhub/invalid_fraction`` and ``rewardhub/latency_ms`` through TRL's ``log_metric``, and the reason
 of each invalid item through ``log_extra``.
 
@@ -40,7 +41,7 @@ import os
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient
@@ -205,7 +206,8 @@ def make_reward_func(
         if isinstance(reward, str)
         else (reward.name if isinstance(reward, RewardSpec) else str(reward["name"]))
     )
-    clients: dict[int, AsyncRewardClient] = {}
+    # per event loop: its client, and the async generator that closes it as the loop ends
+    clients: dict[int, tuple[AsyncRewardClient, AsyncIterator[None]]] = {}
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
     group_aware: list[bool | None] = [None]
@@ -241,19 +243,34 @@ def make_reward_func(
             "multiple of num_generations"
         )
 
-    def client_for_loop() -> AsyncRewardClient:
-        # httpx connection pools belong to one event loop; TRL keeps one daemon loop, but be safe.
+    async def closed_with_loop(key: int, client: AsyncRewardClient) -> AsyncIterator[None]:
+        # Suspended at its yield for the loop's life; a loop that ends with shutdown_asyncgens()
+        # (asyncio.run does) closes it, and with it the client.
+        try:
+            yield
+        finally:
+            if clients.get(key, (None,))[0] is client:
+                del clients[key]
+            await client.aclose()
+
+    async def client_for_loop() -> AsyncRewardClient:
+        # httpx connection pools belong to one event loop: a client per loop. TRL keeps one daemon loop;
+        # a caller that runs each call in a loop of its own (asyncio.run per batch) left a client with an
+        # open connection behind per call, so the client is closed as its loop ends.
         if isinstance(service, AsyncRewardClient):
             return service
-        loop_id = id(asyncio.get_running_loop())
-        if loop_id not in clients:
-            clients[loop_id] = AsyncRewardClient(service, api_key=api_key)
-        return clients[loop_id]
+        key = id(asyncio.get_running_loop())
+        if key not in clients:
+            client = AsyncRewardClient(service, api_key=api_key)
+            closer = closed_with_loop(key, client)
+            await anext(closer)  # first iterated here: the loop now tracks it
+            clients[key] = (client, closer)
+        return clients[key][0]
 
     async def reward_func(
         prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        client = client_for_loop()
+        client = await client_for_loop()
         await ensure_runnable(client)
         refs = kwargs.get(reference_column) if reference_column else None
         group_of, split = _groups(prompts, refs, num_generations)
@@ -305,7 +322,7 @@ def make_reward_func(
 
     async def aclose() -> None:
         """Close the connection pools this function opened (call it on the loop that ran it)."""
-        for c in list(clients.values()):
+        for c, _ in list(clients.values()):
             await c.aclose()
         clients.clear()
 

@@ -219,3 +219,23 @@ async def test_vlm_prompts_with_image_objects_are_grouped_by_their_text(client: 
         assert await vote(**call) == expected
         unguarded = make_reward_func(service, "majority_vote", reference_column="image_id")
         assert await unguarded(**call) == expected
+
+
+def test_a_call_in_its_own_event_loop_leaves_no_connection_open(live_server_factory: Any) -> None:
+    # Outside TRL (an evaluation script: asyncio.run per batch) each call ran in a new loop, and the
+    # function kept a client per loop that nobody closed: a socket (and a client, and its loop) leaked per
+    # call. A loop's client is now closed as the loop ends (asyncio.run cancels its tasks).
+    import asyncio
+    import os
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    call = {"prompts": ["p", "p"], "completions": ["a", "b"], "answer": ["a", "a"]}
+    with live_server_factory() as server:
+        reward = make_reward_func(server.url, "exact_match", reference_column="answer")
+        assert asyncio.run(reward(**call)) == [1.0, 0.0]
+        before = open_fds()
+        for _ in range(20):
+            assert asyncio.run(reward(**call)) == [1.0, 0.0]
+        assert open_fds() <= before
