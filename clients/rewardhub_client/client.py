@@ -166,6 +166,21 @@ class _Base:
         t = self.timeout
         return httpx.Timeout(connect=t.connect, read=floor, write=t.write, pool=t.pool)
 
+    def _probe_timeout(self, timeout_s: float | None) -> httpx.Timeout:
+        """The client's timeout, each part at most ``timeout_s`` (a readiness probe within a deadline: a
+        proxy or load balancer that holds the connection open kept it for the client's full timeout)."""
+        t = self.timeout
+        if timeout_s is None:
+            return t
+        cap = max(0.01, timeout_s)
+
+        def at_most(v: float | None) -> float:
+            return cap if v is None else min(v, cap)
+
+        return httpx.Timeout(
+            connect=at_most(t.connect), read=at_most(t.read), write=at_most(t.write), pool=at_most(t.pool)
+        )
+
     @staticmethod
     def _late_answer(exc: httpx.ReadTimeout) -> RequestTimeout:
         return RequestTimeout(
@@ -317,16 +332,18 @@ class RewardClient(_Base):
         data: dict[str, Any] = self._request("GET", "/health").json()
         return data
 
-    def ready(self) -> bool:
+    def ready(self, timeout_s: float | None = None) -> bool:
+        """Whether ``/ready`` answers 200 (within ``timeout_s``, default the client's timeout)."""
         try:
-            return self._http.get("/ready").status_code == 200
+            return self._http.get("/ready", timeout=self._probe_timeout(timeout_s)).status_code == 200
         except httpx.HTTPError:
             return False
 
     def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
-        """Block until ``/ready`` answers 200; raise :class:`TransportError` after ``timeout_s``."""
+        """Block until ``/ready`` answers 200; raise :class:`TransportError` after ``timeout_s`` (a probe
+        never waits past it)."""
         deadline = time.monotonic() + timeout_s
-        while not self.ready():
+        while not self.ready(deadline - time.monotonic()):
             if time.monotonic() > deadline:
                 raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
             time.sleep(interval_s)
@@ -503,15 +520,17 @@ class AsyncRewardClient(_Base):
         data: dict[str, Any] = (await self._request("GET", "/health")).json()
         return data
 
-    async def ready(self) -> bool:
+    async def ready(self, timeout_s: float | None = None) -> bool:
+        """As :meth:`RewardClient.ready`."""
         try:
-            return (await self._http.get("/ready")).status_code == 200
+            return (await self._http.get("/ready", timeout=self._probe_timeout(timeout_s))).status_code == 200
         except httpx.HTTPError:
             return False
 
     async def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
+        """As :meth:`RewardClient.wait_until_ready`."""
         deadline = time.monotonic() + timeout_s
-        while not await self.ready():
+        while not await self.ready(deadline - time.monotonic()):
             if time.monotonic() > deadline:
                 raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
             await asyncio.sleep(interval_s)

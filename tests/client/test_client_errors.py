@@ -399,3 +399,27 @@ def test_a_base_url_without_its_scheme_is_refused_at_once(url: str) -> None:
         RewardClient(url)
     with pytest.raises(ValueError, match="http://"):
         AsyncRewardClient(url)
+
+
+def test_wait_until_ready_probes_within_its_own_deadline() -> None:
+    # Each /ready probe waited up to the client's timeout (120 s by default): behind a proxy or load
+    # balancer that holds the connection open, wait_until_ready(timeout_s=5) blocked two minutes per probe.
+    probes: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        probes.append(request.extensions["timeout"]["read"])
+        return httpx.Response(503, json={"ready": False, "checks": {}})
+
+    with client_for(handler) as c, pytest.raises(TransportError, match="not ready"):
+        c.wait_until_ready(timeout_s=0.2, interval_s=0.05)
+    assert probes and max(probes) <= 0.2
+
+    async def run() -> None:
+        transport = httpx.MockTransport(handler)
+        async with AsyncRewardClient("http://svc", transport=transport, retry=FAST) as ac:
+            with pytest.raises(TransportError, match="not ready"):
+                await ac.wait_until_ready(timeout_s=0.2, interval_s=0.05)
+
+    probes.clear()
+    asyncio.run(run())
+    assert probes and max(probes) <= 0.2
