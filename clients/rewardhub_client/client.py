@@ -396,6 +396,8 @@ class AsyncRewardClient(_Base):
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
+        if max_concurrency < 1:  # a semaphore of 0 would hold every chunk for ever
+            raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
         self.max_concurrency = max_concurrency
         self._http = httpx.AsyncClient(
             base_url=self.base_url,

@@ -423,3 +423,10 @@ def test_wait_until_ready_probes_within_its_own_deadline() -> None:
     probes.clear()
     asyncio.run(run())
     assert probes and max(probes) <= 0.2
+
+
+def test_max_concurrency_below_one_is_refused() -> None:
+    # max_concurrency=0 (read as "no limit") made a semaphore no chunk could ever acquire: score() hung
+    # for ever without sending a request.
+    with pytest.raises(ValueError, match="max_concurrency"):
+        AsyncRewardClient("http://svc", max_concurrency=0)
