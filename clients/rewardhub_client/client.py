@@ -20,11 +20,12 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 
@@ -45,6 +46,7 @@ from rewardhub_client.errors import (
     LimitExceeded,
     NotFound,
     PayloadTooLarge,
+    ProtocolError,
     RequestTimeout,
     TransportError,
     UnknownReward,
@@ -61,6 +63,8 @@ from rewardhub_client.types import (
 )
 
 __all__ = ["AsyncRewardClient", "RewardClient"]
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
 _JSON = {"content-type": "application/json"}
@@ -95,6 +99,29 @@ def _chunk_too_big(exc: APIError) -> bool:
     (413), or over the item limit (``limit_exceeded`` on ``items``, ``REWARDHUB_MAX_ITEMS``; one on an
     item's own field is that item's, and no split helps)."""
     return isinstance(exc, PayloadTooLarge) or exc.param == "items"
+
+
+def _answer(resp: httpx.Response, parse: Callable[[bytes], T]) -> T:
+    """A successful answer's body parsed, or a :class:`ProtocolError`: a 200 that is not the answer (a
+    proxy's own page) raised pydantic's ValidationError or a KeyError, outside the client's tree."""
+    try:
+        return parse(resp.content)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProtocolError(
+            f"{resp.request.method} {resp.request.url.path} answered {resp.status_code} with a body that is "
+            f"not the service's answer ({type(exc).__name__}); it starts {resp.content[:200]!r}"
+        ) from None
+
+
+def _reward_list(raw: bytes) -> list[RewardInfo]:
+    return [RewardInfo.model_validate(r) for r in json.loads(raw)["rewards"]]
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("not a JSON object")
+    return data
 
 
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -293,7 +320,7 @@ class RewardClient(_Base):
                 for part in smaller:
                     send(part)
                 return
-            parts.append((idx, ScoreResponse.model_validate_json(resp.content)))
+            parts.append((idx, _answer(resp, ScoreResponse.model_validate_json)))
 
         for idx in chunk_indices(its, self.chunk_size):
             send(idx)
@@ -306,15 +333,14 @@ class RewardClient(_Base):
         return self.score([ScoreItem(response=response, reference=reference, **item)], reward).results[0]
 
     def rewards(self) -> list[RewardInfo]:
-        data = self._request("GET", "/v1/rewards").json()
-        return [RewardInfo.model_validate(r) for r in data["rewards"]]
+        return _answer(self._request("GET", "/v1/rewards"), _reward_list)
 
     def check(self, reward: RewardLike, config: Mapping[str, Any] | None = None) -> RewardCheck:
         """Resolve a reward spec as scoring would, without scoring: raises :class:`UnknownReward` (404)
         or :class:`InvalidRequest` (422) as ``score`` would, and says whether it and every reward it is
         built on can score on this service (``ok``; ``unavailable`` lists what cannot, and why)."""
         resp = self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
-        return RewardCheck.model_validate_json(resp.content)
+        return _answer(resp, RewardCheck.model_validate_json)
 
     def check_if_supported(
         self, reward: RewardLike, config: Mapping[str, Any] | None = None
@@ -329,8 +355,7 @@ class RewardClient(_Base):
             return None
 
     def health(self) -> dict[str, Any]:
-        data: dict[str, Any] = self._request("GET", "/health").json()
-        return data
+        return _answer(self._request("GET", "/health"), _json_object)
 
     def ready(self, timeout_s: float | None = None) -> bool:
         """Whether ``/ready`` answers 200 (within ``timeout_s``, default the client's timeout)."""
@@ -361,10 +386,10 @@ class RewardClient(_Base):
         body = build_request(as_items(items), as_spec(reward, config), _options(options, None, None))
         key = idempotency_key or uuid.uuid4().hex
         resp = self._request("POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key})
-        return JobStatus.model_validate_json(resp.content)
+        return _answer(resp, JobStatus.model_validate_json)
 
     def job(self, job_id: str) -> JobStatus:
-        return JobStatus.model_validate_json(self._request("GET", f"/v1/jobs/{job_id}").content)
+        return _answer(self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
 
     def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
         deadline = time.monotonic() + timeout_s
@@ -474,7 +499,7 @@ class AsyncRewardClient(_Base):
                     if smaller is None:
                         raise
                 else:
-                    return [(idx, ScoreResponse.model_validate_json(resp.content))]
+                    return [(idx, _answer(resp, ScoreResponse.model_validate_json))]
             # over the service's byte or item limit: the halves one after the other, each holding the
             # semaphore
             return [part for half in smaller for part in await one(half)]
@@ -499,13 +524,12 @@ class AsyncRewardClient(_Base):
         ).results[0]
 
     async def rewards(self) -> list[RewardInfo]:
-        data = (await self._request("GET", "/v1/rewards")).json()
-        return [RewardInfo.model_validate(r) for r in data["rewards"]]
+        return _answer(await self._request("GET", "/v1/rewards"), _reward_list)
 
     async def check(self, reward: RewardLike, config: Mapping[str, Any] | None = None) -> RewardCheck:
         """As :meth:`RewardClient.check`."""
         resp = await self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
-        return RewardCheck.model_validate_json(resp.content)
+        return _answer(resp, RewardCheck.model_validate_json)
 
     async def check_if_supported(
         self, reward: RewardLike, config: Mapping[str, Any] | None = None
@@ -519,8 +543,7 @@ class AsyncRewardClient(_Base):
             return None
 
     async def health(self) -> dict[str, Any]:
-        data: dict[str, Any] = (await self._request("GET", "/health")).json()
-        return data
+        return _answer(await self._request("GET", "/health"), _json_object)
 
     async def ready(self, timeout_s: float | None = None) -> bool:
         """As :meth:`RewardClient.ready`."""
@@ -551,10 +574,10 @@ class AsyncRewardClient(_Base):
         resp = await self._request(
             "POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key}
         )
-        return JobStatus.model_validate_json(resp.content)
+        return _answer(resp, JobStatus.model_validate_json)
 
     async def job(self, job_id: str) -> JobStatus:
-        return JobStatus.model_validate_json((await self._request("GET", f"/v1/jobs/{job_id}")).content)
+        return _answer(await self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
 
     async def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
         deadline = time.monotonic() + timeout_s

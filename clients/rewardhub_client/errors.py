@@ -6,7 +6,8 @@
     ├── RewardUnavailable       the service cannot run a reward spec or a part of it (its check said so)
     ├── TransportError          the service could not be reached (connect error, timeout, broken connection)
     │   └── RequestTimeout
-    ├── ProtocolError           a 200 answer that does not fit the request (results missing or extra)
+    ├── ProtocolError           a 200 answer that does not fit the request (results missing or extra), or
+    │                           is not the service's answer at all (a proxy's page)
     └── APIError                the service answered with an error body {"error": {message, type, param, code}}
         ├── InvalidRequest      422 invalid_request
         │   └── LimitExceeded   422 limit_exceeded (too many items / a field too long)
@@ -92,7 +93,8 @@ class RequestTimeout(TransportError):
 
 class ProtocolError(RewardHubClientError):
     """A successful answer that does not fit the request: one result per item is the contract, and a
-    trainer that zipped a short list with its rollouts would give rewards to the wrong ones."""
+    trainer that zipped a short list with its rollouts would give rewards to the wrong ones. Also a 200
+    whose body is not the service's answer (a proxy's own page)."""
 
 
 class APIError(RewardHubClientError):

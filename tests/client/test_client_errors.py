@@ -430,3 +430,33 @@ def test_max_concurrency_below_one_is_refused() -> None:
     # for ever without sending a request.
     with pytest.raises(ValueError, match="max_concurrency"):
         AsyncRewardClient("http://svc", max_concurrency=0)
+
+
+def test_a_200_that_is_not_the_answer_is_a_protocol_error() -> None:
+    # A proxy in front of the service answering 200 with its own page made pydantic's ValidationError (or
+    # a KeyError) escape, outside the client's exception tree: callers catching RewardHubClientError missed it.
+    from rewardhub_client import ProtocolError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>maintenance</html>", headers={"content-type": "text/html"})
+
+    with client_for(handler) as c:
+        with pytest.raises(ProtocolError, match="maintenance"):
+            c.score([{"response": "x"}], "math")
+        with pytest.raises(ProtocolError):
+            c.rewards()
+        with pytest.raises(ProtocolError):
+            c.check("math")
+        with pytest.raises(ProtocolError):
+            c.job("job_1")
+        with pytest.raises(ProtocolError):
+            c.health()
+
+    async def run() -> None:
+        async with AsyncRewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST) as ac:
+            with pytest.raises(ProtocolError, match="maintenance"):
+                await ac.score([{"response": "x"}], "math")
+            with pytest.raises(ProtocolError):
+                await ac.rewards()
+
+    asyncio.run(run())
