@@ -154,9 +154,21 @@ def error_payload(status: int, error_type: str, message: str, param: str | None 
     return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
 
 
+# pydantic puts a union member's name in an error's loc ("reward.str", "reward.RewardSpec.configs"):
+# the member a value failed to be, not a field a user wrote
+_UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "RewardSpec"})
+
+
 def _loc_to_param(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body",)]
+    parts = [str(p) for p in loc if p not in ("body",) and p not in _UNION_MEMBERS]
     return ".".join(parts)
+
+
+def _most_telling(errors: list[Any]) -> Any:
+    """The error to name first: one that is not a bare type mismatch, where there is one. A union field
+    (``reward``: a name or a spec) fails once per member, the string member first, so for an object
+    with a misspelt key the first error was "should be a valid string" and the key went unnamed."""
+    return next((e for e in errors if not str(e.get("type", "")).endswith("_type")), errors[0])
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -174,8 +186,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONBytesResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        errors = list(exc.errors())
+        first = _most_telling(errors) if errors else {"loc": (), "msg": "invalid request"}
         loc = tuple(first.get("loc", ()))
         if first.get("type") == "json_invalid" and first.get("input") not in ("", b""):
             # FastAPI's loc is ("body", <character offset>): not a field. pydantic's own JSON parser

@@ -349,3 +349,19 @@ async def test_nan_in_a_reference_is_not_served_nulls_cached_result(client: http
             b' "items": [{"response": "null"}]}' % const
         )
         assert await scores(raw) == [(want, False)]
+
+
+async def test_a_bad_key_in_a_reward_spec_is_named_in_the_error(client: httpx.AsyncClient) -> None:
+    """``reward`` is a name or a spec object; for an object with a misspelt key the 422 reported the
+    string member's complaint ("reward.str: Input should be a valid string") and never the key. Found in
+    review. Now the key is the param, and a wrong-typed reward names the field without pydantic's tag."""
+    item = {"response": "a", "reference": "a"}
+    r = await client.post(
+        "/v1/score", json={"reward": {"name": "exact_match", "configs": {}}, "items": [item]}
+    )
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["param"] == "reward.configs", err
+    assert err["message"].startswith("reward.configs: Extra inputs are not permitted"), err
+    r = await client.post("/v1/score", json={"reward": 5, "items": [item]})
+    assert r.status_code == 422 and r.json()["error"]["param"] == "reward", r.json()
