@@ -115,6 +115,9 @@ def route(data_source: str) -> str | RewardSpec:
 
 
 def _reference(ground_truth: Any) -> Any:
+    if not isinstance(ground_truth, str | bytes) and callable(getattr(ground_truth, "tolist", None)):
+        # a numpy scalar or array: verl reads its dataset through pandas (numpy is not imported here)
+        ground_truth = ground_truth.tolist()
     if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
         try:
             decoded = json.loads(ground_truth)

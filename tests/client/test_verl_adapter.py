@@ -50,6 +50,25 @@ def test_verl_compute_score_shapes(live_server_factory: Any) -> None:
         assert (missing["score"], missing["valid"]) == (-1.0, 0.0)
 
 
+def test_numpy_ground_truths_from_a_parquet_dataset_are_scored(live_server_factory: Any) -> None:
+    """verl reads its dataset through pandas, so a numeric or list-valued ``ground_truth`` column
+    reaches compute_score as a numpy scalar or array; the adapter turned only Python int/float into
+    strings and the request failed to build (a pydantic error for every sample). Found in review."""
+    np = pytest.importorskip("numpy")
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="math")
+        assert verl.compute_score("x", "\\boxed{3}", np.int64(3))["score"] == 1.0
+        assert verl.compute_score("x", "\\boxed{0.5}", np.float32(0.5))["score"] == 1.0
+        assert verl.compute_score("x", "\\boxed{7}", np.array(["6", "7"]))["score"] == 1.0
+        batch = verl.compute_score_batch(
+            data_sources=["x", "x"],
+            solution_strs=["\\boxed{4}", "\\boxed{5}"],
+            ground_truths=np.array([4, 4]),
+            extra_infos=[{}, {}],
+        )
+        assert [b["score"] for b in batch] == [1.0, 0.0]
+
+
 def test_verl_extra_keys_are_the_same_for_every_item(live_server_factory: Any) -> None:
     # verl appends each returned key per sample and requires every list to be as long as the batch:
     # an invalid item (no components) or another reward (other components) must not change the keys.
