@@ -130,6 +130,21 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert not any(m.startswith("exit status") for m in messages), messages
 
 
+async def test_a_solution_printing_past_the_output_cap_still_passes(client: httpx.AsyncClient) -> None:
+    """The solution's prints are not its answer: past the service's stderr cap (64 KiB) they are dropped.
+    They made every later print raise BrokenPipeError inside the function under test, so a correct
+    solution with a debug print in a loop failed all tests after the cap (found in review)."""
+    chatty = (
+        "def add(a, b):\n    for i in range(3000):\n        print('debug', i, 'x' * 40)\n    return a + b\n"
+    )
+    tests = "assert add(1, 2) == 3\nassert add(2, 2) == 4\nassert add(0, 0) == 0\n"
+    result = await _one(client, chatty, {"tests": tests})
+    assert result["valid"] and result["score"] == 1.0, result["details"]["tests"]
+    wrong = await _one(client, chatty.replace("a + b", "a - b"), {"tests": tests})
+    assert wrong["valid"] and wrong["details"]["pass_mask"] == "001"
+    assert "debug 1" in wrong["details"]["stderr"]  # what was kept is still reported
+
+
 async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
     """They run in the program's own process; each failure says what happened to it."""
     js_tests = "const assert = require('assert');\nassert.strictEqual(f(2), 4);\n"

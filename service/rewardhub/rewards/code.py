@@ -297,7 +297,9 @@ class CodeReward(Reward[CodeConfig]):
     name: ClassVar[str] = "code"
     # 1.1: output_match "numeric"; console.assert fails JavaScript tests (it only printed); APPS fn_name
     # 1.2: details.pass_mask, every test's verdict as 1/0 (details.tests stops at 100)
-    version: ClassVar[str] = "1.2.0"
+    # 1.3: a Python solution's prints past the output cap are dropped, no longer a BrokenPipeError that
+    # failed the tests
+    version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

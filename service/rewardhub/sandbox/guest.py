@@ -655,6 +655,7 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
 
     builtins.exit = _exit  # type: ignore[assignment]  # `-S` skipped site, which defines these
     builtins.quit = _exit  # type: ignore[assignment]
+    sys.stdout = sys.stderr = _dropping_output()
     g: dict[str, Any] = {"__name__": "__solution__", "__builtins__": builtins}
     status, message = "ok", ""
     try:
@@ -683,6 +684,35 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
     except BaseException:
         pass
     os._exit(0)
+
+
+def _dropping_output() -> Any:
+    """The solution's ``sys.stdout``/``sys.stderr``: its prints go to the sandbox's stderr (fd 2) until the
+    service stops reading it at its cap, and are dropped from then on. With the interpreter's own streams,
+    the closed pipe made every later ``print`` raise ``BrokenPipeError`` inside the function under test:
+    a correct solution that prints a lot of debug output failed its tests."""
+    import io
+
+    class _Raw(io.RawIOBase):
+        gone = False
+
+        def writable(self) -> bool:
+            return True
+
+        def fileno(self) -> int:
+            return 2
+
+        def write(self, data: Any) -> int:
+            if not self.gone:
+                try:
+                    return os.write(2, data)
+                except OSError:  # EPIPE: the service keeps no more of this output
+                    self.gone = True
+            return len(data)
+
+    return io.TextIOWrapper(
+        io.BufferedWriter(_Raw()), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
 
 
 # --------------------------------------------------------------------------------------------------
