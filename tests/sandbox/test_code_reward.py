@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from typing import Any
 
 import httpx
@@ -143,6 +144,44 @@ async def test_a_solution_printing_past_the_output_cap_still_passes(client: http
     wrong = await _one(client, chatty.replace("a + b", "a - b"), {"tests": tests})
     assert wrong["valid"] and wrong["details"]["pass_mask"] == "001"
     assert "debug 1" in wrong["details"]["stderr"]  # what was kept is still reported
+
+
+def _installed_package(python: str) -> str | None:
+    """A package installed for the sandbox's interpreter (site-packages, not the standard library)."""
+    find = (
+        "import pkgutil, site, sys\n"
+        "for m in pkgutil.iter_modules(site.getsitepackages()):\n"
+        "    if m.ispkg and m.name.isidentifier() and not m.name.startswith('_')"
+        " and m.name not in sys.stdlib_module_names:\n"
+        "        print(m.name)\n"
+    )
+    names = subprocess.run([python, "-I", "-c", find], capture_output=True, text=True, timeout=60).stdout
+    for name in names.split()[:20]:
+        if (
+            subprocess.run([python, "-I", "-c", f"import {name}"], capture_output=True, timeout=60).returncode
+            == 0
+        ):
+            return name
+    return None
+
+
+async def test_assert_style_tests_import_what_stdin_stdout_programs_can(client: httpx.AsyncClient) -> None:
+    """A solution importing a package installed for the sandbox's interpreter (numpy, say) failed every
+    assert-style test with ModuleNotFoundError (the judge's interpreter starts without `site`) while the
+    same program passed as a stdin/stdout case (found in review)."""
+    package = _installed_package(client.app.state.runtime.sandbox.python_name)  # type: ignore[attr-defined]
+    if package is None:
+        pytest.skip("no third-party package is installed for the sandbox's interpreter")
+    solution = f"import {package}\ndef f():\n    return {package}.__name__\n"
+    as_case = await _one(client, solution + "print(f())\n", {"cases": [{"stdin": "", "stdout": package}]})
+    assert as_case["score"] == 1.0, as_case["details"]
+    as_tests = await _one(client, solution, {"tests": f"assert f() == {package!r}\n"})
+    assert as_tests["score"] == 1.0, as_tests["details"]
+    missing = await _one(
+        client, "import no_such_module_rh\ndef f():\n    return 1\n", {"tests": "assert f() == 1"}
+    )
+    assert missing["valid"] and missing["score"] == 0.0
+    assert "ModuleNotFoundError" in missing["details"]["load_error"]
 
 
 async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
