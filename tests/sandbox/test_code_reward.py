@@ -184,6 +184,43 @@ async def test_assert_style_tests_import_what_stdin_stdout_programs_can(client: 
     assert "ModuleNotFoundError" in missing["details"]["load_error"]
 
 
+async def test_a_memory_limit_judges_the_program_not_its_compiler_or_runtime(
+    client: httpx.AsyncClient,
+) -> None:
+    """`memory_mb` is the program's address-space limit. It also applied to g++, which needs about 256
+    MiB for <bits/stdc++.h> (every C++ program a compile error, 0.0 with reason format, below that), and
+    to node, whose V8 reserves about 750 MiB of address space for itself (every JavaScript program killed
+    at start, 0.0, under a 512 MiB limit; one holding 150 MB of objects under the default 1 GiB; found in
+    review). Compilers now get their own allowance, and node the address space V8 reserves, its heap
+    capped at the limit."""
+    cpp = "#include <bits/stdc++.h>\nusing namespace std;\nint main(){long a,b;cin>>a>>b;cout<<a+b<<endl;}\n"
+    compiled = await _one(client, f"```cpp\n{cpp}```", {"language": "cpp", **ADD_CASES}, memory_mb=128)
+    assert compiled["score"] == 1.0, compiled["details"]
+    js = PROGRAMS["javascript"]
+    small = await _one(client, f"```js\n{js}```", {"language": "javascript", **ADD_CASES}, memory_mb=256)
+    assert small["score"] == 1.0, small["details"]
+
+    def objects(n: str) -> str:
+        return f"```js\nconst a = []; for (let i = 0; i < {n}; i++) a.push({{i, s: 'x' + i}}); console.log(3);\n```"
+
+    three = {"language": "javascript", "cases": [{"stdin": "", "stdout": "3"}]}
+    fits = await _one(client, objects("2e6"), three, timeout_s=20)  # the default limit, 1 GiB
+    assert fits["score"] == 1.0, fits["details"]
+    # ... and the limit still holds for the program: its heap past 256 MiB, a C++ vector of 800 MB
+    js_hog = await _one(client, objects("5e6"), three, memory_mb=256, timeout_s=20)
+    assert js_hog["valid"] and js_hog["score"] == 0.0, js_hog["details"]
+    assert "killed by signal" in js_hog["details"]["tests"][0]["message"], js_hog["details"]
+    hog_cpp = '#include <vector>\n#include <cstdio>\nint main(){std::vector<long> v(100000000, 1); printf("%ld\\n", v[5] + 2);}\n'
+    cpp_hog = await _one(
+        client,
+        f"```cpp\n{hog_cpp}```",
+        {"language": "cpp", "cases": [{"stdin": "", "stdout": "3"}]},
+        memory_mb=256,
+    )
+    assert cpp_hog["valid"] and cpp_hog["score"] == 0.0, cpp_hog["details"]
+    assert "signal" in cpp_hog["details"]["tests"][0]["message"], cpp_hog["details"]
+
+
 async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
     """They run in the program's own process; each failure says what happened to it."""
     js_tests = "const assert = require('assert');\nassert.strictEqual(f(2), 4);\n"

@@ -1069,7 +1069,10 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     if compile_argv and precheck and _compiles(str(precheck)):
         compile_argv = None  # compiles here: the program's interpreter need not be started to say so
     if compile_argv:
-        r = _run_one(list(compile_argv), b"", float(header.get("compile_timeout_s") or 10.0), env, out_cap)
+        compile_s = float(header.get("compile_timeout_s") or 10.0)
+        r = _run_one(
+            list(compile_argv), b"", compile_s, env, out_cap, int(header.get("compile_as_bytes") or 0)
+        )
         emit("compile", *r)
         if r[0] != "exited" or r[1] != 0:
             return
@@ -1077,12 +1080,13 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     timeout = float(header.get("run_timeout_s") or 5.0)
     total_deadline = time.monotonic() + float(header.get("total_timeout_s") or 60.0)
     stdins = list(secret.get("stdins") or [b""])
+    run_as = int(header.get("run_as_bytes") or 0)
     for i, data in enumerate(stdins):
         left = total_deadline - time.monotonic()
         if left <= 0.01:
             emit("run", i, "skipped", 0, 0, "0", "0", 0, 0, "-", _b64("total time limit"))
             continue
-        r = _run_one(run_argv, data, min(timeout, left), env, out_cap)
+        r = _run_one(run_argv, data, min(timeout, left), env, out_cap, run_as)
         emit("run", i, *r)
     for name in secret.get("fetch") or []:
         try:
@@ -1108,8 +1112,11 @@ def _compiles(path: str) -> bool:
     return True
 
 
-def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str], cap: int) -> tuple[Any, ...]:
-    """Run one program to completion, its deadline, or its output cap.
+def _run_one(
+    argv: list[str], stdin: bytes, timeout: float, env: dict[str, str], cap: int, as_bytes: int = 0
+) -> tuple[Any, ...]:
+    """Run one program to completion, its deadline, or its output cap; ``as_bytes``: its address-space
+    limit (the guest's own is the largest of its steps').
 
     Returns (status, return code, signal, wall s, cpu s, max rss KiB, truncated, stdout b64, stderr b64);
     status is ``exited`` | ``signaled`` | ``timeout`` | ``output_limit``. Output is read as it comes
@@ -1142,6 +1149,11 @@ def _run_one(argv: list[str], stdin: bytes, timeout: float, env: dict[str, str],
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
             resource.setrlimit(resource.RLIMIT_CPU, cpu_limits)
+            if as_bytes > 0:
+                _, as_hard = resource.getrlimit(resource.RLIMIT_AS)
+                if as_hard != resource.RLIM_INFINITY:
+                    as_bytes = min(as_bytes, as_hard)
+                resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
             _execvpe(argv, env)
         except BaseException as exc:
             os.write(2, f"cannot start {argv[0]}: {exc}".encode("utf-8", "replace"))

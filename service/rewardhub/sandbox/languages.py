@@ -10,7 +10,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-__all__ = ["LANGUAGES", "PYTHON_SYNTAX_CHECK", "Language", "available_languages", "resolve_language"]
+__all__ = [
+    "COMPILER_MEMORY_MB",
+    "LANGUAGES",
+    "PYTHON_SYNTAX_CHECK",
+    "Language",
+    "available_languages",
+    "resolve_language",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +30,13 @@ class Language:
     aliases: tuple[str, ...] = ()
     # Executables that must exist for the language to be offered (checked once at start-up).
     needs: tuple[str, ...] = ()
+    # Address space the runtime reserves for itself, added to the program's RLIMIT_AS: V8 (node)
+    # reserves about 750 MiB before it runs anything and more as its heap grows, so under the plain limit
+    # no program could start below 768 MiB, and one holding 150 MB of objects crashed under 1 GiB.
+    # `heap_flag` (inserted after the run command's first word, "{mb}" the memory limit) then caps the
+    # program's heap at the limit.
+    reserved_address_space_mb: int = 0
+    heap_flag: str | None = None
 
     @property
     def compiled(self) -> bool:
@@ -60,10 +74,17 @@ LANGUAGES: dict[str, Language] = {
             None,
             ("javascript", "js", "nodejs", "node"),
             ("node",),
+            reserved_address_space_mb=1024,
+            heap_flag="--max-old-space-size={mb}",
         ),
         Language("bash", "main.sh", ("bash", "main.sh"), None, ("bash", "sh", "shell"), ("bash",)),
     )
 }
+
+# A compile step's address-space limit when the program's is lower: the compiler is not the program
+# being judged, and g++ needs about 256 MiB for <bits/stdc++.h> (a lower limit failed every C++ program
+# as a compile error).
+COMPILER_MEMORY_MB = 1024
 
 # Python has no compile step. This one compiles the program without running it, with the program's own
 # interpreter (see SandboxPool.run_program's syntax_check).

@@ -38,7 +38,12 @@ from rewardhub.sandbox.harness import (
     rewrite_asserts,
     uncalled_check,
 )
-from rewardhub.sandbox.languages import PYTHON_SYNTAX_CHECK, Language, available_languages
+from rewardhub.sandbox.languages import (
+    COMPILER_MEMORY_MB,
+    PYTHON_SYNTAX_CHECK,
+    Language,
+    available_languages,
+)
 from rewardhub.sandbox.probe import (
     UID_BLOCK,
     claim_index,
@@ -520,6 +525,14 @@ class SandboxPool:
         total = min(total_timeout_s or run_s * max(1, len(stdins)), self.max_timeout_s)
         out_cap = self.limits.output_bytes
         source = code.encode("utf-8", "surrogatepass") if isinstance(code, str) else code
+        # The memory limit is the program's; its compiler and its runtime's own reservations are not
+        # (see Language.reserved_address_space_mb): each step gets its own address-space limit.
+        program_mb = memory_mb or self.limits.memory_mb
+        run_argv = list(language.run)
+        run_mb = program_mb + language.reserved_address_space_mb
+        if language.heap_flag is not None:
+            run_argv.insert(1, language.heap_flag.format(mb=program_mb))
+        compile_mb = max(program_mb, COMPILER_MEMORY_MB) if compile_argv is not None else 0
         nonce = new_nonce()
         public = {
             "mode": "exec",
@@ -527,12 +540,14 @@ class SandboxPool:
             "compile": list(compile_argv) if compile_argv else None,
             "syntax_check": precheck,
             "compile_timeout_s": compile_s,
-            "run": list(language.run),
+            "compile_as_bytes": compile_mb << 20,
+            "run": run_argv,
             "run_timeout_s": run_s,
+            "run_as_bytes": run_mb << 20,
             "total_timeout_s": total,
             "env": SandboxCommand.program_env("/tmp"),
             "out_cap": out_cap,
-            "limits": self._guest_limits(compile_s + total + 1, memory_mb),
+            "limits": self._guest_limits(compile_s + total + 1, max(run_mb, compile_mb)),
         }
         private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch)}
         # Every run's two streams, base64-encoded, and fetched files: the verdict channel's worst case.
