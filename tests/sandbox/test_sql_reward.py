@@ -175,6 +175,33 @@ async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.As
     assert [x["details"]["ordered"] for x in results] == [True, False]
 
 
+async def test_only_an_order_by_clause_orders_the_comparison(client: httpx.AsyncClient) -> None:
+    """A column named `orderby` made the gold look sorted (any row order of the same rows scored 0.0), and
+    an ORDER BY with a comment between its words did not (found in review)."""
+    schema = (
+        SCHEMA
+        + "CREATE TABLE shop (id INTEGER, orderby TEXT);\nINSERT INTO shop VALUES (1, 'a'), (2, 'b');\n"
+    )
+    unordered_gold = "SELECT orderby FROM shop"
+    ordered_gold = "SELECT name FROM singer ORDER/* youngest first */BY age"
+    results = await score_results(
+        client,
+        "sql",
+        [
+            {
+                "response": "SELECT orderby FROM shop ORDER BY id DESC",
+                "reference": {"query": unordered_gold, "schema": schema},
+            },
+            {
+                "response": "SELECT name FROM singer ORDER BY age DESC",
+                "reference": {"query": ordered_gold, "schema": schema},
+            },
+        ],
+    )
+    assert [x["details"]["ordered"] for x in results] == [False, True]
+    assert [x["score"] for x in results] == [1.0, 0.0]
+
+
 async def test_a_statement_that_is_no_query_earns_no_credit(client: httpx.AsyncClient) -> None:
     weights = {"parses": 0.5, "executes": 0.5}  # syntax-style partial credit
     results = await score_results(

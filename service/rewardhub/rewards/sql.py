@@ -83,7 +83,9 @@ def _clean(sql: str) -> str:
 @register
 class SqlReward(Reward[SqlConfig]):
     name: ClassVar[str] = "sql"
-    version: ClassVar[str] = "1.2.1"  # 1.2.1: fence extraction (code_extract) fixes
+    # 1.2.1: fence extraction (code_extract) fixes; 1.3.0: a name such as `orderby` no longer makes the gold
+    # ordered, an ORDER BY with a comment between its words does
+    version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "

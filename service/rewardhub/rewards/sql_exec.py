@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 import time
 from collections import Counter, OrderedDict
@@ -177,9 +178,14 @@ def without_comments(sql: str) -> str:
     return "".join(out)
 
 
+_ORDER_BY = re.compile(r"order\s+by(?![\w$])", re.IGNORECASE)
+
+
 def _has_top_level_order_by(sql: str) -> bool:
-    """Whether ``sql`` sorts its result: an ``ORDER BY`` outside parentheses, strings and comments."""
-    depth, i, n, low = 0, 0, len(sql), sql.lower()
+    """Whether ``sql`` sorts its result: an ``ORDER BY`` outside parentheses, strings and comments (a
+    comment between the two words is whitespace; ``orderby``, ``order_by_date`` are names)."""
+    sql = without_comments(sql)
+    depth, i, n = 0, 0, len(sql)
     while i < n:
         skip = _quoted_or_comment(sql, i)
         if skip is not None:
@@ -190,9 +196,9 @@ def _has_top_level_order_by(sql: str) -> bool:
             depth += 1
         elif ch == ")":
             depth -= 1
-        elif depth == 0 and low.startswith("order", i) and low[i + 5 : i + 12].lstrip().startswith("by"):
-            before = low[i - 1] if i else " "
-            if not (before.isalnum() or before == "_"):
+        elif depth == 0 and ch in "oO" and _ORDER_BY.match(sql, i):
+            before = sql[i - 1] if i else " "
+            if not (before.isalnum() or before in "_$"):
                 return True
         i += 1
     return False
