@@ -221,6 +221,21 @@ async def test_a_memory_limit_judges_the_program_not_its_compiler_or_runtime(
     assert "signal" in cpp_hog["details"]["tests"][0]["message"], cpp_hog["details"]
 
 
+async def test_a_program_cannot_turn_its_cases_into_a_sandbox_error(client: httpx.AsyncClient) -> None:
+    """Each case's stdin was written to a file in /tmp, where the previous case's program could put a
+    directory or a dangling symlink first: the runner failed, and the item was `invalid: sandbox_error`
+    (dropped from training) instead of the program's score (found in review)."""
+    echo = {"cases": [{"stdin": str(k), "stdout": str(k)} for k in range(3)]}
+    for mess in (
+        "os.makedirs('.rh_stdin', exist_ok=True)",
+        "os.path.lexists('.rh_stdin') or os.symlink('/no/such', '.rh_stdin')",
+    ):
+        right = await _one(client, f"import os\n{mess}\nprint(input())\n", echo)
+        assert right["valid"] and right["score"] == 1.0, right
+        wrong = await _one(client, f"import os\n{mess}\nprint(0)\n", echo)
+        assert wrong["valid"] and wrong["details"]["pass_mask"] == "100", wrong
+
+
 async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
     """They run in the program's own process; each failure says what happened to it."""
     js_tests = "const assert = require('assert');\nassert.strictEqual(f(2), 4);\n"

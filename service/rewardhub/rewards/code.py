@@ -299,7 +299,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.2: details.pass_mask, every test's verdict as 1/0 (details.tests stops at 100)
     # 1.3: a Python solution's prints past the output cap are dropped, no longer a BrokenPipeError that
     # failed the tests; assert-style tests' solutions import the interpreter's site-packages, as cases do;
-    # memory_mb limits the program, not its compiler or V8's own address-space reservations
+    # memory_mb limits the program, not its compiler or V8's own address-space reservations; a program
+    # cannot make its later cases a sandbox_error
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

@@ -1123,11 +1123,7 @@ def _run_one(
     (``select`` over both pipes, at most ``cap`` bytes kept per stream): a program that floods its
     stdout is killed at the cap instead of being buffered.
     """
-    in_path = ".rh_stdin"
-    with open(in_path, "wb") as f:
-        f.write(stdin)
-    in_fd = os.open(in_path, os.O_RDONLY)
-    os.unlink(in_path)  # the next case's program cannot find this case's input
+    in_fd = _stdin_file(stdin)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -1233,6 +1229,29 @@ def _run_one(
         _b64(bytes(bufs[out_r])),
         _b64(bytes(bufs[err_r])),
     )
+
+
+def _stdin_file(data: bytes) -> int:
+    """A read-only fd of a file holding ``data``, at offset 0: a program's stdin (a file, so it can seek).
+
+    In memory (``memfd_create``), not in the working directory: the previous case's program, or the
+    compiler, had the run of ``/tmp`` and could leave a directory or a symlink where the file would go, or
+    a full disk, and the runner's failure to write it was reported as a sandbox error (an invalid item)
+    instead of that program's failed cases."""
+    try:
+        fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # no memfd (an old kernel): a file in /tmp, unlinked at once
+        path = ".rh_stdin"
+        with open(path, "wb") as f:
+            f.write(data)
+        fd = os.open(path, os.O_RDONLY)
+        os.unlink(path)  # the next case's program cannot find this case's input
+        return fd
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, 0)
+    return fd
 
 
 def _execvpe(argv: list[str], env: dict[str, str]) -> NoReturn:
