@@ -191,6 +191,19 @@ async def test_a_forged_load_message_cannot_bring_its_own_builtins(client: httpx
     assert result["valid"] and result["score"] == 0.0, result
 
 
+async def test_a_forged_load_status_cannot_make_the_item_a_sandbox_error(client: httpx.AsyncClient) -> None:
+    """The load status of a forged message went into the judge's verdict line as it came: one with a
+    non-ASCII character stopped the judge, and a failing solution became `invalid: sandbox_error` (no
+    score at all) instead of 0.0 (found in review)."""
+    forged = (
+        "import sys\nchan = sys.modules['rh_guest']._CHANNEL\n"
+        "chan.send(['loaded', '\\u00e9', '', {}])\n"
+        "def double(x):\n    return 0\n"
+    )
+    (result,) = await _score(client, [{"response": forged, "reference": {"tests": TESTS}}])
+    assert result["valid"] and result["score"] == 0.0, result
+
+
 async def test_a_module_name_the_solution_picks_runs_nothing_in_the_judge(client: httpx.AsyncClient) -> None:
     """A module crosses to the judge by name, and the judge imports its own copy. The name is the
     solution's to pick: `unittest.__main__` would run unittest's main() and its sys.exit in the judge,

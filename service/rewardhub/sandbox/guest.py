@@ -904,7 +904,9 @@ def _run_judge(
         loaded = ["loaded", "died", judge.gone_message(str(exc)), {}]
     except _ProtocolError as exc:
         loaded = ["loaded", "died", f"protocol error: {exc}", {}]
-    if len(loaded) != 4 or loaded[0] != "loaded" or type(loaded[1]) is not str:
+    # The status goes into a verdict line as it is: only the solution side's own words (a forged one
+    # with a space, a newline or a non-ASCII character would break the line, or stop the judge).
+    if len(loaded) != 4 or loaded[0] != "loaded" or loaded[1] not in ("ok", "syntax", "error"):
         loaded = ["loaded", "died", "protocol error", {}]
     _, status, message, names = loaded
     if type(names) is not dict:
