@@ -87,6 +87,19 @@ async def test_files_and_fetch_files(client: httpx.AsyncClient) -> None:
     assert bad["status"] in ("SandboxError", "Failed")
 
 
+async def test_a_python_program_imports_the_modules_sent_with_it(client: httpx.AsyncClient) -> None:
+    """SandboxFusion runs `python main.py` in the directory of the request's files, so a program imports
+    a module sent among them. Here `python3 -I` left the script's directory off sys.path and the import
+    failed (found in review)."""
+    body = {
+        **verl_request("from helper import f\nprint(f())", ""),
+        "files": {"helper.py": base64.b64encode(b"def f():\n    return 42\n").decode()},
+    }
+    r = (await client.post("/run_code", json=body)).json()
+    assert r["status"] == "Success", r
+    assert r["run_result"]["stdout"] == "42\n"
+
+
 async def test_no_isolation_means_sandbox_error(make_app: Any) -> None:
     async with make_app(sandbox_bwrap="/nonexistent/bwrap") as c:
         health = (await c.get("/health")).json()

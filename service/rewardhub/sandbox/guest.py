@@ -692,7 +692,7 @@ class _SitePackages:
     puts the interpreter's site-packages on ``sys.path`` (as ``site`` does at start-up) and looks again.
 
     The guest starts with ``-S`` (``site`` costs milliseconds per run), so the solution could import the
-    standard library only, while the same program run as a stdin/stdout case (``python3 -I main.py``)
+    standard library only, while the same program run as a stdin/stdout case (``python3 -E -s main.py``)
     imports whatever is installed for the sandbox's interpreter (numpy, say): a correct solution failed
     every assert-style test with ``ModuleNotFoundError``. Only a run that imports such a module pays."""
 

@@ -46,10 +46,16 @@ class Language:
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
     for lang in (
-        # `-I`: no environment, no user site, no script-directory imports; site is kept so that
-        # `exit()` works as in any script.
+        # `-E -s`: no environment, no user site; site is kept so that `exit()` works as in any script.
+        # Not `-I`: it also leaves the script's directory off sys.path, and a program could not import
+        # the modules sent with it (SandboxFusion's `files`), as `python main.py` there does.
         Language(
-            "python", "main.py", ("python3", "-I", "main.py"), None, ("python3", "py", "python"), ("python3",)
+            "python",
+            "main.py",
+            ("python3", "-E", "-s", "main.py"),
+            None,
+            ("python3", "py", "python"),
+            ("python3",),
         ),
         Language(
             "c",
