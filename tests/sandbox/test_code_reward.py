@@ -298,6 +298,14 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     assert (await _one(client, "print(1)", {"tests": "assert (", "entry_point": "f"}))[
         "reason"
     ] == "parse_error"
+    # A setup (MBPP's test_setup_code) that does not compile is the reference's fault too: it was the
+    # solution's load error, a valid 0.0 (found in review). One that runs and fails still is.
+    for tests in ("assert f() == 1", ["assert f() == 1"]):
+        bad_setup = await _one(client, "def f():\n    return 1\n", {"tests": tests, "setup": "x = ("})
+        assert not bad_setup["valid"] and bad_setup["reason"] == "parse_error", bad_setup
+        assert "setup" in bad_setup["details"]["message"]
+    raising = await _one(client, "def f():\n    return 1\n", {"tests": ["assert f() == 1"], "setup": "g()"})
+    assert raising["valid"] and raising["score"] == 0.0 and "NameError" in raising["details"]["load_error"]
     # HumanEval-style tests without their entry_point: nothing calls check(), so no assert would run
     # and any program at all would pass. That is the reference's fault.
     humaneval = "def check(candidate):\n    assert candidate(1) == 2\n"

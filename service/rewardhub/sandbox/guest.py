@@ -894,6 +894,15 @@ def _run_judge(
     except (SyntaxError, ValueError, KeyError, TypeError) as exc:
         emit("refbad", _b64(f"the reference tests do not compile: {type(exc).__name__}: {exc}"))
         return
+    # The setup runs in the solution's process, whose report of it the judge cannot trust: whether it
+    # compiles is decided here (it failing to was the solution's load error, a valid 0.0).
+    setup = header.get("setup")
+    if setup:
+        try:
+            compile(str(setup), "setup.py", "exec")
+        except (SyntaxError, ValueError) as exc:
+            emit("refbad", _b64(f"the reference setup does not compile: {type(exc).__name__}: {exc}"))
+            return
     per_assert = not isinstance(tests, list)
     emit("plan", len(labels), *(_b64(label[:300]) for label in labels))
 
