@@ -400,6 +400,20 @@ async def test_python_grader_result_must_be_a_number(
         assert r["reason"] == "parse_error", r
 
 
+async def test_python_grader_memory_limit_is_checked_with_the_config(client: httpx.AsyncClient) -> None:
+    """A memory_mb past what setrlimit takes had no upper bound: every item failed to start its sandbox
+    and was answered sandbox_error, an infrastructure failure, for a config mistake (found in review)."""
+    source = "def grade(sample, item):\n    return 1.0\n"
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "python_grader", "config": {"memory_mb": 10**13}},
+            "items": [{"response": "x", "reference": {"source": source, "item": {}}}],
+        },
+    )
+    assert resp.status_code == 422, resp.text
+
+
 async def test_python_grader_on_a_full_service_is_a_server_error(make_app: Any) -> None:
     """Overload is the service's fault: python_grader_server_error, not a runtime error that sends the
     user to debug a grade() that never ran."""

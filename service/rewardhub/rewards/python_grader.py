@@ -55,7 +55,7 @@ def grader_program(source: str, marker: str) -> str:
 class PythonGraderConfig(RewardConfig):
     timeout_s: float = Field(10.0, gt=0, le=120, description="Wall-clock limit of one grade() call, seconds.")
     memory_mb: int | None = Field(
-        None, ge=64, description="Address-space limit, MiB (default: the sandbox's)."
+        None, ge=64, le=65536, description="Address-space limit, MiB (default: the sandbox's)."
     )
 
 
