@@ -71,6 +71,16 @@ async def test_compile_errors_stop_early_with_reason_format(client: httpx.AsyncC
     # A program that compiles (with a SyntaxWarning, even) is run as before.
     warned = "a, b = map(int, input().split())\nprint(a + b if a is not 1 or True else 0)\n"
     assert (await _one(client, warned, {"language": "python", **ADD_CASES}))["score"] == 1.0
+    # JavaScript and bash too: a syntax error was a crash in every case (reason none), not reason format
+    # as the docstring says of "a program that does not compile" (found in review).
+    for language, broken in (("javascript", "console.log((1 + 2);\n"), ("bash", "if then fi\n")):
+        bad = await _one(client, f"```{language}\n{broken}```", {"language": language, **ADD_CASES})
+        assert bad["valid"] and bad["score"] == 0.0 and bad["reason"] == "format", bad
+        assert "tests" not in bad["details"], bad
+        good = await _one(
+            client, f"```{language}\n{PROGRAMS[language]}```", {"language": language, **ADD_CASES}
+        )
+        assert good["score"] == 1.0, good
 
 
 async def test_partial_credit_weights_and_all_or_nothing(client: httpx.AsyncClient) -> None:

@@ -300,7 +300,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3: a Python solution's prints past the output cap are dropped, no longer a BrokenPipeError that
     # failed the tests; assert-style tests' solutions import the interpreter's site-packages, as cases do;
     # memory_mb limits the program, not its compiler or V8's own address-space reservations; a program
-    # cannot make its later cases a sandbox_error; a setup that does not compile is parse_error
+    # cannot make its later cases a sandbox_error; a setup that does not compile is parse_error; a
+    # JavaScript or bash syntax error is reason format, as Python's
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

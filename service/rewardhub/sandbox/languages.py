@@ -37,6 +37,9 @@ class Language:
     # program's heap at the limit.
     reserved_address_space_mb: int = 0
     heap_flag: str | None = None
+    # An interpreted language's parse-only check, run as the compile step when a syntax error must be
+    # reported as one (see SandboxPool.run_program's syntax_check; Python has its own, below).
+    syntax_check: tuple[str, ...] | None = None
 
     @property
     def compiled(self) -> bool:
@@ -82,8 +85,17 @@ LANGUAGES: dict[str, Language] = {
             ("node",),
             reserved_address_space_mb=1024,
             heap_flag="--max-old-space-size={mb}",
+            syntax_check=("node", "--check", "main.js"),
         ),
-        Language("bash", "main.sh", ("bash", "main.sh"), None, ("bash", "sh", "shell"), ("bash",)),
+        Language(
+            "bash",
+            "main.sh",
+            ("bash", "main.sh"),
+            None,
+            ("bash", "sh", "shell"),
+            ("bash",),
+            syntax_check=("bash", "-n", "main.sh"),
+        ),
     )
 }
 

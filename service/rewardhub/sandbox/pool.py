@@ -511,15 +511,17 @@ class SandboxPool:
     ) -> tuple[ExecReport, RawRun]:
         """Compile ``code`` once (compiled languages), then run it once per stdin.
 
-        ``syntax_check``: Python too gets a compile step, so that a ``SyntaxError`` is reported as a
-        failed compile rather than as the same crash in every run. The guest compiles the source itself
-        first (no process to start); only when that fails does the program's own interpreter (which may
-        not be the guest's) get the final word.
+        ``syntax_check``: interpreted languages too get a compile step (their parse-only check), so
+        that a syntax error is reported as a failed compile rather than as the same crash in every run.
+        For Python the guest compiles the source itself first (no process to start); only when that
+        fails does the program's own interpreter (which may not be the guest's) get the final word.
         """
         compile_argv = language.compile
         precheck: str | None = None
         if syntax_check and compile_argv is None and language.name == "python":
             compile_argv, precheck = PYTHON_SYNTAX_CHECK, language.source
+        elif syntax_check and compile_argv is None:
+            compile_argv = language.syntax_check
         compile_s = min(compile_timeout_s, self.max_timeout_s) if compile_argv is not None else 0.0
         run_s = min(run_timeout_s, self.max_timeout_s)
         total = min(total_timeout_s or run_s * max(1, len(stdins)), self.max_timeout_s)
@@ -532,7 +534,9 @@ class SandboxPool:
         run_mb = program_mb + language.reserved_address_space_mb
         if language.heap_flag is not None:
             run_argv.insert(1, language.heap_flag.format(mb=program_mb))
-        compile_mb = max(program_mb, COMPILER_MEMORY_MB) if compile_argv is not None else 0
+        compile_mb = max(program_mb, COMPILER_MEMORY_MB) + language.reserved_address_space_mb
+        if compile_argv is None:
+            compile_mb = 0
         nonce = new_nonce()
         public = {
             "mode": "exec",
