@@ -246,6 +246,39 @@ async def test_a_program_cannot_turn_its_cases_into_a_sandbox_error(client: http
         assert wrong["valid"] and wrong["details"]["pass_mask"] == "100", wrong
 
 
+async def test_a_flood_of_output_in_every_case_is_not_kept_by_the_service(client: httpx.AsyncClient) -> None:
+    """Every case's stdout and stderr came back whole, up to the 1 MiB output cap each: a program printing
+    1 MiB to both in each of 150 cases made the service hold ~400 MB for one item (its RSS grew by 1.3
+    GB), the cores' worth of such items at once exhausting its memory (found in review). A case's stdout
+    is now kept up to what its comparison can need (a multiple of the expected output, 64 KiB at least)
+    and its stderr only as the tail the messages show."""
+    pool = client.app.state.runtime.sandbox  # type: ignore[attr-defined]
+    received: list[int] = []
+    run_guest = pool.run_guest
+
+    async def observed(*args: Any, **kwargs: Any) -> Any:
+        raw = await run_guest(*args, **kwargs)
+        received.append(len(raw.stdout))
+        return raw
+
+    pool.run_guest = observed
+    try:
+        flood = "import sys\nsys.stdout.write('x' * (1 << 20))\nsys.stderr.write('y' * (1 << 20))\n"
+        cases = {"cases": [{"stdin": "", "stdout": "1"}] * 150}
+        flooded = await _one(client, flood, cases, total_timeout_s=120)
+        big = "print('7' * 200_000)\nimport sys\nsys.stderr.write('debug ' * 50_000 + 'end')\n"
+        right = await _one(client, big, {"cases": [{"stdin": "", "stdout": "7" * 200_000}] * 3})
+    finally:
+        pool.run_guest = run_guest
+    assert flooded["valid"] and flooded["score"] == 0.0
+    assert flooded["details"]["tests"][0]["message"] == "output limit exceeded", flooded["details"]["tests"][
+        0
+    ]
+    assert received[0] < 32 << 20, received  # 13 MB here; ~400 MB before
+    # An output as long as the expected one is compared whole; a failing case still shows stderr's tail.
+    assert right["score"] == 1.0, right["details"]
+
+
 async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClient) -> None:
     """They run in the program's own process; each failure says what happened to it."""
     js_tests = "const assert = require('assert');\nassert.strictEqual(f(2), 4);\n"

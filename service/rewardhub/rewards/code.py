@@ -60,6 +60,7 @@ OutputMatch = Literal["whitespace", "lines", "exact", "numeric"]
 _NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
+_STDERR_KEEP = 4096  # of each run's stderr, the tail (messages show 300 or _TAIL characters of it)
 
 
 class CodeConfig(RewardConfig):
@@ -287,6 +288,13 @@ def outputs_match(got: bytes, expected: str, mode: OutputMatch, tolerance: float
     return norm(text) == norm(expected)
 
 
+def _stdout_cap(expected: str) -> int:
+    """How much of a case's stdout is kept: what any comparison mode can need (the same tokens with other
+    whitespace, numbers with more digits), so a program flooding its stdout in every case does not make
+    the service hold the output limit per case. Past it the case fails with "output limit exceeded"."""
+    return max(64 << 10, 16 * len(expected.encode("utf-8", "surrogatepass")) + 4096)
+
+
 def _tail(data: bytes | str, n: int = _TAIL) -> str:
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     return text if len(text) <= n else "…" + text[-n:]
@@ -301,7 +309,8 @@ class CodeReward(Reward[CodeConfig]):
     # failed the tests; assert-style tests' solutions import the interpreter's site-packages, as cases do;
     # memory_mb limits the program, not its compiler or V8's own address-space reservations; a program
     # cannot make its later cases a sandbox_error; a setup that does not compile is parse_error; a
-    # JavaScript or bash syntax error is reason format, as Python's
+    # JavaScript or bash syntax error is reason format, as Python's; a case's stdout past 16x its
+    # expected output (64 KiB at least) is "output limit exceeded"
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -409,6 +418,8 @@ class CodeReward(Reward[CodeConfig]):
             total_timeout_s=config.total_timeout_s,
             memory_mb=config.memory_mb,
             syntax_check=True,
+            stdout_caps=[_stdout_cap(expected) for _, expected in task.cases],
+            stderr_keep=_STDERR_KEEP,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:
@@ -469,6 +480,7 @@ class CodeReward(Reward[CodeConfig]):
             run_timeout_s=config.total_timeout_s,
             total_timeout_s=config.total_timeout_s,
             memory_mb=config.memory_mb,
+            stderr_keep=_STDERR_KEEP,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:

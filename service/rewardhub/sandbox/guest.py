@@ -1064,6 +1064,7 @@ def _safe_path(name: str) -> str:
 def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) -> None:
     env = {str(k): str(v) for k, v in (header.get("env") or {}).items()}
     out_cap = int(header.get("out_cap") or (1 << 20))
+    err_keep = int(header.get("stderr_keep") or 0)
     for name, content in (header.get("files") or {}).items():
         path = _safe_path(str(name))
         parts = path.split("/")[:-1]
@@ -1081,9 +1082,8 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
         compile_argv = None  # compiles here: the program's interpreter need not be started to say so
     if compile_argv:
         compile_s = float(header.get("compile_timeout_s") or 10.0)
-        r = _run_one(
-            list(compile_argv), b"", compile_s, env, out_cap, int(header.get("compile_as_bytes") or 0)
-        )
+        compile_as = int(header.get("compile_as_bytes") or 0)
+        r = _run_one(list(compile_argv), b"", compile_s, env, out_cap, compile_as, err_keep=err_keep)
         emit("compile", *r)
         if r[0] != "exited" or r[1] != 0:
             return
@@ -1092,12 +1092,16 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     total_deadline = time.monotonic() + float(header.get("total_timeout_s") or 60.0)
     stdins = list(secret.get("stdins") or [b""])
     run_as = int(header.get("run_as_bytes") or 0)
+    stdout_caps = list(secret.get("stdout_caps") or [])
     for i, data in enumerate(stdins):
         left = total_deadline - time.monotonic()
         if left <= 0.01:
             emit("run", i, "skipped", 0, 0, "0", "0", 0, 0, "-", _b64("total time limit"))
             continue
-        r = _run_one(run_argv, data, min(timeout, left), env, out_cap, run_as)
+        stdout_cap = int(stdout_caps[i]) if i < len(stdout_caps) else out_cap
+        r = _run_one(
+            run_argv, data, min(timeout, left), env, out_cap, run_as, stdout_cap=stdout_cap, err_keep=err_keep
+        )
         emit("run", i, *r)
     for name in secret.get("fetch") or []:
         try:
@@ -1124,10 +1128,21 @@ def _compiles(path: str) -> bool:
 
 
 def _run_one(
-    argv: list[str], stdin: bytes, timeout: float, env: dict[str, str], cap: int, as_bytes: int = 0
+    argv: list[str],
+    stdin: bytes,
+    timeout: float,
+    env: dict[str, str],
+    cap: int,
+    as_bytes: int = 0,
+    *,
+    stdout_cap: int = 0,
+    err_keep: int = 0,
 ) -> tuple[Any, ...]:
     """Run one program to completion, its deadline, or its output cap; ``as_bytes``: its address-space
-    limit (the guest's own is the largest of its steps').
+    limit (the guest's own is the largest of its steps'); ``stdout_cap``: a smaller cap for its stdout
+    (what the comparison of this case can need); ``err_keep``: report only this many last bytes of its
+    stderr (still read, and capped, up to ``cap``). Every run's output is held by the service until the
+    item is scored, so these bound what one item costs it.
 
     Returns (status, return code, signal, wall s, cpu s, max rss KiB, truncated, stdout b64, stderr b64);
     status is ``exited`` | ``signaled`` | ``timeout`` | ``output_limit``. Output is read as it comes
@@ -1172,6 +1187,7 @@ def _run_one(
     except OSError:
         pidfd = -1
     bufs = {out_r: bytearray(), err_r: bytearray()}
+    caps = {out_r: min(stdout_cap or cap, cap), err_r: cap}
     open_fds = [out_r, err_r]
     reaped: tuple[int, Any] | None = None
     status = ""
@@ -1195,9 +1211,9 @@ def _run_one(
             if not chunk:
                 open_fds.remove(fd)
                 continue
-            buf = bufs[fd]
-            if len(buf) + len(chunk) > cap:
-                buf += chunk[: cap - len(buf)]
+            buf, limit = bufs[fd], caps[fd]
+            if len(buf) + len(chunk) > limit:
+                buf += chunk[: limit - len(buf)]
                 status = "output_limit"
                 break
             buf += chunk
@@ -1238,7 +1254,7 @@ def _run_one(
         usage.ru_maxrss if usage is not None else 0,
         1 if status == "output_limit" else 0,
         _b64(bytes(bufs[out_r])),
-        _b64(bytes(bufs[err_r])),
+        _b64(bytes(bufs[err_r][-err_keep:] if err_keep else bufs[err_r])),
     )
 
 

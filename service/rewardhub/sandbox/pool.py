@@ -508,8 +508,15 @@ class SandboxPool:
         files: dict[str, bytes] | None = None,
         fetch: Sequence[str] = (),
         syntax_check: bool = False,
+        stdout_caps: Sequence[int] | None = None,
+        stderr_keep: int | None = None,
     ) -> tuple[ExecReport, RawRun]:
         """Compile ``code`` once (compiled languages), then run it once per stdin.
+
+        ``stdout_caps``: per stdin, a smaller stdout cap than the server's output limit (past it the run
+        is ``output_limit``); ``stderr_keep``: only the last this many bytes of each step's stderr come
+        back. The service holds every run's output until the item is scored: without them, a program
+        flooding both streams in each of many cases cost it the output limit times two per case.
 
         ``syntax_check``: interpreted languages too get a compile step (their parse-only check), so
         that a syntax error is reported as a failed compile rather than as the same crash in every run.
@@ -551,11 +558,18 @@ class SandboxPool:
             "total_timeout_s": total,
             "env": SandboxCommand.program_env("/tmp"),
             "out_cap": out_cap,
+            "stderr_keep": stderr_keep or 0,
             "limits": self._guest_limits(compile_s + total + 1, max(run_mb, compile_mb)),
         }
-        private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch)}
-        # Every run's two streams, base64-encoded, and fetched files: the verdict channel's worst case.
-        cap = (len(stdins) + 2 + len(fetch)) * (out_cap * 3 + 4096) + (64 << 10)
+        run_caps = [out_cap] * len(stdins)
+        if stdout_caps is not None:
+            run_caps = [min(out_cap, max(1, int(c))) for c in stdout_caps]
+        private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch), "stdout_caps": run_caps}
+        # Every run's two streams, base64-encoded, the compile step's and fetched files: the verdict
+        # channel's worst case.
+        err = min(stderr_keep, out_cap) if stderr_keep else out_cap
+        runs = sum((c + err) * 3 // 2 + 4096 for c in run_caps)
+        cap = runs + (2 + len(fetch)) * (out_cap * 3 + 4096) + (64 << 10)
         raw = await self.run_guest(
             public, private, deadline_s=compile_s + total + _START_SLACK_S, stdout_cap=cap
         )
