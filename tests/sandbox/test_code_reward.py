@@ -375,6 +375,20 @@ async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) ->
     assert fenced_only["reason"] == "no_answer"
 
 
+async def test_asserts_in_a_class_of_the_tests_are_recorded(client: httpx.AsyncClient) -> None:
+    """An assert in a method of a class the tests define became `__rh_t(i)`, which Python's private-name
+    mangling turned into `_Checker__rh_t` inside the class: a NameError, and every solution failed all
+    such tests (found in review)."""
+    tests = (
+        "class Checker:\n    def run(self, f):\n        assert f(1) == 2\n        assert f(2) == 4\n"
+        "Checker().run(double)\nassert double(0) == 0\n"
+    )
+    right = await _one(client, "def double(x):\n    return 2 * x\n", {"tests": tests})
+    assert right["score"] == 1.0, right["details"]
+    wrong = await _one(client, "def double(x):\n    return x + 1\n", {"tests": tests})
+    assert wrong["valid"] and wrong["details"]["pass_mask"] == "100", wrong["details"]
+
+
 async def test_code_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
     # A response cut off in its reasoning: the draft there is not the model's answer.
     draft = f"<think>\nA first try:\n```python\n{PROGRAMS['python']}```\nBut what about"

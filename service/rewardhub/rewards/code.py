@@ -310,7 +310,8 @@ class CodeReward(Reward[CodeConfig]):
     # memory_mb limits the program, not its compiler or V8's own address-space reservations; a program
     # cannot make its later cases a sandbox_error; a setup that does not compile is parse_error; a
     # JavaScript or bash syntax error is reason format, as Python's; a case's stdout past 16x its
-    # expected output (64 KiB at least) is "output limit exceeded"
+    # expected output (64 KiB at least) is "output limit exceeded"; asserts in a method of a class the
+    # tests define are recorded (name mangling made them a NameError)
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

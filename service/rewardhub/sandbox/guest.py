@@ -938,8 +938,8 @@ def _run_judge(
         return
     for name in _shadowing(ns, entry_point, [code for code, _ in blocks]):
         del ns[name]
-    ns["__rh_t"] = judge.begin
-    ns["__rh_r"] = judge.result
+    ns["__rh_t__"] = judge.begin
+    ns["__rh_r__"] = judge.result
 
     abort: str | None = None
     for k, (code, _) in enumerate(blocks):

@@ -31,9 +31,11 @@ __all__ = [
 
 
 class _AssertsAsTests(ast.NodeTransformer):
-    """Every ``assert`` becomes a recorded test: ``__rh_t(i)`` marks its start, then
-    ``try: __rh_ok = True if <test> else False / except Exception as __rh_e: __rh_r(i, __rh_e) /
-    else: __rh_r(i, __rh_ok)``. Statements, not lambdas, so scoping (walrus, comprehensions, the locals
+    """Every ``assert`` becomes a recorded test: ``__rh_t__(i)`` marks its start, then
+    ``try: __rh_ok = True if <test> else False / except Exception as __rh_e: __rh_r__(i, __rh_e) /
+    else: __rh_r__(i, __rh_ok)``. The hooks' names end in ``__``, so that Python's private-name mangling
+    leaves them alone in a method of a class the tests define (``__rh_t`` became ``_Checker__rh_t``
+    there, a NameError). Statements, not lambdas, so scoping (walrus, comprehensions, the locals
     of ``check``) is untouched, and an exception inside one assert fails that test only."""
 
     def __init__(self, source: str):
@@ -44,10 +46,10 @@ class _AssertsAsTests(ast.NodeTransformer):
         i = len(self.labels)
         self.labels.append((ast.get_source_segment(self.source, node) or f"assert #{i}")[:300])
         begin, test = ast.parse(
-            f"__rh_t({i})\n"
+            f"__rh_t__({i})\n"
             f"try:\n    __rh_ok = True if X else False\n"
-            f"except Exception as __rh_e:\n    __rh_r({i}, __rh_e)\n"
-            f"else:\n    __rh_r({i}, __rh_ok)\n"
+            f"except Exception as __rh_e:\n    __rh_r__({i}, __rh_e)\n"
+            f"else:\n    __rh_r__({i}, __rh_ok)\n"
         ).body
         assert isinstance(test, ast.Try) and isinstance(test.body[0], ast.Assign)
         verdict = test.body[0].value
