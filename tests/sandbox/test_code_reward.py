@@ -389,6 +389,44 @@ async def test_asserts_in_a_class_of_the_tests_are_recorded(client: httpx.AsyncC
     assert wrong["valid"] and wrong["details"]["pass_mask"] == "100", wrong["details"]
 
 
+async def test_pytest_style_test_functions_are_run(client: httpx.AsyncClient) -> None:
+    """Tests written as pytest functions (KodCode, AceCoder: `from solution import f`, `def test_...():`)
+    were never called: their asserts sat in untaken code, and every program scored 1.0, a function
+    returning 0 included; with `from solution import f` every program scored 0.0 (no module `solution`).
+    Found in review. The judge now calls the test functions nothing calls, each on its own (an exception
+    in one fails that one's asserts), and `solution` is the solution's namespace."""
+    tests = (
+        "from solution import add\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n    assert add(2, 2) == 4\n\n"
+        "def test_negative():\n    result = add(-1, 1)\n    assert result == 0\n\n"
+        "def test_zero():\n    assert add(0, 0) == 0\n"
+    )
+    right = await _one(client, "def add(a, b):\n    return a + b\n", {"tests": tests})
+    assert right["score"] == 1.0, right["details"]
+    zero = await _one(client, "def add(a, b):\n    return 0\n", {"tests": tests})
+    assert zero["valid"] and zero["details"]["pass_mask"] == "0011", zero["details"]
+    # an exception outside an assert fails that function's asserts, not the next function's
+    raises = "def add(a, b):\n    if a < 0:\n        raise ValueError(a)\n    return a + b\n"
+    partial = await _one(client, raises, {"tests": tests})
+    assert partial["details"]["pass_mask"] == "1101", partial["details"]
+    assert "ValueError" in partial["details"]["tests"][2]["message"]
+    # test methods of a plain class, too
+    in_class = "class TestAdd:\n    def test_one(self):\n        assert add(1, 2) == 3\n"
+    for program, score in (
+        ("def add(a, b):\n    return a + b\n", 1.0),
+        ("def add(a, b):\n    return 0\n", 0.0),
+    ):
+        assert (await _one(client, program, {"tests": in_class}))["score"] == score
+    # pytest fixtures and set-up methods are not provided: such tests cannot be run here
+    for unrunnable in (
+        "def test_file(tmp_path):\n    assert add(1, 1) == 2\n",
+        "class TestAdd:\n    def setup_method(self):\n        self.x = 1\n    def test_one(self):\n"
+        "        assert add(self.x, 1) == 2\n",
+    ):
+        unsupported = await _one(client, "def add(a, b):\n    return a + b\n", {"tests": unrunnable})
+        assert not unsupported["valid"] and unsupported["reason"] == "unsupported", unsupported
+
+
 async def test_code_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
     # A response cut off in its reasoning: the draft there is not the model's answer.
     draft = f"<think>\nA first try:\n```python\n{PROGRAMS['python']}```\nBut what about"

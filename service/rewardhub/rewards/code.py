@@ -8,6 +8,8 @@ Reference (an object):
   ``test_setup_code``, which builds fixtures from the solution's own classes). Every ``assert`` of a
   string is one test; every string of a list is one test. Tests that define ``check`` and never call it
   need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
+  pytest-style tests (``from solution import f``, ``def test_...():``, ``class Test...`` methods) are
+  called by the judge, each on its own; ones that take fixtures or have set-up methods are ``unsupported``.
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
@@ -50,7 +52,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
-from rewardhub.sandbox.harness import unittest_style
+from rewardhub.sandbox.harness import pytest_style_tests, unittest_style
 from rewardhub.sandbox.pool import SandboxPool, refusal
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
@@ -196,6 +198,14 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
                 Reason.UNSUPPORTED,
                 "unittest.TestCase tests are not run: write the tests as assert statements",
             )
+        if lang.name == "python" and isinstance(task.tests, str):
+            fixtures = [f"{c}.{n}" if c else n for c, n, _, _, ok in pytest_style_tests(task.tests) if not ok]
+            if fixtures:
+                raise ReferenceError_(
+                    Reason.UNSUPPORTED,
+                    f"pytest tests that take fixtures, are async or use set-up methods are not run: "
+                    f"{', '.join(fixtures[:5])}",
+                )
     else:
         raise ReferenceError_(Reason.MISSING_REFERENCE, "the code reference has neither `tests` nor `cases`")
     for key in ("entry_point", "setup"):
@@ -311,7 +321,8 @@ class CodeReward(Reward[CodeConfig]):
     # cannot make its later cases a sandbox_error; a setup that does not compile is parse_error; a
     # JavaScript or bash syntax error is reason format, as Python's; a case's stdout past 16x its
     # expected output (64 KiB at least) is "output limit exceeded"; asserts in a method of a class the
-    # tests define are recorded (name mangling made them a NameError)
+    # tests define are recorded (name mangling made them a NameError); pytest-style test functions are
+    # called (every solution passed them), `from solution import f` works
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

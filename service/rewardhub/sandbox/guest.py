@@ -875,6 +875,7 @@ def _run_judge(
     judge = _Judge(emit, secret, child, chan)
     tests: Any = secret.get("tests")
     entry_point = secret.get("entry_point")
+    calls = list(secret.get("calls") or [])
 
     # Compile the tests before anything runs: a reference that does not compile is not the model's fault.
     # A string of tests arrives with its asserts already rewritten into recorded tests (the service did
@@ -936,6 +937,10 @@ def _run_judge(
     except BaseException as exc:  # the solution's values could not be taken in: its failure, not ours
         emit("load", "died", _b64(f"protocol error: {type(exc).__name__}: {_short(exc)}"))
         return
+    # `from solution import f` (KodCode's and AceCoder's tests): the solution's names, as a module.
+    solution_module = type(sys)("solution")
+    solution_module.__dict__.update({k: v for k, v in ns.items() if not k.startswith("__")})
+    sys.modules["solution"] = solution_module
     for name in _shadowing(ns, entry_point, [code for code, _ in blocks]):
         del ns[name]
     ns["__rh_t__"] = judge.begin
@@ -952,6 +957,8 @@ def _run_judge(
                 if candidate is None:
                     raise NameError(f"the solution does not define {entry_point!r}")
                 ns["check"](candidate)
+            if per_assert and calls:
+                _call_tests(judge, ns, calls)
             if not per_assert:
                 judge.result(k, True)
         except _Gone as exc:
@@ -980,6 +987,37 @@ def _run_judge(
             emit("test", i, "pass", "-")
         else:
             emit("test", i, "fail", _b64(f"not run: {abort}"))
+
+
+def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:
+    """Call the pytest-style test functions the tests define and nothing calls
+    (:func:`rewardhub.sandbox.harness.pytest_style_tests`), each on its own: an exception outside an assert
+    fails the asserts of that function not passed yet, and the next function runs (as in pytest). The
+    judge's own failures (the solution gone or past its time) end the tests as elsewhere."""
+    for cls, name, first, end in calls:
+        judge.arm()
+        try:
+            if cls:
+                owner = ns.get(cls)
+                if type(owner) is not type:  # the tests' own class only (a solution's would be a proxy)
+                    continue
+                fn = getattr(owner(), name)
+            else:
+                fn = ns.get(name)
+                if not callable(fn) or type(fn) is _Proxy:
+                    continue
+            fn()
+        except (_Gone, _ProtocolError):
+            raise
+        except BaseException as exc:
+            text = _short(exc)
+            why = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            if judge.current is not None:
+                judge.fail(judge.current, why)
+                judge.current = None
+            for i in range(int(first), int(end)):
+                if i not in judge.passed and i not in judge.failed:
+                    judge.fail(i, f"not run: {why}")
 
 
 def _global_names(code: Any) -> set[str]:

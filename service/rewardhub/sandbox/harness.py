@@ -24,6 +24,7 @@ __all__ = [
     "new_nonce",
     "parse_exec",
     "parse_pytests",
+    "pytest_style_tests",
     "rewrite_asserts",
     "uncalled_check",
     "unittest_style",
@@ -93,6 +94,71 @@ def uncalled_check(source: str) -> bool:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check":
                 return False
     return True
+
+
+def _asserts(node: ast.AST) -> int:
+    return sum(1 for n in ast.walk(node) if isinstance(n, ast.Assert))
+
+
+def _runnable(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> bool:
+    """Whether pytest would call ``fn`` with no argument (past ``self``): no fixture, not async."""
+    if isinstance(fn, ast.AsyncFunctionDef):
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args][1 if method else 0 :]
+    required = len(positional) - len(a.defaults)
+    return required <= 0 and all(d is not None for d in a.kw_defaults)
+
+
+@functools.lru_cache(maxsize=4096)
+def pytest_style_tests(source: str) -> tuple[tuple[str, str, int, int, bool], ...]:
+    """The pytest-style tests no top-level statement calls: ``(class, function, first, end, runnable)``
+    per top-level ``def test*`` (class ``""``) or ``test*`` method of a top-level ``class Test*``;
+    ``first``/``end`` bound the numbers of its asserts (as :func:`rewrite_asserts` numbers them, in source
+    order, so each function's are consecutive); ``runnable``: takes no argument (pytest fixtures are not
+    provided). Nothing calls such functions otherwise: their asserts would sit in untaken code, and every
+    solution would pass them (KodCode's and AceCoder's tests are written so)."""
+    try:
+        tree = ast.parse(source, "tests.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()  # reported as the tests not compiling
+    called = _top_level_calls(tree)
+    out: list[tuple[str, str, int, int, bool]] = []
+    count = 0
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for stmt in tree.body:
+        if isinstance(stmt, functions) and stmt.name.startswith("test") and stmt.name not in called:
+            n = _asserts(stmt)
+            out.append(("", stmt.name, count, count + n, _runnable(stmt, False)))
+            count += n
+        elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test") and stmt.name not in called:
+            # A plain class only: a base class's (unittest's) set-up, or the class's own set-up and
+            # tear-down methods, would not run here.
+            plain = not stmt.bases and not stmt.keywords
+            plain = plain and not any(
+                isinstance(part, functions) and part.name.lower().startswith(("setup", "teardown"))
+                for part in stmt.body
+            )
+            for part in stmt.body:  # (decorators and bases hold no assert)
+                n = _asserts(part)
+                if isinstance(part, functions) and part.name.startswith("test"):
+                    out.append((stmt.name, part.name, count, count + n, plain and _runnable(part, True)))
+                count += n
+        else:
+            count += _asserts(stmt)
+    return tuple(out)
+
+
+def _top_level_calls(tree: ast.Module) -> set[str]:
+    """The names called by name in the module's top-level statements (not in its definitions)."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                names.add(node.func.id)
+    return names
 
 
 @functools.lru_cache(maxsize=4096)

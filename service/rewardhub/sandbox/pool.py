@@ -35,6 +35,7 @@ from rewardhub.sandbox.harness import (
     new_nonce,
     parse_exec,
     parse_pytests,
+    pytest_style_tests,
     rewrite_asserts,
     uncalled_check,
 )
@@ -462,6 +463,9 @@ class SandboxPool:
         """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`)."""
         total = min(total_timeout_s, self.max_timeout_s)
         judged: list[str] | dict[str, Any] = tests if isinstance(tests, list) else {}
+        calls: list[
+            list[Any]
+        ] = []  # pytest-style test functions the judge calls (harness.pytest_style_tests)
         if isinstance(tests, str):
             try:
                 source, labels = rewrite_asserts(tests)
@@ -476,6 +480,7 @@ class SandboxPool:
                     0, b"", b"", False, False, 0.0
                 )
             judged = {"source": source, "labels": list(labels)}
+            calls = [[cls, name, first, end] for cls, name, first, end, _ in pytest_style_tests(tests)]
         nonce = new_nonce()
         public = {
             "mode": "pytests",
@@ -487,6 +492,7 @@ class SandboxPool:
             "nonce": nonce,
             "tests": judged,
             "entry_point": entry_point or "",
+            "calls": calls,
             "test_timeout_s": min(test_timeout_s, total),
             "total_timeout_s": total,
         }
