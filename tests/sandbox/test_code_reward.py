@@ -427,6 +427,30 @@ async def test_pytest_style_test_functions_are_run(client: httpx.AsyncClient) ->
         assert not unsupported["valid"] and unsupported["reason"] == "unsupported", unsupported
 
 
+async def test_tests_importing_what_the_sandbox_lacks_are_unsupported(client: httpx.AsyncClient) -> None:
+    """Tests that import a module the sandbox's Python does not have (`import pytest` for pytest.raises,
+    numpy) stopped at their import, and every solution scored a valid 0.0 for the server's lack (found in
+    review); ones importing a package installed for that Python failed the same way, the judge starting
+    without site-packages. The first are now `unsupported`, the second run."""
+    add = "def add(a, b):\n    return a + b\n"
+    for tests in (
+        "import no_such_module_rh\nassert add(1, 2) == 3\n",
+        "def test_add():\n    import no_such_module_rh\n    assert add(1, 2) == 3\n",
+    ):
+        result = await _one(client, add, {"tests": tests})
+        assert not result["valid"] and result["reason"] == "unsupported", result
+        assert "no_such_module_rh" in result["details"]["message"]
+    # the solution's own failing import is its failure, however it is raised
+    own = await _one(
+        client, "def add(a, b):\n    raise ModuleNotFoundError('x')\n", {"tests": "assert add(1, 2) == 3"}
+    )
+    assert own["valid"] and own["score"] == 0.0, own
+    package = _installed_package(client.app.state.runtime.sandbox.python_name)  # type: ignore[attr-defined]
+    if package is not None:
+        uses = await _one(client, add, {"tests": f"import {package}\nassert add(1, 2) == 3\n"})
+        assert uses["score"] == 1.0, uses
+
+
 async def test_code_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
     # A response cut off in its reasoning: the draft there is not the model's answer.
     draft = f"<think>\nA first try:\n```python\n{PROGRAMS['python']}```\nBut what about"

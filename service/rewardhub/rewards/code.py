@@ -322,7 +322,8 @@ class CodeReward(Reward[CodeConfig]):
     # JavaScript or bash syntax error is reason format, as Python's; a case's stdout past 16x its
     # expected output (64 KiB at least) is "output limit exceeded"; asserts in a method of a class the
     # tests define are recorded (name mangling made them a NameError); pytest-style test functions are
-    # called (every solution passed them), `from solution import f` works
+    # called (every solution passed them), `from solution import f` works; tests importing a module the
+    # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -403,6 +404,8 @@ class CodeReward(Reward[CodeConfig]):
             return broken
         if report.reference_error is not None:
             return Outcome.invalid(Reason.PARSE_ERROR, report.reference_error)
+        if report.reference_unsupported is not None:  # this server's lack, not the item's
+            return Outcome.invalid(Reason.UNSUPPORTED, report.reference_unsupported, transient=True)
         timing = _timing(raw)
         if report.load_status == "syntax":
             return _compile_failed(report.load_message, timing)

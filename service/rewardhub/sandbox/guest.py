@@ -380,10 +380,14 @@ def _importable(name: str) -> bool:
     (``types.ModuleType("unittest.__main__")`` encodes as that name), so no part of it may be private:
     importing ``unittest.__main__`` runs unittest's ``main()`` and its ``sys.exit`` in the judge."""
     parts = name.split(".")
+    # The judge finds site-packages too (for the tests' own imports): a name of the solution's picking
+    # is still only a standard module, or one the tests imported already.
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     return (
         name.replace(".", "").replace("_", "").isalnum()
         and not any(part.startswith("_") for part in parts)
         and parts[0] not in _NO_IMPORT
+        and (parts[0] in stdlib or name in sys.modules)
     )
 
 
@@ -943,6 +947,7 @@ def _run_judge(
     sys.modules["solution"] = solution_module
     for name in _shadowing(ns, entry_point, [code for code, _ in blocks]):
         del ns[name]
+    sys.meta_path.append(_SitePackages())  # the tests may import what is installed, as the solution may
     ns["__rh_t__"] = judge.begin
     ns["__rh_r__"] = judge.result
 
@@ -966,6 +971,13 @@ def _run_judge(
         except _ProtocolError as exc:
             abort = f"protocol error: {exc}"
         except BaseException as exc:  # an exception outside an assert ends the test code
+            missing = _missing_module(exc)
+            if missing is not None:  # the tests' own import: this sandbox cannot run them
+                emit(
+                    "refmissing",
+                    _b64(f"the tests import {missing!r}, which the sandbox's Python does not have"),
+                )
+                return
             if not per_assert:
                 text = _short(exc)
                 judge.fail(k, f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
@@ -1010,6 +1022,8 @@ def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:
         except (_Gone, _ProtocolError):
             raise
         except BaseException as exc:
+            if _missing_module(exc) is not None:
+                raise
             text = _short(exc)
             why = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
             if judge.current is not None:
@@ -1018,6 +1032,14 @@ def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:
             for i in range(int(first), int(end)):
                 if i not in judge.passed and i not in judge.failed:
                     judge.fail(i, f"not run: {why}")
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The module a failed import in the judge could not find, or None. Only the import machinery sets
+    ``name``: an exception the solution raised crosses rebuilt from its type and message, without one."""
+    if type(exc) is ModuleNotFoundError and isinstance(exc.name, str) and exc.name:
+        return exc.name
+    return None
 
 
 def _global_names(code: Any) -> set[str]:

@@ -245,6 +245,7 @@ class PytestReport(_GuestReport):
     """The judge's verdicts for one solution."""
 
     reference_error: str | None = None  # the tests do not compile: the reference's fault
+    reference_unsupported: str | None = None  # the tests import a module the sandbox lacks
     load_status: str | None = None  # ok | syntax | error | died
     load_message: str = ""
     labels: list[str] = field(default_factory=list)
@@ -260,6 +261,8 @@ def parse_pytests(stdout: bytes, nonce: str) -> PytestReport:
                 continue
             if kind == "refbad":
                 rep.reference_error = _text(f[1])
+            elif kind == "refmissing":
+                rep.reference_unsupported = _text(f[1])
             elif kind == "plan":
                 n = int(f[1])
                 rep.labels = [_text(x) for x in f[2 : 2 + n]]
