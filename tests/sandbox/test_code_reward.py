@@ -451,6 +451,21 @@ async def test_tests_importing_what_the_sandbox_lacks_are_unsupported(client: ht
         assert uses["score"] == 1.0, uses
 
 
+async def test_every_verdict_of_many_long_tests_comes_back(client: httpx.AsyncClient) -> None:
+    """The judge's verdict channel was capped at 600 bytes a test (plus 64 KiB), while a test's label and
+    failure message are up to 300 characters each, base64-encoded, up to 4 bytes a character: with 150
+    asserts on Chinese text the list of labels alone passed the cap, was cut, and a correct solution
+    scored 0.0 (found in review)."""
+    word = "测试" * 140  # 280 characters, 840 bytes of UTF-8
+    tests = "".join(f"assert f({word + str(k)!r}) == {len(word) + len(str(k))}\n" for k in range(150))
+    right = await _one(client, "def f(s):\n    return len(s)\n", {"tests": tests})
+    assert right["score"] == 1.0 and right["details"]["total"] == 150, right["details"]["pass_mask"]
+    # failures with long messages, then passes: the passes at the end are not lost either
+    half = "def f(s):\n    if s.endswith(('0', '2', '4', '6', '8')):\n        raise ValueError(s)\n    return len(s)\n"
+    mixed = await _one(client, half, {"tests": tests})
+    assert mixed["details"]["pass_mask"] == "01" * 75, mixed["details"]["pass_mask"]
+
+
 async def test_code_in_an_unclosed_think_block_is_not_the_answer(client: httpx.AsyncClient) -> None:
     # A response cut off in its reasoning: the draft there is not the model's answer.
     draft = f"<think>\nA first try:\n```python\n{PROGRAMS['python']}```\nBut what about"

@@ -323,7 +323,8 @@ class CodeReward(Reward[CodeConfig]):
     # expected output (64 KiB at least) is "output limit exceeded"; asserts in a method of a class the
     # tests define are recorded (name mangling made them a NameError); pytest-style test functions are
     # called (every solution passed them), `from solution import f` works; tests importing a module the
-    # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run
+    # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run; verdicts of
+    # many tests with long non-ASCII labels are no longer cut off
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

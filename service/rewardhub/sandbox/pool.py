@@ -463,6 +463,7 @@ class SandboxPool:
         """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`)."""
         total = min(total_timeout_s, self.max_timeout_s)
         judged: list[str] | dict[str, Any] = tests if isinstance(tests, list) else {}
+        labels: tuple[str, ...] = ()
         calls: list[
             list[Any]
         ] = []  # pytest-style test functions the judge calls (harness.pytest_style_tests)
@@ -496,8 +497,11 @@ class SandboxPool:
             "test_timeout_s": min(test_timeout_s, total),
             "total_timeout_s": total,
         }
-        n_tests = len(tests) if isinstance(tests, list) else tests.count("assert") + 1
-        cap = (64 << 10) + n_tests * 600
+        # The verdict channel's worst case: the plan (every label, 300 characters at most, base64) and per
+        # test a verdict whose message is up to ~340 characters, base64 of up to 4 bytes each.
+        labels_sent = tests if isinstance(tests, list) else list(labels) or ["-"]
+        plan = sum(len(label[:300].encode("utf-8", "surrogatepass")) * 4 // 3 + 8 for label in labels_sent)
+        cap = (64 << 10) + plan + len(labels_sent) * 2048
         raw = await self.run_guest(public, private, deadline_s=total + _START_SLACK_S, stdout_cap=cap)
         return parse_pytests(raw.stdout, nonce), raw
 
