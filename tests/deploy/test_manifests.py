@@ -179,6 +179,15 @@ def test_dockerfiles(dockerfile: str) -> None:
         paths = re.findall(r"http://127\.0\.0\.1:\d+(/[\w/]*)", text)
         assert paths and all(p in get_routes() for p in paths)
         assert 'CMD ["rewardhub", "serve"]' in text
+        # the sandbox's interpreter exists in the image: python:*-slim has its Python in /usr/local only
+        from rewardhub.config import Settings
+
+        python = Settings.model_fields["sandbox_python"].default
+        override = re.search(r"REWARDHUB_SANDBOX_PYTHON=(\S+)", text)
+        if override is None:
+            assert python == "/usr/bin/python3", python
+            installs = " ".join(re.findall(r"apt-get install ([^\n]*)", text))
+            assert re.search(r"(?<![\w.-])python3(?![\w.-])", installs), "the image lacks /usr/bin/python3"
 
 
 _VAR = re.compile(r"\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}|\$(\w+)")
