@@ -575,6 +575,18 @@ def test_numeric_output_comparison() -> None:
     assert not outputs_match(b"0.3333333", "0.333333333", "whitespace")  # the default stays exact
 
 
+def test_numeric_mode_compares_integers_exactly() -> None:
+    """Two integer tokens were compared as floats within the relative tolerance, so a wrong answer to a
+    modular-arithmetic problem (1000000008 for 1000000007: 1e-9 apart, relatively) was a pass, and
+    integers past 2**53 compared equal after rounding. Integers are now compared exactly; a real number
+    on either side keeps the tolerance. Found in review."""
+    assert not outputs_match(b"1000000008", "1000000007", "numeric")
+    assert not outputs_match(b"9007199254740993", "9007199254740992", "numeric")
+    assert outputs_match(b"1000000007 +5 007", "1000000007 5 7", "numeric")  # the same integers
+    assert outputs_match(b"1000000007.0000001", "1000000007", "numeric")  # a real number: tolerance
+    assert outputs_match(b"1000000000", "1000000000.5", "numeric")
+
+
 async def test_numeric_cases_through_the_api(client: httpx.AsyncClient) -> None:
     program = "import math\nprint(math.pi)\nprint(1 / 3)\n"
     ref = {"cases": [{"stdin": "", "stdout": "3.14159265\n0.33333333"}]}

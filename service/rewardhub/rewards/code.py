@@ -60,6 +60,7 @@ __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"
 OutputMatch = Literal["whitespace", "lines", "exact", "numeric"]
 # a number token of a program's output (no "_" digit groups, "nan" or "inf": those must match as text)
 _NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_INTEGER_TOKEN = re.compile(r"[-+]?\d+")
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
 _STDERR_KEEP = 4096  # of each run's stderr, the tail (messages show 300 or _TAIL characters of it)
@@ -95,7 +96,7 @@ class CodeConfig(RewardConfig):
         ge=0,
         le=1,
         description="`numeric`: two numbers match when |got - want| <= tol * max(1, |want|) (absolute "
-        "below 1, relative above, as judges' real-number checkers do).",
+        "below 1, relative above, as judges' real-number checkers do); two integers only when equal.",
     )
     all_or_nothing: bool = Field(False, description="Score 1 only when every test passes, else 0.")
     extract: ExtractMode = Field(
@@ -275,6 +276,9 @@ def _close(got: str, want: str, tol: float) -> bool:
         return True
     if not (_NUMBER_TOKEN.fullmatch(got) and _NUMBER_TOKEN.fullmatch(want)):
         return False
+    if _INTEGER_TOKEN.fullmatch(got) and _INTEGER_TOKEN.fullmatch(want):
+        # exactly: 1000000008 is a wrong answer to 1000000007 however close in relative terms
+        return int(got) == int(want)
     x, y = float(got), float(want)
     return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
 
@@ -324,7 +328,8 @@ class CodeReward(Reward[CodeConfig]):
     # tests define are recorded (name mangling made them a NameError); pytest-style test functions are
     # called (every solution passed them), `from solution import f` works; tests importing a module the
     # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run; verdicts of
-    # many tests with long non-ASCII labels are no longer cut off
+    # many tests with long non-ASCII labels are no longer cut off; `numeric` compares two integers
+    # exactly (1000000008 passed for 1000000007 within the relative tolerance)
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
