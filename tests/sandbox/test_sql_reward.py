@@ -299,6 +299,30 @@ async def test_a_schema_dump_builds(client: httpx.AsyncClient) -> None:
     ]
 
 
+def test_a_sort_past_the_heap_limit_does_not_spill_to_the_host_disk() -> None:
+    """SQLite spills sorts and temporary tables past its page cache to files in the host's temporary
+    directory, outside the heap limit: a predicted query sorting a recursive CTE's output could write
+    gigabytes there before its time limit. Temporary storage is now memory, under the heap limit, so
+    such a query fails fast as out of memory. Found in review. (Here with a 16 MiB limit and ~60 MB.)"""
+    import sqlite3
+
+    from rewardhub.rewards import sql_exec
+
+    original = sql_exec._HEAP_LIMIT_BYTES
+    sql_exec._HEAP_LIMIT_BYTES = 16 << 20
+    try:
+        schema = "CREATE TABLE spill_probe(x INTEGER);"  # a database of its own, opened with that limit
+        pred = (
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) "
+            "SELECT count(*) FROM (SELECT printf('%.200c', 'y') || x AS s FROM c ORDER BY s DESC)"
+        )
+        out = sql_exec.run_sql_pair(("schema", schema, "SELECT 1", pred, 20.0, 1000, 6, "auto", False, "set"))
+    finally:  # the limit is process-wide in SQLite: put the service's back for the tests after this one
+        sql_exec._HEAP_LIMIT_BYTES = original
+        sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit={original}")
+    assert out["executes"] is False and "Memory" in out["error"], out
+
+
 def test_cached_gold_results_stay_within_a_memory_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     # run_sql_pair is what a CPU worker runs; here in this process, with a small budget to fill quickly.
     from rewardhub.rewards import sql_exec

@@ -84,7 +84,8 @@ def _clean(sql: str) -> str:
 class SqlReward(Reward[SqlConfig]):
     name: ClassVar[str] = "sql"
     # 1.2.1: fence extraction (code_extract) fixes; 1.3.0: a name such as `orderby` no longer makes the gold
-    # ordered, an ORDER BY with a comment between its words does
+    # ordered, an ORDER BY with a comment between its words does; sorts past the heap limit fail as out of
+    # memory instead of spilling to the host's disk
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "

@@ -95,6 +95,9 @@ def _open(kind: str, spec: str, deadline: float) -> tuple[str, sqlite3.Connectio
     else:
         conn = sqlite3.connect(":memory:", check_same_thread=False)
     conn.execute(f"PRAGMA hard_heap_limit={_HEAP_LIMIT_BYTES}")
+    # sorts and temporary tables past the cache stay in memory, under that limit: in files they went
+    # to the host's temporary directory, unbounded but by the time limit (gigabytes in a few seconds)
+    conn.execute("PRAGMA temp_store = MEMORY")
     if kind == "schema":
         conn.set_authorizer(_schema_only)
         conn.set_progress_handler(_deadline_handler(deadline), 10_000)
