@@ -159,6 +159,29 @@ def test_frac_zero_std_groups_counts_what_dynamic_sampling_would_drop(
         assert out["frac_zero_std_groups"] == pytest.approx(expected), estimator
 
 
+def test_gdpo_overlong_penalty_factor_weights_its_component(make_trainer: Callable[..., Trainer]) -> None:
+    """Under GDPO the overlong shaping is a component of its own, normalised within the group like the
+    others, which divides its scale away: `penalty_factor` changed nothing (the component always had
+    weight 1). The factor is now the component's weight. Found in review."""
+
+    def lengths_group(index: int, lengths: Sequence[int]) -> Group:
+        comps = [Completion([1], [5] * n, [-1.0] * n, "a" * n, False) for n in lengths]
+        results = [result(k, 0.5, True, {"a": float(k % 2), "b": 1.0}) for k in range(len(lengths))]
+        return Group(f"g{index}", Problem(index, f"q{index}", "1"), comps, results)
+
+    groups = [lengths_group(0, [1, 3, 4]), lengths_group(1, [4, 2, 3])]
+    overlong = {"enabled": True, "max_length": 4, "cache_length": 2}
+
+    def advantages(factor: float) -> torch.Tensor:
+        trainer = make_trainer(estimator="gdpo", overlong={**overlong, "penalty_factor": factor})
+        return trainer._advantages(groups)[0].values
+
+    off = make_trainer(estimator="gdpo")._advantages(groups)[0].values
+    assert torch.allclose(advantages(0.0), off)  # factor 0: as if there were no shaping
+    assert not torch.allclose(advantages(0.2), advantages(1.0), rtol=1e-2, atol=1e-2)  # not just eps
+    assert not torch.allclose(advantages(1.0), off)
+
+
 def test_batch_reward_scaling_reaches_the_advantages(make_trainer: Callable[..., Trainer]) -> None:
     groups = [
         group(0, [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})]),

@@ -223,7 +223,12 @@ class OverlongConfig(_Section):
     cache_length: int = Field(
         16, ge=1, description="L_cache: the ramp length before L_max, tokens (must be smaller than L_max)."
     )
-    penalty_factor: float = Field(1.0, ge=0, description="Scale of the shaping term.")
+    penalty_factor: float = Field(
+        1.0,
+        ge=0,
+        description="Scale of the shaping term (gdpo: the weight of the overlong component, which is "
+        "normalised within its group like the service's components).",
+    )
 
 
 class AlgorithmConfig(_Section):

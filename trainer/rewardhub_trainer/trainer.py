@@ -228,8 +228,11 @@ class Trainer:
         else:
             comps, weights = self._gdpo_components(groups)
             if alg.resolved_overlong:
-                comps = torch.cat([comps, shaping.unsqueeze(-1)], dim=-1)
-                weights.append(1.0)
+                # a component of its own, normalised within its group like the others, which divides any
+                # scale away: penalty_factor is its weight instead (unscaled shaping, same ramp)
+                factor = alg.overlong.penalty_factor
+                comps = torch.cat([comps, (shaping / factor if factor else shaping).unsqueeze(-1)], dim=-1)
+                weights.append(factor)
             adv = gdpo_advantages(comps, ~torch.isnan(raw), weights, alg.std_eps)
         if alg.mask_truncated:
             truncated = torch.tensor([[c.truncated for c in g.completions] for g in groups])
