@@ -290,7 +290,10 @@ class AlgorithmConfig(_Section):
         default_factory=dict, description="gdpo: weight per component (default 1)."
     )
     mc_mad_scaling: bool = Field(
-        False, description="mc_grpo: divide by max(MAD, 0.5*std, mc_mad_floor) (official code's MAD scaling)."
+        False,
+        description="mc_grpo: divide by max(MAD, 0.5*std, mc_mad_floor), a floored form of the official "
+        "code's MAD scaling (which divides by MAD + 1e-3, about 1000 when binary rewards make MAD 0, and "
+        "rescales by (G+1)/#nonzero; not done here).",
     )
     mc_mad_floor: float = Field(0.1, gt=0, description="mc_grpo: floor of the MAD scale.")
 
