@@ -353,6 +353,33 @@ async def test_a_404_shows_the_url_it_called(judge_server: FakeJudge) -> None:
     assert "s3cret" not in str(info.value) and "k3y" not in str(info.value)
 
 
+async def test_a_key_echoed_in_an_error_answer_is_not_quoted(judge_server: FakeJudge) -> None:
+    """A gateway or proxy that answers 401/403 quoting the credential it was sent ("invalid api key
+    sk-..."): the answer's text went verbatim into every item's error message, into the breaker's last
+    failure (quoted to every item it fails fast) and so to the trainer's logs. Found in review."""
+    judge_server.reply = always(
+        "Incorrect API key provided: sk-live-SECRET-42 (token k3y-SECRET)", status=401
+    )
+    b = OpenAIBackend(
+        "judge",
+        judge_server.url.replace("http://", "http://user:pw-SECRET@") + "?api_key=k3y-SECRET",
+        "m",
+        "sk-live-SECRET-42",
+        RemoteOptions(max_retries=0, breaker_failures=1),
+    )
+    await b.start()
+    try:
+        with pytest.raises(BackendError, match="HTTP 401") as info:
+            await b.chat(REQ, time.monotonic() + 5)
+        with pytest.raises(CircuitOpen) as fast:
+            await b.chat(REQ, time.monotonic() + 5)
+    finally:
+        await b.close()
+    assert "Incorrect API key provided" in str(info.value)
+    for message in (str(info.value), str(fast.value), str(b.client.breaker.last_failure)):
+        assert "SECRET" not in message, message
+
+
 def _closed_port() -> int:
     import socket
 

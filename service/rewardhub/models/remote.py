@@ -84,6 +84,8 @@ _INPUT_STATUSES = frozenset({400, 422})
 # Answers worth another attempt besides 5xx: 429 (come back later), and 408 (a server or proxy that gave
 # up waiting for the request; RFC 9110 lets the client repeat it, and the OpenAI SDK does).
 _RETRYABLE_STATUSES = frozenset({408, 429})
+# Query parameters of a backend URL that hold a credential (a gateway's ?api_key=, ?token=, ?sig=)
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|auth|pass|code", re.IGNORECASE)
 _CONTEXT_EXCEEDED = re.compile(
     r"context length|maximum model length|context_length_exceeded|must be <= \d+|must have less than \d+ tokens"
     r"|context size|context window|prompt is too long",
@@ -225,6 +227,11 @@ class RemoteClient:
         if api_key and not api_key.isprintable():
             raise ConfigError(f"backend {name!r}: the API key contains control characters")
         self._api_key = api_key
+        # What a server's error answer might quote back (a gateway's "invalid key sk-..."): the key, a
+        # password in the URL, and the values of its credential-like query parameters (?api_key=...)
+        secrets = {api_key, url.password}
+        secrets.update(v for k, v in url.params.multi_items() if _SECRET_PARAM.search(k))
+        self._secrets = sorted((x for x in secrets if x and len(x) >= 3), key=len, reverse=True)
         self.options = options
         # The setting that configured this backend ("REWARDHUB_JUDGE_URL", "backends.x in
         # REWARDHUB_BACKENDS_FILE=..."), set by the ModelHub: named with the URL in the errors that point
@@ -260,8 +267,11 @@ class RemoteClient:
             self._client = None
 
     def _scrub(self, text: str) -> str:
-        """``text`` without the API key (a transport error may quote the request's headers)."""
-        return text.replace(self._api_key, "***") if self._api_key else text
+        """``text`` without the API key or the URL's credentials (a transport error may quote the
+        request's headers, a server's error answer the key it was sent)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def describe(self) -> dict[str, Any]:
         return {"url": public_url(self.base_url), "breaker": self.breaker.describe()}
@@ -416,7 +426,7 @@ class RemoteClient:
             raise _Retryable(failed) from None
         status = resp.status_code
         if status >= 400:
-            answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp)}"
+            answered = f"backend {self.name!r}: {path} answered HTTP {status}: {_snippet(resp, self._scrub)}"
             if status == 413:
                 # the request's body is over a size limit (the server's, or a proxy's in front of it:
                 # nginx's default is 1 MB): a batch of long rollouts, which its inputs alone may fit
@@ -453,7 +463,7 @@ class RemoteClient:
             return orjson.loads(resp.content)
         except orjson.JSONDecodeError:
             raise BackendError(
-                f"backend {self.name!r}: {path} answered something that is not JSON: {_snippet(resp)}"
+                f"backend {self.name!r}: {path} answered something that is not JSON: {_snippet(resp, self._scrub)}"
             ) from None
 
 
@@ -468,8 +478,10 @@ def public_url(url: str) -> str:
     return str(u)
 
 
-def _snippet(resp: httpx.Response) -> str:
-    text = resp.text[:200].replace("\n", " ")
+def _snippet(resp: httpx.Response, scrub: Callable[[str], str]) -> str:
+    """The start of an answer's text, without the credentials ``scrub`` removes (removed before it is
+    cut, so a key across the cut does not leave its first half)."""
+    text = scrub(resp.text[:1000])[:200].replace("\n", " ")
     return text or "(empty body)"
 
 
