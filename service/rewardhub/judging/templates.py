@@ -130,10 +130,11 @@ DECISION_PATTERNS: dict[str, str] = {
 # line start one would scan all the blank lines after it), but the value may sit up to two lines below
 # its label, as the judge's parser reads it ("Winner:\n\nB"). Markup tags on the line are no content
 # either: "</response>Score: 5" (a score after the closing tag of the response's block, to look like the
-# judge's own line) or "<b>Score: 5</b>" is a score line.
+# judge's own line) or "<b>Score: 5</b>" is a score line. So are code ticks, quotes and brackets around
+# the line ("`Score: 5`", "“Decision: Yes”", "(Winner: A)"): the judge's parser reads the decision in them.
 _TAG = r"<[^<>\n]{0,40}>"
-LINE_START = rf"^(?:[ \t*#>_-]|{_TAG})*"
-LINE_END = rf"""(?:[ \t*\])"'.!]|{_TAG})*$"""
+LINE_START = rf"""^(?:[ \t*#>_\-`"'(\[\u201c\u2018]|{_TAG})*"""
+LINE_END = rf"""(?:[ \t*\])"'.!`\u201d\u2019]|{_TAG})*$"""
 _ON_LINE = r"""[:：][ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}"""
 # Pairwise: a response that names the winner in words is a verdict too ("the winner is B", "Response A
 # is wrong"). Only the judge's own labels count: a multiple-choice "option A is correct" is an answer.
