@@ -247,3 +247,32 @@ def test_a_label_split_into_several_tokens_counts_at_its_first_token() -> None:
     assert Scale.scores(1, 10).token_label("1") == "1"
     assert Scale({"yes": 1.0, "no": 0.0}).token_label("Y") == "yes"
     assert Scale({"a": 1.0, "b": 0.0, "tie": 0.5}).token_label("x") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Score: 4/10", None),
+        ("Score: **4** / 10", None),
+        ("Score: 4 out of 10", None),
+        ("Score: 2 out of 3", None),
+        ("Score: 4/5", 0.75),
+        ("Score: 4 out of 5.", 0.75),
+        ("Score: 5/5", 1.0),
+        ("Score: 4", 0.75),
+    ],
+)
+def test_a_score_out_of_another_maximum_is_not_read_on_this_scale(text: str, want: float | None) -> None:
+    """A judge asked for 1-5 that answers "Score: 4/10" meant 4 of 10; read as 4 on 1-5 it was 0.75, a
+    good score for a poor answer. A denominator that is not the scale's maximum is no decision on this
+    scale (parse_error); one that is ("4/5") reads as before. Found in review."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
+    for scoring in ("parse", "logprobs"):
+        c = Completion(text, tokens(*((t, None) for t in re.findall(r"\S+|\s+", text))))
+        if want is None:
+            with pytest.raises(DecisionError, match="out of"):
+                read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
+        else:
+            assert read_decision(c, find(rx), Scale.scores(1, 5), scoring).parsed == want  # type: ignore[arg-type]

@@ -266,6 +266,21 @@ async def test_pointwise_parse_last_decision_and_logprob_expectation(
         assert r.status_code == 422 and "max_score" in r.json()["error"]["message"]
 
 
+async def test_a_score_out_of_another_maximum_is_a_parse_error(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A judge asked for 1-5 that ends "Score: 4/10" scored 0.75 (4 on 1-5) for what it rated 4 of 10;
+    "Score: 4/5" is still 0.75. Found in review."""
+    item = {"prompt": "Explain gravity.", "response": "Mass attracts mass."}
+    async with judge_app(make_app, judge_server) as client:
+        judge_server.reply = always("Weak.\nScore: 4/10")
+        (other,) = await score(client, {"mode": "pointwise"}, [item])
+        assert other["valid"] is False and other["reason"] == "parse_error", other
+        judge_server.reply = always("Good.\nScore: 4/5")
+        (same,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+        assert same["score"] == pytest.approx(0.75)
+
+
 async def test_rubric_weighted_criteria(make_app: MakeApp, judge_server: FakeJudge) -> None:
     def reply(body: dict[str, Any]) -> Reply:
         crit = user_text(body).split("[Criterion]\n", 1)[1]

@@ -5,7 +5,8 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
 
 * ``parse``: the **last** match of the decision pattern wins (a judge that reasons "Score: 2... on
   reflection, Score: 4" means 4); a label outside the scale, or no match, is :class:`DecisionError` (the
-  item becomes ``parse_error``, never a silent 0).
+  item becomes ``parse_error``, never a silent 0). So is a score out of another maximum than the
+  scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own scale); "4/5" reads as 4.
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
   ``" yes"``, ``"YES"`` all count for ``yes`` and are summed; on a scale of words a token that starts
@@ -46,6 +47,8 @@ from rewardhub.rewards.text import answer_span
 
 __all__ = ["Decision", "DecisionError", "MatchLike", "Scale", "last_of", "read_decision"]
 
+# "Score: 4/10", "Score: 4 out of 10": the maximum the judge scored against, right after its label
+_OUT_OF = re.compile(r"[ \t*\])\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
 # one character for one: positions in the joined token text stay positions in the token list
 _BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
@@ -57,6 +60,8 @@ class MatchLike(Protocol):
     def group(self, index: int, /) -> Any: ...
 
     def start(self, index: int = 0, /) -> int: ...
+
+    def end(self, index: int = 0, /) -> int: ...
 
 
 class DecisionError(Exception):
@@ -143,13 +148,20 @@ def read_decision(
     # the thinking apart from ``content`` (``reasoning_content``/``reasoning``, or ``content: null``),
     # yet its logprobs cover every generated token: a draft "Score: 2" in the reasoning was read from
     # the tokens as the verdict of a judgement whose content has none (parse mode: parse_error).
-    m, _ = _find_in(find_last, completion.text)
+    m, start = _find_in(find_last, completion.text)
     if m is None:
         raise DecisionError("no decision line found in the judge's output (after any <think> block)")
     label = str(m.group(1))
     parsed = scale.value(label)
     if parsed is None:
         raise DecisionError(f"the judge's decision {label!r} is not on the scale")
+    # "Score: 4/10" from a judge asked for 1-5 is 4 of 10, not 4 of 5 (0.75 for a poor answer)
+    out_of = _OUT_OF.match(completion.text, start + m.end(1)) if scale.numeric is not None else None
+    if out_of is not None and scale.numeric is not None and float(out_of.group(1)) != scale.numeric[1]:
+        raise DecisionError(
+            f"the judge's decision {label!r} is out of {out_of.group(1)}, not of the scale's maximum "
+            f"{scale.numeric[1]}"
+        )
     tokens = completion.tokens
     if scoring == "parse":
         return Decision(parsed, parsed, label, "parse")

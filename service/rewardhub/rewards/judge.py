@@ -331,7 +331,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # an unreadable judgement is asked for once more when sampling (temperature > 0), algorithms.md §2.2
     # 1.7.0: mode steps, a generative PRM (GenPRM): one judgement per step, aggregated as prm's
     # 1.7.1: mode steps: a gated response (injection, forged verdict, content-free) is at the aggregate's floor
-    # 1.7.2: a verdict line in code ticks, quotes or brackets ("`Score: 5`", "(Decision: Yes)") is forged
+    # 1.7.2: a verdict line in code ticks, quotes or brackets ("`Score: 5`", "(Decision: Yes)") is forged;
+    # a score out of another maximum than the scale's ("Score: 4/10" on 1-5) is a parse_error, not 4 on 1-5
     version: ClassVar[str] = "1.7.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
