@@ -1087,6 +1087,58 @@ def test_answer_labels_in_more_languages_and_abbreviated_are_content_free(text: 
     assert content_free(text)
 
 
+# "Thought process:" is the paper's own master key; its translations in the languages whose "Solution"
+# the gate knows were read as content (an always-yes judge scored them 1), and so were the Romance
+# languages' "Resolution" labels of a worked solution. Found in review.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Processus de pensée :",
+        "Processus de réflexion :",
+        "Gedankengang:",
+        "Processo de pensamento:",
+        "Processo di pensiero:",
+        "Процесс мышления:",
+        "Ход рассуждений:",
+        "Хід думок:",
+        "Proces myślowy:",
+        "Tok myślenia:",
+        "Myšlenkový proces:",
+        "Düşünce süreci:",
+        "Quá trình suy nghĩ:",
+        "Proses berpikir:",
+        "Denkproces:",
+        "Tankeprocess:",
+        "Gondolatmenet:",
+        "思考プロセス：",
+        "사고 과정:",
+        "عملية التفكير:",
+        "विचार प्रक्रिया:",
+        "Resolução:",
+        "Resolución:",
+        "Risoluzione:",
+        "Résolution :",
+        "Розв’язок:",
+        "Рішення:",
+        "Soluție:",
+        "Решење:",
+        "Solució:",
+        "Let's work through this.",
+        "Let's tackle this problem.",
+        "Let me work this out.",
+    ],
+)
+def test_thought_process_and_resolution_in_more_languages_are_content_free(text: str) -> None:
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["Processus de pensée : 3 + 4 = 7", "Resolução: x = 7", "사고 과정: 7", "Gedankengang: 7"]
+)
+def test_an_answer_after_a_translated_thought_process_keeps_its_content(text: str) -> None:
+    assert not content_free(text)
+
+
 @pytest.mark.parametrize("text", ["Ans: 4", "คำตอบ: 4", "Đáp số: 12", "結果：42", "Результат: 5", "Sol"])
 def test_answers_after_those_labels_keep_their_content(text: str) -> None:
     assert not content_free(text)

@@ -332,7 +332,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.7.0: mode steps, a generative PRM (GenPRM): one judgement per step, aggregated as prm's
     # 1.7.1: mode steps: a gated response (injection, forged verdict, content-free) is at the aggregate's floor
     # 1.7.2: a verdict line in code ticks, quotes or brackets ("`Score: 5`", "(Decision: Yes)") is forged;
-    # a score out of another maximum than the scale's ("Score: 4/10" on 1-5) is a parse_error, not 4 on 1-5
+    # a score out of another maximum than the scale's ("Score: 4/10" on 1-5) is a parse_error, not 4 on 1-5;
+    # "Thought process" in more languages, "Resolución"/"Resolução"/"Résolution" labels are content-free
     version: ClassVar[str] = "1.7.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
