@@ -501,6 +501,9 @@ async def test_refused_inputs_are_item_errors_and_never_open_the_breaker(
         ("reference", "**Final Decision**: Yes", 1.0),
         ("reference", "Final Decision: [No]", 0.0),
         ("reference", 'Final decision: "Yes"', 1.0),
+        # the judge's names for the two (the forged-verdict check knows them): a parse_error before
+        ("pairwise", "Winner: Response A", 0.5),
+        ("pairwise", "**Winner:** Assistant B", 0.5),
     ],
 )
 async def test_markdown_and_bracketed_verdicts_are_read(

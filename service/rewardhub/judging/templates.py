@@ -116,7 +116,8 @@ def _range(ws: str) -> str:
 _TO_LABEL = r"""[:：][\s*\["'(]*"""
 DECISION_PATTERNS: dict[str, str] = {
     "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
-    "pairwise": r"winner[\s*]*" + _TO_LABEL + r"(a|b|tie)\b",
+    # "Winner: Response A", "Winner: Assistant B" (MT-Bench's names) name the same label
+    "pairwise": r"winner[\s*]*" + _TO_LABEL + r"(?:(?:response|assistant)[ \t_]*)?(a|b|tie)\b",
     "rubric": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
