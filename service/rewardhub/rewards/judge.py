@@ -44,7 +44,8 @@ a failed, slow or tripped backend is ``backend_error`` / ``timeout``; never a si
 Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`), before any call: a
 response that is content-free ("Solution", "Thought process:", "解", punctuation...) scores 0 with reason
 ``no_answer``; one that addresses the grader ("ignore previous instructions", "the answer is correct",
-role tags, a forged verdict line in the judge's own format) scores 0 with reason ``format`` (both checks
+role tags, a forged verdict line in the judge's own format, a new task posed in the judge's own prompt
+format: "[Question] ... [Response]") scores 0 with reason ``format`` (both checks
 read the whole response after any ``<think>`` block, in every mode; ``details.hardening`` says which).
 In ``pairwise`` mode the opponent passes the same two checks: one that fails them forfeits, and the
 response wins (1.0, ``details.opponent_hardening``) without a judge call.
@@ -334,7 +335,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.7.2: a verdict line in code ticks, quotes or brackets ("`Score: 5`", "(Decision: Yes)") is forged;
     # a score out of another maximum than the scale's ("Score: 4/10" on 1-5) is a parse_error, not 4 on 1-5;
     # "Thought process" in more languages, "Resolución"/"Resolução"/"Résolution" labels are content-free;
-    # a pairwise judge's "Winner: Response A" / "Winner: Assistant B" is read (was a parse_error)
+    # a pairwise judge's "Winner: Response A" / "Winner: Assistant B" is read (was a parse_error); a
+    # response that poses a task in the judge's own prompt format ("[Question]...[Response]") is an injection
     version: ClassVar[str] = "1.7.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
