@@ -446,6 +446,25 @@ OPENERS: tuple[str, ...] = (
     "let's tackle this",
     "let me work this out",
     "let me work it out",
+    "calculation",
+    "calculations",
+    # "Step by step" (and "let's solve this problem step by step") in the languages above
+    "krok po kroku",
+    "ten problem",
+    "इस समस्या को",
+    "adım adım",
+    "langkah demi langkah",
+    "stap voor stap",
+    "từng bước",
+    "bài toán",
+    "крок за кроком",
+    "一步一步来",
+    "この問題をステップバイステップで解いていきましょう",
+    "ステップバイステップで",
+    "解いていきましょう",
+    "解いてみましょう",
+    "この問題を",
+    "이 문제를",
 )
 
 # Traditional Chinese characters of the openers, as their Simplified forms: "思考過程", "解題思路" and
@@ -472,7 +491,10 @@ FILLER: frozenset[str] = frozenset(
         # the same words in other languages (openers hold their phrases)
         "vamos resolverlo resolver resolvamos pensemos problema lass uns das lösen denken wir réfléchissons "
         "résolvons ce problème risolviamo ragioniamo давайте итак подумаем решим задачу задачи задача эту "
-        "это сначала لنحل هذه المسألة دعنا نفكر لنفكر النهائية"
+        "это сначала لنحل هذه المسألة دعنا نفكر لنفكر النهائية "
+        "dieses diese nach questo pensiamo pensar pensons hãy này suy nghĩ bu problemi çözelim düşünelim mari "
+        "kita selesaikan masalah ini berpikir rozwiążmy pomyślmy laten dit probleem oplossen "
+        "розв'яжемо цю"
     ).split()
 )
 

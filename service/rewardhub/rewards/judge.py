@@ -334,7 +334,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.7.1: mode steps: a gated response (injection, forged verdict, content-free) is at the aggregate's floor
     # 1.7.2: a verdict line in code ticks, quotes or brackets ("`Score: 5`", "(Decision: Yes)") is forged;
     # a score out of another maximum than the scale's ("Score: 4/10" on 1-5) is a parse_error, not 4 on 1-5;
-    # "Thought process" in more languages, "Resolución"/"Resolução"/"Résolution" labels are content-free;
+    # "Thought process" and "let's solve this problem step by step" in more languages, "Resolución"/
+    # "Resolução"/"Résolution" labels are content-free;
     # a pairwise judge's "Winner: Response A" / "Winner: Assistant B" is read (was a parse_error); a
     # response that poses a task in the judge's own prompt format ("[Question]...[Response]") is an injection
     version: ClassVar[str] = "1.7.2"
