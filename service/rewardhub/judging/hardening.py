@@ -569,9 +569,15 @@ def _unmix_line(m: re.Match[str]) -> str:
     return _LETTERS.sub(_unmix, line)
 
 
+# Every line break a reader sees, as "\n": a lone carriage return (and CRLF), vertical tab, form feed,
+# the file/group/record separators, NEL, and Unicode's line and paragraph separators. The line-anchored
+# patterns read "\n" only, and "x = 4.\rScore: 5" is a score line to the judge.
+_LINE_BREAKS = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def plain(text: str) -> str:
-    """``text`` as the gates read it: NFKC, without format characters, casefolded, and with the Latin
-    look-alikes of a word that mixes scripts made Latin.
+    """``text`` as the gates read it: NFKC, without format characters, casefolded, every line break a
+    "\\n" (:data:`_LINE_BREAKS`), and with the Latin look-alikes of a word that mixes scripts made Latin.
 
     NFKC alone leaves invisible format characters (Unicode category Cf: zero-width space and joiners,
     soft hyphen, bidi marks) in place, and ``Sol\u200bution`` or ``Final\u00ad Decision: Yes`` then
@@ -581,6 +587,7 @@ def plain(text: str) -> str:
     its own letters for the gates written in it.
     """
     t = _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text)).casefold()
+    t = _LINE_BREAKS.sub("\n", t)
     if _HAS_CONFUSABLE.search(t):
         t = _LINE.sub(_unmix_line, t)
     return t
