@@ -876,7 +876,10 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # the gold the grader holds is at fault: "The reference answer is wrong; 4 is right."
             r"|\bthe\s+(?:reference|gold(?:en)?|ground[\s-]*truth|expected)\s+(?:answer|solution)\s+(?:is|was|must\s+be)\s+"
             r"(?:wrong|incorrect|mistaken|erroneous)\b"
-            r"|\bmatch(?:es)?\s+the\s+(?:ground[\s-]*truth(?:\s+answer)?|(?:gold(?:en)?|reference)(?:\s+(?:answer|solution)\b|(?![ \t]*[^\W_])))",
+            r"|\bmatch(?:es)?\s+the\s+(?:ground[\s-]*truth(?:\s+answer)?|(?:gold(?:en)?|reference)(?:\s+(?:answer|solution)\b|(?![ \t]*[^\W_])))"
+            # rubric mode's question answered for the judge: "This response satisfies the criterion."
+            r"|\b(?:this|the|my)\s+(?:response|answer|solution)\s+(?:satisfies|meets|fulfill?s|passes)\s+(?:the|every|"
+            r"all|each|all\s+(?:the|of\s+the))\s+(?:criterion|criteria|rubric(?:\s+items?)?)\b",
         ),
         (
             "grader addressed",
