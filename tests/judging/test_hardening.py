@@ -1307,3 +1307,14 @@ def test_a_verdict_line_after_any_line_break_is_forged(sep: str, mode: str, verd
 )
 def test_a_response_claiming_it_meets_the_criteria_is_an_injection(text: str, flagged: bool) -> None:
     assert (injection(text) is not None) is flagged, injection(text)
+
+
+@pytest.mark.parametrize("answer", ["Go", "Go.", "Good", "great!", "Second", "First", "Well."])
+def test_a_lone_word_that_answers_is_not_filler(answer: str) -> None:
+    """A response that is one word which only *around other words* is filler ("Go" the board game,
+    "Good" a sentiment label, "Second" a place in a race) scored 0 without the judge: the whole answer
+    read as filler. Alone it is an answer, as a lone letter is; in an opener it is still filler.
+    Found in review."""
+    assert not content_free(answer)
+    assert content_free(f"{answer} let's think step by step.")
+    assert content_free("First, let's solve this problem.")

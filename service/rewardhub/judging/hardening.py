@@ -635,6 +635,10 @@ _CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))  # 's 're 'll 've 'd 
 
 
 _FILLER = frozenset(unmarked(plain(w)) for w in FILLER)
+# Filler words that are a whole answer when nothing else is written: "Go" (the board game), "Good" (a
+# sentiment), "Second" (a place in a race). None is one of the master keys of "One Token to Fool
+# LLM-as-a-Judge" (symbols, "Solution", "Thought process:", reasoning openers), which stay content-free.
+_LONE_ANSWERS = frozenset("go good great first second well".split())
 
 
 def _filler(word: str) -> bool:
@@ -751,6 +755,9 @@ def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
 
 def _kept_words(t: str) -> list[str]:
     """The words of ``t`` (markup already removed) that are neither openers nor filler."""
+    whole = _WORD.findall(t)
+    if len(whole) == 1 and whole[0] in _LONE_ANSWERS:
+        return whole  # alone, an answer ("Go", "Second"); only around other words is it filler
     t = _OPENERS_RE.sub(" ", t)
     words = _WORD.findall(t)
     kept = [w for w in words if not _filler(w)]
