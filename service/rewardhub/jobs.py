@@ -406,8 +406,31 @@ class JobRunner:
         job = await self.store.get(job_id)
         if job is None or job["status"] in ("succeeded", "failed"):
             return
-        if not await self.store.claim(job_id, self.owner):
+        try:
+            claimed = await self.store.claim(job_id, self.owner)
+        except asyncio.CancelledError:
+            # The lease may have been taken with the answer lost: give it back if it is ours.
+            with contextlib.suppress(Exception):
+                await self.store.release(job_id, self.owner)
+            raise
+        if not claimed:
             return  # another runner (replica) has it
+        try:
+            await self._run_claimed(job_id, job)
+        except asyncio.CancelledError:
+            # Shutdown before the job finished (scoring it, or still reading its body): hand the job back
+            # so the next start (or another replica) runs it at once, not after its lease expires.
+            job.update(status="queued", started_at=None)
+            with contextlib.suppress(Exception):
+                await self.store.save(job)
+            with contextlib.suppress(Exception):
+                await self.store.release(job_id, self.owner)
+            raise
+        await self.store.save(job, done=True)
+        log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
+
+    async def _run_claimed(self, job_id: str, job: dict[str, Any]) -> None:
+        """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved)."""
         body = await self.store.body(job_id)
         if body is None:
             job.update(
@@ -415,7 +438,6 @@ class JobRunner:
                 finished_at=time.time(),
                 error={"type": "internal_error", "message": "the job's request body was lost"},
             )
-            await self.store.save(job, done=True)
             return
         job.update(status="running", started_at=time.time())
         await self.store.save(job)
@@ -434,13 +456,6 @@ class JobRunner:
                 except Overloaded as exc:  # a job waits for room (e.g. a full CPU queue) instead of failing
                     await asyncio.sleep(exc.retry_after_s)
             job.update(status="succeeded", finished_at=time.time(), result=result)
-        except asyncio.CancelledError:
-            # Shutdown mid-job: hand the job back so the next start (or another replica) runs it at once.
-            job.update(status="queued", started_at=None)
-            with contextlib.suppress(Exception):
-                await self.store.save(job)
-                await self.store.release(job_id, self.owner)
-            raise
         except RewardHubError as exc:
             job.update(
                 status="failed",
@@ -456,8 +471,6 @@ class JobRunner:
             )
         finally:
             renew.cancel()
-        await self.store.save(job, done=True)
-        log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
 
     async def _keep_lease(self, job_id: str) -> None:
         while True:

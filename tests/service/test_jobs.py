@@ -9,7 +9,7 @@ from typing import Any, cast
 import httpx
 
 from rewardhub.errors import ServiceUnavailable
-from rewardhub.jobs import JobRunner, MemoryJobStore
+from rewardhub.jobs import JobRunner, MemoryJobStore, RedisJobStore
 
 BODY = {
     "reward": "math",
@@ -324,3 +324,46 @@ async def test_one_key_cannot_fill_the_job_queue(make_app: Any) -> None:
         assert later.status_code == 202
         done = (await c.get(f"/v1/jobs/{first.json()['job_id']}", headers={"X-API-Key": "key-a"})).json()
         assert done["status"] == "succeeded"
+
+
+class _StallingBodyStore(RedisJobStore):
+    """Jobs in their own namespace of the real Redis, whose ``body()`` read answers only after a long
+    while (a slow Redis): the runner holds the job's lease and has not started scoring it yet."""
+
+    P = f"rh:test-stall-{time.time_ns()}"
+
+    def __init__(self, redis: Any, ttl_s: int):
+        super().__init__(redis, ttl_s)
+        self.reading = asyncio.Event()
+
+    async def body(self, job_id: str) -> bytes | None:
+        raw = await super().body(job_id)
+        self.reading.set()
+        await asyncio.sleep(3600)
+        return raw
+
+
+async def test_a_job_claimed_but_not_started_is_handed_back_at_shutdown(redis_server: Any) -> None:
+    """A shutdown that came between taking a job's lease and the start of its scoring (reading its body,
+    writing "running") kept the lease: the next start, or another replica, left the job alone until the
+    lease expired (30 s) and the rescan found it (15 s more), instead of running it at once."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import body_digest
+
+    redis = Redis.from_url(redis_server.url)
+    store = _StallingBodyStore(redis, ttl_s=3600)
+    body = b'{"reward": "math", "items": [{"response": "1"}]}'
+    job = {"job_id": f"job_{time.time_ns()}", "status": "queued", "created_at": time.time(), "items": 1}
+    await store.create({**job, "body_sha256": body_digest(body)}, body, None)
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    try:
+        await runner.start()
+        await asyncio.wait_for(store.reading.wait(), 10)
+        await runner.close()
+        assert await store.claim(job["job_id"], "another-runner"), "the lease was kept"
+        assert (await store.get(job["job_id"]) or {}).get("status") == "queued"
+        assert job["job_id"] in await store.pending()
+    finally:
+        await runner.close()
+        await redis.aclose()
