@@ -200,9 +200,30 @@ async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
     out = await results(client, reward, items)
     assert [r["score"] for r in out] == [0.5, 0.0, -0.5, 0.0]
     assert [r["components"]["correct"] for r in out] == [1.0, 1.0, 0.0, 0.0]
-    assert out[0]["reward_version"].startswith("1.0.0+")  # includes the verifier's version
+    assert out[0]["reward_version"].startswith("1.0.1+")  # includes the verifier's version
     missing = await results(client, reward, [{"response": "\\boxed{4}", "group": gid()}])
     assert missing[0]["reason"] == "missing_reference"
+
+
+async def test_kimi_with_a_group_verifier_votes_with_the_whole_group(client: httpx.AsyncClient) -> None:
+    """With a group verifier (majority_vote: label-free correctness) the members whose length could not
+    be read were left out of the vote: of 5, 5, 5, 7, 7 the 7s won among the three with token counts,
+    and the 5 that agrees with the group's majority was scored wrong."""
+    g = gid()
+    reward = {
+        "name": "group_length",
+        "config": {"verifier": {"name": "majority_vote", "config": {"equivalence": "string"}}},
+    }
+    tokens = [None, None, 10, 20, 30]
+    items = [
+        {"response": f"\\boxed{{{a}}}", "group": g, "metadata": {} if n is None else {"completion_tokens": n}}
+        for a, n in zip(["5", "5", "5", "7", "7"], tokens, strict=True)
+    ]
+    out = await results(client, reward, items)
+    assert [r["valid"] for r in out] == [False, False, True, True, True]
+    assert [r["components"].get("correct") for r in out] == [None, None, 1.0, 0.0, 0.0]
+    # min 10, max 30: the 5 is correct and shortest (0.5); the 7s are wrong: min(0, λ)
+    assert [r["score"] for r in out] == [None, None, 0.5, 0.0, -0.5]
 
 
 async def test_group_length_config_errors(client: httpx.AsyncClient) -> None:

@@ -14,9 +14,10 @@ the policy cannot farm the term with terse wrong answers. Kimi adds this term to
 (use a ``composite``) after a warm-up, as it slows early training.
 
 Correctness (``correctness``): ``verifier`` (default) calls the configured verifier (``math`` by
-default) through the registry once for the whole batch, on the full responses; ``metadata`` reads
-the trainer's flag exactly as the ``length`` reward does (``metadata[correct_key]``, then the reference
-``{"correct": bool}`` or ``"true"``/``"false"``). Lengths: ``chars``, ``words`` or ``tokens``
+default) through the registry once for the whole batch, on the full responses (a group verifier such as
+``majority_vote`` on every member of each group, those whose length cannot be read included: their
+answers still vote); ``metadata`` reads the trainer's flag exactly as the ``length`` reward does
+(``metadata[correct_key]``, then the reference ``{"correct": bool}`` or ``"true"``/``"false"``). Lengths: ``chars``, ``words`` or ``tokens``
 (``metadata[token_count_key]``), see :mod:`rewardhub.rewards.units`.
 
 min_len and max_len range over the members whose length is known, whatever their correctness. A member
@@ -89,7 +90,8 @@ def kimi_length_reward(length: int, min_len: int, max_len: int, correct: bool) -
 @register
 class GroupLengthReward(ComposedReward[GroupLengthConfig]):
     name: ClassVar[str] = "group_length"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: a group verifier (majority_vote) sees the whole group, members of unknown length included
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Kimi k1.5 group-relative length penalty: λ = 0.5 − (len − min)/(max − min) if correct, "
         "min(0, λ) if wrong; correctness from a verifier (math) or metadata; needs `group`; not cacheable."
@@ -161,8 +163,18 @@ class GroupLengthReward(ComposedReward[GroupLengthConfig]):
                 except UnitError as exc:
                     out[i] = exc.outcome()
             return correct
-        verdicts = await run_part(part, [items[i] for i in todo], ctx)
-        for i, v in zip(todo, verdicts, strict=True):
+        # A group verifier (majority_vote) judges an item against its group: it sees every member, the
+        # ones whose length could not be read included (their answers still vote).
+        sent = (
+            [i for i, it in enumerate(items) if it.group is not None]
+            if part.reward.uses_groups(part.config)
+            else todo
+        )
+        wanted = set(todo)
+        verdicts = await run_part(part, [items[i] for i in sent], ctx)
+        for i, v in zip(sent, verdicts, strict=True):
+            if i not in wanted:
+                continue
             if v.score is None:
                 assert v.reason is not None
                 message = v.details.get("message")
