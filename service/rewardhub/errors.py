@@ -21,6 +21,7 @@ which the client package maps back onto its own exception classes by ``type``.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import structlog
@@ -126,7 +127,8 @@ class Overloaded(RewardHubError):
     error_type = "overloaded"
 
     def __init__(self, message: str, *, retry_after_s: float = 1.0, param: str | None = None):
-        super().__init__(message, param=param, headers={"Retry-After": str(max(1, round(retry_after_s)))})
+        # whole seconds, rounded up: a client told less than the wait comes back to another 429
+        super().__init__(message, param=param, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
         self.retry_after_s = retry_after_s
 
 

@@ -180,3 +180,12 @@ async def test_a_job_that_comes_back_keeps_its_place_in_line() -> None:
         await asyncio.sleep(0.2)
     await asyncio.wait_for(asyncio.gather(newcomer, returning), timeout=20)
     assert order == ["returning", "newcomer"]
+
+
+def test_retry_after_is_never_shorter_than_the_wait() -> None:
+    """Retry-After (whole seconds) was the wait rounded to nearest, half to even: a full CPU queue's 1.4 s
+    or a sandbox's 2.5 s sent clients back after 1 s or 2 s, before the room they were told to wait for."""
+    from rewardhub.errors import Overloaded
+
+    for wait, header in ((0.2, "1"), (1.0, "1"), (1.4, "2"), (2.5, "3"), (3.0, "3")):
+        assert Overloaded("full", retry_after_s=wait).headers["Retry-After"] == header, wait
