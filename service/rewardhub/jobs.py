@@ -196,9 +196,13 @@ class RedisJobStore:
         try:
             await self._call(pipe.execute())
         except BaseException:
-            if idem is not None:  # give the claim up at once if Redis lets us (else it expires soon)
+            # Give the claim up at once if Redis lets us (else it expires soon), unless the write happened
+            # and only its answer was lost (a timeout, a dropped connection, a client that hung up): the
+            # job exists and will run, and a retry with the key must find it, not make a second one.
+            if idem is not None:
                 with contextlib.suppress(Exception):
-                    await self.r.delete(self._k("idem", idem))
+                    if not await self.r.exists(self._k("job", job_id)):
+                        await self.r.delete(self._k("idem", idem))
             raise
         return job, True
 

@@ -166,10 +166,12 @@ async def test_a_job_is_visible_only_to_the_key_that_submitted_it(make_app: Any)
 
 class _CuttingProxy:
     """A TCP proxy in front of Redis that drops the connection of any command batch holding ``cut``
-    (a network fault at the transport boundary: the command never reaches Redis)."""
+    (a network fault at the transport boundary: the command never reaches Redis), or with
+    ``deliver=True`` passes that batch on and drops the connection before Redis's reply comes back (the
+    commands ran; the client cannot know)."""
 
-    def __init__(self, upstream_port: int, cut: bytes):
-        self.upstream_port, self.cut = upstream_port, cut
+    def __init__(self, upstream_port: int, cut: bytes, *, deliver: bool = False):
+        self.upstream_port, self.cut, self.deliver = upstream_port, cut, deliver
         self.server: asyncio.Server | None = None
 
     async def __aenter__(self) -> str:
@@ -183,12 +185,18 @@ class _CuttingProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        sent_cut = False
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, check: bool) -> None:
+            nonlocal sent_cut
             try:
                 while data := await src.read(65536):
                     if check and self.cut in data:
-                        break
+                        if not self.deliver:
+                            break
+                        sent_cut = True
+                    elif not check and sent_cut:
+                        break  # Redis's answer to the batch: lost on the way back
                     dst.write(data)
                     await dst.drain()
             except OSError:
@@ -238,6 +246,45 @@ async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis
         again, created = await RedisJobStore(direct, ttl_s=3600).create(job(f"job_c{idem}"), body, idem)
         assert not created and again["job_id"] == f"job_b{idem}"
     finally:
+        await direct.aclose()
+
+
+async def test_an_idempotency_key_stays_with_a_job_written_whose_answer_was_lost(redis_server: Any) -> None:
+    """Redis ran the job's write but the answer never came back (a timeout, a dropped connection, a client
+    that hung up): the failure gave the Idempotency-Key's claim up though the job existed and was
+    pending, so the client's retry with that key made a second job and the work ran twice."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import RedisJobStore, body_digest
+
+    idem = f"test:{time.time_ns()}"
+    body = b'{"reward": "math"}'
+
+    def job(job_id: str) -> dict[str, Any]:
+        return {
+            "job_id": job_id,
+            "status": "queued",
+            "created_at": time.time(),
+            "body_sha256": body_digest(body),
+        }
+
+    direct = Redis.from_url(redis_server.url)
+    async with _CuttingProxy(redis_server.port, b"MULTI", deliver=True) as url:
+        flaky = Redis.from_url(url)
+        try:
+            await RedisJobStore(flaky, ttl_s=3600).create(job(f"job_a{idem}"), body, idem)
+        except ServiceUnavailable:
+            pass
+        finally:
+            await flaky.aclose()
+    try:
+        store = RedisJobStore(direct, ttl_s=3600)
+        assert await store.get(f"job_a{idem}") is not None  # the write happened
+        again, created = await store.create(job(f"job_b{idem}"), body, idem)
+        assert not created and again["job_id"] == f"job_a{idem}"
+        assert f"job_b{idem}" not in await store.pending()
+    finally:
+        await direct.zrem(f"{RedisJobStore.P}:jobs:pending", f"job_a{idem}", f"job_b{idem}")
         await direct.aclose()
 
 
