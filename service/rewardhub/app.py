@@ -23,7 +23,7 @@ from rewardhub.admission import Admission
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
 from rewardhub.config import Settings, get_settings, parse_api_keys
 from rewardhub.errors import install_error_handlers
-from rewardhub.jobs import JobRunner, JobStore, MemoryJobStore, RedisJobStore
+from rewardhub.jobs import JOB_REDIS_TIMEOUT_S, JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
 from rewardhub.metrics import Metrics
 from rewardhub.middleware import (
@@ -68,10 +68,21 @@ def build_cache(settings: Settings, metrics: Metrics) -> Cache:
     return MemoryCache(settings.cache_max_entries, settings.cache_ttl_s, settings.cache_max_bytes)
 
 
-def build_job_store(settings: Settings, cache: Cache) -> JobStore:
-    """Jobs live where the cache lives: Redis when configured, else in process."""
+def build_job_store(settings: Settings) -> JobStore:
+    """Jobs live where the cache lives: Redis when configured, else in process.
+
+    In Redis on a client of their own: the cache's timeout (REWARDHUB_REDIS_TIMEOUT_S, 0.25 s) is sized
+    for small entries, and a job's body and result are megabytes (the batches too large for /v1/score),
+    which took longer than that to store or read. A Redis that does not take connections is still
+    found down at once."""
     if settings.redis_url:
-        redis = cache.client if isinstance(cache, RedisCache) else Redis.from_url(settings.redis_url)
+        redis = Redis.from_url(
+            settings.redis_url,
+            socket_timeout=max(JOB_REDIS_TIMEOUT_S, settings.redis_timeout_s),
+            socket_connect_timeout=settings.redis_timeout_s,
+            retry_on_timeout=False,
+            health_check_interval=0,
+        )
         return RedisJobStore(redis, settings.job_ttl_s)
     return MemoryJobStore(settings.job_ttl_s)
 
@@ -122,9 +133,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stack.push_async_callback(registry.close)
 
         scoring = ScoringService(settings, registry, cache, metrics, app.state.stats)
-        job_store = build_job_store(settings, cache)
-        if isinstance(job_store, RedisJobStore) and not isinstance(cache, RedisCache):
-            stack.push_async_callback(job_store.r.aclose)  # its own client (the cache is off or in memory)
+        job_store = build_job_store(settings)
+        if isinstance(job_store, RedisJobStore):
+            stack.push_async_callback(job_store.r.aclose)
         job_runner = JobRunner(
             job_store,
             scoring,

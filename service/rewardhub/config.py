@@ -129,7 +129,10 @@ class Settings(BaseSettings):
         "or past REWARDHUB_CACHE_MAX_ENTRIES.",
     )
     redis_timeout_s: float = Field(
-        0.25, gt=0, description="Per-operation Redis socket timeout; a slower Redis counts as down."
+        0.25,
+        gt=0,
+        description="Per-operation Redis socket timeout of the cache; a slower Redis counts as down (jobs, "
+        "whose bodies and results are megabytes, wait up to 30 s for an answer).",
     )
     redis_retry_interval_s: float = Field(
         1.0, gt=0, description="How often a down Redis is probed for reconnection, seconds."

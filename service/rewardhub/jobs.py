@@ -42,12 +42,14 @@ from rewardhub.protocol import ScoreRequest
 from rewardhub.security import ANONYMOUS, Caller
 from rewardhub.serving import ScoringService
 
-__all__ = ["JobRunner", "JobStore", "MemoryJobStore", "RedisJobStore"]
+__all__ = ["JOB_REDIS_TIMEOUT_S", "JobRunner", "JobStore", "MemoryJobStore", "RedisJobStore"]
 
 log = structlog.get_logger("rewardhub.jobs")
 
 _LEASE_S = 30.0
 _RESCAN_S = 15.0
+# Per Redis operation of the job store: a job's body or result can be tens of megabytes.
+JOB_REDIS_TIMEOUT_S = 30.0
 _IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then REWARDHUB_JOB_TTL_S)
 
 

@@ -288,6 +288,55 @@ async def test_an_idempotency_key_stays_with_a_job_written_whose_answer_was_lost
         await direct.aclose()
 
 
+class _SlowLinkProxy:
+    """A TCP proxy in front of Redis on a slow link: every full 64 KiB read costs 50 ms more, in either
+    direction (small commands, which never fill a read, pass at once)."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    if len(data) == 65536:
+                        await asyncio.sleep(0.05)
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+                up_writer.close()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+async def test_a_large_job_is_stored_and_answered_over_a_slow_link(make_app: Any, redis_server: Any) -> None:
+    """Jobs used the cache's Redis client, whose per-operation timeout (REWARDHUB_REDIS_TIMEOUT_S, 0.25 s)
+    is meant for small cache entries: a job's body and result are megabytes (the batches too large for
+    /v1/score), so storing a large job answered 503, and a result that could not be written in time left
+    the job running for ever (each retry of the write timed out again)."""
+    items = [{"response": f"{i} " + "x" * 1000, "reference": f"{i}"} for i in range(2000)]
+    body = {"reward": "exact_match", "items": items, "options": {"use_cache": False}}
+    async with _SlowLinkProxy(redis_server.port) as url, make_app(redis_url=url) as c:
+        resp = await c.post("/v1/jobs", json=body)
+        assert resp.status_code == 202, resp.text
+        done = await wait_done(c, resp.json()["job_id"], timeout_s=60)
+        assert done["status"] == "succeeded" and len(done["result"]["results"]) == 2000
+
+
 async def test_a_job_larger_than_the_cpu_queue_finishes(make_app: Any) -> None:
     """Items for the CPU pool beyond REWARDHUB_CPU_QUEUE_MAX_ITEMS were refused even by an idle pool:
     the job slept on the 429 and tried again, staying "running" for ever."""
