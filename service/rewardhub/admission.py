@@ -41,6 +41,7 @@ class _Waiter:
     n_items: int
     since: float
     priority_after_s: float
+    for_room: bool = True  # False while it waits for its own key's turn (quota, rate): no priority then
 
 
 class Admission:
@@ -67,6 +68,11 @@ class Admission:
 
     def check(self, caller: Caller, n_items: int, *, _since: float = math.inf) -> None:
         """Raise Overloaded if this call would exceed a bound (nothing is reserved)."""
+        self._check_room(n_items, _since)
+        self._check_key(caller)
+
+    def _check_room(self, n_items: int, since: float = math.inf) -> None:
+        """The bounds shared by all callers: items in flight, and the room a long-waiting job is owed."""
         if self.items and self.items + n_items > self.max_items:
             raise Overloaded(
                 f"{self.items} items are being scored; {n_items} more would exceed the limit of "
@@ -77,13 +83,17 @@ class Admission:
         for w in self._waiters.values():
             # a job that has waited long enough goes first: work that would leave it no room waits
             # (older waiters only, so two waiting jobs never hold each other up)
-            first = w.since < _since and now - w.since >= w.priority_after_s
+            # (a job waiting for its own key's turn cannot start however much room is left: it is owed none)
+            first = w.for_room and w.since < since and now - w.since >= w.priority_after_s
             if first and self.items + n_items + w.n_items > self.max_items:
                 raise Overloaded(
                     f"a job of {w.n_items} items has waited {now - w.since:.0f} s for room; new work waits "
                     f"until it starts (REWARDHUB_MAX_INFLIGHT_ITEMS={self.max_items})",
                     retry_after_s=1.0,
                 )
+
+    def _check_key(self, caller: Caller) -> None:
+        """The caller's own quota: requests in flight per API key."""
         if self.per_key_concurrency and not caller.anonymous:
             running = self._per_key.get(caller.key_id, 0)
             if running >= self.per_key_concurrency:
@@ -122,18 +132,27 @@ class Admission:
         on a busy service) only fits when the service is nearly idle, and a steady stream of small
         requests keeps it from ever being: it waited for ever. After ``priority_after_s`` of waiting it
         goes first: new calls that would leave it no room get 429 until the work in flight drains and it
-        starts. ``since`` (monotonic): when it began waiting, for a caller that comes back after an
-        interruption (a full CPU queue) and must keep its place in line."""
+        starts. Not while it waits for its own key's turn (the key's concurrency quota or rate limit):
+        room kept free then would keep other keys out for nothing. ``since`` (monotonic): when it began
+        waiting, for a caller that comes back after an interruption (a full CPU queue) and must keep its
+        place in line."""
         ticket = next(self._tickets)
         start = time.monotonic() if since is None else since
         waiter = self._waiters[ticket] = _Waiter(n_items, start, priority_after_s)
         try:
             while True:
                 try:
-                    self.check(caller, n_items, _since=waiter.since)
+                    self._check_room(n_items, waiter.since)
+                except Overloaded as exc:
+                    waiter.for_room = True
+                    await asyncio.sleep(min(exc.retry_after_s, 0.25))
+                    continue
+                try:
+                    self._check_key(caller)
                     self._take_token(caller)
                     break
                 except Overloaded as exc:
+                    waiter.for_room = False  # its own key's turn: no room is held back for it meanwhile
                     await asyncio.sleep(min(exc.retry_after_s, 0.25))
         finally:
             del self._waiters[ticket]

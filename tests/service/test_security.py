@@ -189,3 +189,30 @@ def test_retry_after_is_never_shorter_than_the_wait() -> None:
 
     for wait, header in ((0.2, "1"), (1.0, "1"), (1.4, "2"), (2.5, "3"), (3.0, "3")):
         assert Overloaded("full", retry_after_s=wait).headers["Retry-After"] == header, wait
+
+
+async def test_a_job_held_back_by_its_own_keys_quota_does_not_hold_back_other_keys() -> None:
+    """A job waiting for its own key's turn (REWARDHUB_PER_KEY_MAX_CONCURRENCY: the key's other job or
+    request is running) took priority over everyone's new work as if it were waiting for room: another
+    key's request that fitted was refused 429 until the key's running work ended, though the waiting job
+    could not start before then anyway (one key's second job shut the others out)."""
+    from rewardhub.admission import Admission
+    from rewardhub.security import Caller
+
+    admission = Admission(max_items=10, per_key_concurrency=1)
+    a, b = Caller("key:a"), Caller("key:b")
+    started = asyncio.Event()
+
+    async def job() -> None:
+        async with admission.admit_when_room(a, 5, priority_after_s=0.0):
+            started.set()
+
+    async with admission.admit(a, 3):  # key a's running work
+        waiting = asyncio.create_task(job())
+        for _ in range(3):
+            await asyncio.sleep(0)  # the job has asked and waits for key a's turn
+        assert not started.is_set()
+        async with admission.admit(b, 4):  # fits beside key a's 3 items: not refused for the waiting job
+            assert admission.items == 7
+    await asyncio.wait_for(waiting, timeout=10)
+    assert started.is_set() and admission.items == 0
