@@ -174,12 +174,22 @@ class RedisJobStore:
             # Claimed for a short while only, made to last with the job's write below: a claim whose job
             # was never written (Redis failed in between) must not make every retry with the key wait for
             # that job and answer 503 for the whole TTL.
-            claimed = await self._call(
-                self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=_IDEM_CLAIM_S)
-            )
-            if not claimed:
+            raw: bytes | None = None
+            for _ in range(3):
+                claimed = await self._call(
+                    self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=_IDEM_CLAIM_S)
+                )
+                if claimed:
+                    break
                 raw = await self._call(self.r.get(self._k("idem", idem)))
-                existing_id, _, existing_digest = (raw or b"").decode().partition("|")
+                if raw is not None:
+                    break
+                # the claim went away between the two calls (given up by a failed write, or expired):
+                # take it again rather than compare the body with nothing
+            if not claimed:
+                if raw is None:
+                    raise ServiceUnavailable("a job with this Idempotency-Key is being created; retry")
+                existing_id, _, existing_digest = raw.decode().partition("|")
                 if existing_digest != digest:
                     raise Conflict("this Idempotency-Key was already used with a different request body")
                 # The winner may still be writing its record: give it a moment.

@@ -288,6 +288,76 @@ async def test_an_idempotency_key_stays_with_a_job_written_whose_answer_was_lost
         await direct.aclose()
 
 
+async def test_an_idempotency_key_whose_claim_vanishes_meanwhile_is_no_conflict(redis_server: Any) -> None:
+    """A retry that found the key claimed by its first attempt, which then gave the claim up (its write
+    failed) or let it expire before the retry read it, read no claim at all and compared the body's
+    digest with nothing: 409 "already used with a different request body", for the same body, and a
+    client does not retry a 409."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import RedisJobStore, body_digest
+
+    idem = f"test:{time.time_ns()}"
+    key = f"{RedisJobStore.P}:idem:{idem}".encode()
+    body = b'{"reward": "math"}'
+    direct = Redis.from_url(redis_server.url)
+    await direct.set(key, f"job_first{idem}|{body_digest(body)}", ex=30)  # the first attempt's claim
+
+    async def claim_goes_away(data: bytes) -> None:
+        if b"GET" in data and key in data and b"SET" not in data:
+            await direct.delete(key)
+
+    job = {"job_id": f"job_retry{idem}", "status": "queued", "created_at": time.time()}
+    try:
+        async with _InterceptingProxy(redis_server.port, claim_goes_away) as url:
+            flaky = Redis.from_url(url)
+            try:
+                stored, created = await RedisJobStore(flaky, ttl_s=3600).create(
+                    {**job, "body_sha256": body_digest(body)}, body, idem
+                )
+            finally:
+                await flaky.aclose()
+        assert created and stored["job_id"] == f"job_retry{idem}"
+    finally:
+        await direct.zrem(f"{RedisJobStore.P}:jobs:pending", f"job_retry{idem}")
+        await direct.aclose()
+
+
+class _InterceptingProxy:
+    """A TCP proxy in front of Redis that awaits ``before(data)`` before passing each batch of commands on
+    (something else happening in Redis between two commands of a client)."""
+
+    def __init__(self, upstream_port: int, before: Any):
+        self.upstream_port, self.before = upstream_port, before
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, check: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if check:
+                        await self.before(data)
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+                up_writer.close()
+
+        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+
+
 class _SlowLinkProxy:
     """A TCP proxy in front of Redis on a slow link: every full 64 KiB read costs 50 ms more, in either
     direction (small commands, which never fill a read, pass at once)."""
