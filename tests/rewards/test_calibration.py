@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import httpx
@@ -154,7 +155,27 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.1+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.2+")  # includes the verifier's version
+
+
+async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:
+    """With a group verifier (majority_vote: label-free calibration) only the format-valid members voted:
+    of the answers 5, 5, 5, 7, 7, two 5s without a confidence tag were left out, the 7s won, and the 5
+    that agrees with the group's majority was scored wrong. A format failure still scores 0."""
+    group = f"cal-{uuid.uuid4().hex}"
+
+    def member(answer: str, q: float | None) -> dict[str, Any]:
+        tag = "" if q is None else f"<confidence>{q}</confidence>"
+        return {"response": f"<answer>{answer}</answer>{tag}", "group": group}
+
+    items = [member("5", None), member("5", None), member("5", 0.9), member("7", 0.8), member("7", 0.8)]
+    config = {"verifier": {"name": "majority_vote", "config": {"equivalence": "string"}}}
+    results = await score(client, items, config)
+    assert [r["reason"] for r in results[:2]] == ["format", "format"]
+    assert [r["components"]["correct"] for r in results] == [None, None, 1.0, 0.0, 0.0]
+    assert [r["score"] for r in results] == pytest.approx(
+        [0.0, 0.0, rlcr(True, 0.9), rlcr(False, 0.8), rlcr(False, 0.8)]
+    )
 
 
 async def test_verifier_invalid_makes_the_item_invalid(client: httpx.AsyncClient) -> None:

@@ -28,8 +28,9 @@ text after the last ``</think>`` and before a ``<think>`` it never closes is sea
 mentions while thinking don't count (a response cut off inside its reasoning has none to read).
 
 Correctness: a configured verifier (``math`` by default, or ``exact_match``, ``multiple_choice``...) is
-called through the registry **once for the whole batch**, on the format-valid items only, with the
-answer tag's content as the response and the item's ``reference``. ``verifier_input``: ``answer`` sends
+called through the registry **once for the whole batch**, on the format-valid items only (a group
+verifier such as ``majority_vote`` also on the members whose confidence failed: their answers vote),
+with the answer tag's content as the response and the item's ``reference``. ``verifier_input``: ``answer`` sends
 the bare content; ``answer_tagged`` wraps it as ``<answer>…</answer>`` (a verifier with its own
 extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the whole content, rather than
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
@@ -159,7 +160,8 @@ class _Parsed:
 @register
 class CalibrationReward(ComposedReward[CalibrationConfig]):
     name: ClassVar[str] = "calibration"
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: a group verifier (majority_vote) counts the answers of every member, format failures included
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -210,6 +212,10 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
         part = self.parts(config)[0]
         parsed = [self._parse(item.response, config) for item in items]
         todo = [i for i, p in enumerate(parsed) if p.error is None]
+        if part.reward.uses_groups(part.config):
+            # A group verifier (majority_vote) judges an answer against its group's: every member with an
+            # answer votes, those whose confidence could not be read included (their own score stays 0).
+            todo = [i for i, p in enumerate(parsed) if p.error is None or (items[i].group and p.answer)]
         sub_items = [
             items[i].model_copy(
                 update={"response": self._verifier_text(items[i], parsed[i].answer or "", config, part)}
