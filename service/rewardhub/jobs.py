@@ -84,6 +84,10 @@ class JobStore(Protocol):
 
     async def pending(self) -> list[str]: ...
 
+    async def forget(self, job_id: str) -> None:
+        """Drop a pending job whose record is gone (expired, or evicted) from the pending index."""
+        ...
+
 
 class MemoryJobStore:
     """In-process job state (the embedded default)."""
@@ -146,6 +150,11 @@ class MemoryJobStore:
 
     async def pending(self) -> list[str]:
         return list(self._pending)
+
+    async def forget(self, job_id: str) -> None:
+        self._pending.pop(job_id, None)
+        self._bodies.pop(job_id, None)
+        self._leases.discard(job_id)
 
 
 class RedisJobStore:
@@ -261,6 +270,12 @@ class RedisJobStore:
     async def pending(self) -> list[str]:
         ids = await self._call(self.r.zrange(self._k("jobs", "pending"), 0, -1))
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+    async def forget(self, job_id: str) -> None:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.zrem(self._k("jobs", "pending"), job_id)
+        pipe.delete(self._k("job-body", job_id))
+        await self._call(pipe.execute())
 
 
 def public(job: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +435,11 @@ class JobRunner:
 
     async def _run(self, job_id: str) -> None:
         job = await self.store.get(job_id)
-        if job is None or job["status"] in ("succeeded", "failed"):
+        if job is None:
+            # expired or evicted before it ran: out of the pending index, or every rescan takes it up again
+            await self.store.forget(job_id)
+            return
+        if job["status"] in ("succeeded", "failed"):
             return
         try:
             claimed = await self.store.claim(job_id, self.owner)

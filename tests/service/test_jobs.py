@@ -358,6 +358,38 @@ class _InterceptingProxy:
         await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
 
 
+async def test_a_pending_job_whose_record_is_gone_leaves_the_pending_index(redis_server: Any) -> None:
+    """A job whose record expired or was evicted (a Redis shared with the cache under maxmemory) before it
+    ran stayed in the pending index for ever: every runner took it up again at every rescan (15 s),
+    found nothing and left it there."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import body_digest
+
+    class Store(RedisJobStore):
+        P = f"rh:test-gone-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=3600)
+    body = b'{"reward": "math", "items": [{"response": "1"}]}'
+    job_id = f"job_{time.time_ns()}"
+    job = {"job_id": job_id, "status": "queued", "created_at": time.time(), "items": 1}
+    await store.create({**job, "body_sha256": body_digest(body)}, body, None)
+    await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:job-body:{job_id}")  # expired / evicted
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    try:
+        await runner.start()
+        for _ in range(100):
+            if not await store.pending():
+                break
+            await asyncio.sleep(0.05)
+        assert await store.pending() == []
+    finally:
+        await runner.close()
+        await redis.delete(f"{Store.P}:jobs:pending")
+        await redis.aclose()
+
+
 class _SlowLinkProxy:
     """A TCP proxy in front of Redis on a slow link: every full 64 KiB read costs 50 ms more, in either
     direction (small commands, which never fill a read, pass at once)."""
