@@ -8,7 +8,8 @@ enforce that, both in the serving layer before anything is scored:
   first group that does not);
 * across requests: for each (group reward, group id) the service remembers a fingerprint of the member
   set (a multiset hash of each member's reward-relevant fields) in its cache, under
-  ``rh:v1:group:{reward}:{fields}:{group}`` with the cache TTL (``fields``: the fields hashed, such as
+  ``rh:v1:group:{tenant}:{reward}:{fields}:{group}`` with the cache TTL (``tenant``: the caller's API key
+  id, so two keys' group "0" are two groups; ``fields``: the fields hashed, such as
   ``prompt+response+reference``). A later request that brings the same group id to the same reward with
   a *different* member set was given part of a group, or reuses a group id: 422. Resending the
   identical group (a retry) matches the fingerprint and is fine, and so does scoring it with another
@@ -75,8 +76,8 @@ def check_group_size(items: Sequence[ScoreItem], size: int) -> None:
             )
 
 
-def group_key(reward: str, group: str, fields: Sequence[str]) -> str:
-    return f"{KEY_PREFIX}:group:{reward}:{'+'.join(fields)}:{group}"
+def group_key(reward: str, group: str, fields: Sequence[str], tenant: str = "anonymous") -> str:
+    return f"{KEY_PREFIX}:group:{tenant}:{reward}:{'+'.join(fields)}:{group}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +102,17 @@ def _fingerprint(items: Sequence[ScoreItem], idx: Sequence[int], fields: Sequenc
 
 
 def claim_groups(
-    reward: str, items: Sequence[ScoreItem], indices: Sequence[int], reads: Sequence[str], plan: int
+    reward: str,
+    items: Sequence[ScoreItem],
+    indices: Sequence[int],
+    reads: Sequence[str],
+    plan: int,
+    tenant: str = "anonymous",
 ) -> list[GroupClaim]:
     fields = [f for f in reads if f != "group"]
     return [
         GroupClaim(
-            group_key(reward, gid, fields),
+            group_key(reward, gid, fields, tenant),
             reward,
             gid,
             _fingerprint(items, idx, fields),

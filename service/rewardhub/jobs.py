@@ -486,7 +486,9 @@ class JobRunner:
                     async with self.admission.admit_when_room(
                         caller, len(request.items), since=waiting_since
                     ):
-                        result = await self.scoring.score(request, max_items=self.max_items)
+                        result = await self.scoring.score(
+                            request, max_items=self.max_items, tenant=caller.key_id
+                        )
                     break
                 except Overloaded as exc:  # a job waits for room (e.g. a full CPU queue) instead of failing
                     await asyncio.sleep(exc.retry_after_s)

@@ -193,13 +193,17 @@ class ScoringService:
         self._resolve(req)
 
     # --- scoring ------------------------------------------------------------------------------
-    async def score(self, req: ScoreRequest, *, max_items: int | None = None) -> dict[str, Any]:
+    async def score(
+        self, req: ScoreRequest, *, max_items: int | None = None, tenant: str = "anonymous"
+    ) -> dict[str, Any]:
+        """``tenant``: whose group ids these are (the caller's key id): the whole-group check remembers
+        member sets per tenant, so two API keys' group "0" are two groups."""
         t0 = time.perf_counter()
         self._check_limits(req, max_items)
         plans, per_item = self._resolve(req)
         items = req.items
         n = len(items)
-        await self._check_whole_groups(items, plans)
+        await self._check_whole_groups(items, plans, tenant)
         ctx = ScoreContext(
             deadline_s=min(
                 req.options.timeout_s or self.settings.item_timeout_s, self.settings.max_item_timeout_s
@@ -290,12 +294,12 @@ class ScoringService:
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
         return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
 
-    async def _check_whole_groups(self, items: Sequence[ScoreItem], plans: list[_Plan]) -> None:
+    async def _check_whole_groups(self, items: Sequence[ScoreItem], plans: list[_Plan], tenant: str) -> None:
         """Group rewards need whole groups: reject a group split across requests (groups.py)."""
         claims: list[GroupClaim] = []
         for k, plan in enumerate(plans):
             if plan.groups:
-                claims.extend(claim_groups(plan.reward.name, items, plan.indices, plan.reads, k))
+                claims.extend(claim_groups(plan.reward.name, items, plan.indices, plan.reads, k, tenant))
         if claims:
             await enforce_whole_groups(self.cache, claims)
 

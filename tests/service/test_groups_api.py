@@ -66,6 +66,21 @@ async def test_group_split_across_requests(client: httpx.AsyncClient) -> None:
     assert (await post(client, "math", [{**whole[0], "reference": "1"}])).status_code == 200
 
 
+async def test_group_ids_of_one_api_key_do_not_collide_with_another_keys(make_app: Any) -> None:
+    """The remembered member sets were keyed by reward and group id alone, so on a service shared by
+    two teams one team's group "0" made the other team's group "0" a 422 ("already scored with ...
+    different items") for the cache TTL, and told it that the id had been used. They are now kept per
+    API key; within one key a reused id is still refused. Found in review."""
+    async with make_app(api_keys="team-a,team-b") as c:
+        a, b = {"X-API-Key": "team-a"}, {"X-API-Key": "team-b"}
+        body = {"reward": "majority_vote", "items": mv_items(["1", "1", "2"], "0")}
+        assert (await c.post("/v1/score", json=body, headers=a)).status_code == 200
+        other = {"reward": "majority_vote", "items": mv_items(["7", "8"], "0")}
+        assert (await c.post("/v1/score", json=other, headers=b)).status_code == 200
+        again = await c.post("/v1/score", json=other, headers=a)  # team a reusing its own id: refused
+        assert again.status_code == 422 and "already scored with 3 different items" in again.text
+
+
 async def test_group_split_through_a_composite(client: httpx.AsyncClient) -> None:
     g = gid()
     reward = {"name": "composite", "config": {"components": [{"reward": "majority_vote"}]}}
@@ -152,7 +167,7 @@ async def test_split_detected_across_service_processes_via_redis(make_app: Any, 
     g = gid()
     async with make_app(redis_url=redis_server.url, cache_ttl_s=600) as c:
         assert (await post(c, "majority_vote", mv_items(["1", "2", "2"], g))).status_code == 200
-    key = f"rh:v1:group:majority_vote:response:{g}"  # the reward, the fields fingerprinted, the group
+    key = f"rh:v1:group:anonymous:majority_vote:response:{g}"  # the key id, the reward, the fields, the group
     assert 0 < redis_server.client().ttl(key) <= 600  # remembered for the cache TTL
     async with make_app(redis_url=redis_server.url) as c:  # another service process
         resp = await post(c, "majority_vote", mv_items(["1", "2"], g))

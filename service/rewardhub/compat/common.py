@@ -202,7 +202,7 @@ async def score_or_flag(
             for part in parts:
                 async with admission.admit(caller, len(part)):
                     request = ScoreRequest(reward=None, items=[items[i] for i in part], options=opts)
-                    out = await scoring.score(request)
+                    out = await scoring.score(request, tenant=caller.key_id)
                 for i, r in zip(part, out["results"], strict=True):
                     results[i] = r
         except RewardHubError as exc:

@@ -72,6 +72,6 @@ async def score(request: Request) -> JSONBytesResponse:
     body = parse_score_request(await request.body())
     admission = await get_admission(request)
     async with admission.admit(caller, len(body.items)):
-        out = await scoring.score(body)
+        out = await scoring.score(body, tenant=caller.key_id)
     out["request_id"] = request.state.request_id
     return JSONBytesResponse(out)
