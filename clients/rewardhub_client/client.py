@@ -157,6 +157,17 @@ class _Base:
         )
         self.retry = retry or RetryPolicy()
         self.chunk_size = chunk_size
+        # the largest chunk the service accepted after refusing a bigger one (its byte or item limit):
+        # later batches start there instead of halving down from chunk_size again, call after call
+        self._accepted_chunk: int | None = None
+
+    def _chunks(self, items: list[ScoreItem]) -> list[list[int]]:
+        size = self.chunk_size if self._accepted_chunk is None else min(self.chunk_size, self._accepted_chunk)
+        return chunk_indices(items, size)
+
+    def _accepted_after_split(self, n: int) -> None:
+        if self._accepted_chunk is None or n > self._accepted_chunk:
+            self._accepted_chunk = n
 
     def _should_retry(self, exc: Exception, attempt: int) -> float | None:
         """Seconds to wait before the next attempt, or None to give up."""
@@ -307,7 +318,7 @@ class RewardClient(_Base):
         parts: list[tuple[list[int], ScoreResponse]] = []
         t0 = time.perf_counter()
 
-        def send(idx: list[int]) -> None:
+        def send(idx: list[int], split: bool = False) -> None:
             body = build_request(chunk_items(its, idx), spec, opts)
             try:
                 resp = self._request(
@@ -318,11 +329,13 @@ class RewardClient(_Base):
                 if smaller is None:
                     raise
                 for part in smaller:
-                    send(part)
+                    send(part, split=True)
                 return
             parts.append((idx, _answer(resp, ScoreResponse.model_validate_json)))
+            if split:
+                self._accepted_after_split(len(idx))
 
-        for idx in chunk_indices(its, self.chunk_size):
+        for idx in self._chunks(its):
             send(idx)
         return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
 
@@ -487,7 +500,7 @@ class AsyncRewardClient(_Base):
         sem = asyncio.Semaphore(self.max_concurrency)
         t0 = time.perf_counter()
 
-        async def one(idx: list[int]) -> list[tuple[list[int], ScoreResponse]]:
+        async def one(idx: list[int], split: bool = False) -> list[tuple[list[int], ScoreResponse]]:
             async with sem:
                 body = build_request(chunk_items(its, idx), spec, opts)
                 try:
@@ -499,12 +512,15 @@ class AsyncRewardClient(_Base):
                     if smaller is None:
                         raise
                 else:
-                    return [(idx, _answer(resp, ScoreResponse.model_validate_json))]
+                    answer = _answer(resp, ScoreResponse.model_validate_json)
+                    if split:
+                        self._accepted_after_split(len(idx))
+                    return [(idx, answer)]
             # over the service's byte or item limit: the halves one after the other, each holding the
             # semaphore
-            return [part for half in smaller for part in await one(half)]
+            return [part for half in smaller for part in await one(half, split=True)]
 
-        tasks = [asyncio.ensure_future(one(idx)) for idx in chunk_indices(its, self.chunk_size)]
+        tasks = [asyncio.ensure_future(one(idx)) for idx in self._chunks(its)]
         try:
             parts = [part for chunk in await asyncio.gather(*tasks) for part in chunk]
         except BaseException:

@@ -374,6 +374,46 @@ def test_sync_client_splits_a_chunk_over_the_item_limit() -> None:
             c.score([{**it, "response": "x" * 200} for it in items[:8]], "math")
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_chunk_size_the_service_refused_is_not_tried_again(asynchronous: bool) -> None:
+    """Splitting a refused chunk in halves repeated on every call: against an item limit of 12, each
+    1024-item batch cost 127 refused requests before its first accepted one, call after call. The client
+    now sends later batches in chunks no larger than the largest one accepted after a split."""
+    refused: list[tuple[int, int]] = []  # (call, items)
+    call = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if len(items) > 12:
+            refused.append((call[0], len(items)))
+            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
+            return httpx.Response(422, json=body)
+        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    items = [{"id": f"i{k}", "response": "x"} for k in range(200)]
+    answers: list[list[str]] = []
+    if asynchronous:
+
+        async def run() -> None:
+            async with AsyncRewardClient(
+                "http://svc", transport=httpx.MockTransport(handler), retry=FAST
+            ) as c:
+                for k in range(2):
+                    call[0] = k
+                    answers.append([r.id for r in (await c.score(items, "math")).results])
+
+        asyncio.run(run())
+    else:
+        with client_for(handler) as c:
+            for k in range(2):
+                call[0] = k
+                answers.append([r.id for r in c.score(items, "math").results])
+    assert answers[0] == answers[1] == [f"i{k}" for k in range(200)]
+    assert (0, 200) in refused  # the first call learnt by splitting
+    assert [r for r in refused if r[0] == 1] == []  # the second sent nothing the service refuses
+
+
 def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> None:
     """One result per item is the contract. A one-chunk answer was returned as it came: a trainer that
     zipped its rollouts with a short list gave rewards to the wrong rollouts (or dropped some)."""
