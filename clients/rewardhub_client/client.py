@@ -157,8 +157,9 @@ class _Base:
         )
         self.retry = retry or RetryPolicy()
         self.chunk_size = chunk_size
-        # the largest chunk the service accepted after refusing a bigger one (its byte or item limit):
-        # later batches start there instead of halving down from chunk_size again, call after call
+        # the largest chunk the service accepted after refusing a bigger one for its item count
+        # (REWARDHUB_MAX_ITEMS, fixed for a service): later batches start there instead of halving down
+        # from chunk_size again, call after call. Not after a 413: the byte limit depends on the items.
         self._accepted_chunk: int | None = None
 
     def _chunks(self, items: list[ScoreItem]) -> list[list[int]]:
@@ -329,7 +330,7 @@ class RewardClient(_Base):
                 if smaller is None:
                     raise
                 for part in smaller:
-                    send(part, split=True)
+                    send(part, split=isinstance(exc, LimitExceeded))
                 return
             parts.append((idx, _answer(resp, ScoreResponse.model_validate_json)))
             if split:
@@ -511,6 +512,7 @@ class AsyncRewardClient(_Base):
                     smaller = split_chunk(its, idx) if _chunk_too_big(exc) else None
                     if smaller is None:
                         raise
+                    by_count = isinstance(exc, LimitExceeded)
                 else:
                     answer = _answer(resp, ScoreResponse.model_validate_json)
                     if split:
@@ -518,7 +520,7 @@ class AsyncRewardClient(_Base):
                     return [(idx, answer)]
             # over the service's byte or item limit: the halves one after the other, each holding the
             # semaphore
-            return [part for half in smaller for part in await one(half, split=True)]
+            return [part for half in smaller for part in await one(half, split=by_count)]
 
         tasks = [asyncio.ensure_future(one(idx)) for idx in self._chunks(its)]
         try:

@@ -414,6 +414,26 @@ def test_a_chunk_size_the_service_refused_is_not_tried_again(asynchronous: bool)
     assert [r for r in refused if r[0] == 1] == []  # the second sent nothing the service refuses
 
 
+def test_a_byte_limit_split_is_not_remembered() -> None:
+    """The byte limit (413) depends on the items sent, so one batch of long responses must not shrink
+    the chunks of every later batch: only the item limit, a property of the service, is remembered."""
+    sizes: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        sizes.append(len(items))
+        if sum(len(it["response"]) for it in items) > 1000:
+            return error(413, "payload_too_large")
+        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    with client_for(handler) as c:
+        c.score([{"id": f"l{k}", "response": "x" * 100} for k in range(64)], "math")  # split to 8s
+        sizes.clear()
+        c.score([{"id": f"s{k}", "response": "x"} for k in range(64)], "math")
+    assert sizes == [64]  # short items: one request, as before
+
+
 def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> None:
     """One result per item is the contract. A one-chunk answer was returned as it came: a trainer that
     zipped its rollouts with a short list gave rewards to the wrong rollouts (or dropped some)."""
