@@ -38,6 +38,9 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("Thus, the answer is 17.", "17", "answer_phrase"),
         # "The final answer is $...$" keeps only the math
         ("The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}", "answer_phrase"),
+        # an escaped dollar sign inside the math is money, not the closing delimiter
+        ("The answer is $\\$10.50$.", "\\$10.50", "answer_phrase"),
+        ("The answer is $$\\$5$$", "\\$5", "answer_phrase"),
         # "Answer: X"
         ("Answer: 12", "12", "answer_phrase"),
         # markdown bold around the label and the value

@@ -138,13 +138,29 @@ def _extract_phrase(text: str) -> str | None:
     line_end = text.find("\n", last.end())
     tail = text[last.end() : line_end if line_end >= 0 else len(text)][:_MAX_PHRASE_CHARS].strip()
     if tail.startswith("$"):
-        close = tail.find("$", 1) if not tail.startswith("$$") else tail.find("$$", 2)
+        delim = "$$" if tail.startswith("$$") else "$"
+        close = _unescaped(tail, delim, len(delim))
         if close > 0:
-            return tail[: close + (2 if tail.startswith("$$") else 1)]
+            return tail[: close + len(delim)]
     stop = _SENTENCE_END_RE.search(tail)
     if stop is not None:
         tail = tail[: stop.start()]
     return tail
+
+
+def _unescaped(s: str, needle: str, start: int) -> int:
+    """Index of the first ``needle`` at or after ``start`` not escaped by a backslash (``\\$`` is money)."""
+    i = start
+    while True:
+        i = s.find(needle, i)
+        if i < 0:
+            return -1
+        slashes = 0
+        while i - slashes - 1 >= 0 and s[i - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % 2 == 0:
+            return i
+        i += 1
 
 
 def _extract_last_number(text: str) -> str | None:
