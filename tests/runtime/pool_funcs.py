@@ -39,3 +39,8 @@ def behave(kind: str) -> object:
         except sqlite3.OperationalError as exc:  # "interrupted": the soft timeout, swallowed by sqlite3
             return f"looks finished: {exc}"
     return kind
+
+
+def die_at_start() -> None:
+    """An initializer after which the worker process cannot run (a broken environment)."""
+    os._exit(3)

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from pool_funcs import behave, double
+from pool_funcs import behave, die_at_start, double
 
 from rewardhub.errors import Overloaded
 from rewardhub.runtime.process_pool import ProcessPool
@@ -98,5 +98,30 @@ async def test_workers_are_recycled_after_max_items() -> None:
         pids |= {r.value for r in await p.run(behave, ["pid"] * 5, deadline_s=5)}
         assert len(pids) == 2  # a fresh worker after the fifth item
         assert p.stats().restarts == {}  # planned recycling is not a failure
+    finally:
+        await asyncio.to_thread(p.close)
+
+
+async def test_items_that_crash_their_worker_do_not_fail_the_rest_of_the_batch() -> None:
+    # A group of identical bad answers (GRPO samples one prompt many times) crashes one fresh worker
+    # after another. Each worker started fine and was killed by its item: that is not a worker that
+    # cannot start, and the batch's other items must still be run.
+    p = ProcessPool(size=1, name="crashes", memory_mb=512)
+    await asyncio.to_thread(p.start)
+    try:
+        results = await p.run(behave, ["crash"] * 4 + ["a", "b"], deadline_s=5)
+        assert [r.error for r in results] == ["crash"] * 4 + [None, None]
+        assert [r.value for r in results[4:]] == ["a", "b"]
+    finally:
+        await asyncio.to_thread(p.close)
+
+
+async def test_workers_that_cannot_start_fail_the_chunk_fast() -> None:
+    p = ProcessPool(size=1, name="broken", initializer=die_at_start)
+    await asyncio.to_thread(p.start)
+    try:
+        results = await p.run(double, [1, 2, 3, 4, 5], deadline_s=5)
+        assert all(r.error == "crash" for r in results)
+        assert "keeps dying at start" in (results[-1].message or "")
     finally:
         await asyncio.to_thread(p.close)

@@ -48,8 +48,10 @@ log = structlog.get_logger("rewardhub.pool")
 _HARD_GRACE_S = 0.5
 # Items per batch sent to one worker: big enough to amortise IPC, small enough to spread load.
 _MAX_CHUNK = 64
-# Workers that die before finishing any item, in a row, before a chunk is failed fast.
+# Workers that die before they are ready for work, in a row, before a chunk is failed fast.
 _MAX_FAILED_STARTS = 3
+# A worker's first message: it has started and initialised, so a later death is its item's doing.
+_READY = "ready"
 
 
 @dataclass(slots=True)
@@ -111,6 +113,10 @@ def _worker_main(conn: Connection, memory_bytes: int, initializer: Callable[[], 
     if initializer is not None:
         with contextlib.suppress(Exception):
             initializer()
+    try:
+        conn.send(_READY)
+    except (EOFError, OSError):
+        return
     global _alarm_fired
     for msg in parent_messages(conn):
         fn, payloads, deadline_s = msg
@@ -159,8 +165,11 @@ class _Slot:
         self.conn: Connection | None = None
         self.items_done = 0
         self.busy = False
-        # Consecutive deaths of workers that never finished an item: a worker that cannot start
-        # (bad environment, import error) must not become a tight restart loop.
+        # Whether the current worker has said it is ready (see _READY).
+        self.ready = False
+        # Consecutive deaths of workers that never became ready: a worker that cannot start (bad
+        # environment, import error) must not become a tight restart loop. A worker killed by the
+        # item it was running did start; counting it failed the rest of a batch of crashing items.
         self.failed_starts = 0
         self.thread = threading.Thread(target=self._loop, name=f"{pool.name}-slot-{index}", daemon=True)
 
@@ -175,7 +184,7 @@ class _Slot:
         )
         proc.start()
         child_conn.close()
-        self.proc, self.conn, self.items_done = proc, parent_conn, 0
+        self.proc, self.conn, self.items_done, self.ready = proc, parent_conn, 0, False
 
     def kill(self) -> None:
         proc, conn = self.proc, self.conn
@@ -201,7 +210,7 @@ class _Slot:
         return self.proc is not None and self.proc.is_alive()
 
     def _replace(self, cause: str) -> None:
-        self.failed_starts = self.failed_starts + 1 if self.items_done == 0 and cause == "crash" else 0
+        self.failed_starts = self.failed_starts + 1 if not self.ready and cause == "crash" else 0
         self.kill()
         self.pool._count_restart(cause)
         if self.failed_starts >= _MAX_FAILED_STARTS:
@@ -273,6 +282,9 @@ class _Slot:
                     self._replace("timeout")
                     pending = pending[k + 1 :]
                     break
+                if msg == _READY:
+                    self.ready = True
+                    continue
                 j, status, value, message, elapsed = msg
                 self.items_done += 1
                 results[pending[j]] = TaskResult(
