@@ -97,3 +97,15 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
         client, [{"id": "tower", "response": f"\\boxed{{{TOWER}}}", "reference": "4"}], timeout_s=0.5
     )
     assert again["results"][0]["cached"] is False and again["results"][0]["reason"] == "timeout"
+
+
+async def test_a_gold_that_times_out_makes_the_item_a_timeout_not_a_zero(client: httpx.AsyncClient) -> None:
+    # The answer is wrong against "5", and could not be checked against the other accepted answer
+    # before the deadline: it might equal it, so the item was not scored (0.0 means "scored and wrong").
+    items = [{"response": "\\boxed{4}", "reference": {"answers": ["5", TOWER]}}]
+    r = (await score(client, items, timeout_s=0.5, use_cache=False))["results"][0]
+    assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
+    # A match with another gold still wins over the timeout.
+    items = [{"response": "\\boxed{5}", "reference": {"answers": [TOWER, "5"]}}]
+    r = (await score(client, items, timeout_s=0.5, use_cache=False))["results"][0]
+    assert (r["score"], r["valid"]) == (1.0, True), r

@@ -120,7 +120,8 @@ class MathReward(Reward[MathConfig]):
         outcomes: list[Outcome | None],
         items: Sequence[ScoreItem],
     ) -> None:
-        """Fold worker results into outcomes; with several golds, any equivalent one wins."""
+        """Fold worker results into outcomes; with several golds, any equivalent one wins, and a wrong
+        verdict needs every gold checked."""
         for (i, gold, pred, method), res in zip(pending, results, strict=True):
             current = outcomes[i]
             if current is not None and current.score == config.correct_score:
@@ -131,11 +132,13 @@ class MathReward(Reward[MathConfig]):
             else:
                 new = Outcome.pool_failure(res.error, res.message, **details)
                 new.latency_ms = res.elapsed_s * 1000
-            # An equivalent verdict beats everything; a definite wrong beats an invalid.
+            # An equivalent verdict beats everything. Otherwise a gold that could not be checked (a
+            # timeout, say) beats a definite wrong: the answer may equal that gold, so the item was
+            # not scored, and 0.0 would say it was scored and wrong.
             if (
                 current is None
                 or new.score == config.correct_score
-                or (current.score is None and new.score is not None)
+                or (current.score is not None and new.score is None)
             ):
                 outcomes[i] = new
 
