@@ -140,3 +140,16 @@ def test_is_cheap_and_sympy_free() -> None:
 
     assert "sympy" not in vars(eq)
     assert "rewardhub.mathlib.numeric" in sys.modules
+
+
+@pytest.mark.parametrize("unit", ["$", "~", "\\,", "\\quad "])
+def test_normalisation_is_linear_when_delimiters_become_spaces(unit: str) -> None:
+    # Math delimiters and spacing commands turn into spaces after whitespace was collapsed; a
+    # pattern with a leading \s* then rescanned the whole run at every position (quadratic), and
+    # quick_check runs on the event loop: 20 KB of "$" held it for about a second per item.
+    from rewardhub.mathlib.normalize import normalize
+
+    text = "1" + unit * (100_000 // len(unit)) + "2"
+    start = time.perf_counter()
+    normalize(text)
+    assert time.perf_counter() - start < 2.0

@@ -287,7 +287,9 @@ def normalize(s: str) -> str:
     s = _DELIMS_RE.sub(" ", s)
     s = _SIZING_RE.sub("", s)
     s = _THOUSANDS_THIN_RE.sub("", s)
-    s = _SPACING_RE.sub(" ", s)
+    # Delimiters and spacing commands just became spaces: collapse them again, or a rename with a
+    # leading ``\s*`` rescans a long run of them at every position (quadratic, on the event loop).
+    s = _WS_RE.sub(" ", _SPACING_RE.sub(" ", s))
     for pattern, repl in _RENAMES:
         s = pattern.sub(repl, s)
     s = _WS_RE.sub(" ", unwrap_text(s))
