@@ -239,6 +239,19 @@ CASES = [
     ("\\frac{1}{2}", "1 1/2", False),
     ("11/2", "1 1/2", False),
     ("spin", "spin", True),
+    # --- digits separated by spaces (math 1.1.1) -------------------------------------------------
+    # a space as the thousands separator (SI style) groups digits: 12 345 is 12345, 10 000 is 10000
+    ("12345", "12 345", True),
+    ("10000", "10 000", True),
+    ("1000000", "1 000 000", True),
+    ("-1234.5", "-1 234.5", True),
+    ("5000", "5 000 \\text{ meters}", True),
+    # ... and never the sum or product the parser makes of them (12 345 was 357, 10 000 was 0)
+    ("357", "12 345", False),
+    ("0", "10 000", False),
+    ("7", "3 4", False),
+    ("9", "2 3 4", False),
+    ("0", "1 0", False),
 ]
 
 

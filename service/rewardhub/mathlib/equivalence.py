@@ -35,6 +35,9 @@ from rewardhub.mathlib.symbolic import (
 _MAX_LEN = 20_000
 _DEGREE = "^\\circ"
 _BASE_RE = re.compile(r"\d\s?_")
+# Digits, a space, digits: the parser reads "3 4" as 3 + 4 (and "10 000" as 10*0). Thousands groups
+# ("12 345") are literals and compared before this; anything else compares as a string only.
+_SPACED_DIGITS_RE = re.compile(r"(?<![\^_\d])\d+ \d")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
 
 
@@ -91,6 +94,8 @@ class _Comparer:
         lg, lp = parse_literal(g), parse_literal(p)
         if lg is not None and lp is not None:
             return "rational" if literals_equivalent(lg, lp) else None
+        if _SPACED_DIGITS_RE.search(g) or _SPACED_DIGITS_RE.search(p):
+            return None
         structural = self._brackets(g, p)
         if structural is not None:
             return structural or None

@@ -26,6 +26,8 @@ _INT = r"\d+"
 _DEC_RE = re.compile(rf"^(?P<sign>[+-]?)(?P<num>{_NUM})$")
 # A thousands group never starts with 0: "0,100" is the list 0, 100 (or a decimal comma), not 100.
 _THOUSANDS_RE = re.compile(r"^(?P<sign>[+-]?)(?P<num>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?)$")
+# A space groups thousands too (SI style: "12 345"); the parser would read the groups as a sum.
+_THOUSANDS_SPACE_RE = re.compile(r"^(?P<sign>[+-]?)(?P<num>[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?)$")
 _SLASH_RE = re.compile(rf"^(?P<sign>[+-]?)(?P<a>{_INT})/(?P<b>{_INT})$")
 _FRAC_RE = re.compile(
     rf"^(?P<sign>[+-]?)(?P<whole>{_INT})?\s?\\frac\{{(?P<s1>[+-]?)(?P<a>{_INT})\}}\{{(?P<s2>[+-]?)(?P<b>{_INT})\}}$"
@@ -60,7 +62,7 @@ def _sig_digits(num: str) -> int:
 def parse_literal(s: str) -> Literal | None:
     """Parse a plain rational literal, or return None for anything else.
 
-    Accepted: integers, decimals, ``1,000``-style thousands groups (whole string only), ``a/b``,
+    Accepted: integers, decimals, ``1,000``- or ``1 000``-style thousands groups (whole string only), ``a/b``,
     ``\\frac{a}{b}``, mixed numbers ``2\\frac{1}{3}`` (proper fraction only, as in school
     answers), a leading sign and a trailing percent sign.  Input must already be normalised.
     """
@@ -79,9 +81,9 @@ def parse_literal(s: str) -> Literal | None:
 
 
 def _parse_plain(s: str) -> Literal | None:
-    m = _DEC_RE.match(s) or _THOUSANDS_RE.match(s)
+    m = _DEC_RE.match(s) or _THOUSANDS_RE.match(s) or _THOUSANDS_SPACE_RE.match(s)
     if m is not None:
-        num = m.group("num").replace(",", "")
+        num = m.group("num").replace(",", "").replace(" ", "")
         value = Fraction(num)
         if m.group("sign") == "-":
             value = -value
