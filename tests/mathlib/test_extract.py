@@ -34,6 +34,9 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("\\boxedfoo{1} then 9", "9", "last_number"),
         # answer tags, last one wins, math delimiters stripped
         ("<answer>1</answer> ... <answer>$x+1$</answer>", "x+1", "answer_tag"),
+        # an answer tag whose content is a sentence: the phrase inside it gives the answer
+        ("<answer>The answer is 5.</answer>", "5", "answer_tag"),
+        ("<answer>So the final answer is $\\frac{1}{2}$.</answer>", "\\frac{1}{2}", "answer_tag"),
         # "The answer is X." with the full stop removed
         ("Thus, the answer is 17.", "17", "answer_phrase"),
         # "The final answer is $...$" keeps only the math

@@ -125,7 +125,10 @@ def _extract_answer_tag(text: str) -> str | None:
     open_ = text.rfind("<answer>", 0, close)
     if open_ < 0:
         return None
-    return text[open_ + len("<answer>") : close]
+    content = text[open_ + len("<answer>") : close]
+    # "<answer>The answer is 5.</answer>": a sentence in the tag announces its answer like one outside.
+    phrase = _extract_phrase(content)
+    return phrase if phrase and _strip_wrappers(phrase) else content
 
 
 def _extract_phrase(text: str) -> str | None:
