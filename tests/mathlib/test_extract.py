@@ -58,6 +58,8 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("3 apples and 4.5 pears", "4.5", "last_number"),
         # last number: negative
         ("the temperature fell to -7", "-7", "last_number"),
+        # ... also with the Unicode minus sign, which is not a hyphen (it was dropped: 7, not -7)
+        ("the temperature fell to \u22127", "-7", "last_number"),
         # last number: thousands separators are removed
         ("a total of 1,234,567 people", "1234567", "last_number"),
         # ... but a group that starts with 0 is a list, not thousands: "0,100" is not 100

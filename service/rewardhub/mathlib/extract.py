@@ -33,7 +33,7 @@ _PHRASE_RE = re.compile(
     r"|^[ \t]{0,8}####",
     re.IGNORECASE | re.MULTILINE,
 )
-_NUMBER_RE = re.compile(r"(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d])")
+_NUMBER_RE = re.compile(r"(?<![\w.])[-\u2212]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d])")
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _MAX_PHRASE_CHARS = 400
 
@@ -170,7 +170,7 @@ def _extract_last_number(text: str) -> str | None:
     last = None
     for m in _NUMBER_RE.finditer(text):
         last = m
-    return None if last is None else last.group(0).replace(",", "")
+    return None if last is None else last.group(0).replace(",", "").replace("\u2212", "-")
 
 
 _METHODS = {
