@@ -166,6 +166,12 @@ CASES = [
     ("5", "5 \\text{ is not the answer}", False),
     # a one-letter roman e after a number is Euler's number, not a unit
     ("2\\mathrm{e}", "2", False),
+    # an italic or bold letter is a variable or a vector, never a unit (typeset upright): 3x, not 3
+    ("3", "3\\mathit{x}", False),
+    ("3x", "3\\mathit{x}", True),
+    ("3", "3\\boldsymbol{v}", False),
+    ("2", "2\\mathbf{x}", False),
+    ("2", "2\\mathrm{m}", True),
     # --- degrees ---------------------------------------------------------------------------
     ("$45^{\\circ}$", "45", True),
     ("45", "45^\\circ", True),

@@ -112,6 +112,10 @@ _TEXT_COMMANDS = (
     "emph",
     "boldsymbol",
 )
+# Units are typeset upright; an italic or bold letter after a number is a variable or a vector (3x).
+_UPRIGHT_COMMANDS = frozenset(
+    {"text", "textrm", "textsf", "texttt", "textnormal", "mbox", "mathrm", "mathsf"}
+)
 _TEXT_OR_BRACE_RE = re.compile(r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]")
 # The power of a dropped one-letter unit (``\\mathrm{m}^2``, ``\\text{ m}^{-1}``) goes with it.
 _UNIT_POWER_RE = re.compile(r" ?\^ ?(?:\{ ?-?\d{1,2} ?\}|\d)")
@@ -177,7 +181,7 @@ def unwrap_text(s: str) -> str:
     """Replace ``\\text{...}``-style groups by their contents, padded with spaces.
 
     Font and text-mode commands do not change the value; the padding keeps ``5\\text{cm}`` from
-    fusing into one token.  A one-letter roman group right after a number (``2.6\\,\\mathrm{m}``)
+    fusing into one token.  A one-letter upright group right after a number (``2.6\\,\\mathrm{m}``)
     is a unit and is dropped with its power (``5\\,\\mathrm{m}^2`` is 5, not 5 squared; ``e``,
     ``i``, ``d`` are kept: Euler, imaginary unit, differential).
     One streaming pass with a brace stack, so nesting depth does not cost extra passes.
@@ -206,7 +210,8 @@ def unwrap_text(s: str) -> str:
             if short is not None:
                 letter, close = short
                 pos = close + 1
-                if not (letter.isalpha() and letter not in "eidE" and _ends_with_digit(out)):
+                upright = tok[1:].rstrip("{ ") in _UPRIGHT_COMMANDS
+                if not (upright and letter.isalpha() and letter not in "eidE" and _ends_with_digit(out)):
                     out.append(letter)
                 else:
                     power = _UNIT_POWER_RE.match(s, pos)
