@@ -116,3 +116,29 @@ async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
     huge = resp.json()["results"][0]
     assert (huge["valid"], huge["reason"]) == (False, "timeout"), huge
     assert order == ["health", "score"]  # the event loop kept serving
+
+
+@pytest.mark.parametrize("separator", ["\n", ""])
+async def test_the_work_estimate_counts_the_words_rouge_aligns(
+    client: httpx.AsyncClient, separator: str
+) -> None:
+    """The inline/worker split estimated ROUGE-L's words by counting spaces: words on separate lines, or
+    CJK text (each character a word, no spaces at all), counted as one word, so 5,000 words against
+    5,000 were aligned on the event loop (about 8 s holding the whole service). Found in review. The
+    estimate now counts the words the tokenizer reads, and such an item runs in the CPU workers."""
+    import random
+
+    rng = random.Random(11)
+    if separator:
+        words = [f"w{rng.randint(0, 40)}" for _ in range(5000)]
+    else:
+        words = [chr(0x4E00 + rng.randrange(2000)) for _ in range(5000)]
+    body = {
+        "reward": {"name": "text_similarity", "config": {"metric": "rouge_l"}},
+        "items": [{"response": separator.join(words), "reference": separator.join(reversed(words))}],
+        "options": {"timeout_s": 1.0},
+    }
+    r = await client.post("/v1/score", json=body)
+    assert r.status_code == 200, r.text
+    [res] = r.json()["results"]
+    assert (res["valid"], res["reason"]) == (False, "timeout"), res

@@ -97,11 +97,20 @@ _INLINE_WORK = 100_000
 _ALIGNING = frozenset({"rouge_l", "meteor"})
 
 
+def _words(metric: str, text: str) -> int:
+    """The number of words the aligning metric reads: ROUGE's tokens (each CJK character one, words on
+    separate lines too), METEOR's whitespace words. Counting spaces took a CJK text or one word a line
+    for a single word, and aligned 5,000 against 5,000 on the event loop."""
+    if metric == "meteor":
+        return len(text.split()) + 1
+    return sum(1 for _ in _WORD.finditer(text)) + 1
+
+
 def _cost(metric: str, text: str, refs: Sequence[str]) -> int:
     """Rough work of one item: words x words for the aligning metrics, characters for the others."""
     if metric in _ALIGNING:
-        n = text.count(" ") + 1
-        return sum(n * (r.count(" ") + 1) for r in refs)
+        n = _words(metric, text)
+        return sum(n * _words(metric, r) for r in refs)
     return len(text) + sum(len(r) for r in refs)
 
 
