@@ -263,3 +263,33 @@ async def test_many_slow_searches_share_one_budget() -> None:
 def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequest):
         REWARD.parse_config(config)
+
+
+@pytest.mark.parametrize(
+    ("doc", "score"),
+    [
+        ("[1, 2, 3]", 1.0),
+        ("[1, 2, 1]", 0.0),
+        ("[1, 1.0]", 0.0),  # equal numbers
+        ("[true, 1]", 1.0),  # a boolean is not a number
+        ('[false, 0, null, ""]', 1.0),
+        ('[{"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1.0}]', 0.0),  # key order does not matter
+        ('[{"a": [1, 2]}, {"a": [2, 1]}]', 1.0),  # item order in an array does
+        ('[[1, {"x": null}], [1, {"x": null}]]', 0.0),
+    ],
+)
+async def test_unique_items_compares_as_json(doc: str, score: float) -> None:
+    assert (await score_one(doc, schema={"type": "array", "uniqueItems": True})).score == score
+    assert (await score_one(doc, schema={"type": "array", "uniqueItems": False})).score == 1.0
+
+
+@pytest.mark.timeout(30)
+async def test_unique_items_of_many_objects_is_linear() -> None:
+    """jsonschema's uniqueItems compares every pair of items it cannot sort (objects, arrays), in Python
+    on the event loop: 3,000 distinct objects (a 30 kB response) took 8 s, 20,000 about six minutes, the
+    whole service stalled. Found in review. (The timeout is a hang guard: this takes milliseconds.)"""
+    items = [{"id": i, "tags": [i % 7]} for i in range(20_000)]
+    schema = {"type": "array", "uniqueItems": True}
+    assert (await score_one(json.dumps(items), schema=schema)).score == 1.0
+    dup = await score_one(json.dumps([*items, {"tags": [3], "id": 10}]), schema=schema)
+    assert dup.score == 0.0 and "items 10 and 20000 are equal" in dup.details["errors"][0]

@@ -184,10 +184,40 @@ def _additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) 
         yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras[:5]))})")
 
 
+def _frozen(value: Any) -> Any:
+    """A hashable form of a JSON value, equal iff the values are equal as JSON Schema compares them:
+    ``1`` and ``1.0`` alike, ``true`` and ``1`` not, objects whatever their key order."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_frozen(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _frozen(v)) for k, v in value.items()))
+    return ("null", None)
+
+
+def _unique_items(validator: Validator, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """``uniqueItems`` in linear time: the stock check compares every pair of items that do not sort
+    (objects, arrays), so 3,000 distinct objects held the event loop for 8 s."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: dict[Any, int] = {}
+    for i, item in enumerate(instance):
+        first = seen.setdefault(_frozen(item), i)
+        if first != i:
+            yield ValidationError(f"has non-unique elements (items {first} and {i} are equal)")
+            return
+
+
 _SAFE_KEYWORDS = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
 }
 
 
