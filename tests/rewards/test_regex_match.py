@@ -10,6 +10,8 @@ import pytest
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.exact_match import ExactMatchReward
+from rewardhub.rewards.json_schema import JsonSchemaReward
 from rewardhub.rewards.patterns import BATCH_BUDGET_S, MATCH_TIMEOUT_S
 from rewardhub.rewards.regex_match import RegexReward
 
@@ -150,3 +152,38 @@ async def test_short_deadline_shortens_the_match_budget() -> None:
 def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequest):
         REWARD.parse_config(config)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?:a{1000}){1000}",
+        r"(?:a{1000,}){1000,}",
+        r"(?:x|[a-z]{1000}){1000}",
+        r"(?:(?:\d{100}){100}){100}",
+    ],
+)
+def test_a_pattern_that_expands_past_the_bound_is_rejected(pattern: str) -> None:
+    """The engine lays out the minimum count of a counted repeat, so nested ones multiply: the config
+    validator's compile of "(?:a{3000}){3000}" (17 characters) took 6 s and 2.4 GB on the event loop,
+    and one more level had the process killed for memory. Found in review. Such a pattern is a 422 before
+    it is compiled, wherever a caller's pattern goes (regex, extract, a JSON Schema's pattern)."""
+    with pytest.raises(InvalidRequest, match="expands to about"):
+        REWARD.parse_config({"pattern": pattern})
+    with pytest.raises(InvalidRequest, match="expands to about"):
+        ExactMatchReward(runtime=None).parse_config({"extract": pattern})  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="not a valid JSON Schema"):
+        JsonSchemaReward(runtime=None).parse_config({"schema": {"pattern": pattern}})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "response", "score"),
+    [
+        (r"(?:ab){1,5000}c", "ababc", 1.0),  # a large maximum is not laid out
+        (r"^(?:\d{3}-){2}\d{4}$", "555-123-4567", 1.0),
+        (r"[{]{3}\p{L}{2}", "{{{é", 0.0),
+        (r"a{5000}", "a" * 5000, 1.0),
+    ],
+)
+async def test_ordinary_counted_repeats_are_accepted(pattern: str, response: str, score: float) -> None:
+    assert (await score_one(response, pattern=pattern)).score == score

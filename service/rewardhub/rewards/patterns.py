@@ -20,7 +20,15 @@ from typing import TypeVar
 
 import regex
 
-__all__ = ["MatchBudget", "PatternTimeout", "compile_pattern", "last_match", "validate_pattern"]
+__all__ = [
+    "MAX_PATTERN_UNITS",
+    "MatchBudget",
+    "PatternTimeout",
+    "compile_pattern",
+    "last_match",
+    "pattern_units",
+    "validate_pattern",
+]
 
 # Seconds one match may take before the item is reported as a timeout.
 MATCH_TIMEOUT_S = 0.5
@@ -62,8 +70,91 @@ class MatchBudget:
             self.left_s -= time.perf_counter() - t0
 
 
+# Most units (about one per atom the compiled program holds, a counted repeat ``X{m}`` / ``X{m,}`` /
+# ``X{m,n}`` holding m copies of X) a pattern may expand to: about 5 MB of compiled program, so that
+# even a full compile_pattern cache (512 patterns) stays within a few GB.
+MAX_PATTERN_UNITS = 20_000
+
+_COUNTED = regex.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
+_BRACED_ESCAPES = frozenset("pPNxuUg")
+
+
+def pattern_units(pattern: str) -> int:
+    """An estimate of the size of the program ``regex`` compiles ``pattern`` to (see MAX_PATTERN_UNITS).
+
+    The engine lays out the minimum count of a counted repeat: ``(?:a{3000}){3000}``, 17 characters,
+    took 6 s and 2.4 GB to compile on the event loop, and one more level was killed for memory. A scan
+    of the text (escapes, classes and groups skipped over as units) is enough to bound that product.
+    """
+    stack: list[list[int]] = [[0, 0]]  # per open group: [total units so far, units of the last atom]
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        atom = 1
+        if ch == "\\":
+            i += 2
+            if i - 1 < n and pattern[i - 1] in _BRACED_ESCAPES and i < n and pattern[i] == "{":
+                close = pattern.find("}", i)
+                i = n if close < 0 else close + 1
+        elif ch == "[":
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                if pattern[i] == "\\":
+                    i += 1
+                elif pattern.startswith("[:", i):
+                    close = pattern.find(":]", i + 2)
+                    i = i if close < 0 else close + 1
+                i += 1
+            i += 1
+        elif ch == "(":
+            if pattern.startswith("(?#", i):
+                close = pattern.find(")", i)
+                i = n if close < 0 else close + 1
+                continue
+            stack.append([0, 0])
+            i += 1
+            continue
+        elif ch == ")":
+            if len(stack) > 1:
+                atom = max(1, stack.pop()[0])
+            i += 1
+        elif ch == "{":
+            m = _COUNTED.match(pattern, i)
+            if m is not None and (m.group(1) or m.group(2)):
+                frame = stack[-1]
+                copies = max(1, int(m.group(1) or 0))
+                frame[0] += frame[1] * (copies - 1)
+                frame[1] *= copies
+                i = m.end()
+                continue
+            i += 1
+        elif ch in "|*+?":
+            i += 1
+            continue
+        else:
+            i += 1
+        frame = stack[-1]
+        frame[0] += atom
+        frame[1] = atom
+    while len(stack) > 1:  # unbalanced: the compiler will say so
+        units = stack.pop()[0]
+        stack[-1][0] += units
+    return stack[0][0]
+
+
 @lru_cache(maxsize=512)
 def compile_pattern(pattern: str, dotall: bool = True, ignorecase: bool = False) -> regex.Pattern[str]:
+    """The compiled pattern; raises ``regex.error`` for one that would expand past MAX_PATTERN_UNITS."""
+    units = pattern_units(pattern)
+    if units > MAX_PATTERN_UNITS:
+        raise regex.error(
+            f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,} "
+            "(nested counted repeats such as (?:a{1000}){1000} multiply); use * + or {0,n}"
+        )
     flags = regex.V0
     if dotall:
         flags |= regex.DOTALL
