@@ -20,6 +20,32 @@ CASES: list[tuple[dict[str, Any], float | None]] = [
     ({"reward": "exact_match", "response": "<think>Lyon? No.</think>Paris", "reference": "Paris"}, 1.0),
     ({"reward": "exact_match", "response": "Paris<think>or was it Lyon", "reference": "Paris"}, 1.0),
     ({"reward": "f1", "response": "<think>the dog ran</think>the cat sat", "reference": "cat sat"}, 1.0),
+    # ... with an extract pattern too (found in review: the pattern searched the whole text, so a response
+    # cut off in its reasoning, or one that gave no answer after it, was scored on a draft)
+    (
+        {
+            "reward": {"name": "exact_match", "config": {"extract": "<answer>(.*?)</answer>"}},
+            "response": "<think>Is it <answer>Paris</answer>? Let me check the",
+            "reference": "Paris",
+        },
+        0.0,
+    ),
+    (
+        {
+            "reward": {"name": "exact_match", "config": {"extract": "<answer>(.*?)</answer>"}},
+            "response": "<think>draft <answer>Lyon</answer></think><answer>Paris</answer>",
+            "reference": "Paris",
+        },
+        1.0,
+    ),
+    (
+        {
+            "reward": {"name": "f1", "config": {"extract": "<answer>(.*?)</answer>"}},
+            "response": "<think>draft <answer>cat sat</answer></think>I cannot tell.",
+            "reference": "cat sat",
+        },
+        0.0,
+    ),
     # multiple_choice: 'answer is (B)'
     ({"reward": "multiple_choice", "response": "The answer is (B).", "reference": "B"}, 1.0),
     # regex: the first group against the reference

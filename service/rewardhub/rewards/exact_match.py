@@ -1,8 +1,9 @@
 """``exact_match``: the response (or an extracted part of it) equals a reference after normalisation.
 
-Without ``extract`` the compared text is the response outside its reasoning: after the last ``</think>``
-and before a ``<think>`` that never closes (:func:`.text.answer_text`), as every answer-reading reward
-reads it; a reasoning model's "the answer is…" inside ``<think>`` is a draft.
+The compared text is the response outside its reasoning: after the last ``</think>`` and before a
+``<think>`` that never closes (:func:`.text.answer_text`), as every answer-reading reward reads it; a
+reasoning model's "the answer is…" inside ``<think>`` is a draft. An ``extract`` pattern searches that
+text too, so an ``<answer>`` drafted in the reasoning of a response cut off there is no answer.
 
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
@@ -58,14 +59,15 @@ def reference_strings(reference: Any) -> list[str] | None:
 
 
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
-    """The last match of ``pattern`` (its first group if it has one); without a pattern, the text outside
-    its reasoning (:func:`.text.answer_text`).
+    """The text outside its reasoning (:func:`.text.answer_text`), or the last match of ``pattern`` in it
+    (its first group if it has one).
 
     Raises:
         PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
     """
+    text = answer_text(text)
     if pattern is None:
-        return answer_text(text)
+        return text
     m = last_match(pattern, text, budget=budget)
     if m is None:
         return None
@@ -109,7 +111,8 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
 @register
 class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 

@@ -1,7 +1,7 @@
 """``f1``: SQuAD token F1 between the (extracted) response and the best of its references.
 
-Without ``extract`` the response is read outside its reasoning (``<think>…</think>`` and an unclosed
-``<think>`` left out), as in :mod:`.exact_match`. Both sides are normalised as in the SQuAD v1.1 evaluation script (:func:`squad_tokens`: lower case, no
+The response is read outside its reasoning (``<think>…</think>`` and an unclosed ``<think>`` left
+out), an ``extract`` pattern searching that text too, as in :mod:`.exact_match`. Both sides are normalised as in the SQuAD v1.1 evaluation script (:func:`squad_tokens`: lower case, no
 punctuation or articles) and compared as *bags* of tokens, so a repeated token counts once per
 occurrence on each side::
 
@@ -61,7 +61,8 @@ def token_f1(pred: Sequence[str], gold: Sequence[str]) -> tuple[float, float, fl
 @register
 class F1Reward(Reward[F1Config]):
     name: ClassVar[str] = "f1"
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."
