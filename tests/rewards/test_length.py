@@ -166,6 +166,11 @@ async def test_bad_token_count_is_invalid(metadata: Any, reason: Reason) -> None
         {"mode": "cosine", "max_length": 100, "unit": "bytes"},  # unknown unit
         {"mode": "linear", "max_length": 100},  # unknown mode
         {"mode": "cosine", "max_length": 100, "budget": 5},  # unknown key
+        # not finite (found in review: accepted, then every item came back internal_error, not a 422)
+        {"mode": "cosine", "max_length": 100, "min_value_correct": math.nan},
+        {"mode": "cosine", "max_length": 100, "max_value_correct": math.inf},
+        {"mode": "cosine", "max_length": 100, "min_value_wrong": -math.inf},
+        {"mode": "cosine", "max_length": 100, "max_value_wrong": math.nan},
     ],
 )
 def test_bad_config_is_rejected(config: dict[str, Any]) -> None:

@@ -100,6 +100,10 @@ async def test_bad_token_ids_are_invalid(metadata: Any, reason: Reason) -> None:
         {"unit": "chars"},  # unknown unit
         {"token_ids_key": ""},  # empty key
         {"n": 3},  # unknown key
+        # not finite (found in review: -inf was accepted, then 0 · -inf made every text without repeats
+        # internal_error, not a 422)
+        {"max_penalty": -math.inf},
+        {"max_penalty": math.nan},
     ],
 )
 def test_bad_config_is_rejected(config: dict[str, Any]) -> None:

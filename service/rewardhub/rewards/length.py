@@ -71,10 +71,18 @@ class LengthConfig(RewardConfig):
     token_count_key: str = Field(
         "completion_tokens", min_length=1, description="Metadata key of the token count."
     )
-    min_value_correct: float = Field(0.5, description="cosine: reward of a correct answer at L ≥ max_length.")
-    max_value_correct: float = Field(1.0, description="cosine: reward of a correct answer at L = 0.")
-    min_value_wrong: float = Field(-0.5, description="cosine: reward of a wrong answer at L ≥ max_length.")
-    max_value_wrong: float = Field(-1.0, description="cosine: reward of a wrong answer at L = 0.")
+    min_value_correct: float = Field(
+        0.5, allow_inf_nan=False, description="cosine: reward of a correct answer at L ≥ max_length."
+    )
+    max_value_correct: float = Field(
+        1.0, allow_inf_nan=False, description="cosine: reward of a correct answer at L = 0."
+    )
+    min_value_wrong: float = Field(
+        -0.5, allow_inf_nan=False, description="cosine: reward of a wrong answer at L ≥ max_length."
+    )
+    max_value_wrong: float = Field(
+        -1.0, allow_inf_nan=False, description="cosine: reward of a wrong answer at L = 0."
+    )
     correct_key: str = Field(
         "correct", min_length=1, description="cosine: metadata key of the correctness flag."
     )

@@ -31,7 +31,9 @@ __all__ = ["RepetitionConfig", "RepetitionReward", "repeated_fraction"]
 
 class RepetitionConfig(RewardConfig):
     ngram_size: int = Field(3, ge=1, le=64, description="n of the n-grams.")
-    max_penalty: float = Field(-1.0, le=0.0, description="The penalty of a fully repetitive text (≤ 0).")
+    max_penalty: float = Field(
+        -1.0, le=0.0, allow_inf_nan=False, description="The penalty of a fully repetitive text (≤ 0)."
+    )
     unit: Literal["words", "token_ids"] = Field(
         "words", description="words: case-folded whitespace words; token_ids: metadata[token_ids_key]."
     )
