@@ -414,6 +414,16 @@ async def test_text_similarity_cosine_has_the_model_deadline(make_app: MakeApp) 
         assert first["score"] == pytest.approx(same["score"])
 
 
+async def test_text_similarity_cosine_reads_the_answer_outside_the_reasoning(make_app: MakeApp) -> None:
+    """Every other text_similarity metric reads the response after its reasoning, as the hosted grader
+    reads output_text; the cosine embedded the reasoning too. Found in review."""
+    ref = "The cat sits on the mat."
+    item = {"response": "<think>Stock markets fell sharply today in Tokyo.</think>" + ref, "reference": ref}
+    async with make_app() as client:
+        (res,) = await score_results(client, "text_similarity", [item], metric="cosine")
+    assert res["valid"] and res["score"] == pytest.approx(1.0, abs=1e-4), res
+
+
 async def test_a_response_of_invisible_characters_is_empty(make_app: MakeApp) -> None:
     """The tokenizer drops a zero-width space, soft hyphen, BOM or NUL, so MiniLM embeds such a response
     as it embeds "": it scored an answer's cosine (-0.005 against a cat sentence), above an off-topic

@@ -46,6 +46,29 @@ CASES: list[tuple[dict[str, Any], float | None]] = [
         },
         0.0,
     ),
+    # string_check and text_similarity read the answer outside the reasoning too, as the hosted graders read
+    # output_text (found in review: 'like' found the reference in the reasoning's drafts, 'eq' failed a
+    # correct answer, the similarity counted the reasoning's words)
+    (
+        {"reward": "string_check", "response": "<think>Lyon? No.</think>Paris", "reference": "Paris"},
+        1.0,
+    ),
+    (
+        {
+            "reward": {"name": "string_check", "config": {"operation": "ilike"}},
+            "response": "<think>Is it paris? No.</think>It is Lyon",
+            "reference": "Paris",
+        },
+        0.0,
+    ),
+    (
+        {
+            "reward": {"name": "text_similarity", "config": {"metric": "rouge_1"}},
+            "response": "<think>the dog ran far away</think>the cat sat",
+            "reference": "the cat sat",
+        },
+        1.0,
+    ),
     # multiple_choice: 'answer is (B)'
     ({"reward": "multiple_choice", "response": "The answer is (B).", "reference": "B"}, 1.0),
     # regex: the first group against the reference

@@ -3,7 +3,9 @@
 Operations, comparing the response with the reference string: ``eq`` (equal), ``ne`` (not equal),
 ``like`` (the response contains the reference, case-sensitive), ``ilike`` (contains, ignoring case).
 Score 1 when the operation holds, else 0. No normalisation: this is the exact semantics of the hosted
-grader, so configs carried over from OpenAI RFT give the same rewards here.
+grader, so configs carried over from OpenAI RFT give the same rewards here. Like the hosted grader, which
+sees a reasoning model's ``output_text`` and not its reasoning, it reads the response after its last
+``</think>`` and before a ``<think>`` that never closes (:func:`~.text.answer_text`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["StringCheckConfig", "StringCheckReward", "string_check"]
 
@@ -36,7 +39,8 @@ def string_check(operation: str, text: str, reference: str) -> bool:
 @register
 class StringCheckReward(Reward[StringCheckConfig]):
     name: ClassVar[str] = "string_check"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: the answer outside the reasoning is compared, not drafts inside <think>
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
     )
@@ -50,6 +54,6 @@ class StringCheckReward(Reward[StringCheckConfig]):
             if not isinstance(item.reference, str):
                 out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "string_check needs a reference string"))
                 continue
-            ok = string_check(config.operation, item.response, item.reference)
+            ok = string_check(config.operation, answer_text(item.response), item.reference)
             out.append(Outcome(1.0 if ok else 0.0, details={"operation": config.operation}))
         return out

@@ -14,6 +14,9 @@ Metrics (``metric``):
 * ``meteor`` — needs the WordNet corpus, which is not shipped offline; used when NLTK can load it,
   otherwise invalid ``unsupported`` (never a silent 0).
 
+The response is read outside its reasoning, as the hosted grader reads ``output_text``: after its last
+``</think>`` and before a ``<think>`` that never closes (:func:`~.text.answer_text`).
+
 Reference: a string, ``{"text": ...}``/``{"answer": ...}``, or a list of strings (several acceptable
 answers: the best one counts, ``details.best_reference`` says which), as for ``similarity``. A blank
 reference is no reference (invalid ``parse_error``): an empty response scored 1.0 against it.
@@ -37,6 +40,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -157,7 +161,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     name: ClassVar[str] = "text_similarity"
     # 1.1: ROUGE reads Unicode words (non-ASCII text scored 0.0); lists and {"text": ...} references; a
     # blank reference is invalid (was 1.0 for an empty response)
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: the answer outside the reasoning is scored, not the reasoning's words too
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
@@ -210,7 +215,7 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                 out[i] = no_reference(self.name, item.reference)
                 continue
             todo.append(i)
-            payloads.append((config.metric, item.response, tuple(refs)))
+            payloads.append((config.metric, answer_text(item.response), tuple(refs)))
         if sum(_cost(m, text, refs) for m, text, refs in payloads) <= _INLINE_WORK:
             for i, payload in zip(todo, payloads, strict=True):
                 out[i] = self._outcome(config, best_similarity(payload))
@@ -246,7 +251,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                 Outcome.invalid(Reason.UNSUPPORTED, "cosine needs the `similarity` reward") for _ in items
             ]
         similarity = registry.get("similarity")
-        outcomes = await similarity.score(items, similarity.parse_config({}), ctx)
+        answers = [it.model_copy(update={"response": answer_text(it.response)}) for it in items]
+        outcomes = await similarity.score(answers, similarity.parse_config({}), ctx)
         for o in outcomes:
             if o.score is not None:
                 o.score = max(0.0, min(1.0, o.score))
