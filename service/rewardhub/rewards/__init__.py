@@ -29,6 +29,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rewardhub.rewards.regex_match",
     "rewardhub.rewards.format",
     "rewardhub.rewards.json_schema",
+    "rewardhub.rewards.tool_call",
     "rewardhub.rewards.length",
     "rewardhub.rewards.repetition",
     "rewardhub.rewards.calibration",

@@ -1,0 +1,278 @@
+"""``tool_call``: the tool calls a response makes equal the reference's (names and arguments).
+
+For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial credit). The response is
+read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order of precedence:
+
+* every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
+  templates), each a call object;
+* otherwise one JSON value (the last ```json block, or the whole answer): a call object, a list of
+  them, or ``{"tool_calls": [...]}``.
+
+A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
+object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
+``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped. A response with no call at all
+scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
+``format`` (both valid: the model's fault). The reference takes the same shapes (or ``{"calls": [...]}``);
+an empty list means "call no tool", which a response without calls satisfies. A reference that is none
+of these is ``parse_error``.
+
+Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
+key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
+(``|got - want| <= tol * max(1, |want|)``), strings exactly or, with ``string_match: "normalized"``,
+after casefolding and collapsing whitespace. With ``order: "any"`` (default; parallel calls) reference
+and predicted calls are paired by their best credit, with ``"strict"`` position by position.
+
+Score: ``mode: "exact"`` gives 1 when the calls pair up one to one and every pair is equal, else 0.
+``mode: "partial"`` gives each pair a credit, 0 for different names, else the share of argument keys
+(over the union of both calls' keys) whose values are equal (1 for two calls without arguments), and
+scores ``sum(credits) / max(#reference, #predicted)``: a missing call, an extra one or a wrong argument
+each cost their share. Components: ``exact`` (1/0), ``name_f1`` (F1 of the multisets of called names)
+and ``calls`` (the number of calls read).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import regex
+from pydantic import Field
+
+from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.json_schema import extract_json_text
+from rewardhub.rewards.text import answer_text
+
+__all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
+
+_TOOL_CALL_BLOCK = regex.compile(r"<tool_call>(.*?)</tool_call>", regex.DOTALL)
+# a response's calls read at most: a call list longer than this is no answer a trainer wants scored
+_MAX_CALLS = 256
+
+
+class ToolCallConfig(RewardConfig):
+    mode: Literal["exact", "partial"] = Field(
+        "exact", description="exact: 1 only when all calls match one to one; partial: per-argument credit."
+    )
+    order: Literal["any", "strict"] = Field(
+        "any", description="any: calls paired by best match (parallel calls); strict: position by position."
+    )
+    string_match: Literal["exact", "normalized"] = Field(
+        "exact", description="normalized: string argument values compared casefolded, whitespace collapsed."
+    )
+    float_tolerance: float = Field(
+        1e-6, ge=0, le=1, description="Numbers match when |got - want| <= tol * max(1, |want|)."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    name: str
+    arguments: dict[str, Any]
+
+
+class _Malformed(ValueError):
+    """A call that is not ``{"name": str, "arguments": object}`` in any accepted shape."""
+
+
+def _call(obj: Any) -> Call:
+    if not isinstance(obj, dict):
+        raise _Malformed("a tool call must be a JSON object")
+    if isinstance(obj.get("function"), dict):  # OpenAI: {"type": "function", "function": {...}}
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        raise _Malformed("a tool call needs a non-empty string 'name'")
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # OpenAI's wire format: the arguments as a JSON string
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            raise _Malformed(f"the arguments of {name!r} are not JSON") from None
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise _Malformed(f"the arguments of {name!r} must be a JSON object")
+    return Call(name, args)
+
+
+def _calls(value: Any) -> list[Call]:
+    if isinstance(value, dict) and not ("name" in value or "function" in value):
+        for key in ("tool_calls", "calls"):
+            if isinstance(value.get(key), list):
+                value = value[key]
+                break
+    items = value if isinstance(value, list) else [value]
+    if len(items) > _MAX_CALLS:
+        raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+    return [_call(v) for v in items]
+
+
+def _loads(text: str) -> Any:
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=no_constant)
+
+
+def parse_calls(response: str) -> list[Call] | None:
+    """The calls a response makes; None when it makes none.
+
+    Raises:
+        ValueError: the response's call blocks (or its JSON) are not valid tool calls.
+    """
+    text = answer_text(response)
+    blocks = _TOOL_CALL_BLOCK.findall(text)
+    if blocks:
+        if len(blocks) > _MAX_CALLS:
+            raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+        try:
+            return [_call(_loads(b)) for b in blocks]
+        except ValueError as exc:
+            raise _Malformed(str(exc)) from None
+    raw = extract_json_text(text, "auto")
+    if not raw or raw[0] not in "[{":
+        return None
+    try:
+        value = _loads(raw)
+    except ValueError:
+        return None  # prose that happens to start with a bracket: no call was made
+    calls = _calls(value)
+    return calls or None
+
+
+def reference_calls(reference: Any) -> list[Call] | None:
+    """The reference's calls (possibly none: "call no tool"), or None when it is not a call reference."""
+    if isinstance(reference, str):
+        try:
+            reference = _loads(reference)
+        except ValueError:
+            return None
+    if not isinstance(reference, dict | list):
+        return None
+    try:
+        return _calls(reference)
+    except _Malformed:
+        return None
+
+
+def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
+    """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers."""
+    if isinstance(want, bool) or isinstance(got, bool):
+        return isinstance(want, bool) and isinstance(got, bool) and got == want
+    if isinstance(want, int | float) and isinstance(got, int | float):
+        if isinstance(want, int) and isinstance(got, int):
+            return got == want
+        x, y = float(got), float(want)
+        return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
+    if isinstance(want, str) and isinstance(got, str):
+        if normalized:
+            return " ".join(got.casefold().split()) == " ".join(want.casefold().split())
+        return got == want
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(
+            values_equal(g, w, tol, normalized) for g, w in zip(got, want, strict=True)
+        )
+    if isinstance(want, dict) and isinstance(got, dict):
+        return got.keys() == want.keys() and all(values_equal(got[k], want[k], tol, normalized) for k in want)
+    return got is None and want is None
+
+
+def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
+    if pred.name != ref.name:
+        return 0.0
+    keys = pred.arguments.keys() | ref.arguments.keys()
+    if not keys:
+        return 1.0
+    normalized = cfg.string_match == "normalized"
+    same = sum(
+        1
+        for k in ref.arguments.keys() & pred.arguments.keys()
+        if values_equal(pred.arguments[k], ref.arguments[k], cfg.float_tolerance, normalized)
+    )
+    return same / len(keys)
+
+
+def _pair(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> list[float]:
+    """The credits of the reference/predicted pairs: position by position, or greedily by best credit."""
+    if cfg.order == "strict":
+        return [_credit(p, r, cfg) for p, r in zip(preds, refs, strict=False)]
+    scored = sorted(
+        ((_credit(p, r, cfg), i, j) for i, p in enumerate(preds) for j, r in enumerate(refs)),
+        key=lambda t: -t[0],
+    )
+    used_p: set[int] = set()
+    used_r: set[int] = set()
+    credits: list[float] = []
+    for credit, i, j in scored:
+        if i in used_p or j in used_r:
+            continue
+        used_p.add(i)
+        used_r.add(j)
+        credits.append(credit)
+    return credits
+
+
+def _name_f1(preds: list[Call], refs: list[Call]) -> float:
+    if not preds and not refs:
+        return 1.0
+    common = sum((Counter(c.name for c in preds) & Counter(c.name for c in refs)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(preds), common / len(refs)
+    return 2 * precision * recall / (precision + recall)
+
+
+@register
+class ToolCallReward(Reward[ToolCallConfig]):
+    name: ClassVar[str] = "tool_call"
+    version: ClassVar[str] = "1.0.0"
+    description: ClassVar[str] = (
+        "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
+        "arguments as JSON values; exact (1/0) or partial per-argument credit."
+    )
+    config_model = ToolCallConfig
+
+    async def score(
+        self, items: Sequence[ScoreItem], config: ToolCallConfig, ctx: ScoreContext
+    ) -> list[Outcome]:
+        return [self._one(item, config) for item in items]
+
+    def _one(self, item: ScoreItem, cfg: ToolCallConfig) -> Outcome:
+        if item.reference is None:
+            return Outcome.invalid(
+                Reason.MISSING_REFERENCE, "tool_call needs the expected calls as reference"
+            )
+        refs = reference_calls(item.reference)
+        if refs is None:
+            return Outcome.invalid(
+                Reason.PARSE_ERROR,
+                "the reference is not a tool call, a list of them, or {'calls': [...]}",
+            )
+        empty: dict[str, float | None] = {"exact": 0.0, "name_f1": 0.0, "calls": 0.0}
+        try:
+            preds = parse_calls(item.response)
+        except ValueError as exc:
+            return Outcome(0.0, Reason.FORMAT, components=empty, details={"error": str(exc)[:300]})
+        if preds is None:
+            if not refs:  # "call no tool", and none was called
+                return Outcome(1.0, components={"exact": 1.0, "name_f1": 1.0, "calls": 0.0})
+            return Outcome(0.0, Reason.NO_ANSWER, components=empty, details={"calls": []})
+        credits = _pair(preds, refs, cfg)
+        exact = len(preds) == len(refs) and all(c == 1.0 for c in credits)
+        score = (
+            (1.0 if exact else 0.0) if cfg.mode == "exact" else sum(credits) / max(len(preds), len(refs), 1)
+        )
+        return Outcome(
+            score,
+            components={
+                "exact": 1.0 if exact else 0.0,
+                "name_f1": _name_f1(preds, refs),
+                "calls": float(len(preds)),
+            },
+            details={"calls": [{"name": c.name, "arguments": c.arguments} for c in preds][:32]},
+        )

@@ -1,0 +1,129 @@
+"""The ``tool_call`` reward through the real app: response formats, matching rules, partial credit, and
+the invalid/zero distinctions (a bad reference is invalid, a response without calls is a valid 0)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+WEATHER = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 3}}
+TIME = {"name": "get_time", "arguments": {"tz": "Europe/Paris"}}
+
+
+def hermes(*calls: dict[str, Any]) -> str:
+    return "I will look it up.\n" + "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)
+
+
+async def score(
+    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "tool_call", "config": config},
+            "items": items,
+            "options": {"use_cache": False},
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    results: list[dict[str, Any]] = resp.json()["results"]
+    return results
+
+
+async def test_the_formats_a_response_may_call_tools_in(client: httpx.AsyncClient) -> None:
+    openai = {
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps(WEATHER["arguments"])},
+    }
+    responses = [
+        hermes(WEATHER),  # Hermes / Qwen blocks
+        json.dumps(WEATHER),  # a bare call object
+        "```json\n" + json.dumps([WEATHER]) + "\n```",  # a fenced list
+        json.dumps({"tool_calls": [openai]}),  # OpenAI's shape, arguments as a JSON string
+        '<think>maybe <tool_call>{"name": "get_time", "arguments": {}}</tool_call></think>' + hermes(WEATHER),
+        json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]}),
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
+    assert [r["score"] for r in results] == [1.0] * len(responses), results
+    assert all(r["components"]["exact"] == 1.0 and r["components"]["calls"] == 1.0 for r in results)
+
+
+async def test_arguments_are_compared_as_json_values(client: httpx.AsyncClient) -> None:
+    def with_args(**changes: Any) -> str:
+        return hermes({"name": "get_weather", "arguments": {**WEATHER["arguments"], **changes}})
+
+    responses = [
+        hermes(
+            {"name": "get_weather", "arguments": {"days": 3.0, "unit": "celsius", "city": "Paris"}}
+        ),  # order, 3.0
+        with_args(days=4),
+        with_args(city="paris"),
+        with_args(days=True),  # true is not a number
+        hermes({"name": "get_wether", "arguments": WEATHER["arguments"]}),
+    ]
+    results = await score(client, [{"response": r, "reference": WEATHER} for r in responses])
+    assert [r["score"] for r in results] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    normalized = await score(
+        client, [{"response": with_args(city=" PARIS "), "reference": WEATHER}], string_match="normalized"
+    )
+    assert normalized[0]["score"] == 1.0
+
+
+async def test_parallel_calls_in_any_order_or_strictly(client: httpx.AsyncClient) -> None:
+    item = {"response": hermes(TIME, WEATHER), "reference": {"calls": [WEATHER, TIME]}}
+    assert (await score(client, [item]))[0]["score"] == 1.0
+    assert (await score(client, [item], order="strict"))[0]["score"] == 0.0
+
+
+async def test_partial_credit_per_argument_and_per_call(client: httpx.AsyncClient) -> None:
+    one_wrong = {"name": "get_weather", "arguments": {**WEATHER["arguments"], "days": 5}}
+    items = [
+        {"response": hermes(one_wrong), "reference": [WEATHER]},  # 2 of 3 keys right
+        {"response": hermes(WEATHER), "reference": [WEATHER, TIME]},  # a call missing
+        {"response": hermes(WEATHER, TIME, TIME), "reference": [WEATHER, TIME]},  # a call extra
+        {"response": hermes({"name": "get_weather", "arguments": {"city": "Paris"}}), "reference": [WEATHER]},
+    ]
+    results = await score(client, items, mode="partial")
+    assert [r["score"] for r in results] == pytest.approx([2 / 3, 1 / 2, 2 / 3, 1 / 3])
+    assert [r["components"]["exact"] for r in results] == [0.0] * 4
+    assert results[1]["components"]["name_f1"] == pytest.approx(2 / 3)  # P 1, R 1/2
+    exact = await score(client, items, mode="exact")
+    assert [r["score"] for r in exact] == [0.0] * 4
+
+
+async def test_no_call_is_a_valid_zero_and_a_bad_reference_is_invalid(client: httpx.AsyncClient) -> None:
+    items = [
+        {"response": "The weather in Paris is sunny.", "reference": [WEATHER]},  # no call: 0, no_answer
+        {"response": "<tool_call>{not json}</tool_call>", "reference": [WEATHER]},  # broken: 0, format
+        {"response": '<tool_call>{"arguments": {}}</tool_call>', "reference": [WEATHER]},  # no name: format
+        {"response": "No tool is needed: 4.", "reference": []},  # "call no tool", none called: 1
+        {"response": hermes(TIME), "reference": []},  # a call where none was wanted: 0
+        {"response": hermes(WEATHER), "reference": "get the weather"},  # not a call reference: invalid
+        {"response": hermes(WEATHER)},  # no reference: invalid
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["valid"], r["reason"]) for r in results] == [
+        (0.0, True, "no_answer"),
+        (0.0, True, "format"),
+        (0.0, True, "format"),
+        (1.0, True, None),
+        (0.0, True, None),
+        (None, False, "parse_error"),
+        (None, False, "missing_reference"),
+    ]
+
+
+async def test_the_reward_is_listed_with_its_config(client: httpx.AsyncClient) -> None:
+    rewards = {r["name"]: r for r in (await client.get("/v1/rewards")).json()["rewards"]}
+    assert "tool_call" in rewards
+    bad = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "tool_call", "config": {"mode": "fuzzy"}},
+            "items": [{"response": "x", "reference": []}],
+        },
+    )
+    assert bad.status_code == 422 and "mode" in bad.json()["error"]["message"]
