@@ -45,6 +45,7 @@ async def test_the_formats_a_response_may_call_tools_in(client: httpx.AsyncClien
         json.dumps({"tool_calls": [openai]}),  # OpenAI's shape, arguments as a JSON string
         '<think>maybe <tool_call>{"name": "get_time", "arguments": {}}</tool_call></think>' + hermes(WEATHER),
         json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]}),
+        "[TOOL_CALLS] " + json.dumps([WEATHER]),  # Mistral's marker
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
     assert [r["score"] for r in results] == [1.0] * len(responses), results
@@ -103,6 +104,11 @@ async def test_no_call_is_a_valid_zero_and_a_bad_reference_is_invalid(client: ht
         {"response": hermes(TIME), "reference": []},  # a call where none was wanted: 0
         {"response": hermes(WEATHER), "reference": "get the weather"},  # not a call reference: invalid
         {"response": hermes(WEATHER)},  # no reference: invalid
+        {"response": "<tool_call>" + "[" * 100_000 + "]" * 100_000 + "</tool_call>", "reference": [WEATHER]},
+        {
+            "response": hermes({"name": "get_weather", "arguments": {"a": [[[[[[[[[[[]]]]]]]]]]]}}),
+            "reference": [WEATHER],
+        },
     ]
     results = await score(client, items)
     assert [(r["score"], r["valid"], r["reason"]) for r in results] == [
@@ -113,6 +119,8 @@ async def test_no_call_is_a_valid_zero_and_a_bad_reference_is_invalid(client: ht
         (0.0, True, None),
         (None, False, "parse_error"),
         (None, False, "missing_reference"),
+        (0.0, True, "format"),  # nested past the parser's recursion limit: broken call JSON, not a crash
+        (0.0, True, None),  # nested, within bounds: compared, wrong
     ]
 
 

@@ -5,8 +5,8 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object;
-* otherwise one JSON value (the last ```json block, or the whole answer): a call object, a list of
-  them, or ``{"tool_calls": [...]}``.
+* otherwise one JSON value (the last ```json block, or the whole answer, or what follows Mistral's
+  ``[TOOL_CALLS]`` marker): a call object, a list of them, or ``{"tool_calls": [...]}``.
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
@@ -52,6 +52,9 @@ __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_eq
 _TOOL_CALL_BLOCK = regex.compile(r"<tool_call>(.*?)</tool_call>", regex.DOTALL)
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
 _MAX_CALLS = 256
+_MAX_DEPTH = 64
+# Mistral's chat template puts its calls after a marker: "[TOOL_CALLS] [{...}]" (v3: "[TOOL_CALLS][{...}]")
+_MISTRAL_MARKER = "[TOOL_CALLS]"
 
 
 class ToolCallConfig(RewardConfig):
@@ -116,7 +119,25 @@ def _loads(text: str) -> Any:
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
-    return json.loads(text, parse_constant=no_constant)
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    if _depth(value) > _MAX_DEPTH:  # comparing it would recurse as deep
+        raise ValueError(f"the JSON is nested more than {_MAX_DEPTH} levels deep")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply arrays and objects nest in ``value`` (iteratively: no recursion limit to hit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d <= _MAX_DEPTH:
+                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def parse_calls(response: str) -> list[Call] | None:
@@ -134,6 +155,9 @@ def parse_calls(response: str) -> list[Call] | None:
             return [_call(_loads(b)) for b in blocks]
         except ValueError as exc:
             raise _Malformed(str(exc)) from None
+    marker = text.rfind(_MISTRAL_MARKER)
+    if marker >= 0:
+        text = text[marker + len(_MISTRAL_MARKER) :]
     raw = extract_json_text(text, "auto")
     if not raw or raw[0] not in "[{":
         return None
