@@ -109,3 +109,15 @@ async def test_a_gold_that_times_out_makes_the_item_a_timeout_not_a_zero(client:
     items = [{"response": "\\boxed{5}", "reference": {"answers": [TOWER, "5"]}}]
     r = (await score(client, items, timeout_s=0.5, use_cache=False))["results"][0]
     assert (r["score"], r["valid"]) == (1.0, True), r
+
+
+async def test_non_finite_scores_in_the_math_config_are_refused(client: httpx.AsyncClient) -> None:
+    """correct_score / wrong_score took NaN and Infinity (the JSON parser reads them), and then every item
+    came back invalid (internal_error, "the reward produced a non-finite score"); they are a 422 naming
+    the field, as the other rewards' float settings are. Found in review."""
+    for field in ("correct_score", "wrong_score"):
+        body = b'{"reward": {"name": "math", "config": {"%s": NaN}}, "items": [{"response": "1", "reference": "1"}]}'
+        resp = await client.post(
+            "/v1/score", content=body % field.encode(), headers={"content-type": "application/json"}
+        )
+        assert resp.status_code == 422 and field in resp.json()["error"]["message"], resp.text

@@ -39,8 +39,8 @@ class MathConfig(RewardConfig):
     extraction: tuple[Method, ...] = Field(
         _DEFAULT_EXTRACTION, min_length=1, description="Answer extraction rules, tried in this order."
     )
-    correct_score: float = Field(1.0, description="Score of an equivalent answer.")
-    wrong_score: float = Field(0.0, description="Score of a wrong or missing answer.")
+    correct_score: float = Field(1.0, allow_inf_nan=False, description="Score of an equivalent answer.")
+    wrong_score: float = Field(0.0, allow_inf_nan=False, description="Score of a wrong or missing answer.")
 
 
 def read_golds(reference: Any) -> list[str] | None:
