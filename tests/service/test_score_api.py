@@ -365,3 +365,22 @@ async def test_a_bad_key_in_a_reward_spec_is_named_in_the_error(client: httpx.As
     assert err["message"].startswith("reward.configs: Extra inputs are not permitted"), err
     r = await client.post("/v1/score", json={"reward": 5, "items": [item]})
     assert r.status_code == 422 and r.json()["error"]["param"] == "reward", r.json()
+
+
+async def test_case_sensitive_with_squad_normalisation_is_refused(client: httpx.AsyncClient) -> None:
+    """``case_sensitive: true`` under the default ``normalize: squad`` (which lower-cases) was ignored
+    without a word, so "Paris" matched "paris" for a caller who asked otherwise. Found in review."""
+    item = {"response": "Paris", "reference": "paris"}
+    bad = await client.post(
+        "/v1/score",
+        json={"reward": {"name": "exact_match", "config": {"case_sensitive": True}}, "items": [item]},
+    )
+    assert bad.status_code == 422 and "case_sensitive" in bad.json()["error"]["message"], bad.text
+    ok = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "exact_match", "config": {"case_sensitive": True, "normalize": "whitespace"}},
+            "items": [item],
+        },
+    )
+    assert ok.status_code == 200 and ok.json()["results"][0]["score"] == 0.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
@@ -40,6 +40,14 @@ class ExactMatchConfig(RewardConfig):
     @classmethod
     def _compiles(cls, v: str | None) -> str | None:
         return validate_pattern(v) if v is not None else None
+
+    @model_validator(mode="after")
+    def _case_needs_a_case_keeping_normalisation(self) -> ExactMatchConfig:
+        if self.case_sensitive and self.normalize == "squad":  # squad lower-cases: it was ignored, silently
+            raise ValueError(
+                "case_sensitive applies to normalize 'whitespace' or 'none'; 'squad' lower-cases"
+            )
+        return self
 
 
 def reference_strings(reference: Any) -> list[str] | None:
