@@ -76,6 +76,11 @@ async def test_arguments_are_compared_as_json_values(client: httpx.AsyncClient) 
 async def test_parallel_calls_in_any_order_or_strictly(client: httpx.AsyncClient) -> None:
     item = {"response": hermes(TIME, WEATHER), "reference": {"calls": [WEATHER, TIME]}}
     assert (await score(client, [item]))[0]["score"] == 1.0
+    one_block = {
+        "response": f"<tool_call>{json.dumps([TIME, WEATHER])}</tool_call>",
+        "reference": [WEATHER, TIME],
+    }
+    assert (await score(client, [one_block]))[0]["score"] == 1.0
     assert (await score(client, [item], order="strict"))[0]["score"] == 0.0
 
 

@@ -151,8 +151,8 @@ def parse_calls(response: str) -> list[Call] | None:
     if blocks:
         if len(blocks) > _MAX_CALLS:
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
-        try:
-            return [_call(_loads(b)) for b in blocks]
+        try:  # a block holds one call, or (some templates) a list of them
+            return [call for b in blocks for call in _calls(_loads(b))]
         except ValueError as exc:
             raise _Malformed(str(exc)) from None
     marker = text.rfind(_MISTRAL_MARKER)
