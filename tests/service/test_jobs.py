@@ -208,30 +208,29 @@ class _CuttingProxy:
         await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
 
 
+def queued_job(job_id: str, body: bytes) -> dict[str, Any]:
+    """A job record as the service writes it when it queues ``body``."""
+    from rewardhub.jobs import body_digest
+
+    return {"job_id": job_id, "status": "queued", "created_at": time.time(), "body_sha256": body_digest(body)}
+
+
 async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis_server: Any) -> None:
     """Redis failing between the Idempotency-Key's claim and the job's write left the key naming a job
     that never existed: every retry with that key waited for it and answered 503 until the key expired
     (REWARDHUB_JOB_TTL_S, a day by default), so the client's retries could not get past a blip."""
     from redis.asyncio import Redis
 
-    from rewardhub.jobs import RedisJobStore, body_digest
+    from rewardhub.jobs import RedisJobStore
 
     idem = f"test:{time.time_ns()}"
     body = b'{"reward": "math"}'
-
-    def job(job_id: str) -> dict[str, Any]:
-        return {
-            "job_id": job_id,
-            "status": "queued",
-            "created_at": time.time(),
-            "body_sha256": body_digest(body),
-        }
 
     direct = Redis.from_url(redis_server.url)
     async with _CuttingProxy(redis_server.port, b"MULTI") as url:
         flaky = Redis.from_url(url)
         try:
-            await RedisJobStore(flaky, ttl_s=3600).create(job(f"job_a{idem}"), body, idem)
+            await RedisJobStore(flaky, ttl_s=3600).create(queued_job(f"job_a{idem}", body), body, idem)
         except ServiceUnavailable:
             pass
         else:
@@ -239,11 +238,15 @@ async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis
         finally:
             await flaky.aclose()
     try:
-        stored, created = await RedisJobStore(direct, ttl_s=3600).create(job(f"job_b{idem}"), body, idem)
+        stored, created = await RedisJobStore(direct, ttl_s=3600).create(
+            queued_job(f"job_b{idem}", body), body, idem
+        )
         assert created and stored["job_id"] == f"job_b{idem}"
         # Once its job is written the key lasts as long as the job.
         assert await direct.ttl(f"{RedisJobStore.P}:idem:{idem}") > 60
-        again, created = await RedisJobStore(direct, ttl_s=3600).create(job(f"job_c{idem}"), body, idem)
+        again, created = await RedisJobStore(direct, ttl_s=3600).create(
+            queued_job(f"job_c{idem}", body), body, idem
+        )
         assert not created and again["job_id"] == f"job_b{idem}"
     finally:
         await direct.aclose()
@@ -255,24 +258,16 @@ async def test_an_idempotency_key_stays_with_a_job_written_whose_answer_was_lost
     pending, so the client's retry with that key made a second job and the work ran twice."""
     from redis.asyncio import Redis
 
-    from rewardhub.jobs import RedisJobStore, body_digest
+    from rewardhub.jobs import RedisJobStore
 
     idem = f"test:{time.time_ns()}"
     body = b'{"reward": "math"}'
-
-    def job(job_id: str) -> dict[str, Any]:
-        return {
-            "job_id": job_id,
-            "status": "queued",
-            "created_at": time.time(),
-            "body_sha256": body_digest(body),
-        }
 
     direct = Redis.from_url(redis_server.url)
     async with _CuttingProxy(redis_server.port, b"MULTI", deliver=True) as url:
         flaky = Redis.from_url(url)
         try:
-            await RedisJobStore(flaky, ttl_s=3600).create(job(f"job_a{idem}"), body, idem)
+            await RedisJobStore(flaky, ttl_s=3600).create(queued_job(f"job_a{idem}", body), body, idem)
         except ServiceUnavailable:
             pass
         finally:
@@ -280,7 +275,7 @@ async def test_an_idempotency_key_stays_with_a_job_written_whose_answer_was_lost
     try:
         store = RedisJobStore(direct, ttl_s=3600)
         assert await store.get(f"job_a{idem}") is not None  # the write happened
-        again, created = await store.create(job(f"job_b{idem}"), body, idem)
+        again, created = await store.create(queued_job(f"job_b{idem}", body), body, idem)
         assert not created and again["job_id"] == f"job_a{idem}"
         assert f"job_b{idem}" not in await store.pending()
     finally:
