@@ -164,39 +164,38 @@ async def test_a_job_is_visible_only_to_the_key_that_submitted_it(make_app: Any)
         assert "result" not in other.text
 
 
-class _CuttingProxy:
-    """A TCP proxy in front of Redis that drops the connection of any command batch holding ``cut``
-    (a network fault at the transport boundary: the command never reaches Redis), or with
-    ``deliver=True`` passes that batch on and drops the connection before Redis's reply comes back (the
-    commands ran; the client cannot know)."""
+class _RedisProxy:
+    """A TCP proxy in front of Redis (a fault at the transport boundary). Each chunk read on the way to
+    Redis goes through ``to_redis`` and each on the way back through ``to_client``, with a dict that lives
+    as long as the connection; a hook answering False drops the connection instead of passing the chunk."""
 
-    def __init__(self, upstream_port: int, cut: bytes, *, deliver: bool = False):
-        self.upstream_port, self.cut, self.deliver = upstream_port, cut, deliver
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
         self.server: asyncio.Server | None = None
 
     async def __aenter__(self) -> str:
         self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"redis://127.0.0.1:{port}/0"
+        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.server is not None
         self.server.close()
 
+    async def to_redis(self, data: bytes, link: dict[str, Any]) -> bool:
+        return True
+
+    async def to_client(self, data: bytes, link: dict[str, Any]) -> bool:
+        return True
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        sent_cut = False
+        link: dict[str, Any] = {}
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, check: bool) -> None:
-            nonlocal sent_cut
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, hook: Any) -> None:
             try:
                 while data := await src.read(65536):
-                    if check and self.cut in data:
-                        if not self.deliver:
-                            break
-                        sent_cut = True
-                    elif not check and sent_cut:
-                        break  # Redis's answer to the batch: lost on the way back
+                    if not await hook(data, link):
+                        break
                     dst.write(data)
                     await dst.drain()
             except OSError:
@@ -205,7 +204,51 @@ class _CuttingProxy:
                 writer.close()
                 up_writer.close()
 
-        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+        await asyncio.gather(pump(reader, up_writer, self.to_redis), pump(up_reader, writer, self.to_client))
+
+
+class _CuttingProxy(_RedisProxy):
+    """Drops the connection of any command batch holding ``cut`` (the command never reaches Redis), or
+    with ``deliver=True`` passes that batch on and drops the connection before Redis's reply comes back
+    (the commands ran; the client cannot know)."""
+
+    def __init__(self, upstream_port: int, cut: bytes, *, deliver: bool = False):
+        super().__init__(upstream_port)
+        self.cut, self.deliver = cut, deliver
+
+    async def to_redis(self, data: bytes, link: dict[str, Any]) -> bool:
+        if self.cut in data:
+            link["sent_cut"] = True
+            return self.deliver
+        return True
+
+    async def to_client(self, data: bytes, link: dict[str, Any]) -> bool:
+        return not link.get("sent_cut")  # Redis's answer to the batch: lost on the way back
+
+
+class _InterceptingProxy(_RedisProxy):
+    """Awaits ``before(data)`` before passing each batch of commands on (something else happening in
+    Redis between two commands of a client)."""
+
+    def __init__(self, upstream_port: int, before: Any):
+        super().__init__(upstream_port)
+        self.before = before
+
+    async def to_redis(self, data: bytes, link: dict[str, Any]) -> bool:
+        await self.before(data)
+        return True
+
+
+class _SlowLinkProxy(_RedisProxy):
+    """A slow link: every full 64 KiB read costs 50 ms more, in either direction (small commands, which
+    never fill a read, pass at once)."""
+
+    async def to_redis(self, data: bytes, link: dict[str, Any]) -> bool:
+        if len(data) == 65536:
+            await asyncio.sleep(0.05)
+        return True
+
+    to_client = to_redis
 
 
 def queued_job(job_id: str, body: bytes) -> dict[str, Any]:
@@ -318,41 +361,6 @@ async def test_an_idempotency_key_whose_claim_vanishes_meanwhile_is_no_conflict(
         await direct.aclose()
 
 
-class _InterceptingProxy:
-    """A TCP proxy in front of Redis that awaits ``before(data)`` before passing each batch of commands on
-    (something else happening in Redis between two commands of a client)."""
-
-    def __init__(self, upstream_port: int, before: Any):
-        self.upstream_port, self.before = upstream_port, before
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, check: bool) -> None:
-            try:
-                while data := await src.read(65536):
-                    if check:
-                        await self.before(data)
-                    dst.write(data)
-                    await dst.drain()
-            except OSError:
-                pass
-            finally:
-                writer.close()
-                up_writer.close()
-
-        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
-
-
 async def test_a_pending_job_whose_record_is_gone_leaves_the_pending_index(redis_server: Any) -> None:
     """A job whose record expired or was evicted (a Redis shared with the cache under maxmemory) before it
     ran stayed in the pending index for ever: every runner took it up again at every rescan (15 s),
@@ -383,41 +391,6 @@ async def test_a_pending_job_whose_record_is_gone_leaves_the_pending_index(redis
         await runner.close()
         await redis.delete(f"{Store.P}:jobs:pending")
         await redis.aclose()
-
-
-class _SlowLinkProxy:
-    """A TCP proxy in front of Redis on a slow link: every full 64 KiB read costs 50 ms more, in either
-    direction (small commands, which never fill a read, pass at once)."""
-
-    def __init__(self, upstream_port: int):
-        self.upstream_port = upstream_port
-        self.server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    if len(data) == 65536:
-                        await asyncio.sleep(0.05)
-                    dst.write(data)
-                    await dst.drain()
-            except OSError:
-                pass
-            finally:
-                writer.close()
-                up_writer.close()
-
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
 
 async def test_a_large_job_is_stored_and_answered_over_a_slow_link(make_app: Any, redis_server: Any) -> None:
