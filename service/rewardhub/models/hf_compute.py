@@ -773,6 +773,9 @@ def encode_likelihoods(tok: Any, max_length: int, queries: Sequence[StepQuery]) 
     return out
 
 
+_NON_FINITE = "the model produced non-finite outputs (NaN or infinity)"
+
+
 def step_likelihoods(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
     """Each step's log-likelihood, ``sum log p(token | everything before it)`` over its tokens
     (:func:`encode_likelihoods`), in float32 from the batch's forward passes: the implicit PRM's
@@ -793,8 +796,7 @@ def step_likelihoods(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[
     seqs = [encs[i]["input_ids"] for i in run]
     outputs = _forward(loaded, seqs, [encs[i]["first"] - 1 for i in run])
     # every item's token log-probabilities stay on the model's device until one transfer for the
-    # batch: a host sync per item (its finiteness check, its targets' copy, a float per step) cost a
-    # 0.5B model on a GPU more time than its forward pass
+    # batch (:func:`_to_host`), its targets copied in one go too
     device = outputs[0][1].device
     targets = torch.tensor([t for i in run for t in encs[i]["input_ids"][encs[i]["first"] :]], device=device)
     token_lps, finite = [], []
@@ -807,18 +809,29 @@ def step_likelihoods(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[
         lp = torch.log_softmax(logits, dim=-1).gather(1, targets[at : at + n - first].unsqueeze(1))
         token_lps.append(lp.squeeze(1))
         at += n - first
-    lps = torch.cat(token_lps).cpu().tolist()
-    ok = torch.stack(finite).cpu().tolist()
-    at = 0
-    for row, i in enumerate(run):
-        first, n = encs[i]["first"], len(seqs[row])
-        item = lps[at : at + n - first]
-        at += n - first
-        if not ok[row]:
-            out[i] = BackendError("the model produced non-finite outputs (NaN or infinity)")
-            continue
-        out[i] = [math.fsum(item[a - first : b - first]) if b > a else 0.0 for a, b in encs[i]["steps"]]
+    for i, item in zip(run, _to_host(torch, token_lps, finite), strict=True):
+        first = encs[i]["first"]
+        out[i] = (
+            [math.fsum(item[a - first : b - first]) if b > a else 0.0 for a, b in encs[i]["steps"]]
+            if item is not None
+            else BackendError(_NON_FINITE)
+        )
     return out
+
+
+def _to_host(torch: Any, values: Sequence[Any], finite: Sequence[Any]) -> list[list[float] | None]:
+    """Each item's 1-D device tensor of ``values`` as a host list, or None where its ``finite`` flag (a
+    0-d device tensor) is false, in one transfer for the batch: a host sync per item cost a 0.5B model on
+    a GPU more than its forward pass (BENCHMARKS §5)."""
+    flat = torch.cat(list(values)).cpu().tolist()
+    ok = torch.stack(list(finite)).cpu().tolist()
+    host: list[list[float] | None] = []
+    at = 0
+    for v, good in zip(values, ok, strict=True):
+        n = int(v.shape[0])  # a shape is known on the host: no sync
+        host.append([float(x) for x in flat[at : at + n]] if good else None)
+        at += n
+    return host
 
 
 def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float] | BackendError]:
@@ -849,8 +862,7 @@ def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     outputs = _forward(loaded, seqs, first_tags)
     token_id = _token_ids(tok)
     # each item's probabilities and finiteness stay on the model's device until one transfer for the
-    # batch (rows picked by integer views, not list indexes that copy to the device): a host sync per
-    # item is what held the implicit PRM's batches back on a GPU (BENCHMARKS §5)
+    # batch (:func:`_to_host`; rows picked by integer views, not list indexes that copy to the device)
     picked, finite = [], []
     for row, (i, positions) in enumerate(run):
         q = queries[i]
@@ -863,17 +875,8 @@ def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
         # checked on the logits: a softmax turns an overflow to -inf into a finite 0.0 or 1.0
         finite.append(torch.isfinite(at).all())
         picked.append(torch.sigmoid(at[:, 0]) if q.value_head else torch.softmax(at, dim=-1)[:, positive])
-    probs = torch.cat(picked).cpu().tolist()
-    ok = torch.stack(finite).cpu().tolist()
-    at_item = 0
-    for row, (i, positions) in enumerate(run):
-        item = probs[at_item : at_item + len(positions)]
-        at_item += len(positions)
-        out[i] = (
-            [float(p) for p in item]
-            if ok[row]
-            else BackendError("the model produced non-finite outputs (NaN or infinity)")
-        )
+    for (i, _), item in zip(run, _to_host(torch, picked, finite), strict=True):
+        out[i] = item if item is not None else BackendError(_NON_FINITE)
     return out
 
 
