@@ -43,6 +43,7 @@ from rewardhub import jsonutil
 from rewardhub.cache import KEY_PREFIX, Cache
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import ScoreItem
+from rewardhub.security import ANONYMOUS_KEY_ID
 
 __all__ = [
     "GroupClaim",
@@ -76,7 +77,7 @@ def check_group_size(items: Sequence[ScoreItem], size: int) -> None:
             )
 
 
-def group_key(reward: str, group: str, fields: Sequence[str], tenant: str = "anonymous") -> str:
+def group_key(reward: str, group: str, fields: Sequence[str], tenant: str = ANONYMOUS_KEY_ID) -> str:
     return f"{KEY_PREFIX}:group:{tenant}:{reward}:{'+'.join(fields)}:{group}"
 
 
@@ -107,7 +108,7 @@ def claim_groups(
     indices: Sequence[int],
     reads: Sequence[str],
     plan: int,
-    tenant: str = "anonymous",
+    tenant: str = ANONYMOUS_KEY_ID,
 ) -> list[GroupClaim]:
     fields = [f for f in reads if f != "group"]
     return [

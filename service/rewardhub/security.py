@@ -20,7 +20,12 @@ from fastapi import Depends, Request
 
 from rewardhub.errors import Forbidden, Unauthorized
 
-__all__ = ["ANONYMOUS", "Authenticator", "Caller", "CallerDep", "get_caller"]
+__all__ = ["ANONYMOUS", "ANONYMOUS_KEY_ID", "Authenticator", "Caller", "CallerDep", "get_caller"]
+
+
+#: The tenant of every request when no API keys are configured: quotas, group ids and jobs are scoped
+#: by key id, and an open service is one tenant.
+ANONYMOUS_KEY_ID = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +34,10 @@ class Caller:
 
     @property
     def anonymous(self) -> bool:
-        return self.key_id == "anonymous"
+        return self.key_id == ANONYMOUS_KEY_ID
 
 
-ANONYMOUS = Caller("anonymous")
+ANONYMOUS = Caller(ANONYMOUS_KEY_ID)
 
 
 def _digest(key: str) -> bytes:

@@ -42,6 +42,7 @@ from rewardhub.protocol import (
 )
 from rewardhub.request_metrics import request_metrics
 from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext, unavailable_parts
+from rewardhub.security import ANONYMOUS_KEY_ID
 from rewardhub.stats import LiveStats
 
 __all__ = ["ScoringService"]
@@ -194,7 +195,7 @@ class ScoringService:
 
     # --- scoring ------------------------------------------------------------------------------
     async def score(
-        self, req: ScoreRequest, *, max_items: int | None = None, tenant: str = "anonymous"
+        self, req: ScoreRequest, *, max_items: int | None = None, tenant: str = ANONYMOUS_KEY_ID
     ) -> dict[str, Any]:
         """``tenant``: whose group ids these are (the caller's key id): the whole-group check remembers
         member sets per tenant, so two API keys' group "0" are two groups."""
