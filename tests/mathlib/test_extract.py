@@ -64,6 +64,12 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("a total of 1,234,567 people", "1234567", "last_number"),
         # ... but a group that starts with 0 is a list, not thousands: "0,100" is not 100
         ("the roots are 0,100", "100", "last_number"),
+        # ... and spaces group thousands too (SI style): it was the last group, "000"
+        ("a prize of 10 000 dollars", "10000", "last_number"),
+        ("about 1 234 567 people", "1234567", "last_number"),
+        ("a gap of 12\u2009345\u00a0678 km", "12345678", "last_number"),
+        ("pick 3 4", "4", "last_number"),
+        ("in 1999 100 people came", "100", "last_number"),
         # last number: a simple fraction
         ("half of it, 3/4 remained", "3/4", "last_number"),
     ],
