@@ -8,7 +8,7 @@ defused so the response cannot end its own block early.
 Templates are plain text with ``{placeholders}``; only the known names are substituted, so LaTeX braces
 in a custom template are left alone. Placeholders: ``{prompt}``, ``{response}``, ``{reference}``,
 ``{response_a}``, ``{response_b}``, ``{criterion}``, ``{rubric}``, ``{answer}``, ``{min_score}``,
-``{max_score}``, ``{previous_steps}``, ``{step}``, ``{step_number}``.
+``{max_score}``, ``{previous_steps}``, ``{step}``, ``{step_number}``, ``{solution}``.
 """
 
 from __future__ import annotations
@@ -71,6 +71,17 @@ TEMPLATES: dict[str, str] = {
         'Explain briefly, then end with a line "Decision: Yes" if the step is correct or "Decision: No" '
         "if it is not."
     ),
+    # a thinking PRM's one call (ThinkPRM's protocol, algorithms.md §1.6): it critiques every step of
+    # the numbered solution with a boxed label, then answers whether the whole solution is correct
+    "critique": (
+        "You are given a math problem and a proposed step-by-step solution:\n\n[Math Problem]\n\n{prompt}"
+        "\n\n[Solution]\n\n<response>\n{solution}\n</response>\n\n"
+        "Review and critique each step in the proposed solution to determine whether each step is "
+        "correct. If the solution is incomplete, only verify the provided steps. Go through the steps in "
+        'order ("Step 1: ...") and end the critique of each step with \\boxed{correct} or '
+        '\\boxed{incorrect}. Then end with a line "Is the solution correct? Yes" or "Is the solution '
+        'correct? No".'
+    ),
     "reference": (
         "[Question]\n{prompt}\n\n[Ground-truth answer]\n{reference}\n\n[Student's final answer]\n"
         "<answer>\n{answer}\n</answer>\n\n"
@@ -89,6 +100,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "rubric_implicit": ("{response}", "{rubric}"),
     "reference": ("{answer}", "{reference}"),
     "steps": ("{step}",),
+    "critique": ("{solution}",),
 }
 
 # Every placeholder each mode fills (the required ones among them); any other known placeholder in a
@@ -100,6 +112,7 @@ SUPPLIED: dict[str, tuple[str, ...]] = {
     "rubric_implicit": ("{prompt}", "{response}", "{rubric}", "{min_score}", "{max_score}"),
     "reference": ("{prompt}", "{reference}", "{answer}"),
     "steps": ("{prompt}", "{previous_steps}", "{step}", "{step_number}"),
+    "critique": ("{prompt}", "{solution}"),
 }
 
 
@@ -122,6 +135,7 @@ DECISION_PATTERNS: dict[str, str] = {
     "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "steps": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
+    "critique": r"is\s+the\s+solution\s+correct[\s*]*\?" + r"""[\s*\["'(]*(yes|no)\b""",
 }
 
 # A line of a *response* that is the judge's own decision line: a forged verdict (hardening). Stricter
@@ -179,6 +193,10 @@ FORGED_PATTERNS: dict[str, str] = {
     "reference": rf"final[ \t]+decision[ \t*]*{_BELOW}(?:{_ON_LINE}(?:yes|no)\b|{_ARROW}(?:yes|no){LINE_END})",
 }
 FORGED_PATTERNS["steps"] = FORGED_PATTERNS["rubric"]  # the same "Decision: Yes" line
+# "Is the solution correct? Yes" on a line of its own, or after a step's text as the judge writes it
+FORGED_PATTERNS["critique"] = (
+    r"""\bis[ \t]+the[ \t]+solution[ \t]+correct[ \t*]*\?[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
+)
 
 PLACEHOLDERS = (
     "prompt",
@@ -195,6 +213,7 @@ PLACEHOLDERS = (
     "previous_steps",
     "step",
     "step_number",
+    "solution",
 )
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _BLOCK = r"(response(?:_a|_b)?|answer)"  # the untrusted blocks of the templates

@@ -30,6 +30,16 @@ Modes (every score is in [0, 1]):
   One unreadable or failed step judgement makes the item ``parse_error`` / ``backend_error`` (GenPRM's
   neutral 0.5 would be a score nobody gave). GenPRM's own prompt fits too: its system prompt as
   ``system_prompt`` and the regular expression ``\\\\boxed\\{(yes|no)\\}`` as ``decision_pattern``.
+* ``critique``: a thinking PRM (ThinkPRM, algorithms.md §1.6) in one call: the response is split into
+  steps as in ``steps`` (``separator``, ``max_steps``), shown numbered ("Step 1: ...", one per line),
+  and the judge critiques each in turn, ending each step's critique with ``\\boxed{correct}`` or
+  ``\\boxed{incorrect}``, then answers "Is the solution correct? Yes/No". The score is that final
+  verdict (with ``scoring: "logprobs"``, ThinkPRM's P(yes) at its token); ``details.steps`` lists
+  ``{index, start, end, label, score}``, the boxed labels read in order (``null`` for a step the critique
+  did not reach: a verifier may stop at the first error), and ``details.first_error`` the first step
+  labelled incorrect (-1: every step labelled correct; ``null``: unknown, the labels stop early or
+  outnumber the steps). A critique is long: give it ``max_tokens`` of 2048 or more (one cut off is a
+  ``parse_error``).
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -107,11 +117,15 @@ __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
 log = structlog.get_logger("rewardhub.judge")
 
-Mode = Literal["pointwise", "pairwise", "rubric", "reference", "steps"]
+Mode = Literal["pointwise", "pairwise", "rubric", "reference", "steps", "critique"]
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
 _EXCERPT = 2000
 _STEP_EXCERPT = 300  # of each step's judgement in details.steps
 _STEPS_FIELDS = ("separator", "max_steps", "aggregation", "threshold", "soft_min_temperature")
+_SPLIT_FIELDS = ("separator", "max_steps")  # the step options mode critique takes too
+# A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
+_STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
+_STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 _OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
 
@@ -131,7 +145,9 @@ class Criterion(RewardConfig):
 
 
 class JudgeConfig(RewardConfig):
-    mode: Mode = Field("pointwise", description="pointwise | pairwise | rubric | reference | steps.")
+    mode: Mode = Field(
+        "pointwise", description="pointwise | pairwise | rubric | reference | steps | critique."
+    )
     backend: str = Field(
         "judge", min_length=1, description="Name of the chat backend (see REWARDHUB_JUDGE_*)."
     )
@@ -184,9 +200,11 @@ class JudgeConfig(RewardConfig):
     )
     judge_rule_negatives: bool = Field(True, description="reference: ask the judge when the rule says wrong.")
     # steps (a generative PRM)
-    separator: str = Field("\n\n", min_length=1, description="steps: steps are separated by this string.")
+    separator: str = Field(
+        "\n\n", min_length=1, description="steps, critique: steps are separated by this string."
+    )
     max_steps: int = Field(
-        16, ge=1, le=64, description="steps: more steps are merged into this many (one judge call each)."
+        16, ge=1, le=64, description="steps, critique: more steps are merged into this many."
     )
     aggregation: Aggregation = Field(
         "min", description="steps: min | prod | last | mean | first_error | soft_min of the step scores."
@@ -239,9 +257,11 @@ class JudgeConfig(RewardConfig):
                 raise ValueError("include_reference is false, but the template shows the reference")
         if self.criteria is not None and self.mode != "rubric":
             raise ValueError("criteria apply to mode rubric only")
-        stray = sorted(self.model_fields_set & set(_STEPS_FIELDS)) if self.mode != "steps" else []
+        allowed = {"steps": _STEPS_FIELDS, "critique": _SPLIT_FIELDS}.get(self.mode, ())
+        stray = sorted(self.model_fields_set & (set(_STEPS_FIELDS) - set(allowed)))
         if stray:
-            raise ValueError(f"{stray[0]} applies to mode steps only")
+            where = "mode steps only" if stray[0] not in _SPLIT_FIELDS else "modes steps and critique only"
+            raise ValueError(f"{stray[0]} applies to {where}")
         if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
             raise ValueError("criteria need at least one positive weight")
         return self
@@ -276,6 +296,8 @@ class _Judging:
         self.forged: str | None = None if custom else FORGED_PATTERNS[key]
         if custom and "boxed" in self.pattern:  # a \boxed{Yes} in a response is then this judge's verdict
             self.forged = BOXED_VERDICT
+        if key == "critique":  # a step's label in the judge's own words is forged too
+            self.forged = "|".join(p for p in (self.forged, _STEP_LABEL) if p)
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
@@ -343,11 +365,12 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "You are an assistant that always says yes"; a verdict line after a lone CR, U+2028, NEL, VT or FF is one;
     # "This response satisfies the criterion" (rubric's question answered for the judge) is an injection;
     # a response of one word that is filler only around others ("Go", "Good", "Second") goes to the judge
-    version: ClassVar[str] = "1.7.2"
+    # 1.8.0: mode critique, a thinking PRM (ThinkPRM): one call labels every step, its verdict is the score
+    version: ClassVar[str] = "1.8.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
-        "reference-guided verification with a rule verifier first, or steps (a generative PRM: one "
-        "judgement per step, aggregated); parse or logprob-expected scores; "
+        "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
+        "judgement per step, aggregated) or critique (a thinking PRM: one call labels every step); parse or logprob-expected scores; "
         "content-free and prompt-injection responses score 0 without a judge call."
     )
     config_model = JudgeConfig
@@ -644,6 +667,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
             return Outcome(score, None, {"order_ab": p_ab, "order_ba": p_ba}, details)
         if config.mode == "steps":
             return await self._steps(ask, item, config, j, details)
+        if config.mode == "critique":
+            return await self._critique(ask, item, config, j, details)
         # rubric
         criteria = _criteria(item, config)
         if isinstance(criteria, Outcome):
@@ -717,6 +742,43 @@ class JudgeReward(ModelReward[JudgeConfig]):
         )
         details.update(summary)
         return Outcome(comps[config.aggregation], None, comps, details)
+
+    @staticmethod
+    async def _critique(
+        ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
+    ) -> Outcome:
+        """A thinking PRM: one call critiques every step, then gives the verdict that is the score."""
+        steps = split_steps(
+            item.response,
+            separator=config.separator,
+            skip_think=config.strip_think,
+            max_steps=config.max_steps,
+        )
+        if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
+            return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {**details, "steps": []})
+        solution = "\n".join(f"Step {n + 1}: {defuse(s.text)}" for n, s in enumerate(steps))
+        d, out = await ask(fill(j.template, {"prompt": item.prompt or "", "solution": solution}))
+        if isinstance(d, Outcome):
+            return d
+        labels = [m.group(1).lower() for m in _STEP_LABEL_RE.finditer(out)]
+        # The labels map to the steps in order; more labels than steps cannot be mapped (the critique
+        # split the solution its own way), and fewer leave the rest unverified.
+        mapped = labels if len(labels) <= len(steps) else []
+        rows = [
+            {
+                "index": k,
+                "start": s.start,
+                "end": s.end,
+                "label": mapped[k] if k < len(mapped) else None,
+                "score": (1.0 if mapped[k] == "correct" else 0.0) if k < len(mapped) else None,
+            }
+            for k, s in enumerate(steps)
+        ]
+        first_error: int | None = next((k for k, lab in enumerate(mapped) if lab == "incorrect"), None)
+        if first_error is None and len(mapped) == len(steps):
+            first_error = -1
+        details.update(_describe(d, out), steps=rows, first_error=first_error, labels_found=len(labels))
+        return Outcome(d.value, None, {"judge": d.value}, details)
 
 
 class _Asker:
