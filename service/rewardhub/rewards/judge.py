@@ -104,7 +104,7 @@ from rewardhub.judging.templates import (
 )
 from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
 from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
-from rewardhub.prm import Aggregation, split_steps
+from rewardhub.prm import Aggregation, Step, split_steps
 from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -700,12 +700,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
     ) -> Outcome:
         """A generative PRM: one judgement per step, each seeing the earlier steps; then the aggregate."""
-        steps = split_steps(
-            item.response,
-            separator=config.separator,
-            skip_think=config.strip_think,
-            max_steps=config.max_steps,
-        )
+        steps = _steps_of(item, config)
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
             return _at_floor(Outcome(0.0, Reason.NO_ANSWER, {}, details), config)
         texts = [defuse(s.text) for s in steps]
@@ -748,12 +743,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
     ) -> Outcome:
         """A thinking PRM: one call critiques every step, then gives the verdict that is the score."""
-        steps = split_steps(
-            item.response,
-            separator=config.separator,
-            skip_think=config.strip_think,
-            max_steps=config.max_steps,
-        )
+        steps = _steps_of(item, config)
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
             return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {**details, "steps": []})
         solution = "\n".join(f"Step {n + 1}: {defuse(s.text)}" for n, s in enumerate(steps))
@@ -939,6 +929,13 @@ def _at_floor(outcome: Outcome, config: JudgeConfig) -> Outcome:
     floors: dict[str, float | None] = {a: FLOORS[a] for a in AGGREGATIONS}
     details = {**outcome.details, "aggregation": config.aggregation, "steps": [], "first_error": 0}
     return Outcome(FLOORS[config.aggregation], outcome.reason, floors, details, transient=outcome.transient)
+
+
+def _steps_of(item: ScoreItem, config: JudgeConfig) -> list[Step]:
+    """Modes steps and critique: the response's steps (after any ``<think>`` block), spans included."""
+    return split_steps(
+        item.response, separator=config.separator, skip_think=config.strip_think, max_steps=config.max_steps
+    )
 
 
 def _answerless(outcome: Outcome | None) -> bool:
