@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from fake_openai import FakeJudge, Reply, always
+from rewardhub.config import ConfigError
 from rewardhub.models.base import UNNAMED_MODEL, ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, CircuitOpen, InputTooLong
 from rewardhub.models.openai_backend import OpenAIBackend
@@ -259,6 +260,15 @@ async def test_a_key_with_a_trailing_newline_works_and_is_never_quoted(judge_ser
     await b.close()
     with pytest.raises(ValueError, match="control characters"):
         OpenAIBackend("judge", judge_server.url, "m", "sk-a\x00b", RemoteOptions())
+
+
+def test_a_key_with_a_non_ascii_character_is_refused_at_start_by_name() -> None:
+    """A key pasted with a typographic dash (U+2010) passed the control-character check and crashed the
+    start inside httpx ("'ascii' codec can't encode character"), naming neither the backend nor the key
+    as the cause. Found in review."""
+    with pytest.raises(ConfigError, match="backend 'judge': the API key contains") as info:
+        OpenAIBackend("judge", "http://127.0.0.1:9/v1", "m", "sk\u2010live-SECRET", RemoteOptions())
+    assert "SECRET" not in str(info.value)
 
 
 def test_credentials_in_a_backend_url_are_not_described() -> None:

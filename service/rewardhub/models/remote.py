@@ -226,6 +226,13 @@ class RemoteClient:
         api_key = api_key.strip() if api_key else None
         if api_key and not api_key.isprintable():
             raise ConfigError(f"backend {name!r}: the API key contains control characters")
+        # a header is ASCII: a key pasted with a typographic dash or quote crashed the
+        # start inside httpx ("'ascii' codec can't encode character"), naming no backend
+        if api_key and not api_key.isascii():
+            raise ConfigError(
+                f"backend {name!r}: the API key contains characters that are not ASCII (one pasted in "
+                "with it, such as a typographic dash?)"
+            )
         self._api_key = api_key
         # What a server's error answer might quote back (a gateway's "invalid key sk-..."): the key, a
         # password in the URL, and the values of its credential-like query parameters (?api_key=...)
