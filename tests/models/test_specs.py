@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardhub.config import Settings
+from rewardhub.config import ConfigError, Settings
 from rewardhub.models.hub import ModelHub, specs_from_settings
 from rewardhub.models.specs import LocalSpec, RemoteSpec, load_backends_file
 
@@ -97,6 +97,23 @@ def test_a_bad_shortcut_url_names_its_variable(var: str) -> None:
     with pytest.raises(ValueError, match=rf"REWARDHUB_{var.upper()}: url must start with http") as info:
         specs_from_settings(settings(**{var: "user:tok3n@server:8000/v1"}))
     assert "tok3n" not in str(info.value)
+
+
+def test_a_url_httpx_cannot_parse_is_refused_with_the_setting_that_gave_it(tmp_path: Path) -> None:
+    """A URL with a scheme but a malformed port (a typo, or an IPv6 address without brackets) passed the
+    check, and the start then failed inside httpx ("InvalidURL: Invalid port"), naming no setting; a URL
+    with no host at all ("http://") started, and every call failed. Found in review."""
+    f = tmp_path / "b.json"
+    for url, problem in (("http://prm:80a0", "not a valid URL"), ("http://", "no host")):
+        f.write_text(f'{{"backends": {{"x": {{"kind": "vllm_pooling", "url": "{url}", "model": "m"}}}}}}')
+        with pytest.raises(ConfigError, match=rf"backends\.x\.url: .*{problem}"):
+            ModelHub.from_settings(settings(backends_file=str(f)))
+    for url in ("http://u:tok3n@fe80::1:8000/v1", "http://svc:tok3n/v1"):  # the second: no "@host"
+        with pytest.raises(
+            ConfigError, match=r"REWARDHUB_JUDGE_URL: url is not a valid URL \(invalid port\)"
+        ) as info:
+            ModelHub.from_settings(settings(judge_url=url))
+        assert "tok3n" not in str(info.value)
 
 
 def test_missing_vllm_names_the_extra() -> None:

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, get_args
 
+import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -137,6 +139,17 @@ class RemoteSpec(_Spec):
     def _http_only(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError("url must start with http:// or https://")
+        # what httpx refuses (a malformed port: a typo, an IPv6 address without brackets) failed the
+        # start inside httpx naming no setting, and a URL without a host started and failed every call.
+        # httpx's message quotes the part at fault, which may be a credential ("http://user:token/v1"
+        # reads "token" as the port): only what is wrong is said.
+        try:
+            host = httpx.URL(v).host
+        except httpx.InvalidURL as exc:
+            what = re.split(r"[:,]", str(exc), maxsplit=1)[0].strip().lower() or "unreadable"
+            raise ValueError(f"url is not a valid URL ({what})") from None
+        if not host:
+            raise ValueError("url has no host")
         return v.rstrip("/")
 
     @field_validator("api_key_env")
