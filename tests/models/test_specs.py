@@ -73,6 +73,15 @@ def test_bad_specs_name_the_problem(tmp_path: Path) -> None:
         load_backends_file(str(y))
 
 
+def test_a_backends_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    """A file saved as Latin-1 (a comment with an accent) failed the start with a bare
+    UnicodeDecodeError traceback, naming neither the file nor the setting. Found in review."""
+    f = tmp_path / "b.yaml"
+    f.write_bytes("# modèle du juge\nbackends: {}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"REWARDHUB_BACKENDS_FILE={f}: not UTF-8 text"):
+        load_backends_file(str(f))
+
+
 def test_skywork_loads_a_value_head_and_only_in_process(tmp_path: Path) -> None:
     """A skywork PRM needs its value head, which only the transformers backend adds: the shortcut picks
     task value_head, and a vLLM kind or a vLLM engine with that task is refused when the file is read."""

@@ -260,6 +260,10 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
         text = p.read_text()
     except OSError as exc:
         raise ConfigError(f"REWARDHUB_BACKENDS_FILE={path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"REWARDHUB_BACKENDS_FILE={path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     data: Any
     if p.suffix in (".yaml", ".yml"):
         try:
