@@ -7,11 +7,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-from fake_openai import FakeJudge, Reply, always
+from fake_openai import FakeJudge, Reply, always, serve_app
 from rewardhub.config import ConfigError
 from rewardhub.models.base import UNNAMED_MODEL, ChatRequest, Message
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, CircuitOpen, InputTooLong
@@ -583,3 +586,50 @@ async def test_a_redirect_names_where_it_points_and_does_not_open_the_breaker() 
         finally:
             await b.close()
     assert b.client.breaker.describe()["state"] == "closed"
+
+
+def openai_embeddings_app(sent: list[int]) -> FastAPI:
+    """An /embeddings server with OpenAI's documented request limits: at most 2048 inputs, and at most
+    300,000 tokens summed over them (a character is a token here), each refused with a 400 that says
+    nothing of a context length."""
+    app = FastAPI()
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Any:
+        texts = (await request.json())["input"]
+        sent.append(len(texts))
+        if len(texts) > 2048:
+            message = "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."
+            return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, 400)
+        if (tokens := sum(len(t) for t in texts)) > 300_000:
+            message = f"Requested {tokens} tokens, max 300000 tokens per request"
+            return JSONResponse({"error": {"message": message, "type": "max_tokens_per_request"}}, 400)
+        vectors = [[1.0, float(len(t)), float(t.count("x"))] for t in texts]
+        return {"object": "list", "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+    return app
+
+
+@pytest.mark.parametrize("shape", ["many short texts", "long texts"])
+async def test_embeddings_past_openais_per_request_limits_are_sent_in_parts(shape: str) -> None:
+    """Every text of a similarity request went into one /embeddings call: OpenAI refuses more than 2048
+    inputs or 300,000 tokens in one request (a 400 about the request, not about one input), so a request
+    of 1,200 items with their references, or of a few dozen long answers, failed every item. Found in
+    review."""
+    texts = (
+        [f"text {k} " + "x" * (k % 7) for k in range(3000)]
+        if shape == "many short texts"
+        else [f"answer {k} " + "x" * 8000 for k in range(60)]
+    )
+    sent: list[int] = []
+    with serve_app(openai_embeddings_app(sent)) as url:
+        b = OpenAIBackend("embedding", f"{url}/v1", "text-embedding-3-small", None, RemoteOptions())
+        await b.start()
+        try:
+            out = await b.embed(texts, time.monotonic() + 30)
+        finally:
+            await b.close()
+    bad = [e for e in out if isinstance(e, BackendError)]
+    assert not bad, bad[0]
+    assert [e.vector for e in out] == [[1.0, float(len(t)), float(t.count("x"))] for t in texts]  # type: ignore[union-attr]
+    assert sum(sent) == len(texts)  # no text sent twice, none alone after a refusal

@@ -12,6 +12,7 @@ Everything about timeouts, retries, concurrency and the circuit breaker is in
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -34,6 +35,9 @@ log = structlog.get_logger("rewardhub.models.openai")
 
 # OpenAI rejects top_logprobs above 20; vLLM's default --max-logprobs is 20 as well.
 MAX_TOP_LOGPROBS = 20
+# OpenAI's limits of one /embeddings request: 2048 inputs, 300,000 tokens summed over them
+MAX_EMBED_INPUTS = 2048
+MAX_EMBED_CHARS = 100_000
 
 
 class OpenAIBackend(RemoteBackend):
@@ -79,10 +83,32 @@ class OpenAIBackend(RemoteBackend):
         return parse_chat_completion(self.name, answer)
 
     async def embed(self, texts: Sequence[str], deadline: float) -> list[Embedding | BackendError]:
-        """One batched ``/embeddings`` call. vLLM and OpenAI refuse the whole request (400) when one
-        input exceeds the context, which failed every item of the batch for one long rollout: after
-        such a refusal the texts are asked for one by one, so only the refused ones fail."""
-        return await split_on_refusal(lambda batch: self._embed(batch, deadline), texts)
+        """Batched ``/embeddings`` calls, at once. vLLM and OpenAI refuse the whole request (400) when
+        one input exceeds the context, which failed every item of the batch for one long rollout: after
+        such a refusal the texts are asked for one by one, so only the refused ones fail.
+
+        OpenAI also refuses a request of more than 2048 inputs or 300,000 tokens summed over them, with
+        a 400 about the request (every text of a large similarity request failed): the texts go in parts
+        of at most :data:`MAX_EMBED_INPUTS` texts and :data:`MAX_EMBED_CHARS` characters (under the token
+        limit even at three tokens a character, a rare CJK character's worst); a longer text goes alone."""
+        parts: list[list[str]] = []
+        chars = 0
+        for text in texts:
+            if not parts or len(parts[-1]) >= MAX_EMBED_INPUTS or chars + len(text) > MAX_EMBED_CHARS:
+                parts.append([])
+                chars = 0
+            parts[-1].append(text)
+            chars += len(text)
+        done = await asyncio.gather(
+            *(split_on_refusal(lambda batch: self._embed(batch, deadline), part) for part in parts),
+            return_exceptions=True,
+        )
+        out: list[Embedding | BackendError] = []
+        for part, got in zip(parts, done, strict=True):
+            if isinstance(got, BaseException) and not isinstance(got, BackendError):
+                raise got
+            out.extend([got] * len(part) if isinstance(got, BackendError) else got)
+        return out
 
     async def _embed(self, texts: Sequence[str], deadline: float) -> list[Embedding]:
         answer = await self.client.post("/embeddings", {**self.model_field, "input": list(texts)}, deadline)
