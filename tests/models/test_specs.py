@@ -82,6 +82,13 @@ def test_a_backends_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None
         load_backends_file(str(f))
 
 
+def test_a_yaml_file_with_an_upper_case_suffix_is_read_as_yaml(tmp_path: Path) -> None:
+    """``backends.YAML`` (or ``.Yml``) was read as JSON and refused as "not valid JSON". Found in review."""
+    f = tmp_path / "backends.YAML"
+    f.write_text("backends:\n  j: {kind: openai, url: 'http://a/v1', model: m}\n")
+    assert isinstance(load_backends_file(str(f))["j"], RemoteSpec)
+
+
 def test_skywork_loads_a_value_head_and_only_in_process(tmp_path: Path) -> None:
     """A skywork PRM needs its value head, which only the transformers backend adds: the shortcut picks
     task value_head, and a vLLM kind or a vLLM engine with that task is refused when the file is read."""

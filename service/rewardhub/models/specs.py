@@ -265,7 +265,7 @@ def load_backends_file(path: str) -> dict[str, RemoteSpec | LocalSpec]:
             f"REWARDHUB_BACKENDS_FILE={path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
         ) from None
     data: Any
-    if p.suffix in (".yaml", ".yml"):
+    if p.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError:
