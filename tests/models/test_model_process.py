@@ -18,7 +18,7 @@ from rewardhub.models import hf_compute
 from rewardhub.models.base import StepQuery
 from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, ForwardCrashed, InputTooLong, MissingExtra
-from rewardhub.models.model_process import ModelProcess
+from rewardhub.models.model_process import ModelProcess, _device_lost
 from tiny_models import build_tiny_qwen_prm
 
 QUERY = StepQuery(step_tag="<extra_0>", steps=2, text="1 + 1 = 2<extra_0>so 2<extra_0>")
@@ -96,6 +96,38 @@ async def test_a_forward_pass_out_of_memory_is_retried_in_halves() -> None:
         with pytest.raises(ForwardCrashed, match="out of memory in the forward pass: .*allocate") as exc:
             await proc.call(_out_of_memory, words)
         assert exc.value.died is False
+
+
+_DEVICE_LOST = False  # in the model process: a CUDA error has left its context unusable
+
+
+def _device_assert(loaded: object, items: list[str]) -> list[str]:
+    """A GPU model after a device-side assert (an index out of range in a kernel): that batch raises,
+    and so does every later CUDA call in the same process, whatever its input."""
+    global _DEVICE_LOST
+    if "poison" in items:
+        _DEVICE_LOST = True
+    if _DEVICE_LOST:
+        raise RuntimeError("CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA`")
+    return [x.upper() for x in items]
+
+
+async def test_a_cuda_error_that_leaves_the_device_unusable_restarts_the_model_process() -> None:
+    """After a device-side assert (or an illegal memory access) every CUDA call of that process fails:
+    the model process lived on, so that batch and every later one came back backend_error, with /ready
+    ok, until the service was restarted. The process is now replaced, and the batch retried item by
+    item, so only the input that does it fails."""
+    async with _batched(_device_assert) as (proc, b):
+        out = await b.submit_many(["a", "poison", "b"], time.monotonic() + 120)
+        assert out[0] == "A" and out[2] == "B"
+        assert isinstance(out[1], ForwardCrashed) and "device-side assert" in str(out[1])
+        assert "this item alone" in str(out[1])
+        assert await b.submit_many(["c", "d"], time.monotonic() + 120) == ["C", "D"]
+        assert proc.restarts == 2  # one for the batch's error, one for the item's own
+    # CUDA errors that leave the context usable are the batch's failure, not a reason to reload the model
+    assert not _device_lost(RuntimeError("CUDA error: out of memory"))
+    assert not _device_lost(RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasGemmEx"))
+    assert _device_lost(RuntimeError("CUDA error: an illegal memory access was encountered"))
 
 
 def _die(loaded: object, items: list[object]) -> list[object]:

@@ -69,7 +69,8 @@ class MissingExtra(BackendUnavailable):
 
 class ForwardCrashed(BackendError):
     """A local forward pass failed as a whole in a way that one item or the batch's size can cause: the
-    model process died in it (a segfault on one input, the out-of-memory killer) or it ran out of memory.
+    model process died in it (a segfault on one input, the out-of-memory killer, a CUDA error that left
+    its device unusable) or it ran out of memory.
 
     The batcher does not fail the whole batch with it: items that can be scored are, and the one that
     cannot fails alone (see :meth:`rewardhub.models.batcher.MicroBatcher`). ``died`` says which: a dead

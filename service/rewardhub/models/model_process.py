@@ -11,8 +11,9 @@ its API server and its engine.
 
 The child loads the model with the backend's loader (a picklable callable, so ``from_pretrained`` runs
 there, CUDA included) and then runs ``fn(loaded, items)`` for each batch it receives. It dies with the
-service (``daemon``); if it dies on its own (out of memory, a segfault), the batch in flight fails as a
-:class:`~rewardhub.models.errors.BackendError` and the next batch starts a fresh process. One that died
+service (``daemon``); if it dies on its own (out of memory, a segfault), or ends after a CUDA error that
+leaves its device unusable (a device-side assert), the batch in flight fails as a
+:class:`~rewardhub.models.errors.ForwardCrashed` and the next batch starts a fresh process. One that died
 while idle is noticed before a batch is sent, so that batch is served by the fresh process; a restart
 that fails (the model's files are gone) is kept in :attr:`ModelProcess.error` for readiness to report.
 """
@@ -73,10 +74,43 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
                 out = fn(loaded, items)
             conn.send(("ok", out))
         except Exception as exc:  # a batch's failure is reported, the process lives on
+            if _device_lost(exc):
+                # every later CUDA call of this process would fail too: it ends, and the parent starts a
+                # fresh one (a crash, so the batch is retried item by item and its culprit fails alone)
+                lost = f"the model process's device is unusable after {type(exc).__name__}: {exc}"[:500]
+                conn.send(("error", ForwardCrashed(f"{lost}; it restarts", died=True)))
+                return
             oom = ForwardCrashed.out_of_memory(exc)
             if oom is not None:
                 _release_cached_memory()
             conn.send(("error", oom or _portable(exc)))
+
+
+# CUDA's "sticky" errors, in its own words: once one is raised the process's CUDA context is unusable
+# and every later CUDA call fails with it, whatever its input (other CUDA errors leave it usable).
+_STICKY_CUDA_ERRORS = (
+    "device-side assert triggered",
+    "illegal memory access",
+    "unspecified launch failure",
+    "misaligned address",
+    "illegal instruction",
+    "hardware stack error",
+    "invalid program counter",
+    "uncorrectable ECC error",
+    "launch timed out",
+)
+
+
+def _device_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is a CUDA error that leaves the process's device unusable: a device-side assert
+    (an index out of range in a kernel), an illegal memory access... (:data:`_STICKY_CUDA_ERRORS`). Only
+    a new process recovers from one. torch raises them as ``AcceleratorError`` (2.8+) or a RuntimeError
+    "CUDA error: ...". By name and text, so no torch import."""
+    text = str(exc)
+    cuda = any(t.__name__ == "AcceleratorError" for t in type(exc).__mro__) or (
+        isinstance(exc, RuntimeError) and "CUDA error" in text
+    )
+    return cuda and any(e in text for e in _STICKY_CUDA_ERRORS)
 
 
 def _release_cached_memory() -> None:
@@ -204,7 +238,8 @@ class ModelProcess:
                 self._unread -= 1
                 try:
                     with contextlib.suppress(BackendError):  # it died finishing one: restarted below
-                        await self._recv()
+                        _, late = await self._recv()
+                        self._forget_if_ending(late)
                 except asyncio.CancelledError:
                     self._unread += 1
                     raise
@@ -232,10 +267,18 @@ class ModelProcess:
             except asyncio.CancelledError:
                 self._unread += 1  # the child still answers: the next call must not take it as its own
                 raise
+            self._forget_if_ending(payload)
         if kind != "ok":
             _raise(payload)
         result: list[Any] = payload
         return result
+
+    def _forget_if_ending(self, payload: Any) -> None:
+        """A reply that says the child is ending (its device was lost): the next call starts its
+        successor at once; a batch sent to the ending child would be lost, and blamed for its death."""
+        if isinstance(payload, ForwardCrashed) and payload.died:
+            log.warning("model_process_device_lost", backend=self.name, error=str(payload))
+            self._drop()
 
     def _alive(self) -> bool:
         """Whether the child can take a batch. Called with no reply owed, so a readable pipe is its
