@@ -207,6 +207,57 @@ async def test_generation_stops_at_the_deadline_and_the_next_call_is_served(tmp_
         await b.close()
 
 
+def _generation_growth_mib(loaded: Any, requests: list[ChatRequest]) -> list[float]:
+    """In the model process: how far generating ``requests`` raised its peak memory, in MiB."""
+    import resource
+
+    from rewardhub.models import hf_compute
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = hf_compute.generate_chat(loaded, requests)
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024  # KiB on Linux
+    return [grew for _ in out]
+
+
+async def test_generation_without_logprobs_keeps_no_vocabulary_sized_logits(tmp_path: Path) -> None:
+    """generate() kept every step's logits over the whole vocabulary (output_logits), then stacked and
+    log-softmaxed copies of them, for every call, also those asking for no top logprobs (score_model, a
+    judge reading text): 4 answers of 300 tokens over a 131k vocabulary took 2.2 GB, and a real batch
+    (32 x 1024 tokens x Qwen's 152k) some 60 GB, an out-of-memory that the batcher then retried in halves."""
+    from functools import partial
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from rewardhub.models import hf_compute
+    from rewardhub.models.model_process import ModelProcess
+    from tiny_models import _save, train_tokenizer
+
+    torch.manual_seed(0)
+    tok: Any = train_tokenizer()
+    config = Qwen2Config(
+        vocab_size=131_072,  # an embedding larger than the tokenizer, as Qwen's (151,936 for 151,665)
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    path = _save(Qwen2ForCausalLM(config), tok, tmp_path / "lm")
+    proc = ModelProcess("judge", partial(hf_compute.load, str(path), "generate", threads=1))
+    await proc.start()
+    try:
+        requests = [ChatRequest((Message("user", f"question {k}"),), max_tokens=300) for k in range(4)]
+        grew = await proc.call(_generation_growth_mib, requests)
+        assert grew[0] < 256, f"generation raised the model process's peak memory by {grew[0]:.0f} MiB"
+    finally:
+        await proc.close()
+
+
 async def test_lazy_load_failure_is_an_item_error() -> None:
     b = TransformersBackend("embedding", "/nonexistent/model", "embedding", lazy=True)
     await b.start()

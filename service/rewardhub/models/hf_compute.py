@@ -1133,9 +1133,12 @@ def _generate(
     first = requests[0]
     ids, mask = passes.padded([e["input_ids"] for e in encs], loaded.pad_id, left=True)
     ids, mask = ids.to(loaded.device), mask.to(loaded.device)
+    k = first.top_logprobs
     kwargs: dict[str, Any] = {
         "max_new_tokens": max_new,
-        "output_logits": True,
+        # every step's logits over the whole vocabulary, kept to the end: only for top logprobs (4 bytes
+        # x vocabulary x tokens x rows, 60 GB for 32 answers of 1024 tokens from a 152k vocabulary)
+        "output_logits": k > 0,
         "return_dict_in_generate": True,
         "pad_token_id": tok.pad_token_id,
     }
@@ -1153,9 +1156,7 @@ def _generate(
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
     new = gen.sequences[:, ids.shape[1] :]
-    logprobs = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw (pre-temperature)
     eos = _stop_ids(loaded)
-    k = first.top_logprobs
     out: list[Completion] = []
     for row in range(len(requests)):
         tokens: list[TokenLogprob] = []
@@ -1167,8 +1168,8 @@ def _generate(
                 finish = "stop"
                 break
             seq.append(tid)
-            if k > 0:
-                lp = logprobs[row, t]
+            if k > 0:  # raw (pre-temperature) logprobs, one position at a time: no [B, T, V] copies
+                lp = gen.logits[t][row].float().log_softmax(-1)
                 top_v, top_i = torch.topk(lp, min(k, lp.shape[-1]))
                 top = tuple(
                     (tok.decode([int(j)]), float(v))
