@@ -18,6 +18,7 @@ import torch
 
 from rewardhub_client import ItemResult
 from rewardhub_trainer.advantages import grpo_advantages
+from rewardhub_trainer.checkpoint import latest_checkpoint
 from rewardhub_trainer.config import TrainConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion
@@ -38,7 +39,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def make_trainer(tiny_model_dir: Path, tmp_path: Path) -> Callable[..., Trainer]:
-    def factory(**algorithm: Any) -> Trainer:
+    def factory(output: dict[str, Any] | None = None, **algorithm: Any) -> Trainer:
         cfg = TrainConfig.model_validate(
             {
                 "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
@@ -46,7 +47,12 @@ def make_trainer(tiny_model_dir: Path, tmp_path: Path) -> Callable[..., Trainer]
                 "generation": {"group_size": 3, "max_new_tokens": 2, "prompts_per_generate": 2},
                 "algorithm": algorithm,
                 "training": {"prompts_per_step": 2},
-                "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+                "output": {
+                    "run_dir": str(tmp_path / "run"),
+                    "progress": False,
+                    "tensorboard": False,
+                    **(output or {}),
+                },
             }
         )
         return Trainer(cfg)
@@ -243,3 +249,26 @@ def test_a_gdpo_weight_of_a_component_null_in_the_whole_first_batch_is_not_missp
     # every component null in a valid item's batch is no signal either, not "no components"
     adv, _ = make_trainer(estimator="gdpo")._advantages([group(0, [(0.0, True, {"a": None})] * 2)])
     assert adv.values.abs().sum().item() == 0.0 and adv.mask.all()
+
+
+def test_a_fresh_run_in_a_used_run_dir_keeps_its_own_checkpoints(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """With ``resume: false`` in a run directory that an earlier, longer run had used, the new run's
+    checkpoint sorted before the old run's and was pruned as the oldest the moment it was written, and
+    the old run's step_000010 stayed "latest": a later resume continued the *old* run. Found in review."""
+    old = make_trainer()
+    for step in (8, 10):
+        old.step = step
+        old._save()
+    fresh = make_trainer(output={"resume": False})
+    fresh._resume()
+    assert fresh.step == 0
+    fresh.step = 2
+    fresh._save()
+    found = sorted(p.name for p in (fresh.run_dir / "checkpoints").glob("step_*"))
+    assert found == ["step_000002"]
+    assert latest_checkpoint(fresh.run_dir) == fresh.run_dir / "checkpoints" / "step_000002"
+    resumed = make_trainer()
+    resumed._resume()
+    assert resumed.step == 2

@@ -54,7 +54,10 @@ def save_checkpoint(
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    for old in sorted(root.glob("step_*"))[:-keep]:
+    # A checkpoint past this step belongs to an earlier run in the same directory (``resume: false``):
+    # kept, it would sort last, get this run's own checkpoints pruned as "old", and be what resume loads.
+    found = sorted(root.glob("step_*"))
+    for old in [p for p in found if p.name > final.name] + [p for p in found if p.name <= final.name][:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
