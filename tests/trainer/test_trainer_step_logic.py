@@ -21,7 +21,7 @@ from rewardhub_trainer.advantages import grpo_advantages
 from rewardhub_trainer.checkpoint import latest_checkpoint
 from rewardhub_trainer.config import TrainConfig
 from rewardhub_trainer.data import Problem
-from rewardhub_trainer.generation import Completion
+from rewardhub_trainer.generation import Completion, HFGenerator
 from rewardhub_trainer.rewards import Group
 from rewardhub_trainer.trainer import Trainer, _Collected
 
@@ -272,3 +272,33 @@ def test_a_fresh_run_in_a_used_run_dir_keeps_its_own_checkpoints(
     resumed = make_trainer()
     resumed._resume()
     assert resumed.step == 2
+
+
+class SyncRecorder(HFGenerator):
+    """The transformers sampler, recording the weights each ``sync_weights`` hands it (vLLM loads them)."""
+
+    def __init__(self, inner: HFGenerator):
+        super().__init__(inner.model, inner.tokenizer, inner.config)
+        self.synced: list[dict[str, torch.Tensor]] = []
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.synced.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+
+
+def test_resume_hands_the_checkpoint_weights_to_the_sampler(make_trainer: Callable[..., Trainer]) -> None:
+    """A resumed run loaded the checkpoint into the policy but not into a separate sampler (vLLM, which
+    starts from ``model.path`` and is only synced after an optimizer step): the first step after resume
+    sampled from the base model, off-policy, with its ratios against the wrong logprobs. Found in review."""
+    old = make_trainer()
+    with torch.no_grad():
+        for p in old.model.parameters():
+            p.add_(0.5)
+    old.step = 3
+    old._save()
+    resumed = make_trainer()
+    recorder = SyncRecorder(resumed.generator)  # type: ignore[arg-type]
+    resumed.generator = recorder
+    resumed._resume()
+    assert resumed.step == 3 and len(recorder.synced) == 1
+    expected = old.model.state_dict()
+    assert all(torch.equal(recorder.synced[0][k], expected[k]) for k in expected)

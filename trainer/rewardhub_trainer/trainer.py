@@ -373,6 +373,8 @@ class Trainer:
         if ckpt is None:
             return
         state = load_checkpoint(ckpt, self.model, self.optimizer)
+        # a separate sampler (vLLM) was loaded from model.path and is otherwise synced only after a step
+        self.generator.sync_weights(self.model)
         self.step = int(state["step"])
         self.data_pos = int(state["data_position"])
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
