@@ -279,3 +279,22 @@ def test_overlong_cache_length_must_be_below_l_max() -> None:
     # shaping off: the field is not used, nothing to refuse
     TrainConfig.model_validate({**base, "algorithm": {"estimator": "grpo"}})
     TrainConfig.model_validate({**base, "algorithm": {"estimator": "dapo", "overlong": {"enabled": False}}})
+
+
+@pytest.mark.parametrize(
+    ("template", "error"),
+    [
+        ("Solve it. Put the answer in \\boxed{{}}.", "no {question}"),  # every prompt the same text
+        ("{question} Put the answer in \\boxed{}.", "write a literal brace as {{ or }}"),  # IndexError
+        ("{question} in {units}", "the only field is {question}"),  # KeyError
+        ("{question", "write a literal brace as {{ or }}"),  # ValueError: unmatched brace
+    ],
+)
+def test_prompt_template_must_place_the_question(template: str, error: str) -> None:
+    """A template without ``{question}`` was accepted and trained on one identical prompt for every
+    problem; one with a single-brace ``\\boxed{}`` or another field passed the config and crashed the
+    run at its first prompt, after the model had loaded. Found in review."""
+    with pytest.raises(ValidationError, match=re.escape(error)):
+        DataConfig(prompt_template=template)
+    ok = DataConfig(prompt_template="Q: {question}\nPut it in \\boxed{{}}.")
+    assert ok.prompt_template.format(question="1+1") == "Q: 1+1\nPut it in \\boxed{}."

@@ -21,6 +21,7 @@ current working directory, like any CLI argument.
 
 from __future__ import annotations
 
+import string
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -190,6 +191,28 @@ class DataConfig(_Section):
     def _path(self) -> DataConfig:
         if self.source == "jsonl" and not self.path:
             raise ValueError("data.path is required when data.source is jsonl")
+        return self
+
+    @model_validator(mode="after")
+    def _template(self) -> DataConfig:
+        # Checked here, not at the first prompt: a template without {question} trains every step on one
+        # identical prompt, and a stray brace (\boxed{}) would only fail once the model has loaded.
+        try:
+            fields = {
+                name for _, name, _, _ in string.Formatter().parse(self.prompt_template) if name is not None
+            }
+            self.prompt_template.format(question="")
+        except (ValueError, IndexError, KeyError, AttributeError) as exc:
+            raise ValueError(
+                f"data.prompt_template {self.prompt_template!r} cannot be filled ({exc!r}): the only field "
+                "is {question}; write a literal brace as {{ or }} (e.g. \\boxed{{}})"
+            ) from None
+        if fields != {"question"}:
+            what = "has no {question}" if "question" not in fields else f"has fields {sorted(fields)}"
+            raise ValueError(
+                f"data.prompt_template {self.prompt_template!r} {what}: it must place the problem with "
+                "{question}, its only field (write a literal brace as {{ or }})"
+            )
         return self
 
 
