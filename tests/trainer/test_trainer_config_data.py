@@ -298,3 +298,11 @@ def test_prompt_template_must_place_the_question(template: str, error: str) -> N
         DataConfig(prompt_template=template)
     ok = DataConfig(prompt_template="Q: {question}\nPut it in \\boxed{{}}.")
     assert ok.prompt_template.format(question="1+1") == "Q: 1+1\nPut it in \\boxed{}."
+
+
+def test_a_data_path_needs_the_jsonl_source(tmp_path: Path) -> None:
+    """``data: {path: mine.jsonl}`` without ``source: jsonl`` was accepted and the run trained on the
+    built-in arithmetic problems, the file never read. Found in review."""
+    with pytest.raises(ValidationError, match="data.source: jsonl"):
+        DataConfig(path=str(tmp_path / "mine.jsonl"))
+    assert DataConfig(source="jsonl", path=str(tmp_path / "mine.jsonl")).path

@@ -191,6 +191,11 @@ class DataConfig(_Section):
     def _path(self) -> DataConfig:
         if self.source == "jsonl" and not self.path:
             raise ValueError("data.path is required when data.source is jsonl")
+        if self.source != "jsonl" and self.path:
+            # the file would be ignored and the run would train on the built-in problems instead
+            raise ValueError(
+                f"data.path ({self.path}) is read only with data.source: jsonl (the source is {self.source})"
+            )
         return self
 
     @model_validator(mode="after")
