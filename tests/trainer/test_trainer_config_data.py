@@ -306,3 +306,29 @@ def test_a_data_path_needs_the_jsonl_source(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="data.source: jsonl"):
         DataConfig(path=str(tmp_path / "mine.jsonl"))
     assert DataConfig(source="jsonl", path=str(tmp_path / "mine.jsonl")).path
+
+
+def test_jsonl_rows_are_checked_when_the_file_loads(tmp_path: Path) -> None:
+    """A row without the prompt field (or not an object) loaded fine and crashed the run with a bare
+    KeyError at whatever step first drew it, possibly hours in; a bad line gave a JSON error that named
+    neither the file nor the line. Found in review."""
+    path = tmp_path / "d.jsonl"
+    cases = [
+        (
+            '{"prompt": "a", "reference": "1"}\n{"question": "b", "reference": "2"}\n',
+            r"d.jsonl:2: .*'prompt'",
+        ),
+        ('{"prompt": "a"}\n\n{"prompt": null}\n', r"d.jsonl:3: .*'prompt'"),
+        ('{"prompt": "a"}\n["b", "2"]\n', r"d.jsonl:2: .*not a JSON object"),
+        ('{"prompt": "a"}\n{"prompt": "b",\n', r"d.jsonl:2: .*not valid JSON"),
+    ]
+    for text, error in cases:
+        path.write_text(text)
+        with pytest.raises(ValueError, match=error):
+            JsonlProblems(DataConfig(source="jsonl", path=str(path)))
+    path.write_text('{"prompt": "a", "reference": 3}\n\n{"prompt": "b"}\n')
+    src = JsonlProblems(DataConfig(source="jsonl", path=str(path), shuffle=False))
+    assert [(src.problem(i).question, src.problem(i).reference) for i in range(2)] == [
+        ("a", "3"),
+        ("b", None),
+    ]

@@ -142,9 +142,21 @@ class JsonlProblems:
     def __init__(self, config: DataConfig):
         assert config.path is not None
         self.config = config
-        self.rows: list[dict[str, Any]] = [
-            json.loads(line) for line in Path(config.path).read_text().splitlines() if line.strip()
-        ]
+        self.rows: list[dict[str, Any]] = []
+        # Every row is checked now: a bad one would otherwise stop the run at whichever step drew it.
+        for lineno, line in enumerate(Path(config.path).read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{config.path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: not a JSON object")
+            if row.get(config.prompt_field) is None:
+                raise ValueError(f"{where}: no {config.prompt_field!r} (data.prompt_field)")
+            self.rows.append(row)
         if not self.rows:
             raise ValueError(f"{config.path} has no rows")
         self._orders: dict[int, list[int]] = {}
