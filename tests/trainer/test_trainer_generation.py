@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
+import types
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
 from rewardhub_trainer.config import GenerationConfig
-from rewardhub_trainer.generation import HFGenerator, split_completion
+from rewardhub_trainer.generation import HFGenerator, make_generator, split_completion
 from rewardhub_trainer.losses import token_logprobs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -106,3 +109,42 @@ def test_top_k_zero_samples_the_untruncated_distribution(
     ranks = _sampled_ranks(model, group)
     assert len(ranks) >= 8
     assert max(ranks) >= 50, ranks
+
+
+def test_vllm_stops_on_and_recognises_the_checkpoint_eos_ids(
+    tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vLLM sampler took its EOS ids from the tokenizer alone, where transformers' also takes the
+    model's generation_config ones (Qwen2.5/Llama-3 instruct list two or three): a completion ending
+    in such an id (vLLM stops on them) was flagged truncated, so `mask_truncated` dropped it and the
+    service was told it hit the length cap. Found in review. The engine is replaced at its boundary:
+    a stand-in `vllm` module answers fixed token ids."""
+    model, tok = tiny
+    other_eos = tok.convert_tokens_to_ids("<|endoftext|>")
+    assert other_eos != tok.eos_token_id
+    seen: list[Any] = []
+
+    class FakeLLM:
+        def __init__(self, **kwargs: Any):
+            pass
+
+        def generate(self, prompts: list[Any], params: Any, use_tqdm: bool) -> list[Any]:
+            seen.append(params)
+            lp = SimpleNamespace(logprob=-1.0)
+            out = SimpleNamespace(token_ids=[7, other_eos], logprobs=[{7: lp}, {other_eos: lp}])
+            return [SimpleNamespace(outputs=[out] * params.n) for _ in prompts]
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = FakeLLM  # type: ignore[attr-defined]
+    fake.SamplingParams = SimpleNamespace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    saved = model.generation_config
+    model.generation_config = copy.deepcopy(saved)
+    model.generation_config.eos_token_id = [tok.eos_token_id, other_eos]
+    try:
+        gen = make_generator("vllm", model, tok, GenerationConfig(max_new_tokens=4), "/m", "float32")
+        (group,) = gen.generate([[1, 2, 3]], 2)
+    finally:
+        model.generation_config = saved
+    assert other_eos in seen[0].stop_token_ids and tok.eos_token_id in seen[0].stop_token_ids
+    assert [(c.completion_ids, c.truncated) for c in group] == [([7, other_eos], False)] * 2

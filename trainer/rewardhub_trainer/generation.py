@@ -178,14 +178,16 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     and temperature; the ``processed_*`` ones after temperature, min-p and top-k/top-p.)
     """
 
-    def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str):
+    def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str, eos: list[int]):
         try:
             vllm: Any = importlib.import_module("vllm")
         except ImportError as exc:
             raise ImportError(VLLM_HINT) from exc
         self.tokenizer = tokenizer
         self.config = config
-        self.eos = set(eos_ids(tokenizer))
+        # the same ids as transformers' sampler (tokenizer + the checkpoint's generation_config): vLLM
+        # stops on the generation_config ones too, and a completion ending in one is not truncated
+        self.eos = set(eos)
         self.llm = vllm.LLM(
             model=model_path,
             dtype=dtype,
@@ -254,5 +256,5 @@ def make_generator(
     dtype: str,
 ) -> Generator:
     if backend == "vllm":
-        return VLLMGenerator(model_path, tokenizer, config, dtype)
+        return VLLMGenerator(model_path, tokenizer, config, dtype, eos_ids(tokenizer, model))
     return HFGenerator(model, tokenizer, config)
