@@ -332,3 +332,17 @@ def test_jsonl_rows_are_checked_when_the_file_loads(tmp_path: Path) -> None:
         ("a", "3"),
         ("b", None),
     ]
+
+
+def test_plot_refuses_a_window_below_one(tmp_path: Path) -> None:
+    """``plot --window 0`` (or a negative window) died with a ZeroDivisionError traceback in the moving
+    average. Found in review."""
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+    for window in ("0", "-2"):
+        result = CliRunner().invoke(app, ["plot", str(tmp_path), "--window", window])
+        assert result.exit_code == 2 and not isinstance(result.exception, ZeroDivisionError), result.output
+    from rewardhub_trainer.plot import plot_run
+
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        plot_run(tmp_path, window=0)
+    assert CliRunner().invoke(app, ["plot", str(tmp_path), "--window", "1"]).exit_code == 0

@@ -81,7 +81,7 @@ def plot(
         Path, typer.Argument(help="A run directory (with metrics.jsonl).", exists=True, file_okay=False)
     ],
     out: Annotated[Path | None, typer.Option(help="PNG path (default RUN_DIR/curves.png).")] = None,
-    window: Annotated[int, typer.Option(help="Moving-average window, steps.")] = 5,
+    window: Annotated[int, typer.Option(help="Moving-average window, steps.", min=1)] = 5,
 ) -> None:
     """Write reward, accuracy, length, KL and reward-wait curves to a PNG."""
     from rewardhub_trainer.plot import plot_run

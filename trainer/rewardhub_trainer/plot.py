@@ -41,6 +41,8 @@ def plot_run(run_dir: Path, out: Path | None = None, *, window: int = 5, title: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if window < 1:
+        raise ValueError(f"window must be at least 1 step (got {window})")
     rows = read_metrics(run_dir)
     if not rows:
         raise ValueError(f"{run_dir}/metrics.jsonl has no rows")
