@@ -148,3 +148,35 @@ def test_vllm_stops_on_and_recognises_the_checkpoint_eos_ids(
         model.generation_config = saved
     assert other_eos in seen[0].stop_token_ids and tok.eos_token_id in seen[0].stop_token_ids
     assert [(c.completion_ids, c.truncated) for c in group] == [([7, other_eos], False)] * 2
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_loss_forward_has_no_dropout_of_the_checkpoint(
+    tiny: tuple[Any, Any], tmp_path: Path, lora: bool
+) -> None:
+    """The loss passes run the policy in train mode, where a checkpoint's own dropout (config
+    ``attention_dropout``, GPT-2/Phi-style ``nn.Dropout`` layers) is active, while sampling runs in eval
+    mode: the recorded logprobs were not those of the policy the loss sees, so the PPO ratio was not 1
+    before the first update and every gradient carried dropout noise. Found in review. (LoRA's own
+    ``lora.dropout`` is a separate, documented setting.)"""
+    import json
+
+    from rewardhub_trainer.config import ModelConfig
+    from rewardhub_trainer.modeling import load_policy
+
+    model, tok = tiny
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "attention_dropout": 0.5}))
+    policy, tok2, _ = load_policy(
+        ModelConfig(path=str(tmp_path), device="cpu", lora={"enabled": lora}), need_reference=False
+    )
+    policy.train()
+    ids = torch.tensor([tok2("What is 3+5? The answer is 8")["input_ids"]])
+    torch.manual_seed(0)
+    with torch.no_grad():
+        first, second = policy(ids).logits, policy(ids).logits
+        policy.eval()
+        evaluated = policy(ids).logits
+    assert torch.allclose(first, evaluated, atol=1e-5) and torch.allclose(second, evaluated, atol=1e-5)

@@ -32,7 +32,24 @@ def _load_lm(config: ModelConfig, device: torch.device) -> torch.nn.Module:
     model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(
         config.path, dtype=getattr(torch, config.dtype), local_files_only=True
     )
+    _disable_dropout(model)
     return model.to(device)
+
+
+def _disable_dropout(model: torch.nn.Module) -> None:
+    """Turn off the checkpoint's own dropout (TRL's ``disable_dropout``, on by default in its GRPO).
+
+    Sampling runs in eval mode and the loss passes in train mode: with dropout on there, the logprobs
+    recorded while sampling are not those of the policy the loss sees (the PPO ratio is not 1 before the
+    first update) and every gradient carries dropout noise. Llama/Qwen-style attention applies its
+    ``attention_dropout`` float functionally when training, so that is zeroed as well as ``nn.Dropout``.
+    Called before LoRA wraps the model: ``lora.dropout`` stays as configured.
+    """
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0  # type: ignore[assignment]
 
 
 def load_policy(
