@@ -180,3 +180,36 @@ def test_the_loss_forward_has_no_dropout_of_the_checkpoint(
         policy.eval()
         evaluated = policy(ids).logits
     assert torch.allclose(first, evaluated, atol=1e-5) and torch.allclose(second, evaluated, atol=1e-5)
+
+
+def test_checkpoint_generation_settings_do_not_reshape_groups_or_sampling(tiny: tuple[Any, Any]) -> None:
+    """transformers fills every generation field left unset from the checkpoint's generation_config:
+    ``num_return_sequences`` there multiplied the rows (completions went to the wrong prompts, with
+    another row's logprobs), ``num_beams`` turned sampling into beam search, and ``suppress_tokens`` and
+    ``min_length`` reshaped the distribution the recorded logprobs do not describe.
+    Found in review."""
+    model, tok = tiny
+    vocab = len(tok)
+    saved = model.generation_config
+    model.generation_config = copy.deepcopy(saved)
+    g = model.generation_config
+    g.num_return_sequences, g.num_beams, g.min_length = 2, 2, 40
+    g.suppress_tokens = list(range(20, vocab))  # only ids < 20 left (and never EOS before 40 tokens)
+    try:
+        gen = HFGenerator(model, tok, GenerationConfig(max_new_tokens=8, temperature=1.0, top_k=0))
+        prompts = [tok("What is 3+5?")["input_ids"], tok("Say a number")["input_ids"]]
+        torch.manual_seed(5)
+        groups = gen.generate(prompts, 3)
+    finally:
+        model.generation_config = saved
+    assert [len(grp) for grp in groups] == [3, 3]
+    for prompt, grp in zip(prompts, groups, strict=True):
+        for c in grp:
+            assert c.prompt_ids == prompt
+            ids = torch.tensor([c.prompt_ids + c.completion_ids])
+            with torch.no_grad():
+                logits = model(ids).logits[:, len(c.prompt_ids) - 1 : -1]
+            ref = token_logprobs(logits, torch.tensor([c.completion_ids]), 1.0)[0]
+            assert torch.allclose(ref, torch.tensor(c.logprobs), atol=1e-4)
+    sampled = {t for grp in groups for c in grp for t in c.completion_ids}
+    assert max(sampled) >= 20, sampled  # the near-uniform tiny model draws from its whole vocabulary

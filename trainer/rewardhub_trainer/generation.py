@@ -91,9 +91,15 @@ class HFGenerator:
         # The checkpoint's own defaults (top_k, min_p, repetition penalties...) must not silently change the
         # sampling distribution. transformers fills every field left None here from the model's
         # generation_config and then from its global defaults (top_k=50), so each knob that reshapes the
-        # distribution is set explicitly to its neutral value (top_k=0 is "off": no TopK warper).
+        # distribution is set explicitly to its neutral value (top_k=0 is "off": no TopK warper), and so is
+        # each one that reshapes the rows (num_return_sequences multiplies them, num_beams searches).
         self.gen_config = HFGenConfig(  # type: ignore[no-untyped-call]
             do_sample=True,
+            num_beams=1,
+            num_return_sequences=1,
+            min_length=0,
+            suppress_tokens=[],
+            begin_suppress_tokens=[],
             temperature=config.temperature,
             top_p=config.top_p,
             top_k=config.top_k,
