@@ -346,3 +346,21 @@ def test_plot_refuses_a_window_below_one(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="window must be at least 1"):
         plot_run(tmp_path, window=0)
     assert CliRunner().invoke(app, ["plot", str(tmp_path), "--window", "1"]).exit_code == 0
+
+
+def test_overlong_ramp_must_start_below_max_new_tokens() -> None:
+    """An ``overlong.max_length`` so far above ``max_new_tokens`` that the ramp (from L_max - L_cache)
+    starts at or beyond the longest possible completion was accepted: the shaping was 0 for every
+    completion, and the run trained as if it were off while its config said on. Found in review."""
+    base = {"model": {"path": "/m"}, "generation": {"max_new_tokens": 64}}
+    with pytest.raises(ValidationError, match=r"no completion \(at most 64 tokens"):
+        TrainConfig.model_validate(
+            {**base, "algorithm": {"estimator": "dapo", "overlong": {"max_length": 512, "cache_length": 16}}}
+        )
+    # a ramp that starts below the cap shapes the longest completions: fine
+    ok = {"estimator": "dapo", "overlong": {"max_length": 72, "cache_length": 16}}
+    TrainConfig.model_validate({**base, "algorithm": ok})
+    # shaping off: nothing to refuse
+    TrainConfig.model_validate(
+        {**base, "algorithm": {"estimator": "grpo", "overlong": {"max_length": 512, "cache_length": 16}}}
+    )

@@ -176,7 +176,7 @@ def test_gdpo_overlong_penalty_factor_weights_its_component(make_trainer: Callab
         return Group(f"g{index}", Problem(index, f"q{index}", "1"), comps, results)
 
     groups = [lengths_group(0, [1, 3, 4]), lengths_group(1, [4, 2, 3])]
-    overlong = {"enabled": True, "max_length": 4, "cache_length": 2}
+    overlong = {"enabled": True, "max_length": 3, "cache_length": 2}  # the ramp from 1 (max_new_tokens 2)
 
     def advantages(factor: float) -> torch.Tensor:
         trainer = make_trainer(estimator="gdpo", overlong={**overlong, "penalty_factor": factor})

@@ -424,6 +424,14 @@ class TrainConfig(_Section):
                 f"({l_max}, {where}): DAPO's shaping is 0 up to L_max - L_cache, and with no such "
                 "length it penalises every completion (set a smaller cache_length, or overlong.enabled: false)"
             )
+        cap = self.generation.max_new_tokens
+        if self.algorithm.resolved_overlong and l_max - o.cache_length >= cap:
+            # the ramp starts where no completion can reach: the shaping would be 0 for all of them
+            raise ValueError(
+                f"algorithm.overlong: the shaping starts above L_max - L_cache = {l_max - o.cache_length} "
+                f"tokens, and no completion (at most {cap} tokens, generation.max_new_tokens) is that long: "
+                "it would never apply (lower overlong.max_length, or set overlong.enabled: false)"
+            )
         return self
 
 
