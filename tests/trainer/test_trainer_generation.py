@@ -185,8 +185,9 @@ def test_the_loss_forward_has_no_dropout_of_the_checkpoint(
 def test_checkpoint_generation_settings_do_not_reshape_groups_or_sampling(tiny: tuple[Any, Any]) -> None:
     """transformers fills every generation field left unset from the checkpoint's generation_config:
     ``num_return_sequences`` there multiplied the rows (completions went to the wrong prompts, with
-    another row's logprobs), ``num_beams`` turned sampling into beam search, and ``suppress_tokens`` and
-    ``min_length`` reshaped the distribution the recorded logprobs do not describe.
+    another row's logprobs), ``num_beams`` turned sampling into beam search, and ``suppress_tokens``
+    reshaped the distribution the recorded logprobs do not describe (``min_length`` is overridden by
+    ``min_new_tokens=0``; it stays in the case as a guard).
     Found in review."""
     model, tok = tiny
     vocab = len(tok)

@@ -97,7 +97,6 @@ class HFGenerator:
             do_sample=True,
             num_beams=1,
             num_return_sequences=1,
-            min_length=0,
             suppress_tokens=[],
             begin_suppress_tokens=[],
             temperature=config.temperature,
