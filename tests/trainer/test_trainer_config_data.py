@@ -364,3 +364,14 @@ def test_overlong_ramp_must_start_below_max_new_tokens() -> None:
     TrainConfig.model_validate(
         {**base, "algorithm": {"estimator": "grpo", "overlong": {"max_length": 512, "cache_length": 16}}}
     )
+
+
+def test_a_jsonl_prompt_must_be_text(tmp_path: Path) -> None:
+    """A conversational row (TRL's ``"prompt": [{"role": "user", "content": ...}]``) loaded fine and the
+    model was trained on the Python repr of the list, ``[{'role': 'user', ...}]``, inside the chat
+    template. Found in review."""
+    path = tmp_path / "chat.jsonl"
+    row = {"prompt": [{"role": "user", "content": "What is 2+2?"}], "reference": "4"}
+    path.write_text(json.dumps({"prompt": "What is 1+1?", "reference": "2"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=r"chat.jsonl:2: 'prompt' is a list, not text"):
+        JsonlProblems(DataConfig(source="jsonl", path=str(path)))

@@ -154,8 +154,16 @@ class JsonlProblems:
                 raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{where}: not a JSON object")
-            if row.get(config.prompt_field) is None:
+            prompt = row.get(config.prompt_field)
+            if prompt is None:
                 raise ValueError(f"{where}: no {config.prompt_field!r} (data.prompt_field)")
+            if not isinstance(prompt, str):
+                # str() of a message list would be trained on as if it were the question
+                raise ValueError(
+                    f"{where}: {config.prompt_field!r} is a {type(prompt).__name__}, not text (chat-message "
+                    "lists are not supported: give the question as a string; data.system_prompt and the "
+                    "chat template build the messages)"
+                )
             self.rows.append(row)
         if not self.rows:
             raise ValueError(f"{config.path} has no rows")
