@@ -375,3 +375,12 @@ def test_a_jsonl_prompt_must_be_text(tmp_path: Path) -> None:
     path.write_text(json.dumps({"prompt": "What is 1+1?", "reference": "2"}) + "\n" + json.dumps(row) + "\n")
     with pytest.raises(ValueError, match=r"chat.jsonl:2: 'prompt' is a list, not text"):
         JsonlProblems(DataConfig(source="jsonl", path=str(path)))
+
+
+def test_convert_smollm2_refuses_an_unknown_dtype(tmp_path: Path) -> None:
+    """``--dtype`` took any name ``torch`` has: ``int8`` cast the weights to integers and saved that as
+    a finished conversion (reused by every later call), ``bf16`` failed with an AttributeError after the
+    model had loaded. Found in review."""
+    result = CliRunner().invoke(app, ["convert-smollm2", str(tmp_path / "out"), "--dtype", "int8"])
+    assert result.exit_code == 2 and "float32, bfloat16 or float16" in result.output, result.output
+    assert not (tmp_path / "out").exists()

