@@ -214,3 +214,42 @@ def test_checkpoint_generation_settings_do_not_reshape_groups_or_sampling(tiny: 
             assert torch.allclose(ref, torch.tensor(c.logprobs), atol=1e-4)
     sampled = {t for grp in groups for c in grp for t in c.completion_ids}
     assert max(sampled) >= 20, sampled  # the near-uniform tiny model draws from its whole vocabulary
+
+
+def test_vllm_weight_sync_drops_the_prefix_cache(
+    tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vLLM engine runs with prefix caching, and every prompt shares the chat template's head: after
+    the new weights were loaded, the next step reused KV blocks the *old* weights had computed, so it
+    sampled from a mix of the two policies (TRL and verl reset the cache after each sync, as vLLM's own
+    docstring says RLHF flows must). Found in review. The engine is a stand-in at its boundary."""
+    model, tok = tiny
+    events: list[str] = []
+
+    class FakeRunnerModel:
+        def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+            events.append(f"load {len(weights)}")
+
+    runner = SimpleNamespace(model=FakeRunnerModel())
+    engine = SimpleNamespace(
+        model_executor=SimpleNamespace(
+            driver_worker=SimpleNamespace(worker=SimpleNamespace(model_runner=runner))
+        )
+    )
+
+    class FakeLLM:
+        def __init__(self, **kwargs: Any):
+            self.llm_engine = engine
+            assert kwargs["enable_prefix_caching"]
+
+        def reset_prefix_cache(self) -> bool:
+            events.append("reset")
+            return True
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = FakeLLM  # type: ignore[attr-defined]
+    fake.SamplingParams = SimpleNamespace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    gen = make_generator("vllm", model, tok, GenerationConfig(), "/m", "float32")
+    gen.sync_weights(model)
+    assert events == [f"load {len(model.state_dict())}", "reset"]

@@ -246,6 +246,9 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
             engine = self.llm.llm_engine
             runner = engine.model_executor.driver_worker.worker.model_runner
             runner.model.load_weights(weights=list(state.items()))
+            # Prefix caching keeps KV blocks the old weights computed, and every prompt shares the chat
+            # template's head: without this the next step samples from a mix of old and new policy.
+            self.llm.reset_prefix_cache()
         finally:
             unmerge = getattr(model, "unmerge_adapter", None)
             if unmerge is not None:
