@@ -302,3 +302,33 @@ def test_resume_hands_the_checkpoint_weights_to_the_sampler(make_trainer: Callab
     assert resumed.step == 3 and len(recorder.synced) == 1
     expected = old.model.state_dict()
     assert all(torch.equal(recorder.synced[0][k], expected[k]) for k in expected)
+
+
+def test_resume_refuses_a_checkpoint_of_another_run(
+    make_trainer: Callable[..., Trainer], tmp_path: Path
+) -> None:
+    """``output.resume`` (on by default, with a default run_dir) picked up whatever checkpoint the run
+    directory held: a second experiment with another reward, dataset or model resumed the first one's
+    weights and data position, and one whose step count the old run had reached trained not at all,
+    reporting success. Found in review."""
+    old = make_trainer()
+    old.step = 3
+    old._save()
+    other_data = make_trainer()
+    other_data.config.data.arithmetic.seed = 99
+    with pytest.raises(ValueError, match=r"data\.arithmetic\.seed.*output\.resume: false"):
+        other_data._resume()
+    other_reward = make_trainer()
+    other_reward.config.reward.name = "regex"
+    with pytest.raises(ValueError, match=r"reward\.name"):
+        other_reward._resume()
+    with_lora = make_trainer()
+    with_lora.config.model.lora.enabled = True  # named before its parameter names fail to match
+    with pytest.raises(ValueError, match=r"model\.lora\.enabled: False -> True"):
+        with_lora._resume()
+    # what may change between a run and its continuation: step count, learning rate, output...
+    same = make_trainer()
+    same.config.training.steps = 100
+    same.config.training.learning_rate = 1e-3
+    same._resume()
+    assert same.step == 3

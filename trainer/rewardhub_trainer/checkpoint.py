@@ -7,7 +7,8 @@ A checkpoint directory ``RUN_DIR/checkpoints/step_000012/`` holds:
 * ``optimizer.pt`` — AdamW moments (the learning rate is a function of the step);
 * ``rng.pt`` — torch (CPU and CUDA) and Python RNG states, so sampling continues identically;
 * ``state.json`` — the step, the data position (the index of the next problem: data sources are
-  indexed, see :mod:`rewardhub_trainer.data`) and running totals.
+  indexed, see :mod:`rewardhub_trainer.data`), running totals and what identifies the run (model, data,
+  reward: resume refuses a checkpoint of another run).
 
 Why not ``save_pretrained`` here: one format for both cases, and no tokenizer/config copies per step. The
 final model is written with ``save_pretrained`` (loadable by transformers/peft) by the trainer.

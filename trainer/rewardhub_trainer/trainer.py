@@ -33,6 +33,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -372,6 +373,17 @@ class Trainer:
         ckpt = latest_checkpoint(self.run_dir) if self.config.output.resume else None
         if ckpt is None:
             return
+        # checked before anything is loaded: another LoRA setup would otherwise fail on parameter names
+        saved = json.loads((ckpt / "state.json").read_text()).get("run")  # absent in older checkpoints
+        if saved is not None:
+            mine = self._identity()
+            changed = sorted(k for k in saved.keys() | mine.keys() if saved.get(k) != mine.get(k))
+            if changed:
+                diff = "; ".join(f"{k}: {saved.get(k)!r} -> {mine.get(k)!r}" for k in changed[:4])
+                raise ValueError(
+                    f"{ckpt} is a checkpoint of another run ({diff}): set output.resume: false to start "
+                    "this one over in that directory, or use another output.run_dir"
+                )
         state = load_checkpoint(ckpt, self.model, self.optimizer)
         # a separate sampler (vLLM) was loaded from model.path and is otherwise synced only after a step
         self.generator.sync_weights(self.model)
@@ -379,13 +391,27 @@ class Trainer:
         self.data_pos = int(state["data_position"])
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
 
+    def _identity(self) -> dict[str, Any]:
+        """What makes a checkpoint this run's: the model, the problems at each data position, the reward.
+
+        Resume picks up whatever the run directory holds (``output.resume`` is on by default, and so is
+        ``output.run_dir``); another experiment there would continue the old one's weights and data
+        position. What may change between a run and its continuation (steps, learning rate, sampling,
+        output) is left out.
+        """
+        c = to_dict(self.config)
+        data = {k: v for k, v in c["data"].items() if k in _DATA_IDENTITY}
+        run = {"model.path": c["model"]["path"], "model.lora": c["model"]["lora"], "data": data}
+        run |= {"reward.name": c["reward"]["name"], "reward.config": c["reward"]["config"]}
+        return _flatten(run)
+
     def _save(self) -> None:
         save_checkpoint(
             self.run_dir,
             self.step,
             self.model,
             self.optimizer,
-            {"data_position": self.data_pos, "totals": self.totals},
+            {"data_position": self.data_pos, "totals": self.totals, "run": self._identity()},
             keep=self.config.output.keep_checkpoints,
         )
 
@@ -491,6 +517,20 @@ class Trainer:
         summary["reward_wait_frac"] = self.totals["reward_wait_s"] / max(self.totals["wall_s"], 1e-9)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+
+# the data settings that decide which problem sits at each data position
+_DATA_IDENTITY = ("source", "path", "prompt_field", "reference_field", "shuffle", "seed", "arithmetic")
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            out |= _flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _top_level_components(groups: list[Group], required: bool = True) -> list[str]:
