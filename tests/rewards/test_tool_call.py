@@ -140,3 +140,37 @@ async def test_the_reward_is_listed_with_its_config(client: httpx.AsyncClient) -
         },
     )
     assert bad.status_code == 422 and "mode" in bad.json()["error"]["message"]
+
+
+async def test_hostile_numbers_and_nesting_score_their_item_not_crash_the_batch(
+    client: httpx.AsyncClient,
+) -> None:
+    deep = "[" * 900 + "]" * 900
+    items = [
+        {"response": hermes(WEATHER), "reference": [WEATHER]},
+        # an integer past a float's range against a float: compared, not equal (float() overflowed)
+        {
+            "response": '<tool_call>{"name": "f", "arguments": {"x": ' + "9" * 400 + "}}</tool_call>",
+            "reference": [{"name": "f", "arguments": {"x": 1.5}}],
+        },
+        # arguments as a JSON string nested past the limit the call JSON itself has
+        {
+            "response": "<tool_call>"
+            + json.dumps({"name": "f", "arguments": '{"x": ' + deep + "}"})
+            + "</tool_call>",
+            "reference": [{"name": "f", "arguments": {"x": []}}],
+        },
+        {
+            "response": "<tool_call>"
+            + json.dumps({"name": "f", "arguments": '{"x": ' + "[" * 5000 + "]" * 5000 + "}"})
+            + "</tool_call>",
+            "reference": [{"name": "f", "arguments": {"x": []}}],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["valid"], r["reason"]) for r in results] == [
+        (1.0, True, None),
+        (0.0, True, None),
+        (0.0, True, "format"),
+        (0.0, True, "format"),
+    ]

@@ -92,10 +92,10 @@ def _call(obj: Any) -> Call:
         raise _Malformed("a tool call needs a non-empty string 'name'")
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # OpenAI's wire format: the arguments as a JSON string
-        try:
-            args = json.loads(args) if args.strip() else {}
+        try:  # (bounded as the call JSON is: json.loads alone raised RecursionError past ~1000 levels)
+            args = _loads(args) if args.strip() else {}
         except ValueError:
-            raise _Malformed(f"the arguments of {name!r} are not JSON") from None
+            raise _Malformed(f"the arguments of {name!r} are not JSON (or nested too deeply)") from None
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -191,7 +191,10 @@ def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
     if isinstance(want, int | float) and isinstance(got, int | float):
         if isinstance(want, int) and isinstance(got, int):
             return got == want
-        x, y = float(got), float(want)
+        try:
+            x, y = float(got), float(want)
+        except OverflowError:  # an integer past a float's range: no float is within tolerance of it
+            return False
         return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
     if isinstance(want, str) and isinstance(got, str):
         if normalized:
@@ -254,7 +257,7 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 @register
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
