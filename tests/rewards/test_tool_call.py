@@ -174,3 +174,15 @@ async def test_hostile_numbers_and_nesting_score_their_item_not_crash_the_batch(
         (0.0, True, "format"),
         (0.0, True, "format"),
     ]
+
+
+@pytest.mark.timeout(30)
+async def test_a_response_of_unclosed_tool_call_tags_is_read_in_linear_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """The blocks were found with a lazy ``<tool_call>(.*?)</tool_call>`` search, which from each opener
+    without a closer scans to the end: a degenerate output repeating the tag (1 MB, the largest field)
+    took ~16 s, on the event loop. (The timeout is a hang guard: this takes milliseconds.)"""
+    looping = "<tool_call>\n" * 87_000
+    results = await score(client, [{"response": looping, "reference": [WEATHER]}])
+    assert [(r["score"], r["reason"]) for r in results] == [(0.0, "no_answer")]

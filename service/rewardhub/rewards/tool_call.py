@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import regex
 from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -49,7 +48,7 @@ from rewardhub.rewards.text import answer_text
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
 
-_TOOL_CALL_BLOCK = regex.compile(r"<tool_call>(.*?)</tool_call>", regex.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
 _MAX_CALLS = 256
 _MAX_DEPTH = 64
@@ -140,6 +139,21 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _blocks(text: str) -> list[str]:
+    """The texts of the ``<tool_call>...</tool_call>`` blocks, in order (as a lazy regex search finds them,
+    but in one pass: that search scanned to the end from every opener without a closer, quadratic)."""
+    blocks: list[str] = []
+    at = 0
+    while (start := text.find(_OPEN, at)) >= 0:
+        start += len(_OPEN)
+        end = text.find(_CLOSE, start)
+        if end < 0:  # no closer after this opener: none after any later one either
+            break
+        blocks.append(text[start:end])
+        at = end + len(_CLOSE)
+    return blocks
+
+
 def parse_calls(response: str) -> list[Call] | None:
     """The calls a response makes; None when it makes none.
 
@@ -147,7 +161,7 @@ def parse_calls(response: str) -> list[Call] | None:
         ValueError: the response's call blocks (or its JSON) are not valid tool calls.
     """
     text = answer_text(response)
-    blocks = _TOOL_CALL_BLOCK.findall(text)
+    blocks = _blocks(text)
     if blocks:
         if len(blocks) > _MAX_CALLS:
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
