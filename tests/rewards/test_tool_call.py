@@ -186,3 +186,18 @@ async def test_a_response_of_unclosed_tool_call_tags_is_read_in_linear_time(
     looping = "<tool_call>\n" * 87_000
     results = await score(client, [{"response": looping, "reference": [WEATHER]}])
     assert [(r["score"], r["reason"]) for r in results] == [(0.0, "no_answer")]
+
+
+@pytest.mark.timeout(60)
+async def test_the_call_limit_counts_the_calls_of_list_blocks_too(client: httpx.AsyncClient) -> None:
+    """The 256-call limit was checked on the blocks and on each block's list, not on their total: 256
+    blocks of 256 calls (under 1 MB) against 256 reference calls paired 16.7 million calls, for minutes on
+    the event loop. (The timeout is a hang guard.)"""
+    block = "<tool_call>" + json.dumps([{"name": "a"}] * 256, separators=(",", ":")) + "</tool_call>"
+    items = [
+        {"response": block * 256, "reference": [{"name": "a"}] * 256},
+        {"response": block, "reference": [{"name": "a"}] * 256},  # at the limit: scored
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(0.0, "format"), (1.0, None)]
+    assert "more than 256 tool calls" in results[0]["details"]["error"]

@@ -166,9 +166,12 @@ def parse_calls(response: str) -> list[Call] | None:
         if len(blocks) > _MAX_CALLS:
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
         try:  # a block holds one call, or (some templates) a list of them
-            return [call for b in blocks for call in _calls(_loads(b))]
+            calls = [call for b in blocks for call in _calls(_loads(b))]
         except ValueError as exc:
             raise _Malformed(str(exc)) from None
+        if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
+            raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+        return calls
     marker = text.rfind(_MISTRAL_MARKER)
     if marker >= 0:
         text = text[marker + len(_MISTRAL_MARKER) :]
