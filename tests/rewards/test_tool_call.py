@@ -201,3 +201,24 @@ async def test_the_call_limit_counts_the_calls_of_list_blocks_too(client: httpx.
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(0.0, "format"), (1.0, None)]
     assert "more than 256 tool calls" in results[0]["details"]["error"]
+
+
+async def test_a_last_call_without_its_closing_tag_is_read(client: httpx.AsyncClient) -> None:
+    """A rollout stopped at ``</tool_call>`` as a stop string (vLLM leaves the stop string out of the
+    text, as agent loops that run the tool at once set it up) ends in an unclosed block: it scored 0,
+    no_answer, however right the call. A tail that is not whole call JSON (cut mid-call) is still ignored."""
+    unclosed = f"<think>Paris, 3 days.</think>\n<tool_call>\n{json.dumps(WEATHER)}\n"
+    cut = '<tool_call>\n{"name": "get_weather", "argu'
+    items = [
+        {"response": unclosed, "reference": [WEATHER]},
+        {"response": hermes(TIME) + f"\n<tool_call>\n{json.dumps(WEATHER)}", "reference": [WEATHER, TIME]},
+        {"response": cut, "reference": [WEATHER]},
+        {"response": hermes(WEATHER) + "\n" + cut, "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (1.0, None),
+    ]

@@ -4,7 +4,8 @@ For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial
 read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
-  templates), each a call object;
+  templates), each a call object or a list of them; a last block whose ``</tool_call>`` is missing (a stop
+  string) counts when the rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or the whole answer, or what follows Mistral's
   ``[TOOL_CALLS]`` marker): a call object, a list of them, or ``{"tool_calls": [...]}``.
 
@@ -141,13 +142,21 @@ def _depth(value: Any) -> int:
 
 def _blocks(text: str) -> list[str]:
     """The texts of the ``<tool_call>...</tool_call>`` blocks, in order (as a lazy regex search finds them,
-    but in one pass: that search scanned to the end from every opener without a closer, quadratic)."""
+    but in one pass: that search scanned to the end from every opener without a closer, quadratic), and
+    a last block without its closer when what follows its opener is whole call JSON: a rollout stopped
+    at ``</tool_call>`` as a stop string, which vLLM leaves out of the text (its Hermes parser reads such
+    a block too). A tail that is not (cut mid-call, prose) is no call."""
     blocks: list[str] = []
     at = 0
     while (start := text.find(_OPEN, at)) >= 0:
         start += len(_OPEN)
         end = text.find(_CLOSE, start)
         if end < 0:  # no closer after this opener: none after any later one either
+            try:
+                _calls(_loads(text[start:]))
+            except ValueError:
+                break
+            blocks.append(text[start:])
             break
         blocks.append(text[start:end])
         at = end + len(_CLOSE)
