@@ -222,3 +222,20 @@ async def test_a_last_call_without_its_closing_tag_is_read(client: httpx.AsyncCl
         (0.0, "no_answer"),
         (1.0, None),
     ]
+
+
+async def test_partial_credit_pairs_calls_for_the_best_total(client: httpx.AsyncClient) -> None:
+    """Parallel calls of one function were paired greedily, best pair first: a tie taken the wrong way
+    left the other call unpaired with anything it matches. Here each predicted call has one wrong argument
+    against the reference call it pairs best with (2 of 6 values wrong: 2/3); greedy pairing gave 1/3."""
+
+    def flight(origin: str, destination: str, date: str) -> dict[str, Any]:
+        return {
+            "name": "search_flights",
+            "arguments": {"origin": origin, "destination": destination, "date": date},
+        }
+
+    reference = [flight("SFO", "JFK", "2025-03-01"), flight("SFO", "BOS", "2025-03-02")]
+    response = hermes(flight("SFO", "JFK", "2025-03-02"), flight("LAX", "JFK", "2025-03-01"))
+    results = await score(client, [{"response": response, "reference": reference}], mode="partial")
+    assert results[0]["score"] == pytest.approx(2 / 3)

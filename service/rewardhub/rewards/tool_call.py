@@ -21,7 +21,8 @@ Two calls are equal when their names are equal and their arguments are equal as 
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
 (``|got - want| <= tol * max(1, |want|)``), strings exactly or, with ``string_match: "normalized"``,
 after casefolding and collapsing whitespace. With ``order: "any"`` (default; parallel calls) reference
-and predicted calls are paired by their best credit, with ``"strict"`` position by position.
+and predicted calls are paired for the best total credit (past 64 calls a side, greedily by best credit),
+with ``"strict"`` position by position.
 
 Score: ``mode: "exact"`` gives 1 when the calls pair up one to one and every pair is equal, else 0.
 ``mode: "partial"`` gives each pair a credit, 0 for different names, else the share of argument keys
@@ -53,6 +54,8 @@ _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
 _MAX_CALLS = 256
 _MAX_DEPTH = 64
+# pairings of up to this much work (smaller side^2 x larger side: 64 calls a side) are optimal
+_OPTIMAL_PAIRING_WORK = 64**3
 # Mistral's chat template puts its calls after a marker: "[TOOL_CALLS] [{...}]" (v3: "[TOOL_CALLS][{...}]")
 _MISTRAL_MARKER = "[TOOL_CALLS]"
 
@@ -251,23 +254,71 @@ def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
 
 
 def _pair(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> list[float]:
-    """The credits of the reference/predicted pairs: position by position, or greedily by best credit."""
+    """The credits of the reference/predicted pairs: position by position, or the pairing with the best
+    total credit (greedily, best pair first, past :data:`_OPTIMAL_PAIRING_WORK`)."""
     if cfg.order == "strict":
         return [_credit(p, r, cfg) for p, r in zip(preds, refs, strict=False)]
+    credit = [[_credit(p, r, cfg) for r in refs] for p in preds]
+    if not credit or not refs:
+        return []
+    n, m = min(len(preds), len(refs)), max(len(preds), len(refs))
+    if n * n * m <= _OPTIMAL_PAIRING_WORK:
+        rows = credit if len(preds) <= len(refs) else [list(col) for col in zip(*credit, strict=True)]
+        return [rows[i][j] for i, j in _best_assignment(rows)]
     scored = sorted(
-        ((_credit(p, r, cfg), i, j) for i, p in enumerate(preds) for j, r in enumerate(refs)),
-        key=lambda t: -t[0],
+        ((credit[i][j], i, j) for i in range(len(preds)) for j in range(len(refs))), key=lambda t: -t[0]
     )
     used_p: set[int] = set()
     used_r: set[int] = set()
     credits: list[float] = []
-    for credit, i, j in scored:
+    for c, i, j in scored:
         if i in used_p or j in used_r:
             continue
         used_p.add(i)
         used_r.add(j)
-        credits.append(credit)
+        credits.append(c)
     return credits
+
+
+def _best_assignment(weight: list[list[float]]) -> list[tuple[int, int]]:
+    """The (row, column) pairs of a maximum-weight assignment of every row (rows <= columns): the
+    Hungarian algorithm with potentials, O(rows^2 x columns)."""
+    n, m = len(weight), len(weight[0])
+    inf = math.inf
+    u = [0.0] * (n + 1)
+    v = [0.0] * (m + 1)
+    owner = [0] * (m + 1)  # owner[j]: the row (1-based) assigned to column j, 0 for none
+    way = [0] * (m + 1)
+    for i in range(1, n + 1):
+        owner[0] = i
+        j0 = 0
+        minv = [inf] * (m + 1)
+        used = [False] * (m + 1)
+        while True:
+            used[j0] = True
+            i0, delta, j1 = owner[j0], inf, 0
+            row, ui0 = weight[i0 - 1], u[owner[j0]]
+            for j in range(1, m + 1):
+                if not used[j]:
+                    cur = -row[j - 1] - ui0 - v[j]  # minimising the negated credit
+                    if cur < minv[j]:
+                        minv[j], way[j] = cur, j0
+                    if minv[j] < delta:
+                        delta, j1 = minv[j], j
+            for j in range(m + 1):
+                if used[j]:
+                    u[owner[j]] += delta
+                    v[j] -= delta
+                else:
+                    minv[j] -= delta
+            j0 = j1
+            if owner[j0] == 0:
+                break
+        while j0:
+            j1 = way[j0]
+            owner[j0] = owner[j1]
+            j0 = j1
+    return [(owner[j] - 1, j - 1) for j in range(1, m + 1) if owner[j]]
 
 
 def _name_f1(preds: list[Call], refs: list[Call]) -> float:
