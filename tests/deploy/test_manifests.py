@@ -110,6 +110,18 @@ def test_probes_ports_and_env() -> None:
             assert refs <= {config["metadata"]["name"], secret["metadata"]["name"]}
 
 
+def test_every_deployment_is_scraped() -> None:
+    # The model pods carried no scrape annotations, so their batchers' rewardhub_queue_depth (which the
+    # README says to scale them on), batch sizes and model restarts were never collected.
+    routes = get_routes()
+    for dep in (d for d in k8s_docs() if d["kind"] == "Deployment"):
+        annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+        name = dep["metadata"]["name"]
+        assert annotations.get("prometheus.io/scrape") == "true", f"{name} is not scraped"
+        assert int(annotations["prometheus.io/port"]) == PORT, name
+        assert annotations["prometheus.io/path"] == "/metrics" and "/metrics" in routes, name
+
+
 def test_every_image_has_a_build_command() -> None:
     # The GPU Deployment named an image (rewardhub-cuda) that no file said how to build; the Dockerfile's
     # hint ("FROM an nvidia/cuda base and drop the pin") would still have installed the CPU torch.
