@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from rewardhub import __version__
 from rewardhub.admission import Admission
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
-from rewardhub.config import Settings, get_settings, parse_api_keys
+from rewardhub.config import ConfigError, Settings, get_settings, parse_api_keys
 from rewardhub.errors import install_error_handlers
 from rewardhub.jobs import JOB_REDIS_TIMEOUT_S, JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
@@ -34,7 +34,7 @@ from rewardhub.middleware import (
 )
 from rewardhub.models import ModelHub
 from rewardhub.rewards import load_builtin_rewards
-from rewardhub.rewards.base import RewardRegistry
+from rewardhub.rewards.base import RewardRegistry, registered
 from rewardhub.routes import compat, compat_sandboxfusion, dashboard, jobs, meta, score
 from rewardhub.runtime.context import Runtime, build_cpu_pool
 from rewardhub.sandbox import SandboxPool
@@ -98,6 +98,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     metrics: Metrics = app.state.metrics
     load_builtin_rewards()
+    if settings.compat_default_reward not in registered():
+        # (it started, and the compat endpoints answered every plain label 0.0, unknown_reward)
+        raise ConfigError(
+            f"REWARDHUB_COMPAT_DEFAULT_REWARD={settings.compat_default_reward!r}: no such reward "
+            f"(one of: {', '.join(sorted(registered()))})"
+        )
 
     # Each close is pushed as soon as its start succeeds, so a start-up that fails half way (a Redis URL
     # without a scheme, a reward that cannot start) still stops the model processes, CPU workers and

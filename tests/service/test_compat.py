@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from conftest import slow_math_request
+from rewardhub.config import ConfigError
 from rewardhub.security import Caller
 
 # What OpenRLHF's SingleTurnAgentExecutor sends: query = prompt + response decoded with special tokens.
@@ -461,3 +463,14 @@ async def test_a_chat_templated_prompt_reaches_model_rewards_as_its_user_turn(
     assert len(questions) == 4
     for q in questions:
         assert "What is 6*7?" in q and "Be brief" not in q and "<|" not in q, q
+
+
+async def test_an_unknown_default_reward_stops_the_start(make_app: Any) -> None:
+    """A typo in REWARDHUB_COMPAT_DEFAULT_REWARD ("math_verify") started a service whose compat endpoints
+    answered every plain label reward 0.0 (unknown_reward): a run of zero rewards, not a failed start."""
+    with pytest.raises(ConfigError, match=r"REWARDHUB_COMPAT_DEFAULT_REWARD='math_verify'.*no such reward"):
+        async with make_app(compat_default_reward="math_verify"):
+            pass
+    async with make_app(compat_default_reward="exact_match") as c:  # any real reward will do
+        resp = await c.post("/compat/slime/reward", json={"prompt": "1+1?", "response": "2", "label": "2"})
+        assert resp.json()["reward"] == 1.0
