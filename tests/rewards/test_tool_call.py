@@ -105,6 +105,8 @@ async def test_no_call_is_a_valid_zero_and_a_bad_reference_is_invalid(client: ht
         {"response": "The weather in Paris is sunny.", "reference": [WEATHER]},  # no call: 0, no_answer
         {"response": "<tool_call>{not json}</tool_call>", "reference": [WEATHER]},  # broken: 0, format
         {"response": '<tool_call>{"arguments": {}}</tool_call>', "reference": [WEATHER]},  # no name: format
+        {"response": "<tool_call>[]</tool_call>", "reference": [WEATHER]},  # an empty list: no call made
+        {"response": '{"tool_calls": []}', "reference": [WEATHER]},
         {"response": "No tool is needed: 4.", "reference": []},  # "call no tool", none called: 1
         {"response": hermes(TIME), "reference": []},  # a call where none was wanted: 0
         {"response": hermes(WEATHER), "reference": "get the weather"},  # not a call reference: invalid
@@ -120,6 +122,8 @@ async def test_no_call_is_a_valid_zero_and_a_bad_reference_is_invalid(client: ht
         (0.0, True, "no_answer"),
         (0.0, True, "format"),
         (0.0, True, "format"),
+        (0.0, True, "no_answer"),
+        (0.0, True, "no_answer"),
         (1.0, True, None),
         (0.0, True, None),
         (None, False, "parse_error"),

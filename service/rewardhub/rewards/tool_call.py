@@ -183,7 +183,7 @@ def parse_calls(response: str) -> list[Call] | None:
             raise _Malformed(str(exc)) from None
         if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
-        return calls
+        return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
     marker = text.rfind(_MISTRAL_MARKER)
     if marker >= 0:
         text = text[marker + len(_MISTRAL_MARKER) :]
