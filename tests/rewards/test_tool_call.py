@@ -243,3 +243,37 @@ async def test_partial_credit_pairs_calls_for_the_best_total(client: httpx.Async
     response = hermes(flight("SFO", "JFK", "2025-03-02"), flight("LAX", "JFK", "2025-03-01"))
     results = await score(client, [{"response": response, "reference": reference}], mode="partial")
     assert results[0]["score"] == pytest.approx(2 / 3)
+
+
+async def test_big_batches_are_paired_in_the_cpu_workers(client: httpx.AsyncClient) -> None:
+    """Pairing is pure Python (predicted x reference calls, each pair its arguments) and ran on the event
+    loop whatever the batch: an item of 256 calls against 256 took ~0.8 s, and one request of them held
+    the service for minutes, under no deadline. A big batch now runs in the CPU workers, each item under
+    the request's deadline; a small one is still scored inline, with the same results."""
+    calls = [
+        {"name": "search", "arguments": {"q": f"query {i}", "k": i, "tags": ["a", "b"]}} for i in range(256)
+    ]
+    big = {"response": f"<tool_call>{json.dumps(calls)}</tool_call>", "reference": calls[::-1]}
+    small = [
+        {"response": hermes(WEATHER, TIME), "reference": [TIME, WEATHER]},
+        {"response": hermes({**WEATHER, "arguments": {"city": "Paris"}}), "reference": [WEATHER]},
+        {"response": "no call", "reference": [WEATHER]},
+    ]
+
+    async def run(items: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
+        body = {"reward": {"name": "tool_call", "config": {"mode": "partial"}}, "items": items}
+        r = await client.post("/v1/score", json={**body, "options": {"use_cache": False, **options}})
+        assert r.status_code == 200, r.text
+        results: list[dict[str, Any]] = r.json()["results"]
+        return results
+
+    def seen(results: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(r["score"], r["reason"], r["components"], r["details"]) for r in results]
+
+    inline = await run(small)
+    assert [r["score"] for r in inline] == pytest.approx([1.0, 1 / 3, 0.0])
+    in_workers = await run([*small, big])  # the same items, paired in the workers
+    assert seen(in_workers[:3]) == seen(inline)
+    assert in_workers[3]["score"] == 1.0 and in_workers[3]["components"]["calls"] == 256.0
+    late = await run([big, big], timeout_s=0.02)
+    assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late
