@@ -277,3 +277,22 @@ async def test_big_batches_are_paired_in_the_cpu_workers(client: httpx.AsyncClie
     assert in_workers[3]["score"] == 1.0 and in_workers[3]["components"]["calls"] == 256.0
     late = await run([big, big], timeout_s=0.02)
     assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late
+
+
+async def test_big_responses_are_read_in_the_cpu_workers(client: httpx.AsyncClient) -> None:
+    """Reading the calls is linear but pure Python (every nested value is visited for the depth bound):
+    a 1 MB response of nested arrays took ~1 s on the event loop, and a request of them a minute. A batch
+    of big responses is now read in the CPU workers too, under the request's deadline."""
+    heavy = {"response": json.dumps([[]] * 250_000), "reference": [WEATHER]}  # not calls: format
+    small = {"response": hermes(WEATHER), "reference": [WEATHER]}
+
+    async def run(items: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
+        body = {"reward": {"name": "tool_call"}, "items": items}
+        r = await client.post("/v1/score", json={**body, "options": {"use_cache": False, **options}})
+        assert r.status_code == 200, r.text
+        results: list[dict[str, Any]] = r.json()["results"]
+        return results
+
+    assert [(r["score"], r["reason"]) for r in await run([heavy, small])] == [(0.0, "format"), (1.0, None)]
+    late = await run([heavy, heavy], timeout_s=0.02)
+    assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late

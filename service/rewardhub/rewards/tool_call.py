@@ -31,9 +31,10 @@ scores ``sum(credits) / max(#reference, #predicted)``: a missing call, an extra 
 each cost their share. Components: ``exact`` (1/0), ``name_f1`` (F1 of the multisets of called names)
 and ``calls`` (the number of calls read).
 
-Calls are read on the event loop (linear in the text); pairing them is pure Python, predicted x reference
-calls: a batch of more than ``_INLINE_PAIRS`` pairs or ``_INLINE_CHARS`` response characters is paired
-in the CPU workers, each item under the request's deadline (``timeout`` past it).
+Reading and pairing calls is pure Python (pairing: predicted x reference calls): a batch of more than
+``_INLINE_CHARS`` characters of responses (and string references) is read and paired in the CPU
+workers, and one of more than ``_INLINE_PAIRS`` call pairs paired there, each item under the request's
+deadline (``timeout`` past it); smaller batches are scored on the event loop, with the same results.
 """
 
 from __future__ import annotations
@@ -348,20 +349,22 @@ class ToolCallReward(Reward[ToolCallConfig]):
     async def score(
         self, items: Sequence[ScoreItem], config: ToolCallConfig, ctx: ScoreContext
     ) -> list[Outcome]:
-        parsed = [self._parse(item) for item in items]  # linear in the text: on the event loop
+        pool = self.runtime.cpu_pool
+        chars = sum(len(item.response) + _text_size(item.reference) for item in items)
+        if chars > _INLINE_CHARS:
+            # Reading the calls is linear but Python (a 1 MB response of nested arrays took ~1 s): a big
+            # batch is read and paired in the CPU workers, each item under the request's deadline.
+            done = await pool.run(score_in_worker, [(item, config) for item in items], ctx.deadline_s)
+            return [r.value if r.ok else Outcome.pool_failure(r.error, r.message or r.error) for r in done]
+        parsed = [self._parse(item) for item in items]
         pairs = sum(len(p[0]) * len(p[1]) for p in parsed if isinstance(p, tuple))
-        chars = sum(len(item.response) for item in items)
-        if pairs <= _INLINE_PAIRS and chars <= _INLINE_CHARS:
+        if pairs <= _INLINE_PAIRS:
             return [p if isinstance(p, Outcome) else _compare(p[0], p[1], config) for p in parsed]
-        # Pairing is pure Python, pairs x the size of their arguments: a big batch is compared in the CPU
-        # workers, each item under the request's deadline (the event loop held 0.8 s an item of 256 calls).
+        # Pairing is pure Python, pairs x the size of their arguments (0.8 s an item of 256 calls against
+        # 256): past the bound, the calls are paired in the CPU workers.
         todo = [(i, p) for i, p in enumerate(parsed) if isinstance(p, tuple)]
-        results = await self.runtime.cpu_pool.run(
-            compare_in_worker, [(p[0], p[1], config) for _, p in todo], ctx.deadline_s
-        )
-        out: list[Outcome] = [
-            p if isinstance(p, Outcome) else Outcome.invalid(Reason.INTERNAL_ERROR) for p in parsed
-        ]
+        results = await pool.run(compare_in_worker, [(p[0], p[1], config) for _, p in todo], ctx.deadline_s)
+        out = [p if isinstance(p, Outcome) else Outcome.invalid(Reason.INTERNAL_ERROR) for p in parsed]
         for (i, _), r in zip(todo, results, strict=True):
             out[i] = r.value if r.ok else Outcome.pool_failure(r.error, r.message or r.error)
         return out
@@ -410,6 +413,17 @@ def _compare(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> Outcom
         },
         details={"calls": [{"name": c.name, "arguments": c.arguments} for c in preds][:32]},
     )
+
+
+def _text_size(reference: Any) -> int:
+    return len(reference) if isinstance(reference, str) else 0
+
+
+def score_in_worker(payload: tuple[ScoreItem, ToolCallConfig]) -> Outcome:
+    """One item's outcome, read and paired in a CPU worker (module level: pickled by reference)."""
+    item, config = payload
+    parsed = ToolCallReward._parse(item)
+    return parsed if isinstance(parsed, Outcome) else _compare(parsed[0], parsed[1], config)
 
 
 def compare_in_worker(payload: tuple[list[Call], list[Call], ToolCallConfig]) -> Outcome:
