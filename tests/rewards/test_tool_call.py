@@ -296,3 +296,25 @@ async def test_big_responses_are_read_in_the_cpu_workers(client: httpx.AsyncClie
     assert [(r["score"], r["reason"]) for r in await run([heavy, small])] == [(0.0, "format"), (1.0, None)]
     late = await run([heavy, heavy], timeout_s=0.02)
     assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late
+
+
+async def test_mistral_v11_calls_are_read(client: httpx.AsyncClient) -> None:
+    """Mistral's tokenizers from v11 on (Mistral Small 3.1+, Magistral, Devstral) write each call as
+    ``[TOOL_CALLS]name[ARGS]{arguments}`` (``[ARGS]`` gone when control tokens are skipped, a
+    ``[CALL_ID]id`` before it in some versions), not a JSON list after one marker: such calls scored 0,
+    no_answer."""
+    weather, time_ = json.dumps(WEATHER["arguments"]), json.dumps(TIME["arguments"])
+    responses = [
+        f"[TOOL_CALLS]get_weather[ARGS]{weather}[TOOL_CALLS]get_time[ARGS]{time_}",
+        f"Let me check.[TOOL_CALLS]get_weather{weather}[TOOL_CALLS]get_time{time_}",
+        f"[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{time_}[TOOL_CALLS]get_weather[CALL_ID]z9y8x7w6v[ARGS]{weather}",
+        "[TOOL_CALLS] " + json.dumps([WEATHER, TIME]),  # the older list form still
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER, TIME]} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(responses), results
+    wrong = [
+        f"[TOOL_CALLS]get_weather[ARGS]{weather}[TOOL_CALLS]get_time[ARGS]" + '{"tz": "UTC"}',
+        "[TOOL_CALLS]get_weather[ARGS]{not json",
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER, TIME]} for r in wrong])
+    assert [(r["score"], r["reason"]) for r in results] == [(0.0, None), (0.0, "format")]

@@ -7,7 +7,9 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
   templates), each a call object or a list of them; a last block whose ``</tool_call>`` is missing (a stop
   string) counts when the rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or the whole answer, or what follows Mistral's
-  ``[TOOL_CALLS]`` marker): a call object, a list of them, or ``{"tool_calls": [...]}``.
+  ``[TOOL_CALLS]`` marker): a call object, a list of them, or ``{"tool_calls": [...]}``;
+* or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
+  for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
@@ -171,6 +173,35 @@ def _blocks(text: str) -> list[str]:
     return blocks
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _mistral_v11_calls(text: str) -> list[Call]:
+    """The calls of Mistral's v11+ form, ``[TOOL_CALLS]name[ARGS]{...}`` for each call (``[ARGS]`` is a
+    control token, gone when they are skipped; some versions put ``[CALL_ID]id`` before it)."""
+    pieces = text.split(_MISTRAL_MARKER)[1:]
+    if len(pieces) > _MAX_CALLS:
+        raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+    calls: list[Call] = []
+    for piece in pieces:
+        head, brace, _ = piece.partition("{")
+        name = head.split("[CALL_ID]")[0].split("[ARGS]")[0].strip()
+        if not brace:
+            raise _Malformed(f"the call {name[:80]!r} has no arguments object")
+        try:
+            args, _end = _JSON_DECODER.raw_decode(piece, len(head))  # (what follows it: the next call's text)
+        except (ValueError, RecursionError):
+            raise _Malformed(f"the arguments of {name[:80]!r} are not JSON") from None
+        if _depth(args) > _MAX_DEPTH:
+            raise _Malformed(f"the arguments of {name[:80]!r} are nested more than {_MAX_DEPTH} levels deep")
+        calls.append(_call({"name": name, "arguments": args}))
+    return calls
+
+
 def parse_calls(response: str) -> list[Call] | None:
     """The calls a response makes; None when it makes none.
 
@@ -189,9 +220,12 @@ def parse_calls(response: str) -> list[Call] | None:
         if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
         return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
-    marker = text.rfind(_MISTRAL_MARKER)
+    marker = text.find(_MISTRAL_MARKER)
     if marker >= 0:
-        text = text[marker + len(_MISTRAL_MARKER) :]
+        after = text[marker + len(_MISTRAL_MARKER) :].lstrip()
+        if after and after[0] not in "[{":  # v11+: "[TOOL_CALLS]name[ARGS]{...}", one marker a call
+            return _mistral_v11_calls(text[marker:])
+        text = text[text.rfind(_MISTRAL_MARKER) + len(_MISTRAL_MARKER) :]
     raw = extract_json_text(text, "auto")
     if not raw or raw[0] not in "[{":
         return None
