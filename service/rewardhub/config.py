@@ -357,6 +357,14 @@ class Settings(BaseSettings):
             raise ValueError(f"REWARDHUB_REDIS_URL={shown!r}: must start with redis://, rediss:// or unix://")
         return v or None
 
+    @field_validator("sql_fixtures_dir")
+    @classmethod
+    def _check_fixtures_dir(cls, v: str | None) -> str | None:
+        # (a typo or an unmounted volume started the service, and every fixture item was missing_reference)
+        if v and not Path(v).is_dir():
+            raise ValueError(f"REWARDHUB_SQL_FIXTURES_DIR={v!r}: no such directory")
+        return v or None
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, v: str) -> str:

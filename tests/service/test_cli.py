@@ -164,3 +164,13 @@ def test_a_malformed_setting_is_named_without_a_traceback(tmp_path: Path) -> Non
         "rewardhub cannot start: REWARDHUB_REDIS_URL='localhost:6379': must start with redis://, rediss:// "
         "or unix://"
     ]
+
+
+def test_a_missing_sql_fixtures_dir_stops_the_start(tmp_path: Path) -> None:
+    """REWARDHUB_SQL_FIXTURES_DIR naming no directory (a typo, an unmounted volume) started the service,
+    and every item naming a fixture came back invalid, missing_reference, for the whole run."""
+    status, lines = _serve(tmp_path, {"REWARDHUB_SQL_FIXTURES_DIR": str(tmp_path / "fixtures")})
+    assert status == 2, lines
+    assert lines == [
+        f"rewardhub cannot start: REWARDHUB_SQL_FIXTURES_DIR={str(tmp_path / 'fixtures')!r}: no such directory"
+    ]
