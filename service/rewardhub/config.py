@@ -357,6 +357,16 @@ class Settings(BaseSettings):
             raise ValueError(f"REWARDHUB_REDIS_URL={shown!r}: must start with redis://, rediss:// or unix://")
         return v or None
 
+    @field_validator("api_keys")
+    @classmethod
+    def _check_api_keys(cls, v: str | None) -> str | None:
+        # "," or " " (a template whose variables were empty) read as no key at all: an open API
+        if v and not parse_api_keys(v):
+            raise ValueError(
+                "REWARDHUB_API_KEYS is set but holds no key (comma-separated keys; unset it for an open API)"
+            )
+        return v or None
+
     @field_validator("sql_fixtures_dir")
     @classmethod
     def _check_fixtures_dir(cls, v: str | None) -> str | None:

@@ -6,8 +6,11 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
+from pydantic import ValidationError
 
 from conftest import slow_math_request
+from rewardhub.config import Settings
 
 ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
 
@@ -216,3 +219,14 @@ async def test_a_job_held_back_by_its_own_keys_quota_does_not_hold_back_other_ke
             assert admission.items == 7
     await asyncio.wait_for(waiting, timeout=10)
     assert started.is_set() and admission.items == 0
+
+
+def test_keys_set_to_no_key_stop_the_start() -> None:
+    """REWARDHUB_API_KEYS set but holding no key (",", " ": a template whose variables were empty) left the
+    API open to anyone, with only the warning an unset variable gets; it is a setting error now. Unset
+    (or empty, as compose's ${REWARDHUB_API_KEYS:-} gives) is still an open API."""
+    for raw in (",", " , ,", " "):
+        with pytest.raises(ValidationError, match="REWARDHUB_API_KEYS is set but holds no key"):
+            Settings(_env_file=None, api_keys=raw)  # type: ignore[call-arg]
+    assert Settings(_env_file=None, api_keys="").api_keys is None  # type: ignore[call-arg]
+    assert Settings(_env_file=None, api_keys=" k1 ,").api_keys == " k1 ,"  # type: ignore[call-arg]
