@@ -283,7 +283,7 @@ async def test_big_responses_are_read_in_the_cpu_workers(client: httpx.AsyncClie
     """Reading the calls is linear but pure Python (every nested value is visited for the depth bound):
     a 1 MB response of nested arrays took ~1 s on the event loop, and a request of them a minute. A batch
     of big responses is now read in the CPU workers too, under the request's deadline."""
-    heavy = {"response": json.dumps([[]] * 250_000), "reference": [WEATHER]}  # not calls: format
+    heavy = {"response": json.dumps([[]] * 250_000), "reference": [WEATHER]}  # no call: no_answer
     small = {"response": hermes(WEATHER), "reference": [WEATHER]}
 
     async def run(items: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
@@ -293,7 +293,7 @@ async def test_big_responses_are_read_in_the_cpu_workers(client: httpx.AsyncClie
         results: list[dict[str, Any]] = r.json()["results"]
         return results
 
-    assert [(r["score"], r["reason"]) for r in await run([heavy, small])] == [(0.0, "format"), (1.0, None)]
+    assert [(r["score"], r["reason"]) for r in await run([heavy, small])] == [(0.0, "no_answer"), (1.0, None)]
     late = await run([heavy, heavy], timeout_s=0.02)
     assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late
 
@@ -318,3 +318,26 @@ async def test_mistral_v11_calls_are_read(client: httpx.AsyncClient) -> None:
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER, TIME]} for r in wrong])
     assert [(r["score"], r["reason"]) for r in results] == [(0.0, None), (0.0, "format")]
+
+
+async def test_a_json_answer_that_is_no_call_satisfies_call_no_tool(client: httpx.AsyncClient) -> None:
+    """Without call tags or a [TOOL_CALLS] marker, a JSON answer with no call in it (a structured answer,
+    a list of numbers) is no call, as prose is: it scored 0 (format) against "call no tool". JSON shaped
+    like a call but broken is still format."""
+    items = [
+        {"response": '{"answer": 4, "unit": "apples"}', "reference": []},
+        {"response": "```json\n[1, 2, 3]\n```", "reference": []},
+        {"response": '{"answer": 4}', "reference": [WEATHER]},
+        {"response": '{"name": "", "arguments": {}}', "reference": []},  # a call without a name: format
+        {"response": '[{"function": {"arguments": "{}"}}]', "reference": []},
+        {"response": "[TOOL_CALLS] [1, 2]", "reference": []},  # after the call marker: a broken call
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (0.0, "format"),
+        (0.0, "format"),
+        (0.0, "format"),
+    ]

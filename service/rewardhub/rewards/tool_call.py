@@ -15,9 +15,10 @@ A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also b
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped. A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
-``format`` (both valid: the model's fault). The reference takes the same shapes (or ``{"calls": [...]}``);
-an empty list means "call no tool", which a response without calls satisfies. A reference that is none
-of these is ``parse_error``.
+``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
+``tool_calls``, ``calls``), outside call tags and markers, is an answer: no call. The reference takes the
+same shapes (or ``{"calls": [...]}``); an empty list means "call no tool", which a response without calls
+satisfies. A reference that is none of these is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
@@ -221,7 +222,8 @@ def parse_calls(response: str) -> list[Call] | None:
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
         return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
     marker = text.find(_MISTRAL_MARKER)
-    if marker >= 0:
+    marked = marker >= 0
+    if marked:
         after = text[marker + len(_MISTRAL_MARKER) :].lstrip()
         if after and after[0] not in "[{":  # v11+: "[TOOL_CALLS]name[ARGS]{...}", one marker a call
             return _mistral_v11_calls(text[marker:])
@@ -233,8 +235,19 @@ def parse_calls(response: str) -> list[Call] | None:
         value = _loads(raw)
     except ValueError:
         return None  # prose that happens to start with a bracket: no call was made
+    if not marked and not _call_shaped(value):
+        return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
     return calls or None
+
+
+_CALL_KEYS = ("name", "function", "tool_calls", "calls")
+
+
+def _call_shaped(value: Any) -> bool:
+    """Whether a JSON value is a call attempt: an object, or a list holding one, with a call's keys."""
+    items = value if isinstance(value, list) else [value]
+    return any(isinstance(v, dict) and any(k in v for k in _CALL_KEYS) for v in items)
 
 
 def reference_calls(reference: Any) -> list[Call] | None:
