@@ -309,6 +309,7 @@ async def test_mistral_v11_calls_are_read(client: httpx.AsyncClient) -> None:
         f"Let me check.[TOOL_CALLS]get_weather{weather}[TOOL_CALLS]get_time{time_}",
         f"[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{time_}[TOOL_CALLS]get_weather[CALL_ID]z9y8x7w6v[ARGS]{weather}",
         "[TOOL_CALLS] " + json.dumps([WEATHER, TIME]),  # the older list form still
+        "[TOOL_CALLS]```json\n" + json.dumps([WEATHER, TIME]) + "\n```",  # and fenced
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER, TIME]} for r in responses])
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(responses), results

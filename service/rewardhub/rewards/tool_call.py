@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ _MAX_DEPTH = 64
 _OPTIMAL_PAIRING_WORK = 64**3
 # Mistral's chat template puts its calls after a marker: "[TOOL_CALLS] [{...}]" (v3: "[TOOL_CALLS][{...}]")
 _MISTRAL_MARKER = "[TOOL_CALLS]"
+# v11+ (Mistral Small 3.1+, Magistral, Devstral): "[TOOL_CALLS]name[ARGS]{...}" for each call
+_MISTRAL_V11 = re.compile(r"\s*[\w.\-]+\s*(?:\[CALL_ID\]|\[ARGS\]|\{)")
 
 
 class ToolCallConfig(RewardConfig):
@@ -224,8 +227,7 @@ def parse_calls(response: str) -> list[Call] | None:
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
-        after = text[marker + len(_MISTRAL_MARKER) :].lstrip()
-        if after and after[0] not in "[{":  # v11+: "[TOOL_CALLS]name[ARGS]{...}", one marker a call
+        if _MISTRAL_V11.match(text, marker + len(_MISTRAL_MARKER)):  # "[TOOL_CALLS]name[ARGS]{...}"
             return _mistral_v11_calls(text[marker:])
         text = text[text.rfind(_MISTRAL_MARKER) + len(_MISTRAL_MARKER) :]
     raw = extract_json_text(text, "auto")
