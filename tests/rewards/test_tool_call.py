@@ -342,3 +342,18 @@ async def test_a_json_answer_that_is_no_call_satisfies_call_no_tool(client: http
         (0.0, "format"),
         (0.0, "format"),
     ]
+
+
+async def test_a_call_in_a_fence_without_json_tag_is_read(client: httpx.AsyncClient) -> None:
+    """Only a ```json fence was looked into: a call in a bare ``` fence (or one tagged otherwise), as
+    models without a tool template often write it, scored 0, no_answer."""
+    items = [
+        {"response": f"I'll check the weather.\n```\n{json.dumps(WEATHER)}\n```", "reference": [WEATHER]},
+        {
+            "response": f"```tool_code\n{json.dumps([WEATHER, TIME])}\n```\nDone.",
+            "reference": [WEATHER, TIME],
+        },
+        {"response": "```python\nprint({'a': 1})\n```", "reference": []},  # code, no call
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (1.0, None)]

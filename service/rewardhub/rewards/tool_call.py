@@ -6,8 +6,9 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object or a list of them; a last block whose ``</tool_call>`` is missing (a stop
   string) counts when the rest of the text is whole call JSON;
-* otherwise one JSON value (the last ```json block, or the whole answer, or what follows Mistral's
-  ``[TOOL_CALLS]`` marker): a call object, a list of them, or ``{"tool_calls": [...]}``;
+* otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
+  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker): a call object, a list of them, or
+  ``{"tool_calls": [...]}``;
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
@@ -231,6 +232,8 @@ def parse_calls(response: str) -> list[Call] | None:
             return _mistral_v11_calls(text[marker:])
         text = text[text.rfind(_MISTRAL_MARKER) + len(_MISTRAL_MARKER) :]
     raw = extract_json_text(text, "auto")
+    if raw and raw[0] not in "[{":
+        raw = _last_fenced_json(raw) or raw  # a bare ``` fence (or one tagged otherwise) holding JSON
     if not raw or raw[0] not in "[{":
         return None
     try:
@@ -241,6 +244,24 @@ def parse_calls(response: str) -> list[Call] | None:
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
     return calls or None
+
+
+def _last_fenced_json(text: str) -> str | None:
+    """The text of the last closed ``` fence, whatever its tag, that starts with ``[`` or ``{``."""
+    block: list[str] | None = None
+    last: str | None = None
+    for line in text.splitlines():
+        if block is None:
+            if line.strip().startswith("```"):
+                block = []
+        elif line.strip().startswith("```"):
+            body = "\n".join(block).strip()
+            if body[:1] in ("[", "{"):
+                last = body
+            block = None
+        else:
+            block.append(line)
+    return last
 
 
 _CALL_KEYS = ("name", "function", "tool_calls", "calls")
