@@ -63,8 +63,9 @@ def serve(
     if settings.workers > 1:
         if not settings.redis_url:
             typer.secho(
-                "warning: several workers with the embedded cache: each worker caches on its own; "
-                "set REWARDHUB_REDIS_URL to share one cache.",
+                "warning: several workers with the embedded cache: each worker caches on its own, and "
+                "keeps its own jobs (a poll that reaches another worker answers 404 for a job that "
+                "exists); set REWARDHUB_REDIS_URL to share one cache and one job store.",
                 fg=typer.colors.YELLOW,
                 err=True,
             )

@@ -174,3 +174,19 @@ def test_a_missing_sql_fixtures_dir_stops_the_start(tmp_path: Path) -> None:
     assert lines == [
         f"rewardhub cannot start: REWARDHUB_SQL_FIXTURES_DIR={str(tmp_path / 'fixtures')!r}: no such directory"
     ]
+
+
+def test_several_workers_without_redis_warn_that_jobs_break(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --workers 2 and no Redis each worker keeps its own jobs: a poll that reaches the other worker
+    (a new connection after the 5 s keep-alive) answers 404 for a job that exists. The start-up warning
+    spoke of the cache only."""
+    import uvicorn
+
+    for name in [n for n in os.environ if n.startswith("REWARDHUB_")] + ["PROMETHEUS_MULTIPROC_DIR"]:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: None)
+    result = CliRunner().invoke(app, ["serve", "--workers", "2"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "each worker caches on its own" in text and "jobs" in text and "404" in text, text
