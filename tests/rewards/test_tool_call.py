@@ -332,12 +332,16 @@ async def test_a_json_answer_that_is_no_call_satisfies_call_no_tool(client: http
         {"response": '{"name": "", "arguments": {}}', "reference": []},  # a call without a name: format
         {"response": '[{"function": {"arguments": "{}"}}]', "reference": []},
         {"response": "[TOOL_CALLS] [1, 2]", "reference": []},  # after the call marker: a broken call
+        {"response": '{"arguments": {"city": "Paris"}}', "reference": []},  # a call missing its name
+        {"response": '{"function_call": {"name": "get_time", "arguments": "{}"}}', "reference": []},
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [
         (1.0, None),
         (1.0, None),
         (0.0, "no_answer"),
+        (0.0, "format"),
+        (0.0, "format"),
         (0.0, "format"),
         (0.0, "format"),
         (0.0, "format"),

@@ -17,9 +17,9 @@ object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an O
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped. A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
-``tool_calls``, ``calls``), outside call tags and markers, is an answer: no call. The reference takes the
-same shapes (or ``{"calls": [...]}``); an empty list means "call no tool", which a response without calls
-satisfies. A reference that is none of these is ``parse_error``.
+``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
+takes the same shapes (or ``{"calls": [...]}``); an empty list means "call no tool", which a response
+without calls satisfies. A reference that is none of these is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
@@ -264,7 +264,16 @@ def _last_fenced_json(text: str) -> str | None:
     return last
 
 
-_CALL_KEYS = ("name", "function", "tool_calls", "calls")
+_CALL_KEYS = (
+    "name",
+    "function",
+    "tool_calls",
+    "calls",
+    "arguments",
+    "parameters",
+    "function_call",
+    "tool_call",
+)
 
 
 def _call_shaped(value: Any) -> bool:
