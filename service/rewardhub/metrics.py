@@ -49,13 +49,6 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.item_latency = Histogram(
-            "rewardhub_item_latency_seconds",
-            "Per-item latency reported in results, by reward.",
-            ["reward"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
         self.cache_hits = Counter(
             "rewardhub_cache_hits_total", "Cache hits, by reward.", ["reward"], registry=r
         )
