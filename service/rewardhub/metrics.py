@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -62,7 +63,10 @@ class Metrics:
             registry=r,
         )
         self.cache_up = Gauge(
-            "rewardhub_cache_up", "1 when the cache backend answers.", registry=r, multiprocess_mode="min"
+            "rewardhub_cache_up",
+            "1 when the cache backend answers.",
+            registry=r,
+            multiprocess_mode="livemin",
         )
         self.invalid = Counter(
             "rewardhub_invalid_total",
@@ -112,7 +116,35 @@ class Metrics:
     def render(self) -> bytes:
         if self.multiprocess:
             self.refresh()
+            _forget_dead_workers()
             agg = CollectorRegistry()
             multiprocess.MultiProcessCollector(agg)  # type: ignore[no-untyped-call]
             return generate_latest(agg)
         return generate_latest(self.registry)
+
+
+def _forget_dead_workers() -> None:
+    """Drop the live gauges of worker processes that are gone.
+
+    uvicorn replaces a dead worker but has no hook to tell prometheus-client (gunicorn's ``child_exit``
+    is where its docs call ``mark_process_dead``), so a dead worker's last queue depth stayed in the
+    ``livesum`` for good and its last ``cache_up`` in the ``livemin``. Gauge files are named by pid; the
+    scrape clears those whose process no longer exists.
+    """
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return
+    for path in Path(directory).glob("gauge_live*_*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            multiprocess.mark_process_dead(int(pid), directory)  # type: ignore[no-untyped-call]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
