@@ -71,6 +71,8 @@ def test_dashboard_renders_live_data(live_server_factory: Any, tmp_path: Path) -
         assert data["invalid"] == {"missing_reference": 3}
         assert 0 < data["cache_hit_rate"] < 1
         assert set(data["rewards"]) == {"math", "exact_match"}
+        # one process's figures: the page says so when it is one of several workers
+        assert data["worker"]["one_of_several"] is False and data["worker"]["pid"] > 0
 
         dom = chromium(f"{server.url}/dashboard", tmp_path, "--dump-dom")
         assert dom.returncode == 0, dom.stderr[-2000:]

@@ -2,11 +2,14 @@
 
 The page is one self-contained HTML file (no CDN: it works on an air-gapped cluster) that polls
 ``/dashboard/data`` every second. Like ``/metrics`` it shows counts and timings only — no items, no
-keys — and is open to whoever can reach the port.
+keys — and is open to whoever can reach the port. Its figures are one process's: with ``serve --workers
+N`` each poll reaches one worker (``worker.one_of_several``, and the page says so), while ``/metrics``
+aggregates them all.
 """
 
 from __future__ import annotations
 
+import os
 from importlib.resources import files
 from typing import Any
 
@@ -42,4 +45,5 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
         }
     snap["inflight_items"] = state.admission.items
     snap["version"] = __version__
+    snap["worker"] = {"pid": os.getpid(), "one_of_several": state.metrics.multiprocess}
     return snap
