@@ -105,6 +105,24 @@ async def test_formula_runtime_fault_is_invalid(client: httpx.AsyncClient) -> No
     assert zero["components"] == {"em": 0.0}
 
 
+async def test_weights_past_the_float_range(client: httpx.AsyncClient) -> None:
+    # weights whose magnitudes cannot be summed are a bad config (422), not an internal error per item
+    huge = composite({"reward": "exact_match", "weight": 1e308}, {"reward": "f1", "weight": 1e308})
+    resp = await post(client, huge, [{"response": "a", "reference": "a"}])
+    assert resp.status_code == 422, resp.text
+    assert "weights" in resp.json()["error"]["message"]
+    # a weighted sum that overflows on one item makes that item invalid, like a formula's overflow
+    noise = {"fp_rate": 0.1, "fn_rate": 0.2}  # a right answer scores 1.2857: times 1.5e308 overflows
+    reward = composite({"reward": "exact_match", "name": "em", "weight": 1.5e308, "noise": noise})
+    right, wrong = await results(
+        client, reward, [{"response": "a", "reference": "a"}, {"response": "b", "reference": "a"}]
+    )
+    assert (right["score"], right["reason"]) == (None, "unsupported")
+    assert "not a finite number" in right["details"]["message"]
+    assert right["components"]["em.observed"] == 1.0
+    assert wrong["score"] == pytest.approx(1.5e308 * (0.0 - 0.1) / (1.0 - 0.1 - 0.2))
+
+
 NO_REF = {"response": "<answer>Paris</answer>"}  # exact_match: missing_reference (invalid)
 EM_TAG = {"name": "exact_match", "config": {"extract": "<answer>(.*?)</answer>"}}
 

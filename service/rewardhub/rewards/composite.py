@@ -28,7 +28,9 @@ item, in this order:
    (:mod:`rewardhub.formula`: ``+ - * / **``, parentheses, numbers, ``min max abs sqrt log exp clip``;
    parsed with a whitelist, never ``eval``'d; a bad formula or unknown name is a 422 at config time),
    e.g. ``"math * (1 + 0.5 * calibration) - 0.1 * max(0, length)"``. An arithmetic fault on an item
-   (division by zero, ``log(0)``) makes that item invalid (``unsupported``) with the formula's message.
+   (division by zero, ``log(0)``) makes that item invalid (``unsupported``) with the formula's message,
+   and so does a weighted sum past the float range; weights whose magnitudes cannot even be summed are
+   a 422.
 
 A component may carry ``noise: {fp_rate, fn_rate}``: its score is replaced by the noisy-verifier
 correction ``(r − fp_rate)/(1 − fp_rate − fn_rate)`` (see ``noisy_corrected``) before gating and
@@ -134,6 +136,12 @@ class CompositeConfig(RewardConfig):
         dup = next((k for k in keys if keys.count(k) > 1), None)
         if dup is not None:
             raise ValueError(f"component name {dup!r} is used twice; give each component a distinct `name`")
+        try:
+            total = math.fsum(abs(c.effective_weight) for c in self.components)
+        except OverflowError:
+            total = math.inf
+        if not math.isfinite(total):
+            raise ValueError("the weights' magnitudes sum past the largest float; use smaller weights")
         if self.formula is not None:
             explicit = next((c.key for c in self.components if c.weight is not None), None)
             if explicit is not None:
@@ -271,7 +279,14 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             what = "every weighted component" if used else "every component"
             return _invalid(f"{what} was skipped", first, components, details)
         scale = total / kept if skipped and kept > 0 else 1.0
-        score = scale * math.fsum(c.effective_weight * used[c.key] for c in comps if c.key in used)
+        try:
+            score = scale * math.fsum(c.effective_weight * used[c.key] for c in comps if c.key in used)
+        except OverflowError:
+            score = math.inf
+        if not math.isfinite(score):  # as a formula's overflow: this item, not the server, is at fault
+            out = Outcome.invalid(Reason.UNSUPPORTED, "the weighted sum is not a finite number", **details)
+            out.components = components
+            return out
         return Outcome(score, None, components, details)
 
 
