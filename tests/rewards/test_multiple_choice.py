@@ -42,6 +42,16 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("the answer is d。", "D", "answer_is"),
         # markdown bold
         ("The answer is **C** because it is blue.", "C", "answer_is"),
+        # a letter in math mode, \text{} or quotes after 'answer is' / 'Answer:' is that letter, not a
+        # later capital picked by the last-letter fallback
+        ("The answer is $B$. Option A is a distractor.", "B", "answer_is"),
+        (r"Answer: \(\mathrm{B}\). A is wrong.", "B", "answer_colon"),
+        (r"The answer is $\textbf{(B)}$ 42, not A.", "B", "answer_is"),
+        ('The answer is "B" because A is wrong.', "B", "answer_is"),
+        ("The answer is `b`. A is wrong.", "B", "answer_is"),
+        ("The correct answer is **Option B**. A is wrong.", "B", "answer_is"),
+        # ... but a wrapped expression is not a letter
+        ("The answer is $B+C$, so D", "D", "last_letter"),
         # 'option is' variant
         ("The best option is A", "A", "answer_is"),
         # the last 'answer is' wins (the model corrected itself)

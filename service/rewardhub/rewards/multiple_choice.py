@@ -6,6 +6,8 @@ that yields an allowed letter wins, since models restate and correct themselves 
 1. ``boxed``        ``\\boxed{B}``, ``\\boxed{(B)}``, ``\\boxed{\\text{B}}``;
 2. ``answer_is``    "the (correct) answer is (B)", "the answer would be **B**", "the best option is B";
 3. ``answer_colon`` "Answer: B", "**Final Answer:** (B)";
+   (in both, the letter may sit in math mode, ``\\text{}`` or quotes: "$B$", "\\(\\mathrm{B}\\)", '"B"',
+   "`B`", or follow an option word: "**Option B**"; a wrapped expression, "$B+C$", is no letter)
 4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``;
 5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
 6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
@@ -104,16 +106,28 @@ _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
 _STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
 _HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?)\]。\r\n]|$)")
+# Before the letter in prose: markdown, an "option" word, and math or quote wrappers ("**Option B**",
+# "$B$", "\(\mathrm{B}\)", "$\text{(B)}$", '"B"', "`B`").
+_PREFIX = re.compile(
+    r"(?:\*\*|__)?\s*+(?:(?:option|choice)\s++)?"
+    r"(?P<wrap>(?:(?:\$\$?+|\\[(\[]|\\(?:text|textbf|textit|texttt|mathrm|mathbf|mathit)\s*+\{|\{|[\"'`“‘«])\s*+)++)?",
+    re.IGNORECASE,
+)
+# ... and what must close a wrapped letter ("$B+C$" is an expression, not the letter B).
+_WRAP_CLOSE = re.compile(r"\s*+(?:\$|\\[)\]]|\}|[\"'`”’»])")
 
 
 def _letter_at(text: str, pos: int, allowed: str) -> str | None:
     """The answer letter at ``text[pos]`` in prose ("the answer is ..."), or None (see module docstring)."""
-    m = _TOKEN.match(text, pos)
+    pre = _PREFIX.match(text, pos)
+    m = _TOKEN.match(text, pre.end() if pre is not None else pos)
     if m is None:
         return None
     letter = m.group("inner") or m.group("bare")
     if letter.upper() not in allowed:
         return None
+    if pre is not None and pre.group("wrap"):
+        return letter.upper() if _WRAP_CLOSE.match(text, m.end()) else None
     if m.group("open"):
         return letter.upper()
     nxt = text[m.end() : m.end() + 1]
@@ -203,7 +217,9 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 @register
 class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
+    # capital letter anywhere)
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
