@@ -56,6 +56,14 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("The best option is A", "A", "answer_is"),
         # the last 'answer is' wins (the model corrected itself)
         ("The answer is B. Wait, actually the answer is D.", "D", "answer_is"),
+        # a box with the option's text, or its letter wrapped inside, is that letter
+        (r"\boxed{B. Paris}, not A", "B", "boxed"),
+        (r"\boxed{\text{(B) Paris}}, not A", "B", "boxed"),
+        (r"$\boxed{(\text{B})}$, not A", "B", "boxed"),
+        (r"\boxed{{B}}, not A", "B", "boxed"),
+        (r"\boxed{\textbf{(B)}\ 42}, not A", "B", "boxed"),
+        # ... but a box holding an expression is not a letter
+        (r"\boxed{A \cup B}, so C", "C", "last_letter"),
         # 'Answer: D'
         ("Some reasoning.\nAnswer: D", "D", "answer_colon"),
         # bold 'Final Answer:' with a bracketed lowercase letter

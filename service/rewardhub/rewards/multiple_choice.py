@@ -3,7 +3,8 @@
 Strategies, tried in the configured order (default below); within one strategy the *last* occurrence
 that yields an allowed letter wins, since models restate and correct themselves before concluding:
 
-1. ``boxed``        ``\\boxed{B}``, ``\\boxed{(B)}``, ``\\boxed{\\text{B}}``;
+1. ``boxed``        ``\\boxed{B}``, ``\\boxed{(B)}``, ``\\boxed{\\text{B}}``, and with the option's text
+   ``\\boxed{B. Paris}``, ``\\boxed{\\text{(B) Paris}}``, ``\\boxed{\\textbf{(B)}\\ 42}``;
 2. ``answer_is``    "the (correct) answer is (B)", "the answer would be **B**", "the best option is B";
 3. ``answer_colon`` "Answer: B", "**Final Answer:** (B)";
    (in both, the letter may sit in math mode, ``\\text{}`` or quotes: "$B$", "\\(\\mathrm{B}\\)", '"B"',
@@ -97,9 +98,13 @@ _ANSWER_IS = re.compile(
     re.IGNORECASE,
 )
 _ANSWER_COLON = re.compile(r"\banswer\s*+(?:\*\*\s*+)?:\s*+(?:(?:option|choice)\s++)?", re.IGNORECASE)
-_BOXED = re.compile(
-    r"\\boxed\s*+\{\s*+(?:\\(?:text|textbf|mathrm|mathbf)\s*+\{\s*+)?[(\[]?\s*+([A-Za-z])\s*+[)\]]?\s*+[.:]?\s*+\}"
-)
+_BOX_START = re.compile(r"\\boxed\s*+\{")
+# A box's start with its wrappers ("\text{", "{") dropped and LaTeX spaces ("\ ", "~") made spaces ...
+_BOX_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox)\s*+\{|\{")
+_BOX_SPACES = re.compile(r"\\[ ,;:!]|~")
+# ... is a letter alone ("B}", "(B)}", "B.}") or one with its option text ("B. Paris", "(B) 42").
+_BOX_LETTER = re.compile(r"\s*+[(\[]?\s*+([A-Za-z])\s*+(?:[)\]][.:]?|[.:])?(?:\s*+\}|(?<=[)\].:])\s)")
+_BOX_WINDOW = 96  # characters of a box read: enough for wrappers and a letter; bounds the work per box
 _TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{(.*)\}", re.DOTALL)
 _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?")
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
@@ -155,9 +160,15 @@ def _last(candidates: list[str | None]) -> str | None:
     return next((c for c in reversed(candidates) if c is not None), None)
 
 
+def _box_letter(start: str, allowed: str) -> str | None:
+    flat = _BOX_SPACES.sub(" ", _BOX_WRAPPERS.sub("", start))
+    m = _BOX_LETTER.match(flat)
+    return m.group(1).upper() if m is not None and m.group(1).upper() in allowed else None
+
+
 def _boxed(text: str, allowed: str) -> str | None:
     return _last(
-        [m.group(1).upper() if m.group(1).upper() in allowed else None for m in _BOXED.finditer(text)]
+        [_box_letter(text[m.end() : m.end() + _BOX_WINDOW], allowed) for m in _BOX_START.finditer(text)]
     )
 
 
@@ -218,7 +229,7 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
     # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
-    # capital letter anywhere)
+    # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
