@@ -72,6 +72,11 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("<think>hmm</think><answer>B</answer>", "B", "answer_tag"),
         # answer tag with the letter and its option text
         ("<answer>c) Paris</answer>", "C", "answer_tag"),
+        # ... or with the letter in math mode, \text{}, backticks or after an option word
+        ("<answer>$B$</answer> A is wrong", "B", "answer_tag"),
+        (r"<answer>\text{B}</answer> A is wrong", "B", "answer_tag"),
+        ("<answer>`b`</answer> A is wrong", "B", "answer_tag"),
+        ("<answer>**Option B**</answer> A is wrong", "B", "answer_tag"),
         # a line that is only '(B)'
         ("Let me think.\n(B)\n", "B", "line"),
         # a line that is only 'C.'

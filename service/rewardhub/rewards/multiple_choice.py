@@ -9,7 +9,8 @@ that yields an allowed letter wins, since models restate and correct themselves 
 3. ``answer_colon`` "Answer: B", "**Final Answer:** (B)";
    (in both, the letter may sit in math mode, ``\\text{}`` or quotes: "$B$", "\\(\\mathrm{B}\\)", '"B"',
    "`B`", or follow an option word: "**Option B**"; a wrapped expression, "$B+C$", is no letter)
-4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``;
+4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``, ``<answer>$B$</answer>``,
+   ``<answer>Option B</answer>``;
 5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
 6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
 
@@ -105,7 +106,11 @@ _BOX_SPACES = re.compile(r"\\[ ,;:!]|~")
 # ... is a letter alone ("B}", "(B)}", "B.}") or one with its option text ("B. Paris", "(B) 42").
 _BOX_LETTER = re.compile(r"\s*+[(\[]?\s*+([A-Za-z])\s*+(?:[)\]][.:]?|[.:])?(?:\s*+\}|(?<=[)\].:])\s)")
 _BOX_WINDOW = 96  # characters of a box read: enough for wrappers and a letter; bounds the work per box
-_TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{(.*)\}", re.DOTALL)
+# What wraps a letter in a short tag or reference ("$B$", "\\text{B}", "`B`", "Option B"), dropped to read it.
+_WRAPPERS = re.compile(
+    r"\$\$?|\\[()\[\]]|\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox)\s*\{|[{}\"'`“”‘’«»]"
+)
+_OPTION_WORD = re.compile(r"((?:\*\*)?)\s*(?:option|choice)\s+", re.IGNORECASE)
 _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?")
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
@@ -148,8 +153,8 @@ def _letter_only(content: str, allowed: str) -> str | None:
     content = content.strip()
     m: re.Match[str] | None = None
     if len(content) <= 64:  # bounds the work on a long <answer> that cannot be a lone letter anyway
-        wrap = _TEXT_WRAP.fullmatch(content)
-        m = _ONLY.fullmatch(wrap.group(1).strip() if wrap is not None else content)
+        flat = _OPTION_WORD.sub(r"\1", _WRAPPERS.sub("", content).strip(), count=1)
+        m = _ONLY.fullmatch(flat.strip()) or _LEADING.match(flat)
     m = m or _LEADING.match(content)
     if m is None or m.group(1).upper() not in allowed:
         return None
@@ -229,7 +234,8 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
     # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
-    # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}
+    # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}, and an
+    # <answer> holding $B$ or "Option B"
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
