@@ -122,6 +122,21 @@ def test_more_choices_allow_more_letters() -> None:
 
 
 @pytest.mark.parametrize(
+    "response",
+    [
+        # 'must be', 'has to be' and an adverb after 'is' are the 'answer is' form: with ten options
+        # the last-letter fallback would read the pronoun in the sign-off as option I
+        "The answer must be B. I hope this helps!",
+        "The answer has to be B. I double-checked.",
+        "The answer is therefore B. I hope that helps.",
+        "The answer is most likely (b). I am fairly sure.",
+    ],
+)
+def test_answer_is_variants(response: str) -> None:
+    assert extract_choice(response, "ABCDEFGHIJ", DEFAULT_STRATEGIES) == ("B", "answer_is")
+
+
+@pytest.mark.parametrize(
     ("response", "letter", "strategy"),
     [
         # full-width letter in prose (CJK output)

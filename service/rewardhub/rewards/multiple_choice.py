@@ -5,7 +5,8 @@ that yields an allowed letter wins, since models restate and correct themselves 
 
 1. ``boxed``        ``\\boxed{B}``, ``\\boxed{(B)}``, ``\\boxed{\\text{B}}``, and with the option's text
    ``\\boxed{B. Paris}``, ``\\boxed{\\text{(B) Paris}}``, ``\\boxed{\\textbf{(B)}\\ 42}``;
-2. ``answer_is``    "the (correct) answer is (B)", "the answer would be **B**", "the best option is B";
+2. ``answer_is``    "the (correct) answer is (B)", "the answer would be **B**", "the best option is B",
+   "the answer must be B", "the answer is therefore / most likely B";
 3. ``answer_colon`` "Answer: B", "**Final Answer:** (B)";
    (in both, the letter may sit in math mode, ``\\text{}`` or quotes: "$B$", "\\(\\mathrm{B}\\)", '"B"',
    "`B`", or follow an option word: "**Option B**"; a wrapped expression, "$B+C$", is no letter)
@@ -94,7 +95,8 @@ _ONLY = re.compile(r"(?:\*\*)?[(\[]?\s*([A-Za-z])\s*[)\]]?[.:]?(?:\*\*)?")
 _LEADING = re.compile(r"[(\[]?([A-Za-z])[)\].:]\s")
 # Possessive quantifiers (``*+``) keep these linear on long runs of whitespace.
 _ANSWER_IS = re.compile(
-    r"\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|will\s++be)\b\s*+:?\s*+"
+    r"\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|will\s++be|must\s++be|has\s++to\s++be)\b"
+    r"(?:\s++(?:therefore|thus|hence|(?:most\s++)?likely|probably|clearly|definitely|indeed)\b)?+\s*+:?\s*+"
     r"(?:(?:option|choice)\s++)?",
     re.IGNORECASE,
 )
@@ -235,7 +237,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
     # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
     # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}, and an
-    # <answer> holding $B$ or "Option B"
+    # <answer> holding $B$ or "Option B"; "the answer must be / is therefore B" is the answer_is form
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
