@@ -122,6 +122,22 @@ def test_more_choices_allow_more_letters() -> None:
 
 
 @pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        # the pronoun I is not option I in the last-letter fallback ...
+        ("Therefore, B is the correct answer. I think.", "B"),
+        ("Hence, option B is correct. I double-checked it.", "B"),
+        # ... but option I still is
+        ("B looks close, but I is correct", "I"),
+        ("B looks close; it must be (I)", "I"),
+        ("B looks close, but option I fits", "I"),
+    ],
+)
+def test_last_letter_skips_the_pronoun_i(response: str, letter: str) -> None:
+    assert extract_choice(response, "ABCDEFGHIJ", DEFAULT_STRATEGIES) == (letter, "last_letter")
+
+
+@pytest.mark.parametrize(
     "response",
     [
         # 'must be', 'has to be' and an adverb after 'is' are the 'answer is' form: with ten options

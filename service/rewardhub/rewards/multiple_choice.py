@@ -13,7 +13,8 @@ that yields an allowed letter wins, since models restate and correct themselves 
 4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``, ``<answer>$B$</answer>``,
    ``<answer>Option B</answer>``;
 5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
-6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
+6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere (the pronoun in
+   "I think" is not option I; "I is correct", "option I fits" and "(I)" are).
 
 Explicit forms are case-insensitive ("answer: b" is B), but a lowercase letter counts only when it is
 bracketed or followed by punctuation (``b.``, ``b)``, ``b。``) or a line end: "the answer is a prime" is
@@ -117,6 +118,9 @@ _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
 _STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
+# "I think": a lowercase word follows, and not one only option I takes ("I is correct", "I fits")
+_PRONOUN_NEXT = re.compile(r"[ \t]++(?!(?:is|seems|fits|matches|looks|gives|has|works)\b)[a-z]")
+_OPTION_BEFORE = re.compile(r"(?:option|choice)\s+$", re.IGNORECASE)
 _HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?)\]。\r\n]|$)")
 # Before the letter in prose: markdown, an "option" word, and math or quote wrappers ("**Option B**",
 # "$B$", "\(\mathrm{B}\)", "$\text{(B)}$", '"B"', "`B`").
@@ -208,8 +212,22 @@ def _line(text: str, allowed: str) -> str | None:
     return None
 
 
+def _pronoun(text: str, m: re.Match[str]) -> bool:
+    """ "I think", "I hope": the pronoun, not option I (unless after "option" / "choice")."""
+    return (
+        m.group(1) == "I"
+        and _PRONOUN_NEXT.match(text, m.end()) is not None
+        and _OPTION_BEFORE.search(text[max(0, m.start() - 8) : m.start()]) is None
+    )
+
+
 def _last_letter(text: str, allowed: str) -> str | None:
-    return _last([m.group(1) if m.group(1) in allowed else None for m in _STANDALONE.finditer(text)])
+    return _last(
+        [
+            m.group(1) if m.group(1) in allowed and not _pronoun(text, m) else None
+            for m in _STANDALONE.finditer(text)
+        ]
+    )
 
 
 _STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
@@ -237,7 +255,8 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     name: ClassVar[str] = "multiple_choice"
     # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
     # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}, and an
-    # <answer> holding $B$ or "Option B"; "the answer must be / is therefore B" is the answer_is form
+    # <answer> holding $B$ or "Option B"; "the answer must be / is therefore B" is the answer_is form;
+    # the last-letter fallback skips the pronoun I ("B is right. I think.")
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
