@@ -309,6 +309,21 @@ async def test_nesting_is_bounded(client: httpx.AsyncClient) -> None:
     assert resp.status_code == 422 and "nest more than 4 levels" in resp.text
 
 
+async def test_fan_out_is_bounded(client: httpx.AsyncClient) -> None:
+    # 16 composites of 16 (and so on, 4 levels deep) would score 65,536 rewards per item and answer
+    # with every one in each item's components: the whole tree's size is bounded, not only its depth
+    def fan(depth: int, width: int) -> dict[str, Any]:
+        if depth == 0:
+            return {"name": "exact_match", "config": {}}
+        return composite(*({"reward": fan(depth - 1, width), "name": f"c{i}"} for i in range(width)))
+
+    resp = await post(client, fan(2, 16), [{"response": "x", "reference": "x"}])
+    assert resp.status_code == 422, resp.text
+    assert "at most 64" in resp.json()["error"]["message"]
+    [r] = await results(client, fan(2, 7), [{"response": "x", "reference": "x"}])  # 7 + 49 = 56 parts
+    assert r["score"] == 49.0 and len(r["components"]) == 56
+
+
 async def test_version_and_cache_follow_the_components(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

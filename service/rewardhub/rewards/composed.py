@@ -5,7 +5,8 @@ wire format of :class:`~rewardhub.protocol.RewardSpec`). :func:`resolve` looks e
 registry (``runtime.reward_registry()``) and validates its config with the part's own ``parse_config``
 when the outer config is parsed, so a bad part is a 422 naming its path
 (``reward.config.components.1.reward.config.extraction``) before anything is scored. Nesting is
-bounded (:data:`MAX_DEPTH`).
+bounded (:data:`MAX_DEPTH`), and so is a composite's whole tree (:data:`MAX_PARTS` rewards at all
+depths).
 
 What the serving layer needs to know about a reward then depends on its config, so
 :class:`ComposedReward` answers it per config:
@@ -44,15 +45,20 @@ if TYPE_CHECKING:
 __all__ = [
     "FIELD_ORDER",
     "MAX_DEPTH",
+    "MAX_PARTS",
     "ComposedReward",
     "Part",
     "resolve",
     "run_part",
+    "tree_size",
 ]
 
 log = structlog.get_logger("rewardhub.rewards.composed")
 
 MAX_DEPTH = 4
+# Most rewards in one tree, at all depths: a composite's 16 components nested 4 deep would otherwise be
+# 65,536 parts, each scoring the whole batch and reporting in every item's components.
+MAX_PARTS = 64
 
 _depth: ContextVar[int] = ContextVar("rewardhub_compose_depth", default=0)
 
@@ -88,6 +94,11 @@ def resolve(runtime: Runtime, spec: str | RewardSpec, where: str, owner: str) ->
     finally:
         _depth.reset(token)
     return Part(reward, config, where)
+
+
+def tree_size(reward: Reward[Any], config: Any) -> int:
+    """How many rewards sit below ``reward`` with this config, at all depths (bounded by :data:`MAX_PARTS`)."""
+    return sum(1 + tree_size(p.reward, p.config) for p in reward.parts(config))
 
 
 class ComposedReward(Reward[ConfigT]):

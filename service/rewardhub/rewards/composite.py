@@ -9,8 +9,9 @@ A composite lists components, each a reward with its config::
      ],
      "formula": null}
 
-Each component's reward is called **once for the whole batch** (all components concurrently); then, per
-item, in this order:
+Each component's reward is called **once for the whole batch** (all components concurrently), so the
+size of the tree is bounded: at most 16 components, nested at most 4 deep, and 64 rewards in all
+(:data:`~rewardhub.rewards.composed.MAX_PARTS`; more is a 422). Then, per item, in this order:
 
 1. **Gates** (``gate: true``): if a gate scores below its ``gate_threshold`` (default 1.0, i.e. a 1/0
    check must pass), the composite is ``gate_score`` (default 0) with the gate's reason, whatever the
@@ -65,7 +66,7 @@ from rewardhub.errors import InvalidRequest
 from rewardhub.formula import FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
-from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
+from rewardhub.rewards.composed import MAX_PARTS, ComposedReward, Part, resolve, run_part, tree_size
 from rewardhub.rewards.noisy import NoiseRates, corrected
 
 __all__ = ["Component", "CompositeConfig", "CompositeReward"]
@@ -177,6 +178,14 @@ class CompositeReward(ComposedReward[CompositeConfig]):
             resolve(self.runtime, c.reward, f"reward.config.components.{k}.reward", self.name)
             for k, c in enumerate(config.components)
         )
+        size = tree_size(self, config)
+        if size > MAX_PARTS:
+            where = "reward.config.components"
+            raise InvalidRequest(
+                f"{self.name}: {where}: the composite holds {size} rewards at all depths; at most "
+                f"{MAX_PARTS} are allowed (each one scores the whole batch)",
+                param=where,
+            )
         for k, (c, part) in enumerate(zip(config.components, config._parts, strict=True)):
             if c.noise is not None and part.reward.name == "noisy_corrected":
                 where = f"reward.config.components.{k}.noise"
