@@ -334,7 +334,7 @@ async def test_version_and_cache_follow_the_components(
     [again] = await results(client, reward, items)
     assert first["cached"] is False and again["cached"] is True
     assert again["reward_version"] == first["reward_version"]
-    assert first["reward_version"].startswith("1.1.0+")
+    assert first["reward_version"].startswith("1.1.1+")
     # bump a component's version: the composite's version changes and the stale entry is not served
     monkeypatch.setattr(MathReward, "version", "9.9.9")
     [bumped] = await results(client, reward, items)
@@ -437,6 +437,10 @@ async def test_a_gates_own_on_invalid(client: httpx.AsyncClient) -> None:
     )
     [r] = await results(client, zero, items)
     assert (r["score"], r["details"]["gate_failed"]) == (-1.0, ["em"]), r
+    # a valid score carries no invalid-class reason (a trainer masks by those): the gate's own
+    # missing_reference stays in details.parts
+    assert (r["valid"], r["reason"]) == (True, None), r
+    assert r["details"]["parts"]["em"]["reason"] == "missing_reference"
     skip = composite(
         {"reward": EM_TAG, "name": "em", "gate": True, "on_invalid": "skip"},
         {"reward": {"name": "format", "config": {"preset": "answer"}}, "name": "fmt"},

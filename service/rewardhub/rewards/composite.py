@@ -18,7 +18,9 @@ size of the tree is bounded: at most 16 components, nested at most 4 deep, and 6
    other components say (so their invalidity does not matter). Otherwise, an *invalid* gate makes the
    composite invalid with the gate's reason: it cannot be known whether it would have passed. A gate's
    own ``on_invalid`` overrides that (the composite's does not apply to gates): ``zero`` scores the
-   invalid gate 0, so it fails a threshold above 0; ``skip`` leaves the gate out, as if it had passed.
+   invalid gate 0, so it fails a threshold above 0 (the composite's valid ``gate_score`` then has no
+   reason; the gate's invalid one stays in ``details.parts``); ``skip`` leaves the gate out, as if it
+   had passed.
 2. **Invalid components** (``on_invalid``, per component, else the composite's): ``invalid`` (default)
    makes the composite invalid with the first such component's reason (a trainer masks it); ``zero``
    counts it as 0; ``skip`` leaves it out and rescales the weighted sum by Σ|w| / Σ|w of the rest|, so
@@ -163,7 +165,8 @@ class CompositeConfig(RewardConfig):
 @register
 class CompositeReward(ComposedReward[CompositeConfig]):
     name: ClassVar[str] = "composite"
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: a gate zeroed by its on_invalid no longer gives its invalid reason to the valid gate_score
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "Several rewards as one: gates, a weighted sum or a safe arithmetic formula over component "
         "names, per-component noisy-verifier correction; every component (and its sub-components, as "
@@ -245,7 +248,10 @@ class CompositeReward(ComposedReward[CompositeConfig]):
                 failed.append((c, o))
         if failed:
             details["gate_failed"] = [c.key for c, _ in failed]
-            return Outcome(config.gate_score, failed[0][1].reason, components, details)
+            # the failing gate's reason ("format"), but not an invalid one of a gate zeroed by its
+            # on_invalid: this score is valid, and a trainer masks the items with an invalid reason
+            first = failed[0][1]
+            return Outcome(config.gate_score, first.reason if first.valid else None, components, details)
         for c, o in zip(comps, outs, strict=True):
             if c.gate and o.score is None and c.on_invalid in (None, "invalid"):
                 return _invalid(f"gate component {c.key!r} could not be scored", o, components, details)
