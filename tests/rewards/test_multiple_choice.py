@@ -50,6 +50,9 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ('The answer is "B" because A is wrong.', "B", "answer_is"),
         ("The answer is `b`. A is wrong.", "B", "answer_is"),
         ("The correct answer is **Option B**. A is wrong.", "B", "answer_is"),
+        # ... with its option text inside the wrapper too
+        (r"The answer is $\text{(B) Paris}$, not A.", "B", "answer_is"),
+        ('The answer is "B. Paris", not A.', "B", "answer_is"),
         # ... but a wrapped expression is not a letter
         ("The answer is $B+C$, so D", "D", "last_letter"),
         # 'option is' variant

@@ -131,6 +131,7 @@ _PREFIX = re.compile(
 )
 # ... and what must close a wrapped letter ("$B+C$" is an expression, not the letter B).
 _WRAP_CLOSE = re.compile(r"\s*+(?:\$|\\[)\]]|\}|[\"'`”’»])")
+_OPTION_TEXT = re.compile(r"[.:)](?:\s|\\ |~)")  # ... or its option text follows: "$\text{B. Paris}$"
 
 
 def _letter_at(text: str, pos: int, allowed: str) -> str | None:
@@ -143,7 +144,8 @@ def _letter_at(text: str, pos: int, allowed: str) -> str | None:
     if letter.upper() not in allowed:
         return None
     if pre is not None and pre.group("wrap"):
-        return letter.upper() if _WRAP_CLOSE.match(text, m.end()) else None
+        closed = _WRAP_CLOSE.match(text, m.end()) or _OPTION_TEXT.match(text, m.end())
+        return letter.upper() if m.group("open") or closed else None
     if m.group("open"):
         return letter.upper()
     nxt = text[m.end() : m.end() + 1]
