@@ -141,6 +141,21 @@ def test_last_letter_skips_the_pronoun_i(response: str, letter: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("response", "found"),
+    [
+        # 'Answer: I think ...' is the pronoun, not option I: the letter comes from further on
+        ("Answer: I think it's B.", ("B", "last_letter")),
+        ("Answer: I'm fairly sure it is B", ("B", "last_letter")),
+        # ... while option I before a word that is not a verb of the pronoun is option I
+        ("The answer is I because the others fail.", ("I", "answer_is")),
+        ("Answer: I", ("I", "answer_colon")),
+    ],
+)
+def test_explicit_forms_skip_the_pronoun_i(response: str, found: tuple[str, str]) -> None:
+    assert extract_choice(response, "ABCDEFGHIJ", DEFAULT_STRATEGIES) == found
+
+
+@pytest.mark.parametrize(
     "response",
     [
         # 'must be', 'has to be' and an adverb after 'is' are the 'answer is' form: with ten options

@@ -13,8 +13,10 @@ that yields an allowed letter wins, since models restate and correct themselves 
 4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``, ``<answer>$B$</answer>``,
    ``<answer>Option B</answer>``;
 5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
-6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere (the pronoun in
-   "I think" is not option I; "I is correct", "option I fits" and "(I)" are).
+6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
+
+The pronoun I before a verb ("I think", "I'm", "Answer: I believe it is B") is not option I, in any
+strategy; "I is correct", "the answer is I because", "option I" and "(I)" are.
 
 Explicit forms are case-insensitive ("answer: b" is B), but a lowercase letter counts only when it is
 bracketed or followed by punctuation (``b.``, ``b)``, ``b。``) or a line end: "the answer is a prime" is
@@ -118,8 +120,12 @@ _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
 _STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
-# "I think": a lowercase word follows, and not one only option I takes ("I is correct", "I fits")
-_PRONOUN_NEXT = re.compile(r"[ \t]++(?!(?:is|seems|fits|matches|looks|gives|has|works)\b)[a-z]")
+# "I think": the pronoun I before a verb ("The answer is I because ..." is option I)
+_PRONOUN_NEXT = re.compile(
+    r"(?:[ \t]++(?:am|was|think|thought|believe|guess|hope|feel|would|will|can|could|should|must|might|"
+    r"need|have|had|do|did|don['’]t|choose|chose|select|pick|go|went|see|know|agree|suspect|conclude|"
+    r"double|also|just|really|now|still)|['’](?:m|d|ll|ve))\b"
+)
 _OPTION_BEFORE = re.compile(r"(?:option|choice)\s+$", re.IGNORECASE)
 _HARD_STOP = re.compile(r"[ \t]*(?:[.,;:!?)\]。\r\n]|$)")
 # Before the letter in prose: markdown, an "option" word, and math or quote wrappers ("**Option B**",
@@ -151,6 +157,8 @@ def _letter_at(text: str, pos: int, allowed: str) -> str | None:
     nxt = text[m.end() : m.end() + 1]
     if nxt.isalnum() or nxt == "_":
         return None  # the start of a word ("Bob", "a prime")
+    if letter == "I" and _PRONOUN_NEXT.match(text, m.end()):
+        return None  # "Answer: I think it is B": the pronoun
     if letter.isupper():
         return letter
     return letter.upper() if _HARD_STOP.match(text, m.end()) else None
@@ -258,7 +266,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.1: a letter in math mode or quotes after "answer is" / "Answer:" is read (it fell to the last
     # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}, and an
     # <answer> holding $B$ or "Option B"; "the answer must be / is therefore B" is the answer_is form;
-    # the last-letter fallback skips the pronoun I ("B is right. I think.")
+    # the pronoun I ("B is right. I think.", "Answer: I think it is B") is not option I
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
