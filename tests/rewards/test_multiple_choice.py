@@ -263,6 +263,13 @@ async def test_bad_reference_is_invalid(reference: Any, reason: Reason) -> None:
     assert (out.score, out.reason) == (None, reason)
 
 
+async def test_a_long_bad_reference_is_not_repeated_in_the_error() -> None:
+    """The error quoted the whole reference: a passage given by mistake came back in every item's error."""
+    out = await score_one("Answer: B", "Paris " * 20_000)
+    message = out.details["message"]
+    assert out.reason == Reason.PARSE_ERROR and len(message) < 300 and "120,004 characters" in message
+
+
 @pytest.mark.parametrize(
     "config",
     [

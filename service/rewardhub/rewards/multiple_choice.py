@@ -294,7 +294,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
             if not keys:
                 out.append(
                     Outcome.invalid(
-                        Reason.PARSE_ERROR, f"reference {refs!r} is not one of the letters {config.choices!r}"
+                        Reason.PARSE_ERROR,
+                        # a reference can be a whole passage: its start says which, its size is no use
+                        f"reference {_excerpt(repr(refs))} is not one of the letters {config.choices!r}",
                     )
                 )
                 continue
@@ -310,3 +312,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                 )
             )
         return out
+
+
+def _excerpt(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
