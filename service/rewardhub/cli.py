@@ -64,8 +64,8 @@ def serve(
         if not settings.redis_url:
             typer.secho(
                 "warning: several workers with the embedded cache: each worker caches on its own, and "
-                "keeps its own jobs (a poll that reaches another worker answers 404 for a job that "
-                "exists); set REWARDHUB_REDIS_URL to share one cache and one job store.",
+                "jobs are refused (501: each worker would keep its own, and a poll reaching another "
+                "worker would answer 404); set REWARDHUB_REDIS_URL to share one cache and one job store.",
                 fg=typer.colors.YELLOW,
                 err=True,
             )

@@ -39,6 +39,7 @@ __all__ = [
     "Forbidden",
     "InvalidRequest",
     "LimitExceeded",
+    "NotConfigured",
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
@@ -137,6 +138,13 @@ class ServiceUnavailable(RewardHubError):
 
     status_code = 503
     error_type = "unavailable"
+
+
+class NotConfigured(RewardHubError):
+    """The feature cannot work as the service is deployed (not a transient state: no retry helps)."""
+
+    status_code = 501
+    error_type = "not_configured"
 
 
 class ErrorBody(BaseModel):

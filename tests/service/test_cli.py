@@ -189,4 +189,4 @@ def test_several_workers_without_redis_warn_that_jobs_break(monkeypatch: pytest.
     result = CliRunner().invoke(app, ["serve", "--workers", "2"], terminal_width=400)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "each worker caches on its own" in text and "jobs" in text and "404" in text, text
+    assert "each worker caches on its own" in text and "jobs are refused (501" in text, text

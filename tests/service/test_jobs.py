@@ -533,3 +533,19 @@ async def test_a_job_claimed_but_not_started_is_handed_back_at_shutdown(redis_se
     finally:
         await runner.close()
         await redis.aclose()
+
+
+async def test_jobs_with_several_workers_need_a_shared_store(make_app: Any, redis_server: Any) -> None:
+    """With several workers and no Redis each worker kept its own jobs: a poll that reached another
+    worker answered 404 for a job that existed, now and then. Jobs now say what they need (501, which a
+    client does not retry), and with Redis they work."""
+    body = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
+    async with make_app(workers=2) as c:
+        resp = await c.post("/v1/jobs", json=body)
+        assert resp.status_code == 501 and resp.json()["error"]["type"] == "not_configured"
+        assert "REWARDHUB_REDIS_URL" in resp.json()["error"]["message"]
+        assert (await c.post("/v1/score", json=body)).status_code == 200  # scoring itself is fine
+    async with make_app(workers=2, redis_url=redis_server.url) as c:
+        resp = await c.post("/v1/jobs", json=body)
+        assert resp.status_code == 202, resp.text
+        assert (await wait_done(c, resp.json()["job_id"]))["status"] == "succeeded"

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Request
 
 from rewardhub import jsonutil
-from rewardhub.errors import ErrorResponse, ServiceUnavailable
+from rewardhub.errors import ErrorResponse, NotConfigured, ServiceUnavailable
 from rewardhub.jobs import JobRunner
 from rewardhub.protocol import JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
@@ -20,6 +20,14 @@ async def get_jobs(request: Request) -> JobRunner:
     runner: JobRunner | None = getattr(request.app.state, "jobs", None)
     if runner is None:
         raise ServiceUnavailable("the service is starting up or shutting down")
+    settings = request.app.state.settings
+    if settings.workers > 1 and not settings.redis_url:
+        # each worker would keep its own jobs: a poll reaching another worker (a new connection) would
+        # answer 404 for a job that exists, now and then, which no client can tell from a lost job
+        raise NotConfigured(
+            f"jobs need one job store shared by the {settings.workers} workers: set REWARDHUB_REDIS_URL "
+            "(or run one worker)"
+        )
     return runner
 
 
@@ -32,6 +40,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorResponse, "description": "Idempotency-Key reused with a different body."},
     422: {"model": ErrorResponse},
     429: {"model": ErrorResponse, "description": "Too many jobs waiting; retry after Retry-After."},
+    501: {"model": ErrorResponse, "description": "Several workers without Redis: no shared job store."},
     503: {"model": ErrorResponse, "description": "Job storage (Redis) unreachable."},
 }
 
