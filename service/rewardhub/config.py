@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "available_cores", "cgroup_cpu_limit", "get_settings", "parse_api_keys"]
@@ -131,8 +131,9 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(
         0.25,
         gt=0,
-        description="Per-operation Redis socket timeout of the cache; a slower Redis counts as down (jobs, "
-        "whose bodies and results are megabytes, wait up to 30 s for an answer).",
+        description="Per-operation Redis socket timeout of the cache; a slower Redis counts as down. Jobs, "
+        "whose bodies and results are megabytes, wait up to 30 s for an answer (connecting still times out "
+        "at this value).",
     )
     redis_retry_interval_s: float = Field(
         1.0, gt=0, description="How often a down Redis is probed for reconnection, seconds."
@@ -235,6 +236,13 @@ class Settings(BaseSettings):
         ge=0,
         description="torch CPU threads for in-process models (0 = cores - 1, leaving one core to the event "
         "loop; with `--workers N`, (cores - N) ÷ N per worker, at least 1).",
+    )
+    model_stall_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="An in-process model's batch that has not come back after this long is a hung model "
+        "process (a GPU kernel that never returns): the process is killed and a fresh one serves the next "
+        "batch. Must exceed REWARDHUB_MAX_ITEM_TIMEOUT_S (no batch runs past its items' deadlines).",
     )
     batch_max_size: int = Field(
         32, ge=1, description="Most items per forward pass of an in-process model (1 = off)."
@@ -341,6 +349,16 @@ class Settings(BaseSettings):
     sql_fixtures_dir: str | None = Field(
         None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
     )
+
+    @model_validator(mode="after")
+    def _check_stall_timeout(self) -> Settings:
+        if self.model_stall_timeout_s <= self.max_item_timeout_s:
+            raise ValueError(
+                f"REWARDHUB_MODEL_STALL_TIMEOUT_S ({self.model_stall_timeout_s:g}) must exceed "
+                f"REWARDHUB_MAX_ITEM_TIMEOUT_S ({self.max_item_timeout_s:g}): a healthy batch runs until its "
+                "items' deadlines and would be killed as hung"
+            )
+        return self
 
     def default_deadline(self, own: float | None) -> float:
         """The per-item deadline when a request sets no ``options.timeout_s``: a reward's own default

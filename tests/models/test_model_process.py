@@ -58,12 +58,18 @@ def _out_of_memory(loaded: object, items: list[str]) -> list[int]:
     return [len(x) for x in items]
 
 
+def _hangs(loaded: object, items: list[str]) -> list[str]:
+    if "hang" in items:  # a GPU kernel that never returns, a deadlock in a native library
+        time.sleep(3600)
+    return [x.upper() for x in items]
+
+
 @contextlib.asynccontextmanager
 async def _batched(
-    fn: Callable[[object, list[str]], list[object]],
+    fn: Callable[[object, list[str]], list[object]], stall_s: float | None = None
 ) -> AsyncIterator[tuple[ModelProcess, Any]]:
     """A real model process behind a real batcher, as a backend wires them."""
-    proc = ModelProcess("t", _noop)
+    proc = ModelProcess("t", _noop, stall_s=stall_s)
     await proc.start()
     b: MicroBatcher[str, object] = MicroBatcher(
         "t", partial(proc.call, fn), max_batch=8, max_wait_ms=20, queue_max=100
@@ -85,6 +91,28 @@ async def test_an_input_that_kills_the_model_process_fails_alone() -> None:
         # one reload for the batch's death, one for the item's own: "b" ran in the process after it
         assert "this item alone" in str(out[1]) and proc.restarts == 2
         assert await b.submit_many(["c"], time.monotonic() + 120) == ["C"] and proc.restarts == 2
+
+
+async def test_a_hung_model_process_is_killed_and_its_batch_retried() -> None:
+    """A batch whose model process never answered was waited for for ever, and every later batch queued
+    behind it while /ready said the model was loaded. Past the stall timeout the process is killed, the
+    batch retried item by item in a fresh one, and only the input that hangs fails."""
+    async with _batched(_hangs, stall_s=2.0) as (proc, b):
+        out = await b.submit_many(["a", "hang", "b"], time.monotonic() + 60)
+        assert out[0] == "A" and out[2] == "B", out
+        assert isinstance(out[1], ForwardCrashed) and "did not answer within 2 s" in str(out[1])
+        assert await b.submit_many(["c"], time.monotonic() + 60) == ["C"]
+        assert proc.restarts == 2  # one for the batch, one for the item's own hang
+
+
+def test_the_stall_timeout_must_exceed_the_longest_item_deadline() -> None:
+    from pydantic import ValidationError
+
+    from conftest import make_settings
+
+    with pytest.raises(ValidationError, match="REWARDHUB_MODEL_STALL_TIMEOUT_S .* must exceed"):
+        make_settings(model_stall_timeout_s=30, max_item_timeout_s=60)
+    assert make_settings(model_stall_timeout_s=90, max_item_timeout_s=60).model_stall_timeout_s == 90
 
 
 async def test_a_forward_pass_out_of_memory_is_retried_in_halves() -> None:

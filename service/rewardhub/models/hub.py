@@ -299,5 +299,6 @@ def build_backend(
         batch=batch,
         observe_batch=observe,
         lazy=lazy,
+        stall_s=s.model_stall_timeout_s,
         **engine,
     )

@@ -154,8 +154,18 @@ def _raise(payload: Any) -> NoReturn:
 class ModelProcess:
     """One model served by one child process; calls are serialised (one batch in flight)."""
 
-    def __init__(self, name: str, loader: Callable[[], Any], on_restart: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        loader: Callable[[], Any],
+        on_restart: Callable[[], None] | None = None,
+        stall_s: float | None = None,
+    ):
         self.name = name
+        # A batch's reply not come after this long: the child hangs (a GPU kernel that never returns, a
+        # deadlock in a native library). Without a bound the batch waited for ever, and every later one
+        # queued behind it while /ready said the model was loaded.
+        self.stall_s = stall_s
         self._loader = loader
         self._on_restart = on_restart  # called before a dead process's successor loads the model
         self._ctx = mp.get_context("spawn")  # never fork a process that runs threads and an event loop
@@ -238,7 +248,7 @@ class ModelProcess:
                 self._unread -= 1
                 try:
                     with contextlib.suppress(BackendError):  # it died finishing one: restarted below
-                        _, late = await self._recv()
+                        _, late = await self._reply()
                         self._forget_if_ending(late)
                 except asyncio.CancelledError:
                     self._unread += 1
@@ -263,7 +273,7 @@ class ModelProcess:
             except (OSError, ValueError):
                 raise await self._died() from None
             try:
-                kind, payload = await self._recv()
+                kind, payload = await self._reply()
             except asyncio.CancelledError:
                 self._unread += 1  # the child still answers: the next call must not take it as its own
                 raise
@@ -272,6 +282,23 @@ class ModelProcess:
             _raise(payload)
         result: list[Any] = payload
         return result
+
+    async def _reply(self) -> tuple[str, Any]:
+        """The reply to the batch sent, or, past ``stall_s``, the hung child killed: a crash, so the
+        batcher retries the batch's items that still have time one at a time, in a fresh process."""
+        if self.stall_s is None:
+            return await self._recv()
+        try:
+            async with asyncio.timeout(self.stall_s):
+                return await self._recv()
+        except TimeoutError:
+            log.error("model_process_stalled", backend=self.name, stall_s=self.stall_s)
+            self._drop()
+            raise ForwardCrashed(
+                f"the model process of {self.name!r} did not answer within {self.stall_s:g} s "
+                "(REWARDHUB_MODEL_STALL_TIMEOUT_S) and was killed",
+                died=True,
+            ) from None
 
     def _forget_if_ending(self, payload: Any) -> None:
         """A reply that says the child is ending (its device was lost): the next call starts its

@@ -116,6 +116,7 @@ class TransformersBackend(ModelBackend):
         batch: BatchOptions | None = None,
         observe_batch: Callable[[str, int], None] | None = None,
         lazy: bool = False,
+        stall_s: float | None = None,
     ):
         super().__init__(name, path)
         self.task = task
@@ -131,6 +132,7 @@ class TransformersBackend(ModelBackend):
         self.batch = batch or BatchOptions()
         self._observe = observe_batch
         self.lazy = lazy
+        self._stall_s = stall_s  # a batch not back after this long: the model process hangs
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{name}")
         self._process: ModelProcess | None = None
         self._loaded: Any = None
@@ -290,7 +292,9 @@ class TransformersBackend(ModelBackend):
             async def load() -> Any:
                 if not self.isolate:
                     return await loop.run_in_executor(self._executor, fn)
-                process = ModelProcess(self.name, fn, on_restart=self._process_restarted)
+                process = ModelProcess(
+                    self.name, fn, on_restart=self._process_restarted, stall_s=self._stall_s
+                )
                 info = await process.start()
                 self._process = process
                 return _InProcess(
