@@ -58,7 +58,7 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, PatternTimeout, compile_pattern
 from rewardhub.rewards.text import answer_text
 
-__all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text"]
+__all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text", "json_in_answer"]
 
 Schema = dict[str, Any] | bool
 
@@ -118,7 +118,11 @@ def _check_schema(cls: type[Validator], schema: dict[str, Any]) -> None:
 def extract_json_text(text: str, mode: str) -> str | None:
     """The text to parse: the last closed ```json block (auto/fenced) or the whole response, outside the
     reasoning (after the last ``</think>``, before an unclosed ``<think>``)."""
-    text = answer_text(text)
+    return json_in_answer(answer_text(text), mode)
+
+
+def json_in_answer(text: str, mode: str) -> str | None:
+    """:func:`extract_json_text` of a response's answer already cut from its reasoning."""
     if mode != "whole":
         block: list[str] | None = None
         last: list[str] | None = None

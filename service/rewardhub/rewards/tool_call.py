@@ -55,7 +55,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.json_schema import extract_json_text
+from rewardhub.rewards.json_schema import json_in_answer
 from rewardhub.rewards.text import answer_text
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
@@ -231,7 +231,7 @@ def parse_calls(response: str) -> list[Call] | None:
         if _MISTRAL_V11.match(text, marker + len(_MISTRAL_MARKER)):  # "[TOOL_CALLS]name[ARGS]{...}"
             return _mistral_v11_calls(text[marker:])
         text = text[text.rfind(_MISTRAL_MARKER) + len(_MISTRAL_MARKER) :]
-    raw = extract_json_text(text, "auto")
+    raw = json_in_answer(text, "auto")  # (text is the answer already: one pass over the reasoning)
     if raw and raw[0] not in "[{":
         raw = _last_fenced_json(raw) or raw  # a bare ``` fence (or one tagged otherwise) holding JSON
     if not raw or raw[0] not in "[{":
