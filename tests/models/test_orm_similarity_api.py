@@ -525,3 +525,39 @@ def test_reference_texts(reference: Any, texts: list[str] | None) -> None:
     from rewardhub.rewards.similarity import reference_texts
 
     assert reference_texts(reference) == texts
+
+
+async def test_an_embedding_model_named_by_hub_id_is_pooled_and_cut_as_its_checkpoint_says(
+    make_app: MakeApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local model may be named by hub id (loaded offline from the Hugging Face cache); its Pooling
+    module and ``sentence_bert_config.json`` were looked for in a directory of that name under the working
+    directory, so a cached CLS-pooled model (BGE) was mean-pooled and read past the context it was
+    trained on: other vectors, valid-looking cosines. Found in review."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from tiny_models import build_tiny_bert_embedder
+
+    path = build_tiny_bert_embedder(tmp_path / "emb", pooling="cls_token")
+    (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16}))
+    repo = tmp_path / "hub" / "models--acme--emb"
+    shutil.copytree(path, repo / "snapshots" / ("c" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # the model process reads it at its start
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    items = [
+        {"response": "The cat sits on the mat.", "reference": "def add(a, b): return a + b"},
+        {"response": "the cat sat down " * 20, "reference": "The cat sits on the mat."},
+    ]
+    results = []
+    for model in (str(path), "acme/emb"):
+        async with make_app(embedding_model=model) as client:
+            results.append(await score_results(client, "similarity", items))
+    by_path, by_id = results
+    assert by_path[1]["details"]["truncated"] == ["response"]
+    for a, b in zip(by_path, by_id, strict=True):
+        assert b["valid"] and b["score"] == pytest.approx(a["score"], abs=1e-6)
+        assert b["details"] == a["details"]

@@ -41,6 +41,7 @@ from rewardhub.models.errors import (
     InputTooLong,
     MissingExtra,
 )
+from rewardhub.models.fingerprint import local_dir
 from rewardhub.models.specials import Scrubber, clean_messages
 from rewardhub.prm.tags import tag_pattern
 
@@ -230,8 +231,9 @@ def embedding_pooling(path: str) -> Pooling:
     Mean pooling for every model embedded BGE (CLS pooling) or a last-token model (Qwen3-Embedding,
     gte-Qwen) with a recipe it was not trained for: other vectors, other cosines, all valid-looking. A
     mode this backend does not compute (several at once, weighted mean), or a module after the encoder
-    that it does not apply (a Dense projection), refuses the load, not a guess."""
-    root = Path(path)
+    that it does not apply (a Dense projection), refuses the load, not a guess. A hub id is read in its
+    cached snapshot, where ``from_pretrained`` read the model (a cached BGE was mean-pooled)."""
+    root = local_dir(path) or Path(path)
     modules = _st_modules(root)
     other = [name for name, _ in modules if name not in ("Transformer", "Pooling", "Normalize")]
     if other:
@@ -342,7 +344,8 @@ def _context_limit(path: str, model: Any, tok: Any) -> int:
     told = getattr(tok, "model_max_length", None)
     if isinstance(told, int) and 0 < told < 1_000_000:  # unset is a huge sentinel
         limit = min(limit, told)
-    st_config = Path(path) / "sentence_bert_config.json"  # MiniLM: 256, what it was trained on
+    # MiniLM: 256, what it was trained on (a hub id's in its cached snapshot, as the model was read)
+    st_config = (local_dir(path) or Path(path)) / "sentence_bert_config.json"
     if st_config.is_file():
         with contextlib.suppress(ValueError, OSError):
             seq = json.loads(st_config.read_text()).get("max_seq_length")

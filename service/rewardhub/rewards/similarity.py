@@ -97,8 +97,9 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # scale's floor (-1 on the cosine scale, was 0.0; its cosine component -1, was null), cosines clipped;
     # 1.4: a local model whose tokenizer pads (or truncates) on the left embeds each text as it would alone
     # (and a text past the context from its start); 1.5: a response or reference of invisible characters
-    # only (zero-width space, soft hyphen, BOM) is empty
-    version: ClassVar[str] = "1.5.0"
+    # only (zero-width space, soft hyphen, BOM) is empty; 1.5.1: a local model named by hub id is pooled
+    # (and cut) as its cached checkpoint says (it was mean-pooled and read to the model's full context)
+    version: ClassVar[str] = "1.5.1"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
