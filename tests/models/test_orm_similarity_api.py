@@ -561,3 +561,28 @@ async def test_an_embedding_model_named_by_hub_id_is_pooled_and_cut_as_its_check
     for a, b in zip(by_path, by_id, strict=True):
         assert b["valid"] and b["score"] == pytest.approx(a["score"], abs=1e-6)
         assert b["details"] == a["details"]
+
+
+async def test_an_input_of_no_tokens_is_an_item_error_not_a_score(make_app: MakeApp, tmp_path: Path) -> None:
+    """An ORM without a chat template reads the prompt and the response joined; an item with neither
+    (an empty rollout without a prompt) is no token at all. In a batch its row was all padding and the
+    classifier read a pad's output as a valid score (0.0 on this model); alone, the empty pass raised
+    and failed the batch with a reshape error. It is that item's error now; its batch-mates score as
+    they do alone. Found in review."""
+    from tiny_models import build_tiny_orm
+
+    path = build_tiny_orm(tmp_path / "orm")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    for f in path.glob("chat_template*"):
+        f.unlink()
+    items = [{"response": ""}, {"response": "It is 4."}, {"response": "<|im_end|>"}]
+    async with make_app(orm_model=str(path)) as client:
+        together = await score_results(client, "orm", items)
+        alone = [(await score_results(client, "orm", [item]))[0] for item in items]
+    for res in (together[0], together[2], alone[0], alone[2]):
+        assert not res["valid"] and res["score"] is None, res
+        assert "no tokens" in res["details"]["message"], res
+    assert together[1]["valid"] and alone[1]["valid"]
+    assert together[1]["score"] == pytest.approx(alone[1]["score"], abs=1e-5)

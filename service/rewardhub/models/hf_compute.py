@@ -37,6 +37,7 @@ from rewardhub.models import passes
 from rewardhub.models.base import ChatRequest, Completion, Embedding, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import (
     BackendError,
+    BackendRejected,
     BackendUnavailable,
     InputTooLong,
     MissingExtra,
@@ -452,8 +453,18 @@ def encode(
         keys = ("input_ids", "offset_mapping") if offsets else ("input_ids",)
         for row, i in enumerate(idx):
             one = {k: enc[k][row] for k in keys}
-            out[i] = _too_long(len(one["input_ids"]), max_length, reserve) or one
+            n = len(one["input_ids"])
+            out[i] = _empty(n) or _too_long(n, max_length, reserve) or one
     return out
+
+
+def _empty(n: int) -> BackendRejected | None:
+    """The error of an input of no tokens (an empty response without a prompt, on a model without a
+    chat template or special tokens): nothing for the model to read. In a batch its row was all padding
+    and a classifier read a pad's output as a valid score; alone, the empty pass raised for its batch."""
+    if n == 0:
+        return BackendRejected("the input is empty: no tokens reach the model")
+    return None
 
 
 def _too_long(n: int, max_length: int, reserve: int = 0) -> InputTooLong | None:

@@ -85,8 +85,9 @@ class ORMReward(ModelReward[ORMConfig]):
     # 1.2: an empty prompt (or one of only control tokens) is no prompt (it was an empty user turn:
     # another input, another score)
     # 1.3: a vllm_pooling backend with returns_probabilities asks for probabilities (a server honouring
-    # use_activation answered logits, read as probabilities: 2.3 became 16.1)
-    version: ClassVar[str] = "1.3.0"
+    # use_activation answered logits, read as probabilities: 2.3 became 16.1); 1.3.1: an input of no
+    # tokens (no prompt, an empty response, no chat template) is an item error (it scored a pad's output)
+    version: ClassVar[str] = "1.3.1"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
