@@ -303,6 +303,8 @@ def test_a_scale_named_after_the_score_is_not_the_score(answer: str, want: float
         ("Half of it, 1/2, is right; the score is 0.4", 0.4),  # a fraction earlier is not the score
         ("The answer divides 12/ by nothing: 8", 8.0),
         ("-2/10", -2.0),
+        ("Score: 7 (out of 10)", 7.0),  # was 10.0: the denominator in brackets
+        ("Rating: 3 (/5).", 3.0),
     ],
 )
 def test_a_score_written_as_a_fraction_reads_its_numerator(answer: str, want: float) -> None:

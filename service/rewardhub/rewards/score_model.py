@@ -52,7 +52,8 @@ _SCALE = re.compile(
     r")\s*\)?",
     re.IGNORECASE,
 )
-_NUMERATOR = re.compile(r"(" + _NUMBER.pattern + r")\s*(?:/|\bout\s+of)\s*$", re.IGNORECASE)
+# ("7 (out of 10)": the denominator may stand in brackets)
+_NUMERATOR = re.compile(r"(" + _NUMBER.pattern + r")\s*\(?\s*(?:/|\bout\s+of)\s*$", re.IGNORECASE)
 _ROLES = frozenset({"system", "user", "assistant", "developer"})
 
 
@@ -128,8 +129,9 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
     name: ClassVar[str] = "score_model"
     # 1.2: a token budget of its own; the reasoning's numbers are no score; 1.3: the JSON result is read
     # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10;
-    # 1.5: a scale named after the score ("0.8 (on a 0-1 scale)") is not read as the score (-1 or 10)
-    version: ClassVar[str] = "1.5.0"
+    # 1.5: a scale named after the score ("0.8 (on a 0-1 scale)") is not read as the score (-1 or 10);
+    # 1.5.1: "7 (out of 10)" reads 7, not 10
+    version: ClassVar[str] = "1.5.1"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
         "it answers (JSON result/score, else the last number) is the reward, within `range`."
