@@ -586,3 +586,23 @@ async def test_an_input_of_no_tokens_is_an_item_error_not_a_score(make_app: Make
         assert "no tokens" in res["details"]["message"], res
     assert together[1]["valid"] and alone[1]["valid"]
     assert together[1]["score"] == pytest.approx(alone[1]["score"], abs=1e-5)
+
+
+async def test_a_head_of_several_outputs_needs_its_label_named(make_app: MakeApp, tmp_path: Path) -> None:
+    """``label`` defaulted to 0, the one output of the usual reward model: on a 2-label "bad/good" head
+    that is the *bad* class's logit (or probability), a valid-looking reward that a policy learns to
+    maximise. Unset on a head of several outputs, the item is refused naming the setting; named, it is
+    the class asked for. Found in review."""
+    from tiny_models import build_tiny_orm
+
+    path = build_tiny_orm(tmp_path / "orm2", num_labels=2, seed=3)
+    items = [{"prompt": "What is 2+2?", "response": "4"}]
+    async with make_app(orm_model=str(path)) as client:
+        for normalize in ("none", "sigmoid", "softmax"):
+            (unset,) = await score_results(client, "orm", items, normalize=normalize)
+            assert not unset["valid"] and unset["reason"] == "unsupported", unset
+            assert "label" in unset["details"]["message"]
+        (zero,) = await score_results(client, "orm", items, label=0)
+        (one,) = await score_results(client, "orm", items, label=1)
+    assert zero["valid"] and one["valid"]
+    assert [zero["score"], one["score"]] == pytest.approx(zero["details"]["logits"], abs=1e-6)

@@ -4,7 +4,9 @@ The prompt and the response go through the model's chat template (user turn, ass
 ``system_prompt`` first when configured) when its tokenizer has one, else they are joined by a blank
 line; an empty prompt is none (no user turn, the input of an item without one), and so is one of only
 control-token strings (``<|im_end|>``), which reach the model as nothing. The score is the logit
-of output ``label`` (0 for the usual ``num_labels=1`` reward model), optionally normalised:
+of output ``label``: unset, the one output of the usual ``num_labels=1`` reward model; a head of 2+
+outputs needs it named (its class 0 is a bad/good head's "bad": refused per item, ``unsupported``),
+optionally normalised:
 
 * ``none``: the raw logit (Bradley–Terry reward models are trained on differences, so the scale is arbitrary);
 * ``sigmoid``: ``1 / (1 + e^{-x})`` in (0, 1);
@@ -51,7 +53,12 @@ class ORMConfig(RewardConfig):
     std: float = Field(
         1.0, gt=0, allow_inf_nan=False, description="zscore (required): the reward model's logit std."
     )
-    label: int = Field(0, ge=0, description="Which output of the classifier is the reward.")
+    label: int | None = Field(
+        None,
+        ge=0,
+        description="Which output of the classifier is the reward: required on a head of 2+ outputs "
+        "(a bad/good head: 1); unset, the one output of the usual reward model.",
+    )
     system_prompt: str | None = Field(None, max_length=10_000, description="A system turn before the prompt.")
 
     @model_validator(mode="after")
@@ -86,7 +93,8 @@ class ORMReward(ModelReward[ORMConfig]):
     # another input, another score)
     # 1.3: a vllm_pooling backend with returns_probabilities asks for probabilities (a server honouring
     # use_activation answered logits, read as probabilities: 2.3 became 16.1); 1.3.1: an input of no
-    # tokens (no prompt, an empty response, no chat template) is an item error (it scored a pad's output)
+    # tokens (no prompt, an empty response, no chat template) is an item error (it scored a pad's output);
+    # label is required on a head of several outputs (it read class 0, a bad/good head's "bad")
     version: ClassVar[str] = "1.3.1"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
@@ -127,7 +135,16 @@ class ORMReward(ModelReward[ORMConfig]):
         for res in results:
             if isinstance(res, BackendError):
                 outcomes.append(failure(res))
-            elif config.label >= len(res):
+            elif config.label is None and len(res) != 1:
+                # class 0 of a 2-label bad/good head is "bad": a reward a policy would learn to maximise
+                outcomes.append(
+                    Outcome.invalid(
+                        Reason.UNSUPPORTED,
+                        f"the model has {len(res)} outputs: set label to the one that is the reward "
+                        "(a 2-label bad/good head: label 1)",
+                    )
+                )
+            elif config.label is not None and config.label >= len(res):
                 outcomes.append(
                     Outcome.invalid(
                         Reason.UNSUPPORTED, f"the model has {len(res)} outputs; label {config.label} asked"
@@ -142,6 +159,6 @@ class ORMReward(ModelReward[ORMConfig]):
                     )
                 )
             else:
-                raw = res[config.label]
+                raw = res[config.label or 0]
                 outcomes.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {"logits": res}))
         return outcomes
