@@ -105,6 +105,18 @@ async def test_slime_math(client: httpx.AsyncClient) -> None:
     assert (no_label["reward"], no_label["valid"], no_label["reason"]) == (0.0, False, "missing_reference")
 
 
+async def test_a_lone_surrogate_from_a_peer_is_flagged_not_a_500(client: httpx.AsyncClient) -> None:
+    """A peer's body is parsed by the standard library, which reads "\\ud800" as a lone surrogate: it
+    reached the cache key, whose encoding failed the request with a 500 (/v1/score answers 422)."""
+    body = b'{"prompt": "q", "response": "\\boxed{1} \\ud800", "label": "1"}'
+    resp = await client.post(
+        "/compat/slime/reward", content=body, headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert (got["reward"], got["valid"], got["reason"]) == (0.0, False, "invalid_request"), got
+
+
 async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
     slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:

@@ -165,6 +165,17 @@ def _flag(reason: str, message: str) -> dict[str, Any]:
     }
 
 
+def _check_text(item: ScoreItem) -> None:
+    """A lone surrogate ("\\ud800"), which JSON's escapes can write but UTF-8 cannot: ``/v1/score``'s
+    parser refuses it (422), a peer's body parsed by the standard library let it through to the cache
+    key, where encoding it failed the request with a 500."""
+    try:
+        orjson.dumps(item.model_dump(exclude_none=True))
+    except TypeError as exc:
+        if "surrogates not allowed" in str(exc):
+            raise InvalidRequest("the item's text is not valid Unicode (a lone surrogate)") from None
+
+
 async def score_or_flag(
     scoring: ScoringService,
     admission: Admission,
@@ -188,6 +199,7 @@ async def score_or_flag(
             results[i] = _flag(item.error_type, item.message)
             continue
         try:
+            _check_text(item)
             scoring.validate(ScoreRequest(reward=None, items=[item], options=opts))
             good.append(i)
         except RewardHubError as exc:
