@@ -422,3 +422,45 @@ async def test_processbench_f1_over_labelled_items(make_app: MakeApp, qwen_prm_p
         assert unlabelled[0]["valid"]
         plain = await client.post("/v1/score", json={"reward": "prm", "items": [items[5]]})
         assert "processbench" not in plain.json()["metrics"]
+
+
+async def test_dense_responses_are_split_in_the_cpu_workers_not_on_the_event_loop(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """Splitting is pure Python, about 6 µs a piece, and ran on the event loop whatever the size: a
+    response of 300,000 short lines ("a" and a blank line, 900 kB) held the whole service for about 2 s before
+    the PRM found it too long, and a 64 MB request of such items for minutes. Found in review. A request of
+    more than ~10,000 pieces is split in the CPU workers, each item under the request's deadline."""
+    steps = "\n\n".join(f"step {k}" for k in range(120))
+    items = [{"prompt": f"Q{i}?", "response": f"{i}\n\n{steps}"} for i in range(90)]  # 10,890 pieces
+    async with make_app(prm_model=qwen_prm_path) as client:
+        alone = [(await score_results(client, "prm", [it]))[0] for it in items[:3]]  # inline
+        together = await score_results(client, "prm", items)  # in the workers: the same steps
+        assert all(r["valid"] for r in together)
+        for a, b in zip(alone, together, strict=False):
+            assert [(s["start"], s["end"]) for s in a["details"]["steps"]] == [
+                (s["start"], s["end"]) for s in b["details"]["steps"]
+            ]
+            assert a["score"] == pytest.approx(b["score"], abs=1e-5)
+        order: list[str] = []
+
+        async def score_huge() -> httpx.Response:
+            body = {
+                "reward": "prm",
+                "items": [{"prompt": "q", "response": "a\n\n" * 300_000}],
+                "options": {"timeout_s": 1.0, "use_cache": False},
+            }
+            resp = await client.post("/v1/score", json=body)
+            order.append("score")
+            return resp
+
+        async def health() -> None:
+            await asyncio.sleep(0.2)  # while the huge item is being split
+            assert (await client.get("/health")).status_code == 200
+            order.append("health")
+
+        resp, _ = await asyncio.gather(score_huge(), health())
+        assert resp.status_code == 200, resp.text
+        huge = resp.json()["results"][0]
+        assert (huge["valid"], huge["reason"]) == (False, "timeout"), huge
+        assert order == ["health", "score"]  # the event loop kept serving
