@@ -71,7 +71,8 @@ def _processbench(
     items: Sequence[ScoreItem], results: Sequence[dict[str, Any]], per_item_reward: Sequence[str]
 ) -> dict[str, Any] | None:
     """ProcessBench's F1 over the ``prm`` items labelled ``reference: {"label": k}``; None if none is.
-    An item the PRM could not score has no prediction: it is counted in ``unscored``, not as a miss."""
+    An item the PRM could not score has no prediction: it is counted in ``unscored``, not as a miss;
+    so is one whose steps were merged to ``max_steps`` (its ``first_error`` indexes groups of steps)."""
     preds: list[int] = []
     labels: list[int] = []
     unscored = 0
@@ -79,8 +80,10 @@ def _processbench(
         label = processbench_label(item.reference) if name == "prm" else None
         if label is None:
             continue
-        pred = (d.get("details") or {}).get("first_error")
-        if not d["valid"] or not isinstance(pred, int):
+        details = d.get("details") or {}
+        pred = details.get("first_error")
+        # steps merged to max_steps: first_error counts groups, the label the solution's own steps
+        if not d["valid"] or not isinstance(pred, int) or "steps_before_merge" in details:
             unscored += 1
             continue
         preds.append(pred)

@@ -67,7 +67,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert "reward" not in steps[0]  # the dense rewards come with soft_min only
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.10.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.10.1+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -464,3 +464,27 @@ async def test_dense_responses_are_split_in_the_cpu_workers_not_on_the_event_loo
         huge = resp.json()["results"][0]
         assert (huge["valid"], huge["reason"]) == (False, "timeout"), huge
         assert order == ["health", "score"]  # the event loop kept serving
+
+
+async def test_a_solution_merged_to_max_steps_is_no_processbench_prediction(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """More steps than ``max_steps`` are merged into groups, and ``first_error`` then counts groups: a
+    ProcessBench label counts the solution's own steps, so the group index was compared with it as a
+    prediction (group 1 of 2 against label 2 of 5: a miss or a hit by chance). Found in review. Such an
+    item is ``unscored``, and its details say how many steps were merged (``steps_before_merge``)."""
+    steps = ["a = 1.", "b = 2.", "c = a + b = 4.", "So c = 4.", "Answer: 4."]
+    items = [
+        {"prompt": "Q?", "response": "\n\n".join(steps), "reference": {"label": 2}},
+        {"prompt": "Q?", "response": "One.\n\nTwo.", "reference": {"label": -1}},
+    ]
+    config = {"aggregation": "first_error", "max_steps": 2}
+    async with make_app(prm_model=qwen_prm_path) as client:
+        r = await client.post("/v1/score", json={"reward": {"name": "prm", "config": config}, "items": items})
+        assert r.status_code == 200, r.text
+        merged, whole = r.json()["results"]
+        pb = r.json()["metrics"]["processbench"]
+    assert (pb["count"], pb["erroneous"], pb["correct"], pb["unscored"]) == (1, 0, 1, 1), pb
+    assert merged["valid"] and len(merged["details"]["steps"]) == 2
+    assert merged["details"]["steps_before_merge"] == 5
+    assert "steps_before_merge" not in whole["details"]

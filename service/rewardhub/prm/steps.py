@@ -40,6 +40,7 @@ class Step:
     text: str
     start: int
     end: int
+    members: int = 1  # the steps merged into this one (max_steps), 1 for a step as split
 
 
 def _trimmed(text: str, start: int, end: int, blank: Callable[[str], bool] | None) -> Step | None:
@@ -110,5 +111,5 @@ def merge_steps(text: str, steps: list[Step], max_steps: int) -> list[Step]:
     for g in range(max_steps):
         lo, hi = g * n // max_steps, (g + 1) * n // max_steps
         first, last = steps[lo], steps[hi - 1]
-        merged.append(Step(text[first.start : last.end], first.start, last.end))
+        merged.append(Step(text[first.start : last.end], first.start, last.end, hi - lo))
     return merged

@@ -26,7 +26,8 @@ Result: ``score`` is the ``aggregation`` (``min`` default, ``prod``, ``last``, `
 with ``threshold``: the fraction of steps before the first step below it; ``soft_min`` with
 ``temperature``: PURE's min-form credit on ``2 s - 1``, in [-1, 1], whose per-step rewards are each step's
 ``reward`` in ``details.steps``); ``components`` has every aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
-0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction). A step
+0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction; of the
+merged groups when there were more than ``max_steps`` steps, ``details.steps_before_merge`` of them). A step
 that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
 backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) is no step: the model would score it
 as an empty one, a score for writing nothing. A response with no step left (empty, or
@@ -166,7 +167,9 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.9.1: a skywork PRM named by hub id reads its value head from the cached snapshot; skywork steps
     # keep their lines' indentation and trailing blanks in the model input, as Skywork's recipe does
     # 1.10.0: convention implicit (PRIME's implicit PRM: beta log-likelihood ratios against a reference)
-    version: ClassVar[str] = "1.10.0"
+    # 1.10.1: steps merged to max_steps are said (details.steps_before_merge): such an item is no
+    # ProcessBench prediction (its first_error counts groups), and a cached one must say so too
+    version: ClassVar[str] = "1.10.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork, RLHFlow and implicit (PRIME) "
@@ -360,6 +363,9 @@ class PRMReward(ModelReward[PRMConfig]):
         components, details = summarize(
             rows, scores, config.aggregation, config.threshold, config.temperature
         )
+        split = sum(s.members for s in steps)
+        if split > len(steps):  # first_error counts groups, not the solution's steps (ProcessBench's)
+            details["steps_before_merge"] = split
         return Outcome(components[config.aggregation], None, components, details)
 
     @classmethod
