@@ -236,3 +236,32 @@ async def test_a_failure_of_either_model_names_its_backend(
     assert not r["valid"] and r["reason"] == "unsupported", r
     assert "max_length 40" in r["details"]["message"] and r["details"]["backend"] == "prm_ref", r
     assert not mine["valid"] and mine["details"]["backend"] == "prm_ref", mine  # the PRM's side this time
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        " The answer is 42.\n\nSo the answer is 42.",  # a completion that starts with a space
+        "<think>2+2=4</think> The answer is 4.",
+        "<think>2+2=4</think> answer",  # a step of one token
+    ],
+)
+def test_the_first_step_keeps_a_token_that_starts_with_the_blank_before_it(
+    causal_lm_path: str, response: str
+) -> None:
+    """A token belonged to the piece its first character is in, and the blank before the first step is
+    the context's (uncounted): " The" (one token, blank included) was left out of the first step's
+    log-likelihood, and a first step of one such token (" answer" after "</think>") had no token at all,
+    a backend_error. Later steps keep such tokens (their piece starts with the separator). Found in
+    review. A token now belongs to the piece of its first non-blank character."""
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu", share_prefix=False)
+    question = "What is 2 + 2?"
+    with hf_compute.inference():
+        (got,) = hf_compute.step_probs(loaded, [query(question, response)])
+    assert isinstance(got, list), got
+    steps = split_steps(response)
+    start = response.index("</think>") + len("</think>") if "</think>" in response else 0
+    context = teacher_forced(causal_lm_path, question, response[:start]) if start else 0.0
+    # the running sums: the log-likelihood of the response after the context, up to each step's end
+    want = [teacher_forced(causal_lm_path, question, response[: s.end]) - context for s in steps]
+    assert [sum(got[: k + 1]) for k in range(len(got))] == pytest.approx(want, abs=1e-3)

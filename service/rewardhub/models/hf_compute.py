@@ -741,9 +741,12 @@ def encode_likelihoods(tok: Any, max_length: int, queries: Sequence[StepQuery]) 
     with character offsets, as the policy's rollout was: per query ``{"input_ids", "first", "steps"}``,
     ``steps`` each step's token range ``(a, b)`` and ``first`` the first counted token, or an error.
 
-    A token belongs to the piece its first character is in: one that the tokenizer merged across a
-    step boundary counts once, for the step it starts in; one that starts in the prompt is never counted
-    (it is no part of the response). Zero-width tokens (a BOS, an EOS a tokenizer appends) count nowhere.
+    A token belongs to the piece its first non-blank character is in (a token of blanks: its first
+    character): one that the tokenizer merged across a step boundary counts once, for the step its text
+    starts in; " First" after the context's last blank is the first step's, as " Then" after a
+    separator is its step's (the first step's opening word went uncounted, and a first step of one such
+    token had none). One that starts in the prompt is never counted (it is no part of the response).
+    Zero-width tokens (a BOS, an EOS a tokenizer appends) count nowhere.
     """
     rendered: list[str | BackendError] = []
     edges: list[list[int]] = []  # per query: where the prompt ends and each piece ends, in characters
@@ -763,15 +766,19 @@ def encode_likelihoods(tok: Any, max_length: int, queries: Sequence[StepQuery]) 
         edges.append(ends)
     encs = _encode_rendered(tok, max_length, rendered, [has_chat_template(tok)] * len(queries), offsets=True)
     out: list[Any] = []
-    for q, enc, ends in zip(queries, encs, edges, strict=True):
-        if isinstance(enc, BackendError):
+    for q, text, enc, ends in zip(queries, rendered, encs, edges, strict=True):
+        if isinstance(enc, BackendError) or isinstance(text, BackendError):
             out.append(enc)
             continue
         steps = len(q.pieces or ()) - 1
         ranges = [[0, 0] for _ in range(steps)]
         first: int | None = None
         for t, (a, b) in enumerate(enc["offset_mapping"]):
-            if t == 0 or b <= a or a < ends[1]:  # nothing predicts it, zero width, prompt or context
+            if t == 0 or b <= a:  # nothing predicts it, or zero width
+                continue
+            blanks = len(text[a:b]) - len(text[a:b].lstrip())
+            a += blanks if blanks < b - a else 0  # where its text starts
+            if a < ends[1]:  # prompt or context
                 continue
             k = bisect.bisect_right(ends, a, lo=2) - 2  # the step whose characters hold its start
             if k >= steps:

@@ -168,7 +168,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # keep their lines' indentation and trailing blanks in the model input, as Skywork's recipe does
     # 1.10.0: convention implicit (PRIME's implicit PRM: beta log-likelihood ratios against a reference)
     # 1.10.1: steps merged to max_steps are said (details.steps_before_merge): such an item is no
-    # ProcessBench prediction (its first_error counts groups), and a cached one must say so too
+    # ProcessBench prediction (its first_error counts groups), and a cached one must say so too;
+    # implicit: a token opening the first step with the blank before it (" The") is the step's
     version: ClassVar[str] = "1.10.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
