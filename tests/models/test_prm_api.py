@@ -330,6 +330,30 @@ async def test_a_step_of_only_the_tokenizer_s_own_control_tokens_is_no_step(
         assert (no_question["valid"], no_question["reason"]) == (False, "unsupported"), no_question
 
 
+@pytest.mark.parametrize("convention", ["qwen", "math_shepherd"])
+async def test_a_control_token_at_a_step_s_edge_leaves_the_model_input_unchanged(
+    make_app: MakeApp, qwen_prm_path: str, shepherd_prm_path: str, convention: str
+) -> None:
+    """The model process removes control-token strings from the steps after they were trimmed: a
+    response decoded with its end-of-turn string ("...5.\n<|im_end|>") reached the model as "...5.\n",
+    and "2+3=5. <pad>" as "2+3=5. ", inputs the same steps without them never give, so the string moved
+    the step's score. Found in review. The steps are trimmed again once they are removed, as for a tag."""
+    path = qwen_prm_path if convention == "qwen" else shepherd_prm_path
+    plain = "2+3=5.\n\nSo the answer is 5."
+    written = [
+        "2+3=5.\n\nSo the answer is 5.\n<|im_end|>",
+        "2+3=5. <pad>\n\n<|endoftext|> So the answer is 5.",
+    ]
+    async with make_app(prm_model=path, prm_convention=convention) as client:
+        want, *got = await score_results(
+            client, "prm", [{"prompt": QUESTION, "response": r} for r in [plain, *written]]
+        )
+    for r in got:
+        assert [s["score"] for s in r["details"]["steps"]] == [
+            s["score"] for s in want["details"]["steps"]
+        ], r
+
+
 async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
     make_app: MakeApp, qwen_prm_path: str
 ) -> None:

@@ -78,25 +78,35 @@ class PRMConvention:
                 return text
             text = cleaned
 
-    def blank(self, text: str, clean: Scrubber = GENERIC) -> bool:
-        """Whether nothing of ``text`` reaches the model: it is only step tags, control-token strings
-        and whitespace. Such a "step" would be scored as an empty one: a score the response did not earn.
+    def reaching(self, text: str, clean: Scrubber = GENERIC) -> str:
+        """What of ``text`` reaches the model: without step tags and control-token strings.
         ``clean``: the backend's (:meth:`~rewardhub.models.base.ModelBackend.cleaner`), whose tokenizer
-        may know more control tokens than the generic shapes ("<pad>", "<unk>").
-        """
+        may know more control tokens than the generic shapes ("<pad>", "<unk>")."""
         while True:
             cleaned = clean(self.clean(text))  # removing either may make the other: until neither does
             if cleaned == text:
-                return not text.strip()
+                return text
             text = cleaned
 
-    def query(self, question: str, steps: Sequence[str]) -> StepQuery:
+    def blank(self, text: str, clean: Scrubber = GENERIC) -> bool:
+        """Whether nothing of ``text`` reaches the model (:meth:`reaching`): it is only step tags,
+        control-token strings and whitespace. Such a "step" would be scored as an empty one: a score the
+        response did not earn."""
+        return not self.reaching(text, clean).strip()
+
+    def query(self, question: str, steps: Sequence[str], scrub: Scrubber | None = None) -> StepQuery:
         """The model input for ``question`` and ``steps`` (for ``implicit``: the context piece first,
-        then the steps as written, see the module docstring)."""
+        then the steps as written, see the module docstring). ``scrub``: the backend's control-token
+        scrubber (:meth:`reaching`), applied before the steps are trimmed (none: step tags only)."""
         q = self.clean(question)
-        # trimmed again: a tag removed from a step's edge left the space before it ("5. <extra_0>" was
-        # "5. "), an input the same step without the tag never gives (steps are trimmed when split)
-        clean = [self.clean(s).strip() for s in steps] if self.tag_in_text else list(steps)
+        # trimmed again: a tag or a control token removed from a step's edge left the blank before it
+        # ("5. <extra_0>" was "5. ", "5.\n<|im_end|>" was "5.\n"), an input the same step without it
+        # never gives (steps are trimmed when split)
+        clean = (
+            [(self.reaching(s, scrub) if scrub is not None else self.clean(s)).strip() for s in steps]
+            if self.tag_in_text
+            else list(steps)
+        )
         if self.name == "implicit":
             return StepQuery(
                 step_tag="",

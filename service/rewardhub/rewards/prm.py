@@ -169,7 +169,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.10.0: convention implicit (PRIME's implicit PRM: beta log-likelihood ratios against a reference)
     # 1.10.1: steps merged to max_steps are said (details.steps_before_merge): such an item is no
     # ProcessBench prediction (its first_error counts groups), and a cached one must say so too;
-    # implicit: a token opening the first step with the blank before it (" The") is the step's
+    # implicit: a token opening the first step with the blank before it (" The") is the step's;
+    # a control-token string at a step's edge ("5.\n<|im_end|>") leaves no blank in the model input
     version: ClassVar[str] = "1.10.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
@@ -280,7 +281,7 @@ class PRMReward(ModelReward[PRMConfig]):
             else:
                 texts = _whole_lines(item.response, steps)
             assert item.prompt is not None  # asked: the items with a question
-            queries.append(conv.query(item.prompt, texts))
+            queries.append(conv.query(item.prompt, texts, clean))
             todo.append((i, steps))
         if queries and ref is not None:
             pairs = await _likelihoods(backend, ref, queries, deadline)
