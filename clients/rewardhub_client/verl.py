@@ -31,7 +31,9 @@ logs the keys beyond ``score`` as ``reward_extra_info``. The keys are the same f
 scored: verl appends each key's value per sample and requires every list to be as long as the batch, so
 a key only some items have (an invalid item has no components; another reward has other ones) would stop
 training. A ``ground_truth`` that is a JSON object string is decoded, so code tests and other structured
-references pass through unchanged.
+references pass through unchanged. The question goes as the item's ``prompt`` when ``extra_info`` holds it
+(``prompt`` or ``question``, as verl's example preprocessing scripts store it): a judge, a PRM or an ORM
+reads it, and without it every such sample is scored without its question.
 """
 
 from __future__ import annotations
@@ -146,8 +148,25 @@ def _item(
             uid = extra_info.get("group")
         group = f"verl-{call}-{uid}" if uid is not None else None
     return ScoreItem(
-        id=str(i), response=solution_str, reference=_reference(ground_truth), reward=spec, group=group
+        id=str(i),
+        prompt=_prompt(extra_info),
+        response=solution_str,
+        reference=_reference(ground_truth),
+        reward=spec,
+        group=group,
     )
+
+
+def _prompt(extra_info: Any) -> str | None:
+    """The question of a sample, where verl's dataset put it: ``extra_info["prompt"]`` or ``["question"]``
+    (verl's gsm8k and MATH preprocessing keep the raw question there; the chat-formatted prompt itself is
+    not passed to a reward function)."""
+    if isinstance(extra_info, Mapping):
+        for key in ("prompt", "question"):
+            value = extra_info.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
 
 
 def _key(spec: str | RewardSpec) -> str:

@@ -283,3 +283,25 @@ def test_compute_score_async_reuses_one_connection_pool(live_server_factory: Any
             assert relay.accepted <= 2, relay.accepted  # the start check and the scoring, pooled
         finally:
             relay.close()
+
+
+def test_the_question_in_extra_info_reaches_a_reward_that_reads_the_prompt(
+    live_server_factory: Any, judge_server: Any
+) -> None:
+    """The adapter never sent a prompt: a route to a judge (or a PRM, an ORM) scored every sample
+    without its question. verl's preprocessing keeps the raw question in extra_info["question"]."""
+    from fake_openai import Reply, user_text
+
+    judge_server.reply = lambda body: Reply("Score: 5" if "What is 2 + 2?" in user_text(body) else "Score: 1")
+    env = {"REWARDHUB_JUDGE_URL": judge_server.url, "REWARDHUB_JUDGE_MODEL": "fake-judge"}
+    with live_server_factory(env) as server:
+        verl.configure(server.url, routes={"qa": {"name": "judge", "config": {"mode": "pointwise"}}})
+        asked = verl.compute_score("qa", "It is 4.", None, {"question": "What is 2 + 2?", "index": 3})
+        batch = verl.compute_score_batch(
+            data_sources=["qa", "qa"],
+            solution_strs=["Four.", "Four."],
+            ground_truths=[None, None],
+            extra_infos=[{"prompt": "What is 2 + 2?"}, {"index": 4}],
+        )
+    assert (asked["score"], asked["valid"]) == (1.0, 1.0)
+    assert [b["score"] for b in batch] == [1.0, 0.0]  # the second sample has no question to show
