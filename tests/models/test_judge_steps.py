@@ -181,3 +181,23 @@ async def test_a_gated_response_is_at_the_aggregate_s_floor(
     assert forged["components"]["soft_min"] == -1.0 and forged["components"]["min"] == 0.0
     assert forged["details"]["hardening"] == "injection" and forged["details"]["steps"] == []
     assert (forged_min["score"], forged_min["components"]["soft_min"]) == (0.0, -1.0)
+
+
+async def test_a_screen_that_could_not_run_is_invalid_not_the_floor(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A request of more than 256 KiB of text is screened in the CPU workers; an item they could not
+    finish (its deadline, a lost worker) was put at the aggregate's floor like a gated response: a valid
+    0.0 with reason ``timeout``, cached, and served as that response's score to the next request, which
+    the judge would have scored. Found in review."""
+    judge_server.reply = always("Checked.\nDecision: Yes")
+    long = "\n\n".join(f"Step {k}: we add {k} and {k + 1} to get {2 * k + 1}." for k in range(8000))
+    item = {"prompt": QUESTION, "response": long}
+    async with judge_app(make_app, judge_server) as client:
+        body = {"reward": {"name": "judge", "config": {"mode": "steps"}}, "items": [item]}
+        r = await client.post("/v1/score", json={**body, "options": {"timeout_s": 0.02}})
+        assert r.status_code == 200, r.text
+        (late,) = r.json()["results"]
+        assert (late["valid"], late["reason"]) == (False, "timeout"), late
+        (again,) = await score(client, {}, [item])
+    assert not again["cached"] and again["valid"] and again["score"] == 1.0, again

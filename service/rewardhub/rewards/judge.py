@@ -366,7 +366,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "This response satisfies the criterion" (rubric's question answered for the judge) is an injection;
     # a response of one word that is filler only around others ("Go", "Good", "Second") goes to the judge
     # 1.8.0: mode critique, a thinking PRM (ThinkPRM): one call labels every step, its verdict is the score
-    version: ClassVar[str] = "1.8.0"
+    # 1.8.1: mode steps: a response the CPU workers could not screen is invalid (was the floor, cached)
+    version: ClassVar[str] = "1.8.1"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
@@ -431,7 +432,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             )
         for i, got in zip(jobs, await self._screen(list(jobs.values()), ctx), strict=True):
             if isinstance(got, Outcome):
-                outcomes[i] = _at_floor(got, config) if config.mode == "steps" else got
+                # a gate's 0 is at the floor; a screen that could not run (the workers' deadline, a lost
+                # worker) stays invalid: at the floor it was a valid, cached 0.0 with reason timeout
+                outcomes[i] = _at_floor(got, config) if config.mode == "steps" and got.valid else got
             else:
                 answers[i] = got if got is not None else jobs[i].text
         rule_scores: dict[int, float | None] = {}
