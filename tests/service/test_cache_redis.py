@@ -42,6 +42,26 @@ async def test_cached_result_survives_a_service_restart(make_app: Any, redis_ser
         assert [r["cached"] for r in await score(c, items("restart-"))] == [True, True, True]
 
 
+async def test_a_code_result_is_not_served_under_other_sandbox_limits(
+    make_app: Any, redis_server: Any
+) -> None:
+    """A program's verdict depends on the server's sandbox limits (REWARDHUB_SANDBOX_OUTPUT_LIMIT_BYTES,
+    _MEMORY_MB, _MAX_TIMEOUT_S...), which were in neither the config nor the version: a replica (or a
+    restart) with other limits sharing the Redis served the other limits' verdict. Found in review."""
+    out = "a" * 100_000
+    item = {"response": f"```python\nprint({out!r})\n```", "reference": {"cases": [{"stdout": out}]}}
+    body = {"reward": "code", "items": [item]}
+    async with make_app(redis_url=redis_server.url, sandbox_output_limit_bytes=16 << 10) as c:
+        (small,) = (await c.post("/v1/score", json=body)).json()["results"]
+    assert (small["score"], small["cached"]) == (0.0, False), small
+    assert small["details"]["tests"][0]["message"] == "output limit exceeded"
+    async with make_app(redis_url=redis_server.url) as c:
+        (default,) = (await c.post("/v1/score", json=body)).json()["results"]
+        (again,) = (await c.post("/v1/score", json=body)).json()["results"]
+    assert (default["score"], default["cached"]) == (1.0, False), default
+    assert (again["score"], again["cached"]) == (1.0, True)
+
+
 async def test_redis_stopped_mid_run_then_back(make_app: Any, redis_server: Any) -> None:
     async with make_app(redis_url=redis_server.url, redis_retry_interval_s=0.2) as c:
         await score(c, items("down-"))

@@ -30,7 +30,7 @@ timeout) stops early: valid ``0.0`` with ``reason: format``. No code in the resp
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
 Cacheable: the result is a function of the code, the tests and the limits (all three in the cache
-key: the limits are config fields). The one timing-dependent verdict is a timeout; limits are CPU time
+key: the limits are config fields, and the server's sandbox limits are in the version). The one timing-dependent verdict is a timeout; limits are CPU time
 (``RLIMIT_CPU`` for programs; for Python assert tests the judge reads the solution's CPU time from
 ``/proc``, the wall clock capping each test at 3x ``timeout_s``), and concurrency never exceeds the cores,
 so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
@@ -53,7 +53,7 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
 from rewardhub.sandbox.harness import pytest_style_tests, unittest_style
-from rewardhub.sandbox.pool import SandboxPool, refusal
+from rewardhub.sandbox.pool import SandboxPool, refusal, sandbox_version
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
 
@@ -341,6 +341,11 @@ class CodeReward(Reward[CodeConfig]):
 
     def unavailable(self) -> str | None:
         return refusal(self.runtime.sandbox)
+
+    def version_for(self, config: CodeConfig) -> str:
+        # the server's sandbox limits decide verdicts too (a memory_mb left to the server's, the output
+        # limit, the cap on timeout_s): other limits, another version and cache key
+        return sandbox_version(self.version, self.runtime.sandbox)
 
     def ready(self) -> dict[str, Any]:
         pool = self.runtime.sandbox

@@ -27,7 +27,7 @@ from rewardhub import jsonutil
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.sandbox import SandboxUnavailable, resolve_language
-from rewardhub.sandbox.pool import refusal
+from rewardhub.sandbox.pool import refusal, sandbox_version
 
 __all__ = ["PythonGraderConfig", "PythonGraderReward", "grader_program"]
 
@@ -70,6 +70,10 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
 
     def unavailable(self) -> str | None:
         return refusal(self.runtime.sandbox)
+
+    def version_for(self, config: PythonGraderConfig) -> str:
+        # the grader runs under the server's interpreter and limits (sandbox_version)
+        return sandbox_version(self.version, self.runtime.sandbox)
 
     async def score(
         self, items: Sequence[ScoreItem], config: PythonGraderConfig, ctx: ScoreContext

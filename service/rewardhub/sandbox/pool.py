@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import os
 import shutil
@@ -113,6 +114,7 @@ class SandboxPool:
         self.slot_ends: Counter[str] = Counter()  # warm sandboxes ended, by cause
         self.on_slot_end: Callable[[str], None] | None = None
         self.level: IsolationLevel = "none"
+        self._python_path = python  # the interpreter's real path once started
         self.message = "the sandbox has not been started"
         self.languages: dict[str, Language] = {}
         self.command: SandboxCommand | None = None
@@ -132,6 +134,19 @@ class SandboxPool:
         self.runs = 0
         self.failures = 0
         self.run_seconds = 0.0
+
+    def identity(self) -> str:
+        """What a program's verdict depends on besides its code, its tests and the reward's config: the
+        isolation, the interpreter and the server's limits (a memory, output or process limit the
+        config leaves to the server, the cap on every time limit). Part of the version of the rewards
+        that run code, and with it their cache key: a replica or a restart with other limits sharing
+        the Redis served the verdicts of the old limits."""
+        lim = self.limits
+        return (
+            f"{self.level}|{self._python_path}|mem={lim.memory_mb}|procs={lim.max_processes}"
+            f"|fsize={lim.file_size_mb}|files={lim.open_files}|out={lim.output_bytes}"
+            f"|tmp={self.tmp_size_mb}|max_timeout={self.max_timeout_s!r}"
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPool:
@@ -164,6 +179,7 @@ class SandboxPool:
             )
             log.error("sandbox_unavailable", reason=self.message)
             return
+        self._python_path = os.path.realpath(python)
         self.guest_dir = await asyncio.to_thread(prepare_guest_dir, python)
         self.languages = available_languages()
         if len(self._all_cpus) > self.workers:
@@ -587,6 +603,14 @@ class SandboxPool:
 
 
 _PROBE_LANGUAGE = Language("python", "main.py", ("python3", "-I", "main.py"))
+
+
+def sandbox_version(version: str, pool: SandboxPool | None) -> str:
+    """A code-running reward's version on this server: ``version`` plus a short hash of the sandbox's
+    :meth:`~SandboxPool.identity` (just ``version`` where no code can run: nothing is scored)."""
+    if pool is None or refusal(pool) is not None:
+        return version
+    return f"{version}+{hashlib.sha256(pool.identity().encode()).hexdigest()[:10]}"
 
 
 def refusal(pool: SandboxPool | None) -> str | None:
