@@ -158,6 +158,28 @@ async def test_named_fixture_database(make_app: Any, tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM singer").fetchone() == (4,)
 
 
+async def test_a_fixture_saved_over_is_not_scored_from_the_cache(make_app: Any, tmp_path: Path) -> None:
+    """A fixture database is part of what a score depends on, but only its name was in the cache key:
+    once the file was replaced (a corrected dataset), or the service pointed at another fixtures
+    directory, the old database's verdicts were still served. Found in review."""
+    db = tmp_path / "concerts.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(SCHEMA)
+    item = {
+        "response": "SELECT name FROM singer WHERE age = 45",
+        "reference": {"query": "SELECT name FROM singer WHERE country = 'US'", "fixture": "concerts"},
+    }
+    async with make_app(sql_fixtures_dir=str(tmp_path)) as c:
+        (before,) = await score_results(c, "sql", [item])
+        assert (before["score"], before["cached"]) == (0.0, False)
+        fixed = tmp_path / "fixed.sqlite"
+        with sqlite3.connect(fixed) as conn:
+            conn.executescript(SCHEMA.replace("'DE', 45", "'US', 45"))
+        fixed.replace(db)
+        (after,) = await score_results(c, "sql", [item])
+    assert (after["score"], after["cached"]) == (1.0, False), after
+
+
 async def test_comments_in_the_gold_do_not_decide_the_row_order(client: httpx.AsyncClient) -> None:
     # An apostrophe in a comment is no string: the ORDER BY after it still orders the comparison.
     ordered = "SELECT name FROM singer -- the singer's names, youngest first\nORDER BY age"

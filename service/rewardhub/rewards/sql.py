@@ -23,6 +23,9 @@ valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``, on
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +33,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from rewardhub import jsonutil
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_block
 from rewardhub.rewards.sql_exec import run_sql_pair, without_comments
 
-__all__ = ["SqlConfig", "SqlReward"]
+__all__ = ["SqlConfig", "SqlReward", "fixtures_digest"]
 
 _COMPONENTS = ("parses", "executes", "columns_match", "rows_match")
 _FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -80,6 +84,29 @@ def _clean(sql: str) -> str:
     return sql
 
 
+def fixtures_digest(root: str) -> str:
+    """A short hash of the fixture databases ``root`` offers (each one's name, size and modification
+    time, where :meth:`SqlReward._fixture` looks: ``<name>.sqlite``, ``<name>.db``,
+    ``<name>/<name>.sqlite``) and of the directory itself. A fixture saved over, added or removed, or
+    another directory, is another version: only the fixture's name is in the item, and the verdicts of
+    the old database were served from the cache (the CPU workers already reopened the new one)."""
+    found: list[tuple[str, int, int]] = []
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for e in entries:
+            with contextlib.suppress(OSError):
+                if e.is_dir():
+                    name = f"{e.name}/{e.name}.sqlite"
+                    st = os.stat(os.path.join(e.path, f"{e.name}.sqlite"))
+                elif e.name.endswith((".sqlite", ".db")):
+                    name, st = e.name, e.stat()
+                else:
+                    continue
+                found.append((name, st.st_size, st.st_mtime_ns))
+    h = hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogateescape"))
+    h.update(jsonutil.canonical(sorted(found)))
+    return h.hexdigest()[:10]
+
+
 @register
 class SqlReward(Reward[SqlConfig]):
     name: ClassVar[str] = "sql"
@@ -94,6 +121,11 @@ class SqlReward(Reward[SqlConfig]):
     )
     config_model = SqlConfig
     reads = ("response", "reference")
+
+    def version_for(self, config: SqlConfig) -> str:
+        # a fixture's verdicts are its database's: the fixtures in the cache key (through the version)
+        root = self.runtime.settings.sql_fixtures_dir
+        return f"{self.version}+{fixtures_digest(root)}" if root else self.version
 
     def _fixture(self, name: str) -> Path | None:
         root = self.runtime.settings.sql_fixtures_dir
