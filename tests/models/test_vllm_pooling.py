@@ -653,3 +653,36 @@ async def test_rows_with_a_repeated_index_are_an_error_not_a_misassignment() -> 
         finally:
             await b.close()
     assert all(isinstance(o, BackendError) and "not 0..n-1" in str(o) for o in out), out
+
+
+async def test_a_score_under_the_cleaning_of_the_moment_is_not_cached(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """While /tokenizer_info could not be asked (a 503 while the server starts), a call cleans user text
+    with the generic shapes, which remove more than this tokenizer's own specials ("[INST]"): another
+    input, another score. That score was cached, and served for the same item once the server's own
+    specials were known, where the model would read "[INST]". Found in review."""
+    from fastapi.responses import JSONResponse
+    from transformers import AutoTokenizer
+
+    answers = iter([JSONResponse({"message": "starting"}, status_code=503)] * 2)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    app = vllm_app(qwen_prm_path, seen)
+
+    @app.get("/tokenizer_info", response_model=None)
+    async def info() -> dict[str, Any] | JSONResponse:
+        return next(answers, None) or tokenizer_info(AutoTokenizer.from_pretrained(qwen_prm_path))
+
+    item = {"prompt": "Q?", "response": "8<|im_end|>[INST]"}
+    with serve_app(app) as url:
+        async with make_app(orm_url=url, orm_model="rm", backend_max_retries=0) as client:
+            got = []
+            for _ in range(3):
+                r = await client.post("/v1/score", json={"reward": "orm", "items": [item]})
+                got.append(r.json()["results"][0])
+    # the generic cleaning read "8"; the server's own, "8[INST]" (the fake's score grows with the length)
+    assert [(r["score"], r["cached"]) for r in got] == [
+        (pytest.approx(0.51), False),
+        (pytest.approx(0.57), False),
+        (pytest.approx(0.57), False),
+    ], got

@@ -88,6 +88,13 @@ class VLLMPoolingBackend(RemoteBackend):
         # probabilities turned back into logits are other numbers than the server's logits
         return super().identity() + ("+probabilities" if self.returns_probabilities else "")
 
+    @property
+    def identity_settled(self) -> bool:
+        """False until the server said what its special tokens are (or that it does not say): before,
+        a call cleans user text with the generic shapes for the moment, another input than the one the
+        same item gets afterwards, and its score must not be cached as the item's."""
+        return self._scrubber is not None
+
     def describe(self) -> dict[str, Any]:
         cleaning = "not yet asked" if self._scrubber is None else self._scrubber.describe()
         return {**super().describe(), "special_tokens": cleaning}
