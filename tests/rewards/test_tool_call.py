@@ -361,3 +361,32 @@ async def test_a_call_in_a_fence_without_json_tag_is_read(client: httpx.AsyncCli
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (1.0, None)]
+
+
+async def test_llama_calls_after_the_python_tag_or_between_semicolons_are_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """Llama 3.1/3.2 call a tool with ``{"name": ..., "parameters": {...}}``, prefixed by
+    ``<|python_tag|>`` when special tokens are kept, and several calls separated by ``;`` (what vLLM's
+    llama3_json parser reads): both scored 0, no_answer, however right the calls."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    time_ = json.dumps({"name": "get_time", "parameters": TIME["arguments"]})
+    items = [
+        {"response": "<|python_tag|>" + weather, "reference": [WEATHER]},
+        {"response": f"{weather}; {time_}", "reference": [WEATHER, TIME]},
+        {"response": f"<|python_tag|>{time_};{weather}", "reference": [WEATHER, TIME]},
+        {"response": f"{weather}; {weather}", "reference": [WEATHER]},  # a duplicate still costs
+        {"response": '{"answer": 4}; {"unit": "apples"}', "reference": []},  # no call in them: no call
+        {"response": "<|python_tag|>" + '{"answer": 4}', "reference": []},  # after the tag: a broken call
+        {"response": f"{weather}; and more text", "reference": [WEATHER]},  # not a call sequence: no call
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (1.0, None),
+        (0.0, "format"),
+        (0.0, "no_answer"),
+    ], results

@@ -7,8 +7,9 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
   templates), each a call object or a list of them; a last block whose ``</tool_call>`` is missing (a stop
   string) counts when the rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
-  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker): a call object, a list of them, or
-  ``{"tool_calls": [...]}``;
+  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
+  object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
+  parallel calls, ``{"name": ..., "parameters": {...}}; {...}``);
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
@@ -70,6 +71,8 @@ _OPTIMAL_PAIRING_WORK = 64**3
 _MISTRAL_MARKER = "[TOOL_CALLS]"
 # v11+ (Mistral Small 3.1+, Magistral, Devstral): "[TOOL_CALLS]name[ARGS]{...}" for each call
 _MISTRAL_V11 = re.compile(r"\s*[\w.\-]+\s*(?:\[CALL_ID\]|\[ARGS\]|\{)")
+# Llama 3.1+ may put this token before its JSON calls (when special tokens are kept in the text)
+_PYTHON_TAG = "<|python_tag|>"
 
 
 class ToolCallConfig(RewardConfig):
@@ -231,6 +234,9 @@ def parse_calls(response: str) -> list[Call] | None:
         if _MISTRAL_V11.match(text, marker + len(_MISTRAL_MARKER)):  # "[TOOL_CALLS]name[ARGS]{...}"
             return _mistral_v11_calls(text[marker:])
         text = text[text.rfind(_MISTRAL_MARKER) + len(_MISTRAL_MARKER) :]
+    elif (tag := text.find(_PYTHON_TAG)) >= 0:  # Llama: "<|python_tag|>{...}"
+        marked = True
+        text = text[tag + len(_PYTHON_TAG) :]
     raw = json_in_answer(text, "auto")  # (text is the answer already: one pass over the reasoning)
     if raw and raw[0] not in "[{":
         raw = _last_fenced_json(raw) or raw  # a bare ``` fence (or one tagged otherwise) holding JSON
@@ -239,11 +245,39 @@ def parse_calls(response: str) -> list[Call] | None:
     try:
         value = _loads(raw)
     except ValueError:
-        return None  # prose that happens to start with a bracket: no call was made
+        value = _semicolon_separated(raw)  # Llama 3.x's parallel calls: "{...}; {...}"
+        if value is None:
+            return None  # prose that happens to start with a bracket: no call was made
     if not marked and not _call_shaped(value):
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
     return calls or None
+
+
+def _semicolon_separated(text: str) -> list[Any] | None:
+    """The JSON objects of ``{...}; {...}`` (two or more, the whole text), as Llama 3.x writes parallel
+    calls and vLLM's llama3_json parser reads them; None when the text is not that."""
+    values: list[Any] = []
+    at = 0
+    while True:
+        try:
+            value, at = _JSON_DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(value, dict) or _depth(value) > _MAX_DEPTH:
+            return None
+        values.append(value)
+        if len(values) > _MAX_CALLS:  # (too many calls: format, when they are calls)
+            return values
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return values if len(values) > 1 else None
+        if text[at] != ";":
+            return None
+        at += 1
+        while at < len(text) and text[at].isspace():
+            at += 1
 
 
 def _last_fenced_json(text: str) -> str | None:
@@ -418,7 +452,7 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 @register
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
-    version: ClassVar[str] = "1.0.1"
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
