@@ -390,3 +390,27 @@ async def test_llama_calls_after_the_python_tag_or_between_semicolons_are_read(
         (0.0, "format"),
         (0.0, "no_answer"),
     ], results
+
+
+async def test_a_block_of_one_call_per_line_is_read(client: httpx.AsyncClient) -> None:
+    """ToolRL (and the RLLA data it trains on: ToolACE, Hammer, xLAM) writes parallel calls as one
+    ``<tool_call>`` block with one JSON call per line; such a block was broken call JSON, 0 format,
+    however right the calls."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    time_ = json.dumps({"name": "get_time", "parameters": TIME["arguments"]})
+    items = [
+        {
+            "response": f"<think>two calls</think>\n<tool_call>\n{weather}\n{time_}\n</tool_call>",
+            "reference": [WEATHER, TIME],
+        },
+        {"response": f"<tool_call>\n{time_}\n{weather}\n", "reference": [WEATHER, TIME]},  # unclosed, last
+        {"response": f"<tool_call>\n{weather}\n{weather}\n</tool_call>", "reference": [WEATHER]},
+        {"response": f"<tool_call>\n{weather}\nnot json\n</tool_call>", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+    ], results

@@ -4,7 +4,7 @@ For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial
 read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
-  templates), each a call object or a list of them; a last block whose ``</tool_call>`` is missing (a stop
+  templates), each a call object, a list of them, or call objects one a line (ToolRL's format); a last block whose ``</tool_call>`` is missing (a stop
   string) counts when the rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
@@ -171,7 +171,7 @@ def _blocks(text: str) -> list[str]:
         end = text.find(_CLOSE, start)
         if end < 0:  # no closer after this opener: none after any later one either
             try:
-                _calls(_loads(text[start:]))
+                _block_calls(text[start:])
             except ValueError:
                 break
             blocks.append(text[start:])
@@ -221,8 +221,8 @@ def parse_calls(response: str) -> list[Call] | None:
     if blocks:
         if len(blocks) > _MAX_CALLS:
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
-        try:  # a block holds one call, or (some templates) a list of them
-            calls = [call for b in blocks for call in _calls(_loads(b))]
+        try:  # a block holds one call, or (some templates) a list of them, or one call a line
+            calls = [call for b in blocks for call in _block_calls(b)]
         except ValueError as exc:
             raise _Malformed(str(exc)) from None
         if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
@@ -245,7 +245,7 @@ def parse_calls(response: str) -> list[Call] | None:
     try:
         value = _loads(raw)
     except ValueError:
-        value = _semicolon_separated(raw)  # Llama 3.x's parallel calls: "{...}; {...}"
+        value = _json_objects(raw, lines=False)  # Llama 3.x's parallel calls: "{...}; {...}"
         if value is None:
             return None  # prose that happens to start with a bracket: no call was made
     if not marked and not _call_shaped(value):
@@ -254,11 +254,27 @@ def parse_calls(response: str) -> list[Call] | None:
     return calls or None
 
 
-def _semicolon_separated(text: str) -> list[Any] | None:
+def _block_calls(block: str) -> list[Call]:
+    """The calls of a ``<tool_call>`` block: one call, a list of them, or one call a line (ToolRL).
+
+    Raises:
+        ValueError: the block is none of these.
+    """
+    try:
+        return _calls(_loads(block))
+    except ValueError:
+        objects = _json_objects(block, lines=True)
+        if objects is None:
+            raise
+    return _calls(objects)
+
+
+def _json_objects(text: str, lines: bool) -> list[Any] | None:
     """The JSON objects of ``{...}; {...}`` (two or more, the whole text), as Llama 3.x writes parallel
-    calls and vLLM's llama3_json parser reads them; None when the text is not that."""
+    calls and vLLM's llama3_json parser reads them, or, ``lines``, also of objects one after the other
+    (one a line, as ToolRL writes them in a block); None when the text is not that."""
     values: list[Any] = []
-    at = 0
+    at = len(text) - len(text.lstrip())
     while True:
         try:
             value, at = _JSON_DECODER.raw_decode(text, at)
@@ -273,9 +289,10 @@ def _semicolon_separated(text: str) -> list[Any] | None:
             at += 1
         if at == len(text):
             return values if len(values) > 1 else None
-        if text[at] != ";":
+        if text[at] == ";":
+            at += 1
+        elif not lines:
             return None
-        at += 1
         while at < len(text) and text[at].isspace():
             at += 1
 
