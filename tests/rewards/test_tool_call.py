@@ -414,3 +414,27 @@ async def test_a_block_of_one_call_per_line_is_read(client: httpx.AsyncClient) -
         (0.0, None),
         (0.0, "format"),
     ], results
+
+
+async def test_a_reference_in_tool_call_blocks_is_read(client: httpx.AsyncClient) -> None:
+    """Function-calling data keeps the expected answer as the assistant's text: ``<tool_call>`` blocks
+    (Hermes function-calling data, ToolRL's ground truth after its ``<think>``). Such a reference was not
+    JSON, so every item was invalid (parse_error); its calls are now the reference."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    time_ = json.dumps({"name": "get_time", "parameters": TIME["arguments"]})
+    toolrl = f"<think>...</think>\n<tool_call>\n{weather}\n{time_}\n</tool_call>"
+    items = [
+        {"response": hermes(WEATHER, TIME), "reference": toolrl},
+        {"response": hermes(WEATHER), "reference": toolrl},
+        {"response": hermes(WEATHER), "reference": hermes(WEATHER)},
+        {"response": hermes(WEATHER), "reference": "<tool_call>{not json}</tool_call>"},
+        {"response": hermes(WEATHER), "reference": "<response>It is sunny.</response>"},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["valid"], r["reason"]) for r in results] == [
+        (1.0, True, None),
+        (0.0, True, None),
+        (1.0, True, None),
+        (None, False, "parse_error"),
+        (None, False, "parse_error"),
+    ], results

@@ -19,7 +19,8 @@ object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an O
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
-takes the same shapes (or ``{"calls": [...]}``); an empty list means "call no tool", which a response
+takes the same JSON shapes (or ``{"calls": [...]}``), or is text of ``<tool_call>`` blocks (Hermes
+function-calling data, ToolRL's ground truth); an empty list means "call no tool", which a response
 without calls satisfies. A reference that is none of these is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
@@ -339,13 +340,24 @@ def reference_calls(reference: Any) -> list[Call] | None:
         try:
             reference = _loads(reference)
         except ValueError:
-            return None
+            return _text_reference(reference)
     if not isinstance(reference, dict | list):
         return None
     try:
         return _calls(reference)
     except _Malformed:
         return None
+
+
+def _text_reference(text: str) -> list[Call] | None:
+    """The calls of a reference written as the assistant's text, ``<tool_call>`` blocks (Hermes
+    function-calling data, ToolRL's ground truth); None when it has none or they are not calls."""
+    blocks = _blocks(answer_text(text))
+    try:
+        calls = [call for b in blocks for call in _block_calls(b)]
+    except ValueError:
+        return None
+    return calls if blocks and len(calls) <= _MAX_CALLS else None
 
 
 def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
