@@ -438,3 +438,34 @@ async def test_a_reference_in_tool_call_blocks_is_read(client: httpx.AsyncClient
         (None, False, "parse_error"),
         (None, False, "parse_error"),
     ], results
+
+
+async def test_a_block_of_a_python_literal_call_is_read(client: httpx.AsyncClient) -> None:
+    """Hermes 2 Pro's prompt and its function-calling data write a call as a Python dict,
+    ``{'arguments': {...}, 'name': ...}`` (its own reader falls back to ``ast.literal_eval``): such a
+    block was broken call JSON (0 format), and such a reference parse_error. Python values with no JSON
+    equal (a set, bytes, an infinite float) are still broken calls."""
+    literal = "<tool_call>\n{'arguments': {'city': 'Paris', 'unit': 'celsius', 'days': 3}, 'name': 'get_weather'}\n</tool_call>"
+    items = [
+        {"response": literal, "reference": [WEATHER]},
+        {"response": hermes(WEATHER), "reference": literal},
+        {"response": literal.replace("'days': 3", "'days': True"), "reference": [WEATHER]},
+        {
+            "response": "<tool_call>{'name': 'f', 'arguments': {'x': {1, 2}}}</tool_call>",
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<tool_call>{'name': 'f', 'arguments': {'x': 1e999}}</tool_call>",
+            "reference": [WEATHER],
+        },
+        {"response": "<tool_call>" + "-" * 100_000 + "1</tool_call>", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+        (0.0, "format"),
+        (0.0, "format"),
+    ], results

@@ -4,7 +4,8 @@ For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial
 read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
-  templates), each a call object, a list of them, or call objects one a line (ToolRL's format); a last block whose ``</tool_call>`` is missing (a stop
+  templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal, ``{'name': ...}``; a last block whose ``</tool_call>`` is missing (a stop
   string) counts when the rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
@@ -45,6 +46,7 @@ deadline (``timeout`` past it); smaller batches are scored on the event loop, wi
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -66,6 +68,8 @@ _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
 _MAX_CALLS = 256
 _MAX_DEPTH = 64
+# a block is read as a Python literal up to this long (ast.parse: ~0.05 s, a few MB, at this size)
+_MAX_LITERAL_CHARS = 20_000
 # pairings of up to this much work (smaller side^2 x larger side: 64 calls a side) are optimal
 _OPTIMAL_PAIRING_WORK = 64**3
 # Mistral's chat template puts its calls after a marker: "[TOOL_CALLS] [{...}]" (v3: "[TOOL_CALLS][{...}]")
@@ -266,8 +270,43 @@ def _block_calls(block: str) -> list[Call]:
     except ValueError:
         objects = _json_objects(block, lines=True)
         if objects is None:
+            objects = _python_literal(block)
+        if objects is None:
             raise
     return _calls(objects)
+
+
+def _python_literal(text: str) -> Any:
+    """A block written as a Python literal, ``{'arguments': {...}, 'name': ...}`` (Hermes 2 Pro's prompt
+    and data; its reader falls back to ``ast.literal_eval``), as JSON values; None when it is not one
+    (or is longer than :data:`_MAX_LITERAL_CHARS`, or holds values JSON has no equal of)."""
+    if len(text) > _MAX_LITERAL_CHARS or "'" not in text:
+        return None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None  # (MemoryError: the parser's stack overflowing on deep nesting, not the host's memory)
+    if not isinstance(value, dict | list) or _depth(value) > _MAX_DEPTH:
+        return None
+    try:
+        return _as_json(value)
+    except ValueError:
+        return None
+
+
+def _as_json(value: Any) -> Any:
+    """A Python literal as the JSON value it writes (tuples as arrays); ValueError for one it is not."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("an infinite number is not JSON")
+        return value
+    if isinstance(value, list | tuple):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _as_json(v) for k, v in value.items()}
+    raise ValueError(f"a {type(value).__name__} is not JSON")
 
 
 def _json_objects(text: str, lines: bool) -> list[Any] | None:
