@@ -26,8 +26,8 @@ without calls satisfies. A reference that is none of these is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
-(``|got - want| <= tol * max(1, |want|)``), strings exactly or, with ``string_match: "normalized"``,
-after casefolding and collapsing whitespace. With ``order: "any"`` (default; parallel calls) reference
+(``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are), strings exactly
+or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace. With ``order: "any"`` (default; parallel calls) reference
 and predicted calls are paired for the best total credit (past 64 calls a side, greedily by best credit),
 with ``"strict"`` position by position.
 
@@ -91,7 +91,10 @@ class ToolCallConfig(RewardConfig):
         "exact", description="normalized: string argument values compared casefolded, whitespace collapsed."
     )
     float_tolerance: float = Field(
-        1e-6, ge=0, le=1, description="Numbers match when |got - want| <= tol * max(1, |want|)."
+        1e-6,
+        ge=0,
+        le=1,
+        description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal.",
     )
 
 
