@@ -469,3 +469,34 @@ async def test_a_block_of_a_python_literal_call_is_read(client: httpx.AsyncClien
         (0.0, "format"),
         (0.0, "format"),
     ], results
+
+
+async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:
+    """Llama 3.2 (1B/3B) and Llama 4, ToolACE and BFCL's prompting mode write calls as a Python list,
+    ``[get_weather(city="Paris"), get_time(tz="UTC")]`` (vLLM's pythonic parser): such a response was no
+    call (0, no_answer) and such a reference (ToolACE's data) parse_error."""
+    pythonic = '[get_weather(city="Paris", unit="celsius", days=3), get_time(tz="Europe/Paris")]'
+    items = [
+        {"response": pythonic, "reference": [WEATHER, TIME]},
+        {"response": "```python\n" + pythonic + "\n```", "reference": [WEATHER, TIME]},
+        {"response": hermes(WEATHER), "reference": "[get_weather(city='Paris', unit='celsius', days=3)]"},
+        {
+            "response": "[math.factorial(number=5)]",
+            "reference": [{"name": "math.factorial", "arguments": {"number": 5}}],
+        },
+        {"response": '[get_weather(city="Paris", unit="celsius", days=4)]', "reference": [WEATHER]},
+        {"response": '[get_weather("Paris")]', "reference": [WEATHER]},  # positional: a broken call
+        {"response": "[1] No tool is needed: it is 4.", "reference": []},
+        {"response": "[x + 1 for x in range(3)]", "reference": []},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+        (1.0, None),
+        (1.0, None),
+    ], results

@@ -10,7 +10,9 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
-  parallel calls, ``{"name": ..., "parameters": {...}}; {...}``);
+  parallel calls, ``{"name": ..., "parameters": {...}}; {...}``); or a Python list of calls given
+  literal keyword arguments, ``[get_weather(city="Paris"), math.factorial(n=5)]`` (the pythonic format
+  of Llama 3.2/4, ToolACE and BFCL's prompting mode; up to 20,000 characters);
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
@@ -21,7 +23,7 @@ scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSO
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
 takes the same JSON shapes (or ``{"calls": [...]}``), or is text of ``<tool_call>`` blocks (Hermes
-function-calling data, ToolRL's ground truth); an empty list means "call no tool", which a response
+function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); an empty list means "call no tool", which a response
 without calls satisfies. A reference that is none of these is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
@@ -254,8 +256,8 @@ def parse_calls(response: str) -> list[Call] | None:
         value = _loads(raw)
     except ValueError:
         value = _json_objects(raw, lines=False)  # Llama 3.x's parallel calls: "{...}; {...}"
-        if value is None:
-            return None  # prose that happens to start with a bracket: no call was made
+        if value is None:  # pythonic calls, "[f(x=1)]", or prose that happens to start with a bracket
+            return _pythonic_calls(raw) if not marked else None
     if not marked and not _call_shaped(value):
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
@@ -295,6 +297,58 @@ def _python_literal(text: str) -> Any:
         return _as_json(value)
     except ValueError:
         return None
+
+
+def _pythonic_calls(text: str) -> list[Call] | None:
+    """The calls of a Python list of calls, ``[get_weather(city="Paris"), math.factorial(n=5)]`` (Llama
+    3.2 and 4's pythonic format, ToolACE, BFCL's prompting mode; vLLM's pythonic parser), keyword
+    arguments as Python literals; None when the text is no such list (up to :data:`_MAX_LITERAL_CHARS`).
+
+    Raises:
+        ValueError: a call in the list is not a function called with literal keyword arguments.
+    """
+    if len(text) > _MAX_LITERAL_CHARS:
+        return None
+    try:
+        body = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    elts = body.elts if isinstance(body, ast.List) else []
+    nodes = [e for e in elts if isinstance(e, ast.Call)]
+    if not nodes or len(nodes) < len(elts):  # (not a list of calls: a list of values, a comprehension)
+        return None
+    if len(nodes) > _MAX_CALLS:
+        raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+    calls: list[Call] = []
+    for node in nodes:
+        name = _dotted_name(node.func)
+        if name is None or node.args or any(k.arg is None for k in node.keywords):
+            raise _Malformed(
+                f"the call {ast.unparse(node.func)[:80]!r} is not a function given keyword arguments"
+            )
+        args: dict[str, Any] = {}
+        for k in node.keywords:
+            try:
+                value = _as_json(ast.literal_eval(k.value))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                raise _Malformed(f"the argument {k.arg!r} of {name[:80]!r} is not a literal") from None
+            if _depth(value) > _MAX_DEPTH:
+                raise _Malformed(
+                    f"the arguments of {name[:80]!r} are nested more than {_MAX_DEPTH} levels deep"
+                )
+            args[str(k.arg)] = value
+        calls.append(Call(name, args))
+    return calls
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """``f`` or ``math.factorial``: a function's (dotted) name; None for any other callee."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted_name(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
 
 
 def _as_json(value: Any) -> Any:
@@ -394,12 +448,13 @@ def reference_calls(reference: Any) -> list[Call] | None:
 def _text_reference(text: str) -> list[Call] | None:
     """The calls of a reference written as the assistant's text, ``<tool_call>`` blocks (Hermes
     function-calling data, ToolRL's ground truth); None when it has none or they are not calls."""
-    blocks = _blocks(answer_text(text))
+    text = answer_text(text)
+    blocks = _blocks(text)
     try:
-        calls = [call for b in blocks for call in _block_calls(b)]
+        calls = [call for b in blocks for call in _block_calls(b)] if blocks else _pythonic_calls(text)
     except ValueError:
         return None
-    return calls if blocks and len(calls) <= _MAX_CALLS else None
+    return calls if calls is not None and len(calls) <= _MAX_CALLS else None
 
 
 def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
