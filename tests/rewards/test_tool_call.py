@@ -344,7 +344,7 @@ async def test_a_json_answer_that_is_no_call_satisfies_call_no_tool(client: http
         (0.0, "format"),
         (0.0, "format"),
         (0.0, "format"),
-        (0.0, "format"),
+        (0.0, None),  # a call in OpenAI's legacy shape: read, and wrong
     ]
 
 
@@ -500,3 +500,20 @@ async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:
         (1.0, None),
         (1.0, None),
     ], results
+
+
+async def test_a_call_in_openai_legacy_function_call_shape_is_read(client: httpx.AsyncClient) -> None:
+    """OpenAI's legacy assistant message, ``{"function_call": {"name", "arguments"}}``, was taken for a
+    call attempt but never read: 0 format however right the call."""
+    legacy = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {**WEATHER, "arguments": json.dumps(WEATHER["arguments"])},
+    }
+    items = [
+        {"response": json.dumps(legacy), "reference": [WEATHER]},
+        {"response": json.dumps({"tool_call": WEATHER}), "reference": [WEATHER]},
+        {"response": json.dumps(legacy), "reference": [TIME]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (0.0, None)], results

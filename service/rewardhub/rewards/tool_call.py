@@ -18,7 +18,8 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
-``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped. A response with no call at all
+``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped, as are its legacy
+``{"function_call": {...}}`` and ``{"tool_call": {...}}``. A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
@@ -113,8 +114,10 @@ class _Malformed(ValueError):
 def _call(obj: Any) -> Call:
     if not isinstance(obj, dict):
         raise _Malformed("a tool call must be a JSON object")
-    if isinstance(obj.get("function"), dict):  # OpenAI: {"type": "function", "function": {...}}
-        obj = obj["function"]
+    for key in ("function", "function_call", "tool_call"):  # OpenAI: {"type": "function", "function": {...}},
+        if isinstance(obj.get(key), dict):  # its legacy {"function_call": {...}}, and {"tool_call": {...}}
+            obj = obj[key]
+            break
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         raise _Malformed("a tool call needs a non-empty string 'name'")
