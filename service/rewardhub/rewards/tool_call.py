@@ -5,8 +5,9 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
-  JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal, ``{'name': ...}``; a last block whose ``</tool_call>`` is missing (a stop
-  string) counts when the rest of the text is whole call JSON;
+  JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
+  ``{'name': ...}``; a last block whose ``</tool_call>`` is missing (a stop string) counts when the
+  rest of the text is whole call JSON;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -16,6 +17,10 @@ read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order 
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
+Not read (no call, or ``format`` inside ``<tool_call>``): the XML forms of Qwen3-Coder
+(``<function=f><parameter=x>...``) and GLM-4.5+ (``<arg_key>``/``<arg_value>``), DeepSeek's and
+gpt-oss's special-token forms, and bare JSON after prose (``Sure: {"name": ...}``; fenced, it is read).
+
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped, as are its legacy
@@ -24,15 +29,18 @@ scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSO
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
 takes the same JSON shapes (or ``{"calls": [...]}``), or is text of ``<tool_call>`` blocks (Hermes
-function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); an empty list means "call no tool", which a response
-without calls satisfies. A reference that is none of these is ``parse_error``.
+function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); an empty list means
+"call no tool", which a response without calls satisfies. A reference that is none of these (BFCL's
+possible answers, ``{"f": {"x": [1, 2]}}``, among them) is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
 (``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are), strings exactly
-or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace. With ``order: "any"`` (default; parallel calls) reference
-and predicted calls are paired for the best total credit (past 64 calls a side, greedily by best credit),
-with ``"strict"`` position by position.
+or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace; no type is coerced
+(``"3"`` is not ``3``), an argument given as ``null`` is not an absent one, and every argument the
+reference gives is required, every other one extra. With ``order: "any"`` (default; parallel calls)
+reference and predicted calls are paired for the best total credit (past 64 calls a side, greedily by
+best credit), with ``"strict"`` position by position.
 
 Score: ``mode: "exact"`` gives 1 when the calls pair up one to one and every pair is equal, else 0.
 ``mode: "partial"`` gives each pair a credit, 0 for different names, else the share of argument keys
