@@ -457,8 +457,9 @@ def reference_calls(reference: Any) -> list[Call] | None:
 
 
 def _text_reference(text: str) -> list[Call] | None:
-    """The calls of a reference written as the assistant's text, ``<tool_call>`` blocks (Hermes
-    function-calling data, ToolRL's ground truth); None when it has none or they are not calls."""
+    """The calls of a reference written as the assistant's text: ``<tool_call>`` blocks (Hermes
+    function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); None when it has
+    none or they are not calls."""
     text = answer_text(text)
     blocks = _blocks(text)
     try:
