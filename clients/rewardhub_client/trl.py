@@ -20,6 +20,10 @@ that ends as ``asyncio.run`` ends one close with it. Per call it logs ``rewardhu
 ``rewardhub/invalid_fraction`` and ``rewardhub/latency_ms`` through TRL's ``log_metric``, and the reason
 of each invalid item through ``log_extra``.
 
+A conversational completion is sent as its assistant turns' content. Given tools, TRL parses a turn's
+calls out of its text into ``tool_calls``; for a spec that is or holds ``tool_call``, they are sent back
+after the turn's content as ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` blocks.
+
 Before its first batch the function asks the service whether it can run the spec at all
 (``POST /v1/rewards/check``, once per function, so once per process): a reward whose model the service
 was not given, or a composite with such a part, raises :class:`~rewardhub_client.RewardUnavailable`
@@ -37,6 +41,7 @@ saying so; without it, a group reward in a multi-process run (``WORLD_SIZE`` > 1
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 import warnings
@@ -81,17 +86,55 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def completion_text(completion: Any) -> str:
-    """Text of a completion: a string (standard format) or a list of messages (conversational)."""
+def completion_text(completion: Any, tool_calls: bool = False) -> str:
+    """Text of a completion: a string (standard format) or a list of messages (conversational), the
+    assistant turns' content; ``tool_calls``, with the calls of each turn after it as ``<tool_call>``
+    blocks (TRL parses them out of the text when it is given tools)."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Sequence):
         return "\n".join(
-            _content_text(m.get("content"))
+            _message_text(m, tool_calls)
             for m in completion
             if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"
         )
     return str(completion)
+
+
+def _message_text(message: Mapping[str, Any], tool_calls: bool) -> str:
+    text = _content_text(message.get("content"))
+    calls = message.get("tool_calls") if tool_calls else None
+    if not isinstance(calls, Sequence) or isinstance(calls, str):
+        return text
+    blocks = [b for b in (_call_block(c) for c in calls) if b is not None]
+    return "\n".join([text, *blocks] if text else blocks)
+
+
+def _call_block(call: Any) -> str | None:
+    """An OpenAI / TRL tool call entry (``{"type": "function", "function": {"name", "arguments"}}``) as
+    the Hermes ``<tool_call>`` block the tool_call reward reads; None for an entry without a name."""
+    fn = call.get("function", call) if isinstance(call, Mapping) else None
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+        return None
+    body = {"name": fn["name"], "arguments": fn.get("arguments", {})}
+    return f"<tool_call>\n{json.dumps(body, ensure_ascii=False, default=str)}\n</tool_call>"
+
+
+def _reads_tool_calls(spec: Any) -> bool:
+    """Whether a reward spec is, or has a part that is, ``tool_call`` (whose reward reads the calls)."""
+    if isinstance(spec, str):
+        return spec == "tool_call"
+    if isinstance(spec, RewardSpec):
+        spec = spec.model_dump()
+    if isinstance(spec, Mapping):
+        return any(
+            (k in ("name", "reward") and v == "tool_call") or _reads_tool_calls(v)
+            for k, v in spec.items()
+            if not isinstance(v, str) or k in ("name", "reward")
+        )
+    if isinstance(spec, Sequence):
+        return any(_reads_tool_calls(v) for v in spec if not isinstance(v, str))
+    return False
 
 
 def prompt_text(prompt: Any) -> str:
@@ -206,6 +249,8 @@ def make_reward_func(
         if isinstance(reward, str)
         else (reward.name if isinstance(reward, RewardSpec) else str(reward["name"]))
     )
+    # TRL given tools parses the calls out of a turn's text: what reads them gets them back as blocks
+    with_calls = _reads_tool_calls(reward) or _reads_tool_calls(config)
     # per event loop: its client, and the async generator that closes it as the loop ends
     clients: dict[int, tuple[AsyncRewardClient, AsyncIterator[None]]] = {}
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
@@ -288,7 +333,7 @@ def make_reward_func(
                 ScoreItem(
                     id=str(i),
                     prompt=ptext,
-                    response=completion_text(completion),
+                    response=completion_text(completion, tool_calls=with_calls),
                     reference=_reference(refs[i]) if refs is not None else None,
                     group=group,
                 )

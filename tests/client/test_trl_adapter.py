@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from rewardhub_client import AsyncRewardClient, RewardUnavailable
-from rewardhub_client.trl import make_reward_func, prompt_text
+from rewardhub_client.trl import completion_text, make_reward_func, prompt_text
 
 
 async def test_numeric_reference_column_is_scored(client: httpx.AsyncClient) -> None:
@@ -239,3 +239,35 @@ def test_a_call_in_its_own_event_loop_leaves_no_connection_open(live_server_fact
         for _ in range(20):
             assert asyncio.run(reward(**call)) == [1.0, 0.0]
         assert open_fds() <= before
+
+
+async def test_tool_calls_trl_parsed_out_of_the_text_reach_the_tool_call_reward(
+    client: httpx.AsyncClient,
+) -> None:
+    """With tools (transformers 5's response parsing), TRL hands a tool-calling turn over as
+    ``{"content": "", "tool_calls": [{"type": "function", "function": {"name", "arguments"}}]}``: the
+    calls were dropped from the text, so tool_call scored every call 0 (no_answer). For tool_call (alone
+    or in a composite) they are sent as ``<tool_call>`` blocks; other rewards still read the content."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    wrong = {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+    completions = [
+        [{"role": "assistant", "content": "", "tool_calls": [call]}],
+        [
+            {"role": "assistant", "content": "Let me check.", "tool_calls": [call]},
+            {"role": "tool", "name": "get_weather", "content": "sunny"},
+            {"role": "assistant", "content": "It is sunny."},
+        ],
+        [{"role": "assistant", "content": "", "tool_calls": [wrong]}],
+    ]
+    reference = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    composite = {"name": "composite", "config": {"components": [{"reward": "tool_call"}]}}
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        for spec in ("tool_call", composite):
+            reward = make_reward_func(service, spec, reference_column="calls")
+            scores = await reward(
+                prompts=["Weather in Paris?"] * 3, completions=completions, calls=[reference] * 3
+            )
+            assert scores == [1.0, 1.0, 0.0], spec
+    # other rewards read what they read before: the turns' content
+    assert completion_text(completions[1]) == "Let me check.\nIt is sunny."
