@@ -451,6 +451,10 @@ async def test_a_block_of_a_python_literal_call_is_read(client: httpx.AsyncClien
         {"response": hermes(WEATHER), "reference": literal},
         {"response": literal.replace("'days': 3", "'days': True"), "reference": [WEATHER]},
         {
+            "response": '<tool_call>{"name": "f", "arguments": {"x": True, "y": None}}</tool_call>',
+            "reference": [{"name": "f", "arguments": {"x": True, "y": None}}],
+        },
+        {
             "response": "<tool_call>{'name': 'f', 'arguments': {'x': {1, 2}}}</tool_call>",
             "reference": [WEATHER],
         },
@@ -465,6 +469,7 @@ async def test_a_block_of_a_python_literal_call_is_read(client: httpx.AsyncClien
         (1.0, None),
         (1.0, None),
         (0.0, None),
+        (1.0, None),  # a Python literal without a quote of its own
         (0.0, "format"),
         (0.0, "format"),
         (0.0, "format"),

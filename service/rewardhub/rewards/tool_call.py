@@ -296,7 +296,7 @@ def _python_literal(text: str) -> Any:
     """A block written as a Python literal, ``{'arguments': {...}, 'name': ...}`` (Hermes 2 Pro's prompt
     and data; its reader falls back to ``ast.literal_eval``), as JSON values; None when it is not one
     (or is longer than :data:`_MAX_LITERAL_CHARS`, or holds values JSON has no equal of)."""
-    if len(text) > _MAX_LITERAL_CHARS or "'" not in text:
+    if len(text) > _MAX_LITERAL_CHARS:
         return None
     try:
         value = ast.literal_eval(text.strip())
