@@ -32,7 +32,7 @@ from rewardhub import jsonutil
 from rewardhub.admission import Admission
 from rewardhub.errors import (
     Conflict,
-    InvalidRequest,
+    LimitExceeded,
     NotFound,
     Overloaded,
     RewardHubError,
@@ -358,7 +358,7 @@ class JobRunner:
         self, body: bytes, request: ScoreRequest, caller: Caller, idempotency_key: str | None
     ) -> tuple[dict[str, Any], bool]:
         if len(request.items) > self.max_items:
-            raise InvalidRequest(
+            raise LimitExceeded(
                 f"items: {len(request.items)} items exceed the limit of {self.max_items} per job "
                 f"(setting REWARDHUB_JOB_MAX_ITEMS)",
                 param="items",

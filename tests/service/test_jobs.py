@@ -72,6 +72,19 @@ async def test_job_validation_fails_fast(client: httpx.AsyncClient) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
 
 
+async def test_a_job_over_the_item_limit_is_limit_exceeded(make_app: Any) -> None:
+    """A job over REWARDHUB_JOB_MAX_ITEMS is a size limit like /v1/score's REWARDHUB_MAX_ITEMS: 422
+    ``limit_exceeded`` (the client's ``LimitExceeded``, which a caller catches to split the batch), not
+    the ``invalid_request`` of a malformed field."""
+    items = [{"response": "\\boxed{1}", "reference": "1"}] * 4
+    async with make_app(job_max_items=3) as c:
+        resp = await c.post("/v1/jobs", json={"reward": "math", "items": items})
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "limit_exceeded" and error["param"] == "items"
+    assert "REWARDHUB_JOB_MAX_ITEMS" in error["message"]
+
+
 async def test_job_survives_a_restart(make_app: Any, redis_server: Any) -> None:
     async with make_app(redis_url=redis_server.url) as c:
         job_id = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
