@@ -60,15 +60,25 @@ def serve(
         settings = Settings()
     except ValidationError as exc:  # a bad REWARDHUB_* value: its name and the problem, not 40 frames
         _cannot_start("; ".join(_setting_problem(e) for e in exc.errors()), code=2)
+    if settings.log_json:
+        # uvicorn's own lines (start, stop, its errors) go to the root handler, which writes JSON lines
+        # like the service's; uvicorn's console format would mix plain lines into them.
+        from rewardhub.logging_setup import configure_logging
+
+        configure_logging(settings.log_level, json=True)
     if settings.workers > 1:
         if not settings.redis_url:
-            typer.secho(
-                "warning: several workers with the embedded cache: each worker caches on its own, and "
+            warning = (
+                "several workers with the embedded cache: each worker caches on its own, and "
                 "jobs are refused (501: each worker would keep its own, and a poll reaching another "
-                "worker would answer 404); set REWARDHUB_REDIS_URL to share one cache and one job store.",
-                fg=typer.colors.YELLOW,
-                err=True,
+                "worker would answer 404); set REWARDHUB_REDIS_URL to share one cache and one job store."
             )
+            if settings.log_json:
+                import structlog
+
+                structlog.get_logger("rewardhub").warning("embedded_cache_with_workers", hint=warning)
+            else:
+                typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rewardhub-prom-")
         if "cpu_workers" not in settings.model_fields_set:
@@ -89,7 +99,7 @@ def serve(
             os.environ["REWARDHUB_MODEL_THREADS"] = str(
                 max(1, (available_cores() - settings.workers) // settings.workers)
             )
-    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.config import LOGGING_CONFIG, STARTUP_FAILURE
 
     from rewardhub.middleware import STARTUP_FAILURE_FILE
 
@@ -108,6 +118,7 @@ def serve(
             http="httptools",
             log_level=settings.log_level,
             access_log=False,
+            log_config=None if settings.log_json else LOGGING_CONFIG,
             timeout_graceful_shutdown=30,
         )
     except SystemExit as exc:  # uvicorn's own exit after a failed start (status 3)

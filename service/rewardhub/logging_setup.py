@@ -26,8 +26,31 @@ class _CurrentStderr:
 
 
 def configure_logging(level: str = "info", json: bool = False) -> None:
+    """structlog's lines, and with ``json`` every standard-library record too (uvicorn's "Started server
+    process" and its errors, libraries' warnings) as one JSON object per line: a shipper that parses JSON
+    lines got uvicorn's console lines between the service's (``rewardhub serve`` leaves uvicorn's loggers
+    to the root handler set here in JSON mode)."""
     lvl = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
+    if json:
+        handler = logging.StreamHandler(_CurrentStderr())
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                foreign_pre_chain=[
+                    structlog.contextvars.merge_contextvars,
+                    structlog.processors.add_log_level,
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                ],
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    structlog.processors.JSONRenderer(),
+                ],
+            )
+        )
+        logging.basicConfig(handlers=[handler], level=lvl, force=True)
+    else:
+        logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -114,6 +114,34 @@ def test_json_logs_carry_request_ids(live_server_factory: Any) -> None:
     assert all("timestamp" in rec and "level" in rec for rec in lines)
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("workers", [1, 2])
+def test_json_logs_are_json_lines_only(live_server_factory: Any, workers: int) -> None:
+    """REWARDHUB_LOG_JSON=true promises JSON lines for log shippers, but uvicorn's own lines ("Started
+    server process", "Uvicorn running on ...", "Shutting down", and its errors) kept uvicorn's console
+    format between the service's JSON lines; they are now JSON lines too."""
+    env = {"REWARDHUB_LOG_JSON": "true"}
+    with live_server_factory(env=env, workers=workers) as server:
+        httpx.post(
+            f"{server.url}/v1/score",
+            json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]},
+            timeout=30,
+        )
+        server.proc.terminate()
+        server.proc.wait(timeout=30)
+    lines = [line for line in server.log().splitlines() if line.strip()]
+    not_json = []
+    for line in lines:
+        try:
+            json.loads(line)
+        except ValueError:
+            not_json.append(line)
+    assert not not_json, not_json
+    records = [json.loads(line) for line in lines]
+    assert any("Uvicorn running on" in str(rec.get("event")) for rec in records), records
+    assert all("timestamp" in rec and "level" in rec for rec in records), records
+
+
 async def test_model_process_killed_mid_batch_is_rescored_not_failed(
     make_app: Any, qwen_prm_path: str
 ) -> None:
