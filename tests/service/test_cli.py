@@ -40,6 +40,25 @@ def test_rewards_lists_descriptions_as_written() -> None:
     assert "1[correct] − (confidence − 1[correct])²" in text, result.output
 
 
+# What `serve` writes into its own environment for the workers to read.
+_SERVE_SETS = (
+    "REWARDHUB_WORKERS",
+    "REWARDHUB_CPU_WORKERS",
+    "REWARDHUB_SANDBOX_WORKERS",
+    "REWARDHUB_MODEL_THREADS",
+    "PROMETHEUS_MULTIPROC_DIR",
+)
+
+
+def _isolate_serve_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No REWARDHUB_* setting from outside, and whatever `serve` sets for its workers removed after the
+    test: monkeypatch puts back what it touched, so every name serve may set is touched first (a
+    REWARDHUB_WORKERS=2 left behind made every later test's app refuse jobs)."""
+    for name in [n for n in os.environ if n.startswith("REWARDHUB_")] + list(_SERVE_SETS):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --workers 2` shared the cores between the workers' CPU pools but not their sandbox pools:
     each worker ran one program per core (twice the cores in all), so a program needing most of its
@@ -48,17 +67,7 @@ def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from rewardhub.config import Settings
 
-    # (serve sets variables for its workers: monkeypatch puts back what was there, and removes the rest)
-    sets = (
-        "REWARDHUB_WORKERS",
-        "REWARDHUB_CPU_WORKERS",
-        "REWARDHUB_SANDBOX_WORKERS",
-        "REWARDHUB_MODEL_THREADS",
-        "PROMETHEUS_MULTIPROC_DIR",
-    )
-    for name in [n for n in os.environ if n.startswith("REWARDHUB_")] + list(sets):
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
+    _isolate_serve_env(monkeypatch)
     monkeypatch.setenv("REWARDHUB_REDIS_URL", "redis://127.0.0.1:6379/0")
     monkeypatch.setattr(config.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     monkeypatch.setattr(config, "cgroup_cpu_limit", lambda: None)
@@ -70,7 +79,7 @@ def test_serve_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert per_worker.cpu_workers == 4 and per_worker.sandbox_workers == 4
     assert per_worker.model_threads == 3  # each worker's models: (8 cores - 2 event loops) / 2
     # a size the user chose is per worker, as documented, and left alone
-    for name in sets:
+    for name in _SERVE_SETS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("REWARDHUB_SANDBOX_WORKERS", "3")
     seen.clear()
@@ -182,9 +191,7 @@ def test_several_workers_without_redis_warn_that_jobs_break(monkeypatch: pytest.
     spoke of the cache only."""
     import uvicorn
 
-    for name in [n for n in os.environ if n.startswith("REWARDHUB_")] + ["PROMETHEUS_MULTIPROC_DIR"]:
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
+    _isolate_serve_env(monkeypatch)
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: None)
     result = CliRunner().invoke(app, ["serve", "--workers", "2"], terminal_width=400)
     assert result.exit_code == 0, result.output
