@@ -606,3 +606,19 @@ async def test_a_head_of_several_outputs_needs_its_label_named(make_app: MakeApp
         (one,) = await score_results(client, "orm", items, label=1)
     assert zero["valid"] and one["valid"]
     assert [zero["score"], one["score"]] == pytest.approx(zero["details"]["logits"], abs=1e-6)
+
+
+async def test_an_embedding_model_turned_off_says_so(make_app: MakeApp) -> None:
+    """With REWARDHUB_EMBEDDING_MODEL=off the similarity reward told the user to install the embedded
+    MiniLM, which is installed: it is the setting that turned it off. Found in review."""
+    async with make_app(embedding_model="off") as client:
+        catalog = (await client.get("/v1/rewards")).json()
+        similarity = next(r for r in catalog["rewards"] if r["name"] == "similarity")
+        (r,) = (
+            await client.post(
+                "/v1/score", json={"reward": "similarity", "items": [{"response": "a", "reference": "a"}]}
+            )
+        ).json()["results"]
+    assert "REWARDHUB_EMBEDDING_MODEL=off turns it off" in similarity["unavailable"], similarity
+    assert "install" not in similarity["unavailable"]
+    assert r["valid"] is False and "turns it off" in r["details"]["message"], r

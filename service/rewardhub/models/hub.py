@@ -138,6 +138,18 @@ def specs_from_settings(settings: Settings) -> tuple[dict[str, RemoteSpec | Loca
     return specs, lazy
 
 
+def _hints(settings: Settings) -> dict[str, str]:
+    """How to configure a backend where the settings change the advice: an embedding model turned off
+    by its variable is installed, and "install the embedded MiniLM" sent the user the wrong way."""
+    emb = settings.embedding_model
+    if emb and emb.lower() in ("off", "none"):
+        return {
+            "embedding": f"REWARDHUB_EMBEDDING_MODEL={emb} turns it off: unset it for the embedded MiniLM, "
+            "or set it to a local embedding model directory"
+        }
+    return {}
+
+
 _MODEL_VARIABLES = {
     "judge": "judge_model",
     "prm": "prm_model",
@@ -180,8 +192,10 @@ class ModelHub:
         backends: dict[str, ModelBackend],
         conventions: dict[str, Convention] | None = None,
         origins: dict[str, str] | None = None,
+        hints: dict[str, str] | None = None,
     ):
         self._backends = backends
+        self._hints = hints or {}  # name -> how to configure it, where the settings say more than HINTS
         self.conventions = conventions or {}
         self.origins = origins or {}  # name -> the setting that configured it (for start-up errors)
         for name, backend in backends.items():  # and for a remote backend's errors naming its URL
@@ -205,6 +219,7 @@ class ModelHub:
             backends,
             {n: s.convention for n, s in specs.items() if s.convention is not None},
             {n: _origin(n, s, settings) for n, s in specs.items()},
+            _hints(settings),
         )
 
     def __iter__(self) -> Iterator[ModelBackend]:
@@ -217,7 +232,9 @@ class ModelHub:
         try:
             return self._backends[name]
         except KeyError:
-            hint = HINTS.get(name, f"define a backend named {name!r} in REWARDHUB_BACKENDS_FILE")
+            hint = self._hints.get(name) or HINTS.get(
+                name, f"define a backend named {name!r} in REWARDHUB_BACKENDS_FILE"
+            )
             known = ", ".join(self.names()) or "none"
             raise BackendUnavailable(
                 f"no model backend named {name!r} is configured ({hint}); configured backends: {known}"
