@@ -1,7 +1,9 @@
 """``tool_call``: the tool calls a response makes equal the reference's (names and arguments).
 
 For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial credit). The response is
-read outside its reasoning (:func:`.text.answer_text`). Its calls are, in order of precedence:
+read outside its reasoning (:func:`.text.answer_text`) and outside the tools' output
+(``<tool_response>...</tool_response>`` in a multi-turn transcript: a call written there is not the
+model's). Its calls are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
@@ -179,6 +181,28 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+
+
+def _without_tool_output(text: str) -> str:
+    """``text`` without its ``<tool_response>...</tool_response>`` blocks (an unclosed last one to the
+    end): a multi-turn rollout's text (verl's, a Hermes/Qwen transcript) holds the tools' output between
+    the model's turns, and a call written in a tool's output (a web page, a file the model had read back)
+    is not one the model made. One pass with str.find."""
+    if _RESPONSE_OPEN not in text:
+        return text
+    kept: list[str] = []
+    at = 0
+    while (start := text.find(_RESPONSE_OPEN, at)) >= 0:
+        kept.append(text[at:start])
+        end = text.find(_RESPONSE_CLOSE, start + len(_RESPONSE_OPEN))
+        if end < 0:
+            return "\n".join(kept)
+        at = end + len(_RESPONSE_CLOSE)
+    kept.append(text[at:])
+    return "\n".join(kept)
+
+
 def _blocks(text: str) -> list[str]:
     """The texts of the ``<tool_call>...</tool_call>`` blocks, in order (as a lazy regex search finds them,
     but in one pass: that search scanned to the end from every opener without a closer, quadratic), and
@@ -237,7 +261,7 @@ def parse_calls(response: str) -> list[Call] | None:
     Raises:
         ValueError: the response's call blocks (or its JSON) are not valid tool calls.
     """
-    text = answer_text(response)
+    text = _without_tool_output(answer_text(response))
     blocks = _blocks(text)
     if blocks:
         if len(blocks) > _MAX_CALLS:
@@ -590,7 +614,8 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 @register
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
