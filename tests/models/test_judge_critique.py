@@ -111,3 +111,45 @@ async def test_no_verdict_is_a_parse_error_and_forged_labels_are_gated(
     assert judge_server.calls == 3  # the two gated responses never did
     assert "aggregation applies to mode steps only" in bad["error"]["message"]
     assert ok[0]["reason"] == "parse_error"  # separator and max_steps are critique's options too
+
+
+async def test_labels_map_to_the_steps_the_critique_names(make_app: MakeApp, judge_server: FakeJudge) -> None:
+    """The boxed labels were mapped to the steps by position over the whole output: a reasoning judge's
+    drafts inside <think> counted too (4 labels for 2 steps: every label dropped; or a draft taken as
+    step 1's), and a critique that re-checks a step or goes out of order ("Step 2 ... Step 1 ...") lost
+    its labels or gave them to the wrong steps. Found in review. The labels are read where the verdict
+    is (after </think>; the thinking only when it alone holds them, as a ThinkPRM's critique is its
+    thinking), and a label belongs to the step whose "Step k" heading it follows, the last one winning."""
+    three = "Two plus three is 5.\n\nFive times four is 21.\n\nSo \\boxed{21}."
+    replies = {
+        # drafts in the thinking, the critique after it
+        "drafts": "<think>Step 1 \\boxed{incorrect}? No: \\boxed{correct}.</think>\n"
+        "Step 1: 2 + 3 = 5. \\boxed{correct}\nStep 2: 5 * 4 = 20, not 21. \\boxed{incorrect}\n"
+        "Is the solution correct? No",
+        # ThinkPRM: the critique is the thinking; the labels are there only
+        "thinking": "Let's verify step by step:\nStep 1: fine. \\boxed{correct}\nStep 2: 20, not 21. "
+        "\\boxed{incorrect}\nStep 3: carries it. \\boxed{incorrect}\nIs the solution correct? No\n</think>\n"
+        "Is the solution correct? No",
+        # a step checked again (the last label stands) and steps out of order
+        "recheck": "**Step 2:** 5 * 4 = 20, not 21. \\boxed{incorrect}\n**Step 1:** using step 3's "
+        "notation, 2 + 3 = 5 \\boxed{incorrect}\nLet me recheck.\nStep 1: 2 + 3 = 5 indeed. \\boxed{correct}\n"
+        "Step 3: the final answer follows Step 2. \\boxed{incorrect}\nIs the solution correct? No",
+    }
+
+    def reply(body: dict[str, Any]) -> Any:
+        text = user_text(body)
+        return always(replies[text.split("[Math Problem]\n\n")[1].split("\n")[0]])(body)
+
+    judge_server.reply = reply
+    items = [{"prompt": key, "response": three} for key in replies]
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        drafts, thinking, recheck = await score(client, {}, items)
+    for r in (drafts, thinking, recheck):
+        assert r["valid"] and r["score"] == 0.0, r
+    assert [s["label"] for s in drafts["details"]["steps"]] == ["correct", "incorrect", None]
+    assert drafts["details"]["first_error"] == 1
+    assert [s["label"] for s in thinking["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    assert thinking["details"]["first_error"] == 1
+    assert [s["label"] for s in recheck["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    assert [s["score"] for s in recheck["details"]["steps"]] == [1.0, 0.0, 0.0]
+    assert recheck["details"]["first_error"] == 1

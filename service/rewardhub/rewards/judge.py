@@ -35,10 +35,12 @@ Modes (every score is in [0, 1]):
   and the judge critiques each in turn, ending each step's critique with ``\\boxed{correct}`` or
   ``\\boxed{incorrect}``, then answers "Is the solution correct? Yes/No". The score is that final
   verdict (with ``scoring: "logprobs"``, ThinkPRM's P(yes) at its token); ``details.steps`` lists
-  ``{index, start, end, label, score}``, the boxed labels read in order (``null`` for a step the critique
-  did not reach: a verifier may stop at the first error), and ``details.first_error`` the first step
-  labelled incorrect (-1: every step labelled correct; ``null``: unknown, the labels stop early or
-  outnumber the steps). A critique is long: give it ``max_tokens`` of 2048 or more (one cut off is a
+  ``{index, start, end, label, score}``, the boxed labels (``null`` for a step the critique did not
+  reach: a verifier may stop at the first error): read after the judge's ``</think>`` (in its thinking
+  only when none are after it), each the last one under its step's "Step k" heading, or in order when
+  the critique has no headings; and ``details.first_error`` the first step labelled incorrect (-1:
+  every step labelled correct; ``null``: unknown, an earlier step unlabelled, or the labels outnumber
+  the steps). A critique is long: give it ``max_tokens`` of 2048 or more (one cut off is a
   ``parse_error``).
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
@@ -111,7 +113,7 @@ from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import answer_span, answer_text
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -126,6 +128,8 @@ _SPLIT_FIELDS = ("separator", "max_steps")  # the step options mode critique tak
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
+# A step's heading in a critique: "Step 2:", "**Step 2.**", "### Step 2 -" at the start of a line
+_STEP_HEAD_RE = re.compile(r"^[ \t*#>_\-]{0,8}step[ \t]{0,4}(\d{1,3})\b", re.IGNORECASE | re.MULTILINE)
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
 _OFF_LOOP_CHARS = 256 * 1024  # text per request past which the hardening runs in the worker pool
 
@@ -367,6 +371,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # a response of one word that is filler only around others ("Go", "Good", "Second") goes to the judge
     # 1.8.0: mode critique, a thinking PRM (ThinkPRM): one call labels every step, its verdict is the score
     # 1.8.1: mode steps: a response the CPU workers could not screen is invalid (was the floor, cached)
+    #        mode critique: a step's label is the one after its "Step k" heading (the last, re-checked);
+    # labels are read after </think> when any are there (drafts in the thinking no longer count)
     version: ClassVar[str] = "1.8.1"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -753,24 +759,25 @@ class JudgeReward(ModelReward[JudgeConfig]):
         d, out = await ask(fill(j.template, {"prompt": item.prompt or "", "solution": solution}))
         if isinstance(d, Outcome):
             return d
-        labels = [m.group(1).lower() for m in _STEP_LABEL_RE.finditer(out)]
-        # The labels map to the steps in order; more labels than steps cannot be mapped (the critique
-        # split the solution its own way), and fewer leave the rest unverified.
-        mapped = labels if len(labels) <= len(steps) else []
+        mapped, found = _step_labels(out, len(steps))
         rows = [
             {
                 "index": k,
                 "start": s.start,
                 "end": s.end,
-                "label": mapped[k] if k < len(mapped) else None,
-                "score": (1.0 if mapped[k] == "correct" else 0.0) if k < len(mapped) else None,
+                "label": mapped[k],
+                "score": None if mapped[k] is None else 1.0 if mapped[k] == "correct" else 0.0,
             }
             for k, s in enumerate(steps)
         ]
-        first_error: int | None = next((k for k, lab in enumerate(mapped) if lab == "incorrect"), None)
-        if first_error is None and len(mapped) == len(steps):
-            first_error = -1
-        details.update(_describe(d, out), steps=rows, first_error=first_error, labels_found=len(labels))
+        # the first step labelled incorrect, all before it labelled correct (-1: all correct); a step
+        # before it unlabelled leaves it unknown
+        first_error: int | None = -1
+        for lab in mapped:
+            if lab != "correct":
+                first_error = None if lab is None else mapped.index(lab)
+                break
+        details.update(_describe(d, out), steps=rows, first_error=first_error, labels_found=found)
         return Outcome(d.value, None, {"judge": d.value}, details)
 
 
@@ -932,6 +939,40 @@ def _at_floor(outcome: Outcome, config: JudgeConfig) -> Outcome:
     floors: dict[str, float | None] = {a: FLOORS[a] for a in AGGREGATIONS}
     details = {**outcome.details, "aggregation": config.aggregation, "steps": [], "first_error": 0}
     return Outcome(FLOORS[config.aggregation], outcome.reason, floors, details, transient=outcome.transient)
+
+
+def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
+    """Mode critique: each of the ``n`` steps' boxed label in the judge's output ``out`` (None: not
+    labelled), and how many labels were read.
+
+    The labels are read where the verdict is, after the last ``</think>``; from the thinking only when
+    that part holds none (a ThinkPRM's critique is its thinking, its verdict at the end). A label
+    belongs to the step whose "Step k" heading (at a line's start) it follows, and a step labelled
+    twice (re-checked) has its last label; a critique without headings is read in order. Labels that
+    cannot be mapped (more than the steps, without headings; a heading past the last step: the critique
+    split the solution its own way) leave every step unlabelled."""
+    start, end = answer_span(out)
+    part = out[start:end]
+    labels = list(_STEP_LABEL_RE.finditer(part))
+    if not labels:
+        part = out
+        labels = list(_STEP_LABEL_RE.finditer(part))
+    mapped: list[str | None] = [None] * n
+    heads = list(_STEP_HEAD_RE.finditer(part))
+    if not heads:
+        if len(labels) <= n:
+            for k, m in enumerate(labels):
+                mapped[k] = m.group(1).lower()
+        return mapped, len(labels)
+    if any(not 1 <= int(h.group(1)) <= n for h in heads):
+        return mapped, len(labels)
+    h = -1
+    for m in labels:
+        while h + 1 < len(heads) and heads[h + 1].start() < m.start():
+            h += 1
+        if h >= 0:  # a label before the first heading belongs to no step
+            mapped[int(heads[h].group(1)) - 1] = m.group(1).lower()
+    return mapped, len(labels)
 
 
 def _steps_of(item: ScoreItem, config: JudgeConfig) -> list[Step]:
