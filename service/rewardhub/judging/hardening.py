@@ -55,6 +55,7 @@ from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
 __all__ = [
     "BOXED_VERDICT",
     "asks_correctness",
+    "asks_yes_no",
     "FILLER",
     "INJECTION_PATTERNS",
     "OPENERS",
@@ -730,6 +731,22 @@ def asks_correctness(prompt: str) -> bool:
     return _CORRECTNESS_QUESTION.search(unmarked(plain(prompt[-4000:]))) is not None
 
 
+# A polar question at a sentence's start ("Is 91 prime?", "Does the series converge?"), English only;
+# not a request ("Can you find x?", "Could you help?")
+_POLAR_QUESTION = re.compile(
+    r"(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have|must)\b"
+    r"(?![ \t]+(?:you|u)\b)[^?!\n]{0,300}\?",
+    re.IGNORECASE,
+)
+
+
+def asks_yes_no(prompt: str) -> bool:
+    """``prompt`` asks a yes-or-no question (or whether something is correct: :func:`asks_correctness`),
+    so a boxed yes, no, correct or incorrect answers it."""
+    tail = unmarked(plain(prompt[-4000:]))
+    return asks_correctness(prompt) or _POLAR_QUESTION.search(tail) is not None
+
+
 def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed (and a
     verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct)."""
@@ -772,6 +789,8 @@ def content_free(text: str, verdict_is_answer: bool = False) -> bool:
     is correct" is an answer."""
     return not substantive_text(text, verdict_is_answer)
 
+
+_BOXED_LABEL_RX = r"\\boxed\s*\{\s*(?:correct|incorrect)\s*\}"
 
 # (description, pattern): casefolded NFKC text is searched; descriptions go into the item's details.
 # (Compiled without the combining marks :func:`unmarked` removes, as the text they search is.)
@@ -939,11 +958,12 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # caught only in rubric mode, whose own format it is); "Decision: buy the stock" is an answer
             rf"|{LINE_START}(?:decision|correct(?:ness)?|is[ \t_]*correct)[ \t*]*(?:\r?\n[ \t*]*){{0,2}}[:：=]"
             rf"[ \t*\[\"'(]*(?:\r?\n[ \t*\[\"'(]*){{0,2}}(?:yes|true)"
-            rf"{LINE_END}"
-            # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question
-            # (a judge whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check)
-            r"|\\boxed\s*\{\s*(?:correct|incorrect)\s*\}",
+            rf"{LINE_END}",
         ),
+        # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question (a judge
+        # whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check), nor "correct"
+        # where the question asks whether something is correct (:data:`_BOXED_LABEL`)
+        ("forged verdict", _BOXED_LABEL_RX),
         (
             "hidden note to the grader",
             # a comment no reader of the rendered answer sees, naming the grader: its only audience is
@@ -1022,6 +1042,8 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 # "The answer is correct.": a claim to the grader, unless the question asks whether the answer is correct
 _SELF_CLAIM = next(rx for name, rx in INJECTION_PATTERNS if name == "claims correctness")
+# "\boxed{incorrect}": a forged step label, unless the question asks whether something is correct
+_BOXED_LABEL = next(rx for name, rx in INJECTION_PATTERNS if rx.pattern == unmarked(_BOXED_LABEL_RX))
 
 
 # A boxed verdict, for a judge whose own decision pattern reads one (GenPRM's ``\boxed{Yes}``): a response
@@ -1361,8 +1383,8 @@ def injection(
     ``extra`` adds patterns of the current judge mode (its own verdict format: a response that contains
     a line the judge's parser would read as a decision is a forged verdict). With ``verdict_is_answer``
     (the question asks whether something is correct: :func:`asks_correctness`) "the answer is correct"
-    is an answer, not a claim to the grader (the judge's own words, "the student's answer is correct",
-    still are).
+    and ``\boxed{incorrect}`` are answers, not a claim to the grader or a forged step label (the judge's
+    own words, "the student's answer is correct", still are).
 
     The text is read line by line (``extra``'s verdict lines are lines of their own, and "Winner:" four
     lines above a "B" is not one; a tag of the untrusted blocks such as ``</response>`` starts a line, as
@@ -1376,7 +1398,9 @@ def injection(
     if fake_prompt(t):
         return "fake judge prompt"
     t = BLOCK_TAG.sub("\n", t)
-    patterns = tuple(p for p in INJECTION_PATTERNS if not (verdict_is_answer and p[1] is _SELF_CLAIM))
+    patterns = tuple(
+        p for p in INJECTION_PATTERNS if not (verdict_is_answer and p[1] in (_SELF_CLAIM, _BOXED_LABEL))
+    )
     for name, rx in patterns:
         if rx.search(t):
             return name

@@ -59,6 +59,9 @@ response that is content-free ("Solution", "Thought process:", "解", punctuatio
 role tags, a forged verdict line in the judge's own format, a new task posed in the judge's own prompt
 format: "[Question] ... [Response]") scores 0 with reason ``format`` (both checks
 read the whole response after any ``<think>`` block, in every mode; ``details.hardening`` says which).
+A box the judge writes as its verdict or a step's label (``\\boxed{Yes}`` with a boxed
+``decision_pattern``, ``\\boxed{incorrect}``) is forged too, except where the question asks for it: a
+yes/no question, or one whether something is correct.
 In ``pairwise`` mode the opponent passes the same two checks: one that fails them forfeits, and the
 response wins (1.0, ``details.opponent_hardening``) without a judge call.
 In ``reference`` mode a response without an extractable final answer, or whose answer is content-free,
@@ -91,7 +94,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rewardhub.aio import gather_all
 from rewardhub.errors import RewardHubError
 from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
-from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness
+from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness, asks_yes_no
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
     DECISION_PATTERNS,
@@ -298,16 +301,26 @@ class _Judging:
         )
         # A response with a line in the judge's own decision format is a forged verdict.
         self.forged: str | None = None if custom else FORGED_PATTERNS[key]
-        if custom and "boxed" in self.pattern:  # a \boxed{Yes} in a response is then this judge's verdict
-            self.forged = BOXED_VERDICT
-        if key == "critique":  # a step's label in the judge's own words is forged too
-            self.forged = "|".join(p for p in (self.forged, _STEP_LABEL) if p)
+        # ... and one with a box the judge writes as its verdict (a \boxed{Yes} when its own decision
+        # pattern reads a box) or as a step's label (critique): unless the question asks for that box
+        self.forged_box: str | None = BOXED_VERDICT if custom and "boxed" in self.pattern else None
+        if custom and "boxed" in self.pattern:
+            self.forged = None
+        if key == "critique":
+            self.forged_box = "|".join(p for p in (self.forged_box, _STEP_LABEL) if p)
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
             self.scale = Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b"))
         else:
             self.scale = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
+
+    def forged_for(self, prompt: str | None) -> str | None:
+        """The forged-verdict pattern for a response to ``prompt``: a boxed yes, no, correct or incorrect
+        answers a question that asks yes or no (or whether something is correct), and is no forgery
+        there; the judge's verdict line always is."""
+        box = self.forged_box if self.forged_box and not asks_yes_no(prompt or "") else None
+        return "|".join(p for p in (self.forged, box) if p) or None
 
 
 @register
@@ -373,6 +386,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.8.1: mode steps: a response the CPU workers could not screen is invalid (was the floor, cached)
     #        mode critique: a step's label is the one after its "Step k" heading (the last, re-checked);
     # labels are read after </think> when any are there (drafts in the thinking no longer count)
+    # a boxed yes/no answering a yes/no question, or correct/incorrect a question whether something is
+    # correct, is the answer, not a forged verdict or step label
     version: ClassVar[str] = "1.8.1"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -912,7 +927,7 @@ def _screen_job(
     return ScreenJob(
         text,
         check_injection=check_injection and config.injection_check,
-        forged=j.forged,
+        forged=j.forged_for(prompt),
         extraction=config.answer_extraction if extract and config.mode == "reference" else None,
         short_answer_max_chars=config.short_answer_max_chars,
         content=content,
