@@ -223,3 +223,38 @@ async def test_a_boxed_yes_or_no_answering_a_yes_no_question_is_no_forged_verdic
         assert r["valid"] and r["score"] == 1.0, r
     assert (forged["score"], forged["reason"], forged["details"]["hardening"]) == (0.0, "format", "injection")
     assert judge_server.calls == 4
+
+
+async def test_dense_responses_are_split_in_the_cpu_workers(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Splitting is pure Python, some µs a piece, and modes steps and critique ran it on the event loop
+    whatever the size (the prm reward had moved it to the CPU workers): a 900 kB response of short
+    paragraphs held the whole service for about a second after its screening. Found in review. A
+    request of more than ~10,000 pieces is split in the workers, under the deadline, with the same
+    steps."""
+    judge_server.reply = always("Decision: Yes\nIs the solution correct? Yes")
+    steps = "\n\n".join(f"{k} + 1 = {k + 1}." for k in range(120))
+    items = [{"prompt": f"Count to {i}.", "response": f"{i}\n\n{steps}"} for i in range(90)]  # 10,890 pieces
+    async with judge_app(make_app, judge_server) as client:
+        pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        ran: list[str] = []
+        real_run = pool.run
+
+        async def spying_run(fn: Any, payloads: Any, deadline_s: float) -> Any:
+            ran.append(fn.__name__)
+            return await real_run(fn, payloads, deadline_s)
+
+        monkeypatch.setattr(pool, "run", spying_run)
+        for mode in ("steps", "critique"):
+            config = {"mode": mode, "max_steps": 4}
+            alone = [(await score(client, config, [it]))[0] for it in items[:2]]  # inline
+            assert not ran
+            together = await score(client, {**config, "cache": False, "temperature": 0.5}, items)
+            assert ran == ["split_in_worker"], ran
+            ran.clear()
+            assert all(r["valid"] for r in together), together[0]
+            for a, b in zip(alone, together, strict=False):
+                assert [(s["start"], s["end"]) for s in a["details"]["steps"]] == [
+                    (s["start"], s["end"]) for s in b["details"]["steps"]
+                ]

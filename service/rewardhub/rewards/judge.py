@@ -19,7 +19,8 @@ Modes (every score is in [0, 1]):
   the whole rubric and rates it like pointwise.
 * ``steps``: a generative process reward model (GenPRM, algorithms.md §1.6). The response is split into
   steps (``separator``, a blank line by default; after any ``<think>`` block; at most ``max_steps``,
-  the rest merged) and the judge is asked about each step in turn, seeing the question and the earlier
+  the rest merged; a request of more than ~10,000 pieces is split in the CPU workers, under the
+  deadline) and the judge is asked about each step in turn, seeing the question and the earlier
   steps: "Decision: Yes/No". A step's score is the decision's value, with ``scoring: "logprobs"`` GenPRM's
   ``P(Yes) / (P(Yes) + P(No))`` at the decision token (a label missing from the top-k bounded by the
   smallest top-k probability, as GenPRM does). The score is the ``aggregation`` of the step scores
@@ -116,6 +117,7 @@ from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
+from rewardhub.rewards.prm import _INLINE_PIECES, _pieces, split_in_worker
 from rewardhub.rewards.text import answer_span, answer_text
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
@@ -486,10 +488,23 @@ class JudgeReward(ModelReward[JudgeConfig]):
         if config.mode == "pairwise" and pending:
             await self._screen_opponents(items, pending, config, j, ctx, outcomes)
             pending = [i for i in pending if outcomes[i] is None]
+        steps_of: dict[int, list[Step]] = {}
+        if config.mode in ("steps", "critique") and pending:
+            for i, split in (await self._split(items, pending, config, deadline)).items():
+                if isinstance(split, Outcome):
+                    outcomes[i] = split
+                else:
+                    steps_of[i] = split
+            pending = [i for i in pending if outcomes[i] is None]
         # one asker per request: its slots bound this request's judge calls in flight
         ask = _Asker(backend, asyncio.Semaphore(backend.call_slots()), config, j, deadline)
         results = await gather_all(
-            *(self._judge_item(ask, items[i], answers[i], config, j, rule_scores.get(i)) for i in pending)
+            *(
+                self._judge_item(
+                    ask, items[i], answers[i], config, j, rule_scores.get(i), steps_of.get(i, [])
+                )
+                for i in pending
+            )
         )
         for i, o in zip(pending, results, strict=True):
             outcomes[i] = o
@@ -514,6 +529,30 @@ class JudgeReward(ModelReward[JudgeConfig]):
             _read_screen(res.value) if res.ok else Outcome.pool_failure(res.error, res.message)
             for res in results
         ]
+
+    async def _split(
+        self, items: Sequence[ScoreItem], idx: list[int], config: JudgeConfig, deadline: float
+    ) -> dict[int, list[Step] | Outcome]:
+        """Modes steps and critique: the steps of the ``idx`` items' responses (after any ``<think>``
+        block, spans included), or why there are none. Splitting is pure Python, some µs a piece: a
+        request of more than ``_INLINE_PIECES`` pieces is split in the CPU workers, each item under the
+        deadline, as the ``prm`` reward does."""
+        kwargs: dict[str, Any] = {
+            "separator": config.separator,
+            "skip_think": config.strip_think,
+            "max_steps": config.max_steps,
+        }
+        if sum(_pieces(items[i].response, config.separator) for i in idx) <= _INLINE_PIECES:
+            return {i: split_steps(items[i].response, **kwargs) for i in idx}
+        results = await self.runtime.cpu_pool.run(
+            split_in_worker,
+            [(items[i].response, kwargs) for i in idx],
+            max(0.001, deadline - time.monotonic()),
+        )
+        return {
+            i: res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error)
+            for i, res in zip(idx, results, strict=True)
+        }
 
     async def _screen_opponents(
         self,
@@ -599,12 +638,13 @@ class JudgeReward(ModelReward[JudgeConfig]):
         config: JudgeConfig,
         j: _Judging,
         rule_score: float | None,
+        steps: list[Step],
     ) -> Outcome:
         comps: dict[str, float | None] = {"rule": rule_score} if config._rule is not None else {}
         try:
             # The backend honours the deadline itself; this is the backstop for everything around it.
             async with asyncio.timeout(max(0.0, ask.deadline - time.monotonic()) + 0.05):
-                return await self._judge(ask, item, text, config, j, comps)
+                return await self._judge(ask, item, text, config, j, comps, steps)
         except BackendError as exc:
             return failure(exc)
         except TimeoutError:
@@ -627,7 +667,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
         config: JudgeConfig,
         j: _Judging,
         comps: dict[str, float | None],
+        steps: list[Step],
     ) -> Outcome:
+        """One item's judgement (``steps``: its steps, in modes steps and critique)."""
         prompt = item.prompt or ""
         details: dict[str, Any] = {"mode": config.mode, "scoring": config.scoring}
 
@@ -690,9 +732,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             )
             return Outcome(score, None, {"order_ab": p_ab, "order_ba": p_ba}, details)
         if config.mode == "steps":
-            return await self._steps(ask, item, config, j, details)
+            return await self._steps(ask, item, config, j, details, steps)
         if config.mode == "critique":
-            return await self._critique(ask, item, config, j, details)
+            return await self._critique(ask, item, config, j, details, steps)
         # rubric
         criteria = _criteria(item, config)
         if isinstance(criteria, Outcome):
@@ -721,10 +763,14 @@ class JudgeReward(ModelReward[JudgeConfig]):
 
     @staticmethod
     async def _steps(
-        ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
+        ask: _Asker,
+        item: ScoreItem,
+        config: JudgeConfig,
+        j: _Judging,
+        details: dict[str, Any],
+        steps: list[Step],
     ) -> Outcome:
         """A generative PRM: one judgement per step, each seeing the earlier steps; then the aggregate."""
-        steps = _steps_of(item, config)
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
             return _at_floor(Outcome(0.0, Reason.NO_ANSWER, {}, details), config)
         texts = [defuse(s.text) for s in steps]
@@ -764,10 +810,14 @@ class JudgeReward(ModelReward[JudgeConfig]):
 
     @staticmethod
     async def _critique(
-        ask: _Asker, item: ScoreItem, config: JudgeConfig, j: _Judging, details: dict[str, Any]
+        ask: _Asker,
+        item: ScoreItem,
+        config: JudgeConfig,
+        j: _Judging,
+        details: dict[str, Any],
+        steps: list[Step],
     ) -> Outcome:
         """A thinking PRM: one call critiques every step, then gives the verdict that is the score."""
-        steps = _steps_of(item, config)
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
             return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {**details, "steps": []})
         solution = "\n".join(f"Step {n + 1}: {defuse(s.text)}" for n, s in enumerate(steps))
@@ -988,13 +1038,6 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
         if h >= 0:  # a label before the first heading belongs to no step
             mapped[int(heads[h].group(1)) - 1] = m.group(1).lower()
     return mapped, len(labels)
-
-
-def _steps_of(item: ScoreItem, config: JudgeConfig) -> list[Step]:
-    """Modes steps and critique: the response's steps (after any ``<think>`` block), spans included."""
-    return split_steps(
-        item.response, separator=config.separator, skip_think=config.strip_think, max_steps=config.max_steps
-    )
 
 
 def _answerless(outcome: Outcome | None) -> bool:
