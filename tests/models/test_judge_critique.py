@@ -181,3 +181,27 @@ async def test_a_boxed_answer_to_a_correctness_question_is_no_forged_label(
             "injection",
         )
     assert judge_server.calls == 1
+
+
+async def test_a_summary_of_the_labels_written_twice_is_read_once(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A thinking PRM may sum its labels up after its thinking, and write the summary twice ("Final
+    Answer: ...", "Final Output: ..."): twice the labels of the steps, no headings, and every step was
+    left unlabelled. Found in review. The same labels repeated are read once; different ones stay
+    unmapped."""
+    labels = "\\boxed{correct} \\boxed{correct} \\boxed{incorrect}"
+    judge_server.reply = always(
+        f"Let's verify step by step: ...</think>\nFinal Answer: {labels}\nFinal Output: {labels}\n"
+        "Is the solution correct? No"
+    )
+    three = "Two plus three is 5.\n\nFive times four is 21.\n\nSo \\boxed{21}."
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (twice,) = await score(client, {}, [{"prompt": QUESTION, "response": three}])
+        judge_server.reply = always(
+            f"{labels}\n\\boxed{{correct}} \\boxed{{correct}} \\boxed{{correct}}\nIs the solution correct? No"
+        )
+        (differ,) = await score(client, {}, [{"prompt": QUESTION, "response": three + " "}])
+    assert [s["label"] for s in twice["details"]["steps"]] == ["correct", "correct", "incorrect"], twice
+    assert twice["details"]["first_error"] == 2 and twice["details"]["labels_found"] == 6
+    assert [s["label"] for s in differ["details"]["steps"]] == [None, None, None]

@@ -1013,9 +1013,10 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
     The labels are read where the verdict is, after the last ``</think>``; from the thinking only when
     that part holds none (a ThinkPRM's critique is its thinking, its verdict at the end). A label
     belongs to the step whose "Step k" heading (at a line's start) it follows, and a step labelled
-    twice (re-checked) has its last label; a critique without headings is read in order. Labels that
-    cannot be mapped (more than the steps, without headings; a heading past the last step: the critique
-    split the solution its own way) leave every step unlabelled."""
+    twice (re-checked) has its last label; a critique without headings is read in order (the same
+    labels of every step written again, a summary repeated, read once). Labels that cannot be mapped
+    (more than the steps, without headings; a heading past the last step: the critique split the
+    solution its own way) leave every step unlabelled."""
     start, end = answer_span(out)
     part = out[start:end]
     labels = list(_STEP_LABEL_RE.finditer(part))
@@ -1025,9 +1026,11 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
     mapped: list[str | None] = [None] * n
     heads = list(_STEP_HEAD_RE.finditer(part))
     if not heads:
-        if len(labels) <= n:
-            for k, m in enumerate(labels):
-                mapped[k] = m.group(1).lower()
+        read = [m.group(1).lower() for m in labels]
+        if len(read) > n and len(read) % n == 0 and read == read[:n] * (len(read) // n):
+            read = read[:n]  # a summary of every step's label, written more than once
+        if len(read) <= n:
+            mapped[: len(read)] = read
         return mapped, len(labels)
     if any(not 1 <= int(h.group(1)) <= n for h in heads):
         return mapped, len(labels)
