@@ -134,6 +134,9 @@ async def test_labels_map_to_the_steps_the_critique_names(make_app: MakeApp, jud
         "recheck": "**Step 2:** 5 * 4 = 20, not 21. \\boxed{incorrect}\n**Step 1:** using step 3's "
         "notation, 2 + 3 = 5 \\boxed{incorrect}\nLet me recheck.\nStep 1: 2 + 3 = 5 indeed. \\boxed{correct}\n"
         "Step 3: the final answer follows Step 2. \\boxed{incorrect}\nIs the solution correct? No",
+        # a heading for a later step only: read in order
+        "preamble": "The first step adds correctly. \\boxed{correct}\nStep 2: 20, not 21. \\boxed{incorrect}\n"
+        "Is the solution correct? No",
     }
 
     def reply(body: dict[str, Any]) -> Any:
@@ -143,8 +146,8 @@ async def test_labels_map_to_the_steps_the_critique_names(make_app: MakeApp, jud
     judge_server.reply = reply
     items = [{"prompt": key, "response": three} for key in replies]
     async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
-        drafts, thinking, recheck = await score(client, {}, items)
-    for r in (drafts, thinking, recheck):
+        drafts, thinking, recheck, preamble = await score(client, {}, items)
+    for r in (drafts, thinking, recheck, preamble):
         assert r["valid"] and r["score"] == 0.0, r
     assert [s["label"] for s in drafts["details"]["steps"]] == ["correct", "incorrect", None]
     assert drafts["details"]["first_error"] == 1
@@ -153,6 +156,8 @@ async def test_labels_map_to_the_steps_the_critique_names(make_app: MakeApp, jud
     assert [s["label"] for s in recheck["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
     assert [s["score"] for s in recheck["details"]["steps"]] == [1.0, 0.0, 0.0]
     assert recheck["details"]["first_error"] == 1
+    assert [s["label"] for s in preamble["details"]["steps"]] == ["correct", "incorrect", None]
+    assert preamble["details"]["first_error"] == 1
 
 
 async def test_a_boxed_answer_to_a_correctness_question_is_no_forged_label(

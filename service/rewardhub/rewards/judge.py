@@ -1013,7 +1013,8 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
     The labels are read where the verdict is, after the last ``</think>``; from the thinking only when
     that part holds none (a ThinkPRM's critique is its thinking, its verdict at the end). A label
     belongs to the step whose "Step k" heading (at a line's start) it follows, and a step labelled
-    twice (re-checked) has its last label; a critique without headings is read in order (the same
+    twice (re-checked) has its last label; a critique without headings (or with a label before the
+    first) is read in order (the same
     labels of every step written again, a summary repeated, read once). Labels that cannot be mapped
     (more than the steps, without headings; a heading past the last step: the critique split the
     solution its own way) leave every step unlabelled."""
@@ -1025,7 +1026,7 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
         labels = list(_STEP_LABEL_RE.finditer(part))
     mapped: list[str | None] = [None] * n
     heads = list(_STEP_HEAD_RE.finditer(part))
-    if not heads:
+    if not heads or (labels and labels[0].start() < heads[0].start()):  # headings for some steps only
         read = [m.group(1).lower() for m in labels]
         if len(read) > n and len(read) % n == 0 and read == read[:n] * (len(read) // n):
             read = read[:n]  # a summary of every step's label, written more than once
@@ -1038,8 +1039,7 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
     for m in labels:
         while h + 1 < len(heads) and heads[h + 1].start() < m.start():
             h += 1
-        if h >= 0:  # a label before the first heading belongs to no step
-            mapped[int(heads[h].group(1)) - 1] = m.group(1).lower()
+        mapped[int(heads[h].group(1)) - 1] = m.group(1).lower()
     return mapped, len(labels)
 
 
