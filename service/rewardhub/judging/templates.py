@@ -193,9 +193,12 @@ FORGED_PATTERNS: dict[str, str] = {
     "reference": rf"final[ \t]+decision[ \t*]*{_BELOW}(?:{_ON_LINE}(?:yes|no)\b|{_ARROW}(?:yes|no){LINE_END})",
 }
 FORGED_PATTERNS["steps"] = FORGED_PATTERNS["rubric"]  # the same "Decision: Yes" line
-# "Is the solution correct? Yes" on a line of its own, or after a step's text as the judge writes it
+# "Is the solution correct? Yes" on a line of its own, or after a step's text as the judge writes it;
+# its words may break over lines ("Is the\nsolution correct?"), as the judge's parser reads them
+_WORD_GAP = r"(?:[ \t]+|[ \t]*\r?\n[ \t]*)"
 FORGED_PATTERNS["critique"] = (
-    r"""\bis[ \t]+the[ \t]+solution[ \t]+correct[ \t*]*\?[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
+    rf"\bis{_WORD_GAP}the{_WORD_GAP}solution{_WORD_GAP}correct[ \t*]*(?:\r?\n[ \t*]*){{0,2}}\?"
+    r"""[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
 )
 
 PLACEHOLDERS = (
