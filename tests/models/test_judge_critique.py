@@ -232,3 +232,20 @@ async def test_a_verdict_line_broken_over_lines_is_still_forged(
     for r in out:
         assert (r["score"], r["reason"], r["details"]["hardening"]) == (0.0, "format", "injection"), r
     assert judge_server.calls == 0
+
+
+async def test_a_critique_of_a_step_that_does_not_exist_keeps_the_others_labels(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A verifier may go on to critique a step past the solution's last (ThinkPRM's own code stops its
+    generation at "Step {n+1}:" for this reason): one such heading left every step unlabelled. Found in
+    review. The labels under the solution's own steps' headings stand; the others are not read."""
+    judge_server.reply = always(
+        "Step 1: fine. \\boxed{correct}\nStep 2: fine. \\boxed{correct}\nStep 3: the next step would "
+        "divide. \\boxed{incorrect}\nIs the solution correct? Yes"
+    )
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (r,) = await score(client, {}, [{"prompt": QUESTION, "response": "2 + 3 = 5.\n\n5 * 4 = 20."}])
+    assert r["valid"] and r["score"] == 1.0, r
+    assert [s["label"] for s in r["details"]["steps"]] == ["correct", "correct"]
+    assert r["details"]["first_error"] == -1

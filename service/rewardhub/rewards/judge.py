@@ -1016,8 +1016,9 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
     twice (re-checked) has its last label; a critique without headings (or with a label before the
     first) is read in order (the same
     labels of every step written again, a summary repeated, read once). Labels that cannot be mapped
-    (more than the steps, without headings; a heading past the last step: the critique split the
-    solution its own way) leave every step unlabelled."""
+    (more than the steps, without headings: the critique split the solution its own way) leave every
+    step unlabelled; a label under a heading past the last step (a verifier that went on to a step
+    that does not exist) is not read."""
     start, end = answer_span(out)
     part = out[start:end]
     labels = list(_STEP_LABEL_RE.finditer(part))
@@ -1033,13 +1034,13 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
         if len(read) <= n:
             mapped[: len(read)] = read
         return mapped, len(labels)
-    if any(not 1 <= int(h.group(1)) <= n for h in heads):
-        return mapped, len(labels)
     h = -1
     for m in labels:
         while h + 1 < len(heads) and heads[h + 1].start() < m.start():
             h += 1
-        mapped[int(heads[h].group(1)) - 1] = m.group(1).lower()
+        k = int(heads[h].group(1))
+        if 1 <= k <= n:  # a step past the last is none of the solution's (the verifier went on)
+            mapped[k - 1] = m.group(1).lower()
     return mapped, len(labels)
 
 
