@@ -249,3 +249,22 @@ async def test_a_critique_of_a_step_that_does_not_exist_keeps_the_others_labels(
     assert r["valid"] and r["score"] == 1.0, r
     assert [s["label"] for s in r["details"]["steps"]] == ["correct", "correct"]
     assert r["details"]["first_error"] == -1
+
+
+async def test_the_solution_s_own_step_numbers_give_way_to_the_critique_s(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A policy that numbers its own steps ("Step 1: ...", "**Step 2:** ...") was shown to the judge as
+    "Step 1: Step 1: ...", and where its numbering and the split differ ("Step 2" after an unnumbered
+    paragraph) as "Step 3: Step 2: ...": two numberings, and the judge's "Step k" headings (which map its
+    labels) could follow either. Found in review. As ThinkPRM does, a step's own leading "Step k:" is
+    dropped before the critique's numbering is put in front."""
+    judge_server.reply = always("Step 1 \\boxed{correct}\nIs the solution correct? Yes")
+    response = "Step 1: 2 + 3 = 5.\n\nThis is the sum.\n\n**Step 2:** 5 * 4 = 20."
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (r,) = await score(client, {}, [{"prompt": QUESTION, "response": response}])
+    assert r["valid"], r
+    (asked,) = [user_text(b) for b in judge_server.requests]
+    assert "Step 1: 2 + 3 = 5.\nStep 2: This is the sum.\nStep 3: 5 * 4 = 20." in asked, asked
+    # the spans still index the response as sent
+    assert [response[s["start"] : s["end"]] for s in r["details"]["steps"]][2] == "**Step 2:** 5 * 4 = 20."

@@ -32,7 +32,8 @@ Modes (every score is in [0, 1]):
   neutral 0.5 would be a score nobody gave). GenPRM's own prompt fits too: its system prompt as
   ``system_prompt`` and the regular expression ``\\\\boxed\\{(yes|no)\\}`` as ``decision_pattern``.
 * ``critique``: a thinking PRM (ThinkPRM, algorithms.md §1.6) in one call: the response is split into
-  steps as in ``steps`` (``separator``, ``max_steps``), shown numbered ("Step 1: ...", one per line),
+  steps as in ``steps`` (``separator``, ``max_steps``), shown numbered ("Step 1: ...", one per line; a
+  step's own leading "Step k:" dropped, as ThinkPRM does),
   and the judge critiques each in turn, ending each step's critique with ``\\boxed{correct}`` or
   ``\\boxed{incorrect}``, then answers "Is the solution correct? Yes/No". The score is that final
   verdict (with ``scoring: "logprobs"``, ThinkPRM's P(yes) at its token); ``details.steps`` lists
@@ -133,6 +134,8 @@ _SPLIT_FIELDS = ("separator", "max_steps")  # the step options mode critique tak
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
+# A solution step's own number at its start ("Step 2:", "**Step 2.**", "### Step 2)")
+_OWN_NUMBER = re.compile(r"\A[ \t#*_>]*step[ \t]*\d{1,3}[ \t]*[:.)][ \t*_]*", re.IGNORECASE)
 # A step's heading in a critique: "Step 2:", "**Step 2.**", "### Step 2 -" at the start of a line
 _STEP_HEAD_RE = re.compile(r"^[ \t*#>_\-]{0,8}step[ \t]{0,4}(\d{1,3})\b", re.IGNORECASE | re.MULTILINE)
 MAX_CRITERIA = 64  # per rubric, from the config or the item's reference
@@ -820,7 +823,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
         """A thinking PRM: one call critiques every step, then gives the verdict that is the score."""
         if not steps:  # the gates passed the response, but nothing of it is a step (only separators)
             return Outcome(0.0, Reason.NO_ANSWER, {"judge": None}, {**details, "steps": []})
-        solution = "\n".join(f"Step {n + 1}: {defuse(s.text)}" for n, s in enumerate(steps))
+        # a step's own "Step k:" gives way to the critique's numbering, as ThinkPRM's does
+        solution = "\n".join(
+            f"Step {n + 1}: {defuse(_OWN_NUMBER.sub('', s.text, count=1))}" for n, s in enumerate(steps)
+        )
         d, out = await ask(fill(j.template, {"prompt": item.prompt or "", "solution": solution}))
         if isinstance(d, Outcome):
             return d
