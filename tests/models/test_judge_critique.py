@@ -56,6 +56,8 @@ async def test_one_call_labels_every_step_and_its_verdict_is_the_score(
     (asked,) = [user_text(b) for b in judge_server.requests]
     assert QUESTION in asked and "scratch work" not in asked
     assert "Step 1: First, 2 + 3 = 5.\nStep 2: Then 5 * 4 = 21.\nStep 3: So the answer" in asked
+    # a critique of every step is long: its token budget is 4096 unless set (512 in the other modes)
+    assert judge_server.requests[0]["max_tokens"] == 4096
 
 
 async def test_logprob_verdict_and_steps_the_critique_did_not_reach(

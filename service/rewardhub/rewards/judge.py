@@ -42,7 +42,7 @@ Modes (every score is in [0, 1]):
   only when none are after it), each the last one under its step's "Step k" heading, or in order when
   the critique has no headings; and ``details.first_error`` the first step labelled incorrect (-1:
   every step labelled correct; ``null``: unknown, an earlier step unlabelled, or the labels outnumber
-  the steps). A critique is long: give it ``max_tokens`` of 2048 or more (one cut off is a
+  the steps). A critique is long: ``max_tokens`` defaults to 4096 in this mode (one cut off is a
   ``parse_error``).
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
@@ -130,7 +130,8 @@ Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "sho
 _EXCERPT = 2000
 _STEP_EXCERPT = 300  # of each step's judgement in details.steps
 _STEPS_FIELDS = ("separator", "max_steps", "aggregation", "threshold", "soft_min_temperature")
-_SPLIT_FIELDS = ("separator", "max_steps")  # the step options mode critique takes too
+_SPLIT_FIELDS = ("separator", "max_steps")
+_CRITIQUE_MAX_TOKENS = 4096  # the step options mode critique takes too
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
@@ -169,7 +170,9 @@ class JudgeConfig(RewardConfig):
     # sampling (part of the cache key)
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 = deterministic (and cacheable).")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(512, ge=1, le=8192, description="Tokens the judge may generate per call.")
+    max_tokens: int = Field(
+        512, ge=1, le=8192, description="Tokens the judge may generate per call (mode critique: 4096)."
+    )
     top_logprobs: int = Field(20, ge=1, le=20, description="Alternatives per token for scoring=logprobs.")
     seed: int | None = Field(None, description="Sampling seed passed to the backend.")
     cache: bool = Field(False, description="Cache results even when temperature > 0.")
@@ -241,6 +244,15 @@ class JudgeConfig(RewardConfig):
         if compile_pattern(v).groups != 1:
             raise ValueError("decision_pattern must have exactly one capture group (the label)")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _critique_budget(cls, data: Any) -> Any:
+        """A critique of every step runs to thousands of tokens (ThinkPRM's chains: 1–8k): at the other
+        modes' 512 most would be cut off, a parse_error, so its default is 4096."""
+        if isinstance(data, dict) and data.get("mode") == "critique" and "max_tokens" not in data:
+            return {**data, "max_tokens": _CRITIQUE_MAX_TOKENS}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> JudgeConfig:
