@@ -1068,3 +1068,31 @@ async def test_a_reasoning_model_that_refuses_max_tokens_gets_max_completion_tok
             and "temperature" in json.dumps(refused)
             and len(judge_server.requests) == 4
         )
+
+
+async def test_each_screening_stage_gets_the_time_left_not_the_whole_deadline(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a rule, a large reference-mode request is screened twice in the CPU workers around the rule:
+    each stage was given the request's whole timeout_s, so an item could run to about three times its
+    deadline before the judge call itself timed out. Each stage now gets what is left. Found in review."""
+    judge_server.reply = always("Final Decision: Yes")
+    padding = "We check each case in turn. " * 12_000  # > 256 KiB of text in the request: screened off-loop
+    items = [
+        {"prompt": "What is 3+4?", "response": f"{padding}\n\\boxed{{{n}}}", "reference": "7"} for n in (6, 8)
+    ]
+    async with judge_app(make_app, judge_server) as client:
+        pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        given: list[tuple[str, float]] = []
+        real_run = pool.run
+
+        async def spying_run(fn: Any, payloads: Any, deadline_s: float) -> Any:
+            given.append((fn.__name__, deadline_s))
+            return await real_run(fn, payloads, deadline_s)
+
+        monkeypatch.setattr(pool, "run", spying_run)
+        results = await score(client, {"mode": "reference"}, items, timeout_s=30, use_cache=False)
+    assert all(r["valid"] for r in results), results
+    screens = [d for name, d in given if name == "screen"]
+    assert len(screens) == 2, given  # before the rule and after it
+    assert all(d < 30 for _, d in given), given  # each stage: the time left, not timeout_s again

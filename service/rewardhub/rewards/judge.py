@@ -83,6 +83,7 @@ the config holds the sampling parameters, so the cache key covers all of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import re
 import time
@@ -468,7 +469,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             jobs[i] = _screen_job(
                 _visible(item, config), config, j, check_injection=not ruled, prompt=item.prompt
             )
-        for i, got in zip(jobs, await self._screen(list(jobs.values()), ctx), strict=True):
+        for i, got in zip(jobs, await self._screen(list(jobs.values()), _left(ctx, deadline)), strict=True):
             if isinstance(got, Outcome):
                 # a gate's 0 is at the floor; a screen that could not run (the workers' deadline, a lost
                 # worker) stays invalid: at the floor it was a valid, cached 0.0 with reason timeout
@@ -482,7 +483,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
         # the judge's extraction found (``judge`` must never score below its own rule).
         gated = [i for i in jobs if _answerless(outcomes[i])] if ruled else []
         if ruled and (answers or gated):
-            rule_scores, unsure = await self._rule_first(items, config, ctx, answers, gated, outcomes)
+            rule_scores, unsure = await self._rule_first(
+                items, config, _left(ctx, deadline), answers, gated, outcomes
+            )
             rest = [i for i in answers if outcomes[i] is None]
             checks = [
                 _screen_job(
@@ -496,12 +499,12 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 )
                 for i in rest
             ]
-            for i, got in zip(rest, await self._screen(checks, ctx), strict=True):
+            for i, got in zip(rest, await self._screen(checks, _left(ctx, deadline)), strict=True):
                 if isinstance(got, Outcome):
                     outcomes[i] = got
         pending = [i for i in answers if outcomes[i] is None]
         if config.mode == "pairwise" and pending:
-            await self._screen_opponents(items, pending, config, j, ctx, outcomes)
+            await self._screen_opponents(items, pending, config, j, _left(ctx, deadline), outcomes)
             pending = [i for i in pending if outcomes[i] is None]
         steps_of: dict[int, list[Step]] = {}
         if config.mode in ("steps", "critique") and pending:
@@ -1060,6 +1063,12 @@ def _step_labels(out: str, n: int) -> tuple[list[str | None], int]:
         if 1 <= k <= n:  # a step past the last is none of the solution's (the verifier went on)
             mapped[k - 1] = m.group(1).lower()
     return mapped, len(labels)
+
+
+def _left(ctx: ScoreContext, deadline: float) -> ScoreContext:
+    """``ctx`` with the time left to ``deadline``: the screens, the rule and the opponents' screens run
+    one after another, and each given the request's whole ``deadline_s`` ran the item well past it."""
+    return dataclasses.replace(ctx, deadline_s=max(0.001, deadline - time.monotonic()))
 
 
 def _answerless(outcome: Outcome | None) -> bool:
