@@ -1096,3 +1096,27 @@ async def test_each_screening_stage_gets_the_time_left_not_the_whole_deadline(
     screens = [d for name, d in given if name == "screen"]
     assert len(screens) == 2, given  # before the rule and after it
     assert all(d < 30 for _, d in given), given  # each stage: the time left, not timeout_s again
+
+
+async def test_an_option_of_another_mode_is_refused(make_app: MakeApp, judge_server: FakeJudge) -> None:
+    """Only the steps options and criteria were checked against the mode: rule, min_score, opponent and
+    the rest were accepted in any mode and did nothing (a pointwise judge with a rule, say, never ran
+    it). Found in review."""
+    async with judge_app(make_app, judge_server) as client:
+        for config, field, where in [
+            ({"mode": "pointwise", "rule": "math"}, "rule", "mode reference"),
+            ({"mode": "steps", "min_score": 0}, "min_score", "modes pointwise and rubric"),
+            ({"mode": "reference", "opponent": "metadata"}, "opponent", "mode pairwise"),
+            ({"mode": "critique", "aggregation": "mean"}, "aggregation", "mode steps"),
+            ({"mode": "pairwise", "max_steps": 4}, "max_steps", "modes steps and critique"),
+        ]:
+            body = {"reward": {"name": "judge", "config": config}, "items": [{"response": "x"}]}
+            r = await client.post("/v1/score", json=body)
+            assert r.status_code == 422, (config, r.text)
+            assert f"{field} applies to {where} only" in r.json()["error"]["message"], r.text
+        ok = {"mode": "rubric", "rubric_aggregation": "implicit", "min_score": 0, "max_score": 4}
+        body = {
+            "reward": {"name": "judge", "config": ok},
+            "items": [{"response": "x", "reference": {"rubric": []}}],
+        }
+        assert (await client.post("/v1/score", json=body)).status_code == 200

@@ -130,8 +130,26 @@ Mode = Literal["pointwise", "pairwise", "rubric", "reference", "steps", "critiqu
 Extraction = Literal["boxed", "answer_tag", "answer_phrase", "last_number", "short_response"]
 _EXCERPT = 2000
 _STEP_EXCERPT = 300  # of each step's judgement in details.steps
-_STEPS_FIELDS = ("separator", "max_steps", "aggregation", "threshold", "soft_min_temperature")
-_SPLIT_FIELDS = ("separator", "max_steps")
+# The options only some modes read, and those modes: set for another mode, an option would be ignored
+# without a word (a typo of the mode, or a setting the user believes in), so the config refuses it.
+_MODE_FIELDS: dict[str, tuple[str, ...]] = {
+    "min_score": ("pointwise", "rubric"),
+    "max_score": ("pointwise", "rubric"),
+    "include_reference": ("pointwise",),
+    "opponent": ("pairwise",),
+    "opponent_key": ("pairwise",),
+    "criteria": ("rubric",),
+    "rubric_aggregation": ("rubric",),
+    "answer_extraction": ("reference",),
+    "short_answer_max_chars": ("reference",),
+    "rule": ("reference",),
+    "judge_rule_negatives": ("reference",),
+    "separator": ("steps", "critique"),
+    "max_steps": ("steps", "critique"),
+    "aggregation": ("steps",),
+    "threshold": ("steps",),
+    "soft_min_temperature": ("steps",),
+}
 _CRITIQUE_MAX_TOKENS = 4096  # the step options mode critique takes too
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
@@ -280,13 +298,11 @@ class JudgeConfig(RewardConfig):
                 and used & {"{reference}", "{reference_block}"}
             ):
                 raise ValueError("include_reference is false, but the template shows the reference")
-        if self.criteria is not None and self.mode != "rubric":
-            raise ValueError("criteria apply to mode rubric only")
-        allowed = {"steps": _STEPS_FIELDS, "critique": _SPLIT_FIELDS}.get(self.mode, ())
-        stray = sorted(self.model_fields_set & (set(_STEPS_FIELDS) - set(allowed)))
+        stray = sorted(f for f in self.model_fields_set if self.mode not in _MODE_FIELDS.get(f, (self.mode,)))
         if stray:
-            where = "mode steps only" if stray[0] not in _SPLIT_FIELDS else "modes steps and critique only"
-            raise ValueError(f"{stray[0]} applies to {where}")
+            modes = _MODE_FIELDS[stray[0]]
+            where = f"mode {modes[0]}" if len(modes) == 1 else f"modes {' and '.join(modes)}"
+            raise ValueError(f"{stray[0]} applies to {where} only (this is mode {self.mode})")
         if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
             raise ValueError("criteria need at least one positive weight")
         return self
