@@ -373,3 +373,48 @@ async def test_ipc_objects_do_not_outlive_a_run(client: httpx.AsyncClient) -> No
     for _ in range(workers + 1):
         seen = await run(client, "print(len(open('/proc/sysvipc/shm').read().splitlines()))")
         assert out(seen).strip() == "1", out(seen)  # the header line only
+
+
+async def test_no_message_queue_or_key_carries_bytes_to_a_later_run(client: httpx.AsyncClient) -> None:
+    """A warm slot's runs share its IPC and user namespaces: a POSIX message queue or a key in the user
+    keyring (neither a file nor a System V object) carried one run's bytes (its hidden stdin, say) to the
+    next program of the slot. The untrusted process cannot create either."""
+    leave = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+mq = rt.mq_open(b"/left-mq", os.O_CREAT | os.O_RDWR, 0o600, None)
+print("mq", mq, ctypes.get_errno(), flush=True)
+if mq >= 0:
+    rt.mq_send(mq, b"left-bytes", L(10), 0)
+for ring in (-4, -5):  # the user and user-session keyrings
+    key = libc.syscall(L(248), b"user", b"left-key", b"left-bytes", L(10), L(ring))  # add_key
+    print("key", key, ctypes.get_errno(), flush=True)
+"""
+    body = await run(client, leave)
+    assert "mq -1 1" in out(body), out(body)  # EPERM
+    assert out(body).count("key -1 1") == 2, out(body)
+    read = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+mq = rt.mq_open(b"/left-mq", os.O_RDWR, 0o600, None)
+if mq >= 0:
+    buf = ctypes.create_string_buffer(8192)
+    print("got", buf.raw[: max(rt.mq_receive(mq, buf, L(8192), None), 0)], flush=True)
+for ring in (-4, -5):
+    key = libc.syscall(L(250), L(10), L(ring), b"user", b"left-key", L(0))  # keyctl(KEYCTL_SEARCH)
+    buf = ctypes.create_string_buffer(100)
+    if key > 0:
+        print("got", buf.raw[: libc.syscall(L(250), L(11), L(key), buf, L(100))], flush=True)
+print("read")
+"""
+    workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
+    for _ in range(workers + 1):
+        seen = await run(client, read)
+        assert "read" in out(seen), out(seen)
+        assert "left-bytes" not in out(seen), out(seen)

@@ -1382,9 +1382,10 @@ def _exited(pid: int) -> bool:
 # --------------------------------------------------------------------------------------------------
 # (audit arch, signal-sending syscalls whose first argument is the target pid, syscalls refused outright)
 _SIGNAL_SYSCALLS = {
-    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64 | pidfd_send_signal | fcntl, ioctl
-    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424,), (72, 16)),
-    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424,), (25, 29)),
+    # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64
+    # | pidfd_send_signal, mq_open, add_key, request_key, keyctl | fcntl, ioctl
+    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424, 240, 248, 249, 250), (72, 16)),
+    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424, 180, 217, 218, 219), (25, 29)),
 }
 # fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX and ioctl FIOSETOWN, SIOCSPGRP: a file's owner gets its SIGIO
 # (or any signal F_SETSIG picks, SIGKILL included), checked only against the uid
@@ -1432,6 +1433,11 @@ def _protect(judge: int) -> None:
     ``F_SETSIG``, ``F_SETOWN_EX``, ``FIOSETOWN``, ``SIOCSPGRP``: SIGIO, or SIGKILL via ``F_SETSIG``, is
     delivered to any same-uid owner) and every syscall of a foreign ABI (i386 or x32 entry points with
     other numbers). Signals to the program's own children still work.
+
+    It also refuses ``mq_open`` and the keyring calls (``add_key``, ``request_key``, ``keyctl``): a POSIX
+    message queue lives in the IPC namespace and a key in the user keyring in the user namespace, not in
+    any process or file, so in a warm slot either carried one run's bytes (its hidden stdin, say) to the
+    next program, and the zygote has no way to list them.
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:

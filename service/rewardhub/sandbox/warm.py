@@ -17,9 +17,8 @@ runs, and on any protocol surprise; the next run on that slot starts a new one.
 What differs from a fresh sandbox, and why it is acceptable: the judge is not PID 1, so it does not
 ignore signals from inside the namespace; the seccomp filter every untrusted process gets
 (``rh_guest._protect``) refuses those aimed at it. Consecutive runs of one slot share
-the IPC and network namespaces (no process and no System V object survives a run; a POSIX message
-queue could, carrying bytes from one solution to a later one, neither of which ever holds hidden tests or
-verdicts). ``REWARDHUB_SANDBOX_REUSE_RUNS=0`` restores one fresh sandbox per run.
+the IPC, user and network namespaces (no process and no System V object survives a run; POSIX message
+queues and keys, which could, cannot be created by the untrusted code). ``REWARDHUB_SANDBOX_REUSE_RUNS=0`` restores one fresh sandbox per run.
 """
 
 from __future__ import annotations
