@@ -418,3 +418,35 @@ print("read")
         seen = await run(client, read)
         assert "read" in out(seen), out(seen)
         assert "left-bytes" not in out(seen), out(seen)
+
+
+async def test_processes_left_by_a_case_cannot_turn_the_next_case_into_a_sandbox_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """Children that keep forking while their program exits filled the run's process limit with zombies
+    (killed between cases, never reaped): the runner's fork for the next case failed, and a wrong program
+    made its item `invalid: sandbox_error` (dropped from training) instead of scoring 0.0."""
+    spawn = """
+import os, time
+for _ in range(8):
+    if os.fork() == 0:
+        while True:
+            try:
+                if os.fork() == 0:
+                    time.sleep(60)
+            except OSError:
+                pass
+time.sleep(0.3)
+"""
+    echo = {"cases": [{"stdin": str(k), "stdout": str(k)} for k in range(3)]}
+    for tail, mask in (("print(0)\n", "100"), ("print(input())\n", "111")):
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "code"},
+                "items": [{"response": spawn + tail, "reference": echo}],
+                "options": {"use_cache": False},
+            },
+        )
+        result = r.json()["results"][0]
+        assert result["valid"] and result["details"]["pass_mask"] == mask, result

@@ -330,7 +330,7 @@ class CodeReward(Reward[CodeConfig]):
     # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run; verdicts of
     # many tests with long non-ASCII labels are no longer cut off; `numeric` compares two integers
     # exactly (1000000008 passed for 1000000007 within the relative tolerance)
-    version: ClassVar[str] = "1.3.0"
+    version: ClassVar[str] = "1.3.1"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

@@ -1082,6 +1082,22 @@ def _sole_tenant() -> bool:
     return _WARM or os.getpid() == 1
 
 
+def _kill_leftovers() -> None:
+    """Kill every process of the run but this one and reap them (this process is their reaper: PID 1,
+    or a warm run's subreaper). Killed but not reaped, they stayed zombies counting against the run's
+    process limit: a program whose children forked while it exited filled the limit, and the runner's
+    fork for the next case failed, turning a failing program's item into a sandbox error."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # a zombie counts: ESRCH once all are reaped
+        except OSError:
+            return
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return  # not ours to reap (no subreaper): nothing more to do here
+
+
 def _kill_tree(pid: int) -> None:
     if _sole_tenant():
         # PID 1 of the sandbox's namespace: kill(-1) reaches every other process in it, wherever it went.
@@ -1286,10 +1302,7 @@ def _run_one(
         reaped = _reap(pid, block=True)
     wall = time.monotonic() - t0
     if _sole_tenant():
-        try:
-            os.kill(-1, signal.SIGKILL)  # nothing from this case survives into the next one
-        except OSError:
-            pass
+        _kill_leftovers()  # nothing from this case survives into the next one
     for fd in (out_r, err_r, pidfd):
         if fd >= 0:
             os.close(fd)
@@ -1541,6 +1554,9 @@ def zygote_main(ctrl: int) -> None:
             code = 1
             try:
                 sock.close()
+                # The run's orphans are this process's to reap (see _kill_leftovers), not the zygote's.
+                if _FILTER[1].prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+                    raise OSError("PR_SET_CHILD_SUBREAPER failed")
                 for target, fd in enumerate(fds):
                     os.dup2(fd, target)
                 for fd in fds:
