@@ -450,3 +450,26 @@ time.sleep(0.3)
         )
         result = r.json()["results"][0]
         assert result["valid"] and result["details"]["pass_mask"] == mask, result
+
+
+async def test_nothing_set_on_tmp_itself_reaches_the_next_run(client: httpx.AsyncClient) -> None:
+    """A warm slot wiped what /tmp and /dev/shm hold, not the directories themselves: extended attributes
+    set on them (64 KiB a value, tmpfs keeps user.* ones) and their mode carried one run's bytes to the
+    next program of the slot."""
+    leave = """
+import os
+for d in ("/tmp", "/dev/shm"):
+    os.setxattr(d, "user.left", b"left-bytes")
+    os.chmod(d, 0o1777)
+print("left")
+"""
+    assert "left" in out(await run(client, leave))
+    read = """
+import os
+for d in ("/tmp", "/dev/shm"):
+    print(d, oct(os.stat(d).st_mode), os.listxattr(d))
+"""
+    workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
+    for _ in range(workers + 1):
+        seen = out(await run(client, read))
+        assert "/tmp 0o40755 []" in seen and "/dev/shm 0o40755 []" in seen, seen

@@ -1538,6 +1538,8 @@ def zygote_main(ctrl: int) -> None:
     try:
         _undumpable()
         _prepare_protection()
+        for path in _WRITABLE:
+            _WRITABLE[path] = os.stat(path).st_mode & 0o7777
         sock.sendall(b"ready")
     except BaseException as exc:
         _fail_start(f"warm sandbox start-up failed: {type(exc).__name__}: {exc}")
@@ -1580,8 +1582,13 @@ def zygote_main(ctrl: int) -> None:
         sock.sendall(b"%d" % returncode)
 
 
+# The sandbox's writable directories, with the mode they start with (read by the zygote at start-up).
+_WRITABLE = {"/tmp": 0o755, "/dev/shm": 0o755}
+
+
 def _reset_after_run() -> None:
-    """Leave the sandbox as a fresh one: no process, no file in /tmp or /dev/shm, no IPC object; else raise."""
+    """Leave the sandbox as a fresh one: no process, no file in /tmp or /dev/shm (nor anything set on them),
+    no IPC object; else raise."""
     while True:  # kill(-1) fails with ESRCH once no process but this one is left
         try:
             os.kill(-1, signal.SIGKILL)
@@ -1591,8 +1598,13 @@ def _reset_after_run() -> None:
             os.waitpid(-1, 0)  # orphans are this process's children: reap them
         except ChildProcessError:
             pass
-    _wipe("/tmp")
-    _wipe("/dev/shm")
+    for path, mode in _WRITABLE.items():
+        # The directories themselves too: their mode and extended attributes (user.*, POSIX ACLs) are
+        # the run's to set, and carried its bytes to the next run.
+        os.chmod(path, mode)
+        for name in os.listxattr(path):
+            os.removexattr(path, name)
+        _wipe(path)
     for kind in ("shm", "sem", "msg"):
         try:
             with open("/proc/sysvipc/" + kind, "rb") as f:
