@@ -454,22 +454,31 @@ time.sleep(0.3)
 
 async def test_nothing_set_on_tmp_itself_reaches_the_next_run(client: httpx.AsyncClient) -> None:
     """A warm slot wiped what /tmp and /dev/shm hold, not the directories themselves: extended attributes
-    set on them (64 KiB a value, tmpfs keeps user.* ones) and their mode carried one run's bytes to the
-    next program of the slot."""
+    set on them (64 KiB a value, tmpfs keeps user.* ones), their mode and their times (and those of
+    /dev/pts, also the sandbox's) carried one run's bytes to the next program of the slot."""
     leave = """
 import os
-for d in ("/tmp", "/dev/shm"):
-    os.setxattr(d, "user.left", b"left-bytes")
-    os.chmod(d, 0o1777)
+for f in os.listdir("/tmp"):
+    os.unlink("/tmp/" + f)  # the wipe then changes nothing of /tmp's times
+for d in ("/tmp", "/dev/shm", "/dev/pts", "/dev/pts/ptmx"):
+    if d.startswith("/dev/pts"):
+        os.chmod(d, 0o700)
+    else:
+        os.setxattr(d, "user.left", b"left-bytes")
+        os.chmod(d, 0o1777)
+    os.utime(d, (4102444800, 1234567))
 print("left")
 """
     assert "left" in out(await run(client, leave))
     read = """
 import os
-for d in ("/tmp", "/dev/shm"):
-    print(d, oct(os.stat(d).st_mode), os.listxattr(d))
+for d in ("/tmp", "/dev/shm", "/dev/pts", "/dev/pts/ptmx"):
+    st = os.stat(d)
+    print(d, oct(st.st_mode & 0o7777), st.st_atime, st.st_mtime, os.listxattr(d) if d[5:8] != "pts" else [])
 """
     workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
     for _ in range(workers + 1):
         seen = out(await run(client, read))
-        assert "/tmp 0o40755 []" in seen and "/dev/shm 0o40755 []" in seen, seen
+        for line in seen.splitlines():
+            assert "1234567" not in line and "4102444800" not in line, seen
+            assert line.split()[1] in ("0o755", "0o666") and line.endswith("[]"), seen

@@ -1538,8 +1538,11 @@ def zygote_main(ctrl: int) -> None:
     try:
         _undumpable()
         _prepare_protection()
-        for path in _WRITABLE:
-            _WRITABLE[path] = os.stat(path).st_mode & 0o7777
+        for path in list(_OWNED):
+            try:
+                _OWNED[path] = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                del _OWNED[path]
         sock.sendall(b"ready")
     except BaseException as exc:
         _fail_start(f"warm sandbox start-up failed: {type(exc).__name__}: {exc}")
@@ -1583,7 +1586,9 @@ def zygote_main(ctrl: int) -> None:
 
 
 # The sandbox's writable directories, with the mode they start with (read by the zygote at start-up).
-_WRITABLE = {"/tmp": 0o755, "/dev/shm": 0o755}
+# What of the sandbox belongs to its uid and is writable, with the mode it starts with (read by the
+# zygote at start-up, which drops those this sandbox lacks): the two tmpfs and the pseudo-terminals' instance.
+_OWNED = {"/tmp": 0o755, "/dev/shm": 0o755, "/dev/pts": 0o755, "/dev/pts/ptmx": 0o666}
 
 
 def _reset_after_run() -> None:
@@ -1598,13 +1603,19 @@ def _reset_after_run() -> None:
             os.waitpid(-1, 0)  # orphans are this process's children: reap them
         except ChildProcessError:
             pass
-    for path, mode in _WRITABLE.items():
-        # The directories themselves too: their mode and extended attributes (user.*, POSIX ACLs) are
-        # the run's to set, and carried its bytes to the next run.
+    for path, mode in _OWNED.items():
+        # The directories themselves too: their mode, times and extended attributes (user.*, POSIX
+        # ACLs) are the run's to set, and carried its bytes to the next run.
         os.chmod(path, mode)
-        for name in os.listxattr(path):
+        try:
+            names = os.listxattr(path)
+        except OSError:  # devpts has none
+            names = []
+        for name in names:
             os.removexattr(path, name)
-        _wipe(path)
+        if path in ("/tmp", "/dev/shm"):
+            _wipe(path)
+        os.utime(path, (0, 0))
     for kind in ("shm", "sem", "msg"):
         try:
             with open("/proc/sysvipc/" + kind, "rb") as f:
