@@ -366,7 +366,8 @@ except OSError as exc:
 
 
 async def test_ipc_objects_do_not_outlive_a_run(client: httpx.AsyncClient) -> None:
-    """A System V shared-memory segment left behind ends the warm slot; later runs see none."""
+    """No System V shared-memory segment outlives a run (the filter refuses creating one; one left behind
+    would end the warm slot); later runs see none."""
     body = await run(client, "import ctypes\nprint('shmid', ctypes.CDLL(None).shmget(0, 4096, 0o1600))")
     assert "shmid" in out(body)
     workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
@@ -482,3 +483,32 @@ for d in ("/tmp", "/dev/shm", "/dev/pts", "/dev/pts/ptmx"):
         for line in seen.splitlines():
             assert "1234567" not in line and "4102444800" not in line, seen
             assert line.split()[1] in ("0o755", "0o666") and line.endswith("[]"), seen
+
+
+async def test_memory_outside_the_address_space_limit_is_refused(client: httpx.AsyncClient) -> None:
+    """RLIMIT_AS bounds what a process maps, not what it holds in a memfd or a System V IPC object: under
+    a 256 MiB limit one process held 512 MiB in memfds (64 MiB each, one per open file) and 512 MiB in
+    shared-memory segments attached, filled and detached one at a time, without end."""
+    code = r"""
+import ctypes, os
+try:
+    fd = os.memfd_create("m")
+    for _ in range(300):
+        os.write(fd, b"x" * (1 << 20))
+    print("memfd held", os.fstat(fd).st_size >> 20, flush=True)
+except OSError as exc:
+    print("memfd refused", exc.errno, flush=True)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for get, args in ((libc.shmget, (0, 128 << 20, 0o1600)), (libc.semget, (0, 100, 0o1600)),
+                  (libc.msgget, (0, 0o1600))):
+    print(get.__name__, get(*args), ctypes.get_errno(), flush=True)
+"""
+    r = await client.post(
+        "/compat/sandboxfusion/run_code",
+        json={"code": code, "language": "python", "run_timeout": 10, "memory_limit_MB": 256},
+    )
+    text = out(r.json())
+    assert "memfd refused 1" in text, text  # EPERM
+    for name in ("shmget", "semget", "msgget"):
+        assert f"{name} -1 1" in text, text

@@ -1396,9 +1396,20 @@ def _exited(pid: int) -> bool:
 # (audit arch, signal-sending syscalls whose first argument is the target pid, syscalls refused outright)
 _SIGNAL_SYSCALLS = {
     # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64
-    # | pidfd_send_signal, mq_open, add_key, request_key, keyctl | fcntl, ioctl
-    "x86_64": (0xC000003E, (62, 200, 234, 129, 297, 302), (424, 240, 248, 249, 250), (72, 16)),
-    "aarch64": (0xC00000B7, (129, 130, 131, 138, 240, 261), (424, 180, 217, 218, 219), (25, 29)),
+    # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget
+    # | fcntl, ioctl
+    "x86_64": (
+        0xC000003E,
+        (62, 200, 234, 129, 297, 302),
+        (424, 240, 248, 249, 250, 319, 29, 64, 68),
+        (72, 16),
+    ),
+    "aarch64": (
+        0xC00000B7,
+        (129, 130, 131, 138, 240, 261),
+        (424, 180, 217, 218, 219, 279, 194, 190, 186),
+        (25, 29),
+    ),
 }
 # fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX and ioctl FIOSETOWN, SIOCSPGRP: a file's owner gets its SIGIO
 # (or any signal F_SETSIG picks, SIGKILL included), checked only against the uid
@@ -1450,7 +1461,11 @@ def _protect(judge: int) -> None:
     It also refuses ``mq_open`` and the keyring calls (``add_key``, ``request_key``, ``keyctl``): a POSIX
     message queue lives in the IPC namespace and a key in the user keyring in the user namespace, not in
     any process or file, so in a warm slot either carried one run's bytes (its hidden stdin, say) to the
-    next program, and the zygote has no way to list them.
+    next program, and the zygote has no way to list them. And it refuses ``memfd_create`` and System V
+    ``shmget``/``semget``/``msgget``: memory held in a memfd or an IPC object is outside the address
+    space ``RLIMIT_AS`` bounds (a process limited to 256 MiB held 64 MiB per memfd, one per open file,
+    and shared-memory segments attached, filled and detached one at a time without end), so one run
+    could take the host's memory. POSIX shared memory and semaphores (``/dev/shm``) still work.
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:
