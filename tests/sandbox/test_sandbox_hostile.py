@@ -512,3 +512,26 @@ for get, args in ((libc.shmget, (0, 128 << 20, 0o1600)), (libc.semget, (0, 100, 
     assert "memfd refused 1" in text, text  # EPERM
     for name in ("shmget", "semget", "msgget"):
         assert f"{name} -1 1" in text, text
+
+
+async def test_a_run_stays_on_its_own_core(client: httpx.AsyncClient) -> None:
+    """Each slot's runs are pinned to a core of their own, but a program could widen its affinity to
+    every core and there, with a session per busy child (a scheduling group each), starve the program
+    of a concurrent item into wall-clock timeouts: a correct program scored 0.0 (found in review, on 2
+    cores). The untrusted process cannot change an affinity."""
+    pool = client.app.state.runtime.sandbox  # type: ignore[attr-defined]
+    if not pool._cpus:
+        pytest.skip("runs are not pinned on this host")
+    code = """
+import os
+before = sorted(os.sched_getaffinity(0))
+try:
+    os.sched_setaffinity(0, range(os.cpu_count()))
+except OSError as exc:
+    print("refused", exc.errno)
+print(before, sorted(os.sched_getaffinity(0)))
+"""
+    text = out(await run(client, code))
+    assert "refused 1" in text, text
+    before, after = text.strip().splitlines()[-1].split("] [")
+    assert before + "]" == "[" + after and after.count(",") == 0, text

@@ -1396,18 +1396,18 @@ def _exited(pid: int) -> bool:
 # (audit arch, signal-sending syscalls whose first argument is the target pid, syscalls refused outright)
 _SIGNAL_SYSCALLS = {
     # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64
-    # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget
-    # | fcntl, ioctl
+    # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget,
+    #   sched_setaffinity | fcntl, ioctl
     "x86_64": (
         0xC000003E,
         (62, 200, 234, 129, 297, 302),
-        (424, 240, 248, 249, 250, 319, 29, 64, 68),
+        (424, 240, 248, 249, 250, 319, 29, 64, 68, 203),
         (72, 16),
     ),
     "aarch64": (
         0xC00000B7,
         (129, 130, 131, 138, 240, 261),
-        (424, 180, 217, 218, 219, 279, 194, 190, 186),
+        (424, 180, 217, 218, 219, 279, 194, 190, 186, 122),
         (25, 29),
     ),
 }
@@ -1465,7 +1465,9 @@ def _protect(judge: int) -> None:
     ``shmget``/``semget``/``msgget``: memory held in a memfd or an IPC object is outside the address
     space ``RLIMIT_AS`` bounds (a process limited to 256 MiB held 64 MiB per memfd, one per open file,
     and shared-memory segments attached, filled and detached one at a time without end), so one run
-    could take the host's memory. POSIX shared memory and semaphores (``/dev/shm``) still work.
+    could take the host's memory. POSIX shared memory and semaphores (``/dev/shm``) still work. And
+    ``sched_setaffinity``: a run is pinned to its slot's core, and one that spread over every core, a
+    session (a scheduling group) per busy child, starved a concurrent item's program into timeouts.
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:
