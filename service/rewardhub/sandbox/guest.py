@@ -1555,11 +1555,16 @@ def zygote_main(ctrl: int) -> None:
     try:
         _undumpable()
         _prepare_protection()
+        uid = os.getuid()
         for path in list(_OWNED):
             try:
-                _OWNED[path] = os.stat(path).st_mode & 0o7777
+                st = os.stat(path)
             except FileNotFoundError:
+                st = None
+            if st is None or st.st_uid != uid:  # absent, or not the runs' to change
                 del _OWNED[path]
+            else:
+                _OWNED[path] = st.st_mode & 0o7777
         sock.sendall(b"ready")
     except BaseException as exc:
         _fail_start(f"warm sandbox start-up failed: {type(exc).__name__}: {exc}")
@@ -1602,9 +1607,9 @@ def zygote_main(ctrl: int) -> None:
         sock.sendall(b"%d" % returncode)
 
 
-# The sandbox's writable directories, with the mode they start with (read by the zygote at start-up).
 # What of the sandbox belongs to its uid and is writable, with the mode it starts with (read by the
-# zygote at start-up, which drops those this sandbox lacks): the two tmpfs and the pseudo-terminals' instance.
+# zygote at start-up, which drops those this sandbox lacks or does not own): the two tmpfs and the
+# pseudo-terminals' instance.
 _OWNED = {"/tmp": 0o755, "/dev/shm": 0o755, "/dev/pts": 0o755, "/dev/pts/ptmx": 0o666}
 
 
