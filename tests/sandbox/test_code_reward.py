@@ -587,6 +587,20 @@ def test_numeric_mode_compares_integers_exactly() -> None:
     assert outputs_match(b"1000000000", "1000000000.5", "numeric")
 
 
+async def test_numeric_mode_takes_integers_of_any_length(client: httpx.AsyncClient) -> None:
+    """An integer token past Python's 4300-digit conversion limit made the exact integer comparison
+    raise: a program printing 5000 digits turned its item into an error instead of its 0.0, and a
+    correct answer of that length written with a leading zero or sign failed the same way."""
+    big = "1" * 5000
+    assert not outputs_match(big.encode(), "42", "numeric")
+    assert outputs_match(("+0" + big).encode(), big, "numeric")
+    assert not outputs_match(("-" + big).encode(), big, "numeric")
+    assert outputs_match(b"-0 +0 000", "0 0 0", "numeric")
+    ref = {"cases": [{"stdin": "", "stdout": "42"}]}
+    wrong = await _one(client, f"print('{big}')", ref, output_match="numeric")
+    assert wrong["valid"] and wrong["score"] == 0.0, wrong
+
+
 async def test_numeric_cases_through_the_api(client: httpx.AsyncClient) -> None:
     program = "import math\nprint(math.pi)\nprint(1 / 3)\n"
     ref = {"cases": [{"stdin": "", "stdout": "3.14159265\n0.33333333"}]}

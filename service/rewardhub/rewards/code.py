@@ -58,9 +58,10 @@ from rewardhub.sandbox.pool import SandboxPool, refusal, sandbox_version
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
 
 OutputMatch = Literal["whitespace", "lines", "exact", "numeric"]
-# a number token of a program's output (no "_" digit groups, "nan" or "inf": those must match as text)
-_NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_INTEGER_TOKEN = re.compile(r"[-+]?\d+")
+# a number token of a program's output (no "_" digit groups, "nan" or "inf", no non-ASCII digits: those
+# must match as text)
+_NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+_INTEGER_TOKEN = re.compile(r"[-+]?\d+", re.ASCII)
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
 _STDERR_KEEP = 4096  # of each run's stderr, the tail (messages show 300 or _TAIL characters of it)
@@ -271,6 +272,13 @@ def _with_weights(task: CodeTask, reference: dict[str, Any]) -> CodeTask:
     return task
 
 
+def _integer_key(token: str) -> tuple[bool, str]:
+    """An integer token as (negative, digits without leading zeros): ``int()`` refuses more than 4300
+    digits, and the program chooses how many it prints."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return (token[0] == "-" and digits != "0", digits)
+
+
 def _close(got: str, want: str, tol: float) -> bool:
     if got == want:
         return True
@@ -278,7 +286,7 @@ def _close(got: str, want: str, tol: float) -> bool:
         return False
     if _INTEGER_TOKEN.fullmatch(got) and _INTEGER_TOKEN.fullmatch(want):
         # exactly: 1000000008 is a wrong answer to 1000000007 however close in relative terms
-        return int(got) == int(want)
+        return _integer_key(got) == _integer_key(want)
     x, y = float(got), float(want)
     return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
 
