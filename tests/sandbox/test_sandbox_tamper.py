@@ -204,6 +204,22 @@ async def test_a_forged_load_status_cannot_make_the_item_a_sandbox_error(client:
     assert result["valid"] and result["score"] == 0.0, result
 
 
+async def test_a_message_that_is_no_json_cannot_make_the_item_a_sandbox_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """A frame on the solution's channel holding no JSON value (``x``, or nothing) stopped the judge with
+    the scanner's StopIteration, which no handler took for the solution's protocol error: a failing
+    solution became `invalid: sandbox_error` instead of 0.0 (found in review)."""
+    cheats = [
+        f"import os, sys\nos.write(sys.modules['rh_guest']._CHANNEL.wfd, {frame!r})\n"
+        "def double(x):\n    return 0\n"
+        for frame in (b"\0\0\0\1x", b"\0\0\0\0")
+    ]
+    results = await _score(client, [{"response": c, "reference": {"tests": TESTS}} for c in cheats])
+    for result in results:
+        assert result["valid"] and result["score"] == 0.0, result
+
+
 async def test_a_module_name_the_solution_picks_runs_nothing_in_the_judge(client: httpx.AsyncClient) -> None:
     """A module crosses to the judge by name, and the judge imports its own copy. The name is the
     solution's to pick: `unittest.__main__` would run unittest's main() and its sys.exit in the judge,

@@ -357,7 +357,10 @@ def _json_codec() -> tuple[Any, Any]:
 
     def loads(data: bytes) -> Any:
         text = data.decode("ascii")
-        value, end = scan(text, 0)
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:  # the scanner's "no value here" (json.loads turns it into a ValueError)
+            raise ValueError("no JSON value") from None
         if end != len(text):
             raise ValueError("trailing data")
         return value
