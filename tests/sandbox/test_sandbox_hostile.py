@@ -462,12 +462,15 @@ import os
 for f in os.listdir("/tmp"):
     os.unlink("/tmp/" + f)  # the wipe then changes nothing of /tmp's times
 for d in ("/tmp", "/dev/shm", "/dev/pts", "/dev/pts/ptmx"):
-    if d.startswith("/dev/pts"):
-        os.chmod(d, 0o700)
-    else:
-        os.setxattr(d, "user.left", b"left-bytes")
-        os.chmod(d, 0o1777)
-    os.utime(d, (4102444800, 1234567))
+    try:  # /dev/pts is the sandbox's on this host's bubblewrap; where it is not, it cannot be changed
+        if d.startswith("/dev/pts"):
+            os.chmod(d, 0o700)
+        else:
+            os.setxattr(d, "user.left", b"left-bytes")
+            os.chmod(d, 0o1777)
+        os.utime(d, (4102444800, 1234567))
+    except PermissionError:
+        assert d.startswith("/dev/pts")
 print("left")
 """
     assert "left" in out(await run(client, leave))
