@@ -316,6 +316,12 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(
         1024, ge=64, description="Address-space limit of each sandboxed process, MiB."
     )
+    sandbox_max_memory_mb: int = Field(
+        8192,
+        ge=64,
+        description="Upper bound on the address-space limit a request may ask for (`memory_mb`, "
+        "SandboxFusion's `memory_limit_MB`), MiB: a request asking more gets this.",
+    )
     sandbox_max_processes: int = Field(64, ge=4, description="Processes/threads one run may have.")
     sandbox_file_size_mb: int = Field(
         64, ge=1, description="Largest file a sandboxed program may write, MiB."
@@ -349,6 +355,15 @@ class Settings(BaseSettings):
     sql_fixtures_dir: str | None = Field(
         None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
     )
+
+    @model_validator(mode="after")
+    def _check_sandbox_memory(self) -> Settings:
+        if self.sandbox_max_memory_mb < self.sandbox_memory_mb:
+            raise ValueError(
+                f"REWARDHUB_SANDBOX_MAX_MEMORY_MB ({self.sandbox_max_memory_mb}) is below "
+                f"REWARDHUB_SANDBOX_MEMORY_MB ({self.sandbox_memory_mb}), the default it caps"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_stall_timeout(self) -> Settings:

@@ -194,6 +194,21 @@ async def test_assert_style_tests_import_what_stdin_stdout_programs_can(client: 
     assert "ModuleNotFoundError" in missing["details"]["load_error"]
 
 
+async def test_a_request_cannot_raise_the_memory_limit_past_the_server_s_cap(make_app: Any) -> None:
+    """A request's memory_mb (up to 64 GiB) replaced the server's limit outright: a batch asking 64 GiB
+    for each of a run's 64 processes could take the host's memory from every other run. It is capped
+    by REWARDHUB_SANDBOX_MAX_MEMORY_MB, as time limits are by REWARDHUB_SANDBOX_MAX_TIMEOUT_S."""
+    hog = "```python\nb = bytearray(600 << 20)\nprint(len(b) > 0)\n```"
+    case = {"cases": [{"stdin": "", "stdout": "True"}]}
+    async with make_app(sandbox_memory_mb=256, sandbox_max_memory_mb=384) as c:
+        capped = await _one(c, hog, case, memory_mb=4096)
+        assert capped["valid"] and capped["score"] == 0.0, capped["details"]
+        assert "MemoryError" in str(capped["details"]), capped["details"]
+    async with make_app(sandbox_memory_mb=256) as c:  # the default cap, 8 GiB, lets it ask for 4
+        allowed = await _one(c, hog, case, memory_mb=4096)
+        assert allowed["score"] == 1.0, allowed["details"]
+
+
 async def test_a_memory_limit_judges_the_program_not_its_compiler_or_runtime(
     client: httpx.AsyncClient,
 ) -> None:

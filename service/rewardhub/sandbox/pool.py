@@ -94,6 +94,7 @@ class SandboxPool:
         uid_base: int = 1_000_000_000,
         tmp_size_mb: int = 128,
         max_timeout_s: float = 60.0,
+        max_memory_mb: int = 8192,
         pin_cpus: bool = True,
         reuse_runs: int = 1000,
     ):
@@ -106,6 +107,9 @@ class SandboxPool:
         self.uid_base = uid_base
         self.tmp_size_mb = tmp_size_mb
         self.max_timeout_s = max_timeout_s
+        # a request's memory_mb is capped as its time limits are: 64 processes of a run, each allowed
+        # the 64 GiB a config may ask for, could take the host's memory from every other run
+        self.max_memory_mb = max_memory_mb
         self.pin_cpus = pin_cpus
         self.reuse_runs = reuse_runs
         self._warm: dict[int, WarmSandbox] = {}
@@ -145,7 +149,7 @@ class SandboxPool:
         return (
             f"{self.level}|{self._python_path}|mem={lim.memory_mb}|procs={lim.max_processes}"
             f"|fsize={lim.file_size_mb}|files={lim.open_files}|out={lim.output_bytes}"
-            f"|tmp={self.tmp_size_mb}|max_timeout={self.max_timeout_s!r}"
+            f"|tmp={self.tmp_size_mb}|max_timeout={self.max_timeout_s!r}|max_mem={self.max_memory_mb}"
         )
 
     @classmethod
@@ -165,6 +169,7 @@ class SandboxPool:
             uid_base=settings.sandbox_uid_base,
             tmp_size_mb=settings.sandbox_tmp_size_mb,
             max_timeout_s=settings.sandbox_max_timeout_s,
+            max_memory_mb=settings.sandbox_max_memory_mb,
             pin_cpus=settings.sandbox_pin_cpus,
             reuse_runs=settings.sandbox_reuse_runs,
         )
@@ -355,11 +360,16 @@ class SandboxPool:
         }
 
     # --- one run --------------------------------------------------------------------------------
-    def _guest_limits(self, cpu_s: float, memory_mb: int | None) -> dict[str, int]:
+    def _memory_mb(self, asked: int | None) -> int:
+        """A run's address-space limit per process: what the request asked for, or the server's default,
+        never past REWARDHUB_SANDBOX_MAX_MEMORY_MB."""
+        return min(asked or self.limits.memory_mb, self.max_memory_mb)
+
+    def _guest_limits(self, cpu_s: float, memory_mb: int) -> dict[str, int]:
         lim = self.limits
         nproc = self._nproc_shared if self._nproc_shared is not None else lim.max_processes + 4
         return {
-            "as_bytes": (memory_mb or lim.memory_mb) << 20,
+            "as_bytes": memory_mb << 20,
             "nproc": nproc,
             "fsize_bytes": lim.file_size_mb << 20,
             "nofile": lim.open_files,
@@ -503,7 +513,7 @@ class SandboxPool:
             "mode": "pytests",
             "solution": solution,
             "setup": setup or "",
-            "limits": self._guest_limits(total, memory_mb),
+            "limits": self._guest_limits(total, self._memory_mb(memory_mb)),
         }
         private = {
             "nonce": nonce,
@@ -562,7 +572,7 @@ class SandboxPool:
         source = code.encode("utf-8", "surrogatepass") if isinstance(code, str) else code
         # The memory limit is the program's; its compiler and its runtime's own reservations are not
         # (see Language.reserved_address_space_mb): each step gets its own address-space limit.
-        program_mb = memory_mb or self.limits.memory_mb
+        program_mb = self._memory_mb(memory_mb)
         run_argv = list(language.run)
         run_mb = program_mb + language.reserved_address_space_mb
         if language.heap_flag is not None:
