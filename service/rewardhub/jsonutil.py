@@ -4,7 +4,9 @@ orjson is fast and used everywhere on the hot path, but it refuses integers outs
 64-bit range, which JSON itself allows (a reference may hold ``-9223372036854775809``). Every place that
 encodes caller-supplied data goes through :func:`dumps`, which falls back to the standard library for
 such values instead of failing the request (writing ``NaN`` and ``±Infinity``, which callers can send, as
-``null`` just as orjson does). A given value always takes the same path, so hashes of it
+``null`` just as orjson does). A lone surrogate (``"\\ud800"``, which the standard library's parser reads
+from a JSON escape on every route but ``/v1/score``) cannot be UTF-8: such a value is written with
+``\\u`` escapes, as the caller sent it. A given value always takes the same path, so hashes of it
 (cache keys, group fingerprints) stay stable.
 
 What is hashed goes through :func:`canonical` instead: it spells the non-finite floats out, so a
@@ -27,13 +29,28 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
     try:
         return orjson.dumps(value, option=option)
     except TypeError:
+        return _stdlib_dumps(_non_finite_as_null(value), sort_keys=sort_keys, allow_nan=False)
+
+
+def _stdlib_dumps(value: Any, *, sort_keys: bool, allow_nan: bool) -> bytes:
+    out = json.dumps(
+        value,
+        sort_keys=sort_keys,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+        allow_nan=allow_nan,
+    )
+    try:
+        return out.encode()
+    except UnicodeEncodeError:  # a lone surrogate: escape it (and all non-ASCII) instead of failing
         return json.dumps(
-            _non_finite_as_null(value),
+            value,
             sort_keys=sort_keys,
             separators=(",", ":"),
-            ensure_ascii=False,
+            ensure_ascii=True,
             default=str,
-            allow_nan=False,
+            allow_nan=allow_nan,
         ).encode()
 
 
@@ -43,9 +60,7 @@ def canonical(value: Any) -> bytes:
     ``Infinity`` or ``-Infinity``."""
     out = dumps(value, sort_keys=True)
     if b"null" in out and _has_non_finite(value):
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=True
-        ).encode()
+        return _stdlib_dumps(value, sort_keys=True, allow_nan=True)
     return out
 
 
