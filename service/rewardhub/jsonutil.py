@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical", "dumps"]
+__all__ = ["canonical", "dumps", "lone_surrogate_at"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -62,6 +62,35 @@ def canonical(value: Any) -> bytes:
     if b"null" in out and _has_non_finite(value):
         return _stdlib_dumps(value, sort_keys=True, allow_nan=True)
     return out
+
+
+def lone_surrogate_at(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (value or key) in ``value`` holding a lone surrogate, or None.
+    ``/v1/score``'s parser refuses one as invalid JSON; a body parsed by the standard library keeps it."""
+    if isinstance(value, str):
+        return None if value.isascii() or _encodes(value) else path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            where = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str) and not _encodes(k):
+                return path or "(key)"
+            found = lone_surrogate_at(v, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = lone_surrogate_at(v, f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
+def _encodes(s: str) -> bool:
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _has_non_finite(value: Any) -> bool:

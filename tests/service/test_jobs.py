@@ -72,6 +72,17 @@ async def test_job_validation_fails_fast(client: httpx.AsyncClient) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
 
 
+async def test_a_lone_surrogate_in_a_job_is_refused_as_score_refuses_it(client: httpx.AsyncClient) -> None:
+    """The job's body is parsed by the standard library, which reads "\\ud800" as a lone surrogate: the
+    submission failed with a 500 (encoding its canonical form), or the job was accepted and then failed
+    as an internal error when its stored text was parsed; /v1/score answers such a body 422."""
+    body = b'{"reward": "exact_match", "items": [{"response": "a\\ud800", "reference": "a"}]}'
+    r = await client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["type"] == "invalid_request"
+    assert r.json()["error"]["param"] == "items.0.response"
+
+
 async def test_a_job_over_the_item_limit_is_limit_exceeded(make_app: Any) -> None:
     """A job over REWARDHUB_JOB_MAX_ITEMS is a size limit like /v1/score's REWARDHUB_MAX_ITEMS: 422
     ``limit_exceeded`` (the client's ``LimitExceeded``, which a caller catches to split the batch), not

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Request
 
 from rewardhub import jsonutil
-from rewardhub.errors import ErrorResponse, NotConfigured, ServiceUnavailable
+from rewardhub.errors import ErrorResponse, InvalidRequest, NotConfigured, ServiceUnavailable
 from rewardhub.jobs import JobRunner
 from rewardhub.protocol import JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
@@ -68,7 +68,12 @@ async def submit_job(
     # The canonical form of the parsed body: the same request in other whitespace or key order is the same job.
     # (jsonutil.canonical keeps NaN and Infinity: model_dump_json writes them as null, and the job, which
     # is scored from this text, then scored a reference of NaN as one of null.)
-    canonical = jsonutil.canonical(body.model_dump(mode="python"))
+    dumped = body.model_dump(mode="python")
+    # (the standard library's parser keeps a lone surrogate; /v1/score's, which scores the job, refuses it)
+    bad = jsonutil.lone_surrogate_at(dumped)
+    if bad is not None:
+        raise InvalidRequest(f"{bad}: the text is not valid Unicode (a lone surrogate)", param=bad or None)
+    canonical = jsonutil.canonical(dumped)
     job, created = await jobs.submit(canonical, body, caller, idempotency_key)
     return JSONBytesResponse(
         job, status_code=202 if created else 200, headers={"location": f"/v1/jobs/{job['job_id']}"}
