@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 import structlog
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewardhub.config import ConfigError
@@ -184,6 +185,11 @@ class CancelOnDisconnectMiddleware:
     disconnect before the response cancels the handler; the cancellation reaches the batcher, which drops
     the items not yet in a forward pass, and the CPU pool, which stops waiting. Nothing is sent (nobody is
     there to read it), and the request counts as 499 in ``rewardhub_requests_total``.
+
+    A client that hangs up while its body is still arriving is the same case: the handler reading the
+    body hears the disconnect (Starlette raises ``ClientDisconnect``, or FastAPI turns that into a 400
+    "error parsing the body"); it was answered as a 500 with a logged traceback, or as that 400. It is now
+    a 499, and whatever the handler answers is dropped.
     """
 
     def __init__(self, app: ASGIApp, watch_after_s: float = 0.05):
@@ -199,6 +205,8 @@ class CancelOnDisconnectMiddleware:
         assert task is not None
         complete = False  # the response's last body part went out, or the handler is done
         gone = False  # the client left first, and this middleware cancelled the handler
+        hung_up = False  # the handler itself heard the client leave before its response
+        started = False  # the response began (a streamed one listens for a disconnect of its own)
         timer: asyncio.TimerHandle | None = None
         watcher: asyncio.Future[Message] | None = None
 
@@ -217,19 +225,30 @@ class CancelOnDisconnectMiddleware:
                 watcher.add_done_callback(heard)
 
         async def watched_receive() -> Message:
-            nonlocal timer
+            nonlocal timer, hung_up
             if watcher is not None:  # the handler listens too (a streamed response): one reader only
-                return await asyncio.shield(watcher)
-            message = await receive()
+                message = await asyncio.shield(watcher)
+            else:
+                message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False) and timer is None:
                 timer = loop.call_later(self.watch_after_s, watch)
+            elif message["type"] == "http.disconnect" and not complete and not started:
+                hung_up = True
             return message
 
         async def watched_send(message: Message) -> None:
-            nonlocal complete
+            nonlocal complete, started
+            if hung_up:
+                return  # nobody is there to read it
+            if message["type"] == "http.response.start":
+                started = True
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 complete = True
             await send(message)
+
+        def count_gone() -> None:
+            scope.setdefault("state", {})["client_gone"] = True
+            log.info("client_gone", method=scope.get("method"), path=scope.get("path"))
 
         try:
             await self.app(scope, watched_receive, watched_send)
@@ -237,8 +256,14 @@ class CancelOnDisconnectMiddleware:
             if not gone:
                 raise
             task.uncancel()
-            scope.setdefault("state", {})["client_gone"] = True
-            log.info("client_gone", method=scope.get("method"), path=scope.get("path"))
+            count_gone()
+        except ClientDisconnect:
+            if not hung_up:
+                raise
+            count_gone()
+        else:
+            if hung_up:
+                count_gone()
         finally:
             complete = True  # a disconnect heard from now on has nothing left to cancel
             if timer is not None:

@@ -233,6 +233,45 @@ async def test_a_streamed_body_over_the_limit_is_a_413_on_every_route(make_app: 
             assert "REWARDHUB_MAX_REQUEST_BYTES" in resp.json()["error"]["message"]
 
 
+async def test_a_client_that_hangs_up_during_its_upload_counts_as_499(make_app: Any) -> None:
+    """A trainer that gives up while its (large, chunked) body is still on the way: Starlette's
+    ClientDisconnect reached the catch-all handler, a 500 with a logged traceback on /v1/score (the
+    catch-all's "internal_error") and FastAPI's 400 "error parsing the body" on the routes whose body it
+    parses; counted as server or client errors that nobody received. It is a hang-up: 499, no answer."""
+    async with make_app() as c:
+        app = c.app  # type: ignore[attr-defined]
+        for path in ("/v1/score", "/v1/rewards/check", "/v1/jobs"):
+            sent: list[dict[str, Any]] = []
+            parts = [{"type": "http.request", "body": b'{"reward": "exact_match", ', "more_body": True}]
+
+            async def receive(parts: list[dict[str, Any]] = parts) -> dict[str, Any]:
+                return parts.pop(0) if parts else {"type": "http.disconnect"}
+
+            async def send(message: dict[str, Any], sent: list[dict[str, Any]] = sent) -> None:
+                sent.append(message)
+
+            scope = {
+                "type": "http",
+                "asgi": {"version": "3.0"},
+                "http_version": "1.1",
+                "method": "POST",
+                "scheme": "http",
+                "path": path,
+                "raw_path": path.encode(),
+                "query_string": b"",
+                "root_path": "",
+                "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+                "client": ("127.0.0.1", 50000),
+                "server": ("rewardhub.test", 80),
+            }
+            await app(scope, receive, send)  # the hang-up is not an exception of the app's
+            assert [m for m in sent if m["type"] == "http.response.start"] == [], path
+        text = (await c.get("/metrics")).text
+        for path in ("/v1/score", "/v1/rewards/check", "/v1/jobs"):
+            assert f'rewardhub_requests_total{{route="{path}",status="499"}} 1.0' in text, (path, text)
+        assert 'status="500"' not in text and 'status="400"' not in text
+
+
 async def test_catalog_lists_rewards_with_schemas(client: httpx.AsyncClient) -> None:
     rewards = {r["name"]: r for r in (await client.get("/v1/rewards")).json()["rewards"]}
     assert {"math", "exact_match"} <= set(rewards)
