@@ -29,7 +29,19 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
     try:
         return orjson.dumps(value, option=option)
     except TypeError:
-        return _stdlib_dumps(_non_finite_as_null(value), sort_keys=sort_keys, allow_nan=False)
+        try:
+            return _stdlib_dumps(_non_finite_as_null(value), sort_keys=sort_keys, allow_nan=False)
+        except RecursionError:
+            raise _too_deep() from None
+
+
+def _too_deep() -> Exception:
+    """orjson writes at most 254 levels of nesting and the standard library as many as the stack
+    allows; a body the standard library's parser read (every route but ``/v1/score``, whose parser stops
+    at 200 levels) can nest deeper than that. A request error (422), not a crash."""
+    from rewardhub.errors import InvalidRequest  # (errors -> responses -> this module)
+
+    return InvalidRequest("the request nests JSON values too deeply (at most 200 levels)")
 
 
 def _stdlib_dumps(value: Any, *, sort_keys: bool, allow_nan: bool) -> bytes:
@@ -60,28 +72,30 @@ def canonical(value: Any) -> bytes:
     ``Infinity`` or ``-Infinity``."""
     out = dumps(value, sort_keys=True)
     if b"null" in out and _has_non_finite(value):
-        return _stdlib_dumps(value, sort_keys=True, allow_nan=True)
+        try:
+            return _stdlib_dumps(value, sort_keys=True, allow_nan=True)
+        except RecursionError:
+            raise _too_deep() from None
     return out
 
 
-def lone_surrogate_at(value: Any, path: str = "") -> str | None:
-    """The dotted path of the first string (value or key) in ``value`` holding a lone surrogate, or None.
-    ``/v1/score``'s parser refuses one as invalid JSON; a body parsed by the standard library keeps it."""
-    if isinstance(value, str):
-        return None if value.isascii() or _encodes(value) else path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            where = f"{path}.{k}" if path else str(k)
-            if isinstance(k, str) and not _encodes(k):
-                return path or "(key)"
-            found = lone_surrogate_at(v, where)
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            found = lone_surrogate_at(v, f"{path}.{i}" if path else str(i))
-            if found is not None:
-                return found
+def lone_surrogate_at(value: Any) -> str | None:
+    """The dotted path of a string (value or key) in ``value`` holding a lone surrogate, or None.
+    ``/v1/score``'s parser refuses one as invalid JSON; a body parsed by the standard library keeps it.
+    (Iterative: the value may nest deeper than the stack allows recursion.)"""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            if not (v.isascii() or _encodes(v)):
+                return path
+        elif isinstance(v, dict):
+            for k, child in v.items():
+                if isinstance(k, str) and not _encodes(k):
+                    return path or "(key)"
+                stack.append((child, f"{path}.{k}" if path else str(k)))
+        elif isinstance(v, list | tuple):
+            stack.extend((child, f"{path}.{n}" if path else str(n)) for n, child in enumerate(v))
     return None
 
 

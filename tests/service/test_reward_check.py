@@ -193,3 +193,13 @@ async def test_a_lone_surrogate_in_a_spec_is_answered_not_a_500(client: Any) -> 
     r = await client.post("/v1/rewards/check", content=spec, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["type"] == "invalid_request"
+
+
+async def test_a_spec_nested_too_deeply_is_a_422_not_a_500(client: Any) -> None:
+    """The standard library's parser reads a few hundred levels of nesting; orjson writes 254, and the
+    fallback's recursion (hashing the spec) ran out of stack: a RecursionError, a 500."""
+    deep = b"[" * 600 + b"]" * 600
+    body = b'{"reward": {"name": "exact_match", "config": {"x": ' + deep + b"}}}"
+    r = await client.post("/v1/rewards/check", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["type"] == "invalid_request"
