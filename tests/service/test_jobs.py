@@ -83,6 +83,20 @@ async def test_a_lone_surrogate_in_a_job_is_refused_as_score_refuses_it(client: 
     assert r.json()["error"]["param"] == "items.0.response"
 
 
+async def test_a_job_nested_deeper_than_score_reads_is_refused_at_submission(
+    client: httpx.AsyncClient,
+) -> None:
+    """A job is scored from its canonical text by /v1/score's parser, which stops at 200 levels of
+    nesting; the standard library's reads more: a job 300 deep was accepted and then failed as an
+    internal error, one 600 deep failed the submission with a RecursionError (a 500)."""
+    for depth in (300, 600):
+        deep = b"[" * depth + b"]" * depth
+        body = b'{"reward": "exact_match", "items": [{"response": "a", "metadata": {"x": ' + deep + b"}}]}"
+        r = await client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (depth, r.text)
+        assert r.json()["error"]["type"] == "invalid_request"
+
+
 async def test_a_job_over_the_item_limit_is_limit_exceeded(make_app: Any) -> None:
     """A job over REWARDHUB_JOB_MAX_ITEMS is a size limit like /v1/score's REWARDHUB_MAX_ITEMS: 422
     ``limit_exceeded`` (the client's ``LimitExceeded``, which a caller catches to split the batch), not

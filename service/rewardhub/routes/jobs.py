@@ -11,6 +11,7 @@ from rewardhub.errors import ErrorResponse, InvalidRequest, NotConfigured, Servi
 from rewardhub.jobs import JobRunner
 from rewardhub.protocol import JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.score import parse_score_request
 from rewardhub.security import CallerDep
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -74,6 +75,9 @@ async def submit_job(
     if bad is not None:
         raise InvalidRequest(f"{bad}: the text is not valid Unicode (a lone surrogate)", param=bad or None)
     canonical = jsonutil.canonical(dumped)
+    # The job is scored from this text by /v1/score's parser: what that refuses (nesting deeper than it
+    # reads, say) is refused now, not accepted and then failed as an internal error.
+    parse_score_request(canonical)
     job, created = await jobs.submit(canonical, body, caller, idempotency_key)
     return JSONBytesResponse(
         job, status_code=202 if created else 200, headers={"location": f"/v1/jobs/{job['job_id']}"}
