@@ -177,8 +177,15 @@ def _loc_to_param(loc: tuple[Any, ...]) -> str:
 def _most_telling(errors: list[Any]) -> Any:
     """The error to name first: one that is not a bare type mismatch, where there is one. A union field
     (``reward``: a name or a spec) fails once per member, the string member first, so for an object
-    with a misspelt key the first error was "should be a valid string" and the key went unnamed."""
-    return next((e for e in errors if not str(e.get("type", "")).endswith("_type")), errors[0])
+    with a misspelt key the first error was "should be a valid string" and the key went unnamed.
+    Among type mismatches, one inside a member (``reward.RewardSpec.config`` for ``"config": null``)
+    before one saying the value is not a member at all (``reward.str``): the object was a spec."""
+    telling = next((e for e in errors if not str(e.get("type", "")).endswith("_type")), None)
+    if telling is not None:
+        return telling
+    return next(
+        (e for e in errors if any(p in _UNION_MEMBERS for p in tuple(e.get("loc", ()))[:-1])), errors[0]
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

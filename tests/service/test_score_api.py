@@ -406,6 +406,25 @@ async def test_a_bad_key_in_a_reward_spec_is_named_in_the_error(client: httpx.As
     assert r.status_code == 422 and r.json()["error"]["param"] == "reward", r.json()
 
 
+async def test_a_wrong_typed_field_inside_a_reward_spec_is_named(client: httpx.AsyncClient) -> None:
+    """``"config": null`` (a Python caller's ``config=None``) in a spec: both union members fail with a
+    type error, and the string member's came first, so the 422 said "reward: Input should be a valid
+    string", blaming the spec instead of its config. The member the object did match is named now."""
+    item = {"response": "a", "reference": "a"}
+    for body, param in (
+        ({"reward": {"name": "exact_match", "config": None}, "items": [item]}, "reward.config"),
+        (
+            {"reward": "exact_match", "items": [{**item, "reward": {"name": "f1", "config": []}}]},
+            "items.0.reward.config",
+        ),
+    ):
+        r = await client.post("/v1/score", json=body)
+        assert r.status_code == 422
+        err = r.json()["error"]
+        assert err["param"] == param, err
+        assert err["message"].startswith(f"{param}: Input should be an object"), err
+
+
 async def test_case_sensitive_with_squad_normalisation_is_refused(client: httpx.AsyncClient) -> None:
     """``case_sensitive: true`` under the default ``normalize: squad`` (which lower-cases) was ignored
     without a word, so "Paris" matched "paris" for a caller who asked otherwise. Found in review."""
