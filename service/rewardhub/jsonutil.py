@@ -92,7 +92,7 @@ def lone_surrogate_at(value: Any) -> str | None:
         elif isinstance(v, dict):
             for k, child in v.items():
                 if isinstance(k, str) and not _encodes(k):
-                    return path or "(key)"
+                    return path  # (the key itself cannot be written in a message)
                 stack.append((child, f"{path}.{k}" if path else str(k)))
         elif isinstance(v, list | tuple):
             stack.extend((child, f"{path}.{n}" if path else str(n)) for n, child in enumerate(v))

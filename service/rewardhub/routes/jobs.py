@@ -73,7 +73,8 @@ async def submit_job(
     # (the standard library's parser keeps a lone surrogate; /v1/score's, which scores the job, refuses it)
     bad = jsonutil.lone_surrogate_at(dumped)
     if bad is not None:
-        raise InvalidRequest(f"{bad}: the text is not valid Unicode (a lone surrogate)", param=bad or None)
+        where = f"{bad}: " if bad else ""
+        raise InvalidRequest(f"{where}the text is not valid Unicode (a lone surrogate)", param=bad or None)
     canonical = jsonutil.canonical(dumped)
     # The job is scored from this text by /v1/score's parser: what that refuses (nesting deeper than it
     # reads, say) is refused now, not accepted and then failed as an internal error.
