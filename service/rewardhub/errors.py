@@ -235,7 +235,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONBytesResponse:
-        log.exception("unhandled_error", path=request.url.path)
+        # Starlette runs this handler outside every middleware: the request context has been left
+        # (no X-Request-ID added, the id unbound from the log context), so both are done here.
+        rid = request.scope.get("state", {}).get("request_id")
+        log.exception("unhandled_error", path=request.url.path, request_id=rid)
         return JSONBytesResponse(
-            error_payload(500, "internal_error", "internal server error"), status_code=500
+            error_payload(500, "internal_error", "internal server error"),
+            status_code=500,
+            headers={"x-request-id": rid} if rid else None,
         )

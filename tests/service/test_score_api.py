@@ -272,6 +272,31 @@ async def test_a_client_that_hangs_up_during_its_upload_counts_as_499(make_app: 
         assert 'status="500"' not in text and 'status="400"' not in text
 
 
+async def test_an_unexpected_error_is_answered_with_its_request_id(make_app: Any) -> None:
+    """A 500 is answered by the catch-all handler, outside the middleware that adds X-Request-ID and
+    binds the id to the log context: the answer had no request id and its ``unhandled_error`` log line
+    none either, so a caller's report of a 500 could not be matched with its traceback."""
+    from structlog.testing import capture_logs
+
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    async with make_app() as c:
+        app = c.app  # type: ignore[attr-defined]
+        app.add_api_route("/test-only/boom", boom)  # a route with a bug, on the real app
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://rewardhub.test") as raw:
+            with capture_logs() as logs:
+                r = await raw.get("/test-only/boom", headers={"x-request-id": "rid-boom"})
+    assert r.status_code == 500
+    assert r.json() == {
+        "error": {"message": "internal server error", "type": "internal_error", "param": None, "code": 500}
+    }
+    assert r.headers.get("x-request-id") == "rid-boom"
+    (line,) = [e for e in logs if e["event"] == "unhandled_error"]
+    assert line["request_id"] == "rid-boom"
+
+
 async def test_catalog_lists_rewards_with_schemas(client: httpx.AsyncClient) -> None:
     rewards = {r["name"]: r for r in (await client.get("/v1/rewards")).json()["rewards"]}
     assert {"math", "exact_match"} <= set(rewards)
