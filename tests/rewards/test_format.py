@@ -139,6 +139,8 @@ async def test_adversarial_response_is_fast() -> None:
         {"tags": ["<answer>"]},  # brackets are added by the reward
         {"tags": ["a", "a"]},  # repeated tag
         {"preset": "xml"},  # unknown preset
+        {"preset": ["think_answer"]},  # not a name: was a TypeError (unhashable), an HTTP 500
+        {"preset": {"think_answer": True}},
         {"partial": True},  # unknown key
     ],
 )

@@ -73,7 +73,8 @@ class FormatConfig(RewardConfig):
             raise ValueError("give either `preset` or `tags`, not both")
         if "tags" not in data:
             preset = data.get("preset") or "think_answer"
-            if preset in PRESETS:  # an unknown preset is reported by the field's own validation
+            # an unknown preset (or one that is not a name) is reported by the field's own validation
+            if isinstance(preset, str) and preset in PRESETS:
                 data = {**PRESETS[preset], **data, "preset": preset}
         return data
 
