@@ -467,3 +467,23 @@ async def test_case_sensitive_with_squad_normalisation_is_refused(client: httpx.
         },
     )
     assert ok.status_code == 200 and ok.json()["results"][0]["score"] == 0.0
+
+
+async def test_a_request_that_cannot_be_scored_is_not_a_429_under_load(make_app: Any) -> None:
+    """Admission came before validation: with the service busy, a request naming an unknown reward or
+    over the item limit got 429 with Retry-After, which a client retries for ever without learning of
+    its 404 or 422. Found in review."""
+    import asyncio
+
+    from conftest import slow_math_request
+
+    async with make_app(max_inflight_items=2) as c:
+        busy = asyncio.create_task(c.post("/v1/score", json=slow_math_request(2)))
+        await asyncio.sleep(0.3)
+        unknown = await c.post("/v1/score", json={"reward": "no_such_reward", "items": [{"response": "1"}]})
+        valid = await c.post(
+            "/v1/score", json={"reward": "exact_match", "items": [{"response": "1", "reference": "1"}]}
+        )
+        await busy
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "unknown_reward", unknown.text
+    assert valid.status_code == 429  # a request that can be scored still waits its turn

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from rewardhub.deps import get_admission, get_scoring
-from rewardhub.errors import ErrorResponse
+from rewardhub.errors import ErrorResponse, Overloaded
 from rewardhub.protocol import ScoreRequest, ScoreResponse
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.security import get_caller
@@ -71,7 +71,14 @@ async def score(request: Request) -> JSONBytesResponse:
     caller = await get_caller(request)  # 401/403 before the body is looked at, as with a dependency
     body = parse_score_request(await request.body())
     admission = await get_admission(request)
-    async with admission.admit(caller, len(body.items)):
-        out = await scoring.score(body, tenant=caller.key_id)
+    try:
+        async with admission.admit(caller, len(body.items)):
+            out = await scoring.score(body, tenant=caller.key_id)
+    except Overloaded:
+        # A request that could never be scored (an unknown reward, a bad config, too many items) is
+        # answered as such under load too: a client retries a 429 after Retry-After, again and again,
+        # and never learns of the 404 or 422. Checked here, off the hot path: only a refused request.
+        scoring.validate(body)
+        raise
     out["request_id"] = request.state.request_id
     return JSONBytesResponse(out)
