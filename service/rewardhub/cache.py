@@ -219,9 +219,14 @@ class RedisCache:
         await self._redis.aclose()
 
     async def ping(self) -> bool:
+        """Whether Redis answers now. A failed ping of a cache thought up marks it down (and starts the
+        reconnect loop): ``up`` otherwise changed only with a cache operation, so an idle service's
+        ``/ready`` said the cache was up long after its Redis had gone."""
         try:
             return bool(await self._redis.ping())
         except (TimeoutError, RedisError, OSError):
+            if self._up:
+                self._mark_down("ping")
             return False
 
     def _refused(self, op: str) -> None:

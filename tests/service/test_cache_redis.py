@@ -89,6 +89,21 @@ async def test_redis_stopped_mid_run_then_back(make_app: Any, redis_server: Any)
         assert [r["cached"] for r in await score(c, items("back-"))] == [True, True, True]
 
 
+async def test_ready_sees_a_redis_gone_while_the_service_was_idle(make_app: Any, redis_server: Any) -> None:
+    """/ready reported the cache's state from its last operation: an idle service said "up" long after
+    Redis had gone (and its metric too). /ready now asks Redis when it thinks it up."""
+    async with make_app(redis_url=redis_server.url, redis_retry_interval_s=60) as c:
+        assert (await c.get("/ready")).json()["checks"]["cache"]["up"] is True
+        redis_server.stop()
+        try:
+            ready = await c.get("/ready")
+            assert ready.status_code == 200  # a down cache degrades caching, not readiness
+            assert ready.json()["checks"]["cache"]["up"] is False, ready.text
+            assert (await c.get("/health")).json()["cache_up"] is False
+        finally:
+            redis_server.start()
+
+
 async def test_redis_down_at_start_is_not_fatal(make_app: Any) -> None:
     async with make_app(redis_url="redis://127.0.0.1:1/0", redis_retry_interval_s=5) as c:
         results = await score(c, items("never-"))

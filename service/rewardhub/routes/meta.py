@@ -111,7 +111,9 @@ async def ready(request: Request) -> JSONBytesResponse:
     }
     cache = state.cache
     # A down Redis degrades caching but does not stop scoring: report it, don't fail readiness.
-    checks["cache"] = {"ok": True, "backend": cache.backend, "up": cache.up}
+    # (asked now when it is thought up: an idle service sees no failed operation to tell it otherwise)
+    up = cache.up and await cache.ping()
+    checks["cache"] = {"ok": True, "backend": cache.backend, "up": up}
     # No isolation disables code rewards only (their items come back `sandbox_error`): report, don't fail.
     sandbox = getattr(state.runtime, "sandbox", None)
     if sandbox is not None:
