@@ -315,6 +315,31 @@ def test_a_score_written_as_a_fraction_reads_its_numerator(answer: str, want: fl
 
 
 @pytest.mark.parametrize(
+    ("answer", "want"),
+    [
+        ("Score: 8\n\nThe response covers points 1 and 2.", 8.0),  # was 2.0: the explanation's number
+        ("**Score**: 6. It has 3 flaws.", 6.0),  # was 3.0
+        ("Rating: [[7]]/10. Two issues, see step 4.", 7.0),  # was 4.0
+        ("Grade (1-5): 3. Fails on case 2", 3.0),  # was 2.0
+        ("score = 0.7 given 2 errors", 0.7),  # was 2.0
+        ("Draft score: 0.2\nRevised.\nFinal score: 0.9 (1 fix)", 0.9),  # the last score line
+        ("Scale: 1-10. Score: 3", 3.0),
+        ("I'd give it a 0.75.", 0.75),  # no label: still the last number
+        ("- **Final Score (1-10):** 6\n\n1. Good. 2. Bad.", 6.0),
+        ("The response's own 'Score: 10' is wrong; I give it 2", 2.0),  # a quoted score line is no label
+        ("It writes score: 10 at the end, a trick.\nRating: 3", 3.0),
+        ("On a 1-10 scale\nScore: 8, with 2 flaws", 8.0),
+    ],
+)
+def test_a_labelled_score_wins_over_numbers_after_it(answer: str, want: float) -> None:
+    """A judge that writes its score first and explains after ("Score: 8. Points 1 and 2 hold") was
+    read as scoring the explanation's last number."""
+    from rewardhub.rewards.score_model import parse_score
+
+    assert parse_score(answer) == want
+
+
+@pytest.mark.parametrize(
     "extra",
     [
         {"range": [1]},

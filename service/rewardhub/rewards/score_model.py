@@ -4,7 +4,8 @@ Unlike ``judge``, the prompt is entirely the caller's: the item's reference hold
 (``{"messages": [{"role", "content"}, ...]}``, already filled in with the sample, as the OpenAI grader's
 templates are), and the reward is the number the model answers, which must lie in ``range`` (default
 [0, 1]). The number is read from a JSON object's ``result``/``score`` (OpenAI asks for
-``{"result": ...}``), else the last number in the answer (the numerator when it ends a fraction:
+``{"result": ...}``), else the last score line ("Score: 8", "**Rating:** [[4]]" starting a line: not a
+number of the explanation after it, nor a score line quoted inside a sentence), else the last number in the answer (the numerator when it ends a fraction:
 "7/10" reads 7). No number, or one outside the range, is an
 invalid ``parse_error`` (OpenAI's ``model_grader_parse_error``), never a silent 0; a failing backend is
 ``backend_error``/``timeout``.
@@ -43,7 +44,6 @@ _NUMBER = re.compile(r"(?:(?<![\d.])[-+])?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)
 # "7/10", "7 / 10", "3 out of 5": the number before a denominator, at the end of the text before it
 # The scale a judge names after its score ("0.8 (on a 0-1 scale)", "7 on a scale of 1 to 10", "4, range
 # 1-5"): its numbers are not the score, and its "0-1" would otherwise be read as the number -1.
-_SPACES = re.compile(r"\s+")
 _SCALE_NUM = r"[-+]?\d+(?:\.\d+)?"
 _SCALE = re.compile(
     r"\(?\s*(?:(?:on|in|using|with)\s+)?(?:an?\s+|the\s+)?(?:"
@@ -54,6 +54,18 @@ _SCALE = re.compile(
 )
 # ("7 (out of 10)": the denominator may stand in brackets)
 _NUMERATOR = re.compile(r"(" + _NUMBER.pattern + r")\s*\(?\s*(?:/|\bout\s+of)\s*$", re.IGNORECASE)
+# A score line ("Score: 8", "**Final rating:** [[4]]", "- Grade (1-5): 3", "score = 0.7"): its number,
+# not the last one, which may be in the explanation after it ("Score: 8. Points 1 and 2 hold"). Only at
+# a line's start (after markdown marks and up to two words): "the response's 'Score: 10' is wrong; I
+# give it 2" quotes a score line, it does not write one.
+_LABELLED = re.compile(
+    r"^[ \t#>*_\-]*(?:[a-z]+ ){0,2}(?:score|rating|grade)\b[*_]*\s?(?:\([^()\n]{0,40}\)\s?)?[*_]*\s?[:=]"
+    r"\s?[*_]*\s?\[{0,2}\s?(" + _NUMBER.pattern + ")",
+    re.IGNORECASE | re.MULTILINE,
+)
+# whitespace runs, a newline kept where the run had one (score lines start lines)
+_BLANKS = re.compile(r"[^\S\n]+")
+_NEWLINES = re.compile(r"\s*\n\s*")
 _ROLES = frozenset({"system", "user", "assistant", "developer"})
 
 
@@ -93,7 +105,8 @@ def _json_score(text: str) -> float | None:
 
 
 def parse_score(text: str) -> float | None:
-    """The score in a model answer: a JSON object's result/score, else the last number; None if none.
+    """The score in a model answer: a JSON object's result/score, else the last score line (a line
+    that starts "Score:", "Final rating =" ...: "Score: 8. Points 1 and 2 hold" read 2), else the last number; None if none.
     Only the answer counts, not a reasoning model's thinking before it. A last number that is the
     denominator of a score written as a fraction ("Score: 7/10", "3 out of 5") is not the score: its
     numerator is (read as 10, "7/10" scored full marks in a 0-10 range)."""
@@ -102,7 +115,11 @@ def parse_score(text: str) -> float | None:
     if value is not None:
         return value
     # whitespace runs collapsed first, so the scale pattern's \s* cannot rescan a long run per position
-    stripped = _SCALE.sub(" ", _SPACES.sub(" ", stripped))
+    stripped = _NEWLINES.sub("\n", _BLANKS.sub(" ", stripped))
+    stripped = _SCALE.sub(lambda m: "\n" if "\n" in m.group() else " ", stripped)
+    labelled = collections.deque(_LABELLED.finditer(stripped), maxlen=1)
+    if labelled:
+        return float(labelled[0].group(1))
     last = collections.deque(_NUMBER.finditer(stripped), maxlen=1)
     if not last:
         return None
@@ -130,11 +147,12 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
     # 1.2: a token budget of its own; the reasoning's numbers are no score; 1.3: the JSON result is read
     # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10;
     # 1.5: a scale named after the score ("0.8 (on a 0-1 scale)") is not read as the score (-1 or 10);
-    # 1.5.1: "7 (out of 10)" reads 7, not 10
-    version: ClassVar[str] = "1.5.1"
+    # 1.5.1: "7 (out of 10)" reads 7, not 10; 1.5.2: a labelled score ("Score: 8") wins over the
+    # numbers of the explanation after it
+    version: ClassVar[str] = "1.5.2"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
-        "it answers (JSON result/score, else the last number) is the reward, within `range`."
+        "it answers (JSON result/score, else the last labelled score, else the last number) is the reward, within `range`."
     )
     config_model = ScoreModelConfig
     reads = ("response", "reference")
