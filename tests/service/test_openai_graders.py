@@ -340,6 +340,18 @@ def test_a_labelled_score_wins_over_numbers_after_it(answer: str, want: float) -
 
 
 @pytest.mark.parametrize(
+    "answer",
+    ["Score: 0,8", "I rate it 0,8", "Score: 7,5/10", "7,5 out of 10", "Score: 1,000"],
+)
+def test_a_number_with_a_decimal_comma_is_no_score(answer: str) -> None:
+    """A decimal comma split the number: "0,8" read 8 (or 0 after its label), "7,5/10" read 5; which
+    number was meant is unknown, so it is a parse error, not a wrong score."""
+    from rewardhub.rewards.score_model import parse_score
+
+    assert parse_score(answer) is None
+
+
+@pytest.mark.parametrize(
     "extra",
     [
         {"range": [1]},

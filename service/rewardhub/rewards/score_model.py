@@ -109,7 +109,8 @@ def parse_score(text: str) -> float | None:
     that starts "Score:", "Final rating =" ...: "Score: 8. Points 1 and 2 hold" read 2), else the last number; None if none.
     Only the answer counts, not a reasoning model's thinking before it. A last number that is the
     denominator of a score written as a fraction ("Score: 7/10", "3 out of 5") is not the score: its
-    numerator is (read as 10, "7/10" scored full marks in a 0-10 range)."""
+    numerator is (read as 10, "7/10" scored full marks in a 0-10 range). A number a comma joins to
+    digits ("0,8") is no score: None."""
     stripped = answer_text(text).strip()
     value = _json_score(stripped)
     if value is not None:
@@ -119,14 +120,29 @@ def parse_score(text: str) -> float | None:
     stripped = _SCALE.sub(lambda m: "\n" if "\n" in m.group() else " ", stripped)
     labelled = collections.deque(_LABELLED.finditer(stripped), maxlen=1)
     if labelled:
-        return float(labelled[0].group(1))
+        return _unless_comma_joined(stripped, labelled[0], 1)
     last = collections.deque(_NUMBER.finditer(stripped), maxlen=1)
     if not last:
         return None
     # only the text just before it: a long run of digits would otherwise be tried from every position
     end = last[0].start()
     fraction = _NUMERATOR.search(stripped, max(0, end - 64), end)
-    return float(fraction.group(1) if fraction else last[0].group())
+    return (
+        _unless_comma_joined(stripped, fraction, 1)
+        if fraction
+        else _unless_comma_joined(stripped, last[0], 0)
+    )
+
+
+def _unless_comma_joined(text: str, m: re.Match[str], group: int) -> float | None:
+    """The number of ``m``'s ``group``, or None where a comma joins it to digits: "0,8" (a decimal
+    comma) read 8 or 0, "7,5/10" read 5, "1,000" read 0; which number was meant is not known."""
+    a, b = m.span(group)
+    if (a >= 2 and text[a - 1] == "," and text[a - 2].isdigit()) or (
+        text[b : b + 1] == "," and text[b + 1 : b + 2].isdigit()
+    ):
+        return None
+    return float(m.group(group))
 
 
 def _messages(reference: Any) -> tuple[Message, ...] | None:
@@ -148,7 +164,7 @@ class ScoreModelReward(ModelReward[ScoreModelConfig]):
     # when text with a brace follows it (it fell back to the last number); 1.4: "7/10" reads 7, not 10;
     # 1.5: a scale named after the score ("0.8 (on a 0-1 scale)") is not read as the score (-1 or 10);
     # 1.5.1: "7 (out of 10)" reads 7, not 10; 1.5.2: a labelled score ("Score: 8") wins over the
-    # numbers of the explanation after it
+    # numbers of the explanation after it; a number with a decimal comma ("0,8") is a parse error
     version: ClassVar[str] = "1.5.2"
     description: ClassVar[str] = (
         "OpenAI score_model grader: the reference's chat messages go to a named model backend; the number "
