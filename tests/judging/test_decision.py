@@ -258,6 +258,9 @@ def test_a_label_split_into_several_tokens_counts_at_its_first_token() -> None:
         ("Score: 2 out of 3", None),
         ("Score: 4/5", 0.75),
         ("Score: 4 out of 5.", 0.75),
+        ("Score: 4 (out of 10)", None),  # was 0.75: the denominator in brackets went unseen
+        ("Score: 4 (/10)", None),
+        ("Score: 4 (out of 5)", 0.75),
         ("Score: 5/5", 1.0),
         ("Score: 4", 0.75),
     ],

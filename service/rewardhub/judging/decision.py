@@ -48,7 +48,8 @@ from rewardhub.rewards.text import answer_span
 __all__ = ["Decision", "DecisionError", "MatchLike", "Scale", "last_of", "read_decision"]
 
 # "Score: 4/10", "Score: 4 out of 10": the maximum the judge scored against, right after its label
-_OUT_OF = re.compile(r"[ \t*\])\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d+)?)", re.IGNORECASE)
+# ("4 (out of 10)": the denominator may stand in brackets)
+_OUT_OF = re.compile(r"[ \t*\])(\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
 # one character for one: positions in the joined token text stay positions in the token list
 _BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})

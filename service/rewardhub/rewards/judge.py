@@ -422,7 +422,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # labels are read after </think> when any are there (drafts in the thinking no longer count)
     # a boxed yes/no answering a yes/no question, or correct/incorrect a question whether something is
     # correct, is the answer, not a forged verdict or step label
-    version: ClassVar[str] = "1.8.1"
+    # 1.8.2: a score out of another maximum in brackets ("Score: 4 (out of 10)" on 1-5) is a parse_error
+    version: ClassVar[str] = "1.8.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
