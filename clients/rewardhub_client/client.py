@@ -23,7 +23,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -438,13 +438,52 @@ class AsyncRewardClient(_Base):
         if max_concurrency < 1:  # a semaphore of 0 would hold every chunk for ever
             raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
         self.max_concurrency = max_concurrency
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            timeout=self.timeout,
-            headers=_headers(api_key, headers),
-            transport=transport,
-            limits=httpx.Limits(max_connections=max(32, max_concurrency), max_keepalive_connections=16),
-        )
+
+        def new_pool() -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=self.timeout,
+                headers=_headers(api_key, headers),
+                transport=transport,
+                limits=httpx.Limits(max_connections=max(32, max_concurrency), max_keepalive_connections=16),
+            )
+
+        self._new_pool = new_pool
+        # An httpx pool belongs to the event loop its connections were opened on: a client readied under
+        # asyncio.run and then used on another loop (the next asyncio.run, TRL's daemon loop) reused a
+        # connection of the closed loop, RuntimeError("Event loop is closed") on every call. So a pool per
+        # loop, closed as its loop ends (see _closed_with_loop).
+        self._unclaimed: httpx.AsyncClient | None = new_pool()
+        self._pools: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
+        self._closed = False
+
+    async def _closed_with_loop(
+        self, loop: asyncio.AbstractEventLoop, pool: httpx.AsyncClient
+    ) -> AsyncIterator[None]:
+        # Suspended at its yield for the loop's life: a loop that ends with shutdown_asyncgens() (as
+        # asyncio.run's does) closes it, and with it the loop's pool, while the loop can still run that.
+        try:
+            yield
+        finally:
+            if self._pools.get(loop, (None,))[0] is pool:
+                del self._pools[loop]
+            await pool.aclose()
+
+    async def _pool(self) -> httpx.AsyncClient:
+        """The running loop's connection pool."""
+        if self._closed:
+            raise RuntimeError("the AsyncRewardClient is closed")
+        loop = asyncio.get_running_loop()
+        held = self._pools.get(loop)
+        if held is not None:
+            return held[0]
+        for old in [other for other in self._pools if other.is_closed()]:
+            del self._pools[old]  # a loop closed without shutdown_asyncgens: nothing can close its pool now
+        pool, self._unclaimed = self._unclaimed or self._new_pool(), None
+        closer = self._closed_with_loop(loop, pool)
+        self._pools[loop] = (pool, closer)  # before the await: another task of the loop takes this one
+        await anext(closer)  # first iterated here: the loop now tracks it
+        return pool
 
     async def _request(
         self, method: str, path: str, *, resend_late: bool = True, **kwargs: Any
@@ -452,7 +491,7 @@ class AsyncRewardClient(_Base):
         attempt = 0
         while True:
             try:
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await (await self._pool()).request(method, path, **kwargs)
                 if resp.status_code >= 400:
                     raise error_from_response(resp)
                 return resp
@@ -471,7 +510,14 @@ class AsyncRewardClient(_Base):
             attempt += 1
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        """Close the connections of the running loop (those of another loop close as that loop ends)."""
+        self._closed = True
+        unclaimed, self._unclaimed = self._unclaimed, None
+        if unclaimed is not None:
+            await unclaimed.aclose()
+        held = self._pools.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held[0].aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -566,7 +612,8 @@ class AsyncRewardClient(_Base):
     async def ready(self, timeout_s: float | None = None) -> bool:
         """As :meth:`RewardClient.ready`."""
         try:
-            return (await self._http.get("/ready", timeout=self._probe_timeout(timeout_s))).status_code == 200
+            pool = await self._pool()
+            return (await pool.get("/ready", timeout=self._probe_timeout(timeout_s))).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -97,6 +97,32 @@ def test_sync_and_async_against_a_live_server(live_server_factory: Any) -> None:
         asyncio.run(run())
 
 
+@pytest.mark.integration
+def test_an_async_client_serves_each_event_loop_it_is_used_on(live_server_factory: Any) -> None:
+    # An httpx pool belongs to the loop its connections were opened on: a client readied with
+    # asyncio.run(...) and then used on another loop (the next asyncio.run, TRL's daemon loop) reused a
+    # connection of the closed loop and raised RuntimeError("Event loop is closed") on every call.
+    import asyncio
+    import threading
+
+    with live_server_factory() as server:
+        ac = AsyncRewardClient(server.url)
+        asyncio.run(ac.wait_until_ready(timeout_s=30))
+        assert asyncio.run(ac.score(math_items(3), "math")).scores == expected(3)
+        assert asyncio.run(ac.score(math_items(3), "math")).scores == expected(3)
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        try:
+            scored = asyncio.run_coroutine_threadsafe(ac.score(math_items(3), "math"), loop).result(30)
+            assert scored.scores == expected(3)
+            asyncio.run_coroutine_threadsafe(ac.aclose(), loop).result(30)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+
+
 async def test_default_ids_are_batch_indices_when_chunked(client: httpx.AsyncClient) -> None:
     # Chunking is invisible: an item without an id gets its index in the batch, not in its chunk.
     transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
