@@ -46,11 +46,16 @@ class RetryPolicy:
     goes on scoring the first it only queues more work (a score call's read timeout already outlasts the
     deadline it asks for). Scoring is a pure function of the request and job submission carries an
     Idempotency-Key, so a retry can never double-count.
+
+    A ``Retry-After`` past ``max_retry_after_s`` (a gateway's hourly quota, an HTTP-date far off) is not
+    slept through: the error is raised at once, its ``retry_after_s`` saying when, instead of a training
+    step blocking for that long (and up to ``max_retries`` times over) without a word.
     """
 
     max_retries: int = 5
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
+    max_retry_after_s: float = 120.0
     retry_statuses: frozenset[int] = frozenset({429, 502, 503, 504})
 
     def delay(self, attempt: int, retry_after_s: float | None = None) -> float:

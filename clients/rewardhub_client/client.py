@@ -177,6 +177,8 @@ class _Base:
         if isinstance(exc, APIError):
             if exc.status_code not in self.retry.retry_statuses:
                 return None
+            if exc.retry_after_s is not None and exc.retry_after_s > self.retry.max_retry_after_s:
+                return None  # not worth blocking the caller for: it decides (see RetryPolicy)
             return self.retry.delay(attempt, exc.retry_after_s)
         if isinstance(exc, TransportError):
             return self.retry.delay(attempt)
@@ -237,7 +239,8 @@ class RewardClient(_Base):
         base_url: the service, e.g. ``http://localhost:8000``.
         api_key: sent as ``Authorization: Bearer`` when the service requires keys.
         timeout: seconds per HTTP call (default 120 s, 5 s to connect).
-        retry: retry policy (default: 5 retries, exponential backoff from 0.5 s, on top of any Retry-After).
+        retry: retry policy (default: 5 retries, exponential backoff from 0.5 s, on top of any Retry-After;
+            a Retry-After over 120 s is raised, not waited for).
         chunk_size: items per request for large batches (groups are never split).
         transport: an httpx transport (tests pass ``httpx.MockTransport``).
     """

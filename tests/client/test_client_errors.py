@@ -178,6 +178,34 @@ def test_retry_after_as_an_http_date() -> None:
     assert refused({"Retry-After": "inf"}).retry_after_s is None  # would sleep forever
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_retry_after_past_the_cap_is_raised_not_slept_through(asynchronous: bool) -> None:
+    # A gateway's quota answered 429 with Retry-After: 86400 (or an HTTP-date a day off): the client slept
+    # a day before its retry, max_retries times over, the training step blocked without a word.
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(429, "overloaded", {"Retry-After": "86400"})
+
+    retry = RetryPolicy(max_retries=3, backoff_s=0.001, max_backoff_s=0.01, max_retry_after_s=60.0)
+    with pytest.raises(Overloaded) as info:
+        if asynchronous:
+
+            async def run() -> None:
+                transport = httpx.MockTransport(handler)
+                async with AsyncRewardClient("http://svc", transport=transport, retry=retry) as c:
+                    await c.score([{"response": "x"}], "math")
+
+            asyncio.run(run())
+        else:
+            with client_for(handler, retry) as c:
+                c.score([{"response": "x"}], "math")
+    assert info.value.retry_after_s == 86400.0 and len(calls) == 1
+    assert RetryPolicy().max_retry_after_s <= 300  # the default does not sleep for hours either
+
+
 async def test_async_client_maps_and_retries() -> None:
     calls = []
 
