@@ -221,6 +221,13 @@ def error_from_response(response: httpx.Response) -> APIError:
             message = str(err.get("message", message))
             etype = err.get("type")
             param = err.get("param")
+        else:
+            # not the service's envelope (a gateway's, an auth proxy's): what it says, not the bare reason
+            said = next(
+                (body[k] for k in ("error", "detail", "message") if isinstance(body, dict) and body.get(k)),
+                None,
+            )
+            message = said if isinstance(said, str) else response.text.strip()[:500] or message
     except ValueError:
         text = response.text.strip()
         if text:

@@ -99,6 +99,23 @@ def test_non_json_error_body() -> None:
             c.health()
 
 
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        ({"detail": "Invalid API key"}, "Invalid API key"),  # FastAPI's own shape, an auth proxy's
+        ({"error": "rate limit: 100 requests per minute"}, "rate limit: 100 requests per minute"),
+        ({"message": "model is loading"}, "model is loading"),
+        ({"errors": [{"code": 7}]}, '"code":7'),
+    ],
+)
+def test_a_json_error_body_outside_the_envelope_keeps_its_message(body: Any, said: str) -> None:
+    # A JSON error body not in the service's envelope (a gateway's, an auth proxy's) lost what it said:
+    # "401 error: Unauthorized", where a text body's words were kept.
+    with client_for(lambda r: httpx.Response(401, json=body)) as c, pytest.raises(Unauthorized) as info:
+        c.health()
+    assert said in info.value.message and said in str(info.value)
+
+
 def test_429_is_retried_honouring_retry_after() -> None:
     calls: list[float] = []
 
