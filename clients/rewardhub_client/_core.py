@@ -8,11 +8,12 @@ service rejects a group split across requests.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardhub_client.errors import ProtocolError
+from rewardhub_client.errors import APIError, ProtocolError
 from rewardhub_client.types import (
     ItemResult,
     RewardSpec,
@@ -28,6 +29,7 @@ __all__ = [
     "as_spec",
     "chunk_indices",
     "chunk_items",
+    "in_batch",
     "merge_responses",
     "split_chunk",
 ]
@@ -137,6 +139,28 @@ def chunk_items(items: Sequence[ScoreItem], indices: Sequence[int]) -> list[Scor
     return [
         items[i] if items[i].id is not None else items[i].model_copy(update={"id": str(i)}) for i in indices
     ]
+
+
+_ITEM_PARAM = re.compile(r"items\.(\d+)(?![\d])")
+
+
+def in_batch(exc: APIError, indices: Sequence[int]) -> APIError:
+    """An error about an item of one chunk (``param`` ``items.2.response``), naming the item by its place
+    in the caller's batch: the service numbers the items of its request, and in a chunked batch its
+    ``items.2`` is the batch's item ``indices[2]``. The exception is changed in place and returned."""
+    match = _ITEM_PARAM.match(exc.param or "")
+    if (
+        match is None
+        or not int(match.group(1)) < len(indices)
+        or indices[int(match.group(1))] == int(match.group(1))
+    ):
+        return exc
+    j = int(match.group(1))
+    place = re.compile(rf"(?<![\w.])items\.{j}(?![\d])")
+    exc.param = place.sub(f"items.{indices[j]}", exc.param or "", count=1)
+    exc.message = place.sub(f"items.{indices[j]}", exc.message)
+    exc.args = (f"{exc.status_code} {exc.error_type or 'error'}: {exc.message}",)
+    return exc
 
 
 def build_request(items: Sequence[ScoreItem], spec: str | RewardSpec | None, options: ScoreOptions) -> bytes:

@@ -38,6 +38,7 @@ from rewardhub_client._core import (
     build_request,
     chunk_indices,
     chunk_items,
+    in_batch,
     merge_responses,
     split_chunk,
 )
@@ -98,7 +99,7 @@ def _chunk_too_big(exc: APIError) -> bool:
     """Whether the service refused a chunk for its size, so that its halves may pass: over the byte limit
     (413), or over the item limit (``limit_exceeded`` on ``items``, ``REWARDHUB_MAX_ITEMS``; one on an
     item's own field is that item's, and no split helps)."""
-    return isinstance(exc, PayloadTooLarge) or exc.param == "items"
+    return isinstance(exc, PayloadTooLarge) or (isinstance(exc, LimitExceeded) and exc.param == "items")
 
 
 def _answer(resp: httpx.Response, parse: Callable[[bytes], T]) -> T:
@@ -328,9 +329,10 @@ class RewardClient(_Base):
                 resp = self._request(
                     "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
                 )
-            except (PayloadTooLarge, LimitExceeded) as exc:
+            except APIError as exc:
                 smaller = split_chunk(its, idx) if _chunk_too_big(exc) else None
                 if smaller is None:
+                    in_batch(exc, idx)
                     raise
                 for part in smaller:
                     send(part, split=isinstance(exc, LimitExceeded))
@@ -557,9 +559,10 @@ class AsyncRewardClient(_Base):
                     resp = await self._request(
                         "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
                     )
-                except (PayloadTooLarge, LimitExceeded) as exc:
+                except APIError as exc:
                     smaller = split_chunk(its, idx) if _chunk_too_big(exc) else None
                     if smaller is None:
+                        in_batch(exc, idx)
                         raise
                     by_count = isinstance(exc, LimitExceeded)
                 else:

@@ -565,3 +565,21 @@ def test_a_200_that_is_not_the_answer_is_a_protocol_error() -> None:
                 await ac.rewards()
 
     asyncio.run(run())
+
+
+def test_sync_client_names_a_refused_item_by_its_place_in_the_batch() -> None:
+    # The service numbers the items of its request; the second chunk's items.1 is the batch's item 3.
+    def handler(request: httpx.Request) -> httpx.Response:
+        ids = [it["id"] for it in json.loads(request.content)["items"]]
+        if "3" in ids:
+            body = {"error": {"message": "items.1.reference: not a JSON object", "type": "invalid_request"}}
+            body["error"]["param"] = "items.1.reference"
+            return httpx.Response(422, json=body)
+        results = [{**OK_BODY["results"][0], "id": i} for i in ids]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    with RewardClient("http://svc", transport=httpx.MockTransport(handler), chunk_size=2) as c:
+        with pytest.raises(InvalidRequest) as info:
+            c.score([{"response": "x"}] * 4, "math")
+    assert info.value.param == "items.3.reference"
+    assert str(info.value) == "422 invalid_request: items.3.reference: not a JSON object"

@@ -211,3 +211,28 @@ async def test_a_chunk_over_the_item_limit_is_split(
             # one group over the limit cannot be split: the 422 is the answer
             with pytest.raises(LimitExceeded):
                 await c.score(math_items(20, groups=1), "math")
+
+
+async def test_an_error_about_an_item_of_a_chunk_names_it_by_its_place_in_the_batch(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    # The service numbers items within its request: in a batch sent in chunks of 4, item 6's over-long
+    # response was reported as "items.2.response", the param and message naming another item (item 2,
+    # fine) of the caller's batch.
+    async with make_app(max_field_bytes=1000) as app:
+        transport = httpx.ASGITransport(app=app.app)  # type: ignore[attr-defined]
+        items = math_items(10)
+        items[6]["response"] = "x" * 2000
+        async with AsyncRewardClient("http://rewardhub.test", transport=transport, chunk_size=4) as c:
+            with pytest.raises(LimitExceeded) as info:
+                await c.score(items, "math")
+            assert info.value.param == "items.6.response"
+            assert "items.6.response" in info.value.message and "items.2" not in str(info.value)
+            items[6]["response"] = "\\boxed{6}"
+            items[9]["reward"] = {"name": "exact_match", "configs": {}}  # a misspelt per-item spec
+            with pytest.raises(InvalidRequest) as bad:
+                await c.score(items, "math")
+            assert bad.value.param is not None and bad.value.param.startswith("items.9.reward")
+            with pytest.raises(LimitExceeded) as alone:  # one chunk: the service's own numbering is right
+                await c.score([{"response": "x" * 2000}], "math")
+            assert alone.value.param == "items.0.response"
