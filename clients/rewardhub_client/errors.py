@@ -69,6 +69,10 @@ class RewardUnavailable(RewardHubClientError):
         self.check = check
         super().__init__(cannot_run(url, check))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled as its arguments (see APIError.__reduce__)
+        return (type(self), (self.url, self.check))
+
 
 def cannot_run(url: str, check: Any) -> str:
     """What a ``not ok`` check says, every part that cannot run in one message (so that one
@@ -117,6 +121,23 @@ class APIError(RewardHubClientError):
         self.param = param
         self.retry_after_s = retry_after_s
         self.body = body
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An exception is pickled as its args by default and rebuilt as cls(*args), which the keyword-only
+        # status_code refused: raised in a worker process (verl's reward workers, a process pool), the
+        # error broke the pool or the Ray task instead of reaching the trainer with its message.
+        fields = {
+            "status_code": self.status_code,
+            "error_type": self.error_type,
+            "param": self.param,
+            "retry_after_s": self.retry_after_s,
+            "body": self.body,
+        }
+        return (_rebuild, (type(self), self.message, fields))
+
+
+def _rebuild(cls: type[APIError], message: str, fields: dict[str, Any]) -> APIError:
+    return cls(message, **fields)
 
 
 class InvalidRequest(APIError):

@@ -583,3 +583,36 @@ def test_sync_client_names_a_refused_item_by_its_place_in_the_batch() -> None:
             c.score([{"response": "x"}] * 4, "math")
     assert info.value.param == "items.3.reference"
     assert str(info.value) == "422 invalid_request: items.3.reference: not a JSON object"
+
+
+@pytest.mark.parametrize("cls", [APIError, UnknownReward, LimitExceeded, Overloaded, ServerError])
+def test_errors_survive_pickling(cls: type[APIError]) -> None:
+    # Raised in a worker process (verl's reward workers, a ProcessPoolExecutor), an error is pickled back
+    # to the trainer: rebuilding it as cls(*args) failed (status_code is keyword-only), and the pool broke
+    # ("terminated abruptly") instead of the trainer seeing the service's message.
+    import pickle
+
+    err = cls("items.3.reference: bad", status_code=422, error_type="x", param="items.3", retry_after_s=2.0)
+    err.body = {"error": {"message": "items.3.reference: bad"}}
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls and str(back) == str(err) and back.args == err.args
+    assert (back.status_code, back.error_type, back.param, back.retry_after_s) == (422, "x", "items.3", 2.0)
+    assert back.message == err.message and back.body == err.body
+
+
+def test_reward_unavailable_survives_pickling() -> None:
+    import pickle
+
+    from rewardhub_client import RewardCheck, RewardUnavailable
+
+    check = RewardCheck.model_validate(
+        {
+            "name": "prm",
+            "version": "1",
+            "cacheable": True,
+            "ok": False,
+            "unavailable": [{"where": "reward", "reward": "prm", "message": "set REWARDHUB_PRM_MODEL"}],
+        }
+    )
+    back = pickle.loads(pickle.dumps(RewardUnavailable("http://svc", check)))
+    assert isinstance(back, RewardUnavailable) and back.check == check and "REWARDHUB_PRM_MODEL" in str(back)
