@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -258,13 +259,29 @@ class RewardClient(_Base):
         transport: httpx.BaseTransport | None = None,
     ):
         super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            timeout=self.timeout,
-            headers=_headers(api_key, headers),
-            transport=transport,
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
-        )
+
+        def new_pool() -> httpx.Client:
+            return httpx.Client(
+                base_url=self.base_url,
+                timeout=self.timeout,
+                headers=_headers(api_key, headers),
+                transport=transport,
+                limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+            )
+
+        self._new_pool = new_pool
+        self._http = new_pool()
+        self._pid = os.getpid()
+
+    def _pool(self) -> httpx.Client:
+        """This process's connection pool. A forked child (a multiprocessing pool of reward workers) that
+        kept its parent's wrote down the parent's kept-alive sockets, as its siblings did: requests
+        interleaved on one connection (400s, answers read by the wrong process) or hung. It opens its
+        own; the inherited one is left alone (closing it here would not touch the parent's sockets, but
+        is not needed either)."""
+        if self._pid != os.getpid():
+            self._http, self._pid = self._new_pool(), os.getpid()
+        return self._http
 
     # --- plumbing ---
     def _request(self, method: str, path: str, *, resend_late: bool = True, **kwargs: Any) -> httpx.Response:
@@ -273,7 +290,7 @@ class RewardClient(_Base):
         attempt = 0
         while True:
             try:
-                resp = self._http.request(method, path, **kwargs)
+                resp = self._pool().request(method, path, **kwargs)
                 if resp.status_code >= 400:
                     raise error_from_response(resp)
                 return resp
@@ -379,7 +396,7 @@ class RewardClient(_Base):
     def ready(self, timeout_s: float | None = None) -> bool:
         """Whether ``/ready`` answers 200 (within ``timeout_s``, default the client's timeout)."""
         try:
-            return self._http.get("/ready", timeout=self._probe_timeout(timeout_s)).status_code == 200
+            return self._pool().get("/ready", timeout=self._probe_timeout(timeout_s)).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -123,6 +123,35 @@ def test_an_async_client_serves_each_event_loop_it_is_used_on(live_server_factor
             loop.close()
 
 
+_FORKED: dict[str, RewardClient] = {}
+
+
+def _score_in_child(k: int) -> list[float | None]:
+    client = _FORKED["client"]
+    return [client.score([math_items(k + 1)[k]], "math").scores[0] for _ in range(5)]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_a_sync_client_used_before_a_fork_works_in_the_children(live_server_factory: Any) -> None:
+    # A module-level client that had scored once in the parent handed its kept-alive connection to every
+    # forked child (multiprocessing's default on Linux): the children wrote their requests down one
+    # socket and read each other's answers, and the pool hung. A child now opens its own connections.
+    import multiprocessing
+
+    with live_server_factory() as server, RewardClient(server.url) as c:
+        c.wait_until_ready(timeout_s=30)
+        assert c.score(math_items(3), "math").scores == expected(3)
+        _FORKED["client"] = c
+        try:
+            with multiprocessing.get_context("fork").Pool(3) as pool:
+                got = pool.map_async(_score_in_child, range(1, 7)).get(60)
+        finally:
+            _FORKED.clear()
+        assert got == [[expected(k + 1)[k]] * 5 for k in range(1, 7)]
+        assert c.score(math_items(3), "math").scores == expected(3)  # the parent's own connection still works
+
+
 async def test_default_ids_are_batch_indices_when_chunked(client: httpx.AsyncClient) -> None:
     # Chunking is invisible: an item without an id gets its index in the batch, not in its chunk.
     transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
