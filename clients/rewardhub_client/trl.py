@@ -259,6 +259,15 @@ def make_reward_func(
     for n, what in ((num_generations, "num_generations"), (num_generations_eval, "num_generations_eval")):
         if n is not None and n < 1:
             raise ValueError(f"{what} must be at least 1")
+    # TRL awaits the function on its own event loop: a sync client (or another object) failed at the
+    # first batch with "AttributeError: rstrip", and a key next to a client object was dropped silently
+    if not isinstance(service, str | AsyncRewardClient):
+        raise TypeError(
+            f"service must be the service's URL or an AsyncRewardClient, not {type(service).__name__} "
+            "(TRL calls the reward function on its event loop: pass AsyncRewardClient(url, api_key=...))"
+        )
+    if isinstance(service, AsyncRewardClient) and api_key is not None:
+        raise ValueError("api_key goes to the AsyncRewardClient passed as service, not to make_reward_func")
 
     async def ensure_runnable(client: AsyncRewardClient) -> None:
         if not checked:

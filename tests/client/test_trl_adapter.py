@@ -271,3 +271,18 @@ async def test_tool_calls_trl_parsed_out_of_the_text_reach_the_tool_call_reward(
             assert scores == [1.0, 1.0, 0.0], spec
     # other rewards read what they read before: the turns' content
     assert completion_text(completions[1]) == "Let me check.\nIt is sunny."
+
+
+def test_a_service_that_is_no_url_or_async_client_is_refused_at_once() -> None:
+    """A sync RewardClient passed as the service failed at TRL's first batch with "AttributeError:
+    rstrip", far from the call that caused it, and an api_key beside a client object was dropped."""
+    from rewardhub_client import AsyncRewardClient, RewardClient
+
+    sync = RewardClient("http://127.0.0.1:9")
+    try:
+        with pytest.raises(TypeError, match="AsyncRewardClient"):
+            make_reward_func(sync)  # type: ignore[arg-type]
+    finally:
+        sync.close()
+    with pytest.raises(ValueError, match="api_key goes to the AsyncRewardClient"):
+        make_reward_func(AsyncRewardClient("http://127.0.0.1:9"), api_key="k")
