@@ -119,7 +119,7 @@ from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
-from rewardhub.rewards.prm import _INLINE_PIECES, _pieces, split_in_worker
+from rewardhub.rewards.prm import split_in_workers, splits_off_loop
 from rewardhub.rewards.text import answer_span, answer_text
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
@@ -570,24 +570,18 @@ class JudgeReward(ModelReward[JudgeConfig]):
     ) -> dict[int, list[Step] | Outcome]:
         """Modes steps and critique: the steps of the ``idx`` items' responses (after any ``<think>``
         block, spans included), or why there are none. Splitting is pure Python, some µs a piece: a
-        request of more than ``_INLINE_PIECES`` pieces is split in the CPU workers, each item under the
-        deadline, as the ``prm`` reward does."""
+        request of too many pieces is split in the CPU workers, each item under the deadline, as the
+        ``prm`` reward does (:func:`~rewardhub.rewards.prm.split_in_workers`)."""
         kwargs: dict[str, Any] = {
             "separator": config.separator,
             "skip_think": config.strip_think,
             "max_steps": config.max_steps,
         }
-        if sum(_pieces(items[i].response, config.separator) for i in idx) <= _INLINE_PIECES:
-            return {i: split_steps(items[i].response, **kwargs) for i in idx}
-        results = await self.runtime.cpu_pool.run(
-            split_in_worker,
-            [(items[i].response, kwargs) for i in idx],
-            max(0.001, deadline - time.monotonic()),
-        )
-        return {
-            i: res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error)
-            for i, res in zip(idx, results, strict=True)
-        }
+        texts = [items[i].response for i in idx]
+        if not splits_off_loop(texts, config.separator):
+            return {i: split_steps(text, **kwargs) for i, text in zip(idx, texts, strict=True)}
+        got = await split_in_workers(self.runtime.cpu_pool, texts, kwargs, deadline)
+        return dict(zip(idx, got, strict=True))
 
     async def _screen_opponents(
         self,

@@ -58,6 +58,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite, identity_digest
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pattern
+from rewardhub.runtime.process_pool import ProcessPool
 
 __all__ = ["PRMConfig", "PRMReward"]
 
@@ -309,18 +310,10 @@ class PRMReward(ModelReward[PRMConfig]):
         budget (which bounds the request's time)."""
         out: dict[int, list[Step] | Outcome] = {}
         separator = split.keywords["separator"]
-        if (
-            config.pattern is None
-            and sum(_pieces(items[i].response, separator) for i in asked) > _INLINE_PIECES
-        ):
-            results = await self.runtime.cpu_pool.run(
-                split_in_worker,
-                [(items[i].response, split.keywords) for i in asked],
-                max(0.001, deadline - time.monotonic()),
-            )
-            for i, res in zip(asked, results, strict=True):
-                out[i] = res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error)
-            return out
+        texts = [items[i].response for i in asked]
+        if config.pattern is None and splits_off_loop(texts, separator):
+            got = await split_in_workers(self.runtime.cpu_pool, texts, split.keywords, deadline)
+            return dict(zip(asked, got, strict=True))
         budget = MatchBudget()
         for i in asked:
             try:
@@ -399,6 +392,24 @@ def _pieces(text: str, separator: str) -> int:
     if "\n" in separator and "\r\n" in text:
         return text.count("\n") + 1
     return text.count(separator) + 1
+
+
+def splits_off_loop(texts: Sequence[str], separator: str) -> bool:
+    """Whether splitting ``texts`` is too much work for the event loop (past ``_INLINE_PIECES``)."""
+    return sum(_pieces(t, separator) for t in texts) > _INLINE_PIECES
+
+
+async def split_in_workers(
+    pool: ProcessPool, texts: Sequence[str], keywords: dict[str, Any], deadline: float
+) -> list[list[Step] | Outcome]:
+    """:func:`split_steps` of each text in the CPU workers, each under ``deadline`` (monotonic), or the
+    outcome of a worker that could not (its deadline, a lost worker). Shared by ``prm`` and ``judge``."""
+    results = await pool.run(
+        split_in_worker, [(t, keywords) for t in texts], max(0.001, deadline - time.monotonic())
+    )
+    return [
+        res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error) for res in results
+    ]
 
 
 def split_in_worker(payload: tuple[str, dict[str, Any]]) -> list[Step]:
