@@ -45,25 +45,20 @@ def _too_deep() -> Exception:
 
 
 def _stdlib_dumps(value: Any, *, sort_keys: bool, allow_nan: bool) -> bytes:
-    out = json.dumps(
-        value,
-        sort_keys=sort_keys,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-        allow_nan=allow_nan,
-    )
-    try:
-        return out.encode()
-    except UnicodeEncodeError:  # a lone surrogate: escape it (and all non-ASCII) instead of failing
+    def write(ascii_only: bool) -> str:
         return json.dumps(
             value,
             sort_keys=sort_keys,
             separators=(",", ":"),
-            ensure_ascii=True,
+            ensure_ascii=ascii_only,
             default=str,
             allow_nan=allow_nan,
-        ).encode()
+        )
+
+    try:
+        return write(False).encode()
+    except UnicodeEncodeError:  # a lone surrogate: escape it (and all non-ASCII) instead of failing
+        return write(True).encode()
 
 
 def canonical(value: Any) -> bytes:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from rewardhub import jsonutil
 from rewardhub.admission import Admission
 from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
@@ -167,13 +168,9 @@ def _flag(reason: str, message: str) -> dict[str, Any]:
 
 def _check_text(item: ScoreItem) -> None:
     """A lone surrogate ("\\ud800"), which JSON's escapes can write but UTF-8 cannot: ``/v1/score``'s
-    parser refuses it (422), a peer's body parsed by the standard library let it through to the cache
-    key, where encoding it failed the request with a 500."""
-    try:
-        orjson.dumps(item.model_dump(exclude_none=True))
-    except TypeError as exc:
-        if "surrogates not allowed" in str(exc):
-            raise InvalidRequest("the item's text is not valid Unicode (a lone surrogate)") from None
+    parser refuses it (422); a peer's body is parsed by the standard library, which keeps it."""
+    if jsonutil.lone_surrogate_at(item.model_dump(exclude_none=True)) is not None:
+        raise InvalidRequest("the item's text is not valid Unicode (a lone surrogate)")
 
 
 async def score_or_flag(
