@@ -40,13 +40,12 @@ saying so; without it, a group reward in a multi-process run (``WORLD_SIZE`` > 1
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient
@@ -251,8 +250,7 @@ def make_reward_func(
     )
     # TRL given tools parses the calls out of a turn's text: what reads them gets them back as blocks
     with_calls = _reads_tool_calls(reward) or _reads_tool_calls(config)
-    # per event loop: its client, and the async generator that closes it as the loop ends
-    clients: dict[int, tuple[AsyncRewardClient, AsyncIterator[None]]] = {}
+    owned: list[AsyncRewardClient] = []  # the client this function made (none when given one)
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
     group_aware: list[bool | None] = [None]
@@ -297,34 +295,20 @@ def make_reward_func(
             "multiple of num_generations"
         )
 
-    async def closed_with_loop(key: int, client: AsyncRewardClient) -> AsyncIterator[None]:
-        # Suspended at its yield for the loop's life; a loop that ends with shutdown_asyncgens()
-        # (asyncio.run does) closes it, and with it the client.
-        try:
-            yield
-        finally:
-            if clients.get(key, (None,))[0] is client:
-                del clients[key]
-            await client.aclose()
-
-    async def client_for_loop() -> AsyncRewardClient:
-        # httpx connection pools belong to one event loop: a client per loop. TRL keeps one daemon loop;
-        # a caller that runs each call in a loop of its own (asyncio.run per batch) left a client with an
-        # open connection behind per call, so the client is closed as its loop ends.
+    async def client_for_call() -> AsyncRewardClient:
+        # One client per function, made at its first call: AsyncRewardClient keeps a connection pool per
+        # event loop and closes each as its loop ends (TRL keeps one daemon loop; a caller running each
+        # call under asyncio.run gets a pool per call, closed with that call's loop).
         if isinstance(service, AsyncRewardClient):
             return service
-        key = id(asyncio.get_running_loop())
-        if key not in clients:
-            client = AsyncRewardClient(service, api_key=api_key)
-            closer = closed_with_loop(key, client)
-            await anext(closer)  # first iterated here: the loop now tracks it
-            clients[key] = (client, closer)
-        return clients[key][0]
+        if not owned:
+            owned.append(AsyncRewardClient(service, api_key=api_key))
+        return owned[0]
 
     async def reward_func(
         prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        client = await client_for_loop()
+        client = await client_for_call()
         await ensure_runnable(client)
         refs = kwargs.get(reference_column) if reference_column else None
         group_of, split = _groups(prompts, refs, num_generations)
@@ -375,10 +359,10 @@ def make_reward_func(
         return out
 
     async def aclose() -> None:
-        """Close the connection pools this function opened (call it on the loop that ran it)."""
-        for c, _ in list(clients.values()):
-            await c.aclose()
-        clients.clear()
+        """Close the connections this function opened (call it on the loop that ran it; those of another
+        loop close as that loop ends). A later call opens new ones."""
+        while owned:
+            await owned.pop().aclose()
 
     reward_func.__name__ = name or f"rewardhub_{spec_name}"
     reward_func.__qualname__ = reward_func.__name__
