@@ -57,6 +57,9 @@ class FakeJudge:
     queries: list[str] = field(default_factory=list)  # each request's query string
     stopping: threading.Event = field(default_factory=threading.Event)
     abandoned: int = 0  # slow answers whose caller hung up before they were sent
+    # GET /v1/models' entries (vLLM's: id, root, parent); None: the server has no such endpoint (404)
+    models: list[dict[str, Any]] | None = None
+    models_status: int = 200  # another status: /v1/models fails so
 
     @property
     def calls(self) -> int:
@@ -88,6 +91,14 @@ def _logprobs(content: str, top: dict[str, float] | None, at: str | None) -> dic
 
 def _app(state: FakeJudge) -> FastAPI:
     app = FastAPI()
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        if state.models is None:
+            return JSONResponse({"error": {"message": "Not Found"}}, status_code=404)
+        if state.models_status != 200:
+            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=state.models_status)
+        return JSONResponse({"object": "list", "data": state.models})
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:

@@ -1120,3 +1120,73 @@ async def test_an_option_of_another_mode_is_refused(make_app: MakeApp, judge_ser
             "items": [{"response": "x", "reference": {"rubric": []}}],
         }
         assert (await client.post("/v1/score", json=body)).status_code == 200
+
+
+async def test_a_served_name_moved_to_other_weights_is_another_cache_key(
+    make_app: MakeApp, judge_server: FakeJudge, tmp_path: Any
+) -> None:
+    """vLLM serves ``--served-model-name fake-judge`` from a checkpoint its ``/v1/models`` names as the
+    entry's ``root``. The version (part of the cache key) was the name alone, so a judge redeployed under
+    the same name over another checkpoint was served the old checkpoint's cached scores. The served
+    weights and the backends file's ``revision`` are part of it now; the same weights keep one version."""
+    judge_server.reply = always("Score: 5")
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+
+    async def version(**extra: Any) -> str:
+        start = make_app(**extra) if extra else judge_app(make_app, judge_server)
+        async with start as client:
+            (res,) = await score(client, {"mode": "pointwise"}, [item])
+            ready = (await client.get("/ready")).json()
+        assert res["valid"], res
+        assert "served_from" in json.dumps(ready)
+        return str(res["reward_version"])
+
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400", "parent": None}]
+    step400 = await version()
+    assert await version() == step400
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800", "parent": None}]
+    assert await version() != step400
+    judge_server.models = None  # a server without the endpoint: the name alone, as before
+    bare = await version()
+    assert bare != step400
+
+    def backends(revision: str | None) -> str:
+        spec: dict[str, Any] = {"kind": "openai", "url": judge_server.url, "model": "fake-judge"}
+        if revision is not None:
+            spec["revision"] = revision
+        path = tmp_path / f"backends-{revision}.json"
+        path.write_text(json.dumps({"backends": {"judge": spec}}))
+        return str(path)
+
+    assert await version(backends_file=backends(None)) == bare
+    rev1 = await version(backends_file=backends("rev-1"))
+    assert rev1 != bare and await version(backends_file=backends("rev-1")) == rev1
+    assert await version(backends_file=backends("rev-2")) != rev1
+
+
+async def test_results_wait_for_the_server_to_say_its_weights_before_they_are_cached(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that could not be asked at start (down, or its /v1/models failing) is asked again on a
+    later call; until it has answered, results are served but not cached, since their key would lack
+    the weights."""
+    import rewardhub.models.remote as remote
+
+    monkeypatch.setattr(remote, "_ASK_AGAIN_S", 0.0)  # ask on every call, not every few seconds
+    judge_server.reply = always("Score: 5")
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    judge_server.models_status = 503
+    async with judge_app(make_app, judge_server) as client:
+        a = await score(client, {"mode": "pointwise"}, [item])
+        b = await score(client, {"mode": "pointwise"}, [item])
+        assert a[0]["valid"] and b[0]["valid"] and not b[0]["cached"] and judge_server.calls == 2
+        ready = (await client.get("/ready")).json()
+        assert "not yet asked" in json.dumps(ready)
+        judge_server.models_status = 200
+        # the request that asks is served uncached (its cacheability was decided as it came in)
+        c = await score(client, {"mode": "pointwise"}, [item])
+        d = await score(client, {"mode": "pointwise"}, [item])
+        e = await score(client, {"mode": "pointwise"}, [item])
+    assert not c[0]["cached"] and not d[0]["cached"] and e[0]["cached"] and judge_server.calls == 4
+    assert d[0]["reward_version"] != a[0]["reward_version"]

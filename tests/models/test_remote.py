@@ -633,3 +633,25 @@ async def test_embeddings_past_openais_per_request_limits_are_sent_in_parts(shap
     assert not bad, bad[0]
     assert [e.vector for e in out] == [[1.0, float(len(t)), float(t.count("x"))] for t in texts]  # type: ignore[union-attr]
     assert sum(sent) == len(texts)  # no text sent twice, none alone after a refusal
+
+
+def test_served_weights_reads_vllm_s_model_list() -> None:
+    """What a /models answer says serves a name: vLLM's root (the checkpoint behind a served name) and a
+    LoRA adapter's parent; nothing where the entry says no more than its name, nothing from OpenAI's
+    list, and the one model listed when the backend names none."""
+    from rewardhub.models.remote import served_weights
+
+    vllm = {"data": [{"id": "judge", "root": "/ckpt/step-400", "parent": None, "max_model_len": 4096}]}
+    assert served_weights(vllm, "judge") == ("/ckpt/step-400",)
+    assert served_weights(vllm, "other") == ()
+    assert served_weights(vllm, UNNAMED_MODEL) == ("/ckpt/step-400",)
+    lora = {
+        "data": [{"id": "base", "root": "base"}, {"id": "sql-lora", "root": "/loras/sql", "parent": "base"}]
+    }
+    assert served_weights(lora, "sql-lora") == ("/loras/sql", "base")
+    assert served_weights(lora, "base") == ()
+    assert served_weights(lora, UNNAMED_MODEL) == ()  # two models: which one serves is not known
+    openai = {"object": "list", "data": [{"id": "gpt-4o", "object": "model", "owned_by": "system"}]}
+    assert served_weights(openai, "gpt-4o") == ()
+    for garbage in (None, [], {"data": "x"}, {"data": [1, "a"]}, {"data": [{"id": "judge", "root": 7}]}):
+        assert served_weights(garbage, "judge") == ()

@@ -290,9 +290,15 @@ def build_backend(
             breaker_failures=spec.breaker_failures or s.backend_breaker_failures,
             breaker_cooldown_s=spec.breaker_cooldown_s or s.backend_breaker_cooldown_s,
         )
+        remote: OpenAIBackend | VLLMPoolingBackend
         if spec.kind == "openai":
-            return OpenAIBackend(name, spec.url, spec.model, spec.key(), options)
-        return VLLMPoolingBackend(name, spec.url, spec.model, spec.key(), options, spec.returns_probabilities)
+            remote = OpenAIBackend(name, spec.url, spec.model, spec.key(), options)
+        else:
+            remote = VLLMPoolingBackend(
+                name, spec.url, spec.model, spec.key(), options, spec.returns_probabilities
+            )
+        remote.revision = spec.revision
+        return remote
     batch = BatchOptions(
         max_batch=spec.max_batch or s.batch_max_size,
         max_wait_ms=spec.max_wait_ms if spec.max_wait_ms is not None else s.batch_max_wait_ms,

@@ -55,6 +55,7 @@ class OpenAIBackend(RemoteBackend):
         return {"ok": True, **self.describe()}
 
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        await self.learn_served(deadline)
         payload: dict[str, Any] = {
             **self.model_field,
             "messages": [m.as_dict() for m in request.messages],
@@ -91,6 +92,7 @@ class OpenAIBackend(RemoteBackend):
         a 400 about the request (every text of a large similarity request failed): the texts go in parts
         of at most :data:`MAX_EMBED_INPUTS` texts and :data:`MAX_EMBED_CHARS` characters (under the token
         limit even at three tokens a character, a rare CJK character's worst); a longer text goes alone."""
+        await self.learn_served(deadline)
         parts: list[list[str]] = []
         chars = 0
         for text in texts:

@@ -40,7 +40,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 import orjson
@@ -54,7 +54,14 @@ from rewardhub.models.base import UNNAMED_MODEL, ModelBackend
 from rewardhub.models.breaker import CircuitBreaker
 from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, InputTooLong
 
-__all__ = ["RemoteBackend", "RemoteClient", "RemoteOptions", "rows_by_index", "split_on_refusal"]
+__all__ = [
+    "RemoteBackend",
+    "RemoteClient",
+    "RemoteOptions",
+    "rows_by_index",
+    "served_weights",
+    "split_on_refusal",
+]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -145,6 +152,8 @@ class _TimedOut(_Retryable, BackendTimeout):
 
 
 _MAX_PAUSE_S = 600.0  # the longest Retry-After that holds every caller back
+_PEEK_TIMEOUT_S = 2.0  # asking a server which weights it serves (RemoteBackend.learn_served)
+_ASK_AGAIN_S = 5.0  # how often a server that has not answered that is asked again
 
 
 class _ServerAsked(wait_base):
@@ -288,6 +297,29 @@ class RemoteClient:
         credentials or query string (as ``/ready`` shows the base), and the setting that holds it."""
         where = f"called {public_url(self.base_url + path)}"
         return f" ({where}, configured by {self.origin})" if self.origin else f" ({where})"
+
+    async def peek(self, path: str, timeout: float) -> tuple[bool, Any]:
+        """One GET outside the slots, the breaker and the retries, for a fact the server may or may not
+        tell (its model list): ``(answered, decoded JSON or None)``. Not answered (no connection, a
+        timeout, a 5xx): ask again later. An answer that is an error (404: no such endpoint, 403: a
+        gateway that hides it) or not JSON is an answer with nothing in it. Outside the breaker: a
+        question about the server is not a call that failed for an item."""
+        client = self._client
+        if client is None:
+            return False, None
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await client.get(path, timeout=timeout)
+        except (httpx.HTTPError, TimeoutError):
+            return False, None
+        if resp.status_code >= 500 or resp.status_code in _RETRYABLE_STATUSES:
+            return False, None
+        if resp.status_code >= 300:
+            return True, None
+        try:
+            return True, orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            return True, None
 
     async def post(self, path: str, payload: dict[str, Any], deadline: float) -> Any:
         """POST ``payload`` as JSON and return the decoded JSON answer (see the module docstring).
@@ -493,9 +525,24 @@ def _snippet(resp: httpx.Response, scrub: Callable[[str], str]) -> str:
 
 
 class RemoteBackend(ModelBackend):
-    """A backend whose model is a server behind a :class:`RemoteClient`: its life cycle is the client's."""
+    """A backend whose model is a server behind a :class:`RemoteClient`: its life cycle is the client's.
+
+    Its identity (part of the cache key of every reward using it) is the model's name, plus what says
+    which weights answer to that name: the backend's ``revision`` (the operator's label, from the
+    backends file) and the weights the server says it serves the name from (vLLM's ``/v1/models`` lists
+    a served name's ``root``, the checkpoint path, and ``parent``, a LoRA adapter's base). A name kept
+    over another checkpoint (``--served-model-name judge`` moved from step-400 to step-800) served the
+    old checkpoint's cached scores. The server is asked at start and, until it has answered, at most
+    every few seconds on a call; results are not cached while it has not (:attr:`identity_settled`).
+    """
 
     client: RemoteClient
+    revision: str | None = None
+    # the model list's path below the client's base URL
+    models_path: ClassVar[str] = "/models"
+    # what the server said serves `model` (root, parent; () when it says nothing); None: not asked yet
+    _served: tuple[str, ...] | None = None
+    _next_ask = 0.0
 
     @property
     def origin(self) -> str | None:
@@ -507,16 +554,45 @@ class RemoteBackend(ModelBackend):
 
     async def start(self) -> None:
         await self.client.start()
+        await self.learn_served()
 
     async def close(self) -> None:
         await self.client.close()
 
+    async def learn_served(self, deadline: float | None = None) -> None:
+        """Ask the server which weights serve the model (see the class docstring), once it has not
+        answered yet and no other ask is due: a down server is not asked on every call."""
+        now = time.monotonic()
+        if self._served is not None or now < self._next_ask:
+            return
+        self._next_ask = now + _ASK_AGAIN_S
+        timeout = (
+            _PEEK_TIMEOUT_S if deadline is None else min(_PEEK_TIMEOUT_S, deadline - now - _MIN_ATTEMPT_S)
+        )
+        if timeout <= 0:
+            self._next_ask = now  # no time to ask on this call: the next one does
+            return
+        answered, listing = await self.client.peek(self.models_path, timeout)
+        if answered:
+            self._served = served_weights(listing, self.model)
+            if self._served:
+                log.info("backend_served_weights", backend=self.name, served=list(self._served))
+
     def identity(self) -> str:
         """The model's name; with none configured (the shortcut settings' ``"default"``), the server's
         address too: otherwise pointing ``REWARDHUB_JUDGE_URL`` at another server served the old one's
-        cached scores. A named model keeps its cache when it moves to another address."""
+        cached scores. A named model keeps its cache when it moves to another address. Then the
+        revision and the served weights (see the class docstring)."""
         base = super().identity()
-        return f"{base}@{public_url(self.client.base_url)}" if self.model == UNNAMED_MODEL else base
+        if self.model == UNNAMED_MODEL:
+            base = f"{base}@{public_url(self.client.base_url)}"
+        if self.revision:
+            base = f"{base}#{self.revision}"
+        return f"{base}<{'|'.join(self._served)}" if self._served else base
+
+    @property
+    def identity_settled(self) -> bool:
+        return self._served is not None
 
     @property
     def model_field(self) -> dict[str, str]:
@@ -527,7 +603,27 @@ class RemoteBackend(ModelBackend):
         return {} if self.model == UNNAMED_MODEL else {"model": self.model}
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), **self.client.describe()}
+        served: Any = "not yet asked" if self._served is None else list(self._served)
+        extra = {"revision": self.revision} if self.revision else {}
+        return {**super().describe(), **self.client.describe(), **extra, "served_from": served}
+
+
+def served_weights(listing: Any, model: str) -> tuple[str, ...]:
+    """What a ``/models`` answer says serves ``model``: its entry's ``root`` (vLLM: the checkpoint path
+    or hub id behind a ``--served-model-name``) and ``parent`` (a LoRA adapter's base model), where
+    they say more than the name; () for a server that says nothing (OpenAI, a name not listed). With
+    no model named, the one model a server lists is the one it serves."""
+    rows = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(rows, list):
+        return ()
+    entries = [r for r in rows if isinstance(r, dict)]
+    entry = next((r for r in entries if r.get("id") == model), None)
+    if entry is None and model == UNNAMED_MODEL and len(entries) == 1:
+        entry = entries[0]
+    if entry is None:
+        return ()
+    said = (entry.get(k) for k in ("root", "parent"))
+    return tuple(v[:500] for v in said if isinstance(v, str) and v and v != entry.get("id"))
 
 
 def rows_by_index(name: str, path: str, answer: Any, n: int, field: str) -> list[Any]:

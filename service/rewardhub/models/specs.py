@@ -133,6 +133,13 @@ class RemoteSpec(_Spec):
     returns_probabilities: bool = Field(
         False, description="vllm_pooling: the server applies its activation to /classify outputs."
     )
+    revision: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Your label for the weights behind `model` (a checkpoint step, a commit): part of the "
+        "cache key, so a name redeployed over other weights does not serve the old weights' cached scores.",
+    )
 
     @field_validator("url")
     @classmethod

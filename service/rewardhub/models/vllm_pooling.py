@@ -66,6 +66,7 @@ __all__ = ["VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"
 class VLLMPoolingBackend(RemoteBackend):
     kind: ClassVar[str] = "vllm_pooling"
     capabilities: frozenset[Capability] = frozenset({"classify", "steps"})
+    models_path: ClassVar[str] = "/v1/models"  # the client's base is the server's root
 
     def __init__(
         self,
@@ -90,10 +91,11 @@ class VLLMPoolingBackend(RemoteBackend):
 
     @property
     def identity_settled(self) -> bool:
-        """False until the server said what its special tokens are (or that it does not say): before,
-        a call cleans user text with the generic shapes for the moment, another input than the one the
-        same item gets afterwards, and its score must not be cached as the item's."""
-        return self._scrubber is not None
+        """False until the server said which weights it serves (see RemoteBackend) and what its special
+        tokens are (or that it does not say): before, a call cleans user text with the generic shapes
+        for the moment, another input than the one the same item gets afterwards, and its score must
+        not be cached as the item's."""
+        return super().identity_settled and self._scrubber is not None
 
     def describe(self) -> dict[str, Any]:
         cleaning = "not yet asked" if self._scrubber is None else self._scrubber.describe()
@@ -101,6 +103,7 @@ class VLLMPoolingBackend(RemoteBackend):
 
     async def cleaner(self, deadline: float) -> Scrubber:
         """How user text is cleaned for this server (see the module docstring); asked once."""
+        await self.learn_served(deadline)
         if self._scrubber is not None:
             return self._scrubber
         # Another call may be asking, with a later deadline than this one: wait for it no longer than
