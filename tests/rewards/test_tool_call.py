@@ -537,3 +537,103 @@ async def test_a_call_inside_a_tool_s_output_is_not_the_model_s(client: httpx.As
     )
     assert [r["score"] for r in results] == [1.0, 1.0, 0.0], results
     assert results[2]["reason"] == "no_answer"
+
+
+def qwen3_coder(*calls: dict[str, Any]) -> str:
+    """Calls as Qwen3-Coder writes them: one ``<tool_call>`` block of XML each, every value on its own line."""
+
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v)
+
+    return "\n".join(
+        f"<tool_call>\n<function={c['name']}>\n"
+        + "".join(f"<parameter={k}>\n{value(v)}\n</parameter>\n" for k, v in c["arguments"].items())
+        + "</function>\n</tool_call>"
+        for c in calls
+    )
+
+
+async def test_qwen3_coder_xml_calls_are_read(client: httpx.AsyncClient) -> None:
+    """Qwen3-Coder (vLLM's qwen3_coder parser) writes each call as XML in its ``<tool_call>`` block,
+    ``<function=f><parameter=x>value</parameter></function>``: such a block was broken call JSON, 0
+    format, however right the call. Values are raw text; one that is a JSON number, boolean, null,
+    object or array is that value (there is no schema), any other (even one in quotes) the text."""
+    nested = {
+        "name": "f",
+        "arguments": {"q": "a < b\n  and c", "opts": {"k": [1, 2]}, "flag": True, "n": None},
+    }
+    unclosed_param = (
+        "<tool_call>\n<function=get_time>\n<parameter=tz>\nEurope/Paris\n</function>\n</tool_call>"
+    )
+    items = [
+        {
+            "response": "<think>weather, then time</think>\n" + qwen3_coder(WEATHER, TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": qwen3_coder(nested), "reference": [nested]},  # multi-line text, JSON values
+        {"response": unclosed_param, "reference": [TIME]},  # a </parameter> left out (vLLM reads it too)
+        {
+            "response": "<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+            "reference": [{"name": "get_time"}],
+        },
+        {
+            "response": qwen3_coder(WEATHER) + "\n<tool_call>\n" + json.dumps(TIME) + "\n</tool_call>",
+            "reference": [WEATHER, TIME],
+        },
+        {"response": hermes(WEATHER), "reference": qwen3_coder(WEATHER)},  # a reference in the XML form
+        {
+            "response": qwen3_coder(TIME) + "\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPa",
+            "reference": [TIME],
+        },
+        {
+            "response": qwen3_coder({**WEATHER, "arguments": {**WEATHER["arguments"], "days": "3"}}),
+            "reference": [WEATHER],
+        },
+        {
+            "response": '<tool_call>\n<function=f>\n<parameter=x>\n"3"\n</parameter>\n</function>\n</tool_call>',
+            "reference": [{"name": "f", "arguments": {"x": '"3"'}}],
+        },
+        {
+            "response": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</tool_call>",
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<tool_call>\n<function=get weather>\n</function>\n</tool_call>",
+            "reference": [WEATHER],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),  # a Hermes JSON block beside it reads as before
+        (1.0, None),
+        (1.0, None),  # a last call cut off (no </function>, no </tool_call>) is no call
+        (1.0, None),  # "3" on its line is the number 3
+        (1.0, None),  # a value in quotes is the text, quotes and all
+        (0.0, "format"),  # a function without its </function>
+        (0.0, "format"),  # not a function name
+    ], results
+    assert results[1]["details"]["calls"] == [nested]
+
+
+@pytest.mark.timeout(60)
+async def test_qwen3_coder_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """Degenerate outputs of the XML form (1 MB, the largest field) are read in one pass: openers
+    without closers, and a function of 50,000 parameters none of which is closed (a search for each
+    one's closer to the end of the text, or a lazy regex, is quadratic: minutes). Read in the CPU
+    workers under the default item deadline, each scores; none times out. (The timeout is a hang guard.)"""
+    openers = "<tool_call>\n<function=f>\n<parameter=x>\n" * 25_000
+    params = "<tool_call>\n<function=f>\n" + "<parameter=x>\n1\n" * 50_000 + "</function>\n</tool_call>"
+    params_unclosed = "<tool_call>\n<function=f>\n" + "<parameter=x>\n1\n" * 50_000
+    reference = [{"name": "f", "arguments": {"x": 1}}]
+    results = await score(
+        client, [{"response": r, "reference": reference} for r in (openers, params, params_unclosed)]
+    )
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (1.0, None),
+        (0.0, "no_answer"),
+    ], results

@@ -8,8 +8,11 @@ model's). Its calls are, in order of precedence:
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
-  ``{'name': ...}``; a last block whose ``</tool_call>`` is missing (a stop string) counts when the
-  rest of the text is whole call JSON;
+  ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
+  ``<function=f>\n<parameter=x>\nvalue\n</parameter>\n</function>``, each value the raw text (a newline
+  either side dropped) or, when it is a JSON number, boolean, null, object or array, that value (there
+  is no schema to say which parameters are strings); a last block whose ``</tool_call>`` is missing
+  (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to ``</function>``);
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -19,9 +22,10 @@ model's). Its calls are, in order of precedence:
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
-Not read (no call, or ``format`` inside ``<tool_call>``): the XML forms of Qwen3-Coder
-(``<function=f><parameter=x>...``) and GLM-4.5+ (``<arg_key>``/``<arg_value>``), DeepSeek's and
-gpt-oss's special-token forms, and bare JSON after prose (``Sure: {"name": ...}``; fenced, it is read).
+Not read (no call, or ``format`` inside ``<tool_call>``): GLM-4.5+'s XML form
+(``<arg_key>``/``<arg_value>``), DeepSeek's and gpt-oss's special-token forms, Qwen3-Coder's
+``<function=...>`` outside a ``<tool_call>`` block, and bare JSON after prose (``Sure: {"name": ...}``;
+fenced, it is read).
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
@@ -74,6 +78,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.json_schema import json_in_answer
 from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.tool_formats import QWEN3_FUNCTION, qwen3_coder_calls
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
 
@@ -208,7 +213,7 @@ def _blocks(text: str) -> list[str]:
     but in one pass: that search scanned to the end from every opener without a closer, quadratic), and
     a last block without its closer when what follows its opener is whole call JSON: a rollout stopped
     at ``</tool_call>`` as a stop string, which vLLM leaves out of the text (its Hermes parser reads such
-    a block too). A tail that is not (cut mid-call, prose) is no call."""
+    a block too), or a whole Qwen3-Coder call. A tail that is not (cut mid-call, prose) is no call."""
     blocks: list[str] = []
     at = 0
     while (start := text.find(_OPEN, at)) >= 0:
@@ -300,11 +305,16 @@ def parse_calls(response: str) -> list[Call] | None:
 
 
 def _block_calls(block: str) -> list[Call]:
-    """The calls of a ``<tool_call>`` block: one call, a list of them, or one call a line (ToolRL).
+    """The calls of a ``<tool_call>`` block: one call, a list of them, or one call a line (ToolRL), or
+    Qwen3-Coder's XML (a body that starts with ``<function=``).
 
     Raises:
         ValueError: the block is none of these.
     """
+    if block.lstrip().startswith(QWEN3_FUNCTION):  # (no JSON or Python literal starts so)
+        return [
+            Call(name, {k: _xml_value(v) for k, v in args.items()}) for name, args in qwen3_coder_calls(block)
+        ]
     try:
         return _calls(_loads(block))
     except ValueError:
@@ -314,6 +324,18 @@ def _block_calls(block: str) -> list[Call]:
         if objects is None:
             raise
     return _calls(objects)
+
+
+def _xml_value(raw: str) -> Any:
+    """A parameter's value written as raw text (Qwen3-Coder's XML): the JSON value it is when it is a
+    number, ``true``/``false``, ``null``, an object or an array, else the text itself. The call carries
+    no schema to say which parameter is a string (vLLM reads them by the tool's schema), so ``3`` is 3
+    and ``Paris`` (or ``"Paris"``, quotes and all) a string."""
+    try:
+        value = _loads(raw)
+    except ValueError:  # (not JSON, or nested past the bound: the text)
+        return raw
+    return raw if isinstance(value, str) else value
 
 
 def _python_literal(text: str) -> Any:
@@ -615,7 +637,8 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
-    version: ClassVar[str] = "1.0.3"
+    # 1.1.0: Qwen3-Coder's XML calls are read
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
