@@ -637,3 +637,98 @@ async def test_qwen3_coder_calls_are_read_in_linear_time(client: httpx.AsyncClie
         (1.0, None),
         (0.0, "no_answer"),
     ], results
+
+
+def glm(*calls: dict[str, Any], sep: str = "\n") -> str:
+    """Calls as GLM-4.5/4.6 write them (``sep=""``: GLM-4.7, no newline after the name)."""
+
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v)
+
+    return "\n".join(
+        f"<tool_call>{c['name']}{sep}"
+        + "".join(
+            f"<arg_key>{k}</arg_key>\n<arg_value>{value(v)}</arg_value>\n" for k, v in c["arguments"].items()
+        )
+        + "</tool_call>"
+        for c in calls
+    )
+
+
+async def test_glm_calls_are_read(client: httpx.AsyncClient) -> None:
+    """GLM-4.5/4.6 (vLLM's glm45 parser) write a call as its name, then ``<arg_key>``/``<arg_value>``
+    pairs, in a ``<tool_call>`` block: such a block was broken call JSON, 0 format, however right the
+    call. Values that are JSON are that value (a quoted string unquoted, as GLM's reader does), others
+    the text; a GLM block without its ``</tool_call>`` is no call (nothing else marks its end)."""
+    nested = {
+        "name": "f",
+        "arguments": {"code": "if a < b:\n    x = 1", "opts": {"k": [1, 2]}, "flag": False},
+    }
+    items = [
+        {"response": "<think>two</think>\n" + glm(WEATHER, TIME), "reference": [WEATHER, TIME]},
+        {"response": glm(WEATHER, TIME, sep=""), "reference": [WEATHER, TIME]},  # GLM-4.7
+        {"response": glm(nested), "reference": [nested]},
+        {
+            "response": "<tool_call>get_time\n</tool_call>",
+            "reference": [{"name": "get_time"}],
+        },  # no arguments
+        {
+            "response": glm(TIME) + "\n" + hermes(WEATHER),
+            "reference": [WEATHER, TIME],
+        },  # a Hermes block beside it
+        {"response": hermes(WEATHER), "reference": glm(WEATHER)},  # a reference in GLM's form
+        {
+            "response": '<tool_call>f\n<arg_key>x</arg_key><arg_value>"Paris"</arg_value>\n</tool_call>',
+            "reference": [{"name": "f", "arguments": {"x": "Paris"}}],
+        },
+        {
+            "response": glm(TIME)
+            + "\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n",
+            "reference": [TIME],
+        },
+        {
+            "response": "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n</tool_call>",
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis\n</tool_call>",
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<tool_call>I will check the weather</tool_call>",
+            "reference": [WEATHER],
+        },  # prose: as before
+        {"response": "<tool_call>null</tool_call>", "reference": [WEATHER]},  # a JSON literal: as before
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),  # the unclosed last one is no call
+        (0.0, "format"),  # an <arg_value> without its closer
+        (0.0, "format"),  # a value without its tags
+        (0.0, "format"),
+        (0.0, "format"),
+    ], results
+    assert results[2]["details"]["calls"] == [nested]
+
+
+@pytest.mark.timeout(60)
+async def test_glm_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of GLM pairs whose values never close, and of pairs that do (50,000 of them), is read in one
+    pass: a lazy ``<arg_key>(.*?)</arg_key>\\s*<arg_value>(.*?)</arg_value>`` search, or a find of each
+    closer to the end of the text, is quadratic. Read in the CPU workers under the default item
+    deadline, each scores; none times out. (The timeout is a hang guard.)"""
+    unclosed = "<tool_call>f\n" + "<arg_key>x</arg_key><arg_value>1" * 30_000 + "</tool_call>"
+    pairs = "<tool_call>f\n" + "<arg_key>x</arg_key><arg_value>1</arg_value>" * 20_000 + "</tool_call>"
+    keys = "<tool_call>f\n" + "<arg_key>x" * 100_000 + "</tool_call>"
+    reference = [{"name": "f", "arguments": {"x": 1}}]
+    results = await score(client, [{"response": r, "reference": reference} for r in (unclosed, pairs, keys)])
+    assert [(r["score"], r["reason"]) for r in results] == [(0.0, "format"), (1.0, None), (0.0, "format")], (
+        results
+    )

@@ -11,8 +11,11 @@ model's). Its calls are, in order of precedence:
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\n<parameter=x>\nvalue\n</parameter>\n</function>``, each value the raw text (a newline
   either side dropped) or, when it is a JSON number, boolean, null, object or array, that value (there
-  is no schema to say which parameters are strings); a last block whose ``</tool_call>`` is missing
-  (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to ``</function>``);
+  is no schema to say which parameters are strings), or GLM-4.5+'s (vLLM's ``glm45``),
+  ``f\n<arg_key>x</arg_key>\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
+  values read so too, a JSON string unquoted as GLM's reader does; a last block whose ``</tool_call>`` is
+  missing (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to
+  ``</function>``; a GLM call has no end of its own, so never);
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -22,8 +25,8 @@ model's). Its calls are, in order of precedence:
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
-Not read (no call, or ``format`` inside ``<tool_call>``): GLM-4.5+'s XML form
-(``<arg_key>``/``<arg_value>``), DeepSeek's and gpt-oss's special-token forms, Qwen3-Coder's
+Not read (no call, or ``format`` inside ``<tool_call>``): DeepSeek's and gpt-oss's special-token
+forms, Qwen3-Coder's
 ``<function=...>`` outside a ``<tool_call>`` block, and bare JSON after prose (``Sure: {"name": ...}``;
 fenced, it is read).
 
@@ -78,7 +81,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.json_schema import json_in_answer
 from rewardhub.rewards.text import answer_text
-from rewardhub.rewards.tool_formats import QWEN3_FUNCTION, qwen3_coder_calls
+from rewardhub.rewards.tool_formats import QWEN3_FUNCTION, glm45_call, glm45_shaped, qwen3_coder_calls
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
 
@@ -221,7 +224,7 @@ def _blocks(text: str) -> list[str]:
         end = text.find(_CLOSE, start)
         if end < 0:  # no closer after this opener: none after any later one either
             try:
-                _block_calls(text[start:])
+                _block_calls(text[start:], closed=False)
             except ValueError:
                 break
             blocks.append(text[start:])
@@ -304,9 +307,11 @@ def parse_calls(response: str) -> list[Call] | None:
     return calls or None
 
 
-def _block_calls(block: str) -> list[Call]:
+def _block_calls(block: str, closed: bool = True) -> list[Call]:
     """The calls of a ``<tool_call>`` block: one call, a list of them, or one call a line (ToolRL), or
-    Qwen3-Coder's XML (a body that starts with ``<function=``).
+    Qwen3-Coder's XML (a body that starts with ``<function=``), or GLM-4.5+'s call (a name, then
+    ``<arg_key>``/``<arg_value>`` pairs). A block not ``closed`` by its ``</tool_call>`` is no GLM call:
+    nothing in that form marks its end, so a cut one would read as whole.
 
     Raises:
         ValueError: the block is none of these.
@@ -315,6 +320,11 @@ def _block_calls(block: str) -> list[Call]:
         return [
             Call(name, {k: _xml_value(v) for k, v in args.items()}) for name, args in qwen3_coder_calls(block)
         ]
+    if glm45_shaped(body := block.strip()):
+        if not closed:
+            raise _Malformed("a GLM call without its </tool_call> may be cut off")
+        name, args = glm45_call(body)
+        return [Call(name, {k: _xml_value(v, strings=True) for k, v in args.items()})]
     try:
         return _calls(_loads(block))
     except ValueError:
@@ -326,16 +336,16 @@ def _block_calls(block: str) -> list[Call]:
     return _calls(objects)
 
 
-def _xml_value(raw: str) -> Any:
-    """A parameter's value written as raw text (Qwen3-Coder's XML): the JSON value it is when it is a
-    number, ``true``/``false``, ``null``, an object or an array, else the text itself. The call carries
-    no schema to say which parameter is a string (vLLM reads them by the tool's schema), so ``3`` is 3
-    and ``Paris`` (or ``"Paris"``, quotes and all) a string."""
+def _xml_value(raw: str, strings: bool = False) -> Any:
+    """A parameter's value written as raw text (the XML forms): the JSON value it is when it is a number,
+    ``true``/``false``, ``null``, an object or an array (or, ``strings``, a JSON string: GLM's reader
+    unquotes ``"Paris"``), else the text itself. The call carries no schema to say which parameter is a
+    string (vLLM reads them by the tool's schema), so ``3`` is 3 and ``Paris`` a string."""
     try:
         value = _loads(raw)
     except ValueError:  # (not JSON, or nested past the bound: the text)
         return raw
-    return raw if isinstance(value, str) else value
+    return raw if isinstance(value, str) and not strings else value
 
 
 def _python_literal(text: str) -> Any:
@@ -637,7 +647,7 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
-    # 1.1.0: Qwen3-Coder's XML calls are read
+    # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls are read
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
