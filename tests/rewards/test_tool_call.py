@@ -732,3 +732,147 @@ async def test_glm_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> N
     assert [(r["score"], r["reason"]) for r in results] == [(0.0, "format"), (1.0, None), (0.0, "format")], (
         results
     )
+
+
+DS_CALLS, DS_CALLS_END = "<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>"
+DS_CALL, DS_SEP, DS_END = (
+    "<\uff5ctool\u2581call\u2581begin\uff5c>",
+    "<\uff5ctool\u2581sep\uff5c>",
+    "<\uff5ctool\u2581call\u2581end\uff5c>",
+)
+
+
+def deepseek_v3(*calls: dict[str, Any]) -> str:
+    """Calls as DeepSeek V3/R1 write them: the type, the name, and the arguments in a ```json fence."""
+    body = "\n".join(
+        f"{DS_CALL}function{DS_SEP}{c['name']}\n```json\n{json.dumps(c['arguments'])}\n```{DS_END}"
+        for c in calls
+    )
+    return f"{DS_CALLS}{body}{DS_CALLS_END}"
+
+
+def deepseek_v31(*calls: dict[str, Any]) -> str:
+    """Calls as DeepSeek V3.1 writes them: the name, then the arguments' JSON."""
+    body = "".join(f"{DS_CALL}{c['name']}{DS_SEP}{json.dumps(c['arguments'])}{DS_END}" for c in calls)
+    return f"{DS_CALLS}{body}{DS_CALLS_END}"
+
+
+async def test_deepseek_calls_are_read(client: httpx.AsyncClient) -> None:
+    """DeepSeek V3/R1 and V3.1 call tools between special tokens (vLLM's deepseek_v3/deepseek_v31
+    parsers; the bars full-width, the spaces U+2581): such calls scored 0, no_answer (or format, when the
+    fenced JSON was read as a bare answer), however right."""
+    v31_cut = (
+        f"{DS_CALLS}{DS_CALL}get_time{DS_SEP}{json.dumps(TIME['arguments'])}{DS_END}{DS_CALL}get_weather{DS_SEP}"
+        + '{"city": "Pa'
+    )
+    items = [
+        {
+            "response": "<think>Paris</think>I'll check." + deepseek_v3(WEATHER, TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": deepseek_v31(WEATHER, TIME), "reference": [WEATHER, TIME]},
+        {
+            "response": deepseek_v31(TIME)[: -len(DS_END + DS_CALLS_END)],
+            "reference": [TIME],
+        },  # stopped at the end token
+        {"response": v31_cut, "reference": [TIME]},  # a last call cut mid-JSON: no call
+        {
+            "response": f"{DS_CALLS}{DS_CALL}get_time{DS_SEP}{DS_END}{DS_CALLS_END}",
+            "reference": [{"name": "get_time"}],
+        },
+        {"response": deepseek_v31({**WEATHER, "arguments": {"city": "Lyon"}}), "reference": [WEATHER]},
+        {
+            "response": f"{DS_CALLS}{DS_CALL}get_weather{DS_SEP}{{not json}}{DS_END}{DS_CALLS_END}",
+            "reference": [WEATHER],
+        },
+        {"response": f"{DS_CALLS}{DS_CALL}get weather{DS_END}{DS_CALLS_END}", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+        (0.0, "format"),  # no separator, no function name
+    ], results
+
+
+def harmony(call: dict[str, Any], start: bool = True, to_first: bool = False) -> str:
+    """A call as gpt-oss writes it in the harmony format."""
+    to = f"to=functions.{call['name']}"
+    header = (
+        f" {to}<|channel|>commentary json" if to_first else f"<|channel|>commentary {to} <|constrain|>json"
+    )
+    return (
+        ("<|start|>assistant" if start else "")
+        + header
+        + f"<|message|>{json.dumps(call['arguments'])}<|call|>"
+    )
+
+
+async def test_gpt_oss_harmony_calls_are_read(client: httpx.AsyncClient) -> None:
+    """gpt-oss calls a function with a harmony message addressed to it (vLLM's openai parser), when the
+    text keeps its special tokens: such calls scored 0, no_answer, however right. A message from a tool
+    (its output, in a transcript) is no call, nor is a message without a recipient."""
+    analysis = "<|channel|>analysis<|message|>Need weather to=functions.get_time maybe.<|end|>"
+    tool_output = (
+        '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"temp": 20}<|end|>'
+    )
+    final = "<|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>"
+    items = [
+        {"response": analysis + harmony(WEATHER), "reference": [WEATHER]},
+        {"response": harmony(WEATHER, start=False), "reference": [WEATHER]},  # the completion's first message
+        {"response": harmony(WEATHER, start=False, to_first=True), "reference": [WEATHER]},
+        {"response": harmony(WEATHER) + harmony(TIME, to_first=True), "reference": [WEATHER, TIME]},
+        {"response": harmony(WEATHER)[: -len("<|call|>")], "reference": [WEATHER]},  # stopped at <|call|>
+        {"response": analysis + harmony(WEATHER) + tool_output + final, "reference": [WEATHER]},
+        {"response": analysis + final, "reference": []},  # no message to a function: no call
+        {"response": harmony(TIME), "reference": [WEATHER]},
+        {
+            "response": "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{bad}<|call|>",
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<|channel|>commentary to=functions.get_weather json<|message|>" + '{"city": "Pa',
+            "reference": [WEATHER],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),  # the tool's own message is not the model's call
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+        (0.0, "no_answer"),  # cut mid-JSON before its <|call|>: no call
+    ], results
+
+
+@pytest.mark.timeout(60)
+async def test_special_token_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of openers that never close (DeepSeek's call token, harmony's message token and headers) is
+    read in one pass: a lazy regex or a search for each opener's end to the end of the text is quadratic.
+    Read in the CPU workers under the default item deadline, each scores; none times out. (The timeout is
+    a hang guard.)"""
+    responses = [
+        DS_CALL * 35_000,
+        (DS_CALL + "f" + DS_SEP) * 20_000,
+        "<|message|>" * 90_000,
+        "<|channel|>commentary to=functions.f json" + "<|message|>{" * 80_000,
+        "<|channel|>commentary to=functions.f<|message|>{}<|call|>" * 15_000,  # over 256 calls
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (0.0, "format"),
+    ], results

@@ -9,13 +9,19 @@ model's). Its calls are, in order of precedence:
   templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
-  ``<function=f>\n<parameter=x>\nvalue\n</parameter>\n</function>``, each value the raw text (a newline
+  ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
   either side dropped) or, when it is a JSON number, boolean, null, object or array, that value (there
   is no schema to say which parameters are strings), or GLM-4.5+'s (vLLM's ``glm45``),
-  ``f\n<arg_key>x</arg_key>\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
+  ``f\\n<arg_key>x</arg_key>\\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
   values read so too, a JSON string unquoted as GLM's reader does; a last block whose ``</tool_call>`` is
   missing (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to
   ``</function>``; a GLM call has no end of its own, so never);
+* otherwise, with special tokens kept in the text, DeepSeek's calls, V3/R1's
+  ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\\n```json\\n{...}\\n```<｜tool▁call▁end｜>`` and V3.1's
+  ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or gpt-oss's harmony messages to a
+  function, ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
+  ``<|start|>assistant`` or not, ``to=`` before or after the channel; a message of another role, a
+  tool's output, is none); a last call without its end token counts when its JSON is whole;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -25,8 +31,7 @@ model's). Its calls are, in order of precedence:
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
-Not read (no call, or ``format`` inside ``<tool_call>``): DeepSeek's and gpt-oss's special-token
-forms, Qwen3-Coder's
+Not read (no call, or ``format`` inside ``<tool_call>``): Qwen3-Coder's
 ``<function=...>`` outside a ``<tool_call>`` block, and bare JSON after prose (``Sure: {"name": ...}``;
 fenced, it is read).
 
@@ -81,7 +86,16 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.json_schema import json_in_answer
 from rewardhub.rewards.text import answer_text
-from rewardhub.rewards.tool_formats import QWEN3_FUNCTION, glm45_call, glm45_shaped, qwen3_coder_calls
+from rewardhub.rewards.tool_formats import (
+    DEEPSEEK_CALL,
+    HARMONY_MESSAGE,
+    QWEN3_FUNCTION,
+    deepseek_calls,
+    glm45_call,
+    glm45_shaped,
+    harmony_calls,
+    qwen3_coder_calls,
+)
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
 
@@ -281,6 +295,8 @@ def parse_calls(response: str) -> list[Call] | None:
         if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
         return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
+    if (special := _special_token_calls(text)) is not None:
+        return special
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
@@ -304,6 +320,30 @@ def parse_calls(response: str) -> list[Call] | None:
     if not marked and not _call_shaped(value):
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
+    return calls or None
+
+
+def _special_token_calls(text: str) -> list[Call] | None:
+    """The calls DeepSeek (``<｜tool▁call▁begin｜>``) or gpt-oss (a harmony message ``to=`` a function)
+    write with special tokens; None when the text has none. A last call without its end token counts
+    when its arguments are whole JSON (a rollout stopped at the token), as a ``<tool_call>`` block does.
+
+    Raises:
+        ValueError: a call in such a form that is not a valid call.
+    """
+    if DEEPSEEK_CALL in text:
+        found = deepseek_calls(text, _MAX_CALLS)
+    elif HARMONY_MESSAGE in text:
+        found = harmony_calls(text, _MAX_CALLS)
+    else:
+        return None
+    calls: list[Call] = []
+    for name, args, closed in found:
+        try:
+            calls.append(_call({"name": name, "arguments": args}))
+        except _Malformed:
+            if closed:
+                raise
     return calls or None
 
 
@@ -647,7 +687,7 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
-    # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls are read
+    # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls, DeepSeek's and gpt-oss's special-token calls are read
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

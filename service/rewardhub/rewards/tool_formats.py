@@ -8,6 +8,19 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<function=get_weather>\\n<parameter=city>\\nParis\\n</parameter>\\n</function>``.
 * GLM-4.5/4.6/4.7 (vLLM's ``glm45``/``glm47``) write the name first, then key/value tags:
   ``get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>`` (4.7: no newline after the name).
+* DeepSeek V3/R1 (vLLM's ``deepseek_v3``) write each call between special tokens, the type before the
+  separator and a fenced JSON after the name, ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather
+  \\n```json\\n{...}\\n```<｜tool▁call▁end｜>``; V3.1 (``deepseek_v31``) the name before it and the
+  JSON after, ``<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`` (all of them
+  between ``<｜tool▁calls▁begin｜>`` and ``<｜tool▁calls▁end｜>``; the bars are full-width, the
+  spaces U+2581).
+* gpt-oss (the harmony format; vLLM's ``openai`` parser) sends a message to a function:
+  ``<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}
+  <|call|>`` (``to=`` also before ``<|channel|>``; the first message of a completion has no
+  ``<|start|>assistant``).
+
+These are special tokens: the text has them only when the engine keeps them (vLLM's
+``skip_special_tokens=False``).
 
 Every scanner is one forward pass: ``str.find``/``split``/``partition`` from a cursor that only moves on,
 or bounded to the span already found, never a search from each opener to the end of the text (a lazy
@@ -18,7 +31,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["QWEN3_FUNCTION", "glm45_call", "glm45_shaped", "qwen3_coder_calls"]
+__all__ = [
+    "DEEPSEEK_CALL",
+    "HARMONY_MESSAGE",
+    "QWEN3_FUNCTION",
+    "deepseek_calls",
+    "glm45_call",
+    "glm45_shaped",
+    "harmony_calls",
+    "qwen3_coder_calls",
+]
 
 QWEN3_FUNCTION = "<function="
 _QWEN3_FUNCTION_END = "</function>"
@@ -30,6 +52,16 @@ _GLM_VALUE, _GLM_VALUE_END = "<arg_value>", "</arg_value>"
 # a GLM call without arguments is its name alone, which a JSON literal (true, 3) is not
 _GLM_BARE_NAME = re.compile(r"[A-Za-z_][^\s<>{}\[\]\"'`]*")
 _WHITESPACE = re.compile(r"\s*")
+DEEPSEEK_CALL = "<\uff5ctool\u2581call\u2581begin\uff5c>"  # <｜tool▁call▁begin｜>
+_DEEPSEEK_SEP = "<\uff5ctool\u2581sep\uff5c>"
+_DEEPSEEK_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
+HARMONY_MESSAGE = "<|message|>"
+_HARMONY_START, _HARMONY_CHANNEL = "<|start|>", "<|channel|>"
+# what ends a harmony message's content: its end tokens, or the next message's start
+_HARMONY_STOP = re.compile(r"<\|(?:call|end|return|start)\|>")
+# the recipient in a header ("to=functions.get_weather"), a word of its own
+_HARMONY_TO = re.compile(r"(?<![^\s>])to=([^\s<]+)")
+_HARMONY_ROLE = re.compile(r"\s*([^\s<]*)")
 
 
 def _strip_newline(value: str) -> str:
@@ -128,3 +160,92 @@ def glm45_call(body: str) -> tuple[str, dict[str, str]]:
 def _skip_whitespace(text: str, at: int) -> int:
     match = _WHITESPACE.match(text, at)
     return match.end() if match else at
+
+
+def deepseek_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
+    """DeepSeek's calls in ``text``: each one's name, its arguments' JSON text (from the fence of V3/R1's
+    form), and whether its ``<｜tool▁call▁end｜>`` was there: the last call may lack it, as the end of a
+    rollout stopped at it, and is then whole only when its JSON is.
+
+    Raises:
+        ValueError: a closed call without a separator or a function name, or more than ``max_calls``.
+    """
+    calls: list[tuple[str, str, bool]] = []
+    at = 0
+    while (start := text.find(DEEPSEEK_CALL, at)) >= 0:
+        start += len(DEEPSEEK_CALL)
+        end = text.find(_DEEPSEEK_CALL_END, start)
+        closed = end >= 0
+        body = text[start:end] if closed else text[start:]
+        head, sep, tail = body.partition(_DEEPSEEK_SEP)
+        tail = tail.strip()
+        if tail[:1] in ("{", ""):  # V3.1: the name, then the arguments
+            name, args = head.strip(), tail
+        else:  # V3/R1: the type ("function"), then the name and the fenced arguments
+            line, _, rest = tail.partition("\n")
+            name, args = line.strip(), _unfenced(rest)
+        if not sep or not _NAME.fullmatch(name):
+            if not closed:
+                break  # (a last call cut before its name is whole: no call)
+            raise ValueError(f"the DeepSeek call {body[:80]!r} has no function name and separator")
+        calls.append((name, args, closed))
+        if len(calls) > max_calls:
+            raise ValueError(f"more than {max_calls} tool calls")
+        if not closed:  # (no end token after this one: none after a later opener either)
+            break
+        at = end + len(_DEEPSEEK_CALL_END)
+    return calls
+
+
+def _unfenced(text: str) -> str:
+    """The text inside a ``` fence around ``text`` (the fence's tag line dropped), or ``text``."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.partition("\n")[2]
+        if text.rstrip().endswith("```"):
+            text = text.rstrip()[:-3]
+    return text.strip()
+
+
+def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
+    """gpt-oss's calls in ``text``: each assistant message sent ``to=`` a recipient, its name
+    (``functions.`` dropped; a built-in tool, ``browser.search``, keeps its whole name), its content
+    (the arguments' JSON), and whether an end token closed it (the last one may lack its ``<|call|>``, a
+    stop token). A message from another role (a tool's output in a transcript) is not a call.
+
+    Raises:
+        ValueError: more than ``max_calls`` calls.
+    """
+    calls: list[tuple[str, str, bool]] = []
+    at = 0
+    while (content := text.find(HARMONY_MESSAGE, at)) >= 0:
+        header = text[at:content]
+        content += len(HARMONY_MESSAGE)
+        stop = _HARMONY_STOP.search(text, content)
+        end = stop.start() if stop else len(text)
+        recipient = _recipient(header)
+        if recipient is not None:
+            name = recipient.removeprefix("functions.")
+            calls.append((name, text[content:end].strip(), stop is not None))
+            if len(calls) > max_calls:
+                raise ValueError(f"more than {max_calls} tool calls")
+        if stop is None:
+            break
+        # (the next header starts at the next message's <|start|>, or after this one's end token)
+        at = stop.start() if stop.group() == _HARMONY_START else stop.end()
+    return calls
+
+
+def _recipient(header: str) -> str | None:
+    """The recipient of an assistant message's header (``to=...``), or None: no recipient, no channel
+    (no harmony header), or a message of another role."""
+    opened = header.rfind(_HARMONY_START)
+    if opened >= 0:
+        header = header[opened + len(_HARMONY_START) :]
+        role = _HARMONY_ROLE.match(header)
+        if role is None or role.group(1) not in ("", "assistant"):
+            return None
+    if _HARMONY_CHANNEL not in header:
+        return None
+    to = _HARMONY_TO.search(header)
+    return to.group(1) if to else None
