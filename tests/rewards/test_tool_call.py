@@ -876,3 +876,90 @@ async def test_special_token_calls_are_read_in_linear_time(client: httpx.AsyncCl
         (0.0, "no_answer"),
         (0.0, "format"),
     ], results
+
+
+async def test_coerce_types_equates_the_ways_a_value_is_written(client: httpx.AsyncClient) -> None:
+    """Models and parsers write one value in several ways: a number or boolean as a string (a schema-less
+    XML parser, a model quoting everything), an object or array as its JSON text (arguments encoded one
+    level too many). With ``coerce_types`` these compare equal; without it (the default) they do not."""
+    ref = {
+        "name": "search",
+        "arguments": {"k": 10, "ratio": 3.5, "exact": True, "filters": {"lang": ["en", "fr"]}, "ids": [1, 2]},
+    }
+    written = {
+        "name": "search",
+        "arguments": {
+            "k": "10",
+            "ratio": "3.50",
+            "exact": "True",
+            "filters": '{"lang": ["en", "fr"]}',
+            "ids": "[1, 2]",
+        },
+    }
+    items = [
+        {"response": hermes(written), "reference": [ref]},
+        {"response": hermes(ref), "reference": [written]},  # either side may be the string
+        {
+            "response": hermes({**ref, "arguments": {**ref["arguments"], "k": 10.0}}),
+            "reference": [ref],
+        },  # 1 = 1.0
+        {
+            "response": hermes({**written, "arguments": {**written["arguments"], "k": "11"}}),
+            "reference": [ref],
+        },
+        {
+            "response": hermes({**written, "arguments": {**written["arguments"], "exact": "yes"}}),
+            "reference": [ref],
+        },
+        {
+            "response": hermes({**written, "arguments": {**written["arguments"], "exact": 1}}),
+            "reference": [ref],
+        },  # 1 is no bool
+        {
+            "response": hermes({**written, "arguments": {**written["arguments"], "k": "0x0a"}}),
+            "reference": [ref],
+        },
+        {
+            "response": hermes({**written, "arguments": {**written["arguments"], "ids": "[1, 2"}}),
+            "reference": [ref],
+        },
+        {"response": glm(ref), "reference": [written]},  # GLM's parsed values against a stringly reference
+        {
+            "response": hermes({"name": "f", "arguments": {"rows": ['{"a": "1"}', {"b": "2"}]}}),
+            "reference": [{"name": "f", "arguments": {"rows": [{"a": 1}, {"b": 2}]}}],  # nested too
+        },
+    ]
+    coerced = await score(client, items, coerce_types=True)
+    assert [r["score"] for r in coerced] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0], coerced
+    strict = await score(client, items)
+    assert [r["score"] for r in strict] == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], strict
+    partial = await score(client, items[:1], coerce_types=True, mode="partial")
+    assert partial[0]["score"] == 1.0
+    assert partial[0]["details"]["calls"] == [written]  # the calls as the response wrote them
+
+
+async def test_null_as_absent_treats_a_null_argument_as_not_given(client: httpx.AsyncClient) -> None:
+    """BFCL and OpenAI-style optional parameters are often written out as ``null`` (by the model or in the
+    reference); with ``null_as_absent`` such an argument counts as not given, on either side, so it is
+    neither missing nor extra. Without it (the default) null is a value of its own."""
+    with_null = {"name": "get_weather", "arguments": {**WEATHER["arguments"], "country": None}}
+    items = [
+        {"response": hermes(with_null), "reference": [WEATHER]},  # a null extra in the response
+        {"response": hermes(WEATHER), "reference": [with_null]},  # a null in the reference
+        {
+            "response": hermes({"name": "get_time", "arguments": {"tz": None}}),
+            "reference": [{"name": "get_time"}],
+        },
+        {
+            "response": hermes({**WEATHER, "arguments": {**WEATHER["arguments"], "city": None}}),
+            "reference": [WEATHER],
+        },
+    ]
+    absent = await score(client, items, null_as_absent=True)
+    assert [r["score"] for r in absent] == [1.0, 1.0, 1.0, 0.0], absent
+    present = await score(client, items)
+    assert [r["score"] for r in present] == [0.0, 0.0, 0.0, 0.0], present
+    partial = await score(client, items, null_as_absent=True, mode="partial")
+    assert [r["score"] for r in partial] == pytest.approx(
+        [1.0, 1.0, 1.0, 2 / 3]
+    )  # a null city is a missing one

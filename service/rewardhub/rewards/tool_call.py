@@ -51,7 +51,9 @@ Two calls are equal when their names are equal and their arguments are equal as 
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
 (``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are), strings exactly
 or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace; no type is coerced
-(``"3"`` is not ``3``), an argument given as ``null`` is not an absent one, and every argument the
+(``"3"`` is not ``3``) unless ``coerce_types`` (then a string equals the number or boolean it spells,
+``"10"`` = 10, ``"true"`` = true, and the JSON text of an object or array that value), an argument
+given as ``null`` is not an absent one unless ``null_as_absent`` (on both sides), and every argument the
 reference gives is required, every other one extra. With ``order: "any"`` (default; parallel calls)
 reference and predicted calls are paired for the best total credit (past 64 calls a side, greedily by
 best credit), with ``"strict"`` position by position.
@@ -130,6 +132,17 @@ class ToolCallConfig(RewardConfig):
         ge=0,
         le=1,
         description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal.",
+    )
+    coerce_types: bool = Field(
+        False,
+        description="An argument equals its value written another way, as models and parsers write them: "
+        '"10" = 10, "3.5" = 3.5 (under float_tolerance), "true"/"false" (any case) = the boolean, and a JSON '
+        "string of an object or array = that object or array (at any depth). Off: no type is coerced.",
+    )
+    null_as_absent: bool = Field(
+        False,
+        description="An argument given as null counts as not given, in the reference and the response alike "
+        "(BFCL/OpenAI optional parameters are often written out as null). Off: null is a value of its own.",
     )
 
 
@@ -565,8 +578,12 @@ def _text_reference(text: str) -> list[Call] | None:
     return calls if calls is not None and len(calls) <= _MAX_CALLS else None
 
 
-def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
-    """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers."""
+def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool = False) -> bool:
+    """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers.
+    ``coerce``: a string equals the number or boolean it spells, ``"10"`` = 10, ``"true"`` = true (the JSON
+    text of an object or array is read before, per call: :func:`_comparable`)."""
+    if coerce and isinstance(got, str) != isinstance(want, str):
+        got, want = _spelled(got, want), _spelled(want, got)
     if isinstance(want, bool) or isinstance(got, bool):
         return isinstance(want, bool) and isinstance(got, bool) and got == want
     if isinstance(want, int | float) and isinstance(got, int | float):
@@ -583,11 +600,67 @@ def values_equal(got: Any, want: Any, tol: float, normalized: bool) -> bool:
         return got == want
     if isinstance(want, list) and isinstance(got, list):
         return len(got) == len(want) and all(
-            values_equal(g, w, tol, normalized) for g, w in zip(got, want, strict=True)
+            values_equal(g, w, tol, normalized, coerce) for g, w in zip(got, want, strict=True)
         )
     if isinstance(want, dict) and isinstance(got, dict):
-        return got.keys() == want.keys() and all(values_equal(got[k], want[k], tol, normalized) for k in want)
+        return got.keys() == want.keys() and all(
+            values_equal(got[k], want[k], tol, normalized, coerce) for k in want
+        )
     return got is None and want is None
+
+
+# a number as a string spells it (JSON's grammar), and no longer than a float's repr or an id
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_NUMBER_CHARS = 64
+
+
+def _spelled(value: Any, like: Any) -> Any:
+    """``value``, when it is a string spelling a number (``like`` is one) or a boolean (``like`` is one),
+    as that number or boolean; else ``value`` unchanged."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if isinstance(like, bool):
+        return {"true": True, "false": False}.get(text.casefold(), value)
+    if isinstance(like, int | float) and len(text) <= _MAX_NUMBER_CHARS and _NUMBER.fullmatch(text):
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    return value
+
+
+def _comparable(calls: list[Call], cfg: ToolCallConfig) -> list[Call]:
+    """The calls as they are compared: without their null arguments (``null_as_absent``), and with every
+    string that is the JSON text of an object or array read as that value (``coerce_types``; once per
+    call, not per pair: a long string would be read again against every call it is paired with)."""
+    if not (cfg.null_as_absent or cfg.coerce_types):
+        return calls
+    out: list[Call] = []
+    for call in calls:
+        args = call.arguments
+        if cfg.null_as_absent:
+            args = {k: v for k, v in args.items() if v is not None}
+        if cfg.coerce_types:
+            args = {k: _decoded(v) for k, v in args.items()}
+        out.append(Call(call.name, args))
+    return out
+
+
+def _decoded(value: Any) -> Any:
+    """``value`` with each string in it that is the JSON text of an object or array replaced by that value
+    (strings inside what was decoded are left as they are: one level of encoding, as parsers add it)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] not in ("{", "["):
+            return value
+        try:
+            decoded = _loads(text)
+        except ValueError:
+            return value
+        return decoded if isinstance(decoded, dict | list) else value
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    return value
 
 
 def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
@@ -600,7 +673,9 @@ def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
     same = sum(
         1
         for k in ref.arguments.keys() & pred.arguments.keys()
-        if values_equal(pred.arguments[k], ref.arguments[k], cfg.float_tolerance, normalized)
+        if values_equal(
+            pred.arguments[k], ref.arguments[k], cfg.float_tolerance, normalized, cfg.coerce_types
+        )
     )
     return same / len(keys)
 
@@ -687,7 +762,8 @@ def _name_f1(preds: list[Call], refs: list[Call]) -> float:
 class ToolCallReward(Reward[ToolCallConfig]):
     name: ClassVar[str] = "tool_call"
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
-    # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls, DeepSeek's and gpt-oss's special-token calls are read
+    # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls, DeepSeek's and gpt-oss's special-token calls are read;
+    # coerce_types and null_as_absent
     version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
@@ -750,7 +826,7 @@ _INLINE_CHARS = 200_000
 
 
 def _compare(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> Outcome:
-    credits = _pair(preds, refs, cfg)
+    credits = _pair(_comparable(preds, cfg), _comparable(refs, cfg), cfg)
     exact = len(preds) == len(refs) and all(c == 1.0 for c in credits)
     score = (1.0 if exact else 0.0) if cfg.mode == "exact" else sum(credits) / max(len(preds), len(refs), 1)
     return Outcome(
