@@ -8,12 +8,14 @@ with learning rate 0. A broken gradient (wrong sign, no update, masked everythin
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -274,3 +276,135 @@ def test_a_part_the_service_cannot_run_stops_the_trainer_too(reward_server: Any)
     regex = {"name": "regex", "config": {"pattern": "\\d"}}
     check_service(config("composite", {"components": [{"reward": "math"}, {"reward": regex}]}))
     check_service(config("group_length", {"correctness": "metadata"}))
+
+
+class _FailingScores(httpx.AsyncBaseTransport):
+    """httpx's own transport to the live service, failing the ``/v1/score`` requests whose number (from 1,
+    in the order sent) ``fails`` picks, in one of three ways: ``lost`` (the service scores it, the answer
+    never arrives: a read timeout, which the client does not resend), ``500`` (an internal error, which
+    it does not retry either) or ``422`` (the body is changed so that the real service refuses it)."""
+
+    def __init__(self, how: str, fails: Callable[[int], bool]) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.how = how
+        self.fails = fails
+        self.sent = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/score":
+            return await self.inner.handle_async_request(request)
+        self.sent += 1
+        if not self.fails(self.sent):
+            return await self.inner.handle_async_request(request)
+        if self.how == "lost":
+            answer = await self.inner.handle_async_request(request)
+            await answer.aread()
+            await answer.aclose()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        if self.how == "500":
+            error = {"message": "injected", "type": "internal_error", "param": None, "code": 500}
+            return httpx.Response(500, json={"error": error}, request=request)
+        body = json.loads(request.content)
+        body["reward"]["config"]["bogus"] = 1
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+        wrong = httpx.Request(request.method, request.url, headers=headers, content=json.dumps(body))
+        return await self.inner.handle_async_request(wrong)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("how", ["lost", "500"])
+def test_a_failed_reward_request_masks_its_items_and_the_run_goes_on(
+    reward_server: Any, make_config: Callable[..., Any], how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One reward request failing (after the client's retries) ended the whole run. Its items are now
+    unscored (request_failed, masked as valid: false items are), counted, logged, and the run goes on;
+    a step with some answers is not a failed step (max_failed_steps 1 would end the run otherwise)."""
+    # 2 requests a step (4 prompts, 2 per generate): the 3rd is the first of step 2
+    transport = _FailingScores(how, lambda n: n == 3)
+    cfg = make_config(reward_server.url, f"one-{how}", training={"steps": 3}, reward={"max_failed_steps": 1})
+    with caplog.at_level(logging.WARNING, logger="rewardhub_trainer.rewards"):
+        summary = Trainer(cfg, reward_transport=transport).run()
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert summary["steps"] == 3 and summary["reward_requests"] == 6
+    assert summary["reward_requests_failed"] == 1
+    assert [r["reward_requests_failed"] for r in rows] == [0, 1, 0]
+    assert [r["invalid_frac"] for r in rows] == [0.0, 0.5, 0.0]  # `regex` answers every item valid
+    assert [r["seqs_in_loss"] for r in rows] == [32, 16, 32]  # the failed request's 2 groups are out
+    assert 0 <= rows[1]["reward"] <= 1  # over the answered half
+    warned = [r.getMessage() for r in caplog.records if "request_failed" in r.getMessage()]
+    assert len(warned) == 1 and reward_server.url in warned[0]
+    assert ("no answer within the read timeout" if how == "lost" else "500 internal_error") in warned[0]
+
+
+def test_steps_with_every_reward_request_failed_end_the_run(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """A service that is down must not pass for a run that trains on nothing: max_failed_steps steps in
+    a row with no answer end it, naming the service and the last error. Until then a step without a
+    single reward is a no-op: every item masked, no NaN, the weights untouched (even at lr 0.5)."""
+    transport = _FailingScores("500", lambda n: True)
+    cfg = make_config(
+        reward_server.url,
+        "down",
+        training={"steps": 5, "learning_rate": 0.5},
+        reward={"max_failed_steps": 2},
+    )
+    trainer = Trainer(cfg, reward_transport=transport)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(RuntimeError, match="failed for 2 consecutive steps") as err:
+        trainer.run()
+    assert reward_server.url in str(err.value) and "500 internal_error: injected" in str(err.value)
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert transport.sent == 4  # 2 steps of 2 requests, each sent once (a 500 is not retried)
+    (row,) = read_metrics(Path(cfg.output.run_dir))  # step 1 logged; the run ended in step 2
+    assert row["reward_requests_failed"] == 2 and row["invalid_frac"] == 1.0
+    assert row["seqs_in_loss"] == 0 and row["adv_abs_mean"] == 0.0 and "loss" not in row
+    assert row["reward"] is None  # nothing valid to average
+
+
+def test_a_request_the_service_refuses_as_wrong_still_ends_the_run_at_once(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """A 422 says the request itself is wrong: sent again it fails the same way, so it is not masked."""
+    from rewardhub_client import InvalidRequest
+
+    transport = _FailingScores("422", lambda n: n == 3)
+    cfg = make_config(reward_server.url, "wrong", training={"steps": 3}, reward={"max_failed_steps": 3})
+    with pytest.raises(InvalidRequest, match="bogus"):
+        Trainer(cfg, reward_transport=transport).run()
+    assert [r["step"] for r in read_metrics(Path(cfg.output.run_dir))] == [1]
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        ("TransportError", True),  # unreachable, connection broken
+        ("RequestTimeout", True),
+        (500, True),
+        (502, True),
+        (503, True),  # still unavailable after the client's retries
+        (408, True),
+        (429, True),  # still overloaded after the client's retries (or a Retry-After too long)
+        (400, False),
+        (401, False),  # a missing key is missing next time too
+        (403, False),
+        (404, False),  # unknown reward
+        (413, False),  # one group over the byte limit
+        (422, False),  # invalid config
+        ("ProtocolError", False),  # an answer that does not fit the request
+    ],
+)
+def test_which_request_failures_the_trainer_rides_out(error: str | int, transient: bool) -> None:
+    import rewardhub_client
+    from rewardhub_client.errors import error_from_response
+    from rewardhub_trainer.rewards import is_transient
+
+    if isinstance(error, int):
+        response = httpx.Response(error, json={"error": {"message": "m", "type": None}})
+        exc: Exception = error_from_response(response)
+    else:
+        exc = getattr(rewardhub_client, error)("m")
+    assert is_transient(exc) is transient

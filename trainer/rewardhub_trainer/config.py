@@ -123,6 +123,14 @@ class RewardConfig(_Section):
         "false scores each chunk synchronously (for comparison).",
     )
     wait_ready_s: float = Field(60.0, gt=0, description="How long to wait for /ready at startup.")
+    max_failed_steps: int = Field(
+        3,
+        ge=1,
+        description="A reward request that fails after the client's retries (unreachable, timeout, 5xx, "
+        "429) leaves its items unscored (reason request_failed, masked) and the run goes on; this many "
+        "consecutive steps in which every request failed end the run. A 4xx that says the request is "
+        "wrong (unknown reward, bad config, auth) ends it at once.",
+    )
     accuracy_key: str | None = Field(
         None,
         description="Component that counts as correctness for the accuracy metric (e.g. 'math' in a "

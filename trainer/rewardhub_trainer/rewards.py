@@ -13,12 +13,22 @@ immediately, through the same code path, so the two settings differ only in sche
 Groups: the G completions of one prompt carry one ``group`` id (unique per run, so the service's
 whole-group check never sees two different groups under one id) and go in one request, with
 ``options.group_size`` set, so group rewards and group statistics see them whole.
+
+Failed requests: a request that fails for a reason that may pass (the service unreachable, a timeout,
+a 5xx, 408, or 429/503 still refused after the client's own retries) does not end the run. Its items
+come back ``valid: false`` with reason ``request_failed``, which the trainer masks out of every statistic
+and of the loss like any other unscored item; the dispatcher counts the failures and keeps the last
+error, so the trainer can report them per step and stop when the service stays down
+(``reward.max_failed_steps``). Any other error says the request itself is wrong (an unknown reward, a
+bad config, a missing key: 4xx) or the answer does not fit it (:class:`ProtocolError`); sending it again
+would fail the same way, so it ends the run at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import math
 import threading
 import time
@@ -27,12 +37,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from rewardhub_client import (
+    APIError,
     AsyncRewardClient,
     InvalidRequest,
     ItemResult,
     RewardClient,
+    RewardHubClientError,
     ScoreItem,
+    TransportError,
     UnknownReward,
 )
 from rewardhub_client.errors import cannot_run
@@ -40,7 +55,12 @@ from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion
 
-__all__ = ["Group", "RewardDispatcher", "check_service"]
+__all__ = ["REQUEST_FAILED", "Group", "RewardDispatcher", "check_service", "is_transient"]
+
+logger = logging.getLogger(__name__)
+
+# The reason of an item whose request failed (the trainer's own: the service never saw or answered it).
+REQUEST_FAILED = "request_failed"
 
 
 @dataclass
@@ -109,15 +129,41 @@ def _check_catalog(client: RewardClient, config: RewardConfig, where: str) -> No
         raise ValueError(f"{where} cannot run reward {config.name!r}: {info.unavailable}")
 
 
-class RewardDispatcher:
-    """Scores groups on a background event loop; measures how long the caller blocks on the answers."""
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed reward request may succeed if sent again later: no answer at all (unreachable,
+    a timeout), a 5xx, 408 (the request timed out on a proxy), 429 (overloaded). Not a 4xx otherwise: an
+    unknown reward, an invalid config, a missing or refused key fail the same way every time, nor an
+    answer that does not fit the request (:class:`~rewardhub_client.ProtocolError`)."""
+    if isinstance(exc, TransportError):
+        return True
+    if isinstance(exc, APIError):
+        return exc.status_code >= 500 or exc.status_code in (408, 429)
+    return False
 
-    def __init__(self, config: RewardConfig, group_size: int):
+
+class RewardDispatcher:
+    """Scores groups on a background event loop; measures how long the caller blocks on the answers.
+
+    ``transport``: the httpx transport of the client's connection pool (tests inject failures with it).
+    """
+
+    def __init__(
+        self,
+        config: RewardConfig,
+        group_size: int,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
         self.config = config
         self.group_size = group_size
         self.run_id = uuid.uuid4().hex[:8]
         self.wait_s = 0.0
         self.requests = 0
+        # requests whose items came back request_failed, and the last such error (read by the trainer
+        # between steps, when every request it sent has been answered)
+        self.failed_requests = 0
+        self.last_error: RewardHubClientError | None = None
+        self._transport = transport
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rewardhub-rewards", daemon=True)
         self._thread.start()
@@ -125,7 +171,12 @@ class RewardDispatcher:
 
     async def _make_client(self) -> AsyncRewardClient:
         # Created on the loop's thread: httpx binds its connection pool to the running loop.
-        return AsyncRewardClient(self.config.url, api_key=self.config.api_key, timeout=self.config.timeout_s)
+        return AsyncRewardClient(
+            self.config.url,
+            api_key=self.config.api_key,
+            timeout=self.config.timeout_s,
+            transport=self._transport,
+        )
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -147,14 +198,40 @@ class RewardDispatcher:
         return fut
 
     async def _score(self, items: list[ScoreItem], options: dict[str, Any]) -> list[ItemResult]:
-        resp = await self._client.score(
-            items,
-            reward=self.config.name,
-            config=self.config.config,
-            options=options,
-            group_size=self.group_size,
-        )
+        try:
+            resp = await self._client.score(
+                items,
+                reward=self.config.name,
+                config=self.config.config,
+                options=options,
+                group_size=self.group_size,
+            )
+        except RewardHubClientError as exc:
+            if not is_transient(exc):
+                raise
+            self.failed_requests += 1
+            self.last_error = exc
+            logger.warning(
+                "reward request of %d items to %s failed after the client's retries; its items are "
+                "masked (%s): %s",
+                len(items),
+                self.config.url,
+                REQUEST_FAILED,
+                exc,
+            )
+            return [self._failed(it, exc) for it in items]
         return resp.results
+
+    def _failed(self, item: ScoreItem, exc: RewardHubClientError) -> ItemResult:
+        # unscored, as a valid: false answer from the service: masked, never 0
+        return ItemResult(
+            id=item.id or "",
+            reward=self.config.name,
+            score=None,
+            valid=False,
+            reason=REQUEST_FAILED,
+            details={"error": str(exc)},
+        )
 
     def wait(self, fut: concurrent.futures.Future[list[ItemResult]]) -> list[ItemResult]:
         """Block until the request is answered; the blocked time is added to ``wait_s``."""

@@ -9,7 +9,7 @@ One step::
             submit the chunk's whole groups to the reward service  # in flight while the next chunk generates
         wait for the answers                                       # the only time the loop blocks on rewards
         dynamic sampling: keep groups whose valid rewards differ (gdpo: whose components differ)
-    rewards (NaN = invalid) [+ overlong shaping] → advantages + mask (advantages.py)
+    rewards (NaN = invalid, or its request failed) [+ overlong shaping] → advantages + mask (advantages.py)
     for epoch in 1..num_epochs:                                    # one optimizer step per epoch
         for each micro-batch: PPO-clip (+ β·KL) per token, aggregated with global normalisers, backward
         clip gradients, step
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import torch
 
 from rewardhub_trainer.advantages import (
@@ -79,10 +80,15 @@ class _Collected:
 
 
 class Trainer:
-    """GRPO-family trainer; rewards come from a rewardhub service through ``rewardhub_client`` only."""
+    """GRPO-family trainer; rewards come from a rewardhub service through ``rewardhub_client`` only.
 
-    def __init__(self, config: TrainConfig):
+    ``reward_transport``: the httpx transport the reward requests go through (default: httpx's own);
+    tests put failures at this boundary.
+    """
+
+    def __init__(self, config: TrainConfig, *, reward_transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
+        self.reward_transport = reward_transport
         self.run_dir = Path(config.output.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.training.seed)
@@ -111,6 +117,7 @@ class Trainer:
         self.data_pos = 0
         self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
+        self.failed_steps = 0  # consecutive steps in which every reward request failed
 
     # ---- data ----
     def _encode(self, problem: Problem) -> list[int]:
@@ -415,6 +422,24 @@ class Trainer:
             keep=self.config.output.keep_checkpoints,
         )
 
+    def _check_failures(self, dispatcher: RewardDispatcher, sent: int, failed: int) -> None:
+        """End the run once ``reward.max_failed_steps`` steps in a row had every reward request fail.
+
+        A step with some answers trains on them (the failed items are masked); a step with none is a
+        no-op (every item masked: no loss term, no optimizer step). Training on nothing for long is a
+        service that is down, not a blip, and must not pass for a run.
+        """
+        if sent == 0 or failed < sent:
+            self.failed_steps = 0
+            return
+        self.failed_steps += 1
+        limit = self.config.reward.max_failed_steps
+        if self.failed_steps >= limit:
+            raise RuntimeError(
+                f"every reward request to the service at {self.config.reward.url} failed for {limit} "
+                f"consecutive steps (reward.max_failed_steps); last error: {dispatcher.last_error}"
+            ) from dispatcher.last_error
+
     def _step_metrics(self, col: _Collected, rewards: torch.Tensor, adv: Advantages) -> dict[str, float]:
         rc = self.config.reward
         raw = [s for g in col.scored for s in g.scores()]
@@ -463,16 +488,18 @@ class Trainer:
         self._resume()
         (self.run_dir / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
         writer = MetricsWriter(self.run_dir, tensorboard=cfg.output.tensorboard, resume_step=self.step)
-        dispatcher = RewardDispatcher(cfg.reward, self.n_per_prompt)
+        dispatcher = RewardDispatcher(cfg.reward, self.n_per_prompt, transport=self.reward_transport)
         bar = _progress(cfg, self.step)
         last: dict[str, float] = {}
         try:
             while self.step < cfg.training.steps:
                 t0 = time.perf_counter()
                 lr = self._set_lr()
-                wait0 = dispatcher.wait_s
+                wait0, sent0, failed0 = dispatcher.wait_s, dispatcher.requests, dispatcher.failed_requests
                 col = self._collect(dispatcher)
                 wait = dispatcher.wait_s - wait0
+                failed = dispatcher.failed_requests - failed0
+                self._check_failures(dispatcher, dispatcher.requests - sent0, failed)
                 adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
                 t1 = time.perf_counter()
                 stats = self._optimize(col.groups, adv) if col.groups else {}
@@ -487,6 +514,7 @@ class Trainer:
                     "lr": lr,
                     "gen_s": col.gen_s,
                     "reward_wait_s": wait,
+                    "reward_requests_failed": float(failed),
                     "train_s": train_s,
                     "step_s": step_s,
                     "reward_wait_frac_step": wait / step_s,
@@ -513,7 +541,13 @@ class Trainer:
             final = self.run_dir / "final"
             self.model.save_pretrained(final)  # type: ignore[operator]
             self.tokenizer.save_pretrained(final)
-        summary = {"steps": self.step, "reward_requests": dispatcher.requests, **self.totals, "last": last}
+        summary = {
+            "steps": self.step,
+            "reward_requests": dispatcher.requests,
+            "reward_requests_failed": dispatcher.failed_requests,
+            **self.totals,
+            "last": last,
+        }
         summary["reward_wait_frac"] = self.totals["reward_wait_s"] / max(self.totals["wall_s"], 1e-9)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
