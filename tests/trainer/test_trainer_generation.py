@@ -6,6 +6,7 @@ import copy
 import os
 import sys
 import types
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -253,3 +254,57 @@ def test_vllm_weight_sync_drops_the_prefix_cache(
     gen = make_generator("vllm", model, tok, GenerationConfig(), "/m", "float32")
     gen.sync_weights(model)
     assert events == [f"load {len(model.state_dict())}", "reset"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("bad_words_ids", [[t] for t in range(20, 400)]),  # only ids < 20 left
+        ("sequence_bias", [[[7], 50.0]]),  # token 7 nearly always
+        ("forced_bos_token_id", 7),  # the first token of a one-token prompt's completion
+        ("forced_eos_token_id", 7),  # the last token before max_new_tokens
+        ("exponential_decay_length_penalty", (1, 3.0)),  # EOS more likely as the completion grows
+        ("top_h", 0.2),  # entropy-bounded truncation
+        ("stop_strings", ["a"]),  # stops mid-completion (and needs a tokenizer generate() was not given)
+        ("suppress_tokens", list(range(20, 400))),  # (neutralised before: guards)
+        ("begin_suppress_tokens", list(range(20, 400))),
+    ],
+)
+@pytest.mark.parametrize("lora", [False, True])
+def test_no_checkpoint_generation_setting_reaches_sampling(
+    tiny: tuple[Any, Any], field: str, value: Any, lora: bool
+) -> None:
+    """transformers fills every generation field left unset from the checkpoint's generation_config, and
+    some are off only when unset (None), so no explicit value could shut them off: a checkpoint's
+    ``bad_words_ids``, ``sequence_bias``, ``forced_bos/eos_token_id``, ``exponential_decay_length_penalty``
+    or ``top_h`` reshaped the distribution the tokens were drawn from while the recorded logprobs (and the
+    loss) are the policy's own, and ``stop_strings`` failed generate(). Found in review. Sampling with the
+    same seed must give exactly the tokens and logprobs of the same model without any of it (under peft
+    too, whose generate() passes its own view of the base model's generation_config on)."""
+    model, tok = tiny
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        lora_config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+        with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(copy.deepcopy(model), lora_config)
+    config = GenerationConfig(max_new_tokens=6, temperature=1.0, top_k=0)
+    prompts = [tok("What")["input_ids"][:1]]  # one token: forced_bos_token_id applies to it
+
+    def sample() -> list[tuple[list[int], list[float]]]:
+        torch.manual_seed(11)
+        (group,) = HFGenerator(model, tok, config).generate(prompts, 6)
+        return [(c.completion_ids, c.logprobs) for c in group]
+
+    host = model.get_base_model() if lora else model
+    saved = host.generation_config
+    clean = sample()
+    host.generation_config = copy.deepcopy(saved)
+    setattr(host.generation_config, field, value)
+    hostile = host.generation_config
+    try:
+        assert sample() == clean
+        assert host.generation_config is hostile  # the checkpoint's, back after sampling
+    finally:
+        host.generation_config = saved

@@ -18,6 +18,8 @@ A completion is the tokens up to and including the first EOS; a completion witho
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,11 +90,17 @@ class HFGenerator:
         self.eos = eos_ids(tokenizer, model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
         self.pad_id = int(pad)
-        # The checkpoint's own defaults (top_k, min_p, repetition penalties...) must not silently change the
-        # sampling distribution. transformers fills every field left None here from the model's
-        # generation_config and then from its global defaults (top_k=50), so each knob that reshapes the
-        # distribution is set explicitly to its neutral value (top_k=0 is "off": no TopK warper), and so is
-        # each one that reshapes the rows (num_return_sequences multiplies them, num_beams searches).
+        # The checkpoint's own defaults (top_k, min_p, repetition penalties, bad_words_ids, sequence_bias,
+        # forced_bos/eos_token_id...) must not silently change the sampling distribution: the loss takes
+        # the recorded logprobs as the sampler's, log softmax(z / T) of the raw logits. transformers fills
+        # every field left None here from the model's generation_config, and several fields are off only
+        # when None (forced_eos_token_id, sequence_bias, watermarking_config...), so no value set here can
+        # shut them off: generate() runs with the model's generation_config swapped for transformers' own
+        # (see _without_checkpoint_defaults). What is left is transformers' global defaults (top_k=50):
+        # each knob that reshapes the distribution is set explicitly to its neutral value (top_k=0 is
+        # "off": no TopK warper), and so is each one that reshapes the rows (num_return_sequences
+        # multiplies them, num_beams searches).
+        self._neutral = HFGenConfig()  # type: ignore[no-untyped-call]
         self.gen_config = HFGenConfig(  # type: ignore[no-untyped-call]
             do_sample=True,
             num_beams=1,
@@ -131,13 +139,16 @@ class HFGenerator:
             attention[i, width - len(p) :] = 1
         was_training = self.model.training
         self.model.eval()
-        out = self.model.generate(  # type: ignore[operator]
-            input_ids=input_ids.to(device),
-            attention_mask=attention.to(device),
-            generation_config=self.gen_config,
-        )
-        if was_training:
-            self.model.train()
+        try:
+            with _without_checkpoint_defaults(self.model, self._neutral):
+                out = self.model.generate(  # type: ignore[operator]
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention.to(device),
+                    generation_config=self.gen_config,
+                )
+        finally:
+            if was_training:
+                self.model.train()
         new = out.sequences[:, width:].cpu()
         logprobs = _sampled_logprobs(out.logits, new, self.config.temperature)
         eos = set(self.eos)
@@ -158,6 +169,24 @@ class HFGenerator:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         return None
+
+
+@contextmanager
+def _without_checkpoint_defaults(model: torch.nn.Module, neutral: Any) -> Iterator[None]:
+    """Run ``generate`` with ``neutral`` in place of the checkpoint's generation_config, which is back
+    afterwards (``save_pretrained`` writes it with the model, for whoever serves the trained model).
+
+    The swap is on the transformers model that ``generate`` reads it from: under a peft wrapper, the base
+    model (peft's ``generate`` copies the wrapper's view of it, which is the base model's, onto it).
+    """
+    get_base = getattr(model, "get_base_model", None)
+    host = get_base() if callable(get_base) else model
+    checkpoint = host.generation_config
+    host.generation_config = neutral
+    try:
+        yield
+    finally:
+        host.generation_config = checkpoint
 
 
 def _sampled_logprobs(
