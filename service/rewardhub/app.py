@@ -29,6 +29,7 @@ from rewardhub.metrics import Metrics
 from rewardhub.middleware import (
     BodyLimitMiddleware,
     CancelOnDisconnectMiddleware,
+    HeadAsGetMiddleware,
     RequestContextMiddleware,
     StartupFailureMiddleware,
 )
@@ -230,6 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(meta.router)
     app.include_router(dashboard.router)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
+    app.add_middleware(HeadAsGetMiddleware)  # innermost: what is outside sees the method as sent
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outside the body limit: it sees the raw receive
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

@@ -4,6 +4,8 @@
   ``Content-Length`` header when there is one and by counting streamed chunks otherwise;
 * :class:`RequestContextMiddleware` gives every request an id (``X-Request-ID``, taken from the caller
   when it sends one), binds it to the log context, and records request count and latency per route;
+* :class:`HeadAsGetMiddleware` answers ``HEAD`` on every ``GET`` route as ``GET`` would, without the
+  body (load balancers' and uptime checkers' probes, ``curl -I``);
 * :class:`CancelOnDisconnectMiddleware` stops the work of a request whose client hung up (status 499 in
   the metrics);
 * :class:`StartupFailureMiddleware` reports a start-up that failed on a configuration error by its
@@ -33,6 +35,7 @@ __all__ = [
     "STARTUP_FAILURE_FILE",
     "BodyLimitMiddleware",
     "CancelOnDisconnectMiddleware",
+    "HeadAsGetMiddleware",
     "RequestContextMiddleware",
     "StartupFailureMiddleware",
     "configuration_error",
@@ -120,6 +123,42 @@ class BodyLimitMiddleware:
         except _TooLarge:
             if not started:
                 await _send_error(send, 413, "payload_too_large", self._message())
+
+
+class HeadAsGetMiddleware:
+    """``HEAD`` is answered as ``GET``, headers and status alike, with an empty body.
+
+    FastAPI routes a ``GET`` route's ``GET`` only (Starlette's own routes add ``HEAD``), so ``HEAD
+    /health`` was a 405: an AWS ALB or uptime checker probing with ``HEAD``, or ``curl -I``, saw a
+    service that never came up. In one place rather than per route, so every read answers it (the
+    probes, ``/metrics``, the catalog, the OpenAPI document, the dashboard) with the same
+    authentication as ``GET``; a route without ``GET`` still answers 405. The body is dropped here, not
+    left to the server (uvicorn does; not every ASGI server or test transport does), and
+    ``Content-Length`` stays the ``GET`` answer's, as RFC 9110 allows. The method is ``GET`` only for
+    the app inside: the server, the request log and the metrics see ``HEAD``."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                message = {**message, "body": b""}
+            await send(message)
+
+        # A copy, not the server's scope changed in place: uvicorn reads the method from that one as it
+        # sends the answer, and for a GET expected Content-Length bytes of body (it reset the
+        # connection). The route the router matched is copied back for RequestContextMiddleware.
+        inner = {**scope, "method": "GET"}
+        try:
+            await self.app(inner, receive, send_headers_only)
+        finally:
+            if "route" in inner:
+                scope["route"] = inner["route"]
 
 
 class RequestContextMiddleware:

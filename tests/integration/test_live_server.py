@@ -27,6 +27,10 @@ def test_serve_embedded_default_scores_and_caches(live_server_factory: Any) -> N
             assert (first["score"], first["cached"]) == (1.0, False)
             assert (second["score"], second["cached"]) == (1.0, True)
             assert c.get("/health").json()["cache"] == "memory"
+            # HEAD over real HTTP (uvicorn): a probe's 200 with no body, as a load balancer sends it
+            for path in ("/health", "/ready"):
+                head = c.head(path)
+                assert head.status_code == 200 and head.content == b"", path
     assert "service_ready" in server.log()
 
 

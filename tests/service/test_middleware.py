@@ -1,0 +1,82 @@
+"""The app's own ASGI middleware, through the real app with its lifespan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from starlette.types import Message
+
+
+async def asgi_call(app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> list[Message]:
+    """The messages ``app`` sends for one bodiless request (httpx's in-process transport drops a HEAD
+    answer's body itself, so what the app sends is read here, as a server would read it)."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"rewardhub.test"), *headers],
+        "client": ("127.0.0.1", 1234),
+        "server": ("rewardhub.test", 80),
+    }
+    await app(scope, receive, send)
+    # The server's own scope keeps the method it was sent: uvicorn reads it as it writes the answer (a
+    # HEAD answered with no body where a GET's Content-Length bytes were due reset the connection).
+    assert scope["method"] == method
+    return sent
+
+
+async def test_head_is_answered_as_get_without_a_body(make_app: Any) -> None:
+    """FastAPI routes a GET route's GET only: HEAD /health and /ready (an AWS ALB or uptime checker's
+    probe, ``curl -I``) were a 405, a service that never came up."""
+    key = [(b"x-api-key", b"k-one")]
+    async with make_app(api_keys="k-one") as c:
+        for path, headers in [
+            ("/health", []),
+            ("/ready", []),
+            ("/metrics", []),
+            ("/openapi.json", []),
+            ("/dashboard", []),
+            ("/v1/rewards", key),
+        ]:
+            get = await c.get(path, headers={k.decode(): v.decode() for k, v in headers})
+            assert get.status_code == 200 and get.content, path
+            sent = await asgi_call(c.app, "HEAD", path, headers)  # type: ignore[attr-defined]
+            start = sent[0]
+            assert start["status"] == 200, (path, sent)
+            got = dict(start["headers"])
+            assert got[b"content-type"] == get.headers["content-type"].encode(), path
+            assert b"".join(m.get("body", b"") for m in sent[1:]) == b"", path
+
+        # The same authentication as GET: the catalog needs a key, the probes stay open.
+        assert (await c.head("/v1/rewards")).status_code == 401
+        assert (await c.head("/v1/rewards", headers={"X-API-Key": "nope"})).status_code == 403
+        assert (await c.head("/v1/rewards", headers={"X-API-Key": "k-one"})).status_code == 200
+        assert (await c.head("/v1/jobs/job_x")).status_code == 401
+        # A route without GET still refuses HEAD, and says what it allows.
+        post_only = await c.head("/v1/score", headers={"X-API-Key": "k-one"})
+        assert post_only.status_code == 405 and post_only.headers["allow"] == "POST"
+        # Counted under its route, as the GET is (one each).
+        metrics = (await c.get("/metrics")).text
+        assert 'rewardhub_requests_total{route="/health",status="200"} 2.0' in metrics
+
+
+async def test_get_still_has_its_body(client: httpx.AsyncClient) -> None:
+    """The body is dropped for HEAD only."""
+    sent = await asgi_call(client.app, "GET", "/health", [])  # type: ignore[attr-defined]
+    assert sent[0]["status"] == 200
+    assert b'"status":"ok"' in b"".join(m.get("body", b"") for m in sent[1:])
