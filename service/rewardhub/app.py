@@ -37,6 +37,7 @@ from rewardhub.models import ModelHub
 from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry, registered
 from rewardhub.routes import compat, compat_sandboxfusion, dashboard, jobs, meta, score
+from rewardhub.routes.body import document_bodies
 from rewardhub.runtime.context import Runtime, build_cpu_pool
 from rewardhub.sandbox import SandboxPool
 from rewardhub.security import Authenticator
@@ -230,6 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(compat_sandboxfusion.alias_router)
     app.include_router(meta.router)
     app.include_router(dashboard.router)
+    document_bodies(app)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
     app.add_middleware(HeadAsGetMiddleware)  # innermost: what is outside sees the method as sent
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)

@@ -5,7 +5,8 @@ orjson is fast and used everywhere on the hot path, but it refuses integers outs
 encodes caller-supplied data goes through :func:`dumps`, which falls back to the standard library for
 such values instead of failing the request (writing ``NaN`` and ``±Infinity``, which callers can send, as
 ``null`` just as orjson does). A lone surrogate (``"\\ud800"``, which the standard library's parser reads
-from a JSON escape on every route but ``/v1/score``) cannot be UTF-8: such a value is written with
+from a JSON escape on the drop-in ``/compat`` routes; the API's own read bodies as ``/v1/score`` does,
+see :mod:`rewardhub.routes.body`) cannot be UTF-8: such a value is written with
 ``\\u`` escapes, as the caller sent it. A given value always takes the same path, so hashes of it
 (cache keys, group fingerprints) stay stable.
 
@@ -37,7 +38,7 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
 
 def _too_deep() -> Exception:
     """orjson writes at most 254 levels of nesting and the standard library as many as the stack
-    allows; a body the standard library's parser read (every route but ``/v1/score``, whose parser stops
+    allows; a body the standard library's parser read (a ``/compat`` route; ``/v1/score``'s parser stops
     at 200 levels) can nest deeper than that. A request error (422), not a crash."""
     from rewardhub.errors import InvalidRequest  # (errors -> responses -> this module)
 

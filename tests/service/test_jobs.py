@@ -73,14 +73,16 @@ async def test_job_validation_fails_fast(client: httpx.AsyncClient) -> None:
 
 
 async def test_a_lone_surrogate_in_a_job_is_refused_as_score_refuses_it(client: httpx.AsyncClient) -> None:
-    """The job's body is parsed by the standard library, which reads "\\ud800" as a lone surrogate: the
+    """The job's body was parsed by the standard library, which reads "\\ud800" as a lone surrogate: the
     submission failed with a 500 (encoding its canonical form), or the job was accepted and then failed
-    as an internal error when its stored text was parsed; /v1/score answers such a body 422."""
+    as an internal error when its stored text was parsed. It is read by /v1/score's parser now: the same
+    422, invalid JSON."""
     body = b'{"reward": "exact_match", "items": [{"response": "a\\ud800", "reference": "a"}]}'
     r = await client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["type"] == "invalid_request"
-    assert r.json()["error"]["param"] == "items.0.response"
+    score = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+    assert r.json() == score.json()
 
 
 async def test_a_job_nested_deeper_than_score_reads_is_refused_at_submission(

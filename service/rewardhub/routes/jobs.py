@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Request
 
 from rewardhub import jsonutil
-from rewardhub.errors import ErrorResponse, InvalidRequest, NotConfigured, ServiceUnavailable
+from rewardhub.errors import ErrorResponse, NotConfigured, ServiceUnavailable
 from rewardhub.jobs import JobRunner
 from rewardhub.protocol import JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.body import body_doc, json_body
 from rewardhub.routes.score import parse_score_request
 from rewardhub.security import CallerDep
 
@@ -54,28 +55,25 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         200: {"model": JobStatus, "description": "An existing job (repeated Idempotency-Key)."},
         **_ERRORS,
     },
+    openapi_extra=body_doc(ScoreRequest),
     summary="Submit a scoring job",
     description=(
-        "Same body as POST /v1/score. Answers 202 with the new job, or 200 with the existing job when the "
-        "`Idempotency-Key` was already used with the same body (nothing is computed twice)."
+        "Same body as POST /v1/score, read the same way. Answers 202 with the new job, or 200 with the "
+        "existing job when the `Idempotency-Key` was already used with the same body (nothing is computed "
+        "twice)."
     ),
 )
 async def submit_job(
     jobs: JobsDep,
     caller: CallerDep,
-    body: Annotated[ScoreRequest, Body()],
+    body: Annotated[ScoreRequest, Depends(json_body(ScoreRequest))],
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> JSONBytesResponse:
     # The canonical form of the parsed body: the same request in other whitespace or key order is the same job.
     # (jsonutil.canonical keeps NaN and Infinity: model_dump_json writes them as null, and the job, which
     # is scored from this text, then scored a reference of NaN as one of null.)
-    dumped = body.model_dump(mode="python")
-    # (the standard library's parser keeps a lone surrogate; /v1/score's, which scores the job, refuses it)
-    bad = jsonutil.lone_surrogate_at(dumped)
-    if bad is not None:
-        where = f"{bad}: " if bad else ""
-        raise InvalidRequest(f"{where}the text is not valid Unicode (a lone surrogate)", param=bad or None)
-    canonical = jsonutil.canonical(dumped)
+    # (the body was read by /v1/score's parser, which refuses a lone surrogate: the text encodes)
+    canonical = jsonutil.canonical(body.model_dump(mode="python"))
     # The job is scored from this text by /v1/score's parser: what that refuses (nesting deeper than it
     # reads, say) is refused now, not accepted and then failed as an internal error.
     parse_score_request(canonical)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from rewardhub import __version__
@@ -20,6 +20,7 @@ from rewardhub.protocol import (
     RewardsResponse,
 )
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.body import body_doc, json_body
 from rewardhub.security import CallerDep
 
 router = APIRouter(tags=["meta"])
@@ -61,6 +62,7 @@ async def rewards(scoring: ScoringDep, _: CallerDep) -> RewardsResponse:
         404: {"model": ErrorResponse, "description": "Unknown reward (here or as a part)."},
         422: {"model": ErrorResponse, "description": "Invalid config, as `POST /v1/score` would answer."},
     },
+    openapi_extra=body_doc(RewardCheckRequest),
     summary="Check a reward spec without scoring",
     description=(
         "Resolves the spec exactly as `POST /v1/score` would (same 404 and 422) and says whether it and "
@@ -69,7 +71,11 @@ async def rewards(scoring: ScoringDep, _: CallerDep) -> RewardsResponse:
         "invalid fails at start, not as a run of steps with no reward signal."
     ),
 )
-async def check_reward(body: RewardCheckRequest, scoring: ScoringDep, _: CallerDep) -> RewardCheckResponse:
+async def check_reward(
+    scoring: ScoringDep,
+    _: CallerDep,
+    body: Annotated[RewardCheckRequest, Depends(json_body(RewardCheckRequest))],
+) -> RewardCheckResponse:
     return scoring.check(body.reward)
 
 
