@@ -1,7 +1,8 @@
 """``RewardClient`` and ``AsyncRewardClient``: typed, pooled, retrying HTTP clients for rewardhub.
 
-Both share one connection pool per client object (keep them for the life of a training run), a default
-timeout (no call waits forever), retries with backoff that honour ``Retry-After`` (see
+Both share one connection pool per client object (keep them for the life of a training run; a forked
+child, and for the async client each event loop, opens its own, with a transport of its own when
+``transport=`` is a factory: see :class:`RewardClient`), a default timeout (no call waits forever), retries with backoff that honour ``Retry-After`` (see
 :class:`~rewardhub_client._core.RetryPolicy`), typed exceptions mapped from the service's error body,
 and transparent chunking of large batches that never splits a GRPO group.
 
@@ -126,6 +127,29 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
+_SyncTransportArg = httpx.BaseTransport | Callable[[], httpx.BaseTransport] | None
+_AsyncTransportArg = httpx.AsyncBaseTransport | Callable[[], httpx.AsyncBaseTransport] | None
+
+
+def _transport_maker(transport: Any, base: type) -> Callable[[], Any]:
+    """What makes each pool's transport: a factory is called once per pool (a forked child's, an
+    event loop's), so each gets connections of its own; an instance is used as is, by every pool.
+
+    A client opens a pool per process and (async) per event loop, because connections cannot be
+    shared across them. A transport instance holds its own connections (``httpx.HTTPTransport(retries=3)``,
+    ``uds=...``): passed as is, every pool, in every forked child and on every loop, went through it and
+    its parent's kept-alive sockets. Pass ``lambda: httpx.HTTPTransport(retries=3)`` instead. An instance
+    stays right for transports without connections of their own (``httpx.MockTransport``,
+    ``httpx.ASGITransport``), which is how tests pass them."""
+    if transport is None or isinstance(transport, base):
+        return lambda: transport
+    if callable(transport):
+        return transport  # type: ignore[no-any-return]
+    raise TypeError(
+        f"transport must be an httpx {base.__name__}, a callable returning one, or None; got {transport!r}"
+    )
+
+
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     headers = {"user-agent": "rewardhub-client/0.1"}
     if api_key:
@@ -244,7 +268,12 @@ class RewardClient(_Base):
         retry: retry policy (default: 5 retries, exponential backoff from 0.5 s, on top of any Retry-After;
             a Retry-After over 120 s is raised, not waited for).
         chunk_size: items per request for large batches (groups are never split).
-        transport: an httpx transport (tests pass ``httpx.MockTransport``).
+        transport: an httpx transport, or a callable returning one. A callable is called for each
+            connection pool the client opens (one per process: a forked child opens its own), so
+            ``transport=lambda: httpx.HTTPTransport(retries=3)`` gives every process its own
+            connections. An instance is used as is by every pool, in every process: right for a
+            transport without connections (tests pass ``httpx.MockTransport``), wrong for one that
+            keeps sockets open (``httpx.HTTPTransport``) in a client used across a fork.
     """
 
     def __init__(
@@ -256,16 +285,19 @@ class RewardClient(_Base):
         retry: RetryPolicy | None = None,
         chunk_size: int = 1024,
         headers: Mapping[str, str] | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: _SyncTransportArg = None,
     ):
         super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
+        make_transport: Callable[[], httpx.BaseTransport | None] = _transport_maker(
+            transport, httpx.BaseTransport
+        )
 
         def new_pool() -> httpx.Client:
             return httpx.Client(
                 base_url=self.base_url,
                 timeout=self.timeout,
                 headers=_headers(api_key, headers),
-                transport=transport,
+                transport=make_transport(),
                 limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
             )
 
@@ -442,6 +474,10 @@ class AsyncRewardClient(_Base):
     """Asynchronous client; chunks of a large batch are sent concurrently (``max_concurrency``).
 
     Same arguments as :class:`RewardClient`, plus ``max_concurrency`` (requests in flight per call).
+    ``transport`` is an ``httpx.AsyncBaseTransport`` or a callable returning one, called for each pool:
+    one per event loop the client is used on (a connection belongs to its loop), so
+    ``transport=lambda: httpx.AsyncHTTPTransport(retries=3)`` gives each loop its own connections; an
+    instance is used as is on every loop (``httpx.ASGITransport``, ``httpx.MockTransport`` in tests).
     """
 
     def __init__(
@@ -454,19 +490,22 @@ class AsyncRewardClient(_Base):
         chunk_size: int = 1024,
         max_concurrency: int = 4,
         headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: _AsyncTransportArg = None,
     ):
         super().__init__(base_url, api_key=api_key, timeout=timeout, retry=retry, chunk_size=chunk_size)
         if max_concurrency < 1:  # a semaphore of 0 would hold every chunk for ever
             raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
         self.max_concurrency = max_concurrency
+        make_transport: Callable[[], httpx.AsyncBaseTransport | None] = _transport_maker(
+            transport, httpx.AsyncBaseTransport
+        )
 
         def new_pool() -> httpx.AsyncClient:
             return httpx.AsyncClient(
                 base_url=self.base_url,
                 timeout=self.timeout,
                 headers=_headers(api_key, headers),
-                transport=transport,
+                transport=make_transport(),
                 limits=httpx.Limits(max_connections=max(32, max_concurrency), max_keepalive_connections=16),
             )
 

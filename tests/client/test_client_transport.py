@@ -1,0 +1,100 @@
+"""A caller's ``transport=``: a factory gives each pool (forked child, event loop) a transport of its own.
+
+The transports here answer by themselves (the transport boundary is what is under test): each says
+which process made it and which process and event loop it answered in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+
+from rewardhub_client import AsyncRewardClient, RewardClient
+
+
+class _Where(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Answers every request with where it was made and where it answers."""
+
+    made: ClassVar[list[_Where]] = []
+
+    def __init__(self) -> None:
+        self.made_in = os.getpid()
+        self.loops: set[int] = set()
+        _Where.made.append(self)
+
+    def _answer(self) -> httpx.Response:
+        return httpx.Response(
+            200, json={"made_in": self.made_in, "used_in": os.getpid(), "transport": id(self)}
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._answer()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.loops.add(id(asyncio.get_running_loop()))
+        return self._answer()
+
+
+_FORKED: dict[str, RewardClient] = {}
+
+
+def _health_in_child(_: int) -> dict[str, Any]:
+    return _FORKED["client"].health()
+
+
+def _in_children(client: RewardClient) -> list[dict[str, Any]]:
+    _FORKED["client"] = client
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            return pool.map_async(_health_in_child, range(4)).get(30)
+    finally:
+        _FORKED.clear()
+
+
+@pytest.mark.timeout(60)
+def test_a_transport_factory_gives_each_forked_child_its_own_transport() -> None:
+    """A transport instance (``httpx.HTTPTransport(retries=3)``, ``uds=...``) holds its connections: the
+    client opened a pool per forked child, but every pool went through the parent's transport and its
+    kept-alive sockets. A factory is called for each pool, so a child's transport is its own."""
+    parent = os.getpid()
+    with RewardClient("http://rewardhub.test", transport=_Where) as c:
+        assert c.health()["made_in"] == parent
+        for answer in _in_children(c):
+            assert answer["used_in"] != parent
+            assert answer["made_in"] == answer["used_in"], answer  # made in the child that used it
+        assert c.health()["made_in"] == parent  # the parent's own is untouched
+
+
+@pytest.mark.timeout(60)
+def test_a_transport_instance_is_used_as_is_in_every_process() -> None:
+    """An instance is the caller's object, shared as documented (right for a transport without
+    connections of its own, as tests pass ``httpx.MockTransport``)."""
+    mine = _Where()
+    with RewardClient("http://rewardhub.test", transport=mine) as c:
+        answers = _in_children(c)
+    assert {a["transport"] for a in answers} == {id(mine)}
+    assert {a["made_in"] for a in answers} == {os.getpid()}
+
+
+def test_a_transport_factory_gives_each_event_loop_its_own_transport() -> None:
+    """The async client opens a pool per event loop (a connection belongs to its loop); with a factory
+    each of those pools has its own transport, used on that loop only."""
+    _Where.made.clear()
+    client = AsyncRewardClient("http://rewardhub.test", transport=_Where)
+    first = asyncio.run(client.health())["transport"]
+    second = asyncio.run(client.health())["transport"]
+    assert first != second
+    used = [t for t in _Where.made if t.loops]
+    assert len(used) == 2 and all(len(t.loops) == 1 for t in used)
+
+
+def test_a_transport_that_is_neither_is_refused_at_once() -> None:
+    with pytest.raises(TypeError, match="transport must be"):
+        RewardClient("http://rewardhub.test", transport="http://elsewhere")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="transport must be"):
+        AsyncRewardClient("http://rewardhub.test", transport=httpx.HTTPTransport())  # type: ignore[arg-type]
