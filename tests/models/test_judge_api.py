@@ -461,6 +461,8 @@ CONTEXT_OVERFLOWS = [
     "This model's maximum context length is 4096 tokens. However, you requested 5210 tokens.",
     "The input (5210 tokens) is longer than the model's context length (4096 tokens).",
     "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 5000 + 512",
+    "Input length (5210 tokens) exceeds the maximum allowed length (4096 tokens). Use a shorter input or "
+    "enable --allow-auto-truncate.",
 ]
 
 
@@ -483,12 +485,13 @@ async def test_refused_inputs_are_item_errors_and_never_open_the_breaker(
     judge_server.reply = reply
     settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 60}
     async with judge_app(make_app, judge_server, **settings) as client:
-        long = [{"prompt": "p", "response": f"long answer {k}"} for k in range(3)]
+        n = len(CONTEXT_OVERFLOWS)
+        long = [{"prompt": "p", "response": f"long answer {k}"} for k in range(n)]
         bad = [{"prompt": "p", "response": f"bad answer {k}"} for k in range(2)]
         results = await score(client, {"mode": "pointwise"}, long + bad, use_cache=False)
-        assert [r["reason"] for r in results] == ["unsupported"] * 3 + ["backend_error"] * 2
+        assert [r["reason"] for r in results] == ["unsupported"] * n + ["backend_error"] * 2
         assert "context length" in results[0]["details"]["message"]
-        assert judge_server.calls == 5  # every one was asked: no fail-fast after the first two
+        assert judge_server.calls == n + 2  # every one was asked: no fail-fast after the first two
         (ok,) = await score(
             client, {"mode": "pointwise"}, [{"prompt": "p", "response": "y"}], use_cache=False
         )

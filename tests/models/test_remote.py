@@ -101,13 +101,23 @@ async def test_a_context_overflow_is_input_too_long_and_the_breaker_stays_closed
         (500, "the request exceeds the available context size. try increasing the context size"),
         (400, "Requested tokens (5210) exceed context window of 4096"),
         (400, "prompt is too long: 210000 tokens > 200000 maximum"),
+        (
+            400,
+            "Input length (5210 tokens) exceeds the maximum allowed length (4096 tokens). Use a shorter "
+            "input or enable --allow-auto-truncate.",
+        ),
+        (400, "Input prompt (5210 tokens) is too long and exceeds limit of 4096"),
+        (400, "Multimodal prompt is too long after expanding multimodal tokens."),
+        (400, "Input is too long for requested model."),
     ],
 )
 async def test_context_overflow_wordings_of_common_servers(
     judge_server: FakeJudge, status: int, message: str
 ) -> None:
     """vLLM (two versions), SGLang, TGI (two checks), llama.cpp's server (400, and 500 in some versions:
-    still not retried), llama-cpp-python, Anthropic's compatibility layer."""
+    still not retried), llama-cpp-python, Anthropic's compatibility layer; SGLang's input-length check
+    and the "is too long" of servers on vLLM's engine and of cloud gateways (these were BackendRejected:
+    a ``backend_error`` item, not told from a malformed request)."""
     judge_server.reply = always(message, status=status)
     b = await backend(judge_server, max_retries=3, breaker_failures=1)
     with pytest.raises(InputTooLong, match=f"HTTP {status}"):

@@ -85,8 +85,11 @@ _CONNECT_S = 2.0
 # OpenAI's error code, TGI ("`inputs` tokens + `max_new_tokens` must be <= 4096", "`inputs` must have
 # less than 1024 tokens"), llama.cpp's server ("exceeds the available context size", its error type
 # exceed_context_size_error; some versions answer it with a 500), llama-cpp-python ("exceed context
-# window"), Anthropic's compatibility layer ("prompt is too long"). A 413 (a body over a size limit) is
-# InputTooLong before these are read.
+# window"), Anthropic's compatibility layer ("prompt is too long"), SGLang's input check ("Input length (N
+# tokens) exceeds the maximum allowed length (M tokens)", a 400 that was read as any other refusal), and
+# the servers built on vLLM's engine or a cloud API that word it "Input prompt (N tokens) is too long and
+# exceeds limit of M", "Multimodal prompt is too long", "Input is too long for requested model". A 413 (a
+# body over a size limit) is InputTooLong before these are read.
 _INPUT_STATUSES = frozenset({400, 422})
 # Answers worth another attempt besides 5xx: 429 (come back later), and 408 (a server or proxy that gave
 # up waiting for the request; RFC 9110 lets the client repeat it, and the OpenAI SDK does).
@@ -95,7 +98,8 @@ _RETRYABLE_STATUSES = frozenset({408, 429})
 _SECRET_PARAM = re.compile(r"key|token|secret|sig|auth|pass|code", re.IGNORECASE)
 _CONTEXT_EXCEEDED = re.compile(
     r"context length|maximum model length|context_length_exceeded|must be <= \d+|must have less than \d+ tokens"
-    r"|context size|context window|prompt is too long",
+    r"|context size|context window|\b(?:prompt|input)\b[^.]{0,40}\bis too long\b"
+    r"|\binput length\b[^.]{0,40}\bexceeds the maximum",
     re.IGNORECASE,
 )
 
