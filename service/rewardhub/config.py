@@ -327,6 +327,12 @@ class Settings(BaseSettings):
         64, ge=1, description="Largest file a sandboxed program may write, MiB."
     )
     sandbox_tmp_size_mb: int = Field(128, ge=8, description="Size of each run's private /tmp (tmpfs), MiB.")
+    sandbox_tmp_max_files: int = Field(
+        10_000,
+        ge=0,
+        description="Files and directories one run may create in its /tmp, and again in /dev/shm (each costs "
+        "~1 KB of kernel memory, empty or not); the next one fails with ENOSPC. 0 = no cap.",
+    )
     sandbox_output_limit_bytes: int = Field(
         1 << 20,
         ge=1024,

@@ -181,6 +181,27 @@ except OSError as exc:
     assert not (ROOT / "pwned").exists() and not Path("/usr/pwned").exists()
 
 
+async def test_empty_files_in_tmp_are_capped_in_number(client: httpx.AsyncClient) -> None:
+    """An empty file costs a tmpfs no bytes, only kernel memory (an inode and a dentry): a program
+    creating them for its whole time limit pinned hundreds of MB. Past REWARDHUB_SANDBOX_TMP_MAX_FILES
+    the OS refuses the next one (ENOSPC) and the program goes on."""
+    cap = client.app.state.runtime.sandbox.tmp_max_files  # type: ignore[attr-defined]
+    assert cap > 0
+    code = f"""
+n, err = 0, None
+try:
+    while n < {2 * cap}:
+        open(f"/tmp/empty-{{n}}", "w").close()
+        n += 1
+except OSError as exc:
+    err = exc.errno
+print("created", n, "errno", err)
+"""
+    body = await run(client, code, timeout=20)
+    assert body["status"] == "Success", body
+    assert f"created {cap - 1} errno 28" in out(body)  # the program's own source is the other one
+
+
 async def test_fork_bomb_is_contained(client: httpx.AsyncClient) -> None:
     code = """
 import os

@@ -24,7 +24,10 @@ Layers
   own PID namespace (it cannot see or signal host processes; when its PID 1 exits the kernel kills every
   process in it, daemons included), a user namespace with no capabilities and no nested namespaces.
 * **Filesystem**: only ``/usr`` (and the ``/bin``, ``/lib*`` links), the dynamic-linker cache and the
-  guest program, all read-only; a private, size-capped tmpfs as ``/tmp``; fresh ``/proc`` and ``/dev``.
+  guest program, all read-only; a private tmpfs as ``/tmp``, capped in bytes and in files (an empty file
+  costs ~1 KB of kernel memory and no tmpfs bytes; ``/dev/shm`` alike): the guest mounts it itself with
+  two capabilities ``bwrap`` lends it and drops them before any untrusted code exists
+  (``rh_guest._private_tmpfs``); fresh ``/proc`` and ``/dev``.
   The service's code, its home, the repository, ``/etc/shadow``: not there.
 * **Environment**: cleared (``--clearenv``) and rebuilt with ``PATH``, ``HOME``, ``LANG`` only.
 * **Identity** (when the service runs as root): each concurrent run has its own unused host uid, so

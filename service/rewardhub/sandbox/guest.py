@@ -11,9 +11,11 @@ channel the untrusted code cannot forge, and some limits are best applied from i
    neither ``ptrace`` it nor open ``/proc/1/{mem,fd/*,environ}``, so its memory (the run's nonce, the
    hidden tests) and its stdout pipe (the verdict channel) are out of reach; as PID 1 of its namespace
    it also cannot be killed (``SIGKILL``/``SIGSTOP`` from inside the namespace are ignored for init);
-2. applies the rlimits (address space, processes, file size, open files, core, CPU) before any
+2. mounts the run's ``/tmp`` and ``/dev/shm`` itself, capped in files as well as bytes, with the two
+   capabilities ``bwrap`` lent it for that, and drops them (:func:`_private_tmpfs`);
+3. applies the rlimits (address space, processes, file size, open files, core, CPU) before any
    untrusted code exists, i.e. it is the untrusted code's ``preexec``;
-3. reads the *public* frame (solution, limits) from stdin, forks the solution process, and only then
+4. reads the *public* frame (solution, limits) from stdin, forks the solution process, and only then
    reads the *private* frame (nonce, tests) — so the nonce was never in the solution's memory.
 
 Two modes:
@@ -41,9 +43,10 @@ Between judge and solution: 4-byte length + JSON of a tagged tree of builtin val
 
 Start-up cost matters (it is paid once per scored item): the guest imports only built-in or C modules
 (no ``ast``: the service rewrites the tests' asserts; ``_signal``, not ``signal``; no ``typing``,
-``json``, ``re`` or ``ctypes``: the interpreter is started from an execute-only copy, which the kernel
-makes non-dumpable at ``exec``, and ``ctypes``/``prctl`` is only the fallback), which keeps it
-within a few milliseconds of a bare ``python3 -S`` start.
+``json`` or ``re``; ``ctypes`` only for the system calls Python lacks, the mounts above and the
+untrusted process's seccomp filter, which share one import: the interpreter is started from an
+execute-only copy, which the kernel makes non-dumpable at ``exec``, so ``prctl`` is only the fallback
+there), which keeps it within a few milliseconds of a bare ``python3 -S`` start.
 """
 
 from __future__ import annotations
@@ -90,6 +93,61 @@ def _undumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+# Arguments ``tmpfs:PATH:BYTES:INODES`` after a guest script's own: the sandbox's size- and inode-capped
+# tmpfs, mounted by the guest itself (see _private_tmpfs).
+_TMPFS_ARG = "tmpfs:"
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID_NODEV = 2 | 4
+_CAP_SETPCAP = 8
+_CAP_SYS_ADMIN = 21
+_PR_CAPBSET_DROP = 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _private_tmpfs(args: Sequence[str]) -> None:
+    """Mount the writable tmpfs (``/tmp``, ``/dev/shm``) with a cap on their inodes, then drop every
+    capability; nothing when ``args`` names no tmpfs (the sandbox then gave the guest none).
+
+    ``bwrap`` (0.8) gives a tmpfs a size but no ``nr_inodes``, and an empty file costs no tmpfs bytes:
+    a program creating files for its whole time limit pinned an inode and a dentry (~1 KB of kernel
+    memory) each, hundreds of MB per run. So ``bwrap`` lends the guest ``CAP_SYS_ADMIN`` (and
+    ``CAP_SETPCAP`` to drop it again) in the sandbox's user namespace, and the guest, before any
+    untrusted code exists, mounts its own tmpfs over ``bwrap``'s. It needs a mount namespace of its
+    own: ``--disable-userns`` puts it in a nested user namespace, which holds no capability over the
+    one ``bwrap`` built (the kernel locks every mount inherited into the new one, so ``/`` and the
+    system directories stay read-only). Then the bounding set loses both capabilities and
+    ``capset`` clears the permitted, effective and inheritable sets (the ambient set with them):
+    the untrusted code starts with no capability at all, exactly as without this step.
+    """
+    mounts = [a[len(_TMPFS_ARG) :].split(":") for a in args if a.startswith(_TMPFS_ARG)]
+    if not mounts:
+        return
+    if os.uname().machine in _SIGNAL_SYSCALLS:
+        _prepare_protection()  # ctypes, which the untrusted process's filter needs anyway (inherited)
+        ctypes, libc = _FILTER[0], _FILTER[1]
+    else:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+    cwd = os.getcwd()
+    check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    for path, size, inodes in mounts:
+        options = f"size={int(size)},nr_inodes={int(inodes)},mode=755".encode()
+        check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", _MS_NOSUID_NODEV, options), f"mount {path}")
+    os.chdir(cwd)  # bwrap's --chdir /tmp: the directory under the new mount would stay the cwd
+    check(libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0), "dropping CAP_SYS_ADMIN")
+    check(libc.prctl(_PR_CAPBSET_DROP, _CAP_SETPCAP, 0, 0, 0), "dropping CAP_SETPCAP")
+    # {version, pid 0: this process}, and two all-zero {effective, permitted, inheritable}
+    header = ctypes.create_string_buffer(_LINUX_CAPABILITY_VERSION_3.to_bytes(4, "little") + bytes(4), 8)
+    check(libc.capset(header, ctypes.create_string_buffer(24)), "capset")
 
 
 def _apply_limits(lim: dict[str, int]) -> None:
@@ -159,6 +217,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _undumpable()
+        if not _WARM:  # a warm run's zygote mounted them for the slot
+            _private_tmpfs(sys.argv[1:])
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(100_000)  # big results still cross; a 16 MB literal does not
         header = _read_frame(0)
@@ -1438,7 +1498,8 @@ def _fork_untrusted(failure_status: int) -> int:
 
 
 def _prepare_protection() -> None:
-    """In the zygote: load what :func:`_protect` needs, so a run pays microseconds, not an import."""
+    """In the zygote (or a one-shot guest that mounts its tmpfs): load what :func:`_protect` needs, so a
+    run pays microseconds, not an import."""
     global _FILTER
     import ctypes
 
@@ -1557,6 +1618,7 @@ def zygote_main(ctrl: int) -> None:
     sock = socket.socket(fileno=ctrl)
     try:
         _undumpable()
+        _private_tmpfs(sys.argv[2:])
         _prepare_protection()
         uid = os.getuid()
         for path in list(_OWNED):

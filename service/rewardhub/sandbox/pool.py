@@ -93,6 +93,7 @@ class SandboxPool:
         allow_unisolated: bool = False,
         uid_base: int = 1_000_000_000,
         tmp_size_mb: int = 128,
+        tmp_max_files: int = 10_000,
         max_timeout_s: float = 60.0,
         max_memory_mb: int = 8192,
         pin_cpus: bool = True,
@@ -106,6 +107,7 @@ class SandboxPool:
         self.allow_unisolated = allow_unisolated
         self.uid_base = uid_base
         self.tmp_size_mb = tmp_size_mb
+        self.tmp_max_files = tmp_max_files  # 0 once the probe found the host cannot cap them
         self.max_timeout_s = max_timeout_s
         # a request's memory_mb is capped as its time limits are: 64 processes of a run, each allowed
         # the 64 GiB a config may ask for, could take the host's memory from every other run
@@ -149,7 +151,8 @@ class SandboxPool:
         return (
             f"{self.level}|{self._python_path}|mem={lim.memory_mb}|procs={lim.max_processes}"
             f"|fsize={lim.file_size_mb}|files={lim.open_files}|out={lim.output_bytes}"
-            f"|tmp={self.tmp_size_mb}|max_timeout={self.max_timeout_s!r}|max_mem={self.max_memory_mb}"
+            f"|tmp={self.tmp_size_mb}|tmp_files={self.tmp_max_files}"
+            f"|max_timeout={self.max_timeout_s!r}|max_mem={self.max_memory_mb}"
         )
 
     @classmethod
@@ -168,6 +171,7 @@ class SandboxPool:
             allow_unisolated=settings.sandbox_allow_unisolated,
             uid_base=settings.sandbox_uid_base,
             tmp_size_mb=settings.sandbox_tmp_size_mb,
+            tmp_max_files=settings.sandbox_tmp_max_files,
             max_timeout_s=settings.sandbox_max_timeout_s,
             max_memory_mb=settings.sandbox_max_memory_mb,
             pin_cpus=settings.sandbox_pin_cpus,
@@ -213,14 +217,32 @@ class SandboxPool:
         bwrap = which(self.bwrap_name)
         if bwrap is not None:
             cmd = SandboxCommand(
-                "bubblewrap", python, self.guest_dir, bwrap, setpriv, tmp_size_bytes=self.tmp_size_mb << 20
+                "bubblewrap",
+                python,
+                self.guest_dir,
+                bwrap,
+                setpriv,
+                tmp_size_bytes=self.tmp_size_mb << 20,
+                tmp_max_files=self.tmp_max_files,
             )
             cmd.build_flags()
             reuse, self.reuse_runs = self.reuse_runs, 0
             problem = await self._probe(cmd)
+            files_problem = None
+            if problem is not None and cmd.tmp_max_files > 0:
+                # The file cap needs the guest to mount its own tmpfs (capabilities in the sandbox's
+                # user namespace, a mount namespace of its own); a host that refuses that still gets
+                # every other layer, and says so.
+                files_problem, self.tmp_max_files = problem, 0
+                cmd.tmp_max_files = 0
+                cmd.build_flags()
+                problem = await self._probe(cmd)
             if problem is None:
                 self.command, self.level = cmd, "bubblewrap"
                 self.message = "bubblewrap: namespaces, read-only system, private tmpfs, rlimits"
+                if files_problem is not None:
+                    self.message += f" (no cap on the files in /tmp: {files_problem})"
+                    log.warning("sandbox_tmp_files_uncapped", reason=files_problem)
                 if setpriv is None:
                     self.message += " (no per-run uids: the process limit is shared by all runs)"
                 if reuse:
@@ -353,6 +375,7 @@ class SandboxPool:
             "run_seconds": round(self.run_seconds, 3),
             "per_run_uids": self._uid_first is not None,
             "pinned_cpus": bool(self._cpus),
+            "tmp_max_files": self.tmp_max_files,  # 0: not capped (unset, or the host refused the cap)
             "warm_sandboxes": sum(1 for box in self._warm.values() if box.alive),
             "reuse_runs": self.reuse_runs,
             "warm_sandbox_ends": dict(self.slot_ends),

@@ -11,8 +11,9 @@ The run is ``[setpriv --reuid U --regid U --clear-groups --] bwrap <flags> -- py
   guest as the first thing it does, before any untrusted code exists (see :mod:`.guest`).
 * ``bwrap``: new user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``) with no way to
   nest more (``--disable-userns``); read-only system directories and nothing else of the host (no
-  ``/home``, ``/root``, ``/work``, ``/etc`` beyond the dynamic-linker cache); a size-capped private
-  tmpfs at ``/tmp``; fresh ``/proc`` and ``/dev``; an empty environment (``--clearenv``); a new session
+  ``/home``, ``/root``, ``/work``, ``/etc`` beyond the dynamic-linker cache); a private tmpfs at
+  ``/tmp`` capped in bytes and in files (the guest mounts the file-capped one, see
+  ``rh_guest._private_tmpfs``); fresh ``/proc`` and ``/dev``; an empty environment (``--clearenv``); a new session
   (no terminal injection); ``--die-with-parent`` so the sandbox dies with the service.
 * ``subprocess.Popen`` (``vfork``) plus the loop's pipe transports and a pidfd, instead of
   ``asyncio.create_subprocess_exec``: the same non-blocking, event-loop-driven process, without
@@ -85,7 +86,11 @@ class SandboxCommand:
     bwrap: str | None = None
     setpriv: str | None = None
     tmp_size_bytes: int = 128 << 20
+    # Most files (and directories) a run may create in /tmp, and again in /dev/shm; 0: no cap (bwrap's
+    # own tmpfs, capped in bytes only). See rh_guest._private_tmpfs.
+    tmp_max_files: int = 0
     bwrap_flags: list[str] = field(default_factory=list)
+    guest_args: list[str] = field(default_factory=list)
 
     def build_flags(self) -> None:
         """The ``bwrap`` flags for this host's filesystem layout (merged ``/usr`` or not)."""
@@ -101,6 +106,13 @@ class SandboxCommand:
             "--hostname",
             "sandbox",
         ]
+        self.guest_args = []
+        if self.tmp_max_files > 0:
+            # Lent to the guest for mounting the inode-capped tmpfs; it drops both before anything else.
+            flags += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+            # +1: the tmpfs's root directory is one of its inodes
+            for path, size in (("/tmp", self.tmp_size_bytes), ("/dev/shm", _SHM_SIZE_BYTES)):
+                self.guest_args.append(f"tmpfs:{path}:{size}:{self.tmp_max_files + 1}")
         if os.geteuid() == 0 and self.setpriv is None:
             # Root without per-run uids: at least do not be uid 0 inside.
             flags += ["--uid", "65534", "--gid", "65534"]
@@ -175,6 +187,7 @@ class SandboxCommand:
                 *guest,
                 f"{GUEST_DIR_IN_SANDBOX}/{script}",
                 *args,
+                *self.guest_args,
             ]
         return [*prefix, *guest, str(self.guest_dir / script), *args]
 
