@@ -62,6 +62,20 @@ async def _send_error(send: Send, status: int, etype: str, message: str) -> None
     await send({"type": "http.response.body", "body": body})
 
 
+def route_label(scope: Scope) -> str:
+    """The route a request is counted under: the API route's template (``/v1/jobs/{job_id}``, never
+    the id), the path of a plain Starlette route without parameters (FastAPI's ``/openapi.json`` and
+    ``/docs``, which set no ``route`` in the scope and were counted as ``unmatched``), else
+    ``unmatched``: a path a client made up must not become a metric label of its own."""
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    if path:
+        return str(path)
+    if scope.get("endpoint") is not None and not scope.get("path_params"):
+        return str(scope.get("path") or "unmatched")
+    return "unmatched"
+
+
 class _TooLarge(Exception):
     pass
 
@@ -197,8 +211,7 @@ class RequestContextMiddleware:
             if scope["state"].get("client_gone"):
                 status = CLIENT_GONE
             elapsed = time.perf_counter() - t0
-            route: Any = scope.get("route")
-            label = getattr(route, "path", None) or "unmatched"
+            label = route_label(scope)
             self.metrics.requests.labels(label, str(status)).inc()
             self.metrics.request_latency.labels(label).observe(elapsed)
             if status >= 500 or label not in ("/metrics", "/health", "/ready"):

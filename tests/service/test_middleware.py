@@ -80,3 +80,16 @@ async def test_get_still_has_its_body(client: httpx.AsyncClient) -> None:
     sent = await asgi_call(client.app, "GET", "/health", [])  # type: ignore[attr-defined]
     assert sent[0]["status"] == 200
     assert b'"status":"ok"' in b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def test_the_openapi_document_and_docs_are_counted_under_their_paths(client: httpx.AsyncClient) -> None:
+    """FastAPI serves /openapi.json and /docs as plain Starlette routes, which set no ``route`` in the
+    scope: they were counted as ``unmatched``, with the paths nothing serves. A made-up path still is."""
+    assert (await client.get("/openapi.json")).status_code == 200
+    assert (await client.get("/docs")).status_code == 200
+    assert (await client.get("/no/such/path/4711")).status_code == 404
+    metrics = (await client.get("/metrics")).text
+    assert 'rewardhub_requests_total{route="/openapi.json",status="200"}' in metrics
+    assert 'rewardhub_requests_total{route="/docs",status="200"}' in metrics
+    assert "4711" not in metrics
+    assert 'route="unmatched",status="404"' in metrics
