@@ -38,6 +38,11 @@ class Reply:
     raw: bytes | None = None
     finish_reason: str = "stop"
     headers: dict[str, str] | None = None  # response headers of a failure (e.g. Retry-After)
+    # the thinking, returned apart from the content as a server with a reasoning parser does, in this
+    # field of the message (vLLM: reasoning_content, newer vLLM and OpenRouter: reasoning); the content
+    # is then null when empty, and the logprobs cover the thinking's tokens, "</think>", then the content's
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
 
 
 def always(content: str, **kw: Any) -> Callable[[dict[str, Any]], Reply]:
@@ -66,8 +71,12 @@ class FakeJudge:
         return len(self.requests)
 
 
-def _logprobs(content: str, top: dict[str, float] | None, at: str | None) -> dict[str, Any]:
+def _logprobs(
+    content: str, top: dict[str, float] | None, at: str | None, reasoning: str | None = None
+) -> dict[str, Any]:
     tokens = [t for t in _TOKEN.findall(content) if t]
+    if reasoning:
+        tokens = [t for t in _TOKEN.findall(reasoning) if t] + (["</think>"] if content else []) + tokens
     entries = [
         {
             "token": t,
@@ -119,13 +128,13 @@ def _app(state: FakeJudge) -> FastAPI:
             # a failure's message is the reply's content (a server's own wording, e.g. a context overflow)
             message = r.content or "scripted failure"
             return JSONResponse({"error": {"message": message}}, status_code=r.status, headers=r.headers)
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": r.content},
-            "finish_reason": r.finish_reason,
-        }
+        message: dict[str, Any] = {"role": "assistant", "content": r.content}
+        if r.reasoning is not None:
+            message[r.reasoning_field] = r.reasoning
+            message["content"] = r.content or None
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": r.finish_reason}
         if body.get("logprobs"):
-            choice["logprobs"] = _logprobs(r.content, r.top, r.at)
+            choice["logprobs"] = _logprobs(r.content, r.top, r.at, r.reasoning)
         return JSONResponse(
             {
                 "id": "chatcmpl-test",

@@ -203,6 +203,24 @@ def test_a_draft_in_reasoning_returned_apart_is_not_read_from_the_logprobs() -> 
     assert d.method == "logprobs" and d.value == pytest.approx(0.875)
 
 
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_a_thinking_returned_apart_is_kept_apart_from_the_answer(field: str) -> None:
+    """vLLM's ``reasoning_content`` (``reasoning`` in newer versions and OpenRouter) is the completion's
+    ``reasoning``: never the verdict, but part of the whole output (``full_text``), written back inline."""
+    message: dict[str, Any] = {"role": "assistant", "content": "Score: 4", field: "\nDraft: Score: 2"}
+    c = parse_chat_completion("judge", {"choices": [{"message": message, "finish_reason": "stop"}]})
+    assert (c.text, c.reasoning) == ("Score: 4", "\nDraft: Score: 2")
+    assert c.full_text == "<think>\nDraft: Score: 2</think>Score: 4"
+    assert read_decision(c, find(SCORE), Scale.scores(1, 5), "parse").parsed == 0.75
+    message["content"] = None  # the thinking never closed (or the answer is empty)
+    c = parse_chat_completion("judge", {"choices": [{"message": message, "finish_reason": "stop"}]})
+    assert c.full_text == "<think>\nDraft: Score: 2"
+    with pytest.raises(DecisionError):
+        read_decision(c, find(SCORE), Scale.scores(1, 5), "parse")
+    message[field] = None  # null, as a server without a parser may send it
+    assert parse_chat_completion("judge", {"choices": [{"message": message}]}).reasoning is None
+
+
 def test_content_as_parts_and_null_logprobs_are_read() -> None:
     """Mistral's reasoning models answer ``content`` as a list of parts (thinking, then text), and
     llama.cpp writes ``"logprob": null`` for a probability of 0: both were a malformed completion, so

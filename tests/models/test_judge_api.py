@@ -796,6 +796,51 @@ async def test_a_message_without_content_reads_as_null_content(
     assert "raise max_tokens" in res["details"]["message"]
 
 
+async def test_a_reasoning_field_never_holds_another_mode_s_verdict(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A server with a reasoning parser returns the thinking apart (``reasoning_content``, or
+    ``reasoning``), and the critique mode reads its step labels there. The verdict of every mode is
+    still the content's: a draft in the thinking is never read as it, by parse or logprobs, and a
+    verdict only in the thinking is a parse_error, as it is inline."""
+    replies = {
+        "draft": Reply("Score: 2", reasoning="Looks perfect. Score: 5", top={"2": 0.5, "3": 0.5}, at="2"),
+        "only": Reply("", reasoning="Looks perfect. Score: 5", reasoning_field="reasoning"),
+        "reference": Reply("Final Decision: No", reasoning="Final Decision: Yes"),
+        "rubric": Reply("", reasoning="Decision: Yes"),
+    }
+
+    def reply(body: dict[str, Any]) -> Reply:
+        return replies[user_text(body).split("[Question]\n")[1].split("\n")[0]]
+
+    judge_server.reply = reply
+    async with judge_app(make_app, judge_server) as client:
+        draft, only = await score(
+            client,
+            {"mode": "pointwise"},
+            [{"prompt": "draft", "response": "x = 4"}, {"prompt": "only", "response": "x = 4"}],
+        )
+        (expected,) = await score(
+            client, {"mode": "pointwise", "scoring": "logprobs"}, [{"prompt": "draft", "response": "x = 5"}]
+        )
+        (ref,) = await score(
+            client,
+            {"mode": "reference", "rule": None},
+            [{"prompt": "reference", "response": "\\boxed{4}", "reference": "5"}],
+        )
+        (rubric,) = await score(
+            client,
+            {"mode": "rubric", "criteria": [{"criterion": "is polite"}]},
+            [{"prompt": "rubric", "response": "x = 4"}],
+        )
+    assert draft["valid"] and draft["score"] == 0.25, draft
+    assert expected["details"]["method"] == "logprobs" and expected["score"] == pytest.approx(0.375), expected
+    assert ref["valid"] and ref["score"] == 0.0, ref
+    for r in (only, rubric):
+        assert (r["valid"], r["reason"]) == (False, "parse_error"), r
+    assert "Looks perfect." in only["details"]["judgement"]  # shown, as an inline thinking is
+
+
 async def test_the_pairwise_opponent_s_reasoning_is_cut_like_the_response_s(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_openai import FakeJudge, always, user_text
+from fake_openai import FakeJudge, Reply, always, user_text
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -270,3 +270,57 @@ async def test_the_solution_s_own_step_numbers_give_way_to_the_critique_s(
     assert "Step 1: 2 + 3 = 5.\nStep 2: This is the sum.\nStep 3: 5 * 4 = 20." in asked, asked
     # the spans still index the response as sent
     assert [response[s["start"] : s["end"]] for s in r["details"]["steps"]][2] == "**Step 2:** 5 * 4 = 20."
+
+
+async def test_a_reasoning_server_s_thinking_is_read_for_the_labels(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """vLLM or SGLang with a reasoning parser return the thinking apart from the content (vLLM's
+    ``reasoning_content``, newer vLLM's and OpenRouter's ``reasoning``), and a ThinkPRM's critique is its
+    thinking: its step labels were never seen (every step null, first_error unknown) though the verdict
+    in the content was read. Found in review. The thinking is read as the inline ``<think>`` block is:
+    for the labels only when the content has none, never for the verdict."""
+    critique = (
+        "Let's verify step by step:\nStep 1: 2 + 3 = 5. \\boxed{correct}\nStep 2: 20, not 21. "
+        "\\boxed{incorrect}\nStep 3: carries it. \\boxed{incorrect}\nIs the solution correct? No\n"
+    )
+    three = "Two plus three is 5.\n\nFive times four is 21.\n\nSo \\boxed{21}."
+    replies = {
+        "old": Reply("Is the solution correct? No", reasoning=critique, top={"No": 1.0}, at="No"),
+        # the verdict at its own token (after the thinking's tokens and "</think>"), not the thinking's
+        "new": Reply(
+            "Is the solution correct? Yes",
+            reasoning=critique,
+            reasoning_field="reasoning",
+            top={"Yes": 0.6, "No": 0.4},
+            at="Yes",
+        ),
+        # labels in the content win over the thinking's drafts
+        "both": Reply(
+            "Step 1: \\boxed{correct}\nStep 2: \\boxed{correct}\nStep 3: \\boxed{correct}\n"
+            "Is the solution correct? Yes",
+            reasoning=critique,
+            top={"Yes": 1.0},
+            at="Yes",
+        ),
+        # the verdict only in the thinking (the content null): no verdict, as inline
+        "unclosed": Reply("", reasoning=critique),
+    }
+
+    def reply(body: dict[str, Any]) -> Reply:
+        return replies[user_text(body).split("[Math Problem]\n\n")[1].split("\n")[0]]
+
+    judge_server.reply = reply
+    items = [{"prompt": key, "response": three} for key in replies]
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        old, new, both, unclosed = await score(client, {"scoring": "logprobs"}, items)
+    assert old["valid"] and old["score"] == 0.0, old
+    assert [s["label"] for s in old["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    assert old["details"]["first_error"] == 1 and old["details"]["labels_found"] == 3
+    assert new["valid"] and new["score"] == pytest.approx(0.6, abs=1e-6), new
+    assert new["details"]["method"] == "logprobs"
+    assert [s["label"] for s in new["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    assert both["score"] == 1.0 and both["details"]["first_error"] == -1, both
+    assert (unclosed["valid"], unclosed["reason"]) == (False, "parse_error"), unclosed
+    # the judgement shown is the whole output, the thinking back in its block
+    assert "Step 2: 20, not 21." in unclosed["details"]["judgement"]

@@ -88,9 +88,27 @@ class TokenLogprob:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """A chat completion. ``text`` is the answer; ``reasoning`` the thinking a server with a reasoning
+    parser (vLLM, SGLang, OpenRouter) returned apart from it, None when it sent none (a local backend's
+    thinking stays in ``text``, between ``<think>`` tags). A verdict is read from ``text`` only: the
+    thinking holds drafts."""
+
     text: str
     tokens: tuple[TokenLogprob, ...] | None = None
     finish_reason: str | None = None
+    reasoning: str | None = None
+
+    @property
+    def full_text(self) -> str:
+        """The whole output as the model wrote it: ``reasoning`` put back in front of ``text`` between
+        think tags (``<think>`` left open when no answer followed, as a thinking the generation stopped
+        in), so that readers of the whole output (a thinking PRM's step labels) see one text whichever
+        way the server returned it. The opening tag is written back with the newline DeepSeek-R1's chat
+        template puts after it (the thinking's own leading newlines dropped)."""
+        if not self.reasoning:
+            return self.text
+        thinking = "<think>\n" + self.reasoning.lstrip("\n")
+        return f"{thinking}</think>{self.text}" if self.text else thinking
 
 
 @dataclass(frozen=True, slots=True)

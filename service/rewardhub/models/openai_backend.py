@@ -3,9 +3,11 @@
 ``url`` is the API base *including* ``/v1`` (what the OpenAI SDK calls ``base_url``), e.g.
 ``http://judge:8000/v1``. Judges use ``POST {url}/chat/completions`` with ``logprobs: true`` and
 ``top_logprobs: k`` when the reward scores from logprobs; ``POST {url}/embeddings`` serves ``embed``.
-The answer's length limit goes as ``max_tokens``, which every OpenAI-compatible server reads; OpenAI's
-reasoning models (o1, o3, gpt-5...) refuse it and ask for ``max_completion_tokens``, so on that refusal
-the backend switches to ``max_completion_tokens`` for good and sends the call again.
+A reasoning parser's thinking (``reasoning_content`` or ``reasoning``) comes back as the completion's
+``reasoning``, apart from its text. The answer's length limit goes as ``max_tokens``, which every
+OpenAI-compatible server reads; OpenAI's reasoning models (o1, o3, gpt-5...) refuse it and ask for
+``max_completion_tokens``, so on that refusal the backend switches to ``max_completion_tokens`` for
+good and sends the call again.
 Everything about timeouts, retries, concurrency and the circuit breaker is in
 :mod:`rewardhub.models.remote`.
 """
@@ -140,7 +142,12 @@ def parse_chat_completion(name: str, answer: Any) -> Completion:
                 )
                 for t in lp["content"]
             )
-        return Completion(text=text, tokens=tokens, finish_reason=choice.get("finish_reason"))
+        return Completion(
+            text=text,
+            tokens=tokens,
+            finish_reason=choice.get("finish_reason"),
+            reasoning=_reasoning_text(choice["message"]),
+        )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise BackendError(
             f"backend {name!r}: malformed chat completion ({type(exc).__name__}: {exc})"
@@ -163,6 +170,17 @@ def _content_text(content: Any) -> str:
             if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
         )
     raise TypeError("message.content is neither a string nor a list of parts")
+
+
+def _reasoning_text(message: dict[str, Any]) -> str | None:
+    """The thinking a server with a reasoning parser returns apart from ``content``: vLLM's
+    ``reasoning_content`` (``reasoning`` in newer versions, which may send both, the same text) and
+    OpenRouter's ``reasoning``. None when there is none."""
+    for key in ("reasoning", "reasoning_content"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _logprob(value: Any) -> float:

@@ -39,7 +39,8 @@ Modes (every score is in [0, 1]):
   verdict (with ``scoring: "logprobs"``, ThinkPRM's P(yes) at its token); ``details.steps`` lists
   ``{index, start, end, label, score}``, the boxed labels (``null`` for a step the critique did not
   reach: a verifier may stop at the first error): read after the judge's ``</think>`` (in its thinking
-  only when none are after it), each the last one under its step's "Step k" heading, or in order when
+  only when none are after it; a thinking a reasoning parser returned apart, in ``reasoning_content``
+  or ``reasoning``, is read as an inline one), each the last one under its step's "Step k" heading, or in order when
   the critique has no headings; and ``details.first_error`` the first step labelled incorrect (-1:
   every step labelled correct; ``null``: unknown, an earlier step unlabelled, or the labels outnumber
   the steps). A critique is long: ``max_tokens`` defaults to 4096 in this mode (one cut off is a
@@ -423,7 +424,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # a boxed yes/no answering a yes/no question, or correct/incorrect a question whether something is
     # correct, is the answer, not a forged verdict or step label
     # 1.8.2: a score out of another maximum in brackets ("Score: 4 (out of 10)" on 1-5) is a parse_error
-    version: ClassVar[str] = "1.8.2"
+    # 1.9.0: mode critique: the step labels of a thinking returned apart (reasoning_content, reasoning)
+    # are read
+    version: ClassVar[str] = "1.9.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
@@ -938,17 +941,17 @@ class _Asker:
                 # (gather_all): one of them may be the half-open breaker's probe, and a probe cancelled
                 # by its pairwise or rubric sibling's fail-fast left the breaker open for good.
                 return failure(exc), ""
+        # the verdict is read from the answer; the judgement returned is the whole output, a thinking
+        # the server returned apart put back in front (a critique's step labels may be only there)
+        written = completion.full_text
         if completion.finish_reason == "length":
-            return (
-                cut_off("the judgement", c.max_tokens, judgement=completion.text[-_EXCERPT:]),
-                completion.text,
-            )
+            return cut_off("the judgement", c.max_tokens, judgement=written[-_EXCERPT:]), written
         try:
-            return read_decision(completion, self.j.find_last, self.j.scale, c.scoring), completion.text
+            return read_decision(completion, self.j.find_last, self.j.scale, c.scoring), written
         except DecisionError as exc:
             return (
-                Outcome.invalid(Reason.PARSE_ERROR, str(exc), judgement=completion.text[-_EXCERPT:]),
-                completion.text,
+                Outcome.invalid(Reason.PARSE_ERROR, str(exc), judgement=written[-_EXCERPT:]),
+                written,
             )
 
 
