@@ -2,9 +2,10 @@
 thread, on a free port.
 
 The test sets ``server.reply`` to a function of the request body returning a :class:`Reply`: the
-message content, optionally the probabilities of the alternatives at the decision token (served as
-``top_logprobs``), an HTTP status, a delay, or raw bytes (garbage). Every request is recorded, so tests
-can assert that hardened items never reached the judge.
+message content (cut before the request's first ``stop`` string, as a server does), optionally a
+thinking returned apart from it (as by a reasoning parser), the probabilities of the alternatives at
+the decision token (served as ``top_logprobs``), an HTTP status, a delay, or raw bytes (garbage). Every
+request is recorded, so tests can assert that hardened items never reached the judge.
 """
 
 from __future__ import annotations
@@ -128,13 +129,19 @@ def _app(state: FakeJudge) -> FastAPI:
             # a failure's message is the reply's content (a server's own wording, e.g. a context overflow)
             message = r.content or "scripted failure"
             return JSONResponse({"error": {"message": message}}, status_code=r.status, headers=r.headers)
-        message: dict[str, Any] = {"role": "assistant", "content": r.content}
-        if r.reasoning is not None:
-            message[r.reasoning_field] = r.reasoning
-            message["content"] = r.content or None
+        content, reasoning = r.content, r.reasoning
+        for stop in body.get("stop") or ():  # the output ends before the first stop string, as vLLM's
+            if reasoning is not None and stop in reasoning:
+                reasoning, content = reasoning[: reasoning.index(stop)], ""
+            elif stop in content:
+                content = content[: content.index(stop)]
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reasoning is not None:
+            message[r.reasoning_field] = reasoning
+            message["content"] = content or None
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": r.finish_reason}
         if body.get("logprobs"):
-            choice["logprobs"] = _logprobs(r.content, r.top, r.at, r.reasoning)
+            choice["logprobs"] = _logprobs(content, r.top, r.at, reasoning)
         return JSONResponse(
             {
                 "id": "chatcmpl-test",

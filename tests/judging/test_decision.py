@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rewardhub.judging.decision import DecisionError, Scale, last_of, read_decision
+from rewardhub.judging.decision import DecisionError, Scale, last_of, read_decision, read_token_decision
 from rewardhub.models.base import Completion, TokenLogprob
 from rewardhub.models.openai_backend import parse_chat_completion
 
@@ -219,6 +219,40 @@ def test_a_thinking_returned_apart_is_kept_apart_from_the_answer(field: str) -> 
         read_decision(c, find(SCORE), Scale.scores(1, 5), "parse")
     message[field] = None  # null, as a server without a parser may send it
     assert parse_chat_completion("judge", {"choices": [{"message": message}]}).reasoning is None
+
+
+YES_NO = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
+
+
+@pytest.mark.parametrize(
+    ("token", "top", "scoring", "want", "method"),
+    [
+        ("\u0120Yes", {"\u0120Yes": 0.6, "\u0120No": 0.4}, "logprobs", 0.6, "logprobs"),  # BPE marks
+        (" No", {" No": 0.99}, "logprobs", 0.01, "logprobs"),  # "Yes" missing: bounded, not 0
+        ("**", {"**": 0.5, " Yes": 0.3, " No": 0.1}, "logprobs", 0.75, "logprobs"),  # the labels below it
+        (" yes", {" yes": 0.6, " no": 0.4}, "parse", 1.0, "parse"),  # the word itself
+        (" No", {" No": 0.9}, "parse", 0.0, "parse"),
+        ("No", {}, "logprobs", 0.0, "parse_fallback"),  # a server that sent no logprobs
+        ("**", {"**": 0.9}, "logprobs", None, None),
+        ("Maybe", {"Maybe": 0.9}, "parse", None, None),
+    ],
+)
+def test_a_one_token_verdict(
+    token: str, top: dict[str, float], scoring: str, want: float | None, method: str | None
+) -> None:
+    """ThinkPRM's second call: the token that continues "Is the solution correct?" is the verdict, or
+    P(yes) over its top-k alternatives."""
+    alts = tuple((t, math.log(p)) for t, p in top.items())
+    c = Completion(token, (TokenLogprob(token, alts[0][1], alts),) if alts else None)
+    if want is None:
+        with pytest.raises(DecisionError):
+            read_token_decision(c, YES_NO, scoring)  # type: ignore[arg-type]
+        return
+    d = read_token_decision(c, YES_NO, scoring)  # type: ignore[arg-type]
+    assert (d.value, d.method) == (pytest.approx(want, abs=1e-3), method)
+    # a reasoning parser that saw no </think> files the token as thinking
+    apart = Completion("", c.tokens, reasoning=token)
+    assert read_token_decision(apart, YES_NO, scoring).value == d.value  # type: ignore[arg-type]
 
 
 def test_content_as_parts_and_null_logprobs_are_read() -> None:

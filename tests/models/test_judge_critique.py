@@ -324,3 +324,108 @@ async def test_a_reasoning_server_s_thinking_is_read_for_the_labels(
     assert (unclosed["valid"], unclosed["reason"]) == (False, "parse_error"), unclosed
     # the judgement shown is the whole output, the thinking back in its block
     assert "Step 2: 20, not 21." in unclosed["details"]["judgement"]
+
+
+def _thinkprm(verdict: Reply) -> Callable[[dict[str, Any]], Reply]:
+    """A ThinkPRM server: the critique (with its verdict, which the ``stop`` string cuts off), and
+    ``verdict`` for a request that continues the critique by one token."""
+    return lambda body: verdict if body.get("continue_final_message") else Reply(CRITIQUE)
+
+
+async def test_a_continued_verdict_is_thinkprm_s_two_calls(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """ThinkPRM scores the verdict in a second call: the critique is generated up to "Is the solution
+    correct?", then the judge's own output with the question is continued by one token, and P(yes) over
+    it is the score. verdict "continued" does this (the one-call mode read the verdict the judge wrote).
+    The two calls, their parameters and the continued message are what vLLM is sent."""
+    judge_server.reply = _thinkprm(Reply(" Yes", top={"Yes": 0.7, "No": 0.3}, at="Yes"))
+    item = {"prompt": QUESTION, "response": SOLUTION}
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (r,) = await score(client, {"verdict": "continued", "scoring": "logprobs"}, [item])
+        critique, verdict = judge_server.requests
+        (parsed,) = await score(client, {"verdict": "continued"}, [item])
+        # one call in the default mode (and no cached result of the other: the option is in the key)
+        calls = judge_server.calls
+        (generated,) = await score(client, {"scoring": "logprobs"}, [item])
+        assert judge_server.calls == calls + 1
+    assert r["valid"] and r["score"] == pytest.approx(0.7, abs=1e-6), r
+    assert r["details"]["method"] == "logprobs" and r["details"]["verdict"] == "continued"
+    assert r["details"]["probs"] == {"yes": pytest.approx(0.7), "no": pytest.approx(0.3)}
+    # the step labels are the critique's
+    assert [s["label"] for s in r["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    assert r["details"]["first_error"] == 1
+    assert critique["stop"] == ["Is the solution correct?"] and "logprobs" not in critique
+    assert critique["max_tokens"] == 4096 and "continue_final_message" not in critique
+    assert verdict["messages"][:-1] == critique["messages"]
+    assert verdict["messages"][-1] == {
+        "role": "assistant",
+        "content": CRITIQUE[: CRITIQUE.index("Is the solution")] + "Is the solution correct?",
+    }
+    assert (verdict["continue_final_message"], verdict["add_generation_prompt"]) == (True, False)
+    assert (verdict["max_tokens"], verdict["logprobs"], verdict["top_logprobs"]) == (1, True, 20)
+    assert "stop" not in verdict
+    # scoring parse: the token itself, asked without logprobs
+    assert (parsed["score"], parsed["details"]["method"]) == (1.0, "parse"), parsed
+    assert "logprobs" not in judge_server.requests[3]
+    # the one-call verdict is the judge's own "No"
+    assert (
+        generated["score"] == pytest.approx(0.0, abs=0.02) and generated["details"]["verdict"] == "generated"
+    )
+
+
+async def test_a_continued_verdict_from_a_reasoning_server(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A ThinkPRM behind a reasoning parser: the critique is its thinking (the stop string ends the
+    generation inside it: content null), sent back open in its ``<think>`` block to be continued, and the
+    one token comes back as thinking too (a parser that saw no ``</think>``)."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if body.get("continue_final_message"):
+            return Reply("", reasoning=" No", top={"No": 0.9, "Yes": 0.1}, at="No")
+        return Reply("", reasoning=CRITIQUE)
+
+    judge_server.reply = reply
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (r,) = await score(
+            client,
+            {"verdict": "continued", "scoring": "logprobs"},
+            [{"prompt": QUESTION, "response": SOLUTION}],
+        )
+        (p,) = await score(client, {"verdict": "continued"}, [{"prompt": QUESTION, "response": SOLUTION}])
+    assert r["valid"] and r["score"] == pytest.approx(0.1, abs=1e-6), r
+    assert [s["label"] for s in r["details"]["steps"]] == ["correct", "incorrect", "incorrect"]
+    sent = judge_server.requests[1]["messages"][-1]["content"]
+    assert sent == "<think>\n" + CRITIQUE[: CRITIQUE.index("Is the solution")] + "Is the solution correct?"
+    assert (p["valid"], p["score"]) == (True, 0.0), p
+
+
+async def test_a_server_without_continue_final_message_is_a_backend_error(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A server that refuses to continue the final message (OpenAI: an unknown parameter, 400) makes
+    verdict "continued" a backend_error that says what it needs, never a silent one-call verdict; a
+    continuation that is no verdict is a parse_error, and a critique cut off at max_tokens too."""
+    item = {"prompt": QUESTION, "response": SOLUTION}
+    judge_server.reply = _thinkprm(
+        Reply("Unrecognized request argument supplied: continue_final_message", status=400)
+    )
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (refused,) = await score(client, {"verdict": "continued"}, [item])
+        judge_server.reply = _thinkprm(Reply(" Maybe"))
+        (unread,) = await score(client, {"verdict": "continued"}, [item])
+        judge_server.reply = always("Step 1: 2 + 3 = 5", finish_reason="length")
+        (cut,) = await score(client, {"verdict": "continued", "max_tokens": 100}, [item])
+        bad = await score(
+            client, {"verdict": "continued", "decision_pattern": "(yes|no)"}, [item], status=422
+        )
+        stray = await score(client, {"mode": "steps", "verdict": "continued"}, [item], status=422)
+    assert (refused["valid"], refused["reason"]) == (False, "backend_error"), refused
+    assert "HTTP 400" in refused["details"]["message"]
+    assert "continue_final_message: vLLM or SGLang" in refused["details"]["message"]
+    assert (unread["valid"], unread["reason"]) == (False, "parse_error"), unread
+    assert "Maybe" in unread["details"]["message"]
+    assert (cut["reason"], "raise max_tokens" in cut["details"]["message"]) == ("parse_error", True), cut
+    assert "decision_pattern is not read with verdict continued" in bad["error"]["message"]
+    assert "verdict applies to mode critique only" in stray["error"]["message"]

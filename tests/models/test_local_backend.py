@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from rewardhub.models.base import ChatRequest, Message
-from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
+from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, BackendUnavailable
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -113,6 +113,19 @@ async def test_a_full_local_judge_queue_answers_429_not_an_item_error(
         assert r.status_code == 429, r.text
         assert r.headers["retry-after"] == "1" and "REWARDHUB_BATCH_QUEUE_MAX" in r.text
         assert [(await w).status_code for w in waiting] == [200, 200]
+
+
+@pytest.mark.parametrize("extra", [{"stop": ("Is the solution correct?",)}, {"continue_final": True}])
+async def test_a_stop_string_or_a_continued_message_is_refused_not_ignored(
+    causal_lm_path: str, extra: dict[str, Any]
+) -> None:
+    """The judge's verdict "continued" (ThinkPRM's two calls) stops its critique at a string and then
+    continues the assistant's message by one token. The local backends do neither: ignored, the critique
+    would run past the question and the continuation be a new turn's first token, read as a verdict."""
+    b = TransformersBackend("judge", causal_lm_path, "generate")
+    req = ChatRequest((Message("user", "Is 2+2=4?"), Message("assistant", "Yes")), max_tokens=1, **extra)
+    with pytest.raises(BackendRejected, match="continue_final_message"):
+        await b.chat(req, time.monotonic() + 30)
 
 
 async def test_a_failing_sampling_group_fails_only_its_own_items(causal_lm_path: str) -> None:

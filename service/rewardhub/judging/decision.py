@@ -29,6 +29,11 @@ not an unclosed ``<think>`` after that), so a draft "Score: 2" inside the reason
 ends without a decision is a ``parse_error``, not a 2. (Servers with a reasoning parser return the
 thinking apart, and this changes nothing for them.)
 
+A verdict may also be asked for as one token (:func:`read_token_decision`): ThinkPRM's second call
+continues the judge's own critique after "Is the solution correct?" with ``max_tokens: 1``, and the
+verdict is that token (``parse``) or the expectation over the labels among its top-k alternatives
+(``logprobs``, P(yes), with the bound above for a label missing from them).
+
 Token strings are read as text; the byte-level BPE markers some servers leave in them (``Ġ`` for a
 space, ``Ċ`` for a newline, SentencePiece's ``▁``) are read as the whitespace they stand for, so
 ``["Score", ":", "Ġ4"]`` is the decision "Score: 4".
@@ -45,7 +50,15 @@ from typing import Any, Literal, Protocol
 from rewardhub.models.base import Completion, TokenLogprob
 from rewardhub.rewards.text import answer_span
 
-__all__ = ["Decision", "DecisionError", "MatchLike", "Scale", "last_of", "read_decision"]
+__all__ = [
+    "Decision",
+    "DecisionError",
+    "MatchLike",
+    "Scale",
+    "last_of",
+    "read_decision",
+    "read_token_decision",
+]
 
 # "Score: 4/10", "Score: 4 out of 10": the maximum the judge scored against, right after its label
 # ("4 (out of 10)": the denominator may stand in brackets)
@@ -53,6 +66,7 @@ _OUT_OF = re.compile(r"[ \t*\])(\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
 # one character for one: positions in the joined token text stay positions in the token list
 _BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
+_WORD = re.compile(r"[^\W_]+")  # the first word of a one-token verdict
 
 
 class MatchLike(Protocol):
@@ -180,6 +194,38 @@ def read_decision(
                 value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
                 return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
     return Decision(parsed, parsed, label, "parse_fallback")
+
+
+def read_token_decision(
+    completion: Completion, scale: Scale, scoring: Literal["parse", "logprobs"]
+) -> Decision:
+    """The verdict of a judge asked for one token: the continuation of a prompt that ends where the
+    label goes ("Is the solution correct?"). ``parse`` reads the generated word; ``logprobs`` the
+    expectation over the labels among the first token's top-k alternatives (when none is among them,
+    the word is read as in ``parse``, ``method: "parse_fallback"``). The token may come back as the
+    thinking (``reasoning``): a reasoning parser that saw no ``</think>`` in a continuation of an open
+    thinking files it there.
+
+    Raises:
+        DecisionError: the word is no label of the scale, and no label is among the alternatives.
+    """
+    text = (completion.text or completion.reasoning or "").translate(_BPE_SPACES)
+    word = _WORD.search(text)
+    label = word.group(0) if word else text.strip()
+    parsed = scale.value(label)
+    if scoring == "logprobs" and completion.tokens:
+        probs = _label_probs(completion.tokens, 0, scale)
+        total = sum(probs.values())
+        if total > 0.0 and math.isfinite(total):
+            dist = {k: v / total for k, v in probs.items()}
+            value = sum(p * scale.labels[lab] for lab, p in dist.items())
+            if parsed is None:  # the token is no label (a "**" before it): the likeliest one stands for it
+                label = max(dist, key=lambda k: dist[k])
+                parsed = scale.labels[label]
+            return Decision(value, parsed, label, "logprobs", dist)
+    if parsed is None:
+        raise DecisionError(f"the judge's verdict {text[:40]!r} is none of {', '.join(scale.labels)}")
+    return Decision(parsed, parsed, label, "parse" if scoring == "parse" else "parse_fallback")
 
 
 def _token_at(tokens: tuple[TokenLogprob, ...], char: int) -> int:

@@ -60,7 +60,13 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """One chat completion. ``top_logprobs=0`` asks for no logprobs."""
+    """One chat completion. ``top_logprobs=0`` asks for no logprobs.
+
+    ``stop``: strings the generation ends before (not included in the text). ``continue_final``: the
+    last message is the assistant's, to be continued as written rather than answered by a new turn
+    (vLLM's and SGLang's ``continue_final_message``). A backend that cannot do these refuses the
+    request (:class:`~rewardhub.models.errors.BackendRejected`) rather than answer another question.
+    """
 
     messages: tuple[Message, ...]
     max_tokens: int = 512
@@ -68,6 +74,8 @@ class ChatRequest:
     top_p: float = 1.0
     top_logprobs: int = 0
     seed: int | None = None
+    stop: tuple[str, ...] = ()
+    continue_final: bool = False
     # The caller's ``time.monotonic()`` deadline, for in-process generation to stop at (Linux's
     # monotonic clock is system-wide, so the model process reads it too); not part of the sampling key.
     deadline: float | None = None

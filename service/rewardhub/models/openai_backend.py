@@ -71,6 +71,14 @@ class OpenAIBackend(RemoteBackend):
         if request.top_logprobs > 0:
             payload["logprobs"] = True
             payload["top_logprobs"] = min(request.top_logprobs, MAX_TOP_LOGPROBS)
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        if request.continue_final:
+            # vLLM's and SGLang's chat extras: render the last (assistant) message open, without the
+            # generation prompt of a new turn; servers without them answer 400 (OpenAI: an unknown
+            # parameter), which is the caller's BackendRejected
+            payload["continue_final_message"] = True
+            payload["add_generation_prompt"] = False
         try:
             answer = await self.client.post("/chat/completions", payload, deadline)
         except BackendRejected as exc:

@@ -39,7 +39,13 @@ from rewardhub.models.base import (
     StepQuery,
 )
 from rewardhub.models.batcher import MicroBatcher
-from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, ForwardCrashed
+from rewardhub.models.errors import (
+    BackendError,
+    BackendRejected,
+    BackendTimeout,
+    BackendUnavailable,
+    ForwardCrashed,
+)
 from rewardhub.models.fingerprint import checkpoint_fingerprint, local_dir
 from rewardhub.models.model_process import ModelProcess
 from rewardhub.models.specials import GENERIC, Scrubber
@@ -410,6 +416,13 @@ class TransformersBackend(ModelBackend):
 
     # --- the capabilities ----------------------------------------------------------------------
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        if request.stop or request.continue_final:
+            # generating past a stop string, or answering the message it was to continue, would be an
+            # answer to another question
+            raise BackendRejected(
+                f"backend {self.name!r} ({self.kind}) cannot stop at a string or continue a final "
+                "assistant message (continue_final_message); an OpenAI-compatible vLLM or SGLang server can"
+            )
         # generation stops at the deadline: nobody reads an answer after it, and the next batch waits
         (res,) = await self._submit("chat", [dataclasses.replace(request, deadline=deadline)], deadline)
         if isinstance(res, BackendError):

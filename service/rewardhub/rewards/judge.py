@@ -44,7 +44,15 @@ Modes (every score is in [0, 1]):
   the critique has no headings; and ``details.first_error`` the first step labelled incorrect (-1:
   every step labelled correct; ``null``: unknown, an earlier step unlabelled, or the labels outnumber
   the steps). A critique is long: ``max_tokens`` defaults to 4096 in this mode (one cut off is a
-  ``parse_error``).
+  ``parse_error``). ``verdict: "continued"`` is ThinkPRM's own protocol, two calls: the critique is
+  generated up to "Is the solution correct?" (a ``stop`` string), then the judge's output and that
+  question go back as an assistant message the server continues by one token (vLLM's and SGLang's
+  ``continue_final_message: true, add_generation_prompt: false``, ``max_tokens: 1``); the verdict is
+  that token (``parse``) or P(yes) over its top-k (``logprobs``), ``decision_pattern`` is not read,
+  and ``details.verdict`` says which. A thinking the server returned apart goes back in an open
+  ``<think>`` block (a chat template that drops an assistant's closed thinking, DeepSeek-R1's, would
+  continue without it). A server that refuses to continue a message (OpenAI: 400) makes the item
+  ``backend_error`` saying so, never a one-call verdict; the local backends refuse it too.
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -97,7 +105,15 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from rewardhub.aio import gather_all
 from rewardhub.errors import RewardHubError
-from rewardhub.judging.decision import Decision, DecisionError, MatchLike, Scale, last_of, read_decision
+from rewardhub.judging.decision import (
+    Decision,
+    DecisionError,
+    MatchLike,
+    Scale,
+    last_of,
+    read_decision,
+    read_token_decision,
+)
 from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness, asks_yes_no
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
@@ -111,8 +127,8 @@ from rewardhub.judging.templates import (
     fill,
     placeholders,
 )
-from rewardhub.models.base import Capability, ChatRequest, Message, ModelBackend
-from rewardhub.models.errors import BackendError, BackendUnavailable, CircuitOpen
+from rewardhub.models.base import Capability, ChatRequest, Completion, Message, ModelBackend
+from rewardhub.models.errors import BackendError, BackendRejected, BackendUnavailable, CircuitOpen
 from rewardhub.prm import Aggregation, Step, split_steps
 from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
@@ -150,8 +166,11 @@ _MODE_FIELDS: dict[str, tuple[str, ...]] = {
     "aggregation": ("steps",),
     "threshold": ("steps",),
     "soft_min_temperature": ("steps",),
+    "verdict": ("critique",),
 }
 _CRITIQUE_MAX_TOKENS = 4096  # the step options mode critique takes too
+# ThinkPRM's verdict question: verdict "continued" stops the critique before it and asks for the token after it
+VERDICT_QUESTION = "Is the solution correct?"
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
@@ -246,6 +265,13 @@ class JudgeConfig(RewardConfig):
     )
     threshold: float = Field(0.5, ge=0.0, le=1.0, description="steps: τ of first_error.")
     soft_min_temperature: float = Field(0.1, ge=0.001, le=100.0, description="steps: T of soft_min.")
+    # critique (a thinking PRM)
+    verdict: Literal["generated", "continued"] = Field(
+        "generated",
+        description="critique: the verdict the judge writes after its critique (one call), or ThinkPRM's "
+        "two calls: the critique stopped at 'Is the solution correct?', then the one token that continues "
+        "it (needs continue_final_message: vLLM, SGLang).",
+    )
     # hardening
     strip_think: bool = Field(
         True,
@@ -304,6 +330,11 @@ class JudgeConfig(RewardConfig):
             modes = _MODE_FIELDS[stray[0]]
             where = f"mode {modes[0]}" if len(modes) == 1 else f"modes {' and '.join(modes)}"
             raise ValueError(f"{stray[0]} applies to {where} only (this is mode {self.mode})")
+        if self.verdict == "continued" and self.decision_pattern is not None:
+            raise ValueError(
+                f"decision_pattern is not read with verdict continued (the verdict is the token after "
+                f"{VERDICT_QUESTION!r})"
+            )
         if self.criteria is not None and not any(c.weight > 0 for c in self.criteria):
             raise ValueError("criteria need at least one positive weight")
         return self
@@ -425,7 +456,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # correct, is the answer, not a forged verdict or step label
     # 1.8.2: a score out of another maximum in brackets ("Score: 4 (out of 10)" on 1-5) is a parse_error
     # 1.9.0: mode critique: the step labels of a thinking returned apart (reasoning_content, reasoning)
-    # are read
+    # are read; verdict "continued", ThinkPRM's two calls (the verdict is the token that continues the
+    # critique after "Is the solution correct?")
     version: ClassVar[str] = "1.9.0"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -856,7 +888,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
         solution = "\n".join(
             f"Step {n + 1}: {defuse(_OWN_NUMBER.sub('', s.text, count=1))}" for n, s in enumerate(steps)
         )
-        d, out = await ask(fill(j.template, {"prompt": item.prompt or "", "solution": solution}))
+        user = fill(j.template, {"prompt": item.prompt or "", "solution": solution})
+        d, out = await ask(user, continued=config.verdict == "continued")
         if isinstance(d, Outcome):
             return d
         mapped, found = _step_labels(out, len(steps))
@@ -877,7 +910,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
             if lab != "correct":
                 first_error = None if lab is None else mapped.index(lab)
                 break
-        details.update(_describe(d, out), steps=rows, first_error=first_error, labels_found=found)
+        details.update(
+            _describe(d, out), verdict=config.verdict, steps=rows, first_error=first_error, labels_found=found
+        )
         return Outcome(d.value, None, {"judge": d.value}, details)
 
 
@@ -899,11 +934,13 @@ class _Asker:
         self.j = j
         self.deadline = deadline
 
-    async def __call__(self, user: str) -> tuple[Decision | Outcome, str]:
-        """One judgement. An unreadable one is asked for once more when sampling (temperature > 0: a
-        new sample may be readable; at 0 the same judgement would come back), as algorithms.md §2.2
-        says; if that also fails, or cannot be had in time, the first one's ``parse_error`` stands."""
-        first = await self._once(user, self.config.seed)
+    async def __call__(self, user: str, *, continued: bool = False) -> tuple[Decision | Outcome, str]:
+        """One judgement (``continued``: ThinkPRM's two calls, :meth:`_continued`). An unreadable one is
+        asked for once more when sampling (temperature > 0: a new sample may be readable; at 0 the same
+        judgement would come back), as algorithms.md §2.2 says; if that also fails, or cannot be had in
+        time, the first one's ``parse_error`` stands."""
+        once = self._continued if continued else self._once
+        first = await once(user, self.config.seed)
         outcome = first[0]
         if not (
             self.config.temperature > 0
@@ -914,7 +951,7 @@ class _Asker:
             return first
         seed = None if self.config.seed is None else self.config.seed + 1  # not the same sample again
         try:
-            second = await self._once(user, seed)
+            second = await once(user, seed)
         except BackendError:  # the retry's own failure (its deadline, say) does not replace the verdict
             second = None
         if second is not None and isinstance(second[0], Decision):
@@ -922,10 +959,10 @@ class _Asker:
         outcome.details["retried"] = True
         return first
 
-    async def _once(self, user: str, seed: int | None) -> tuple[Decision | Outcome, str]:
+    def _request(self, user: str, seed: int | None) -> ChatRequest:
         c = self.config
         system = (Message("system", self.j.system),) if self.j.system else ()
-        req = ChatRequest(
+        return ChatRequest(
             messages=(*system, Message("user", user)),
             max_tokens=c.max_tokens,
             temperature=c.temperature,
@@ -933,14 +970,55 @@ class _Asker:
             top_logprobs=c.top_logprobs if c.scoring == "logprobs" else 0,
             seed=seed,
         )
+
+    async def _chat(self, req: ChatRequest) -> Completion | Outcome:
         async with self.slots:
             try:
-                completion = await self.backend.chat(req, self.deadline)
+                return await self.backend.chat(req, self.deadline)
             except CircuitOpen as exc:
                 # Failing fast is this call's answer, not an error that cancels the item's other calls
                 # (gather_all): one of them may be the half-open breaker's probe, and a probe cancelled
                 # by its pairwise or rubric sibling's fail-fast left the breaker open for good.
-                return failure(exc), ""
+                return failure(exc)
+
+    async def _continued(self, user: str, seed: int | None) -> tuple[Decision | Outcome, str]:
+        """ThinkPRM's verdict: the critique is generated up to ``VERDICT_QUESTION`` (a stop string),
+        then the judge's own output, the question appended, is sent back as an assistant message to be
+        continued (``continue_final_message``) by one token, whose label (or P(yes) over its top-k,
+        scoring logprobs) is the verdict. Returns the critique as the judgement."""
+        c = self.config
+        req = self._request(user, seed)
+        first = await self._chat(dataclasses.replace(req, top_logprobs=0, stop=(VERDICT_QUESTION,)))
+        if isinstance(first, Outcome):
+            return first, ""
+        written = first.full_text
+        if first.finish_reason == "length":
+            return cut_off("the critique", c.max_tokens, judgement=written[-_EXCERPT:]), written
+        # a server that ignored the stop string wrote past it: the critique ends where it should have
+        cut = written.find(VERDICT_QUESTION)
+        critique = written if cut < 0 else written[:cut]
+        prefix = Message("assistant", critique + VERDICT_QUESTION)
+        second = dataclasses.replace(req, messages=(*req.messages, prefix), max_tokens=1, continue_final=True)
+        try:
+            answer = await self._chat(second)
+        except BackendRejected as exc:  # a refused request (400), not a context overflow (InputTooLong)
+            raise BackendRejected(
+                f"{exc} (verdict continued needs a server that continues the final assistant message, "
+                "continue_final_message: vLLM or SGLang; verdict generated needs none)"
+            ) from None
+        if isinstance(answer, Outcome):
+            return answer, critique
+        # one token: finish_reason "length" is its normal end, not a verdict cut off
+        try:
+            return read_token_decision(answer, self.j.scale, c.scoring), critique
+        except DecisionError as exc:
+            return Outcome.invalid(Reason.PARSE_ERROR, str(exc), judgement=critique[-_EXCERPT:]), critique
+
+    async def _once(self, user: str, seed: int | None) -> tuple[Decision | Outcome, str]:
+        c = self.config
+        completion = await self._chat(self._request(user, seed))
+        if isinstance(completion, Outcome):
+            return completion, ""
         # the verdict is read from the answer; the judgement returned is the whole output, a thinking
         # the server returned apart put back in front (a critique's step labels may be only there)
         written = completion.full_text
