@@ -146,3 +146,31 @@ async def test_service_processes_pin_their_runs_to_their_own_cores(
             await pool.close()
         shutil.rmtree(Path(tempfile.gettempdir()) / f"rewardhub-sandbox-cpus-{os.getuid()}{own}", True)
     assert len(set(ran_on)) == 2, ran_on
+
+
+async def test_ending_a_slot_waits_for_its_processes_off_the_event_loop(pool: SandboxPool) -> None:
+    """Ending a warm sandbox waited for bwrap to be reaped (up to 5 s) and for the zygote to go (up to
+    0.5 s) on the event loop, holding every other request while a big sandbox was torn down. The waits
+    run in a thread now: here bwrap's reaping is held until end() has returned, which an end() waiting
+    on the loop would never do (the hold then times out and the order below is wrong)."""
+    import asyncio
+    import threading
+
+    assert await passes(pool)
+    (box,) = pool._warm.values()
+    release = threading.Event()
+    order: list[str] = []
+    real_wait = box.proc.wait
+
+    def held_wait(timeout: float | None = None) -> int:
+        order.append("reaping" if release.wait(timeout=10) else "reaping, never released")
+        return real_wait(timeout)
+
+    box.proc.wait = held_wait  # type: ignore[method-assign]
+    box.end("closed")
+    order.append("end returned")
+    release.set()
+    await asyncio.wait_for(box.ended(), 30)
+    assert order == ["end returned", "reaping"]
+    assert box.proc.returncode is not None and not alive(box.proc.pid)
+    assert await passes(pool)  # the slot's next run starts a new sandbox

@@ -330,6 +330,8 @@ class SandboxPool:
         for box in self._warm.values():
             box.on_end = None  # shutting down is not a replacement
             box.end()
+        for box in self._warm.values():
+            await box.ended()  # a stopped pool leaves nothing running
         self._warm.clear()
         if self._uid_lock is not None:
             os.close(self._uid_lock)
@@ -471,6 +473,7 @@ class SandboxPool:
                 not box.alive or box.runs >= self.reuse_runs or box.proc.poll() is not None
             ):
                 box.end("recycled" if box.alive and box.runs >= self.reuse_runs else "lost")
+                await box.ended()  # its uid's processes gone before the next sandbox runs under it
                 box = None
             if box is None:
                 try:

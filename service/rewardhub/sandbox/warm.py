@@ -61,6 +61,7 @@ class WarmSandbox:
         self.alive = True
         self.end_cause: str | None = None
         self.on_end: Callable[[str], None] | None = None  # told the cause once, when the sandbox ends
+        self._reaping: asyncio.Future[None] | None = None  # end()'s wait for the processes to go
 
     @classmethod
     async def start(cls, cmd: SandboxCommand, uid: int | None) -> WarmSandbox:
@@ -91,10 +92,13 @@ class WarmSandbox:
             hello = f"{type(exc).__name__}".encode()
         if hello != b"ready":
             stderr = b""
+            err, proc.stderr = proc.stderr, None  # read here, not closed by the reaping
             box.end()
-            if proc.stderr is not None:
+            await box.ended()
+            if err is not None:
                 with contextlib.suppress(OSError, ValueError):
-                    stderr = proc.stderr.read(4096)
+                    stderr = await asyncio.to_thread(err.read, 4096)  # at EOF: everything is gone
+                err.close()
             raise WarmStartError(
                 f"the warm sandbox did not start ({hello[:64]!r}): "
                 + stderr.decode("utf-8", "replace").strip()[-300:]
@@ -196,6 +200,17 @@ class WarmSandbox:
             self.sock.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        # The rest waits for the kernel (reaping bwrap, the namespace's teardown: a sandbox of many
+        # processes or files takes a while), up to seconds: never on the event loop, where it held every
+        # request while it waited. In a thread; :meth:`ended` awaits it.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._reap(pids)
+            return
+        self._reaping = loop.run_in_executor(None, self._reap, pids)
+
+    def _reap(self, pids: set[int]) -> None:
         if self.uid is not None:
             # Killed mid-setup, bwrap's child may not have its parent-death signal yet.
             kill_uid(self.uid)
@@ -204,6 +219,13 @@ class WarmSandbox:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         _wait_gone(pids - {self.proc.pid}, _END_WAIT_S)
+
+    async def ended(self) -> None:
+        """Wait until an ended sandbox's processes are gone (its uid then counts no process of it, so a
+        new sandbox under the same uid starts with the whole process limit); at once if it was never
+        ended or already is gone. Cancelling the caller leaves the reaping to finish on its own."""
+        if self._reaping is not None:
+            await asyncio.shield(self._reaping)
 
 
 def _wait_gone(pids: set[int], timeout_s: float) -> None:
