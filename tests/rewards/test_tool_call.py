@@ -718,6 +718,48 @@ async def test_glm_calls_are_read(client: httpx.AsyncClient) -> None:
     assert results[2]["details"]["calls"] == [nested]
 
 
+async def test_an_xml_value_that_reads_as_json_also_equals_the_string_it_spells(
+    client: httpx.AsyncClient,
+) -> None:
+    """The XML forms carry no types: ``<parameter=zip>\n94103\n</parameter>`` is what Qwen3-Coder's
+    template writes for the string "94103" (strings raw, others as JSON) and vLLM's parsers read it by
+    the tool's schema. It was read as the number 94103 only, so a right call to a string parameter that
+    spells a number, a boolean or JSON (a zip code, an id, a year, a JSON payload) scored 0 against its
+    reference. Such a value now equals the reference's string it spells too, and still its value; a
+    Hermes JSON call keeps its types (the number 94103 is no "94103")."""
+    want = {
+        "name": "ship",
+        "arguments": {"zip": "94103", "year": "2024", "gift": "true", "payload": '{"a": 1}', "n": 2},
+    }
+    texts = {"zip": 94103, "year": 2024, "gift": True, "payload": {"a": 1}, "n": 2}
+    typed = {"name": "ship", "arguments": texts}
+    glm_block = "<tool_call>ship\n" + "".join(
+        f"<arg_key>{k}</arg_key>\n<arg_value>{json.dumps(v)}</arg_value>\n" for k, v in texts.items()
+    )
+    items = [
+        {"response": qwen3_coder(typed), "reference": [want]},
+        {"response": glm_block + "</tool_call>", "reference": [want]},
+        {"response": qwen3_coder(typed), "reference": [typed]},  # still the values they are
+        {"response": hermes(want), "reference": qwen3_coder(typed)},  # an XML reference: either way too
+        {"response": hermes(typed), "reference": [want]},  # JSON keeps its types
+        {
+            "response": qwen3_coder({"name": "ship", "arguments": {**texts, "zip": 94104}}),
+            "reference": [want],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, None),
+    ], results
+    partial = await score(client, items[4:], mode="partial")
+    assert [r["score"] for r in partial] == [0.2, 0.8], partial
+
+
 @pytest.mark.timeout(60)
 async def test_glm_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
     """1 MB of GLM pairs whose values never close, and of pairs that do (50,000 of them), is read in one

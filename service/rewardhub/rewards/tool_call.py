@@ -10,8 +10,9 @@ model's). Its calls are, in order of precedence:
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
-  either side dropped) or, when it is a JSON number, boolean, null, object or array, that value (there
-  is no schema to say which parameters are strings), or GLM-4.5+'s (vLLM's ``glm45``),
+  either side dropped) or, when it is a JSON number, boolean, null, object or array, that value and
+  also the string it spells (there is no schema to say which parameters are strings: ``94103`` equals
+  the reference's 94103 and its "94103"), or GLM-4.5+'s (vLLM's ``glm45``),
   ``f\\n<arg_key>x</arg_key>\\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
   values read so too, a JSON string unquoted as GLM's reader does; a last block whose ``</tool_call>`` is
   missing (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to
@@ -79,7 +80,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -150,6 +151,9 @@ class ToolCallConfig(RewardConfig):
 class Call:
     name: str
     arguments: dict[str, Any]
+    # an XML-form argument read as a JSON value (3, true, {...}): the text it was written as, which the
+    # string the tool's schema may make it is (no type in the XML says which: see _xml_value)
+    texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 class _Malformed(ValueError):
@@ -370,14 +374,12 @@ def _block_calls(block: str, closed: bool = True) -> list[Call]:
         ValueError: the block is none of these.
     """
     if block.lstrip().startswith(QWEN3_FUNCTION):  # (no JSON or Python literal starts so)
-        return [
-            Call(name, {k: _xml_value(v) for k, v in args.items()}) for name, args in qwen3_coder_calls(block)
-        ]
+        return [_xml_call(name, args, strings=False) for name, args in qwen3_coder_calls(block)]
     if glm45_shaped(body := block.strip()):
         if not closed:
             raise _Malformed("a GLM call without its </tool_call> may be cut off")
         name, args = glm45_call(body)
-        return [Call(name, {k: _xml_value(v, strings=True) for k, v in args.items()})]
+        return [_xml_call(name, args, strings=True)]
     try:
         return _calls(_loads(block))
     except ValueError:
@@ -387,6 +389,13 @@ def _block_calls(block: str, closed: bool = True) -> list[Call]:
         if objects is None:
             raise
     return _calls(objects)
+
+
+def _xml_call(name: str, raw: dict[str, str], strings: bool) -> Call:
+    """A call of an XML form: each value read by :func:`_xml_value`, and the text of each read as
+    another value than that text kept (a ``94103`` is the string "94103" to a tool whose schema says so)."""
+    args = {k: _xml_value(v, strings) for k, v in raw.items()}
+    return Call(name, args, {k: raw[k] for k, v in args.items() if not isinstance(v, str)})
 
 
 def _xml_value(raw: str, strings: bool = False) -> Any:
@@ -640,7 +649,7 @@ def _comparable(calls: list[Call], cfg: ToolCallConfig) -> list[Call]:
             args = {k: v for k, v in args.items() if v is not None}
         if cfg.coerce_types:
             args = {k: _decoded(v) for k, v in args.items()}
-        out.append(Call(call.name, args))
+        out.append(Call(call.name, args, call.texts))
     return out
 
 
@@ -669,15 +678,20 @@ def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
     keys = pred.arguments.keys() | ref.arguments.keys()
     if not keys:
         return 1.0
-    normalized = cfg.string_match == "normalized"
-    same = sum(
-        1
-        for k in ref.arguments.keys() & pred.arguments.keys()
-        if values_equal(
-            pred.arguments[k], ref.arguments[k], cfg.float_tolerance, normalized, cfg.coerce_types
-        )
-    )
+    same = sum(1 for k in ref.arguments.keys() & pred.arguments.keys() if _argument_equal(pred, ref, k, cfg))
     return same / len(keys)
+
+
+def _argument_equal(pred: Call, ref: Call, key: str, cfg: ToolCallConfig) -> bool:
+    """Whether the calls' argument ``key`` is equal: as values, or (an XML-form argument) as the text it
+    was written as against the other side's string: ``<parameter=zip>94103`` is 94103 and "94103"."""
+    normalized, tol, coerce = cfg.string_match == "normalized", cfg.float_tolerance, cfg.coerce_types
+    got, want = pred.arguments[key], ref.arguments[key]
+    if values_equal(got, want, tol, normalized, coerce):
+        return True
+    if key not in pred.texts and key not in ref.texts:
+        return False
+    return values_equal(pred.texts.get(key, got), ref.texts.get(key, want), tol, normalized, coerce)
 
 
 def _pair(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> list[float]:
@@ -764,7 +778,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
     # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls, DeepSeek's and gpt-oss's special-token calls are read;
     # coerce_types and null_as_absent
-    version: ClassVar[str] = "1.1.0"
+    # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103")
+    version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
