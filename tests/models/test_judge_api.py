@@ -1238,3 +1238,32 @@ async def test_results_wait_for_the_server_to_say_its_weights_before_they_are_ca
         e = await score(client, {"mode": "pointwise"}, [item])
     assert not c[0]["cached"] and not d[0]["cached"] and e[0]["cached"] and judge_server.calls == 4
     assert d[0]["reward_version"] != a[0]["reward_version"]
+
+
+async def test_a_judge_redeployed_while_the_service_runs_is_another_cache_key(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The served weights were asked once, at start: a judge redeployed under the same name from another
+    checkpoint while the service kept running (the usual order: the judge restarts, rewardhub does not)
+    kept the old checkpoint's identity, so its items were served the old checkpoint's cached scores, and
+    its new scores were cached as the old one's, until the service restarted. A server that answered is
+    asked again every minute on a call; once it names other weights, they are the cache key."""
+    import rewardhub.models.remote as remote
+
+    monkeypatch.setattr(remote, "_RECHECK_S", 0.0, raising=False)  # ask on every call, not every minute
+    judge_server.reply = always("Score: 5")
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    other = {"prompt": "p", "response": "Water boils at 90 C."}
+    async with judge_app(make_app, judge_server) as client:
+        (before,) = await score(client, {"mode": "pointwise"}, [item])
+        (again,) = await score(client, {"mode": "pointwise"}, [item])
+        assert again["cached"] and again["score"] == before["score"]
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800"}]
+        judge_server.reply = always("Score: 1")
+        await score(client, {"mode": "pointwise"}, [other])  # a call: the server is asked again
+        (after,) = await score(client, {"mode": "pointwise"}, [item])
+        ready = (await client.get("/ready")).json()
+    assert not after["cached"] and after["score"] < before["score"], after
+    assert after["reward_version"] != before["reward_version"]
+    assert "step-800" in json.dumps(ready)

@@ -158,6 +158,7 @@ class _TimedOut(_Retryable, BackendTimeout):
 _MAX_PAUSE_S = 600.0  # the longest Retry-After that holds every caller back
 _PEEK_TIMEOUT_S = 2.0  # asking a server which weights it serves (RemoteBackend.learn_served)
 _ASK_AGAIN_S = 5.0  # how often a server that has not answered that is asked again
+_RECHECK_S = 60.0  # how often a server that has answered is asked again (redeployed under the same name)
 
 
 class _ServerAsked(wait_base):
@@ -538,6 +539,8 @@ class RemoteBackend(ModelBackend):
     over another checkpoint (``--served-model-name judge`` moved from step-400 to step-800) served the
     old checkpoint's cached scores. The server is asked at start and, until it has answered, at most
     every few seconds on a call; results are not cached while it has not (:attr:`identity_settled`).
+    Once it has, it is asked again every minute on a call: a judge is redeployed while this service
+    runs, and its new weights must not go on under the old ones' key (for at most that minute).
     """
 
     client: RemoteClient
@@ -564,10 +567,10 @@ class RemoteBackend(ModelBackend):
         await self.client.close()
 
     async def learn_served(self, deadline: float | None = None) -> None:
-        """Ask the server which weights serve the model (see the class docstring), once it has not
-        answered yet and no other ask is due: a down server is not asked on every call."""
+        """Ask the server which weights serve the model (see the class docstring), when an ask is due:
+        a down server is not asked on every call, one that answered again after :data:`_RECHECK_S`."""
         now = time.monotonic()
-        if self._served is not None or now < self._next_ask:
+        if now < self._next_ask:
             return
         self._next_ask = now + _ASK_AGAIN_S
         timeout = (
@@ -577,10 +580,15 @@ class RemoteBackend(ModelBackend):
             self._next_ask = now  # no time to ask on this call: the next one does
             return
         answered, listing = await self.client.peek(self.models_path, timeout)
-        if answered:
-            self._served = served_weights(listing, self.model)
-            if self._served:
-                log.info("backend_served_weights", backend=self.name, served=list(self._served))
+        if not answered:
+            return
+        served = served_weights(listing, self.model)
+        self._next_ask = time.monotonic() + _RECHECK_S
+        if served != self._served:
+            event = "backend_served_weights" if self._served is None else "backend_served_weights_changed"
+            if served or self._served:
+                log.info(event, backend=self.name, served=list(served))
+            self._served = served
 
     def identity(self) -> str:
         """The model's name; with none configured (the shortcut settings' ``"default"``), the server's
