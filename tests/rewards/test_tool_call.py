@@ -897,6 +897,40 @@ async def test_gpt_oss_harmony_calls_are_read(client: httpx.AsyncClient) -> None
     ], results
 
 
+async def test_a_gpt_oss_python_tool_message_is_no_call(client: httpx.AsyncClient) -> None:
+    """gpt-oss runs code with its built-in python tool, a harmony message ``to=python`` whose content is
+    the code, not JSON; a transcript with one before the function calls scored 0, format (the code read as
+    a call's broken arguments), however right the calls. Such a message is no function call (vLLM's
+    parser reads only messages to ``functions.``); a built-in tool given JSON (``browser.search``) is
+    read as before."""
+    python = (
+        "<|start|>assistant<|channel|>analysis to=python code<|message|>print(2 ** 10)<|call|>"
+        "<|start|>python to=assistant<|channel|>analysis<|message|>1024<|end|>"
+    )
+    search = {"name": "browser.search", "arguments": {"query": "weather Paris"}}
+    browse = (
+        '<|start|>assistant<|channel|>analysis to=browser.search code<|message|>{"query": "weather Paris"}'
+        "<|call|><|start|>browser.search to=assistant<|channel|>analysis<|message|>sunny<|end|>"
+    )
+    items = [
+        {"response": python + harmony(WEATHER), "reference": [WEATHER]},
+        {"response": python, "reference": [WEATHER]},
+        {"response": browse + harmony(WEATHER), "reference": [search, WEATHER]},
+        {
+            "response": harmony(WEATHER) + "<|start|>assistant<|channel|>commentary to=functions.get_time"
+            " <|constrain|>json<|message|>print(1)<|call|>",
+            "reference": [WEATHER, TIME],
+        },  # a function's broken arguments: format, as before
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (0.0, "no_answer"),
+        (1.0, None),
+        (0.0, "format"),
+    ], results
+
+
 @pytest.mark.timeout(60)
 async def test_special_token_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
     """1 MB of openers that never close (DeepSeek's call token, harmony's message token and headers) is

@@ -778,7 +778,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.0.3: a call inside a <tool_response> block (a tool's output in a multi-turn transcript) is not read
     # 1.1.0: Qwen3-Coder's and GLM-4.5+'s XML calls, DeepSeek's and gpt-oss's special-token calls are read;
     # coerce_types and null_as_absent
-    # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103")
+    # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
+    # a gpt-oss message to its python tool (code, not JSON) is no call
     version: ClassVar[str] = "1.1.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -29,6 +29,7 @@ or bounded to the span already found, never a search from each opener to the end
 
 from __future__ import annotations
 
+import json
 import re
 
 __all__ = [
@@ -211,7 +212,9 @@ def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
     """gpt-oss's calls in ``text``: each assistant message sent ``to=`` a recipient, its name
     (``functions.`` dropped; a built-in tool, ``browser.search``, keeps its whole name), its content
     (the arguments' JSON), and whether an end token closed it (the last one may lack its ``<|call|>``, a
-    stop token). A message from another role (a tool's output in a transcript) is not a call.
+    stop token). A message from another role (a tool's output in a transcript) is not a call, nor one to
+    a built-in tool whose content is no JSON object (the ``python`` tool's code: vLLM's parser reads
+    only messages to ``functions.``; read as a call, the code was a broken call, 0 format).
 
     Raises:
         ValueError: more than ``max_calls`` calls.
@@ -224,9 +227,10 @@ def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
         stop = _HARMONY_STOP.search(text, content)
         end = stop.start() if stop else len(text)
         recipient = _recipient(header)
-        if recipient is not None:
+        body = text[content:end].strip()
+        if recipient is not None and (recipient.startswith("functions.") or _json_object(body)):
             name = recipient.removeprefix("functions.")
-            calls.append((name, text[content:end].strip(), stop is not None))
+            calls.append((name, body, stop is not None))
             if len(calls) > max_calls:
                 raise ValueError(f"more than {max_calls} tool calls")
         if stop is None:
@@ -234,6 +238,16 @@ def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
         # (the next header starts at the next message's <|start|>, or after this one's end token)
         at = stop.start() if stop.group() == _HARMONY_START else stop.end()
     return calls
+
+
+def _json_object(text: str) -> bool:
+    """Whether ``text`` is a JSON object (a built-in tool's arguments, not its code)."""
+    if not text.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _recipient(header: str) -> str | None:
