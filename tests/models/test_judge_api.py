@@ -1267,3 +1267,18 @@ async def test_a_judge_redeployed_while_the_service_runs_is_another_cache_key(
     assert not after["cached"] and after["score"] < before["score"], after
     assert after["reward_version"] != before["reward_version"]
     assert "step-800" in json.dumps(ready)
+
+
+async def test_a_server_that_does_not_implement_its_model_list_is_cached_by_name(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A 501 to /v1/models says the server will never tell (as a 404 does): results are cached under the
+    name, instead of never (a 5xx is a server that could not answer now, asked again later)."""
+    judge_server.reply = always("Score: 5")
+    judge_server.models = []
+    judge_server.models_status = 501
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    async with judge_app(make_app, judge_server) as client:
+        await score(client, {"mode": "pointwise"}, [item])
+        (again,) = await score(client, {"mode": "pointwise"}, [item])
+    assert again["cached"] and judge_server.calls == 1

@@ -317,8 +317,8 @@ class RemoteClient:
                 resp = await client.get(path, timeout=timeout)
         except (httpx.HTTPError, TimeoutError):
             return False, None
-        if resp.status_code >= 500 or resp.status_code in _RETRYABLE_STATUSES:
-            return False, None
+        if (resp.status_code >= 500 and resp.status_code != 501) or resp.status_code in _RETRYABLE_STATUSES:
+            return False, None  # 501: the server does not implement it, and never will; an answer
         if resp.status_code >= 300:
             return True, None
         try:
