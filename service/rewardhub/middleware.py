@@ -166,13 +166,15 @@ class HeadAsGetMiddleware:
 
         # A copy, not the server's scope changed in place: uvicorn reads the method from that one as it
         # sends the answer, and for a GET expected Content-Length bytes of body (it reset the
-        # connection). The route the router matched is copied back for RequestContextMiddleware.
+        # connection). What the router matched is copied back for RequestContextMiddleware's route
+        # label (route_label: an API route's ``route``, a plain Starlette route's endpoint and parameters).
         inner = {**scope, "method": "GET"}
         try:
             await self.app(inner, receive, send_headers_only)
         finally:
-            if "route" in inner:
-                scope["route"] = inner["route"]
+            for key in ("route", "endpoint", "path_params"):
+                if key in inner:
+                    scope[key] = inner[key]
 
 
 class RequestContextMiddleware:

@@ -93,3 +93,18 @@ async def test_the_openapi_document_and_docs_are_counted_under_their_paths(clien
     assert 'rewardhub_requests_total{route="/docs",status="200"}' in metrics
     assert "4711" not in metrics
     assert 'route="unmatched",status="404"' in metrics
+
+
+async def test_head_is_counted_under_the_route_its_get_is(make_app: Any) -> None:
+    """HEAD on /openapi.json or /docs (plain Starlette routes, counted by the endpoint and path
+    parameters the router sets) was counted as ``unmatched``: the router's choice was made in the
+    scope HeadAsGetMiddleware hands inside, and only ``route`` came back out."""
+    async with make_app() as c:
+        for path in ("/openapi.json", "/docs"):
+            assert (await c.head(path)).status_code == 200, path
+        assert (await c.head("/no/such/path/4712")).status_code == 404
+        metrics = (await c.get("/metrics")).text
+        assert 'rewardhub_requests_total{route="/openapi.json",status="200"} 1.0' in metrics
+        assert 'rewardhub_requests_total{route="/docs",status="200"} 1.0' in metrics
+        assert 'route="unmatched",status="200"' not in metrics
+        assert "4712" not in metrics
