@@ -429,3 +429,29 @@ async def test_a_server_without_continue_final_message_is_a_backend_error(
     assert (cut["reason"], "raise max_tokens" in cut["details"]["message"]) == ("parse_error", True), cut
     assert "decision_pattern is not read with verdict continued" in bad["error"]["message"]
     assert "verdict applies to mode critique only" in stray["error"]["message"]
+
+
+async def test_a_local_judge_is_no_backend_for_a_continued_verdict(
+    make_app: MakeApp, judge_server: FakeJudge, causal_lm_path: str
+) -> None:
+    """/v1/rewards/check answered ok for verdict "continued" on a local judge (transformers, vLLM in
+    process), which refuses to continue a message: every item of the run was then a backend_error, the
+    run a run of steps with no reward signal that the check exists to stop at start. Found in review."""
+
+    async def check(client: httpx.AsyncClient, config: dict[str, Any]) -> Any:
+        r = await client.post(
+            "/v1/rewards/check", json={"reward": {"name": "judge", "config": {"mode": "critique", **config}}}
+        )
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async with make_app(judge_model=causal_lm_path) as client:
+        local = await check(client, {"verdict": "continued"})
+        one_call = await check(client, {})
+    assert local["ok"] is False, local
+    (part,) = local["unavailable"]
+    assert part["reward"] == "judge" and "continue_final_message" in part["message"], part
+    assert one_call["ok"] is True, one_call
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        served = await check(client, {"verdict": "continued"})
+    assert served["ok"] is True, served

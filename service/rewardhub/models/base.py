@@ -208,6 +208,9 @@ class ModelBackend:
 
     kind: ClassVar[str]
     capabilities: frozenset[Capability] = frozenset()
+    # Whether ``chat`` honours ChatRequest's ``stop`` and ``continue_final`` (a server's
+    # continue_final_message); one that does not refuses such a request.
+    continues_messages: ClassVar[bool] = False
     # The setting that configured it (see ModelHub.origins), for messages that point at the setting.
     origin: str | None = None
 

@@ -45,6 +45,8 @@ MAX_EMBED_CHARS = 100_000
 class OpenAIBackend(RemoteBackend):
     kind: ClassVar[str] = "openai"
     capabilities: frozenset[Capability] = frozenset({"chat", "embed"})
+    # sent on (vLLM and SGLang continue; a server without continue_final_message answers 400)
+    continues_messages: ClassVar[bool] = True
 
     def __init__(self, name: str, url: str, model: str, api_key: str | None, options: RemoteOptions):
         super().__init__(name, model)

@@ -495,6 +495,20 @@ class JudgeReward(ModelReward[JudgeConfig]):
     def is_cacheable(self, config: JudgeConfig) -> bool:
         return (config.temperature == 0 or config.cache) and super().is_cacheable(config)
 
+    def unavailable_for(self, config: JudgeConfig) -> str | None:
+        # A local backend refuses verdict "continued"'s calls: every item would be a backend_error, so
+        # /v1/rewards/check says so before a run starts (a server is only known by asking it).
+        why = super().unavailable_for(config)
+        if why is None and config.mode == "critique" and config.verdict == "continued":
+            backend = self.backend(config)
+            if not backend.continues_messages:
+                return (
+                    f"backend {backend.name!r} ({backend.kind}) cannot continue a final assistant message: "
+                    "verdict continued needs an OpenAI-compatible server with continue_final_message "
+                    "(vLLM, SGLang); verdict generated needs none"
+                )
+        return why
+
     # --- scoring --------------------------------------------------------------------------------
     async def score(
         self, items: Sequence[ScoreItem], config: JudgeConfig, ctx: ScoreContext
