@@ -9,6 +9,7 @@ still start with none, in /tmp as its working directory, on a read-only system.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -117,6 +118,54 @@ print("unshare", libc.unshare(0x10000000 | 0x00020000), ctypes.get_errno())  # C
     assert "root 30" in out, out  # EROFS
     assert "mount -1 1" in out, out  # EPERM
     assert "unshare -1" in out, out
+
+
+# Each call's arguments are chosen so that the kernel itself answers something other than EPERM on this
+# host (a bad flag, a missing path, the user-namespace limit, a descriptor): EPERM is the filter's answer.
+KERNEL_SURFACE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X86 = os.uname().machine == "x86_64"
+L = ctypes.c_long
+def call(name, x86, generic, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(L(x86 if X86 else generic), *args)
+    print(name, r, ctypes.get_errno())
+own_userns = os.open("/proc/self/ns/user", os.O_RDONLY)
+call("mount", 165, 40, b"none", b"/no/such/dir", b"tmpfs", L(0), None)  # ENOENT
+call("umount2", 166, 39, b"/tmp", L(0x100))  # EINVAL: unknown flag
+call("pivot_root", 155, 41, b"/tmp", b"/tmp")
+call("unshare", 272, 97, L(0x10000000))  # CLONE_NEWUSER: ENOSPC (--disable-userns)
+call("setns", 308, 268, L(own_userns), L(0))  # EINVAL: its own user namespace
+call("open_tree", 428, 428, L(-100), b"/tmp", L(0x80000))  # a descriptor (no OPEN_TREE_CLONE)
+call("move_mount", 429, 429, L(-100), b"/tmp", L(-100), b"/dev/shm", L(0))
+call("fsopen", 430, 430, b"tmpfs", L(0))
+call("fsconfig", 431, 431, L(-1), L(0), None, None, L(0))  # EBADF
+call("fsmount", 432, 432, L(-1), L(0), L(0))
+call("fspick", 433, 433, L(-100), b"/tmp", L(0))
+call("mount_setattr", 442, 442, L(-100), b"/tmp", L(0), None, L(0))  # EINVAL: size 0
+call("open_tree_attr", 467, 467, L(-100), b"/tmp", L(0x80000), None, L(0))
+call("bpf", 321, 280, L(0), None, L(0))  # EINVAL
+call("perf_event_open", 298, 241, None, L(0), L(-1), L(-1), L(0))  # EFAULT
+call("userfaultfd", 323, 282, L(1))  # UFFD_USER_MODE_ONLY: a descriptor where unprivileged use is off
+call("keyctl", 250, 219, L(0), L(-3), L(1))
+"""
+
+
+async def test_the_mount_api_and_other_kernel_surface_are_refused_outright(pool: SandboxPool) -> None:
+    """The capped /tmp is a mount of a namespace the program's own user namespace owns, over bwrap's
+    uncapped one: only the missing CAP_SYS_ADMIN kept ``umount2`` from reaching it, and a kernel bug that
+    lent the capability back would have. The program's seccomp filter refuses the mount API and namespace
+    calls outright (and ``bpf``, ``perf_event_open``, ``userfaultfd``: kernel attack surface the host's
+    sysctls alone decided, user-mode ``userfaultfd`` was open here), whatever the capabilities."""
+    if os.uname().machine not in ("x86_64", "aarch64"):
+        pytest.skip("the filter's syscall table covers x86_64 and aarch64")
+    out = await run(pool, KERNEL_SURFACE)
+    lines = out.splitlines()
+    assert len(lines) == 17, out
+    for line in lines:
+        assert line.split()[1:] == ["-1", "1"], out  # EPERM
 
 
 # bwrap on a host that lends the sandbox no capability: every `--cap-add CAP` pair is dropped.

@@ -48,8 +48,10 @@ Layers
   ``pidfd_send_signal`` and ``F_SETOWN``-style file ownership (SIGIO, or any signal via ``F_SETSIG``):
   a judge killed mid-run would turn a failing run into an incomplete one; POSIX message queues and
   keyring keys, which outlive the processes of a warm slot's run; memfds and System V IPC objects,
-  memory outside the address space that ``RLIMIT_AS`` bounds; and ``sched_setaffinity``, which would
-  take a run off its pinned core onto those of concurrent runs.
+  memory outside the address space that ``RLIMIT_AS`` bounds; ``sched_setaffinity``, which would
+  take a run off its pinned core onto those of concurrent runs; and the mount API and namespace calls
+  (the capped ``/tmp`` lies over an uncapped one in a mount namespace the program's user namespace
+  owns), ``bpf``, ``perf_event_open`` and ``userfaultfd``, whatever the capabilities.
 * **Warm sandboxes** (:mod:`.warm`): one long-lived sandbox per slot whose PID 1 forks the guest per
   run, saving bwrap and interpreter start-up; between runs it kills every leftover process, wipes
   ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.

@@ -1460,17 +1460,21 @@ def _exited(pid: int) -> bool:
 _SIGNAL_SYSCALLS = {
     # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64
     # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget,
-    #   sched_setaffinity | fcntl, ioctl
+    #   sched_setaffinity, mount, umount2, pivot_root, unshare, setns, open_tree, move_mount, fsopen,
+    #   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr, bpf, perf_event_open, userfaultfd
+    # | fcntl, ioctl
     "x86_64": (
         0xC000003E,
         (62, 200, 234, 129, 297, 302),
-        (424, 240, 248, 249, 250, 319, 29, 64, 68, 203),
+        (424, 240, 248, 249, 250, 319, 29, 64, 68, 203)
+        + (165, 166, 155, 272, 308, 428, 429, 430, 431, 432, 433, 442, 467, 321, 298, 323),
         (72, 16),
     ),
     "aarch64": (
         0xC00000B7,
         (129, 130, 131, 138, 240, 261),
-        (424, 180, 217, 218, 219, 279, 194, 190, 186, 122),
+        (424, 180, 217, 218, 219, 279, 194, 190, 186, 122)
+        + (40, 39, 41, 97, 268, 428, 429, 430, 431, 432, 433, 442, 467, 280, 241, 282),
         (25, 29),
     ),
 }
@@ -1532,6 +1536,14 @@ def _protect(judge: int) -> None:
     could take the host's memory. POSIX shared memory and semaphores (``/dev/shm``) still work. And
     ``sched_setaffinity``: a run is pinned to its slot's core, and one that spread over every core, a
     session (a scheduling group) per busy child, starved a concurrent item's program into timeouts.
+
+    And the mount API and namespace calls (``mount``, ``umount2``, ``pivot_root``, ``unshare``,
+    ``setns``, ``open_tree``, ``move_mount``, ``fs{open,config,mount,pick}``, ``mount_setattr``,
+    ``open_tree_attr``), whatever their arguments: the capped ``/tmp`` (:func:`_private_tmpfs`) is a
+    mount of a namespace the program's own user namespace owns, over ``bwrap``'s uncapped one, so only
+    the missing ``CAP_SYS_ADMIN`` stood between a program and ``umount2("/tmp")``. And ``bpf``,
+    ``perf_event_open`` and ``userfaultfd``: kernel attack surface no program here needs, which the
+    host's sysctls alone decided (user-mode ``userfaultfd`` stays open where unprivileged use is off).
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:
