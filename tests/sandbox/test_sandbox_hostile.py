@@ -509,6 +509,33 @@ for d in ("/tmp", "/dev/shm", "/dev/pts", "/dev/pts/ptmx"):
             assert line.split()[1] in ("0o755", "0o666") and line.endswith("[]"), seen
 
 
+async def test_no_inode_flag_set_on_tmp_reaches_the_next_run(client: httpx.AsyncClient) -> None:
+    """chattr flags are the directory's too: its owner may set nodump and noatime on a tmpfs directory
+    (FS_IOC_SETFLAGS, no capability needed), and a warm slot left them on /tmp and /dev/shm, two bits
+    each from one run to the next program of the slot."""
+    flags = """
+import array, fcntl, os
+def flags(d, value=None):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        buf = array.array("i", [value or 0])
+        fcntl.ioctl(fd, 0x40086602 if value is not None else 0x80086601, buf, True)  # FS_IOC_{SET,GET}FLAGS
+        return buf[0]
+    finally:
+        os.close(fd)
+"""
+    leave = """
+for d in ("/tmp", "/dev/shm"):
+    flags(d, 0x40 | 0x80)  # FS_NODUMP_FL | FS_NOATIME_FL
+    print(d, flags(d))
+"""
+    assert out(await run(client, flags + leave)).split() == ["/tmp", "192", "/dev/shm", "192"]
+    workers = client.app.state.runtime.sandbox.workers  # type: ignore[attr-defined]
+    for _ in range(workers + 1):
+        seen = out(await run(client, flags + "print(flags('/tmp'), flags('/dev/shm'))"))
+        assert seen.split() == ["0", "0"], seen
+
+
 async def test_memory_outside_the_address_space_limit_is_refused(client: httpx.AsyncClient) -> None:
     """RLIMIT_AS bounds what a process maps, not what it holds in a memfd or a System V IPC object: under
     a 256 MiB limit one process held 512 MiB in memfds (64 MiB each, one per open file) and 512 MiB in

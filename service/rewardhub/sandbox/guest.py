@@ -1714,6 +1714,7 @@ def _reset_after_run() -> None:
             os.removexattr(path, name)
         if path in ("/tmp", "/dev/shm"):
             _wipe(path)
+            _clear_inode_flags(path)
         os.utime(path, (0, 0))
     for kind in ("shm", "sem", "msg"):
         try:
@@ -1723,6 +1724,24 @@ def _reset_after_run() -> None:
             continue
         if lines > 1:
             raise RuntimeError(f"the run left System V IPC objects ({kind})")
+
+
+_FS_IOC_SETFLAGS = 0x40086602  # _IOW('f', 2, long), both supported ABIs
+
+
+def _clear_inode_flags(path: str) -> None:
+    """Clear the directory's chattr flags: its owner may set ``nodump`` and ``noatime`` on a tmpfs
+    directory without any capability, and they carried bits to the next run of the slot. A filesystem
+    without the flags (``ENOTTY``, ``EOPNOTSUPP``) let the run set none either."""
+    ctypes, libc = _FILTER[0], _FILTER[1]
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if libc.ioctl(fd, ctypes.c_ulong(_FS_IOC_SETFLAGS), ctypes.byref(ctypes.c_int(0))) != 0:
+            errno = ctypes.get_errno()
+            if errno not in (25, 95):
+                raise OSError(errno, f"clearing the flags of {path}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
 
 
 def _wipe(path: str, depth: int = 0) -> None:
