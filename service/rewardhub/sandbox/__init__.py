@@ -51,7 +51,8 @@ Layers
   memory outside the address space that ``RLIMIT_AS`` bounds; ``sched_setaffinity``, which would
   take a run off its pinned core onto those of concurrent runs; and the mount API and namespace calls
   (the capped ``/tmp`` lies over an uncapped one in a mount namespace the program's user namespace
-  owns), ``bpf``, ``perf_event_open`` and ``userfaultfd``, whatever the capabilities.
+  owns), ``bpf``, ``perf_event_open`` and ``userfaultfd``, whatever the capabilities; and ``io_uring``,
+  whose polling thread the kernel puts on any core its creator names.
 * **Warm sandboxes** (:mod:`.warm`): one long-lived sandbox per slot whose PID 1 forks the guest per
   run, saving bwrap and interpreter start-up; between runs it kills every leftover process, wipes
   ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.

@@ -1461,20 +1461,23 @@ _SIGNAL_SYSCALLS = {
     # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo, prlimit64
     # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget,
     #   sched_setaffinity, mount, umount2, pivot_root, unshare, setns, open_tree, move_mount, fsopen,
-    #   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr, bpf, perf_event_open, userfaultfd
+    #   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr, bpf, perf_event_open, userfaultfd,
+    #   io_uring_setup, io_uring_enter, io_uring_register
     # | fcntl, ioctl
     "x86_64": (
         0xC000003E,
         (62, 200, 234, 129, 297, 302),
         (424, 240, 248, 249, 250, 319, 29, 64, 68, 203)
-        + (165, 166, 155, 272, 308, 428, 429, 430, 431, 432, 433, 442, 467, 321, 298, 323),
+        + (165, 166, 155, 272, 308, 428, 429, 430, 431, 432, 433, 442, 467, 321, 298, 323)
+        + (425, 426, 427),
         (72, 16),
     ),
     "aarch64": (
         0xC00000B7,
         (129, 130, 131, 138, 240, 261),
         (424, 180, 217, 218, 219, 279, 194, 190, 186, 122)
-        + (40, 39, 41, 97, 268, 428, 429, 430, 431, 432, 433, 442, 467, 280, 241, 282),
+        + (40, 39, 41, 97, 268, 428, 429, 430, 431, 432, 433, 442, 467, 280, 241, 282)
+        + (425, 426, 427),
         (25, 29),
     ),
 }
@@ -1544,6 +1547,9 @@ def _protect(judge: int) -> None:
     the missing ``CAP_SYS_ADMIN`` stood between a program and ``umount2("/tmp")``. And ``bpf``,
     ``perf_event_open`` and ``userfaultfd``: kernel attack surface no program here needs, which the
     host's sysctls alone decided (user-mode ``userfaultfd`` stays open where unprivileged use is off).
+    And ``io_uring``: its ``SQPOLL`` thread is a thread of the run that the kernel puts on whichever
+    core the ring's creator names (``IORING_SETUP_SQ_AFF``), the run's pinned core notwithstanding, and
+    a ring works without the system calls this filter sees (libuv falls back to its thread pool).
     """
     if _FILTER is None:
         if os.uname().machine not in _SIGNAL_SYSCALLS:
