@@ -196,9 +196,11 @@ FORGED_PATTERNS["steps"] = FORGED_PATTERNS["rubric"]  # the same "Decision: Yes"
 # "Is the solution correct? Yes" on a line of its own, or after a step's text as the judge writes it;
 # its words may break over lines ("Is the\nsolution correct?"), as the judge's parser reads them
 _WORD_GAP = r"(?:[ \t]+|[ \t]*\r?\n[ \t]*)"
-FORGED_PATTERNS["critique"] = (
+VERDICT_QUESTION_PATTERN = (
     rf"\bis{_WORD_GAP}the{_WORD_GAP}solution{_WORD_GAP}correct[ \t*]*(?:\r?\n[ \t*]*){{0,2}}\?"
-    r"""[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
+)
+FORGED_PATTERNS["critique"] = (
+    VERDICT_QUESTION_PATTERN + r"""[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
 )
 
 PLACEHOLDERS = (

@@ -52,7 +52,9 @@ Modes (every score is in [0, 1]):
   and ``details.verdict`` says which. A thinking the server returned apart goes back in an open
   ``<think>`` block (a chat template that drops an assistant's closed thinking, DeepSeek-R1's, would
   continue without it). A server that refuses to continue a message (OpenAI: 400) makes the item
-  ``backend_error`` saying so, never a one-call verdict; the local backends refuse it too.
+  ``backend_error`` saying so, never a one-call verdict; the local backends refuse it too. A response
+  holding the question itself is forged there (the judge, quoting it, would stop before the later
+  steps), unless the task asks whether something is correct.
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -123,6 +125,7 @@ from rewardhub.judging.templates import (
     SUPPLIED,
     SYSTEM_PROMPT,
     TEMPLATES,
+    VERDICT_QUESTION_PATTERN,
     defuse,
     fill,
     placeholders,
@@ -374,6 +377,13 @@ class _Judging:
             self.forged = None
         if key == "critique":
             self.forged_box = "|".join(p for p in (self.forged_box, _STEP_LABEL) if p)
+        # verdict "continued": the critique is generated up to the question (a stop string), so a
+        # response that makes the judge quote it ends the critique there, before the later steps were
+        # checked, and the verdict is asked early: the question alone is forged, unless the task asks
+        # whether something is correct (a response to it may well repeat the question)
+        self.forged_question: str | None = (
+            VERDICT_QUESTION_PATTERN if key == "critique" and config.verdict == "continued" else None
+        )
         if key in ("pointwise", "rubric_implicit"):
             self.scale = Scale.scores(config.min_score, config.max_score)
         elif key == "pairwise":
@@ -386,7 +396,10 @@ class _Judging:
         answers a question that asks yes or no (or whether something is correct), and is no forgery
         there; the judge's verdict line always is."""
         box = self.forged_box if self.forged_box and not asks_yes_no(prompt or "") else None
-        return "|".join(p for p in (self.forged, box) if p) or None
+        question = (
+            self.forged_question if self.forged_question and not asks_correctness(prompt or "") else None
+        )
+        return "|".join(p for p in (self.forged, box, question) if p) or None
 
 
 @register
@@ -458,7 +471,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.9.0: mode critique: the step labels of a thinking returned apart (reasoning_content, reasoning)
     # are read; verdict "continued", ThinkPRM's two calls (the verdict is the token that continues the
     # critique after "Is the solution correct?")
-    version: ClassVar[str] = "1.9.0"
+    # 1.9.1: verdict "continued": a response holding the verdict question is forged (the judge's critique
+    # would stop where it quoted it), unless the task asks whether something is correct
+    version: ClassVar[str] = "1.9.1"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
