@@ -954,6 +954,87 @@ async def test_special_token_calls_are_read_in_linear_time(client: httpx.AsyncCl
     ], results
 
 
+KIMI_SECTION, KIMI_SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+KIMI_CALL, KIMI_ARGS, KIMI_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+
+
+def kimi(*calls: dict[str, Any], prefix: str = "functions.") -> str:
+    """Calls as Kimi-K2 writes them: each one's id (``functions.NAME:INDEX``), then its arguments' JSON."""
+    body = "".join(
+        f"{KIMI_CALL}{prefix}{c['name']}:{i}{KIMI_ARGS}{json.dumps(c['arguments'])}{KIMI_END}"
+        for i, c in enumerate(calls)
+    )
+    return f"{KIMI_SECTION}{body}{KIMI_SECTION_END}"
+
+
+async def test_kimi_k2_calls_are_read(client: httpx.AsyncClient) -> None:
+    """Kimi-K2 calls tools between special tokens (vLLM's kimi_k2 parser), each call's id
+    ``functions.NAME:INDEX`` before its JSON: such calls scored 0, no_answer, however right. The name is
+    the id without ``functions.`` (absent in some outputs) and the index; a dotted name stays whole."""
+    search = {"name": "browser.search", "arguments": {"query": "weather Paris"}}
+    spaced = (
+        f"{KIMI_SECTION}\n{KIMI_CALL} functions.get_weather:0 {KIMI_ARGS} "
+        f"{json.dumps(WEATHER['arguments'])} {KIMI_END}\n{KIMI_SECTION_END}"
+    )
+    cut = (
+        kimi(TIME)[: -len(KIMI_SECTION_END)]
+        + f"{KIMI_CALL}functions.get_weather:1{KIMI_ARGS}"
+        + '{"city": "Pa'
+    )
+    items = [
+        {
+            "response": "<think>weather, then time</think>I'll check." + kimi(WEATHER, TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": kimi(WEATHER, TIME, prefix=""), "reference": [WEATHER, TIME]},  # no functions.
+        {"response": spaced, "reference": [WEATHER]},
+        {
+            "response": kimi(TIME)[: -len(KIMI_END + KIMI_SECTION_END)],
+            "reference": [TIME],
+        },  # stopped at the end token
+        {"response": cut, "reference": [TIME]},  # a last call cut mid-JSON: no call
+        {"response": kimi(search), "reference": [search]},
+        {"response": kimi({**WEATHER, "arguments": {"city": "Lyon"}}), "reference": [WEATHER]},
+        {
+            "response": f"{KIMI_SECTION}{KIMI_CALL}functions.get_weather:0{KIMI_ARGS}{{not json}}{KIMI_END}",
+            "reference": [WEATHER],
+        },
+        {"response": f"{KIMI_SECTION}{KIMI_CALL}functions.get_weather:0{KIMI_END}", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),
+        (0.0, "format"),  # no arguments token
+    ], results
+    assert results[0]["details"]["calls"] == [WEATHER, TIME]
+
+
+@pytest.mark.timeout(60)
+async def test_kimi_k2_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of Kimi call tokens that never close, and of calls cut before their arguments, is read in one
+    pass (a lazy regex, or a search for each opener's end to the end of the text, is quadratic); read in
+    the CPU workers under the default item deadline, each scores, none times out. (The timeout is a hang
+    guard.)"""
+    responses = [
+        KIMI_CALL * 50_000,
+        (KIMI_CALL + "functions.f:0" + KIMI_ARGS) * 17_000,
+        f"{KIMI_CALL}functions.f:0{KIMI_ARGS}{{}}{KIMI_END}" * 13_000,  # over 256 calls
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),  # one call, never closed, its JSON not whole: no call
+        (0.0, "format"),
+    ], results
+
+
 async def test_coerce_types_equates_the_ways_a_value_is_written(client: httpx.AsyncClient) -> None:
     """Models and parsers write one value in several ways: a number or boolean as a string (a schema-less
     XML parser, a model quoting everything), an object or array as its JSON text (arguments encoded one

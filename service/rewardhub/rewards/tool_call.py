@@ -19,8 +19,9 @@ model's). Its calls are, in order of precedence:
   ``</function>``; a GLM call has no end of its own, so never);
 * otherwise, with special tokens kept in the text, DeepSeek's calls, V3/R1's
   ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\\n```json\\n{...}\\n```<｜tool▁call▁end｜>`` and V3.1's
-  ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or gpt-oss's harmony messages to a
-  function, ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
+  ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or Kimi-K2's (vLLM's ``kimi_k2``),
+  ``<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>`` (the id's
+  ``functions.`` and ``:INDEX`` dropped), or gpt-oss's harmony messages to a function, ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
   ``<|start|>assistant`` or not, ``to=`` before or after the channel; a message of another role, a
   tool's output, is none); a last call without its end token counts when its JSON is whole;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
@@ -92,11 +93,13 @@ from rewardhub.rewards.text import answer_text
 from rewardhub.rewards.tool_formats import (
     DEEPSEEK_CALL,
     HARMONY_MESSAGE,
+    KIMI_CALL,
     QWEN3_FUNCTION,
     deepseek_calls,
     glm45_call,
     glm45_shaped,
     harmony_calls,
+    kimi_calls,
     qwen3_coder_calls,
 )
 
@@ -341,8 +344,8 @@ def parse_calls(response: str) -> list[Call] | None:
 
 
 def _special_token_calls(text: str) -> list[Call] | None:
-    """The calls DeepSeek (``<｜tool▁call▁begin｜>``) or gpt-oss (a harmony message ``to=`` a function)
-    write with special tokens; None when the text has none. A last call without its end token counts
+    """The calls DeepSeek (``<｜tool▁call▁begin｜>``), Kimi-K2 (``<|tool_call_begin|>``) or gpt-oss (a
+    harmony message ``to=`` a function) write with special tokens; None when the text has none. A last call without its end token counts
     when its arguments are whole JSON (a rollout stopped at the token), as a ``<tool_call>`` block does.
 
     Raises:
@@ -350,6 +353,8 @@ def _special_token_calls(text: str) -> list[Call] | None:
     """
     if DEEPSEEK_CALL in text:
         found = deepseek_calls(text, _MAX_CALLS)
+    elif KIMI_CALL in text:
+        found = kimi_calls(text, _MAX_CALLS)
     elif HARMONY_MESSAGE in text:
         found = harmony_calls(text, _MAX_CALLS)
     else:
@@ -780,7 +785,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # coerce_types and null_as_absent
     # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
     # a gpt-oss message to its python tool (code, not JSON) is no call
-    version: ClassVar[str] = "1.1.1"
+    # 1.2.0: Kimi-K2's special-token calls are read
+    version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."

@@ -18,6 +18,9 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}
   <|call|>`` (``to=`` also before ``<|channel|>``; the first message of a completion has no
   ``<|start|>assistant``).
+* Kimi-K2 (vLLM's ``kimi_k2``) writes each call's id, ``functions.NAME:INDEX``, then its JSON:
+  ``<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
+  {...}<|tool_call_end|><|tool_calls_section_end|>`` (``functions.`` absent in some outputs).
 
 These are special tokens: the text has them only when the engine keeps them (vLLM's
 ``skip_special_tokens=False``).
@@ -35,11 +38,13 @@ import re
 __all__ = [
     "DEEPSEEK_CALL",
     "HARMONY_MESSAGE",
+    "KIMI_CALL",
     "QWEN3_FUNCTION",
     "deepseek_calls",
     "glm45_call",
     "glm45_shaped",
     "harmony_calls",
+    "kimi_calls",
     "qwen3_coder_calls",
 ]
 
@@ -56,6 +61,8 @@ _WHITESPACE = re.compile(r"\s*")
 DEEPSEEK_CALL = "<\uff5ctool\u2581call\u2581begin\uff5c>"  # <｜tool▁call▁begin｜>
 _DEEPSEEK_SEP = "<\uff5ctool\u2581sep\uff5c>"
 _DEEPSEEK_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
+KIMI_CALL = "<|tool_call_begin|>"
+_KIMI_ARGUMENTS, _KIMI_CALL_END = "<|tool_call_argument_begin|>", "<|tool_call_end|>"
 HARMONY_MESSAGE = "<|message|>"
 _HARMONY_START, _HARMONY_CHANNEL = "<|start|>", "<|channel|>"
 # what ends a harmony message's content: its end tokens, or the next message's start
@@ -195,6 +202,41 @@ def deepseek_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
         if not closed:  # (no end token after this one: none after a later opener either)
             break
         at = end + len(_DEEPSEEK_CALL_END)
+    return calls
+
+
+def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
+    """Kimi-K2's calls in ``text``: each one's name (its id, ``functions.get_weather:0``, without the
+    ``functions.`` and the ``:INDEX``; a dotted name, ``browser.search``, is kept whole), its arguments'
+    JSON text, and whether its ``<|tool_call_end|>`` was there (the last call may lack it, as a rollout
+    stopped at it, and is then whole only when its JSON is).
+
+    Raises:
+        ValueError: a closed call without ``<|tool_call_argument_begin|>`` or a function name, or more
+            than ``max_calls``.
+    """
+    calls: list[tuple[str, str, bool]] = []
+    at = 0
+    while (start := text.find(KIMI_CALL, at)) >= 0:
+        start += len(KIMI_CALL)
+        end = text.find(_KIMI_CALL_END, start)
+        closed = end >= 0
+        body = text[start:end] if closed else text[start:]
+        head, sep, args = body.partition(_KIMI_ARGUMENTS)
+        name = head.strip().removeprefix("functions.")
+        base, colon, index = name.rpartition(":")
+        if colon and index.isascii() and index.isdigit():  # (the id's index: vLLM reads the name before it)
+            name = base
+        if not sep or not _NAME.fullmatch(name):
+            if not closed:
+                break  # (a last call cut off before its arguments: no call)
+            raise ValueError(f"the Kimi call {body[:80]!r} has no function id and arguments")
+        calls.append((name, args.strip(), closed))
+        if len(calls) > max_calls:
+            raise ValueError(f"more than {max_calls} tool calls")
+        if not closed:  # (no end token after this one: none after a later opener either)
+            break
+        at = end + len(_KIMI_CALL_END)
     return calls
 
 
