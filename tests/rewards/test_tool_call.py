@@ -1035,6 +1035,102 @@ async def test_kimi_k2_calls_are_read_in_linear_time(client: httpx.AsyncClient) 
     ], results
 
 
+MINIMAX, MINIMAX_END = "<minimax:tool_call>", "</minimax:tool_call>"
+
+
+def minimax(*calls: dict[str, Any]) -> str:
+    """Calls as MiniMax-M2 writes them: one block of invokes, each value raw text (others as JSON)."""
+
+    def value(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v)
+
+    invokes = "".join(
+        f'<invoke name="{c["name"]}">\n'
+        + "".join(f'<parameter name="{k}">{value(v)}</parameter>\n' for k, v in c["arguments"].items())
+        + "</invoke>\n"
+        for c in calls
+    )
+    return f"{MINIMAX}\n{invokes}{MINIMAX_END}"
+
+
+async def test_minimax_m2_calls_are_read(client: httpx.AsyncClient) -> None:
+    """MiniMax-M2 (vLLM's minimax_m2 parser) writes its calls as ``<invoke name="f">`` elements in a
+    ``<minimax:tool_call>`` block, values raw text: such calls scored 0, no_answer, however right. Values
+    are read as Qwen3-Coder's are (a JSON number, boolean, null, object or array is that value and also
+    the string it spells), stripped as vLLM strips them; a last block cut off is no call."""
+    nested = {
+        "name": "f",
+        "arguments": {"q": "a < b\n  and c", "opts": {"k": [1, 2]}, "flag": True, "n": None},
+    }
+    ship = {"name": "ship", "arguments": {"zip": "94103", "n": 2}}
+    quoted = (
+        f"{MINIMAX}\n<invoke name='get_time'>\n<parameter name=tz>\nEurope/Paris\n</parameter>\n"
+        f"</invoke>\n{MINIMAX_END}"
+    )
+    items = [
+        {
+            "response": "<think>weather, then time</think>" + minimax(WEATHER, TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": minimax(TIME) + "\nand\n" + minimax(WEATHER), "reference": [WEATHER, TIME]},
+        {"response": minimax(nested), "reference": [nested]},
+        {"response": quoted, "reference": [TIME]},  # other quotes, none, a value on its own line
+        {"response": minimax({"name": "ship", "arguments": {"zip": 94103, "n": 2}}), "reference": [ship]},
+        {"response": minimax(TIME)[: -len(MINIMAX_END)], "reference": [TIME]},  # stopped at the closer
+        {
+            "response": minimax(TIME) + f'{MINIMAX}\n<invoke name="get_weather">\n<parameter name="city">Pa',
+            "reference": [TIME],
+        },  # a last block cut off: no call
+        {
+            "response": minimax({**WEATHER, "arguments": {**WEATHER["arguments"], "days": 4}}),
+            "reference": [WEATHER],
+        },
+        {
+            "response": f'{MINIMAX}\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n{MINIMAX_END}',
+            "reference": [WEATHER],
+        },
+        {"response": f"{MINIMAX}\nI will check the weather.\n{MINIMAX_END}", "reference": [WEATHER]},
+        {"response": f"{MINIMAX}\n{MINIMAX_END}", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),  # 94103 is also the string "94103"
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),  # an invoke without its </invoke>
+        (0.0, "format"),  # text that is no invoke
+        (0.0, "no_answer"),  # an empty block calls nothing
+    ], results
+    assert results[2]["details"]["calls"] == [nested]
+
+
+@pytest.mark.timeout(60)
+async def test_minimax_m2_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of MiniMax blocks and invokes that never close, and of an invoke of 40,000 parameters none
+    of which is closed, is read in one pass (a lazy regex, or a search for each opener's closer to the
+    end of the text, is quadratic); read in the CPU workers under the default item deadline, each
+    scores, none times out. (The timeout is a hang guard.)"""
+    responses = [
+        f"{MINIMAX}\n" * 50_000,
+        f'{MINIMAX}<invoke name="f">' * 28_000,
+        f'{MINIMAX}<invoke name="f">' + '<parameter name="x">1' * 40_000 + f"</invoke>{MINIMAX_END}",
+        f'{MINIMAX}<invoke name="f"></invoke>{MINIMAX_END}' * 15_000,  # over 256 calls
+    ]
+    reference = [{"name": "f", "arguments": {"x": 1}}]
+    results = await score(client, [{"response": r, "reference": reference} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (1.0, None),
+        (0.0, "format"),
+    ], results
+
+
 async def test_coerce_types_equates_the_ways_a_value_is_written(client: httpx.AsyncClient) -> None:
     """Models and parsers write one value in several ways: a number or boolean as a string (a schema-less
     XML parser, a model quoting everything), an object or array as its JSON text (arguments encoded one

@@ -24,6 +24,10 @@ model's). Its calls are, in order of precedence:
   ``functions.`` and ``:INDEX`` dropped), or gpt-oss's harmony messages to a function, ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
   ``<|start|>assistant`` or not, ``to=`` before or after the channel; a message of another role, a
   tool's output, is none); a last call without its end token counts when its JSON is whole;
+* otherwise MiniMax-M2's blocks (vLLM's ``minimax_m2``), ``<minimax:tool_call>\\n<invoke name="f">\\n
+  <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
+  each value raw text (stripped) read as Qwen3-Coder's are; a last block without its closer counts when
+  its invokes are whole;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -94,11 +98,13 @@ from rewardhub.rewards.tool_formats import (
     DEEPSEEK_CALL,
     HARMONY_MESSAGE,
     KIMI_CALL,
+    MINIMAX,
     QWEN3_FUNCTION,
     deepseek_calls,
     glm45_call,
     glm45_shaped,
     harmony_calls,
+    invoke_calls,
     kimi_calls,
     qwen3_coder_calls,
 )
@@ -317,6 +323,8 @@ def parse_calls(response: str) -> list[Call] | None:
         return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
     if (special := _special_token_calls(text)) is not None:
         return special
+    if (invoked := _invoke_block_calls(text)) is not None:
+        return invoked or None  # (empty blocks call nothing)
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
@@ -367,6 +375,19 @@ def _special_token_calls(text: str) -> list[Call] | None:
             if closed:
                 raise
     return calls or None
+
+
+def _invoke_block_calls(text: str) -> list[Call] | None:
+    """The calls of MiniMax-M2's ``<minimax:tool_call>`` blocks of ``<invoke name="f">`` elements, each
+    value read as Qwen3-Coder's are (:func:`_xml_call`); None when the text has no such block.
+
+    Raises:
+        ValueError: a block that is not whole invokes.
+    """
+    if MINIMAX.block not in text:
+        return None
+    found = invoke_calls(text, MINIMAX, _MAX_CALLS)
+    return None if found is None else [_xml_call(name, args, strings=False) for name, args in found]
 
 
 def _block_calls(block: str, closed: bool = True) -> list[Call]:
@@ -785,7 +806,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # coerce_types and null_as_absent
     # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
     # a gpt-oss message to its python tool (code, not JSON) is no call
-    # 1.2.0: Kimi-K2's special-token calls are read
+    # 1.2.0: Kimi-K2's special-token calls and MiniMax-M2's <minimax:tool_call> blocks are read
     version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -6,6 +6,9 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
 
 * Qwen3-Coder (vLLM's ``qwen3_coder`` parser) writes a ``<tool_call>`` block as XML:
   ``<function=get_weather>\\n<parameter=city>\\nParis\\n</parameter>\\n</function>``.
+* MiniMax-M2 (vLLM's ``minimax_m2``) writes a block of invokes, each value raw text (stripped):
+  ``<minimax:tool_call>\\n<invoke name="get_weather">\\n<parameter name="city">Paris</parameter>\\n
+  </invoke>\\n</minimax:tool_call>``.
 * GLM-4.5/4.6/4.7 (vLLM's ``glm45``/``glm47``) write the name first, then key/value tags:
   ``get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>`` (4.7: no newline after the name).
 * DeepSeek V3/R1 (vLLM's ``deepseek_v3``) write each call between special tokens, the type before the
@@ -34,16 +37,20 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 __all__ = [
     "DEEPSEEK_CALL",
     "HARMONY_MESSAGE",
     "KIMI_CALL",
+    "MINIMAX",
     "QWEN3_FUNCTION",
+    "InvokeForm",
     "deepseek_calls",
     "glm45_call",
     "glm45_shaped",
     "harmony_calls",
+    "invoke_calls",
     "kimi_calls",
     "qwen3_coder_calls",
 ]
@@ -121,6 +128,106 @@ def qwen3_coder_calls(block: str) -> list[tuple[str, dict[str, str]]]:
             args[key.strip()] = _strip_newline(value)
         calls.append((name, args))
     return calls
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeForm:
+    """The tags of a format that writes blocks of ``<invoke name="f">`` elements, each holding
+    ``<parameter name="x">value</parameter>`` elements, and whether a value's whitespace is the format's."""
+
+    block: str
+    block_end: str
+    invoke: str
+    invoke_end: str
+    parameter: str
+    parameter_end: str
+    strip: bool
+
+
+MINIMAX = InvokeForm(
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
+    "<invoke name=",
+    "</invoke>",
+    "<parameter name=",
+    "</parameter>",
+    strip=True,  # (vLLM's minimax_m2 strips a value, as MiniMax's own parsing guide does)
+)
+
+
+def invoke_calls(text: str, form: InvokeForm, max_calls: int) -> list[tuple[str, dict[str, str]]] | None:
+    """The calls of ``form``'s blocks in ``text``, each its name and its parameters as raw text; None when
+    the text has no block. A last block without its closer counts when every invoke in it is whole (a
+    rollout stopped at the closer); one cut off is no call.
+
+    Raises:
+        ValueError: a closed block holding text that is no invoke, an invoke without its closer or a
+            function name, or more than ``max_calls`` calls.
+    """
+    calls: list[tuple[str, dict[str, str]]] = []
+    found = False
+    at = 0
+    while (start := text.find(form.block, at)) >= 0:
+        found = True
+        start += len(form.block)
+        end = text.find(form.block_end, start)
+        if end < 0:  # no closer after this opener: none after any later one either
+            try:
+                calls.extend(_invokes(text[start:], form, max_calls - len(calls)))
+            except ValueError:
+                pass
+            break
+        calls.extend(_invokes(text[start:end], form, max_calls - len(calls)))
+        at = end + len(form.block_end)
+    return calls if found else None
+
+
+def _invokes(body: str, form: InvokeForm, max_calls: int) -> list[tuple[str, dict[str, str]]]:
+    """The invokes of one block's body (one split: each part is read within its own bounds)."""
+    parts = body.split(form.invoke)
+    if parts[0].strip():
+        raise ValueError(f"text in a call block that is no invoke: {parts[0].strip()[:80]!r}")
+    if len(parts) - 1 > max_calls:
+        raise ValueError(f"more than {max_calls} tool calls")  # (the count is over all blocks)
+    calls: list[tuple[str, dict[str, str]]] = []
+    for part in parts[1:]:
+        head, gt, rest = part.partition(">")
+        name = _unquoted(head)
+        if not gt or not _NAME.fullmatch(name):
+            raise ValueError(f"{form.invoke}{head[:80]} is not a function name")
+        inner, closer, after = rest.partition(form.invoke_end)
+        if not closer:
+            raise ValueError(f"the call {name[:80]!r} has no {form.invoke_end}")
+        if after.strip():
+            raise ValueError(f"text after the call {name[:80]!r}: {after.strip()[:80]!r}")
+        calls.append((name, _parameters(inner, name, form)))
+    return calls
+
+
+def _parameters(inner: str, name: str, form: InvokeForm) -> dict[str, str]:
+    """An invoke's parameters as raw text (a closer the model left out ends at the next parameter)."""
+    pieces = inner.split(form.parameter)
+    if pieces[0].strip():
+        raise ValueError(f"text in the call {name[:80]!r} that is no parameter: {pieces[0].strip()[:80]!r}")
+    args: dict[str, str] = {}
+    for piece in pieces[1:]:
+        head, gt, value = piece.partition(">")
+        key = _unquoted(head)
+        if not gt or not key:
+            raise ValueError(f"{form.parameter}{head[:80]} of {name[:80]!r} is not a parameter name")
+        value, closed, tail = value.partition(form.parameter_end)
+        if closed and tail.strip():
+            raise ValueError(f"text between the parameters of {name[:80]!r}: {tail.strip()[:80]!r}")
+        args[key] = value.strip() if form.strip else value
+    return args
+
+
+def _unquoted(text: str) -> str:
+    """``text`` stripped, without the quotes around it (``"get_weather"``, ``'x'``, or none)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    return text
 
 
 def glm45_shaped(body: str) -> bool:
