@@ -639,6 +639,83 @@ async def test_qwen3_coder_calls_are_read_in_linear_time(client: httpx.AsyncClie
     ], results
 
 
+def qwen3_coder_bare(*calls: dict[str, Any]) -> str:
+    """Calls as Qwen3-Coder writes them when it leaves out the ``<tool_call>`` block around them."""
+    return qwen3_coder(*calls).replace("<tool_call>\n", "").replace("\n</tool_call>", "")
+
+
+async def test_qwen3_coder_calls_without_their_block_are_read(client: httpx.AsyncClient) -> None:
+    """Qwen3-Coder at times writes its ``<function=f>...</function>`` calls without the ``<tool_call>``
+    block around them, and vLLM's qwen3_coder parser reads them in a text that has no block: such calls
+    scored 0, no_answer, however right. They are read as in a block, the text around them prose; a last
+    one cut off is no call, and a text with a ``<tool_call>`` block is read by its blocks only."""
+    ship = {"name": "ship", "arguments": {"zip": "94103", "n": 2}}
+    items = [
+        {"response": "I'll check.\n" + qwen3_coder_bare(WEATHER, TIME), "reference": [WEATHER, TIME]},
+        {
+            "response": "<think>t</think>" + qwen3_coder_bare(WEATHER) + "\nLet me know.",
+            "reference": [WEATHER],
+        },
+        {
+            "response": qwen3_coder_bare(TIME) + "\n<function=get_weather>\n<parameter=city>\nPa",
+            "reference": [TIME],
+        },  # a last call cut off: no call
+        {"response": "<function=get_weather>\n<parameter=city>\nPa", "reference": [WEATHER]},
+        {
+            "response": qwen3_coder_bare({"name": "ship", "arguments": {"zip": 94103, "n": 2}}),
+            "reference": [ship],
+        },
+        {
+            "response": qwen3_coder_bare({**WEATHER, "arguments": {**WEATHER["arguments"], "days": 4}}),
+            "reference": [WEATHER],
+        },
+        {
+            "response": "<function=get_time>\n<parameter=tz>\nUTC\n" + qwen3_coder_bare(WEATHER),
+            "reference": [WEATHER],
+        },  # a function without its </function> before another
+        {"response": "<function=get_weather>\nParis\n</function>", "reference": [WEATHER]},
+        {"response": hermes(WEATHER) + "\n" + qwen3_coder_bare(TIME), "reference": [WEATHER]},  # blocks only
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (1.0, None),  # 94103 is also the string "94103"
+        (0.0, None),
+        (0.0, "format"),
+        (0.0, "format"),  # text in the call that is no parameter
+        (1.0, None),
+    ], results
+
+
+@pytest.mark.timeout(60)
+async def test_qwen3_coder_calls_without_their_block_are_read_in_linear_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """1 MB of Qwen3-Coder functions without a ``<tool_call>`` block (openers that never close, a
+    function of 60,000 parameters, more than 256 calls) is read in one pass (a lazy regex, or a search
+    for each opener's closer to the end of the text, is quadratic); read in the CPU workers under the
+    default item deadline, each scores, none times out. (The timeout is a hang guard.)"""
+    responses = [
+        "<function=f>\n<parameter=x>\n" * 38_000,
+        "<function=f>\n" * 70_000,
+        "<function=f" * 90_000,
+        "<function=f>\n" + "<parameter=x>\n1\n" * 60_000 + "</function>",
+        "<function=f></function>" * 40_000,  # over 256 calls
+    ]
+    reference = [{"name": "f", "arguments": {"x": 1}}]
+    results = await score(client, [{"response": r, "reference": reference} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "format"),
+        (0.0, "format"),
+        (0.0, "format"),
+        (1.0, None),
+        (0.0, "format"),
+    ], results
+
+
 def glm(*calls: dict[str, Any], sep: str = "\n") -> str:
     """Calls as GLM-4.5/4.6 write them (``sep=""``: GLM-4.7, no newline after the name)."""
 

@@ -21,13 +21,17 @@ model's). Its calls are, in order of precedence:
   ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\\n```json\\n{...}\\n```<｜tool▁call▁end｜>`` and V3.1's
   ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or Kimi-K2's (vLLM's ``kimi_k2``),
   ``<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>`` (the id's
-  ``functions.`` and ``:INDEX`` dropped), or gpt-oss's harmony messages to a function, ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
+  ``functions.`` and ``:INDEX`` dropped), or gpt-oss's harmony messages to a function,
+  ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
   ``<|start|>assistant`` or not, ``to=`` before or after the channel; a message of another role, a
   tool's output, is none); a last call without its end token counts when its JSON is whole;
 * otherwise MiniMax-M2's blocks (vLLM's ``minimax_m2``), ``<minimax:tool_call>\\n<invoke name="f">\\n
   <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
   each value raw text (stripped) read as Qwen3-Coder's are; a last block without its closer counts when
   its invokes are whole;
+* otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
+  ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, read as in a block, the text
+  around them prose; a last one without its ``</function>`` is cut off, no call;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -37,9 +41,7 @@ model's). Its calls are, in order of precedence:
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
-Not read (no call, or ``format`` inside ``<tool_call>``): Qwen3-Coder's
-``<function=...>`` outside a ``<tool_call>`` block, and bare JSON after prose (``Sure: {"name": ...}``;
-fenced, it is read).
+Not read (no call): bare JSON after prose (``Sure: {"name": ...}``; fenced, it is read).
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
 object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
@@ -106,6 +108,7 @@ from rewardhub.rewards.tool_formats import (
     harmony_calls,
     invoke_calls,
     kimi_calls,
+    qwen3_coder_bare_calls,
     qwen3_coder_calls,
 )
 
@@ -325,6 +328,13 @@ def parse_calls(response: str) -> list[Call] | None:
         return special
     if (invoked := _invoke_block_calls(text)) is not None:
         return invoked or None  # (empty blocks call nothing)
+    if QWEN3_FUNCTION in text and _OPEN not in text:  # Qwen3-Coder's XML without its <tool_call>
+        try:
+            bare = qwen3_coder_bare_calls(text, _MAX_CALLS)
+        except ValueError as exc:
+            raise _Malformed(str(exc)) from None
+        if bare:  # (only a cut-off one: no call in this form, the text read on)
+            return [_xml_call(name, args, strings=False) for name, args in bare]
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
@@ -806,7 +816,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # coerce_types and null_as_absent
     # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
     # a gpt-oss message to its python tool (code, not JSON) is no call
-    # 1.2.0: Kimi-K2's special-token calls and MiniMax-M2's <minimax:tool_call> blocks are read
+    # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> blocks and Qwen3-Coder's
+    # <function=...> without its <tool_call> are read
     version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -5,7 +5,8 @@ wrote; :mod:`.tool_call` turns those into values (its bounded JSON reader) and c
 raises ``ValueError`` for a call that starts in its format but is not whole.
 
 * Qwen3-Coder (vLLM's ``qwen3_coder`` parser) writes a ``<tool_call>`` block as XML:
-  ``<function=get_weather>\\n<parameter=city>\\nParis\\n</parameter>\\n</function>``.
+  ``<function=get_weather>\\n<parameter=city>\\nParis\\n</parameter>\\n</function>`` (also without
+  the block, which vLLM's parser reads in a text that has none).
 * MiniMax-M2 (vLLM's ``minimax_m2``) writes a block of invokes, each value raw text (stripped):
   ``<minimax:tool_call>\\n<invoke name="get_weather">\\n<parameter name="city">Paris</parameter>\\n
   </invoke>\\n</minimax:tool_call>``.
@@ -52,6 +53,7 @@ __all__ = [
     "harmony_calls",
     "invoke_calls",
     "kimi_calls",
+    "qwen3_coder_bare_calls",
     "qwen3_coder_calls",
 ]
 
@@ -103,31 +105,58 @@ def qwen3_coder_calls(block: str) -> list[tuple[str, dict[str, str]]]:
         raise ValueError("a Qwen3-Coder call block starts with <function=")
     calls: list[tuple[str, dict[str, str]]] = []
     for part in body.split(QWEN3_FUNCTION)[1:]:  # (one split: each part is read within its own bounds)
-        head, gt, rest = part.partition(">")
-        name = head.strip()
-        if not gt or not _NAME.fullmatch(name):
-            raise ValueError(f"<function={head[:80]} is not a function name")
-        inner, closer, after = rest.partition(_QWEN3_FUNCTION_END)
-        if not closer:
-            raise ValueError(f"the call {name[:80]!r} has no </function>")
+        name, args, after = _qwen3_function(part)
         if after.strip():
             raise ValueError(f"text after the call {name[:80]!r}: {after.strip()[:80]!r}")
-        pieces = inner.split(_QWEN3_PARAMETER)
-        if pieces[0].strip():
-            raise ValueError(
-                f"text in the call {name[:80]!r} that is no parameter: {pieces[0].strip()[:80]!r}"
-            )
-        args: dict[str, str] = {}
-        for piece in pieces[1:]:
-            key, gt, value = piece.partition(">")
-            if not gt or not key.strip():
-                raise ValueError(f"<parameter={key[:80]} of {name[:80]!r} is not a parameter name")
-            value, closed, tail = value.partition(_QWEN3_PARAMETER_END)
-            if closed and tail.strip():
-                raise ValueError(f"text between the parameters of {name[:80]!r}: {tail.strip()[:80]!r}")
-            args[key.strip()] = _strip_newline(value)
         calls.append((name, args))
     return calls
+
+
+def qwen3_coder_bare_calls(text: str, max_calls: int) -> list[tuple[str, dict[str, str]]]:
+    """The Qwen3-Coder calls written without their ``<tool_call>`` wrapper (vLLM's qwen3_coder parser
+    reads them in a text that has none): each ``<function=name>...</function>`` in ``text``, the text
+    around and between them the model's prose; a last function without its ``</function>`` is a call
+    cut off, no call.
+
+    Raises:
+        ValueError: a function before another without its ``</function>``, or without a name, or
+            with text in it that is no parameter; more than ``max_calls`` calls.
+    """
+    parts = text.split(QWEN3_FUNCTION)[1:]  # (one split: each part is read within its own bounds)
+    calls: list[tuple[str, dict[str, str]]] = []
+    for i, part in enumerate(parts):
+        if i == len(parts) - 1 and _QWEN3_FUNCTION_END not in part:
+            break
+        name, args, _after = _qwen3_function(part)
+        calls.append((name, args))
+        if len(calls) > max_calls:
+            raise ValueError(f"more than {max_calls} tool calls")
+    return calls
+
+
+def _qwen3_function(part: str) -> tuple[str, dict[str, str], str]:
+    """One ``<function=`` part (what follows the opener, up to the next one): its name, its parameters
+    as raw text, and the text after its ``</function>``."""
+    head, gt, rest = part.partition(">")
+    name = head.strip()
+    if not gt or not _NAME.fullmatch(name):
+        raise ValueError(f"<function={head[:80]} is not a function name")
+    inner, closer, after = rest.partition(_QWEN3_FUNCTION_END)
+    if not closer:
+        raise ValueError(f"the call {name[:80]!r} has no </function>")
+    pieces = inner.split(_QWEN3_PARAMETER)
+    if pieces[0].strip():
+        raise ValueError(f"text in the call {name[:80]!r} that is no parameter: {pieces[0].strip()[:80]!r}")
+    args: dict[str, str] = {}
+    for piece in pieces[1:]:
+        key, gt, value = piece.partition(">")
+        if not gt or not key.strip():
+            raise ValueError(f"<parameter={key[:80]} of {name[:80]!r} is not a parameter name")
+        value, closed, tail = value.partition(_QWEN3_PARAMETER_END)
+        if closed and tail.strip():
+            raise ValueError(f"text between the parameters of {name[:80]!r}: {tail.strip()[:80]!r}")
+        args[key.strip()] = _strip_newline(value)
+    return name, args, after
 
 
 @dataclass(frozen=True, slots=True)
