@@ -1208,6 +1208,108 @@ async def test_minimax_m2_calls_are_read_in_linear_time(client: httpx.AsyncClien
     ], results
 
 
+DSML = "\uff5cDSML\uff5c"  # ｜DSML｜, the bars full-width
+
+
+def dsml(*calls: dict[str, Any]) -> str:
+    """Calls as DeepSeek V3.2 writes them: a DSML block of invokes, each parameter saying whether its
+    value is a string (written as it is) or not (written as JSON)."""
+
+    def parameter(k: str, v: Any) -> str:
+        text, string = (v, "true") if isinstance(v, str) else (json.dumps(v), "false")
+        return f'<{DSML}parameter name="{k}" string="{string}">{text}</{DSML}parameter>'
+
+    invokes = "\n".join(
+        f'<{DSML}invoke name="{c["name"]}">\n'
+        + "\n".join(parameter(k, v) for k, v in c["arguments"].items())
+        + f"\n</{DSML}invoke>"
+        for c in calls
+    )
+    return f"\n\n<{DSML}function_calls>\n{invokes}\n</{DSML}function_calls>"
+
+
+async def test_deepseek_v32_dsml_calls_are_read(client: httpx.AsyncClient) -> None:
+    """DeepSeek V3.2 (vLLM's deepseek_v32 parser) writes its calls as DSML invokes, each parameter's
+    ``string="true"``/``"false"`` saying whether its value is raw text or JSON: such calls scored 0,
+    no_answer, however right. A value is read as its parameter says (a string as written, spaces and
+    all; another as JSON), so the string "94103" is no 94103, and the number 94103 no "94103"."""
+    nested = {
+        "name": "f",
+        "arguments": {"code": "  if a < b:\n    x = 1", "opts": {"k": [1, 2]}, "flag": True, "n": None},
+    }
+    zip_text = {"name": "ship", "arguments": {"zip": "94103"}}
+    zip_number = {"name": "ship", "arguments": {"zip": 94103}}
+    cut = (
+        dsml(TIME)
+        + f'\n<{DSML}function_calls>\n<{DSML}invoke name="get_weather">\n<{DSML}parameter name="city"'
+    )
+    items = [
+        {
+            "response": "<think>weather, then time</think>I'll check." + dsml(WEATHER, TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": dsml(nested), "reference": [nested]},
+        {"response": dsml(zip_text), "reference": [zip_text]},
+        {"response": dsml(zip_text), "reference": [zip_number]},  # declared a string
+        {"response": dsml(zip_number), "reference": [zip_text]},  # declared not one
+        {
+            "response": dsml(TIME)[: -len(f"</{DSML}function_calls>")],
+            "reference": [TIME],
+        },  # stopped at the closer
+        {"response": cut, "reference": [TIME]},  # a last block cut off: no call
+        {
+            "response": dsml({**WEATHER, "arguments": {**WEATHER["arguments"], "city": "Lyon"}}),
+            "reference": [WEATHER],
+        },
+        {
+            "response": f'<{DSML}function_calls>\n<{DSML}invoke name="get_weather">\n</{DSML}function_calls>',
+            "reference": [WEATHER],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (0.0, "format"),  # an invoke without its closer
+    ], results
+    assert results[1]["details"]["calls"] == [nested]
+    coerced = await score(client, items[3:5], coerce_types=True)
+    assert [r["score"] for r in coerced] == [1.0, 1.0], coerced
+
+
+@pytest.mark.timeout(60)
+async def test_deepseek_v32_dsml_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of DSML blocks and invokes that never close, and of an invoke of 20,000 parameters none of
+    which is closed, is read in one pass (a lazy regex, or a search for each opener's closer to the end
+    of the text, is quadratic); read in the CPU workers under the default item deadline, each scores,
+    none times out. (The timeout is a hang guard.)"""
+    block, block_end = f"<{DSML}function_calls>", f"</{DSML}function_calls>"
+    invoke = f'<{DSML}invoke name="f">'
+    responses = [
+        block * 38_000,
+        (block + invoke) * 19_000,
+        block
+        + invoke
+        + f'<{DSML}parameter name="x" string="false">1' * 20_000
+        + f"</{DSML}invoke>{block_end}",
+        f"{block}{invoke}</{DSML}invoke>{block_end}" * 10_000,  # over 256 calls
+    ]
+    reference = [{"name": "f", "arguments": {"x": 1}}]
+    results = await score(client, [{"response": r, "reference": reference} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (1.0, None),
+        (0.0, "format"),
+    ], results
+
+
 async def test_coerce_types_equates_the_ways_a_value_is_written(client: httpx.AsyncClient) -> None:
     """Models and parsers write one value in several ways: a number or boolean as a string (a schema-less
     XML parser, a model quoting everything), an object or array as its JSON text (arguments encoded one

@@ -27,8 +27,10 @@ model's). Its calls are, in order of precedence:
   tool's output, is none); a last call without its end token counts when its JSON is whole;
 * otherwise MiniMax-M2's blocks (vLLM's ``minimax_m2``), ``<minimax:tool_call>\\n<invoke name="f">\\n
   <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
-  each value raw text (stripped) read as Qwen3-Coder's are; a last block without its closer counts when
-  its invokes are whole;
+  each value raw text (stripped) read as Qwen3-Coder's are, or DeepSeek V3.2's (vLLM's
+  ``deepseek_v32``), ``<｜DSML｜function_calls>`` blocks of the same shape in its tags, a parameter
+  ``string="true"`` the text as written, ``"false"`` its JSON value; a last block without its closer
+  counts when its invokes are whole;
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
   ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, read as in a block, the text
   around them prose; a last one without its ``</function>`` is cut off, no call;
@@ -98,6 +100,7 @@ from rewardhub.rewards.json_schema import json_in_answer
 from rewardhub.rewards.text import answer_text
 from rewardhub.rewards.tool_formats import (
     DEEPSEEK_CALL,
+    DSML,
     HARMONY_MESSAGE,
     KIMI_CALL,
     MINIMAX,
@@ -388,16 +391,30 @@ def _special_token_calls(text: str) -> list[Call] | None:
 
 
 def _invoke_block_calls(text: str) -> list[Call] | None:
-    """The calls of MiniMax-M2's ``<minimax:tool_call>`` blocks of ``<invoke name="f">`` elements, each
-    value read as Qwen3-Coder's are (:func:`_xml_call`); None when the text has no such block.
+    """The calls of MiniMax-M2's ``<minimax:tool_call>`` or DeepSeek V3.2's ``<｜DSML｜function_calls>``
+    blocks of ``<invoke name="f">`` elements; None when the text has no such block.
 
     Raises:
         ValueError: a block that is not whole invokes.
     """
-    if MINIMAX.block not in text:
-        return None
-    found = invoke_calls(text, MINIMAX, _MAX_CALLS)
-    return None if found is None else [_xml_call(name, args, strings=False) for name, args in found]
+    for form in (MINIMAX, DSML):
+        if form.block in text and (found := invoke_calls(text, form, _MAX_CALLS)) is not None:
+            return [_invoke_call(name, args, strings) for name, args, strings in found]
+    return None
+
+
+def _invoke_call(name: str, raw: dict[str, str], strings: dict[str, bool]) -> Call:
+    """An invoke's call: a value its parameter says is a string (DSML's ``string="true"``) is the text as
+    written, one it says is not (``"false"``) the JSON value it is (else the text), and one that says
+    nothing is read as Qwen3-Coder's are (:func:`_xml_call`: a JSON value, and also the string it spells)."""
+    plain = _xml_call(name, {k: v for k, v in raw.items() if k not in strings}, strings=False)
+    args: dict[str, Any] = {}
+    for key, value in raw.items():  # (in the order written)
+        if key in strings:
+            args[key] = value if strings[key] else _xml_value(value)
+        else:
+            args[key] = plain.arguments[key]
+    return Call(name, args, plain.texts)
 
 
 def _block_calls(block: str, closed: bool = True) -> list[Call]:
@@ -817,7 +834,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
     # a gpt-oss message to its python tool (code, not JSON) is no call
     # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> blocks and Qwen3-Coder's
-    # <function=...> without its <tool_call> are read
+    # <function=...> without its <tool_call> and DeepSeek V3.2's DSML blocks are read
     version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

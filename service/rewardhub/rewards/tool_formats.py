@@ -10,6 +10,10 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
 * MiniMax-M2 (vLLM's ``minimax_m2``) writes a block of invokes, each value raw text (stripped):
   ``<minimax:tool_call>\\n<invoke name="get_weather">\\n<parameter name="city">Paris</parameter>\\n
   </invoke>\\n</minimax:tool_call>``.
+* DeepSeek V3.2 (vLLM's ``deepseek_v32``) writes the same shape in its DSML tags, each parameter
+  saying whether its value is a string (raw text) or not (JSON): ``<｜DSML｜function_calls>\\n
+  <｜DSML｜invoke name="get_weather">\\n<｜DSML｜parameter name="city" string="true">Paris
+  </｜DSML｜parameter>\\n</｜DSML｜invoke>\\n</｜DSML｜function_calls>``.
 * GLM-4.5/4.6/4.7 (vLLM's ``glm45``/``glm47``) write the name first, then key/value tags:
   ``get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>`` (4.7: no newline after the name).
 * DeepSeek V3/R1 (vLLM's ``deepseek_v3``) write each call between special tokens, the type before the
@@ -26,7 +30,7 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
   {...}<|tool_call_end|><|tool_calls_section_end|>`` (``functions.`` absent in some outputs).
 
-These are special tokens: the text has them only when the engine keeps them (vLLM's
+The last three are special tokens: the text has them only when the engine keeps them (vLLM's
 ``skip_special_tokens=False``).
 
 Every scanner is one forward pass: ``str.find``/``split``/``partition`` from a cursor that only moves on,
@@ -42,7 +46,9 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEEPSEEK_CALL",
+    "DSML",
     "HARMONY_MESSAGE",
+    "Invoke",
     "KIMI_CALL",
     "MINIMAX",
     "QWEN3_FUNCTION",
@@ -182,18 +188,35 @@ MINIMAX = InvokeForm(
     "</parameter>",
     strip=True,  # (vLLM's minimax_m2 strips a value, as MiniMax's own parsing guide does)
 )
+_DSML = "\uff5cDSML\uff5c"  # ｜DSML｜, the bars full-width
+DSML = InvokeForm(
+    f"<{_DSML}function_calls>",
+    f"</{_DSML}function_calls>",
+    f"<{_DSML}invoke name=",
+    f"</{_DSML}invoke>",
+    f"<{_DSML}parameter name=",
+    f"</{_DSML}parameter>",
+    strip=False,  # (its template writes a value as it is, no newline around it)
+)
+# a parameter's string="true"/"false" after its name (DSML: whether the value is raw text or JSON)
+_STRING_ATTRIBUTE = re.compile(r"""\s*string\s*=\s*(["']?)(true|false)\1""")
 
 
-def invoke_calls(text: str, form: InvokeForm, max_calls: int) -> list[tuple[str, dict[str, str]]] | None:
-    """The calls of ``form``'s blocks in ``text``, each its name and its parameters as raw text; None when
-    the text has no block. A last block without its closer counts when every invoke in it is whole (a
+# an invoke's name, its parameters' raw text, and whether each whose tag says so is a string
+Invoke = tuple[str, dict[str, str], dict[str, bool]]
+
+
+def invoke_calls(text: str, form: InvokeForm, max_calls: int) -> list[Invoke] | None:
+    """The calls of ``form``'s blocks in ``text``, each its name, its parameters as raw text, and, for a
+    parameter that says (DSML's ``string="true"``), whether its value is a string; None when the text
+    has no block. A last block without its closer counts when every invoke in it is whole (a
     rollout stopped at the closer); one cut off is no call.
 
     Raises:
         ValueError: a closed block holding text that is no invoke, an invoke without its closer or a
             function name, or more than ``max_calls`` calls.
     """
-    calls: list[tuple[str, dict[str, str]]] = []
+    calls: list[Invoke] = []
     found = False
     at = 0
     while (start := text.find(form.block, at)) >= 0:
@@ -211,14 +234,14 @@ def invoke_calls(text: str, form: InvokeForm, max_calls: int) -> list[tuple[str,
     return calls if found else None
 
 
-def _invokes(body: str, form: InvokeForm, max_calls: int) -> list[tuple[str, dict[str, str]]]:
+def _invokes(body: str, form: InvokeForm, max_calls: int) -> list[Invoke]:
     """The invokes of one block's body (one split: each part is read within its own bounds)."""
     parts = body.split(form.invoke)
     if parts[0].strip():
         raise ValueError(f"text in a call block that is no invoke: {parts[0].strip()[:80]!r}")
     if len(parts) - 1 > max_calls:
         raise ValueError(f"more than {max_calls} tool calls")  # (the count is over all blocks)
-    calls: list[tuple[str, dict[str, str]]] = []
+    calls: list[Invoke] = []
     for part in parts[1:]:
         head, gt, rest = part.partition(">")
         name = _unquoted(head)
@@ -229,26 +252,41 @@ def _invokes(body: str, form: InvokeForm, max_calls: int) -> list[tuple[str, dic
             raise ValueError(f"the call {name[:80]!r} has no {form.invoke_end}")
         if after.strip():
             raise ValueError(f"text after the call {name[:80]!r}: {after.strip()[:80]!r}")
-        calls.append((name, _parameters(inner, name, form)))
+        calls.append((name, *_parameters(inner, name, form)))
     return calls
 
 
-def _parameters(inner: str, name: str, form: InvokeForm) -> dict[str, str]:
-    """An invoke's parameters as raw text (a closer the model left out ends at the next parameter)."""
+def _parameters(inner: str, name: str, form: InvokeForm) -> tuple[dict[str, str], dict[str, bool]]:
+    """An invoke's parameters as raw text (a closer the model left out ends at the next parameter), and
+    whether each that says so is a string."""
     pieces = inner.split(form.parameter)
     if pieces[0].strip():
         raise ValueError(f"text in the call {name[:80]!r} that is no parameter: {pieces[0].strip()[:80]!r}")
     args: dict[str, str] = {}
+    strings: dict[str, bool] = {}
     for piece in pieces[1:]:
         head, gt, value = piece.partition(">")
-        key = _unquoted(head)
+        key, attributes = _name_and_rest(head)
         if not gt or not key:
             raise ValueError(f"{form.parameter}{head[:80]} of {name[:80]!r} is not a parameter name")
         value, closed, tail = value.partition(form.parameter_end)
         if closed and tail.strip():
             raise ValueError(f"text between the parameters of {name[:80]!r}: {tail.strip()[:80]!r}")
         args[key] = value.strip() if form.strip else value
-    return args
+        if string := _STRING_ATTRIBUTE.match(attributes):
+            strings[key] = string.group(2) == "true"
+    return args, strings
+
+
+def _name_and_rest(head: str) -> tuple[str, str]:
+    """A tag's quoted (or bare) name and the attributes after it: ``"city" string="true"``."""
+    head = head.strip()
+    if head[:1] in ("'", '"'):
+        end = head.find(head[0], 1)
+        if end > 0:
+            return head[1:end], head[end + 1 :]
+    name, _, rest = head.partition(" ")
+    return name, rest
 
 
 def _unquoted(text: str) -> str:
