@@ -690,6 +690,22 @@ async def test_qwen3_coder_calls_without_their_block_are_read(client: httpx.Asyn
     ], results
 
 
+async def test_a_json_call_whose_argument_holds_qwen3_coder_xml_is_read_as_json(
+    client: httpx.AsyncClient,
+) -> None:
+    """A JSON call whose string argument holds Qwen3-Coder's XML (a file written, a prompt quoted) was
+    read as Qwen3-Coder functions without their block, 0 format however right the call: the bare form is
+    read only when its first ``<function=`` starts a line, as the model writes it."""
+    write = {"name": "write_file", "arguments": {"path": "t.xml", "content": "<function=f>\nx\n</function>"}}
+    items = [
+        {"response": json.dumps(write), "reference": [write]},
+        {"response": "```json\n" + json.dumps(write, indent=2) + "\n```", "reference": [write]},
+        {"response": "I'll check.\n  " + qwen3_coder_bare(TIME), "reference": [TIME]},  # indented: read
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * 3, results
+
+
 @pytest.mark.timeout(60)
 async def test_qwen3_coder_calls_without_their_block_are_read_in_linear_time(
     client: httpx.AsyncClient,

@@ -32,8 +32,9 @@ model's). Its calls are, in order of precedence:
   ``string="true"`` the text as written, ``"false"`` its JSON value; a last block without its closer
   counts when its invokes are whole;
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
-  ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, read as in a block, the text
-  around them prose; a last one without its ``</function>`` is cut off, no call;
+  ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, the first at the start of a line
+  (not inside a JSON string), read as in a block, the text around them prose; a last one without its
+  ``</function>`` is cut off, no call;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
@@ -331,7 +332,7 @@ def parse_calls(response: str) -> list[Call] | None:
         return special
     if (invoked := _invoke_block_calls(text)) is not None:
         return invoked or None  # (empty blocks call nothing)
-    if QWEN3_FUNCTION in text and _OPEN not in text:  # Qwen3-Coder's XML without its <tool_call>
+    if _bare_qwen3_shaped(text):  # Qwen3-Coder's XML without its <tool_call>
         try:
             bare = qwen3_coder_bare_calls(text, _MAX_CALLS)
         except ValueError as exc:
@@ -364,10 +365,21 @@ def parse_calls(response: str) -> list[Call] | None:
     return calls or None
 
 
+def _bare_qwen3_shaped(text: str) -> bool:
+    """Whether ``text`` may hold Qwen3-Coder's functions without their block: no ``<tool_call>`` in it,
+    and its first ``<function=`` starts a line (as the model writes it). One inside a JSON string (a
+    call writing a file that holds such text) does not, and is no call of its own."""
+    first = text.find(QWEN3_FUNCTION)
+    if first < 0 or _OPEN in text:
+        return False
+    return not text[text.rfind("\n", 0, first) + 1 : first].strip()
+
+
 def _special_token_calls(text: str) -> list[Call] | None:
     """The calls DeepSeek (``<｜tool▁call▁begin｜>``), Kimi-K2 (``<|tool_call_begin|>``) or gpt-oss (a
-    harmony message ``to=`` a function) write with special tokens; None when the text has none. A last call without its end token counts
-    when its arguments are whole JSON (a rollout stopped at the token), as a ``<tool_call>`` block does.
+    harmony message ``to=`` a function) write with special tokens; None when the text has none. A last
+    call without its end token counts when its arguments are whole JSON (a rollout stopped at the
+    token), as a ``<tool_call>`` block does.
 
     Raises:
         ValueError: a call in such a form that is not a valid call.
@@ -833,8 +845,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # coerce_types and null_as_absent
     # 1.1.1: an XML value that reads as JSON (94103) also equals the reference's string it spells ("94103");
     # a gpt-oss message to its python tool (code, not JSON) is no call
-    # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> blocks and Qwen3-Coder's
-    # <function=...> without its <tool_call> and DeepSeek V3.2's DSML blocks are read
+    # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> and DeepSeek V3.2's DSML
+    # blocks, and Qwen3-Coder's <function=...> without its <tool_call> (starting a line) are read
     version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
