@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rewardhub.config import Settings
@@ -47,3 +48,22 @@ def test_every_reward_is_in_the_readme_table() -> None:
     table = table[: table.index("\n\n")]
     missing = [name for name in sorted(registered()) if f"`{name}`" not in table]
     assert not missing, f"rewards missing from the README's table of rewards: {missing}"
+
+
+def test_every_readme_table_row_has_its_header_s_cells() -> None:
+    """A GitHub table splits a cell at every ``|`` not escaped, inside code spans too: the tool_call row
+    held ``<|python_tag|>`` and ``<|channel|>`` bare, and rendered as broken cells. Every row of every
+    table has as many cells as its header."""
+    unescaped = re.compile(r"(?<!\\)\|")
+    broken: list[str] = []
+    header: int | None = None
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = len(unescaped.findall(line))
+        if header is None:
+            header = cells
+        elif cells != header:
+            broken.append(line[:80])
+    assert not broken, f"README table rows whose cells are not their header's: {broken}"
