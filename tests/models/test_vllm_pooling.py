@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from fake_openai import serve_app
+from rewardhub.models.base import StepQuery
 from rewardhub.models.specials import Scrubber, scrub
 from rewardhub.models.vllm_pooling import server_specials
 
@@ -60,6 +61,7 @@ def vllm_app(
     classify_max_chars: int | None = None,
     pooling_max_inputs: int | None = None,
     bfloat16: bool = False,
+    pooling_fails_on: str | None = None,
 ) -> FastAPI:
     """``max_model_len``: as vLLM, ``/tokenize`` reports it and ``/pooling`` refuses a whole request (400)
     when one of its inputs is longer. ``with_tokenizer_info``: serve ``GET /tokenizer_info`` as vLLM does
@@ -72,7 +74,8 @@ def vllm_app(
     ``pooling_max_inputs``: answer a /pooling request with more inputs 413, as a proxy in front of the
     server does to a body over its size limit. ``bfloat16``: probabilities rounded to bfloat16, as a
     server whose classifier head runs in the model's dtype returns them (vLLM before its fp32 head, or
-    with ``--hf-overrides '{"head_dtype": "model"}'``)."""
+    with ``--hf-overrides '{"head_dtype": "model"}'``). ``pooling_fails_on``: answer 500 to a /pooling
+    request one of whose inputs reads this text."""
     from fastapi.responses import JSONResponse
     from transformers import AutoTokenizer
 
@@ -117,6 +120,8 @@ def vllm_app(
         if pooling_max_inputs is not None and len(body["input"]) > pooling_max_inputs:
             page = "<html><head><title>413 Request Entity Too Large</title></head></html>"
             return JSONResponse(page, status_code=413)
+        if pooling_fails_on is not None and any(pooling_fails_on in tok.decode(ids) for ids in body["input"]):
+            return JSONResponse({"object": "error", "message": "CUDA error", "code": 500}, status_code=500)
         for ids in body["input"]:
             if len(ids) > max_model_len:
                 msg = f"This model's maximum context length is {max_model_len} tokens. However, you requested {len(ids)} tokens."
@@ -686,3 +691,107 @@ async def test_a_score_under_the_cleaning_of_the_moment_is_not_cached(
         (pytest.approx(0.57), False),
         (pytest.approx(0.57), False),
     ], got
+
+
+def step_query(steps: int, word: str = "step") -> StepQuery:
+    """A Qwen-PRM query of ``steps`` steps, each ``word``, as plain text."""
+    return StepQuery(step_tag="<extra_0>", steps=steps, text="Q?" + f" {word}<extra_0>" * steps)
+
+
+async def test_a_large_prm_batch_goes_in_parts_and_comes_back_in_order(qwen_prm_path: str) -> None:
+    """A whole batch went to /pooling as one request under one per-attempt timeout: 1024 long rollouts
+    ran past it on a healthy server and every item failed. The batch goes in parts (here of at most 3
+    inputs and 20 tokens, a longer input alone), whose inputs together are the batch's, and the scores
+    come back in order."""
+    from transformers import AutoTokenizer
+
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    tok = AutoTokenizer.from_pretrained(qwen_prm_path)
+    tag_id = tok.convert_tokens_to_ids("<extra_0>")
+    seen: list[tuple[str, dict[str, Any]]] = []
+    queries = [step_query(k) for k in (1, 2, 3, 4, 5, 1, 12)]
+    with serve_app(vllm_app(qwen_prm_path, seen)) as url:
+        b = VLLMPoolingBackend("prm", url, "prm", None, RemoteOptions(), part_items=3, part_tokens=20)
+        await b.start()
+        try:
+            out = await b.step_probs(queries, time.monotonic() + 30)
+        finally:
+            await b.close()
+    assert [len(o) if isinstance(o, list) else o for o in out] == [1, 2, 3, 4, 5, 1, 12]
+    assert all(s == pytest.approx(p_pos(tag_id)) for o in out if isinstance(o, list) for s in o)
+    sent = [b["input"] for p, b in seen if p == "/pooling"]
+    batch = [tok.encode(q.text) for q in queries]  # the fake's /tokenize: the ids of the text as sent
+    assert sorted(ids for part in sent for ids in part) == sorted(batch)  # the parts' union is the batch
+    for part in sent:
+        assert len(part) <= 3 and (len(part) == 1 or sum(map(len, part)) <= 20), [len(x) for x in part]
+    # [1, 2, 3] steps (18 tokens), [4] (a 5th would be 22 tokens), [5, 1], [12] (26 tokens, alone)
+    assert sorted(len(part) for part in sent) == [1, 1, 2, 3]
+
+
+async def test_a_part_that_fails_fails_only_its_own_items(qwen_prm_path: str) -> None:
+    """One /pooling request answering 500 past its retries failed every item of the batch. Only the
+    items of the part that failed fail now (after that part's own retries); the others keep their
+    scores."""
+    from rewardhub.models.errors import BackendError
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    queries = [step_query(1), step_query(2), step_query(3, "boom"), step_query(4), step_query(5)]
+    with serve_app(vllm_app(qwen_prm_path, seen, pooling_fails_on="boom")) as url:
+        options = RemoteOptions(max_retries=1, backoff_initial_s=0.01)
+        b = VLLMPoolingBackend("prm", url, "prm", None, options, part_items=2)
+        await b.start()
+        try:
+            out = await b.step_probs(queries, time.monotonic() + 30)
+        finally:
+            await b.close()
+    # parts [1, 2], [3 (boom), 4], [5]
+    assert [len(o) if isinstance(o, list) else "failed" for o in out] == [1, 2, "failed", "failed", 5]
+    assert all(isinstance(out[i], BackendError) and "HTTP 500" in str(out[i]) for i in (2, 3))
+    # the failing part was tried twice (its own retry), the others once each
+    assert sorted(len(b["input"]) for p, b in seen if p == "/pooling") == [1, 2, 2, 2]
+
+
+async def test_parts_in_flight_never_exceed_the_backend_s_concurrency() -> None:
+    """The parts of a batch go at once, but never more of them than the backend's ``concurrency``: the
+    fake server holds each request until as many as that are in flight (or every part has arrived)."""
+    import asyncio
+
+    from rewardhub.models.base import Message
+    from rewardhub.models.remote import RemoteOptions
+    from rewardhub.models.vllm_pooling import VLLMPoolingBackend
+
+    texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+    state = {"in_flight": 0, "peak": 0, "started": 0}
+    batches: list[list[str]] = []
+    app = FastAPI()
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        batches.append(body["input"])
+        state["started"] += 1
+        state["in_flight"] += 1
+        state["peak"] = max(state["peak"], state["in_flight"])
+        try:
+            for _ in range(500):  # at most 5 s: a client that sends one part at a time gets its answer
+                if state["in_flight"] >= 2 or state["started"] == len(texts):
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            state["in_flight"] -= 1
+        return {"data": [{"index": i, "probs": [len(t) / 10]} for i, t in enumerate(body["input"])]}
+
+    with serve_app(app) as url:
+        b = VLLMPoolingBackend("orm", url, "rm", None, RemoteOptions(concurrency=2), part_items=1)
+        await b.start()
+        try:
+            out = await b.classify([(Message("user", t),) for t in texts], time.monotonic() + 30)
+        finally:
+            await b.close()
+    assert out == [[pytest.approx(len(t) / 10)] for t in texts]  # in input order
+    assert sorted(batches) == [[t] for t in texts]  # one request a text, together the batch
+    assert state["peak"] == 2  # at once, as many as the concurrency and no more

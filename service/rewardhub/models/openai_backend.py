@@ -14,7 +14,6 @@ Everything about timeouts, retries, concurrency and the circuit breaker is in
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -27,8 +26,8 @@ from rewardhub.models.remote import (
     RemoteBackend,
     RemoteClient,
     RemoteOptions,
+    in_parts,
     rows_by_index,
-    split_on_refusal,
 )
 
 __all__ = ["OpenAIBackend", "parse_chat_completion"]
@@ -103,26 +102,12 @@ class OpenAIBackend(RemoteBackend):
         OpenAI also refuses a request of more than 2048 inputs or 300,000 tokens summed over them, with
         a 400 about the request (every text of a large similarity request failed): the texts go in parts
         of at most :data:`MAX_EMBED_INPUTS` texts and :data:`MAX_EMBED_CHARS` characters (under the token
-        limit even at three tokens a character, a rare CJK character's worst); a longer text goes alone."""
+        limit even at three tokens a character, a rare CJK character's worst); a longer text goes alone
+        (:func:`~rewardhub.models.remote.in_parts`)."""
         await self.learn_served(deadline)
-        parts: list[list[str]] = []
-        chars = 0
-        for text in texts:
-            if not parts or len(parts[-1]) >= MAX_EMBED_INPUTS or chars + len(text) > MAX_EMBED_CHARS:
-                parts.append([])
-                chars = 0
-            parts[-1].append(text)
-            chars += len(text)
-        done = await asyncio.gather(
-            *(split_on_refusal(lambda batch: self._embed(batch, deadline), part) for part in parts),
-            return_exceptions=True,
+        return await in_parts(
+            lambda batch: self._embed(batch, deadline), texts, MAX_EMBED_INPUTS, MAX_EMBED_CHARS, len
         )
-        out: list[Embedding | BackendError] = []
-        for part, got in zip(parts, done, strict=True):
-            if isinstance(got, BaseException) and not isinstance(got, BackendError):
-                raise got
-            out.extend([got] * len(part) if isinstance(got, BackendError) else got)
-        return out
 
     async def _embed(self, texts: Sequence[str], deadline: float) -> list[Embedding]:
         answer = await self.client.post("/embeddings", {**self.model_field, "input": list(texts)}, deadline)

@@ -58,6 +58,7 @@ __all__ = [
     "RemoteBackend",
     "RemoteClient",
     "RemoteOptions",
+    "in_parts",
     "rows_by_index",
     "served_weights",
     "split_on_refusal",
@@ -676,3 +677,35 @@ async def split_on_refusal(
             return exc
 
     return list(await asyncio.gather(*(one(x) for x in inputs)))
+
+
+async def in_parts(
+    call: Callable[[Sequence[In]], Awaitable[list[Out]]],
+    inputs: Sequence[In],
+    max_items: int,
+    max_size: int,
+    size: Callable[[In], int],
+) -> list[Out | BackendError]:
+    """``call`` over ``inputs`` in parts of at most ``max_items`` inputs whose ``size`` sums to at most
+    ``max_size`` (a larger input goes alone), each part through :func:`split_on_refusal`, all parts at
+    once: the client's ``concurrency`` slots bound how many are in flight, and each call has its own
+    attempts under its own per-attempt timeout. Results come back in input order. A part that fails
+    fails its own items only (each gets the part's :class:`BackendError`): one request for a whole
+    batch ran past ``timeout_s`` on a healthy server when the batch was large, failed every item, and
+    a retry sent all of it again."""
+    parts: list[list[In]] = []
+    total = 0
+    for x in inputs:
+        n = size(x)
+        if not parts or len(parts[-1]) >= max_items or total + n > max_size:
+            parts.append([])
+            total = 0
+        parts[-1].append(x)
+        total += n
+    done = await asyncio.gather(*(split_on_refusal(call, part) for part in parts), return_exceptions=True)
+    out: list[Out | BackendError] = []
+    for part, got in zip(parts, done, strict=True):
+        if isinstance(got, BaseException) and not isinstance(got, BackendError):
+            raise got  # a bug or a cancellation, not a server's answer
+        out.extend([got] * len(part) if isinstance(got, BackendError) else got)
+    return out

@@ -21,6 +21,14 @@
   whole ``/pooling`` request when one of its inputs is too long, which would fail every item of the
   batch.
 
+A batch goes to ``/pooling`` (and its bare texts to ``/classify``; a conversation is a request of its
+own) in parts of at most :data:`PART_ITEMS` inputs and :data:`PART_TOKENS` tokens, sent at once up to
+the backend's ``concurrency`` (:func:`~rewardhub.models.remote.in_parts`). Each part is its own call, with its own
+attempts under its own per-attempt timeout, and a part that fails fails its own items only: a
+1024-rollout batch sent as one request ran past ``timeout_s`` on a healthy server, failed every item,
+counted against the breaker, and a retry sent all of it again. A part's attempt still waits behind the
+other parts in flight in the server's queue: ``concurrency`` bounds how much work that is.
+
 Math-Shepherd-style PRMs, which read the LM head's ``+``/``-`` logits, need a generative model and are
 served in process (:mod:`rewardhub.models.transformers_backend`), not over the pooling API.
 
@@ -55,12 +63,20 @@ from rewardhub.models.remote import (
     RemoteBackend,
     RemoteClient,
     RemoteOptions,
+    in_parts,
     rows_by_index,
-    split_on_refusal,
 )
 from rewardhub.models.specials import GENERIC, Scrubber, clean_messages
 
-__all__ = ["VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"]
+__all__ = ["PART_ITEMS", "PART_TOKENS", "VLLMPoolingBackend", "probs_to_logits", "server_specials", "softmax"]
+
+# A batch goes to /pooling and /classify in parts of at most PART_ITEMS inputs and PART_TOKENS tokens
+# (/pooling: the ids themselves; /classify: texts, at _CHARS_PER_TOKEN characters a token, English's
+# average), sent at once up to the backend's concurrency. 65,536 token ids are about 450 KB of JSON,
+# under nginx's default 1 MB body limit, and 16 rollouts of 4,096 tokens.
+PART_ITEMS = 64
+PART_TOKENS = 65_536
+_CHARS_PER_TOKEN = 4
 
 
 class VLLMPoolingBackend(RemoteBackend):
@@ -76,11 +92,15 @@ class VLLMPoolingBackend(RemoteBackend):
         api_key: str | None,
         options: RemoteOptions,
         returns_probabilities: bool = False,
+        part_items: int = PART_ITEMS,
+        part_tokens: int = PART_TOKENS,
     ):
         super().__init__(name, model)
         url = url.rstrip("/")
         self.client = RemoteClient(name, url[: -len("/v1")] if url.endswith("/v1") else url, api_key, options)
         self.returns_probabilities = returns_probabilities
+        self.part_items = part_items
+        self.part_tokens = part_tokens
         self._tag_ids: dict[str, int] = {}
         self._scrubber: Scrubber | None = None  # None until /tokenizer_info answered or was found absent
         self._asking = asyncio.Lock()
@@ -147,10 +167,8 @@ class VLLMPoolingBackend(RemoteBackend):
                 payload = {**self.model_field, "input": list(batch), "use_activation": self._activation}
                 return self._rows(await self.client.post("/classify", payload, deadline), len(batch))
 
-            try:
-                rows = await split_on_refusal(post, [t for _, t in texts])
-            except BackendError as exc:
-                rows = [exc for _ in texts]
+            chars = self.part_tokens * _CHARS_PER_TOKEN
+            rows = await in_parts(post, [t for _, t in texts], self.part_items, chars, len)
             for (i, _), row in zip(texts, rows, strict=True):
                 out[i] = row
 
@@ -230,12 +248,13 @@ class VLLMPoolingBackend(RemoteBackend):
             todo.append((i, token_ids, positions))
         if not todo:
             return out
-        try:
-            per_input = await split_on_refusal(
-                lambda batch: self._pool(batch, deadline), [t for _, t, _ in todo]
-            )
-        except BackendError as exc:
-            per_input = [exc for _ in todo]
+        per_input = await in_parts(
+            lambda batch: self._pool(batch, deadline),
+            [t for _, t, _ in todo],
+            self.part_items,
+            self.part_tokens,
+            len,
+        )
         for (i, token_ids, positions), rows in zip(todo, per_input, strict=True):
             if isinstance(rows, BackendError):
                 out[i] = rows
@@ -253,8 +272,9 @@ class VLLMPoolingBackend(RemoteBackend):
         return out
 
     async def _pool(self, inputs: Sequence[list[int]], deadline: float) -> list[Any]:
-        """The per-token rows of each input, from one ``/pooling`` request. A batch the server refuses
-        for its size (413 from a proxy: megabytes of token ids) is sent again in parts by the caller."""
+        """The per-token rows of each input, from one ``/pooling`` request: one part of the batch
+        (:func:`~rewardhub.models.remote.in_parts`). A part the server refuses for its size (413 from a
+        proxy) or for one input's length is sent again input by input by the caller."""
         # Probabilities asked for, not guessed: a pooler configured without an activation answers logits,
         # and logits that happen to lie in [0, 1] and sum to 1 would pass for probabilities.
         payload = {
