@@ -1326,6 +1326,40 @@ async def test_deepseek_v32_dsml_calls_are_read_in_linear_time(client: httpx.Asy
     ], results
 
 
+async def test_a_json_call_whose_argument_quotes_a_special_token_form_is_read_as_json(
+    client: httpx.AsyncClient,
+) -> None:
+    """A JSON call whose string argument quotes Kimi-K2's, MiniMax-M2's, DSML's, DeepSeek's or gpt-oss's
+    calls (a file written, a prompt quoted) was read in that form, its quotes and newlines still JSON
+    escapes, and scored 0, format, however right the call: a form whose reading fails gives way to the
+    answer's JSON calls. A broken call of the form, in an answer that is no JSON call, is still format."""
+    quoted = [
+        kimi(TIME),
+        minimax(TIME),
+        dsml(TIME),
+        deepseek_v31(TIME),
+        harmony(TIME),
+    ]
+    items = []
+    for text in quoted:
+        write = {"name": "write_file", "arguments": {"path": "prompt.txt", "content": "Example:\n" + text}}
+        openai = {
+            "type": "function",
+            "function": {"name": "write_file", "arguments": json.dumps(write["arguments"])},
+        }
+        items += [
+            {"response": json.dumps(write, ensure_ascii=False), "reference": [write]},
+            {"response": "```json\n" + json.dumps(write, ensure_ascii=False) + "\n```", "reference": [write]},
+            {"response": json.dumps({"tool_calls": [openai]}, ensure_ascii=False), "reference": [write]},
+        ]
+    broken = f"{KIMI_SECTION}{KIMI_CALL}functions.get_time:0{KIMI_ARGS}{{not json}}{KIMI_END}"
+    items.append({"response": broken + '\n{"answer": 3}', "reference": [TIME]})
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * (len(items) - 1) + [
+        (0.0, "format")
+    ], results
+
+
 async def test_coerce_types_equates_the_ways_a_value_is_written(client: httpx.AsyncClient) -> None:
     """Models and parsers write one value in several ways: a number or boolean as a string (a schema-less
     XML parser, a model quoting everything), an object or array as its JSON text (arguments encoded one

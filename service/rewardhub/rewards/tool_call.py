@@ -30,7 +30,8 @@ model's). Its calls are, in order of precedence:
   each value raw text (stripped) read as Qwen3-Coder's are, or DeepSeek V3.2's (vLLM's
   ``deepseek_v32``), ``<｜DSML｜function_calls>`` blocks of the same shape in its tags, a parameter
   ``string="true"`` the text as written, ``"false"`` its JSON value; a last block without its closer
-  counts when its invokes are whole;
+  counts when its invokes are whole; a form whose reading fails gives way to the answer's JSON calls
+  (below: a JSON call whose string argument quotes such a form is read as JSON);
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
   ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, the first at the start of a line
   (not inside a JSON string), read as in a block, the text around them prose; a last one without its
@@ -328,10 +329,22 @@ def parse_calls(response: str) -> list[Call] | None:
         if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
             raise _Malformed(f"more than {_MAX_CALLS} tool calls")
         return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
-    if (special := _special_token_calls(text)) is not None:
-        return special
-    if (invoked := _invoke_block_calls(text)) is not None:
-        return invoked or None  # (empty blocks call nothing)
+    try:
+        if (special := _special_token_calls(text)) is not None:
+            return special
+        if (invoked := _invoke_block_calls(text)) is not None:
+            return invoked or None  # (empty blocks call nothing)
+    except ValueError:
+        # A JSON call whose string argument quotes one of these forms (a file written, a prompt quoted:
+        # its quotes and newlines escaped in the JSON) is no call of that form, and broke its reading:
+        # the JSON's calls, when the answer is one; else the form's error
+        try:
+            quoted = _json_calls(text)
+        except ValueError:
+            quoted = None
+        if quoted is None:
+            raise
+        return quoted
     if _bare_qwen3_shaped(text):  # Qwen3-Coder's XML without its <tool_call>
         try:
             bare = qwen3_coder_bare_calls(text, _MAX_CALLS)
@@ -339,6 +352,16 @@ def parse_calls(response: str) -> list[Call] | None:
             raise _Malformed(str(exc)) from None
         if bare:  # (only a cut-off one: no call in this form, the text read on)
             return [_xml_call(name, args, strings=False) for name, args in bare]
+    return _json_calls(text)
+
+
+def _json_calls(text: str) -> list[Call] | None:
+    """The calls of the answer's JSON (or its Mistral, Llama or pythonic form: see the module's
+    docstring); None when it makes none.
+
+    Raises:
+        ValueError: the JSON is not valid tool calls.
+    """
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
@@ -847,7 +870,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # a gpt-oss message to its python tool (code, not JSON) is no call
     # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> and DeepSeek V3.2's DSML
     # blocks, and Qwen3-Coder's <function=...> without its <tool_call> (starting a line) are read
-    version: ClassVar[str] = "1.2.0"
+    # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
+    version: ClassVar[str] = "1.2.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
