@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,3 +175,58 @@ async def test_ending_a_slot_waits_for_its_processes_off_the_event_loop(pool: Sa
     assert order == ["end returned", "reaping"]
     assert box.proc.returncode is not None and not alive(box.proc.pid)
     assert await passes(pool)  # the slot's next run starts a new sandbox
+
+
+async def test_a_fresh_run_after_a_slot_lost_twice_waits_for_its_reaping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run whose slot is lost before it begins is repeated once in a new warm sandbox, and when that
+    one is lost too the run goes to a fresh sandbox under the slot's uid. That fresh run started while
+    the lost sandbox's reaping (a kill of every process of the uid, the wait for bwrap and the zygote)
+    was still running in its thread, the processes still counted against the uid's limit and the kill
+    able to hit the fresh run's. Here every sandbox's zygote is unreachable (its control socket shut),
+    and the last one's reaping is held until the fresh run begins, which it must not do before."""
+    pool = await pool_with(1000)
+    try:
+        await _lost_twice(pool, monkeypatch)
+    finally:
+        await pool.close()
+
+
+async def _lost_twice(pool: SandboxPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import threading
+
+    from rewardhub.sandbox import pool as pool_module
+    from rewardhub.sandbox.warm import WarmSandbox
+
+    assert await passes(pool)
+    (first,) = pool._warm.values()
+    first.sock.shutdown(socket.SHUT_WR)
+    release = threading.Event()
+    order: list[str] = []
+    real_start = WarmSandbox.start
+    real_run_process = pool_module.run_process
+
+    async def unreachable(cmd: Any, uid: int | None) -> WarmSandbox:
+        box = await real_start(cmd, uid)
+        real_wait = box.proc.wait
+
+        def held_wait(timeout: float | None = None) -> int:
+            order.append("reaped" if release.wait(timeout=3) else "reaped, not held")
+            return real_wait(timeout)
+
+        box.proc.wait = held_wait  # type: ignore[method-assign]
+        box.sock.shutdown(socket.SHUT_WR)
+        return box
+
+    async def fresh_run(*args: Any, **kwargs: Any) -> Any:
+        order.append("fresh run")
+        release.set()
+        return await real_run_process(*args, **kwargs)
+
+    monkeypatch.setattr(WarmSandbox, "start", unreachable)
+    monkeypatch.setattr(pool_module, "run_process", fresh_run)
+    assert await passes(pool)
+    assert order == ["reaped, not held", "fresh run"], order
+    assert pool.stats()["warm_sandbox_ends"]["lost"] == 2

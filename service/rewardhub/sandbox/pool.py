@@ -498,6 +498,8 @@ class SandboxPool:
             if raw is not None:
                 return raw
             log.info("sandbox_warm_slot_lost", slot=slot)
+        if box is not None:  # lost twice: the fresh run that follows runs under the same uid
+            await box.ended()
         return None
 
     # --- the two kinds of job -------------------------------------------------------------------
