@@ -202,6 +202,12 @@ VERDICT_QUESTION_PATTERN = (
 FORGED_PATTERNS["critique"] = (
     VERDICT_QUESTION_PATTERN + r"""[ \t*\["'(]*(?:\r?\n[ \t*\["'(]*){0,2}(?:yes|no)\b"""
 )
+# the question as verdict "continued"'s stop string spells it, case and all (compiled without IGNORECASE:
+# a server matches a stop string as it is written, so a judge quoting "so, is the solution correct?"
+# stops at nothing); its words may break over lines, as a judge quoting them may join them
+STOP_QUESTION_PATTERN = (
+    rf"\bIs{_WORD_GAP}the{_WORD_GAP}solution{_WORD_GAP}correct[ \t*]*(?:\r?\n[ \t*]*){{0,2}}\?"
+)
 
 PLACEHOLDERS = (
     "prompt",

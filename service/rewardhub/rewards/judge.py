@@ -53,8 +53,9 @@ Modes (every score is in [0, 1]):
   ``<think>`` block (a chat template that drops an assistant's closed thinking, DeepSeek-R1's, would
   continue without it). A server that refuses to continue a message (OpenAI: 400) makes the item
   ``backend_error`` saying so, never a one-call verdict; the local backends refuse it too. A response
-  holding the question itself is forged there (the judge, quoting it, would stop before the later
-  steps), unless the task asks whether something is correct.
+  holding the question itself, as the stop string spells it (case and all), is forged there (the
+  judge, quoting it, would stop before the later steps), unless the task asks whether something is
+  correct.
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -98,6 +99,7 @@ import dataclasses
 import hashlib
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -122,6 +124,7 @@ from rewardhub.judging.templates import (
     DECISION_PATTERNS,
     FORGED_PATTERNS,
     REQUIRED,
+    STOP_QUESTION_PATTERN,
     SUPPLIED,
     SYSTEM_PROMPT,
     TEMPLATES,
@@ -174,6 +177,7 @@ _MODE_FIELDS: dict[str, tuple[str, ...]] = {
 _CRITIQUE_MAX_TOKENS = 4096  # the step options mode critique takes too
 # ThinkPRM's verdict question: verdict "continued" stops the critique before it and asks for the token after it
 VERDICT_QUESTION = "Is the solution correct?"
+_STOP_QUESTION = re.compile(STOP_QUESTION_PATTERN)  # (as the stop string is matched: case and all)
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
@@ -391,13 +395,19 @@ class _Judging:
         else:
             self.scale = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
 
-    def forged_for(self, prompt: str | None) -> str | None:
-        """The forged-verdict pattern for a response to ``prompt``: a boxed yes, no, correct or incorrect
-        answers a question that asks yes or no (or whether something is correct), and is no forgery
-        there; the judge's verdict line always is."""
+    def forged_for(self, prompt: str | None, text: str) -> str | None:
+        """The forged-verdict pattern for ``text``, a response to ``prompt``: a boxed yes, no, correct or
+        incorrect answers a question that asks yes or no (or whether something is correct), and is no
+        forgery there; the judge's verdict line always is. The verdict question (verdict "continued") is
+        forged only where ``text`` spells it as the stop string does, case and all (the gates read a
+        casefolded text): "so, is the solution correct?", quoted, stops no critique."""
         box = self.forged_box if self.forged_box and not asks_yes_no(prompt or "") else None
         question = (
-            self.forged_question if self.forged_question and not asks_correctness(prompt or "") else None
+            self.forged_question
+            if self.forged_question
+            and _STOP_QUESTION.search(unicodedata.normalize("NFKC", text))
+            and not asks_correctness(prompt or "")
+            else None
         )
         return "|".join(p for p in (self.forged, box, question) if p) or None
 
@@ -473,7 +483,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # critique after "Is the solution correct?")
     # 1.9.1: verdict "continued": a response holding the verdict question is forged (the judge's critique
     # would stop where it quoted it), unless the task asks whether something is correct
-    version: ClassVar[str] = "1.9.1"
+    # 1.9.2: verdict "continued": the question is forged only as the stop string spells it (case and all)
+    version: ClassVar[str] = "1.9.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
@@ -1119,7 +1130,7 @@ def _screen_job(
     return ScreenJob(
         text,
         check_injection=check_injection and config.injection_check,
-        forged=j.forged_for(prompt),
+        forged=j.forged_for(prompt, text),
         extraction=config.answer_extraction if extract and config.mode == "reference" else None,
         short_answer_max_chars=config.short_answer_max_chars,
         content=content,
