@@ -230,3 +230,37 @@ async def _lost_twice(pool: SandboxPool, monkeypatch: pytest.MonkeyPatch) -> Non
     assert await passes(pool)
     assert order == ["reaped, not held", "fresh run"], order
     assert pool.stats()["warm_sandbox_ends"]["lost"] == 2
+
+
+async def test_a_run_while_the_pool_closes_leaves_no_warm_sandbox_running() -> None:
+    """close() ends every slot and then awaits each one's reaping, and a run in those seconds started a
+    warm sandbox of its own: on a slot that had none, close() raised (the slots' dict changed size while
+    it iterated over it), leaving that sandbox, the uid block and the guest dir behind; on a slot that
+    had one, the new sandbox was dropped from the pool still running. A run once close() has begun gets
+    a fresh sandbox, which its run reaps. Here the first slot's reaping is held while the run goes."""
+    import asyncio
+    import threading
+
+    pool = SandboxPool(workers=2, max_queued=16, limits=Limits(), reuse_runs=1000)
+    await pool.start()
+    if pool.level != "bubblewrap":
+        pytest.skip(f"needs bubblewrap: {pool.message}")
+    (box,) = pool._warm.values()  # the probe's
+    release = threading.Event()
+    real_wait = box.proc.wait
+
+    def held_wait(timeout: float | None = None) -> int:
+        release.wait(timeout=10)
+        return real_wait(timeout)
+
+    box.proc.wait = held_wait  # type: ignore[method-assign]
+    closing = asyncio.create_task(pool.close())
+    await asyncio.sleep(0)  # close() has ended the slot and awaits its reaping
+    try:
+        assert await passes(pool)
+        started = pool.warm_pids()
+    finally:
+        release.set()
+        await closing
+    assert not pool._warm
+    assert not any(alive(pid) for pid in started), started

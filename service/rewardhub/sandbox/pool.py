@@ -117,6 +117,7 @@ class SandboxPool:
         self._warm: dict[int, WarmSandbox] = {}
         self._warm_start_failures = 0
         self._warm_only = False
+        self._closing = False  # close() has begun: a run gets a fresh sandbox, no warm one to leave behind
         self.slot_ends: Counter[str] = Counter()  # warm sandboxes ended, by cause
         self.on_slot_end: Callable[[str], None] | None = None
         self.level: IsolationLevel = "none"
@@ -181,6 +182,7 @@ class SandboxPool:
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         """Probe the host and settle the isolation level (never raises: a failure is level ``none``)."""
+        self._closing = False
         python = which(self.python_name)
         if python is None:
             self.message = (
@@ -327,10 +329,12 @@ class SandboxPool:
         return set().union(*(box.pids() for box in self._warm.values()))
 
     async def close(self) -> None:
-        for box in self._warm.values():
+        self._closing = True  # (a run while this awaits the reaping below starts no warm sandbox)
+        boxes = list(self._warm.values())
+        for box in boxes:
             box.on_end = None  # shutting down is not a replacement
             box.end()
-        for box in self._warm.values():
+        for box in boxes:
             await box.ended()  # a stopped pool leaves nothing running
         self._warm.clear()
         if self._uid_lock is not None:
@@ -476,6 +480,8 @@ class SandboxPool:
                 await box.ended()  # its uid's processes gone before the next sandbox runs under it
                 box = None
             if box is None:
+                if self._closing:
+                    return None
                 try:
                     box = await WarmSandbox.start(cmd, uid)
                 except WarmStartError as exc:
@@ -492,6 +498,10 @@ class SandboxPool:
                         )
                     return None
                 self._warm_start_failures = 0
+                if self._closing:  # (close() began while it started)
+                    box.end("closed")
+                    await box.ended()
+                    return None
                 box.on_end = self._slot_ended
                 self._warm[slot] = box
             raw = await box.run(stdin, deadline_s=deadline_s, stdout_cap=stdout_cap, stderr_cap=_STDERR_CAP)
