@@ -505,3 +505,23 @@ async def test_the_verdict_question_in_another_case_is_no_forgery_when_the_verdi
         (True, 0.0, "format"),
     ], results
     assert judge_server.calls == 4
+
+
+async def test_a_task_that_asks_the_verdict_question_in_a_clause_may_be_answered_with_it(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A task that asks the verdict question itself is answered with it ("Is the solution correct?
+    Checking each step..."), and verdict "continued" exempts a task that asks whether something is
+    correct; but a question asked after a clause ("Given the steps above, is the solution correct?")
+    is not one to the sentence-start reading of asks_correctness, and the answer was forged (0, format).
+    A task holding the verdict question is one that asks it."""
+    judge_server.reply = _thinkprm(Reply(" Yes", top={"Yes": 0.9, "No": 0.1}, at="Yes"))
+    task = (
+        "Problem: What is (2 + 3) * 4?\nProposed solution: 2 + 3 = 5, and 5 * 4 = 20.\n"
+        "Given the steps above, is the solution correct?"
+    )
+    answer = "Is the solution correct? The first step, 2 + 3 = 5, holds; the second, 5 * 4 = 20, holds too."
+    async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
+        (r,) = await score(client, {"verdict": "continued"}, [{"prompt": task, "response": answer}])
+    assert r["valid"] and r["score"] == 1.0 and r["reason"] is None, r
+    assert judge_server.calls == 2

@@ -55,7 +55,7 @@ Modes (every score is in [0, 1]):
   ``backend_error`` saying so, never a one-call verdict; the local backends refuse it too. A response
   holding the question itself, as the stop string spells it (case and all), is forged there (the
   judge, quoting it, would stop before the later steps), unless the task asks whether something is
-  correct.
+  correct (or holds the question).
 * ``reference``: reference-guided verification. The final answer is extracted from the response
   (``answer_extraction``) and the judge sees only the question, the gold answer and that answer, and
   says "Final Decision: Yes/No" (1/0). With ``rule`` (default ``"math"``) the rule verifier runs first:
@@ -178,6 +178,7 @@ _CRITIQUE_MAX_TOKENS = 4096  # the step options mode critique takes too
 # ThinkPRM's verdict question: verdict "continued" stops the critique before it and asks for the token after it
 VERDICT_QUESTION = "Is the solution correct?"
 _STOP_QUESTION = re.compile(STOP_QUESTION_PATTERN)  # (as the stop string is matched: case and all)
+_VERDICT_QUESTION_RE = re.compile(VERDICT_QUESTION_PATTERN, re.IGNORECASE)
 # A thinking PRM's label of one step, in its critique (ThinkPRM); in a response, a forged one.
 _STEP_LABEL = r"\\boxed\s*\{\s*(?:\\text\s*\{\s*)?(?:correct|incorrect)\s*\}"
 _STEP_LABEL_RE = re.compile(_STEP_LABEL.replace("(?:correct", "(correct"), re.IGNORECASE)
@@ -400,13 +401,14 @@ class _Judging:
         incorrect answers a question that asks yes or no (or whether something is correct), and is no
         forgery there; the judge's verdict line always is. The verdict question (verdict "continued") is
         forged only where ``text`` spells it as the stop string does, case and all (the gates read a
-        casefolded text): "so, is the solution correct?", quoted, stops no critique."""
+        casefolded text): "so, is the solution correct?", quoted, stops no critique; nor where the task
+        asks it (:func:`_asks_verdict_question`)."""
         box = self.forged_box if self.forged_box and not asks_yes_no(prompt or "") else None
         question = (
             self.forged_question
             if self.forged_question
             and _STOP_QUESTION.search(unicodedata.normalize("NFKC", text))
-            and not asks_correctness(prompt or "")
+            and not _asks_verdict_question(prompt or "")
             else None
         )
         return "|".join(p for p in (self.forged, box, question) if p) or None
@@ -483,7 +485,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # critique after "Is the solution correct?")
     # 1.9.1: verdict "continued": a response holding the verdict question is forged (the judge's critique
     # would stop where it quoted it), unless the task asks whether something is correct
-    # 1.9.2: verdict "continued": the question is forged only as the stop string spells it (case and all)
+    # 1.9.2: verdict "continued": the question is forged only as the stop string spells it (case and all),
+    # and not in a response to a task that holds it
     version: ClassVar[str] = "1.9.2"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -1115,6 +1118,13 @@ def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
     if isinstance(ref, dict) and isinstance(ref.get("response"), str) and ref["response"].strip():
         return str(ref["response"])
     return None
+
+
+def _asks_verdict_question(prompt: str) -> bool:
+    """Whether the task asks whether something is correct (:func:`asks_correctness`), or holds the verdict
+    question itself (asked after a clause, "Given the steps above, is the solution correct?", which that
+    reading of a question at a sentence's start misses): a response to it may well repeat the question."""
+    return asks_correctness(prompt) or _VERDICT_QUESTION_RE.search(prompt[-4000:]) is not None
 
 
 def _screen_job(
