@@ -272,6 +272,18 @@ def causal_lm_path(tiny_dir: Path) -> str:
     return str(build_tiny_causal_lm(tiny_dir / "causal-lm"))
 
 
+# What the scripted judge (scripted_lm_path) answers to anything: a ThinkPRM-style critique of one step
+THINKPRM_SCRIPT = "Step 1: 2+2=4 is right. \\boxed{correct}\nIs the solution correct?Yes"
+
+
+@pytest.fixture(scope="session")
+def scripted_lm_path(tiny_dir: Path) -> str:
+    """A tiny causal LM whose greedy reply is ``THINKPRM_SCRIPT`` (tiny_models.build_tiny_scripted_lm)."""
+    from tiny_models import build_tiny_scripted_lm
+
+    return str(build_tiny_scripted_lm(tiny_dir / "scripted-lm", THINKPRM_SCRIPT))
+
+
 @pytest.fixture
 def judge_server() -> Iterator[Any]:
     """A scripted OpenAI-compatible judge (tests/fake_openai.py) on a free port."""

@@ -81,6 +81,30 @@ def build_tiny_causal_lm(
     return _save(Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers, max_positions)), tok, path)
 
 
+def build_tiny_scripted_lm(path: Path, script: str, *, hidden: int = 64, layers: int = 2) -> Path:
+    """A random Qwen2 causal LM (ChatML template) whose greedy reply to any conversation is ``script``
+    then its EOS: the generation config biases each next token of the script by +100 after the
+    assistant header and the script so far (transformers' ``sequence_bias``, a logits processor of
+    ``generate``; the raw logits, and so the logprobs, stay the random model's). A continuation of an
+    assistant message holding the start of the script goes on with the rest of it; anything else gets
+    the random model's tokens."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    tok = train_tokenizer()
+    model = Qwen2ForCausalLM(_qwen2_config(tok, hidden, layers, max_positions=4096))
+    _save(model, tok, path)
+    # the tokens as the saved model's tokenizer makes them: loaded beside a Qwen2 config, it splits
+    # digits one by one, as the one in memory does not
+    tok = AutoTokenizer.from_pretrained(path)
+    head = tok.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    ids = tok.encode(script, add_special_tokens=False) + [tok.eos_token_id]
+    model.generation_config.sequence_bias = [[head + ids[: i + 1], 100.0] for i in range(len(ids))]
+    model.generation_config.save_pretrained(path)
+    return path
+
+
 def build_tiny_qwen_prm(
     path: Path,
     *,

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from fake_openai import FakeJudge, Reply, always, user_text
+from rewardhub.models.transformers_backend import TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -431,12 +432,14 @@ async def test_a_server_without_continue_final_message_is_a_backend_error(
     assert "verdict applies to mode critique only" in stray["error"]["message"]
 
 
-async def test_a_local_judge_is_no_backend_for_a_continued_verdict(
-    make_app: MakeApp, judge_server: FakeJudge, causal_lm_path: str
+async def test_the_check_says_whether_the_judge_s_backend_continues_a_verdict(
+    make_app: MakeApp, judge_server: FakeJudge, causal_lm_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """/v1/rewards/check answered ok for verdict "continued" on a local judge (transformers, vLLM in
-    process), which refuses to continue a message: every item of the run was then a backend_error, the
-    run a run of steps with no reward signal that the check exists to stop at start. Found in review."""
+    """/v1/rewards/check answered ok for verdict "continued" on a judge backend that refuses to continue
+    a message: every item of the run was then a backend_error, the run a run of steps with no reward
+    signal that the check exists to stop at start. Found in review. The local transformers judge
+    continues one now (stop strings, continue_final_message), as a served one does; a backend that
+    does not is named."""
 
     async def check(client: httpx.AsyncClient, config: dict[str, Any]) -> Any:
         r = await client.post(
@@ -447,9 +450,12 @@ async def test_a_local_judge_is_no_backend_for_a_continued_verdict(
 
     async with make_app(judge_model=causal_lm_path) as client:
         local = await check(client, {"verdict": "continued"})
+        monkeypatch.setattr(TransformersBackend, "continues_messages", False)
+        refusing = await check(client, {"verdict": "continued"})
         one_call = await check(client, {})
-    assert local["ok"] is False, local
-    (part,) = local["unavailable"]
+    assert local["ok"] is True, local
+    assert refusing["ok"] is False, refusing
+    (part,) = refusing["unavailable"]
     assert part["reward"] == "judge" and "continue_final_message" in part["message"], part
     assert one_call["ok"] is True, one_call
     async with make_app(judge_url=judge_server.url, judge_model="fake-judge") as client:
@@ -525,3 +531,28 @@ async def test_a_task_that_asks_the_verdict_question_in_a_clause_may_be_answered
         (r,) = await score(client, {"verdict": "continued"}, [{"prompt": task, "response": answer}])
     assert r["valid"] and r["score"] == 1.0 and r["reason"] is None, r
     assert judge_server.calls == 2
+
+
+async def test_a_continued_verdict_on_the_local_transformers_backend(
+    make_app: MakeApp, scripted_lm_path: str
+) -> None:
+    """Verdict "continued" with the embedded default backend: a local ThinkPRM's critique stops at "Is
+    the solution correct?" and its own message is continued by one token. The scripted judge says "Yes"
+    only where its critique is continued as written (a new turn would start the critique again, a
+    parse_error), so its verdict scores 1.0; its step label is read from the critique. It was a
+    backend_error: the local backends refused both requests."""
+    item = {"prompt": "What is 2+2?", "response": "2 + 2 = 4, so the answer is \\boxed{4}."}
+    async with make_app(judge_model=scripted_lm_path) as client:
+        (parsed,) = await score(client, {"verdict": "continued", "max_tokens": 64}, [item])
+        (probs,) = await score(
+            client, {"verdict": "continued", "max_tokens": 64, "scoring": "logprobs"}, [item]
+        )
+    assert (parsed["valid"], parsed["score"]) == (True, 1.0), parsed
+    assert parsed["details"]["label"].lower() == "yes" and parsed["details"]["verdict"] == "continued"
+    assert [s["label"] for s in parsed["details"]["steps"]] == ["correct"]
+    assert parsed["details"]["first_error"] == -1
+    # P(yes) over the random model's own top-20 (the script's bias is not in the logprobs), or the
+    # token itself where no label is among them
+    assert probs["valid"] and 0.0 <= probs["score"] <= 1.0, probs
+    assert probs["details"]["method"] in ("logprobs", "parse_fallback")
+    assert [s["label"] for s in probs["details"]["steps"]] == ["correct"]

@@ -4,18 +4,21 @@ errors, and the judge reward on top of it (a random model's judgement is unreada
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 
-from rewardhub.models.base import ChatRequest, Message
-from rewardhub.models.errors import BackendError, BackendRejected, BackendTimeout, BackendUnavailable
+from conftest import THINKPRM_SCRIPT
+from rewardhub.models import hf_compute
+from rewardhub.models.base import ChatRequest, Completion, Message
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable
 from rewardhub.models.transformers_backend import BatchOptions, TransformersBackend
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
@@ -115,17 +118,108 @@ async def test_a_full_local_judge_queue_answers_429_not_an_item_error(
         assert [(await w).status_code for w in waiting] == [200, 200]
 
 
-@pytest.mark.parametrize("extra", [{"stop": ("Is the solution correct?",)}, {"continue_final": True}])
-async def test_a_stop_string_or_a_continued_message_is_refused_not_ignored(
-    causal_lm_path: str, extra: dict[str, Any]
-) -> None:
-    """The judge's verdict "continued" (ThinkPRM's two calls) stops its critique at a string and then
-    continues the assistant's message by one token. The local backends do neither: ignored, the critique
-    would run past the question and the continuation be a new turn's first token, read as a verdict."""
-    b = TransformersBackend("judge", causal_lm_path, "generate")
-    req = ChatRequest((Message("user", "Is 2+2=4?"), Message("assistant", "Yes")), max_tokens=1, **extra)
-    with pytest.raises(BackendRejected, match="continue_final_message"):
-        await b.chat(req, time.monotonic() + 30)
+QUESTION = "Is the solution correct?"
+CRITIQUE = THINKPRM_SCRIPT[: THINKPRM_SCRIPT.index(QUESTION)]  # "Step 1: ... \\boxed{correct}\n"
+
+
+def _ask(**extra: Any) -> ChatRequest:
+    return ChatRequest((Message("user", "Is 2+2=4?"),), max_tokens=60, top_logprobs=2, **extra)
+
+
+def test_a_stop_string_ends_its_own_row_before_it(scripted_lm_path: str) -> None:
+    """The judge's verdict "continued" (ThinkPRM's two calls) stops its critique at "Is the solution
+    correct?". As OpenAI-compatible servers do, the text ends before the earliest stop string (not
+    included), the finish reason is "stop", and the tokens are those that spell the text (the one a
+    stop string starts inside included); in a batch, the other rows generate as they would alone."""
+    loaded = hf_compute.load(scripted_lm_path, "generate", device="cpu")
+    requests = [
+        _ask(stop=(QUESTION,)),
+        _ask(),  # no stop string: the whole script, ended by its EOS
+        _ask(stop=("Yes", "2+2")),  # the earliest of two
+        _ask(stop=("orrec",)),  # inside the token "correct"
+        _ask(stop=("never written",)),
+    ]
+    with hf_compute.inference():
+        got = hf_compute.generate_chat(loaded, requests)
+        (alone,) = hf_compute.generate_chat(loaded, [requests[1]])
+    assert all(isinstance(c, Completion) for c in got), got
+    stopped, free, earliest, inside, never = cast(list[Completion], got)
+    assert (stopped.text, stopped.finish_reason) == (CRITIQUE, "stop")
+    assert stopped.tokens is not None and "".join(t.token for t in stopped.tokens) == CRITIQUE
+    assert (free.text, free.finish_reason) == (THINKPRM_SCRIPT, "stop")
+    assert (alone.text, alone.finish_reason) == (never.text, never.finish_reason) == (free.text, "stop")
+    assert (earliest.text, earliest.finish_reason) == ("Step 1: ", "stop")
+    assert inside.text == CRITIQUE[: CRITIQUE.index("orrec")] and inside.tokens is not None
+    assert "".join(t.token for t in inside.tokens) == CRITIQUE[: CRITIQUE.index("}")]
+    assert inside.tokens[-1].token == "correct"
+
+
+def test_the_stopping_criterion_ends_only_the_rows_that_wrote_their_own_string(causal_lm_path: str) -> None:
+    """``generate`` stops a row once the text it generated holds one of that row's stop strings: not a
+    row without strings, not a row whose string is only in its prompt, not a row with another string."""
+    torch = pytest.importorskip("torch")
+    tok = hf_compute.load(causal_lm_path, "generate", device="cpu").tokenizer
+    prompt = tok.encode("Is the solution correct?", add_special_tokens=False)
+    written = tok.encode("Step 1 \\boxed{correct}. Is the solution correct?", add_special_tokens=False)
+    plain = tok.encode("Step 1 \\boxed{correct}. Is the answer right? Yes.", add_special_tokens=False)
+    width = max(len(written), len(plain))  # a row done early is padded on (as generate does)
+    rows = [written, written, plain, written]
+    ids = torch.tensor([prompt + r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+    stops = [(QUESTION,), (), (QUESTION,), ("never written",)]
+    criterion = hf_compute.StopStrings(tok, len(prompt), stops)
+    assert criterion(ids, None).tolist() == [True, False, False, False]
+    # a string of characters that take several tokens each (three bytes each, in a byte-level BPE that
+    # never saw them): its tokens outnumber its characters, and are all looked at
+    wide = "解答正确吗？是的"
+    assert len(tok.encode(wide, add_special_tokens=False)) == 3 * len(wide)
+    chinese = torch.tensor([prompt + tok.encode("Step 1. " + wide, add_special_tokens=False)])
+    assert hf_compute.StopStrings(tok, len(prompt), [(wide,)])(chinese, None).tolist() == [True]
+
+
+def test_a_continued_message_is_rendered_open(scripted_lm_path: str, causal_lm_path: str) -> None:
+    """``continue_final``: the conversation is rendered with the chat template's
+    ``continue_final_message`` (no closing of the assistant's turn, no new generation prompt), so the
+    model continues the critique it wrote: the scripted judge, continued after "Is the solution
+    correct?", says "Yes"; answered as a new turn it starts its critique again. A model without a chat
+    template continues the joined text, which ends with the message."""
+    loaded = hf_compute.load(scripted_lm_path, "generate", device="cpu")
+    tok = loaded.tokenizer
+    messages = (Message("user", "Is 2+2=4?"), Message("assistant", CRITIQUE + QUESTION))
+    closed = hf_compute.render(tok, messages, generation_prompt=False)
+    rendered = hf_compute.render(tok, messages, generation_prompt=False, continue_final=True)
+    assert closed.endswith(QUESTION + "<|im_end|>\n")
+    assert rendered == closed[: -len("<|im_end|>\n")] and rendered.endswith(
+        "assistant\n" + CRITIQUE + QUESTION
+    )
+    one = ChatRequest(messages, max_tokens=1, top_logprobs=20)
+    with hf_compute.inference():
+        continued, answered = hf_compute.generate_chat(
+            loaded, [dataclasses.replace(one, continue_final=True), one]
+        )
+    assert isinstance(continued, Completion) and isinstance(answered, Completion)
+    assert (continued.text, continued.finish_reason) == ("Yes", "length")
+    assert continued.tokens is not None and len(continued.tokens[0].top) == 20
+    assert answered.text == "Step"
+    plain = hf_compute.load(causal_lm_path, "generate", device="cpu").tokenizer
+    plain.chat_template = None
+    assert hf_compute.render(plain, messages, generation_prompt=False, continue_final=True).endswith(
+        "\n\n" + CRITIQUE + QUESTION
+    )
+
+
+async def test_the_backend_stops_and_continues_through_its_model_process(scripted_lm_path: str) -> None:
+    """The two requests of verdict "continued" through the backend (its model process and batcher):
+    they were refused (backend_error), and a local ThinkPRM could not be asked for its verdict."""
+    b = TransformersBackend("judge", scripted_lm_path, "generate")
+    await b.start()
+    try:
+        first = await b.chat(_ask(stop=(QUESTION,)), time.monotonic() + 60)
+        messages = (Message("user", "Is 2+2=4?"), Message("assistant", first.text + QUESTION))
+        second = await b.chat(ChatRequest(messages, max_tokens=1, continue_final=True), time.monotonic() + 60)
+    finally:
+        await b.close()
+    assert (first.text, first.finish_reason) == (CRITIQUE, "stop")
+    assert second.text == "Yes"
 
 
 async def test_a_failing_sampling_group_fails_only_its_own_items(causal_lm_path: str) -> None:

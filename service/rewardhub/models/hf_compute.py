@@ -7,7 +7,7 @@ extra never loads them.
 Tasks and what they read:
 
 * ``generate``: a causal LM; :func:`generate_chat` (judges: greedy or sampled generation with per-token
-  top-k logprobs) and :func:`step_probs` with ``label_tokens`` (Math-Shepherd: softmax over the
+  top-k logprobs, each row ended at its own stop strings, a final assistant message continued) and :func:`step_probs` with ``label_tokens`` (Math-Shepherd: softmax over the
   ``+``/``-`` logits at each step tag; RLHFlow: the same at the token before each assistant ``+``);
 * ``token_classification``: :func:`step_probs` with a classifier head (Qwen2.5-Math-PRM: softmax over
   the labels at each ``<extra_0>``, the positive class);
@@ -69,6 +69,9 @@ __all__ = [
     "shares_prefix",
     "special_strings",
     "step_probs",
+    "stop_at",
+    "StopStrings",
+    "tokens_spelling",
 ]
 
 Task = Literal["generate", "token_classification", "sequence_classification", "embedding", "value_head"]
@@ -413,11 +416,28 @@ def has_chat_template(tok: Any) -> bool:
     return bool(getattr(tok, "chat_template", None))
 
 
-def render(tok: Any, messages: Sequence[Message], *, generation_prompt: bool, keep: str | None = None) -> str:
-    """A conversation as the model saw it in training: its chat template, or plain joined text."""
+def render(
+    tok: Any,
+    messages: Sequence[Message],
+    *,
+    generation_prompt: bool,
+    keep: str | None = None,
+    continue_final: bool = False,
+) -> str:
+    """A conversation as the model saw it in training: its chat template, or plain joined text.
+
+    ``continue_final``: the last message is left open for the model to continue (the template's
+    ``continue_final_message``: its turn not closed, no generation prompt after it), as vLLM's and
+    SGLang's ``continue_final_message`` render it; the joined text of a model without a template ends
+    with that message already."""
     clean = clean_messages(scrubber(tok), messages, keep)
     if has_chat_template(tok):
-        text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
+        if continue_final:
+            text = tok.apply_chat_template(
+                clean, tokenize=False, add_generation_prompt=False, continue_final_message=True
+            )
+        else:
+            text = tok.apply_chat_template(clean, tokenize=False, add_generation_prompt=generation_prompt)
         return str(text)
     return "\n\n".join(m["content"] for m in clean)
 
@@ -477,12 +497,21 @@ def _too_long(n: int, max_length: int, reserve: int = 0) -> InputTooLong | None:
 
 
 def encode_conversations(
-    tok: Any, max_length: int, conversations: Sequence[Sequence[Message]], *, generation_prompt: bool
+    tok: Any,
+    max_length: int,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    generation_prompt: bool,
+    continued: Sequence[bool] = (),
 ) -> list[Any]:
     """Conversations rendered (:func:`render`) and encoded (:func:`encode`); one to be continued by
-    generation (``generation_prompt``) must leave at least one token of room."""
+    generation (``generation_prompt``) must leave at least one token of room. ``continued`` (one flag
+    per conversation, all false when empty): generation continues that conversation's last message
+    (``continue_final``) instead of a new turn."""
+    flags = list(continued) or [False] * len(conversations)
     rendered = [
-        _rendered(partial(render, tok, msgs, generation_prompt=generation_prompt)) for msgs in conversations
+        _rendered(partial(render, tok, msgs, generation_prompt=generation_prompt and not c, continue_final=c))
+        for msgs, c in zip(conversations, flags, strict=True)
     ]
     return _encode_rendered(
         tok,
@@ -1127,7 +1156,11 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
     ``finish_reason`` length they would not have had alone.)"""
     tok = loaded.tokenizer
     encs = encode_conversations(
-        tok, loaded.max_length, [r.messages for r in requests], generation_prompt=True
+        tok,
+        loaded.max_length,
+        [r.messages for r in requests],
+        generation_prompt=True,
+        continued=[r.continue_final for r in requests],
     )
     out: list[Completion | BackendError] = [
         e if isinstance(e, BackendError) else BackendError("") for e in encs
@@ -1175,12 +1208,14 @@ def _generate(
         kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    stops = [tuple(s for s in r.stop if s) for r in requests]
+    if any(stops):  # each row ends at its own strings; the others generate on
+        kwargs["stopping_criteria"] = [StopStrings(tok, ids.shape[1], stops)]
     gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
     new = gen.sequences[:, ids.shape[1] :]
     eos = _stop_ids(loaded)
     out: list[Completion] = []
     for row in range(len(requests)):
-        tokens: list[TokenLogprob] = []
         seq: list[int] = []
         finish = "length"
         for t in range(new.shape[1]):
@@ -1189,19 +1224,65 @@ def _generate(
                 finish = "stop"
                 break
             seq.append(tid)
-            if k > 0:  # raw (pre-temperature) logprobs, one position at a time: no [B, T, V] copies
-                lp = gen.logits[t][row].float().log_softmax(-1)
-                top_v, top_i = torch.topk(lp, min(k, lp.shape[-1]))
-                top = tuple(
-                    (tok.decode([int(j)]), float(v))
-                    for v, j in zip(top_v.tolist(), top_i.tolist(), strict=True)
-                )
-                tokens.append(TokenLogprob(tok.decode([tid]), float(lp[tid]), top))
-        out.append(
-            Completion(
-                text=tok.decode(seq, skip_special_tokens=True),
-                tokens=tuple(tokens) if k > 0 else None,
-                finish_reason=finish,
+        text = tok.decode(seq, skip_special_tokens=True)
+        cut = stop_at(text, stops[row])
+        if cut is not None:
+            seq, text, finish = seq[: tokens_spelling(tok, seq, cut)], text[:cut], "stop"
+        tokens: list[TokenLogprob] = []
+        for t, tid in enumerate(seq if k > 0 else ()):
+            # raw (pre-temperature) logprobs, one position at a time: no [B, T, V] copies
+            lp = gen.logits[t][row].float().log_softmax(-1)
+            top_v, top_i = torch.topk(lp, min(k, lp.shape[-1]))
+            top = tuple(
+                (tok.decode([int(j)]), float(v)) for v, j in zip(top_v.tolist(), top_i.tolist(), strict=True)
             )
-        )
+            tokens.append(TokenLogprob(tok.decode([tid]), float(lp[tid]), top))
+        out.append(Completion(text=text, tokens=tuple(tokens) if k > 0 else None, finish_reason=finish))
     return out
+
+
+def stop_at(text: str, stops: Sequence[str]) -> int | None:
+    """Where ``text`` is cut for its stop strings: before the earliest one found (None: none is in it).
+    The text returned ends there, the stop string not included, as OpenAI-compatible servers return it."""
+    found = [i for s in stops if s and (i := text.find(s)) >= 0]
+    return min(found) if found else None
+
+
+def tokens_spelling(tok: Any, ids: Sequence[int], chars: int) -> int:
+    """How many of ``ids`` it takes to spell the first ``chars`` characters of their text: the tokens a
+    text cut at a stop string keeps (the one the stop string starts inside included, so that the tokens
+    still cover the text, as a verdict's position in the text is found in them). A binary search over
+    decoded prefixes: a critique of thousands of tokens is decoded a dozen times, not once per token."""
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(tok.decode(list(ids[:mid]), skip_special_tokens=True)) >= chars:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+class StopStrings:
+    """A ``generate`` stopping criterion: a row is done once the text it generated holds one of its own
+    stop strings (rows without any are never stopped by it), so that a critique stopped at "Is the
+    solution correct?" does not run on to its ``max_tokens`` while the batch's other rows generate. Only
+    the last tokens are decoded each step (enough for the longest string); the text is cut at the
+    string afterwards (:func:`stop_at`), so a string this misses (in a run of tokens that decode to
+    nothing) still ends the text, and only costs the tokens generated past it."""
+
+    def __init__(self, tok: Any, start: int, stops: Sequence[tuple[str, ...]]):
+        self.tok, self.start, self.stops = tok, start, list(stops)
+        # tokens: a token that decodes to text holds at least one byte of it (a character may take
+        # several: three each for CJK in a byte-level BPE that never merged them)
+        self.window = max((len(s.encode()) for row in stops for s in row), default=0) + 8
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        torch = _torch()
+        done = [False] * len(self.stops)
+        first = max(self.start, input_ids.shape[1] - self.window)
+        for row, strings in enumerate(self.stops):
+            if strings:
+                tail = self.tok.decode(input_ids[row, first:].tolist(), skip_special_tokens=True)
+                done[row] = any(s in tail for s in strings)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)

@@ -39,13 +39,7 @@ from rewardhub.models.base import (
     StepQuery,
 )
 from rewardhub.models.batcher import MicroBatcher
-from rewardhub.models.errors import (
-    BackendError,
-    BackendRejected,
-    BackendTimeout,
-    BackendUnavailable,
-    ForwardCrashed,
-)
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, ForwardCrashed
 from rewardhub.models.fingerprint import checkpoint_fingerprint, local_dir
 from rewardhub.models.model_process import ModelProcess
 from rewardhub.models.specials import GENERIC, Scrubber
@@ -106,6 +100,9 @@ class TransformersBackend(ModelBackend):
     # from_pretrained(local_files_only=True): a directory, or a hub id already in the local cache
     local_files_only: ClassVar[bool] = True
     task_capabilities: ClassVar[dict[str, frozenset[Capability]]] = _CAPABILITIES  # what each task serves
+    # stop strings end each row of a batched generate; continue_final renders the chat template's
+    # continue_final_message (verdict "continued", ThinkPRM's two calls)
+    continues_messages: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -416,13 +413,6 @@ class TransformersBackend(ModelBackend):
 
     # --- the capabilities ----------------------------------------------------------------------
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
-        if request.stop or request.continue_final:
-            # generating past a stop string, or answering the message it was to continue, would be an
-            # answer to another question
-            raise BackendRejected(
-                f"backend {self.name!r} ({self.kind}) cannot stop at a string or continue a final "
-                "assistant message (continue_final_message); an OpenAI-compatible vLLM or SGLang server can"
-            )
         # generation stops at the deadline: nobody reads an answer after it, and the next batch waits
         (res,) = await self._submit("chat", [dataclasses.replace(request, deadline=deadline)], deadline)
         if isinstance(res, BackendError):

@@ -45,7 +45,13 @@ from rewardhub.models.base import (
     TokenLogprob,
     step_rows,
 )
-from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, MissingExtra
+from rewardhub.models.errors import (
+    BackendError,
+    BackendRejected,
+    BackendTimeout,
+    BackendUnavailable,
+    MissingExtra,
+)
 from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter, truncated
 from rewardhub.models.transformers_backend import TransformersBackend
 
@@ -66,6 +72,7 @@ class VLLMBackend(TransformersBackend):
     isolate: ClassVar[bool] = False  # vLLM runs its own engine process; a thread only drives it
     local_files_only: ClassVar[bool] = False  # vLLM resolves the model name itself (a hub id too)
     kind: ClassVar[str] = "vllm"
+    continues_messages: ClassVar[bool] = False  # chat refuses stop and continue_final
     # A generative model serves PRMs on transformers only (Math-Shepherd's +/- logits): vLLM's generate
     # runner has no LLM.encode, and _steps refuses +/- PRMs. Without "steps", a prm reward pointed at a
     # vLLM judge is unsupported up front instead of a backend_error on every item.
@@ -87,6 +94,16 @@ class VLLMBackend(TransformersBackend):
         if self._dead is not None:
             return {"ok": False, "error": self._dead, **self.describe()}
         return super().ready()
+
+    async def chat(self, request: ChatRequest, deadline: float) -> Completion:
+        if request.stop or request.continue_final:
+            # generating past a stop string, or answering the message it was to continue, would be an
+            # answer to another question
+            raise BackendRejected(
+                f"backend {self.name!r} ({self.kind}) cannot stop at a string or continue a final "
+                "assistant message (continue_final_message); an OpenAI-compatible vLLM or SGLang server can"
+            )
+        return await super().chat(request, deadline)
 
     async def _run(self, fn: Callable[[Any, list[Any]], list[T]], items: list[Any]) -> list[T]:
         if self._dead is not None:
