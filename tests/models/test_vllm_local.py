@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -79,9 +79,12 @@ class SamplingParams:
     max_tokens: int | None = 16
     logprobs: int | None = None
     seed: int | None = None
+    stop: str | list[str] | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def __post_init__(self) -> None:
+        if isinstance(self.stop, str):  # vLLM takes one string or a list
+            self.stop = [self.stop]
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature}.")
         if not 0.0 < self.top_p <= 1.0:
@@ -317,7 +320,9 @@ class StandInEngine:
     """``LLM.llm_engine``: ``add_request`` / ``step`` / ``has_unfinished_requests`` / ``abort_request``
     with vLLM's scheduling shape (every running request advances one greedy token per step) and outputs
     (``FINAL_ONLY``: a request's output only once it is finished; the EOS kept in ``token_ids`` and its
-    logprobs, not in the text; each position's logprobs list the sampled token first, then the top k).
+    logprobs, not in the text; each position's logprobs list the sampled token first, then the top k;
+    a stop string ends the request the step its text holds one, the text cut before it, ``token_ids``
+    not, ``stop_reason`` the string).
     ``aborted`` records what was aborted; an aborted request never produces an output."""
 
     def __init__(self, llm: StandInLLM):
@@ -369,18 +374,23 @@ class StandInEngine:
                 ]
                 steps.append({j: Logprob(v, r, tok.decode([j])) for j, v, r in entries})
             new.append(tid)  # vLLM keeps the EOS in token_ids (and its logprobs), not in the text
-            stop = tid == tok.eos_token_id
+            text = tok.decode(new, skip_special_tokens=True)
+            # vLLM's stop-string check: the first of the strings found, the text cut before it
+            string = next((x for x in sp.stop or () if x in text), None)
+            if string is not None:
+                text = text[: text.index(string)]
+            stop = tid == tok.eos_token_id or string is not None
             assert sp.max_tokens is not None
             ended = self.end_first_as if rid == next(iter(self.running)) else None
             if stop or len(new) >= sp.max_tokens or ended:
                 del self.running[rid]
                 self.end_first_as = None
                 completion = SimpleNamespace(
-                    text=tok.decode(new, skip_special_tokens=True),
+                    text=text,
                     token_ids=new,
                     logprobs=steps or None,
                     finish_reason=ended or ("stop" if stop else "length"),
-                    stop_reason=None,
+                    stop_reason=string,
                 )
                 finished.append(
                     SimpleNamespace(request_id=rid, finished=True, prompt_token_ids=ids, outputs=[completion])
@@ -652,6 +662,37 @@ def test_judge_generations_equal_the_transformers_backend(causal_lm_path: str, t
         assert [p.count("<|im_start|>") for p in llm.prompts] == [3, 3, 3]  # system, user, assistant
     else:
         assert all("<|im_start|>" not in p and p.startswith("Reply Yes or No.") for p in llm.prompts)
+
+
+def test_stop_strings_and_continued_messages_equal_the_transformers_backend(causal_lm_path: str) -> None:
+    """The judge's verdict "continued" (ThinkPRM's two calls) stops a critique at a string and continues
+    the judge's own message: vLLM is given the stop strings (``SamplingParams.stop``) and the
+    conversation rendered open (the chat template's ``continue_final_message``), and the completions
+    equal the transformers backend's: the text cut before the string, finish "stop", the tokens that
+    spell the text. (The random model repeats the last token it is given: " is is is ...".)"""
+    loaded = hf_compute.load(causal_lm_path, "generate", device="cpu")
+
+    def continued(text: str, *stop: str) -> ChatRequest:
+        messages = (Message("user", "Q"), Message("assistant", text))
+        return ChatRequest(messages, max_tokens=8, top_logprobs=5, stop=stop, continue_final=True)
+
+    requests = [
+        continued("The answer is", "s is"),  # starts inside the first token: " i", that one token
+        continued("The answer is"),
+        continued("def add(a, b):", "never", ":)"),
+    ]
+    llm = StandInLLM(loaded)
+    got = vllm_local._chat(llm, requests)
+    with hf_compute.inference():
+        want = hf_compute.generate_chat(loaded, requests)
+    _same_completions(got, want)
+    cut, whole, other = cast(list[Completion], got)
+    assert (cut.text, cut.finish_reason) == (" i", "stop") and [t.token for t in cut.tokens or ()] == [" is"]
+    assert (whole.text, whole.finish_reason) == (" is" * 8, "length")
+    assert (other.text, other.finish_reason) == (")", "stop")
+    # the assistant's message left open: no end of its turn, no new turn after it
+    assert [p.endswith("<|im_start|>assistant\nThe answer is") for p in llm.prompts] == [True, True, False]
+    assert llm.prompts[2].endswith("assistant\ndef add(a, b):")
 
 
 def test_a_judge_prompt_that_fills_the_context_fails_alone(causal_lm_path: str) -> None:

@@ -3,8 +3,9 @@
 The same shape as the transformers backend (a dedicated thread, one micro-batcher per capability): the
 offline ``vllm.LLM`` engine is synchronous, and handing it a whole batch at once is what lets it
 schedule well. ``task`` picks the runner: ``generate`` for judges (the engine's generation loop, as
-``LLM.generate`` runs it, with per-token top logprobs and each request aborted at its caller's
-deadline), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
+``LLM.generate`` runs it, with per-token top logprobs, ``SamplingParams.stop`` strings, a final
+assistant message continued as ``LLM.chat``'s ``continue_final_message`` renders it, and each request
+aborted at its caller's deadline), ``token_classification`` for classifier-head PRMs (``LLM.encode`` with the
 ``token_classify`` pooling task, rows read at the step tags under ALL pooling, all of them under
 STEP pooling), ``sequence_classification`` for outcome reward models (``LLM.classify``) and
 ``embedding`` (``LLM.embed``).
@@ -45,14 +46,14 @@ from rewardhub.models.base import (
     TokenLogprob,
     step_rows,
 )
-from rewardhub.models.errors import (
-    BackendError,
-    BackendRejected,
-    BackendTimeout,
-    BackendUnavailable,
-    MissingExtra,
+from rewardhub.models.errors import BackendError, BackendTimeout, BackendUnavailable, MissingExtra
+from rewardhub.models.hf_compute import (
+    encode_conversations,
+    encode_steps,
+    scatter,
+    tokens_spelling,
+    truncated,
 )
-from rewardhub.models.hf_compute import encode_conversations, encode_steps, scatter, truncated
 from rewardhub.models.transformers_backend import TransformersBackend
 
 __all__ = ["VLLMBackend", "import_vllm"]
@@ -72,7 +73,6 @@ class VLLMBackend(TransformersBackend):
     isolate: ClassVar[bool] = False  # vLLM runs its own engine process; a thread only drives it
     local_files_only: ClassVar[bool] = False  # vLLM resolves the model name itself (a hub id too)
     kind: ClassVar[str] = "vllm"
-    continues_messages: ClassVar[bool] = False  # chat refuses stop and continue_final
     # A generative model serves PRMs on transformers only (Math-Shepherd's +/- logits): vLLM's generate
     # runner has no LLM.encode, and _steps refuses +/- PRMs. Without "steps", a prm reward pointed at a
     # vLLM judge is unsupported up front instead of a backend_error on every item.
@@ -94,16 +94,6 @@ class VLLMBackend(TransformersBackend):
         if self._dead is not None:
             return {"ok": False, "error": self._dead, **self.describe()}
         return super().ready()
-
-    async def chat(self, request: ChatRequest, deadline: float) -> Completion:
-        if request.stop or request.continue_final:
-            # generating past a stop string, or answering the message it was to continue, would be an
-            # answer to another question
-            raise BackendRejected(
-                f"backend {self.name!r} ({self.kind}) cannot stop at a string or continue a final "
-                "assistant message (continue_final_message); an OpenAI-compatible vLLM or SGLang server can"
-            )
-        return await super().chat(request, deadline)
 
     async def _run(self, fn: Callable[[Any, list[Any]], list[T]], items: list[Any]) -> list[T]:
         if self._dead is not None:
@@ -246,7 +236,10 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
     tok = llm.get_tokenizer()
     limit = _max_len(llm)
     conversations = [r.messages for r in requests]
-    encoded = _ids(encode_conversations(tok, limit, conversations, generation_prompt=True))
+    continued = [r.continue_final for r in requests]  # rendered open, as LLM.chat's continue_final_message
+    encoded = _ids(
+        encode_conversations(tok, limit, conversations, generation_prompt=True, continued=continued)
+    )
 
     def run(idx: list[int], seqs: list[list[int]]) -> list[Completion | BackendError]:
         params = [
@@ -256,6 +249,7 @@ def _chat(llm: Any, requests: Sequence[ChatRequest]) -> list[Completion | Backen
                 max_tokens=min(requests[i].max_tokens, limit - len(s)),  # what fits, as on transformers
                 logprobs=requests[i].top_logprobs or None,
                 seed=requests[i].seed,
+                stop=[x for x in requests[i].stop if x] or None,  # the text ends before it, not included
                 output_kind=RequestOutputKind.FINAL_ONLY,  # no per-step outputs to build
             )
             for i, s in zip(idx, seqs, strict=True)
@@ -342,12 +336,16 @@ def _completion(tok: Any, c: Any, top_logprobs: int) -> Completion:
 
     vLLM keeps the token that stopped generation (the EOS, or a ``stop_token_ids`` match, which it
     reports as an int ``stop_reason``) in ``token_ids`` and its logprobs, though not in the text; it is
-    dropped so that the tokens spell the text, as on the other backends. Each position's logprobs are
-    the sampled token first, then the top k."""
+    dropped so that the tokens spell the text, as on the other backends. A stop string (a str
+    ``stop_reason``) is cut from the text but not from ``token_ids``: the tokens kept are those that
+    spell the text (the one the string starts inside included), as the transformers backend keeps. Each
+    position's logprobs are the sampled token first, then the top k."""
     ids = list(c.token_ids)
     stop_reason = getattr(c, "stop_reason", None)
     stops = {tok.eos_token_id, stop_reason if isinstance(stop_reason, int) else None}
-    if c.finish_reason == "stop" and ids and ids[-1] in stops:
+    if c.finish_reason == "stop" and isinstance(stop_reason, str):
+        ids = ids[: tokens_spelling(tok, ids, len(c.text))]
+    elif c.finish_reason == "stop" and ids and ids[-1] in stops:
         ids = ids[:-1]
     tokens: tuple[TokenLogprob, ...] | None = None
     if top_logprobs and c.logprobs:

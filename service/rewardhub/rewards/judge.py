@@ -52,8 +52,8 @@ Modes (every score is in [0, 1]):
   and ``details.verdict`` says which. A thinking the server returned apart goes back in an open
   ``<think>`` block (a chat template that drops an assistant's closed thinking, DeepSeek-R1's, would
   continue without it). A server that refuses to continue a message (OpenAI: 400) makes the item
-  ``backend_error`` saying so, never a one-call verdict. The local transformers backend does both calls
-  itself (stop strings, the chat template's ``continue_final_message``); in-process vLLM refuses them. A response
+  ``backend_error`` saying so, never a one-call verdict. The local backends (transformers, vLLM in
+  process) do both calls themselves (stop strings, the chat template's ``continue_final_message``). A response
   holding the question itself, as the stop string spells it (case and all), is forged there (the
   judge, quoting it, would stop before the later steps), unless the task asks whether something is
   correct (or holds the question).
@@ -279,7 +279,7 @@ class JudgeConfig(RewardConfig):
         "generated",
         description="critique: the verdict the judge writes after its critique (one call), or ThinkPRM's "
         "two calls: the critique stopped at 'Is the solution correct?', then the one token that continues "
-        "it (needs continue_final_message: vLLM, SGLang, or the local transformers backend).",
+        "it (needs continue_final_message: vLLM, SGLang, or a local backend).",
     )
     # hardening
     strip_think: bool = Field(
@@ -526,9 +526,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
         return (config.temperature == 0 or config.cache) and super().is_cacheable(config)
 
     def unavailable_for(self, config: JudgeConfig) -> str | None:
-        # A backend that cannot continue a message (in-process vLLM) refuses verdict "continued"'s
-        # calls: every item would be a backend_error, so /v1/rewards/check says so before a run starts
-        # (a server is only known by asking it).
+        # A backend that cannot continue a message refuses verdict "continued"'s calls: every item
+        # would be a backend_error, so /v1/rewards/check says so before a run starts (a server is only
+        # known by asking it; the local backends continue one).
         why = super().unavailable_for(config)
         if why is None and config.mode == "critique" and config.verdict == "continued":
             backend = self.backend(config)
@@ -536,7 +536,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 return (
                     f"backend {backend.name!r} ({backend.kind}) cannot continue a final assistant message: "
                     "verdict continued needs an OpenAI-compatible server with continue_final_message "
-                    "(vLLM, SGLang) or the local transformers backend; verdict generated needs none"
+                    "(vLLM, SGLang) or a local backend; verdict generated needs none"
                 )
         return why
 
