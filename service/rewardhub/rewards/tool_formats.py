@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -352,31 +353,27 @@ def deepseek_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
     Raises:
         ValueError: a closed call without a separator or a function name, or more than ``max_calls``.
     """
-    calls: list[tuple[str, str, bool]] = []
-    at = 0
-    while (start := text.find(DEEPSEEK_CALL, at)) >= 0:
-        start += len(DEEPSEEK_CALL)
-        end = text.find(_DEEPSEEK_CALL_END, start)
-        closed = end >= 0
-        body = text[start:end] if closed else text[start:]
-        head, sep, tail = body.partition(_DEEPSEEK_SEP)
-        tail = tail.strip()
-        if tail[:1] in ("{", ""):  # V3.1: the name, then the arguments
-            name, args = head.strip(), tail
-        else:  # V3/R1: the type ("function"), then the name and the fenced arguments
-            line, _, rest = tail.partition("\n")
-            name, args = line.strip(), _unfenced(rest)
-        if not sep or not _NAME.fullmatch(name):
-            if not closed:
-                break  # (a last call cut before its name is whole: no call)
-            raise ValueError(f"the DeepSeek call {body[:80]!r} has no function name and separator")
-        calls.append((name, args, closed))
-        if len(calls) > max_calls:
-            raise ValueError(f"more than {max_calls} tool calls")
-        if not closed:  # (no end token after this one: none after a later opener either)
-            break
-        at = end + len(_DEEPSEEK_CALL_END)
-    return calls
+    return _delimited_calls(
+        text,
+        DEEPSEEK_CALL,
+        _DEEPSEEK_CALL_END,
+        _deepseek_call,
+        "DeepSeek",
+        "function name and separator",
+        max_calls,
+    )
+
+
+def _deepseek_call(body: str) -> tuple[str, str] | None:
+    """One DeepSeek call's name and arguments' JSON text; None without a separator or a name."""
+    head, sep, tail = body.partition(_DEEPSEEK_SEP)
+    tail = tail.strip()
+    if tail[:1] in ("{", ""):  # V3.1: the name, then the arguments
+        name, args = head.strip(), tail
+    else:  # V3/R1: the type ("function"), then the name and the fenced arguments
+        line, _, rest = tail.partition("\n")
+        name, args = line.strip(), _unfenced(rest)
+    return (name, args) if sep and _NAME.fullmatch(name) else None
 
 
 def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
@@ -389,28 +386,53 @@ def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
         ValueError: a closed call without ``<|tool_call_argument_begin|>`` or a function name, or more
             than ``max_calls``.
     """
+    return _delimited_calls(
+        text, KIMI_CALL, _KIMI_CALL_END, _kimi_call, "Kimi", "function id and arguments", max_calls
+    )
+
+
+def _kimi_call(body: str) -> tuple[str, str] | None:
+    """One Kimi call's name and arguments' JSON text; None without the arguments token or a name."""
+    head, sep, args = body.partition(_KIMI_ARGUMENTS)
+    name = head.strip().removeprefix("functions.")
+    base, colon, index = name.rpartition(":")
+    if colon and index.isascii() and index.isdigit():  # (the id's index: vLLM reads the name before it)
+        name = base
+    return (name, args.strip()) if sep and _NAME.fullmatch(name) else None
+
+
+def _delimited_calls(
+    text: str,
+    opener: str,
+    closer: str,
+    read: Callable[[str], tuple[str, str] | None],
+    family: str,
+    needs: str,
+    max_calls: int,
+) -> list[tuple[str, str, bool]]:
+    """The calls between ``opener`` and ``closer`` tokens (DeepSeek's, Kimi's), each body read by
+    ``read``: its name, its arguments' text, and whether its closer was there. One forward pass: each
+    find starts where the last call ended. A last call without its closer ends the scan (none can follow
+    it), and one cut before ``read`` finds a call is no call; a closed one ``read`` refuses is an error
+    naming what it ``needs``."""
     calls: list[tuple[str, str, bool]] = []
     at = 0
-    while (start := text.find(KIMI_CALL, at)) >= 0:
-        start += len(KIMI_CALL)
-        end = text.find(_KIMI_CALL_END, start)
+    while (start := text.find(opener, at)) >= 0:
+        start += len(opener)
+        end = text.find(closer, start)
         closed = end >= 0
         body = text[start:end] if closed else text[start:]
-        head, sep, args = body.partition(_KIMI_ARGUMENTS)
-        name = head.strip().removeprefix("functions.")
-        base, colon, index = name.rpartition(":")
-        if colon and index.isascii() and index.isdigit():  # (the id's index: vLLM reads the name before it)
-            name = base
-        if not sep or not _NAME.fullmatch(name):
+        call = read(body)
+        if call is None:
             if not closed:
-                break  # (a last call cut off before its arguments: no call)
-            raise ValueError(f"the Kimi call {body[:80]!r} has no function id and arguments")
-        calls.append((name, args.strip(), closed))
+                break
+            raise ValueError(f"the {family} call {body[:80]!r} has no {needs}")
+        calls.append((*call, closed))
         if len(calls) > max_calls:
             raise ValueError(f"more than {max_calls} tool calls")
-        if not closed:  # (no end token after this one: none after a later opener either)
+        if not closed:
             break
-        at = end + len(_KIMI_CALL_END)
+        at = end + len(closer)
     return calls
 
 
