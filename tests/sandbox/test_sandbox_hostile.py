@@ -565,6 +565,39 @@ for get, args in ((libc.shmget, (0, 128 << 20, 0o1600)), (libc.semget, (0, 100, 
         assert f"{name} -1 1" in text, text
 
 
+async def test_secret_memory_outside_the_address_space_limit_is_refused(client: httpx.AsyncClient) -> None:
+    """``memfd_secret`` is a memfd by another name: its pages belong to the file, not to a mapping, so
+    under a 256 MiB limit one process held 512 MiB in them (one file per open file, each as large as
+    RLIMIT_FSIZE, filled through windows mapped and unmapped one at a time). It is refused as
+    ``memfd_create`` is, whether or not the host enables secret memory."""
+    if os.uname().machine not in ("x86_64", "aarch64"):
+        pytest.skip("the filter's syscall table covers x86_64 and aarch64")
+    code = r"""
+import ctypes, mmap, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+size, window, held = resource.getrlimit(resource.RLIMIT_FSIZE)[0], 4 << 20, 0
+while held < (512 << 20):
+    fd = libc.syscall(ctypes.c_long(447), ctypes.c_long(0))  # memfd_secret, both ABIs
+    if fd < 0:
+        print("memfd_secret refused", ctypes.get_errno(), flush=True)
+        break
+    os.ftruncate(fd, size)
+    for offset in range(0, size, window):
+        m = mmap.mmap(fd, window, offset=offset)
+        m.write(b"x" * window)
+        m.close()
+        held += window
+print("held", held >> 20, flush=True)
+"""
+    r = await client.post(
+        "/compat/sandboxfusion/run_code",
+        json={"code": code, "language": "python", "run_timeout": 10, "memory_limit_MB": 256},
+    )
+    text = out(r.json())
+    assert "memfd_secret refused 1" in text and "held 0" in text, text  # EPERM, before any memory
+
+
 async def test_a_run_stays_on_its_own_core(client: httpx.AsyncClient) -> None:
     """Each slot's runs are pinned to a core of their own, but a program could widen its affinity to
     every core and there, with a session per busy child (a scheduling group each), starve the program

@@ -47,8 +47,8 @@ Layers
   ``kill``/``tgkill``/``sigqueue``/``prlimit`` aimed at the judge, its group, PID 1 or everyone,
   ``pidfd_send_signal`` and ``F_SETOWN``-style file ownership (SIGIO, or any signal via ``F_SETSIG``):
   a judge killed mid-run would turn a failing run into an incomplete one; POSIX message queues and
-  keyring keys, which outlive the processes of a warm slot's run; memfds and System V IPC objects,
-  memory outside the address space that ``RLIMIT_AS`` bounds; ``sched_setaffinity``, which would
+  keyring keys, which outlive the processes of a warm slot's run; memfds (``memfd_secret``'s too) and
+  System V IPC objects, memory outside the address space that ``RLIMIT_AS`` bounds; ``sched_setaffinity``, which would
   take a run off its pinned core onto those of concurrent runs; and the mount API and namespace calls
   (the capped ``/tmp`` lies over an uncapped one in a mount namespace the program's user namespace
   owns), ``bpf``, ``perf_event_open`` and ``userfaultfd``, whatever the capabilities; and ``io_uring``,

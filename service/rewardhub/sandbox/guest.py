@@ -1462,14 +1462,14 @@ _SIGNAL_SYSCALLS = {
     # | pidfd_send_signal, mq_open, add_key, request_key, keyctl, memfd_create, shmget, semget, msgget,
     #   sched_setaffinity, mount, umount2, pivot_root, unshare, setns, open_tree, move_mount, fsopen,
     #   fsconfig, fsmount, fspick, mount_setattr, open_tree_attr, bpf, perf_event_open, userfaultfd,
-    #   io_uring_setup, io_uring_enter, io_uring_register
+    #   io_uring_setup, io_uring_enter, io_uring_register, memfd_secret
     # | fcntl, ioctl
     "x86_64": (
         0xC000003E,
         (62, 200, 234, 129, 297, 302),
         (424, 240, 248, 249, 250, 319, 29, 64, 68, 203)
         + (165, 166, 155, 272, 308, 428, 429, 430, 431, 432, 433, 442, 467, 321, 298, 323)
-        + (425, 426, 427),
+        + (425, 426, 427, 447),
         (72, 16),
     ),
     "aarch64": (
@@ -1477,7 +1477,7 @@ _SIGNAL_SYSCALLS = {
         (129, 130, 131, 138, 240, 261),
         (424, 180, 217, 218, 219, 279, 194, 190, 186, 122)
         + (40, 39, 41, 97, 268, 428, 429, 430, 431, 432, 433, 442, 467, 280, 241, 282)
-        + (425, 426, 427),
+        + (425, 426, 427, 447),
         (25, 29),
     ),
 }
@@ -1536,7 +1536,8 @@ def _protect(judge: int) -> None:
     ``shmget``/``semget``/``msgget``: memory held in a memfd or an IPC object is outside the address
     space ``RLIMIT_AS`` bounds (a process limited to 256 MiB held 64 MiB per memfd, one per open file,
     and shared-memory segments attached, filled and detached one at a time without end), so one run
-    could take the host's memory. POSIX shared memory and semaphores (``/dev/shm``) still work. And
+    could take the host's memory; ``memfd_secret`` too, the same file by another call (512 MiB held
+    under that limit, through windows mapped and unmapped one at a time). POSIX shared memory and semaphores (``/dev/shm``) still work. And
     ``sched_setaffinity``: a run is pinned to its slot's core, and one that spread over every core, a
     session (a scheduling group) per busy child, starved a concurrent item's program into timeouts.
 
