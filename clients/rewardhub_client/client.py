@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -516,6 +517,9 @@ class AsyncRewardClient(_Base):
         # loop, closed as its loop ends (see _closed_with_loop).
         self._unclaimed: httpx.AsyncClient | None = new_pool()
         self._pools: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncIterator[None]]] = {}
+        # The loops may run in other threads (TRL's daemon loop, an evaluation thread): the pools' book is
+        # read and changed under this lock, never held across an await.
+        self._pools_lock = threading.Lock()
         self._closed = False
 
     async def _closed_with_loop(
@@ -526,8 +530,9 @@ class AsyncRewardClient(_Base):
         try:
             yield
         finally:
-            if self._pools.get(loop, (None,))[0] is pool:
-                del self._pools[loop]
+            with self._pools_lock:
+                if self._pools.get(loop, (None,))[0] is pool:
+                    del self._pools[loop]
             await pool.aclose()
 
     async def _pool(self) -> httpx.AsyncClient:
@@ -535,14 +540,18 @@ class AsyncRewardClient(_Base):
         if self._closed:
             raise RuntimeError("the AsyncRewardClient is closed")
         loop = asyncio.get_running_loop()
-        held = self._pools.get(loop)
-        if held is not None:
-            return held[0]
-        for old in [other for other in self._pools if other.is_closed()]:
-            del self._pools[old]  # a loop closed without shutdown_asyncgens: nothing can close its pool now
-        pool, self._unclaimed = self._unclaimed or self._new_pool(), None
-        closer = self._closed_with_loop(loop, pool)
-        self._pools[loop] = (pool, closer)  # before the await: another task of the loop takes this one
+        with self._pools_lock:  # another thread's loop may be opening or closing its pool meanwhile
+            held = self._pools.get(loop)
+            if held is not None:
+                return held[0]
+            # a loop closed without shutdown_asyncgens: nothing can close its pool now (dropped once the
+            # lock is released: finalizing its closer must not find the lock held)
+            dropped = [self._pools.pop(other) for other in list(self._pools) if other.is_closed()]
+            # (the unclaimed pool goes to one loop only, however many threads ask at once)
+            pool, self._unclaimed = self._unclaimed or self._new_pool(), None
+            closer = self._closed_with_loop(loop, pool)
+            self._pools[loop] = (pool, closer)  # before the await: another task of the loop takes this one
+        del dropped
         await anext(closer)  # first iterated here: the loop now tracks it
         return pool
 
@@ -573,10 +582,11 @@ class AsyncRewardClient(_Base):
     async def aclose(self) -> None:
         """Close the connections of the running loop (those of another loop close as that loop ends)."""
         self._closed = True
-        unclaimed, self._unclaimed = self._unclaimed, None
+        with self._pools_lock:
+            unclaimed, self._unclaimed = self._unclaimed, None
+            held = self._pools.pop(asyncio.get_running_loop(), None)
         if unclaimed is not None:
             await unclaimed.aclose()
-        held = self._pools.pop(asyncio.get_running_loop(), None)
         if held is not None:
             await held[0].aclose()
 

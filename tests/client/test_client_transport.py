@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import sys
+import threading
 from typing import Any, ClassVar
 
 import httpx
@@ -98,3 +100,45 @@ def test_a_transport_that_is_neither_is_refused_at_once() -> None:
         RewardClient("http://rewardhub.test", transport="http://elsewhere")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="transport must be"):
         AsyncRewardClient("http://rewardhub.test", transport=httpx.HTTPTransport())  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(120)
+def test_one_async_client_serves_event_loops_in_several_threads_at_once() -> None:
+    """A reward function's one AsyncRewardClient used by several threads, each on event loops of its own
+    (TRL's daemon loop and an evaluation thread, a thread pool of ``asyncio.run`` calls): a thread
+    opening its loop's pool looked through the other loops' pools while another thread added one, and
+    the call failed with "dictionary changed size during iteration". Every call gets an answer, each
+    through a transport made for its own loop."""
+    threads, loops_each = 4, 200
+    client = AsyncRewardClient("http://rewardhub.test", transport=_Where)
+    start = threading.Barrier(threads)
+    failures: list[str] = []
+    answered: list[int] = []
+
+    def work() -> None:
+        loops = [asyncio.new_event_loop() for _ in range(loops_each)]
+        start.wait()
+        try:
+            for loop in loops:  # kept open: every loop keeps its pool, and the next one looks them over
+                try:
+                    answered.append(loop.run_until_complete(client.health())["transport"])
+                except Exception as exc:
+                    failures.append(repr(exc))
+        finally:
+            for loop in loops:
+                loop.run_until_complete(loop.shutdown_asyncgens())  # closes the loop's pool
+                loop.close()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between any two bytecodes, as on a busy host
+    try:
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(answered) == threads * loops_each
+    assert len(set(answered)) == threads * loops_each  # one transport per loop, none shared
