@@ -330,7 +330,8 @@ def test_a_failed_reward_request_masks_its_items_and_the_run_goes_on(
     assert summary["steps"] == 3 and summary["reward_requests"] == 6
     assert summary["reward_requests_failed"] == 1
     assert [r["reward_requests_failed"] for r in rows] == [0, 1, 0]
-    assert [r["invalid_frac"] for r in rows] == [0.0, 0.5, 0.0]  # `regex` answers every item valid
+    assert [r["request_failed_frac"] for r in rows] == [0.0, 0.5, 0.0]
+    assert [r["invalid_frac"] for r in rows] == [0.0, 0.0, 0.0]  # `regex` answers every item valid
     assert [r["seqs_in_loss"] for r in rows] == [32, 16, 32]  # the failed request's 2 groups are out
     assert 0 <= rows[1]["reward"] <= 1  # over the answered half
     warned = [r.getMessage() for r in caplog.records if "request_failed" in r.getMessage()]
@@ -360,7 +361,8 @@ def test_steps_with_every_reward_request_failed_end_the_run(
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert transport.sent == 4  # 2 steps of 2 requests, each sent once (a 500 is not retried)
     (row,) = read_metrics(Path(cfg.output.run_dir))  # step 1 logged; the run ended in step 2
-    assert row["reward_requests_failed"] == 2 and row["invalid_frac"] == 1.0
+    assert row["reward_requests_failed"] == 2 and row["request_failed_frac"] == 1.0
+    assert row["invalid_frac"] is None  # nothing answered: the service said nothing invalid
     assert row["seqs_in_loss"] == 0 and row["adv_abs_mean"] == 0.0 and "loss" not in row
     assert row["reward"] is None  # nothing valid to average
 

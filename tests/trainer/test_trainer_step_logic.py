@@ -8,6 +8,7 @@ expected values below are worked out from.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from rewardhub_trainer.checkpoint import latest_checkpoint
 from rewardhub_trainer.config import TrainConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion, HFGenerator
-from rewardhub_trainer.rewards import Group
+from rewardhub_trainer.rewards import REQUEST_FAILED, Group
 from rewardhub_trainer.trainer import Trainer, _Collected
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -108,6 +109,35 @@ def test_component_metrics_leave_invalid_items_out(make_trainer: Callable[..., T
     # a over the valid items: (1 + 0 + 0) / 3 (not (1 + 0 + 1 + 0) / 4); b: (1 + 1) / 2 (not 2/3)
     assert out["reward/a"] == pytest.approx(1 / 3)
     assert out["reward/b"] == pytest.approx(1.0)
+
+
+def test_invalid_frac_is_over_answered_items_and_failed_requests_have_their_own(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Items of a reward request that failed (the trainer's own ``request_failed``, the service never
+    answered them) were counted in ``invalid_frac``, the fraction the service answered ``valid: false``,
+    so an outage read as a reward that cannot score its items, and a failed group (all NaN) as a
+    zero-variance one in ``frac_zero_std_groups``. Found in review. Both are now over the answered items
+    and groups; ``request_failed_frac`` is the share of items whose request failed."""
+    trainer = make_trainer()
+    answered = group(0, [(1.0, True, {}), (None, False, {}), (0.0, True, {}), (0.0, True, {})])
+    failed = group(1, [(None, False, {})] * 4)
+    for r in failed.results:
+        r.reason = REQUEST_FAILED
+    groups = [answered, failed]
+    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
+    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    assert out["invalid_frac"] == pytest.approx(0.25)  # 1 of the 4 answered items, not 5 of 8
+    assert out["request_failed_frac"] == pytest.approx(0.5)
+    assert out["frac_zero_std_groups"] == pytest.approx(0.0)  # group 0 varies; group 1 was not scored
+    assert out["reward"] == pytest.approx(1 / 3)
+    # no answer at all: nothing to say about the reward, all of it about the requests
+    col = _Collected(groups=[failed], scored=[failed], rounds=1, dropped=0, gen_s=0.0)
+    rewards = torch.tensor([failed.scores()], dtype=torch.float64)
+    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    assert math.isnan(out["invalid_frac"]) and math.isnan(out["frac_zero_std_groups"])
+    assert out["request_failed_frac"] == 1.0
 
 
 # One request of two groups of 3: group 0's items score 0.5 each from different components (a, b);

@@ -55,12 +55,17 @@ from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion
 
-__all__ = ["REQUEST_FAILED", "Group", "RewardDispatcher", "check_service", "is_transient"]
+__all__ = ["REQUEST_FAILED", "Group", "RewardDispatcher", "check_service", "is_transient", "request_failed"]
 
 logger = logging.getLogger(__name__)
 
 # The reason of an item whose request failed (the trainer's own: the service never saw or answered it).
 REQUEST_FAILED = "request_failed"
+
+
+def request_failed(result: ItemResult) -> bool:
+    """Whether the item's request failed: the service never answered it (not one it could not score)."""
+    return not result.valid and result.reason == REQUEST_FAILED
 
 
 @dataclass

@@ -59,7 +59,7 @@ from rewardhub_trainer.generation import Completion, make_generator
 from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
-from rewardhub_trainer.rewards import Group, RewardDispatcher, check_service
+from rewardhub_trainer.rewards import Group, RewardDispatcher, check_service, request_failed
 
 __all__ = ["Trainer", "train"]
 
@@ -441,8 +441,17 @@ class Trainer:
             ) from dispatcher.last_error
 
     def _step_metrics(self, col: _Collected, rewards: torch.Tensor, adv: Advantages) -> dict[str, float]:
+        """The step's metrics. Those of the reward (``reward``, ``accuracy``, ``invalid_frac``,
+        ``frac_zero_std_groups``, ``reward/*``) are over what the service answered: an item whose request
+        failed says nothing about the reward, only about the service (``request_failed_frac``). A request
+        carries whole groups, so a group is answered or failed as a whole."""
         rc = self.config.reward
-        raw = [s for g in col.scored for s in g.scores()]
+        results = [r for g in col.scored for r in g.results]
+        failed = sum(request_failed(r) for r in results)
+        answered = [g for g in col.scored if not all(request_failed(r) for r in g.results)]
+        raw = [
+            s for g in answered for s, r in zip(g.scores(), g.results, strict=True) if not request_failed(r)
+        ]
         valid = [s for s in raw if not math.isnan(s)]
         acc_vals: list[float] = []
         for g in col.scored:
@@ -459,11 +468,12 @@ class Trainer:
             "reward": _mean(valid),
             "reward_std": float(torch.tensor(valid).std()) if len(valid) > 1 else 0.0,
             "accuracy": _mean(acc_vals),
-            "invalid_frac": 1.0 - len(valid) / max(len(raw), 1),
-            # what dynamic sampling drops (GDPO: groups none of whose weighted components vary)
-            "frac_zero_std_groups": float(self._no_signal(col.scored).float().mean())
-            if col.scored
-            else math.nan,
+            # of the items the service answered, those it answered valid: false
+            "invalid_frac": 1.0 - len(valid) / len(raw) if raw else math.nan,
+            "request_failed_frac": failed / len(results) if results else 0.0,
+            # what dynamic sampling drops (GDPO: groups none of whose weighted components vary), of the
+            # groups answered (dynamic sampling drops a failed one too, counted in groups_dropped)
+            "frac_zero_std_groups": float(self._no_signal(answered).float().mean()) if answered else math.nan,
             "completion_len": _mean([float(n) for n in lengths]),
             "truncated_frac": _mean([float(c.truncated) for c in comps]),
             "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
