@@ -367,6 +367,29 @@ def test_steps_with_every_reward_request_failed_end_the_run(
     assert row["reward"] is None  # nothing valid to average
 
 
+def test_a_step_that_trained_on_nothing_does_not_advance_the_lr_warmup(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """The learning rate was a function of the step, and a step in which every reward request failed
+    counts as one without stepping the optimizer: the warmup ran ahead of the updates (the 2nd update
+    got the 3rd update's rate). Found in review. The schedule now follows the updates made."""
+    transport = _FailingScores("500", lambda n: n in (3, 4))  # both requests of step 2
+    cfg = make_config(
+        reward_server.url,
+        "warmup",
+        training={"steps": 3, "warmup_steps": 4, "learning_rate": 0.01},
+        reward={"max_failed_steps": 2},
+    )
+    Trainer(cfg, reward_transport=transport).run()
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert [r["reward_requests_failed"] for r in rows] == [0, 2, 0] and rows[1]["seqs_forwarded"] == 0
+    # a step updates when it runs a sequence (one with signal): step 2 has none
+    updates = [sum(r["seqs_forwarded"] > 0 for r in rows[: k + 1]) for k in range(len(rows))]
+    assert [r["lr"] for r in rows] == pytest.approx([0.01 * (1 + n) / 4 for n in [0, *updates[:-1]]])
+    assert rows[2]["lr"] < 0.0075  # not the rate of a 3rd update, a step ahead
+    assert [r["updates"] for r in rows] == updates
+
+
 def test_a_request_the_service_refuses_as_wrong_still_ends_the_run_at_once(
     reward_server: Any, make_config: Callable[..., Any]
 ) -> None:

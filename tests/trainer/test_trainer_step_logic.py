@@ -304,6 +304,20 @@ def test_a_fresh_run_in_a_used_run_dir_keeps_its_own_checkpoints(
     assert resumed.step == 2
 
 
+def test_resume_continues_the_lr_schedule_from_the_updates_made(make_trainer: Callable[..., Trainer]) -> None:
+    """The warmup follows the optimizer updates, not the steps (a step that trained on nothing is no
+    update): a resumed run takes the count from its checkpoint, not from the step. Found in review."""
+    old = make_trainer()
+    old.config.training.warmup_steps = 4
+    old.step, old.updates = 3, 1
+    old._save()
+    resumed = make_trainer()
+    resumed.config.training.warmup_steps = 4
+    resumed._resume()
+    assert (resumed.step, resumed.updates) == (3, 1)
+    assert resumed._set_lr() == pytest.approx(resumed.config.training.learning_rate * 2 / 4)
+
+
 class SyncRecorder(HFGenerator):
     """The transformers sampler, recording the weights each ``sync_weights`` hands it (vLLM loads them)."""
 

@@ -378,7 +378,12 @@ class TrainingConfig(_Section):
     learning_rate: float = Field(1e-5, ge=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
-    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warmup steps.")
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Linear learning-rate warmup, in updates: a step that stepped no optimizer (no reward "
+        "answered, nothing with signal) does not advance it.",
+    )
     max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping norm (null: none).")
     seed: int = Field(0, description="Seed of torch/python RNGs (sampling, init of LoRA).")
 

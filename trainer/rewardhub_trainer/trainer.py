@@ -114,6 +114,8 @@ class Trainer:
         self.source = make_source(config.data)
         self.n_per_prompt = config.generation.group_size + (1 if alg.estimator == "mc_grpo" else 0)
         self.step = 0
+        # steps that stepped the optimizer; the learning-rate schedule follows these, not the steps
+        self.updates = 0
         self.data_pos = 0
         self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
@@ -354,6 +356,7 @@ class Trainer:
             max_norm = cfg.training.max_grad_norm
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else math.inf))
             self.optimizer.step()
+        self.updates += 1
         self.generator.sync_weights(self.model)
         ntok = max(sums["tokens"], 1.0)
         stats.update(
@@ -369,9 +372,14 @@ class Trainer:
 
     # ---- the loop ----
     def _set_lr(self) -> float:
-        """Linear warmup over ``warmup_steps``, then constant (a function of the step: nothing to save)."""
+        """Linear warmup over the first ``warmup_steps`` updates, then constant.
+
+        A function of the updates made so far (saved with the checkpoint), not of the step: a step that
+        steps no optimizer (every reward request failed, every item masked, every group dropped or with
+        no signal) must not move the schedule ahead of the weights.
+        """
         t = self.config.training
-        lr = t.learning_rate * (min(1.0, (self.step + 1) / t.warmup_steps) if t.warmup_steps else 1.0)
+        lr = t.learning_rate * (min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -395,6 +403,7 @@ class Trainer:
         # a separate sampler (vLLM) was loaded from model.path and is otherwise synced only after a step
         self.generator.sync_weights(self.model)
         self.step = int(state["step"])
+        self.updates = int(state.get("updates", self.step))  # older checkpoints: one update a step
         self.data_pos = int(state["data_position"])
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
 
@@ -418,7 +427,12 @@ class Trainer:
             self.step,
             self.model,
             self.optimizer,
-            {"data_position": self.data_pos, "totals": self.totals, "run": self._identity()},
+            {
+                "data_position": self.data_pos,
+                "updates": self.updates,
+                "totals": self.totals,
+                "run": self._identity(),
+            },
             keep=self.config.output.keep_checkpoints,
         )
 
@@ -522,6 +536,7 @@ class Trainer:
                     **self._step_metrics(col, rewards, adv),
                     **stats,
                     "lr": lr,
+                    "updates": float(self.updates),
                     "gen_s": col.gen_s,
                     "reward_wait_s": wait,
                     "reward_requests_failed": float(failed),
