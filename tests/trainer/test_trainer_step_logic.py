@@ -180,6 +180,44 @@ def test_gdpo_dynamic_sampling_keeps_groups_whose_components_differ(
     assert col.groups == [] and col.dropped == 2
 
 
+class DownDispatcher(CannedDispatcher):
+    """A service that is down: every request fails past the client's retries (request_failed items)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.sent = 0
+
+    def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
+        self.sent += 1
+        fut: concurrent.futures.Future[list[ItemResult]] = concurrent.futures.Future()
+        items = [it for g in groups for it in g.items()]
+        fut.set_result(
+            [
+                ItemResult(id=it.id or "", reward="r", score=None, valid=False, reason=REQUEST_FAILED)
+                for it in items
+            ]
+        )
+        return fut
+
+
+def test_dynamic_sampling_takes_no_more_rounds_once_a_round_got_no_answer(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """With dynamic sampling, a round whose reward requests all failed dropped its groups as having no
+    signal and sampled another round of fresh prompts, up to max_sampling_rounds: a step with the
+    service down generated and sent three times over and moved the data cursor past three rounds of
+    prompts that none was trained on. Found in review. A round with no answer at all ends the rounds."""
+    trainer = make_trainer(dynamic_sampling=True, max_sampling_rounds=3)
+    down = DownDispatcher()
+    col = trainer._collect(down)  # type: ignore[arg-type]
+    assert (col.rounds, down.sent, trainer.data_pos) == (1, 1, 2)
+    assert col.groups == [] and col.dropped == 2 and len(col.scored) == 2
+    # a round with some answers is a round like any other: the next one is sampled
+    answers: list[list[Result]] = [[(1.0, True, {})] * 6, [(1.0, True, {}), (0.0, True, {})] * 3]
+    col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
+    assert col.rounds == 2 and [g.problem.index for g in col.groups] == [4, 5]
+
+
 def test_frac_zero_std_groups_counts_what_dynamic_sampling_would_drop(
     make_trainer: Callable[..., Trainer],
 ) -> None:

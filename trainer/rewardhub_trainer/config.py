@@ -311,7 +311,10 @@ class AlgorithmConfig(_Section):
         "until the batch is full (default: dapo).",
     )
     max_sampling_rounds: int = Field(
-        3, ge=1, description="Dynamic sampling: generation rounds per step before training on what survived."
+        3,
+        ge=1,
+        description="Dynamic sampling: generation rounds per step before training on what survived (a "
+        "round in which every reward request failed is the last).",
     )
     overlong: OverlongConfig = Field(default_factory=OverlongConfig, description="DAPO overlong shaping.")
     mask_truncated: bool = Field(

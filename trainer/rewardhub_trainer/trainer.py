@@ -2,7 +2,8 @@
 
 One step::
 
-    repeat (more than once only with dynamic sampling, at most max_sampling_rounds):
+    repeat (more than once only with dynamic sampling, at most max_sampling_rounds, and not after a
+            round in which every reward request failed):
         take the prompts still needed from the indexed data source
         for each chunk of prompts_per_generate prompts:            # main thread
             generate G completions each (token ids + sampling logprobs)
@@ -177,6 +178,9 @@ class Trainer:
             else:
                 kept.extend(new)
             if len(kept) >= want:
+                break
+            if all(request_failed(r) for g in new for r in g.results):
+                # the service answered nothing: another round's prompts would be lost the same way
                 break
         return _Collected(groups=kept[:want], scored=scored, rounds=used_rounds, dropped=dropped, gen_s=gen_s)
 
