@@ -210,6 +210,12 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     the config refuses ``old_logprobs: sampler`` there (:class:`~rewardhub_trainer.config.TrainConfig`).
     (Checked against vLLM's v1 ``Sampler``: the ``raw_*`` modes are read from the logits before penalties
     and temperature; the ``processed_*`` ones after temperature, min-p and top-k/top-p.)
+
+    The checkpoint's generation_config.json (``LLM(generation_config="auto")``, vLLM's default) does not
+    reshape this sampling: ``LLM.generate`` turns it into default ``SamplingParams`` only for a call given
+    none, and merges only its EOS ids into explicit ones (``SamplingParams.update_from_generation_config``),
+    which :meth:`generate` passes as stop ids anyway; the knobs left unset here (repetition, presence and
+    frequency penalties, min_p, min_tokens) keep vLLM's neutral defaults.
     """
 
     def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str, eos: list[int]):
