@@ -24,7 +24,7 @@ from rewardhub_trainer.config import TrainConfig
 from rewardhub_trainer.data import Problem
 from rewardhub_trainer.generation import Completion, HFGenerator
 from rewardhub_trainer.rewards import REQUEST_FAILED, Group
-from rewardhub_trainer.trainer import Trainer, _Collected
+from rewardhub_trainer.trainer import Trainer, _Collected, _samples
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -138,6 +138,22 @@ def test_invalid_frac_is_over_answered_items_and_failed_requests_have_their_own(
     out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
     assert math.isnan(out["invalid_frac"]) and math.isnan(out["frac_zero_std_groups"])
     assert out["request_failed_frac"] == 1.0
+
+
+def test_logged_samples_say_why_a_completion_has_no_score() -> None:
+    """samples.jsonl wrote a completion's score alone: None for an item the service could not score and
+    for one whose request failed (the service never saw it) alike, the outage indistinguishable from the
+    reward's own verdict. Found in review. Each row now carries the item's reason (None when valid)."""
+    failed = group(2, [(None, False, {})])
+    failed.results[0].reason = REQUEST_FAILED
+    invalid = group(1, [(None, False, {})])
+    invalid.results[0].reason = "timeout"
+    rows = _samples([group(0, [(1.0, True, {})]), invalid, failed], 3)
+    assert [(r["score"], r["reason"]) for r in rows] == [
+        (1.0, None),
+        (None, "timeout"),
+        (None, REQUEST_FAILED),
+    ]
 
 
 # One request of two groups of 3: group 0's items score 0.5 each from different components (a, b);

@@ -399,7 +399,12 @@ class OutputConfig(_Section):
     resume: bool = Field(True, description="Continue from the latest checkpoint in run_dir if there is one.")
     tensorboard: bool = Field(True, description="Write TensorBoard scalars (needs `tensorboard`).")
     progress: bool = Field(True, description="Show a progress bar (tqdm).")
-    log_samples: int = Field(1, ge=0, description="Completions per step written to samples.jsonl.")
+    log_samples: int = Field(
+        1,
+        ge=0,
+        description="Completions per step written to samples.jsonl (with their score and reason: the "
+        "service's for an invalid item, request_failed where the request failed).",
+    )
 
 
 class TrainConfig(_Section):

@@ -635,6 +635,8 @@ def _samples(groups: list[Group], n: int) -> list[dict[str, Any]]:
                 "reference": g.problem.reference,
                 "completion": c.text,
                 "score": r.score,
+                # why there is none: the service's reason, or request_failed (it never answered)
+                "reason": r.reason,
             }
         )
     return rows
