@@ -3,6 +3,7 @@ the invalid/zero distinctions (a bad reference is invalid, a response without ca
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -1227,9 +1228,9 @@ async def test_minimax_m2_calls_are_read_in_linear_time(client: httpx.AsyncClien
 DSML = "\uff5cDSML\uff5c"  # ｜DSML｜, the bars full-width
 
 
-def dsml(*calls: dict[str, Any]) -> str:
+def dsml(*calls: dict[str, Any], block: str = "function_calls") -> str:
     """Calls as DeepSeek V3.2 writes them: a DSML block of invokes, each parameter saying whether its
-    value is a string (written as it is) or not (written as JSON)."""
+    value is a string (written as it is) or not (written as JSON); V4's block is ``tool_calls``."""
 
     def parameter(k: str, v: Any) -> str:
         text, string = (v, "true") if isinstance(v, str) else (json.dumps(v), "false")
@@ -1241,7 +1242,7 @@ def dsml(*calls: dict[str, Any]) -> str:
         + f"\n</{DSML}invoke>"
         for c in calls
     )
-    return f"\n\n<{DSML}function_calls>\n{invokes}\n</{DSML}function_calls>"
+    return f"\n\n<{DSML}{block}>\n{invokes}\n</{DSML}{block}>"
 
 
 async def test_deepseek_v32_dsml_calls_are_read(client: httpx.AsyncClient) -> None:
@@ -1323,6 +1324,37 @@ async def test_deepseek_v32_dsml_calls_are_read_in_linear_time(client: httpx.Asy
         (0.0, "no_answer"),
         (1.0, None),
         (0.0, "format"),
+    ], results
+
+
+async def test_deepseek_v4_dsml_calls_are_read(client: httpx.AsyncClient) -> None:
+    """DeepSeek V4 (vLLM's deepseek_v4 parser) writes V3.2's DSML invokes in a ``<｜DSML｜tool_calls>``
+    block: such calls scored 0, no_answer, however right. They are read as V3.2's are, a cut-off last
+    block no call and an invoke without its closer a broken one."""
+    zip_text = {"name": "ship", "arguments": {"zip": "94103"}}
+    v4 = functools.partial(dsml, block="tool_calls")
+    items = [
+        {"response": "<think>weather, then time</think>" + v4(WEATHER, TIME), "reference": [TIME, WEATHER]},
+        {"response": v4(zip_text), "reference": [zip_text]},
+        {"response": v4(zip_text), "reference": [{"name": "ship", "arguments": {"zip": 94103}}]},
+        {
+            "response": v4(TIME) + f'\n<{DSML}tool_calls>\n<{DSML}invoke name="get_weather">',
+            "reference": [TIME],
+        },
+        {
+            "response": f'<{DSML}tool_calls>\n<{DSML}invoke name="get_time">\n</{DSML}tool_calls>',
+            "reference": [TIME],
+        },
+        {"response": "<think>" + v4(TIME) + "</think>No tool is needed.", "reference": [TIME]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),  # declared a string
+        (1.0, None),
+        (0.0, "format"),
+        (0.0, "no_answer"),  # a call in the reasoning is none
     ], results
 
 

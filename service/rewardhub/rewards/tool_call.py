@@ -29,7 +29,8 @@ model's). Its calls are, in order of precedence:
   <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
   each value raw text (stripped) read as Qwen3-Coder's are, or DeepSeek V3.2's (vLLM's
   ``deepseek_v32``), ``<｜DSML｜function_calls>`` blocks of the same shape in its tags, a parameter
-  ``string="true"`` the text as written, ``"false"`` its JSON value; a last block without its closer
+  ``string="true"`` the text as written, ``"false"`` its JSON value, or DeepSeek V4's (vLLM's
+  ``deepseek_v4``), the same in ``<｜DSML｜tool_calls>`` blocks; a last block without its closer
   counts when its invokes are whole; a form whose reading fails gives way to the answer's JSON calls
   (below: a JSON call whose string argument quotes such a form is read as JSON);
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
@@ -103,6 +104,7 @@ from rewardhub.rewards.text import answer_text
 from rewardhub.rewards.tool_formats import (
     DEEPSEEK_CALL,
     DSML,
+    DSML_V4,
     HARMONY_MESSAGE,
     KIMI_CALL,
     MINIMAX,
@@ -426,13 +428,14 @@ def _special_token_calls(text: str) -> list[Call] | None:
 
 
 def _invoke_block_calls(text: str) -> list[Call] | None:
-    """The calls of MiniMax-M2's ``<minimax:tool_call>`` or DeepSeek V3.2's ``<｜DSML｜function_calls>``
-    blocks of ``<invoke name="f">`` elements; None when the text has no such block.
+    """The calls of MiniMax-M2's ``<minimax:tool_call>``, DeepSeek V3.2's ``<｜DSML｜function_calls>`` or
+    DeepSeek V4's ``<｜DSML｜tool_calls>`` blocks of ``<invoke name="f">`` elements; None when the text has
+    no such block.
 
     Raises:
         ValueError: a block that is not whole invokes.
     """
-    for form in (MINIMAX, DSML):
+    for form in (MINIMAX, DSML, DSML_V4):
         if form.block in text and (found := invoke_calls(text, form, _MAX_CALLS)) is not None:
             return [_invoke_call(name, args, strings) for name, args, strings in found]
     return None
@@ -871,7 +874,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> and DeepSeek V3.2's DSML
     # blocks, and Qwen3-Coder's <function=...> without its <tool_call> (starting a line) are read
     # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
-    version: ClassVar[str] = "1.2.1"
+    # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read
+    version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."

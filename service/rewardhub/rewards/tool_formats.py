@@ -14,6 +14,7 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   saying whether its value is a string (raw text) or not (JSON): ``<｜DSML｜function_calls>\\n
   <｜DSML｜invoke name="get_weather">\\n<｜DSML｜parameter name="city" string="true">Paris
   </｜DSML｜parameter>\\n</｜DSML｜invoke>\\n</｜DSML｜function_calls>``.
+  DeepSeek V4 (vLLM's ``deepseek_v4``) writes the same invokes in a ``<｜DSML｜tool_calls>`` block.
 * GLM-4.5/4.6/4.7 (vLLM's ``glm45``/``glm47``) write the name first, then key/value tags:
   ``get_weather\\n<arg_key>city</arg_key>\\n<arg_value>Paris</arg_value>`` (4.7: no newline after the name).
 * DeepSeek V3/R1 (vLLM's ``deepseek_v3``) write each call between special tokens, the type before the
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 __all__ = [
     "DEEPSEEK_CALL",
     "DSML",
+    "DSML_V4",
     "HARMONY_MESSAGE",
     "Invoke",
     "KIMI_CALL",
@@ -198,6 +200,16 @@ DSML = InvokeForm(
     f"<{_DSML}parameter name=",
     f"</{_DSML}parameter>",
     strip=False,  # (its template writes a value as it is, no newline around it)
+)
+# DeepSeek V4 (vLLM's deepseek_v4) keeps V3.2's invokes and parameters in a block of another name
+DSML_V4 = InvokeForm(
+    f"<{_DSML}tool_calls>",
+    f"</{_DSML}tool_calls>",
+    DSML.invoke,
+    DSML.invoke_end,
+    DSML.parameter,
+    DSML.parameter_end,
+    strip=False,
 )
 # a parameter's string="true"/"false" after its name (DSML: whether the value is raw text or JSON)
 _STRING_ATTRIBUTE = re.compile(r"""\s*string\s*=\s*(["']?)(true|false)\1""")
