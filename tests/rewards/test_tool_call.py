@@ -1025,6 +1025,54 @@ async def test_a_gpt_oss_python_tool_message_is_no_call(client: httpx.AsyncClien
     ], results
 
 
+async def test_a_call_in_gpt_oss_reasoning_or_a_tool_s_output_is_none(client: httpx.AsyncClient) -> None:
+    """gpt-oss reasons in its harmony ``analysis`` messages, not a ``<think>`` block: a call drafted there
+    (a ``<tool_call>`` block, a fenced JSON call, a MiniMax block) scored as the model's call, however
+    the final answer went, as did one quoted in a tool's output. Both are now no call; a call sent
+    ``to=`` a recipient on the analysis channel (gpt-oss's built-in tools) still is one."""
+    draft = json.dumps(TIME)
+    reasoning = [
+        f"Maybe <tool_call>{draft}</tool_call>? No.",
+        f"Plan:\n```json\n{draft}\n```\nNo need.",
+        '<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+    ]
+    final = "<|start|>assistant<|channel|>final<|message|>It is noon.<|return|>"
+    tool_output = (
+        "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
+        f"<tool_call>{draft}</tool_call><|end|>"
+    )
+    search = {"name": "browser.search", "arguments": {"query": "time"}}
+    browse = (
+        '<|start|>assistant<|channel|>analysis to=browser.search code<|message|>{"query": "time"}<|call|>'
+    )
+    items = [
+        *(
+            {"response": f"<|channel|>analysis<|message|>{r}<|end|>" + final, "reference": []}
+            for r in reasoning
+        ),
+        {
+            "response": f"<|channel|>analysis<|message|>{reasoning[0]}<|end|>" + harmony(WEATHER),
+            "reference": [WEATHER],
+        },
+        {
+            "response": f"<|channel|>analysis<|message|>{reasoning[1]}",
+            "reference": [TIME],
+        },  # cut mid-reasoning
+        {"response": harmony(WEATHER) + tool_output + final, "reference": [WEATHER]},
+        {"response": browse + harmony(WEATHER), "reference": [search, WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (1.0, None),
+        (1.0, None),
+    ], results
+
+
 @pytest.mark.timeout(60)
 async def test_special_token_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
     """1 MB of openers that never close (DeepSeek's call token, harmony's message token and headers) is

@@ -1,9 +1,10 @@
 """``tool_call``: the tool calls a response makes equal the reference's (names and arguments).
 
 For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial credit). The response is
-read outside its reasoning (:func:`.text.answer_text`) and outside the tools' output
-(``<tool_response>...</tool_response>`` in a multi-turn transcript: a call written there is not the
-model's). Its calls are, in order of precedence:
+read outside its reasoning (:func:`.text.answer_text`; gpt-oss's: its harmony ``analysis`` messages that
+are no call) and outside the tools' output (``<tool_response>...</tool_response>`` in a multi-turn
+transcript, or a harmony message of another role: a call written there is not the model's). Its calls
+are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
@@ -113,6 +114,7 @@ from rewardhub.rewards.tool_formats import (
     glm45_call,
     glm45_shaped,
     harmony_calls,
+    harmony_without_reasoning,
     invoke_calls,
     kimi_calls,
     qwen3_coder_bare_calls,
@@ -320,6 +322,8 @@ def parse_calls(response: str) -> list[Call] | None:
         ValueError: the response's call blocks (or its JSON) are not valid tool calls.
     """
     text = _without_tool_output(answer_text(response))
+    if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
+        text = harmony_without_reasoning(text)
     blocks = _blocks(text)
     if blocks:
         if len(blocks) > _MAX_CALLS:
@@ -874,7 +878,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.2.0: Kimi-K2's special-token calls, MiniMax-M2's <minimax:tool_call> and DeepSeek V3.2's DSML
     # blocks, and Qwen3-Coder's <function=...> without its <tool_call> (starting a line) are read
     # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
-    # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read
+    # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
+    # reasoning) or in a harmony message of another role (a tool's output) is none
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

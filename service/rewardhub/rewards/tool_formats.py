@@ -60,6 +60,7 @@ __all__ = [
     "glm45_call",
     "glm45_shaped",
     "harmony_calls",
+    "harmony_without_reasoning",
     "invoke_calls",
     "kimi_calls",
     "qwen3_coder_bare_calls",
@@ -488,6 +489,48 @@ def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
         # (the next header starts at the next message's <|start|>, or after this one's end token)
         at = stop.start() if stop.group() == _HARMONY_START else stop.end()
     return calls
+
+
+def harmony_without_reasoning(text: str) -> str:
+    """``text`` without the content of its harmony messages that are no call and not the model's answer:
+    the assistant's ``analysis`` messages (its reasoning, which vLLM's reasoning parser keeps out of the
+    content: a call written there, ``<tool_call>...`` or a fenced JSON call, is a draft, no call) and the
+    messages of other roles (a tool's output in a transcript). A message sent ``to=`` a recipient (a
+    call, also on the analysis channel: gpt-oss's built-in tools) is kept, as is every header and end
+    token. One forward pass, as :func:`harmony_calls` reads the messages."""
+    kept: list[str] = []
+    at = cursor = 0
+    while (content := text.find(HARMONY_MESSAGE, at)) >= 0:
+        header = text[at:content]
+        content += len(HARMONY_MESSAGE)
+        stop = _HARMONY_STOP.search(text, content)
+        end = stop.start() if stop else len(text)
+        if _recipient(header) is None and (_other_role(header) or _channel(header) == "analysis"):
+            kept.append(text[cursor:content])
+            cursor = end
+        if stop is None:
+            break
+        at = stop.start() if stop.group() == _HARMONY_START else stop.end()
+    kept.append(text[cursor:])
+    return "".join(kept)
+
+
+def _other_role(header: str) -> bool:
+    """Whether a harmony header starts a message of another role than the assistant's."""
+    opened = header.rfind(_HARMONY_START)
+    if opened < 0:
+        return False
+    role = _HARMONY_ROLE.match(header, opened + len(_HARMONY_START))
+    return role is not None and role.group(1) not in ("", "assistant")
+
+
+def _channel(header: str) -> str | None:
+    """The channel a harmony header names (``analysis``, ``commentary``, ``final``), or None."""
+    at = header.rfind(_HARMONY_CHANNEL)
+    if at < 0:
+        return None
+    channel = _HARMONY_ROLE.match(header, at + len(_HARMONY_CHANNEL))
+    return channel.group(1) if channel else None
 
 
 def _json_object(text: str) -> bool:
