@@ -1268,7 +1268,7 @@ async def test_minimax_m2_calls_are_read_in_linear_time(client: httpx.AsyncClien
     assert [(r["score"], r["reason"]) for r in results] == [
         (0.0, "no_answer"),
         (0.0, "no_answer"),
-        (1.0, None),
+        (0.0, "format"),  # parameters without their closer
         (0.0, "format"),
     ], results
 
@@ -1370,7 +1370,7 @@ async def test_deepseek_v32_dsml_calls_are_read_in_linear_time(client: httpx.Asy
     assert [(r["score"], r["reason"]) for r in results] == [
         (0.0, "no_answer"),
         (0.0, "no_answer"),
-        (1.0, None),
+        (0.0, "format"),  # parameters without their closer
         (0.0, "format"),
     ], results
 
@@ -1403,6 +1403,35 @@ async def test_deepseek_v4_dsml_calls_are_read(client: httpx.AsyncClient) -> Non
         (1.0, None),
         (0.0, "format"),
         (0.0, "no_answer"),  # a call in the reasoning is none
+    ], results
+
+
+async def test_an_invoke_parameter_without_its_closer_is_a_broken_call(client: httpx.AsyncClient) -> None:
+    """A MiniMax-M2 or DSML parameter without its ``</parameter>`` scored as if closed at the next tag, a
+    right call; vLLM's parsers read a value only up to its closer (the value runs on over the next
+    parameter, or the parameter is dropped), so the tool gets other arguments. It is a broken call
+    now, format; Qwen3-Coder's, which its parser reads on to the next parameter, is read as before."""
+    unclosed_minimax = minimax(WEATHER).replace("Paris</parameter>", "Paris", 1)
+    unclosed_last = minimax(TIME).replace("Europe/Paris</parameter>", "Europe/Paris", 1)
+    unclosed_dsml = dsml(TIME).replace(f"Europe/Paris</{DSML}parameter>", "Europe/Paris", 1)
+    unclosed_v4 = dsml(WEATHER, block="tool_calls").replace(f"Paris</{DSML}parameter>", "Paris", 1)
+    unclosed_qwen = qwen3_coder(WEATHER).replace("Paris\n</parameter>\n", "Paris\n", 1)
+    assert unclosed_minimax != minimax(WEATHER) and unclosed_qwen != qwen3_coder(WEATHER)
+    assert unclosed_dsml != dsml(TIME) and unclosed_last != minimax(TIME)
+    items = [
+        {"response": unclosed_minimax, "reference": [WEATHER]},
+        {"response": unclosed_last, "reference": [TIME]},
+        {"response": unclosed_dsml, "reference": [TIME]},
+        {"response": unclosed_v4, "reference": [WEATHER]},
+        {"response": unclosed_qwen, "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "format"),
+        (0.0, "format"),
+        (0.0, "format"),
+        (0.0, "format"),
+        (1.0, None),
     ], results
 
 

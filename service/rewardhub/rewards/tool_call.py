@@ -31,8 +31,9 @@ are, in order of precedence:
   each value raw text (stripped) read as Qwen3-Coder's are, or DeepSeek V3.2's (vLLM's
   ``deepseek_v32``), ``<｜DSML｜function_calls>`` blocks of the same shape in its tags, a parameter
   ``string="true"`` the text as written, ``"false"`` its JSON value, or DeepSeek V4's (vLLM's
-  ``deepseek_v4``), the same in ``<｜DSML｜tool_calls>`` blocks; a last block without its closer
-  counts when its invokes are whole; a form whose reading fails gives way to the answer's JSON calls
+  ``deepseek_v4``), the same in ``<｜DSML｜tool_calls>`` blocks; a parameter without its closer is a
+  broken call (vLLM's parsers read a value only up to it); a last block without its closer counts when
+  its invokes are whole; a form whose reading fails gives way to the answer's JSON calls
   (below: a JSON call whose string argument quotes such a form is read as JSON);
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
   ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, the first at the start of a line
@@ -879,7 +880,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # blocks, and Qwen3-Coder's <function=...> without its <tool_call> (starting a line) are read
     # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
     # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
-    # reasoning) or in a harmony message of another role (a tool's output) is none
+    # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
+    # without its closer is a broken call
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -228,7 +228,7 @@ def invoke_calls(text: str, form: InvokeForm, max_calls: int) -> list[Invoke] | 
 
     Raises:
         ValueError: a closed block holding text that is no invoke, an invoke without its closer or a
-            function name, or more than ``max_calls`` calls.
+            function name, a parameter without its closer, or more than ``max_calls`` calls.
     """
     calls: list[Invoke] = []
     found = False
@@ -271,8 +271,11 @@ def _invokes(body: str, form: InvokeForm, max_calls: int) -> list[Invoke]:
 
 
 def _parameters(inner: str, name: str, form: InvokeForm) -> tuple[dict[str, str], dict[str, bool]]:
-    """An invoke's parameters as raw text (a closer the model left out ends at the next parameter), and
-    whether each that says so is a string."""
+    """An invoke's parameters as raw text, and whether each that says so is a string. A parameter without
+    its closer is a broken call: vLLM's minimax_m2 and deepseek_v32 parsers read a value up to its
+    closer only (one left out: the value runs on over the next parameter's tag, or is dropped), so the
+    tool would not get the arguments such a call seems to give (Qwen3-Coder's parser, and so ours,
+    reads on to the next parameter)."""
     pieces = inner.split(form.parameter)
     if pieces[0].strip():
         raise ValueError(f"text in the call {name[:80]!r} that is no parameter: {pieces[0].strip()[:80]!r}")
@@ -284,7 +287,9 @@ def _parameters(inner: str, name: str, form: InvokeForm) -> tuple[dict[str, str]
         if not gt or not key:
             raise ValueError(f"{form.parameter}{head[:80]} of {name[:80]!r} is not a parameter name")
         value, closed, tail = value.partition(form.parameter_end)
-        if closed and tail.strip():
+        if not closed:
+            raise ValueError(f"the parameter {key[:80]!r} of {name[:80]!r} has no {form.parameter_end}")
+        if tail.strip():
             raise ValueError(f"text between the parameters of {name[:80]!r}: {tail.strip()[:80]!r}")
         args[key] = value.strip() if form.strip else value
         if string := _STRING_ATTRIBUTE.match(attributes):
