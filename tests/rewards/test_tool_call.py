@@ -1554,3 +1554,40 @@ async def test_null_as_absent_treats_a_null_argument_as_not_given(client: httpx.
     assert [r["score"] for r in partial] == pytest.approx(
         [1.0, 1.0, 1.0, 2 / 3]
     )  # a null city is a missing one
+
+
+async def test_a_reference_in_a_model_s_native_form_is_read(client: httpx.AsyncClient) -> None:
+    """SFT and RL data often keep the expected calls as the assistant's text in its own chat template:
+    DeepSeek's, Kimi's or gpt-oss's special tokens, MiniMax or DSML invokes, Qwen3-Coder's functions, a
+    fenced JSON call, Mistral's markers. Only ``<tool_call>`` blocks and pythonic calls were read, every
+    other such reference invalid (parse_error); a reference is now read as a response is. Prose, and a
+    broken call, are still no reference."""
+    both = [WEATHER, TIME]
+    references = [
+        deepseek_v3(WEATHER, TIME),
+        deepseek_v31(WEATHER, TIME),
+        kimi(WEATHER, TIME),
+        "<|channel|>analysis<|message|>weather, then time<|end|>" + harmony(WEATHER) + harmony(TIME),
+        minimax(WEATHER, TIME),
+        dsml(WEATHER, TIME),
+        dsml(WEATHER, TIME, block="tool_calls"),
+        qwen3_coder_bare(WEATHER, TIME),
+        "<think>weather, then time</think>```json\n" + json.dumps(both) + "\n```",
+        "".join(f"[TOOL_CALLS]{c['name']}[ARGS]{json.dumps(c['arguments'])}" for c in both),
+        "<|python_tag|>"
+        + "; ".join(json.dumps({"name": c["name"], "parameters": c["arguments"]}) for c in both),
+    ]
+    items = [{"response": hermes(TIME, WEATHER), "reference": r} for r in references]
+    items += [
+        {"response": hermes(WEATHER), "reference": deepseek_v31(TIME)},
+        {"response": hermes(WEATHER), "reference": "It is sunny in Paris."},
+        {"response": hermes(WEATHER), "reference": kimi(WEATHER).replace('"Paris"', "Paris")},
+        {"response": "No tool is needed.", "reference": "<tool_call>[]</tool_call>"},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(references) + [
+        (0.0, None),
+        (None, "parse_error"),
+        (None, "parse_error"),  # a broken call
+        (1.0, None),  # call no tool
+    ], results

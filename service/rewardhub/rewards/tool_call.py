@@ -57,8 +57,9 @@ object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an O
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
-takes the same JSON shapes (or ``{"calls": [...]}``), or is text of ``<tool_call>`` blocks (Hermes
-function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); an empty list means
+takes the same JSON shapes (or ``{"calls": [...]}``), or is text in any form a response's calls are read
+in: ``<tool_call>`` blocks (Hermes function-calling data, ToolRL's ground truth), pythonic calls
+(ToolACE's data), or a model's native form (its chat template's text); an empty list means
 "call no tool", which a response without calls satisfies. A reference that is none of these (BFCL's
 possible answers, ``{"f": {"x": [1, 2]}}``, among them) is ``parse_error``.
 
@@ -671,16 +672,18 @@ def reference_calls(reference: Any) -> list[Call] | None:
 
 
 def _text_reference(text: str) -> list[Call] | None:
-    """The calls of a reference written as the assistant's text: ``<tool_call>`` blocks (Hermes
-    function-calling data, ToolRL's ground truth) or pythonic calls (ToolACE's data); None when it has
-    none or they are not calls."""
-    text = answer_text(text)
-    blocks = _blocks(text)
+    """The calls of a reference written as the assistant's text, read as a response's are
+    (:func:`parse_calls`): ``<tool_call>`` blocks (Hermes function-calling data, ToolRL's ground truth),
+    pythonic calls (ToolACE's data), or a model's native form (a DeepSeek, Kimi, gpt-oss, MiniMax or
+    Qwen3-Coder transcript: SFT data in the chat template's own text); blocks of empty lists call no
+    tool; None when it has no call or its calls are broken."""
     try:
-        calls = [call for b in blocks for call in _block_calls(b)] if blocks else _pythonic_calls(text)
+        calls = parse_calls(text)
     except ValueError:
         return None
-    return calls if calls is not None and len(calls) <= _MAX_CALLS else None
+    if calls is None:  # (parse_calls: blocks of empty lists call nothing, a reference's "call no tool")
+        return [] if _blocks(_without_tool_output(answer_text(text))) else None
+    return calls
 
 
 def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool = False) -> bool:
@@ -881,7 +884,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
     # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
     # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
-    # without its closer is a broken call
+    # without its closer is a broken call; a reference text is read in every form a response is
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
