@@ -614,7 +614,7 @@ async def test_qwen3_coder_xml_calls_are_read(client: httpx.AsyncClient) -> None
         (1.0, None),  # a last call cut off (no </function>, no </tool_call>) is no call
         (1.0, None),  # "3" on its line is the number 3
         (1.0, None),  # a value in quotes is the text, quotes and all
-        (0.0, "format"),  # a function without its </function>
+        (0.0, None),  # a function without its </function>, its block closed: read (days and unit missing)
         (0.0, "format"),  # not a function name
     ], results
     assert results[1]["details"]["calls"] == [nested]
@@ -1590,4 +1590,37 @@ async def test_a_reference_in_a_model_s_native_form_is_read(client: httpx.AsyncC
         (None, "parse_error"),
         (None, "parse_error"),  # a broken call
         (1.0, None),  # call no tool
+    ], results
+
+
+async def test_a_qwen3_coder_call_closed_by_its_block_alone_is_read(client: httpx.AsyncClient) -> None:
+    """Qwen3-Coder at times leaves out a call's ``</function>`` and closes its ``</tool_call>``; vLLM's
+    parser reads the function to the block's end, and the tool gets the call, but such a block scored 0,
+    format. The block's end now ends its last function; one cut off before ``</tool_call>``, or a
+    function left open before another, is still no whole call."""
+    open_end = qwen3_coder(WEATHER).replace("</function>\n", "")
+    two = qwen3_coder(TIME, WEATHER).replace("</function>\n", "")
+    inside = (
+        qwen3_coder(TIME)
+        .replace("</function>\n", "")
+        .replace(
+            "<tool_call>\n",
+            "<tool_call>\n"
+            + (qwen3_coder(WEATHER).replace("<tool_call>\n", "").replace("\n</tool_call>", "\n")),
+        )
+    )
+    items = [
+        {"response": "I'll check.\n" + open_end, "reference": [WEATHER]},
+        {"response": two, "reference": [WEATHER, TIME]},  # one such block a call
+        {"response": open_end.removesuffix("</tool_call>"), "reference": [WEATHER]},  # cut off
+        {"response": inside, "reference": [WEATHER, TIME]},  # two in one block, the last left open
+        {"response": inside.replace("</function>", "", 1), "reference": [WEATHER, TIME]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (1.0, None),
+        (0.0, "format"),  # a function left open before another
     ], results

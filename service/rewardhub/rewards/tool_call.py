@@ -17,7 +17,8 @@ are, in order of precedence:
   ``f\\n<arg_key>x</arg_key>\\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
   values read so too, a JSON string unquoted as GLM's reader does; a last block whose ``</tool_call>`` is
   missing (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to
-  ``</function>``; a GLM call has no end of its own, so never);
+  ``</function>``; a GLM call has no end of its own, so never), and a closed block ends its last
+  Qwen3-Coder function when its ``</function>`` was left out (vLLM reads it so);
 * otherwise, with special tokens kept in the text, DeepSeek's calls, V3/R1's
   ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\\n```json\\n{...}\\n```<｜tool▁call▁end｜>`` and V3.1's
   ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or Kimi-K2's (vLLM's ``kimi_k2``),
@@ -471,7 +472,7 @@ def _block_calls(block: str, closed: bool = True) -> list[Call]:
         ValueError: the block is none of these.
     """
     if block.lstrip().startswith(QWEN3_FUNCTION):  # (no JSON or Python literal starts so)
-        return [_xml_call(name, args, strings=False) for name, args in qwen3_coder_calls(block)]
+        return [_xml_call(name, args, strings=False) for name, args in qwen3_coder_calls(block, closed)]
     if glm45_shaped(body := block.strip()):
         if not closed:
             raise _Malformed("a GLM call without its </tool_call> may be cut off")
@@ -884,7 +885,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.2.1: a JSON call whose string argument quotes a special-token or invoke-block form is read as JSON
     # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
     # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
-    # without its closer is a broken call; a reference text is read in every form a response is
+    # without its closer is a broken call; a reference text is read in every form a response is; a closed
+    # <tool_call> block ends its last Qwen3-Coder function left without </function>
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -101,20 +101,25 @@ def _strip_newline(value: str) -> str:
     return value
 
 
-def qwen3_coder_calls(block: str) -> list[tuple[str, dict[str, str]]]:
+def qwen3_coder_calls(block: str, closed: bool = True) -> list[tuple[str, dict[str, str]]]:
     """The calls of a Qwen3-Coder ``<tool_call>`` block (its body, which starts with ``<function=``):
     each ``<function=name>`` up to its ``</function>``, its ``<parameter=key>value</parameter>`` pairs as
-    raw text (a ``</parameter>`` the model left out ends at the next parameter, as vLLM reads it).
+    raw text (a ``</parameter>`` the model left out ends at the next parameter, as vLLM reads it). In a
+    block ``closed`` by its ``</tool_call>``, the last function may leave out its ``</function>``: the
+    block's end is its end, as vLLM reads it (``<function=(.*)$`` within the block).
 
     Raises:
-        ValueError: a function without its ``</function>`` (a call cut off) or a name, or text between
-            the parts that is none of them.
+        ValueError: a function without its ``</function>`` (a call cut off, or one before another) or a
+            name, or text between the parts that is none of them.
     """
     body = block.strip()
     if not body.startswith(QWEN3_FUNCTION):
         raise ValueError("a Qwen3-Coder call block starts with <function=")
     calls: list[tuple[str, dict[str, str]]] = []
-    for part in body.split(QWEN3_FUNCTION)[1:]:  # (one split: each part is read within its own bounds)
+    parts = body.split(QWEN3_FUNCTION)[1:]  # (one split: each part is read within its own bounds)
+    for i, part in enumerate(parts):
+        if closed and i == len(parts) - 1 and _QWEN3_FUNCTION_END not in part:
+            part += _QWEN3_FUNCTION_END  # (the block's end closes it)
         name, args, after = _qwen3_function(part)
         if after.strip():
             raise ValueError(f"text after the call {name[:80]!r}: {after.strip()[:80]!r}")
