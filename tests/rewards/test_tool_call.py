@@ -1624,3 +1624,27 @@ async def test_a_qwen3_coder_call_closed_by_its_block_alone_is_read(client: http
         (1.0, None),
         (0.0, "format"),  # a function left open before another
     ], results
+
+
+async def test_glm_values_are_read_as_vllm_reads_them(client: httpx.AsyncClient) -> None:
+    """vLLM's glm45/glm47 parsers strip a value (`` Paris `` is "Paris") and skip GLM-4.7's literal
+    ``\\n`` (two characters) between the tags; such a call was read with the spaces, a wrong argument, or
+    as broken (format), though the tool got the right call."""
+    spaced = glm(WEATHER).replace("<arg_value>Paris</arg_value>", "<arg_value>  Paris \n</arg_value>")
+    literal = (
+        glm(TIME, sep="")
+        .replace("</arg_key>\n", "</arg_key>\\n")
+        .replace("</arg_value>\n", "</arg_value>\\n")
+    )
+    assert spaced != glm(WEATHER) and "\\n<arg_value>" in literal
+    items = [
+        {"response": spaced, "reference": [WEATHER]},
+        {"response": literal, "reference": [TIME]},
+        {"response": glm(TIME).replace("</arg_key>\n", "</arg_key>\\t"), "reference": [TIME]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "format"),  # other text between the tags
+    ], results

@@ -15,10 +15,11 @@ are, in order of precedence:
   also the string it spells (there is no schema to say which parameters are strings: ``94103`` equals
   the reference's 94103 and its "94103"), or GLM-4.5+'s (vLLM's ``glm45``),
   ``f\\n<arg_key>x</arg_key>\\n<arg_value>value</arg_value>`` (its name alone: a call without arguments),
-  values read so too, a JSON string unquoted as GLM's reader does; a last block whose ``</tool_call>`` is
-  missing (a stop string) counts when the rest of the text is a whole call (JSON, or XML up to
-  ``</function>``; a GLM call has no end of its own, so never), and a closed block ends its last
-  Qwen3-Coder function when its ``</function>`` was left out (vLLM reads it so);
+  values stripped (as vLLM's reader does) and read so too, a JSON string unquoted as GLM's reader does;
+  a last block whose ``</tool_call>`` is missing (a stop string) counts when the rest of the text is a
+  whole call (JSON, or XML up to ``</function>``; a GLM call has no end of its own, so never), and a
+  closed block ends its last Qwen3-Coder function when its ``</function>`` was left out (vLLM reads it
+  so);
 * otherwise, with special tokens kept in the text, DeepSeek's calls, V3/R1's
   ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\\n```json\\n{...}\\n```<｜tool▁call▁end｜>`` and V3.1's
   ``<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>``, or Kimi-K2's (vLLM's ``kimi_k2``),
@@ -886,7 +887,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
     # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
     # without its closer is a broken call; a reference text is read in every form a response is; a closed
-    # <tool_call> block ends its last Qwen3-Coder function left without </function>
+    # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

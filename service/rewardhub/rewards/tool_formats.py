@@ -76,7 +76,9 @@ _GLM_KEY, _GLM_KEY_END = "<arg_key>", "</arg_key>"
 _GLM_VALUE, _GLM_VALUE_END = "<arg_value>", "</arg_value>"
 # a GLM call without arguments is its name alone, which a JSON literal (true, 3) is not
 _GLM_BARE_NAME = re.compile(r"[A-Za-z_][^\s<>{}\[\]\"'`]*")
-_WHITESPACE = re.compile(r"\s*")
+# what may stand between GLM's tags: whitespace, and the two characters "\n" GLM-4.7 at times writes for a
+# newline (vLLM's glm47 parser skips them too)
+_GLM_GAP = re.compile(r"(?:\s|\\n)*")
 DEEPSEEK_CALL = "<\uff5ctool\u2581call\u2581begin\uff5c>"  # <｜tool▁call▁begin｜>
 _DEEPSEEK_SEP = "<\uff5ctool\u2581sep\uff5c>"
 _DEEPSEEK_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
@@ -333,7 +335,8 @@ def glm45_shaped(body: str) -> bool:
 
 def glm45_call(body: str) -> tuple[str, dict[str, str]]:
     """The call of a GLM-4.5+ ``<tool_call>`` block's body: its name (up to the first ``<arg_key>``) and
-    its ``<arg_key>k</arg_key><arg_value>v</arg_value>`` pairs as raw text, whitespace between the tags.
+    its ``<arg_key>k</arg_key><arg_value>v</arg_value>`` pairs, each value's text stripped as vLLM's
+    glm45 parser strips it, whitespace (or GLM-4.7's literal ``\\n``) between the tags.
 
     Raises:
         ValueError: no function name first, a tag without its closer, or text between the pairs.
@@ -352,19 +355,19 @@ def glm45_call(body: str) -> tuple[str, dict[str, str]]:
         if key_end < 0:
             raise ValueError(f"an <arg_key> of {name[:80]!r} has no </arg_key>")
         key = body[at + len(_GLM_KEY) : key_end].strip()
-        at = _skip_whitespace(body, key_end + len(_GLM_KEY_END))
+        at = _skip_gap(body, key_end + len(_GLM_KEY_END))
         if not body.startswith(_GLM_VALUE, at):
             raise ValueError(f"the argument {key[:80]!r} of {name[:80]!r} has no <arg_value>")
         value_end = body.find(_GLM_VALUE_END, at)
         if value_end < 0:
             raise ValueError(f"the argument {key[:80]!r} of {name[:80]!r} has no </arg_value>")
-        args[key] = _strip_newline(body[at + len(_GLM_VALUE) : value_end])
-        at = _skip_whitespace(body, value_end + len(_GLM_VALUE_END))
+        args[key] = body[at + len(_GLM_VALUE) : value_end].strip()  # (vLLM's glm45 strips it)
+        at = _skip_gap(body, value_end + len(_GLM_VALUE_END))
     return name, args
 
 
-def _skip_whitespace(text: str, at: int) -> int:
-    match = _WHITESPACE.match(text, at)
+def _skip_gap(text: str, at: int) -> int:
+    match = _GLM_GAP.match(text, at)
     return match.end() if match else at
 
 
