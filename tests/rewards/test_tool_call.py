@@ -1648,3 +1648,37 @@ async def test_glm_values_are_read_as_vllm_reads_them(client: httpx.AsyncClient)
         (1.0, None),
         (0.0, "format"),  # other text between the tags
     ], results
+
+
+async def test_every_turn_s_calls_count_in_a_transcript_of_a_thinking_model(
+    client: httpx.AsyncClient,
+) -> None:
+    """A multi-turn rollout of a thinking model reasons before each call (Qwen3, MiniMax-M2's
+    interleaved thinking): the text was read after its last ``</think>`` only, so every turn's calls but
+    the last's were dropped, a right trajectory scored as a missing call. Each turn's reasoning is now
+    dropped and its calls kept; a call in a reasoning block, or in a tool's output, still counts for
+    nothing, and a single response reads as before."""
+
+    def output(text: str) -> str:
+        return f"\n<tool_response>\n{text}\n</tool_response>\n"
+
+    qwen3 = "<think>weather first</think>\n" + hermes(WEATHER) + output("sunny") + "<think>now time</think>\n"
+    qwen3 += hermes(TIME)
+    opened_in_prompt = "weather first</think>\n" + hermes(WEATHER) + output("sunny") + "now time</think>\n"
+    opened_in_prompt += hermes(TIME)
+    interleaved = "<think>weather</think>" + minimax(WEATHER) + output("sunny") + "<think>time</think>"
+    interleaved += minimax(TIME)
+    draft = f"<think>maybe {hermes(TIME)}? No.</think>" + hermes(WEATHER) + output("</think> sunny") + "Done."
+    items = [
+        {"response": qwen3, "reference": [WEATHER, TIME]},
+        {"response": opened_in_prompt, "reference": [WEATHER, TIME]},
+        {"response": interleaved, "reference": [WEATHER, TIME]},
+        {"response": draft, "reference": [WEATHER]},  # a draft in the reasoning, a </think> in the output
+        {"response": "<think>" + hermes(WEATHER) + "</think>It is sunny.", "reference": []},
+        {
+            "response": hermes(WEATHER) + output("sunny") + "<think>then " + hermes(TIME),
+            "reference": [WEATHER],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results

@@ -1,9 +1,10 @@
 """``tool_call``: the tool calls a response makes equal the reference's (names and arguments).
 
 For function-calling / agentic RL (BFCL-style AST matching, ToolRL-style partial credit). The response is
-read outside its reasoning (:func:`.text.answer_text`; gpt-oss's: its harmony ``analysis`` messages that
-are no call) and outside the tools' output (``<tool_response>...</tool_response>`` in a multi-turn
-transcript, or a harmony message of another role: a call written there is not the model's). Its calls
+read outside its reasoning (each turn's, as :func:`.text.answer_text` reads a response; gpt-oss's: its
+harmony ``analysis`` messages that are no call) and outside the tools' output
+(``<tool_response>...</tool_response>`` between the turns of a multi-turn transcript, or a harmony message
+of another role: a call written there is not the model's); the calls of all its turns count. Its calls
 are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
@@ -105,7 +106,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.json_schema import json_in_answer
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import THINK_CLOSE
 from rewardhub.rewards.tool_formats import (
     DEEPSEEK_CALL,
     DSML,
@@ -246,23 +247,39 @@ def _depth(value: Any) -> int:
 
 
 _RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+_THINK_OPEN = "<think>"
+# what starts a part of a response that is not the model's answer: its reasoning, or a tool's output
+_NOT_ANSWER = re.compile(r"<think>|</think>|<tool_response>")
 
 
-def _without_tool_output(text: str) -> str:
-    """``text`` without its ``<tool_response>...</tool_response>`` blocks (an unclosed last one to the
-    end): a multi-turn rollout's text (verl's, a Hermes/Qwen transcript) holds the tools' output between
-    the model's turns, and a call written in a tool's output (a web page, a file the model had read back)
-    is not one the model made. One pass with str.find."""
-    if _RESPONSE_OPEN not in text:
+def _model_output(text: str) -> str:
+    """The model's own output in ``text``: without its reasoning and without the tools' output, each
+    turn read as :func:`.text.answer_text` reads a response. A multi-turn rollout's text (verl's, a
+    Hermes/Qwen transcript) holds the tools' output between the model's turns (``<tool_response>...
+    </tool_response>``, an unclosed last one to the end): a call written there (a web page, a file the
+    model had read back) is not one the model made. Each turn's reasoning goes: a ``<think>...</think>``
+    block (an unclosed one to the end), and the turn's text up to a ``</think>`` without its opener (one
+    opened in the prompt); the answers of all the turns stay (reading after the text's last ``</think>``
+    alone dropped every turn's calls but the last's). One forward pass with ``re.search``/``str.find``."""
+    if _THINK_OPEN not in text and THINK_CLOSE not in text and _RESPONSE_OPEN not in text:
         return text
     kept: list[str] = []
+    turn = 0  # where the current turn's text starts in kept
     at = 0
-    while (start := text.find(_RESPONSE_OPEN, at)) >= 0:
-        kept.append(text[at:start])
-        end = text.find(_RESPONSE_CLOSE, start + len(_RESPONSE_OPEN))
+    while (found := _NOT_ANSWER.search(text, at)) is not None:
+        tag = found.group()
+        if tag == THINK_CLOSE:  # reasoning opened in the prompt: the turn's text so far
+            del kept[turn:]
+            at = found.end()
+            continue
+        kept.append(text[at : found.start()])
+        closer = THINK_CLOSE if tag == _THINK_OPEN else _RESPONSE_CLOSE
+        end = text.find(closer, found.end())
         if end < 0:
             return "\n".join(kept)
-        at = end + len(_RESPONSE_CLOSE)
+        at = end + len(closer)
+        if tag == _RESPONSE_OPEN:
+            turn = len(kept)
     kept.append(text[at:])
     return "\n".join(kept)
 
@@ -325,7 +342,7 @@ def parse_calls(response: str) -> list[Call] | None:
     Raises:
         ValueError: the response's call blocks (or its JSON) are not valid tool calls.
     """
-    text = _without_tool_output(answer_text(response))
+    text = _model_output(response)
     if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
         text = harmony_without_reasoning(text)
     blocks = _blocks(text)
@@ -684,7 +701,7 @@ def _text_reference(text: str) -> list[Call] | None:
     except ValueError:
         return None
     if calls is None:  # (parse_calls: blocks of empty lists call nothing, a reference's "call no tool")
-        return [] if _blocks(_without_tool_output(answer_text(text))) else None
+        return [] if _blocks(_model_output(text)) else None
     return calls
 
 
@@ -887,7 +904,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.0: DeepSeek V4's <｜DSML｜tool_calls> blocks are read; a call in gpt-oss's analysis messages (its
     # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
     # without its closer is a broken call; a reference text is read in every form a response is; a closed
-    # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped
+    # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped;
+    # every turn of a transcript is read after its own reasoning (not the text after its last </think>)
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
