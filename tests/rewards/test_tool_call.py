@@ -1682,3 +1682,84 @@ async def test_every_turn_s_calls_count_in_a_transcript_of_a_thinking_model(
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+
+
+K3_TOOLS, K3_TOOLS_END = "<|open|>tools<|sep|>", "<|close|>tools<|sep|>"
+
+
+def kimi_k3(*calls: dict[str, Any]) -> str:
+    """Calls as Kimi K3 writes them: a ``tools`` channel of XTML calls, each argument typed (a string as
+    written, another as JSON)."""
+
+    def argument(k: str, v: Any) -> str:
+        kind, text = (
+            ("string", v)
+            if isinstance(v, str)
+            else ("object" if isinstance(v, dict) else "number", json.dumps(v))
+        )
+        return f'<|open|>argument key="{k}" type="{kind}"<|sep|>{text}<|close|>argument<|sep|>'
+
+    body = "".join(
+        f'<|open|>call tool="{c["name"]}" index="{i}"<|sep|>'
+        + "".join(argument(k, v) for k, v in c["arguments"].items())
+        + "<|close|>call<|sep|>"
+        for i, c in enumerate(calls, 1)
+    )
+    return f"<|open|>response<|sep|>Checking.<|close|>response<|sep|>{K3_TOOLS}{body}{K3_TOOLS_END}"
+
+
+async def test_kimi_k3_calls_are_read(client: httpx.AsyncClient) -> None:
+    """Kimi K3 (vLLM's kimi_k3 parser) writes its calls as XTML in a ``tools`` channel, each argument
+    saying its type: such calls scored 0, no_answer, however right. A ``string`` argument is its text as
+    written (the string "94103" is no 94103), another its JSON; a call in the ``think`` channel is none,
+    a last call cut off is no call, and a call without its closer in a closed channel a broken one."""
+    nested = {"name": "f", "arguments": {"code": "  if a < b:\n    x = 1\n", "opts": {"k": [1, 2]}, "n": 2.5}}
+    zip_text = {"name": "ship", "arguments": {"zip": "94103"}}
+    think = "<|open|>think<|sep|>maybe " + kimi_k3(TIME) + "<|close|>think<|sep|>"
+    cut = kimi_k3(TIME).removesuffix(K3_TOOLS_END) + '<|open|>call tool="get_weather"<|sep|><|open|>argument'
+    items = [
+        {"response": think + kimi_k3(WEATHER, TIME), "reference": [TIME, WEATHER]},
+        {"response": kimi_k3(nested), "reference": [nested]},
+        {"response": kimi_k3(zip_text), "reference": [zip_text]},
+        {"response": kimi_k3(zip_text), "reference": [{"name": "ship", "arguments": {"zip": 94103}}]},
+        {
+            "response": "reasoning in the prompt's channel" + think.removeprefix("<|open|>think<|sep|>"),
+            "reference": [],
+        },
+        {"response": cut, "reference": [TIME]},
+        {"response": kimi_k3(TIME).replace("<|close|>call<|sep|>", ""), "reference": [TIME]},
+        {"response": kimi_k3(WEATHER), "reference": kimi_k3(WEATHER)},  # a reference in the same form
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "format"),
+        (1.0, None),
+    ], results
+    assert results[1]["details"]["calls"] == [nested]
+
+
+@pytest.mark.timeout(60)
+async def test_kimi_k3_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """1 MB of K3 channels, calls and arguments that never close is read in one pass (a lazy regex, or
+    a search for each opener's closer to the end of the text, is quadratic); each scores, none times out.
+    (The timeout is a hang guard.)"""
+    call = '<|open|>call tool="f"<|sep|>'
+    responses = [
+        K3_TOOLS + call * 35_000,
+        K3_TOOLS + call + '<|open|>argument key="x" type="number"<|sep|>1' * 20_000,
+        (K3_TOOLS + call + "<|close|>call<|sep|>" + K3_TOOLS_END) * 10_000,  # over 256 calls
+        "<|open|>think<|sep|>" * 50_000,
+    ]
+    results = await score(client, [{"response": r, "reference": [{"name": "f"}]} for r in responses])
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (0.0, "format"),
+        (0.0, "no_answer"),
+    ], results

@@ -28,7 +28,11 @@ are, in order of precedence:
   ``functions.`` and ``:INDEX`` dropped), or gpt-oss's harmony messages to a function,
   ``<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>`` (after
   ``<|start|>assistant`` or not, ``to=`` before or after the channel; a message of another role, a
-  tool's output, is none); a last call without its end token counts when its JSON is whole;
+  tool's output, is none), or Kimi K3's XTML (vLLM's ``kimi_k3``), ``<|open|>tools<|sep|><|open|>call
+  tool="f"<|sep|><|open|>argument key="x" type="string"<|sep|>value<|close|>argument<|sep|>
+  <|close|>call<|sep|><|close|>tools<|sep|>`` (a ``string`` argument the text as written, another its
+  JSON; a call cut off before its closer none); a last call without its end token counts when its JSON
+  is whole;
 * otherwise MiniMax-M2's blocks (vLLM's ``minimax_m2``), ``<minimax:tool_call>\\n<invoke name="f">\\n
   <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
   each value raw text (stripped) read as Qwen3-Coder's are, or DeepSeek V3.2's (vLLM's
@@ -113,6 +117,7 @@ from rewardhub.rewards.tool_formats import (
     DSML_V4,
     HARMONY_MESSAGE,
     KIMI_CALL,
+    KIMI_K3_TOOLS,
     MINIMAX,
     QWEN3_FUNCTION,
     deepseek_calls,
@@ -122,6 +127,7 @@ from rewardhub.rewards.tool_formats import (
     harmony_without_reasoning,
     invoke_calls,
     kimi_calls,
+    kimi_k3_calls,
     qwen3_coder_bare_calls,
     qwen3_coder_calls,
 )
@@ -247,9 +253,11 @@ def _depth(value: Any) -> int:
 
 
 _RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
-_THINK_OPEN = "<think>"
+# a reasoning block's opener and closer: <think> (most models), and Kimi K3's XTML think channel
+_REASONING = {"<think>": THINK_CLOSE, "<|open|>think<|sep|>": "<|close|>think<|sep|>"}
 # what starts a part of a response that is not the model's answer: its reasoning, or a tool's output
-_NOT_ANSWER = re.compile(r"<think>|</think>|<tool_response>")
+_NOT_ANSWER = re.compile("|".join(re.escape(t) for t in (*_REASONING, *_REASONING.values(), _RESPONSE_OPEN)))
+_REASONING_CLOSERS = frozenset(_REASONING.values())
 
 
 def _model_output(text: str) -> str:
@@ -258,22 +266,22 @@ def _model_output(text: str) -> str:
     Hermes/Qwen transcript) holds the tools' output between the model's turns (``<tool_response>...
     </tool_response>``, an unclosed last one to the end): a call written there (a web page, a file the
     model had read back) is not one the model made. Each turn's reasoning goes: a ``<think>...</think>``
-    block (an unclosed one to the end), and the turn's text up to a ``</think>`` without its opener (one
-    opened in the prompt); the answers of all the turns stay (reading after the text's last ``</think>``
+    block (or Kimi K3's ``<|open|>think<|sep|>...<|close|>think<|sep|>``; an unclosed one to the end),
+    and the turn's text up to a closer without its opener (one opened in the prompt); the answers of all the turns stay (reading after the text's last ``</think>``
     alone dropped every turn's calls but the last's). One forward pass with ``re.search``/``str.find``."""
-    if _THINK_OPEN not in text and THINK_CLOSE not in text and _RESPONSE_OPEN not in text:
+    if _NOT_ANSWER.search(text) is None:
         return text
     kept: list[str] = []
     turn = 0  # where the current turn's text starts in kept
     at = 0
     while (found := _NOT_ANSWER.search(text, at)) is not None:
         tag = found.group()
-        if tag == THINK_CLOSE:  # reasoning opened in the prompt: the turn's text so far
+        if tag in _REASONING_CLOSERS:  # reasoning opened in the prompt: the turn's text so far
             del kept[turn:]
             at = found.end()
             continue
         kept.append(text[at : found.start()])
-        closer = THINK_CLOSE if tag == _THINK_OPEN else _RESPONSE_CLOSE
+        closer = _REASONING.get(tag, _RESPONSE_CLOSE)
         end = text.find(closer, found.end())
         if end < 0:
             return "\n".join(kept)
@@ -426,14 +434,21 @@ def _bare_qwen3_shaped(text: str) -> bool:
 
 
 def _special_token_calls(text: str) -> list[Call] | None:
-    """The calls DeepSeek (``<｜tool▁call▁begin｜>``), Kimi-K2 (``<|tool_call_begin|>``) or gpt-oss (a
-    harmony message ``to=`` a function) write with special tokens; None when the text has none. A last
-    call without its end token counts when its arguments are whole JSON (a rollout stopped at the
-    token), as a ``<tool_call>`` block does.
+    """The calls DeepSeek (``<｜tool▁call▁begin｜>``), Kimi-K2 (``<|tool_call_begin|>``), Kimi K3 (its
+    ``<|open|>tools<|sep|>`` channel) or gpt-oss (a harmony message ``to=`` a function) write with special
+    tokens; None when the text has none. A last call without its end token counts when its arguments
+    are whole JSON (a rollout stopped at the token), as a ``<tool_call>`` block does (K3's: a call cut
+    off before its closer is none).
 
     Raises:
         ValueError: a call in such a form that is not a valid call.
     """
+    if KIMI_K3_TOOLS in text:  # (typed arguments, read as DSML's are)
+        typed = kimi_k3_calls(text, _MAX_CALLS)
+        strings = [{k: t == "string" for k, t in types.items()} for _, _, types in typed]
+        return [
+            _invoke_call(name, args, s) for (name, args, _), s in zip(typed, strings, strict=True)
+        ] or None
     if DEEPSEEK_CALL in text:
         found = deepseek_calls(text, _MAX_CALLS)
     elif KIMI_CALL in text:
@@ -905,7 +920,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # reasoning) or in a harmony message of another role (a tool's output) is none; a MiniMax/DSML parameter
     # without its closer is a broken call; a reference text is read in every form a response is; a closed
     # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped;
-    # every turn of a transcript is read after its own reasoning (not the text after its last </think>)
+    # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
+    # Kimi K3's XTML calls are read
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

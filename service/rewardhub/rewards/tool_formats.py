@@ -31,7 +31,11 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
   {...}<|tool_call_end|><|tool_calls_section_end|>`` (``functions.`` absent in some outputs).
 
-The last three are special tokens: the text has them only when the engine keeps them (vLLM's
+* Kimi K3 (vLLM's ``kimi_k3``, its XTML) writes a ``tools`` channel of calls, each argument typed:
+  ``<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city"
+  type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>``.
+
+The last four are special tokens: the text has them only when the engine keeps them (vLLM's
 ``skip_special_tokens=False``).
 
 Every scanner is one forward pass: ``str.find``/``split``/``partition`` from a cursor that only moves on,
@@ -53,6 +57,7 @@ __all__ = [
     "HARMONY_MESSAGE",
     "Invoke",
     "KIMI_CALL",
+    "KIMI_K3_TOOLS",
     "MINIMAX",
     "QWEN3_FUNCTION",
     "InvokeForm",
@@ -63,6 +68,7 @@ __all__ = [
     "harmony_without_reasoning",
     "invoke_calls",
     "kimi_calls",
+    "kimi_k3_calls",
     "qwen3_coder_bare_calls",
     "qwen3_coder_calls",
 ]
@@ -470,6 +476,105 @@ def _unfenced(text: str) -> str:
         if text.rstrip().endswith("```"):
             text = text.rstrip()[:-3]
     return text.strip()
+
+
+KIMI_K3_TOOLS = "<|open|>tools<|sep|>"
+_K3_TOOLS_END, _K3_SEP = "<|close|>tools<|sep|>", "<|sep|>"
+_K3_CALL, _K3_CALL_END = "<|open|>call", "<|close|>call<|sep|>"
+_K3_ARGUMENT, _K3_ARGUMENT_END = "<|open|>argument", "<|close|>argument<|sep|>"
+# an XTML tag's attribute, its value escaped (&quot; and &amp;) as K3's template writes it
+_K3_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+
+# a Kimi K3 call: its name, its arguments' raw text, and the type each says (string, number, object...)
+K3Call = tuple[str, dict[str, str], dict[str, str]]
+
+
+def kimi_k3_calls(text: str, max_calls: int) -> list[K3Call]:
+    """Kimi K3's calls in ``text``: each ``<|open|>call tool="NAME"<|sep|>`` of its ``tools`` channels
+    (``<|open|>tools<|sep|>`` up to ``<|close|>tools<|sep|>``), its name, its arguments' raw text and
+    the ``type`` each says (vLLM's kimi_k3 parser: ``string`` the text as written, another its JSON). A
+    last channel without its closer holds the calls before one cut off (a rollout stopped there).
+
+    Raises:
+        ValueError: a closed channel holding text that is no call, or a call without its closer; a call
+            without a function name, an argument without its closer or key, text in a call that is no
+            argument; more than ``max_calls`` calls.
+    """
+    calls: list[K3Call] = []
+    at = 0
+    while (start := text.find(KIMI_K3_TOOLS, at)) >= 0:
+        start += len(KIMI_K3_TOOLS)
+        end = text.find(_K3_TOOLS_END, start)
+        channel = text[start:] if end < 0 else text[start:end]
+        calls.extend(_k3_channel(channel, closed=end >= 0, max_calls=max_calls - len(calls)))
+        if end < 0:
+            break
+        at = end + len(_K3_TOOLS_END)
+    return calls
+
+
+def _k3_channel(channel: str, closed: bool, max_calls: int) -> list[K3Call]:
+    """The calls of one ``tools`` channel's text (each find starts at the cursor, which only moves on)."""
+    calls: list[K3Call] = []
+    at = 0
+    while (at := _skip_space(channel, at)) < len(channel):
+        if not channel.startswith(_K3_CALL, at):
+            if not closed and _K3_CALL.startswith(channel[at:]):
+                break  # (the opener itself cut off)
+            raise ValueError(f"text in a tools channel that is no call: {channel[at : at + 80]!r}")
+        head_end = channel.find(_K3_SEP, at)
+        close = channel.find(_K3_CALL_END, at) if head_end >= 0 else -1
+        if close < 0:
+            if not closed:
+                break  # a call cut off: no call
+            raise ValueError(f"a call in a tools channel has no {_K3_CALL_END}: {channel[at : at + 80]!r}")
+        name = _k3_attributes(channel[at + len(_K3_CALL) : head_end]).get("tool", "")
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"the call {name[:80]!r} has no function name")
+        calls.append((name, *_k3_arguments(channel[head_end + len(_K3_SEP) : close], name)))
+        if len(calls) > max_calls:
+            raise ValueError(f"more than {max_calls} tool calls")  # (the count is over all channels)
+        at = close + len(_K3_CALL_END)
+    return calls
+
+
+def _k3_arguments(body: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A call's ``<|open|>argument key="k" type="t"<|sep|>value<|close|>argument<|sep|>`` elements: their
+    raw values and types (``string`` when none is said, as vLLM reads it)."""
+    args: dict[str, str] = {}
+    types: dict[str, str] = {}
+    at = 0
+    while (at := _skip_space(body, at)) < len(body):
+        if not body.startswith(_K3_ARGUMENT, at):
+            raise ValueError(f"text in the call {name[:80]!r} that is no argument: {body[at : at + 80]!r}")
+        head_end = body.find(_K3_SEP, at)
+        end = body.find(_K3_ARGUMENT_END, head_end) if head_end >= 0 else -1
+        if end < 0:
+            raise ValueError(f"an argument of {name[:80]!r} has no {_K3_ARGUMENT_END}")
+        attributes = _k3_attributes(body[at + len(_K3_ARGUMENT) : head_end])
+        key = attributes.get("key", "")
+        if not key:
+            raise ValueError(f"an argument of {name[:80]!r} has no key")
+        args[key] = body[head_end + len(_K3_SEP) : end]
+        types[key] = attributes.get("type", "string")
+        at = end + len(_K3_ARGUMENT_END)
+    return args, types
+
+
+def _k3_attributes(head: str) -> dict[str, str]:
+    """An XTML tag's attributes, ``tool="get_weather" index="1"``, unescaped."""
+    return {
+        m.group(1): m.group(2).replace("&quot;", '"').replace("&amp;", "&")
+        for m in _K3_ATTRIBUTE.finditer(head)
+    }
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
+_SPACE = re.compile(r"\s*")
 
 
 def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
