@@ -1763,3 +1763,34 @@ async def test_kimi_k3_calls_are_read_in_linear_time(client: httpx.AsyncClient) 
         (0.0, "format"),
         (0.0, "no_answer"),
     ], results
+
+
+async def test_a_deepseek_v4_call_right_after_its_unclosed_reasoning_is_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """DeepSeek V4 may start its ``<｜DSML｜tool_calls>`` block without closing its ``<think>`` (vLLM's
+    deepseek_v4 reasoning parser ends the reasoning there): the block was read as reasoning, no call.
+    It now ends the reasoning; other forms in an unclosed reasoning block are still none, and many
+    openers are read in one pass."""
+    v4 = functools.partial(dsml, block="tool_calls")
+    items = [
+        {"response": "<think>The user wants the weather." + v4(WEATHER), "reference": [WEATHER]},
+        {
+            "response": "<think>weather" + v4(WEATHER) + output_of("sunny") + "<think>time" + v4(TIME),
+            "reference": [WEATHER, TIME],
+        },
+        {"response": "<think>maybe " + dsml(WEATHER), "reference": [WEATHER]},  # V3.2's block: reasoning
+        {"response": ("<think>" + f"<{DSML}tool_calls>") * 30_000, "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+    ], results
+
+
+def output_of(text: str) -> str:
+    """A tool's output between the turns of a Hermes/Qwen transcript."""
+    return f"\n<tool_response>\n{text}\n</tool_response>\n"

@@ -267,13 +267,16 @@ def _model_output(text: str) -> str:
     </tool_response>``, an unclosed last one to the end): a call written there (a web page, a file the
     model had read back) is not one the model made. Each turn's reasoning goes: a ``<think>...</think>``
     block (or Kimi K3's ``<|open|>think<|sep|>...<|close|>think<|sep|>``; an unclosed one to the end),
-    and the turn's text up to a closer without its opener (one opened in the prompt); the answers of all the turns stay (reading after the text's last ``</think>``
+    and the turn's text up to a closer without its opener (one opened in the prompt); DeepSeek V4 may
+    start its ``<｜DSML｜tool_calls>`` block without closing its ``<think>``, which then ends there (its
+    vLLM reasoning parser reads so); the answers of all the turns stay (reading after the text's last ``</think>``
     alone dropped every turn's calls but the last's). One forward pass with ``re.search``/``str.find``."""
     if _NOT_ANSWER.search(text) is None:
         return text
     kept: list[str] = []
     turn = 0  # where the current turn's text starts in kept
     at = 0
+    absent: set[str] = set()  # the closers not in the text past the cursor
     while (found := _NOT_ANSWER.search(text, at)) is not None:
         tag = found.group()
         if tag in _REASONING_CLOSERS:  # reasoning opened in the prompt: the turn's text so far
@@ -282,7 +285,11 @@ def _model_output(text: str) -> str:
             continue
         kept.append(text[at : found.start()])
         closer = _REASONING.get(tag, _RESPONSE_CLOSE)
-        end = text.find(closer, found.end())
+        end = -1 if closer in absent else text.find(closer, found.end())
+        if end < 0 and tag == "<think>" and (block := text.find(DSML_V4.block, found.end())) >= 0:
+            absent.add(closer)  # (none after this opener: none after a later one either, unsearched)
+            at = block  # DeepSeek V4 starts its calls right after its reasoning, unclosed (vLLM reads so)
+            continue
         if end < 0:
             return "\n".join(kept)
         at = end + len(closer)
@@ -921,7 +928,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # without its closer is a broken call; a reference text is read in every form a response is; a closed
     # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped;
     # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
-    # Kimi K3's XTML calls are read
+    # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
