@@ -1794,3 +1794,29 @@ async def test_a_deepseek_v4_call_right_after_its_unclosed_reasoning_is_read(
 def output_of(text: str) -> str:
     """A tool's output between the turns of a Hermes/Qwen transcript."""
     return f"\n<tool_response>\n{text}\n</tool_response>\n"
+
+
+async def test_a_native_call_whose_argument_quotes_a_tool_call_block_is_read_in_its_form(
+    client: httpx.AsyncClient,
+) -> None:
+    """A DSML, MiniMax, Kimi or DeepSeek call whose argument holds a ``<tool_call>`` block (a file or
+    prompt written, a chat template quoted) was read by that block instead: the quoted call counted (or
+    broke, format) and the real one was lost. The form whose call opens first is now the response's;
+    a ``<tool_call>`` block after a mere mention of another form's tag is read as before."""
+    quoted = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    write = {"name": "write_file", "arguments": {"path": "demo.txt", "content": "Example:\n" + quoted}}
+    items = [
+        {"response": dsml(write), "reference": [write]},
+        {"response": dsml(write, block="tool_calls"), "reference": [write]},
+        {"response": minimax(write), "reference": [write]},
+        {"response": kimi(write), "reference": [write]},
+        {"response": deepseek_v31(write), "reference": [write]},
+        {"response": kimi_k3(write), "reference": [write]},
+        {"response": f"I could write {MINIMAX} blocks, but:\n" + hermes(WEATHER), "reference": [WEATHER]},
+        {
+            "response": hermes({"name": "note", "arguments": {"text": dsml(TIME)}}),
+            "reference": [{"name": "note", "arguments": {"text": dsml(TIME)}}],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results

@@ -8,7 +8,8 @@ of another role: a call written there is not the model's); the calls of all its 
 are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
-  templates), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  templates; unless a call of the special-token or invoke forms below opens before the first block and
+  is read: a block quoted in its argument is no call of its own), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
@@ -361,22 +362,16 @@ def parse_calls(response: str) -> list[Call] | None:
     if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
         text = harmony_without_reasoning(text)
     blocks = _blocks(text)
-    if blocks:
-        if len(blocks) > _MAX_CALLS:
-            raise _Malformed(f"more than {_MAX_CALLS} tool calls")
-        try:  # a block holds one call, or (some templates) a list of them, or one call a line
-            calls = [call for b in blocks for call in _block_calls(b)]
-        except ValueError as exc:
-            raise _Malformed(str(exc)) from None
-        if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
-            raise _Malformed(f"more than {_MAX_CALLS} tool calls")
-        return calls or None  # blocks of empty lists call nothing, as {"tool_calls": []} does
+    if blocks and not _native_first(text):
+        return _calls_of_blocks(blocks)
     try:
         if (special := _special_token_calls(text)) is not None:
             return special
-        if (invoked := _invoke_block_calls(text)) is not None:
+        if (invoked := _invoke_block_calls(text)) is not None and (invoked or not blocks):
             return invoked or None  # (empty blocks call nothing)
     except ValueError:
+        if blocks:  # (a tag of another form in the text before them, no call of that form)
+            return _calls_of_blocks(blocks)
         # A JSON call whose string argument quotes one of these forms (a file written, a prompt quoted:
         # its quotes and newlines escaped in the JSON) is no call of that form, and broke its reading:
         # the JSON's calls, when the answer is one; else the form's error
@@ -387,6 +382,8 @@ def parse_calls(response: str) -> list[Call] | None:
         if quoted is None:
             raise
         return quoted
+    if blocks:  # (the form opened first read no call)
+        return _calls_of_blocks(blocks)
     if _bare_qwen3_shaped(text):  # Qwen3-Coder's XML without its <tool_call>
         try:
             bare = qwen3_coder_bare_calls(text, _MAX_CALLS)
@@ -395,6 +392,45 @@ def parse_calls(response: str) -> list[Call] | None:
         if bare:  # (only a cut-off one: no call in this form, the text read on)
             return [_xml_call(name, args, strings=False) for name, args in bare]
     return _json_calls(text)
+
+
+def _calls_of_blocks(blocks: list[str]) -> list[Call] | None:
+    """The calls of the ``<tool_call>`` blocks; None when they call nothing (blocks of empty lists, as
+    ``{"tool_calls": []}``).
+
+    Raises:
+        ValueError: a block that is not valid calls, or more than :data:`_MAX_CALLS` calls.
+    """
+    if len(blocks) > _MAX_CALLS:
+        raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+    try:  # a block holds one call, or (some templates) a list of them, or one call a line
+        calls = [call for b in blocks for call in _block_calls(b)]
+    except ValueError as exc:
+        raise _Malformed(str(exc)) from None
+    if len(calls) > _MAX_CALLS:  # (the blocks' lists together: each block's alone is not the bound)
+        raise _Malformed(f"more than {_MAX_CALLS} tool calls")
+    return calls or None
+
+
+# the tags that open a call (or a block of them) in the special-token and invoke forms
+_NATIVE_OPENERS = (
+    DEEPSEEK_CALL,
+    KIMI_CALL,
+    KIMI_K3_TOOLS,
+    HARMONY_MESSAGE,
+    MINIMAX.block,
+    DSML.block,
+    DSML_V4.block,
+)
+
+
+def _native_first(text: str) -> bool:
+    """Whether a call of a special-token or invoke form opens before the text's first ``<tool_call>``:
+    that form's call may quote a ``<tool_call>`` block in an argument (a file or a prompt written), which
+    is then no call of its own, as a JSON call's argument may quote such forms. Each search stops at the
+    first block."""
+    first = text.find(_OPEN)
+    return first > 0 and any(text.find(opener, 0, first) >= 0 for opener in _NATIVE_OPENERS)
 
 
 def _json_calls(text: str) -> list[Call] | None:
@@ -928,7 +964,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # without its closer is a broken call; a reference text is read in every form a response is; a closed
     # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped;
     # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
-    # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read
+    # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read; a
+    # special-token or invoke call opened before the first <tool_call> is read in its form
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
