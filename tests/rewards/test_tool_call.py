@@ -1820,3 +1820,18 @@ async def test_a_native_call_whose_argument_quotes_a_tool_call_block_is_read_in_
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+
+
+async def test_llama4_pythonic_calls_in_their_python_tokens_are_read(client: httpx.AsyncClient) -> None:
+    """Llama 4 may wrap its pythonic calls in ``<|python_start|>...<|python_end|>`` (vLLM's
+    llama4_pythonic parser drops the tokens): such a response was no call, 0 no_answer, however right."""
+    pythonic = '[get_weather(city="Paris", unit="celsius", days=3), get_time(tz="Europe/Paris")]'
+    items = [
+        {"response": f"<|python_start|>{pythonic}<|python_end|>", "reference": [WEATHER, TIME]},
+        {"response": f"<|python_start|>{pythonic}", "reference": [WEATHER, TIME]},  # stopped at the end token
+        {"response": "<|python_start|>[get_weather(city=)]<|python_end|>", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (0.0, "no_answer")], (
+        results
+    )

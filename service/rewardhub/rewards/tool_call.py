@@ -52,7 +52,8 @@ are, in order of precedence:
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
   parallel calls, ``{"name": ..., "parameters": {...}}; {...}``); or a Python list of calls given
   literal keyword arguments, ``[get_weather(city="Paris"), math.factorial(n=5)]`` (the pythonic format
-  of Llama 3.2/4, ToolACE and BFCL's prompting mode; up to 20,000 characters);
+  of Llama 3.2/4, ToolACE and BFCL's prompting mode; up to 20,000 characters; Llama 4's
+  ``<|python_start|>``/``<|python_end|>`` around it dropped);
 * or Mistral's v11+ form (Mistral Small 3.1+, Magistral, Devstral), ``[TOOL_CALLS]name[ARGS]{...}``
   for each call (``[ARGS]`` absent when control tokens are skipped, ``[CALL_ID]id`` before it in some).
 
@@ -149,6 +150,8 @@ _MISTRAL_MARKER = "[TOOL_CALLS]"
 _MISTRAL_V11 = re.compile(r"\s*[\w.\-]+\s*(?:\[CALL_ID\]|\[ARGS\]|\{)")
 # Llama 3.1+ may put this token before its JSON calls (when special tokens are kept in the text)
 _PYTHON_TAG = "<|python_tag|>"
+# Llama 4 may wrap its pythonic calls in these tokens (vLLM's llama4_pythonic parser drops them)
+_PYTHON_START, _PYTHON_END = "<|python_start|>", "<|python_end|>"
 
 
 class ToolCallConfig(RewardConfig):
@@ -449,6 +452,8 @@ def _json_calls(text: str) -> list[Call] | None:
     elif (tag := text.find(_PYTHON_TAG)) >= 0:  # Llama: "<|python_tag|>{...}"
         marked = True
         text = text[tag + len(_PYTHON_TAG) :]
+    elif text.lstrip().startswith(_PYTHON_START):  # Llama 4: "<|python_start|>[f(x=1)]<|python_end|>"
+        text = text.lstrip()[len(_PYTHON_START) :].partition(_PYTHON_END)[0]
     raw = json_in_answer(text, "auto")  # (text is the answer already: one pass over the reasoning)
     if raw and raw[0] not in "[{":
         raw = _last_fenced_json(raw) or raw  # a bare ``` fence (or one tagged otherwise) holding JSON
@@ -965,7 +970,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # <tool_call> block ends its last Qwen3-Coder function left without </function>; a GLM value is stripped;
     # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
     # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read; a
-    # special-token or invoke call opened before the first <tool_call> is read in its form
+    # special-token or invoke call opened before the first <tool_call> is read in its form; Llama 4's
+    # <|python_start|> pythonic calls are read
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
