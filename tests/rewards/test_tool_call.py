@@ -1835,3 +1835,32 @@ async def test_llama4_pythonic_calls_in_their_python_tokens_are_read(client: htt
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (0.0, "no_answer")], (
         results
     )
+
+
+async def test_a_glm_value_written_as_a_python_literal_is_that_value(client: httpx.AsyncClient) -> None:
+    """vLLM's glm45 parser reads a value that is no JSON as a Python literal (``['a', 'b']``, ``True``,
+    ``'Paris'``), as GLM at times writes them, and the tool gets that value; such a value was the text, a
+    wrong argument. It is now that value (and the text, as other XML values are); a word is still text."""
+    call = {
+        "name": "f",
+        "arguments": {"tags": ["a", "b"], "flag": True, "city": "Paris", "opts": {"k": None}},
+    }
+    glm_python = (
+        "<tool_call>f\n<arg_key>tags</arg_key>\n<arg_value>['a', 'b']</arg_value>\n"
+        "<arg_key>flag</arg_key>\n<arg_value>True</arg_value>\n"
+        "<arg_key>city</arg_key>\n<arg_value>'Paris'</arg_value>\n"
+        "<arg_key>opts</arg_key>\n<arg_value>{'k': None}</arg_value>\n</tool_call>"
+    )
+    items = [
+        {"response": glm_python, "reference": [call]},
+        {"response": glm(TIME), "reference": [TIME]},
+        {"response": glm_python.replace("'Paris'", "Paris"), "reference": [call]},
+        {"response": glm_python.replace("True", "Yes"), "reference": [call]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, None),
+    ], results

@@ -579,14 +579,27 @@ def _xml_call(name: str, raw: dict[str, str], strings: bool) -> Call:
 
 def _xml_value(raw: str, strings: bool = False) -> Any:
     """A parameter's value written as raw text (the XML forms): the JSON value it is when it is a number,
-    ``true``/``false``, ``null``, an object or an array (or, ``strings``, a JSON string: GLM's reader
-    unquotes ``"Paris"``), else the text itself. The call carries no schema to say which parameter is a
-    string (vLLM reads them by the tool's schema), so ``3`` is 3 and ``Paris`` a string."""
+    ``true``/``false``, ``null``, an object or an array (or, ``strings``, GLM's reader: also a JSON
+    string, ``"Paris"`` unquoted, and a Python literal, ``['a', 'b']``, ``True``, as vLLM's glm45 parser
+    falls back to ``ast.literal_eval``), else the text itself. The call carries no schema to say which
+    parameter is a string (vLLM reads them by the tool's schema), so ``3`` is 3 and ``Paris`` a string."""
     try:
         value = _loads(raw)
-    except ValueError:  # (not JSON, or nested past the bound: the text)
-        return raw
+    except ValueError:  # (not JSON, or nested past the bound: the text, or GLM's Python literal)
+        return _literal_value(raw) if strings else raw
     return raw if isinstance(value, str) and not strings else value
+
+
+def _literal_value(raw: str) -> Any:
+    """``raw`` as the Python literal it writes, as a JSON value (up to :data:`_MAX_LITERAL_CHARS`, nested
+    up to :data:`_MAX_DEPTH`), else ``raw`` itself."""
+    if len(raw) > _MAX_LITERAL_CHARS:
+        return raw
+    try:
+        value = _as_json(ast.literal_eval(raw.strip()))
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return raw
+    return raw if _depth(value) > _MAX_DEPTH else value
 
 
 def _python_literal(text: str) -> Any:
@@ -971,7 +984,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
     # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read; a
     # special-token or invoke call opened before the first <tool_call> is read in its form; Llama 4's
-    # <|python_start|> pythonic calls are read
+    # <|python_start|> pythonic calls are read; a GLM value written as a Python literal is that value
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
