@@ -1679,6 +1679,10 @@ async def test_every_turn_s_calls_count_in_a_transcript_of_a_thinking_model(
             "response": hermes(WEATHER) + output("sunny") + "<think>then " + hermes(TIME),
             "reference": [WEATHER],
         },
+        {
+            "response": "Let me see.<think>weather</think>" + json.dumps(WEATHER),
+            "reference": [WEATHER],
+        },  # as before
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results

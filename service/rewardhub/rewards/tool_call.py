@@ -269,12 +269,12 @@ def _model_output(text: str) -> str:
     turn read as :func:`.text.answer_text` reads a response. A multi-turn rollout's text (verl's, a
     Hermes/Qwen transcript) holds the tools' output between the model's turns (``<tool_response>...
     </tool_response>``, an unclosed last one to the end): a call written there (a web page, a file the
-    model had read back) is not one the model made. Each turn's reasoning goes: a ``<think>...</think>``
-    block (or Kimi K3's ``<|open|>think<|sep|>...<|close|>think<|sep|>``; an unclosed one to the end),
-    and the turn's text up to a closer without its opener (one opened in the prompt); DeepSeek V4 may
-    start its ``<｜DSML｜tool_calls>`` block without closing its ``<think>``, which then ends there (its
-    vLLM reasoning parser reads so); the answers of all the turns stay (reading after the text's last ``</think>``
-    alone dropped every turn's calls but the last's). One forward pass with ``re.search``/``str.find``."""
+    model had read back) is not one the model made. A turn's answer is its text after its last reasoning
+    closer (``</think>``, or Kimi K3's ``<|close|>think<|sep|>``), up to an opener never closed; DeepSeek
+    V4 may start its ``<｜DSML｜tool_calls>`` block without closing its ``<think>``, which then ends
+    there (its vLLM reasoning parser reads so). The answers of all the turns stay: reading after the
+    text's last ``</think>`` alone dropped every turn's calls but the last's. One forward pass with
+    ``re.search``/``str.find``."""
     if _NOT_ANSWER.search(text) is None:
         return text
     kept: list[str] = []
@@ -283,22 +283,25 @@ def _model_output(text: str) -> str:
     absent: set[str] = set()  # the closers not in the text past the cursor
     while (found := _NOT_ANSWER.search(text, at)) is not None:
         tag = found.group()
-        if tag in _REASONING_CLOSERS:  # reasoning opened in the prompt: the turn's text so far
-            del kept[turn:]
+        if tag in _REASONING_CLOSERS:  # (a reasoning block opened in the prompt)
+            del kept[turn:]  # the turn's answer starts after its reasoning
             at = found.end()
             continue
-        kept.append(text[at : found.start()])
         closer = _REASONING.get(tag, _RESPONSE_CLOSE)
         end = -1 if closer in absent else text.find(closer, found.end())
+        if end >= 0 and tag in _REASONING:
+            del kept[turn:]  # the turn's answer starts after its reasoning
+            at = end + len(closer)
+            continue
+        kept.append(text[at : found.start()])
         if end < 0 and tag == "<think>" and (block := text.find(DSML_V4.block, found.end())) >= 0:
             absent.add(closer)  # (none after this opener: none after a later one either, unsearched)
             at = block  # DeepSeek V4 starts its calls right after its reasoning, unclosed (vLLM reads so)
             continue
-        if end < 0:
+        if end < 0:  # an unclosed reasoning block, or tool's output, runs to the end
             return "\n".join(kept)
         at = end + len(closer)
-        if tag == _RESPONSE_OPEN:
-            turn = len(kept)
+        turn = len(kept)  # (a tool's output: the next turn starts after it)
     kept.append(text[at:])
     return "\n".join(kept)
 
