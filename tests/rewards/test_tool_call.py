@@ -1868,3 +1868,68 @@ async def test_a_glm_value_written_as_a_python_literal_is_that_value(client: htt
         (1.0, None),
         (0.0, None),
     ], results
+
+
+M3 = "]<]minimax[>["
+
+
+def minimax_m3(*calls: dict[str, Any]) -> str:
+    """Calls as MiniMax-M3 writes them: each tag after its namespace token, each argument a tag of its
+    name (a nested object nested tags, an array ``<item>`` tags, a boolean or number as JSON)."""
+
+    def element(k: str, v: Any) -> str:
+        if isinstance(v, dict):
+            inner = "".join(element(kk, vv) for kk, vv in v.items())
+        elif isinstance(v, list):
+            inner = "".join(element("item", vv) for vv in v)
+        else:
+            inner = v if isinstance(v, str) else json.dumps(v)
+        return f"{M3}<{k}>{inner}{M3}</{k}>\n"
+
+    invokes = "".join(
+        f'{M3}<invoke name="{c["name"]}">\n'
+        + "".join(element(k, v) for k, v in c["arguments"].items())
+        + f"{M3}</invoke>\n"
+        for c in calls
+    )
+    return f"{M3}<tool_call>\n{invokes}{M3}</tool_call>"
+
+
+async def test_minimax_m3_calls_are_read(client: httpx.AsyncClient) -> None:
+    """MiniMax-M3 (vLLM's minimax_m3 parser) prefixes each tag with its namespace token and writes each
+    argument as a tag of its name, nested objects as nested tags and arrays as ``<item>`` tags: such a
+    response was read by its ``<tool_call>`` tag as a broken Hermes block, 0 format, however right. Its
+    calls are now read, values as MiniMax-M2's are; a last block cut off is no call, a tag closing
+    another a broken call."""
+    nested = {"name": "f", "arguments": {"code": "if a < b:\n    x = 1", "opts": {"k": [1, 2], "flag": True}}}
+    cut = minimax_m3(TIME) + f'{M3}<tool_call>\n{M3}<invoke name="get_weather">\n{M3}<city>Pa'
+    items = [
+        {
+            "response": "<think>weather, then time</think>Checking." + minimax_m3(WEATHER, TIME),
+            "reference": [TIME, WEATHER],
+        },
+        {"response": minimax_m3(nested), "reference": [nested]},
+        {
+            "response": minimax_m3({"name": "tag", "arguments": {"t": ["a"]}}),
+            "reference": [{"name": "tag", "arguments": {"t": ["a"]}}],
+        },
+        {"response": cut, "reference": [TIME]},
+        {"response": minimax_m3(TIME).replace(f"{M3}</tz>", f"{M3}</city>"), "reference": [TIME]},
+        {"response": hermes(WEATHER), "reference": minimax_m3(WEATHER)},  # a reference in the same form
+        {
+            "response": ((M3 + "<tool_call>") + (M3 + '<invoke name="f">') + (M3 + "<a>") * 40_000),
+            "reference": [TIME],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "format"),
+        (1.0, None),
+        (0.0, "no_answer"),  # nested past the bound, cut off: no call, read in one pass
+    ], results
+    assert results[1]["details"]["calls"] == [nested]
+    assert "closes no open argument" in results[4]["details"]["error"]

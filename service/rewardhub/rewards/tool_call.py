@@ -42,7 +42,10 @@ are, in order of precedence:
   ``deepseek_v4``), the same in ``<｜DSML｜tool_calls>`` blocks; a parameter without its closer is a
   broken call (vLLM's parsers read a value only up to it); a last block without its closer counts when
   its invokes are whole; a form whose reading fails gives way to the answer's JSON calls
-  (below: a JSON call whose string argument quotes such a form is read as JSON);
+  (below: a JSON call whose string argument quotes such a form is read as JSON); or MiniMax-M3's (vLLM's
+  ``minimax_m3``), every tag after its namespace token ``]<]minimax[>[``, ``<tool_call>`` blocks of
+  ``<invoke name="f">`` elements, each argument a tag of its name (``<city>Paris</city>``; nested tags
+  an object, ``<item>`` tags an array), its text read as MiniMax-M2's values are;
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
   ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, the first at the start of a line
   (not inside a JSON string), read as in a block, the text around them prose; a last one without its
@@ -121,6 +124,7 @@ from rewardhub.rewards.tool_formats import (
     KIMI_CALL,
     KIMI_K3_TOOLS,
     MINIMAX,
+    MINIMAX_M3,
     QWEN3_FUNCTION,
     deepseek_calls,
     glm45_call,
@@ -130,6 +134,7 @@ from rewardhub.rewards.tool_formats import (
     invoke_calls,
     kimi_calls,
     kimi_k3_calls,
+    minimax_m3_calls,
     qwen3_coder_bare_calls,
     qwen3_coder_calls,
 )
@@ -375,9 +380,12 @@ def parse_calls(response: str) -> list[Call] | None:
             return special
         if (invoked := _invoke_block_calls(text)) is not None and (invoked or not blocks):
             return invoked or None  # (empty blocks call nothing)
-    except ValueError:
+    except ValueError as broken:
         if blocks:  # (a tag of another form in the text before them, no call of that form)
-            return _calls_of_blocks(blocks)
+            try:
+                return _calls_of_blocks(blocks)
+            except ValueError:
+                raise broken from None  # (the form opened first: its error)
         # A JSON call whose string argument quotes one of these forms (a file written, a prompt quoted:
         # its quotes and newlines escaped in the JSON) is no call of that form, and broke its reading:
         # the JSON's calls, when the answer is one; else the form's error
@@ -427,6 +435,7 @@ _NATIVE_OPENERS = (
     MINIMAX.block,
     DSML.block,
     DSML_V4.block,
+    MINIMAX_M3,
 )
 
 
@@ -526,10 +535,29 @@ def _invoke_block_calls(text: str) -> list[Call] | None:
     Raises:
         ValueError: a block that is not whole invokes.
     """
+    if MINIMAX_M3 in text and (m3 := minimax_m3_calls(text, _MAX_CALLS)) is not None:
+        return [_m3_call(name, args) for name, args in m3]
     for form in (MINIMAX, DSML, DSML_V4):
         if form.block in text and (found := invoke_calls(text, form, _MAX_CALLS)) is not None:
             return [_invoke_call(name, args, strings) for name, args, strings in found]
     return None
+
+
+def _m3_call(name: str, raw: dict[str, Any]) -> Call:
+    """A MiniMax-M3 call: each argument's text read as Qwen3-Coder's are (a JSON value, and also the
+    string it spells), its nested tags as the object or array they make, their texts read so too."""
+    plain = _xml_call(name, {k: v for k, v in raw.items() if isinstance(v, str)}, strings=False)
+    args = {k: plain.arguments[k] if isinstance(v, str) else _m3_nested(v) for k, v in raw.items()}
+    return Call(name, args, plain.texts)
+
+
+def _m3_nested(value: Any) -> Any:
+    """A nested M3 argument with each text in it read as a JSON value where it is one."""
+    if isinstance(value, str):
+        return _xml_value(value)
+    if isinstance(value, list):
+        return [_m3_nested(v) for v in value]
+    return {k: _m3_nested(v) for k, v in value.items()}
 
 
 def _invoke_call(name: str, raw: dict[str, str], strings: dict[str, bool]) -> Call:
@@ -987,7 +1015,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # every turn of a transcript is read after its own reasoning (not the text after its last </think>);
     # Kimi K3's XTML calls are read; DeepSeek V4's calls right after its unclosed reasoning are read; a
     # special-token or invoke call opened before the first <tool_call> is read in its form; Llama 4's
-    # <|python_start|> pythonic calls are read; a GLM value written as a Python literal is that value
+    # <|python_start|> pythonic calls are read; a GLM value written as a Python literal is that value;
+    # MiniMax-M3's namespaced calls are read
     version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

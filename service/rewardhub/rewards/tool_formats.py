@@ -35,6 +35,11 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city"
   type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>``.
 
+* MiniMax-M3 (vLLM's ``minimax_m3``) prefixes each tag with its namespace token ``]<]minimax[>[`` and
+  writes each argument as a tag of its name, a nested object as nested tags, an array as ``<item>`` tags:
+  ``]<]minimax[>[<tool_call>]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>Paris
+  ]<]minimax[>[</city>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>``.
+
 The last four are special tokens: the text has them only when the engine keeps them (vLLM's
 ``skip_special_tokens=False``).
 
@@ -59,6 +64,7 @@ __all__ = [
     "KIMI_CALL",
     "KIMI_K3_TOOLS",
     "MINIMAX",
+    "MINIMAX_M3",
     "QWEN3_FUNCTION",
     "InvokeForm",
     "deepseek_calls",
@@ -69,6 +75,7 @@ __all__ = [
     "invoke_calls",
     "kimi_calls",
     "kimi_k3_calls",
+    "minimax_m3_calls",
     "qwen3_coder_bare_calls",
     "qwen3_coder_calls",
 ]
@@ -575,6 +582,110 @@ def _skip_space(text: str, at: int) -> int:
 
 
 _SPACE = re.compile(r"\s*")
+
+
+MINIMAX_M3 = "]<]minimax[>["  # the namespace token before each of MiniMax-M3's tags
+_M3_BLOCK, _M3_BLOCK_END = f"{MINIMAX_M3}<tool_call>", f"{MINIMAX_M3}</tool_call>"
+_M3_INVOKE = "invoke"
+_M3_MAX_DEPTH = 64  # arguments nested deeper are no call (as a JSON call's are)
+
+# an M3 argument's value: its raw text, or what its child tags make (an object, or an array of <item>s)
+M3Value = str | dict[str, "M3Value"] | list["M3Value"]
+
+
+def minimax_m3_calls(text: str, max_calls: int) -> list[tuple[str, dict[str, M3Value]]] | None:
+    """MiniMax-M3's calls in ``text``: each ``<invoke name="f">`` of its ``<tool_call>`` blocks (every tag
+    after the namespace token), its name and its arguments, a leaf's raw text stripped; None when the
+    text has no block. A last block without its closer counts when its invokes are whole; one cut off
+    is no call.
+
+    Raises:
+        ValueError: a closed block holding text that is no tag, a tag out of place (an argument outside an
+            invoke, a closer that closes another tag), an invoke without its closer or a name, arguments
+            nested past the bound, or more than ``max_calls`` calls.
+    """
+    calls: list[tuple[str, dict[str, M3Value]]] = []
+    found = False
+    at = 0
+    while (start := text.find(_M3_BLOCK, at)) >= 0:
+        found = True
+        start += len(_M3_BLOCK)
+        end = text.find(_M3_BLOCK_END, start)
+        if end < 0:  # no closer after this opener: none after any later one either
+            try:
+                calls.extend(_m3_invokes(text[start:], max_calls - len(calls)))
+            except ValueError:
+                pass
+            break
+        calls.extend(_m3_invokes(text[start:end], max_calls - len(calls)))
+        at = end + len(_M3_BLOCK_END)
+    return calls if found else None
+
+
+def _m3_invokes(body: str, max_calls: int) -> list[tuple[str, dict[str, M3Value]]]:
+    """The invokes of one M3 block's body, read tag by tag (one split on the namespace token; the text
+    after each tag is a value's or whitespace)."""
+    pieces = body.split(MINIMAX_M3)
+    if pieces[0].strip():
+        raise ValueError(f"text in a call block that is no tag: {pieces[0].strip()[:80]!r}")
+    calls: list[tuple[str, dict[str, M3Value]]] = []
+    name: str | None = None
+    # the open elements: the invoke's (its name None), then each argument's; each its (key, value) children
+    # and the text written in it
+    stack: list[tuple[str | None, list[tuple[str, M3Value]], list[str]]] = []
+    for piece in pieces[1:]:
+        gt = piece.find(">")
+        if not piece.startswith("<") or gt < 0:
+            raise ValueError(f"text in a call block that is no tag: {piece[:80]!r}")
+        tag, rest = piece[1:gt].strip(), piece[gt + 1 :]
+        if tag.startswith(_M3_INVOKE + " ") or tag == _M3_INVOKE:
+            head, _, value = tag[len(_M3_INVOKE) :].partition("=")
+            name = _unquoted(value)
+            if stack or head.strip() != "name" or not _NAME.fullmatch(name):
+                raise ValueError(f"<{tag[:80]}> is not an invoke of a function name")
+            stack.append((None, [], []))
+        elif tag == "/" + _M3_INVOKE:
+            if len(stack) != 1 or name is None:
+                raise ValueError(f"a </invoke> that closes no invoke, or an argument of {name!r}")
+            calls.append((name, _m3_object(stack.pop()[1])))
+            if len(calls) > max_calls:
+                raise ValueError(f"more than {max_calls} tool calls")
+        elif tag.startswith("/"):
+            if len(stack) < 2 or stack[-1][0] != tag[1:]:
+                raise ValueError(f"<{tag[:80]}> closes no open argument of {name!r}")
+            key, children, texts = stack.pop()
+            stack[-1][1].append((tag[1:], _m3_value(children, "".join(texts), name)))
+        else:
+            if not stack or not tag or len(stack) > _M3_MAX_DEPTH:
+                raise ValueError(f"an argument <{tag[:80]}> outside an invoke, or nested too deeply")
+            stack.append((tag, [], []))
+        if stack and stack[-1][0] is not None:
+            stack[-1][2].append(rest)  # (an argument's text: its value, or the space between its children)
+        elif rest.strip():
+            raise ValueError(f"text in a call block that is no tag: {rest.strip()[:80]!r}")
+    if stack:
+        raise ValueError(f"the call {name!r} has no </invoke>")
+    return calls
+
+
+def _m3_value(children: list[tuple[str, M3Value]], text: str, name: str | None) -> M3Value:
+    """An argument's value: its text (stripped) when it has no child tags, an array of its ``<item>``
+    children, or an object of the others."""
+    if not children:
+        return text.strip()
+    if text.strip():
+        raise ValueError(f"an argument of {name!r} holds both text and tags: {text.strip()[:80]!r}")
+    if all(key == "item" for key, _ in children):
+        return [value for _, value in children]
+    return _m3_object(children)
+
+
+def _m3_object(children: list[tuple[str, M3Value]]) -> dict[str, M3Value]:
+    """Child tags as an object; a key written more than once is an array of its values."""
+    grouped: dict[str, list[M3Value]] = {}
+    for key, value in children:
+        grouped.setdefault(key, []).append(value)
+    return {key: values[0] if len(values) == 1 else values for key, values in grouped.items()}
 
 
 def harmony_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
