@@ -696,6 +696,55 @@ def test_a_question_whether_something_is_correct(prompt: str, asks: bool) -> Non
     assert asks_correctness(prompt) is asks
 
 
+@pytest.mark.parametrize(
+    ("prompt", "asks"),
+    [
+        # found in review: a task that asks for the verdict in the imperative, or after a clause, was read
+        # as one that does not ask it, and an answer that repeated the verdict question was forged
+        ("Verify the following solution: 2 + 3 = 5, so x = 5.", True),
+        ("Check whether the answer is correct.", True),
+        ("Determine if this proof is valid.", True),
+        ("Determine whether each step is correct.", True),  # ThinkPRM's own task
+        ("Decide whether or not the claim is true.", True),
+        ("Assess the correctness of the proof below.", True),
+        ("Here is a student's work. Grade the student's solution.", True),
+        ("Please check my answer: 12.", True),
+        ("x = 4, is this right?", True),
+        ("Vérifiez si la solution est correcte.", True),
+        ("Vérifiez la solution suivante.", True),
+        ("Prüfe, ob die Lösung richtig ist.", True),
+        ("Überprüfen Sie die folgende Lösung.", True),
+        ("Verifica si la solución es correcta.", True),
+        ("Verifique se a solução está correta.", True),
+        ("Verifica se la soluzione è corretta.", True),
+        ("Является ли это решение верным?", True),
+        ("Проверьте следующее решение.", True),
+        ("请验证以下解答。", True),
+        ("次の解答を検証してください。", True),
+        ("이 풀이가 맞는지 확인하시오.", True),
+        ("다음 풀이를 검증하시오.", True),
+        # the policy's own check, a condition, a property, a computation or a proof asks for no verdict
+        ("Solve 2x = 8. Check your answer.", False),
+        ("Solve 2x = 8, then check whether your answer is correct.", False),
+        ("Solve the equation and verify the solution.", False),
+        ("Verify that the solution satisfies the equation.", False),
+        ("Verify that x = 2 is a root.", False),
+        ("Determine whether the series converges.", False),
+        ("Determine k if the equation is true for all n.", False),
+        ("Determine whether triangle ABC is a right triangle.", False),
+        ("Evaluate the following integral: x dx.", False),
+        ("Prove that the statement is true.", False),
+        ("Explain why this is correct.", False),
+        ("How is this true?", False),
+        ("Check if n is prime.", False),
+        ("Vérifiez si votre réponse est correcte.", False),
+        ("Prüfe, ob deine Lösung richtig ist.", False),
+    ],
+)
+def test_a_task_that_asks_for_the_verdict_in_the_imperative(prompt: str, asks: bool) -> None:
+    assert asks_correctness(prompt) is asks
+
+
 def test_a_verdict_is_the_honest_answer_to_a_question_whether_something_is_correct() -> None:
     """ "This is correct." names no answer to "What is 3+4?" (content-free), but it is the answer to "Is
     this correct?", as "Yes" is; so is "The answer is correct." to "Is the answer 12 correct?". Content-free

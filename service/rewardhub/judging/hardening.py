@@ -723,12 +723,123 @@ _CORRECTNESS_QUESTION = re.compile(
 )
 
 
+# A task that asks for a correctness verdict in the imperative, or as a question after a clause:
+# "Verify the following solution", "Check whether the answer is correct", "Determine if this proof is
+# valid", "Assess the correctness of the proof", "x = 4, is this right?", and their usual forms in the
+# languages above. Only a solution, proof or answer put to the reader counts ("the following", "the
+# given", "this", a student's): "Check your answer", "Verify the solution" after "Solve", "Check whether
+# your answer is correct" (the policy's own check), "Determine whether the series converges", "Evaluate
+# the following integral", "Verify that x = 2 is a root" and "Why is this true?" ask for no verdict.
+_ADJ = (
+    r"(?:correct|right|true|valid|accurate|incorrect|wrong|false|invalid)(?![^\W_])"
+    r"(?!\s*-?\s*(?:triangle|angle|angled|prism|cone|cylinder))"  # a right triangle is no verdict
+)
+# the words between "whether" and the verdict name no answer of the reader's own ("your answer", "votre
+# réponse", "deine Lösung", "tu respuesta", "la tua risposta")
+# (word by word, up to 30 words, each whole (possessive): a lookahead at each word, not at each character)
+_NOT_YOURS = (
+    r"(?:[^\w?.!\n]*+(?!(?:you|your|yours|yourself|votre|vos|ton|ta|tes|dein|deine|deinen|deiner|tu|tus|tua|"
+    r"tuo|tue|tuoi|teu|teus|vostra|vostro|vuestra|vuestro|твой|твоё|твое|твою|ваш|ваше|вашу)(?![^\W_]))"
+    r"\w++){0,30}?[^\w?.!\n]*+"
+)
+_SHOWN = (
+    r"(?:the\s+(?:following|given|above|below|proposed|provided|preceding|attached|candidate|"
+    r"student'?s?|model'?s?|assistant'?s?)|this|these|(?:a|the|his|her|their)\s+student'?s|his|her|their|my)"
+)
+_WORK = (
+    r"(?:solutions?|proofs?|answers?|responses?|reasoning|arguments?|claims?|statements?|derivations?|work)"
+)
+
+
+def _upto(word: str) -> str:
+    """Up to five words, then ``word`` (the first one: none of the words before it is it, so a long run
+    of them is scanned once, not once per ``word`` in it)."""
+    other = r"[^\w?.!\n]++(?!(?:" + word + r")(?![^\W_]))\w++"
+    return r"(?:" + other + r"){0,5}[^\w?.!\n]++(?:" + word + r")(?![^\W_])"
+
+
+_FEW_WORDS = r"(?:[^\w?.!\n]++\w++){0,3}?[^\w?.!\n]++"  # up to three words, between a verb and its adjective
+_CORRECTNESS_REQUEST = re.compile(
+    unmarked(
+        # "check whether the answer is correct", "determine if this proof is valid" ("if" right after the
+        # verb: "determine k if the equation is true for all n" is a condition)
+        r"(?<![^\W_])(?:verify|check|determine|decide|judge|assess|evaluate|state|tell|say|indicate|confirm|"
+        r"establish|examine|identify|find\s+out|figure\s+out|grade|review|critique)(?![^\W_])"
+        r"(?:"
+        + _upto("whether")
+        + r"|(?:\s+(?:me|us|carefully|to\s+see|for\s+me|now))?\s*,?\s+if(?![^\W_]))"
+        + _NOT_YOURS
+        + r"(?<![^\W_])(?:is|are|was|were|be)(?![^\W_])(?:\s+not)?"
+        r"(?:\s+[^\W\d_]+){0,2}?\s+" + _ADJ +
+        # "assess the correctness of the proof"
+        r"|(?<![^\W_])(?:verify|check|determine|assess|evaluate|judge|confirm|examine|establish|review)\s+"
+        r"(?:the\s+)?(?:correctness|validity|accuracy|soundness)\s+of\s+(?!(?:you|your|yours)(?![^\W_]))"
+        # "verify the following solution", "grade this proof", "check my answer"
+        r"|(?<![^\W_])(?:verify|check|grade|assess|evaluate|judge|critique|review|examine|validate)\s+"
+        + _SHOWN
+        + r"(?:\s+[^\W\d_]+)?\s+"
+        + _WORK
+        + r"(?![^\W_])"
+        # "x = 4, is this right?" after a clause (at a sentence's start: _CORRECTNESS_QUESTION); not "why
+        # is this true?", which asks for a proof
+        r"|(?<!why)(?<!how)(?<!when)(?<!where)(?<!what)(?<!which)\s(?:is|are)\s+(?:this|that|it|these|those)"
+        r"(?:\s+" + _WORK + r")?(?:\s+(?:really|actually|all|also))?\s+" + _ADJ + r"\s*[?？]"
+        # French: "vérifiez si la solution est correcte", "vérifiez la solution suivante"
+        r"|(?<![^\W_])(?:verifi|determin|indiqu|dites|decid|evalu|control|jug|examin|precis)\w*+"
+        + _upto("si")
+        + _NOT_YOURS
+        + r"(?<![^\W_])(?:est|sont|etait)(?![^\W_])"
+        + _FEW_WORDS
+        + r"(?:correct|correcte|corrects|correctes|juste|justes|vrai|vraie|exact|exacte|faux|fausse|"
+        r"valide|valides)(?![^\W_])"
+        r"|(?<![^\W_])(?:verifi|corrig|evalu|examin|control)\w*\s+(?:la|le|les|cette|ce|ces)\s+"
+        r"(?:solution|preuve|demonstration|reponse|raisonnement)s?\s+(?:suivante?s?|ci-dessous|ci-dessus|"
+        r"proposee?s?|donnee?s?)(?![^\W_])"
+        # German: "prüfe, ob die Lösung richtig ist", "überprüfen Sie die folgende Lösung"
+        r"|(?<![^\W_])(?:pruf|uberpruf|entscheid|bestimm|beurteil|kontrollier|verifizier|sag|gib\s+an)\w*+"
+        + _upto("ob")
+        + _NOT_YOURS
+        + r"(?<![^\W_])(?:richtig|korrekt|wahr|falsch|"
+        r"gultig|stimmt)(?![^\W_])"
+        r"|(?<![^\W_])(?:pruf|uberpruf|beurteil|kontrollier|verifizier|bewert)\w*(?:\s+sie)?\s+"
+        r"(?:die|den|das|diese[nrs]?)\s+(?:folgenden?|gegebenen?|obigen?|vorgeschlagenen?)\s+"
+        r"(?:losung|beweis|antwort|argumentation|behauptung)"
+        # Spanish, Portuguese, Italian: "verifica si la solución es correcta", "verifique se a solução está
+        # correta", "stabilisci se l'affermazione è vera"
+        r"|(?<![^\W_])(?:verifi|comprueb|comprob|determin|decid|indic|indiq|evalu|juzg|averigu|confirm|control|"
+        r"stabilisc|valut)\w*+"
+        + _upto("si|se")
+        + _NOT_YOURS
+        + r"(?<![^\W_])(?:es|son|esta|estan|e|sao|sono|era)(?![^\W_])"
+        + _FEW_WORDS
+        + r"(?:correcto|"
+        r"correcta|correctos|correctas|cierto|cierta|verdadero|verdadera|falso|falsa|incorrecto|incorrecta|"
+        r"valido|valida|correto|correta|certo|certa|verdadeiro|verdadeira|incorreto|incorreta|corretto|corretta|"
+        r"giusto|giusta|vero|vera|sbagliato|sbagliata)(?![^\W_])"
+        # Russian: "является ли решение верным", "проверьте следующее решение"
+        r"|(?<![^\W_])(?:является|являются)\s+ли(?![^\W_])[^?.!\n]{0,150}?(?<![^\W_])(?:верн|правильн|"
+        r"корректн|истинн|неверн|неправильн|ложн)\w*"
+        r"|(?<![^\W_])(?:провер|оцен)\w*\s+(?:это|эту|этот|следующее|следующую|данное|данную|приведенное|"
+        r"приведенную)\s+(?:решение|доказательство|утверждение|рассуждение)"
+        # Chinese, Japanese, Korean: "验证以下解答", "次の解答を検証", "맞는지 확인하시오"
+        r"|(?:验证|驗證|检验|檢驗|检查|檢查|核对|核對|批改|评判|評判|评估|評估)(?:一下)?"
+        r"(?:以下|下面|下列|这个|這個|该|該|上述|给定|給定|给出|給出|所给|所給)的?"
+        r"(?:解答|解法|证明|證明|答案|推理|论证|論證|回答)"
+        r"|(?:次の|以下の|この|上記の)(?:解答|解法|証明|答え|回答)(?:を|が)?(?:検証|確認|チェック|採点|評価)"
+        r"|(?:맞는지|옳은지|올바른지|정확한지|참인지|틀렸는지|틀린지)"
+        r"|(?:다음|위의|이)\s*(?:풀이|증명|해답|답안)(?:을|를)?\s*(?:검증|확인|채점|평가)"
+    )
+)
+
+
 def asks_correctness(prompt: str) -> bool:
-    """``prompt`` asks whether something is correct, right or true (see :data:`_CORRECTNESS_QUESTION`):
-    an answer that says "this is correct" then has content, and "the answer is correct" is no claim to
-    the grader."""
+    """``prompt`` asks whether something is correct, right or true (see :data:`_CORRECTNESS_QUESTION`),
+    or asks for that verdict in the imperative (:data:`_CORRECTNESS_REQUEST`: "Verify the following
+    solution", "Check whether the answer is correct"): an answer that says "this is correct" then has
+    content, and "the answer is correct" is no claim to the grader."""
     # (its end: the question is the prompt's last part, and the scan stays short on a long prompt)
-    return _CORRECTNESS_QUESTION.search(unmarked(plain(prompt[-4000:]))) is not None
+    tail = unmarked(plain(prompt[-4000:]))
+    return _CORRECTNESS_QUESTION.search(tail) is not None or _CORRECTNESS_REQUEST.search(tail) is not None
 
 
 # A polar question at a sentence's start ("Is 91 prime?", "Does the series converge?"), English only;

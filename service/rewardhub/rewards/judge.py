@@ -488,7 +488,11 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # would stop where it quoted it), unless the task asks whether something is correct
     # 1.9.2: verdict "continued": the question is forged only as the stop string spells it (case and all),
     # and not in a response to a task that holds it
-    version: ClassVar[str] = "1.9.2"
+    # 1.9.3: a task that asks for the verdict in the imperative ("Verify the following solution", "Check
+    # whether the answer is correct", "Determine if this proof is valid", in several languages) or after a
+    # clause ("x = 4, is this right?") asks whether something is correct (the verdict question, "This is
+    # correct." and a boxed correct answer it)
+    version: ClassVar[str] = "1.9.3"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
