@@ -66,6 +66,15 @@ class _Plan:
     indices: list[int] = field(default_factory=list)
 
 
+def _same_identity(plan: _Plan) -> bool:
+    """Whether the reward's version (and with it the cache key) is still the one the plan's keys were
+    computed with, and the reward still cacheable. A model backend re-learns which weights it serves on
+    a call (RemoteBackend.learn_served), so a judge redeployed from another checkpoint is learned while
+    the request runs, after its keys were computed: its results, or those of calls beside it, may be
+    the new weights' or the old ones', and are stored under neither key (served, not cached)."""
+    return plan.reward.is_cacheable(plan.config) and plan.reward.version_for(plan.config) == plan.version
+
+
 class ScoringService:
     def __init__(
         self,
@@ -264,9 +273,10 @@ class ScoringService:
             for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):
                 plan = plan_by_id[pid]
                 r = plan.reward
+                store = plan.use_cache and _same_identity(plan)
                 for i, o in zip(idx, outcomes, strict=True):
                     stored = _stored(r, o, plan.version)
-                    if plan.use_cache and stored["valid"] and not o.transient and keys[i] is not None:
+                    if store and stored["valid"] and not o.transient and keys[i] is not None:
                         raw = _cache_bytes(stored)
                         if raw is not None:
                             to_write.append((keys[i], raw))  # type: ignore[arg-type]

@@ -1269,6 +1269,39 @@ async def test_a_judge_redeployed_while_the_service_runs_is_another_cache_key(
     assert "step-800" in json.dumps(ready)
 
 
+async def test_a_result_whose_judge_was_redeployed_mid_request_is_not_cached_under_the_old_weights(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's cache key is computed as it comes in, with the identity the backend had then; the
+    call that learns the judge was redeployed (or one beside it) comes after. Its result, the new
+    checkpoint's score, was stored under the old checkpoint's key: a rollback to that checkpoint was
+    then served the other checkpoint's score from the cache. A result whose backend identity changed
+    while it was computed is served but not cached."""
+    import rewardhub.models.remote as remote
+
+    monkeypatch.setattr(remote, "_RECHECK_S", 0.0, raising=False)  # ask on every call, not every minute
+    judge_server.reply = always("Score: 5")
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    async with judge_app(make_app, judge_server) as client:
+        (before,) = await score(client, {"mode": "pointwise"}, [item])
+        # redeployed from step-800, which scores 1: the request that learns it is keyed as step-400's
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800"}]
+        judge_server.reply = always("Score: 1")
+        (learning,) = await score(client, {"mode": "pointwise"}, [{**item, "response": "Ice melts at 0 C."}])
+        # rolled back to step-400 (scores 5): the request that learns it is keyed as step-800's
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+        judge_server.reply = always("Score: 5")
+        (rolled,) = await score(client, {"mode": "pointwise"}, [{**item, "response": "Ice melts at 0 C."}])
+        (again,) = await score(client, {"mode": "pointwise"}, [{**item, "response": "Ice melts at 0 C."}])
+        calls = judge_server.calls
+    assert before["valid"] and learning["valid"] and rolled["valid"], (before, learning, rolled)
+    assert learning["score"] < before["score"] and rolled["score"] == before["score"]
+    # step-400's score for the item, not step-800's cached under step-400's key
+    assert not again["cached"] and again["score"] == before["score"], again
+    assert calls == 4
+
+
 async def test_a_server_that_does_not_implement_its_model_list_is_cached_by_name(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:
