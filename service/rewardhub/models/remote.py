@@ -589,7 +589,14 @@ class RemoteBackend(ModelBackend):
             event = "backend_served_weights" if self._served is None else "backend_served_weights_changed"
             if served or self._served:
                 log.info(event, backend=self.name, served=list(served))
+            redeployed = self._served is not None
             self._served = served
+            if redeployed:
+                self.forget_server()
+
+    def forget_server(self) -> None:
+        """The server now serves other weights (a redeploy, :meth:`learn_served`): forget what was learned
+        from the old ones (a subclass's tokenizer facts), to be asked again."""
 
     def identity(self) -> str:
         """The model's name; with none configured (the shortcut settings' ``"default"``), the server's

@@ -35,7 +35,8 @@ served in process (:mod:`rewardhub.models.transformers_backend`), not over the p
 The server applies the chat template and tokenizes, so a ``<|im_end|>`` typed inside a response would
 become the real control token there (the response closing its own turn and forging the next one). So
 user text is cleaned before it is sent, with the server's own special tokens when the server says what
-they are: on first use the backend asks ``GET /tokenizer_info`` (vLLM serves it when started with
+they are: on first use, and again after a redeploy (:meth:`~VLLMPoolingBackend.forget_server`), the
+backend asks ``GET /tokenizer_info`` (vLLM serves it when started with
 ``--enable-tokenizer-info-endpoint``; it is the tokenizer's ``tokenizer_config.json``) and removes
 exactly those strings (:func:`server_specials`). A server without the endpoint (404) gets the control-
 token shapes of the chat templates reward models are built on: ``<|...|>`` (ChatML/Qwen, Llama 3, Phi,
@@ -104,6 +105,17 @@ class VLLMPoolingBackend(RemoteBackend):
         self._tag_ids: dict[str, int] = {}
         self._scrubber: Scrubber | None = None  # None until /tokenizer_info answered or was found absent
         self._asking = asyncio.Lock()
+        # how many times the server was found redeployed: what an ask begun before one learned is the
+        # old weights' (their tokenizer), and is not kept
+        self._redeploys = 0
+
+    def forget_server(self) -> None:
+        """A redeploy may bring another tokenizer: its special tokens (the cleaning) and the step tag's
+        id are asked again. Kept, the old tokenizer's cleaning let the new one's control tokens through
+        to the server, and the old tag id found no step in the new tokenization (every item an error)."""
+        self._redeploys += 1
+        self._scrubber = None
+        self._tag_ids = {}
 
     def identity(self) -> str:
         # probabilities turned back into logits are other numbers than the server's logits
@@ -122,7 +134,8 @@ class VLLMPoolingBackend(RemoteBackend):
         return {**super().describe(), "special_tokens": cleaning}
 
     async def cleaner(self, deadline: float) -> Scrubber:
-        """How user text is cleaned for this server (see the module docstring); asked once."""
+        """How user text is cleaned for this server (see the module docstring); asked once, and again
+        after a redeploy (:meth:`forget_server`)."""
         await self.learn_served(deadline)
         if self._scrubber is not None:
             return self._scrubber
@@ -135,11 +148,15 @@ class VLLMPoolingBackend(RemoteBackend):
             return GENERIC
         try:
             if self._scrubber is None:
+                redeploys = self._redeploys
                 try:
                     info = await self.client.get_optional("/tokenizer_info", deadline)
                 except BackendError:
                     return GENERIC  # the server could not be asked now: ask again on the next call
-                self._scrubber = Scrubber(server_specials(info) or None)
+                learned = Scrubber(server_specials(info) or None)
+                if redeploys != self._redeploys:
+                    return GENERIC  # redeployed while asked: the answer may be the old tokenizer's
+                self._scrubber = learned
             return self._scrubber
         finally:
             self._asking.release()
@@ -292,6 +309,7 @@ class VLLMPoolingBackend(RemoteBackend):
         """The query's token ids, its step tag's id, and the server's ``max_model_len`` if it says."""
         tag_id = self._tag_ids.get(q.step_tag)
         if tag_id is None:
+            redeploys = self._redeploys
             got = await self.client.post(
                 "/tokenize",
                 {**self.model_field, "prompt": q.step_tag, "add_special_tokens": False},
@@ -302,7 +320,9 @@ class VLLMPoolingBackend(RemoteBackend):
                 raise BackendError(
                     f"backend {self.name!r}: the step tag {q.step_tag!r} is {len(tags)} tokens for this model, not 1"
                 )
-            tag_id = self._tag_ids[q.step_tag] = tags[0]
+            tag_id = tags[0]
+            if redeploys == self._redeploys:  # (an answer from before a redeploy is used once, not kept)
+                self._tag_ids[q.step_tag] = tag_id
         if q.messages is not None:
             payload: dict[str, Any] = {
                 **self.model_field,
