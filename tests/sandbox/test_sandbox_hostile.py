@@ -448,16 +448,23 @@ async def test_processes_left_by_a_case_cannot_turn_the_next_case_into_a_sandbox
     """Children that keep forking while their program exits filled the run's process limit with zombies
     (killed between cases, never reaped): the runner's fork for the next case failed, and a wrong program
     made its item `invalid: sandbox_error` (dropped from training) instead of scoring 0.0."""
+    # The children start forking only once the program has made all eight: racing it for the process
+    # limit, they once left its own os.fork() a BlockingIOError (its case failed by chance, not by the
+    # sandbox), mostly when it lost the core right after a fork on a loaded machine.
     spawn = """
 import os, time
+r, w = os.pipe()
 for _ in range(8):
     if os.fork() == 0:
+        os.close(w)
+        os.read(r, 1)  # end of file once the program has closed its end: every child made
         while True:
             try:
                 if os.fork() == 0:
                     time.sleep(60)
             except OSError:
                 pass
+os.close(w)
 time.sleep(0.3)
 """
     echo = {"cases": [{"stdin": str(k), "stdout": str(k)} for k in range(3)]}
