@@ -1,7 +1,7 @@
 """Result cache: an embedded TTL-LRU by default, Redis when ``REWARDHUB_REDIS_URL`` is set.
 
-Both speak bytes and batches: one ``get_many`` (Redis ``MGET``, in one pipeline of several for more than
-256 keys) and one ``set_many`` (one pipelined round trip of ``SET ... EX``; more than 4 MB of values in
+Both speak bytes and batches: one ``get_many`` (Redis ``MGET``, one after the other in parts of 256 keys
+for more) and one ``set_many`` (one pipelined round trip of ``SET ... EX``; more than 4 MB of values in
 several) per request, never a round trip per item.
 
 The cache is an accelerator, never a dependency: when Redis stops answering, :class:`RedisCache` marks
@@ -42,8 +42,9 @@ KEY_PREFIX = "rh:v1"
 
 # redis-py bounds the send of a whole pipeline, and the read of each reply, by the socket timeout
 # (REWARDHUB_REDIS_TIMEOUT_S): one large batch (4,096 code results with their test logs, tens of MB) took
-# longer than that on a healthy Redis, which was then marked down. A lookup of more keys is several MGETs
-# in one pipeline (still one round trip; each reply timed on its own), and a write of more bytes several
+# longer than that on a healthy Redis, which was then marked down. A lookup of more keys is several MGETs,
+# each sent once the one before it was answered (Redis answers a pipeline only once it has run all of it,
+# so in one pipeline the first reply waited for the whole batch), and a write of more bytes several
 # pipelines (one round trip for all but the largest batches).
 _MGET_KEYS = 256
 _WRITE_BYTES = 4 << 20
@@ -257,13 +258,9 @@ class RedisCache:
         if not self._up:
             return [None] * len(keys)
         try:
-            if len(keys) <= _MGET_KEYS:
-                values = await self._redis.mget(list(keys))
-            else:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for start in range(0, len(keys), _MGET_KEYS):
-                        pipe.mget(list(keys[start : start + _MGET_KEYS]))
-                    values = [v for part in await pipe.execute() for v in part]
+            values: list[Any] = []
+            for start in range(0, len(keys), _MGET_KEYS):  # one round trip per part (see _MGET_KEYS)
+                values.extend(await self._redis.mget(list(keys[start : start + _MGET_KEYS])))
             return [v.encode() if isinstance(v, str) else v for v in values]
         except ResponseError:
             self._refused("get")
