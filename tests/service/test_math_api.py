@@ -105,9 +105,10 @@ async def test_a_gold_that_times_out_makes_the_item_a_timeout_not_a_zero(client:
     items = [{"response": "\\boxed{4}", "reference": {"answers": ["5", TOWER]}}]
     r = (await score(client, items, timeout_s=0.5, use_cache=False))["results"][0]
     assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
-    # A match with another gold still wins over the timeout.
+    # A match with another gold still wins over the timeout (a wider deadline: the match must be found
+    # within it, by a worker the pool may still be replacing, on a loaded CI machine).
     items = [{"response": "\\boxed{5}", "reference": {"answers": [TOWER, "5"]}}]
-    r = (await score(client, items, timeout_s=0.5, use_cache=False))["results"][0]
+    r = (await score(client, items, timeout_s=3.0, use_cache=False))["results"][0]
     assert (r["score"], r["valid"]) == (1.0, True), r
 
 
