@@ -110,8 +110,15 @@ async def test_a_full_local_judge_queue_answers_429_not_an_item_error(
                 "options": {"use_cache": False},
             }
 
+        batcher = client.app.state.runtime.models.get("judge").batchers["chat"]  # type: ignore[attr-defined]
         waiting = [asyncio.create_task(client.post("/v1/score", json=body(k))) for k in range(2)]
-        await asyncio.sleep(0.5)  # both calls wait in the queue (the batcher gathers for 1.5 s)
+        # both calls wait in the queue (the batcher gathers for 1.5 s); a fixed 0.5 s sleep once took
+        # that to be so, which a loaded CI machine need not make true
+        for _ in range(500):
+            if batcher.depth() == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert batcher.depth() == 2
         r = await client.post("/v1/score", json=body(9))
         assert r.status_code == 429, r.text
         assert r.headers["retry-after"] == "1" and "REWARDHUB_BATCH_QUEUE_MAX" in r.text

@@ -149,9 +149,16 @@ async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: 
     An empty queue takes a request of any size: refusing it would be a 429 no retry gets past."""
     settings = {"batch_queue_max": 2, "batch_max_size": 8, "batch_max_wait_ms": 1000}
     async with make_app(prm_model=qwen_prm_path, **settings) as client:
+        batcher = client.app.state.runtime.models.get("prm").batchers["steps"]  # type: ignore[attr-defined]
         items = [{"prompt": "q", "response": f"step {k}"} for k in range(3)]
         waiting = asyncio.create_task(client.post("/v1/score", json={"reward": "prm", "items": items[:2]}))
-        await asyncio.sleep(0.3)
+        # both items wait in the queue (a fixed 0.3 s sleep once took that to be so, which a loaded CI
+        # machine need not make true)
+        for _ in range(500):
+            if batcher.depth() == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert batcher.depth() == 2
         r = await client.post("/v1/score", json={"reward": "prm", "items": items})
         assert r.status_code == 429, r.text
         assert r.headers["retry-after"] == "1"
