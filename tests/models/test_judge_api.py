@@ -371,7 +371,8 @@ async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: Fa
         )
         elapsed = time.monotonic() - t0
         assert all(x["reason"] == "timeout" for x in results)
-        assert elapsed < 2.0, f"the request hung past its deadline ({elapsed:.2f}s)"
+        # not the judge's 5 s (2 s of slack past the deadline was tight on a loaded CI machine)
+        assert elapsed < 4.0, f"the request hung past its deadline ({elapsed:.2f}s)"
         # the backend's key is never echoed
         ready = (await client.get("/ready")).text
         assert "sk-secret-123" not in ready and "sk-secret-123" not in str(results)
@@ -380,7 +381,9 @@ async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: Fa
 
 async def test_circuit_breaker_opens_and_recovers(make_app: MakeApp, judge_server: FakeJudge) -> None:
     judge_server.reply = always("", status=503)
-    settings = {"backend_max_retries": 0, "backend_breaker_failures": 3, "backend_breaker_cooldown_s": 0.5}
+    # (a 3 s cool-down: at 0.5 s, a loaded CI machine could reach its end before the open breaker was
+    # asked, and a probe went to the server)
+    settings = {"backend_max_retries": 0, "backend_breaker_failures": 3, "backend_breaker_cooldown_s": 3.0}
     async with judge_app(make_app, judge_server, **settings) as client:
         for k in range(3):
             (r,) = await score(
@@ -396,14 +399,14 @@ async def test_circuit_breaker_opens_and_recovers(make_app: MakeApp, judge_serve
             [{"prompt": "p", "response": f"x {k}"} for k in range(5)],
             use_cache=False,
         )
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < 2.5
         assert all(r["reason"] == "backend_error" and "fail fast" in r["details"]["message"] for r in results)
         assert judge_server.calls == 3
         ready = (await client.get("/ready")).json()
         assert ready["checks"]["model:judge"]["breaker"]["state"] == "open"
         # the server recovers; after the cool-down one probe goes through and closes the breaker
         judge_server.reply = always("Score: 5")
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(3.1)
         results = await score(
             client, {"mode": "pointwise"}, [{"prompt": "p", "response": "y"}], use_cache=False
         )
@@ -1018,7 +1021,8 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
     only such traffic the breaker stayed open for good (every item backend_error, the recovered server
     never asked again)."""
     judge_server.reply = always("", status=503)
-    settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 0.3}
+    # (a 1.5 s cool-down: at 0.3 s, a loaded CI machine could reach its end before /ready said "open")
+    settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 1.5}
     async with judge_app(make_app, judge_server, **settings) as client:
         for k in range(2):
             await score(
@@ -1027,7 +1031,7 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
         breaker = (await client.get("/ready")).json()["checks"]["model:judge"]["breaker"]
         assert breaker["state"] == "open"
         judge_server.reply = always("Winner: A\nDecision: Yes")
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(1.6)
         item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}
         results: list[dict[str, Any]] = []
         for k in range(12):
@@ -1036,7 +1040,7 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
             if len(results) >= 2 and results[-1]["valid"] and results[-2]["valid"]:
                 break
             if not r["valid"]:  # a probe that lost its call to a slow host (CI) reopens it: wait again
-                await asyncio.sleep(0.4)
+                await asyncio.sleep(1.6)
     # an item may fail fast beside the probe; a probe that succeeds closes the breaker for the next ones,
     # while the old code never let a probe finish, so no item was valid again
     assert all(r["valid"] or r["reason"] == "backend_error" for r in results), results
@@ -1072,19 +1076,21 @@ async def test_a_judge_slower_than_its_own_timeout_is_a_timeout_that_says_which_
 ) -> None:
     """Every attempt ran out of the backend's timeout_s well before the item's deadline: the item was
     backend_error while one whose deadline ran out was timeout, for the same slow judge."""
-    judge_server.reply = always("Score: 3", delay_s=2.0)
+    # Every attempt must reach the judge before its time runs out (calls == 3): 1 s and 0.8 s for that,
+    # not 0.3 s and 0.2 s as once, on a loaded CI machine; the judge's 4 s outlasts them all.
+    judge_server.reply = always("Score: 3", delay_s=4.0)
     item = {"prompt": "p", "response": "a real answer"}
-    settings = {"backend_timeout_s": 0.3, "backend_max_retries": 1, "backend_breaker_failures": 100}
+    settings = {"backend_timeout_s": 1.0, "backend_max_retries": 1, "backend_breaker_failures": 100}
     async with judge_app(make_app, judge_server, **settings) as client:
-        (own,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=5, use_cache=False)
-        (late,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=0.2, use_cache=False)
+        (own,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=10, use_cache=False)
+        (late,) = await score(client, {"mode": "pointwise"}, [item], timeout_s=0.8, use_cache=False)
     assert (own["valid"], own["reason"], late["valid"], late["reason"]) == (
         False,
         "timeout",
         False,
         "timeout",
     )
-    assert "timeout_s of 0.3s" in own["details"]["message"] and judge_server.calls == 3
+    assert "timeout_s of 1s" in own["details"]["message"] and judge_server.calls == 3
     assert "item's deadline" in late["details"]["message"]
 
 
