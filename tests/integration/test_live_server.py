@@ -119,9 +119,13 @@ def test_a_client_that_hangs_up_stops_its_request(live_server_factory: Any, judg
 
 def test_a_hung_up_request_leaves_the_model_queue(live_server_factory: Any, qwen_prm_path: str) -> None:
     """Its items leave a local model's batch queue at once instead of waiting there (here for company,
-    3 s) and then taking a forward pass."""
-    env = {"REWARDHUB_PRM_MODEL": qwen_prm_path, "REWARDHUB_BATCH_MAX_WAIT_MS": "3000"}
-    body = {"reward": "prm", "items": [{"prompt": "2 + 2?", "response": "2 + 2 = 4.\n\nSo 4."}]}
+    10 s) and then taking a forward pass."""
+    env = {"REWARDHUB_PRM_MODEL": qwen_prm_path, "REWARDHUB_BATCH_MAX_WAIT_MS": "10000"}
+    body = {
+        "reward": "prm",
+        "items": [{"prompt": "2 + 2?", "response": "2 + 2 = 4.\n\nSo 4."}],
+        "options": {"timeout_s": 30},  # past the bound below: only the hang-up takes it out in time
+    }
     depth = 'rewardhub_queue_depth{pool="batcher:prm:steps"}'
     with live_server_factory(env=env) as server:
         with httpx.Client(base_url=server.url, timeout=0.5) as c, pytest.raises(httpx.ReadTimeout):
@@ -129,7 +133,7 @@ def test_a_hung_up_request_leaves_the_model_queue(live_server_factory: Any, qwen
         with httpx.Client(base_url=server.url, timeout=30) as c:
             t0 = time.monotonic()
             while f"{depth} 0.0" not in c.get("/metrics").text:
-                assert time.monotonic() - t0 < 1.0, "the item stayed queued"
+                assert time.monotonic() - t0 < 5.0, "the item stayed queued"  # (1 s was tight under load)
                 time.sleep(0.05)
             batches = c.get("/ready").json()["checks"]["model:prm"]["batchers"]["steps"]
             assert batches["items"] == 0  # no forward pass for it

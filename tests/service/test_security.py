@@ -69,7 +69,9 @@ async def test_inflight_items_bound(make_app: Any) -> None:
 
 
 async def test_per_key_rate_limit(make_app: Any) -> None:
-    async with make_app(api_keys="a,b", per_key_rate_limit=2, per_key_rate_burst=3) as c:
+    # One token per 2 s: the six requests below must all come before the first refill (at 2 tokens/s,
+    # within 0.5 s, which a loaded CI machine need not give them)
+    async with make_app(api_keys="a,b", per_key_rate_limit=0.5, per_key_rate_burst=3) as c:
         codes = [
             (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code for _ in range(5)
         ]
@@ -80,7 +82,7 @@ async def test_per_key_rate_limit(make_app: Any) -> None:
         assert (
             await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})
         ).status_code == 200  # per key
-        await asyncio.sleep(0.6)  # 2 tokens/s refill
+        await asyncio.sleep(2.2)  # 0.5 tokens/s refill
         assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 200
 
 
