@@ -44,3 +44,8 @@ def behave(kind: str) -> object:
 def die_at_start() -> None:
     """An initializer after which the worker process cannot run (a broken environment)."""
     os._exit(3)
+
+
+def slow_start() -> None:
+    """An initializer that takes longer than the items' hard deadline (a loaded host's warm-up)."""
+    time.sleep(1.5)

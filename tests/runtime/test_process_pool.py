@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pytest
-from pool_funcs import behave, die_at_start, double
+from pool_funcs import behave, die_at_start, double, slow_start
 
 from rewardhub.errors import Overloaded
 from rewardhub.runtime.process_pool import ProcessPool
@@ -123,5 +123,20 @@ async def test_workers_that_cannot_start_fail_the_chunk_fast() -> None:
         results = await p.run(double, [1, 2, 3, 4, 5], deadline_s=5)
         assert all(r.error == "crash" for r in results)
         assert "keeps dying at start" in (results[-1].message or "")
+    finally:
+        await asyncio.to_thread(p.close)
+
+
+async def test_a_worker_s_start_up_is_not_charged_to_its_first_item() -> None:
+    """A fresh worker's first item waited for the worker's start-up (the forkserver's fork, the
+    initializer) within its own hard deadline: on a loaded host a respawn after a crash took longer than
+    deadline + grace, and the healthy item after the crash was killed as a timeout. Here the start-up
+    (1.5 s) is longer than that (0.5 s + 0.5 s); the items' clocks start once the worker is ready."""
+    p = ProcessPool(size=1, name="slow-start", initializer=slow_start)
+    await asyncio.to_thread(p.start)
+    try:
+        results = await p.run(behave, ["a", "crash", "b"], deadline_s=0.5)
+        assert [(r.value, r.error) for r in results] == [("a", None), (None, "crash"), ("b", None)], results
+        assert p.stats().restarts == {"crash": 1}
     finally:
         await asyncio.to_thread(p.close)

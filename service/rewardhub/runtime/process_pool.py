@@ -46,6 +46,8 @@ log = structlog.get_logger("rewardhub.pool")
 
 # Seconds the parent waits past an item's soft deadline before it kills the worker.
 _HARD_GRACE_S = 0.5
+# Seconds a new worker may take to start (fork, initializer) before its first item is run at all.
+_START_S = 10.0
 # Items per batch sent to one worker: big enough to amortise IPC, small enough to spread load.
 _MAX_CHUNK = 64
 # Workers that die before they are ready for work, in a row, before a chunk is failed fast.
@@ -262,7 +264,11 @@ class _Slot:
             k = 0
             started = time.monotonic()
             while k < len(pending):
-                wait = started + hard_s - time.monotonic()
+                # A worker not yet ready is starting (the fork, the initializer), which is not its first
+                # item's time: on a loaded host a respawn after a crash took longer than deadline + grace,
+                # and the healthy item after the crash was killed as a timeout. Start-up has its own bound.
+                limit = hard_s if self.ready else max(hard_s, _START_S)
+                wait = started + limit - time.monotonic()
                 try:
                     ready = self.conn.poll(max(0.0, wait))
                     msg = self.conn.recv() if ready else None
@@ -284,6 +290,7 @@ class _Slot:
                     break
                 if msg == _READY:
                     self.ready = True
+                    started = time.monotonic()  # the item's clock starts once the worker is ready
                     continue
                 j, status, value, message, elapsed = msg
                 self.items_done += 1
