@@ -1029,7 +1029,8 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
                 client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"x {k}"}], use_cache=False
             )
         breaker = (await client.get("/ready")).json()["checks"]["model:judge"]["breaker"]
-        assert breaker["state"] == "open"
+        # it tripped ("half_open" where a loaded host reached the cool-down's end before /ready asked)
+        assert breaker["state"] in ("open", "half_open"), breaker
         judge_server.reply = always("Winner: A\nDecision: Yes")
         await asyncio.sleep(1.6)
         item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}

@@ -44,7 +44,7 @@ async def test_bad_item_costs_only_itself(pool: ProcessPool, kind: str, error: s
     assert [r.ok for r in results] == [True, False, True]
     assert results[1].error == error
     assert results[0].value == "a" and results[2].value == "b"
-    assert elapsed < 0.5 + 0.5 + 4.0  # deadline + hard grace + respawn (slack for loaded CI hosts)
+    assert elapsed < 0.5 + 0.5 + 10.0  # deadline + hard grace + respawn (its own start-up limit: 10 s)
     if kind == "raise":
         assert results[1].message == "ValueError: bad item"
 
