@@ -112,11 +112,17 @@ async def test_redos_pattern_times_out_quickly(mode: str, n: int) -> None:
     items = [ScoreItem(response="x" * n), ScoreItem(response="xxy")]
     t0 = time.perf_counter()
     outs = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
-    assert time.perf_counter() - t0 < 3
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 30  # without the match timeout this search runs for hours
     # the catastrophic item is invalid (not the model's fault) ...
     assert (outs[0].score, outs[0].reason) == (None, Reason.TIMEOUT)
-    # ... and the next item of the batch is still scored
-    assert outs[1].score == 1.0
+    # ... and the next item of the batch is still scored, while the call's budget lasts: regex times a
+    # match by CPU time and the budget is wall time (it bounds the event loop's stall), so on a loaded
+    # host the one catastrophic match can spend it all, and then the next item is a timeout too
+    if elapsed < BATCH_BUDGET_S:
+        assert outs[1].score == 1.0, outs[1]
+    else:
+        assert outs[1].score == 1.0 or "used up" in outs[1].details["message"], outs[1]
 
 
 async def test_a_batch_shares_one_matching_budget() -> None:

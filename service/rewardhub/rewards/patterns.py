@@ -43,7 +43,12 @@ class PatternTimeout(Exception):
 
 
 class MatchBudget:
-    """The matching time left to one reward call; each match gets ``per_match_s`` or what is left."""
+    """The matching time left to one reward call; each match gets ``per_match_s`` or what is left.
+
+    The budget is charged in wall time, as it bounds how long the event loop stalls; ``regex`` times a
+    match by CPU time, so on a loaded host one catastrophic match can take more of the budget than its
+    ``per_match_s`` (and leave the items after it reported as ``timeout``, never as a wrong 0.0).
+    """
 
     def __init__(self, per_match_s: float = MATCH_TIMEOUT_S, total_s: float = BATCH_BUDGET_S) -> None:
         self.per_match_s = per_match_s
