@@ -141,6 +141,66 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert not any(m.startswith("exit status") for m in messages), messages
 
 
+# A correct program slowed by the host: it forks one spinning process per core it may run on (a run is
+# pinned to one core), so it gets about half its core; 0.5 s of its own CPU time then takes ~1 s of wall
+# time, past a 0.8 s limit.
+CONTENDED = """import os, sys, time
+for _ in range(len(os.sched_getaffinity(0))):
+    if os.fork() == 0:
+        os.close(1)
+        os.close(2)
+        while True:
+            pass
+start = time.process_time()
+while time.process_time() - start < 0.5:
+    pass
+print(int(input()) * 2)
+"""
+
+
+@pytest.mark.parametrize("reuse_runs", [1000, 0], ids=["warm", "fresh"])
+async def test_a_case_s_time_limit_is_the_program_s_cpu_time(make_app: Any, reuse_runs: int) -> None:
+    """A case's limit is the program's CPU time, as an assert test's is: on a loaded host a correct
+    program was a wall-clock timeout, cached as its own 0.0 (found in review)."""
+    async with make_app(sandbox_reuse_runs=reuse_runs) as c:
+        busy = await _one(c, CONTENDED, {"cases": [{"stdin": "21", "stdout": "42"}]}, timeout_s=0.8)
+    assert busy["valid"] and busy["score"] == 1.0, busy["details"]
+
+
+# One program, four behaviours by its stdin: spin forever, sleep forever, use more CPU time than the limit
+# (in a child it waits for: the CPU time is counted when it is reaped) and still finish with the right
+# answer, or answer at once.
+LIMITS = """import os, sys, time
+what = input().strip()
+if what == "spin":
+    while True:
+        pass
+if what == "sleep":
+    time.sleep(1000)
+if what == "over":
+    pid = os.fork()
+    if pid == 0:
+        start = time.process_time()
+        while time.process_time() - start < 0.8:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+print(1)
+"""
+
+
+@pytest.mark.parametrize("reuse_runs", [1000, 0], ids=["warm", "fresh"])
+async def test_a_case_past_its_cpu_time_or_its_wall_cap_is_a_timeout(make_app: Any, reuse_runs: int) -> None:
+    """Judged by CPU time, a case still ends: a busy loop at its CPU limit, a sleep at the wall cap (3x
+    the limit: the case after it still runs within the item's 30 s), and a program that finished with
+    more CPU time than its limit is a timeout, as judges count it."""
+    cases = [{"stdin": what, "stdout": "1"} for what in ("spin", "sleep", "over", "ok")]
+    async with make_app(sandbox_reuse_runs=reuse_runs) as c:
+        result = await _one(c, LIMITS, {"cases": cases}, timeout_s=0.5, total_timeout_s=30)
+    messages = [t.get("message", "") for t in result["details"]["tests"]]
+    assert result["valid"] and messages == ["timeout (0.5s)"] * 3 + [""], result["details"]
+
+
 async def test_a_solution_printing_past_the_output_cap_still_passes(client: httpx.AsyncClient) -> None:
     """The solution's prints are not its answer: past the service's stderr cap (64 KiB) they are dropped.
     They made every later print raise BrokenPipeError inside the function under test, so a correct

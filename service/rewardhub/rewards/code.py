@@ -30,10 +30,13 @@ timeout) stops early: valid ``0.0`` with ``reason: format``. No code in the resp
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
 Cacheable: the result is a function of the code, the tests and the limits (all three in the cache
-key: the limits are config fields, and the server's sandbox limits are in the version). The one timing-dependent verdict is a timeout; limits are CPU time
-(``RLIMIT_CPU`` for programs; for Python assert tests the judge reads the solution's CPU time from
-``/proc``, the wall clock capping each test at 3x ``timeout_s``), and concurrency never exceeds the cores,
-so a cached timeout is a real one; ``options.use_cache=false`` re-runs anyway.
+key: the limits are config fields, and the server's sandbox limits are in the version). The one timing-dependent verdict is a timeout; limits are CPU time:
+for Python assert tests the judge reads the solution's from ``/proc``; a case's program (and a compile
+step) is timed by its own and its waited-for children's CPU time, killed once that passes the limit
+(``RLIMIT_CPU`` at the whole second above), and one that finished past it is a timeout too. The wall
+clock only caps a test or case at 3x ``timeout_s`` (a program that sleeps or waits), within
+``total_timeout_s``; concurrency never exceeds the cores, so a cached timeout is a real one;
+``options.use_cache=false`` re-runs anyway.
 """
 
 from __future__ import annotations
@@ -338,7 +341,9 @@ class CodeReward(Reward[CodeConfig]):
     # sandbox lacks are unsupported (were a 0.0), ones importing an installed package run; verdicts of
     # many tests with long non-ASCII labels are no longer cut off; `numeric` compares two integers
     # exactly (1000000008 passed for 1000000007 within the relative tolerance)
-    version: ClassVar[str] = "1.3.1"
+    # 1.3.2: a case's (and a compile step's) time limit is the program's CPU time, the wall clock capping
+    # it at 3x: a correct program on a loaded host was a wall-clock timeout, cached as its own 0.0
+    version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

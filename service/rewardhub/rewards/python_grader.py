@@ -116,6 +116,7 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
                 stdins=[payload],
                 run_timeout_s=config.timeout_s,
                 memory_mb=config.memory_mb,
+                wall_clock=True,  # timeout_s is documented as wall-clock; a timeout is invalid, not cached
             )
         except SandboxUnavailable as exc:
             return Outcome.invalid(Reason.SANDBOX_ERROR, str(exc))

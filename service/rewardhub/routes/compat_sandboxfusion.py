@@ -3,7 +3,8 @@
 Same request and response schema as ByteDance SandboxFusion's ``/run_code``, so verl's built-in
 ``sandbox_fusion`` scorer (``reward_model.sandbox_fusion.url=http://HOST:PORT/compat/sandboxfusion/run_code``)
 and ROLL's code sandbox worker use this service unchanged. One program per call, like the original:
-compile (C, C++) under ``compile_timeout``, run once with ``stdin`` under ``run_timeout``.
+compile (C, C++) under ``compile_timeout``, run once with ``stdin`` under ``run_timeout``; both are
+wall-clock limits, as in SandboxFusion (the ``code`` reward's are CPU time).
 
 ``status``: ``Success`` (ran and exited 0), ``Failed`` (compile error, non-zero exit, time limit),
 ``SandboxError`` (the sandbox, not the program, failed — or the language is not offered here, or the
@@ -148,6 +149,7 @@ async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
                 memory_mb=memory_mb,
                 files=files,
                 fetch=body.fetch_files,
+                wall_clock=True,  # SandboxFusion's timeouts are wall-clock (its clients' budgets are)
             )
     except SandboxUnavailable as exc:
         return _error(str(exc), pool.level)

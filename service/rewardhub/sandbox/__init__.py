@@ -33,8 +33,9 @@ Layers
 * **Identity** (when the service runs as root): each concurrent run has its own unused host uid, so
   ``RLIMIT_NPROC`` bounds *that run* (root is exempt from it) and runs cannot signal each other.
 * **Resource limits** (:mod:`.guest`): address space, processes, file size, open files, core dumps
-  off, CPU seconds; a wall-clock deadline per test/case inside and per run outside (the service kills
-  the process group, which takes the namespace with it); output read incrementally and cut at a cap.
+  off, CPU seconds; per test/case a CPU-time limit with a wall-clock cap (3x it) inside, and a
+  wall-clock deadline per run outside (the service kills the process group, which takes the namespace
+  with it); output read incrementally and cut at a cap.
 * **Unforgeable verdicts** (:mod:`.guest`, :mod:`.harness`): Python tests are executed by a *judge*
   process that the solution's process cannot read, trace or signal (non-dumpable PID 1); the solution
   is forked before the judge reads the tests and the run's random nonce, so neither was ever in its

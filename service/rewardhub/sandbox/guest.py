@@ -31,8 +31,10 @@ Two modes:
   one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
   stdout/stderr go to the sandbox's stderr, never to the verdict channel.
 * ``exec`` (programs with stdin/stdout cases, and the SandboxFusion endpoint): compile once, then run
-  the program once per case in a fresh process (own session, per-run CPU limit, wall-clock deadline,
-  output caps, every leftover process killed between cases). Outputs go back to the service, which
+  the program once per case in a fresh process (own session, output caps, every leftover process killed
+  between cases). A step's time limit is its CPU time, the wall clock capping it at ``_WALL_FACTOR``
+  times the limit, as in ``pytests`` mode (:func:`_run_one`); ``wall_clock`` runs (the SandboxFusion
+  endpoint, ``python_grader``) are limited by the wall clock instead, as they document. Outputs go back to the service, which
   compares them with the expected outputs the sandbox never sees.
 
 Wire format, service -> guest (stdin): two frames, each an 8-byte big-endian length and a ``marshal``
@@ -808,12 +810,16 @@ def _dropping_output() -> Any:
 # --------------------------------------------------------------------------------------------------
 # pytests mode: the judge
 # --------------------------------------------------------------------------------------------------
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds ``pid`` has used (``/proc/<pid>/stat``), or None when unreadable."""
+def _cpu_seconds(pid: int, children: bool = False) -> float | None:
+    """User + system CPU seconds ``pid`` has used (``/proc/<pid>/stat``), or None when unreadable;
+    ``children``: with those of the children it has waited for (what ``wait4`` will report)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = int(fields[11]) + int(fields[12])
+        if children:
+            ticks += int(fields[13]) + int(fields[14])
+        return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
@@ -1217,18 +1223,33 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     emit("ready")
     compile_argv = header.get("compile")
     precheck = header.get("syntax_check")
+    wall_clock = bool(header.get("wall_clock"))
+    total_s = float(header.get("total_timeout_s") or 60.0)
+    compile_s = float(header.get("compile_timeout_s") or 10.0) if compile_argv else 0.0
+    # The service kills the sandbox at compile_s + total_s (and a start-up slack): a compile judged by its
+    # CPU time may take more wall time than compile_s, which then comes out of the runs' total.
+    end = time.monotonic() + compile_s + total_s
     if compile_argv and precheck and _compiles(str(precheck)):
         compile_argv = None  # compiles here: the program's interpreter need not be started to say so
     if compile_argv:
-        compile_s = float(header.get("compile_timeout_s") or 10.0)
         compile_as = int(header.get("compile_as_bytes") or 0)
-        r = _run_one(list(compile_argv), b"", compile_s, env, out_cap, compile_as, err_keep=err_keep)
+        r = _run_one(
+            list(compile_argv),
+            b"",
+            compile_s,
+            env,
+            out_cap,
+            compile_as,
+            err_keep=err_keep,
+            until=end - 0.01,
+            wall_clock=wall_clock,
+        )
         emit("compile", *r)
         if r[0] != "exited" or r[1] != 0:
             return
     run_argv = list(header["run"])
     timeout = float(header.get("run_timeout_s") or 5.0)
-    total_deadline = time.monotonic() + float(header.get("total_timeout_s") or 60.0)
+    total_deadline = min(time.monotonic() + total_s, end)
     stdins = list(secret.get("stdins") or [b""])
     run_as = int(header.get("run_as_bytes") or 0)
     stdout_caps = list(secret.get("stdout_caps") or [])
@@ -1239,7 +1260,16 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
             continue
         stdout_cap = int(stdout_caps[i]) if i < len(stdout_caps) else out_cap
         r = _run_one(
-            run_argv, data, min(timeout, left), env, out_cap, run_as, stdout_cap=stdout_cap, err_keep=err_keep
+            run_argv,
+            data,
+            timeout,
+            env,
+            out_cap,
+            run_as,
+            stdout_cap=stdout_cap,
+            err_keep=err_keep,
+            until=total_deadline,
+            wall_clock=wall_clock,
         )
         emit("run", i, *r)
     for name in secret.get("fetch") or []:
@@ -1276,12 +1306,23 @@ def _run_one(
     *,
     stdout_cap: int = 0,
     err_keep: int = 0,
+    until: float | None = None,
+    wall_clock: bool = False,
 ) -> tuple[Any, ...]:
-    """Run one program to completion, its deadline, or its output cap; ``as_bytes``: its address-space
+    """Run one program to completion, its time limit, or its output cap; ``as_bytes``: its address-space
     limit (the guest's own is the largest of its steps'); ``stdout_cap``: a smaller cap for its stdout
     (what the comparison of this case can need); ``err_keep``: report only this many last bytes of its
     stderr (still read, and capped, up to ``cap``). Every run's output is held by the service until the
     item is scored, so these bound what one item costs it.
+
+    ``timeout`` is the program's CPU time (its own and its waited-for children's, what ``wait4``
+    reports), as :class:`_Judge` times a test: a correct program on a loaded host is not a timeout, so a
+    cached timeout is the program's own. ``RLIMIT_CPU`` kills it at the whole second above; the wall
+    clock is read against its CPU time from /proc, killing it once that passes ``timeout``, and caps it
+    at ``_WALL_FACTOR`` times ``timeout`` (a program that sleeps or waits for input), never past
+    ``until`` (monotonic: the item's total deadline). A program that finished with more CPU time than
+    ``timeout`` is a timeout too, as judges count it. ``wall_clock``: ``timeout`` is wall-clock time
+    instead (and ``RLIMIT_CPU`` its whole second above).
 
     Returns (status, return code, signal, wall s, cpu s, max rss KiB, truncated, stdout b64, stderr b64);
     status is ``exited`` | ``signaled`` | ``timeout`` | ``output_limit``. Output is read as it comes
@@ -1330,9 +1371,19 @@ def _run_one(
     open_fds = [out_r, err_r]
     reaped: tuple[int, Any] | None = None
     status = ""
-    deadline = t0 + timeout
+    wall_cap = t0 + (timeout if wall_clock else _WALL_FACTOR * timeout)
+    if until is not None:
+        wall_cap = min(wall_cap, until)
+    deadline = min(t0 + timeout, wall_cap)
     while open_fds and not status:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
+        if left <= 0 and reaped is None and now < wall_cap:
+            # the wall clock says the time is up; the program's CPU time may not (it waited for a core)
+            used = _cpu_seconds(pid, children=True)
+            if used is not None and used < timeout:
+                deadline = min(now + max(timeout - used, 0.05), wall_cap)
+                continue
         if left <= 0:
             status = "timeout"
             break
@@ -1379,6 +1430,8 @@ def _run_one(
     if not status:
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_used >= cpu_limits[0]):
             status = "timeout"  # the CPU-seconds limit, the load-independent form of a time limit
+        elif cpu_used > timeout and not wall_clock:
+            status = "timeout"  # finished, but past its limit (RLIMIT_CPU only counts whole seconds)
         else:
             status = "signaled" if sig else "exited"
     return (

@@ -584,8 +584,13 @@ class SandboxPool:
         syntax_check: bool = False,
         stdout_caps: Sequence[int] | None = None,
         stderr_keep: int | None = None,
+        wall_clock: bool = False,
     ) -> tuple[ExecReport, RawRun]:
         """Compile ``code`` once (compiled languages), then run it once per stdin.
+
+        Time limits are CPU time (a step's own and its waited-for children's), the wall clock capping
+        each step at 3x its limit within the total: a loaded host does not make a correct program a
+        timeout. ``wall_clock``: they are wall-clock limits instead (SandboxFusion's ``run_timeout``).
 
         ``stdout_caps``: per stdin, a smaller stdout cap than the server's output limit (past it the run
         is ``output_limit``); ``stderr_keep``: only the last this many bytes of each step's stderr come
@@ -633,6 +638,7 @@ class SandboxPool:
             "env": SandboxCommand.program_env("/tmp"),
             "out_cap": out_cap,
             "stderr_keep": stderr_keep or 0,
+            "wall_clock": wall_clock,
             "limits": self._guest_limits(compile_s + total + 1, max(run_mb, compile_mb)),
         }
         run_caps = [out_cap] * len(stdins)
