@@ -372,6 +372,28 @@ def test_resume_continues_the_lr_schedule_from_the_updates_made(make_trainer: Ca
     assert resumed._set_lr() == pytest.approx(resumed.config.training.learning_rate * 2 / 4)
 
 
+def test_resume_from_a_checkpoint_without_updates_counts_a_step_as_an_update(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A checkpoint written before the updates were counted has no ``updates`` in its state.json: it
+    resumes (no KeyError), each of its steps taken as an update, so its warmup goes on where it was."""
+    import json
+
+    old = make_trainer()
+    old.config.training.warmup_steps = 8
+    old.step, old.updates = 3, 3
+    old._save()
+    state_path = latest_checkpoint(old.run_dir) / "state.json"  # type: ignore[operator]
+    state = json.loads(state_path.read_text())
+    del state["updates"]
+    state_path.write_text(json.dumps(state))
+    resumed = make_trainer()
+    resumed.config.training.warmup_steps = 8
+    resumed._resume()
+    assert (resumed.step, resumed.updates) == (3, 3)
+    assert resumed._set_lr() == pytest.approx(resumed.config.training.learning_rate * 4 / 8)
+
+
 class SyncRecorder(HFGenerator):
     """The transformers sampler, recording the weights each ``sync_weights`` hands it (vLLM loads them)."""
 
