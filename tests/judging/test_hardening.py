@@ -739,6 +739,16 @@ def test_a_question_whether_something_is_correct(prompt: str, asks: bool) -> Non
         ("Check if n is prime.", False),
         ("Vérifiez si votre réponse est correcte.", False),
         ("Prüfe, ob deine Lösung richtig ist.", False),
+        # found in review: a question after a clause that asks which, what or how many ("For which n is
+        # this true?") asks for values, not whether something is correct; the question's clause is read,
+        # not only its last word
+        ("For which integers n is this true?", False),
+        ("Prove that 2^n > n^2 for large n. For how many n is it true?", False),
+        ("For what values of x is it true?", False),
+        ("What is x? I got x = 4, is this right?", True),
+        ("For which n does it hold? I say n = 3, is that correct?", True),
+        ("Here is my proof. What do you think, is this correct?", True),
+        ("How about this: x = 4, is it right?", True),
     ],
 )
 def test_a_task_that_asks_for_the_verdict_in_the_imperative(prompt: str, asks: bool) -> None:

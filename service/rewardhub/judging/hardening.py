@@ -780,10 +780,6 @@ _CORRECTNESS_REQUEST = re.compile(
         + r"(?:\s+[^\W\d_]+)?\s+"
         + _WORK
         + r"(?![^\W_])"
-        # "x = 4, is this right?" after a clause (at a sentence's start: _CORRECTNESS_QUESTION); not "why
-        # is this true?", which asks for a proof
-        r"|(?<!why)(?<!how)(?<!when)(?<!where)(?<!what)(?<!which)\s(?:is|are)\s+(?:this|that|it|these|those)"
-        r"(?:\s+" + _WORK + r")?(?:\s+(?:really|actually|all|also))?\s+" + _ADJ + r"\s*[?？]"
         # French: "vérifiez si la solution est correcte", "vérifiez la solution suivante"
         r"|(?<![^\W_])(?:verifi|determin|indiqu|dites|decid|evalu|control|jug|examin|precis)\w*+"
         + _upto("si")
@@ -832,14 +828,45 @@ _CORRECTNESS_REQUEST = re.compile(
 )
 
 
+# "x = 4, is this right?" after a clause (at a sentence's start: _CORRECTNESS_QUESTION); not "why is this
+# true?", which asks for a proof, nor "For which n is this true?" (:func:`_asks_after_a_clause`)
+_CLAUSE_VERDICT_QUESTION = re.compile(
+    r"(?<!why)(?<!how)(?<!when)(?<!where)(?<!what)(?<!which)\s(?:is|are)\s+(?:this|that|it|these|those)"
+    r"(?:\s+" + _WORK + r")?(?:\s+(?:really|actually|all|also))?\s+" + _ADJ + r"\s*[?？]"
+)
+# a question word earlier in the clause: the question asks which, what or how many, not whether
+_WH_WORD = re.compile(r"(?<![^\W_])(?:which|what|how|when|where|why|who|whom|whose)(?![^\W_])")
+_CLAUSE_END = re.compile(r"[.!?,;:。！？，；：\n]")
+
+
+def _asks_after_a_clause(tail: str) -> bool:
+    """``tail`` asks whether something is correct after a clause ("x = 4, is this right?", "What do you
+    think, is this correct?"), its own clause asking nothing else ("For which n is this true?" asks for
+    values)."""
+    start = 0
+    for m in _CLAUSE_VERDICT_QUESTION.finditer(tail):
+        # the clause's start: the last end of a clause or sentence before the question (each scanned once)
+        for end in _CLAUSE_END.finditer(tail, start, m.start()):
+            start = end.end()
+        if _WH_WORD.search(tail, start, m.start()) is None:
+            return True
+        start = max(start, m.start())
+    return False
+
+
 def asks_correctness(prompt: str) -> bool:
     """``prompt`` asks whether something is correct, right or true (see :data:`_CORRECTNESS_QUESTION`),
     or asks for that verdict in the imperative (:data:`_CORRECTNESS_REQUEST`: "Verify the following
-    solution", "Check whether the answer is correct"): an answer that says "this is correct" then has
+    solution", "Check whether the answer is correct"), or after a clause (:func:`_asks_after_a_clause`: "x = 4,
+    is this right?"): an answer that says "this is correct" then has
     content, and "the answer is correct" is no claim to the grader."""
     # (its end: the question is the prompt's last part, and the scan stays short on a long prompt)
     tail = unmarked(plain(prompt[-4000:]))
-    return _CORRECTNESS_QUESTION.search(tail) is not None or _CORRECTNESS_REQUEST.search(tail) is not None
+    return (
+        _CORRECTNESS_QUESTION.search(tail) is not None
+        or _CORRECTNESS_REQUEST.search(tail) is not None
+        or _asks_after_a_clause(tail)
+    )
 
 
 # A polar question at a sentence's start ("Is 91 prime?", "Does the series converge?"), English only;

@@ -492,7 +492,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # whether the answer is correct", "Determine if this proof is valid", in several languages) or after a
     # clause ("x = 4, is this right?") asks whether something is correct (the verdict question, "This is
     # correct." and a boxed correct answer it)
-    version: ClassVar[str] = "1.9.3"
+    # 1.9.4: a question after a clause that asks which, what or how many ("For which n is this true?")
+    # does not ask whether something is correct
+    version: ClassVar[str] = "1.9.4"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
