@@ -755,6 +755,22 @@ def test_a_task_that_asks_for_the_verdict_in_the_imperative(prompt: str, asks: b
     assert asks_correctness(prompt) is asks
 
 
+@pytest.mark.timeout(120)
+def test_the_verdict_request_pattern_reads_a_long_run_of_spaces_in_one_pass() -> None:
+    """Found in review: "check" and a run of spaces was read by ``\\s*,?\\s+if``, which backtracks over the
+    run from each of its starts (quadratic: a 4,000-character prompt tail took 25 times the old reading,
+    100,000 spaces 23 s, a megabyte hours). The pattern reads each run once; a megabyte of spaces after
+    each verb (and before an "if" that never comes) is read. (The timeout is a hang guard.)"""
+    from rewardhub.judging.hardening import _CORRECTNESS_REQUEST
+
+    run = 1_000_000
+    for head in ("check", "check me", "determine,"):
+        for fill in (" ", " \t"):
+            text = head + fill * (run // len(fill)) + "x"
+            assert _CORRECTNESS_REQUEST.search(text) is None, (head, fill)
+    assert _CORRECTNESS_REQUEST.search("check" + " " * run + "if the answer is correct") is not None
+
+
 def test_a_verdict_is_the_honest_answer_to_a_question_whether_something_is_correct() -> None:
     """ "This is correct." names no answer to "What is 3+4?" (content-free), but it is the answer to "Is
     this correct?", as "Yes" is; so is "The answer is correct." to "Is the answer 12 correct?". Content-free

@@ -767,7 +767,8 @@ _CORRECTNESS_REQUEST = re.compile(
         r"establish|examine|identify|find\s+out|figure\s+out|grade|review|critique)(?![^\W_])"
         r"(?:"
         + _upto("whether")
-        + r"|(?:\s+(?:me|us|carefully|to\s+see|for\s+me|now))?\s*,?\s+if(?![^\W_]))"
+        # (possessive: "\s*,?\s+" backtracked over a long run of spaces from each of its starts, quadratic)
+        + r"|(?:\s++(?:me|us|carefully|to\s+see|for\s+me|now))?(?:\s*+,)?\s++if(?![^\W_]))"
         + _NOT_YOURS
         + r"(?<![^\W_])(?:is|are|was|were|be)(?![^\W_])(?:\s+not)?"
         r"(?:\s+[^\W\d_]+){0,2}?\s+" + _ADJ +
