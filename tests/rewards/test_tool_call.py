@@ -1870,6 +1870,40 @@ async def test_a_glm_value_written_as_a_python_literal_is_that_value(client: htt
     ], results
 
 
+@pytest.mark.timeout(120)
+async def test_a_megabyte_of_glm_values_that_are_no_literal_is_read_within_the_deadline(
+    client: httpx.AsyncClient,
+) -> None:
+    """Found in review: each GLM value is read as a Python literal up to 20,000 characters, but a value
+    that is none is its text and the next one is read, so a megabyte of f-string values (which ast
+    compiles expression by expression before refusing them) took 6 s, past the item's deadline: the
+    item was a timeout, the worker held that long. Values are now read as literals up to a bound for the
+    whole response; past it a value that is no JSON is its text. A literal value is still read."""
+    value = "f'" + "{1}" * 6_000 + "'"
+    n = 1_000_000 // (len(value) + 60)
+    flood = (
+        "<tool_call>f\n"
+        + "".join(f"<arg_key>k{i}</arg_key>\n<arg_value>{value}</arg_value>\n" for i in range(n))
+        + "</tool_call>"
+    )
+    literal = {"name": "f", "arguments": {"tags": ["a", "b"]}}
+    glm_literal = "<tool_call>f\n<arg_key>tags</arg_key>\n<arg_value>['a', 'b']</arg_value>\n</tool_call>"
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "tool_call"},
+            "items": [
+                {"response": flood, "reference": [{"name": "f"}]},
+                {"response": glm_literal + " " * 200_000, "reference": [literal]},
+            ],
+            "options": {"use_cache": False, "timeout_s": 3.0},
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    results = resp.json()["results"]
+    assert [(r["score"], r["reason"]) for r in results] == [(0.0, None), (1.0, None)], results
+
+
 M3 = "]<]minimax[>["
 
 

@@ -107,6 +107,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -147,6 +148,12 @@ _MAX_CALLS = 256
 _MAX_DEPTH = 64
 # a block is read as a Python literal up to this long (ast.parse: ~0.05 s, a few MB, at this size)
 _MAX_LITERAL_CHARS = 20_000
+# GLM's values read as Python literals in one response, in all: each value is bounded alone, but a value
+# that is no literal is its text and the next is read, so a megabyte of f-strings (which ast compiles
+# expression by expression before refusing them) took 6 s, past the item's deadline. Past this many
+# characters, a value that is no JSON is its text.
+_MAX_LITERAL_TOTAL = 4 * _MAX_LITERAL_CHARS
+_literal_budget: ContextVar[list[int] | None] = ContextVar("_literal_budget", default=None)
 # pairings of up to this much work (smaller side^2 x larger side: 64 calls a side) are optimal
 _OPTIMAL_PAIRING_WORK = 64**3
 # Mistral's chat template puts its calls after a marker: "[TOOL_CALLS] [{...}]" (v3: "[TOOL_CALLS][{...}]")
@@ -369,6 +376,14 @@ def parse_calls(response: str) -> list[Call] | None:
     Raises:
         ValueError: the response's call blocks (or its JSON) are not valid tool calls.
     """
+    token = _literal_budget.set([_MAX_LITERAL_TOTAL])
+    try:
+        return _parse_calls(response)
+    finally:
+        _literal_budget.reset(token)
+
+
+def _parse_calls(response: str) -> list[Call] | None:
     text = _model_output(response)
     if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
         text = harmony_without_reasoning(text)
@@ -623,9 +638,13 @@ def _xml_value(raw: str, strings: bool = False) -> Any:
 
 def _literal_value(raw: str) -> Any:
     """``raw`` as the Python literal it writes, as a JSON value (up to :data:`_MAX_LITERAL_CHARS`, nested
-    up to :data:`_MAX_DEPTH`), else ``raw`` itself."""
-    if len(raw) > _MAX_LITERAL_CHARS:
+    up to :data:`_MAX_DEPTH`, and up to :data:`_MAX_LITERAL_TOTAL` read in the response), else ``raw``
+    itself."""
+    budget = _literal_budget.get()
+    if len(raw) > _MAX_LITERAL_CHARS or (budget is not None and len(raw) > budget[0]):
         return raw
+    if budget is not None:
+        budget[0] -= len(raw)
     try:
         value = _as_json(ast.literal_eval(raw.strip()))
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
@@ -1017,7 +1036,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # special-token or invoke call opened before the first <tool_call> is read in its form; Llama 4's
     # <|python_start|> pythonic calls are read; a GLM value written as a Python literal is that value;
     # MiniMax-M3's namespaced calls are read
-    version: ClassVar[str] = "1.3.0"
+    # 1.3.1: GLM values are read as Python literals up to a bound for the whole response (past it, a value
+    # that is no JSON is its text)
+    version: ClassVar[str] = "1.3.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
