@@ -572,6 +572,36 @@ async def test_humaneval_style_check_candidate_and_exceptions(client: httpx.Asyn
     assert missing["valid"] and missing["score"] == 0.0
 
 
+async def test_a_result_the_wall_clock_decided_is_not_cached(client: httpx.AsyncClient) -> None:
+    """Cases cut off by the item's total time (a wall-clock budget, spent faster on a loaded host) were
+    cached as the program's own failures; a case's timeout at its CPU limit still is (the program's)."""
+
+    async def twice(response: str, reference: Any, **config: Any) -> list[dict[str, Any]]:
+        body = {
+            "reward": {"name": "code", "config": config},
+            "items": [{"response": response, "reference": reference}],
+        }
+        return [(await client.post("/v1/score", json=body)).json()["results"][0] for _ in range(2)]
+
+    slow = "import time\nx = input()\ntime.sleep(5)  # cut off by total time: 1 s\nprint(x)\n"
+    cases = {"cases": [{"stdin": str(k), "stdout": str(k)} for k in range(3)]}
+    first, second = await twice(slow, cases, timeout_s=5, total_timeout_s=1)
+    assert first["valid"] and first["score"] == 0.0, first
+    assert "total time limit" in str(first["details"]["tests"]), first["details"]
+    assert not second["cached"] and second["score"] == 0.0, second
+
+    tests = "assert f() == 1\nassert f() == 1\n"
+    sleepy = "import time\ndef f():\n    time.sleep(5)  # assert tests, total time 1 s\n    return 1\n"
+    first, second = await twice(sleepy, {"tests": tests, "entry_point": "f"}, timeout_s=5, total_timeout_s=1)
+    assert first["valid"] and first["score"] == 0.0, first
+    assert not second["cached"], second
+
+    spin = "x = input()\nwhile True:  # a timeout at the CPU limit: the program's own\n    pass\n"
+    first, second = await twice(spin, {"cases": [{"stdin": "1", "stdout": "1"}]}, timeout_s=0.5)
+    assert first["valid"] and first["score"] == 0.0, first
+    assert second["cached"] and second["score"] == 0.0, second
+
+
 async def test_results_are_cached_with_limits_in_the_key(client: httpx.AsyncClient) -> None:
     item = {"response": "print(int(input()) * 2)", "reference": {"cases": [{"stdin": "21", "stdout": "42"}]}}
     body: dict[str, Any] = {"reward": "code", "items": [item]}

@@ -35,7 +35,9 @@ for Python assert tests the judge reads the solution's from ``/proc``; a case's 
 step) is timed by its own and its waited-for children's CPU time, killed once that passes the limit
 (``RLIMIT_CPU`` at the whole second above), and one that finished past it is a timeout too. The wall
 clock only caps a test or case at 3x ``timeout_s`` (a program that sleeps or waits), within
-``total_timeout_s``; concurrency never exceeds the cores, so a cached timeout is a real one;
+``total_timeout_s``; concurrency never exceeds the cores, so a cached timeout is a real one. A result
+in which the wall clock decided a verdict (tests or cases cut off by ``total_timeout_s``, a timeout
+with CPU time to spare) is returned but not cached: on an idle host the same program may pass them.
 ``options.use_cache=false`` re-runs anyway.
 """
 
@@ -444,7 +446,9 @@ class CodeReward(Reward[CodeConfig]):
             details["load_error"] = report.load_message
         if raw.stderr and not all(p for _, p, _ in results):
             details["stderr"] = _tail(raw.stderr)
-        return _scored(results, task.weights, config, details)
+        # the judge's own words for the item's total spent (a test's time is its CPU time)
+        by_wall = raw.deadline_hit or any(m in _TOTAL_SPENT for _, _, m in results)
+        return _scored(results, task.weights, config, details, by_wall=by_wall)
 
     # --- stdin/stdout cases ---------------------------------------------------------------------
     async def _run_cases(self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig) -> Outcome:
@@ -470,14 +474,19 @@ class CodeReward(Reward[CodeConfig]):
             return _compile_failed(why, timing)
         why_missing = _why_missing(raw, report.done)
         results: list[tuple[str, bool, str]] = []
+        # The wall clock decided a case (the item's total spent, or a timeout with CPU time to spare):
+        # the verdict depends on the host's load, so the result is returned but not cached.
+        by_wall = raw.deadline_hit
         for k, (_, expected) in enumerate(task.cases):
             run = report.runs.get(k)
             label = f"case {k}"
             if run is None:
                 results.append((label, False, why_missing))
             elif run.status == "skipped":  # the item's total time was spent before this case's turn
+                by_wall = True
                 results.append((label, False, "not run: total time limit"))
             elif run.status == "timeout":
+                by_wall = by_wall or run.cpu_s < config.timeout_s
                 results.append((label, False, f"timeout ({config.timeout_s:g}s)"))
             elif run.status == "output_limit":
                 results.append((label, False, "output limit exceeded"))
@@ -494,7 +503,7 @@ class CodeReward(Reward[CodeConfig]):
                         f"wrong answer: expected {_tail(expected, 120)!r}, got {_tail(run.stdout, 120)!r}",
                     )
                 )
-        return _scored(results, task.weights, config, timing)
+        return _scored(results, task.weights, config, timing, by_wall=by_wall)
 
     # --- assert-style tests in other languages ----------------------------------------------------
     async def _run_script_tests(
@@ -588,12 +597,22 @@ def _compile_failed(message: str, timing: dict[str, Any]) -> Outcome:
     )
 
 
+# The verdicts the guest's judge gives a test it stopped, or did not reach, because the item's total
+# time (wall clock) was spent.
+_TOTAL_SPENT = frozenset({"total time limit", "not run: total time limit"})
+
+
 def _scored(
     results: list[tuple[str, bool, str]],
     weights: list[float] | None,
     config: CodeConfig,
     details: dict[str, Any],
+    *,
+    by_wall: bool = False,
 ) -> Outcome:
+    """The score of the tests' results. ``by_wall``: a verdict was the wall clock's (the item's total
+    spent on a loaded host, a case's timeout with CPU time to spare), so the outcome is transient: a
+    score, not a cached one, as the same program may pass them when the host is idle."""
     n = len(results)
     if weights is not None and len(weights) != n:
         return Outcome.invalid(
@@ -615,4 +634,5 @@ def _scored(
             for label, ok, msg in results[:_MAX_DETAIL_TESTS]
         ],
     }
-    return Outcome(score, None, {"pass_rate": fraction, "passed_all": 1.0 if all_passed else 0.0}, details)
+    components: dict[str, float | None] = {"pass_rate": fraction, "passed_all": 1.0 if all_passed else 0.0}
+    return Outcome(score, None, components, details, transient=by_wall)
