@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -452,3 +453,34 @@ def test_resume_refuses_a_checkpoint_of_another_run(
     same.config.training.learning_rate = 1e-3
     same._resume()
     assert same.step == 3
+
+
+def test_resume_keeps_the_streak_of_steps_with_every_reward_request_failed(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """The count of consecutive steps in which every reward request failed was not in the checkpoint:
+    a run stopped (or preempted) after max_failed_steps - 1 such steps resumed with the streak at 0 and
+    trained on nothing for max_failed_steps more before it ended; restarted on each stop with a
+    checkpoint every step, it got that far each time, and could reach its last step as a success having
+    trained on nothing. Found in review. The streak is saved and restored."""
+    import json
+
+    old = make_trainer()
+    old.config.reward.max_failed_steps = 3
+    old.step, old.failed_steps = 4, 2
+    old._save()
+    resumed = make_trainer()
+    resumed.config.reward.max_failed_steps = 3
+    resumed._resume()
+    assert resumed.failed_steps == 2
+    down = SimpleNamespace(last_error=None)  # what _check_failures reads of the dispatcher
+    with pytest.raises(RuntimeError, match="failed for 3 consecutive steps"):
+        resumed._check_failures(down, 2, 2)  # type: ignore[arg-type]
+    # a checkpoint written before the streak was saved resumes with none
+    state_path = latest_checkpoint(old.run_dir) / "state.json"  # type: ignore[operator]
+    state = json.loads(state_path.read_text())
+    del state["failed_steps"]
+    state_path.write_text(json.dumps(state))
+    older = make_trainer()
+    older._resume()
+    assert (older.step, older.failed_steps) == (4, 0)

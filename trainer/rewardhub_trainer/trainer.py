@@ -409,6 +409,8 @@ class Trainer:
         self.step = int(state["step"])
         self.updates = int(state.get("updates", self.step))  # older checkpoints: one update a step
         self.data_pos = int(state["data_position"])
+        # a streak cut by a stop goes on: a run restarted after each failed step would never end
+        self.failed_steps = int(state.get("failed_steps", 0))  # older checkpoints: none saved
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
 
     def _identity(self) -> dict[str, Any]:
@@ -434,6 +436,7 @@ class Trainer:
             {
                 "data_position": self.data_pos,
                 "updates": self.updates,
+                "failed_steps": self.failed_steps,
                 "totals": self.totals,
                 "run": self._identity(),
             },
