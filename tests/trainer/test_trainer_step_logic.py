@@ -228,7 +228,7 @@ def test_dynamic_sampling_takes_no_more_rounds_once_a_round_got_no_answer(
     down = DownDispatcher()
     col = trainer._collect(down)  # type: ignore[arg-type]
     assert (col.rounds, down.sent, trainer.data_pos) == (1, 1, 2)
-    assert col.groups == [] and col.dropped == 2 and len(col.scored) == 2
+    assert col.groups == [] and col.dropped == 0 and len(col.scored) == 2  # failed, not dropped
     # a round with some answers is a round like any other: the next one is sampled
     answers: list[list[Result]] = [[(1.0, True, {})] * 6, [(1.0, True, {}), (0.0, True, {})] * 3]
     col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
@@ -484,3 +484,53 @@ def test_resume_keeps_the_streak_of_steps_with_every_reward_request_failed(
     older = make_trainer()
     older._resume()
     assert (older.step, older.failed_steps) == (4, 0)
+
+
+class FlakyDispatcher(CannedDispatcher):
+    """Canned answers, where ``None`` is a request that failed past the client's retries."""
+
+    def __init__(self, answers: list[list[Result] | None]):
+        super().__init__([])
+        self.script = answers
+
+    def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
+        answer = self.script.pop(0)
+        if answer is not None:
+            self.answers = [answer]
+            return super().submit(groups)
+        fut: concurrent.futures.Future[list[ItemResult]] = concurrent.futures.Future()
+        items = [it for g in groups for it in g.items()]
+        fut.set_result(
+            [
+                ItemResult(id=it.id or "", reward="r", score=None, valid=False, reason=REQUEST_FAILED)
+                for it in items
+            ]
+        )
+        return fut
+
+
+def test_groups_dropped_counts_only_what_dynamic_sampling_drops_and_failed_groups_have_their_own(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """``groups_dropped`` counted the groups dynamic sampling dropped for having no signal (DAPO) and
+    the groups whose reward request failed together: an outage read as a batch of too-easy or too-hard
+    prompts, and a real zero-variance drop was hidden in the failures. Found in review. ``groups_dropped``
+    now counts the answered groups dropped for no signal, ``groups_failed`` the groups whose request
+    failed (with or without dynamic sampling)."""
+    trainer = make_trainer(dynamic_sampling=True, max_sampling_rounds=3)
+    # round 1: group 0 has signal, group 1 none (dropped); round 2 (one prompt): its request fails
+    signal_and_flat: list[Result] = [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})] + [
+        (1.0, True, {})
+    ] * 3
+    col = trainer._collect(FlakyDispatcher([signal_and_flat, None]))  # type: ignore[arg-type]
+    assert col.rounds == 2 and [g.problem.index for g in col.groups] == [0]
+    assert col.dropped == 1 and len(col.scored) == 3
+    adv, rewards = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, rewards, adv)
+    assert (out["groups_trained"], out["groups_dropped"], out["groups_failed"]) == (1.0, 1.0, 1.0)
+    # without dynamic sampling a failed group stays in the batch (masked), still counted as failed
+    trainer = make_trainer()
+    col = trainer._collect(FlakyDispatcher([None]))  # type: ignore[arg-type]
+    adv, rewards = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, rewards, adv)
+    assert (out["groups_dropped"], out["groups_failed"]) == (0.0, 2.0)

@@ -308,7 +308,8 @@ class AlgorithmConfig(_Section):
     dynamic_sampling: bool | None = Field(
         None,
         description="Drop zero-variance groups (gdpo: groups in which no component varies) and resample "
-        "until the batch is full (default: dapo).",
+        "until the batch is full (default: dapo); the groups_dropped metric counts them, groups_failed those "
+        "whose reward request failed.",
     )
     max_sampling_rounds: int = Field(
         3,

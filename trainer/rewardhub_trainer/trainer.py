@@ -76,7 +76,7 @@ class _Collected:
     groups: list[Group]  # the groups trained on
     scored: list[Group]  # every group scored this step (metrics are over these)
     rounds: int
-    dropped: int
+    dropped: int  # answered groups dynamic sampling dropped for no signal (not those whose request failed)
     gen_s: float
 
 
@@ -173,7 +173,9 @@ class Trainer:
             if alg.resolved_dynamic_sampling:
                 zero = self._no_signal(new)
                 survivors = [g for g, z in zip(new, zero.tolist(), strict=True) if not z]
-                dropped += len(new) - len(survivors)
+                # a failed group (all NaN) is not kept either, but counted as failed (groups_failed), not
+                # as a prompt with no signal: an outage must not read as too easy or too hard a batch
+                dropped += sum(not _group_failed(g) for g, z in zip(new, zero.tolist(), strict=True) if z)
                 kept.extend(survivors)
             else:
                 kept.extend(new)
@@ -469,7 +471,7 @@ class Trainer:
         rc = self.config.reward
         results = [r for g in col.scored for r in g.results]
         failed = sum(request_failed(r) for r in results)
-        answered = [g for g in col.scored if not all(request_failed(r) for r in g.results)]
+        answered = [g for g in col.scored if not _group_failed(g)]
         raw = [
             s for g in answered for s, r in zip(g.scores(), g.results, strict=True) if not request_failed(r)
         ]
@@ -493,14 +495,16 @@ class Trainer:
             "invalid_frac": 1.0 - len(valid) / len(raw) if raw else math.nan,
             "request_failed_frac": failed / len(results) if results else 0.0,
             # what dynamic sampling drops (GDPO: groups none of whose weighted components vary), of the
-            # groups answered (dynamic sampling drops a failed one too, counted in groups_dropped)
+            # groups answered (dynamic sampling drops a failed one too, counted in groups_failed)
             "frac_zero_std_groups": float(self._no_signal(answered).float().mean()) if answered else math.nan,
             "completion_len": _mean([float(n) for n in lengths]),
             "truncated_frac": _mean([float(c.truncated) for c in comps]),
             "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
             "adv_abs_mean": float(mask_vals.abs().mean()) if mask_vals.numel() else 0.0,
             "groups_trained": float(len(col.groups)),
-            "groups_dropped": float(col.dropped),
+            "groups_dropped": float(col.dropped),  # by dynamic sampling, for no signal
+            # whose reward request failed (not trained on: dropped with dynamic sampling, else masked)
+            "groups_failed": float(len(col.scored) - len(answered)),
             "sampling_rounds": float(col.rounds),
         }
         for name in sorted({k for g in col.scored for r in g.results for k in r.components if "." not in k}):
@@ -587,6 +591,11 @@ class Trainer:
 
 # the data settings that decide which problem sits at each data position
 _DATA_IDENTITY = ("source", "path", "prompt_field", "reference_field", "shuffle", "seed", "arithmetic")
+
+
+def _group_failed(group: Group) -> bool:
+    """Whether the group's reward request failed (a request carries whole groups: all or none)."""
+    return all(request_failed(r) for r in group.results)
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
