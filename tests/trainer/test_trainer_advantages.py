@@ -204,3 +204,22 @@ def test_a_flat_group_is_exactly_flat() -> None:
         assert adv.values[:2].abs().max().item() == 0.0
     all_nan = group_mean_std(torch.full((1, 3), math.nan, dtype=torch.float64))
     assert all_nan[0].item() == 0.0 and all_nan[1].item() == 0.0
+
+
+def test_a_gdpo_group_with_no_signal_is_exactly_flat() -> None:
+    """GDPO's batch step subtracts the batch mean of the summed advantages, which is 0 but for rounding
+    (each component's group-normalised values sum to 0 in every group): a group in which no component
+    varies got ~1e-16 instead of 0, so with the KL off its sequences still cost a forward/backward as
+    "non-zero" advantages (the skip of zero-advantage sequences missed them). Found in review. A total of
+    exactly 0 stays 0; the other groups keep their batch-normalised values."""
+    comps = torch.tensor(
+        [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[0.3, 1.0], [0.3, 1.0], [0.3, 1.0]]], dtype=torch.float64
+    )
+    valid = torch.ones(2, 3, dtype=torch.bool)
+    adv = gdpo_advantages(comps, valid, [1.0, 1.0], EPS)
+    assert adv.values[1].abs().max().item() == 0.0 and adv.mask.all()
+    a = (1 / 3) / (math.sqrt(1 / 3) + EPS)  # each component of group 0: [1,0,1] or [0,1,1]
+    summed = [a - 2 * a, -2 * a + a, 2 * a, 0.0, 0.0, 0.0]
+    m = sum(summed) / 6
+    sd = math.sqrt(sum((x - m) ** 2 for x in summed) / 5)
+    close(adv.values[0], [(x - m) / (sd + EPS) for x in summed[:3]])

@@ -145,7 +145,11 @@ def gdpo_advantages(
         return _finish(torch.zeros_like(total), valid)
     b_mean = flat.mean()
     b_std = flat.std() if flat.numel() >= 2 else torch.zeros((), dtype=flat.dtype)
-    return _finish((total - b_mean) / (b_std + eps), valid)
+    # b_mean is 0 but for rounding (each component's normalised values sum to 0 in every group): a total
+    # of exactly 0 (a group in which no weighted component varies) stays 0, not ~1e-16, which would
+    # still cost a forward/backward as a non-zero advantage (as group_mean_std keeps flat groups flat)
+    values = torch.where(total == 0, torch.zeros_like(total), (total - b_mean) / (b_std + eps))
+    return _finish(values, valid)
 
 
 def mc_grpo_advantages(
