@@ -109,12 +109,16 @@ def test_reward_rises_above_lr0_baseline(reward_server: Any, make_config: Callab
 
 def test_resume_gives_identical_continuation(reward_server: Any, make_config: Callable[..., Any]) -> None:
     full = make_config(reward_server.url, "full", training={"steps": 4}, output={"save_every": 2})
-    train(full)
+    whole = train(full)
     part = make_config(reward_server.url, "part", training={"steps": 2})
     train(part)
     resumed = make_config(reward_server.url, "part", training={"steps": 4})
     trainer = Trainer(resumed)
-    trainer.run()
+    summary = trainer.run()
+    # the summary's request counts are the whole run's, as its steps and times are (they counted only
+    # the resumed process's requests: 4 of 8; found in review)
+    assert whole["reward_requests"] == summary["reward_requests"] == 8
+    assert summary["reward_requests_failed"] == 0
     a, b = read_metrics(Path(full.output.run_dir)), read_metrics(Path(resumed.output.run_dir))
     assert [r["step"] for r in b] == [1, 2, 3, 4]
     assert comparable(a) == comparable(b)

@@ -534,3 +534,26 @@ def test_groups_dropped_counts_only_what_dynamic_sampling_drops_and_failed_group
     adv, rewards = trainer._advantages(col.groups)
     out = trainer._step_metrics(col, rewards, adv)
     assert (out["groups_dropped"], out["groups_failed"]) == (0.0, 2.0)
+
+
+def test_resume_keeps_the_run_s_reward_request_counts(make_trainer: Callable[..., Trainer]) -> None:
+    """summary.json's reward_requests and reward_requests_failed were the dispatcher's, which counts the
+    requests of its own process only: a resumed run reported those since the resume beside the whole
+    run's steps and times. Found in review. The counts are saved with the checkpoint (a checkpoint
+    written before they were starts them at 0)."""
+    import json
+
+    old = make_trainer()
+    old.step = 3
+    old.requests = {"reward_requests": 6, "reward_requests_failed": 1}
+    old._save()
+    resumed = make_trainer()
+    resumed._resume()
+    assert resumed.requests == {"reward_requests": 6, "reward_requests_failed": 1}
+    state_path = latest_checkpoint(old.run_dir) / "state.json"  # type: ignore[operator]
+    state = json.loads(state_path.read_text())
+    del state["requests"]
+    state_path.write_text(json.dumps(state))
+    older = make_trainer()
+    older._resume()
+    assert older.requests == {"reward_requests": 0, "reward_requests_failed": 0}

@@ -121,6 +121,9 @@ class Trainer:
         self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
         self.failed_steps = 0  # consecutive steps in which every reward request failed
+        # reward requests sent and failed over the whole run, a resumed one's earlier steps included
+        # (summary.json; the dispatcher counts only those of this process)
+        self.requests = {"reward_requests": 0, "reward_requests_failed": 0}
 
     # ---- data ----
     def _encode(self, problem: Problem) -> list[int]:
@@ -414,6 +417,8 @@ class Trainer:
         # a streak cut by a stop goes on: a run restarted after each failed step would never end
         self.failed_steps = int(state.get("failed_steps", 0))  # older checkpoints: none saved
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
+        saved_requests = state.get("requests", {})  # older checkpoints: counted from here on
+        self.requests = {k: int(saved_requests.get(k, 0)) for k in self.requests}
 
     def _identity(self) -> dict[str, Any]:
         """What makes a checkpoint this run's: the model, the problems at each data position, the reward.
@@ -439,6 +444,7 @@ class Trainer:
                 "data_position": self.data_pos,
                 "updates": self.updates,
                 "failed_steps": self.failed_steps,
+                "requests": self.requests,
                 "totals": self.totals,
                 "run": self._identity(),
             },
@@ -534,6 +540,8 @@ class Trainer:
                 col = self._collect(dispatcher)
                 wait = dispatcher.wait_s - wait0
                 failed = dispatcher.failed_requests - failed0
+                self.requests["reward_requests"] += dispatcher.requests - sent0
+                self.requests["reward_requests_failed"] += failed
                 self._check_failures(dispatcher, dispatcher.requests - sent0, failed)
                 adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
                 t1 = time.perf_counter()
@@ -579,8 +587,7 @@ class Trainer:
             self.tokenizer.save_pretrained(final)
         summary = {
             "steps": self.step,
-            "reward_requests": dispatcher.requests,
-            "reward_requests_failed": dispatcher.failed_requests,
+            **self.requests,
             **self.totals,
             "last": last,
         }
