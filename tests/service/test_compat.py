@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from conftest import slow_math_request
+from rewardhub.compat import openrlhf
 from rewardhub.config import ConfigError
 from rewardhub.security import Caller
 
@@ -486,3 +487,32 @@ async def test_an_unknown_default_reward_stops_the_start(make_app: Any) -> None:
     async with make_app(compat_default_reward="exact_match") as c:  # any real reward will do
         resp = await c.post("/compat/slime/reward", json={"prompt": "1+1?", "response": "2", "label": "2"})
         assert resp.json()["reward"] == 1.0
+
+
+async def test_openrlhf_query_without_prompts_is_scored_from_its_assistant_turn(make_app: Any) -> None:
+    """OpenRLHF before 0.5.8 posts `{"query": [...]}` alone: each query the left-padded batch row decoded
+    with special tokens (pad tokens, system and user turns, the response, its EOS and right padding).
+    Without a prompt to strip, the whole row was scored as the response: a reference-free reward (the
+    reward-model use those releases had) saw the chat template and the question, here failing every
+    strict format check. The response is what follows the last user turn's assistant header."""
+    pads = "<|endoftext|>" * 3
+    system = "<|im_start|>system\nAnswer in <think></think><answer></answer>.<|im_end|>\n"
+    good = "<think>6*7 is 42</think><answer>42</answer>"
+    payload = {
+        "query": [
+            pads + system + PROMPT + good + "<|im_end|>" + pads,
+            system + PROMPT + "42<|im_end|>",
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is 6*7?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n" + good + "<|eot_id|>",
+        ]
+    }
+    async with make_app(compat_default_reward="format") as c:
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [1.0, 0.0, 1.0], body
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0, 1.0, 1.0]
+    items = openrlhf.to_items(openrlhf.OpenRLHFRequest(query=payload["query"]), "format")
+    assert [getattr(i, "prompt", None) for i in items] == [
+        "What is 6*7? Put the answer in \\boxed{}.",
+        "What is 6*7? Put the answer in \\boxed{}.",
+        "What is 6*7?",
+    ]

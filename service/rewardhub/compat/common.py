@@ -7,6 +7,7 @@ therefore answer 200 and mark each affected item invalid in the peer's own terms
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "as_reference",
     "parse_label",
     "prompt_text",
+    "reply_start",
     "score_or_flag",
     "strip_eos",
     "user_turn",
@@ -74,6 +76,42 @@ _USER_TURNS = (
     re.compile(r"<｜User｜>(.*?)<｜Assistant｜>", re.S),
     re.compile(r"\[INST\](.*?)\[/INST\]", re.S),
 )
+
+
+# Where a user turn ends and the assistant's reply begins, in the same templates: the boundary, the tags
+# that open a turn (the nearest one before a boundary says whose turn it closes), and the user's tag.
+_REPLY_BOUNDARIES = (
+    (re.compile(r"<\|im_end\|>\s*<\|im_start\|>assistant\n"), ("<|im_start|>",), "<|im_start|>user"),
+    (
+        re.compile(r"<\|eot_id\|><\|start_header_id\|>assistant<\|end_header_id\|>\n\n"),
+        ("<|start_header_id|>",),
+        "<|start_header_id|>user",
+    ),
+    (re.compile(r"<end_of_turn>\s*<start_of_turn>model\n"), ("<start_of_turn>",), "<start_of_turn>user"),
+    (re.compile(r"<\|end\|>\s*<\|assistant\|>\n?"), ("<|user|>", "<|assistant|>", "<|system|>"), "<|user|>"),
+    (re.compile(r"<｜Assistant｜>"), ("<｜User｜>", "<｜Assistant｜>"), "<｜User｜>"),
+    (re.compile(r"\[/INST\]"), ("[INST]", "[/INST]"), "[INST]"),
+)
+
+
+def reply_start(conversation: str) -> int | None:
+    """Where the reply begins in a chat-templated conversation: past the last assistant header that
+    closes a user turn (None: no such boundary of a known template).
+
+    A query sent without its prompt (OpenRLHF before 0.5.8 posts ``query`` alone) holds the rendered
+    prompt, the response and its padding; this boundary is the one place the template says where the
+    response starts. Linear in the text (a response is the policy's, and may repeat a tag thousands of
+    times): the turn tags are found in one pass, and each boundary's nearest one by bisection."""
+    for boundary, tags, user in _REPLY_BOUNDARIES:
+        found = list(boundary.finditer(conversation))
+        if not found:
+            continue
+        opened = [m.start() for m in re.finditer("|".join(map(re.escape, tags)), conversation)]
+        for b in reversed(found):
+            i = bisect.bisect_left(opened, b.start()) - 1
+            if i >= 0 and conversation.startswith(user, opened[i]):
+                return b.end()
+    return None
 
 
 def user_turn(prompt: str) -> str:

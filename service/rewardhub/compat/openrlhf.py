@@ -1,7 +1,8 @@
 """OpenRLHF remote reward model protocol (``--reward.remote_url``, formerly ``--remote_rm_url``).
 
 Request ``{"query": [str], "prompts": [str], "labels": [any]}``; ``query`` is prompt + response decoded
-with special tokens kept. Answer ``{"rewards": [float], "scores": [float], "extra_logs": {name: [float]}}``
+with special tokens kept (before 0.5.8 OpenRLHF sends ``query`` alone: the response is then what follows
+the template's assistant header, and before 0.6.0 it sends no ``labels``). Answer ``{"rewards": [float], "scores": [float], "extra_logs": {name: [float]}}``
 with lists as long as ``query`` (empty lists are valid: OpenRLHF sends them to the second and later URLs;
 ``extra_logs`` has its keys then too, with empty lists).
 
@@ -16,7 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rewardhub.compat.common import ScoreOutcome, parse_label, prompt_text, strip_eos
+from rewardhub.compat.common import (
+    ScoreOutcome,
+    parse_label,
+    prompt_text,
+    reply_start,
+    strip_eos,
+    user_turn,
+)
 from rewardhub.errors import RewardHubError
 from rewardhub.protocol import ScoreItem
 
@@ -48,7 +56,9 @@ def split_response(query: str, prompt: str | None) -> str:
     ``query`` is decoded from the token ids OpenRLHF generated from, which need not spell the prompt
     string it posts: an over-long prompt is cut from the left (``prompt_token_ids[-max_prompt_length:]``),
     and a VLM processor expands an image placeholder (``<|image_pad|>``) into one token per patch. The
-    response then follows the longest tail of the prompt that ``query`` holds."""
+    response then follows the longest tail of the prompt that ``query`` holds. Without a prompt to find
+    (OpenRLHF before 0.5.8 sends none), it follows the chat template's assistant header after the last
+    user turn (:func:`~rewardhub.compat.common.reply_start`)."""
     if prompt:
         at = query.find(prompt)
         if at >= 0:
@@ -56,7 +66,9 @@ def split_response(query: str, prompt: str | None) -> str:
         end = _prompt_tail_end(query, prompt)
         if end is not None:
             return strip_eos(query[end:])
-    return strip_eos(query)
+    # No prompt (OpenRLHF before 0.5.8 posts `query` alone) or none found: the template's reply boundary
+    start = reply_start(query)
+    return strip_eos(query[start:] if start is not None else query)
 
 
 def _prompt_tail_end(query: str, prompt: str) -> int | None:
@@ -86,10 +98,15 @@ def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem | Rewa
         except RewardHubError as exc:  # an unreadable label flags its item only
             items.append(exc)
             continue
+        if prompt is None:  # the prompt is the query's part before the reply, where the template shows it
+            start = reply_start(query)
+            asked = user_turn(query[:start]) if start is not None else None
+        else:
+            asked = prompt_text(prompt)
         items.append(
             ScoreItem(
                 id=str(i),
-                prompt=prompt_text(prompt),
+                prompt=asked,
                 response=split_response(query, prompt),
                 reference=reference,
                 reward=spec,
