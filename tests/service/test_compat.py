@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from conftest import slow_math_request
-from rewardhub.compat import openrlhf
+from rewardhub.compat import nemo_gym, openrlhf
+from rewardhub.compat.common import ScoreOutcome
 from rewardhub.config import ConfigError
 from rewardhub.security import Caller
 
@@ -516,3 +517,26 @@ async def test_openrlhf_query_without_prompts_is_scored_from_its_assistant_turn(
         "What is 6*7? Put the answer in \\boxed{}.",
         "What is 6*7?",
     ]
+
+
+def test_nemo_gym_failed_model_call_is_a_judge_failure_it_can_recover() -> None:
+    """NeMo Gym files a verifier's failed model call (transport, HTTP error) as `_ng_failure_class:
+    "judge_failed"` (its judge_failsafe), the one class `gym eval reverify --judge-failed-only` re-verifies
+    from the failures sidecar without re-running inference. A judge, PRM or ORM backend's failure here
+    (reason backend_error) was filed "transient", so that recovery never picked it up."""
+    failed = {
+        "score": None,
+        "valid": False,
+        "reason": "backend_error",
+        "error": None,
+        "details": {"message": "judge-72b: HTTP 500"},
+    }
+    out = nemo_gym.to_response(NEMO_VERIFY, ScoreOutcome([failed]))
+    assert (out["reward"], out["mask_sample"]) == (0.0, True)
+    assert out["_ng_failure_class"] == "judge_failed"
+    assert out["_ng_failure_judge_error"] == "judge-72b: HTTP 500"
+    # other failures of the moment stay "transient"; a reverified row loses a stale judge error
+    timed_out = {**failed, "reason": "timeout", "details": {}}
+    stale = {**NEMO_VERIFY, "_ng_failure_class": "judge_failed", "_ng_failure_judge_error": "old"}
+    out = nemo_gym.to_response(stale, ScoreOutcome([timed_out]))
+    assert out["_ng_failure_class"] == "transient" and "_ng_failure_judge_error" not in out

@@ -16,7 +16,9 @@ answer echoes the request and adds ``reward``, ``reward_components``, and NeMo G
 An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
 transient reasons; or a service too full to take it, ``overloaded``) also carries
 ``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the row to its failures sidecar,
-keeps it out of the metrics, and a resumed run retries it.
+keeps it out of the metrics, and a resumed run retries it. A failed model call (a judge, PRM or ORM
+backend's error, reason ``backend_error``) is NeMo Gym's own ``"judge_failed"`` instead, with
+``_ng_failure_judge_error``: ``gym eval reverify --judge-failed-only`` re-verifies those rows.
 rewardhub rewards are pure functions of the request, so ``/reverify_mode`` is ``stateless``.
 """
 
@@ -30,12 +32,13 @@ from typing import Any
 
 from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, prompt_text
 from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError, ServiceUnavailable
-from rewardhub.protocol import TRANSIENT_REASONS, RewardSpec, ScoreItem
+from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 
 __all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
 
 TASK_INDEX_KEYS = ("_ng_task_index", "_task_index")
 FAILURE_CLASS_KEY = "_ng_failure_class"
+JUDGE_ERROR_KEY = "_ng_failure_judge_error"
 # the item reasons of the moment, and the request-level ones score_or_flag gives every item of a call the
 # service could not take (full, or a worker pool not running)
 _TRANSIENT = frozenset(r.value for r in TRANSIENT_REASONS) | {
@@ -152,8 +155,14 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
     out["failure_reason"] = (
         None if r["valid"] else (r.get("error") or (r.get("details") or {}).get("message") or r.get("reason"))
     )
-    out.pop(FAILURE_CLASS_KEY, None)  # a stale one from the stored answer being reverified
-    if not r["valid"] and r.get("reason") in _TRANSIENT:
+    out.pop(FAILURE_CLASS_KEY, None)  # stale ones from the stored answer being reverified
+    out.pop(JUDGE_ERROR_KEY, None)
+    if not r["valid"] and r.get("reason") == Reason.BACKEND_ERROR:
+        # NeMo Gym's own class for a verifier's failed model call (its judge_failsafe): the one that
+        # `gym eval reverify --judge-failed-only` re-verifies from the sidecar without new rollouts
+        out[FAILURE_CLASS_KEY] = "judge_failed"
+        out[JUDGE_ERROR_KEY] = out["failure_reason"]
+    elif not r["valid"] and r.get("reason") in _TRANSIENT:
         out[FAILURE_CLASS_KEY] = "transient"
     details = r.get("details") or {}
     out.pop("extracted_answer", None)  # a stale one from the stored answer being reverified
