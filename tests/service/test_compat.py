@@ -540,3 +540,14 @@ def test_nemo_gym_failed_model_call_is_a_judge_failure_it_can_recover() -> None:
     stale = {**NEMO_VERIFY, "_ng_failure_class": "judge_failed", "_ng_failure_judge_error": "old"}
     out = nemo_gym.to_response(stale, ScoreOutcome([timed_out]))
     assert out["_ng_failure_class"] == "transient" and "_ng_failure_judge_error" not in out
+
+
+async def test_nemo_gym_aggregate_metrics_keys_tasks_as_nemo_gym_does(client: httpx.AsyncClient) -> None:
+    """NeMo Gym's /aggregate_metrics keeps each group's task index under its own key, `_ng_task_index`
+    ("for downstream per-task joins"), and takes a row without one as task 0. Here the groups had it only
+    as `task_index`, and a row without one made a task `null`."""
+    rows = [{"_ng_task_index": 2, "reward": 1.0}, {"reward": 0.0}]
+    agg = (await client.post("/aggregate_metrics", json={"verify_responses": rows})).json()
+    tasks = {g["_ng_task_index"]: g for g in agg["group_level_metrics"]}
+    assert sorted(tasks) == [0, 2], agg
+    assert tasks[2]["mean/reward"] == 1.0 and tasks[0]["mean/reward"] == 0.0

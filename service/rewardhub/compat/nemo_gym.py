@@ -182,7 +182,8 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-task and overall reward statistics, skipping masked samples (NeMo Gym's AggregateMetrics shape)."""
+    """Per-task and overall reward statistics, skipping masked samples (NeMo Gym's AggregateMetrics shape:
+    each group keyed by ``_ng_task_index``, a row without one task 0, as NeMo Gym's own aggregation)."""
     by_task: dict[Any, list[float]] = defaultdict(list)
     masked = 0
     for resp in verify_responses:
@@ -192,13 +193,14 @@ def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, A
         reward = resp.get("reward")
         if not isinstance(reward, int | float):
             continue
-        task = next((resp[k] for k in TASK_INDEX_KEYS if k in resp), None)
+        task = next((resp[k] for k in TASK_INDEX_KEYS if k in resp), 0)  # NeMo Gym's default
         by_task[task].append(float(reward))
     group_level = []
     for task, rewards in by_task.items():
         s = _stats(rewards)
         group_level.append(
             {
+                TASK_INDEX_KEYS[0]: task,  # NeMo Gym's key for per-task joins
                 "task_index": task,
                 "mean/reward": s["mean"],
                 "std/reward": s["std"],
