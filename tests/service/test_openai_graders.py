@@ -638,3 +638,17 @@ async def test_validate_parses_calculate_output_without_evaluating_it(
     assert resp.status_code == 200, resp.text
     body = await run(client, grader, "x")
     assert not body["metadata"]["errors"]["formula_parse_error"], body["metadata"]["errors"]
+
+
+async def test_the_openai_sdk_paths_under_its_base_url(client: httpx.AsyncClient) -> None:
+    """The OpenAI SDK (`OpenAI(base_url=...).fine_tuning.alpha.graders.run(...)`, `.validate(...)`) posts
+    to `<base_url>/fine_tuning/alpha/graders/run` and `/validate`, the hosted API's paths. With the base
+    URL at /compat/openai both were 404: only the short /graders/run and /graders/validate answered."""
+    grader = {"type": "string_check", "name": "sc", "input": "{{sample.output_text}}", "reference": "Paris"}
+    grader["operation"] = "eq"
+    base = "/compat/openai/fine_tuning/alpha/graders"
+    ran = await client.post(f"{base}/run", json={"grader": grader, "model_sample": "Paris"})
+    assert ran.status_code == 200, ran.text
+    assert ran.json()["reward"] == 1.0 and ran.json()["metadata"]["type"] == "string_check"
+    checked = await client.post(f"{base}/validate", json={"grader": grader})
+    assert checked.status_code == 200 and checked.json() == {"grader": grader}, checked.text

@@ -126,6 +126,12 @@ for _path, _endpoint, _method in (
     summary="OpenAI grader JSON: run a grader on one sample",
     description=openai_graders.__doc__ or "",
 )
+@router.post(
+    "/openai/fine_tuning/alpha/graders/run",
+    summary="OpenAI grader JSON: run a grader (the hosted API's path, as the OpenAI SDK posts it)",
+    description="`OpenAI(base_url='http://HOST:PORT/compat/openai').fine_tuning.alpha.graders.run(...)`; "
+    "the same as /compat/openai/graders/run.",
+)
 async def openai_graders_run(
     body: openai_graders.GraderRunRequest, scoring: ScoringDep, admission: AdmissionDep, caller: CallerDep
 ) -> JSONBytesResponse:
@@ -206,6 +212,10 @@ def grader_type_of(grader: dict[str, Any], name: str) -> Any:
 
 
 @router.post("/openai/graders/validate", summary="OpenAI grader JSON: check a grader without running it")
+@router.post(
+    "/openai/fine_tuning/alpha/graders/validate",
+    summary="OpenAI grader JSON: check a grader (the hosted API's path, as the OpenAI SDK posts it)",
+)
 async def openai_graders_validate(
     caller: CallerDep, scoring: ScoringDep, body: dict[str, Any] = Body(...)
 ) -> dict[str, Any]:
