@@ -551,3 +551,27 @@ async def test_nemo_gym_aggregate_metrics_keys_tasks_as_nemo_gym_does(client: ht
     tasks = {g["_ng_task_index"]: g for g in agg["group_level_metrics"]}
     assert sorted(tasks) == [0, 2], agg
     assert tasks[2]["mean/reward"] == 1.0 and tasks[0]["mean/reward"] == 0.0
+
+
+async def test_openrlhf_response_ending_in_another_models_stop_token_is_stripped(make_app: Any) -> None:
+    """OpenRLHF decodes the generated ids with special tokens kept, so a response ends in the token that
+    stopped it. GLM-4 stops at <|user|> (or <|observation|>), gpt-oss at <|return|>, Llama 3.1's tool
+    turn at <|eom_id|>: none was stripped, so a strict format check failed every such response."""
+    glm = "[gMASK]<sop><|user|>\nWhat is 6*7?<|assistant|>"
+    harmony = "<|start|>user<|message|>What is 6*7?<|end|><|start|>assistant<|channel|>final<|message|>"
+    llama = "<|start_header_id|>user<|end_header_id|>\n\nWhat is 6*7?<|eot_id|>"
+    llama += "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    good = "<think>6*7 is 42</think><answer>42</answer>"
+    payload = {
+        "query": [
+            glm + "\n" + good + "<|user|>",
+            glm + good + "<|observation|>",
+            harmony + good + "<|return|>",
+            llama + good + "<|eom_id|>",
+        ],
+        "prompts": [glm, glm, harmony, llama],
+        "labels": [None] * 4,
+    }
+    async with make_app(compat_default_reward="format") as c:
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [1.0] * 4, body

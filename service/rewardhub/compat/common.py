@@ -34,12 +34,18 @@ __all__ = [
     "user_turn",
 ]
 
-# End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False).
+# End-of-sequence markers that decoders leave at the end of a response (skip_special_tokens=False): the
+# tokens generation stops at. GLM-4 stops at the next turn's tag (<|user|>, <|observation|>), gpt-oss at
+# <|return|>, and Llama 3.1 ends a tool turn with <|eom_id|>.
 EOS_MARKERS = (
     "<|im_end|>",
     "<|endoftext|>",
     "<|eot_id|>",
+    "<|eom_id|>",
     "<|end_of_text|>",
+    "<|user|>",
+    "<|observation|>",
+    "<|return|>",
     "<|end|>",
     "</s>",
     "<eos>",
