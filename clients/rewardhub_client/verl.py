@@ -5,7 +5,9 @@ path)::
 
     custom_reward_function.path=/path/to/rewardhub_client/verl.py
     custom_reward_function.name=compute_score          # per sample (sync), or compute_score_async
-    # or, with reward_model.reward_manager=batch:
+    # or the batch reward manager, verl's legacy reward path (from verl 0.7 on the reward loop is the
+    # default, and it has no batch manager: "Unknown reward manager: batch"):
+    reward_model.use_reward_loop=False reward_model.reward_manager=batch
     custom_reward_function.name=compute_score_batch
 
 Configuration, by environment variable (read at first use) or :func:`configure`:
