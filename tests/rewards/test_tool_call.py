@@ -477,6 +477,56 @@ async def test_a_block_of_a_python_literal_call_is_read(client: httpx.AsyncClien
     ], results
 
 
+async def test_a_closing_tag_quoted_in_a_json_string_does_not_end_its_block(
+    client: httpx.AsyncClient,
+) -> None:
+    """A call whose string argument holds ``</tool_call>`` (a file or prompt written that quotes the tag)
+    was cut at that closer, its JSON broken: 0 format, however right. A block of JSON cut inside a string
+    now ends at the first closer after its JSON, when the text up to it is JSON (escaped quotes read as
+    JSON reads them; a stop string's missing closer as before); a block that is no JSON past the closer
+    (a Python literal with a lone double quote, prose) still ends at the first one."""
+    quoted = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+    write = {"name": "write_file", "arguments": {"path": "demo.md", "content": "Call it so:\n" + quoted}}
+    said = {"name": "note", "arguments": {"text": 'He wrote "</tool_call>" and a \\ then "done".'}}
+    lone = {"name": "say", "arguments": {"text": 'he said "hi'}}
+    literal = "<tool_call>{'name': 'say', 'arguments': {'text': 'he said \"hi'}}</tool_call>\n"
+    items = [
+        {"response": hermes(write, TIME), "reference": [write, TIME]},
+        {"response": hermes(said), "reference": [said]},
+        {"response": hermes(write).removesuffix("\n</tool_call>"), "reference": [write]},  # a stop string
+        {"response": literal + hermes(TIME), "reference": [lone, TIME]},
+        {
+            "response": '<tool_call>{"name": "f", "arguments": {"x": "a</tool_call> then prose',
+            "reference": [TIME],
+        },
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "format"),
+    ], results
+    assert results[0]["details"]["calls"] == [write, TIME]
+
+
+@pytest.mark.timeout(60)
+async def test_closing_tags_quoted_in_json_strings_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
+    """A block cut inside a JSON string is read on past its closer, but never twice over the same text:
+    blocks each cut in a string whose scan finds no JSON end (1 MB of them, a string never closed, escaped
+    quotes) are read in one pass, each item scored in the CPU workers under the default deadline, none
+    timing out. (The timeout is a hang guard.)"""
+    responses = [
+        '<tool_call>{"a": "</tool_call>' * 30_000,
+        '<tool_call>["' + '</tool_call><tool_call>["\\"x' * 35_000,
+        '<tool_call>{"' + "</tool_call>" * 80_000,
+        ('<tool_call>{"a": "x</tool_call>' + '\\"' * 20) * 14_000,
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
+    assert [r["reason"] for r in results] == ["format"] * len(responses), results
+
+
 async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:
     """Llama 3.2 (1B/3B) and Llama 4, ToolACE and BFCL's prompting mode write calls as a Python list,
     ``[get_weather(city="Paris"), get_time(tz="UTC")]`` (vLLM's pythonic parser): such a response was no

@@ -9,7 +9,8 @@ are, in order of precedence:
 
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates; unless a call of the special-token or invoke forms below opens before the first block and
-  is read: a block quoted in its argument is no call of its own), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  is read: a block quoted in its argument is no call of its own; a ``</tool_call>`` quoted in a JSON
+  string does not end its block), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
@@ -318,17 +319,31 @@ def _model_output(text: str) -> str:
     return "\n".join(kept)
 
 
-def _blocks(text: str) -> list[str]:
+def _blocks(text: str, quoted: bool = False) -> list[str]:
     """The texts of the ``<tool_call>...</tool_call>`` blocks, in order (as a lazy regex search finds them,
     but in one pass: that search scanned to the end from every opener without a closer, quadratic), and
     a last block without its closer when what follows its opener is whole call JSON: a rollout stopped
     at ``</tool_call>`` as a stop string, which vLLM leaves out of the text (its Hermes parser reads such
-    a block too), or a whole Qwen3-Coder call. A tail that is not (cut mid-call, prose) is no call."""
+    a block too), or a whole Qwen3-Coder call. A tail that is not (cut mid-call, prose) is no call.
+
+    ``quoted``: a block of JSON cut by its first ``</tool_call>`` inside a string (a call writing a file
+    or a prompt that quotes the tag) ends at the first closer after its JSON instead, when the text up
+    to it is JSON (:func:`_quoted_block_end`). The first closer ended it, a broken call (0 format);
+    :func:`_calls_of_blocks` reads the blocks so when they are broken, the plain block unchecked."""
     blocks: list[str] = []
     at = 0
+    budget = [len(text) if quoted else 0]  # (what the scans past quoted closers may read, all together)
     while (start := text.find(_OPEN, at)) >= 0:
         start += len(_OPEN)
         end = text.find(_CLOSE, start)
+        body = text[start:end]
+        if end >= 0 and budget[0] > 0 and _cut_in_a_string(body):
+            quoted_end = _quoted_block_end(text, end, budget)
+            if quoted_end == _NO_CLOSER and _json_block(text[start:]):  # (its own closer left out)
+                blocks.append(text[start:])
+                break
+            if quoted_end >= 0 and _json_block(longer := text[start:quoted_end]):
+                end, body = quoted_end, longer
         if end < 0:  # no closer after this opener: none after any later one either
             try:
                 _block_calls(text[start:], closed=False)
@@ -336,9 +351,71 @@ def _blocks(text: str) -> list[str]:
                 break
             blocks.append(text[start:])
             break
-        blocks.append(text[start:end])
+        blocks.append(body)
         at = end + len(_CLOSE)
     return blocks
+
+
+# the rest of a JSON string, from inside it to its closing quote (an escaped quote does not close it)
+_JSON_STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_JSON_ESCAPE = re.compile(r"\\.", re.DOTALL)
+_JSON_START = re.compile(r"\s*[\[{]")
+_NO_CLOSER, _NO_END = -1, -2
+
+
+def _cut_in_a_string(body: str) -> bool:
+    """Whether a block's text, up to its first ``</tool_call>``, is JSON cut inside a string: it starts
+    as JSON does and holds an odd number of unescaped quotes (JSON text has an even number, and no
+    backslash outside its strings). Counted at C speed, on every block: the plain block stays fast."""
+    quotes = body.count('"')
+    if "\\" in body:
+        if "\\\\" in body:  # (a run of backslashes: an even one before a quote escapes none)
+            quotes = _JSON_ESCAPE.sub("", body).count('"')
+        else:  # (each backslash alone: one before a quote escapes it)
+            quotes -= body.count('\\"')
+    return quotes % 2 == 1 and _JSON_START.match(body) is not None
+
+
+def _quoted_block_end(text: str, at: int, budget: list[int]) -> int:
+    """Where a block whose JSON is cut inside a string at ``at`` ends: the first ``</tool_call>`` past
+    ``at`` outside the JSON's strings (read as JSON reads them, an escaped quote inside); ``_NO_CLOSER``
+    when its strings close but no closer follows them, ``_NO_END`` when a string never closes or the scan
+    would read past ``budget``. One forward pass (each find starts at the cursor, the closer's found
+    again only once the cursor is past it); what it reads is taken off ``budget``, which all the blocks
+    of a response share: a response of many blocks each scanned to the end and given up (its text no
+    JSON) stops being scanned once it has read as much as the text, so the reading stays linear."""
+    start = at
+    limit = min(len(text), at + budget[0])
+    closer = text.find(_CLOSE, at, limit)
+    result = _NO_END
+    while True:  # (at is inside a string)
+        string = _JSON_STRING_REST.match(text, at, limit)
+        if string is None:
+            at = limit
+            break
+        at = string.end()
+        if 0 <= closer < at:  # (that closer was in the string)
+            closer = text.find(_CLOSE, at, limit)
+        quote = text.find('"', at, limit)
+        if closer >= 0 and (quote < 0 or closer < quote):
+            result = closer
+            break
+        if quote < 0:
+            result = _NO_CLOSER if limit == len(text) else _NO_END
+            at = limit
+            break
+        at = quote + 1
+    budget[0] -= at - start
+    return result
+
+
+def _json_block(block: str) -> bool:
+    """Whether a block's text is JSON: a value, or values one after another (ToolRL's one call a line)."""
+    try:
+        _loads(block)
+    except ValueError:
+        return _json_objects(block, lines=True) is not None
+    return True
 
 
 def _no_constant(name: str) -> Any:
@@ -389,7 +466,7 @@ def _parse_calls(response: str) -> list[Call] | None:
         text = harmony_without_reasoning(text)
     blocks = _blocks(text)
     if blocks and not _native_first(text):
-        return _calls_of_blocks(blocks)
+        return _calls_of_blocks(blocks, text)
     try:
         if (special := _special_token_calls(text)) is not None:
             return special
@@ -398,7 +475,7 @@ def _parse_calls(response: str) -> list[Call] | None:
     except ValueError as broken:
         if blocks:  # (a tag of another form in the text before them, no call of that form)
             try:
-                return _calls_of_blocks(blocks)
+                return _calls_of_blocks(blocks, text)
             except ValueError:
                 raise broken from None  # (the form opened first: its error)
         # A JSON call whose string argument quotes one of these forms (a file written, a prompt quoted:
@@ -412,7 +489,7 @@ def _parse_calls(response: str) -> list[Call] | None:
             raise
         return quoted
     if blocks:  # (the form opened first read no call)
-        return _calls_of_blocks(blocks)
+        return _calls_of_blocks(blocks, text)
     if _bare_qwen3_shaped(text):  # Qwen3-Coder's XML without its <tool_call>
         try:
             bare = qwen3_coder_bare_calls(text, _MAX_CALLS)
@@ -423,13 +500,28 @@ def _parse_calls(response: str) -> list[Call] | None:
     return _json_calls(text)
 
 
-def _calls_of_blocks(blocks: list[str]) -> list[Call] | None:
-    """The calls of the ``<tool_call>`` blocks; None when they call nothing (blocks of empty lists, as
-    ``{"tool_calls": []}``).
+def _calls_of_blocks(blocks: list[str], text: str) -> list[Call] | None:
+    """The calls of the ``<tool_call>`` blocks (found in ``text``); None when they call nothing (blocks
+    of empty lists, as ``{"tool_calls": []}``). Blocks that are not valid calls are found again with
+    the ``</tool_call>`` quoted in a JSON string read past (a file or a prompt that quotes the tag): the
+    calls of those when they differ and are valid (only on this path: a plain block is not checked).
 
     Raises:
         ValueError: a block that is not valid calls, or more than :data:`_MAX_CALLS` calls.
     """
+    try:
+        return _block_list_calls(blocks)
+    except _Malformed as broken:
+        requoted = _blocks(text, quoted=True)
+        if requoted == blocks:
+            raise
+        try:
+            return _block_list_calls(requoted)
+        except _Malformed:
+            raise broken from None
+
+
+def _block_list_calls(blocks: list[str]) -> list[Call] | None:
     if len(blocks) > _MAX_CALLS:
         raise _Malformed(f"more than {_MAX_CALLS} tool calls")
     try:  # a block holds one call, or (some templates) a list of them, or one call a line
@@ -1038,7 +1130,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # MiniMax-M3's namespaced calls are read
     # 1.3.1: GLM values are read as Python literals up to a bound for the whole response (past it, a value
     # that is no JSON is its text)
-    version: ClassVar[str] = "1.3.1"
+    # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON
+    version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
