@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 import httpx
@@ -1798,10 +1799,39 @@ async def test_kimi_k3_calls_are_read(client: httpx.AsyncClient) -> None:
     assert results[1]["details"]["calls"] == [nested]
 
 
+def spaced(text: str) -> str:
+    """``text`` as vLLM's detokenizer writes it with special tokens kept and spaces_between_special_tokens
+    on (its default): each XTML token and each run of text between them joined by one space."""
+    return " ".join(piece for piece in re.split(r"(<\|(?:open|close|sep)\|>)", text) if piece)
+
+
+async def test_kimi_k3_markers_with_spaces_inside_are_read(client: httpx.AsyncClient) -> None:
+    """A rollout generated with K3's special tokens kept and vLLM's spaces_between_special_tokens on (its
+    default) has a space beside each token, ``<|open|> tools <|sep|> <|open|> call tool="f" ...``: its
+    calls scored 0, no_answer, however right, and a call drafted in its spaced ``think`` channel was no
+    reasoning. vLLM's kimi_k3 parser reads whitespace inside a marker (``\\s*``); so does the reward now.
+    A value's text stays as written, as that parser reads it: a string argument has the spaces too."""
+    typed = {"name": "plan", "arguments": {"days": 3, "opts": {"k": [1, 2]}}}
+    think = "<|open|>think<|sep|>maybe " + kimi_k3(TIME) + "<|close|>think<|sep|>"
+    items = [
+        {"response": spaced(kimi_k3(typed)), "reference": [typed]},
+        {"response": spaced(think + kimi_k3(typed)), "reference": [typed]},
+        {"response": spaced(kimi_k3(typed)), "reference": kimi_k3(typed)},  # a reference without spaces
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+    normalized = await score(
+        client, [{"response": spaced(kimi_k3(TIME)), "reference": [TIME]}], string_match="normalized"
+    )
+    assert [(r["score"], r["reason"]) for r in normalized] == [(1.0, None)], normalized
+    assert normalized[0]["details"]["calls"] == [{"name": "get_time", "arguments": {"tz": " Europe/Paris "}}]
+
+
 @pytest.mark.timeout(60)
 async def test_kimi_k3_calls_are_read_in_linear_time(client: httpx.AsyncClient) -> None:
-    """1 MB of K3 channels, calls and arguments that never close is read in one pass (a lazy regex, or
-    a search for each opener's closer to the end of the text, is quadratic); each scores, none times out.
+    """1 MB of K3 channels, calls and arguments that never close (or of spaces inside markers) is read in
+    one pass (a lazy regex, or a search for each opener's closer to the end of the text, is quadratic);
+    each scores, none times out.
     (The timeout is a hang guard.)"""
     call = '<|open|>call tool="f"<|sep|>'
     responses = [
@@ -1809,6 +1839,8 @@ async def test_kimi_k3_calls_are_read_in_linear_time(client: httpx.AsyncClient) 
         K3_TOOLS + call + '<|open|>argument key="x" type="number"<|sep|>1' * 20_000,
         (K3_TOOLS + call + "<|close|>call<|sep|>" + K3_TOOLS_END) * 10_000,  # over 256 calls
         "<|open|>think<|sep|>" * 50_000,
+        "<|sep|>" + " " * 1_000_000,  # a run of spaces no <|sep|> follows (the markers' spaces)
+        spaced(K3_TOOLS) + " <|open|> call" * 70_000,
     ]
     results = await score(client, [{"response": r, "reference": [{"name": "f"}]} for r in responses])
     assert [(r["score"], r["reason"]) for r in results] == [
@@ -1816,6 +1848,8 @@ async def test_kimi_k3_calls_are_read_in_linear_time(client: httpx.AsyncClient) 
         (0.0, "no_answer"),
         (0.0, "format"),
         (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),  # (an unclosed channel: its last call cut off)
     ], results
 
 

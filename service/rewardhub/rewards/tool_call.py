@@ -33,7 +33,8 @@ are, in order of precedence:
   tool's output, is none), or Kimi K3's XTML (vLLM's ``kimi_k3``), ``<|open|>tools<|sep|><|open|>call
   tool="f"<|sep|><|open|>argument key="x" type="string"<|sep|>value<|close|>argument<|sep|>
   <|close|>call<|sep|><|close|>tools<|sep|>`` (a ``string`` argument the text as written, another its
-  JSON; a call cut off before its closer none); a last call without its end token counts when its JSON
+  JSON; a call cut off before its closer none; whitespace inside a marker, ``<|open|> tools <|sep|>``,
+  as vLLM's detokenizer writes it with ``spaces_between_special_tokens``, read as vLLM's parser does); a last call without its end token counts when its JSON
   is whole;
 * otherwise MiniMax-M2's blocks (vLLM's ``minimax_m2``), ``<minimax:tool_call>\\n<invoke name="f">\\n
   <parameter name="x">value</parameter>\\n</invoke>\\n</minimax:tool_call>``, several invokes a block,
@@ -139,6 +140,7 @@ from rewardhub.rewards.tool_formats import (
     minimax_m3_calls,
     qwen3_coder_bare_calls,
     qwen3_coder_calls,
+    xtml_unspaced,
 )
 
 __all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
@@ -461,7 +463,7 @@ def parse_calls(response: str) -> list[Call] | None:
 
 
 def _parse_calls(response: str) -> list[Call] | None:
-    text = _model_output(response)
+    text = _model_output(xtml_unspaced(response))  # (K3's markers as its reasoning and calls are read)
     if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
         text = harmony_without_reasoning(text)
     blocks = _blocks(text)
@@ -1130,7 +1132,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # MiniMax-M3's namespaced calls are read
     # 1.3.1: GLM values are read as Python literals up to a bound for the whole response (past it, a value
     # that is no JSON is its text)
-    # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON
+    # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON;
+    # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
     version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -34,6 +34,7 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
 * Kimi K3 (vLLM's ``kimi_k3``, its XTML) writes a ``tools`` channel of calls, each argument typed:
   ``<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city"
   type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>``.
+  (:func:`xtml_unspaced` drops whitespace inside its markers first, as vLLM's parser reads past it.)
 
 * MiniMax-M3 (vLLM's ``minimax_m3``) prefixes each tag with its namespace token ``]<]minimax[>[`` and
   writes each argument as a tag of its name, a nested object as nested tags, an array as ``<item>`` tags:
@@ -78,6 +79,7 @@ __all__ = [
     "minimax_m3_calls",
     "qwen3_coder_bare_calls",
     "qwen3_coder_calls",
+    "xtml_unspaced",
 ]
 
 QWEN3_FUNCTION = "<function="
@@ -518,6 +520,24 @@ def kimi_k3_calls(text: str, max_calls: int) -> list[K3Call]:
             break
         at = end + len(_K3_TOOLS_END)
     return calls
+
+
+def xtml_unspaced(text: str) -> str:
+    """``text`` without whitespace inside its XTML markers (Kimi K3's): after a ``<|open|>`` or
+    ``<|close|>`` and before a ``<|sep|>``, ``<|open|> tools <|sep|>`` read as ``<|open|>tools<|sep|>``.
+    vLLM's detokenizer puts a space between a special token and the text beside it unless the request
+    turns ``spaces_between_special_tokens`` off (vLLM's own kimi_k3 parser turns it off for its requests,
+    but a rollout generated with special tokens kept and that default on has the spaces), and that parser
+    reads such markers (``\\s*`` inside each). A value's text, between ``<|sep|>`` and ``<|close|>``, is
+    kept as written, spaces and all, as that parser keeps it."""
+    if _K3_SEP not in text:
+        return text
+    return _XTML_INNER_SPACE.sub("", text)
+
+
+# whitespace inside an XTML marker; a run before <|sep|> is matched from its start only (the lookbehind),
+# so a long run that no <|sep|> follows is read once, not once from each of its characters
+_XTML_INNER_SPACE = re.compile(r"(?<=<\|open\|>)\s++|(?<=<\|close\|>)\s++|(?<!\s)\s++(?=<\|sep\|>)")
 
 
 def _k3_channel(channel: str, closed: bool, max_calls: int) -> list[K3Call]:
