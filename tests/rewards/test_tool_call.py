@@ -2051,3 +2051,32 @@ async def test_minimax_m3_calls_are_read(client: httpx.AsyncClient) -> None:
     ], results
     assert results[1]["details"]["calls"] == [nested]
     assert "closes no open argument" in results[4]["details"]["error"]
+
+
+async def test_minimax_m3_leaves_closed_without_the_namespace_token_are_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """MiniMax-M3 output mixes namespaced tags with a leaf argument's closer written without the token,
+    ``]<]minimax[>[<query>AI news</query>]<]minimax[>[<sources>web</sources>...`` (MiniMax API clients
+    are tested on such leaked text, and parsers that drop the token before reading the XML read it so):
+    the argument stayed open, the next one nested in it, and the call was broken, 0 format, however
+    right. A leaf whose text ends with its own plain closer is now closed there, unless its namespaced
+    closer comes next (then the text is its value, an HTML value that ends with the same tag)."""
+    search = {"name": "search", "arguments": {"query": "AI news", "sources": "web", "limit": 6}}
+    mixed = (
+        f'Checking.{M3}<tool_call>\n{M3}<invoke name="search">{M3}<query>AI news</query>'
+        f"{M3}<sources>web</sources>{M3}<limit>6</limit>{M3}</invoke>\n{M3}</tool_call>"
+    )
+    nested = {"name": "f", "arguments": {"opts": {"k": 1, "tag": "x"}}}
+    nested_mixed = (
+        f'{M3}<tool_call>{M3}<invoke name="f">{M3}<opts>{M3}<k>1</k>\n{M3}<tag>x{M3}</tag>'
+        f"{M3}</opts>{M3}</invoke>{M3}</tool_call>"
+    )
+    html = {"name": "page", "arguments": {"html": "<p>hi</p></html>"}}
+    items = [
+        {"response": mixed, "reference": [search]},
+        {"response": nested_mixed, "reference": [nested]},
+        {"response": minimax_m3(html), "reference": [html]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results

@@ -47,7 +47,8 @@ are, in order of precedence:
   (below: a JSON call whose string argument quotes such a form is read as JSON); or MiniMax-M3's (vLLM's
   ``minimax_m3``), every tag after its namespace token ``]<]minimax[>[``, ``<tool_call>`` blocks of
   ``<invoke name="f">`` elements, each argument a tag of its name (``<city>Paris</city>``; nested tags
-  an object, ``<item>`` tags an array), its text read as MiniMax-M2's values are;
+  an object, ``<item>`` tags an array; a leaf's closer written without the token, as M3 output mixes
+  them, closes it), its text read as MiniMax-M2's values are;
 * otherwise, in a text without ``<tool_call>``, Qwen3-Coder's functions without their block (vLLM's
   ``qwen3_coder`` reads them so), ``<function=f>...</function>`` each, the first at the start of a line
   (not inside a JSON string), read as in a block, the text around them prose; a last one without its
@@ -1134,6 +1135,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # that is no JSON is its text)
     # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON;
     # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
+    # and a MiniMax-M3 leaf argument closed by its tag without the namespace token
     version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "

@@ -658,6 +658,9 @@ def _m3_invokes(body: str, max_calls: int) -> list[tuple[str, dict[str, M3Value]
         if not piece.startswith("<") or gt < 0:
             raise ValueError(f"text in a call block that is no tag: {piece[:80]!r}")
         tag, rest = piece[1:gt].strip(), piece[gt + 1 :]
+        if stack and (plain := _m3_plain_closed(stack[-1], tag)) is not None:
+            stack.pop()  # (a leaf closed by its tag without the namespace token)
+            stack[-1][1].append(plain)
         if tag.startswith(_M3_INVOKE + " ") or tag == _M3_INVOKE:
             head, _, value = tag[len(_M3_INVOKE) :].partition("=")
             name = _unquoted(value)
@@ -686,6 +689,22 @@ def _m3_invokes(body: str, max_calls: int) -> list[tuple[str, dict[str, M3Value]
     if stack:
         raise ValueError(f"the call {name!r} has no </invoke>")
     return calls
+
+
+def _m3_plain_closed(
+    element: tuple[str | None, list[tuple[str, M3Value]], list[str]], tag: str
+) -> tuple[str, M3Value] | None:
+    """The value of an open leaf argument whose text ends with its closing tag written without the
+    namespace token, ``]<]minimax[>[<query>AI news</query>]<]minimax[>[<sources>...`` (M3 outputs mix
+    the two: MiniMax API clients and sanitizers are tested on such text, and parsers that drop the token
+    first read it so), when the next tag is not its namespaced closer (then that text is the value's,
+    an HTML value that ends with the same tag): its key and value (stripped); None otherwise."""
+    key, children, texts = element
+    if key is None or children or len(texts) != 1 or tag == "/" + key:
+        return None
+    text = texts[0].rstrip()
+    closer = f"</{key}>"
+    return (key, text[: -len(closer)].strip()) if text.endswith(closer) else None
 
 
 def _m3_value(children: list[tuple[str, M3Value]], text: str, name: str | None) -> M3Value:
