@@ -1163,7 +1163,9 @@ def kimi(*calls: dict[str, Any], prefix: str = "functions.") -> str:
 async def test_kimi_k2_calls_are_read(client: httpx.AsyncClient) -> None:
     """Kimi-K2 calls tools between special tokens (vLLM's kimi_k2 parser), each call's id
     ``functions.NAME:INDEX`` before its JSON: such calls scored 0, no_answer, however right. The name is
-    the id without ``functions.`` (absent in some outputs) and the index; a dotted name stays whole."""
+    the id without ``functions.`` (absent in some outputs) and the index; a dotted name stays whole: the
+    id is ``functions.{func_name}:{idx}`` (Moonshot's tool_call_guidance), ``browser.search`` the tool's
+    name (vLLM's parser keeps only ``search``, see :func:`.tool_formats.kimi_calls`)."""
     search = {"name": "browser.search", "arguments": {"query": "weather Paris"}}
     spaced = (
         f"{KIMI_SECTION}\n{KIMI_CALL} functions.get_weather:0 {KIMI_ARGS} "

@@ -423,6 +423,13 @@ def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
     JSON text, and whether its ``<|tool_call_end|>`` was there (the last call may lack it, as a rollout
     stopped at it, and is then whole only when its JSON is).
 
+    The id is ``functions.{func_name}:{idx}`` (Moonshot's docs/tool_call_guidance.md), the tool's whole
+    name between the two: ``functions.browser.search:0`` calls the tool the model was given as
+    ``browser.search``, as mlx-lm's kimi_k2 parser reads it. vLLM's kimi_k2 parser keeps only the last
+    dotted part (``function_id.split(":")[0].split(".")[-1]``, ``search``) and the guidance's own sample
+    the second (``browser``): read so, a right call to a tool of a dotted name would never equal its
+    reference, so the reward does not follow them.
+
     Raises:
         ValueError: a closed call without ``<|tool_call_argument_begin|>`` or a function name, or more
             than ``max_calls``.
