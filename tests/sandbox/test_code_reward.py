@@ -602,6 +602,31 @@ async def test_a_result_the_wall_clock_decided_is_not_cached(client: httpx.Async
     assert second["cached"] and second["score"] == 0.0, second
 
 
+async def test_javascript_and_bash_tests_cut_off_by_the_wall_clock_are_not_cached(
+    client: httpx.AsyncClient,
+) -> None:
+    """JavaScript/bash tests run as one program limited by the item's total time; one the wall clock cut
+    off with its CPU time to spare (it slept here; on a loaded host, it waited for a core) was cached as
+    the program's own timeout (found in review)."""
+
+    async def twice(response: str, reference: Any) -> list[dict[str, Any]]:
+        body = {
+            "reward": {"name": "code", "config": {"total_timeout_s": 1}},
+            "items": [{"response": response, "reference": reference}],
+        }
+        return [(await client.post("/v1/score", json=body)).json()["results"][0] for _ in range(2)]
+
+    bash = "```bash\nf() { sleep 5; echo $(($1 * 2)); }\n```"
+    first, second = await twice(bash, {"language": "bash", "tests": '[ "$(f 2)" = 4 ] || exit 1\n'})
+    assert first["valid"] and first["score"] == 0.0, first
+    assert first["details"]["tests"][0]["message"] == "timeout", first["details"]
+    assert not second["cached"] and second["score"] == 0.0, second
+    js = "```js\nfunction f(x) { Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000); return 2 * x; }\n```"
+    first, second = await twice(js, {"language": "javascript", "tests": "if (f(2) !== 4) throw 1;\n"})
+    assert first["valid"] and first["score"] == 0.0, first
+    assert not second["cached"] and second["score"] == 0.0, second
+
+
 async def test_results_are_cached_with_limits_in_the_key(client: httpx.AsyncClient) -> None:
     item = {"response": "print(int(input()) * 2)", "reference": {"cases": [{"stdin": "21", "stdout": "42"}]}}
     body: dict[str, Any] = {"reward": "code", "items": [item]}

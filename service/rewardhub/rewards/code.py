@@ -345,7 +345,8 @@ class CodeReward(Reward[CodeConfig]):
     # exactly (1000000008 passed for 1000000007 within the relative tolerance)
     # 1.3.2: a case's (and a compile step's) time limit is the program's CPU time, the wall clock capping
     # it at 3x: a correct program on a loaded host was a wall-clock timeout, cached as its own 0.0
-    version: ClassVar[str] = "1.3.2"
+    # 1.3.3: JavaScript/bash tests the wall clock cut off (CPU time to spare) are not cached
+    version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -535,9 +536,16 @@ class CodeReward(Reward[CodeConfig]):
             return broken
         timing = _timing(raw)
         run = report.runs.get(0)
+        # As for cases: a run the wall clock cut off (the item's total spent, its CPU time under the
+        # limit: it waited for a core, or slept) is returned but not cached.
+        by_wall = raw.deadline_hit
         if run is None:
             result = ("tests", False, _why_missing(raw, report.done))
+        elif run.status == "skipped":  # the item's total time was spent before the run's turn
+            by_wall = True
+            result = ("tests", False, "not run: total time limit")
         elif run.status == "timeout":
+            by_wall = by_wall or run.cpu_s < min(config.total_timeout_s, pool.max_timeout_s)
             result = ("tests", False, "timeout")
         elif run.ok and marker.encode() in run.stdout:
             result = ("tests", True, "")
@@ -548,7 +556,7 @@ class CodeReward(Reward[CodeConfig]):
         else:
             what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
             result = ("tests", False, f"{what}: {_tail(run.stderr, 300)}")
-        return _scored([result], None, config, timing)
+        return _scored([result], None, config, timing, by_wall=by_wall)
 
 
 # Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
