@@ -619,12 +619,44 @@ async def test_javascript_and_bash_tests_cut_off_by_the_wall_clock_are_not_cache
     bash = "```bash\nf() { sleep 5; echo $(($1 * 2)); }\n```"
     first, second = await twice(bash, {"language": "bash", "tests": '[ "$(f 2)" = 4 ] || exit 1\n'})
     assert first["valid"] and first["score"] == 0.0, first
-    assert first["details"]["tests"][0]["message"] == "timeout", first["details"]
+    assert first["details"]["tests"][0]["message"].startswith("timeout"), first["details"]
     assert not second["cached"] and second["score"] == 0.0, second
     js = "```js\nfunction f(x) { Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000); return 2 * x; }\n```"
     first, second = await twice(js, {"language": "javascript", "tests": "if (f(2) !== 4) throw 1;\n"})
     assert first["valid"] and first["score"] == 0.0, first
     assert not second["cached"] and second["score"] == 0.0, second
+
+
+async def test_javascript_and_bash_tests_in_an_infinite_loop_are_a_cached_timeout(
+    client: httpx.AsyncClient,
+) -> None:
+    """The one run's CPU limit was the item's total time, which the wall clock also caps: the wall clock
+    always came first, so a loop was never a timeout at its CPU limit and never cached (found in review).
+    The CPU limit is now a third of the total, the wall clock's cap 3x that, as a test's or a case's.
+    (A host loaded enough to give the loop under a third of a core makes it the wall clock's, not
+    cached: a few tries are allowed for that.)"""
+    for language, program, tests in (
+        ("bash", "f() { while :; do :; done; }", "f\n"),
+        ("js", "function f() { for (;;) {} }", "f();\n"),
+    ):
+        body = {
+            "reward": {"name": "code", "config": {"total_timeout_s": 3}},
+            "items": [
+                {
+                    "response": f"```{language}\n{program}\n```",
+                    "reference": {"language": language, "tests": tests},
+                }
+            ],
+        }
+        results = []
+        for _ in range(6):
+            result = (await client.post("/v1/score", json=body)).json()["results"][0]
+            results.append(result)
+            assert result["valid"] and result["score"] == 0.0, result
+            assert result["details"]["tests"][0]["message"].startswith("timeout"), result
+            if result["cached"]:
+                break
+        assert results[-1]["cached"], [r["details"] for r in results]
 
 
 async def test_results_are_cached_with_limits_in_the_key(client: httpx.AsyncClient) -> None:

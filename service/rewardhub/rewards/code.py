@@ -47,6 +47,7 @@ import asyncio
 import math
 import re
 import secrets
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -57,7 +58,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
-from rewardhub.sandbox.harness import pytest_style_tests, unittest_style
+from rewardhub.sandbox.harness import RunReport, pytest_style_tests, unittest_style
 from rewardhub.sandbox.pool import SandboxPool, refusal, sandbox_version
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
@@ -69,6 +70,8 @@ _NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCI
 _INTEGER_TOKEN = re.compile(r"[-+]?\d+", re.ASCII)
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
+# The wall clock caps a step at this many times its CPU limit (the guest's _WALL_FACTOR).
+_WALL_FACTOR = 3.0
 _STDERR_KEEP = 4096  # of each run's stderr, the tail (messages show 300 or _TAIL characters of it)
 
 
@@ -345,7 +348,8 @@ class CodeReward(Reward[CodeConfig]):
     # exactly (1000000008 passed for 1000000007 within the relative tolerance)
     # 1.3.2: a case's (and a compile step's) time limit is the program's CPU time, the wall clock capping
     # it at 3x: a correct program on a loaded host was a wall-clock timeout, cached as its own 0.0
-    # 1.3.3: JavaScript/bash tests the wall clock cut off (CPU time to spare) are not cached
+    # 1.3.3: JavaScript/bash tests the wall clock cut off (CPU time to spare) are not cached; their CPU
+    # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first)
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -487,8 +491,9 @@ class CodeReward(Reward[CodeConfig]):
                 by_wall = True
                 results.append((label, False, "not run: total time limit"))
             elif run.status == "timeout":
-                by_wall = by_wall or run.cpu_s < config.timeout_s
-                results.append((label, False, f"timeout ({config.timeout_s:g}s)"))
+                limit = min(config.timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
+                by_wall = by_wall or not _cpu_limit_hit(run, limit)
+                results.append((label, False, f"timeout ({limit:g}s)"))
             elif run.status == "output_limit":
                 results.append((label, False, "output limit exceeded"))
             elif run.status != "exited" or run.return_code != 0:
@@ -511,8 +516,14 @@ class CodeReward(Reward[CodeConfig]):
         self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig
     ) -> Outcome:
         """JavaScript/bash ``tests`` run in the solution's own process (see the sandbox's threat model):
-        a random completion marker, printed after the last test, catches an exit before the tests."""
+        a random completion marker, printed after the last test, catches an exit before the tests.
+
+        The run's CPU limit is a third of ``total_timeout_s``, the wall clock capping it at the total
+        (3x, as a test's or a case's): with the CPU limit at the total, the wall clock always came
+        first, so an infinite loop was never a timeout at its CPU limit, the program's own (cached)."""
         assert task.tests is not None
+        total_s = min(config.total_timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
+        cpu_limit = total_s / _WALL_FACTOR
         marker = f"rewardhub-tests-finished-{secrets.token_hex(12)}"
         tests = task.tests if isinstance(task.tests, str) else "\n".join(task.tests)
         setup = task.setup or ""
@@ -526,8 +537,8 @@ class CodeReward(Reward[CodeConfig]):
             language=task.language,
             code=program,
             stdins=[b""],
-            run_timeout_s=config.total_timeout_s,
-            total_timeout_s=config.total_timeout_s,
+            run_timeout_s=cpu_limit,
+            total_timeout_s=total_s,
             memory_mb=config.memory_mb,
             stderr_keep=_STDERR_KEEP,
         )
@@ -545,8 +556,8 @@ class CodeReward(Reward[CodeConfig]):
             by_wall = True
             result = ("tests", False, "not run: total time limit")
         elif run.status == "timeout":
-            by_wall = by_wall or run.cpu_s < min(config.total_timeout_s, pool.max_timeout_s)
-            result = ("tests", False, "timeout")
+            by_wall = by_wall or not _cpu_limit_hit(run, cpu_limit)
+            result = ("tests", False, f"timeout ({cpu_limit:.3g}s of CPU)")
         elif run.ok and marker.encode() in run.stdout:
             result = ("tests", True, "")
         elif run.ok:
@@ -588,6 +599,13 @@ def _sandbox_fault(raw: RawRun, ready: bool, error: str | None) -> Outcome | Non
         )
         return Outcome.invalid(Reason.SANDBOX_ERROR, why, stderr=_tail(raw.stderr, 500))
     return None
+
+
+def _cpu_limit_hit(run: RunReport, limit_s: float) -> bool:
+    """Whether a timed-out run had spent its CPU limit (the program's own timeout), not the wall clock
+    cut it off. ``RLIMIT_CPU``'s ``SIGXCPU`` counts: the kernel samples CPU time by ticks and may send
+    it with the run's exact CPU time (its rusage) a little under the limit, on a loaded host often."""
+    return run.cpu_s >= limit_s or run.signal == signal.SIGXCPU
 
 
 def _why_missing(raw: RawRun, done: bool) -> str:
