@@ -596,10 +596,16 @@ async def test_a_result_the_wall_clock_decided_is_not_cached(client: httpx.Async
     assert first["valid"] and first["score"] == 0.0, first
     assert not second["cached"], second
 
+    # A timeout at the CPU limit is the program's own, cached. (A host loaded enough to give the loop
+    # under a third of a core makes it the wall clock's, not cached: a few tries are allowed for that.)
     spin = "x = input()\nwhile True:  # a timeout at the CPU limit: the program's own\n    pass\n"
-    first, second = await twice(spin, {"cases": [{"stdin": "1", "stdout": "1"}]}, timeout_s=0.5)
-    assert first["valid"] and first["score"] == 0.0, first
-    assert second["cached"] and second["score"] == 0.0, second
+    for _ in range(3):
+        first, second = await twice(spin, {"cases": [{"stdin": "1", "stdout": "1"}]}, timeout_s=0.5)
+        assert first["valid"] and first["score"] == 0.0, first
+        assert second["score"] == 0.0, second
+        if first["cached"] or second["cached"]:
+            break
+    assert first["cached"] or second["cached"], (first, second)
 
 
 async def test_javascript_and_bash_tests_cut_off_by_the_wall_clock_are_not_cached(
