@@ -409,6 +409,19 @@ async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClie
     assert messages["flood"] == (0.0, "output limit exceeded"), messages
 
 
+async def test_a_solution_that_dies_while_loading_says_why(client: httpx.AsyncClient) -> None:
+    """The judge's own record of a load that ended (the solution exited, was killed, ran out of time)
+    failed the check meant for the solution's words and read "protocol error" (found in review)."""
+    for program, why in (
+        ("import os\nos._exit(3)\ndef f():\n    return 1\n", "exited with status 3"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by signal 9"),
+        ("while True:\n    pass\n", "timeout"),
+    ):
+        result = await _one(client, program, {"tests": "assert f() == 1\n"}, timeout_s=0.5)
+        assert result["valid"] and result["score"] == 0.0, result
+        assert why in result["details"]["load_error"], result["details"]
+
+
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:
     assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
     assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"

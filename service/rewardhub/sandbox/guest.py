@@ -889,7 +889,13 @@ class _Judge:
     def gone_message(self, why: str) -> str:
         if why == "timeout":
             return "timeout" if time.monotonic() < self.total_deadline else "total time limit"
+        # A dying process closes its pipe before it can be reaped: give it a moment to finish dying
+        # (without it, a solution killed by a signal was often one that "stopped answering").
+        give_up = time.monotonic() + 0.5
         pid, status = os.waitpid(self.child, os.WNOHANG)
+        while pid == 0 and time.monotonic() < give_up:
+            time.sleep(0.005)
+            pid, status = os.waitpid(self.child, os.WNOHANG)
         if pid == 0:
             return "the solution process stopped answering"
         if os.WIFSIGNALED(status):
@@ -983,14 +989,16 @@ def _run_judge(
     judge.arm()
     try:
         loaded = chan.recv()
+        # The status goes into a verdict line as it is: only the solution side's own words (a forged
+        # one with a space, a newline or a non-ASCII character would break the line, or stop the judge).
+        # (Checked here: the judge's own "died" below, a load cut off or crashed, was made a "protocol
+        # error" too, hiding why.)
+        if len(loaded) != 4 or loaded[0] != "loaded" or loaded[1] not in ("ok", "syntax", "error"):
+            loaded = ["loaded", "died", "protocol error", {}]
     except _Gone as exc:
         loaded = ["loaded", "died", judge.gone_message(str(exc)), {}]
     except _ProtocolError as exc:
         loaded = ["loaded", "died", f"protocol error: {exc}", {}]
-    # The status goes into a verdict line as it is: only the solution side's own words (a forged one
-    # with a space, a newline or a non-ASCII character would break the line, or stop the judge).
-    if len(loaded) != 4 or loaded[0] != "loaded" or loaded[1] not in ("ok", "syntax", "error"):
-        loaded = ["loaded", "died", "protocol error", {}]
     _, status, message, names = loaded
     if type(names) is not dict:
         status, message = "died", "protocol error"
