@@ -107,7 +107,7 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     )
     # the infinite loop fails its test by timeout; the ones before it passed; the rest did not run
     assert loop["valid"] and loop["score"] == pytest.approx(1 / 3)
-    assert loop["details"]["tests"][1]["message"] == "timeout"
+    assert loop["details"]["tests"][1]["message"].startswith("timeout")
     assert loop["details"]["tests"][2]["message"].startswith("not run")
     # The limit is the solution's CPU time, the wall clock capped at 3x it: a test that waits 1.5 s with
     # no CPU passes a 1 s limit (as one slowed by a loaded host does: its 0 was cached as a "real"
@@ -119,7 +119,7 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
         timeout_s=1.0,
     )
     assert sleepy["valid"] and sleepy["score"] == 0.5, sleepy
-    assert sleepy["details"]["tests"][1].get("message") == "timeout", sleepy["details"]
+    assert sleepy["details"]["tests"][1].get("message") == "timeout (wall clock)", sleepy["details"]
     boom = await _one(client, "def f(x):\n    return [0] * (10 ** 10)\n", {"tests": ["assert f(1) == 1"]})
     assert boom["valid"] and boom["score"] == 0.0 and "MemoryError" in boom["details"]["tests"][0]["message"]
     crash = await _one(client, "import os\ndef f(x):\n    os.abort()\n", {"tests": ["assert f(1) == 1"]})
@@ -619,6 +619,41 @@ async def test_a_result_the_wall_clock_decided_is_not_cached(client: httpx.Async
         if first["cached"] or second["cached"]:
             break
     assert first["cached"] or second["cached"], (first, second)
+
+
+async def test_python_tests_cut_off_by_their_wall_clock_cap_are_not_cached(client: httpx.AsyncClient) -> None:
+    """A Python test (or the solution's load, timed as one) stopped at its wall-clock cap, 3x its CPU
+    limit, with CPU time to spare was the judge's plain "timeout", cached as the program's own; on a
+    loaded host that is a solution kept off the cores, which an idle one would pass (found in review).
+    The judge says "timeout (wall clock)" for it, and the result is not cached."""
+
+    async def twice(response: str, tests: str) -> list[dict[str, Any]]:
+        body = {
+            "reward": {"name": "code", "config": {"timeout_s": 0.5}},
+            "items": [{"response": response, "reference": {"tests": tests}}],
+        }
+        return [(await client.post("/v1/score", json=body)).json()["results"][0] for _ in range(2)]
+
+    sleepy = "import time\ndef f():\n    time.sleep(30)\n    return 1\n"
+    first, second = await twice(sleepy, "assert f() == 1\n")
+    assert first["valid"] and first["score"] == 0.0, first
+    assert first["details"]["tests"][0]["message"] == "timeout (wall clock)", first["details"]
+    assert not second["cached"] and second["score"] == 0.0, second
+    loading = "import time\ntime.sleep(30)\ndef f():\n    return 1\n"
+    first, second = await twice(loading, "assert f() == 1\n")
+    assert first["valid"] and first["score"] == 0.0, first
+    assert first["details"]["load_error"] == "timeout (wall clock)", first["details"]
+    assert not second["cached"] and second["score"] == 0.0, second
+    # A test that spends its CPU time is still the solution's own timeout, cached. (A host loaded enough
+    # to give it under a third of a core makes it the wall clock's: a few tries are allowed for that.)
+    spin = "def f():\n    while True:\n        pass\n"
+    for _ in range(3):
+        first, second = await twice(spin, "assert f() == 1\n")
+        assert first["valid"] and first["score"] == 0.0, first
+        if first["cached"] or second["cached"]:
+            break
+    assert first["cached"] or second["cached"], (first["details"], second["details"])
+    assert second["details"]["tests"][0]["message"] == "timeout", second["details"]
 
 
 async def test_javascript_and_bash_tests_cut_off_by_the_wall_clock_are_not_cached(

@@ -349,7 +349,9 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.2: a case's (and a compile step's) time limit is the program's CPU time, the wall clock capping
     # it at 3x: a correct program on a loaded host was a wall-clock timeout, cached as its own 0.0
     # 1.3.3: JavaScript/bash tests the wall clock cut off (CPU time to spare) are not cached; their CPU
-    # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first)
+    # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first); a
+    # Python test (or load) stopped at its wall-clock cap with CPU time to spare is "timeout (wall
+    # clock)", not cached; a load that died says why (was "protocol error")
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -451,8 +453,10 @@ class CodeReward(Reward[CodeConfig]):
             details["load_error"] = report.load_message
         if raw.stderr and not all(p for _, p, _ in results):
             details["stderr"] = _tail(raw.stderr)
-        # the judge's own words for the item's total spent (a test's time is its CPU time)
-        by_wall = raw.deadline_hit or any(m in _TOTAL_SPENT for _, _, m in results)
+        # the judge's own words for the wall clock deciding (the item's total spent, a test's wall-clock
+        # cap with CPU time to spare); the solution's load is timed as a test is
+        messages = [m for _, _, m in results] + [report.load_message or ""]
+        by_wall = raw.deadline_hit or any(m in _BY_WALL for m in messages)
         return _scored(results, task.weights, config, details, by_wall=by_wall)
 
     # --- stdin/stdout cases ---------------------------------------------------------------------
@@ -623,9 +627,9 @@ def _compile_failed(message: str, timing: dict[str, Any]) -> Outcome:
     )
 
 
-# The verdicts the guest's judge gives a test it stopped, or did not reach, because the item's total
-# time (wall clock) was spent.
-_TOTAL_SPENT = frozenset({"total time limit", "not run: total time limit"})
+# The verdicts the guest's judge gives a test it stopped, or did not reach, because the wall clock said
+# so: the item's total time spent, or the test's wall-clock cap reached with CPU time to spare.
+_BY_WALL = frozenset({"total time limit", "not run: total time limit", "timeout (wall clock)"})
 
 
 def _scored(

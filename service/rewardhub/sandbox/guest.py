@@ -845,6 +845,9 @@ class _Judge:
         self.current: int | None = None
         self.armed_at = 0.0
         self.cpu_at: float | None = None
+        # whether the last test cut off was stopped by the wall clock (its cap, the total deadline) with
+        # CPU time to spare, not by its CPU time limit: a verdict a loaded host can decide
+        self.wall_cut = False
         chan.extend = self.extend
 
     def arm(self) -> None:
@@ -857,11 +860,15 @@ class _Judge:
         not used it up (it was waiting for the cores), within the wall cap and the total deadline."""
         now = time.monotonic()
         cpu = _cpu_seconds(self.child)
+        self.wall_cut = True  # (CPU time unknown: not the CPU limit's, as far as anyone can tell)
         if cpu is None or self.cpu_at is None:
             return 0.0
         left_cpu = self.test_timeout - (cpu - self.cpu_at)
         left_wall = min(self.armed_at + _WALL_FACTOR * self.test_timeout, self.total_deadline) - now
-        if left_cpu <= 0 or left_wall <= 0:
+        if left_cpu <= 0:
+            self.wall_cut = False
+            return 0.0
+        if left_wall <= 0:
             return 0.0
         return min(max(left_cpu, 0.05), left_wall)
 
@@ -888,7 +895,11 @@ class _Judge:
 
     def gone_message(self, why: str) -> str:
         if why == "timeout":
-            return "timeout" if time.monotonic() < self.total_deadline else "total time limit"
+            if time.monotonic() >= self.total_deadline:
+                return "total time limit"
+            # the wall clock's cap (3x the limit) with CPU time to spare: a solution that sleeps or
+            # waits, or one a loaded host kept off the cores, which on an idle one would have passed
+            return "timeout (wall clock)" if self.wall_cut else "timeout"
         # A dying process closes its pipe before it can be reaped: give it a moment to finish dying
         # (without it, a solution killed by a signal was often one that "stopped answering").
         give_up = time.monotonic() + 0.5
