@@ -621,6 +621,26 @@ async def test_a_result_the_wall_clock_decided_is_not_cached(client: httpx.Async
     assert first["cached"] or second["cached"], (first, second)
 
 
+async def test_a_compile_cut_off_by_the_wall_clock_is_not_cached(client: httpx.AsyncClient) -> None:
+    """A compile step is timed by its CPU time, its waited-for children's included; g++'s compiler
+    proper is a child it has not waited for while it runs, so a long compile is stopped by the wall
+    clock's cap (3x the limit), as one slowed by a loaded host is. That "compile timeout" was cached as
+    the program's own format failure (found in review); it is returned but not cached."""
+    body = {
+        "reward": {"name": "code", "config": {"compile_timeout_s": 0.1}},
+        "items": [
+            {
+                "response": "```cpp\n#include <bits/stdc++.h>\nint main() { std::cout << 3; }\n```",
+                "reference": {"language": "cpp", "cases": [{"stdin": "", "stdout": "3"}]},
+            }
+        ],
+    }
+    first, second = [(await client.post("/v1/score", json=body)).json()["results"][0] for _ in range(2)]
+    assert first["valid"] and first["score"] == 0.0 and first["reason"] == "format", first
+    assert first["details"]["compile_error"] == "compile timeout", first["details"]
+    assert not second["cached"] and second["reason"] == "format", second
+
+
 async def test_python_tests_cut_off_by_their_wall_clock_cap_are_not_cached(client: httpx.AsyncClient) -> None:
     """A Python test (or the solution's load, timed as one) stopped at its wall-clock cap, 3x its CPU
     limit, with CPU time to spare was the judge's plain "timeout", cached as the program's own; on a

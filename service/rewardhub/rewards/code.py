@@ -351,7 +351,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.3: JavaScript/bash tests the wall clock cut off (CPU time to spare) are not cached; their CPU
     # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first); a
     # Python test (or load) stopped at its wall-clock cap with CPU time to spare is "timeout (wall
-    # clock)", not cached; a load that died says why (was "protocol error")
+    # clock)", not cached; a load that died says why (was "protocol error"); a compile timeout with CPU
+    # time to spare is not cached
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -479,8 +480,13 @@ class CodeReward(Reward[CodeConfig]):
         timing = _timing(raw)
         if report.compile is not None and not report.compile.ok:
             c = report.compile
-            why = "compile timeout" if c.status == "timeout" else _tail(c.stderr or c.stdout)
-            return _compile_failed(why, timing)
+            if c.status != "timeout":
+                return _compile_failed(_tail(c.stderr or c.stdout), timing)
+            # A compile the wall clock stopped (CPU time to spare: a loaded host, or a compiler whose
+            # worker it has not yet waited for) is returned but not cached, as a case's timeout.
+            limit = min(config.compile_timeout_s, pool.max_timeout_s)
+            wall = raw.deadline_hit or not _cpu_limit_hit(c, limit)
+            return _compile_failed("compile timeout", timing, transient=wall)
         why_missing = _why_missing(raw, report.done)
         results: list[tuple[str, bool, str]] = []
         # The wall clock decided a case (the item's total spent, or a timeout with CPU time to spare):
@@ -618,12 +624,13 @@ def _why_missing(raw: RawRun, done: bool) -> str:
     return "not run" if done else "not run: the sandbox ended early"
 
 
-def _compile_failed(message: str, timing: dict[str, Any]) -> Outcome:
+def _compile_failed(message: str, timing: dict[str, Any], *, transient: bool = False) -> Outcome:
     return Outcome(
         0.0,
         Reason.FORMAT,
         {"pass_rate": 0.0, "passed_all": 0.0},
         {"compile_error": _tail(message), **timing},
+        transient=transient,
     )
 
 
