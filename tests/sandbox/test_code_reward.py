@@ -409,6 +409,14 @@ async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClie
     assert messages["flood"] == (0.0, "output limit exceeded"), messages
 
 
+async def test_a_null_language_is_the_configs(client: httpx.AsyncClient) -> None:
+    """A reference whose language is null (a dataset exported with the column, empty for some rows) was
+    the language "None", an unsupported item; it is the config's, as an absent one is (found in review)."""
+    result = await _one(client, PROGRAMS["python"], {"language": None, **ADD_CASES})
+    assert result["valid"] and result["score"] == 1.0, result
+    assert result["details"]["language"] == "python"
+
+
 async def test_a_solution_that_dies_while_loading_says_why(client: httpx.AsyncClient) -> None:
     """The judge's own record of a load that ended (the solution exited, was killed, ran out of time)
     failed the check meant for the solution's words and read "protocol error" (found in review)."""

@@ -151,7 +151,9 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         raise ReferenceError_(Reason.MISSING_REFERENCE, "code needs a reference with `tests` or `cases`")
     if not isinstance(reference, dict):
         raise ReferenceError_(Reason.PARSE_ERROR, "the code reference must be an object")
-    name = reference.get("language", default_language)
+    name = reference.get("language")
+    if name is None:  # absent or null (datasets exported with a column for it): the config's
+        name = default_language
     lang = resolve_language(str(name))
     if lang is None:
         raise ReferenceError_(Reason.UNSUPPORTED, f"unknown language {name!r}")
@@ -352,7 +354,7 @@ class CodeReward(Reward[CodeConfig]):
     # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first); a
     # Python test (or load) stopped at its wall-clock cap with CPU time to spare is "timeout (wall
     # clock)", not cached; a load that died says why (was "protocol error"); a compile timeout with CPU
-    # time to spare is not cached
+    # time to spare is not cached; a null language is the config's (was the language "None")
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
