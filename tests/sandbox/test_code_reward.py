@@ -430,6 +430,20 @@ async def test_a_solution_that_dies_while_loading_says_why(client: httpx.AsyncCl
         assert why in result["details"]["load_error"], result["details"]
 
 
+async def test_javascript_and_bash_syntax_errors_in_assert_tests_are_reason_format(
+    client: httpx.AsyncClient,
+) -> None:
+    """A solution that does not parse was its tests' crash (reason none) with assert-style tests, while
+    the same solution scored by cases, or a Python one, is reason format (found in review)."""
+    for language, broken, tests in (
+        ("javascript", "function f(x) { return 2 * x;\n", "if (f(2) !== 4) throw 1;\n"),
+        ("bash", "f() { if then fi; }\n", '[ "$(f 2)" = 4 ] || exit 1\n'),
+    ):
+        result = await _one(client, f"```{language}\n{broken}```", {"language": language, "tests": tests})
+        assert result["valid"] and result["score"] == 0.0 and result["reason"] == "format", result
+        assert result["details"]["compile_error"], result["details"]
+
+
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:
     assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
     assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"

@@ -58,7 +58,7 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.code_extract import ExtractMode, extract_code
 from rewardhub.sandbox import LANGUAGES, Language, RawRun, SandboxUnavailable, resolve_language
-from rewardhub.sandbox.harness import RunReport, pytest_style_tests, unittest_style
+from rewardhub.sandbox.harness import ExecReport, RunReport, pytest_style_tests, unittest_style
 from rewardhub.sandbox.pool import SandboxPool, refusal, sandbox_version
 
 __all__ = ["CodeConfig", "CodeReward", "CodeTask", "outputs_match", "parse_task"]
@@ -354,7 +354,8 @@ class CodeReward(Reward[CodeConfig]):
     # limit is a third of total_timeout_s (was all of it, which the wall clock always reached first); a
     # Python test (or load) stopped at its wall-clock cap with CPU time to spare is "timeout (wall
     # clock)", not cached; a load that died says why (was "protocol error"); a compile timeout with CPU
-    # time to spare is not cached; a null language is the config's (was the language "None")
+    # time to spare is not cached; a null language is the config's (was the language "None"); a
+    # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash)
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -480,15 +481,9 @@ class CodeReward(Reward[CodeConfig]):
         if broken is not None:
             return broken
         timing = _timing(raw)
-        if report.compile is not None and not report.compile.ok:
-            c = report.compile
-            if c.status != "timeout":
-                return _compile_failed(_tail(c.stderr or c.stdout), timing)
-            # A compile the wall clock stopped (CPU time to spare: a loaded host, or a compiler whose
-            # worker it has not yet waited for) is returned but not cached, as a case's timeout.
-            limit = min(config.compile_timeout_s, pool.max_timeout_s)
-            wall = raw.deadline_hit or not _cpu_limit_hit(c, limit)
-            return _compile_failed("compile timeout", timing, transient=wall)
+        compiled = _compile_outcome(report, raw, config, pool, timing)
+        if compiled is not None:
+            return compiled
         why_missing = _why_missing(raw, report.done)
         results: list[tuple[str, bool, str]] = []
         # The wall clock decided a case (the item's total spent, or a timeout with CPU time to spare):
@@ -549,15 +544,20 @@ class CodeReward(Reward[CodeConfig]):
             language=task.language,
             code=program,
             stdins=[b""],
+            compile_timeout_s=config.compile_timeout_s,
             run_timeout_s=cpu_limit,
             total_timeout_s=total_s,
             memory_mb=config.memory_mb,
+            syntax_check=True,
             stderr_keep=_STDERR_KEEP,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:
             return broken
         timing = _timing(raw)
+        compiled = _compile_outcome(report, raw, config, pool, timing)
+        if compiled is not None:
+            return compiled
         run = report.runs.get(0)
         # As for cases: a run the wall clock cut off (the item's total spent, its CPU time under the
         # limit: it waited for a core, or slept) is returned but not cached.
@@ -624,6 +624,22 @@ def _why_missing(raw: RawRun, done: bool) -> str:
     if raw.deadline_hit:
         return "not run: total time limit"
     return "not run" if done else "not run: the sandbox ended early"
+
+
+def _compile_outcome(
+    report: ExecReport, raw: RawRun, config: CodeConfig, pool: SandboxPool, timing: dict[str, Any]
+) -> Outcome | None:
+    """The outcome of a program that did not compile (or parse), else None."""
+    if report.compile is None or report.compile.ok:
+        return None
+    c = report.compile
+    if c.status != "timeout":
+        return _compile_failed(_tail(c.stderr or c.stdout), timing)
+    # A compile the wall clock stopped (CPU time to spare: a loaded host, or a compiler whose worker
+    # it has not yet waited for) is returned but not cached, as a case's timeout.
+    limit = min(config.compile_timeout_s, pool.max_timeout_s)
+    wall = raw.deadline_hit or not _cpu_limit_hit(c, limit)
+    return _compile_failed("compile timeout", timing, transient=wall)
 
 
 def _compile_failed(message: str, timing: dict[str, Any], *, transient: bool = False) -> Outcome:
