@@ -444,6 +444,18 @@ async def test_javascript_and_bash_syntax_errors_in_assert_tests_are_reason_form
         assert result["details"]["compile_error"], result["details"]
 
 
+async def test_a_bash_program_with_extglob_patterns_is_not_a_syntax_error(client: httpx.AsyncClient) -> None:
+    """`bash -n` parses without running `shopt -s extglob`, so a program that turns it on before its
+    @(a|b) pattern was a syntax error, reason format, though it runs and is right (found in review)."""
+    program = "shopt -s extglob\nread x\ncase $x in @(1|2)) echo small;; *) echo big;; esac\n"
+    cases = {
+        "language": "bash",
+        "cases": [{"stdin": "1", "stdout": "small"}, {"stdin": "7", "stdout": "big"}],
+    }
+    result = await _one(client, f"```bash\n{program}```", cases)
+    assert result["valid"] and result["score"] == 1.0 and result["reason"] is None, result
+
+
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:
     assert (await _one(client, "print(1)", None))["reason"] == "missing_reference"
     assert (await _one(client, "print(1)", "just a string"))["reason"] == "parse_error"

@@ -355,7 +355,8 @@ class CodeReward(Reward[CodeConfig]):
     # Python test (or load) stopped at its wall-clock cap with CPU time to spare is "timeout (wall
     # clock)", not cached; a load that died says why (was "protocol error"); a compile timeout with CPU
     # time to spare is not cached; a null language is the config's (was the language "None"); a
-    # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash)
+    # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash);
+    # bash extglob patterns pass the syntax check
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

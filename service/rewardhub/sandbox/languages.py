@@ -94,7 +94,9 @@ LANGUAGES: dict[str, Language] = {
             None,
             ("bash", "sh", "shell"),
             ("bash",),
-            syntax_check=("bash", "-n", "main.sh"),
+            # extglob on: a program that turns it on (shopt -s extglob) before its @(a|b) patterns
+            # runs, but `bash -n` does not run the shopt and failed it as a syntax error
+            syntax_check=("bash", "-O", "extglob", "-n", "main.sh"),
         ),
     )
 }
