@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from typing import Any
 
@@ -454,6 +455,28 @@ async def test_a_bash_program_with_extglob_patterns_is_not_a_syntax_error(client
     }
     result = await _one(client, f"```bash\n{program}```", cases)
     assert result["valid"] and result["score"] == 1.0 and result["reason"] is None, result
+
+
+async def test_weights_that_are_not_finite_numbers_are_a_parse_error(client: httpx.AsyncClient) -> None:
+    """A weight of 1e400 (JSON's infinity) made the score inf/inf, NaN, and one of 10**400 (an integer
+    no float holds) an OverflowError: both were the server's internal_error, not the reference's
+    parse_error (found in review)."""
+    solution = "def f(x):\n    return x\n"
+    tests = ["assert f(1) == 1", "assert f(2) == 3"]
+    for weights in ("[1e400, 1]", "[1" + "0" * 400 + ", 1]"):
+        body = (
+            '{"reward": "code", "options": {"use_cache": false}, "items": [{"response": '
+            + json.dumps(solution)
+            + ', "reference": {"tests": '
+            + json.dumps(tests)
+            + ', "weights": '
+            + weights
+            + "}}]}"
+        )
+        r = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        result = r.json()["results"][0]
+        assert not result["valid"] and result["reason"] == "parse_error", result
 
 
 async def test_invalid_references_and_missing_code(client: httpx.AsyncClient) -> None:

@@ -270,16 +270,27 @@ def _io_pairs(inputs: list[Any], outputs: list[Any]) -> list[tuple[Any, Any]]:
 def _with_weights(task: CodeTask, reference: dict[str, Any]) -> CodeTask:
     weights = reference.get("weights")
     if weights is not None:
-        if not isinstance(weights, list) or not all(
-            isinstance(w, int | float) and not isinstance(w, bool) and w >= 0 for w in weights
-        ):
+        if not isinstance(weights, list) or not all(_finite_weight(w) for w in weights):
             raise ReferenceError_(
-                Reason.PARSE_ERROR, "reference.weights must be a list of non-negative numbers"
+                Reason.PARSE_ERROR, "reference.weights must be a list of non-negative finite numbers"
             )
-        if sum(weights) <= 0:
-            raise ReferenceError_(Reason.PARSE_ERROR, "reference.weights must not all be zero")
         task.weights = [float(w) for w in weights]
+        if not math.isfinite(sum(task.weights)) or sum(task.weights) <= 0:
+            raise ReferenceError_(
+                Reason.PARSE_ERROR, "reference.weights must not all be zero, nor sum past a float"
+            )
     return task
+
+
+def _finite_weight(w: Any) -> bool:
+    """A number a float holds, finite and non-negative (JSON's 1e400 is infinity, and an integer of
+    400 digits no float holds: a NaN score, an OverflowError)."""
+    if isinstance(w, bool) or not isinstance(w, int | float):
+        return False
+    try:
+        return math.isfinite(float(w)) and w >= 0
+    except OverflowError:
+        return False
 
 
 def _integer_key(token: str) -> tuple[bool, str]:
