@@ -48,3 +48,17 @@ def test_an_empty_last_block_does_not_hide_the_program() -> None:
     untagged = extract_code("```\nprint(2)\n```\nand\n```\n\n```\n", PY)
     assert untagged is not None and (untagged.code, untagged.source) == ("print(2)\n", "untagged_fence")
     assert extract_code("```python\n```\n", PY, "fenced") is None
+
+
+def test_a_fence_line_deeper_inside_the_program_does_not_end_it() -> None:
+    # any line of ``` closed the block, whatever its indentation: one inside an indented string literal
+    # cut the program there (a SyntaxError); a closing fence is indented at most 3 columns past the
+    # opening one (CommonMark)
+    program = 'def fence():\n    return """\n    ```\n    """\n'
+    found = extract_code(f"Here:\n```python\n{program}```\nDone.", PY)
+    assert found is not None and (found.code, found.source) == (program, "fenced")
+    # a list item's fence still closes at its own indentation, and up to 3 columns past it
+    listed = extract_code("1. Code:\n   ```python\n   x = 1\n   ```\n2. Done\n", PY)
+    assert listed is not None and listed.code == "x = 1\n"
+    loose = extract_code("```python\nx = 1\n   ```\nDone.", PY)
+    assert loose is not None and loose.code == "x = 1\n"

@@ -367,7 +367,8 @@ class CodeReward(Reward[CodeConfig]):
     # clock)", not cached; a load that died says why (was "protocol error"); a compile timeout with CPU
     # time to spare is not cached; a null language is the config's (was the language "None"); a
     # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash);
-    # bash extglob patterns pass the syntax check
+    # bash extglob patterns pass the syntax check; non-finite weights are parse_error; a line of ```
+    # indented 4+ columns past the opening fence no longer ends the program
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

@@ -11,9 +11,11 @@ models think out loud first. The rule, in order:
 3. else the last non-empty fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
-An unterminated last fence (a response cut at the token limit) counts as running to the end. A fence
-indented by N spaces (inside a Markdown list item) has up to N spaces of indentation removed from each
-of its lines, as CommonMark does, so the program starts at column 0.
+A block closes at a fence line indented at most 3 columns past its opening one (CommonMark): a ``` line
+deeper inside the program, in a string literal, is the program's. An unterminated last fence (a response
+cut at the token limit) counts as running to the end. A fence indented by N spaces (inside a Markdown
+list item) has up to N spaces of indentation removed from each of its lines, as CommonMark does, so
+the program starts at column 0.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def _dedent(body: str, indent: int) -> str:
     return "\n".join(line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in lines)
 
 
+def _width(indent: str) -> int:
+    """Columns of an indentation, a tab reaching the next multiple of 4 (CommonMark)."""
+    col = 0
+    for ch in indent:
+        col = col + 4 - col % 4 if ch == "\t" else col + 1
+    return col
+
+
 def _blocks(text: str) -> list[tuple[str, str]]:
     """(tag, body) of every fenced block, in order."""
     out: list[tuple[str, str]] = []
@@ -61,8 +71,13 @@ def _blocks(text: str) -> list[tuple[str, str]]:
             return out
         fence = m.group("fence")
         # \r?: a CRLF response's closing fence line ends in \r, which `$` alone does not skip
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?$", re.MULTILINE)
-        end = close.search(text, m.end())
+        close = re.compile(
+            rf"^(?P<indent>[ \t]*){re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?$", re.MULTILINE
+        )
+        # A closing fence is indented at most 3 columns more than the opening one (CommonMark): a line
+        # of ``` deeper inside the program (in a string literal) is the program's, and ended it there.
+        most = _width(m.group("indent")) + 3
+        end = next((c for c in close.finditer(text, m.end()) if _width(c.group("indent")) <= most), None)
         body = text[m.end() : end.start()] if end else text[m.end() :]
         info = m.group("tag")
         lang = _LANG.match(info)  # the language name in 'python:main.py', '{python}', '{.py .numberLines}'

@@ -113,7 +113,8 @@ class SqlReward(Reward[SqlConfig]):
     # 1.2.1: fence extraction (code_extract) fixes; 1.3.0: a name such as `orderby` no longer makes the gold
     # ordered, an ORDER BY with a comment between its words does; sorts past the heap limit fail as out of
     # memory instead of spilling to the host's disk
-    version: ClassVar[str] = "1.3.0"
+    # 1.3.1: a line of ``` indented 4+ columns past the opening fence no longer closes it (code_extract)
+    version: ClassVar[str] = "1.3.1"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "
