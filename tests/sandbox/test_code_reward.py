@@ -431,6 +431,22 @@ async def test_a_solution_that_dies_while_loading_says_why(client: httpx.AsyncCl
         assert why in result["details"]["load_error"], result["details"]
 
 
+async def test_javascript_tests_may_declare_what_the_solution_declares(client: httpx.AsyncClient) -> None:
+    """Solution and tests are one script: the tests' `const assert = require('assert')` beside the same
+    line in the solution (or any let/const both declare) was a redeclaration, a SyntaxError that failed
+    a correct solution (found in review). The tests run in a block of their own."""
+    solution = "const assert = require('assert');\nlet n = 2;\nfunction f(x) { return n * x; }\n"
+    tests = "const assert = require('assert');\nlet n = 3;\nassert.strictEqual(f(n), 6);\n"
+    result = await _one(client, f"```js\n{solution}```", {"language": "js", "tests": tests})
+    assert result["valid"] and result["score"] == 1.0, result
+    wrong = await _one(
+        client,
+        "```js\nconst assert = 1;\nfunction f(x) { return x; }\n```",
+        {"language": "js", "tests": tests},
+    )
+    assert wrong["valid"] and wrong["score"] == 0.0 and wrong["reason"] is None, wrong
+
+
 async def test_javascript_and_bash_syntax_errors_in_assert_tests_are_reason_format(
     client: httpx.AsyncClient,
 ) -> None:

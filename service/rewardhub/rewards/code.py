@@ -368,7 +368,8 @@ class CodeReward(Reward[CodeConfig]):
     # time to spare is not cached; a null language is the config's (was the language "None"); a
     # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash);
     # bash extglob patterns pass the syntax check; non-finite weights are parse_error; a line of ```
-    # indented 4+ columns past the opening fence no longer ends the program
+    # indented 4+ columns past the opening fence no longer ends the program; JavaScript tests run in a
+    # block of their own (a const both they and the solution declared was a SyntaxError)
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -548,8 +549,12 @@ class CodeReward(Reward[CodeConfig]):
         tests = task.tests if isinstance(task.tests, str) else "\n".join(task.tests)
         setup = task.setup or ""
         if task.language.name == "javascript":
+            # The setup and tests in a block of their own: their `const assert = require('assert')` (or
+            # any let/const/class) beside the same one in the solution was a redeclaration, a SyntaxError
+            # that failed a correct solution; in the block it shadows the solution's.
             program = (
-                f"{code}\n{setup}\n{_JS_STRICT_ASSERT}{tests}\n;process.stdout.write('\\n{marker}\\n');\n"
+                f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{tests}\n}}\n"
+                f";process.stdout.write('\\n{marker}\\n');\n"
             )
         else:
             program = f"{code}\n{setup}\n{tests}\necho '{marker}'\n"
