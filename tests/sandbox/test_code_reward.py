@@ -921,6 +921,19 @@ async def test_numeric_cases_through_the_api(client: httpx.AsyncClient) -> None:
     assert strict["valid"] and strict["score"] == 0.0
 
 
+async def test_apps_call_based_arguments_past_a_float_are_infinity(client: httpx.AsyncClient) -> None:
+    """JSON's 1e400 is infinity; its repr, `inf`, went into the tests as a name they do not define, so
+    every solution failed that case with a NameError, a 0.0 cached as its own (found in review)."""
+    body = (
+        '{"reward": "code", "options": {"use_cache": false}, "items": [{"response": '
+        + json.dumps("def big(x):\n    return x > 10 ** 300\n")
+        + ', "reference": {"fn_name": "big", "inputs": [[1e400], [-1e400], [5]], "outputs": [true, false, false]}}]}'
+    )
+    r = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+    result = r.json()["results"][0]
+    assert result["valid"] and result["score"] == 1.0, result
+
+
 async def test_apps_call_based_problems(client: httpx.AsyncClient) -> None:
     """APPS/TACO call-based references (``fn_name`` + argument lists; verl's prime_code format) call the
     function, or the method of a LeetCode-style ``Solution``, as APPS's checker does. They were a

@@ -256,8 +256,22 @@ def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
         "        got = list(got)\n"
         "    return got == want or (isinstance(want, list) and len(want) == 1 and got == want[0])\n"
     )
-    tests = [f"assert _apps_same(_apps_function()(*{args!r}), {want!r})" for args, want in pairs]
+    tests = [
+        f"assert _apps_same(_apps_function()(*{_literal(args)}), {_literal(want)})" for args, want in pairs
+    ]
     return [helpers + tests[0], *tests[1:]]
+
+
+def _literal(value: Any) -> str:
+    """A Python expression for a JSON value: ``repr`` wrote JSON's 1e400 (infinity) as ``inf``, a name
+    the tests do not define, so every solution failed that case with a NameError."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _io_pairs(inputs: list[Any], outputs: list[Any]) -> list[tuple[Any, Any]]:
@@ -369,7 +383,8 @@ class CodeReward(Reward[CodeConfig]):
     # JavaScript or bash solution with assert tests that does not parse is reason format (was a crash);
     # bash extglob patterns pass the syntax check; non-finite weights are parse_error; a line of ```
     # indented 4+ columns past the opening fence no longer ends the program; JavaScript tests run in a
-    # block of their own (a const both they and the solution declared was a SyntaxError)
+    # block of their own (a const both they and the solution declared was a SyntaxError); an APPS
+    # argument or output of 1e400 is infinity in the tests (was the undefined name `inf`)
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
