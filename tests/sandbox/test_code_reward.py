@@ -142,18 +142,19 @@ async def test_crashes_timeouts_and_memory_are_the_models_fault(client: httpx.As
     assert not any(m.startswith("exit status") for m in messages), messages
 
 
-# A correct program slowed by the host: it forks one spinning process per core it may run on (a run is
-# pinned to one core), so it gets about half its core; 0.5 s of its own CPU time then takes ~1 s of wall
-# time, past a 0.8 s limit.
+# A correct program slowed by the host: it forks three spinning processes per core it may run on (a run
+# is pinned to one core), so it gets about a quarter of its core; 0.3 s of its own CPU time then takes
+# ~1.2 s of wall time, past a 0.8 s limit (and inside the 2.4 s wall cap unless the host itself is loaded
+# past ~8 runnable processes a core).
 CONTENDED = """import os, sys, time
-for _ in range(len(os.sched_getaffinity(0))):
+for _ in range(3 * len(os.sched_getaffinity(0))):
     if os.fork() == 0:
         os.close(1)
         os.close(2)
         while True:
             pass
 start = time.process_time()
-while time.process_time() - start < 0.5:
+while time.process_time() - start < 0.3:
     pass
 print(int(input()) * 2)
 """
@@ -164,7 +165,10 @@ async def test_a_case_s_time_limit_is_the_program_s_cpu_time(make_app: Any, reus
     """A case's limit is the program's CPU time, as an assert test's is: on a loaded host a correct
     program was a wall-clock timeout, cached as its own 0.0 (found in review)."""
     async with make_app(sandbox_reuse_runs=reuse_runs) as c:
-        busy = await _one(c, CONTENDED, {"cases": [{"stdin": "21", "stdout": "42"}]}, timeout_s=0.8)
+        for _ in range(3):  # (a host loaded past the wall cap too makes it the wall clock's: tries allowed)
+            busy = await _one(c, CONTENDED, {"cases": [{"stdin": "21", "stdout": "42"}]}, timeout_s=0.8)
+            if busy["score"] == 1.0:
+                break
     assert busy["valid"] and busy["score"] == 1.0, busy["details"]
 
 
