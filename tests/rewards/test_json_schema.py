@@ -249,6 +249,37 @@ async def test_many_slow_searches_share_one_budget() -> None:
     assert quick.score == 1.0
 
 
+_UNEVALUATED = {"patternProperties": {"^\\p{L}+$": {"type": "string"}}, "unevaluatedProperties": False}
+_UNEVALUATED_2019 = {"$schema": "https://json-schema.org/draft/2019-09/schema", **_UNEVALUATED}
+
+
+@pytest.mark.parametrize("schema", [_UNEVALUATED, _UNEVALUATED_2019])
+@pytest.mark.parametrize(("doc", "score"), [('{"Zoë": "x"}', 1.0), ('{"Zoë": 1}', 0.0), ('{"k1": "x"}', 0.0)])
+async def test_unevaluated_properties_reads_patterns_with_the_guarded_engine(
+    schema: dict[str, Any], doc: str, score: float
+) -> None:
+    """``unevaluatedProperties`` finds the keys a ``patternProperties`` pattern covers with jsonschema's
+    own ``re.search``, not the guarded engine: an ECMA-262 pattern (``\\p{L}``) raised ``re.error`` out
+    of the reward, failing the whole batch, and a hostile one was never timed. Found in review."""
+    cfg = REWARD.parse_config({"schema": schema})
+    items = [ScoreItem(response=doc), ScoreItem(response="[]")]
+    out, other = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert out.score == score, out
+    assert other.score == 1.0  # the rest of the batch is scored
+
+
+@pytest.mark.timeout(30)
+async def test_pattern_under_unevaluated_properties_runs_in_the_guarded_engine() -> None:
+    """The search for evaluated keys ran the pattern with Python's ``re``, untimed, after the guarded
+    ``patternProperties`` check had passed: ``^(a+)+$``, which the ``regex`` engine answers at once,
+    backtracks exponentially in ``re``, and a 31-character key held the event loop for over a minute
+    (this one for good). Found in review. (The timeout is a hang guard: this takes milliseconds.)"""
+    schema = {"patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
+    out = await score_one(json.dumps({"a" * 5000 + "b": 1}), schema=schema)
+    assert (out.score, out.reason) == (0.0, Reason.FORMAT), out
+    assert out.details["errors"][0].startswith("$: Unevaluated properties are not allowed")
+
+
 @pytest.mark.parametrize(
     "config",
     [

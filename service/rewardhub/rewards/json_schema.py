@@ -18,9 +18,9 @@ unresolvable ``$ref``: remote references are never fetched) is ``parse_error``, 
 model, is at fault.
 
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
-``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes are checked (so ECMA-262's
-``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are read) and run by the ``regex`` engine
-with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
+``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes (and those ``unevaluatedProperties``
+reads) are checked (so ECMA-262's ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are
+read) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
 validator's ``re.search`` on a hostile pattern and response would stall the event loop. Every search of
 one request draws on one :class:`~rewardhub.rewards.patterns.MatchBudget`: a document with many keys
 or strings runs many searches, each under its own limit, and one item of 40 keys under a slow
@@ -45,6 +45,8 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, ClassVar, Literal
 
+import jsonschema._legacy_keywords
+import jsonschema._utils
 import regex
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.exceptions import SchemaError
@@ -163,6 +165,19 @@ def _search(pattern: str, text: str) -> bool:
         return compiled.search(text, timeout=MATCH_TIMEOUT_S) is not None
     except TimeoutError:
         raise PatternTimeout(f"schema pattern {pattern[:80]!r} ran past {MATCH_TIMEOUT_S}s") from None
+
+
+class _GuardedRe:
+    """Stands in for ``re`` in jsonschema's helper modules. ``unevaluatedProperties`` (drafts 2019-09 and
+    2020-12) finds the keys a ``patternProperties`` pattern covers with its own ``re.search``, out of
+    reach of the keyword overrides below: an ECMA-262 pattern (``\\p{L}``) raised ``re.error`` out of the
+    reward and a hostile one ran untimed on the event loop. Their ``re`` is used for nothing else."""
+
+    search = staticmethod(_search)
+
+
+for _module in (jsonschema._utils, jsonschema._legacy_keywords):
+    setattr(_module, "re", _GuardedRe)  # noqa: B010  (the modules declare no such attribute for mypy)
 
 
 def _pattern(validator: Validator, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -286,7 +301,8 @@ def validate_in_worker(payload: tuple[ScoreItem, JsonSchemaConfig]) -> Outcome:
 @register
 class JsonSchemaReward(Reward[JsonSchemaConfig]):
     name: ClassVar[str] = "json_schema"
-    version: ClassVar[str] = "1.1.1"
+    # 1.1.2: unevaluatedProperties reads patternProperties with the guarded engine
+    version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
