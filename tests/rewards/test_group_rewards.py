@@ -188,6 +188,22 @@ async def test_kimi_equal_lengths_and_invalid_members(client: httpx.AsyncClient)
     assert out[3]["components"]["lambda"] == 0.0
 
 
+async def test_kimi_token_count_past_the_float_range_is_invalid_alone(client: httpx.AsyncClient) -> None:
+    """A member's count of 10**400 (JSON integers are unbounded) made ``float(length)`` raise
+    OverflowError out of the reward: every member of every group came back ``internal_error``. Found in
+    review."""
+    g = gid()
+    tokens = {"name": "group_length", "config": {"unit": "tokens", "correctness": "metadata"}}
+    items = [
+        {"response": "a", "group": g, "metadata": {"correct": True, "completion_tokens": 100}},
+        {"response": "b", "group": g, "metadata": {"correct": True, "completion_tokens": 10**400}},
+        {"response": "c", "group": g, "metadata": {"correct": True, "completion_tokens": 300}},
+    ]
+    out = await results(client, tokens, items)
+    assert [r["score"] for r in out] == [0.5, None, -0.5]
+    assert out[1]["reason"] == "parse_error"
+
+
 async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
     g = gid()
     reward = {"name": "group_length", "config": {"unit": "chars"}}
@@ -200,7 +216,7 @@ async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
     out = await results(client, reward, items)
     assert [r["score"] for r in out] == [0.5, 0.0, -0.5, 0.0]
     assert [r["components"]["correct"] for r in out] == [1.0, 1.0, 0.0, 0.0]
-    assert out[0]["reward_version"].startswith("1.0.1+")  # includes the verifier's version
+    assert out[0]["reward_version"].startswith("1.0.2+")  # includes the verifier's version
     missing = await results(client, reward, [{"response": "\\boxed{4}", "group": gid()}])
     assert missing[0]["reason"] == "missing_reference"
 

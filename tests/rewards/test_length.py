@@ -146,6 +146,24 @@ async def test_bad_token_count_is_invalid(metadata: Any, reason: Reason) -> None
     assert "completion_tokens" in out.details["message"]
 
 
+@pytest.mark.parametrize("config", [DAPO, COSINE])
+async def test_token_count_past_the_float_range_is_invalid_alone(config: dict[str, Any]) -> None:
+    """A count of 10**400 (JSON integers are unbounded) made ``float(length)`` or ``length / max_length``
+    raise OverflowError out of the reward, so every item of the batch came back ``internal_error``.
+    Found in review."""
+    cfg = REWARD.parse_config({**config, "unit": "tokens"})
+    items = [
+        ScoreItem(response="x", metadata={"completion_tokens": 10**400, "correct": True}),
+        ScoreItem(response="y", metadata={"completion_tokens": 10**308, "correct": True}),
+        ScoreItem(response="z", metadata={"completion_tokens": 10, "correct": True}),
+    ]
+    huge, largest, fine = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
+    assert (huge.score, huge.reason) == (None, Reason.PARSE_ERROR), huge
+    assert "completion_tokens" in huge.details["message"]
+    assert largest.score == (-1.0 if config is DAPO else 0.5) and largest.components == {"length": 1e308}
+    assert fine.score is not None and fine.components == {"length": 10.0}
+
+
 @pytest.mark.parametrize(
     "config",
     [

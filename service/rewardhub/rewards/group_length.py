@@ -91,7 +91,8 @@ def kimi_length_reward(length: int, min_len: int, max_len: int, correct: bool) -
 class GroupLengthReward(ComposedReward[GroupLengthConfig]):
     name: ClassVar[str] = "group_length"
     # 1.0.1: a group verifier (majority_vote) sees the whole group, members of unknown length included
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: a token count past the floats is a parse_error (10**400 raised OverflowError out of the batch)
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "Kimi k1.5 group-relative length penalty: λ = 0.5 − (len − min)/(max − min) if correct, "
         "min(0, λ) if wrong; correctness from a verifier (math) or metadata; needs `group`; not cacheable."

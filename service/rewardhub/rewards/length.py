@@ -151,7 +151,8 @@ def read_correct(item: ScoreItem, key: str) -> bool:
 @register
 class LengthReward(Reward[LengthConfig]):
     name: ClassVar[str] = "length"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: a token count past the floats is a parse_error (10**400 raised OverflowError out of the batch)
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Length shaping: DAPO soft overlong punishment, or the cosine length reward (shorter correct "
         "answers earn more, shorter wrong answers lose more); chars, words or trainer-supplied tokens."

@@ -9,6 +9,7 @@ from the response. A missing token field is not the model's fault, so it makes t
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -17,6 +18,9 @@ from rewardhub.rewards.base import Outcome
 __all__ = ["LengthUnit", "UnitError", "completion_length", "metadata_int_list", "metadata_value"]
 
 LengthUnit = Literal["chars", "words", "tokens"]
+
+# The largest count a float holds: JSON integers are unbounded, and float(10**400) raises
+_MAX_COUNT = int(sys.float_info.max)
 
 
 class UnitError(Exception):
@@ -62,9 +66,11 @@ def completion_length(item: ScoreItem, unit: LengthUnit, token_count_key: str) -
     if unit == "words":
         return len(item.response.split())
     value = metadata_value(item, token_count_key, "the completion's token count")
-    if not _is_int(value) or value < 0:
+    # past the floats a count cannot be scored (the OverflowError took the whole batch with it)
+    if not _is_int(value) or not 0 <= value <= _MAX_COUNT:
         raise UnitError(
-            Reason.PARSE_ERROR, f"metadata[{token_count_key!r}] must be a non-negative integer token count"
+            Reason.PARSE_ERROR,
+            f"metadata[{token_count_key!r}] must be a non-negative integer token count (at most 1.8e308)",
         )
     n: int = value
     return n
