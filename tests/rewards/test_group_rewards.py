@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import httpx
 import pytest
+
+from rewardhub.protocol import ScoreItem
+from rewardhub.rewards.base import ScoreContext
+from rewardhub.rewards.majority_vote import MajorityVoteReward
 
 
 def gid() -> str:
@@ -136,6 +141,24 @@ async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
         (None, "unsupported"),
     ]
     assert out[0]["details"]["pseudo_label"] is None
+
+
+@pytest.mark.timeout(120)
+async def test_a_group_of_distinct_answers_is_clustered_in_linear_time() -> None:
+    """Once the max_pairs comparisons were spent, each further answer still walked every cluster so far
+    to count it skipped: quadratic in a group of distinct answers, 20,000 of them (a job's group) held
+    the event loop for about 20 s. The count is now taken at once, the same count. Found in review.
+    (CPU time, bounded at 10 times what it takes here: the walk took 20 times it.)"""
+    reward = MajorityVoteReward(runtime=None)  # type: ignore[arg-type]  # no pair reaches the CPU pool
+    n = 20_000
+    items = [ScoreItem(response=f"so \\boxed{{{i}}}", group="g") for i in range(n)]
+    t0 = time.process_time()
+    out = await reward.score(items, reward.parse_config({}), ScoreContext(deadline_s=5))
+    spent = time.process_time() - t0
+    assert out[0].score == 1.0 and out[1].score == 0.0  # a tie of ones: the first answer wins
+    # 256 comparisons, then every later answer skips every cluster before it
+    assert out[0].details["pairs_skipped"] == n * (n - 1) // 2 - 256
+    assert spent < 10, spent
 
 
 # --- group_length (Kimi k1.5) ----------------------------------------------------------------
