@@ -13,6 +13,11 @@ text without repeats and approaches ``max_penalty`` as the text becomes one repe
 Tokens: case-folded whitespace ``words`` of the response (as open-r1 does), or the policy's own
 ``token_ids`` sent by the trainer in ``metadata[token_ids_key]`` (what the paper uses; the service has
 no tokenizer to compute them). Component ``repetition``: the repeated fraction ``1 − unique/total``.
+
+Counting n-grams is pure Python, about a microsecond a token (more for a large n): a request whose
+estimated work (:func:`_cost`) is small is scored inline, a bigger one (a batch of long-CoT rollouts:
+10 million tokens took 7 s) in the CPU workers, each item under the request's deadline (``timeout`` past
+it), so it never holds the event loop.
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from rewardhub.protocol import ScoreItem
+from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.units import UnitError, metadata_int_list
 
-__all__ = ["RepetitionConfig", "RepetitionReward", "repeated_fraction"]
+__all__ = ["RepetitionConfig", "RepetitionReward", "repeated_fraction", "repetition_outcome"]
 
 
 class RepetitionConfig(RewardConfig):
@@ -51,6 +56,30 @@ def repeated_fraction(tokens: Sequence[Hashable], n: int) -> tuple[float, int, i
     return 1.0 - unique / total, total, unique
 
 
+# Work a request may do on the event loop (:func:`_cost`): about 0.1 s.
+_INLINE_WORK = 4_000_000
+
+
+def _cost(tokens: Sequence[Hashable] | str, n: int) -> int:
+    """Rough work of one item: tokens x (16 + n), a text's words taken as one per 8 characters."""
+    count = len(tokens) // 8 if isinstance(tokens, str) else len(tokens)
+    return count * (16 + n)
+
+
+def repetition_outcome(payload: tuple[Sequence[Hashable] | str, int, float]) -> Outcome:
+    """One item's outcome from its token ids, or its response text split into case-folded words (a
+    CPU-pool task: module level)."""
+    tokens, n, max_penalty = payload
+    if isinstance(tokens, str):
+        tokens = tokens.casefold().split()
+    fraction, total, unique = repeated_fraction(tokens, n)
+    return Outcome(
+        fraction * max_penalty + 0.0,  # + 0.0 turns -0.0 into 0.0
+        components={"repetition": fraction},
+        details={"ngrams": total, "unique_ngrams": unique, "tokens": len(tokens)},
+    )
+
+
 @register
 class RepetitionReward(Reward[RepetitionConfig]):
     name: ClassVar[str] = "repetition"
@@ -65,23 +94,24 @@ class RepetitionReward(Reward[RepetitionConfig]):
     async def score(
         self, items: Sequence[ScoreItem], config: RepetitionConfig, ctx: ScoreContext
     ) -> list[Outcome]:
-        out: list[Outcome] = []
-        for item in items:
-            tokens: Sequence[Hashable]
-            if config.unit == "words":
-                tokens = item.response.casefold().split()
-            else:
+        out: list[Outcome | None] = [None] * len(items)
+        todo: list[int] = []
+        payloads: list[tuple[Sequence[Hashable] | str, int, float]] = []
+        for i, item in enumerate(items):
+            tokens: Sequence[Hashable] | str = item.response  # words: split where it is scored
+            if config.unit == "token_ids":
                 try:
                     tokens = metadata_int_list(item, config.token_ids_key)
                 except UnitError as exc:
-                    out.append(exc.outcome())
+                    out[i] = exc.outcome()
                     continue
-            fraction, total, unique = repeated_fraction(tokens, config.ngram_size)
-            out.append(
-                Outcome(
-                    fraction * config.max_penalty + 0.0,  # + 0.0 turns -0.0 into 0.0
-                    components={"repetition": fraction},
-                    details={"ngrams": total, "unique_ngrams": unique, "tokens": len(tokens)},
-                )
-            )
-        return out
+            todo.append(i)
+            payloads.append((tokens, config.ngram_size, config.max_penalty))
+        if sum(_cost(tokens, config.ngram_size) for tokens, _, _ in payloads) <= _INLINE_WORK:
+            for i, payload in zip(todo, payloads, strict=True):
+                out[i] = repetition_outcome(payload)
+        else:
+            results = await self.runtime.cpu_pool.run(repetition_outcome, payloads, ctx.deadline_s)
+            for i, res in zip(todo, results, strict=True):
+                out[i] = res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error)
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
