@@ -12,7 +12,7 @@ import pytest
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, ScoreContext
-from rewardhub.rewards.json_schema import JsonSchemaReward, extract_json_text
+from rewardhub.rewards.json_schema import JsonSchemaReward, extract_json_text, validate_in_worker
 
 REWARD = JsonSchemaReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
 
@@ -278,6 +278,31 @@ async def test_pattern_under_unevaluated_properties_runs_in_the_guarded_engine()
     out = await score_one(json.dumps({"a" * 5000 + "b": 1}), schema=schema)
     assert (out.score, out.reason) == (0.0, Reason.FORMAT), out
     assert out.details["errors"][0].startswith("$: Unevaluated properties are not allowed")
+
+
+@pytest.mark.timeout(120)
+async def test_unevaluated_properties_of_many_keys_is_linear() -> None:
+    """jsonschema's ``unevaluatedProperties`` looked each key up in a list of the evaluated ones:
+    quadratic, and 18,000 keys (a response under the inline limit) held the event loop for 2 s, 60,000
+    (in a CPU worker) about 20 s. Found in review. (CPU time, bounded at 10 times what it takes here.)"""
+    schema = {"additionalProperties": {"type": "integer"}, "unevaluatedProperties": False}
+    config = REWARD.parse_config({"schema": schema})
+    doc = json.dumps({f"k{i}": i for i in range(60_000)})
+    t0 = time.process_time()
+    out = validate_in_worker((ScoreItem(response=doc), config))
+    spent = time.process_time() - t0
+    assert out.score == 1.0, out
+    assert spent < 5, spent
+    # the keyword's own answers are kept: unevaluated keys listed, each once per error
+    both = {"properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}}
+    bad = await score_one('{"a": 1, "b": 2, "c": "x", "d": 3}', schema=both)
+    assert bad.details["errors"] == [
+        "$: Unevaluated properties are not valid under the given schema ('b', 'd' were unevaluated and invalid)"
+    ]
+    shut = await score_one(
+        '{"z": 1, "a": 1, "y": 2}', schema={"properties": {"a": {}}, "unevaluatedProperties": False}
+    )
+    assert shut.details["errors"] == ["$: Unevaluated properties are not allowed ('y', 'z' were unexpected)"]
 
 
 @pytest.mark.parametrize(
