@@ -155,7 +155,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.2+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.3+")  # includes the verifier's version
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:
@@ -176,6 +176,27 @@ async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: ht
     assert [r["score"] for r in results] == pytest.approx(
         [0.0, 0.0, rlcr(True, 0.9), rlcr(False, 0.8), rlcr(False, 0.8)]
     )
+
+
+async def test_an_empty_group_id_is_a_group_for_the_vote(client: httpx.AsyncClient) -> None:
+    """The members without a readable confidence were sent to a group verifier if their group id was
+    truthy, so under the group id "" (a group like any other: majority_vote and the serving layer test
+    ``is None``) their answers did not vote and the lone 7 won. Found in review. (Scored directly: the
+    serving layer remembers a group id across requests, and "" cannot be made unique.)"""
+    from rewardhub.protocol import ScoreItem
+    from rewardhub.rewards.base import ScoreContext
+
+    reward = client.app.state.runtime.reward_registry().get("calibration")  # type: ignore[attr-defined]
+    config = reward.parse_config({"verifier": {"name": "majority_vote", "config": {"equivalence": "string"}}})
+    items = [
+        ScoreItem(response="<answer>5</answer>", group=""),
+        ScoreItem(response="<answer>5</answer>", group=""),
+        ScoreItem(response="<answer>7</answer><confidence>0.8</confidence>", group=""),
+    ]
+    out = await reward.score(items, config, ScoreContext(deadline_s=10))
+    assert [o.reason for o in out[:2]] == ["format", "format"]
+    assert out[2].components["correct"] == 0.0, out[2]  # 5 has the votes
+    assert out[2].score == pytest.approx(rlcr(False, 0.8))
 
 
 async def test_verifier_invalid_makes_the_item_invalid(client: httpx.AsyncClient) -> None:

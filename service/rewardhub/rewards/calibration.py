@@ -161,7 +161,8 @@ class _Parsed:
 class CalibrationReward(ComposedReward[CalibrationConfig]):
     name: ClassVar[str] = "calibration"
     # 1.0.2: a group verifier (majority_vote) counts the answers of every member, format failures included
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: in a group whose id is "" too
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -215,7 +216,11 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
         if part.reward.uses_groups(part.config):
             # A group verifier (majority_vote) judges an answer against its group's: every member with an
             # answer votes, those whose confidence could not be read included (their own score stays 0).
-            todo = [i for i, p in enumerate(parsed) if p.error is None or (items[i].group and p.answer)]
+            todo = [
+                i
+                for i, p in enumerate(parsed)
+                if p.error is None or (items[i].group is not None and p.answer)  # "" is a group id too
+            ]
         sub_items = [
             items[i].model_copy(
                 update={"response": self._verifier_text(items[i], parsed[i].answer or "", config, part)}
