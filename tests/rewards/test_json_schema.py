@@ -326,6 +326,29 @@ async def test_unevaluated_items_of_a_long_array_is_linear(draft: str | None) ->
     assert bad.details["errors"] == ["$: Unevaluated items are not allowed (2, 3 were unexpected)"]
 
 
+@pytest.mark.timeout(60)
+async def test_a_schema_whose_nesting_explodes_times_out_on_the_event_loop() -> None:
+    """``unevaluatedProperties`` re-validates every ``allOf`` branch below it, so each level of nesting
+    multiplied the work: 16 levels (a 1 kB schema) took 50 s on an 8-byte response, on the event loop,
+    with nothing to stop it (only pattern searches were timed). Found in review. Validation on the loop
+    now checks the request's clock at every keyword; past it the items left are ``timeout``. (The
+    pytest timeout is a hang guard: the budget is 5 s.)"""
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(18):
+        schema = {"allOf": [schema], "unevaluatedProperties": {"type": "integer"}}
+    cfg = REWARD.parse_config({"schema": schema})
+    items = [ScoreItem(response="{}"), ScoreItem(response='{"a": 1}')]
+    first, second = await REWARD.score(items, cfg, ScoreContext(deadline_s=30))
+    assert (first.score, first.reason) == (None, Reason.TIMEOUT), first
+    assert (second.score, second.reason) == (None, Reason.TIMEOUT), second  # the budget is the request's
+    # a few levels are quick, and a new request has its own clock
+    shallow: dict[str, Any] = {"type": "object"}
+    for _ in range(4):
+        shallow = {"allOf": [shallow], "unevaluatedProperties": {"type": "integer"}}
+    assert (await score_one('{"a": 1}', schema=shallow)).score == 1.0
+    assert (await score_one('{"a": "x"}', schema=shallow)).score == 0.0
+
+
 @pytest.mark.parametrize(
     "config",
     [

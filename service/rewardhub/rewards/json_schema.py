@@ -33,12 +33,16 @@ list the first ``max_errors`` validation errors with their JSON paths.
 
 Validation is pure Python (a 1 MB array of 250,000 objects takes over a second): a request whose
 responses total more than ``_INLINE_CHARS`` characters is validated in the CPU workers, each item
-under the request's deadline (``timeout`` past it), so big documents never hold the event loop.
+under the request's deadline (``timeout`` past it), so big documents never hold the event loop. A small
+one can still take long under a hostile schema (nested applicators make validation exponential in the
+schema's depth): validation on the event loop checks a clock at every keyword, and past
+``_INLINE_VALIDATION_S`` for the request the items left are ``timeout``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from functools import lru_cache
@@ -152,6 +156,30 @@ def _reject_constant(name: str) -> Any:
 # The budget of the request being scored; the validators are cached across requests, so the keyword
 # functions below find it here rather than on the validator.
 _budget: ContextVar[MatchBudget | None] = ContextVar("rewardhub_json_schema_budget", default=None)
+
+
+class ValidationTimeout(Exception):
+    """Validation on the event loop ran past the request's budget."""
+
+
+# When validation on the event loop must stop (a time.perf_counter() reading); None in a CPU worker,
+# which is killed past the item's deadline instead.
+_stop_at: ContextVar[float | None] = ContextVar("rewardhub_json_schema_stop_at", default=None)
+
+
+def _timed(fn: Any) -> Any:
+    """A keyword function that first checks the clock. Applicators (``$ref``, ``allOf``, ``anyOf``...)
+    validate a subschema by calling its keywords, so validation is bounded by the clock at every level:
+    a schema's nesting can make it exponential, and 16 levels of ``allOf`` + ``unevaluatedProperties``
+    (a 1 kB schema) took 50 s on an 8-byte response, on the event loop."""
+
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        stop = _stop_at.get()
+        if stop is not None and time.perf_counter() > stop:
+            raise ValidationTimeout("validation used up this request's time on the event loop")
+        return fn(validator, value, instance, schema)
+
+    return keyword
 
 
 def _search(pattern: str, text: str) -> bool:
@@ -321,7 +349,8 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
         own = base.VALIDATORS.get(name)
         if own in _UNEVALUATED:
             keywords[name] = _UNEVALUATED[own]
-    cls = extend(base, keywords)  # type: ignore[no-untyped-call]
+    timed = {name: _timed(fn) for name, fn in {**base.VALIDATORS, **keywords}.items()}
+    cls = extend(base, timed)  # type: ignore[no-untyped-call]
     return cls(schema, format_checker=base.FORMAT_CHECKER if check_formats else None)  # type: ignore[no-any-return]
 
 
@@ -353,6 +382,10 @@ def _reference_schema(reference: Any) -> Schema:
     return reference
 
 
+# Seconds the validation of one request's items may hold the event loop (wall time) before the items
+# left are ``timeout``: a hostile schema's alone (documents under _INLINE_CHARS take well under 1 s).
+_INLINE_VALIDATION_S = 5.0
+
 # Response characters a request may validate on the event loop (about 0.3 s for the cheapest-per-byte
 # documents, many tiny objects); above it the batch goes to the CPU workers.
 _INLINE_CHARS = 200_000
@@ -383,9 +416,11 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
         shared = None if config.json_schema is None else _load(config.json_schema, config.check_formats)
         if isinstance(shared, Outcome) or sum(len(item.response) for item in items) <= _INLINE_CHARS:
             token = _budget.set(MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s)))
+            stop = _stop_at.set(time.perf_counter() + min(_INLINE_VALIDATION_S, ctx.deadline_s))
             try:
                 return [self._one(item, config, shared) for item in items]
             finally:
+                _stop_at.reset(stop)
                 _budget.reset(token)
         # Validation is pure Python: a big batch runs in the CPU workers, each item under the deadline
         # (its pattern searches under their own limit each, the worker killed past the deadline).
@@ -419,7 +454,7 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
 
         try:
             errors = list(islice(validator.iter_errors(doc), max(1, config.max_errors)))
-        except PatternTimeout as exc:
+        except (PatternTimeout, ValidationTimeout) as exc:
             return Outcome.invalid(Reason.TIMEOUT, str(exc))
         except (Unresolvable, SchemaError) as exc:
             return Outcome.invalid(Reason.PARSE_ERROR, f"schema cannot be applied: {exc}"[:300])
