@@ -42,6 +42,7 @@ schema's depth): validation on the event loop checks a clock at every keyword, a
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -200,13 +201,18 @@ class _GuardedRe:
     """Stands in for ``re`` in jsonschema's helper modules. ``unevaluatedProperties`` (drafts 2019-09 and
     2020-12) finds the keys a ``patternProperties`` pattern covers with its own ``re.search``, out of
     reach of the keyword overrides below: an ECMA-262 pattern (``\\p{L}``) raised ``re.error`` out of the
-    reward and a hostile one ran untimed on the event loop. Their ``re`` is used for nothing else."""
+    reward and a hostile one ran untimed on the event loop. Their ``re`` is used for nothing else today;
+    anything else a later jsonschema asks of it is ``re``'s own, so a release that does cannot break the
+    reward (only leave that use unguarded)."""
 
     search = staticmethod(_search)
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(re, name)
+
 
 for _module in (jsonschema._utils, jsonschema._legacy_keywords):
-    setattr(_module, "re", _GuardedRe)  # noqa: B010  (the modules declare no such attribute for mypy)
+    setattr(_module, "re", _GuardedRe())  # noqa: B010  (the modules declare no such attribute for mypy)
 
 
 def _pattern(validator: Validator, patrn: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
