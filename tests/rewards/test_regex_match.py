@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
+from rewardhub.rewards import patterns
 from rewardhub.rewards.base import Outcome, ScoreContext
 from rewardhub.rewards.exact_match import ExactMatchReward
 from rewardhub.rewards.json_schema import JsonSchemaReward
-from rewardhub.rewards.patterns import BATCH_BUDGET_S, MATCH_TIMEOUT_S
+from rewardhub.rewards.patterns import (
+    BATCH_BUDGET_S,
+    BATCH_WALL_CAP_S,
+    MATCH_TIMEOUT_S,
+    MatchBudget,
+    PatternTimeout,
+)
 from rewardhub.rewards.regex_match import RegexReward
 
 REWARD = RegexReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
@@ -116,13 +124,83 @@ async def test_redos_pattern_times_out_quickly(mode: str, n: int) -> None:
     assert elapsed < 30  # without the match timeout this search runs for hours
     # the catastrophic item is invalid (not the model's fault) ...
     assert (outs[0].score, outs[0].reason) == (None, Reason.TIMEOUT)
-    # ... and the next item of the batch is still scored, while the call's budget lasts: regex times a
-    # match by CPU time and the budget is wall time (it bounds the event loop's stall), so on a loaded
-    # host the one catastrophic match can spend it all, and then the next item is a timeout too
-    if elapsed < BATCH_BUDGET_S:
+    # ... and the next item of the batch is still scored: the one match spent a quarter of the call's
+    # CPU budget, whatever the load; only a host slow enough to hit the wall-clock cap stops it
+    if elapsed < BATCH_WALL_CAP_S:
         assert outs[1].score == 1.0, outs[1]
     else:
         assert outs[1].score == 1.0 or "used up" in outs[1].details["message"], outs[1]
+
+
+class _Clocks:
+    """Stand-ins for the clocks patterns.py reads, advanced by hand: a match on a loaded host."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.wall = 0.0
+        self.time = SimpleNamespace(thread_time=lambda: self.cpu, perf_counter=lambda: self.wall)
+
+    def match(self, cpu_s: float, wall_s: float, times_out: bool) -> Any:
+        def run(text: str, timeout: float) -> str:
+            self.cpu += cpu_s
+            self.wall += wall_s
+            if times_out:
+                raise TimeoutError("regex time out")
+            return text
+
+        return run
+
+
+def test_a_timed_out_match_on_a_loaded_host_leaves_the_rest_of_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """regex stops a match at its timeout in CPU time; the budget was charged in wall time, so on a host
+    giving the loop a fifth of a core one catastrophic match (0.5 s of CPU, 2.5 s of wall) spent all of
+    the call's 2 s and every later item was a spurious timeout. Found in review. The budget is charged in
+    the thread's CPU time now: 1.5 s is left for the items after it."""
+    clocks = _Clocks()
+    monkeypatch.setattr(patterns, "time", clocks.time)
+    budget = MatchBudget()
+    with pytest.raises(PatternTimeout, match="ran past"):
+        budget.run("(x+x+)+y", clocks.match(MATCH_TIMEOUT_S, 5 * MATCH_TIMEOUT_S, times_out=True), "x" * 5000)
+    assert budget.run("y", clocks.match(0.001, 0.005, times_out=False), "xxy") == "xxy"
+    assert budget.left_s == pytest.approx(BATCH_BUDGET_S - MATCH_TIMEOUT_S - 0.001)
+
+
+def test_the_wall_clock_still_caps_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charged in CPU time, the budget alone would let a host slow enough stall the loop for any time;
+    past BATCH_WALL_CAP_S of wall time the call's remaining matches are timeouts however much CPU is left."""
+    clocks = _Clocks()
+    monkeypatch.setattr(patterns, "time", clocks.time)
+    budget = MatchBudget()
+    slow = BATCH_WALL_CAP_S / 4
+    for _ in range(4):  # 0.04 s of CPU, the whole cap of wall time
+        assert budget.run("y", clocks.match(0.01, slow, times_out=False), "xxy") == "xxy"
+    with pytest.raises(PatternTimeout, match="wall-clock cap"):
+        budget.run("y", clocks.match(0.01, slow, times_out=False), "xxy")
+
+
+async def test_the_reward_scores_past_a_catastrophic_match_on_a_loaded_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same through the reward and the real engine: the wall clock patterns.py reads runs five times
+    as fast as the thread's CPU time, as it would on a host giving the loop a fifth of a core."""
+    cpu0 = time.thread_time()
+    slowed = SimpleNamespace(
+        thread_time=time.thread_time,
+        perf_counter=lambda: time.perf_counter() + 4 * (time.thread_time() - cpu0),
+    )
+    monkeypatch.setattr(patterns, "time", slowed)
+    cfg = REWARD.parse_config({"pattern": "(x+x+)+y"})
+    t0 = time.perf_counter()
+    outs = await REWARD.score(
+        [ScoreItem(response="x" * 5000), ScoreItem(response="xxy")], cfg, ScoreContext(deadline_s=5)
+    )
+    elapsed = time.perf_counter() - t0
+    assert (outs[0].score, outs[0].reason) == (None, Reason.TIMEOUT)
+    # 0.5 s of CPU reads as 2.5 s and more of wall: past the old wall budget, well within the cap
+    if elapsed < BATCH_WALL_CAP_S - 5 * MATCH_TIMEOUT_S:
+        assert outs[1].score == 1.0, outs[1]
 
 
 async def test_a_batch_shares_one_matching_budget() -> None:

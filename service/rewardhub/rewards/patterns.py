@@ -7,8 +7,13 @@ raises :class:`PatternTimeout` and the reward reports the item as ``timeout`` in
 
 A per-match limit alone still lets one request stall the loop for its number of items times the limit
 (4096 items × 0.5 s is half an hour), so a reward gives all the matches of one call a shared
-:class:`MatchBudget`: once ``BATCH_BUDGET_S`` is spent, the remaining items are not matched and are
+:class:`MatchBudget`: once ``BATCH_BUDGET_S`` of CPU time is spent (or ``BATCH_WALL_CAP_S`` of wall time,
+on a host so loaded that the CPU seconds come slowly), the remaining items are not matched and are
 reported as ``timeout`` too.
+
+Matching runs on the event loop on purpose: a realistic response is matched in microseconds, a thread
+hop per match would cost more than the match, and ``regex`` holds the GIL while it matches (unless
+``concurrent=True``) so a worker thread would not free the loop anyway; the budget is what bounds the stall.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import TypeVar
 import regex
 
 __all__ = [
+    "BATCH_BUDGET_S",
+    "BATCH_WALL_CAP_S",
+    "MATCH_TIMEOUT_S",
     "MAX_PATTERN_UNITS",
     "MatchBudget",
     "PatternTimeout",
@@ -32,8 +40,12 @@ __all__ = [
 
 # Seconds one match may take before the item is reported as a timeout.
 MATCH_TIMEOUT_S = 0.5
-# Seconds all the matches of one reward call (one request's items) may take together.
+# CPU seconds (of the matching thread) all the matches of one reward call (one request's items) may take.
 BATCH_BUDGET_S = 2.0
+# Wall seconds those matches may take together, however much CPU time is left, as a multiple of their CPU
+# budget: a host that gives the loop a fifth of a core still spends it, and the loop's stall stays bounded.
+WALL_CAP_FACTOR = 5
+BATCH_WALL_CAP_S = WALL_CAP_FACTOR * BATCH_BUDGET_S
 
 T = TypeVar("T")
 
@@ -45,15 +57,26 @@ class PatternTimeout(Exception):
 class MatchBudget:
     """The matching time left to one reward call; each match gets ``per_match_s`` or what is left.
 
-    The budget is charged in wall time, as it bounds how long the event loop stalls; ``regex`` times a
-    match by CPU time, so on a loaded host one catastrophic match can take more of the budget than its
-    ``per_match_s`` (and leave the items after it reported as ``timeout``, never as a wrong 0.0).
+    ``regex`` times a match by the process's CPU time, so the budget is charged in CPU time too: this
+    thread's (``time.thread_time``), which never runs ahead of the process's, so a match that times out is
+    charged at most its own timeout. Charged in wall time, as it once was, one catastrophic match on a
+    loaded host (0.5 s of CPU over 4.7 s of wall at load 5 on 2 cores) spent the whole 2 s and every later
+    item of the call was a spurious ``timeout``; nor is it the process's CPU time, which other threads (a
+    model's inference) spend. The wall clock still caps the call at ``wall_cap_s``, so the event loop's
+    stall stays bounded however slowly the CPU seconds come.
     """
 
-    def __init__(self, per_match_s: float = MATCH_TIMEOUT_S, total_s: float = BATCH_BUDGET_S) -> None:
+    def __init__(
+        self,
+        per_match_s: float = MATCH_TIMEOUT_S,
+        total_s: float = BATCH_BUDGET_S,
+        wall_cap_s: float | None = None,
+    ) -> None:
         self.per_match_s = per_match_s
         self.total_s = total_s
         self.left_s = total_s
+        self.wall_cap_s = WALL_CAP_FACTOR * total_s if wall_cap_s is None else wall_cap_s
+        self.wall_left_s = self.wall_cap_s
 
     def run(self, pattern: str, match: Callable[..., T], text: str) -> T:
         """``match(text, timeout=...)`` charged to the budget.
@@ -65,14 +88,20 @@ class MatchBudget:
             raise PatternTimeout(
                 f"pattern {pattern[:80]!r} not run: this request's matches used up their {self.total_s}s"
             )
+        if self.wall_left_s <= 0:
+            raise PatternTimeout(
+                f"pattern {pattern[:80]!r} not run: this request's matches used up their wall-clock cap "
+                f"of {self.wall_cap_s}s (a loaded host)"
+            )
         timeout = min(self.per_match_s, self.left_s)
-        t0 = time.perf_counter()
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
         try:
             return match(text, timeout=timeout)
         except TimeoutError:
             raise PatternTimeout(f"pattern {pattern[:80]!r} ran past {timeout:.3g}s") from None
         finally:
-            self.left_s -= time.perf_counter() - t0
+            self.left_s -= time.thread_time() - cpu0
+            self.wall_left_s -= time.perf_counter() - wall0
 
 
 # Most units (about one per atom the compiled program holds, a counted repeat ``X{m}`` / ``X{m,}`` /
