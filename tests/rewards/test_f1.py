@@ -37,8 +37,14 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("paris", "paris france europe", 0.5, 1.0, 1 / 3),
         # no overlap
         ("dog", "cat", 0.0, 0.0, 0.0),
-        # both normalise to nothing ('the' and 'a' are articles): a match
-        ("the", "a", 1.0, 1.0, 1.0),
+        # both empty: a match (SQuAD v2's unanswerable question)
+        ("", "", 1.0, 1.0, 1.0),
+        # a reference that SQuAD's normalisation empties ('a' is an article) keeps its articles, and so
+        # does the response: 'the' is not the answer 'a' (it was 1.0: both normalised to nothing)
+        ("the", "a", 0.0, 0.0, 0.0),
+        # ... so the option letter A is matched by A, and partly by 'option A'
+        ("(A)", "A", 1.0, 1.0, 1.0),
+        ("Option A", "A", 2 / 3, 0.5, 1.0),
         # only the prediction is empty
         ("", "cat", 0.0, 0.0, 0.0),
         # only the gold is empty (punctuation only)
@@ -57,6 +63,21 @@ async def test_f1_table(response: str, reference: Any, f1: float, precision: flo
     assert out.components["precision"] == pytest.approx(precision)
     assert out.components["recall"] == pytest.approx(recall)
     assert out.reason is None
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<think>The options are A, B and C; A looks",  # cut off in its reasoning: no answer
+        "",  # empty
+        "An",  # an article, not the letter
+    ],
+)
+async def test_a_reference_squad_normalises_to_nothing_is_not_matched_by_no_answer(response: str) -> None:
+    """The option letter "A" is an article to SQuAD's normalisation, so the reference "A" had no tokens,
+    and every response without tokens either (one cut off inside its <think>, an empty one) scored 1.0
+    against it: a rollout rewarded for never closing its reasoning. Found in review."""
+    assert (await score_one(response, "A")).score == 0.0
 
 
 def test_token_f1_direct() -> None:

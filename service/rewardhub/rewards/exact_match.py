@@ -6,7 +6,8 @@ reasoning model's "the answer is…" inside ``<think>`` is a draft. An ``extract
 text too, so an ``<answer>`` drafted in the reasoning of a response cut off there is no answer.
 
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
-SQuAD EM definition), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
+SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
+:func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
 list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches.
 """
 
@@ -20,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, last_match, validate_pattern
-from rewardhub.rewards.text import answer_text, squad_normalize
+from rewardhub.rewards.text import answer_text, squad_pair
 
 __all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
 
@@ -109,18 +110,24 @@ def read_item(
 
 
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
-    if cfg.normalize == "squad":
-        return squad_normalize(text)
     if cfg.normalize == "whitespace":
         text = " ".join(text.split())
     return text if cfg.case_sensitive else text.casefold()
+
+
+def _equal(span: str, ref: str, cfg: ExactMatchConfig) -> bool:
+    if cfg.normalize == "squad":
+        pred, key = squad_pair(span, ref)
+        return pred == key
+    return _norm(span, cfg) == _norm(ref, cfg)
 
 
 @register
 class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
     # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
-    version: ClassVar[str] = "1.1.1"
+    # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does
+    version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
@@ -135,7 +142,6 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
                 out.append(read)
                 continue
             refs, span = read
-            pred = _norm(span, config)
-            hit = next((r for r in refs if _norm(r, config) == pred), None)
+            hit = next((r for r in refs if _equal(span, r, config)), None)
             out.append(Outcome(1.0 if hit is not None else 0.0, details={"extracted": span, "matched": hit}))
         return out

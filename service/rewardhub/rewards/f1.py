@@ -1,7 +1,8 @@
 """``f1``: SQuAD token F1 between the (extracted) response and the best of its references.
 
 The response is read outside its reasoning (``<think>…</think>`` and an unclosed ``<think>`` left
-out), an ``extract`` pattern searching that text too, as in :mod:`.exact_match`. Both sides are normalised as in the SQuAD v1.1 evaluation script (:func:`squad_tokens`: lower case, no
+out), an ``extract`` pattern searching that text too, as in :mod:`.exact_match`. Both sides are
+normalised as in the SQuAD v1.1 evaluation script (:func:`.text.squad_tokens`: lower case, no
 punctuation or articles) and compared as *bags* of tokens, so a repeated token counts once per
 occurrence on each side::
 
@@ -9,10 +10,13 @@ occurrence on each side::
     precision = common / |pred|,  recall = common / |gold|
     F1        = 2·P·R / (P + R)          (0 when common = 0)
 
-Edge cases follow the SQuAD v2 script: both token lists empty → 1.0 (the answer "the" against "a" is a
-match, both normalise to nothing); exactly one empty → 0.0. With several references the item gets the
-maximum F1, and ``components`` carry the precision and recall of that best reference. F1 gives partial
-credit where exact match is all-or-nothing, which gives a denser signal for free-form short answers.
+Edge cases follow the SQuAD v2 script: both token lists empty → 1.0; exactly one empty → 0.0. Only an
+empty reference has no tokens, though: one that SQuAD's normalisation would empty ("A", an option
+letter, is an article; "The") is tokenised with its articles kept, and the response alike
+(:func:`.text.squad_pair`), so an empty response, or one cut off in its reasoning, does not match it.
+With several references the item gets the maximum F1, and ``components`` carry the precision and
+recall of that best reference. F1 gives partial credit where exact match is all-or-nothing, which gives
+a denser signal for free-form short answers.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import read_item
 from rewardhub.rewards.patterns import MatchBudget, validate_pattern
-from rewardhub.rewards.text import squad_tokens
+from rewardhub.rewards.text import squad_pair
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
 
@@ -58,11 +62,17 @@ def token_f1(pred: Sequence[str], gold: Sequence[str]) -> tuple[float, float, fl
     return 2 * precision * recall / (precision + recall), precision, recall
 
 
+def _f1(span: str, ref: str) -> tuple[float, float, float]:
+    pred, gold = squad_pair(span, ref)
+    return token_f1(pred.split(), gold.split())
+
+
 @register
 class F1Reward(Reward[F1Config]):
     name: ClassVar[str] = "f1"
     # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
-    version: ClassVar[str] = "1.1.1"
+    # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does
+    version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."
@@ -80,9 +90,8 @@ class F1Reward(Reward[F1Config]):
                 out.append(read)
                 continue
             refs, span = read
-            pred = squad_tokens(span)
             best_ref, (f1, precision, recall) = max(
-                ((ref, token_f1(pred, squad_tokens(ref))) for ref in refs), key=lambda pair: pair[1][0]
+                ((ref, _f1(span, ref)) for ref in refs), key=lambda pair: pair[1][0]
             )
             out.append(
                 Outcome(

@@ -15,7 +15,15 @@ import re
 import string
 import unicodedata
 
-__all__ = ["THINK_CLOSE", "after_think_at", "answer_span", "answer_text", "squad_normalize", "squad_tokens"]
+__all__ = [
+    "THINK_CLOSE",
+    "after_think_at",
+    "answer_span",
+    "answer_text",
+    "squad_normalize",
+    "squad_pair",
+    "squad_tokens",
+]
 
 THINK_CLOSE = "</think>"
 
@@ -32,6 +40,30 @@ def squad_normalize(text: str) -> str:
 
 def squad_tokens(text: str) -> list[str]:
     return squad_normalize(text).split()
+
+
+def _keep_articles(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).lower().translate(_DROP_PUNCT).split())
+
+
+def _keep_punctuation(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def squad_pair(pred: str, ref: str) -> tuple[str, str]:
+    """``pred`` and ``ref`` normalised alike, to compare: SQuAD's normalisation, unless it leaves nothing
+    of a reference that has text. The option letter "A" is an article and "The" or "?" normalise to
+    nothing, so every response that normalises to nothing too (an empty one, one cut off inside its
+    ``<think>``, "An") matched them; such a reference is compared with its articles kept, or failing that
+    its punctuation too. An empty reference keeps SQuAD v2's meaning: only an empty answer matches it.
+    """
+    key = squad_normalize(ref)
+    if key or not ref.strip():
+        return squad_normalize(pred), key
+    key = _keep_articles(ref)
+    if key:
+        return _keep_articles(pred), key
+    return _keep_punctuation(pred), _keep_punctuation(ref)
 
 
 def after_think_at(text: str) -> int:

@@ -1,0 +1,66 @@
+"""``exact_match``: the normalisations and the references that SQuAD's normalisation would empty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rewardhub.protocol import ScoreItem
+from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.exact_match import ExactMatchReward
+
+REWARD = ExactMatchReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
+
+
+async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
+    cfg = REWARD.parse_config(config)
+    [out] = await REWARD.score(
+        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
+    )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "score"),
+    [
+        # SQuAD normalisation: case, punctuation and articles dropped
+        ("The Eiffel Tower!", "eiffel tower", 1.0),
+        # the option letter A against itself, bracketed or with a full stop
+        ("A", "A", 1.0),
+        ("(A).", "A", 1.0),
+        # a response cut off inside its reasoning has no answer: it is not the letter A (it was 1.0, as the
+        # reference "A" and the empty answer both normalised to nothing)
+        ("<think>Options A and B: A looks", "A", 0.0),
+        # ... nor is an empty response, or another article
+        ("", "A", 0.0),
+        ("An", "A", 0.0),
+        ("<think>x</think>", "The", 0.0),
+        # a reference of punctuation only is compared with its punctuation
+        ("", "?", 0.0),
+        ("?", "?", 1.0),
+        # an empty reference (SQuAD v2's unanswerable question) is matched by an empty answer only
+        ("", "", 1.0),
+        ("Paris", "", 0.0),
+        # one of several references that normalises to nothing is not matched by an empty answer
+        ("", ["B", "a"], 0.0),
+        ("a", ["B", "a"], 1.0),
+    ],
+)
+async def test_squad_table(response: str, reference: Any, score: float) -> None:
+    assert (await score_one(response, reference)).score == score
+
+
+@pytest.mark.parametrize(
+    ("config", "response", "reference", "score"),
+    [
+        ({"normalize": "whitespace"}, "  Paris   France ", "paris france", 1.0),
+        ({"normalize": "whitespace", "case_sensitive": True}, "paris", "Paris", 0.0),
+        ({"normalize": "none"}, "Paris ", "Paris", 0.0),
+        ({"extract": "<answer>(.*?)</answer>"}, "<answer>A</answer>", "A", 1.0),
+        # an empty <answer> is not the letter A
+        ({"extract": "<answer>(.*?)</answer>"}, "<answer></answer>", "A", 0.0),
+    ],
+)
+async def test_config_table(config: dict[str, Any], response: str, reference: Any, score: float) -> None:
+    assert (await score_one(response, reference, **config)).score == score
