@@ -91,6 +91,42 @@ async def test_compare_group_to_reference(
     assert (out.score, out.reason) == (score, reason)
 
 
+@pytest.mark.parametrize(
+    ("response", "score", "extracted"),
+    [
+        # the final answer after the reasoning, not the draft inside it (it was 0.0: the draft came first)
+        ("<think>Maybe #### 41? Recheck: 6*7 = 42.</think>\n#### 42", 1.0, "42"),
+        # a response cut off inside its reasoning has no answer (it was 1.0 on the draft)
+        ("<think>So far #### 42 \nnow let me verify the", 0.0, None),
+        # a draft in the reasoning and a wrong final answer
+        ("<think>#### 42</think>#### 41", 0.0, "41"),
+        # no reasoning: the first match, as before
+        ("#### 42 then #### 41", 1.0, "42"),
+    ],
+)
+async def test_compare_searches_the_answer_outside_the_reasoning(
+    response: str, score: float, extracted: str | None
+) -> None:
+    """compare_group_to_reference searched the whole response, so the first "#### n" a reasoning model
+    drafted inside <think> was compared, not its answer, and a rollout cut off in its reasoning was
+    scored on a draft. Found in review. A search reads the answer outside the reasoning now, as
+    exact_match's extract does."""
+    out = await score_one(response, "42", pattern=r"####\s*(\S+)", compare_group_to_reference=True)
+    assert (out.score, out.details["extracted"]) == (score, extracted)
+
+
+async def test_fullmatch_compare_still_reads_the_whole_response() -> None:
+    """A fullmatch pattern describes the whole response, its reasoning included."""
+    out = await score_one(
+        "<think>hmm</think>\n#### 42",
+        "42",
+        pattern=r"<think>.*?</think>\s*####\s*(\S+)",
+        mode="fullmatch",
+        compare_group_to_reference=True,
+    )
+    assert out.score == 1.0
+
+
 async def test_unmatched_optional_group_is_no_answer() -> None:
     out = await score_one("answer", "1", pattern=r"answer(?: (\d+))?", compare_group_to_reference=True)
     assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)

@@ -13,6 +13,11 @@ matches newlines by default (``dotall``), like the other rewards' ``extract`` pa
 
 A non-matching response is the model's failure: 0.0 with reason ``format``, or ``no_answer`` in
 comparison mode (there is no answer to compare).
+
+In comparison mode a ``search`` reads the answer outside the reasoning (after the last ``</think>``, up
+to a ``<think>`` that never closes: :func:`.text.answer_text`), as ``exact_match``'s ``extract`` does: a
+"#### 41" drafted inside ``<think>`` is not the answer, and a response cut off in its reasoning has none.
+A ``fullmatch`` pattern describes the whole response, reasoning included, and reads all of it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from rewardhub.rewards.patterns import (
     compile_pattern,
     validate_pattern,
 )
+from rewardhub.rewards.text import answer_text
 
 __all__ = ["RegexConfig", "RegexReward"]
 
@@ -46,7 +52,8 @@ class RegexConfig(RewardConfig):
     compare_group_to_reference: bool = Field(
         False,
         description="Score 1 iff the first group of the (first) match, whitespace-stripped, equals the "
-        "reference (or one of a list of references) exactly; the pattern needs a group.",
+        "reference (or one of a list of references) exactly; the pattern needs a group. A search reads "
+        "the response outside its <think> reasoning.",
     )
 
     @field_validator("pattern")
@@ -64,7 +71,8 @@ class RegexConfig(RewardConfig):
 @register
 class RegexReward(Reward[RegexConfig]):
     name: ClassVar[str] = "regex"
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: compare_group_to_reference searches the answer outside the reasoning, not drafts in <think>
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -90,8 +98,11 @@ class RegexReward(Reward[RegexConfig]):
                         )
                     )
                     continue
+            text = item.response
+            if refs is not None and config.mode == "search":
+                text = answer_text(text)  # the answer, not a draft in the reasoning
             try:
-                m = budget.run(config.pattern, match, item.response)
+                m = budget.run(config.pattern, match, text)
             except PatternTimeout as exc:
                 out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
                 continue
