@@ -52,6 +52,22 @@ async def test_squad_table(response: str, reference: Any, score: float) -> None:
 
 
 @pytest.mark.parametrize(
+    ("response", "reference"),
+    [
+        ("Ocean’s Eleven", "Ocean's Eleven"),  # a curly apostrophe
+        ("“Paris”", "Paris"),  # curly quotes
+        ("東京。", "東京"),  # the CJK full stop
+        ("¿Qué?", "qué"),
+    ],
+)
+async def test_squad_drops_unicode_punctuation(response: str, reference: str) -> None:
+    """SQuAD's script drops string.punctuation, ASCII only, and NFKC leaves the curly apostrophe and
+    quotes models write, so "Ocean’s Eleven" was not the reference "Ocean's Eleven" and scored 0. Found
+    in review."""
+    assert (await score_one(response, reference)).score == 1.0
+
+
+@pytest.mark.parametrize(
     ("config", "response", "reference", "score"),
     [
         ({"normalize": "whitespace"}, "  Paris   France ", "paris france", 1.0),

@@ -49,6 +49,8 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("", "cat", 0.0, 0.0, 0.0),
         # only the gold is empty (punctuation only)
         ("cat", "...", 0.0, 0.0, 0.0),
+        # Unicode punctuation is dropped too (it was 0.5: "ocean’s" was not the token "oceans")
+        ("Ocean’s Eleven", "Ocean's Eleven", 1.0, 1.0, 1.0),
         # max over references: the second one matches fully
         ("cat sat", ["dog", "cat sat"], 1.0, 1.0, 1.0),
         # {"answers": [...]} form; best is 'new york' (P=1, R=1) over 'york'

@@ -128,6 +128,19 @@ async def test_string_equivalence_and_several_groups(client: httpx.AsyncClient) 
     assert out[0]["details"]["pseudo_label"] == "paris" and out[1]["details"]["pseudo_label"] == "lyon"
 
 
+async def test_squad_votes_across_unicode_punctuation(client: httpx.AsyncClient) -> None:
+    """ "Ocean’s Eleven" with a curly apostrophe was its own cluster under normalize=squad (SQuAD drops
+    ASCII punctuation only), so the group's majority answer lost to a minority. Found in review."""
+    reward = {
+        "name": "majority_vote",
+        "config": {"equivalence": "string", "normalize": "squad", "extraction": ["answer_tag"]},
+    }
+    g = gid()
+    answers = ["Ocean’s Eleven", "Ocean's Eleven", "“Ocean's Eleven”", "Heat", "Heat"]
+    out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
+    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
 async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
     g = gid()
     out = await results(

@@ -126,7 +126,8 @@ def _equal(span: str, ref: str, cfg: ExactMatchConfig) -> bool:
 class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
     # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
-    # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does
+    # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does;
+    # squad drops Unicode punctuation (’ “ ” 。), not only ASCII's
     version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig

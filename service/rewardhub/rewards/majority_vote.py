@@ -147,8 +147,9 @@ def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
 class MajorityVoteReward(Reward[MajorityVoteConfig]):
     name: ClassVar[str] = "majority_vote"
     # 1.0.1: a tie goes to the cluster with the earliest answer; votes are read after </think>, not from
-    # the reasoning's drafts or a <think> never closed. 1.0.3: a last number "0,100" is 100, not "0100"
-    version: ClassVar[str] = "1.0.3"
+    # the reasoning's drafts or a <think> never closed. 1.0.3: a last number "0,100" is 100, not "0100".
+    # 1.0.4: squad drops Unicode punctuation (’ “ ” 。), not only ASCII's
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); needs `group` on every item; not cacheable."

@@ -2,7 +2,7 @@
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers. :func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``,
+EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's. :func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``,
 up to a ``<think>`` that never closes; :func:`answer_text` is that text, what the judge, PRM,
 calibration, score_model, math, majority_vote, multiple_choice, code, sql and json_schema rewards read
 instead of the reasoning.
@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+
+import regex
 
 __all__ = [
     "THINK_CLOSE",
@@ -29,11 +31,21 @@ THINK_CLOSE = "</think>"
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _DROP_PUNCT = str.maketrans("", "", string.punctuation)  # one C pass: a Python loop took 85 ms a MB
+# Punctuation past ASCII, which NFKC leaves: the curly apostrophe and quotes models write (’ “ ”), the
+# CJK full stop and comma (。 、), the dashes. (A translate table of all 819 took 0.4 s to build.)
+_UNICODE_PUNCT = regex.compile(r"\p{P}+")
+
+
+def _drop_punctuation(text: str) -> str:
+    text = text.translate(_DROP_PUNCT)
+    return text if text.isascii() else _UNICODE_PUNCT.sub("", text)
 
 
 def squad_normalize(text: str) -> str:
+    """SQuAD's normalisation; punctuation is any Unicode punctuation, not only ASCII's (the answer
+    "Ocean’s Eleven" with a curly apostrophe is the reference "Ocean's Eleven", "東京。" is "東京")."""
     text = unicodedata.normalize("NFKC", text).lower()
-    text = text.translate(_DROP_PUNCT)
+    text = _drop_punctuation(text)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
@@ -43,7 +55,7 @@ def squad_tokens(text: str) -> list[str]:
 
 
 def _keep_articles(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).lower().translate(_DROP_PUNCT).split())
+    return " ".join(_drop_punctuation(unicodedata.normalize("NFKC", text).lower()).split())
 
 
 def _keep_punctuation(text: str) -> str:
