@@ -68,6 +68,21 @@ async def test_squad_drops_unicode_punctuation(response: str, reference: str) ->
 
 
 @pytest.mark.parametrize(
+    "reference",
+    [
+        {"answer": 42.0},  # a float column, as pandas reads integers with gaps: it was "420" after squad
+        [41, 42.0],
+        {"answers": [42.0]},
+    ],
+)
+async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
+    """A whole float reference was written "42.0", which SQuAD's normalisation reads as "420", so the
+    answer "42" scored 0. Found in review."""
+    out = await score_one("The answer is <answer>42</answer>", reference, extract="<answer>(.*?)</answer>")
+    assert (out.score, out.reason) == (1.0, None)
+
+
+@pytest.mark.parametrize(
     ("config", "response", "reference", "score"),
     [
         ({"normalize": "whitespace"}, "  Paris   France ", "paris france", 1.0),

@@ -78,6 +78,9 @@ async def test_match_table(config: dict[str, Any], response: str, score: float) 
         ("#### 7", ["6", "7"], 1.0, None),
         # the {"answer": ...} form
         ("#### 7", {"answer": "7"}, 1.0, None),
+        # a whole float is its integer (it was "7.0", and "7" scored 0); another float is its text
+        ("#### 7", {"answer": 7.0}, 1.0, None),
+        ("#### 7.5", [7.5], 1.0, None),
         # the comparison is exact (no case folding)
         ("#### Paris", "paris", 0.0, None),
         # no match at all: nothing to compare

@@ -8,7 +8,8 @@ text too, so an ``<answer>`` drafted in the reasoning of a response cut off ther
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
 :func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
-list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches.
+list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches. A number among
+them is read as its text, a whole float as the integer (42.0 is "42").
 """
 
 from __future__ import annotations
@@ -51,12 +52,20 @@ class ExactMatchConfig(RewardConfig):
         return self
 
 
+def _text(x: str | int | float) -> str:
+    """A reference as text; a whole float is written as the integer it is: a dataset read by pandas
+    gives 42.0, which SQuAD's normalisation made "420" and no answer "42" matched."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
 def reference_strings(reference: Any) -> list[str] | None:
     """Acceptable answers: a string, a list of strings or numbers, {"answers": [...]} or {"answer": ...}."""
     if isinstance(reference, str):
         return [reference]
     if isinstance(reference, list):
-        out = [str(x) for x in reference if isinstance(x, str | int | float)]
+        out = [_text(x) for x in reference if isinstance(x, str | int | float)]
         return out or None
     if isinstance(reference, dict):
         if isinstance(reference.get("answers"), list):
