@@ -53,6 +53,22 @@ CASES: list[tuple[dict[str, Any], float | None]] = [
         {"reward": "string_check", "response": "<think>Lyon? No.</think>Paris", "reference": "Paris"},
         1.0,
     ),
+    # ... without the newlines R1 and Qwen3 put after </think> (found in review: "</think>\n\nParis" was not
+    # eq "Paris", and was ne it)
+    (
+        {"reward": "string_check", "response": "<think>Lyon? No.</think>\n\nParis", "reference": "Paris"},
+        1.0,
+    ),
+    (
+        {
+            "reward": {"name": "string_check", "config": {"operation": "ne"}},
+            "response": "<think>Lyon? No.</think>\n\nParis",
+            "reference": "Paris",
+        },
+        0.0,
+    ),
+    # ... while a response without reasoning is compared exactly, as the hosted grader does
+    ({"reward": "string_check", "response": "\nParis", "reference": "Paris"}, 0.0),
     (
         {
             "reward": {"name": "string_check", "config": {"operation": "ilike"}},

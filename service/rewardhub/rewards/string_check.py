@@ -5,7 +5,9 @@ Operations, comparing the response with the reference string: ``eq`` (equal), ``
 Score 1 when the operation holds, else 0. No normalisation: this is the exact semantics of the hosted
 grader, so configs carried over from OpenAI RFT give the same rewards here. Like the hosted grader, which
 sees a reasoning model's ``output_text`` and not its reasoning, it reads the response after its last
-``</think>`` and before a ``<think>`` that never closes (:func:`~.text.answer_text`).
+``</think>`` and before a ``<think>`` that never closes (:func:`~.text.answer_text`), without the
+whitespace that separates it from the reasoning ("</think>\n\n", as R1 and Qwen3 emit it; their chat
+templates strip it from the message content too).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import after_think_at, answer_text
 
 __all__ = ["StringCheckConfig", "StringCheckReward", "string_check"]
 
@@ -40,7 +42,8 @@ def string_check(operation: str, text: str, reference: str) -> bool:
 class StringCheckReward(Reward[StringCheckConfig]):
     name: ClassVar[str] = "string_check"
     # 1.0.1: the answer outside the reasoning is compared, not drafts inside <think>
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: without the whitespace separating it from the reasoning ("</think>\n\nParis" eq "Paris")
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
     )
@@ -54,6 +57,9 @@ class StringCheckReward(Reward[StringCheckConfig]):
             if not isinstance(item.reference, str):
                 out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "string_check needs a reference string"))
                 continue
-            ok = string_check(config.operation, answer_text(item.response), item.reference)
+            text = answer_text(item.response)
+            if after_think_at(item.response) > 0:
+                text = text.lstrip()  # the separator after </think>, not part of the answer
+            ok = string_check(config.operation, text, item.reference)
             out.append(Outcome(1.0 if ok else 0.0, details={"operation": config.operation}))
         return out
