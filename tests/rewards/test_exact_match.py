@@ -88,6 +88,9 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
         ({"normalize": "whitespace"}, "  Paris   France ", "paris france", 1.0),
         ({"normalize": "whitespace", "case_sensitive": True}, "paris", "Paris", 0.0),
         ({"normalize": "none"}, "Paris ", "Paris", 0.0),
+        # the newlines R1 and Qwen3 put after </think> are no part of the answer (it was 0.0)
+        ({"normalize": "none"}, "<think>Lyon?</think>\n\nParis", "Paris", 1.0),
+        ({"normalize": "none"}, "\n\nParis", "Paris", 0.0),
         ({"extract": "<answer>(.*?)</answer>"}, "<answer>A</answer>", "A", 1.0),
         # an empty <answer> is not the letter A
         ({"extract": "<answer>(.*?)</answer>"}, "<answer></answer>", "A", 0.0),

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, last_match, validate_pattern
-from rewardhub.rewards.text import answer_text, squad_pair
+from rewardhub.rewards.text import after_think_at, answer_text, squad_pair
 
 __all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
 
@@ -83,9 +83,12 @@ def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = No
     Raises:
         PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
     """
-    text = answer_text(text)
+    answer = answer_text(text)
     if pattern is None:
-        return text
+        # without the whitespace after </think> ("</think>\n\n" in R1 and Qwen3): normalize "none"
+        # compared it, so no reasoning model's answer was equal to its reference
+        return answer.lstrip() if after_think_at(text) > 0 else answer
+    text = answer
     m = last_match(pattern, text, budget=budget)
     if m is None:
         return None
@@ -136,7 +139,8 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     name: ClassVar[str] = "exact_match"
     # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
     # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does;
-    # squad drops Unicode punctuation (’ “ ” 。), not only ASCII's
+    # squad drops Unicode punctuation (’ “ ” 。), not only ASCII's; the whitespace after </think> is
+    # not compared (normalize "none")
     version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
