@@ -2,10 +2,14 @@
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's. :func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``,
-up to a ``<think>`` that never closes; :func:`answer_text` is that text, what the judge, PRM,
-calibration, score_model, math, majority_vote, multiple_choice, code, sql and json_schema rewards read
-instead of the reasoning.
+EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's.
+:func:`squad_pair` normalises an answer and a reference alike, keeping the articles of a reference
+that would otherwise be nothing (the option letter "A").
+
+:func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``, up to a
+``<think>`` that never closes; :func:`answer_text` is that text, what the judge, PRM, calibration,
+score_model, math, majority_vote, multiple_choice, exact_match, f1, string_check, text_similarity,
+code, sql and json_schema rewards (and regex comparing a group) read instead of the reasoning.
 Tags match exactly (``<think>``, ``</think>``: the tokens reasoning models emit), in every reward.
 """
 
