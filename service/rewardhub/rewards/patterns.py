@@ -11,9 +11,10 @@ A per-match limit alone still lets one request stall the loop for its number of 
 on a host so loaded that the CPU seconds come slowly), the remaining items are not matched and are
 reported as ``timeout`` too.
 
-Matching runs on the event loop on purpose: a realistic response is matched in microseconds, a thread
-hop per match would cost more than the match, and ``regex`` holds the GIL while it matches (unless
-``concurrent=True``) so a worker thread would not free the loop anyway; the budget is what bounds the stall.
+Matching runs on the event loop, the budget bounding the stall: a realistic response is matched in
+microseconds, and ``regex`` times a match by the process's CPU time, so matches of concurrent requests
+in worker threads (``regex`` lets other threads run while it matches) would run each other's clocks and
+time each other out.
 """
 
 from __future__ import annotations
