@@ -285,3 +285,46 @@ async def test_a_long_bad_reference_is_not_repeated_in_the_error() -> None:
 def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequest):
         REWARD.parse_config(config)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        r"\boxed{A, C}",
+        r"\boxed{\text{A and C}}",
+        "Answer: A and C",
+        "The answer is (A) or (C).",
+        "Answer: $A$ or $C$",
+        "<answer>A/C</answer>",
+        "Answer: A, C, and D.",
+    ],
+)
+async def test_several_options_are_a_hedge(response: str) -> None:
+    """A single-answer question answered with several options scores 0 (scored, wrong), whichever of them
+    is the key: scoring the first or the last one would reward listing options (a hedge) in RL."""
+    out = await score_one(response, "C")
+    assert (out.score, out.reason) == (0.0, None)
+    assert "several" in out.details
+    assert out.details["extracted"] in ("A,C", "A,C,D")
+
+
+async def test_several_options_each_acceptable_score() -> None:
+    # each letter named is an acceptable key (a list reference holds alternatives): not a hedge
+    out = await score_one(r"\boxed{B, C}", ["B", "C"])
+    assert (out.score, out.reason) == (1.0, None)
+    assert "several" not in out.details
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        # one letter then prose about another: not a list of answers
+        ("The answer is B, and C is wrong.", "B"),
+        ("The answer is B and I think C is wrong", "B"),
+        # a list of options is read only where it is the whole answer: prose falls back as before
+        ("It is between A and C, and C fits best", "C"),
+    ],
+)
+def test_one_letter_then_prose_is_not_a_list(response: str, letter: str) -> None:
+    found = extract_choice(response, "ABCD", DEFAULT_STRATEGIES)
+    assert found is not None and found[0] == letter

@@ -33,6 +33,11 @@ that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the
 
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
 of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``).
+
+An answer that names several options where one is asked, "\\boxed{A, C}", "Answer: A or C.",
+"<answer>A/C</answer>", is a hedge: it scores 0.0 (detail ``several``), unless each letter it names is an
+acceptable one. Scoring one of its letters would teach a policy to list options. (There is no
+multi-select key: a list reference holds alternatives, each a whole answer.)
 """
 
 from __future__ import annotations
@@ -138,10 +143,21 @@ _PREFIX = re.compile(
 # ... and what must close a wrapped letter ("$B+C$" is an expression, not the letter B).
 _WRAP_CLOSE = re.compile(r"\s*+(?:\$|\\[)\]]|\}|[\"'`”’»])")
 _OPTION_TEXT = re.compile(r"[.:)](?:\s|\\ |~)")  # ... or its option text follows: "$\text{B. Paris}$"
+# Several options named as the answer: "A, C", "A and C", "(A) or (C)", "A/C".
+_LIST_SEP = re.compile(
+    r"[ \t]*+(?:[,;/&、，][ \t]*+(?:(?:and|or)\b[ \t]*+)?|(?:and|or)\b[ \t]*+)", re.IGNORECASE
+)
+_LIST_END = re.compile(r"[ \t]*+(?:[.!?)\]}$。\r\n]|$)")  # ... ending the sentence, not "A, and C is wrong"
+_LIST_ITEM = r"[(\[]?\s*+[A-Za-z](?:\s*+[)\]])?"
+_LIST_BODY = rf"{_LIST_ITEM}(?:(?:\s*+[,;/&、，]\s*+(?:(?:and|or)\b\s*+)?|\s++(?:and|or)\s++){_LIST_ITEM})+"
+_LIST_ONLY = re.compile(rf"(?:\*\*)?({_LIST_BODY})[.:]?(?:\*\*)?", re.IGNORECASE)  # a whole <answer>
+_BOX_LIST = re.compile(rf"\s*+({_LIST_BODY})\s*+\}}", re.IGNORECASE)  # a whole box: "A, C}"
+_LIST_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")  # a list's letters, not its "and" / "or"
 
 
-def _letter_at(text: str, pos: int, allowed: str) -> str | None:
-    """The answer letter at ``text[pos]`` in prose ("the answer is ..."), or None (see module docstring)."""
+def _letter_span(text: str, pos: int, allowed: str) -> tuple[str, int] | None:
+    """The answer letter at ``text[pos]`` in prose ("the answer is ...") and where it ends, or None
+    (see module docstring)."""
     pre = _PREFIX.match(text, pos)
     m = _TOKEN.match(text, pre.end() if pre is not None else pos)
     if m is None:
@@ -150,18 +166,43 @@ def _letter_at(text: str, pos: int, allowed: str) -> str | None:
     if letter.upper() not in allowed:
         return None
     if pre is not None and pre.group("wrap"):
-        closed = _WRAP_CLOSE.match(text, m.end()) or _OPTION_TEXT.match(text, m.end())
-        return letter.upper() if m.group("open") or closed else None
+        closed = _WRAP_CLOSE.match(text, m.end())
+        if closed is not None:
+            return letter.upper(), closed.end()
+        return (letter.upper(), m.end()) if m.group("open") or _OPTION_TEXT.match(text, m.end()) else None
     if m.group("open"):
-        return letter.upper()
+        return letter.upper(), m.end()
     nxt = text[m.end() : m.end() + 1]
     if nxt.isalnum() or nxt == "_":
         return None  # the start of a word ("Bob", "a prime")
     if letter == "I" and _PRONOUN_NEXT.match(text, m.end()):
         return None  # "Answer: I think it is B": the pronoun
-    if letter.isupper():
-        return letter
-    return letter.upper() if _HARD_STOP.match(text, m.end()) else None
+    if letter.isupper() or _HARD_STOP.match(text, m.end()):
+        return letter.upper(), m.end()
+    return None
+
+
+def _letters_at(text: str, pos: int, allowed: str) -> str | None:
+    """The answer at ``text[pos]`` in prose: its letter, or the sorted letters of a list of options that
+    ends the sentence ("the answer is A or C."), or None."""
+    first = _letter_span(text, pos, allowed)
+    if first is None:
+        return None
+    letters, end = {first[0]}, first[1]
+    while (sep := _LIST_SEP.match(text, end)) is not None and (
+        more := _letter_span(text, sep.end(), allowed)
+    ) is not None:
+        letters.add(more[0])
+        end = more[1]
+    if end == first[1] or _LIST_END.match(text, end) is None:
+        return first[0]  # "the answer is B, and C is wrong": one letter, then prose
+    return "".join(sorted(letters))
+
+
+def _list_letters(body: str, allowed: str) -> str | None:
+    """The sorted letters of a list of options ("A, C", "(a) or (c)"), None if one is not allowed."""
+    letters = {c.upper() for c in _LIST_LETTER.findall(body)}
+    return "".join(sorted(letters)) if letters <= set(allowed) else None
 
 
 def _letter_only(content: str, allowed: str) -> str | None:
@@ -171,6 +212,9 @@ def _letter_only(content: str, allowed: str) -> str | None:
     if len(content) <= 64:  # bounds the work on a long <answer> that cannot be a lone letter anyway
         flat = _OPTION_WORD.sub(r"\1", _WRAPPERS.sub("", content).strip(), count=1)
         m = _ONLY.fullmatch(flat.strip()) or _LEADING.match(flat)
+        several = _LIST_ONLY.fullmatch(flat.strip()) if m is None else None
+        if several is not None:
+            return _list_letters(several.group(1), allowed)
     m = m or _LEADING.match(content)
     if m is None or m.group(1).upper() not in allowed:
         return None
@@ -183,6 +227,9 @@ def _last(candidates: list[str | None]) -> str | None:
 
 def _box_letter(start: str, allowed: str) -> str | None:
     flat = _BOX_SPACES.sub(" ", _BOX_WRAPPERS.sub("", start))
+    several = _BOX_LIST.match(flat)
+    if several is not None:
+        return _list_letters(several.group(1), allowed)
     m = _BOX_LETTER.match(flat)
     return m.group(1).upper() if m is not None and m.group(1).upper() in allowed else None
 
@@ -194,11 +241,11 @@ def _boxed(text: str, allowed: str) -> str | None:
 
 
 def _answer_is(text: str, allowed: str) -> str | None:
-    return _last([_letter_at(text, m.end(), allowed) for m in _ANSWER_IS.finditer(text)])
+    return _last([_letters_at(text, m.end(), allowed) for m in _ANSWER_IS.finditer(text)])
 
 
 def _answer_colon(text: str, allowed: str) -> str | None:
-    return _last([_letter_at(text, m.end(), allowed) for m in _ANSWER_COLON.finditer(text)])
+    return _last([_letters_at(text, m.end(), allowed) for m in _ANSWER_COLON.finditer(text)])
 
 
 def _answer_tag(text: str, allowed: str) -> str | None:
@@ -251,7 +298,10 @@ _STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
 
 
 def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> tuple[str, Strategy] | None:
-    """(letter, strategy) of the first strategy that finds an allowed letter, or None."""
+    """(letter, strategy) of the first strategy that finds an allowed letter, or None.
+
+    Where the answer names several options ("\\boxed{A, C}", "Answer: A or C.") the letter is their sorted
+    letters, "AC"."""
     text = unicodedata.normalize("NFKC", text)
     for strategy in strategies:
         letter = _STRATEGIES[strategy](text, choices)
@@ -267,7 +317,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # capital letter anywhere), and so is a box with the option's text, \boxed{B. Paris}, and an
     # <answer> holding $B$ or "Option B"; "the answer must be / is therefore B" is the answer_is form;
     # the pronoun I ("B is right. I think.", "Answer: I think it is B") is not option I
-    version: ClassVar[str] = "1.1.1"
+    # 1.1.2: an answer naming several options ("\boxed{A, C}", "Answer: A or C.") scores 0 unless every
+    # one is an accepted letter (it scored its last or first letter, which rewarded hedging)
+    version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
@@ -304,13 +356,19 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
             if found is None:
                 out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None, "strategy": None}))
                 continue
-            letter, strategy = found
-            out.append(
-                Outcome(
-                    1.0 if letter in keys else 0.0,
-                    details={"extracted": letter, "strategy": strategy, "reference": sorted(keys)},
-                )
-            )
+            letters, strategy = found
+            details: dict[str, object] = {
+                "extracted": letters,
+                "strategy": strategy,
+                "reference": sorted(keys),
+            }
+            if len(letters) > 1:
+                details["extracted"] = ",".join(letters)
+                if not set(letters) <= keys:
+                    details["several"] = (
+                        "the answer names several options where one is asked: a hedge scores 0"
+                    )
+            out.append(Outcome(1.0 if set(letters) <= keys else 0.0, details=details))
         return out
 
 
