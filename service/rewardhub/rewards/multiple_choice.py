@@ -235,9 +235,16 @@ def _box_letter(start: str, allowed: str) -> str | None:
 
 
 def _boxed(text: str, allowed: str) -> str | None:
-    return _last(
-        [_box_letter(text[m.end() : m.end() + _BOX_WINDOW], allowed) for m in _BOX_START.finditer(text)]
-    )
+    """The last box's letter. A box is read up to the next box's start, so that each character is read
+    once: a fixed window alone read ``\\boxed{`` repeated (a degenerate rollout) 14 times over."""
+    boxes = [(m.start(), m.end()) for m in _BOX_START.finditer(text)]
+    following = len(text)
+    for start, end in reversed(boxes):
+        content = text[end : min(end + _BOX_WINDOW, following)]
+        following = start
+        if content and (letter := _box_letter(content, allowed)) is not None:
+            return letter
+    return None
 
 
 def _answer_is(text: str, allowed: str) -> str | None:
