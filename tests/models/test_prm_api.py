@@ -4,6 +4,7 @@ seen from the API: concurrent requests share forward passes, a full queue answer
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -519,3 +520,22 @@ async def test_a_solution_merged_to_max_steps_is_no_processbench_prediction(
     assert merged["valid"] and len(merged["details"]["steps"]) == 2
     assert merged["details"]["steps_before_merge"] == 5
     assert "steps_before_merge" not in whole["details"]
+
+
+async def test_step_pattern_honours_the_request_deadline(make_app: MakeApp, qwen_prm_path: str) -> None:
+    """A caller's step pattern ran its 0.5 s whatever the request's deadline; a match now gets at most
+    what is left of it (as regex's does), 0.2 s here."""
+    async with make_app(prm_model=qwen_prm_path) as client:
+        r = await client.post(
+            "/v1/score",
+            json={
+                "reward": {"name": "prm", "config": {"pattern": r"(x+x+)+y|\n"}},
+                "items": [{"prompt": "q", "response": "x" * 5000}],
+                "options": {"timeout_s": 0.2, "use_cache": False},
+            },
+        )
+    assert r.status_code == 200, r.text
+    [result] = r.json()["results"]
+    assert (result["valid"], result["reason"]) == (False, "timeout"), result
+    ran = re.search(r"ran past ([0-9.e-]+)s", result["details"]["message"])
+    assert ran is not None and float(ran.group(1)) <= 0.2, result

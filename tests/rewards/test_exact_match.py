@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from rewardhub.protocol import ScoreItem
+from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, ScoreContext
 from rewardhub.rewards.exact_match import ExactMatchReward
 
@@ -98,3 +99,16 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
 )
 async def test_config_table(config: dict[str, Any], response: str, reference: Any, score: float) -> None:
     assert (await score_one(response, reference, **config)).score == score
+
+
+async def test_extract_match_honours_the_request_deadline() -> None:
+    """A request's deadline shorter than the 0.5 s a match gets bounds the match (as regex's does): a
+    catastrophic extract pattern ran its full 0.5 s on a 0.05 s deadline."""
+    cfg = REWARD.parse_config({"extract": r"(x+x+)+y"})
+    cpu = time.process_time()
+    [out] = await REWARD.score(
+        [ScoreItem(response="x" * 5000, reference="x")], cfg, ScoreContext(deadline_s=0.05)
+    )
+    assert (out.score, out.reason) == (None, Reason.TIMEOUT)
+    assert "ran past 0.05s" in out.details["message"]
+    assert time.process_time() - cpu < 0.3  # CPU time, 6x the deadline: the old 0.5 s is over it

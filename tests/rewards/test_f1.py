@@ -169,3 +169,16 @@ async def test_batch_keeps_order() -> None:
     ]
     outs = await REWARD.score(items, cfg, ScoreContext(deadline_s=5))
     assert [o.score for o in outs] == [1.0, None, 0.0]
+
+
+async def test_extract_match_honours_the_request_deadline() -> None:
+    """A request's deadline shorter than the 0.5 s a match gets bounds the match (as regex's does): a
+    catastrophic extract pattern ran its full 0.5 s on a 0.05 s deadline."""
+    cfg = REWARD.parse_config({"extract": r"(x+x+)+y"})
+    cpu = time.process_time()
+    [out] = await REWARD.score(
+        [ScoreItem(response="x" * 5000, reference="x")], cfg, ScoreContext(deadline_s=0.05)
+    )
+    assert (out.score, out.reason) == (None, Reason.TIMEOUT)
+    assert "ran past 0.05s" in out.details["message"]
+    assert time.process_time() - cpu < 0.3  # CPU time, 6x the deadline: the old 0.5 s is over it

@@ -21,7 +21,13 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, last_match, validate_pattern
+from rewardhub.rewards.patterns import (
+    MATCH_TIMEOUT_S,
+    MatchBudget,
+    PatternTimeout,
+    last_match,
+    validate_pattern,
+)
 from rewardhub.rewards.text import after_think_at, answer_text, squad_pair
 
 __all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
@@ -149,7 +155,7 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
         self, items: Sequence[ScoreItem], config: ExactMatchConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         out: list[Outcome] = []
-        budget = MatchBudget()
+        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
         for item in items:
             read = read_item(item, config.extract, self.name, budget=budget)
             if isinstance(read, Outcome):

@@ -30,7 +30,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import read_item
-from rewardhub.rewards.patterns import MatchBudget, validate_pattern
+from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, validate_pattern
 from rewardhub.rewards.text import squad_pair
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
@@ -83,7 +83,7 @@ class F1Reward(Reward[F1Config]):
 
     async def score(self, items: Sequence[ScoreItem], config: F1Config, ctx: ScoreContext) -> list[Outcome]:
         out: list[Outcome] = []
-        budget = MatchBudget()
+        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
         for item in items:
             empty: dict[str, float | None] = {"precision": 0.0, "recall": 0.0}
             read = read_item(item, config.extract, self.name, empty=empty, budget=budget)

@@ -57,7 +57,7 @@ from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite, identity_digest
-from rewardhub.rewards.patterns import MatchBudget, PatternTimeout, validate_pattern
+from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, PatternTimeout, validate_pattern
 from rewardhub.runtime.process_pool import ProcessPool
 
 __all__ = ["PRMConfig", "PRMReward"]
@@ -314,7 +314,8 @@ class PRMReward(ModelReward[PRMConfig]):
         if config.pattern is None and splits_off_loop(texts, separator):
             got = await split_in_workers(self.runtime.cpu_pool, texts, split.keywords, deadline)
             return dict(zip(asked, got, strict=True))
-        budget = MatchBudget()
+        # each match inside what is left of the request's deadline, as the split in the workers is
+        budget = MatchBudget(min(MATCH_TIMEOUT_S, max(0.001, deadline - time.monotonic())))
         for i in asked:
             try:
                 if config.pattern is None:
