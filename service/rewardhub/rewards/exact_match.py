@@ -8,7 +8,8 @@ text too, so an ``<answer>`` drafted in the reasoning of a response cut off ther
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
 :func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
-list of acceptable strings, or ``{"answers": [...]}``; the item scores 1 if any matches. A number among
+list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
+``{"answers": {"text": [...], "answer_start": [...]}}``; the item scores 1 if any matches. A number among
 them is read as its text, a whole float as the integer (42.0 is "42").
 """
 
@@ -67,15 +68,19 @@ def _text(x: str | int | float) -> str:
 
 
 def reference_strings(reference: Any) -> list[str] | None:
-    """Acceptable answers: a string, a list of strings or numbers, {"answers": [...]} or {"answer": ...}."""
+    """Acceptable answers: a string, a list of strings or numbers, {"answers": [...]} or {"answer": ...},
+    or a Hugging Face SQuAD row's {"answers": {"text": [...], "answer_start": [...]}} (its texts)."""
     if isinstance(reference, str):
         return [reference]
     if isinstance(reference, list):
         out = [_text(x) for x in reference if isinstance(x, str | int | float)]
         return out or None
     if isinstance(reference, dict):
-        if isinstance(reference.get("answers"), list):
-            return reference_strings(reference["answers"])
+        answers = reference.get("answers")
+        if isinstance(answers, dict) and isinstance(answers.get("text"), list):
+            answers = answers["text"]  # the datasets layout of SQuAD (and TriviaQA-style rows)
+        if isinstance(answers, list):
+            return reference_strings(answers)
         if "answer" in reference:
             answer = reference["answer"]
             return reference_strings(answer if isinstance(answer, str | list) else [answer])
