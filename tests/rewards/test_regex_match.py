@@ -258,7 +258,10 @@ async def test_short_deadline_shortens_the_match_budget() -> None:
     t0 = time.perf_counter()
     [out] = await REWARD.score([ScoreItem(response="x" * 5000)], cfg, ScoreContext(deadline_s=0.05))
     assert out.reason == Reason.TIMEOUT
-    assert time.perf_counter() - t0 < 2.0  # not the backtracking's hours (0.4 s was tight on a loaded host)
+    # the match got the deadline's 0.05 s, not the default 0.5 s (a clock bound could not tell them apart
+    # on a loaded host); and the call still ended (not the backtracking's hours)
+    assert "ran past 0.05s" in str(out.details), out
+    assert time.perf_counter() - t0 < 10.0
 
 
 @pytest.mark.parametrize(
