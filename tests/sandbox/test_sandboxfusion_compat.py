@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from conftest import slow_math_request
+from rewardhub.routes import compat_sandboxfusion
 
 SF_RESULT_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
 SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
@@ -146,31 +147,54 @@ async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None
         assert loop["run_result"]["status"] == "TimeLimitExceeded"
 
 
-async def test_overload_is_a_sandbox_error_not_a_429(make_app: Any) -> None:
-    """A full service answers SandboxFusion's own infrastructure verdict (200, SandboxError), as every
-    drop-in endpoint does, not a 429 that verl counts as an API failure and other clients retry."""
+async def test_a_full_service_past_the_wait_is_a_504_verl_retries(
+    make_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full service answered 200 ``SandboxError``, which verl takes as final (the test case fails, a
+    correct program scores 0); verl retries only a 504. Past the wait for room it is a 504 with
+    ``Retry-After`` (never a 429, which verl does not retry), the limit named in the body."""
+    monkeypatch.setattr(compat_sandboxfusion, "ROOM_WAIT_S", 0.2)
     slow = slow_math_request(2)
     async with make_app(max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap") as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)
         for path in ("/run_code", "/compat/sandboxfusion/run_code"):
             r = await c.post(path, json=verl_request("print(1)", ""))
-            assert r.status_code == 200, r.text
+            assert r.status_code == 504, r.text
+            assert int(r.headers["Retry-After"]) >= 1
             body = r.json()
             assert body["status"] == "SandboxError" and "REWARDHUB_MAX_INFLIGHT_ITEMS" in body["message"]
             assert body["run_result"] is None
         await busy
 
 
-async def test_a_full_sandbox_queue_is_a_sandbox_error_not_a_429(make_app: Any) -> None:
+async def test_a_full_sandbox_queue_past_the_wait_is_a_504(
+    make_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compat_sandboxfusion, "ROOM_WAIT_S", 0.2)
     async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
         busy = asyncio.create_task(
             c.post("/run_code", json=verl_request("import time\ntime.sleep(3)\nprint(1)", ""))
         )
         await asyncio.sleep(1.0)
         r = await c.post("/run_code", json=verl_request("print(2)", ""))
-        assert r.status_code == 200, r.text
+        assert r.status_code == 504, r.text
+        assert int(r.headers["Retry-After"]) >= 1
         assert r.json()["status"] == "SandboxError" and "SANDBOX_QUEUE_MAX_ITEMS" in r.json()["message"]
+        assert (await busy).json()["status"] == "Success"
+
+
+async def test_a_call_to_a_full_sandbox_waits_for_a_slot(make_app: Any) -> None:
+    """A run that finds every sandbox slot taken waits (up to ROOM_WAIT_S, 5 s) for one to free instead
+    of failing at once: verl would have scored this correct program's test case as failed."""
+    async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
+        busy = asyncio.create_task(
+            c.post("/run_code", json=verl_request("import time\ntime.sleep(1)\nprint(1)", ""))
+        )
+        await asyncio.sleep(0.3)
+        r = await c.post("/run_code", json=verl_request("print(2)", ""))
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "Success" and r.json()["run_result"]["stdout"] == "2\n"
         assert (await busy).json()["status"] == "Success"
 
 

@@ -7,17 +7,27 @@ compile (C, C++) under ``compile_timeout``, run once with ``stdin`` under ``run_
 wall-clock limits, as in SandboxFusion (the ``code`` reward's are CPU time).
 
 ``status``: ``Success`` (ran and exited 0), ``Failed`` (compile error, non-zero exit, time limit),
-``SandboxError`` (the sandbox, not the program, failed — or the language is not offered here, or the
-service is full: never a 429). Extra
+``SandboxError`` (the sandbox, not the program, failed — or the language is not offered here). Extra
 fields a strict client ignores: ``run_result.memory_limit_exceeded`` (SandboxFusion issue #43: it only
 reports time limits), ``cpu_time``, ``max_rss_kb``, ``output_truncated``; top-level ``isolation``.
+
+A full service (REWARDHUB_MAX_INFLIGHT_ITEMS, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS) is a moment's lack of room,
+not a verdict on the program: the call waits up to :data:`ROOM_WAIT_S` for a slot, then answers **504** with
+``Retry-After`` (body: ``SandboxError`` with the limit in ``message``). verl's client retries only a 504 (3
+tries, 1 s then 2 s apart) and takes a 200 ``SandboxError`` as final: the test case fails and a correct
+program scored 0. The SandboxFusion SDK and ROLL retry a non-200 as well. The wait stays well inside the
+10 s verl adds to ``compile_timeout + run_timeout`` for its request timeout (a client timeout is not retried).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import socket
+import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -30,11 +40,13 @@ from rewardhub.responses import JSONBytesResponse
 from rewardhub.sandbox import RunReport, SandboxPool, SandboxUnavailable, resolve_language
 from rewardhub.security import Caller, CallerDep
 
-__all__ = ["RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
+__all__ = ["ROOM_WAIT_S", "RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
 
 router = APIRouter(prefix="/compat/sandboxfusion", tags=["compat"])
 alias_router = APIRouter(tags=["compat"])
 _HOST = socket.gethostname()
+ROOM_WAIT_S = 5.0
+"""How long a call waits for room (admission, then a sandbox slot) before its 504."""
 
 
 class RunCodeRequest(BaseModel):
@@ -109,14 +121,45 @@ def _command_result(run: RunReport, memory_mb: int) -> CommandRunResult:
     )
 
 
-def _error(message: str, isolation: str | None = None) -> JSONBytesResponse:
+def _error(
+    message: str,
+    isolation: str | None = None,
+    *,
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+) -> JSONBytesResponse:
     body = RunCodeResponse(
         status="SandboxError", message=message, executor_pod_name=_HOST, isolation=isolation
     )
-    return JSONBytesResponse(body.model_dump())
+    return JSONBytesResponse(body.model_dump(), status_code=status_code, headers=headers)
 
 
-async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
+async def _enter_when_room(
+    stack: contextlib.AsyncExitStack,
+    enter: Callable[
+        [], contextlib.AbstractContextManager[None] | contextlib.AbstractAsyncContextManager[None]
+    ],
+    deadline: float,
+) -> None:
+    """Enter ``enter()`` into ``stack``, retrying while it raises :class:`Overloaded` until ``deadline``
+    (monotonic); past it the last Overloaded propagates."""
+    while True:
+        try:
+            cm = enter()
+            if isinstance(cm, contextlib.AbstractAsyncContextManager):
+                await stack.enter_async_context(cm)
+            else:
+                stack.enter_context(cm)
+            return
+        except Overloaded:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            await asyncio.sleep(min(0.1, left))
+
+
+async def run_code(body: RunCodeRequest, request: Request, deadline: float) -> JSONBytesResponse:
+    """Run one program; raises :class:`Overloaded` if no sandbox slot frees before ``deadline``."""
     runtime = getattr(request.app.state, "runtime", None)
     pool: SandboxPool | None = getattr(runtime, "sandbox", None)
     if pool is None or pool.level == "none":
@@ -138,7 +181,8 @@ async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
     memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else pool.limits.memory_mb
     memory_mb = max(64, min(memory_mb, 65536))
     try:
-        with pool.admit(1):
+        async with contextlib.AsyncExitStack() as slot:
+            await _enter_when_room(slot, lambda: pool.admit(1), deadline)
             report, raw = await pool.run_program(
                 language=lang,
                 code=body.code,
@@ -153,8 +197,6 @@ async def run_code(body: RunCodeRequest, request: Request) -> JSONBytesResponse:
             )
     except SandboxUnavailable as exc:
         return _error(str(exc), pool.level)
-    except Overloaded as exc:
-        return _error(f"overloaded: {exc.message}", pool.level)
     if raw.spawn_error is not None or report.error is not None or not report.ready:
         tail = raw.stderr.decode("utf-8", "replace")[-500:]
         return _error(raw.spawn_error or report.error or f"the sandbox failed: {tail}", pool.level)
@@ -187,13 +229,15 @@ _DOC: dict[str, Any] = {
 async def admitted_run_code(
     body: RunCodeRequest, request: Request, admission: Admission, caller: Caller
 ) -> JSONBytesResponse:
-    """A full service is an infrastructure fault in SandboxFusion's terms: 200 with ``SandboxError``,
-    never a 429 (verl counts any non-200 as an API failure; other clients retry it)."""
+    """Wait up to :data:`ROOM_WAIT_S` for room, then 504 + ``Retry-After``: the one status verl's client
+    retries (a 429 it takes as a failed call at once, a 200 ``SandboxError`` as a failed test case)."""
+    deadline = time.monotonic() + ROOM_WAIT_S
     try:
-        async with admission.admit(caller, 1):
-            return await run_code(body, request)
+        async with contextlib.AsyncExitStack() as held:
+            await _enter_when_room(held, lambda: admission.admit(caller, 1), deadline)
+            return await run_code(body, request, deadline)
     except Overloaded as exc:
-        return _error(f"overloaded: {exc.message}")
+        return _error(f"overloaded: {exc.message}", status_code=504, headers=exc.headers)
 
 
 @router.post("/run_code", **_DOC)
