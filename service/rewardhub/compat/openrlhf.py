@@ -6,6 +6,10 @@ the template's assistant header, and before 0.6.0 it sends no ``labels``). Answe
 with lists as long as ``query`` (empty lists are valid: OpenRLHF sends them to the second and later URLs;
 ``extra_logs`` has its keys then too, with empty lists).
 
+``scores`` are the rewards: OpenRLHF logs them and, with ``--dynamic_filtering``, keeps a prompt's group
+only if its mean score is strictly inside ``--dynamic_filtering_reward_range``, which the user sets on the
+reward's own scale (the README says so; a reward's range is not known here to map it to [0, 1]).
+
 OpenRLHF cannot mask a sample, so an item that could not be scored gets reward 0.0 and
 ``extra_logs.rewardhub_valid`` 0.0 (logged to wandb by OpenRLHF), instead of an HTTP error that its
 client would retry five times and then drop.
