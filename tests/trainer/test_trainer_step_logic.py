@@ -557,3 +557,30 @@ def test_resume_keeps_the_run_s_reward_request_counts(make_trainer: Callable[...
     older = make_trainer()
     older._resume()
     assert older.requests == {"reward_requests": 0, "reward_requests_failed": 0}
+
+
+def test_groups_trained_counts_only_groups_in_the_loss_with_or_without_dynamic_sampling(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Without dynamic sampling ``groups_trained`` was the batch size, so a group whose reward request
+    failed (masked out of the loss, and counted in ``groups_failed``) also counted as trained, while
+    dynamic sampling drops such a group and does not count it: the metric meant two things. Found in
+    review. It now counts the groups with an item in the loss, in both modes."""
+    signal = group(0, [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})])
+    failed = group(1, [(None, False, {})] * 3)
+    for r in failed.results:
+        r.reason = REQUEST_FAILED
+    invalid = group(2, [(None, False, {})] * 3)  # answered, every item invalid: masked too
+    trainer = make_trainer()
+    col = _Collected(
+        groups=[signal, failed, invalid], scored=[signal, failed, invalid], rounds=1, dropped=0, gen_s=0.0
+    )
+    adv, rewards = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, rewards, adv)
+    assert (out["groups_trained"], out["groups_failed"]) == (1.0, 1.0)
+    # dynamic sampling keeps the signal group only: the same count
+    trainer = make_trainer(dynamic_sampling=True)
+    col = _Collected(groups=[signal], scored=[signal, failed, invalid], rounds=1, dropped=1, gen_s=0.0)
+    adv, rewards = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, rewards, adv)
+    assert (out["groups_trained"], out["groups_dropped"], out["groups_failed"]) == (1.0, 1.0, 1.0)

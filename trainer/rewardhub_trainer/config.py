@@ -309,7 +309,7 @@ class AlgorithmConfig(_Section):
         None,
         description="Drop zero-variance groups (gdpo: groups in which no component varies) and resample "
         "until the batch is full (default: dapo); the groups_dropped metric counts them, groups_failed those "
-        "whose reward request failed.",
+        "whose reward request failed, groups_trained those with an item in the loss (with or without it).",
     )
     max_sampling_rounds: int = Field(
         3,

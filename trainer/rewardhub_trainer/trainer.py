@@ -507,7 +507,10 @@ class Trainer:
             "truncated_frac": _mean([float(c.truncated) for c in comps]),
             "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
             "adv_abs_mean": float(mask_vals.abs().mean()) if mask_vals.numel() else 0.0,
-            "groups_trained": float(len(col.groups)),
+            # the groups with an item in the loss: without dynamic sampling a failed group (or one with
+            # no valid or untruncated item) stays in the batch but is masked out, so counting the batch
+            # would report it trained on, as dynamic sampling (which drops it) does not
+            "groups_trained": float(adv.mask.any(dim=1).sum()) if adv.mask.numel() else 0.0,
             "groups_dropped": float(col.dropped),  # by dynamic sampling, for no signal
             # whose reward request failed (not trained on: dropped with dynamic sampling, else masked)
             "groups_failed": float(len(col.scored) - len(answered)),
