@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 import sys
 import types
@@ -308,3 +309,38 @@ def test_no_checkpoint_generation_setting_reaches_sampling(
         assert host.generation_config is hostile  # the checkpoint's, back after sampling
     finally:
         host.generation_config = saved
+
+
+def test_vllm_logprobs_reported_for_fewer_tokens_are_unknown_not_zero(
+    tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When vLLM reported logprobs for fewer tokens than it sampled (``logprobs`` None, shorter, or a
+    position without the sampled token), the missing ones were padded with 0.0, probability 1 under the
+    sampler, and ``old_logprobs: sampler`` then used a wrong importance ratio without a word. Found in
+    review. Such a sample's logprobs are all NaN, which the trainer reads as "recompute with the policy";
+    a fully reported sample keeps vLLM's values. The engine is a stand-in `vllm` module whose output
+    objects have vLLM's shape (``RequestOutput.outputs[i].token_ids / .logprobs``)."""
+    model, tok = tiny
+    lp = SimpleNamespace(logprob=-0.5)
+    whole = SimpleNamespace(token_ids=[7, 8], logprobs=[{7: lp}, {8: lp}])
+    short = SimpleNamespace(token_ids=[7, 8], logprobs=[{7: lp}])
+    none = SimpleNamespace(token_ids=[7, 8], logprobs=None)
+    other = SimpleNamespace(token_ids=[7, 8], logprobs=[{7: lp}, {9: lp}])
+
+    class FakeLLM:
+        def __init__(self, **kwargs: Any):
+            pass
+
+        def generate(self, prompts: list[Any], params: Any, use_tqdm: bool) -> list[Any]:
+            return [SimpleNamespace(outputs=[whole, short]), SimpleNamespace(outputs=[none, other])]
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = FakeLLM  # type: ignore[attr-defined]
+    fake.SamplingParams = SimpleNamespace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    gen = make_generator("vllm", model, tok, GenerationConfig(max_new_tokens=4), "/m", "float32")
+    groups = gen.generate([[1], [2]], 2)
+    got = [c.logprobs for g in groups for c in g]
+    assert got[0] == [-0.5, -0.5]
+    assert all(len(lps) == 2 and all(math.isnan(x) for x in lps) for lps in got[1:]), got
+    assert [c.completion_ids for g in groups for c in g] == [[7, 8]] * 4

@@ -584,3 +584,21 @@ def test_groups_trained_counts_only_groups_in_the_loss_with_or_without_dynamic_s
     adv, rewards = trainer._advantages(col.groups)
     out = trainer._step_metrics(col, rewards, adv)
     assert (out["groups_trained"], out["groups_dropped"], out["groups_failed"]) == (1.0, 1.0, 1.0)
+
+
+def test_unknown_sampler_logprobs_are_recomputed_with_the_policy(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A sequence whose sampler logprobs are unknown (NaN: vLLM reported fewer than it sampled) used to
+    reach the loss with 0.0 in their place, a wrong ratio under ``old_logprobs: sampler``. Found in
+    review. Its old logprobs are now the policy's first-epoch forward (ratio 1 on the one epoch), the
+    loss and the update stay finite, and ``logprob_mismatch`` leaves it out (no known token: NaN)."""
+    trainer = make_trainer(old_logprobs="sampler", num_epochs=1)
+    comps = [Completion([1], [5, 6], [math.nan, math.nan], "ab", False) for _ in range(3)]
+    g = Group("g0", Problem(0, "q0", "1"), comps, [result(k, float(k), True, {}) for k in range(3)])
+    adv, _ = trainer._advantages([g])
+    stats = trainer._optimize([g], adv)
+    assert stats["ratio_mean"] == pytest.approx(1.0)
+    assert math.isfinite(stats["loss"]) and math.isfinite(stats["grad_norm"])
+    assert math.isnan(stats["logprob_mismatch"])
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())

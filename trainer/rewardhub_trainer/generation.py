@@ -18,6 +18,8 @@ A completion is the tokens up to and including the first EOS; a completion witho
 from __future__ import annotations
 
 import importlib
+import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +29,9 @@ import torch
 
 from rewardhub_trainer.config import GenerationConfig
 
-__all__ = ["Completion", "Generator", "HFGenerator", "VLLMGenerator", "make_generator"]
+__all__ = ["Completion", "Generator", "HFGenerator", "VLLMGenerator", "make_generator", "vllm_completions"]
+
+logger = logging.getLogger(__name__)
 
 VLLM_HINT = "vLLM is not installed: pip install -c constraints.txt 'rewardhub[vllm]' (GPU machines)"
 
@@ -38,7 +42,9 @@ class Completion:
 
     prompt_ids: list[int]
     completion_ids: list[int]
-    logprobs: list[float]  # log pi_sampler(y_t | ...), one per completion token
+    # log pi_sampler(y_t | ...), one per completion token; all NaN when the sampler did not report them
+    # all (the trainer then takes this sequence's old logprobs from the policy's first-epoch forward)
+    logprobs: list[float]
     text: str
     truncated: bool
     extra: dict[str, Any] = field(default_factory=dict)
@@ -216,6 +222,9 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     none, and merges only its EOS ids into explicit ones (``SamplingParams.update_from_generation_config``),
     which :meth:`generate` passes as stop ids anyway; the knobs left unset here (repetition, presence and
     frequency penalties, min_p, min_tokens) keep vLLM's neutral defaults.
+
+    Its outputs become completions in :func:`vllm_completions` (what happens when vLLM reports fewer
+    logprobs than tokens is documented there).
     """
 
     def __init__(self, model_path: str, tokenizer: Any, config: GenerationConfig, dtype: str, eos: list[int]):
@@ -249,23 +258,7 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
             stop_token_ids=sorted(self.eos),
         )
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-        result: list[list[Completion]] = []
-        for prompt, out in zip(prompts, outs, strict=True):
-            group = []
-            for o in out.outputs:
-                toks, truncated = split_completion(list(o.token_ids), self.eos)
-                lps = [float(d[t].logprob) for d, t in zip(o.logprobs or [], toks, strict=False)]
-                group.append(
-                    Completion(
-                        prompt_ids=list(prompt),
-                        completion_ids=toks,
-                        logprobs=lps + [0.0] * (len(toks) - len(lps)),
-                        text=self.tokenizer.decode(toks, skip_special_tokens=True),
-                        truncated=truncated,
-                    )
-                )
-            result.append(group)
-        return result
+        return vllm_completions(prompts, outs, self.eos, self.tokenizer)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Load the current (LoRA-merged) weights into the in-process engine."""
@@ -288,6 +281,54 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
             unmerge = getattr(model, "unmerge_adapter", None)
             if unmerge is not None:
                 unmerge()
+
+
+def vllm_completions(
+    prompts: list[list[int]], outs: list[Any], eos: set[int], tokenizer: Any
+) -> list[list[Completion]]:
+    """The trainer's completions from vLLM's ``RequestOutput`` list (one per prompt, in order).
+
+    A sample whose logprobs vLLM did not report for every kept token (``logprobs`` None or shorter than
+    the tokens, or a position without the sampled token) gets NaN for all of them, with a warning. The
+    old code padded the gap with 0.0, i.e. probability 1 under the sampler, which under
+    ``old_logprobs: sampler`` made the importance ratio exp(logp) for those tokens, silently. Stopping
+    the run would lose it for a defect of a few samples that the trainer can make good: NaN tells it to
+    use the policy's own first-epoch logprobs for that sequence, as ``old_logprobs: recompute`` does
+    for all (the weights that sampled it, up to vLLM's kernels), and to leave it out of
+    ``logprob_mismatch``. Mixing vLLM's values with recomputed ones inside one sequence is avoided:
+    the two differ by kernel noise, which would then differ from token to token.
+    """
+    result: list[list[Completion]] = []
+    incomplete = 0
+    for prompt, out in zip(prompts, outs, strict=True):
+        group = []
+        for o in out.outputs:
+            toks, truncated = split_completion(list(o.token_ids), eos)
+            reported = list(o.logprobs or [])
+            if len(reported) >= len(toks) and all(
+                d is not None and t in d for d, t in zip(reported, toks, strict=False)
+            ):
+                lps = [float(d[t].logprob) for d, t in zip(reported, toks, strict=False)]
+            else:
+                incomplete += 1
+                lps = [math.nan] * len(toks)
+            group.append(
+                Completion(
+                    prompt_ids=list(prompt),
+                    completion_ids=toks,
+                    logprobs=lps,
+                    text=tokenizer.decode(toks, skip_special_tokens=True),
+                    truncated=truncated,
+                )
+            )
+        result.append(group)
+    if incomplete:
+        logger.warning(
+            "vLLM reported logprobs for fewer tokens than it sampled in %d completion(s); their old "
+            "logprobs are recomputed with the policy",
+            incomplete,
+        )
+    return result
 
 
 def make_generator(

@@ -326,6 +326,7 @@ class Trainer:
             "clip": 0.0,
             "ratio": 0.0,
             "mismatch": 0.0,
+            "mismatch_tokens": 0.0,
             "entropy": 0.0,
             "tokens": 0.0,
         }
@@ -341,10 +342,16 @@ class Trainer:
                 if epoch == 0:
                     first_lp.append(logp.detach())
                     with torch.no_grad():
-                        sums["mismatch"] += float(((logp - b["sampler_logprobs"]).abs() * m).sum())
+                        # NaN: the sampler did not report this sequence's logprobs (vllm_completions)
+                        known = m * ~torch.isnan(b["sampler_logprobs"])
+                        gap = (logp - b["sampler_logprobs"]).abs().nan_to_num(0.0)
+                        sums["mismatch"] += float((gap * known).sum())
+                        sums["mismatch_tokens"] += float(known.sum())
                         sums["entropy"] += float((_entropy(logits, cfg.generation.temperature) * m).sum())
                         sums["tokens"] += float(m.sum())
-                old = b["sampler_logprobs"] if alg.old_logprobs == "sampler" else first_lp[k]
+                old = first_lp[k]
+                if alg.old_logprobs == "sampler":  # but the policy's own where the sampler's are unknown
+                    old = torch.where(torch.isnan(b["sampler_logprobs"]), old, b["sampler_logprobs"])
                 per_tok, ratio, clipped = clipped_surrogate(
                     logp, old, b["advantages"], alg.clip_eps_low, eps_hi
                 )
@@ -373,7 +380,9 @@ class Trainer:
             kl=sums["kl"] / ntok if alg.kl_coef > 0 else math.nan,
             clip_frac=sums["clip"] / ntok,
             ratio_mean=sums["ratio"] / ntok,
-            logprob_mismatch=sums["mismatch"] / ntok,
+            logprob_mismatch=sums["mismatch"] / sums["mismatch_tokens"]
+            if sums["mismatch_tokens"]
+            else math.nan,
             entropy=sums["entropy"] / ntok,
             grad_norm=grad_norm,
         )
