@@ -437,3 +437,51 @@ def test_which_request_failures_the_trainer_rides_out(error: str | int, transien
     else:
         exc = getattr(rewardhub_client, error)("m")
     assert is_transient(exc) is transient
+
+
+def _overloaded_then_scored(retry_after: str) -> tuple[httpx.MockTransport, list[int]]:
+    """A service that answers the first score request 429 with ``Retry-After``, and scores the rest."""
+    calls: list[int] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            error = {"message": "queue full", "type": "overloaded", "param": None, "code": 429}
+            return httpx.Response(429, json={"error": error}, headers={"Retry-After": retry_after})
+        items = json.loads(request.content)["items"]
+        results = [{"id": str(k), "reward": "r", "score": 1.0, "valid": True} for k in range(len(items))]
+        return httpx.Response(200, json={"request_id": "x", "results": results})
+
+    return httpx.MockTransport(handle), calls
+
+
+@pytest.mark.parametrize("waited", [True, False])
+def test_a_long_retry_after_is_waited_up_to_reward_max_retry_after_s_and_named_when_it_is_not(
+    waited: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The trainer's client used the default RetryPolicy: a 429 whose Retry-After was over 120 s (a
+    gateway's rate limit) failed the request at once, with no setting to wait longer, and neither the
+    warning nor the error that ends the run said what the service had asked for (the error's text
+    leaves Retry-After out). Found in review. ``reward.max_retry_after_s`` is the longest wait; a longer
+    Retry-After is named in the warning."""
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group, RewardDispatcher
+
+    transport, calls = _overloaded_then_scored("1")
+    config = RewardConfig(url="http://rewards.test", name="r", max_retry_after_s=30.0 if waited else 0.5)
+    dispatcher = RewardDispatcher(config, 2, transport=transport)
+    comps = [Completion([1], [5], [-1.0], "a", False) for _ in range(2)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="rewardhub_trainer.rewards"):
+            results = dispatcher.wait(dispatcher.submit([Group("g", Problem(0, "q", "1"), comps)]))
+    finally:
+        dispatcher.close()
+    if waited:  # slept through the 1 s, then answered
+        assert len(calls) == 2 and [r.score for r in results] == [1.0, 1.0]
+        assert dispatcher.failed_requests == 0
+    else:  # past the limit: failed at once, saying what the service asked for
+        assert len(calls) == 1 and dispatcher.failed_requests == 1
+        assert all(not r.valid for r in results)
+        assert "retry after 1s" in caplog.text and "reward.max_retry_after_s" in caplog.text

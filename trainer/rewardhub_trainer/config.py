@@ -123,6 +123,13 @@ class RewardConfig(_Section):
         "false scores each chunk synchronously (for comparison).",
     )
     wait_ready_s: float = Field(60.0, gt=0, description="How long to wait for /ready at startup.")
+    max_retry_after_s: float = Field(
+        120.0,
+        ge=0,
+        description="The longest Retry-After (429/503) the client sleeps through before a retry; a longer "
+        "one fails the request at once (its items masked, as request_failed). Raise it for a gateway "
+        "whose rate limit asks for longer waits.",
+    )
     max_failed_steps: int = Field(
         3,
         ge=1,

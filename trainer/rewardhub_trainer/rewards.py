@@ -44,6 +44,7 @@ from rewardhub_client import (
     AsyncRewardClient,
     InvalidRequest,
     ItemResult,
+    RetryPolicy,
     RewardClient,
     RewardHubClientError,
     ScoreItem,
@@ -134,6 +135,15 @@ def _check_catalog(client: RewardClient, config: RewardConfig, where: str) -> No
         raise ValueError(f"{where} cannot run reward {config.name!r}: {info.unavailable}")
 
 
+def retry_after_note(exc: BaseException | None) -> str:
+    """What the service asked for in ``Retry-After``, for a message: the error's text leaves it out, and
+    one longer than ``reward.max_retry_after_s`` is why the request failed at once."""
+    after = getattr(exc, "retry_after_s", None)
+    if after is None:
+        return ""
+    return f" (the service asked to retry after {after:g}s; reward.max_retry_after_s is the longest waited)"
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed reward request may succeed if sent again later: no answer at all (unreachable,
     a timeout), a 5xx, 408 (the request timed out on a proxy), 429 (overloaded). Not a 4xx otherwise: an
@@ -180,6 +190,7 @@ class RewardDispatcher:
             self.config.url,
             api_key=self.config.api_key,
             timeout=self.config.timeout_s,
+            retry=RetryPolicy(max_retry_after_s=self.config.max_retry_after_s),
             transport=self._transport,
         )
 
@@ -218,11 +229,12 @@ class RewardDispatcher:
             self.last_error = exc
             logger.warning(
                 "reward request of %d items to %s failed after the client's retries; its items are "
-                "masked (%s): %s",
+                "masked (%s): %s%s",
                 len(items),
                 self.config.url,
                 REQUEST_FAILED,
                 exc,
+                retry_after_note(exc),
             )
             return [self._failed(it, exc) for it in items]
         return resp.results

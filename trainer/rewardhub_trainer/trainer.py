@@ -60,7 +60,13 @@ from rewardhub_trainer.generation import Completion, make_generator
 from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
-from rewardhub_trainer.rewards import Group, RewardDispatcher, check_service, request_failed
+from rewardhub_trainer.rewards import (
+    Group,
+    RewardDispatcher,
+    check_service,
+    request_failed,
+    retry_after_note,
+)
 
 __all__ = ["Trainer", "train"]
 
@@ -476,6 +482,7 @@ class Trainer:
             raise RuntimeError(
                 f"every reward request to the service at {self.config.reward.url} failed for {limit} "
                 f"consecutive steps (reward.max_failed_steps); last error: {dispatcher.last_error}"
+                f"{retry_after_note(dispatcher.last_error)}"
             ) from dispatcher.last_error
 
     def _step_metrics(self, col: _Collected, rewards: torch.Tensor, adv: Advantages) -> dict[str, float]:
