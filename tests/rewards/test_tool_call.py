@@ -528,6 +528,61 @@ async def test_closing_tags_quoted_in_json_strings_are_read_in_linear_time(clien
     assert [r["reason"] for r in results] == ["format"] * len(responses), results
 
 
+async def test_reasoning_and_tool_output_tags_quoted_in_a_json_string_do_not_cut_the_call(
+    client: httpx.AsyncClient,
+) -> None:
+    """A call whose JSON string quotes ``</think>``, ``<think>`` or ``<tool_response>`` (a note on the
+    chat format, a template or a prompt written to a file) was cut there by the reasoning/tool-output
+    filter before its blocks were read: no call (0, no_answer), or the call's string cut short, or a later
+    block lost. A tag inside a JSON string of a ``<tool_call>`` block of the answer is now the string's
+    text; a real reasoning block still ends at its closer, its drafted calls no call of the answer."""
+    closer = {"name": "note", "arguments": {"text": "close with </think> here"}}
+    opener = {"name": "note", "arguments": {"text": "Qwen3 starts with <think> and then reasons"}}
+    both = {"name": "write_file", "arguments": {"path": "t.txt", "content": "<think>\nplan\n</think>\nok"}}
+    output = {"name": "note", "arguments": {"text": "tools answer in <tool_response>42</tool_response>"}}
+    unclosed = {"name": "note", "arguments": {"text": "a <tool_response> tag"}}
+    draft = f"<tool_call>\n{json.dumps(WEATHER)}\n</tool_call>"
+    draft_quoting = f"<tool_call>\n{json.dumps(closer)}\n</tool_call>"
+    items = [
+        {"response": hermes(closer), "reference": [closer]},
+        {"response": hermes(opener), "reference": [opener]},
+        {"response": hermes(both, TIME), "reference": [both, TIME]},
+        {"response": hermes(output), "reference": [output]},
+        {"response": hermes(TIME, unclosed), "reference": [TIME, unclosed]},
+        {"response": hermes(closer).removesuffix("\n</tool_call>"), "reference": [closer]},  # a stop string
+        {"response": hermes(TIME).removesuffix("\n</tool_call>") + output_of("{}"), "reference": [TIME]},
+        {"response": "<think>\nI note it.\n</think>\n\n" + hermes(closer), "reference": [closer]},
+        # drafted calls in real reasoning (opened in the response or in the prompt) are no call
+        {"response": f"<think>\nMaybe {draft} no.\n</think>\n\n" + hermes(closer), "reference": [closer]},
+        {"response": f"Maybe {draft} no.\n</think>\n\n" + hermes(output), "reference": [output]},
+        {"response": f"<think>\nDraft: {draft_quoting} no.\n</think>\nIt is 4.", "reference": []},
+        {"response": f"Draft: {draft_quoting} no.\n</think>\nIt is 4.", "reference": []},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+    assert results[3]["details"]["calls"] == [output]
+    assert results[0]["details"]["calls"] == [closer]
+
+
+@pytest.mark.timeout(60)
+async def test_tags_quoted_in_json_strings_of_blocks_are_read_in_linear_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """A block's JSON strings are read past the reasoning and tool-output tags they quote, but never twice
+    over the same text: 1 MB of blocks whose strings never close, each before a tag, or one string
+    holding them all, is scored in the CPU workers under the default deadline. (A hang guard.)"""
+    responses = [
+        '<tool_call>{"a": "</think>' * 38_000,
+        '<tool_call>{"a": "<tool_response>' * 30_000,
+        '<tool_call>{"name": "f", "arguments": {"a": "' + "<think></think><tool_response>" * 25_000,
+        ('<tool_call>{"a": "x</think>' + '\\"' * 20) * 14_000,
+        '<tool_call>{"a": "</think>"' * 35_000,  # (no closer: each block's JSON read to its end)
+        '<tool_call>{"a": "b"}<tool_response>' * 28_000,
+    ]
+    results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
+    assert [r["score"] for r in results] == [0.0] * len(responses), results
+
+
 async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:
     """Llama 3.2 (1B/3B) and Llama 4, ToolACE and BFCL's prompting mode write calls as a Python list,
     ``[get_weather(city="Paris"), get_time(tz="UTC")]`` (vLLM's pythonic parser): such a response was no

@@ -10,7 +10,7 @@ are, in order of precedence:
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates; unless a call of the special-token or invoke forms below opens before the first block and
   is read: a block quoted in its argument is no call of its own; a ``</tool_call>`` quoted in a JSON
-  string does not end its block), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  string does not end its block, nor a reasoning or tool-output tag quoted there cut it), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
@@ -280,7 +280,11 @@ _NOT_ANSWER = re.compile("|".join(re.escape(t) for t in (*_REASONING, *_REASONIN
 _REASONING_CLOSERS = frozenset(_REASONING.values())
 
 
-def _model_output(text: str) -> str:
+# the same, and a <tool_call> opener (whose JSON strings may quote them: read by _model_output's quoted mode)
+_NOT_ANSWER_OR_CALL = re.compile(f"{_NOT_ANSWER.pattern}|{re.escape('<tool_call>')}")
+
+
+def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
     """The model's own output in ``text``: without its reasoning and without the tools' output, each
     turn read as :func:`.text.answer_text` reads a response. A multi-turn rollout's text (verl's, a
     Hermes/Qwen transcript) holds the tools' output between the model's turns (``<tool_response>...
@@ -290,36 +294,92 @@ def _model_output(text: str) -> str:
     V4 may start its ``<｜DSML｜tool_calls>`` block without closing its ``<think>``, which then ends
     there (its vLLM reasoning parser reads so). The answers of all the turns stay: reading after the
     text's last ``</think>`` alone dropped every turn's calls but the last's. One forward pass with
-    ``re.search``/``str.find``."""
+    ``re.search``/``str.find``.
+
+    Also whether a tag it cut at followed a ``<tool_call>`` opener with no closer between (so may be
+    quoted in that block's JSON string: a note on the chat format, a template written to a file). Then
+    :func:`_parse_calls` reads it again ``quoted``: a ``<tool_call>`` block of JSON in the answer is
+    read past its strings (:func:`_json_strings_end`), a tag in them the string's text; a reasoning
+    block is read as before (its drafted calls no call of the answer)."""
     if _NOT_ANSWER.search(text) is None:
-        return text
+        return text, False
     kept: list[str] = []
     turn = 0  # where the current turn's text starts in kept
-    at = 0
+    at = 0  # where the text not yet kept or dropped starts
+    search = at  # where the next tag is looked for (past a block's strings, quoted)
+    suspect = False
     absent: set[str] = set()  # the closers not in the text past the cursor
-    while (found := _NOT_ANSWER.search(text, at)) is not None:
+    budget = [len(text)]  # (what the scans of blocks' strings may read, all together: linear)
+    tags = _NOT_ANSWER_OR_CALL if quoted else _NOT_ANSWER
+    while (found := tags.search(text, search)) is not None:
         tag = found.group()
+        if tag == _OPEN:  # (quoted only)
+            search = max(_json_strings_end(text, found.end(), budget), found.end())
+            continue
+        if not suspect and (opener := text.rfind(_OPEN, search, found.start())) >= 0:
+            suspect = text.find(_CLOSE, opener, found.start()) < 0
         if tag in _REASONING_CLOSERS:  # (a reasoning block opened in the prompt)
             del kept[turn:]  # the turn's answer starts after its reasoning
-            at = found.end()
+            at = search = found.end()
             continue
         closer = _REASONING.get(tag, _RESPONSE_CLOSE)
         end = -1 if closer in absent else text.find(closer, found.end())
         if end >= 0 and tag in _REASONING:
             del kept[turn:]  # the turn's answer starts after its reasoning
-            at = end + len(closer)
+            at = search = end + len(closer)
             continue
         kept.append(text[at : found.start()])
         if end < 0 and tag == "<think>" and (block := text.find(DSML_V4.block, found.end())) >= 0:
             absent.add(closer)  # (none after this opener: none after a later one either, unsearched)
-            at = block  # DeepSeek V4 starts its calls right after its reasoning, unclosed (vLLM reads so)
+            # DeepSeek V4 starts its calls right after its reasoning, unclosed (vLLM reads so)
+            at = search = block
             continue
         if end < 0:  # an unclosed reasoning block, or tool's output, runs to the end
-            return "\n".join(kept)
-        at = end + len(closer)
+            return "\n".join(kept), suspect
+        at = search = end + len(closer)
         turn = len(kept)  # (a tool's output: the next turn starts after it)
     kept.append(text[at:])
-    return "\n".join(kept)
+    return "\n".join(kept), suspect
+
+
+def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
+    """Where the strings of a ``<tool_call>`` block's JSON starting at ``at`` end: the block's first
+    ``</tool_call>`` outside them, or the end of its JSON value when no closer follows (a stop string's);
+    -1 when the block is no JSON or a string never closes (or the scan would read past ``budget``, which
+    all the blocks share: a scan given up is read again as plain text, so the reading stays linear)."""
+    if _JSON_START.match(text, at) is None:
+        return -1
+    start = at
+    limit = min(len(text), at + budget[0])
+    closer = text.find(_CLOSE, at, limit)
+    result = -1
+    while True:
+        quote = text.find('"', at, limit)
+        if 0 <= closer and (quote < 0 or closer < quote):
+            result = closer
+            break
+        if quote < 0:
+            if limit == len(text):  # no closer after it (nor after a later block: scanned no more)
+                budget[0] = 0
+                return _json_end(text, start)
+            break
+        string = _JSON_STRING_REST.match(text, quote + 1, limit)
+        if string is None:
+            at = limit
+            break
+        at = string.end()
+        if 0 <= closer < at:  # (that closer was in the string)
+            closer = text.find(_CLOSE, at, limit)
+    budget[0] -= at - start
+    return result
+
+
+def _json_end(text: str, at: int) -> int:
+    """Where the JSON value at ``at`` ends (a block without its closer: a stop string's), -1 if none."""
+    try:
+        return _JSON_DECODER.raw_decode(text, _JSON_START.match(text, at).end() - 1)[1]  # type: ignore[union-attr]
+    except (ValueError, RecursionError):
+        return -1
 
 
 def _blocks(text: str, quoted: bool = False) -> list[str]:
@@ -464,7 +524,28 @@ def parse_calls(response: str) -> list[Call] | None:
 
 
 def _parse_calls(response: str) -> list[Call] | None:
-    text = _model_output(xtml_unspaced(response))  # (K3's markers as its reasoning and calls are read)
+    response = xtml_unspaced(response)  # (K3's markers as its reasoning and calls are read)
+    text, suspect = _model_output(response)
+    if not suspect:
+        return _calls_in(text)
+    try:
+        plain, broken = _calls_in(text), None
+    except ValueError as exc:
+        plain, broken = None, exc
+    # a tag it was cut at may be quoted in a block's JSON string: that reading's calls, when it has some
+    if (quoted := _model_output(response, quoted=True)[0]) != text:
+        try:
+            if (calls := _calls_in(quoted)) is not None:
+                return calls
+        except ValueError:
+            pass
+    if broken is not None:
+        raise broken
+    return plain
+
+
+def _calls_in(text: str) -> list[Call] | None:
+    """The calls of the model's output ``text`` (:func:`_parse_calls`)."""
     if HARMONY_MESSAGE in text:  # gpt-oss: its reasoning is its analysis messages, not a <think> block
         text = harmony_without_reasoning(text)
     blocks = _blocks(text)
@@ -922,7 +1003,7 @@ def _text_reference(text: str) -> list[Call] | None:
     except ValueError:
         return None
     if calls is None:  # (parse_calls: blocks of empty lists call nothing, a reference's "call no tool")
-        return [] if _blocks(_model_output(text)) else None
+        return [] if _blocks(_model_output(text)[0]) else None
     return calls
 
 
@@ -1136,7 +1217,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON;
     # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
     # and a MiniMax-M3 leaf argument closed by its tag without the namespace token
-    version: ClassVar[str] = "1.3.2"
+    # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string is its text
+    version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
