@@ -394,6 +394,31 @@ async def test_llama_calls_after_the_python_tag_or_between_semicolons_are_read(
     ], results
 
 
+async def test_json_calls_before_the_end_of_turn_token_are_read(client: httpx.AsyncClient) -> None:
+    """A rollout decoded with its special tokens kept (as the native forms read here need) ends with the
+    model's end-of-turn token: Llama's ``<|python_tag|>{...}<|eom_id|>`` (or ``<|eot_id|>``), Mistral's
+    ``[TOOL_CALLS][...]</s>``, a Qwen JSON answer's ``<|im_end|>``. Such a call was no whole JSON, so no
+    call (0, no_answer) however right; the end-of-turn tokens after the JSON (a few) are now dropped.
+    A token between two values, or prose before it, still is no call."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    items = [
+        {"response": f"<|python_tag|>{weather}<|eom_id|>", "reference": [WEATHER]},
+        {"response": f"{weather}<|eot_id|>", "reference": [WEATHER]},
+        {"response": f"[TOOL_CALLS][{json.dumps(WEATHER)}]</s>", "reference": [WEATHER]},
+        {
+            "response": f"{json.dumps([WEATHER, TIME])}\n<|im_end|>\n<|endoftext|>",
+            "reference": [WEATHER, TIME],
+        },
+        {"response": "[get_weather(city='Paris', unit='celsius', days=3)]<|eot_id|>", "reference": [WEATHER]},
+        {"response": f"{weather}<|eot_id|>{weather}", "reference": [WEATHER]},
+        {"response": f"Sure: {weather}<|eot_id|>", "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * 5 + [(0.0, "no_answer")] * 2, (
+        results
+    )
+
+
 async def test_a_block_of_one_call_per_line_is_read(client: httpx.AsyncClient) -> None:
     """ToolRL (and the RLLA data it trains on: ToolACE, Hammer, xLAM) writes parallel calls as one
     ``<tool_call>`` block with one JSON call per line; such a block was broken call JSON, 0 format,

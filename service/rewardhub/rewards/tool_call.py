@@ -54,7 +54,8 @@ are, in order of precedence:
   (not inside a JSON string), read as in a block, the text around them prose; a last one without its
   ``</function>`` is cut off, no call;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
-  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``): a call
+  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``; the
+  end-of-turn tokens after it dropped, ``<|eom_id|>``, ``</s>``, ``<|im_end|>``...): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
   parallel calls, ``{"name": ..., "parameters": {...}}; {...}``); or a Python list of calls given
   literal keyword arguments, ``[get_weather(city="Paris"), math.factorial(n=5)]`` (the pythonic format
@@ -168,6 +169,21 @@ _MISTRAL_V11 = re.compile(r"\s*[\w.\-]+\s*(?:\[CALL_ID\]|\[ARGS\]|\{)")
 _PYTHON_TAG = "<|python_tag|>"
 # Llama 4 may wrap its pythonic calls in these tokens (vLLM's llama4_pythonic parser drops them)
 _PYTHON_START, _PYTHON_END = "<|python_start|>", "<|python_end|>"
+# the end-of-turn tokens a rollout decoded with its special tokens kept ends with (Llama 3.x, Llama 4,
+# Qwen/ChatML, Mistral and Llama 2, Phi, DeepSeek, Gemma), dropped after a JSON answer (a few at most)
+_END_OF_TURN = (
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<|eot|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "</s>",
+    "<|end|>",
+    "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    "<end_of_turn>",
+)
+_MAX_END_TOKENS = 4
 
 
 class ToolCallConfig(RewardConfig):
@@ -646,6 +662,7 @@ def _json_calls(text: str) -> list[Call] | None:
     Raises:
         ValueError: the JSON is not valid tool calls.
     """
+    text = _without_end_of_turn(text)
     marker = text.find(_MISTRAL_MARKER)
     marked = marker >= 0
     if marked:
@@ -672,6 +689,19 @@ def _json_calls(text: str) -> list[Call] | None:
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
     return calls or None
+
+
+def _without_end_of_turn(text: str) -> str:
+    """``text`` without the end-of-turn tokens it ends with (:data:`_END_OF_TURN`; up to
+    :data:`_MAX_END_TOKENS`), kept in a rollout decoded with its special tokens: after them the JSON was
+    no whole value, the call none."""
+    end = len(text.rstrip())
+    for _ in range(_MAX_END_TOKENS):
+        token = next((t for t in _END_OF_TURN if text.endswith(t, 0, end)), None)
+        if token is None:
+            break
+        end = len(text[: end - len(token)].rstrip())
+    return text[:end]
 
 
 def _bare_qwen3_shaped(text: str) -> bool:
@@ -1217,7 +1247,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON;
     # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
     # and a MiniMax-M3 leaf argument closed by its tag without the namespace token
-    # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string is its text
+    # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string is its text;
+    # end-of-turn tokens after a JSON answer (a rollout decoded with its special tokens) are dropped
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
