@@ -603,6 +603,7 @@ async def test_tags_quoted_in_json_strings_of_blocks_are_read_in_linear_time(
         ('<tool_call>{"a": "x</think>' + '\\"' * 20) * 14_000,
         '<tool_call>{"a": "</think>"' * 35_000,  # (no closer: each block's JSON read to its end)
         '<tool_call>{"a": "b"}<tool_response>' * 28_000,
+        "<tool_call>\n<function=f>\n</think>" * 30_000 + "</tool_call>",  # (XML: each block to that closer)
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
     assert [r["score"] for r in results] == [0.0] * len(responses), results
@@ -769,6 +770,26 @@ async def test_qwen3_coder_calls_are_read_in_linear_time(client: httpx.AsyncClie
         (1.0, None),
         (0.0, "no_answer"),
     ], results
+
+
+async def test_reasoning_tags_in_a_qwen3_coder_or_glm_value_do_not_cut_the_call(
+    client: httpx.AsyncClient,
+) -> None:
+    """A Qwen3-Coder or GLM call whose raw-text value holds ``</think>``, ``<think>`` or ``<tool_response>``
+    (a coding agent writing a reasoning parser, a chat template) was cut there by the reasoning filter:
+    no call (0, no_answer). Such a block now ends at its first ``</tool_call>``, the tags in it its text;
+    a ``<tool_call>`` merely named in real reasoning still takes no reasoning with it."""
+    code = {"name": "write_file", "arguments": {"path": "p.py", "content": 'text.split("</think>")[-1]'}}
+    glm_note = {"name": "note", "arguments": {"text": "<think>plan</think> then <tool_response>"}}
+    mention = "I should answer in <tool_call> tags; maybe <function=get_time> first?\n</think>\n\n"
+    items = [
+        {"response": qwen3_coder(code), "reference": [code]},
+        {"response": "<think>\nwrite it\n</think>\n" + qwen3_coder(code, TIME), "reference": [code, TIME]},
+        {"response": glm(glm_note), "reference": [glm_note]},
+        {"response": mention + qwen3_coder(code), "reference": [code]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
 
 
 def qwen3_coder_bare(*calls: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ are, in order of precedence:
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates; unless a call of the special-token or invoke forms below opens before the first block and
   is read: a block quoted in its argument is no call of its own; a ``</tool_call>`` quoted in a JSON
-  string does not end its block, nor a reasoning or tool-output tag quoted there cut it), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  string does not end its block, nor a reasoning or tool-output tag quoted there, or in a Qwen3-Coder
+  or GLM value, cut it), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
@@ -315,7 +316,8 @@ def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
     Also whether a tag it cut at followed a ``<tool_call>`` opener with no closer between (so may be
     quoted in that block's JSON string: a note on the chat format, a template written to a file). Then
     :func:`_parse_calls` reads it again ``quoted``: a ``<tool_call>`` block of JSON in the answer is
-    read past its strings (:func:`_json_strings_end`), a tag in them the string's text; a reasoning
+    read past its strings (:func:`_json_strings_end`), a tag in them the string's text, and one of
+    Qwen3-Coder's or GLM's XML to its closer (:func:`_xml_block_end`), a tag in it a value's; a reasoning
     block is read as before (its drafted calls no call of the answer)."""
     if _NOT_ANSWER.search(text) is None:
         return text, False
@@ -326,11 +328,15 @@ def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
     suspect = False
     absent: set[str] = set()  # the closers not in the text past the cursor
     budget = [len(text)]  # (what the scans of blocks' strings may read, all together: linear)
+    next_close = [-2]  # (the first </tool_call> past the last opener looked at; -2: not looked for)
     tags = _NOT_ANSWER_OR_CALL if quoted else _NOT_ANSWER
     while (found := tags.search(text, search)) is not None:
         tag = found.group()
         if tag == _OPEN:  # (quoted only)
-            search = max(_json_strings_end(text, found.end(), budget), found.end())
+            end = _json_strings_end(text, found.end(), budget)
+            if end < 0:
+                end = _xml_block_end(text, found.end(), next_close)
+            search = max(end, found.end())
             continue
         if not suspect and (opener := text.rfind(_OPEN, search, found.start())) >= 0:
             suspect = text.find(_CLOSE, opener, found.start()) < 0
@@ -388,6 +394,21 @@ def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
             closer = text.find(_CLOSE, at, limit)
     budget[0] -= at - start
     return result
+
+
+def _xml_block_end(text: str, at: int, next_close: list[int]) -> int:
+    """Where a ``<tool_call>`` block of Qwen3-Coder's or GLM's XML starting at ``at`` ends: its first
+    ``</tool_call>`` (its values raw text, a tag in them the value's); -1 when it is no such block or
+    another ``<tool_call>`` opens before that closer (a tag named in reasoning, not a block: the real
+    reasoning closer after it is read as before). ``next_close`` caches the closer found, so the blocks'
+    openers before one closer look for it once."""
+    close = next_close[0]
+    if close == -2 or 0 <= close < at:
+        close = next_close[0] = text.find(_CLOSE, at)
+    if close < 0 or text.find(_OPEN, at, close) >= 0:
+        return -1
+    body = text[at:close]
+    return close if body.lstrip().startswith(QWEN3_FUNCTION) or glm45_shaped(body.strip()) else -1
 
 
 def _json_end(text: str, at: int) -> int:
@@ -1247,7 +1268,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.2: a <tool_call> block of JSON whose string quotes </tool_call> ends at the closer after its JSON;
     # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
     # and a MiniMax-M3 leaf argument closed by its tag without the namespace token
-    # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string is its text;
+    # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string (or a
+    # Qwen3-Coder or GLM value) is its text;
     # end-of-turn tokens after a JSON answer (a rollout decoded with its special tokens) are dropped
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
