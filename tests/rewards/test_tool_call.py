@@ -604,6 +604,7 @@ async def test_tags_quoted_in_json_strings_of_blocks_are_read_in_linear_time(
         '<tool_call>{"a": "</think>"' * 35_000,  # (no closer: each block's JSON read to its end)
         '<tool_call>{"a": "b"}<tool_response>' * 28_000,
         "<tool_call>\n<function=f>\n</think>" * 30_000 + "</tool_call>",  # (XML: each block to that closer)
+        '<minimax:tool_call>\n<invoke name="f">\n</think>' * 22_000 + "</minimax:tool_call>",
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
     assert [r["score"] for r in results] == [0.0] * len(responses), results
@@ -787,6 +788,25 @@ async def test_reasoning_tags_in_a_qwen3_coder_or_glm_value_do_not_cut_the_call(
         {"response": "<think>\nwrite it\n</think>\n" + qwen3_coder(code, TIME), "reference": [code, TIME]},
         {"response": glm(glm_note), "reference": [glm_note]},
         {"response": mention + qwen3_coder(code), "reference": [code]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+
+
+async def test_reasoning_tags_in_a_minimax_or_dsml_value_do_not_cut_the_call(
+    client: httpx.AsyncClient,
+) -> None:
+    """A MiniMax-M2 or DeepSeek DSML call whose raw-text value holds ``</think>`` or ``<think>`` (code that
+    strips a reasoning block, a template written) was cut there by the reasoning filter: no call (0,
+    no_answer) or a broken one (format). Such a block now ends at its own closer, the tags in it its
+    value's; its reasoning before it is still no answer."""
+    code = {"name": "write_file", "arguments": {"path": "p.py", "content": 'text.split("</think>")[-1]'}}
+    note = {"name": "note", "arguments": {"text": "the model opens <think> first"}}
+    items = [
+        {"response": minimax(code), "reference": [code]},
+        {"response": "<think>\nwrite it\n</think>\n" + minimax(note, code), "reference": [note, code]},
+        {"response": dsml(code), "reference": [code]},
+        {"response": "<think>plan</think>" + dsml(note, block="tool_calls"), "reference": [note]},
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results

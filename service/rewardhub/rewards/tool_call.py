@@ -10,8 +10,8 @@ are, in order of precedence:
 * every ``<tool_call>{...}</tool_call>`` block (the Hermes format of Qwen2.5/Qwen3 and most open chat
   templates; unless a call of the special-token or invoke forms below opens before the first block and
   is read: a block quoted in its argument is no call of its own; a ``</tool_call>`` quoted in a JSON
-  string does not end its block, nor a reasoning or tool-output tag quoted there, or in a Qwen3-Coder
-  or GLM value, cut it), each a call object, a list of them, or call objects one a line (ToolRL's format), in
+  string does not end its block, nor a reasoning or tool-output tag quoted there, or in a raw-text
+  value of any XML form below, cut it), each a call object, a list of them, or call objects one a line (ToolRL's format), in
   JSON or (Hermes 2 Pro's prompt and data, up to 20,000 characters) a Python literal,
   ``{'name': ...}``, or Qwen3-Coder's XML (vLLM's ``qwen3_coder``),
   ``<function=f>\\n<parameter=x>\\nvalue\\n</parameter>\\n</function>``, each value the raw text (a newline
@@ -297,8 +297,15 @@ _NOT_ANSWER = re.compile("|".join(re.escape(t) for t in (*_REASONING, *_REASONIN
 _REASONING_CLOSERS = frozenset(_REASONING.values())
 
 
-# the same, and a <tool_call> opener (whose JSON strings may quote them: read by _model_output's quoted mode)
-_NOT_ANSWER_OR_CALL = re.compile(f"{_NOT_ANSWER.pattern}|{re.escape('<tool_call>')}")
+# the call blocks whose JSON strings or raw-text values may quote those tags (_model_output's quoted mode)
+_QUOTING_BLOCKS = {
+    "<tool_call>": "</tool_call>",
+    **{form.block: form.block_end for form in (MINIMAX, DSML, DSML_V4)},
+}
+_NOT_ANSWER_OR_CALL = re.compile("|".join([_NOT_ANSWER.pattern, *map(re.escape, _QUOTING_BLOCKS)]))
+_INVOKES = {form.block: form.invoke for form in (MINIMAX, DSML, DSML_V4)}
+# (a block's opener: its "<" and one of their names; the search skips to a "<" at C speed)
+_BLOCK_OPENER = re.compile("<(?:" + "|".join(re.escape(o[1:]) for o in _QUOTING_BLOCKS) + ")")
 
 
 def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
@@ -313,12 +320,13 @@ def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
     text's last ``</think>`` alone dropped every turn's calls but the last's. One forward pass with
     ``re.search``/``str.find``.
 
-    Also whether a tag it cut at followed a ``<tool_call>`` opener with no closer between (so may be
-    quoted in that block's JSON string: a note on the chat format, a template written to a file). Then
-    :func:`_parse_calls` reads it again ``quoted``: a ``<tool_call>`` block of JSON in the answer is
-    read past its strings (:func:`_json_strings_end`), a tag in them the string's text, and one of
-    Qwen3-Coder's or GLM's XML to its closer (:func:`_xml_block_end`), a tag in it a value's; a reasoning
-    block is read as before (its drafted calls no call of the answer)."""
+    Also whether a tag it cut at followed a call block's opener (:data:`_QUOTING_BLOCKS`) with no closer
+    between (so may be quoted in that block's string or value: a note on the chat format, a template or
+    code written to a file). Then :func:`_parse_calls` reads it again ``quoted``: a ``<tool_call>``
+    block of JSON in the answer is read past its strings (:func:`_json_strings_end`), a tag in them the
+    string's text, and a block of XML calls (Qwen3-Coder's, GLM's, MiniMax-M2's, DSML's) to its closer
+    (:func:`_xml_block_end`), a tag in it a value's; a reasoning block is read as before (its drafted
+    calls no call of the answer)."""
     if _NOT_ANSWER.search(text) is None:
         return text, False
     kept: list[str] = []
@@ -328,18 +336,21 @@ def _model_output(text: str, quoted: bool = False) -> tuple[str, bool]:
     suspect = False
     absent: set[str] = set()  # the closers not in the text past the cursor
     budget = [len(text)]  # (what the scans of blocks' strings may read, all together: linear)
-    next_close = [-2]  # (the first </tool_call> past the last opener looked at; -2: not looked for)
+    # (each block's closer last found: -2, not looked for)
+    next_close = {opener: [-2] for opener in _QUOTING_BLOCKS} if quoted else {}
     tags = _NOT_ANSWER_OR_CALL if quoted else _NOT_ANSWER
     while (found := tags.search(text, search)) is not None:
         tag = found.group()
-        if tag == _OPEN:  # (quoted only)
-            end = _json_strings_end(text, found.end(), budget)
+        if tag in _QUOTING_BLOCKS:  # (quoted only)
+            end = _json_strings_end(text, found.end(), budget) if tag == _OPEN else -1
             if end < 0:
-                end = _xml_block_end(text, found.end(), next_close)
+                end = _xml_block_end(text, found.end(), tag, next_close[tag])
             search = max(end, found.end())
             continue
-        if not suspect and (opener := text.rfind(_OPEN, search, found.start())) >= 0:
-            suspect = text.find(_CLOSE, opener, found.start()) < 0
+        if not suspect and _BLOCK_OPENER.search(text, search, found.start()) is not None:
+            for opener, block_end in _QUOTING_BLOCKS.items():
+                if (opened := text.rfind(opener, search, found.start())) >= 0:
+                    suspect = suspect or text.find(block_end, opened, found.start()) < 0
         if tag in _REASONING_CLOSERS:  # (a reasoning block opened in the prompt)
             del kept[turn:]  # the turn's answer starts after its reasoning
             at = search = found.end()
@@ -396,18 +407,21 @@ def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
     return result
 
 
-def _xml_block_end(text: str, at: int, next_close: list[int]) -> int:
-    """Where a ``<tool_call>`` block of Qwen3-Coder's or GLM's XML starting at ``at`` ends: its first
-    ``</tool_call>`` (its values raw text, a tag in them the value's); -1 when it is no such block or
-    another ``<tool_call>`` opens before that closer (a tag named in reasoning, not a block: the real
-    reasoning closer after it is read as before). ``next_close`` caches the closer found, so the blocks'
-    openers before one closer look for it once."""
+def _xml_block_end(text: str, at: int, opener: str, next_close: list[int]) -> int:
+    """Where a block of XML calls opened by ``opener`` (a ``<tool_call>`` of Qwen3-Coder's or GLM's
+    XML, or MiniMax-M2's or DSML's block of invokes) starting at ``at`` ends: its first closer (its values
+    raw text, a tag in them the value's); -1 when it is no such block or another of its openers comes
+    before that closer (a tag named in reasoning, not a block: the real reasoning closer after it is read
+    as before). ``next_close`` caches the closer found, so the openers before one closer look for it
+    once."""
     close = next_close[0]
     if close == -2 or 0 <= close < at:
-        close = next_close[0] = text.find(_CLOSE, at)
-    if close < 0 or text.find(_OPEN, at, close) >= 0:
+        close = next_close[0] = text.find(_QUOTING_BLOCKS[opener], at)
+    if close < 0 or text.find(opener, at, close) >= 0:
         return -1
     body = text[at:close]
+    if opener != _OPEN:
+        return close if body.lstrip().startswith(_INVOKES[opener]) else -1
     return close if body.lstrip().startswith(QWEN3_FUNCTION) or glm45_shaped(body.strip()) else -1
 
 
@@ -1269,7 +1283,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # Kimi K3's markers with whitespace inside (<|open|> tools <|sep|>) are read
     # and a MiniMax-M3 leaf argument closed by its tag without the namespace token
     # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string (or a
-    # Qwen3-Coder or GLM value) is its text;
+    # Qwen3-Coder, GLM, MiniMax-M2 or DSML value) is its text;
     # end-of-turn tokens after a JSON answer (a rollout decoded with its special tokens) are dropped
     version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
