@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardhub_client.errors import APIError, ProtocolError
+from rewardhub_client.errors import APIError, ProtocolError, RewardHubClientError, TransportError
 from rewardhub_client.types import (
     ItemResult,
     RewardSpec,
@@ -32,6 +32,8 @@ __all__ = [
     "in_batch",
     "merge_responses",
     "split_chunk",
+    "transient",
+    "with_partial",
 ]
 
 ItemLike = ScoreItem | Mapping[str, Any]
@@ -160,6 +162,36 @@ def in_batch(exc: APIError, indices: Sequence[int]) -> APIError:
     exc.param = place.sub(f"items.{indices[j]}", exc.param or "", count=1)
     exc.message = place.sub(f"items.{indices[j]}", exc.message)
     exc.args = (f"{exc.status_code} {exc.error_type or 'error'}: {exc.message}",)
+    return exc
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a chunk's failure (after its retries) is the service's state, not the request's: no
+    answer (unreachable, a timeout), a 5xx, 408 or 429. The other chunks of the batch go on after such a
+    failure (their answers travel on the error raised); after any other, which every chunk would meet
+    alike, they stop."""
+    if isinstance(exc, TransportError):
+        return True
+    return isinstance(exc, APIError) and (exc.status_code >= 500 or exc.status_code in (408, 429))
+
+
+def with_partial(
+    exc: BaseException, n: int, parts: Sequence[tuple[list[int], ScoreResponse]]
+) -> BaseException:
+    """The error of a chunk that failed, carrying what the other chunks of the batch answered
+    (``partial_results``, ``None`` at the failed chunks' items, listed in ``failed_indices``): a caller
+    keeps the rewards already computed instead of losing the whole batch to one chunk's failure. An
+    error that is not the client's, or a batch nothing of which was answered, is returned unchanged."""
+    if not parts or not isinstance(exc, RewardHubClientError):
+        return exc
+    results: list[ItemResult | None] = [None] * n
+    for indices, resp in parts:
+        if len(resp.results) != len(indices):
+            return exc  # a malformed answer: keep nothing of it
+        for i, r in zip(indices, resp.results, strict=True):
+            results[i] = r
+    exc.partial_results = results
+    exc.failed_indices = [i for i, r in enumerate(results) if r is None]
     return exc
 
 

@@ -44,6 +44,8 @@ from rewardhub_client._core import (
     in_batch,
     merge_responses,
     split_chunk,
+    transient,
+    with_partial,
 )
 from rewardhub_client.errors import (
     APIError,
@@ -52,6 +54,7 @@ from rewardhub_client.errors import (
     PayloadTooLarge,
     ProtocolError,
     RequestTimeout,
+    RewardHubClientError,
     TransportError,
     UnknownReward,
     error_from_response,
@@ -391,8 +394,17 @@ class RewardClient(_Base):
             if split:
                 self._accepted_after_split(len(idx))
 
+        # a chunk that fails does not stop the others: the error raised at the end carries their results
+        first: RewardHubClientError | None = None
         for idx in self._chunks(its):
-            send(idx)
+            try:
+                send(idx)
+            except RewardHubClientError as exc:
+                if not transient(exc):
+                    raise
+                first = first or exc
+        if first is not None:
+            raise with_partial(first, len(its), parts)
         return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
 
     def score_one(
@@ -640,16 +652,35 @@ class AsyncRewardClient(_Base):
             # semaphore
             return [part for half in smaller for part in await one(half, split=by_count)]
 
-        tasks = [asyncio.ensure_future(one(idx)) for idx in self._chunks(its)]
+        async def chunk(idx: list[int]) -> list[tuple[list[int], ScoreResponse]] | BaseException:
+            try:
+                return await one(idx)
+            except RewardHubClientError as exc:
+                if not transient(exc):
+                    raise
+                return exc
+
+        tasks = [asyncio.ensure_future(chunk(idx)) for idx in self._chunks(its)]
         try:
-            parts = [part for chunk in await asyncio.gather(*tasks) for part in chunk]
+            # a chunk that fails transiently does not cancel the others: their answers travel on the error
+            # raised (``partial_results``), so a caller keeps the rewards already computed
+            done = await asyncio.gather(*tasks)
         except BaseException:
-            # gather raises the first failure and lets the other chunks run on: they would keep sending
-            # (and retrying) requests whose answers nobody reads.
+            # any other failure (or cancelled from outside): the other chunks would keep sending (and
+            # retrying) requests whose answers nobody reads
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        parts: list[tuple[list[int], ScoreResponse]] = []
+        first: BaseException | None = None
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                first = first or outcome
+            else:
+                parts.extend(outcome)
+        if first is not None:
+            raise with_partial(first, len(its), parts)
         return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
 
     async def score_one(

@@ -27,9 +27,12 @@ from __future__ import annotations
 import datetime
 import email.utils
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from .types import ItemResult
 
 __all__ = [
     "APIError",
@@ -55,7 +58,17 @@ __all__ = [
 
 
 class RewardHubClientError(Exception):
-    """Root of every exception the client raises."""
+    """Root of every exception the client raises.
+
+    ``partial_results``: set when ``score`` sent a batch in several chunks and some of them failed (after
+    their retries) while others were answered: one entry per item of the batch, in item order, the
+    answered items' :class:`ItemResult` and ``None`` for the items of the failed chunks (listed in
+    ``failed_indices``), so that a caller keeps the rewards it already paid for. ``None`` (and
+    ``failed_indices`` empty) when nothing was answered or the error is not about a chunked batch.
+    """
+
+    partial_results: list[ItemResult | None] | None = None
+    failed_indices: list[int] = []
 
 
 class RewardUnavailable(RewardHubClientError):

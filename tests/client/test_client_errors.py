@@ -616,3 +616,57 @@ def test_reward_unavailable_survives_pickling() -> None:
     )
     back = pickle.loads(pickle.dumps(RewardUnavailable("http://svc", check)))
     assert isinstance(back, RewardUnavailable) and back.check == check and "REWARDHUB_PRM_MODEL" in str(back)
+
+
+def _one_chunk_down(handler_calls: list[str]) -> Callable[[httpx.Request], httpx.Response]:
+    """Chunks of one item each; the chunk of item ``down`` is answered 503 every time, the others 200."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        item_id = json.loads(request.content)["items"][0]["id"]
+        handler_calls.append(item_id)
+        if item_id == "down":
+            return error(503, "unavailable")
+        return httpx.Response(200, json={**OK_BODY, "results": [{**OK_BODY["results"][0], "id": item_id}]})
+
+    return handler
+
+
+async def test_a_transiently_failed_chunk_keeps_the_answered_chunks_results() -> None:
+    # One chunk failing after its retries cancelled the others and raised: the rewards already answered
+    # (possibly expensive judge or sandbox results) were lost with the whole batch.
+    calls: list[str] = []
+    transport = httpx.MockTransport(_one_chunk_down(calls))
+    async with AsyncRewardClient(
+        "http://svc", transport=transport, retry=FAST, chunk_size=1, max_concurrency=4
+    ) as c:
+        items = [{"id": i, "response": "x"} for i in ("a", "down", "b", "c")]
+        with pytest.raises(ServiceUnavailable) as info:
+            await c.score(items, "math")
+    partial = info.value.partial_results
+    assert partial is not None
+    assert [r.id if r is not None else None for r in partial] == ["a", None, "b", "c"]
+    assert info.value.failed_indices == [1]
+    assert sorted(set(calls)) == ["a", "b", "c", "down"]
+
+
+def test_sync_client_a_transiently_failed_chunk_keeps_the_others() -> None:
+    # The sync client raised at the failed chunk: the chunks after it were never sent, those before it
+    # were answered and thrown away.
+    calls: list[str] = []
+    transport = httpx.MockTransport(_one_chunk_down(calls))
+    with RewardClient("http://svc", transport=transport, retry=FAST, chunk_size=1) as c:
+        items = [{"id": i, "response": "x"} for i in ("a", "down", "b")]
+        with pytest.raises(ServiceUnavailable) as info:
+            c.score(items, "math")
+    partial = info.value.partial_results
+    assert partial is not None
+    assert [r.id if r is not None else None for r in partial] == ["a", None, "b"]
+    assert info.value.failed_indices == [1]
+
+
+def test_an_unchunked_failure_carries_no_partial_results() -> None:
+    """Nothing answered: the error is as before (no ``partial_results``)."""
+    calls: list[str] = []
+    with client_for(_one_chunk_down(calls)) as c, pytest.raises(ServiceUnavailable) as info:
+        c.score([{"id": "down", "response": "x"}], "math")
+    assert info.value.partial_results is None and info.value.failed_indices == []
