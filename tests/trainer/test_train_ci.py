@@ -485,3 +485,35 @@ def test_a_long_retry_after_is_waited_up_to_reward_max_retry_after_s_and_named_w
         assert len(calls) == 1 and dispatcher.failed_requests == 1
         assert all(not r.valid for r in results)
         assert "retry after 1s" in caplog.text and "reward.max_retry_after_s" in caplog.text
+
+
+def test_only_the_items_of_a_failed_chunk_are_request_failed() -> None:
+    """A request of more items than the client's chunk size (1024) is sent in chunks; one chunk failing
+    after the client's retries made every item of the request ``request_failed``, the answered chunks'
+    rewards thrown away. Found in review. Only the failed chunk's items are masked now."""
+    from rewardhub_client.types import ItemResult
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group, RewardDispatcher, request_failed
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if items[0]["group"] == "down":
+            error = {"message": "down", "type": "server_error", "param": None, "code": 500}
+            return httpx.Response(500, json={"error": error})
+        results = [{"id": it["id"], "reward": "r", "score": 1.0, "valid": True} for it in items]
+        return httpx.Response(200, json={"request_id": "x", "results": results})
+
+    size = 600  # two groups of 600: two chunks, a group never split
+    config = RewardConfig(url="http://rewards.test", name="r")
+    dispatcher = RewardDispatcher(config, size, transport=httpx.MockTransport(handle))
+    comps = [Completion([1], [5], [-1.0], "a", False) for _ in range(size)]
+    groups = [Group(g, Problem(0, "q", "1"), comps) for g in ("up", "down")]
+    try:
+        results: list[ItemResult] = dispatcher.wait(dispatcher.submit(groups))
+    finally:
+        dispatcher.close()
+    assert [r.score for r in results[:size]] == [1.0] * size
+    assert all(request_failed(r) for r in results[size:])
+    assert dispatcher.failed_requests == 1

@@ -228,15 +228,21 @@ class RewardDispatcher:
             self.failed_requests += 1
             self.last_error = exc
             logger.warning(
-                "reward request of %d items to %s failed after the client's retries; its items are "
+                "reward request of %d items to %s failed after the client's retries; %d of its items are "
                 "masked (%s): %s%s",
                 len(items),
                 self.config.url,
+                len(exc.failed_indices) if exc.partial_results is not None else len(items),
                 REQUEST_FAILED,
                 exc,
                 retry_after_note(exc),
             )
-            return [self._failed(it, exc) for it in items]
+            # the chunks the service answered keep their results (``partial_results``); only the failed
+            # chunks' items are request_failed
+            partial = exc.partial_results or [None] * len(items)
+            return [
+                r if r is not None else self._failed(it, exc) for it, r in zip(items, partial, strict=True)
+            ]
         return resp.results
 
     def _failed(self, item: ScoreItem, exc: RewardHubClientError) -> ItemResult:
