@@ -630,7 +630,10 @@ class AsyncRewardClient(_Base):
         sem = asyncio.Semaphore(self.max_concurrency)
         t0 = time.perf_counter()
 
-        async def one(idx: list[int], split: bool = False) -> list[tuple[list[int], ScoreResponse]]:
+        # every answered chunk (or half of one), as it is answered: kept on the error if another fails
+        parts: list[tuple[list[int], ScoreResponse]] = []
+
+        async def one(idx: list[int], split: bool = False) -> None:
             async with sem:
                 body = build_request(chunk_items(its, idx), spec, opts)
                 try:
@@ -647,14 +650,17 @@ class AsyncRewardClient(_Base):
                     answer = _answer(resp, ScoreResponse.model_validate_json)
                     if split:
                         self._accepted_after_split(len(idx))
-                    return [(idx, answer)]
+                    parts.append((idx, answer))
+                    return
             # over the service's byte or item limit: the halves one after the other, each holding the
             # semaphore
-            return [part for half in smaller for part in await one(half, split=by_count)]
+            for half in smaller:
+                await one(half, split=by_count)
 
-        async def chunk(idx: list[int]) -> list[tuple[list[int], ScoreResponse]] | BaseException:
+        async def chunk(idx: list[int]) -> BaseException | None:
             try:
-                return await one(idx)
+                await one(idx)
+                return None
             except RewardHubClientError as exc:
                 if not transient(exc):
                     raise
@@ -672,13 +678,7 @@ class AsyncRewardClient(_Base):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        parts: list[tuple[list[int], ScoreResponse]] = []
-        first: BaseException | None = None
-        for outcome in done:
-            if isinstance(outcome, BaseException):
-                first = first or outcome
-            else:
-                parts.extend(outcome)
+        first = next((outcome for outcome in done if outcome is not None), None)
         if first is not None:
             raise with_partial(first, len(its), parts)
         return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)

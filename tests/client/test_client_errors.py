@@ -670,3 +670,27 @@ def test_an_unchunked_failure_carries_no_partial_results() -> None:
     with client_for(_one_chunk_down(calls)) as c, pytest.raises(ServiceUnavailable) as info:
         c.score([{"id": "down", "response": "x"}], "math")
     assert info.value.partial_results is None and info.value.failed_indices == []
+
+
+async def test_a_half_answered_before_its_other_half_failed_is_kept() -> None:
+    # A chunk over the service's item limit is sent again in halves; the async client kept a half's
+    # answer only once every half was answered, so the half after it failing lost it.
+    def handler(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if len(items) > 2:
+            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
+            return httpx.Response(422, json=body)
+        if any(it["response"] == "down" for it in items):
+            return error(503, "unavailable")
+        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+        return httpx.Response(200, json={**OK_BODY, "results": results})
+
+    transport = httpx.MockTransport(handler)
+    async with AsyncRewardClient("http://svc", transport=transport, retry=FAST) as c:
+        items = [{"response": r} for r in ("a", "b", "c", "down")]
+        with pytest.raises(ServiceUnavailable) as info:
+            await c.score(items, "math")
+    partial = info.value.partial_results
+    assert partial is not None
+    assert [r.id if r is not None else None for r in partial] == ["0", "1", None, None]
+    assert info.value.failed_indices == [2, 3]
