@@ -308,6 +308,19 @@ def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
         "Answer: $A$ or $C$",
         "<answer>A/C</answer>",
         "Answer: A, C, and D.",
+        # found in review: these scored their last letter, C (the fallback or the box's last letter)
+        "either A or C",
+        "Answer: either A or C.",
+        "The answer is either (A) or (C).",
+        "A or C",
+        "(A) or (C)",
+        "Let me weigh them.\n\nEither A or C.\n",
+        "It could be A or C.",
+        r"\boxed{A \text{ and } C}",
+        r"\boxed{A \text{ or } C}",
+        r"\boxed{\text{either A or C}}",
+        r"$\boxed{A}$ or $\boxed{C}$",
+        "<answer>either A or C</answer>",
     ],
 )
 async def test_several_options_are_a_hedge(response: str) -> None:
@@ -334,6 +347,18 @@ async def test_several_options_each_acceptable_score() -> None:
         ("The answer is B and I think C is wrong", "B"),
         # a list of options is read only where it is the whole answer: prose falls back as before
         ("It is between A and C, and C fits best", "C"),
+        # a letter, then prose naming another option
+        ("Answer: A. Option C is wrong because it ignores the units.", "A"),
+        # options narrowed down, then one picked: by an answer form, a lone letter line, or prose
+        ("A or C? The answer is C", "C"),
+        ("A or C?\nC", "C"),
+        ("Narrowed to A or C.\nC fits the units best.", "C"),
+        # an option text holding the word "or", after the letter
+        ("Answer: B) Black or white", "B"),
+        (r"\boxed{B. Black or white}", "B"),
+        ("<answer>B) Black or white</answer>", "B"),
+        # a box corrected by a later one is not joined to it
+        (r"\boxed{A}. Wait, no: \boxed{C}", "C"),
     ],
 )
 def test_one_letter_then_prose_is_not_a_list(response: str, letter: str) -> None:

@@ -34,10 +34,12 @@ that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
 of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``).
 
-An answer that names several options where one is asked, "\\boxed{A, C}", "Answer: A or C.",
-"<answer>A/C</answer>", is a hedge: it scores 0.0 (detail ``several``), unless each letter it names is an
-acceptable one. Scoring one of its letters would teach a policy to list options. (There is no
-multi-select key: a list reference holds alternatives, each a whole answer.)
+An answer that names several options where one is asked, "\\boxed{A, C}", "\\boxed{A \\text{ or } C}",
+"\\boxed{A} or \\boxed{C}", "Answer: either A or C.", "<answer>A/C</answer>", a last line "(A) or (C)", a
+text ending "... A or C.", is a hedge: it scores 0.0 (detail ``several``), unless each letter it names is
+an acceptable one. Scoring one of its letters would teach a policy to list options. A list followed by
+prose ("Answer: A, and C is wrong", "A or C? The answer is C") or by a line that picks one is no hedge.
+(There is no multi-select key: a list reference holds alternatives, each a whole answer.)
 """
 
 from __future__ import annotations
@@ -150,8 +152,19 @@ _LIST_SEP = re.compile(
 _LIST_END = re.compile(r"[ \t]*+(?:[.!?)\]}$。\r\n]|$)")  # ... ending the sentence, not "A, and C is wrong"
 _LIST_ITEM = r"[(\[]?\s*+[A-Za-z](?:\s*+[)\]])?"
 _LIST_BODY = rf"{_LIST_ITEM}(?:(?:\s*+[,;/&、，]\s*+(?:(?:and|or)\b\s*+)?|\s++(?:and|or)\s++){_LIST_ITEM})+"
-_LIST_ONLY = re.compile(rf"(?:\*\*)?({_LIST_BODY})[.:]?(?:\*\*)?", re.IGNORECASE)  # a whole <answer>
-_BOX_LIST = re.compile(rf"\s*+({_LIST_BODY})\s*+\}}", re.IGNORECASE)  # a whole box: "A, C}"
+_EITHER = re.compile(r"either\s++", re.IGNORECASE)  # "either A or C": the word that opens a hedge
+_LIST_ONLY = re.compile(  # a whole <answer> or box: "A, C", "either A or C"
+    rf"(?:\*\*)?\s*+(?:either\s++)?({_LIST_BODY})[.:]?(?:\*\*)?", re.IGNORECASE
+)
+# A whole line, or the end of the text, that names options: "either A or C.", "(A) or (C)", "A and C?".
+# Capitals only, or bracketed letters, as a lone letter line reads them: "a or b" is prose.
+_CAPS_ITEM = r"(?:[(\[]\s*+[A-Za-z]\s*+[)\]]|[A-Z])"
+_CAPS_BODY = rf"{_CAPS_ITEM}(?:(?:[ \t]*+[,;/&、，][ \t]*+(?:(?:and|or)\b[ \t]*+)?|[ \t]++(?:and|or)[ \t]++){_CAPS_ITEM})+"
+_LINE_LIST = re.compile(rf"(?:\*\*)?(?:[Ee]ither[ \t]++)?({_CAPS_BODY})(?:\*\*)?[.!?。]?(?:\*\*)?")
+_TAIL_LIST = re.compile(rf"(?<![A-Za-z])({_CAPS_BODY})(?:\*\*)?[ \t]*+[.!?。]?(?:\*\*)?\s*+\Z")
+# Between two boxes that list options: "\boxed{A} or \boxed{C}", "$\boxed{A}$, $\boxed{C}$".
+_BOX_JOIN = re.compile(r"[\s$]*+(?:[,;/&][\s$]*+(?:(?:and|or)\b[\s$]*+)?|(?:and|or)\b[\s$]*+)", re.IGNORECASE)
+_TAIL = 256  # characters at the end of a text searched for a list of options: bounds the search
 _LIST_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")  # a list's letters, not its "and" / "or"
 
 
@@ -184,7 +197,10 @@ def _letter_span(text: str, pos: int, allowed: str) -> tuple[str, int] | None:
 
 def _letters_at(text: str, pos: int, allowed: str) -> str | None:
     """The answer at ``text[pos]`` in prose: its letter, or the sorted letters of a list of options that
-    ends the sentence ("the answer is A or C."), or None."""
+    ends the sentence ("the answer is A or C.", "the answer is either A or C."), or None."""
+    either = _EITHER.match(text, pos)
+    if either is not None:
+        pos = either.end()
     first = _letter_span(text, pos, allowed)
     if first is None:
         return None
@@ -225,11 +241,29 @@ def _last(candidates: list[str | None]) -> str | None:
     return next((c for c in reversed(candidates) if c is not None), None)
 
 
+def _box_body(start: str) -> str | None:
+    """What a box holds, up to the brace that closes it (None if it does not close in ``start``)."""
+    depth = 1
+    for i, c in enumerate(start):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return start[:i]
+    return None
+
+
 def _box_letter(start: str, allowed: str) -> str | None:
+    body = _box_body(start)
+    if body is not None:
+        # a list of options, wrapped or spliced with text ("\boxed{A \text{ or } C}"): the box without
+        # its wrappers and braces
+        listed = _BOX_SPACES.sub(" ", _BOX_WRAPPERS.sub("", body)).replace("}", "").strip()
+        several = _LIST_ONLY.fullmatch(listed)
+        if several is not None:
+            return _list_letters(several.group(1), allowed)
     flat = _BOX_SPACES.sub(" ", _BOX_WRAPPERS.sub("", start))
-    several = _BOX_LIST.match(flat)
-    if several is not None:
-        return _list_letters(several.group(1), allowed)
     m = _BOX_LETTER.match(flat)
     return m.group(1).upper() if m is not None and m.group(1).upper() in allowed else None
 
@@ -239,12 +273,29 @@ def _boxed(text: str, allowed: str) -> str | None:
     once: a fixed window alone read ``\\boxed{`` repeated (a degenerate rollout) 14 times over."""
     boxes = [(m.start(), m.end()) for m in _BOX_START.finditer(text)]
     following = len(text)
-    for start, end in reversed(boxes):
+    for k in range(len(boxes) - 1, -1, -1):
+        start, end = boxes[k]
         content = text[end : min(end + _BOX_WINDOW, following)]
         following = start
         if content and (letter := _box_letter(content, allowed)) is not None:
-            return letter
+            return _joined_boxes(text, boxes[: k + 1], letter, allowed)
     return None
+
+
+def _joined_boxes(text: str, boxes: list[tuple[int, int]], letter: str, allowed: str) -> str:
+    """``letter``, the last box's, with the letters of the boxes joined to it as a list of options
+    ("\boxed{A} or \boxed{C}", "$\boxed{A}$, $\boxed{C}$"): one hedge, not the answer C."""
+    letters = set(letter)
+    for (_, prev_end), (start, _) in zip(reversed(boxes[:-1]), reversed(boxes[1:]), strict=True):
+        content = text[prev_end : min(prev_end + _BOX_WINDOW, start)]
+        body = _box_body(content)
+        if body is None or _BOX_JOIN.fullmatch(text, prev_end + len(body) + 1, start) is None:
+            break
+        prev = _box_letter(content, allowed)
+        if prev is None:
+            break
+        letters.update(prev)
+    return "".join(sorted(letters))
 
 
 def _answer_is(text: str, allowed: str) -> str | None:
@@ -268,7 +319,17 @@ def _answer_tag(text: str, allowed: str) -> str | None:
 
 
 def _line(text: str, allowed: str) -> str | None:
-    for raw in reversed(text.splitlines()):
+    """The last line that is only a letter; or the last line of the text, if it only names several
+    options ("either A or C", "(A) or (C)"): a conclusion that hedges. A list on an earlier line is
+    where the model narrowed the options down, before the line that picks one, or the prose that does."""
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if lines and (several := _LINE_LIST.fullmatch(lines[-1].strip())) is not None:
+        letters = _list_letters(several.group(1), allowed)
+        if letters is not None:
+            return letters
+    for raw in reversed(lines):
         line = raw.strip()
         m = _LINE_BRACKETED.fullmatch(line) or _LINE_PUNCT.fullmatch(line) or _LINE_BARE.fullmatch(line)
         if m is not None and m.group(1).upper() in allowed:
@@ -286,6 +347,11 @@ def _pronoun(text: str, m: re.Match[str]) -> bool:
 
 
 def _last_letter(text: str, allowed: str) -> str | None:
+    """The last allowed capital letter; the letters of a list of options if the text ends with one ("It
+    could be A or C."): its last letter alone would reward the hedge."""
+    tail = _TAIL_LIST.search(text, max(0, len(text) - _TAIL))
+    if tail is not None and (letters := _list_letters(tail.group(1), allowed)) is not None:
+        return letters
     return _last(
         [
             m.group(1) if m.group(1) in allowed and not _pronoun(text, m) else None
@@ -326,7 +392,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # the pronoun I ("B is right. I think.", "Answer: I think it is B") is not option I
     # 1.1.2: an answer naming several options ("\boxed{A, C}", "Answer: A or C.") scores 0 unless every
     # one is an accepted letter (it scored its last or first letter, which rewarded hedging)
-    version: ClassVar[str] = "1.1.2"
+    # 1.1.3: "either A or C", a box spliced with text (\boxed{A \text{ or } C}) or boxes joined by "or",
+    # a last line "(A) or (C)" and a text ending "... A or C." are hedges too (they scored the last letter)
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
