@@ -203,3 +203,35 @@ async def test_catalog_lists_the_text_rewards(client: httpx.AsyncClient) -> None
         assert by_name[name]["config_schema"]["type"] == "object"
     assert by_name["length"]["reads"] == ["response", "reference", "metadata"]
     assert "schema" in by_name["json_schema"]["config_schema"]["properties"]
+
+
+async def score_via_http(
+    client: httpx.AsyncClient, reward: str, response: str, reference: Any, **config: Any
+) -> dict[str, Any]:
+    item = {"reward": {"name": reward, "config": config}, "response": response, "reference": reference}
+    resp = await client.post("/v1/score", json={"items": [item], "options": {"use_cache": False}})
+    assert resp.status_code == 200, resp.text
+    [result] = resp.json()["results"]
+    return result  # type: ignore[no-any-return]
+
+
+SQUAD_ROW = {"answers": {"text": ["Denver Broncos", "the Broncos"], "answer_start": [177, 249]}}
+
+
+@pytest.mark.parametrize(
+    ("reward", "response", "score"),
+    [
+        ("exact_match", "The Broncos.", 1.0),
+        ("exact_match", "Carolina Panthers", 0.0),
+        ("f1", "the Broncos", 1.0),
+        ("f1", "the Denver Broncos won", 0.8),  # "denver broncos won" against "denver broncos"
+        ("f1", "Carolina Panthers", 0.0),
+    ],
+)
+async def test_hugging_face_squad_reference_layout(
+    client: httpx.AsyncClient, reward: str, response: str, score: float
+) -> None:
+    """A SQuAD row from `datasets` holds its answers as {"text": [...], "answer_start": [...]}: it was a
+    missing reference, so a SQuAD data set passed as is scored nothing."""
+    result = await score_via_http(client, reward, response, SQUAD_ROW)
+    assert (result["score"], result["reason"]) == (pytest.approx(score), None), result
