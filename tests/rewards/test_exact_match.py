@@ -40,9 +40,6 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         # a reference of punctuation only is compared with its punctuation
         ("", "?", 0.0),
         ("?", "?", 1.0),
-        # an empty reference (SQuAD v2's unanswerable question) is matched by an empty answer only
-        ("", "", 1.0),
-        ("Paris", "", 0.0),
         # one of several references that normalises to nothing is not matched by an empty answer
         ("", ["B", "a"], 0.0),
         ("a", ["B", "a"], 1.0),

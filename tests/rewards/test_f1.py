@@ -37,8 +37,6 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
         ("paris", "paris france europe", 0.5, 1.0, 1 / 3),
         # no overlap
         ("dog", "cat", 0.0, 0.0, 0.0),
-        # both empty: a match (SQuAD v2's unanswerable question)
-        ("", "", 1.0, 1.0, 1.0),
         # a reference that SQuAD's normalisation empties ('a' is an article) keeps its articles, and so
         # does the response: 'the' is not the answer 'a' (it was 1.0: both normalised to nothing)
         ("the", "a", 0.0, 0.0, 0.0),

@@ -215,9 +215,11 @@ async def score_via_http(
     return result  # type: ignore[no-any-return]
 
 
-SQUAD_ROW = {"answers": {"text": ["Denver Broncos", "the Broncos"], "answer_start": [177, 249]}}
+SQUAD_ANSWERS = {"text": ["Denver Broncos", "the Broncos"], "answer_start": [177, 249]}
 
 
+# a SQuAD row from `datasets`, and its answers column alone, as a trainer passes a column
+@pytest.mark.parametrize("reference", [{"answers": SQUAD_ANSWERS}, SQUAD_ANSWERS])
 @pytest.mark.parametrize(
     ("reward", "response", "score"),
     [
@@ -229,9 +231,90 @@ SQUAD_ROW = {"answers": {"text": ["Denver Broncos", "the Broncos"], "answer_star
     ],
 )
 async def test_hugging_face_squad_reference_layout(
-    client: httpx.AsyncClient, reward: str, response: str, score: float
+    client: httpx.AsyncClient, reference: dict[str, Any], reward: str, response: str, score: float
 ) -> None:
     """A SQuAD row from `datasets` holds its answers as {"text": [...], "answer_start": [...]}: it was a
-    missing reference, so a SQuAD data set passed as is scored nothing."""
-    result = await score_via_http(client, reward, response, SQUAD_ROW)
+    missing reference, so a SQuAD data set passed as is scored nothing (the answers column alone was, until
+    found in review, still one)."""
+    result = await score_via_http(client, reward, response, reference)
     assert (result["score"], result["reason"]) == (pytest.approx(score), None), result
+
+
+UNANSWERABLE_ROWS = [
+    {"answers": {"text": [], "answer_start": []}},  # a SQuAD v2 row from `datasets`
+    {"text": [], "answer_start": []},  # ... its answers column alone, as a trainer passes a column
+]
+
+
+@pytest.mark.parametrize("reward", ["exact_match", "f1"])
+@pytest.mark.parametrize("reference", UNANSWERABLE_ROWS)
+@pytest.mark.parametrize(
+    ("response", "config", "score", "reason"),
+    [
+        # an abstention: a blank answer (the official SQuAD v2 script's), or a no-answer phrase
+        ("", {}, 1.0, None),
+        ("<think>The passage never says.</think>\n\n", {}, 1.0, None),
+        ("<think>The passage never says.</think>\n\nUnanswerable.", {}, 1.0, None),
+        ("No answer", {}, 1.0, None),
+        ("<answer>unanswerable</answer>", {"extract": "<answer>(.*?)</answer>"}, 1.0, None),
+        # any real answer is wrong
+        ("Denver Broncos", {}, 0.0, None),
+        ("It is unanswerable, but maybe Denver", {}, 0.0, None),
+        # cut off inside its reasoning: blank because it never answered, not an abstention
+        ("<think>The passage says", {}, 0.0, "no_answer"),
+        # the phrases are the config's
+        ("Cannot be answered.", {"no_answer_phrases": ["cannot be answered"]}, 1.0, None),
+        ("unanswerable", {"no_answer_phrases": ["cannot be answered"]}, 0.0, None),
+    ],
+)
+async def test_squad_v2_unanswerable_row(
+    client: httpx.AsyncClient,
+    reward: str,
+    reference: dict[str, Any],
+    response: str,
+    config: dict[str, Any],
+    score: float,
+    reason: str | None,
+) -> None:
+    """A SQuAD v2 unanswerable question (no answer texts) was a missing reference, so SQuAD v2 could not be
+    trained on as is; an abstention now scores 1 and an answer 0. Found in review."""
+    result = await score_via_http(client, reward, response, reference, **config)
+    assert (result["score"], result["reason"]) == (score, reason), result
+    assert result["details"]["unanswerable"] is True
+    if reward == "f1":  # all or nothing: precision and recall are the score, as in SQuAD v2's F1
+        assert result["components"] == {"precision": score, "recall": score}
+
+
+@pytest.mark.parametrize("reward", ["exact_match", "f1"])
+@pytest.mark.parametrize("reference", ["", "  ", [""], {"answer": ""}, {"answers": [""]}])
+async def test_a_blank_reference_is_missing(client: httpx.AsyncClient, reward: str, reference: Any) -> None:
+    """A blank reference was matched by an empty answer (1.0): a data error that rewards a policy for saying
+    nothing. It is missing_reference unless the config reads it as SQuAD v2's unanswerable question."""
+    result = await score_via_http(client, reward, "", reference)
+    assert (result["valid"], result["reason"]) == (False, "missing_reference"), result
+    assert "empty_reference_unanswerable" in result["details"]["message"]  # what to set, if it is meant
+    opted = {"empty_reference_unanswerable": True}
+    assert (await score_via_http(client, reward, "", reference, **opted))["score"] == 1.0
+    assert (await score_via_http(client, reward, "Paris", reference, **opted))["score"] == 0.0
+
+
+@pytest.mark.parametrize("reward", ["exact_match", "f1"])
+async def test_a_blank_among_answers_is_dropped(client: httpx.AsyncClient, reward: str) -> None:
+    """A blank reference among real ones let an empty answer score 1.0; it is dropped, as the SQuAD v2
+    script drops it."""
+    reference = ["", "Paris"]
+    assert (await score_via_http(client, reward, "", reference))["score"] == 0.0
+    assert (await score_via_http(client, reward, "Paris", reference))["score"] == 1.0
+
+
+@pytest.mark.parametrize("reward", ["exact_match", "f1"])
+async def test_a_no_answer_phrase_must_have_words(client: httpx.AsyncClient, reward: str) -> None:
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": reward, "config": {"no_answer_phrases": ["The"]}},
+            "items": [{"response": "x"}],
+        },
+    )
+    assert resp.status_code == 422, resp.text
+    assert "empty after SQuAD normalisation" in resp.json()["error"]["message"]

@@ -9,8 +9,18 @@ Normalisation is configurable: ``squad`` (lower case, no punctuation or articles
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
 :func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
 list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
-``{"answers": {"text": [...], "answer_start": [...]}}``; the item scores 1 if any matches. A number among
-them is read as its text, a whole float as the integer (42.0 is "42").
+``{"answers": {"text": [...], "answer_start": [...]}}`` (or that row's ``answers`` column alone,
+``{"text": [...], "answer_start": [...]}``); the item scores 1 if any matches. A number among them is
+read as its text, a whole float as the integer (42.0 is "42").
+
+Unanswerable questions (SQuAD v2): a SQuAD-layout reference with no answer text (``"text": []``) is one.
+Only an abstention scores 1 on it: a blank answer, as in the official SQuAD v2 script, or one of
+``no_answer_phrases`` ("unanswerable", "no answer" by default: what SQuAD v2 prompts ask a model to say),
+compared after SQuAD normalisation; any other answer scores 0, and so does a response cut off inside its
+reasoning (its answer is blank because it never gave one). A blank reference in any other layout (``""``,
+``[""]``, ``{"answer": ""}``) is a data error, ``missing_reference``: read as "unanswerable" it would
+reward a policy for saying nothing. ``empty_reference_unanswerable`` opts in to SQuAD v2's reading for data
+sets that write their unanswerable questions so. A blank among real answers is dropped.
 """
 
 from __future__ import annotations
@@ -29,12 +39,47 @@ from rewardhub.rewards.patterns import (
     last_match,
     validate_pattern,
 )
-from rewardhub.rewards.text import after_think_at, answer_text, squad_pair
+from rewardhub.rewards.text import after_think_at, answer_span, answer_text, squad_normalize, squad_pair
 
-__all__ = ["ExactMatchConfig", "ExactMatchReward", "extract_span", "read_item", "reference_strings"]
+__all__ = [
+    "AnswerConfig",
+    "ExactMatchConfig",
+    "ExactMatchReward",
+    "answer_references",
+    "extract_span",
+    "read_item",
+    "reference_strings",
+]
 
 
-class ExactMatchConfig(RewardConfig):
+class AnswerConfig(RewardConfig):
+    """What exact_match and f1 share: how an unanswerable question is read and answered."""
+
+    no_answer_phrases: tuple[str, ...] = Field(
+        ("unanswerable", "no answer"),
+        max_length=32,
+        description="Answers that abstain on an unanswerable question (a SQuAD v2 row whose answer texts "
+        "are empty), compared after SQuAD normalisation ('Unanswerable.' is 'unanswerable'); a blank "
+        "answer always abstains. On an unanswerable question an abstention scores 1 and any other answer 0; "
+        "on an answerable one these phrases are ordinary (wrong) answers.",
+    )
+    empty_reference_unanswerable: bool = Field(
+        False,
+        description="A blank reference outside the SQuAD layout ('', [''], [], {'answer': ''}) is a data "
+        "error (missing_reference) by default, so that a policy saying nothing is not rewarded by accident; "
+        "true reads it as SQuAD v2's unanswerable question, scored as the SQuAD layout's empty answer texts.",
+    )
+
+    @field_validator("no_answer_phrases")
+    @classmethod
+    def _phrases_have_words(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for phrase in v:
+            if not squad_normalize(phrase):  # "the", "?": nothing would be compared
+                raise ValueError(f"no-answer phrase {phrase!r} is empty after SQuAD normalisation")
+        return v
+
+
+class ExactMatchConfig(AnswerConfig):
     normalize: Literal["squad", "whitespace", "none"] = Field(
         "squad", description="squad: lower, strip punctuation/articles, collapse spaces; whitespace; none."
     )
@@ -87,6 +132,52 @@ def reference_strings(reference: Any) -> list[str] | None:
     return None
 
 
+def _blank(reference: Any) -> bool:
+    """A reference that holds no answer: a blank string, or a list or answer object of blanks only."""
+    if isinstance(reference, str):
+        return not reference.strip()
+    if isinstance(reference, list):
+        return all(_blank(x) for x in reference)
+    if isinstance(reference, dict):
+        if "answers" in reference:
+            return isinstance(reference["answers"], list) and _blank(reference["answers"])
+        if "answer" in reference:
+            return isinstance(reference["answer"], str) and _blank(reference["answer"])
+    return False
+
+
+def _squad_texts(reference: Any) -> list[Any] | None:
+    """The answer texts of a SQuAD-layout reference: ``{"answers": {"text": [...], ...}}``, or the
+    ``answers`` column alone, ``{"text": [...], "answer_start": [...]}``; None for another layout."""
+    if not isinstance(reference, dict):
+        return None
+    answers = reference.get("answers")
+    if isinstance(answers, dict) and isinstance(answers.get("text"), list):
+        texts: list[Any] = answers["text"]
+        return texts
+    if isinstance(reference.get("text"), list) and isinstance(reference.get("answer_start"), list):
+        texts = reference["text"]
+        return texts
+    return None
+
+
+def answer_references(reference: Any, empty_unanswerable: bool = False) -> list[str] | None:
+    """The answers an exact_match or f1 item accepts: ``[]`` for an unanswerable question, None for a
+    missing reference (see the module docstring). A blank answer is dropped: the SQuAD v2 script drops it
+    too, and among real answers it would let an empty response match."""
+    texts = _squad_texts(reference)
+    if texts is not None:
+        refs = [_text(x) for x in texts if isinstance(x, str | int | float)]
+        if len(refs) < len(texts):
+            return None  # an answer text that is not text: an unreadable row, not an unanswerable one
+        return [r for r in refs if r.strip()]
+    strings = reference_strings(reference)
+    kept = [r for r in strings if r.strip()] if strings is not None else []
+    if kept:
+        return kept
+    return [] if empty_unanswerable and _blank(reference) else None
+
+
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
     """The text outside its reasoning (:func:`.text.answer_text`), or the last match of ``pattern`` in it
     (its first group if it has one).
@@ -111,17 +202,26 @@ def read_item(
     item: ScoreItem,
     pattern: str | None,
     reward: str,
+    config: AnswerConfig,
     empty: dict[str, float | None] | None = None,
     budget: MatchBudget | None = None,
 ) -> tuple[list[str], str] | Outcome:
     """The item's acceptable references and the response span to compare, or the outcome that ends it.
 
-    Shared by the string-matching rewards: a missing reference is invalid, a pattern that ran past its
-    time budget (or found ``budget``, the call's, spent) is a timeout, and a response where the pattern
-    finds nothing is a valid 0 (no answer), with ``empty`` as its components.
+    Shared by exact_match and f1: a missing reference is invalid, a pattern that ran past its time budget
+    (or found ``budget``, the call's, spent) is a timeout, and a response where the pattern finds nothing
+    is a valid 0 (no answer), with ``empty`` as its components. An unanswerable question ends here too:
+    1 for an abstention, else 0, every component of ``empty`` equal to the score (SQuAD v2's F1 of no
+    answer against no answer is 1, with precision and recall 1).
     """
-    refs = reference_strings(item.reference)
+    refs = answer_references(item.reference, config.empty_reference_unanswerable)
     if refs is None:
+        if _blank(item.reference):
+            return Outcome.invalid(
+                Reason.MISSING_REFERENCE,
+                f"{reward}: the reference is blank; if blank means an unanswerable question (SQuAD v2), "
+                "set empty_reference_unanswerable",
+            )
         return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward} needs a reference string")
     try:
         span = extract_span(item.response, pattern, budget)
@@ -129,7 +229,17 @@ def read_item(
         return Outcome.invalid(Reason.TIMEOUT, str(exc))
     if span is None:
         return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details={"extracted": None})
-    return refs, span
+    if refs:
+        return refs, span
+    details: dict[str, object] = {"extracted": span, "unanswerable": True}
+    if not span.strip() and answer_span(item.response)[1] < len(item.response):
+        # blank because the response ended inside its reasoning: it gave no answer, it did not abstain
+        return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details=details)
+    abstained = not span.strip() or squad_normalize(span) in {
+        squad_normalize(p) for p in config.no_answer_phrases
+    }
+    score = 1.0 if abstained else 0.0
+    return Outcome(score, components=dict.fromkeys(empty or {}, score), details=details)
 
 
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
@@ -152,7 +262,11 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does;
     # squad drops Unicode punctuation (’ “ ” 。), not only ASCII's; the whitespace after </think> is
     # not compared (normalize "none")
-    version: ClassVar[str] = "1.1.2"
+    # 1.1.3: a SQuAD v2 unanswerable row (answer texts []) scores an abstention 1, any other answer 0 (it
+    # was missing_reference); a blank reference ("") is missing_reference unless empty_reference_unanswerable
+    # (an empty answer matched it, 1.0); the answers column alone ({"text": [...], "answer_start": [...]})
+    # is read
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
@@ -162,7 +276,7 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
         out: list[Outcome] = []
         budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
         for item in items:
-            read = read_item(item, config.extract, self.name, budget=budget)
+            read = read_item(item, config.extract, self.name, config, budget=budget)
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

@@ -10,10 +10,14 @@ occurrence on each side::
     precision = common / |pred|,  recall = common / |gold|
     F1        = 2·P·R / (P + R)          (0 when common = 0)
 
-Edge cases follow the SQuAD v2 script: both token lists empty → 1.0; exactly one empty → 0.0. Only an
-empty reference has no tokens, though: one that SQuAD's normalisation would empty ("A", an option
-letter, is an article; "The") is tokenised with its articles kept, and the response alike
+Edge cases follow the SQuAD v2 script: both token lists empty → 1.0; exactly one empty → 0.0. No reference
+compared has no tokens, though: a blank one is dropped, and one that SQuAD's normalisation would empty
+("A", an option letter, is an article; "The") is tokenised with its articles kept, and the response alike
 (:func:`.text.squad_pair`), so an empty response, or one cut off in its reasoning, does not match it.
+An unanswerable question (a SQuAD v2 row whose answer texts are empty, or a blank reference with
+``empty_reference_unanswerable``) scores 1 for an abstention (a blank answer or one of
+``no_answer_phrases``) and 0 for any other answer, as in :mod:`.exact_match`; a blank reference is
+otherwise ``missing_reference``.
 With several references the item gets the maximum F1, and ``components`` carry the precision and
 recall of that best reference. F1 gives partial credit where exact match is all-or-nothing, which gives
 a denser signal for free-form short answers.
@@ -28,15 +32,15 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from rewardhub.protocol import ScoreItem
-from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.exact_match import read_item
+from rewardhub.rewards.base import Outcome, Reward, ScoreContext, register
+from rewardhub.rewards.exact_match import AnswerConfig, read_item
 from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, validate_pattern
 from rewardhub.rewards.text import squad_pair
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
 
 
-class F1Config(RewardConfig):
+class F1Config(AnswerConfig):
     extract: str | None = Field(
         None,
         description="Optional regex; its first group (or whole match), last occurrence, is scored instead "
@@ -73,7 +77,10 @@ class F1Reward(Reward[F1Config]):
     # 1.1.1: an extract pattern searches the answer outside the reasoning, not drafts inside <think>
     # 1.1.2: a reference SQuAD normalises to nothing ("A", "The") is not matched by any answer that does;
     # Unicode punctuation (’ “ ” 。) is dropped, not only ASCII's
-    version: ClassVar[str] = "1.1.2"
+    # 1.1.3: a SQuAD v2 unanswerable row (answer texts []) scores an abstention 1, any other answer 0 (it
+    # was missing_reference); a blank reference ("") is missing_reference unless empty_reference_unanswerable
+    # (an empty answer scored 1.0 against it); the answers column alone ({"text": [...]}) is read
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."
@@ -86,7 +93,7 @@ class F1Reward(Reward[F1Config]):
         budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
         for item in items:
             empty: dict[str, float | None] = {"precision": 0.0, "recall": 0.0}
-            read = read_item(item, config.extract, self.name, empty=empty, budget=budget)
+            read = read_item(item, config.extract, self.name, config, empty=empty, budget=budget)
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

@@ -71,7 +71,9 @@ def squad_pair(pred: str, ref: str) -> tuple[str, str]:
     of a reference that has text. The option letter "A" is an article and "The" or "?" normalise to
     nothing, so every response that normalises to nothing too (an empty one, one cut off inside its
     ``<think>``, "An") matched them; such a reference is compared with its articles kept, or failing that
-    its punctuation too. An empty reference keeps SQuAD v2's meaning: only an empty answer matches it.
+    its punctuation too. An empty reference keeps SQuAD v2's meaning: only an empty answer matches it
+    (exact_match and f1 never pass one: they read a blank reference as missing, or as an unanswerable
+    question scored apart).
     """
     key = squad_normalize(ref)
     if key or not ref.strip():
