@@ -900,6 +900,33 @@ def test_numeric_mode_compares_integers_exactly() -> None:
     assert outputs_match(b"1000000000", "1000000000.5", "numeric")
 
 
+def test_numeric_mode_compares_an_integer_answer_written_as_a_decimal_exactly() -> None:
+    """An integer answer printed as a decimal (a program that computed in floats) was compared within the
+    relative tolerance: 1000000008.0 passed for 1000000007, and 9007199254740993.0 for ...992. An
+    integer-valued decimal or exponent form against an integer answer is compared exactly, digit for
+    digit (no float: past 2**53 it rounds); a decimal with a fractional part keeps the tolerance. Found
+    in review."""
+    assert not outputs_match(b"1000000008.0", "1000000007", "numeric")
+    assert not outputs_match(b"1.000000008e9", "1000000007", "numeric")
+    assert not outputs_match(b"9007199254740993.0", "9007199254740992", "numeric")
+    assert not outputs_match(b"9.007199254740993E15", "9007199254740992", "numeric")
+    assert not outputs_match(b"1e9", "1000000007", "numeric")
+    assert not outputs_match(b"-7.0", "7", "numeric")
+    # the same integer in any decimal or exponent spelling
+    assert outputs_match(b"1000000007.000 1.000000007e9 +1000000007e0", "1000000007 " * 3, "numeric")
+    assert outputs_match(b"1e9 100e7 0.000e5 -0.0", "1000000000 1000000000 0 0", "numeric")
+    assert outputs_match(b"9007199254740993.0", "9007199254740993", "numeric")
+    # an exponent no integer of any printable length reaches, and one no int() reads (4300+ digits)
+    assert not outputs_match(b"1e99999999999999999999", "1", "numeric")
+    assert not outputs_match(("1e" + "9" * 5000).encode(), "1", "numeric")
+    assert outputs_match(("0e" + "9" * 5000).encode(), "0", "numeric")
+    assert not outputs_match(("1e-" + "9" * 5000).encode(), "1", "numeric")
+    # a real answer (a fractional part on either side, or an expected value in decimal form): tolerance
+    assert outputs_match(b"2.9999999", "3", "numeric")
+    assert outputs_match(b"1000000008", "1000000007.0", "numeric")
+    assert outputs_match(b"1000000001", "1e9", "numeric")
+
+
 async def test_numeric_mode_takes_integers_of_any_length(client: httpx.AsyncClient) -> None:
     """An integer token past Python's 4300-digit conversion limit made the exact integer comparison
     raise: a program printing 5000 digits turned its item into an error instead of its 0.0, and a

@@ -68,6 +68,12 @@ OutputMatch = Literal["whitespace", "lines", "exact", "numeric"]
 # must match as text)
 _NUMBER_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
 _INTEGER_TOKEN = re.compile(r"[-+]?\d+", re.ASCII)
+# a number token's parts, to read its exact value without a float (or an int: see _integral)
+_NUMBER_PARTS = re.compile(
+    r"(?P<sign>[-+]?)(?P<int>\d*)(?:\.(?P<frac>\d*))?(?:[eE](?P<exp>[-+]?\d+))?", re.ASCII
+)
+# An exponent past this many digits writes no integer a program could print in full (nor a want token).
+_EXPONENT_DIGITS = 18
 _MAX_DETAIL_TESTS = 100
 _TAIL = 1000
 # The wall clock caps a step at this many times its CPU limit (the guest's _WALL_FACTOR).
@@ -105,7 +111,8 @@ class CodeConfig(RewardConfig):
         ge=0,
         le=1,
         description="`numeric`: two numbers match when |got - want| <= tol * max(1, |want|) (absolute "
-        "below 1, relative above, as judges' real-number checkers do); two integers only when equal.",
+        "below 1, relative above, as judges' real-number checkers do); an integer answer only by the same "
+        "integer, in any spelling (7, 7.0, 7e0), unless the output has a fractional part (6.9999999).",
     )
     all_or_nothing: bool = Field(False, description="Score 1 only when every test passes, else 0.")
     extract: ExtractMode = Field(
@@ -307,11 +314,30 @@ def _finite_weight(w: Any) -> bool:
         return False
 
 
-def _integer_key(token: str) -> tuple[bool, str]:
-    """An integer token as (negative, digits without leading zeros): ``int()`` refuses more than 4300
-    digits, and the program chooses how many it prints."""
-    digits = token.lstrip("+-").lstrip("0") or "0"
-    return (token[0] == "-" and digits != "0", digits)
+def _integral(token: str) -> tuple[bool, str, int] | None:
+    """A number token's exact value when it is an integer, as (negative, significant digits without
+    leading or trailing zeros, power of ten): ``1000000007``, ``1000000007.0`` and ``1.000000007e9`` are
+    all ``(False, "1000000007", 0)``, ``1e9`` and ``1000000000`` both ``(False, "1", 9)``. None when it has
+    a fractional part. No float (past 2**53 it rounds), no ``int()`` of the digits or of the exponent (it
+    refuses more than 4300 digits, and the program chooses how many it prints)."""
+    m = _NUMBER_PARTS.fullmatch(token)
+    if m is None:
+        return None
+    frac = m.group("frac") or ""
+    digits = (m.group("int") + frac).lstrip("0")
+    if not digits:  # zero, whatever its sign or exponent
+        return (False, "", 0)
+    significant = digits.rstrip("0")
+    written = m.group("exp") or "0"
+    magnitude = written.lstrip("+-").lstrip("0") or "0"
+    if len(magnitude) > _EXPONENT_DIGITS:
+        # 10 to a power of 19+ digits: an integer no token of an output matches, or a fraction
+        return None if written.startswith("-") else (m.group("sign") == "-", significant, -1)
+    power = (-1 if written.startswith("-") else 1) * int(magnitude)
+    power += len(digits) - len(significant) - len(frac)
+    if power < 0:
+        return None
+    return (m.group("sign") == "-", significant, power)
 
 
 def _close(got: str, want: str, tol: float) -> bool:
@@ -319,9 +345,13 @@ def _close(got: str, want: str, tol: float) -> bool:
         return True
     if not (_NUMBER_TOKEN.fullmatch(got) and _NUMBER_TOKEN.fullmatch(want)):
         return False
-    if _INTEGER_TOKEN.fullmatch(got) and _INTEGER_TOKEN.fullmatch(want):
-        # exactly: 1000000008 is a wrong answer to 1000000007 however close in relative terms
-        return _integer_key(got) == _integer_key(want)
+    if _INTEGER_TOKEN.fullmatch(want):
+        # An integer answer is compared exactly when the program printed an integer, in any spelling:
+        # 1000000008 or 1000000008.0 is a wrong answer to 1000000007, however close in relative terms
+        # (and past 2**53 floats could not tell them apart). A fractional part keeps the tolerance.
+        exact = _integral(got)
+        if exact is not None:
+            return exact == _integral(want)
     x, y = float(got), float(want)
     return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
 
@@ -385,7 +415,9 @@ class CodeReward(Reward[CodeConfig]):
     # indented 4+ columns past the opening fence no longer ends the program; JavaScript tests run in a
     # block of their own (a const both they and the solution declared was a SyntaxError); an APPS
     # argument or output of 1e400 is infinity in the tests (was the undefined name `inf`)
-    version: ClassVar[str] = "1.3.3"
+    # 1.3.4: `numeric` compares an integer answer exactly against an integer-valued decimal or exponent
+    # form too (1000000008.0 passed for 1000000007 within the relative tolerance)
+    version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
