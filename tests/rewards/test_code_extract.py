@@ -62,3 +62,30 @@ def test_a_fence_line_deeper_inside_the_program_does_not_end_it() -> None:
     assert listed is not None and listed.code == "x = 1\n"
     loose = extract_code("```python\nx = 1\n   ```\nDone.", PY)
     assert loose is not None and loose.code == "x = 1\n"
+
+
+def test_a_fence_tag_with_a_language_standard_or_version_names_its_language() -> None:
+    # ```c++17, ```cpp20, ```c11 and ```py3 (how models label a block written for a standard) named no
+    # language: the block was passed over, and in auto mode the whole Markdown response ran as the program
+    for tag, name in (
+        ("c++17", "cpp"),
+        ("cpp17", "cpp"),
+        ("C++20", "cpp"),
+        ("cxx14", "cpp"),
+        ("gnu++17", "cpp"),
+        ("cpp11:main.cpp", "cpp"),
+        ("c11", "c"),
+        ("c99", "c"),
+        ("gnu17", "c"),
+        ("py3", "python"),
+    ):
+        found = extract_code(f"Solution:\n```{tag}\nX\n```\nDone.", LANGUAGES[name], "fenced")
+        assert found is not None and (found.code, found.source) == ("X\n", "fenced"), tag
+    # still only its own language's: a C++17 block is not a C program, nor the reverse
+    assert extract_code("```c++17\nX\n```\n", LANGUAGES["c"], "fenced") is None
+    assert extract_code("```c11\nX\n```\n", LANGUAGES["cpp"], "fenced") is None
+    # tags of languages the sandbox does not run, or runs otherwise (zsh is not bash), name none, as before
+    for tag in ("zsh", "golang", "c++1", "py2", "c++17x"):
+        assert extract_code(f"```{tag}\nX\n```\n", LANGUAGES["bash"], "fenced") is None, tag
+        assert extract_code(f"```{tag}\nX\n```\n", LANGUAGES["cpp"], "fenced") is None, tag
+        assert extract_code(f"```{tag}\nX\n```\n", PY, "fenced") is None, tag

@@ -416,7 +416,8 @@ class CodeReward(Reward[CodeConfig]):
     # block of their own (a const both they and the solution declared was a SyntaxError); an APPS
     # argument or output of 1e400 is infinity in the tests (was the undefined name `inf`)
     # 1.3.4: `numeric` compares an integer answer exactly against an integer-valued decimal or exponent
-    # form too (1000000008.0 passed for 1000000007 within the relative tolerance)
+    # form too (1000000008.0 passed for 1000000007 within the relative tolerance); a fence tag with a
+    # language standard or version (c++17, cpp20, c11, py3) names its language (the block was passed over)
     version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

@@ -7,7 +7,8 @@ models think out loud first. The rule, in order:
    response cut off in its reasoning): the reasoning is not the answer
    (:func:`~rewardhub.rewards.text.answer_text`);
 2. the last non-empty fenced block whose tag names the language (```` ```py ````, ```` ```c++ ````,
-   ...; the name may carry attributes or a file name: ```` ```python:main.py ````, ```` ```{python} ````);
+   ...; the name may carry attributes or a file name: ```` ```python:main.py ````, ```` ```{python} ````,
+   and a language standard or version: ```` ```c++17 ````, ```` ```c11 ````, ```` ```py3 ````);
 3. else the last non-empty fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rewardhub.rewards.text import answer_text
-from rewardhub.sandbox.languages import Language, resolve_language
+from rewardhub.sandbox.languages import LANGUAGES, Language, resolve_language
 
-__all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code"]
+__all__ = ["ExtractMode", "Extracted", "extract_block", "extract_code", "fence_language"]
 
 ExtractMode = Literal["auto", "fenced", "raw"]
 
@@ -37,6 +38,26 @@ _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\
 
 # The language name that begins a fence's info word; attributes or a file name may follow it.
 _LANG = re.compile(r"[{.]*([A-Za-z0-9_+#-]+)")
+
+
+# Fence tags that name a language with its standard or version, as models label a block: the language's
+# tag, never its name as a reference or SandboxFusion spells it (a reference saying "c++20" must not be
+# compiled as gnu++17 in silence; a block's tag only says which block is the answer).
+_CPP_STANDARDS = ("98", "03", "0x", "11", "1y", "14", "1z", "17", "2a", "20", "2b", "23", "2c", "26")
+_C_STANDARDS = ("89", "90", "99", "9x", "11", "1x", "17", "18", "2x", "23")
+_FENCE_ALIASES: dict[str, str] = {
+    **{f"{name}{std}": "cpp" for name in ("c++", "cpp", "cxx", "gnu++") for std in _CPP_STANDARDS},
+    **{f"{name}{std}": "c" for name in ("c", "gnu") for std in _C_STANDARDS},
+    "py3": "python",
+}
+
+
+def fence_language(tag: str) -> Language | None:
+    """The language a fence tag names, in any of its spellings or with a standard or version, or None."""
+    lang = resolve_language(tag)
+    if lang is None and (alias := _FENCE_ALIASES.get(tag.strip().lower())) is not None:
+        lang = LANGUAGES[alias]
+    return lang
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +111,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 
 def extract_code(response: str, language: Language, mode: ExtractMode = "auto") -> Extracted | None:
     """The program in ``response`` for ``language``, or None when there is none (an empty answer)."""
-    return extract_block(response, lambda tag: resolve_language(tag) is language, mode)
+    return extract_block(response, lambda tag: fence_language(tag) is language, mode)
 
 
 def extract_block(
