@@ -414,6 +414,78 @@ async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClie
     assert messages["flood"] == (0.0, "output limit exceeded"), messages
 
 
+async def test_javascript_and_bash_test_lists_are_one_test_a_string(client: httpx.AsyncClient) -> None:
+    """A list of JavaScript or bash tests ran as one program, one verdict for all of them (any failure
+    failed every test), with `weights` ignored, while Python's list is one test a string. Each string
+    is now a test of its own, in a run of its own after the solution and the setup: a failure, a crash,
+    an early exit or a loop fails that test only, and the weights weigh them (found in review)."""
+    js = (
+        "```js\nfunction f(x) { if (x === 3) for (;;) {} if (x === 4) process.exit(0); "
+        "return x === 5 ? 0 : 2 * x; }\n```"
+    )
+    reference = {
+        "language": "javascript",
+        "setup": "const assert = require('assert');",  # its declarations are seen by every test
+        "tests": [
+            "assert.strictEqual(f(1), 2);",
+            "assert.strictEqual(f(2), 4);",
+            "assert.strictEqual(f(3), 6);",
+            "assert.strictEqual(f(4), 8);",
+            "assert.strictEqual(f(5), 10);",
+            "// a test of only a comment passes",
+        ],
+        "weights": [1, 3, 1, 1, 1, 1],
+    }
+    result = await _one(client, js, reference, timeout_s=0.5)
+    assert result["valid"] and result["reason"] is None, result
+    details = result["details"]
+    assert details["pass_mask"] == "110001", details
+    assert result["score"] == pytest.approx(5 / 8), result
+    messages = [t.get("message", "") for t in details["tests"]]
+    assert messages[2].startswith("timeout"), messages
+    assert messages[3] == "the program exited before the tests finished", messages
+    assert messages[4].startswith("exit status 1") and "ERR_ASSERTION" in messages[4], messages
+    assert details["tests"][0]["test"] == "assert.strictEqual(f(1), 2);"
+
+    bash = '```bash\nf() { [ "$1" = 3 ] && kill -9 $$; echo $(($1 * 2)); }\n```'
+    reference = {
+        "language": "bash",
+        "tests": [
+            '[ "$(f 1)" = 2 ] || exit 1',
+            "f 3 >/dev/null",
+            '[ "$(f 2)" = 5 ] || exit 1',
+            "# only a comment",
+        ],
+        "weights": [2, 1, 1, 1],
+    }
+    result = await _one(client, bash, reference)
+    assert result["valid"] and result["details"]["pass_mask"] == "1001", result
+    assert result["score"] == pytest.approx(3 / 5), result
+    messages = [t.get("message", "") for t in result["details"]["tests"]]
+    assert messages[1].startswith("killed by signal 9") and messages[2].startswith("exit status 1"), messages
+    # a solution that reads the standard input itself leaves no test to select: it fails, never runs another
+    reader = "```bash\nread -r n\nf() { echo $(($1 * 2)); }\n```"
+    result = await _one(
+        client, reader, {"language": "bash", "tests": ['[ "$(f 1)" = 2 ]', '[ "$(f 2)" = 4 ]']}
+    )
+    assert result["valid"] and result["details"]["pass_mask"] == "00", result
+    assert "no test selected" in result["details"]["tests"][0]["message"], result
+
+
+async def test_weights_for_a_string_of_javascript_or_bash_tests_are_a_parse_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """A string of JavaScript or bash tests is one test: weights for several were silently ignored. They
+    are a parse_error that says to give a list; one weight for the one test is fine (found in review)."""
+    js = "```js\nfunction f(x) { return 2 * x; }\n```"
+    tests = "if (f(2) !== 4) throw 1;\nif (f(3) !== 6) throw 1;\n"
+    bad = await _one(client, js, {"language": "js", "tests": tests, "weights": [1, 2]})
+    assert not bad["valid"] and bad["reason"] == "parse_error", bad
+    assert "as a list" in bad["details"]["message"], bad
+    one = await _one(client, js, {"language": "js", "tests": tests, "weights": [2]})
+    assert one["valid"] and one["score"] == 1.0, one
+
+
 async def test_a_null_language_is_the_configs(client: httpx.AsyncClient) -> None:
     """A reference whose language is null (a dataset exported with the column, empty for some rows) was
     the language "None", an unsupported item; it is the config's, as an absent one is (found in review)."""

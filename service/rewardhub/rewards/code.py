@@ -10,6 +10,9 @@ Reference (an object):
   need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
   pytest-style tests (``from solution import f``, ``def test_...():``, ``class Test...`` methods) are
   called by the judge, each on its own; ones that take fixtures or have set-up methods are ``unsupported``.
+* JavaScript/bash assert-style tests: ``{"language": "javascript", "tests": ..., "setup": ...}``, run in
+  the solution's own program after it and the setup. A string is one test; a list is one test a string,
+  each in a run of its own (a test sees the setup's declarations, not an earlier test's).
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
@@ -231,7 +234,15 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         value = reference.get(key)
         if value is not None:
             setattr(task, key, _text(value, key))
-    return _with_weights(task, reference)
+    _with_weights(task, reference)
+    if isinstance(task.tests, str) and lang.name != "python" and task.weights and len(task.weights) != 1:
+        # said before anything runs (the sandbox would only find one test to weigh)
+        raise ReferenceError_(
+            Reason.PARSE_ERROR,
+            f"{lang.name} tests given as one string are one test, so reference.weights has "
+            f"{len(task.weights)} entries for 1 test: give the tests as a list, one string a test",
+        )
+    return task
 
 
 def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
@@ -417,7 +428,9 @@ class CodeReward(Reward[CodeConfig]):
     # argument or output of 1e400 is infinity in the tests (was the undefined name `inf`)
     # 1.3.4: `numeric` compares an integer answer exactly against an integer-valued decimal or exponent
     # form too (1000000008.0 passed for 1000000007 within the relative tolerance); a fence tag with a
-    # language standard or version (c++17, cpp20, c11, py3) names its language (the block was passed over)
+    # language standard or version (c++17, cpp20, c11, py3) names its language (the block was passed over);
+    # a list of JavaScript/bash tests is one test a string, each run on its own, weighted by `weights`
+    # (was one verdict for the whole list, weights ignored); weights for a string of them are parse_error
     version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -585,36 +598,41 @@ class CodeReward(Reward[CodeConfig]):
         self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig
     ) -> Outcome:
         """JavaScript/bash ``tests`` run in the solution's own process (see the sandbox's threat model):
-        a random completion marker, printed after the last test, catches an exit before the tests.
+        a random completion marker, printed after the test, catches an exit before it.
 
-        The run's CPU limit is a third of ``total_timeout_s``, the wall clock capping it at the total
-        (3x, as a test's or a case's): with the CPU limit at the total, the wall clock always came
-        first, so an infinite loop was never a timeout at its CPU limit, the program's own (cached)."""
+        A list is one test a string, each in a run of its own (the program reads which from its stdin,
+        as a case reads its input), limited as a case is (``timeout_s`` of CPU time): a crash, a loop or
+        an early exit fails that test only, and ``weights`` weigh them, as Python's list does.
+
+        A string is one test, one run whose CPU limit is a third of ``total_timeout_s``, the wall clock
+        capping it at the total (3x, as a test's or a case's): with the CPU limit at the total, the wall
+        clock always came first, so an infinite loop was never a timeout at its CPU limit, the program's
+        own (cached)."""
         assert task.tests is not None
         total_s = min(config.total_timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
-        cpu_limit = total_s / _WALL_FACTOR
         marker = f"rewardhub-tests-finished-{secrets.token_hex(12)}"
-        tests = task.tests if isinstance(task.tests, str) else "\n".join(task.tests)
-        setup = task.setup or ""
-        if task.language.name == "javascript":
-            # The setup and tests in a block of their own: their `const assert = require('assert')` (or
-            # any let/const/class) beside the same one in the solution was a redeclaration, a SyntaxError
-            # that failed a correct solution; in the block it shadows the solution's.
-            program = (
-                f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{tests}\n}}\n"
-                f";process.stdout.write('\\n{marker}\\n');\n"
-            )
+        if isinstance(task.tests, list):
+            tests, labels = task.tests, task.tests
+            cpu_limit = min(config.timeout_s, pool.max_timeout_s)
+            stdins = [str(k).encode() for k in range(len(tests))]
+            # the output limit shared out, as the one run of a string had it: a program flooding its
+            # stdout in each of many tests must not make the service hold the limit per test
+            caps: list[int] | None = [max(64 << 10, pool.limits.output_bytes // len(tests))] * len(tests)
         else:
-            program = f"{code}\n{setup}\n{tests}\necho '{marker}'\n"
+            tests, labels = [task.tests], ["tests"]
+            cpu_limit = total_s / _WALL_FACTOR
+            stdins, caps = [b""], None
+        program = _script_program(task.language.name, code, task.setup or "", tests, marker)
         report, raw = await pool.run_program(
             language=task.language,
             code=program,
-            stdins=[b""],
+            stdins=stdins,
             compile_timeout_s=config.compile_timeout_s,
             run_timeout_s=cpu_limit,
             total_timeout_s=total_s,
             memory_mb=config.memory_mb,
             syntax_check=True,
+            stdout_caps=caps,
             stderr_keep=_STDERR_KEEP,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
@@ -624,28 +642,66 @@ class CodeReward(Reward[CodeConfig]):
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
             return compiled
-        run = report.runs.get(0)
+        why_missing = _why_missing(raw, report.done)
         # As for cases: a run the wall clock cut off (the item's total spent, its CPU time under the
         # limit: it waited for a core, or slept) is returned but not cached.
         by_wall = raw.deadline_hit
-        if run is None:
-            result = ("tests", False, _why_missing(raw, report.done))
-        elif run.status == "skipped":  # the item's total time was spent before the run's turn
-            by_wall = True
-            result = ("tests", False, "not run: total time limit")
-        elif run.status == "timeout":
-            by_wall = by_wall or not _cpu_limit_hit(run, cpu_limit)
-            result = ("tests", False, f"timeout ({cpu_limit:.3g}s of CPU)")
-        elif run.ok and marker.encode() in run.stdout:
-            result = ("tests", True, "")
-        elif run.ok:
-            result = ("tests", False, "the program exited before the tests finished")
-        elif run.status == "output_limit":
-            result = ("tests", False, "output limit exceeded")
+        results: list[tuple[str, bool, str]] = []
+        for k, label in enumerate(labels):
+            run = report.runs.get(k)
+            if run is None:
+                results.append((label, False, why_missing))
+            elif run.status == "skipped":  # the item's total time was spent before the run's turn
+                by_wall = True
+                results.append((label, False, "not run: total time limit"))
+            elif run.status == "timeout":
+                by_wall = by_wall or not _cpu_limit_hit(run, cpu_limit)
+                results.append((label, False, f"timeout ({cpu_limit:.3g}s of CPU)"))
+            elif run.ok and marker.encode() in run.stdout:
+                results.append((label, True, ""))
+            elif run.ok:
+                results.append((label, False, "the program exited before the tests finished"))
+            elif run.status == "output_limit":
+                results.append((label, False, "output limit exceeded"))
+            else:
+                what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
+                results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
+        return _scored(results, task.weights, config, timing, by_wall=by_wall)
+
+
+def _script_program(language: str, code: str, setup: str, tests: list[str], marker: str) -> str:
+    """The one program of a JavaScript/bash solution and its tests, ``marker`` printed once a test
+    passed. One test runs as it is; of several, the one whose number the run's stdin holds (the
+    solution runs first, as it does before a string of tests: a solution that read the stdin itself
+    leaves none, which fails the test, never runs another)."""
+    if language == "javascript":
+        # The setup and tests in a block of their own: their `const assert = require('assert')` (or any
+        # let/const/class) beside the same one in the solution was a redeclaration, a SyntaxError that
+        # failed a correct solution; in the block it shadows the solution's. Each test of several in a
+        # block of its own within it, which sees the setup's declarations.
+        if len(tests) == 1:
+            body = tests[0]
         else:
-            what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
-            result = ("tests", False, f"{what}: {_tail(run.stderr, 300)}")
-        return _scored([result], None, config, timing, by_wall=by_wall)
+            branches = "".join(
+                f"if (__rewardhub_test === '{k}') {{\n{t}\n}} else " for k, t in enumerate(tests)
+            )
+            body = (
+                "const __rewardhub_test = require('fs').readFileSync(0, 'utf8');\n"
+                f"{branches}{{ throw new Error('no test selected: the program read its standard input'); }}"
+            )
+        return (
+            f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{body}\n}}\n;process.stdout.write('\\n{marker}\\n');\n"
+        )
+    if len(tests) == 1:
+        body = tests[0]
+    else:
+        # `:` first: a test of only comments is an empty branch, a syntax error in bash
+        branches = "el".join(f'if [ "$__rewardhub_test" = {k} ]; then\n:\n{t}\n' for k, t in enumerate(tests))
+        body = (
+            f"builtin read -r __rewardhub_test || :\n{branches}"
+            "else\necho 'no test selected: the program read its standard input' >&2\nexit 2\nfi"
+        )
+    return f"{code}\n{setup}\n{body}\necho '{marker}'\n"
 
 
 # Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
