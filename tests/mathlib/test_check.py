@@ -258,6 +258,26 @@ CASES = [
     ("7", "3 4", False),
     ("9", "2 3 4", False),
     ("0", "1 0", False),
+    # --- a product sign ends a function's unparenthesised argument (math 1.1.3) -----------------
+    # \cos t \cdot \ln(\cos t) is cos(t) ln(cos t), as \sin x \cos x is cos(x) sin(x); the parser
+    # read cos(t ln(cos t)), so a correct derivative (HardVerify item 225) did not match
+    (
+        "\\frac{1}{2} \\cdot \\cot t \\cdot \\ln (\\cos t) \\cdot e^{-\\sec^2 t}",
+        "\\dfrac{\\cos t \\cdot \\ln(\\cos t)}{2 e^{\\sec^2 t} \\sin t}",
+        True,
+    ),
+    ("\\sin x \\cdot \\cos x", "\\frac{\\sin 2x}{2}", True),
+    ("\\sin^2 x \\times y", "y \\sin^2(x)", True),
+    ("\\ln \\theta \\cdot 2", "2\\ln(\\theta)", True),
+    # ... so \sin x \cdot y is no longer sin(xy) (both sides were read that way, and matched)
+    ("\\sin x \\cdot y", "\\sin(x y)", False),
+    ("\\sin(x y)", "\\sin x \\cdot y", False),
+    # ... and a wrong factor still shows
+    (
+        "\\frac{1}{2} \\cdot \\cot t \\cdot \\ln (\\cos t) \\cdot e^{-\\sec^2 t}",
+        "\\dfrac{1}{2} \\cot t \\cdot \\ln(\\cos t) \\cdot e^{-\\sec^2 t + 1}",
+        False,
+    ),
 ]
 
 

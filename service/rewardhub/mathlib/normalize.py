@@ -136,6 +136,22 @@ _ORDINAL_RE = re.compile(r"(?<=\d)\s*\^?\s*\{?\s*(?:st|nd|rd|th)\s*\}?(?![a-zA-Z
 # ``x^{2}`` -> ``x^2``, but not ``x^{2}3`` -> ``x^23`` (TeX reads that as x^2 3; parsers do not).
 _SINGLE_BRACE_RE = re.compile(r"([\^_])\{\s*([A-Za-z0-9])\s*\}(?![A-Za-z0-9])")
 _CMD_SPACE_BRACE_RE = re.compile(r"(\\[a-zA-Z]+)\s+(?=\{)")
+GREEK = (
+    "alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|"
+    "rho|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega"
+)
+# A function applied without parentheses to one factor (``\\cot t``, ``\\sin 2x``, ``\\ln \\theta``) and then
+# an explicit product sign: the sign ends the argument, as in ``\\sin x \\cos x``.  The parser instead
+# reads ``\\cos t \\cdot \\ln(\\cos t)`` as cos(t ln cos t), so the argument gets the parentheses the
+# author left implicit.  Only a single factor (an optional number, then one letter, Greek letter or
+# ``\\pi``, with an optional subscript; or a number alone) is wrapped; a longer argument is left as is.
+_BARE_ARG_RE = re.compile(
+    r"(\\(?:arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|ln|log|exp)(?![A-Za-z])"
+    r"(?:_(?:\d|\{\d{1,3}\}))?(?:\^(?:\d|\{[^{}]{1,8}\}))?) ?"
+    rf"((?:\d+(?:\.\d+)?)?(?:[A-Za-z]|\\(?:{GREEK}|pi))(?![A-Za-z])(?:_(?:[A-Za-z0-9]|\{{[A-Za-z0-9]{{1,3}}\}}))?"
+    r"|\d+(?:\.\d+)?)"
+    r"(?= ?\\(?:cdot|times)(?![A-Za-z]))"
+)
 _PLUS_INFTY_RE = re.compile(r"(^|[(\[,])\s*\+\s*\\infty")
 _DANGLING_DOT_RE = re.compile(r"(?<=[})\]])\s*\.(?![\d.])|(?<!\.)\.\s*$")
 _WS_RE = re.compile(r"\s+")
@@ -309,6 +325,8 @@ def normalize(s: str) -> str:
     s = _ORDINAL_RE.sub("", s)
     s = _CMD_SPACE_BRACE_RE.sub(r"\1", s)
     s = _SINGLE_BRACE_RE.sub(r"\1\2", s)
+    if "\\cdot" in s or "\\times" in s:
+        s = _BARE_ARG_RE.sub(r"\1(\2)", s)
     s = _PLUS_INFTY_RE.sub(r"\1\\infty", s)
     s = _WS_RE.sub(" ", s).strip()
     s = _DANGLING_DOT_RE.sub("", s).strip()

@@ -12,7 +12,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from rewardhub.mathlib.normalize import key, normalize
+from rewardhub.mathlib.normalize import GREEK, key, normalize
 from rewardhub.mathlib.numeric import parse_literal
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 
@@ -20,12 +20,8 @@ MAX_ITEMS = 64
 _MAX_PM = 3
 _PM_RE = re.compile(r"\\[pm]{2}(?![a-zA-Z])")
 
-_GREEK = (
-    "alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|"
-    "rho|sigma|tau|upsilon|phi|varphi|chi|psi|omega|Gamma|Delta|Theta|Lambda|Xi|Sigma|Phi|Psi|Omega"
-)
 _SUB = r"(?:_(?:[A-Za-z0-9]|\{[A-Za-z0-9\\ ,+\-]{1,20}\}))?'*"
-_NAME = rf"(?:[A-Za-z]|\\(?:{_GREEK}))(?![A-Za-z]){_SUB}"
+_NAME = rf"(?:[A-Za-z]|\\(?:{GREEK}))(?![A-Za-z]){_SUB}"
 _NAME_RE = re.compile(rf"^{_NAME}$")
 _ARG = rf"(?:{_NAME}|-?\d+)"
 _CALL_RE = re.compile(rf"^(?P<f>{_NAME})\s?\((?P<args>\s?{_ARG}(?:\s?,\s?{_ARG}){{0,5}}\s?)\)$")

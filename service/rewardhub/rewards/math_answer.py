@@ -66,7 +66,7 @@ def read_golds(reference: Any) -> list[str] | None:
 @register
 class MathReward(Reward[MathConfig]):
     name: ClassVar[str] = "math"
-    version: ClassVar[str] = "1.1.2"
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
