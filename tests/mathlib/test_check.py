@@ -278,6 +278,34 @@ CASES = [
         "\\dfrac{1}{2} \\cot t \\cdot \\ln(\\cos t) \\cdot e^{-\\sec^2 t + 1}",
         False,
     ),
+    # --- the integer parameter of a periodic solution family is a dummy (math 1.1.3) -----------
+    # k\pi and n\pi are the same set of solutions (HardVerify items 45 and 204)
+    ("x = k\\pi", "n\\pi", True),
+    (
+        "\\frac{\\pi}{6}+k\\pi, \\frac{5\\pi}{6}+k\\pi",
+        "\\frac{5 \\pi}{6}+n \\pi, \\frac{\\pi}{6}+n \\pi",
+        True,
+    ),
+    ("\\frac{\\pi}{4}+\\frac{k\\pi}{2}", "\\frac{\\pi}{4}+\\frac{m\\pi}{2}", True),
+    (
+        "[k\\pi - \\frac{5\\pi}{12}, k\\pi + \\frac{\\pi}{12}]",
+        "[-\\frac{5\\pi}{12} + n\\pi, \\frac{\\pi}{12} + n\\pi]",
+        True,
+    ),
+    ("(x, y) = (k\\pi, 2k\\pi)", "(x, y) = (n\\pi, 2n\\pi)", True),
+    # ... renaming is not rescaling: 2n\pi is every other solution of k\pi
+    ("x = k\\pi", "2n\\pi", False),
+    ("\\frac{\\pi}{4}+k\\pi", "\\frac{\\pi}{4}+2m\\pi", False),
+    # ... one letter for the whole answer: two letters vary independently, a different set
+    ("(k\\pi, 2k\\pi)", "(n\\pi, 2m\\pi)", False),
+    ("x = k\\pi, y = 2k\\pi", "x = n\\pi, y = 2m\\pi", False),
+    ("[k\\pi, k\\pi + \\frac{\\pi}{2}]", "[n\\pi, m\\pi + \\frac{\\pi}{2}]", False),
+    # ... and only a family a + b k with b a rational multiple of pi, never a label or a variable
+    ("k = 3", "n = 3", False),
+    ("2k+1", "2n+1", False),
+    ("n^2\\pi", "k^2\\pi", False),
+    ("k\\pi", "x\\pi", False),
+    ("x + k\\pi", "x + n\\pi", False),
 ]
 
 

@@ -24,7 +24,9 @@ from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
+    PARAMETER_LETTERS,
     constants_equal,
+    family_parameter,
     is_constant,
     is_equation,
     mv_verify,
@@ -38,6 +40,8 @@ _BASE_RE = re.compile(r"\d\s?_")
 # Digits, a space, digits: the parser reads "3 4" as 3 + 4 (and "10 000" as 10*0). Thousands groups
 # ("12 345") are literals and compared before this; anything else compares as a string only.
 _SPACED_DIGITS_RE = re.compile(r"(?<![\^_\d])\d+ \d")
+# A lone k, n or m (not part of a word or a command such as \\sin or \\ln).
+_PARAMETER_RE = re.compile(r"(?<![A-Za-z\\])[" + "".join(sorted(PARAMETER_LETTERS)) + r"](?![A-Za-z])")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
 
 
@@ -236,6 +240,47 @@ class _Comparer:
         return None
 
 
+def _family_letter(items: list[Item], cache: dict[str, Any]) -> str | None:
+    """The one integer-parameter letter of an answer, if every use of it is a periodic family.
+
+    Every value (or tuple/interval component) that mentions k, n or m must be a family
+    ``a + b k`` in that letter alone (:func:`~rewardhub.mathlib.symbolic.family_parameter`), and
+    no label may mention it: then the letter is a bound dummy of the whole answer.
+    """
+    letters: set[str] = set()
+    for item in items:
+        if item.label is not None and _PARAMETER_RE.search(item.label):
+            return None
+        if _PARAMETER_RE.search(item.value) is None:
+            continue
+        br = outer_brackets(item.value)
+        parts = split_top_level(br[1]) if br is not None and br[0] in "([" else [item.value]
+        for part in parts:
+            found = set(_PARAMETER_RE.findall(part))
+            if not found:
+                continue
+            if len(found) != 1 or family_parameter(parse_item(part.strip(), cache)) not in found:
+                return None
+            letters |= found
+    return letters.pop() if len(letters) == 1 else None
+
+
+def _renamed_family(
+    comparer: _Comparer, gold: list[Item], pred: list[Item], sets: tuple[bool, bool]
+) -> str | None:
+    """``\\frac{\\pi}{6} + n\\pi`` against ``\\frac{\\pi}{6} + k\\pi``: the same family, another letter.
+
+    The parameter is renamed in the whole prediction at once, never value by value: in
+    ``(n\\pi, 2m\\pi)`` the two letters vary independently, so it is not ``(k\\pi, 2k\\pi)``.
+    """
+    g_letter = _family_letter(gold, comparer.cache)
+    p_letter = _family_letter(pred, comparer.cache)
+    if g_letter is None or p_letter is None or g_letter == p_letter:
+        return None
+    renamed = [Item(i.label, _PARAMETER_RE.sub(g_letter, i.value)) for i in pred]
+    return "family" if comparer.items(gold, renamed, sets) is not None else None
+
+
 def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str] | None:
     """``f(x)`` vs ``f(z)``: same function, argument names are bound, so rename z -> x."""
     if g_label is None or p_label is None:
@@ -267,6 +312,8 @@ def check(gold: str, pred: str) -> Check:
         return Check(False, "empty", gold_parsed)
     try:
         method = comparer.items(g_items, p_items, (g_set, p_set))
+        if method is None:
+            method = _renamed_family(comparer, g_items, p_items, (g_set, p_set))
     except Exception:
         method = None
     if method is None:

@@ -41,6 +41,7 @@ _CONFIG = [
 ]
 _REL_TOL = Fraction(1, 10**30)
 _DIGITS = 60
+PARAMETER_LETTERS = frozenset({"k", "n", "m"})
 
 
 def parse_item(s: str, cache: dict[str, Any]) -> Any:
@@ -162,6 +163,32 @@ def rename_symbols(expr: Any, mapping: dict[str, str]) -> Any:
         return expr.xreplace(subs)
     except Exception:
         return None
+
+
+def family_parameter(expr: Any) -> str | None:
+    """The integer parameter of a periodic solution family ``a + b k``, or None.
+
+    Solutions of trigonometric equations are written ``\\frac{\\pi}{6} + k\\pi``; the letter is a
+    bound dummy (for some integer k).  We recognise only the unmistakable shape: exactly one free
+    symbol, one of the letters solvers use for an integer parameter (k, n, m), entering linearly
+    with a step that is a nonzero rational multiple of pi, and a constant offset.  ``n^2\\pi``,
+    ``x + k\\pi`` or ``2n + 1`` are not families by this definition.
+    """
+    if not isinstance(expr, sympy.Expr) or isinstance(expr, sympy.core.relational.Relational):
+        return None
+    symbols = expr.free_symbols
+    if len(symbols) != 1:
+        return None
+    (param,) = symbols
+    if not isinstance(param, sympy.Symbol) or param.name not in PARAMETER_LETTERS:
+        return None
+    step = sympy.diff(expr, param)
+    if step.free_symbols:
+        return None
+    ratio = step / sympy.pi
+    if not ratio.is_Rational or ratio == 0:
+        return None
+    return str(param.name)
 
 
 def mv_verify(gold: Any, pred: Any) -> bool:
