@@ -306,6 +306,19 @@ CASES = [
     ("n^2\\pi", "k^2\\pi", False),
     ("k\\pi", "x\\pi", False),
     ("x + k\\pi", "x + n\\pi", False),
+    # --- a set less a finite set of points (math 1.1.3) ------------------------------------------
+    # \{x | x < 3/2\} - \{-6\} is the union of intervals with -6 cut out (HardVerify item 128)
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, -6) \\cup (-6, \\dfrac{3}{2})", True),
+    ("(-\\infty, -6) \\cup (-6, \\dfrac{3}{2})", "\\{x \\mid x < \\frac{3}{2}\\} \\setminus \\{-6\\}", True),
+    ("\\{x \\mid 0 \\leq x \\leq 3\\} \\setminus \\{0, 1, 5\\}", "(0, 1) \\cup (1, 3]", True),
+    ("[0, 2] - \\{2\\}", "[0, 2)", True),
+    # ... computed exactly: the point is removed, not the interval kept or closed around it
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, -6) \\cup (-6, \\dfrac{1}{2})", False),
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, \\dfrac{3}{2})", False),
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, -6] \\cup [-6, \\dfrac{3}{2})", False),
+    ("\\{x \\mid 0 \\leq x \\leq 3\\} \\setminus \\{0, 1, 5\\}", "[0, 1) \\cup (1, 3]", False),
+    # ... and A \cup B - C is left alone: whether the union or the difference comes first is convention
+    ("(0, 1) \\cup (2, 3) - \\{2.5\\}", "(0, 1) \\cup (2, 2.5) \\cup (2.5, 3)", False),
 ]
 
 

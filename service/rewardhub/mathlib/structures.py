@@ -9,8 +9,10 @@ gold and prediction alike, so neither side gains a reading the other cannot have
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from rewardhub.mathlib.normalize import GREEK, key, normalize
 from rewardhub.mathlib.numeric import parse_literal
@@ -269,6 +271,83 @@ def set_builder(s: str) -> tuple[str, str] | None:
     return None
 
 
+def _endpoint(s: str) -> Fraction | float | None:
+    """An interval end we can order exactly: a rational literal or an infinity."""
+    s = s.strip()
+    if s == "\\infty":
+        return math.inf
+    if s == "-\\infty":
+        return -math.inf
+    lit = parse_literal(s)
+    return None if lit is None or lit.percent else lit.value
+
+
+def _remove_point(piece: str, point: str, value: Fraction) -> list[str] | None:
+    """One interval less one point: itself, itself opened at an end, or two intervals."""
+    br = outer_brackets(piece)
+    if br is None or br[0] not in "([" or br[2] not in ")]":
+        return None
+    ends = split_top_level(br[1])
+    if len(ends) != 2:
+        return None
+    lo, hi = _endpoint(ends[0]), _endpoint(ends[1])
+    if lo is None or hi is None or lo > hi:
+        return None
+    a, b = ends[0].strip(), ends[1].strip()
+    if value < lo or value > hi or (value == lo and br[0] == "(") or (value == hi and br[2] == ")"):
+        return [piece.strip()]
+    if lo == hi:
+        return []
+    if value == lo:
+        return [f"({a}, {b}{br[2]}"]
+    if value == hi:
+        return [f"{br[0]}{a}, {b})"]
+    return [f"{br[0]}{a}, {point})", f"({point}, {b}{br[2]}"]
+
+
+def set_difference(s: str) -> tuple[str, str] | None:
+    """``\\{x \\mid x < 2\\} \\setminus \\{-6\\}`` (or with ``-``) -> ``(-\\infty, -6) \\cup (-6, 2)``.
+
+    The left side must be a set of reals written as intervals or as a set-builder we read as an
+    interval union, the right side a set literal of rational numbers; the difference is
+    then computed exactly, piece by piece, so it compares with the same set written as intervals.
+    The minus sign between two sets can only mean the set difference.  Endpoints that are not
+    rational literals or infinities leave the answer as it was (we do not order irrationals here).
+    """
+    for op in ("\\setminus", "\\backslash", "-"):
+        pos = find_top_level(s, op)
+        if pos > 0:
+            break
+    else:
+        return None
+    removed = outer_brackets(s[pos + len(op) :])
+    if removed is None or removed[0] != "\\{":
+        return None
+    left = s[:pos].strip()
+    built = set_builder(left)
+    var, union = ("", left) if built is None else built
+    pieces = [p.strip() for p in split_top_level(union, ("\\cup",))]
+    if built is None and len(pieces) > 1:
+        return None  # A \cup B - C: which operation comes first is a matter of convention
+    points = [p.strip() for p in split_top_level(removed[1])]
+    if len(points) > MAX_ITEMS or len(pieces) > MAX_ITEMS:
+        return None  # each point visits every piece: bounded, so the work stays linear
+    for point in points:
+        lit = parse_literal(point)
+        if lit is None or lit.percent:
+            return None
+        out: list[str] = []
+        for piece in pieces:
+            rest = _remove_point(piece, point, lit.value)
+            if rest is None:
+                return None
+            out.extend(rest)
+        pieces = out
+    if not pieces:
+        return None
+    return var, " \\cup ".join(pieces)
+
+
 def matrix_to_tuple(s: str) -> str:
     """A one-column or one-row matrix is a vector; write it as the tuple it denotes."""
     m = _MATRIX_RE.match(s.strip())
@@ -300,7 +379,7 @@ def _item_value(value: str) -> list[str]:
     if value.lower() in _INFINITE_WORDS:
         value = "\\infty"
     value = matrix_to_tuple(value)
-    iv = inequality_to_interval(value) or set_builder(value)
+    iv = inequality_to_interval(value) or set_builder(value) or set_difference(value)
     if iv is not None:
         return [iv[1]]
     return expand_pm(value)
@@ -323,7 +402,7 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
         return [], False
     if parse_literal(s) is not None:
         return [Item(None, s)], False
-    whole = inequality_to_interval(s) or set_builder(s)
+    whole = inequality_to_interval(s) or set_builder(s) or set_difference(s)
     if whole is not None:
         return [Item(None, whole[1])], False
     br = outer_brackets(s)
