@@ -128,15 +128,11 @@ def test_agrees_with_full_check(gold: str, pred: str) -> None:
     assert check(gold, pred).equivalent == quick.equivalent
 
 
-def test_is_cheap_and_sympy_free() -> None:
-    start = time.perf_counter()
-    for _ in range(2000):
-        quick_check("\\frac{1}{2}", "0.5")
-        quick_check("(1,2),(3,4)", "(3,4),(1,2)")
-    per_call = (time.perf_counter() - start) / 4000
-    # SymPy takes milliseconds a call; the fast path ~0.1 ms, up to 0.4 ms on a loaded CI host (the
-    # bound of 0.25 ms failed there by chance)
-    assert per_call < 2e-3
+def test_is_sympy_free() -> None:
+    """The fast path answers without SymPy (milliseconds a call there; its speed is measured in
+    bench/math_throughput.py, not asserted here: a per-call time bound failed by chance on loaded hosts)."""
+    assert quick_check("\\frac{1}{2}", "0.5") == Check(True, "rational", True)
+    assert quick_check("(1,2),(3,4)", "(3,4),(1,2)") is None  # left to the full check
     # the module imports nothing heavy (sympy may already be loaded by other tests)
     import rewardhub.mathlib.equivalence as eq
 
