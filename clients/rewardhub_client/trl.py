@@ -17,8 +17,15 @@ items the service could not score to ``None`` — TRL turns those into NaN and l
 statistics, instead of training on a fake zero. The function's ``aclose()`` closes its connections
 (``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training); those of a loop
 that ends as ``asyncio.run`` ends one close with it. Per call it logs ``rewardhub/cache_hit_rate``,
-``rewardhub/invalid_fraction`` and ``rewardhub/latency_ms`` through TRL's ``log_metric``, and the reason
-of each invalid item through ``log_extra``.
+``rewardhub/invalid_fraction``, ``rewardhub/request_failed_fraction`` and ``rewardhub/latency_ms`` through
+TRL's ``log_metric``, and the reason of each invalid item through ``log_extra``.
+
+**A request that partly fails.** The client sends a large batch in chunks; when one chunk still fails
+after its retries for the service's state (unreachable, a timeout, 5xx, 408, 429) while the others were
+answered, the answered rewards are kept and the failed chunk's items get ``invalid_value`` (masked by
+default), their reason ``request_failed``; ``rewardhub/request_failed_fraction`` is their share of the
+call, and the first such call warns. A call of which nothing was answered still raises: TRL would train
+a step on no signal at all. ``on_request_failure="raise"`` raises for a partial failure too.
 
 A conversational completion is sent as its assistant turns' content. Given tools, TRL parses a turn's
 calls out of its text into ``tool_calls``; for a spec that is or holds ``tool_call``, they are sent back
@@ -46,11 +53,11 @@ import uuid
 import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from rewardhub_client.client import AsyncRewardClient
-from rewardhub_client.errors import RewardUnavailable
-from rewardhub_client.types import RewardSpec, ScoreItem
+from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
+from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 
 __all__ = ["completion_text", "make_reward_func", "prompt_text"]
 
@@ -58,6 +65,9 @@ RewardFunc = Callable[..., Awaitable[list[float | None]]]
 
 # What TRL passes a reward function besides the dataset's columns.
 _TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+# the reason logged for an item whose chunk of the request failed (the trainer's dispatcher uses the same)
+_REQUEST_FAILED = "request_failed"
 
 
 def _world_size() -> int:
@@ -219,6 +229,7 @@ def make_reward_func(
     check: bool = True,
     num_generations: int | None = None,
     num_generations_eval: int | None = None,
+    on_request_failure: Literal["invalid", "raise"] = "invalid",
 ) -> RewardFunc:
     """Build a TRL reward function backed by the service.
 
@@ -242,7 +253,15 @@ def make_reward_func(
             generates that many per prompt, and the reward function is not told whether a call is
             training or evaluation, so a batch laid out in whole groups of this size is taken as an
             evaluation batch instead of a split one.
+        on_request_failure: what a call does when some chunks of its request failed after the client's
+            retries and others were answered (see the module docstring). ``"invalid"``: keep the answered
+            rewards and give the failed items ``invalid_value``, as an item the service could not score,
+            logging ``rewardhub/request_failed_fraction`` and warning once. ``"raise"``: raise the
+            client's error (its ``partial_results`` hold the answered ones). A call of which nothing was
+            answered raises either way.
     """
+    if on_request_failure not in ("invalid", "raise"):
+        raise ValueError(f"on_request_failure must be 'invalid' or 'raise', not {on_request_failure!r}")
     spec_name = (
         reward
         if isinstance(reward, str)
@@ -254,6 +273,7 @@ def make_reward_func(
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
     group_aware: list[bool | None] = [None]
+    warned_partial: list[bool] = []  # [True] once a partly failed request has warned
     for n, what in ((num_generations, "num_generations"), (num_generations_eval, "num_generations_eval")):
         if n is not None and n < 1:
             raise ValueError(f"{what} must be at least 1")
@@ -331,12 +351,13 @@ def make_reward_func(
                     group=group,
                 )
             )
-        resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
+        answered, latency_ms = await score_or_partial(client, items)
+        results = [r for r in answered if r is not None]
         if (
             reference_column
             and refs is None
-            and resp.results
-            and all(r.reason == "missing_reference" for r in resp.results)
+            and results
+            and all(r.reason == "missing_reference" for r in results)
         ):
             # The column is not in the dataset (a default "solution" against a set that calls it "answer"):
             # every reward would be None, every step, and TRL would train on no signal.
@@ -346,17 +367,49 @@ def make_reward_func(
                 f"(its columns: {', '.join(columns) or 'none'}); pass "
                 "make_reward_func(..., reference_column=<the column with the gold answer>)"
             )
-        out = [r.score if r.valid else invalid_value for r in resp.results]
-        n = max(1, len(resp.results))
+        out = [r.score if r is not None and r.valid else invalid_value for r in answered]
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
-            log_metric("rewardhub/cache_hit_rate", sum(r.cached for r in resp.results) / n)
-            log_metric("rewardhub/invalid_fraction", sum(not r.valid for r in resp.results) / n)
-            log_metric("rewardhub/latency_ms", float(resp.metrics.get("latency_ms", 0.0) or 0.0))
+            # the reward's own rates are over what the service answered: an outage is no reward that
+            # cannot score, and has its own rate
+            n = max(1, len(results))
+            log_metric("rewardhub/cache_hit_rate", sum(r.cached for r in results) / n)
+            log_metric("rewardhub/invalid_fraction", sum(not r.valid for r in results) / n)
+            log_metric(
+                "rewardhub/request_failed_fraction", (len(answered) - len(results)) / max(1, len(answered))
+            )
+            if latency_ms is not None:
+                log_metric("rewardhub/latency_ms", latency_ms)
         log_extra = kwargs.get("log_extra")
         if callable(log_extra):
-            log_extra(f"{reward_func.__name__}_reason", [r.reason or "" for r in resp.results])
+            reasons = [(r.reason or "") if r is not None else _REQUEST_FAILED for r in answered]
+            log_extra(f"{reward_func.__name__}_reason", reasons)
         return out
+
+    async def score_or_partial(
+        client: AsyncRewardClient, items: list[ScoreItem]
+    ) -> tuple[list[ItemResult | None], float | None]:
+        """The results in item order, ``None`` for an item whose chunk of the request failed (with
+        ``on_request_failure="invalid"``, when some other chunk was answered), and the service's
+        latency (None for a partly failed request: no one answer has it)."""
+        try:
+            resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
+        except RewardHubClientError as exc:
+            partial = exc.partial_results
+            if on_request_failure == "raise" or partial is None or all(r is None for r in partial):
+                raise  # nothing answered: a step on no signal must not pass silently
+            if not warned_partial:
+                warned_partial.append(True)
+                warnings.warn(
+                    f"reward {spec_name!r}: {len(exc.failed_indices)} of {len(items)} items were not "
+                    f"scored, their part of the request failed after the client's retries ({exc}); they "
+                    f"get invalid_value ({invalid_value}) and the answered ones are kept. Later such "
+                    "calls do not warn: rewardhub/request_failed_fraction counts them "
+                    "(make_reward_func(..., on_request_failure='raise') raises instead)",
+                    stacklevel=2,
+                )
+            return partial, None
+        return list(resp.results), float(resp.metrics.get("latency_ms", 0.0) or 0.0)
 
     async def aclose() -> None:
         """Close the connections this function opened (call it on the loop that ran it; those of another

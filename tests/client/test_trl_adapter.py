@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import warnings
 from typing import Any
 
 import httpx
 import pytest
 
-from rewardhub_client import AsyncRewardClient, RewardUnavailable
+from rewardhub_client import AsyncRewardClient, RetryPolicy, RewardUnavailable, ServiceUnavailable
 from rewardhub_client.trl import completion_text, make_reward_func, prompt_text
 
 
@@ -286,3 +288,88 @@ def test_a_service_that_is_no_url_or_async_client_is_refused_at_once() -> None:
         sync.close()
     with pytest.raises(ValueError, match="api_key goes to the AsyncRewardClient"):
         make_reward_func(AsyncRewardClient("http://127.0.0.1:9"), api_key="k")
+
+
+class _PromptDown(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, except that a scoring request holding an item of one of the ``down``
+    prompts is answered 503, as a service that lost a replica answers it (retried, then given up)."""
+
+    def __init__(self, app: object, down: set[str]) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.down = down
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/score":
+            items = json.loads(request.content)["items"]
+            if any(it.get("prompt") in self.down for it in items):
+                error = {"message": "replica gone", "type": "unavailable", "param": None, "code": 503}
+                return httpx.Response(503, json={"error": error})
+        return await self.inner.handle_async_request(request)
+
+
+_FAST = RetryPolicy(max_retries=1, backoff_s=0.001, max_backoff_s=0.001)
+# two prompts of two completions each; with chunk_size=2 each prompt's group is a chunk of its own
+_TWO_GROUPS = {
+    "prompts": ["p1", "p1", "p2", "p2"],
+    "completions": ["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"],
+    "solution": ["1"] * 4,
+}
+
+
+async def test_a_failed_chunk_masks_its_items_and_keeps_the_answered_ones(client: httpx.AsyncClient) -> None:
+    """One chunk of the request failing after the client's retries made the whole TRL call raise: the
+    answered chunks' rewards were lost and the step with them. Found in review. The failed chunk's
+    items get invalid_value (masked), counted in rewardhub/request_failed_fraction, warned once."""
+    transport = _PromptDown(client.app, {"p2"})  # type: ignore[attr-defined]
+    metrics: dict[str, float] = {}
+    extra: dict[str, list[str]] = {}
+
+    def log_metric(name: str, value: float) -> None:
+        metrics[name] = value
+
+    def log_extra(name: str, values: list[str]) -> None:
+        extra[name] = values
+
+    async with AsyncRewardClient(
+        "http://rewardhub.test", transport=transport, retry=_FAST, chunk_size=2
+    ) as service:
+        reward = make_reward_func(service, "math", name="acc")
+        with pytest.warns(UserWarning, match=r"2 of 4 items were not scored.*request_failed_fraction"):
+            scores = await reward(**_TWO_GROUPS, log_metric=log_metric, log_extra=log_extra)
+        assert scores == [1.0, 0.0, None, None]
+        assert metrics["rewardhub/request_failed_fraction"] == 0.5
+        assert metrics["rewardhub/invalid_fraction"] == 0.0  # over the answered items
+        assert extra["acc_reason"] == ["", "", "request_failed", "request_failed"]
+        # warned once: the next partly failed call only counts
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert await reward(**_TWO_GROUPS, log_metric=log_metric) == [1.0, 0.0, None, None]
+            # a number for what the service could not score is the failed items' number too
+            scored = make_reward_func(service, "math", invalid_value=-1.0)
+            with pytest.warns(UserWarning):
+                assert await scored(**_TWO_GROUPS) == [1.0, 0.0, -1.0, -1.0]
+        # and a call answered whole says so
+        transport.down.clear()
+        assert await reward(**_TWO_GROUPS, log_metric=log_metric) == [1.0, 0.0, 1.0, 0.0]
+        assert metrics["rewardhub/request_failed_fraction"] == 0.0
+
+
+async def test_a_call_with_nothing_answered_still_raises(client: httpx.AsyncClient) -> None:
+    """Every chunk failed (or one request, not chunked): no reward at all, and a step trained on none
+    must not pass silently; on_request_failure="raise" raises for a partial failure too, its error
+    carrying the answered results."""
+    transport = _PromptDown(client.app, {"p1", "p2"})  # type: ignore[attr-defined]
+    async with AsyncRewardClient(
+        "http://rewardhub.test", transport=transport, retry=_FAST, chunk_size=2
+    ) as service:
+        reward = make_reward_func(service, "math")
+        with pytest.raises(ServiceUnavailable) as info:
+            await reward(**_TWO_GROUPS)
+        assert info.value.partial_results is None
+        transport.down.discard("p1")
+        strict = make_reward_func(service, "math", on_request_failure="raise")
+        with pytest.raises(ServiceUnavailable) as info:
+            await strict(**_TWO_GROUPS)
+        assert info.value.failed_indices == [2, 3]
+    with pytest.raises(ValueError, match="on_request_failure must be 'invalid' or 'raise'"):
+        make_reward_func(service, "math", on_request_failure="mask")  # type: ignore[arg-type]
