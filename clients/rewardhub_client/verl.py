@@ -18,6 +18,13 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
 * ``REWARDHUB_VERL_INVALID_SCORE`` — the score verl receives for an item the service could not score
   (verl cannot mask a sample; default 0.0). Such items also carry ``valid: 0.0`` in the extra info, so
   the rate shows up in verl's metrics;
+* ``REWARDHUB_VERL_ON_REQUEST_FAILURE`` — what ``compute_score_batch`` does when the client sent the
+  batch in chunks and some still failed after its retries for the service's state (unreachable, a
+  timeout, 5xx, 408, 429) while others were answered: ``invalid`` (default) keeps the answered scores and
+  gives the failed chunks' items the invalid score, flagged ``request_failed: 1.0`` (and ``valid: 0.0``),
+  warning once per process; ``raise`` raises the client's error. A call of which nothing was answered
+  raises either way (a per-sample call is one request: it raises), so that verl does not train a step
+  on the invalid score alone;
 * ``REWARDHUB_VERL_COMPONENTS`` — comma-separated component names (``correct``, ``math``...) to pass on
   as extra keys; NaN for an item that has no such component;
 * ``REWARDHUB_VERL_CHECK`` — ``0`` skips the start check: the first time a process scores with a reward
@@ -27,8 +34,8 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   verl cannot mask a sample, so without it such a route would train on ``REWARDHUB_VERL_INVALID_SCORE``
   for every sample. A service too old to have the route is not checked.
 
-Each call returns ``{"score": float, "acc": the score again, "valid": 0/1, "cached": 0/1, <the configured
-components>...}`` (``acc``: the metric verl's DAPO recipe filters groups on by default); verl
+Each call returns ``{"score": float, "acc": the score again, "valid": 0/1, "cached": 0/1,
+"request_failed": 0/1, <the configured components>...}`` (``acc``: the metric verl's DAPO recipe filters groups on by default); verl
 logs the keys beyond ``score`` as ``reward_extra_info``. The keys are the same for every item whatever it
 scored: verl appends each key's value per sample and requires every list to be as long as the batch, so
 a key only some items have (an invalid item has no components; another reward has other ones) would stop
@@ -46,11 +53,12 @@ import math
 import os
 import threading
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardhub_client.client import AsyncRewardClient, RewardClient
-from rewardhub_client.errors import RewardUnavailable
+from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
@@ -69,8 +77,13 @@ def configure(
     invalid_score: float | None = None,
     components: Sequence[str] | None = None,
     check: bool | None = None,
+    on_request_failure: str | None = None,
 ) -> None:
-    """Set the service and routing explicitly (otherwise taken from the environment)."""
+    """Set the service and routing explicitly (otherwise taken from the environment).
+
+    ``on_request_failure``: ``"invalid"`` or ``"raise"`` (``REWARDHUB_VERL_ON_REQUEST_FAILURE``, see the
+    module docstring): what ``compute_score_batch`` does with a batch whose request partly failed.
+    """
     global _state
     state: dict[str, Any] = {}
     state["url"] = url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
@@ -91,6 +104,16 @@ def configure(
     )
     env_check = os.environ.get("REWARDHUB_VERL_CHECK", "1").strip().lower()
     state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
+    failure = (
+        (on_request_failure or os.environ.get("REWARDHUB_VERL_ON_REQUEST_FAILURE") or "invalid")
+        .strip()
+        .lower()
+    )
+    if failure not in ("invalid", "raise"):
+        raise ValueError(
+            f"on_request_failure (REWARDHUB_VERL_ON_REQUEST_FAILURE) must be 'invalid' or 'raise', not {failure!r}"
+        )
+    state["on_request_failure"] = failure
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
     # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
@@ -214,20 +237,49 @@ async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) ->
         _record(spec, await client.check_if_supported(spec))
 
 
-def _to_verl(r: ItemResult) -> dict[str, Any]:
-    score = r.score if r.valid and r.score is not None else _conf()["invalid"]
+def _to_verl(r: ItemResult | None) -> dict[str, Any]:
+    """One item's answer as verl takes it; ``None``: an item whose chunk of the request failed, scored
+    as an invalid item (verl needs a number) and flagged ``request_failed``. Numbers only: verl averages
+    each extra key over the samples of a validation run."""
+    valid = r is not None and r.valid
+    score = r.score if r is not None and r.valid and r.score is not None else _conf()["invalid"]
     out: dict[str, Any] = {
         "score": score,
         # verl's DAPO recipe filters groups on reward_extra_info[algorithm.filter_groups.metric], "acc" by
         # default, and stops with a KeyError where it is missing: the score is the signal it wants
         "acc": score,
-        "valid": 1.0 if r.valid else 0.0,
-        "cached": 1.0 if r.cached else 0.0,
+        "valid": 1.0 if valid else 0.0,
+        "cached": 1.0 if r is not None and r.cached else 0.0,
+        "request_failed": 1.0 if r is None else 0.0,
     }
     for name in _conf()["components"]:
-        value = r.components.get(name)
+        value = r.components.get(name) if r is not None else None
         out.setdefault(name, float(value) if isinstance(value, int | float) else math.nan)
     return out
+
+
+_warned: list[bool] = []  # [True] once a partly failed batch has warned in this process
+
+
+def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
+    """What a batch whose request partly failed keeps (``None`` at the failed chunks' items), or raise
+    ``exc``: with ``on_request_failure="raise"``, or when nothing was answered (verl cannot mask, and a
+    step scored on the invalid score alone would train on nothing but it)."""
+    partial = exc.partial_results
+    if _conf()["on_request_failure"] == "raise" or partial is None or all(r is None for r in partial):
+        raise exc
+    with _lock:
+        first = not _warned
+        _warned[:] = [True]
+    if first:
+        warnings.warn(
+            f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
+            f"request failed after the client's retries ({exc}); they get the invalid score "
+            f"({_conf()['invalid']}) with request_failed: 1.0, the answered ones are kept. Later such "
+            "batches do not warn (REWARDHUB_VERL_ON_REQUEST_FAILURE=raise raises instead)",
+            stacklevel=3,
+        )
+    return partial
 
 
 # one client per (url, api key): a configure() with another key must not keep sending the old one
@@ -310,4 +362,9 @@ def compute_score_batch(
         for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
     ]
     _check_sync(items)
-    return [_to_verl(r) for r in _client().score(items).results]
+    results: list[ItemResult | None]
+    try:
+        results = list(_client().score(items).results)
+    except RewardHubClientError as exc:
+        results = _answered(exc, len(items))
+    return [_to_verl(r) for r in results]

@@ -7,8 +7,10 @@ import json
 import math
 import sys
 import threading
+import warnings
 from typing import Any
 
+import httpx
 import pytest
 
 from rewardhub_client import RewardClient, RewardUnavailable, verl
@@ -82,14 +84,16 @@ def test_verl_extra_keys_are_the_same_for_every_item(live_server_factory: Any) -
         per_sample = [verl.compute_score(*c) for c in calls]
         batch = verl.compute_score_batch(*(list(x) for x in zip(*calls, strict=True)))
         for outs in (per_sample, batch):
-            assert [set(o) for o in outs] == [{"score", "acc", "valid", "cached"}] * 3
+            assert [set(o) for o in outs] == [{"score", "acc", "valid", "cached", "request_failed"}] * 3
             assert [o["valid"] for o in outs] == [1.0, 0.0, 1.0]
             # DAPO's dynamic sampling reads "acc" (filter_groups.metric's default): the score verl gets
             assert [o["acc"] for o in outs] == [o["score"] for o in outs] == [1.0, 0.0, 1.0]
 
         verl.configure(server.url, routes={"squad": "exact_match"}, components=["correct"])
         outs = [verl.compute_score(*c) for c in calls]
-        assert [set(o) for o in outs] == [{"score", "acc", "valid", "cached", "correct"}] * 3
+        assert [set(o) for o in outs] == [
+            {"score", "acc", "valid", "cached", "request_failed", "correct"}
+        ] * 3
         assert outs[0]["correct"] == 1.0
         assert math.isnan(outs[1]["correct"]) and math.isnan(outs[2]["correct"])
 
@@ -305,3 +309,77 @@ def test_the_question_in_extra_info_reaches_a_reward_that_reads_the_prompt(
         )
     assert (asked["score"], asked["valid"]) == (1.0, 1.0)
     assert [b["score"] for b in batch] == [1.0, 0.0]  # the second sample has no question to show
+
+
+class _ResponseDown(httpx.BaseTransport):
+    """HTTP to the live server, except that a scoring request holding a sample whose response is one of
+    ``down`` is answered 503, as a service that lost a replica answers it (retried, then given up)."""
+
+    def __init__(self, down: set[str]) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.down = down
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/score":
+            items = json.loads(request.content)["items"]
+            if any(it["response"] in self.down for it in items):
+                error = {"message": "replica gone", "type": "unavailable", "param": None, "code": 503}
+                return httpx.Response(503, json={"error": error})
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_failed_chunk_of_a_batch_gets_the_invalid_score_flagged_and_keeps_the_rest(
+    live_server_factory: Any, monkeypatch: Any
+) -> None:
+    """One chunk of compute_score_batch's request failing after the client's retries raised for the
+    whole batch: the answered chunks' scores were lost and the verl step with them. Found in review.
+    The failed chunk's samples get the invalid score with ``request_failed: 1.0``, warned once; a batch
+    of which nothing was answered still raises, and so does any partial failure with
+    on_request_failure="raise"."""
+    from rewardhub_client import RetryPolicy, ServiceUnavailable
+
+    transport = _ResponseDown({"\\boxed{3}"})
+    batch = {
+        "data_sources": ["gsm8k"] * 4,
+        "solution_strs": ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{4}"],
+        "ground_truths": ["1", "1", "3", "3"],
+        "extra_infos": [{}] * 4,
+    }
+    monkeypatch.setattr(verl, "_warned", [], raising=False)  # a fresh process: not warned yet
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="math", invalid_score=-1.0, components=["correct"])
+        fast = RetryPolicy(max_retries=1, backoff_s=0.001, max_backoff_s=0.001)
+        # the adapter's client, over a transport that fails one chunk (two samples a chunk)
+        sync = RewardClient(server.url, transport=transport, retry=fast, chunk_size=2)
+        monkeypatch.setitem(verl._sync, (server.url, None), sync)
+        try:
+            with pytest.warns(UserWarning, match=r"2 of 4 samples were not scored"):
+                outs = verl.compute_score_batch(**batch)
+            assert [(o["score"], o["valid"], o["request_failed"]) for o in outs] == [
+                (1.0, 1.0, 0.0),
+                (0.0, 1.0, 0.0),
+                (-1.0, 0.0, 1.0),
+                (-1.0, 0.0, 1.0),
+            ]
+            assert [o["acc"] for o in outs] == [o["score"] for o in outs]
+            assert len({frozenset(o) for o in outs}) == 1  # the same keys for every sample
+            assert outs[0]["correct"] == 1.0 and math.isnan(outs[2]["correct"])
+            with warnings.catch_warnings():  # warned once per process
+                warnings.simplefilter("error")
+                assert [o["request_failed"] for o in verl.compute_score_batch(**batch)] == [0, 0, 1, 1]
+            # nothing answered: raised, not a batch of invalid scores
+            transport.down.add("\\boxed{1}")
+            with pytest.raises(ServiceUnavailable):
+                verl.compute_score_batch(**batch)
+            transport.down.discard("\\boxed{1}")
+            verl.configure(server.url, default_reward="math", on_request_failure="raise")
+            with pytest.raises(ServiceUnavailable) as info:
+                verl.compute_score_batch(**batch)
+            assert info.value.failed_indices == [2, 3]
+        finally:
+            sync.close()
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_ON_REQUEST_FAILURE"):
+        verl.configure("http://unused", on_request_failure="mask")
