@@ -482,7 +482,7 @@ def test_a_long_retry_after_is_waited_up_to_reward_max_retry_after_s_and_named_w
         assert len(calls) == 2 and [r.score for r in results] == [1.0, 1.0]
         assert dispatcher.failed_requests == 0
     else:  # past the limit: failed at once, saying what the service asked for
-        assert len(calls) == 1 and dispatcher.failed_requests == 1
+        assert len(calls) == 1 and dispatcher.failed_requests == 1 and dispatcher.unanswered_requests == 1
         assert all(not r.valid for r in results)
         assert "retry after 1s" in caplog.text and "reward.max_retry_after_s" in caplog.text
 
@@ -516,4 +516,50 @@ def test_only_the_items_of_a_failed_chunk_are_request_failed() -> None:
         dispatcher.close()
     assert [r.score for r in results[:size]] == [1.0] * size
     assert all(request_failed(r) for r in results[size:])
-    assert dispatcher.failed_requests == 1
+    assert dispatcher.failed_requests == 1 and dispatcher.unanswered_requests == 0  # failed in part
+
+
+class _HalfScored(httpx.AsyncBaseTransport):
+    """httpx's own transport to the live service, in front of which a request of more than ``limit``
+    items is refused for its size (``limit_exceeded``: the client sends it again in chunks, groups
+    whole, and its later requests in chunks from the start) and a chunk of an odd-numbered problem's
+    group answers 500. The arithmetic problems go two by two (an even one, then an odd one) into a
+    request: each request fails in part, one group answered, the other not."""
+
+    def __init__(self, limit: int) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.limit = limit
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/score":
+            return await self.inner.handle_async_request(request)
+        items = json.loads(request.content)["items"]
+        if len(items) > self.limit:
+            error = {"message": "too many items", "type": "limit_exceeded", "param": "items", "code": 422}
+            return httpx.Response(422, json={"error": error}, request=request)
+        if int(items[0]["group"].rsplit("-p", 1)[1]) % 2:
+            error = {"message": "injected", "type": "internal_error", "param": None, "code": 500}
+            return httpx.Response(500, json={"error": error}, request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_steps_whose_requests_failed_only_in_part_do_not_end_the_run(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """A request that failed in part (one chunk down, the others answered) counted as a failed request,
+    and the stop compared failed with sent requests: steps in which every request lost a chunk, each
+    still training on the answered groups, counted as steps with no answer at all, and
+    ``reward.max_failed_steps`` of them ended the run ("every reward request ... failed"). Found in
+    review. They count in reward_requests_failed, but the stop looks only at requests nothing of which
+    was answered."""
+    transport = _HalfScored(limit=8)  # 2 groups of 8 a request: each request is sent again in halves
+    cfg = make_config(reward_server.url, "partial", training={"steps": 2}, reward={"max_failed_steps": 1})
+    summary = Trainer(cfg, reward_transport=transport).run()
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert summary["steps"] == 2 and summary["reward_requests"] == 4
+    assert summary["reward_requests_failed"] == 4  # every request lost its odd problem's group
+    assert [r["request_failed_frac"] for r in rows] == [0.5, 0.5]
+    assert [r["seqs_in_loss"] > 0 for r in rows] == [True, True]  # trained on the answered groups

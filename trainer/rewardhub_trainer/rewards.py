@@ -19,9 +19,12 @@ a 5xx, 408, or 429/503 still refused after the client's own retries) does not en
 come back ``valid: false`` with reason ``request_failed``, which the trainer masks out of every statistic
 and of the loss like any other unscored item; the dispatcher counts the failures and keeps the last
 error, so the trainer can report them per step and stop when the service stays down
-(``reward.max_failed_steps``). Any other error says the request itself is wrong (an unknown reward, a
-bad config, a missing key: 4xx) or the answer does not fit it (:class:`ProtocolError`); sending it again
-would fail the same way, so it ends the run at once.
+(``reward.max_failed_steps``). A request the client sent in chunks can fail in part: the answered
+chunks keep their results and only the failed chunks' items are ``request_failed``; such a request
+counts as failed (``failed_requests``) but not as unanswered (``unanswered_requests``), which is what
+the stop looks at, since its step still trains on the answered items. Any other error says the
+request itself is wrong (an unknown reward, a bad config, a missing key: 4xx) or the answer does not
+fit it (:class:`ProtocolError`); sending it again would fail the same way, so it ends the run at once.
 """
 
 from __future__ import annotations
@@ -174,9 +177,11 @@ class RewardDispatcher:
         self.run_id = uuid.uuid4().hex[:8]
         self.wait_s = 0.0
         self.requests = 0
-        # requests whose items came back request_failed, and the last such error (read by the trainer
+        # requests with items that came back request_failed, those of them of which nothing was answered
+        # (a request sent in chunks can fail in part), and the last such error (read by the trainer
         # between steps, when every request it sent has been answered)
         self.failed_requests = 0
+        self.unanswered_requests = 0
         self.last_error: RewardHubClientError | None = None
         self._transport = transport
         self._loop = asyncio.new_event_loop()
@@ -226,6 +231,8 @@ class RewardDispatcher:
             if not is_transient(exc):
                 raise
             self.failed_requests += 1
+            if exc.partial_results is None:  # set only when some chunk was answered
+                self.unanswered_requests += 1
             self.last_error = exc
             logger.warning(
                 "reward request of %d items to %s failed after the client's retries; %d of its items are "

@@ -466,14 +466,16 @@ class Trainer:
             keep=self.config.output.keep_checkpoints,
         )
 
-    def _check_failures(self, dispatcher: RewardDispatcher, sent: int, failed: int) -> None:
+    def _check_failures(self, dispatcher: RewardDispatcher, sent: int, unanswered: int) -> None:
         """End the run once ``reward.max_failed_steps`` steps in a row had every reward request fail.
 
         A step with some answers trains on them (the failed items are masked); a step with none is a
         no-op (every item masked: no loss term, no optimizer step). Training on nothing for long is a
-        service that is down, not a blip, and must not pass for a run.
+        service that is down, not a blip, and must not pass for a run. ``unanswered``: the step's
+        requests of which nothing was answered; one that failed only in part (a chunk of it) gave the
+        step rewards to train on, so it does not make a failed step.
         """
-        if sent == 0 or failed < sent:
+        if sent == 0 or unanswered < sent:
             self.failed_steps = 0
             return
         self.failed_steps += 1
@@ -555,13 +557,16 @@ class Trainer:
             while self.step < cfg.training.steps:
                 t0 = time.perf_counter()
                 lr = self._set_lr()
-                wait0, sent0, failed0 = dispatcher.wait_s, dispatcher.requests, dispatcher.failed_requests
+                wait0, sent0 = dispatcher.wait_s, dispatcher.requests
+                failed0, unanswered0 = dispatcher.failed_requests, dispatcher.unanswered_requests
                 col = self._collect(dispatcher)
                 wait = dispatcher.wait_s - wait0
                 failed = dispatcher.failed_requests - failed0
                 self.requests["reward_requests"] += dispatcher.requests - sent0
                 self.requests["reward_requests_failed"] += failed
-                self._check_failures(dispatcher, dispatcher.requests - sent0, failed)
+                self._check_failures(
+                    dispatcher, dispatcher.requests - sent0, dispatcher.unanswered_requests - unanswered0
+                )
                 adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
                 t1 = time.perf_counter()
                 stats = self._optimize(col.groups, adv) if col.groups else {}
