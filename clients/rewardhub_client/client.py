@@ -387,12 +387,24 @@ class RewardClient(_Base):
                 if smaller is None:
                     in_batch(exc, idx)
                     raise
-                for part in smaller:
-                    send(part, split=isinstance(exc, LimitExceeded))
+                by_count = isinstance(exc, LimitExceeded)
+            else:
+                parts.append((idx, _answer(resp, ScoreResponse.model_validate_json)))
+                if split:
+                    self._accepted_after_split(len(idx))
                 return
-            parts.append((idx, _answer(resp, ScoreResponse.model_validate_json)))
-            if split:
-                self._accepted_after_split(len(idx))
+            # over the service's byte or item limit: the parts one after the other; one failing
+            # transiently does not stop the ones after it (their answers are kept)
+            first: RewardHubClientError | None = None
+            for part in smaller:
+                try:
+                    send(part, split=by_count)
+                except RewardHubClientError as failed:
+                    if not transient(failed):
+                        raise
+                    first = first or failed
+            if first is not None:
+                raise first
 
         # a chunk that fails does not stop the others: the error raised at the end carries their results
         first: RewardHubClientError | None = None
@@ -653,9 +665,17 @@ class AsyncRewardClient(_Base):
                     parts.append((idx, answer))
                     return
             # over the service's byte or item limit: the halves one after the other, each holding the
-            # semaphore
+            # semaphore; one failing transiently does not stop the one after it (its answer is kept)
+            first: RewardHubClientError | None = None
             for half in smaller:
-                await one(half, split=by_count)
+                try:
+                    await one(half, split=by_count)
+                except RewardHubClientError as failed:
+                    if not transient(failed):
+                        raise
+                    first = first or failed
+            if first is not None:
+                raise first
 
         async def chunk(idx: list[int]) -> BaseException | None:
             try:

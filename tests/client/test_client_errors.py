@@ -694,3 +694,36 @@ async def test_a_half_answered_before_its_other_half_failed_is_kept() -> None:
     assert partial is not None
     assert [r.id if r is not None else None for r in partial] == ["0", "1", None, None]
     assert info.value.failed_indices == [2, 3]
+
+
+def _limit_two_first_half_down(request: httpx.Request) -> httpx.Response:
+    """A service taking at most 2 items a request, whose chunk holding the item ``down`` answers 503."""
+    items = json.loads(request.content)["items"]
+    if len(items) > 2:
+        body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
+        return httpx.Response(422, json=body)
+    if any(it["response"] == "down" for it in items):
+        return error(503, "unavailable")
+    results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+    return httpx.Response(200, json={**OK_BODY, "results": results})
+
+
+async def test_a_half_that_fails_first_does_not_stop_the_half_after_it() -> None:
+    """A chunk over the service's item limit is sent again in halves, one after the other; the first
+    half failing after its retries raised at once, so the second was never sent and its items were
+    lost with the failed ones (an adapter or the trainer masked the whole chunk). Found in review. The
+    later halves are still sent and their answers kept on the error."""
+    items = [{"response": r} for r in ("down", "a", "b", "c")]
+    transport = httpx.MockTransport(_limit_two_first_half_down)
+    async with AsyncRewardClient("http://svc", transport=transport, retry=FAST) as c:
+        with pytest.raises(ServiceUnavailable) as info:
+            await c.score(items, "math")
+    partial = info.value.partial_results
+    assert partial is not None
+    assert [r.id if r is not None else None for r in partial] == [None, None, "2", "3"]
+    assert info.value.failed_indices == [0, 1]
+    with client_for(_limit_two_first_half_down) as sync, pytest.raises(ServiceUnavailable) as info:
+        sync.score(items, "math")
+    partial = info.value.partial_results
+    assert partial is not None
+    assert [r.id if r is not None else None for r in partial] == [None, None, "2", "3"]
