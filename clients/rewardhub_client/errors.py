@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -68,7 +69,8 @@ class RewardHubClientError(Exception):
     """
 
     partial_results: list[ItemResult | None] | None = None
-    failed_indices: list[int] = []
+    # A tuple at class level: a list here would be one list shared by every error that was not given its own.
+    failed_indices: Sequence[int] = ()
 
 
 class RewardUnavailable(RewardHubClientError):

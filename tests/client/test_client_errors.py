@@ -669,7 +669,7 @@ def test_an_unchunked_failure_carries_no_partial_results() -> None:
     calls: list[str] = []
     with client_for(_one_chunk_down(calls)) as c, pytest.raises(ServiceUnavailable) as info:
         c.score([{"id": "down", "response": "x"}], "math")
-    assert info.value.partial_results is None and info.value.failed_indices == []
+    assert info.value.partial_results is None and not info.value.failed_indices
 
 
 async def test_a_half_answered_before_its_other_half_failed_is_kept() -> None:
