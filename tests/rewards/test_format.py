@@ -7,18 +7,12 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
-from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.protocol import Reason
 from rewardhub.rewards.format import FormatReward
 
 REWARD = FormatReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(response: str, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score([ScoreItem(response=response)], cfg, ScoreContext(deadline_s=5))
-    return out
 
 
 @pytest.mark.parametrize(
@@ -51,7 +45,7 @@ async def score_one(response: str, **config: Any) -> Outcome:
     ],
 )
 async def test_think_answer_default(response: str, failed: list[str]) -> None:
-    out = await score_one(response)  # no config: preset think_answer
+    out = await score_text(REWARD, response)  # no config: preset think_answer
     assert out.details["failed"] == failed
     assert out.score == (0.0 if failed else 1.0)
     assert out.reason == (Reason.FORMAT if failed else None)
@@ -59,7 +53,7 @@ async def test_think_answer_default(response: str, failed: list[str]) -> None:
 
 
 async def test_components_name_every_check() -> None:
-    out = await score_one("<think>a</think><answer>b</answer>")
+    out = await score_text(REWARD, "<think>a</think><answer>b</answer>")
     assert out.components == {
         "think:present": 1.0,
         "think:once": 1.0,
@@ -86,7 +80,7 @@ async def test_components_name_every_check() -> None:
     ],
 )
 async def test_partial_credit(response: str, score: float) -> None:
-    out = await score_one(response, partial_credit=True)
+    out = await score_text(REWARD, response, partial_credit=True)
     assert out.score == pytest.approx(score)
 
 
@@ -118,14 +112,14 @@ async def test_partial_credit(response: str, score: float) -> None:
     ],
 )
 async def test_configs(config: dict[str, Any], response: str, score: float) -> None:
-    out = await score_one(response, **config)
+    out = await score_text(REWARD, response, **config)
     assert out.score == score
 
 
 async def test_adversarial_response_is_fast() -> None:
     response = "<think>" * 100_000 + "</think>" * 100_000 + "<answer>" * 50_000
     t0 = time.perf_counter()
-    out = await score_one(response)
+    out = await score_text(REWARD, response)
     assert time.perf_counter() - t0 < 5.0  # quadratic would take hours (1 s was tight on a loaded host)
     assert out.score == 0.0
 

@@ -9,9 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
+from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.base import ScoreContext
 from rewardhub.rewards.json_schema import JsonSchemaReward, extract_json_text, validate_in_worker
 
 REWARD = JsonSchemaReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
@@ -23,14 +24,6 @@ PERSON = {
     "additionalProperties": False,
 }
 GOOD = '{"name": "Ada", "age": 36}'
-
-
-async def score_one(response: str, reference: Any = None, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score(
-        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
-    )
-    return out
 
 
 @pytest.mark.parametrize(
@@ -68,7 +61,7 @@ async def score_one(response: str, reference: Any = None, **config: Any) -> Outc
     ],
 )
 async def test_extraction_and_parsing(response: str, extract: str, score: float, parses: float) -> None:
-    out = await score_one(response, schema=PERSON, extract=extract)
+    out = await score_text(REWARD, response, schema=PERSON, extract=extract)
     assert out.score == score
     assert out.components["parses"] == parses
     assert out.reason == (None if score else Reason.FORMAT)
@@ -95,7 +88,7 @@ def test_extract_json_text_direct() -> None:
     ],
 )
 async def test_validation_failures(doc: str, error_path: str) -> None:
-    out = await score_one(doc, schema=PERSON)
+    out = await score_text(REWARD, doc, schema=PERSON)
     assert (out.score, out.reason) == (0.0, Reason.FORMAT)
     assert out.components == {"parses": 1.0, "valid": 0.0}
     assert out.details["errors"][0].startswith(error_path + ":")
@@ -103,14 +96,14 @@ async def test_validation_failures(doc: str, error_path: str) -> None:
 
 async def test_partial_credit_for_parsing() -> None:
     # parses but fails: 0.5; does not parse: still 0; valid: 1
-    assert (await score_one('{"name": 1}', schema=PERSON, partial_credit=True)).score == 0.5
-    assert (await score_one("{", schema=PERSON, partial_credit=True)).score == 0.0
-    assert (await score_one(GOOD, schema=PERSON, partial_credit=True)).score == 1.0
+    assert (await score_text(REWARD, '{"name": 1}', schema=PERSON, partial_credit=True)).score == 0.5
+    assert (await score_text(REWARD, "{", schema=PERSON, partial_credit=True)).score == 0.0
+    assert (await score_text(REWARD, GOOD, schema=PERSON, partial_credit=True)).score == 1.0
 
 
 async def test_max_errors_limits_details() -> None:
     schema = {"type": "array", "items": {"type": "integer"}}
-    out = await score_one('["a", "b", "c", "d"]', schema=schema, max_errors=2)
+    out = await score_text(REWARD, '["a", "b", "c", "d"]', schema=schema, max_errors=2)
     assert out.details["errors"] == [
         "$[0]: 'a' is not of type 'integer'",
         "$[1]: 'b' is not of type 'integer'",
@@ -130,16 +123,16 @@ async def test_max_errors_limits_details() -> None:
     ],
 )
 async def test_schema_from_reference(reference: Any, score: float) -> None:
-    out = await score_one(GOOD, reference)
+    out = await score_text(REWARD, GOOD, reference)
     assert out.score == score
 
 
 async def test_config_schema_wins_over_reference() -> None:
     # the reference would accept the object; the config demands an array
-    out = await score_one(GOOD, {"schema": PERSON}, schema={"type": "array"})
+    out = await score_text(REWARD, GOOD, {"schema": PERSON}, schema={"type": "array"})
     assert out.score == 0.0
     # and the reference is not even read when the config has a schema
-    out = await score_one(GOOD, "not a schema", schema=PERSON)
+    out = await score_text(REWARD, GOOD, "not a schema", schema=PERSON)
     assert out.score == 1.0
 
 
@@ -157,7 +150,7 @@ async def test_config_schema_wins_over_reference() -> None:
     ],
 )
 async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -> None:
-    out = await score_one(GOOD, reference)
+    out = await score_text(REWARD, GOOD, reference)
     assert (out.score, out.reason) == (None, reason)
 
 
@@ -206,16 +199,16 @@ async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -
     ],
 )
 async def test_schema_features(schema: Any, doc: str, score: float) -> None:
-    out = await score_one(doc, schema=schema)
+    out = await score_text(REWARD, doc, schema=schema)
     assert out.score == score
     # the same schema from the item's reference
-    assert (await score_one(doc, {"schema": schema})).score == score
+    assert (await score_text(REWARD, doc, {"schema": schema})).score == score
 
 
 async def test_check_formats() -> None:
     schema = {"type": "string", "format": "email"}
-    assert (await score_one('"nope"', schema=schema, check_formats=True)).score == 0.0
-    assert (await score_one('"a@b.org"', schema=schema, check_formats=True)).score == 1.0
+    assert (await score_text(REWARD, '"nope"', schema=schema, check_formats=True)).score == 0.0
+    assert (await score_text(REWARD, '"a@b.org"', schema=schema, check_formats=True)).score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -228,7 +221,7 @@ async def test_check_formats() -> None:
 async def test_hostile_schema_pattern_times_out(schema: dict[str, Any]) -> None:
     doc = json.dumps("x" * 5000) if "pattern" in schema else json.dumps({"x" * 5000: 1})
     t0 = time.perf_counter()
-    out = await score_one(doc, {"schema": schema})
+    out = await score_text(REWARD, doc, {"schema": schema})
     assert (out.score, out.reason) == (None, Reason.TIMEOUT)
     assert time.perf_counter() - t0 < 3
 
@@ -245,7 +238,7 @@ async def test_many_slow_searches_share_one_budget() -> None:
     assert (first.score, first.reason) == (None, Reason.TIMEOUT), first
     assert (second.score, second.reason) == (None, Reason.TIMEOUT), second  # the budget is the request's
     # a document whose searches are quick is unaffected
-    quick = await score_one(json.dumps({"aaaa": 1, "b": 2}), schema=schema)
+    quick = await score_text(REWARD, json.dumps({"aaaa": 1, "b": 2}), schema=schema)
     assert quick.score == 1.0
 
 
@@ -275,7 +268,7 @@ async def test_pattern_under_unevaluated_properties_runs_in_the_guarded_engine()
     backtracks exponentially in ``re``, and a 31-character key held the event loop for over a minute
     (this one for good). Found in review. (The timeout is a hang guard: this takes milliseconds.)"""
     schema = {"patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
-    out = await score_one(json.dumps({"a" * 5000 + "b": 1}), schema=schema)
+    out = await score_text(REWARD, json.dumps({"a" * 5000 + "b": 1}), schema=schema)
     assert (out.score, out.reason) == (0.0, Reason.FORMAT), out
     assert out.details["errors"][0].startswith("$: Unevaluated properties are not allowed")
 
@@ -295,12 +288,12 @@ async def test_unevaluated_properties_of_many_keys_is_linear() -> None:
     assert spent < 5, spent
     # the keyword's own answers are kept: unevaluated keys listed, each once per error
     both = {"properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}}
-    bad = await score_one('{"a": 1, "b": 2, "c": "x", "d": 3}', schema=both)
+    bad = await score_text(REWARD, '{"a": 1, "b": 2, "c": "x", "d": 3}', schema=both)
     assert bad.details["errors"] == [
         "$: Unevaluated properties are not valid under the given schema ('b', 'd' were unevaluated and invalid)"
     ]
-    shut = await score_one(
-        '{"z": 1, "a": 1, "y": 2}', schema={"properties": {"a": {}}, "unevaluatedProperties": False}
+    shut = await score_text(
+        REWARD, '{"z": 1, "a": 1, "y": 2}', schema={"properties": {"a": {}}, "unevaluatedProperties": False}
     )
     assert shut.details["errors"] == ["$: Unevaluated properties are not allowed ('y', 'z' were unexpected)"]
 
@@ -316,13 +309,13 @@ async def test_unevaluated_items_of_a_long_array_is_linear(draft: str | None) ->
         schema["$schema"] = draft
     doc = json.dumps([0] * 60_000)
     t0 = time.process_time()
-    out = await score_one(doc, schema=schema)
+    out = await score_text(REWARD, doc, schema=schema)
     spent = time.process_time() - t0
     assert out.score == 1.0, out
     assert spent < 5, spent
     # the keyword's own answer is kept
     tail = {"prefixItems": [{}], "unevaluatedItems": False}
-    bad = await score_one("[1, 2, 3]", schema=tail)
+    bad = await score_text(REWARD, "[1, 2, 3]", schema=tail)
     assert bad.details["errors"] == ["$: Unevaluated items are not allowed (2, 3 were unexpected)"]
 
 
@@ -345,8 +338,8 @@ async def test_a_schema_whose_nesting_explodes_times_out_on_the_event_loop() -> 
     shallow: dict[str, Any] = {"type": "object"}
     for _ in range(4):
         shallow = {"allOf": [shallow], "unevaluatedProperties": {"type": "integer"}}
-    assert (await score_one('{"a": 1}', schema=shallow)).score == 1.0
-    assert (await score_one('{"a": "x"}', schema=shallow)).score == 0.0
+    assert (await score_text(REWARD, '{"a": 1}', schema=shallow)).score == 1.0
+    assert (await score_text(REWARD, '{"a": "x"}', schema=shallow)).score == 0.0
 
 
 @pytest.mark.parametrize(
@@ -380,8 +373,8 @@ def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
     ],
 )
 async def test_unique_items_compares_as_json(doc: str, score: float) -> None:
-    assert (await score_one(doc, schema={"type": "array", "uniqueItems": True})).score == score
-    assert (await score_one(doc, schema={"type": "array", "uniqueItems": False})).score == 1.0
+    assert (await score_text(REWARD, doc, schema={"type": "array", "uniqueItems": True})).score == score
+    assert (await score_text(REWARD, doc, schema={"type": "array", "uniqueItems": False})).score == 1.0
 
 
 @pytest.mark.timeout(30)
@@ -391,8 +384,8 @@ async def test_unique_items_of_many_objects_is_linear() -> None:
     whole service stalled. Found in review. (The timeout is a hang guard: this takes milliseconds.)"""
     items = [{"i": i} for i in range(15_000)]  # under 200,000 characters: validated on the loop
     schema = {"type": "array", "uniqueItems": True}
-    assert (await score_one(json.dumps(items), schema=schema)).score == 1.0
-    dup = await score_one(json.dumps([*items, {"i": 10.0}]), schema=schema)
+    assert (await score_text(REWARD, json.dumps(items), schema=schema)).score == 1.0
+    dup = await score_text(REWARD, json.dumps([*items, {"i": 10.0}]), schema=schema)
     assert dup.score == 0.0 and "items 10 and 15000 are equal" in dup.details["errors"][0]
 
 

@@ -7,21 +7,16 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_item
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.base import ScoreContext
 from rewardhub.rewards.length import LengthReward, cosine_length, dapo_overlong
 
 REWARD = LengthReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
 
 DAPO = {"mode": "dapo_overlong", "max_length": 100, "cache_length": 20, "unit": "chars"}
 COSINE = {"mode": "cosine", "max_length": 100, "unit": "chars"}
-
-
-async def score_one(item: ScoreItem, config: dict[str, Any]) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score([item], cfg, ScoreContext(deadline_s=5))
-    return out
 
 
 @pytest.mark.parametrize(
@@ -37,7 +32,7 @@ async def score_one(item: ScoreItem, config: dict[str, Any]) -> Outcome:
     ],
 )
 async def test_dapo_overlong(length: int, expected: float) -> None:
-    out = await score_one(ScoreItem(response="x" * length), DAPO)
+    out = await score_item(REWARD, ScoreItem(response="x" * length), **DAPO)
     assert out.score == pytest.approx(expected)
     assert out.components == {"length": float(length)}
     assert dapo_overlong(length, 100, 20) == pytest.approx(expected)
@@ -59,7 +54,7 @@ async def test_dapo_overlong(length: int, expected: float) -> None:
 )
 async def test_cosine(length: int, correct: bool, expected: float) -> None:
     item = ScoreItem(response="x" * length, metadata={"correct": correct})
-    out = await score_one(item, COSINE)
+    out = await score_item(REWARD, item, **COSINE)
     assert out.score == pytest.approx(expected)
     assert out.details["correct"] is correct
 
@@ -82,13 +77,13 @@ def test_cosine_custom_bounds() -> None:
     ],
 )
 async def test_correctness_sources(reference: Any, metadata: dict[str, Any] | None, expected: float) -> None:
-    out = await score_one(ScoreItem(response="", reference=reference, metadata=metadata), COSINE)
+    out = await score_item(REWARD, ScoreItem(response="", reference=reference, metadata=metadata), **COSINE)
     assert out.score == pytest.approx(expected)  # L = 0: v_max of correct / wrong
 
 
 async def test_custom_correct_key() -> None:
     item = ScoreItem(response="", metadata={"is_right": True})
-    out = await score_one(item, {**COSINE, "correct_key": "is_right"})
+    out = await score_item(REWARD, item, **COSINE, correct_key="is_right")
     assert out.score == 1.0
 
 
@@ -104,7 +99,7 @@ async def test_custom_correct_key() -> None:
     ],
 )
 async def test_cosine_bad_correctness_is_invalid(reference: Any, metadata: Any, reason: Reason) -> None:
-    out = await score_one(ScoreItem(response="x", reference=reference, metadata=metadata), COSINE)
+    out = await score_item(REWARD, ScoreItem(response="x", reference=reference, metadata=metadata), **COSINE)
     assert (out.score, out.reason) == (None, reason)
 
 
@@ -117,7 +112,7 @@ async def test_cosine_bad_correctness_is_invalid(reference: Any, metadata: Any, 
     ],
 )
 async def test_units(unit: str, response: str, metadata: Any, length: int) -> None:
-    out = await score_one(ScoreItem(response=response, metadata=metadata), {**DAPO, "unit": unit})
+    out = await score_item(REWARD, ScoreItem(response=response, metadata=metadata), **{**DAPO, "unit": unit})
     assert out.details["length"] == length
     assert out.components["length"] == float(length)
 
@@ -125,7 +120,7 @@ async def test_units(unit: str, response: str, metadata: Any, length: int) -> No
 async def test_tokens_with_custom_key() -> None:
     # 90 tokens: -0.5 on the 80..100 ramp
     item = ScoreItem(response="", metadata={"n": 90})
-    out = await score_one(item, {**DAPO, "unit": "tokens", "token_count_key": "n"})
+    out = await score_item(REWARD, item, **{**DAPO, "unit": "tokens", "token_count_key": "n"})
     assert out.score == pytest.approx(-0.5)
 
 
@@ -141,7 +136,7 @@ async def test_tokens_with_custom_key() -> None:
     ],
 )
 async def test_bad_token_count_is_invalid(metadata: Any, reason: Reason) -> None:
-    out = await score_one(ScoreItem(response="x", metadata=metadata), {**DAPO, "unit": "tokens"})
+    out = await score_item(REWARD, ScoreItem(response="x", metadata=metadata), **{**DAPO, "unit": "tokens"})
     assert (out.score, out.reason) == (None, reason)
     assert "completion_tokens" in out.details["message"]
 

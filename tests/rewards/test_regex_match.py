@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards import patterns
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.base import ScoreContext
 from rewardhub.rewards.exact_match import ExactMatchReward
 from rewardhub.rewards.json_schema import JsonSchemaReward
 from rewardhub.rewards.patterns import (
@@ -24,14 +25,6 @@ from rewardhub.rewards.patterns import (
 from rewardhub.rewards.regex_match import RegexReward
 
 REWARD = RegexReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(response: str, reference: Any = None, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score(
-        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
-    )
-    return out
 
 
 @pytest.mark.parametrize(
@@ -62,7 +55,7 @@ async def score_one(response: str, reference: Any = None, **config: Any) -> Outc
     ],
 )
 async def test_match_table(config: dict[str, Any], response: str, score: float) -> None:
-    out = await score_one(response, **config)
+    out = await score_text(REWARD, response, **config)
     assert out.score == score
     assert out.reason == (None if score else Reason.FORMAT)
 
@@ -90,7 +83,9 @@ async def test_match_table(config: dict[str, Any], response: str, score: float) 
 async def test_compare_group_to_reference(
     response: str, reference: Any, score: float, reason: Reason | None
 ) -> None:
-    out = await score_one(response, reference, pattern=r"####\s*(\S+)", compare_group_to_reference=True)
+    out = await score_text(
+        REWARD, response, reference, pattern=r"####\s*(\S+)", compare_group_to_reference=True
+    )
     assert (out.score, out.reason) == (score, reason)
 
 
@@ -114,13 +109,14 @@ async def test_compare_searches_the_answer_outside_the_reasoning(
     drafted inside <think> was compared, not its answer, and a rollout cut off in its reasoning was
     scored on a draft. Found in review. A search reads the answer outside the reasoning now, as
     exact_match's extract does."""
-    out = await score_one(response, "42", pattern=r"####\s*(\S+)", compare_group_to_reference=True)
+    out = await score_text(REWARD, response, "42", pattern=r"####\s*(\S+)", compare_group_to_reference=True)
     assert (out.score, out.details["extracted"]) == (score, extracted)
 
 
 async def test_fullmatch_compare_still_reads_the_whole_response() -> None:
     """A fullmatch pattern describes the whole response, its reasoning included."""
-    out = await score_one(
+    out = await score_text(
+        REWARD,
         "<think>hmm</think>\n#### 42",
         "42",
         pattern=r"<think>.*?</think>\s*####\s*(\S+)",
@@ -131,17 +127,19 @@ async def test_fullmatch_compare_still_reads_the_whole_response() -> None:
 
 
 async def test_unmatched_optional_group_is_no_answer() -> None:
-    out = await score_one("answer", "1", pattern=r"answer(?: (\d+))?", compare_group_to_reference=True)
+    out = await score_text(
+        REWARD, "answer", "1", pattern=r"answer(?: (\d+))?", compare_group_to_reference=True
+    )
     assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
 
 
 async def test_compare_without_reference_is_invalid() -> None:
-    out = await score_one("#### 42", None, pattern=r"#### (\d+)", compare_group_to_reference=True)
+    out = await score_text(REWARD, "#### 42", None, pattern=r"#### (\d+)", compare_group_to_reference=True)
     assert (out.score, out.reason) == (None, Reason.MISSING_REFERENCE)
 
 
 async def test_plain_mode_ignores_the_reference() -> None:
-    out = await score_one("abc", None, pattern="b")
+    out = await score_text(REWARD, "abc", None, pattern="b")
     assert out.score == 1.0
 
 
@@ -312,4 +310,4 @@ def test_a_pattern_that_expands_past_the_bound_is_rejected(pattern: str) -> None
     ],
 )
 async def test_ordinary_counted_repeats_are_accepted(pattern: str, response: str, score: float) -> None:
-    assert (await score_one(response, pattern=pattern)).score == score
+    assert (await score_text(REWARD, response, pattern=pattern)).score == score

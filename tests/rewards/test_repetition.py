@@ -8,18 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
+from reward_calls import score_item
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
 from rewardhub.rewards.repetition import RepetitionReward, repeated_fraction
 
 REWARD = RepetitionReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(item: ScoreItem, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score([item], cfg, ScoreContext(deadline_s=5))
-    return out
 
 
 @pytest.mark.parametrize(
@@ -37,7 +31,7 @@ async def score_one(item: ScoreItem, **config: Any) -> Outcome:
 )
 async def test_token_ids(ids: list[int], n: int, max_penalty: float, expected: float) -> None:
     item = ScoreItem(response="ignored", metadata={"completion_ids": ids})
-    out = await score_one(item, unit="token_ids", ngram_size=n, max_penalty=max_penalty)
+    out = await score_item(REWARD, item, unit="token_ids", ngram_size=n, max_penalty=max_penalty)
     assert out.score is not None
     assert out.score == pytest.approx(expected)
     assert math.copysign(1.0, out.score) == (1.0 if expected == 0 else -1.0)  # never -0.0
@@ -59,13 +53,14 @@ async def test_token_ids(ids: list[int], n: int, max_penalty: float, expected: f
     ],
 )
 async def test_words(response: str, expected: float) -> None:
-    out = await score_one(ScoreItem(response=response))
+    out = await score_item(REWARD, ScoreItem(response=response))
     assert out.score == pytest.approx(expected)
     assert out.components["repetition"] == pytest.approx(-expected)
 
 
 async def test_details() -> None:
-    out = await score_one(
+    out = await score_item(
+        REWARD,
         ScoreItem(response="x", metadata={"ids": [5, 5, 5, 5, 5]}),
         unit="token_ids",
         token_ids_key="ids",
@@ -89,7 +84,7 @@ def test_repeated_fraction_direct() -> None:
     ],
 )
 async def test_bad_token_ids_are_invalid(metadata: Any, reason: Reason) -> None:
-    out = await score_one(ScoreItem(response="a b c", metadata=metadata), unit="token_ids")
+    out = await score_item(REWARD, ScoreItem(response="a b c", metadata=metadata), unit="token_ids")
     assert (out.score, out.reason) == (None, reason)
 
 
