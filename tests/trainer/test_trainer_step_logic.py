@@ -76,6 +76,23 @@ def group(index: int, results: Sequence[Result]) -> Group:
     )
 
 
+def step_metrics(trainer: Trainer, groups: list[Group]) -> dict[str, float]:
+    """The metrics of a step of one sampling round that kept every group of ``groups``, with plain GRPO
+    advantages of their scores: what the step's bookkeeping makes of these results, whatever the
+    trainer's estimator would have made of them."""
+    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
+    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+    return trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+
+
+def failed_request(groups: Sequence[Group]) -> list[ItemResult]:
+    """The results the trainer makes of a request of ``groups`` that failed past the client's retries."""
+    items = [it for g in groups for it in g.items()]
+    return [
+        ItemResult(id=it.id or "", reward="r", score=None, valid=False, reason=REQUEST_FAILED) for it in items
+    ]
+
+
 class CannedDispatcher:
     """The reward service's answers, fixed in advance, one list of items per submitted request."""
 
@@ -102,9 +119,7 @@ def test_component_metrics_leave_invalid_items_out(make_trainer: Callable[..., T
         group(0, [(1.0, True, {"a": 1.0, "b": 1.0}), (0.5, True, {"a": 0.0, "b": 1.0})]),
         group(1, [(None, False, {"a": 1.0, "b": 0.0}), (0.0, True, {"a": 0.0, "b": None})]),
     ]
-    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
-    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
-    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    out = step_metrics(trainer, groups)
     assert out["reward"] == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3, the invalid item left out
     assert out["invalid_frac"] == pytest.approx(0.25)
     # a over the valid items: (1 + 0 + 0) / 3 (not (1 + 0 + 1 + 0) / 4); b: (1 + 1) / 2 (not 2/3)
@@ -126,17 +141,13 @@ def test_invalid_frac_is_over_answered_items_and_failed_requests_have_their_own(
     for r in failed.results:
         r.reason = REQUEST_FAILED
     groups = [answered, failed]
-    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
-    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
-    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    out = step_metrics(trainer, groups)
     assert out["invalid_frac"] == pytest.approx(0.25)  # 1 of the 4 answered items, not 5 of 8
     assert out["request_failed_frac"] == pytest.approx(0.5)
     assert out["frac_zero_std_groups"] == pytest.approx(0.0)  # group 0 varies; group 1 was not scored
     assert out["reward"] == pytest.approx(1 / 3)
     # no answer at all: nothing to say about the reward, all of it about the requests
-    col = _Collected(groups=[failed], scored=[failed], rounds=1, dropped=0, gen_s=0.0)
-    rewards = torch.tensor([failed.scores()], dtype=torch.float64)
-    out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    out = step_metrics(trainer, [failed])
     assert math.isnan(out["invalid_frac"]) and math.isnan(out["frac_zero_std_groups"])
     assert out["request_failed_frac"] == 1.0
 
@@ -207,13 +218,7 @@ class DownDispatcher(CannedDispatcher):
     def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
         self.sent += 1
         fut: concurrent.futures.Future[list[ItemResult]] = concurrent.futures.Future()
-        items = [it for g in groups for it in g.items()]
-        fut.set_result(
-            [
-                ItemResult(id=it.id or "", reward="r", score=None, valid=False, reason=REQUEST_FAILED)
-                for it in items
-            ]
-        )
+        fut.set_result(failed_request(groups))
         return fut
 
 
@@ -242,11 +247,8 @@ def test_frac_zero_std_groups_counts_what_dynamic_sampling_would_drop(
     but whose totals tie (signal for GDPO, kept by dynamic sampling) was reported as zero-variance: the
     metric said 100% for a batch the filter kept half of. Found in review."""
     groups = [group(0, TIED_TOTALS[:3]), group(1, TIED_TOTALS[3:])]
-    col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
-    rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
     for estimator, expected in (("gdpo", 0.5), ("grpo", 1.0)):
-        trainer = make_trainer(estimator=estimator)
-        out = trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+        out = step_metrics(make_trainer(estimator=estimator), groups)
         assert out["frac_zero_std_groups"] == pytest.approx(expected), estimator
 
 
@@ -499,13 +501,7 @@ class FlakyDispatcher(CannedDispatcher):
             self.answers = [answer]
             return super().submit(groups)
         fut: concurrent.futures.Future[list[ItemResult]] = concurrent.futures.Future()
-        items = [it for g in groups for it in g.items()]
-        fut.set_result(
-            [
-                ItemResult(id=it.id or "", reward="r", score=None, valid=False, reason=REQUEST_FAILED)
-                for it in items
-            ]
-        )
+        fut.set_result(failed_request(groups))
         return fut
 
 
