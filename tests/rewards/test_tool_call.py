@@ -19,6 +19,12 @@ def hermes(*calls: dict[str, Any]) -> str:
     return "I will look it up.\n" + "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)
 
 
+def as_written(value: Any) -> str:
+    """An argument's value as the XML call forms (Qwen3-Coder, GLM, MiniMax) write it: a string as it is
+    (raw text), any other value as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 async def score(
     client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
 ) -> list[dict[str, Any]]:
@@ -676,12 +682,9 @@ async def test_a_call_inside_a_tool_s_output_is_not_the_model_s(client: httpx.As
 def qwen3_coder(*calls: dict[str, Any]) -> str:
     """Calls as Qwen3-Coder writes them: one ``<tool_call>`` block of XML each, every value on its own line."""
 
-    def value(v: Any) -> str:
-        return v if isinstance(v, str) else json.dumps(v)
-
     return "\n".join(
         f"<tool_call>\n<function={c['name']}>\n"
-        + "".join(f"<parameter={k}>\n{value(v)}\n</parameter>\n" for k, v in c["arguments"].items())
+        + "".join(f"<parameter={k}>\n{as_written(v)}\n</parameter>\n" for k, v in c["arguments"].items())
         + "</function>\n</tool_call>"
         for c in calls
     )
@@ -908,13 +911,11 @@ async def test_qwen3_coder_calls_without_their_block_are_read_in_linear_time(
 def glm(*calls: dict[str, Any], sep: str = "\n") -> str:
     """Calls as GLM-4.5/4.6 write them (``sep=""``: GLM-4.7, no newline after the name)."""
 
-    def value(v: Any) -> str:
-        return v if isinstance(v, str) else json.dumps(v)
-
     return "\n".join(
         f"<tool_call>{c['name']}{sep}"
         + "".join(
-            f"<arg_key>{k}</arg_key>\n<arg_value>{value(v)}</arg_value>\n" for k, v in c["arguments"].items()
+            f"<arg_key>{k}</arg_key>\n<arg_value>{as_written(v)}</arg_value>\n"
+            for k, v in c["arguments"].items()
         )
         + "</tool_call>"
         for c in calls
@@ -1357,12 +1358,9 @@ MINIMAX, MINIMAX_END = "<minimax:tool_call>", "</minimax:tool_call>"
 def minimax(*calls: dict[str, Any]) -> str:
     """Calls as MiniMax-M2 writes them: one block of invokes, each value raw text (others as JSON)."""
 
-    def value(v: Any) -> str:
-        return v if isinstance(v, str) else json.dumps(v)
-
     invokes = "".join(
         f'<invoke name="{c["name"]}">\n'
-        + "".join(f'<parameter name="{k}">{value(v)}</parameter>\n' for k, v in c["arguments"].items())
+        + "".join(f'<parameter name="{k}">{as_written(v)}</parameter>\n' for k, v in c["arguments"].items())
         + "</invoke>\n"
         for c in calls
     )
@@ -2124,7 +2122,7 @@ def minimax_m3(*calls: dict[str, Any]) -> str:
         elif isinstance(v, list):
             inner = "".join(element("item", vv) for vv in v)
         else:
-            inner = v if isinstance(v, str) else json.dumps(v)
+            inner = as_written(v)
         return f"{M3}<{k}>{inner}{M3}</{k}>\n"
 
     invokes = "".join(
