@@ -6,10 +6,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any
+import sys
+from typing import Any, SupportsIndex
 
 import httpx
 import pytest
+
+from rewardhub.rewards import tool_call
 
 WEATHER = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 3}}
 TIME = {"name": "get_time", "arguments": {"tz": "Europe/Paris"}}
@@ -614,6 +617,72 @@ async def test_tags_quoted_in_json_strings_of_blocks_are_read_in_linear_time(
     ]
     results = await score(client, [{"response": r, "reference": [WEATHER]} for r in responses])
     assert [r["score"] for r in results] == [0.0] * len(responses), results
+
+
+class CountingText(str):
+    """A response that counts what the scans of it read: a ``find`` reads from its start to the end of
+    what it found, or to its end when it finds nothing (the regex reads are counted by ``counting``)."""
+
+    read = 0
+
+    def find(self, sub: str, start: SupportsIndex | None = None, end: SupportsIndex | None = None) -> int:
+        lo = 0 if start is None else int(start)
+        hi = len(self) if end is None else min(int(end), len(self))
+        found = str.find(self, sub, lo, hi)
+        CountingText.read += max(0, (found + len(sub) if found >= 0 else hi) - lo)
+        return found
+
+
+class CountingPattern:
+    """A compiled pattern whose ``match`` counts what it read into :class:`CountingText` (to the end of
+    its match, or to ``endpos`` when it finds none)."""
+
+    def __init__(self, pattern: re.Pattern[str]):
+        self.pattern = pattern
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        found = self.pattern.match(text, pos, endpos)
+        CountingText.read += (found.end() if found else min(endpos, len(text))) - pos
+        return found
+
+
+HERMES_QUOTING = '<tool_call>{"name": "a", "arguments": {"x": "<think>"}}</tool_call>\n'
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # blocks without a string, one quote far after them: each block's scan looked for it
+        HERMES_QUOTING + "<tool_call>{</tool_call>" * 4_000 + "x" * 96_000 + '"',
+        # a string never closed cuts the budget; each opener after it read the rest of it, uncharged
+        "x" * 96_000 + '<tool_call>{"' + "<tool_call>{" * 8_000 + "y" * 96_000 + "<think>",
+        # blocks each with a string never closed, each before a tag; unclosed quotes alone
+        '<tool_call>{"a": "<think>' * 4_000,
+        '<tool_call>{"' * 8_000 + "<think>",
+        ('<tool_call>{"a": "x</think>' + '\\"' * 20) * 4_000,
+        # blocks cut in a string at their first closer (read on past it)
+        '<tool_call>{"a": "</tool_call>' * 4_000,
+        '<tool_call>["' + '</tool_call><tool_call>["\\"x' * 4_000,
+        '<tool_call>{"' + "</tool_call>" * 8_000,
+        '<tool_call>{"a": "x</tool_call>" </tool_call>' * 4_000 + "x" * 96_000 + '"',
+    ],
+)
+def test_the_scans_past_json_strings_read_the_response_a_bounded_number_of_times(
+    response: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scans that read a ``<tool_call>`` block's JSON past its strings (its reasoning tags quoted,
+    its ``</tool_call>`` quoted) share one budget of the response's length, so that together they read
+    it a bounded number of times. Two reads were left off it: the quote looked for past the closer a
+    block ends at, and a window holding no quote and no closer (charged to the cursor at its start).
+    Many blocks before one far quote, or many openers after a string never closed, each read the rest
+    anew: hundreds of times the response, seconds for 1 MB. Counted, not timed: the reads, not the
+    host's speed, are what grows with the text."""
+    monkeypatch.setattr(tool_call, "_JSON_STRING_REST", CountingPattern(tool_call._JSON_STRING_REST))
+    CountingText.read = 0
+    text = CountingText(response)
+    tool_call._model_output(text, quoted=True)
+    tool_call._blocks(text, quoted=True)
+    assert CountingText.read <= 8 * len(response)
 
 
 async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:

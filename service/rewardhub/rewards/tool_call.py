@@ -379,7 +379,13 @@ def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
     """Where the strings of a ``<tool_call>`` block's JSON starting at ``at`` end: the block's first
     ``</tool_call>`` outside them, or the end of its JSON value when no closer follows (a stop string's);
     -1 when the block is no JSON or a string never closes (or the scan would read past ``budget``, which
-    all the blocks share: a scan given up is read again as plain text, so the reading stays linear)."""
+    all the blocks share: a scan given up is read again as plain text, so the reading stays linear).
+
+    All the text a scan reads is taken off ``budget`` but what lies before the closer it returns (the
+    reading goes on from there, no later block reads it again): a quote is looked for up to the closer
+    only, and a window without quote or closer is charged whole. Either read past it uncharged made
+    the blocks' scans quadratic (many quote-less blocks before one quote far on, or many openers
+    without either after the budget was cut: seconds for a 1 MB response)."""
     if _JSON_START.match(text, at) is None:
         return -1
     start = at
@@ -387,14 +393,15 @@ def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
     closer = text.find(_CLOSE, at, limit)
     result = -1
     while True:
-        quote = text.find('"', at, limit)
-        if 0 <= closer and (quote < 0 or closer < quote):
+        quote = text.find('"', at, closer if closer >= 0 else limit)
+        if closer >= 0 and quote < 0:
             result = closer
             break
         if quote < 0:
             if limit == len(text):  # no closer after it (nor after a later block: scanned no more)
                 budget[0] = 0
                 return _json_end(text, start)
+            at = limit
             break
         string = _JSON_STRING_REST.match(text, quote + 1, limit)
         if string is None:
@@ -1285,7 +1292,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.3: a <think>, </think> or <tool_response> quoted in a <tool_call> block's JSON string (or a
     # Qwen3-Coder, GLM, MiniMax-M2 or DSML value) is its text;
     # end-of-turn tokens after a JSON answer (a rollout decoded with its special tokens) are dropped
-    version: ClassVar[str] = "1.3.3"
+    # 1.3.4: the scans past a <tool_call> block's JSON strings charge their shared budget with all they
+    # read, so a response read again for a quoted tag may give up a later block's scan sooner
+    version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
