@@ -685,6 +685,40 @@ def test_the_scans_past_json_strings_read_the_response_a_bounded_number_of_times
     assert CountingText.read <= 8 * len(response)
 
 
+@pytest.mark.parametrize(
+    ("after_opener", "budget", "end", "charged"),
+    [
+        # the closer after the strings: the scan charged up to the end of the last string it read
+        ('{"x": 1}</tool_call>', None, 19, 4),
+        # a closer before any string: it ends there, nothing charged (the reading goes on from it)
+        ('{}</tool_call> "', None, 13, 0),
+        # a closer quoted in a string is read past, to the one after the JSON's strings
+        ('{"a": "</tool_call>"}</tool_call>', None, 32, 20),
+        # no closer after it: the end of its JSON value (a stop string's), the budget spent
+        ('{"a": 1} tail', None, 19, "all"),
+        # a string never closed: no end, charged to the end of the text
+        ('{"a', None, -1, 3),
+        # the budget's window cut short, no quote and no closer in it, or none after a string: no end,
+        # the whole window charged (charging the cursor alone let each later block read it again)
+        ("{" + "x" * 50, 20, -1, 20),
+        ('{"a"' + "x" * 50, 30, -1, 30),
+        # no JSON at all: nothing read
+        ("<function=f>", None, -1, 0),
+    ],
+)
+def test_a_json_block_s_strings_end_where_json_reads_them_and_charge_what_they_read(
+    after_opener: str, budget: int | None, end: int, charged: int | str
+) -> None:
+    """Where the scan past a ``<tool_call>`` block's JSON strings ends (positions in the whole text,
+    the opener's 11 characters first) and what it takes off the budget its blocks share: the JSON's
+    strings read as JSON reads them (:func:`_quoted_block_end` reads them from the first quote on)."""
+    text = "<tool_call>" + after_opener
+    left = [len(text) if budget is None else budget]
+    initial = left[0]
+    assert tool_call._json_strings_end(text, len("<tool_call>"), left) == end
+    assert initial - left[0] == (initial if charged == "all" else charged)
+
+
 async def test_pythonic_calls_are_read(client: httpx.AsyncClient) -> None:
     """Llama 3.2 (1B/3B) and Llama 4, ToolACE and BFCL's prompting mode write calls as a Python list,
     ``[get_weather(city="Paris"), get_time(tz="UTC")]`` (vLLM's pythonic parser): such a response was no

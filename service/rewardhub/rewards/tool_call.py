@@ -381,37 +381,29 @@ def _json_strings_end(text: str, at: int, budget: list[int]) -> int:
     -1 when the block is no JSON or a string never closes (or the scan would read past ``budget``, which
     all the blocks share: a scan given up is read again as plain text, so the reading stays linear).
 
-    All the text a scan reads is taken off ``budget`` but what lies before the closer it returns (the
-    reading goes on from there, no later block reads it again): a quote is looked for up to the closer
-    only, and a window without quote or closer is charged whole. Either read past it uncharged made
-    the blocks' scans quadratic (many quote-less blocks before one quote far on, or many openers
-    without either after the budget was cut: seconds for a 1 MB response)."""
+    The text up to the first quote is read here, the strings from it on by :func:`_quoted_block_end`
+    (one loop for both: a block cut inside a string is read on from inside it), with the same window and
+    the closer found already; the text up to that quote is taken off ``budget`` as that scan's own reads
+    are. A block without a string before its closer ends there, uncharged (the reading goes on from the
+    closer: no later block reads that text again); one with neither, in a window cut short by the
+    budget, is charged the whole window."""
     if _JSON_START.match(text, at) is None:
         return -1
-    start = at
     limit = min(len(text), at + budget[0])
     closer = text.find(_CLOSE, at, limit)
-    result = -1
-    while True:
-        quote = text.find('"', at, closer if closer >= 0 else limit)
-        if closer >= 0 and quote < 0:
-            result = closer
-            break
-        if quote < 0:
-            if limit == len(text):  # no closer after it (nor after a later block: scanned no more)
-                budget[0] = 0
-                return _json_end(text, start)
-            at = limit
-            break
-        string = _JSON_STRING_REST.match(text, quote + 1, limit)
-        if string is None:
-            at = limit
-            break
-        at = string.end()
-        if 0 <= closer < at:  # (that closer was in the string)
-            closer = text.find(_CLOSE, at, limit)
-    budget[0] -= at - start
-    return result
+    quote = text.find('"', at, closer if closer >= 0 else limit)
+    if quote >= 0:
+        budget[0] -= quote + 1 - at
+        end = _quoted_block_end(text, quote + 1, budget, closer)
+    elif closer >= 0:
+        return closer
+    else:
+        budget[0] -= limit - at
+        end = _NO_CLOSER if limit == len(text) else _NO_END
+    if end == _NO_CLOSER:  # no closer after it (nor after a later block: scanned no more)
+        budget[0] = 0
+        return _json_end(text, at)
+    return -1 if end == _NO_END else end
 
 
 def _xml_block_end(text: str, at: int, opener: str, next_close: list[int]) -> int:
@@ -497,17 +489,21 @@ def _cut_in_a_string(body: str) -> bool:
     return quotes % 2 == 1 and _JSON_START.match(body) is not None
 
 
-def _quoted_block_end(text: str, at: int, budget: list[int]) -> int:
+def _quoted_block_end(text: str, at: int, budget: list[int], closer: int | None = None) -> int:
     """Where a block whose JSON is cut inside a string at ``at`` ends: the first ``</tool_call>`` past
     ``at`` outside the JSON's strings (read as JSON reads them, an escaped quote inside); ``_NO_CLOSER``
     when its strings close but no closer follows them, ``_NO_END`` when a string never closes or the scan
     would read past ``budget``. One forward pass (each find starts at the cursor, the closer's found
     again only once the cursor is past it); what it reads is taken off ``budget``, which all the blocks
     of a response share: a response of many blocks each scanned to the end and given up (its text no
-    JSON) stops being scanned once it has read as much as the text, so the reading stays linear."""
+    JSON) stops being scanned once it has read as much as the text, so the reading stays linear.
+    ``closer``: the first closer past ``at`` within the budget's window, when the caller found it already
+    (:func:`_json_strings_end`). A quote is looked for up to the closer only: a quote past it changes
+    nothing, and the text read past it would go uncharged."""
     start = at
     limit = min(len(text), at + budget[0])
-    closer = text.find(_CLOSE, at, limit)
+    if closer is None:
+        closer = text.find(_CLOSE, at, limit)
     result = _NO_END
     while True:  # (at is inside a string)
         string = _JSON_STRING_REST.match(text, at, limit)
@@ -517,8 +513,8 @@ def _quoted_block_end(text: str, at: int, budget: list[int]) -> int:
         at = string.end()
         if 0 <= closer < at:  # (that closer was in the string)
             closer = text.find(_CLOSE, at, limit)
-        quote = text.find('"', at, limit)
-        if closer >= 0 and (quote < 0 or closer < quote):
+        quote = text.find('"', at, closer if closer >= 0 else limit)
+        if quote < 0 and closer >= 0:
             result = closer
             break
         if quote < 0:
