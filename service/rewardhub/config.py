@@ -304,6 +304,15 @@ class Settings(BaseSettings):
     sandbox_queue_max_items: int = Field(
         10_000, ge=0, description="Sandbox runs allowed to wait; a request beyond this gets 429."
     )
+    sandboxfusion_room_wait_s: float = Field(
+        5.0,
+        ge=0,
+        le=60,
+        description="How long a SandboxFusion `/run_code` call that finds the service full "
+        "(REWARDHUB_MAX_INFLIGHT_ITEMS, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS) waits for room before it answers "
+        "504 with Retry-After, seconds; 0 = answer at once. Keep it under the 10 s verl adds to "
+        "`compile_timeout + run_timeout` for its request timeout (it retries a 504, not a timeout).",
+    )
     sandbox_allow_unisolated: bool = Field(
         False,
         description="Without bubblewrap, run code with rlimits and a private uid only (no filesystem or "

@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from conftest import slow_math_request
-from rewardhub.routes import compat_sandboxfusion
+from rewardhub.admission import Admission
+from rewardhub.errors import Overloaded
+from rewardhub.security import ANONYMOUS, Caller
 
 SF_RESULT_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
 SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
@@ -147,15 +149,14 @@ async def test_rlimits_only_mode_is_explicit_and_reported(make_app: Any) -> None
         assert loop["run_result"]["status"] == "TimeLimitExceeded"
 
 
-async def test_a_full_service_past_the_wait_is_a_504_verl_retries(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_full_service_past_the_wait_is_a_504_verl_retries(make_app: Any) -> None:
     """A full service answered 200 ``SandboxError``, which verl takes as final (the test case fails, a
     correct program scores 0); verl retries only a 504. Past the wait for room it is a 504 with
     ``Retry-After`` (never a 429, which verl does not retry), the limit named in the body."""
-    monkeypatch.setattr(compat_sandboxfusion, "ROOM_WAIT_S", 0.2)
     slow = slow_math_request(2)
-    async with make_app(max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap") as c:
+    async with make_app(
+        max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap", sandboxfusion_room_wait_s=0.2
+    ) as c:
         busy = asyncio.create_task(c.post("/v1/score", json=slow))
         await asyncio.sleep(0.2)
         for path in ("/run_code", "/compat/sandboxfusion/run_code"):
@@ -168,11 +169,8 @@ async def test_a_full_service_past_the_wait_is_a_504_verl_retries(
         await busy
 
 
-async def test_a_full_sandbox_queue_past_the_wait_is_a_504(
-    make_app: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(compat_sandboxfusion, "ROOM_WAIT_S", 0.2)
-    async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
+async def test_a_full_sandbox_queue_past_the_wait_is_a_504(make_app: Any) -> None:
+    async with make_app(sandbox_workers=1, sandbox_queue_max_items=0, sandboxfusion_room_wait_s=0.2) as c:
         busy = asyncio.create_task(
             c.post("/run_code", json=verl_request("import time\ntime.sleep(3)\nprint(1)", ""))
         )
@@ -185,7 +183,7 @@ async def test_a_full_sandbox_queue_past_the_wait_is_a_504(
 
 
 async def test_a_call_to_a_full_sandbox_waits_for_a_slot(make_app: Any) -> None:
-    """A run that finds every sandbox slot taken waits (up to ROOM_WAIT_S, 5 s) for one to free instead
+    """A run that finds every sandbox slot taken waits (REWARDHUB_SANDBOXFUSION_ROOM_WAIT_S, 5 s) for one to free instead
     of failing at once: verl would have scored this correct program's test case as failed."""
     async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
         busy = asyncio.create_task(
@@ -196,6 +194,41 @@ async def test_a_call_to_a_full_sandbox_waits_for_a_slot(make_app: Any) -> None:
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "Success" and r.json()["run_result"]["stdout"] == "2\n"
         assert (await busy).json()["status"] == "Success"
+
+
+@pytest.mark.parametrize(("wait_s", "status"), [(0.0, 504), (60.0, 200)])
+async def test_the_wait_for_room_is_the_setting(
+    make_app: Any, monkeypatch: pytest.MonkeyPatch, wait_s: float, status: int
+) -> None:
+    """REWARDHUB_SANDBOXFUSION_ROOM_WAIT_S bounds the wait (it was a module constant of 5 s): at 0 a call
+    that finds the service full answers 504 at once, though room frees right after its first refusal; a
+    longer wait takes that room and runs the program. The room is freed on that refusal (an event, not a
+    clock), so the outcome is the setting's alone."""
+    async with make_app(max_inflight_items=1, sandboxfusion_room_wait_s=wait_s) as c:
+        admission: Admission = c.app.state.admission  # type: ignore[attr-defined]
+        refused = asyncio.Event()
+        check = admission.check
+
+        def watched(caller: Caller, n_items: int) -> None:
+            try:
+                check(caller, n_items)
+            except Overloaded:
+                refused.set()
+                raise
+
+        monkeypatch.setattr(admission, "check", watched)
+        async with admission.admit(ANONYMOUS, 1):  # the service is full
+            call = asyncio.create_task(c.post("/run_code", json=verl_request("print(3)", "")))
+            await refused.wait()
+        r = await call
+        assert r.status_code == status, r.text
+        if status == 504:
+            assert int(r.headers["Retry-After"]) >= 1
+            assert (
+                r.json()["status"] == "SandboxError" and "REWARDHUB_MAX_INFLIGHT_ITEMS" in r.json()["message"]
+            )
+        else:
+            assert r.json()["status"] == "Success" and r.json()["run_result"]["stdout"] == "3\n"
 
 
 async def test_a_null_file_is_no_file(client: httpx.AsyncClient) -> None:

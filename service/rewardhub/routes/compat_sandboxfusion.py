@@ -12,11 +12,12 @@ fields a strict client ignores: ``run_result.memory_limit_exceeded`` (SandboxFus
 reports time limits), ``cpu_time``, ``max_rss_kb``, ``output_truncated``; top-level ``isolation``.
 
 A full service (REWARDHUB_MAX_INFLIGHT_ITEMS, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS) is a moment's lack of room,
-not a verdict on the program: the call waits up to :data:`ROOM_WAIT_S` for a slot, then answers **504** with
-``Retry-After`` (body: ``SandboxError`` with the limit in ``message``). verl's client retries only a 504 (3
-tries, 1 s then 2 s apart) and takes a 200 ``SandboxError`` as final: the test case fails and a correct
-program scored 0. The SandboxFusion SDK and ROLL retry a non-200 as well. The wait stays well inside the
-10 s verl adds to ``compile_timeout + run_timeout`` for its request timeout (a client timeout is not retried).
+not a verdict on the program: the call waits up to REWARDHUB_SANDBOXFUSION_ROOM_WAIT_S (5 s) for a slot,
+then answers **504** with ``Retry-After`` (body: ``SandboxError`` with the limit in ``message``). verl's
+client retries only a 504 (3 tries, 1 s then 2 s apart) and takes a 200 ``SandboxError`` as final: the
+test case fails and a correct program scored 0. The SandboxFusion SDK and ROLL retry a non-200 as well.
+The default wait stays well inside the 10 s verl adds to ``compile_timeout + run_timeout`` for its
+request timeout (a client timeout is not retried).
 """
 
 from __future__ import annotations
@@ -34,19 +35,18 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewardhub.admission import Admission
-from rewardhub.deps import AdmissionDep
+from rewardhub.config import Settings
+from rewardhub.deps import AdmissionDep, SettingsDep
 from rewardhub.errors import Overloaded
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.sandbox import RunReport, SandboxPool, SandboxUnavailable, resolve_language
 from rewardhub.security import Caller, CallerDep
 
-__all__ = ["ROOM_WAIT_S", "RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
+__all__ = ["RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
 
 router = APIRouter(prefix="/compat/sandboxfusion", tags=["compat"])
 alias_router = APIRouter(tags=["compat"])
 _HOST = socket.gethostname()
-ROOM_WAIT_S = 5.0
-"""How long a call waits for room (admission, then a sandbox slot) before its 504."""
 
 
 class RunCodeRequest(BaseModel):
@@ -227,11 +227,16 @@ _DOC: dict[str, Any] = {
 
 
 async def admitted_run_code(
-    body: RunCodeRequest, request: Request, admission: Admission, caller: Caller
+    body: RunCodeRequest,
+    request: Request,
+    admission: Admission,
+    caller: Caller,
+    settings: Settings,
 ) -> JSONBytesResponse:
-    """Wait up to :data:`ROOM_WAIT_S` for room, then 504 + ``Retry-After``: the one status verl's client
-    retries (a 429 it takes as a failed call at once, a 200 ``SandboxError`` as a failed test case)."""
-    deadline = time.monotonic() + ROOM_WAIT_S
+    """Wait up to ``settings.sandboxfusion_room_wait_s`` for room (admission, then a sandbox slot), then
+    504 + ``Retry-After``: the one status verl's client retries (a 429 it takes as a failed call at once,
+    a 200 ``SandboxError`` as a failed test case)."""
+    deadline = time.monotonic() + settings.sandboxfusion_room_wait_s
     try:
         async with contextlib.AsyncExitStack() as held:
             await _enter_when_room(held, lambda: admission.admit(caller, 1), deadline)
@@ -242,14 +247,22 @@ async def admitted_run_code(
 
 @router.post("/run_code", **_DOC)
 async def sandboxfusion_run_code(
-    body: RunCodeRequest, request: Request, admission: AdmissionDep, caller: CallerDep
+    body: RunCodeRequest,
+    request: Request,
+    admission: AdmissionDep,
+    caller: CallerDep,
+    settings: SettingsDep,
 ) -> JSONBytesResponse:
-    return await admitted_run_code(body, request, admission, caller)
+    return await admitted_run_code(body, request, admission, caller, settings)
 
 
 @alias_router.post("/run_code", **_DOC)
 async def run_code_alias(
-    body: RunCodeRequest, request: Request, admission: AdmissionDep, caller: CallerDep
+    body: RunCodeRequest,
+    request: Request,
+    admission: AdmissionDep,
+    caller: CallerDep,
+    settings: SettingsDep,
 ) -> JSONBytesResponse:
     """The same endpoint at SandboxFusion's own path, for clients that append ``/run_code`` to a base URL."""
-    return await admitted_run_code(body, request, admission, caller)
+    return await admitted_run_code(body, request, admission, caller, settings)
