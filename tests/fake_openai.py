@@ -66,6 +66,7 @@ class FakeJudge:
     # GET /v1/models' entries (vLLM's: id, root, parent); None: the server has no such endpoint (404)
     models: list[dict[str, Any]] | None = None
     models_status: int = 200  # another status: /v1/models fails so
+    models_asked: int = 0  # GET /v1/models requests received
 
     @property
     def calls(self) -> int:
@@ -104,6 +105,7 @@ def _app(state: FakeJudge) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> Response:
+        state.models_asked += 1
         if state.models is None:
             return JSONResponse({"error": {"message": "Not Found"}}, status_code=404)
         if state.models_status != 200:

@@ -1309,6 +1309,90 @@ async def test_a_result_whose_judge_was_redeployed_mid_request_is_not_cached_und
     assert calls == 4
 
 
+# How servers answer a request naming a model they do not serve: vLLM's 404, and OpenAI's (told by its
+# code, here with a message that would not say it alone)
+VLLM_MODEL_MISSING = Reply(status=404, content="The model `fake-judge` does not exist.")
+OPENAI_MODEL_MISSING = Reply(
+    status=404,
+    raw=b'{"error": {"message": "That model is unavailable.", "type": "invalid_request_error", '
+    b'"param": "model", "code": "model_not_found"}}',
+)
+
+
+@pytest.mark.parametrize("missing", [VLLM_MODEL_MISSING, OPENAI_MODEL_MISSING], ids=["vllm", "openai"])
+async def test_a_call_refused_for_its_model_has_the_model_list_asked_at_once(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch, missing: Reply
+) -> None:
+    """A judge redeployed under the same name (reloaded from another checkpoint) answers 404 "no such
+    model" to the calls that come while it is swapped. The redeploy was learned only by the minute's
+    recheck of /v1/models, so the next items were served the old checkpoint's cached scores. Such an
+    answer now has the list asked at once, by one of the calls refused together: the failed items stay
+    backend_error, and the next items go under the new weights' key."""
+    import rewardhub.models.remote as remote
+
+    # no ask comes from the clock within the test: the start's, then only the one the refusal causes
+    monkeypatch.setattr(remote, "_ASK_AGAIN_S", 3600.0)
+    judge_server.reply = always("Score: 5")
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    others = [{"prompt": "p", "response": f"Water boils at {t} C."} for t in (80, 90, 95)]
+    async with judge_app(make_app, judge_server) as client:
+        (before,) = await score(client, {"mode": "pointwise"}, [item])
+        assert before["valid"] and judge_server.models_asked == 1
+        # swapped to step-800, which scores 1; these calls come while it loads
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800"}]
+        judge_server.reply = lambda body: missing
+        refused = await score(client, {"mode": "pointwise"}, others)
+        assert all(r["reason"] == "backend_error" and "HTTP 404" in r["details"]["message"] for r in refused)
+        assert judge_server.models_asked == 2  # asked once for the three refused calls
+        judge_server.reply = always("Score: 1")
+        (after,) = await score(client, {"mode": "pointwise"}, [item])
+        more = await score(client, {"mode": "pointwise"}, others)
+        assert all(r["valid"] for r in more), more
+        ready = (await client.get("/ready")).json()
+    assert not after["cached"] and after["score"] < before["score"], after
+    assert after["reward_version"] != before["reward_version"]
+    assert "step-800" in json.dumps(ready)
+    assert judge_server.models_asked == 2  # nothing more while no call is refused
+
+
+async def test_a_model_the_server_no_longer_lists_is_asked_for_again_until_it_is_back(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked while the model is away (unloaded, not yet reloaded: a LoRA adapter swapped), the list does
+    not name it: taken as "the name alone", the weights that came back under it were learned only a
+    minute later, their scores cached meanwhile under that bare name. Now results are not cached while
+    the list does not name a model the server refused, and the list is asked again on the calls after
+    (every few seconds), until it names the model: its new weights are the key."""
+    import rewardhub.models.remote as remote
+
+    monkeypatch.setattr(remote, "_ASK_AGAIN_S", 0.0)  # "every few seconds": on every call here
+    judge_server.reply = always("Score: 5")
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    async with judge_app(make_app, judge_server) as client:
+        (before,) = await score(client, {"mode": "pointwise"}, [item])
+        (again,) = await score(client, {"mode": "pointwise"}, [item])
+        assert again["cached"]
+        judge_server.models = []  # unloaded
+        judge_server.reply = lambda body: VLLM_MODEL_MISSING
+        (refused,) = await score(client, {"mode": "pointwise"}, [{**item, "response": "Ice melts at 0 C."}])
+        assert refused["reason"] == "backend_error"
+        assert "does not list" in json.dumps((await client.get("/ready")).json())
+        # reloaded from step-800, which scores 1
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800"}]
+        judge_server.reply = always("Score: 1")
+        (back,) = await score(client, {"mode": "pointwise"}, [item])
+        (settled,) = await score(client, {"mode": "pointwise"}, [item])
+        (cached,) = await score(client, {"mode": "pointwise"}, [item])
+        ready = (await client.get("/ready")).json()
+    # step-400's cached score is not served for the unlisted model; step-800's is keyed as step-800's
+    assert not back["cached"] and back["score"] < before["score"], back
+    assert not settled["cached"] and cached["cached"] and cached["score"] == back["score"]
+    assert cached["reward_version"] != before["reward_version"]
+    assert "step-800" in json.dumps(ready)
+
+
 async def test_a_server_that_does_not_implement_its_model_list_is_cached_by_name(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

@@ -23,7 +23,10 @@ One :class:`RemoteClient` per named backend (OpenAI-compatible chat, vLLM poolin
    that the request is too large (413, from the server or a proxy in front of it), else
    :class:`~rewardhub.models.errors.BackendRejected`, and the breaker counts it as a success; so it
    does a 404 or 405 (no such endpoint: an error for the call, but not a sign of an unhealthy server),
-   and a redirect (3xx, not followed: the error names where it points, the URL to configure).
+   and a redirect (3xx, not followed: the error names where it points, the URL to configure). A 404
+   that says the *model* is not served (vLLM's "The model `x` does not exist.", OpenAI's code
+   ``model_not_found``) is the same error for the call, and tells the backend to ask the server's model
+   list at once (:meth:`RemoteBackend.model_missing`): the server was redeployed.
 
 The API key goes into the ``Authorization`` header only; it is never logged, never put in an error
 message, and never part of :meth:`describe`.
@@ -59,6 +62,7 @@ __all__ = [
     "RemoteClient",
     "RemoteOptions",
     "in_parts",
+    "names_model",
     "rows_by_index",
     "served_weights",
     "split_on_refusal",
@@ -97,6 +101,12 @@ _INPUT_STATUSES = frozenset({400, 422})
 _RETRYABLE_STATUSES = frozenset({408, 429})
 # Query parameters of a backend URL that hold a credential (a gateway's ?api_key=, ?token=, ?sig=)
 _SECRET_PARAM = re.compile(r"key|token|secret|sig|auth|pass|code", re.IGNORECASE)
+# How servers say a request named a model they do not serve, on a 404: vLLM ("The model `x` does not
+# exist."), OpenAI ("The model `x` does not exist or you do not have access to it.", code model_not_found),
+# and gateways' "model not found". A 404 for a path ({"detail": "Not Found"}) names no model.
+_MODEL_MISSING = re.compile(
+    r"model_not_found|\bmodel\b[^.]{0,200}?\b(?:does not exist|doesn't exist|not found)", re.IGNORECASE
+)
 _CONTEXT_EXCEEDED = re.compile(
     r"context length|maximum model length|context_length_exceeded|must be <= \d+|must have less than \d+ tokens"
     r"|context size|context window|\b(?:prompt|input)\b[^.]{0,40}\bis too long\b"
@@ -195,6 +205,11 @@ class _NotFound(BackendError):
     not started with. The server answered, so the breaker does not count it."""
 
 
+class _ModelMissing(_NotFound):
+    """The server answered 404 because it does not serve the model the request named: renamed or
+    unloaded by a redeploy (or a LoRA adapter being reloaded). An error for the call, as any 404."""
+
+
 class _Redirected(BackendError):
     """The server answered with a redirect (3xx): the configured URL is not the API's (http:// where
     an ingress serves https://, an old address). Not followed: a POST redirected by 301 or 302 turns
@@ -267,6 +282,10 @@ class RemoteClient:
         # monotonic time before which no attempt starts: a 429/503's Retry-After asks every caller to
         # wait, not only the call it answered (the others would hit it again at once, to no avail)
         self._not_before = 0.0
+        # monotonic time of the last answer that the model is not served (a 404 naming it), and what a
+        # call so answered awaits before it raises (RemoteBackend.model_missing: ask the model list)
+        self.model_missing_at = -math.inf
+        self.on_model_missing: Callable[[float], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         headers = {"Content-Type": "application/json", "User-Agent": "rewardhub"}
@@ -352,7 +371,18 @@ class RemoteClient:
             return None
 
     async def _call(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
-        """One call through the slot, the breaker and the retries (steps 1-4 of the module docstring)."""
+        """One call through the slot, the breaker and the retries (steps 1-4 of the module docstring).
+        A call answered that the model is not served has the model list asked (``on_model_missing``)
+        before it raises, out of its slot: the next calls then go with what the server serves now."""
+        try:
+            return await self._slotted(method, path, payload, deadline)
+        except _ModelMissing:
+            self.model_missing_at = time.monotonic()
+            if self.on_model_missing is not None:
+                await self.on_model_missing(deadline)
+            raise
+
+    async def _slotted(self, method: str, path: str, payload: dict[str, Any] | None, deadline: float) -> Any:
         if deadline <= time.monotonic():
             # not the slots' fault: waiting for one with no time left never takes even a free slot
             raise BackendTimeout(
@@ -488,6 +518,8 @@ class RemoteClient:
                     until = time.monotonic() + min(asked, _MAX_PAUSE_S)
                     self._not_before = max(self._not_before, until)
                 raise _Retryable(answered, asked)
+            if status == 404 and _MODEL_MISSING.search(resp.text[:2000]):
+                raise _ModelMissing(answered)
             if status in (404, 405):
                 # most often the URL itself (an OpenAI API base without its /v1): show the one called,
                 # credentials removed as /ready shows it
@@ -542,6 +574,16 @@ class RemoteBackend(ModelBackend):
     every few seconds on a call; results are not cached while it has not (:attr:`identity_settled`).
     Once it has, it is asked again every minute on a call: a judge is redeployed while this service
     runs, and its new weights must not go on under the old ones' key (for at most that minute).
+
+    A call the server answers that it does not serve the model (a 404 naming it: renamed, unloaded, a
+    LoRA adapter between an unload and its reload) has it asked at once instead (:meth:`model_missing`),
+    at most once every :data:`_ASK_AGAIN_S` and by one call at a time: the redeploy was learned only by
+    the minute's recheck, so for up to a minute the next items kept the old weights' key (their cached
+    scores) and a pooling server's old tokenizer facts. The failed call's items stay errors. When the
+    list then does not name the model (the server is between two deployments), results are not cached
+    and it is asked again every :data:`_ASK_AGAIN_S` on a call, while calls are still refused so: the
+    weights that come back under the name are learned in seconds, not a minute later, with the scores
+    of the interval under no key.
     """
 
     client: RemoteClient
@@ -551,6 +593,11 @@ class RemoteBackend(ModelBackend):
     # what the server said serves `model` (root, parent; () when it says nothing); None: not asked yet
     _served: tuple[str, ...] | None = None
     _next_ask = 0.0
+    _asked_at = -math.inf  # when the last ask began (monotonic)
+    _peeking = False  # an ask of the model list is in flight
+    _missing_ask = -math.inf  # when a call told "no such model" last had the list asked (model_missing)
+    # the last ask's list did not name the model, after a call was told it is not served: unsettled
+    _unlisted = False
 
     @property
     def origin(self) -> str | None:
@@ -561,6 +608,7 @@ class RemoteBackend(ModelBackend):
         self.client.origin = value
 
     async def start(self) -> None:
+        self.client.on_model_missing = self.model_missing
         await self.client.start()
         await self.learn_served()
 
@@ -568,10 +616,11 @@ class RemoteBackend(ModelBackend):
         await self.client.close()
 
     async def learn_served(self, deadline: float | None = None) -> None:
-        """Ask the server which weights serve the model (see the class docstring), when an ask is due:
-        a down server is not asked on every call, one that answered again after :data:`_RECHECK_S`."""
+        """Ask the server which weights serve the model (see the class docstring), when an ask is due
+        and none is in flight: a down server is not asked on every call, one that answered again after
+        :data:`_RECHECK_S` (after :data:`_ASK_AGAIN_S` while it does not list a model it refused)."""
         now = time.monotonic()
-        if now < self._next_ask:
+        if now < self._next_ask or self._peeking:
             return
         self._next_ask = now + _ASK_AGAIN_S
         timeout = (
@@ -580,11 +629,18 @@ class RemoteBackend(ModelBackend):
         if timeout <= 0:
             self._next_ask = now  # no time to ask on this call: the next one does
             return
-        answered, listing = await self.client.peek(self.models_path, timeout)
+        asked_before, self._asked_at = self._asked_at, now
+        self._peeking = True
+        try:
+            answered, listing = await self.client.peek(self.models_path, timeout)
+        finally:
+            self._peeking = False
         if not answered:
             return
         served = served_weights(listing, self.model)
-        self._next_ask = time.monotonic() + _RECHECK_S
+        # told "no such model" since the ask before, and the list does not name it: between deployments
+        self._unlisted = self.client.model_missing_at > asked_before and not names_model(listing, self.model)
+        self._next_ask = time.monotonic() + (_ASK_AGAIN_S if self._unlisted else _RECHECK_S)
         if served != self._served:
             event = "backend_served_weights" if self._served is None else "backend_served_weights_changed"
             if served or self._served:
@@ -593,6 +649,18 @@ class RemoteBackend(ModelBackend):
             self._served = served
             if redeployed:
                 self.forget_server()
+
+    async def model_missing(self, deadline: float) -> None:
+        """A call was answered that the server does not serve the model: ask its list now (see the class
+        docstring), unless an ask is in flight or this was done less than :data:`_ASK_AGAIN_S` ago
+        (concurrent calls refused together ask once)."""
+        now = time.monotonic()
+        if self._peeking or now - self._missing_ask < _ASK_AGAIN_S:
+            return
+        self._missing_ask = now
+        self._next_ask = now
+        log.info("backend_model_missing", backend=self.name, model=self.model)
+        await self.learn_served(deadline)
 
     def forget_server(self) -> None:
         """The server now serves other weights (a redeploy, :meth:`learn_served`): forget what was learned
@@ -612,7 +680,7 @@ class RemoteBackend(ModelBackend):
 
     @property
     def identity_settled(self) -> bool:
-        return self._served is not None
+        return self._served is not None and not self._unlisted
 
     @property
     def model_field(self) -> dict[str, str]:
@@ -624,6 +692,8 @@ class RemoteBackend(ModelBackend):
 
     def describe(self) -> dict[str, Any]:
         served: Any = "not yet asked" if self._served is None else list(self._served)
+        if self._unlisted:
+            served = "the server does not list the model (asked again)"
         extra = {"revision": self.revision} if self.revision else {}
         return {**super().describe(), **self.client.describe(), **extra, "served_from": served}
 
@@ -644,6 +714,18 @@ def served_weights(listing: Any, model: str) -> tuple[str, ...]:
         return ()
     said = (entry.get(k) for k in ("root", "parent"))
     return tuple(v[:500] for v in said if isinstance(v, str) and v and v != entry.get("id"))
+
+
+def names_model(listing: Any, model: str) -> bool:
+    """Whether a ``/models`` answer names ``model`` (or, with no model named, lists exactly one); True
+    when it is no list at all (a 404, a gateway's 403, not JSON): it says nothing against it."""
+    rows = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(rows, list):
+        return True
+    entries = [r for r in rows if isinstance(r, dict)]
+    if model == UNNAMED_MODEL:
+        return len(entries) == 1
+    return any(r.get("id") == model for r in entries)
 
 
 def rows_by_index(name: str, path: str, answer: Any, n: int, field: str) -> list[Any]:
