@@ -7,19 +7,12 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_text
 from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.base import ScoreContext
 from rewardhub.rewards.exact_match import ExactMatchReward
 
 REWARD = ExactMatchReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score(
-        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
-    )
-    return out
 
 
 @pytest.mark.parametrize(
@@ -46,7 +39,7 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
     ],
 )
 async def test_squad_table(response: str, reference: Any, score: float) -> None:
-    assert (await score_one(response, reference)).score == score
+    assert (await score_text(REWARD, response, reference)).score == score
 
 
 @pytest.mark.parametrize(
@@ -62,7 +55,7 @@ async def test_squad_drops_unicode_punctuation(response: str, reference: str) ->
     """SQuAD's script drops string.punctuation, ASCII only, and NFKC leaves the curly apostrophe and
     quotes models write, so "Ocean’s Eleven" was not the reference "Ocean's Eleven" and scored 0. Found
     in review."""
-    assert (await score_one(response, reference)).score == 1.0
+    assert (await score_text(REWARD, response, reference)).score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -76,7 +69,9 @@ async def test_squad_drops_unicode_punctuation(response: str, reference: str) ->
 async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
     """A whole float reference was written "42.0", which SQuAD's normalisation reads as "420", so the
     answer "42" scored 0. Found in review."""
-    out = await score_one("The answer is <answer>42</answer>", reference, extract="<answer>(.*?)</answer>")
+    out = await score_text(
+        REWARD, "The answer is <answer>42</answer>", reference, extract="<answer>(.*?)</answer>"
+    )
     assert (out.score, out.reason) == (1.0, None)
 
 
@@ -95,7 +90,7 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
     ],
 )
 async def test_config_table(config: dict[str, Any], response: str, reference: Any, score: float) -> None:
-    assert (await score_one(response, reference, **config)).score == score
+    assert (await score_text(REWARD, response, reference, **config)).score == score
 
 
 async def test_extract_match_honours_the_request_deadline() -> None:

@@ -7,21 +7,14 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.rewards.base import ScoreContext
 from rewardhub.rewards.f1 import F1Reward, token_f1
 from rewardhub.rewards.patterns import BATCH_BUDGET_S, MATCH_TIMEOUT_S
 
 REWARD = F1Reward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score(
-        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
-    )
-    return out
 
 
 @pytest.mark.parametrize(
@@ -58,7 +51,7 @@ async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
     ],
 )
 async def test_f1_table(response: str, reference: Any, f1: float, precision: float, recall: float) -> None:
-    out = await score_one(response, reference)
+    out = await score_text(REWARD, response, reference)
     assert out.score == pytest.approx(f1)
     assert out.components["precision"] == pytest.approx(precision)
     assert out.components["recall"] == pytest.approx(recall)
@@ -77,7 +70,7 @@ async def test_a_reference_squad_normalises_to_nothing_is_not_matched_by_no_answ
     """The option letter "A" is an article to SQuAD's normalisation, so the reference "A" had no tokens,
     and every response without tokens either (one cut off inside its <think>, an empty one) scored 1.0
     against it: a rollout rewarded for never closing its reasoning. Found in review."""
-    assert (await score_one(response, "A")).score == 0.0
+    assert (await score_text(REWARD, response, "A")).score == 0.0
 
 
 def test_token_f1_direct() -> None:
@@ -87,7 +80,8 @@ def test_token_f1_direct() -> None:
 
 async def test_extract_pattern_scores_the_group() -> None:
     # extracted 'New York' vs 'new york city': P=1, R=2/3 -> F1 = 2*(2/3)/(5/3) = 0.8
-    out = await score_one(
+    out = await score_text(
+        REWARD,
         "I think <answer>Boston</answer>, no: <answer>New York</answer>",
         "new york city",
         extract=r"<answer>(.*?)</answer>",
@@ -98,7 +92,7 @@ async def test_extract_pattern_scores_the_group() -> None:
 
 
 async def test_extract_without_match_is_no_answer() -> None:
-    out = await score_one("no tags here", "cat", extract=r"<answer>(.*?)</answer>")
+    out = await score_text(REWARD, "no tags here", "cat", extract=r"<answer>(.*?)</answer>")
     assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
 
 
@@ -110,7 +104,7 @@ async def test_extract_without_match_is_no_answer() -> None:
     ],
 )
 async def test_number_in_an_answer_object_is_read(reference: Any) -> None:
-    out = await score_one("It was 1969.", reference)
+    out = await score_text(REWARD, "It was 1969.", reference)
     # read, not missing_reference: 'it was 1969' vs '1969' is P=1/3, R=1, F1=0.5
     assert (out.score, out.reason) == (pytest.approx(0.5), None)
 
@@ -124,14 +118,14 @@ async def test_number_in_an_answer_object_is_read(reference: Any) -> None:
     ],
 )
 async def test_missing_reference_is_invalid(reference: Any) -> None:
-    out = await score_one("cat", reference)
+    out = await score_text(REWARD, "cat", reference)
     assert out.score is None
     assert out.reason == Reason.MISSING_REFERENCE
 
 
 async def test_extract_timeout_is_invalid_and_quick() -> None:
     t0 = time.perf_counter()
-    out = await score_one("x" * 5000, "x", extract=r"(x+x+)+y")
+    out = await score_text(REWARD, "x" * 5000, "x", extract=r"(x+x+)+y")
     assert (out.score, out.reason) == (None, Reason.TIMEOUT)
     assert time.perf_counter() - t0 < 3
 

@@ -7,20 +7,12 @@ from typing import Any
 
 import pytest
 
+from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
-from rewardhub.protocol import Reason, ScoreItem
-from rewardhub.rewards.base import Outcome, ScoreContext
+from rewardhub.protocol import Reason
 from rewardhub.rewards.multiple_choice import DEFAULT_STRATEGIES, MultipleChoiceReward, extract_choice
 
 REWARD = MultipleChoiceReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
-
-
-async def score_one(response: str, reference: Any, **config: Any) -> Outcome:
-    cfg = REWARD.parse_config(config)
-    [out] = await REWARD.score(
-        [ScoreItem(response=response, reference=reference)], cfg, ScoreContext(deadline_s=5)
-    )
-    return out
 
 
 @pytest.mark.parametrize(
@@ -187,7 +179,7 @@ def test_full_width_forms(response: str, letter: str, strategy: str) -> None:
 
 
 async def test_full_width_reference() -> None:
-    out = await score_one("The answer is (B).", "Ｂ")
+    out = await score_text(REWARD, "The answer is (B).", "Ｂ")
     assert (out.score, out.reason) == (1.0, None)
 
 
@@ -223,7 +215,7 @@ def test_repeated_box_starts_are_read_once() -> None:
     ],
 )
 async def test_scoring(response: str, reference: Any, score: float, reason: Reason | None) -> None:
-    out = await score_one(response, reference)
+    out = await score_text(REWARD, response, reference)
     assert (out.score, out.reason) == (score, reason)
 
 
@@ -243,20 +235,22 @@ async def test_scoring(response: str, reference: Any, score: float, reason: Reas
     ],
 )
 async def test_reasoning_is_not_the_answer(response: str, score: float, reason: Reason | None) -> None:
-    out = await score_one(response, "B")
+    out = await score_text(REWARD, response, "B")
     assert (out.score, out.reason) == (score, reason)
 
 
 async def test_details_name_letter_and_strategy() -> None:
-    out = await score_one(r"\boxed{A}", "A")
+    out = await score_text(REWARD, r"\boxed{A}", "A")
     assert out.details == {"extracted": "A", "strategy": "boxed", "reference": ["A"]}
 
 
 async def test_custom_choices_and_strategies() -> None:
     # choices given in lowercase; only the box strategy is enabled, so the prose 'answer is' is ignored
-    out = await score_one(r"the answer is E but \boxed{F}", "F", choices="abcdef", strategies=["boxed"])
+    out = await score_text(
+        REWARD, r"the answer is E but \boxed{F}", "F", choices="abcdef", strategies=["boxed"]
+    )
     assert (out.score, out.details["strategy"]) == (1.0, "boxed")
-    out = await score_one("the answer is E", "E", choices="abcdef", strategies=["boxed"])
+    out = await score_text(REWARD, "the answer is E", "E", choices="abcdef", strategies=["boxed"])
     assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
 
 
@@ -270,13 +264,13 @@ async def test_custom_choices_and_strategies() -> None:
     ],
 )
 async def test_bad_reference_is_invalid(reference: Any, reason: Reason) -> None:
-    out = await score_one("Answer: B", reference)
+    out = await score_text(REWARD, "Answer: B", reference)
     assert (out.score, out.reason) == (None, reason)
 
 
 async def test_a_long_bad_reference_is_not_repeated_in_the_error() -> None:
     """The error quoted the whole reference: a passage given by mistake came back in every item's error."""
-    out = await score_one("Answer: B", "Paris " * 20_000)
+    out = await score_text(REWARD, "Answer: B", "Paris " * 20_000)
     message = out.details["message"]
     assert out.reason == Reason.PARSE_ERROR and len(message) < 300 and "120,004 characters" in message
 
@@ -326,7 +320,7 @@ def test_bad_config_is_rejected(config: dict[str, Any]) -> None:
 async def test_several_options_are_a_hedge(response: str) -> None:
     """A single-answer question answered with several options scores 0 (scored, wrong), whichever of them
     is the key: scoring the first or the last one would reward listing options (a hedge) in RL."""
-    out = await score_one(response, "C")
+    out = await score_text(REWARD, response, "C")
     assert (out.score, out.reason) == (0.0, None)
     assert "several" in out.details
     assert out.details["extracted"] in ("A,C", "A,C,D")
@@ -334,7 +328,7 @@ async def test_several_options_are_a_hedge(response: str) -> None:
 
 async def test_several_options_each_acceptable_score() -> None:
     # each letter named is an acceptable key (a list reference holds alternatives): not a hedge
-    out = await score_one(r"\boxed{B, C}", ["B", "C"])
+    out = await score_text(REWARD, r"\boxed{B, C}", ["B", "C"])
     assert (out.score, out.reason) == (1.0, None)
     assert "several" not in out.details
 
