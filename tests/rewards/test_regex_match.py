@@ -138,6 +138,45 @@ async def test_compare_without_reference_is_invalid() -> None:
     assert (out.score, out.reason) == (None, Reason.MISSING_REFERENCE)
 
 
+BLANK_GROUP = {"pattern": r"####\s*(\S*)", "compare_group_to_reference": True}  # "####" captures ""
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        # a blank string, or one of spaces (the comparison strips both sides)
+        "",
+        "  ",
+        # a list of blanks, an answer object with a blank answer, a SQuAD row whose only text is blank
+        [""],
+        {"answer": ""},
+        {"answers": [""]},
+        {"answers": {"text": [""], "answer_start": [0]}},
+        # a SQuAD v2 unanswerable row: regex has no abstention to score, so no reference (as before)
+        {"answers": {"text": [], "answer_start": []}},
+    ],
+)
+async def test_a_blank_reference_is_missing_not_matched_by_an_empty_group(reference: Any) -> None:
+    """An empty group equalled a blank reference, so "####" with nothing after it scored 1.0: a policy
+    rewarded for saying nothing. Found in review. A blank reference is missing_reference, as in
+    exact_match and f1 (the same reading of the reference, answer_references)."""
+    out = await score_text(REWARD, "####", reference, **BLANK_GROUP)
+    assert (out.score, out.reason) == (None, Reason.MISSING_REFERENCE)
+
+
+async def test_a_blank_among_real_references_is_dropped() -> None:
+    """["", "42"] let an empty group match its blank; the blank is dropped, "42" still matches."""
+    empty = await score_text(REWARD, "####", ["", "42"], **BLANK_GROUP)
+    assert (empty.score, empty.reason, empty.details["reference"]) == (0.0, None, ["42"])
+    assert (await score_text(REWARD, "#### 42", ["", "42"], **BLANK_GROUP)).score == 1.0
+
+
+async def test_the_squad_answers_column_alone_is_read() -> None:
+    """A SQuAD row's answers column on its own, as exact_match and f1 read it (it was missing_reference)."""
+    out = await score_text(REWARD, "#### 42", {"text": ["42"], "answer_start": [7]}, **BLANK_GROUP)
+    assert (out.score, out.reason) == (1.0, None)
+
+
 async def test_plain_mode_ignores_the_reference() -> None:
     out = await score_text(REWARD, "abc", None, pattern="b")
     assert out.score == 1.0

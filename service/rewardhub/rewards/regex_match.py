@@ -18,6 +18,12 @@ In comparison mode a ``search`` reads the answer outside the reasoning (after th
 to a ``<think>`` that never closes: :func:`.text.answer_text`), as ``exact_match``'s ``extract`` does: a
 "#### 41" drafted inside ``<think>`` is not the answer, and a response cut off in its reasoning has none.
 A ``fullmatch`` pattern describes the whole response, reasoning included, and reads all of it.
+
+The reference is read as ``exact_match`` reads it (:func:`.exact_match.answer_references`): a string, a
+list of them, ``{"answer": ...}``, ``{"answers": [...]}`` or a SQuAD row's answer texts. A blank reference
+(``""``, ``[""]``, ``{"answer": ""}``) is ``missing_reference``, and so is a SQuAD v2 unanswerable row
+(there is no abstention to score here): an empty group equalled a blank, rewarding a policy for saying
+nothing. A blank among real answers is dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.exact_match import reference_strings
+from rewardhub.rewards.exact_match import answer_references
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
@@ -53,7 +59,7 @@ class RegexConfig(RewardConfig):
         False,
         description="Score 1 iff the first group of the (first) match, whitespace-stripped, equals the "
         "reference (or one of a list of references) exactly; the pattern needs a group. A search reads "
-        "the response outside its <think> reasoning.",
+        "the response outside its <think> reasoning. A blank reference is missing_reference.",
     )
 
     @field_validator("pattern")
@@ -72,7 +78,9 @@ class RegexConfig(RewardConfig):
 class RegexReward(Reward[RegexConfig]):
     name: ClassVar[str] = "regex"
     # 1.0.2: compare_group_to_reference searches the answer outside the reasoning, not drafts in <think>
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: a blank reference ("", [""], {"answer": ""}) is missing_reference (an empty group matched
+    # it, 1.0) and a blank among real answers is dropped; a SQuAD answers column alone is read
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -90,11 +98,13 @@ class RegexReward(Reward[RegexConfig]):
         for item in items:
             refs: list[str] | None = None
             if config.compare_group_to_reference:
-                refs = reference_strings(item.reference)
+                # [] is a SQuAD v2 unanswerable row: no answer for a group to equal, as a blank one
+                refs = answer_references(item.reference) or None
                 if refs is None:
                     out.append(
                         Outcome.invalid(
-                            Reason.MISSING_REFERENCE, "compare_group_to_reference needs a reference"
+                            Reason.MISSING_REFERENCE,
+                            "compare_group_to_reference needs a reference that is not blank",
                         )
                     )
                     continue
