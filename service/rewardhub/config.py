@@ -186,6 +186,14 @@ class Settings(BaseSettings):
         "math",
         description="Reward used by the compat endpoints (OpenRLHF, slime, NeMo Gym) when a label names none.",
     )
+    openrlhf_deadline_s: float = Field(
+        150.0,
+        ge=0,
+        description="Seconds /compat/openrlhf/get_reward scores a batch for before it answers: the items "
+        "not scored by then get reward 0.0 with `rewardhub_valid` 0 and `rewardhub_deadline_exceeded` 1 "
+        "(OpenRLHF waits 180 s per try, then resends the whole batch; under its timeout, with a margin; "
+        "0: no deadline).",
+    )
 
     # --- model backends (judge, prm, orm, similarity): see rewardhub/models/specs.py ---
     backends_file: str | None = Field(

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import slow_math_request
 from rewardhub.compat import nemo_gym, openrlhf
-from rewardhub.compat.common import ScoreOutcome
+from rewardhub.compat.common import PROGRESS_ITEMS, ScoreOutcome
 from rewardhub.config import ConfigError
 from rewardhub.security import Caller
 
@@ -45,7 +45,7 @@ async def test_openrlhf_accepts_empty_lists(client: httpx.AsyncClient) -> None:
     assert resp.json() == {
         "rewards": [],
         "scores": [],
-        "extra_logs": {"rewardhub_valid": [], "rewardhub_cached": []},
+        "extra_logs": {"rewardhub_valid": [], "rewardhub_cached": [], "rewardhub_deadline_exceeded": []},
     }
 
 
@@ -344,6 +344,81 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
             body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
         assert body["rewards"] == [1.0, 1.0, 1.0, 0.0, 1.0], body
         assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
+
+
+async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_cached(
+    make_app: Any, judge_server: Any
+) -> None:
+    """OpenRLHF's client waits 180 s for a batch (up to 0.9.0 the whole rollout batch in one request),
+    then sends it again, five times, and raises. A batch the service scored for longer was answered to
+    nobody: every try started over (one call for the whole part, cached only at its end) and the run
+    ended. By REWARDHUB_OPENRLHF_DEADLINE_S it answers with what is scored, the rest invalid and marked,
+    and the items scored before the cut come from the cache when the batch comes again."""
+    from fake_openai import Reply, user_text
+
+    slow = "SLOW"  # the judge holds an answer about this response until the caller hangs up
+    judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
+    label = json.dumps({"verifier": "judge", "answer": "42"})
+    # one full scoring call of items the judge answers at once, then one it holds (a call of its own)
+    responses = ["It is 42."] * PROGRESS_ITEMS + [f"It is 42 ({slow})."]
+    payload = {
+        "query": [PROMPT + r for r in responses],
+        "prompts": [PROMPT] * len(responses),
+        "labels": [label] * len(responses),
+    }
+    fast = len(responses) - 1
+    async with make_app(
+        judge_url=judge_server.url, judge_model="fake-judge", backend_max_retries=0, openrlhf_deadline_s=10
+    ) as c:
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        logs = body["extra_logs"]
+        assert logs["rewardhub_valid"] == [1.0] * fast + [0.0], body
+        assert logs["rewardhub_deadline_exceeded"] == [0.0] * fast + [1.0]
+        assert body["rewards"][-1] == 0.0 and body["rewards"][0] > 0.0
+        asked = [user_text(r) for r in judge_server.requests]
+        assert sum(slow not in q for q in asked) == 1  # (identical items are asked once)
+
+        # OpenRLHF sends the batch again (a try that timed out on its side): the judge now answers all
+        judge_server.reply = lambda body: Reply("Score: 5")
+        again = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        logs = again["extra_logs"]
+        assert logs["rewardhub_valid"] == [1.0] * len(responses), again
+        assert logs["rewardhub_deadline_exceeded"] == [0.0] * len(responses)
+        assert logs["rewardhub_cached"] == [1.0] * fast + [0.0]
+        assert again["rewards"][:fast] == body["rewards"][:fast]
+        asked = [user_text(r) for r in judge_server.requests]
+        assert sum(slow not in q for q in asked) == 1  # served from the cache, not asked again
+
+
+async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_the_retry(
+    make_app: Any, judge_server: Any
+) -> None:
+    """Without a deadline (REWARDHUB_OPENRLHF_DEADLINE_S=0), or with one past a client's own timeout,
+    OpenRLHF hangs up and sends the batch again. The batch was one scoring call, cancelled with the
+    request and cached only at its end: every try started over and scored the same items again."""
+    from fake_openai import Reply, user_text
+
+    slow = "SLOW"
+    judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
+    label = json.dumps({"verifier": "judge", "answer": "42"})
+    responses = ["It is 42."] * PROGRESS_ITEMS + [f"It is 42 ({slow})."]
+    payload = {
+        "query": [PROMPT + r for r in responses],
+        "prompts": [PROMPT] * len(responses),
+        "labels": [label] * len(responses),
+    }
+    fast = len(responses) - 1
+    async with make_app(
+        judge_url=judge_server.url, judge_model="fake-judge", backend_max_retries=0, openrlhf_deadline_s=0
+    ) as c:
+        with pytest.raises(TimeoutError):  # the client gives up, as OpenRLHF's does after 180 s
+            await asyncio.wait_for(c.post("/compat/openrlhf/get_reward", json=payload), 10)
+        judge_server.reply = lambda body: Reply("Score: 5")
+        again = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        assert again["extra_logs"]["rewardhub_valid"] == [1.0] * len(responses), again
+        assert again["extra_logs"]["rewardhub_cached"] == [1.0] * fast + [0.0]
+        asked = [user_text(r) for r in judge_server.requests]
+        assert sum(slow not in q for q in asked) == 1  # served from the cache, not asked again
 
 
 async def test_nemo_gym_call_based_unit_tests_are_run_as_calls(client: httpx.AsyncClient) -> None:

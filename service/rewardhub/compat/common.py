@@ -7,23 +7,28 @@ therefore answer 200 and mark each affected item invalid in the peer's own terms
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
+import structlog
 from pydantic import ValidationError
 
 from rewardhub import jsonutil
 from rewardhub.admission import Admission
+from rewardhub.aio import gather_all
 from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
 from rewardhub.security import Caller
 from rewardhub.serving import ScoringService
 
 __all__ = [
+    "DEADLINE_EXCEEDED",
     "EOS_MARKERS",
+    "PROGRESS_ITEMS",
     "ScoreOutcome",
     "as_reference",
     "parse_label",
@@ -53,6 +58,19 @@ EOS_MARKERS = (
     "<｜end▁of▁sentence｜>",
     "<|end▁of▁sentence|>",
 )
+
+log = structlog.get_logger("rewardhub.compat")
+
+# The reason of an item a request's deadline left unscored (score_or_flag's ``deadline_s``).
+DEADLINE_EXCEEDED = "deadline_exceeded"
+
+# Items per scoring call for a peer that may give up on a batch and send it again (score_or_flag's
+# ``progress_items``): each call writes its results to the cache when it ends, so a batch cut at its
+# deadline or by its client hanging up keeps what was scored for the retry. Small enough that a cut
+# loses little work, large enough that the calls' own cost (a cache lookup, request metrics) stays
+# small; a multiple of the usual GRPO group sizes keeps a group together, so identical responses in it
+# are still computed once.
+PROGRESS_ITEMS = 64
 
 _SPEC_KEYS = ("reward", "verifier", "rm_type")
 _REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
@@ -223,12 +241,24 @@ async def score_or_flag(
     caller: Caller,
     items: Sequence[ScoreItem | RewardHubError],
     options: ScoreOptions | None = None,
+    *,
+    deadline_s: float | None = None,
+    progress_items: int | None = None,
 ) -> ScoreOutcome:
     """Score, turning request-level failures into per-item data (never an HTTP error for the peer).
 
     Each item's reward spec is checked on its own first, so one label naming an unknown reward or a bad
     config flags that item only; an entry that is already an error (a label that could not be read) is
     flagged as is.
+
+    ``progress_items``: score each part in calls of this many items, run together, each cached as it
+    ends (None: one call per part, cached at its end). A peer that gives up on a slow answer and sends
+    the whole batch again (OpenRLHF) then finds the items scored before it hung up in the cache; with
+    one call, hanging up cancelled it and every try started over.
+
+    ``deadline_s``: answer within this many seconds, for such a peer. At the deadline the calls still
+    running are cancelled, and their items and those of parts not yet started are flagged
+    :data:`DEADLINE_EXCEEDED` (None: no deadline).
     """
     if not items:
         return ScoreOutcome([])
@@ -245,19 +275,43 @@ async def score_or_flag(
             good.append(i)
         except RewardHubError as exc:
             results[i] = _flag(exc.error_type, exc.message)
+
+    async def score_part(part: list[int]) -> None:
+        """Score these items in calls of ``progress_items`` at once, each call's results kept as soon
+        as it ends."""
+        step = progress_items or len(part)
+
+        async def call(chunk: list[int]) -> None:
+            request = ScoreRequest(reward=None, items=[items[i] for i in chunk], options=opts)
+            out = await scoring.score(request, tenant=caller.key_id)
+            for i, r in zip(chunk, out["results"], strict=True):
+                results[i] = r
+
+        await gather_all(*(call(part[k : k + step]) for k in range(0, len(part), step)))
+
     if good:
         # A peer's batch has no size limit of its own: score it in parts of REWARDHUB_MAX_ITEMS, each
         # admitted on its own (a batch over REWARDHUB_MAX_INFLIGHT_ITEMS admitted whole was refused
         # whenever anything else was in flight, however often the peer retried).
         size = scoring.settings.max_items
         parts = [good[k : k + size] for k in range(0, len(good), size)]
+        timeout = asyncio.timeout(deadline_s)
         try:
-            for part in parts:
-                async with admission.admit(caller, len(part)):
-                    request = ScoreRequest(reward=None, items=[items[i] for i in part], options=opts)
-                    out = await scoring.score(request, tenant=caller.key_id)
-                for i, r in zip(part, out["results"], strict=True):
-                    results[i] = r
+            async with timeout:
+                for part in parts:
+                    async with admission.admit(caller, len(part)):
+                        await score_part(part)
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            late = [i for i in good if results[i] is None]
+            log.warning(
+                "compat_deadline_exceeded", deadline_s=deadline_s, items=len(good), unscored=len(late)
+            )
+            for i in late:
+                results[i] = _flag(
+                    DEADLINE_EXCEEDED, f"not scored within the request's {deadline_s:g} s deadline"
+                )
         except RewardHubError as exc:
             # Only the items that were sent share the request's failure; an item already flagged keeps
             # its own reason (an unreadable label is not "overloaded": retrying will not fix it).

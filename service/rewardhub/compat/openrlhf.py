@@ -13,6 +13,14 @@ reward's own scale (the README says so; a reward's range is not known here to ma
 OpenRLHF cannot mask a sample, so an item that could not be scored gets reward 0.0 and
 ``extra_logs.rewardhub_valid`` 0.0 (logged to wandb by OpenRLHF), instead of an HTTP error that its
 client would retry five times and then drop.
+
+OpenRLHF's client waits 180 s for an answer (``requests``' read timeout up to 0.9.0, which posts a
+whole rollout batch at once; aiohttp's total timeout from 0.9.1, one sample per request), tries five
+times a second apart, then raises: up to 0.9.0 the exception ends the run, from 0.9.1 the sample is
+left without a reward, which its experience maker cannot batch. So the endpoint answers by
+``REWARDHUB_OPENRLHF_DEADLINE_S`` (150 s): the items not scored by then are invalid as above, marked
+``extra_logs.rewardhub_deadline_exceeded`` 1.0. A batch is scored in calls of 64 items, each cached as
+it ends, so a batch sent again (the client gave up first) is served from the cache for what was scored.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rewardhub.compat.common import (
+    DEADLINE_EXCEEDED,
     ScoreOutcome,
     parse_label,
     prompt_text,
@@ -124,6 +133,9 @@ def to_response(outcome: ScoreOutcome) -> dict[str, Any]:
     logs: dict[str, list[float]] = {
         "rewardhub_valid": [1.0 if r["valid"] else 0.0 for r in outcome.results],
         "rewardhub_cached": [1.0 if r.get("cached") else 0.0 for r in outcome.results],
+        "rewardhub_deadline_exceeded": [
+            1.0 if r.get("reason") == DEADLINE_EXCEEDED else 0.0 for r in outcome.results
+        ],
     }
     # the keys even for empty lists: OpenRLHF up to 0.9.0 merges the answers of its URLs key by key
     # (the first answer's keys looked up in every other one), and a short batch leaves the last URLs empty

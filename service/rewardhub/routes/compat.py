@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Body
 
 from rewardhub.compat import nemo_gym, openai_graders, openrlhf, slime
-from rewardhub.compat.common import score_or_flag
+from rewardhub.compat.common import PROGRESS_ITEMS, score_or_flag
 from rewardhub.deps import AdmissionDep, ScoringDep, SettingsDep
 from rewardhub.errors import InvalidRequest, RewardHubError
 from rewardhub.protocol import ScoreItem, ScoreRequest
@@ -34,7 +34,14 @@ async def openrlhf_get_reward(
     settings: SettingsDep,
 ) -> JSONBytesResponse:
     items = openrlhf.to_items(body, settings.compat_default_reward)
-    outcome = await score_or_flag(scoring, admission, caller, items)
+    outcome = await score_or_flag(
+        scoring,
+        admission,
+        caller,
+        items,
+        deadline_s=settings.openrlhf_deadline_s or None,  # (0: none)
+        progress_items=PROGRESS_ITEMS,  # OpenRLHF resends a batch it gave up on
+    )
     return JSONBytesResponse(openrlhf.to_response(outcome))
 
 
