@@ -318,3 +318,36 @@ async def test_a_no_answer_phrase_must_have_words(client: httpx.AsyncClient, rew
     )
     assert resp.status_code == 422, resp.text
     assert "empty after SQuAD normalisation" in resp.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("operation", ["eq", "ne", "like", "ilike"])
+@pytest.mark.parametrize("reference", ["", " \n"])
+async def test_string_check_blank_reference_is_missing(
+    client: httpx.AsyncClient, operation: str, reference: str
+) -> None:
+    """A blank reference was compared as written: like/ilike scored 1.0 for every response and eq 1.0 for
+    an empty one, so a row whose gold was lost rewarded a policy for saying nothing. It is
+    missing_reference, as for exact_match, f1 and regex, whatever the response."""
+    for response in ("", "Paris", reference):
+        result = await score_via_http(client, "string_check", response, reference, operation=operation)
+        assert (result["valid"], result["reason"]) == (False, "missing_reference"), result
+        assert "compare_blank_reference" in result["details"]["message"]  # what to set, if it is meant
+
+
+@pytest.mark.parametrize(
+    ("operation", "response", "score"),
+    [
+        ("eq", "", 1.0),
+        ("eq", "Paris", 0.0),
+        ("ne", "Paris", 1.0),
+        ("like", "Paris", 1.0),
+        ("ilike", "x", 1.0),
+    ],
+)
+async def test_string_check_compares_a_blank_reference_when_asked(
+    client: httpx.AsyncClient, operation: str, response: str, score: float
+) -> None:
+    """compare_blank_reference keeps OpenAI's semantics (the /compat/openai graders route sets it)."""
+    config = {"operation": operation, "compare_blank_reference": True}
+    result = await score_via_http(client, "string_check", response, "", **config)
+    assert (result["score"], result["reason"]) == (score, None), result

@@ -49,6 +49,31 @@ async def test_string_check(
 
 
 @pytest.mark.parametrize(
+    "operation, sample, expected", [("eq", "", 1.0), ("eq", "Paris", 0.0), ("like", "Paris", 1.0)]
+)
+async def test_string_check_blank_reference_as_openai_reads_it(
+    client: httpx.AsyncClient, operation: str, sample: str, expected: float
+) -> None:
+    """A blank reference is compared as written here, as OpenAI documents the operations (the native
+    string_check reward answers missing_reference): a grader carried over scores as it does at OpenAI,
+    and a multi grader is not failed whole by one sub-grader's empty item field."""
+    sc = {"type": "string_check", "input": "{{sample.output_text}}", "reference": "{{item.answer}}"}
+    body = await run(client, {**sc, "name": "sc", "operation": operation}, sample, {"answer": ""})
+    assert body["reward"] == expected
+    assert not any(v for k, v in body["metadata"]["errors"].items() if not k.endswith("_details"))
+    city = {**sc, "reference": "{{item.city}}", "operation": "eq"}
+    multi = {
+        "type": "multi",
+        "graders": {"blank": {**sc, "operation": operation}, "city": city},
+        "calculate_output": "blank + city",
+    }
+    body = await run(client, multi, sample, {"answer": "", "city": "Paris"})
+    city_score = 1.0 if sample == "Paris" else 0.0
+    assert body["sub_rewards"] == {"blank": expected, "city": city_score}, body
+    assert body["reward"] == expected + city_score
+
+
+@pytest.mark.parametrize(
     "metric, sample, reference, expected",
     [
         ("fuzzy_match", "hello world", "hello world", 1.0),

@@ -196,7 +196,8 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
         return ScoreItem(
             response=render(grader.get("input", ""), ns),
             reference=render(grader.get("reference", ""), ns),
-            reward=RewardSpec(name="string_check", config={"operation": op}),
+            # OpenAI's semantics: a blank reference is compared as written (the native default refuses it)
+            reward=RewardSpec(name="string_check", config={"operation": op, "compare_blank_reference": True}),
         )
     if kind == "text_similarity":
         metric = grader.get("evaluation_metric", "fuzzy_match")

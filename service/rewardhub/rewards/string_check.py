@@ -8,6 +8,14 @@ sees a reasoning model's ``output_text`` and not its reasoning, it reads the res
 ``</think>`` and before a ``<think>`` that never closes (:func:`~.text.answer_text`), without the
 whitespace that separates it from the reasoning ("</think>\n\n", as R1 and Qwen3 emit it; their chat
 templates strip it from the message content too).
+
+A blank reference (``""``, or only whitespace) is no reference: ``missing_reference``, as for
+``exact_match``, ``f1`` and ``regex``. Compared as written, ``like``/``ilike`` hold for every response and
+``eq`` for an empty one, so a row whose gold was lost would reward a policy for saying nothing (and
+``ne`` for saying anything). ``compare_blank_reference`` compares it as written, as the hosted grader
+does: OpenAI documents the operations without an exception for an empty reference, and the
+``/compat/openai`` graders route sets it so that a grader carried over from OpenAI scores there as it
+does at OpenAI (a ``multi`` grader is not failed whole by one sub-grader's empty ``{{ item.x }}``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,13 @@ __all__ = ["StringCheckConfig", "StringCheckReward", "string_check"]
 
 class StringCheckConfig(RewardConfig):
     operation: Literal["eq", "ne", "like", "ilike"] = Field("eq", description="eq | ne | like | ilike.")
+    compare_blank_reference: bool = Field(
+        False,
+        description="A blank reference ('' or whitespace) is a data error (missing_reference) by default: "
+        "like/ilike would hold for every response and eq for an empty one, rewarding a policy for saying "
+        "nothing. true compares it as written, as OpenAI's hosted grader does (the /compat/openai graders "
+        "route sets it).",
+    )
 
 
 def string_check(operation: str, text: str, reference: str) -> bool:
@@ -43,7 +58,9 @@ class StringCheckReward(Reward[StringCheckConfig]):
     name: ClassVar[str] = "string_check"
     # 1.0.1: the answer outside the reasoning is compared, not drafts inside <think>
     # 1.0.2: without the whitespace separating it from the reasoning ("</think>\n\nParis" eq "Paris")
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: a blank reference is missing_reference unless compare_blank_reference (like/ilike scored 1.0
+    # for every response against it, eq 1.0 for an empty one)
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
     )
@@ -56,6 +73,15 @@ class StringCheckReward(Reward[StringCheckConfig]):
         for item in items:
             if not isinstance(item.reference, str):
                 out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "string_check needs a reference string"))
+                continue
+            if not item.reference.strip() and not config.compare_blank_reference:
+                out.append(
+                    Outcome.invalid(
+                        Reason.MISSING_REFERENCE,
+                        "string_check: the reference is blank; to compare it as written (like '' holds for "
+                        "every response), set compare_blank_reference",
+                    )
+                )
                 continue
             text = answer_text(item.response)
             if after_think_at(item.response) > 0:
