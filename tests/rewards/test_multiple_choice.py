@@ -259,6 +259,13 @@ async def test_custom_choices_and_strategies() -> None:
     [
         (None, Reason.MISSING_REFERENCE),  # no reference
         ({"key": "B"}, Reason.MISSING_REFERENCE),  # an object without answer/answers
+        # a blank reference holds no answer: missing, as exact_match, f1 and regex say (it was parse_error)
+        ("", Reason.MISSING_REFERENCE),
+        (" \n", Reason.MISSING_REFERENCE),
+        ([""], Reason.MISSING_REFERENCE),
+        ({"answer": ""}, Reason.MISSING_REFERENCE),
+        ({"answers": ["", " "]}, Reason.MISSING_REFERENCE),
+        (["Paris", ""], Reason.PARSE_ERROR),  # a blank dropped, the rest still names no letter
         ("E", Reason.PARSE_ERROR),  # not one of the allowed letters
         ("Paris", Reason.PARSE_ERROR),  # not a letter
     ],

@@ -32,7 +32,8 @@ that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the
 ("the answer is (A)... wait"), and a response cut off inside its reasoning has no answer.
 
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
-of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``).
+of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``); a
+blank one (``""``, ``[""]``, ``{"answer": ""}``) is no reference (``missing_reference``).
 
 An answer that names several options where one is asked, "\\boxed{A, C}", "\\boxed{A \\text{ or } C}",
 "\\boxed{A} or \\boxed{C}", "Answer: either A or C.", "<answer>A/C</answer>", a last line "(A) or (C)", a
@@ -394,7 +395,8 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # one is an accepted letter (it scored its last or first letter, which rewarded hedging)
     # 1.1.3: "either A or C", a box spliced with text (\boxed{A \text{ or } C}) or boxes joined by "or",
     # a last line "(A) or (C)" and a text ending "... A or C." are hedges too (they scored the last letter)
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: a blank reference ("", [""], {"answer": ""}) is missing_reference (it was parse_error)
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
@@ -407,10 +409,16 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     ) -> list[Outcome]:
         out: list[Outcome] = []
         for item in items:
-            refs = reference_strings(item.reference)
-            if refs is None:
+            strings = reference_strings(item.reference)
+            # a blank ("", [""], {"answer": ""}) holds no answer: missing, as exact_match, f1 and regex
+            # say, not an unreadable letter (parse_error); among letters it is dropped
+            refs = [r for r in strings if r.strip()] if strings is not None else []
+            if not refs:
+                blank = " (the reference is blank)" if strings is not None else ""
                 out.append(
-                    Outcome.invalid(Reason.MISSING_REFERENCE, "multiple_choice needs a reference letter")
+                    Outcome.invalid(
+                        Reason.MISSING_REFERENCE, f"multiple_choice needs a reference letter{blank}"
+                    )
                 )
                 continue
             keys = {
