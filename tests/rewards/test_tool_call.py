@@ -665,6 +665,9 @@ HERMES_QUOTING = '<tool_call>{"name": "a", "arguments": {"x": "<think>"}}</tool_
         '<tool_call>["' + '</tool_call><tool_call>["\\"x' * 4_000,
         '<tool_call>{"' + "</tool_call>" * 8_000,
         '<tool_call>{"a": "x</tool_call>" </tool_call>' * 4_000 + "x" * 96_000 + '"',
+        # blocks cut in a string whose longer block, up to a far closer, is no JSON: each read on from its
+        # first closer, and read the quote-free tail again (uncharged) up to that far closer
+        "x" * 48_000 + '<tool_call>{"v</tool_call>"' * 60 + "y" * 48_000 + "</tool_call>",
     ],
 )
 def test_the_scans_past_json_strings_read_the_response_a_bounded_number_of_times(
@@ -675,9 +678,19 @@ def test_the_scans_past_json_strings_read_the_response_a_bounded_number_of_times
     it a bounded number of times. Two reads were left off it: the quote looked for past the closer a
     block ends at, and a window holding no quote and no closer (charged to the cursor at its start).
     Many blocks before one far quote, or many openers after a string never closed, each read the rest
-    anew: hundreds of times the response, seconds for 1 MB. Counted, not timed: the reads, not the
-    host's speed, are what grows with the text."""
+    anew: hundreds of times the response, seconds for 1 MB. A longer block that is no JSON left the
+    text from its strings' end to its far closer off it, which the blocks opening there read again
+    (the reads growing as the text's length to the power 1.5). Counted, not timed: the reads, not the
+    host's speed, are what grows with the text (a longer block's JSON read counted whole: its copy and
+    its parse read at most that)."""
     monkeypatch.setattr(tool_call, "_JSON_STRING_REST", CountingPattern(tool_call._JSON_STRING_REST))
+    json_block = tool_call._json_block
+
+    def counting_json_block(block: str) -> bool:
+        CountingText.read += len(block)
+        return json_block(block)
+
+    monkeypatch.setattr(tool_call, "_json_block", counting_json_block)
     CountingText.read = 0
     text = CountingText(response)
     tool_call._model_output(text, quoted=True)

@@ -442,7 +442,11 @@ def _blocks(text: str, quoted: bool = False) -> list[str]:
     ``quoted``: a block of JSON cut by its first ``</tool_call>`` inside a string (a call writing a file
     or a prompt that quotes the tag) ends at the first closer after its JSON instead, when the text up
     to it is JSON (:func:`_quoted_block_end`). The first closer ended it, a broken call (0 format);
-    :func:`_calls_of_blocks` reads the blocks so when they are broken, the plain block unchecked."""
+    :func:`_calls_of_blocks` reads the blocks so when they are broken, the plain block unchecked. A
+    longer block that is no JSON is charged the whole window its scan read (up to the closer it found,
+    which the scan leaves uncharged for a reading that goes on from there): this one goes on from its
+    first closer, and the later blocks that open in that window would each read it again (blocks cut
+    in a string before a far closer: reads growing as the text's length to the power 1.5)."""
     blocks: list[str] = []
     at = 0
     budget = [len(text) if quoted else 0]  # (what the scans past quoted closers may read, all together)
@@ -451,12 +455,16 @@ def _blocks(text: str, quoted: bool = False) -> list[str]:
         end = text.find(_CLOSE, start)
         body = text[start:end]
         if end >= 0 and budget[0] > 0 and _cut_in_a_string(body):
+            left = budget[0]
             quoted_end = _quoted_block_end(text, end, budget)
             if quoted_end == _NO_CLOSER and _json_block(text[start:]):  # (its own closer left out)
                 blocks.append(text[start:])
                 break
-            if quoted_end >= 0 and _json_block(longer := text[start:quoted_end]):
-                end, body = quoted_end, longer
+            if quoted_end >= 0:
+                if _json_block(longer := text[start:quoted_end]):
+                    end, body = quoted_end, longer
+                else:  # (the reading goes on from the first closer: the scan's window charged whole)
+                    budget[0] = left - (quoted_end - end)
         if end < 0:  # no closer after this opener: none after any later one either
             try:
                 _block_calls(text[start:], closed=False)
@@ -1290,7 +1298,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # end-of-turn tokens after a JSON answer (a rollout decoded with its special tokens) are dropped
     # 1.3.4: the scans past a <tool_call> block's JSON strings charge their shared budget with all they
     # read, so a response read again for a quoted tag may give up a later block's scan sooner
-    version: ClassVar[str] = "1.3.4"
+    # 1.3.5: a <tool_call> block whose longer reading past a quoted closer is no JSON is charged the whole
+    # window its scan read, so a later block's scan may be given up sooner
+    version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
