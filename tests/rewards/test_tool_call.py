@@ -403,6 +403,29 @@ async def test_llama_calls_after_the_python_tag_or_between_semicolons_are_read(
     ], results
 
 
+async def test_llama_calls_one_a_line_are_read(client: httpx.AsyncClient) -> None:
+    """Llama 3.x also writes its parallel calls one a line, without the ``;`` (vLLM's llama3_json parser
+    reads every call object in the answer, and lists ``"\\n"`` among the separators it streams): such an
+    answer was no JSON value and no ``;`` sequence, so no call (0, no_answer) however right."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    time_ = json.dumps({"name": "get_time", "parameters": TIME["arguments"]})
+    items = [
+        {"response": f"{weather}\n{time_}", "reference": [WEATHER, TIME]},
+        {"response": f"<|python_tag|>{weather}\n{time_}<|eot_id|>", "reference": [WEATHER, TIME]},
+        {"response": f"{weather};\n{time_}\n{weather}", "reference": [WEATHER, TIME, WEATHER]},
+        {"response": '{"answer": 4}\n{"unit": "apples"}', "reference": []},  # no call in them: no call
+        {"response": f"{weather}\nand more text", "reference": [WEATHER]},  # prose after it: no call
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+    ], results
+
+
 async def test_json_calls_before_the_end_of_turn_token_are_read(client: httpx.AsyncClient) -> None:
     """A rollout decoded with its special tokens kept (as the native forms read here need) ends with the
     model's end-of-turn token: Llama's ``<|python_tag|>{...}<|eom_id|>`` (or ``<|eot_id|>``), Mistral's

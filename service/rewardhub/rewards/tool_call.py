@@ -57,8 +57,9 @@ are, in order of precedence:
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
   whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``; the
   end-of-turn tokens after it dropped, ``<|eom_id|>``, ``</s>``, ``<|im_end|>``...): a call
-  object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` (Llama 3.x's
-  parallel calls, ``{"name": ..., "parameters": {...}}; {...}``); or a Python list of calls given
+  object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` or one a
+  line (Llama 3.x's parallel calls, ``{"name": ..., "parameters": {...}}; {...}``, as vLLM's
+  ``llama3_json`` parser reads both); or a Python list of calls given
   literal keyword arguments, ``[get_weather(city="Paris"), math.factorial(n=5)]`` (the pythonic format
   of Llama 3.2/4, ToolACE and BFCL's prompting mode; up to 20,000 characters; Llama 4's
   ``<|python_start|>``/``<|python_end|>`` around it dropped);
@@ -728,7 +729,7 @@ def _json_calls(text: str) -> list[Call] | None:
     try:
         value = _loads(raw)
     except ValueError:
-        value = _json_objects(raw, lines=False)  # Llama 3.x's parallel calls: "{...}; {...}"
+        value = _json_objects(raw, lines=True)  # Llama 3.x's parallel calls: "{...}; {...}", one a line
         if value is None:  # pythonic calls, "[f(x=1)]", or prose that happens to start with a bracket
             return _pythonic_calls(raw) if not marked else None
     if not marked and not _call_shaped(value):
@@ -992,7 +993,8 @@ def _as_json(value: Any) -> Any:
 def _json_objects(text: str, lines: bool) -> list[Any] | None:
     """The JSON objects of ``{...}; {...}`` (two or more, the whole text), as Llama 3.x writes parallel
     calls and vLLM's llama3_json parser reads them, or, ``lines``, also of objects one after the other
-    (one a line, as ToolRL writes them in a block); None when the text is not that."""
+    (one a line, as ToolRL writes them in a block and Llama 3.x its parallel calls); None when the
+    text is not that."""
     values: list[Any] = []
     at = len(text) - len(text.lstrip())
     while True:
@@ -1300,6 +1302,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # read, so a response read again for a quoted tag may give up a later block's scan sooner
     # 1.3.5: a <tool_call> block whose longer reading past a quoted closer is no JSON is charged the whole
     # window its scan read, so a later block's scan may be given up sooner
+    # and a JSON answer of call objects one a line (Llama 3.x's parallel calls, as vLLM reads them) is read
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
