@@ -451,6 +451,28 @@ async def test_json_calls_before_the_end_of_turn_token_are_read(client: httpx.As
     )
 
 
+async def test_the_call_after_a_marker_is_read_whatever_text_follows(client: httpx.AsyncClient) -> None:
+    """After Mistral's ``[TOOL_CALLS]`` (or Llama's ``<|python_tag|>``) the model has committed to a
+    call, and may go on writing (``[TOOL_CALLS] [{...}]\\nextra trailing data``, one of vLLM's mistral
+    parser's own cases): vLLM reads the JSON value at the marker and leaves the rest as content, the
+    call made. Such an answer was no whole JSON, so no call (0, no_answer) however right. Without a
+    marker, JSON and then prose is still no call; after one, a value that is no call is a broken one."""
+    weather = json.dumps({"name": "get_weather", "parameters": WEATHER["arguments"]})
+    items = [
+        {"response": f"[TOOL_CALLS] {json.dumps([WEATHER])}\nextra trailing data", "reference": [WEATHER]},
+        {"response": f"<|python_tag|>{weather} I have called the tool.<|eot_id|>", "reference": [WEATHER]},
+        {"response": f"{weather} I have called the tool.", "reference": [WEATHER]},  # no marker: no call
+        {"response": "[TOOL_CALLS] [1, 2] and then text", "reference": []},  # after the marker: broken
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+        (0.0, "format"),
+    ], results
+
+
 async def test_a_block_of_one_call_per_line_is_read(client: httpx.AsyncClient) -> None:
     """ToolRL (and the RLLA data it trains on: ToolACE, Hammer, xLAM) writes parallel calls as one
     ``<tool_call>`` block with one JSON call per line; such a block was broken call JSON, 0 format,

@@ -55,7 +55,8 @@ are, in order of precedence:
   (not inside a JSON string), read as in a block, the text around them prose; a last one without its
   ``</function>`` is cut off, no call;
 * otherwise one JSON value (the last ```json block, or else the last other fence holding JSON, or the
-  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``; the
+  whole answer, or what follows Mistral's ``[TOOL_CALLS]`` marker or Llama's ``<|python_tag|>``, there
+  the value it starts with, text after it the answer's, as vLLM reads it; the
   end-of-turn tokens after it dropped, ``<|eom_id|>``, ``</s>``, ``<|im_end|>``...): a call
   object, a list of them, or ``{"tool_calls": [...]}``; or call objects separated by ``;`` or one a
   line (Llama 3.x's parallel calls, ``{"name": ..., "parameters": {...}}; {...}``, as vLLM's
@@ -730,12 +731,26 @@ def _json_calls(text: str) -> list[Call] | None:
         value = _loads(raw)
     except ValueError:
         value = _json_objects(raw, lines=True)  # Llama 3.x's parallel calls: "{...}; {...}", one a line
+        if value is None and marked:  # the call the marker opens, then text (vLLM reads the value alone)
+            value = _first_json_value(raw)
         if value is None:  # pythonic calls, "[f(x=1)]", or prose that happens to start with a bracket
             return _pythonic_calls(raw) if not marked else None
     if not marked and not _call_shaped(value):
         return None  # a JSON answer (no call tags, no marker, nothing named): no call was made
     calls = _calls(value)
     return calls or None
+
+
+def _first_json_value(text: str) -> Any:
+    """The JSON value ``text`` starts with, whatever text follows it (nested up to :data:`_MAX_DEPTH`);
+    None when it starts with none. After Mistral's ``[TOOL_CALLS]`` or Llama's ``<|python_tag|>`` the
+    model has committed to a call: vLLM's mistral and llama3_json parsers read the value there and
+    leave the text after it (``[TOOL_CALLS] [{...}]\nsome more words``) as content, the call made."""
+    try:
+        value = _JSON_DECODER.raw_decode(text)[0]
+    except (ValueError, RecursionError):
+        return None
+    return None if _depth(value) > _MAX_DEPTH else value
 
 
 def _without_end_of_turn(text: str) -> str:
@@ -1303,6 +1318,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.5: a <tool_call> block whose longer reading past a quoted closer is no JSON is charged the whole
     # window its scan read, so a later block's scan may be given up sooner
     # and a JSON answer of call objects one a line (Llama 3.x's parallel calls, as vLLM reads them) is read
+    # and the JSON value after [TOOL_CALLS] or <|python_tag|> is read whatever text follows it
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
