@@ -161,7 +161,8 @@ async def test_an_evaluation_batch_with_its_own_group_size_is_not_a_split(client
         vote = make_reward_func(
             service, "majority_vote", reference_column=None, num_generations=3, num_generations_eval=2
         )
-        assert await vote(**evaluation) == [1.0, 1.0, 1.0, 0.0]
+        # p2's 1 and 2 have a vote each: no pseudo-label (majority_vote's min_votes), so None
+        assert await vote(**evaluation) == [1.0, 1.0, None, None]
         with pytest.raises(ValueError, match="TRL split the group"):
             await vote(**split)
         with pytest.raises(ValueError, match="num_generations_eval must be at least 1"):

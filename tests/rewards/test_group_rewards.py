@@ -156,6 +156,55 @@ async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
     assert out[0]["details"]["pseudo_label"] is None
 
 
+def votes(responses: list[str], group: str) -> list[dict[str, Any]]:
+    return [{"response": r, "group": group} for r in responses]
+
+
+@pytest.mark.parametrize(
+    "responses",
+    [
+        ["so \\boxed{7}"],  # a group of one
+        ["so \\boxed{7}", "no idea", "dunno"],  # only one response has an answer
+        ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"],  # all different: the first "won" with 1 vote
+    ],
+)
+async def test_a_vote_of_one_gives_no_pseudo_label(client: httpx.AsyncClient, responses: list[str]) -> None:
+    """A group whose most common answer had one vote still had a pseudo-label: that answer, so it scored
+    1.0 for agreeing with itself, the meaningless reward an item without a group is refused for. A
+    pseudo-label needs ``min_votes`` (2) agreeing votes; without one the answers cannot be scored
+    (invalid ``unsupported``, not 0: nothing says they are wrong), and a response without an answer is
+    still a 0 (``no_answer``). Found in review."""
+    out = await results(client, "majority_vote", votes(responses, gid()))
+    answered = [r for r, text in zip(out, responses, strict=True) if "boxed" in text]
+    assert [(r["score"], r["valid"], r["reason"]) for r in answered] == [(None, False, "unsupported")] * len(
+        answered
+    )
+    assert "most common answer has 1 vote" in answered[0]["details"]["message"]
+    assert "min_votes is 2" in answered[0]["details"]["message"]
+    assert answered[0]["details"]["pseudo_label"] is None
+    assert [(r["score"], r["reason"]) for r in out if r not in answered] == [(0.0, "no_answer")] * (
+        len(out) - len(answered)
+    )
+
+
+@pytest.mark.parametrize(
+    ("min_votes", "answers", "scores"),
+    [
+        (1, ["7"], [1.0]),  # TTRL as published: a lone answer labels itself
+        (1, ["1", "2", "3"], [1.0, 0.0, 0.0]),
+        (3, ["3", "3", "5"], [None, None, None]),  # 2 votes are too few
+        (3, ["3", "5", "3", "3"], [1.0, 0.0, 1.0, 1.0]),
+        (2, ["3", "5", "5", "3"], [1.0, 0.0, 0.0, 1.0]),  # a tie at 2 votes still labels (first)
+    ],
+)
+async def test_min_votes(
+    client: httpx.AsyncClient, min_votes: int, answers: list[str], scores: list[float | None]
+) -> None:
+    reward = {"name": "majority_vote", "config": {"min_votes": min_votes}}
+    out = await results(client, reward, boxed(answers, gid()))
+    assert [r["score"] for r in out] == scores
+
+
 @pytest.mark.timeout(120)
 async def test_a_group_of_distinct_answers_is_clustered_in_linear_time() -> None:
     """Once the max_pairs comparisons were spent, each further answer still walked every cluster so far
@@ -168,7 +217,8 @@ async def test_a_group_of_distinct_answers_is_clustered_in_linear_time() -> None
     t0 = time.process_time()
     out = await reward.score(items, reward.parse_config({}), ScoreContext(deadline_s=5))
     spent = time.process_time() - t0
-    assert out[0].score == 1.0 and out[1].score == 0.0  # a tie of ones: the first answer wins
+    # a tie of ones: too few votes for a pseudo-label
+    assert out[0].score is None and out[1].score is None
     # 256 comparisons, then every later answer skips every cluster before it
     assert out[0].details["pairs_skipped"] == n * (n - 1) // 2 - 256
     assert spent < 10, spent

@@ -30,7 +30,12 @@ Votes count items, so a cluster's votes are the number of responses whose answer
 ``Counter.most_common`` in TTRL does; ``none`` gives no pseudo-label and every item of the group 0.
 A response without an extractable answer does not vote and scores 0 (reason ``no_answer``); a group where
 no response has an answer has no pseudo-label. Items without a ``group`` are invalid (``unsupported``):
-a vote of one always agrees with itself, a meaningless reward.
+a vote of one always agrees with itself, a meaningless reward. For the same reason a pseudo-label needs
+``min_votes`` (default 2) votes: in a group of one, a group where one response has an answer, or one
+where every answer differs, the most common answer has a single vote, and rewarding it for agreeing with
+itself says nothing. Such a group has no pseudo-label, and its answers are invalid (``unsupported``, the
+message giving the count): the reward could not be computed, where a 0 would say "scored and wrong".
+``min_votes: 1`` is TTRL as published (``Counter.most_common(1)`` labels whatever it finds).
 
 Details: ``answer`` (this item's), ``pseudo_label``, ``votes`` (the label's), ``answered`` (items that
 voted), ``group_size``, ``tie``. Not cacheable: an item's score depends on the other members.
@@ -75,6 +80,13 @@ class MajorityVoteConfig(RewardConfig):
     )
     max_pairs: int = Field(
         256, ge=0, le=4096, description="math: most equivalence comparisons per group (most voted first)."
+    )
+    min_votes: int = Field(
+        2,
+        ge=1,
+        le=100_000,
+        description="Fewest votes a pseudo-label needs; below it the group's answers are unsupported "
+        "(1: a lone answer labels itself, as TTRL's code does).",
     )
 
 
@@ -148,11 +160,13 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     name: ClassVar[str] = "majority_vote"
     # 1.0.1: a tie goes to the cluster with the earliest answer; votes are read after </think>, not from
     # the reasoning's drafts or a <think> never closed. 1.0.3: a last number "0,100" is 100, not "0100".
-    # 1.0.4: squad drops Unicode punctuation (’ “ ” 。), not only ASCII's
-    version: ClassVar[str] = "1.0.4"
+    # 1.0.4: squad drops Unicode punctuation (’ “ ” 。), not only ASCII's. 1.0.5: a pseudo-label needs
+    # min_votes (2) votes; a lone vote (group of one, one answer, all different) scored 1.0 for itself
+    version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
-        "(math equivalence or normalised strings); needs `group` on every item; not cacheable."
+        "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "
+        "on every item; not cacheable."
     )
     config_model = MajorityVoteConfig
     reads = ("response", "group")
@@ -241,6 +255,13 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     @staticmethod
     def _score_group(g: _GroupVote, config: MajorityVoteConfig, out: list[Outcome | None]) -> None:
         winner, votes, tie = _vote(g, config.tie_break)
+        unlabelled = None  # why the answers cannot be scored
+        if winner is not None and votes < config.min_votes:
+            winner = None
+            unlabelled = (
+                f"no pseudo-label: the group's most common answer has {votes} vote"
+                f"{'s' if votes != 1 else ''}, min_votes is {config.min_votes}"
+            )
         label = None
         if winner is not None:
             in_winner = [rep for rep in g.counts if g.find(g.cluster_of[rep]) == winner]
@@ -260,6 +281,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
                 details["pairs_skipped"] = g.skipped
             if answer is None:
                 out[i] = Outcome(0.0, Reason.NO_ANSWER, details=details)
+                continue
+            if unlabelled is not None:
+                out[i] = Outcome.invalid(Reason.UNSUPPORTED, unlabelled, **details)
                 continue
             agree = winner is not None and g.find(g.cluster_of[answer]) == winner
             out[i] = Outcome(1.0 if agree else 0.0, details=details)
