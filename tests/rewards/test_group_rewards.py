@@ -73,17 +73,23 @@ async def test_symbolic_equivalence_goes_to_the_cpu_pool(
 @pytest.mark.parametrize(
     ("tie_break", "scores", "label"),
     [
-        ("first", [1.0, 0.0, 0.0, 1.0], "3"),  # 3 and 5 tie at 2 votes: 3 appears first
-        ("none", [0.0, 0.0, 0.0, 0.0], None),  # no pseudo-label
+        ("first", [1.0, 0.0, 0.0, 1.0, 0.0], "3"),  # 3 and 5 tie at 2 votes: 3 appears first
+        # no pseudo-label: the answers cannot be scored (every member 0 said all were wrong)
+        ("none", [None, None, None, None, 0.0], None),
     ],
 )
 async def test_ties(
-    client: httpx.AsyncClient, tie_break: str, scores: list[float], label: str | None
+    client: httpx.AsyncClient, tie_break: str, scores: list[float | None], label: str | None
 ) -> None:
     reward = {"name": "majority_vote", "config": {"tie_break": tie_break}}
-    out = await results(client, reward, boxed(["3", "5", "5", "3"], gid()))
+    g = gid()
+    out = await results(client, reward, [*boxed(["3", "5", "5", "3"], g), {"response": "hmm", "group": g}])
     assert [r["score"] for r in out] == scores
     assert out[0]["details"]["tie"] is True and out[0]["details"]["pseudo_label"] == label
+    assert out[4]["reason"] == "no_answer"  # no answer is a 0 either way
+    if tie_break == "none":
+        assert {r["reason"] for r in out[:4]} == {"unsupported"}
+        assert "2 answers tie at 2 votes" in out[0]["details"]["message"]
 
 
 async def test_tie_goes_to_the_cluster_with_the_earliest_answer(client: httpx.AsyncClient) -> None:

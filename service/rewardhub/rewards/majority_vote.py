@@ -27,7 +27,8 @@ is" / last number). Equivalence (``equivalence``):
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
 (``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
-``Counter.most_common`` in TTRL does; ``none`` gives no pseudo-label and every item of the group 0.
+``Counter.most_common`` in TTRL does; ``none`` gives no pseudo-label, and the tied answers, like every
+answer of the group, are invalid (``unsupported``) as below.
 A response without an extractable answer does not vote and scores 0 (reason ``no_answer``); a group where
 no response has an answer has no pseudo-label. Items without a ``group`` are invalid (``unsupported``):
 a vote of one always agrees with itself, a meaningless reward. For the same reason a pseudo-label needs
@@ -76,7 +77,8 @@ class MajorityVoteConfig(RewardConfig):
         "whitespace", description="string: whitespace (collapse, case-fold) | squad | none."
     )
     tie_break: Literal["first", "none"] = Field(
-        "first", description="first: the tied answer seen first wins; none: no pseudo-label, all 0."
+        "first",
+        description="first: the tied answer seen first wins; none: no pseudo-label, the answers unsupported.",
     )
     max_pairs: int = Field(
         256, ge=0, le=4096, description="math: most equivalence comparisons per group (most voted first)."
@@ -140,19 +142,20 @@ def _normalizer(mode: str) -> Any:
     return lambda s: s
 
 
-def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, bool]:
-    """(winning root cluster or None, its votes, tie) once the clustering is final."""
+def _vote(g: _GroupVote, tie_break: str) -> tuple[int | None, int, int]:
+    """(winning root cluster or None, its votes, how many clusters tie at them) once the clustering is
+    final."""
     votes: dict[int, int] = {}
     for rep, n in g.counts.items():
         root = g.find(g.cluster_of[rep])
         votes[root] = votes.get(root, 0) + n
     if not votes:
-        return None, 0, False
+        return None, 0, 0
     best = max(votes.values())
     tied = sorted((g.clusters[c].first, c) for c, v in votes.items() if v == best)
     if len(tied) > 1 and tie_break == "none":
-        return None, best, True
-    return tied[0][1], best, len(tied) > 1
+        return None, best, len(tied)
+    return tied[0][1], best, len(tied)
 
 
 @register
@@ -161,7 +164,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.1: a tie goes to the cluster with the earliest answer; votes are read after </think>, not from
     # the reasoning's drafts or a <think> never closed. 1.0.3: a last number "0,100" is 100, not "0100".
     # 1.0.4: squad drops Unicode punctuation (’ “ ” 。), not only ASCII's. 1.0.5: a pseudo-label needs
-    # min_votes (2) votes; a lone vote (group of one, one answer, all different) scored 1.0 for itself
+    # min_votes (2) votes; a lone vote (group of one, one answer, all different) scored 1.0 for itself,
+    # and a tie under tie_break none is unsupported (it scored every answer 0, "wrong")
     version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
@@ -254,13 +258,19 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
 
     @staticmethod
     def _score_group(g: _GroupVote, config: MajorityVoteConfig, out: list[Outcome | None]) -> None:
-        winner, votes, tie = _vote(g, config.tie_break)
+        winner, votes, tied = _vote(g, config.tie_break)
+        tie = tied > 1
         unlabelled = None  # why the answers cannot be scored
-        if winner is not None and votes < config.min_votes:
+        if votes and votes < config.min_votes:
             winner = None
             unlabelled = (
                 f"no pseudo-label: the group's most common answer has {votes} vote"
                 f"{'s' if votes != 1 else ''}, min_votes is {config.min_votes}"
+            )
+        elif winner is None and votes:
+            unlabelled = (
+                f"no pseudo-label: {tied} answers tie at {votes} vote{'s' if votes != 1 else ''} "
+                "(tie_break none)"
             )
         label = None
         if winner is not None:
