@@ -280,6 +280,28 @@ async def test_kimi_equal_lengths_and_invalid_members(client: httpx.AsyncClient)
     assert out[3]["components"]["lambda"] == 0.0
 
 
+async def test_kimi_a_lone_length_has_no_relative_length(client: httpx.AsyncClient) -> None:
+    """A group of one, or a group where one member's length could be read, had min = max: every such
+    member scored 0 as if the group's lengths were all equal, where an item without a group is refused
+    (``unsupported``) because a group of one has no relative length. Found in review."""
+    [alone] = await results(client, KIMI_META, kimi([12], [True], gid()))
+    assert (alone["score"], alone["reason"]) == (None, "unsupported")
+    assert "1 member of known length" in alone["details"]["message"]
+    g = gid()
+    tokens = {"name": "group_length", "config": {"unit": "tokens", "correctness": "metadata"}}
+    items = [
+        {"response": "a", "group": g, "metadata": {"correct": True, "completion_tokens": 100}},
+        {"response": "b", "group": g, "metadata": {"correct": False}},  # no token count
+    ]
+    out = await results(client, tokens, items)
+    assert [(r["score"], r["reason"]) for r in out] == [(None, "unsupported"), (None, "missing_reference")]
+    # two members of one length are a group whose lengths are all equal: 0, as Kimi gives
+    assert [r["score"] for r in await results(client, KIMI_META, kimi([5, 5], [True, False], gid()))] == [
+        0.0,
+        0.0,
+    ]
+
+
 async def test_kimi_token_count_past_the_float_range_is_invalid_alone(client: httpx.AsyncClient) -> None:
     """A member's count of 10**400 (JSON integers are unbounded) made ``float(length)`` raise
     OverflowError out of the reward: every member of every group came back ``internal_error``. Found in
@@ -308,7 +330,7 @@ async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
     out = await results(client, reward, items)
     assert [r["score"] for r in out] == [0.5, 0.0, -0.5, 0.0]
     assert [r["components"]["correct"] for r in out] == [1.0, 1.0, 0.0, 0.0]
-    assert out[0]["reward_version"].startswith("1.0.2+")  # includes the verifier's version
+    assert out[0]["reward_version"].startswith("1.0.3+")  # includes the verifier's version
     missing = await results(client, reward, [{"response": "\\boxed{4}", "group": gid()}])
     assert missing[0]["reason"] == "missing_reference"
 

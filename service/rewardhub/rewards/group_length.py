@@ -22,7 +22,11 @@ answers still vote); ``metadata`` reads the trainer's flag exactly as the ``leng
 
 min_len and max_len range over the members whose length is known, whatever their correctness. A member
 whose length or correctness cannot be read is invalid with that reason; the others are still scored.
-Items without a ``group`` are invalid (``unsupported``): a group of one has no relative length.
+Items without a ``group`` are invalid (``unsupported``): a group of one has no relative length. For the
+same reason, when only one member of a group has a known length (a group of one, or its other members'
+lengths unreadable), that member is ``unsupported`` too, not 0: min = max there because nothing was
+compared, not because the lengths are equal (a composite that should keep its other terms for such an
+item gives this part ``on_invalid: "skip"``).
 Components: ``length``, ``lambda``, ``correct``. Details: ``min_length``, ``max_length``, ``unit``.
 Not cacheable: an item's score depends on the other members.
 """
@@ -92,10 +96,12 @@ class GroupLengthReward(ComposedReward[GroupLengthConfig]):
     name: ClassVar[str] = "group_length"
     # 1.0.1: a group verifier (majority_vote) sees the whole group, members of unknown length included
     # 1.0.2: a token count past the floats is a parse_error (10**400 raised OverflowError out of the batch)
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: a member whose length is the group's only known one is unsupported (it scored 0)
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "Kimi k1.5 group-relative length penalty: λ = 0.5 − (len − min)/(max − min) if correct, "
-        "min(0, λ) if wrong; correctness from a verifier (math) or metadata; needs `group`; not cacheable."
+        "min(0, λ) if wrong; correctness from a verifier (math) or metadata; needs `group` and two "
+        "members of known length in it; not cacheable."
     )
     config_model = GroupLengthConfig
     reads = ("response", "reference", "group", "metadata")
@@ -131,7 +137,14 @@ class GroupLengthReward(ComposedReward[GroupLengthConfig]):
         correct = await self._correctness(items, [i for i in range(n) if out[i] is None], config, ctx, out)
         for idx in group_indices(items).values():
             known = [n for n in (lengths[i] for i in idx) if n is not None]
-            if not known:
+            if len(known) < 2:
+                for i in idx:
+                    if out[i] is None and lengths[i] is not None:
+                        out[i] = Outcome.invalid(
+                            Reason.UNSUPPORTED,
+                            "group_length needs two members of known length in the group (it has 1 member "
+                            "of known length): a lone length has no relative length",
+                        )
                 continue
             lo, hi = min(known), max(known)
             for i in idx:
