@@ -149,4 +149,29 @@ async def test_members_are_pooled_by_their_tests(client: httpx.AsyncClient) -> N
     assert [r["score"] for r in out[:4]] == pytest.approx(_expected(masks), abs=1e-9), out
     assert [r["details"]["pool_size"] for r in out] == [4, 4, 4, 4, 1, 1]
     assert (out[3]["reason"], out[3]["details"]["tests"]) == ("format", 4)
-    assert [r["score"] for r in out[4:]] == [1.5, 1.5]
+    # a pool of one has no difficulty estimate (test_a_pool_of_one_is_unsupported)
+    assert [(r["score"], r["reason"]) for r in out[4:]] == [(None, "unsupported")] * 2
+
+
+async def test_a_pool_of_one_is_unsupported(client: httpx.AsyncClient) -> None:
+    """A member alone with its tests (a group of one, or the only member carrying those tests) had its
+    tests weighed by its own passes: every test it passed weighed δ, every one it failed 1 + δ, so two of
+    four tests passed scored 0.0005 and four of four 1.5, whatever the tests. An item without a group is
+    refused for exactly that (a group of one has no difficulty estimate); such a member is now too, not
+    scored. Found in review."""
+    for solution in ("easy", "all"):
+        g = f"g-{uuid.uuid4().hex}"
+        (alone,) = await _score(
+            client, "verpo", [{"response": SOLUTIONS[solution], "reference": {"tests": TESTS}, "group": g}]
+        )
+        assert (alone["score"], alone["valid"], alone["reason"]) == (None, False, "unsupported"), alone
+        assert "difficulty" in alone["details"]["message"]
+        assert (alone["details"]["pool_size"], alone["details"]["tests"]) == (1, 4)
+    # a program-less member with its tests makes the pool two: ρ from both
+    g = f"g-{uuid.uuid4().hex}"
+    items = [
+        {"response": SOLUTIONS[k], "reference": {"tests": TESTS}, "group": g} for k in ("easy", "broken")
+    ]
+    out = await _score(client, "verpo", items)
+    masks = [[True, True, False, False], [False] * 4]
+    assert [r["score"] for r in out] == pytest.approx(_expected(masks), abs=1e-9), out

@@ -26,8 +26,11 @@ member without a program is in the pool of its own tests). A member the part cou
 
 Components: ``passed_all``, ``pass_rate`` (the plain fraction, unweighted), ``dense``. Details:
 ``tests``, ``pool_size`` (the members ``ρ`` was taken over), ``weights`` (``w_j``, the first 100).
-Items without a ``group`` are invalid (``unsupported``): a group of one has no difficulty estimate. Not
-cacheable: an item's score depends on the other members.
+Items without a ``group`` are invalid (``unsupported``): a group of one has no difficulty estimate. For
+the same reason a pool of one member (a group of one, or the only member that carries its tests) is
+``unsupported``: weighed by its own passes, every test it passed weighs δ and every one it failed 1 + δ,
+so its dense term is ~0 unless it passed all (then 1), whatever the tests. Not cacheable: an item's
+score depends on the other members.
 """
 
 from __future__ import annotations
@@ -85,10 +88,12 @@ class VerpoReward(ComposedReward[VerpoConfig]):
     name: ClassVar[str] = "verpo"
     # 1.0.1: a part other than code is unsupported on every item (its format / no_answer 0s were scored 0);
     # pools by reference, not test count (a program-less member left ρ when another carried other tests)
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: a pool of one member is unsupported (its tests were weighed by its own passes)
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "VeRPO dense code reward: 1[all tests pass] + α · the group-difficulty-weighted pass rate "
-        "(w_j = 1 − the test's pass rate over the group + δ); tests run by `code`; needs `group`."
+        "(w_j = 1 − the test's pass rate over the group + δ); tests run by `code`; needs `group` and "
+        "two members with the same tests in it."
     )
     config_model = VerpoConfig
     reads = ("response", "reference", "group")
@@ -181,6 +186,16 @@ class VerpoReward(ComposedReward[VerpoConfig]):
                 },
             )
         for members in pools.values():
+            if len(members) == 1:
+                (i,) = members
+                out[i] = Outcome.invalid(
+                    Reason.UNSUPPORTED,
+                    "verpo needs two members with the same tests in the group (this one is alone with "
+                    "its tests): its own passes give no difficulty estimate",
+                    tests=len(filled[i]),
+                    pool_size=1,
+                )
+                continue
             rows = [filled[i] for i in members]
             rewards, dense, weights = verpo_rewards(rows, config.alpha, config.delta)
             for i, row, r, d in zip(members, rows, rewards, dense, strict=True):
