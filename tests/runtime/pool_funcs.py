@@ -49,3 +49,12 @@ def die_at_start() -> None:
 def slow_start() -> None:
     """An initializer that takes longer than the items' hard deadline (a loaded host's warm-up)."""
     time.sleep(1.5)
+
+
+def hold(path: str) -> str:
+    """Mark ``path + ".started"``, then wait until ``path + ".release"`` exists: an item the test ends."""
+    with open(path + ".started", "w"):
+        pass
+    while not os.path.exists(path + ".release"):
+        time.sleep(0.01)
+    return path

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from pool_funcs import behave, die_at_start, double, slow_start
+from pool_funcs import behave, die_at_start, double, hold, slow_start
 
 from rewardhub.errors import Overloaded
 from rewardhub.runtime.process_pool import ProcessPool
@@ -140,5 +143,43 @@ async def test_a_worker_s_start_up_is_not_charged_to_its_first_item() -> None:
         results = await p.run(behave, ["a", "crash", "b"], deadline_s=0.5)
         assert [(r.value, r.error) for r in results] == [("a", None), (None, "crash"), ("b", None)], results
         assert p.stats().restarts == {"crash": 1}
+    finally:
+        await asyncio.to_thread(p.close)
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Wait for ``check()`` (a file a worker writes): bounded, so a broken pool fails instead of hanging."""
+    for _ in range(3000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the worker never got there")
+
+
+async def test_a_cancelled_run_leaves_the_queue_at_once(tmp_path: Path) -> None:
+    """A run cancelled (client gone, request deadline, job cancelled) kept its queued chunks: they ran to
+    completion after it, a new batch waited behind that dead work, and their items counted against
+    REWARDHUB_CPU_QUEUE_MAX_ITEMS (429s after a burst of disconnects). Its chunks not yet started are
+    dropped and leave the count at once; the one running finishes and leaves it then."""
+    p = ProcessPool(size=1, name="cancel", max_queued_items=3)
+    await asyncio.to_thread(p.start)
+    try:
+        first, second = str(tmp_path / "first"), str(tmp_path / "second")
+        # one worker, two items: two chunks of one, the first running, the second queued behind it
+        run = asyncio.create_task(p.run(hold, [first, second], deadline_s=60))
+        await _until(lambda: os.path.exists(first + ".started"))
+        assert p.stats().queued_items == 2
+        with pytest.raises(Overloaded):  # 2 + 2 waiting items is past the bound of 3
+            await p.run(double, [1, 2], deadline_s=5)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert p.stats().queued_items == 1  # the running item only
+        after = asyncio.create_task(p.run(double, [1, 2], deadline_s=5))  # 1 + 2: room again
+        Path(first + ".release").touch()
+        Path(second + ".release").touch()  # were the dropped item still queued, it would now run
+        assert [r.value for r in await after] == [2, 4]
+        assert not os.path.exists(second + ".started")  # answered without running the cancelled item
+        assert p.stats().queued_items == 0
     finally:
         await asyncio.to_thread(p.close)

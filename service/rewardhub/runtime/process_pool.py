@@ -155,6 +155,10 @@ class _Chunk:
     payloads: list[Any]
     deadline_s: float
     deliver: Callable[[list[TaskResult]], None]
+    # Both under the pool's lock: a slot claims the chunk (started) or skips it (dropped, its run
+    # was cancelled before it started), never both; whichever comes first owns its ``_queued`` items.
+    started: bool = False
+    dropped: bool = False
 
 
 class _Slot:
@@ -226,6 +230,8 @@ class _Slot:
             chunk = self.pool.queue.get()
             if chunk is None:
                 return
+            if not self.pool._claim(chunk):
+                continue  # its run was cancelled: its items already left the count
             self.busy = True
             try:
                 results = self._run(chunk)
@@ -376,6 +382,23 @@ class ProcessPool:
         with self._lock:
             self._queued -= n
 
+    def _claim(self, chunk: _Chunk) -> bool:
+        """In a slot's thread: whether to run ``chunk`` (False: its run was cancelled before it started)."""
+        with self._lock:
+            chunk.started = not chunk.dropped
+            return chunk.started
+
+    def _drop(self, chunks: Sequence[_Chunk]) -> None:
+        """The run of ``chunks`` was cancelled: those not started are skipped when a slot takes them off
+        the queue, and their items leave the count now, so a retry or another request neither waits
+        behind them nor is refused for them. One already running finishes (killing its worker would
+        cost a respawn and the warm-up of its imports); its items leave the count when it ends."""
+        with self._lock:
+            for chunk in chunks:
+                if not chunk.started and not chunk.dropped:
+                    chunk.dropped = True
+                    self._queued -= len(chunk.payloads)
+
     def stats(self) -> PoolStats:
         with self._lock:
             queued, restarts = self._queued, dict(self._restarts)
@@ -395,6 +418,7 @@ class ProcessPool:
 
         ``fn`` must be a module-level function (it is pickled by reference). Each item gets
         ``deadline_s`` seconds; an item past it comes back as ``TaskResult(ok=False, error="timeout")``.
+        Cancelled, it drops its chunks that have not started (a running one finishes).
         """
         n = len(payloads)
         if n == 0:
@@ -414,6 +438,7 @@ class ProcessPool:
         loop = asyncio.get_running_loop()
         chunk_size = max(1, min(_MAX_CHUNK, math.ceil(n / (2 * self.size))))
         futures: list[asyncio.Future[list[TaskResult]]] = []
+        chunks: list[_Chunk] = []
         for start in range(0, n, chunk_size):
             fut: asyncio.Future[list[TaskResult]] = loop.create_future()
 
@@ -421,10 +446,19 @@ class ProcessPool:
                 with contextlib.suppress(RuntimeError):  # the loop closed during shutdown
                     loop.call_soon_threadsafe(_resolve, fut, res)
 
-            self.queue.put(_Chunk(fn, list(payloads[start : start + chunk_size]), deadline_s, deliver))
+            chunk = _Chunk(fn, list(payloads[start : start + chunk_size]), deadline_s, deliver)
+            self.queue.put(chunk)
+            chunks.append(chunk)
             futures.append(fut)
+        try:
+            done = await asyncio.gather(*futures)
+        except asyncio.CancelledError:
+            # The caller is gone (client disconnected, request deadline, job cancelled): its chunks
+            # still queued would run to their per-item deadlines for nobody (see _drop).
+            self._drop(chunks)
+            raise
         out: list[TaskResult] = []
-        for chunk_results in await asyncio.gather(*futures):
+        for chunk_results in done:
             out.extend(chunk_results)
         return out
 
