@@ -537,6 +537,38 @@ async def test_javascript_and_bash_syntax_errors_in_assert_tests_are_reason_form
         assert result["details"]["compile_error"], result["details"]
 
 
+async def test_javascript_and_bash_reference_tests_that_do_not_parse_are_a_parse_error(
+    client: httpx.AsyncClient,
+) -> None:
+    """The syntax check covered the solution and the tests together, so reference tests (or a setup)
+    that do not parse were the model's fault, a valid 0.0 with reason format, while Python's are the
+    dataset's parse_error (found in review). The reference's part of the program is checked on its own
+    when the whole does not parse: broken there, parse_error, whatever the solution; a solution that
+    does not parse beside good tests stays format."""
+    js = "```js\nfunction f(x) { return 2 * x; }\n```"
+    bash = "```bash\nf() { echo $(($1 * 2)); }\n```"
+    for language, solution, reference in (
+        ("javascript", js, {"tests": "if (f(2) !== 4) throw 1;\nif (f(3) !== 6 {\n"}),
+        ("javascript", js, {"tests": ["if (f(2) !== 4) throw 1;", "assert.strictEqual(f(3), 6"]}),
+        ("javascript", js, {"setup": "const assert = require('assert'", "tests": ["assert.ok(f(1))"]}),
+        ("bash", bash, {"tests": '[ "$(f 2)" = 4 ] || exit 1\nif then fi\n'}),
+        ("bash", bash, {"tests": ['[ "$(f 2)" = 4 ] || exit 1', "case $x in"]}),
+    ):
+        result = await _one(client, solution, {"language": language, **reference})
+        assert not result["valid"] and result["reason"] == "parse_error", (reference, result)
+        assert "reference" in result["details"]["message"], result
+        # a solution that does not parse is still the reference's parse_error beside broken tests
+        broken = solution.replace("}", "", 1) if language == "javascript" else "```bash\nf() { if; }\n```"
+        result = await _one(client, broken, {"language": language, **reference})
+        assert not result["valid"] and result["reason"] == "parse_error", (reference, result)
+    # beside tests that parse, the solution's syntax error is its own (format), and the tests still run
+    good = {"language": "javascript", "tests": ["if (f(2) !== 4) throw 1;", "if (f(3) !== 6) throw 1;"]}
+    result = await _one(client, "```js\nfunction f(x) { return 2 * x;\n```", good)
+    assert result["valid"] and result["reason"] == "format", result
+    result = await _one(client, js, good)
+    assert result["valid"] and result["score"] == 1.0, result
+
+
 async def test_a_bash_program_with_extglob_patterns_is_not_a_syntax_error(client: httpx.AsyncClient) -> None:
     """`bash -n` parses without running `shopt -s extglob`, so a program that turns it on before its
     @(a|b) pattern was a syntax error, reason format, though it runs and is right (found in review)."""

@@ -28,7 +28,10 @@ order (what group rewards such as ``verpo`` read per test).
 Valid or invalid: everything the *program* does is the model's responsibility, so a crash, a wrong
 answer, a timeout (an infinite loop fails that test) or a memory blow-up is a valid score with
 per-test details. A program that does not compile (a ``SyntaxError``, a ``gcc`` error, a compile
-timeout) stops early: valid ``0.0`` with ``reason: format``. No code in the response: ``0.0`` with
+timeout) stops early: valid ``0.0`` with ``reason: format``. Reference tests (or a setup) that do not
+compile are the dataset's ``parse_error``: Python's are compiled by the judge; a JavaScript or bash
+program that does not parse has its reference's part (the program less the solution) checked on its
+own, and only when that parses is the syntax error the solution's. No code in the response: ``0.0`` with
 ``reason: no_answer``. Only the sandbox failing is ``invalid: sandbox_error``; a missing or unreadable
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
@@ -431,7 +434,9 @@ class CodeReward(Reward[CodeConfig]):
     # language standard or version (c++17, cpp20, c11, py3) names its language (the block was passed over);
     # a list of JavaScript/bash tests is one test a string, each run on its own, weighted by `weights`
     # (was one verdict for the whole list, weights ignored); weights for a string of them are parse_error
-    version: ClassVar[str] = "1.3.4"
+    # 1.3.5: JavaScript/bash reference tests or setup that do not parse are parse_error (were the
+    # solution's reason format, 0.0)
+    version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -632,6 +637,8 @@ class CodeReward(Reward[CodeConfig]):
             total_timeout_s=total_s,
             memory_mb=config.memory_mb,
             syntax_check=True,
+            # the same program less the solution: whose syntax error it is, when the program has one
+            reference_check=_script_program(task.language.name, "", task.setup or "", tests, marker),
             stdout_caps=caps,
             stderr_keep=_STDERR_KEEP,
         )
@@ -641,7 +648,7 @@ class CodeReward(Reward[CodeConfig]):
         timing = _timing(raw)
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
-            return compiled
+            return _reference_fault(report.reference_check, compiled)
         why_missing = _why_missing(raw, report.done)
         # As for cases: a run the wall clock cut off (the item's total spent, its CPU time under the
         # limit: it waited for a core, or slept) is returned but not cached.
@@ -762,6 +769,19 @@ def _compile_outcome(
     limit = min(config.compile_timeout_s, pool.max_timeout_s)
     wall = raw.deadline_hit or not _cpu_limit_hit(c, limit)
     return _compile_failed("compile timeout", timing, transient=wall)
+
+
+def _reference_fault(check: RunReport | None, compiled: Outcome) -> Outcome:
+    """A program of a solution and its reference tests that did not parse: the reference's
+    ``parse_error`` (valid false, as Python tests that do not compile are) when its part alone does not
+    parse either, whatever the solution; else the solution's ``compiled`` outcome. A check that did not
+    finish (the item's time spent) decides nothing: ``compiled``, not cached."""
+    if check is not None and check.status == "exited" and check.return_code != 0:
+        why = _tail(check.stderr or check.stdout, 500)
+        return Outcome.invalid(Reason.PARSE_ERROR, f"the reference tests (or setup) do not parse: {why}")
+    if check is None or not check.ok:
+        compiled.transient = True
+    return compiled
 
 
 def _compile_failed(message: str, timing: dict[str, Any], *, transient: bool = False) -> Outcome:

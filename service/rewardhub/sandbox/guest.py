@@ -1265,6 +1265,9 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
         )
         emit("compile", *r)
         if r[0] != "exited" or r[1] != 0:
+            check = header.get("reference_check")
+            if check:
+                emit("refcheck", *_check_reference(check, compile_s, env, out_cap, compile_as, err_keep, end))
             return
     run_argv = list(header["run"])
     timeout = float(header.get("run_timeout_s") or 5.0)
@@ -1303,6 +1306,33 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
             )
         except (OSError, ValueError):
             emit("file", _b64(str(name)), "missing", "-")
+
+
+def _check_reference(
+    check: dict[str, Any],
+    timeout: float,
+    env: dict[str, str],
+    out_cap: int,
+    as_bytes: int,
+    err_keep: int,
+    end: float,
+) -> tuple[Any, ...]:
+    """After a program that did not parse: the same parse-only check of the reference's part of it alone
+    (its tests and setup, wrapped as in the program), so the service can tell whose syntax error it was.
+    Its file is written only now: no run of the program follows, so the program never sees it."""
+    name = _safe_path(str(check["file"]))
+    with open(name, "wb") as f:
+        f.write(check["source"])
+    return _run_one(
+        [str(a) for a in check["argv"]],
+        b"",
+        timeout,
+        env,
+        out_cap,
+        as_bytes,
+        err_keep=err_keep,
+        until=end - 0.01,
+    )
 
 
 def _compiles(path: str) -> bool:

@@ -318,6 +318,8 @@ class ExecReport(_GuestReport):
     """A compile step and the program's runs, one per stdin."""
 
     compile: RunReport | None = None
+    # the parse-only check of the reference's part alone, run when the program did not parse
+    reference_check: RunReport | None = None
     runs: dict[int, RunReport] = field(default_factory=dict)
     files: dict[str, bytes | None] = field(default_factory=dict)
 
@@ -331,6 +333,8 @@ def parse_exec(stdout: bytes, nonce: str) -> ExecReport:
                 continue
             if kind == "compile":
                 rep.compile = RunReport.from_fields(f[1:10])
+            elif kind == "refcheck":
+                rep.reference_check = RunReport.from_fields(f[1:10])
             elif kind == "run":
                 rep.runs[int(f[1])] = RunReport.from_fields(f[2:11])
             elif kind == "file":

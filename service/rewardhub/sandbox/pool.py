@@ -582,6 +582,7 @@ class SandboxPool:
         files: dict[str, bytes] | None = None,
         fetch: Sequence[str] = (),
         syntax_check: bool = False,
+        reference_check: str | None = None,
         stdout_caps: Sequence[int] | None = None,
         stderr_keep: int | None = None,
         wall_clock: bool = False,
@@ -601,6 +602,12 @@ class SandboxPool:
         that a syntax error is reported as a failed compile rather than as the same crash in every run.
         For Python the guest compiles the source itself first (no process to start); only when that
         fails does the program's own interpreter (which may not be the guest's) get the final word.
+
+        ``reference_check`` (with ``syntax_check``, a language whose check is parse-only): the program's
+        part that is the reference's (tests and setup, wrapped as in ``code``, the solution left out).
+        When ``code`` does not parse, it is checked the same way on its own, in the same run, and the
+        report's ``reference_check`` says whether it parses: a syntax error there is the reference's,
+        not the solution's. Not checked when ``code`` parses (it costs a process start per item).
         """
         compile_argv = language.compile
         precheck: str | None = None
@@ -608,6 +615,16 @@ class SandboxPool:
             compile_argv, precheck = PYTHON_SYNTAX_CHECK, language.source
         elif syntax_check and compile_argv is None:
             compile_argv = language.syntax_check
+        ref_check: dict[str, Any] | None = None
+        if reference_check is not None:
+            if not syntax_check or language.syntax_check is None:
+                raise ValueError(f"{language.name} has no parse-only check to check the reference with")
+            name = "reference" + language.source[language.source.rfind(".") :]
+            ref_check = {
+                "file": name,
+                "source": reference_check.encode("utf-8", "surrogatepass"),
+                "argv": [name if a == language.source else a for a in language.syntax_check],
+            }
         compile_s = min(compile_timeout_s, self.max_timeout_s) if compile_argv is not None else 0.0
         run_s = min(run_timeout_s, self.max_timeout_s)
         total = min(total_timeout_s or run_s * max(1, len(stdins)), self.max_timeout_s)
@@ -629,6 +646,7 @@ class SandboxPool:
             "files": {**(files or {}), language.source: source},
             "compile": list(compile_argv) if compile_argv else None,
             "syntax_check": precheck,
+            "reference_check": ref_check,
             "compile_timeout_s": compile_s,
             "compile_as_bytes": compile_mb << 20,
             "run": run_argv,
@@ -645,11 +663,12 @@ class SandboxPool:
         if stdout_caps is not None:
             run_caps = [min(out_cap, max(1, int(c))) for c in stdout_caps]
         private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch), "stdout_caps": run_caps}
-        # Every run's two streams, base64-encoded, the compile step's and fetched files: the verdict
-        # channel's worst case.
+        # Every run's two streams, base64-encoded, the compile step's (and the reference check's) and
+        # fetched files: the verdict channel's worst case.
         err = min(stderr_keep, out_cap) if stderr_keep else out_cap
         runs = sum((c + err) * 3 // 2 + 4096 for c in run_caps)
-        cap = runs + (2 + len(fetch)) * (out_cap * 3 + 4096) + (64 << 10)
+        steps = 2 + len(fetch) + (ref_check is not None)
+        cap = runs + steps * (out_cap * 3 + 4096) + (64 << 10)
         raw = await self.run_guest(
             public, private, deadline_s=compile_s + total + _START_SLACK_S, stdout_cap=cap
         )
