@@ -1069,6 +1069,26 @@ async def test_apps_call_based_arguments_past_a_float_are_infinity(client: httpx
     assert result["valid"] and result["score"] == 1.0, result
 
 
+async def test_apps_call_based_outputs_of_nan_are_matched_by_nan(client: httpx.AsyncClient) -> None:
+    """JSON's NaN (Python's json writes a float nan so) as an expected output equals nothing, itself
+    included, so every solution failed that case, the dataset's expectation scored as the model's 0.0
+    (found in review). A NaN expected is matched by a NaN returned, within lists and dicts too; any
+    other value still fails it."""
+    ref = '{"fn_name": "f", "inputs": [[0], [1], [2]], "outputs": [NaN, [[1.5, NaN]], {"a": NaN}]}'
+    program = "def f(x):\n    nan = float('nan')\n    return [nan, [[1.5, nan]], {'a': nan}][x]\n"
+    for solution, mask in ((program, "111"), (program.replace("'a': nan", "'a': 0.0"), "110")):
+        body = (
+            '{"reward": "code", "options": {"use_cache": false}, "items": [{"response": '
+            + json.dumps(solution)
+            + ', "reference": '
+            + ref
+            + "}]}"
+        )
+        r = await client.post("/v1/score", content=body, headers={"content-type": "application/json"})
+        result = r.json()["results"][0]
+        assert result["valid"] and result["details"]["pass_mask"] == mask, result
+
+
 async def test_apps_call_based_problems(client: httpx.AsyncClient) -> None:
     """APPS/TACO call-based references (``fn_name`` + argument lists; verl's prime_code format) call the
     function, or the method of a LeetCode-style ``Solution``, as APPS's checker does. They were a

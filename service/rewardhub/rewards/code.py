@@ -252,7 +252,7 @@ def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
     """One assert per case of an APPS call-based problem, as APPS's own checker judges it: the function
     (a method of ``Solution`` when the solution defines that class, as LeetCode-style problems do) is
     called with the case's arguments; a tuple result reads as a list; the result matches the expected
-    output, or its only element (APPS wraps many outputs in a list: ``[[3]]`` for a 3).
+    output (a NaN in it by a NaN), or its only element (APPS wraps many outputs in a list: ``[[3]]`` for a 3).
 
     The helpers live in the tests, so they run in the judge: the solution's return values reach the
     comparison as plain builtin values, never as objects with their own ``__eq__``."""
@@ -272,15 +272,39 @@ def call_based_tests(fn_name: Any, inputs: Any, outputs: Any) -> list[str]:
         "    except NameError:\n"
         f"        return {fn_name}\n"
         f"    return getattr(cls(), {fn_name!r}) if hasattr(cls, {fn_name!r}) else {fn_name}\n"
-        "def _apps_same(got, want):\n"
+        "def _apps_eq(got, want):\n"
+        "    if type(want) is float and want != want:\n"
+        "        return type(got) is float and got != got\n"
+        "    if type(want) is list and type(got) is list:\n"
+        "        return len(got) == len(want) and all(map(_apps_eq, got, want))\n"
+        "    if type(want) is dict and type(got) is dict:\n"
+        "        return got.keys() == want.keys() and all(_apps_eq(got[k], want[k]) for k in want)\n"
+        "    return got == want\n"
+        "def _apps_same(got, want, nan=False):\n"
         "    if isinstance(got, tuple):\n"
         "        got = list(got)\n"
-        "    return got == want or (isinstance(want, list) and len(want) == 1 and got == want[0])\n"
+        "    eq = _apps_eq if nan else (lambda a, b: a == b)\n"
+        "    return eq(got, want) or (isinstance(want, list) and len(want) == 1 and eq(got, want[0]))\n"
     )
     tests = [
-        f"assert _apps_same(_apps_function()(*{_literal(args)}), {_literal(want)})" for args, want in pairs
+        f"assert _apps_same(_apps_function()(*{_literal(args)}), {_literal(want)}"
+        f"{', nan=True' if _has_nan(want) else ''})"
+        for args, want in pairs
     ]
     return [helpers + tests[0], *tests[1:]]
+
+
+def _has_nan(value: Any) -> bool:
+    """Whether an expected output holds a NaN (JSON's NaN, as Python's json writes a float nan): it
+    equals nothing, itself included, so every solution failed that case; such a case is compared by
+    ``_apps_eq``, a NaN matched by a NaN (the others keep ``==``, the comparison APPS's checker makes)."""
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, list):
+        return any(_has_nan(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_nan(v) for v in value.values())
+    return False
 
 
 def _literal(value: Any) -> str:
@@ -435,7 +459,8 @@ class CodeReward(Reward[CodeConfig]):
     # a list of JavaScript/bash tests is one test a string, each run on its own, weighted by `weights`
     # (was one verdict for the whole list, weights ignored); weights for a string of them are parse_error
     # 1.3.5: JavaScript/bash reference tests or setup that do not parse are parse_error (were the
-    # solution's reason format, 0.0)
+    # solution's reason format, 0.0); an APPS expected output of NaN is matched by a NaN (nothing matched
+    # it: every solution failed that case)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
