@@ -1089,6 +1089,20 @@ async def test_apps_call_based_outputs_of_nan_are_matched_by_nan(client: httpx.A
         assert result["valid"] and result["details"]["pass_mask"] == mask, result
 
 
+async def test_apps_call_based_rows_without_fn_name_say_so(client: httpx.AsyncClient) -> None:
+    """A call-based row whose fn_name is lost (absent, or null where a dataset's column is empty for it)
+    read as stdin cases and said "reference.cases.0.stdin must be a string", which names neither the
+    field at fault nor the fix (found in review). It is still parse_error, and says fn_name is missing."""
+    for ref in (
+        {"inputs": [[1, 2], [3, 4]], "outputs": [3, 7]},
+        {"fn_name": None, "inputs": [[1, 2]], "outputs": [3]},
+        {"inputs": [{"a": 1}], "outputs": [1]},
+    ):
+        result = await _one(client, "def add(a, b):\n    return a + b\n", ref)
+        assert not result["valid"] and result["reason"] == "parse_error", result
+        assert "fn_name" in result["details"]["message"], result
+
+
 async def test_apps_call_based_problems(client: httpx.AsyncClient) -> None:
     """APPS/TACO call-based references (``fn_name`` + argument lists; verl's prime_code format) call the
     function, or the method of a LeetCode-style ``Solution``, as APPS's checker does. They were a

@@ -191,6 +191,15 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         and isinstance(reference.get("inputs"), list)
         and isinstance(reference.get("outputs"), list)
     ):
+        for k, stdin in enumerate(reference["inputs"]):
+            if isinstance(stdin, list | dict):
+                # APPS/TACO's call-based rows hold argument lists here: a row whose fn_name was lost
+                # (absent, or a null column) is the dataset's, and the message names the field
+                raise ReferenceError_(
+                    Reason.PARSE_ERROR,
+                    f"reference.inputs.{k} is not a string: a stdin case's input is text, a call-based "
+                    "problem's arguments need reference.fn_name, the function to call",
+                )
         cases = [{"stdin": i, "stdout": o} for i, o in _io_pairs(reference["inputs"], reference["outputs"])]
     tests = reference.get("tests")
     if cases is not None:
