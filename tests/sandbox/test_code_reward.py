@@ -569,6 +569,35 @@ async def test_javascript_and_bash_reference_tests_that_do_not_parse_are_a_parse
     assert result["valid"] and result["score"] == 1.0, result
 
 
+async def test_javascript_tests_requiring_a_module_the_sandbox_lacks_are_unsupported(
+    client: httpx.AsyncClient,
+) -> None:
+    """JavaScript tests (or a setup) that require a package this server's node cannot load (chai, a
+    file of the dataset's) failed in every run, a valid 0.0 as if the solution were wrong, while Python
+    tests importing a module the sandbox lacks are unsupported (found in review). The modules the
+    reference requires are resolved before the solution runs; one that is not found makes the item
+    unsupported, a builtin or an installed one runs as before."""
+    js = "```js\nfunction f(x) { return 2 * x; }\n```"
+    for reference in (
+        {"tests": "const { expect } = require('chai');\nexpect(f(2)).to.equal(4);\n"},
+        {"setup": 'const h = require("./helpers");', "tests": ["if (f(2) !== 4) throw 1;"]},
+    ):
+        result = await _one(client, js, {"language": "javascript", **reference})
+        assert not result["valid"] and result["reason"] == "unsupported", (reference, result)
+        assert "require" in result["details"]["message"], result
+    # builtins, with or without node:, and ones no short list names (querystring), still run, as do
+    # requires in comments
+    tests = (
+        "// const { expect } = require('chai');\n/* require('sinon') */\n"
+        "const qs = require('querystring');\nconst assert = require('node:assert');\n"
+        "assert.strictEqual(qs.parse('a=' + f(2)).a, '4');\n"
+    )
+    result = await _one(client, js, {"language": "javascript", "tests": tests})
+    assert result["valid"] and result["score"] == 1.0, result
+    wrong = await _one(client, js.replace("2 * x", "x"), {"language": "javascript", "tests": tests})
+    assert wrong["valid"] and wrong["score"] == 0.0, wrong
+
+
 async def test_a_bash_program_with_extglob_patterns_is_not_a_syntax_error(client: httpx.AsyncClient) -> None:
     """`bash -n` parses without running `shopt -s extglob`, so a program that turns it on before its
     @(a|b) pattern was a syntax error, reason format, though it runs and is right (found in review)."""

@@ -31,7 +31,8 @@ per-test details. A program that does not compile (a ``SyntaxError``, a ``gcc`` 
 timeout) stops early: valid ``0.0`` with ``reason: format``. Reference tests (or a setup) that do not
 compile are the dataset's ``parse_error``: Python's are compiled by the judge; a JavaScript or bash
 program that does not parse has its reference's part (the program less the solution) checked on its
-own, and only when that parses is the syntax error the solution's. No code in the response: ``0.0`` with
+own, and only when that parses is the syntax error the solution's. JavaScript tests (or a setup) that
+``require`` a module this server's node cannot load are ``unsupported``. No code in the response: ``0.0`` with
 ``reason: no_answer``. Only the sandbox failing is ``invalid: sandbox_error``; a missing or unreadable
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
@@ -50,6 +51,7 @@ with CPU time to spare) is returned but not cached: on an idle host the same pro
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import secrets
@@ -469,7 +471,8 @@ class CodeReward(Reward[CodeConfig]):
     # (was one verdict for the whole list, weights ignored); weights for a string of them are parse_error
     # 1.3.5: JavaScript/bash reference tests or setup that do not parse are parse_error (were the
     # solution's reason format, 0.0); an APPS expected output of NaN is matched by a NaN (nothing matched
-    # it: every solution failed that case)
+    # it: every solution failed that case); JavaScript tests requiring a module node cannot load here are
+    # unsupported (were a 0.0)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -662,6 +665,9 @@ class CodeReward(Reward[CodeConfig]):
             cpu_limit = total_s / _WALL_FACTOR
             stdins, caps = [b""], None
         program = _script_program(task.language.name, code, task.setup or "", tests, marker)
+        modules = (
+            _js_required_modules([task.setup or "", *tests]) if task.language.name == "javascript" else []
+        )
         report, raw = await pool.run_program(
             language=task.language,
             code=program,
@@ -673,12 +679,16 @@ class CodeReward(Reward[CodeConfig]):
             syntax_check=True,
             # the same program less the solution: whose syntax error it is, when the program has one
             reference_check=_script_program(task.language.name, "", task.setup or "", tests, marker),
+            modules_check=["node", "-e", _JS_RESOLVE, "--", *modules] if modules else None,
             stdout_caps=caps,
             stderr_keep=_STDERR_KEEP,
         )
         broken = _sandbox_fault(raw, report.ready, report.error)
         if broken is not None:
             return broken
+        unresolved = _modules_outcome(report.modules_check)
+        if unresolved is not None:
+            return unresolved
         timing = _timing(raw)
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
@@ -803,6 +813,81 @@ def _compile_outcome(
     limit = min(config.compile_timeout_s, pool.max_timeout_s)
     wall = raw.deadline_hit or not _cpu_limit_hit(c, limit)
     return _compile_failed("compile timeout", timing, transient=wall)
+
+
+# A literal require() of JavaScript tests or setup, and the comments its search leaves out (a line
+# comment only from a line's start: `//` within a string, a URL, is no comment).
+_JS_REQUIRE = re.compile(r"""\brequire\s*\(\s*(?:'([^'\\\n]+)'|"([^"\\\n]+)"|`([^`\\$\n]+)`)\s*\)""")
+_JS_LINE_COMMENT = re.compile(r"^[ \t]*//[^\n]*", re.MULTILINE)
+# Node's builtin modules that tests use most: not resolved in the sandbox (a process start). Any other
+# name is, builtins included, so this list decides only what costs a step, never a verdict.
+_JS_COMMON_BUILTINS = frozenset(
+    "assert assert/strict buffer child_process crypto events fs fs/promises os path process readline "
+    "stream string_decoder timers url util vm worker_threads zlib".split()
+)
+# Resolves its arguments as the program's require() would, from the same directory: exit status 3
+# and the names it cannot resolve, as JSON, when there are any.
+_JS_RESOLVE = (
+    "const missing = process.argv.slice(1).filter((n) => { try { require.resolve(n); return false; } "
+    "catch { return true; } });\n"
+    "if (missing.length) { process.stdout.write(JSON.stringify(missing)); process.exit(3); }\n"
+)
+
+
+def _js_required_modules(sources: list[str]) -> list[str]:
+    """The modules the reference's JavaScript requires by a literal name, less the common builtins: they
+    are resolved in the sandbox before the solution runs (:func:`_modules_outcome`)."""
+    names: dict[str, None] = {}
+    for source in sources:
+        for m in _JS_REQUIRE.finditer(_without_js_comments(source)):
+            name = next(g for g in m.groups() if g is not None)
+            if not name.startswith("node:") and name not in _JS_COMMON_BUILTINS:
+                names[name] = None
+    return list(names)
+
+
+def _without_js_comments(source: str) -> str:
+    """``source`` less its block comments and whole-line comments, so that a commented-out require is not
+    one. Block comments by a scan, not a lazy regex: that read to the end from each of many unclosed
+    ``/*``, quadratic in the reference's length."""
+    kept: list[str] = []
+    at = 0
+    while (start := source.find("/*", at)) >= 0:
+        kept.append(source[at:start])
+        end = source.find("*/", start + 2)
+        if end < 0:
+            at = len(source)
+            break
+        at = end + 2
+    kept.append(source[at:])
+    return _JS_LINE_COMMENT.sub("", "".join(kept))
+
+
+def _modules_outcome(check: RunReport | None) -> Outcome | None:
+    """The outcome of JavaScript tests that require a module this server's node cannot load (a package
+    not installed, a file of the dataset's): every run failed at the require, a 0.0 the solution was not
+    to blame for. ``unsupported``, transient (another server may have it), as Python tests importing a
+    module the sandbox lacks are; None when they all resolve (or none was checked)."""
+    if check is None or check.ok:
+        return None
+    if check.status == "exited" and check.return_code == 3:
+        try:
+            names = ", ".join(repr(n) for n in json.loads(check.stdout))
+        except ValueError:
+            names = _tail(check.stdout, 300)
+        return Outcome.invalid(
+            Reason.UNSUPPORTED,
+            f"the tests require {names}, which this server's node cannot load",
+            transient=True,
+        )
+    if check.status == "exited":
+        why = f"exit status {check.return_code}"
+    else:
+        why = f"killed by signal {check.signal}" if check.signal else check.status
+    return Outcome.invalid(
+        Reason.SANDBOX_ERROR,
+        f"resolving the modules the tests require failed ({why}): {_tail(check.stderr, 300)}",
+    )
 
 
 def _reference_fault(check: RunReport | None, compiled: Outcome) -> Outcome:

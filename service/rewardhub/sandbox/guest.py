@@ -1250,8 +1250,25 @@ def _run_exec(header: dict[str, Any], secret: dict[str, Any], emit: _Emitter) ->
     end = time.monotonic() + compile_s + total_s
     if compile_argv and precheck and _compiles(str(precheck)):
         compile_argv = None  # compiles here: the program's interpreter need not be started to say so
+    compile_as = int(header.get("compile_as_bytes") or 0)
+    modules_argv = header.get("modules_check")
+    if modules_argv:
+        # the reference's modules, resolved before any of the program runs: a check it cannot have
+        # prepared for (a node_modules of its own), so its answer is the sandbox's
+        r = _run_one(
+            [str(a) for a in modules_argv],
+            b"",
+            compile_s or 10.0,
+            env,
+            out_cap,
+            compile_as,
+            err_keep=err_keep,
+            until=end - 0.01,
+        )
+        emit("modules", *r)
+        if r[0] != "exited" or r[1] != 0:
+            return
     if compile_argv:
-        compile_as = int(header.get("compile_as_bytes") or 0)
         r = _run_one(
             list(compile_argv),
             b"",

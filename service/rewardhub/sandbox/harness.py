@@ -320,6 +320,8 @@ class ExecReport(_GuestReport):
     compile: RunReport | None = None
     # the parse-only check of the reference's part alone, run when the program did not parse
     reference_check: RunReport | None = None
+    # the resolution of the modules the reference requires, run before anything else
+    modules_check: RunReport | None = None
     runs: dict[int, RunReport] = field(default_factory=dict)
     files: dict[str, bytes | None] = field(default_factory=dict)
 
@@ -335,6 +337,8 @@ def parse_exec(stdout: bytes, nonce: str) -> ExecReport:
                 rep.compile = RunReport.from_fields(f[1:10])
             elif kind == "refcheck":
                 rep.reference_check = RunReport.from_fields(f[1:10])
+            elif kind == "modules":
+                rep.modules_check = RunReport.from_fields(f[1:10])
             elif kind == "run":
                 rep.runs[int(f[1])] = RunReport.from_fields(f[2:11])
             elif kind == "file":

@@ -583,6 +583,7 @@ class SandboxPool:
         fetch: Sequence[str] = (),
         syntax_check: bool = False,
         reference_check: str | None = None,
+        modules_check: Sequence[str] | None = None,
         stdout_caps: Sequence[int] | None = None,
         stderr_keep: int | None = None,
         wall_clock: bool = False,
@@ -608,6 +609,10 @@ class SandboxPool:
         When ``code`` does not parse, it is checked the same way on its own, in the same run, and the
         report's ``reference_check`` says whether it parses: a syntax error there is the reference's,
         not the solution's. Not checked when ``code`` parses (it costs a process start per item).
+
+        ``modules_check``: a command run first, before the program is compiled or run (``code``
+        resolving the modules its reference requires); when it fails, nothing else runs, and the
+        report's ``modules_check`` says how it failed.
         """
         compile_argv = language.compile
         precheck: str | None = None
@@ -647,6 +652,7 @@ class SandboxPool:
             "compile": list(compile_argv) if compile_argv else None,
             "syntax_check": precheck,
             "reference_check": ref_check,
+            "modules_check": list(modules_check) if modules_check else None,
             "compile_timeout_s": compile_s,
             "compile_as_bytes": compile_mb << 20,
             "run": run_argv,
@@ -663,11 +669,11 @@ class SandboxPool:
         if stdout_caps is not None:
             run_caps = [min(out_cap, max(1, int(c))) for c in stdout_caps]
         private = {"nonce": nonce, "stdins": list(stdins), "fetch": list(fetch), "stdout_caps": run_caps}
-        # Every run's two streams, base64-encoded, the compile step's (and the reference check's) and
+        # Every run's two streams, base64-encoded, the compile step's (and the reference's checks') and
         # fetched files: the verdict channel's worst case.
         err = min(stderr_keep, out_cap) if stderr_keep else out_cap
         runs = sum((c + err) * 3 // 2 + 4096 for c in run_caps)
-        steps = 2 + len(fetch) + (ref_check is not None)
+        steps = 2 + len(fetch) + (ref_check is not None) + bool(modules_check)
         cap = runs + steps * (out_cap * 3 + 4096) + (64 << 10)
         raw = await self.run_guest(
             public, private, deadline_s=compile_s + total + _START_SLACK_S, stdout_cap=cap
