@@ -524,11 +524,13 @@ class _HalfScored(httpx.AsyncBaseTransport):
     items is refused for its size (``limit_exceeded``: the client sends it again in chunks, groups
     whole, and its later requests in chunks from the start) and a chunk of an odd-numbered problem's
     group answers 500. The arithmetic problems go two by two (an even one, then an odd one) into a
-    request: each request fails in part, one group answered, the other not."""
+    request: each request fails in part, one group answered, the other not. ``down`` picks other
+    problems whose group's chunk answers 500 (both of a request's: nothing of it answered)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, down: Callable[[int], bool] = lambda problem: problem % 2 == 1) -> None:
         self.inner = httpx.AsyncHTTPTransport()
         self.limit = limit
+        self.down = down
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.path != "/v1/score":
@@ -537,7 +539,7 @@ class _HalfScored(httpx.AsyncBaseTransport):
         if len(items) > self.limit:
             error = {"message": "too many items", "type": "limit_exceeded", "param": "items", "code": 422}
             return httpx.Response(422, json={"error": error}, request=request)
-        if int(items[0]["group"].rsplit("-p", 1)[1]) % 2:
+        if self.down(int(items[0]["group"].rsplit("-p", 1)[1])):
             error = {"message": "injected", "type": "internal_error", "param": None, "code": 500}
             return httpx.Response(500, json={"error": error}, request=request)
         return await self.inner.handle_async_request(request)
@@ -563,3 +565,29 @@ def test_steps_whose_requests_failed_only_in_part_do_not_end_the_run(
     assert summary["reward_requests_failed"] == 4  # every request lost its odd problem's group
     assert [r["request_failed_frac"] for r in rows] == [0.5, 0.5]
     assert [r["seqs_in_loss"] > 0 for r in rows] == [True, True]  # trained on the answered groups
+
+
+def test_reward_requests_unanswered_tells_a_lost_chunk_from_a_lost_request(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """``reward_requests_failed`` counts a request that lost one chunk (the other chunks' rewards kept)
+    and one of which nothing was answered alike, and only the latter make a step with no answer
+    (``reward.max_failed_steps``): the metrics and summary.json could not tell the two apart. Found in
+    review. ``reward_requests_unanswered`` counts the latter, per step and over the whole run, a
+    resumed one's earlier steps included (saved with the checkpoint)."""
+    # requests of problems (0, 1), (2, 3) in step 1, (4, 5), (6, 7) in step 2, (8, 9), (10, 11) in step 3;
+    # each is sent in chunks of one group: problem 1's lost alone, problems 4 and 5's and 8 and 9's both
+    down = {1, 4, 5, 8, 9}.__contains__
+    cfg = make_config(reward_server.url, "unanswered", training={"steps": 2}, reward={"max_failed_steps": 1})
+    first = Trainer(cfg, reward_transport=_HalfScored(limit=8, down=down)).run()
+    assert (first["reward_requests_failed"], first["reward_requests_unanswered"]) == (2, 1)
+    resumed = make_config(
+        reward_server.url, "unanswered", training={"steps": 3}, reward={"max_failed_steps": 1}
+    )
+    summary = Trainer(resumed, reward_transport=_HalfScored(limit=8, down=down)).run()
+    rows = read_metrics(Path(resumed.output.run_dir))
+    assert [r["reward_requests_failed"] for r in rows] == [1, 1, 1]
+    assert [r["reward_requests_unanswered"] for r in rows] == [0, 1, 1]
+    assert [r["request_failed_frac"] for r in rows] == [0.25, 0.5, 0.5]
+    assert summary["steps"] == 3 and summary["reward_requests"] == 6
+    assert (summary["reward_requests_failed"], summary["reward_requests_unanswered"]) == (3, 2)

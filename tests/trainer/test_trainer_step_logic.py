@@ -541,18 +541,37 @@ def test_resume_keeps_the_run_s_reward_request_counts(make_trainer: Callable[...
 
     old = make_trainer()
     old.step = 3
-    old.requests = {"reward_requests": 6, "reward_requests_failed": 1}
+    old.requests = {"reward_requests": 6, "reward_requests_failed": 2, "reward_requests_unanswered": 1}
     old._save()
     resumed = make_trainer()
     resumed._resume()
-    assert resumed.requests == {"reward_requests": 6, "reward_requests_failed": 1}
+    assert resumed.requests == {
+        "reward_requests": 6,
+        "reward_requests_failed": 2,
+        "reward_requests_unanswered": 1,
+    }
     state_path = latest_checkpoint(old.run_dir) / "state.json"  # type: ignore[operator]
     state = json.loads(state_path.read_text())
+    # a checkpoint written before the unanswered requests were counted: those count from the resume on
+    del state["requests"]["reward_requests_unanswered"]
+    state_path.write_text(json.dumps(state))
+    old_counts = make_trainer()
+    old_counts._resume()
+    assert old_counts.step == 3
+    assert old_counts.requests == {
+        "reward_requests": 6,
+        "reward_requests_failed": 2,
+        "reward_requests_unanswered": 0,
+    }
     del state["requests"]
     state_path.write_text(json.dumps(state))
     older = make_trainer()
     older._resume()
-    assert older.requests == {"reward_requests": 0, "reward_requests_failed": 0}
+    assert older.requests == {
+        "reward_requests": 0,
+        "reward_requests_failed": 0,
+        "reward_requests_unanswered": 0,
+    }
 
 
 def test_groups_trained_counts_only_groups_in_the_loss_with_or_without_dynamic_sampling(

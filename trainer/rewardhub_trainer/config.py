@@ -135,7 +135,8 @@ class RewardConfig(_Section):
         ge=1,
         description="A reward request that fails after the client's retries (unreachable, timeout, 5xx, "
         "429) leaves its items unscored (reason request_failed, masked) and the run goes on; this many "
-        "consecutive steps in which every request failed end the run. A 4xx that says the request is "
+        "consecutive steps in which no request got any answer (reward_requests_unanswered; one that lost "
+        "only some of its chunks keeps the others' rewards) end the run. A 4xx that says the request is "
         "wrong (unknown reward, bad config, auth) ends it at once.",
     )
     accuracy_key: str | None = Field(

@@ -126,10 +126,11 @@ class Trainer:
         self.data_pos = 0
         self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
-        self.failed_steps = 0  # consecutive steps in which every reward request failed
-        # reward requests sent and failed over the whole run, a resumed one's earlier steps included
-        # (summary.json; the dispatcher counts only those of this process)
-        self.requests = {"reward_requests": 0, "reward_requests_failed": 0}
+        self.failed_steps = 0  # consecutive steps in which no reward request was answered
+        # reward requests sent, failed (in part or whole) and unanswered (failed whole: nothing of them
+        # answered) over the whole run, a resumed one's earlier steps included (summary.json; the
+        # dispatcher counts only those of this process)
+        self.requests = {"reward_requests": 0, "reward_requests_failed": 0, "reward_requests_unanswered": 0}
 
     # ---- data ----
     def _encode(self, problem: Problem) -> list[int]:
@@ -432,7 +433,8 @@ class Trainer:
         # a streak cut by a stop goes on: a run restarted after each failed step would never end
         self.failed_steps = int(state.get("failed_steps", 0))  # older checkpoints: none saved
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
-        saved_requests = state.get("requests", {})  # older checkpoints: counted from here on
+        # older checkpoints: counted from here on (no requests saved at all, or no unanswered count)
+        saved_requests = state.get("requests", {})
         self.requests = {k: int(saved_requests.get(k, 0)) for k in self.requests}
 
     def _identity(self) -> dict[str, Any]:
@@ -467,7 +469,7 @@ class Trainer:
         )
 
     def _check_failures(self, dispatcher: RewardDispatcher, sent: int, unanswered: int) -> None:
-        """End the run once ``reward.max_failed_steps`` steps in a row had every reward request fail.
+        """End the run once ``reward.max_failed_steps`` steps in a row had no reward request answered.
 
         A step with some answers trains on them (the failed items are masked); a step with none is a
         no-op (every item masked: no loss term, no optimizer step). Training on nothing for long is a
@@ -562,11 +564,11 @@ class Trainer:
                 col = self._collect(dispatcher)
                 wait = dispatcher.wait_s - wait0
                 failed = dispatcher.failed_requests - failed0
+                unanswered = dispatcher.unanswered_requests - unanswered0
                 self.requests["reward_requests"] += dispatcher.requests - sent0
                 self.requests["reward_requests_failed"] += failed
-                self._check_failures(
-                    dispatcher, dispatcher.requests - sent0, dispatcher.unanswered_requests - unanswered0
-                )
+                self.requests["reward_requests_unanswered"] += unanswered
+                self._check_failures(dispatcher, dispatcher.requests - sent0, unanswered)
                 adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
                 t1 = time.perf_counter()
                 stats = self._optimize(col.groups, adv) if col.groups else {}
@@ -582,7 +584,10 @@ class Trainer:
                     "updates": float(self.updates),
                     "gen_s": col.gen_s,
                     "reward_wait_s": wait,
+                    # every failed request, and those of them nothing of which was answered (the rest
+                    # lost a chunk and kept the other chunks' rewards)
                     "reward_requests_failed": float(failed),
+                    "reward_requests_unanswered": float(unanswered),
                     "train_s": train_s,
                     "step_s": step_s,
                     "reward_wait_frac_step": wait / step_s,
