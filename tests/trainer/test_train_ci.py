@@ -591,3 +591,25 @@ def test_reward_requests_unanswered_tells_a_lost_chunk_from_a_lost_request(
     assert [r["request_failed_frac"] for r in rows] == [0.25, 0.5, 0.5]
     assert summary["steps"] == 3 and summary["reward_requests"] == 6
     assert (summary["reward_requests_failed"], summary["reward_requests_unanswered"]) == (3, 2)
+
+
+def test_a_step_dynamic_sampling_left_without_groups_still_logs_its_sequence_counts(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """With dynamic sampling a step whose every reward request failed keeps no group, and the trainer
+    skipped the optimisation outright: its metrics row had no ``seqs_in_loss`` or ``seqs_forwarded``,
+    which every other step logs (0 when nothing is trained on), so a reader of metrics.jsonl failed on
+    the missing key. Found in review. Such a step logs 0 for both, as one without dynamic sampling does."""
+    transport = _FailingScores("500", lambda n: n in (3, 4))  # both requests of step 2
+    cfg = make_config(
+        reward_server.url,
+        "kept-none",
+        training={"steps": 3},
+        algorithm={"dynamic_sampling": True, "max_sampling_rounds": 1},
+        reward={"max_failed_steps": 2},
+    )
+    Trainer(cfg, reward_transport=transport).run()
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert [r["groups_failed"] for r in rows] == [0, 4, 0] and rows[1]["groups_trained"] == 0
+    assert (rows[1]["seqs_in_loss"], rows[1]["seqs_forwarded"]) == (0, 0)
+    assert all("seqs_in_loss" in r and "seqs_forwarded" in r for r in rows)

@@ -571,7 +571,9 @@ class Trainer:
                 self._check_failures(dispatcher, dispatcher.requests - sent0, unanswered)
                 adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
                 t1 = time.perf_counter()
-                stats = self._optimize(col.groups, adv) if col.groups else {}
+                # also with no group kept (dynamic sampling dropped or lost them all): it trains on
+                # nothing then, but logs seqs_in_loss and seqs_forwarded (0) as every other step does
+                stats = self._optimize(col.groups, adv)
                 train_s = time.perf_counter() - t1
                 self.step += 1
                 step_s = time.perf_counter() - t0
