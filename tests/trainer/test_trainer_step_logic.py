@@ -82,7 +82,7 @@ def step_metrics(trainer: Trainer, groups: list[Group]) -> dict[str, float]:
     trainer's estimator would have made of them."""
     col = _Collected(groups=groups, scored=groups, rounds=1, dropped=0, gen_s=0.0)
     rewards = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
-    return trainer._step_metrics(col, rewards, grpo_advantages(rewards))
+    return trainer._step_metrics(col, grpo_advantages(rewards))
 
 
 def failed_request(groups: Sequence[Group]) -> list[ItemResult]:
@@ -250,6 +250,33 @@ def test_frac_zero_std_groups_counts_what_dynamic_sampling_would_drop(
     for estimator, expected in (("gdpo", 0.5), ("grpo", 1.0)):
         out = step_metrics(make_trainer(estimator=estimator), groups)
         assert out["frac_zero_std_groups"] == pytest.approx(expected), estimator
+
+
+def test_shaped_reward_is_over_the_groups_reward_is_over(make_trainer: Callable[..., Trainer]) -> None:
+    """``shaped_reward`` was the mean of the kept groups' shaped rewards, ``reward`` that of every group
+    scored: with dynamic sampling (and DAPO's overlong shaping, both on for dapo) the gap between the two
+    was the shaping plus the difference between the groups kept and all, and read as a length penalty
+    that was not there. Found in review. Both are over every group scored."""
+    # every completion is 2 tokens, on the ramp from 1 to L_max 3 (cache 2): shaping -0.5 each
+    trainer = make_trainer(
+        dynamic_sampling=True, overlong={"enabled": True, "max_length": 3, "cache_length": 2}
+    )
+    signal = group(0, [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})])
+    flat = group(1, [(1.0, True, {})] * 3)  # no signal: dynamic sampling drops it
+    failed = group(2, [(None, False, {})] * 3)  # its request failed: out of both
+    for r in failed.results:
+        r.reason = REQUEST_FAILED
+    col = _Collected(groups=[signal], scored=[signal, flat, failed], rounds=1, dropped=1, gen_s=0.0)
+    out = trainer._step_metrics(col, trainer._advantages(col.groups)[0])
+    assert out["reward"] == pytest.approx(4 / 6)
+    assert out["shaped_reward"] == pytest.approx(4 / 6 - 0.5)  # not 1/3 - 0.5, the kept group's
+    # without dynamic sampling every scored group is kept: the same
+    trainer = make_trainer(overlong={"enabled": True, "max_length": 3, "cache_length": 2})
+    col = _Collected(
+        groups=[signal, flat, failed], scored=[signal, flat, failed], rounds=1, dropped=0, gen_s=0.0
+    )
+    out = trainer._step_metrics(col, trainer._advantages(col.groups)[0])
+    assert out["shaped_reward"] == pytest.approx(4 / 6 - 0.5)
 
 
 def test_gdpo_overlong_penalty_factor_weights_its_component(make_trainer: Callable[..., Trainer]) -> None:
@@ -521,14 +548,14 @@ def test_groups_dropped_counts_only_what_dynamic_sampling_drops_and_failed_group
     col = trainer._collect(FlakyDispatcher([signal_and_flat, None]))  # type: ignore[arg-type]
     assert col.rounds == 2 and [g.problem.index for g in col.groups] == [0]
     assert col.dropped == 1 and len(col.scored) == 3
-    adv, rewards = trainer._advantages(col.groups)
-    out = trainer._step_metrics(col, rewards, adv)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
     assert (out["groups_trained"], out["groups_dropped"], out["groups_failed"]) == (1.0, 1.0, 1.0)
     # without dynamic sampling a failed group stays in the batch (masked), still counted as failed
     trainer = make_trainer()
     col = trainer._collect(FlakyDispatcher([None]))  # type: ignore[arg-type]
-    adv, rewards = trainer._advantages(col.groups)
-    out = trainer._step_metrics(col, rewards, adv)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
     assert (out["groups_dropped"], out["groups_failed"]) == (0.0, 2.0)
 
 
@@ -590,14 +617,14 @@ def test_groups_trained_counts_only_groups_in_the_loss_with_or_without_dynamic_s
     col = _Collected(
         groups=[signal, failed, invalid], scored=[signal, failed, invalid], rounds=1, dropped=0, gen_s=0.0
     )
-    adv, rewards = trainer._advantages(col.groups)
-    out = trainer._step_metrics(col, rewards, adv)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
     assert (out["groups_trained"], out["groups_failed"]) == (1.0, 1.0)
     # dynamic sampling keeps the signal group only: the same count
     trainer = make_trainer(dynamic_sampling=True)
     col = _Collected(groups=[signal], scored=[signal, failed, invalid], rounds=1, dropped=1, gen_s=0.0)
-    adv, rewards = trainer._advantages(col.groups)
-    out = trainer._step_metrics(col, rewards, adv)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
     assert (out["groups_trained"], out["groups_dropped"], out["groups_failed"]) == (1.0, 1.0, 1.0)
 
 

@@ -232,16 +232,20 @@ class Trainer:
         return comps, [alg.gdpo_weights.get(n, 1.0) for n in names]
 
     # ---- advantages ----
-    def _advantages(self, groups: list[Group]) -> tuple[Advantages, torch.Tensor]:
+    def _shaping(self, groups: list[Group]) -> torch.Tensor:
+        """``[B, G]`` DAPO's overlong shaping of the groups' completions, added to their rewards (0 when
+        it is off)."""
         alg, gen = self.config.algorithm, self.config.generation
-        raw = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         lengths = torch.tensor([[len(c.completion_ids) for c in g.completions] for g in groups])
-        shaping = torch.zeros_like(raw)
-        if alg.resolved_overlong:
-            o = alg.overlong
-            shaping = overlong_penalty(
-                lengths, o.max_length or gen.max_new_tokens, o.cache_length, o.penalty_factor
-            )
+        if not alg.resolved_overlong:
+            return torch.zeros(lengths.shape, dtype=torch.float64)
+        o = alg.overlong
+        return overlong_penalty(lengths, o.max_length or gen.max_new_tokens, o.cache_length, o.penalty_factor)
+
+    def _advantages(self, groups: list[Group]) -> tuple[Advantages, torch.Tensor]:
+        alg = self.config.algorithm
+        raw = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
+        shaping = self._shaping(groups)
         rewards = raw + shaping  # NaN (invalid) stays NaN
         if alg.estimator in ("grpo", "dapo"):
             adv = grpo_advantages(rewards, alg.std_eps, alg.resolved_scale_rewards)
@@ -489,11 +493,14 @@ class Trainer:
                 f"{retry_after_note(dispatcher.last_error)}"
             ) from dispatcher.last_error
 
-    def _step_metrics(self, col: _Collected, rewards: torch.Tensor, adv: Advantages) -> dict[str, float]:
+    def _step_metrics(self, col: _Collected, adv: Advantages) -> dict[str, float]:
         """The step's metrics. Those of the reward (``reward``, ``accuracy``, ``invalid_frac``,
-        ``frac_zero_std_groups``, ``reward/*``) are over what the service answered: an item whose request
-        failed says nothing about the reward, only about the service (``request_failed_frac``). A request
-        carries whole groups, so a group is answered or failed as a whole."""
+        ``frac_zero_std_groups``, ``reward/*``, ``shaped_reward``) are over what the service answered: an
+        item whose request failed says nothing about the reward, only about the service
+        (``request_failed_frac``). A request carries whole groups, so a group is answered or failed as a
+        whole. They are over every group scored, dynamic sampling's dropped ones too: ``shaped_reward``
+        beside ``reward`` is then the mean overlong shaping, not that plus the difference between the
+        groups kept and all."""
         rc = self.config.reward
         results = [r for g in col.scored for r in g.results]
         failed = sum(request_failed(r) for r in results)
@@ -513,6 +520,12 @@ class Trainer:
         comps = [c for g in col.scored for c in g.completions]
         lengths = [len(c.completion_ids) for c in comps]
         mask_vals = adv.values[adv.mask]
+        # the rewards with their overlong shaping, NaN where invalid or failed (as for `reward`)
+        shaped = (
+            torch.tensor([g.scores() for g in col.scored], dtype=torch.float64) + self._shaping(col.scored)
+            if col.scored
+            else torch.zeros(0)
+        )
         out = {
             "reward": _mean(valid),
             "reward_std": float(torch.tensor(valid).std()) if len(valid) > 1 else 0.0,
@@ -525,7 +538,7 @@ class Trainer:
             "frac_zero_std_groups": float(self._no_signal(answered).float().mean()) if answered else math.nan,
             "completion_len": _mean([float(n) for n in lengths]),
             "truncated_frac": _mean([float(c.truncated) for c in comps]),
-            "shaped_reward": float(torch.nanmean(rewards)) if rewards.numel() else math.nan,
+            "shaped_reward": float(torch.nanmean(shaped)) if shaped.numel() else math.nan,
             "adv_abs_mean": float(mask_vals.abs().mean()) if mask_vals.numel() else 0.0,
             # the groups with an item in the loss: without dynamic sampling a failed group (or one with
             # no valid or untruncated item) stays in the batch but is masked out, so counting the batch
@@ -569,7 +582,7 @@ class Trainer:
                 self.requests["reward_requests_failed"] += failed
                 self.requests["reward_requests_unanswered"] += unanswered
                 self._check_failures(dispatcher, dispatcher.requests - sent0, unanswered)
-                adv, rewards = self._advantages(col.groups) if col.groups else (_empty_adv(), torch.zeros(0))
+                adv = self._advantages(col.groups)[0] if col.groups else _empty_adv()
                 t1 = time.perf_counter()
                 # also with no group kept (dynamic sampling dropped or lost them all): it trains on
                 # nothing then, but logs seqs_in_loss and seqs_forwarded (0) as every other step does
@@ -580,7 +593,7 @@ class Trainer:
                 self.totals["reward_wait_s"] += wait
                 self.totals["wall_s"] += step_s
                 last = {
-                    **self._step_metrics(col, rewards, adv),
+                    **self._step_metrics(col, adv),
                     **stats,
                     "lr": lr,
                     "updates": float(self.updates),
