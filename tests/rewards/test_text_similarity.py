@@ -16,23 +16,55 @@ async def run(client: httpx.AsyncClient, metric: str, items: list[dict[str, Any]
     return results
 
 
+BLANK_REFERENCES: list[Any] = [
+    "",
+    " \n",
+    "\u200b",
+    [""],
+    ["", " "],
+    [],
+    {"text": ""},
+    {"text": "", "answer": " "},
+]
+
+
 @pytest.mark.parametrize("metric", ["fuzzy_match", "bleu", "gleu", "rouge_1", "rouge_l"])
 async def test_a_blank_reference_is_no_reference(client: httpx.AsyncClient, metric: str) -> None:
     """Two empty texts are "identical": an empty response scored 1.0 against an empty reference (and any
-    answer 0.0), a data error scored as full marks. It is invalid, as for `similarity`."""
-    res = await run(
-        client,
-        metric,
-        [
-            {"response": "", "reference": ""},
-            {"response": "  ", "reference": " \n"},
-            {"response": "Paris", "reference": ""},
-            {"response": "Paris"},
-        ],
-    )
-    assert [(r["valid"], r["reason"]) for r in res] == [(False, "parse_error")] * 3 + [
-        (False, "missing_reference")
+    answer 0.0), a data error scored as full marks. It is missing_reference, as exact_match, f1, regex,
+    string_check and multiple_choice say (it was parse_error, an unreadable row), with the setting that
+    compares it anyway named; a list holding a non-text stays parse_error."""
+    items = [{"response": r, "reference": ref} for r in ("", "Paris") for ref in BLANK_REFERENCES]
+    res = await run(client, metric, [*items, {"response": "Paris"}, {"response": "a", "reference": [3]}])
+    assert [(r["valid"], r["reason"]) for r in res] == [(False, "missing_reference")] * (len(items) + 1) + [
+        (False, "parse_error")
     ]
+    assert all("compare_blank_reference" in r["details"]["message"] for r in res[: len(items)])
+
+
+@pytest.mark.parametrize(
+    "metric, response, reference, expected",
+    [
+        ("fuzzy_match", "", "", 1.0),
+        ("fuzzy_match", "Paris", "", 0.0),
+        ("bleu", "", " ", 1.0),
+        ("rouge_1", "Paris", "", 0.0),
+        ("fuzzy_match", "Paris", {"text": ""}, 0.0),
+    ],
+)
+async def test_compare_blank_reference_scores_it_as_written(
+    client: httpx.AsyncClient, metric: str, response: str, reference: Any, expected: float
+) -> None:
+    """compare_blank_reference keeps OpenAI's semantics (the /compat/openai graders route sets it): the
+    metric of the texts as written."""
+    body = {
+        "reward": {"name": "text_similarity", "config": {"metric": metric, "compare_blank_reference": True}},
+        "items": [{"response": response, "reference": reference}],
+    }
+    r = await client.post("/v1/score", json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()["results"][0]
+    assert result["valid"] and result["score"] == pytest.approx(expected), result
 
 
 @pytest.mark.parametrize("metric", ["fuzzy_match", "bleu", "rouge_1", "rouge_l"])

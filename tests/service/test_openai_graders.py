@@ -99,6 +99,32 @@ async def test_text_similarity(
     assert body["reward"] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    "metric, sample, expected",
+    [("fuzzy_match", "", 1.0), ("fuzzy_match", "Paris", 0.0), ("rouge_1", "Paris", 0.0)],
+)
+async def test_text_similarity_blank_reference_as_openai_reads_it(
+    client: httpx.AsyncClient, metric: str, sample: str, expected: float
+) -> None:
+    """A blank reference is scored as written here, as OpenAI's grader takes any reference string (the
+    native text_similarity reward answers missing_reference): a grader carried over scores as it does at
+    OpenAI, and a multi grader is not failed whole by one sub-grader's empty item field."""
+    ts = {"type": "text_similarity", "input": "{{sample.output_text}}", "evaluation_metric": metric}
+    body = await run(client, {**ts, "name": "ts", "reference": "{{item.answer}}"}, sample, {"answer": ""})
+    assert body["reward"] == pytest.approx(expected), body
+    assert not any(v for k, v in body["metadata"]["errors"].items() if not k.endswith("_details"))
+    city = {**ts, "reference": "{{item.city}}", "evaluation_metric": "fuzzy_match"}
+    multi = {
+        "type": "multi",
+        "graders": {"blank": {**ts, "reference": "{{item.answer}}"}, "city": city},
+        "calculate_output": "blank + city",
+    }
+    body = await run(client, multi, sample, {"answer": "", "city": "Paris"})
+    city_score = 1.0 if sample == "Paris" else 0.0
+    assert body["sub_rewards"] == {"blank": pytest.approx(expected), "city": city_score}, body
+    assert body["reward"] == pytest.approx(expected + city_score)
+
+
 async def test_multi_with_calculate_output(client: httpx.AsyncClient) -> None:
     grader = {
         "type": "multi",

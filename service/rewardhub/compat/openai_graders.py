@@ -204,7 +204,10 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
         return ScoreItem(
             response=render(grader.get("input", ""), ns),
             reference=render(grader.get("reference", ""), ns),
-            reward=RewardSpec(name="text_similarity", config={"metric": metric}),
+            # OpenAI's semantics: a blank reference is scored as written (the native default refuses it)
+            reward=RewardSpec(
+                name="text_similarity", config={"metric": metric, "compare_blank_reference": True}
+            ),
         )
     if kind == "score_model":
         if "score_model" not in available:

@@ -7,8 +7,10 @@ directory, pooled as its sentence-transformers Pooling config says: mean, CLS, m
 named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings`` server) replaces it.
 
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
-counts). ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to
-``(cos + 1) / 2`` in [0, 1]. ``components.cosine`` is always the cosine. An empty response (nothing but
+counts). A blank one (``""``, ``[""]``, ``{"text": ""}``) is no reference (``missing_reference``, as for
+``exact_match``); a list holding anything but non-blank texts is unreadable (``parse_error``).
+``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to ``(cos + 1) / 2`` in
+[0, 1]. ``components.cosine`` is always the cosine. An empty response (nothing but
 whitespace and invisible format or control characters: a zero-width space is no answer) scores the
 scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``, and its ``components.cosine`` is -1:
 below any answer, however off-topic. Texts longer than the model's
@@ -32,7 +34,14 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
 
-__all__ = ["SimilarityConfig", "SimilarityReward", "blank", "no_reference", "reference_texts"]
+__all__ = [
+    "SimilarityConfig",
+    "SimilarityReward",
+    "blank",
+    "blank_reference",
+    "no_reference",
+    "reference_texts",
+]
 
 
 class SimilarityConfig(RewardConfig):
@@ -52,19 +61,36 @@ def blank(text: str) -> bool:
     return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
 
 
-def reference_texts(reference: Any) -> list[str] | None:
+def reference_texts(reference: Any, keep_blank: bool = False) -> list[str] | None:
     """The reference texts, or None when there is no usable one. A blank text is not a reference (two
     empty strings embed identically: an empty response scored 1.0 against an empty reference), and a
-    list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere)."""
+    list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere).
+    ``keep_blank`` takes a blank text as written (``text_similarity``'s ``compare_blank_reference``)."""
     if isinstance(reference, dict):
-        texts_in = [reference.get(k) for k in ("text", "answer")]  # a blank "text" gives way to "answer"
-        reference = next((t for t in texts_in if isinstance(t, str) and not blank(t)), None)
+        texts_in = [t for k in ("text", "answer") if isinstance(t := reference.get(k), str)]
+        # a blank "text" gives way to "answer"
+        fallback = texts_in[0] if keep_blank and texts_in else None
+        reference = next((t for t in texts_in if not blank(t)), fallback)
     texts = [reference] if isinstance(reference, str) else reference
     if not isinstance(texts, list) or not texts:
         return None
-    if not all(isinstance(t, str) and not blank(t) for t in texts):
+    if not all(isinstance(t, str) and (keep_blank or not blank(t)) for t in texts):
         return None
     return texts
+
+
+def blank_reference(reference: Any) -> bool:
+    """Whether a reference holds only blank texts: ``""``, ``" "``, ``[""]``, ``[]``, ``{"text": ""}``
+    (a dataset row whose gold was lost). That is no reference, as exact_match, f1, regex, string_check
+    and multiple_choice say, not an unreadable one."""
+    if isinstance(reference, str):
+        return blank(reference)
+    if isinstance(reference, list):
+        return all(isinstance(t, str) and blank(t) for t in reference)
+    if isinstance(reference, dict):
+        given = [t for k in ("text", "answer") if (t := reference.get(k)) is not None]
+        return bool(given) and all(isinstance(t, str) and blank(t) for t in given)
+    return False
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -81,12 +107,21 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return min(1.0, max(-1.0, dot / (na * nb)))
 
 
-def no_reference(reward: str, reference: Any) -> Outcome:
-    """The item's outcome when :func:`reference_texts` found no usable reference: missing, or present
-    but not one (blank, or a list holding something other than texts)."""
+def no_reference(reward: str, reference: Any, blank_hint: str = "") -> Outcome:
+    """The item's outcome when :func:`reference_texts` found no usable reference: ``missing_reference``
+    when there is none or it is blank (:func:`blank_reference`; ``blank_hint`` says how to compare it
+    anyway, where the reward can), ``parse_error`` when it is present but not one (a list holding
+    something other than texts, an object without ``text``/``answer``)."""
+    if reference is None:
+        return Outcome.invalid(
+            Reason.MISSING_REFERENCE,
+            f'{reward} needs a reference: a non-blank string, {{"text": ...}} or a list of them',
+        )
+    if blank_reference(reference):
+        return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward}: the reference is blank{blank_hint}")
     return Outcome.invalid(
-        Reason.MISSING_REFERENCE if reference is None else Reason.PARSE_ERROR,
-        f'{reward} needs a reference: a non-blank string, {{"text": ...}} or a list of them',
+        Reason.PARSE_ERROR,
+        f'{reward} needs a reference: a non-blank string, {{"text": ...}} or a list of non-blank strings',
     )
 
 
@@ -99,7 +134,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # (and a text past the context from its start); 1.5: a response or reference of invisible characters
     # only (zero-width space, soft hyphen, BOM) is empty; 1.5.1: a local model named by hub id is pooled
     # (and cut) as its cached checkpoint says (it was mean-pooled and read to the model's full context)
-    version: ClassVar[str] = "1.5.1"
+    # 1.5.2: a blank reference ("", [""], {"text": ""}) is missing_reference (it was parse_error)
+    version: ClassVar[str] = "1.5.2"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."

@@ -19,7 +19,13 @@ The response is read outside its reasoning, as the hosted grader reads ``output_
 
 Reference: a string, ``{"text": ...}``/``{"answer": ...}``, or a list of strings (several acceptable
 answers: the best one counts, ``details.best_reference`` says which), as for ``similarity``. A blank
-reference is no reference (invalid ``parse_error``): an empty response scored 1.0 against it.
+reference (``""``, ``[""]``, ``{"text": ""}``) is no reference (``missing_reference``, as for
+``exact_match`` and ``string_check``): compared as written, an empty response scored 1.0 against it, a
+row whose gold was lost rewarding a policy for saying nothing. ``compare_blank_reference`` compares it
+as written, as OpenAI documents its grader (a reference string, no exception for an empty one), and
+the ``/compat/openai`` graders route sets it, so that a grader carried over from OpenAI scores as there
+and a ``multi`` grader is not failed whole by one sub-grader's empty ``{{ item.x }}``. ``cosine`` refuses a blank reference whatever the setting (``similarity`` does): an
+embedding of nothing stands for no meaning to compare with.
 
 Where it runs: ROUGE-L and METEOR align every word of the response with every word of the reference,
 pure Python, so their cost grows with the product of the lengths (3,000 words against 3,000: 3.6 s). A
@@ -61,6 +67,12 @@ Metric = Literal[
 
 class TextSimilarityConfig(RewardConfig):
     metric: Metric = Field("fuzzy_match", description="The similarity metric (see the reward's description).")
+    compare_blank_reference: bool = Field(
+        False,
+        description="A blank reference ('', [''], {'text': ''}) is a data error (missing_reference) by "
+        "default: an empty response would score 1.0 against it. true compares it as written, as OpenAI's "
+        "hosted grader does (the /compat/openai graders route sets it); not for cosine.",
+    )
 
 
 # CJK ideographs, kana and compatibility ideographs: written without spaces, one word each (as
@@ -162,7 +174,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1: ROUGE reads Unicode words (non-ASCII text scored 0.0); lists and {"text": ...} references; a
     # blank reference is invalid (was 1.0 for an empty response)
     # 1.1.1: the answer outside the reasoning is scored, not the reasoning's words too
-    version: ClassVar[str] = "1.1.1"
+    # 1.1.2: a blank reference is missing_reference (was parse_error) unless compare_blank_reference
+    version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
@@ -210,9 +223,10 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
         todo: list[int] = []
         payloads: list[tuple[str, str, tuple[str, ...]]] = []
         for i, item in enumerate(items):
-            refs = reference_texts(item.reference)
+            refs = reference_texts(item.reference, keep_blank=config.compare_blank_reference)
             if refs is None:
-                out[i] = no_reference(self.name, item.reference)
+                hint = "; to compare it as written, set compare_blank_reference"
+                out[i] = no_reference(self.name, item.reference, hint)
                 continue
             todo.append(i)
             payloads.append((config.metric, answer_text(item.response), tuple(refs)))
