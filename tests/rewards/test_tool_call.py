@@ -1448,7 +1448,7 @@ async def test_kimi_k2_calls_are_read(client: httpx.AsyncClient) -> None:
     ``functions.NAME:INDEX`` before its JSON: such calls scored 0, no_answer, however right. The name is
     the id without ``functions.`` (absent in some outputs) and the index; a dotted name stays whole: the
     id is ``functions.{func_name}:{idx}`` (Moonshot's tool_call_guidance), ``browser.search`` the tool's
-    name (vLLM's parser keeps only ``search``, see :func:`.tool_formats.kimi_calls`)."""
+    name (vLLM's earlier parser kept only ``search``, see :func:`.tool_formats.kimi_calls`)."""
     search = {"name": "browser.search", "arguments": {"query": "weather Paris"}}
     spaced = (
         f"{KIMI_SECTION}\n{KIMI_CALL} functions.get_weather:0 {KIMI_ARGS} "
@@ -1492,6 +1492,45 @@ async def test_kimi_k2_calls_are_read(client: httpx.AsyncClient) -> None:
         (0.0, "format"),  # no arguments token
     ], results
     assert results[0]["details"]["calls"] == [WEATHER, TIME]
+
+
+async def test_kimi_k2_call_id_without_index_is_no_call(client: httpx.AsyncClient) -> None:
+    """A Kimi-K2 call whose id lacks its ``:INDEX`` (``functions.invalid.0``) was read as a call named
+    ``invalid.0``: a wrong call (0.0), a second call beside the right one (partial credit cut), or a
+    right one (``functions.get_time``) rewarded though vLLM's kimi_k2 parser makes no call of it. vLLM
+    passes such a call over and reads the others (its test_invalid_funcall_id_skipped); so does the
+    reward."""
+
+    def call(call_id: str, arguments: dict[str, Any], end: str = KIMI_END) -> str:
+        return f"{KIMI_CALL}{call_id}{KIMI_ARGS}{json.dumps(arguments)}{end}"
+
+    shanghai = {"name": "valid", "arguments": {"city": "Shanghai"}}
+    vllm_case = f"Help. {KIMI_SECTION}{call('functions.invalid.0', {'city': 'Beijing'})}"
+    vllm_case += f"{call('functions.valid:1', shanghai['arguments'])}{KIMI_SECTION_END}"
+    items = [
+        {"response": vllm_case, "reference": [shanghai]},
+        {
+            "response": f"{KIMI_SECTION}{call('functions.get_time', TIME['arguments'])}{KIMI_SECTION_END}",
+            "reference": [TIME],
+        },
+        {
+            "response": f"{KIMI_SECTION}{call('get_time', TIME['arguments'])}{KIMI_SECTION_END}",
+            "reference": [TIME],
+        },
+        {  # a last call stopped at its end token, its id without the index: no call either
+            "response": f"{KIMI_SECTION}{call('functions.get_time:0', TIME['arguments'])}"
+            + call("functions.get_weather", WEATHER["arguments"], end=""),
+            "reference": [TIME],
+        },
+    ]
+    results = await score(client, items, mode="partial")
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (0.0, "no_answer"),
+        (0.0, "no_answer"),
+        (1.0, None),
+    ], results
+    assert results[0]["details"]["calls"] == [shanghai]
 
 
 @pytest.mark.timeout(60)

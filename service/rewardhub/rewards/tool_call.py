@@ -1319,7 +1319,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # window its scan read, so a later block's scan may be given up sooner
     # and a JSON answer of call objects one a line (Llama 3.x's parallel calls, as vLLM reads them) is read
     # and the JSON value after [TOOL_CALLS] or <|python_tag|> is read whatever text follows it
-    version: ClassVar[str] = "1.3.5"
+    # 1.3.6: a Kimi-K2 call whose id lacks its :INDEX (functions.invalid.0) is no call, as vLLM reads it
+    # (it was a call named invalid.0)
+    version: ClassVar[str] = "1.3.6"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."

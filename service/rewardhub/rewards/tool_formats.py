@@ -29,7 +29,8 @@ raises ``ValueError`` for a call that starts in its format but is not whole.
   ``<|start|>assistant``).
 * Kimi-K2 (vLLM's ``kimi_k2``) writes each call's id, ``functions.NAME:INDEX``, then its JSON:
   ``<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
-  {...}<|tool_call_end|><|tool_calls_section_end|>`` (``functions.`` absent in some outputs).
+  {...}<|tool_call_end|><|tool_calls_section_end|>`` (``functions.`` absent in some outputs; a call
+  whose id lacks the ``:INDEX`` is no call, as vLLM passes it over).
 
 * Kimi K3 (vLLM's ``kimi_k3``, its XTML) writes a ``tools`` channel of calls, each argument typed:
   ``<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city"
@@ -55,6 +56,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 __all__ = [
     "DEEPSEEK_CALL",
@@ -417,6 +419,13 @@ def _deepseek_call(body: str) -> tuple[str, str] | None:
     return (name, args) if sep and _NAME.fullmatch(name) else None
 
 
+class _Skip(Enum):
+    """What a reader of :func:`_delimited_calls` answers for a body between the tokens that the model's
+    server passes over (a Kimi call without its id's index): no call, and no broken one either."""
+
+    CALL = "skip"
+
+
 def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
     """Kimi-K2's calls in ``text``: each one's name (its id, ``functions.get_weather:0``, without the
     ``functions.`` and the ``:INDEX``; a dotted name, ``browser.search``, is kept whole), its arguments'
@@ -425,10 +434,14 @@ def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
 
     The id is ``functions.{func_name}:{idx}`` (Moonshot's docs/tool_call_guidance.md), the tool's whole
     name between the two: ``functions.browser.search:0`` calls the tool the model was given as
-    ``browser.search``, as mlx-lm's kimi_k2 parser reads it. vLLM's kimi_k2 parser keeps only the last
-    dotted part (``function_id.split(":")[0].split(".")[-1]``, ``search``) and the guidance's own sample
-    the second (``browser``): read so, a right call to a tool of a dotted name would never equal its
-    reference, so the reward does not follow them.
+    ``browser.search``, as mlx-lm's kimi_k2 parser and vLLM's current one (its parser engine) read it.
+    vLLM's earlier kimi_k2 parser kept only the last dotted part (``search``) and the guidance's own
+    sample the second (``browser``): read so, a right call to a tool of a dotted name would never equal
+    its reference, so the reward does not follow them.
+
+    A call whose id has no ``:INDEX`` (``functions.invalid.0``) is passed over, no call, as vLLM's parser
+    passes it over (it takes a call only under an id of text, a colon and digits; its
+    ``test_invalid_funcall_id_skipped``), the calls around it read.
 
     Raises:
         ValueError: a closed call without ``<|tool_call_argument_begin|>`` or a function name, or more
@@ -439,21 +452,25 @@ def kimi_calls(text: str, max_calls: int) -> list[tuple[str, str, bool]]:
     )
 
 
-def _kimi_call(body: str) -> tuple[str, str] | None:
-    """One Kimi call's name and arguments' JSON text; None without the arguments token or a name."""
+def _kimi_call(body: str) -> tuple[str, str] | _Skip | None:
+    """One Kimi call's name and arguments' JSON text; None without the arguments token or a name, and
+    :attr:`_Skip.CALL` for an id without its ``:INDEX``: read whole as the name (``invalid.0``), such a
+    call was scored as a wrong call where vLLM makes none of it."""
     head, sep, args = body.partition(_KIMI_ARGUMENTS)
-    name = head.strip().removeprefix("functions.")
-    base, colon, index = name.rpartition(":")
-    if colon and index.isascii() and index.isdigit():  # (the id's index: vLLM reads the name before it)
-        name = base
-    return (name, args.strip()) if sep and _NAME.fullmatch(name) else None
+    if not sep:
+        return None
+    base, colon, index = head.strip().rpartition(":")
+    if not (colon and index.isascii() and index.isdigit()):
+        return _Skip.CALL
+    name = base.removeprefix("functions.")
+    return (name, args.strip()) if _NAME.fullmatch(name) else None
 
 
 def _delimited_calls(
     text: str,
     opener: str,
     closer: str,
-    read: Callable[[str], tuple[str, str] | None],
+    read: Callable[[str], tuple[str, str] | _Skip | None],
     family: str,
     needs: str,
     max_calls: int,
@@ -462,7 +479,7 @@ def _delimited_calls(
     ``read``: its name, its arguments' text, and whether its closer was there. One forward pass: each
     find starts where the last call ended. A last call without its closer ends the scan (none can follow
     it), and one cut before ``read`` finds a call is no call; a closed one ``read`` refuses is an error
-    naming what it ``needs``."""
+    naming what it ``needs``, and one it passes over (:attr:`_Skip.CALL`) is left out."""
     calls: list[tuple[str, str, bool]] = []
     at = 0
     while (start := text.find(opener, at)) >= 0:
@@ -471,6 +488,11 @@ def _delimited_calls(
         closed = end >= 0
         body = text[start:end] if closed else text[start:]
         call = read(body)
+        if call is _Skip.CALL:
+            if not closed:
+                break
+            at = end + len(closer)
+            continue
         if call is None:
             if not closed:
                 break
