@@ -344,3 +344,16 @@ def test_vllm_logprobs_reported_for_fewer_tokens_are_unknown_not_zero(
     assert got[0] == [-0.5, -0.5]
     assert all(len(lps) == 2 and all(math.isnan(x) for x in lps) for lps in got[1:]), got
     assert [c.completion_ids for g in groups for c in g] == [[7, 8]] * 4
+
+
+def test_a_missing_model_directory_names_the_field_and_the_fix(tmp_path: Path) -> None:
+    """A model.path that does not exist (the README's examples before `convert-smollm2`) reached transformers
+    as a hub id and failed with "Repo id must be in the form ..." under a long traceback; it is refused
+    naming model.path and the command that makes the directory."""
+    from rewardhub_trainer.config import ModelConfig
+    from rewardhub_trainer.modeling import load_policy
+
+    missing = tmp_path / "runs" / "models" / "smollm2-135m-instruct"
+    with pytest.raises(FileNotFoundError, match="model.path") as err:
+        load_policy(ModelConfig(path=str(missing), device="cpu"), need_reference=False)
+    assert f"rewardhub-train convert-smollm2 {missing}" in str(err.value)

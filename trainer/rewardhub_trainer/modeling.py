@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -55,9 +56,21 @@ def _disable_dropout(model: torch.nn.Module) -> None:
 def load_policy(
     config: ModelConfig, *, need_reference: bool
 ) -> tuple[torch.nn.Module, Any, torch.nn.Module | None]:
-    """``(policy, tokenizer, reference)``; ``reference`` is None when not needed or when LoRA provides it."""
+    """``(policy, tokenizer, reference)``; ``reference`` is None when not needed or when LoRA provides it.
+
+    Raises:
+        FileNotFoundError: ``model.path`` is not a directory. transformers would take the path for a hub
+            id and fail with "Repo id must be in the form ..." deep in a traceback that names neither the
+            field nor the fix (the README's examples need ``convert-smollm2`` run first).
+    """
     from transformers import AutoTokenizer
 
+    if not Path(config.path).is_dir():
+        raise FileNotFoundError(
+            f"model.path {config.path!r} is not a directory (relative paths are read from {Path.cwd()}): "
+            "give a local transformers checkpoint (a hub id is never downloaded); for the examples' "
+            f"SmolLM2, run `rewardhub-train convert-smollm2 {config.path}` first"
+        )
     device = resolve_device(config.device)
     tokenizer = AutoTokenizer.from_pretrained(config.path, local_files_only=True)
     if tokenizer.pad_token_id is None:
