@@ -126,9 +126,9 @@ async def score_results(
 
 
 def slow_math_request(items: int) -> dict[str, Any]:
-    """A /v1/score body whose ``items`` math items each hold a worker until their 1 s deadline (SymPy hangs
-    on the power tower; the worker is killed then): sent first, it keeps the service busy while a test
-    asks for more than its quotas leave."""
+    """A /v1/score body whose ``items`` math items each hold a worker until their 1 s deadline (SymPy works
+    on the power tower until the worker's alarm stops it): sent first, it keeps the service busy while a
+    test asks for more than its quotas leave."""
     return {
         "reward": "math",
         "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * items,

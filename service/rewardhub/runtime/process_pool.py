@@ -8,9 +8,9 @@ so the parent knows which item is running and for how long:
 
 * a soft deadline inside the worker (``SIGALRM`` in the worker's main thread raising a
   ``BaseException``) stops pure-Python loops cheaply, and the worker lives on;
-* a hard deadline in the parent (soft deadline + grace) covers C code that never checks for signals,
-  such as a big-integer power tower in SymPy: the worker is SIGKILLed, the item is reported as a
-  ``timeout``, a fresh worker is started and the rest of the batch continues there;
+* a hard deadline in the parent (soft deadline + grace) covers C code that never checks for signals
+  (a long big-integer operation, a C extension's loop): the worker is SIGKILLed, the item is reported
+  as a ``timeout``, a fresh worker is started and the rest of the batch continues there;
 * a worker that dies (segfault, OOM killer, ``RLIMIT_AS``) costs the item it was on
   (``crash``/``memory``), never the batch or the service.
 
