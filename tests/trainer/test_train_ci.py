@@ -613,3 +613,14 @@ def test_a_step_dynamic_sampling_left_without_groups_still_logs_its_sequence_cou
     assert [r["groups_failed"] for r in rows] == [0, 4, 0] and rows[1]["groups_trained"] == 0
     assert (rows[1]["seqs_in_loss"], rows[1]["seqs_forwarded"]) == (0, 0)
     assert all("seqs_in_loss" in r and "seqs_forwarded" in r for r in rows)
+
+
+def test_a_start_that_fails_leaves_no_run_directory(make_config: Callable[..., Any], tmp_path: Path) -> None:
+    """A trainer whose model cannot load (the README's examples before `convert-smollm2`) made
+    ``output.run_dir`` first and left it empty behind; the directory is made when the run starts."""
+    from rewardhub_trainer.trainer import Trainer
+
+    cfg = make_config("http://127.0.0.1:9", model={"path": str(tmp_path / "no-model")})
+    with pytest.raises(FileNotFoundError, match="model.path"):
+        Trainer(cfg)
+    assert not Path(cfg.output.run_dir).exists()

@@ -96,8 +96,8 @@ class Trainer:
     def __init__(self, config: TrainConfig, *, reward_transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
         self.reward_transport = reward_transport
+        # made when the run starts (run()), not here: a start that fails (no model) leaves nothing behind
         self.run_dir = Path(config.output.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.training.seed)
         random.seed(config.training.seed)
         if config.model.torch_threads:
@@ -563,6 +563,7 @@ class Trainer:
         cfg = self.config
         check_service(cfg.reward)
         self._resume()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
         writer = MetricsWriter(self.run_dir, tensorboard=cfg.output.tensorboard, resume_step=self.step)
         dispatcher = RewardDispatcher(cfg.reward, self.n_per_prompt, transport=self.reward_transport)
