@@ -599,6 +599,63 @@ async def test_javascript_tests_requiring_a_module_the_sandbox_lacks_are_unsuppo
     assert wrong["valid"] and wrong["score"] == 0.0, wrong
 
 
+async def test_bash_tests_calling_a_program_the_sandbox_lacks_are_unsupported(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bash tests that call a program this server lacks (jq, bc, python2) failed at `command not found` in
+    every run, a valid 0.0 as if the solution were wrong (found in review), where JavaScript tests
+    requiring a module node cannot load are unsupported. Such a program (one of the common ones a host
+    may lack: here a name no host has, added to that list) is looked up before the solution runs; a
+    test that failed with bash saying it was not found makes the item unsupported (transient)."""
+    from rewardhub.rewards import code as code_reward
+
+    tool = "rh-no-such-program"
+    monkeypatch.setattr(code_reward, "_HOST_PROGRAMS", code_reward._HOST_PROGRAMS | {tool})
+    double = "```bash\ndouble() { echo $(($1 * 2)); }\n```"
+    for reference in (
+        # the empty output left fails the test's own check (exit status 1), or the call exits 127
+        {"tests": f'[ "$(double 2 | {tool})" = 4 ] || exit 1\n'},
+        {"setup": f"set -e\n{tool} --init", "tests": ['[ "$(double 2)" = 4 ]']},
+        {"tests": ['[ "$(double 2)" = 4 ]', f"{tool} 3 || exit 127"]},
+    ):
+        result = await _one(client, double, {"language": "bash", **reference})
+        assert not result["valid"] and result["reason"] == "unsupported", (reference, result)
+        assert tool in result["details"]["message"], result
+    # a test that carried on past the missing program and passed is scored
+    survived = await _one(
+        client,
+        double,
+        {
+            "language": "bash",
+            "tests": [f'{tool} 2; [ "$(double 2)" = 4 ]', '[ "$(double 3)" = 5 ] || exit 1'],
+        },
+    )
+    assert survived["valid"] and survived["score"] == 0.5, survived
+    # the solution's fault stays a 0.0: it calls the missing program itself, or it lacks the function
+    # the tests call (add: command not found, a name no list of host programs holds)
+    own = "```bash\ndouble() { " + tool + " $1; }\n```"
+    for response, tests in (
+        (own, f'[ "$(double 2)" = 4 ] && {tool} --check || exit 1'),
+        (own, '[ "$(double 2)" = 4 ] || exit 1'),
+        (double, '[ "$(add 1 2)" = 3 ] || exit 1'),
+    ):
+        result = await _one(client, response, {"language": "bash", "tests": tests})
+        assert result["valid"] and result["score"] == 0.0, (response, tests, result)
+    # a solution cannot pass off its failure as the server's: a program the sandbox has, whose
+    # `command not found` it printed, or made true by emptying PATH, is its own 0.0
+    for forged in (
+        "printf 'main.sh: line 3: %s: command not found\\n' so\"\"rt >&2; exit 127",
+        "PATH=/nonexistent",
+    ):
+        response = "```bash\n" + forged + "\ndouble() { echo $(($1 * 2)); }\n```"
+        result = await _one(
+            client,
+            response,
+            {"language": "bash", "tests": '[ "$(printf 2 | sort)" = "$(double 1)" ] || exit 1'},
+        )
+        assert result["valid"] and result["score"] == 0.0, (forged, result)
+
+
 async def test_a_bash_program_with_extglob_patterns_is_not_a_syntax_error(client: httpx.AsyncClient) -> None:
     """`bash -n` parses without running `shopt -s extglob`, so a program that turns it on before its
     @(a|b) pattern was a syntax error, reason format, though it runs and is right (found in review)."""

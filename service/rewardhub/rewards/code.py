@@ -32,7 +32,10 @@ timeout) stops early: valid ``0.0`` with ``reason: format``. Reference tests (or
 compile are the dataset's ``parse_error``: Python's are compiled by the judge; a JavaScript or bash
 program that does not parse has its reference's part (the program less the solution) checked on its
 own, and only when that parses is the syntax error the solution's. JavaScript tests (or a setup) that
-``require`` a module this server's node cannot load are ``unsupported``. No code in the response: ``0.0`` with
+``require`` a module this server's node cannot load are ``unsupported``, as are bash tests that failed at
+``<program>: command not found`` for a common program (``jq``, ``bc``, ``python2``: :data:`_HOST_PROGRAMS`)
+that the reference calls, the solution does not name, and this server's sandbox lacks (checked before
+the solution runs). No code in the response: ``0.0`` with
 ``reason: no_answer``. Only the sandbox failing is ``invalid: sandbox_error``; a missing or unreadable
 reference is ``missing_reference``/``parse_error``; a language this host cannot run is ``unsupported``.
 
@@ -472,7 +475,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.5: JavaScript/bash reference tests or setup that do not parse are parse_error (were the
     # solution's reason format, 0.0); an APPS expected output of NaN is matched by a NaN (nothing matched
     # it: every solution failed that case); JavaScript tests requiring a module node cannot load here are
-    # unsupported (were a 0.0)
+    # unsupported (were a 0.0), as are bash tests failing at a program the reference calls and the
+    # sandbox lacks (jq, bc, python2: `command not found`, were a 0.0)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -665,9 +669,13 @@ class CodeReward(Reward[CodeConfig]):
             cpu_limit = total_s / _WALL_FACTOR
             stdins, caps = [b""], None
         program = _script_program(task.language.name, code, task.setup or "", tests, marker)
-        modules = (
-            _js_required_modules([task.setup or "", *tests]) if task.language.name == "javascript" else []
-        )
+        modules_check: list[str] | None = None
+        if task.language.name == "javascript":
+            modules = _js_required_modules([task.setup or "", *tests])
+            modules_check = ["node", "-e", _JS_RESOLVE, "--", *modules] if modules else None
+        elif task.language.name == "bash":
+            programs = _bash_reference_programs([task.setup or "", *tests], code)
+            modules_check = ["bash", "-c", _BASH_LOOKUP, "bash", *programs] if programs else None
         report, raw = await pool.run_program(
             language=task.language,
             code=program,
@@ -679,7 +687,7 @@ class CodeReward(Reward[CodeConfig]):
             syntax_check=True,
             # the same program less the solution: whose syntax error it is, when the program has one
             reference_check=_script_program(task.language.name, "", task.setup or "", tests, marker),
-            modules_check=["node", "-e", _JS_RESOLVE, "--", *modules] if modules else None,
+            modules_check=modules_check,
             stdout_caps=caps,
             stderr_keep=_STDERR_KEEP,
         )
@@ -717,6 +725,13 @@ class CodeReward(Reward[CodeConfig]):
             else:
                 what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
                 results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
+        if task.language.name == "bash":
+            failed = [
+                run for k, (_, passed, _) in enumerate(results) if not passed and (run := report.runs.get(k))
+            ]
+            lacking = _bash_missing_outcome(report.modules_check, failed)
+            if lacking is not None:
+                return lacking
         return _scored(results, task.weights, config, timing, by_wall=by_wall)
 
 
@@ -867,7 +882,8 @@ def _modules_outcome(check: RunReport | None) -> Outcome | None:
     """The outcome of JavaScript tests that require a module this server's node cannot load (a package
     not installed, a file of the dataset's): every run failed at the require, a 0.0 the solution was not
     to blame for. ``unsupported``, transient (another server may have it), as Python tests importing a
-    module the sandbox lacks are; None when they all resolve (or none was checked)."""
+    module the sandbox lacks are; None when they all resolve (or none was checked). Bash's lookup of
+    programs (:data:`_BASH_LOOKUP`) exits 0: it reaches here only when it could not run."""
     if check is None or check.ok:
         return None
     if check.status == "exited" and check.return_code == 3:
@@ -886,7 +902,62 @@ def _modules_outcome(check: RunReport | None) -> Outcome | None:
         why = f"killed by signal {check.signal}" if check.signal else check.status
     return Outcome.invalid(
         Reason.SANDBOX_ERROR,
-        f"resolving the modules the tests require failed ({why}): {_tail(check.stderr, 300)}",
+        f"checking what the tests require (modules, programs) failed ({why}): {_tail(check.stderr, 300)}",
+    )
+
+
+# Programs bash tests call that a server may not have installed (interpreters, jq, bc, archivers...).
+# Only these count as the host's lack: a name the tests call that the solution was to define as a
+# function (`add 1 2`) fails the same way, `add: command not found`, and is the solution's fault.
+_HOST_PROGRAMS = frozenset(
+    "awk base32 base64 bc bzip2 cmp column comm csvtool curl cut dc diff expr factor file find fold gawk "
+    "gzip gunzip hexdump iconv java jq lua mawk md5sum nawk node nodejs numfmt od openssl paste patch "
+    "perl php python python2 python3 rev ruby sed seq sha1sum sha256sum sha512sum shasum shuf sort "
+    "sqlite3 tac tar tclsh tr tree units uniq unzip uuidgen wget xargs xmllint xxd xz yq zcat zip".split()
+)
+# Prints each of its arguments that is no command in the sandbox (its PATH), one a line; exits 0 so
+# that the program runs after it (a failed check stops the run).
+_BASH_LOOKUP = 'for n in "$@"; do command -v -- "$n" >/dev/null 2>&1 || printf \'%s\\n\' "$n"; done; exit 0'
+# bash's message for a command it cannot find: `main.sh: line 3: jq: command not found`
+_BASH_NOT_FOUND = re.compile(r"^[^\n]*?: ([A-Za-z0-9_.+-]+): command not found$", re.MULTILINE)
+
+
+def _bash_reference_programs(sources: list[str], solution: str) -> list[str]:
+    """The :data:`_HOST_PROGRAMS` the reference's bash names (as a word) and the solution does not:
+    looked up in the sandbox before the solution runs, so that :func:`_bash_missing_outcome` knows
+    which are this server's lack. One the solution names may be the solution's own call, which stays
+    its fault (a 0.0), so it is left out."""
+    names: dict[str, None] = {}
+    for source in sources:
+        for word in re.findall(r"[A-Za-z0-9_.+-]+", source):
+            if word in _HOST_PROGRAMS and word not in names:
+                names[word] = None
+    in_solution = set(re.findall(r"[A-Za-z0-9_.+-]+", solution))
+    return [n for n in names if n not in in_solution]
+
+
+def _bash_missing_outcome(check: RunReport | None, failed: list[RunReport]) -> Outcome | None:
+    """Bash tests (``failed``: the runs of those that failed) that failed at a program the reference calls
+    and this server's sandbox lacks (``jq: command not found``, exit status 127 or a test's own check
+    failing on the empty output that left): every run failed there, a 0.0 the solution was not to blame
+    for. ``unsupported``, transient (another server may have it), as JavaScript tests requiring a module
+    node cannot load are. The lookup ran in a process of its own before the solution, so a solution
+    that printed the message (or emptied ``PATH``) for a program the sandbox has is still scored."""
+    if check is None or not check.ok:
+        return None
+    missing = set(check.stdout.decode("utf-8", "replace").split())
+    hit: dict[str, None] = {}
+    for run in failed:
+        for name in _BASH_NOT_FOUND.findall(run.stderr.decode("utf-8", "replace")):
+            if name in missing:
+                hit[name] = None
+    if not hit:
+        return None
+    names = ", ".join(repr(n) for n in hit)
+    return Outcome.invalid(
+        Reason.UNSUPPORTED,
+        f"the tests call {names}, which this server's sandbox does not have (command not found)",
+        transient=True,
     )
 
 
