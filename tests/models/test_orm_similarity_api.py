@@ -107,7 +107,7 @@ async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
         same = await score_results(client, "similarity", [items[2]], scale="unit")
         assert res[2]["score"] <= 1.0 and same[0]["score"] <= 1.0
         assert res[3]["reason"] == "missing_reference"
-        # a blank reference is none (as for exact_match); a list holding a blank or a non-text is unreadable
+        # a blank reference is none (as for exact_match); a list holding a non-text is unreadable
         assert [(r["valid"], r["reason"]) for r in res[4:6]] == [
             (False, "missing_reference"),
             (False, "parse_error"),
@@ -499,6 +499,25 @@ async def test_an_embedding_recipe_this_backend_cannot_compute_fails_the_start(
             pass
 
 
+async def test_a_blank_beside_real_references_is_dropped_its_place_kept(make_app: MakeApp) -> None:
+    """["Paris", ""] was parse_error where exact_match, regex and multiple_choice drop the blank; it is
+    dropped, and best_reference and cosines count positions in the list as written (null for the blank)."""
+    async with make_app() as client:
+        items = [
+            {
+                "response": "The cat sits on the mat.",
+                "reference": ["", "Stocks fell.", "The cat sits on the mat."],
+            },
+            {"response": "The cat sits on the mat.", "reference": ["The cat sits on the mat.", " "]},
+        ]
+        res = await score_results(client, "similarity", items)
+    assert all(r["valid"] for r in res), res
+    assert res[0]["score"] == pytest.approx(1.0, abs=1e-5) and res[0]["details"]["best_reference"] == 2
+    cosines = res[0]["details"]["cosines"]
+    assert cosines[0] is None and cosines[1] < 0.5 and cosines[2] == pytest.approx(1.0, abs=1e-5)
+    assert res[1]["details"]["best_reference"] == 0 and res[1]["details"]["cosines"][1] is None
+
+
 def test_a_checkpoint_without_a_pooling_module_is_mean_pooled(tmp_path: Path) -> None:
     """A modules.json naming only the encoder (a StopIteration out of the load before) is mean pooling."""
     from rewardhub.models.hf_compute import embedding_pooling
@@ -518,14 +537,18 @@ def test_a_checkpoint_without_a_pooling_module_is_mean_pooled(tmp_path: Path) ->
         ({"text": "", "answer": "Paris"}, ["Paris"]),  # a blank text gives way to the answer (was None)
         ({"text": "  ", "answer": None}, None),
         (["a", "b"], ["a", "b"]),
-        (["a", ""], None),
-        (["a", "\u200b"], None),  # a zero-width space is as blank as a space
+        # a blank beside texts is dropped, its place kept (the list was None: parse_error)
+        (["a", ""], ["a", None]),
+        (["", "a"], [None, "a"]),
+        (["a", "\u200b"], ["a", None]),  # a zero-width space is as blank as a space
+        (["", " "], None),
+        (["a", "", 3], None),
         ({"text": "\ufeff\u00ad", "answer": "Paris"}, ["Paris"]),
         ([], None),
         (None, None),
     ],
 )
-def test_reference_texts(reference: Any, texts: list[str] | None) -> None:
+def test_reference_texts(reference: Any, texts: list[str | None] | None) -> None:
     from rewardhub.rewards.similarity import reference_texts
 
     assert reference_texts(reference) == texts

@@ -87,6 +87,31 @@ async def test_several_references_the_best_counts(client: httpx.AsyncClient, met
     assert not res[2]["valid"] and res[2]["reason"] == "parse_error"
 
 
+@pytest.mark.parametrize("metric", ["fuzzy_match", "bleu", "rouge_l"])
+async def test_a_blank_beside_real_references_is_dropped_its_place_kept(
+    client: httpx.AsyncClient, metric: str
+) -> None:
+    """["Paris", ""] was parse_error where exact_match, regex and multiple_choice drop the blank; it is
+    dropped, and best_reference and scores count positions in the list as written (null for the blank)."""
+    answer = "the cat sat on the mat"
+    res = await run(
+        client,
+        metric,
+        [
+            {"response": answer, "reference": ["", "stocks fell sharply today", answer]},
+            {"response": answer, "reference": [answer, " "]},
+            {"response": answer, "reference": ["", 3, answer]},
+        ],
+    )
+    assert res[0]["valid"] and res[0]["score"] == pytest.approx(1.0), res[0]
+    assert res[0]["details"]["best_reference"] == 2
+    scores = res[0]["details"]["scores"]
+    assert scores[0] is None and scores[1] < 1.0 and scores[2] == pytest.approx(1.0)
+    assert res[1]["valid"] and res[1]["details"]["best_reference"] == 0
+    assert res[1]["details"]["scores"][1] is None
+    assert not res[2]["valid"] and res[2]["reason"] == "parse_error"  # a non-text stays unreadable
+
+
 @pytest.mark.parametrize("metric", ["rouge_1", "rouge_2", "rouge_l"])
 async def test_rouge_reads_non_ascii_words(client: httpx.AsyncClient, metric: str) -> None:
     """rouge-score's tokenizer keeps only [a-z0-9]: a Russian or Chinese answer had no words and scored

@@ -8,7 +8,9 @@ named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings``
 
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
 counts). A blank one (``""``, ``[""]``, ``{"text": ""}``) is no reference (``missing_reference``, as for
-``exact_match``); a list holding anything but non-blank texts is unreadable (``parse_error``).
+``exact_match``); a blank beside real texts (``["Paris", ""]``) is dropped, and ``details.best_reference``
+and ``details.cosines`` (null for a dropped blank) count positions in the list as written; a list holding
+anything but texts is unreadable (``parse_error``).
 ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to ``(cos + 1) / 2`` in
 [0, 1]. ``components.cosine`` is always the cosine. An empty response (nothing but
 whitespace and invisible format or control characters: a zero-width space is no answer) scores the
@@ -61,22 +63,25 @@ def blank(text: str) -> bool:
     return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
 
 
-def reference_texts(reference: Any, keep_blank: bool = False) -> list[str] | None:
-    """The reference texts, or None when there is no usable one. A blank text is not a reference (two
-    empty strings embed identically: an empty response scored 1.0 against an empty reference), and a
-    list must hold only texts (dropping the others silently made ``best_reference`` point elsewhere).
-    ``keep_blank`` takes a blank text as written (``text_similarity``'s ``compare_blank_reference``)."""
+def reference_texts(reference: Any, keep_blank: bool = False) -> list[str | None] | None:
+    """The reference texts, each at its position in the reference's list, or None when there is no usable
+    one. A blank text is not a reference (two empty strings embed identically: an empty response scored
+    1.0 against an empty reference): one beside real texts (``["Paris", ""]``) is dropped, as
+    exact_match, regex and multiple_choice drop it, and stands as None in its place, so that
+    ``best_reference``, ``cosines`` and ``scores`` still count positions in the list as the dataset wrote
+    it; only blank texts is no reference. A list must hold only texts (dropping the others silently made
+    ``best_reference`` point elsewhere). ``keep_blank`` takes a blank text as written
+    (``text_similarity``'s ``compare_blank_reference``)."""
     if isinstance(reference, dict):
         texts_in = [t for k in ("text", "answer") if isinstance(t := reference.get(k), str)]
         # a blank "text" gives way to "answer"
         fallback = texts_in[0] if keep_blank and texts_in else None
         reference = next((t for t in texts_in if not blank(t)), fallback)
     texts = [reference] if isinstance(reference, str) else reference
-    if not isinstance(texts, list) or not texts:
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         return None
-    if not all(isinstance(t, str) and (keep_blank or not blank(t)) for t in texts):
-        return None
-    return texts
+    kept: list[str | None] = [t if keep_blank or not blank(t) else None for t in texts]
+    return kept if any(t is not None for t in kept) else None
 
 
 def blank_reference(reference: Any) -> bool:
@@ -134,7 +139,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # (and a text past the context from its start); 1.5: a response or reference of invisible characters
     # only (zero-width space, soft hyphen, BOM) is empty; 1.5.1: a local model named by hub id is pooled
     # (and cut) as its cached checkpoint says (it was mean-pooled and read to the model's full context)
-    # 1.5.2: a blank reference ("", [""], {"text": ""}) is missing_reference (it was parse_error)
+    # 1.5.2: a blank reference ("", [""], {"text": ""}) is missing_reference (it was parse_error); a blank
+    # beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
     version: ClassVar[str] = "1.5.2"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
@@ -164,7 +170,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 texts.append(t)
             return k
 
-        plan: list[tuple[int, int, list[int]]] = []
+        # (item, response's slot, each kept reference's list position and slot, the list's length)
+        plan: list[tuple[int, int, list[tuple[int, int]], int]] = []
         for i, item in enumerate(items):
             refs = reference_texts(item.reference)
             if refs is None:
@@ -181,7 +188,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                     floor, Reason.NO_ANSWER, {"cosine": -1.0}, {"message": "empty response"}
                 )
                 continue
-            plan.append((i, slot(item.response), [slot(t) for t in refs]))
+            kept = [(n, slot(t)) for n, t in enumerate(refs) if t is not None]
+            plan.append((i, slot(item.response), kept, len(refs)))
         if plan:
             try:
                 embedded = await backend.embed(texts, deadline)
@@ -189,7 +197,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 embedded = [exc for _ in texts]
             vectors = finite([e if isinstance(e, BackendError) else e.vector for e in embedded])
             cut = {k for k, e in enumerate(embedded) if isinstance(e, Embedding) and e.truncated}
-            for i, r, ref_slots in plan:
+            for i, r, kept, size in plan:
+                ref_slots = [k for _, k in kept]
                 bad = next(
                     (
                         v
@@ -212,15 +221,15 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                     continue
                 best = max(sims)
                 score = (best + 1) / 2 if config.scale == "unit" else best
-                details: dict[str, Any] = {"best_reference": sims.index(best)}
-                if len(ref_slots) > 1:
-                    details["cosines"] = [round(s, 6) for s in sims]
+                # positions in the list as written: a dropped blank's cosine is null
+                details: dict[str, Any] = {"best_reference": kept[sims.index(best)][0]}
+                if size > 1:
+                    by_position: list[float | None] = [None] * size
+                    for (n, _), s in zip(kept, sims, strict=True):
+                        by_position[n] = round(s, 6)
+                    details["cosines"] = by_position
                 names = ["response"] if r in cut else []
-                names += [
-                    "reference" if len(ref_slots) == 1 else f"reference[{n}]"
-                    for n, k in enumerate(ref_slots)
-                    if k in cut
-                ]
+                names += ["reference" if size == 1 else f"reference[{n}]" for n, k in kept if k in cut]
                 if names:  # only the start of these texts was embedded
                     details["truncated"] = names
                 outcomes[i] = Outcome(score, None, {"cosine": best}, details)

@@ -20,7 +20,8 @@ The response is read outside its reasoning, as the hosted grader reads ``output_
 Reference: a string, ``{"text": ...}``/``{"answer": ...}``, or a list of strings (several acceptable
 answers: the best one counts, ``details.best_reference`` says which), as for ``similarity``. A blank
 reference (``""``, ``[""]``, ``{"text": ""}``) is no reference (``missing_reference``, as for
-``exact_match`` and ``string_check``): compared as written, an empty response scored 1.0 against it, a
+``exact_match`` and ``string_check``), and a blank beside real texts (``["Paris", ""]``) is dropped
+(``details.best_reference`` and ``details.scores``, null for it, count positions in the list as written): compared as written, an empty response scored 1.0 against it, a
 row whose gold was lost rewarding a policy for saying nothing. ``compare_blank_reference`` compares it
 as written, as OpenAI documents its grader (a reference string, no exception for an empty one), and
 the ``/compat/openai`` graders route sets it, so that a grader carried over from OpenAI scores as there
@@ -174,7 +175,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1: ROUGE reads Unicode words (non-ASCII text scored 0.0); lists and {"text": ...} references; a
     # blank reference is invalid (was 1.0 for an empty response)
     # 1.1.1: the answer outside the reasoning is scored, not the reasoning's words too
-    # 1.1.2: a blank reference is missing_reference (was parse_error) unless compare_blank_reference
+    # 1.1.2: a blank reference is missing_reference (was parse_error) unless compare_blank_reference; a
+    # blank beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
     version: ClassVar[str] = "1.1.2"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
@@ -222,6 +224,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
         out: list[Outcome | None] = [None] * len(items)
         todo: list[int] = []
         payloads: list[tuple[str, str, tuple[str, ...]]] = []
+        # each item's kept references' positions in its list as written, and the list's length
+        positions: list[tuple[list[int], int]] = []
         for i, item in enumerate(items):
             refs = reference_texts(item.reference, keep_blank=config.compare_blank_reference)
             if refs is None:
@@ -229,23 +233,29 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
                 out[i] = no_reference(self.name, item.reference, hint)
                 continue
             todo.append(i)
-            payloads.append((config.metric, answer_text(item.response), tuple(refs)))
+            kept = [(n, t) for n, t in enumerate(refs) if t is not None]
+            positions.append(([n for n, _ in kept], len(refs)))
+            payloads.append((config.metric, answer_text(item.response), tuple(t for _, t in kept)))
         if sum(_cost(m, text, refs) for m, text, refs in payloads) <= _INLINE_WORK:
-            for i, payload in zip(todo, payloads, strict=True):
-                out[i] = self._outcome(config, best_similarity(payload))
+            for i, payload, where in zip(todo, payloads, positions, strict=True):
+                out[i] = self._outcome(config, best_similarity(payload), *where)
         elif payloads:
             results = await self.runtime.cpu_pool.run(best_similarity, payloads, ctx.deadline_s)
-            for i, res in zip(todo, results, strict=True):
+            for i, res, where in zip(todo, results, positions, strict=True):
                 out[i] = (
-                    self._outcome(config, res.value)
+                    self._outcome(config, res.value, *where)
                     if res.ok
                     else Outcome.pool_failure(res.error, res.message or res.error)
                 )
         return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
 
     @staticmethod
-    def _outcome(config: TextSimilarityConfig, values: list[float | None]) -> Outcome:
-        """The item's outcome from its scores against each reference (None: the metric cannot run here)."""
+    def _outcome(
+        config: TextSimilarityConfig, values: list[float | None], positions: list[int], size: int
+    ) -> Outcome:
+        """The item's outcome from its scores against each kept reference (None: the metric cannot run
+        here), ``positions`` theirs in the reference's list of ``size`` as written: a dropped blank's
+        score in ``details.scores`` is null, and ``best_reference`` counts it."""
         if any(v is None for v in values):
             # this server's lack: a composite zeroing it must not cache the 0
             return Outcome.invalid(
@@ -253,9 +263,12 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
             )
         scores = [v for v in values if v is not None]
         best = max(scores)
-        details: dict[str, Any] = {"metric": config.metric, "best_reference": scores.index(best)}
-        if len(scores) > 1:
-            details["scores"] = [round(v, 6) for v in scores]
+        details: dict[str, Any] = {"metric": config.metric, "best_reference": positions[scores.index(best)]}
+        if size > 1:
+            by_position: list[float | None] = [None] * size
+            for n, v in zip(positions, scores, strict=True):
+                by_position[n] = round(v, 6)
+            details["scores"] = by_position
         return Outcome(best, details=details)
 
     async def _cosine(self, items: Sequence[ScoreItem], ctx: ScoreContext) -> list[Outcome]:
