@@ -1412,3 +1412,45 @@ def test_a_boxed_label_answers_a_question_about_correctness() -> None:
         assert asks_yes_no(prompt), prompt
     for prompt in ("What is 2 + 2?", "Find x. This is a hard one.", "Can you find x?", "Could you help?"):
         assert not asks_yes_no(prompt), prompt
+
+
+# Openers an always-yes judge still saw (found probing the gates in review): a walk-through announced in
+# other words than the listed ones, and "solution: omitted" / "answer: see above" in Chinese.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let's work it out.",
+        "Let's approach this systematically.",
+        "Let me approach this step by step.",
+        "Let's think this through.",
+        "Let's think through this step by step.",
+        "Let's carefully analyze this.",
+        "Let me walk through this.",
+        "Let's walk through the solution.",
+        "Let's start by understanding the problem.",
+        "To find the answer, we proceed as follows.",
+        "Interesting problem!",
+        "Great question! Let's think it through.",
+        "解：略",
+        "答案：见上",
+        "答：同上",
+    ],
+)
+def test_walk_through_openers_and_omitted_answers_are_content_free(text: str) -> None:
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let's work it out: 3 + 4 = 7.",
+        "Let me walk through this: x = 3.",
+        "To find the answer, we proceed as follows: 6 * 7 = 42.",
+        "策略",  # "strategy": 略 inside a word leaves its other character
+        "忽略",
+        "Walk",  # a lone word is still an answer
+        "Through",
+    ],
+)
+def test_answers_beside_walk_through_openers_keep_their_content(text: str) -> None:
+    assert not content_free(text)

@@ -494,7 +494,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # correct." and a boxed correct answer it)
     # 1.9.4: a question after a clause that asks which, what or how many ("For which n is this true?")
     # does not ask whether something is correct
-    version: ClassVar[str] = "1.9.4"
+    # 1.9.5: openers that announce a walk-through and stop ("Let's think this through.", "Let me walk
+    # through this.", "To find the answer, we proceed as follows.") and "解：略" / "答案：见上" are content-free
+    version: ClassVar[str] = "1.9.5"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
