@@ -496,6 +496,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # does not ask whether something is correct
     # 1.9.5: openers that announce a walk-through and stop ("Let's think this through.", "Let me walk
     # through this.", "To find the answer, we proceed as follows.") and "解：略" / "答案：见上" are content-free
+    # a claim that the answer is correct in another language ("La respuesta es correcta.", "答案正确") answers
+    # a question whether it is correct, as "The answer is correct." does (was an injection, 0 without a judge)
     version: ClassVar[str] = "1.9.5"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
