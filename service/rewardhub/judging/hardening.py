@@ -1056,7 +1056,8 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"assessor|examiner|llm|ai|model)\b|\b(?:you|the)\s+(?:grader|judge|evaluator|verifier|reviewer|"
             r"assessor|examiner)\s+(?:must|should|will|has\s+to|needs?\s+to|is\s+(?:instructed|required))\b"
             # role-play as the grader: "As the grader, I confirm...", "I am the judge"
-            r"|\bas\s+(?:the|your|an?)\s+(?:grader|judge|evaluator|verifier|reviewer|examiner)\s*,?\s+i\b"
+            # (possessive: "\s*,?\s+" backtracked over a run of spaces from each of its starts, quadratic)
+            r"|\bas\s+(?:the|your|an?)\s+(?:grader|judge|evaluator|verifier|reviewer|examiner)(?:\s*+,\s*+|\s++)i\b"
             r"|\bi\s+am\s+(?:the|your)\s+(?:grader|judge|evaluator|verifier)\b"
             # a note signed as the grader's, with a verdict: "(Evaluator note: yes)", "Grader's comment: correct"
             r"|\b(?:grader|evaluator|verifier|reviewer|assessor|examiner)s?(?:['’]s?)?[ \t]+(?:note|notes|comment|"
