@@ -694,18 +694,27 @@ def _filler(word: str) -> bool:
 # a true/false question). "Right" alone only after "this" or "that": "It is right." answers "Is the angle
 # right?" and "Turn left or right?". In the other languages of the openers: "c'est correct", "das ist
 # richtig", "esto es correcto", "это верно", "这是正确的", "これは正しいです", "이것은 맞습니다".
-_VERB = r"(?:'s|\s+(?:is|was|looks|seems|appears|must\s+be|should\s+be)(?:\s+to\s+be)?)"
+_VERB = (
+    r"(?:'s|\s+(?:is|was|looks|seems|appears|must\s+be|should\s+be)(?:\s+to\s+be)?"
+    # "this has been verified as correct"
+    r"|\s+has\s+been\s+(?:verified|confirmed|checked)(?:\s+(?:as|to\s+be))?)"
+)
 _INTENSIFIERS = (
     r"(?:\s+(?:all|definitely|absolutely|completely|entirely|fully|clearly|certainly|surely|obviously|totally|"
     r"indeed|perfectly|100\s*%))*\s+"
 )
 _SELF_VERDICT = re.compile(
     unmarked(
-        rf"(?<![^\W_])(?:(?:this|that|it|which|everything|all\s+of\s+(?:this|it)|the\s+above|above){_VERB}"
+        # (the writer vouching for it, "I confirm this is correct", says no more: the same verdict on nothing)
+        r"(?<![^\W_])(?:(?:i\s+(?:can\s+|hereby\s+)?(?:confirm|certify|guarantee)(?:\s+that)?\s+)?"
+        rf"(?:this|that|it|which|everything(?:\s+(?:above|here))?|all\s+of\s+(?:this|it)|the\s+above|above){_VERB}"
         rf"{_INTENSIFIERS}(?:the\s+)?(?:correct(?:\s+(?:answer|solution|result|response))?"
         r"|right\s+(?:answer|solution|result|response))"
         rf"|(?:this|that){_VERB}{_INTENSIFIERS}right"
         r"|all\s+correct"
+        # the verdict question asked and answered: "Is it correct? Yes."
+        r"|is\s+(?:this|that|it|the\s+(?:final\s+)?(?:answer|solution|result|response))\s+(?:correct|right)\s*\?\s*"
+        r"(?:yes|correct)"
         r"|(?:c'est|das\s+ist|esto\s+es|isto\s+é|questo\s+è|это)\s+(?:tout\s+à\s+fait\s+|völlig\s+)?"
         r"(?:correct|correcte|exact|richtig|korrekt|correcto|correto|corretto|верно|правильно))(?![^\W_])"
         r"|(?:这|這|那)(?:个|個)?(?:就是|是)(?:完全)?(?:正确|正確|对|對)的?|(?:これ|それ)は正しい(?:です)?"
