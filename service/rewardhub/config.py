@@ -194,6 +194,20 @@ class Settings(BaseSettings):
         "(OpenRLHF waits 180 s per try, then resends the whole batch; under its timeout, with a margin; "
         "0: no deadline).",
     )
+    # Small enough that a cut (the deadline, or OpenRLHF hanging up) loses little work: the calls run
+    # together, but the CPU pool and a backend's queue take their items about in order, so the calls end
+    # about in order too, and a cut loses about one call's work (256 math items: under a second on 2
+    # cores). Large enough that each call's own cost (its cache lookup, request metrics, the pool's smaller
+    # chunks) stays small: calls of 64 made a warm 4096-item batch 0.70x as fast as one call, 256 0.83x
+    # (bench/openrlhf_batch.py, BENCHMARKS.md section 9). A multiple of the usual GRPO group sizes keeps a
+    # group in one call, so identical responses in it are computed once.
+    openrlhf_progress_items: int = Field(
+        256,
+        ge=0,
+        description="Items per scoring call of a /compat/openrlhf/get_reward batch, each call cached as it ends, "
+        "so a batch OpenRLHF sends again after its timeout is served from the cache for what was scored "
+        "(smaller: less work lost to a cut; larger: fewer calls; 0: one call per REWARDHUB_MAX_ITEMS part).",
+    )
 
     # --- model backends (judge, prm, orm, similarity): see rewardhub/models/specs.py ---
     backends_file: str | None = Field(

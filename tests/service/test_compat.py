@@ -11,7 +11,7 @@ import pytest
 
 from conftest import slow_math_request
 from rewardhub.compat import nemo_gym, openrlhf
-from rewardhub.compat.common import PROGRESS_ITEMS, ScoreOutcome
+from rewardhub.compat.common import ScoreOutcome
 from rewardhub.config import ConfigError
 from rewardhub.security import Caller
 
@@ -360,7 +360,8 @@ async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_c
     judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
     label = json.dumps({"verifier": "judge", "answer": "42"})
     # one full scoring call of items the judge answers at once, then one it holds (a call of its own)
-    responses = ["It is 42."] * PROGRESS_ITEMS + [f"It is 42 ({slow})."]
+    progress = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS
+    responses = ["It is 42."] * progress + [f"It is 42 ({slow})."]
     payload = {
         "query": [PROMPT + r for r in responses],
         "prompts": [PROMPT] * len(responses),
@@ -368,7 +369,11 @@ async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_c
     }
     fast = len(responses) - 1
     async with make_app(
-        judge_url=judge_server.url, judge_model="fake-judge", backend_max_retries=0, openrlhf_deadline_s=10
+        judge_url=judge_server.url,
+        judge_model="fake-judge",
+        backend_max_retries=0,
+        openrlhf_deadline_s=10,
+        openrlhf_progress_items=progress,
     ) as c:
         body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
         logs = body["extra_logs"]
@@ -401,7 +406,8 @@ async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_t
     slow = "SLOW"
     judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
     label = json.dumps({"verifier": "judge", "answer": "42"})
-    responses = ["It is 42."] * PROGRESS_ITEMS + [f"It is 42 ({slow})."]
+    progress = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS
+    responses = ["It is 42."] * progress + [f"It is 42 ({slow})."]
     payload = {
         "query": [PROMPT + r for r in responses],
         "prompts": [PROMPT] * len(responses),
@@ -409,7 +415,11 @@ async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_t
     }
     fast = len(responses) - 1
     async with make_app(
-        judge_url=judge_server.url, judge_model="fake-judge", backend_max_retries=0, openrlhf_deadline_s=0
+        judge_url=judge_server.url,
+        judge_model="fake-judge",
+        backend_max_retries=0,
+        openrlhf_deadline_s=0,
+        openrlhf_progress_items=progress,
     ) as c:
         with pytest.raises(TimeoutError):  # the client gives up, as OpenRLHF's does after 180 s
             await asyncio.wait_for(c.post("/compat/openrlhf/get_reward", json=payload), 10)

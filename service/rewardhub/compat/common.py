@@ -28,7 +28,6 @@ from rewardhub.serving import ScoringService
 __all__ = [
     "DEADLINE_EXCEEDED",
     "EOS_MARKERS",
-    "PROGRESS_ITEMS",
     "ScoreOutcome",
     "as_reference",
     "parse_label",
@@ -63,14 +62,6 @@ log = structlog.get_logger("rewardhub.compat")
 
 # The reason of an item a request's deadline left unscored (score_or_flag's ``deadline_s``).
 DEADLINE_EXCEEDED = "deadline_exceeded"
-
-# Items per scoring call for a peer that may give up on a batch and send it again (score_or_flag's
-# ``progress_items``): each call writes its results to the cache when it ends, so a batch cut at its
-# deadline or by its client hanging up keeps what was scored for the retry. Small enough that a cut
-# loses little work, large enough that the calls' own cost (a cache lookup, request metrics) stays
-# small; a multiple of the usual GRPO group sizes keeps a group together, so identical responses in it
-# are still computed once.
-PROGRESS_ITEMS = 64
 
 _SPEC_KEYS = ("reward", "verifier", "rm_type")
 _REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")

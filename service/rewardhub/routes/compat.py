@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Body
 
 from rewardhub.compat import nemo_gym, openai_graders, openrlhf, slime
-from rewardhub.compat.common import PROGRESS_ITEMS, score_or_flag
+from rewardhub.compat.common import score_or_flag
 from rewardhub.deps import AdmissionDep, ScoringDep, SettingsDep
 from rewardhub.errors import InvalidRequest, RewardHubError
 from rewardhub.protocol import ScoreItem, ScoreRequest
@@ -40,7 +40,8 @@ async def openrlhf_get_reward(
         caller,
         items,
         deadline_s=settings.openrlhf_deadline_s or None,  # (0: none)
-        progress_items=PROGRESS_ITEMS,  # OpenRLHF resends a batch it gave up on
+        # OpenRLHF resends a batch it gave up on (0: one call per part)
+        progress_items=settings.openrlhf_progress_items or None,
     )
     return JSONBytesResponse(openrlhf.to_response(outcome))
 
