@@ -198,9 +198,9 @@ class Settings(BaseSettings):
     # together, but the CPU pool and a backend's queue take their items about in order, so the calls end
     # about in order too, and a cut loses about one call's work (256 math items: under a second on 2
     # cores). Large enough that each call's own cost (its cache lookup, request metrics, the pool's smaller
-    # chunks) stays small: calls of 64 made a warm 4096-item batch 0.70x as fast as one call, 256 0.83x
-    # (bench/openrlhf_batch.py, BENCHMARKS.md section 9). A multiple of the usual GRPO group sizes keeps a
-    # group in one call, so identical responses in it are computed once.
+    # chunks) stays small: calls of 64 made a warm 4096-item batch 0.70-0.91x as fast as one call, 256
+    # 0.83-1.02x (bench/openrlhf_batch.py, BENCHMARKS.md section 9). A multiple of the usual GRPO group
+    # sizes keeps a group in one call, so identical responses in it are computed once.
     openrlhf_progress_items: int = Field(
         256,
         ge=0,
