@@ -199,8 +199,9 @@ class Settings(BaseSettings):
     # about in order too, and a cut loses about one call's work (256 math items: under a second on 2
     # cores). Large enough that each call's own cost (its cache lookup, request metrics, the pool's smaller
     # chunks) stays small: calls of 64 made a warm 4096-item batch 0.70-0.91x as fast as one call, 256
-    # 0.83-1.02x (bench/openrlhf_batch.py, BENCHMARKS.md section 9). A multiple of the usual GRPO group
-    # sizes keeps a group in one call, so identical responses in it are computed once.
+    # 0.83-1.02x (bench/openrlhf_batch.py, BENCHMARKS.md section 9). Identical items are put next to each
+    # other before the batch is cut into calls (compat/common.py), so they are computed once however far
+    # apart the batch holds them (once per call where a call's edge cuts their run).
     openrlhf_progress_items: int = Field(
         256,
         ge=0,

@@ -172,6 +172,14 @@ class ScoringService:
             per_item.append(plan)
         return list(plans.values()), per_item
 
+    def dedupe_fields(self, spec: str | RewardSpec) -> tuple[str, ...] | None:
+        """The item fields two items of this spec must share to be scored once in a request (the
+        fields of their cache key), or None when its items are never deduplicated (a reward that is not
+        a pure function of its inputs). A caller that splits a batch into several requests puts such
+        items in one request by these fields (the compat routes' calls, compat/common.py)."""
+        plan = self._plan_for(spec, False, {}, "reward")
+        return plan.reads if plan.deterministic else None
+
     def check(self, spec: str | RewardSpec) -> RewardCheckResponse:
         """What scoring with this spec would do, without an item: the same resolution as :meth:`score`
         (so the same 404 and 422), plus every part at any depth that cannot score on this server."""

@@ -431,6 +431,44 @@ async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_t
         assert sum(slow not in q for q in asked) == 1  # served from the cache, not asked again
 
 
+async def test_openrlhf_identical_items_far_apart_in_a_batch_are_scored_once(
+    make_app: Any, judge_server: Any
+) -> None:
+    """A batch is scored in calls of REWARDHUB_OPENRLHF_PROGRESS_ITEMS running together. The service
+    computes identical items once within a call, but two identical items in two calls were both sent to
+    the judge (neither call finds the other's result in the cache yet): a GRPO batch repeats responses
+    across its groups. Identical items now share a call wherever the batch holds them, and each result
+    still comes back at its own position."""
+    from fake_openai import Reply, user_text
+
+    scores = {"a": 1, "b": 2, "c": 3, "d": 4}  # the judge's score for each distinct response
+    judge_server.reply = lambda body: Reply(
+        f"Score: {next(v for k, v in scores.items() if f'({k})' in user_text(body))}"
+    )
+    label = json.dumps({"verifier": "judge", "answer": "42"})
+    # calls of 2 in the batch's order: (a, b), (c, d), (a, b); a and b are each in two calls
+    order = ["a", "b", "c", "d", "a", "b"]
+    payload = {
+        "query": [PROMPT + f"It is 42 ({k})." for k in order],
+        "prompts": [PROMPT] * len(order),
+        "labels": [label] * len(order),
+    }
+    async with make_app(
+        judge_url=judge_server.url,
+        judge_model="fake-judge",
+        backend_max_retries=0,
+        openrlhf_progress_items=2,
+    ) as c:
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0] * len(order), body
+    asked = sorted(k for r in judge_server.requests for k in scores if f"({k})" in user_text(r))
+    assert asked == ["a", "b", "c", "d"]  # each distinct response once (it was a, a, b, b, c, d)
+    # each at its own position: the judge's scores rise from a to d
+    rewards = body["rewards"]
+    assert rewards[4] == rewards[0] and rewards[5] == rewards[1], rewards
+    assert rewards[0] < rewards[1] < rewards[2] < rewards[3], rewards
+
+
 async def test_nemo_gym_call_based_unit_tests_are_run_as_calls(client: httpx.AsyncClient) -> None:
     """LiveCodeBench-style unit tests with an `fn_name` call that method with the JSON arguments of each
     input's lines and compare the JSON output (NeMo Gym's code_gen grade_call_based). They were masked as

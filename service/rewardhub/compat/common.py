@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import orjson
@@ -226,6 +226,43 @@ def _check_text(item: ScoreItem) -> None:
         raise InvalidRequest("the item's text is not valid Unicode (a lone surrogate)")
 
 
+def _duplicates_together(
+    scoring: ScoringService, items: Sequence[ScoreItem | RewardHubError], part: list[int]
+) -> list[int]:
+    """``part`` in the order of each item's first occurrence, identical items next to it.
+
+    The scoring service computes identical items once within a call, but the calls of a part run
+    together, so two identical items in two calls were both computed (neither call finds the other's
+    result in the cache yet). With identical items adjacent, a call's slice splits such a run only at
+    its edge. Identical means what the service deduplicates by: the same reward spec and the same values
+    of the fields that reward reads (a math verifier's items with one response and one reference but
+    different prompts are one scoring). A spec whose items are never deduplicated keeps each item on its
+    own (and a group reward's groups in place). One dictionary pass: O(n), the order otherwise stable."""
+    fields: dict[tuple[str, bytes], tuple[str, ...] | None] = {}
+    runs: dict[Hashable, list[int]] = {}
+    for i in part:
+        item = items[i]
+        assert isinstance(item, ScoreItem)  # (``part`` holds the items that passed validation)
+        spec = item.reward
+        assert spec is not None  # (every compat item names its reward)
+        name, config = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
+        spec_key = (name, jsonutil.canonical(config))  # (the service's own key of a spec)
+        if spec_key not in fields:
+            fields[spec_key] = scoring.dedupe_fields(spec)
+        reads = fields[spec_key]
+        key: Hashable = i if reads is None else (spec_key, *(_hashable(getattr(item, f)) for f in reads))
+        runs.setdefault(key, []).append(i)
+    return [i for run in runs.values() for i in run]
+
+
+def _hashable(value: Any) -> Hashable:
+    """An item field as a dictionary key equal exactly when the cache key's encoding of it is: text and
+    None as they are, a JSON object or list (a reference, metadata) as its canonical bytes."""
+    if value is None or isinstance(value, str):
+        return value
+    return jsonutil.canonical(value)
+
+
 async def score_or_flag(
     scoring: ScoringService,
     admission: Admission,
@@ -245,7 +282,8 @@ async def score_or_flag(
     ``progress_items``: score each part in calls of this many items, run together, each cached as it
     ends (None: one call per part, cached at its end). A peer that gives up on a slow answer and sends
     the whole batch again (OpenRLHF) then finds the items scored before it hung up in the cache; with
-    one call, hanging up cancelled it and every try started over.
+    one call, hanging up cancelled it and every try started over. Identical items go in one call
+    (:func:`_duplicates_together`), where the service computes them once.
 
     ``deadline_s``: answer within this many seconds, for such a peer. At the deadline the calls still
     running are cancelled, and their items and those of parts not yet started are flagged
@@ -271,6 +309,8 @@ async def score_or_flag(
         """Score these items in calls of ``progress_items`` at once, each call's results kept as soon
         as it ends."""
         step = progress_items or len(part)
+        if step < len(part):
+            part = _duplicates_together(scoring, items, part)
 
         async def call(chunk: list[int]) -> None:
             request = ScoreRequest(reward=None, items=[items[i] for i in chunk], options=opts)
