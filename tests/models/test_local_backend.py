@@ -311,8 +311,14 @@ async def test_generation_stops_at_the_deadline_and_the_next_call_is_served(tmp_
     await b.start()
     try:
         long = ChatRequest((Message("user", "Write a long story"),), max_tokens=25_000)
-        with pytest.raises(BackendTimeout):
-            await b.chat(long, time.monotonic() + 1.0)
+        try:
+            cut = await b.chat(long, time.monotonic() + 1.0)
+        except BackendTimeout:
+            pass
+        else:
+            # generate stops at the deadline (max_time) and its answer may reach the caller before the
+            # caller's own timeout fires (a race a loaded host decides): then it is cut, not finished
+            assert cut.finish_reason == "length", cut
         t0 = time.monotonic()
         short = ChatRequest((Message("user", "Hi"),), max_tokens=2, temperature=1e-45)  # tiny: greedy
         out = await b.chat(short, time.monotonic() + 20)
