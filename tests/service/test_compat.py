@@ -11,8 +11,10 @@ import pytest
 
 from conftest import slow_math_request
 from rewardhub.compat import nemo_gym, openrlhf
-from rewardhub.compat.common import ScoreOutcome
+from rewardhub.compat.common import ScoreOutcome, _duplicates_together
 from rewardhub.config import ConfigError
+from rewardhub.errors import RewardHubError
+from rewardhub.protocol import RewardSpec, ScoreItem
 from rewardhub.security import Caller
 
 # What OpenRLHF's SingleTurnAgentExecutor sends: query = prompt + response decoded with special tokens.
@@ -467,6 +469,30 @@ async def test_openrlhf_identical_items_far_apart_in_a_batch_are_scored_once(
     rewards = body["rewards"]
     assert rewards[4] == rewards[0] and rewards[5] == rewards[1], rewards
     assert rewards[0] < rewards[1] < rewards[2] < rewards[3], rewards
+
+
+async def test_identical_items_are_put_together_whatever_object_holds_their_spec(
+    client: httpx.AsyncClient,
+) -> None:
+    """The order a batch is cut into calls by puts identical items together. A spec's key is computed
+    once per spec (a name by its text, a RewardSpec by identity), yet two items are identical by the
+    spec's content: a name and an equal RewardSpec, or two equal RewardSpec objects, are one spec."""
+    scoring = client.app.state.scoring  # type: ignore[attr-defined]
+    shared = RewardSpec(name="math")
+    specs: list[str | RewardSpec] = [shared, "math", RewardSpec(name="math"), shared, "math"]
+    answers = ["1", "2", "1", "2", "1"]
+    items: list[ScoreItem | RewardHubError] = [
+        ScoreItem(prompt=f"q{k}", response=f"\\boxed{{{a}}}", reference=a, reward=spec)
+        for k, (spec, a) in enumerate(zip(specs, answers, strict=True))
+    ]
+    assert _duplicates_together(scoring, items, [0, 1, 2, 3, 4]) == [0, 2, 4, 1, 3]
+    # a config makes another spec: its item is not put with the others
+    items.append(
+        ScoreItem(
+            response="\\boxed{1}", reference="1", reward=RewardSpec(name="math", config={"wrong_score": -1.0})
+        )
+    )
+    assert _duplicates_together(scoring, items, [5, 0, 1, 2]) == [5, 0, 2, 1]
 
 
 async def test_nemo_gym_call_based_unit_tests_are_run_as_calls(client: httpx.AsyncClient) -> None:

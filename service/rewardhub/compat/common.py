@@ -237,18 +237,26 @@ def _duplicates_together(
     its edge. Identical means what the service deduplicates by: the same reward spec and the same values
     of the fields that reward reads (a math verifier's items with one response and one reference but
     different prompts are one scoring). A spec whose items are never deduplicated keeps each item on its
-    own (and a group reward's groups in place). One dictionary pass: O(n), the order otherwise stable."""
+    own (and a group reward's groups in place). One dictionary pass: O(n), the order otherwise stable.
+
+    A spec's key (its config's canonical JSON) is computed once per spec, not once per item: a name by
+    its text, a :class:`RewardSpec` by identity (one object the items share, e.g. a request-level
+    reward; every object of ``items`` lives through this call, so no id is reused)."""
     fields: dict[tuple[str, bytes], tuple[str, ...] | None] = {}
+    spec_keys: dict[str | int, tuple[str, bytes]] = {}
     runs: dict[Hashable, list[int]] = {}
     for i in part:
         item = items[i]
         assert isinstance(item, ScoreItem)  # (``part`` holds the items that passed validation)
         spec = item.reward
         assert spec is not None  # (every compat item names its reward)
-        name, config = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
-        spec_key = (name, jsonutil.canonical(config))  # (the service's own key of a spec)
-        if spec_key not in fields:
-            fields[spec_key] = scoring.dedupe_fields(spec)
+        raw = spec if isinstance(spec, str) else id(spec)
+        spec_key = spec_keys.get(raw)
+        if spec_key is None:
+            name, config = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
+            spec_key = spec_keys[raw] = (name, jsonutil.canonical(config))  # (the service's key of a spec)
+            if spec_key not in fields:
+                fields[spec_key] = scoring.dedupe_fields(spec)
         reads = fields[spec_key]
         key: Hashable = i if reads is None else (spec_key, *(_hashable(getattr(item, f)) for f in reads))
         runs.setdefault(key, []).append(i)
