@@ -59,6 +59,19 @@ def error(status: int, etype: str | None, headers: dict[str, str] | None = None)
     return httpx.Response(status, json=body, headers=headers)
 
 
+def too_many_items() -> httpx.Response:
+    """The service's refusal of a request over its item limit (param ``items``: the count, which a
+    client can split, not an item's field)."""
+    body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
+    return httpx.Response(422, json=body)
+
+
+def answered(items: list[dict[str, Any]]) -> httpx.Response:
+    """A 200 with one valid result per item sent, each with its id."""
+    results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
+    return httpx.Response(200, json={**OK_BODY, "results": results})
+
+
 def client_for(handler: Callable[[httpx.Request], httpx.Response], retry: RetryPolicy = FAST) -> RewardClient:
     return RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=retry)
 
@@ -377,8 +390,7 @@ def test_sync_client_splits_a_chunk_over_the_byte_limit() -> None:
         if len(request.content) > 30_000:
             return error(413, "payload_too_large")
         sent.append([it["group"] for it in items])
-        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-        return httpx.Response(200, json={**OK_BODY, "results": results})
+        return answered(items)
 
     items = [{"id": f"i{k}", "response": "x" * 2000, "group": f"g{k % 8}"} for k in range(40)]
     with client_for(handler) as c:
@@ -399,13 +411,11 @@ def test_sync_client_splits_a_chunk_over_the_item_limit() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         items = json.loads(request.content)["items"]
         if len(items) > 12:
-            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
-            return httpx.Response(422, json=body)
+            return too_many_items()
         if any(len(it["response"]) > 100 for it in items):
             return error(422, "limit_exceeded")  # param items.0: a field
         sent.append([it["group"] for it in items])
-        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-        return httpx.Response(200, json={**OK_BODY, "results": results})
+        return answered(items)
 
     items = [{"id": f"i{k}", "response": "x", "group": f"g{k % 8}"} for k in range(40)]
     with client_for(handler) as c:
@@ -431,10 +441,8 @@ def test_a_chunk_size_the_service_refused_is_not_tried_again(asynchronous: bool)
         items = json.loads(request.content)["items"]
         if len(items) > 12:
             refused.append((call[0], len(items)))
-            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
-            return httpx.Response(422, json=body)
-        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-        return httpx.Response(200, json={**OK_BODY, "results": results})
+            return too_many_items()
+        return answered(items)
 
     items = [{"id": f"i{k}", "response": "x"} for k in range(200)]
     answers: list[list[str]] = []
@@ -469,8 +477,7 @@ def test_a_byte_limit_split_is_not_remembered() -> None:
         sizes.append(len(items))
         if sum(len(it["response"]) for it in items) > 1000:
             return error(413, "payload_too_large")
-        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-        return httpx.Response(200, json={**OK_BODY, "results": results})
+        return answered(items)
 
     with client_for(handler) as c:
         c.score([{"id": f"l{k}", "response": "x" * 100} for k in range(64)], "math")  # split to 8s
@@ -672,20 +679,20 @@ def test_an_unchunked_failure_carries_no_partial_results() -> None:
     assert info.value.partial_results is None and not info.value.failed_indices
 
 
+def _limit_two_first_half_down(request: httpx.Request) -> httpx.Response:
+    """A service taking at most 2 items a request, whose chunk holding the item ``down`` answers 503."""
+    items = json.loads(request.content)["items"]
+    if len(items) > 2:
+        return too_many_items()
+    if any(it["response"] == "down" for it in items):
+        return error(503, "unavailable")
+    return answered(items)
+
+
 async def test_a_half_answered_before_its_other_half_failed_is_kept() -> None:
     # A chunk over the service's item limit is sent again in halves; the async client kept a half's
     # answer only once every half was answered, so the half after it failing lost it.
-    def handler(request: httpx.Request) -> httpx.Response:
-        items = json.loads(request.content)["items"]
-        if len(items) > 2:
-            body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
-            return httpx.Response(422, json=body)
-        if any(it["response"] == "down" for it in items):
-            return error(503, "unavailable")
-        results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-        return httpx.Response(200, json={**OK_BODY, "results": results})
-
-    transport = httpx.MockTransport(handler)
+    transport = httpx.MockTransport(_limit_two_first_half_down)
     async with AsyncRewardClient("http://svc", transport=transport, retry=FAST) as c:
         items = [{"response": r} for r in ("a", "b", "c", "down")]
         with pytest.raises(ServiceUnavailable) as info:
@@ -694,18 +701,6 @@ async def test_a_half_answered_before_its_other_half_failed_is_kept() -> None:
     assert partial is not None
     assert [r.id if r is not None else None for r in partial] == ["0", "1", None, None]
     assert info.value.failed_indices == [2, 3]
-
-
-def _limit_two_first_half_down(request: httpx.Request) -> httpx.Response:
-    """A service taking at most 2 items a request, whose chunk holding the item ``down`` answers 503."""
-    items = json.loads(request.content)["items"]
-    if len(items) > 2:
-        body = {"error": {"message": "too many", "type": "limit_exceeded", "param": "items", "code": 422}}
-        return httpx.Response(422, json=body)
-    if any(it["response"] == "down" for it in items):
-        return error(503, "unavailable")
-    results = [{**OK_BODY["results"][0], "id": it["id"]} for it in items]
-    return httpx.Response(200, json={**OK_BODY, "results": results})
 
 
 async def test_a_half_that_fails_first_does_not_stop_the_half_after_it() -> None:

@@ -348,6 +348,27 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
         assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
 
 
+SLOW = "SLOW"  # the judge holds its answer about a response holding this until the caller hangs up
+SLOW_BATCH_PROGRESS = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS for _batch_with_one_held_item
+
+
+def _batch_with_one_held_item(judge_server: Any) -> tuple[dict[str, Any], int]:
+    """An OpenRLHF batch for the judge: one full scoring call (SLOW_BATCH_PROGRESS identical items the
+    judge answers at once), then one item it holds (a call of its own), and the count answered at once.
+    Sets the judge to answer so."""
+    from fake_openai import Reply, user_text
+
+    judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if SLOW in user_text(body) else 0)
+    label = json.dumps({"verifier": "judge", "answer": "42"})
+    responses = ["It is 42."] * SLOW_BATCH_PROGRESS + [f"It is 42 ({SLOW})."]
+    payload = {
+        "query": [PROMPT + r for r in responses],
+        "prompts": [PROMPT] * len(responses),
+        "labels": [label] * len(responses),
+    }
+    return payload, len(responses) - 1
+
+
 async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_cached(
     make_app: Any, judge_server: Any
 ) -> None:
@@ -358,24 +379,13 @@ async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_c
     and the items scored before the cut come from the cache when the batch comes again."""
     from fake_openai import Reply, user_text
 
-    slow = "SLOW"  # the judge holds an answer about this response until the caller hangs up
-    judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
-    label = json.dumps({"verifier": "judge", "answer": "42"})
-    # one full scoring call of items the judge answers at once, then one it holds (a call of its own)
-    progress = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS
-    responses = ["It is 42."] * progress + [f"It is 42 ({slow})."]
-    payload = {
-        "query": [PROMPT + r for r in responses],
-        "prompts": [PROMPT] * len(responses),
-        "labels": [label] * len(responses),
-    }
-    fast = len(responses) - 1
+    payload, fast = _batch_with_one_held_item(judge_server)
     async with make_app(
         judge_url=judge_server.url,
         judge_model="fake-judge",
         backend_max_retries=0,
         openrlhf_deadline_s=10,
-        openrlhf_progress_items=progress,
+        openrlhf_progress_items=SLOW_BATCH_PROGRESS,
     ) as c:
         body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
         logs = body["extra_logs"]
@@ -383,18 +393,18 @@ async def test_openrlhf_batch_is_answered_by_its_deadline_and_its_scored_items_c
         assert logs["rewardhub_deadline_exceeded"] == [0.0] * fast + [1.0]
         assert body["rewards"][-1] == 0.0 and body["rewards"][0] > 0.0
         asked = [user_text(r) for r in judge_server.requests]
-        assert sum(slow not in q for q in asked) == 1  # (identical items are asked once)
+        assert sum(SLOW not in q for q in asked) == 1  # (identical items are asked once)
 
         # OpenRLHF sends the batch again (a try that timed out on its side): the judge now answers all
         judge_server.reply = lambda body: Reply("Score: 5")
         again = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
         logs = again["extra_logs"]
-        assert logs["rewardhub_valid"] == [1.0] * len(responses), again
-        assert logs["rewardhub_deadline_exceeded"] == [0.0] * len(responses)
+        assert logs["rewardhub_valid"] == [1.0] * (fast + 1), again
+        assert logs["rewardhub_deadline_exceeded"] == [0.0] * (fast + 1)
         assert logs["rewardhub_cached"] == [1.0] * fast + [0.0]
         assert again["rewards"][:fast] == body["rewards"][:fast]
         asked = [user_text(r) for r in judge_server.requests]
-        assert sum(slow not in q for q in asked) == 1  # served from the cache, not asked again
+        assert sum(SLOW not in q for q in asked) == 1  # served from the cache, not asked again
 
 
 async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_the_retry(
@@ -405,32 +415,22 @@ async def test_openrlhf_batch_its_client_gave_up_on_keeps_the_scored_items_for_t
     request and cached only at its end: every try started over and scored the same items again."""
     from fake_openai import Reply, user_text
 
-    slow = "SLOW"
-    judge_server.reply = lambda body: Reply("Score: 5", delay_s=600 if slow in user_text(body) else 0)
-    label = json.dumps({"verifier": "judge", "answer": "42"})
-    progress = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS
-    responses = ["It is 42."] * progress + [f"It is 42 ({slow})."]
-    payload = {
-        "query": [PROMPT + r for r in responses],
-        "prompts": [PROMPT] * len(responses),
-        "labels": [label] * len(responses),
-    }
-    fast = len(responses) - 1
+    payload, fast = _batch_with_one_held_item(judge_server)
     async with make_app(
         judge_url=judge_server.url,
         judge_model="fake-judge",
         backend_max_retries=0,
         openrlhf_deadline_s=0,
-        openrlhf_progress_items=progress,
+        openrlhf_progress_items=SLOW_BATCH_PROGRESS,
     ) as c:
         with pytest.raises(TimeoutError):  # the client gives up, as OpenRLHF's does after 180 s
             await asyncio.wait_for(c.post("/compat/openrlhf/get_reward", json=payload), 10)
         judge_server.reply = lambda body: Reply("Score: 5")
         again = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
-        assert again["extra_logs"]["rewardhub_valid"] == [1.0] * len(responses), again
+        assert again["extra_logs"]["rewardhub_valid"] == [1.0] * (fast + 1), again
         assert again["extra_logs"]["rewardhub_cached"] == [1.0] * fast + [0.0]
         asked = [user_text(r) for r in judge_server.requests]
-        assert sum(slow not in q for q in asked) == 1  # served from the cache, not asked again
+        assert sum(SLOW not in q for q in asked) == 1  # served from the cache, not asked again
 
 
 async def test_openrlhf_identical_items_far_apart_in_a_batch_are_scored_once(
