@@ -203,6 +203,24 @@ async def test_nemo_gym_unscorable_sample_is_masked(client: httpx.AsyncClient) -
     assert out["mask_sample"] is True and out["failure_kind"] == "rewardhub:missing_reference"
 
 
+async def test_nemo_rl_masks_an_unscorable_sample_where_it_reads_the_flag(
+    client: httpx.AsyncClient,
+) -> None:
+    """NeMo RL drops a sample from the loss when its verify result says so, and reads the flag at
+    `instance_config.mask_sample` (nemo_rl/experience/rollouts.py, _extract_mask_sample_flags); it
+    collects through NeMo Gym's run_examples, which keeps `_ng_failure_class` rows in the batch. The flag
+    was only at the top level, so NeMo RL trained on every unscorable sample as a 0.0 reward. A task's
+    own `instance_config` keeps its other keys; a reverified row loses a stale flag."""
+    unscorable = {k: v for k, v in NEMO_VERIFY.items() if k != "expected_answer"}
+    unscorable["instance_config"] = {"seed": 7}
+    out = (await client.post("/verify", json=unscorable)).json()
+    assert out["instance_config"] == {"seed": 7, "mask_sample": True}, out
+    assert out["mask_sample"] is True  # (NeMo Gym's own agents and metrics read it here)
+    stale = {**NEMO_VERIFY, "instance_config": {"mask_sample": True}}
+    out = (await client.post("/verify", json=stale)).json()
+    assert out["reward"] == 1.0 and out["instance_config"] == {"mask_sample": False}, out
+
+
 async def test_nemo_gym_session_and_metrics_endpoints(client: httpx.AsyncClient) -> None:
     assert (await client.post("/compat/nemo-gym/seed_session", json={})).json() == {}
     seeded = await client.post(

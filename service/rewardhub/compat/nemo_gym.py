@@ -12,7 +12,8 @@ reward (default: the service's compat default, ``math``); ``verifier_metadata.un
 an ``fn_name``, LiveCodeBench's call-based tests (each input's lines the JSON arguments of a call to that
 function or ``Solution`` method, each output its JSON result). The
 answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
-``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0).
+``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0; the
+flag is also at ``instance_config.mask_sample``, where NeMo RL reads it).
 An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
 transient reasons; or a service too full to take it, ``overloaded``) also carries
 ``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the row to its failures sidecar,
@@ -151,6 +152,9 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
     out["reward"] = float(r["score"]) if r["valid"] else 0.0
     out["reward_components"] = {k: float(v) for k, v in (r.get("components") or {}).items() if v is not None}
     out["mask_sample"] = not r["valid"]
+    # NeMo RL reads the mask flag under `instance_config` (NeMo Gym's agents and metrics at the top)
+    own = body.get("instance_config")
+    out["instance_config"] = {**(own if isinstance(own, dict) else {}), "mask_sample": not r["valid"]}
     out["failure_kind"] = None if r["valid"] else f"rewardhub:{r.get('reason')}"
     out["failure_reason"] = (
         None if r["valid"] else (r.get("error") or (r.get("details") or {}).get("message") or r.get("reason"))
