@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 import httpx
@@ -219,6 +220,33 @@ async def test_nemo_rl_masks_an_unscorable_sample_where_it_reads_the_flag(
     stale = {**NEMO_VERIFY, "instance_config": {"mask_sample": True}}
     out = (await client.post("/verify", json=stale)).json()
     assert out["reward"] == 1.0 and out["instance_config"] == {"mask_sample": False}, out
+
+
+async def test_nemo_rl_reward_components_sum_to_the_reward(client: httpx.AsyncClient) -> None:
+    """NeMo RL takes `reward_components` as the objectives the scalar `reward` is the sum of (GDPO's
+    per-component advantages) and raises ValueError, ending the run, for a verify result whose reward is
+    not their sum (validate_reward_components_match_scalar). rewardhub's components are diagnostics
+    (calibration's correct/confidence/brier, format's checks, a composite's parts), not addends: they
+    were sent there, so the first calibration or format sample stopped a NeMo RL run. They are under
+    `rewardhub.components` instead, and no result carries `reward_components` NeMo RL would reject."""
+    text = "<think>six sevens</think><answer>\\boxed{42}</answer><confidence>0.7</confidence>"
+    row = {
+        "responses_create_params": {"input": "What is 6*7?"},
+        "response": {"output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]},
+        "expected_answer": "42",
+    }
+    for reward in ("calibration", "format", "f1", "math"):
+        out = (await client.post("/verify", json={**row, "reward": reward})).json()
+        assert out["mask_sample"] is False, out
+        components = out.get("reward_components") or {}
+        if components:  # NeMo RL's own check
+            assert math.isclose(out["reward"], sum(components.values()), rel_tol=1e-5, abs_tol=1e-6), out
+        assert out["rewardhub"]["components"], out  # the diagnostics are still answered
+    out = (await client.post("/verify", json={**row, "reward": "calibration"})).json()
+    assert out["rewardhub"]["components"]["confidence"] == 0.7
+    # a stored answer reverified: its stale components are not echoed as ours
+    stale = {**row, "reward": 0.91, "reward_components": {"correct": 1.0, "brier": 0.09}}
+    assert "reward_components" not in (await client.post("/verify", json=stale)).json()
 
 
 async def test_nemo_gym_session_and_metrics_endpoints(client: httpx.AsyncClient) -> None:

@@ -11,9 +11,11 @@ reward (default: the service's compat default, ``math``); ``verifier_metadata.un
 (``{"inputs": [...], "outputs": [...]}``) selects the ``code`` reward with stdin/stdout cases, or, with
 an ``fn_name``, LiveCodeBench's call-based tests (each input's lines the JSON arguments of a call to that
 function or ``Solution`` method, each output its JSON result). The
-answer echoes the request and adds ``reward``, ``reward_components``, and NeMo Gym's ``mask_sample`` /
-``failure_kind`` / ``failure_reason`` for items that could not be scored (masked, never a silent 0; the
-flag is also at ``instance_config.mask_sample``, where NeMo RL reads it).
+answer echoes the request and adds ``reward``, and NeMo Gym's ``mask_sample`` / ``failure_kind`` /
+``failure_reason`` for items that could not be scored (masked, never a silent 0; the flag is also at
+``instance_config.mask_sample``, where NeMo RL reads it). The reward's components are diagnostics, not
+addends of ``reward``, so they are under ``rewardhub.components``, not NeMo Gym's ``reward_components``
+(NeMo RL stops a run whose ``reward`` is not the sum of those).
 An item that failed *for the moment* (a timeout, a judge backend down, the sandbox failing: the
 transient reasons; or a service too full to take it, ``overloaded``) also carries
 ``_ng_failure_class: "transient"``: NeMo Gym's collector then writes the row to its failures sidecar,
@@ -150,7 +152,9 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
     r = outcome.results[0]
     out = dict(body)
     out["reward"] = float(r["score"]) if r["valid"] else 0.0
-    out["reward_components"] = {k: float(v) for k, v in (r.get("components") or {}).items() if v is not None}
+    # NeMo RL takes `reward_components` as the addends of `reward` (GDPO's objectives) and stops the run
+    # when they do not sum to it; rewardhub's components are diagnostics, so they go under `rewardhub`
+    out.pop("reward_components", None)  # (a stale one from a stored answer being reverified)
     out["mask_sample"] = not r["valid"]
     # NeMo RL reads the mask flag under `instance_config` (NeMo Gym's agents and metrics at the top)
     own = body.get("instance_config")
@@ -175,6 +179,7 @@ def to_response(body: dict[str, Any], outcome: ScoreOutcome) -> dict[str, Any]:
     out["rewardhub"] = {
         k: r.get(k) for k in ("reward", "score", "valid", "reason", "cached", "reward_version")
     }
+    out["rewardhub"]["components"] = r.get("components") or {}
     return out
 
 
