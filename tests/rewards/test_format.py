@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from reward_calls import score_text
@@ -152,3 +153,36 @@ def test_default_config_is_think_answer() -> None:
         True,
         True,
     )
+
+
+@pytest.mark.parametrize(
+    "blank",
+    [
+        "\u200b",  # zero-width space
+        "\u200c\u200d",  # zero-width non-joiner and joiner
+        " \ufeff \u2060 ",  # BOM and word joiner among spaces
+        "\u00ad",  # soft hyphen
+        "\u200e\u202e",  # bidi marks
+        "\x00",  # NUL
+    ],
+)
+async def test_a_section_of_invisible_characters_is_empty(client: httpx.AsyncClient, blank: str) -> None:
+    """``str.strip`` keeps zero-width and other format/control characters, so
+    ``<think>\\u200b</think><answer>\\u200b</answer>``, which renders as two empty sections and carries no
+    reasoning and no answer, passed every check and scored 1.0 where ``<think> </think><answer> </answer>``
+    scored 0: a policy could collect the format reward while saying nothing. Found in review."""
+    items = [
+        {"response": f"<think>{blank}</think><answer>{blank}</answer>"},
+        {"response": f"<think>a</think><answer>{blank}b{blank}</answer>"},  # visible text among them
+    ]
+    for config in ({}, {"partial_credit": True}):
+        resp = await client.post(
+            "/v1/score", json={"reward": {"name": "format", "config": config}, "items": items}
+        )
+        assert resp.status_code == 200, resp.text
+        empty, visible = resp.json()["results"]
+        assert empty["details"]["failed"] == ["think:nonempty", "answer:nonempty"], empty
+        assert (empty["valid"], empty["reason"]) == (True, "format")
+        assert empty["score"] == (6 / 8 if config else 0.0)
+        assert (visible["score"], visible["reason"]) == (1.0, None), visible
+        assert empty["reward_version"] == "1.0.1"

@@ -6,7 +6,8 @@ A format reward teaches the output shape a parser downstream depends on (DeepSee
 
 * ``<tag>:present``  an opening tag followed later by its closing tag (always checked);
 * ``<tag>:once``     exactly one opening and one closing tag (``exactly_once``);
-* ``<tag>:nonempty`` the first section holds more than whitespace (``require_nonempty``);
+* ``<tag>:nonempty`` the first section holds visible text, more than whitespace and invisible format or
+  control characters (``require_nonempty``: a zero-width space is no content);
 * ``order``          the sections come in the listed order, none inside another (``order``, 2+ tags);
 * ``strict``         nothing but whitespace outside the sections (``strict``).
 
@@ -31,6 +32,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.text import blank
 
 __all__ = ["PRESETS", "FormatConfig", "FormatReward", "format_checks"]
 
@@ -56,7 +58,10 @@ class FormatConfig(RewardConfig):
     order: bool = Field(True, description="The sections must appear in the order of `tags`.")
     strict: bool = Field(False, description="No text outside the sections except whitespace.")
     exactly_once: bool = Field(True, description="Each tag opens and closes exactly once.")
-    require_nonempty: bool = Field(True, description="Each section must contain non-whitespace text.")
+    require_nonempty: bool = Field(
+        True,
+        description="Each section must hold visible text (not only whitespace or zero-width characters).",
+    )
     partial_credit: bool = Field(False, description="Score the fraction of checks passed instead of 1/0.")
     response_prefix: str = Field(
         "",
@@ -118,8 +123,8 @@ def format_checks(text: str, config: FormatConfig) -> dict[str, bool]:
         if config.exactly_once:
             checks[f"{tag}:once"] = len(opens) == 1 and len(closes) == 1
         if config.require_nonempty:
-            checks[f"{tag}:nonempty"] = (
-                span is not None and text[span[0] + len(open_tag) : span[1] - len(close_tag)].strip() != ""
+            checks[f"{tag}:nonempty"] = span is not None and not blank(
+                text[span[0] + len(open_tag) : span[1] - len(close_tag)]
             )
     found = [s for s in spans if s is not None]
     complete = len(found) == len(spans)
@@ -138,7 +143,8 @@ def format_checks(text: str, config: FormatConfig) -> dict[str, bool]:
 @register
 class FormatReward(Reward[FormatConfig]):
     name: ClassVar[str] = "format"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: a section of zero-width characters (U+200B...) is empty, as one of whitespace is
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Required tagged sections (preset think_answer: <think>…</think><answer>…</answer>): presence, "
         "once, non-empty, order, nothing outside; 1/0 or the fraction of checks passed."

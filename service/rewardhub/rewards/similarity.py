@@ -24,7 +24,6 @@ reasoning trace compared this way is compared by its opening, not by its answer.
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -35,6 +34,7 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
+from rewardhub.rewards.text import blank
 
 __all__ = [
     "SimilarityConfig",
@@ -53,14 +53,6 @@ class SimilarityConfig(RewardConfig):
     scale: Literal["cosine", "unit"] = Field(
         "cosine", description="cosine in [-1, 1], or unit: (cos + 1) / 2."
     )
-
-
-def blank(text: str) -> bool:
-    """Whether a text says nothing: only whitespace and invisible format/control characters (zero-width
-    space, soft hyphen, BOM, NUL). The tokenizer drops those, so the model embeds the text as it embeds
-    "": a zero-width space scored an answer's cosine (-0.005 on MiniLM against a cat sentence, above an
-    off-topic answer's -0.05) where an empty response scores the floor, and two of them cosine 1.0."""
-    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
 
 
 def reference_texts(reference: Any, keep_blank: bool = False) -> list[str | None] | None:
@@ -177,6 +169,9 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             if refs is None:
                 outcomes[i] = no_reference(self.name, item.reference)
                 continue
+            # blank: the tokenizer drops invisible characters, so the model embeds a zero-width space as
+            # it embeds "": it scored an answer's cosine (-0.005 on MiniLM against a cat sentence, above
+            # an off-topic answer's -0.05) where an empty response scores the floor, and two of them 1.0.
             if blank(item.response):
                 # The scale's floor: 0.0 on the cosine scale put an empty answer above every off-topic one
                 # whose cosine is negative (MiniLM gives unrelated sentences -0.05), so a GRPO group

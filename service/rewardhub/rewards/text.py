@@ -11,6 +11,9 @@ that would otherwise be nothing (the option letter "A").
 score_model, math, majority_vote, multiple_choice, exact_match, f1, string_check, text_similarity,
 code, sql and json_schema rewards (and regex comparing a group) read instead of the reasoning.
 Tags match exactly (``<think>``, ``</think>``: the tokens reasoning models emit), in every reward.
+
+:func:`blank` is what "says nothing" means wherever a reward asks (an empty answer, an empty tagged
+section, a blank reference): whitespace and invisible format or control characters only.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "after_think_at",
     "answer_span",
     "answer_text",
+    "blank",
     "squad_normalize",
     "squad_pair",
     "squad_tokens",
@@ -103,3 +107,11 @@ def answer_text(text: str) -> str:
     """The text of :func:`answer_span`: the answer, without the reasoning before or after it."""
     start, end = answer_span(text)
     return text[start:end]
+
+
+def blank(text: str) -> bool:
+    """Whether a text says nothing: only whitespace and invisible format/control characters (Unicode
+    categories Cf and Cc: zero-width space and joiners, soft hyphen, BOM, bidi marks, NUL), which render
+    as nothing and which a tokenizer or a reader drops. ``str.strip`` keeps them, so a zero-width space
+    passed for an answer where an empty one did not."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text.strip())
