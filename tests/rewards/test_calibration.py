@@ -79,6 +79,11 @@ FORMAT_FAILURES: list[tuple[str, str]] = [
     ("<answer>Paris</answer><confidence>NaN</confidence>", "unreadable confidence: not a number"),
     ("Paris <confidence>0.8</confidence>", "no <answer> tag"),
     ("<answer>  </answer><confidence>0.8</confidence>", "the <answer> tag is empty"),
+    # invisible characters are no answer either (found in review: str.strip keeps them, so a zero-width
+    # space went to the verifier as an answer, scored wrong: with format_weight it earned the weight that
+    # marks a well-formed response, and a group verifier counted it as a vote)
+    ("<answer>\u200b</answer><confidence>0</confidence>", "the <answer> tag is empty"),
+    ("<answer> \ufeff\u2060\u00ad </answer><confidence>0.8</confidence>", "the <answer> tag is empty"),
     ("<think><answer>Paris</answer><confidence>0.8</confidence></think> Paris", "no <answer> tag"),
     # reasoning cut off before </think>: a draft answer and confidence inside it are not the response's
     ("<think>Maybe <answer>Paris</answer><confidence>0.8</confidence>", "no <answer> tag"),
@@ -112,6 +117,10 @@ async def test_brier_only_and_format_weight(client: httpx.AsyncClient) -> None:
     assert [r["score"] for r in brier] == [1 - (0.8 - 1) ** 2, 1 - 0.8**2, 0.0]
     weighted = await score(client, items, {**EM, "format_weight": 0.5})
     assert [r["score"] for r in weighted] == [rlcr(True, 0.8) + 0.5, rlcr(False, 0.8) + 0.5, 0.0]
+    # an invisible answer is no well-formed response: no format weight (it had 0.5 as a wrong answer at q = 0)
+    zwsp = {"response": "<answer>\u200b</answer><confidence>0</confidence>", "reference": "Paris"}
+    [blank] = await score(client, [zwsp], {**EM, "format_weight": 0.5})
+    assert (blank["score"], blank["reason"], blank["components"]["format_ok"]) == (0.0, "format", 0.0)
 
 
 async def test_log_score(client: httpx.AsyncClient) -> None:
@@ -155,7 +164,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.3+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.4+")  # includes the verifier's version
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:

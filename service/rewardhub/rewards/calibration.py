@@ -21,8 +21,9 @@ Note the incentive at the format boundary: a wrong answer at q = 1 scores −1 u
 format failure (0). RLCR trains with a separate +0.5 format term for that reason; ``format_weight: 1``
 restores "any well-formed response ≥ a malformed one".
 
-Format (valid iff all hold): the last complete answer tag exists and holds non-whitespace text (no
-answer tag, or an empty one, is a format failure: there is nothing to verify), and the last complete
+Format (valid iff all hold): the last complete answer tag exists and holds visible text (no answer tag,
+or an empty one, is a format failure: there is nothing to verify; a zero-width space or another invisible
+format/control character is no text, :func:`~rewardhub.rewards.text.blank`), and the last complete
 confidence tag parses (:mod:`rewardhub.rewards.confidence`). With ``after_think`` (default) only the
 text after the last ``</think>`` and before a ``<think>`` it never closes is searched, so tags the model
 mentions while thinking don't count (a response cut off inside its reasoning has none to read).
@@ -59,7 +60,7 @@ from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.confidence import last_tag, parse_confidence
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import answer_text, blank
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
 
@@ -162,7 +163,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     name: ClassVar[str] = "calibration"
     # 1.0.2: a group verifier (majority_vote) counts the answers of every member, format failures included
     # 1.0.3: in a group whose id is "" too
-    version: ClassVar[str] = "1.0.3"
+    # 1.0.4: an answer of zero-width (invisible format/control) characters is empty: a format failure
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -189,7 +191,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
         q = conf.value if conf is not None else None
         if answer is None:
             return _Parsed(None, q, f"no <{config.answer_tag}> tag")
-        if not answer.strip():
+        if blank(answer):
             return _Parsed(None, q, f"the <{config.answer_tag}> tag is empty")
         if conf is None:
             return _Parsed(answer, None, f"no <{config.confidence_tag}> tag")
