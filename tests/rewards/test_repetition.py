@@ -142,3 +142,36 @@ async def test_long_batches_are_counted_in_the_cpu_workers_not_on_the_event_loop
     for r in resp.json()["results"]:
         assert r["score"] == pytest.approx(-fraction) and r["details"]["ngrams"] == total
     assert order == ["health", "score"]  # the event loop kept serving
+
+
+async def test_a_text_of_one_letter_words_is_counted_in_the_cpu_workers(client: httpx.AsyncClient) -> None:
+    """Whether a request is counted on the event loop was decided on its words taken as one per 8
+    characters: prose, but a degenerate text of one-digit words ("1 0 1 1 0 ...") has one per 2, so 1 MB
+    of it at ngram_size 8 (an estimate of 3.1 million of the 4 million units allowed, really 12.5
+    million) held the event loop for 0.4 s where 0.1 s was meant. Found in review. Its words are counted
+    now, and it goes to the workers; a short text still runs inline."""
+    import random
+
+    rng = random.Random(7)
+    digits = " ".join(str(rng.randint(0, 9)) for _ in range(520_000))  # 1,040,000 characters
+    pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+
+    def done() -> int:  # items the CPU workers have counted (each slot keeps its own tally)
+        return sum(slot.items_done for slot in pool._slots)
+
+    for text, in_workers in ((digits, True), ("the cat sat the cat sat", False)):
+        before = done()
+        body = {
+            "reward": {"name": "repetition", "config": {"ngram_size": 8}},
+            "items": [{"response": text}],
+            "options": {"use_cache": False},
+        }
+        resp = await client.post("/v1/score", json=body)
+        assert resp.status_code == 200, resp.text[:500]
+        [r] = resp.json()["results"]
+        fraction, total, _ = repeated_fraction(text.split(), 8)
+        assert r["score"] == pytest.approx(-fraction) and r["details"]["ngrams"] == total
+        assert done() - before == (1 if in_workers else 0), text[:20]
+    from rewardhub.rewards.repetition import runs_inline  # the decision itself (after: absent before)
+
+    assert runs_inline(["the cat sat"], 8) and not runs_inline([digits], 8)
