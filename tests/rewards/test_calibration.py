@@ -25,6 +25,7 @@ async def score(
 
 
 def rlcr(correct: bool, q: float) -> float:
+    """algorithms.md §3.1 (paper form): R = 1[y ≡ y*] − (q − 1[y ≡ y*])²."""
     c = 1.0 if correct else 0.0
     return c - (q - c) ** 2
 
@@ -113,7 +114,7 @@ async def test_brier_only_and_format_weight(client: httpx.AsyncClient) -> None:
         {"response": "<answer>Lyon</answer><confidence>0.8</confidence>", "reference": "Paris"},
         {"response": "<answer>Lyon</answer><confidence>bad</confidence>", "reference": "Paris"},
     ]
-    brier = await score(client, items, {**EM, "scoring": "brier"})
+    brier = await score(client, items, {**EM, "scoring": "brier"})  # algorithms.md §3.2: 1 − (acc − conf)²
     assert [r["score"] for r in brier] == [1 - (0.8 - 1) ** 2, 1 - 0.8**2, 0.0]
     weighted = await score(client, items, {**EM, "format_weight": 0.5})
     assert [r["score"] for r in weighted] == [rlcr(True, 0.8) + 0.5, rlcr(False, 0.8) + 0.5, 0.0]

@@ -32,6 +32,8 @@ COSINE = {"mode": "cosine", "max_length": 100, "unit": "chars"}
     ],
 )
 async def test_dapo_overlong(length: int, expected: float) -> None:
+    # algorithms.md §4.3 (DAPO overlong reward shaping): 0 up to L_max − L_cache, then
+    # ((L_max − L_cache) − |y|) / L_cache down to −1 at L_max, −1 past it
     out = await score_item(REWARD, ScoreItem(response="x" * length), **DAPO)
     assert out.score == pytest.approx(expected)
     assert out.components == {"length": float(length)}
@@ -53,6 +55,8 @@ async def test_dapo_overlong(length: int, expected: float) -> None:
     ],
 )
 async def test_cosine(length: int, correct: bool, expected: float) -> None:
+    # algorithms.md §5.4: R = v_min + ½(v_max − v_min)(1 + cos(π·min(|y|/L_max, 1))); correct (0.5, 1.0),
+    # wrong (−0.5, −1.0), the bounds swapped so a short wrong answer scores lowest
     item = ScoreItem(response="x" * length, metadata={"correct": correct})
     out = await score_item(REWARD, item, **COSINE)
     assert out.score == pytest.approx(expected)
