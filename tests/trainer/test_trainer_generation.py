@@ -257,6 +257,44 @@ def test_vllm_weight_sync_drops_the_prefix_cache(
     assert events == [f"load {len(model.state_dict())}", "reset"]
 
 
+def test_vllm_weight_sync_finds_the_engine_in_process(
+    tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM >= 0.11 (the extra's floor) has only the V1 engine, whose ``LLM`` runs the engine core in a
+    child process by default (``VLLM_ENABLE_V1_MULTIPROCESSING=1``): ``llm_engine`` then has no
+    ``model_executor`` (vllm/v1/engine/llm_engine.py sets it only ``if not multiprocess_mode``), so the
+    first weight sync after the first optimizer step died with AttributeError. Found in review. The
+    generator now asks for the in-process engine core before it builds the engine, whose model the
+    trainer's weights can be loaded into. The stand-in engine at the boundary does what vLLM's does."""
+    model, tok = tiny
+    loaded: list[int] = []
+
+    class FakeRunnerModel:
+        def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+            loaded.append(len(weights))
+
+    class FakeLLM:
+        def __init__(self, **kwargs: Any):
+            self.llm_engine = SimpleNamespace()
+            if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":  # vLLM's default: "1"
+                runner = SimpleNamespace(model=FakeRunnerModel())
+                self.llm_engine.model_executor = SimpleNamespace(
+                    driver_worker=SimpleNamespace(worker=SimpleNamespace(model_runner=runner))
+                )
+
+        def reset_prefix_cache(self) -> bool:
+            return True
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = FakeLLM  # type: ignore[attr-defined]
+    fake.SamplingParams = SimpleNamespace  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)  # restored after the test
+    gen = make_generator("vllm", model, tok, GenerationConfig(), "/m", "float32")
+    gen.sync_weights(model)
+    assert loaded == [len(model.state_dict())]
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -237,6 +238,11 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
         # the same ids as transformers' sampler (tokenizer + the checkpoint's generation_config): vLLM
         # stops on the generation_config ones too, and a completion ending in one is not truncated
         self.eos = set(eos)
+        # The weights are loaded into the engine's model after every optimizer step (sync_weights), which
+        # needs the engine core in this process. vLLM >= 0.11 is V1 only, and its LLM runs the engine core
+        # in a child process by default, where llm_engine has no model_executor at all (set only when
+        # VLLM_ENABLE_V1_MULTIPROCESSING is off, read when the engine is built): the first sync failed.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         self.llm = vllm.LLM(
             model=model_path,
             dtype=dtype,
@@ -271,8 +277,13 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
                 for k, v in model.state_dict().items()
                 if "lora_" not in k
             }
-            engine = self.llm.llm_engine
-            runner = engine.model_executor.driver_worker.worker.model_runner
+            executor = getattr(self.llm.llm_engine, "model_executor", None)
+            if executor is None:
+                raise RuntimeError(
+                    "the vLLM engine runs out of process, so the trained weights cannot be loaded into it "
+                    "(VLLM_ENABLE_V1_MULTIPROCESSING must be 0 when the engine is built)"
+                )
+            runner = executor.driver_worker.worker.model_runner
             runner.model.load_weights(weights=list(state.items()))
             # Prefix caching keeps KV blocks the old weights computed, and every prompt shares the chat
             # template's head: without this the next step samples from a mix of old and new policy.
