@@ -610,24 +610,17 @@ class CodeReward(Reward[CodeConfig]):
         # The wall clock decided a case (the item's total spent, or a timeout with CPU time to spare):
         # the verdict depends on the host's load, so the result is returned but not cached.
         by_wall = raw.deadline_hit
+        limit = min(config.timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
         for k, (_, expected) in enumerate(task.cases):
             run = report.runs.get(k)
             label = f"case {k}"
-            if run is None:
-                results.append((label, False, why_missing))
-            elif run.status == "skipped":  # the item's total time was spent before this case's turn
-                by_wall = True
-                results.append((label, False, "not run: total time limit"))
-            elif run.status == "timeout":
-                limit = min(config.timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
-                by_wall = by_wall or not _cpu_limit_hit(run, limit)
-                results.append((label, False, f"timeout ({limit:g}s)"))
-            elif run.status == "output_limit":
-                results.append((label, False, "output limit exceeded"))
-            elif run.status != "exited" or run.return_code != 0:
-                what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
-                results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
-            elif outputs_match(run.stdout, expected, config.output_match, config.float_tolerance):
+            failure, wall = _run_failure(run, why_missing, limit, f"timeout ({limit:g}s)")
+            by_wall = by_wall or wall
+            if failure is not None:
+                results.append((label, False, failure))
+                continue
+            assert run is not None  # (a missing run is a failure)
+            if outputs_match(run.stdout, expected, config.output_match, config.float_tolerance):
                 results.append((label, True, ""))
             else:
                 results.append(
@@ -708,23 +701,16 @@ class CodeReward(Reward[CodeConfig]):
         results: list[tuple[str, bool, str]] = []
         for k, label in enumerate(labels):
             run = report.runs.get(k)
-            if run is None:
-                results.append((label, False, why_missing))
-            elif run.status == "skipped":  # the item's total time was spent before the run's turn
-                by_wall = True
-                results.append((label, False, "not run: total time limit"))
-            elif run.status == "timeout":
-                by_wall = by_wall or not _cpu_limit_hit(run, cpu_limit)
-                results.append((label, False, f"timeout ({cpu_limit:.3g}s of CPU)"))
-            elif run.ok and marker.encode() in run.stdout:
+            failure, wall = _run_failure(run, why_missing, cpu_limit, f"timeout ({cpu_limit:.3g}s of CPU)")
+            by_wall = by_wall or wall
+            if failure is not None:
+                results.append((label, False, failure))
+                continue
+            assert run is not None  # (a missing run is a failure)
+            if marker.encode() in run.stdout:
                 results.append((label, True, ""))
-            elif run.ok:
-                results.append((label, False, "the program exited before the tests finished"))
-            elif run.status == "output_limit":
-                results.append((label, False, "output limit exceeded"))
             else:
-                what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
-                results.append((label, False, f"{what}: {_tail(run.stderr, 300)}"))
+                results.append((label, False, "the program exited before the tests finished"))
         if task.language.name == "bash":
             failed = [
                 run for k, (_, passed, _) in enumerate(results) if not passed and (run := report.runs.get(k))
@@ -806,6 +792,27 @@ def _cpu_limit_hit(run: RunReport, limit_s: float) -> bool:
     cut it off. ``RLIMIT_CPU``'s ``SIGXCPU`` counts: the kernel samples CPU time by ticks and may send
     it with the run's exact CPU time (its rusage) a little under the limit, on a loaded host often."""
     return run.cpu_s >= limit_s or run.signal == signal.SIGXCPU
+
+
+def _run_failure(
+    run: RunReport | None, why_missing: str, limit_s: float, timeout_message: str
+) -> tuple[str | None, bool]:
+    """The verdict of a case's (or a JavaScript/bash test's) run that did not exit with status 0: not
+    run, skipped, a timeout at ``limit_s`` of CPU time, the output cut off, a crash; None when it did,
+    and its output decides. The second value: whether the wall clock decided it (the item's total
+    time spent before its turn, a timeout with CPU time to spare), a result not to cache."""
+    if run is None:
+        return why_missing, False
+    if run.status == "skipped":  # the item's total time was spent before the run's turn
+        return "not run: total time limit", True
+    if run.status == "timeout":
+        return timeout_message, not _cpu_limit_hit(run, limit_s)
+    if run.status == "output_limit":
+        return "output limit exceeded", False
+    if not run.ok:
+        what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
+        return f"{what}: {_tail(run.stderr, 300)}", False
+    return None, False
 
 
 def _why_missing(raw: RawRun, done: bool) -> str:
