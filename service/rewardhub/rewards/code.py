@@ -477,7 +477,9 @@ class CodeReward(Reward[CodeConfig]):
     # it: every solution failed that case); JavaScript tests requiring a module node cannot load here are
     # unsupported (were a 0.0), as are bash tests failing at a program the reference calls and the
     # sandbox lacks (jq, bc, python2: `command not found`, were a 0.0)
-    version: ClassVar[str] = "1.3.5"
+    # 1.3.6: JavaScript/bash tests' completion marker is in two pieces in the program's text (a program
+    # that printed its own source and exited passed)
+    version: ClassVar[str] = "1.3.6"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -725,7 +727,11 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
     """The one program of a JavaScript/bash solution and its tests, ``marker`` printed once a test
     passed. One test runs as it is; of several, the one whose number the run's stdin holds (the
     solution runs first, as it does before a string of tests: a solution that read the stdin itself
-    leaves none, which fails the test, never runs another)."""
+    leaves none, which fails the test, never runs another).
+
+    The marker is in two pieces in the program's text, joined only when printed: a program that printed
+    its own source (``cat "$0"``, ``readFileSync(__filename)``) and exited printed it whole, and passed."""
+    head, tail = marker[:-12], marker[-12:]
     if language == "javascript":
         # The setup and tests in a block of their own: their `const assert = require('assert')` (or any
         # let/const/class) beside the same one in the solution was a redeclaration, a SyntaxError that
@@ -742,8 +748,10 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
                 f"{branches}{{ throw new Error('no test selected: the program read its standard input'); }}"
             )
         return (
-            f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{body}\n}}\n;process.stdout.write('\\n{marker}\\n');\n"
+            f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{body}\n}}\n"
+            f";process.stdout.write('\\n{head}' + '{tail}\\n');\n"
         )
+    finish = f"echo '{head}''{tail}'"
     if len(tests) == 1:
         body = tests[0]
     else:
@@ -753,7 +761,7 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
             f"builtin read -r __rewardhub_test || :\n{branches}"
             "else\necho 'no test selected: the program read its standard input' >&2\nexit 2\nfi"
         )
-    return f"{code}\n{setup}\n{body}\necho '{marker}'\n"
+    return f"{code}\n{setup}\n{body}\n{finish}\n"
 
 
 # Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
