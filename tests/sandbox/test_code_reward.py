@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
 from rewardhub.rewards.code import outputs_match
 from rewardhub.rewards.code_extract import extract_code
 from rewardhub.sandbox import LANGUAGES
@@ -413,6 +414,42 @@ async def test_assert_style_tests_in_javascript_and_bash(client: httpx.AsyncClie
     assert messages["ok"] == (1.0, "")
     assert messages["killed"][0] == 0.0 and messages["killed"][1].startswith("killed by signal 9"), messages
     assert messages["flood"] == (0.0, "output limit exceeded"), messages
+
+
+async def test_bash_tests_that_end_in_exit_0_pass_a_correct_solution(client: httpx.AsyncClient) -> None:
+    """Bash test files often end in `exit 0`, their own word that the tests passed: the completion marker
+    after them was never reached, and every solution, a correct one too, failed them (found in review).
+    Their `exit 0` prints it now; the solution's own `exit 0` still does not."""
+    checks = '[ "$(add 1 2)" = 3 ] || { echo "add 1 2 failed"; exit 1; }\n'
+    references: list[dict[str, Any]] = [
+        {"tests": checks + "echo 'all passed'\nexit 0\n"},
+        {"tests": checks + "exit 0  # done\n"},
+        {"tests": 'if [ "$(add 2 2)" = 4 ]; then exit 0; else exit 1; fi\n'},
+        {"tests": 'check() { [ "$(add 2 2)" = 4 ] && exit 0; exit 1; }\ncheck\n'},
+        {"tests": [checks + "exit 0", '[ "$(add 40 2)" = 42 ] || exit 1\nexit 0;']},
+    ]
+    programs = {
+        "add() { echo $(($1 + $2)); }\n": 1.0,
+        "add() { echo 0; }\n": 0.0,
+        "add() { echo $(($1 + $2)); }\nexit 0\n": 0.0,  # the tests never run
+        "add() { exit 0; }\n": 0.0,
+    }
+    items = [
+        {"response": f"```bash\n{program}```", "reference": {"language": "bash", **reference}}
+        for reference in references
+        for program in programs
+    ]
+    results = await score_results(client, "code", items)
+    got = [
+        (item["reference"]["tests"], item["response"], r["score"])
+        for item, r in zip(items, results, strict=True)
+    ]
+    want = [
+        (reference["tests"], f"```bash\n{p}```", score)
+        for reference in references
+        for p, score in programs.items()
+    ]
+    assert got == want
 
 
 async def test_javascript_and_bash_test_lists_are_one_test_a_string(client: httpx.AsyncClient) -> None:

@@ -12,7 +12,8 @@ Reference (an object):
   called by the judge, each on its own; ones that take fixtures or have set-up methods are ``unsupported``.
 * JavaScript/bash assert-style tests: ``{"language": "javascript", "tests": ..., "setup": ...}``, run in
   the solution's own program after it and the setup. A string is one test; a list is one test a string,
-  each in a run of its own (a test sees the setup's declarations, not an earlier test's).
+  each in a run of its own (a test sees the setup's declarations, not an earlier test's). A bash test's
+  own ``exit 0`` ends it as finished (the solution's, before the tests ran, fails them).
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
@@ -478,7 +479,8 @@ class CodeReward(Reward[CodeConfig]):
     # unsupported (were a 0.0), as are bash tests failing at a program the reference calls and the
     # sandbox lacks (jq, bc, python2: `command not found`, were a 0.0)
     # 1.3.6: JavaScript/bash tests' completion marker is in two pieces in the program's text (a program
-    # that printed its own source and exited passed)
+    # that printed its own source and exited passed); a bash test's own `exit 0` prints it (such tests
+    # failed every solution, a correct one too)
     version: ClassVar[str] = "1.3.6"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -730,7 +732,8 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
     leaves none, which fails the test, never runs another).
 
     The marker is in two pieces in the program's text, joined only when printed: a program that printed
-    its own source (``cat "$0"``, ``readFileSync(__filename)``) and exited printed it whole, and passed."""
+    its own source (``cat "$0"``, ``readFileSync(__filename)``) and exited printed it whole, and passed.
+    A bash test's own ``exit 0`` (its tests done) prints it first (:func:`_bash_exit_zero`)."""
     head, tail = marker[:-12], marker[-12:]
     if language == "javascript":
         # The setup and tests in a block of their own: their `const assert = require('assert')` (or any
@@ -752,6 +755,7 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
             f";process.stdout.write('\\n{head}' + '{tail}\\n');\n"
         )
     finish = f"echo '{head}''{tail}'"
+    tests = [_bash_exit_zero(t, finish) for t in tests]
     if len(tests) == 1:
         body = tests[0]
     else:
@@ -762,6 +766,21 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
             "else\necho 'no test selected: the program read its standard input' >&2\nexit 2\nfi"
         )
     return f"{code}\n{setup}\n{body}\n{finish}\n"
+
+
+# A bash test's `exit 0` as a command of its own (at a line's start, or after `;`, `&&`, `||`, `{`,
+# `then`, `else`, `do`), ending its command (`;`, a comment or the line's end after it).
+_BASH_EXIT_ZERO = re.compile(
+    r"(^|;|&&|\|\||\{|\b(?:then|else|do))([ \t]*)exit[ \t]+0(?=[ \t]*(?:;|#|$))", re.M
+)
+
+
+def _bash_exit_zero(test: str, finish: str) -> str:
+    """A bash test whose ``exit 0`` commands (its own word that the tests passed: test files often end
+    with one) print the marker before they exit: the marker after the test was never reached, and every
+    solution, a correct one too, failed such tests. ``{ finish; exit 0; }`` stands wherever the command
+    did. The solution's own ``exit 0`` is not in the test's text: it still prints nothing."""
+    return _BASH_EXIT_ZERO.sub(lambda m: f"{m.group(1)}{m.group(2)}{{ {finish}; exit 0; }}", test)
 
 
 # Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
