@@ -107,9 +107,23 @@ class CodeConfig(RewardConfig):
             raise ValueError(f"unknown language {v!r}; known: {', '.join(known)}")
         return v
 
-    timeout_s: float = Field(5.0, gt=0, le=300, description="Per test (one assert, one case), seconds.")
-    total_timeout_s: float = Field(30.0, gt=0, le=600, description="Per item, all tests together, seconds.")
-    compile_timeout_s: float = Field(10.0, gt=0, le=300, description="Compiling (C, C++), seconds.")
+    timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="Per test (one assert, one case), seconds of the program's CPU time (the wall clock "
+        "caps it at 3x).",
+    )
+    total_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Per item, all tests together, wall-clock seconds in the sandbox (not the queue): tests "
+        "it cut off fail, and the result is not cached.",
+    )
+    compile_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="Compiling (C, C++), seconds of the compiler's CPU time."
+    )
     memory_mb: int | None = Field(
         None, ge=64, le=65536, description="Address-space limit per process, MiB (default: the server's)."
     )
