@@ -59,8 +59,10 @@ Layers
   ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.
 
 Known limits (documented, not hidden): assert-style tests for C, C++, JavaScript and bash run in the
-same process as the solution (a completion marker catches an early ``exit(0)``, but a deliberately
-adversarial program could forge it; use stdin/stdout cases for those languages when that matters);
+same process as the solution (a completion marker catches an early ``exit(0)``, but an adversarial
+program forges a pass with one line: ``require('assert').strictEqual = () => {}``, its own ``require``,
+bash's ``exit() { :; }`` or ``[() { :; }``, the marker read from its own source; use stdin/stdout cases
+for those languages when that matters);
 helpers the tests take from the solution's namespace (HumanEval's ``poly``, ``encode_cyclic``: given
 in the prompt, so part of the response) are the solution's to redefine, as in any harness that runs
 prompt, completion and tests together; ``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
