@@ -2,7 +2,8 @@
 
 * :class:`RewardClient` / :class:`AsyncRewardClient` — score batches, list rewards, submit jobs;
 * :mod:`rewardhub_client.trl` — a reward function for TRL's ``GRPOTrainer(reward_funcs=...)``;
-* :mod:`rewardhub_client.verl` — ``compute_score`` for verl's ``custom_reward_function``.
+* :mod:`rewardhub_client.verl` — ``compute_score`` for verl's ``custom_reward_function``;
+* :mod:`rewardhub_client.slime` — ``reward_func`` for slime's ``--custom-rm-path``.
 """
 
 from __future__ import annotations

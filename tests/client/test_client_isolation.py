@@ -12,6 +12,7 @@ for blocked in ("rewardhub", "fastapi", "starlette", "redis", "sympy", "math_ver
 import rewardhub_client
 import rewardhub_client.trl
 import rewardhub_client.verl
+import rewardhub_client.slime
 from rewardhub_client import RewardClient, AsyncRewardClient
 c = RewardClient("http://127.0.0.1:9")
 c.close()

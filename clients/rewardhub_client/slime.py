@@ -1,0 +1,363 @@
+"""A custom reward function for slime (THUDM/slime) that gets its rewards from a rewardhub service.
+
+::
+
+    export REWARDHUB_URL=http://localhost:8000
+    python -m slime ... --custom-rm-path rewardhub_client.slime.reward_func [--group-rm]
+
+slime loads the function with ``load_function``, a dotted path (``module.function``, no colon), and
+awaits it as ``reward_func(args, sample)`` for each sample, or ``reward_func(args, samples)`` with a
+list: a whole group with ``--group-rm``, or the samples a custom generate function made of one rollout.
+A list goes to the service as one request (chunked only past the client's ``chunk_size``, a group never
+split), its samples with the same ``group_index`` as one ``group``; a single sample is sent alone and
+claims no group (a group reward answers it ``unsupported``: use ``--group-rm``).
+
+Unlike slime's ``remote_rm``, which can only return a number, a sample the service could not score
+(``valid: false``) gets ``sample.remove_sample = True``, which slime turns into a zero loss mask: it is
+left out of the loss instead of training as reward 0.0. Every scored sample gets
+``sample.metadata["rewardhub"] = {"valid", "reason", "cached", "components"}``. The reward returned is a
+number: leave slime's ``--reward-key`` and ``--log-reward-category`` unset (both read a dict reward).
+
+slime still puts a removed sample's reward into its group's mean and std (its ``remove_sample`` masks the
+loss only), so the number returned for an invalid sample is chosen not to move the others' advantages:
+in a list call, the mean of the valid rewards of its group in that call (a group of ``[1, 1, 1,
+invalid]`` is then ``[1, 1, 1, 1]``, no signal, as its valid members say; with 0.0 the three valid ones
+would get a positive advantage). A single-sample call cannot see its group, so prefer ``--group-rm``
+where invalid samples are expected.
+
+Configuration, by environment variable (read at first use) or :func:`configure`:
+
+* ``REWARDHUB_URL`` (default ``http://127.0.0.1:8000``), ``REWARDHUB_API_KEY``;
+* ``REWARDHUB_SLIME_DEFAULT_REWARD`` — the reward when a sample's ``label`` names none (default
+  ``math``). A label is the reference, or a JSON task spec picking the reward, as for the
+  ``/compat/slime/reward`` endpoint: ``{"verifier": "math", "answer": "32"}`` (``reward``/``verifier``/
+  ``rm_type``, optional ``config``, the reference under ``reference``/``answer``/``ground_truth``/
+  ``label``/``solution``);
+* ``REWARDHUB_SLIME_INVALID_REWARD`` — the reward returned for a sample that was not scored (it is
+  removed from the loss either way): ``group_mean`` (default; 0.0 where its call has no valid sample of
+  its group, and for a single-sample call) or a number;
+* ``REWARDHUB_SLIME_ON_REQUEST_FAILURE`` — a list call whose request partly failed after the client's
+  retries (unreachable, a timeout, 5xx, 408, 429): ``invalid`` (default) keeps the answered rewards and
+  removes the failed samples (reason ``request_failed``), warning once per process; ``raise`` raises the
+  client's error. A call of which nothing was answered raises either way (a single-sample call is one
+  request);
+* ``REWARDHUB_SLIME_CHECK`` — ``0`` skips the start check: the first call with a reward spec asks the
+  service whether it can run it (``POST /v1/rewards/check``, once per spec per process) and raises
+  :class:`~rewardhub_client.RewardUnavailable` when it cannot, instead of removing every sample.
+
+The question goes as the item's ``prompt``: ``Sample.prompt`` is the chat-templated string (sent as its
+last user turn) or the chat messages (the last user message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardhub_client.client import AsyncRewardClient
+from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
+from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
+
+__all__ = ["configure", "reward_func"]
+
+_REQUEST_FAILED = "request_failed"
+_SPEC_KEYS = ("reward", "verifier", "rm_type")
+_REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
+# A user turn in the chat templates slime renders prompts with (the service's compat endpoints read the
+# same ones): ChatML, Llama 3, Gemma, Phi-3, DeepSeek V3/R1, Mistral/Llama 2 [INST].
+_USER_TURNS = (
+    re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),
+    re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.S),
+    re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
+    re.compile(r"<\|user\|>\n?(.*?)<\|end\|>", re.S),
+    re.compile(r"<｜User｜>(.*?)<｜Assistant｜>", re.S),
+    re.compile(r"\[INST\](.*?)\[/INST\]", re.S),
+)
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}  # replaced whole by configure(), never changed in place
+_clients: dict[tuple[str, str | None], AsyncRewardClient] = {}
+_warned: list[bool] = []  # [True] once a partly failed call has warned in this process
+
+
+def configure(
+    url: str | None = None,
+    *,
+    default_reward: str | Mapping[str, Any] | None = None,
+    api_key: str | None = None,
+    invalid_reward: float | str | None = None,
+    check: bool | None = None,
+    on_request_failure: str | None = None,
+    client: AsyncRewardClient | None = None,
+) -> None:
+    """Set the service and options explicitly (otherwise taken from the environment, see the module
+    docstring). ``invalid_reward``: a number or ``"group_mean"``; ``client``: an
+    :class:`AsyncRewardClient` to send through (its URL and key are then used, ``url`` and ``api_key``
+    must not be given)."""
+    global _state
+    if client is not None and (url is not None or api_key is not None):
+        raise ValueError("url and api_key go to the AsyncRewardClient passed as client")
+    state: dict[str, Any] = {"client": client}
+    state["url"] = (
+        client.base_url
+        if client is not None
+        else url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
+    )
+    state["api_key"] = (
+        client.api_key if client is not None else api_key or os.environ.get("REWARDHUB_API_KEY")
+    )
+    default = default_reward or os.environ.get("REWARDHUB_SLIME_DEFAULT_REWARD", "math")
+    if isinstance(default, str) and default.lstrip().startswith("{"):
+        default = json.loads(default)
+    state["default"] = default if isinstance(default, str) else RewardSpec.model_validate(default)
+    invalid: float | str = (
+        invalid_reward
+        if invalid_reward is not None
+        else os.environ.get("REWARDHUB_SLIME_INVALID_REWARD", "group_mean")
+    )
+    if isinstance(invalid, str):
+        if invalid.strip().lower() == "group_mean":
+            invalid = "group_mean"
+        else:
+            try:
+                invalid = float(invalid)
+            except ValueError:
+                raise ValueError(
+                    "invalid_reward (REWARDHUB_SLIME_INVALID_REWARD) must be a number or 'group_mean', "
+                    f"not {invalid!r}"
+                ) from None
+    state["invalid"] = invalid
+    env_check = os.environ.get("REWARDHUB_SLIME_CHECK", "1").strip().lower()
+    state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
+    failure = (
+        (on_request_failure or os.environ.get("REWARDHUB_SLIME_ON_REQUEST_FAILURE") or "invalid")
+        .strip()
+        .lower()
+    )
+    if failure not in ("invalid", "raise"):
+        raise ValueError(
+            "on_request_failure (REWARDHUB_SLIME_ON_REQUEST_FAILURE) must be 'invalid' or 'raise', "
+            f"not {failure!r}"
+        )
+    state["on_request_failure"] = failure
+    state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight on that loop
+    _state = state  # one assignment: a concurrent reader sees the old configuration or the new, whole
+
+
+def _conf() -> dict[str, Any]:
+    state = _state
+    if not state:
+        with _lock:
+            if not _state:
+                configure()
+        state = _state
+    return state
+
+
+def _client() -> AsyncRewardClient:
+    """One pooled client per (url, api key); it keeps a connection pool per event loop it is used on."""
+    conf = _conf()
+    if conf["client"] is not None:
+        return conf["client"]  # type: ignore[no-any-return]
+    key = (conf["url"], conf["api_key"])
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            # one call per sample, a whole rollout batch at once: room for many in flight
+            client = _clients[key] = AsyncRewardClient(key[0], api_key=key[1], max_concurrency=256)
+        return client
+
+
+def _user_turn(prompt: str) -> str:
+    for pattern in _USER_TURNS:
+        turns = pattern.findall(prompt)
+        if turns:
+            return str(turns[-1]).strip()
+    return prompt
+
+
+def _prompt(prompt: Any) -> str | None:
+    """``Sample.prompt`` as the question: a chat-templated string as its last user turn, chat messages as
+    the last user message (its text parts)."""
+    if isinstance(prompt, str):
+        return _user_turn(prompt) or None
+    if isinstance(prompt, Sequence):
+        for msg in reversed(prompt):
+            if isinstance(msg, Mapping) and msg.get("role") == "user":
+                content = msg.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, Sequence):
+                    return "".join(
+                        str(c.get("text", "")) for c in content if isinstance(c, Mapping) and c.get("text")
+                    )
+    return None
+
+
+def _as_reference(value: Any) -> Any:
+    if value is None or isinstance(value, str | dict | list):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _label(label: Any) -> tuple[str | RewardSpec, Any]:
+    """A label as (reward spec, reference): a JSON task spec picks the reward, anything else is the
+    reference for the default reward (as the service's ``/compat/slime/reward`` reads it)."""
+    obj = label
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        try:
+            obj = json.loads(label)
+        except ValueError:
+            obj = label
+    if isinstance(obj, Mapping) and any(k in obj for k in _SPEC_KEYS):
+        raw = next(obj[k] for k in _SPEC_KEYS if k in obj)
+        config = obj.get("config") or {}
+        spec: str | RewardSpec
+        if isinstance(raw, Mapping):
+            spec = RewardSpec.model_validate({"config": config, **raw})
+        else:
+            spec = RewardSpec(name=str(raw), config=config) if config else str(raw)
+        return spec, _as_reference(next((obj[k] for k in _REF_KEYS if k in obj), None))
+    default: str | RewardSpec = _conf()["default"]
+    return default, _as_reference(obj)
+
+
+def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
+    spec, reference = _label(getattr(sample, "label", None))
+    return ScoreItem(
+        id=str(i),
+        prompt=_prompt(getattr(sample, "prompt", None)),
+        response=getattr(sample, "response", "") or "",
+        reference=reference,
+        reward=spec,
+        group=group,
+    )
+
+
+def _key(spec: str | RewardSpec) -> str:
+    return spec if isinstance(spec, str) else json.dumps(spec.model_dump(), sort_keys=True)
+
+
+async def _check(client: AsyncRewardClient, items: Sequence[ScoreItem]) -> None:
+    """Ask the service once per spec per process whether it can run it; raise when it cannot. slime
+    awaits a whole rollout batch of per-sample calls at once: the first call's question is awaited by the
+    others instead of each asking it again."""
+    conf = _conf()
+    if not conf["check"]:
+        return
+    checked: dict[str, RewardUnavailable | None] = conf["checked"]
+    pending: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]] = conf["pending"]
+    loop = asyncio.get_running_loop()
+    for item in items:
+        assert item.reward is not None
+        key = _key(item.reward)
+        if key in checked:
+            if (error := checked[key]) is not None:
+                raise error
+            continue
+        task = pending.get((key, loop))
+        if task is None:
+            task = pending[(key, loop)] = asyncio.ensure_future(_ask(client, conf, key, item.reward))
+        await asyncio.shield(task)  # a caller cancelled does not cancel the others' question
+
+
+async def _ask(client: AsyncRewardClient, conf: dict[str, Any], key: str, spec: str | RewardSpec) -> None:
+    try:
+        answer = await client.check_if_supported(spec)  # None: a service without the route
+    finally:
+        # answered or not (a transport error is asked again by the next call), no longer in flight
+        conf["pending"].pop((key, asyncio.get_running_loop()), None)
+    error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
+    conf["checked"][key] = error
+    if error is not None:
+        raise error
+
+
+def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
+    """What a list call whose request partly failed keeps (``None`` for the failed chunks' samples), or
+    raise ``exc``: with ``on_request_failure="raise"``, or when nothing was answered."""
+    partial = exc.partial_results
+    if _conf()["on_request_failure"] == "raise" or partial is None or all(r is None for r in partial):
+        raise exc
+    with _lock:
+        first = not _warned
+        _warned[:] = [True]
+    if first:
+        warnings.warn(
+            f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
+            f"request failed after the client's retries ({exc}); they are removed from the loss "
+            "(remove_sample, reason request_failed), the answered ones are kept. Later such calls do not "
+            "warn (REWARDHUB_SLIME_ON_REQUEST_FAILURE=raise raises instead)",
+            stacklevel=3,
+        )
+    return partial
+
+
+def _apply(
+    samples: Sequence[Any], results: Sequence[ItemResult | None], groups: Sequence[str | None]
+) -> list[float]:
+    """The rewards to return, and each sample marked: ``metadata["rewardhub"]`` on every one,
+    ``remove_sample`` on those not scored."""
+    invalid = _conf()["invalid"]
+    valid_by_group: dict[str | None, list[float]] = {}
+    for r, g in zip(results, groups, strict=True):
+        if r is not None and r.valid and r.score is not None:
+            valid_by_group.setdefault(g, []).append(float(r.score))
+    out: list[float] = []
+    for sample, r, g in zip(samples, results, groups, strict=True):
+        valid = r is not None and r.valid and r.score is not None
+        if valid:
+            assert r is not None and r.score is not None
+            out.append(float(r.score))
+        else:
+            sample.remove_sample = True
+            if invalid == "group_mean":
+                scores = valid_by_group.get(g) if g is not None else None
+                out.append(sum(scores) / len(scores) if scores else 0.0)
+            else:
+                out.append(float(invalid))
+        metadata = getattr(sample, "metadata", None)
+        if isinstance(metadata, dict):
+            metadata["rewardhub"] = {
+                "valid": valid,
+                "reason": (r.reason if r is not None else _REQUEST_FAILED) if not valid else None,
+                "cached": bool(r is not None and r.cached),
+                "components": dict(r.components) if r is not None else {},
+            }
+    return out
+
+
+async def reward_func(args: Any, sample: Any, **kwargs: Any) -> float | list[float]:
+    """slime's custom reward function (``--custom-rm-path rewardhub_client.slime.reward_func``): a
+    ``Sample`` gets its reward, a list of them (``--group-rm``) one reward each, from one request."""
+    client = _client()
+    if isinstance(sample, Sequence):
+        samples = list(sample)
+        if not samples:
+            return []
+        call = uuid.uuid4().hex[:12]
+        # a slime group_index names a prompt of the run, seen again at the next epoch: the call id makes
+        # each call's groups new to the service (a group id reused with other members is refused)
+        groups = [f"slime-{call}-{getattr(s, 'group_index', None)}" for s in samples]
+        items = [_item(s, i, g) for i, (s, g) in enumerate(zip(samples, groups, strict=True))]
+        await _check(client, items)
+        results: list[ItemResult | None]
+        try:
+            results = list((await client.score(items)).results)
+        except RewardHubClientError as exc:
+            results = _answered(exc, len(items))
+        return _apply(samples, results, groups)
+    items = [_item(sample, 0, None)]
+    await _check(client, items)
+    resp = await client.score(items)
+    return _apply([sample], resp.results, [None])[0]

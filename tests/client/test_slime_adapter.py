@@ -1,0 +1,259 @@
+"""The slime adapter (``--custom-rm-path rewardhub_client.slime.reward_func``) with slime's call shapes,
+against a live service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from rewardhub_client import AsyncRewardClient, RetryPolicy, RewardUnavailable, ServiceUnavailable, slime
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Sample:
+    """A stand-in for slime's ``slime.utils.types.Sample`` (THUDM/slime, checked at 624b824a), the fields
+    the adapter reads or writes, under slime's names and defaults: ``group_index`` (the prompt's group),
+    ``prompt`` (the chat-templated string, or the messages), ``response``, ``label`` (the dataset's
+    label column), ``reward``, ``remove_sample`` (slime zeroes the loss mask of a sample that has it, in
+    ``RolloutManager._convert_samples_to_train_data``) and ``metadata``."""
+
+    group_index: int | None = None
+    index: int | None = None
+    prompt: str | list[dict[str, str]] = ""
+    response: str = ""
+    label: str | None = None
+    reward: float | dict[str, Any] | None = None
+    remove_sample: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class _Counting(httpx.AsyncBaseTransport):
+    """HTTP to the live server, counting the scoring requests; a scoring request holding a sample whose
+    response is in ``down`` is answered 503, as a service that lost a replica answers it."""
+
+    def __init__(self, seen: list[list[str]], down: set[str], paths: list[str]) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.seen = seen
+        self.down = down
+        self.paths = paths
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        if request.url.path == "/v1/score":
+            responses = [it["response"] for it in json.loads(request.content)["items"]]
+            self.seen.append(responses)
+            if any(r in self.down for r in responses):
+                error = {"message": "replica gone", "type": "unavailable", "param": None, "code": 503}
+                return httpx.Response(503, json={"error": error})
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _client(
+    url: str,
+    seen: list[list[str]],
+    down: set[str] | None = None,
+    paths: list[str] | None = None,
+    **kw: Any,
+) -> AsyncRewardClient:
+    gone = down if down is not None else set()
+    asked = paths if paths is not None else []
+    fast = RetryPolicy(max_retries=1, backoff_s=0.001, max_backoff_s=0.001)
+    return AsyncRewardClient(url, transport=lambda: _Counting(seen, gone, asked), retry=fast, **kw)
+
+
+CHATML = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_sample_the_service_cannot_score_is_removed_and_a_scored_one_is_not(
+    live_server_factory: Any,
+) -> None:
+    """slime's remote_rm can only return a number, so an unscorable sample trained as 0.0; through the
+    custom reward function it gets ``remove_sample`` (slime masks its loss) and its reason in metadata."""
+    with live_server_factory() as server:
+        slime.configure(server.url)
+        good = Sample(prompt=CHATML, response="The answer is \\boxed{4}", label="4")
+        wrong = Sample(prompt=CHATML, response="\\boxed{5}", label="4")
+        missing = Sample(prompt=CHATML, response="\\boxed{4}", label=None)
+        assert asyncio.run(slime.reward_func(None, good)) == 1.0
+        assert asyncio.run(slime.reward_func(None, wrong)) == 0.0
+        assert asyncio.run(slime.reward_func(None, missing)) == 0.0
+    assert (good.remove_sample, wrong.remove_sample, missing.remove_sample) == (False, False, True)
+    assert good.metadata["rewardhub"]["valid"] is True and good.metadata["rewardhub"]["reason"] is None
+    assert wrong.metadata["rewardhub"]["valid"] is True  # scored and wrong: trained on, as 0.0
+    assert missing.metadata["rewardhub"] == {
+        "valid": False,
+        "reason": "missing_reference",
+        "cached": False,
+        "components": {},
+    }
+
+
+def test_a_group_is_one_request_and_its_invalid_sample_does_not_move_the_others(
+    live_server_factory: Any,
+) -> None:
+    """With ``--group-rm`` slime passes the group's list: one request, one reward per sample. slime still
+    puts a removed sample's reward into the group's mean and std, so it gets the mean of the group's
+    valid rewards: [1, 1, 1, invalid] is no signal, where 0.0 would give the valid ones an advantage."""
+    seen: list[list[str]] = []
+    with live_server_factory() as server:
+        slime.configure(client=_client(server.url, seen))
+        group = [
+            Sample(group_index=7, prompt=CHATML, response=f"\\boxed{{{a}}}", label=label)
+            for a, label in (("4", "4"), ("4", "4"), ("4", "4"), ("4", None))
+        ]
+        assert asyncio.run(slime.reward_func(None, group)) == [1.0, 1.0, 1.0, 1.0]
+        assert len(seen) == 1 and len(seen[0]) == 4
+        assert [s.remove_sample for s in group] == [False, False, False, True]
+        assert group[3].metadata["rewardhub"]["reason"] == "missing_reference"
+        mixed = [
+            Sample(group_index=8, response=f"\\boxed{{{a}}}", label=label)
+            for a, label in (("4", "4"), ("5", "4"), ("4", None))
+        ]
+        assert asyncio.run(slime.reward_func(None, mixed)) == [1.0, 0.0, 0.5]
+        # a number instead: returned for the removed sample as is
+        slime.configure(client=_client(server.url, seen), invalid_reward=-1.0)
+        again = [Sample(group_index=9, response="\\boxed{4}", label=label) for label in ("4", None)]
+        assert asyncio.run(slime.reward_func(None, again)) == [1.0, -1.0]
+        assert [s.remove_sample for s in again] == [False, True]
+        assert asyncio.run(slime.reward_func(None, [])) == []
+    assert len(seen) == 3
+
+
+def test_a_group_reward_needs_the_group(live_server_factory: Any) -> None:
+    """A group reward votes among the list's samples of one ``group_index``; the same group index at
+    the next epoch (other responses) is a new group, and a single sample claims none: removed."""
+    with live_server_factory() as server:
+        slime.configure(server.url, default_reward="majority_vote")
+
+        def vote(answers: list[str]) -> list[float]:
+            group = [Sample(group_index=3, response=f"\\boxed{{{a}}}") for a in answers]
+            return asyncio.run(slime.reward_func(None, group))  # type: ignore[return-value]
+
+        assert vote(["1", "1", "2"]) == [1.0, 1.0, 0.0]
+        assert vote(["3", "2", "2"]) == [0.0, 1.0, 1.0]
+        single = Sample(group_index=3, response="\\boxed{1}")
+        assert asyncio.run(slime.reward_func(None, single)) == 0.0
+        assert single.remove_sample and single.metadata["rewardhub"]["reason"] == "unsupported"
+
+
+def test_a_label_that_is_a_task_spec_picks_the_reward_and_the_prompt_is_the_user_turn(
+    live_server_factory: Any, judge_server: Any
+) -> None:
+    """A JSON label picks the reward as /compat/slime/reward reads it; the question sent is the
+    templated prompt's last user turn (or the last user message), not the policy's whole template."""
+    from fake_openai import Reply, user_text
+
+    judge_server.reply = lambda body: Reply(
+        "Score: 5"
+        if "What is 2 + 2?" in user_text(body) and "Be brief" not in user_text(body)
+        else "Score: 1"
+    )
+    env = {"REWARDHUB_JUDGE_URL": judge_server.url, "REWARDHUB_JUDGE_MODEL": "fake-judge"}
+    judge = json.dumps({"reward": {"name": "judge", "config": {"mode": "pointwise"}}})
+    with live_server_factory(env) as server:
+        slime.configure(server.url)
+        exact = Sample(response="Paris", label=json.dumps({"verifier": "exact_match", "answer": "paris"}))
+        templated = Sample(prompt=CHATML, response="It is 4.", label=judge)
+        messages = Sample(
+            prompt=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What is 2 + 2?"},
+            ],
+            response="Four.",
+            label=judge,
+        )
+        assert asyncio.run(slime.reward_func(None, exact)) == 1.0
+        assert asyncio.run(slime.reward_func(None, [templated, messages])) == [1.0, 1.0]
+
+
+def test_a_reward_the_service_cannot_run_stops_slime_at_its_first_sample(live_server_factory: Any) -> None:
+    with live_server_factory() as server:
+        slime.configure(server.url, default_reward="prm")
+        with pytest.raises(RewardUnavailable, match="REWARDHUB_PRM_MODEL"):
+            asyncio.run(slime.reward_func(None, Sample(response="\\boxed{1}", label="1")))
+        with pytest.raises(RewardUnavailable):
+            asyncio.run(slime.reward_func(None, [Sample(response="\\boxed{1}", label="1")]))
+        slime.configure(server.url, default_reward="prm", check=False)
+        unchecked = Sample(response="\\boxed{1}", label="1")
+        assert asyncio.run(slime.reward_func(None, unchecked)) == 0.0
+        assert unchecked.remove_sample
+
+
+def test_a_rollout_batch_of_per_sample_calls_asks_the_check_once(live_server_factory: Any) -> None:
+    """slime awaits every sample's reward call of a rollout batch at once: each first call asked the
+    service the same check question, one request per sample, before any knew the answer."""
+    seen: list[list[str]] = []
+    paths: list[str] = []
+    with live_server_factory() as server:
+        slime.configure(client=_client(server.url, seen, paths=paths))
+
+        async def batch() -> list[float | list[float]]:
+            samples = [Sample(response=f"\\boxed{{{i}}}", label="3") for i in range(12)]
+            return list(await asyncio.gather(*(slime.reward_func(None, s) for s in samples)))
+
+        assert asyncio.run(batch()) == [1.0 if i == 3 else 0.0 for i in range(12)]
+        assert asyncio.run(batch())[3] == 1.0
+    assert paths.count("/v1/rewards/check") == 1 and paths.count("/v1/score") == 24
+
+
+def test_a_failed_chunk_removes_its_samples_and_keeps_the_rest(
+    live_server_factory: Any, monkeypatch: Any
+) -> None:
+    """A list whose request partly failed after the client's retries keeps the answered rewards and
+    removes the failed chunk's samples (reason ``request_failed``), warned once; nothing answered, or
+    ``on_request_failure="raise"``, raises."""
+    monkeypatch.setattr(slime, "_warned", [])  # a fresh process: not warned yet
+    seen: list[list[str]] = []
+    down = {"\\boxed{3}"}
+    with live_server_factory() as server:
+        slime.configure(client=_client(server.url, seen, down, chunk_size=2))
+
+        def batch() -> list[Sample]:
+            return [
+                Sample(group_index=g, response=f"\\boxed{{{a}}}", label=label)
+                for g, a, label in ((0, "1", "1"), (0, "2", "1"), (1, "3", "3"), (1, "4", "3"))
+            ]
+
+        samples = batch()
+        with pytest.warns(UserWarning, match=r"2 of 4 samples were not scored"):
+            assert asyncio.run(slime.reward_func(None, samples)) == [1.0, 0.0, 0.0, 0.0]
+        assert [s.remove_sample for s in samples] == [False, False, True, True]
+        assert samples[2].metadata["rewardhub"]["reason"] == "request_failed"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            asyncio.run(slime.reward_func(None, batch()))
+        down.add("\\boxed{1}")
+        with pytest.raises(ServiceUnavailable):
+            asyncio.run(slime.reward_func(None, batch()))
+        down.discard("\\boxed{1}")
+        slime.configure(client=_client(server.url, seen, down, chunk_size=2), on_request_failure="raise")
+        with pytest.raises(ServiceUnavailable) as info:
+            asyncio.run(slime.reward_func(None, batch()))
+        assert info.value.failed_indices == [2, 3]
+    with pytest.raises(ValueError, match="REWARDHUB_SLIME_ON_REQUEST_FAILURE"):
+        slime.configure("http://unused", on_request_failure="mask")
+    with pytest.raises(ValueError, match="REWARDHUB_SLIME_INVALID_REWARD"):
+        slime.configure("http://unused", invalid_reward="zero")
+
+
+def test_configuration_comes_from_the_environment(monkeypatch: Any) -> None:
+    monkeypatch.setenv("REWARDHUB_URL", "http://rh.test:9000")
+    monkeypatch.setenv("REWARDHUB_SLIME_DEFAULT_REWARD", '{"name": "exact_match", "config": {}}')
+    monkeypatch.setenv("REWARDHUB_SLIME_INVALID_REWARD", "-0.5")
+    monkeypatch.setenv("REWARDHUB_SLIME_CHECK", "0")
+    monkeypatch.setattr(slime, "_state", {})
+    conf = slime._conf()
+    assert conf["url"] == "http://rh.test:9000" and conf["invalid"] == -0.5 and not conf["check"]
+    assert conf["default"].name == "exact_match"
+    assert slime._client().base_url == "http://rh.test:9000"
