@@ -250,9 +250,16 @@ class ScoringService:
         lookup_ms = (time.perf_counter() - t_lookup) * 1000
 
         results: list[dict[str, Any] | None] = [None] * n
+        unreadable = 0
         for i, raw in zip(lookup_idx, values, strict=True):
             if raw is not None:
-                results[i] = {"id": ids[i], **orjson.loads(raw), "cached": True, "latency_ms": lookup_ms}
+                hit = _cached_result(raw)
+                if hit is None:  # scored again, and its entry written over
+                    unreadable += 1
+                    continue
+                results[i] = {"id": ids[i], **hit, "cached": True, "latency_ms": lookup_ms}
+        if unreadable:
+            log.warning("cache_entry_unreadable", entries=unreadable)
 
         # Misses: deduplicate identical (reward, config, fields) within the request.
         leaders: dict[str, int] = {}
@@ -389,6 +396,22 @@ def _stored(reward: Reward[Any], o: Outcome, version: str) -> dict[str, Any]:
         "details": o.details,
         "reward_version": version,
     }
+
+
+_STORED_FIELDS = frozenset({"reward", "score", "valid", "reason", "components", "details", "reward_version"})
+
+
+def _cached_result(raw: bytes) -> dict[str, Any] | None:
+    """A cache entry read back as :func:`_stored` wrote it, or None (a miss) when it is not one: a value
+    truncated or written over by something else sharing the Redis raised out of the request (a 500 for
+    every request holding that item, for the entry's whole TTL) where the cache is only an accelerator."""
+    try:
+        d = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(d, dict) or d.keys() != _STORED_FIELDS:
+        return None
+    return d
 
 
 def _cache_bytes(stored: dict[str, Any]) -> bytes | None:

@@ -263,3 +263,24 @@ async def test_a_large_batch_does_not_take_a_healthy_redis_down(redis_server: An
     finally:
         redis_server.client().flushdb()
         await cache.close()
+
+
+async def test_an_unreadable_entry_is_a_miss_not_a_failed_request(make_app: Any, redis_server: Any) -> None:
+    """A cache entry that is not a result (cut short, or written over by another program sharing the
+    Redis) raised out of the request: every request holding that item answered 500 for the entry's whole
+    TTL. Found in review. It is now a miss: the item is scored again and its entry written over."""
+    token = uuid.uuid4().hex
+    mine = [{"id": "bad-0", "response": f"x {token}", "reference": f"x {token}"}]
+    r = redis_server.client()
+    async with make_app(redis_url=redis_server.url) as c:
+        (first,) = await score(c, mine)
+        (key,) = [
+            k for k in r.keys(f"rh:v1:exact_match:{first['reward_version']}:*") if token.encode() in r.get(k)
+        ]
+        for junk in (b"garbage{", b"[1, 2]", b'{"score": 1.0}'):
+            r.set(key, junk)
+            (again,) = await score(c, mine)
+            assert (again["score"], again["valid"], again["cached"]) == (1.0, True, False), junk
+            assert token.encode() in r.get(key)  # written over with the result
+        (last,) = await score(c, mine)
+    assert last["cached"] is True and last["score"] == 1.0
