@@ -397,3 +397,46 @@ async def test_the_request_deadline_caps_the_sql_workers(client: httpx.AsyncClie
     result = r.json()["results"][0]
     # Past the caller's own deadline: invalid (and not cached), not a 0.0 for a "slow" query.
     assert not result["valid"] and result["reason"] == "timeout", r.json()
+
+
+def test_a_query_the_wall_clock_cut_off_on_a_loaded_host_is_served_but_not_cached() -> None:
+    """A predicted query is stopped at its time limit by the wall clock: on a loaded host a query that
+    finishes in time on an idle one was stopped having run a fraction of it, and its valid 0 was cached
+    for the cache's TTL. Found in review. Here another thread holds the interpreter lock (the query's
+    progress handler waits for it, as a worker waits for a core), so the query runs a sliver of its limit
+    on the CPU: its outcome is now transient (served, never cached), as a code case's wall-clock timeout."""
+    import sys
+    import threading
+
+    from rewardhub.rewards import sql_exec
+    from rewardhub.rewards.sql import SqlConfig, SqlReward
+
+    runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    payload = ("schema", SCHEMA, "SELECT 1", runaway, 0.5, 1000, 6, "auto", False, "set")
+    stop = threading.Event()
+
+    def hog() -> None:  # pure Python: keeps the interpreter lock for whole switch intervals
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.2)
+    thread = threading.Thread(target=hog)
+    thread.start()
+    try:
+        out = sql_exec.run_sql_pair(payload)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert out["executes"] is False and "time limit" in out["error"], out
+    assert out.get("by_wall") is True, out
+    o = SqlReward._outcome(out, runaway, SqlConfig())
+    assert (o.score, o.transient) == (0.0, True)
+    assert "by_wall" not in o.details
+    # an answer the query's own cost decided stays cacheable
+    (done,) = [
+        sql_exec.run_sql_pair(("schema", SCHEMA, "SELECT 1", "SELECT 2", 5.0, 1000, 6, "auto", False, "set"))
+    ]
+    assert SqlReward._outcome(done, "SELECT 2", SqlConfig()).transient is False

@@ -17,7 +17,8 @@ The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
 predicted query that does not parse is a valid ``0.0`` with ``reason: format``; one that fails, runs out of
 time or is no query (a statement without result columns, e.g. ``REINDEX``: it does not execute) is a
-valid ``0.0``; a gold query or schema that fails is ``invalid: parse_error``, one that runs out of time
+valid ``0.0`` (one the wall clock stopped having run under 90% of its limit on the CPU, a loaded host's,
+is served but not cached); a gold query or schema that fails is ``invalid: parse_error``, one that runs out of time
 ``invalid: timeout``; a missing fixture is ``missing_reference``.
 """
 
@@ -205,6 +206,14 @@ class SqlReward(Reward[SqlConfig]):
         components: dict[str, float | None] = {c: 1.0 if value.get(c) else 0.0 for c in _COMPONENTS}
         weights = config.component_weights
         score = sum((components[c] or 0.0) * w for c, w in weights.items()) / sum(weights.values())
-        details = {k: v for k, v in value.items() if k not in _COMPONENTS}
+        details = {k: v for k, v in value.items() if k not in _COMPONENTS and k != "by_wall"}
         details["predicted"] = pred[:2000]
-        return Outcome(score, None if value.get("parses") else Reason.FORMAT, components, details)
+        # a predicted query the wall clock cut off on a loaded host (sql_exec.WALL_CUT_CPU_SHARE): its 0
+        # is this moment's, served but never cached, as a code case's wall-clock timeout is
+        return Outcome(
+            score,
+            None if value.get("parses") else Reason.FORMAT,
+            components,
+            details,
+            transient=bool(value.get("by_wall")),
+        )
