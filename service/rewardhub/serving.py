@@ -3,7 +3,8 @@
 1. check the limits (items per request, bytes per field);
 2. resolve each item's reward spec through the registry and validate its config (once per distinct spec);
 3. look every cacheable item up at once (one ``MGET``);
-4. deduplicate the misses (a GRPO group often holds identical responses), group them by reward and
+4. deduplicate the misses (a GRPO group often holds identical responses; a cacheable item another
+   request of this process is scoring now is awaited, not scored again), group them by reward and
    await each reward's batch concurrently;
 5. write the new valid results back (one pipelined ``SET``) and assemble the results in request order,
    with per-request metrics.
@@ -14,6 +15,7 @@ the item.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 import uuid
@@ -89,6 +91,8 @@ class ScoringService:
         self.cache = cache
         self.metrics = metrics
         self.stats = stats
+        # cache key -> the raw result (None: none for the cache) of an item a request is scoring now
+        self._inflight: dict[str, asyncio.Future[bytes | None]] = {}
 
     # --- limits -------------------------------------------------------------------------------
     def _check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
@@ -261,11 +265,17 @@ class ScoringService:
         if unreadable:
             log.warning("cache_entry_unreadable", entries=unreadable)
 
-        # Misses: deduplicate identical (reward, config, fields) within the request.
+        # Misses: deduplicate identical (reward, config, fields) within the request, and, for the items
+        # that may use the cache, with the concurrent requests of this process (single flight): an item
+        # another request is scoring now is awaited, not scored twice (a client's retry after its timeout
+        # of a batch still being scored, as OpenRLHF sends, doubled the work of a service already slow).
         leaders: dict[str, int] = {}
         followers: list[tuple[int, int]] = []
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
         plan_by_id: dict[int, _Plan] = {}
+        inflight = self._inflight
+        owned: dict[str, asyncio.Future[bytes | None]] = {}
+        waiting: list[tuple[int, asyncio.Future[bytes | None]]] = []
         for plan in plans:
             plan_by_id[id(plan)] = plan
             for i in plan.indices:
@@ -278,25 +288,47 @@ class ScoringService:
                         followers.append((i, lead))
                         continue
                     leaders[k] = i
+                    if plan.use_cache:
+                        other = inflight.get(k)
+                        if other is not None:
+                            waiting.append((i, other))
+                            continue
+                        owned[k] = inflight[k] = asyncio.get_running_loop().create_future()
                 todo.setdefault(id(plan), []).append(i)
 
         to_write: list[tuple[str, bytes]] = []
-        if todo:
-            batches = await gather_all(
-                *(self._run_plan(plan_by_id[pid], [items[i] for i in idx], ctx) for pid, idx in todo.items())
-            )
-            for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):
-                plan = plan_by_id[pid]
-                r = plan.reward
-                store = plan.use_cache and _same_identity(plan)
-                for i, o in zip(idx, outcomes, strict=True):
-                    stored = _stored(r, o, plan.version)
-                    if store and stored["valid"] and not o.transient and keys[i] is not None:
-                        raw = _cache_bytes(stored)
-                        if raw is not None:
-                            to_write.append((keys[i], raw))  # type: ignore[arg-type]
-                    latency = o.latency_ms if o.latency_ms is not None else batch_ms
-                    results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
+        try:
+            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write)
+        finally:  # (cancelled or failed too: a waiting request then scores the item itself)
+            written = dict(to_write)
+            for k, fut in owned.items():
+                if not fut.done():
+                    fut.set_result(written.get(k))
+                if inflight.get(k) is fut:
+                    del inflight[k]
+        if waiting:
+            again: dict[int, list[int]] = {}
+            t_wait = time.perf_counter()
+            for i, fut in waiting:
+                plan = per_item[i]
+                limit = ctx.deadline_s if ctx.explicit_deadline else self._default_deadline(plan)
+                try:  # (shielded: a cancelled waiter must not cancel the others' future)
+                    raw = await asyncio.wait_for(
+                        asyncio.shield(fut), max(0.0, limit - (time.perf_counter() - t0))
+                    )
+                except TimeoutError:  # this request's deadline (from its start) came first
+                    late = Outcome.invalid(Reason.TIMEOUT, "past the deadline, waiting for the same item")
+                    wait_ms = (time.perf_counter() - t_wait) * 1000
+                    stored = _stored(plan.reward, late, plan.version)
+                    results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": wait_ms}
+                    continue
+                hit = _cached_result(raw) if raw is not None else None
+                if hit is None:  # not a result for the cache (invalid, transient): scored here
+                    again.setdefault(id(per_item[i]), []).append(i)
+                    continue
+                wait_ms = (time.perf_counter() - t_wait) * 1000
+                results[i] = {"id": ids[i], **hit, "cached": True, "latency_ms": wait_ms}
+            await self._compute(again, plan_by_id, items, ids, keys, ctx, results, to_write)
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
             d["id"] = ids[i]
@@ -319,6 +351,38 @@ class ScoringService:
         metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
         return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
+
+    async def _compute(
+        self,
+        todo: dict[int, list[int]],
+        plan_by_id: dict[int, _Plan],
+        items: Sequence[ScoreItem],
+        ids: list[str],
+        keys: list[str | None],
+        ctx: ScoreContext,
+        results: list[dict[str, Any] | None],
+        to_write: list[tuple[str, bytes]],
+    ) -> None:
+        """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
+        ``to_write``."""
+        if not todo:
+            return
+        batches = await gather_all(
+            *(self._run_plan(plan_by_id[pid], [items[i] for i in idx], ctx) for pid, idx in todo.items())
+        )
+        for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):
+            plan = plan_by_id[pid]
+            r = plan.reward
+            store = plan.use_cache and _same_identity(plan)
+            for i, o in zip(idx, outcomes, strict=True):
+                stored = _stored(r, o, plan.version)
+                key = keys[i]
+                if store and stored["valid"] and not o.transient and key is not None:
+                    raw = _cache_bytes(stored)
+                    if raw is not None:
+                        to_write.append((key, raw))
+                latency = o.latency_ms if o.latency_ms is not None else batch_ms
+                results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
 
     async def _check_whole_groups(self, items: Sequence[ScoreItem], plans: list[_Plan], tenant: str) -> None:
         """Group rewards need whole groups: reject a group split across requests (groups.py)."""

@@ -284,3 +284,22 @@ async def test_an_unreadable_entry_is_a_miss_not_a_failed_request(make_app: Any,
             assert token.encode() in r.get(key)  # written over with the result
         (last,) = await score(c, mine)
     assert last["cached"] is True and last["score"] == 1.0
+
+
+async def test_concurrent_identical_requests_score_an_item_once(make_app: Any, redis_server: Any) -> None:
+    """Two requests holding the same item at the same time (a client's retry after its timeout of a batch
+    still being scored, as OpenRLHF sends) both missed the cache and scored it: twice the work, on a
+    service slow already. Found in review. The second now waits for the first's result (single flight,
+    per process), served as a cache hit. The program sleeps a second, so the first is still running when
+    the second looks the item up."""
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep(1)\nprint({token!r})"
+    item = {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+    body = {"reward": "code", "items": [item]}
+    async with make_app(redis_url=redis_server.url) as c:
+        first, second = await asyncio.gather(c.post("/v1/score", json=body), c.post("/v1/score", json=body))
+        metrics = (await c.get("/metrics")).text
+    (a,), (b,) = first.json()["results"], second.json()["results"]
+    assert (a["score"], b["score"]) == (1.0, 1.0), (a, b)
+    assert sorted([a["cached"], b["cached"]]) == [False, True]
+    assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 1.0' in metrics  # one batch run
