@@ -38,6 +38,7 @@ from rewardhub.models.base import ChatRequest, Completion, Embedding, Message, S
 from rewardhub.models.errors import (
     BackendError,
     BackendRejected,
+    BackendTimeout,
     BackendUnavailable,
     InputTooLong,
     MissingExtra,
@@ -1180,7 +1181,7 @@ def generate_chat(loaded: Loaded, requests: Sequence[ChatRequest]) -> list[Compl
 
 def _generate(
     loaded: Loaded, requests: Sequence[ChatRequest], encs: Sequence[Any], max_new: int
-) -> list[Completion]:
+) -> list[Completion | BackendError]:
     """One batched ``generate`` of at most ``max_new`` tokens over encoded requests of one sampling key."""
     torch = _torch()
     tok = loaded.tokenizer
@@ -1214,7 +1215,11 @@ def _generate(
     gen = loaded.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
     new = gen.sequences[:, ids.shape[1] :]
     eos = _stop_ids(loaded)
-    out: list[Completion] = []
+    # generate stopped at max_time, short of max_new tokens: its unfinished rows were cut by the deadline,
+    # not by max_tokens (a cut answer read as "length" was a parse_error, not a timeout: a composite's
+    # on_invalid zero then cached its 0, where the batcher's own timeout, the usual end, is transient)
+    timed_out = bool(deadlines) and new.shape[1] < max_new and time.monotonic() >= max(deadlines)
+    out: list[Completion | BackendError] = []
     for row in range(len(requests)):
         seq: list[int] = []
         finish = "length"
@@ -1228,6 +1233,9 @@ def _generate(
         cut = stop_at(text, stops[row])
         if cut is not None:
             seq, text, finish = seq[: tokens_spelling(tok, seq, cut)], text[:cut], "stop"
+        if finish == "length" and timed_out:
+            out.append(BackendTimeout("the deadline passed during generation"))
+            continue
         tokens: list[TokenLogprob] = []
         for t, tid in enumerate(seq if k > 0 else ()):
             # raw (pre-temperature) logprobs, one position at a time: no [B, T, V] copies
