@@ -303,3 +303,22 @@ async def test_concurrent_identical_requests_score_an_item_once(make_app: Any, r
     assert (a["score"], b["score"]) == (1.0, 1.0), (a, b)
     assert sorted([a["cached"], b["cached"]]) == [False, True]
     assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 1.0' in metrics  # one batch run
+
+
+async def test_a_request_waiting_for_a_cancelled_one_scores_the_item_itself(make_app: Any) -> None:
+    """Single flight: the request scoring an item goes away (its client disconnected) while another waits
+    for its result; the waiting one is neither cancelled with it nor left waiting, and scores the item."""
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep(1)\nprint({token!r})"
+    item = {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+    body = {"reward": "code", "items": [item]}
+    async with make_app() as c:
+        first = asyncio.create_task(c.post("/v1/score", json=body))
+        await asyncio.sleep(0.2)  # (if the first is not scoring yet, the second scores first: fine too)
+        second = asyncio.create_task(c.post("/v1/score", json=body))
+        await asyncio.sleep(0.2)
+        first.cancel()
+        resp = await second
+    assert resp.status_code == 200, resp.text
+    (r,) = resp.json()["results"]
+    assert (r["score"], r["valid"]) == (1.0, True), r
