@@ -91,8 +91,8 @@ class ScoringService:
         self.cache = cache
         self.metrics = metrics
         self.stats = stats
-        # cache key -> the raw result (None: none for the cache) of an item a request is scoring now
-        self._inflight: dict[str, asyncio.Future[bytes | None]] = {}
+        # cache key -> what a request scoring that item now will share (None: nothing, score it yourself)
+        self._inflight: dict[str, asyncio.Future[_Shared | None]] = {}
 
     # --- limits -------------------------------------------------------------------------------
     def _check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
@@ -203,6 +203,10 @@ class ScoringService:
             unavailable=missing,
         )
 
+    def _deadline(self, plan: _Plan, ctx: ScoreContext) -> float:
+        """The per-item deadline this request's items of ``plan`` are scored under (as in _run_plan)."""
+        return ctx.deadline_s if ctx.explicit_deadline else self._default_deadline(plan)
+
     def _default_deadline(self, plan: _Plan) -> float:
         """The per-item deadline :meth:`score` applies to this plan when the request sets no
         ``options.timeout_s``: the reward's own default (a model call's 60 s) or else
@@ -274,8 +278,8 @@ class ScoringService:
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
         plan_by_id: dict[int, _Plan] = {}
         inflight = self._inflight
-        owned: dict[str, asyncio.Future[bytes | None]] = {}
-        waiting: list[tuple[int, asyncio.Future[bytes | None]]] = []
+        owned: dict[str, tuple[asyncio.Future[_Shared | None], _Plan]] = {}
+        waiting: list[tuple[int, asyncio.Future[_Shared | None]]] = []
         for plan in plans:
             plan_by_id[id(plan)] = plan
             for i in plan.indices:
@@ -293,17 +297,20 @@ class ScoringService:
                         if other is not None:
                             waiting.append((i, other))
                             continue
-                        owned[k] = inflight[k] = asyncio.get_running_loop().create_future()
+                        fut: asyncio.Future[_Shared | None] = asyncio.get_running_loop().create_future()
+                        owned[k] = (fut, plan)
+                        inflight[k] = fut
                 todo.setdefault(id(plan), []).append(i)
 
         to_write: list[tuple[str, bytes]] = []
+        shared: dict[str, tuple[bytes, bool]] = {}
         try:
-            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write)
+            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, shared)
         finally:  # (cancelled or failed too: a waiting request then scores the item itself)
-            written = dict(to_write)
-            for k, fut in owned.items():
+            for k, (fut, plan) in owned.items():
                 if not fut.done():
-                    fut.set_result(written.get(k))
+                    mine = shared.get(k)
+                    fut.set_result(None if mine is None else (*mine, self._deadline(plan, ctx)))
                 if inflight.get(k) is fut:
                     del inflight[k]
         if waiting:
@@ -311,9 +318,9 @@ class ScoringService:
             t_wait = time.perf_counter()
             for i, fut in waiting:
                 plan = per_item[i]
-                limit = ctx.deadline_s if ctx.explicit_deadline else self._default_deadline(plan)
+                limit = self._deadline(plan, ctx)
                 try:  # (shielded: a cancelled waiter must not cancel the others' future)
-                    raw = await asyncio.wait_for(
+                    got = await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, limit - (time.perf_counter() - t0))
                     )
                 except TimeoutError:  # this request's deadline (from its start) came first
@@ -322,12 +329,14 @@ class ScoringService:
                     stored = _stored(plan.reward, late, plan.version)
                     results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": wait_ms}
                     continue
-                hit = _cached_result(raw) if raw is not None else None
-                if hit is None:  # not a result for the cache (invalid, transient): scored here
-                    again.setdefault(id(per_item[i]), []).append(i)
+                hit = _cached_result(got[0]) if got is not None else None
+                # A result not for the cache (invalid, this moment's) is this moment's answer here too, as
+                # for an identical item of the same request, unless the other request gave it less time.
+                if got is None or hit is None or not (got[1] or got[2] >= limit):
+                    again.setdefault(id(plan), []).append(i)
                     continue
                 wait_ms = (time.perf_counter() - t_wait) * 1000
-                results[i] = {"id": ids[i], **hit, "cached": True, "latency_ms": wait_ms}
+                results[i] = {"id": ids[i], **hit, "cached": got[1], "latency_ms": wait_ms}
             await self._compute(again, plan_by_id, items, ids, keys, ctx, results, to_write)
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
@@ -362,9 +371,10 @@ class ScoringService:
         ctx: ScoreContext,
         results: list[dict[str, Any] | None],
         to_write: list[tuple[str, bytes]],
+        shared: dict[str, tuple[bytes, bool]] | None = None,
     ) -> None:
         """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
-        ``to_write``."""
+        ``to_write``, and every keyed result to ``shared`` (with whether the cache may hold it)."""
         if not todo:
             return
         batches = await gather_all(
@@ -377,10 +387,14 @@ class ScoringService:
             for i, o in zip(idx, outcomes, strict=True):
                 stored = _stored(r, o, plan.version)
                 key = keys[i]
-                if store and stored["valid"] and not o.transient and key is not None:
+                if key is not None and (store or shared is not None):
                     raw = _cache_bytes(stored)
+                    cacheable = store and stored["valid"] and not o.transient
                     if raw is not None:
-                        to_write.append((key, raw))
+                        if cacheable:
+                            to_write.append((key, raw))
+                        if shared is not None:
+                            shared[key] = (raw, cacheable)
                 latency = o.latency_ms if o.latency_ms is not None else batch_ms
                 results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
 
@@ -431,6 +445,11 @@ class ScoringService:
         for plan, d in zip(per_item, results, strict=True):
             if not d["valid"]:
                 m.invalid.labels(plan.reward.name, d["reason"] or "unknown").inc()
+
+
+# What a request scoring an item gives the requests waiting for it: the result as the cache holds it,
+# whether the cache may hold it, and the per-item deadline it was scored under.
+_Shared = tuple[bytes, bool, float]
 
 
 def _is_request_error(exc: Exception) -> bool:

@@ -322,3 +322,21 @@ async def test_a_request_waiting_for_a_cancelled_one_scores_the_item_itself(make
     assert resp.status_code == 200, resp.text
     (r,) = resp.json()["results"]
     assert (r["score"], r["valid"]) == (1.0, True), r
+
+
+async def test_concurrent_identical_requests_share_a_result_not_for_the_cache(make_app: Any) -> None:
+    """Single flight, for a result the cache may not hold (this moment's: here the item's wall-clock limit
+    cut a sleeping program off, a transient 0): the waiting request takes it, as an identical item of
+    the same request would, instead of waiting and then scoring the item again (twice the deadline)."""
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep(2)\nprint({token!r})"
+    item = {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+    body = {"reward": {"name": "code", "config": {"total_timeout_s": 0.5}}, "items": [item]}
+    async with make_app() as c:
+        first, second = await asyncio.gather(c.post("/v1/score", json=body), c.post("/v1/score", json=body))
+        again = (await c.post("/v1/score", json=body)).json()["results"][0]
+        metrics = (await c.get("/metrics")).text
+    (a,), (b,) = first.json()["results"], second.json()["results"]
+    assert (a["score"], b["score"], a["cached"], b["cached"]) == (0.0, 0.0, False, False), (a, b)
+    assert again["cached"] is False  # (not for the cache: the third request scored it again)
+    assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 2.0' in metrics  # not 3
