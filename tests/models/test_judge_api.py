@@ -1404,6 +1404,40 @@ async def test_a_model_the_server_no_longer_lists_is_asked_for_again_until_it_is
     assert "step-800" in json.dumps(ready)
 
 
+async def test_ready_is_503_while_the_model_is_gone_and_ready_again_when_it_is_back(
+    make_app: MakeApp, judge_server: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge whose server answers 404 "no such model" and no longer lists it fails every item, yet
+    /ready said ready (the list's absence only in ``served_from``). Now /ready is 503 with a reason while
+    the list does not name the model, however often it is asked (an ask with no refused call since the
+    one before took the model as listed), and ready again once it names the model: /ready asks the list
+    itself, since an idle service (or one taken out of rotation) gets no call that would."""
+    import rewardhub.models.remote as remote
+
+    monkeypatch.setattr(remote, "_ASK_AGAIN_S", 0.0)  # no wait between asks here
+    judge_server.reply = always("Score: 5")
+    judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-400"}]
+    item = {"prompt": "p", "response": "Water boils at 100 C."}
+    async with judge_app(make_app, judge_server) as client:
+        (before,) = await score(client, {"mode": "pointwise"}, [item])
+        up = await client.get("/ready")
+        judge_server.models = []  # unloaded
+        judge_server.reply = lambda body: VLLM_MODEL_MISSING
+        (refused,) = await score(client, {"mode": "pointwise"}, [{**item, "response": "Ice melts at 0 C."}])
+        gone = [await client.get("/ready") for _ in range(3)]
+        judge_server.models = [{"id": "fake-judge", "root": "/ckpt/step-800"}]  # back, no call made
+        back = await client.get("/ready")
+    assert before["valid"] and refused["reason"] == "backend_error"
+    assert up.status_code == 200 and up.json()["checks"]["model:judge"]["ok"] is True
+    for r in gone:
+        check = r.json()["checks"]["model:judge"]
+        assert r.status_code == 503 and check["ok"] is False, r.json()
+        assert "does not serve model 'fake-judge'" in check["reason"], check
+    assert back.status_code == 200, back.json()
+    check = back.json()["checks"]["model:judge"]
+    assert check["ok"] is True and "reason" not in check and "step-800" in json.dumps(check)
+
+
 async def test_a_server_that_does_not_implement_its_model_list_is_cached_by_name(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

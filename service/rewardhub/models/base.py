@@ -240,6 +240,10 @@ class ModelBackend:
     def ready(self) -> dict[str, Any]:
         return {"ok": True, **self.describe()}
 
+    async def recheck(self) -> None:
+        """``/ready`` calls it before :meth:`ready`: a backend that is not ready for a reason only an
+        ask finds gone (a remote model no longer listed) asks again here."""
+
     def queue_depth(self) -> int:
         """Items waiting in this backend's batcher(s) (0 for unbatched backends)."""
         return 0

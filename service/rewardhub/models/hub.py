@@ -7,6 +7,7 @@ message naming the setting that would configure it (:data:`HINTS`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 from collections.abc import Callable, Iterator
@@ -271,6 +272,10 @@ class ModelHub:
 
     def ready(self) -> dict[str, dict[str, Any]]:
         return {name: b.ready() for name, b in self._backends.items()}
+
+    async def recheck(self) -> None:
+        """Each backend's :meth:`~rewardhub.models.base.ModelBackend.recheck`, at once (``/ready``)."""
+        await asyncio.gather(*(b.recheck() for b in self._backends.values()), return_exceptions=True)
 
 
 def build_backend(

@@ -55,7 +55,8 @@ class OpenAIBackend(RemoteBackend):
     def ready(self) -> dict[str, Any]:
         # An open breaker is worth seeing in /ready, but it does not make the service unready: every
         # other reward still works, and the judge's items say backend_error until the server is back.
-        return {"ok": True, **self.describe()}
+        # (A model the server no longer lists does: RemoteBackend.ready.)
+        return super().ready()
 
     async def chat(self, request: ChatRequest, deadline: float) -> Completion:
         await self.learn_served(deadline)

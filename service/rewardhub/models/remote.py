@@ -638,8 +638,12 @@ class RemoteBackend(ModelBackend):
         if not answered:
             return
         served = served_weights(listing, self.model)
-        # told "no such model" since the ask before, and the list does not name it: between deployments
-        self._unlisted = self.client.model_missing_at > asked_before and not names_model(listing, self.model)
+        # told "no such model" since the ask before (or already unlisted then), and the list does not
+        # name it: between deployments. It stays so until a list names it: an ask with no refused call
+        # since the one before (an idle service, /ready's ask) said "listed" while the model was still gone
+        self._unlisted = not names_model(listing, self.model) and (
+            self._unlisted or self.client.model_missing_at > asked_before
+        )
         self._next_ask = time.monotonic() + (_ASK_AGAIN_S if self._unlisted else _RECHECK_S)
         if served != self._served:
             event = "backend_served_weights" if self._served is None else "backend_served_weights_changed"
@@ -661,6 +665,24 @@ class RemoteBackend(ModelBackend):
         self._next_ask = now
         log.info("backend_model_missing", backend=self.name, model=self.model)
         await self.learn_served(deadline)
+
+    def ready(self) -> dict[str, Any]:
+        """Not ready while the server does not list the model it refused (a 404 "no such model"): every
+        call to it fails until the model is back (:meth:`recheck` asks, so /ready sees it come back)."""
+        if not self._unlisted:
+            return {"ok": True, **self.describe()}
+        reason = (
+            f"the server answered that it does not serve model {self.model!r} (HTTP 404) and its model "
+            f"list does not name it; asked again every {_ASK_AGAIN_S:g} s"
+        )
+        return {"ok": False, "reason": reason, **self.describe()}
+
+    async def recheck(self) -> None:
+        """``/ready``: ask the model list again (when an ask is due) while the model is not listed: an
+        idle service makes no call that would, and a service its load balancer took out of rotation for
+        it would never get one, so it stayed unready after the model was back."""
+        if self._unlisted:
+            await self.learn_served()
 
     def forget_server(self) -> None:
         """The server now serves other weights (a redeploy, :meth:`learn_served`): forget what was learned

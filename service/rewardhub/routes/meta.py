@@ -127,6 +127,7 @@ async def ready(request: Request) -> JSONBytesResponse:
     # Configured model backends (unconfigured ones are simply absent; their rewards answer `unsupported`).
     models = getattr(state.runtime, "models", None)
     if models is not None:
+        await models.recheck()  # (a remote model no longer listed is asked for: is it back?)
         for name, info in models.ready().items():
             checks[f"model:{name}"] = info
     for reward in scoring.registry:
