@@ -29,6 +29,11 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
 of an opener. If nothing does, the response is content-free.
 
+:func:`lone_verdict` finds a response that is nothing but a verdict word ("Yes", "Correct.", "是",
+"Oui", "نعم": :data:`VERDICT_WORDS`). That answers a yes/no question (:func:`asks_yes_no`, read in many
+languages), and to an open question it is the one-token hack of the same paper: the judge reads it as
+the verdict it was asked for.
+
 :func:`injection` looks for text aimed at the grader (:data:`INJECTION_PATTERNS`, several languages):
 instructions to ignore or override the prompt, orders to output a verdict, claims that the answer is
 correct, chat-template role tags, forged verdict lines in the formats judges are asked to produce (with
@@ -59,11 +64,13 @@ __all__ = [
     "FILLER",
     "INJECTION_PATTERNS",
     "OPENERS",
+    "VERDICT_WORDS",
     "content_free",
     "fake_prompt",
     "injection",
     "joined",
     "json_verdict",
+    "lone_verdict",
     "plain",
     "substantive_text",
     "unmarked",
@@ -947,20 +954,114 @@ def asks_correctness(prompt: str) -> bool:
     )
 
 
-# A polar question at a sentence's start ("Is 91 prime?", "Does the series converge?"), English only;
-# not a request ("Can you find x?", "Could you help?")
+# A polar question at a sentence's start ("Is 91 prime?", "Does the series converge?"), in English; not a
+# request ("Can you find x?", "Could you help?")
 _POLAR_QUESTION = re.compile(
-    r"(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have|must)\b"
-    r"(?![ \t]+(?:you|u)\b)[^?!\n]{0,300}\?",
+    r"(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have|had|must|"
+    r"shall|may|might|isn't|aren't|wasn't|weren't|doesn't|don't|didn't|can't|won't|hasn't|haven't)(?![^\W_])"
+    r"(?![ \t]+(?:you|u)\b)(?<!was(?=[ \t]+(?:ist|sind|war|waren|bedeutet|ergibt|passiert|macht)\b))"
+    r"[^?!\n]{0,300}\?",
     re.IGNORECASE,
+)
+_Q = r"[ \t]*[?؟]"  # (the full-width "？" is "?" after NFKC)
+# ... and in other languages, each by its own mark of a yes/no question (read on the text as the gates
+# read it: casefolded, without accents, "هل" and "ليس" without their hamza):
+_POLAR_OTHER = re.compile(
+    unmarked(
+        # the answers offered: "yes or no", "oui ou non", "ja oder nein", "да или нет", "نعم أم لا", ...
+        r"(?<![^\W_])(?:yes|oui|ja|si|sí|sim|да|так|tak|ano|evet|ya|ναι|כן|نعم|हाँ|हां)[ \t]*"
+        r"(?:or|ou|oder|o|или|чи|lub|czy|nebo|veya|ya\s+da|atau|ή|או|أم|أو|या|/)[ \t]*"
+        r"(?:no|non|nein|não|нет|ні|nie|ne|hayır|tidak|όχι|לא|لا|नहीं)(?![^\W_])"
+        r"|是或否|是还是否|是或不是|对还是错|はいかいいえ|はい/いいえ|예\s*(?:또는|아니면|/)\s*아니(?:오|요)"
+        r"|صح\s+(?:أم|أو)\s+خطأ"
+        # German, Dutch, the Nordic languages: the verb first ("Ist 91 eine Primzahl?", "Gibt es ...?",
+        # "Är 91 ett primtal?")
+        r"|(?:\A|[.!?:;\n])[ \t]*(?:ist|sind|war|waren|gibt|gab|hat|haben|hatte|kann|können|konnte|darf|dürfen|"
+        r"muss|müssen|soll|sollte|wird|werden|würde|stimmt|existiert|existieren|gilt|konvergiert|divergiert|"
+        r"liegt|teilt|enthält|folgt|besitzt|zijn|heeft|hebben|kunnen|bestaat|bestaan|geldt|klopt|"
+        r"er|är|finns|finnes|findes|gjelder|gäller)(?![^\W_])[^?!\n]{0,300}\?"
+        # Spanish, Portuguese, Italian: the verb first, or "is it true that" ("¿Es 91 primo?", "Existe ...?",
+        # "È vero che ...?")
+        r"|(?:\A|[.!?:;\n¿])[ \t¿]*(?:es|son|está|están|era|eran|fue|existe|existen|hay|había|puede|pueden|"
+        r"tiene|tienen|converge|será|sería|debe|é|são|há|pode|podem|tem|têm|è|sono|esiste|esistono|c'è|"
+        r"ci\s+sono|può|possono|ha|hanno|vale)(?![^\W_])[^?!\n]{0,300}\?"
+        r"|(?<![^\W_])(?:es\s+(?:cierto|verdad)|é\s+verdade|è\s+vero)\s+(?:que|che)(?![^\W_])[^?!\n]{0,300}\?"
+        # French: "est-ce que" (not "qu'est-ce que", what), and the inverted subject ("91 est-il premier ?",
+        # "Existe-t-il ...?", "Peut-on ...?"), a sentence without a question word before it
+        r"|(?<!qu')(?<![^\W_])est-ce\s+qu"
+        r"|(?:\A|[.!?:;\n])(?:(?!(?:que|quel|quelle|quels|quelles|qui|quoi|combien|comment|pourquoi|où|quand|"
+        r"lequel|laquelle|lesquels|lesquelles|qu)(?![^\W_]))[^?!.\n])*?(?<![^\W_])[^\W\d_]+-(?:t-)?"
+        r"(?:il|elle|ils|elles|on)(?![^\W_])[^?!\n]{0,300}\?"
+        # Russian and Bulgarian "ли" ("Является ли 91 простым?"), Ukrainian "чи", Polish "czy" at the start
+        r"|(?<![^\W_])ли(?![^\W_])[^?!\n]{0,300}\?"
+        r"|(?:\A|[.!?:;\n])[ \t]*(?:чи|czy)(?![^\W_])"
+        # Arabic "هل" / "أليس", Persian "آیا", Hebrew "האם", Hindi "क्या" first, Indonesian and Malay
+        # "apakah" / "adakah", Turkish "mı", Vietnamese "... không?"
+        r"|(?<![^\W_])[وف]?(?:هل|أليس|أليست)(?![^\W_])"
+        r"|(?<![^\W_])آیا(?![^\W_])|(?<![^\W_])האם(?![^\W_])"
+        r"|(?:\A|[.!?:;।\n])[ \t]*क्या"
+        r"|(?<![^\W_])(?:apakah|adakah)(?![^\W_])"
+        r"|(?<![^\W_])m[ıiuü](?:y[ıiuü]m|s[ıiuü]n|y[ıiuü]z|s[ıiuü]n[ıiuü]z|d[ıiuü]r|d[ıiuü]|ş[ıiuü])?"
+        + _Q
+        + r"|(?<![^\W_])(?:không|chưa|chăng)"
+        + _Q
+        # Chinese: "吗", "是否", "是不是" (a verb, "不", the verb again: "对不对", "能不能")
+        + r"|[吗嗎](?:[ \t]*[?。]|\Z)|是否|与否|與否|有没有|有沒有|([\u4e00-\u9fff])不\1"
+    )
+)
+# Japanese and Korean ask "what is it?" and "is it 4?" with the same ending: a question in them is yes
+# or no when it holds no question word
+_JA_KO_QUESTION = re.compile(
+    unmarked(
+        r"(?:(?<=[。!?.\n])|\A)[^。!?.\n]*?(?:ですか|ますか|でしょうか|ましたか|でしたか|のですか|のか|ないか|"
+        r"니까|나요|까요|가요|인가|는가|습니까)[ \t]*(?:[?。.!]|\Z)"
+    )
+)
+_JA_KO_QUESTION_WORD = re.compile(
+    unmarked(
+        r"何|なに|なん|誰|だれ|どこ|いつ|どう|どの|どれ|どちら|いくつ|いくら|なぜ|何故|どんな|幾"
+        r"|무엇|뭐|누구|어디|언제|어떻게|왜|몇|얼마|어느|어떤|무슨"
+    )
+)
+# Any other question ("91 é primo?", "91 — простое число?", "91是质数？": yes/no by the voice alone)
+# that holds no question word of these languages, and is no request ("Can you find x?") nor a blank to
+# fill ("x = ?")
+_QUESTION = re.compile(r"(?:(?<=[.!?؟。\n])|\A)[^.!?؟。\n]*+[?؟]")  # (from a sentence's start only: linear)
+_QUESTION_WORD = re.compile(
+    unmarked(
+        r"(?<![^\W_])(?:what|which|who|whom|whose|where|when|why|how|que|quel|quelle|quels|quelles|qui|quoi|"
+        r"combien|comment|pourquoi|où|quand|qué|cuál|cuáles|quién|quiénes|cómo|cuánto|cuánta|cuántos|cuántas|"
+        r"dónde|cuándo|qual|quais|quem|como|quanto|quanta|quantos|quantas|onde|quando|che|cosa|quale|quali|"
+        r"chi|come|quanti|quante|dove|perché|was|wer|wen|wem|wessen|wie|wo|wann|warum|weshalb|wieso|welche|"
+        r"welcher|welches|welchen|welchem|wieviel|wieviele|woher|wohin|womit|wofür|worin|wodurch|что|кто|"
+        r"кого|кому|кем|как|какой|какая|какое|какие|каков|какова|каково|каковы|каким|какую|какого|сколько|"
+        r"где|когда|почему|зачем|куда|откуда|чем|чему|чего|который|которая|которое|которые|що|хто|який|"
+        r"яка|яке|які|скільки|де|коли|чому|навіщо|куди|звідки|як|ما|ماذا|من|متى|أين|كيف|كم|لماذا|أي|"
+        r"कौन|कब|कहाँ|कैसे|क्यों|कितना|कितने|ne|kim|nerede|nasıl|neden|niçin|kaç|hangi|apa|siapa|"
+        r"dimana|kapan|bagaimana|mengapa|berapa|gì|ai|đâu|nào|sao|can\s+you|could\s+you|would\s+you|"
+        r"will\s+you|please)(?![^\W_])"
+        r"|什么|什麼|哪|谁|誰|几|幾|多少|怎么|怎麼|怎样|怎樣|为什么|為什麼|如何|何"
+        r"|=[ \t]*[?؟]|_{2,}"
+    )
 )
 
 
 def asks_yes_no(prompt: str) -> bool:
     """``prompt`` asks a yes-or-no question (or whether something is correct: :func:`asks_correctness`),
-    so a boxed yes, no, correct or incorrect answers it."""
+    so a boxed yes, no, correct or incorrect answers it, and so does a lone "Yes" (:func:`lone_verdict`).
+    English by its verb first ("Is 91 prime?", :data:`_POLAR_QUESTION`); the other languages by their own
+    marks of a yes/no question (:data:`_POLAR_OTHER`, :data:`_JA_KO_QUESTION`): the answers offered, a
+    question particle ("هل", "ли", "吗", "apakah"), the verb first (German, Spanish...). Unsure, a
+    question is taken as yes/no: there a lone verdict still goes to the judge, as it did everywhere."""
     tail = unmarked(plain(prompt[-4000:]))
-    return asks_correctness(prompt) or _POLAR_QUESTION.search(tail) is not None
+    if asks_correctness(prompt) or _POLAR_QUESTION.search(tail) or _POLAR_OTHER.search(tail):
+        return True
+    if any(_JA_KO_QUESTION_WORD.search(m.group(0)) is None for m in _JA_KO_QUESTION.finditer(tail)):
+        return True
+    return any(
+        _QUESTION_WORD.search(m.group(0)) is None and _JA_KO_QUESTION_WORD.search(m.group(0)) is None
+        for m in _QUESTION.finditer(tail)
+    )
 
 
 def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
@@ -1004,6 +1105,65 @@ def content_free(text: str, verdict_is_answer: bool = False) -> bool:
     ``verdict_is_answer`` (the question asks whether something is correct: :func:`asks_correctness`) "this
     is correct" is an answer."""
     return not substantive_text(text, verdict_is_answer)
+
+
+# Verdict words: alone (with punctuation, filler, an opener: "Yes.", "Correct!", "The answer is: True",
+# "是的", "نعم") a response says that something is right and gives nothing a judge could check. To a
+# yes/no question that is the answer; to an open question ("What is 2+2?") it is the one-token hack of
+# "One Token to Fool LLM-as-a-Judge": the grader, asked whether the response is correct, reads it as the
+# verdict it was asked for. Affirmatives only: a lone "No" earns no judge's "yes".
+VERDICT_WORDS: tuple[str, ...] = (
+    # English, French, German, Dutch, the Nordic languages
+    "yes", "yeah", "yep", "yup", "aye", "correct", "right", "true", "affirmative", "agreed", "exactly",
+    "precisely", "verified", "valid", "accurate", "accepted", "approved", "confirmed", "pass", "passed",
+    "oui", "vrai", "exact", "exacte", "juste", "correcte", "ja", "jawohl", "richtig", "wahr", "korrekt",
+    "stimmt", "genau", "zutreffend", "juist", "waar", "klopt", "sant", "riktig", "riktigt", "rigtigt",
+    "kyllä", "oikein", "totta",
+    # Spanish, Portuguese, Italian
+    "sí", "si", "correcto", "correcta", "verdadero", "verdadera", "cierto", "cierta", "exacto", "exacta",
+    "afirmativo", "sim", "correto", "correta", "verdadeiro", "verdadeira", "certo", "certa", "exato", "exata",
+    "sì", "vero", "vera", "corretto", "corretta", "giusto", "giusta", "esatto", "esatta",
+    # Russian, Ukrainian, Polish, Czech, Greek, Hebrew, Turkish
+    "да", "верно", "правильно", "истина", "истинно", "точно", "так", "вірно", "істина", "tak", "prawda",
+    "poprawnie", "ano", "správně", "pravda", "ναι", "σωστό", "σωστά", "αληθές", "כן", "נכון", "evet", "doğru",
+    # Arabic, Persian, Hindi, Indonesian and Malay, Vietnamese, Swahili, Tagalog
+    "نعم", "أجل", "بلى", "صحيح", "صحيحة", "صح", "صواب", "بله", "آری", "درست", "हाँ", "हां", "सही", "जी",
+    "ya", "iya", "benar", "betul", "vâng", "đúng", "có", "phải", "ndiyo", "sahihi", "oo", "tama",
+    # Korean (Chinese and Japanese: _CJK_VERDICTS)
+    "예", "네", "맞습니다", "맞아요", "맞아", "맞다", "맞음", "옳습니다", "옳다", "그렇습니다",
+)  # fmt: skip
+_CJK_VERDICTS = "是的|是|对的|对|正确|没错|没有错|确实|当然|真的|真|はい|正しいです|正しい|正解|そうです|その通りです|その通り|ええ"
+
+
+def _verdict_pattern() -> re.Pattern[str]:
+    words = sorted({unmarked(plain(w)) for w in VERDICT_WORDS}, key=len, reverse=True)
+    cjk = sorted({unmarked(plain(w)) for w in _CJK_VERDICTS.split("|")}, key=len, reverse=True)
+    return re.compile(rf"(?<![^\W_])(?:{'|'.join(map(re.escape, words))})(?![^\W_])|{'|'.join(cjk)}")
+
+
+_VERDICTS_RE = _verdict_pattern()
+
+
+def lone_verdict(text: str, question: str = "", reference: str = "") -> bool:
+    """True when ``text`` is only a verdict ("Yes", "Correct.", "The answer is: True", "是", "Oui", "نعم"):
+    what is left of it (:func:`substantive_text`) is verdict words (:data:`VERDICT_WORDS`) and nothing
+    else. Call it for an open question only (:func:`asks_yes_no` is False): a yes/no question is
+    answered so. A verdict word that ``question`` itself holds is an option it offers ("left or right?",
+    "Name the band 'Yes'"), an answer: False then (not for the CJK verdicts, which any question in
+    those languages holds); so is one the ``reference`` answer holds (a gold "Yes": the question was a
+    yes/no one after all), CJK or not."""
+    kept = substantive_text(text)
+    if not kept or _VERDICTS_RE.sub(" ", kept).strip():
+        return False
+    words = _WORD.findall(kept)
+    asked = set(_WORD.findall(unmarked(plain(question))))
+    if any(w in asked for w in words if not _CJK.search(w)):
+        return False
+    gold = unmarked(plain(reference)).translate(_TRADITIONAL)
+    return not any(
+        re.search(rf"(?<![^\W_]){re.escape(w)}(?![^\W_])", gold) or (_CJK.search(w) and w in gold)
+        for w in words
+    )
 
 
 _BOXED_LABEL_RX = r"\\boxed\s*\{\s*(?:correct|incorrect)\s*\}"

@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rewardhub.judging.hardening import content_free, injection
+from rewardhub.judging.hardening import content_free, injection, lone_verdict
 from rewardhub.mathlib import extract_answer
 
 __all__ = ["Screen", "ScreenJob", "extract_final", "screen"]
 
-Verdict = Literal["pass", "content_free", "injection", "no_answer"]
+Verdict = Literal["pass", "content_free", "lone_verdict", "injection", "no_answer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,10 @@ class ScreenJob:
     ``content``: check for content-free text (False when only the injection check is left to run).
     ``verdict_is_answer``: the question asks whether something is correct
     (:func:`~rewardhub.judging.hardening.asks_correctness`), so "This is correct." is an answer.
+    ``question``: the question when it is open (no yes/no question:
+    :func:`~rewardhub.judging.hardening.asks_yes_no`), None otherwise; a response (or extracted answer)
+    that is only a verdict, "Yes", is no answer to it (:func:`~rewardhub.judging.hardening.lone_verdict`;
+    ``reference``: the gold answer, whose own verdict words are answers).
     """
 
     text: str
@@ -43,13 +47,15 @@ class ScreenJob:
     short_answer_max_chars: int = 200
     content: bool = True
     verdict_is_answer: bool = False
+    question: str | None = None
+    reference: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Screen:
     """The result: ``pass`` with the text the judge may see (``answer``: the extracted answer in reference
     mode, None for the whole visible response), or why the response scores 0 without a judge:
-    ``content_free``, ``injection`` (``pattern`` names the check that fired) or ``no_answer``
+    ``content_free``, ``lone_verdict`` (only a verdict, to an open question), ``injection`` (``pattern`` names the check that fired) or ``no_answer``
     (``answer``: what was extracted, if anything)."""
 
     verdict: Verdict
@@ -73,7 +79,8 @@ def extract_final(text: str, methods: tuple[str, ...], short_max_chars: int) -> 
 
 
 def screen(job: ScreenJob) -> Screen:
-    """Run the gates in order: content-free, grader-directed, then (reference mode) the final answer."""
+    """Run the gates in order: content-free, grader-directed, a lone verdict to an open question, then
+    (reference mode) the final answer."""
     text, answer_verdict = job.text, job.verdict_is_answer
     if job.content and content_free(text, answer_verdict):
         return Screen("content_free")
@@ -82,9 +89,16 @@ def screen(job: ScreenJob) -> Screen:
         hit = injection(text, forged, answer_verdict)
         if hit is not None:
             return Screen("injection", pattern=hit)
+    if job.content and _lone(text, job):
+        return Screen("lone_verdict")
     if job.extraction is None:
         return Screen("pass")
     answer = extract_final(text, job.extraction, job.short_answer_max_chars)
-    if answer is None or content_free(answer, answer_verdict):
+    if answer is None or content_free(answer, answer_verdict) or _lone(answer, job):
         return Screen("no_answer", answer=answer)
     return Screen("pass", answer=answer)
+
+
+def _lone(text: str, job: ScreenJob) -> bool:
+    """``text`` is only a verdict ("Yes") and the question is open (``job.question``)."""
+    return job.question is not None and lone_verdict(text, job.question, job.reference)
