@@ -1661,6 +1661,8 @@ def test_yes_no_questions_in_many_languages(prompt: str) -> None:
         "Which is larger, 2 or 3?",
         "Can you find x?",
         "Compute 3*4 = ?",
+        "What is $56.78-43.6?$",  # a decimal point ends no sentence
+        "Let $f(x) = 2.5x$. For which $x$ is $f(x) = 5.0$?",
         "Solve 2x+3=7.",
         "Name the largest planet.",
         "ما هو ناتج 2+2؟",

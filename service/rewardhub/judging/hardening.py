@@ -1026,7 +1026,8 @@ _JA_KO_QUESTION_WORD = re.compile(
 # Any other question ("91 é primo?", "91 — простое число?", "91是质数？": yes/no by the voice alone)
 # that holds no question word of these languages, and is no request ("Can you find x?") nor a blank to
 # fill ("x = ?")
-_QUESTION = re.compile(r"(?:(?<=[.!?؟。\n])|\A)[^.!?؟。\n]*+[?؟]")  # (from a sentence's start only: linear)
+# (a sentence ends at a full stop before a space, not in "56.78"; it is read from its start only: linear)
+_QUESTION = re.compile(r"(?:(?<=[!?؟。\n])|(?<=\.[ \t])|\A)(?:[^.!?؟。\n]|\.(?![ \t]))*+[?؟]")
 _QUESTION_WORD = re.compile(
     unmarked(
         r"(?<![^\W_])(?:what|which|who|whom|whose|where|when|why|how|que|quel|quelle|quels|quelles|qui|quoi|"
