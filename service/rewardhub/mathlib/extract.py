@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewardhub.mathlib.scan import match_brace
+from rewardhub.rewards.text import drop_invisible
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +201,7 @@ def extract_answer(response: str, methods: Sequence[str] = DEFAULT_METHODS) -> E
         raw = fn(response)
         if raw is None:
             continue
-        text = _strip_wrappers(raw)
+        text = _strip_wrappers(drop_invisible(raw))  # "4\u200b2" is 42: a zero-width space is no digit
         if text:
             return Extracted(text, name)
     return None
@@ -208,7 +209,7 @@ def extract_answer(response: str, methods: Sequence[str] = DEFAULT_METHODS) -> E
 
 def read_gold(reference: str) -> str | None:
     """Normalise a gold reference: strip math delimiters, unwrap a whole ``\\boxed{...}``."""
-    s = _strip_wrappers(reference)
+    s = _strip_wrappers(drop_invisible(reference))
     for cmd in _BOX_COMMANDS:
         if s.startswith(cmd):
             got = _boxed_at(s, 0, cmd)

@@ -7,7 +7,9 @@ text too, so an ``<answer>`` drafted in the reasoning of a response cut off ther
 
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
-:func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. The reference is a string, a
+:func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. ``squad`` and
+``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris");
+``none`` compares as written. The reference is a string, a
 list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
 ``{"answers": {"text": [...], "answer_start": [...]}}`` (or that row's ``answers`` column alone,
 ``{"text": [...], "answer_start": [...]}``); the item scores 1 if any matches. A number among them is
@@ -39,7 +41,14 @@ from rewardhub.rewards.patterns import (
     last_match,
     validate_pattern,
 )
-from rewardhub.rewards.text import after_think_at, answer_span, answer_text, squad_normalize, squad_pair
+from rewardhub.rewards.text import (
+    after_think_at,
+    answer_span,
+    answer_text,
+    drop_invisible,
+    squad_normalize,
+    squad_pair,
+)
 
 __all__ = [
     "AnswerConfig",
@@ -244,7 +253,7 @@ def read_item(
 
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
     if cfg.normalize == "whitespace":
-        text = " ".join(text.split())
+        text = " ".join(drop_invisible(text).split())  # a zero-width space is no character either
     return text if cfg.case_sensitive else text.casefold()
 
 
@@ -266,7 +275,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # was missing_reference); a blank reference ("") is missing_reference unless empty_reference_unanswerable
     # (an empty answer matched it, 1.0); the answers column alone ({"text": [...], "answer_start": [...]})
     # is read
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: squad and whitespace drop invisible format characters (Cf: zero-width space, soft hyphen,
+    # BOM...): "Par\u200bis" was not "Paris"
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 

@@ -80,7 +80,9 @@ class F1Reward(Reward[F1Config]):
     # 1.1.3: a SQuAD v2 unanswerable row (answer texts []) scores an abstention 1, any other answer 0 (it
     # was missing_reference); a blank reference ("") is missing_reference unless empty_reference_unanswerable
     # (an empty answer scored 1.0 against it); the answers column alone ({"text": [...]}) is read
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: invisible format characters (Cf: zero-width space, soft hyphen, BOM...) are dropped before
+    # tokenising: "Par\u200bis" was another token than "Paris"
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."

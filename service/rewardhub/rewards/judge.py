@@ -512,7 +512,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # ("دعنا نحل هذه المشكلة", "الخطوة 1"), "هذا صحيح" (a verdict on nothing), claims ("الجواب صحيح"),
     # orders ("أجب بنعم") and forged verdicts ("القرار النهائي: نعم") as their English counterparts, and
     # Arabic questions whether something is correct ("هل الحل صحيح؟")
-    version: ClassVar[str] = "1.9.6"
+    # 1.9.7: reference mode: the extracted final answer is shown without invisible format characters (Cf)
+    version: ClassVar[str] = "1.9.7"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "

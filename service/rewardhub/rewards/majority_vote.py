@@ -21,7 +21,7 @@ is" / last number). Equivalence (``equivalence``):
   comparisons per group, the most voted answers first, bound the work when a group has many distinct
   answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
 * ``string``: answers equal after ``normalize`` (``whitespace``: NFKC, so full-width ``Ｐａｒｉｓ`` is
-  ``Paris``, then collapse spaces and case-fold;
+  ``Paris``, then drop invisible format characters, collapse spaces and case-fold;
   ``squad``: also drop punctuation and articles; ``none``); ``answer`` and ``pseudo_label`` are then
   shown normalised, and an answer that normalises to nothing counts as no answer.
 
@@ -57,7 +57,7 @@ from rewardhub.mathlib import DEFAULT_METHODS, extract_answer, quick_check
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, squad_normalize
+from rewardhub.rewards.text import answer_text, drop_invisible, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -138,7 +138,7 @@ def _normalizer(mode: str) -> Any:
     if mode == "squad":
         return squad_normalize
     if mode == "whitespace":
-        return lambda s: " ".join(unicodedata.normalize("NFKC", s).split()).casefold()
+        return lambda s: " ".join(unicodedata.normalize("NFKC", drop_invisible(s)).split()).casefold()
     return lambda s: s
 
 
@@ -166,7 +166,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.4: squad drops Unicode punctuation (’ “ ” 。), not only ASCII's. 1.0.5: a pseudo-label needs
     # min_votes (2) votes; a lone vote (group of one, one answer, all different) scored 1.0 for itself,
     # and a tie under tie_break none is unsupported (it scored every answer 0, "wrong")
-    version: ClassVar[str] = "1.0.5"
+    # 1.0.6: whitespace and squad drop invisible format characters (Cf), and extracted math answers too:
+    # "Par\u200bis" was another vote than "Paris"
+    version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

@@ -66,7 +66,9 @@ def read_golds(reference: Any) -> list[str] | None:
 @register
 class MathReward(Reward[MathConfig]):
     name: ClassVar[str] = "math"
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: invisible format characters (Cf: zero-width space, BOM...) are dropped from the extracted
+    # answer and the gold: "\\boxed{4\u200b2}" was not 42
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."

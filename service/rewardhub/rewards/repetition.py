@@ -10,9 +10,10 @@ over) that are cheap ways to grow; this term makes each repeated n-gram cost som
 text without repeats and approaches ``max_penalty`` as the text becomes one repeated n-gram: token ids
 ``[5, 5, 5, 5, 5]`` with n = 2 have 4 bigrams, 1 unique, so R = (1 − 1/4) · −1 = −0.75.
 
-Tokens: case-folded whitespace ``words`` of the response (as open-r1 does), or the policy's own
-``token_ids`` sent by the trainer in ``metadata[token_ids_key]`` (what the paper uses; the service has
-no tokenizer to compute them). Component ``repetition``: the repeated fraction ``1 − unique/total``.
+Tokens: case-folded whitespace ``words`` of the response (as open-r1 does), invisible format characters
+dropped (:func:`.text.drop_invisible`: zero-width spaces between repeats do not make them new words), or
+the policy's own ``token_ids`` sent by the trainer in ``metadata[token_ids_key]`` (what the paper uses;
+the service has no tokenizer to compute them). Component ``repetition``: the repeated fraction ``1 − unique/total``.
 
 Counting n-grams is pure Python, about a microsecond a token (more for a large n): a request whose
 work is small (:func:`runs_inline`, its words counted) is scored inline, a bigger one (a batch of
@@ -29,6 +30,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.text import drop_invisible
 from rewardhub.rewards.units import UnitError, metadata_int_list
 
 __all__ = ["RepetitionConfig", "RepetitionReward", "repeated_fraction", "repetition_outcome", "runs_inline"]
@@ -40,7 +42,9 @@ class RepetitionConfig(RewardConfig):
         -1.0, le=0.0, allow_inf_nan=False, description="The penalty of a fully repetitive text (≤ 0)."
     )
     unit: Literal["words", "token_ids"] = Field(
-        "words", description="words: case-folded whitespace words; token_ids: metadata[token_ids_key]."
+        "words",
+        description="words: case-folded whitespace words (invisible format characters dropped); "
+        "token_ids: metadata[token_ids_key].",
     )
     token_ids_key: str = Field(
         "completion_ids", min_length=1, description="Metadata key of the completion's token ids."
@@ -89,7 +93,7 @@ def repetition_outcome(payload: tuple[Sequence[Hashable] | str, int, float]) -> 
     CPU-pool task: module level)."""
     tokens, n, max_penalty = payload
     if isinstance(tokens, str):
-        tokens = tokens.casefold().split()
+        tokens = drop_invisible(tokens).casefold().split()
     fraction, total, unique = repeated_fraction(tokens, n)
     return Outcome(
         fraction * max_penalty + 0.0,  # + 0.0 turns -0.0 into 0.0
@@ -101,7 +105,9 @@ def repetition_outcome(payload: tuple[Sequence[Hashable] | str, int, float]) -> 
 @register
 class RepetitionReward(Reward[RepetitionConfig]):
     name: ClassVar[str] = "repetition"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: words drop invisible format characters (Cf): zero-width spaces between repeats made them new
+    # words, dodging the penalty
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "N-gram repetition penalty (1 − unique/total n-grams) · max_penalty over words or trainer-supplied "
         "token ids; 0 without repeats."
