@@ -41,6 +41,9 @@ VALID: list[tuple[str, bool, float]] = [
     ("<answer>Lyon</answer><confidence>0</confidence>", False, 0.0),  # confidently (and rightly) unsure
     ("<answer>Lyon</answer><confidence>1</confidence>", False, 1.0),  # confidently wrong: -1
     ("<answer>the Paris.</answer><confidence>100</confidence>", True, 1.0),  # exact_match normalises
+    # leading zeros read by value (found in review: "0100" was out of range while "080" was 80 %)
+    ("<answer>Paris</answer><confidence>0100</confidence>", True, 1.0),
+    ("<answer>Lyon</answer><confidence>00080</confidence>", False, 0.8),
     # two confidence tags: the last wins
     ("<answer>Paris</answer><confidence>0.9</confidence> wait <confidence>0.3</confidence>", True, 0.3),
     # tags inside <think> don't count: only the text after the last </think> is read
@@ -165,7 +168,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.4+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.5+")  # includes the verifier's version
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:

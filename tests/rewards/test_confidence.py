@@ -29,6 +29,23 @@ from rewardhub.rewards.confidence import last_tag, parse_confidence
         ("2", 0.02),
         ("100", 1.0),
         ("080", 0.8),  # digits only, leading zero
+        # leading zeros are read by value, however many (found in review: "0100" was out of range while "080"
+        # was 80 %, as the whole number allowed 3 digits in all)
+        ("0100", 1.0),
+        ("00080", 0.8),
+        ("002", 0.02),
+        ("0" * 5000 + "50", 0.5),
+        ("00", 0.0),  # 0 and 1 stay probabilities with leading zeros too
+        ("01", 1.0),
+        ("00.5", 0.5),
+        # the number's parts at their boundaries (the patterns are possessive: same strings accepted)
+        ("1.", 1.0),  # a decimal, not a whole number
+        ("0.5e0", 0.5),
+        ("5e-1 %", 0.005),
+        ("1.e-1", 0.1),
+        ("50\t%", 0.5),
+        ("1 \t/\t 2", 0.5),
+        (".5/1.", 0.5),
         # a fraction "x/y" is x/y (algorithms.md §3.3: accept "0.8/1")
         ("0.8/1", 0.8),
         ("85/100", 0.85),
@@ -71,6 +88,20 @@ def test_readable(content: str, expected: float) -> None:
         ("100.0", "out of range"),  # not a bare whole number: a decimal, > 1
         ("1e400", "out of range"),  # overflows to inf
         ("٠.٥", "not a number"),  # non-ASCII digits are text
+        ("0101", "out of range"),  # leading zeros read by value: 101
+        ("0" * 5000 + "101", "out of range"),
+        ("1" * 100_000, "out of range"),  # a long run of digits is a huge number, refused
+        ("1" * 100_000 + "%", "out of range"),
+        ("1" * 100_000 + "/", "not a number"),
+        ("1" * 100_000 + "x", "not a number"),
+        ("1" * 100_000 + "e", "not a number"),
+        ("1.5.", "not a number"),
+        ("1e", "not a number"),
+        ("e5", "not a number"),
+        (".", "not a number"),
+        ("+-1", "not a number"),
+        ("1 %%", "not a number"),
+        ("1/ 2/", "not a number"),
     ],
 )
 def test_format_failures(content: str, why: str) -> None:

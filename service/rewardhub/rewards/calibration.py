@@ -164,7 +164,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # 1.0.2: a group verifier (majority_vote) counts the answers of every member, format failures included
     # 1.0.3: in a group whose id is "" too
     # 1.0.4: an answer of zero-width (invisible format/control) characters is empty: a format failure
-    version: ClassVar[str] = "1.0.4"
+    # 1.0.5: a whole-number confidence with leading zeros is read by its value ("0100" is 100%, it was out
+    # of range while "080" was 80%)
+    version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "

@@ -10,8 +10,9 @@ the last opening tag before it), found with ``str.rfind`` in linear time. A mode
    (``80%`` → 0.8, ``12.5 %`` → 0.125);
 2. ``<number>/<number>`` (spaces allowed around ``/``), a fraction x/y with y > 0 and 0 ≤ x ≤ y: q = x / y
    (``0.8/1`` → 0.8, ``85/100`` → 0.85; algorithms.md §3.3 accepts ``0.8/1``);
-3. a bare whole number (digits only) from 2 to 100: read as a percentage (``80`` → 0.8). Models asked for
-   "a number between 0 and 1" still answer ``80`` often enough; ``0`` and ``1`` stay probabilities;
+3. a bare whole number (digits only) from 2 to 100, leading zeros allowed: read as a percentage (``80`` →
+   0.8, ``080`` and ``0100`` as 80 and 100). Models asked for "a number between 0 and 1" still answer
+   ``80`` often enough; ``0`` and ``1`` (``00``, ``01``) stay probabilities;
 4. a decimal number in [0, 1]: q itself (``0.8``, ``.25``, ``1``, ``1e-1``, ``1.0``).
 
 ``<number>`` is ASCII ``[+-]? (digits [. digits] | . digits) [e [+-] digits]``. Anything else is a
@@ -28,11 +29,14 @@ from dataclasses import dataclass
 
 __all__ = ["ParsedConfidence", "last_tag", "parse_confidence"]
 
-_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+# Possessive (``++``, ``*+``) and atomic: nothing that may follow a number (``%``, ``/``, spaces, the end)
+# can start with a character a number holds, so giving characters back never finds a match; with
+# backtracking, a megabyte of digits in a <confidence> tag took half a second of the event loop to refuse.
+_NUMBER = r"(?>[+-]?(?:[0-9]++(?:\.[0-9]*+)?|\.[0-9]++)(?:[eE][+-]?[0-9]++)?)"
 _DECIMAL_RE = re.compile(_NUMBER)
-_PERCENT_RE = re.compile(rf"({_NUMBER})[ \t]*%")
-_FRACTION_RE = re.compile(rf"({_NUMBER})[ \t]*/[ \t]*({_NUMBER})")
-_WHOLE_RE = re.compile(r"[0-9]{1,3}")
+_PERCENT_RE = re.compile(rf"({_NUMBER})[ \t]*+%")
+_FRACTION_RE = re.compile(rf"({_NUMBER})[ \t]*+/[ \t]*+({_NUMBER})")
+_WHOLE_RE = re.compile(r"0*+([0-9]{1,3})")  # leading zeros are no digits: "0100" is 100, as "080" is 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +80,9 @@ def parse_confidence(content: str) -> ParsedConfidence:
         if not (math.isfinite(y) and y > 0.0 and _in_range(x, y)):
             return ParsedConfidence(None, f"out of range (x/y needs 0 ≤ x ≤ y, y > 0): {s[:40]!r}")
         return ParsedConfidence(min(1.0, x / y) + 0.0)
-    if _WHOLE_RE.fullmatch(s) is not None and 2 <= int(s) <= 100:
-        return ParsedConfidence(int(s) / 100.0)
+    m = _WHOLE_RE.fullmatch(s)
+    if m is not None and 2 <= int(m.group(1)) <= 100:
+        return ParsedConfidence(int(m.group(1)) / 100.0)
     if _DECIMAL_RE.fullmatch(s) is not None:
         q = float(s)
         if not _in_range(q, 1.0):
