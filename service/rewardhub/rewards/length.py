@@ -21,6 +21,13 @@ correct answers earn more. Wrong: ``(min_value_wrong, max_value_wrong) = (−0.5
 are swapped so a *short* wrong answer is punished most, and the policy is pushed to think longer when
 it is failing rather than give up early. This term replaces the correctness reward, it already carries it.
 
+The names follow algorithms.md §5.4 (by where they apply: ``max_value_*`` at L = 0, ``min_value_*`` at
+L ≥ L_max). open-r1's ``get_cosine_scaled_reward`` (and the paper's code) names the wrong-answer bounds by
+value, ``min_value_wrong=-1.0, max_value_wrong=-0.5``, and swaps them inside: its ``min_value_wrong`` is
+this ``max_value_wrong`` and the other way round. A config ported from it literally reverses the
+incentive for wrong answers (short ones punished least), so swap the two when porting; the
+correct-answer names mean the same in both.
+
 Correctness is not judged here; it comes with the item, read in this order: ``metadata[correct_key]``
 (a bool, 0/1, or "true"/"false"), the reference ``{"correct": true}``, or the reference string
 "true"/"false" (the wire protocol has no bare boolean reference). The metadata goes first so a batch
@@ -78,10 +85,18 @@ class LengthConfig(RewardConfig):
         1.0, allow_inf_nan=False, description="cosine: reward of a correct answer at L = 0."
     )
     min_value_wrong: float = Field(
-        -0.5, allow_inf_nan=False, description="cosine: reward of a wrong answer at L ≥ max_length."
+        -0.5,
+        allow_inf_nan=False,
+        description="cosine: reward of a wrong answer at L ≥ max_length. NOT open-r1's min_value_wrong: "
+        "open-r1's get_cosine_scaled_reward names the wrong-answer bounds by value (min -1.0, max -0.5) and "
+        "swaps them; its max_value_wrong is this field. Copied over as they are, they reward short wrong "
+        "answers.",
     )
     max_value_wrong: float = Field(
-        -1.0, allow_inf_nan=False, description="cosine: reward of a wrong answer at L = 0."
+        -1.0,
+        allow_inf_nan=False,
+        description="cosine: reward of a wrong answer at L = 0. NOT open-r1's max_value_wrong: its "
+        "min_value_wrong is this field (see min_value_wrong).",
     )
     correct_key: str = Field(
         "correct", min_length=1, description="cosine: metadata key of the correctness flag."
