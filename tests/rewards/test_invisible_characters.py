@@ -70,6 +70,42 @@ async def test_majority_vote_counts_an_answer_with_a_zero_width_space_as_the_sam
     assert results[0]["details"]["votes"] == 3
 
 
+# A text of invisible characters only is blank (text.blank), once they are dropped as much as before: a
+# reference of a zero-width space is no reference (else an empty answer, which normalises alike, matched it)
+# and an answer of one abstains on an unanswerable question.
+UNANSWERABLE = {"answers": {"text": [], "answer_start": []}}
+BLANK_CASES: list[tuple[dict[str, Any], float | None]] = [
+    ({"reward": "exact_match", "response": "", "reference": ZWSP}, None),
+    ({"reward": "f1", "response": "", "reference": f"{ZWSP}{BOM}"}, None),
+    ({"reward": "exact_match", "response": "", "reference": ["Paris", ZWSP]}, 0.0),
+    ({"reward": "f1", "response": WJ, "reference": ["Paris", SHY]}, 0.0),
+    ({"reward": "exact_match", "response": ZWSP, "reference": UNANSWERABLE}, 1.0),
+    ({"reward": "f1", "response": f" {BOM} ", "reference": UNANSWERABLE}, 1.0),
+    (
+        {
+            "reward": {
+                "name": "regex",
+                "config": {"pattern": "<a>(.*)</a>", "compare_group_to_reference": True},
+            },
+            "response": f"<a>{ZWSP}</a>",
+            "reference": ZWSP,
+        },
+        None,
+    ),
+]
+
+
+async def test_a_text_of_invisible_characters_is_blank(client: httpx.AsyncClient) -> None:
+    items = [{"id": str(i), **item} for i, (item, _) in enumerate(BLANK_CASES)]
+    resp = await client.post("/v1/score", json={"items": items, "options": {"use_cache": False}})
+    assert resp.status_code == 200, resp.text
+    for (item, expected), result in zip(BLANK_CASES, resp.json()["results"], strict=True):
+        if expected is None:
+            assert (result["valid"], result["reason"]) == (False, "missing_reference"), (item, result)
+        else:
+            assert (result["valid"], result["score"]) == (True, expected), (item, result)
+
+
 def test_visible_text_is_unchanged() -> None:
     text = "Ocean’s Eleven, 東京, кошка, 👍🏽 — x"
     assert drop_invisible(text) == text

@@ -45,6 +45,7 @@ from rewardhub.rewards.text import (
     after_think_at,
     answer_span,
     answer_text,
+    blank,
     drop_invisible,
     squad_normalize,
     squad_pair,
@@ -142,9 +143,10 @@ def reference_strings(reference: Any) -> list[str] | None:
 
 
 def _blank(reference: Any) -> bool:
-    """A reference that holds no answer: a blank string, or a list or answer object of blanks only."""
+    """A reference that holds no answer: a blank string (:func:`.text.blank`: whitespace and invisible
+    characters only), or a list or answer object of blanks only."""
     if isinstance(reference, str):
-        return not reference.strip()
+        return blank(reference)
     if isinstance(reference, list):
         return all(_blank(x) for x in reference)
     if isinstance(reference, dict):
@@ -179,9 +181,9 @@ def answer_references(reference: Any, empty_unanswerable: bool = False) -> list[
         refs = [_text(x) for x in texts if isinstance(x, str | int | float)]
         if len(refs) < len(texts):
             return None  # an answer text that is not text: an unreadable row, not an unanswerable one
-        return [r for r in refs if r.strip()]
+        return [r for r in refs if not blank(r)]
     strings = reference_strings(reference)
-    kept = [r for r in strings if r.strip()] if strings is not None else []
+    kept = [r for r in strings if not blank(r)] if strings is not None else []
     if kept:
         return kept
     return [] if empty_unanswerable and _blank(reference) else None
@@ -241,12 +243,10 @@ def read_item(
     if refs:
         return refs, span
     details: dict[str, object] = {"extracted": span, "unanswerable": True}
-    if not span.strip() and answer_span(item.response)[1] < len(item.response):
+    if blank(span) and answer_span(item.response)[1] < len(item.response):
         # blank because the response ended inside its reasoning: it gave no answer, it did not abstain
         return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details=details)
-    abstained = not span.strip() or squad_normalize(span) in {
-        squad_normalize(p) for p in config.no_answer_phrases
-    }
+    abstained = blank(span) or squad_normalize(span) in {squad_normalize(p) for p in config.no_answer_phrases}
     score = 1.0 if abstained else 0.0
     return Outcome(score, components=dict.fromkeys(empty or {}, score), details=details)
 
@@ -276,7 +276,8 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # (an empty answer matched it, 1.0); the answers column alone ({"text": [...], "answer_start": [...]})
     # is read
     # 1.1.4: squad and whitespace drop invisible format characters (Cf: zero-width space, soft hyphen,
-    # BOM...): "Par\u200bis" was not "Paris"
+    # BOM...): "Par\u200bis" was not "Paris"; a reference of invisible characters only is blank
+    # (missing_reference, or dropped among real answers), and so is such an answer (it abstains)
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig

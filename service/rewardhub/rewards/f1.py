@@ -81,7 +81,8 @@ class F1Reward(Reward[F1Config]):
     # was missing_reference); a blank reference ("") is missing_reference unless empty_reference_unanswerable
     # (an empty answer scored 1.0 against it); the answers column alone ({"text": [...]}) is read
     # 1.1.4: invisible format characters (Cf: zero-width space, soft hyphen, BOM...) are dropped before
-    # tokenising: "Par\u200bis" was another token than "Paris"
+    # tokenising: "Par\u200bis" was another token than "Paris"; a reference of invisible characters only is
+    # blank, as in exact_match
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "

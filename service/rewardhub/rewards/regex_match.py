@@ -80,7 +80,8 @@ class RegexReward(Reward[RegexConfig]):
     # 1.0.2: compare_group_to_reference searches the answer outside the reasoning, not drafts in <think>
     # 1.0.3: a blank reference ("", [""], {"answer": ""}) is missing_reference (an empty group matched
     # it, 1.0) and a blank among real answers is dropped; a SQuAD answers column alone is read
-    version: ClassVar[str] = "1.0.3"
+    # 1.0.4: a reference of invisible characters only (a zero-width space) is blank: missing_reference
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."

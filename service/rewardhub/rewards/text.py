@@ -96,7 +96,7 @@ def squad_pair(pred: str, ref: str) -> tuple[str, str]:
     question scored apart).
     """
     key = squad_normalize(ref)
-    if key or not ref.strip():
+    if key or blank(ref):
         return squad_normalize(pred), key
     key = _keep_articles(ref)
     if key:
