@@ -175,6 +175,41 @@ JS_CHEATS = {
     "prints its own module function": (
         "function add(a, b) { return 0; }\nprocess.stdout.write(arguments.callee.toString());\nprocess.exit(0);\n"
     ),
+    # the tests' own assert and require, replaced or shadowed by the solution's
+    "patches assert": "function add(a, b) { return 0; }\nrequire('assert').strictEqual = () => {};\n",
+    "patches assert/strict": "function add(a, b) { return 0; }\nrequire('assert').strict.strictEqual = () => {};\n",
+    "its own require": "function add(a, b) { return 0; }\nfunction require() { return { strictEqual() {} }; }\n",
+    "a global require": (
+        "function add(a, b) { return 0; }\n"
+        "Object.defineProperty(globalThis, 'require', { get: () => () => ({ strictEqual() {} }) });\n"
+    ),
+    "require.cache's assert": (
+        "function add(a, b) { return 0; }\n"
+        "require.cache.assert = { id: 'assert', loaded: true, exports: { strictEqual() {} } };\n"
+    ),
+    # the marker's two pieces read from the program's source and joined
+    "marker from its own source": (
+        "function add(a, b) { return 0; }\nconst fs = require('fs');\n"
+        "const src = [process.argv[1], __filename].map((f) => fs.readFileSync(f, 'utf8')).join('\\n');\n"
+        "const m = src.match(/'\\\\n(rewardhub-tests-finished-[0-9a-f]*)' \\+ '([0-9a-f]*)\\\\n'/);\n"
+        "process.stdout.write(m[1] + m[2] + '\\n');\nprocess.exit(0);\n"
+    ),
+    "marker from its callers' source": (
+        "function add(a, b) {\n  let src = '';\n"
+        "  for (let f = add.caller; f; f = f.caller) src += Function.prototype.toString.call(f);\n"
+        "  const m = src.match(/'\\\\n(rewardhub-tests-finished-[0-9a-f]*)' \\+ '([0-9a-f]*)\\\\n'/);\n"
+        "  process.stdout.write(m[1] + m[2] + '\\n');\n  process.exit(0);\n}\n"
+    ),
+    "Function.prototype.toString replaced": (
+        "function add(a, b) { return 0; }\nFunction.prototype.toString = () => 'process.exit(0)';\n"
+    ),
+    "process.exit replaced": (
+        "function add(a, b) { return 0; }\nprocess.exit = () => {};\nprocess.reallyExit = () => {};\n"
+    ),
+    "console.assert replaced": (
+        "function add(a, b) { return 0; }\n"
+        "globalThis.console = new Proxy({}, { defineProperty: () => true, get: () => () => {} });\n"
+    ),
 }
 
 BASH_CHEATS = {
@@ -206,3 +241,28 @@ async def test_no_cheat_scores_on_javascript_and_bash_tests(client: httpx.AsyncC
     results = await _score(client, items)
     scored = [(i["id"], r["score"]) for i, r in zip(items, results, strict=True) if r["score"]]
     assert not scored, scored
+
+
+async def test_javascript_tests_own_exit_zero_is_their_pass(client: httpx.AsyncClient) -> None:
+    # test files often end with `process.exit(0)`: the marker after them was never reached, and every
+    # solution, a correct one too, failed; the solution's own exit (or one it put in their place) still fails
+    tests = "const assert = require('node:assert');\nassert.deepEqual(add(1, 2), 3);\nprocess.exit(0);\n"
+    solutions = {
+        "correct": "function add(a, b) { return a + b; }\n",
+        "wrong": "function add(a, b) { return 0; }\n",
+        "exits first": "function add(a, b) { return a + b; }\nprocess.exit(0);\n",
+        "replaces exit": "function add(a, b) { return 0; }\nprocess.exit = () => {};\n",
+    }
+    items = [
+        {"id": n, "response": f"```js\n{c}```", "reference": {"language": "javascript", "tests": t}}
+        for n, c in solutions.items()
+        for t in (tests, [tests])
+    ]
+    results = await _score(client, items)
+    scores = {
+        (i["id"], isinstance(i["reference"]["tests"], list)): r["score"]
+        for i, r in zip(items, results, strict=True)
+    }
+    assert scores == {(n, as_list): float(n == "correct") for n in solutions for as_list in (False, True)}, (
+        results
+    )

@@ -13,7 +13,8 @@ Reference (an object):
 * JavaScript/bash assert-style tests: ``{"language": "javascript", "tests": ..., "setup": ...}``, run in
   the solution's own program after it and the setup. A string is one test; a list is one test a string,
   each in a run of its own (a test sees the setup's declarations, not an earlier test's). A bash test's
-  own ``exit 0`` ends it as finished (the solution's, before the tests ran, fails them).
+  own ``exit 0``, a JavaScript test's own ``process.exit(0)``, ends it as finished (the solution's,
+  before the tests ran, fails them). JavaScript runs behind a harness (:data:`_JS_HARNESS`).
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
@@ -61,7 +62,7 @@ import re
 import secrets
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -495,7 +496,13 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.6: JavaScript/bash tests' completion marker is in two pieces in the program's text (a program
     # that printed its own source and exited passed); a bash test's own `exit 0` prints it (such tests
     # failed every solution, a correct one too)
-    version: ClassVar[str] = "1.3.6"
+    # 1.3.7: JavaScript tests run after a harness that reads the completion marker from the run's stdin
+    # (in no source, file or global: the marker read from the program's or its callers' source passed),
+    # freezes `assert` (`require('assert').strictEqual = () => {}` passed) and gives the tests `require`,
+    # `assert`, `console` and `process` as parameters the solution cannot shadow (its own `function
+    # require` passed); the solution runs as a script of its own (solution.js), its syntax errors still
+    # reason format; the tests' own `process.exit(0)` prints the marker (such tests failed every solution)
+    version: ClassVar[str] = "1.3.7"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -671,15 +678,28 @@ class CodeReward(Reward[CodeConfig]):
         if isinstance(task.tests, list):
             tests, labels = task.tests, task.tests
             cpu_limit = min(config.timeout_s, pool.max_timeout_s)
-            stdins = [str(k).encode() for k in range(len(tests))]
+            selectors = [str(k) for k in range(len(tests))]
             # the output limit shared out, as the one run of a string had it: a program flooding its
             # stdout in each of many tests must not make the service hold the limit per test
             caps: list[int] | None = [max(64 << 10, pool.limits.output_bytes // len(tests))] * len(tests)
         else:
             tests, labels = [task.tests], ["tests"]
             cpu_limit = total_s / _WALL_FACTOR
-            stdins, caps = [b""], None
-        program = _script_program(task.language.name, code, task.setup or "", tests, marker)
+            selectors, caps = [""], None
+        language, files = task.language, None
+        if language.name == "javascript":
+            # the solution a file of its own, the harness the program (see _JS_HARNESS); the marker only
+            # in the run's stdin, which the harness reads and closes before the solution runs
+            program = _js_program(task.setup or "", tests)
+            stdins = [f"{sel}\n{marker}\n".encode() for sel in selectors]
+            files = {_JS_SOLUTION: code.encode("utf-8", "surrogatepass")}
+            language = _JS_LANGUAGE
+            reference = program
+        else:
+            program = _script_program(language.name, code, task.setup or "", tests, marker)
+            stdins = [sel.encode() for sel in selectors]
+            # the same program less the solution: whose syntax error it is, when the program has one
+            reference = _script_program(language.name, "", task.setup or "", tests, marker)
         modules_check: list[str] | None = None
         if task.language.name == "javascript":
             modules = _js_required_modules([task.setup or "", *tests])
@@ -688,16 +708,16 @@ class CodeReward(Reward[CodeConfig]):
             programs = _bash_reference_programs([task.setup or "", *tests], code)
             modules_check = ["bash", "-c", _BASH_LOOKUP, "bash", *programs] if programs else None
         report, raw = await pool.run_program(
-            language=task.language,
+            language=language,
             code=program,
             stdins=stdins,
             compile_timeout_s=config.compile_timeout_s,
             run_timeout_s=cpu_limit,
             total_timeout_s=total_s,
             memory_mb=config.memory_mb,
+            files=files,
             syntax_check=True,
-            # the same program less the solution: whose syntax error it is, when the program has one
-            reference_check=_script_program(task.language.name, "", task.setup or "", tests, marker),
+            reference_check=reference,
             modules_check=modules_check,
             stdout_caps=caps,
             stderr_keep=_STDERR_KEEP,
@@ -740,34 +760,15 @@ class CodeReward(Reward[CodeConfig]):
 
 
 def _script_program(language: str, code: str, setup: str, tests: list[str], marker: str) -> str:
-    """The one program of a JavaScript/bash solution and its tests, ``marker`` printed once a test
-    passed. One test runs as it is; of several, the one whose number the run's stdin holds (the
-    solution runs first, as it does before a string of tests: a solution that read the stdin itself
-    leaves none, which fails the test, never runs another).
+    """The one program of a bash solution and its tests, ``marker`` printed once a test passed (for
+    JavaScript see :func:`_js_program`). One test runs as it is; of several, the one whose number the
+    run's stdin holds (the solution runs first, as it does before a string of tests: a solution that read
+    the stdin itself leaves none, which fails the test, never runs another).
 
     The marker is in two pieces in the program's text, joined only when printed: a program that printed
-    its own source (``cat "$0"``, ``readFileSync(__filename)``) and exited printed it whole, and passed.
-    A bash test's own ``exit 0`` (its tests done) prints it first (:func:`_bash_exit_zero`)."""
+    its own source (``cat "$0"``) and exited printed it whole, and passed. A bash test's own ``exit 0``
+    (its tests done) prints it first (:func:`_bash_exit_zero`)."""
     head, tail = marker[:-12], marker[-12:]
-    if language == "javascript":
-        # The setup and tests in a block of their own: their `const assert = require('assert')` (or any
-        # let/const/class) beside the same one in the solution was a redeclaration, a SyntaxError that
-        # failed a correct solution; in the block it shadows the solution's. Each test of several in a
-        # block of its own within it, which sees the setup's declarations.
-        if len(tests) == 1:
-            body = tests[0]
-        else:
-            branches = "".join(
-                f"if (__rewardhub_test === '{k}') {{\n{t}\n}} else " for k, t in enumerate(tests)
-            )
-            body = (
-                "const __rewardhub_test = require('fs').readFileSync(0, 'utf8');\n"
-                f"{branches}{{ throw new Error('no test selected: the program read its standard input'); }}"
-            )
-        return (
-            f"{code}\n;{{\n{setup}\n{_JS_STRICT_ASSERT}{body}\n}}\n"
-            f";process.stdout.write('\\n{head}' + '{tail}\\n');\n"
-        )
     finish = f"echo '{head}''{tail}'"
     tests = [_bash_exit_zero(t, finish) for t in tests]
     if len(tests) == 1:
@@ -780,6 +781,24 @@ def _script_program(language: str, code: str, setup: str, tests: list[str], mark
             "else\necho 'no test selected: the program read its standard input' >&2\nexit 2\nfi"
         )
     return f"{code}\n{setup}\n{body}\n{finish}\n"
+
+
+def _js_program(setup: str, tests: list[str]) -> str:
+    """The program of a JavaScript solution's tests: :data:`_JS_HARNESS`, then the setup and tests in a
+    function whose parameters are the harness's ``require``, ``assert``, ``console`` and ``process``
+    (:data:`_JS_HARNESS`). The solution is not in it (its own file, run by the harness first), nor is
+    the marker (the run's stdin: the test's number, a line, the marker), so that the program's text, the
+    same for every solution, is also the reference's to syntax-check.
+
+    The setup and tests in a block of their own within the function: their ``const assert =
+    require('assert')`` beside the parameter was a redeclaration, a SyntaxError. Of several tests, the
+    one the stdin names, each in a block of its own, which sees the setup's declarations."""
+    if len(tests) == 1:
+        body = tests[0]
+    else:
+        branches = "".join(f"if (__rewardhub.test === '{k}') {{\n{t}\n}} else " for k, t in enumerate(tests))
+        body = f"{branches}{{ throw new Error('no test selected'); }}"
+    return f"{_JS_HARNESS}{{\n{setup}\n;{{\n{body}\n}}\n}}\n}});\n"
 
 
 # A bash test's `exit 0` as a command of its own (at a line's start, or after `;`, `&&`, `||`, `{`,
@@ -797,13 +816,109 @@ def _bash_exit_zero(test: str, finish: str) -> str:
     return _BASH_EXIT_ZERO.sub(lambda m: f"{m.group(1)}{m.group(2)}{{ {finish}; exit 0; }}", test)
 
 
-# Node's console.assert prints "Assertion failed" and carries on, so tests written with it passed
-# whatever the solution did. Before the tests it throws; defined, not assigned, so that a solution that
-# made it read-only gets a TypeError (a failed run), not a silent no-op.
-_JS_STRICT_ASSERT = (
-    ";Object.defineProperty(console, 'assert', {configurable: true, writable: true, value: (ok, ...m) => "
-    "{ if (!ok) throw new Error('Assertion failed' + (m.length ? ': ' + m.join(' ') : '')); }});\n"
+# The JavaScript tests' harness, the program's first lines (trusted: it runs before the solution).
+# It reads the run's stdin (the test's number, then the completion marker) and closes it, so the
+# marker is in no file, no global and no source the solution can read, only in this function's
+# closure; freezes `assert` (its functions, `assert.strict`: Node's assert compares with internal
+# primordials, so patching prototypes does not reach it); then runs the solution (solution.js) as a
+# script of the global scope, its top-level declarations globals the tests can call, and the tests in
+# a function whose parameters shadow any global the solution defined: `require` (the frozen assert
+# for 'assert', 'node:assert', 'assert/strict'), `assert`, `console` (whose assert throws: Node's
+# prints "Assertion failed" and carries on) and `process`, whose `exit(0)` (the tests' own word that
+# they passed: test files end with one) prints the marker first. The marker is printed with the
+# `fs.writeSync` taken before the solution ran, once the tests returned; the solution's own
+# `process.exit` (or an override of it) prints nothing. Its functions are strict: `.caller` from the
+# solution's functions does not reach them.
+_JS_HARNESS = (
+    "const __rewardhub = (function () {\n"
+    "  'use strict';\n"
+    "  const fs = require('fs');\n"
+    "  const vm = require('vm');\n"
+    "  const realRequire = require;\n"
+    "  const realProcess = process;\n"
+    "  const realConsole = console;\n"
+    "  const exit = process.exit.bind(process);\n"
+    "  const writeSync = fs.writeSync;\n"
+    "  const { apply, get } = Reflect;\n"
+    "  const { freeze, isFrozen, getOwnPropertyNames, getOwnPropertyDescriptor } = Object;\n"
+    "  let input = '';\n"
+    "  try { input = fs.readFileSync(0, 'utf8'); } catch (e) { input = ''; }\n"
+    "  try { fs.closeSync(0); fs.openSync('/dev/null', 'r'); } catch (e) { /* no stdin */ }\n"
+    "  const nl = input.indexOf('\\n');\n"
+    "  const test = nl < 0 ? input : input.slice(0, nl);\n"
+    "  let marker = nl < 0 ? '' : input.slice(nl + 1).trim();\n"
+    "  input = '';\n"
+    "  const assert = realRequire('assert');\n"
+    "  const deepFreeze = (o, depth) => {\n"
+    "    if ((typeof o !== 'function' && (typeof o !== 'object' || o === null)) || isFrozen(o)) return;\n"
+    "    freeze(o);\n"
+    "    if (depth <= 0) return;\n"
+    "    for (const k of getOwnPropertyNames(o)) {\n"
+    "      const d = getOwnPropertyDescriptor(o, k);\n"
+    "      if (d && 'value' in d) deepFreeze(d.value, depth - 1);\n"
+    "    }\n"
+    "  };\n"
+    "  deepFreeze(assert, 3);\n"
+    "  const strict = assert.strict;\n"
+    "  const safeRequire = function require(name) {\n"
+    "    if (name === 'assert' || name === 'node:assert') return assert;\n"
+    "    if (name === 'assert/strict' || name === 'node:assert/strict') return strict;\n"
+    "    return realRequire(name);\n"
+    "  };\n"
+    "  for (const k of ['resolve', 'cache', 'main', 'extensions']) safeRequire[k] = realRequire[k];\n"
+    "  let finished = false;\n"
+    "  const finish = () => {\n"
+    "    if (finished || !marker) return;\n"
+    "    finished = true;\n"
+    "    writeSync(1, '\\n' + marker + '\\n');\n"
+    "  };\n"
+    "  const testsExit = function (code) {\n"
+    "    const c = code === undefined ? realProcess.exitCode : code;\n"
+    "    if (c === undefined || c === null || Number(c) === 0) finish();\n"
+    "    exit(code);\n"
+    "  };\n"
+    "  const testsProcess = new Proxy(realProcess, {\n"
+    "    get(target, key) { return key === 'exit' ? testsExit : get(target, key, target); },\n"
+    "  });\n"
+    "  const testsConsole = { __proto__: realConsole };\n"
+    "  for (const k of getOwnPropertyNames(realConsole)) testsConsole[k] = realConsole[k];\n"
+    "  testsConsole.assert = (ok, ...m) => {\n"
+    "    if (!ok) throw new Error('Assertion failed' + (m.length ? ': ' + m.join(' ') : ''));\n"
+    "  };\n"
+    "  const fakeModule = { exports: {} };\n"
+    "  globalThis.require = realRequire;\n"
+    "  globalThis.module = fakeModule;\n"
+    "  globalThis.exports = fakeModule.exports;\n"
+    "  globalThis.__filename = realRequire('path').join(__dirname, 'solution.js');\n"
+    "  globalThis.__dirname = __dirname;\n"
+    "  const source = fs.readFileSync(realRequire('path').join(__dirname, 'solution.js'), 'utf8');\n"
+    "  const script = new vm.Script(source, { filename: 'solution.js' });\n"
+    "  return freeze({\n"
+    "    test,\n"
+    "    solve() { script.runInThisContext(); },\n"
+    "    run(tests) {\n"
+    "      apply(tests, {}, [safeRequire, assert, { exports: {} }, {}, testsConsole, testsProcess]);\n"
+    "      finish();\n"
+    "    },\n"
+    "  });\n"
+    "})();\n"
+    "__rewardhub.solve();\n"
+    "__rewardhub.run(function (require, assert, module, exports, console, process) {\n"
 )
+_JS_SOLUTION = "solution.js"
+# The syntax check of the program (as a CommonJS module, as node runs it) and of the solution beside it
+# (as a script, as the harness runs it: a SyntaxError is reason format, as `node --check` made it); the
+# reference's check (the program as reference.js) is of the program alone.
+_JS_CHECK = (
+    "const fs = require('fs'), vm = require('vm');\n"
+    "const f = process.argv[1];\n"
+    "try {\n"
+    "  vm.compileFunction(fs.readFileSync(f, 'utf8'), ['exports', 'require', 'module', '__filename', "
+    "'__dirname'], { filename: f });\n"
+    "  if (f === 'main.js') new vm.Script(fs.readFileSync('solution.js', 'utf8'), { filename: 'solution.js' });\n"
+    "} catch (e) { process.stderr.write(String(e && e.stack) + '\\n'); process.exit(1); }\n"
+)
+_JS_LANGUAGE = replace(LANGUAGES["javascript"], syntax_check=("node", "-e", _JS_CHECK, "--", "main.js"))
 
 
 def _timing(raw: RawRun) -> dict[str, Any]:

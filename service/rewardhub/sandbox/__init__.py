@@ -59,10 +59,14 @@ Layers
   ``/tmp`` and checks for IPC objects, and anything it cannot reset ends the slot.
 
 Known limits (documented, not hidden): assert-style tests for C, C++, JavaScript and bash run in the
-same process as the solution (a completion marker catches an early ``exit(0)``, but an adversarial
-program forges a pass with one line: ``require('assert').strictEqual = () => {}``, its own ``require``,
-bash's ``exit() { :; }`` or ``[() { :; }``, the marker read from its own source; use stdin/stdout cases
-for those languages when that matters);
+same process as the solution (a completion marker catches an early ``exit(0)``). For JavaScript a
+trusted harness runs first (``rewards/code.py``'s ``_JS_HARNESS``: the marker only in the run's stdin,
+read and closed before the solution runs; ``assert`` frozen; the tests' ``require``, ``assert``,
+``console`` and ``process`` parameters the solution cannot shadow), but a program that reads its own
+memory (``v8.getHeapSnapshot()``, ``/proc/self/mem``, the inspector), hooks another module the tests
+require, swallows an async test's failure or reads the tests' file still forges a pass; bash forges one
+with one line (``exit() { :; }`` or ``[() { :; }``); use stdin/stdout cases for those languages when
+that matters);
 helpers the tests take from the solution's namespace (HumanEval's ``poly``, ``encode_cyclic``: given
 in the prompt, so part of the response) are the solution's to redefine, as in any harness that runs
 prompt, completion and tests together; ``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
