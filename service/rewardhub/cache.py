@@ -121,7 +121,9 @@ class MemoryCache:
     up = True
 
     def __init__(self, max_entries: int, ttl_s: int, max_bytes: int = 1 << 30):
-        self.max_entries = max(1, max_entries)
+        if max_entries < 1:  # (Settings refuses it: REWARDHUB_CACHE_ENABLED=false turns caching off)
+            raise ValueError(f"max_entries must be at least 1, not {max_entries}")
+        self.max_entries = max_entries
         self._data: TTLCache[str, bytes] = TTLCache(
             maxsize=max(1, max_bytes), ttl=ttl_s, getsizeof=_entry_size
         )

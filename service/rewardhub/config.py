@@ -120,7 +120,9 @@ class Settings(BaseSettings):
     cache_enabled: bool = Field(True, description="Master switch for result caching.")
     cache_ttl_s: int = Field(7 * 24 * 3600, ge=1, description="Lifetime of a cached result, seconds.")
     cache_max_entries: int = Field(
-        200_000, ge=0, description="Embedded cache size (entries); least recently used are evicted."
+        200_000,
+        description="Embedded cache size (entries, at least 1); least recently used are evicted. To turn "
+        "caching off, set REWARDHUB_CACHE_ENABLED=false.",
     )
     cache_max_bytes: int = Field(
         1 << 30,
@@ -418,6 +420,17 @@ class Settings(BaseSettings):
         (``own``, a model call's 60 s) or else ``item_timeout_s``, never past ``max_item_timeout_s``.
         One rule for a whole request and for each part of a composite."""
         return min(own if own is not None else self.item_timeout_s, self.max_item_timeout_s)
+
+    @field_validator("cache_max_entries")
+    @classmethod
+    def _check_cache_entries(cls, v: int) -> int:
+        # 0 was accepted and the embedded cache kept 1 entry: neither a cache nor off
+        if v < 1:
+            raise ValueError(
+                f"REWARDHUB_CACHE_MAX_ENTRIES={v}: the embedded cache holds at least 1 entry; to turn caching "
+                "off, set REWARDHUB_CACHE_ENABLED=false"
+            )
+        return v
 
     @field_validator("redis_url")
     @classmethod

@@ -175,6 +175,26 @@ def test_a_malformed_setting_is_named_without_a_traceback(tmp_path: Path) -> Non
     ]
 
 
+def test_cache_max_entries_zero_stops_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """REWARDHUB_CACHE_MAX_ENTRIES=0 started the service with an embedded cache of 1 entry: neither the
+    cache off nor a cache, and /metrics counted its lookups as a cache's. It is refused, naming the
+    setting that does turn caching off."""
+    import uvicorn
+
+    _isolate_serve_env(monkeypatch)
+    ran: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: ran.append(a))
+    monkeypatch.setenv("REWARDHUB_CACHE_MAX_ENTRIES", "0")
+    result = CliRunner().invoke(app, ["serve"], terminal_width=400)
+    assert result.exit_code == 2 and not ran, result.output
+    assert " ".join(result.output.split()) == (
+        "rewardhub cannot start: REWARDHUB_CACHE_MAX_ENTRIES=0: the embedded cache holds at least 1 entry; "
+        "to turn caching off, set REWARDHUB_CACHE_ENABLED=false"
+    )
+    monkeypatch.setenv("REWARDHUB_CACHE_MAX_ENTRIES", "1")
+    assert config.Settings().cache_max_entries == 1
+
+
 def test_a_missing_sql_fixtures_dir_stops_the_start(tmp_path: Path) -> None:
     """REWARDHUB_SQL_FIXTURES_DIR naming no directory (a typo, an unmounted volume) started the service,
     and every item naming a fixture came back invalid, missing_reference, for the whole run."""
