@@ -145,7 +145,7 @@ class ScoringService:
             plan = _Plan(
                 reward=reward,
                 config=config,
-                config_json=config_digest(config.model_dump(mode="json")),
+                config_json=config_digest(reward.cache_config(config)),
                 deterministic=deterministic,
                 use_cache=deterministic and use_cache and self.settings.cache_enabled,
                 version=reward.version_for(config),

@@ -486,3 +486,54 @@ async def test_each_part_scores_under_its_own_default_deadline(client: httpx.Asy
     assert part_deadline(orm_part, default) == longest
     explicit = ScoreContext(deadline_s=3.0, explicit_deadline=True)
     assert part_deadline(math_part, explicit) == part_deadline(orm_part, explicit) == 3.0
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "at", "part", "differs"),
+    [
+        (
+            "composite",
+            lambda p: {"components": [{"reward": "exact_match"}, {"reward": p}]},
+            ("components", 1, "reward"),
+            "math",
+            {"wrong_score": 0.5},
+        ),
+        ("calibration", lambda p: {"verifier": p}, ("verifier",), "math", {"wrong_score": 0.5}),
+        (
+            "noisy_corrected",
+            lambda p: {"reward": p, "fp_rate": 0.1, "fn_rate": 0.2},
+            ("reward",),
+            "math",
+            {"wrong_score": 0.5},
+        ),
+        ("group_length", lambda p: {"verifier": p}, ("verifier",), "math", {"wrong_score": 0.5}),
+        ("verpo", lambda p: {"code": p}, ("code",), "code", {"timeout_s": 2}),
+        ("judge", lambda p: {"mode": "reference", "rule": p}, ("rule",), "math", {"wrong_score": 0.5}),
+    ],
+)
+def test_a_parts_spec_is_keyed_by_its_validated_config(
+    client: httpx.AsyncClient,
+    name: str,
+    config: Callable[[Any], dict[str, Any]],
+    at: tuple[Any, ...],
+    part: str,
+    differs: dict[str, Any],
+) -> None:
+    """Every reward built on others keys its part as a top-level spec is (name, version, validated
+    config): the part's place in the config (Part.where) must be found in its dump, or its spec stays as
+    written and equivalent specs ("math", {"name": "math", "config": {}}) miss each other."""
+    registry = client.app.state.runtime.reward_registry()  # type: ignore[attr-defined]
+    reward = registry.get(name)
+    bare = reward.parse_config(config(part))
+    key = reward.cache_config(bare)
+    spec = key
+    for step in at:
+        spec = spec[step]
+    (p,) = [p for p in reward.parts(bare) if p.where == ".".join(map(str, ("reward.config", *at)))]
+    assert spec == {
+        "name": part,
+        "version": p.reward.version_for(p.config),
+        "config": p.reward.cache_config(p.config),
+    }
+    assert reward.cache_config(reward.parse_config(config({"name": part, "config": {}}))) == key
+    assert reward.cache_config(reward.parse_config(config({"name": part, "config": differs}))) != key

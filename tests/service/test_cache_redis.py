@@ -340,3 +340,46 @@ async def test_concurrent_identical_requests_share_a_result_not_for_the_cache(ma
     assert (a["score"], b["score"], a["cached"], b["cached"]) == (0.0, 0.0, False, False), (a, b)
     assert again["cached"] is False  # (not for the cache: the third request scored it again)
     assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 2.0' in metrics  # not 3
+
+
+async def test_equivalent_composites_share_cache_entries(make_app: Any, redis_server: Any) -> None:
+    """A composite's cache key hashed its parts' specs as written, so a part given as "exact_match",
+    {"name": "exact_match", "config": {}} or with its defaults spelled out made different keys for one
+    scoring (misses only). Each part's spec is keyed as a top-level one is: its name, version and
+    validated config, at any depth; a config that changes a score still changes the key."""
+    from rewardhub.rewards.exact_match import ExactMatchConfig
+
+    token = uuid.uuid4().hex
+    mine = [{"id": "eq-0", "response": f"x {token}", "reference": f"X {token}"}]
+    defaults = ExactMatchConfig().model_dump(mode="json")
+    strict = {"name": "exact_match", "config": {"normalize": "none", "case_sensitive": True}}
+
+    def top(part: Any) -> dict[str, Any]:  # the part at the first level
+        return {"name": "composite", "config": {"components": [{"reward": part}]}}
+
+    def nested(part: Any) -> dict[str, Any]:  # the part one level down only
+        return {
+            "name": "composite",
+            "config": {"components": [{"reward": "exact_match"}, {"reward": top(part)}]},
+        }
+
+    async def scored(c: httpx.AsyncClient, spec: dict[str, Any]) -> tuple[float, bool]:
+        resp = await c.post("/v1/score", json={"reward": spec, "items": mine})
+        assert resp.status_code == 200, resp.text
+        (result,) = resp.json()["results"]
+        return result["score"], result["cached"]
+
+    async with make_app(redis_url=redis_server.url) as c:
+        for shape, full in ((top, 1.0), (nested, 2.0)):
+            seen = [
+                await scored(c, shape(part))
+                for part in (
+                    "exact_match",
+                    {"name": "exact_match", "config": {}},
+                    {"name": "exact_match", "config": defaults},
+                    {"name": "exact_match"},
+                )
+            ]
+            assert seen == [(full, False), (full, True), (full, True), (full, True)], (shape, seen)
+            assert await scored(c, shape(strict)) == (full - 1.0, False)
+            assert await scored(c, shape(strict)) == (full - 1.0, True)

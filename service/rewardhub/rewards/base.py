@@ -132,6 +132,25 @@ class Part:
     where: str = "reward"
 
 
+def _put_at(dumped: dict[str, Any], where: str, value: Any) -> None:
+    """Set the value at ``where`` (``reward.config.components.1.reward``, a part's place in its owner's
+    config) in the owner's dumped config. A place not found leaves the dump as it is: the part's spec
+    then stays as written (equivalent specs miss each other, never collide)."""
+    path = where.split(".")
+    if path[:2] != ["reward", "config"] or len(path) < 3:
+        return
+    node: Any = dumped
+    for step in path[2:-1]:
+        if isinstance(node, dict) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        else:
+            return
+    if isinstance(node, dict) and path[-1] in node:
+        node[path[-1]] = value
+
+
 class Reward(ABC, Generic[ConfigT]):
     """Base class of a reward kind (see the module docstring for the contract)."""
 
@@ -168,6 +187,21 @@ class Reward(ABC, Generic[ConfigT]):
             return self.version
         ids = [[p.reward.name, p.reward.version_for(p.config)] for p in parts]
         return f"{self.version}+{hashlib.sha256(orjson.dumps(ids)).hexdigest()[:10]}"
+
+    def cache_config(self, config: ConfigT) -> dict[str, Any]:
+        """The config as the cache key hashes it: validated, defaults filled in, and each part's spec in
+        it (``reward.config.components.0.reward``) written as its name, version and own cache config. A
+        part given as ``"math"``, ``{"name": "math"}`` or ``{"name": "math", "config": {<its defaults>}}``
+        then keys alike, while any difference in its validated config still changes the key."""
+        dumped: dict[str, Any] = config.model_dump(mode="json")
+        for p in self.parts(config):
+            spec = {
+                "name": p.reward.name,
+                "version": p.reward.version_for(p.config),
+                "config": p.reward.cache_config(p.config),
+            }
+            _put_at(dumped, p.where, spec)
+        return dumped
 
     def reads_for(self, config: ConfigT) -> tuple[str, ...]:
         fields = set(self.reads)

@@ -50,7 +50,9 @@ Details: ``parts`` (each component's reason and details), and ``gate_failed`` / 
 **Caching and versions**: a composite is cacheable only when every component is; its
 ``reward_version`` is ``<own version>+<hash of the components' names and versions>``, so changing any
 component's version (``math`` 1.0.0 → 1.1.0) changes the composite's version and its cache keys, and a
-stale composite result is never served. The cache key also hashes every field any component reads.
+stale composite result is never served. The cache key also hashes every field any component reads,
+and each component's reward as its name, version and validated config (``Reward.cache_config``), so
+``"math"`` and ``{"name": "math", "config": {}}`` key alike.
 """
 
 from __future__ import annotations
