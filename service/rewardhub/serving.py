@@ -95,7 +95,9 @@ class ScoringService:
         self._inflight: dict[str, asyncio.Future[_Shared | None]] = {}
 
     # --- limits -------------------------------------------------------------------------------
-    def _check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
+    def check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
+        """The request's limits (items, bytes per field, group size), the part of :meth:`validate` that
+        does not look at reward specs."""
         s = self.settings
         n = len(req.items)
         if n == 0:
@@ -215,7 +217,7 @@ class ScoringService:
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""
-        self._check_limits(req, max_items)
+        self.check_limits(req, max_items)
         self._resolve(req)
 
     # --- scoring ------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class ScoringService:
         """``tenant``: whose group ids these are (the caller's key id): the whole-group check remembers
         member sets per tenant, so two API keys' group "0" are two groups."""
         t0 = time.perf_counter()
-        self._check_limits(req, max_items)
+        self.check_limits(req, max_items)
         plans, per_item = self._resolve(req)
         items = req.items
         n = len(items)

@@ -541,6 +541,51 @@ async def test_identical_items_are_put_together_whatever_object_holds_their_spec
     assert _duplicates_together(scoring, items, [5, 0, 1, 2]) == [5, 0, 2, 1]
 
 
+async def test_openrlhf_labels_with_one_spec_share_it(client: httpx.AsyncClient) -> None:
+    """OpenRLHF labels carrying a `config` each became a RewardSpec of their own, so a 4,096-item batch
+    with one spec validated it 4,096 times, and the calls keyed each apart. Equal label specs (in any key
+    order, beside any reference) are now one object; another config, or a bad one, is read on its own."""
+    spec = {"verifier": "math", "config": {"wrong_score": -1.0, "correct_score": 2.0}}
+    reordered = {"config": {"correct_score": 2.0, "wrong_score": -1.0}, "verifier": "math"}
+    other = {"verifier": "math", "config": {"wrong_score": -0.5}}
+    bad = {"verifier": {"name": ""}, "config": {"x": 1}}
+    labels = [
+        json.dumps({**spec, "answer": "1"}),
+        json.dumps({**reordered, "answer": "2"}),
+        {**spec, "answer": "1"},
+        json.dumps({**other, "answer": "1"}),
+        json.dumps({**bad, "answer": "1"}),
+        json.dumps({**bad, "answer": "1"}),
+        json.dumps({"verifier": "math", "answer": "1"}),
+    ]
+    req = openrlhf.OpenRLHFRequest(
+        query=[PROMPT + f"\\boxed{{{k % 2 + 1}}}" for k in range(len(labels))],
+        prompts=[PROMPT] * len(labels),
+        labels=labels,
+    )
+    items = openrlhf.to_items(req, "math")
+    good = [i for i in items if isinstance(i, ScoreItem)]
+    assert [isinstance(i, RewardHubError) for i in items] == [False] * 4 + [True, True] + [False]
+    a, b, c, d, plain = (i.reward for i in good)
+    assert a is b is c and isinstance(a, RewardSpec) and a.config == spec["config"]
+    assert isinstance(d, RewardSpec) and d is not a and d.config == other["config"]
+    assert plain == "math"
+    assert [i.reference for i in good] == ["1", "2", "1", "1", "1"]
+    # the items of one spec with one response and one reference are put together
+    scoring = client.app.state.scoring  # type: ignore[attr-defined]
+    assert _duplicates_together(scoring, items, [0, 1, 2, 3, 6]) == [0, 2, 1, 3, 6]
+    # scored as before: a spec is resolved once for its items, a config it refuses flags each of them
+    wrong = json.dumps({"verifier": "math", "config": {"wrong_scor": 1}, "answer": "1"})
+    payload = {
+        "query": [*req.query, PROMPT + "\\boxed{1}", PROMPT + "\\boxed{1}"],
+        "prompts": [PROMPT] * (len(labels) + 2),
+        "labels": [*labels, wrong, wrong],
+    }
+    body = (await client.post("/compat/openrlhf/get_reward", json=payload)).json()
+    assert body["rewards"] == [2.0, 2.0, 2.0, -0.5, 0.0, 0.0, 1.0, 0.0, 0.0], body
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 4 + [0.0] * 2 + [1.0] + [0.0] * 2, body
+
+
 async def test_nemo_gym_call_based_unit_tests_are_run_as_calls(client: httpx.AsyncClient) -> None:
     """LiveCodeBench-style unit tests with an `fn_name` call that method with the JSON arguments of each
     input's lines and compare the JSON output (NeMo Gym's code_gen grade_call_based). They were masked as

@@ -160,13 +160,19 @@ def prompt_text(prompt: Any) -> str | None:
     return None
 
 
-def parse_label(label: Any, default_reward: str) -> tuple[str | RewardSpec, Any]:
+def parse_label(
+    label: Any, default_reward: str, specs: dict[bytes, str | RewardSpec] | None = None
+) -> tuple[str | RewardSpec, Any]:
     """A label is either the reference itself or a task spec selecting the reward.
 
     Task spec: a JSON object (or a string holding one) with ``reward``/``verifier`` (a name or
     ``{"name", "config"}``), optional ``config``, and the reference under ``reference``/``answer``/
     ``ground_truth``; e.g. ``{"verifier": "math", "answer": "32"}``. Anything else is the reference for
     the default reward.
+
+    ``specs``: the specs already read from a batch's labels, by their raw spec and config; an equal one
+    is the same :class:`RewardSpec` object, validated once (a 4,096-item batch with one spec in every
+    label built 4,096 of them, and the calls keyed each one apart, :func:`_duplicates_together`).
     """
     obj = label
     if isinstance(label, str) and label.lstrip().startswith("{"):
@@ -177,18 +183,34 @@ def parse_label(label: Any, default_reward: str) -> tuple[str | RewardSpec, Any]
     if isinstance(obj, dict) and any(k in obj for k in _SPEC_KEYS):
         raw_spec = next(obj[k] for k in _SPEC_KEYS if k in obj)
         config = obj.get("config") or {}
+        memo = _spec_memo_key(raw_spec, config) if specs is not None else None
+        known = specs.get(memo) if specs is not None and memo is not None else None
+        spec: str | RewardSpec
         try:
-            if isinstance(raw_spec, dict):
-                spec: str | RewardSpec = RewardSpec.model_validate({"config": config, **raw_spec})
+            if known is not None:
+                spec = known
+            elif isinstance(raw_spec, dict):
+                spec = RewardSpec.model_validate({"config": config, **raw_spec})
             else:
                 spec = RewardSpec(name=str(raw_spec), config=config) if config else str(raw_spec)
         except ValidationError as exc:
             raise InvalidRequest(
                 f"label: not a valid task spec: {exc.errors()[0].get('msg')}", param="labels"
             ) from None
+        if specs is not None and memo is not None:
+            specs[memo] = spec
         reference = next((obj[k] for k in _REF_KEYS if k in obj), None)
         return spec, as_reference(reference)
     return default_reward, as_reference(obj)
+
+
+def _spec_memo_key(raw_spec: Any, config: Any) -> bytes | None:
+    """A label's spec and config as a key equal exactly when they are (None: not encodable as JSON, read
+    on its own)."""
+    try:
+        return jsonutil.canonical([raw_spec, config])
+    except (RewardHubError, TypeError, ValueError):
+        return None
 
 
 def as_reference(value: Any) -> str | dict[str, Any] | list[Any] | None:
@@ -302,13 +324,30 @@ async def score_or_flag(
     opts = options or ScoreOptions()
     results: list[dict[str, Any] | None] = [None] * len(items)
     good: list[int] = []
+    # Each distinct spec is resolved once (a name by its text, a RewardSpec by identity: every object of
+    # ``items`` lives through this call), with the error it raised, if any: a 4,096-item batch with one
+    # composite spec validated its config 4,096 times. An item's own limits are checked every time.
+    resolved: dict[str | int, RewardHubError | None] = {}
     for i, item in enumerate(items):
         if isinstance(item, RewardHubError):
             results[i] = _flag(item.error_type, item.message)
             continue
         try:
             _check_text(item)
-            scoring.validate(ScoreRequest(reward=None, items=[item], options=opts))
+            request = ScoreRequest(reward=None, items=[item], options=opts)
+            scoring.check_limits(request)
+            spec = item.reward
+            memo = spec if isinstance(spec, str) else id(spec)
+            if memo not in resolved:
+                try:
+                    scoring.validate(request)
+                    resolved[memo] = None
+                except RewardHubError as exc:
+                    resolved[memo] = exc
+            known = resolved[memo]
+            if known is not None:
+                results[i] = _flag(known.error_type, known.message)
+                continue
             good.append(i)
         except RewardHubError as exc:
             results[i] = _flag(exc.error_type, exc.message)

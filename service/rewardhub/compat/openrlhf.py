@@ -40,7 +40,7 @@ from rewardhub.compat.common import (
     user_turn,
 )
 from rewardhub.errors import RewardHubError
-from rewardhub.protocol import ScoreItem
+from rewardhub.protocol import RewardSpec, ScoreItem
 
 __all__ = ["OpenRLHFRequest", "OpenRLHFResponse", "to_items", "to_response"]
 
@@ -104,11 +104,12 @@ def _prompt_tail_end(query: str, prompt: str) -> int | None:
 
 def to_items(req: OpenRLHFRequest, default_reward: str) -> list[ScoreItem | RewardHubError]:
     items: list[ScoreItem | RewardHubError] = []
+    specs: dict[bytes, str | RewardSpec] = {}  # (equal label specs: one object, validated once)
     for i, query in enumerate(req.query):
         prompt = req.prompts[i] if i < len(req.prompts) else None
         label = req.labels[i] if i < len(req.labels) else None
         try:
-            spec, reference = parse_label(label, default_reward)
+            spec, reference = parse_label(label, default_reward, specs)
         except RewardHubError as exc:  # an unreadable label flags its item only
             items.append(exc)
             continue
