@@ -61,6 +61,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -134,19 +135,8 @@ def configure(
                     f"not {invalid!r}"
                 ) from None
     state["invalid"] = invalid
-    env_check = os.environ.get("REWARDHUB_SLIME_CHECK", "1").strip().lower()
-    state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
-    failure = (
-        (on_request_failure or os.environ.get("REWARDHUB_SLIME_ON_REQUEST_FAILURE") or "invalid")
-        .strip()
-        .lower()
-    )
-    if failure not in ("invalid", "raise"):
-        raise ValueError(
-            "on_request_failure (REWARDHUB_SLIME_ON_REQUEST_FAILURE) must be 'invalid' or 'raise', "
-            f"not {failure!r}"
-        )
-    state["on_request_failure"] = failure
+    state["check"] = env_flag(check, "REWARDHUB_SLIME_CHECK")
+    state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_SLIME_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight on that loop
     _state = state  # one assignment: a concurrent reader sees the old configuration or the new, whole
@@ -286,9 +276,7 @@ async def _ask(client: AsyncRewardClient, conf: dict[str, Any], key: str, spec: 
 def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
     """What a list call whose request partly failed keeps (``None`` for the failed chunks' samples), or
     raise ``exc``: with ``on_request_failure="raise"``, or when nothing was answered."""
-    partial = exc.partial_results
-    if _conf()["on_request_failure"] == "raise" or partial is None or all(r is None for r in partial):
-        raise exc
+    partial = partial_or_raise(exc, _conf()["on_request_failure"])
     with _lock:
         first = not _warned
         _warned[:] = [True]

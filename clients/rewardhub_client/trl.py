@@ -55,6 +55,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from rewardhub_client._adapters import partial_or_raise
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -395,9 +396,7 @@ def make_reward_func(
         try:
             resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
         except RewardHubClientError as exc:
-            partial = exc.partial_results
-            if on_request_failure == "raise" or partial is None or all(r is None for r in partial):
-                raise  # nothing answered: a step on no signal must not pass silently
+            partial = partial_or_raise(exc, on_request_failure)
             if not warned_partial:
                 warned_partial.append(True)
                 warnings.warn(

@@ -57,6 +57,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -102,18 +103,8 @@ def configure(
         if components is not None
         else [c.strip() for c in env_components.split(",") if c.strip()]
     )
-    env_check = os.environ.get("REWARDHUB_VERL_CHECK", "1").strip().lower()
-    state["check"] = check if check is not None else env_check not in ("0", "false", "no", "off")
-    failure = (
-        (on_request_failure or os.environ.get("REWARDHUB_VERL_ON_REQUEST_FAILURE") or "invalid")
-        .strip()
-        .lower()
-    )
-    if failure not in ("invalid", "raise"):
-        raise ValueError(
-            f"on_request_failure (REWARDHUB_VERL_ON_REQUEST_FAILURE) must be 'invalid' or 'raise', not {failure!r}"
-        )
-    state["on_request_failure"] = failure
+    state["check"] = env_flag(check, "REWARDHUB_VERL_CHECK")
+    state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
     # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
@@ -265,9 +256,7 @@ def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
     """What a batch whose request partly failed keeps (``None`` at the failed chunks' items), or raise
     ``exc``: with ``on_request_failure="raise"``, or when nothing was answered (verl cannot mask, and a
     step scored on the invalid score alone would train on nothing but it)."""
-    partial = exc.partial_results
-    if _conf()["on_request_failure"] == "raise" or partial is None or all(r is None for r in partial):
-        raise exc
+    partial = partial_or_raise(exc, _conf()["on_request_failure"])
     with _lock:
         first = not _warned
         _warned[:] = [True]
