@@ -54,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import threading
 import uuid
 import warnings
@@ -64,6 +63,7 @@ from typing import Any
 from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
+from rewardhub_client.prompts import prompt_text
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
 
 __all__ = ["configure", "reward_func"]
@@ -71,17 +71,6 @@ __all__ = ["configure", "reward_func"]
 _REQUEST_FAILED = "request_failed"
 _SPEC_KEYS = ("reward", "verifier", "rm_type")
 _REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
-# A user turn in the chat templates slime renders prompts with (the service's compat endpoints read the
-# same ones): ChatML, Llama 3, Gemma, Phi-3, DeepSeek V3/R1, Mistral/Llama 2 [INST].
-_USER_TURNS = (
-    re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),
-    re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.S),
-    re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
-    re.compile(r"<\|user\|>\n?(.*?)<\|end\|>", re.S),
-    re.compile(r"<｜User｜>(.*?)<｜Assistant｜>", re.S),
-    re.compile(r"\[INST\](.*?)\[/INST\]", re.S),
-)
-
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # replaced whole by configure(), never changed in place
 _clients: dict[tuple[str, str | None], AsyncRewardClient] = {}
@@ -166,30 +155,11 @@ def _client() -> AsyncRewardClient:
         return client
 
 
-def _user_turn(prompt: str) -> str:
-    for pattern in _USER_TURNS:
-        turns = pattern.findall(prompt)
-        if turns:
-            return str(turns[-1]).strip()
-    return prompt
-
-
 def _prompt(prompt: Any) -> str | None:
-    """``Sample.prompt`` as the question: a chat-templated string as its last user turn, chat messages as
-    the last user message (its text parts)."""
-    if isinstance(prompt, str):
-        return _user_turn(prompt) or None
-    if isinstance(prompt, Sequence):
-        for msg in reversed(prompt):
-            if isinstance(msg, Mapping) and msg.get("role") == "user":
-                content = msg.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, Sequence):
-                    return "".join(
-                        str(c.get("text", "")) for c in content if isinstance(c, Mapping) and c.get("text")
-                    )
-    return None
+    """``Sample.prompt`` as the question: a chat-templated string as its last user turn (None when that
+    is empty), chat messages as the last user message (its text parts)."""
+    text = prompt_text(prompt)
+    return (text or None) if isinstance(prompt, str) else text
 
 
 def _as_reference(value: Any) -> Any:

@@ -257,16 +257,3 @@ def test_configuration_comes_from_the_environment(monkeypatch: Any) -> None:
     assert conf["url"] == "http://rh.test:9000" and conf["invalid"] == -0.5 and not conf["check"]
     assert conf["default"].name == "exact_match"
     assert slime._client().base_url == "http://rh.test:9000"
-
-
-def test_the_adapter_reads_the_same_chat_templates_as_the_service() -> None:
-    """The client cannot import the service, so the user-turn patterns are a copy: this keeps the copy
-    in step (a template added to one side only would send slime's prompts differently from the compat
-    endpoint's)."""
-    from rewardhub.compat import common
-    from rewardhub_client import slime
-
-    def patterns(turns: Any) -> list[tuple[str, int]]:
-        return [(p.pattern, p.flags) for p in turns]
-
-    assert patterns(slime._USER_TURNS) == patterns(common._USER_TURNS)

@@ -24,6 +24,8 @@ from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem, ScoreOptions, ScoreRequest
 from rewardhub.security import Caller
 from rewardhub.serving import ScoringService
+from rewardhub_client import prompts
+from rewardhub_client.prompts import user_turn
 
 __all__ = [
     "DEADLINE_EXCEEDED",
@@ -80,19 +82,6 @@ def strip_eos(text: str) -> str:
     return out
 
 
-# A user turn in the chat templates trainers render prompts with (the policy's template: OpenRLHF posts
-# its dataset's rendered prompt, slime its Sample.prompt): ChatML (Qwen, SmolLM...), Llama 3, Gemma,
-# Phi-3, DeepSeek V3/R1, Mistral/Llama 2 [INST].
-_USER_TURNS = (
-    re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),
-    re.compile(r"<\|start_header_id\|>user<\|end_header_id\|>\n\n(.*?)<\|eot_id\|>", re.S),
-    re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
-    re.compile(r"<\|user\|>\n?(.*?)<\|end\|>", re.S),
-    re.compile(r"<｜User｜>(.*?)<｜Assistant｜>", re.S),
-    re.compile(r"\[INST\](.*?)\[/INST\]", re.S),
-)
-
-
 # Where a user turn ends and the assistant's reply begins, in the same templates: the boundary, the tags
 # that open a turn (the nearest one before a boundary says whose turn it closes), and the user's tag.
 _REPLY_BOUNDARIES = (
@@ -129,35 +118,10 @@ def reply_start(conversation: str) -> int | None:
     return None
 
 
-def user_turn(prompt: str) -> str:
-    """A prompt rendered with a chat template as its last user turn's text; any other string as is.
-
-    Model rewards (judges, reward models) put ``prompt`` into their own template as the user turn: the
-    policy's rendered conversation there (its control tokens, its system turn) is not the question."""
-    for pattern in _USER_TURNS:
-        turns = pattern.findall(prompt)
-        if turns:
-            return str(turns[-1]).strip()
-    return prompt
-
-
 def prompt_text(prompt: Any) -> str | None:
-    """A prompt as text: a string as is (a chat-templated one as its last user turn, see
-    :func:`user_turn`); a list of chat messages as its last user message (a string, or the ``text`` of
-    its content parts)."""
-    if isinstance(prompt, str):
-        return user_turn(prompt)
-    if isinstance(prompt, list):
-        for msg in reversed(prompt):
-            if isinstance(msg, dict) and msg.get("role") == "user":
-                content = msg.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, list):
-                    return "".join(
-                        str(c.get("text", "")) for c in content if isinstance(c, dict) and c.get("text")
-                    )
-    return None
+    """A prompt as the question (see :func:`rewardhub_client.prompts.prompt_text`), its messages read as
+    a JSON body holds them (lists and dicts)."""
+    return prompts.prompt_text(prompt, json_types=True)
 
 
 def parse_label(
