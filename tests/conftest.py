@@ -115,11 +115,20 @@ def redis_server() -> Iterator[RedisProcess]:
 
 
 async def score_results(
-    client: httpx.AsyncClient, reward: str, items: list[dict[str, Any]], **config: Any
+    client: httpx.AsyncClient,
+    reward: str,
+    items: list[dict[str, Any]],
+    *,
+    options: dict[str, Any] | None = None,
+    **config: Any,
 ) -> list[dict[str, Any]]:
-    """``POST /v1/score`` of ``items`` with reward ``reward`` and ``config``: the results (the call must
-    answer 200; an item's failure is in its result)."""
-    r = await client.post("/v1/score", json={"reward": {"name": reward, "config": config}, "items": items})
+    """``POST /v1/score`` of ``items`` with reward ``reward`` and ``config`` (and the request's
+    ``options``, e.g. ``{"use_cache": False}``, when given): the results (the call must answer 200; an
+    item's failure is in its result)."""
+    body: dict[str, Any] = {"reward": {"name": reward, "config": config}, "items": items}
+    if options is not None:
+        body["options"] = options
+    r = await client.post("/v1/score", json=body)
     assert r.status_code == 200, r.text
     results: list[dict[str, Any]] = r.json()["results"]
     return results

@@ -9,19 +9,13 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
+
 
 async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    r = await client.post(
-        "/v1/score",
-        json={
-            "reward": {"name": "code", "config": {"timeout_s": 2.0, "total_timeout_s": 8.0}},
-            "items": items,
-            "options": {"use_cache": False},
-        },
+    return await score_results(
+        client, "code", items, options={"use_cache": False}, timeout_s=2.0, total_timeout_s=8.0
     )
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
 
 
 EXITS = {

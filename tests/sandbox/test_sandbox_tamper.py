@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
+
 TESTS = "assert double(1) == 2\nassert double(21) == 42\nassert double(-3) == -6\n"
 HUMANEVAL = {
     "tests": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(21) == 42\n",
@@ -76,17 +78,9 @@ CHEATS: dict[str, str] = {
 
 
 async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    r = await client.post(
-        "/v1/score",
-        json={
-            "reward": {"name": "code", "config": {"timeout_s": 2.0, "total_timeout_s": 6.0}},
-            "items": items,
-            "options": {"use_cache": False},
-        },
+    return await score_results(
+        client, "code", items, options={"use_cache": False}, timeout_s=2.0, total_timeout_s=6.0
     )
-    assert r.status_code == 200, r.text
-    results: list[dict[str, Any]] = r.json()["results"]
-    return results
 
 
 async def test_a_correct_solution_passes(client: httpx.AsyncClient) -> None:
