@@ -1,5 +1,5 @@
 """What the trainer adapters (:mod:`~rewardhub_client.slime`, :mod:`~rewardhub_client.verl`,
-:mod:`~rewardhub_client.trl`) share: reading their options, and what a partly failed request keeps.
+:mod:`~rewardhub_client.trl`) share: reading their options, and what a partly failed request keeps (and says).
 
 Each adapter names its own environment variables; an error names the one to fix.
 """
@@ -7,13 +7,16 @@ Each adapter names its own environment variables; an error names the one to fix.
 from __future__ import annotations
 
 import os
+import threading
+import warnings
 
 from rewardhub_client.errors import RewardHubClientError
 from rewardhub_client.types import ItemResult
 
-__all__ = ["env_flag", "failure_mode", "partial_or_raise"]
+__all__ = ["env_flag", "failure_mode", "partial_or_raise", "warn_once"]
 
 _OFF = ("0", "false", "no", "off")
+_warn_lock = threading.Lock()
 
 
 def env_flag(value: bool | None, env: str) -> bool:
@@ -41,3 +44,14 @@ def partial_or_raise(exc: RewardHubClientError, on_request_failure: str) -> list
     if on_request_failure == "raise" or partial is None or all(r is None for r in partial):
         raise exc
     return partial
+
+
+def warn_once(warned: list[bool], message: str, stacklevel: int = 1) -> None:
+    """Warn ``message`` the first time only: ``warned`` (``[True]`` once it has warned) is the adapter's
+    flag, per process or per reward function. ``stacklevel`` counts from the caller, as for
+    :func:`warnings.warn`."""
+    with _warn_lock:
+        first = not warned
+        warned[:] = [True]
+    if first:
+        warnings.warn(message, stacklevel=stacklevel + 1)

@@ -56,11 +56,10 @@ import json
 import os
 import threading
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, warn_once
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.prompts import prompt_text
@@ -247,17 +246,14 @@ def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
     """What a list call whose request partly failed keeps (``None`` for the failed chunks' samples), or
     raise ``exc``: with ``on_request_failure="raise"``, or when nothing was answered."""
     partial = partial_or_raise(exc, _conf()["on_request_failure"])
-    with _lock:
-        first = not _warned
-        _warned[:] = [True]
-    if first:
-        warnings.warn(
-            f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
-            f"request failed after the client's retries ({exc}); they are removed from the loss "
-            "(remove_sample, reason request_failed), the answered ones are kept. Later such calls do not "
-            "warn (REWARDHUB_SLIME_ON_REQUEST_FAILURE=raise raises instead)",
-            stacklevel=3,
-        )
+    warn_once(
+        _warned,
+        f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
+        f"request failed after the client's retries ({exc}); they are removed from the loss "
+        "(remove_sample, reason request_failed), the answered ones are kept. Later such calls do not "
+        "warn (REWARDHUB_SLIME_ON_REQUEST_FAILURE=raise raises instead)",
+        stacklevel=3,
+    )
     return partial
 
 

@@ -55,7 +55,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from rewardhub_client._adapters import partial_or_raise
+from rewardhub_client._adapters import partial_or_raise, warn_once
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -397,16 +397,15 @@ def make_reward_func(
             resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
         except RewardHubClientError as exc:
             partial = partial_or_raise(exc, on_request_failure)
-            if not warned_partial:
-                warned_partial.append(True)
-                warnings.warn(
-                    f"reward {spec_name!r}: {len(exc.failed_indices)} of {len(items)} items were not "
-                    f"scored, their part of the request failed after the client's retries ({exc}); they "
-                    f"get invalid_value ({invalid_value}) and the answered ones are kept. Later such "
-                    "calls do not warn: rewardhub/request_failed_fraction counts them "
-                    "(make_reward_func(..., on_request_failure='raise') raises instead)",
-                    stacklevel=2,
-                )
+            warn_once(
+                warned_partial,
+                f"reward {spec_name!r}: {len(exc.failed_indices)} of {len(items)} items were not "
+                f"scored, their part of the request failed after the client's retries ({exc}); they "
+                f"get invalid_value ({invalid_value}) and the answered ones are kept. Later such "
+                "calls do not warn: rewardhub/request_failed_fraction counts them "
+                "(make_reward_func(..., on_request_failure='raise') raises instead)",
+                stacklevel=2,
+            )
             return partial, None
         return list(resp.results), float(resp.metrics.get("latency_ms", 0.0) or 0.0)
 

@@ -53,11 +53,10 @@ import math
 import os
 import threading
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, warn_once
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -257,17 +256,14 @@ def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
     ``exc``: with ``on_request_failure="raise"``, or when nothing was answered (verl cannot mask, and a
     step scored on the invalid score alone would train on nothing but it)."""
     partial = partial_or_raise(exc, _conf()["on_request_failure"])
-    with _lock:
-        first = not _warned
-        _warned[:] = [True]
-    if first:
-        warnings.warn(
-            f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
-            f"request failed after the client's retries ({exc}); they get the invalid score "
-            f"({_conf()['invalid']}) with request_failed: 1.0, the answered ones are kept. Later such "
-            "batches do not warn (REWARDHUB_VERL_ON_REQUEST_FAILURE=raise raises instead)",
-            stacklevel=3,
-        )
+    warn_once(
+        _warned,
+        f"rewardhub: {len(exc.failed_indices)} of {n} samples were not scored, their part of the "
+        f"request failed after the client's retries ({exc}); they get the invalid score "
+        f"({_conf()['invalid']}) with request_failed: 1.0, the answered ones are kept. Later such "
+        "batches do not warn (REWARDHUB_VERL_ON_REQUEST_FAILURE=raise raises instead)",
+        stacklevel=3,
+    )
     return partial
 
 
