@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
+import re
 
 import pytest
 
@@ -15,6 +17,8 @@ from rewardhub.judging.hardening import (
     content_free,
     injection,
     lone_verdict,
+    plain,
+    unmarked,
 )
 from rewardhub.mathlib.extract import extract_answer
 
@@ -1738,3 +1742,99 @@ def test_arabic_questions_whether_something_is_correct() -> None:
         assert injection("الإجابة صحيحة", verdict_is_answer=True) is None
     assert not asks_correctness("ما هو ناتج 2+2؟")
     assert not content_free("x = 4. هذا صحيح.")  # a self-check after an answer: the answer stays
+
+
+# The questions whose verdict word follows their opening word (hardening._Near), as the single regex read
+# them before (it took gap x length: "é é é ..." of 4,000 characters, 0.1-0.4 s): each row is the
+# shortest text that asks, then the same with one character more in the gap or the tail (asks no more).
+@pytest.mark.parametrize(
+    ("head", "word", "tail"),
+    [
+        ("is", "correct", "?"),
+        ("est-ce", "correct", " ?"),
+        ("ist", "richtig", "?"),
+        ("stimmt das", "", "?"),
+        ("es", "correcto", "?"),
+        ("это", "правильно", "?"),
+        ("هل", "صحيح", ""),
+    ],
+)
+def test_the_correctness_question_windows_keep_their_bounds(head: str, word: str, tail: str) -> None:
+    from rewardhub.judging.hardening import _asks_correctness_question as asks
+
+    end = tail.strip()
+    if word:
+        assert asks(head + " " * 300 + word + end)
+        assert not asks(head + " " * 301 + word + end)
+        assert not asks(head + " x. " + word + end)  # the sentence ended before the word
+        assert not asks(head + "x " + word + end)  # no opening word
+        # the nearest opening word counts: one over 300 characters before the word, another 1 (":" opens a
+        # sentence, and ends none)
+        assert asks(head + " " * 301 + ": " + head + " " + word + end)
+    if tail:
+        said = head + (" " + word if word else "")
+        assert asks(said + " " * 100 + "?")
+        assert not asks(said + " " * 101 + "?")
+        assert not asks(said + " x. ?")  # the sentence ended before its question mark
+        assert not asks(said + " x!")
+
+
+def _reference_regex(near: object) -> str:
+    """The single regex a _Near reads as (its docstring's form)."""
+    from rewardhub.judging.hardening import _Near
+
+    assert isinstance(near, _Near)
+    stops, tail_stops, marks = (re.escape(s) for s in (near.gap_stops, near.tail_stops, near.marks))
+    word = rf"[^{stops}]{{0,{near.gap}}}?(?:{near.word.pattern})" if near.word is not None else ""
+    end = rf"[^{tail_stops}]{{0,{near.tail}}}[{marks}]" if near.tail is not None else ""
+    return rf"(?:{near.start.pattern}){word}{end}"
+
+
+def test_the_correctness_question_windows_read_what_the_single_regex_reads() -> None:
+    """Random texts of opening words, verdict words, stops and runs of filler around the windows' bounds:
+    each window answers as the single regex it replaces (:func:`_reference_regex`) does."""
+    from rewardhub.judging.hardening import _CORRECTNESS_NEAR
+
+    rng = random.Random(0)
+    own = (  # each window's opening and verdict words, in _CORRECTNESS_NEAR's order
+        (("is", "was", "\nis"), ("correct", "wrong")),
+        (("est-ce", "est-il"), ("vrai", "correct")),
+        (("ist", "\nist"), ("richtig",)),
+        (("stimmt das",), ("x",)),
+        (("es", "e"), ("correcta", "vero")),
+        (("это", "ли"), ("правильно",)),
+        (("هل", "وهل"), ("صحيح",)),
+    )
+    stops = ("?", "？", ".", "!", "\n", ":", "؟", "?", "？", "؟")
+    filler = ("x", " ", "_", "-", "is", "richtig", " " * 97, " " * 98, "a" * 48, "b" * 96, "c" * 99)
+    assert len(own) == len(_CORRECTNESS_NEAR)
+    for near, (heads, words) in zip(_CORRECTNESS_NEAR, own, strict=True):
+        reference = re.compile(_reference_regex(near))
+        found = 0
+        for _ in range(1500):
+            kinds = rng.choices((heads, words, stops, filler), weights=(2, 2, 2, 4), k=rng.randint(1, 14))
+            text = "".join(rng.choice(kind) + rng.choice(("", " ")) for kind in kinds)
+            assert near(text) is (reference.search(text) is not None), (near.start.pattern, text)
+            found += near(text)
+        assert 10 < found < 1490, (near.start.pattern, found)  # (both answers, often enough to tell)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "asks"),
+    [
+        ("91 est-il premier ?", True),
+        ("Existe-t-il un entier n ?", True),
+        ("Peut-on le prouver ?", True),
+        ("Pourquoi peut-on le prouver ?", False),  # a question word before the subject
+        ("Pourquoi: peut-on le prouver ?", True),  # ... in the sentence before (":" opens one)
+        ("Peut-on" + " " * 300 + "?", True),
+        ("Peut-on" + " " * 301 + "?", False),
+        ("Peut-on le prouver. Oui ?", True),  # (a full stop after the subject ends no question)
+        ("Peut-on le prouver ! Oui ?", False),
+        ("x-il-on" + " " * 298 + "?", True),  # the later of two overlapping subjects
+    ],
+)
+def test_the_french_inverted_subject_question(prompt: str, asks: bool) -> None:
+    from rewardhub.judging.hardening import _inverted_subject
+
+    assert _inverted_subject(unmarked(plain(prompt))) is asks

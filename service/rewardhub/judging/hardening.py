@@ -53,6 +53,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
@@ -759,48 +760,153 @@ _SELF_VERDICT = re.compile(
 # "Stimmt das?", "¿Es correcto?", "Isto está correto?", "È corretto?", "Верно ли…?", "Это правильно?",
 # "这是正确的吗？", "是否正确", "正しいですか", "맞습니까?" (each language's own question and yes/no pair).
 _Q_END = r"[^?？.!\n]{0,100}[?？]"
+
+
+@dataclass(frozen=True, slots=True)
+class _Near:
+    """A question whose verdict word follows its opening word in one sentence: ``start``, then within
+    ``gap`` characters (none of ``gap_stops``) ``word``, then, with ``tail``, within ``tail`` more
+    characters (none of ``tail_stops``) one of ``marks``. ``word`` None: the tail follows ``start``.
+
+    It reads the strings the regex ``start[^gap_stops]{0,gap}?word[^tail_stops]{0,tail}[marks]`` reads,
+    in linear time: that regex tries ``word`` at every character of the gap from every start, ``gap``
+    times the text's length where starts are dense ("é é é ...": Spanish "é", "is", once its accent is
+    gone; 4,000 characters of it took 0.1-0.4 s). Here each pattern scans the text once: the latest start
+    before a word is the one to try (nearest, and no stop between them if any start has none), and the
+    first stop after the word is the tail's end. (``start`` and ``word`` end where they end: each is
+    whole words, so at one position they have one end.)"""
+
+    start: re.Pattern[str]
+    word: re.Pattern[str] | None
+    gap_stops: str
+    gap: int = 300
+    tail: int | None = 100
+    tail_stops: str = "?？.!\n"
+    marks: str = "?？"
+
+    def __call__(self, t: str) -> bool:
+        ends = [m.end() for m in self.start.finditer(t)]
+        if not ends:
+            return False
+        gap_marks = [i for i, ch in enumerate(t) if ch in self.gap_stops]
+        tail_marks = [i for i, ch in enumerate(t) if ch in self.tail_stops]
+        spans = ((p, p) for p in ends) if self.word is None else (m.span() for m in self.word.finditer(t))
+        i = k = j = 0
+        for q, r in spans:
+            while i < len(ends) and ends[i] <= q:
+                i += 1
+            if i == 0 or q - ends[i - 1] > self.gap:
+                continue
+            while k < len(gap_marks) and gap_marks[k] < q:
+                k += 1
+            if k and gap_marks[k - 1] >= ends[i - 1]:
+                continue  # a stop between the start and the word
+            if self.tail is None:
+                return True
+            while j < len(tail_marks) and tail_marks[j] < r:
+                j += 1
+            if j < len(tail_marks) and tail_marks[j] - r <= self.tail and t[tail_marks[j]] in self.marks:
+                return True
+        return False
+
+
+_B = r"(?<![^\W_])"  # a word's start
+_E = r"(?![^\W_])"  # a word's end
 _CORRECTNESS_QUESTION = re.compile(
     unmarked(
-        r"(?:(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correct|right|true|"
-        r"valid|accurate|incorrect|wrong|false|invalid)(?![^\W_])[^?.!\n]{0,100}\?"
-        r"|(?<![^\W_])(?:yes|true|correct|right)\s*(?:or|/)\s*(?:no|false|incorrect|wrong)(?![^\W_])"
+        _B
+        + r"(?:yes|true|correct|right)\s*(?:or|/)\s*(?:no|false|incorrect|wrong)"
+        + _E
         # French
-        r"|(?<![^\W_])(?:est-ce|est-il|est-elle|sont-ils|sont-elles)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correct|correcte|"
-        r"corrects|correctes|juste|justes|vrai|vraie|exact|exacte|faux|fausse)(?![^\W_])"
-        + _Q_END
-        + r"|(?<![^\W_])(?:vrai|juste)\s+ou\s+faux(?![^\W_])"
+        + r"|"
+        + _B
+        + r"(?:vrai|juste)\s+ou\s+faux"
+        + _E
         # German
-        r"|(?:\A|[.!?:;\n])[ \t]*(?:ist|sind|war|waren)\b[^?.!\n]{0,300}?(?<![^\W_])(?:richtig|korrekt|wahr|"
-        r"falsch)(?![^\W_])"
-        + _Q_END
-        + r"|(?<![^\W_])stimmt\s+(?:das|es|dies)(?![^\W_])"
-        + _Q_END
-        + r"|(?<![^\W_])(?:wahr|richtig)\s+oder\s+falsch(?![^\W_])"
+        + r"|"
+        + _B
+        + r"(?:wahr|richtig)\s+oder\s+falsch"
+        + _E
         # Spanish, Portuguese, Italian
-        r"|(?<![^\W_])(?:es|son|esta|está|estan|están|é|são|è|sono)\b[^?.!\n]{0,300}?(?<![^\W_])(?:correcto|correcta|"
-        r"correctos|correctas|cierto|cierta|verdadero|verdadera|verdad|falso|falsa|incorrecto|incorrecta|correto|"
-        r"correta|certo|certa|verdadeiro|verdadeira|verdade|incorreto|incorreta|corretto|corretta|giusto|giusta|"
-        r"vero|vera|sbagliato|sbagliata)(?![^\W_])"
-        + _Q_END
-        + r"|(?<![^\W_])(?:verdadero|cierto|verdadeiro|vero|correcto|correto|corretto)\s+(?:o|ou)\s+"
-        r"(?:falso|incorrecto|incorreto|sbagliato)(?![^\W_])"
+        + r"|"
+        + _B
+        + r"(?:verdadero|cierto|verdadeiro|vero|correcto|correto|corretto)\s+(?:o|ou)\s+"
+        r"(?:falso|incorrecto|incorreto|sbagliato)"
+        + _E
         # Russian
-        r"|(?<![^\W_])(?:верно|правильно|правда|истинно|корректно)\s+ли(?![^\W_])"
-        r"|(?<![^\W_])(?:это|ли)(?![^\W_])[^?.!\n]{0,300}?(?<![^\W_])(?:верно|правильно|правда|корректно|"
-        r"неверно|неправильно)(?![^\W_])"
-        + _Q_END
-        + r"|(?<![^\W_])(?:верно|правда)\s+или\s+(?:неверно|ложь)(?![^\W_])"
+        + r"|"
+        + _B
+        + r"(?:верно|правильно|правда|истинно|корректно)\s+ли"
+        + _E
+        + r"|"
+        + _B
+        + r"(?:верно|правда)\s+или\s+(?:неверно|ложь)"
+        + _E
         # Chinese, Japanese, Korean
-        r"|(?:正确|正確|对|對)的?(?:吗|嗎|么|麼)|是否(?:正确|正確|成立|对|對)|(?:对不对|對不對|正确与否|正確與否)"
+        + r"|(?:正确|正確|对|對)的?(?:吗|嗎|么|麼)|是否(?:正确|正確|成立|对|對)|(?:对不对|對不對|正确与否|正確與否)"
         r"|判断(?:对错|正误)|判斷(?:對錯|正誤)"
         r"|正しい(?:です)?か|合って(?:い)?ますか|正誤"
         r"|(?:맞습니까|맞나요|맞는가요|맞을까요|옳습니까|옳은가요|참입니까|참인가요)"
         r"|참\s*(?:또는|이냐)\s*거짓|참인지\s*거짓인지"
-        # Arabic: "هل الحل صحيح؟", "هل هذه الإجابة صحيحة؟", "صح أم خطأ"
-        r"|(?<![^\W_])[وف]?هل(?![^\W_])[^?؟.!\n]{0,300}?(?<![^\W_])(?:صحيح|صحيحة|صواب|خطأ|خاطئ|خاطئة|سليم|سليمة)"
-        r"(?![^\W_])|(?<![^\W_])(?:صح|صحيح)\s+(?:أم|أو)\s+(?:خطأ|خاطئ)(?![^\W_]))"
+        # Arabic: "صح أم خطأ"
+         + r"|" + _B + r"(?:صح|صحيح)\s+(?:أم|أو)\s+(?:خطأ|خاطئ)" + _E
     )
 )
+
+
+def _near(
+    start: str,
+    words: str,
+    gap_stops: str,
+    tail: int | None = 100,
+    tail_stops: str = "?？.!\n",
+    marks: str = "?？",
+) -> _Near:
+    return _Near(
+        re.compile(unmarked(start)),
+        re.compile(unmarked(_B + words + _E)),
+        gap_stops,
+        300,
+        tail,
+        tail_stops,
+        marks,
+    )
+
+
+# ... and the questions whose verdict word follows their opening word, each in one sentence (:class:`_Near`):
+# "Is the answer correct?", "Est-ce correct ?", "Ist das richtig?", "¿Es correcto?", "Это правильно?",
+# "Stimmt das?", "هل الحل صحيح؟"
+_SENTENCE_START = r"(?:\A|[.!?:;\n])[ \t]*"
+_CORRECTNESS_NEAR: tuple[_Near, ...] = (
+    _near(
+        _SENTENCE_START + r"(?:is|are|was|were|does|do|did)\b",
+        r"(?:correct|right|true|valid|accurate|incorrect|wrong|false|invalid)",
+        "?.!\n",
+        tail_stops="?.!\n",
+        marks="?",
+    ),
+    _near(
+        _B + r"(?:est-ce|est-il|est-elle|sont-ils|sont-elles)\b",
+        r"(?:correct|correcte|corrects|correctes|juste|justes|vrai|vraie|exact|exacte|faux|fausse)",
+        "?.!\n",
+    ),
+    _near(_SENTENCE_START + r"(?:ist|sind|war|waren)\b", r"(?:richtig|korrekt|wahr|falsch)", "?.!\n"),
+    _Near(re.compile(_B + r"stimmt\s+(?:das|es|dies)" + _E), None, "", gap=0),
+    _near(
+        _B + r"(?:es|son|esta|está|estan|están|é|são|è|sono)\b",
+        r"(?:correcto|correcta|correctos|correctas|cierto|cierta|verdadero|verdadera|verdad|falso|falsa|incorrecto|"
+        r"incorrecta|correto|correta|certo|certa|verdadeiro|verdadeira|verdade|incorreto|incorreta|corretto|corretta|"
+        r"giusto|giusta|vero|vera|sbagliato|sbagliata)",
+        "?.!\n",
+    ),
+    _near(_B + r"(?:это|ли)" + _E, r"(?:верно|правильно|правда|корректно|неверно|неправильно)", "?.!\n"),
+    _near(_B + r"[وف]?هل" + _E, r"(?:صحيح|صحيحة|صواب|خطأ|خاطئ|خاطئة|سليم|سليمة)", "?؟.!\n", tail=None),
+)
+
+
+def _asks_correctness_question(t: str) -> bool:
+    """``t`` (already :func:`plain` and :func:`unmarked`) asks whether something is correct, right or true."""
+    return _CORRECTNESS_QUESTION.search(t) is not None or any(near(t) for near in _CORRECTNESS_NEAR)
 
 
 # A task that asks for a correctness verdict in the imperative, or as a question after a clause:
@@ -948,7 +1054,7 @@ def asks_correctness(prompt: str) -> bool:
     # (its end: the question is the prompt's last part, and the scan stays short on a long prompt)
     tail = unmarked(plain(prompt[-4000:]))
     return (
-        _CORRECTNESS_QUESTION.search(tail) is not None
+        _asks_correctness_question(tail)
         or _CORRECTNESS_REQUEST.search(tail) is not None
         or _asks_after_a_clause(tail)
     )
@@ -989,9 +1095,7 @@ _POLAR_OTHER = re.compile(
         # French: "est-ce que" (not "qu'est-ce que", what), and the inverted subject ("91 est-il premier ?",
         # "Existe-t-il ...?", "Peut-on ...?"), a sentence without a question word before it
         r"|(?<!qu')(?<![^\W_])est-ce\s+qu"
-        r"|(?:\A|[.!?:;\n])(?:(?!(?:que|quel|quelle|quels|quelles|qui|quoi|combien|comment|pourquoi|où|quand|"
-        r"lequel|laquelle|lesquels|lesquelles|qu)(?![^\W_]))[^?!.\n])*?(?<![^\W_])[^\W\d_]+-(?:t-)?"
-        r"(?:il|elle|ils|elles|on)(?![^\W_])[^?!\n]{0,300}\?"
+        # (the inverted subject: _inverted_subject)
         # Russian and Bulgarian "ли" ("Является ли 91 простым?"), Ukrainian "чи", Polish "czy" at the start
         r"|(?<![^\W_])ли(?![^\W_])[^?!\n]{0,300}\?"
         r"|(?:\A|[.!?:;\n])[ \t]*(?:чи|czy)(?![^\W_])"
@@ -1009,6 +1113,47 @@ _POLAR_OTHER = re.compile(
         + r"|[吗嗎](?:[ \t]*[?。]|\Z)|是否|与否|與否|有没有|有沒有|([\u4e00-\u9fff])不\1"
     )
 )
+# French, the inverted subject ("91 est-il premier ?", "Existe-t-il ...?", "Peut-on ...?"), in a sentence
+# without a question word before it. As one regex (":" and ";" open a sentence too, and the words before
+# the subject were read from each of them to the sentence's end) it took quadratic time: "on: on: ..." of
+# 4,000 characters took 0.3 s.
+_FR_DELIMITER = re.compile(r"[.!?:;\n]")
+_FR_QUESTION_WORD = re.compile(
+    unmarked(
+        r"(?=(?:que|quel|quelle|quels|quelles|qui|quoi|combien|comment|pourquoi|où|quand|lequel|laquelle|"
+        r"lesquels|lesquelles|qu)(?![^\W_]))"
+    )
+)
+_FR_SUBJECT = re.compile(r"(?=((?<![^\W_])[^\W\d_]+-(?:t-)?(?:il|elle|ils|elles|on)(?![^\W_])))")
+
+
+def _inverted_subject(t: str) -> bool:
+    """``t`` has a French question with the subject after its verb, as the regex
+    ``(?:\\A|[.!?:;\\n])(?:(?!QUESTION_WORD)[^?!.\\n])*?SUBJECT[^?!\\n]{0,300}\\?`` reads it, in linear
+    time: the latest sentence opening before the subject is the one to try (fewer words to hold no
+    question word), and the first "?", "!" or line break after it ends the question."""
+    subjects = [m.span(1) for m in _FR_SUBJECT.finditer(t)]
+    if not subjects:
+        return False
+    opens = [m.end() for m in _FR_DELIMITER.finditer(t)]
+    asked = [m.start() for m in _FR_QUESTION_WORD.finditer(t)]
+    stops = [i for i, ch in enumerate(t) if ch in "?!\n"]
+    i = k = j = 0
+    for a, b in subjects:
+        while i < len(opens) and opens[i] <= a:
+            i += 1
+        opened = opens[i - 1] if i else 0  # (\A)
+        while k < len(asked) and asked[k] < a:
+            k += 1
+        if k and asked[k - 1] >= opened:
+            continue  # a question word between the sentence's opening and the subject
+        while j < len(stops) and stops[j] < b:
+            j += 1
+        if j < len(stops) and stops[j] - b <= 300 and t[stops[j]] == "?":
+            return True
+    return False
+
+
 # Japanese and Korean ask "what is it?" and "is it 4?" with the same ending: a question in them is yes
 # or no when it holds no question word
 _JA_KO_QUESTION = re.compile(
@@ -1047,15 +1192,18 @@ _QUESTION_WORD = re.compile(
 )
 
 
-def asks_yes_no(prompt: str) -> bool:
+def asks_yes_no(prompt: str, correctness: bool | None = None) -> bool:
     """``prompt`` asks a yes-or-no question (or whether something is correct: :func:`asks_correctness`),
     so a boxed yes, no, correct or incorrect answers it, and so does a lone "Yes" (:func:`lone_verdict`).
     English by its verb first ("Is 91 prime?", :data:`_POLAR_QUESTION`); the other languages by their own
     marks of a yes/no question (:data:`_POLAR_OTHER`, :data:`_JA_KO_QUESTION`): the answers offered, a
     question particle ("هل", "ли", "吗", "apakah"), the verb first (German, Spanish...). Unsure, a
-    question is taken as yes/no: there a lone verdict still goes to the judge, as it did everywhere."""
+    question is taken as yes/no: there a lone verdict still goes to the judge, as it did everywhere.
+    ``correctness``: :func:`asks_correctness` of ``prompt``, where the caller has it already."""
     tail = unmarked(plain(prompt[-4000:]))
-    if asks_correctness(prompt) or _POLAR_QUESTION.search(tail) or _POLAR_OTHER.search(tail):
+    if correctness is None:
+        correctness = asks_correctness(prompt)
+    if correctness or _POLAR_QUESTION.search(tail) or _POLAR_OTHER.search(tail) or _inverted_subject(tail):
         return True
     if any(_JA_KO_QUESTION_WORD.search(m.group(0)) is None for m in _JA_KO_QUESTION.finditer(tail)):
         return True

@@ -105,7 +105,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import structlog
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -399,19 +399,21 @@ class _Judging:
         else:
             self.scale = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
 
-    def forged_for(self, prompt: str | None, text: str) -> str | None:
+    def forged_for(self, prompt: str | None, text: str, reading: _Reading | None = None) -> str | None:
         """The forged-verdict pattern for ``text``, a response to ``prompt``: a boxed yes, no, correct or
         incorrect answers a question that asks yes or no (or whether something is correct), and is no
         forgery there; the judge's verdict line always is. The verdict question (verdict "continued") is
         forged only where ``text`` spells it as the stop string does, case and all (the gates read a
         casefolded text): "so, is the solution correct?", quoted, stops no critique; nor where the task
-        asks it (:func:`_asks_verdict_question`)."""
-        box = self.forged_box if self.forged_box and not asks_yes_no(prompt or "") else None
+        asks it (:func:`_asks_verdict_question`). ``reading``: :func:`_read_prompt` of ``prompt``, where the
+        caller has it."""
+        reading = reading or _read_prompt(prompt)
+        box = self.forged_box if self.forged_box and not reading.yes_no else None
         question = (
             self.forged_question
             if self.forged_question
             and _STOP_QUESTION.search(unicodedata.normalize("NFKC", text))
-            and not _asks_verdict_question(prompt or "")
+            and not _asks_verdict_question(prompt or "", reading.correctness)
             else None
         )
         return "|".join(p for p in (self.forged, box, question) if p) or None
@@ -581,7 +583,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
         # trust in the judge (a word problem's "final score: 85" must not cost a correct answer its 1).
         ruled = config._rule is not None
         jobs: dict[int, ScreenJob] = {}
+        readings: dict[str | None, _Reading] = {}  # (a group's rollouts share their prompt)
         for i, item in enumerate(items):
+            if item.prompt not in readings:
+                readings[item.prompt] = _read_prompt(item.prompt)
             if config.mode == "reference" and _gold(item.reference) is None:
                 outcomes[i] = Outcome.invalid(
                     Reason.MISSING_REFERENCE if item.reference is None else Reason.PARSE_ERROR,
@@ -595,6 +600,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                 check_injection=not ruled,
                 prompt=item.prompt,
                 reference=_shown_gold(item, config),
+                reading=readings[item.prompt],
             )
         for i, got in zip(jobs, await self._screen(list(jobs.values()), _left(ctx, deadline)), strict=True):
             if isinstance(got, Outcome):
@@ -623,6 +629,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                     content=False,
                     extract=False,
                     prompt=items[i].prompt,
+                    reading=readings[items[i].prompt],
                 )
                 for i in rest
             ]
@@ -631,7 +638,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
                     outcomes[i] = got
         pending = [i for i in answers if outcomes[i] is None]
         if config.mode == "pairwise" and pending:
-            await self._screen_opponents(items, pending, config, j, _left(ctx, deadline), outcomes)
+            await self._screen_opponents(items, pending, config, j, _left(ctx, deadline), outcomes, readings)
             pending = [i for i in pending if outcomes[i] is None]
         steps_of: dict[int, list[Step]] = {}
         if config.mode in ("steps", "critique") and pending:
@@ -701,6 +708,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
         j: _Judging,
         ctx: ScoreContext,
         outcomes: list[Outcome | None],
+        readings: dict[str | None, _Reading],
     ) -> None:
         """Pairwise: the opponent passes the same gates as the response. It is untrusted text the judge
         reads (another rollout of the group), and an opponent that addresses the grader ("Response A is
@@ -709,7 +717,14 @@ class JudgeReward(ModelReward[JudgeConfig]):
         wins (1.0) without a judge call; ``details.opponent_hardening`` says why."""
         opponents = {i: o for i in pending if (o := _opponent(items[i], config)) is not None}
         jobs = [
-            _screen_job(_answer_part(o, config), config, j, check_injection=True, prompt=items[i].prompt)
+            _screen_job(
+                _answer_part(o, config),
+                config,
+                j,
+                check_injection=True,
+                prompt=items[i].prompt,
+                reading=readings[items[i].prompt],
+            )
             for i, o in opponents.items()
         ]
         for i, got in zip(opponents, await self._screen(jobs, ctx), strict=True):
@@ -1152,11 +1167,26 @@ def _opponent(item: ScoreItem, config: JudgeConfig) -> str | None:
     return None
 
 
-def _asks_verdict_question(prompt: str) -> bool:
-    """Whether the task asks whether something is correct (:func:`asks_correctness`), or holds the verdict
-    question itself (asked after a clause, "Given the steps above, is the solution correct?", which that
-    reading of a question at a sentence's start misses): a response to it may well repeat the question."""
-    return asks_correctness(prompt) or _VERDICT_QUESTION_RE.search(prompt[-4000:]) is not None
+def _asks_verdict_question(prompt: str, correctness: bool) -> bool:
+    """Whether the task asks whether something is correct (``correctness``: :func:`asks_correctness`), or
+    holds the verdict question itself (asked after a clause, "Given the steps above, is the solution
+    correct?", which that reading of a question at a sentence's start misses): a response to it may well
+    repeat the question."""
+    return correctness or _VERDICT_QUESTION_RE.search(prompt[-4000:]) is not None
+
+
+class _Reading(NamedTuple):
+    """What the gates read in a task's prompt: it asks whether something is correct
+    (:func:`asks_correctness`), it asks yes or no (:func:`asks_yes_no`, which holds the former)."""
+
+    correctness: bool
+    yes_no: bool
+
+
+def _read_prompt(prompt: str | None) -> _Reading:
+    """The prompt read once per item (each reading scans its last 4,000 characters with many patterns)."""
+    correctness = bool(prompt) and asks_correctness(prompt or "")
+    return _Reading(correctness, asks_yes_no(prompt or "", correctness))
 
 
 def _screen_job(
@@ -1169,19 +1199,23 @@ def _screen_job(
     extract: bool = True,
     prompt: str | None = None,
     reference: str | None = None,
+    reading: _Reading | None = None,
 ) -> ScreenJob:
     """``reference``: the gold answer (modes reference and pointwise), whose verdict words answer the
-    question ("Yes" to a question the gold answers "Yes") whatever :func:`asks_yes_no` read in it."""
+    question ("Yes" to a question the gold answers "Yes") whatever :func:`asks_yes_no` read in it.
+    ``reading``: :func:`_read_prompt` of ``prompt``, where the caller has it (a batch's rollouts of one
+    prompt share it)."""
+    reading = reading or _read_prompt(prompt)
     return ScreenJob(
         text,
         check_injection=check_injection and config.injection_check,
-        forged=j.forged_for(prompt, text),
+        forged=j.forged_for(prompt, text, reading),
         extraction=config.answer_extraction if extract and config.mode == "reference" else None,
         short_answer_max_chars=config.short_answer_max_chars,
         content=content,
-        verdict_is_answer=bool(prompt) and asks_correctness(prompt or ""),
+        verdict_is_answer=reading.correctness,
         # an open question (no yes/no one): a lone "Yes" is no answer to it, the one-token judge hack
-        question=None if not content or asks_yes_no(prompt or "") else (prompt or ""),
+        question=None if not content or reading.yes_no else (prompt or ""),
         reference=reference or "",
     )
 
