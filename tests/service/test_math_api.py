@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -122,3 +123,36 @@ async def test_non_finite_scores_in_the_math_config_are_refused(client: httpx.As
             "/v1/score", content=body % field.encode(), headers={"content-type": "application/json"}
         )
         assert resp.status_code == 422 and field in resp.json()["error"]["message"], resp.text
+
+
+async def test_a_request_gone_mid_item_frees_its_worker(make_app: Any) -> None:
+    """A request cancelled (its client hung up: in process, the disconnect cancels the request's task)
+    while its item was running in a worker left the worker on it until the item's deadline (60 s here),
+    and with one worker every later math request waited behind it. The worker is now replaced (after
+    a 0.1 s grace; restart cause ``cancelled``) and the next request is scored in the new one."""
+    async with make_app(cpu_workers=1) as c:
+        pool = c.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        tower = asyncio.create_task(
+            score(c, [{"response": f"\\boxed{{{TOWER}}}", "reference": "4"}], timeout_s=60, use_cache=False)
+        )
+        await _until(lambda: pool.stats().busy == 1)
+        tower.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await tower
+        await _until(lambda: pool.stats().restarts.get("cancelled", 0) == 1 and pool.stats().busy == 0)
+        items = [
+            {"response": "The answer is \\boxed{\\dfrac{\\sqrt{3}}{2}}", "reference": "$\\frac{\\sqrt 3}{2}$"}
+        ]
+        r = (await score(c, items, use_cache=False))["results"][0]
+        assert (r["score"], r["valid"]) == (1.0, True), r
+        metrics = (await c.get("/metrics")).text
+    assert 'rewardhub_worker_restarts_total{cause="cancelled",pool="cpu"} 1.0' in metrics
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Wait for ``check()``, bounded (30 s, well short of the 60 s item), so the old pool fails here."""
+    for _ in range(3000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")

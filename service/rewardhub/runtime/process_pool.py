@@ -12,7 +12,23 @@ so the parent knows which item is running and for how long:
   (a long big-integer operation, a C extension's loop): the worker is SIGKILLed, the item is reported
   as a ``timeout``, a fresh worker is started and the rest of the batch continues there;
 * a worker that dies (segfault, OOM killer, ``RLIMIT_AS``) costs the item it was on
-  (``crash``/``memory``), never the batch or the service.
+  (``crash``/``memory``), never the batch or the service;
+* a batch whose caller is gone (client disconnected, request deadline, job cancelled) is dropped if it
+  has not started; if it is running, it gets ``_CANCEL_GRACE_S`` to finish, and a worker still on it
+  then is killed and replaced (restart cause ``cancelled``), instead of working for nobody for up to
+  its items' deadlines (an unbounded SymPy simplification: 5 s by default, 60 s at most, holding one of
+  two workers on a 2-core host).
+
+Stopping a running batch costs a worker: SIGKILL, a fork from the forkserver and the new worker's ready
+message, measured at 27-68 ms (median 45 ms) on a loaded 2-core host, plus a few ms more for its first
+item, whose process has not touched SymPy's caches yet. Letting the batch finish costs whatever is left
+of it, unknown in advance: most items take well under a millisecond, a pathological one its whole
+deadline. So the pool waits about one restart's cost (0.1 s, above the worst measured) before it kills,
+the ski-rental rule: a batch that was about to end ends and costs no restart, one that is stuck is
+stopped 0.1 s after its caller left, a loss of at most 0.1 s of a worker plus one restart against up to
+its whole deadline. A batch is never shared: each :meth:`ProcessPool.run` sends its own, and requests that
+share an item (single flight in :mod:`rewardhub.serving`) share the scoring request's result, not its
+batch; a request waiting on a cancelled one scores the item itself.
 
 Workers start from a ``forkserver`` that has already imported the heavy modules (SymPy, Math-Verify),
 so a replacement is ready in milliseconds and the service process, which runs threads and an event
@@ -34,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 import structlog
@@ -54,12 +71,17 @@ _MAX_CHUNK = 64
 _MAX_FAILED_STARTS = 3
 # A worker's first message: it has started and initialised, so a later death is its item's doing.
 _READY = "ready"
+# Seconds a running batch whose caller is gone may take to finish before its worker is killed: about the
+# cost of replacing the worker (27-68 ms measured, see the module docstring), so that a batch about to
+# end is not worth a restart and a stuck one costs little more than one.
+_CANCEL_GRACE_S = 0.1
 
 
 @dataclass(slots=True)
 class TaskResult:
     """The outcome of one item. ``error`` is None on success, else one of
-    ``timeout`` | ``memory`` | ``crash`` | ``exception``."""
+    ``timeout`` | ``memory`` | ``crash`` | ``exception`` (or ``cancelled``, which no caller sees: its
+    run was cancelled)."""
 
     ok: bool
     value: Any = None
@@ -159,6 +181,11 @@ class _Chunk:
     # was cancelled before it started), never both; whichever comes first owns its ``_queued`` items.
     started: bool = False
     dropped: bool = False
+    # Under the pool's lock too: the slot running the chunk, whether it has ended, and when its run was
+    # cancelled while it ran (monotonic; the slot then stops it, see _CANCEL_GRACE_S).
+    slot: _Slot | None = None
+    done: bool = False
+    cancelled_at: float | None = None
 
 
 class _Slot:
@@ -171,8 +198,14 @@ class _Slot:
         self.conn: Connection | None = None
         self.items_done = 0
         self.busy = False
-        # Whether the current worker has said it is ready (see _READY).
+        # Whether the current worker has said it is ready (see _READY), and when (monotonic).
         self.ready = False
+        self.ready_at = 0.0
+        # Written to (by ProcessPool._drop, under the pool's lock) to wake this slot's thread from its wait
+        # on the worker when the run of the chunk it is on is cancelled; -1 once the pool has closed it.
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
         # Consecutive deaths of workers that never became ready: a worker that cannot start (bad
         # environment, import error) must not become a tight restart loop. A worker killed by the
         # item it was running did start; counting it failed the rest of a batch of crashing items.
@@ -215,6 +248,25 @@ class _Slot:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
+    def wake(self) -> None:
+        """Interrupt the slot thread's wait on its worker (it then reads the chunk's ``cancelled_at``)."""
+        if self.wake_w >= 0:
+            with contextlib.suppress(BlockingIOError, OSError):  # full: a wake-up is pending already
+                os.write(self.wake_w, b"\0")
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self.wake_r, 4096):
+                pass
+
+    def close_wake(self) -> None:
+        """After the slot's thread has ended: the wake-up pipe (under the pool's lock, see :meth:`wake`)."""
+        for fd in (self.wake_r, self.wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.wake_r = self.wake_w = -1
+
     def _replace(self, cause: str) -> None:
         self.failed_starts = self.failed_starts + 1 if not self.ready and cause == "crash" else 0
         self.kill()
@@ -230,7 +282,7 @@ class _Slot:
             chunk = self.pool.queue.get()
             if chunk is None:
                 return
-            if not self.pool._claim(chunk):
+            if not self.pool._claim(chunk, self):
                 continue  # its run was cancelled: its items already left the count
             self.busy = True
             try:
@@ -240,7 +292,7 @@ class _Slot:
                 results = [TaskResult(False, error="exception", message=repr(exc)) for _ in chunk.payloads]
             finally:
                 self.busy = False
-                self.pool._dequeued(len(chunk.payloads))
+                self.pool._finished(chunk)
             chunk.deliver(results)
 
     def _run(self, chunk: _Chunk) -> list[TaskResult]:
@@ -249,6 +301,10 @@ class _Slot:
         pending = list(range(n))
         hard_s = chunk.deadline_s + _HARD_GRACE_S
         while pending:
+            if chunk.cancelled_at is not None:  # its run is gone (after a timeout, say): the rest is moot
+                for i in pending:
+                    results[i] = TaskResult(False, error="cancelled")
+                break
             if self.pool.closing or self.failed_starts >= _MAX_FAILED_STARTS:
                 why = "pool is shutting down" if self.pool.closing else "worker process keeps dying at start"
                 for i in pending:
@@ -269,15 +325,20 @@ class _Slot:
                 continue
             k = 0
             started = time.monotonic()
+            stop_at: float | None = None  # when to kill the worker, its chunk's run being cancelled
             while k < len(pending):
                 # A worker not yet ready is starting (the fork, the initializer), which is not its first
                 # item's time: on a loaded host a respawn after a crash took longer than deadline + grace,
                 # and the healthy item after the crash was killed as a timeout. Start-up has its own bound.
                 limit = hard_s if self.ready else max(hard_s, _START_S)
-                wait = started + limit - time.monotonic()
+                if stop_at is None and chunk.cancelled_at is not None and self.ready:
+                    # (a worker still starting is not killed: the next chunk would need a new one anyway)
+                    stop_at = max(chunk.cancelled_at, self.ready_at) + _CANCEL_GRACE_S
+                due = started + limit if stop_at is None else min(started + limit, stop_at)
                 try:
-                    ready = self.conn.poll(max(0.0, wait))
-                    msg = self.conn.recv() if ready else None
+                    # (a wake-up written after the check above is still in the pipe: the wait returns)
+                    woke = mp_wait([self.conn, self.wake_r], max(0.0, due - time.monotonic()))
+                    msg = self.conn.recv() if self.conn in woke else None
                 except (EOFError, OSError):
                     code = self.proc.exitcode if self.proc is not None else None
                     results[pending[k]] = TaskResult(
@@ -289,14 +350,26 @@ class _Slot:
                     self._replace("crash")
                     pending = pending[k + 1 :]
                     break
-                if msg is None:  # hard deadline: C code ignored the soft alarm
+                if self.wake_r in woke:
+                    self._drain_wake()
+                if msg is None:
+                    now = time.monotonic()
+                    if stop_at is not None and now >= stop_at:  # cancelled, and still running: stop it
+                        for i in pending[k:]:
+                            results[i] = TaskResult(False, error="cancelled")
+                        self._replace("cancelled")
+                        pending = []
+                        break
+                    if now < started + limit:
+                        continue  # woken: its run was cancelled (or a stale wake-up), not due yet
+                    # hard deadline: C code ignored the soft alarm
                     results[pending[k]] = TaskResult(False, error="timeout", elapsed_s=hard_s)
                     self._replace("timeout")
                     pending = pending[k + 1 :]
                     break
                 if msg == _READY:
                     self.ready = True
-                    started = time.monotonic()  # the item's clock starts once the worker is ready
+                    started = self.ready_at = time.monotonic()  # the item's clock starts once it is ready
                     continue
                 j, status, value, message, elapsed = msg
                 self.items_done += 1
@@ -369,6 +442,9 @@ class ProcessPool:
             if slot.thread.is_alive():
                 slot.thread.join(timeout=10)
             slot.stop()
+            if not slot.thread.is_alive():
+                with self._lock:
+                    slot.close_wake()
 
     # --- accounting ---
     def _count_restart(self, cause: str) -> None:
@@ -378,26 +454,35 @@ class ProcessPool:
         if self.on_restart is not None:
             self.on_restart(cause)
 
-    def _dequeued(self, n: int) -> None:
+    def _finished(self, chunk: _Chunk) -> None:
         with self._lock:
-            self._queued -= n
+            chunk.done, chunk.slot = True, None
+            self._queued -= len(chunk.payloads)
 
-    def _claim(self, chunk: _Chunk) -> bool:
+    def _claim(self, chunk: _Chunk, slot: _Slot) -> bool:
         """In a slot's thread: whether to run ``chunk`` (False: its run was cancelled before it started)."""
         with self._lock:
             chunk.started = not chunk.dropped
+            if chunk.started:
+                chunk.slot = slot
             return chunk.started
 
     def _drop(self, chunks: Sequence[_Chunk]) -> None:
         """The run of ``chunks`` was cancelled: those not started are skipped when a slot takes them off
         the queue, and their items leave the count now, so a retry or another request neither waits
-        behind them nor is refused for them. One already running finishes (killing its worker would
-        cost a respawn and the warm-up of its imports); its items leave the count when it ends."""
+        behind them nor is refused for them. The slot running one is woken: the chunk has
+        ``_CANCEL_GRACE_S`` to end, then its worker is replaced (see the module docstring); its items
+        leave the count when it ends."""
         with self._lock:
+            now = time.monotonic()
             for chunk in chunks:
                 if not chunk.started and not chunk.dropped:
                     chunk.dropped = True
                     self._queued -= len(chunk.payloads)
+                elif chunk.started and not chunk.done and chunk.cancelled_at is None:
+                    chunk.cancelled_at = now
+                    if chunk.slot is not None:
+                        chunk.slot.wake()
 
     def stats(self) -> PoolStats:
         with self._lock:
@@ -418,7 +503,7 @@ class ProcessPool:
 
         ``fn`` must be a module-level function (it is pickled by reference). Each item gets
         ``deadline_s`` seconds; an item past it comes back as ``TaskResult(ok=False, error="timeout")``.
-        Cancelled, it drops its chunks that have not started (a running one finishes).
+        Cancelled, it drops its chunks that have not started and stops a running one (see :meth:`_drop`).
         """
         n = len(payloads)
         if n == 0:
