@@ -325,11 +325,12 @@ class ScoringService:
                     got = await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, limit - (time.perf_counter() - t0))
                     )
-                except TimeoutError:  # this request's deadline (from its start) came first
-                    late = Outcome.invalid(Reason.TIMEOUT, "past the deadline, waiting for the same item")
-                    wait_ms = (time.perf_counter() - t_wait) * 1000
-                    stored = _stored(plan.reward, late, plan.version)
-                    results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": wait_ms}
+                except TimeoutError:
+                    # This request's deadline (from its start) came first. It bounds the item's own
+                    # scoring, not a wait: a CPU batch gives each item its deadline of compute (a retried
+                    # batch of thousands outlasts it in wall time) and the code reward bounds a program by
+                    # its total_timeout_s alone. So the item is scored here, as without the other request.
+                    again.setdefault(id(plan), []).append(i)
                     continue
                 hit = _cached_result(got[0]) if got is not None else None
                 # A result not for the cache (invalid, this moment's) is this moment's answer here too, as

@@ -383,3 +383,21 @@ async def test_equivalent_composites_share_cache_entries(make_app: Any, redis_se
             assert seen == [(full, False), (full, True), (full, True), (full, True)], (shape, seen)
             assert await scored(c, shape(strict)) == (full - 1.0, False)
             assert await scored(c, shape(strict)) == (full - 1.0, True)
+
+
+async def test_a_request_waiting_past_its_deadline_for_an_item_scores_it_itself(make_app: Any) -> None:
+    """Single flight: a request waiting for an item another request is scoring gave up at its per-item
+    deadline, counted in wall-clock time from its start, and answered the item ``timeout`` (invalid).
+    But that deadline is a bound on the item's own scoring, not on a wait: a CPU batch gives each item
+    its deadline of compute (a retried batch of thousands outlasts it in wall time), and the code reward
+    bounds a program by its ``total_timeout_s`` alone. Here the program sleeps 2 s under a request
+    deadline of 1 s: scored, it passes; the waiting request gave it up as a timeout. Found in review.
+    It now scores the item itself when its deadline comes first (as it would have without the other)."""
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep(2)\nprint({token!r})"
+    item = {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+    body = {"reward": "code", "items": [item], "options": {"timeout_s": 1}}
+    async with make_app() as c:
+        first, second = await asyncio.gather(c.post("/v1/score", json=body), c.post("/v1/score", json=body))
+    (a,), (b,) = first.json()["results"], second.json()["results"]
+    assert (a["score"], a["valid"], b["score"], b["valid"]) == (1.0, True, 1.0, True), (a, b)
