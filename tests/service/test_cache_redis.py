@@ -401,3 +401,73 @@ async def test_a_request_waiting_past_its_deadline_for_an_item_scores_it_itself(
         first, second = await asyncio.gather(c.post("/v1/score", json=body), c.post("/v1/score", json=body))
     (a,), (b,) = first.json()["results"], second.json()["results"]
     assert (a["score"], a["valid"], b["score"], b["valid"]) == (1.0, True, 1.0, True), (a, b)
+
+
+def _code_item(token: str, sleep_s: float = 0) -> dict[str, Any]:
+    program = f"import time\ntime.sleep({sleep_s})\nprint({token!r})"
+    return {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+
+
+async def _until(condition: Any) -> None:
+    """Wait (no time limit of its own: the test's) until ``condition()`` holds."""
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+async def test_a_request_failing_while_it_scores_items_for_others_leaves_no_item_claimed(
+    make_app: Any,
+) -> None:
+    """Single flight: a request that claimed items for the others (``_inflight``) and then failed while
+    scoring (a 429 raised in the reward: the sandbox full) hands none of them over and removes every
+    claim, so a later request holding those items scores them and the table does not grow. Here the
+    first request runs ``x`` (the sandbox's one place); the second waits for ``x`` and claims ``y``,
+    whose run the full sandbox refuses."""
+    x, y = _code_item(f"x-{uuid.uuid4().hex}", sleep_s=3), _code_item(f"y-{uuid.uuid4().hex}")
+    async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
+        scoring, sandbox = c.app.state.scoring, c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        first = asyncio.create_task(c.post("/v1/score", json={"reward": "code", "items": [x]}))
+        await _until(lambda: sandbox.stats()["running"] == 1)  # x is running: the sandbox is full
+        refused = await c.post("/v1/score", json={"reward": "code", "items": [x, y]})
+        assert refused.status_code == 429, refused.text
+        assert len(scoring._inflight) == 1  # x, the first request's: y's claim is gone
+        done = await first
+        assert scoring._inflight == {}
+        later = await c.post("/v1/score", json={"reward": "code", "items": [x, y]})
+    assert done.status_code == 200 and done.json()["results"][0]["score"] == 1.0, done.text
+    assert [(r["score"], r["cached"]) for r in later.json()["results"]] == [(1.0, True), (1.0, False)]
+
+
+async def test_an_item_of_a_group_reward_is_not_shared_with_another_tenants_group(make_app: Any) -> None:
+    """Single flight shares only what the cache could hold, and a group reward's result depends on the
+    other members: two API keys' groups "0" both hold the same item (same response, reference and group
+    id), in the first request it is the majority's answer, in the second a minority's. The first is still
+    scoring (its code part sleeps) when the second arrives; each gets its own group's vote."""
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep(2)\nprint({token!r})"
+    same = {
+        "response": f"```python\n{program}\n```\n\\boxed{{7}}",
+        "reference": {"cases": [{"stdout": token}]},
+        "group": "0",
+    }
+    reward = {
+        "name": "composite",
+        "config": {"components": [{"reward": "majority_vote"}, {"reward": "code"}]},
+    }
+    mine = [same, {"response": "\\boxed{7}", "reference": {"cases": [{"stdout": "x"}]}, "group": "0"}]
+    theirs = [same] + [
+        {"response": "\\boxed{8}", "reference": {"cases": [{"stdout": "x"}]}, "group": "0"} for _ in range(2)
+    ]
+    async with make_app(api_keys="team-a,team-b") as c:
+        sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        first = asyncio.create_task(
+            c.post("/v1/score", json={"reward": reward, "items": mine}, headers={"X-API-Key": "team-a"})
+        )
+        await _until(lambda: sandbox.stats()["running"] >= 1)  # the first request is scoring its item
+        second = await c.post(
+            "/v1/score", json={"reward": reward, "items": theirs}, headers={"X-API-Key": "team-b"}
+        )
+        a = (await first).json()["results"][0]
+    b = second.json()["results"][0]
+    assert (a["components"]["majority_vote"], b["components"]["majority_vote"]) == (1.0, 0.0), (a, b)
+    assert (a["components"]["code"], b["components"]["code"]) == (1.0, 1.0), (a, b)
+    assert (a["cached"], b["cached"]) == (False, False)
