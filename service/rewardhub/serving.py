@@ -280,7 +280,7 @@ class ScoringService:
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
         plan_by_id: dict[int, _Plan] = {}
         inflight = self._inflight
-        owned: dict[str, tuple[asyncio.Future[_Shared | None], _Plan]] = {}
+        owned: dict[str, asyncio.Future[_Shared | None]] = {}
         waiting: list[tuple[int, asyncio.Future[_Shared | None]]] = []
         for plan in plans:
             plan_by_id[id(plan)] = plan
@@ -300,19 +300,17 @@ class ScoringService:
                             waiting.append((i, other))
                             continue
                         fut: asyncio.Future[_Shared | None] = asyncio.get_running_loop().create_future()
-                        owned[k] = (fut, plan)
+                        owned[k] = fut
                         inflight[k] = fut
                 todo.setdefault(id(plan), []).append(i)
 
         to_write: list[tuple[str, bytes]] = []
-        shared: dict[str, tuple[bytes, bool]] = {}
         try:
-            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, shared)
+            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned)
         finally:  # (cancelled or failed too: a waiting request then scores the item itself)
-            for k, (fut, plan) in owned.items():
+            for k, fut in owned.items():
                 if not fut.done():
-                    mine = shared.get(k)
-                    fut.set_result(None if mine is None else (*mine, self._deadline(plan, ctx)))
+                    fut.set_result(None)
                 if inflight.get(k) is fut:
                     del inflight[k]
         if waiting:
@@ -374,32 +372,35 @@ class ScoringService:
         ctx: ScoreContext,
         results: list[dict[str, Any] | None],
         to_write: list[tuple[str, bytes]],
-        shared: dict[str, tuple[bytes, bool]] | None = None,
+        owned: dict[str, asyncio.Future[_Shared | None]] | None = None,
     ) -> None:
         """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
-        ``to_write``, and every keyed result to ``shared`` (with whether the cache may hold it)."""
-        if not todo:
-            return
-        batches = await gather_all(
-            *(self._run_plan(plan_by_id[pid], [items[i] for i in idx], ctx) for pid, idx in todo.items())
-        )
-        for (pid, idx), (outcomes, batch_ms) in zip(todo.items(), batches, strict=True):
+        ``to_write``. The ``owned`` futures (cache key -> what the requests waiting for that item get)
+        are resolved as soon as their item's batch ends, not when the slowest batch of the request
+        does: a request waiting for a quick item gave up at its deadline and scored it again."""
+
+        async def one(pid: int, idx: list[int]) -> None:
             plan = plan_by_id[pid]
+            outcomes, batch_ms = await self._run_plan(plan, [items[i] for i in idx], ctx)
             r = plan.reward
             store = plan.use_cache and _same_identity(plan)
+            deadline = self._deadline(plan, ctx)
             for i, o in zip(idx, outcomes, strict=True):
                 stored = _stored(r, o, plan.version)
                 key = keys[i]
-                if key is not None and (store or shared is not None):
+                fut = owned.get(key) if owned is not None and key is not None else None
+                if key is not None and (store or fut is not None):
                     raw = _cache_bytes(stored)
                     cacheable = store and stored["valid"] and not o.transient
-                    if raw is not None:
-                        if cacheable:
-                            to_write.append((key, raw))
-                        if shared is not None:
-                            shared[key] = (raw, cacheable)
+                    if raw is not None and cacheable:
+                        to_write.append((key, raw))
+                    if fut is not None and not fut.done():
+                        fut.set_result(None if raw is None else (raw, cacheable, deadline))
                 latency = o.latency_ms if o.latency_ms is not None else batch_ms
                 results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
+
+        if todo:
+            await gather_all(*(one(pid, idx) for pid, idx in todo.items()))
 
     async def _check_whole_groups(self, items: Sequence[ScoreItem], plans: list[_Plan], tenant: str) -> None:
         """Group rewards need whole groups: reject a group split across requests (groups.py)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -471,3 +472,29 @@ async def test_an_item_of_a_group_reward_is_not_shared_with_another_tenants_grou
     assert (a["components"]["majority_vote"], b["components"]["majority_vote"]) == (1.0, 0.0), (a, b)
     assert (a["components"]["code"], b["components"]["code"]) == (1.0, 1.0), (a, b)
     assert (a["cached"], b["cached"]) == (False, False)
+
+
+async def test_a_request_waiting_for_an_item_gets_it_when_its_batch_ends_not_the_whole_request(
+    make_app: Any,
+) -> None:
+    """Single flight: the request scoring an item handed its result to the waiting ones only when all of
+    its batches had ended: a request waiting for a quick code item of a request whose other batch (here
+    another config's program sleeping 60 s) ran long waited up to its own deadline and then scored the
+    item again. Found in review. The item's result is now handed over as soon as its own batch ends; the
+    long request is then cancelled (its client gone)."""
+    x = _code_item(f"x-{uuid.uuid4().hex}", sleep_s=1)
+    slow = {
+        **_code_item(f"s-{uuid.uuid4().hex}", sleep_s=60),
+        "reward": {"name": "code", "config": {"timeout_s": 90, "total_timeout_s": 90}},
+    }
+    async with make_app(sandbox_max_timeout_s=120) as c:
+        scoring = c.app.state.scoring  # type: ignore[attr-defined]
+        first = asyncio.create_task(c.post("/v1/score", json={"reward": "code", "items": [x, slow]}))
+        await _until(lambda: len(scoring._inflight) == 2)  # the first request is scoring both
+        resp = await c.post("/v1/score", json={"reward": "code", "items": [x], "options": {"timeout_s": 20}})
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        assert scoring._inflight == {}
+    (r,) = resp.json()["results"]
+    assert (r["score"], r["cached"]) == (1.0, True), r
