@@ -304,6 +304,9 @@ async def test_concurrent_identical_requests_score_an_item_once(make_app: Any, r
     assert (a["score"], b["score"]) == (1.0, 1.0), (a, b)
     assert sorted([a["cached"], b["cached"]]) == [False, True]
     assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 1.0' in metrics  # one batch run
+    # one miss (the item scored) and one hit (the item waited for): neither lost nor counted twice
+    assert 'rewardhub_cache_misses_total{reward="code"} 1.0' in metrics
+    assert 'rewardhub_cache_hits_total{reward="code"} 1.0' in metrics
 
 
 async def test_a_request_waiting_for_a_cancelled_one_scores_the_item_itself(make_app: Any) -> None:
@@ -498,3 +501,20 @@ async def test_a_request_waiting_for_an_item_gets_it_when_its_batch_ends_not_the
         assert scoring._inflight == {}
     (r,) = resp.json()["results"]
     assert (r["score"], r["cached"]) == (1.0, True), r
+
+
+async def test_a_request_without_the_cache_neither_waits_for_nor_shares_an_item(make_app: Any) -> None:
+    """``use_cache: false`` asks for the item scored now: single flight (a sharing of what the cache
+    would hold) leaves such a request out, on both sides. The first request is still scoring the item
+    (its program sleeps) when the second, identical, arrives: both score it."""
+    x = _code_item(uuid.uuid4().hex, sleep_s=1)
+    body = {"reward": "code", "items": [x], "options": {"use_cache": False}}
+    async with make_app() as c:
+        sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        first = asyncio.create_task(c.post("/v1/score", json=body))
+        await _until(lambda: sandbox.stats()["running"] >= 1)
+        second = await c.post("/v1/score", json=body)
+        results = [(await first).json()["results"][0], second.json()["results"][0]]
+        metrics = (await c.get("/metrics")).text
+    assert [(r["score"], r["cached"]) for r in results] == [(1.0, False), (1.0, False)], results
+    assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 2.0' in metrics
