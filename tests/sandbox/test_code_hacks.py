@@ -260,3 +260,47 @@ async def test_javascript_tests_own_exit_zero_is_their_pass(client: httpx.AsyncC
     assert scores == {(n, as_list): float(n == "correct") for n in solutions for as_list in (False, True)}, (
         results
     )
+
+
+ASYNC_TESTS = "const assert = require('node:assert');\n(async () => { assert.equal(await f(), 1); })();\n"
+# each returns 2 (the tests want 1), its failure an async test's, after the tests' synchronous end
+ASYNC_CHEATS = {
+    "wrong, awaited": "async function f() { return 2; }\n",
+    "wrong after a timer": "function f() { return new Promise((r) => setTimeout(() => r(2), 20)); }\n",
+    "swallows the rejection": "async function f() { return 2; }\nprocess.on('unhandledRejection', () => {});\n",
+    "removes listeners, swallows": (
+        "process.removeAllListeners('unhandledRejection');\nprocess.on('unhandledRejection', () => {});\n"
+        "process.on('uncaughtException', () => {});\n"
+        "function f() { return new Promise((r) => setTimeout(() => r(2), 20)); }\n"
+    ),
+    "its own capture callback": (
+        "try { process.setUncaughtExceptionCaptureCallback(null);\n"
+        "  process.setUncaughtExceptionCaptureCallback(() => {}); } catch (e) {}\n"
+        "process.on('unhandledRejection', () => {});\nasync function f() { return 2; }\n"
+    ),
+    "emits beforeExit itself": (
+        "async function f() {\n  await null;\n  process.emit('beforeExit', 0);\n"
+        "  for (const l of process.listeners('beforeExit')) l(0);\n"
+        "  setImmediate(() => process.reallyExit(0));\n"
+        "  await new Promise((r) => setTimeout(r, 20));\n  return 2;\n}\n"
+    ),
+}
+
+
+async def test_javascript_async_test_failures_are_failures(client: httpx.AsyncClient) -> None:
+    # the marker was printed as soon as the tests' synchronous part returned: an async test's failure
+    # later passed once the solution swallowed the rejection (or exited 0 before it)
+    solutions = {"correct": "async function f() { await null; return 1; }\n", **ASYNC_CHEATS}
+    items = [
+        {"id": n, "response": f"```js\n{c}```", "reference": {"language": "javascript", "tests": t}}
+        for n, c in solutions.items()
+        for t in (ASYNC_TESTS, [ASYNC_TESTS])
+    ]
+    results = await _score(client, items)
+    scores = {
+        (i["id"], isinstance(i["reference"]["tests"], list)): r["score"]
+        for i, r in zip(items, results, strict=True)
+    }
+    assert scores == {(n, as_list): float(n == "correct") for n in solutions for as_list in (False, True)}, (
+        results
+    )

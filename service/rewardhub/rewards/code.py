@@ -502,7 +502,11 @@ class CodeReward(Reward[CodeConfig]):
     # `assert`, `console` and `process` as parameters the solution cannot shadow (its own `function
     # require` passed); the solution runs as a script of its own (solution.js), its syntax errors still
     # reason format; the tests' own `process.exit(0)` prints the marker (such tests failed every solution)
-    version: ClassVar[str] = "1.3.7"
+    # 1.3.8: JavaScript tests' marker is printed once the event loop is done (was as soon as their
+    # synchronous part returned: an async test failing later passed if the solution swallowed the
+    # rejection, `process.on('unhandledRejection', () => {})`); an unhandled rejection or uncaught
+    # exception fails the run whatever listeners the solution adds or removes
+    version: ClassVar[str] = "1.3.8"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -825,10 +829,17 @@ def _bash_exit_zero(test: str, finish: str) -> str:
 # a function whose parameters shadow any global the solution defined: `require` (the frozen assert
 # for 'assert', 'node:assert', 'assert/strict'), `assert`, `console` (whose assert throws: Node's
 # prints "Assertion failed" and carries on) and `process`, whose `exit(0)` (the tests' own word that
-# they passed: test files end with one) prints the marker first. The marker is printed with the
-# `fs.writeSync` taken before the solution ran, once the tests returned; the solution's own
-# `process.exit` (or an override of it) prints nothing. Its functions are strict: `.caller` from the
-# solution's functions does not reach them.
+# they passed: test files end with one) prints the marker first. The marker is printed with the `fs.writeSync` taken before
+# the solution ran, once the tests returned and the event loop is done (async tests settled): from the
+# `beforeExit` listener, then an immediate, each only while node's active resources are those of an
+# idle program, so that the solution emitting `beforeExit` itself (or calling the listener) while a
+# test awaits a timer prints nothing, and microtasks have run. An unhandled rejection or uncaught
+# exception fails the run (the state in this closure, then the `reallyExit` taken before the solution
+# ran, status 1): `process.emit` is locked to report both to the harness first, and the harness's
+# capture callback locked in place, so the solution's own `unhandledRejection`/`uncaughtException`
+# listeners, removed or added, swallow nothing. The solution's own `process.exit` (or an override of
+# it) prints nothing. Its functions are strict: `.caller` from the solution's functions does not reach
+# them.
 _JS_HARNESS = (
     "const __rewardhub = (function () {\n"
     "  'use strict';\n"
@@ -840,7 +851,7 @@ _JS_HARNESS = (
     "  const exit = process.exit.bind(process);\n"
     "  const writeSync = fs.writeSync;\n"
     "  const { apply, get } = Reflect;\n"
-    "  const { freeze, isFrozen, getOwnPropertyNames, getOwnPropertyDescriptor } = Object;\n"
+    "  const { freeze, isFrozen, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty } = Object;\n"
     "  let input = '';\n"
     "  try { input = fs.readFileSync(0, 'utf8'); } catch (e) { input = ''; }\n"
     "  try { fs.closeSync(0); fs.openSync('/dev/null', 'r'); } catch (e) { /* no stdin */ }\n"
@@ -866,12 +877,40 @@ _JS_HARNESS = (
     "    return realRequire(name);\n"
     "  };\n"
     "  for (const k of ['resolve', 'cache', 'main', 'extensions']) safeRequire[k] = realRequire[k];\n"
-    "  let finished = false;\n"
+    "  let finished = false, failed = false, returned = false;\n"
     "  const finish = () => {\n"
-    "    if (finished || !marker) return;\n"
+    "    if (finished || failed || !marker) return;\n"
     "    finished = true;\n"
     "    writeSync(1, '\\n' + marker + '\\n');\n"
     "  };\n"
+    "  const reallyExit = realProcess.reallyExit;\n"
+    "  const { inspect } = realRequire('util');\n"
+    "  const fail = (err) => {\n"
+    "    if (failed) return;\n"
+    "    failed = true;\n"
+    "    let why = 'error';\n"
+    "    try { why = inspect(err); } catch (e) { /* its own inspection threw */ }\n"
+    "    try { writeSync(2, 'Uncaught ' + why + '\\n'); } catch (e) { /* stderr closed */ }\n"
+    "    apply(reallyExit, realProcess, [1]);\n"
+    "  };\n"
+    "  const realEmit = realProcess.emit;\n"
+    "  defineProperty(realProcess, 'emit', { configurable: false, writable: false, value: function emit(event, ...args) {\n"
+    "    if (event === 'unhandledRejection' || event === 'uncaughtException') { fail(args[0]); return true; }\n"
+    "    return apply(realEmit, this, [event, ...args]);\n"
+    "  } });\n"
+    "  realProcess.setUncaughtExceptionCaptureCallback(fail);\n"
+    "  for (const k of ['setUncaughtExceptionCaptureCallback', 'reallyExit']) {\n"
+    "    defineProperty(realProcess, k, { configurable: false, writable: false, value: realProcess[k] });\n"
+    "  }\n"
+    "  const activeResources = realProcess.getActiveResourcesInfo;\n"
+    "  const { setImmediate } = globalThis;\n"
+    "  realProcess.stdout; realProcess.stderr;\n"
+    "  const resources = () => apply(activeResources, realProcess, []).sort().join(',');\n"
+    "  const idle = resources();\n"
+    "  realProcess.on('beforeExit', () => {\n"
+    "    if (finished || failed || !returned || resources() !== idle) return;\n"
+    "    setImmediate(() => { if (resources() === idle) finish(); });\n"
+    "  });\n"
     "  const testsExit = function (code) {\n"
     "    const c = code === undefined ? realProcess.exitCode : code;\n"
     "    if (c === undefined || c === null || Number(c) === 0) finish();\n"
@@ -898,7 +937,7 @@ _JS_HARNESS = (
     "    solve() { script.runInThisContext(); },\n"
     "    run(tests) {\n"
     "      apply(tests, {}, [safeRequire, assert, { exports: {} }, {}, testsConsole, testsProcess]);\n"
-    "      finish();\n"
+    "      returned = true;\n"
     "    },\n"
     "  });\n"
     "})();\n"
