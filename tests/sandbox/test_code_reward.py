@@ -1262,3 +1262,81 @@ async def test_apps_call_based_problems(client: httpx.AsyncClient) -> None:
         assert (await _one(client, "def add(a, b):\n    return a + b\n", bad))["reason"] == "parse_error"
     cpp = await _one(client, "int add(int a, int b) { return a + b; }", {**ref, "language": "cpp"})
     assert cpp["reason"] == "unsupported"
+
+
+JS_ASSERT = "const assert = require('node:assert');\n"
+# (solution, tests) in the styles of real JavaScript tasks; each solution correct
+JS_STYLES = {
+    "HumanEval-X": (
+        "const add = (a, b) => {\n  return a + b;\n}\n",
+        "const testAdd = () => {\n  console.assert(add(1, 2) === 3);\n}\ntestAdd();\n",
+    ),
+    "MultiPL-E": (
+        "function add(a, b) { return a + b; }",
+        JS_ASSERT
+        + "function test() {\n  let candidate = add;\n  assert.deepEqual(candidate(1, 2), 3);\n}\n\ntest();\n",
+    ),
+    "LeetCode var": (
+        "var twoSum = function(nums, target) {\n  const m = new Map();\n  for (let i = 0; i < nums.length; i++) {\n"
+        "    if (m.has(target - nums[i])) return [m.get(target - nums[i]), i];\n    m.set(nums[i], i);\n  }\n};\n",
+        JS_ASSERT + "assert.deepStrictEqual(twoSum([2, 7, 11, 15], 9), [0, 1]);\n",
+    ),
+    "class Solution": (
+        "class Solution { add(a, b) { return a + b; } }\n",
+        JS_ASSERT + "assert.strictEqual(new Solution().add(1, 2), 3);\n",
+    ),
+    "module.exports, read by the tests": (
+        "'use strict';\nmodule.exports = function add(a, b) { return a + b; };\n",
+        JS_ASSERT + "assert.strictEqual(module.exports(1, 2), 3);\n",
+    ),
+    "exports.f": (
+        "function add(a, b) { return a + b; }\nexports.add = add;\n",
+        JS_ASSERT + "assert.strictEqual(exports.add(1, 2), 3);\n",
+    ),
+    "async, awaited in the tests": (
+        "async function add(a, b) { await new Promise((r) => setTimeout(r, 5)); return a + b; }\n",
+        JS_ASSERT
+        + "(async () => {\n  assert.equal(await add(1, 2), 3);\n  await assert.rejects(add(1n, 2), TypeError);\n})();\n",
+    ),
+    "objects, BigInt, typed arrays": (
+        "function f() { return [new Map([[1, { a: [1] }]]), new Set([2n]), new Uint8Array([3])]; }\n",
+        JS_ASSERT
+        + "assert.deepStrictEqual(f(), [new Map([[1, { a: [1] }]]), new Set([2n]), new Uint8Array([3])]);\n"
+        "assert.ok(f()[0] instanceof Map);\nassert.throws(() => null.x, TypeError);\n",
+    ),
+    "helpers named test and check": (
+        "function test(x) { return x > 0; }\nfunction check(x) { return test(x); }\n",
+        JS_ASSERT + "function test() { assert.strictEqual(check(1), true); }\ntest();\n",
+    ),
+    "BOM, shebang, no newline": (
+        "\ufeff#!/usr/bin/env node\nfunction add(a, b) { return a + b; } // done",
+        "console.assert(add(1, 2) === 3);",
+    ),
+}
+
+
+async def test_javascript_tests_in_real_task_styles(client: httpx.AsyncClient) -> None:
+    # correct solutions in the styles of HumanEval-X, MultiPL-E and LeetCode pass; the same tests of a
+    # solution that returns a wrong answer fail
+    items = []
+    for name, (code, tests) in JS_STYLES.items():
+        wrong = (
+            code.replace("a + b", "a - b")
+            .replace("[m.get", "[-1, m.get")
+            .replace("[3]", "[4]")
+            .replace("x > 0", "x < 0")
+        )
+        assert wrong != code, name
+        for which, c in (("correct", code), ("wrong", wrong)):
+            items.append(
+                {
+                    "id": f"{name}: {which}",
+                    "response": f"```js\n{c}\n```",
+                    "reference": {"language": "javascript", "tests": tests},
+                }
+            )
+    results = await score_results(
+        client, "code", items, options={"use_cache": False}, timeout_s=5.0, total_timeout_s=15.0
+    )
+    scores = {i["id"]: r["score"] for i, r in zip(items, results, strict=True)}
+    assert scores == {i["id"]: float(i["id"].endswith("correct")) for i in items}, results

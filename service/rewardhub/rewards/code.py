@@ -505,7 +505,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.8: JavaScript tests' marker is printed once the event loop is done (was as soon as their
     # synchronous part returned: an async test failing later passed if the solution swallowed the
     # rejection, `process.on('unhandledRejection', () => {})`); an unhandled rejection or uncaught
-    # exception fails the run whatever listeners the solution adds or removes
+    # exception fails the run whatever listeners the solution adds or removes; the tests' `module` and
+    # `exports` are the solution's (`module.exports = f` then `module.exports(1)` in the tests failed)
     version: ClassVar[str] = "1.3.8"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -696,7 +697,9 @@ class CodeReward(Reward[CodeConfig]):
             # in the run's stdin, which the harness reads and closes before the solution runs
             program = _js_program(task.setup or "", tests)
             stdins = [f"{sel}\n{marker}\n".encode() for sel in selectors]
-            files = {_JS_SOLUTION: code.encode("utf-8", "surrogatepass")}
+            # less a byte-order mark, as node strips it from a file it runs: a `#!` line after it was a
+            # SyntaxError (vm.Script reads the mark as a space, and a shebang only at the very start)
+            files = {_JS_SOLUTION: code.removeprefix("\ufeff").encode("utf-8", "surrogatepass")}
             language = _JS_LANGUAGE
             reference = program
         else:
@@ -829,7 +832,8 @@ def _bash_exit_zero(test: str, finish: str) -> str:
 # a function whose parameters shadow any global the solution defined: `require` (the frozen assert
 # for 'assert', 'node:assert', 'assert/strict'), `assert`, `console` (whose assert throws: Node's
 # prints "Assertion failed" and carries on) and `process`, whose `exit(0)` (the tests' own word that
-# they passed: test files end with one) prints the marker first. The marker is printed with the `fs.writeSync` taken before
+# they passed: test files end with one) prints the marker first; `module` and `exports` are the
+# solution's (as in one CommonJS module). The marker is printed with the `fs.writeSync` taken before
 # the solution ran, once the tests returned and the event loop is done (async tests settled): from the
 # `beforeExit` listener, then an immediate, each only while node's active resources are those of an
 # idle program, so that the solution emitting `beforeExit` itself (or calling the listener) while a
@@ -924,7 +928,8 @@ _JS_HARNESS = (
     "  testsConsole.assert = (ok, ...m) => {\n"
     "    if (!ok) throw new Error('Assertion failed' + (m.length ? ': ' + m.join(' ') : ''));\n"
     "  };\n"
-    "  const fakeModule = { exports: {} };\n"
+    "  const fakeExports = {};\n"
+    "  const fakeModule = { exports: fakeExports };\n"
     "  globalThis.require = realRequire;\n"
     "  globalThis.module = fakeModule;\n"
     "  globalThis.exports = fakeModule.exports;\n"
@@ -936,7 +941,8 @@ _JS_HARNESS = (
     "    test,\n"
     "    solve() { script.runInThisContext(); },\n"
     "    run(tests) {\n"
-    "      apply(tests, {}, [safeRequire, assert, { exports: {} }, {}, testsConsole, testsProcess]);\n"
+    "      const exports = get(globalThis, 'exports');\n"
+    "      apply(tests, fakeExports, [safeRequire, assert, fakeModule, exports, testsConsole, testsProcess]);\n"
     "      returned = true;\n"
     "    },\n"
     "  });\n"
