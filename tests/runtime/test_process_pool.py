@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from pool_funcs import behave, die_at_start, double, hold, slow_start
 
 from rewardhub.errors import Overloaded
 from rewardhub.runtime.process_pool import ProcessPool
+from waiting import until
 
 
 @pytest.fixture(scope="module")
@@ -146,15 +146,6 @@ async def test_a_worker_s_start_up_is_not_charged_to_its_first_item() -> None:
         await asyncio.to_thread(p.close)
 
 
-async def _until(check: Callable[[], bool]) -> None:
-    """Wait for ``check()`` (a file a worker writes): bounded, so a broken pool fails instead of hanging."""
-    for _ in range(3000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the worker never got there")
-
-
 async def test_a_cancelled_run_leaves_the_queue_at_once(tmp_path: Path) -> None:
     """A run cancelled (client gone, request deadline, job cancelled) kept its queued chunks: they ran to
     completion after it, a new batch waited behind that dead work, and their items counted against
@@ -166,7 +157,7 @@ async def test_a_cancelled_run_leaves_the_queue_at_once(tmp_path: Path) -> None:
         first, second = str(tmp_path / "first"), str(tmp_path / "second")
         # one worker, two items: two chunks of one, the first running, the second queued behind it
         run = asyncio.create_task(p.run(hold, [first, second], deadline_s=60))
-        await _until(lambda: os.path.exists(first + ".started"))
+        await until(lambda: os.path.exists(first + ".started"))
         assert p.stats().queued_items == 2
         with pytest.raises(Overloaded):  # 2 + 2 waiting items is past the bound of 3
             await p.run(double, [1, 2], deadline_s=5)
@@ -194,11 +185,11 @@ async def test_a_cancelled_run_stops_its_running_chunk(tmp_path: Path) -> None:
         mine, other = str(tmp_path / "mine"), str(tmp_path / "other")
         run = asyncio.create_task(p.run(hold, [mine], deadline_s=60))
         kept = asyncio.create_task(p.run(hold, [other], deadline_s=60))
-        await _until(lambda: os.path.exists(mine + ".started") and os.path.exists(other + ".started"))
+        await until(lambda: os.path.exists(mine + ".started") and os.path.exists(other + ".started"))
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
-        await _until(lambda: p.stats().restarts.get("cancelled", 0) == 1 and p.stats().busy == 1)
+        await until(lambda: p.stats().restarts.get("cancelled", 0) == 1 and p.stats().busy == 1)
         assert p.stats().queued_items == 1  # the other run's item
         assert [r.value for r in await p.run(double, [1, 2, 3], deadline_s=5)] == [2, 4, 6]
         assert not kept.done()

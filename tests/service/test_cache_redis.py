@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from rewardhub.cache import MemoryCache, RedisCache, item_key
+from waiting import until
 
 
 def items(tag: str, n: int = 3) -> list[dict[str, Any]]:
@@ -412,12 +413,6 @@ def _code_item(token: str, sleep_s: float = 0) -> dict[str, Any]:
     return {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
 
 
-async def _until(condition: Any) -> None:
-    """Wait (no time limit of its own: the test's) until ``condition()`` holds."""
-    while not condition():
-        await asyncio.sleep(0.01)
-
-
 async def test_a_request_failing_while_it_scores_items_for_others_leaves_no_item_claimed(
     make_app: Any,
 ) -> None:
@@ -430,7 +425,7 @@ async def test_a_request_failing_while_it_scores_items_for_others_leaves_no_item
     async with make_app(sandbox_workers=1, sandbox_queue_max_items=0) as c:
         scoring, sandbox = c.app.state.scoring, c.app.state.runtime.sandbox  # type: ignore[attr-defined]
         first = asyncio.create_task(c.post("/v1/score", json={"reward": "code", "items": [x]}))
-        await _until(lambda: sandbox.stats()["running"] == 1)  # x is running: the sandbox is full
+        await until(lambda: sandbox.stats()["running"] == 1)  # x is running: the sandbox is full
         refused = await c.post("/v1/score", json={"reward": "code", "items": [x, y]})
         assert refused.status_code == 429, refused.text
         assert len(scoring._inflight) == 1  # x, the first request's: y's claim is gone
@@ -466,7 +461,7 @@ async def test_an_item_of_a_group_reward_is_not_shared_with_another_tenants_grou
         first = asyncio.create_task(
             c.post("/v1/score", json={"reward": reward, "items": mine}, headers={"X-API-Key": "team-a"})
         )
-        await _until(lambda: sandbox.stats()["running"] >= 1)  # the first request is scoring its item
+        await until(lambda: sandbox.stats()["running"] >= 1)  # the first request is scoring its item
         second = await c.post(
             "/v1/score", json={"reward": reward, "items": theirs}, headers={"X-API-Key": "team-b"}
         )
@@ -493,7 +488,7 @@ async def test_a_request_waiting_for_an_item_gets_it_when_its_batch_ends_not_the
     async with make_app(sandbox_max_timeout_s=120) as c:
         scoring = c.app.state.scoring  # type: ignore[attr-defined]
         first = asyncio.create_task(c.post("/v1/score", json={"reward": "code", "items": [x, slow]}))
-        await _until(lambda: len(scoring._inflight) == 2)  # the first request is scoring both
+        await until(lambda: len(scoring._inflight) == 2)  # the first request is scoring both
         resp = await c.post("/v1/score", json={"reward": "code", "items": [x], "options": {"timeout_s": 20}})
         first.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -512,7 +507,7 @@ async def test_a_request_without_the_cache_neither_waits_for_nor_shares_an_item(
     async with make_app() as c:
         sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
         first = asyncio.create_task(c.post("/v1/score", json=body))
-        await _until(lambda: sandbox.stats()["running"] >= 1)
+        await until(lambda: sandbox.stats()["running"] >= 1)
         second = await c.post("/v1/score", json=body)
         results = [(await first).json()["results"][0], second.json()["results"][0]]
         metrics = (await c.get("/metrics")).text

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+
+from waiting import until
 
 TOWER = "2^{2^{2^{2^{2^{2}}}}}"
 
@@ -135,11 +136,11 @@ async def test_a_request_gone_mid_item_frees_its_worker(make_app: Any) -> None:
         tower = asyncio.create_task(
             score(c, [{"response": f"\\boxed{{{TOWER}}}", "reference": "4"}], timeout_s=60, use_cache=False)
         )
-        await _until(lambda: pool.stats().busy == 1)
+        await until(lambda: pool.stats().busy == 1)
         tower.cancel()
         with pytest.raises(asyncio.CancelledError):
             await tower
-        await _until(lambda: pool.stats().restarts.get("cancelled", 0) == 1 and pool.stats().busy == 0)
+        await until(lambda: pool.stats().restarts.get("cancelled", 0) == 1 and pool.stats().busy == 0)
         items = [
             {"response": "The answer is \\boxed{\\dfrac{\\sqrt{3}}{2}}", "reference": "$\\frac{\\sqrt 3}{2}$"}
         ]
@@ -147,12 +148,3 @@ async def test_a_request_gone_mid_item_frees_its_worker(make_app: Any) -> None:
         assert (r["score"], r["valid"]) == (1.0, True), r
         metrics = (await c.get("/metrics")).text
     assert 'rewardhub_worker_restarts_total{cause="cancelled",pool="cpu"} 1.0' in metrics
-
-
-async def _until(check: Callable[[], bool]) -> None:
-    """Wait for ``check()``, bounded (30 s, well short of the 60 s item), so the old pool fails here."""
-    for _ in range(3000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("never happened")
