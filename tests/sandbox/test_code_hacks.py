@@ -237,16 +237,11 @@ async def test_no_cheat_scores_on_javascript_and_bash_tests(client: httpx.AsyncC
     assert not scored, scored
 
 
-async def test_javascript_tests_own_exit_zero_is_their_pass(client: httpx.AsyncClient) -> None:
-    # test files often end with `process.exit(0)`: the marker after them was never reached, and every
-    # solution, a correct one too, failed; the solution's own exit (or one it put in their place) still fails
-    tests = "const assert = require('node:assert');\nassert.deepEqual(add(1, 2), 3);\nprocess.exit(0);\n"
-    solutions = {
-        "correct": "function add(a, b) { return a + b; }\n",
-        "wrong": "function add(a, b) { return 0; }\n",
-        "exits first": "function add(a, b) { return a + b; }\nprocess.exit(0);\n",
-        "replaces exit": "function add(a, b) { return 0; }\nprocess.exit = () => {};\n",
-    }
+async def _only_the_correct_one_passes(
+    client: httpx.AsyncClient, solutions: dict[str, str], tests: str
+) -> None:
+    """Each JavaScript solution against ``tests`` given as a string and as a one-test list: the one named
+    "correct" scores 1.0 both ways, every other 0.0."""
     items = [
         {"id": n, "response": f"```js\n{c}```", "reference": {"language": "javascript", "tests": t}}
         for n, c in solutions.items()
@@ -260,6 +255,19 @@ async def test_javascript_tests_own_exit_zero_is_their_pass(client: httpx.AsyncC
     assert scores == {(n, as_list): float(n == "correct") for n in solutions for as_list in (False, True)}, (
         results
     )
+
+
+async def test_javascript_tests_own_exit_zero_is_their_pass(client: httpx.AsyncClient) -> None:
+    # test files often end with `process.exit(0)`: the marker after them was never reached, and every
+    # solution, a correct one too, failed; the solution's own exit (or one it put in their place) still fails
+    tests = "const assert = require('node:assert');\nassert.deepEqual(add(1, 2), 3);\nprocess.exit(0);\n"
+    solutions = {
+        "correct": "function add(a, b) { return a + b; }\n",
+        "wrong": "function add(a, b) { return 0; }\n",
+        "exits first": "function add(a, b) { return a + b; }\nprocess.exit(0);\n",
+        "replaces exit": "function add(a, b) { return 0; }\nprocess.exit = () => {};\n",
+    }
+    await _only_the_correct_one_passes(client, solutions, tests)
 
 
 ASYNC_TESTS = "const assert = require('node:assert');\n(async () => { assert.equal(await f(), 1); })();\n"
@@ -291,16 +299,4 @@ async def test_javascript_async_test_failures_are_failures(client: httpx.AsyncCl
     # the marker was printed as soon as the tests' synchronous part returned: an async test's failure
     # later passed once the solution swallowed the rejection (or exited 0 before it)
     solutions = {"correct": "async function f() { await null; return 1; }\n", **ASYNC_CHEATS}
-    items = [
-        {"id": n, "response": f"```js\n{c}```", "reference": {"language": "javascript", "tests": t}}
-        for n, c in solutions.items()
-        for t in (ASYNC_TESTS, [ASYNC_TESTS])
-    ]
-    results = await _score(client, items)
-    scores = {
-        (i["id"], isinstance(i["reference"]["tests"], list)): r["score"]
-        for i, r in zip(items, results, strict=True)
-    }
-    assert scores == {(n, as_list): float(n == "correct") for n in solutions for as_list in (False, True)}, (
-        results
-    )
+    await _only_the_correct_one_passes(client, solutions, ASYNC_TESTS)
