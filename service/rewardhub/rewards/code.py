@@ -61,7 +61,7 @@ import math
 import re
 import secrets
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
@@ -635,31 +635,16 @@ class CodeReward(Reward[CodeConfig]):
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
             return compiled
-        why_missing = _why_missing(raw, report.done)
-        results: list[tuple[str, bool, str]] = []
-        # The wall clock decided a case (the item's total spent, or a timeout with CPU time to spare):
-        # the verdict depends on the host's load, so the result is returned but not cached.
-        by_wall = raw.deadline_hit
         limit = min(config.timeout_s, pool.max_timeout_s)  # (the server's cap on limits)
-        for k, (_, expected) in enumerate(task.cases):
-            run = report.runs.get(k)
-            label = f"case {k}"
-            failure, wall = _run_failure(run, why_missing, limit, f"timeout ({limit:g}s)")
-            by_wall = by_wall or wall
-            if failure is not None:
-                results.append((label, False, failure))
-                continue
-            assert run is not None  # (a missing run is a failure)
+
+        def answer(k: int, run: RunReport) -> str:
+            expected = task.cases[k][1]
             if outputs_match(run.stdout, expected, config.output_match, config.float_tolerance):
-                results.append((label, True, ""))
-            else:
-                results.append(
-                    (
-                        label,
-                        False,
-                        f"wrong answer: expected {_tail(expected, 120)!r}, got {_tail(run.stdout, 120)!r}",
-                    )
-                )
+                return ""
+            return f"wrong answer: expected {_tail(expected, 120)!r}, got {_tail(run.stdout, 120)!r}"
+
+        labels = [f"case {k}" for k in range(len(task.cases))]
+        results, by_wall = _verdicts(report, raw, labels, limit, f"timeout ({limit:g}s)", answer)
         return _scored(results, task.weights, config, timing, by_wall=by_wall)
 
     # --- assert-style tests in other languages ----------------------------------------------------
@@ -739,23 +724,13 @@ class CodeReward(Reward[CodeConfig]):
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
             return _reference_fault(report.reference_check, compiled)
-        why_missing = _why_missing(raw, report.done)
-        # As for cases: a run the wall clock cut off (the item's total spent, its CPU time under the
-        # limit: it waited for a core, or slept) is returned but not cached.
-        by_wall = raw.deadline_hit
-        results: list[tuple[str, bool, str]] = []
-        for k, label in enumerate(labels):
-            run = report.runs.get(k)
-            failure, wall = _run_failure(run, why_missing, cpu_limit, f"timeout ({cpu_limit:.3g}s of CPU)")
-            by_wall = by_wall or wall
-            if failure is not None:
-                results.append((label, False, failure))
-                continue
-            assert run is not None  # (a missing run is a failure)
-            if marker.encode() in run.stdout:
-                results.append((label, True, ""))
-            else:
-                results.append((label, False, "the program exited before the tests finished"))
+        done = marker.encode()
+
+        def finished(k: int, run: RunReport) -> str:
+            return "" if done in run.stdout else "the program exited before the tests finished"
+
+        timeout = f"timeout ({cpu_limit:.3g}s of CPU)"
+        results, by_wall = _verdicts(report, raw, labels, cpu_limit, timeout, finished)
         if task.language.name == "bash":
             failed = [
                 run for k, (_, passed, _) in enumerate(results) if not passed and (run := report.runs.get(k))
@@ -1014,6 +989,33 @@ def _run_failure(
         what = f"killed by signal {run.signal}" if run.signal else f"exit status {run.return_code}"
         return f"{what}: {_tail(run.stderr, 300)}", False
     return None, False
+
+
+def _verdicts(
+    report: ExecReport,
+    raw: RawRun,
+    labels: Sequence[str],
+    limit_s: float,
+    timeout_message: str,
+    judge: Callable[[int, RunReport], str],
+) -> tuple[list[tuple[str, bool, str]], bool]:
+    """(label, passed, message) for each run of a case or a JavaScript/bash test, in order: a run that
+    did not exit with status 0 fails as :func:`_run_failure` says, one that did as ``judge(k, run)``
+    says ("" for a pass). The second value: whether the wall clock decided any of them (the item's total
+    spent, or a timeout with CPU time to spare: it waited for a core, or slept), a verdict that depends on
+    the host's load, so the result is returned but not cached."""
+    why_missing = _why_missing(raw, report.done)
+    by_wall = raw.deadline_hit
+    results: list[tuple[str, bool, str]] = []
+    for k, label in enumerate(labels):
+        run = report.runs.get(k)
+        failure, wall = _run_failure(run, why_missing, limit_s, timeout_message)
+        by_wall = by_wall or wall
+        if failure is None:
+            assert run is not None  # (a missing run is a failure)
+            failure = judge(k, run)
+        results.append((label, not failure, failure))
+    return results, by_wall
 
 
 def _why_missing(raw: RawRun, done: bool) -> str:
