@@ -330,14 +330,13 @@ class ScoringService:
                     # its total_timeout_s alone. So the item is scored here, as without the other request.
                     again.setdefault(id(plan), []).append(i)
                     continue
-                hit = _cached_result(got[0]) if got is not None else None
                 # A result not for the cache (invalid, this moment's) is this moment's answer here too, as
                 # for an identical item of the same request, unless the other request gave it less time.
-                if got is None or hit is None or not (got[1] or got[2] >= limit):
+                if got is None or not (got[1] or got[2] >= limit):
                     again.setdefault(id(plan), []).append(i)
                     continue
                 wait_ms = (time.perf_counter() - t_wait) * 1000
-                results[i] = {"id": ids[i], **hit, "cached": got[1], "latency_ms": wait_ms}
+                results[i] = {"id": ids[i], **got[0], "cached": got[1], "latency_ms": wait_ms}
             await self._compute(again, plan_by_id, items, ids, keys, ctx, results, to_write)
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
@@ -394,8 +393,8 @@ class ScoringService:
                     cacheable = store and stored["valid"] and not o.transient
                     if raw is not None and cacheable:
                         to_write.append((key, raw))
-                    if fut is not None and not fut.done():
-                        fut.set_result(None if raw is None else (raw, cacheable, deadline))
+                    if fut is not None and not fut.done():  # (None: not as the cache would hold it)
+                        fut.set_result(None if raw is None else (stored, cacheable, deadline))
                 latency = o.latency_ms if o.latency_ms is not None else batch_ms
                 results[i] = {"id": ids[i], **stored, "cached": False, "latency_ms": latency}
 
@@ -451,9 +450,10 @@ class ScoringService:
                 m.invalid.labels(plan.reward.name, d["reason"] or "unknown").inc()
 
 
-# What a request scoring an item gives the requests waiting for it: the result as the cache holds it,
-# whether the cache may hold it, and the per-item deadline it was scored under.
-_Shared = tuple[bytes, bool, float]
+# What a request scoring an item gives the requests waiting for it: the result as the cache would hold
+# it (read only: each waiter copies it into its own result), whether the cache may hold it, and the
+# per-item deadline it was scored under.
+_Shared = tuple[dict[str, Any], bool, float]
 
 
 def _is_request_error(exc: Exception) -> bool:
