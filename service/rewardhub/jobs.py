@@ -443,6 +443,10 @@ class JobRunner:
             return
         try:
             claimed = await self.store.claim(job_id, self.owner)
+            # Read again under the lease: another runner (worker, replica) may have finished the job
+            # between the read above and the claim, dropping its lease as it did; run from the old
+            # record, this one found the body gone and wrote the finished job over as failed.
+            current = await self.store.get(job_id) if claimed else None
         except asyncio.CancelledError:
             # The lease may have been taken with the answer lost: give it back if it is ours.
             with contextlib.suppress(Exception):
@@ -450,6 +454,10 @@ class JobRunner:
             raise
         if not claimed:
             return  # another runner (replica) has it
+        if current is None or current["status"] in ("succeeded", "failed"):
+            await self.store.release(job_id, self.owner)
+            return
+        job = current
         try:
             await self._run_claimed(job_id, job)
         except asyncio.CancelledError:

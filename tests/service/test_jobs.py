@@ -589,3 +589,46 @@ async def test_jobs_with_several_workers_need_a_shared_store(make_app: Any, redi
         resp = await c.post("/v1/jobs", json=body)
         assert resp.status_code == 202, resp.text
         assert (await wait_done(c, resp.json()["job_id"]))["status"] == "succeeded"
+
+
+class _FinishedMeanwhileStore(RedisJobStore):
+    """Another runner (a second worker, a replica) finishes the job between this runner's read of the job
+    and its claim of the lease: the other runner's last write drops the lease, so the claim succeeds."""
+
+    async def claim(self, job_id: str, owner: str) -> bool:
+        job = await self.get(job_id) or {}
+        result = {"results": [{"id": "x", "score": 1.0}]}
+        await self.save(
+            {**job, "status": "succeeded", "finished_at": time.time(), "result": result}, done=True
+        )
+        return await super().claim(job_id, owner)
+
+
+async def test_a_job_another_runner_finished_meanwhile_keeps_its_result(redis_server: Any) -> None:
+    """A runner read a job as running (another worker had it), that worker finished it and dropped the
+    lease, and then the runner's claim succeeded: it ran the job from the record it had read, found the
+    body gone (deleted with the finish) and wrote the job over as failed, "the job's request body was
+    lost". A client polling saw the job succeed and then fail, its result gone."""
+    from redis.asyncio import Redis
+
+    from rewardhub.jobs import body_digest
+
+    class Store(_FinishedMeanwhileStore):
+        P = f"rh:test-finished-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=3600)
+    body = b'{"reward": "math", "items": [{"id": "x", "response": "1", "reference": "1"}]}'
+    job_id = f"job_{time.time_ns()}"
+    job = {"job_id": job_id, "status": "running", "created_at": time.time(), "items": 1}
+    await store.create({**job, "body_sha256": body_digest(body)}, body, None)
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    try:
+        await runner._run(job_id)
+        after = await store.get(job_id) or {}
+        assert after.get("status") == "succeeded", after
+        assert after["result"] == {"results": [{"id": "x", "score": 1.0}]}
+        assert await redis.get(f"{Store.P}:job-lease:{job_id}") is None, "the lease was kept"
+    finally:
+        await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:jobs:pending")
+        await redis.aclose()
