@@ -86,7 +86,7 @@ def build_job_store(settings: Settings) -> JobStore:
             health_check_interval=0,
         )
         return RedisJobStore(redis, settings.job_ttl_s)
-    return MemoryJobStore(settings.job_ttl_s)
+    return MemoryJobStore(settings.job_ttl_s, settings.job_max_bytes)
 
 
 def _stop_serving(app: FastAPI) -> None:

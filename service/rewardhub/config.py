@@ -303,6 +303,13 @@ class Settings(BaseSettings):
     job_concurrency: int = Field(2, ge=1, description="Jobs scored at once per service process.")
     job_ttl_s: int = Field(86_400, ge=60, description="How long a job and its result are kept, seconds.")
     job_max_items: int = Field(100_000, ge=1, description="Most items in one job.")
+    job_max_bytes: int = Field(
+        1 << 30,
+        ge=1,
+        description="Without REWARDHUB_REDIS_URL: bytes of finished jobs (their results) kept in process; "
+        "past it the oldest finished jobs are dropped before REWARDHUB_JOB_TTL_S (the newest is kept). With "
+        "Redis, its maxmemory bounds them.",
+    )
     job_queue_max: int = Field(1_000, ge=1, description="Jobs waiting to run before submissions get 429.")
     job_queue_max_per_key: int = Field(
         0,

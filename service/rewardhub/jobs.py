@@ -90,14 +90,22 @@ class JobStore(Protocol):
 
 
 class MemoryJobStore:
-    """In-process job state (the embedded default)."""
+    """In-process job state (the embedded default).
 
-    def __init__(self, ttl_s: int):
+    Finished jobs are kept for ``ttl_s`` and within ``max_bytes`` of results (REWARDHUB_JOB_MAX_BYTES): a
+    result can be tens of megabytes (a job of REWARDHUB_JOB_MAX_ITEMS items), and a day of them, one per
+    training step, grew the process by gigabytes. Past the budget the oldest finished jobs go (the
+    newest stays, whatever its size); a job waiting or running is never dropped for it."""
+
+    def __init__(self, ttl_s: int, max_bytes: int = 1 << 30):
         self._jobs: TTLCache[str, dict[str, Any]] = TTLCache(maxsize=100_000, ttl=ttl_s)
         self._bodies: TTLCache[str, bytes] = TTLCache(maxsize=100_000, ttl=ttl_s)
         self._idem: TTLCache[str, tuple[str, str]] = TTLCache(maxsize=100_000, ttl=ttl_s)
         self._pending: dict[str, None] = {}
         self._leases: set[str] = set()
+        self.max_bytes = max_bytes
+        self._finished: dict[str, int] = {}  # finished job -> its size in bytes, oldest first
+        self._finished_bytes = 0
 
     async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
         digest = job["body_sha256"]
@@ -135,6 +143,19 @@ class MemoryJobStore:
             self._pending.pop(job["job_id"], None)
             self._bodies.pop(job["job_id"], None)
             self._leases.discard(job["job_id"])
+            self._keep_within_budget(job["job_id"], len(jsonutil.dumps(job)))
+
+    def _keep_within_budget(self, job_id: str, size: int) -> None:
+        """Count a newly finished job and drop the oldest finished ones past ``max_bytes`` (and forget
+        those the TTL already took)."""
+        self._finished_bytes += size - self._finished.pop(job_id, 0)
+        self._finished[job_id] = size
+        while len(self._finished) > 1:
+            oldest = next(iter(self._finished))
+            if oldest in self._jobs and self._finished_bytes <= self.max_bytes:
+                break
+            self._finished_bytes -= self._finished.pop(oldest)
+            self._jobs.pop(oldest, None)
 
     async def claim(self, job_id: str, owner: str) -> bool:
         if job_id in self._leases:
@@ -416,7 +437,9 @@ class JobRunner:
         # the same 404 as an unknown id, so it learns neither the result nor that the job exists.
         if job is None or (job.get("caller") or ANONYMOUS.key_id) != caller.key_id:
             raise NotFound(
-                f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S)", param="job_id"
+                f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S; without Redis, also "
+                "dropped past REWARDHUB_JOB_MAX_BYTES or lost with a restart)",
+                param="job_id",
             )
         return public(job)
 

@@ -632,3 +632,31 @@ async def test_a_job_another_runner_finished_meanwhile_keeps_its_result(redis_se
     finally:
         await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:jobs:pending")
         await redis.aclose()
+
+
+async def test_the_embedded_job_store_keeps_finished_results_within_a_byte_budget(make_app: Any) -> None:
+    """Without Redis every finished job's result stayed in process for REWARDHUB_JOB_TTL_S (a day) up to
+    100,000 jobs, whatever their size: jobs of up to REWARDHUB_JOB_MAX_ITEMS (100,000) items each, one per
+    training step, grew the service by gigabytes a day, where the embedded cache is held to
+    REWARDHUB_CACHE_MAX_BYTES. The oldest finished jobs now go past REWARDHUB_JOB_MAX_BYTES (the newest
+    is kept, whatever its size); a job waiting or running never does."""
+    async with make_app(job_max_bytes=1) as c:
+        first = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
+        assert (await wait_done(c, first))["status"] == "succeeded"
+        second = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
+        assert (await wait_done(c, second))["status"] == "succeeded"
+        gone = await c.get(f"/v1/jobs/{first}")
+        assert gone.status_code == 404, gone.text
+        assert "REWARDHUB_JOB_MAX_BYTES" in gone.json()["error"]["message"]
+        kept = (await c.get(f"/v1/jobs/{second}")).json()
+        assert [r["score"] for r in kept["result"]["results"]] == [1.0, 0.0]
+
+    store = MemoryJobStore(ttl_s=3600, max_bytes=1)
+    waiting = {**queued_job("job_waiting", b"{}"), "items": 1}
+    await store.create(waiting, b"{}", None)
+    for n in range(3):
+        done = {**queued_job(f"job_done{n}", b"{}"), "status": "succeeded", "result": {"x": "y" * 100}}
+        await store.create(done, b"{}", None)
+        await store.save(done, done=True)
+    assert await store.get("job_waiting") is not None and await store.body("job_waiting") == b"{}"
+    assert [await store.get(f"job_done{n}") is not None for n in range(3)] == [False, False, True]
