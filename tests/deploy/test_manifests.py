@@ -122,6 +122,28 @@ def test_every_deployment_is_scraped() -> None:
         assert annotations["prometheus.io/path"] == "/metrics" and "/metrics" in routes, name
 
 
+def _profile(context: dict[str, Any], field: str) -> str | None:
+    profile = context.get(field) or {}
+    return profile.get("type")
+
+
+def test_every_deployment_lets_the_sandbox_run() -> None:
+    """The code sandbox (bubblewrap) mounts inside its namespaces, which the container runtimes' default
+    seccomp and AppArmor profiles refuse (containerd's and Docker's AppArmor profiles ``deny mount``):
+    compose runs the service unconfined by both, and deploy/k8s's comment said the pods did, but they set
+    seccomp only (the model pods nothing). On nodes with AppArmor (Ubuntu: AKS, EKS and GKE Ubuntu
+    images) the sandbox probe failed, and every code item came back ``sandbox_error`` from ready pods."""
+    compose = compose_file()["services"]["service"]["security_opt"]
+    assert {"seccomp=unconfined", "apparmor=unconfined"} <= set(compose)
+    for dep in (d for d in k8s_docs() if d["kind"] == "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        for c in pod["containers"]:
+            for field in ("seccompProfile", "appArmorProfile"):
+                own = _profile(c.get("securityContext", {}), field)
+                got = own or _profile(pod.get("securityContext", {}), field)
+                assert got == "Unconfined", f"{dep['metadata']['name']}/{c['name']}: {field} {got}"
+
+
 def test_every_image_has_a_build_command() -> None:
     # The GPU Deployment named an image (rewardhub-cuda) that no file said how to build; the Dockerfile's
     # hint ("FROM an nvidia/cuda base and drop the pin") would still have installed the CPU torch.
