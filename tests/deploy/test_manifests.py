@@ -144,6 +144,25 @@ def test_every_deployment_lets_the_sandbox_run() -> None:
                 assert got == "Unconfined", f"{dep['metadata']['name']}/{c['name']}: {field} {got}"
 
 
+def test_every_deployment_drains_before_it_is_killed() -> None:
+    """The model pods had neither the CPU pods' preStop pause nor their longer grace period: during a
+    rollout the Service still sent them requests after SIGTERM (refused connections), and Kubernetes'
+    default 30 s killed the pod when uvicorn's own graceful shutdown (30 s for requests in flight, a
+    judge call or a model batch) had just ended, before the lifespan's: the jobs it ran were not handed
+    back (rerun only after their lease expired) and the model processes were not stopped."""
+    cli = (ROOT / "service" / "rewardhub" / "cli.py").read_text()
+    graceful = int(re.findall(r"timeout_graceful_shutdown=(\d+)", cli)[0])
+    for dep in (d for d in k8s_docs() if d["kind"] == "Deployment"):
+        name, pod = dep["metadata"]["name"], dep["spec"]["template"]["spec"]
+        for c in pod["containers"]:
+            command = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+            assert command[:1] == ["sleep"], f"{name}: no preStop pause before SIGTERM"
+            # the pause, the requests in flight, then the lifespan's shutdown (jobs handed back: 5 s)
+            needed = int(command[1]) + graceful + 5
+            grace = pod.get("terminationGracePeriodSeconds", 30)
+            assert grace >= needed, f"{name}: killed after {grace} s, needs {needed} s to shut down"
+
+
 def test_every_image_has_a_build_command() -> None:
     # The GPU Deployment named an image (rewardhub-cuda) that no file said how to build; the Dockerfile's
     # hint ("FROM an nvidia/cuda base and drop the pin") would still have installed the CPU torch.
