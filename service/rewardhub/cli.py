@@ -66,6 +66,7 @@ def serve(
         from rewardhub.logging_setup import configure_logging
 
         configure_logging(settings.log_level, json=True)
+    metrics_dir: str | None = None
     if settings.workers > 1:
         if not settings.redis_url:
             warning = (
@@ -80,7 +81,9 @@ def serve(
             else:
                 typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
         if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rewardhub-prom-")
+            # ours to remove when the workers have stopped (one directory per start stayed in /tmp)
+            metrics_dir = tempfile.mkdtemp(prefix="rewardhub-prom-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         if "cpu_workers" not in settings.model_fields_set:
             # Share the machine's cores between the uvicorn workers' CPU pools. A size the user chose
             # (environment or .env) is per worker, as documented, and is left alone.
@@ -128,6 +131,9 @@ def serve(
         reason = (report / "reason").read_text() if (report / "reason").exists() else None
         shutil.rmtree(report, ignore_errors=True)
         os.environ.pop(STARTUP_FAILURE_FILE, None)
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     if reason is not None:
         _cannot_start(reason, code=STARTUP_FAILURE)
 

@@ -1,8 +1,9 @@
 """Prometheus metrics of one service process.
 
 Each app gets its own ``CollectorRegistry`` (tests build several apps in one process). With
-``rewardhub serve --workers N`` set ``PROMETHEUS_MULTIPROC_DIR`` to a shared empty directory and
-``/metrics`` aggregates all workers (prometheus-client's multiprocess mode).
+``rewardhub serve --workers N`` ``/metrics`` aggregates all workers (prometheus-client's multiprocess
+mode): ``serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory of its own, removed when the
+workers have stopped, unless the variable is already set.
 """
 
 from __future__ import annotations

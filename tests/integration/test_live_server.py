@@ -88,6 +88,21 @@ def test_two_workers_share_redis(live_server_factory: Any, redis_server: Any) ->
             assert "rewardhub_requests_total" in metrics
 
 
+def test_two_workers_leave_no_metrics_files_behind(live_server_factory: Any, tmp_path: Any) -> None:
+    """`serve --workers N` made a directory for prometheus-client's multiprocess files (several per
+    worker) and never removed it: every start left one more in /tmp, a container restarted in place or
+    a test run accumulating them. It goes when the server stops."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with live_server_factory(env={"TMPDIR": str(tmp)}, workers=2) as server:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            assert c.post("/v1/score", json=MATH_ITEM).status_code == 200
+            assert 'rewardhub_items_total{reward="math"} 1.0' in c.get("/metrics").text
+        assert [d.name for d in tmp.glob("rewardhub-prom-*")]  # the workers' metrics, while they run
+    assert server.proc.returncode is not None
+    assert not list(tmp.glob("rewardhub-prom-*"))
+
+
 def test_a_client_that_hangs_up_stops_its_request(live_server_factory: Any, judge_server: Any) -> None:
     """A trainer that times out leaves: its request's judge call (or its items in a model's batch queue)
     ran on to the item's deadline for nobody. The service now cancels it when the client disconnects
