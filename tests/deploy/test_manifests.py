@@ -197,6 +197,16 @@ def test_services_hpa_pdb_point_at_real_deployments() -> None:
     assert any(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items() for labels in pod_labels)
 
 
+def test_every_setting_named_in_the_deploy_files_exists() -> None:
+    """The structured checks see the manifests' env entries and compose's environment; the Dockerfiles'
+    ENV lines and the comments and READMEs telling an operator what to set were not checked, and a
+    name that is not a setting is ignored silently (``extra="ignore"``)."""
+    files = [ROOT / "docker-compose.yml", *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file())]
+    for path in files:
+        for name in sorted(set(re.findall(r"\bREWARDHUB_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))):
+            assert name in SETTINGS, f"{path.relative_to(ROOT)} names {name}, which is not a setting"
+
+
 def test_compose() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
