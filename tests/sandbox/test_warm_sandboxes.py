@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rewardhub.errors import Overloaded
 from rewardhub.sandbox import Limits, SandboxPool
 from rewardhub.sandbox.languages import available_languages
 from rewardhub.sandbox.runner import process_state
@@ -264,3 +265,25 @@ async def test_a_run_while_the_pool_closes_leaves_no_warm_sandbox_running() -> N
         await closing
     assert not pool._warm
     assert not any(alive(pid) for pid in started), started
+
+
+def test_a_full_sandbox_queue_asks_for_the_wait_until_there_is_room() -> None:
+    """Retry-After was the time to run every admitted run (50 ms each per slot), uncapped: with the
+    default queue (REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS=10000) on one to four slots (a small machine, or
+    cores shared between --workers) a full queue answered 125 to 500 s, past the 120 s the client waits
+    (it raised at once: a training step failed on backpressure it would have got past), and past when
+    there is room: a request fits once as many runs as it is over the bound have ended. It is now the
+    wait for those runs, at most a minute."""
+    pool = SandboxPool(workers=1, max_queued=10_000, limits=Limits())
+    with pool.admit(10_001):  # an idle pool takes a request of any size
+        with pytest.raises(Overloaded) as small:
+            with pool.admit(8):
+                pass
+        with pytest.raises(Overloaded) as large:
+            with pool.admit(10_001):
+                pass
+    # 8 runs past the bound: room once 8 of the runs ahead have ended (~0.4 s), whole seconds up
+    assert small.value.headers["Retry-After"] == "1"
+    assert 1 <= int(large.value.headers["Retry-After"]) <= 60  # never past the client's patience
+    with pool.admit(8):  # the runs ahead ended: room again
+        pass

@@ -357,11 +357,17 @@ class SandboxPool:
         An idle pool takes a request of any size (its runs wait their turn), as the in-flight bound and
         the batchers do: otherwise a request or job with more runs than the bound was refused on every
         retry, and a job waiting for room stayed ``running`` for ever."""
-        if self._pending and self._pending + n > self.max_queued + self.workers:
+        bound = self.max_queued + self.workers
+        if self._pending and self._pending + n > bound:
+            # Retry-After: about when it fits, i.e. when as many runs as it is over the bound have ended
+            # (all of them for one larger than the bound), at ~50 ms a run per slot; at most a minute.
+            # The time to run every admitted run was 125-500 s on 1-4 slots with the default queue,
+            # past the 120 s rewardhub_client waits before it gives up, and past when there was room.
+            ahead = min(self._pending, self._pending + n - bound)
             raise Overloaded(
                 f"{self._pending} sandbox runs are already admitted (limit {self.max_queued} waiting + "
                 f"{self.workers} running, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS)",
-                retry_after_s=max(1.0, self._pending / max(1, self.workers) * 0.05),
+                retry_after_s=min(60.0, max(1.0, ahead / max(1, self.workers) * 0.05)),
             )
         self._pending += n
         try:
