@@ -200,3 +200,23 @@ async def test_a_cancelled_run_stops_its_running_chunk(tmp_path: Path) -> None:
     finally:
         Path(mine + ".release").touch()
         await asyncio.to_thread(p.close)
+
+
+async def test_a_full_queue_asks_for_the_wait_until_there_is_room(tmp_path: Path) -> None:
+    """Retry-After was the time for every waiting item to run (at 1000 items/s), uncapped: a request of
+    8 items refused by a queue of 2000 was told 2 s, and one refused by a queue set to a million items
+    1000 s, past the 120 s the client waits (it raised at once). A request fits once as many items as
+    it is over the bound have run: that is the wait now, at most a minute."""
+    p = ProcessPool(size=1, name="full", max_queued_items=2000)
+    await asyncio.to_thread(p.start)
+    path = str(tmp_path / "item")
+    try:
+        busy = asyncio.create_task(p.run(hold, [path] * 2000, deadline_s=60))
+        await until(lambda: os.path.exists(path + ".started"), "the first item never started")
+        with pytest.raises(Overloaded) as info:
+            await p.run(double, list(range(8)), deadline_s=5)
+        assert info.value.headers["Retry-After"] == "1"  # 8 items past the bound, not the 2000 ahead
+        Path(path + ".release").touch()
+        assert all(r.ok for r in await busy)
+    finally:
+        await asyncio.to_thread(p.close)
