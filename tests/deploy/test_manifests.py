@@ -144,6 +144,19 @@ def test_every_deployment_lets_the_sandbox_run() -> None:
                 assert got == "Unconfined", f"{dep['metadata']['name']}/{c['name']}: {field} {got}"
 
 
+def test_every_compose_service_of_the_image_lets_the_sandbox_run() -> None:
+    """The gpu profile's judge-service runs the same image as the service but without its security_opt:
+    under Docker's default seccomp and AppArmor profiles bubblewrap could not start, and every code item
+    sent to :8002 (a composite of code and judge, say) came back ``sandbox_error``. Nor did it restart."""
+    services = compose_file()["services"]
+    built = {n: s for n, s in services.items() if s.get("build", {}).get("dockerfile") == "deploy/Dockerfile"}
+    assert {"service", "judge-service"} <= set(built)
+    for name, svc in built.items():
+        assert set(svc.get("security_opt", [])) >= {"seccomp=unconfined", "apparmor=unconfined"}, name
+    for name, svc in services.items():  # the vLLM server did not come back after a crash or reboot either
+        assert svc.get("restart") == services["service"]["restart"], name
+
+
 def test_every_deployment_drains_before_it_is_killed() -> None:
     """The model pods had neither the CPU pods' preStop pause nor their longer grace period: during a
     rollout the Service still sent them requests after SIGTERM (refused connections), and Kubernetes'
