@@ -566,6 +566,10 @@ FILLER: frozenset[str] = frozenset(
     ).split()
 )
 
+# A word's start and end for the patterns below: next to no letter or digit. Not \b, for which "_" is a
+# word character: "is_correct" and "__yes__" hold the words "correct" and "yes" here.
+_B = r"(?<![^\W_])"  # a word's start
+_E = r"(?![^\W_])"  # a word's end
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
@@ -693,7 +697,7 @@ def _opener_pattern() -> re.Pattern[str]:
         (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
     # One boundary check before all the word-script phrases, not one per phrase: inside a word the
     # match fails at once instead of trying every phrase (3x faster on ordinary text).
-    return re.compile(rf"(?<![^\W_])(?:{'|'.join(words)})(?![^\W_])|{'|'.join(cjk)}")
+    return re.compile(rf"{_B}(?:{'|'.join(words)}){_E}|{'|'.join(cjk)}")
 
 
 _OPENERS_RE = _opener_pattern()
@@ -734,7 +738,7 @@ _INTENSIFIERS = (
 _SELF_VERDICT = re.compile(
     unmarked(
         # (the writer vouching for it, "I confirm this is correct", says no more: the same verdict on nothing)
-        r"(?<![^\W_])(?:(?:i\s+(?:can\s+|hereby\s+)?(?:confirm|certify|guarantee)(?:\s+that)?\s+)?"
+        _B + r"(?:(?:i\s+(?:can\s+|hereby\s+)?(?:confirm|certify|guarantee)(?:\s+that)?\s+)?"
         rf"(?:this|that|it|which|everything(?:\s+(?:above|here))?|all\s+of\s+(?:this|it)|the\s+above|above){_VERB}"
         rf"{_INTENSIFIERS}(?:the\s+)?(?:correct(?:\s+(?:answer|solution|result|response))?"
         r"|right\s+(?:answer|solution|result|response))"
@@ -744,11 +748,15 @@ _SELF_VERDICT = re.compile(
         r"|is\s+(?:this|that|it|the\s+(?:final\s+)?(?:answer|solution|result|response))\s+(?:correct|right)\s*\?\s*"
         r"(?:yes|correct)"
         r"|(?:c'est|das\s+ist|esto\s+es|isto\s+é|questo\s+è|это)\s+(?:tout\s+à\s+fait\s+|völlig\s+)?"
-        r"(?:correct|correcte|exact|richtig|korrekt|correcto|correto|corretto|верно|правильно))(?![^\W_])"
-        r"|(?:这|這|那)(?:个|個)?(?:就是|是)(?:完全)?(?:正确|正確|对|對)的?|(?:これ|それ)は正しい(?:です)?"
+        r"(?:correct|correcte|exact|richtig|korrekt|correcto|correto|corretto|верно|правильно))"
+        + _E
+        + r"|(?:这|這|那)(?:个|個)?(?:就是|是)(?:完全)?(?:正确|正確|对|對)的?|(?:これ|それ)は正しい(?:です)?"
         r"|(?:이것|이건|그것)(?:은|는)?\s*(?:맞습니다|맞다|정확합니다)"
         # Arabic: "هذا صحيح", "هذا هو الصحيح", "كل هذا صحيح"
-        r"|(?<![^\W_])(?:(?:كل\s+)?(?:هذا|هذه|ذلك|تلك)(?:\s+(?:هو|هي))?)\s+(?:صحيح|صحيحة|الصحيح|صواب|الصواب)(?![^\W_])"
+        r"|"
+        + _B
+        + r"(?:(?:كل\s+)?(?:هذا|هذه|ذلك|تلك)(?:\s+(?:هو|هي))?)\s+(?:صحيح|صحيحة|الصحيح|صواب|الصواب)"
+        + _E
     )
 )
 
@@ -810,8 +818,6 @@ class _Near:
         return False
 
 
-_B = r"(?<![^\W_])"  # a word's start
-_E = r"(?![^\W_])"  # a word's end
 _CORRECTNESS_QUESTION = re.compile(
     unmarked(
         _B
@@ -917,15 +923,16 @@ def _asks_correctness_question(t: str) -> bool:
 # your answer is correct" (the policy's own check), "Determine whether the series converges", "Evaluate
 # the following integral", "Verify that x = 2 is a root" and "Why is this true?" ask for no verdict.
 _ADJ = (
-    r"(?:correct|right|true|valid|accurate|incorrect|wrong|false|invalid)(?![^\W_])"
-    r"(?!\s*-?\s*(?:triangle|angle|angled|prism|cone|cylinder))"  # a right triangle is no verdict
+    r"(?:correct|right|true|valid|accurate|incorrect|wrong|false|invalid)"
+    + _E
+    + r"(?!\s*-?\s*(?:triangle|angle|angled|prism|cone|cylinder))"  # a right triangle is no verdict
 )
 # the words between "whether" and the verdict name no answer of the reader's own ("your answer", "votre
 # réponse", "deine Lösung", "tu respuesta", "la tua risposta")
 # (word by word, up to 30 words, each whole (possessive): a lookahead at each word, not at each character)
 _NOT_YOURS = (
     r"(?:[^\w?.!\n]*+(?!(?:you|your|yours|yourself|votre|vos|ton|ta|tes|dein|deine|deinen|deiner|tu|tus|tua|"
-    r"tuo|tue|tuoi|teu|teus|vostra|vostro|vuestra|vuestro|твой|твоё|твое|твою|ваш|ваше|вашу)(?![^\W_]))"
+    r"tuo|tue|tuoi|teu|teus|vostra|vostro|vuestra|vuestro|твой|твоё|твое|твою|ваш|ваше|вашу)" + _E + r")"
     r"\w++){0,30}?[^\w?.!\n]*+"
 )
 _SHOWN = (
@@ -940,8 +947,8 @@ _WORK = (
 def _upto(word: str) -> str:
     """Up to five words, then ``word`` (the first one: none of the words before it is it, so a long run
     of them is scanned once, not once per ``word`` in it)."""
-    other = r"[^\w?.!\n]++(?!(?:" + word + r")(?![^\W_]))\w++"
-    return r"(?:" + other + r"){0,5}[^\w?.!\n]++(?:" + word + r")(?![^\W_])"
+    other = r"[^\w?.!\n]++(?!(?:" + word + r")" + _E + r")\w++"
+    return r"(?:" + other + r"){0,5}[^\w?.!\n]++(?:" + word + r")" + _E
 
 
 _FEW_WORDS = r"(?:[^\w?.!\n]++\w++){0,3}?[^\w?.!\n]++"  # up to three words, between a verb and its adjective
@@ -949,60 +956,96 @@ _CORRECTNESS_REQUEST = re.compile(
     unmarked(
         # "check whether the answer is correct", "determine if this proof is valid" ("if" right after the
         # verb: "determine k if the equation is true for all n" is a condition)
-        r"(?<![^\W_])(?:verify|check|determine|decide|judge|assess|evaluate|state|tell|say|indicate|confirm|"
-        r"establish|examine|identify|find\s+out|figure\s+out|grade|review|critique)(?![^\W_])"
-        r"(?:"
+        _B + r"(?:verify|check|determine|decide|judge|assess|evaluate|state|tell|say|indicate|confirm|"
+        r"establish|examine|identify|find\s+out|figure\s+out|grade|review|critique)"
+        + _E
+        + r"(?:"
         + _upto("whether")
         # (possessive: "\s*,?\s+" backtracked over a long run of spaces from each of its starts, quadratic)
-        + r"|(?:\s++(?:me|us|carefully|to\s+see|for\s+me|now))?(?:\s*+,)?\s++if(?![^\W_]))"
+        + r"|(?:\s++(?:me|us|carefully|to\s+see|for\s+me|now))?(?:\s*+,)?\s++if"
+        + _E
+        + r")"
         + _NOT_YOURS
-        + r"(?<![^\W_])(?:is|are|was|were|be)(?![^\W_])(?:\s+not)?"
-        r"(?:\s+[^\W\d_]+){0,2}?\s+" + _ADJ +
+        + _B
+        + r"(?:is|are|was|were|be)"
+        + _E
+        + r"(?:\s+not)?"
+        r"(?:\s+[^\W\d_]+){0,2}?\s+"
+        + _ADJ
         # "assess the correctness of the proof"
-        r"|(?<![^\W_])(?:verify|check|determine|assess|evaluate|judge|confirm|examine|establish|review)\s+"
-        r"(?:the\s+)?(?:correctness|validity|accuracy|soundness)\s+of\s+(?!(?:you|your|yours)(?![^\W_]))"
+        + r"|"
+        + _B
+        + r"(?:verify|check|determine|assess|evaluate|judge|confirm|examine|establish|review)\s+"
+        r"(?:the\s+)?(?:correctness|validity|accuracy|soundness)\s+of\s+(?!(?:you|your|yours)" + _E + r")"
         # "verify the following solution", "grade this proof", "check my answer"
-        r"|(?<![^\W_])(?:verify|check|grade|assess|evaluate|judge|critique|review|examine|validate)\s+"
+        r"|"
+        + _B
+        + r"(?:verify|check|grade|assess|evaluate|judge|critique|review|examine|validate)\s+"
         + _SHOWN
         + r"(?:\s+[^\W\d_]+)?\s+"
         + _WORK
-        + r"(?![^\W_])"
+        + _E
         # French: "vérifiez si la solution est correcte", "vérifiez la solution suivante"
-        r"|(?<![^\W_])(?:verifi|determin|indiqu|dites|decid|evalu|control|jug|examin|precis)\w*+"
+        + r"|"
+        + _B
+        + r"(?:verifi|determin|indiqu|dites|decid|evalu|control|jug|examin|precis)\w*+"
         + _upto("si")
         + _NOT_YOURS
-        + r"(?<![^\W_])(?:est|sont|etait)(?![^\W_])"
+        + _B
+        + r"(?:est|sont|etait)"
+        + _E
         + _FEW_WORDS
         + r"(?:correct|correcte|corrects|correctes|juste|justes|vrai|vraie|exact|exacte|faux|fausse|"
-        r"valide|valides)(?![^\W_])"
-        r"|(?<![^\W_])(?:verifi|corrig|evalu|examin|control)\w*\s+(?:la|le|les|cette|ce|ces)\s+"
+        r"valide|valides)"
+        + _E
+        + r"|"
+        + _B
+        + r"(?:verifi|corrig|evalu|examin|control)\w*\s+(?:la|le|les|cette|ce|ces)\s+"
         r"(?:solution|preuve|demonstration|reponse|raisonnement)s?\s+(?:suivante?s?|ci-dessous|ci-dessus|"
-        r"proposee?s?|donnee?s?)(?![^\W_])"
+        r"proposee?s?|donnee?s?)"
+        + _E
         # German: "prüfe, ob die Lösung richtig ist", "überprüfen Sie die folgende Lösung"
-        r"|(?<![^\W_])(?:pruf|uberpruf|entscheid|bestimm|beurteil|kontrollier|verifizier|sag|gib\s+an)\w*+"
+        + r"|"
+        + _B
+        + r"(?:pruf|uberpruf|entscheid|bestimm|beurteil|kontrollier|verifizier|sag|gib\s+an)\w*+"
         + _upto("ob")
         + _NOT_YOURS
-        + r"(?<![^\W_])(?:richtig|korrekt|wahr|falsch|"
-        r"gultig|stimmt)(?![^\W_])"
-        r"|(?<![^\W_])(?:pruf|uberpruf|beurteil|kontrollier|verifizier|bewert)\w*(?:\s+sie)?\s+"
+        + _B
+        + r"(?:richtig|korrekt|wahr|falsch|"
+        r"gultig|stimmt)"
+        + _E
+        + r"|"
+        + _B
+        + r"(?:pruf|uberpruf|beurteil|kontrollier|verifizier|bewert)\w*(?:\s+sie)?\s+"
         r"(?:die|den|das|diese[nrs]?)\s+(?:folgenden?|gegebenen?|obigen?|vorgeschlagenen?)\s+"
         r"(?:losung|beweis|antwort|argumentation|behauptung)"
         # Spanish, Portuguese, Italian: "verifica si la solución es correcta", "verifique se a solução está
         # correta", "stabilisci se l'affermazione è vera"
-        r"|(?<![^\W_])(?:verifi|comprueb|comprob|determin|decid|indic|indiq|evalu|juzg|averigu|confirm|control|"
+        r"|"
+        + _B
+        + r"(?:verifi|comprueb|comprob|determin|decid|indic|indiq|evalu|juzg|averigu|confirm|control|"
         r"stabilisc|valut)\w*+"
         + _upto("si|se")
         + _NOT_YOURS
-        + r"(?<![^\W_])(?:es|son|esta|estan|e|sao|sono|era)(?![^\W_])"
+        + _B
+        + r"(?:es|son|esta|estan|e|sao|sono|era)"
+        + _E
         + _FEW_WORDS
         + r"(?:correcto|"
         r"correcta|correctos|correctas|cierto|cierta|verdadero|verdadera|falso|falsa|incorrecto|incorrecta|"
         r"valido|valida|correto|correta|certo|certa|verdadeiro|verdadeira|incorreto|incorreta|corretto|corretta|"
-        r"giusto|giusta|vero|vera|sbagliato|sbagliata)(?![^\W_])"
+        r"giusto|giusta|vero|vera|sbagliato|sbagliata)"
+        + _E
         # Russian: "является ли решение верным", "проверьте следующее решение"
-        r"|(?<![^\W_])(?:является|являются)\s+ли(?![^\W_])[^?.!\n]{0,150}?(?<![^\W_])(?:верн|правильн|"
+        + r"|"
+        + _B
+        + r"(?:является|являются)\s+ли"
+        + _E
+        + r"[^?.!\n]{0,150}?"
+        + _B
+        + r"(?:верн|правильн|"
         r"корректн|истинн|неверн|неправильн|ложн)\w*"
-        r"|(?<![^\W_])(?:провер|оцен)\w*\s+(?:это|эту|этот|следующее|следующую|данное|данную|приведенное|"
+        r"|" + _B + r"(?:провер|оцен)\w*\s+(?:это|эту|этот|следующее|следующую|данное|данную|приведенное|"
         r"приведенную)\s+(?:решение|доказательство|утверждение|рассуждение)"
         # Chinese, Japanese, Korean: "验证以下解答", "次の解答を検証", "맞는지 확인하시오"
         r"|(?:验证|驗證|检验|檢驗|检查|檢查|核对|核對|批改|评判|評判|评估|評估)(?:一下)?"
@@ -1012,9 +1055,18 @@ _CORRECTNESS_REQUEST = re.compile(
         r"|(?:맞는지|옳은지|올바른지|정확한지|참인지|틀렸는지|틀린지)"
         r"|(?:다음|위의|이)\s*(?:풀이|증명|해답|답안)(?:을|를)?\s*(?:검증|확인|채점|평가)"
         # Arabic: "تحقق مما إذا كانت الإجابة صحيحة", "تحقق من صحة الحل التالي"
-        r"|(?<![^\W_])(?:تحقق|حدد|قرر|بين|وضح|افحص)\s+(?:مما\s+|ما\s+)?(?:إذا|هل)(?![^\W_])[^?؟.!\n]{0,200}?"
-        r"(?<![^\W_])(?:صحيح|صحيحة|صواب|خاطئ|خاطئة|سليم|سليمة)(?![^\W_])"
-        r"|(?<![^\W_])(?:تحقق|افحص|قيم|راجع)\s+(?:من\s+)?(?:صحة|سلامة)(?![^\W_])"
+        r"|"
+        + _B
+        + r"(?:تحقق|حدد|قرر|بين|وضح|افحص)\s+(?:مما\s+|ما\s+)?(?:إذا|هل)"
+        + _E
+        + r"[^?؟.!\n]{0,200}?"
+        + _B
+        + r"(?:صحيح|صحيحة|صواب|خاطئ|خاطئة|سليم|سليمة)"
+        + _E
+        + r"|"
+        + _B
+        + r"(?:تحقق|افحص|قيم|راجع)\s+(?:من\s+)?(?:صحة|سلامة)"
+        + _E
     )
 )
 
@@ -1026,7 +1078,7 @@ _CLAUSE_VERDICT_QUESTION = re.compile(
     r"(?:\s+" + _WORK + r")?(?:\s+(?:really|actually|all|also))?\s+" + _ADJ + r"\s*[?？]"
 )
 # a question word earlier in the clause: the question asks which, what or how many, not whether
-_WH_WORD = re.compile(r"(?<![^\W_])(?:which|what|how|when|where|why|who|whom|whose)(?![^\W_])")
+_WH_WORD = re.compile(_B + r"(?:which|what|how|when|where|why|who|whom|whose)" + _E)
 _CLAUSE_END = re.compile(r"[.!?,;:。！？，；：\n]")
 
 
@@ -1064,8 +1116,9 @@ def asks_correctness(prompt: str) -> bool:
 # request ("Can you find x?", "Could you help?")
 _POLAR_QUESTION = re.compile(
     r"(?:\A|[.!?:;\n])[ \t]*(?:is|are|was|were|does|do|did|can|could|will|would|should|has|have|had|must|"
-    r"shall|may|might|isn't|aren't|wasn't|weren't|doesn't|don't|didn't|can't|won't|hasn't|haven't)(?![^\W_])"
-    r"(?![ \t]+(?:you|u)\b)(?<!was(?=[ \t]+(?:ist|sind|war|waren|bedeutet|ergibt|passiert|macht)\b))"
+    r"shall|may|might|isn't|aren't|wasn't|weren't|doesn't|don't|didn't|can't|won't|hasn't|haven't)"
+    + _E
+    + r"(?![ \t]+(?:you|u)\b)(?<!was(?=[ \t]+(?:ist|sind|war|waren|bedeutet|ergibt|passiert|macht)\b))"
     r"[^?!\n]{0,300}\?",
     re.IGNORECASE,
 )
@@ -1075,39 +1128,62 @@ _Q = r"[ \t]*[?؟]"  # (the full-width "？" is "?" after NFKC)
 _POLAR_OTHER = re.compile(
     unmarked(
         # the answers offered: "yes or no", "oui ou non", "ja oder nein", "да или нет", "نعم أم لا", ...
-        r"(?<![^\W_])(?:yes|oui|ja|si|sí|sim|да|так|tak|ano|evet|ya|ναι|כן|نعم|हाँ|हां)[ \t]*"
+        _B + r"(?:yes|oui|ja|si|sí|sim|да|так|tak|ano|evet|ya|ναι|כן|نعم|हाँ|हां)[ \t]*"
         r"(?:or|ou|oder|o|или|чи|lub|czy|nebo|veya|ya\s+da|atau|ή|או|أم|أو|या|/)[ \t]*"
-        r"(?:no|non|nein|não|нет|ні|nie|ne|hayır|tidak|όχι|לא|لا|नहीं)(?![^\W_])"
-        r"|是或否|是还是否|是或不是|对还是错|はいかいいえ|はい/いいえ|예\s*(?:또는|아니면|/)\s*아니(?:오|요)"
+        r"(?:no|non|nein|não|нет|ні|nie|ne|hayır|tidak|όχι|לא|لا|नहीं)"
+        + _E
+        + r"|是或否|是还是否|是或不是|对还是错|はいかいいえ|はい/いいえ|예\s*(?:또는|아니면|/)\s*아니(?:오|요)"
         r"|صح\s+(?:أم|أو)\s+خطأ"
         # German, Dutch, the Nordic languages: the verb first ("Ist 91 eine Primzahl?", "Gibt es ...?",
         # "Är 91 ett primtal?")
         r"|(?:\A|[.!?:;\n])[ \t]*(?:ist|sind|war|waren|gibt|gab|hat|haben|hatte|kann|können|konnte|darf|dürfen|"
         r"muss|müssen|soll|sollte|wird|werden|würde|stimmt|existiert|existieren|gilt|konvergiert|divergiert|"
         r"liegt|teilt|enthält|folgt|besitzt|zijn|heeft|hebben|kunnen|bestaat|bestaan|geldt|klopt|"
-        r"er|är|finns|finnes|findes|gjelder|gäller)(?![^\W_])[^?!\n]{0,300}\?"
+        r"er|är|finns|finnes|findes|gjelder|gäller)" + _E + r"[^?!\n]{0,300}\?"
         # Spanish, Portuguese, Italian: the verb first, or "is it true that" ("¿Es 91 primo?", "Existe ...?",
         # "È vero che ...?")
         r"|(?:\A|[.!?:;\n¿])[ \t¿]*(?:es|son|está|están|era|eran|fue|existe|existen|hay|había|puede|pueden|"
         r"tiene|tienen|converge|será|sería|debe|é|são|há|pode|podem|tem|têm|è|sono|esiste|esistono|c'è|"
-        r"ci\s+sono|può|possono|ha|hanno|vale)(?![^\W_])[^?!\n]{0,300}\?"
-        r"|(?<![^\W_])(?:es\s+(?:cierto|verdad)|é\s+verdade|è\s+vero)\s+(?:que|che)(?![^\W_])[^?!\n]{0,300}\?"
+        r"ci\s+sono|può|possono|ha|hanno|vale)" + _E + r"[^?!\n]{0,300}\?"
+        r"|"
+        + _B
+        + r"(?:es\s+(?:cierto|verdad)|é\s+verdade|è\s+vero)\s+(?:que|che)"
+        + _E
+        + r"[^?!\n]{0,300}\?"
         # French: "est-ce que" (not "qu'est-ce que", what), and the inverted subject ("91 est-il premier ?",
         # "Existe-t-il ...?", "Peut-on ...?"), a sentence without a question word before it
-        r"|(?<!qu')(?<![^\W_])est-ce\s+qu"
+        r"|(?<!qu')" + _B + r"est-ce\s+qu"
         # (the inverted subject: _inverted_subject)
         # Russian and Bulgarian "ли" ("Является ли 91 простым?"), Ukrainian "чи", Polish "czy" at the start
-        r"|(?<![^\W_])ли(?![^\W_])[^?!\n]{0,300}\?"
-        r"|(?:\A|[.!?:;\n])[ \t]*(?:чи|czy)(?![^\W_])"
+        r"|" + _B + r"ли" + _E + r"[^?!\n]{0,300}\?"
+        r"|(?:\A|[.!?:;\n])[ \t]*(?:чи|czy)"
+        + _E
         # Arabic "هل" / "أليس", Persian "آیا", Hebrew "האם", Hindi "क्या" first, Indonesian and Malay
         # "apakah" / "adakah", Turkish "mı", Vietnamese "... không?"
-        r"|(?<![^\W_])[وف]?(?:هل|أليس|أليست)(?![^\W_])"
-        r"|(?<![^\W_])آیا(?![^\W_])|(?<![^\W_])האם(?![^\W_])"
-        r"|(?:\A|[.!?:;।\n])[ \t]*क्या"
-        r"|(?<![^\W_])(?:apakah|adakah)(?![^\W_])"
-        r"|(?<![^\W_])m[ıiuü](?:y[ıiuü]m|s[ıiuü]n|y[ıiuü]z|s[ıiuü]n[ıiuü]z|d[ıiuü]r|d[ıiuü]|ş[ıiuü])?"
+        + r"|"
+        + _B
+        + r"[وف]?(?:هل|أليس|أليست)"
+        + _E
+        + r"|"
+        + _B
+        + r"آیا"
+        + _E
+        + r"|"
+        + _B
+        + r"האם"
+        + _E
+        + r"|(?:\A|[.!?:;।\n])[ \t]*क्या"
+        r"|"
+        + _B
+        + r"(?:apakah|adakah)"
+        + _E
+        + r"|"
+        + _B
+        + r"m[ıiuü](?:y[ıiuü]m|s[ıiuü]n|y[ıiuü]z|s[ıiuü]n[ıiuü]z|d[ıiuü]r|d[ıiuü]|ş[ıiuü])?"
         + _Q
-        + r"|(?<![^\W_])(?:không|chưa|chăng)"
+        + r"|"
+        + _B
+        + r"(?:không|chưa|chăng)"
         + _Q
         # Chinese: "吗", "是否", "是不是" (a verb, "不", the verb again: "对不对", "能不能")
         + r"|[吗嗎](?:[ \t]*[?。]|\Z)|是否|与否|與否|有没有|有沒有|([\u4e00-\u9fff])不\1"
@@ -1121,10 +1197,10 @@ _FR_DELIMITER = re.compile(r"[.!?:;\n]")
 _FR_QUESTION_WORD = re.compile(
     unmarked(
         r"(?=(?:que|quel|quelle|quels|quelles|qui|quoi|combien|comment|pourquoi|où|quand|lequel|laquelle|"
-        r"lesquels|lesquelles|qu)(?![^\W_]))"
+        r"lesquels|lesquelles|qu)" + _E + r")"
     )
 )
-_FR_SUBJECT = re.compile(r"(?=((?<![^\W_])[^\W\d_]+-(?:t-)?(?:il|elle|ils|elles|on)(?![^\W_])))")
+_FR_SUBJECT = re.compile(r"(?=(" + _B + r"[^\W\d_]+-(?:t-)?(?:il|elle|ils|elles|on)" + _E + r"))")
 
 
 def _inverted_subject(t: str) -> bool:
@@ -1175,7 +1251,7 @@ _JA_KO_QUESTION_WORD = re.compile(
 _QUESTION = re.compile(r"(?:(?<=[!?؟。\n])|(?<=\.[ \t])|\A)(?:[^.!?؟。\n]|\.(?![ \t]))*+[?؟]")
 _QUESTION_WORD = re.compile(
     unmarked(
-        r"(?<![^\W_])(?:what|which|who|whom|whose|where|when|why|how|que|quel|quelle|quels|quelles|qui|quoi|"
+        _B + r"(?:what|which|who|whom|whose|where|when|why|how|que|quel|quelle|quels|quelles|qui|quoi|"
         r"combien|comment|pourquoi|où|quand|qué|cuál|cuáles|quién|quiénes|cómo|cuánto|cuánta|cuántos|cuántas|"
         r"dónde|cuándo|qual|quais|quem|como|quanto|quanta|quantos|quantas|onde|quando|che|cosa|quale|quali|"
         r"chi|come|quanti|quante|dove|perché|was|wer|wen|wem|wessen|wie|wo|wann|warum|weshalb|wieso|welche|"
@@ -1185,8 +1261,9 @@ _QUESTION_WORD = re.compile(
         r"яка|яке|які|скільки|де|коли|чому|навіщо|куди|звідки|як|ما|ماذا|من|متى|أين|كيف|كم|لماذا|أي|"
         r"कौन|कब|कहाँ|कैसे|क्यों|कितना|कितने|ne|kim|nerede|nasıl|neden|niçin|kaç|hangi|apa|siapa|"
         r"dimana|kapan|bagaimana|mengapa|berapa|gì|ai|đâu|nào|sao|can\s+you|could\s+you|would\s+you|"
-        r"will\s+you|please)(?![^\W_])"
-        r"|什么|什麼|哪|谁|誰|几|幾|多少|怎么|怎麼|怎样|怎樣|为什么|為什麼|如何|何"
+        r"will\s+you|please)"
+        + _E
+        + r"|什么|什麼|哪|谁|誰|几|幾|多少|怎么|怎麼|怎样|怎樣|为什么|為什麼|如何|何"
         r"|=[ \t]*[?؟]|_{2,}"
     )
 )
@@ -1287,7 +1364,7 @@ _CJK_VERDICTS = "是的|是|对的|对|正确|没错|没有错|确实|当然|真
 def _verdict_pattern() -> re.Pattern[str]:
     words = sorted({unmarked(plain(w)) for w in VERDICT_WORDS}, key=len, reverse=True)
     cjk = sorted({unmarked(plain(w)) for w in _CJK_VERDICTS.split("|")}, key=len, reverse=True)
-    return re.compile(rf"(?<![^\W_])(?:{'|'.join(map(re.escape, words))})(?![^\W_])|{'|'.join(cjk)}")
+    return re.compile(rf"{_B}(?:{'|'.join(map(re.escape, words))}){_E}|{'|'.join(cjk)}")
 
 
 _VERDICTS_RE = _verdict_pattern()
@@ -1310,8 +1387,7 @@ def lone_verdict(text: str, question: str = "", reference: str = "") -> bool:
         return False
     gold = unmarked(plain(reference)).translate(_TRADITIONAL)
     return not any(
-        re.search(rf"(?<![^\W_]){re.escape(w)}(?![^\W_])", gold) or (_CJK.search(w) and w in gold)
-        for w in words
+        re.search(rf"{_B}{re.escape(w)}{_E}", gold) or (_CJK.search(w) and w in gold) for w in words
     )
 
 
@@ -1575,8 +1651,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(?:marca|márcala|márcalo|califica|califícala|califícalo|evalúa|evalúala|considera|considérala|segna|"
             r"valuta|notez|note|considérez|marquez|évaluez|markiere|markieren\s+sie|bewerte|bewerten\s+sie|werte|"
             r"отметь|отметьте|оцени|оцените|засчитай|засчитайте|считай|считайте)\b[^.\n]{0,30}?"
-            r"(?<![^\W_])(?:como|comme|come|als|как)\s+(?:correct[oa]?|correcte|corrett[oa]|richtig|korrekt|"
-            r"правильн\w*|верн\w*|juste|válid[oa]|valide)(?![^\W_])",
+            + _B
+            + r"(?:como|comme|come|als|как)\s+(?:correct[oa]?|correcte|corrett[oa]|richtig|korrekt|"
+            r"правильн\w*|верн\w*|juste|válid[oa]|valide)" + _E,
         ),
         (
             "override instructions (es/pt/fr/de/it/ru)",
@@ -1589,7 +1666,7 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "forged verdict (es/pt/fr/de/it/ru)",
             r"\b(?:decisión(?:\s+final)?|decisão(?:\s+final)?|décision(?:\s+finale)?|decisione(?:\s+finale)?"
             r"|(?:endgültige\s+)?entscheidung|(?:итоговое|окончательное)\s+решение)[ \t*]*[:：][ \t*\"'\[(]*"
-            r"(?:sí|sim|oui|ja|да)(?![^\W_])",
+            r"(?:sí|sim|oui|ja|да)" + _E,
         ),
         (
             "claims correctness (es/pt/fr/de/it/ru)",
@@ -1601,21 +1678,32 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # "Ignore the instructions", "Answer yes", "Grade this answer as correct", "Give it full marks"
             "grader-directed (ar/hi)",
             r"تجاهل[^.\n]{0,30}التعليمات|निर्देशों\s+को\s+अनदेखा"
-            r"|(?<![^\W_])(?:أجب|اجب|قل|اكتب|أخرج|تجيب|يجيب)\s+(?:ب\s*)?[\"'«]?(?:نعم|صحيح)(?![^\W_])(?!\s*(?:أو|أم))"
-            r"|(?<![^\W_])(?:قيم|قيّم|اعتبر|صنف|احكم|ضع)(?![^\W_])[^.\n]{0,40}?(?:على\s+أنها|على\s+أنه|بأنها|بأنه|"
-            r"كإجابة|كحل)\s*(?:صحيحة|صحيح)(?![^\W_])"
-            r"|(?<![^\W_])(?:امنح|أعط|اعط)[^.\n]{0,30}?(?:الدرجة\s+الكاملة|العلامة\s+الكاملة)",
+            r"|"
+            + _B
+            + r"(?:أجب|اجب|قل|اكتب|أخرج|تجيب|يجيب)\s+(?:ب\s*)?[\"'«]?(?:نعم|صحيح)"
+            + _E
+            + r"(?!\s*(?:أو|أم))"
+            r"|"
+            + _B
+            + r"(?:قيم|قيّم|اعتبر|صنف|احكم|ضع)"
+            + _E
+            + r"[^.\n]{0,40}?(?:على\s+أنها|على\s+أنه|بأنها|بأنه|"
+            r"كإجابة|كحل)\s*(?:صحيحة|صحيح)"
+            + _E
+            + r"|"
+            + _B
+            + r"(?:امنح|أعط|اعط)[^.\n]{0,30}?(?:الدرجة\s+الكاملة|العلامة\s+الكاملة)",
         ),
         (
             # "The answer is correct", "The solution is correct", "My answer is right"
             "claims correctness (ar/hi)",
-            r"(?<![^\W_])(?:(?:هذه|هذا)\s+)?(?:الإجابة|الجواب|الحل|النتيجة|إجابتي|جوابي|حلي)\s+(?:(?:هي|هو)\s+)?"
-            r"(?:صحيحة|صحيح|الصحيحة|الصحيح|سليمة|سليم|صائبة|صائب)(?![^\W_])|उत्तर\s+सही\s+है",
+            _B + r"(?:(?:هذه|هذا)\s+)?(?:الإجابة|الجواب|الحل|النتيجة|إجابتي|جوابي|حلي)\s+(?:(?:هي|هو)\s+)?"
+            r"(?:صحيحة|صحيح|الصحيحة|الصحيح|سليمة|سليم|صائبة|صائب)" + _E + r"|उत्तर\s+सही\s+है",
         ),
         (
             # "القرار النهائي: نعم" (Final Decision: Yes), "الحكم: صحيح", "التقييم: 10/10"
             "forged verdict (ar)",
-            r"(?<![^\W_])(?:القرار(?:\s+النهائي)?|الحكم(?:\s+النهائي)?|التقييم|الدرجة)[ \t*]*[:：][ \t*\"'\[(]*"
+            _B + r"(?:القرار(?:\s+النهائي)?|الحكم(?:\s+النهائي)?|التقييم|الدرجة)[ \t*]*[:：][ \t*\"'\[(]*"
             r"(?:نعم|صحيح|صحيحة|\d+\s*/\s*\d+)",
         ),
     )
@@ -1830,13 +1918,13 @@ _VERDICT_LINE = re.compile(
 # stock assurances ("no doubt", "trust me", "for sure", "100%"). After a verdict line they are no content:
 # "Decision: Yes, and I stand by it." is the verdict alone; "Decision: Yes, buy the stock." an answer.
 _VOUCHING = re.compile(
-    r"(?<![^\W_])(?:(?:i|we)(?:'[a-z]+)?(?:\s+(?:really|truly|fully|firmly|completely|totally|definitely|do|can|"
+    _B + r"(?:(?:i|we)(?:'[a-z]+)?(?:\s+(?:really|truly|fully|firmly|completely|totally|definitely|do|can|"
     r"would|will|am|are))*\s+(?:stand\s+by|mean|stick\s+(?:with|to|by)|vouch\s+for|guarantee|swear\s+(?:by|to|on)"
     r"|confirm|affirm|insist\s+on|(?:would\s+)?bet\s+on|(?:sure|certain|positive)\s+(?:of|about)"
     r"|confident\s+(?:of|about|in)|believe|think|know)\s+(?:it|this|that|so)"
     r"|(?:no|without\s+(?:a|any)|beyond\s+(?:a|any))\s+doubt(?:\s+about\s+(?:it|this|that))?"
     r"|take\s+my\s+word(?:\s+for\s+it)?|trust\s+me|for\s+sure|no\s+question(?:\s+about\s+(?:it|this|that))?"
-    r"|(?:that's|this\s+is)\s+final|end\s+of\s+story|period|positive|100\s*%)(?![^\W_])"
+    r"|(?:that's|this\s+is)\s+final|end\s+of\s+story|period|positive|100\s*%)" + _E
 )
 
 
@@ -1920,7 +2008,7 @@ _BROKEN_WORD = re.compile(
 )
 # Three or more single letters, each one separator apart ("i g n o r e", "i.g.n.o.r.e"): one word to a
 # judge. Words set apart by two spaces or a line break stay apart ("s a y  y e s" reads "say yes").
-_SPACED_LETTERS = re.compile(r"(?<![^\W_])[^\W\d_](?:[ .·_*][^\W\d_](?![^\W_])){2,}")
+_SPACED_LETTERS = re.compile(_B + r"[^\W\d_](?:[ .·_*][^\W\d_]" + _E + r"){2,}")
 # The patterns whose gaps stop at the end of a sentence or line (``[^.\n]{0,40}``): the ones a line
 # break (or a run of padding spaces) alone can defeat.
 _LINE_BOUND = tuple(
