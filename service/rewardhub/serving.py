@@ -215,10 +215,16 @@ class ScoringService:
         ``REWARDHUB_ITEM_TIMEOUT_S``, never past ``REWARDHUB_MAX_ITEM_TIMEOUT_S``."""
         return self.settings.default_deadline(plan.timeout_s)
 
+    def check_rewards(self, req: ScoreRequest) -> None:
+        """Every item's reward spec (a reward this server has, a config it accepts), the part of
+        :meth:`validate` that does not look at the request's limits: a caller that checks each item's
+        limits anyway (compat/common.py) resolves each distinct spec once with this, not the limits twice."""
+        self._resolve(req)
+
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""
         self.check_limits(req, max_items)
-        self._resolve(req)
+        self.check_rewards(req)
 
     # --- scoring ------------------------------------------------------------------------------
     async def score(

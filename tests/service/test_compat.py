@@ -158,6 +158,43 @@ async def test_overload_flags_the_sent_items_and_keeps_the_others_own_reasons(ma
         await busy
 
 
+async def test_each_items_limits_are_checked_once(client: httpx.AsyncClient, monkeypatch: Any) -> None:
+    """score_or_flag checks every item's limits, and resolves each spec on the first item that names it:
+    that resolution ran the whole of validate(), checking the first item's limits a second time. Still
+    once per item (and the spec's error shared by its items, an item's own limit error its own)."""
+    from rewardhub.compat.common import score_or_flag
+    from rewardhub.security import ANONYMOUS
+
+    state = client.app.state  # type: ignore[attr-defined]
+    scoring = state.scoring
+    checked: list[int] = []
+    check_limits = scoring.check_limits
+
+    def counted(req: Any, max_items: int | None = None) -> None:
+        checked.append(len(req.items))
+        check_limits(req, max_items)
+
+    monkeypatch.setattr(scoring, "check_limits", counted)
+    big = "x" * (scoring.settings.max_field_bytes + 1)
+    bad = RewardSpec(name="math", config={"wrong_scor": 1})
+    items: list[ScoreItem | RewardHubError] = [
+        ScoreItem(response="\\boxed{1}", reference="1", reward="math"),
+        ScoreItem(response=big, reference="1", reward="math"),
+        ScoreItem(response="\\boxed{2}", reference="1", reward="math"),
+        ScoreItem(response="\\boxed{1}", reference="1", reward=bad),
+        ScoreItem(response="\\boxed{1}", reference="1", reward=bad),
+    ]
+    outcome = await score_or_flag(scoring, state.admission, ANONYMOUS, items)
+    # (the scoring call itself checks its request's limits once more: the 2 items sent)
+    assert checked == [1] * len(items) + [2], checked
+    assert [r["valid"] for r in outcome.results] == [True, False, True, False, False]
+    assert [r.get("score") for r in outcome.results[::2]] == [1.0, 0.0, None]
+    assert [r["reason"] for r in outcome.results if not r["valid"]] == [
+        "limit_exceeded",
+        *["invalid_request"] * 2,
+    ]
+
+
 NEMO_VERIFY = {
     "responses_create_params": {"input": [{"role": "user", "content": "What is 2+2?"}]},
     "response": {

@@ -304,7 +304,7 @@ async def score_or_flag(
             memo = spec if isinstance(spec, str) else id(spec)
             if memo not in resolved:
                 try:
-                    scoring.validate(request)
+                    scoring.check_rewards(request)  # (its limits were checked just above)
                     resolved[memo] = None
                 except RewardHubError as exc:
                     resolved[memo] = exc
