@@ -14,7 +14,10 @@ claims no group (a group reward answers it ``unsupported``: use ``--group-rm``).
 
 Unlike slime's ``remote_rm``, which can only return a number, a sample the service could not score
 (``valid: false``) gets ``sample.remove_sample = True``, which slime turns into a zero loss mask: it is
-left out of the loss instead of training as reward 0.0. Every scored sample gets
+left out of the loss instead of training as reward 0.0. That holds per sample too: slime hands the
+function the ``Sample`` it trains on, and ``RolloutManager._convert_samples_to_train_data`` zeroes the
+loss mask of any sample with ``remove_sample``, however its reward was computed (THUDM/slime at
+624b824a). Every scored sample gets
 ``sample.metadata["rewardhub"] = {"valid", "reason", "cached", "components"}``. The reward returned is a
 number: leave slime's ``--reward-key`` and ``--log-reward-category`` unset (both read a dict reward).
 
@@ -22,8 +25,13 @@ slime still puts a removed sample's reward into its group's mean and std (its ``
 loss only), so the number returned for an invalid sample is chosen not to move the others' advantages:
 in a list call, the mean of the valid rewards of its group in that call (a group of ``[1, 1, 1,
 invalid]`` is then ``[1, 1, 1, 1]``, no signal, as its valid members say; with 0.0 the three valid ones
-would get a positive advantage). A single-sample call cannot see its group, so prefer ``--group-rm``
-where invalid samples are expected.
+would get a positive advantage). A single-sample call cannot see its group (it returns 0.0), so prefer
+``--group-rm`` where invalid samples are expected.
+
+slime's evaluation (``eval_rollout``, always per sample: it refuses ``--group-rm``) ignores
+``remove_sample``: its ``rewards`` are the numbers returned, so an unscored eval sample counts as the
+invalid reward (0.0 by default), as a wrong answer would; its ``metadata["rewardhub"]["valid"]`` (the
+eval output keeps the samples) tells the two apart.
 
 Configuration, by environment variable (read at first use) or :func:`configure`:
 
