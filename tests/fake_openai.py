@@ -4,8 +4,9 @@ thread, on a free port.
 The test sets ``server.reply`` to a function of the request body returning a :class:`Reply`: the
 message content (cut before the request's first ``stop`` string, as a server does), optionally a
 thinking returned apart from it (as by a reasoning parser), the probabilities of the alternatives at
-the decision token (served as ``top_logprobs``), an HTTP status, a delay, or raw bytes (garbage). Every
-request is recorded, so tests can assert that hardened items never reached the judge.
+the decision token (served as ``top_logprobs``), an HTTP status, a delay, a gate held until the test opens
+it, or raw bytes (garbage). Every request is recorded, so tests can assert that hardened items never
+reached the judge.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Reply:
     at: str | None = None
     status: int = 200
     delay_s: float = 0.0
+    # answered only once the test sets it (and after delay_s): a call held for as long as a test needs,
+    # without a guess at how long that is
+    hold: threading.Event | None = None
     raw: bytes | None = None
     finish_reason: str = "stop"
     headers: dict[str, str] | None = None  # response headers of a failure (e.g. Retry-After)
@@ -120,7 +124,11 @@ def _app(state: FakeJudge) -> FastAPI:
         state.queries.append(request.url.query)
         r = state.reply(body)
         until = time.monotonic() + r.delay_s
-        while time.monotonic() < until and not state.stopping.is_set():  # slow, but stops with the server
+        held = r.hold
+        while (
+            time.monotonic() < until or held is not None and not held.is_set()
+        ) and not state.stopping.is_set():
+            # slow (or held), but stops with the server
             await asyncio.sleep(0.02)
             if await request.is_disconnected():
                 state.abandoned += 1

@@ -93,6 +93,10 @@ class ScoringService:
         self.stats = stats
         # cache key -> what a request scoring that item now will share (None: nothing, score it yourself)
         self._inflight: dict[str, asyncio.Future[_Shared | None]] = {}
+        # items of this process's requests waiting now for another request's result (single flight),
+        # rewardhub_queue_depth{pool="single_flight"}: how much of a retry's work is being absorbed
+        self.waiting = 0
+        metrics.watch(metrics.queue_depth.labels("single_flight"), lambda: self.waiting)
 
     # --- limits -------------------------------------------------------------------------------
     def check_limits(self, req: ScoreRequest, max_items: int | None = None) -> None:
@@ -322,20 +326,26 @@ class ScoringService:
         if waiting:
             again: dict[int, list[int]] = {}
             t_wait = time.perf_counter()
-            for i, fut in waiting:
+            self.waiting += len(waiting)
+            for n, (i, fut) in enumerate(waiting):
                 plan = per_item[i]
                 limit = self._deadline(plan, ctx)
                 try:  # (shielded: a cancelled waiter must not cancel the others' future)
                     got = await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, limit - (time.perf_counter() - t0))
                     )
+                except asyncio.CancelledError:
+                    self.waiting -= len(waiting) - n
+                    raise
                 except TimeoutError:
+                    self.waiting -= 1
                     # This request's deadline (from its start) came first. It bounds the item's own
                     # scoring, not a wait: a CPU batch gives each item its deadline of compute (a retried
                     # batch of thousands outlasts it in wall time) and the code reward bounds a program by
                     # its total_timeout_s alone. So the item is scored here, as without the other request.
                     again.setdefault(id(plan), []).append(i)
                     continue
+                self.waiting -= 1
                 # A result not for the cache (invalid, this moment's) is this moment's answer here too, as
                 # for an identical item of the same request, unless the other request gave it less time.
                 if got is None or not (got[1] or got[2] >= limit):
