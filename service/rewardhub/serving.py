@@ -19,7 +19,7 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -92,7 +92,7 @@ class ScoringService:
         self.metrics = metrics
         self.stats = stats
         # cache key -> what a request scoring that item now will share (None: nothing, score it yourself)
-        self._inflight: dict[str, asyncio.Future[_Shared | None]] = {}
+        self._inflight: dict[str, _Claim] = {}
         # items of this process's requests waiting now for another request's result (single flight),
         # rewardhub_queue_depth{pool="single_flight"}: how much of a retry's work is being absorbed
         self.waiting = 0
@@ -290,8 +290,8 @@ class ScoringService:
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
         plan_by_id: dict[int, _Plan] = {}
         inflight = self._inflight
-        owned: dict[str, asyncio.Future[_Shared | None]] = {}
-        waiting: list[tuple[int, asyncio.Future[_Shared | None]]] = []
+        owned: dict[str, _Claim] = {}
+        waiting: list[tuple[int, _Claim]] = []
         for plan in plans:
             plan_by_id[id(plan)] = plan
             for i in plan.indices:
@@ -309,51 +309,26 @@ class ScoringService:
                         if other is not None:
                             waiting.append((i, other))
                             continue
-                        fut: asyncio.Future[_Shared | None] = asyncio.get_running_loop().create_future()
-                        owned[k] = fut
-                        inflight[k] = fut
+                        owned[k] = inflight[k] = asyncio.get_running_loop().create_future()
                 todo.setdefault(id(plan), []).append(i)
 
         to_write: list[tuple[str, bytes]] = []
-        try:
-            await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned)
-        finally:  # (cancelled or failed too: a waiting request then scores the item itself)
-            for k, fut in owned.items():
-                if not fut.done():
-                    fut.set_result(None)
-                if inflight.get(k) is fut:
-                    del inflight[k]
+
+        async def score_here(todo: dict[int, list[int]], owned: dict[str, _Claim]) -> None:
+            """Score ``todo`` in this request, handing each ``owned`` item's result to the requests waiting
+            for it; failed or cancelled, it hands them None (one of them takes the item over)."""
+            try:
+                await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned)
+            finally:
+                self._release(owned)
+
         if waiting:
-            again: dict[int, list[int]] = {}
-            t_wait = time.perf_counter()
-            self.waiting += len(waiting)
-            for n, (i, fut) in enumerate(waiting):
-                plan = per_item[i]
-                limit = self._deadline(plan, ctx)
-                try:  # (shielded: a cancelled waiter must not cancel the others' future)
-                    got = await asyncio.wait_for(
-                        asyncio.shield(fut), max(0.0, limit - (time.perf_counter() - t0))
-                    )
-                except asyncio.CancelledError:
-                    self.waiting -= len(waiting) - n
-                    raise
-                except TimeoutError:
-                    self.waiting -= 1
-                    # This request's deadline (from its start) came first. It bounds the item's own
-                    # scoring, not a wait: a CPU batch gives each item its deadline of compute (a retried
-                    # batch of thousands outlasts it in wall time) and the code reward bounds a program by
-                    # its total_timeout_s alone. So the item is scored here, as without the other request.
-                    again.setdefault(id(plan), []).append(i)
-                    continue
-                self.waiting -= 1
-                # A result not for the cache (invalid, this moment's) is this moment's answer here too, as
-                # for an identical item of the same request, unless the other request gave it less time.
-                if got is None or not (got[1] or got[2] >= limit):
-                    again.setdefault(id(plan), []).append(i)
-                    continue
-                wait_ms = (time.perf_counter() - t_wait) * 1000
-                results[i] = {"id": ids[i], **got[0], "cached": got[1], "latency_ms": wait_ms}
-            await self._compute(again, plan_by_id, items, ids, keys, ctx, results, to_write)
+            await gather_all(
+                score_here(todo, owned),
+                self._await_others(waiting, per_item, keys, ids, ctx, results, t0, score_here),
+            )
+        else:
+            await score_here(todo, owned)
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
             d["id"] = ids[i]
@@ -377,6 +352,95 @@ class ScoringService:
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
         return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
 
+    def _release(self, owned: dict[str, _Claim]) -> None:
+        """This request scores none of ``owned`` any more: the requests still waiting for one get None."""
+        for k, fut in owned.items():
+            if not fut.done():
+                fut.set_result(None)
+            if self._inflight.get(k) is fut:
+                del self._inflight[k]
+
+    async def _await_others(
+        self,
+        waiting: list[tuple[int, _Claim]],
+        per_item: list[_Plan],
+        keys: list[str | None],
+        ids: list[str],
+        ctx: ScoreContext,
+        results: list[dict[str, Any] | None],
+        t0: float,
+        score_here: Callable[[dict[int, list[int]], dict[str, _Claim]], Awaitable[None]],
+    ) -> None:
+        """The items of this request another request of this process is scoring (single flight): each
+        gets that request's result when the cache could hold it, or when it is this moment's (invalid,
+        a transient 0) and was scored under a deadline no shorter than this request's: an identical
+        item of this request would get it too.
+
+        Otherwise (the other request failed, was cancelled, or gave the item less time) exactly one of
+        the requests waiting for the item takes it over, claiming it as its owner did, and the others
+        wait for it in turn: each scoring them itself made N scorings for N waiters, the load single
+        flight spares. Claims are taken at once (a waiter does not sit on a failed owner's item while
+        another is still being waited for), and the items taken over at once are scored as one batch.
+
+        A request whose own per-item deadline, counted from its start, passes while it waits scores the
+        item itself, as without the other request: the deadline bounds an item's scoring (a CPU batch
+        gives each item its deadline of compute, the code reward bounds a program by its
+        ``total_timeout_s`` alone), not a wait."""
+        loop = asyncio.get_running_loop()
+        inflight = self._inflight
+        watch = dict(waiting)  # item -> the claim it waits for now
+        limits = {i: self._deadline(per_item[i], ctx) for i in watch}
+        scoring: set[asyncio.Task[None]] = set()
+        t_wait = time.perf_counter()
+        self.waiting += len(watch)
+        try:
+            while True:
+                now = time.perf_counter()
+                taken: dict[int, list[int]] = {}
+                claims: dict[str, _Claim] = {}
+                cut: dict[int, list[int]] = {}
+                for i, fut in list(watch.items()):
+                    plan, limit = per_item[i], limits[i]
+                    if fut.done():
+                        got = fut.result()
+                        if got is not None and (got[1] or got[2] >= limit):
+                            del watch[i]
+                            self.waiting -= 1
+                            wait_ms = (now - t_wait) * 1000
+                            results[i] = {"id": ids[i], **got[0], "cached": got[1], "latency_ms": wait_ms}
+                            continue
+                        k = keys[i]
+                        assert k is not None  # (only a keyed item is waited for)
+                        other = inflight.get(k)
+                        if other is not None and other is not fut:  # another waiter took it over
+                            watch[i] = other
+                            continue
+                        del watch[i]
+                        self.waiting -= 1
+                        claims[k] = inflight[k] = loop.create_future()
+                        taken.setdefault(id(plan), []).append(i)
+                    elif now - t0 >= limit:  # its deadline came first: scored here, unclaimed
+                        del watch[i]
+                        self.waiting -= 1
+                        cut.setdefault(id(plan), []).append(i)
+                for todo, owned in ((taken, claims), (cut, {})):
+                    if todo:
+                        scoring.add(asyncio.ensure_future(score_here(todo, owned)))
+                if not watch and not scoring:
+                    return
+                timeout = min(t0 + limits[i] for i in watch) - now if watch else None
+                pending: set[asyncio.Future[Any]] = {*watch.values(), *scoring}
+                done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for task in scoring & done:
+                    scoring.discard(task)
+                    task.result()  # (a request-level error, a 429, fails the request)
+        finally:  # (asyncio.wait cancels nothing: the claims waited for stay the others')
+            self.waiting -= len(watch)
+            for task in scoring:
+                task.cancel()
+            if scoring:
+                await asyncio.gather(*scoring, return_exceptions=True)
+
     async def _compute(
         self,
         todo: dict[int, list[int]],
@@ -387,7 +451,7 @@ class ScoringService:
         ctx: ScoreContext,
         results: list[dict[str, Any] | None],
         to_write: list[tuple[str, bytes]],
-        owned: dict[str, asyncio.Future[_Shared | None]] | None = None,
+        owned: dict[str, _Claim] | None = None,
     ) -> None:
         """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
         ``to_write``. The ``owned`` futures (cache key -> what the requests waiting for that item get)
@@ -470,6 +534,8 @@ class ScoringService:
 # it (read only: each waiter copies it into its own result), whether the cache may hold it, and the
 # per-item deadline it was scored under.
 _Shared = tuple[dict[str, Any], bool, float]
+# A request's claim on an item it is scoring for the others: resolved with what it shares, or None.
+_Claim = asyncio.Future[_Shared | None]
 
 
 def _is_request_error(exc: Exception) -> bool:

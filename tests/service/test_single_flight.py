@@ -6,6 +6,7 @@ timing anything."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from typing import Any
@@ -62,3 +63,58 @@ async def test_items_waiting_for_another_request_are_a_queue_depth(
         assert 'rewardhub_queue_depth{pool="single_flight"} 0.0' in (await c.get("/metrics")).text
     assert (a["score"], a["cached"], b["score"], b["cached"]) == (1.0, False, 1.0, True), (a, b)
     assert judge_server.calls == 1
+
+
+async def test_when_the_request_scoring_an_item_goes_away_one_waiter_scores_it_for_the_others(
+    make_app: Any, judge_server: FakeJudge
+) -> None:
+    """The request scoring an item is cancelled (its client disconnected: OpenRLHF's timeout, before
+    its retries) while two others wait for the item. Each of them scored it itself: three judge calls
+    for one item, the load single flight is there to spare. Found in review. One of them now takes the
+    item over and the other waits for it: two calls, the cancelled one's and the new owner's."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    async with judge_app(make_app, judge_server) as c:
+        scoring = c.app.state.scoring
+        first = asyncio.create_task(c.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        waiters = [asyncio.create_task(c.post("/v1/score", json=body(item))) for _ in range(2)]
+        await until(lambda: scoring.waiting == 2)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        await until(lambda: judge_server.calls >= 2)  # an item scored again: the owner's is gone
+        # the other waiter waits for it (or, before the fix, scored it too)
+        await until(lambda: scoring.waiting == 1 or judge_server.calls > 2)
+        gate.set()
+        got = [result(await w) for w in waiters]
+        assert scoring._inflight == {} and scoring.waiting == 0
+    assert judge_server.calls == 2, f"{judge_server.calls - 1} scorings after the owner went away"
+    assert [r["score"] for r in got] == [1.0, 1.0], got
+    assert sorted(r["cached"] for r in got) == [False, True], got
+
+
+async def test_when_the_owner_scored_an_item_under_a_shorter_deadline_one_waiter_scores_it_again(
+    make_app: Any, judge_server: FakeJudge
+) -> None:
+    """The request scoring an item had a shorter deadline (``timeout_s``) than those waiting for it and
+    its judge call timed out: that ``timeout`` is not an answer for a request that gave the item more
+    time, so the waiters score the item again. Each did: N more calls for N waiters. One of them now
+    takes the item over and the others wait for its result."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    async with judge_app(make_app, judge_server) as c:
+        scoring = c.app.state.scoring
+        first = asyncio.create_task(c.post("/v1/score", json=body(item, timeout_s=3)))
+        await until(lambda: judge_server.calls == 1)
+        waiters = [asyncio.create_task(c.post("/v1/score", json=body(item))) for _ in range(3)]
+        await until(lambda: scoring.waiting == 3 or first.done())
+        short = result(await first)  # the gate is closed: the judge never answered it
+        await until(lambda: judge_server.calls >= 2)
+        await until(lambda: scoring.waiting == 2 or judge_server.calls > 2)
+        gate.set()
+        got = [result(await w) for w in waiters]
+    assert (short["valid"], short["reason"]) == (False, "timeout"), short
+    assert judge_server.calls == 2, f"{judge_server.calls - 1} scorings after the owner's timeout"
+    assert [r["score"] for r in got] == [1.0, 1.0, 1.0], got
+    assert sorted(r["cached"] for r in got) == [False, True, True], got
