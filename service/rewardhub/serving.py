@@ -65,6 +65,7 @@ class _Plan:
     reads: tuple[str, ...]  # the item fields in its cache key (a composite's: all its parts read)
     groups: bool  # a group reward: its groups must come whole (groups.py)
     timeout_s: float | None  # the reward's default per-item deadline for this config, if it has one
+    wall_clock: bool  # that deadline bounds an item's wall-clock time from the call (a model call's)
     indices: list[int] = field(default_factory=list)
 
 
@@ -158,6 +159,7 @@ class ScoringService:
                 reads=reward.reads_for(config),
                 groups=reward.uses_groups(config),
                 timeout_s=reward.timeout_for(config),
+                wall_clock=reward.deadline_bounds_wall_time(config),
             )
             plans[key] = plan
         return plan
@@ -314,11 +316,14 @@ class ScoringService:
 
         to_write: list[tuple[str, bytes]] = []
 
-        async def score_here(todo: dict[int, list[int]], owned: dict[str, _Claim]) -> None:
+        async def score_here(
+            todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None = None
+        ) -> None:
             """Score ``todo`` in this request, handing each ``owned`` item's result to the requests waiting
-            for it; failed or cancelled, it hands them None (one of them takes the item over)."""
+            for it; failed or cancelled, it hands them None (one of them takes the item over). ``since``:
+            the items' deadlines count from then (see :meth:`_run_plan`)."""
             try:
-                await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned)
+                await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned, since)
             finally:
                 self._release(owned)
 
@@ -369,7 +374,7 @@ class ScoringService:
         ctx: ScoreContext,
         results: list[dict[str, Any] | None],
         t0: float,
-        score_here: Callable[[dict[int, list[int]], dict[str, _Claim]], Awaitable[None]],
+        score_here: Callable[[dict[int, list[int]], dict[str, _Claim], float | None], Awaitable[None]],
     ) -> None:
         """The items of this request another request of this process is scoring (single flight): each
         gets that request's result when the cache could hold it, or when it is this moment's (invalid,
@@ -382,10 +387,19 @@ class ScoringService:
         flight spares. Claims are taken at once (a waiter does not sit on a failed owner's item while
         another is still being waited for), and the items taken over at once are scored as one batch.
 
-        A request whose own per-item deadline, counted from its start, passes while it waits scores the
-        item itself, as without the other request: the deadline bounds an item's scoring (a CPU batch
-        gives each item its deadline of compute, the code reward bounds a program by its
-        ``total_timeout_s`` alone), not a wait."""
+        A request must answer within its own per-item deadline, counted from its start, whatever the
+        request it waits for was given (a judge's 60 s against its ``timeout_s``). When that deadline
+        passes while it waits, what the cut means depends on the reward:
+
+        * a deadline that bounds the item's wall-clock time from the call (a model call's,
+          :meth:`~rewardhub.rewards.base.Reward.deadline_bounds_wall_time`): its own call, made from its
+          start, would have been cut off at that moment too, so the item is answered ``timeout`` (invalid,
+          never cached) at once, as the reward answers a call its deadline cut. Scoring it then, under its
+          whole deadline again, took up to twice its ``timeout_s``. Such an item taken over is scored
+          under the time its deadline leaves, and answered ``timeout`` when none is left;
+        * any other deadline bounds an item's scoring, not a wait (a CPU batch gives each item its
+          deadline of compute, the code reward bounds a program by its ``total_timeout_s`` alone): the
+          request scores the item itself, as it would have without the other request."""
         loop = asyncio.get_running_loop()
         inflight = self._inflight
         watch = dict(waiting)  # item -> the claim it waits for now
@@ -417,15 +431,21 @@ class ScoringService:
                             continue
                         del watch[i]
                         self.waiting -= 1
+                        if plan.wall_clock and now - t0 >= limit:  # (no time left to score it in)
+                            results[i] = _timed_out(plan, ids[i], limit, (now - t_wait) * 1000)
+                            continue
                         claims[k] = inflight[k] = loop.create_future()
                         taken.setdefault(id(plan), []).append(i)
-                    elif now - t0 >= limit:  # its deadline came first: scored here, unclaimed
+                    elif now - t0 >= limit:  # its deadline came first
                         del watch[i]
                         self.waiting -= 1
-                        cut.setdefault(id(plan), []).append(i)
-                for todo, owned in ((taken, claims), (cut, {})):
+                        if plan.wall_clock:
+                            results[i] = _timed_out(plan, ids[i], limit, (now - t_wait) * 1000)
+                        else:  # scored here, unclaimed
+                            cut.setdefault(id(plan), []).append(i)
+                for todo, owned, since in ((taken, claims, t0), (cut, {}, None)):
                     if todo:
-                        scoring.add(asyncio.ensure_future(score_here(todo, owned)))
+                        scoring.add(asyncio.ensure_future(score_here(todo, owned, since)))
                 if not watch and not scoring:
                     return
                 timeout = min(t0 + limits[i] for i in watch) - now if watch else None
@@ -452,6 +472,7 @@ class ScoringService:
         results: list[dict[str, Any] | None],
         to_write: list[tuple[str, bytes]],
         owned: dict[str, _Claim] | None = None,
+        since: float | None = None,
     ) -> None:
         """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
         ``to_write``. The ``owned`` futures (cache key -> what the requests waiting for that item get)
@@ -460,7 +481,7 @@ class ScoringService:
 
         async def one(pid: int, idx: list[int]) -> None:
             plan = plan_by_id[pid]
-            outcomes, batch_ms = await self._run_plan(plan, [items[i] for i in idx], ctx)
+            outcomes, batch_ms = await self._run_plan(plan, [items[i] for i in idx], ctx, since)
             r = plan.reward
             store = plan.use_cache and _same_identity(plan)
             deadline = self._deadline(plan, ctx)
@@ -491,13 +512,18 @@ class ScoringService:
             await enforce_whole_groups(self.cache, claims)
 
     async def _run_plan(
-        self, plan: _Plan, items: Sequence[ScoreItem], ctx: ScoreContext
+        self, plan: _Plan, items: Sequence[ScoreItem], ctx: ScoreContext, since: float | None = None
     ) -> tuple[list[Outcome], float]:
+        """``since``: when the items' deadlines began (``time.perf_counter()``), for items taken over
+        from another request after a wait: a reward whose deadline bounds wall-clock time from the call
+        then gets only what is left of it, so the request still answers within its deadline."""
         r = plan.reward
         t0 = time.perf_counter()
         try:
             if not ctx.explicit_deadline:  # (what /v1/rewards/check reports as the spec's timeout_s)
                 ctx = replace(ctx, deadline_s=self._default_deadline(plan))
+            if since is not None and plan.wall_clock:
+                ctx = replace(ctx, deadline_s=max(0.001, ctx.deadline_s - (t0 - since)))
             outcomes = await r.score(items, plan.config, ctx)
             if len(outcomes) != len(items):
                 raise RuntimeError(
@@ -536,6 +562,15 @@ class ScoringService:
 _Shared = tuple[dict[str, Any], bool, float]
 # A request's claim on an item it is scoring for the others: resolved with what it shares, or None.
 _Claim = asyncio.Future[_Shared | None]
+
+
+def _timed_out(plan: _Plan, item_id: str, limit: float, latency_ms: float) -> dict[str, Any]:
+    """The result of an item whose deadline passed while it waited for another request scoring it."""
+    o = Outcome.invalid(
+        Reason.TIMEOUT,
+        f"not scored within the item's {limit:g} s deadline (another request was scoring it)",
+    )
+    return {"id": item_id, **_stored(plan.reward, o, plan.version), "cached": False, "latency_ms": latency_ms}
 
 
 def _is_request_error(exc: Exception) -> bool:

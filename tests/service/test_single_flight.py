@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from fake_openai import FakeJudge, Reply
+from rewardhub.protocol import RewardSpec
 from waiting import until
 
 REWARD = {"name": "judge", "config": {"mode": "reference", "rule": None}}
@@ -118,3 +119,50 @@ async def test_when_the_owner_scored_an_item_under_a_shorter_deadline_one_waiter
     assert judge_server.calls == 2, f"{judge_server.calls - 1} scorings after the owner's timeout"
     assert [r["score"] for r in got] == [1.0, 1.0, 1.0], got
     assert sorted(r["cached"] for r in got) == [False, True, True], got
+
+
+async def test_a_waiter_whose_deadline_passes_answers_timeout_instead_of_calling_the_model_again(
+    make_app: Any, judge_server: FakeJudge
+) -> None:
+    """A request waiting for a judge's item another request is scoring under a longer deadline (the
+    judge's 60 s against its ``timeout_s``) waited until its own deadline and then called the judge
+    itself, under its whole deadline again: up to twice its ``timeout_s`` for an answer. A model call's
+    deadline runs from the call, so that call would have been cut off at the same moment had the
+    request made it from its start: the item is now answered ``timeout`` (invalid, never cached) at its
+    deadline, with no second call, and the other request's scoring goes on."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    async with judge_app(make_app, judge_server) as c:
+        first = asyncio.create_task(c.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        short = result(await c.post("/v1/score", json=body(item, timeout_s=1)))
+        calls = judge_server.calls
+        gate.set()
+        done = result(await first)
+        metrics = (await c.get("/metrics")).text
+    assert calls == 1, "the waiting request called the judge again"
+    assert (short["valid"], short["reason"], short["cached"]) == (False, "timeout", False), short
+    assert (done["score"], done["valid"]) == (1.0, True), done
+    assert 'rewardhub_invalid_total{reason="timeout",reward="judge"} 1.0' in metrics
+
+
+async def test_which_deadlines_bound_wall_time(make_app: Any, judge_server: FakeJudge) -> None:
+    """The rule above holds for a model reward and a composite of model rewards only: a composite with a
+    rule part (math's deadline is its CPU time) or a code item is scored by the waiter itself at its cut."""
+    judge = {"reward": REWARD}
+    async with judge_app(make_app, judge_server) as c:
+        scoring = c.app.state.scoring
+
+        def wall(spec: Any) -> bool:
+            spec = spec if isinstance(spec, str) else RewardSpec.model_validate(spec)
+            return bool(scoring._plan_for(spec, True, {}, "reward").wall_clock)
+
+        both = {"name": "composite", "config": {"components": [judge, {"reward": "similarity"}]}}
+        mixed = {"name": "composite", "config": {"components": [judge, {"reward": "math"}]}}
+        assert [wall(REWARD), wall(both), wall(mixed), wall("math"), wall("code")] == [
+            True,
+            True,
+            False,
+            False,
+            False,
+        ]

@@ -236,6 +236,16 @@ class Reward(ABC, Generic[ConfigT]):
         present = [v for v in values if v is not None]
         return max(present) if present else None
 
+    def deadline_bounds_wall_time(self, config: ConfigT) -> bool:
+        """Whether the per-item deadline bounds the wall-clock time an item's scoring takes from the
+        call (a model call: its deadline runs from the call, ``model_backed.deadline_of``) rather than
+        its compute (a CPU worker's, however long the item waited for one) or nothing (the code reward,
+        bounded by its own limits). A reward built on others does when all of its parts do. The serving
+        layer relies on it for an item it waited for while another request scored it (single flight):
+        when its deadline has passed, scoring it would have been cut off too."""
+        parts = self.parts(config)
+        return bool(parts) and all(p.reward.deadline_bounds_wall_time(p.config) for p in parts)
+
     async def start(self) -> None:
         """Acquire resources (models, clients); called once in the app's lifespan."""
 

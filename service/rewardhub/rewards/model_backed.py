@@ -114,6 +114,9 @@ class ModelReward(ComposedReward[ConfigT]):
     def unavailable_for(self, config: ConfigT) -> str | None:
         return self._why_not(self.backend_name(config))
 
+    def deadline_bounds_wall_time(self, config: ConfigT) -> bool:
+        return True  # (every model call, and what runs around it, is bounded by deadline_of)
+
     def is_cacheable(self, config: ConfigT) -> bool:
         if not super().is_cacheable(config):
             return False
