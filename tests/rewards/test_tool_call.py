@@ -84,6 +84,42 @@ async def test_arguments_are_compared_as_json_values(client: httpx.AsyncClient) 
     assert normalized[0]["score"] == 1.0
 
 
+async def test_an_integer_equals_only_a_number_that_rounds_to_it(client: httpx.AsyncClient) -> None:
+    """Two integers are equal only when equal (ids, timestamps); the float tolerance, relative to the value,
+    let a float within 1e-6 of a 10-digit id equal it: 1700000500.0 or 1700000123.5 for the id 1700000000
+    scored 1.0 where the integer 1700000500 scores 0."""
+    order = {"name": "cancel_order", "arguments": {"order_id": 1700000000, "amount": 19.99}}
+
+    def with_args(**changes: Any) -> str:
+        return hermes({"name": "cancel_order", "arguments": {**order["arguments"], **changes}})
+
+    responses = [
+        with_args(order_id=1700000000.0),  # the same number written as a float
+        with_args(order_id=1.7e9),
+        with_args(order_id=1700000500),
+        with_args(order_id=1700000500.0),  # another integer, written as a float
+        with_args(order_id=1700000123.5),
+        with_args(amount=19.99000001),  # a float within the tolerance
+        with_args(amount=20),
+    ]
+    results = await score(client, [{"response": r, "reference": order} for r in responses])
+    assert [r["score"] for r in results] == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    coerced = await score(
+        client, [{"response": with_args(order_id="1700000500.0"), "reference": order}], coerce_types=True
+    )
+    assert coerced[0]["score"] == 0.0
+    # a float written as an integer still equals it when it rounds to that integer
+    near = {"name": "set_temp", "arguments": {"value": 21.0000001}}
+    results = await score(
+        client,
+        [
+            {"response": hermes({"name": "set_temp", "arguments": {"value": 21}}), "reference": near},
+            {"response": hermes({"name": "set_temp", "arguments": {"value": 22}}), "reference": near},
+        ],
+    )
+    assert [r["score"] for r in results] == [1.0, 0.0]
+
+
 async def test_parallel_calls_in_any_order_or_strictly(client: httpx.AsyncClient) -> None:
     item = {"response": hermes(TIME, WEATHER), "reference": {"calls": [WEATHER, TIME]}}
     assert (await score(client, [item]))[0]["score"] == 1.0

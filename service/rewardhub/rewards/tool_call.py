@@ -84,7 +84,8 @@ possible answers, ``{"f": {"x": [1, 2]}}``, among them) is ``parse_error``.
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
-(``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are), strings exactly
+(``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are, and an integer
+and a float only when the float rounds to it), strings exactly
 or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace; no type is coerced
 (``"3"`` is not ``3``) unless ``coerce_types`` (then a string equals the number or boolean it spells,
 ``"10"`` = 10, ``"true"`` = true, and the JSON text of an object or array that value), an argument
@@ -203,7 +204,8 @@ class ToolCallConfig(RewardConfig):
         1e-6,
         ge=0,
         le=1,
-        description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal.",
+        description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal, "
+        "an integer and a float only when the float rounds to it.",
     )
     coerce_types: bool = Field(
         False,
@@ -1111,6 +1113,13 @@ def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool
     if isinstance(want, int | float) and isinstance(got, int | float):
         if isinstance(want, int) and isinstance(got, int):
             return got == want
+        if isinstance(want, int) or isinstance(got, int):
+            # an integer and a float: equal only when the float rounds to it (then within the tolerance).
+            # The tolerance is relative, so without this a float within 1e-6 of an id or a timestamp
+            # (1700000500.0 for 1700000000) equalled it, where the integer 1700000500 does not
+            whole, other = (want, got) if isinstance(want, int) else (got, want)
+            if not math.isfinite(other) or round(other) != whole:
+                return False
         try:
             x, y = float(got), float(want)
         except OverflowError:  # an integer past a float's range: no float is within tolerance of it
@@ -1321,7 +1330,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # and the JSON value after [TOOL_CALLS] or <|python_tag|> is read whatever text follows it
     # 1.3.6: a Kimi-K2 call whose id lacks its :INDEX (functions.invalid.0) is no call, as vLLM reads it
     # (it was a call named invalid.0)
-    version: ClassVar[str] = "1.3.6"
+    # 1.3.7: an integer and a float are equal only when the float rounds to the integer (1700000500.0 was
+    # within the relative tolerance of the id 1700000000)
+    version: ClassVar[str] = "1.3.7"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
