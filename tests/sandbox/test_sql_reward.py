@@ -440,3 +440,44 @@ def test_a_query_the_wall_clock_cut_off_on_a_loaded_host_is_served_but_not_cache
         sql_exec.run_sql_pair(("schema", SCHEMA, "SELECT 1", "SELECT 2", 5.0, 1000, 6, "auto", False, "set"))
     ]
     assert SqlReward._outcome(done, "SELECT 2", SqlConfig()).transient is False
+
+
+def test_the_databases_other_items_left_cached_do_not_take_an_item_s_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite's heap limit is the worker process's, and a worker keeps the databases of earlier items: one
+    item's big database (its reference's schema) left the next items' queries out of memory, a right
+    prediction scored a valid (cached) 0.0 and a gold or a schema that fits alone invalid. Found in review.
+    The databases of other items are now closed and the query (or the build) run again. (Here with a 16 MiB
+    limit and a database of about 14 MB.)"""
+    import sqlite3
+
+    from rewardhub.rewards import sql_exec
+
+    monkeypatch.setattr(sql_exec, "_DATABASES", type(sql_exec._DATABASES)())
+    monkeypatch.setattr(sql_exec, "_GOLD", type(sql_exec._GOLD)())
+    monkeypatch.setattr(sql_exec, "_gold_bytes", 0, raising=False)
+    original = sql_exec._HEAP_LIMIT_BYTES
+    sql_exec._HEAP_LIMIT_BYTES = 16 << 20
+    rows = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c LIMIT 40000) "
+    gold = rows + "SELECT count(*) FROM (SELECT DISTINCT printf('%.100c', 'x') || i FROM c)"
+    pred = rows + "SELECT count(*) FROM (SELECT printf('%.100c', 'x') || i FROM c GROUP BY 1)"
+    big = (
+        "CREATE TABLE big(x); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c LIMIT 13000) "
+        "INSERT INTO big SELECT randomblob(1000) FROM c;"
+    )
+    built = "CREATE TABLE t(s TEXT); " + rows + "INSERT INTO t SELECT printf('%.100c', 'y') || i FROM c;"
+
+    def run(schema: str, gold: str, pred: str) -> dict[str, Any]:
+        return sql_exec.run_sql_pair(("schema", schema, gold, pred, 20.0, 1000, 6, "auto", False, "set"))
+
+    try:
+        assert run(SCHEMA, gold, pred)["rows_match"] is True  # alone: fits (its gold now cached)
+        assert run(big, "SELECT count(*) FROM big", "SELECT count(*) FROM big")["rows_match"] is True
+        after = [run(SCHEMA, gold, pred), run(SCHEMA + " ", gold, pred), run(built, "SELECT 1", "SELECT 1")]
+    finally:  # the limit is process-wide in SQLite: put the service's back for the tests after this one
+        sql_exec._HEAP_LIMIT_BYTES = original
+        for conn in sql_exec._DATABASES.values():
+            conn.close()
+        sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit={original}")
+    assert [a.get("rows_match") for a in after] == [True, True, True], after

@@ -115,7 +115,9 @@ class SqlReward(Reward[SqlConfig]):
     # ordered, an ORDER BY with a comment between its words does; sorts past the heap limit fail as out of
     # memory instead of spilling to the host's disk
     # 1.3.1: a line of ``` indented 4+ columns past the opening fence no longer closes it (code_extract)
-    version: ClassVar[str] = "1.3.1"
+    # 1.3.2: a query or a schema out of memory while other items' databases are cached in the worker runs
+    # again without them (it scored 0.0, or invalid, for a big database an earlier item left)
+    version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "

@@ -10,7 +10,9 @@ few built databases per worker, so a GRPO group that shares a schema builds it o
   ``json_each``, recursive CTEs) — no ``ATTACH``, no ``PRAGMA``, no writes, no ``VACUUM INTO``;
 * a progress handler interrupts a query past its deadline (a cross join of big tables), and the
   pool's hard deadline kills the worker if SQLite ever stops checking;
-* ``PRAGMA hard_heap_limit`` bounds SQLite's memory in the worker.
+* ``PRAGMA hard_heap_limit`` bounds SQLite's memory in the worker (the process's, the cached databases'
+  included: a query or a build out of memory while other items' databases are held runs again without
+  them, so its verdict is its own).
 """
 
 from __future__ import annotations
@@ -80,6 +82,20 @@ def _deadline_handler(deadline: float) -> Callable[[], int]:
     return lambda: 1 if time.monotonic() > deadline else 0
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or "out of memory" in str(exc)
+
+
+def _evict_others(key: str) -> bool:
+    """Close every cached database but ``key``'s; whether there was one. SQLite's heap limit is the whole
+    process's: the databases earlier items left here (an in-memory one holds all its data) take from what
+    this item may use, and a query or a build that fits alone ran out of memory after a big one."""
+    others = [k for k in _DATABASES if k != key]
+    for k in others:
+        _DATABASES.pop(k).close()
+    return bool(others)
+
+
 def _open(kind: str, spec: str, deadline: float) -> tuple[str, sqlite3.Connection]:
     if kind == "fixture":
         st = os.stat(spec)
@@ -90,29 +106,45 @@ def _open(kind: str, spec: str, deadline: float) -> tuple[str, sqlite3.Connectio
     if conn is not None:
         _DATABASES.move_to_end(key)
         return key, conn
-    if kind == "fixture":
-        conn = sqlite3.connect(f"file:{spec}?mode=ro&immutable=1", uri=True, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.execute(f"PRAGMA hard_heap_limit={_HEAP_LIMIT_BYTES}")
-    # sorts and temporary tables past the cache stay in memory, under that limit: in files they went
-    # to the host's temporary directory, unbounded but by the time limit (gigabytes in a few seconds)
-    conn.execute("PRAGMA temp_store = MEMORY")
-    if kind == "schema":
-        conn.set_authorizer(_schema_only)
-        conn.set_progress_handler(_deadline_handler(deadline), 10_000)
-        try:
-            conn.executescript(spec)
-        finally:
-            conn.set_progress_handler(None, 0)
-    conn.set_authorizer(None)
-    conn.execute("PRAGMA query_only = ON")
-    conn.set_authorizer(_read_only)
+    try:
+        conn = _build(kind, spec, deadline)
+    except (sqlite3.Error, MemoryError) as exc:
+        if not (_out_of_memory(exc) and _evict_others(key)):
+            raise
+        conn = _build(kind, spec, deadline)  # without the other items' databases in the heap
     _DATABASES[key] = conn
     while len(_DATABASES) > _MAX_DATABASES:
         _, old = _DATABASES.popitem(last=False)
         old.close()
     return key, conn
+
+
+def _build(kind: str, spec: str, deadline: float) -> sqlite3.Connection:
+    """A read-only connection to the fixture, or to an in-memory database built from the schema (closed
+    when the build fails: its memory is back before a retry)."""
+    if kind == "fixture":
+        conn = sqlite3.connect(f"file:{spec}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA hard_heap_limit={_HEAP_LIMIT_BYTES}")
+        # sorts and temporary tables past the cache stay in memory, under that limit: in files they went
+        # to the host's temporary directory, unbounded but by the time limit (gigabytes in a few seconds)
+        conn.execute("PRAGMA temp_store = MEMORY")
+        if kind == "schema":
+            conn.set_authorizer(_schema_only)
+            conn.set_progress_handler(_deadline_handler(deadline), 10_000)
+            try:
+                conn.executescript(spec)
+            finally:
+                conn.set_progress_handler(None, 0)
+        conn.set_authorizer(None)
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_authorizer(_read_only)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _normalise(value: Any, digits: int) -> Any:
@@ -137,9 +169,10 @@ def _execute(
             cpu_s = time.thread_time() - cpu0
             return {"ok": False, "error": message, "parses": True, "timed_out": True, "cpu_s": cpu_s}
         syntax = any(m in message for m in _SYNTAX_MARKERS)
-        return {"ok": False, "error": message[:300], "parses": not syntax}
+        return {"ok": False, "error": message[:300], "parses": not syntax, "memory": _out_of_memory(exc)}
     except (ValueError, MemoryError, OverflowError) as exc:  # e.g. NUL in the text, a heap limit hit
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "parses": True}
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        return {"ok": False, "error": error, "parses": True, "memory": _out_of_memory(exc)}
     finally:
         conn.set_progress_handler(None, 0)
     if cur.description is None:  # no result columns: not a query (REINDEX, say), nothing to compare
@@ -248,6 +281,8 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     g = _GOLD.get(gkey)
     if g is None:
         g = _execute(conn, gold, deadline, max_rows, digits)
+        if g.get("memory") and _evict_others(key):  # (out of memory with other items' databases held)
+            g = _execute(conn, gold, deadline, max_rows, digits)
         if g["ok"]:
             _cache_gold(gkey, g)
     else:
@@ -255,7 +290,10 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     if not g["ok"]:
         kind_of_error = "timeout" if g.get("timed_out") else "gold"
         return {"reference_error": kind_of_error, "message": f"the gold query fails: {g['error']}"}
-    p = _execute(conn, pred, time.monotonic() + timeout_s, max_rows, digits)
+    pred_deadline = time.monotonic() + timeout_s
+    p = _execute(conn, pred, pred_deadline, max_rows, digits)
+    if p.get("memory") and _evict_others(key):  # its own memory: not what other items left held
+        p = _execute(conn, pred, pred_deadline, max_rows, digits)
     out: dict[str, Any] = {"parses": p["parses"], "executes": p["ok"], "gold_rows": len(g["rows"])}
     if not p["ok"]:
         out.update(columns_match=False, rows_match=False, error=p["error"])
