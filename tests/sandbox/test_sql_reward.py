@@ -481,3 +481,23 @@ def test_the_databases_other_items_left_cached_do_not_take_an_item_s_memory(
             conn.close()
         sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit={original}")
     assert [a.get("rows_match") for a in after] == [True, True, True], after
+
+
+async def test_the_rows_shown_of_a_wrong_result_are_bounded(client: httpx.AsyncClient) -> None:
+    """A wrong result's first rows are shown in the details, each value whole: a query of a hundred
+    characters (printf of a 100 MB width) made a 200 MB result, held, cached and sent back, a group of them
+    gigabytes in the service. Found in review. A value shown is now cut short, and so are the columns."""
+    wide = "printf('%.1000000c', 'x')"
+    pred = f"SELECT {wide}, x'{'ab' * 1000}', " + ", ".join(["name"] * 40) + " FROM singer"
+    gold = f"SELECT {wide}, x'ab', " + ", ".join(["country"] * 40) + " FROM singer"
+    r = await client.post(
+        "/v1/score", json={"reward": "sql", "items": [_item(pred, gold)], "options": {"use_cache": False}}
+    )
+    assert r.status_code == 200 and len(r.content) < 100_000, len(r.content)
+    (result,) = r.json()["results"]
+    assert result["score"] == 0.0
+    details = result["details"]
+    for sample in (details["pred_sample"], details["gold_sample"]):
+        assert len(sample) == 3 and all(len(row) <= 20 for row in sample)
+        assert all(len(v) < 1000 for row in sample for v in row if isinstance(v, str))
+    assert details["pred_sample"][0][0].startswith("xxxx")

@@ -116,7 +116,8 @@ class SqlReward(Reward[SqlConfig]):
     # memory instead of spilling to the host's disk
     # 1.3.1: a line of ``` indented 4+ columns past the opening fence no longer closes it (code_extract)
     # 1.3.2: a query or a schema out of memory while other items' databases are cached in the worker runs
-    # again without them (it scored 0.0, or invalid, for a big database an earlier item left)
+    # again without them (it scored 0.0, or invalid, for a big database an earlier item left); the rows shown
+    # of a wrong result are cut short (a value was whole: 200 MB from a printf)
     version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "

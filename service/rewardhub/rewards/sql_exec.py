@@ -315,12 +315,25 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     out["rows_match"] = rows_match and out["columns_match"]
     out["ordered"] = ordered
     out["pred_rows"] = len(p["rows"])
-    out["pred_columns"] = p["columns"][:20]
+    out["pred_columns"] = [c[:_SAMPLE_CHARS] for c in p["columns"][:_SAMPLE_COLUMNS]]
     if not rows_match:
-        out["pred_sample"] = [[_jsonable(v) for v in r] for r in p["rows"][:3]]
-        out["gold_sample"] = [[_jsonable(v) for v in r] for r in g["rows"][:3]]
+        out["pred_sample"] = _sample(p["rows"])
+        out["gold_sample"] = _sample(g["rows"])
     return out
 
 
+# What the details show of a wrong result: a few rows, their first columns, each value cut short. A value
+# whole was a query's to size: printf('%.100000000c', 'x') made a 200 MB result (held, cached, sent back).
+_SAMPLE_ROWS, _SAMPLE_COLUMNS, _SAMPLE_CHARS = 3, 20, 200
+
+
+def _sample(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    return [[_jsonable(v) for v in r[:_SAMPLE_COLUMNS]] for r in rows[:_SAMPLE_ROWS]]
+
+
 def _jsonable(value: Any) -> Any:
-    return f"x'{value.hex()}'" if isinstance(value, bytes) else value
+    if isinstance(value, bytes):
+        return f"x'{value[: _SAMPLE_CHARS // 2].hex()}'" + ("..." if len(value) > _SAMPLE_CHARS // 2 else "")
+    if isinstance(value, str) and len(value) > _SAMPLE_CHARS:
+        return value[:_SAMPLE_CHARS] + "..."
+    return value
