@@ -300,3 +300,51 @@ async def test_javascript_async_test_failures_are_failures(client: httpx.AsyncCl
     # later passed once the solution swallowed the rejection (or exited 0 before it)
     solutions = {"correct": "async function f() { await null; return 1; }\n", **ASYNC_CHEATS}
     await _only_the_correct_one_passes(client, solutions, ASYNC_TESTS)
+
+
+# each leaves the promise the tests wait on unsettled: node exits 0 once its event loop is empty, the
+# rest of the tests never run, and they passed
+NEVER_SETTLING = {
+    "a pending promise": "function f() { return new Promise(() => {}); }\n",
+    "awaits one itself": "async function f() { await new Promise(() => {}); return 1; }\n",
+    "a thenable that never calls back": "function f() { return { then() {} }; }\n",
+    "a cleared timer": "function f() { return new Promise((r) => clearTimeout(setTimeout(() => r(1), 20))); }\n",
+    "then a pending one": "function f() { return Promise.resolve(2).then(() => new Promise(() => {})); }\n",
+    "turns the promise hooks off": (
+        "try { process.binding('async_wrap').setPromiseHooks(undefined, undefined, undefined, undefined); }\n"
+        "catch (e) {}\nfunction f() { return new Promise(() => {}); }\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "tests",
+    [
+        ASYNC_TESTS,
+        "const assert = require('node:assert');\nasync function main() {\n  assert.equal(await f(), 1);\n}\nmain();\n",
+        "const assert = require('node:assert');\nf().then((v) => assert.equal(v, 1));\n",
+        "const assert = require('node:assert');\nassert.equal(await f(), 1);\n",
+    ],
+    ids=["async iife", "async main", "then", "top-level await"],
+)
+async def test_javascript_tests_waiting_forever_fail(client: httpx.AsyncClient, tests: str) -> None:
+    solutions = {"correct": "async function f() { await null; return 1; }\n", **NEVER_SETTLING}
+    if "await" not in tests:
+        # `f().then(cb)` on a thenable is a call of the solution's own method, no promise: as a callback
+        # the solution never calls, nothing tells it from tests that are done
+        del solutions["a thenable that never calls back"]
+    await _only_the_correct_one_passes(client, solutions, tests)
+
+
+async def test_javascript_tests_waiting_forever_say_so(client: httpx.AsyncClient) -> None:
+    (result,) = await _score(
+        client,
+        [
+            {
+                "response": f"```js\n{NEVER_SETTLING['a pending promise']}```",
+                "reference": {"language": "javascript", "tests": ASYNC_TESTS},
+            }
+        ],
+    )
+    assert result["score"] == 0.0, result
+    assert "a promise that never settles" in result["details"]["tests"][0]["message"], result

@@ -507,7 +507,10 @@ class CodeReward(Reward[CodeConfig]):
     # rejection, `process.on('unhandledRejection', () => {})`); an unhandled rejection or uncaught
     # exception fails the run whatever listeners the solution adds or removes; the tests' `module` and
     # `exports` are the solution's (`module.exports = f` then `module.exports(1)` in the tests failed)
-    version: ClassVar[str] = "1.3.8"
+    # 1.3.9: JavaScript tests waiting at their end on a promise that never settles (`await f()`, `.then`)
+    # fail, "the tests never finished" (node exited 0 there and they passed); the tests are the body of
+    # an async function, so a top-level `await` in them runs (was parse_error)
+    version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -808,11 +811,19 @@ def _bash_exit_zero(test: str, finish: str) -> str:
 # for 'assert', 'node:assert', 'assert/strict'), `assert`, `console` (whose assert throws: Node's
 # prints "Assertion failed" and carries on) and `process`, whose `exit(0)` (the tests' own word that
 # they passed: test files end with one) prints the marker first; `module` and `exports` are the
-# solution's (as in one CommonJS module). The marker is printed with the `fs.writeSync` taken before
-# the solution ran, once the tests returned and the event loop is done (async tests settled): from the
-# `beforeExit` listener, then an immediate, each only while node's active resources are those of an
-# idle program, so that the solution emitting `beforeExit` itself (or calling the listener) while a
-# test awaits a timer prints nothing, and microtasks have run. An unhandled rejection or uncaught
+# solution's (as in one CommonJS module). The tests are the body of an async function (a top-level
+# `await` in them works), run in an async scope of their own. The marker is printed with the
+# `fs.writeSync` taken before the solution ran, once that body has completed and the event loop is done
+# (async tests settled): from the `beforeExit` listener, then an immediate, each only while node's
+# active resources are those of an idle program, so that the solution emitting `beforeExit` itself (or
+# calling the listener) while a test awaits a timer prints nothing, and microtasks have run. Node exits
+# 0 when its loop empties whatever still waits on a promise, so a test stuck at `await f()` (or
+# `f().then(...)`) on a promise the solution never settles passed: promise hooks (async_hooks for the
+# scope's context, v8.promiseHooks for a promise's parent) count each `await` or `then` started in the
+# tests' scope, theirs or the solution's code they call, until its reaction runs or it settles, and one
+# still waiting then (or a body not completed) fails the run, "the tests never finished" on stderr,
+# status 1. Fail-closed: a probe `then` in the scope must still be counted (hooks turned off fail), and
+# `process.binding('async_wrap')`, which turns them off, is refused. An unhandled rejection or uncaught
 # exception fails the run (the state in this closure, then the `reallyExit` taken before the solution
 # ran, status 1): `process.emit` is locked to report both to the harness first, and the harness's
 # capture callback locked in place, so the solution's own `unhandledRejection`/`uncaughtException`
@@ -831,6 +842,13 @@ _JS_HARNESS = (
     "  const writeSync = fs.writeSync;\n"
     "  const { apply, get } = Reflect;\n"
     "  const { freeze, isFrozen, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty } = Object;\n"
+    "  const { createHook, executionAsyncResource, AsyncResource } = realRequire('async_hooks');\n"
+    "  const { promiseHooks } = realRequire('v8');\n"
+    "  const runInScope = AsyncResource.prototype.runInAsyncScope;\n"
+    "  const then = Promise.prototype.then;\n"
+    "  const settled = Promise.resolve();\n"
+    "  const marks = new WeakMap();\n"
+    "  const { get: markOf, set: markSet } = WeakMap.prototype;\n"
     "  let input = '';\n"
     "  try { input = fs.readFileSync(0, 'utf8'); } catch (e) { input = ''; }\n"
     "  try { fs.closeSync(0); fs.openSync('/dev/null', 'r'); } catch (e) { /* no stdin */ }\n"
@@ -881,14 +899,61 @@ _JS_HARNESS = (
     "  for (const k of ['setUncaughtExceptionCaptureCallback', 'reallyExit']) {\n"
     "    defineProperty(realProcess, k, { configurable: false, writable: false, value: realProcess[k] });\n"
     "  }\n"
+    "  const realBinding = realProcess.binding;\n"
+    "  defineProperty(realProcess, 'binding', { configurable: false, writable: false, value: function binding(name) {\n"
+    "    if (String(name) === 'async_wrap') throw new Error('No such module: async_wrap');\n"
+    "    return apply(realBinding, realProcess, [name]);\n"
+    "  } });\n"
+    "  let waiting = 0;\n"
+    "  const mark = (o, v) => { apply(markSet, marks, [o, v]); };\n"
+    "  const ours = (o) => (typeof o === 'object' && o !== null) || typeof o === 'function' ? apply(markOf, marks, [o]) : undefined;\n"
+    "  createHook({ init(id, type, trigger, resource) {\n"
+    "    if (type !== 'PROMISE' && ours(executionAsyncResource())) mark(resource, 1);\n"
+    "  } }).enable();\n"
+    "  promiseHooks.onInit((promise, parent) => {\n"
+    "    if (!ours(executionAsyncResource())) return;\n"
+    "    if (parent === undefined) { mark(promise, 1); return; }\n"
+    "    mark(promise, 2);\n"
+    "    waiting++;\n"
+    "  });\n"
+    "  const ran = (promise) => {\n"
+    "    if (ours(promise) !== 2) return;\n"
+    "    mark(promise, 3);\n"
+    "    waiting--;\n"
+    "  };\n"
+    "  promiseHooks.onBefore(ran);\n"
+    "  promiseHooks.onSettled(ran);\n"
+    "  const scope = new AsyncResource('rewardhub-tests');\n"
+    "  mark(scope, 1);\n"
+    "  const hooked = () => {\n"
+    "    let alive = false;\n"
+    "    apply(runInScope, scope, [() => {\n"
+    "      const probe = apply(then, settled, [() => {}]);\n"
+    "      alive = ours(probe) === 2;\n"
+    "      if (alive) { mark(probe, 3); waiting--; }\n"
+    "    }]);\n"
+    "    return alive;\n"
+    "  };\n"
+    "  const stuck = () => {\n"
+    "    if (failed) return;\n"
+    "    failed = true;\n"
+    "    const why = !returned ? 'they wait on a promise that never settles'\n"
+    "      : waiting > 0 ? 'their async work waits on a promise that never settles'\n"
+    "      : 'their async work could not be followed (the promise hooks were turned off)';\n"
+    "    try { writeSync(2, '\\nthe tests never finished: ' + why + '\\n'); } catch (e) { /* stderr closed */ }\n"
+    "    apply(reallyExit, realProcess, [1]);\n"
+    "  };\n"
     "  const activeResources = realProcess.getActiveResourcesInfo;\n"
     "  const { setImmediate } = globalThis;\n"
     "  realProcess.stdout; realProcess.stderr;\n"
     "  const resources = () => apply(activeResources, realProcess, []).sort().join(',');\n"
     "  const idle = resources();\n"
     "  realProcess.on('beforeExit', () => {\n"
-    "    if (finished || failed || !returned || resources() !== idle) return;\n"
-    "    setImmediate(() => { if (resources() === idle) finish(); });\n"
+    "    if (finished || failed || resources() !== idle) return;\n"
+    "    setImmediate(() => {\n"
+    "      if (finished || failed || resources() !== idle) return;\n"
+    "      if (returned && waiting === 0 && hooked()) finish(); else stuck();\n"
+    "    });\n"
     "  });\n"
     "  const testsExit = function (code) {\n"
     "    const c = code === undefined ? realProcess.exitCode : code;\n"
@@ -917,13 +982,15 @@ _JS_HARNESS = (
     "    solve() { script.runInThisContext(); },\n"
     "    run(tests) {\n"
     "      const exports = get(globalThis, 'exports');\n"
-    "      apply(tests, fakeExports, [safeRequire, assert, fakeModule, exports, testsConsole, testsProcess]);\n"
-    "      returned = true;\n"
+    "      const body = apply(runInScope, scope, [\n"
+    "        tests, fakeExports, safeRequire, assert, fakeModule, exports, testsConsole, testsProcess,\n"
+    "      ]);\n"
+    "      apply(then, body, [() => { returned = true; }, fail]);\n"
     "    },\n"
     "  });\n"
     "})();\n"
     "__rewardhub.solve();\n"
-    "__rewardhub.run(function (require, assert, module, exports, console, process) {\n"
+    "__rewardhub.run(async function (require, assert, module, exports, console, process) {\n"
 )
 _JS_SOLUTION = "solution.js"
 # The syntax check of the program (as a CommonJS module, as node runs it) and of the solution beside it
