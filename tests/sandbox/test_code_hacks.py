@@ -348,3 +348,22 @@ async def test_javascript_tests_waiting_forever_say_so(client: httpx.AsyncClient
     )
     assert result["score"] == 0.0, result
     assert "a promise that never settles" in result["details"]["tests"][0]["message"], result
+
+
+async def test_javascript_tests_importing_assert_get_the_frozen_one(client: httpx.AsyncClient) -> None:
+    # ES module imports of assert are the harness's require: the solution patching assert reaches none
+    solutions = {
+        "correct": "function add(a, b) { return a + b; }\n",
+        "patches assert": "function add(a, b) { return 0; }\nrequire('assert').strictEqual = () => {};\n",
+        "patches assert/strict": (
+            "function add(a, b) { return 0; }\nrequire('assert').strict.equal = () => {};\n"
+            "try { require('assert/strict').equal = () => {}; } catch (e) {}\n"
+        ),
+        "its own require": "function add(a, b) { return 0; }\nfunction require() { return { strictEqual() {} }; }\n",
+    }
+    for tests in (
+        "import assert from 'node:assert';\nassert.strictEqual(add(1, 2), 3);\n",
+        "import { strictEqual } from 'assert';\nstrictEqual(add(1, 2), 3);\n",
+        "import {strict as assert} from 'assert';\nassert.equal(add(1, 2), 3);\n",
+    ):
+        await _only_the_correct_one_passes(client, solutions, tests)

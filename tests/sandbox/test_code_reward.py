@@ -636,6 +636,50 @@ async def test_javascript_tests_requiring_a_module_the_sandbox_lacks_are_unsuppo
     assert wrong["valid"] and wrong["score"] == 0.0, wrong
 
 
+ESM_TESTS = {
+    "default": "import assert from 'node:assert';\nassert.strictEqual(f(2), 4);\n",
+    "named, aliased": "import {strict as assert} from 'assert';\nassert.equal(f(2), 4);\n",
+    "namespace": "import * as assert from 'node:assert/strict';\nassert.equal(f(2), 4);\n",
+    "default and named, over lines": (
+        "import assert, {\n  deepStrictEqual as same,\n  strictEqual,\n} from 'assert';\n"
+        "import { readFileSync } from 'node:fs';\nimport 'node:path';\n"
+        "same([f(2)], [4]);\nstrictEqual(f(3), 6);\nassert.ok(readFileSync);\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("tests", list(ESM_TESTS.values()), ids=list(ESM_TESTS))
+async def test_javascript_tests_importing_node_modules_as_an_es_module_run(
+    client: httpx.AsyncClient, tests: str
+) -> None:
+    """Tests written as an ES module (`import assert from 'node:assert'`) were a SyntaxError in the
+    function the harness runs them in, every item parse_error. Their static imports are require()
+    calls of the harness's now, with the frozen assert: a correct solution passes, a wrong one fails."""
+    js = "```js\nfunction f(x) { return 2 * x; }\n```"
+    for t in (tests, [tests]):
+        result = await _one(client, js, {"language": "javascript", "tests": t})
+        assert result["valid"] and result["score"] == 1.0, result
+        wrong = await _one(client, js.replace("2 * x", "x"), {"language": "javascript", "tests": t})
+        assert wrong["valid"] and wrong["score"] == 0.0, wrong
+
+
+async def test_javascript_tests_with_other_es_module_syntax_are_unsupported(
+    client: httpx.AsyncClient,
+) -> None:
+    """ES module syntax the harness does not rewrite (exports, import attributes, import.meta) is the
+    tests' valid syntax for a module that this harness cannot run: unsupported, saying which, not
+    parse_error (the reference broken) nor the solution's format."""
+    js = "```js\nfunction f(x) { return 2 * x; }\n```"
+    for tests, what in (
+        ("import assert from 'node:assert';\nexport const t = 1;\nassert.strictEqual(f(2), 4);\n", "export"),
+        ("import data from './data.json' with { type: 'json' };\nif (f(2) !== 4) throw 1;\n", "with"),
+        ("if (f(2) !== 4) throw new Error(import.meta.url);\n", "import.meta"),
+    ):
+        result = await _one(client, js, {"language": "javascript", "tests": tests})
+        assert not result["valid"] and result["reason"] == "unsupported", result
+        assert "ES module" in result["details"]["message"] and what in result["details"]["message"], result
+
+
 async def test_bash_tests_calling_a_program_the_sandbox_lacks_are_unsupported(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

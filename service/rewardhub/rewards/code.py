@@ -509,7 +509,9 @@ class CodeReward(Reward[CodeConfig]):
     # `exports` are the solution's (`module.exports = f` then `module.exports(1)` in the tests failed)
     # 1.3.9: JavaScript tests waiting at their end on a promise that never settles (`await f()`, `.then`)
     # fail, "the tests never finished" (node exited 0 there and they passed); the tests are the body of
-    # an async function, so a top-level `await` in them runs (was parse_error)
+    # an async function, so a top-level `await` in them runs (was parse_error); their static `import`
+    # declarations (`import assert from 'node:assert'`) run as require() of the harness's (were
+    # parse_error), other ES module syntax (export, import.meta, import attributes) is unsupported
     version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -679,11 +681,14 @@ class CodeReward(Reward[CodeConfig]):
             tests, labels = [task.tests], ["tests"]
             cpu_limit = total_s / _WALL_FACTOR
             selectors, caps = [""], None
-        language, files = task.language, None
+        language, files, setup, esm = task.language, None, task.setup or "", None
         if language.name == "javascript":
+            # the tests' static imports as require() calls of the harness's (see _js_static_imports)
+            setup, tests = _js_static_imports(setup), [_js_static_imports(t) for t in tests]
+            esm = _js_module_syntax([setup, *tests])
             # the solution a file of its own, the harness the program (see _JS_HARNESS); the marker only
             # in the run's stdin, which the harness reads and closes before the solution runs
-            program = _js_program(task.setup or "", tests)
+            program = _js_program(setup, tests)
             stdins = [f"{sel}\n{marker}\n".encode() for sel in selectors]
             # less a byte-order mark, as node strips it from a file it runs: a `#!` line after it was a
             # SyntaxError (vm.Script reads the mark as a space, and a shebang only at the very start)
@@ -697,7 +702,7 @@ class CodeReward(Reward[CodeConfig]):
             reference = _script_program(language.name, "", task.setup or "", tests, marker)
         modules_check: list[str] | None = None
         if task.language.name == "javascript":
-            modules = _js_required_modules([task.setup or "", *tests])
+            modules = _js_required_modules([setup, *tests])
             modules_check = ["node", "-e", _JS_RESOLVE, "--", *modules] if modules else None
         elif task.language.name == "bash":
             programs = _bash_reference_programs([task.setup or "", *tests], code)
@@ -726,7 +731,7 @@ class CodeReward(Reward[CodeConfig]):
         timing = _timing(raw)
         compiled = _compile_outcome(report, raw, config, pool, timing)
         if compiled is not None:
-            return _reference_fault(report.reference_check, compiled)
+            return _reference_fault(report.reference_check, compiled, esm)
         done = marker.encode()
 
         def finished(k: int, run: RunReport) -> str:
@@ -1127,6 +1132,80 @@ _JS_RESOLVE = (
 )
 
 
+# A static import declaration at a line's start: `import x from 'm'`, `import * as ns from 'm'`,
+# `import {a, b as c} from 'm'` (its braces may span lines), `import x, {a} from 'm'`, `import 'm'`.
+# Not `import(...)` (a dynamic import, valid in a function), `import.meta`, nor an import with
+# attributes (`with { type: 'json' }`: a JSON module, which require would read otherwise).
+_JS_IMPORT = re.compile(
+    r"""^(?P<indent>[ \t]*)import[ \t]+"""
+    r"""(?:(?P<clause>[\w$]+(?:[ \t]*,[ \t]*(?:\*[ \t]*as[ \t]+[\w$]+|\{[^{}]*\}))?"""
+    r"""|\*[ \t]*as[ \t]+[\w$]+|\{[^{}]*\})\s*from[ \t]*)?"""
+    r"""(?P<q>['"])(?P<spec>[^'"\n]+)(?P=q)(?![ \t]*(?:with|assert)\b)[ \t]*;?""",
+    re.MULTILINE,
+)
+_JS_IMPORT_NAME = re.compile(r"""^([\w$]+|"[^"]*"|'[^']*')(?:\s+as\s+([\w$]+))?$""")
+# ES module syntax left after the rewrite: another import or export declaration, `import.meta`.
+_JS_MODULE_SYNTAX = re.compile(r"^[ \t]*(?:import|export)\b(?![ \t]*\()[^\n]*|\bimport\.meta\b", re.MULTILINE)
+
+
+def _js_static_imports(source: str) -> str:
+    """``source`` with its static ``import`` declarations as ``const`` declarations of ``require()``:
+    tests written as an ES module (``import assert from 'node:assert'``, ``import {strict as assert}
+    from 'assert'``) were a SyntaxError in the function the harness runs them in, the reference's
+    ``parse_error``. The ``require`` is the harness's (the frozen ``assert``); a module's default import
+    is its ``module.exports``, as node's ES modules import node's own and CommonJS modules. A
+    declaration's lines stay lines, so an error's line numbers still point at the tests' text."""
+    if "import" not in source:
+        return source
+    return _JS_IMPORT.sub(_js_import_as_require, source)
+
+
+def _js_import_as_require(m: re.Match[str]) -> str:
+    req = f"require({json.dumps(m.group('spec'))})"
+    lines = "\n" * m.group(0).count("\n")
+    clause = m.group("clause")
+    if clause is None:
+        return f"{m.group('indent')}{req};{lines}"
+    default = namespace = named = None
+    head, _, rest = clause.partition(",") if not clause.startswith("{") else ("", "", clause)
+    for part in (head.strip(), rest.strip()):
+        if part.startswith("{"):
+            named = part[1:-1]
+        elif part.startswith("*"):
+            namespace = part.split()[-1]
+        elif part:
+            default = part
+    module = default or namespace
+    decls = [f"{module} = {req}"] if module else []
+    if default and namespace:
+        decls.append(f"{namespace} = {default}")
+    if named is not None:
+        keys: list[str] = []
+        for spec in filter(None, (x.strip() for x in named.split(","))):
+            n = _JS_IMPORT_NAME.match(spec)
+            if n is None:
+                return m.group(0)  # not a form this rewrite knows: left for the syntax check to report
+            name, alias = n.group(1), n.group(2)
+            if name == "default":  # (`default as x`: the module itself)
+                decls.append(f"{alias} = {module or req}")
+            else:
+                keys.append(f"{name}: {alias}" if alias else name)
+        if keys:
+            decls.append(f"{{ {', '.join(keys)} }} = {module or req}")
+    if not decls:
+        return f"{m.group('indent')}{req};{lines}"
+    return f"{m.group('indent')}const {', '.join(decls)};{lines}"
+
+
+def _js_module_syntax(sources: list[str]) -> str | None:
+    """The first ES module syntax the rewrite left in the tests (or setup), or None."""
+    for source in sources:
+        found = _JS_MODULE_SYNTAX.search(_without_js_comments(source))
+        if found is not None:
+            return found.group(0).strip()[:120]
+    return None
+
+
 def _js_required_modules(sources: list[str]) -> list[str]:
     """The modules the reference's JavaScript requires by a literal name, less the common builtins: they
     are resolved in the sandbox before the solution runs (:func:`_modules_outcome`)."""
@@ -1239,13 +1318,22 @@ def _bash_missing_outcome(check: RunReport | None, failed: list[RunReport]) -> O
     )
 
 
-def _reference_fault(check: RunReport | None, compiled: Outcome) -> Outcome:
+def _reference_fault(check: RunReport | None, compiled: Outcome, module_syntax: str | None = None) -> Outcome:
     """A program of a solution and its reference tests that did not parse: the reference's
     ``parse_error`` (valid false, as Python tests that do not compile are) when its part alone does not
     parse either, whatever the solution; else the solution's ``compiled`` outcome. A check that did not
-    finish (the item's time spent) decides nothing: ``compiled``, not cached."""
+    finish (the item's time spent) decides nothing: ``compiled``, not cached. JavaScript tests with ES
+    module syntax the harness does not rewrite (``module_syntax``, :func:`_js_module_syntax`) are
+    ``unsupported`` instead: valid tests, for a module, that this harness cannot run."""
     if check is not None and check.status == "exited" and check.return_code != 0:
         why = _tail(check.stderr or check.stdout, 500)
+        if module_syntax is not None:
+            return Outcome.invalid(
+                Reason.UNSUPPORTED,
+                f"the reference tests (or setup) use ES module syntax the JavaScript harness does not run "
+                f"({module_syntax!r}): they run as the body of a CommonJS function, where only static "
+                f"`import ... from '...'` declarations are rewritten (to require): {why}",
+            )
         return Outcome.invalid(Reason.PARSE_ERROR, f"the reference tests (or setup) do not parse: {why}")
     if check is None or not check.ok:
         compiled.transient = True
