@@ -817,18 +817,18 @@ def _bash_exit_zero(test: str, finish: str) -> str:
 # prints "Assertion failed" and carries on) and `process`, whose `exit(0)` (the tests' own word that
 # they passed: test files end with one) prints the marker first; `module` and `exports` are the
 # solution's (as in one CommonJS module). The tests are the body of an async function (a top-level
-# `await` in them works), run in an async scope of their own. The marker is printed with the
+# `await` in them works). The marker is printed with the
 # `fs.writeSync` taken before the solution ran, once that body has completed and the event loop is done
 # (async tests settled): from the `beforeExit` listener, then an immediate, each only while node's
 # active resources are those of an idle program, so that the solution emitting `beforeExit` itself (or
 # calling the listener) while a test awaits a timer prints nothing, and microtasks have run. Node exits
 # 0 when its loop empties whatever still waits on a promise, so a test stuck at `await f()` (or
-# `f().then(...)`) on a promise the solution never settles passed: promise hooks (async_hooks for the
-# scope's context, v8.promiseHooks for a promise's parent) count each `await` or `then` started in the
-# tests' scope, theirs or the solution's code they call, until its reaction runs or it settles, and one
-# still waiting then (or a body not completed) fails the run, "the tests never finished" on stderr,
-# status 1. Fail-closed: a probe `then` in the scope must still be counted (hooks turned off fail), and
-# `process.binding('async_wrap')`, which turns them off, is refused. An unhandled rejection or uncaught
+# `f().then(...)`) on a promise the solution never settles passed: v8.promiseHooks count each promise
+# with a parent (an `await`, a `then`) created once the tests began, theirs or the solution's code,
+# until its reaction runs or it settles (a private field marks it: no WeakMap to grow, nothing the
+# solution can see), and one still waiting then (or a body not completed) fails the run, "the tests
+# never finished" on stderr, status 1. Fail-closed: a probe `then` must still be counted (hooks turned
+# off fail), and `process.binding('async_wrap')`, which turns them off, is refused. An unhandled rejection or uncaught
 # exception fails the run (the state in this closure, then the `reallyExit` taken before the solution
 # ran, status 1): `process.emit` is locked to report both to the harness first, and the harness's
 # capture callback locked in place, so the solution's own `unhandledRejection`/`uncaughtException`
@@ -847,13 +847,9 @@ _JS_HARNESS = (
     "  const writeSync = fs.writeSync;\n"
     "  const { apply, get } = Reflect;\n"
     "  const { freeze, isFrozen, getOwnPropertyNames, getOwnPropertyDescriptor, defineProperty } = Object;\n"
-    "  const { createHook, executionAsyncResource, AsyncResource } = realRequire('async_hooks');\n"
     "  const { promiseHooks } = realRequire('v8');\n"
-    "  const runInScope = AsyncResource.prototype.runInAsyncScope;\n"
     "  const then = Promise.prototype.then;\n"
     "  const settled = Promise.resolve();\n"
-    "  const marks = new WeakMap();\n"
-    "  const { get: markOf, set: markSet } = WeakMap.prototype;\n"
     "  let input = '';\n"
     "  try { input = fs.readFileSync(0, 'utf8'); } catch (e) { input = ''; }\n"
     "  try { fs.closeSync(0); fs.openSync('/dev/null', 'r'); } catch (e) { /* no stdin */ }\n"
@@ -909,35 +905,25 @@ _JS_HARNESS = (
     "    if (String(name) === 'async_wrap') throw new Error('No such module: async_wrap');\n"
     "    return apply(realBinding, realProcess, [name]);\n"
     "  } });\n"
-    "  let waiting = 0;\n"
-    "  const mark = (o, v) => { apply(markSet, marks, [o, v]); };\n"
-    "  const ours = (o) => (typeof o === 'object' && o !== null) || typeof o === 'function' ? apply(markOf, marks, [o]) : undefined;\n"
-    "  createHook({ init(id, type, trigger, resource) {\n"
-    "    if (type !== 'PROMISE' && ours(executionAsyncResource())) mark(resource, 1);\n"
-    "  } }).enable();\n"
+    "  let waiting = 0, testing = false;\n"
+    "  class Waiting extends function (o) { return o; } {\n"
+    "    #waiting = true;\n"
+    "    static ran(o) { if (!(#waiting in o) || !o.#waiting) return false; o.#waiting = false; return true; }\n"
+    "  }\n"
+    "  const ran = Waiting.ran;\n"
     "  promiseHooks.onInit((promise, parent) => {\n"
-    "    if (!ours(executionAsyncResource())) return;\n"
-    "    if (parent === undefined) { mark(promise, 1); return; }\n"
-    "    mark(promise, 2);\n"
+    "    if (!testing || parent === undefined) return;\n"
+    "    new Waiting(promise);\n"
     "    waiting++;\n"
     "  });\n"
-    "  const ran = (promise) => {\n"
-    "    if (ours(promise) !== 2) return;\n"
-    "    mark(promise, 3);\n"
-    "    waiting--;\n"
-    "  };\n"
-    "  promiseHooks.onBefore(ran);\n"
-    "  promiseHooks.onSettled(ran);\n"
-    "  const scope = new AsyncResource('rewardhub-tests');\n"
-    "  mark(scope, 1);\n"
+    "  const reacted = (promise) => { if (ran(promise)) waiting--; };\n"
+    "  promiseHooks.onBefore(reacted);\n"
+    "  promiseHooks.onSettled(reacted);\n"
     "  const hooked = () => {\n"
-    "    let alive = false;\n"
-    "    apply(runInScope, scope, [() => {\n"
-    "      const probe = apply(then, settled, [() => {}]);\n"
-    "      alive = ours(probe) === 2;\n"
-    "      if (alive) { mark(probe, 3); waiting--; }\n"
-    "    }]);\n"
-    "    return alive;\n"
+    "    const probe = apply(then, settled, [() => {}]);\n"
+    "    if (!ran(probe)) return false;\n"
+    "    waiting--;\n"
+    "    return true;\n"
     "  };\n"
     "  const stuck = () => {\n"
     "    if (failed) return;\n"
@@ -988,9 +974,8 @@ _JS_HARNESS = (
     "    solve() { script.runInThisContext(); },\n"
     "    run(tests) {\n"
     "      const exports = get(globalThis, 'exports');\n"
-    "      const body = apply(runInScope, scope, [\n"
-    "        tests, fakeExports, safeRequire, assert, fakeModule, exports, testsConsole, testsProcess,\n"
-    "      ]);\n"
+    "      testing = true;\n"
+    "      const body = apply(tests, fakeExports, [safeRequire, assert, fakeModule, exports, testsConsole, testsProcess]);\n"
     "      apply(then, body, [() => { returned = true; }, fail]);\n"
     "    },\n"
     "  });\n"
