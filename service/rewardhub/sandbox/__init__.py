@@ -64,7 +64,8 @@ trusted harness runs first (``rewards/code.py``'s ``_JS_HARNESS``: the marker on
 read and closed before the solution runs; ``assert`` frozen; the tests' ``require``, ``assert``,
 ``console`` and ``process`` parameters the solution cannot shadow), but a program that reads its own
 memory (``v8.getHeapSnapshot()``, ``/proc/self/mem``, the inspector), hooks another module the tests
-require, swallows an async test's failure or reads the tests' file still forges a pass; bash forges one
+require or reads the tests' file still forges a pass (an async test's failure, or a wait on a promise
+that never settles, fails); bash forges one
 with one line (``exit() { :; }`` or ``[() { :; }``); use stdin/stdout cases for those languages when
 that matters);
 helpers the tests take from the solution's namespace (HumanEval's ``poly``, ``encode_cyclic``: given
