@@ -367,3 +367,145 @@ async def test_javascript_tests_importing_assert_get_the_frozen_one(client: http
         "import {strict as assert} from 'assert';\nassert.equal(add(1, 2), 3);\n",
     ):
         await _only_the_correct_one_passes(client, solutions, tests)
+
+
+# The shell the solution runs in is the tests' shell: what it changes there, it changes for them. Each
+# below answers 0 (the tests want 3 and 42) and passed: its functions, aliases and disabled builtins
+# stood in for the tests' own `exit`, `[`, `test` or `set` (a failed check carried on to the end, and the
+# completion marker after it), a DEBUG trap skipped their `exit 1`/`set -e`, or it read the marker from
+# the script.
+_ZERO = "add() { echo 0; }\n"
+BASH_SHELL_CHEATS = {
+    "exit function": _ZERO + "exit() { :; }\n",
+    "exit function returning": _ZERO + "exit() { return 0; }\n",
+    "exit alias": _ZERO + "shopt -s expand_aliases\nalias exit=:\n",
+    "exit disabled": _ZERO + "enable -n exit\n",
+    "[ function": _ZERO + "[() { return 0; }\n",
+    "[ alias": _ZERO + "shopt -s expand_aliases\nalias '['=true\n",
+    "test function": _ZERO + "test() { return 0; }\n",
+    "test disabled, true in its place": _ZERO + "enable -n test [\ntest() { :; }\n[() { :; }\n",
+    "set function": _ZERO + "set() { :; }\n",
+    "set alias": _ZERO + "shopt -s expand_aliases\nalias set=:\n",
+    "set disabled": _ZERO + "enable -n set\n",
+    "DEBUG trap skips exit and set -e": (
+        _ZERO
+        + "shopt -s extdebug\ntrap '[[ $BASH_COMMAND != exit* && $BASH_COMMAND != \"set -e\" ]]' DEBUG\n"
+    ),
+    # a DEBUG trap that skips the shell's repair of it too, or one a signal's trap puts back once the
+    # tests run
+    "DEBUG trap skipping its removal": (
+        _ZERO + 'shopt -s extdebug\ntrap \'[[ $BASH_COMMAND != exit* && $BASH_COMMAND != "set -e" '
+        "&& $BASH_COMMAND != trap* && $BASH_COMMAND != shopt* ]]' DEBUG\n"
+    ),
+    "CHLD trap putting a DEBUG trap back": (
+        _ZERO + "trap 'shopt -s extdebug; trap \"[[ \\$BASH_COMMAND != exit* && \\$BASH_COMMAND != "
+        '\\"set -e\\" ]]" DEBUG\' CHLD\n'
+    ),
+    "builtin, unset and enable shadowed": (
+        _ZERO + "builtin() { :; }\nunset() { :; }\nenable() { :; }\ncommand() { :; }\nexit() { :; }\n"
+        "set() { :; }\n[() { :; }\ntest() { :; }\n"
+    ),
+    "POSIXLY_CORRECT readonly": _ZERO + "readonly POSIXLY_CORRECT\nexit() { :; }\nset() { :; }\n[() { :; }\n",
+    "marker from its own script": (
+        _ZERO
+        + "m=$(sed -n \"s/.*'\\(rewardhub-tests-finished-[0-9a-f]*\\)''\\([0-9a-f]*\\)'.*/\\1\\2/p\" \"$0\")\n"
+        'echo "$m"\nexit 0\n'
+    ),
+}
+# the tests' styles: `[ ] || exit 1`, `test`, MultiPL-E's (`set -e`, `[[ ]]` in a function)
+BASH_STYLES = {
+    "[ ] || exit 1": '[ "$(add 1 2)" = 3 ] || exit 1\n[ "$(add 40 2)" = 42 ] || exit 1\n',
+    "test, exit 0": 'test "$(add 1 2)" = 3 || exit 1\ntest "$(add 40 2)" = 42 || exit 1\nexit 0\n',
+    "MultiPL-E": (
+        'candidate() {\n    add "$@"\n}\n\nset -e\nrun_test() {\n    [[ $(candidate 1 2) = "3" ]]\n'
+        '    [[ $(candidate 40 2) = "42" ]]\n}\n\nrun_test\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("as_list", [False, True], ids=["string", "list"])
+@pytest.mark.parametrize("style", list(BASH_STYLES))
+async def test_no_bash_cheat_changing_the_tests_shell_scores(
+    client: httpx.AsyncClient, style: str, as_list: bool
+) -> None:
+    tests: Any = BASH_STYLES[style]
+    if as_list:
+        tests = [tests]
+    solutions = {"correct": "add() { echo $(($1 + $2)); }\n", **BASH_SHELL_CHEATS}
+    items = [
+        {"id": n, "response": f"```bash\n{c}```", "reference": {"language": "bash", "tests": tests}}
+        for n, c in solutions.items()
+    ]
+    results = await _score(client, items)
+    scores = {i["id"]: r["score"] for i, r in zip(items, results, strict=True)}
+    assert scores == {n: float(n == "correct") for n in solutions}, scores
+
+
+async def test_a_bash_solution_cannot_choose_which_listed_test_runs(client: httpx.AsyncClient) -> None:
+    # each run of a list reads its test's number; a solution that set it (shadowing the `builtin` that
+    # read it, or a readonly variable of its name) ran the first, easy test in every run
+    tests = ['[ "$(add 0 0)" = 0 ] || exit 1', '[ "$(add 1 2)" = 3 ] || exit 1']
+    solutions = {
+        "wrong": _ZERO,
+        "builtin shadowed": _ZERO + "builtin() { __rewardhub_test=0; }\n",
+        "readonly number": _ZERO + "readonly __rewardhub_test=0\n",
+        "read shadowed": _ZERO + "read() { __rewardhub_test=0; }\nbuiltin() { read; }\n",
+    }
+    items = [
+        {"id": n, "response": f"```bash\n{c}```", "reference": {"language": "bash", "tests": tests}}
+        for n, c in solutions.items()
+    ]
+    results = await _score(client, items)
+    masks = {i["id"]: r["details"]["pass_mask"] for i, r in zip(items, results, strict=True)}
+    assert masks == dict.fromkeys(solutions, "10"), masks
+
+
+# Honest tests and solutions the shell's repair must leave as they were: tests with `exit 0`/`exit 1`,
+# functions, `set -e`, `[[ ]]`, `test`, here-docs, extglob, stdin reads; solutions with `set -euo
+# pipefail`, readonly constants, their own aliases, an IFS and an EXIT trap of their own.
+HONEST_BASH_TESTS = {
+    **BASH_STYLES,
+    "here-doc, exit 0": (
+        'read -r got <<EOF\n$(add 1 2)\nEOF\n[[ $got == 3 ]] || { echo "got $got"; exit 1; }\n'
+        'check() {\n  local r\n  r=$(add 40 2)\n  test "$r" -eq 42\n}\ncheck && exit 0\nexit 1\n'
+    ),
+    "extglob, read from /dev/null": (
+        "shopt -s extglob\ncase $(add 1 2) in\n  +([0-9])) ;;\n  *) exit 1 ;;\nesac\n"
+        'read -r nothing && exit 1\n[ "$(add 40 2)" = 42 ] || exit 1\n'
+    ),
+}
+HONEST_BASH_SOLUTIONS = {
+    "plain": "add() { echo $(($1 + $2)); }\n",
+    "strict mode, constants": (
+        "#!/usr/bin/env bash\nset -euo pipefail\nreadonly ZERO=0\ndeclare -r -A NAMES=([a]=1)\n"
+        "add() {\n  local a=$1 b=$2\n  echo $((a + b + ZERO))\n}\n"
+    ),
+    "its own aliases, IFS and EXIT trap": (
+        "shopt -s expand_aliases\nalias plus='echo $((a + b))'\nIFS=$'\\n'\ntrap 'rm -f /tmp/none' EXIT\n"
+        "add() {\n  local a=$1 b=$2\n  plus\n}\n"
+    ),
+    "helper functions, a top-level loop": (
+        'sum() { local t=0 x; for x in "$@"; do t=$((t + x)); done; echo "$t"; }\n'
+        'add() { sum "$1" "$2"; }\nfor i in 1 2; do :; done\n'
+    ),
+}
+
+
+async def test_honest_bash_tests_and_solutions_still_pass(client: httpx.AsyncClient) -> None:
+    items = [
+        {
+            "id": f"{style} / {name}",
+            "response": f"```bash\n{code}```",
+            "reference": {"language": "bash", "tests": t},
+        }
+        for style, tests in HONEST_BASH_TESTS.items()
+        for t in (tests, [tests, tests])
+        for name, code in {**HONEST_BASH_SOLUTIONS, "wrong": _ZERO}.items()
+    ]
+    results = await _score(client, items)
+    scores = {
+        (i["id"], isinstance(i["reference"]["tests"], list)): r["score"]
+        for i, r in zip(items, results, strict=True)
+    }
+    want = {key: float(not key[0].endswith("/ wrong")) for key in scores}
+    assert scores == want, {k: (v, want[k]) for k, v in scores.items() if v != want[k]}

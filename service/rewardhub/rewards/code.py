@@ -14,7 +14,8 @@ Reference (an object):
   the solution's own program after it and the setup. A string is one test; a list is one test a string,
   each in a run of its own (a test sees the setup's declarations, not an earlier test's). A bash test's
   own ``exit 0``, a JavaScript test's own ``process.exit(0)``, ends it as finished (the solution's,
-  before the tests ran, fails them). JavaScript runs behind a harness (:data:`_JS_HARNESS`).
+  before the tests ran, fails them). JavaScript runs behind a harness (:data:`_JS_HARNESS`), bash
+  after the shell is put back (:func:`_bash_program`).
 * stdin/stdout cases, any language: ``{"language": "cpp", "cases": [{"stdin": "...", "stdout": "..."}]}``
   (verl/APPS's ``{"inputs": [...], "outputs": [...]}`` is accepted too). Outputs are compared outside
   the sandbox, which never sees them.
@@ -512,7 +513,15 @@ class CodeReward(Reward[CodeConfig]):
     # an async function, so a top-level `await` in them runs (was parse_error); their static `import`
     # declarations (`import assert from 'node:assert'`) run as require() of the harness's (were
     # parse_error), other ES module syntax (export, import.meta, import attributes) is unsupported
-    version: ClassVar[str] = "1.3.9"
+    # 1.3.10: bash tests run after the shell is put back (the solution's functions, aliases and disabled
+    # builtins named as `exit`, `[`, `test`, `set`..., its DEBUG/RETURN/ERR traps: `exit() { :; }` passed,
+    # as did `[() { :; }`, `alias exit=:`, `enable -n set`); a solution that makes that impossible runs no
+    # test; the marker is only in the run's stdin (it was in the program's text, read and joined), the
+    # solution in solution.sh; a listed test's number cannot be set by the solution (`readonly
+    # __rewardhub_test=0` ran the first test in every run); listed tests' extglob patterns parse; its
+    # signals' traps are cleared and no DEBUG trap may be left (one skipping its removal, or a CHLD trap
+    # putting one back, passed)
+    version: ClassVar[str] = "1.3.10"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -696,10 +705,12 @@ class CodeReward(Reward[CodeConfig]):
             language = _JS_LANGUAGE
             reference = program
         else:
-            program = _script_program(language.name, code, task.setup or "", tests, marker)
-            stdins = [sel.encode() for sel in selectors]
-            # the same program less the solution: whose syntax error it is, when the program has one
-            reference = _script_program(language.name, "", task.setup or "", tests, marker)
+            # the same shape (see _bash_program): the solution its own file, the marker only in the stdin
+            program = _bash_program(task.setup or "", tests)
+            stdins = [f"{sel}\n{marker}\n".encode() for sel in selectors]
+            files = {_BASH_SOLUTION: code.encode("utf-8", "surrogatepass")}
+            language = _BASH_LANGUAGE
+            reference = program
         modules_check: list[str] | None = None
         if task.language.name == "javascript":
             modules = _js_required_modules([setup, *tests])
@@ -749,28 +760,89 @@ class CodeReward(Reward[CodeConfig]):
         return _scored(results, task.weights, config, timing, by_wall=by_wall)
 
 
-def _script_program(language: str, code: str, setup: str, tests: list[str], marker: str) -> str:
-    """The one program of a bash solution and its tests, ``marker`` printed once a test passed (for
-    JavaScript see :func:`_js_program`). One test runs as it is; of several, the one whose number the
-    run's stdin holds (the solution runs first, as it does before a string of tests: a solution that read
-    the stdin itself leaves none, which fails the test, never runs another).
+def _bash_program(setup: str, tests: list[str]) -> str:
+    """The program of a bash solution's tests (for JavaScript see :func:`_js_program`): one ``{ ...; }``
+    group, which bash reads whole before it runs any of it, so that no alias the solution defines
+    (``alias exit=:``) reaches the tests. In it, in order:
 
-    The marker is in two pieces in the program's text, joined only when printed: a program that printed
-    its own source (``cat "$0"``) and exited printed it whole, and passed. A bash test's own ``exit 0``
-    (its tests done) prints it first (:func:`_bash_exit_zero`)."""
-    head, tail = marker[:-12], marker[-12:]
-    finish = f"echo '{head}''{tail}'"
+    * the run's stdin read: its first line the test's number (of several tests) kept in a readonly
+      variable, so the solution cannot choose another test; the rest (the completion marker) left on a
+      descriptor of its own, the solution's stdin a pipe of that first line (of one test, nothing). No
+      source, file or variable holds the marker (it was in the program's text, in two pieces a program
+      could read and join).
+    * the solution, sourced from its own file (:data:`_BASH_SOLUTION`).
+    * the shell put back (:data:`_BASH_RESET`): the solution's functions, aliases, disabled builtins and
+      DEBUG/RETURN/ERR traps stood in for the tests' ``exit``, ``[``, ``test`` or ``set``, and a failed
+      check carried on to the marker. Where that cannot be done, or the solution read its stdin (of
+      several tests), no test runs.
+    * the setup, the test (of several, the one the number names), then the marker printed: the last
+      line of the stdin read anew from ``/proc/self/fd`` (a test's own ``exit 0`` prints it first,
+      :func:`_bash_exit_zero`; one in a subshell whose output is captured leaves it for the run's end).
+      Nothing that prints it need be guarded: a program that could make it print would need the marker."""
+    finish = (
+        'mapfile -t __rewardhub_marker </proc/self/fd/"$__rewardhub_fd" && '
+        "printf '%s\\n' \"${__rewardhub_marker[-1]}\""
+    )
     tests = [_bash_exit_zero(t, finish) for t in tests]
     if len(tests) == 1:
-        body = tests[0]
+        stdin, body = "0</dev/null", tests[0]
     else:
         # `:` first: a test of only comments is an empty branch, a syntax error in bash
-        branches = "el".join(f'if [ "$__rewardhub_test" = {k} ]; then\n:\n{t}\n' for k, t in enumerate(tests))
-        body = (
-            f"builtin read -r __rewardhub_test || :\n{branches}"
-            "else\necho 'no test selected: the program read its standard input' >&2\nexit 2\nfi"
+        branches = "el".join(
+            f"if [[ $__rewardhub_test == {k} ]]; then\n:\n{t}\n" for k, t in enumerate(tests)
         )
-    return f"{code}\n{setup}\n{body}\n{finish}\n"
+        body = (
+            'if ! IFS= read -r __rewardhub_stdin || [[ $__rewardhub_stdin != "$__rewardhub_test" ]]; then\n'
+            "printf '%s\\n' 'no test selected: the program read its standard input' >&2\nexit 2\n"
+            f"el{branches}fi"
+        )
+        stdin = '0<<<"$__rewardhub_test"'
+    return (
+        # before the group: its extglob patterns (the syntax check's -O extglob) parse
+        "shopt -s extglob\n{\n"
+        f"IFS= read -r __rewardhub_test || :\nexec {{__rewardhub_fd}}<&0 {stdin}\n"
+        # the traps the shell started with (signals ignored on entry show, and cannot be reset)
+        'readonly __rewardhub_traps="$(trap -p DEBUG RETURN ERR {1..64})"\n'
+        f"readonly __rewardhub_test __rewardhub_fd\n. ./{_BASH_SOLUTION}\n{_BASH_RESET}"
+        f"{setup}\n:\n{body}\n{finish}\nelse\n"
+        "printf '%s\\n' 'the program changed the shell the tests run in past repair' >&2\nfi\n}\n"
+    )
+
+
+# The builtins the tests' verdicts rest on, which a solution's function, alias or `enable -n` replaced.
+_BASH_GUARDED = (
+    "exit return echo printf test [ set shopt trap unset enable builtin command read eval exec source . : "
+    "true false type declare local typeset export readonly unalias alias let shift break continue"
+).split()
+# The shell put back after the solution, before the setup and the tests (see _bash_program), with no
+# name the solution could have replaced: in POSIX mode (turned on by an assignment, no command) the
+# special builtins (`unset`, `trap`) come before functions of their names, so `unset -f` removes the
+# solution's functions named as a builtin (and its command_not_found_handle), `enable` restores the
+# builtins it disabled, its DEBUG (with extdebug: skipped the tests' `exit 1`), RETURN and ERR traps
+# are cleared, and its signals' traps (a CHLD trap put a DEBUG trap back once a test's `$( )` ended),
+# extdebug and aliases turned off. Then the check, with `[[ ]]` (a keyword: no function or alias reaches
+# it): POSIX mode off again (the tests run as before), extdebug off, none of those traps left (a DEBUG
+# trap could skip its own removal; one that takes itself off at the check is gone: those the shell
+# started with, signals ignored on entry, cannot be reset and are expected), and every guarded
+# name a builtin. A solution that made this impossible (a readonly POSIXLY_CORRECT, `enable -n
+# enable`) runs no test. Its EXIT trap and its shell options (set -e, nocasematch) are left: honest
+# programs set them.
+_BASH_RESET = (
+    "POSIXLY_CORRECT=y\nif [[ -o posix ]]; then\n"
+    f"unset -f -- {' '.join(_BASH_GUARDED)} command_not_found_handle\n"
+    f"enable -- {' '.join(_BASH_GUARDED)}\n"
+    "trap -- - DEBUG RETURN ERR {1..64} 2>/dev/null || :\nshopt -u extdebug expand_aliases\nunalias -a\n"
+    "unset POSIXLY_CORRECT\nfi\n"
+    "if [[ ! -o posix && :$BASHOPTS: != *:extdebug:* && "
+    '$(trap -p DEBUG RETURN ERR {1..64}) == "$__rewardhub_traps" && '
+    f"$(type -t -- {' '.join(_BASH_GUARDED)}) == "
+    "$'" + "\\n".join(["builtin"] * len(_BASH_GUARDED)) + "' ]]; then\n"
+)
+_BASH_SOLUTION = "solution.sh"
+# The syntax check of the program and of the solution beside it (the reference's check, of the
+# program alone under another name, is of the program only).
+_BASH_CHECK = 'bash -O extglob -n "$1" || exit; [ "$1" != main.sh ] || bash -O extglob -n ' + _BASH_SOLUTION
+_BASH_LANGUAGE = replace(LANGUAGES["bash"], syntax_check=("bash", "-c", _BASH_CHECK, "bash", "main.sh"))
 
 
 def _js_program(setup: str, tests: list[str]) -> str:

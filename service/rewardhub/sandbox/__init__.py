@@ -65,9 +65,13 @@ read and closed before the solution runs; ``assert`` frozen; the tests' ``requir
 ``console`` and ``process`` parameters the solution cannot shadow), but a program that reads its own
 memory (``v8.getHeapSnapshot()``, ``/proc/self/mem``, the inspector), hooks another module the tests
 require or reads the tests' file still forges a pass (an async test's failure, or a wait on a promise
-that never settles, fails); bash forges one
-with one line (``exit() { :; }`` or ``[() { :; }``); use stdin/stdout cases for those languages when
-that matters);
+that never settles, fails). For bash the
+shell is put back after the solution (``_bash_program``: its functions, aliases and disabled builtins
+named as builtins, its DEBUG/RETURN/ERR and signal traps), the marker only in the run's stdin, but a
+program that reads it there (``/proc/self/fd``) or reads its own memory, a function shadowing an
+external command the tests call (``grep``, ``diff``), an attribute on a variable the tests assign
+(``declare -l result``: lowercased), or a function the tests call directly (not in ``$( )``) that
+breaks the shell again still forges one; use stdin/stdout cases for those languages when that matters);
 helpers the tests take from the solution's namespace (HumanEval's ``poly``, ``encode_cyclic``: given
 in the prompt, so part of the response) are the solution's to redefine, as in any harness that runs
 prompt, completion and tests together; ``rlimits_only`` mode has no filesystem or network isolation; memory is bounded per process
