@@ -301,7 +301,12 @@ class Settings(BaseSettings):
 
     # --- async jobs ---
     job_concurrency: int = Field(2, ge=1, description="Jobs scored at once per service process.")
-    job_ttl_s: int = Field(86_400, ge=60, description="How long a job and its result are kept, seconds.")
+    job_ttl_s: int = Field(
+        86_400,
+        ge=60,
+        description="How long a finished job and its result are kept, seconds, counted from when it finished "
+        "(a job waiting or running is kept until it finishes).",
+    )
     job_max_items: int = Field(100_000, ge=1, description="Most items in one job.")
     job_max_bytes: int = Field(
         1 << 30,

@@ -7,6 +7,11 @@ A job wraps exactly the scoring call of ``/v1/score``. Its state lives where the
   and finished results stay retrievable for ``REWARDHUB_JOB_TTL_S``;
 * with the embedded default, in process (a restart forgets jobs; use Redis when that matters).
 
+``REWARDHUB_JOB_TTL_S`` counts from when a job finished: a job waiting or running is kept until it finishes
+(the pending index makes some runner finish it), so a long queue cannot expire a job before it ran —
+counted from submission, a job queued past the TTL vanished (404) or failed "the job's request body was
+lost", and its Idempotency-Key lapsed so a retry made a second job.
+
 Idempotency: a submission with an ``Idempotency-Key`` already seen (per API key) returns the existing job
 and computes nothing; the same key with a different body is a 409. Running a job takes a short lease in
 Redis, renewed while it runs, so two replicas never run the same job, and a job whose runner died is
@@ -20,6 +25,7 @@ import contextlib
 import hashlib
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
@@ -50,7 +56,7 @@ _LEASE_S = 30.0
 _RESCAN_S = 15.0
 # Per Redis operation of the job store: a job's body or result can be tens of megabytes.
 JOB_REDIS_TIMEOUT_S = 30.0
-_IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then REWARDHUB_JOB_TTL_S)
+_IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then kept as long as the job)
 
 
 def body_digest(body: bytes) -> str:
@@ -97,10 +103,14 @@ class MemoryJobStore:
     training step, grew the process by gigabytes. Past the budget the oldest finished jobs go (the
     newest stays, whatever its size); a job waiting or running is never dropped for it."""
 
-    def __init__(self, ttl_s: int, max_bytes: int = 1 << 30):
-        self._jobs: TTLCache[str, dict[str, Any]] = TTLCache(maxsize=100_000, ttl=ttl_s)
-        self._bodies: TTLCache[str, bytes] = TTLCache(maxsize=100_000, ttl=ttl_s)
-        self._idem: TTLCache[str, tuple[str, str]] = TTLCache(maxsize=100_000, ttl=ttl_s)
+    def __init__(self, ttl_s: int, max_bytes: int = 1 << 30, timer: Callable[[], float] = time.monotonic):
+        # finished jobs (and their keys) expire ``ttl_s`` after they finished; unfinished ones are held in
+        # plain dicts until they finish, however long they wait
+        self._jobs: TTLCache[str, dict[str, Any]] = TTLCache(maxsize=100_000, ttl=ttl_s, timer=timer)
+        self._idem: TTLCache[str, tuple[str, str]] = TTLCache(maxsize=100_000, ttl=ttl_s, timer=timer)
+        self._open: dict[str, dict[str, Any]] = {}
+        self._open_idem: dict[str, tuple[str, str]] = {}
+        self._bodies: dict[str, bytes] = {}
         self._pending: dict[str, None] = {}
         self._leases: set[str] = set()
         self.max_bytes = max_bytes
@@ -109,41 +119,50 @@ class MemoryJobStore:
 
     async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
         digest = job["body_sha256"]
-        if idem is not None and idem in self._idem:
-            existing_id, existing_digest = self._idem[idem]
+        held = (self._open_idem.get(idem) or self._idem.get(idem)) if idem is not None else None
+        if held is not None:
+            existing_id, existing_digest = held
             if existing_digest != digest:
                 raise Conflict("this Idempotency-Key was already used with a different request body")
-            existing = self._jobs.get(existing_id)
+            existing = await self.get(existing_id)
             if existing is not None:
                 return existing, False
-        self._jobs[job["job_id"]] = job
+        if idem is not None:
+            job["idem"] = idem  # so the key is kept as long as the job (moved with it when it finishes)
+            self._open_idem[idem] = (job["job_id"], digest)
+        self._open[job["job_id"]] = job
         self._bodies[job["job_id"]] = body
         self._pending[job["job_id"]] = None
-        if idem is not None:
-            self._idem[idem] = (job["job_id"], digest)
         return job, True
 
     async def find(self, idem: str, digest: str) -> dict[str, Any] | None:
-        if idem not in self._idem:
+        held = self._open_idem.get(idem) or self._idem.get(idem)
+        if held is None:
             return None
-        existing_id, existing_digest = self._idem[idem]
+        existing_id, existing_digest = held
         if existing_digest != digest:
             raise Conflict("this Idempotency-Key was already used with a different request body")
-        return self._jobs.get(existing_id)
+        return await self.get(existing_id)
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
-        return self._jobs.get(job_id)
+        return self._open.get(job_id) or self._jobs.get(job_id)
 
     async def body(self, job_id: str) -> bytes | None:
         return self._bodies.get(job_id)
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
-        self._jobs[job["job_id"]] = job
-        if done:
-            self._pending.pop(job["job_id"], None)
-            self._bodies.pop(job["job_id"], None)
-            self._leases.discard(job["job_id"])
-            self._keep_within_budget(job["job_id"], len(jsonutil.dumps(job)))
+        if not done:
+            self._open[job["job_id"]] = job
+            return
+        self._open.pop(job["job_id"], None)
+        self._jobs[job["job_id"]] = job  # its TTL starts now
+        idem = job.get("idem")
+        if idem is not None and idem in self._open_idem:
+            self._idem[idem] = self._open_idem.pop(idem)
+        self._pending.pop(job["job_id"], None)
+        self._bodies.pop(job["job_id"], None)
+        self._leases.discard(job["job_id"])
+        self._keep_within_budget(job["job_id"], len(jsonutil.dumps(job)))
 
     def _keep_within_budget(self, job_id: str, size: int) -> None:
         """Count a newly finished job and drop the oldest finished ones past ``max_bytes`` (and forget
@@ -176,10 +195,16 @@ class MemoryJobStore:
         self._pending.pop(job_id, None)
         self._bodies.pop(job_id, None)
         self._leases.discard(job_id)
+        job = self._open.pop(job_id, None)
+        if job is not None and job.get("idem") is not None:
+            self._open_idem.pop(job["idem"], None)
 
 
 class RedisJobStore:
-    """Job state in Redis (survives restarts; shared by replicas)."""
+    """Job state in Redis (survives restarts; shared by replicas).
+
+    A waiting or running job's record, body and Idempotency-Key have no expiry; the job's last write
+    (``save(done=True)``) gives the record and the key ``ttl_s`` from then and deletes the body."""
 
     P = "rh:v1"
 
@@ -230,11 +255,13 @@ class RedisJobStore:
                     await asyncio.sleep(0.02)
                 raise ServiceUnavailable("a job with this Idempotency-Key is being created; retry")
         pipe = self.r.pipeline(transaction=True)
-        pipe.set(self._k("job", job_id), jsonutil.dumps(job), ex=self.ttl_s)
-        pipe.set(self._k("job-body", job_id), body, ex=self.ttl_s)
+        if idem is not None:
+            job["idem"] = idem  # so the job's last write can give the key its TTL
+        pipe.set(self._k("job", job_id), jsonutil.dumps(job))
+        pipe.set(self._k("job-body", job_id), body)
         pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
         if idem is not None:
-            pipe.expire(self._k("idem", idem), self.ttl_s)
+            pipe.persist(self._k("idem", idem))
         try:
             await self._call(pipe.execute())
         except BaseException:
@@ -267,10 +294,12 @@ class RedisJobStore:
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
         pipe = self.r.pipeline(transaction=True)
-        pipe.set(self._k("job", job["job_id"]), jsonutil.dumps(job), ex=self.ttl_s)
+        pipe.set(self._k("job", job["job_id"]), jsonutil.dumps(job), ex=self.ttl_s if done else None)
         if done:
             pipe.zrem(self._k("jobs", "pending"), job["job_id"])
             pipe.delete(self._k("job-body", job["job_id"]), self._k("job-lease", job["job_id"]))
+            if job.get("idem") is not None:
+                pipe.expire(self._k("idem", job["idem"]), self.ttl_s)
         await self._call(pipe.execute())
 
     async def claim(self, job_id: str, owner: str) -> bool:
@@ -301,7 +330,7 @@ class RedisJobStore:
 
 def public(job: dict[str, Any]) -> dict[str, Any]:
     """The job as the API shows it (internal bookkeeping left out)."""
-    return {k: v for k, v in job.items() if k not in ("body_sha256", "caller")}
+    return {k: v for k, v in job.items() if k not in ("body_sha256", "caller", "idem")}
 
 
 class JobRunner:

@@ -325,8 +325,8 @@ async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis
             queued_job(f"job_b{idem}", body), body, idem
         )
         assert created and stored["job_id"] == f"job_b{idem}"
-        # Once its job is written the key lasts as long as the job.
-        assert await direct.ttl(f"{RedisJobStore.P}:idem:{idem}") > 60
+        # Once its job is written the key lasts as long as the job (no expiry while it waits).
+        assert await direct.ttl(f"{RedisJobStore.P}:idem:{idem}") == -1
         again, created = await RedisJobStore(direct, ttl_s=3600).create(
             queued_job(f"job_c{idem}", body), body, idem
         )
@@ -660,3 +660,49 @@ async def test_the_embedded_job_store_keeps_finished_results_within_a_byte_budge
         await store.save(done, done=True)
     assert await store.get("job_waiting") is not None and await store.body("job_waiting") == b"{}"
     assert [await store.get(f"job_done{n}") is not None for n in range(3)] == [False, False, True]
+
+
+async def test_a_job_waiting_past_the_ttl_is_kept_until_it_finishes(redis_server: Any) -> None:
+    """REWARDHUB_JOB_TTL_S counted from submission: the job's record, body and Idempotency-Key were written
+    with that expiry, so a job still queued or running past it (a long queue, a small TTL) vanished (404),
+    or failed "the job's request body was lost", and a retry with its key made a second job. An
+    unfinished job is now kept until it finishes; its result is kept the TTL from then."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-ttl-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=60)
+    body = b'{"reward": "math", "items": [{"response": "1"}]}'
+    job_id = f"job_{time.time_ns()}"
+    idem = f"test:{job_id}"
+    keys = [f"{Store.P}:job:{job_id}", f"{Store.P}:job-body:{job_id}", f"{Store.P}:idem:{idem}"]
+    try:
+        job, created = await store.create({**queued_job(job_id, body), "items": 1}, body, idem)
+        assert created
+        assert [await redis.ttl(k) for k in keys] == [-1, -1, -1]  # kept while it waits
+        await store.save({**job, "status": "running", "started_at": time.time()})
+        assert [await redis.ttl(k) for k in keys] == [-1, -1, -1]  # and while it runs
+        await store.save({**job, "status": "succeeded", "finished_at": time.time()}, done=True)
+        record, _, key = [await redis.ttl(k) for k in keys]
+        assert 0 < record <= 60 and 0 < key <= 60, (record, key)  # the TTL counts from the finish
+        assert await redis.exists(keys[1]) == 0
+    finally:
+        await redis.delete(*keys, f"{Store.P}:jobs:pending")
+        await redis.aclose()
+
+    # The embedded store, on a clock the test moves: the same.
+    now = [0.0]
+    memory = MemoryJobStore(ttl_s=60, timer=lambda: now[0])
+    job, _ = await memory.create({**queued_job("job_m", body), "items": 1}, body, "k:m")
+    now[0] += 600
+    assert await memory.get("job_m") is not None and await memory.body("job_m") == body
+    again, created = await memory.create({**queued_job("job_m2", body), "items": 1}, body, "k:m")
+    assert not created and again["job_id"] == "job_m"
+    await memory.save({**job, "status": "succeeded"}, done=True)
+    now[0] += 59
+    assert (await memory.get("job_m") or {}).get("status") == "succeeded"
+    assert await memory.find("k:m", job["body_sha256"]) is not None
+    now[0] += 2
+    assert await memory.get("job_m") is None and await memory.find("k:m", job["body_sha256"]) is None
