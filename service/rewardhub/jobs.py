@@ -56,6 +56,14 @@ _LEASE_S = 30.0
 _RESCAN_S = 15.0
 # Per Redis operation of the job store: a job's body or result can be tens of megabytes.
 JOB_REDIS_TIMEOUT_S = 30.0
+# A job's last write (its result) that fails is tried this many times, then replaced by a small "failed"
+# record: a result too large for Redis, or any write that keeps failing, left the job pending with its
+# lease, and every runner took it up again and scored it again, for ever.
+_SAVE_TRIES = 3
+_SAVE_RETRY_S = 0.5
+# A job started this many times without finishing (its last write failed each time, or its runner died
+# with it: a process killed for memory) is marked failed instead of run again.
+_MAX_STARTS = 3
 _IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then kept as long as the job)
 
 
@@ -330,7 +338,7 @@ class RedisJobStore:
 
 def public(job: dict[str, Any]) -> dict[str, Any]:
     """The job as the API shows it (internal bookkeeping left out)."""
-    return {k: v for k, v in job.items() if k not in ("body_sha256", "caller", "idem")}
+    return {k: v for k, v in job.items() if k not in ("body_sha256", "caller", "idem", "starts")}
 
 
 class JobRunner:
@@ -515,14 +523,44 @@ class JobRunner:
         except asyncio.CancelledError:
             # Shutdown before the job finished (scoring it, or still reading its body): hand the job back
             # so the next start (or another replica) runs it at once, not after its lease expires.
+            if job["status"] == "running":  # a shutdown is not one of the job's failed starts
+                job["starts"] = max(0, int(job.get("starts") or 1) - 1)
             job.update(status="queued", started_at=None)
             with contextlib.suppress(Exception):
                 await self.store.save(job)
             with contextlib.suppress(Exception):
                 await self.store.release(job_id, self.owner)
             raise
-        await self.store.save(job, done=True)
+        await self._finish(job_id, job)
         log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
+
+    async def _finish(self, job_id: str, job: dict[str, Any]) -> None:
+        """The job's last write, tried ``_SAVE_TRIES`` times; then the job is written as failed without its
+        result (a few hundred bytes, which a Redis that refused the result still takes). If even that
+        fails, Redis is down: the error propagates, the lease expires and the job runs again later (at
+        most ``_MAX_STARTS`` times in all)."""
+        error = ""
+        for attempt in range(1, _SAVE_TRIES + 1):
+            try:
+                await self.store.save(job, done=True)
+                return
+            except RewardHubError as exc:
+                log.warning("job_save_failed", job_id=job_id, attempt=attempt, error=exc.message)
+                error = exc.message
+            if attempt < _SAVE_TRIES:
+                await asyncio.sleep(_SAVE_RETRY_S * attempt)
+        size = len(jsonutil.dumps(job.get("result")))
+        job.update(
+            status="failed",
+            finished_at=time.time(),
+            result=None,
+            error={
+                "type": "internal_error",
+                "message": f"the job's result ({size} bytes) could not be stored after {_SAVE_TRIES} "
+                f"tries: {error}"[:500],
+            },
+        )
+        await self.store.save(job, done=True)
 
     async def _run_claimed(self, job_id: str, job: dict[str, Any]) -> None:
         """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved)."""
@@ -534,7 +572,19 @@ class JobRunner:
                 error={"type": "internal_error", "message": "the job's request body was lost"},
             )
             return
-        job.update(status="running", started_at=time.time())
+        starts = int(job.get("starts") or 0) + 1
+        if starts > _MAX_STARTS:
+            job.update(
+                status="failed",
+                finished_at=time.time(),
+                error={
+                    "type": "internal_error",
+                    "message": f"the job was started {starts - 1} times and never finished (its result "
+                    "could not be stored, or its runner died with it); it is not run again",
+                },
+            )
+            return
+        job.update(status="running", started_at=time.time(), starts=starts)
         await self.store.save(job)
         renew = asyncio.create_task(self._keep_lease(job_id))
         try:

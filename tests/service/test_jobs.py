@@ -706,3 +706,59 @@ async def test_a_job_waiting_past_the_ttl_is_kept_until_it_finishes(redis_server
     assert await memory.find("k:m", job["body_sha256"]) is not None
     now[0] += 2
     assert await memory.get("job_m") is None and await memory.find("k:m", job["body_sha256"]) is None
+
+
+async def test_a_result_redis_will_not_take_fails_the_job_instead_of_rerunning_it(
+    make_app: Any, redis_server: Any
+) -> None:
+    """A job whose last write (its result) kept failing — a result larger than Redis takes, a Redis out of
+    memory — stayed pending with its lease: every runner took it up again when the lease expired, scored
+    it again and failed to store it again, for ever. The write is tried a few times, then the job is
+    written as failed without its result, saying why. Here the connection carrying the succeeded job's
+    write is dropped before it reaches Redis, every time."""
+    from redis.asyncio import Redis
+
+    body = {**BODY, "options": {"use_cache": False}}
+    async with (
+        _CuttingProxy(redis_server.port, b'"status":"succeeded"') as url,
+        make_app(redis_url=url) as c,
+    ):
+        resp = await c.post("/v1/jobs", json=body)
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["job_id"]
+        done = await wait_done(c, job_id, timeout_s=60)
+    assert done["status"] == "failed" and done["result"] is None, done
+    assert "could not be stored" in done["error"]["message"], done
+    direct = Redis.from_url(redis_server.url)
+    try:
+        assert job_id.encode() not in await direct.zrange(f"{RedisJobStore.P}:jobs:pending", 0, -1)
+        assert 0 < await direct.ttl(f"{RedisJobStore.P}:job:{job_id}")
+    finally:
+        await direct.aclose()
+
+
+async def test_a_job_started_too_often_without_finishing_is_failed(redis_server: Any) -> None:
+    """A job whose runner died with it each time (a process killed for memory by this job), or whose
+    result could never be stored, ran again at every start, for ever. Past a few starts it is failed."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-starts-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=3600)
+    body = b'{"reward": "math", "items": [{"id": "x", "response": "1", "reference": "1"}]}'
+    job_id = f"job_{time.time_ns()}"
+    job = {**queued_job(job_id, body), "status": "running", "items": 1, "starts": 3}
+    await store.create(job, body, None)
+    # no scoring service: a job that were run would fail with an AttributeError instead
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    try:
+        await runner._run(job_id)
+        after = await store.get(job_id) or {}
+        assert after.get("status") == "failed", after
+        assert "started 3 times" in after["error"]["message"], after
+        assert await store.pending() == []
+    finally:
+        await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:jobs:pending")
+        await redis.aclose()
