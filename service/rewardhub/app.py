@@ -71,15 +71,18 @@ def build_cache(settings: Settings, metrics: Metrics) -> Cache:
 
 
 def build_job_store(settings: Settings) -> JobStore:
-    """Jobs live where the cache lives: Redis when configured, else in process.
+    """Jobs live in REWARDHUB_JOB_REDIS_URL's Redis if set, else where the cache lives: Redis when
+    configured, else in process. A Redis of their own, because the cache's is often sized for it and
+    evicts (allkeys-lru), which could drop a waiting job's request body.
 
     In Redis on a client of their own: the cache's timeout (REWARDHUB_REDIS_TIMEOUT_S, 0.25 s) is sized
     for small entries, and a job's body and result are megabytes (the batches too large for /v1/score),
     which took longer than that to store or read. A Redis that does not take connections is still
     found down at once."""
-    if settings.redis_url:
+    url = settings.job_redis_url or settings.redis_url
+    if url:
         redis = Redis.from_url(
-            settings.redis_url,
+            url,
             socket_timeout=max(JOB_REDIS_TIMEOUT_S, settings.redis_timeout_s),
             socket_connect_timeout=settings.redis_timeout_s,
             retry_on_timeout=False,

@@ -73,6 +73,9 @@ def serve(
                 "several workers with the embedded cache: each worker caches on its own, and "
                 "jobs are refused (501: each worker would keep its own, and a poll reaching another "
                 "worker would answer 404); set REWARDHUB_REDIS_URL to share one cache and one job store."
+                if not settings.job_redis_url
+                else "several workers with the embedded cache: each worker caches on its own; set "
+                "REWARDHUB_REDIS_URL to share one cache."
             )
             if settings.log_json:
                 import structlog

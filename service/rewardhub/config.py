@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "available_cores", "cgroup_cpu_limit", "get_settings", "parse_api_keys"]
@@ -301,6 +301,13 @@ class Settings(BaseSettings):
 
     # --- async jobs ---
     job_concurrency: int = Field(2, ge=1, description="Jobs scored at once per service process.")
+    job_redis_url: str | None = Field(
+        None,
+        description="redis://host:port/db for jobs only (their records, request bodies and results). Unset: "
+        "jobs live in REWARDHUB_REDIS_URL, or in process without it. Set it when the cache's Redis evicts "
+        "(maxmemory-policy allkeys-lru): eviction there drops a waiting job's request body, and the job "
+        "fails. Point it at a Redis with maxmemory-policy noeviction (or volatile-lru).",
+    )
     job_ttl_s: int = Field(
         86_400,
         ge=60,
@@ -311,7 +318,7 @@ class Settings(BaseSettings):
     job_max_bytes: int = Field(
         1 << 30,
         ge=1,
-        description="Without REWARDHUB_REDIS_URL: bytes of finished jobs (their results) kept in process; "
+        description="Without REWARDHUB_REDIS_URL or REWARDHUB_JOB_REDIS_URL: bytes of finished jobs (their results) kept in process; "
         "past it the oldest finished jobs are dropped before REWARDHUB_JOB_TTL_S (the newest is kept). With "
         "Redis, its maxmemory bounds them.",
     )
@@ -444,13 +451,14 @@ class Settings(BaseSettings):
             )
         return v
 
-    @field_validator("redis_url")
+    @field_validator("redis_url", "job_redis_url")
     @classmethod
-    def _check_redis_url(cls, v: str | None) -> str | None:
+    def _check_redis_url(cls, v: str | None, info: ValidationInfo) -> str | None:
         # caught here, at start, naming the setting (redis-py's own error came from deep in the lifespan)
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             shown = v.rpartition("@")[2]  # without a password (user:pass@host:6379 lacks only its scheme)
-            raise ValueError(f"REWARDHUB_REDIS_URL={shown!r}: must start with redis://, rediss:// or unix://")
+            name = f"REWARDHUB_{(info.field_name or 'redis_url').upper()}"
+            raise ValueError(f"{name}={shown!r}: must start with redis://, rediss:// or unix://")
         return v or None
 
     @field_validator("api_keys")

@@ -1,10 +1,11 @@
 """Asynchronous scoring jobs: ``POST /v1/jobs`` now, ``GET /v1/jobs/{id}`` later.
 
-A job wraps exactly the scoring call of ``/v1/score``. Its state lives where the cache lives:
+A job wraps exactly the scoring call of ``/v1/score``. Its state lives where the cache lives, unless jobs
+have a Redis of their own:
 
-* with Redis (``REWARDHUB_REDIS_URL``), in Redis — the job record, its request body, a "pending" index and
-  the idempotency keys — so a restarted service (or another replica) finds unfinished jobs and runs them,
-  and finished results stay retrievable for ``REWARDHUB_JOB_TTL_S``;
+* with Redis (``REWARDHUB_JOB_REDIS_URL``, else ``REWARDHUB_REDIS_URL``), in Redis — the job record, its
+  request body, a "pending" index and the idempotency keys — so a restarted service (or another replica)
+  finds unfinished jobs and runs them, and finished results stay retrievable for ``REWARDHUB_JOB_TTL_S``;
 * with the embedded default, in process (a restart forgets jobs; use Redis when that matters).
 
 ``REWARDHUB_JOB_TTL_S`` counts from when a job finished: a job waiting or running is kept until it finishes

@@ -762,3 +762,34 @@ async def test_a_job_started_too_often_without_finishing_is_failed(redis_server:
     finally:
         await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:jobs:pending")
         await redis.aclose()
+
+
+async def test_jobs_can_have_a_redis_of_their_own(make_app: Any, redis_server: Any) -> None:
+    """Jobs lived in the cache's Redis, which the deploy docs ran with `allkeys-lru`: eviction there dropped
+    a waiting job's request body and the job failed "the job's request body was lost", with no way to keep
+    jobs elsewhere. REWARDHUB_JOB_REDIS_URL gives them a Redis (here a database) of their own, the cache
+    staying where it was; alone, it is the job store several workers share."""
+    import pytest
+    from pydantic import ValidationError
+    from redis.asyncio import Redis
+
+    from conftest import make_settings
+
+    cache_url = f"redis://127.0.0.1:{redis_server.port}/0"
+    jobs_url = f"redis://127.0.0.1:{redis_server.port}/3"
+    cache_db, jobs_db = Redis.from_url(cache_url), Redis.from_url(jobs_url)
+    try:
+        async with make_app(redis_url=cache_url, job_redis_url=jobs_url) as c:
+            job_id = (await c.post("/v1/jobs", json=BODY)).json()["job_id"]
+            assert (await wait_done(c, job_id))["status"] == "succeeded"
+        assert await jobs_db.exists(f"{RedisJobStore.P}:job:{job_id}") == 1
+        assert await cache_db.exists(f"{RedisJobStore.P}:job:{job_id}") == 0
+        async with make_app(workers=2, job_redis_url=jobs_url) as c:
+            resp = await c.post("/v1/jobs", json=BODY)
+            assert resp.status_code == 202, resp.text
+            assert (await wait_done(c, resp.json()["job_id"]))["status"] == "succeeded"
+    finally:
+        await cache_db.aclose()
+        await jobs_db.aclose()
+    with pytest.raises(ValidationError, match="REWARDHUB_JOB_REDIS_URL='host:6379'"):
+        make_settings(job_redis_url="host:6379")

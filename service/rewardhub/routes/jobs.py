@@ -23,12 +23,12 @@ async def get_jobs(request: Request) -> JobRunner:
     if runner is None:
         raise ServiceUnavailable("the service is starting up or shutting down")
     settings = request.app.state.settings
-    if settings.workers > 1 and not settings.redis_url:
+    if settings.workers > 1 and not (settings.job_redis_url or settings.redis_url):
         # each worker would keep its own jobs: a poll reaching another worker (a new connection) would
         # answer 404 for a job that exists, now and then, which no client can tell from a lost job
         raise NotConfigured(
             f"jobs need one job store shared by the {settings.workers} workers: set REWARDHUB_REDIS_URL "
-            "(or run one worker)"
+            "or REWARDHUB_JOB_REDIS_URL (or run one worker)"
         )
     return runner
 
