@@ -7,6 +7,7 @@ in-process ``httpx.AsyncClient``, and ``live_server`` starts ``rewardhub serve``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -28,6 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from rewardhub.app import create_app
 from rewardhub.config import Settings
+from waiting import until
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_BENCHMARKS = ROOT.parent / "shared" / "benchmarks"
@@ -134,15 +136,32 @@ async def score_results(
     return results
 
 
-def slow_math_request(items: int) -> dict[str, Any]:
-    """A /v1/score body whose ``items`` math items each hold a worker until their 1 s deadline (SymPy works
-    on the power tower until the worker's alarm stops it): sent first, it keeps the service busy while a
-    test asks for more than its quotas leave."""
+def slow_math_request(items: int, hold_s: float = 1.0) -> dict[str, Any]:
+    """A /v1/score body whose ``items`` math items each hold a worker until their ``hold_s`` deadline (SymPy
+    works on the power tower until the worker's alarm stops it): sent first, it keeps the service busy
+    while a test asks for more than its quotas leave."""
     return {
         "reward": "math",
         "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}] * items,
-        "options": {"timeout_s": 1.0, "use_cache": False},
+        "options": {"timeout_s": hold_s, "use_cache": False},
     }
+
+
+async def hold_the_service(
+    client: httpx.AsyncClient, items: int, hold_s: float = 1.0, headers: dict[str, str] | None = None
+) -> asyncio.Task[httpx.Response]:
+    """Send :func:`slow_math_request` and return its task once the service has admitted its items (they
+    count against its in-flight bound and the caller's key quota), so that what the test sends next meets
+    a full service. A fixed sleep before the next request was a race: on a loaded host the slow request
+    could still be on its way in, and the next one was admitted."""
+    admission = client.app.state.admission  # type: ignore[attr-defined]
+    before = admission.items
+    busy = asyncio.create_task(
+        client.post("/v1/score", json=slow_math_request(items, hold_s), headers=headers)
+    )
+    await until(lambda: admission.items >= before + items or busy.done(), "the slow request was not admitted")
+    assert not busy.done(), busy.result().text  # (it ended before the test could use it: refused, say)
+    return busy
 
 
 def make_settings(**overrides: Any) -> Settings:

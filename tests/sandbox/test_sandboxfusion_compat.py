@@ -9,10 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import slow_math_request
+from conftest import hold_the_service
 from rewardhub.admission import Admission
 from rewardhub.errors import Overloaded
 from rewardhub.security import ANONYMOUS, Caller
+from waiting import until
 
 SF_RESULT_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
 SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
@@ -153,12 +154,10 @@ async def test_a_full_service_past_the_wait_is_a_504_verl_retries(make_app: Any)
     """A full service answered 200 ``SandboxError``, which verl takes as final (the test case fails, a
     correct program scores 0); verl retries only a 504. Past the wait for room it is a 504 with
     ``Retry-After`` (never a 429, which verl does not retry), the limit named in the body."""
-    slow = slow_math_request(2)
     async with make_app(
         max_inflight_items=2, sandbox_bwrap="/nonexistent/bwrap", sandboxfusion_room_wait_s=0.2
     ) as c:
-        busy = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        busy = await hold_the_service(c, 2, hold_s=3.0)  # (two waits of 0.2 s for room come next)
         for path in ("/run_code", "/compat/sandboxfusion/run_code"):
             r = await c.post(path, json=verl_request("print(1)", ""))
             assert r.status_code == 504, r.text
@@ -174,12 +173,14 @@ async def test_a_full_sandbox_queue_past_the_wait_is_a_504(make_app: Any) -> Non
         busy = asyncio.create_task(
             c.post("/run_code", json=verl_request("import time\ntime.sleep(3)\nprint(1)", ""))
         )
-        await asyncio.sleep(1.0)
+        sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        await until(lambda: sandbox.stats()["running"] == 1)  # the slot is taken (a fixed 1 s: a race)
         r = await c.post("/run_code", json=verl_request("print(2)", ""))
         assert r.status_code == 504, r.text
         assert int(r.headers["Retry-After"]) >= 1
         assert r.json()["status"] == "SandboxError" and "SANDBOX_QUEUE_MAX_ITEMS" in r.json()["message"]
-        assert (await busy).json()["status"] == "Success"
+        done = (await busy).json()
+        assert done["status"] == "Success", done
 
 
 async def test_a_call_to_a_full_sandbox_waits_for_a_slot(make_app: Any) -> None:
@@ -189,11 +190,13 @@ async def test_a_call_to_a_full_sandbox_waits_for_a_slot(make_app: Any) -> None:
         busy = asyncio.create_task(
             c.post("/run_code", json=verl_request("import time\ntime.sleep(1)\nprint(1)", ""))
         )
-        await asyncio.sleep(0.3)
+        sandbox = c.app.state.runtime.sandbox  # type: ignore[attr-defined]
+        await until(lambda: sandbox.stats()["running"] == 1)  # the slot is taken: this run must wait
         r = await c.post("/run_code", json=verl_request("print(2)", ""))
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "Success" and r.json()["run_result"]["stdout"] == "2\n"
-        assert (await busy).json()["status"] == "Success"
+        done = (await busy).json()
+        assert done["status"] == "Success", done
 
 
 @pytest.mark.parametrize(("wait_s", "status"), [(0.0, 504), (60.0, 200)])

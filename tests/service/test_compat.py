@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import slow_math_request
+from conftest import hold_the_service
 from rewardhub.compat import nemo_gym, openrlhf
 from rewardhub.compat.common import ScoreOutcome, _duplicates_together
 from rewardhub.config import ConfigError
@@ -123,10 +123,8 @@ async def test_a_lone_surrogate_from_a_peer_is_flagged_not_a_500(client: httpx.A
 
 
 async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
-    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
-        busy = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        busy = await hold_the_service(c, 2)
         resp = await c.post(
             "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "1"}
         )
@@ -143,11 +141,9 @@ async def test_overload_flags_the_sent_items_and_keeps_the_others_own_reasons(ma
     from rewardhub.protocol import ScoreItem
     from rewardhub.security import ANONYMOUS
 
-    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
         state = c.app.state  # type: ignore[attr-defined]
-        busy = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        busy = await hold_the_service(c, 2)
         items = [
             InvalidRequest("the label is not JSON"),
             ScoreItem(response="\\boxed{1}", reference="1", reward="math"),
@@ -706,10 +702,8 @@ async def test_nemo_gym_overloaded_verify_goes_to_the_failures_sidecar(make_app:
     """A verify refused because the service is full is the plainest failure of the moment; it was masked
     with reward 0.0 but had no `_ng_failure_class`, so NeMo Gym's collector kept it as a finished rollout
     (in the metrics, never retried on resume)."""
-    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
-        busy = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        busy = await hold_the_service(c, 2)
         out = (await c.post("/verify", json=NEMO_VERIFY)).json()
         assert (out["mask_sample"], out["failure_kind"]) == (True, "rewardhub:overloaded"), out
         assert out["_ng_failure_class"] == "transient"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import slow_math_request
+from conftest import hold_the_service
 
 URL = "/compat/openai/graders/run"
 
@@ -507,10 +506,8 @@ async def test_python_grader_memory_limit_is_checked_with_the_config(client: htt
 async def test_python_grader_on_a_full_service_is_a_server_error(make_app: Any) -> None:
     """Overload is the service's fault: python_grader_server_error, not a runtime error that sends the
     user to debug a grade() that never ran."""
-    slow = slow_math_request(2)
     async with make_app(max_inflight_items=2) as c:
-        busy = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        busy = await hold_the_service(c, 2)
         out = await run(
             c, {"type": "python", "name": "py", "source": GRADE_SOURCE}, "Paris", {"answer": "paris"}
         )

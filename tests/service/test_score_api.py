@@ -473,13 +473,10 @@ async def test_a_request_that_cannot_be_scored_is_not_a_429_under_load(make_app:
     """Admission came before validation: with the service busy, a request naming an unknown reward or
     over the item limit got 429 with Retry-After, which a client retries for ever without learning of
     its 404 or 422. Found in review."""
-    import asyncio
-
-    from conftest import slow_math_request
+    from conftest import hold_the_service
 
     async with make_app(max_inflight_items=2) as c:
-        busy = asyncio.create_task(c.post("/v1/score", json=slow_math_request(2)))
-        await asyncio.sleep(0.3)
+        busy = await hold_the_service(c, 2)
         unknown = await c.post("/v1/score", json={"reward": "no_such_reward", "items": [{"response": "1"}]})
         valid = await c.post(
             "/v1/score", json={"reward": "exact_match", "items": [{"response": "1", "reference": "1"}]}

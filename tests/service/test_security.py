@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from conftest import slow_math_request
+from conftest import hold_the_service
 from rewardhub.config import Settings
 
 ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
@@ -41,10 +41,8 @@ async def test_open_when_no_keys(client: httpx.AsyncClient) -> None:
 
 
 async def test_per_key_concurrency_quota(make_app: Any) -> None:
-    slow = slow_math_request(1)
     async with make_app(api_keys="a,b", per_key_max_concurrency=1) as c:
-        first = asyncio.create_task(c.post("/v1/score", json=slow, headers={"X-API-Key": "a"}))
-        await asyncio.sleep(0.2)
+        first = await hold_the_service(c, 1, headers={"X-API-Key": "a"})
         second = await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})
         assert second.status_code == 429
         assert second.json()["error"]["type"] == "overloaded"
@@ -57,10 +55,8 @@ async def test_per_key_concurrency_quota(make_app: Any) -> None:
 
 
 async def test_inflight_items_bound(make_app: Any) -> None:
-    slow = slow_math_request(3)
     async with make_app(max_inflight_items=4) as c:
-        first = asyncio.create_task(c.post("/v1/score", json=slow))
-        await asyncio.sleep(0.2)
+        first = await hold_the_service(c, 3)
         over = await c.post("/v1/score", json={"reward": "exact_match", "items": [{"response": "a"}] * 2})
         assert over.status_code == 429 and "REWARDHUB_MAX_INFLIGHT_ITEMS" in over.json()["error"]["message"]
         fits = await c.post("/v1/score", json=ITEM)
