@@ -76,13 +76,14 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
             use_cache=False,
         )
     )
-    await asyncio.sleep(0.3)
-    # Meanwhile other requests are answered promptly (the other worker, the event loop is free).
-    t1 = time.monotonic()
+    pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+    await until(lambda: pool.stats().busy >= 1)  # the tower holds a worker
+    # Meanwhile other requests are answered (the other worker, the event loop is free): before the tower's
+    # 4 s deadline, not after it; no wall-clock bound of our own (3 s was a chance failure under load).
     others = await score(
         client, [{"response": f"\\boxed{{{i}}}", "reference": str(i)} for i in range(20)], use_cache=False
     )
-    assert time.monotonic() - t1 < 3.0
+    assert not tower.done()
     assert all(r["score"] == 1.0 for r in others["results"])
     health = await client.get("/health")
     assert health.status_code == 200
@@ -90,7 +91,7 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
     r = (await tower)["results"][0]
     elapsed = time.monotonic() - t0
     assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
-    assert elapsed < 4.0 + 0.5 + 1.5  # deadline + hard-kill grace + slack
+    assert elapsed < 4.0 + 0.5 + 10.0  # deadline + hard-kill grace + a loaded host's slack: it ends
     # The killed worker was replaced: the pool is whole again.
     ready = (await client.get("/ready")).json()
     assert ready["checks"]["cpu_pool"]["alive"] == 2
