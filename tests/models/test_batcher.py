@@ -11,6 +11,7 @@ import pytest
 from rewardhub.errors import Overloaded
 from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, BackendTimeout, ForwardCrashed
+from waiting import until
 
 
 def far() -> float:
@@ -279,19 +280,23 @@ async def test_items_queued_behind_a_forward_pass_do_not_wait_for_company_again(
     moment it is free. The window restarted after every pass, so a steady stream smaller than
     ``max_batch`` left the model idle ``max_wait`` between every two batches."""
     starts: list[float] = []
-    rec = Recorder(delay_s=0.4)
+    # (a 2.5 s pass and a 1 s window: with 0.4 s and 0.2 s, the bound below left 0.1 s of slack, a chance
+    # failure on a loaded host)
+    rec = Recorder(delay_s=2.5)
 
     async def run(items: list[str]) -> list[str]:
         starts.append(time.monotonic())
         return await rec(items)
 
-    b: MicroBatcher[str, str] = MicroBatcher("t", run, max_batch=8, max_wait_ms=200, queue_max=100)
+    b: MicroBatcher[str, str] = MicroBatcher("t", run, max_batch=8, max_wait_ms=1000, queue_max=100)
     first = asyncio.create_task(b.submit_many(["first"], far()))
-    await asyncio.sleep(0.3)  # the first pass runs (from 0.2 s to 0.6 s)
-    assert await b.submit_many(["second"], far()) == ["SECOND"]  # queued at 0.3 s: waited 0.3 s by then
+    await until(lambda: bool(rec.calls), "the first pass never started")  # from 1 s to 3.5 s
+    # queued once the first pass runs: it has waited its 1 s by the time the model is free
+    assert await b.submit_many(["second"], far()) == ["SECOND"]
     await first
     assert rec.calls == [["first"], ["second"]]
-    assert starts[1] - starts[0] < 0.4 + 0.1  # started when the model was free (it was 0.4 + 0.2 s)
+    # started when the model was free (a window restarted then would start it 1 s later)
+    assert starts[1] - starts[0] < 2.5 + 0.9
     await b.close()
 
 
