@@ -71,15 +71,21 @@ async def test_busy_model_accumulates_the_next_batch() -> None:
 
 
 async def test_full_queue_refuses_the_whole_request() -> None:
-    rec = Recorder(delay_s=0.2)
-    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=4)
+    rec = Recorder()
+    release = asyncio.Event()
+
+    async def held(items: list[str]) -> list[str]:  # the passes wait for the test (a 0.2 s pass and a
+        await release.wait()  # 0.05 s sleep: a loaded host could finish "a" before the test looked)
+        return await rec(items)
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", held, max_batch=1, max_wait_ms=0, queue_max=4)
     running = [asyncio.create_task(b.submit_many([s], far())) for s in "abcd"]
-    await asyncio.sleep(0.05)
-    assert b.depth() == 3  # "a" runs
+    await until(lambda: b.depth() == 3, "the first pass never started")  # "a" runs
     with pytest.raises(Overloaded) as exc:
         await b.submit_many(["e", "f"], far())  # 3 waiting + 2 > 4: nothing of it is queued
     assert exc.value.headers["Retry-After"] == "1"
     assert b.stats.rejected == 2 and b.depth() == 3
+    release.set()
     assert await asyncio.gather(*running) == [["A"], ["B"], ["C"], ["D"]]
     assert rec.calls == [["a"], ["b"], ["c"], ["d"]]
     await b.close()
@@ -151,14 +157,15 @@ async def test_a_cancelled_fed_request_queues_nothing_more() -> None:
 
 
 async def test_deadline_drops_waiting_items() -> None:
-    # dropped at its deadline, not when the slow batch ends (1 s: at 0.3 s, the bound left no slack)
-    rec = Recorder(delay_s=1.0)
+    # dropped at its deadline, not when the slow batch ends
+    # (a 3 s batch and a 2 s bound: a 1 s batch and 0.8 s left a loaded host 0.7 s of slack)
+    rec = Recorder(delay_s=3.0)
     b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=100)
     slow = asyncio.create_task(b.submit_many(["slow"], far()))
-    await asyncio.sleep(0.05)
+    await until(lambda: bool(rec.calls), "the slow batch never started")
     t0 = time.monotonic()
     (late,) = await b.submit_many(["late"], time.monotonic() + 0.1)
-    assert isinstance(late, BackendTimeout) and time.monotonic() - t0 < 0.8
+    assert isinstance(late, BackendTimeout) and time.monotonic() - t0 < 2.0
     await slow
     await asyncio.sleep(0.05)
     assert ["late"] not in rec.calls and b.stats.dropped == 1  # never sent to the model
