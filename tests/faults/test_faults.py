@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from waiting import until
+
 TOWER = "2^{2^{2^{2^{2^{2}}}}}"
 
 
@@ -34,12 +36,16 @@ async def test_redis_killed_during_load(make_app: Any, redis_server: Any) -> Non
     async with make_app(redis_url=redis_server.url, redis_retry_interval_s=0.2, redis_timeout_s=0.2) as c:
         stop, failures, done = asyncio.Event(), [], []
         workers = [asyncio.create_task(load(c, stop, f"client{i}", failures, done)) for i in range(8)]
-        await asyncio.sleep(0.5)
+        await until(lambda: len(done) >= 8, "no request was answered before Redis was killed")
         redis_server.stop()  # SIGKILL mid-load
-        await asyncio.sleep(1.5)
-        during = len(done)
+        at_kill = len(done)
+        await asyncio.sleep(1.5)  # (Redis stays down at least this long)
+        # Requests kept flowing while Redis was down: two rounds of the eight clients, so at least one
+        # request of each was sent after the kill (counting those answered in a fixed 1.5 s, with the
+        # 0.5 s before the kill, asked a loaded host for a pace).
+        await until(lambda: len(done) >= at_kill + 16, "requests stopped while Redis was down")
         redis_server.start()
-        for _ in range(50):
+        for _ in range(300):
             if (await c.get("/health")).json()["cache_up"]:
                 break
             await asyncio.sleep(0.1)
@@ -47,7 +53,6 @@ async def test_redis_killed_during_load(make_app: Any, redis_server: Any) -> Non
         stop.set()
         await asyncio.gather(*workers)
         assert failures == []  # not one failed request
-        assert during > 8  # requests kept flowing while Redis was down
         health = (await c.get("/health")).json()
         assert health["cache_up"] is True
         items = [{"response": "\\boxed{1}", "reference": "1", "id": "resume"}]
@@ -70,13 +75,8 @@ async def test_cpu_worker_killed_mid_item(make_app: Any) -> None:
                 },
             )
         )
-        busy = []
-        for _ in range(100):
-            busy = [s.proc.pid for s in pool._slots if s.busy and s.proc is not None]
-            if busy:
-                break
-            await asyncio.sleep(0.02)
-        assert busy, "no worker picked the item up"
+        await until(lambda: any(s.busy and s.proc is not None for s in pool._slots), "no worker took it")
+        busy = [s.proc.pid for s in pool._slots if s.busy and s.proc is not None]
         await asyncio.sleep(0.3)
         os.kill(busy[0], signal.SIGKILL)  # the worker dies (OOM killer, a segfault...)
         resp = await asyncio.wait_for(hung, timeout=10)  # far sooner than the 20 s deadline
