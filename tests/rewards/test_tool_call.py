@@ -84,6 +84,30 @@ async def test_arguments_are_compared_as_json_values(client: httpx.AsyncClient) 
     assert normalized[0]["score"] == 1.0
 
 
+async def test_normalized_strings_compare_canonically_equivalent_spellings(client: httpx.AsyncClient) -> None:
+    """``string_match: normalized`` folds case and whitespace and also Unicode's canonical spellings: an
+    accented letter as one code point (NFC, "Montr\u00e9al") equals it as a letter and a combining accent
+    (NFD, "Montre\u0301al", what macOS file names and some tokenizers' output hold); they scored 0.
+    Compatibility forms stay distinct: "m\u00b2" (superscript two) is not "m2", and exact mode is exact."""
+    ref = {"name": "book", "arguments": {"city": "Montr\u00e9al", "area": "m\u00b2", "who": "\u00c9LODIE"}}
+
+    def call(**args: str) -> dict[str, Any]:
+        return {
+            "response": hermes({"name": "book", "arguments": {**ref["arguments"], **args}}),
+            "reference": ref,
+        }
+
+    items = [
+        call(city="Montre\u0301al"),  # decomposed
+        call(city="MONTRE\u0301AL ", who="e\u0301lodie"),  # decomposed and another case
+        call(area="m2"),  # a compatibility equivalent: another value
+    ]
+    normalized = await score(client, items, string_match="normalized")
+    assert [r["score"] for r in normalized] == [1.0, 1.0, 0.0], normalized
+    exact = await score(client, items[:1])
+    assert exact[0]["score"] == 0.0
+
+
 async def test_an_integer_equals_only_a_number_that_rounds_to_it(client: httpx.AsyncClient) -> None:
     """Two integers are equal only when equal (ids, timestamps); the float tolerance, relative to the value,
     let a float within 1e-6 of a 10-digit id equal it: 1700000500.0 or 1700000123.5 for the id 1700000000

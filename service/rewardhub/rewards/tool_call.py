@@ -86,7 +86,9 @@ Two calls are equal when their names are equal and their arguments are equal as 
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
 (``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are, and an integer
 and a float only when the float rounds to it), strings exactly
-or, with ``string_match: "normalized"``, after casefolding and collapsing whitespace; no type is coerced
+or, with ``string_match: "normalized"``, after casefolding, collapsing whitespace and Unicode canonical
+normalisation (NFC: a precomposed "é" equals "e" and a combining accent; not NFKC, "m²" is not "m2"); no
+type is coerced
 (``"3"`` is not ``3``) unless ``coerce_types`` (then a string equals the number or boolean it spells,
 ``"10"`` = 10, ``"true"`` = true, and the JSON text of an object or array that value), an argument
 given as ``null`` is not an absent one unless ``null_as_absent`` (on both sides), and every argument the
@@ -113,6 +115,7 @@ import ast
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -198,7 +201,9 @@ class ToolCallConfig(RewardConfig):
         "any", description="any: calls paired by best match (parallel calls); strict: position by position."
     )
     string_match: Literal["exact", "normalized"] = Field(
-        "exact", description="normalized: string argument values compared casefolded, whitespace collapsed."
+        "exact",
+        description="normalized: string argument values compared casefolded, whitespace collapsed, Unicode "
+        "NFC-normalised (canonical, not NFKC: `m²` is not `m2`).",
     )
     float_tolerance: float = Field(
         1e-6,
@@ -1102,6 +1107,15 @@ def _text_reference(text: str) -> list[Call] | None:
     return calls
 
 
+def _folded(text: str) -> str:
+    """``text`` as ``string_match: normalized`` compares it: Unicode's canonical caseless form (NFD, casefold,
+    then NFC: "é" as one code point or as "e" and a combining accent are one spelling, and a casefold that
+    decomposes stays comparable), whitespace runs one space. Canonical, not compatibility (NFKC): "m²" and
+    "m2", "½" and "1/2", a full-width "１" and "1" are other values, not other spellings of one."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
+    return " ".join(folded.split())
+
+
 def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool = False) -> bool:
     """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers.
     ``coerce``: a string equals the number or boolean it spells, ``"10"`` = 10, ``"true"`` = true (the JSON
@@ -1127,7 +1141,7 @@ def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool
         return math.isfinite(x) and math.isfinite(y) and abs(x - y) <= tol * max(1.0, abs(y))
     if isinstance(want, str) and isinstance(got, str):
         if normalized:
-            return " ".join(got.casefold().split()) == " ".join(want.casefold().split())
+            return _folded(got) == _folded(want)
         return got == want
     if isinstance(want, list) and isinstance(got, list):
         return len(got) == len(want) and all(
@@ -1332,7 +1346,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # (it was a call named invalid.0)
     # 1.3.7: an integer and a float are equal only when the float rounds to the integer (1700000500.0 was
     # within the relative tolerance of the id 1700000000)
-    version: ClassVar[str] = "1.3.7"
+    # 1.3.8: string_match normalized also normalises Unicode canonically (NFC): a precomposed "é" equals "e"
+    # and a combining accent (it scored 0)
+    version: ClassVar[str] = "1.3.8"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
