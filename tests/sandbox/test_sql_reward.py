@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,128 @@ async def test_execution_match_and_components(client: httpx.AsyncClient) -> None
     assert results[4]["reason"] == "format" and results[4]["components"]["parses"] == 0.0
     assert results[5]["components"]["parses"] == 1.0 and results[5]["components"]["executes"] == 0.0
     assert results[6]["reason"] in ("format", "no_answer")
+
+
+async def test_columns_in_any_order_match_as_spider_counts_them(client: httpx.AsyncClient) -> None:
+    """``SELECT age, name`` for a gold ``SELECT name, age`` scored 0: the rows were compared as tuples only.
+    ``columns: any_order`` (Spider's test-suite evaluation) looks for a permutation of the predicted columns
+    under which the rows match (as sets, multisets or, ordered, lists); the default stays BIRD's."""
+    gold = "SELECT name, age FROM singer"
+    items = [
+        _item("SELECT age, name FROM singer", gold),  # 0: the columns permuted
+        # 1: each column's values right, rows paired wrongly (Ann's age is Dan's): no permutation matches
+        _item("SELECT a.name, b.age FROM singer a JOIN singer b ON b.id = a.id % 4 + 1", gold),
+        _item("SELECT age, name, name FROM singer", gold),  # 2: another width
+        # 3: a predicted column stands for one gold column: age twice is not (age, age)'s permutation of id
+        _item("SELECT id, age FROM singer", "SELECT age, age FROM singer"),
+        _item("SELECT age AS x, age AS y FROM singer", "SELECT age, age FROM singer"),  # 4
+        # 5: the columns permuted and a duplicate row: a set of rows matches, a multiset does not
+        _item("SELECT age, name FROM singer UNION ALL SELECT age, name FROM singer WHERE id = 1", gold),
+        # 6, 7: the gold sorts: the permuted rows must come in its order
+        _item("SELECT age, name FROM singer ORDER BY age, name", gold + " ORDER BY age, name"),
+        _item("SELECT age, name FROM singer ORDER BY age DESC, name", gold + " ORDER BY age, name"),
+        _item("SELECT age, country FROM singer", gold),  # 8: another column
+    ]
+    default = await score_results(client, "sql", items)
+    assert [r["score"] for r in default] == [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    anyorder = await score_results(client, "sql", items, columns="any_order")
+    assert [r["score"] for r in anyorder] == [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0], anyorder
+    assert anyorder[0]["details"]["column_permutation"] == [1, 0]
+    assert anyorder[2]["components"]["columns_match"] == 0.0
+    multiset = await score_results(client, "sql", items[5:6], columns="any_order", rows="multiset")
+    assert multiset[0]["score"] == 0.0
+    # names, when they count, are permuted with their columns
+    named = await score_results(
+        client,
+        "sql",
+        [
+            _item("SELECT age, name FROM singer", gold),
+            _item("SELECT age AS name, name AS age FROM singer", gold),
+        ],
+        columns="any_order",
+        column_names=True,
+    )
+    assert [r["score"] for r in named] == [1.0, 0.0]
+    assert named[1]["components"]["columns_match"] == 1.0  # the same names, on the wrong columns
+
+
+async def test_a_wide_result_in_any_column_order_is_searched_within_bounds(client: httpx.AsyncClient) -> None:
+    """40 columns, each a permutation of the same 40 values (row r, column c: (r + c) % 40): every predicted
+    column agrees with every gold column value for value, so only the rows tell the 40! orders apart. The
+    search answers (not the pool's deadline, which would make the item invalid), right and wrong."""
+    width = 40
+    cols = [f"c{c}" for c in range(width)]
+    rows = ", ".join("(" + ", ".join(str((r + c) % width) for c in range(width)) + ")" for r in range(width))
+    schema = f"CREATE TABLE sq ({', '.join(cols)}); INSERT INTO sq VALUES {rows};"
+    shuffled = cols[7:] + cols[:7]
+    shuffled[3], shuffled[20] = shuffled[20], shuffled[3]
+    gold = f"SELECT {', '.join(cols)} FROM sq"
+    wrong = list(shuffled)
+    wrong[-1] = wrong[0]  # c7 twice, c6 missing: every column's values still agree with every gold column's
+    items = [
+        {"response": f"SELECT {', '.join(shuffled)} FROM sq", "reference": {"query": gold, "schema": schema}},
+        {"response": f"SELECT {', '.join(wrong)} FROM sq", "reference": {"query": gold, "schema": schema}},
+    ]
+    results = await score_results(client, "sql", items, columns="any_order", rows="multiset")
+    assert [(r["valid"], r["score"]) for r in results] == [(True, 1.0), (True, 0.0)], results
+    # (the rows' cyclic pattern lets more than one permutation match, as multisets of rows: any will do)
+    assert len(results[0]["details"]["column_permutation"]) == 20
+    assert "columns_search" not in results[1]["details"]
+
+
+def test_the_column_search_agrees_with_trying_every_permutation() -> None:
+    """The pruned search finds a permutation exactly when one of all n! does (small random results: columns
+    permuted, rows shuffled, a cell changed, a row repeated, names that count or not), and what it finds
+    does match."""
+    import itertools
+    import random
+    from collections import Counter
+
+    from rewardhub.rewards.sql_columns import match_any_column_order
+
+    def equal(a: list[tuple[int, ...]], b: list[tuple[int, ...]], mode: str) -> bool:
+        return (
+            a == b if mode == "ordered" else set(a) == set(b) if mode == "set" else Counter(a) == Counter(b)
+        )
+
+    def permuted(rows: list[tuple[int, ...]], perm: Sequence[int]) -> list[tuple[int, ...]]:
+        return [tuple(r[i] for i in perm) for r in rows]
+
+    rng = random.Random(7)
+    for _ in range(600):
+        width, top = rng.randint(1, 4), rng.randint(1, 3)
+        gold = [tuple(rng.randint(0, top) for _ in range(width)) for _ in range(rng.randint(0, 5))]
+        order = rng.sample(range(width), width)
+        pred = rng.sample(permuted(gold, order), len(gold))
+        if pred and rng.random() < 0.4:
+            r, c = rng.randrange(len(pred)), rng.randrange(width)
+            pred[r] = pred[r][:c] + (rng.randint(0, top),) + pred[r][c + 1 :]
+        if pred and rng.random() < 0.2:
+            pred.append(pred[0])
+        g_names, p_names = [rng.choice("ab") for _ in range(width)], [rng.choice("aB") for _ in range(width)]
+        for mode, names in itertools.product(("ordered", "set", "multiset"), (False, True)):
+            found = match_any_column_order(pred, gold, p_names, g_names, mode, names)  # type: ignore[arg-type]
+            every = [
+                perm
+                for perm in itertools.permutations(range(width))
+                if equal(permuted(pred, perm), gold, mode)
+                and not (names and any(p_names[i].lower() != g_names[j] for j, i in enumerate(perm)))
+            ]
+            assert (found.permutation is not None) == bool(every), (pred, gold, p_names, g_names, mode, names)
+            assert found.permutation is None or list(found.permutation) in [list(p) for p in every]
+
+
+def test_the_column_search_gives_up_at_its_budget() -> None:
+    """Past its budget the permutation search stops and says so (no match), rather than run on for n!."""
+    from rewardhub.rewards.sql_columns import match_any_column_order
+
+    rows = [(r, r % 2, (r + 1) % 2) for r in range(8)]
+    names = ["a", "b", "c"]
+    assert match_any_column_order(rows, rows, names, names, "multiset", False).permutation == [0, 1, 2]
+    swapped = [(b, a, c) for a, b, c in rows]
+    assert match_any_column_order(swapped, rows, names, names, "multiset", False).permutation == [1, 0, 2]
+    small = match_any_column_order(swapped, rows, names, names, "multiset", False, budget=10)
+    assert (small.permutation, small.gave_up) == (None, True)
 
 
 async def test_order_column_names_and_partial_credit(client: httpx.AsyncClient) -> None:
@@ -338,7 +461,9 @@ def test_a_sort_past_the_heap_limit_does_not_spill_to_the_host_disk() -> None:
             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) "
             "SELECT count(*) FROM (SELECT printf('%.200c', 'y') || x AS s FROM c ORDER BY s DESC)"
         )
-        out = sql_exec.run_sql_pair(("schema", schema, "SELECT 1", pred, 20.0, 1000, 6, "auto", False, "set"))
+        out = sql_exec.run_sql_pair(
+            ("schema", schema, "SELECT 1", pred, 20.0, 1000, 6, "auto", False, "set", "ordered")
+        )
     finally:  # the limit is process-wide in SQLite: put the service's back for the tests after this one
         sql_exec._HEAP_LIMIT_BYTES = original
         sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit={original}")
@@ -356,7 +481,9 @@ def test_cached_gold_results_stay_within_a_memory_budget(monkeypatch: pytest.Mon
     rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100) "
     for width in range(300, 310):  # distinct golds of 100 rows and about 30 KB each, 300 KB in all
         gold = rows + f"SELECT x, printf('%.{width}c', 'x') FROM c"
-        out = sql_exec.run_sql_pair(("schema", SCHEMA, gold, gold, 5.0, 1000, 6, "auto", False, "set"))
+        out = sql_exec.run_sql_pair(
+            ("schema", SCHEMA, gold, gold, 5.0, 1000, 6, "auto", False, "set", "ordered")
+        )
         assert out["rows_match"] is True
     held = sum(
         len(v) for g in sql_exec._GOLD.values() for row in g["rows"] for v in row if isinstance(v, str)
@@ -412,7 +539,7 @@ def test_a_query_the_wall_clock_cut_off_on_a_loaded_host_is_served_but_not_cache
     from rewardhub.rewards.sql import SqlConfig, SqlReward
 
     runaway = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
-    payload = ("schema", SCHEMA, "SELECT 1", runaway, 0.5, 1000, 6, "auto", False, "set")
+    payload = ("schema", SCHEMA, "SELECT 1", runaway, 0.5, 1000, 6, "auto", False, "set", "ordered")
     stop = threading.Event()
 
     def hog() -> None:  # pure Python: keeps the interpreter lock for whole switch intervals
@@ -437,7 +564,9 @@ def test_a_query_the_wall_clock_cut_off_on_a_loaded_host_is_served_but_not_cache
     assert "by_wall" not in o.details
     # an answer the query's own cost decided stays cacheable
     (done,) = [
-        sql_exec.run_sql_pair(("schema", SCHEMA, "SELECT 1", "SELECT 2", 5.0, 1000, 6, "auto", False, "set"))
+        sql_exec.run_sql_pair(
+            ("schema", SCHEMA, "SELECT 1", "SELECT 2", 5.0, 1000, 6, "auto", False, "set", "ordered")
+        )
     ]
     assert SqlReward._outcome(done, "SELECT 2", SqlConfig()).transient is False
 
@@ -469,7 +598,9 @@ def test_the_databases_other_items_left_cached_do_not_take_an_item_s_memory(
     built = "CREATE TABLE t(s TEXT); " + rows + "INSERT INTO t SELECT printf('%.100c', 'y') || i FROM c;"
 
     def run(schema: str, gold: str, pred: str) -> dict[str, Any]:
-        return sql_exec.run_sql_pair(("schema", schema, gold, pred, 20.0, 1000, 6, "auto", False, "set"))
+        return sql_exec.run_sql_pair(
+            ("schema", schema, gold, pred, 20.0, 1000, 6, "auto", False, "set", "ordered")
+        )
 
     try:
         assert run(SCHEMA, gold, pred)["rows_match"] is True  # alone: fits (its gold now cached)

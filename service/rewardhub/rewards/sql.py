@@ -11,7 +11,9 @@ Both queries run in the CPU worker pool (a killable process, hard deadline) on a
 and same names when ``column_names``), ``rows_match`` (the same set of rows as in BIRD's execution
 accuracy, or the same multiset with ``rows: multiset`` as in Spider's test-suite evaluation, or the same
 list when the comparison is ordered: ``order: auto`` orders exactly when the gold query has a top-level
-``ORDER BY``).
+``ORDER BY``), the rows' columns in the gold's order (BIRD) or, with ``columns: any_order`` (Spider's
+test-suite evaluation), in any order some permutation of the predicted columns matches (:mod:`.sql_columns`:
+a bounded search; ``details.column_permutation`` the predicted column of each gold column when not theirs).
 The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
@@ -55,7 +57,18 @@ class SqlConfig(RewardConfig):
         description="Unordered comparison: `set` (BIRD: duplicates ignored) or `multiset` (Spider: counts "
         "must agree).",
     )
-    column_names: bool = Field(False, description="Also require the same column names (case-insensitive).")
+    columns: Literal["ordered", "any_order"] = Field(
+        "ordered",
+        description="Column order: `ordered` (BIRD: rows compared as tuples, column by column) or `any_order` "
+        "(Spider's test-suite evaluation: right when some permutation of the predicted columns makes the rows "
+        "match, e.g. `SELECT b, a` for `SELECT a, b`; each predicted column stands for one gold column, "
+        "widths must agree; the search is bounded, past it no match: details.columns_search = gave_up).",
+    )
+    column_names: bool = Field(
+        False,
+        description="Also require the same column names (case-insensitive; with `columns: any_order`, "
+        "the permuted ones).",
+    )
     float_digits: int = Field(6, ge=0, le=15, description="Floats are compared rounded to this many digits.")
     timeout_s: float = Field(5.0, gt=0, le=60, description="Per query, seconds.")
     max_rows: int = Field(
@@ -118,7 +131,8 @@ class SqlReward(Reward[SqlConfig]):
     # 1.3.2: a query or a schema out of memory while other items' databases are cached in the worker runs
     # again without them (it scored 0.0, or invalid, for a big database an earlier item left); the rows shown
     # of a wrong result are cut short (a value was whole: 200 MB from a printf)
-    version: ClassVar[str] = "1.3.2"
+    # 1.3.3: `columns: any_order` (default `ordered`: scores unchanged); details.column_permutation
+    version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "
@@ -145,7 +159,7 @@ class SqlReward(Reward[SqlConfig]):
     async def score(self, items: Sequence[ScoreItem], config: SqlConfig, ctx: ScoreContext) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
         todo: list[int] = []
-        payloads: list[tuple[str, str, str, str, float, int, int, str, bool, str]] = []
+        payloads: list[tuple[str, str, str, str, float, int, int, str, bool, str, str]] = []
         for i, item in enumerate(items):
             ref = item.reference
             if ref is None:
@@ -180,7 +194,7 @@ class SqlReward(Reward[SqlConfig]):
             todo.append(i)
             payloads.append(
                 (kind, spec, _clean(ref["query"]), pred, config.timeout_s, config.max_rows, config.float_digits,
-                 config.order, config.column_names, config.rows)
+                 config.order, config.column_names, config.rows, config.columns)
             )  # fmt: skip
         if payloads:
             # Two queries per item; the pool's hard deadline is the backstop for SQLite's own interrupt.

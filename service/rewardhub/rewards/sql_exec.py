@@ -24,7 +24,9 @@ import sqlite3
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+
+from rewardhub.rewards.sql_columns import budget_for, match_any_column_order
 
 __all__ = ["run_sql_pair", "without_comments"]
 
@@ -265,9 +267,9 @@ def _cache_gold(gkey: tuple[str, str, int, int], g: dict[str, Any]) -> None:
 WALL_CUT_CPU_SHARE = 0.9
 
 
-def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, str]) -> dict[str, Any]:
+def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, str, str]) -> dict[str, Any]:
     """Execute gold and predicted queries and compare them; returns a small dict of components."""
-    kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names, rows = payload
+    kind, spec, gold, pred, timeout_s, max_rows, digits, order, column_names, rows, columns = payload
     deadline = time.monotonic() + timeout_s
     try:
         key, conn = _open(kind, spec, deadline)
@@ -301,11 +303,25 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
             out["by_wall"] = True  # stopped by the wall clock with CPU time to spare: a loaded host
         return out
     same_width = len(p["columns"]) == len(g["columns"])
-    names_ok = [c.lower() for c in p["columns"]] == [c.lower() for c in g["columns"]]
+    p_names, g_names = [c.lower() for c in p["columns"]], [c.lower() for c in g["columns"]]
+    any_order = columns == "any_order"
+    names_ok = Counter(p_names) == Counter(g_names) if any_order else p_names == g_names
     out["columns_match"] = same_width and (names_ok or not column_names)
     ordered = order == "ordered" or (order == "auto" and _has_top_level_order_by(gold))
     if not same_width:
         rows_match = False
+    elif any_order:  # Spider's test-suite evaluation: some permutation of the predicted columns matches
+        mode: Literal["ordered", "set", "multiset"] = (
+            "ordered" if ordered else "multiset" if rows == "multiset" else "set"
+        )
+        found = match_any_column_order(
+            p["rows"], g["rows"], p["columns"], g["columns"], mode, column_names, budget_for(timeout_s)
+        )
+        rows_match = found.permutation is not None
+        if found.permutation is not None and found.permutation != list(range(len(g_names))):
+            out["column_permutation"] = found.permutation[:_SAMPLE_COLUMNS]
+        if found.gave_up:
+            out["columns_search"] = "gave_up"
     elif ordered:
         rows_match = p["rows"] == g["rows"]
     elif rows == "set":
