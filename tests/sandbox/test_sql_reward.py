@@ -632,3 +632,22 @@ async def test_the_rows_shown_of_a_wrong_result_are_bounded(client: httpx.AsyncC
         assert len(sample) == 3 and all(len(row) <= 20 for row in sample)
         assert all(len(v) < 1000 for row in sample for v in row if isinstance(v, str))
     assert details["pred_sample"][0][0].startswith("xxxx")
+
+
+def test_a_column_search_that_gave_up_is_no_score() -> None:
+    """Past its budget the search could not say whether some column order matches: that is no verdict on
+    the query (0.0 would train a possibly right query as wrong), so the item is invalid, resource_limit."""
+    from rewardhub.protocol import Reason
+    from rewardhub.rewards.sql import SqlConfig, SqlReward
+
+    value = {
+        "parses": True,
+        "executes": True,
+        "gold_rows": 100_000,
+        "columns_match": True,
+        "rows_match": False,
+        "columns_search": "gave_up",
+    }
+    outcome = SqlReward._outcome(value, "SELECT b, a FROM t", SqlConfig(columns="any_order"))
+    assert (outcome.score, outcome.reason) == (None, Reason.RESOURCE_LIMIT)
+    assert "column" in outcome.details["message"]

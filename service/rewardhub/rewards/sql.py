@@ -62,7 +62,7 @@ class SqlConfig(RewardConfig):
         description="Column order: `ordered` (BIRD: rows compared as tuples, column by column) or `any_order` "
         "(Spider's test-suite evaluation: right when some permutation of the predicted columns makes the rows "
         "match, e.g. `SELECT b, a` for `SELECT a, b`; each predicted column stands for one gold column, "
-        "widths must agree; the search is bounded, past it no match: details.columns_search = gave_up).",
+        "widths must agree; the search is bounded by timeout_s, past it the item is invalid: resource_limit).",
     )
     column_names: bool = Field(
         False,
@@ -220,6 +220,13 @@ class SqlReward(Reward[SqlConfig]):
                 ref_error, Reason.PARSE_ERROR
             )
             return Outcome.invalid(reason, value.get("message"))
+        if value.get("columns_search") == "gave_up":
+            # no verdict on the query: some column order may match, the search's bound came first
+            return Outcome.invalid(
+                Reason.RESOURCE_LIMIT,
+                "columns: any_order: the search for a column order that matches passed its bound "
+                f"({value.get('gold_rows')} gold rows); raise timeout_s or compare ordered columns",
+            )
         components: dict[str, float | None] = {c: 1.0 if value.get(c) else 0.0 for c in _COMPONENTS}
         weights = config.component_weights
         score = sum((components[c] or 0.0) * w for c, w in weights.items()) / sum(weights.values())

@@ -12,7 +12,8 @@ so the search here is pruned, and capped:
 * each gold column assigned, the gold rows cut to the assigned columns must still equal the predicted rows
   cut to theirs (numbered prefix by prefix: O(rows) a step); once those prefixes tell the gold rows apart,
   the rows pair one way only and the remaining columns are matched whole, without a search;
-* the rows the search visits are capped (``budget``): past it the search gives up, as no match.
+* the rows the search visits are capped (``budget``): past it the search gives up (``gave_up``; the
+  reward then answers the item invalid, ``resource_limit``: no verdict).
 
 A permutation is a bijection: a predicted column stands for one gold column, so ``SELECT a, a`` does not
 match a gold ``SELECT a, b``; results of different widths never match. Unordered ``set`` comparison drops
