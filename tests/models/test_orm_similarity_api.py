@@ -447,6 +447,29 @@ async def test_a_response_of_invisible_characters_is_empty(make_app: MakeApp) ->
     assert [(r["valid"], r["reason"]) for r in res[3:]] == [(False, "missing_reference")] * 2
 
 
+async def test_similarity_reads_the_answer_outside_the_reasoning(make_app: MakeApp) -> None:
+    """A reasoning model's response is compared by its answer, as exact_match, f1 and text_similarity
+    (cosine included) read it: the reasoning was embedded with it, and MiniLM reads 256 tokens, so a
+    long <think> block was all the model saw of the response (a right answer after an off-topic trace
+    scored as off-topic). A response cut off inside its reasoning has no answer: the floor."""
+    ref = "The cat sits on the mat."
+    trace = "<think>" + "Stock markets fell sharply today in Tokyo. " * 40 + "</think>"
+    items = [
+        {"response": trace + ref, "reference": ref},
+        {"response": "<think>Stock markets fell sharply today in Tokyo.</think>" + ref, "reference": ref},
+        {"response": "<think>The cat sits on the mat, I think", "reference": ref},
+        {"response": trace + " \u200b", "reference": ref},
+    ]
+    async with make_app() as client:
+        long, short, cut, empty = await score_results(client, "similarity", items)
+        (plain,) = await score_results(client, "text_similarity", items[1:2], metric="cosine")
+    assert long["score"] == pytest.approx(1.0, abs=1e-4) and "truncated" not in long["details"], long
+    assert short["score"] == pytest.approx(1.0, abs=1e-4), short
+    assert short["score"] == pytest.approx(plain["score"]), (short, plain)
+    for r in (cut, empty):
+        assert (r["score"], r["reason"], r["components"]) == (-1.0, "no_answer", {"cosine": -1.0}), r
+
+
 @pytest.mark.parametrize("pooling", ["cls_token", "lasttoken", "max_tokens", None])
 async def test_a_local_embedding_model_is_pooled_as_it_says(
     make_app: MakeApp, tmp_path: Path, pooling: str | None

@@ -12,13 +12,16 @@ counts). A blank one (``""``, ``[""]``, ``{"text": ""}``) is no reference (``mis
 and ``details.cosines`` (null for a dropped blank) count positions in the list as written; a list holding
 anything but texts is unreadable (``parse_error``).
 ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to ``(cos + 1) / 2`` in
-[0, 1]. ``components.cosine`` is always the cosine. An empty response (nothing but
-whitespace and invisible format or control characters: a zero-width space is no answer) scores the
+[0, 1]. ``components.cosine`` is always the cosine. The response is read outside its reasoning
+(``<think>…</think>``, and an unclosed ``<think>`` it ends in), as ``exact_match``, ``f1`` and
+``text_similarity`` read it: the answer is compared, not the thoughts before it. An empty response (nothing but
+whitespace and invisible format or control characters: a zero-width space is no answer; one cut off
+inside its reasoning has none either) scores the
 scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``, and its ``components.cosine`` is -1:
 below any answer, however off-topic. Texts longer than the model's
 context are embedded from their start (MiniLM reads 256 tokens), as sentence-transformers does, and
 ``details.truncated`` names them (``"response"``, ``"reference"`` or ``"reference[k]"``): a long
-reasoning trace compared this way is compared by its opening, not by its answer.
+answer is compared by its opening.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
-from rewardhub.rewards.text import blank
+from rewardhub.rewards.text import answer_text, blank
 
 __all__ = [
     "SimilarityConfig",
@@ -133,7 +136,9 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # (and cut) as its cached checkpoint says (it was mean-pooled and read to the model's full context)
     # 1.5.2: a blank reference ("", [""], {"text": ""}) is missing_reference (it was parse_error); a blank
     # beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
-    version: ClassVar[str] = "1.5.2"
+    # 1.5.3: the response is read outside its reasoning (<think>...</think> was embedded, and filled
+    # MiniLM's 256 tokens before the answer came); one cut off inside its reasoning is no answer
+    version: ClassVar[str] = "1.5.3"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
@@ -172,7 +177,10 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             # blank: the tokenizer drops invisible characters, so the model embeds a zero-width space as
             # it embeds "": it scored an answer's cosine (-0.005 on MiniLM against a cat sentence, above
             # an off-topic answer's -0.05) where an empty response scores the floor, and two of them 1.0.
-            if blank(item.response):
+            # the answer, not the reasoning before it: a <think> block filled the model's context, and
+            # the answer after it was never read (a right answer after an off-topic trace: off-topic)
+            response = answer_text(item.response)
+            if blank(response):
                 # The scale's floor: 0.0 on the cosine scale put an empty answer above every off-topic one
                 # whose cosine is negative (MiniLM gives unrelated sentences -0.05), so a GRPO group
                 # learned that saying nothing beats saying something wrong. The cosine component is the
@@ -184,7 +192,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 )
                 continue
             kept = [(n, slot(t)) for n, t in enumerate(refs) if t is not None]
-            plan.append((i, slot(item.response), kept, len(refs)))
+            plan.append((i, slot(response), kept, len(refs)))
         if plan:
             try:
                 embedded = await backend.embed(texts, deadline)
