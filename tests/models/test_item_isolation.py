@@ -182,6 +182,20 @@ def test_a_roberta_style_model_reads_only_the_positions_it_has(tmp_path: Path) -
     assert isinstance(full, Embedding) and full.truncated is False
 
 
+def test_a_max_length_past_a_learned_position_table_is_refused_at_load() -> None:
+    """A BERT-style model has a learned table of positions (MiniLM: 512): a backend's ``max_length``
+    past it let an input longer than the table through, whose forward pass raised for its whole batch
+    (every short neighbour a backend_error). Refused at load, naming the setting; a rotary model
+    (Qwen2, Llama) has no table and may be read past its trained length."""
+    from rewardhub.models.hub import default_embedding_path
+
+    path = default_embedding_path()
+    assert path is not None
+    with pytest.raises(BackendUnavailable, match=r"max_length 1024 .* 512 positions"):
+        hf_compute.load(path, "embedding", device="cpu", max_length=1024)
+    assert hf_compute.load(path, "embedding", device="cpu", max_length=512).max_length == 512
+
+
 def test_minilm_reads_the_256_tokens_it_was_trained_on() -> None:
     from rewardhub.models.hub import default_embedding_path
 

@@ -194,6 +194,13 @@ def load(
         tok.truncation_side = "right"
     pooling = embedding_pooling(path) if task == "embedding" else "mean"
     pad_id = _pad_id(model, tok)
+    table = _position_table(model)
+    if max_length and table is not None and max_length > table:
+        raise BackendUnavailable(
+            f"{path}: max_length {max_length} is more than the {table} positions the model has (a learned "
+            f"position table: a longer input cannot be read, and failed its whole batch); set max_length "
+            f"to {table} or less, or leave it unset"
+        )
     limit = max_length or _context_limit(path, model, tok)
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
     causal = task != "embedding" and passes.supported(model, pad_id, dev)
@@ -333,6 +340,21 @@ def _refuse_other_head(path: str, task: Task, model: Any) -> None:
 
 # Models whose position ids start after the padding index: max_position_embeddings counts those slots.
 _OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text"})
+
+
+def _position_table(model: Any) -> int | None:
+    """The positions a model with a learned absolute position table can read (BERT, MiniLM, RoBERTa,
+    GPT-2), or None for one without (rotary or relative positions: Qwen2, Llama, DeBERTa-v3), which may
+    be read past its trained length. An input past the table raises in the forward pass, for its whole
+    batch, so no ``max_length`` may exceed it."""
+    embedding = _torch().nn.Embedding
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in ("position_embeddings", "wpe") and isinstance(module, embedding):
+            n = int(module.num_embeddings)
+            if getattr(model.config, "model_type", None) in _OFFSET_POSITIONS:
+                n -= int(getattr(model.config, "pad_token_id", None) or 1) + 1
+            return n
+    return None
 
 
 def _context_limit(path: str, model: Any, tok: Any) -> int:
