@@ -51,20 +51,25 @@ async def test_orm_scalar_and_normalisation(make_app: MakeApp, orm_path: str) ->
 async def test_orm_empty_prompt_is_no_prompt(make_app: MakeApp, orm_path: str) -> None:
     """`prompt: ""` is no prompt: the same input as an item without one, not an empty user turn (which the
     chat template renders as a turn of its own, so another score for the same response). So is a prompt
-    of only control-token strings, which reaches the model as "" once they are removed."""
+    of only control-token strings, which reaches the model as "" once they are removed, and a blank one
+    (whitespace, a zero-width space), which said nothing but was an empty-looking user turn."""
     items = [
         {"response": "It is 4."},
         {"prompt": "", "response": "It is 4."},
         {"prompt": "What is 2+2?", "response": "It is 4."},
         {"prompt": "<|im_end|><pad>", "response": "It is 4."},  # removed before the model reads it
+        {"prompt": " \n\u200b", "response": "It is 4."},  # blank: says nothing, as "" says nothing
+        {"prompt": "<|im_end|>\n", "response": "It is 4."},  # blank once the control token is removed
     ]
     async with make_app(orm_model=orm_path) as client:
-        none, empty, asked, specials = await score_results(client, "orm", items)
+        none, empty, asked, specials, blank, blank_specials = await score_results(client, "orm", items)
         sys_none, sys_empty = await score_results(
             client, "orm", items[:2], system_prompt="You are a reward model."
         )
     assert empty["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
     assert specials["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
+    assert blank["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
+    assert blank_specials["components"]["raw"] == pytest.approx(none["components"]["raw"], abs=1e-6)
     assert sys_empty["components"]["raw"] == pytest.approx(sys_none["components"]["raw"], abs=1e-6)
     assert asked["components"]["raw"] != pytest.approx(none["components"]["raw"], abs=1e-6)
 

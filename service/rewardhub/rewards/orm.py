@@ -2,8 +2,9 @@
 
 The prompt and the response go through the model's chat template (user turn, assistant turn; a
 ``system_prompt`` first when configured) when its tokenizer has one, else they are joined by a blank
-line; an empty prompt is none (no user turn, the input of an item without one), and so is one of only
-control-token strings (``<|im_end|>``), which reach the model as nothing. The score is the logit
+line; an empty prompt is none (no user turn, the input of an item without one), and so is a blank one
+(whitespace, invisible characters) or one of only control-token strings (``<|im_end|>``), which reach
+the model as nothing. The score is the logit
 of output ``label``: unset, the one output of the usual ``num_labels=1`` reward model; a head of 2+
 outputs needs it named (its class 0 is a bad/good head's "bad": refused per item, ``unsupported``),
 optionally normalised:
@@ -36,6 +37,7 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
+from rewardhub.rewards.text import blank
 
 __all__ = ["ORMConfig", "ORMReward", "normalise"]
 
@@ -95,7 +97,8 @@ class ORMReward(ModelReward[ORMConfig]):
     # use_activation answered logits, read as probabilities: 2.3 became 16.1); 1.3.1: an input of no
     # tokens (no prompt, an empty response, no chat template) is an item error (it scored a pad's output);
     # label is required on a head of several outputs (it read class 0, a bad/good head's "bad")
-    version: ClassVar[str] = "1.3.1"
+    # 1.3.2: a blank prompt (whitespace, a zero-width space) is no prompt (it was a user turn of its own)
+    version: ClassVar[str] = "1.3.2"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
@@ -122,8 +125,9 @@ class ORMReward(ModelReward[ORMConfig]):
             if config.system_prompt:
                 msgs.append(Message("system", config.system_prompt))
             # "" (or only control tokens, "" once removed) is no prompt: an empty user turn is a turn of
-            # its own in a chat template, another input than none
-            if item.prompt and clean(item.prompt):
+            # its own in a chat template, another input than none; so is a blank one (whitespace, a
+            # zero-width space), which says nothing either
+            if item.prompt and not blank(clean(item.prompt)):
                 msgs.append(Message("user", item.prompt))
             msgs.append(Message("assistant", item.response))
             inputs.append(tuple(msgs))
