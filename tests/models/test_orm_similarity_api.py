@@ -475,6 +475,19 @@ async def test_similarity_reads_the_answer_outside_the_reasoning(make_app: MakeA
         assert (r["score"], r["reason"], r["components"]) == (-1.0, "no_answer", {"cosine": -1.0}), r
 
 
+async def test_a_response_the_tokenizer_reads_as_nothing_is_empty(make_app: MakeApp) -> None:
+    """MiniLM's tokenizer drops U+FFFD (what a policy's broken UTF-8 decodes to) and, stripping accents,
+    a run of combining marks: such a response reached the model as "" and scored an answer's cosine
+    (above an off-topic answer's), where an empty one scores the floor."""
+    ref = "The cat sits on the mat."
+    items = [{"response": r, "reference": ref} for r in ("\ufffd", "\ufffd\ufffd \u0301\u0301", "\ufffd cat")]
+    async with make_app() as client:
+        replacement, marks, answer = await score_results(client, "similarity", items)
+    for r in (replacement, marks):
+        assert (r["score"], r["reason"], r["components"]) == (-1.0, "no_answer", {"cosine": -1.0}), r
+    assert answer["valid"] and answer["reason"] is None and answer["score"] > 0, answer
+
+
 @pytest.mark.parametrize("pooling", ["cls_token", "lasttoken", "max_tokens", None])
 async def test_a_local_embedding_model_is_pooled_as_it_says(
     make_app: MakeApp, tmp_path: Path, pooling: str | None

@@ -124,10 +124,14 @@ class Embedding:
     """One text's L2-normalised vector. ``truncated``: the text was longer than the model's context and
     only its start was embedded (as sentence-transformers does); None when the backend cannot tell (an
     HTTP ``/embeddings`` server). A reward reports it: a long reasoning trace embedded from its start
-    says nothing about the answer at its end."""
+    says nothing about the answer at its end. ``empty``: the model read nothing of the text, its
+    tokenizer having dropped every character (MiniLM's drops U+FFFD, and combining marks as it strips
+    accents): the vector is the empty text's, and says nothing of an answer; False when the backend
+    cannot tell."""
 
     vector: list[float]
     truncated: bool | None = None
+    empty: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1061,11 +1061,17 @@ def embed(loaded: Loaded, texts: Sequence[str]) -> list[Embedding | BackendError
         max_length=loaded.max_length,
         return_tensors="pt",
     ).to(loaded.device)
-    cut = truncated(loaded.tokenizer, texts, enc["attention_mask"].sum(1).tolist(), loaded.max_length)
+    lengths = enc["attention_mask"].sum(1).tolist()
+    cut = truncated(loaded.tokenizer, texts, lengths, loaded.max_length)
+    # no more tokens than "" has (its special tokens): the tokenizer dropped every character
+    nothing = len(loaded.tokenizer("")["input_ids"])
     hidden = loaded.model(**enc).last_hidden_state.float()
     pooled = _pool(torch, hidden, enc["attention_mask"], loaded.pooling)
     normed = torch.nn.functional.normalize(pooled, p=2, dim=1)
-    return [Embedding([float(x) for x in row], k in cut) for k, row in enumerate(normed.cpu().tolist())]
+    return [
+        Embedding([float(x) for x in row], k in cut, empty=lengths[k] <= nothing)
+        for k, row in enumerate(normed.cpu().tolist())
+    ]
 
 
 def _pool(torch: Any, hidden: Any, attention_mask: Any, pooling: Pooling) -> Any:

@@ -16,7 +16,8 @@ anything but texts is unreadable (``parse_error``).
 (``<think>…</think>``, and an unclosed ``<think>`` it ends in), as ``exact_match``, ``f1`` and
 ``text_similarity`` read it: the answer is compared, not the thoughts before it. An empty response (nothing but
 whitespace and invisible format or control characters: a zero-width space is no answer; one cut off
-inside its reasoning has none either) scores the
+inside its reasoning has none either, nor one a local model's tokenizer drops whole, such as U+FFFD)
+scores the
 scale's floor (-1, or 0 on ``unit``) with ``reason: no_answer``, and its ``components.cosine`` is -1:
 below any answer, however off-topic. Texts longer than the model's
 context are embedded from their start (MiniLM reads 256 tokens), as sentence-transformers does, and
@@ -125,6 +126,12 @@ def no_reference(reward: str, reference: Any, blank_hint: str = "") -> Outcome:
     )
 
 
+def _no_answer(config: SimilarityConfig, message: str) -> Outcome:
+    """An empty response's outcome: the scale's floor, its cosine component -1 (see ``score``)."""
+    floor = 0.0 if config.scale == "unit" else -1.0
+    return Outcome(floor, Reason.NO_ANSWER, {"cosine": -1.0}, {"message": message})
+
+
 @register
 class SimilarityReward(ModelReward[SimilarityConfig]):
     name: ClassVar[str] = "similarity"
@@ -137,7 +144,8 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # 1.5.2: a blank reference ("", [""], {"text": ""}) is missing_reference (it was parse_error); a blank
     # beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
     # 1.5.3: the response is read outside its reasoning (<think>...</think> was embedded, and filled
-    # MiniLM's 256 tokens before the answer came); one cut off inside its reasoning is no answer
+    # MiniLM's 256 tokens before the answer came); one cut off inside its reasoning is no answer, and
+    # so is one the tokenizer reads as nothing (U+FFFD, combining marks: it scored the cosine of "")
     version: ClassVar[str] = "1.5.3"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
@@ -186,10 +194,7 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 # learned that saying nothing beats saying something wrong. The cosine component is the
                 # floor too: GDPO normalises components, and a None there is "no signal" (its group's
                 # mean), which put the empty answer back above the off-topic ones.
-                floor = 0.0 if config.scale == "unit" else -1.0
-                outcomes[i] = Outcome(
-                    floor, Reason.NO_ANSWER, {"cosine": -1.0}, {"message": "empty response"}
-                )
+                outcomes[i] = _no_answer(config, "empty response")
                 continue
             kept = [(n, slot(t)) for n, t in enumerate(refs) if t is not None]
             plan.append((i, slot(response), kept, len(refs)))
@@ -201,6 +206,11 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
             vectors = finite([e if isinstance(e, BackendError) else e.vector for e in embedded])
             cut = {k for k, e in enumerate(embedded) if isinstance(e, Embedding) and e.truncated}
             for i, r, kept, size in plan:
+                read = embedded[r]
+                if isinstance(read, Embedding) and read.empty:
+                    # the tokenizer dropped every character (U+FFFD, combining marks): the model read ""
+                    outcomes[i] = _no_answer(config, "the model reads nothing of the response")
+                    continue
                 ref_slots = [k for _, k in kept]
                 bad = next(
                     (
