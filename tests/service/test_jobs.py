@@ -298,6 +298,11 @@ def queued_job(job_id: str, body: bytes) -> dict[str, Any]:
     return {"job_id": job_id, "status": "queued", "created_at": time.time(), "body_sha256": body_digest(body)}
 
 
+def bare_runner(store: RedisJobStore) -> JobRunner:
+    """A job runner on ``store`` with no scoring service: a job it did run would fail (AttributeError)."""
+    return JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+
+
 async def test_an_idempotency_key_whose_job_was_not_written_can_be_retried(redis_server: Any) -> None:
     """Redis failing between the Idempotency-Key's claim and the job's write left the key naming a job
     that never existed: every retry with that key waited for it and answered 503 until the key expired
@@ -407,8 +412,6 @@ async def test_a_pending_job_whose_record_is_gone_leaves_the_pending_index(redis
     found nothing and left it there."""
     from redis.asyncio import Redis
 
-    from rewardhub.jobs import body_digest
-
     class Store(RedisJobStore):
         P = f"rh:test-gone-{time.time_ns()}"
 
@@ -416,10 +419,9 @@ async def test_a_pending_job_whose_record_is_gone_leaves_the_pending_index(redis
     store = Store(redis, ttl_s=3600)
     body = b'{"reward": "math", "items": [{"response": "1"}]}'
     job_id = f"job_{time.time_ns()}"
-    job = {"job_id": job_id, "status": "queued", "created_at": time.time(), "items": 1}
-    await store.create({**job, "body_sha256": body_digest(body)}, body, None)
+    await store.create({**queued_job(job_id, body), "items": 1}, body, None)
     await redis.delete(f"{Store.P}:job:{job_id}", f"{Store.P}:job-body:{job_id}")  # expired / evicted
-    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    runner = bare_runner(store)
     try:
         await runner.start()
         for _ in range(100):
@@ -562,7 +564,7 @@ async def test_a_job_claimed_but_not_started_is_handed_back_at_shutdown(redis_se
     body = b'{"reward": "math", "items": [{"response": "1"}]}'
     job = {"job_id": f"job_{time.time_ns()}", "status": "queued", "created_at": time.time(), "items": 1}
     await store.create({**job, "body_sha256": body_digest(body)}, body, None)
-    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    runner = bare_runner(store)
     try:
         await runner.start()
         await asyncio.wait_for(store.reading.wait(), 10)
@@ -611,8 +613,6 @@ async def test_a_job_another_runner_finished_meanwhile_keeps_its_result(redis_se
     lost". A client polling saw the job succeed and then fail, its result gone."""
     from redis.asyncio import Redis
 
-    from rewardhub.jobs import body_digest
-
     class Store(_FinishedMeanwhileStore):
         P = f"rh:test-finished-{time.time_ns()}"
 
@@ -620,9 +620,8 @@ async def test_a_job_another_runner_finished_meanwhile_keeps_its_result(redis_se
     store = Store(redis, ttl_s=3600)
     body = b'{"reward": "math", "items": [{"id": "x", "response": "1", "reference": "1"}]}'
     job_id = f"job_{time.time_ns()}"
-    job = {"job_id": job_id, "status": "running", "created_at": time.time(), "items": 1}
-    await store.create({**job, "body_sha256": body_digest(body)}, body, None)
-    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    await store.create({**queued_job(job_id, body), "status": "running", "items": 1}, body, None)
+    runner = bare_runner(store)
     try:
         await runner._run(job_id)
         after = await store.get(job_id) or {}
@@ -751,8 +750,7 @@ async def test_a_job_started_too_often_without_finishing_is_failed(redis_server:
     job_id = f"job_{time.time_ns()}"
     job = {**queued_job(job_id, body), "status": "running", "items": 1, "starts": 3}
     await store.create(job, body, None)
-    # no scoring service: a job that were run would fail with an AttributeError instead
-    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    runner = bare_runner(store)
     try:
         await runner._run(job_id)
         after = await store.get(job_id) or {}
