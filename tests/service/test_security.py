@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from conftest import hold_the_service
 from rewardhub.config import Settings
+from rewardhub.security import Authenticator
 
 ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
 
@@ -65,9 +66,11 @@ async def test_inflight_items_bound(make_app: Any) -> None:
 
 
 async def test_per_key_rate_limit(make_app: Any) -> None:
-    # One token per 2 s: the six requests below must all come before the first refill (at 2 tokens/s,
-    # within 0.5 s, which a loaded CI machine need not give them)
-    async with make_app(api_keys="a,b", per_key_rate_limit=0.5, per_key_rate_burst=3) as c:
+    # One token per 50 s: the six requests below must all come before the first refill, a window no
+    # loaded CI machine overruns (at one per 2 s, a host that stalled 2 s refilled a token mid-test and
+    # the fourth request passed); the test then moves the bucket's clock by a refill period instead of
+    # sleeping through it.
+    async with make_app(api_keys="a,b", per_key_rate_limit=0.02, per_key_rate_burst=3) as c:
         codes = [
             (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code for _ in range(5)
         ]
@@ -78,8 +81,12 @@ async def test_per_key_rate_limit(make_app: Any) -> None:
         assert (
             await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "b"})
         ).status_code == 200  # per key
-        await asyncio.sleep(2.2)  # 0.5 tokens/s refill
+        # 50 s pass for key a's bucket: one token comes back (0.02 tokens/s), one, not the burst
+        admission = c.app.state.admission
+        key_id = Authenticator(("a",)).authenticate(None, "a").key_id
+        admission._buckets[key_id].stamp -= 1 / admission.rate_per_s
         assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 200
+        assert (await c.post("/v1/score", json=ITEM, headers={"X-API-Key": "a"})).status_code == 429
 
 
 async def test_secrets_never_reach_the_logs(make_app: Any, redis_server: Any, capsys: Any) -> None:
