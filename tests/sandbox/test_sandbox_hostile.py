@@ -239,13 +239,14 @@ async def test_infinite_loop_hits_the_time_limit(client: httpx.AsyncClient) -> N
 
 
 async def test_500mb_of_output_is_cut_at_the_cap(client: httpx.AsyncClient) -> None:
-    t0 = time.monotonic()
     body = await run(
         client, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(500):\n    sys.stdout.write(chunk)\n"
     )
-    assert time.monotonic() - t0 < 10
     rr = body["run_result"]
     assert rr["output_truncated"] is True
+    # Killed at the cap (SIGKILL), not left to write its 500 MB (it would exit 0) nor stopped by its
+    # time limit: what a 10 s bound on the whole request checked, with no clock a loaded host can fail.
+    assert rr["return_code"] == -9 and rr["status"] != "TimeLimitExceeded", rr | {"stdout": "..."}
     assert len(rr["stdout"]) <= 1 << 20  # REWARDHUB_SANDBOX_OUTPUT_LIMIT_BYTES
 
 
