@@ -91,6 +91,80 @@ async def test_orm_softmax_is_the_class_probability_of_a_two_label_head(
         assert p["score"] != pytest.approx(s["score"], abs=1e-4)
 
 
+def probability_server(logits: dict[str, list[float]]) -> FastAPI:
+    """A vLLM ``/classify`` that applies its activation (sigmoid for one output, softmax for more) to the
+    logits of the model in process, looked up by the response (the conversation's last turn)."""
+    app = FastAPI()
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        row = logits[body["messages"][-1]["content"]]
+        if len(row) == 1:
+            probs = [1 / (1 + math.exp(-row[0]))]
+        else:
+            total = sum(math.exp(x) for x in row)
+            probs = [math.exp(x) / total for x in row]
+        return {"data": [{"index": 0, "probs": probs, "num_classes": len(probs)}]}
+
+    return app
+
+
+async def test_a_server_returning_probabilities_scores_as_the_model_in_process_or_refuses(
+    make_app: MakeApp, orm_path: str, tmp_path: Path
+) -> None:
+    """Through a server that returns softmax probabilities (``returns_probabilities``), a 2-label head's
+    "logits" were log p: each logit less its item's log-sum-exp. ``softmax`` came out the same as in
+    process, but ``none``, ``sigmoid`` and ``zscore`` scored log p, another number for every item (log p
+    is never above 0, so such a sigmoid never above 0.5). Those are unsupported now, naming the fixes; ``softmax``
+    and a one-output head (whose sigmoid is undone exactly) agree with the model in process."""
+    from tiny_models import build_tiny_orm
+
+    two = str(build_tiny_orm(tmp_path / "orm2", num_labels=2, seed=3))
+    items = [{"prompt": "What is 2+2?", "response": "4"}, {"prompt": "Hi", "response": "Hello there."}]
+    local: dict[str, list[dict[str, Any]]] = {}
+    rows: dict[str, dict[str, list[float]]] = {}
+    for name, path, config in (("two", two, {"label": 1}), ("one", orm_path, {})):
+        async with make_app(orm_model=path) as client:
+            for norm in ("softmax", "sigmoid", "none") if name == "two" else ("sigmoid", "none"):
+                local[f"{name}-{norm}"] = await score_results(client, "orm", items, normalize=norm, **config)
+        rows[name] = {
+            item["response"]: r["details"]["logits"]
+            for item, r in zip(items, local[f"{name}-none"], strict=True)
+        }
+    for name in ("two", "one"):
+        with serve_app(probability_server(rows[name])) as url:
+            spec = {
+                "backends": {
+                    "rm": {"kind": "vllm_pooling", "url": url, "model": "rm", "returns_probabilities": True}
+                }
+            }
+            path = tmp_path / f"backends-{name}.json"
+            path.write_text(json.dumps(spec))
+            async with make_app(backends_file=str(path), embedding_model="off") as client:
+                if name == "two":
+                    got = await score_results(
+                        client, "orm", items, backend="rm", normalize="softmax", label=1
+                    )
+                    assert [r["score"] for r in got] == pytest.approx(
+                        [r["score"] for r in local["two-softmax"]], abs=1e-6
+                    )
+                    for norm, extra in (("sigmoid", {}), ("none", {}), ("zscore", {"mean": 0.1, "std": 2.0})):
+                        got = await score_results(
+                            client, "orm", items, backend="rm", normalize=norm, label=1, **extra
+                        )
+                        for r in got:
+                            assert r["reason"] == "unsupported", (norm, r)
+                            message = r["details"]["message"]
+                            assert "softmax" in message and "returns_probabilities" in message
+                else:
+                    for norm in ("sigmoid", "none"):
+                        got = await score_results(client, "orm", items, backend="rm", normalize=norm)
+                        assert [r["score"] for r in got] == pytest.approx(
+                            [r["score"] for r in local[f"one-{norm}"]], abs=1e-5
+                        )
+
+
 async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
     async with make_app() as client:
         items = [

@@ -231,6 +231,14 @@ class ModelBackend:
         """Whether :meth:`identity` is final; rewards do not cache results while it is not."""
         return True
 
+    @property
+    def classify_log_probs(self) -> bool:
+        """Whether :meth:`classify`'s rows of 2+ outputs are log-probabilities, not logits: a server that
+        answers softmax probabilities gives the logits only up to a per-row constant (log p is the logit
+        less the row's log-sum-exp), enough for a class probability but not for a logit's own value. A
+        one-output row is the exact logit either way (the sigmoid is undone exactly)."""
+        return False
+
     def describe(self) -> dict[str, Any]:
         """Public facts for logs and ``/ready`` (never secrets)."""
         return {"kind": self.kind, "model": self.model, "capabilities": sorted(self.capabilities)}
@@ -287,7 +295,8 @@ class ModelBackend:
     async def classify(
         self, inputs: Sequence[tuple[Message, ...]], deadline: float
     ) -> list[list[float] | BackendError]:
-        """Raw per-label logits for each conversation (a single text is one user message)."""
+        """Raw per-label logits for each conversation (a single text is one user message); see
+        :attr:`classify_log_probs` for a backend that can only give them up to a constant."""
         self.require("classify")
         raise NotImplementedError  # pragma: no cover
 

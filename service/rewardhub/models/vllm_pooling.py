@@ -6,7 +6,10 @@
   its own normalisation); for a server that ignores the flag and returns probabilities (sigmoid for one
   label, softmax for more), set ``returns_probabilities: true`` in the backend spec: probabilities are
   then asked for (``"use_activation": true``, so a server that does honour it answers the same) and
-  turned back into logits, and an answer outside [0, 1] is an error, not a clamped certainty.
+  turned back into logits, and an answer outside [0, 1] is an error, not a clamped certainty. One
+  label's logit comes back exactly; a head of 2+ labels' only up to a constant per item (the
+  log-probabilities), so ``orm`` can take a class probability from it (``softmax``) and nothing that
+  needs a logit's value (:attr:`~rewardhub.models.base.ModelBackend.classify_log_probs`).
 * ``steps`` (process reward models with a classifier head, e.g. Qwen2.5-Math-PRM served as
   ``Qwen2ForProcessRewardModel``): vLLM returns class probabilities per token (``ALL`` pooling) or only
   at the tokens equal to its ``step_tag_id`` (``STEP`` pooling, vLLM's default for
@@ -120,6 +123,11 @@ class VLLMPoolingBackend(RemoteBackend):
     def identity(self) -> str:
         # probabilities turned back into logits are other numbers than the server's logits
         return super().identity() + ("+probabilities" if self.returns_probabilities else "")
+
+    @property
+    def classify_log_probs(self) -> bool:
+        # softmax probabilities give a head of 2+ outputs its logits up to a constant only
+        return self.returns_probabilities
 
     @property
     def identity_settled(self) -> bool:
@@ -410,7 +418,9 @@ def softmax(row: list[float]) -> list[float]:
 
 def probs_to_logits(probs: list[float]) -> list[float]:
     """Undo a classifier's activation (sigmoid for one label, softmax for more) so rewards always see
-    logits (softmax logits are recovered up to a constant, which softmax ignores)."""
+    logits. One label's logit comes back exactly; softmax's only up to a per-row constant: these are the
+    log-probabilities (each logit less the row's log-sum-exp), which give the class probabilities and
+    the differences of logits, never a logit's own value (:attr:`ModelBackend.classify_log_probs`)."""
     eps = 1e-7
     if len(probs) == 1:
         p = min(max(probs[0], eps), 1 - eps)

@@ -20,8 +20,15 @@ optionally normalised:
   (the defaults 0 and 1 would return the raw logit as if it were normalised), and apply to ``zscore``
   only (with another ``normalize`` they would be silently ignored): a config that says otherwise is refused.
 
-``components.raw`` always holds the raw logit. Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
+``components.raw`` holds the raw logit. Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
 process) or ``REWARDHUB_ORM_URL`` (a vLLM server's ``/classify``).
+
+A ``vllm_pooling`` backend with ``returns_probabilities`` knows a head of 2+ outputs' logits only up to
+a constant per item (the softmax took it away): it gives the log-probabilities, the logit less the
+item's log-sum-exp. ``softmax`` is the same from them; ``none``, ``sigmoid`` and ``zscore`` of a logit
+are not (they scored log p, another number for every item than the in-process model's), so they are
+refused per item (``unsupported``, naming the fixes: serve raw logits, or ``softmax``), and
+``components.raw`` and ``details.log_probs`` hold the log-probability. A one-output head is exact.
 """
 
 from __future__ import annotations
@@ -98,7 +105,9 @@ class ORMReward(ModelReward[ORMConfig]):
     # tokens (no prompt, an empty response, no chat template) is an item error (it scored a pad's output);
     # label is required on a head of several outputs (it read class 0, a bad/good head's "bad")
     # 1.3.2: a blank prompt (whitespace, a zero-width space) is no prompt (it was a user turn of its own)
-    version: ClassVar[str] = "1.3.2"
+    # 1.3.3: none/sigmoid/zscore on a 2+-output head whose server returns probabilities are unsupported
+    # (they scored log p, the logit shifted by each item's log-sum-exp)
+    version: ClassVar[str] = "1.3.3"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
@@ -135,6 +144,8 @@ class ORMReward(ModelReward[ORMConfig]):
             results = finite(await backend.classify(inputs, deadline))
         except BackendError as exc:
             results = [exc for _ in inputs]
+        # rows of 2+ outputs that are log-probabilities (a server's softmax undone up to a constant)
+        log_probs = backend.classify_log_probs
         outcomes: list[Outcome] = []
         for res in results:
             if isinstance(res, BackendError):
@@ -162,7 +173,20 @@ class ORMReward(ModelReward[ORMConfig]):
                         "(use 'sigmoid')",
                     )
                 )
+            elif log_probs and len(res) >= 2 and config.normalize != "softmax":
+                outcomes.append(
+                    Outcome.invalid(
+                        Reason.UNSUPPORTED,
+                        f"backend {backend.name!r} answers probabilities (returns_probabilities), which give "
+                        f"a head of {len(res)} outputs its logits only up to a constant: normalize "
+                        f"{config.normalize!r} needs the logit itself. Use normalize 'softmax', or serve raw "
+                        "logits (a vLLM that honours use_activation, >= 0.11.1, or a pooler without "
+                        "activation: --override-pooler-config '{\"activation\": false}') and remove "
+                        "returns_probabilities from the backend's spec",
+                    )
+                )
             else:
                 raw = res[config.label or 0]
-                outcomes.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {"logits": res}))
+                row = "log_probs" if log_probs and len(res) >= 2 else "logits"
+                outcomes.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {row: res}))
         return outcomes
