@@ -181,8 +181,8 @@ class ORMReward(ModelReward[ORMConfig]):
                         f"a head of {len(res)} outputs its logits only up to a constant: normalize "
                         f"{config.normalize!r} needs the logit itself. Use normalize 'softmax', or serve raw "
                         "logits (a vLLM that honours use_activation, >= 0.11.1, or a pooler without "
-                        "activation: --override-pooler-config '{\"activation\": false}') and remove "
-                        "returns_probabilities from the backend's spec",
+                        "activation: --pooler-config '{\"use_activation\": false}', --override-pooler-config "
+                        "on older vLLM) and remove returns_probabilities from the backend's spec",
                     )
                 )
             else:
