@@ -710,7 +710,8 @@ async def test_an_input_of_no_tokens_is_an_item_error_not_a_score(make_app: Make
     (an empty rollout without a prompt) is no token at all. In a batch its row was all padding and the
     classifier read a pad's output as a valid score (0.0 on this model); alone, the empty pass raised
     and failed the batch with a reshape error. It is that item's error now; its batch-mates score as
-    they do alone. Found in review."""
+    they do alone. Found in review. (An empty response is no answer since orm 1.3.3 and no longer
+    reaches the model: on the default raw logit, which has no floor, it is unscored.)"""
     from tiny_models import build_tiny_orm
 
     path = build_tiny_orm(tmp_path / "orm")
@@ -725,7 +726,7 @@ async def test_an_input_of_no_tokens_is_an_item_error_not_a_score(make_app: Make
         alone = [(await score_results(client, "orm", [item]))[0] for item in items]
     for res in (together[0], together[2], alone[0], alone[2]):
         assert not res["valid"] and res["score"] is None, res
-        assert "no tokens" in res["details"]["message"], res
+        assert "empty response" in res["details"]["message"], res
     assert together[1]["valid"] and alone[1]["valid"]
     assert together[1]["score"] == pytest.approx(alone[1]["score"], abs=1e-5)
 
@@ -764,3 +765,49 @@ async def test_an_embedding_model_turned_off_says_so(make_app: MakeApp) -> None:
     assert "REWARDHUB_EMBEDDING_MODEL=off turns it off" in similarity["unavailable"], similarity
     assert "install" not in similarity["unavailable"]
     assert r["valid"] is False and "turns it off" in r["details"]["message"], r
+
+
+async def test_an_empty_orm_response_is_no_answer_not_the_models_number(
+    make_app: MakeApp, orm_path: str
+) -> None:
+    """An empty or blank response (whitespace, invisible characters, control-token strings) got the
+    reward model's own number for it (0.289 on the tiny model), so a policy learned that saying nothing
+    pays whenever the RM likes empty strings more than its answers. It has no answer now: the scale's
+    floor with ``no_answer`` (sigmoid/softmax: 0; none/zscore: ``floor``), and unscored
+    (``unsupported``) on a raw or z-scored logit without one. Found in review."""
+    items = [
+        {"prompt": "What is 2+2?", "response": r}
+        for r in ("", "  \n", "\u200b\u2060", "<|im_end|>", "It is 4.")
+    ]
+    async with make_app(orm_model=orm_path) as client:
+        sig = await score_results(client, "orm", items, normalize="sigmoid")
+        floored = await score_results(client, "orm", items, floor=-5.0)
+        raw = await score_results(client, "orm", items)
+    for r in sig[:4]:
+        assert r["valid"] and r["score"] == 0.0 and r["reason"] == "no_answer", r
+    for r in floored[:4]:
+        assert r["valid"] and r["score"] == -5.0 and r["reason"] == "no_answer", r
+    for r in raw[:4]:
+        assert not r["valid"] and r["reason"] == "unsupported" and "floor" in r["details"]["message"], r
+    assert sig[4]["valid"] and sig[4]["reason"] is None and 0.0 < sig[4]["score"] < 1.0
+    assert raw[4]["valid"] and floored[4]["score"] == pytest.approx(raw[4]["score"], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"normalize": "sigmoid", "floor": -1.0}, "floor applies to normalize 'none' or 'zscore' only"),
+        ({"normalize": "softmax", "label": 1, "floor": 0.0}, "floor applies to normalize 'none' or 'zscore'"),
+    ],
+)
+async def test_orm_floor_applies_to_an_unbounded_scale_only(
+    make_app: MakeApp, orm_path: str, config: dict[str, Any], message: str
+) -> None:
+    """sigmoid and softmax have a floor of their own (0): another one would be ignored or put no answer
+    inside their range, so it is refused, as mean/std outside zscore are."""
+    async with make_app(orm_model=orm_path) as client:
+        r = await client.post(
+            "/v1/score",
+            json={"reward": {"name": "orm", "config": config}, "items": [{"response": "x"}]},
+        )
+    assert r.status_code == 422 and message in r.text, r.text

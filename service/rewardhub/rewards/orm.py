@@ -20,7 +20,17 @@ optionally normalised:
   (the defaults 0 and 1 would return the raw logit as if it were normalised), and apply to ``zscore``
   only (with another ``normalize`` they would be silently ignored): a config that says otherwise is refused.
 
-``components.raw`` holds the raw logit. Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
+A response with
+no answer (empty, blank: whitespace, invisible characters or only control-token strings, which reach the
+model as nothing) is not given to the model,
+whose number for nothing is arbitrary and which a policy learns to earn by saying nothing: it scores the
+scale's floor with ``reason: no_answer`` (valid). ``sigmoid`` and ``softmax`` have a floor, 0; a raw or
+z-scored logit has none (no logit is the lowest), so ``floor`` sets it for ``none``/``zscore`` (on the
+score's own scale: e.g. the RM's lowest logit on a reference set, or -3 on ``zscore``), and without one
+such an item is not scored (``unsupported``, the message naming ``floor``) rather than given a number.
+
+``components.raw`` holds the raw logit (for no answer: the logit that normalises to the floor, null on
+sigmoid/softmax, where none does; from a server that returns probabilities, see below). Backend ``orm`` by default: ``REWARDHUB_ORM_MODEL`` (in
 process) or ``REWARDHUB_ORM_URL`` (a vLLM server's ``/classify``).
 
 A ``vllm_pooling`` backend with ``returns_probabilities`` knows a head of 2+ outputs' logits only up to
@@ -69,6 +79,12 @@ class ORMConfig(RewardConfig):
         "(a bad/good head: 1); unset, the one output of the usual reward model.",
     )
     system_prompt: str | None = Field(None, max_length=10_000, description="A system turn before the prompt.")
+    floor: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="none/zscore: the score of a response with no answer (no_answer); unset, such an item is "
+        "unsupported (sigmoid/softmax: 0).",
+    )
 
     @model_validator(mode="after")
     def _zscore_fields(self) -> ORMConfig:
@@ -80,6 +96,11 @@ class ORMConfig(RewardConfig):
                 raise ValueError(f"normalize 'zscore' needs {' and '.join(missing)}")
         elif given:
             raise ValueError(f"{given[0]} applies to normalize 'zscore' only")
+        if self.floor is not None and self.normalize in ("sigmoid", "softmax"):
+            # their floor is 0; another would be ignored, or put no answer inside their range
+            raise ValueError(
+                f"floor applies to normalize 'none' or 'zscore' only ('{self.normalize}' has its own: 0)"
+            )
         return self
 
 
@@ -95,6 +116,22 @@ def normalise(x: float, config: ORMConfig, logits: Sequence[float] = ()) -> floa
     return x
 
 
+def no_answer(config: ORMConfig, message: str) -> Outcome:
+    """A response without an answer: the scale's floor (``no_answer``), or unscored on a logit scale
+    without a ``floor``: the model's number for nothing is arbitrary, and above a wrong answer's it pays
+    a policy to say nothing; 0 on a raw logit is the middle of the scale, not its bottom."""
+    if config.normalize in ("sigmoid", "softmax"):
+        return Outcome(0.0, Reason.NO_ANSWER, {"raw": None}, {"message": message})
+    if config.floor is None:
+        return Outcome.invalid(
+            Reason.UNSUPPORTED,
+            f"{message}: a raw or z-scored logit has no floor to score no answer with; set floor (the score "
+            "of no answer) or normalize 'sigmoid'/'softmax'",
+        )
+    raw = config.mean + config.floor * config.std if config.normalize == "zscore" else config.floor
+    return Outcome(config.floor, Reason.NO_ANSWER, {"raw": raw}, {"message": message})
+
+
 @register
 class ORMReward(ModelReward[ORMConfig]):
     name: ClassVar[str] = "orm"
@@ -107,7 +144,9 @@ class ORMReward(ModelReward[ORMConfig]):
     # 1.3.2: a blank prompt (whitespace, a zero-width space) is no prompt (it was a user turn of its own)
     # 1.3.3: none/sigmoid/zscore on a 2+-output head whose server returns probabilities are unsupported
     # (they scored log p, the logit shifted by each item's log-sum-exp)
-    version: ClassVar[str] = "1.3.3"
+    # 1.3.4: an empty or blank response is no_answer at the floor (it scored the model's number for
+    # nothing)
+    version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
@@ -129,7 +168,14 @@ class ORMReward(ModelReward[ORMConfig]):
         except BackendError as exc:
             return [failure(exc) for _ in items]
         inputs: list[tuple[Message, ...]] = []
-        for item in items:
+        outcomes: list[Outcome | None] = [None] * len(items)
+        for i, item in enumerate(items):
+            response = item.response
+            # nothing the model would read (blank, or control tokens only): no answer, not the RM's number
+            # for an empty string, which a policy learns to earn by saying nothing
+            if blank(clean(response)):
+                outcomes[i] = no_answer(config, "empty response")
+                continue
             msgs: list[Message] = []
             if config.system_prompt:
                 msgs.append(Message("system", config.system_prompt))
@@ -138,21 +184,23 @@ class ORMReward(ModelReward[ORMConfig]):
             # zero-width space), which says nothing either
             if item.prompt and not blank(clean(item.prompt)):
                 msgs.append(Message("user", item.prompt))
-            msgs.append(Message("assistant", item.response))
+            msgs.append(Message("assistant", response))
             inputs.append(tuple(msgs))
-        try:
-            results = finite(await backend.classify(inputs, deadline))
-        except BackendError as exc:
-            results = [exc for _ in inputs]
+        results: list[list[float] | BackendError] = []
+        if inputs:  # none when every item had no answer
+            try:
+                results = finite(await backend.classify(inputs, deadline))
+            except BackendError as exc:
+                results = [exc for _ in inputs]
         # rows of 2+ outputs that are log-probabilities (a server's softmax undone up to a constant)
         log_probs = backend.classify_log_probs
-        outcomes: list[Outcome] = []
+        scored: list[Outcome] = []
         for res in results:
             if isinstance(res, BackendError):
-                outcomes.append(failure(res))
+                scored.append(failure(res))
             elif config.label is None and len(res) != 1:
                 # class 0 of a 2-label bad/good head is "bad": a reward a policy would learn to maximise
-                outcomes.append(
+                scored.append(
                     Outcome.invalid(
                         Reason.UNSUPPORTED,
                         f"the model has {len(res)} outputs: set label to the one that is the reward "
@@ -160,13 +208,13 @@ class ORMReward(ModelReward[ORMConfig]):
                     )
                 )
             elif config.label is not None and config.label >= len(res):
-                outcomes.append(
+                scored.append(
                     Outcome.invalid(
                         Reason.UNSUPPORTED, f"the model has {len(res)} outputs; label {config.label} asked"
                     )
                 )
             elif config.normalize == "softmax" and len(res) < 2:
-                outcomes.append(
+                scored.append(
                     Outcome.invalid(
                         Reason.UNSUPPORTED,
                         "normalize 'softmax' needs a classifier with 2 or more outputs; this model has 1 "
@@ -174,7 +222,7 @@ class ORMReward(ModelReward[ORMConfig]):
                     )
                 )
             elif log_probs and len(res) >= 2 and config.normalize != "softmax":
-                outcomes.append(
+                scored.append(
                     Outcome.invalid(
                         Reason.UNSUPPORTED,
                         f"backend {backend.name!r} answers probabilities (returns_probabilities), which give "
@@ -188,5 +236,6 @@ class ORMReward(ModelReward[ORMConfig]):
             else:
                 raw = res[config.label or 0]
                 row = "log_probs" if log_probs and len(res) >= 2 else "logits"
-                outcomes.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {row: res}))
-        return outcomes
+                scored.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {row: res}))
+        it = iter(scored)
+        return [o if o is not None else next(it) for o in outcomes]
