@@ -767,6 +767,42 @@ async def test_an_embedding_model_turned_off_says_so(make_app: MakeApp) -> None:
     assert r["valid"] is False and "turns it off" in r["details"]["message"], r
 
 
+async def test_orm_answer_mode_scores_the_answer_outside_the_reasoning(
+    make_app: MakeApp, orm_path: str
+) -> None:
+    """`orm` sent the whole response, its <think> block included, to the reward model: a long trace
+    made the item too long (``unsupported``) and an outcome RM trained on final answers read thoughts.
+    ``response: "answer"`` scores the answer outside the reasoning, as ``similarity`` reads it (the
+    default ``"full"`` keeps the whole response); one cut off inside its reasoning has no answer: the
+    scale's floor with ``no_answer``. Found in review."""
+    q = "What is 2+2?"
+    items = [
+        {"prompt": q, "response": "<think>Two and two, carried over... four.</think>It is 4."},
+        {"prompt": q, "response": "It is 4."},
+        {"prompt": q, "response": "<think>Two and two, carried over"},  # cut off inside its reasoning
+    ]
+    async with make_app(orm_model=orm_path) as client:
+        full = await score_results(client, "orm", items[:2])
+        answer = await score_results(client, "orm", items, response="answer", normalize="sigmoid")
+        plain = await score_results(client, "orm", items[1:2], normalize="sigmoid")
+        floored = await score_results(client, "orm", items[2:], response="answer", floor=-7.5)
+        z = await score_results(
+            client, "orm", items[2:], response="answer", normalize="zscore", mean=0.1, std=2.0, floor=-3.0
+        )
+        unset = await score_results(client, "orm", items[2:], response="answer")
+    assert full[0]["components"]["raw"] != pytest.approx(full[1]["components"]["raw"], abs=1e-6)
+    assert answer[0]["score"] == pytest.approx(plain[0]["score"], abs=1e-6)
+    assert answer[0]["details"]["logits"] == pytest.approx(plain[0]["details"]["logits"], abs=1e-6)
+    cut = answer[2]
+    assert cut["valid"] and cut["score"] == 0.0 and cut["reason"] == "no_answer", cut
+    assert floored[0]["valid"] and floored[0]["score"] == -7.5 and floored[0]["reason"] == "no_answer"
+    assert floored[0]["components"]["raw"] == -7.5
+    assert z[0]["score"] == -3.0 and z[0]["components"]["raw"] == pytest.approx(0.1 - 3.0 * 2.0)
+    # a raw logit has no floor: no number is "the lowest", so without `floor` the item is not scored
+    assert not unset[0]["valid"] and unset[0]["reason"] == "unsupported", unset
+    assert "floor" in unset[0]["details"]["message"]
+
+
 async def test_an_empty_orm_response_is_no_answer_not_the_models_number(
     make_app: MakeApp, orm_path: str
 ) -> None:

@@ -20,9 +20,11 @@ optionally normalised:
   (the defaults 0 and 1 would return the raw logit as if it were normalised), and apply to ``zscore``
   only (with another ``normalize`` they would be silently ignored): a config that says otherwise is refused.
 
-A response with
+``response: "answer"`` sends the answer outside the reasoning (``<think>…</think>``, and an unclosed
+``<think>`` it ends in) instead of the whole response (``"full"``, the default): a long trace no longer
+makes the item too long (``unsupported``), and an RM trained on final answers reads one. A response with
 no answer (empty, blank: whitespace, invisible characters or only control-token strings, which reach the
-model as nothing) is not given to the model,
+model as nothing; in ``answer`` mode also one cut off inside its reasoning) is not given to the model,
 whose number for nothing is arbitrary and which a policy learns to earn by saying nothing: it scores the
 scale's floor with ``reason: no_answer`` (valid). ``sigmoid`` and ``softmax`` have a floor, 0; a raw or
 z-scored logit has none (no logit is the lowest), so ``floor`` sets it for ``none``/``zscore`` (on the
@@ -54,7 +56,7 @@ from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
-from rewardhub.rewards.text import blank
+from rewardhub.rewards.text import answer_text, blank
 
 __all__ = ["ORMConfig", "ORMReward", "normalise"]
 
@@ -79,6 +81,10 @@ class ORMConfig(RewardConfig):
         "(a bad/good head: 1); unset, the one output of the usual reward model.",
     )
     system_prompt: str | None = Field(None, max_length=10_000, description="A system turn before the prompt.")
+    response: Literal["full", "answer"] = Field(
+        "full",
+        description="full: the whole response; answer: only the answer outside the reasoning (<think>...</think>).",
+    )
     floor: float | None = Field(
         None,
         allow_inf_nan=False,
@@ -145,7 +151,7 @@ class ORMReward(ModelReward[ORMConfig]):
     # 1.3.3: none/sigmoid/zscore on a 2+-output head whose server returns probabilities are unsupported
     # (they scored log p, the logit shifted by each item's log-sum-exp)
     # 1.3.4: an empty or blank response is no_answer at the floor (it scored the model's number for
-    # nothing)
+    # nothing); response "answer" scores the answer outside <think> (the reasoning went to the model)
     version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
@@ -170,11 +176,14 @@ class ORMReward(ModelReward[ORMConfig]):
         inputs: list[tuple[Message, ...]] = []
         outcomes: list[Outcome | None] = [None] * len(items)
         for i, item in enumerate(items):
-            response = item.response
+            response = answer_text(item.response) if config.response == "answer" else item.response
             # nothing the model would read (blank, or control tokens only): no answer, not the RM's number
             # for an empty string, which a policy learns to earn by saying nothing
             if blank(clean(response)):
-                outcomes[i] = no_answer(config, "empty response")
+                cut = config.response == "answer" and not blank(clean(item.response))
+                outcomes[i] = no_answer(
+                    config, "no answer outside the reasoning" if cut else "empty response"
+                )
                 continue
             msgs: list[Message] = []
             if config.system_prompt:
