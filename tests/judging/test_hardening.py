@@ -511,9 +511,11 @@ def test_patterns_that_read_untrusted_text_take_linear_time() -> None:
     ]
     for rx in patterns:
         for text in inputs:
-            t0 = time.perf_counter()
+            # this thread's CPU time, not the wall clock: a loaded host that stalls the process does
+            # not count, while a polynomial search spends its seconds here
+            t0 = time.thread_time()
             rx.search(text)
-            took = time.perf_counter() - t0
+            took = time.thread_time() - t0
             assert took < 1.0, (rx.pattern[:60], text[:20], took)
 
 
@@ -563,10 +565,10 @@ def test_the_joined_reading_takes_linear_time() -> None:
         "<!-- judges " * (n // 12),
         "[a]: # judges\n" * (n // 14),
     ):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU time: a loaded host's stalls do not count, quadratic work does
         joined(text)
         injection(text, forged)
-        took = time.perf_counter() - t0
+        took = time.thread_time() - t0
         assert took < 1.0, (text[:20], took)
     assert joined("i g n o r e  p r e v i o u s\ninstruc-\ntions") == "ignore previous instructions"
 
