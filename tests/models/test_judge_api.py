@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -1136,18 +1135,21 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
     only such traffic the breaker stayed open for good (every item backend_error, the recovered server
     never asked again)."""
     judge_server.reply = always("", status=503)
-    # (a 1.5 s cool-down: at 0.3 s, a loaded CI machine could reach its end before /ready said "open")
-    settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 1.5}
+    # A 60 s cool-down that no loaded host reaches by itself: the test moves the breaker's clock past it
+    # instead of sleeping through a 1.5 s one (which a stalled host could also reach before /ready asked)
+    settings = {"backend_max_retries": 0, "backend_breaker_failures": 2, "backend_breaker_cooldown_s": 60.0}
     async with judge_app(make_app, judge_server, **settings) as client:
+        breaker = client.app.state.runtime.models.get("judge").client.breaker  # type: ignore[attr-defined]
+        clock, moved = breaker._clock, [0.0]
+        breaker._clock = lambda: clock() + moved[0]
         for k in range(2):
             await score(
                 client, {"mode": "pointwise"}, [{"prompt": "p", "response": f"x {k}"}], use_cache=False
             )
-        breaker = (await client.get("/ready")).json()["checks"]["model:judge"]["breaker"]
-        # it tripped ("half_open" where a loaded host reached the cool-down's end before /ready asked)
-        assert breaker["state"] in ("open", "half_open"), breaker
+        state = (await client.get("/ready")).json()["checks"]["model:judge"]["breaker"]
+        assert state["state"] == "open", state  # it tripped
         judge_server.reply = always("Winner: A\nDecision: Yes")
-        await asyncio.sleep(1.6)
+        moved[0] += breaker.cooldown_s  # the cool-down passes
         item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}
         results: list[dict[str, Any]] = []
         for k in range(12):
@@ -1155,8 +1157,8 @@ async def test_a_half_open_breaker_recovers_under_multi_call_items(
             results.append(r)
             if len(results) >= 2 and results[-1]["valid"] and results[-2]["valid"]:
                 break
-            if not r["valid"]:  # a probe that lost its call to a slow host (CI) reopens it: wait again
-                await asyncio.sleep(1.6)
+            if not r["valid"]:  # a probe that failed (a slow host's timeout) reopens it: another cool-down
+                moved[0] += breaker.cooldown_s
     # an item may fail fast beside the probe; a probe that succeeds closes the breaker for the next ones,
     # while the old code never let a probe finish, so no item was valid again
     assert all(r["valid"] or r["reason"] == "backend_error" for r in results), results
