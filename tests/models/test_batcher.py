@@ -196,19 +196,31 @@ async def test_a_cancelled_request_leaves_nothing_behind() -> None:
     """A request that goes away (client disconnect, handler timeout) takes its items with it: they are
     not run, and neither they nor timed-out items hold queue places (which refused live requests with
     429 while a long forward pass ran)."""
-    rec = Recorder(delay_s=0.3)
-    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=3)
+    # the busy pass lasts until the test ends it (a 0.3 s pass had to outlast the steps below, which a
+    # loaded host could stall past its end, so the expired items ran)
+    rec = Recorder()
+    release = asyncio.Event()
+
+    async def held(items: list[str]) -> list[str]:
+        rec.calls.append(list(items))
+        if items == ["busy"]:
+            await release.wait()
+        return [s.upper() for s in items]
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", held, max_batch=1, max_wait_ms=0, queue_max=3)
     busy = asyncio.create_task(b.submit_many(["busy"], far()))
-    await asyncio.sleep(0.05)
+    await until(lambda: bool(rec.calls), "the busy pass never started")
     gone = asyncio.create_task(b.submit_many(["x", "y"], far()))
-    await asyncio.sleep(0.01)
+    await until(lambda: b.depth() == 1, "the request's first item was never queued")
     gone.cancel()
     await asyncio.gather(gone, return_exceptions=True)
     assert b.depth() == 0
     late = await b.submit_many(["p", "q", "r"], time.monotonic() + 0.05)  # the queue's 3 places, expired
     assert all(isinstance(x, BackendTimeout) for x in late) and b.depth() == 0
-    assert await b.submit_many(["live"], far()) == ["LIVE"]  # no 429: the expired entries hold nothing
-    await busy
+    live = asyncio.create_task(b.submit_many(["live"], far()))  # no 429: the expired entries hold nothing
+    await until(lambda: b.depth() == 1, "the live item was never queued")
+    release.set()
+    assert await live == ["LIVE"] and await busy == ["BUSY"]
     assert rec.calls == [["busy"], ["live"]]
     await b.close()
 
