@@ -45,6 +45,7 @@ __all__ = [
     "PayloadTooLarge",
     "RewardHubError",
     "ServiceUnavailable",
+    "queue_retry_after",
     "Unauthorized",
     "UnknownReward",
     "install_error_handlers",
@@ -131,6 +132,14 @@ class Overloaded(RewardHubError):
         # whole seconds, rounded up: a client told less than the wait comes back to another 429
         super().__init__(message, param=param, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
         self.retry_after_s = retry_after_s
+
+
+def queue_retry_after(estimate_s: float) -> float:
+    """The Retry-After of a full queue (the model batchers, the CPU pool, the sandbox) from its estimate of
+    when the caller's work would fit: at least a second, at most a minute. An estimate of the time to
+    drain a whole queue grew with the queue (125-500 s for the sandbox's default), past the 120 s that
+    ``rewardhub_client`` waits before it gives up, and past when there was room again."""
+    return min(60.0, max(1.0, estimate_s))
 
 
 class ServiceUnavailable(RewardHubError):

@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
-from rewardhub.errors import Overloaded
+from rewardhub.errors import Overloaded, queue_retry_after
 from rewardhub.models.errors import BackendError, BackendTimeout, ForwardCrashed
 
 __all__ = ["BatcherStats", "MicroBatcher"]
@@ -159,7 +159,7 @@ class MicroBatcher(Generic[In, Out]):
         again."""
         if self._item_s is None:
             return 1.0
-        return min(60.0, max(1.0, math.ceil(len(self._queue) * self._item_s)))
+        return queue_retry_after(math.ceil(len(self._queue) * self._item_s))
 
     async def submit_many(self, items: Sequence[In], deadline: float) -> list[Out | BackendError]:
         """Queue ``items`` and wait for their outputs until ``deadline`` (``time.monotonic()``).

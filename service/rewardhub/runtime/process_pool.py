@@ -55,7 +55,7 @@ from typing import Any
 
 import structlog
 
-from rewardhub.errors import Overloaded, ServiceUnavailable
+from rewardhub.errors import Overloaded, ServiceUnavailable, queue_retry_after
 
 __all__ = ["PoolStats", "ProcessPool", "TaskResult", "parent_messages"]
 
@@ -515,13 +515,12 @@ class ProcessPool:
             # (a job, which waits for room, stayed running for ever).
             if self._queued and self._queued + n > self.max_queued_items:
                 # Retry-After: about when it fits, once as many items as it is over the bound have run
-                # (all of them for one larger than the bound), at ~1000 items/s; at most a minute (the
-                # time for every waiting item grew with the queue, past the client's 120 s patience).
+                # (all of them for one larger than the bound), at ~1000 items/s
                 ahead = min(self._queued, self._queued + n - self.max_queued_items)
                 raise Overloaded(
                     f"{self._queued} items are already waiting for the {self.name} pool "
                     f"(limit {self.max_queued_items}, REWARDHUB_CPU_QUEUE_MAX_ITEMS)",
-                    retry_after_s=min(60.0, max(1.0, ahead / 1000)),
+                    retry_after_s=queue_retry_after(ahead / 1000),
                 )
             self._queued += n
         loop = asyncio.get_running_loop()

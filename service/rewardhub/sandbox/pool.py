@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from rewardhub.config import Settings
-from rewardhub.errors import Overloaded
+from rewardhub.errors import Overloaded, queue_retry_after
 from rewardhub.sandbox.harness import (
     ExecReport,
     PytestReport,
@@ -360,14 +360,12 @@ class SandboxPool:
         bound = self.max_queued + self.workers
         if self._pending and self._pending + n > bound:
             # Retry-After: about when it fits, i.e. when as many runs as it is over the bound have ended
-            # (all of them for one larger than the bound), at ~50 ms a run per slot; at most a minute.
-            # The time to run every admitted run was 125-500 s on 1-4 slots with the default queue,
-            # past the 120 s rewardhub_client waits before it gives up, and past when there was room.
+            # (all of them for one larger than the bound), at ~50 ms a run per slot
             ahead = min(self._pending, self._pending + n - bound)
             raise Overloaded(
                 f"{self._pending} sandbox runs are already admitted (limit {self.max_queued} waiting + "
                 f"{self.workers} running, REWARDHUB_SANDBOX_QUEUE_MAX_ITEMS)",
-                retry_after_s=min(60.0, max(1.0, ahead / max(1, self.workers) * 0.05)),
+                retry_after_s=queue_retry_after(ahead / max(1, self.workers) * 0.05),
             )
         self._pending += n
         try:
