@@ -34,6 +34,13 @@ import structlog
 from cachetools import TTLCache
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_incrementing,
+)
 
 from rewardhub import jsonutil
 from rewardhub.admission import Admission
@@ -57,7 +64,7 @@ _LEASE_S = 30.0
 _RESCAN_S = 15.0
 # Per Redis operation of the job store: a job's body or result can be tens of megabytes.
 JOB_REDIS_TIMEOUT_S = 30.0
-# A job's last write (its result) that fails is tried this many times, then replaced by a small "failed"
+# A job's last write (its result) that fails is tried this many times (tenacity), then replaced by a small "failed"
 # record: a result too large for Redis, or any write that keeps failing, left the job pending with its
 # lease, and every runner took it up again and scored it again, for ever.
 _SAVE_TRIES = 3
@@ -540,16 +547,29 @@ class JobRunner:
         result (a few hundred bytes, which a Redis that refused the result still takes). If even that
         fails, Redis is down: the error propagates, the lease expires and the job runs again later (at
         most ``_MAX_STARTS`` times in all)."""
-        error = ""
-        for attempt in range(1, _SAVE_TRIES + 1):
-            try:
-                await self.store.save(job, done=True)
-                return
-            except RewardHubError as exc:
-                log.warning("job_save_failed", job_id=job_id, attempt=attempt, error=exc.message)
-                error = exc.message
-            if attempt < _SAVE_TRIES:
-                await asyncio.sleep(_SAVE_RETRY_S * attempt)
+
+        def failed(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            log.warning(
+                "job_save_failed",
+                job_id=job_id,
+                attempt=state.attempt_number,
+                error=getattr(exc, "message", exc),
+            )
+
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(_SAVE_TRIES),
+                wait=wait_incrementing(_SAVE_RETRY_S, _SAVE_RETRY_S),  # 0.5 s, then 1 s
+                retry=retry_if_exception_type(RewardHubError),
+                after=failed,
+                reraise=True,
+            ):
+                with attempt:
+                    await self.store.save(job, done=True)
+            return
+        except RewardHubError as exc:
+            error = exc.message
         size = len(jsonutil.dumps(job.get("result")))
         job.update(
             status="failed",
