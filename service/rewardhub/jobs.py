@@ -344,6 +344,13 @@ class RedisJobStore:
         await self._call(pipe.execute())
 
 
+def _fail(job: dict[str, Any], message: str, error_type: str = "internal_error", **more: Any) -> None:
+    """Mark ``job`` failed now, with the error a client polling it reads (``more``: e.g. ``param``)."""
+    job.update(
+        status="failed", finished_at=time.time(), error={"type": error_type, "message": message, **more}
+    )
+
+
 def public(job: dict[str, Any]) -> dict[str, Any]:
     """The job as the API shows it (internal bookkeeping left out)."""
     return {k: v for k, v in job.items() if k not in ("body_sha256", "caller", "idem", "starts")}
@@ -571,15 +578,10 @@ class JobRunner:
         except RewardHubError as exc:
             error = exc.message
         size = len(jsonutil.dumps(job.get("result")))
-        job.update(
-            status="failed",
-            finished_at=time.time(),
-            result=None,
-            error={
-                "type": "internal_error",
-                "message": f"the job's result ({size} bytes) could not be stored after {_SAVE_TRIES} "
-                f"tries: {error}"[:500],
-            },
+        job["result"] = None
+        _fail(
+            job,
+            f"the job's result ({size} bytes) could not be stored after {_SAVE_TRIES} tries: {error}"[:500],
         )
         await self.store.save(job, done=True)
 
@@ -587,22 +589,14 @@ class JobRunner:
         """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved)."""
         body = await self.store.body(job_id)
         if body is None:
-            job.update(
-                status="failed",
-                finished_at=time.time(),
-                error={"type": "internal_error", "message": "the job's request body was lost"},
-            )
+            _fail(job, "the job's request body was lost")
             return
         starts = int(job.get("starts") or 0) + 1
         if starts > _MAX_STARTS:
-            job.update(
-                status="failed",
-                finished_at=time.time(),
-                error={
-                    "type": "internal_error",
-                    "message": f"the job was started {starts - 1} times and never finished (its result "
-                    "could not be stored, or its runner died with it); it is not run again",
-                },
+            _fail(
+                job,
+                f"the job was started {starts - 1} times and never finished (its result could not be "
+                "stored, or its runner died with it); it is not run again",
             )
             return
         job.update(status="running", started_at=time.time(), starts=starts)
@@ -625,18 +619,10 @@ class JobRunner:
                     await asyncio.sleep(exc.retry_after_s)
             job.update(status="succeeded", finished_at=time.time(), result=result)
         except RewardHubError as exc:
-            job.update(
-                status="failed",
-                finished_at=time.time(),
-                error={"type": exc.error_type, "message": exc.message, "param": exc.param},
-            )
+            _fail(job, exc.message, exc.error_type, param=exc.param)
         except Exception as exc:
             log.exception("job_failed", job_id=job_id)
-            job.update(
-                status="failed",
-                finished_at=time.time(),
-                error={"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"[:300]},
-            )
+            _fail(job, f"{type(exc).__name__}: {exc}"[:300])
         finally:
             renew.cancel()
 
