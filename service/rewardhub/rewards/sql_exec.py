@@ -98,6 +98,17 @@ def _evict_others(key: str) -> bool:
     return bool(others)
 
 
+def _execute_alone(
+    conn: sqlite3.Connection, key: str, sql: str, deadline: float, max_rows: int, digits: int
+) -> dict[str, Any]:
+    """:func:`_execute`, run once more without the other items' databases when it ran out of memory with
+    them held (see :func:`_evict_others`): its verdict is its own query's, not what earlier items left."""
+    r = _execute(conn, sql, deadline, max_rows, digits)
+    if r.get("memory") and _evict_others(key):
+        r = _execute(conn, sql, deadline, max_rows, digits)
+    return r
+
+
 def _open(kind: str, spec: str, deadline: float) -> tuple[str, sqlite3.Connection]:
     if kind == "fixture":
         st = os.stat(spec)
@@ -282,9 +293,7 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     gkey = (key, gold, digits, max_rows)  # a gold over max_rows fails, whatever ran before
     g = _GOLD.get(gkey)
     if g is None:
-        g = _execute(conn, gold, deadline, max_rows, digits)
-        if g.get("memory") and _evict_others(key):  # (out of memory with other items' databases held)
-            g = _execute(conn, gold, deadline, max_rows, digits)
+        g = _execute_alone(conn, key, gold, deadline, max_rows, digits)
         if g["ok"]:
             _cache_gold(gkey, g)
     else:
@@ -292,10 +301,7 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     if not g["ok"]:
         kind_of_error = "timeout" if g.get("timed_out") else "gold"
         return {"reference_error": kind_of_error, "message": f"the gold query fails: {g['error']}"}
-    pred_deadline = time.monotonic() + timeout_s
-    p = _execute(conn, pred, pred_deadline, max_rows, digits)
-    if p.get("memory") and _evict_others(key):  # its own memory: not what other items left held
-        p = _execute(conn, pred, pred_deadline, max_rows, digits)
+    p = _execute_alone(conn, key, pred, time.monotonic() + timeout_s, max_rows, digits)
     out: dict[str, Any] = {"parses": p["parses"], "executes": p["ok"], "gold_rows": len(g["rows"])}
     if not p["ok"]:
         out.update(columns_match=False, rows_match=False, error=p["error"])
