@@ -3,8 +3,10 @@
 The response is read outside its reasoning (``<think>…</think>`` and an unclosed ``<think>`` left
 out), an ``extract`` pattern searching that text too, as in :mod:`.exact_match`. Both sides are
 normalised as in the SQuAD v1.1 evaluation script (:func:`.text.squad_tokens`: lower case, no
-punctuation or articles) and compared as *bags* of tokens, so a repeated token counts once per
-occurrence on each side::
+punctuation or articles), split into tokens at whitespace and, as MLQA's script splits Chinese, around
+each CJK ideograph or kana (:func:`.text.split_cjk`: "東京都" is three tokens, so against "東京" it scores
+0.8, where one token each scored 0.0), and compared as *bags* of tokens, so a repeated token counts once
+per occurrence on each side::
 
     common    = |Counter(pred) & Counter(gold)|        (multiset intersection size)
     precision = common / |pred|,  recall = common / |gold|
@@ -35,7 +37,7 @@ from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, ScoreContext, register
 from rewardhub.rewards.exact_match import AnswerConfig, read_item
 from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, validate_pattern
-from rewardhub.rewards.text import squad_pair
+from rewardhub.rewards.text import split_cjk, squad_pair
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
 
@@ -68,7 +70,7 @@ def token_f1(pred: Sequence[str], gold: Sequence[str]) -> tuple[float, float, fl
 
 def _f1(span: str, ref: str) -> tuple[float, float, float]:
     pred, gold = squad_pair(span, ref)
-    return token_f1(pred.split(), gold.split())
+    return token_f1(split_cjk(pred), split_cjk(gold))
 
 
 @register
@@ -83,7 +85,9 @@ class F1Reward(Reward[F1Config]):
     # 1.1.4: invisible format characters (Cf: zero-width space, soft hyphen, BOM...) are dropped before
     # tokenising: "Par\u200bis" was another token than "Paris"; a reference of invisible characters only is
     # blank, as in exact_match
-    version: ClassVar[str] = "1.1.4"
+    # 1.1.5: each CJK ideograph or kana is a token (MLQA's segmentation of Chinese): a Chinese or Japanese
+    # answer was one token, its F1 0 unless exact ("東京都" against "東京": 0.0, now 0.8)
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."

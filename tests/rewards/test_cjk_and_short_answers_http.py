@@ -1,0 +1,43 @@
+"""Answers a user scores every day that the text rewards got wrong: Chinese and Japanese answers (written
+without spaces), short answers, through POST /v1/score on the real app. Found in review."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+
+async def score(client: httpx.AsyncClient, reward: dict[str, Any], items: list[dict[str, Any]]) -> list[Any]:
+    r = await client.post("/v1/score", json={"reward": reward, "items": items})
+    assert r.status_code == 200, r.text
+    results: list[dict[str, Any]] = r.json()["results"]
+    return results
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "f1", "precision", "recall"),
+    [
+        # 2 of 3 characters predicted are gold, both gold ones found: P=2/3, R=1 -> 0.8
+        ("東京都", "東京", 0.8, 2 / 3, 1.0),
+        # a sentence holding the answer: 2 common of 8 predicted (punctuation dropped), P=1/4, R=1 -> 0.4
+        ("北京是中国的首都。", "北京", 0.4, 0.25, 1.0),
+        # kana are tokens too, a Latin word beside ideographs one token: P=2/5, R=2/3 -> 0.5
+        ("東京タワー", "東京 tower", 0.5, 0.4, 2 / 3),
+        ("東京 Tower", "東京 tower", 1.0, 1.0, 1.0),
+        # Hangul is written with spaces: its words stay words
+        ("서울 특별시", "서울", 2 / 3, 0.5, 1.0),
+    ],
+)
+async def test_f1_gives_cjk_answers_partial_credit(
+    client: httpx.AsyncClient, response: str, reference: str, f1: float, precision: float, recall: float
+) -> None:
+    """A Chinese or Japanese answer was one whitespace token, so F1 was 1.0 for the exact string and 0.0
+    for anything else ("東京都" against "東京", a sentence holding the answer): exact match with extra
+    steps, no partial credit. Each ideograph or kana is a token, as MLQA's script segments Chinese."""
+    [res] = await score(client, {"name": "f1"}, [{"response": response, "reference": reference}])
+    assert res["valid"], res
+    assert res["score"] == pytest.approx(f1)
+    assert res["components"]["precision"] == pytest.approx(precision)
+    assert res["components"]["recall"] == pytest.approx(recall)
