@@ -41,3 +41,28 @@ async def test_f1_gives_cjk_answers_partial_credit(
     assert res["score"] == pytest.approx(f1)
     assert res["components"]["precision"] == pytest.approx(precision)
     assert res["components"]["recall"] == pytest.approx(recall)
+
+
+@pytest.mark.parametrize("answer", ["Paris", "New York", "the Eiffel Tower", "a b c d e"])
+async def test_bleu_of_a_copy_of_the_reference_is_one(client: httpx.AsyncClient, answer: str) -> None:
+    """BLEU-4 of a response under four words has no 2-, 3- or 4-gram to match, each counted as 0.1 by
+    the smoothing: a copy of the reference "Paris" scored 0.18, of "New York" 0.32, of a three-word one
+    0.56, so the short answers a QA policy is asked for never reached 1.0 and the longer the copy the
+    more it earned. A short response is weighed over the orders it has, as NLTK's auto_reweigh and
+    sacrebleu's effective order do."""
+    [res] = await score(
+        client,
+        {"name": "text_similarity", "config": {"metric": "bleu"}},
+        [{"response": answer, "reference": answer}],
+    )
+    assert res["valid"] and res["score"] == pytest.approx(1.0), res
+
+
+async def test_bleu_of_a_short_partial_answer_is_partial(client: httpx.AsyncClient) -> None:
+    """A one-word response to a two-word reference: unigram precision 1, brevity penalty e^(1 - 2/1)."""
+    [res] = await score(
+        client,
+        {"name": "text_similarity", "config": {"metric": "bleu"}},
+        [{"response": "Paris", "reference": "Paris France"}],
+    )
+    assert res["valid"] and res["score"] == pytest.approx(0.36787944117144233), res

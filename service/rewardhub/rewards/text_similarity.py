@@ -3,8 +3,10 @@
 Metrics (``metric``):
 
 * ``fuzzy_match`` — normalised Indel similarity (rapidfuzz ``fuzz.ratio`` / 100);
-* ``bleu`` — sentence BLEU-4 on whitespace tokens with add-one smoothing (NLTK ``method1``), so short
-  texts don't collapse to 0;
+* ``bleu`` — sentence BLEU-4 on whitespace tokens, an n-gram order with no match counted as 0.1 matches
+  (NLTK's ``method1`` smoothing), so short texts don't collapse to 0, and a response under four words
+  weighed over the orders it has (NLTK's ``auto_reweigh``, sacrebleu's effective order): with the four
+  orders, a copy of a one-word reference scored 0.18 and of a three-word one 0.56, never 1.0;
 * ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``);
 * ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming), on
   lower-cased Unicode words, each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
@@ -149,7 +151,8 @@ def similarity_score(metric: str, text: str, reference: str) -> float | None:
         hyp, ref = text.split(), reference.split()
         if not hyp or not ref:
             return 1.0 if hyp == ref else 0.0
-        return float(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
+        smoothing = SmoothingFunction().method1
+        return float(sentence_bleu([ref], hyp, smoothing_function=smoothing, auto_reweigh=True))
     if metric == "gleu":
         from nltk.translate.gleu_score import sentence_gleu
 
@@ -177,7 +180,9 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1.1: the answer outside the reasoning is scored, not the reasoning's words too
     # 1.1.2: a blank reference is missing_reference (was parse_error) unless compare_blank_reference; a
     # blank beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
-    version: ClassVar[str] = "1.1.2"
+    # 1.1.3: bleu weighs a response under four words over the n-gram orders it has: a copy of a short
+    # reference scored 0.18 (one word) to 0.56 (three), a reward whose 1.0 short answers never reached
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
