@@ -66,3 +66,30 @@ async def test_bleu_of_a_short_partial_answer_is_partial(client: httpx.AsyncClie
         [{"response": "Paris", "reference": "Paris France"}],
     )
     assert res["valid"] and res["score"] == pytest.approx(0.36787944117144233), res
+
+
+@pytest.mark.parametrize(
+    ("response", "reference", "expected", "strategy"),
+    [
+        ("答案是B", "B", 1.0, "answer_is"),  # "the answer is B": nothing was found (no_answer)
+        ("答案是B，因为A和C都不对。", "B", 1.0, "answer_is"),  # "... because A and C are wrong": C was read
+        ("所以答案为 (C)", "C", 1.0, "answer_is"),
+        ("答案应该是选项D", "D", 1.0, "answer_is"),  # "the answer should be option D"
+        ("正确答案：Ｂ", "B", 1.0, "answer_colon"),  # full-width colon and letter
+        ("因为A是错的，所以选C", "C", 1.0, "last_letter"),  # "A is wrong, so choose C"
+        ("答えはBです", "B", 1.0, "last_letter"),  # Japanese: "the answer is B"
+        ("정답은 B입니다", "B", 1.0, "last_letter"),  # Korean: "the answer is B"
+        ("正确答案是A或C。", "C", 0.0, "answer_is"),  # "A or C": a hedge, as "the answer is A or C."
+    ],
+)
+async def test_multiple_choice_reads_a_letter_written_against_cjk_text(
+    client: httpx.AsyncClient, response: str, reference: str, expected: float, strategy: str
+) -> None:
+    """Chinese, Japanese and Korean write the option letter against the text ("答案是B", "选C", "B입니다"),
+    and CJK characters are word characters to a regex's \\b: the letter was the start of a word, so
+    "答案是B" had no answer at all, and "答案是B，因为A和C都不对" ("B, because A and C are wrong") scored
+    the last capital letter, C. The Chinese "the answer is" / "answer:" phrases are read as the English
+    ones are, and a letter beside CJK text stands alone."""
+    [res] = await score(client, {"name": "multiple_choice"}, [{"response": response, "reference": reference}])
+    assert res["valid"] and res["reason"] is None, res
+    assert (res["score"], res["details"]["strategy"]) == (expected, strategy), res

@@ -25,7 +25,10 @@ letters only in capitals).
 No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
 
 The text is NFKC-normalised first, so full-width forms ("Answer：Ｂ", common in CJK output) and a
-no-break space read as their ASCII counterparts.
+no-break space read as their ASCII counterparts. Chinese answers are read as English ones: "答案是B",
+"答案为 (B)", "答案应该是选项B" as ``answer_is``, "答案：B" as ``answer_colon``, "B和C" / "B或C" a list; and a
+letter written against Chinese, Japanese or Korean text ("选B", "答えはBです", "정답은 B입니다") stands alone
+for every strategy, though CJK characters are word characters to a regex.
 
 Only the answer of a reasoning model is read: the text after its last ``</think>``, up to a ``<think>``
 that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the reasoning is a draft
@@ -104,14 +107,22 @@ _TOKEN = re.compile(
 _ONLY = re.compile(r"(?:\*\*)?[(\[]?\s*([A-Za-z])\s*[)\]]?[.:]?(?:\*\*)?")
 # ... or a letter with its option text: "B) Paris", "b. Paris".
 _LEADING = re.compile(r"[(\[]?([A-Za-z])[)\].:]\s")
+# CJK ideographs, kana and Hangul, which Chinese, Japanese and Korean write a letter against ("答案是B",
+# "选B", "答えはBです", "정답은 B입니다"): word characters to ``\b`` and ``str.isalnum``, so such a letter
+# was read as the start of a word, not an answer
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+# "the option word" before a letter: English, or Chinese 选项 / 選項 (no space before the letter)
+_OPTION_NEXT = r"(?:(?:option|choice)\s++|(?:选项|選項)\s*+)?"
 # Possessive quantifiers (``*+``) keep these linear on long runs of whitespace.
 _ANSWER_IS = re.compile(
-    r"\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|will\s++be|must\s++be|has\s++to\s++be)\b"
-    r"(?:\s++(?:therefore|thus|hence|(?:most\s++)?likely|probably|clearly|definitely|indeed)\b)?+\s*+:?\s*+"
-    r"(?:(?:option|choice)\s++)?",
+    r"(?:\b(?:answer|option|choice)\s++(?:is|would\s++be|should\s++be|will\s++be|must\s++be|has\s++to\s++be)\b"
+    r"(?:\s++(?:therefore|thus|hence|(?:most\s++)?likely|probably|clearly|definitely|indeed)\b)?+"
+    # Chinese: 答案是 / 答案为 / 答案应该是 / 答案應為 ("the answer is")
+    r"|答案\s*+(?:应该|應該|应|應)?(?:是|为|為))\s*+:?\s*+" + _OPTION_NEXT,
     re.IGNORECASE,
 )
-_ANSWER_COLON = re.compile(r"\banswer\s*+(?:\*\*\s*+)?:\s*+(?:(?:option|choice)\s++)?", re.IGNORECASE)
+_ANSWER_COLON = re.compile(r"(?:\banswer|答案)\s*+(?:\*\*\s*+)?:\s*+" + _OPTION_NEXT, re.IGNORECASE)
 _BOX_START = re.compile(r"\\boxed\s*+\{")
 # A box's start with its wrappers ("\text{", "{") dropped and LaTeX spaces ("\ ", "~") made spaces ...
 _BOX_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox)\s*+\{|\{")
@@ -127,7 +138,7 @@ _OPTION_WORD = re.compile(r"((?:\*\*)?)\s*(?:option|choice)\s+", re.IGNORECASE)
 _LINE_BRACKETED = re.compile(r"(?:\*\*)?[(\[]\s*([A-Za-z])\s*[)\]](?:\*\*)?[.:]?")
 _LINE_PUNCT = re.compile(r"(?:\*\*)?([A-Za-z])[.):](?:\*\*)?")
 _LINE_BARE = re.compile(r"(?:\*\*)?([A-Z])(?:\*\*)?")
-_STANDALONE = re.compile(r"\b([A-Z])\b(?!['’]\w)")
+_STANDALONE = re.compile(rf"(?<![^\W{_CJK}])([A-Z])(?![^\W{_CJK}])(?!['’]\w)")  # CJK beside it: standalone
 # "I think": the pronoun I before a verb ("The answer is I because ..." is option I)
 _PRONOUN_NEXT = re.compile(
     r"(?:[ \t]++(?:am|was|think|thought|believe|guess|hope|feel|would|will|can|could|should|must|might|"
@@ -147,8 +158,9 @@ _PREFIX = re.compile(
 _WRAP_CLOSE = re.compile(r"\s*+(?:\$|\\[)\]]|\}|[\"'`”’»])")
 _OPTION_TEXT = re.compile(r"[.:)](?:\s|\\ |~)")  # ... or its option text follows: "$\text{B. Paris}$"
 # Several options named as the answer: "A, C", "A and C", "(A) or (C)", "A/C".
-_LIST_SEP = re.compile(
-    r"[ \t]*+(?:[,;/&、，][ \t]*+(?:(?:and|or)\b[ \t]*+)?|(?:and|or)\b[ \t]*+)", re.IGNORECASE
+_LIST_SEP = re.compile(  # ... and in Chinese, "A和C", "A或C"
+    r"[ \t]*+(?:[,;/&、，][ \t]*+(?:(?:and|or)\b[ \t]*+)?|(?:and|or)\b[ \t]*+|[和或及与與][ \t]*+)",
+    re.IGNORECASE,
 )
 _LIST_END = re.compile(r"[ \t]*+(?:[.!?)\]}$。\r\n]|$)")  # ... ending the sentence, not "A, and C is wrong"
 _LIST_ITEM = r"[(\[]?\s*+[A-Za-z](?:\s*+[)\]])?"
@@ -187,8 +199,8 @@ def _letter_span(text: str, pos: int, allowed: str) -> tuple[str, int] | None:
     if m.group("open"):
         return letter.upper(), m.end()
     nxt = text[m.end() : m.end() + 1]
-    if nxt.isalnum() or nxt == "_":
-        return None  # the start of a word ("Bob", "a prime")
+    if (nxt.isalnum() and _CJK_CHAR.match(nxt) is None) or nxt == "_":
+        return None  # the start of a word ("Bob", "a prime"); not "B因为" (Chinese: "B because")
     if letter == "I" and _PRONOUN_NEXT.match(text, m.end()):
         return None  # "Answer: I think it is B": the pronoun
     if letter.isupper() or _HARD_STOP.match(text, m.end()):
@@ -396,7 +408,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.3: "either A or C", a box spliced with text (\boxed{A \text{ or } C}) or boxes joined by "or",
     # a last line "(A) or (C)" and a text ending "... A or C." are hedges too (they scored the last letter)
     # 1.1.4: a blank reference ("", [""], {"answer": ""}) is missing_reference (it was parse_error)
-    version: ClassVar[str] = "1.1.4"
+    # 1.1.5: a letter against CJK text ("答案是B", "选C", "B입니다") is read (it was the start of a word: no
+    # answer, or the last capital letter elsewhere); 答案是 / 答案为 / 答案： are answer_is / answer_colon
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
