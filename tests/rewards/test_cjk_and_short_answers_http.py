@@ -93,3 +93,27 @@ async def test_multiple_choice_reads_a_letter_written_against_cjk_text(
     [res] = await score(client, {"name": "multiple_choice"}, [{"response": response, "reference": reference}])
     assert res["valid"] and res["reason"] is None, res
     assert (res["score"], res["details"]["strategy"]) == (expected, strategy), res
+
+
+@pytest.mark.parametrize("normalize", ["whitespace", "squad"])
+async def test_majority_vote_by_string_reads_a_boxed_text_word_as_the_word(
+    client: httpx.AsyncClient, normalize: str
+) -> None:
+    """\\boxed{\\text{Paris}} and \\boxed{Paris} are the same answer written two ways, but string
+    equivalence compared "\\text{paris}" (squad: "textparis") with "paris": the group's two Paris votes
+    split, so London's two won the pseudo-label, the policy paid for the minority answer."""
+    responses = [
+        "\\boxed{London}",
+        "\\boxed{\\text{Paris}}",
+        "\\boxed{Paris}",
+        "\\boxed{\\textbf{Paris}}",
+        "The answer is London.",
+    ]
+    res = await score(
+        client,
+        {"name": "majority_vote", "config": {"equivalence": "string", "normalize": normalize}},
+        [{"response": r, "group": "q1"} for r in responses],
+    )
+    assert [r["score"] for r in res] == [0.0, 1.0, 1.0, 1.0, 0.0], res
+    assert {r["details"]["answer"] for r in res[1:4]} == {"paris"}
+    assert res[0]["details"]["pseudo_label"] == "paris" and res[0]["details"]["votes"] == 3

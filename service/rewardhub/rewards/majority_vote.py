@@ -20,10 +20,11 @@ is" / last number). Equivalence (``equivalence``):
   counts as "not equivalent" (a missed merge costs less than a false one). At most ``max_pairs``
   comparisons per group, the most voted answers first, bound the work when a group has many distinct
   answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
-* ``string``: answers equal after ``normalize`` (``whitespace``: NFKC, so full-width ``Ｐａｒｉｓ`` is
-  ``Paris``, then drop invisible format characters, collapse spaces and case-fold;
-  ``squad``: also drop punctuation and articles; ``none``); ``answer`` and ``pseudo_label`` are then
-  shown normalised, and an answer that normalises to nothing counts as no answer.
+* ``string``: answers equal after ``normalize`` (``whitespace``: LaTeX text wrappers dropped, so
+  ``\boxed{\text{Paris}}`` votes with ``\boxed{Paris}``, NFKC, so full-width ``Ｐａｒｉｓ`` is ``Paris``,
+  then drop invisible format characters, collapse spaces and case-fold; ``squad``: also drop punctuation
+  and articles; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer
+  that normalises to nothing counts as no answer.
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
 (``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
@@ -54,6 +55,7 @@ from pydantic import Field
 
 from rewardhub.groups import group_indices
 from rewardhub.mathlib import DEFAULT_METHODS, extract_answer, quick_check
+from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
@@ -135,10 +137,14 @@ class _GroupVote:
 
 
 def _normalizer(mode: str) -> Any:
+    # \text{Paris}, \textbf{Paris}, \mathrm{Paris}: the way a box writes a word, not another answer
+    # (math's unwrap_text); squad made "\text{Paris}" the word "textparis"
     if mode == "squad":
-        return squad_normalize
+        return lambda s: squad_normalize(unwrap_text(s))
     if mode == "whitespace":
-        return lambda s: " ".join(unicodedata.normalize("NFKC", drop_invisible(s)).split()).casefold()
+        return lambda s: " ".join(
+            unicodedata.normalize("NFKC", drop_invisible(unwrap_text(s))).split()
+        ).casefold()
     return lambda s: s
 
 
@@ -168,7 +174,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # and a tie under tie_break none is unsupported (it scored every answer 0, "wrong")
     # 1.0.6: whitespace and squad drop invisible format characters (Cf), and extracted math answers too:
     # "Par\u200bis" was another vote than "Paris"
-    version: ClassVar[str] = "1.0.6"
+    # 1.0.7: string equivalence drops LaTeX text wrappers (whitespace, squad): \boxed{\text{Paris}} was
+    # another vote than \boxed{Paris} ("\text{paris}"; "textparis" under squad), splitting the majority
+    version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "
