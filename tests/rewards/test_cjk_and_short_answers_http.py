@@ -117,3 +117,28 @@ async def test_majority_vote_by_string_reads_a_boxed_text_word_as_the_word(
     assert [r["score"] for r in res] == [0.0, 1.0, 1.0, 1.0, 0.0], res
     assert {r["details"]["answer"] for r in res[1:4]} == {"paris"}
     assert res[0]["details"]["pseudo_label"] == "paris" and res[0]["details"]["votes"] == 3
+
+
+@pytest.mark.parametrize(
+    ("metric", "response", "reference", "expected"),
+    [
+        # 1- to 4-gram precision 1 ("首都是北京" is in the reference), brevity penalty e^(1 - 8/5)
+        ("bleu", "首都是北京", "中国的首都是北京", 0.5488116360940264),
+        # GLEU: 3 of the response's 6 n-grams (東 京 都 東京 京都 東京都) in the reference's 3: min(3/6, 3/3)
+        ("gleu", "東京都", "東京", 0.5),
+        ("bleu", "北京是中国的首都", "北京是中国的首都", 1.0),
+    ],
+)
+async def test_bleu_and_gleu_read_cjk_characters_as_tokens(
+    client: httpx.AsyncClient, metric: str, response: str, reference: str, expected: float
+) -> None:
+    """Whitespace tokens made a Chinese or Japanese answer, written without spaces, one token: BLEU and
+    GLEU were 1.0 for the exact text and 0.0 for anything else, exact match under another name (ROUGE
+    already read each character as a word). Each CJK ideograph or kana is a token, as sacrebleu's zh
+    tokenizer splits them."""
+    [res] = await score(
+        client,
+        {"name": "text_similarity", "config": {"metric": metric}},
+        [{"response": response, "reference": reference}],
+    )
+    assert res["valid"] and res["score"] == pytest.approx(expected), res

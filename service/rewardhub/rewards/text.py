@@ -84,7 +84,7 @@ def squad_normalize(text: str) -> str:
 
 
 def split_cjk(text: str) -> list[str]:
-    """The tokens of a normalised text: its whitespace-separated words, each CJK ideograph or kana a token
+    """The tokens of a text: its whitespace-separated words, each CJK ideograph or kana a token
     of its own ("北京是首都" is five tokens, "東京 tower" three); ASCII text is ``text.split()``."""
     if text.isascii():
         return text.split()

@@ -3,11 +3,13 @@
 Metrics (``metric``):
 
 * ``fuzzy_match`` — normalised Indel similarity (rapidfuzz ``fuzz.ratio`` / 100);
-* ``bleu`` — sentence BLEU-4 on whitespace tokens, an n-gram order with no match counted as 0.1 matches
+* ``bleu`` — sentence BLEU-4 on whitespace tokens (each CJK ideograph or kana a token of its own, as
+  sacrebleu's ``zh`` tokenizer splits them: a Chinese answer written without spaces was one token, so its
+  BLEU was exact match), an n-gram order with no match counted as 0.1 matches
   (NLTK's ``method1`` smoothing), so short texts don't collapse to 0, and a response under four words
   weighed over the orders it has (NLTK's ``auto_reweigh``, sacrebleu's effective order): with the four
   orders, a copy of a one-word reference scored 0.18 and of a three-word one 0.56, never 1.0;
-* ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``);
+* ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``), on BLEU's tokens;
 * ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming), on
   lower-cased Unicode words, each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
   only ``[a-z0-9]``: a Russian or Chinese answer had no tokens and scored 0.0 against itself);
@@ -49,7 +51,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import answer_text, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -148,7 +150,7 @@ def similarity_score(metric: str, text: str, reference: str) -> float | None:
     if metric == "bleu":
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
-        hyp, ref = text.split(), reference.split()
+        hyp, ref = split_cjk(text), split_cjk(reference)
         if not hyp or not ref:
             return 1.0 if hyp == ref else 0.0
         smoothing = SmoothingFunction().method1
@@ -156,7 +158,7 @@ def similarity_score(metric: str, text: str, reference: str) -> float | None:
     if metric == "gleu":
         from nltk.translate.gleu_score import sentence_gleu
 
-        hyp, ref = text.split(), reference.split()
+        hyp, ref = split_cjk(text), split_cjk(reference)
         if not hyp or not ref:
             return 1.0 if hyp == ref else 0.0
         return float(sentence_gleu([ref], hyp))
@@ -181,7 +183,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1.2: a blank reference is missing_reference (was parse_error) unless compare_blank_reference; a
     # blank beside real texts (["Paris", ""]) is dropped (the list was parse_error), positions kept in details
     # 1.1.3: bleu weighs a response under four words over the n-gram orders it has: a copy of a short
-    # reference scored 0.18 (one word) to 0.56 (three), a reward whose 1.0 short answers never reached
+    # reference scored 0.18 (one word) to 0.56 (three), a reward whose 1.0 short answers never reached;
+    # bleu and gleu read each CJK ideograph or kana as a token (a Chinese answer was one: exact match)
     version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
