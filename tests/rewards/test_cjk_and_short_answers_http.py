@@ -142,3 +142,25 @@ async def test_bleu_and_gleu_read_cjk_characters_as_tokens(
         [{"response": response, "reference": reference}],
     )
     assert res["valid"] and res["score"] == pytest.approx(expected), res
+
+
+@pytest.mark.parametrize("reward", ["exact_match", "f1"])
+async def test_an_extract_pattern_of_alternatives_reads_the_group_that_matched(
+    client: httpx.AsyncClient, reward: str
+) -> None:
+    """An extract pattern that takes either form, <answer>(.*?)</answer>|\\boxed{(.*?)}, captures in
+    group 1 or in group 2: only group 1 was read, None for a boxed answer, so a correct boxed answer
+    scored 0 (no_answer). The first group that took part in the match is read."""
+    pattern = r"<answer>(.*?)</answer>|\\boxed\{(.*?)\}"
+    res = await score(
+        client,
+        {"name": reward, "config": {"extract": pattern}},
+        [
+            {"response": "So it is \\boxed{Paris}.", "reference": "Paris"},
+            {"response": "<answer>Paris</answer>", "reference": "Paris"},
+            {"response": "<answer>Lyon</answer> or rather \\boxed{Paris}", "reference": "Paris"},
+            {"response": "Paris", "reference": "Paris"},
+        ],
+    )
+    assert [(r["score"], r["reason"]) for r in res] == [(1.0, None)] * 3 + [(0.0, "no_answer")], res
+    assert [r["details"]["extracted"] for r in res] == ["Paris", "Paris", "Paris", None]

@@ -96,8 +96,9 @@ class ExactMatchConfig(AnswerConfig):
     case_sensitive: bool = Field(False, description="Only for normalize=whitespace|none.")
     extract: str | None = Field(
         None,
-        description="Optional regex; its first group (or whole match), last occurrence, is compared "
-        "instead of the whole response, e.g. '<answer>(.*?)</answer>'.",
+        description="Optional regex; its first group that took part in the match (or the whole match), "
+        "last occurrence, is compared instead of the whole response, e.g. '<answer>(.*?)</answer>', or "
+        "'<answer>(.*?)</answer>|\\\\boxed\\{(.*?)\\}' for either form.",
     )
 
     @field_validator("extract")
@@ -190,8 +191,10 @@ def answer_references(reference: Any, empty_unanswerable: bool = False) -> list[
 
 
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
-    """The text outside its reasoning (:func:`.text.answer_text`), or the last match of ``pattern`` in it
-    (its first group if it has one).
+    """The text outside its reasoning (:func:`.text.answer_text`), or the last match of ``pattern`` in it:
+    the first of its groups that took part in the match (a pattern of alternatives, ``<answer>(.*?)</answer>
+    |\\\\boxed\\{(.*?)\\}``, captures in one or the other: group 1 alone was None for a boxed answer,
+    which scored no_answer), the whole match for a pattern without groups, None if no group took part.
 
     Raises:
         PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
@@ -205,8 +208,10 @@ def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = No
     m = last_match(pattern, text, budget=budget)
     if m is None:
         return None
-    span: str | None = m.group(1) if m.re.groups else m.group(0)
-    return span
+    if not m.re.groups:
+        whole: str = m.group(0)
+        return whole
+    return next((g for g in m.groups() if g is not None), None)
 
 
 def read_item(
@@ -278,7 +283,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # 1.1.4: squad and whitespace drop invisible format characters (Cf: zero-width space, soft hyphen,
     # BOM...): "Par\u200bis" was not "Paris"; a reference of invisible characters only is blank
     # (missing_reference, or dropped among real answers), and so is such an answer (it abstains)
-    version: ClassVar[str] = "1.1.4"
+    # 1.1.5: an extract pattern's first group that took part in the match is compared: with alternatives,
+    # "<answer>(.*?)</answer>|\\boxed\{(.*?)\}", group 1 was None for a boxed answer (no_answer, 0)
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 

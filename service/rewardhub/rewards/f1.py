@@ -45,8 +45,9 @@ __all__ = ["F1Config", "F1Reward", "token_f1"]
 class F1Config(AnswerConfig):
     extract: str | None = Field(
         None,
-        description="Optional regex; its first group (or whole match), last occurrence, is scored instead "
-        "of the whole response, e.g. '<answer>(.*?)</answer>'. No match scores 0 (no_answer).",
+        description="Optional regex; its first group that took part in the match (or the whole match), last "
+        "occurrence, is scored instead of the whole response, e.g. '<answer>(.*?)</answer>'. No match "
+        "scores 0 (no_answer).",
     )
 
     @field_validator("extract")
@@ -86,7 +87,8 @@ class F1Reward(Reward[F1Config]):
     # tokenising: "Par\u200bis" was another token than "Paris"; a reference of invisible characters only is
     # blank, as in exact_match
     # 1.1.5: each CJK ideograph or kana is a token (MLQA's segmentation of Chinese): a Chinese or Japanese
-    # answer was one token, its F1 0 unless exact ("東京都" against "東京": 0.0, now 0.8)
+    # answer was one token, its F1 0 unless exact ("東京都" against "東京": 0.0, now 0.8); an extract
+    # pattern's first group that took part in the match is scored (alternatives: group 1 could be None)
     version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
