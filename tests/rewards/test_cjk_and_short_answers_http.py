@@ -195,3 +195,16 @@ async def test_length_in_words_counts_each_cjk_character(
     assert res["valid"], res
     assert res["components"]["length"] == words
     assert res["score"] == pytest.approx((1 - words) / 100)
+
+
+async def test_repetition_penalises_a_cjk_loop(client: httpx.AsyncClient) -> None:
+    """A Chinese or Japanese rollout stuck in a loop, written without spaces, was one whitespace word:
+    no trigram, no penalty, where the same loop in English was penalised almost fully. Each ideograph or
+    kana is a word: 150 characters, 148 trigrams, 3 of them distinct."""
+    res = await score(
+        client,
+        {"name": "repetition"},
+        [{"response": "我爱你" * 50}, {"response": "もう一度" * 30}, {"response": "I love you " * 50}],
+    )
+    assert [r["score"] for r in res] == pytest.approx([-(1 - 3 / 148), -(1 - 4 / 118), -(1 - 3 / 148)]), res
+    assert res[0]["details"]["tokens"] == 150
