@@ -25,6 +25,8 @@ repetition reward's words); ``none`` and string_check compare as written.
 ``mixed_segmentation``): each CJK ideograph or kana is a token of its own, every other run between spaces
 one token. Chinese and Japanese are written without spaces, so whitespace splitting made a whole answer
 one token, and F1's partial credit all or nothing ("東京都" against "東京" was 0.0, not 0.8).
+:func:`split_cjk` is that split, and :func:`word_count` its length: the words of text_similarity's bleu and
+gleu, of the repetition reward and of the ``words`` length unit (:mod:`.units`).
 """
 
 from __future__ import annotations
