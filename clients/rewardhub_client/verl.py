@@ -105,6 +105,8 @@ def configure(
     state["check"] = env_flag(check, "REWARDHUB_VERL_CHECK")
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    state["asking"] = {}  # spec (as JSON) -> the lock of the thread asking its check (sync calls)
+    state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight there (async calls)
     # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
     # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
     # while the first call was configuring read a half-filled one, KeyError 'routes'.)
@@ -218,13 +220,51 @@ def _record(spec: str | RewardSpec, answer: Any) -> None:
 
 
 def _check_sync(items: Sequence[ScoreItem]) -> None:
+    """Check the items' unchecked specs. verl's reward loop runs a sync compute_score on executor
+    threads, many at once: a spec's check is asked by one thread while the others wait for its answer
+    (each asked it again before any knew the answer)."""
+    conf = _conf()
     for spec in _unchecked(items):
-        _record(spec, _client().check_if_supported(spec))
+        key = _key(spec)
+        with _lock:
+            asking = conf["asking"].setdefault(key, threading.Lock())
+        with asking:
+            with _lock:
+                known = key in conf["checked"]
+                error = conf["checked"].get(key)
+            if error is not None:
+                raise error  # the answer the thread that asked got
+            if not known:
+                _record(spec, _client().check_if_supported(spec))
 
 
 async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) -> None:
+    """As :func:`_check_sync`, on the background loop: verl's reward loop awaits one compute_score_async
+    per rollout, thousands at once, and each first call asked the service the same check before any
+    knew the answer (a step's worth of check requests). The first asks, the others await its answer."""
+    conf = _conf()
+    pending: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]] = conf["pending"]
+    loop = asyncio.get_running_loop()
     for spec in _unchecked(items):
-        _record(spec, await client.check_if_supported(spec))
+        key = _key(spec)
+        task = pending.get((key, loop))
+        if task is None:
+            task = pending[(key, loop)] = asyncio.ensure_future(_ask(client, pending, key, spec))
+        await asyncio.shield(task)  # a caller cancelled does not cancel the others' question
+
+
+async def _ask(
+    client: AsyncRewardClient,
+    pending: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]],
+    key: str,
+    spec: str | RewardSpec,
+) -> None:
+    try:
+        answer = await client.check_if_supported(spec)  # None: a service without the route
+    finally:
+        # answered or not (a transport error is asked again by the next call), no longer in flight
+        pending.pop((key, asyncio.get_running_loop()), None)
+    _record(spec, answer)
 
 
 def _to_verl(r: ItemResult | None) -> dict[str, Any]:

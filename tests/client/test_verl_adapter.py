@@ -289,6 +289,51 @@ def test_compute_score_async_reuses_one_connection_pool(live_server_factory: Any
             relay.close()
 
 
+def _requests(server_url: str, route: str) -> float:
+    """The service's count of answered requests to ``route`` (its /metrics)."""
+    prefix = f'rewardhub_requests_total{{route="{route}",status="200"}} '
+    text = httpx.get(f"{server_url}/metrics").text
+    return sum(float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_a_step_of_concurrent_calls_asks_the_check_once(live_server_factory: Any) -> None:
+    """verl's reward loop awaits one compute_score_async per rollout, a step's worth at once (and runs a
+    sync compute_score on executor threads, many at once): every first call asked the service the same
+    check before any knew the answer, one check request per rollout of the first step where the
+    documentation says one per spec per process. Found in review."""
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="math")
+
+        async def step() -> list[dict[str, Any]]:
+            return list(
+                await asyncio.gather(
+                    *(verl.compute_score_async("x", f"\\boxed{{{i}}}", "3") for i in range(24))
+                )
+            )
+
+        assert [o["score"] for o in asyncio.run(step())] == [1.0 if i == 3 else 0.0 for i in range(24)]
+        assert _requests(server.url, "/v1/rewards/check") == 1
+        assert asyncio.run(step())[3]["score"] == 1.0  # a later step: scored only
+        assert _requests(server.url, "/v1/rewards/check") == 1
+
+        verl.configure(server.url, default_reward="exact_match")  # a new spec, from executor threads
+        barrier = threading.Barrier(16)
+        outs: list[Any] = []
+
+        def executor_thread() -> None:
+            barrier.wait()
+            outs.append(verl.compute_score("x", "Paris", "paris")["score"])
+
+        threads = [threading.Thread(target=executor_thread) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert outs == [1.0] * 16
+        assert _requests(server.url, "/v1/rewards/check") == 2
+        assert _requests(server.url, "/v1/score") == 24 * 2 + 16
+
+
 def test_the_question_in_extra_info_reaches_a_reward_that_reads_the_prompt(
     live_server_factory: Any, judge_server: Any
 ) -> None:
