@@ -43,6 +43,13 @@ training. A ``ground_truth`` that is a JSON object string is decoded, so code te
 references pass through unchanged. The question goes as the item's ``prompt`` when ``extra_info`` holds it
 (``prompt`` or ``question``, as verl's example preprocessing scripts store it): a judge, a PRM or an ORM
 reads it, and without it every such sample is scored without its question.
+
+A group reward (``majority_vote``, ``group_length``...: the start check says which) needs
+``compute_score_batch`` and a ``uid`` (or ``group``) in each sample's ``extra_info``, the same for the
+rollouts of one prompt (verl's own rollout uid is not passed to a reward function: put one into the
+dataset's ``extra_info``). The service answers a group reward's item without a group ``unsupported``, and
+verl cannot mask it: a per-sample call with a group reward, or a batch with such samples, raises
+``ValueError`` saying so instead of training on the invalid score.
 """
 
 from __future__ import annotations
@@ -105,6 +112,7 @@ def configure(
     state["check"] = env_flag(check, "REWARDHUB_VERL_CHECK")
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    state["group_aware"] = {}  # spec (as JSON) -> whether the check said it scores against the group
     state["asking"] = {}  # spec (as JSON) -> the lock of the thread asking its check (sync calls)
     state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight there (async calls)
     # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
@@ -214,6 +222,7 @@ def _record(spec: str | RewardSpec, answer: Any) -> None:
     """Keep the check's answer (``None``: a service without the route) and raise when it is not ok."""
     error = None if answer is None or answer.ok else RewardUnavailable(_conf()["url"], answer)
     with _lock:
+        _conf()["group_aware"][_key(spec)] = answer is not None and answer.group_aware
         _conf()["checked"][_key(spec)] = error
     if error is not None:
         raise error
@@ -265,6 +274,31 @@ async def _ask(
         # answered or not (a transport error is asked again by the next call), no longer in flight
         pending.pop((key, asyncio.get_running_loop()), None)
     _record(spec, answer)
+
+
+def _grouped(items: Sequence[ScoreItem], per_sample: bool) -> None:
+    """Raise for items without a group whose spec the check said scores against its group (a majority
+    vote, a group-relative length): the service answers every such item ``unsupported``, and verl,
+    which cannot mask a sample, would train on ``REWARDHUB_VERL_INVALID_SCORE`` for all of them."""
+    aware: dict[str, bool] = _conf()["group_aware"]
+    alone = [it for it in items if it.group is None and it.reward is not None and aware.get(_key(it.reward))]
+    if not alone:
+        return
+    assert alone[0].reward is not None
+    name = alone[0].reward if isinstance(alone[0].reward, str) else alone[0].reward.name
+    if per_sample:
+        raise ValueError(
+            f"reward {name!r} scores each rollout against its group, and a per-sample compute_score holds "
+            "one rollout: every sample would be unscored and train on REWARDHUB_VERL_INVALID_SCORE. Use "
+            "compute_score_batch (reward_model.use_reward_loop=False reward_model.reward_manager=batch "
+            "custom_reward_function.name=compute_score_batch)"
+        )
+    raise ValueError(
+        f"reward {name!r} scores each rollout against its group, and {len(alone)} of {len(items)} samples "
+        "have no 'uid' or 'group' in their extra_info (verl's own rollout uid is not passed to a reward "
+        "function): they would be unscored and train on REWARDHUB_VERL_INVALID_SCORE. Put an id of the "
+        "prompt in each dataset row's extra_info['uid'] (its data source and index, say) when preparing the data"
+    )
 
 
 def _to_verl(r: ItemResult | None) -> dict[str, Any]:
@@ -326,6 +360,7 @@ def compute_score(
     """verl's per-sample signature (sync)."""
     items = [_item(solution_str, ground_truth, data_source, extra_info, None)]
     _check_sync(items)
+    _grouped(items, per_sample=True)
     resp = _client().score(items)
     return _to_verl(resp.results[0])
 
@@ -359,6 +394,7 @@ async def _score_async(items: list[ScoreItem]) -> dict[str, Any]:
         # in practice, the rest wait for a connection
         client = _async[key] = AsyncRewardClient(key[0], api_key=key[1], max_concurrency=256)
     await _check_async(client, items)
+    _grouped(items, per_sample=True)
     resp = await client.score(items)
     return _to_verl(resp.results[0])
 
@@ -387,6 +423,7 @@ def compute_score_batch(
         for i, (d, s, g, e) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
     ]
     _check_sync(items)
+    _grouped(items, per_sample=False)
     results: list[ItemResult | None]
     try:
         results = list(_client().score(items).results)

@@ -187,10 +187,44 @@ def test_a_dataset_uid_seen_again_next_epoch_is_a_new_group(live_server_factory:
 
         assert epoch(["1", "1", "2", "5", "5", "5"]) == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
         assert epoch(["3", "4", "4", "6", "5", "6"]) == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
-        # one sample per call is never a whole group: flagged invalid, not a vote of one (1.0)
-        for answer in ("1", "2"):
-            single = verl.compute_score("ttrl", f"\\boxed{{{answer}}}", None, {"uid": "row-7"})
-            assert (single["score"], single["valid"]) == (0.0, 0.0)
+        # one sample per call is never a whole group: refused, not a vote of one (1.0)
+        with pytest.raises(ValueError, match="compute_score_batch"):
+            verl.compute_score("ttrl", "\\boxed{1}", None, {"uid": "row-7"})
+
+
+def test_a_group_reward_without_groups_stops_verl_instead_of_training_on_the_invalid_score(
+    live_server_factory: Any,
+) -> None:
+    """A group reward (majority_vote, group_length...) answers an item without a ``group`` unsupported,
+    and verl cannot mask a sample: a per-sample compute_score (which holds one rollout) and a batch whose
+    extra_info has no ``uid``/``group`` (verl keeps its own rollout uid outside extra_info) scored every
+    sample invalid and trained the whole run on REWARDHUB_VERL_INVALID_SCORE, without a word. The start
+    check says which specs are group rewards: such calls now raise, naming what to do. Found in review."""
+    with live_server_factory() as server:
+        verl.configure(server.url, routes={"ttrl": "majority_vote"})
+        with pytest.raises(ValueError, match=r"'majority_vote'.*compute_score_batch"):
+            verl.compute_score("ttrl", "\\boxed{1}", None, {"index": 0})
+        with pytest.raises(ValueError, match="compute_score_batch"):
+            asyncio.run(verl.compute_score_async("ttrl", "\\boxed{1}", None, {"index": 0}))
+        with pytest.raises(ValueError, match=r"2 of 4 samples have no 'uid' or 'group'"):
+            verl.compute_score_batch(
+                data_sources=["ttrl", "ttrl", "ttrl", "gsm8k"],
+                solution_strs=["\\boxed{1}"] * 4,
+                ground_truths=[None, None, None, "1"],
+                extra_infos=[{"uid": "a"}, {"index": 1}, {"index": 1}, {"index": 2}],
+            )
+        # grouped, a batch is voted on; another reward needs no group
+        batch = verl.compute_score_batch(
+            data_sources=["ttrl", "ttrl", "ttrl", "gsm8k"],
+            solution_strs=["\\boxed{1}", "\\boxed{1}", "\\boxed{2}", "\\boxed{1}"],
+            ground_truths=[None, None, None, "1"],
+            extra_infos=[{"uid": "a"}, {"uid": "a"}, {"uid": "a"}, {"index": 2}],
+        )
+        assert [(b["score"], b["valid"]) for b in batch] == [(1.0, 1.0), (1.0, 1.0), (0.0, 1.0), (1.0, 1.0)]
+        # without the start check nothing says it is a group reward: flagged invalid, as before
+        verl.configure(server.url, routes={"ttrl": "majority_vote"}, check=False)
+        single = verl.compute_score("ttrl", "\\boxed{1}", None, {"index": 0})
+        assert (single["score"], single["valid"]) == (0.0, 0.0)
 
 
 def test_a_uid_of_0_groups_its_rollouts(live_server_factory: Any) -> None:
