@@ -12,7 +12,8 @@
     )
 
 The function is ``async`` (TRL awaits async reward functions concurrently on its own event loop), sends
-the whole batch in one request with the completions of one prompt tagged as one ``group``, and maps
+the whole batch in one request with the completions of one prompt tagged as one ``group`` (each with its
+token count, from TRL's ``completion_ids``, as ``metadata["completion_tokens"]``), and maps
 items the service could not score to ``None`` — TRL turns those into NaN and leaves them out of the group
 statistics, instead of training on a fake zero. The function's ``aclose()`` closes its connections
 (``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training); those of a loop
@@ -217,6 +218,23 @@ def _groups(
     return keyed, next(n % num_generations for n in runs if n % num_generations)
 
 
+def _token_counts(completion_ids: Any, n: int) -> list[int] | None:
+    """Each completion's token count from TRL's ``completion_ids`` (a list of token-id lists, one per
+    completion), sent as ``metadata["completion_tokens"]``: the service has no tokenizer, and the rewards
+    that count tokens (``length``'s DAPO overlong punishment and cosine reward, ``group_length``) answered
+    every item ``missing_reference`` without it (a run on no signal). None where TRL passed none."""
+    if (
+        not isinstance(completion_ids, Sequence)
+        or isinstance(completion_ids, str)
+        or len(completion_ids) != n
+    ):
+        return None
+    counts = [
+        len(ids) if isinstance(ids, Sequence) and not isinstance(ids, str) else None for ids in completion_ids
+    ]
+    return None if any(c is None for c in counts) else [c for c in counts if c is not None]
+
+
 def make_reward_func(
     service: str | AsyncRewardClient = "http://127.0.0.1:8000",
     reward: str | RewardSpec | Mapping[str, Any] = "math",
@@ -339,6 +357,7 @@ def make_reward_func(
                 group_of, split = as_eval, None
         check_whole_groups(split)
         call = uuid.uuid4().hex[:12]
+        tokens = _token_counts(completion_ids, len(completions))
         items = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ptext = prompt_text(prompt)
@@ -350,6 +369,7 @@ def make_reward_func(
                     response=completion_text(completion, tool_calls=with_calls),
                     reference=_reference(refs[i]) if refs is not None else None,
                     group=group,
+                    metadata={"completion_tokens": tokens[i]} if tokens is not None else None,
                 )
             )
         answered, latency_ms = await score_or_partial(client, items)

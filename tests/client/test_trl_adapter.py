@@ -374,3 +374,25 @@ async def test_a_call_with_nothing_answered_still_raises(client: httpx.AsyncClie
         assert info.value.failed_indices == [2, 3]
     with pytest.raises(ValueError, match="on_request_failure must be 'invalid' or 'raise'"):
         make_reward_func(service, "math", on_request_failure="mask")  # type: ignore[arg-type]
+
+
+async def test_token_counting_rewards_get_the_completions_token_counts(client: httpx.AsyncClient) -> None:
+    """TRL passes each completion's token ids (``completion_ids``) and the function dropped them: the
+    service has no tokenizer, so ``length`` (DAPO's overlong punishment, the cosine length reward) and
+    ``group_length`` answered every item ``missing_reference`` (None, masked: a run on no signal). They
+    go as ``metadata["completion_tokens"]``, as the project's own trainer sends them. Found in review."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        overlong = {
+            "name": "length",
+            "config": {"mode": "dapo_overlong", "max_length": 10, "cache_length": 4},
+        }
+        reward = make_reward_func(service, overlong, reference_column=None)
+        scores = await reward(
+            prompts=["Count."] * 3,
+            completions=["one two three", "a longer one", "the longest one of all"],
+            completion_ids=[[1, 2, 3], [4] * 8, [5] * 12],
+        )
+        assert scores == [0.0, -0.5, -1.0]
+        # a caller that passes no token ids (not TRL): nothing to send, the items say what is missing
+        assert await reward(prompts=["Count."], completions=["one"]) == [None]
