@@ -54,7 +54,8 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   :class:`~rewardhub_client.RewardUnavailable` when it cannot, instead of removing every sample.
 
 The question goes as the item's ``prompt``: ``Sample.prompt`` is the chat-templated string (sent as its
-last user turn) or the chat messages (the last user message).
+last user turn) or the chat messages (the last user message). ``Sample.response_length`` (the response's
+token count) goes as ``metadata["completion_tokens"]``, what ``length`` and ``group_length`` count.
 """
 
 from __future__ import annotations
@@ -201,6 +202,9 @@ def _label(label: Any) -> tuple[str | RewardSpec, Any]:
 
 def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
     spec, reference = _label(getattr(sample, "label", None))
+    # the response's token count (the service has no tokenizer): what length and group_length count
+    tokens = getattr(sample, "response_length", None)
+    counted = isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0
     return ScoreItem(
         id=str(i),
         prompt=_prompt(getattr(sample, "prompt", None)),
@@ -208,6 +212,7 @@ def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
         reference=reference,
         reward=spec,
         group=group,
+        metadata={"completion_tokens": tokens} if counted else None,
     )
 
 

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.integration
 class Sample:
     """A stand-in for slime's ``slime.utils.types.Sample`` (THUDM/slime, checked at 624b824a), the fields
     the adapter reads or writes, under slime's names and defaults: ``group_index`` (the prompt's group),
-    ``prompt`` (the chat-templated string, or the messages), ``response``, ``label`` (the dataset's
+    ``prompt`` (the chat-templated string, or the messages), ``response``, ``response_length`` (its token
+    count), ``label`` (the dataset's
     label column), ``reward``, ``remove_sample`` (slime zeroes the loss mask of a sample that has it, in
     ``RolloutManager._convert_samples_to_train_data``) and ``metadata``."""
 
@@ -29,6 +30,7 @@ class Sample:
     index: int | None = None
     prompt: str | list[dict[str, str]] = ""
     response: str = ""
+    response_length: int = 0
     label: str | None = None
     reward: float | dict[str, Any] | None = None
     remove_sample: bool = False
@@ -257,3 +259,18 @@ def test_configuration_comes_from_the_environment(monkeypatch: Any) -> None:
     assert conf["url"] == "http://rh.test:9000" and conf["invalid"] == -0.5 and not conf["check"]
     assert conf["default"].name == "exact_match"
     assert slime._client().base_url == "http://rh.test:9000"
+
+
+def test_token_counting_rewards_get_the_responses_token_counts(live_server_factory: Any) -> None:
+    """slime's Sample carries its response's token count (``response_length``) and the adapter sent none:
+    the service has no tokenizer, so ``length`` (DAPO's overlong punishment) and ``group_length``
+    answered every sample ``missing_reference`` and every one was removed from the loss (a run on no
+    signal). It goes as ``metadata["completion_tokens"]``. Found in review."""
+    overlong = {"name": "length", "config": {"mode": "dapo_overlong", "max_length": 10, "cache_length": 4}}
+    with live_server_factory() as server:
+        slime.configure(server.url, default_reward=overlong)
+        samples = [Sample(group_index=0, response="r", response_length=n) for n in (3, 8, 12)]
+        assert asyncio.run(slime.reward_func(None, samples)) == [0.0, -0.5, -1.0]
+        assert [s.remove_sample for s in samples] == [False, False, False]
+        one = Sample(response="r", response_length=9)
+        assert asyncio.run(slime.reward_func(None, one)) == -0.75 and not one.remove_sample
