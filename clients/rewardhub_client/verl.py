@@ -113,7 +113,9 @@ def configure(
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     state["group_aware"] = {}  # spec (as JSON) -> whether the check said it scores against the group
-    state["asking"] = {}  # spec (as JSON) -> the lock of the thread asking its check (sync calls)
+    # (spec as JSON, process) -> the lock of the thread asking its check (sync calls); per process, so
+    # that a child forked while a thread of its parent held one does not wait for it for ever
+    state["asking"] = {}
     state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight there (async calls)
     # One assignment: a thread reading the configuration sees the old one or the new one, whole. (verl's
     # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
@@ -236,7 +238,7 @@ def _check_sync(items: Sequence[ScoreItem]) -> None:
     for spec in _unchecked(items):
         key = _key(spec)
         with _lock:
-            asking = conf["asking"].setdefault(key, threading.Lock())
+            asking = conf["asking"].setdefault((key, os.getpid()), threading.Lock())
         with asking:
             with _lock:
                 known = key in conf["checked"]
