@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -420,3 +423,76 @@ async def test_big_documents_are_validated_in_the_cpu_workers(client: httpx.Asyn
     assert in_workers[3]["score"] == 1.0
     late = await run([big, big], timeout_s=0.2)
     assert [(r["valid"], r["reason"]) for r in late] == [(False, "timeout")] * 2, late
+
+
+@pytest.fixture
+def schema_server() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server that serves ``{"type": "integer"}`` at every path: (its URL, the paths asked)."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps({"type": "integer"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+async def test_remote_references_are_never_fetched(
+    client: httpx.AsyncClient, schema_server: tuple[str, list[str]]
+) -> None:
+    """jsonschema's default registry retrieves an unknown ``$ref`` with ``urllib`` (deprecated, with a
+    warning): a caller's schema made the service GET any URL it could reach (cloud metadata, internal
+    services), blocking the event loop for as long as the server took, with no timeout, and validated
+    against what came back. Found in review: the test of it only passed because example.com was out of
+    reach. Every remote reference is now ``parse_error`` and nothing is asked, wherever the schema comes
+    from (config, reference, CPU workers) and whatever keyword holds the URL."""
+    url, asked = schema_server
+    padding = " " * 250_000  # over the inline limit: validated in the CPU workers
+
+    async def run(items: list[dict[str, Any]], **config: Any) -> list[dict[str, Any]]:
+        body = {"reward": {"name": "json_schema", "config": config}, "items": items}
+        r = await client.post("/v1/score", json={**body, "options": {"use_cache": False}})
+        assert r.status_code == 200, r.text
+        results: list[dict[str, Any]] = r.json()["results"]
+        return results
+
+    results = [
+        *await run([{"response": "5"}, {"response": "5" + padding}], schema={"$ref": f"{url}/config.json"}),
+        *await run(
+            [
+                {"response": "5", "reference": {"$ref": f"{url}/reference.json"}},
+                {"response": "5", "reference": {"$id": f"{url}/root/", "$ref": "relative.json"}},
+                {"response": "5", "reference": {"$dynamicRef": f"{url}/dynamic.json"}},
+                {
+                    "response": "5",
+                    "reference": {"$schema": "http://json-schema.org/draft-04/schema#", "$ref": f"{url}/d4"},
+                },
+            ]
+        ),
+        *await run([{"response": "5" + padding, "reference": {"$ref": f"{url}/worker.json"}}]),
+    ]
+    assert asked == []
+    assert [(r["score"], r["reason"]) for r in results] == [(None, "parse_error")] * 7, results
+    assert all("Unresolvable" in r["details"]["message"] for r in results), results
+    # the metaschemas jsonschema ships with still resolve, without the network
+    [meta] = await run(
+        [{"response": '{"type": "string"}'}], schema={"$ref": "http://json-schema.org/draft-07/schema#"}
+    )
+    assert (meta["score"], asked) == (1.0, [])

@@ -59,6 +59,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 from pydantic import Field, field_validator
+from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -357,7 +358,13 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
             keywords[name] = _UNEVALUATED[own]
     timed = {name: _timed(fn) for name, fn in {**base.VALIDATORS, **keywords}.items()}
     cls = extend(base, timed)  # type: ignore[no-untyped-call]
-    return cls(schema, format_checker=base.FORMAT_CHECKER if check_formats else None)  # type: ignore[no-any-return]
+    # An empty registry, which jsonschema combines with the metaschemas it ships: a reference to anything
+    # else is Unresolvable. Without one, jsonschema's default registry GETs an unknown URI with urllib
+    # (deprecated, with a warning): a caller's schema made the service fetch any URL it could reach, on
+    # the event loop and without a timeout.
+    return cls(  # type: ignore[no-any-return]
+        schema, registry=Registry(), format_checker=base.FORMAT_CHECKER if check_formats else None
+    )
 
 
 def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
@@ -408,7 +415,8 @@ def validate_in_worker(payload: tuple[ScoreItem, JsonSchemaConfig]) -> Outcome:
 class JsonSchemaReward(Reward[JsonSchemaConfig]):
     name: ClassVar[str] = "json_schema"
     # 1.1.2: unevaluatedProperties reads patternProperties with the guarded engine
-    version: ClassVar[str] = "1.1.2"
+    # 1.1.3: a remote $ref is parse_error (jsonschema's default registry fetched it and validated against it)
+    version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
