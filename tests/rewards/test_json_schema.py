@@ -496,3 +496,37 @@ async def test_remote_references_are_never_fetched(
         [{"response": '{"type": "string"}'}], schema={"$ref": "http://json-schema.org/draft-07/schema#"}
     )
     assert (meta["score"], asked) == (1.0, [])
+
+
+async def test_many_distinct_reference_schemas_are_checked_in_the_cpu_workers(
+    client: httpx.AsyncClient,
+) -> None:
+    """Checking a schema against its metaschema costs about what validating a document of its size does
+    (4.6 ms for a 3.4 kB one), but only the responses counted towards the inline limit: a batch of short
+    responses, each with its own schema in the reference (per-item structured-output schemas), was
+    checked on the event loop whatever the schemas' total, 4,096 such items holding the whole service for
+    about 19 s, out of reach of the inline validation clock. Found in review. Each distinct schema now
+    counts too, so such a batch runs in the CPU workers; one schema shared by the batch is counted once and
+    stays inline."""
+    pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+
+    def done() -> int:  # items the CPU workers have scored (each slot keeps its own tally)
+        return sum(slot.items_done for slot in pool._slots)
+
+    def schema(i: int) -> dict[str, Any]:
+        fields = {
+            f"field_{j}_{i}": {"type": "integer", "description": "a field of the item " * 3}
+            for j in range(25)
+        }
+        return {"type": "object", "properties": fields, "required": [f"field_0_{i}"]}
+
+    distinct = [{"response": f'{{"field_0_{i}": {i}}}', "reference": schema(i)} for i in range(80)]
+    shared = [{"response": f'{{"field_0_0": {i}}}', "reference": schema(0)} for i in range(80)]
+    assert sum(len(json.dumps(item["reference"])) for item in distinct) > 200_000
+    for items, in_workers in ((distinct, True), (shared, False)):
+        before = done()
+        body = {"reward": "json_schema", "items": [*items, {**items[0], "response": "[]"}]}
+        r = await client.post("/v1/score", json={**body, "options": {"use_cache": False}})
+        assert r.status_code == 200, r.text[:500]
+        assert [res["score"] for res in r.json()["results"]] == [1.0] * len(items) + [0.0]
+        assert done() - before == (len(items) + 1 if in_workers else 0)
