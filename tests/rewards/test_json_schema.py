@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
@@ -530,3 +531,39 @@ async def test_many_distinct_reference_schemas_are_checked_in_the_cpu_workers(
         assert r.status_code == 200, r.text[:500]
         assert [res["score"] for res in r.json()["results"]] == [1.0] * len(items) + [0.0]
         assert done() - before == (len(items) + 1 if in_workers else 0)
+
+
+async def test_a_config_schema_is_checked_once_not_on_every_request(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config's schema was checked against its metaschema as each request's config was read, and again
+    when its validator was built: 52 ms of the event loop per request for a 25 kB schema (seconds for a
+    large one), for a schema a training run sends unchanged with every batch, so the loop saturated near
+    20 such requests a second. Found in review. The check is now the validator's own, built once per
+    distinct schema and cached, and a request with the same schema checks nothing."""
+    checked: list[Any] = []
+    check_schema = Draft202012Validator.check_schema
+
+    def counting(schema: Any, format_checker: Any = None) -> None:
+        checked.append(schema)
+        check_schema(schema, format_checker=format_checker)  # type: ignore[call-arg]
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", counting)
+    fields = {f"a_field_{i}": {"type": "integer", "description": "one field of it"} for i in range(300)}
+    schema = {"type": "object", "properties": fields, "required": ["a_field_0"]}
+    for i in range(3):
+        body = {
+            "reward": {"name": "json_schema", "config": {"schema": schema}},
+            "items": [{"response": f'{{"a_field_0": {i}}}'}],
+        }
+        r = await client.post("/v1/score", json={**body, "options": {"use_cache": False}})
+        assert r.status_code == 200, r.text[:500]
+        assert r.json()["results"][0]["score"] == 1.0
+    assert checked == [schema]
+    # a bad one is still refused as the request is read
+    bad = {
+        "reward": {"name": "json_schema", "config": {"schema": {**schema, "required": 5}}},
+        "items": [{"response": "{}"}],
+    }
+    r = await client.post("/v1/score", json=bad)
+    assert r.status_code == 422 and "not a valid JSON Schema" in r.text, r.text[:500]

@@ -93,7 +93,7 @@ class JsonSchemaConfig(RewardConfig):
     def _valid_schema(cls, v: Schema | None) -> Schema | None:
         if isinstance(v, dict):  # true/false are valid schemas
             try:
-                _check_schema(validator_for(v, default=Draft202012Validator), v)
+                _checked(_schema_key(v))  # once per distinct schema: a run sends its schema every batch
             except SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message[:300]}") from None
             except Exception as exc:  # malformed input makes jsonschema raise assorted types ($schema: 5)
@@ -344,9 +344,16 @@ _SAFE_KEYWORDS = {
 }
 
 
+def _schema_key(schema: Schema) -> str:
+    """The canonical text :func:`_checked` and :func:`_validator` cache a schema under."""
+    return json.dumps(schema, sort_keys=True)
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_json: str, check_formats: bool) -> Validator:
-    """A validator for a canonical schema text (cached: a dataset reuses a handful of schemas).
+def _checked(schema_json: str) -> tuple[type[Validator], Any]:
+    """The draft's validator class and the schema of a canonical schema text, checked against its
+    metaschema (cached: the check costs about what validating a document of the schema's size does, and
+    a config's schema comes with every request of a run).
 
     Raises:
         SchemaError: the schema fails its metaschema.
@@ -354,6 +361,17 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
     schema = json.loads(schema_json)
     base = validator_for(schema, default=Draft202012Validator)
     _check_schema(base, schema)
+    return base, schema
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str, check_formats: bool) -> Validator:
+    """A validator for a canonical schema text (cached: a dataset reuses a handful of schemas).
+
+    Raises:
+        SchemaError: the schema fails its metaschema.
+    """
+    base, schema = _checked(schema_json)
     keywords: dict[str, Any] = dict(_SAFE_KEYWORDS)
     for name in ("unevaluatedItems", "unevaluatedProperties"):
         own = base.VALIDATORS.get(name)
@@ -373,7 +391,7 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
 def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
     """The validator of a schema, or the invalid outcome of an item that carries a bad one."""
     try:
-        return _validator(json.dumps(schema, sort_keys=True), check_formats)
+        return _validator(_schema_key(schema), check_formats)
     except SchemaError as exc:
         return Outcome.invalid(Reason.PARSE_ERROR, f"not a valid JSON Schema: {exc.message[:300]}")
     except Exception as exc:  # an untrusted schema may break jsonschema in assorted ways ($schema: 5, depth)
