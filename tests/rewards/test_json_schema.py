@@ -462,8 +462,9 @@ async def test_remote_references_are_never_fetched(
     warning): a caller's schema made the service GET any URL it could reach (cloud metadata, internal
     services), blocking the event loop for as long as the server took, with no timeout, and validated
     against what came back. Found in review: the test of it only passed because example.com was out of
-    reach. Every remote reference is now ``parse_error`` and nothing is asked, wherever the schema comes
-    from (config, reference, CPU workers) and whatever keyword holds the URL."""
+    reach. Nothing is asked now, wherever the schema comes from and whatever keyword holds the URL: a
+    reference's remote reference is ``parse_error`` (on the event loop or in the CPU workers), and a
+    config's is refused as the request is read."""
     url, asked = schema_server
     padding = " " * 250_000  # over the inline limit: validated in the CPU workers
 
@@ -474,8 +475,11 @@ async def test_remote_references_are_never_fetched(
         results: list[dict[str, Any]] = r.json()["results"]
         return results
 
+    body = {"reward": {"name": "json_schema", "config": {"schema": {"$ref": f"{url}/config.json"}}}}
+    r = await client.post("/v1/score", json={**body, "items": [{"response": "5"}]})
+    assert r.status_code == 422, r.text
+    assert "remote references are never fetched" in r.json()["error"]["message"]
     results = [
-        *await run([{"response": "5"}, {"response": "5" + padding}], schema={"$ref": f"{url}/config.json"}),
         *await run(
             [
                 {"response": "5", "reference": {"$ref": f"{url}/reference.json"}},
@@ -490,7 +494,7 @@ async def test_remote_references_are_never_fetched(
         *await run([{"response": "5" + padding, "reference": {"$ref": f"{url}/worker.json"}}]),
     ]
     assert asked == []
-    assert [(r["score"], r["reason"]) for r in results] == [(None, "parse_error")] * 7, results
+    assert [(r["score"], r["reason"]) for r in results] == [(None, "parse_error")] * 5, results
     assert all("Unresolvable" in r["details"]["message"] for r in results), results
     # the metaschemas jsonschema ships with still resolve, without the network
     [meta] = await run(
@@ -567,3 +571,48 @@ async def test_a_config_schema_is_checked_once_not_on_every_request(
     }
     r = await client.post("/v1/score", json=bad)
     assert r.status_code == 422 and "not a valid JSON Schema" in r.text, r.text[:500]
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        ({"$ref": "#/$defs/person"}, "'#/$defs/person' cannot be resolved"),
+        ({"properties": {"a": {"items": {"$ref": "#/$defs/nope"}}}}, "'#/$defs/nope' cannot be resolved"),
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "items": {"$ref": "#/definitions/x"}},
+            "'#/definitions/x'",
+        ),
+        ({"$ref": "https://example.com/person.json"}, "remote references are never fetched"),
+        ({"$dynamicRef": "urn:example:elsewhere"}, "$dynamicRef 'urn:example:elsewhere' cannot be resolved"),
+        # references that resolve are fine: local pointers and anchors, an $id's relative one, a metaschema,
+        # and '$ref' as a property name or inside a value
+        ({"$defs": {"p": PERSON}, "$ref": "#/$defs/p"}, None),
+        ({"$defs": {"p": {"$anchor": "person", **PERSON}}, "$ref": "#person"}, None),
+        (
+            {
+                "$id": "https://example.com/root",
+                "$defs": {"p": {"$id": "p.json", **PERSON}},
+                "$ref": "p.json",
+            },
+            None,
+        ),
+        ({"$ref": "http://json-schema.org/draft-07/schema#"}, None),
+        ({"properties": {"$ref": {"type": "string"}}, "const": {"$ref": "https://example.com"}}, None),
+        ({"$dynamicAnchor": "node", "items": {"$dynamicRef": "#node"}}, None),
+    ],
+)
+async def test_a_config_schema_reference_that_cannot_resolve_is_a_422(
+    client: httpx.AsyncClient, schema: dict[str, Any], refused: str | None
+) -> None:
+    """Validation resolves a ``$ref`` only when it reaches it, so a config schema's reference to nothing (a
+    typo in a pointer, a remote URL, which is never fetched) was accepted and every item came back
+    ``parse_error``: a training run's whole batch masked, step after step, for a mistake in the config.
+    Found in review. It is a 422 naming the reference now, as the config's other schema errors are."""
+    body = {"reward": {"name": "json_schema", "config": {"schema": schema}}, "items": [{"response": GOOD}]}
+    r = await client.post("/v1/score", json=body)
+    if refused is None:
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["reason"] in (None, "format"), r.text
+    else:
+        assert r.status_code == 422, r.text
+        assert refused in r.json()["error"]["message"], r.text

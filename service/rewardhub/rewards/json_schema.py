@@ -10,7 +10,8 @@ For structured-output / tool-call training. The JSON is taken from (``extract``)
   draft in the reasoning is not the answer and a response cut off in its reasoning has none.
 
 The schema: ``config.schema`` when given (one schema for the whole batch; checked when the request
-arrives, so a bad one is a 422); otherwise the item's reference, either ``{"schema": {...}}`` (or ``{"schema": "<the schema as JSON
+arrives, its references resolved too, so a bad one, or one referring to nothing or to a remote URL, is a
+422); otherwise the item's reference, either ``{"schema": {...}}`` (or ``{"schema": "<the schema as JSON
 text>"}``) or the schema object itself (a top-level ``"schema"`` key holding an object or a string is
 always read as the wrapper), or a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored. A
 missing schema is ``missing_reference``; an unreadable one (bad JSON, fails the metaschema, an
@@ -54,6 +55,7 @@ from typing import Any, ClassVar, Literal
 import jsonschema._keywords
 import jsonschema._legacy_keywords
 import jsonschema._utils
+import referencing.jsonschema
 import regex
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.exceptions import SchemaError
@@ -93,11 +95,15 @@ class JsonSchemaConfig(RewardConfig):
     def _valid_schema(cls, v: Schema | None) -> Schema | None:
         if isinstance(v, dict):  # true/false are valid schemas
             try:
-                _checked(_schema_key(v))  # once per distinct schema: a run sends its schema every batch
+                key = _schema_key(v)
+                _checked(key)  # once per distinct schema: a run sends its schema every batch
             except SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message[:300]}") from None
             except Exception as exc:  # malformed input makes jsonschema raise assorted types ($schema: 5)
                 raise ValueError(f"not a valid JSON Schema: {type(exc).__name__}: {exc}"[:300]) from None
+            problem = _unresolvable_ref(key)
+            if problem is not None:
+                raise ValueError(f"not a usable JSON Schema: {problem}"[:400])
         return v
 
 
@@ -386,6 +392,42 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
     return cls(  # type: ignore[no-any-return]
         schema, registry=Registry(), format_checker=base.FORMAT_CHECKER if check_formats else None
     )
+
+
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+@lru_cache(maxsize=256)
+def _unresolvable_ref(schema_json: str) -> str | None:
+    """Why a reference in a (checked) schema cannot be resolved, or None: a ``$ref`` (``$dynamicRef``,
+    ``$recursiveRef``) in any subschema, resolved as validation would resolve it (remote references never
+    are). Validation resolves a reference only when it reaches it, so a config's bad one made every item
+    ``parse_error``; found as the request is read, it is the config error it is. Best effort: a schema this
+    walk cannot read (an older draft's oddity) is left to validation."""
+    validator = _validator(schema_json, False)
+    resolver = getattr(validator, "_resolver", None)  # jsonschema's own (private), so the same resolution
+    if resolver is None:
+        return None
+    dialect = str(validator.META_SCHEMA.get("$schema", ""))
+    try:
+        spec = referencing.jsonschema.specification_with(dialect)  # the draft the validator reads
+        stack = [(resolver, spec.create_resource(validator.schema))]
+        while stack:
+            here, resource = stack.pop()
+            contents = resource.contents
+            if isinstance(contents, dict):
+                for keyword in _REFERENCES:
+                    ref = contents.get(keyword)
+                    if isinstance(ref, str):
+                        try:
+                            here.lookup(ref)
+                        except Unresolvable as exc:
+                            remote = " (remote references are never fetched)" if "://" in ref else ""
+                            return f"{keyword} {ref!r} cannot be resolved{remote}: {type(exc).__name__}"
+            stack.extend((here.in_subresource(sub), sub) for sub in resource.subresources())
+    except Exception:  # a shape the walk does not know (an unknown dialect): validation will tell
+        return None
+    return None
 
 
 def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
