@@ -616,3 +616,37 @@ async def test_a_config_schema_reference_that_cannot_resolve_is_a_422(
     else:
         assert r.status_code == 422, r.text
         assert refused in r.json()["error"]["message"], r.text
+
+
+async def test_format_regex_of_a_response_is_checked_with_the_guarded_engine(
+    client: httpx.AsyncClient,
+) -> None:
+    """With ``check_formats``, ``format: regex`` compiled the document's string with Python's ``re``: a
+    response's ``"a{4294967295}"`` raised OverflowError out of the reward, every item of the request
+    ``internal_error``, and 3,000 case-insensitive classes (18 kB) took ``re`` 11 s to compile on the
+    event loop, the items after it ``timeout``. Found in review. The string is compiled by the ``regex``
+    engine now (as the schema's own patterns are), uncached and bounded in size, without its full case
+    folding (``(?f)``: neither ECMA-262's nor ``re``'s, and as slow); what does not compile is a format
+    failure of that item alone."""
+    classes = "(?i)" + "[\u0100-\uffff]" * 3000
+    cases = [
+        ("a{4294967295}", 0.0),  # too big a repeat: not a regex (re raised OverflowError)
+        (classes, 1.0),  # a regex, compiled in milliseconds
+        ("(?fi)[\u0100-\uffff]", 0.0),  # full case folding: not a regex of ECMA-262 or re
+        ("(?i:(?-f:x))", 0.0),
+        ("(?<name>a)\\p{L}+", 1.0),  # ECMA-262 syntax re rejects
+        ("(x", 0.0),
+        ("(?#f)x(?i:y)", 1.0),  # an 'f' in a comment is no flag
+        ("^[a-z]+$", 1.0),
+    ]
+    body = {
+        "reward": {"name": "json_schema", "config": {"schema": {"format": "regex"}, "check_formats": True}},
+        "items": [{"response": json.dumps(text)} for text, _ in cases],
+        "options": {"use_cache": False},
+    }
+    r = await client.post("/v1/score", json=body)
+    assert r.status_code == 200, r.text[:500]
+    results = r.json()["results"]
+    assert [(res["score"], res["reason"]) for res in results] == [
+        (score, None if score else "format") for _, score in cases
+    ], results

@@ -20,7 +20,7 @@ model, is at fault.
 
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
 ``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes (and those ``unevaluatedProperties``
-reads) are checked (so ECMA-262's ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are
+reads; and with ``check_formats`` a document's ``format: regex`` strings, :func:`_is_document_regex`) are checked (so ECMA-262's ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are
 read) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
 validator's ``re.search`` on a hostile pattern and response would stall the event loop. Every search of
 one request draws on one :class:`~rewardhub.rewards.patterns.MatchBudget`: a document with many keys
@@ -69,7 +69,14 @@ from rewardhub import jsonutil
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, PatternTimeout, compile_pattern
+from rewardhub.rewards.patterns import (
+    MATCH_TIMEOUT_S,
+    MAX_PATTERN_UNITS,
+    MatchBudget,
+    PatternTimeout,
+    compile_pattern,
+    pattern_units,
+)
 from rewardhub.rewards.text import answer_text
 
 __all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text", "json_in_answer"]
@@ -120,6 +127,37 @@ def _is_pattern(value: object) -> bool:
 def _metaschema_formats(cls: type[Validator]) -> FormatChecker:
     checker = FormatChecker(())
     checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_pattern, regex.error)}
+    return checker
+
+
+# An inline flag group, ``(?i)`` or ``(?i-s:``, its letters read possessively (linear on any text).
+_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z-]*+)[:)]")
+
+
+def _is_document_regex(value: object) -> bool:
+    """``format: regex`` of a document's string (``check_formats``), in place of jsonschema's
+    ``re.compile``: the string comes from the model, and ``re`` raised OverflowError on ``a{4294967295}``
+    (out of the reward, failing the request's every item) and took 11 s over 3,000 case-insensitive
+    classes, on the event loop. The engine that runs the schema's patterns reads it, uncached, under the
+    size bound of :func:`compile_pattern`; full case folding (``(?f)``, no flag of ECMA-262 or ``re``,
+    and as slow to compile: 15 s for 19,000 classes) is no regular expression here."""
+    if not isinstance(value, str):
+        return True
+    if any("f" in m.group(1) for m in _FLAG_GROUP.finditer(value)):
+        raise regex.error("full case folding (?f) is not a flag of ECMA-262 regular expressions")
+    units = pattern_units(value)
+    if units > MAX_PATTERN_UNITS:
+        raise regex.error(f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,}")
+    regex.compile(value, regex.V0, cache_pattern=False)
+    return True
+
+
+@lru_cache(maxsize=16)
+def _document_formats(cls: type[Validator]) -> FormatChecker:
+    """The draft's format checker for documents, ``regex`` read by :func:`_is_document_regex`."""
+    checker = FormatChecker(())
+    raises = (regex.error, ValueError, OverflowError)  # ValueError: an incompatible flag such as (?V1)
+    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_document_regex, raises)}
     return checker
 
 
@@ -390,7 +428,7 @@ def _validator(schema_json: str, check_formats: bool) -> Validator:
     # (deprecated, with a warning): a caller's schema made the service fetch any URL it could reach, on
     # the event loop and without a timeout.
     return cls(  # type: ignore[no-any-return]
-        schema, registry=Registry(), format_checker=base.FORMAT_CHECKER if check_formats else None
+        schema, registry=Registry(), format_checker=_document_formats(base) if check_formats else None
     )
 
 
@@ -499,7 +537,9 @@ def validate_in_worker(payload: tuple[ScoreItem, JsonSchemaConfig]) -> Outcome:
 class JsonSchemaReward(Reward[JsonSchemaConfig]):
     name: ClassVar[str] = "json_schema"
     # 1.1.2: unevaluatedProperties reads patternProperties with the guarded engine
-    # 1.1.3: a remote $ref is parse_error (jsonschema's default registry fetched it and validated against it)
+    # 1.1.3: a remote $ref is parse_error (jsonschema's default registry fetched it and validated against it);
+    # check_formats reads a document's format: regex with the regex engine (ECMA-262's \p{L} is a regex, (?f)
+    # is not, and what re raised OverflowError on is a format failure)
     version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
