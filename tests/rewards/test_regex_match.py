@@ -350,3 +350,29 @@ def test_a_pattern_that_expands_past_the_bound_is_rejected(pattern: str) -> None
 )
 async def test_ordinary_counted_repeats_are_accepted(pattern: str, response: str, score: float) -> None:
     assert (await score_text(REWARD, response, pattern=pattern)).score == score
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?fi)" + "[\u0100-\uffff]" * 300,
+        "x(?if:" + "[a-\uffff]" * 300 + ")",
+        "(?f)(?i)" + "(?:[\u0100-\uffff]{2}){150}",
+    ],
+)
+async def test_a_big_pattern_with_full_case_folding_is_rejected(pattern: str) -> None:
+    """With full case folding (``(?fi)``) the engine folds every code point of each character class it
+    lays out: 19,000 classes of the BMP, within the size bound, took 15 s to compile on the event loop (a
+    config's pattern; a JSON Schema's in a reference, per item), where ``(?i)`` alone takes 0.2 s. Found in
+    review. Such a pattern may have MAX_FULLCASE_UNITS units, wherever a caller's pattern goes; a small
+    one, and a big one without the flag, still compile."""
+    with pytest.raises(InvalidRequest, match="full case folding"):
+        REWARD.parse_config({"pattern": pattern})
+    with pytest.raises(InvalidRequest, match="full case folding"):
+        ExactMatchReward(runtime=None).parse_config({"extract": pattern})  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="not a valid JSON Schema"):
+        JsonSchemaReward(runtime=None).parse_config({"schema": {"pattern": pattern}})  # type: ignore[arg-type]
+    out = await score_text(JsonSchemaReward(runtime=None), '"x"', {"pattern": pattern})  # type: ignore[arg-type]
+    assert (out.score, out.reason) == (None, Reason.PARSE_ERROR), out
+    assert (await score_text(REWARD, "STRASSE", pattern="(?fi)^straße$")).score == 1.0
+    assert (await score_text(REWARD, "x", pattern=pattern.replace("f", ""))).score == 0.0

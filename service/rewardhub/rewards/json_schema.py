@@ -71,11 +71,11 @@ from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
-    MAX_PATTERN_UNITS,
     MatchBudget,
     PatternTimeout,
+    check_size,
     compile_pattern,
-    pattern_units,
+    full_case_folding,
 )
 from rewardhub.rewards.text import answer_text
 
@@ -130,10 +130,6 @@ def _metaschema_formats(cls: type[Validator]) -> FormatChecker:
     return checker
 
 
-# An inline flag group, ``(?i)`` or ``(?i-s:``, its letters read possessively (linear on any text).
-_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z-]*+)[:)]")
-
-
 def _is_document_regex(value: object) -> bool:
     """``format: regex`` of a document's string (``check_formats``), in place of jsonschema's
     ``re.compile``: the string comes from the model, and ``re`` raised OverflowError on ``a{4294967295}``
@@ -143,11 +139,9 @@ def _is_document_regex(value: object) -> bool:
     and as slow to compile: 15 s for 19,000 classes) is no regular expression here."""
     if not isinstance(value, str):
         return True
-    if any("f" in m.group(1) for m in _FLAG_GROUP.finditer(value)):
+    if full_case_folding(value):
         raise regex.error("full case folding (?f) is not a flag of ECMA-262 regular expressions")
-    units = pattern_units(value)
-    if units > MAX_PATTERN_UNITS:
-        raise regex.error(f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,}")
+    check_size(value)
     regex.compile(value, regex.V0, cache_pattern=False)
     return True
 

@@ -30,10 +30,13 @@ __all__ = [
     "BATCH_BUDGET_S",
     "BATCH_WALL_CAP_S",
     "MATCH_TIMEOUT_S",
+    "MAX_FULLCASE_UNITS",
     "MAX_PATTERN_UNITS",
     "MatchBudget",
     "PatternTimeout",
+    "check_size",
     "compile_pattern",
+    "full_case_folding",
     "last_match",
     "pattern_units",
     "validate_pattern",
@@ -110,6 +113,14 @@ class MatchBudget:
 # even a full compile_pattern cache (512 patterns) stays within a few GB.
 MAX_PATTERN_UNITS = 20_000
 
+# Most units a pattern may have when it turns on full case folding (``(?fi)``): the engine then folds
+# every code point of each character class it lays out, about 1 ms for a class of 65,000 (15 s for 19,000
+# such classes, within MAX_PATTERN_UNITS), where plain ``(?i)`` takes 0.01 ms.
+MAX_FULLCASE_UNITS = 250
+
+# An inline flag group, ``(?fi)`` or ``(?i-s:``, its letters read possessively (linear on any text).
+_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z-]*+)[:)]")
+
 _COUNTED = regex.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
 _BRACED_ESCAPES = frozenset("pPNxuUg")
 
@@ -181,15 +192,31 @@ def pattern_units(pattern: str) -> int:
     return stack[0][0]
 
 
-@lru_cache(maxsize=512)
-def compile_pattern(pattern: str, dotall: bool = True, ignorecase: bool = False) -> regex.Pattern[str]:
-    """The compiled pattern; raises ``regex.error`` for one that would expand past MAX_PATTERN_UNITS."""
+def full_case_folding(pattern: str) -> bool:
+    """Whether an inline flag group of ``pattern`` names ``f`` (full case folding), in linear time."""
+    return any("f" in m.group(1) for m in _FLAG_GROUP.finditer(pattern))
+
+
+def check_size(pattern: str) -> None:
+    """Raise ``regex.error`` for a pattern that would expand past MAX_PATTERN_UNITS (MAX_FULLCASE_UNITS
+    with full case folding): what it costs to compile, on the event loop."""
     units = pattern_units(pattern)
     if units > MAX_PATTERN_UNITS:
         raise regex.error(
             f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,} "
             "(nested counted repeats such as (?:a{1000}){1000} multiply); use * + or {0,n}"
         )
+    if units > MAX_FULLCASE_UNITS and full_case_folding(pattern):
+        raise regex.error(
+            f"with full case folding (?f) the pattern may have about {MAX_FULLCASE_UNITS:,} units, it has "
+            f"{units:,} (each character class is folded code point by code point); use (?i) alone"
+        )
+
+
+@lru_cache(maxsize=512)
+def compile_pattern(pattern: str, dotall: bool = True, ignorecase: bool = False) -> regex.Pattern[str]:
+    """The compiled pattern; raises ``regex.error`` for one too big to compile (:func:`check_size`)."""
+    check_size(pattern)
     flags = regex.V0
     if dotall:
         flags |= regex.DOTALL
