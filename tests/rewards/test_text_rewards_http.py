@@ -321,13 +321,14 @@ async def test_a_no_answer_phrase_must_have_words(client: httpx.AsyncClient, rew
 
 
 @pytest.mark.parametrize("operation", ["eq", "ne", "like", "ilike"])
-@pytest.mark.parametrize("reference", ["", " \n"])
+@pytest.mark.parametrize("reference", ["", " \n", "\u200b", " \ufeff\u200d\n"])
 async def test_string_check_blank_reference_is_missing(
     client: httpx.AsyncClient, operation: str, reference: str
 ) -> None:
     """A blank reference was compared as written: like/ilike scored 1.0 for every response and eq 1.0 for
     an empty one, so a row whose gold was lost rewarded a policy for saying nothing. It is
-    missing_reference, as for exact_match, f1 and regex, whatever the response."""
+    missing_reference, as for exact_match, f1 and regex, whatever the response; and, as for them, so is
+    one of invisible characters (a zero-width space: found in review, ne scored every response 1.0)."""
     for response in ("", "Paris", reference):
         result = await score_via_http(client, "string_check", response, reference, operation=operation)
         assert (result["valid"], result["reason"]) == (False, "missing_reference"), result

@@ -9,7 +9,8 @@ sees a reasoning model's ``output_text`` and not its reasoning, it reads the res
 whitespace that separates it from the reasoning ("</think>\n\n", as R1 and Qwen3 emit it; their chat
 templates strip it from the message content too).
 
-A blank reference (``""``, or only whitespace) is no reference: ``missing_reference``, as for
+A blank reference (``""``, or only whitespace and invisible characters such as a zero-width space:
+:func:`~.text.blank`) is no reference: ``missing_reference``, as for
 ``exact_match``, ``f1`` and ``regex``. Compared as written, ``like``/``ilike`` hold for every response and
 ``eq`` for an empty one, so a row whose gold was lost would reward a policy for saying nothing (and
 ``ne`` for saying anything). ``compare_blank_reference`` compares it as written, as the hosted grader
@@ -27,7 +28,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.text import after_think_at, answer_text
+from rewardhub.rewards.text import after_think_at, answer_text, blank
 
 __all__ = ["StringCheckConfig", "StringCheckReward", "string_check"]
 
@@ -36,7 +37,7 @@ class StringCheckConfig(RewardConfig):
     operation: Literal["eq", "ne", "like", "ilike"] = Field("eq", description="eq | ne | like | ilike.")
     compare_blank_reference: bool = Field(
         False,
-        description="A blank reference ('' or whitespace) is a data error (missing_reference) by default: "
+        description="A blank reference ('', whitespace or invisible characters) is a data error (missing_reference) by default: "
         "like/ilike would hold for every response and eq for an empty one, rewarding a policy for saying "
         "nothing. true compares it as written, as OpenAI's hosted grader does (the /compat/openai graders "
         "route sets it).",
@@ -60,7 +61,8 @@ class StringCheckReward(Reward[StringCheckConfig]):
     # 1.0.2: without the whitespace separating it from the reasoning ("</think>\n\nParis" eq "Paris")
     # 1.0.3: a blank reference is missing_reference unless compare_blank_reference (like/ilike scored 1.0
     # for every response against it, eq 1.0 for an empty one)
-    version: ClassVar[str] = "1.0.3"
+    # 1.0.4: so is a reference of invisible characters only (a zero-width space: ne scored every response 1.0)
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
     )
@@ -74,7 +76,7 @@ class StringCheckReward(Reward[StringCheckConfig]):
             if not isinstance(item.reference, str):
                 out.append(Outcome.invalid(Reason.MISSING_REFERENCE, "string_check needs a reference string"))
                 continue
-            if not item.reference.strip() and not config.compare_blank_reference:
+            if blank(item.reference) and not config.compare_blank_reference:
                 out.append(
                     Outcome.invalid(
                         Reason.MISSING_REFERENCE,
