@@ -85,6 +85,9 @@ async def test_partial_credit(response: str, score: float) -> None:
     assert out.score == pytest.approx(score)
 
 
+_STEPS = {"tags": ["step", "answer"], "exactly_once": False, "strict": True, "order": False}
+
+
 @pytest.mark.parametrize(
     ("config", "response", "score"),
     [
@@ -108,6 +111,14 @@ async def test_partial_credit(response: str, score: float) -> None:
         ({"require_nonempty": False}, "<think></think><answer></answer>", 1.0),
         # repeated tags allowed when exactly_once is off (not strict)
         ({"tags": ["step"], "exactly_once": False}, "<step>1</step><step>2</step>", 1.0),
+        # ... and strict: every section is a section, not text outside the first (found in review: the
+        # second <step> failed strict, so a multi-step shape could never score)
+        (_STEPS, "<step>1</step>\n<step>2</step>\n<answer>3</answer>\n", 1.0),
+        (_STEPS, "<step>1</step><step>2</step><step>3</step><answer>3</answer>", 1.0),
+        (_STEPS, "<step>1</step> so <step>2</step><answer>3</answer>", 0.0),  # text between steps
+        (_STEPS, "<step>1</step><step>2<answer>3</answer></step>", 0.0),  # the answer inside a step
+        (_STEPS, "<step>1<step>2</step></step><answer>3</answer>", 0.0),  # a step inside a step
+        (_STEPS, "<step>1</step><step>2<answer>3</answer>", 0.0),  # a step never closed
         # the prompt opened <think>; the prefix completes the text
         ({"response_prefix": "<think>"}, "a</think><answer>b</answer>", 1.0),
     ],
@@ -185,4 +196,4 @@ async def test_a_section_of_invisible_characters_is_empty(client: httpx.AsyncCli
         assert (empty["valid"], empty["reason"]) == (True, "format")
         assert empty["score"] == (6 / 8 if config else 0.0)
         assert (visible["score"], visible["reason"]) == (1.0, None), visible
-        assert empty["reward_version"] == "1.0.1"
+        assert empty["reward_version"] == "1.0.2"

@@ -9,7 +9,8 @@ A format reward teaches the output shape a parser downstream depends on (DeepSee
 * ``<tag>:nonempty`` the first section holds visible text, more than whitespace and invisible format or
   control characters (``require_nonempty``: a zero-width space is no content);
 * ``order``          the sections come in the listed order, none inside another (``order``, 2+ tags);
-* ``strict``         nothing but whitespace outside the sections (``strict``).
+* ``strict``         nothing but whitespace outside the sections, none inside another (``strict``; with
+  ``exactly_once`` off every section of a tag counts, each opening tag closed by the next closing tag).
 
 The score is 1 if every check passes, else 0; with ``partial_credit`` it is the fraction passed, a
 denser signal early in training. Any failed check gives reason ``format`` and the list ``failed``.
@@ -105,13 +106,32 @@ def _find_all(text: str, needle: str) -> list[int]:
     return found
 
 
+def _sections(opens: list[int], closes: list[int], open_len: int, close_len: int) -> list[tuple[int, int]]:
+    """Every section of a tag: each opening tag with the first closing tag after it not already taken
+    (both position lists ascending; linear)."""
+    sections: list[tuple[int, int]] = []
+    c = 0
+    for o in opens:
+        while c < len(closes) and closes[c] < o + open_len:
+            c += 1
+        if c == len(closes):
+            break
+        sections.append((o, closes[c] + close_len))
+        c += 1
+    return sections
+
+
 def format_checks(text: str, config: FormatConfig) -> dict[str, bool]:
     """Every configured check by name (see the module docstring), True when it passes."""
     checks: dict[str, bool] = {}
     spans: list[tuple[int, int] | None] = []  # per tag: (start of <tag>, end of </tag>) of its first section
+    # what strict allows around: the first sections, or with repeats allowed (not exactly_once) every one
+    allowed: list[tuple[int, int]] = []
     for tag in config.tags:
         open_tag, close_tag = f"<{tag}>", f"</{tag}>"
         opens, closes = _find_all(text, open_tag), _find_all(text, close_tag)
+        if config.strict and not config.exactly_once:
+            allowed += _sections(opens, closes, len(open_tag), len(close_tag))
         span: tuple[int, int] | None = None
         if opens:
             body = opens[0] + len(open_tag)
@@ -133,7 +153,7 @@ def format_checks(text: str, config: FormatConfig) -> dict[str, bool]:
     if config.strict:
         ok = complete
         pos = 0
-        for start, end in sorted(found):
+        for start, end in sorted(allowed if not config.exactly_once else found):
             ok = ok and start >= pos and text[pos:start].strip() == ""
             pos = max(pos, end)
         checks["strict"] = ok and text[pos:].strip() == ""
@@ -144,7 +164,8 @@ def format_checks(text: str, config: FormatConfig) -> dict[str, bool]:
 class FormatReward(Reward[FormatConfig]):
     name: ClassVar[str] = "format"
     # 1.0.1: a section of zero-width characters (U+200B...) is empty, as one of whitespace is
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: strict without exactly_once allows every section of a tag (a second one was text outside)
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "Required tagged sections (preset think_answer: <think>…</think><answer>…</answer>): presence, "
         "once, non-empty, order, nothing outside; 1/0 or the fraction of checks passed."
