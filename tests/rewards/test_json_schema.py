@@ -650,3 +650,35 @@ async def test_format_regex_of_a_response_is_checked_with_the_guarded_engine(
     assert [(res["score"], res["reason"]) for res in results] == [
         (score, None if score else "format") for _, score in cases
     ], results
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "score"),
+    [
+        ({"format": "date-time"}, "2024-02-29T23:59:59.5+05:30", 1.0),
+        ({"format": "date-time"}, "2024-02-29t23:59:59z", 1.0),  # RFC 3339 letters in either case
+        ({"format": "date-time"}, "2023-02-29T12:00:00Z", 0.0),  # no such day
+        ({"format": "date-time"}, "2024-01-01T24:00:00Z", 0.0),
+        ({"format": "date-time"}, "2024-01-01T12:00:00", 0.0),  # no offset
+        ({"format": "date-time"}, "2024-01-01", 0.0),
+        ({"format": "date-time"}, "yesterday at noon", 0.0),
+        ({"format": "date-time"}, "2024-01-01T12:00:00Z\n", 0.0),
+        ({"format": "date-time"}, 5, 1.0),  # a format asserts nothing of a non-string
+        ({"format": "time"}, "08:30:00Z", 1.0),
+        ({"format": "time"}, "08:30:00.25-02:00", 1.0),
+        ({"format": "time"}, "8:30", 0.0),
+        ({"format": "time"}, "25:00:00Z", 0.0),
+        # draft 4 has no time format: not asserted
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "format": "time"}, "8:30", 1.0),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "format": "date-time"}, "8:30", 0.0),
+    ],
+)
+async def test_check_formats_asserts_date_time_and_time(
+    schema: dict[str, Any], value: Any, score: float
+) -> None:
+    """``date-time`` and ``time`` are asserted by jsonschema only with its optional rfc3339-validator, which
+    is not installed: with ``check_formats`` they passed anything ("yesterday at noon" was a date-time),
+    though structured outputs carry timestamps more than any other format. Found in review. They are
+    checked as RFC 3339 (the same rules as that package) when jsonschema has no checker of its own."""
+    out = await score_text(REWARD, json.dumps(value), schema=schema, check_formats=True)
+    assert (out.score, out.reason) == (score, None if score else Reason.FORMAT), out

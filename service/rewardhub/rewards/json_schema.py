@@ -43,6 +43,7 @@ schema's depth): validation on the event loop checks a clock at every keyword, a
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 import time
@@ -94,7 +95,11 @@ class JsonSchemaConfig(RewardConfig):
         "auto", description="auto: last ```json block if any, else the whole response; fenced; whole."
     )
     partial_credit: bool = Field(False, description="Score 0.5 for JSON that parses but does not validate.")
-    check_formats: bool = Field(False, description="Assert `format` keywords (date, email, ipv4, uuid...).")
+    check_formats: bool = Field(
+        False,
+        description="Assert `format` keywords: date, date-time, time, email, idn-email, idn-hostname, ipv4, "
+        "ipv6, uuid, regex (others, such as uri or hostname, are not checked).",
+    )
     max_errors: int = Field(3, ge=0, le=20, description="Validation errors listed in details.")
 
     @field_validator("json_schema")
@@ -146,12 +151,47 @@ def _is_document_regex(value: object) -> bool:
     return True
 
 
+# RFC 3339 date-time, as rfc3339-validator reads it (jsonschema's checker when that package is installed):
+# upper-cased first, T between date and time, an offset required, seconds up to 59.
+_RFC3339 = re.compile(
+    r"([0-9]{4})-(0[1-9]|1[0-2])-([0-9]{2})T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])",
+    re.ASCII,
+)
+
+
+def _is_datetime(value: object) -> bool:
+    """``format: date-time`` (RFC 3339), for a jsonschema without rfc3339-validator, which passed any
+    string for a date-time."""
+    if not isinstance(value, str):
+        return True
+    m = _RFC3339.fullmatch(value.upper())
+    if m is None:
+        return False
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    return year > 0 and 1 <= day <= calendar.monthrange(year, month)[1]
+
+
+def _is_time(value: object) -> bool:
+    """``format: time`` (drafts 7 on): an RFC 3339 full-time, with its offset."""
+    return not isinstance(value, str) or _is_datetime("1970-01-01T" + value)
+
+
+# Drafts that define format: time (draft 3's is another, HH:MM:SS, which jsonschema checks itself).
+_TIME_DRAFTS = ("draft-07", "2019-09", "2020-12")
+
+
 @lru_cache(maxsize=16)
 def _document_formats(cls: type[Validator]) -> FormatChecker:
-    """The draft's format checker for documents, ``regex`` read by :func:`_is_document_regex`."""
+    """The draft's format checker for documents: ``regex`` read by :func:`_is_document_regex`, and
+    ``date-time`` / ``time`` asserted where jsonschema, without its optional packages, asserts nothing."""
     checker = FormatChecker(())
     raises = (regex.error, ValueError, OverflowError)  # ValueError: an incompatible flag such as (?V1)
-    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_document_regex, raises)}
+    checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_document_regex, raises)}
+    checkers.setdefault("date-time", (_is_datetime, ()))
+    if any(draft in str(cls.META_SCHEMA.get("$schema", "")) for draft in _TIME_DRAFTS):
+        checkers.setdefault("time", (_is_time, ()))
+    checker.checkers = checkers
     return checker
 
 
@@ -533,7 +573,8 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # 1.1.2: unevaluatedProperties reads patternProperties with the guarded engine
     # 1.1.3: a remote $ref is parse_error (jsonschema's default registry fetched it and validated against it);
     # check_formats reads a document's format: regex with the regex engine (ECMA-262's \p{L} is a regex, (?f)
-    # is not, and what re raised OverflowError on is a format failure)
+    # is not, and what re raised OverflowError on is a format failure); and asserts date-time and time (RFC 3339:
+    # without jsonschema's optional rfc3339-validator any string passed)
     version: ClassVar[str] = "1.1.3"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
