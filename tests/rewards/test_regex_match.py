@@ -133,6 +133,23 @@ async def test_unmatched_optional_group_is_no_answer() -> None:
     assert (out.score, out.reason) == (0.0, Reason.NO_ANSWER)
 
 
+@pytest.mark.parametrize(
+    ("response", "score"),
+    [("<answer>42</answer>", 1.0), ("so \\boxed{42}", 1.0), ("so \\boxed{41}", 0.0)],
+)
+async def test_compare_reads_the_group_of_the_alternative_that_matched(response: str, score: float) -> None:
+    """A pattern of alternatives takes either answer form; a boxed answer is captured by group 2, and
+    group 1 alone (None) scored a correct boxed answer 0 as no_answer."""
+    out = await score_text(
+        REWARD,
+        response,
+        "42",
+        pattern=r"<answer>(.*?)</answer>|\\boxed\{(.*?)\}",
+        compare_group_to_reference=True,
+    )
+    assert (out.score, out.reason) == (score, None)
+
+
 async def test_compare_without_reference_is_invalid() -> None:
     out = await score_text(REWARD, "#### 42", None, pattern=r"#### (\d+)", compare_group_to_reference=True)
     assert (out.score, out.reason) == (None, Reason.MISSING_REFERENCE)

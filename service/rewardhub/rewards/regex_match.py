@@ -2,8 +2,9 @@
 
 Two uses: a *format* check (``mode: fullmatch`` with a pattern describing the whole allowed shape, in the
 spirit of the DeepSeek-R1 format reward ``^<think>.*?</think><answer>.*?</answer>$``), and a *cheap
-verifier* (``compare_group_to_reference``: the pattern's first group, stripped of surrounding
-whitespace, must equal the reference exactly, e.g. ``#### (\\S+)`` for GSM8K-style answers).
+verifier* (``compare_group_to_reference``: the pattern's first group that took part in the match, for
+a pattern of alternatives the one that matched, stripped of surrounding whitespace, must equal the
+reference exactly, e.g. ``#### (\\S+)`` for GSM8K-style answers).
 
 The pattern comes from the caller and runs on the event loop, so it goes through
 :mod:`rewardhub.rewards.patterns` (the ``regex`` engine with a per-match timeout): a catastrophic
@@ -57,7 +58,8 @@ class RegexConfig(RewardConfig):
     dotall: bool = Field(True, description="'.' also matches a newline.")
     compare_group_to_reference: bool = Field(
         False,
-        description="Score 1 iff the first group of the (first) match, whitespace-stripped, equals the "
+        description="Score 1 iff the first group that took part in the (first) match, whitespace-stripped, "
+        "equals the "
         "reference (or one of a list of references) exactly; the pattern needs a group. A search reads "
         "the response outside its <think> reasoning. A blank reference is missing_reference.",
     )
@@ -81,7 +83,9 @@ class RegexReward(Reward[RegexConfig]):
     # 1.0.3: a blank reference ("", [""], {"answer": ""}) is missing_reference (an empty group matched
     # it, 1.0) and a blank among real answers is dropped; a SQuAD answers column alone is read
     # 1.0.4: a reference of invisible characters only (a zero-width space) is blank: missing_reference
-    version: ClassVar[str] = "1.0.4"
+    # 1.0.5: compare_group_to_reference reads the first group that took part in the match: with
+    # alternatives, a boxed answer captured by group 2 was no_answer (0)
+    version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -122,7 +126,9 @@ class RegexReward(Reward[RegexConfig]):
                 span = m.group(0)[:200] if m is not None else None
                 out.append(Outcome(float(hit), None if hit else Reason.FORMAT, details={"match": span}))
                 continue
-            group = m.group(1) if m is not None else None
+            # the first group that took part: a pattern of alternatives ("<answer>(.*?)</answer>|
+            # \\boxed\{(.*?)\}") captures in group 2 when the second form matched
+            group = next((g for g in m.groups() if g is not None), None) if m is not None else None
             if group is None:
                 out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
                 continue
