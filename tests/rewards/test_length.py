@@ -97,6 +97,13 @@ async def test_custom_correct_key() -> None:
         (None, None, Reason.MISSING_REFERENCE),  # no correctness anywhere
         (None, {"other": 1}, Reason.MISSING_REFERENCE),  # metadata without the key
         ("42", None, Reason.PARSE_ERROR),  # a gold answer is not a correctness flag
+        # nor is one that reads like a flag: a BoolQ "yes", a math answer "1" or "0" (scored as right or
+        # wrong whatever the response said); only the documented "true"/"false" strings are flags
+        ("1", None, Reason.PARSE_ERROR),
+        ("0", None, Reason.PARSE_ERROR),
+        ("yes", None, Reason.PARSE_ERROR),
+        ("No", None, Reason.PARSE_ERROR),
+        ("correct", None, Reason.PARSE_ERROR),
         ({"correct": "maybe"}, None, Reason.PARSE_ERROR),  # not a boolean
         (None, {"correct": 2}, Reason.PARSE_ERROR),  # not 0/1
         (["true"], None, Reason.PARSE_ERROR),  # a list

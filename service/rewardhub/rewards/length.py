@@ -30,8 +30,9 @@ correct-answer names mean the same in both.
 
 Correctness is not judged here; it comes with the item, read in this order: ``metadata[correct_key]``
 (a bool, 0/1, or "true"/"false"), the reference ``{"correct": true}``, or the reference string
-"true"/"false" (the wire protocol has no bare boolean reference). The metadata goes first so a batch
-can carry the gold answer in ``reference`` for another reward. None of them: ``missing_reference``.
+"true"/"false" (the wire protocol has no bare boolean reference; any other string, "1" or "yes" too, is
+a gold answer, not a flag: ``parse_error``). The metadata goes first so a batch can carry the gold
+answer in ``reference`` for another reward. None of them: ``missing_reference``.
 
 Units: ``chars``, ``words`` (whitespace-separated, each CJK ideograph or kana one), or ``tokens`` (the trainer's count in
 ``metadata[token_count_key]``; see :mod:`rewardhub.rewards.units`). Component ``length``: L.
@@ -58,6 +59,7 @@ _COSINE_FIELDS = (
     "max_value_wrong",
     "correct_key",
 )
+_REFERENCE_FLAGS = frozenset({"true", "false"})
 _TRUE, _FALSE = (
     frozenset({"true", "1", "yes", "correct"}),
     frozenset({"false", "0", "no", "incorrect", "wrong"}),
@@ -153,8 +155,16 @@ def read_correct(item: ScoreItem, key: str) -> bool:
         return _as_bool(meta[key], f"metadata[{key!r}]")
     if isinstance(ref, dict) and "correct" in ref:
         return _as_bool(ref["correct"], "reference.correct")
+    if isinstance(ref, str) and ref.strip().lower() in _REFERENCE_FLAGS:
+        return ref.strip().lower() == "true"
     if isinstance(ref, str):
-        return _as_bool(ref, "reference")
+        # only the two documented words: "1", "0", "yes", "no" are as often another reward's gold answer
+        # (a math answer, a BoolQ label), which read as a flag scored every response right or wrong
+        raise UnitError(
+            Reason.PARSE_ERROR,
+            f"a reference string is a correctness flag only as 'true' or 'false', got {ref!r:.80}; "
+            f"send the flag as metadata[{key!r}] when the reference is a gold answer",
+        )
     if ref is None:
         raise UnitError(
             Reason.MISSING_REFERENCE,
@@ -168,7 +178,9 @@ class LengthReward(Reward[LengthConfig]):
     name: ClassVar[str] = "length"
     # 1.0.1: a token count past the floats is a parse_error (10**400 raised OverflowError out of the batch)
     # 1.0.2: words count each CJK ideograph or kana as a word (a Chinese answer was a handful of words)
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: a reference string is a correctness flag only as "true"/"false" (case-insensitive): a gold
+    # answer "1", "0", "yes", "no" was read as one (parse_error now, as "42" was)
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "Length shaping: DAPO soft overlong punishment, or the cosine length reward (shorter correct "
         "answers earn more, shorter wrong answers lose more); chars, words or trainer-supplied tokens."
