@@ -846,3 +846,36 @@ async def test_openrlhf_response_ending_in_another_models_stop_token_is_stripped
     async with make_app(compat_default_reward="format") as c:
         body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
     assert body["rewards"] == [1.0] * 4, body
+
+
+async def test_nemo_gym_malformed_rollout_fields_are_flagged_not_500(client: httpx.AsyncClient) -> None:
+    """A verify body is the task row and the rollout as the agent built them; a message output whose
+    `content` was not a list (a number, an object), unit tests whose `inputs`/`outputs` were not lists,
+    and a task index that was a list each raised TypeError: a 500, which NeMo Gym's client retries and
+    then fails the rollout. The text is read from what is readable, bad unit tests flag the sample
+    (masked, invalid_request, naming the field), and metrics group by the index's JSON text."""
+    odd_content = {
+        "response": {
+            "output": [
+                {"type": "message", "content": 5},
+                {"type": "message", "content": {"type": "output_text", "text": "x"}},
+                {"type": "message", "content": [{"type": "output_text", "text": "so \\boxed{4}"}]},
+            ]
+        },
+        "expected_answer": "4",
+    }
+    resp = await client.post("/verify", json=odd_content)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["reward"] == 1.0
+    for tests in ({"inputs": "1\n", "outputs": "1\n"}, {"inputs": ["1"], "outputs": 3, "fn_name": "f"}):
+        body = {"response": "print(input())", "verifier_metadata": {"unit_tests": tests}}
+        resp = await client.post("/verify", json=body)
+        assert resp.status_code == 200, resp.text
+        out = resp.json()
+        assert out["mask_sample"] is True and out["failure_kind"] == "rewardhub:invalid_request", out
+        assert "verifier_metadata.unit_tests" in out["failure_reason"]
+    rows = [{"reward": 1.0, "_ng_task_index": [0, 1]}, {"reward": 0.0, "_ng_task_index": [0, 1]}]
+    resp = await client.post("/aggregate_metrics", json={"verify_responses": rows})
+    assert resp.status_code == 200, resp.text
+    (group,) = resp.json()["group_level_metrics"]
+    assert group["num_rollouts"] == 2 and group["mean/reward"] == 0.5

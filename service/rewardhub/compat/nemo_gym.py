@@ -66,7 +66,9 @@ def response_text(response: Any) -> str:
         if isinstance(content, str):
             parts.append(content)
             continue
-        for c in content or []:
+        if not isinstance(content, list):  # (no text parts: nothing, as for a refusal's)
+            continue
+        for c in content:
             if (
                 isinstance(c, dict)
                 and c.get("type") in ("output_text", "text")
@@ -110,6 +112,13 @@ def _to_item(body: dict[str, Any], default_reward: str, code_available: bool) ->
     spec: str | RewardSpec
     label: dict[str, Any] = _spec_fields(body)
     if isinstance(tests, dict) and code_available and not label:
+        for key in ("inputs", "outputs"):
+            if not isinstance(tests.get(key) or [], list):
+                raise InvalidRequest(
+                    f"verifier_metadata.unit_tests.{key}: a list is required, not "
+                    f"{type(tests[key]).__name__}",
+                    param="verifier_metadata",
+                )
         if tests.get("fn_name"):
             # call-based (LeetCode-style) tests: run as stdin/stdout they would fail a correct solution
             return ScoreItem(prompt=prompt, response=text, reward="code", reference=_call_based(tests))
@@ -203,6 +212,8 @@ def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, A
         if not isinstance(reward, int | float):
             continue
         task = next((resp[k] for k in TASK_INDEX_KEYS if k in resp), 0)  # NeMo Gym's default
+        if not isinstance(task, int | float | str | bool) and task is not None:
+            task = json.dumps(task, sort_keys=True, default=str)  # (a list or object: its JSON text)
         by_task[task].append(float(reward))
     group_level = []
     for task, rewards in by_task.items():
