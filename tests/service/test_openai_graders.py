@@ -700,3 +700,29 @@ async def test_the_openai_sdk_paths_under_its_base_url(client: httpx.AsyncClient
     assert ran.json()["reward"] == 1.0 and ran.json()["metadata"]["type"] == "string_check"
     checked = await client.post(f"{base}/validate", json={"grader": grader})
     assert checked.status_code == 200 and checked.json() == {"grader": grader}, checked.text
+
+
+@pytest.mark.parametrize("kind", ["string_check", "text_similarity"])
+@pytest.mark.parametrize("missing", ["input", "reference"])
+async def test_a_grader_without_its_input_or_reference_is_refused(
+    client: httpx.AsyncClient, kind: str, missing: str
+) -> None:
+    """OpenAI requires `input` and `reference` of these graders. One left out (or misspelled,
+    "refrence") was read as "", so every sample was compared against a blank (an empty answer scored
+    1.0 under eq) and /validate accepted the grader: a training run's reward silently meaningless. /run
+    now flags other_error with reward 0, and /validate answers 422 naming the field."""
+    grader = {
+        "type": kind,
+        "name": "g",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.answer}}",
+        "operation": "eq",
+        "evaluation_metric": "fuzzy_match",
+    }
+    del grader[missing]
+    body = await run(client, grader, "", {"answer": "Paris"})
+    assert body["reward"] == 0.0
+    errors = body["metadata"]["errors"]
+    assert errors["other_error"] is True and f"`{missing}`" in errors["other_error_details"], errors
+    resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
+    assert resp.status_code == 422 and f"`{missing}`" in resp.json()["error"]["message"], resp.text

@@ -191,19 +191,25 @@ def _content_text(content: Any) -> Any:
 def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str]) -> ScoreItem:
     """One grader (not multi) as one rewardhub item with its reward spec."""
     kind = grader.get("type")
+    if kind in ("string_check", "text_similarity"):
+        # OpenAI requires both; one missing (misspelled) was compared as "", so every sample scored as
+        # against a blank and /validate accepted the grader
+        for key in ("input", "reference"):
+            if not isinstance(grader.get(key), str):
+                raise GraderError(f"a {kind} grader needs `{key}`: a string (a template)")
     if kind == "string_check":
         op = grader.get("operation", "eq")
         return ScoreItem(
-            response=render(grader.get("input", ""), ns),
-            reference=render(grader.get("reference", ""), ns),
+            response=render(grader["input"], ns),
+            reference=render(grader["reference"], ns),
             # OpenAI's semantics: a blank reference is compared as written (the native default refuses it)
             reward=RewardSpec(name="string_check", config={"operation": op, "compare_blank_reference": True}),
         )
     if kind == "text_similarity":
         metric = grader.get("evaluation_metric", "fuzzy_match")
         return ScoreItem(
-            response=render(grader.get("input", ""), ns),
-            reference=render(grader.get("reference", ""), ns),
+            response=render(grader["input"], ns),
+            reference=render(grader["reference"], ns),
             # OpenAI's semantics: a blank reference is scored as written (the native default refuses it)
             reward=RewardSpec(
                 name="text_similarity", config={"metric": metric, "compare_blank_reference": True}
