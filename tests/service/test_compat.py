@@ -879,3 +879,27 @@ async def test_nemo_gym_malformed_rollout_fields_are_flagged_not_500(client: htt
     assert resp.status_code == 200, resp.text
     (group,) = resp.json()["group_level_metrics"]
     assert group["num_rollouts"] == 2 and group["mean/reward"] == 0.5
+
+
+async def test_a_reference_object_without_a_spec_gives_its_reference_key(client: httpx.AsyncClient) -> None:
+    """A dataset converted from verl keeps its `reward_model` column, {"ground_truth": ..., "style":
+    "rule"}, and `--data.label_key reward_model` sends it as the label. Without a `verifier` key the
+    whole object was the default reward's reference, which math reads only under `answer`: every item
+    was parse_error (OpenRLHF: 0.0 for every sample). Its ground_truth (or reference / solution / label)
+    is the reference now; an object with `answer` is still read by the reward itself."""
+    verl_row = {"ground_truth": "42", "style": "rule"}
+    labels: list[Any] = [verl_row, json.dumps(verl_row), {"solution": "42"}, {"answer": "42"}, verl_row]
+    payload = {
+        "query": [PROMPT + "\\boxed{42}<|im_end|>"] * 4 + [PROMPT + "\\boxed{41}<|im_end|>"],
+        "prompts": [PROMPT] * 5,
+        "labels": labels,
+    }
+    resp = await client.post("/compat/openrlhf/get_reward", json=payload)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5, body
+    assert body["rewards"] == [1.0, 1.0, 1.0, 1.0, 0.0]
+    slime = await client.post(
+        "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{42}", "label": verl_row}
+    )
+    assert slime.json()["valid"] is True and slime.json()["reward"] == 1.0, slime.text
