@@ -867,6 +867,9 @@ async def test_nemo_gym_malformed_rollout_fields_are_flagged_not_500(client: htt
     resp = await client.post("/verify", json=odd_content)
     assert resp.status_code == 200, resp.text
     assert resp.json()["reward"] == 1.0
+    resp = await client.post("/verify", json={"response": {"output": 5}, "expected_answer": "4"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["rewardhub"]["reason"] == "no_answer"  # (no text: nothing answered)
     for tests in ({"inputs": "1\n", "outputs": "1\n"}, {"inputs": ["1"], "outputs": 3, "fn_name": "f"}):
         body = {"response": "print(input())", "verifier_metadata": {"unit_tests": tests}}
         resp = await client.post("/verify", json=body)

@@ -59,7 +59,8 @@ def response_text(response: Any) -> str:
     if isinstance(response.get("output_text"), str) and not response.get("output"):
         return str(response["output_text"])
     parts: list[str] = []
-    for out in response.get("output") or []:
+    outputs = response.get("output")
+    for out in outputs if isinstance(outputs, list) else []:
         if not isinstance(out, dict) or out.get("type", "message") != "message":
             continue
         content = out.get("content")
