@@ -884,6 +884,18 @@ async def test_nemo_gym_malformed_rollout_fields_are_flagged_not_500(client: htt
     assert group["num_rollouts"] == 2 and group["mean/reward"] == 0.5
 
 
+@pytest.mark.parametrize("responses", [1, 1.5, True, "rows", {"reward": 1.0}])
+async def test_nemo_gym_aggregate_metrics_of_no_list_is_a_422(
+    client: httpx.AsyncClient, responses: Any
+) -> None:
+    """`verify_responses` that is not a list: a number raised TypeError (a 500), and a string or an
+    object was iterated as characters or keys and answered as no rollouts at all. Now a 422 naming it."""
+    resp = await client.post("/aggregate_metrics", json={"verify_responses": responses})
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == "verify_responses" and "a list" in error["message"], error
+
+
 async def test_a_reference_object_without_a_spec_gives_its_reference_key(client: httpx.AsyncClient) -> None:
     """A dataset converted from verl keeps its `reward_model` column, {"ground_truth": ..., "style":
     "rule"}, and `--data.label_key reward_model` sends it as the label. Without a `verifier` key the

@@ -101,6 +101,11 @@ async def nemo_gym_close_session(
 @router.post("/nemo-gym/aggregate_metrics", summary="NeMo Gym: aggregate verify responses")
 async def nemo_gym_aggregate_metrics(caller: CallerDep, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     responses = body.get("verify_responses") or []
+    if not isinstance(responses, list):
+        raise InvalidRequest(
+            f"verify_responses: a list of verify responses is required, not {type(responses).__name__}",
+            param="verify_responses",
+        )
     return nemo_gym.aggregate_metrics([r for r in responses if isinstance(r, dict)])
 
 
