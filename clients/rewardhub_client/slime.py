@@ -40,7 +40,9 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   ``math``). A label is the reference, or a JSON task spec picking the reward, as for the
   ``/compat/slime/reward`` endpoint: ``{"verifier": "math", "answer": "32"}`` (``reward``/``verifier``/
   ``rm_type``, optional ``config``, the reference under ``reference``/``answer``/``ground_truth``/
-  ``label``/``solution``);
+  ``label``/``solution``; an object without a spec and without ``answer``/``answers`` gives the value
+  of one of those keys, so verl's ``reward_model`` column ``{"ground_truth": "32", "style": "rule"}``
+  is a label);
 * ``REWARDHUB_SLIME_INVALID_REWARD`` — the reward returned for a sample that was not scored (it is
   removed from the loss either way): ``group_mean`` (default; 0.0 where its call has no valid sample of
   its group, and for a single-sample call) or a number;
@@ -197,6 +199,11 @@ def _label(label: Any) -> tuple[str | RewardSpec, Any]:
             spec = RewardSpec(name=str(raw), config=config) if config else str(raw)
         return spec, _as_reference(next((obj[k] for k in _REF_KEYS if k in obj), None))
     default: str | RewardSpec = _conf()["default"]
+    if isinstance(obj, Mapping) and not any(k in obj for k in ("answer", "answers")):
+        # a reference column without a spec (verl's reward_model {"ground_truth", "style"}): its value
+        held = next((k for k in _REF_KEYS if k in obj), None)
+        if held is not None:
+            return default, _as_reference(obj[held])
     return default, _as_reference(obj)
 
 

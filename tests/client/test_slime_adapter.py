@@ -274,3 +274,18 @@ def test_token_counting_rewards_get_the_responses_token_counts(live_server_facto
         assert [s.remove_sample for s in samples] == [False, False, False]
         one = Sample(response="r", response_length=9)
         assert asyncio.run(slime.reward_func(None, one)) == -0.75 and not one.remove_sample
+
+
+def test_a_reference_column_without_a_spec_gives_its_reference(live_server_factory: Any) -> None:
+    """A dataset converted from verl carries its reward_model column, {"ground_truth": ..., "style":
+    "rule"}, as the sample's label; it was the math reward's reference whole, which math reads only
+    under `answer`, so every sample was parse_error and removed. Its ground_truth is the reference, as
+    /compat/slime/reward reads it."""
+    row = {"ground_truth": "4", "style": "rule"}
+    with live_server_factory() as server:
+        slime.configure(server.url)
+        as_object = Sample(prompt=CHATML, response="\\boxed{4}", label=row)
+        as_json = Sample(prompt=CHATML, response="\\boxed{4}", label=json.dumps(row))
+        assert asyncio.run(slime.reward_func(None, as_object)) == 1.0
+        assert asyncio.run(slime.reward_func(None, as_json)) == 1.0
+    assert (as_object.remove_sample, as_json.remove_sample) == (False, False)
