@@ -82,8 +82,10 @@ async def test_overload_raises_429() -> None:
         assert [r.value for r in await p.run(double, list(range(11)), deadline_s=5)] == [
             2 * i for i in range(11)
         ]
-        busy = asyncio.create_task(p.run(behave, ["c_hang"], deadline_s=1.0))
-        await asyncio.sleep(0.2)
+        # (a deadline of 1 s with a fixed 0.2 s sleep: a host stalled 0.8 s let the hang time out first,
+        # the pool was idle again and took the batch; wait until a worker holds it, with room to spare)
+        busy = asyncio.create_task(p.run(behave, ["c_hang"], deadline_s=5.0))
+        await until(lambda: p.stats().busy == 1, "no worker took the hanging item")
         with pytest.raises(Overloaded) as info:
             await p.run(double, list(range(10)), deadline_s=1)
         assert info.value.status_code == 429
