@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from conftest import hold_the_service
 from rewardhub.config import Settings
 from rewardhub.security import Authenticator
+from waiting import until
 
 ITEM = {"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
 
@@ -134,8 +135,7 @@ async def test_a_waiting_job_is_not_starved_by_a_stream_of_small_requests() -> N
             await held.__aexit__(None, None, None)
 
     stream = asyncio.create_task(hand_over_hand())
-    await asyncio.sleep(0.1)
-    assert admission.items > 0
+    await until(lambda: admission.items > 0, "the stream of small calls never started")
     ran = asyncio.Event()
 
     async def job() -> None:
@@ -144,7 +144,7 @@ async def test_a_waiting_job_is_not_starved_by_a_stream_of_small_requests() -> N
             ran.set()
 
     try:
-        await asyncio.wait_for(job(), timeout=10)
+        await asyncio.wait_for(job(), timeout=30)  # (it starts within about a second)
     finally:
         stop.set()
         await stream
