@@ -1374,3 +1374,38 @@ async def test_javascript_tests_in_real_task_styles(client: httpx.AsyncClient) -
     )
     scores = {i["id"]: r["score"] for i, r in zip(items, results, strict=True)}
     assert scores == {i["id"]: float(i["id"].endswith("correct")) for i in items}, results
+
+
+async def test_a_run_cancelled_while_its_pipes_are_handed_to_the_loop_closes_them_all() -> None:
+    """A request cancelled (its client gone, a single-flight owner going away) while its run's pipes were
+    being handed to the event loop closed only those already handed over: the others stayed open until
+    the garbage collector found them, and their ResourceWarning, an error under this suite's filters,
+    failed whichever test was running then (seen on a loaded host). Every pipe is closed now."""
+    import gc
+    import sys
+    import warnings
+
+    from rewardhub.sandbox.runner import run_process
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        run = asyncio.create_task(
+            run_process(
+                [sys.executable, "-c", "import time; time.sleep(30)"],
+                b"",
+                deadline_s=30,
+                stdout_cap=1024,
+                stderr_cap=1024,
+                env={},
+            )
+        )
+        await asyncio.sleep(0)  # it spawned the process and is handing its first pipe to the loop
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        del run
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0)
+    leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaked == []

@@ -314,14 +314,22 @@ class Streams:
         self.out = _Capture(stdout_cap, self.out_closed)
         self.err = _Capture(stderr_cap, self.err_closed)
         self.transports: list[asyncio.BaseTransport] = []
+        self.pending: list[IO[bytes]] = []  # pipes not handed to the loop yet (see attach)
 
     async def attach(
         self, stdin_file: IO[bytes], stdout_file: IO[bytes], stderr_file: IO[bytes], data: bytes
     ) -> None:
-        """Hand the pipes to the loop (it owns and closes the files from here) and send ``data``."""
+        """Hand the pipes to the loop (it owns and closes the files from here) and send ``data``.
+        Cancelled part way, :meth:`close` closes the files not handed over yet (they stayed open until
+        the garbage collector found them)."""
         loop = self.loop
+        self.pending = [stdout_file, stderr_file, stdin_file]
+        # (each leaves ``pending`` before its await: a connect cancelled part way closes its own pipe)
+        self.pending.remove(stdout_file)
         self.transports.append((await loop.connect_read_pipe(lambda: self.out, stdout_file))[0])
+        self.pending.remove(stderr_file)
         self.transports.append((await loop.connect_read_pipe(lambda: self.err, stderr_file))[0])
+        self.pending.remove(stdin_file)
         writer, _ = await loop.connect_write_pipe(asyncio.Protocol, stdin_file)
         self.transports.append(writer)
         with contextlib.suppress(OSError, RuntimeError):
@@ -336,6 +344,9 @@ class Streams:
     def close(self) -> None:
         for transport in self.transports:
             transport.close()
+        for f in self.pending:
+            f.close()
+        self.pending = []
 
     def result(self, returncode: int | None, wall_s: float, deadline_hit: bool) -> RawRun:
         return RawRun(
