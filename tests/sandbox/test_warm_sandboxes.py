@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -287,3 +288,54 @@ def test_a_full_sandbox_queue_asks_for_the_wait_until_there_is_room() -> None:
     assert 1 <= int(large.value.headers["Retry-After"]) <= 60  # never past the client's patience
     with pool.admit(8):  # the runs ahead ended: room again
         pass
+
+
+async def test_a_warm_sandbox_cancelled_while_it_starts_leaves_nothing_running(
+    pool: SandboxPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cancelled (its request gone) while its slot's warm sandbox was starting left the zygote
+    running, its socket and stderr pipe open: seen on a loaded host as ResourceWarnings (errors under
+    this suite's filters) in whatever test came next. The starting sandbox is ended now."""
+    import asyncio
+    import gc
+    import subprocess
+    import warnings
+
+    from rewardhub.sandbox.warm import WarmSandbox
+
+    assert await passes(pool)
+    (first,) = pool._warm.values()
+    first.sock.shutdown(socket.SHUT_WR)  # (the next run starts a new one, whose command we keep)
+    seen: list[Any] = []
+    real_start = WarmSandbox.start
+
+    async def keep(cmd: Any, uid: int | None) -> WarmSandbox:
+        seen.append((cmd, uid))
+        return await real_start(cmd, uid)
+
+    monkeypatch.setattr(WarmSandbox, "start", keep)
+    assert await passes(pool)
+    (cmd, uid), started = seen[0], []
+    real_popen = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(WarmSandbox, "start", real_start)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        monkeypatch.setattr(subprocess, "Popen", popen)
+        starting = asyncio.create_task(real_start(cmd, uid))
+        await asyncio.sleep(0)  # spawned, waiting for its "ready"
+        monkeypatch.setattr(subprocess, "Popen", real_popen)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        del starting
+        assert started and started[0].wait(timeout=30) is not None  # killed, not left running
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0)
+    leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaked == []

@@ -90,6 +90,9 @@ class WarmSandbox:
             hello = await asyncio.wait_for(loop.sock_recv(ours, 64), _START_TIMEOUT_S)
         except (TimeoutError, OSError) as exc:
             hello = f"{type(exc).__name__}".encode()
+        except BaseException:  # cancelled while it starts: it left the zygote running, its pipe open
+            box.end("cancelled")
+            raise
         if hello != b"ready":
             stderr = b""
             err, proc.stderr = proc.stderr, None  # read here, not closed by the reaping
