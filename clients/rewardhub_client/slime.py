@@ -40,9 +40,9 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   ``math``). A label is the reference, or a JSON task spec picking the reward, as for the
   ``/compat/slime/reward`` endpoint: ``{"verifier": "math", "answer": "32"}`` (``reward``/``verifier``/
   ``rm_type``, optional ``config``, the reference under ``reference``/``answer``/``ground_truth``/
-  ``label``/``solution``; an object without a spec and without ``answer``/``answers`` gives the value
-  of one of those keys, so verl's ``reward_model`` column ``{"ground_truth": "32", "style": "rule"}``
-  is a label);
+  ``label``/``solution``; an object without a spec made only of ``ground_truth``/``reference``/
+  ``solution``/``style`` keys gives that reference, so verl's ``reward_model`` column
+  ``{"ground_truth": "32", "style": "rule"}`` is a label);
 * ``REWARDHUB_SLIME_INVALID_REWARD`` — the reward returned for a sample that was not scored (it is
   removed from the loss either way): ``group_mean`` (default; 0.0 where its call has no valid sample of
   its group, and for a single-sample call) or a number;
@@ -81,6 +81,9 @@ __all__ = ["configure", "reward_func"]
 _REQUEST_FAILED = "request_failed"
 _SPEC_KEYS = ("reward", "verifier", "rm_type")
 _REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
+# as /compat: an object of these keys alone wraps its reference (verl's reward_model column)
+_WRAPPER_REF_KEYS = ("ground_truth", "reference", "solution")
+_WRAPPER_KEYS = frozenset({*_WRAPPER_REF_KEYS, "style"})
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # replaced whole by configure(), never changed in place
 _clients: dict[tuple[str, str | None], AsyncRewardClient] = {}
@@ -199,9 +202,10 @@ def _label(label: Any) -> tuple[str | RewardSpec, Any]:
             spec = RewardSpec(name=str(raw), config=config) if config else str(raw)
         return spec, _as_reference(next((obj[k] for k in _REF_KEYS if k in obj), None))
     default: str | RewardSpec = _conf()["default"]
-    if isinstance(obj, Mapping) and not any(k in obj for k in ("answer", "answers")):
-        # a reference column without a spec (verl's reward_model {"ground_truth", "style"}): its value
-        held = next((k for k in _REF_KEYS if k in obj), None)
+    if isinstance(obj, Mapping) and obj.keys() <= _WRAPPER_KEYS:
+        # a reference column without a spec (verl's reward_model {"ground_truth", "style"}): its value;
+        # an object with other keys ({"label": k} for prm, code's tests) is the reward's own
+        held = next((k for k in _WRAPPER_REF_KEYS if k in obj), None)
         if held is not None:
             return default, _as_reference(obj[held])
     return default, _as_reference(obj)

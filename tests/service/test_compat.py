@@ -12,7 +12,7 @@ import pytest
 
 from conftest import hold_the_service
 from rewardhub.compat import nemo_gym, openrlhf
-from rewardhub.compat.common import ScoreOutcome, _duplicates_together
+from rewardhub.compat.common import ScoreOutcome, _duplicates_together, parse_label
 from rewardhub.config import ConfigError
 from rewardhub.errors import RewardHubError
 from rewardhub.protocol import RewardSpec, ScoreItem
@@ -918,3 +918,18 @@ async def test_a_reference_object_without_a_spec_gives_its_reference_key(client:
         "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{42}", "label": verl_row}
     )
     assert slime.json()["valid"] is True and slime.json()["reward"] == 1.0, slime.text
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        {"label": 3},  # ProcessBench's reference, which prm reads under "label"
+        {"tests": "assert f() == 1", "solution": "def f(): return 1"},  # a code reference with a solution
+        {"answers": {"text": ["Paris"]}, "ground_truth": "Paris"},  # a SQuAD row
+    ],
+)
+def test_a_reference_object_with_keys_of_its_own_goes_to_the_reward_whole(label: dict[str, Any]) -> None:
+    """Only an object made of wrapper keys alone (verl's {"ground_truth", "style"}) is unwrapped: a
+    ProcessBench {"label": k} unwrapped to k lost the prm's first-error label, and a code reference that
+    also carries a solution lost its tests."""
+    assert parse_label(label, "prm") == ("prm", label)

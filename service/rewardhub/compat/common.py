@@ -67,8 +67,11 @@ DEADLINE_EXCEEDED = "deadline_exceeded"
 
 _SPEC_KEYS = ("reward", "verifier", "rm_type")
 _REF_KEYS = ("reference", "answer", "ground_truth", "label", "solution")
-# the keys of a reference object that rewards read themselves ({"answer": ...}, {"answers": [...]})
-_NATIVE_REF_KEYS = ("answer", "answers")
+# an object made of these keys alone (verl's reward_model column, {"ground_truth": ..., "style": "rule"})
+# is a wrapper around its reference; "label" is not among them ({"label": k} is ProcessBench's reference,
+# read by prm) and any other key (code's "tests", a SQuAD row's "answers") makes the object the reward's own
+_WRAPPER_REF_KEYS = ("ground_truth", "reference", "solution")
+_WRAPPER_KEYS = frozenset({*_WRAPPER_REF_KEYS, "style"})
 
 
 def strip_eos(text: str) -> str:
@@ -134,9 +137,10 @@ def parse_label(
     Task spec: a JSON object (or a string holding one) with ``reward``/``verifier`` (a name or
     ``{"name", "config"}``), optional ``config``, and the reference under ``reference``/``answer``/
     ``ground_truth``/``label``/``solution``; e.g. ``{"verifier": "math", "answer": "32"}``. An object
-    without a spec that has none of the keys rewards read (``answer``, ``answers``) but one of those
-    reference keys is that key's value for the default reward (verl's ``reward_model`` column,
-    ``{"ground_truth": "32", "style": "rule"}``). Anything else is the reference for the default reward.
+    without a spec made only of ``ground_truth``, ``reference``, ``solution`` and ``style`` keys is that
+    reference's value for the default reward (verl's ``reward_model`` column, ``{"ground_truth": "32",
+    "style": "rule"}``); one with any other key (``answer``, code's ``tests``, ProcessBench's ``label``) is
+    the reward's own. Anything else is the reference for the default reward.
 
     ``specs``: the specs already read from a batch's labels, by their raw spec and config; an equal one
     is the same :class:`RewardSpec` object, validated once (a 4,096-item batch with one spec in every
@@ -169,10 +173,10 @@ def parse_label(
             specs[memo] = spec
         reference = next((obj[k] for k in _REF_KEYS if k in obj), None)
         return spec, as_reference(reference)
-    if isinstance(obj, dict) and not any(k in obj for k in _NATIVE_REF_KEYS):
+    if isinstance(obj, dict) and obj.keys() <= _WRAPPER_KEYS:
         # a row's reference column without a spec, e.g. verl's reward_model {"ground_truth", "style"}:
         # no reward reads these keys of a reference object, so the whole object was refused (parse_error)
-        held = next((k for k in _REF_KEYS if k in obj), None)
+        held = next((k for k in _WRAPPER_REF_KEYS if k in obj), None)
         if held is not None:
             return default_reward, as_reference(obj[held])
     return default_reward, as_reference(obj)
