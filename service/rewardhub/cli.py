@@ -60,6 +60,8 @@ def serve(
         settings = Settings()
     except ValidationError as exc:  # a bad REWARDHUB_* value: its name and the problem, not 40 frames
         _cannot_start("; ".join(_setting_problem(e) for e in exc.errors()), code=2)
+    for hint in _unknown_settings(Settings, os.environ):
+        typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
     if settings.log_json:
         # uvicorn's own lines (start, stop, its errors) go to the root handler, which writes JSON lines
         # like the service's; uvicorn's console format would mix plain lines into them.
@@ -144,6 +146,35 @@ def serve(
 def _cannot_start(reason: str, code: int) -> NoReturn:
     typer.secho(f"rewardhub cannot start: {reason}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
+
+
+# REWARDHUB_* names the clients and trainers read (they may share the service's shell): not settings.
+_CLIENT_NAMES = ("REWARDHUB_URL", "REWARDHUB_API_KEY", "REWARDHUB_BENCH_DATA")
+_CLIENT_PREFIXES = ("REWARDHUB_VERL_", "REWARDHUB_SLIME_", "REWARDHUB_OPENRLHF_")
+
+
+def _unknown_settings(settings_cls: Any, environ: Any) -> list[str]:
+    """One line per ``REWARDHUB_*`` variable that is no setting (a typo such as ``REWARDHUB_PROT`` was
+    ignored without a word: the service started on its default), with the closest setting's name."""
+    import difflib
+
+    known = [f"REWARDHUB_{name.upper()}" for name in settings_cls.model_fields]
+    hints = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if (
+            not upper.startswith("REWARDHUB_")
+            or upper in known
+            or upper in _CLIENT_NAMES
+            or upper.startswith(_CLIENT_PREFIXES)
+        ):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1)
+        hints.append(
+            f"{name} is no rewardhub setting and is ignored"
+            + (f" (did you mean {close[0]}?)" if close else "")
+        )
+    return hints
 
 
 def _setting_problem(error: Any) -> str:

@@ -1,0 +1,40 @@
+"""`rewardhub serve` as an operator starts it: a REWARDHUB_* name that is no setting is reported."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_serve_warns_about_a_misspelt_setting_and_names_the_close_one() -> None:
+    # The port is taken, so the service stops after its start-up; the warning comes before it.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REWARDHUB_")}
+        env.update(
+            PYTHONPATH=os.pathsep.join(str(ROOT / d) for d in ("service", "clients")),
+            REWARDHUB_PORT=str(port),
+            REWARDHUB_PROT="9000",  # typo of REWARDHUB_PORT
+            REWARDHUB_URL="http://127.0.0.1:1",  # the clients' variable: no warning
+            REWARDHUB_VERL_ROUTES="{}",  # likewise
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "rewardhub", "serve"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+    assert "REWARDHUB_PROT is no rewardhub setting and is ignored" in done.stderr
+    assert "did you mean REWARDHUB_PORT?" in done.stderr
+    assert "REWARDHUB_URL is no" not in done.stderr
+    assert "REWARDHUB_VERL_ROUTES is no" not in done.stderr
+    assert done.returncode != 0  # the port was in use
