@@ -682,3 +682,22 @@ async def test_check_formats_asserts_date_time_and_time(
     checked as RFC 3339 (the same rules as that package) when jsonschema has no checker of its own."""
     out = await score_text(REWARD, json.dumps(value), schema=schema, check_formats=True)
     assert (out.score, out.reason) == (score, None if score else Reason.FORMAT), out
+
+
+async def test_a_config_schema_over_the_limit_is_a_422_and_works_from_the_references(
+    client: httpx.AsyncClient,
+) -> None:
+    """A config's schema is checked against its metaschema as the request is read, on the event loop, and
+    its size was not bounded: a first-seen schema of a few MB held the service for seconds per MB. Over
+    200,000 characters it is a 422 naming the way out, and the same schema in the items' references (whose
+    checks go to the CPU workers with the batch) still scores."""
+    fields = {f"field_{i:05d}": {"type": "integer", "description": "x" * 40} for i in range(3_000)}
+    schema = {"type": "object", "properties": fields, "required": ["field_00000"]}
+    assert len(json.dumps(schema)) > 200_000
+    body = {"reward": {"name": "json_schema", "config": {"schema": schema}}, "items": [{"response": "{}"}]}
+    r = await client.post("/v1/score", json=body)
+    assert r.status_code == 422 and "in each item's reference" in r.text, r.text[:500]
+    items = [{"response": '{"field_00000": 1}', "reference": {"schema": schema}}]
+    r = await client.post("/v1/score", json={"reward": "json_schema", "items": items})
+    assert r.status_code == 200, r.text[:500]
+    assert r.json()["results"][0]["score"] == 1.0

@@ -85,6 +85,11 @@ __all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text", "json_in
 Schema = dict[str, Any] | bool
 
 
+# A config's schema is checked when the request is read, on the event loop: at most this many characters
+# of JSON (about a second the first time; then cached). Real structured-output schemas are a few kB.
+_CONFIG_SCHEMA_CHARS = 200_000
+
+
 class JsonSchemaConfig(RewardConfig):
     json_schema: Schema | None = Field(
         None,
@@ -106,8 +111,15 @@ class JsonSchemaConfig(RewardConfig):
     @classmethod
     def _valid_schema(cls, v: Schema | None) -> Schema | None:
         if isinstance(v, dict):  # true/false are valid schemas
+            key = _schema_key(v)
+            if len(key) > _CONFIG_SCHEMA_CHARS:
+                # checked against its metaschema here, on the event loop, before any item is read (about
+                # 6 s per MB the first time it is seen); a schema in the references is checked with them
+                raise ValueError(
+                    f"the config's schema is {len(key):,} characters of JSON, over {_CONFIG_SCHEMA_CHARS:,}; "
+                    "send a schema this large in each item's reference ({'schema': ...}) instead"
+                )
             try:
-                key = _schema_key(v)
                 _checked(key)  # once per distinct schema: a run sends its schema every batch
             except SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message[:300]}") from None
