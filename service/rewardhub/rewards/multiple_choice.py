@@ -58,7 +58,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import CJK_CLASS, answer_text
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -110,7 +110,7 @@ _LEADING = re.compile(r"[(\[]?([A-Za-z])[)\].:]\s")
 # CJK ideographs, kana and Hangul, which Chinese, Japanese and Korean write a letter against ("答案是B",
 # "选B", "答えはBです", "정답은 B입니다"): word characters to ``\b`` and ``str.isalnum``, so such a letter
 # was read as the start of a word, not an answer
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = CJK_CLASS + "\uac00-\ud7af"  # and Hangul syllables (Korean writes a letter against them too)
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 # "the option word" before a letter: English, or Chinese 选项 / 選項 (no space before the letter)
 _OPTION_NEXT = r"(?:(?:option|choice)\s++|(?:选项|選項)\s*+)?"

@@ -51,7 +51,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import answer_text, split_cjk
+from rewardhub.rewards.text import CJK_CLASS, answer_text, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -82,8 +82,7 @@ class TextSimilarityConfig(RewardConfig):
 
 # CJK ideographs, kana and compatibility ideographs: written without spaces, one word each (as
 # sacrebleu's zh tokenizer does); every other run of letters and digits is one word.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORD = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+_WORD = re.compile(f"[{CJK_CLASS}]|[^\\W_{CJK_CLASS}]+")
 
 
 class _UnicodeTokenizer:
