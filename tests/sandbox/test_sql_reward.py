@@ -651,3 +651,37 @@ def test_a_column_search_that_gave_up_is_no_score() -> None:
     outcome = SqlReward._outcome(value, "SELECT b, a FROM t", SqlConfig(columns="any_order"))
     assert (outcome.score, outcome.reason) == (None, Reason.RESOURCE_LIMIT)
     assert "column" in outcome.details["message"]
+
+
+async def test_a_sum_of_large_amounts_in_another_row_order_is_the_same_number(
+    client: httpx.AsyncClient,
+) -> None:
+    """Floats compared rounded to 6 decimals: past about 1e6 a double holds fewer than that, so the last
+    bits a sum's row order leaves (a subquery's, a join's) survived the rounding, and a right query over
+    amounts in the billions (BIRD's financial data) scored 0: 7037035803.690001 is not 7037035803.69. Floats
+    are rounded to 12 significant digits too; a different amount is still a different amount."""
+    schema = (
+        "CREATE TABLE tr (a REAL);INSERT INTO tr VALUES (1234567890.12), (2345678901.23), (3456789012.34);"
+    )
+    gold = "SELECT SUM(a) FROM tr"
+    items = [
+        {"response": pred, "reference": {"query": gold, "schema": schema}}
+        for pred in (
+            "SELECT SUM(a) FROM (SELECT a FROM tr ORDER BY a DESC)",  # the same sum, added in another order
+            "SELECT 7037035803.69",
+            "SELECT 7037035803.7",  # a cent off
+            "SELECT 7037035803",
+        )
+    ]
+    results = await score_results(client, "sql", items)
+    assert [x["score"] for x in results] == [1.0, 1.0, 0.0, 0.0], results
+    # smaller values compare at six decimals, as before
+    small = await score_results(
+        client,
+        "sql",
+        [
+            {"response": f"SELECT {pred}", "reference": {"query": "SELECT 12.3456789", "schema": schema}}
+            for pred in ("12.3456791", "12.345678")
+        ],
+    )
+    assert [x["score"] for x in small] == [1.0, 0.0], small

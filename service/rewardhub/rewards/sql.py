@@ -14,6 +14,8 @@ list when the comparison is ordered: ``order: auto`` orders exactly when the gol
 ``ORDER BY``), the rows' columns in the gold's order (BIRD) or, with ``columns: any_order`` (Spider's
 test-suite evaluation), in any order some permutation of the predicted columns matches (:mod:`.sql_columns`:
 a bounded search; ``details.column_permutation`` the predicted column of each gold column when not theirs).
+Floats compare rounded to ``float_digits`` decimals and to 12 significant digits (a sum's last bits are
+its row order's); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included).
 The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
@@ -69,7 +71,13 @@ class SqlConfig(RewardConfig):
         description="Also require the same column names (case-insensitive; with `columns: any_order`, "
         "the permuted ones).",
     )
-    float_digits: int = Field(6, ge=0, le=15, description="Floats are compared rounded to this many digits.")
+    float_digits: int = Field(
+        6,
+        ge=0,
+        le=15,
+        description="Floats are compared rounded to this many decimals, and to 12 significant digits where "
+        "those are fewer (past 1e6 with 6: a sum's last bits depend on the order its rows were added in).",
+    )
     timeout_s: float = Field(5.0, gt=0, le=60, description="Per query, seconds.")
     max_rows: int = Field(
         100_000, ge=1, le=10_000_000, description="A result with more rows counts as failed."
@@ -132,7 +140,9 @@ class SqlReward(Reward[SqlConfig]):
     # again without them (it scored 0.0, or invalid, for a big database an earlier item left); the rows shown
     # of a wrong result are cut short (a value was whole: 200 MB from a printf)
     # 1.3.3: `columns: any_order` (default `ordered`: scores unchanged); details.column_permutation
-    version: ClassVar[str] = "1.3.3"
+    # 1.3.4: floats are also rounded to 12 significant digits: a sum in the billions added in another row
+    # order (7037035803.690001 for 7037035803.69) scored 0
+    version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "

@@ -160,9 +160,17 @@ def _build(kind: str, spec: str, deadline: float) -> sqlite3.Connection:
     return conn
 
 
+# The significant digits a float is compared to, besides float_digits' decimals: a double holds about 16,
+# and a sum leaves its last few to the order its rows were added in (a subquery's, a join's). Past 1e6,
+# 6 decimals are more than a double holds: 7037035803.690001 (one order) was not 7037035803.69 (another).
+_SIGNIFICANT_DIGITS = 12
+
+
 def _normalise(value: Any, digits: int) -> Any:
     if isinstance(value, float):
-        return round(value, digits) + 0.0  # -0.0 == 0.0 and hashes alike after this
+        # the coarser of `digits` decimals and 12 significant digits (below 1e6, with 6 decimals, the
+        # decimals); -0.0 == 0.0 and hashes alike after the + 0.0
+        return float(f"{round(value, digits):.{_SIGNIFICANT_DIGITS}g}") + 0.0
     return value
 
 
