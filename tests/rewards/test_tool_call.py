@@ -885,6 +885,35 @@ async def test_a_call_in_openai_legacy_function_call_shape_is_read(client: httpx
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None), (1.0, None), (0.0, None)], results
 
 
+async def test_arguments_under_langchain_anthropic_and_gemini_keys_are_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """LangChain's tool calls (``{"name", "args", "id"}``, also Gemini's ``functionCall``) and Anthropic's
+    ``tool_use`` blocks (``{"name", "input"}``) hold the arguments under another key: read as a call without
+    arguments, a wrong call scored 1.0 against a reference in the same shape (both sides empty), and a
+    right one 0 against a reference in ``arguments``; Gemini's ``{"functionCall": {...}}`` was no call."""
+    right, wrong = WEATHER["arguments"], {**WEATHER["arguments"], "city": "Rome"}
+    langchain = {"name": "get_weather", "args": right, "id": "call_1", "type": "tool_call"}
+    anthropic = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": right}
+    items = [
+        {"response": json.dumps([{**langchain, "args": wrong}]), "reference": [langchain]},
+        {"response": json.dumps([langchain]), "reference": [WEATHER]},
+        {"response": json.dumps({**anthropic, "input": wrong}), "reference": [anthropic]},
+        {"response": json.dumps(anthropic), "reference": [WEATHER]},
+        {
+            "response": json.dumps({"functionCall": {"name": "get_weather", "args": right}}),
+            "reference": [WEATHER],
+        },
+        {
+            "response": json.dumps({"functionCall": {"name": "get_weather", "args": wrong}}),
+            "reference": [WEATHER],
+        },
+    ]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [0.0, 1.0, 0.0, 1.0, 1.0, 0.0], results
+    assert results[0]["details"]["calls"] == [{"name": "get_weather", "arguments": wrong}]
+
+
 async def test_a_call_inside_a_tool_s_output_is_not_the_model_s(client: httpx.AsyncClient) -> None:
     """A multi-turn rollout's text (verl, a Hermes/Qwen transcript) holds the tools' output between the
     model's turns: a <tool_call> written in that output (a page, a file read back) counted as a call the

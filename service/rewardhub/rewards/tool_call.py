@@ -70,9 +70,10 @@ are, in order of precedence:
 Not read (no call): bare JSON after prose (``Sure: {"name": ...}``; fenced, it is read).
 
 A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also be a JSON *string* of an
-object (OpenAI's wire format), ``parameters`` is read as ``arguments``, and an OpenAI entry
+object (OpenAI's wire format), ``parameters`` (Llama 3.x), ``args`` (LangChain's tool calls, Gemini's) and
+``input`` (Anthropic's ``tool_use``) are read as ``arguments``, and an OpenAI entry
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped, as are its legacy
-``{"function_call": {...}}`` and ``{"tool_call": {...}}``. A response with no call at all
+``{"function_call": {...}}``, ``{"tool_call": {...}}`` and Gemini's ``{"functionCall": {...}}``. A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
@@ -234,6 +235,9 @@ class Call:
     texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
+_ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+
+
 class _Malformed(ValueError):
     """A call that is not ``{"name": str, "arguments": object}`` in any accepted shape."""
 
@@ -241,14 +245,19 @@ class _Malformed(ValueError):
 def _call(obj: Any) -> Call:
     if not isinstance(obj, dict):
         raise _Malformed("a tool call must be a JSON object")
-    for key in ("function", "function_call", "tool_call"):  # OpenAI: {"type": "function", "function": {...}},
-        if isinstance(obj.get(key), dict):  # its legacy {"function_call": {...}}, and {"tool_call": {...}}
+    # OpenAI: {"type": "function", "function": {...}}, its legacy {"function_call": {...}},
+    # {"tool_call": {...}}, and Gemini's {"functionCall": {...}}
+    for key in ("function", "function_call", "tool_call", "functionCall"):
+        if isinstance(obj.get(key), dict):
             obj = obj[key]
             break
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         raise _Malformed("a tool call needs a non-empty string 'name'")
-    args = obj.get("arguments", obj.get("parameters", {}))
+    # the arguments under the first of these keys given: "parameters" (Llama 3.x), "args" (LangChain's tool
+    # calls, Gemini's), "input" (Anthropic's tool_use); read as none, a wrong call equalled its reference
+    given = next((k for k in _ARGUMENT_KEYS if k in obj), None)
+    args = obj[given] if given is not None else {}
     if isinstance(args, str):  # OpenAI's wire format: the arguments as a JSON string
         try:  # (bounded as the call JSON is: json.loads alone raised RecursionError past ~1000 levels)
             args = _loads(args) if args.strip() else {}
@@ -1068,6 +1077,7 @@ _CALL_KEYS = (
     "parameters",
     "function_call",
     "tool_call",
+    "functionCall",
 )
 
 
@@ -1348,7 +1358,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # within the relative tolerance of the id 1700000000)
     # 1.3.8: string_match normalized also normalises Unicode canonically (NFC): a precomposed "é" equals "e"
     # and a combining accent (it scored 0)
-    version: ClassVar[str] = "1.3.8"
+    # 1.3.9: a call's arguments under "args" (LangChain, Gemini) or "input" (Anthropic's tool_use) are read
+    # (they were dropped: a wrong call equalled a reference in the same shape), and Gemini's functionCall
+    version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
