@@ -685,3 +685,30 @@ async def test_a_sum_of_large_amounts_in_another_row_order_is_the_same_number(
         ],
     )
     assert [x["score"] for x in small] == [1.0, 0.0], small
+
+
+async def test_a_query_in_a_solution_or_answer_tag_is_read(client: httpx.AsyncClient) -> None:
+    """SkyRL-SQL's models answer ``<think>...</think><solution>SELECT ...</solution>`` (after ``<sql>``
+    queries and their ``<observation>`` in a multi-turn rollout): with no fence, the whole answer, tags
+    and all, was the query, a syntax error, so every such answer scored 0 (format). The last
+    ``<solution>`` or ``<answer>`` block's text is the query when the answer has no fence."""
+    skyrl = (
+        "<think>Which singers?</think>\n<sql>SELECT * FROM singer LIMIT 2</sql>\n"
+        "<observation>1|Ann|FR|31</observation>\n<think>French ones.</think>\n<solution>\n"
+        + GOLD
+        + "\n</solution>"
+    )
+    results = await score_results(
+        client,
+        "sql",
+        [
+            _item(skyrl),
+            _item(f"<think>x</think>\n<answer>{GOLD};</answer>"),
+            _item("<answer>SELECT name FROM singer</answer>"),  # read, and wrong
+            _item(f"<answer>\n```sql\n{GOLD}\n```\n</answer>"),  # a fence inside (OmniSQL's): as before
+            _item("<solution></solution>"),
+        ],
+    )
+    assert [x["score"] for x in results] == [1.0, 1.0, 0.0, 1.0, 0.0], results
+    assert results[2]["components"]["executes"] == 1.0
+    assert results[4]["reason"] == "no_answer"

@@ -3,8 +3,10 @@
 Reference: ``{"query": "<gold SQL>", "schema": "<CREATE/INSERT statements>"}`` (built in memory) or
 ``{"query": ..., "fixture": "<name>"}``, a database file in ``REWARDHUB_SQL_FIXTURES_DIR`` (``<name>.sqlite``,
 ``<name>.db`` or Spider's ``<name>/<name>.sqlite``). The query is the last fenced ``sql`` block of the
-response (else the last untagged block, else the whole response), outside the reasoning: after the last
-``</think>`` and before a ``<think>`` that never closes (:mod:`.code_extract`).
+response (else the last untagged block, else, with ``extract: auto``, the text of the last
+``<solution>...</solution>`` or ``<answer>...</answer>`` block, SkyRL-SQL's answer, else the whole
+response), outside the reasoning: after the last ``</think>`` and before a ``<think>`` that never closes
+(:mod:`.code_extract`).
 
 Both queries run in the CPU worker pool (a killable process, hard deadline) on a read-only database
 (see :mod:`.sql_exec`). Components: ``parses``, ``executes``, ``columns_match`` (same number of columns,
@@ -86,7 +88,11 @@ class SqlConfig(RewardConfig):
         default_factory=lambda: {"rows_match": 1.0},
         description="Score = weighted mean of these components (parses, executes, columns_match, rows_match).",
     )
-    extract: ExtractMode = Field("auto", description="Where the query is: `auto`, `fenced` or `raw`.")
+    extract: ExtractMode = Field(
+        "auto",
+        description="Where the query is: `auto` (the last sql fence, else an untagged one, else the last "
+        "<solution> or <answer> block's text, else the answer), `fenced` or `raw`.",
+    )
 
     @field_validator("component_weights")
     @classmethod
@@ -104,6 +110,22 @@ def _clean(sql: str) -> str:
     while sql.endswith(";"):
         sql = sql[:-1].rstrip()
     return sql
+
+
+# The tags an answer may hold its query in without a fence: SkyRL-SQL's <solution>, and <answer>
+_ANSWER_TAGS = ("solution", "answer")
+
+
+def _tagged_answer(text: str) -> str | None:
+    """The text of the last ``<solution>...</solution>`` or ``<answer>...</answer>`` block in ``text`` (the
+    one that closes last); None when there is none. (rfind: linear whatever the openers left unclosed.)"""
+    best: tuple[int, str] | None = None
+    for tag in _ANSWER_TAGS:
+        end = text.rfind(f"</{tag}>")
+        start = text.rfind(f"<{tag}>", 0, end) if end >= 0 else -1
+        if start >= 0 and (best is None or end > best[0]):
+            best = (end, text[start + len(tag) + 2 : end])
+    return None if best is None else best[1]
 
 
 def fixtures_digest(root: str) -> str:
@@ -141,7 +163,8 @@ class SqlReward(Reward[SqlConfig]):
     # of a wrong result are cut short (a value was whole: 200 MB from a printf)
     # 1.3.3: `columns: any_order` (default `ordered`: scores unchanged); details.column_permutation
     # 1.3.4: floats are also rounded to 12 significant digits: a sum in the billions added in another row
-    # order (7037035803.690001 for 7037035803.69) scored 0
+    # order (7037035803.690001 for 7037035803.69) scored 0; a query in a <solution> or <answer> block without
+    # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format)
     version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
@@ -196,6 +219,9 @@ class SqlReward(Reward[SqlConfig]):
                 continue
             found = extract_block(item.response, lambda tag: tag in ("sql", "sqlite"), config.extract)
             pred = _clean(found.code) if found is not None else ""
+            if found is not None and found.source == "raw" and config.extract == "auto":
+                tagged = _tagged_answer(found.code)
+                pred = pred if tagged is None else _clean(tagged)
             if not _clean(without_comments(pred)):  # nothing, or only comments: no query to run
                 outcomes[i] = Outcome(
                     0.0, Reason.NO_ANSWER, dict.fromkeys(_COMPONENTS, 0.0), {"predicted": None}
