@@ -712,3 +712,26 @@ async def test_a_query_in_a_solution_or_answer_tag_is_read(client: httpx.AsyncCl
     assert [x["score"] for x in results] == [1.0, 1.0, 0.0, 1.0, 0.0], results
     assert results[2]["components"]["executes"] == 1.0
     assert results[4]["reason"] == "no_answer"
+
+
+async def test_an_empty_gold_result_and_ties_under_a_limit_are_scored_as_decided(
+    client: httpx.AsyncClient,
+) -> None:
+    """Decisions pinned (see the module's docstring): an empty gold is matched by an empty result of its
+    width, and details.gold_rows says it was empty; a gold ORDER BY ... LIMIT over a tie keeps SQLite's
+    pick, and a prediction that breaks the tie otherwise scores 0 (BIRD's and Spider's evaluators alike)."""
+    empty = "SELECT name FROM singer WHERE country = 'IT'"
+    ties = "SELECT name FROM singer ORDER BY age DESC LIMIT 1"  # Bob and Dan are both 45
+    results = await score_results(
+        client,
+        "sql",
+        [
+            _item("SELECT name FROM singer WHERE country = 'it'", empty),  # a wrong filter: empty too
+            _item("SELECT name, age FROM singer WHERE 0", empty),
+            _item("SELECT name FROM singer ORDER BY age DESC, id LIMIT 1", ties),
+            _item("SELECT name FROM singer ORDER BY age DESC, id DESC LIMIT 1", ties),
+        ],
+    )
+    assert results[0]["score"] == 1.0 and results[0]["details"]["gold_rows"] == 0, results
+    assert results[1]["score"] == 0.0
+    assert sorted(x["score"] for x in results[2:]) == [0.0, 1.0], results

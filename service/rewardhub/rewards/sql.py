@@ -18,6 +18,11 @@ test-suite evaluation), in any order some permutation of the predicted columns m
 a bounded search; ``details.column_permutation`` the predicted column of each gold column when not theirs).
 Floats compare rounded to ``float_digits`` decimals and to 12 significant digits (a sum's last bits are
 its row order's); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included).
+An empty gold result is matched by any empty result of the same width (BIRD's and Spider's evaluators
+accept any empty one, whatever its columns); ``details.gold_rows`` (0) marks such items, weak signal: a
+filter that is wrong returns nothing too. A gold ``ORDER BY ... LIMIT`` over tied values keeps the rows
+SQLite picked, and a prediction that breaks the tie otherwise (or, ordered, orders tied rows otherwise)
+scores 0, as in both evaluators: the ordering key is not in the result to tell a tie.
 The score is ``component_weights``-weighted (default: ``rows_match`` only, i.e. execution accuracy).
 
 A response with no query (nothing, or only SQL comments) is a valid ``0.0`` with ``reason: no_answer``; a
