@@ -914,6 +914,26 @@ async def test_arguments_under_langchain_anthropic_and_gemini_keys_are_read(
     assert results[0]["details"]["calls"] == [{"name": "get_weather", "arguments": wrong}]
 
 
+async def test_an_openai_message_with_null_tool_calls_calls_no_tool(client: httpx.AsyncClient) -> None:
+    """The OpenAI SDK's message dump (``ChatCompletionMessage.model_dump()``) writes ``"tool_calls": null``
+    and ``"function_call": null`` for a turn without calls: as a reference it was parse_error (invalid),
+    as a JSON response a broken call (0 format); it is "call no tool", as ``"tool_calls": []`` is."""
+    message = {"role": "assistant", "content": "It is sunny.", "tool_calls": None, "function_call": None}
+    items = [
+        {"response": "It is sunny.", "reference": message},
+        {"response": hermes(WEATHER), "reference": message},
+        {"response": json.dumps(message), "reference": []},
+        {"response": json.dumps(message), "reference": [WEATHER]},
+    ]
+    results = await score(client, items)
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (1.0, None),
+        (0.0, None),
+        (1.0, None),
+        (0.0, "no_answer"),
+    ], results
+
+
 async def test_a_call_inside_a_tool_s_output_is_not_the_model_s(client: httpx.AsyncClient) -> None:
     """A multi-turn rollout's text (verl, a Hermes/Qwen transcript) holds the tools' output between the
     model's turns: a <tool_call> written in that output (a page, a file read back) counted as a call the

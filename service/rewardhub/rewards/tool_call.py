@@ -73,7 +73,8 @@ A call object is ``{"name": ..., "arguments": {...}}``; ``arguments`` may also b
 object (OpenAI's wire format), ``parameters`` (Llama 3.x), ``args`` (LangChain's tool calls, Gemini's) and
 ``input`` (Anthropic's ``tool_use``) are read as ``arguments``, and an OpenAI entry
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped, as are its legacy
-``{"function_call": {...}}``, ``{"tool_call": {...}}`` and Gemini's ``{"functionCall": {...}}``. A response with no call at all
+``{"function_call": {...}}``, ``{"tool_call": {...}}`` and Gemini's ``{"functionCall": {...}}``; an
+OpenAI message whose ``tool_calls`` is ``null`` (the SDK's dump of a turn without calls) calls no tool. A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
@@ -276,6 +277,15 @@ def _calls(value: Any) -> list[Call]:
             if isinstance(value.get(key), list):
                 value = value[key]
                 break
+        else:
+            if (
+                "tool_calls" in value
+                and value["tool_calls"] is None
+                and not any(
+                    isinstance(value.get(k), dict) for k in ("function_call", "tool_call", "functionCall")
+                )
+            ):
+                return []  # an OpenAI message without calls (the SDK's dump writes "tool_calls": null)
     items = value if isinstance(value, list) else [value]
     if len(items) > _MAX_CALLS:
         raise _Malformed(f"more than {_MAX_CALLS} tool calls")
@@ -1359,7 +1369,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.8: string_match normalized also normalises Unicode canonically (NFC): a precomposed "é" equals "e"
     # and a combining accent (it scored 0)
     # 1.3.9: a call's arguments under "args" (LangChain, Gemini) or "input" (Anthropic's tool_use) are read
-    # (they were dropped: a wrong call equalled a reference in the same shape), and Gemini's functionCall
+    # (they were dropped: a wrong call equalled a reference in the same shape), and Gemini's functionCall;
+    # an OpenAI message with "tool_calls": null calls no tool (a reference: parse_error; a response: format)
     version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
