@@ -685,6 +685,19 @@ async def test_a_sum_of_large_amounts_in_another_row_order_is_the_same_number(
         ],
     )
     assert [x["score"] for x in small] == [1.0, 0.0], small
+    # a whole number is kept whole: a REAL total of 14 digits equals the INTEGER one, and not a neighbour
+    whole = await score_results(
+        client,
+        "sql",
+        [
+            {
+                "response": f"SELECT {pred}",
+                "reference": {"query": "SELECT 12345678901234.0", "schema": schema},
+            }
+            for pred in ("12345678901234", "12345678901235", "12345678901234.0")
+        ],
+    )
+    assert [x["score"] for x in whole] == [1.0, 0.0, 1.0], whole
 
 
 async def test_a_query_in_a_solution_or_answer_tag_is_read(client: httpx.AsyncClient) -> None:

@@ -169,10 +169,11 @@ _SIGNIFICANT_DIGITS = 12
 def _normalise(value: Any, digits: int) -> Any:
     if isinstance(value, float):
         # the coarser of `digits` decimals and 12 significant digits: below 10^(12 - digits) (1e6, with 6
-        # decimals) the decimals, which the 12 digits would keep as they are (and the formatting cost 3x);
-        # -0.0 == 0.0 and hashes alike after the + 0.0
+        # decimals) the decimals, which the 12 digits would keep as they are (and the formatting cost 3x).
+        # A whole number stays whole: 12345678901234.0 (a REAL total) is the INTEGER 12345678901234, which
+        # is compared exactly (an id), not 12345678901200. -0.0 == 0.0 and hashes alike after the + 0.0.
         value = round(value, digits)
-        if abs(value) >= 10.0 ** (_SIGNIFICANT_DIGITS - digits):
+        if abs(value) >= 10.0 ** (_SIGNIFICANT_DIGITS - digits) and not value.is_integer():
             value = float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
         return value + 0.0
     return value
