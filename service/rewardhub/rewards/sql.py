@@ -17,7 +17,7 @@ list when the comparison is ordered: ``order: auto`` orders exactly when the gol
 test-suite evaluation), in any order some permutation of the predicted columns matches (:mod:`.sql_columns`:
 a bounded search; ``details.column_permutation`` the predicted column of each gold column when not theirs).
 Floats compare rounded to ``float_digits`` decimals and to 12 significant digits (a sum's last bits are
-its row order's); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included).
+its row order's; a whole number stays whole); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included).
 An empty gold result is matched by any empty result of the same width (BIRD's and Spider's evaluators
 accept any empty one, whatever its columns); ``details.gold_rows`` (0) marks such items, weak signal: a
 filter that is wrong returns nothing too. A gold ``ORDER BY ... LIMIT`` over tied values keeps the rows
@@ -83,7 +83,8 @@ class SqlConfig(RewardConfig):
         ge=0,
         le=15,
         description="Floats are compared rounded to this many decimals, and to 12 significant digits where "
-        "those are fewer (past 1e6 with 6: a sum's last bits depend on the order its rows were added in).",
+        "those are fewer (past 1e6 with 6: a sum's last bits depend on the order its rows were added in); a "
+        "whole number stays whole.",
     )
     timeout_s: float = Field(5.0, gt=0, le=60, description="Per query, seconds.")
     max_rows: int = Field(
