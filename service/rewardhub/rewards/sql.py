@@ -168,7 +168,7 @@ class SqlReward(Reward[SqlConfig]):
     # again without them (it scored 0.0, or invalid, for a big database an earlier item left); the rows shown
     # of a wrong result are cut short (a value was whole: 200 MB from a printf)
     # 1.3.3: `columns: any_order` (default `ordered`: scores unchanged); details.column_permutation
-    # 1.3.4: floats are also rounded to 12 significant digits: a sum in the billions added in another row
+    # 1.3.4: floats are also rounded to 12 significant digits (whole ones kept whole): a sum in the billions added in another row
     # order (7037035803.690001 for 7037035803.69) scored 0; a query in a <solution> or <answer> block without
     # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format)
     version: ClassVar[str] = "1.3.4"
