@@ -727,6 +727,21 @@ async def test_a_query_in_a_solution_or_answer_tag_is_read(client: httpx.AsyncCl
     assert results[4]["reason"] == "no_answer"
 
 
+async def test_a_fence_tagged_with_a_dialect_is_read(client: httpx.AsyncClient) -> None:
+    """Models fence SQL under their dialect's name (```` ```mysql ````, ```` ```postgresql ````) as often as
+    under ``sql``; such a fence was not found, so the whole answer, prose and all, ran as the query and
+    scored 0 (format). The query in it runs on SQLite like any other."""
+    tags = ["mysql", "PostgreSQL", "sqlite3", "psql", "tsql"]
+    results = await score_results(
+        client,
+        "sql",
+        [_item(f"The French singers:\n```{tag}\n{GOLD};\n```\nDone.") for tag in tags]
+        + [_item("The French singers:\n```mysql\nSELECT name FROM singer;\n```")],  # read, and wrong
+    )
+    assert [x["score"] for x in results] == [1.0] * len(tags) + [0.0], results
+    assert results[-1]["components"]["executes"] == 1.0
+
+
 async def test_an_empty_gold_result_and_ties_under_a_limit_are_scored_as_decided(
     client: httpx.AsyncClient,
 ) -> None:

@@ -3,7 +3,7 @@
 Reference: ``{"query": "<gold SQL>", "schema": "<CREATE/INSERT statements>"}`` (built in memory) or
 ``{"query": ..., "fixture": "<name>"}``, a database file in ``REWARDHUB_SQL_FIXTURES_DIR`` (``<name>.sqlite``,
 ``<name>.db`` or Spider's ``<name>/<name>.sqlite``). The query is the last fenced ``sql`` block of the
-response (else the last untagged block, else, with ``extract: auto``, the text of the last
+response (``mysql``, ``postgresql``, ``sqlite3`` and other dialects' tags count as ``sql``; else the last untagged block, else, with ``extract: auto``, the text of the last
 ``<solution>...</solution>`` or ``<answer>...</answer>`` block, SkyRL-SQL's answer, else the whole
 response), outside the reasoning: after the last ``</think>`` and before a ``<think>`` that never closes
 (:mod:`.code_extract`).
@@ -96,7 +96,7 @@ class SqlConfig(RewardConfig):
     )
     extract: ExtractMode = Field(
         "auto",
-        description="Where the query is: `auto` (the last sql fence, else an untagged one, else the last "
+        description="Where the query is: `auto` (the last sql fence (or mysql, postgresql, ...), else an untagged one, else the last "
         "<solution> or <answer> block's text, else the answer), `fenced` or `raw`.",
     )
 
@@ -117,6 +117,12 @@ def _clean(sql: str) -> str:
         sql = sql[:-1].rstrip()
     return sql
 
+
+# Fence tags read as a query: models fence SQL under their dialect's name as often as under ``sql`` (a
+# ```` ```mysql ```` fence was not found, so the whole answer, prose and all, ran as the query: 0, format).
+SQL_FENCE_TAGS = frozenset(
+    {"sql", "sqlite", "sqlite3", "mysql", "postgresql", "postgres", "psql", "pgsql", "tsql", "plsql"}
+)
 
 # The tags an answer may hold its query in without a fence: SkyRL-SQL's <solution>, and <answer>
 _ANSWER_TAGS = ("solution", "answer")
@@ -170,7 +176,8 @@ class SqlReward(Reward[SqlConfig]):
     # 1.3.3: `columns: any_order` (default `ordered`: scores unchanged); details.column_permutation
     # 1.3.4: floats are also rounded to 12 significant digits (whole ones kept whole): a sum in the billions added in another row
     # order (7037035803.690001 for 7037035803.69) scored 0; a query in a <solution> or <answer> block without
-    # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format)
+    # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format); fences
+    # tagged sqlite3, mysql, postgresql/postgres/psql/pgsql, tsql or plsql are read as sql ones
     version: ClassVar[str] = "1.3.4"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
@@ -223,7 +230,7 @@ class SqlReward(Reward[SqlConfig]):
                     Reason.PARSE_ERROR, "the sql reference needs `schema` or `fixture`"
                 )
                 continue
-            found = extract_block(item.response, lambda tag: tag in ("sql", "sqlite"), config.extract)
+            found = extract_block(item.response, lambda tag: tag in SQL_FENCE_TAGS, config.extract)
             pred = _clean(found.code) if found is not None else ""
             if found is not None and found.source == "raw" and config.extract == "auto":
                 tagged = _tagged_answer(found.code)
