@@ -614,6 +614,19 @@ class AsyncRewardClient(_Base):
         if held is not None:
             await held[0].aclose()
 
+    def _close_soon(self) -> None:
+        """Close this client from any thread, without awaiting: what an adapter's ``configure()`` does
+        with a pooled client it no longer uses (another URL or key). Each open pool is closed on its own
+        loop (scheduled there; a loop no longer running closed or closes its pool as it ends); the pool
+        no loop claimed has no connections. Calls still in flight with this client may fail."""
+        self._closed = True
+        with self._pools_lock:
+            self._unclaimed = None
+            held = [(loop, pool) for loop, (pool, _) in self._pools.items()]
+        for loop, pool in held:
+            if loop.is_running() and not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(pool.aclose(), loop)
+
     async def __aenter__(self) -> Self:
         return self
 

@@ -87,6 +87,7 @@ _WRAPPER_KEYS = frozenset({*_WRAPPER_REF_KEYS, "style"})
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # replaced whole by configure(), never changed in place
 _clients: dict[tuple[str, str | None], AsyncRewardClient] = {}
+_clients_lock = threading.Lock()  # (not _lock: a first configure() runs under it)
 _warned: list[bool] = []  # [True] once a partly failed call has warned in this process
 
 
@@ -103,7 +104,8 @@ def configure(
     """Set the service and options explicitly (otherwise taken from the environment, see the module
     docstring). ``invalid_reward``: a number or ``"group_mean"``; ``client``: an
     :class:`AsyncRewardClient` to send through (its URL and key are then used, ``url`` and ``api_key``
-    must not be given)."""
+    must not be given). The clients this module pooled for another service or key are closed, each on
+    its event loop (their calls still in flight may fail): configure() is for setting up."""
     global _state
     if client is not None and (url is not None or api_key is not None):
         raise ValueError("url and api_key go to the AsyncRewardClient passed as client")
@@ -142,6 +144,13 @@ def configure(
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight on that loop
     _state = state  # one assignment: a concurrent reader sees the old configuration or the new, whole
+    # the pooled clients of another service or key: left open, their kept-alive connections stayed open
+    # for the life of the process (a client passed in is the caller's, never pooled here)
+    keep = None if client is not None else (state["url"], state["api_key"])
+    with _clients_lock:
+        old = [_clients.pop(k) for k in list(_clients) if k != keep]
+    for stale in old:
+        stale._close_soon()
 
 
 def _conf() -> dict[str, Any]:
@@ -160,7 +169,7 @@ def _client() -> AsyncRewardClient:
     if conf["client"] is not None:
         return conf["client"]  # type: ignore[no-any-return]
     key = (conf["url"], conf["api_key"])
-    with _lock:
+    with _clients_lock:
         client = _clients.get(key)
         if client is None:
             # one call per sample, a whole rollout batch at once: room for many in flight

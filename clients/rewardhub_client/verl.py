@@ -90,6 +90,9 @@ def configure(
 
     ``on_request_failure``: ``"invalid"`` or ``"raise"`` (``REWARDHUB_VERL_ON_REQUEST_FAILURE``, see the
     module docstring): what ``compute_score_batch`` does with a batch whose request partly failed.
+
+    The pooled clients of another service or key than the new one are closed (their calls still in
+    flight may fail): configure() is for setting up, before the samples come.
     """
     global _state
     state: dict[str, Any] = {}
@@ -121,6 +124,7 @@ def configure(
     # reward loop runs a sync compute_score on executor threads: filled in place, a thread that came in
     # while the first call was configuring read a half-filled one, KeyError 'routes'.)
     _state = state
+    _retire((state["url"], state["api_key"]))
 
 
 def _conf() -> dict[str, Any]:
@@ -222,10 +226,11 @@ def _unchecked(items: Sequence[ScoreItem]) -> list[str | RewardSpec]:
 
 def _record(spec: str | RewardSpec, answer: Any) -> None:
     """Keep the check's answer (``None``: a service without the route) and raise when it is not ok."""
-    error = None if answer is None or answer.ok else RewardUnavailable(_conf()["url"], answer)
+    conf = _conf()  # (not under _lock: a first configure() takes it)
+    error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
     with _lock:
-        _conf()["group_aware"][_key(spec)] = answer is not None and answer.group_aware
-        _conf()["checked"][_key(spec)] = error
+        conf["group_aware"][_key(spec)] = answer is not None and answer.group_aware
+        conf["checked"][_key(spec)] = error
     if error is not None:
         raise error
 
@@ -345,6 +350,21 @@ def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
 
 # one client per (url, api key): a configure() with another key must not keep sending the old one
 _sync: dict[tuple[str, str | None], RewardClient] = {}
+
+
+def _retire(keep: tuple[str, str | None]) -> None:
+    """Close the pooled clients of another (url, api key) than ``keep``: a configure() pointing elsewhere
+    left them in the pools, and their kept-alive connections open, for the life of the process. The async
+    ones are closed on the background loop they ran on (dropped in a forked child, whose loop thread is
+    the parent's)."""
+    with _lock:
+        old_sync = [_sync.pop(k) for k in list(_sync) if k != keep]
+        old_async = [_async.pop(k) for k in list(_async) if k != keep]
+        ours = _background.get("pid") == os.getpid()
+    for sync in old_sync:
+        sync.close()
+    for client in old_async if ours else ():
+        client._close_soon()
 
 
 def _client() -> RewardClient:

@@ -289,3 +289,34 @@ def test_a_reference_column_without_a_spec_gives_its_reference(live_server_facto
         assert asyncio.run(slime.reward_func(None, as_object)) == 1.0
         assert asyncio.run(slime.reward_func(None, as_json)) == 1.0
     assert (as_object.remove_sample, as_json.remove_sample) == (False, False)
+
+
+def test_configure_elsewhere_closes_the_client_of_the_old_service(live_server_factory: Any) -> None:
+    """configure() with another URL (or key) left the pooled client of the old one open: its pool on
+    slime's long-lived event loop kept its connections for the life of the process. Found in review."""
+    import threading
+
+    from waiting import until
+
+    loop = asyncio.new_event_loop()  # slime's rollout loop: one, in a thread of its own, for the run
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        with live_server_factory() as server:
+            slime.configure(server.url)
+
+            def score() -> float | list[float]:
+                sample = Sample(response="\\boxed{4}", label="4")
+                return asyncio.run_coroutine_threadsafe(slime.reward_func(None, sample), loop).result(60)
+
+            assert score() == 1.0
+            old_pools = [pool for pool, _ in slime._clients[(server.url, None)]._pools.values()]
+            assert old_pools and not any(p.is_closed for p in old_pools)
+            slime.configure(server.url.replace("127.0.0.1", "localhost"))  # the same service, another URL
+            asyncio.run(until(lambda: all(p.is_closed for p in old_pools), "the old pool stayed open"))
+            assert (server.url, None) not in slime._clients
+            assert score() == 1.0
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()

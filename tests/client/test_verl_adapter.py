@@ -462,3 +462,24 @@ def test_a_failed_chunk_of_a_batch_gets_the_invalid_score_flagged_and_keeps_the_
             sync.close()
     with pytest.raises(ValueError, match="REWARDHUB_VERL_ON_REQUEST_FAILURE"):
         verl.configure("http://unused", on_request_failure="mask")
+
+
+def test_configure_elsewhere_closes_the_clients_of_the_old_service(live_server_factory: Any) -> None:
+    """configure() with another URL (or key) left the pooled sync and async clients of the old one in the
+    module's pools, their kept-alive connections open for the life of the process. Found in review."""
+    from waiting import until
+
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="math", check=False)
+        assert verl.compute_score_batch(["gsm8k"], ["\\boxed{1}"], ["1"])[0]["score"] == 1.0
+        assert asyncio.run(verl.compute_score_async("gsm8k", "\\boxed{1}", "1"))["score"] == 1.0
+        old_sync = verl._sync[(server.url, None)]
+        old_pools = [pool for pool, _ in verl._async[(server.url, None)]._pools.values()]
+        assert old_pools and not old_sync._http.is_closed
+        elsewhere = server.url.replace("127.0.0.1", "localhost")  # the same service, another URL
+        verl.configure(elsewhere, default_reward="math", check=False)
+        assert old_sync._http.is_closed
+        asyncio.run(until(lambda: all(p.is_closed for p in old_pools), "the old async pool stayed open"))
+        assert (server.url, None) not in verl._sync and (server.url, None) not in verl._async
+        assert verl.compute_score_batch(["gsm8k"], ["\\boxed{1}"], ["1"])[0]["score"] == 1.0
+        assert asyncio.run(verl.compute_score_async("gsm8k", "\\boxed{1}", "1"))["score"] == 1.0
