@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
 
 from rewardhub_client.errors import RewardHubClientError
 from rewardhub_client.types import ItemResult
 
-__all__ = ["env_flag", "failure_mode", "partial_or_raise", "warn_once"]
+__all__ = ["env_flag", "failure_mode", "partial_or_raise", "token_ids_keys", "warn_once"]
 
 _OFF = ("0", "false", "no", "off")
 _warn_lock = threading.Lock()
@@ -55,3 +59,30 @@ def warn_once(warned: list[bool], message: str, stacklevel: int = 1) -> None:
         warned[:] = [True]
     if first:
         warnings.warn(message, stacklevel=stacklevel + 1)
+
+
+def token_ids_keys(*specs: Any) -> frozenset[str]:
+    """The ``metadata`` keys under which a reward spec (a name, a spec object or mapping, a config; any
+    part of it, at any depth) reads the completion's token ids: each config with ``unit: token_ids``
+    (``repetition``), under its ``token_ids_key`` (default ``completion_ids``). Empty for a spec that
+    reads none: the ids, about one and a half times the text's size as JSON, are sent only where a
+    reward reads them (the token count, a number, always goes)."""
+    keys: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, BaseModel):
+            value = value.model_dump()
+        if isinstance(value, Mapping):
+            if value.get("unit") == "token_ids":
+                key = value.get("token_ids_key", "completion_ids")
+                if isinstance(key, str):
+                    keys.add(key)
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            for v in value:
+                walk(v)
+
+    for spec in specs:
+        walk(spec)
+    return frozenset(keys)

@@ -13,7 +13,9 @@
 
 The function is ``async`` (TRL awaits async reward functions concurrently on its own event loop), sends
 the whole batch in one request with the completions of one prompt tagged as one ``group`` (each with its
-token count, from TRL's ``completion_ids``, as ``metadata["completion_tokens"]``), and maps
+token count, from TRL's ``completion_ids``, as ``metadata["completion_tokens"]``; the ids themselves
+too, under ``metadata["completion_ids"]``, when the spec has a reward that counts them: ``repetition``
+with ``unit: token_ids``, under its ``token_ids_key``), and maps
 items the service could not score to ``None`` — TRL turns those into NaN and leaves them out of the group
 statistics, instead of training on a fake zero. The function's ``aclose()`` closes its connections
 (``asyncio.run_coroutine_threadsafe(fn.aclose(), trainer.async_loop)`` after training); those of a loop
@@ -56,7 +58,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from rewardhub_client._adapters import partial_or_raise, warn_once
+from rewardhub_client._adapters import partial_or_raise, token_ids_keys, warn_once
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -235,6 +237,14 @@ def _token_counts(completion_ids: Any, n: int) -> list[int] | None:
     return None if any(c is None for c in counts) else [c for c in counts if c is not None]
 
 
+def _token_ids(completion_ids: Any, n: int) -> list[list[int]] | None:
+    """TRL's ``completion_ids`` as lists of ints (a tensor row or numpy array as its items), one per
+    completion; None where TRL passed none (or not one list per completion)."""
+    if _token_counts(completion_ids, n) is None:
+        return None
+    return [[int(t) for t in ids] for ids in completion_ids]
+
+
 def make_reward_func(
     service: str | AsyncRewardClient = "http://127.0.0.1:8000",
     reward: str | RewardSpec | Mapping[str, Any] = "math",
@@ -288,6 +298,8 @@ def make_reward_func(
     )
     # TRL given tools parses the calls out of a turn's text: what reads them gets them back as blocks
     with_calls = _reads_tool_calls(reward) or _reads_tool_calls(config)
+    # a reward counting n-grams of token ids (repetition with unit: token_ids) reads them from metadata
+    ids_keys = token_ids_keys(reward, config)
     owned: list[AsyncRewardClient] = []  # the client this function made (none when given one)
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
@@ -358,10 +370,14 @@ def make_reward_func(
         check_whole_groups(split)
         call = uuid.uuid4().hex[:12]
         tokens = _token_counts(completion_ids, len(completions))
+        ids = _token_ids(completion_ids, len(completions)) if ids_keys else None
         items = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ptext = prompt_text(prompt)
             group = f"trl-{call}-{group_of[i]}"
+            metadata: dict[str, Any] = {"completion_tokens": tokens[i]} if tokens is not None else {}
+            if ids is not None:
+                metadata.update(dict.fromkeys(ids_keys, ids[i]))
             items.append(
                 ScoreItem(
                     id=str(i),
@@ -369,7 +385,7 @@ def make_reward_func(
                     response=completion_text(completion, tool_calls=with_calls),
                     reference=_reference(refs[i]) if refs is not None else None,
                     group=group,
-                    metadata={"completion_tokens": tokens[i]} if tokens is not None else None,
+                    metadata=metadata or None,
                 )
             )
         answered, latency_ms = await score_or_partial(client, items)

@@ -396,3 +396,49 @@ async def test_token_counting_rewards_get_the_completions_token_counts(client: h
         assert scores == [0.0, -0.5, -1.0]
         # a caller that passes no token ids (not TRL): nothing to send, the items say what is missing
         assert await reward(prompts=["Count."], completions=["one"]) == [None]
+
+
+class _Recording(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, keeping the items of each scoring request."""
+
+    def __init__(self, app: object) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.items: list[dict[str, Any]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/score":
+            self.items += json.loads(request.content)["items"]
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_reward_counting_token_ids_gets_trls_completion_ids(client: httpx.AsyncClient) -> None:
+    """``repetition`` with ``unit: token_ids`` reads the completion's ids from ``metadata["completion_ids"]``
+    (its ``token_ids_key``) and the function sent only their count: every item was ``missing_reference``
+    (None, masked: a run on no signal). The ids go when the spec (or a part of it) reads them, and only
+    then: as JSON they are about one and a half times the text. Found in review."""
+    transport = _Recording(client.app)  # type: ignore[attr-defined]
+    call = {
+        "prompts": ["Go."] * 2,
+        "completions": ["no repeats here", "none here either"],
+        "completion_ids": [[5, 5, 5, 5, 5], [1, 2, 3, 4, 5]],
+    }
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        by_ids = {"name": "repetition", "config": {"unit": "token_ids", "ngram_size": 2}}
+        reward = make_reward_func(service, by_ids, reference_column=None)
+        assert await reward(**call) == [-0.75, 0.0]  # 4 bigrams of [5 x 5], 1 unique: (1 - 1/4) * -1
+        assert [it["metadata"]["completion_ids"] for it in transport.items] == call["completion_ids"]
+        # the unit given in make_reward_func's config, a part of a composite, its own key
+        nested = {"unit": "token_ids", "ngram_size": 2, "token_ids_key": "ids"}
+        part = {
+            "name": "composite",
+            "config": {"components": [{"reward": {"name": "repetition", "config": nested}}]},
+        }
+        reward = make_reward_func(service, part, reference_column=None)
+        assert await reward(**call) == [-0.75, 0.0]
+        reward = make_reward_func(service, "repetition", config=nested, reference_column=None)
+        assert await reward(**call) == [-0.75, 0.0]
+        # words (the default) read the text: the ids are not sent, their count is
+        transport.items.clear()
+        reward = make_reward_func(service, "repetition", config={"ngram_size": 2}, reference_column=None)
+        assert await reward(**call) == [0.0, 0.0]
+        assert [it["metadata"] for it in transport.items] == [{"completion_tokens": 5}] * 2

@@ -624,3 +624,44 @@ def test_a_start_that_fails_leaves_no_run_directory(make_config: Callable[..., A
     with pytest.raises(FileNotFoundError, match="model.path"):
         Trainer(cfg)
     assert not Path(cfg.output.run_dir).exists()
+
+
+def test_a_reward_counting_token_ids_gets_the_completions_ids() -> None:
+    """``repetition`` with ``unit: token_ids`` reads the completion's ids from ``metadata["completion_ids"]``
+    (its ``token_ids_key``) and the trainer sent only their count: every item ``missing_reference``, a
+    run on no signal. They go when the reward's config (or a part of it) reads them, and only then.
+    Found in review."""
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group, RewardDispatcher
+
+    sent: list[dict[str, Any]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        sent.extend(it["metadata"] for it in items)
+        results = [{"id": it["id"], "reward": "r", "score": 0.0, "valid": True} for it in items]
+        return httpx.Response(200, json={"request_id": "x", "results": results})
+
+    comps = [Completion([1], [5, 5, 5], [-1.0] * 3, "a", False), Completion([1], [7], [-1.0], "b", True)]
+    by_ids = {"unit": "token_ids", "ngram_size": 2}
+    nested = {
+        "components": [{"reward": {"name": "repetition", "config": {**by_ids, "token_ids_key": "ids"}}}]
+    }
+    for name, config, extra in (
+        ("repetition", by_ids, "completion_ids"),
+        ("composite", nested, "ids"),
+        ("repetition", {"ngram_size": 2}, None),  # words: the text is read, the ids are not sent
+    ):
+        sent.clear()
+        reward = RewardConfig(url="http://rewards.test", name=name, config=config)
+        dispatcher = RewardDispatcher(reward, 2, transport=httpx.MockTransport(handle))
+        try:
+            dispatcher.wait(dispatcher.submit([Group("g", Problem(0, "q", None), comps)]))
+        finally:
+            dispatcher.close()
+        expected = [{"completion_tokens": 3, "truncated": False}, {"completion_tokens": 1, "truncated": True}]
+        if extra is not None:
+            expected[0][extra], expected[1][extra] = [5, 5, 5], [7]
+        assert sent == expected, name

@@ -36,7 +36,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ from rewardhub_client import (
     TransportError,
     UnknownReward,
 )
+from rewardhub_client._adapters import token_ids_keys
 from rewardhub_client.errors import cannot_run
 from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
@@ -82,7 +83,9 @@ class Group:
     results: list[ItemResult] = field(default_factory=list)
     response_prefix: str = ""  # the part of the reply the prompt already wrote (data.response_prefix)
 
-    def items(self) -> list[ScoreItem]:
+    def items(self, token_ids_keys: Collection[str] = ()) -> list[ScoreItem]:
+        """The completions as items; ``token_ids_keys``: the metadata keys under which the reward reads
+        their token ids (:func:`rewardhub_client._adapters.token_ids_keys`), none by default."""
         return [
             ScoreItem(
                 id=f"{self.group_id}/{j}",
@@ -90,7 +93,11 @@ class Group:
                 prompt=self.problem.question,
                 response=self.response_prefix + c.text,
                 reference=self.problem.reference,
-                metadata={"completion_tokens": len(c.completion_ids), "truncated": c.truncated},
+                metadata={
+                    "completion_tokens": len(c.completion_ids),
+                    "truncated": c.truncated,
+                    **dict.fromkeys(token_ids_keys, c.completion_ids),
+                },
             )
             for j, c in enumerate(self.completions)
         ]
@@ -174,6 +181,9 @@ class RewardDispatcher:
     ):
         self.config = config
         self.group_size = group_size
+        # where the reward reads the completions' token ids (repetition with unit: token_ids), if anywhere:
+        # sent only then, being about one and a half times the text
+        self.token_ids_keys = token_ids_keys(config.config)
         self.run_id = uuid.uuid4().hex[:8]
         self.wait_s = 0.0
         self.requests = 0
@@ -207,7 +217,7 @@ class RewardDispatcher:
 
     def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
         """Send these whole groups in one request; returns immediately (the request is in flight)."""
-        items = [it for g in groups for it in g.items()]
+        items = [it for g in groups for it in g.items(self.token_ids_keys)]
         options: dict[str, Any] = {"use_cache": self.config.use_cache, "include_details": False}
         if self.config.item_timeout_s is not None:
             options["timeout_s"] = self.config.item_timeout_s
