@@ -634,6 +634,7 @@ async def test_errors_carry_openai_s_detail_fields(client: httpx.AsyncClient) ->
     off); they were missing, so a client reading errors["model_grader_server_error_details"] got a
     KeyError on every answer, and a failure put its message under invented keys only."""
     sc = {"type": "string_check", "name": "s", "input": "{{sample.output_text}}", "reference": "a"}
+    sc["operation"] = "eq"
     ok = (await run(client, sc, "a"))["metadata"]["errors"]
     assert set(ok) == OPENAI_ERROR_FIELDS
     assert not any(ok.values())
@@ -660,6 +661,7 @@ async def test_item_may_be_null_or_any_json(client: httpx.AsyncClient) -> None:
     """OpenAI's run endpoint types ``item`` as optional ``unknown``; a null item (item=None) or a
     list was a 422 here instead of a grade."""
     sc = {"type": "string_check", "name": "s", "input": "{{sample.output_text}}", "reference": "a"}
+    sc["operation"] = "eq"
     for item in (None, ["a"]):
         resp = await client.post(URL, json={"grader": sc, "model_sample": "a", "item": item})
         assert resp.status_code == 200, resp.text
@@ -726,3 +728,23 @@ async def test_a_grader_without_its_input_or_reference_is_refused(
     assert errors["other_error"] is True and f"`{missing}`" in errors["other_error_details"], errors
     resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
     assert resp.status_code == 422 and f"`{missing}`" in resp.json()["error"]["message"], resp.text
+
+
+@pytest.mark.parametrize(
+    ("kind", "missing"), [("string_check", "operation"), ("text_similarity", "evaluation_metric")]
+)
+async def test_a_grader_without_its_operation_or_metric_is_refused(
+    client: httpx.AsyncClient, kind: str, missing: str
+) -> None:
+    """OpenAI requires a string_check's `operation` and a text_similarity's `evaluation_metric`. One left
+    out (or misspelled, "operator") was defaulted silently to eq / fuzzy_match, a grader scoring other
+    than meant, and /validate accepted it. Now it is refused as the other required fields are: /run
+    flags other_error with reward 0, /validate answers 422 naming the field. Found in review."""
+    grader = {"type": kind, "name": "g", "input": "{{sample.output_text}}", "reference": "{{item.answer}}"}
+    body = await run(client, grader, "Paris", {"answer": "Paris"})
+    assert body["reward"] == 0.0
+    errors = body["metadata"]["errors"]
+    assert errors["other_error"] is True and f"`{missing}`" in errors["other_error_details"], errors
+    resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
+    assert resp.status_code == 422 and f"`{missing}`" in resp.json()["error"]["message"], resp.text
+    assert resp.json()["error"]["param"] == "grader", resp.text

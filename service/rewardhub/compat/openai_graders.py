@@ -20,7 +20,7 @@ HTTP error.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from pydantic import BaseModel, Field, field_validator
@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field, field_validator
 from rewardhub import jsonutil
 from rewardhub.formula import OPENAI_FUNCTIONS, Formula, FormulaError, FormulaEvalError, parse_formula
 from rewardhub.protocol import RewardSpec, ScoreItem
+from rewardhub.rewards.string_check import StringCheckConfig
+from rewardhub.rewards.text_similarity import TextSimilarityConfig
 
 __all__ = [
     "GraderError",
@@ -188,6 +190,14 @@ def _content_text(content: Any) -> Any:
     return content
 
 
+# the field of each grader that OpenAI requires besides input and reference, and the reward config
+# field whose values it takes (another value is refused by that config, naming the choices)
+_REQUIRED_CHOICE = {
+    "string_check": ("operation", StringCheckConfig.model_fields["operation"]),
+    "text_similarity": ("evaluation_metric", TextSimilarityConfig.model_fields["metric"]),
+}
+
+
 def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str]) -> ScoreItem:
     """One grader (not multi) as one rewardhub item with its reward spec."""
     kind = grader.get("type")
@@ -197,8 +207,15 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
         for key in ("input", "reference"):
             if not isinstance(grader.get(key), str):
                 raise GraderError(f"a {kind} grader needs `{key}`: a string (a template)")
+        # OpenAI requires these too; one missing (misspelled, "operator") was scored as eq / fuzzy_match,
+        # perhaps not what was meant, and /validate accepted the grader
+        key, choices = _REQUIRED_CHOICE[kind]
+        if not isinstance(grader.get(key), str):
+            raise GraderError(
+                f"a {kind} grader needs `{key}`: one of {', '.join(get_args(choices.annotation))}"
+            )
     if kind == "string_check":
-        op = grader.get("operation", "eq")
+        op = grader["operation"]
         return ScoreItem(
             response=render(grader["input"], ns),
             reference=render(grader["reference"], ns),
@@ -206,7 +223,7 @@ def grader_item(grader: dict[str, Any], ns: dict[str, Any], available: set[str])
             reward=RewardSpec(name="string_check", config={"operation": op, "compare_blank_reference": True}),
         )
     if kind == "text_similarity":
-        metric = grader.get("evaluation_metric", "fuzzy_match")
+        metric = grader["evaluation_metric"]
         return ScoreItem(
             response=render(grader["input"], ns),
             reference=render(grader["reference"], ns),
