@@ -933,3 +933,19 @@ def test_a_reference_object_with_keys_of_its_own_goes_to_the_reward_whole(label:
     ProcessBench {"label": k} unwrapped to k lost the prm's first-error label, and a code reference that
     also carries a solution lost its tests."""
     assert parse_label(label, "prm") == ("prm", label)
+
+
+@pytest.mark.parametrize("response", ["absent", None, 5, ["x"]])
+async def test_nemo_gym_verify_without_a_response_is_a_422(client: httpx.AsyncClient, response: Any) -> None:
+    """A /verify body without the rollout's `response` (absent, null, not a Responses object) was read as
+    an empty answer: reward 0.0, valid and not masked, so an agent that lost the model's output trained
+    on zeros and nothing said so. NeMo Gym's own verify request model requires `response`, and its
+    resources servers answer such a body 422: so does this one, naming the field. Found in review."""
+    body = {k: v for k, v in NEMO_VERIFY.items() if k != "response"}
+    if response != "absent":
+        body["response"] = response
+    for path in ("/compat/nemo-gym/verify", "/verify"):
+        resp = await client.post(path, json=body)
+        assert resp.status_code == 422, resp.text
+        error = resp.json()["error"]
+        assert error["param"] == "response" and "response" in error["message"], error

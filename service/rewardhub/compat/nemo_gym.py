@@ -4,7 +4,8 @@ its resources server's host and port plus these paths).
 
 ``/verify`` gets the task row plus the rollout: ``responses_create_params`` (the OpenAI Responses
 request, whose ``input`` holds the prompt), ``response`` (an OpenAI Responses object: the text is the
-``output_text`` parts of its ``message`` outputs) and the task's own fields. The reference is
+``output_text`` parts of its ``message`` outputs; required, as NeMo Gym's own request model requires
+it: a body without one is a 422 naming it) and the task's own fields. The reference is
 ``expected_answer`` (or ``answer``/``ground_truth``); a task field ``reward``/``verifier`` (a name or
 spec; a number under ``reward`` is a stored answer's result, as ``gym eval reverify`` sends) picks the
 reward (default: the service's compat default, ``math``); ``verifier_metadata.unit_tests``
@@ -37,7 +38,7 @@ from rewardhub.compat.common import ScoreOutcome, as_reference, parse_label, pro
 from rewardhub.errors import InvalidRequest, Overloaded, RewardHubError, ServiceUnavailable
 from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 
-__all__ = ["aggregate_metrics", "prompt_of", "response_text", "to_item", "to_response"]
+__all__ = ["aggregate_metrics", "prompt_of", "require_response", "response_text", "to_item", "to_response"]
 
 TASK_INDEX_KEYS = ("_ng_task_index", "_task_index")
 FAILURE_CLASS_KEY = "_ng_failure_class"
@@ -77,6 +78,22 @@ def response_text(response: Any) -> str:
             ):
                 parts.append(c["text"])
     return "".join(parts)
+
+
+def require_response(body: dict[str, Any]) -> None:
+    """A ``/verify`` body without its rollout's ``response`` (absent, null, or not a Responses object
+    or text) is a request error, a 422 naming the field: NeMo Gym's own ``BaseVerifyRequest`` requires
+    ``response: NeMoGymResponse``, so its resources servers answer such a body with FastAPI's 422. It
+    was read as an empty answer, scored and wrong (reward 0, not masked): an agent that lost the
+    model's output trained on zeros and nothing said so."""
+    response = body.get("response")
+    if not isinstance(response, dict | str):
+        given = "none" if response is None else f"a {type(response).__name__}"
+        raise InvalidRequest(
+            f"response: the rollout's OpenAI Responses object is required (as NeMo Gym's verify request "
+            f"requires it), got {given}",
+            param="response",
+        )
 
 
 def prompt_of(params: Any) -> str | None:

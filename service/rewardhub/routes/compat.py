@@ -77,6 +77,7 @@ async def nemo_gym_verify(
     settings: SettingsDep,
     body: dict[str, Any] = Body(...),
 ) -> JSONBytesResponse:
+    nemo_gym.require_response(body)  # (a 422, as NeMo Gym's own request model answers it)
     item = nemo_gym.to_item(body, settings.compat_default_reward, "code" in scoring.registry.names())
     outcome = await score_or_flag(scoring, admission, caller, [item])
     return JSONBytesResponse(nemo_gym.to_response(body, outcome))
