@@ -949,3 +949,23 @@ async def test_nemo_gym_verify_without_a_response_is_a_422(client: httpx.AsyncCl
         assert resp.status_code == 422, resp.text
         error = resp.json()["error"]
         assert error["param"] == "response" and "response" in error["message"], error
+
+
+async def test_nemo_gym_aggregate_metrics_leave_non_finite_rewards_out(client: httpx.AsyncClient) -> None:
+    """A JSON body may carry NaN and Infinity (Python's json reads them), and a reward of NaN made the
+    mean and std of its task and of the whole run NaN, answered as null: one bad row hid every metric.
+    Such a reward is no measurement: it is left out, counted as num_non_finite_reward. Found in review."""
+    rows = '[{"_ng_task_index": 0, "reward": 1.0}, {"_ng_task_index": 0, "reward": NaN},'
+    rows += ' {"_ng_task_index": 1, "reward": 0.0}, {"_ng_task_index": 1, "reward": -Infinity}]'
+    resp = await client.post(
+        "/aggregate_metrics",
+        content='{"verify_responses": ' + rows + "}",
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 200, resp.text
+    agg = resp.json()
+    tasks = {g["_ng_task_index"]: g for g in agg["group_level_metrics"]}
+    assert tasks[0]["mean/reward"] == 1.0 and tasks[0]["num_rollouts"] == 1, agg
+    assert tasks[1]["mean/reward"] == 0.0 and tasks[1]["std/reward"] == 0.0, agg
+    assert agg["agent_metrics"]["mean/reward"] == 0.5 and agg["agent_metrics"]["num_rollouts"] == 2, agg
+    assert agg["agent_metrics"]["num_non_finite_reward"] == 2 and agg["key_metrics"]["mean/reward"] == 0.5

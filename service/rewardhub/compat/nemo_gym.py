@@ -218,16 +218,22 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-task and overall reward statistics, skipping masked samples (NeMo Gym's AggregateMetrics shape:
+    """Per-task and overall reward statistics, skipping masked samples and non-finite rewards (NaN,
+    infinities: counted as ``num_non_finite_reward``) (NeMo Gym's AggregateMetrics shape:
     each group keyed by ``_ng_task_index``, a row without one task 0, as NeMo Gym's own aggregation)."""
     by_task: dict[Any, list[float]] = defaultdict(list)
-    masked = 0
+    masked = non_finite = 0
     for resp in verify_responses:
         if resp.get("mask_sample"):
             masked += 1
             continue
         reward = resp.get("reward")
         if not isinstance(reward, int | float):
+            continue
+        if not math.isfinite(reward):
+            # NaN (or an infinity: JSON bodies may carry both) is no measurement; kept, it made every
+            # mean and std of its task and of the run NaN, answered as null
+            non_finite += 1
             continue
         task = next((resp[k] for k in TASK_INDEX_KEYS if k in resp), 0)  # NeMo Gym's default
         if not isinstance(task, int | float | str | bool) and task is not None:
@@ -252,6 +258,7 @@ def aggregate_metrics(verify_responses: Sequence[dict[str, Any]]) -> dict[str, A
     agent: dict[str, Any] = {
         "num_rollouts": len(all_rewards),
         "num_masked": masked,
+        "num_non_finite_reward": non_finite,
         "num_tasks": len(by_task),
     }
     if all_rewards:
