@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -60,7 +61,7 @@ def serve(
         settings = Settings()
     except ValidationError as exc:  # a bad REWARDHUB_* value: its name and the problem, not 40 frames
         _cannot_start("; ".join(_setting_problem(e) for e in exc.errors()), code=2)
-    for hint in _unknown_settings(Settings, os.environ):
+    for hint in _unknown_settings(Settings, os.environ, _env_file_names(Settings)):
         typer.secho(f"warning: {hint}", fg=typer.colors.YELLOW, err=True)
     if settings.log_json:
         # uvicorn's own lines (start, stop, its errors) go to the root handler, which writes JSON lines
@@ -153,14 +154,22 @@ _CLIENT_NAMES = ("REWARDHUB_URL", "REWARDHUB_API_KEY", "REWARDHUB_BENCH_DATA")
 _CLIENT_PREFIXES = ("REWARDHUB_VERL_", "REWARDHUB_SLIME_", "REWARDHUB_OPENRLHF_")
 
 
-def _unknown_settings(settings_cls: Any, environ: Any) -> list[str]:
+def _unknown_settings(
+    settings_cls: Any, environ: Any, env_file: Mapping[str, str] | None = None
+) -> list[str]:
     """One line per ``REWARDHUB_*`` variable that is no setting (a typo such as ``REWARDHUB_PROT`` was
-    ignored without a word: the service started on its default), with the closest setting's name."""
+    ignored without a word: the service started on its default), with the closest setting's name: those
+    of the environment, then those of the ``.env`` file (``env_file``: name -> the file it is in) that
+    the environment does not also set."""
     import difflib
 
     known = [f"REWARDHUB_{name.upper()}" for name in settings_cls.model_fields]
     hints = []
-    for name in sorted(environ):
+    named = [(name, "") for name in sorted(environ)]
+    named += [
+        (name, f" (in {where})") for name, where in sorted((env_file or {}).items()) if name not in environ
+    ]
+    for name, where in named:
         upper = name.upper()
         if (
             not upper.startswith("REWARDHUB_")
@@ -171,10 +180,29 @@ def _unknown_settings(settings_cls: Any, environ: Any) -> list[str]:
             continue
         close = difflib.get_close_matches(upper, known, n=1)
         hints.append(
-            f"{name} is no rewardhub setting and is ignored"
+            f"{name}{where} is no rewardhub setting and is ignored"
             + (f" (did you mean {close[0]}?)" if close else "")
         )
     return hints
+
+
+def _env_file_names(settings_cls: Any) -> dict[str, str]:
+    """The names the settings' ``.env`` file(s) set, as pydantic-settings reads them (relative to the
+    working directory; a file that is not there sets none): name -> the file."""
+    from dotenv import dotenv_values
+
+    files = settings_cls.model_config.get("env_file")
+    if files is None:
+        return {}
+    paths = [files] if isinstance(files, str | os.PathLike) else list(files)
+    encoding = settings_cls.model_config.get("env_file_encoding")
+    names: dict[str, str] = {}
+    for path in paths:
+        file = Path(path).expanduser()
+        if file.is_file():
+            for name in dotenv_values(file, encoding=encoding):
+                names.setdefault(name, str(path))
+    return names
 
 
 def _setting_problem(error: Any) -> str:
