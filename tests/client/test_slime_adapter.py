@@ -317,6 +317,8 @@ def test_configure_elsewhere_closes_the_client_of_the_old_service(live_server_fa
             assert (server.url, None) not in slime._clients
             assert score() == 1.0
     finally:
+        # as slime's loop ends: the pool of the client now in use closes with it
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
