@@ -1,4 +1,4 @@
-"""Asynchronous scoring jobs: ``POST /v1/jobs`` now, ``GET /v1/jobs/{id}`` later.
+"""Asynchronous scoring jobs: ``POST /v1/jobs`` now, ``GET /v1/jobs/{id}`` later, ``DELETE`` to cancel.
 
 A job wraps exactly the scoring call of ``/v1/score``. Its state lives where the cache lives, unless jobs
 have a Redis of their own:
@@ -17,6 +17,11 @@ Idempotency: a submission with an ``Idempotency-Key`` already seen (per API key)
 and computes nothing; the same key with a different body is a 409. Running a job takes a short lease in
 Redis, renewed while it runs, so two replicas never run the same job, and a job whose runner died is
 picked up again once its lease expires. Re-running is safe: scoring is a pure function of the request.
+
+Cancelling writes the job ``cancelled`` (its last write, as a finish is) at once, wherever it runs; a
+runner's later writes of that job are dropped (the store's ``save`` reads the record first, in Redis under
+WATCH), so a result that comes in after the cancel never replaces it. Each job also has a small summary
+(no result) and a per-API-key index, newest first, for ``GET /v1/jobs``.
 """
 
 from __future__ import annotations
@@ -27,13 +32,15 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from itertools import chain
+from typing import Any, Protocol, cast
 
 import orjson
 import structlog
 from cachetools import TTLCache
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.asyncio.client import Pipeline
+from redis.exceptions import RedisError, WatchError
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -53,7 +60,7 @@ from rewardhub.errors import (
     ServiceUnavailable,
 )
 from rewardhub.protocol import ScoreRequest
-from rewardhub.security import ANONYMOUS, Caller
+from rewardhub.security import ANONYMOUS, ANONYMOUS_KEY_ID, Caller
 from rewardhub.serving import ScoringService
 
 __all__ = ["JOB_REDIS_TIMEOUT_S", "JobRunner", "JobStore", "MemoryJobStore", "RedisJobStore"]
@@ -73,6 +80,14 @@ _SAVE_RETRY_S = 0.5
 # with it: a process killed for memory) is marked failed instead of run again.
 _MAX_STARTS = 3
 _IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then kept as long as the job)
+#: A job's states after which nothing runs it again (its last write was made).
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+#: What ``GET /v1/jobs`` shows of a job: all but its result (which can be tens of megabytes).
+SUMMARY_FIELDS = ("job_id", "status", "created_at", "started_at", "finished_at", "items", "error")
+#: ``GET /v1/jobs`` looks through an API key's newest jobs up to this many (its Redis index keeps no more).
+LIST_WINDOW = 1000
+_LIST_PAGE = 128  # ids read from the Redis index at a time
+_WATCH_TRIES = 10  # a Redis transaction on a job's record retried when the record changed meanwhile
 
 
 def body_digest(body: bytes) -> str:
@@ -92,7 +107,20 @@ class JobStore(Protocol):
 
     async def body(self, job_id: str) -> bytes | None: ...
 
-    async def save(self, job: dict[str, Any], *, done: bool = False) -> None: ...
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
+        """Write the job (``done``: its last write, which gives it ``ttl_s``); False, writing nothing, when the
+        job was cancelled meanwhile (the runner drops what it has)."""
+        ...
+
+    async def cancel(self, job_id: str, now: float) -> dict[str, Any] | None:
+        """Write a waiting or running job ``cancelled`` (as its last write: out of the pending index, its body
+        gone) and return it; a finished job is returned as it is, None when there is no such job."""
+        ...
+
+    async def jobs_of(self, caller: str, status: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        """Summaries of ``caller``'s jobs (``SUMMARY_FIELDS``), newest first, of ``status`` if given, at most
+        ``limit``, among its ``LIST_WINDOW`` newest; and whether more matched."""
+        ...
 
     async def claim(self, job_id: str, owner: str) -> bool:
         """Take the job's lease; False when someone else holds it."""
@@ -166,10 +194,15 @@ class MemoryJobStore:
     async def body(self, job_id: str) -> bytes | None:
         return self._bodies.get(job_id)
 
-    async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
+        if (
+            job["job_id"] not in self._open
+            and (self._jobs.get(job["job_id"]) or {}).get("status") == "cancelled"
+        ):
+            return False
         if not done:
             self._open[job["job_id"]] = job
-            return
+            return True
         self._open.pop(job["job_id"], None)
         self._jobs[job["job_id"]] = job  # its TTL starts now
         idem = job.get("idem")
@@ -179,6 +212,27 @@ class MemoryJobStore:
         self._bodies.pop(job["job_id"], None)
         self._leases.discard(job["job_id"])
         self._keep_within_budget(job["job_id"], len(jsonutil.dumps(job)))
+        return True
+
+    async def cancel(self, job_id: str, now: float) -> dict[str, Any] | None:
+        job = self._open.get(job_id)
+        if job is None:
+            return self._jobs.get(job_id)
+        # a new record: the runner holds the old one and may still change it (it writes nothing more)
+        cancelled = {**job, "status": "cancelled", "finished_at": now}
+        await self.save(cancelled, done=True)
+        return cancelled
+
+    async def jobs_of(self, caller: str, status: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        found = (self._jobs.get(job_id) for job_id in list(self._jobs))  # (an expired one is None)
+        mine = [
+            job
+            for job in chain(self._open.values(), found)
+            if job is not None and (job.get("caller") or ANONYMOUS_KEY_ID) == caller
+        ]
+        mine.sort(key=lambda job: job["created_at"], reverse=True)
+        picked = [summary(job) for job in mine[:LIST_WINDOW] if status is None or job["status"] == status]
+        return picked[:limit], len(picked) > limit
 
     def _keep_within_budget(self, job_id: str, size: int) -> None:
         """Count a newly finished job and drop the oldest finished ones past ``max_bytes`` (and forget
@@ -273,7 +327,7 @@ class RedisJobStore:
         pipe = self.r.pipeline(transaction=True)
         if idem is not None:
             job["idem"] = idem  # so the job's last write can give the key its TTL
-        pipe.set(self._k("job", job_id), jsonutil.dumps(job))
+        self._write(pipe, job, done=False)
         pipe.set(self._k("job-body", job_id), body)
         pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
         if idem is not None:
@@ -308,15 +362,93 @@ class RedisJobStore:
         raw: bytes | None = await self._call(self.r.get(self._k("job-body", job_id)))
         return raw
 
-    async def save(self, job: dict[str, Any], *, done: bool = False) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        pipe.set(self._k("job", job["job_id"]), jsonutil.dumps(job), ex=self.ttl_s if done else None)
+    def _write(self, pipe: Pipeline, job: dict[str, Any], *, done: bool) -> None:
+        """Queue the writes of ``job`` on ``pipe``: its record and summary, its place in its key's index, and
+        with ``done`` what its last write does (the TTL from now, out of the pending index, body and lease
+        deleted)."""
+        job_id = job["job_id"]
+        ttl = self.ttl_s if done else None
+        pipe.set(self._k("job", job_id), jsonutil.dumps(job), ex=ttl)
+        pipe.set(self._k("job-sum", job_id), jsonutil.dumps(summary(job)), ex=ttl)
+        # The key's index lives as long as its newest write (the TTL of its latest finished job, at least),
+        # and keeps its newest LIST_WINDOW jobs; an id whose job expired is dropped as a listing meets it.
+        # (A job waiting longer than the TTL with no other write from its key can drop out of the expired
+        # index until its own next write puts it back.)
+        index = self._k("jobs-of", job.get("caller") or ANONYMOUS_KEY_ID)
+        pipe.zadd(index, {job_id: job["created_at"]})
+        pipe.zremrangebyrank(index, 0, -LIST_WINDOW - 1)
+        pipe.expire(index, self.ttl_s)
         if done:
-            pipe.zrem(self._k("jobs", "pending"), job["job_id"])
-            pipe.delete(self._k("job-body", job["job_id"]), self._k("job-lease", job["job_id"]))
+            pipe.zrem(self._k("jobs", "pending"), job_id)
+            pipe.delete(self._k("job-body", job_id), self._k("job-lease", job_id))
             if job.get("idem") is not None:
                 pipe.expire(self._k("idem", job["idem"]), self.ttl_s)
-        await self._call(pipe.execute())
+
+    async def _transaction(
+        self, key: str, plan: Callable[[bytes | None], Callable[[Pipeline], None] | None]
+    ) -> bool:
+        """Read ``key`` and make the writes ``plan`` answers for its value (None: none, and False is returned)
+        in a transaction that fails if the key changed since the read (WATCH), read and planned again then."""
+        try:
+            async with self.r.pipeline(transaction=True) as pipe:
+                for _ in range(_WATCH_TRIES):
+                    try:
+                        await pipe.watch(key)
+                        writes = plan(cast(bytes | None, await pipe.get(key)))
+                        if writes is None:
+                            return False
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        writes(pipe)
+                        await pipe.execute()
+                        return True
+                    except WatchError:
+                        continue
+        except (TimeoutError, RedisError, OSError) as exc:
+            raise ServiceUnavailable(
+                f"jobs need Redis, which is not answering ({type(exc).__name__})"
+            ) from None
+        raise ServiceUnavailable(f"{key} kept changing during {_WATCH_TRIES} tries to write it; retry")
+
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
+        def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
+            if raw is not None and orjson.loads(raw).get("status") == "cancelled":
+                return None
+            return lambda pipe: self._write(pipe, job, done=done)
+
+        return await self._transaction(self._k("job", job["job_id"]), plan)
+
+    async def cancel(self, job_id: str, now: float) -> dict[str, Any] | None:
+        read: list[dict[str, Any]] = []
+
+        def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
+            read[:] = [orjson.loads(raw)] if raw else []
+            if not read or read[0]["status"] in FINISHED:
+                return None
+            read[0].update(status="cancelled", finished_at=now)
+            return lambda pipe: self._write(pipe, read[0], done=True)
+
+        await self._transaction(self._k("job", job_id), plan)
+        return read[0] if read else None
+
+    async def jobs_of(self, caller: str, status: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        index = self._k("jobs-of", caller)
+        picked: list[dict[str, Any]] = []
+        start = 0
+        while start < LIST_WINDOW:
+            asked = min(_LIST_PAGE, LIST_WINDOW - start)
+            ids = [i.decode() for i in await self._call(self.r.zrevrange(index, start, start + asked - 1))]
+            if not ids:
+                break
+            raws = await self._call(self.r.mget([self._k("job-sum", i) for i in ids]))
+            gone = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
+            if gone:  # expired: out of the index, and the ids after them move up by as many
+                await self._call(self.r.zrem(index, *gone))
+            start += len(ids) - len(gone)
+            found = (orjson.loads(raw) for raw in raws if raw is not None)
+            picked += [job for job in found if status is None or job["status"] == status]
+            if len(picked) > limit or len(ids) < asked:  # enough, or the end of the index
+                break
+        return picked[:limit], len(picked) > limit
 
     async def claim(self, job_id: str, owner: str) -> bool:
         ok = await self._call(self.r.set(self._k("job-lease", job_id), owner, nx=True, ex=int(_LEASE_S)))
@@ -340,7 +472,7 @@ class RedisJobStore:
     async def forget(self, job_id: str) -> None:
         pipe = self.r.pipeline(transaction=True)
         pipe.zrem(self._k("jobs", "pending"), job_id)
-        pipe.delete(self._k("job-body", job_id))
+        pipe.delete(self._k("job-body", job_id), self._k("job-sum", job_id))
         await self._call(pipe.execute())
 
 
@@ -349,6 +481,11 @@ def _fail(job: dict[str, Any], message: str, error_type: str = "internal_error",
     job.update(
         status="failed", finished_at=time.time(), error={"type": error_type, "message": message, **more}
     )
+
+
+def summary(job: dict[str, Any]) -> dict[str, Any]:
+    """What ``GET /v1/jobs`` shows of the job (no result)."""
+    return {k: job.get(k) for k in SUMMARY_FIELDS}
 
 
 def public(job: dict[str, Any]) -> dict[str, Any]:
