@@ -76,6 +76,9 @@ JOB_REDIS_TIMEOUT_S = 30.0
 # lease, and every runner took it up again and scored it again, for ever.
 _SAVE_TRIES = 3
 _SAVE_RETRY_S = 0.5
+# How often a runner scoring a job reads whether it was cancelled meanwhile (by DELETE on another replica;
+# one on this replica stops the scoring at once).
+_CANCEL_POLL_S = 2.0
 # A job started this many times without finishing (its last write failed each time, or its runner died
 # with it: a process killed for memory) is marked failed instead of run again.
 _MAX_STARTS = 3
@@ -518,6 +521,7 @@ class JobRunner:
         self.owner = f"runner-{uuid.uuid4().hex[:12]}"
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
+        self._scoring: dict[str, asyncio.Task[None]] = {}  # job -> its scoring here, which a cancel stops
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
 
@@ -621,16 +625,36 @@ class JobRunner:
         return None
 
     async def get(self, job_id: str, caller: Caller) -> dict[str, Any]:
-        job = await self.store.get(job_id)
-        # A job belongs to the API key that submitted it (as its Idempotency-Key does): another key gets
-        # the same 404 as an unknown id, so it learns neither the result nor that the job exists.
-        if job is None or (job.get("caller") or ANONYMOUS.key_id) != caller.key_id:
-            raise NotFound(
-                f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S; without Redis, also "
-                "dropped past REWARDHUB_JOB_MAX_BYTES or lost with a restart)",
+        return public(_owned(await self.store.get(job_id), job_id, caller))
+
+    async def cancel(self, job_id: str, caller: Caller) -> dict[str, Any]:
+        """Cancel the caller's waiting or running job and answer it, ``cancelled`` (again, for a job already
+        cancelled: a retried DELETE); a finished job is a Conflict (its result stands)."""
+        _owned(await self.store.get(job_id), job_id, caller)
+        job = _owned(await self.store.cancel(job_id, time.time()), job_id, caller)
+        if job["status"] != "cancelled":
+            raise Conflict(
+                f"job {job_id!r} has already {job['status']}: only a queued or running job can be "
+                "cancelled (GET it for its outcome)",
                 param="job_id",
             )
+        self._stop(job_id)
+        # its place in the queue (and in its key's share, REWARDHUB_JOB_QUEUE_MAX_PER_KEY) is free now
+        self._queued.discard(job_id)
+        self._owners.pop(job_id, None)
+        log.info("job_cancelled", job_id=job_id)
         return public(job)
+
+    async def jobs(self, caller: Caller, status: str | None, limit: int) -> dict[str, Any]:
+        """The caller's jobs, newest first, without their results (``GET /v1/jobs``)."""
+        found, more = await self.store.jobs_of(caller.key_id, status, limit)
+        return {"data": [summary(job) for job in found], "has_more": more}
+
+    def _stop(self, job_id: str) -> None:
+        """Stop the job's scoring if it runs here (its runner then writes nothing)."""
+        scoring = self._scoring.get(job_id)
+        if scoring is not None:
+            scoring.cancel()
 
     async def _worker(self, index: int) -> None:
         while not self._closing:
@@ -651,7 +675,7 @@ class JobRunner:
             # expired or evicted before it ran: out of the pending index, or every rescan takes it up again
             await self.store.forget(job_id)
             return
-        if job["status"] in ("succeeded", "failed"):
+        if job["status"] in FINISHED:
             return
         try:
             claimed = await self.store.claim(job_id, self.owner)
@@ -666,31 +690,36 @@ class JobRunner:
             raise
         if not claimed:
             return  # another runner (replica) has it
-        if current is None or current["status"] in ("succeeded", "failed"):
+        if current is None or current["status"] in FINISHED:
             await self.store.release(job_id, self.owner)
             return
         job = current
         try:
-            await self._run_claimed(job_id, job)
+            scored = await self._run_claimed(job_id, job)
         except asyncio.CancelledError:
             # Shutdown before the job finished (scoring it, or still reading its body): hand the job back
             # so the next start (or another replica) runs it at once, not after its lease expires.
             if job["status"] == "running":  # a shutdown is not one of the job's failed starts
                 job["starts"] = max(0, int(job.get("starts") or 1) - 1)
-            job.update(status="queued", started_at=None)
+            # (an outcome the scoring reached as the shutdown came is not written: the job runs again)
+            job.update(status="queued", started_at=None, finished_at=None, result=None, error=None)
             with contextlib.suppress(Exception):
                 await self.store.save(job)
             with contextlib.suppress(Exception):
                 await self.store.release(job_id, self.owner)
             raise
-        await self._finish(job_id, job)
-        log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
+        if scored and await self._finish(job_id, job):
+            log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
+            return
+        # cancelled meanwhile: the cancel was the job's last write, and its lease went with it
+        await self.store.release(job_id, self.owner)
+        log.info("job_dropped", job_id=job_id, reason="cancelled")
 
-    async def _finish(self, job_id: str, job: dict[str, Any]) -> None:
+    async def _finish(self, job_id: str, job: dict[str, Any]) -> bool:
         """The job's last write, tried ``_SAVE_TRIES`` times; then the job is written as failed without its
         result (a few hundred bytes, which a Redis that refused the result still takes). If even that
         fails, Redis is down: the error propagates, the lease expires and the job runs again later (at
-        most ``_MAX_STARTS`` times in all)."""
+        most ``_MAX_STARTS`` times in all). False when the job was cancelled meanwhile (nothing written)."""
 
         def failed(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
@@ -710,8 +739,8 @@ class JobRunner:
                 reraise=True,
             ):
                 with attempt:
-                    await self.store.save(job, done=True)
-            return
+                    saved = await self.store.save(job, done=True)
+            return saved
         except RewardHubError as exc:
             error = exc.message
         size = len(jsonutil.dumps(job.get("result")))
@@ -720,14 +749,15 @@ class JobRunner:
             job,
             f"the job's result ({size} bytes) could not be stored after {_SAVE_TRIES} tries: {error}"[:500],
         )
-        await self.store.save(job, done=True)
+        return await self.store.save(job, done=True)
 
-    async def _run_claimed(self, job_id: str, job: dict[str, Any]) -> None:
-        """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved)."""
+    async def _run_claimed(self, job_id: str, job: dict[str, Any]) -> bool:
+        """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved).
+        False when the job was cancelled before it had one (nothing to write)."""
         body = await self.store.body(job_id)
         if body is None:
             _fail(job, "the job's request body was lost")
-            return
+            return True
         starts = int(job.get("starts") or 0) + 1
         if starts > _MAX_STARTS:
             _fail(
@@ -735,10 +765,27 @@ class JobRunner:
                 f"the job was started {starts - 1} times and never finished (its result could not be "
                 "stored, or its runner died with it); it is not run again",
             )
-            return
+            return True
         job.update(status="running", started_at=time.time(), starts=starts)
-        await self.store.save(job)
-        renew = asyncio.create_task(self._keep_lease(job_id))
+        if not await self.store.save(job):
+            return False
+        # The scoring runs in a task of its own, which a cancel stops without stopping this worker.
+        scoring = asyncio.create_task(self._score(job_id, job, body))
+        self._scoring[job_id] = scoring
+        watch = asyncio.create_task(self._keep_lease(job_id))
+        try:
+            await asyncio.wait([scoring])
+        except asyncio.CancelledError:  # shutdown: the scoring stops with the worker
+            scoring.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await scoring
+            raise
+        finally:
+            watch.cancel()
+            self._scoring.pop(job_id, None)
+        return not scoring.cancelled()
+
+    async def _score(self, job_id: str, job: dict[str, Any], body: bytes) -> None:
         try:
             request = ScoreRequest.model_validate_json(body)
             caller = Caller(job.get("caller") or ANONYMOUS.key_id)
@@ -760,10 +807,31 @@ class JobRunner:
         except Exception as exc:
             log.exception("job_failed", job_id=job_id)
             _fail(job, f"{type(exc).__name__}: {exc}"[:300])
-        finally:
-            renew.cancel()
 
     async def _keep_lease(self, job_id: str) -> None:
+        """While the job is scored: renew its lease, and stop the scoring once the job was cancelled
+        elsewhere (a DELETE that reached another replica)."""
+        renewed = time.monotonic()
         while True:
-            await asyncio.sleep(_LEASE_S / 3)
-            await self.store.renew(job_id, self.owner)
+            await asyncio.sleep(_CANCEL_POLL_S)
+            if time.monotonic() - renewed >= _LEASE_S / 3:
+                await self.store.renew(job_id, self.owner)
+                renewed = time.monotonic()
+            with contextlib.suppress(RewardHubError):
+                current = await self.store.get(job_id)
+                if current is not None and current["status"] == "cancelled":
+                    self._stop(job_id)
+                    return
+
+
+def _owned(job: dict[str, Any] | None, job_id: str, caller: Caller) -> dict[str, Any]:
+    """``job`` if ``caller`` submitted it, else NotFound. A job belongs to the API key that submitted it
+    (as its Idempotency-Key does): another key gets the same 404 as an unknown id, so it learns neither the
+    result nor that the job exists."""
+    if job is None or (job.get("caller") or ANONYMOUS.key_id) != caller.key_id:
+        raise NotFound(
+            f"no job {job_id!r} (unknown, or expired after REWARDHUB_JOB_TTL_S; without Redis, also "
+            "dropped past REWARDHUB_JOB_MAX_BYTES or lost with a restart)",
+            param="job_id",
+        )
+    return job

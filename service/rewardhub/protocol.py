@@ -21,7 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "INVALID_REASONS",
     "HealthResponse",
+    "JobList",
+    "JobState",
     "JobStatus",
+    "JobSummary",
     "ItemResult",
     "Reason",
     "ReadyResponse",
@@ -235,17 +238,39 @@ class HealthResponse(_Model):
     )
 
 
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
 class JobStatus(_Model):
     job_id: str
-    status: Literal["queued", "running", "succeeded", "failed"]
+    status: JobState = Field(
+        description="`queued`, `running`, then `succeeded`, `failed` or `cancelled` (DELETE /v1/jobs/{job_id})."
+    )
     created_at: float = Field(description="Unix time of submission.")
     started_at: float | None = None
-    finished_at: float | None = None
+    finished_at: float | None = Field(None, description="Unix time it succeeded, failed or was cancelled.")
     items: int
     result: ScoreResponse | None = Field(None, description="The scoring answer, once the job succeeded.")
     error: dict[str, JSONValue] | None = Field(
         None, description="`{type, message, param}` when the job failed."
     )
+
+
+class JobSummary(_Model):
+    """A job as ``GET /v1/jobs`` lists it: its status without its result (GET /v1/jobs/{job_id} has it)."""
+
+    job_id: str
+    status: JobState
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    items: int
+    error: dict[str, JSONValue] | None = None
+
+
+class JobList(_Model):
+    data: list[JobSummary] = Field(description="The caller's jobs, newest first.")
+    has_more: bool = Field(description="More jobs matched than `limit`.")
 
 
 class ReadyResponse(_Model):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
+import httpx
 import pytest
 
-from rewardhub.jobs import SUMMARY_FIELDS, JobStore, MemoryJobStore, RedisJobStore, body_digest
+from rewardhub.jobs import SUMMARY_FIELDS, JobRunner, JobStore, MemoryJobStore, RedisJobStore, body_digest
+from waiting import until
 
 BODY = b'{"reward": "math", "items": [{"response": "1"}]}'
 
@@ -128,3 +131,148 @@ async def test_a_store_lists_a_keys_own_jobs_newest_first_without_results(store:
         jobs, _ = await store.jobs_of("key:a", None, 20)
         assert [j["job_id"] for j in jobs] == ["job_a3", "job_a2", "job_a0"]
         assert await store.r.zscore(index, "job_a1") is None  # dropped from the index as it was met
+
+
+# --- the runner and the routes ---
+
+A, B = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
+QUICK = {
+    "reward": "math",
+    "items": [{"id": "x", "response": "\\boxed{\\frac{3}{6}}", "reference": "0.5"}],
+    "options": {"use_cache": False},
+}
+# One item that holds a scoring slot until its deadline (SymPy on a power tower), unless it is cancelled
+SLOW = {
+    "reward": "math",
+    "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}],
+    "options": {"timeout_s": 10, "use_cache": False},
+}
+
+
+async def finished(c: httpx.AsyncClient, job_id: str, headers: dict[str, str]) -> dict[str, Any]:
+    for _ in range(600):
+        job: dict[str, Any] = (await c.get(f"/v1/jobs/{job_id}", headers=headers)).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} not done: {job}")
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_delete_cancels_a_queued_and_a_running_job(
+    backend: str, make_app: Any, request: pytest.FixtureRequest
+) -> None:
+    """DELETE /v1/jobs/{id}: a running job's scoring is stopped and a queued job leaves the queue (its
+    place freed at once); both answer `cancelled`, and again for a retried DELETE. Another key's job is a
+    404 as for GET; a finished job is a 409 and keeps its result."""
+    redis_url = request.getfixturevalue("redis_server").url if backend == "redis" else None
+    settings = {"api_keys": "key-a,key-b", "job_concurrency": 1, "job_queue_max": 2, "redis_url": redis_url}
+    async with make_app(**settings) as c:
+        runner = c.app.state.jobs  # type: ignore[attr-defined]
+        running = (await c.post("/v1/jobs", json=SLOW, headers=A)).json()["job_id"]
+        await until(lambda: running in runner._scoring, "the slow job never started")
+        scoring = runner._scoring[running]
+        queued = (await c.post("/v1/jobs", json=QUICK, headers=A)).json()["job_id"]
+        full = await c.post("/v1/jobs", json=QUICK, headers=A)
+        assert full.status_code == 429, full.text  # REWARDHUB_JOB_QUEUE_MAX: the two above
+
+        for job_id in (queued, running):
+            other = await c.delete(f"/v1/jobs/{job_id}", headers=B)
+            assert other.status_code == 404 and other.json()["error"]["type"] == "not_found", other.text
+        gone = await c.delete(f"/v1/jobs/{queued}", headers=A)
+        assert gone.status_code == 200, gone.text
+        assert gone.json()["status"] == "cancelled" and gone.json()["started_at"] is None
+        room = await c.post("/v1/jobs", json=QUICK, headers=A)  # the cancelled job's place is free
+        assert room.status_code == 202, room.text
+
+        stopped = await c.delete(f"/v1/jobs/{running}", headers=A)
+        assert stopped.status_code == 200, stopped.text
+        assert stopped.json()["status"] == "cancelled" and stopped.json()["started_at"] is not None
+        await until(scoring.done, "the cancelled job's scoring went on")
+        assert scoring.cancelled()
+        again = await c.delete(f"/v1/jobs/{running}", headers=A)
+        assert again.status_code == 200 and again.json() == stopped.json()
+
+        # The worker goes on with the next job; the cancelled ones stay cancelled, without a result.
+        done = await finished(c, room.json()["job_id"], A)
+        assert done["status"] == "succeeded", done
+        for job_id in (queued, running):
+            job = (await c.get(f"/v1/jobs/{job_id}", headers=A)).json()
+            assert job["status"] == "cancelled" and job["result"] is None, job
+        late = await c.delete(f"/v1/jobs/{done['job_id']}", headers=A)
+        assert late.status_code == 409 and late.json()["error"]["type"] == "conflict", late.text
+        assert "succeeded" in late.json()["error"]["message"]
+        assert (await c.get(f"/v1/jobs/{done['job_id']}", headers=A)).json() == done
+        unknown = await c.delete("/v1/jobs/job_doesnotexist", headers=A)
+        assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found"
+
+
+async def test_a_job_cancelled_on_another_replica_stops_and_keeps_no_result(
+    make_app: Any, redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Redis, the DELETE can reach a replica that is not running the job: the job is cancelled at
+    once, the replica that runs it stops its scoring when it next reads the job, and writes nothing."""
+    from redis.asyncio import Redis
+
+    from rewardhub import jobs as jobs_module
+    from rewardhub.security import Caller
+
+    monkeypatch.setattr(jobs_module, "_CANCEL_POLL_S", 0.05)
+    redis = Redis.from_url(redis_server.url)
+    elsewhere = JobRunner(
+        RedisJobStore(redis, ttl_s=3600),
+        cast(Any, None),
+        cast(Any, None),
+        concurrency=1,
+        queue_max=8,
+        max_items=8,
+    )
+    try:
+        async with make_app(redis_url=redis_server.url, job_concurrency=1) as c:
+            runner = c.app.state.jobs  # type: ignore[attr-defined]
+            job_id = (await c.post("/v1/jobs", json=SLOW)).json()["job_id"]
+            await until(lambda: job_id in runner._scoring, "the slow job never started")
+            scoring = runner._scoring[job_id]
+            cancelled = await elsewhere.cancel(job_id, Caller("anonymous"))
+            assert cancelled["status"] == "cancelled"
+            await until(scoring.done, "the replica running the job did not stop it")
+            assert scoring.cancelled()
+            after = await c.post("/v1/jobs", json=QUICK)  # the worker is free for the next job
+            assert (await finished(c, after.json()["job_id"], {}))["status"] == "succeeded"
+            job = (await c.get(f"/v1/jobs/{job_id}")).json()
+            assert job["status"] == "cancelled" and job["result"] is None, job
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_get_jobs_lists_the_callers_own_jobs_newest_first(
+    backend: str, make_app: Any, request: pytest.FixtureRequest
+) -> None:
+    redis_url = request.getfixturevalue("redis_server").url if backend == "redis" else None
+    async with make_app(api_keys="key-a,key-b", redis_url=redis_url) as c:
+        mine = []
+        for _ in range(3):
+            mine.append((await c.post("/v1/jobs", json=QUICK, headers=A)).json()["job_id"])
+            await finished(c, mine[-1], A)
+        theirs = (await c.post("/v1/jobs", json=QUICK, headers=B)).json()["job_id"]
+
+        listed = await c.get("/v1/jobs", headers=A)
+        assert listed.status_code == 200, listed.text
+        body = listed.json()
+        assert [j["job_id"] for j in body["data"]][:3] == mine[::-1] and theirs not in listed.text
+        assert all(j["status"] == "succeeded" and "result" not in j for j in body["data"][:3]), body
+        two = (await c.get("/v1/jobs", params={"limit": 2}, headers=A)).json()
+        assert [j["job_id"] for j in two["data"]] == mine[:0:-1] and two["has_more"] is True
+        # (with Redis, key-a's jobs of the tests before are listed too: the same key in the same Redis)
+        cancelled = (await c.get("/v1/jobs", params={"status": "cancelled"}, headers=A)).json()["data"]
+        assert all(j["status"] == "cancelled" for j in cancelled) and not set(mine) & {
+            j["job_id"] for j in cancelled
+        }, cancelled
+        b = (await c.get("/v1/jobs", params={"status": "succeeded", "limit": 100}, headers=B)).json()
+        assert mine[0] not in str(b)
+        for bad in ({"limit": 0}, {"limit": 101}, {"status": "done"}):
+            refused = await c.get("/v1/jobs", params=bad, headers=A)
+            assert refused.status_code == 422, (bad, refused.text)
+            assert refused.json()["error"]["type"] == "invalid_request"
+        assert (await c.get("/v1/jobs")).status_code == 401

@@ -1,15 +1,16 @@
-"""``POST /v1/jobs`` and ``GET /v1/jobs/{job_id}``: asynchronous scoring with idempotency keys."""
+"""``POST /v1/jobs``, ``GET /v1/jobs/{job_id}``, ``DELETE /v1/jobs/{job_id}`` (cancel) and ``GET /v1/jobs``
+(the caller's jobs): asynchronous scoring with idempotency keys."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 
 from rewardhub import jsonutil
 from rewardhub.errors import ErrorResponse, NotConfigured, ServiceUnavailable
-from rewardhub.jobs import JobRunner
-from rewardhub.protocol import JobStatus, ScoreRequest
+from rewardhub.jobs import LIST_WINDOW, JobRunner
+from rewardhub.protocol import JobList, JobState, JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.routes.body import body_doc, json_body
 from rewardhub.routes.score import parse_score_request
@@ -88,3 +89,42 @@ async def submit_job(
 )
 async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
     return JSONBytesResponse(await jobs.get(job_id, caller))
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=JobStatus,
+    responses={
+        **_ERRORS,
+        409: {"model": ErrorResponse, "description": "The job has already succeeded or failed."},
+    },
+    summary="Cancel a job",
+    description=(
+        "A queued job leaves the queue; a running job's scoring is stopped (on whichever replica runs it) "
+        "and its result, should it still come, is dropped. Answers the job, `cancelled`, and the same for a "
+        "job already cancelled (a retried DELETE). A job that has already succeeded or failed is a 409: its "
+        "outcome stands. Another API key's job is a 404, as for GET."
+    ),
+)
+async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
+    return JSONBytesResponse(await jobs.cancel(job_id, caller))
+
+
+@router.get(
+    "/jobs",
+    response_model=JobList,
+    responses=_ERRORS,
+    summary="The caller's jobs",
+    description=(
+        "The jobs of the calling API key, newest first, without their results (GET /v1/jobs/{job_id} "
+        "has them), at most `limit`, of one `status` if given; `has_more` says whether more matched. "
+        f"Looks through the key's {LIST_WINDOW:,} newest jobs that have not expired (REWARDHUB_JOB_TTL_S)."
+    ),
+)
+async def list_jobs(
+    jobs: JobsDep,
+    caller: CallerDep,
+    status: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100, description="Most jobs to answer.")] = 20,
+) -> JSONBytesResponse:
+    return JSONBytesResponse(await jobs.jobs(caller, status, limit))
