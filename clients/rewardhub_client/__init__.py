@@ -1,6 +1,7 @@
 """rewardhub_client: typed HTTP client for a rewardhub service (depends only on httpx and pydantic).
 
-* :class:`RewardClient` / :class:`AsyncRewardClient` — score batches, list rewards, submit jobs;
+* :class:`RewardClient` / :class:`AsyncRewardClient` — score batches, list rewards, submit, list
+  and cancel jobs;
 * :mod:`rewardhub_client.trl` — a reward function for TRL's ``GRPOTrainer(reward_funcs=...)``;
 * :mod:`rewardhub_client.verl` — ``compute_score`` for verl's ``custom_reward_function``;
 * :mod:`rewardhub_client.slime` — ``reward_func`` for slime's ``--custom-rm-path``.
@@ -32,7 +33,10 @@ from rewardhub_client.errors import (
 from rewardhub_client.types import (
     INVALID_REASONS,
     ItemResult,
+    JobList,
+    JobState,
     JobStatus,
+    JobSummary,
     RewardCheck,
     RewardInfo,
     RewardSpec,
@@ -53,7 +57,10 @@ __all__ = [
     "Forbidden",
     "InvalidRequest",
     "ItemResult",
+    "JobList",
+    "JobState",
     "JobStatus",
+    "JobSummary",
     "LimitExceeded",
     "NotFound",
     "Overloaded",

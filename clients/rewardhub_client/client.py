@@ -61,6 +61,8 @@ from rewardhub_client.errors import (
 )
 from rewardhub_client.types import (
     ItemResult,
+    JobList,
+    JobState,
     JobStatus,
     RewardCheck,
     RewardInfo,
@@ -118,6 +120,10 @@ def _answer(resp: httpx.Response, parse: Callable[[bytes], T]) -> T:
             f"{resp.request.method} {resp.request.url.path} answered {resp.status_code} with a body that is "
             f"not the service's answer ({type(exc).__name__}); it starts {resp.content[:200]!r}"
         ) from None
+
+
+def _job_query(status: str | None, limit: int) -> dict[str, str | int]:
+    return {"limit": limit} if status is None else {"status": status, "limit": limit}
 
 
 def _reward_list(raw: bytes) -> list[RewardInfo]:
@@ -484,6 +490,18 @@ class RewardClient(_Base):
     def job(self, job_id: str) -> JobStatus:
         return _answer(self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
 
+    def cancel_job(self, job_id: str) -> JobStatus:
+        """Cancel a queued or running job: the job, ``cancelled`` (again for one already cancelled, so a
+        retry is safe). :class:`Conflict` when it has already succeeded or failed (``job()`` has its
+        outcome), :class:`NotFound` for an unknown job or another API key's."""
+        return _answer(self._request("DELETE", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
+
+    def list_jobs(self, status: JobState | None = None, limit: int = 20) -> JobList:
+        """This API key's jobs, newest first, without their results (at most ``limit``, 1-100; of one
+        ``status`` if given); ``has_more`` says whether more matched."""
+        resp = self._request("GET", "/v1/jobs", params=_job_query(status, limit))
+        return _answer(resp, JobList.model_validate_json)
+
     def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -779,6 +797,16 @@ class AsyncRewardClient(_Base):
 
     async def job(self, job_id: str) -> JobStatus:
         return _answer(await self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
+
+    async def cancel_job(self, job_id: str) -> JobStatus:
+        """As :meth:`RewardClient.cancel_job`."""
+        resp = await self._request("DELETE", f"/v1/jobs/{job_id}")
+        return _answer(resp, JobStatus.model_validate_json)
+
+    async def list_jobs(self, status: JobState | None = None, limit: int = 20) -> JobList:
+        """As :meth:`RewardClient.list_jobs`."""
+        resp = await self._request("GET", "/v1/jobs", params=_job_query(status, limit))
+        return _answer(resp, JobList.model_validate_json)
 
     async def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
         deadline = time.monotonic() + timeout_s

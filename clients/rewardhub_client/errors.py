@@ -16,7 +16,8 @@
         ├── Forbidden           403
         ├── NotFound            404 not_found
         │   └── UnknownReward   404 unknown_reward
-        ├── Conflict            409 (an Idempotency-Key reused with a different body)
+        ├── Conflict            409 (an Idempotency-Key reused with a different body; cancelling a
+        │                           job that has already succeeded or failed)
         ├── Overloaded          429 (carries retry_after_s)
         ├── ServiceUnavailable  503
         └── ServerError         other 5xx
@@ -186,7 +187,8 @@ class UnknownReward(NotFound):
 
 
 class Conflict(APIError):
-    """409: an Idempotency-Key was reused with a different request body."""
+    """409: an Idempotency-Key was reused with a different request body, or a job that has already
+    succeeded or failed was to be cancelled."""
 
 
 class Overloaded(APIError):

@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "INVALID_REASONS",
     "ItemResult",
+    "JobList",
+    "JobState",
     "JobStatus",
+    "JobSummary",
     "RewardCheck",
     "RewardInfo",
     "RewardSpec",
@@ -135,16 +138,43 @@ class RewardCheck(_Out):
     unavailable: list[UnavailablePart] = Field(default_factory=list)
 
 
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
 class JobStatus(_Out):
     job_id: str
-    status: Literal["queued", "running", "succeeded", "failed"]
+    status: JobState
     created_at: float
     started_at: float | None = None
-    finished_at: float | None = None
+    finished_at: float | None = None  # when it succeeded, failed or was cancelled
     items: int = 0
     result: ScoreResponse | None = None
     error: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
-        return self.status in ("succeeded", "failed")
+        """Whether the job has finished: succeeded, failed or cancelled (nothing changes it any more)."""
+        return self.status in ("succeeded", "failed", "cancelled")
+
+
+class JobSummary(_Out):
+    """A job as :meth:`~rewardhub_client.RewardClient.list_jobs` lists it: no result (``job()`` has it)."""
+
+    job_id: str
+    status: JobState
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    items: int = 0
+    error: dict[str, Any] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("succeeded", "failed", "cancelled")
+
+
+class JobList(_Out):
+    """The answer of ``GET /v1/jobs``: the caller's jobs, newest first."""
+
+    data: list[JobSummary]
+    has_more: bool = False

@@ -1,0 +1,97 @@
+"""The client's job calls: cancel_job and list_jobs, against the real service (async, in process) and on the
+wire (sync, httpx.MockTransport)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+import pytest
+
+from rewardhub_client import (
+    AsyncRewardClient,
+    Conflict,
+    JobList,
+    JobStatus,
+    NotFound,
+    RewardClient,
+)
+from waiting import until
+
+SLOW = [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}]  # holds its slot until cancelled
+QUICK = [{"id": "x", "response": "\\boxed{4}", "reference": "4"}]
+
+
+async def test_async_client_cancels_and_lists_its_jobs(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    async with make_app(api_keys="key-a,key-b", job_concurrency=1) as app:
+        transport = httpx.ASGITransport(app=app.app)  # type: ignore[attr-defined]
+        runner = app.app.state.jobs  # type: ignore[attr-defined]
+        async with (
+            AsyncRewardClient("http://rewardhub.test", api_key="key-a", transport=transport) as a,
+            AsyncRewardClient("http://rewardhub.test", api_key="key-b", transport=transport) as b,
+        ):
+            slow = await a.submit_job(SLOW, "math", options={"timeout_s": 10, "use_cache": False})
+            await until(lambda: slow.job_id in runner._scoring, "the slow job never started")
+            quick = await a.submit_job(QUICK, "math")
+            listed = await a.list_jobs()
+            assert isinstance(listed, JobList) and not listed.has_more
+            assert [j.job_id for j in listed.data] == [quick.job_id, slow.job_id]
+            assert [j.status for j in listed.data] == ["queued", "running"]
+            assert (await a.list_jobs(status="running")).data[0].job_id == slow.job_id
+            assert (await a.list_jobs(limit=1)).has_more
+            assert (await b.list_jobs()).data == []
+            with pytest.raises(NotFound):
+                await b.cancel_job(slow.job_id)
+
+            cancelled = await a.cancel_job(slow.job_id)
+            assert isinstance(cancelled, JobStatus) and cancelled.status == "cancelled" and cancelled.done
+            assert (await a.cancel_job(slow.job_id)).status == "cancelled"  # a retry is safe
+            done = await a.wait_job(quick.job_id, timeout_s=30)
+            assert done.status == "succeeded"
+            with pytest.raises(Conflict, match="succeeded"):
+                await a.cancel_job(quick.job_id)
+            finished = (await a.list_jobs(status="cancelled")).data
+            assert [j.job_id for j in finished] == [slow.job_id] and finished[0].done
+
+
+def test_sync_client_sends_delete_and_the_list_query() -> None:
+    seen: list[httpx.Request] = []
+    job = {"job_id": "job_1", "status": "cancelled", "created_at": 1.0, "finished_at": 2.0, "items": 1}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "DELETE":
+            return httpx.Response(200, json=job)
+        return httpx.Response(200, json={"data": [job], "has_more": True})
+
+    with RewardClient("http://svc", api_key="k", transport=httpx.MockTransport(handler)) as c:
+        cancelled = c.cancel_job("job_1")
+        listed = c.list_jobs(status="cancelled", limit=1)
+        everything = c.list_jobs()
+    assert cancelled.status == "cancelled" and cancelled.done and cancelled.finished_at == 2.0
+    assert listed.has_more and listed.data[0].job_id == "job_1" and listed.data[0].done
+    assert everything.data[0].status == "cancelled"
+    assert [(r.method, r.url.path, dict(r.url.params)) for r in seen] == [
+        ("DELETE", "/v1/jobs/job_1", {}),
+        ("GET", "/v1/jobs", {"status": "cancelled", "limit": "1"}),
+        ("GET", "/v1/jobs", {"limit": "20"}),
+    ]
+    assert all(r.headers["authorization"] == "Bearer k" for r in seen)
+
+
+def test_a_finished_job_cannot_be_cancelled_from_the_sync_client() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        error: dict[str, Any] = {
+            "message": "job 'job_1' has already succeeded",
+            "type": "conflict",
+            "param": "job_id",
+            "code": 409,
+        }
+        return httpx.Response(409, json={"error": error})
+
+    with RewardClient("http://svc", transport=httpx.MockTransport(handler)) as c, pytest.raises(Conflict):
+        c.cancel_job("job_1")
