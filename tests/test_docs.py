@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from rewardhub.config import Settings
+from waiting import until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,3 +234,57 @@ async def test_python_examples_answer_as_shown(
     assert r.json()["results"][0]["score"] == float(printed.group(1))
     assert resp.scores == json.loads(scores.group(1))
     assert resp.results[0].details["extracted"] == extracted.group(1)
+
+
+async def test_jobs_examples_answer_as_shown(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    """The README's Async jobs example, its GET, list and DELETE lines sent in order to a fresh service, the
+    job id filled in: a finished job polled, a running one listed and then cancelled. Each answers the
+    status code and the `status` it shows, and the list's shown keys."""
+    readme = (ROOT / "README.md").read_text()
+    block = _fenced_block(readme, "## Async jobs", "bash").replace("\\\n", " ")
+    lines = block.splitlines()
+    calls = []  # (method, path, shown comment) of each curl line but the submission
+    for i, line in enumerate(lines):
+        call = re.match(r"curl -s (?:-X (\w+) )?'?localhost:8000(\S+?)'?(?:\s+#\s*(.*))?$", line.strip())
+        if call is None or call.group(1) == "POST":
+            continue
+        shown = call.group(3)  # on the line, or on a comment line of its own after it
+        if shown is None and i + 1 < len(lines) and lines[i + 1].startswith("#"):
+            shown = lines[i + 1].removeprefix("#").strip()
+        calls.append((call.group(1) or "GET", call.group(2), shown or ""))
+    assert [(m, p.split("?")[0]) for m, p, _ in calls] == [
+        ("GET", "/v1/jobs/job_…"),
+        ("GET", "/v1/jobs"),
+        ("DELETE", "/v1/jobs/job_…"),
+    ], calls
+    slow = {
+        "reward": "math",
+        "items": [{"response": "\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "reference": "4"}],
+        "options": {"timeout_s": 10, "use_cache": False},
+    }
+    quick = {"reward": "math", "items": [{"response": "\\boxed{4}", "reference": "4"}]}
+    async with make_app(job_concurrency=2) as client:
+        runner = client.app.state.jobs  # type: ignore[attr-defined]
+        done = (await client.post("/v1/jobs", json=quick)).json()["job_id"]
+        await until(lambda: done not in runner._queued, "the quick job did not finish")
+        running = (await client.post("/v1/jobs", json=slow)).json()["job_id"]
+        await until(lambda: running in runner._scoring, "the slow job never started")
+        for method, path, shown in calls:
+            status = re.search(r'"status": "(\w+)"', shown)
+            assert status, shown
+            job_id = done if status.group(1) == "succeeded" else running
+            r = await client.request(method, path.replace("job_…", job_id))
+            code = re.match(r"(\d{3}) ", shown)
+            assert r.status_code == (int(code.group(1)) if code else 200), (method, path, r.text)
+            answer = r.json()
+            if "data" in answer:
+                assert [j["job_id"] for j in answer["data"]] == [running], answer
+                entry = answer["data"][0]
+                for key in re.findall(r'"(\w+)": ', shown.split('"data": [{', 1)[1].split("}]")[0]):
+                    assert key in entry, (key, entry)
+                assert entry["status"] == status.group(1)
+                assert answer["has_more"] is ('"has_more": true' in shown)
+            else:
+                assert answer["status"] == status.group(1), answer

@@ -11,7 +11,8 @@ nothing below is ever raised for a single bad item::
     ├── NotFound                   404 not_found
     ├── Unauthorized               401 unauthorized
     ├── Forbidden                  403 forbidden
-    ├── Conflict                   409 conflict         (an Idempotency-Key reused with another body)
+    ├── Conflict                   409 conflict         (an Idempotency-Key reused with another body;
+    │                                                    cancelling a job that has already finished)
     ├── Overloaded                 429 overloaded       (carries Retry-After)
     └── ServiceUnavailable         503 unavailable
 
@@ -116,7 +117,8 @@ class Forbidden(RewardHubError):
 
 
 class Conflict(RewardHubError):
-    """The request conflicts with earlier state (an Idempotency-Key reused with a different body)."""
+    """The request conflicts with earlier state (an Idempotency-Key reused with a different body, a cancel
+    of a job that has already succeeded or failed)."""
 
     status_code = 409
     error_type = "conflict"
