@@ -32,7 +32,6 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
-from itertools import chain
 from typing import Any, Protocol, cast
 
 import orjson
@@ -163,6 +162,8 @@ class MemoryJobStore:
         self.max_bytes = max_bytes
         self._finished: dict[str, int] = {}  # finished job -> its size in bytes, oldest first
         self._finished_bytes = 0
+        # API key -> its newest LIST_WINDOW job ids, oldest first (GET /v1/jobs reads no more than these)
+        self._by_caller: dict[str, dict[str, None]] = {}
 
     async def create(self, job: dict[str, Any], body: bytes, idem: str | None) -> tuple[dict[str, Any], bool]:
         digest = job["body_sha256"]
@@ -180,6 +181,10 @@ class MemoryJobStore:
         self._open[job["job_id"]] = job
         self._bodies[job["job_id"]] = body
         self._pending[job["job_id"]] = None
+        mine = self._by_caller.setdefault(job.get("caller") or ANONYMOUS_KEY_ID, {})
+        mine[job["job_id"]] = None
+        if len(mine) > LIST_WINDOW:
+            del mine[next(iter(mine))]
         return job, True
 
     async def find(self, idem: str, digest: str) -> dict[str, Any] | None:
@@ -227,14 +232,16 @@ class MemoryJobStore:
         return cancelled
 
     async def jobs_of(self, caller: str, status: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
-        found = (self._jobs.get(job_id) for job_id in list(self._jobs))  # (an expired one is None)
-        mine = [
-            job
-            for job in chain(self._open.values(), found)
-            if job is not None and (job.get("caller") or ANONYMOUS_KEY_ID) == caller
-        ]
+        ids = self._by_caller.get(caller, {})
+        mine = []
+        for job_id in list(ids):
+            job = self._open.get(job_id) or self._jobs.get(job_id)
+            if job is None:  # expired, or dropped past max_bytes
+                del ids[job_id]
+            else:
+                mine.append(job)
         mine.sort(key=lambda job: job["created_at"], reverse=True)
-        picked = [summary(job) for job in mine[:LIST_WINDOW] if status is None or job["status"] == status]
+        picked = [summary(job) for job in mine if status is None or job["status"] == status]
         return picked[:limit], len(picked) > limit
 
     def _keep_within_budget(self, job_id: str, size: int) -> None:

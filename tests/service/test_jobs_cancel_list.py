@@ -133,6 +133,25 @@ async def test_a_store_lists_a_keys_own_jobs_newest_first_without_results(store:
         assert await store.r.zscore(index, "job_a1") is None  # dropped from the index as it was met
 
 
+async def test_a_store_lists_within_a_keys_newest_jobs(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing looks through the key's LIST_WINDOW newest jobs, and that is all its index keeps: a key
+    with a job a second for a day does not make each listing read (or the index hold) 86,400 entries."""
+    from rewardhub import jobs as jobs_module
+
+    monkeypatch.setattr(jobs_module, "LIST_WINDOW", 3)
+    for n in range(5):
+        await store.create(new_job(f"job_n{n}", caller="key:many", created_at=300.0 + n), BODY, None)
+    jobs, more = await store.jobs_of("key:many", None, 20)
+    assert [j["job_id"] for j in jobs] == ["job_n4", "job_n3", "job_n2"] and not more
+    assert await store.get("job_n0") is not None  # (the job itself is not touched)
+    if isinstance(store, RedisJobStore):
+        assert await store.r.zcard(store._k("jobs-of", "key:many")) == 3
+    else:
+        assert list(store._by_caller["key:many"]) == ["job_n2", "job_n3", "job_n4"]
+
+
 # --- the runner and the routes ---
 
 A, B = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
