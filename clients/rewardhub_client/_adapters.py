@@ -17,7 +17,14 @@ from pydantic import BaseModel
 from rewardhub_client.errors import RewardHubClientError
 from rewardhub_client.types import ItemResult
 
-__all__ = ["env_flag", "failure_mode", "partial_or_raise", "token_ids_keys", "warn_once"]
+__all__ = [
+    "env_flag",
+    "failure_mode",
+    "partial_or_raise",
+    "token_count_keys",
+    "token_ids_keys",
+    "warn_once",
+]
 
 _OFF = ("0", "false", "no", "off")
 _warn_lock = threading.Lock()
@@ -61,22 +68,14 @@ def warn_once(warned: list[bool], message: str, stacklevel: int = 1) -> None:
         warnings.warn(message, stacklevel=stacklevel + 1)
 
 
-def token_ids_keys(*specs: Any) -> frozenset[str]:
-    """The ``metadata`` keys under which a reward spec (a name, a spec object or mapping, a config; any
-    part of it, at any depth) reads the completion's token ids: each config with ``unit: token_ids``
-    (``repetition``), under its ``token_ids_key`` (default ``completion_ids``). Empty for a spec that
-    reads none: the ids, about one and a half times the text's size as JSON, are sent only where a
-    reward reads them (the token count, a number, always goes)."""
-    keys: set[str] = set()
+def _walk_configs(specs: tuple[Any, ...], visit: Any) -> None:
+    """Call ``visit`` on every mapping in the specs (pydantic models dumped), at any depth."""
 
     def walk(value: Any) -> None:
         if isinstance(value, BaseModel):
             value = value.model_dump()
         if isinstance(value, Mapping):
-            if value.get("unit") == "token_ids":
-                key = value.get("token_ids_key", "completion_ids")
-                if isinstance(key, str):
-                    keys.add(key)
+            visit(value)
             for v in value.values():
                 walk(v)
         elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -85,4 +84,37 @@ def token_ids_keys(*specs: Any) -> frozenset[str]:
 
     for spec in specs:
         walk(spec)
+
+
+def token_count_keys(*specs: Any) -> frozenset[str]:
+    """The ``metadata`` keys under which a reward spec reads the completion's token count: always
+    ``completion_tokens`` (``length``'s and ``group_length``'s default), and any other
+    ``token_count_key`` a config in the spec names (the count was sent under the default only, so a
+    spec naming its own key read no count: ``missing_reference`` on every item)."""
+    keys = {"completion_tokens"}
+
+    def visit(value: Mapping[str, Any]) -> None:
+        key = value.get("token_count_key")
+        if isinstance(key, str) and key:
+            keys.add(key)
+
+    _walk_configs(specs, visit)
+    return frozenset(keys)
+
+
+def token_ids_keys(*specs: Any) -> frozenset[str]:
+    """The ``metadata`` keys under which a reward spec (a name, a spec object or mapping, a config; any
+    part of it, at any depth) reads the completion's token ids: each config with ``unit: token_ids``
+    (``repetition``), under its ``token_ids_key`` (default ``completion_ids``). Empty for a spec that
+    reads none: the ids, about one and a half times the text's size as JSON, are sent only where a
+    reward reads them (the token count, a number, always goes)."""
+    keys: set[str] = set()
+
+    def visit(value: Mapping[str, Any]) -> None:
+        if value.get("unit") == "token_ids":
+            key = value.get("token_ids_key", "completion_ids")
+            if isinstance(key, str):
+                keys.add(key)
+
+    _walk_configs(specs, visit)
     return frozenset(keys)

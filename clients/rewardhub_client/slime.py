@@ -70,7 +70,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, warn_once
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, token_count_keys, warn_once
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.prompts import prompt_text
@@ -232,7 +232,7 @@ def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
         reference=reference,
         reward=spec,
         group=group,
-        metadata={"completion_tokens": tokens} if counted else None,
+        metadata=dict.fromkeys(token_count_keys(spec), tokens) if counted else None,
     )
 
 

@@ -58,7 +58,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from rewardhub_client._adapters import partial_or_raise, token_ids_keys, warn_once
+from rewardhub_client._adapters import partial_or_raise, token_count_keys, token_ids_keys, warn_once
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -300,6 +300,8 @@ def make_reward_func(
     with_calls = _reads_tool_calls(reward) or _reads_tool_calls(config)
     # a reward counting n-grams of token ids (repetition with unit: token_ids) reads them from metadata
     ids_keys = token_ids_keys(reward, config)
+    # the token count goes under completion_tokens and any other token_count_key the spec names
+    count_keys = token_count_keys(reward, config)
     owned: list[AsyncRewardClient] = []  # the client this function made (none when given one)
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
@@ -375,7 +377,7 @@ def make_reward_func(
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             ptext = prompt_text(prompt)
             group = f"trl-{call}-{group_of[i]}"
-            metadata: dict[str, Any] = {"completion_tokens": tokens[i]} if tokens is not None else {}
+            metadata: dict[str, Any] = dict.fromkeys(count_keys, tokens[i]) if tokens is not None else {}
             if ids is not None:
                 metadata.update(dict.fromkeys(ids_keys, ids[i]))
             items.append(

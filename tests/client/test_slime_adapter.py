@@ -274,6 +274,11 @@ def test_token_counting_rewards_get_the_responses_token_counts(live_server_facto
         assert [s.remove_sample for s in samples] == [False, False, False]
         one = Sample(response="r", response_length=9)
         assert asyncio.run(slime.reward_func(None, one)) == -0.75 and not one.remove_sample
+        # a spec naming its own token_count_key gets the count there too (was completion_tokens only)
+        config = {**overlong["config"], "token_count_key": "n_tokens"}
+        slime.configure(server.url, default_reward={"name": "length", "config": config})
+        samples = [Sample(group_index=0, response="r", response_length=n) for n in (3, 12)]
+        assert asyncio.run(slime.reward_func(None, samples)) == [0.0, -1.0]
 
 
 def test_a_reference_column_without_a_spec_gives_its_reference(live_server_factory: Any) -> None:

@@ -396,6 +396,14 @@ async def test_token_counting_rewards_get_the_completions_token_counts(client: h
         assert scores == [0.0, -0.5, -1.0]
         # a caller that passes no token ids (not TRL): nothing to send, the items say what is missing
         assert await reward(prompts=["Count."], completions=["one"]) == [None]
+        # a spec that names its own token_count_key gets the count there too (it was sent under
+        # completion_tokens only: every item missing_reference)
+        own_key = {"name": "length", "config": {**overlong["config"], "token_count_key": "n_tokens"}}
+        reward = make_reward_func(service, own_key, reference_column=None)
+        scores = await reward(
+            prompts=["Count."] * 2, completions=["a", "b"], completion_ids=[[1, 2, 3], [4] * 12]
+        )
+        assert scores == [0.0, -1.0]
 
 
 class _Recording(httpx.AsyncBaseTransport):

@@ -653,6 +653,7 @@ def test_a_reward_counting_token_ids_gets_the_completions_ids() -> None:
         ("repetition", by_ids, "completion_ids"),
         ("composite", nested, "ids"),
         ("repetition", {"ngram_size": 2}, None),  # words: the text is read, the ids are not sent
+        ("length", {"token_count_key": "n_tokens"}, "n_tokens"),  # its own count key: the count there too
     ):
         sent.clear()
         reward = RewardConfig(url="http://rewards.test", name=name, config=config)
@@ -662,6 +663,8 @@ def test_a_reward_counting_token_ids_gets_the_completions_ids() -> None:
         finally:
             dispatcher.close()
         expected = [{"completion_tokens": 3, "truncated": False}, {"completion_tokens": 1, "truncated": True}]
-        if extra is not None:
+        if extra == "n_tokens":
+            expected[0][extra], expected[1][extra] = 3, 1
+        elif extra is not None:
             expected[0][extra], expected[1][extra] = [5, 5, 5], [7]
         assert sent == expected, name

@@ -54,7 +54,7 @@ from rewardhub_client import (
     TransportError,
     UnknownReward,
 )
-from rewardhub_client._adapters import token_ids_keys
+from rewardhub_client._adapters import token_count_keys, token_ids_keys
 from rewardhub_client.errors import cannot_run
 from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
@@ -83,9 +83,14 @@ class Group:
     results: list[ItemResult] = field(default_factory=list)
     response_prefix: str = ""  # the part of the reply the prompt already wrote (data.response_prefix)
 
-    def items(self, token_ids_keys: Collection[str] = ()) -> list[ScoreItem]:
+    def items(
+        self,
+        token_ids_keys: Collection[str] = (),
+        token_count_keys: Collection[str] = ("completion_tokens",),
+    ) -> list[ScoreItem]:
         """The completions as items; ``token_ids_keys``: the metadata keys under which the reward reads
-        their token ids (:func:`rewardhub_client._adapters.token_ids_keys`), none by default."""
+        their token ids (:func:`rewardhub_client._adapters.token_ids_keys`), none by default;
+        ``token_count_keys``: those of their token count (:func:`~rewardhub_client._adapters.token_count_keys`)."""
         return [
             ScoreItem(
                 id=f"{self.group_id}/{j}",
@@ -94,7 +99,7 @@ class Group:
                 response=self.response_prefix + c.text,
                 reference=self.problem.reference,
                 metadata={
-                    "completion_tokens": len(c.completion_ids),
+                    **dict.fromkeys(token_count_keys, len(c.completion_ids)),
                     "truncated": c.truncated,
                     **dict.fromkeys(token_ids_keys, c.completion_ids),
                 },
@@ -184,6 +189,7 @@ class RewardDispatcher:
         # where the reward reads the completions' token ids (repetition with unit: token_ids), if anywhere:
         # sent only then, being about one and a half times the text
         self.token_ids_keys = token_ids_keys(config.config)
+        self.token_count_keys = token_count_keys(config.config)
         self.run_id = uuid.uuid4().hex[:8]
         self.wait_s = 0.0
         self.requests = 0
@@ -217,7 +223,7 @@ class RewardDispatcher:
 
     def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
         """Send these whole groups in one request; returns immediately (the request is in flight)."""
-        items = [it for g in groups for it in g.items(self.token_ids_keys)]
+        items = [it for g in groups for it in g.items(self.token_ids_keys, self.token_count_keys)]
         options: dict[str, Any] = {"use_cache": self.config.use_cache, "include_details": False}
         if self.config.item_timeout_s is not None:
             options["timeout_s"] = self.config.item_timeout_s
