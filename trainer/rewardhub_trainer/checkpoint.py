@@ -84,7 +84,10 @@ def load_checkpoint(
         )
     device = next(model.parameters()).device
     model.load_state_dict({k: v.to(device) for k, v in weights.items()}, strict=False)
-    opt = torch.load(path / "optimizer.pt", weights_only=True)
+    # Read onto the CPU: the moments are saved on the device that trained (cuda:1, say), which the host
+    # that resumes may not have (another GPU count, a CPU-only host); load_state_dict then moves each
+    # moment to its parameter's device, wherever the model is now.
+    opt = torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
     optimizer.load_state_dict(opt["optimizer"])
     rng = torch.load(path / "rng.pt", weights_only=False)  # our own file: python's RNG state is a tuple
     torch.set_rng_state(rng["torch"])

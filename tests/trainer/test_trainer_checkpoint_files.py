@@ -1,0 +1,55 @@
+"""What a resume reads back from the run directory: the checkpoint's files and metrics.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.serialization
+
+from rewardhub_trainer.checkpoint import load_checkpoint, save_checkpoint
+
+
+def _trained_linear(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def test_a_checkpoint_written_on_a_gpu_resumes_where_that_device_is_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """optimizer.pt holds the AdamW moments on the device that trained (``cuda:1``, say), and torch.load
+    restores a tensor onto its saved device unless told otherwise: a resume on a host without that device
+    (another GPU count, ``model.device: cuda`` where the run had ``cuda:1``, a CPU-only host) stopped with
+    "Attempting to deserialize object on a CUDA device". Found in review. The file is written here exactly
+    as on a GPU (its storages tagged ``cuda:1``, what torch.save records for them) on a CPU-only host; the
+    moments are now read onto the CPU and moved to the parameters' device by ``load_state_dict``."""
+    model, opt = _trained_linear(0)
+    save = torch.save
+
+    def save_as_on_gpu(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(f).name != "optimizer.pt":  # the RNG states are CPU tensors on a GPU host too
+            save(obj, f, *args, **kwargs)
+            return
+        with monkeypatch.context() as m:
+            m.setattr(torch.serialization, "location_tag", lambda storage: "cuda:1")
+            save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save_as_on_gpu)
+    ckpt = save_checkpoint(tmp_path, 1, model, opt, {"data_position": 4})
+    monkeypatch.setattr(torch, "save", save)
+    fresh, fresh_opt = _trained_linear(1)
+    state = load_checkpoint(ckpt, fresh, fresh_opt)
+    assert state["step"] == 1 and state["data_position"] == 4
+    saved, loaded = opt.state_dict()["state"], fresh_opt.state_dict()["state"]
+    for k in saved:
+        for name in ("exp_avg", "exp_avg_sq"):
+            assert loaded[k][name].device == torch.device("cpu")
+            assert torch.equal(loaded[k][name], saved[k][name])
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters(), strict=True))
