@@ -53,3 +53,34 @@ def test_a_checkpoint_written_on_a_gpu_resumes_where_that_device_is_absent(
             assert loaded[k][name].device == torch.device("cpu")
             assert torch.equal(loaded[k][name], saved[k][name])
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(
+    "torn",
+    ['{"step": 4, "reward": 0.5, "los', "\x00" * 37],
+    ids=["cut-row", "zero-filled"],
+)
+def test_a_row_the_stopped_run_left_half_written_does_not_keep_it_from_resuming(
+    tmp_path: Path, torn: str
+) -> None:
+    """A run is resumed after it was stopped: killed, preempted, out of disk, any of which can leave the
+    last line of metrics.jsonl or samples.jsonl half written (a cut row; after a host crash, a tail of
+    zero bytes). Cutting the files back to the checkpoint's step parsed every line, and the torn one
+    raised: the run could not resume until the file was edited by hand. Found in review. A line that is
+    not a whole row is dropped with the rows past the checkpoint."""
+    from rewardhub_trainer.metrics import MetricsWriter, read_metrics
+
+    rows = "".join(f'{{"step": {k}, "reward": 0.{k}}}\n' for k in (1, 2, 3))
+    for name in ("metrics.jsonl", "samples.jsonl"):
+        (tmp_path / name).write_bytes((rows + torn).encode())
+    writer = MetricsWriter(tmp_path, tensorboard=False, resume_step=2)
+    writer.log(3, {"reward": 0.9})
+    writer.close()
+    assert read_metrics(tmp_path) == [
+        {"step": 1, "reward": 0.1},
+        {"step": 2, "reward": 0.2},
+        {"step": 3, "reward": 0.9},
+    ]
+    assert (
+        tmp_path / "samples.jsonl"
+    ).read_text() == '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n'

@@ -54,12 +54,23 @@ class MetricsWriter:
 
 
 def _truncate_after(path: Path, step: int) -> None:
+    """Keep the rows up to ``step`` (the checkpoint's). A line that is not a row is the torn tail of a
+    write the stopped run did not finish (killed, preempted, disk full: resuming is what follows those),
+    not a row: dropped with the rows past the checkpoint, not an error that keeps the run from resuming."""
     if not path.exists():
         return
-    keep = [
-        line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step
-    ]
+    keep = [line for line in path.read_text().splitlines() if _step(line) <= step]
     path.write_text("".join(line + "\n" for line in keep))
+
+
+def _step(line: str) -> float:
+    """A row's step; infinity (never kept) for a line that is not a whole row."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return math.inf
+    step = row.get("step") if isinstance(row, dict) else None
+    return float(step) if isinstance(step, int) else math.inf
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
