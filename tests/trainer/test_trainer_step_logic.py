@@ -329,6 +329,37 @@ def test_a_misspelt_gdpo_weight_stops_the_run_at_its_first_batch(
     assert weights == [1.0, 0.0]
 
 
+def test_a_misspelt_gdpo_component_stops_the_run_at_its_first_batch(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """An explicit ``gdpo_components`` entry the service does not return was read as "null in every
+    item": no signal from it, with nothing said. With every entry misspelt each advantage was exactly 0
+    and the run trained on nothing (no sequence forwarded, no update) for all its steps; with one, the
+    intended component was left out of the advantages. The config check only compares gdpo_weights with
+    the list, and the check against the service's answer covered gdpo_weights alone. Found in review."""
+    trainer = make_trainer(estimator="gdpo", gdpo_components=["a", "bb"])
+    with pytest.raises(ValueError, match=r"gdpo_components names \['bb'\].*components are \['a', 'b'\]"):
+        trainer._advantages([group(0, TIED_TOTALS[:3])])
+    # valid items without a single component: nothing it names is returned
+    trainer = make_trainer(estimator="gdpo", gdpo_components=["a"])
+    with pytest.raises(ValueError, match=r"gdpo_components names \['a'\].*components are \[\]"):
+        trainer._advantages([group(0, [(1.0, True, {}), (0.0, True, {})])])
+    # a batch of invalid items without components says nothing yet: masked, the check waits
+    trainer = make_trainer(estimator="gdpo", gdpo_components=["bb"])
+    adv, _ = trainer._advantages([group(0, [(None, False, {})] * 3)])
+    assert not adv.mask.any()
+    with pytest.raises(ValueError, match=r"gdpo_components names \['bb'\]"):
+        trainer._advantages([group(0, TIED_TOTALS[:3])])
+    # named sub-components ('a.b', left out by default) and components null in the whole batch are
+    # returned: no error, and the advantages are those of the named components
+    parts: list[Result] = [
+        (1.0, True, {"a": 1.0, "a.x": 1.0, "c": None}),
+        (0.0, True, {"a": 0.0, "a.x": 0.0, "c": None}),
+    ]
+    adv, _ = make_trainer(estimator="gdpo", gdpo_components=["a.x", "c"])._advantages([group(0, parts)])
+    assert adv.values[0, 0] > 0 > adv.values[0, 1]
+
+
 def test_gdpo_a_batch_with_no_valid_item_trains_on_nothing(make_trainer: Callable[..., Trainer]) -> None:
     """A batch in which every item came back invalid without components (each one past its deadline,
     say) stopped a gdpo run with "gdpo needs reward components, and the service returned none", where

@@ -217,10 +217,21 @@ class Trainer:
         """GDPO's ``[B, G, K]`` reward components and their weights."""
         alg = self.config.algorithm
         names = alg.gdpo_components or _top_level_components(groups, required)
-        if required and names and not self._gdpo_weights_checked:
-            # Once, on the first batch with components: a misspelt weight would silently leave its
-            # component at weight 1 (and the intended one at its default) for the whole run. Explicit
-            # gdpo_components are checked when the config loads.
+        returned = sorted({k for g in groups for r in g.results for k in r.components})
+        answered = bool(returned) or any(r.valid for g in groups for r in g.results)
+        if required and answered and not self._gdpo_weights_checked:
+            # Once, on the first batch the service answered with components (or with a valid item): a
+            # misspelt name would silently be "null in every item" for the whole run: an explicit
+            # component no signal at all (every one misspelt: every advantage 0, nothing trained on),
+            # a weight left at 1 on its component (and the intended one at its default). That the
+            # weights name listed components is checked when the config loads; that the listed
+            # components exist, only here.
+            missing = sorted(set(alg.gdpo_components or ()) - set(returned))
+            if missing:
+                raise ValueError(
+                    f"algorithm.gdpo_components names {missing}, which the reward service does not "
+                    f"return; its components are {returned}"
+                )
             unknown = sorted(set(alg.gdpo_weights) - set(names))
             if unknown:
                 raise ValueError(
