@@ -360,6 +360,30 @@ def test_a_misspelt_gdpo_component_stops_the_run_at_its_first_batch(
     assert adv.values[0, 0] > 0 > adv.values[0, 1]
 
 
+def test_gdpo_dynamic_sampling_checks_the_components_before_it_drops_groups(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Dynamic sampling looks at the components before the advantages do, and it looked without the
+    checks: a misspelt gdpo_components entry, or a reward with no components at all, made every group
+    "no signal" there, so every group was dropped, the advantages (where the errors are raised) were
+    never computed, and the run trained on nothing with nothing said, where without dynamic sampling it
+    stops at its first batch. Found in review."""
+    trainer = make_trainer(
+        estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1, gdpo_components=["bb"]
+    )
+    with pytest.raises(ValueError, match=r"gdpo_components names \['bb'\]"):
+        trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]
+    trainer = make_trainer(estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1)
+    no_components: list[Result] = [(float(k % 2), True, {}) for k in range(6)]
+    with pytest.raises(ValueError, match="gdpo needs reward components"):
+        trainer._collect(CannedDispatcher([no_components]))  # type: ignore[arg-type]
+    trainer = make_trainer(
+        estimator="gdpo", dynamic_sampling=True, max_sampling_rounds=1, gdpo_weights={"bb": 1.0}
+    )
+    with pytest.raises(ValueError, match=r"gdpo_weights names \['bb'\]"):
+        trainer._collect(CannedDispatcher([TIED_TOTALS]))  # type: ignore[arg-type]
+
+
 def test_gdpo_a_batch_with_no_valid_item_trains_on_nothing(make_trainer: Callable[..., Trainer]) -> None:
     """A batch in which every item came back invalid without components (each one past its deadline,
     say) stopped a gdpo run with "gdpo needs reward components, and the service returned none", where

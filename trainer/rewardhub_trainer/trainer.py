@@ -207,19 +207,20 @@ class Trainer:
         scores = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         if self.config.algorithm.estimator != "gdpo":
             return zero_variance_groups(scores)
-        comps, weights = self._gdpo_components(groups, required=False)  # none at all: no signal
+        # with the checks of the components the advantages make: dynamic sampling looks first, and a
+        # misspelt or absent component, no signal in any group, would have every group dropped before
+        # the advantages ever saw one (all-invalid groups without components: no signal, no error)
+        comps, weights = self._gdpo_components(groups)
         comps = torch.where(torch.isnan(scores).unsqueeze(-1), math.nan, comps)  # invalid: no signal
         return zero_variance_groups(comps[..., [k for k, w in enumerate(weights) if w != 0]])
 
-    def _gdpo_components(
-        self, groups: list[Group], required: bool = True
-    ) -> tuple[torch.Tensor, list[float]]:
+    def _gdpo_components(self, groups: list[Group]) -> tuple[torch.Tensor, list[float]]:
         """GDPO's ``[B, G, K]`` reward components and their weights."""
         alg = self.config.algorithm
-        names = alg.gdpo_components or _top_level_components(groups, required)
+        names = alg.gdpo_components or _top_level_components(groups)
         returned = sorted({k for g in groups for r in g.results for k in r.components})
         answered = bool(returned) or any(r.valid for g in groups for r in g.results)
-        if required and answered and not self._gdpo_weights_checked:
+        if answered and not self._gdpo_weights_checked:
             # Once, on the first batch the service answered with components (or with a valid item): a
             # misspelt name would silently be "null in every item" for the whole run: an explicit
             # component no signal at all (every one misspelt: every advantage 0, nothing trained on),
