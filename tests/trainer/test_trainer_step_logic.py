@@ -699,3 +699,38 @@ def test_unknown_sampler_logprobs_are_recomputed_with_the_policy(
     assert math.isfinite(stats["loss"]) and math.isfinite(stats["grad_norm"])
     assert math.isnan(stats["logprob_mismatch"])
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+
+
+class CountingDispatcher(CannedDispatcher):
+    """Canned answers, with what the run loop reads of a dispatcher between steps."""
+
+    wait_s = 0.0
+    requests = failed_requests = unanswered_requests = 0
+    last_error = None
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_run_directory_does_not_keep_the_reward_service_key(
+    make_trainer: Callable[..., Trainer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RUN_DIR/config.json is the whole config, and it held ``reward.api_key`` in clear: a run directory
+    is shared, uploaded and committed with its results, the service's bearer key with it. Found in
+    review. The key is redacted there (the run itself still sends it)."""
+    import json
+
+    import rewardhub_trainer.trainer as trainer_module
+
+    answers: list[list[Result]] = [[(float(k % 2), True, {}) for k in range(6)]]
+    monkeypatch.setattr(trainer_module, "check_service", lambda config: None)
+    monkeypatch.setattr(trainer_module, "RewardDispatcher", lambda *a, **k: CountingDispatcher(answers))
+    trainer = make_trainer(output={"save_final_model": False})
+    trainer.config.reward.api_key = "sk-secret-123"
+    trainer.config.training.steps = 1
+    trainer.run()
+    written = (trainer.run_dir / "config.json").read_text()
+    assert "sk-secret-123" not in written
+    assert json.loads(written)["reward"]["api_key"] == "<redacted>"
+    assert trainer.config.reward.api_key == "sk-secret-123"
+    assert not any("sk-secret-123" in p.read_text() for p in trainer.run_dir.rglob("*.json*"))

@@ -517,5 +517,13 @@ def describe_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> I
 
 
 def to_dict(config: TrainConfig) -> Mapping[str, Any]:
-    """The resolved config as plain JSON-able data (written to RUN_DIR/config.json)."""
-    return config.model_dump(mode="json")
+    """The resolved config as plain JSON-able data (written to RUN_DIR/config.json), the reward
+    service's key redacted: a run directory gets shared, uploaded and committed with its results, and
+    the key is a credential, not a setting that describes the run."""
+    data = config.model_dump(mode="json")
+    if data["reward"]["api_key"] is not None:
+        data["reward"]["api_key"] = REDACTED
+    return data
+
+
+REDACTED = "<redacted>"
