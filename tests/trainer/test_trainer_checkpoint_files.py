@@ -55,6 +55,34 @@ def test_a_checkpoint_written_on_a_gpu_resumes_where_that_device_is_absent(
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters(), strict=True))
 
 
+def test_a_checkpoint_of_a_host_with_more_gpus_resumes_on_one_with_fewer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rng.pt holds one CUDA RNG state per GPU the run could see (``get_rng_state_all``), and resume set
+    them all: on a host that sees fewer (another node, another CUDA_VISIBLE_DEVICES), setting a device it
+    does not have raises IndexError (``torch.cuda.default_generators[i]``), so the run could not resume.
+    Found in review. The CUDA calls are stood in for here (a CPU-only host), with torch's own indexing:
+    the states of the devices the host has are restored, the others left out."""
+    model, opt = _trained_linear(0)
+    states = [torch.full((4,), k, dtype=torch.uint8) for k in range(4)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states)
+    ckpt = save_checkpoint(tmp_path, 1, model, opt, {"data_position": 4})
+    generators: list[torch.Tensor | None] = [None, None]  # the resuming host sees two GPUs
+
+    def set_rng_state(state: torch.Tensor, device: int) -> None:
+        generators[device] = state  # IndexError past the host's devices, as torch's default_generators
+
+    def set_rng_state_all(new_states: list[torch.Tensor]) -> None:  # torch's: one device after another
+        for i, state in enumerate(new_states):
+            set_rng_state(state, i)
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(generators))
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_rng_state_all)
+    load_checkpoint(ckpt, *_trained_linear(1))
+    assert [g.tolist() for g in generators if g is not None] == [[0] * 4, [1] * 4]
+
+
 @pytest.mark.parametrize(
     "torn",
     ['{"step": 4, "reward": 0.5, "los', "\x00" * 37],

@@ -93,6 +93,8 @@ def load_checkpoint(
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])
     if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
+        # one state per GPU the run could see; the host that resumes may see fewer (another node, another
+        # CUDA_VISIBLE_DEVICES), and setting the state of a device it does not have raises IndexError
+        torch.cuda.set_rng_state_all(rng["cuda"][: torch.cuda.device_count()])
     state: dict[str, Any] = json.loads((path / "state.json").read_text())
     return state
