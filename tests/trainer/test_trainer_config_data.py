@@ -334,6 +334,27 @@ def test_jsonl_rows_are_checked_when_the_file_loads(tmp_path: Path) -> None:
     ]
 
 
+def test_a_reference_field_no_row_has_is_refused_when_the_file_loads(tmp_path: Path) -> None:
+    """``data.reference_field`` set to a key no row has (misspelt: ``answers`` for ``answer``) made every
+    reference None: a reward that needs one answered every item invalid (missing_reference, masked), and
+    the run went through all its steps training on nothing. Found in review. A field the config names and
+    no row has is refused at load; left at its default, a file without references (for a reward that
+    needs none) still loads, and a field only some rows have is masked row by row as before."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "a", "answer": "1"}\n{"prompt": "b", "answer": "2"}\n')
+    with pytest.raises(ValueError, match=r"d.jsonl: no row has 'answers'.*\['answer', 'prompt'\]"):
+        JsonlProblems(DataConfig(source="jsonl", path=str(path), reference_field="answers"))
+    cfg_path = tmp_path / "c.yaml"  # as a config file gives it, and a --set override
+    cfg_path.write_text(f"model: {{path: /models/x}}\ndata: {{source: jsonl, path: {path}}}\n")
+    config = load_config(cfg_path, ["data.reference_field=answers"])
+    with pytest.raises(ValueError, match="no row has 'answers'"):
+        JsonlProblems(config.data)
+    src = JsonlProblems(DataConfig(source="jsonl", path=str(path), reference_field="answer", shuffle=False))
+    assert src.problem(1).reference == "2"
+    no_refs = JsonlProblems(DataConfig(source="jsonl", path=str(path), shuffle=False))  # the default field
+    assert no_refs.problem(0).reference is None
+
+
 def test_plot_refuses_a_window_below_one(tmp_path: Path) -> None:
     """``plot --window 0`` (or a negative window) died with a ZeroDivisionError traceback in the moving
     average. Found in review."""

@@ -167,6 +167,17 @@ class JsonlProblems:
             self.rows.append(row)
         if not self.rows:
             raise ValueError(f"{config.path} has no rows")
+        if "reference_field" in config.model_fields_set and not any(
+            config.reference_field in row for row in self.rows
+        ):
+            # A reference field named in the config and in no row is a misspelling: every reference
+            # would be None, a reward that needs one answers every item invalid (missing_reference), and
+            # the run trains on nothing for all its steps. (Left at its default, no reference column is
+            # a dataset for a reward without references: regex, format, a judge.)
+            raise ValueError(
+                f"{config.path}: no row has {config.reference_field!r} (data.reference_field); "
+                f"the first row's keys are {sorted(self.rows[0])}"
+            )
         self._orders: dict[int, list[int]] = {}
 
     def _order(self, epoch: int) -> list[int]:
