@@ -112,3 +112,24 @@ def test_a_row_the_stopped_run_left_half_written_does_not_keep_it_from_resuming(
     assert (
         tmp_path / "samples.jsonl"
     ).read_text() == '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n'
+
+
+def test_vllm_sampling_seeds_continue_across_a_resume(tmp_path: Path) -> None:
+    """vLLM's sampler keeps its own random state, which no checkpoint holds: a resumed vLLM run sampled
+    other completions than the run it continues. Each prompt's seed (``SamplingParams(seed=...)``) is now
+    drawn from torch's generator, which the checkpoint restores, so the resumed run asks for the seeds
+    the uninterrupted one did; one per prompt, all different (a shared seed correlates prompts' draws).
+    (The engine itself needs a GPU and the vllm extra; the seeds it is given are what is tested.)"""
+    from rewardhub_trainer.generation import prompt_seeds
+
+    model, opt = _trained_linear(0)
+    torch.manual_seed(7)
+    prompt_seeds(4)  # step 1's
+    ckpt = save_checkpoint(tmp_path, 1, model, opt, {"data_position": 4})
+    uninterrupted = prompt_seeds(4)  # step 2's, in the run that went on
+    torch.manual_seed(12345)  # a new process: another state until the checkpoint is loaded
+    fresh, fresh_opt = _trained_linear(1)
+    load_checkpoint(ckpt, fresh, fresh_opt)
+    assert prompt_seeds(4) == uninterrupted
+    assert len(set(uninterrupted)) == 4
+    assert all(0 <= s < 2**31 - 1 for s in uninterrupted)

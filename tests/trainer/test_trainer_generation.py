@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from rewardhub_trainer.config import GenerationConfig
-from rewardhub_trainer.generation import HFGenerator, make_generator, split_completion
+from rewardhub_trainer.generation import HFGenerator, make_generator, prompt_seeds, split_completion
 from rewardhub_trainer.losses import token_logprobs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -134,7 +134,7 @@ def test_vllm_stops_on_and_recognises_the_checkpoint_eos_ids(
             seen.append(params)
             lp = SimpleNamespace(logprob=-1.0)
             out = SimpleNamespace(token_ids=[7, other_eos], logprobs=[{7: lp}, {other_eos: lp}])
-            return [SimpleNamespace(outputs=[out] * params.n) for _ in prompts]
+            return [SimpleNamespace(outputs=[out] * p.n) for p in params]  # one SamplingParams a prompt
 
     fake = types.ModuleType("vllm")
     fake.LLM = FakeLLM  # type: ignore[attr-defined]
@@ -145,10 +145,15 @@ def test_vllm_stops_on_and_recognises_the_checkpoint_eos_ids(
     model.generation_config.eos_token_id = [tok.eos_token_id, other_eos]
     try:
         gen = make_generator("vllm", model, tok, GenerationConfig(max_new_tokens=4), "/m", "float32")
-        (group,) = gen.generate([[1, 2, 3]], 2)
+        torch.manual_seed(5)
+        group, _ = gen.generate([[1, 2, 3], [4, 5]], 2)
     finally:
         model.generation_config = saved
-    assert other_eos in seen[0].stop_token_ids and tok.eos_token_id in seen[0].stop_token_ids
+    (first, second) = seen[0]
+    assert other_eos in first.stop_token_ids and tok.eos_token_id in first.stop_token_ids
+    # each prompt its own seed, from torch's (checkpointed) generator: a resume samples the same
+    torch.manual_seed(5)
+    assert [first.seed, second.seed] == prompt_seeds(2) and first.seed != second.seed
     assert [(c.completion_ids, c.truncated) for c in group] == [([7, other_eos], False)] * 2
 
 

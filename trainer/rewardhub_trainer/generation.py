@@ -30,7 +30,15 @@ import torch
 
 from rewardhub_trainer.config import GenerationConfig
 
-__all__ = ["Completion", "Generator", "HFGenerator", "VLLMGenerator", "make_generator", "vllm_completions"]
+__all__ = [
+    "Completion",
+    "Generator",
+    "HFGenerator",
+    "VLLMGenerator",
+    "make_generator",
+    "prompt_seeds",
+    "vllm_completions",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +215,18 @@ def _sampled_logprobs(
     return out
 
 
+def prompt_seeds(count: int) -> list[int]:
+    """One sampling seed per prompt for vLLM, drawn from torch's global generator.
+
+    vLLM's sampler keeps a random state of its own that a checkpoint does not hold, so a resumed run
+    sampled other completions than the run it continues. torch's CPU generator is in every checkpoint
+    (:mod:`rewardhub_trainer.checkpoint`), so seeds drawn from it are the same after a resume, and vLLM's
+    seeded sampling (``SamplingParams(seed=...)``, a generator per request) draws the same tokens from the
+    same logits. One seed per prompt, not one for the call: a shared seed would give every prompt the same
+    uniform draws, correlating the samples of different prompts."""
+    return [int(x) for x in torch.randint(0, 2**31 - 1, (count,)).tolist()]
+
+
 class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
     """vLLM sampling; the trainer's weights are loaded into the engine after every optimizer step.
 
@@ -254,15 +274,19 @@ class VLLMGenerator:  # pragma: no cover - needs a GPU and the vllm extra
 
     def generate(self, prompts: list[list[int]], n: int) -> list[list[Completion]]:
         c = self.config
-        params = self._params(
-            n=n,
-            temperature=c.temperature,
-            top_p=c.top_p,
-            top_k=c.top_k if c.top_k > 0 else -1,
-            max_tokens=c.max_new_tokens,
-            logprobs=0,
-            stop_token_ids=sorted(self.eos),
-        )
+        params = [
+            self._params(
+                n=n,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k if c.top_k > 0 else -1,
+                max_tokens=c.max_new_tokens,
+                logprobs=0,
+                stop_token_ids=sorted(self.eos),
+                seed=seed,  # from the checkpointed torch generator: a resumed run samples the same
+            )
+            for seed in prompt_seeds(len(prompts))
+        ]
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         return vllm_completions(prompts, outs, self.eos, self.tokenizer)
 
