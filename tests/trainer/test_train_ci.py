@@ -153,6 +153,47 @@ def test_invalid_rewards_are_masked_not_zero(
     assert all(r["reward"] is None for r in rows)  # NaN mean: nothing valid to average
 
 
+def test_steps_with_every_item_invalid_end_the_run(
+    reward_server: Any, make_config: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A run whose reward could score none of its items (here `math` on data without references:
+    missing_reference on every item) went through all its steps training on nothing, visible only as
+    ``invalid_frac`` 1.0; ``max_failed_steps`` counts only unanswered requests. Found in the trainer
+    review. ``reward.max_invalid_steps`` such steps in a row end it, the reasons counted; the streak is
+    saved with the checkpoint, and a step with a valid item ends it."""
+    data = tmp_path / "noref.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i}+1?"}) + "\n" for i in range(8)))
+    common: dict[str, Any] = {"data": {"source": "jsonl", "path": str(data)}}
+    cfg = make_config(
+        reward_server.url,
+        "all-invalid",
+        reward={"name": "math", "config": {}, "max_invalid_steps": 2},
+        training={"steps": 4},
+        **common,
+    )
+    trainer = Trainer(cfg)
+    with pytest.raises(RuntimeError, match="reward.max_invalid_steps") as err:
+        trainer.run()
+    assert "missing_reference x32" in str(err.value) and reward_server.url in str(err.value)
+    assert [r["step"] for r in read_metrics(Path(cfg.output.run_dir))] == [1]  # ended in step 2
+    # one such step, saved, then resumed: the streak goes on (a run restarted after each would never end)
+    once = make_config(
+        reward_server.url,
+        "resumed",
+        reward={"name": "math", "config": {}, "max_invalid_steps": 2},
+        training={"steps": 1},
+        **common,
+    )
+    Trainer(once).run()
+    again = once.model_copy(update={"training": once.training.model_copy(update={"steps": 3})})
+    with pytest.raises(RuntimeError, match="reward.max_invalid_steps"):
+        Trainer(again).run()
+    # a reward that scores (the default regex) never starts a streak
+    fine = make_config(reward_server.url, "fine", reward={"max_invalid_steps": 1}, training={"steps": 2})
+    Trainer(fine).run()
+    assert len(read_metrics(Path(fine.output.run_dir))) == 2
+
+
 def test_overlap_off_same_results_and_measures_wait(
     reward_server: Any, make_config: Callable[..., Any]
 ) -> None:

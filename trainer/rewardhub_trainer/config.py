@@ -139,6 +139,14 @@ class RewardConfig(_Section):
         "only some of its chunks keeps the others' rewards) end the run. A 4xx that says the request is "
         "wrong (unknown reward, bad config, auth) ends it at once.",
     )
+    max_invalid_steps: int = Field(
+        5,
+        ge=1,
+        description="This many consecutive steps in which the service answered and marked every item it "
+        "answered valid: false (missing_reference, unsupported, timeout, parse_error...: masked, so no "
+        "reward signal) end the run with the reasons counted; such a run trained on nothing while it "
+        "looked alive. A step with any valid item ends the streak.",
+    )
     accuracy_key: str | None = Field(
         None,
         description="Component that counts as correctness for the accuracy metric (e.g. 'math' in a "

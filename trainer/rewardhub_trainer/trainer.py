@@ -34,6 +34,7 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,7 @@ class Trainer:
         self._gdpo_weights_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
         self.failed_steps = 0  # consecutive steps in which no reward request was answered
+        self.invalid_steps = 0  # consecutive steps in which every answered item was valid: false
         # reward requests sent, failed (in part or whole) and unanswered (failed whole: nothing of them
         # answered) over the whole run, a resumed one's earlier steps included (summary.json; the
         # dispatcher counts only those of this process)
@@ -448,6 +450,7 @@ class Trainer:
         self.data_pos = int(state["data_position"])
         # a streak cut by a stop goes on: a run restarted after each failed step would never end
         self.failed_steps = int(state.get("failed_steps", 0))  # older checkpoints: none saved
+        self.invalid_steps = int(state.get("invalid_steps", 0))
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
         # older checkpoints: counted from here on (no requests saved at all, or no unanswered count)
         saved_requests = state.get("requests", {})
@@ -477,6 +480,7 @@ class Trainer:
                 "data_position": self.data_pos,
                 "updates": self.updates,
                 "failed_steps": self.failed_steps,
+                "invalid_steps": self.invalid_steps,
                 "requests": self.requests,
                 "totals": self.totals,
                 "run": self._identity(),
@@ -504,6 +508,32 @@ class Trainer:
                 f"consecutive steps (reward.max_failed_steps); last error: {dispatcher.last_error}"
                 f"{retry_after_note(dispatcher.last_error)}"
             ) from dispatcher.last_error
+
+    def _check_invalid(self, col: _Collected) -> None:
+        """End the run once ``reward.max_invalid_steps`` steps in a row had every answered item invalid.
+
+        Such items are masked (never trained on as 0), so a step of them trains on nothing; a reward that
+        cannot score this run's items (references under another field, a model the service lacks, a
+        sandbox that times out every test) made a run that went through all its steps on no signal,
+        visible only as ``invalid_frac`` 1.0. A step with nothing answered is the failed-step rule's and
+        leaves this streak as it was.
+        """
+        answered = [r for g in col.scored for r in g.results if not request_failed(r)]
+        if not answered:
+            return
+        if any(r.valid and r.score is not None for r in answered):
+            self.invalid_steps = 0
+            return
+        self.invalid_steps += 1
+        limit = self.config.reward.max_invalid_steps
+        if self.invalid_steps >= limit:
+            reasons = Counter(r.reason or "none" for r in answered).most_common()
+            counted = ", ".join(f"{reason} x{n}" for reason, n in reasons)
+            raise RuntimeError(
+                f"the service at {self.config.reward.url} could not score any item of {limit} consecutive "
+                f"steps (reward.max_invalid_steps): every answered item was valid: false ({counted} in "
+                "the last step); check the reward config and the data's references"
+            )
 
     def _step_metrics(self, col: _Collected, adv: Advantages) -> dict[str, float]:
         """The step's metrics. Those of the reward (``reward``, ``accuracy``, ``invalid_frac``,
@@ -595,6 +625,7 @@ class Trainer:
                 self.requests["reward_requests_failed"] += failed
                 self.requests["reward_requests_unanswered"] += unanswered
                 self._check_failures(dispatcher, dispatcher.requests - sent0, unanswered)
+                self._check_invalid(col)
                 adv = self._advantages(col.groups)[0] if col.groups else _empty_adv()
                 t1 = time.perf_counter()
                 # also with no group kept (dynamic sampling dropped or lost them all): it trains on
