@@ -141,14 +141,15 @@ class RewardCheck(_Out):
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
-class JobStatus(_Out):
+class JobSummary(_Out):
+    """A job as :meth:`~rewardhub_client.RewardClient.list_jobs` lists it: no result (``job()`` has it)."""
+
     job_id: str
     status: JobState
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None  # when it succeeded, failed or was cancelled
     items: int = 0
-    result: ScoreResponse | None = None
     error: dict[str, Any] | None = None
 
     @property
@@ -157,20 +158,11 @@ class JobStatus(_Out):
         return self.status in ("succeeded", "failed", "cancelled")
 
 
-class JobSummary(_Out):
-    """A job as :meth:`~rewardhub_client.RewardClient.list_jobs` lists it: no result (``job()`` has it)."""
+class JobStatus(JobSummary):
+    """A job as :meth:`~rewardhub_client.RewardClient.job` answers it: its summary and, once it
+    succeeded, its result."""
 
-    job_id: str
-    status: JobState
-    created_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
-    items: int = 0
-    error: dict[str, Any] | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.status in ("succeeded", "failed", "cancelled")
+    result: ScoreResponse | None = None
 
 
 class JobList(_Out):
