@@ -81,8 +81,9 @@ scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSO
 takes the same JSON shapes (or ``{"calls": [...]}``), or is text in any form a response's calls are read
 in: ``<tool_call>`` blocks (Hermes function-calling data, ToolRL's ground truth), pythonic calls
 (ToolACE's data), or a model's native form (its chat template's text); an empty list means
-"call no tool", which a response without calls satisfies. A reference that is none of these (BFCL's
-possible answers, ``{"f": {"x": [1, 2]}}``, among them) is ``parse_error``.
+"call no tool", which a response without calls satisfies. A reference that is none of these is
+``parse_error``: BFCL's possible answers, ``[{"f": {"x": [1, 2], "unit": ["celsius", ""]}}]``, among them,
+unless ``reference_format: "bfcl"`` (below).
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
@@ -97,6 +98,18 @@ given as ``null`` is not an absent one unless ``null_as_absent`` (on both sides)
 reference gives is required, every other one extra. With ``order: "any"`` (default; parallel calls)
 reference and predicted calls are paired for the best total credit (past 64 calls a side, greedily by
 best credit), with ``"strict"`` position by position.
+
+With ``reference_format: "bfcl"`` the reference is a BFCL possible answer (:func:`bfcl_reference`; the
+format is the config's, never guessed from the shape: a call object is then ``parse_error``, and a
+possible answer under the default format is ``parse_error`` naming this setting), scored as BFCL's AST
+checker scores one: a call's name equal, each argument it gives one the reference lists and given one of
+its listed values, each listed argument whose values hold no ``""`` (the mark of an optional one; or,
+with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compares them: strings
+lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
+``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
+against an object listing each key's values (optional ones ``""``), any other value as above (``5`` =
+``5.0``, ``true`` is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). Partial credit is the
+share of the keys given or required (an optional one left out counts for nothing) given a listed value.
 
 Score: ``mode: "exact"`` gives 1 when the calls pair up one to one and every pair is equal, else 0.
 ``mode: "partial"`` gives each pair a credit, 0 for different names, else the share of argument keys
@@ -154,7 +167,7 @@ from rewardhub.rewards.tool_formats import (
     xtml_unspaced,
 )
 
-__all__ = ["Call", "ToolCallConfig", "ToolCallReward", "parse_calls", "values_equal"]
+__all__ = ["Call", "ToolCallConfig", "ToolCallReward", "bfcl_reference", "parse_calls", "values_equal"]
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
@@ -225,6 +238,14 @@ class ToolCallConfig(RewardConfig):
         description="An argument given as null counts as not given, in the reference and the response alike "
         "(BFCL/OpenAI optional parameters are often written out as null). Off: null is a value of its own.",
     )
+    reference_format: Literal["calls", "bfcl"] = Field(
+        "calls",
+        description='calls: the reference is calls (a call, a list, {"calls": [...]}, or text in a response\'s '
+        'forms). bfcl: it is a BFCL possible answer, [{"f": {"x": [1, 2], "unit": ["celsius", ""]}}] (or its '
+        'file line, {"id": ..., "ground_truth": [...]}): each argument any of its listed values, "" in the list '
+        "meaning it may be left out, any other argument extra, strings compared as BFCL's checker does "
+        "(lowercased, without spaces and , . / - _ * ^).",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +255,12 @@ class Call:
     # an XML-form argument read as a JSON value (3, true, {...}): the text it was written as, which the
     # string the tool's schema may make it is (no type in the XML says which: see _xml_value)
     texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Possible(Call):
+    """A call of a BFCL possible answer (``reference_format: "bfcl"``): each argument maps to the list of
+    its acceptable values, ``""`` among them when it may be left out."""
 
 
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
@@ -1127,6 +1154,103 @@ def _text_reference(text: str) -> list[Call] | None:
     return calls
 
 
+def bfcl_reference(reference: Any) -> list[Call] | None:
+    """The calls of a BFCL possible answer (``reference_format: "bfcl"``), or None when it is not one.
+
+    BFCL's ``possible_answer`` files give each item's ``ground_truth``: a list of calls, each a one-key
+    object ``{"func_name": {"arg": [value, ...]}}`` whose argument lists hold every acceptable value, ``""``
+    among them for an argument that may be left out. Read here: that list (also as a JSON string), one such
+    call alone, or the file's line ``{"id": ..., "ground_truth": [...]}``; ``[]`` calls no tool. Anything
+    else (a call object, an argument whose values are not a non-empty list, a call object of several
+    functions) is none: the reference format is chosen in the config, never guessed from the shape."""
+    if isinstance(reference, str):
+        try:
+            reference = _loads(reference)
+        except ValueError:
+            return None
+    if isinstance(reference, dict) and isinstance(reference.get("ground_truth"), list):
+        reference = reference["ground_truth"]  # (a function's arguments are an object: no call named so)
+    items = reference if isinstance(reference, list) else [reference]
+    if len(items) > _MAX_CALLS:
+        return None
+    calls: list[Call] = []
+    for item in items:
+        if not isinstance(item, dict) or len(item) != 1:
+            return None
+        [(name, arguments)] = item.items()
+        if not name or not isinstance(arguments, dict):
+            return None
+        if not all(isinstance(values, list) and values for values in arguments.values()):
+            return None
+        calls.append(_Possible(name, arguments))
+    return calls
+
+
+# BFCL's checker compares strings lowercased, without spaces and these marks ("April 1, 2024" is
+# "april 1 2024"), a single quote read as a double one
+_BFCL_DROPPED = re.compile(r"[ ,./\-_*^]")
+
+
+def _bfcl_string(text: str, normalized: bool) -> str:
+    if normalized:  # (string_match normalized: also casefolded and Unicode NFC, whitespace collapsed)
+        text = _folded(text)
+    return _BFCL_DROPPED.sub("", text).lower().replace("'", '"')
+
+
+def _omissible(values: Any, cfg: ToolCallConfig) -> bool:
+    """Whether a BFCL argument's acceptable values let it be left out: ``""`` among them (or, with
+    ``null_as_absent``, ``null``)."""
+    return isinstance(values, list) and any(
+        (isinstance(v, str) and v == "") or (v is None and cfg.null_as_absent) for v in values
+    )
+
+
+def _bfcl_accepts(got: Any, values: Any, cfg: ToolCallConfig) -> bool:
+    """Whether ``got`` is one of a BFCL argument's acceptable ``values`` (a list of them; anything else, in a
+    nested object of a possible answer, the one value accepted)."""
+    if not isinstance(values, list):
+        return _bfcl_equal(got, values, cfg)
+    return any(_bfcl_equal(got, want, cfg) for want in values)
+
+
+def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig) -> bool:
+    """``got`` against one acceptable value, as BFCL's checker compares them: strings standardised, lists
+    element by element in order, an object against an object whose keys each list their acceptable values
+    (a key given that it lacks is extra; one it has that is not given must be omissible), any other value
+    as :func:`values_equal` compares it (an integer equals the float it is, ``true`` is not ``1``)."""
+    normalized = cfg.string_match == "normalized"
+    if isinstance(got, str) and isinstance(want, str):
+        return _bfcl_string(got, normalized) == _bfcl_string(want, normalized)
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(_bfcl_equal(g, w, cfg) for g, w in zip(got, want, strict=True))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return all(k in want and _bfcl_accepts(v, want[k], cfg) for k, v in got.items()) and all(
+            k in got or _omissible(values, cfg) for k, values in want.items()
+        )
+    return values_equal(got, want, cfg.float_tolerance, normalized, cfg.coerce_types)
+
+
+def _bfcl_credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
+    """A predicted call's credit against a BFCL possible answer's call: the share of argument keys (the
+    predicted ones and the reference's that may not be left out) given one of their acceptable values."""
+    if pred.name != ref.name:
+        return 0.0
+    required = {k for k, values in ref.arguments.items() if not _omissible(values, cfg)}
+    keys = pred.arguments.keys() | required
+    if not keys:
+        return 1.0
+    same = 0
+    for key, got in pred.arguments.items():
+        if key not in ref.arguments:
+            continue
+        values = ref.arguments[key]
+        if _bfcl_accepts(got, values, cfg) or (
+            key in pred.texts and _bfcl_accepts(pred.texts[key], values, cfg)
+        ):
+            same += 1
+    return same / len(keys)
+
+
 def _folded(text: str) -> str:
     """``text`` as ``string_match: normalized`` compares it: Unicode's canonical caseless form (NFD, casefold,
     then NFC: "é" as one code point or as "e" and a combining accent are one spelling, and a casefold that
@@ -1200,6 +1324,9 @@ def _comparable(calls: list[Call], cfg: ToolCallConfig) -> list[Call]:
         return calls
     out: list[Call] = []
     for call in calls:
+        if isinstance(call, _Possible):  # (its lists of acceptable values are read as they are)
+            out.append(call)
+            continue
         args = call.arguments
         if cfg.null_as_absent:
             args = {k: v for k, v in args.items() if v is not None}
@@ -1229,6 +1356,8 @@ def _decoded(value: Any) -> Any:
 
 
 def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
+    if isinstance(ref, _Possible):
+        return _bfcl_credit(pred, ref, cfg)
     if pred.name != ref.name:
         return 0.0
     keys = pred.arguments.keys() | ref.arguments.keys()
@@ -1370,7 +1499,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # and a combining accent (it scored 0)
     # 1.3.9: a call's arguments under "args" (LangChain, Gemini) or "input" (Anthropic's tool_use) are read
     # (they were dropped: a wrong call equalled a reference in the same shape), and Gemini's functionCall;
-    # an OpenAI message with "tool_calls": null calls no tool (a reference: parse_error; a response: format)
+    # an OpenAI message with "tool_calls": null calls no tool (a reference: parse_error; a response: format);
+    # reference_format "bfcl" reads BFCL's possible answers (they were parse_error), scored as its AST checker
     version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
@@ -1388,7 +1518,7 @@ class ToolCallReward(Reward[ToolCallConfig]):
             # batch is read and paired in the CPU workers, each item under the request's deadline.
             done = await pool.run(score_in_worker, [(item, config) for item in items], ctx.deadline_s)
             return [r.value if r.ok else Outcome.pool_failure(r.error, r.message or r.error) for r in done]
-        parsed = [self._parse(item) for item in items]
+        parsed = [self._parse(item, config) for item in items]
         pairs = sum(len(p[0]) * len(p[1]) for p in parsed if isinstance(p, tuple))
         if pairs <= _INLINE_PAIRS:
             return [p if isinstance(p, Outcome) else _compare(p[0], p[1], config) for p in parsed]
@@ -1402,17 +1532,26 @@ class ToolCallReward(Reward[ToolCallConfig]):
         return out
 
     @staticmethod
-    def _parse(item: ScoreItem) -> Outcome | tuple[list[Call], list[Call]]:
+    def _parse(item: ScoreItem, config: ToolCallConfig) -> Outcome | tuple[list[Call], list[Call]]:
         """The item's predicted and reference calls, or its outcome when there is nothing to pair."""
         if item.reference is None:
             return Outcome.invalid(
                 Reason.MISSING_REFERENCE, "tool_call needs the expected calls as reference"
             )
-        refs = reference_calls(item.reference)
-        if refs is None:
+        if config.reference_format == "bfcl":
+            refs = bfcl_reference(item.reference)
+            if refs is None:
+                return Outcome.invalid(
+                    Reason.PARSE_ERROR,
+                    'the reference is not a BFCL possible answer, [{"f": {"x": [acceptable values]}}]',
+                )
+        elif (refs := reference_calls(item.reference)) is None:
+            hint = ""
+            if bfcl_reference(item.reference) is not None:
+                hint = ' (it is shaped as a BFCL possible answer: set reference_format: "bfcl")'
             return Outcome.invalid(
                 Reason.PARSE_ERROR,
-                "the reference is not a tool call, a list of them, or {'calls': [...]}",
+                "the reference is not a tool call, a list of them, or {'calls': [...]}" + hint,
             )
         try:
             preds = parse_calls(item.response)
@@ -1454,7 +1593,7 @@ def _text_size(reference: Any) -> int:
 def score_in_worker(payload: tuple[ScoreItem, ToolCallConfig]) -> Outcome:
     """One item's outcome, read and paired in a CPU worker (module level: pickled by reference)."""
     item, config = payload
-    parsed = ToolCallReward._parse(item)
+    parsed = ToolCallReward._parse(item, config)
     return parsed if isinstance(parsed, Outcome) else _compare(parsed[0], parsed[1], config)
 
 

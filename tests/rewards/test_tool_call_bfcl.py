@@ -1,0 +1,239 @@
+"""``tool_call`` with BFCL's possible answers as references (``reference_format: "bfcl"``): each argument
+any of its listed values, ``""`` among them when it may be left out, compared as BFCL's AST checker
+compares them, on examples shaped as BFCL's simple, multiple, parallel and parallel_multiple items."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from rewardhub.rewards.tool_call import bfcl_reference
+
+# BFCL simple_0's shape: two required arguments and an optional one ("" among its values)
+TRIANGLE = {"calculate_triangle_area": {"base": [10], "height": [5], "unit": ["units", ""]}}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def hermes(*calls: dict[str, Any]) -> str:
+    return "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)
+
+
+async def score(
+    client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
+) -> list[dict[str, Any]]:
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "tool_call", "config": {"reference_format": "bfcl", **config}},
+            "items": items,
+            "options": {"use_cache": False},
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    results: list[dict[str, Any]] = resp.json()["results"]
+    return results
+
+
+async def test_a_simple_possible_answer_scores_as_bfcl_checks_it(client: httpx.AsyncClient) -> None:
+    """BFCL's possible answers were a parse_error reference (invalid on every item). The optional argument
+    may be left out or given one of its values; a wrong value, a wrong type, a missing required argument
+    or an argument the possible answer does not list fails the call."""
+    responses = [
+        hermes(call("calculate_triangle_area", base=10, height=5)),  # optional left out
+        hermes(call("calculate_triangle_area", base=10, height=5, unit="units")),  # optional given
+        hermes(call("calculate_triangle_area", base=10, height=5, unit="Units")),  # standardised string
+        "[calculate_triangle_area(base=10, height=5)]",  # BFCL's prompting (pythonic) mode
+        hermes(call("calculate_triangle_area", base=10, height=5, unit="cm")),  # optional, wrong value
+        hermes(call("calculate_triangle_area", base=9, height=5)),  # wrong value
+        hermes(call("calculate_triangle_area", base="10", height=5)),  # wrong type: "10" is not 10
+        hermes(call("calculate_triangle_area", base=True, height=5)),  # wrong type: true is not 1
+        hermes(call("calculate_triangle_area", base=10)),  # a required argument missing
+        hermes(call("calculate_triangle_area", base=10, height=5, color="red")),  # an extra, unknown one
+        hermes(call("calc_triangle_area", base=10, height=5)),  # another function's name
+        hermes(
+            call("calculate_triangle_area", base=10, height=5),
+            call("calculate_triangle_area", base=10, height=5),
+        ),
+    ]
+    results = await score(client, [{"response": r, "reference": [TRIANGLE]} for r in responses])
+    assert [(r["valid"], r["score"]) for r in results] == [(True, 1.0)] * 4 + [(True, 0.0)] * 8, results
+    partial = await score(
+        client, [{"response": r, "reference": [TRIANGLE]} for r in responses], mode="partial"
+    )
+    # (keys: those given and the required ones; the optional left out counts for nothing)
+    assert [r["score"] for r in partial] == pytest.approx(
+        [1, 1, 1, 1, 2 / 3, 1 / 2, 1 / 2, 1 / 2, 1 / 2, 2 / 3, 0, 1 / 2]
+    )
+
+
+async def test_bfcl_value_rules(client: httpx.AsyncClient) -> None:
+    """Strings compared lowercased without spaces and , . / - _ * ^ (BFCL's standardisation), an integer
+    for a float value, lists in order with their strings standardised, an object against an object whose
+    keys list their values (an optional key left out, an unknown key extra), a list of such objects."""
+    reference = [
+        {
+            "book_flight": {
+                "date": ["April 1, 2024", "2024-04-01"],
+                "price": [250.0],
+                "stops": [["Paris", "Rome"]],
+                "traveller": [{"name": ["Ada Lovelace"], "seat": ["window", ""]}],
+                "bags": [[{"kind": ["cabin"], "kg": [8, ""]}]],
+            }
+        }
+    ]
+    right = {
+        "date": "april 1 2024",
+        "price": 250,
+        "stops": ["paris", "ROME"],
+        "traveller": {"name": "ada-lovelace"},
+        "bags": [{"kind": "Cabin", "kg": 8}],
+    }
+    wrong = [
+        {"date": "2024-04-02"},
+        {"price": 250.5},
+        {"stops": ["Rome", "Paris"]},  # a list is compared in order
+        {"stops": ["Paris"]},
+        {"traveller": {"name": "Ada Lovelace", "meal": "veg"}},  # a key the object does not list
+        {"traveller": {"seat": "window"}},  # a required key missing
+        {"bags": [{"kind": "hold"}]},
+        {"bags": [{"kind": "cabin"}, {"kind": "cabin"}]},
+    ]
+    items = [{"response": hermes(call("book_flight", **right)), "reference": reference}]
+    items += [
+        {"response": hermes(call("book_flight", **{**right, **w})), "reference": reference} for w in wrong
+    ]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [1.0] + [0.0] * len(wrong), results
+
+
+async def test_multiple_parallel_and_parallel_multiple(client: httpx.AsyncClient) -> None:
+    """multiple: one call of the right function among several offered; parallel: calls of one function
+    matched in any order, each once; parallel_multiple: of several functions, in any order."""
+    multiple = [{"get_stock_price": {"ticker": ["AAPL"], "exchange": ["NASDAQ", ""]}}]
+    parallel = [
+        {"get_weather": {"city": ["Paris", "Paris, France"], "unit": ["celsius", ""]}},
+        {"get_weather": {"city": ["Tokyo"], "unit": ["celsius", ""]}},
+    ]
+    parallel_multiple = [
+        {"get_weather": {"city": ["Paris"]}},
+        {"get_weather": {"city": ["Tokyo"]}},
+        {"get_time": {"tz": ["Europe/Paris"]}},
+        {"get_time": {"tz": ["Asia/Tokyo"]}},
+    ]
+    cases = [
+        (multiple, hermes(call("get_stock_price", ticker="AAPL")), 1.0),
+        (multiple, hermes(call("get_company_news", ticker="AAPL")), 0.0),
+        (parallel, hermes(call("get_weather", city="Tokyo"), call("get_weather", city="paris, france")), 1.0),
+        (parallel, hermes(call("get_weather", city="Tokyo"), call("get_weather", city="Tokyo")), 0.0),
+        (parallel, hermes(call("get_weather", city="Paris")), 0.0),
+        (
+            parallel_multiple,
+            hermes(
+                call("get_time", tz="Asia/Tokyo"),
+                call("get_weather", city="Tokyo"),
+                call("get_time", tz="Europe/Paris"),
+                call("get_weather", city="Paris"),
+            ),
+            1.0,
+        ),
+        (
+            parallel_multiple,
+            hermes(
+                call("get_time", tz="Asia/Tokyo"),
+                call("get_weather", city="Tokyo"),
+                call("get_weather", city="Paris"),
+            ),
+            0.0,
+        ),
+    ]
+    results = await score(client, [{"response": r, "reference": ref} for ref, r, _ in cases])
+    assert [r["score"] for r in results] == [want for _, _, want in cases], results
+    partial = await score(
+        client, [{"response": r, "reference": ref} for ref, r, _ in cases[2:5]], mode="partial"
+    )
+    assert [r["score"] for r in partial] == [1.0, 0.5, 0.5]
+    strict = await score(client, [{"response": cases[2][1], "reference": parallel}], order="strict")
+    assert strict[0]["score"] == 0.0  # (order strict: the Tokyo call first is paired with Paris)
+
+
+async def test_the_shapes_a_possible_answer_is_read_in(client: httpx.AsyncClient) -> None:
+    """The ground-truth list, it as JSON text, one call alone, BFCL's file line; [] calls no tool. Other
+    references (a call object among them: the format is the config's, not guessed) are parse_error."""
+    response = hermes(call("calculate_triangle_area", base=10, height=5))
+    references: list[Any] = [
+        [TRIANGLE],
+        json.dumps([TRIANGLE]),
+        TRIANGLE,
+        {"id": "simple_0", "ground_truth": [TRIANGLE]},
+        [],
+        call("calculate_triangle_area", base=10, height=5),  # a call, not a possible answer
+        {"calculate_triangle_area": {"base": 10, "height": [5]}},  # values not a list
+        {"calculate_triangle_area": {"base": [], "height": [5]}},  # no acceptable value
+        {"f": {"x": [1]}, "g": {"x": [1]}},  # one object, two functions
+        "calculate_triangle_area(base=10, height=5)",
+    ]
+    results = await score(client, [{"response": response, "reference": ref} for ref in references])
+    assert [(r["valid"], r["score"], r["reason"]) for r in results] == [(True, 1.0, None)] * 4 + [
+        (True, 0.0, None)
+    ] + [(False, None, "parse_error")] * 5, results
+    none = await score(client, [{"response": "No tool fits.", "reference": []}])
+    assert none[0]["score"] == 1.0
+
+
+async def test_null_as_absent_and_the_default_format(client: httpx.AsyncClient) -> None:
+    """A null optional argument is left out under null_as_absent (else a value of its own, not listed). The
+    default reference format keeps its meaning: a possible answer is still parse_error, now saying which
+    setting reads it, and a call reference scores as before."""
+    null_unit = hermes(call("calculate_triangle_area", base=10, height=5, unit=None))
+    assert [r["score"] for r in await score(client, [{"response": null_unit, "reference": [TRIANGLE]}])] == [
+        0.0
+    ]
+    absent = await score(client, [{"response": null_unit, "reference": [TRIANGLE]}], null_as_absent=True)
+    assert absent[0]["score"] == 1.0
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": {"name": "tool_call"},
+            "items": [
+                {"response": null_unit, "reference": [TRIANGLE]},
+                {
+                    "response": null_unit,
+                    "reference": [call("calculate_triangle_area", base=10, height=5, unit=None)],
+                },
+            ],
+            "options": {"use_cache": False},
+        },
+    )
+    bfcl_shaped, calls = resp.json()["results"]
+    assert (bfcl_shaped["valid"], bfcl_shaped["reason"]) == (False, "parse_error")
+    assert 'reference_format: "bfcl"' in bfcl_shaped["details"]["message"], bfcl_shaped
+    assert calls["score"] == 1.0
+
+
+def test_bfcl_reference_reads_only_possible_answers() -> None:
+    [only] = bfcl_reference([TRIANGLE]) or []
+    assert (only.name, only.arguments) == ("calculate_triangle_area", TRIANGLE["calculate_triangle_area"])
+    assert bfcl_reference({"f": {}}) is not None  # a function without arguments
+    for other in ("not json", 3, [3], [{"": {"x": [1]}}], {"tool_calls": None}, [{"f": {"x": [1]}}, "g"]):
+        assert bfcl_reference(other) is None, other
+
+
+async def test_big_batches_read_possible_answers_in_the_cpu_workers(client: httpx.AsyncClient) -> None:
+    """A batch past the inline bounds is read (its references with the config) and paired in the CPU
+    workers: the same scores as inline."""
+    reference = [{"search": {"q": [f"query {i}"], "k": [i, ""]}} for i in range(256)]
+    calls = [call("search", q=f"Query {i}", k=i) for i in range(256)][::-1]
+    big = {"response": hermes(*calls), "reference": reference}
+    small = {"response": hermes(call("calculate_triangle_area", base=10, height=5)), "reference": [TRIANGLE]}
+    results = await score(client, [small, big, {**big, "response": "x" * 200_001 + big["response"]}])
+    assert [(r["score"], r["components"]["calls"]) for r in results] == [
+        (1.0, 1.0),
+        (1.0, 256.0),
+        (1.0, 256.0),
+    ]
