@@ -1,6 +1,7 @@
 """``tool_call`` with BFCL's possible answers as references (``reference_format: "bfcl"``): each argument
 any of its listed values, ``""`` among them when it may be left out, compared as BFCL's AST checker
-compares them, on examples shaped as BFCL's simple, multiple, parallel and parallel_multiple items."""
+compares them, on examples shaped as BFCL's simple, multiple, parallel and parallel_multiple items; and
+``omit_defaults``: an argument equal to the default its tool's schema (in the reference) declares."""
 
 from __future__ import annotations
 
@@ -237,3 +238,66 @@ async def test_big_batches_read_possible_answers_in_the_cpu_workers(client: http
         (1.0, 256.0),
         (1.0, 256.0),
     ]
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+                "days": {"type": "integer", "default": 1},
+            },
+            "required": ["city"],
+        },
+    },
+}
+
+
+async def test_omit_defaults_reads_the_reference_tools_defaults(client: httpx.AsyncClient) -> None:
+    """An argument given with its default value was an extra argument in exact mode (the reward could not
+    know the default): with omit_defaults and the tools in the reference, an argument equal to its declared
+    default counts as not given, on either side; another value, or another tool's, still counts."""
+    reference = {"calls": [call("get_weather", city="Paris")], "tools": [WEATHER_TOOL]}
+    given_default = {"calls": [call("get_weather", city="Paris", unit="celsius")], "tools": [WEATHER_TOOL]}
+    cases = [
+        (reference, hermes(call("get_weather", city="Paris", unit="celsius", days=1)), 1.0),
+        (reference, "[get_weather(city='Paris', days=1.0)]", 1.0),  # (1.0 is the integer 1)
+        (given_default, hermes(call("get_weather", city="Paris")), 1.0),  # the reference gives the default
+        (reference, hermes(call("get_weather", city="Paris", unit="fahrenheit")), 0.0),
+        (reference, hermes(call("get_weather", city="Paris", days=2)), 0.0),
+        (reference, hermes(call("get_weather", city="Paris", region="EU")), 0.0),  # declared no default
+        (json.dumps(reference), hermes(call("get_weather", city="Paris", unit="celsius")), 1.0),  # JSON text
+        # bare {"name", "parameters"} tools, Anthropic's input_schema
+        (
+            {**reference, "tools": [WEATHER_TOOL["function"]]},
+            hermes(call("get_weather", city="Paris", days=1)),
+            1.0,
+        ),
+        (
+            {
+                **reference,
+                "tools": [{"name": "get_weather", "input_schema": WEATHER_TOOL["function"]["parameters"]}],
+            },
+            hermes(call("get_weather", city="Paris", days=1)),
+            1.0,
+        ),
+    ]
+    items = [{"response": r, "reference": ref} for ref, r, _ in cases]
+    results = await score(client, items, reference_format="calls", omit_defaults=True)
+    assert [r["score"] for r in results] == [want for _, _, want in cases], results
+    # off (the default), or no tools in the reference: an argument given is given
+    off = await score(client, items[:3], reference_format="calls")
+    assert [r["score"] for r in off] == [0.0, 0.0, 0.0]
+    no_tools = await score(
+        client,
+        [{"response": cases[0][1], "reference": reference["calls"]}],
+        reference_format="calls",
+        omit_defaults=True,
+    )
+    assert no_tools[0]["score"] == 0.0
+    partial = await score(client, items[:1], reference_format="calls", mode="partial")
+    assert partial[0]["score"] == pytest.approx(1 / 3)

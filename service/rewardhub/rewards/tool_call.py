@@ -95,7 +95,10 @@ type is coerced
 (``"3"`` is not ``3``) unless ``coerce_types`` (then a string equals the number or boolean it spells,
 ``"10"`` = 10, ``"true"`` = true, and the JSON text of an object or array that value), an argument
 given as ``null`` is not an absent one unless ``null_as_absent`` (on both sides), and every argument the
-reference gives is required, every other one extra. With ``order: "any"`` (default; parallel calls)
+reference gives is required, every other one extra: an argument given its default value too, unless
+``omit_defaults`` and the reference names its tools, ``{"calls": [...], "tools": [...]}`` (OpenAI's
+function definitions, or bare ``{"name", "parameters"}``; :func:`declared_defaults`): then an argument
+equal to the default its schema declares counts as not given, on both sides. With ``order: "any"`` (default; parallel calls)
 reference and predicted calls are paired for the best total credit (past 64 calls a side, greedily by
 best credit), with ``"strict"`` position by position.
 
@@ -167,7 +170,15 @@ from rewardhub.rewards.tool_formats import (
     xtml_unspaced,
 )
 
-__all__ = ["Call", "ToolCallConfig", "ToolCallReward", "bfcl_reference", "parse_calls", "values_equal"]
+__all__ = [
+    "Call",
+    "ToolCallConfig",
+    "ToolCallReward",
+    "bfcl_reference",
+    "declared_defaults",
+    "parse_calls",
+    "values_equal",
+]
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # a response's calls read at most: a call list longer than this is no answer a trainer wants scored
@@ -237,6 +248,15 @@ class ToolCallConfig(RewardConfig):
         False,
         description="An argument given as null counts as not given, in the reference and the response alike "
         "(BFCL/OpenAI optional parameters are often written out as null). Off: null is a value of its own.",
+    )
+    omit_defaults: bool = Field(
+        False,
+        description="An argument equal to the default its tool's schema declares counts as not given, in the "
+        'reference and the response alike. The schemas are the reference\'s: {"calls": [...], "tools": [...]}, '
+        'each tool OpenAI\'s {"type": "function", "function": {"name", "parameters"}} or bare {"name", '
+        '"parameters"} (or Anthropic\'s "input_schema"), its defaults parameters.properties.<arg>.default. '
+        "Off, or no tools given: an argument given is given, its default or not. (reference_format bfcl: a "
+        "possible answer lists a default among the argument's values itself; not applied.)",
     )
     reference_format: Literal["calls", "bfcl"] = Field(
         "calls",
@@ -1186,6 +1206,57 @@ def bfcl_reference(reference: Any) -> list[Call] | None:
     return calls
 
 
+def declared_defaults(reference: Any) -> dict[str, dict[str, Any]]:
+    """The defaults the tools of a reference ``{"calls": [...], "tools": [...]}`` declare, by function and
+    argument (``omit_defaults``): each tool OpenAI's ``{"type": "function", "function": {...}}`` or bare
+    ``{"name", "parameters"}`` (Anthropic's ``input_schema`` too), a default its
+    ``parameters.properties.<arg>.default``; none for any other reference or tool."""
+    if isinstance(reference, str) and reference.lstrip().startswith("{"):
+        try:
+            reference = _loads(reference)
+        except ValueError:
+            return {}
+    tools = reference.get("tools") if isinstance(reference, dict) else None
+    defaults: dict[str, dict[str, Any]] = {}
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            tool = tool["function"]
+        if not isinstance(tool, dict) or not isinstance(name := tool.get("name"), str):
+            continue
+        schema = tool.get("parameters", tool.get("input_schema"))
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(properties, dict):
+            declared = {
+                k: p["default"] for k, p in properties.items() if isinstance(p, dict) and "default" in p
+            }
+            if declared:
+                defaults.setdefault(name, {}).update(declared)
+    return defaults
+
+
+def _without_defaults(
+    calls: list[Call], defaults: dict[str, dict[str, Any]], cfg: ToolCallConfig
+) -> list[Call]:
+    """The calls without the arguments equal to their declared defaults (as :func:`_argument_equal` compares
+    values: an XML-form argument also by the text it was written as)."""
+    normalized, tol, coerce = cfg.string_match == "normalized", cfg.float_tolerance, cfg.coerce_types
+
+    def is_default(call: Call, key: str, default: Any) -> bool:
+        if values_equal(call.arguments[key], default, tol, normalized, coerce):
+            return True
+        return key in call.texts and values_equal(call.texts[key], default, tol, normalized, coerce)
+
+    out: list[Call] = []
+    for call in calls:
+        declared = defaults.get(call.name, {})
+        dropped = {k for k, d in declared.items() if k in call.arguments and is_default(call, k, d)}
+        if dropped:
+            args = {k: v for k, v in call.arguments.items() if k not in dropped}
+            call = Call(call.name, args, {k: t for k, t in call.texts.items() if k not in dropped})
+        out.append(call)
+    return out
+
+
 # BFCL's checker compares strings lowercased, without spaces and these marks ("April 1, 2024" is
 # "april 1 2024"), a single quote read as a double one
 _BFCL_DROPPED = re.compile(r"[ ,./\-_*^]")
@@ -1500,7 +1571,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.3.9: a call's arguments under "args" (LangChain, Gemini) or "input" (Anthropic's tool_use) are read
     # (they were dropped: a wrong call equalled a reference in the same shape), and Gemini's functionCall;
     # an OpenAI message with "tool_calls": null calls no tool (a reference: parse_error; a response: format);
-    # reference_format "bfcl" reads BFCL's possible answers (they were parse_error), scored as its AST checker
+    # reference_format "bfcl" reads BFCL's possible answers (they were parse_error), scored as its AST checker;
+    # omit_defaults: an argument equal to its default, declared by the reference's tools, counts as not given
     version: ClassVar[str] = "1.3.9"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
@@ -1561,6 +1633,16 @@ class ToolCallReward(Reward[ToolCallConfig]):
             if not refs:  # "call no tool", and none was called
                 return Outcome(1.0, components={"exact": 1.0, "name_f1": 1.0, "calls": 0.0})
             return Outcome(0.0, Reason.NO_ANSWER, components=dict(_EMPTY), details={"calls": []})
+        # (a BFCL possible answer lists an argument's default among its values, "" with it: read as it is)
+        if (
+            config.reference_format == "calls"
+            and config.omit_defaults
+            and (defaults := declared_defaults(item.reference))
+        ):
+            preds, refs = (
+                _without_defaults(preds, defaults, config),
+                _without_defaults(refs, defaults, config),
+            )
         return preds, refs
 
 
