@@ -319,6 +319,26 @@ CASES = [
     ("\\{x \\mid 0 \\leq x \\leq 3\\} \\setminus \\{0, 1, 5\\}", "[0, 1) \\cup (1, 3]", False),
     # ... and A \cup B - C is left alone: whether the union or the difference comes first is convention
     ("(0, 1) \\cup (2, 3) - \\{2.5\\}", "(0, 1) \\cup (2, 2.5) \\cup (2.5, 3)", False),
+    # --- an equation against the value of the one variable the answer leaves out (math 1.1.5) --
+    # xy = 6 fixes y = 6/x; y + 1 = -(2x-1)^2 fixes y; rho sin(theta) = sqrt 3 fixes rho (HardVerify
+    # items 125, 138, 155); either side may be the equation
+    ("xy = 6", "\\dfrac{6}{x}", True),
+    ("y + 1 = - (2x - 1)^2.", "-4x^2 + 4x - 2", True),
+    ("\\rho\\sin\\theta = \\sqrt{3}", "\\sqrt{3} \\csc \\theta", True),
+    ("x + y = 1", "1 - x", True),
+    ("\\frac{6}{x}", "xy = 6", True),
+    # ... only the right value: a slip in the constant or the factor fails
+    ("y + 1 = - (2x - 1)^2.", "-4x^2 + 4x - 1", False),
+    ("xy = 6", "6x", False),
+    ("x + y = 1", "1 + x", False),
+    ("\\frac{6}{x}", "xy = 7", False),
+    # ... only where the equation fixes the variable: linearly (y^2 = 4x has two branches) with a
+    # coefficient that is not zero
+    ("y^2 = 4x", "2\\sqrt{x}", False),
+    ("y \\cdot 0 + x = 1", "1", False),
+    # ... and only for exactly one missing variable, and no variable the equation lacks
+    ("x + y + z = 1", "1 - x", False),
+    ("xy = 6", "\\frac{6}{t}", False),
 ]
 
 

@@ -32,6 +32,7 @@ from rewardhub.mathlib.symbolic import (
     mv_verify,
     parse_item,
     rename_symbols,
+    solve_for_missing,
 )
 
 _MAX_LEN = 20_000
@@ -165,8 +166,14 @@ class _Comparer:
                 return None
         if is_equation(pp) and not is_equation(gp):
             # math-verify would compare the gold with the equation's right-hand side; that is
-            # only sound for a simple-name label, which parse_items has already removed.
-            return None
+            # only sound for a simple-name label, which parse_items has already removed.  An
+            # equation that fixes the one variable the gold leaves out is that variable's value.
+            solved = solve_for_missing(pp, gp)
+            return "solved" if solved is not None and mv_verify(gp, solved) else None
+        if is_equation(gp) and not is_equation(pp):
+            solved = solve_for_missing(gp, pp)
+            if solved is not None and mv_verify(solved, pp):
+                return "solved"
         if is_constant(gp) and is_constant(pp):
             verdict = constants_equal(gp, pp, parse_literal(g), parse_literal(p))
             if verdict is not None:

@@ -42,6 +42,8 @@ _CONFIG = [
 _REL_TOL = Fraction(1, 10**30)
 _DIGITS = 60
 PARAMETER_LETTERS = frozenset({"k", "n", "m"})
+# An equation solved for a missing variable (solve_for_missing) is at most this big: a cheap rule.
+_MAX_SOLVE_OPS = 200
 
 
 def parse_item(s: str, cache: dict[str, Any]) -> Any:
@@ -189,6 +191,35 @@ def family_parameter(expr: Any) -> str | None:
     if not ratio.is_Rational or ratio == 0:
         return None
     return str(param.name)
+
+
+def solve_for_missing(equation: Any, expr: Any) -> Any:
+    """The equation solved for the one variable that ``expr`` leaves out, or None.
+
+    ``\\rho\\sin\\theta = \\sqrt{3}`` against ``\\sqrt{3}\\csc\\theta``: an answer that is an
+    expression in all but one of an equation's variables is that variable's value (the label ``\\rho =``
+    dropped, as a bare ``2x + 1`` is read against ``y = 2x + 1``).  Sound only when the equation
+    fixes that variable uniquely, so it must enter linearly, ``a v + b = 0`` with ``a`` free of ``v``
+    and not zero; then ``v = -b/a``, defined where ``a`` is not zero.  ``y^2 = x``
+    does not fix ``y`` (``\\sqrt{x}`` is one of two branches), and an answer without variables, or
+    with one the equation lacks, or leaving out two, is not a solved form of it.
+    """
+    if not isinstance(equation, sympy.Eq) or not isinstance(expr, sympy.Expr):
+        return None
+    if isinstance(expr, sympy.core.relational.Relational):
+        return None
+    eq_symbols, expr_symbols = equation.free_symbols, expr.free_symbols
+    missing = eq_symbols - expr_symbols
+    if not expr_symbols or not expr_symbols < eq_symbols or len(missing) != 1:
+        return None
+    if sympy.count_ops(equation) > _MAX_SOLVE_OPS:
+        return None
+    (var,) = missing
+    f = exact_decimals(equation.lhs - equation.rhs)
+    coeff = sympy.diff(f, var)
+    if var in coeff.free_symbols or sympy.expand(coeff) == 0:
+        return None
+    return -f.subs(var, 0) / coeff
 
 
 def mv_verify(gold: Any, pred: Any) -> bool:

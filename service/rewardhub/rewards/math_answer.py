@@ -68,7 +68,9 @@ class MathReward(Reward[MathConfig]):
     name: ClassVar[str] = "math"
     # 1.1.4: invisible format characters (Cf: zero-width space, BOM...) are dropped from the extracted
     # answer and the gold: "\\boxed{4\u200b2}" was not 42
-    version: ClassVar[str] = "1.1.4"
+    # 1.1.5: an equation against the value of the one variable the answer leaves out, when it enters
+    # linearly: "xy = 6" vs "\\frac{6}{x}", "\\rho\\sin\\theta = \\sqrt{3}" vs "\\sqrt{3}\\csc\\theta"
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
