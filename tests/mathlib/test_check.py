@@ -339,6 +339,28 @@ CASES = [
     # ... and only for exactly one missing variable, and no variable the equation lacks
     ("x + y + z = 1", "1 - x", False),
     ("xy = 6", "\\frac{6}{t}", False),
+    # --- an ordering chain (math 1.1.5) -----------------------------------------------------------
+    # b < a < d < c is the list b, a, d, c in its written order (HardVerify item 168), and the
+    # chain c > d > a > b; a chain of constants of any length
+    ("b < a < d < c", "b, a, d, c", True),
+    ("b, a, d, c", "b < a < d < c", True),
+    ("b < a < d < c", "c > d > a > b", True),
+    ("a < x < b", "b > x > a", True),
+    ("\\sqrt{2} < 1.5 < \\sqrt{3}", "\\sqrt{2}, \\frac{3}{2}, \\sqrt{3}", True),
+    # ... in that order only, every term, as a bare list
+    ("b < a < d < c", "c, d, a, b", False),
+    ("b < a < d < c", "b, a, c, d", False),
+    ("b < a < d < c", "b, a, d", False),
+    ("b < a < d < c", "\\{b, a, d, c\\}", False),
+    ("b < a < d < c", "x = b, y = a, z = d, w = c", False),
+    ("b < a < d < c", "a < b < c < d", False),
+    ("a < x < b", "b > a > x", False),
+    # ... of strict relations all one way
+    ("b < a < d < c", "b \\leq a \\leq d \\leq c", False),
+    ("b < a > c", "b, a, c", False),
+    # ... and never a solved-form inequality, which is a set of values, not an order
+    ("a < x < b", "a, x, b", False),
+    ("1 < x < 2", "1, x, 2", False),
 ]
 
 

@@ -44,6 +44,8 @@ _SPACED_DIGITS_RE = re.compile(r"(?<![\^_\d])\d+ \d")
 # A lone k, n or m (not part of a word or a command such as \\sin or \\ln).
 _PARAMETER_RE = re.compile(r"(?<![A-Za-z\\])[" + "".join(sorted(PARAMETER_LETTERS)) + r"](?![A-Za-z])")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
+# Any relation but a strict < or >: a term holding one is not a term of an ordering chain.
+_OTHER_RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq|leqslant|geqslant)(?![A-Za-z])|[=<>]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,18 @@ def quick_check(gold: str, pred: str) -> Check | None:
     return None
 
 
+def _ordering(s: str) -> tuple[list[str], str] | None:
+    """``b < a < d < c``: its terms in written order and the relation, or None.
+
+    A chain of two or more strict inequalities all one way and nothing else at the top level.
+    """
+    for op in ("<", ">"):
+        terms = [t.strip() for t in split_top_level(s, (op,))]
+        if len(terms) >= 3 and all(t and not _OTHER_RELATION_RE.search(t) for t in terms):
+            return terms, op
+    return None
+
+
 class _Comparer:
     """One ``check`` call: holds the parse cache so each item is parsed at most once."""
 
@@ -101,6 +115,13 @@ class _Comparer:
             return "rational" if literals_equivalent(lg, lp) else None
         if _SPACED_DIGITS_RE.search(g) or _SPACED_DIGITS_RE.search(p):
             return None
+        og, op = _ordering(g), _ordering(p)
+        if og is not None and op is not None and len(og[0]) == len(op[0]):
+            # b < a < d < c is c > d > a > b: the same statement, read in ascending order
+            up_g = og[0] if og[1] == "<" else og[0][::-1]
+            up_p = op[0] if op[1] == "<" else op[0][::-1]
+            if all(self.value(a, b) for a, b in zip(up_g, up_p, strict=True)):
+                return "order"
         structural = self._brackets(g, p)
         if structural is not None:
             return structural or None
@@ -244,7 +265,24 @@ class _Comparer:
                         pairs = zip(comps, (i.value for i in many), strict=True)
                         if all((cmp(b, a) if flip else cmp(a, b)) for a, b in pairs):
                             return "tuple"
+        # A chain b < a < d < c against the bare list b, a, d, c: the list gives the order in the
+        # chain's written order (a reversed list is another answer).  Only a chain that is not a
+        # solved-form inequality: one of four or more terms, or of constants (a < x < b is not the
+        # list a, x, b; the parser has already turned 1 < x < 2 into an interval).
+        for single, many, flip, many_is_set in ((gold, pred, False, sets[1]), (pred, gold, True, sets[0])):
+            if len(single) == 1 and len(many) > 1 and not many_is_set and single[0].label is None:
+                chain = _ordering(single[0].value)
+                if chain is None or len(chain[0]) != len(many) or any(i.label for i in many):
+                    continue
+                if len(chain[0]) < 4 and not all(self._is_constant(t) for t in chain[0]):
+                    continue
+                pairs = zip(chain[0], (i.value for i in many), strict=True)
+                if all((self.value(b, a) if flip else self.value(a, b)) for a, b in pairs):
+                    return "order"
         return None
+
+    def _is_constant(self, s: str) -> bool:
+        return parse_literal(s) is not None or is_constant(parse_item(s, self.cache))
 
 
 def _family_letter(items: list[Item], cache: dict[str, Any]) -> str | None:
