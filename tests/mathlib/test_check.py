@@ -361,6 +361,16 @@ CASES = [
     # ... and never a solved-form inequality, which is a set of values, not an order
     ("a < x < b", "a, x, b", False),
     ("1 < x < 2", "1, x, 2", False),
+    # --- an ellipsis is not parsed (math 1.1.5): the parser dropped \ldots and read \cdots as "\cdot s"
+    ("1 + 2 + \\ldots + 10", "13", False),
+    ("a_1 + a_2 + \\ldots + a_n", "a_1 + a_2 + a_n", False),
+    ("x_1 x_2 \\ldots x_n", "x_1 x_2 x_n", False),
+    ("2 \\cdot 3 \\cdots n", "6sn", False),
+    ("1 + 2 + … + n", "n + 3", False),
+    ("1 + 2 + \\dots + n", "n + 3", False),
+    # ... it compares as written
+    ("a_1 + a_2 + \\ldots + a_n", "a_1+a_2+\\ldots+a_n", True),
+    ("1, 2, \\ldots, 10", "1, 2, \\ldots, 10", True),
 ]
 
 

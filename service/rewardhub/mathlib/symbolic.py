@@ -13,6 +13,7 @@ timeout into a silent ``False``, so they are disabled (``parsing_timeout=None``,
 from __future__ import annotations
 
 import logging
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -39,6 +40,8 @@ _CONFIG = [
         ),
     )
 ]
+# \\ldots, \\cdots, \\dots, \\dotsb..., \\vdots, \\ddots, "...", and the Unicode ellipses.
+_ELLIPSIS_RE = re.compile(r"\\(?:[lcvd]?dots[a-z]*|hdots|mathellipsis)|\.\.\.|[\u2026\u22ef\u22ee\u22f1]")
 _REL_TOL = Fraction(1, 10**30)
 _DIGITS = 60
 PARAMETER_LETTERS = frozenset({"k", "n", "m"})
@@ -47,10 +50,18 @@ _MAX_SOLVE_OPS = 200
 
 
 def parse_item(s: str, cache: dict[str, Any]) -> Any:
-    """Parse one normalised item into a sympy object, or None when it is not math we can read."""
+    """Parse one normalised item into a sympy object, or None when it is not math we can read.
+
+    An ellipsis is not math we can read: the parser drops ``\\ldots`` (``1 + 2 + \\ldots + 10`` came
+    out as 13, ``a_1 + a_2 + \\ldots + a_n`` as three terms) and reads ``3 \\cdots n`` as ``3 s n``,
+    so such an item compares as a string only.
+    """
     if s in cache:
         return cache[s]
     result = None
+    if _ELLIPSIS_RE.search(s):
+        cache[s] = result
+        return result
     try:
         parsed = parse("\\boxed{" + s + "}", _CONFIG, extraction_mode="first_match", parsing_timeout=None)
     except Exception:

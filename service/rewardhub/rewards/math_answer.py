@@ -70,8 +70,9 @@ class MathReward(Reward[MathConfig]):
     # answer and the gold: "\\boxed{4\u200b2}" was not 42
     # 1.1.5: an equation against the value of the one variable the answer leaves out, when it enters
     # linearly: "xy = 6" vs "\\frac{6}{x}", "\\rho\\sin\\theta = \\sqrt{3}" vs "\\sqrt{3}\\csc\\theta"
-    # too; an ordering chain "b < a < d < c" is the list "b, a, d, c" (not a solved form: 4+ terms or
-    # constants) and the chain "c > d > a > b"
+    # (either side); an ordering chain "b < a < d < c" is the list "b, a, d, c" (not a solved form:
+    # 4+ terms or constants) and the chain "c > d > a > b"; an item with an ellipsis compares as a
+    # string only (the parser dropped \\ldots: "1 + 2 + \\ldots + 10" equalled 13)
     version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
