@@ -371,6 +371,34 @@ CASES = [
     # ... it compares as written
     ("a_1 + a_2 + \\ldots + a_n", "a_1+a_2+\\ldots+a_n", True),
     ("1, 2, \\ldots, 10", "1, 2, \\ldots, 10", True),
+    # --- a sum a_k + a_{k-1} + \ldots + a_0 written the other way round (math 1.1.5) --------------
+    # the same terms from one end to the other in the same step (HardVerify item 141)
+    (
+        " \\alpha_p = \\frac{n - (a_k + a_{k-1} + \\ldots + a_0)}{p-1} ",
+        "\\frac{n - (a_0 + a_1 + a_2 + \\cdots + a_k)}{p - 1}",
+        True,
+    ),
+    ("a_1 + a_2 + \\cdots + a_n", "a_n + \\cdots + a_2 + a_1", True),
+    ("a_1 + a_2 + \\cdots + a_n", "a_1 + \\cdots + a_n", True),
+    ("(a_1 + \\cdots + a_n)^2", "(a_n + \\ldots + a_1)^2", True),
+    ("x_1 + x_2 + \\cdots + x_n, n", "n, x_n + \\cdots + x_1", True),
+    # ... what surrounds the sum still counts (the data's wrong answer divides by p)
+    (
+        " \\alpha_p = \\frac{n - (a_k + a_{k-1} + \\ldots + a_0)}{p-1} ",
+        "\\frac{n - (a_0 + a_1 + a_2 + \\cdots + a_k)}{p}",
+        False,
+    ),
+    ("(a_1 + \\cdots + a_n)^2", "a_1^2 + \\cdots + a_n^2", False),
+    # ... other ends, another step, another letter, or a step that leads away from the last term
+    ("\\frac{a_1 + \\cdots + a_n}{n}", "\\frac{a_1 + \\cdots + a_{n-1}}{n}", False),
+    ("\\frac{a_1 + \\cdots + a_n}{n}", "\\frac{a_0 + \\cdots + a_n}{n}", False),
+    ("a_0 + a_2 + \\cdots + a_{2k}", "a_0 + a_1 + \\cdots + a_{2k}", False),
+    ("\\frac{a_1 + \\cdots + a_n}{n}", "\\frac{b_1 + \\cdots + b_n}{n}", False),
+    ("a_0 + a_1 + \\cdots + a_k", "a_k + a_{k+1} + \\cdots + a_0", False),
+    ("a_5 + a_6 + \\cdots + a_1", "a_1 + \\cdots + a_5", False),
+    # ... and only a sum that is a whole group: here the minus sign binds a_1 alone
+    ("n - (a_1 + a_2 + \\cdots + a_n)", "n - a_1 + a_2 + \\cdots + a_n", False),
+    ("2(a_1 + \\cdots + a_n)", "2 a_n + \\cdots + 2a_1", False),
 ]
 
 

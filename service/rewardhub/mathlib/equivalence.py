@@ -14,6 +14,7 @@ agree to 30 relative digits unless one side is a decimal that rounds correctly.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -326,6 +327,19 @@ def _renamed_family(
     return "family" if comparer.items(gold, renamed, sets) is not None else None
 
 
+def _ellipsis_sums(comparer: _Comparer, gold: str, pred: str) -> str | None:
+    """``a_k + a_{k-1} + \\ldots + a_0`` against ``a_0 + a_1 + \\cdots + a_k``: each such sum becomes a
+    symbol (the same one for the same sum on both sides) and the answers are compared again."""
+    named = _name_runs(normalize(gold), normalize(pred))
+    if named is None:
+        return None
+    g_items, g_set = parse_answer(named[0])
+    p_items, p_set = parse_answer(named[1])
+    if not g_items or not p_items:
+        return None
+    return "ellipsis" if comparer.items(g_items, p_items, (g_set, p_set)) is not None else None
+
+
 def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str] | None:
     """``f(x)`` vs ``f(z)``: same function, argument names are bound, so rename z -> x."""
     if g_label is None or p_label is None:
@@ -337,6 +351,102 @@ def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str]
     if len(ga) != len(pa) or not all(is_name(a) for a in ga + pa):
         return None
     return {b: a for a, b in zip(ga, pa, strict=True) if a != b}
+
+
+# A run of subscripted terms with an ellipsis, written as a whole group: "(a_k + a_{k-1} + \\ldots + a_0)".
+_RUN_TERM = r"[A-Za-z]_(?:\{[^{}]{1,12}\}|[A-Za-z0-9])"
+_RUN_RE = re.compile(
+    rf"(?:(?<=[({{\[,=])|^)\s*(?P<run>{_RUN_TERM}(?:\s*\+\s*{_RUN_TERM})*\s*\+\s*"
+    rf"\\(?:ldots|cdots|dots|dotsb)\s*\+\s*{_RUN_TERM}(?:\s*\+\s*{_RUN_TERM})*)\s*(?=[)}}\],=]|$)"
+)
+_INDEX_RE = re.compile(r"^(?:(?P<sym>[A-Za-z])(?P<off>[+-]\d{1,3})?|(?P<num>\d{1,6}))$")
+_PLACEHOLDER = "\\Upsilon"
+
+
+def _index(term: str) -> tuple[str, str | None, int] | None:
+    """``a_{k-1}`` -> ``("a", "k", -1)``, ``a_0`` -> ``("a", None, 0)``, or None."""
+    base, idx = term[0], term[2:].strip("{}").replace(" ", "")
+    m = _INDEX_RE.match(idx)
+    if m is None:
+        return None
+    if m.group("num") is not None:
+        return base, None, int(m.group("num"))
+    return base, m.group("sym"), int(m.group("off") or 0)
+
+
+def _run_key(run: str) -> tuple[str, tuple[str | None, int], tuple[str | None, int], int] | None:
+    """The sum ``a_k + a_{k-1} + \\ldots + a_0`` as (base, first index, last index, step > 0), or None.
+
+    The explicit terms fix the step: every neighbouring pair on one side of the ellipsis must differ
+    by it, the same on both sides.  The sum does not depend on the direction in which it is written,
+    so a descending one is turned around (``a_k + a_{k-1} + \\ldots + a_0`` is ``a_0 + \\ldots + a_k``
+    in steps of 1).  Without explicit pairs (``a_1 + \\cdots + a_n``) the step is 1 and the sum runs
+    up from a number to a letter, or from the smaller number or offset; anything else is None.  Where
+    both ends are comparable (two numbers, or offsets of one letter) the step must lead from the
+    first to the last.
+    """
+    before, after = re.split(r"\\(?:ldots|cdots|dots|dotsb)", run)
+    sides = [[_index(t.strip()) for t in side.split("+") if t.strip()] for side in (before, after)]
+    flat = [x for side in sides for x in side]
+    if not sides[0] or not sides[1] or any(x is None for x in flat):
+        return None
+    if len({x[0] for x in flat if x is not None}) != 1:
+        return None
+    steps: set[int] = set()
+    for side in sides:
+        for a, b in itertools.pairwise(side):
+            if a is None or b is None or a[1] != b[1]:
+                return None
+            steps.add(b[2] - a[2])
+    first, last = sides[0][0], sides[1][-1]
+    if first is None or last is None or len(steps) > 1 or 0 in steps:
+        return None
+    start, end = first[1:], last[1:]
+    comparable = start[0] == end[0]
+    if steps:
+        step = steps.pop()
+        if comparable and (end[1] - start[1]) * step <= 0:
+            return None
+    elif comparable:
+        step = 1 if end[1] > start[1] else -1
+    elif start[0] is None:
+        step = 1  # a_1 + \\cdots + a_n
+    elif end[0] is None:
+        step = -1  # a_n + \\cdots + a_1
+    else:
+        return None
+    if step < 0:
+        start, end, step = end, start, -step
+    return first[0], start, end, step
+
+
+def _name_runs(gold: str, pred: str) -> tuple[str, str] | None:
+    """Both answers with each ellipsis sum replaced by one fresh symbol per distinct sum, or None.
+
+    Two sums get the same symbol only when :func:`_run_key` says they are the same sum; an ellipsis
+    left anywhere else keeps the answer string-only.
+    """
+    if "dots" not in gold or "dots" not in pred or "upsilon" in (gold + pred).lower():
+        return None
+    names: dict[Any, str] = {}
+    out: list[str] = []
+    for text in (gold, pred):
+        failed = False
+
+        def name(m: re.Match[str]) -> str:
+            nonlocal failed
+            k = _run_key(m.group("run"))
+            if k is None:
+                failed = True
+                return m.group(0)
+            names.setdefault(k, f"{_PLACEHOLDER}_{{{len(names) + 1}}}")
+            return " " + names[k] + " "
+
+        new = _RUN_RE.sub(name, text)
+        if failed or new == text:
+            return None
+        out.append(new)
+    return out[0], out[1]
 
 
 def check(gold: str, pred: str) -> Check:
@@ -359,8 +469,10 @@ def check(gold: str, pred: str) -> Check:
         method = comparer.items(g_items, p_items, (g_set, p_set))
         if method is None:
             method = _renamed_family(comparer, g_items, p_items, (g_set, p_set))
+        if method is None:
+            method = _ellipsis_sums(comparer, gold, pred)
     except Exception:
         method = None
     if method is None:
         return Check(False, "math_verify" if gold_parsed else "string", gold_parsed)
-    return Check(True, method, gold_parsed)
+    return Check(True, method, gold_parsed or method == "ellipsis")

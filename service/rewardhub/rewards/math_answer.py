@@ -72,7 +72,8 @@ class MathReward(Reward[MathConfig]):
     # linearly: "xy = 6" vs "\\frac{6}{x}", "\\rho\\sin\\theta = \\sqrt{3}" vs "\\sqrt{3}\\csc\\theta"
     # (either side); an ordering chain "b < a < d < c" is the list "b, a, d, c" (not a solved form:
     # 4+ terms or constants) and the chain "c > d > a > b"; an item with an ellipsis compares as a
-    # string only (the parser dropped \\ldots: "1 + 2 + \\ldots + 10" equalled 13)
+    # string only (the parser dropped \\ldots: "1 + 2 + \\ldots + 10" equalled 13), except that a sum
+    # "a_k + a_{k-1} + \\ldots + a_0" equals the same sum written the other way round
     version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
