@@ -59,10 +59,17 @@ async def test_repeated_idempotency_key_computes_once(client: httpx.AsyncClient)
     assert first.json()["job_id"] == second.json()["job_id"]
     await wait_done(client, first.json()["job_id"])
     scored = items_scored((await client.get("/metrics")).text)
+    runner = client.app.state.jobs  # type: ignore[attr-defined]
+    before = asyncio.all_tasks()
     third = await client.post("/v1/jobs", json=body, headers=headers)
     assert third.json()["job_id"] == first.json()["job_id"] and third.json()["status"] == "succeeded"
-    await asyncio.sleep(0.3)
-    # No scoring happened for the repeat: the items counter did not move.
+    # Nothing queued, running or started for the repeat: work it set off in the runner's queue or in a
+    # task of its own is waited for to its end (a fixed 0.3 s wait could end before a slow host had done
+    # it, and passed); then the items counter must not have moved: no scoring happened.
+    await until(
+        lambda: not runner._queued and not asyncio.all_tasks() - before,
+        "work set off by the repeat never ended",
+    )
     assert items_scored((await client.get("/metrics")).text) == scored
     conflict = await client.post("/v1/jobs", json={**body, "items": body["items"][:1]}, headers=headers)
     assert conflict.status_code == 409 and conflict.json()["error"]["type"] == "conflict"
