@@ -130,9 +130,12 @@ async def test_configs(config: dict[str, Any], response: str, score: float) -> N
 
 async def test_adversarial_response_is_fast() -> None:
     response = "<think>" * 100_000 + "</think>" * 100_000 + "<answer>" * 50_000
-    t0 = time.perf_counter()
+    # The checks run on this thread, without an await: its CPU time is their cost, whatever else the host
+    # runs (a wall-clock bound of 1 s, then 5 s, was tight on a loaded host). Linear: well under 0.1 s;
+    # quadratic: hours.
+    cpu0 = time.thread_time()
     out = await score_text(REWARD, response)
-    assert time.perf_counter() - t0 < 5.0  # quadratic would take hours (1 s was tight on a loaded host)
+    assert time.thread_time() - cpu0 < 5.0
     assert out.score == 0.0
 
 
