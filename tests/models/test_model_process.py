@@ -20,6 +20,7 @@ from rewardhub.models.batcher import MicroBatcher
 from rewardhub.models.errors import BackendError, ForwardCrashed, InputTooLong, MissingExtra
 from rewardhub.models.model_process import ModelProcess, _device_lost
 from tiny_models import build_tiny_qwen_prm
+from waiting import until
 
 QUERY = StepQuery(step_tag="<extra_0>", steps=2, text="1 + 1 = 2<extra_0>so 2<extra_0>")
 
@@ -195,27 +196,35 @@ async def test_errors_keep_their_type_across_the_process_boundary() -> None:
         await proc.close()
 
 
-def _slow_echo(loaded: object, items: list[str]) -> list[str]:
-    import time
-
-    time.sleep(0.3)
-    return [f"echo {x}" for x in items]
+def _held_echo(loaded: object, items: list[str]) -> list[str]:
+    """Mark ``items[0] + ".started"``, wait for ``items[0] + ".release"``, then echo the other items."""
+    path = items[0]
+    Path(path + ".started").touch()
+    while not os.path.exists(path + ".release"):
+        time.sleep(0.01)
+    return [f"echo {x}" for x in items[1:]]
 
 
 def _nothing() -> str:
     return "loaded"
 
 
-async def test_a_cancelled_call_does_not_hand_its_reply_to_the_next() -> None:
-    """The child still answers a call whose caller was cancelled; the next call must get its own."""
+async def test_a_cancelled_call_does_not_hand_its_reply_to_the_next(tmp_path: Path) -> None:
+    """The child still answers a call whose caller was cancelled; the next call must get its own.
+    (The call was cancelled after a fixed 0.1 s, the child sleeping 0.3 s: on a loaded host the cancel
+    could land before the child had the call, or after its reply was in, and the test passed without a
+    late reply in the pipe. The child now holds the call until the test has cancelled it.)"""
+    held = str(tmp_path / "call")
     proc = ModelProcess("t", _nothing)
     await proc.start()
     try:
-        first = asyncio.create_task(proc.call(_slow_echo, ["A"]))
-        await asyncio.sleep(0.1)
+        first = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
         first.cancel()
         await asyncio.gather(first, return_exceptions=True)
-        assert await proc.call(_slow_echo, ["B"]) == ["echo B"]
+        assert first.cancelled()
+        Path(held + ".release").touch()  # its reply, "echo A", comes now: the next call must not take it
+        assert await proc.call(_held_echo, [held, "B"]) == ["echo B"]
         assert proc.restarts == 0
     finally:
         await proc.close()
