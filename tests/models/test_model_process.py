@@ -59,6 +59,10 @@ def _out_of_memory(loaded: object, items: list[str]) -> list[int]:
     return [len(x) for x in items]
 
 
+def _imports_torch() -> None:
+    import torch  # noqa: F401
+
+
 def _hangs(loaded: object, items: list[str]) -> list[str]:
     if "hang" in items:  # a GPU kernel that never returns, a deadlock in a native library
         time.sleep(3600)
@@ -69,8 +73,11 @@ def _hangs(loaded: object, items: list[str]) -> list[str]:
 async def _batched(
     fn: Callable[[object, list[str]], list[object]], stall_s: float | None = None
 ) -> AsyncIterator[tuple[ModelProcess, Any]]:
-    """A real model process behind a real batcher, as a backend wires them."""
-    proc = ModelProcess("t", _noop, stall_s=stall_s)
+    """A real model process behind a real batcher, as a backend wires them. Its loader imports torch, as
+    a model's does: the child's first call would import it otherwise (every batch runs in torch's
+    inference mode), seconds on a loaded host counted against ``stall_s``, and a healthy item after a
+    restart was once killed as stalled."""
+    proc = ModelProcess("t", _imports_torch, stall_s=stall_s)
     await proc.start()
     b: MicroBatcher[str, object] = MicroBatcher(
         "t", partial(proc.call, fn), max_batch=8, max_wait_ms=20, queue_max=100
