@@ -12,6 +12,7 @@ from reward_calls import score_item
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.repetition import RepetitionReward, repeated_fraction
+from waiting import until
 
 REWARD = RepetitionReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
 
@@ -132,7 +133,10 @@ async def test_long_batches_are_counted_in_the_cpu_workers_not_on_the_event_loop
         return resp
 
     async def health() -> None:
-        await asyncio.sleep(0.2)  # while the batch is being scored
+        # while the work is in the CPU workers (a fixed 0.2 s: on a loaded host the request might not
+        # have reached its scoring yet, and /health was answered before the loop had anything to hold)
+        pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        await until(lambda: pool.stats().busy + pool.stats().queued_items > 0, "no work reached the workers")
         assert (await client.get("/health")).status_code == 200
         order.append("health")
 

@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
+from waiting import until
+
 
 async def run(client: httpx.AsyncClient, metric: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     body = {"reward": {"name": "text_similarity", "config": {"metric": metric}}, "items": items}
@@ -165,7 +167,10 @@ async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
         return resp
 
     async def health() -> None:
-        await asyncio.sleep(0.2)  # while the huge item is being scored
+        # while the work is in the CPU workers (a fixed 0.2 s: on a loaded host the request might not
+        # have reached its scoring yet, and /health was answered before the loop had anything to hold)
+        pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+        await until(lambda: pool.stats().busy + pool.stats().queued_items > 0, "no work reached the workers")
         assert (await client.get("/health")).status_code == 200
         order.append("health")
 
