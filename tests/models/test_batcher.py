@@ -61,13 +61,24 @@ async def test_max_batch_and_token_budget_split_batches() -> None:
 
 
 async def test_busy_model_accumulates_the_next_batch() -> None:
-    rec = Recorder(delay_s=0.05)
-    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=16, max_wait_ms=0, queue_max=100)
+    # The first pass lasts until the test ends it, once the others are queued (a 0.05 s pass and a 0.01 s
+    # sleep: a loop stalled on a loaded host could end the pass before the others were submitted).
+    rec = Recorder()
+    release = asyncio.Event()
+
+    async def held(items: list[str]) -> list[str]:
+        out = await rec(items)
+        await release.wait()
+        return out
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", held, max_batch=16, max_wait_ms=0, queue_max=100)
     first = asyncio.create_task(b.submit_many(["first"], far()))
-    await asyncio.sleep(0.01)  # the first forward pass is running
-    rest = await asyncio.gather(*(b.submit_many([f"r{k}"], far()) for k in range(5)))
-    await first
-    assert len(rest) == 5 and [len(c) for c in rec.calls] == [1, 5]
+    await until(lambda: rec.calls == [["first"]], "the first forward pass never started")
+    rest = [asyncio.create_task(b.submit_many([f"r{k}"], far())) for k in range(5)]
+    await until(lambda: b.depth() == 5, "the others were never queued")
+    release.set()
+    assert await asyncio.gather(*rest) == [[f"R{k}"] for k in range(5)] and await first == ["FIRST"]
+    assert [len(c) for c in rec.calls] == [1, 5]
     await b.close()
 
 
@@ -156,15 +167,27 @@ async def test_items_of_a_fed_request_not_yet_queued_at_its_deadline_never_run()
 
 
 async def test_a_cancelled_fed_request_queues_nothing_more() -> None:
-    rec = Recorder(delay_s=0.05)
-    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=0, queue_max=4)
+    # Cancelled while its first item's pass runs (held until the test ends it; it was a 0.05 s pass and
+    # a cancel after 0.07 s, then 0.15 s to see what else ran, which a stalled loop could reorder).
+    rec = Recorder()
+    release = asyncio.Event()
+
+    async def held(items: list[str]) -> list[str]:
+        out = await rec(items)
+        if items == ["x0"]:
+            await release.wait()
+        return out
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", held, max_batch=1, max_wait_ms=0, queue_max=4)
     job = asyncio.create_task(b.submit_many([f"x{k}" for k in range(20)], far()))
-    await asyncio.sleep(0.07)
+    await until(lambda: rec.calls == [["x0"]] and b.depth() == 1, "the job was never fed in")  # x1 waits
     job.cancel()
     await asyncio.gather(job, return_exceptions=True)
     assert b.depth() == 0
-    await asyncio.sleep(0.15)
-    assert sum(len(c) for c in rec.calls) <= 4
+    release.set()
+    # queued after anything the job left behind, so it runs after any of it would have
+    assert await b.submit_many(["last"], far()) == ["LAST"]
+    assert rec.calls == [["x0"], ["last"]]
     await b.close()
 
 
