@@ -160,7 +160,8 @@ async def test_a_waiting_job_is_not_starved_by_a_stream_of_small_requests() -> N
 
     async with admission.admit(ANONYMOUS, 5):
         tasks = [asyncio.create_task(named("old", 0)), asyncio.create_task(named("young", 0.05))]
-        await asyncio.sleep(0.2)
+        # both wait before the room is made (a fixed 0.2 s, which a stalled loop could outlast)
+        await until(lambda: len(admission._waiters) == 2, "the two jobs never both waited")
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=20)
     assert order == ["old", "young"]
 
@@ -183,9 +184,10 @@ async def test_a_job_that_comes_back_keeps_its_place_in_line() -> None:
 
     async with admission.admit(ANONYMOUS, 5):
         newcomer = asyncio.create_task(job("newcomer", None))
-        await asyncio.sleep(0.05)
+        await until(lambda: len(admission._waiters) == 1, "the newcomer never waited")
         returning = asyncio.create_task(job("returning", time.monotonic() - 100))
-        await asyncio.sleep(0.2)
+        # both wait before the room is made (fixed sleeps, which a stalled loop could outlast)
+        await until(lambda: len(admission._waiters) == 2, "the returning job never waited")
     await asyncio.wait_for(asyncio.gather(newcomer, returning), timeout=20)
     assert order == ["returning", "newcomer"]
 
