@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from conftest import score_results
+from waiting import until
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -487,7 +488,12 @@ async def test_dense_responses_are_split_in_the_cpu_workers_not_on_the_event_loo
             return resp
 
         async def health() -> None:
-            await asyncio.sleep(0.2)  # while the huge item is being split
+            # while the work is in the CPU workers (a fixed 0.2 s: on a loaded host the request might
+            # not have reached its splitting yet, and /health was answered before the loop was held)
+            pool = client.app.state.runtime.cpu_pool  # type: ignore[attr-defined]
+            await until(
+                lambda: pool.stats().busy + pool.stats().queued_items > 0, "no work reached the workers"
+            )
             assert (await client.get("/health")).status_code == 200
             order.append("health")
 
