@@ -226,6 +226,10 @@ class MemoryJobStore:
         job = self._open.get(job_id)
         if job is None:
             return self._jobs.get(job_id)
+        if job["status"] in FINISHED:
+            # the runner's own record, which its scoring filled in (GET answers it so) before the runner
+            # saves it: the job has finished, and keeps its outcome
+            return job
         # a new record: the runner holds the old one and may still change it (it writes nothing more)
         cancelled = {**job, "status": "cancelled", "finished_at": now}
         await self.save(cancelled, done=True)

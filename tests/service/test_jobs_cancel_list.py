@@ -295,3 +295,63 @@ async def test_get_jobs_lists_the_callers_own_jobs_newest_first(
             assert refused.status_code == 422, (bad, refused.text)
             assert refused.json()["error"]["type"] == "invalid_request"
         assert (await c.get("/v1/jobs")).status_code == 401
+
+
+class _HeldFinishStore(MemoryJobStore):
+    """The embedded store whose runner is held just before its job's last write (the scoring is over)."""
+
+    def __init__(self) -> None:
+        super().__init__(ttl_s=3600)
+        self.finishing = asyncio.Event()
+        self.go_on = asyncio.Event()
+
+    async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
+        if done and job["status"] == "succeeded":
+            self.finishing.set()
+            await self.go_on.wait()
+        return await super().save(job, done=done)
+
+
+async def test_a_cancel_after_the_embedded_runner_scored_keeps_the_result_or_drops_it_whole() -> None:
+    """The embedded store hands its runner the job's own record, which the scoring fills in (succeeded,
+    its result) before the runner saves it: a DELETE landing in between wrote a copy of it "cancelled",
+    result and all, so the job read cancelled with a result, and a GET just before had answered it
+    succeeded. The scored job is finished: the cancel is a 409 and the job keeps its result, as GET
+    showed it. Found in review."""
+    from contextlib import asynccontextmanager
+
+    from rewardhub.errors import Conflict
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import ANONYMOUS
+
+    result = {"results": [{"id": "0", "score": 1.0}]}
+
+    class Scoring:
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+        async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+            return result
+
+    class Admission:
+        @asynccontextmanager
+        async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+            yield
+
+    store = _HeldFinishStore()
+    runner = JobRunner(
+        store, cast(Any, Scoring()), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+    )
+    await runner.start()
+    try:
+        job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), ANONYMOUS, None)
+        await asyncio.wait_for(store.finishing.wait(), 30)
+        assert (await runner.get(job["job_id"], ANONYMOUS))["status"] == "succeeded"
+        with pytest.raises(Conflict):
+            await runner.cancel(job["job_id"], ANONYMOUS)
+        store.go_on.set()
+        await until(lambda: not runner._queued, "the runner did not finish the job")
+        kept = await runner.get(job["job_id"], ANONYMOUS)
+        assert kept["status"] == "succeeded" and kept["result"] == result, kept
+    finally:
+        store.go_on.set()
+        await runner.close()
