@@ -565,9 +565,15 @@ class JobRunner:
             self._queue.put_nowait(job_id)
 
     async def resume(self) -> int:
-        """Queue every unfinished job (after a restart, or one a dead replica left behind)."""
+        """Queue every unfinished job (after a restart, or one a dead replica left behind), and let go of the
+        places of queued jobs no longer pending (cancelled by a DELETE that reached another replica)."""
         with contextlib.suppress(RewardHubError):
+            known = set(self._queued)  # (a job queued after the read below is pending, unread)
             ids = await self.store.pending()
+            gone = known - set(ids)
+            self._queued -= gone  # its entry in the queue stays; the worker that gets to it skips it
+            for job_id in gone:
+                self._owners.pop(job_id, None)
             for job_id in ids:
                 self._enqueue(job_id)
             return len(ids)

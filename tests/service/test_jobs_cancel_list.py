@@ -355,3 +355,56 @@ async def test_a_cancel_after_the_embedded_runner_scored_keeps_the_result_or_dro
     finally:
         store.go_on.set()
         await runner.close()
+
+
+async def test_a_job_cancelled_on_another_replica_frees_its_place_here_at_the_next_rescan(
+    redis_server: Any,
+) -> None:
+    """With Redis, every replica's rescan queues every pending job, and the replica a job was submitted
+    to counts it in its key's share: a DELETE reaching another replica freed the job's place there only,
+    and here the cancelled job held its place in REWARDHUB_JOB_QUEUE_MAX (and its key's share) until a
+    worker got to it, behind whatever long jobs ran: submissions got 429 meanwhile. The rescan lets go
+    of the places of jobs no longer pending. Found in review."""
+    from redis.asyncio import Redis
+
+    from rewardhub.errors import Overloaded
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    class Scoring:
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+    class Store(RedisJobStore):
+        P = f"rh:test-replicas-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    here, there = (
+        JobRunner(
+            Store(redis, ttl_s=3600),
+            cast(Any, Scoring()),
+            cast(Any, None),
+            concurrency=1,
+            queue_max=2,
+            max_items=8,
+            queue_max_per_key=1,
+        )
+        for _ in range(2)
+    )  # (no workers started: the jobs stay queued, as behind long ones)
+    request = ScoreRequest.model_validate_json(BODY)
+    a, b = Caller("key:a"), Caller("key:b")
+    try:
+        mine, _ = await here.submit(BODY, request, a, None)
+        await here.submit(BODY, request, b, None)
+        assert await there.resume() == 2  # its rescan queues both
+        with pytest.raises(Overloaded):
+            await here.submit(BODY, request, a, None)  # the queue, and key:a's share, are full
+        assert (await there.cancel(mine["job_id"], a))["status"] == "cancelled"
+        await here.resume()
+        again, created = await here.submit(BODY, request, a, None)
+        assert created and again["status"] == "queued"
+        assert len(there._queued) == 1  # the replica that cancelled it freed its place at once
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
