@@ -447,6 +447,7 @@ class RedisJobStore:
     async def jobs_of(self, caller: str, status: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
         index = self._k("jobs-of", caller)
         picked: list[dict[str, Any]] = []
+        seen: set[str] = set()  # a job submitted between two pages moves the ids after it down by one
         start = 0
         while start < LIST_WINDOW:
             asked = min(_LIST_PAGE, LIST_WINDOW - start)
@@ -458,7 +459,12 @@ class RedisJobStore:
             if gone:  # expired: out of the index, and the ids after them move up by as many
                 await self._call(self.r.zrem(index, *gone))
             start += len(ids) - len(gone)
-            found = (orjson.loads(raw) for raw in raws if raw is not None)
+            found = [
+                orjson.loads(raw)
+                for i, raw in zip(ids, raws, strict=True)
+                if raw is not None and i not in seen
+            ]
+            seen.update(ids)
             picked += [job for job in found if status is None or job["status"] == status]
             if len(picked) > limit or len(ids) < asked:  # enough, or the end of the index
                 break

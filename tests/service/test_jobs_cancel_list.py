@@ -408,3 +408,48 @@ async def test_a_job_cancelled_on_another_replica_frees_its_place_here_at_the_ne
         if keys:
             await redis.delete(*keys)
         await redis.aclose()
+
+
+async def test_a_redis_listing_names_each_job_once_while_jobs_are_submitted(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Redis listing reads the key's index a page at a time by rank: a job submitted between two
+    pages moved every id down one, and the next page began with the last id of the one before, so that
+    job was listed twice (a listing of one status reads past the first page). Found in review."""
+    from redis.asyncio import Redis
+
+    from rewardhub import jobs as jobs_module
+
+    monkeypatch.setattr(jobs_module, "_LIST_PAGE", 2)
+
+    class Store(RedisJobStore):
+        P = f"rh:test-pages-{time.time_ns()}"
+        pages = 0
+
+        async def _call(self, coro: Any) -> Any:
+            answer = await super()._call(coro)
+            if (
+                isinstance(answer, list)
+                and answer
+                and isinstance(answer[0], bytes)
+                and b"job_id" in answer[0]
+            ):
+                self.pages += 1  # an MGET of summaries: a page was read
+                if self.pages == 1:
+                    await self.create(new_job("job_new", caller="key:p", created_at=500.0), BODY, None)
+            return answer
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=3600)
+    try:
+        for n in range(4):
+            await store.create(new_job(f"job_p{n}", caller="key:p", created_at=400.0 + n), BODY, None)
+        jobs, more = await store.jobs_of("key:p", "queued", 20)
+        ids = [j["job_id"] for j in jobs]
+        assert len(ids) == len(set(ids)), ids
+        assert ids[-4:] == ["job_p3", "job_p2", "job_p1", "job_p0"] and not more
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
