@@ -717,13 +717,15 @@ class JobRunner:
             await self.store.release(job_id, self.owner)
             return
         job = current
+        starts = int(job.get("starts") or 0)
         try:
             scored = await self._run_claimed(job_id, job)
         except asyncio.CancelledError:
             # Shutdown before the job finished (scoring it, or still reading its body): hand the job back
             # so the next start (or another replica) runs it at once, not after its lease expires.
-            if job["status"] == "running":  # a shutdown is not one of the job's failed starts
-                job["starts"] = max(0, int(job.get("starts") or 1) - 1)
+            # A shutdown is not one of the job's failed starts: the start this runner counted (if it got
+            # that far; the job may be running, or have just reached its outcome) is given back.
+            job["starts"] = starts
             # (an outcome the scoring reached as the shutdown came is not written: the job runs again)
             job.update(status="queued", started_at=None, finished_at=None, result=None, error=None)
             with contextlib.suppress(Exception):

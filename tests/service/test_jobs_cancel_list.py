@@ -453,3 +453,70 @@ async def test_a_redis_listing_names_each_job_once_while_jobs_are_submitted(
         if keys:
             await redis.delete(*keys)
         await redis.aclose()
+
+
+async def test_a_shutdown_as_the_scoring_ends_is_not_one_of_the_jobs_failed_starts() -> None:
+    """A shutdown that stops the runner just as the job's scoring reached its outcome hands the job back
+    (it runs again, the outcome cleared); the start it had was counted as one of its failed starts
+    (three, and the job is failed) because only a job still "running" was given its
+    start back. Found in review."""
+    from contextlib import asynccontextmanager
+
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import ANONYMOUS
+
+    store = MemoryJobStore(ttl_s=3600)
+    worker: list[asyncio.Task[None]] = []
+
+    class Scoring:
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+        async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+            worker[0].cancel()  # the shutdown comes as the answer does
+            return {"results": []}
+
+    class Admission:
+        @asynccontextmanager
+        async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+            yield
+
+    runner = JobRunner(
+        store, cast(Any, Scoring()), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+    )
+    await runner.start()
+    worker.append(runner._tasks[0])
+    try:
+        job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), ANONYMOUS, None)
+        await until(worker[0].done, "the worker was not stopped")
+        back = await store.get(job["job_id"])
+        assert back is not None and back["status"] == "queued" and back["result"] is None, back
+        assert back["starts"] == 0, back
+    finally:
+        await runner.close()
+
+
+async def test_a_shutdown_before_a_job_restarts_gives_back_no_start_it_did_not_count() -> None:
+    """A job its dead runner left "running" (two starts counted), handed back by a shutdown that came while
+    this runner was still reading its body: the hand-back took one of the job's earlier starts away, as if
+    this runner had counted one. It keeps its count. Found in review."""
+
+    class Stalling(MemoryJobStore):
+        reading = asyncio.Event()
+
+        async def body(self, job_id: str) -> bytes | None:
+            self.reading.set()
+            await asyncio.sleep(3600)
+            return None
+
+    store = Stalling(ttl_s=3600)
+    await store.create(
+        {**new_job("job_left", caller="anonymous"), "status": "running", "starts": 2}, BODY, None
+    )
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    try:
+        await runner.start()
+        await asyncio.wait_for(store.reading.wait(), 30)
+    finally:
+        await runner.close()
+    back = await store.get("job_left")
+    assert back is not None and back["status"] == "queued" and back["starts"] == 2, back
