@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from fake_openai import FakeJudge, Reply, always, user_text
+from waiting import until
 
 MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -467,7 +467,7 @@ async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: Fa
         (r,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
         assert r["reason"] == "backend_error" and "not JSON" in r["details"]["message"]
         judge_server.reply = always("Score: 3", delay_s=30.0)
-        t0 = time.monotonic()
+        sent = judge_server.calls
         results = await score(
             client,
             {"mode": "pointwise"},
@@ -475,10 +475,11 @@ async def test_backend_down_garbage_and_slow(make_app: MakeApp, judge_server: Fa
             timeout_s=0.5,
             use_cache=False,
         )
-        elapsed = time.monotonic() - t0
         assert all(x["reason"] == "timeout" for x in results)
-        # not the judge's 30 s (it took 5 s, and a 4 s bound left a loaded CI machine 3.5 s of slack)
-        assert elapsed < 10.0, f"the request hung past its deadline ({elapsed:.2f}s)"
+        # not the judge's 30 s: the service hung up on both slow answers the judge still held (which
+        # the fake judge counts), where a wall-clock bound on the request was at a loaded host's mercy
+        assert judge_server.calls - sent == 2
+        await until(lambda: judge_server.abandoned == 2, "the service never hung up on the slow judge")
         # the backend's key is never echoed
         ready = (await client.get("/ready")).text
         assert "sk-secret-123" not in ready and "sk-secret-123" not in str(results)
@@ -500,16 +501,15 @@ async def test_circuit_breaker_opens_and_recovers(make_app: MakeApp, judge_serve
             )
             assert r["reason"] == "backend_error"
         assert judge_server.calls == 3
-        # open: items fail fast without reaching the server (the calls count proves it; the bound, far
-        # under the cool-down, that they did not wait for it either)
-        t0 = time.monotonic()
+        # open: items fail fast without reaching the server (the calls count proves it), and without
+        # waiting for the cool-down: an item that waited would have run out of its deadline (a timeout)
+        # or been sent as the probe, not failed fast (a wall-clock bound was at a loaded host's mercy)
         results = await score(
             client,
             {"mode": "pointwise"},
             [{"prompt": "p", "response": f"x {k}"} for k in range(5)],
             use_cache=False,
         )
-        assert time.monotonic() - t0 < 20.0
         assert all(r["reason"] == "backend_error" and "fail fast" in r["details"]["message"] for r in results)
         assert judge_server.calls == 3
         ready = (await client.get("/ready")).json()
