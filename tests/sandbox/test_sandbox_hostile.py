@@ -215,9 +215,11 @@ try:
 except OSError as exc:
     print("fork refused after", n, exc.errno)
 """
-    t0 = time.monotonic()
     body = await run(client, code, timeout=3)
-    assert time.monotonic() - t0 < 60  # it ends (64 spinning processes on a loaded 2-core host: slow)
+    # it ends with its program: "Finished", not cut at its 3 s limit waiting on the spinning children
+    # that hold its output pipes (the sandbox's own verdict, where a 60 s wall-clock bound on the request
+    # was at a loaded host's mercy and never saw a run held to its limit); every child is killed below
+    assert body["run_result"]["status"] == "Finished", body["run_result"]
     assert "fork refused after" in out(body)
     n = int(out(body).split("after")[1].split()[0])
     assert n <= 64 + 4  # REWARDHUB_SANDBOX_MAX_PROCESSES (+ the guest and bwrap)
