@@ -315,10 +315,11 @@ async def test_generation_stops_at_the_deadline_and_the_next_call_is_served(tmp_
         # caller's own timeout fires (a race a loaded host decides): a timeout either way
         with pytest.raises(BackendTimeout):
             await b.chat(long, time.monotonic() + 1.0)
-        t0 = time.monotonic()
         short = ChatRequest((Message("user", "Hi"),), max_tokens=2, temperature=1e-45)  # tiny: greedy
+        # served, not a BackendTimeout behind a generation still running (its 25,000 tokens take far
+        # longer than this deadline); the wall-clock bound on the call said no more than its deadline
         out = await b.chat(short, time.monotonic() + 20)
-        assert out.text is not None and time.monotonic() - t0 < 20
+        assert out.text is not None
     finally:
         await b.close()
 
