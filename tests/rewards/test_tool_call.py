@@ -12,6 +12,7 @@ from typing import Any, SupportsIndex
 import httpx
 import pytest
 
+from conftest import score_results
 from rewardhub.rewards import tool_call
 
 WEATHER = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 3}}
@@ -31,17 +32,7 @@ def as_written(value: Any) -> str:
 async def score(
     client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
 ) -> list[dict[str, Any]]:
-    resp = await client.post(
-        "/v1/score",
-        json={
-            "reward": {"name": "tool_call", "config": config},
-            "items": items,
-            "options": {"use_cache": False},
-        },
-    )
-    assert resp.status_code == 200, resp.text
-    results: list[dict[str, Any]] = resp.json()["results"]
-    return results
+    return await score_results(client, "tool_call", items, options={"use_cache": False}, **config)
 
 
 async def test_the_formats_a_response_may_call_tools_in(client: httpx.AsyncClient) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import score_results
 from rewardhub.rewards.tool_call import bfcl_reference
 
 # BFCL simple_0's shape: two required arguments and an optional one ("" among its values)
@@ -28,17 +29,9 @@ def hermes(*calls: dict[str, Any]) -> str:
 async def score(
     client: httpx.AsyncClient, items: list[dict[str, Any]], **config: Any
 ) -> list[dict[str, Any]]:
-    resp = await client.post(
-        "/v1/score",
-        json={
-            "reward": {"name": "tool_call", "config": {"reference_format": "bfcl", **config}},
-            "items": items,
-            "options": {"use_cache": False},
-        },
+    return await score_results(
+        client, "tool_call", items, options={"use_cache": False}, **{"reference_format": "bfcl", **config}
     )
-    assert resp.status_code == 200, resp.text
-    results: list[dict[str, Any]] = resp.json()["results"]
-    return results
 
 
 async def test_a_simple_possible_answer_scores_as_bfcl_checks_it(client: httpx.AsyncClient) -> None:
