@@ -140,6 +140,11 @@ class JobStore(Protocol):
         """Drop a pending job whose record is gone (expired, or evicted) from the pending index."""
         ...
 
+    async def keep_listed(self, job_ids: list[str]) -> None:
+        """Keep the waiting or running jobs ``job_ids`` (the pending index, read by the runner's rescan) in
+        their API keys' listings (``jobs_of``), however long they wait."""
+        ...
+
 
 class MemoryJobStore:
     """In-process job state (the embedded default).
@@ -275,6 +280,9 @@ class MemoryJobStore:
     async def pending(self) -> list[str]:
         return list(self._pending)
 
+    async def keep_listed(self, job_ids: list[str]) -> None:
+        return None  # an unfinished job stays in its key's index (only expired or dropped jobs leave it)
+
     async def forget(self, job_id: str) -> None:
         self._pending.pop(job_id, None)
         self._bodies.pop(job_id, None)
@@ -384,19 +392,25 @@ class RedisJobStore:
         ttl = self.ttl_s if done else None
         pipe.set(self._k("job", job_id), jsonutil.dumps(job), ex=ttl)
         pipe.set(self._k("job-sum", job_id), jsonutil.dumps(summary(job)), ex=ttl)
-        # The key's index lives as long as its newest write (the TTL of its latest finished job, at least),
-        # and keeps its newest LIST_WINDOW jobs; an id whose job expired is dropped as a listing meets it.
-        # (A job waiting longer than the TTL with no other write from its key can drop out of the expired
-        # index until its own next write puts it back.)
-        index = self._k("jobs-of", job.get("caller") or ANONYMOUS_KEY_ID)
-        pipe.zadd(index, {job_id: job["created_at"]})
-        pipe.zremrangebyrank(index, 0, -LIST_WINDOW - 1)
-        pipe.expire(index, self.ttl_s)
+        self._list(pipe, job.get("caller") or ANONYMOUS_KEY_ID, {job_id: job["created_at"]})
         if done:
             pipe.zrem(self._k("jobs", "pending"), job_id)
             pipe.delete(self._k("job-body", job_id), self._k("job-lease", job_id))
             if job.get("idem") is not None:
                 pipe.expire(self._k("idem", job["idem"]), self.ttl_s)
+
+    def _list(self, pipe: Pipeline, caller: str, jobs: dict[str, float]) -> None:
+        """Queue on ``pipe`` the writes putting ``jobs`` (id -> created_at) in ``caller``'s index.
+
+        The index lives ``ttl_s`` from its latest write (the TTL of the key's latest finished job, at least),
+        and keeps the key's newest LIST_WINDOW jobs; an id whose job expired is dropped as a listing meets
+        it. A job waiting longer than the TTL, with no other write from its key meanwhile, is kept in it by
+        the runner's rescan (``keep_listed``): the index expired under it, and the job, still queued, was
+        missing from ``GET /v1/jobs`` until it started."""
+        index = self._k("jobs-of", caller)
+        pipe.zadd(index, jobs)
+        pipe.zremrangebyrank(index, 0, -LIST_WINDOW - 1)
+        pipe.expire(index, self.ttl_s)
 
     async def _transaction(
         self, key: str, plan: Callable[[bytes | None], Callable[[Pipeline], None] | None]
@@ -489,6 +503,27 @@ class RedisJobStore:
         ids = await self._call(self.r.zrange(self._k("jobs", "pending"), 0, -1))
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
+    async def keep_listed(self, job_ids: list[str]) -> None:
+        """Put each unfinished job back in its key's index, and give the index ``ttl_s`` again: the records
+        read (an MGET a page at a time: a waiting job's record holds no result) and one pipeline, however
+        many jobs wait. (A job finishing meanwhile is put in the index by its own last write too.)"""
+        by_caller: dict[str, dict[str, float]] = {}
+        for start in range(0, len(job_ids), _LIST_PAGE):
+            page = job_ids[start : start + _LIST_PAGE]
+            raws = await self._call(self.r.mget([self._k("job", i) for i in page]))
+            for job_id, raw in zip(page, raws, strict=True):
+                # (a record this cannot read is skipped: the rescan that called it goes on)
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    job = orjson.loads(raw) if raw else None
+                    if job is not None and job["status"] not in FINISHED:
+                        mine = by_caller.setdefault(job.get("caller") or ANONYMOUS_KEY_ID, {})
+                        mine[job_id] = float(job["created_at"])
+        if by_caller:
+            pipe = self.r.pipeline(transaction=False)
+            for caller, jobs in by_caller.items():
+                self._list(pipe, caller, jobs)
+            await self._call(pipe.execute())
+
     async def forget(self, job_id: str) -> None:
         pipe = self.r.pipeline(transaction=True)
         pipe.zrem(self._k("jobs", "pending"), job_id)
@@ -571,8 +606,9 @@ class JobRunner:
             self._queue.put_nowait(job_id)
 
     async def resume(self) -> int:
-        """Queue every unfinished job (after a restart, or one a dead replica left behind), and let go of the
-        places of queued jobs no longer pending (cancelled by a DELETE that reached another replica)."""
+        """Queue every unfinished job (after a restart, or one a dead replica left behind), keep each in its
+        key's listing however long it waits, and let go of the places of queued jobs no longer pending
+        (cancelled by a DELETE that reached another replica)."""
         with contextlib.suppress(RewardHubError):
             known = set(self._queued)  # (a job queued after the read below is pending, unread)
             ids = await self.store.pending()
@@ -582,6 +618,8 @@ class JobRunner:
                 self._owners.pop(job_id, None)
             for job_id in ids:
                 self._enqueue(job_id)
+            # a job waiting longer than REWARDHUB_JOB_TTL_S stays in its key's GET /v1/jobs
+            await self.store.keep_listed(ids)
             return len(ids)
         return 0
 

@@ -520,3 +520,52 @@ async def test_a_shutdown_before_a_job_restarts_gives_back_no_start_it_did_not_c
         await runner.close()
     back = await store.get("job_left")
     assert back is not None and back["status"] == "queued" and back["starts"] == 2, back
+
+
+async def test_a_job_waiting_past_the_ttl_stays_in_its_keys_listing(redis_server: Any) -> None:
+    """The Redis index of a key's jobs expires REWARDHUB_JOB_TTL_S after the key's latest write: a job
+    queued longer than that (a long queue), with no other job of its key written meanwhile, dropped out
+    of GET /v1/jobs while GET /v1/jobs/{id} still answered it queued. The runner's rescan puts every
+    waiting job back in its key's index and gives the index the TTL again. Found in review."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-listed-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=1)
+    runner = JobRunner(store, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8)
+    index = store._k("jobs-of", "key:long")
+    try:
+        await store.create(new_job("job_old", caller="key:long", created_at=10.0), BODY, None)
+        await store.create(new_job("job_long", caller="key:long", created_at=20.0), BODY, None)
+        await store.cancel("job_old", 30.0)  # (a finished job of the key: its summary expires with its TTL)
+        for _ in range(3000):  # the index expires: no write of key:long for one TTL
+            if not await redis.exists(index):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the key's index never expired")
+        assert (await store.get("job_long") or {}).get("status") == "queued"  # the job itself waits on
+
+        await store.create(new_job("job_odd", caller="key:odd"), BODY, None)
+        await redis.set(store._k("job", "job_odd"), b"not json")  # (a record it cannot read is skipped)
+        assert await runner.resume() == 2  # (no workers: the job stays queued, as behind long jobs)
+        jobs, more = await store.jobs_of("key:long", None, 20)
+        assert [j["job_id"] for j in jobs] == ["job_long"] and not more, jobs
+        assert 0 < await redis.ttl(index) <= 1  # the index expires again if nothing is pending
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
+
+    # The embedded store, on a clock the test moves, keeps a waiting job listed as it is.
+    now = [0.0]
+    memory = MemoryJobStore(ttl_s=1, timer=lambda: now[0])
+    await memory.create(new_job("job_long", caller="key:long"), BODY, None)
+    now[0] += 600
+    await JobRunner(
+        memory, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8
+    ).resume()
+    assert [j["job_id"] for j in (await memory.jobs_of("key:long", None, 20))[0]] == ["job_long"]
