@@ -873,18 +873,23 @@ class JobRunner:
 
     async def _keep_lease(self, job_id: str) -> None:
         """While the job is scored: renew its lease, and stop the scoring once the job was cancelled
-        elsewhere (a DELETE that reached another replica)."""
+        elsewhere (a DELETE that reached another replica).
+
+        The first read is made at once, the scoring registered: a cancel that committed between this
+        runner's "running" write and that registration (a DELETE here then found no scoring to stop, one
+        elsewhere came just after the write) was seen only at the next poll, the scoring holding its slot
+        meanwhile. Any cancel committed later stops it at once here, or at a poll from elsewhere."""
         renewed = time.monotonic()
         while True:
-            await asyncio.sleep(_CANCEL_POLL_S)
-            if time.monotonic() - renewed >= _LEASE_S / 3:
-                await self.store.renew(job_id, self.owner)
-                renewed = time.monotonic()
             with contextlib.suppress(RewardHubError):
                 current = await self.store.get(job_id)
                 if current is not None and current["status"] == "cancelled":
                     self._stop(job_id)
                     return
+            await asyncio.sleep(_CANCEL_POLL_S)
+            if time.monotonic() - renewed >= _LEASE_S / 3:
+                await self.store.renew(job_id, self.owner)
+                renewed = time.monotonic()
 
 
 def _owned(job: dict[str, Any] | None, job_id: str, caller: Caller) -> dict[str, Any]:

@@ -569,3 +569,73 @@ async def test_a_job_waiting_past_the_ttl_stays_in_its_keys_listing(redis_server
         memory, cast(Any, None), cast(Any, None), concurrency=1, queue_max=8, max_items=8
     ).resume()
     assert [j["job_id"] for j in (await memory.jobs_of("key:long", None, 20))[0]] == ["job_long"]
+
+
+async def test_a_cancel_between_the_running_write_and_the_scoring_stops_it_at_once(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DELETE that committed after the runner's "running" write but before the runner had registered
+    the job's scoring found no scoring to stop; the scoring started and held its slot until the runner's
+    next cancel poll (2 s; here an hour, so only a check made at once can see it). The runner reads the
+    job once the scoring is registered, and stops it. Found in review."""
+    from contextlib import asynccontextmanager
+
+    from rewardhub import jobs as jobs_module
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    monkeypatch.setattr(jobs_module, "_CANCEL_POLL_S", 3600.0)
+    written, go_on = asyncio.Event(), asyncio.Event()
+    real_save = store.save
+
+    async def save(job: dict[str, Any], *, done: bool = False) -> bool:
+        saved = await real_save(job, done=done)
+        if job["status"] == "running" and not written.is_set():
+            written.set()  # the "running" write has committed; the scoring is not registered yet
+            await go_on.wait()
+        return saved
+
+    monkeypatch.setattr(store, "save", save)
+
+    class Scoring:
+        calls = 0
+        stopped = False
+
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+        async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+            self.calls += 1
+            if self.calls == 1:  # the first job holds its slot until it is stopped
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.stopped = True
+                    raise
+            return {"results": []}
+
+    class Admission:
+        @asynccontextmanager
+        async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+            yield
+
+    scoring = Scoring()
+    runner = JobRunner(
+        store, cast(Any, scoring), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+    )
+    request, a = ScoreRequest.model_validate_json(BODY), Caller("key:a")
+    await runner.start()
+    try:
+        first, _ = await runner.submit(BODY, request, a, None)
+        await asyncio.wait_for(written.wait(), 30)
+        assert (await runner.cancel(first["job_id"], a))["status"] == "cancelled"
+        go_on.set()
+        # The one worker is free for the next job only once the cancelled job's scoring was stopped.
+        second, _ = await runner.submit(BODY, request, a, None)
+        await until(lambda: not runner._queued, "the cancelled job's scoring went on")
+        assert (await runner.get(second["job_id"], a))["status"] == "succeeded"
+        assert scoring.stopped
+        kept = await runner.get(first["job_id"], a)
+        assert kept["status"] == "cancelled" and kept["result"] is None, kept
+    finally:
+        go_on.set()
+        await runner.close()
