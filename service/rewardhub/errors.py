@@ -46,6 +46,7 @@ __all__ = [
     "PayloadTooLarge",
     "RewardHubError",
     "ServiceUnavailable",
+    "error_responses",
     "queue_retry_after",
     "Unauthorized",
     "UnknownReward",
@@ -173,6 +174,18 @@ class ErrorResponse(BaseModel):
 
 def error_payload(status: int, error_type: str, message: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": status}}
+
+
+def error_responses(*errors: tuple[type[RewardHubError], str]) -> dict[int | str, dict[str, Any]]:
+    """A route's documented error answers (its ``responses``): each error the route can answer, with when,
+    under the status this module maps the error to; errors of one status share its entry."""
+    documented: dict[int, list[str]] = {}
+    for error, when in errors:
+        documented.setdefault(error.status_code, []).append(when)
+    return {
+        status: {"model": ErrorResponse, "description": " ".join(whens)}
+        for status, whens in sorted(documented.items())
+    }
 
 
 # pydantic puts a union member's name in an error's loc ("reward.str", "reward.RewardSpec.configs"):

@@ -3,12 +3,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 
 from rewardhub import jsonutil
-from rewardhub.errors import ErrorResponse, NotConfigured, ServiceUnavailable
+from rewardhub.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotConfigured,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    Unauthorized,
+    UnknownReward,
+    error_responses,
+)
 from rewardhub.jobs import LIST_WINDOW, JobRunner
 from rewardhub.protocol import JobList, JobState, JobStatus, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
@@ -36,16 +48,38 @@ async def get_jobs(request: Request) -> JobRunner:
 
 JobsDep = Annotated[JobRunner, Depends(get_jobs)]
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse},
-    403: {"model": ErrorResponse},
-    404: {"model": ErrorResponse, "description": "Unknown reward or job."},
-    409: {"model": ErrorResponse, "description": "Idempotency-Key reused with a different body."},
-    422: {"model": ErrorResponse},
-    429: {"model": ErrorResponse, "description": "Too many jobs waiting; retry after Retry-After."},
-    501: {"model": ErrorResponse, "description": "Several workers without Redis: no shared job store."},
-    503: {"model": ErrorResponse, "description": "Job storage (Redis) unreachable."},
-}
+# What each route can answer besides its job (errors.error_responses: the statuses are the errors' own).
+_ANY = (
+    (Unauthorized, "An API key is required."),
+    (Forbidden, "The API key is not accepted."),
+    (NotConfigured, "Several workers without Redis: no shared job store."),
+    (ServiceUnavailable, "Job storage (Redis) unreachable, or the service is starting or stopping."),
+)
+_NO_JOB = (NotFound, "No such job of this API key (unknown, or expired after REWARDHUB_JOB_TTL_S).")
+_SUBMIT_ERRORS = error_responses(
+    *_ANY,
+    (UnknownReward, "Unknown reward (the message lists the known names)."),
+    (Conflict, "Idempotency-Key reused with a different body."),
+    (PayloadTooLarge, "Request body over REWARDHUB_MAX_REQUEST_BYTES."),
+    (InvalidRequest, "Invalid request or reward config, or over REWARDHUB_JOB_MAX_ITEMS items."),
+    (Overloaded, "Too many jobs waiting; retry after Retry-After."),
+    (ServiceUnavailable, "Or the job of this Idempotency-Key is still being written: retry."),
+)
+_GET_ERRORS = error_responses(*_ANY, _NO_JOB)
+_CANCEL_ERRORS = error_responses(*_ANY, _NO_JOB, (Conflict, "The job has already succeeded or failed."))
+_LIST_ERRORS = error_responses(*_ANY, (InvalidRequest, "A `limit` out of 1-100, or an unknown `status`."))
+
+
+def job_id_of(request: Request) -> str:
+    """The ``{job_id}`` of the path, read here rather than declared as a parameter: FastAPI documents a 422
+    (with a body this service never answers) for any route with a declared parameter, and nothing in a
+    path is refused here (an unknown or malformed id is a 404). ``_JOB_ID`` documents the parameter."""
+    job_id: str = request.path_params["job_id"]
+    return job_id
+
+
+JobIdDep = Annotated[str, Depends(job_id_of)]
+_JOB_ID = {"parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}]}
 
 
 @router.post(
@@ -54,7 +88,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     response_model=JobStatus,
     responses={
         200: {"model": JobStatus, "description": "An existing job (repeated Idempotency-Key)."},
-        **_ERRORS,
+        **_SUBMIT_ERRORS,
     },
     openapi_extra=body_doc(ScoreRequest),
     summary="Submit a scoring job",
@@ -85,19 +119,21 @@ async def submit_job(
 
 
 @router.get(
-    "/jobs/{job_id}", response_model=JobStatus, responses=_ERRORS, summary="A job's status and result"
+    "/jobs/{job_id}",
+    response_model=JobStatus,
+    responses=_GET_ERRORS,
+    openapi_extra=_JOB_ID,
+    summary="A job's status and result",
 )
-async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
+async def get_job(job_id: JobIdDep, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
     return JSONBytesResponse(await jobs.get(job_id, caller))
 
 
 @router.delete(
     "/jobs/{job_id}",
     response_model=JobStatus,
-    responses={
-        **_ERRORS,
-        409: {"model": ErrorResponse, "description": "The job has already succeeded or failed."},
-    },
+    responses=_CANCEL_ERRORS,
+    openapi_extra=_JOB_ID,
     summary="Cancel a job",
     description=(
         "A queued job leaves the queue; a running job's scoring is stopped (on whichever replica runs it) "
@@ -106,14 +142,14 @@ async def get_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesRes
         "outcome stands. Another API key's job is a 404, as for GET."
     ),
 )
-async def cancel_job(job_id: str, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
+async def cancel_job(job_id: JobIdDep, jobs: JobsDep, caller: CallerDep) -> JSONBytesResponse:
     return JSONBytesResponse(await jobs.cancel(job_id, caller))
 
 
 @router.get(
     "/jobs",
     response_model=JobList,
-    responses=_ERRORS,
+    responses=_LIST_ERRORS,
     summary="The caller's jobs",
     description=(
         "The jobs of the calling API key, newest first, without their results (GET /v1/jobs/{job_id} "
