@@ -82,6 +82,7 @@ _CANCEL_POLL_S = 2.0
 # with it: a process killed for memory) is marked failed instead of run again.
 _MAX_STARTS = 3
 _IDEM_CLAIM_S = 30  # an Idempotency-Key's claim before its job is written (then kept as long as the job)
+_STORED = "stored"  # the mark of an Idempotency-Key (in Redis) whose job was written
 #: A job's states after which nothing runs it again (its last write was made).
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 #: What ``GET /v1/jobs`` shows of a job: all but its result (which can be tens of megabytes).
@@ -321,24 +322,37 @@ class RedisJobStore:
             # Claimed for a short while only, made to last with the job's write below: a claim whose job
             # was never written (Redis failed in between) must not make every retry with the key wait for
             # that job and answer 503 for the whole TTL.
+            key, claim = self._k("idem", idem), f"{job_id}|{digest}"
             raw: bytes | None = None
             for _ in range(3):
-                claimed = await self._call(
-                    self.r.set(self._k("idem", idem), f"{job_id}|{digest}", nx=True, ex=_IDEM_CLAIM_S)
-                )
+                claimed = await self._call(self.r.set(key, claim, nx=True, ex=_IDEM_CLAIM_S))
                 if claimed:
                     break
-                raw = await self._call(self.r.get(self._k("idem", idem)))
-                if raw is not None:
+                raw = await self._call(self.r.get(key))
+                if raw is None:
+                    # the claim went away between the two calls (given up by a failed write, or expired):
+                    # take it again rather than compare the body with nothing
+                    continue
+                existing_id, existing_digest, stored = _held(raw)
+                if existing_digest != digest:
+                    raise Conflict("this Idempotency-Key was already used with a different request body")
+                if not stored:
+                    break  # its job is being written (below, by the request that claimed the key)
+                existing = await self.get(existing_id)
+                if existing is not None:
+                    return existing, False
+                # Its job was stored and is gone: a finished job's record evicted before its key (a Redis
+                # with maxmemory-policy volatile-lru evicts finished results), or both expiring as this
+                # ran. The key named no job until it expired (up to REWARDHUB_JOB_TTL_S), so every retry
+                # with it waited for that job and answered 503; it is this job's now (as with the
+                # embedded store), if it still names the one that is gone.
+                claimed = await self._swap(key, raw, claim)
+                if claimed:
                     break
-                # the claim went away between the two calls (given up by a failed write, or expired):
-                # take it again rather than compare the body with nothing
             if not claimed:
                 if raw is None:
                     raise ServiceUnavailable("a job with this Idempotency-Key is being created; retry")
-                existing_id, _, existing_digest = raw.decode().partition("|")
-                if existing_digest != digest:
-                    raise Conflict("this Idempotency-Key was already used with a different request body")
+                existing_id, _, _ = _held(raw)
                 # The winner may still be writing its record: give it a moment.
                 for _ in range(50):
                     existing = await self.get(existing_id)
@@ -352,8 +366,8 @@ class RedisJobStore:
         self._write(pipe, job, done=False)
         pipe.set(self._k("job-body", job_id), body)
         pipe.zadd(self._k("jobs", "pending"), {job_id: job["created_at"]})
-        if idem is not None:
-            pipe.persist(self._k("idem", idem))
+        if idem is not None:  # (no expiry until the job's last write; marked: its job is stored)
+            pipe.set(self._k("idem", idem), f"{job_id}|{digest}|{_STORED}")
         try:
             await self._call(pipe.execute())
         except BaseException:
@@ -371,10 +385,24 @@ class RedisJobStore:
         raw = await self._call(self.r.get(self._k("idem", idem)))
         if not raw:
             return None
-        existing_id, _, existing_digest = raw.decode().partition("|")
+        existing_id, existing_digest, _ = _held(raw)
         if existing_digest != digest:
             raise Conflict("this Idempotency-Key was already used with a different request body")
         return await self.get(existing_id)
+
+    async def _swap(self, key: str, old: bytes, new: str) -> bool:
+        """Set ``key`` to ``new`` (as a claim) if it still holds ``old``."""
+
+        def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
+            if raw != old:
+                return None
+
+            def write(pipe: Pipeline) -> None:
+                pipe.set(key, new, ex=_IDEM_CLAIM_S)
+
+            return write
+
+        return await self._transaction(key, plan)
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         raw = await self._call(self.r.get(self._k("job", job_id)))
@@ -529,6 +557,14 @@ class RedisJobStore:
         pipe.zrem(self._k("jobs", "pending"), job_id)
         pipe.delete(self._k("job-body", job_id), self._k("job-sum", job_id))
         await self._call(pipe.execute())
+
+
+def _held(raw: bytes) -> tuple[str, str, bool]:
+    """What an Idempotency-Key holds: its job's id, the digest of that job's body, and whether the job was
+    stored (a claim whose job is still being written is not marked)."""
+    job_id, _, rest = raw.decode().partition("|")
+    digest, _, mark = rest.partition("|")
+    return job_id, digest, mark == _STORED
 
 
 def _fail(job: dict[str, Any], message: str, error_type: str = "internal_error", **more: Any) -> None:

@@ -670,3 +670,30 @@ async def test_the_job_routes_document_the_errors_they_answer(client: httpx.Asyn
     for method in ("GET", "DELETE"):
         unknown = await client.request(method, "/v1/jobs/job_doesnotexist")
         assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found", unknown.text
+
+
+async def test_an_idempotency_key_whose_finished_job_was_evicted_makes_a_new_job(store: JobStore) -> None:
+    """A finished job's record can go before its Idempotency-Key (a Redis run with maxmemory-policy
+    volatile-lru, as the docs advise for a shared one, evicts finished results; the embedded store drops
+    the oldest past REWARDHUB_JOB_MAX_BYTES): the embedded store then made a new job for a retry with the
+    key, while Redis took the key for a job still being written and answered every retry 503 until the
+    key expired, up to REWARDHUB_JOB_TTL_S. Both make a new job now (the same body; another body is
+    still a 409). Found in review."""
+    from rewardhub.errors import Conflict
+
+    job, created = await store.create(new_job("job_e1"), BODY, "key:a:idem-e")
+    assert created
+    await store.save({**job, "status": "succeeded", "finished_at": time.time(), "result": {}}, done=True)
+    if isinstance(store, RedisJobStore):  # evicted (the key, with the same TTL, not yet)
+        await store.r.delete(store._k("job", "job_e1"), store._k("job-sum", "job_e1"))
+    else:
+        cast(MemoryJobStore, store)._jobs.pop("job_e1")
+    assert await store.find("key:a:idem-e", body_digest(BODY)) is None
+    with pytest.raises(Conflict):
+        await store.create(
+            new_job("job_e2", created_at=1.0) | {"body_sha256": "other"}, b"{}", "key:a:idem-e"
+        )
+    again, created = await store.create(new_job("job_e3"), BODY, "key:a:idem-e")
+    assert created and again["job_id"] == "job_e3" and "job_e3" in await store.pending()
+    retried, created = await store.create(new_job("job_e4"), BODY, "key:a:idem-e")
+    assert not created and retried["job_id"] == "job_e3"  # the key names the new job
