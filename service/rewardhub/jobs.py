@@ -129,7 +129,10 @@ class JobStore(Protocol):
         """Take the job's lease; False when someone else holds it."""
         ...
 
-    async def renew(self, job_id: str, owner: str) -> None: ...
+    async def renew(self, job_id: str, owner: str) -> bool:
+        """Extend the job's lease (taken back if it lapsed with no one taking it); False when another runner
+        holds it now (this runner's lapsed, and the job is theirs)."""
+        ...
 
     async def release(self, job_id: str, owner: str) -> None:
         """Give the lease back (the job was interrupted by a shutdown and will run again)."""
@@ -272,8 +275,8 @@ class MemoryJobStore:
         self._leases.add(job_id)
         return True
 
-    async def renew(self, job_id: str, owner: str) -> None:
-        return None
+    async def renew(self, job_id: str, owner: str) -> bool:
+        return True  # (one runner per process: no one else takes its jobs)
 
     async def release(self, job_id: str, owner: str) -> None:
         self._leases.discard(job_id)
@@ -516,9 +519,25 @@ class RedisJobStore:
         ok = await self._call(self.r.set(self._k("job-lease", job_id), owner, nx=True, ex=int(_LEASE_S)))
         return bool(ok)
 
-    async def renew(self, job_id: str, owner: str) -> None:
-        with contextlib.suppress(RewardHubError):
-            await self._call(self.r.set(self._k("job-lease", job_id), owner, xx=True, ex=int(_LEASE_S)))
+    async def renew(self, job_id: str, owner: str) -> bool:
+        """Compared and set (WATCH): a lease that lapsed (a renewal lost to a Redis that did not answer, a
+        loop held up) and was taken by another runner was overwritten with this runner's name, and both
+        ran the job to its end, each writing its result; the other's lease is left alone now."""
+        key = self._k("job-lease", job_id)
+
+        def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
+            if raw is not None and raw.decode() != owner:
+                return None
+
+            def write(pipe: Pipeline) -> None:
+                pipe.set(key, owner, ex=int(_LEASE_S))
+
+            return write
+
+        try:
+            return await self._transaction(key, plan)
+        except RewardHubError:
+            return True  # Redis not answering: tried again at the next renewal
 
     async def release(self, job_id: str, owner: str) -> None:
         with contextlib.suppress(RewardHubError):
@@ -810,9 +829,10 @@ class JobRunner:
         if scored and await self._finish(job_id, job):
             log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
             return
-        # cancelled meanwhile: the cancel was the job's last write, and its lease went with it
+        # cancelled meanwhile (the cancel was the job's last write, and its lease went with it), or taken
+        # up by another runner after this one's lease lapsed (it runs the job; release leaves its lease)
         await self.store.release(job_id, self.owner)
-        log.info("job_dropped", job_id=job_id, reason="cancelled")
+        log.info("job_dropped", job_id=job_id, reason="cancelled or taken over")
 
     async def _finish(self, job_id: str, job: dict[str, Any]) -> bool:
         """The job's last write, tried ``_SAVE_TRIES`` times; then the job is written as failed without its
@@ -852,7 +872,8 @@ class JobRunner:
 
     async def _run_claimed(self, job_id: str, job: dict[str, Any]) -> bool:
         """Score the job whose lease this runner holds; its outcome is left in ``job`` (not yet saved).
-        False when the job was cancelled before it had one (nothing to write)."""
+        False when the job was cancelled, or its lease lost to another runner, before it had one (nothing
+        to write)."""
         body = await self.store.body(job_id)
         if body is None:
             _fail(job, "the job's request body was lost")
@@ -924,7 +945,11 @@ class JobRunner:
                     return
             await asyncio.sleep(_CANCEL_POLL_S)
             if time.monotonic() - renewed >= _LEASE_S / 3:
-                await self.store.renew(job_id, self.owner)
+                if not await self.store.renew(job_id, self.owner):
+                    # another runner took the job up after this one's lease lapsed: it is theirs now
+                    log.warning("job_lease_lost", job_id=job_id)
+                    self._stop(job_id)
+                    return
                 renewed = time.monotonic()
 
 

@@ -697,3 +697,84 @@ async def test_an_idempotency_key_whose_finished_job_was_evicted_makes_a_new_job
     assert created and again["job_id"] == "job_e3" and "job_e3" in await store.pending()
     retried, created = await store.create(new_job("job_e4"), BODY, "key:a:idem-e")
     assert not created and retried["job_id"] == "job_e3"  # the key names the new job
+
+
+async def test_a_runner_whose_lease_was_taken_over_leaves_the_job_to_the_new_holder(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner's lease can lapse (renewals lost to a Redis that did not answer, a loop held up) and
+    another replica's rescan then claims the job and runs it. The first runner's next renewal (SET XX)
+    overwrote the new holder's lease with its own name: both ran the job to its end, each writing its
+    result (and the new holder's release later found someone else's name and left the lease). A renewal
+    now leaves another runner's lease alone and answers False, and the runner stops its scoring. Found
+    in review."""
+    from contextlib import asynccontextmanager
+
+    from redis.asyncio import Redis
+
+    from rewardhub import jobs as jobs_module
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    class Store(RedisJobStore):
+        P = f"rh:test-lease-{time.time_ns()}"
+
+    redis = Redis.from_url(redis_server.url)
+    store = Store(redis, ttl_s=3600)
+    lease = store._k("job-lease", "job_l")
+    try:
+        # The store: a lapsed lease taken by runner-b is not runner-a's to renew; a lapsed one no one took
+        # is taken back.
+        await store.create(new_job("job_l"), BODY, None)
+        assert await store.claim("job_l", "runner-a")
+        await redis.delete(lease)  # lapsed
+        assert await store.claim("job_l", "runner-b")
+        renewed = await store.renew("job_l", "runner-a")
+        assert await redis.get(lease) == b"runner-b" and renewed is False
+        assert await store.renew("job_l", "runner-b") is True
+        await redis.delete(lease)
+        assert await store.renew("job_l", "runner-b") is True and await redis.get(lease) == b"runner-b"
+
+        # The runner: its scoring stops at the renewal that finds the lease taken, and it writes nothing.
+        monkeypatch.setattr(jobs_module, "_CANCEL_POLL_S", 0.01)
+        monkeypatch.setattr(jobs_module, "_LEASE_S", 3.0)  # a renewal after 1 s of polls
+
+        class Scoring:
+            stopped = False
+
+            def validate(self, request: Any, max_items: int) -> None: ...
+
+            async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+                await redis.set(store._k("job-lease", job_id), "runner-b", ex=30)  # lapsed, taken
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.stopped = True
+                    raise
+                return {"results": []}
+
+        class Admission:
+            @asynccontextmanager
+            async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+                yield
+
+        scoring = Scoring()
+        runner = JobRunner(
+            store, cast(Any, scoring), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+        )
+        a = Caller("key:a")
+        await runner.start()
+        try:
+            job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), a, None)
+            job_id = job["job_id"]
+            await until(lambda: scoring.stopped, "the runner went on scoring a job another runner held")
+            await until(lambda: job_id not in runner._scoring, "the runner did not let the job go")
+            assert await redis.get(store._k("job-lease", job_id)) == b"runner-b"
+            assert (await runner.get(job_id, a))["status"] == "running"  # runner-b's to finish
+        finally:
+            await runner.close()
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
