@@ -20,8 +20,9 @@ picked up again once its lease expires. Re-running is safe: scoring is a pure fu
 
 Cancelling writes the job ``cancelled`` (its last write, as a finish is) at once, wherever it runs; a
 runner's later writes of that job are dropped (the store's ``save`` reads the record first, in Redis under
-WATCH), so a result that comes in after the cancel never replaces it. Each job also has a small summary
-(no result) and a per-API-key index, newest first, for ``GET /v1/jobs``.
+WATCH), so a result that comes in after the cancel never replaces it; nor does any write replace a job
+another runner finished (one that took it up after this runner's lease lapsed). Each job also has a small
+summary (no result) and a per-API-key index, newest first, for ``GET /v1/jobs``.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ class JobStore(Protocol):
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
         """Write the job (``done``: its last write, which gives it ``ttl_s``); False, writing nothing, when the
-        job was cancelled meanwhile (the runner drops what it has)."""
+        job has finished meanwhile: cancelled, or finished by another runner (the runner drops what it
+        has)."""
         ...
 
     async def cancel(self, job_id: str, now: float) -> dict[str, Any] | None:
@@ -212,11 +214,8 @@ class MemoryJobStore:
         return self._bodies.get(job_id)
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
-        if (
-            job["job_id"] not in self._open
-            and (self._jobs.get(job["job_id"]) or {}).get("status") == "cancelled"
-        ):
-            return False
+        if job["job_id"] not in self._open and job["job_id"] in self._jobs:
+            return False  # finished (its last write was made): cancelled, or by another worker
         if not done:
             self._open[job["job_id"]] = job
             return True
@@ -470,7 +469,11 @@ class RedisJobStore:
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
         def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
-            if raw is not None and orjson.loads(raw).get("status") == "cancelled":
+            # Nothing is written over a finished job: a cancel, and also another runner's result (it took
+            # the job up after this runner's lease lapsed): this runner's shutdown hand-back wrote the job
+            # "queued" over it, without a TTL and out of the pending index, so it was never run nor
+            # expired and its result was gone; its own outcome replaced the other's.
+            if raw is not None and orjson.loads(raw).get("status") in FINISHED:
                 return None
             return lambda pipe: self._write(pipe, job, done=done)
 

@@ -778,3 +778,32 @@ async def test_a_runner_whose_lease_was_taken_over_leaves_the_job_to_the_new_hol
         if keys:
             await redis.delete(*keys)
         await redis.aclose()
+
+
+async def test_nothing_is_written_over_a_job_another_runner_finished(store: JobStore) -> None:
+    """Only a cancel protected a job's last write: a runner whose lease had lapsed while another runner
+    took the job up and finished it still wrote over the finished job, its shutdown hand-back making it
+    "queued" (without a TTL and out of the pending index: never run again, never expired, its result
+    gone) and its own outcome replacing the other's. A finished job takes no more writes. Found in
+    review."""
+    job, _ = await store.create(new_job("job_f"), BODY, "key:a:idem-f")
+    running = {**job, "status": "running", "started_at": time.time(), "starts": 1}
+    assert await store.save(dict(running))  # runner-a
+    result = {"results": [{"id": "x", "score": 1.0}]}
+    finished = {**running, "starts": 2, "status": "succeeded", "finished_at": 5.0, "result": result}
+    assert await store.save(finished, done=True)  # runner-b, after runner-a's lease lapsed
+
+    handed_back = {**running, "status": "queued", "started_at": None, "starts": 0}
+    assert await store.save(handed_back) is False  # runner-a shuts down
+    error = {"type": "internal_error", "message": "x"}
+    assert (
+        await store.save({**running, "status": "failed", "finished_at": 6.0, "error": error}, done=True)
+        is False
+    )
+    kept = await store.get("job_f")
+    assert kept is not None and kept["status"] == "succeeded" and kept["result"] == result, kept
+    listed, _ = await store.jobs_of("key:a", None, 20)
+    assert [(j["job_id"], j["status"]) for j in listed] == [("job_f", "succeeded")]
+    assert "job_f" not in await store.pending()
+    if isinstance(store, RedisJobStore):
+        assert 0 < await store.r.ttl(store._k("job", "job_f")) <= 3600
