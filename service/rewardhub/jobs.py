@@ -933,7 +933,10 @@ class JobRunner:
 
     async def _keep_lease(self, job_id: str) -> None:
         """While the job is scored: renew its lease, and stop the scoring once the job was cancelled
-        elsewhere (a DELETE that reached another replica).
+        elsewhere (a DELETE that reached another replica) or finished by another runner (one that took it
+        up after this runner's lease lapsed, and whose last write deleted the lease: this runner's next
+        renewal took it back, and it scored the job to its end, for a result the store then dropped).
+        (In process the record read is the runner's own, which the scoring marks finished as it ends.)
 
         The first read is made at once, the scoring registered: a cancel that committed between this
         runner's "running" write and that registration (a DELETE here then found no scoring to stop, one
@@ -943,7 +946,7 @@ class JobRunner:
         while True:
             with contextlib.suppress(RewardHubError):
                 current = await self.store.get(job_id)
-                if current is not None and current["status"] == "cancelled":
+                if current is not None and current["status"] in FINISHED:
                     self._stop(job_id)
                     return
             await asyncio.sleep(_CANCEL_POLL_S)

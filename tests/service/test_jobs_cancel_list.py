@@ -807,3 +807,59 @@ async def test_nothing_is_written_over_a_job_another_runner_finished(store: JobS
     assert "job_f" not in await store.pending()
     if isinstance(store, RedisJobStore):
         assert 0 < await store.r.ttl(store._k("job", "job_f")) <= 3600
+
+
+async def test_a_runner_stops_scoring_a_job_another_runner_finished(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner whose lease had lapsed while another runner took the job up and finished it went on
+    scoring: its poll looked for a cancel only, and its next renewal took back the lease the finish had
+    deleted, so it scored the whole job again for a result the store drops. It stops at its next poll,
+    and the other runner's result stands. Found in review."""
+    from contextlib import asynccontextmanager
+
+    from rewardhub import jobs as jobs_module
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    monkeypatch.setattr(jobs_module, "_CANCEL_POLL_S", 0.01)
+    result = {"results": [{"id": "x", "score": 1.0}]}
+
+    class Scoring:
+        started = asyncio.Event()
+        stopped = False
+
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+        async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+            self.started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.stopped = True
+                raise
+            return {"results": []}
+
+    class Admission:
+        @asynccontextmanager
+        async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+            yield
+
+    scoring = Scoring()
+    runner = JobRunner(
+        store, cast(Any, scoring), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+    )
+    a = Caller("key:a")
+    await runner.start()
+    try:
+        job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), a, None)
+        await asyncio.wait_for(scoring.started.wait(), 30)
+        running = await store.get(job["job_id"]) or {}
+        finished = {**running, "status": "succeeded", "finished_at": time.time(), "result": result}
+        assert await store.save(finished, done=True)  # another runner's last write
+        await until(lambda: scoring.stopped, "the runner went on scoring a job another runner finished")
+        await until(lambda: not runner._queued, "the runner did not let the job go")
+        kept = await runner.get(job["job_id"], a)
+        assert kept["status"] == "succeeded" and kept["result"] == result, kept
+    finally:
+        await runner.close()
