@@ -543,11 +543,21 @@ class RedisJobStore:
             return True  # Redis not answering: tried again at the next renewal
 
     async def release(self, job_id: str, owner: str) -> None:
+        """Compared and deleted (WATCH): read, then deleted, a lease that lapsed between the two and was
+        taken by another runner was deleted under it, and a third could take the job up too."""
+        key = self._k("job-lease", job_id)
+
+        def plan(raw: bytes | None) -> Callable[[Pipeline], None] | None:
+            if raw is None or raw.decode() != owner:
+                return None
+
+            def write(pipe: Pipeline) -> None:
+                pipe.delete(key)
+
+            return write
+
         with contextlib.suppress(RewardHubError):
-            key = self._k("job-lease", job_id)
-            current = await self._call(self.r.get(key))
-            if current is not None and current.decode() == owner:
-                await self._call(self.r.delete(key))
+            await self._transaction(key, plan)
 
     async def pending(self) -> list[str]:
         ids = await self._call(self.r.zrange(self._k("jobs", "pending"), 0, -1))

@@ -804,3 +804,37 @@ async def test_jobs_can_have_a_redis_of_their_own(make_app: Any, redis_server: A
         await jobs_db.aclose()
     with pytest.raises(ValidationError, match="REWARDHUB_JOB_REDIS_URL='host:6379'"):
         make_settings(job_redis_url="host:6379")
+
+
+async def test_a_runner_releasing_a_lease_taken_over_meanwhile_leaves_it(redis_server: Any) -> None:
+    """Releasing a lease read it, and deleted it if it named this runner: a lease that lapsed between
+    the read and the delete, and that another runner took, was deleted under that runner, and a third
+    could take the job up too. The delete is compared and set now (WATCH). Found in review."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-release-{time.time_ns()}"
+
+    lease = f"{Store.P}:job-lease:job_r".encode()
+    direct = Redis.from_url(redis_server.url)
+    taken: list[bool] = []
+
+    async def taken_meanwhile(data: bytes) -> None:
+        if lease in data and b"DEL" in data and not taken:
+            taken.append(True)
+            await direct.set(lease, "runner-b", ex=30)  # runner-a's lapsed; runner-b took it
+
+    try:
+        async with _InterceptingProxy(redis_server.port, taken_meanwhile) as url:
+            flaky = Redis.from_url(url)
+            try:
+                store = Store(flaky, ttl_s=3600)
+                assert await store.claim("job_r", "runner-a")
+                await store.release("job_r", "runner-a")
+            finally:
+                await flaky.aclose()
+        assert taken, "the release never tried to delete the lease"
+        assert await direct.get(lease) == b"runner-b"
+    finally:
+        await direct.delete(lease)
+        await direct.aclose()
