@@ -826,20 +826,23 @@ class JobRunner:
         starts = int(job.get("starts") or 0)
         try:
             scored = await self._run_claimed(job_id, job)
+            finished = scored and await self._finish(job_id, job)
         except asyncio.CancelledError:
-            # Shutdown before the job finished (scoring it, or still reading its body): hand the job back
-            # so the next start (or another replica) runs it at once, not after its lease expires.
+            # Shutdown before the job finished (scoring it, still reading its body, or writing its result,
+            # which for a large one over a slow link takes a while): hand the job back so the next start
+            # (or another replica) runs it at once, not after its lease expires.
             # A shutdown is not one of the job's failed starts: the start this runner counted (if it got
             # that far; the job may be running, or have just reached its outcome) is given back.
             job["starts"] = starts
-            # (an outcome the scoring reached as the shutdown came is not written: the job runs again)
+            # (an outcome the scoring reached as the shutdown came is not written: the job runs again;
+            # a result write that did land as the shutdown came stands: nothing is written over it)
             job.update(status="queued", started_at=None, finished_at=None, result=None, error=None)
             with contextlib.suppress(Exception):
                 await self.store.save(job)
             with contextlib.suppress(Exception):
                 await self.store.release(job_id, self.owner)
             raise
-        if scored and await self._finish(job_id, job):
+        if finished:
             log.info("job_done", job_id=job_id, status=job["status"], items=job["items"])
             return
         # cancelled meanwhile (the cancel was the job's last write, and its lease went with it), or taken

@@ -863,3 +863,53 @@ async def test_a_runner_stops_scoring_a_job_another_runner_finished(
         assert kept["status"] == "succeeded" and kept["result"] == result, kept
     finally:
         await runner.close()
+
+
+async def test_a_shutdown_while_a_result_is_written_hands_the_job_back(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-back at shutdown covered a job being scored, not one whose result was being written (a
+    large result over a slow link takes a while; the write is retried): a shutdown then kept the job's
+    lease, so the next start or another replica left the job alone until the lease expired, and the
+    start counted toward the job's three. It is handed back as in the scoring, its start given back.
+    Found in review."""
+    from contextlib import asynccontextmanager
+
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    writing = asyncio.Event()
+    real_save = store.save
+
+    async def save(job: dict[str, Any], *, done: bool = False) -> bool:
+        if done and job["status"] == "succeeded":
+            writing.set()
+            await asyncio.sleep(3600)  # the result's write, still on its way when the shutdown comes
+        return await real_save(job, done=done)
+
+    monkeypatch.setattr(store, "save", save)
+
+    class Scoring:
+        def validate(self, request: Any, max_items: int) -> None: ...
+
+        async def score(self, request: Any, max_items: int, tenant: str) -> dict[str, Any]:
+            return {"results": []}
+
+    class Admission:
+        @asynccontextmanager
+        async def admit_when_room(self, caller: Any, n: int, since: float) -> AsyncIterator[None]:
+            yield
+
+    runner = JobRunner(
+        store, cast(Any, Scoring()), cast(Any, Admission()), concurrency=1, queue_max=8, max_items=8
+    )
+    await runner.start()
+    try:
+        job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), Caller("key:a"), None)
+        await asyncio.wait_for(writing.wait(), 30)
+    finally:
+        await runner.close()
+    back = await store.get(job["job_id"])
+    assert back is not None and back["status"] == "queued" and back["starts"] == 0, back
+    assert job["job_id"] in await store.pending()
+    assert await store.claim(job["job_id"], "runner-next"), "the lease was kept"
