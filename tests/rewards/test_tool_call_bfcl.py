@@ -294,3 +294,34 @@ async def test_omit_defaults_reads_the_reference_tools_defaults(client: httpx.As
     assert no_tools[0]["score"] == 0.0
     partial = await score(client, items[:1], reference_format="calls", mode="partial")
     assert partial[0]["score"] == pytest.approx(1 / 3)
+
+
+async def test_underscore_to_dot_reads_dotted_names_as_bfcl_s_fc_models_are_shown_them(
+    client: httpx.AsyncClient,
+) -> None:
+    """BFCL shows its function-calling models (OpenAI, Mistral, Gemini... whose APIs refuse a '.' in a
+    function name) each function with every '.' of its name written '_', and its checker then expects the
+    possible answer's name so rewritten (its model flag underscore_to_dot): math.factorial is called
+    math_factorial. The reward read the possible answer's name as written, so such a model's right call
+    scored 0. With underscore_to_dot the possible answer's names are rewritten as BFCL rewrites them
+    (every '.'), and only the rewritten name is the function's (the model was shown no other); off (BFCL's
+    prompt-mode models, shown the names as they are), the name as written."""
+    reference = [{"math.factorial": {"number": [5]}}]
+    nested = [{"finance.loan.monthly_payment": {"principal": [1000]}}]
+    underscored = hermes(call("math_factorial", number=5))
+    dotted = "[math.factorial(number=5)]"
+    cases = [
+        (reference, underscored, 1.0),
+        (reference, dotted, 0.0),
+        (reference, hermes(call("math_factorial", number=6)), 0.0),
+        (nested, hermes(call("finance_loan_monthly_payment", principal=1000)), 1.0),
+        (nested, hermes(call("finance_loan.monthly_payment", principal=1000)), 0.0),
+        ([TRIANGLE], hermes(call("calculate_triangle_area", base=10, height=5)), 1.0),  # no dot: as it is
+    ]
+    items = [{"response": r, "reference": ref} for ref, r, _ in cases]
+    results = await score(client, items, underscore_to_dot=True)
+    assert [r["score"] for r in results] == [want for _, _, want in cases], results
+    off = await score(client, items[:2])
+    assert [r["score"] for r in off] == [0.0, 1.0]
+    partial = await score(client, items[2:3], underscore_to_dot=True, mode="partial")
+    assert partial[0]["score"] == 0.0  # (its name is the function's, its one argument wrong)

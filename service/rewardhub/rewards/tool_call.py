@@ -113,6 +113,11 @@ lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 
 against an object listing each key's values (optional ones ``""``), any other value as above (``5`` =
 ``5.0``, ``true`` is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). Partial credit is the
 share of the keys given or required (an optional one left out counts for nothing) given a listed value.
+A function's name is the possible answer's as written (BFCL's prompt-mode models are shown it so, and call
+``math.factorial``), or, with ``underscore_to_dot``, with every ``.`` in it written ``_`` (BFCL shows its
+function-calling models the names so, their APIs refusing a dot, and its checker expects
+``math_factorial``: its model flag of that name); the other spelling is then no function the model was
+shown (0, as BFCL scores it).
 
 Score: ``mode: "exact"`` gives 1 when the calls pair up one to one and every pair is equal, else 0.
 ``mode: "partial"`` gives each pair a credit, 0 for different names, else the share of argument keys
@@ -265,6 +270,14 @@ class ToolCallConfig(RewardConfig):
         'file line, {"id": ..., "ground_truth": [...]}): each argument any of its listed values, "" in the list '
         "meaning it may be left out, any other argument extra, strings compared as BFCL's checker does "
         "(lowercased, without spaces and , . / - _ * ^).",
+    )
+    underscore_to_dot: bool = Field(
+        False,
+        description="reference_format bfcl: the model was shown each function with every '.' of its name "
+        "written '_', as BFCL shows its function-calling models (OpenAI, Mistral, Gemini... refuse a dot in "
+        "a function name; BFCL's model flag of this name): a possible answer's math.factorial is then called "
+        "math_factorial, and math.factorial is no function the model was shown. Off (BFCL's prompt-mode "
+        "models): the name as the possible answer writes it.",
     )
 
 
@@ -1573,7 +1586,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # an OpenAI message with "tool_calls": null calls no tool (a reference: parse_error; a response: format);
     # reference_format "bfcl" reads BFCL's possible answers (they were parse_error), scored as its AST checker;
     # omit_defaults: an argument equal to its default, declared by the reference's tools, counts as not given
-    version: ClassVar[str] = "1.3.9"
+    # 1.4.0: underscore_to_dot (reference_format bfcl): a possible answer's dotted name is called with '_'
+    # for each '.', as BFCL's function-calling models are shown it (math.factorial -> math_factorial)
+    version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
@@ -1617,6 +1632,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
                     Reason.PARSE_ERROR,
                     'the reference is not a BFCL possible answer, [{"f": {"x": [acceptable values]}}]',
                 )
+            if config.underscore_to_dot:  # (BFCL's convert_func_name: every '.' of the name, '_')
+                refs = [_Possible(r.name.replace(".", "_"), r.arguments) for r in refs]
         elif (refs := reference_calls(item.reference)) is None:
             hint = ""
             if bfcl_reference(item.reference) is not None:
