@@ -325,3 +325,53 @@ async def test_underscore_to_dot_reads_dotted_names_as_bfcl_s_fc_models_are_show
     assert [r["score"] for r in off] == [0.0, 1.0]
     partial = await score(client, items[2:3], underscore_to_dot=True, mode="partial")
     assert partial[0]["score"] == 0.0  # (its name is the function's, its one argument wrong)
+
+
+async def test_an_empty_string_matches_the_optional_mark_only_for_a_string_argument(
+    client: httpx.AsyncClient,
+) -> None:
+    """ "" in a possible answer's list marks the argument optional; BFCL's checker type-checks a given value
+    against the parameter's type first, so a "" given passes only for a string parameter (whose listed
+    strings "" is among) and fails for an integer, float, boolean, array or object one. The reward matched
+    "" to the mark whatever the type, so a model writing n="" for an integer scored 1. The type is read from
+    the listed values (the first that is not "" or null, as BFCL's get_possible_answer_type reads it; a
+    possible answer carries no declared type): a list of them that says none ("" alone, or null and "")
+    still takes "". An array parameter takes [] for the mark, as BFCL's list checker reads "" (an empty
+    list among its standardised answers)."""
+    reference = [
+        {
+            "f": {
+                "n": [5, ""],
+                "ratio": [2.5, ""],
+                "flag": [True, ""],
+                "tags": [["a"], ""],
+                "point": [{"x": [1]}, ""],
+                "unit": ["celsius", ""],
+                "note": [""],
+                "limit": [None, ""],
+            }
+        }
+    ]
+    cases = [
+        ({"n": ""}, 0.0),
+        ({"ratio": ""}, 0.0),
+        ({"flag": ""}, 0.0),
+        ({"tags": ""}, 0.0),
+        ({"point": ""}, 0.0),
+        ({"unit": ""}, 1.0),
+        ({"unit": " - "}, 1.0),  # (standardised: nothing left, as "" is)
+        ({"note": ""}, 1.0),  # (no type listed)
+        ({"limit": ""}, 1.0),  # (null says no type)
+        ({"tags": []}, 1.0),
+        ({"n": 5, "tags": ["a"], "unit": "Celsius"}, 1.0),
+        ({}, 1.0),
+    ]
+    items = [{"response": hermes(call("f", **args)), "reference": reference} for args, _ in cases]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases], results
+    # (inside an object BFCL's dict checker compares without a type check: "" is the optional key's mark)
+    nested = [{"g": {"point": [{"x": [1], "label": [3, ""]}]}}]
+    inner = await score(
+        client, [{"response": hermes(call("g", point={"x": 1, "label": ""})), "reference": nested}]
+    )
+    assert inner[0]["score"] == 1.0

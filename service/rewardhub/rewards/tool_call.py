@@ -111,8 +111,15 @@ with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compa
 lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
 ``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
 against an object listing each key's values (optional ones ``""``), any other value as above (``5`` =
-``5.0``, ``true`` is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). Partial credit is the
-share of the keys given or required (an optional one left out counts for nothing) given a listed value.
+``5.0``, ``true`` is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). BFCL's checker checks a
+given argument's type before its value, and reads ``""`` given as a value of a string parameter only: an
+argument whose listed values are strings takes ``""`` (the mark is among its strings), one whose values are
+integers, floats, booleans, arrays or objects does not (``n: ""`` for ``[5, ""]`` is wrong), an array's
+takes ``[]`` for the mark (BFCL's list checker reads it so), and one whose values say no type (``""`` alone,
+``null`` and ``""``) takes ``""`` (the type read from the first listed value that is neither: a possible
+answer carries no declared type; inside an object BFCL checks no type, and ``""`` is an optional key's
+mark whatever its values). Partial credit is the share of the keys given or required (an optional one
+left out counts for nothing) given a listed value.
 A function's name is the possible answer's as written (BFCL's prompt-mode models are shown it so, and call
 ``math.factorial``), or, with ``underscore_to_dot``, with every ``.`` in it written ``_`` (BFCL shows its
 function-calling models the names so, their APIs refusing a dot, and its checker expects
@@ -1284,9 +1291,7 @@ def _bfcl_string(text: str, normalized: bool) -> str:
 def _omissible(values: Any, cfg: ToolCallConfig) -> bool:
     """Whether a BFCL argument's acceptable values let it be left out: ``""`` among them (or, with
     ``null_as_absent``, ``null``)."""
-    return isinstance(values, list) and any(
-        (isinstance(v, str) and v == "") or (v is None and cfg.null_as_absent) for v in values
-    )
+    return isinstance(values, list) and any(_is_mark(v) or (v is None and cfg.null_as_absent) for v in values)
 
 
 def _bfcl_accepts(got: Any, values: Any, cfg: ToolCallConfig) -> bool:
@@ -1295,6 +1300,29 @@ def _bfcl_accepts(got: Any, values: Any, cfg: ToolCallConfig) -> bool:
     if not isinstance(values, list):
         return _bfcl_equal(got, values, cfg)
     return any(_bfcl_equal(got, want, cfg) for want in values)
+
+
+def _bfcl_argument_accepts(got: Any, values: list[Any], cfg: ToolCallConfig) -> bool:
+    """Whether ``got``, given for an argument of a BFCL possible answer's call, is one of its acceptable
+    ``values``, as BFCL's checker decides it: the parameter's type first, then the value. The type is the
+    one the listed values say (the first that is not ``""`` or null: BFCL's ``get_possible_answer_type``;
+    the possible answer carries no declared one): ``""``, the optional mark, is a value a string parameter
+    takes (its listed strings hold it) and a type error for any other, so it is dropped from an integer's,
+    a float's, a boolean's, an array's or an object's values; an array's take ``[]`` instead (BFCL's list
+    checker reads the mark as an empty list). Values that say no type (``""`` alone, null and ``""``) keep
+    it."""
+    kind = next((type(v) for v in values if v is not None and not _is_mark(v)), None)
+    if kind is not None and kind is not str:
+        typed = [v for v in values if not _is_mark(v)]
+        if kind is list and len(typed) < len(values):
+            typed.append([])
+        values = typed
+    return _bfcl_accepts(got, values, cfg)
+
+
+def _is_mark(value: Any) -> bool:
+    """Whether ``value`` is a BFCL possible answer's optional mark, ``""``."""
+    return isinstance(value, str) and value == ""
 
 
 def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig) -> bool:
@@ -1328,8 +1356,8 @@ def _bfcl_credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
         if key not in ref.arguments:
             continue
         values = ref.arguments[key]
-        if _bfcl_accepts(got, values, cfg) or (
-            key in pred.texts and _bfcl_accepts(pred.texts[key], values, cfg)
+        if _bfcl_argument_accepts(got, values, cfg) or (
+            key in pred.texts and _bfcl_argument_accepts(pred.texts[key], values, cfg)
         ):
             same += 1
     return same / len(keys)
@@ -1587,7 +1615,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # reference_format "bfcl" reads BFCL's possible answers (they were parse_error), scored as its AST checker;
     # omit_defaults: an argument equal to its default, declared by the reference's tools, counts as not given
     # 1.4.0: underscore_to_dot (reference_format bfcl): a possible answer's dotted name is called with '_'
-    # for each '.', as BFCL's function-calling models are shown it (math.factorial -> math_factorial)
+    # for each '.', as BFCL's function-calling models are shown it (math.factorial -> math_factorial);
+    # a "" given matches the optional mark only for an argument whose listed values are strings (or say
+    # no type), as BFCL type-checks it first, and an array's optional mark takes []
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
