@@ -375,3 +375,35 @@ async def test_an_empty_string_matches_the_optional_mark_only_for_a_string_argum
         client, [{"response": hermes(call("g", point={"x": 1, "label": ""})), "reference": nested}]
     )
     assert inner[0]["score"] == 1.0
+
+
+async def test_a_float_is_no_value_of_an_integer_argument(client: httpx.AsyncClient) -> None:
+    """BFCL's checker type-checks a given argument against the parameter's type before its value: a float
+    (5.0) for an integer parameter is a type error, an integer for a float one is read as that float
+    (Python's int-to-float). The reward compared numbers as values, so 5.0 for an argument listed [5]
+    scored 1. The type is the listed values' (BFCL v4's possible answers list integers for integer
+    parameters: about 2,000 such arguments, and only two float ones listed [0]); an array's items are
+    checked so too (BFCL's nested type check), the values inside an object not (BFCL's dict checker
+    compares them with ==)."""
+    reference = [
+        {
+            "f": {
+                "n": [5, ""],
+                "ratio": [2.0, 2.5],
+                "ids": [[1, 2]],
+                "point": [{"x": [1], "y": [2.5, ""]}, ""],
+            }
+        }
+    ]
+    cases = [
+        ({"n": 5, "ratio": 2, "ids": [1, 2]}, 1.0),  # an integer for a float: that float
+        ({"n": 5.0, "ratio": 2, "ids": [1, 2]}, 0.0),
+        ({"n": 5, "ratio": 2.5, "ids": [1.0, 2]}, 0.0),
+        ({"n": 5, "ratio": 2.5, "ids": [1, 2], "point": {"x": 1.0}}, 1.0),  # (inside an object: ==)
+    ]
+    items = [{"response": hermes(call("f", **args)), "reference": reference} for args, _ in cases]
+    items.append({"response": "[f(n=5.0, ratio=2.0, ids=[1, 2])]", "reference": reference})
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases] + [0.0], results
+    partial = await score(client, items[1:2], mode="partial")
+    assert partial[0]["score"] == pytest.approx(2 / 3)

@@ -110,9 +110,12 @@ its listed values, each listed argument whose values hold no ``""`` (the mark of
 with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compares them: strings
 lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
 ``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
-against an object listing each key's values (optional ones ``""``), any other value as above (``5`` =
-``5.0``, ``true`` is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). BFCL's checker checks a
-given argument's type before its value, and reads ``""`` given as a value of a string parameter only: an
+against an object listing each key's values (optional ones ``""``), any other value as above (``true``
+is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). BFCL's checker checks a given argument's
+type before its value (and an array argument's items'; not the values inside an object): an integer for a
+listed float is that float (``2`` = ``2.0``), but a float for a listed integer a type error (``5.0`` is not
+``5``; in BFCL v4's data the arguments listed as integers are the integer parameters, but for two float
+ones listed ``[0]``); and it reads ``""`` given as a value of a string parameter only: an
 argument whose listed values are strings takes ``""`` (the mark is among its strings), one whose values are
 integers, floats, booleans, arrays or objects does not (``n: ""`` for ``[5, ""]`` is wrong), an array's
 takes ``[]`` for the mark (BFCL's list checker reads it so), and one whose values say no type (``""`` alone,
@@ -1294,12 +1297,12 @@ def _omissible(values: Any, cfg: ToolCallConfig) -> bool:
     return isinstance(values, list) and any(_is_mark(v) or (v is None and cfg.null_as_absent) for v in values)
 
 
-def _bfcl_accepts(got: Any, values: Any, cfg: ToolCallConfig) -> bool:
+def _bfcl_accepts(got: Any, values: Any, cfg: ToolCallConfig, typed: bool = True) -> bool:
     """Whether ``got`` is one of a BFCL argument's acceptable ``values`` (a list of them; anything else, in a
-    nested object of a possible answer, the one value accepted)."""
+    nested object of a possible answer, the one value accepted); ``typed``: :func:`_bfcl_equal`'s."""
     if not isinstance(values, list):
-        return _bfcl_equal(got, values, cfg)
-    return any(_bfcl_equal(got, want, cfg) for want in values)
+        return _bfcl_equal(got, values, cfg, typed)
+    return any(_bfcl_equal(got, want, cfg, typed) for want in values)
 
 
 def _bfcl_argument_accepts(got: Any, values: list[Any], cfg: ToolCallConfig) -> bool:
@@ -1325,20 +1328,26 @@ def _is_mark(value: Any) -> bool:
     return isinstance(value, str) and value == ""
 
 
-def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig) -> bool:
+def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig, typed: bool = True) -> bool:
     """``got`` against one acceptable value, as BFCL's checker compares them: strings standardised, lists
     element by element in order, an object against an object whose keys each list their acceptable values
     (a key given that it lacks is extra; one it has that is not given must be omissible), any other value
-    as :func:`values_equal` compares it (an integer equals the float it is, ``true`` is not ``1``)."""
+    as :func:`values_equal` compares it (an integer equals the float it is, ``true`` is not ``1``), except
+    that, ``typed`` (an argument, or an item of an array argument: BFCL's checker checks their types, and
+    the values inside an object not), a float is no value of an integer one (5.0 for 5: a type error)."""
     normalized = cfg.string_match == "normalized"
     if isinstance(got, str) and isinstance(want, str):
         return _bfcl_string(got, normalized) == _bfcl_string(want, normalized)
     if isinstance(got, list) and isinstance(want, list):
-        return len(got) == len(want) and all(_bfcl_equal(g, w, cfg) for g, w in zip(got, want, strict=True))
+        return len(got) == len(want) and all(
+            _bfcl_equal(g, w, cfg, typed) for g, w in zip(got, want, strict=True)
+        )
     if isinstance(got, dict) and isinstance(want, dict):
-        return all(k in want and _bfcl_accepts(v, want[k], cfg) for k, v in got.items()) and all(
+        return all(k in want and _bfcl_accepts(v, want[k], cfg, typed=False) for k, v in got.items()) and all(
             k in got or _omissible(values, cfg) for k, values in want.items()
         )
+    if typed and isinstance(got, float) and isinstance(want, int) and not isinstance(want, bool):
+        return False
     return values_equal(got, want, cfg.float_tolerance, normalized, cfg.coerce_types)
 
 
@@ -1617,7 +1626,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # 1.4.0: underscore_to_dot (reference_format bfcl): a possible answer's dotted name is called with '_'
     # for each '.', as BFCL's function-calling models are shown it (math.factorial -> math_factorial);
     # a "" given matches the optional mark only for an argument whose listed values are strings (or say
-    # no type), as BFCL type-checks it first, and an array's optional mark takes []
+    # no type), as BFCL type-checks it first, and an array's optional mark takes []; a float is no value of
+    # an argument (or array item) listed as an integer (5.0 for [5]: BFCL's type error)
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
