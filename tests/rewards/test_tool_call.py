@@ -99,6 +99,46 @@ async def test_normalized_strings_compare_canonically_equivalent_spellings(clien
     assert exact[0]["score"] == 0.0
 
 
+async def test_a_whole_float_equals_the_integer_it_is_without_bfcl_s_types(client: httpx.AsyncClient) -> None:
+    """The rule for an integer written as a float, outside reference_format bfcl: 5.0 equals 5, both ways,
+    in every form a call is read in, and a tool schema in the reference (omit_defaults) does not change it.
+    JSON has one number type (RFC 8259), so the reference's 5 says nothing of a type: serialisers write one
+    float as 5.0 (Python) or 5 (JavaScript), and JSON Schema's "integer" takes 5.0 (a number whose
+    fraction is zero); a reference written by one serialiser and a call by another must not score 0 for
+    one value. A float that is no integer (5.5) is
+    another value. (BFCL's checker, a Python type check against the declared type, fails 5.0 for an
+    integer parameter: reference_format bfcl does so; tests/rewards/test_tool_call_bfcl.py.)"""
+    ref = {"name": "get_weather", "arguments": {"city": "Paris", "days": 5}}
+    float_ref = {"name": "get_weather", "arguments": {"city": "Paris", "days": 5.0}}
+    tool = {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"days": {"type": "integer"}, "city": {}}},
+    }
+    cases = [
+        (ref, hermes({"name": "get_weather", "arguments": {"city": "Paris", "days": 5.0}}), 1.0),
+        (ref, '{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\", \\"days\\": 5.0}"}', 1.0),
+        (ref, "[get_weather(city='Paris', days=5.0)]", 1.0),
+        (
+            ref,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "<parameter=days>\n5.0\n</parameter>\n</function>\n</tool_call>",
+            1.0,
+        ),
+        (float_ref, hermes(ref), 1.0),
+        (
+            {"calls": [ref], "tools": [tool]},
+            hermes({**ref, "arguments": {"city": "Paris", "days": 5.0}}),
+            1.0,
+        ),
+        (ref, hermes({"name": "get_weather", "arguments": {"city": "Paris", "days": 5.5}}), 0.0),
+        (ref, hermes({"name": "get_weather", "arguments": {"city": "Paris", "days": 5.01}}), 0.0),
+    ]
+    results = await score(
+        client, [{"response": r, "reference": ref} for ref, r, _ in cases], omit_defaults=True
+    )
+    assert [r["score"] for r in results] == [want for _, _, want in cases], results
+
+
 async def test_an_integer_equals_only_a_number_that_rounds_to_it(client: httpx.AsyncClient) -> None:
     """Two integers are equal only when equal (ids, timestamps); the float tolerance, relative to the value,
     let a float within 1e-6 of a 10-digit id equal it: 1700000500.0 or 1700000123.5 for the id 1700000000

@@ -88,7 +88,9 @@ unless ``reference_format: "bfcl"`` (below).
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
 (``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are, and an integer
-and a float only when the float rounds to it), strings exactly
+and a float only when the float rounds to it: ``5.0`` = ``5``, as JSON has one number type, serialisers
+write one value either way and JSON Schema's ``integer`` takes ``5.0``; no declared type is read, a tool
+schema's neither: BFCL's type check is ``reference_format: "bfcl"``'s, below), strings exactly
 or, with ``string_match: "normalized"``, after casefolding, collapsing whitespace and Unicode canonical
 normalisation (NFC: a precomposed "é" equals "e" and a combining accent; not NFKC, "m²" is not "m2"); no
 type is coerced
@@ -251,7 +253,8 @@ class ToolCallConfig(RewardConfig):
         ge=0,
         le=1,
         description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal, "
-        "an integer and a float only when the float rounds to it.",
+        "an integer and a float only when the float rounds to it (5.0 = 5: no declared type is read; "
+        "reference_format bfcl: a float for a listed integer is a type error, as BFCL's checker finds it).",
     )
     coerce_types: bool = Field(
         False,
