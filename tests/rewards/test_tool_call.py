@@ -2541,3 +2541,71 @@ async def test_minimax_m3_leaves_closed_without_the_namespace_token_are_read(
     ]
     results = await score(client, items)
     assert [(r["score"], r["reason"]) for r in results] == [(1.0, None)] * len(items), results
+
+
+async def test_an_anthropic_or_responses_api_turn_s_calls_are_read_past_its_text_blocks(
+    client: httpx.AsyncClient,
+) -> None:
+    """Anthropic's assistant turn is a list of content blocks, a tool_use block for each call and, as a
+    model nearly always writes one, a text block before them (a thinking block too); OpenAI's Responses API
+    output lists reasoning and message items beside its function_call ones; Gemini's turn is parts, text
+    beside functionCall. Each call block was read alone, but the text beside it was read as a call without a
+    name: a response in that shape scored 0 (format), a message object ({"role", "content": [...]}) was no
+    call (no_answer), and such a reference was parse_error. The blocks that are no call (a text, thinking,
+    reasoning or message block, with none of a call's keys) are passed over; a turn of only text calls
+    no tool."""
+    weather = {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}
+    time = {"type": "tool_use", "id": "toolu_02", "name": "get_time", "input": {"tz": "Europe/Paris"}}
+    text = {"type": "text", "text": "I'll check the weather and the time."}
+    thinking = {"type": "thinking", "thinking": "Two tools.", "signature": "c2ln"}
+    ref = [{"name": "get_weather", "arguments": {"city": "Paris"}}, TIME]
+    responses_api = [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": json.dumps({"city": "Paris"}),
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_2",
+            "name": "get_time",
+            "arguments": '{"tz": "Europe/Paris"}',
+        },
+    ]
+    gemini = {
+        "role": "model",
+        "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}},
+            {"functionCall": {"name": "get_time", "args": {"tz": "Europe/Paris"}}},
+        ],
+    }
+    cases = [
+        ([text, weather, time], ref, 1.0),
+        ({"role": "assistant", "content": [thinking, text, weather, time]}, ref, 1.0),
+        (
+            {"id": "msg_1", "type": "message", "role": "assistant", "content": [text, weather, time]},
+            ref,
+            1.0,
+        ),
+        (responses_api, ref, 1.0),
+        (gemini, ref, 1.0),
+        ([text, weather], ref, 0.0),  # (a call missing)
+        (hermes(*ref), [text, weather, time], 1.0),  # the reference in Anthropic's shape
+        (hermes(*ref), {"role": "assistant", "content": [text, time, weather]}, 1.0),
+        ("No tool is needed.", {"role": "assistant", "content": [text]}, 1.0),  # only text: call no tool
+    ]
+    items = [
+        {"response": r if isinstance(r, str) else json.dumps(r), "reference": want} for r, want, _ in cases
+    ]
+    results = await score(client, items)
+    assert [(r["valid"], r["score"]) for r in results] == [(True, s) for _, _, s in cases], results
+    only_text = await score(
+        client, [{"response": json.dumps({"role": "assistant", "content": [text]}), "reference": ref}]
+    )
+    assert (only_text[0]["score"], only_text[0]["reason"]) == (0.0, "no_answer")
+    # (a lone block that is no call is no turn: a reference {"text": ...} stays parse_error, not "no tool")
+    lone = await score(client, [{"response": hermes(TIME), "reference": {"type": "text", "text": "x"}}])
+    assert (lone[0]["valid"], lone[0]["reason"]) == (False, "parse_error")

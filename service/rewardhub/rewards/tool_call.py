@@ -74,7 +74,12 @@ object (OpenAI's wire format), ``parameters`` (Llama 3.x), ``args`` (LangChain's
 ``input`` (Anthropic's ``tool_use``) are read as ``arguments``, and an OpenAI entry
 ``{"type": "function", "function": {"name", "arguments"}}`` is unwrapped, as are its legacy
 ``{"function_call": {...}}``, ``{"tool_call": {...}}`` and Gemini's ``{"functionCall": {...}}``; an
-OpenAI message whose ``tool_calls`` is ``null`` (the SDK's dump of a turn without calls) calls no tool. A response with no call at all
+OpenAI message whose ``tool_calls`` is ``null`` (the SDK's dump of a turn without calls) calls no tool. A
+turn written as its API's blocks is read past those that are no call: Anthropic's content blocks (a list,
+or its message ``{"role", "content": [...]}``), a text or thinking block beside its ``tool_use`` ones,
+the OpenAI Responses API's output items (reasoning and message beside ``function_call``), Gemini's
+``{"role", "parts": [...]}`` (text beside ``functionCall``); a turn of only such blocks calls no tool.
+A response with no call at all
 scores 0 with reason ``no_answer``; one whose call blocks are not valid call JSON scores 0 with reason
 ``format`` (both valid: the model's fault); JSON with none of a call's keys (``name``, ``function``,
 ``arguments``, ``tool_calls``...), outside call tags and markers, is an answer: no call. The reference
@@ -359,10 +364,40 @@ def _calls(value: Any) -> list[Call]:
                 )
             ):
                 return []  # an OpenAI message without calls (the SDK's dump writes "tool_calls": null)
-    items = value if isinstance(value, list) else [value]
+            if (blocks := _turn_blocks(value)) is not None:
+                value = blocks
+    # (a turn's blocks that are no call passed over: in a list only, a lone object stays a call or broken)
+    items = [v for v in value if not _no_call_block(v)] if isinstance(value, list) else [value]
     if len(items) > _MAX_CALLS:
         raise _Malformed(f"more than {_MAX_CALLS} tool calls")
     return [_call(v) for v in items]
+
+
+# the blocks of a turn that are no call: Anthropic's text and thinking content blocks, the OpenAI Responses
+# API's reasoning and message output items (Gemini's text parts have no type: _no_call_block)
+_NO_CALL_TYPES = frozenset({"text", "thinking", "redacted_thinking", "reasoning", "message"})
+
+
+def _turn_blocks(value: dict[str, Any]) -> list[Any] | None:
+    """The blocks of a model's turn written as its API's message: Anthropic's ``{"role", "content":
+    [blocks]}`` (its tool_use blocks among them), Gemini's ``{"role", "parts": [parts]}``; None for any
+    other object."""
+    if any(isinstance(value.get(k), dict) for k in ("function_call", "tool_call", "functionCall")):
+        return None
+    for key in ("content", "parts"):
+        if isinstance(value.get(key), list):
+            return list(value[key])
+    return None
+
+
+def _no_call_block(value: Any) -> bool:
+    """Whether a block of a turn's list is none of its calls: a text, thinking, reasoning or message block
+    (Anthropic, the Responses API) or a Gemini text part, with none of a call's keys. Such a block beside
+    the calls was read as a call without a name, and the turn's calls as broken."""
+    if not isinstance(value, dict) or any(k in value for k in _CALL_KEYS):
+        return False
+    kind = value.get("type")
+    return kind in _NO_CALL_TYPES if isinstance(kind, str) else "type" not in value and "text" in value
 
 
 def _loads(text: str) -> Any:
@@ -1167,6 +1202,8 @@ _CALL_KEYS = (
 def _call_shaped(value: Any) -> bool:
     """Whether a JSON value is a call attempt: an object, or a list holding one, with a call's keys."""
     items = value if isinstance(value, list) else [value]
+    if isinstance(value, dict) and (blocks := _turn_blocks(value)) is not None:
+        items = [value, *blocks]  # (a message's content blocks, or Gemini's parts)
     return any(isinstance(v, dict) and any(k in v for k in _CALL_KEYS) for v in items)
 
 
@@ -1631,6 +1668,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # a "" given matches the optional mark only for an argument whose listed values are strings (or say
     # no type), as BFCL type-checks it first, and an array's optional mark takes []; a float is no value of
     # an argument (or array item) listed as an integer (5.0 for [5]: BFCL's type error)
+    # and an Anthropic, Responses API or Gemini turn's calls are read past its text, thinking and reasoning
+    # blocks (a text block beside tool_use made the calls broken: format, parse_error)
     version: ClassVar[str] = "1.4.0"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
