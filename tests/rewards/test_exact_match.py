@@ -80,6 +80,16 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
     [
         ({"normalize": "whitespace"}, "  Paris   France ", "paris france", 1.0),
         ({"normalize": "whitespace", "case_sensitive": True}, "paris", "Paris", 0.0),
+        # compatibility forms fold (NFKC), as squad's do: full-width letters and digits (CJK output), a
+        # ligature (they were 0.0); a no-break space is a space
+        ({"normalize": "whitespace"}, "Ｐａｒｉｓ", "paris", 1.0),
+        ({"normalize": "whitespace"}, "４２", "42", 1.0),
+        ({"normalize": "whitespace"}, "ﬁsh\u00a0soup", "Fish soup", 1.0),
+        ({"normalize": "whitespace", "case_sensitive": True}, "Ｐａｒｉｓ", "Paris", 1.0),
+        # ... keeping the case where it counts
+        ({"normalize": "whitespace", "case_sensitive": True}, "ｐａｒｉｓ", "Paris", 0.0),
+        # none compares as written
+        ({"normalize": "none"}, "Ｐａｒｉｓ", "Paris", 0.0),
         ({"normalize": "none"}, "Paris ", "Paris", 0.0),
         # the newlines R1 and Qwen3 put after </think> are no part of the answer (it was 0.0)
         ({"normalize": "none"}, "<think>Lyon?</think>\n\nParis", "Paris", 1.0),

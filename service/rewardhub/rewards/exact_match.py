@@ -8,9 +8,10 @@ text too, so an ``<answer>`` drafted in the reasoning of a response cut off ther
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
 :func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. ``squad`` and
-``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris");
-``none`` compares as written. The reference is a string, a
-list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
+``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris")
+and fold compatibility forms (NFKC: full-width "Ｐａｒｉｓ" and "４２" are "Paris" and "42", the ligature
+"ﬁ" is "fi"), with ``case_sensitive`` too (NFKC keeps letter case); ``none`` compares as written.
+The reference is a string, a list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
 ``{"answers": {"text": [...], "answer_start": [...]}}`` (or that row's ``answers`` column alone,
 ``{"text": [...], "answer_start": [...]}``); the item scores 1 if any matches. A number among them is
 read as its text, a whole float as the integer (42.0 is "42").
@@ -27,6 +28,7 @@ sets that write their unanswerable questions so. A blank among real answers is d
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -91,7 +93,9 @@ class AnswerConfig(RewardConfig):
 
 class ExactMatchConfig(AnswerConfig):
     normalize: Literal["squad", "whitespace", "none"] = Field(
-        "squad", description="squad: lower, strip punctuation/articles, collapse spaces; whitespace; none."
+        "squad",
+        description="squad: lower, strip punctuation/articles, collapse spaces; whitespace: collapse spaces "
+        "(both fold compatibility forms, NFKC, and drop invisible characters); none: as written.",
     )
     case_sensitive: bool = Field(False, description="Only for normalize=whitespace|none.")
     extract: str | None = Field(
@@ -258,7 +262,9 @@ def read_item(
 
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
     if cfg.normalize == "whitespace":
-        text = " ".join(drop_invisible(text).split())  # a zero-width space is no character either
+        # NFKC, as squad's normalisation and majority_vote's whitespace do: full-width "Ｐａｒｉｓ" or
+        # "４２" (CJK output), the ligature "ﬁ" are their ASCII forms; a zero-width space is no character
+        text = " ".join(unicodedata.normalize("NFKC", drop_invisible(text)).split())
     return text if cfg.case_sensitive else text.casefold()
 
 
@@ -285,7 +291,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # (missing_reference, or dropped among real answers), and so is such an answer (it abstains)
     # 1.1.5: an extract pattern's first group that took part in the match is compared: with alternatives,
     # "<answer>(.*?)</answer>|\\boxed\{(.*?)\}", group 1 was None for a boxed answer (no_answer, 0)
-    version: ClassVar[str] = "1.1.5"
+    # 1.1.6: whitespace is NFKC-normalised, as squad is: full-width "Ｐａｒｉｓ", "４２" and the ligature
+    # "ﬁ" were not "Paris", "42", "fi" (none still compares as written)
+    version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
