@@ -133,6 +133,26 @@ async def test_rouge_reads_non_ascii_words(client: httpx.AsyncClient, metric: st
     assert res[3]["score"] == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("metric", ["rouge_1", "rouge_l"])
+async def test_rouge_reads_words_as_exact_match_and_f1_normalise_them(
+    client: httpx.AsyncClient, metric: str
+) -> None:
+    """Compatibility forms (NFKC: full-width letters, as CJK output writes them, a ligature), a zero-width
+    space and full case folding ("STRASSE" is "straße") made other words: each pair scored 0.0 or 0.5
+    where exact_match and f1 read them as one answer."""
+    res = await run(
+        client,
+        metric,
+        [
+            {"response": "ＰＡＲＩＳ", "reference": "Paris"},
+            {"response": "ﬁsh soup", "reference": "fish soup"},
+            {"response": "Par\u200bis", "reference": "Paris"},
+            {"response": "STRASSE", "reference": "Straße"},
+        ],
+    )
+    assert [r["score"] for r in res] == [pytest.approx(1.0)] * 4, res
+
+
 async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
     client: httpx.AsyncClient,
 ) -> None:

@@ -11,7 +11,8 @@ Metrics (``metric``):
   orders, a copy of a one-word reference scored 0.18 and of a three-word one 0.56, never 1.0;
 * ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``), on BLEU's tokens;
 * ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming), on
-  lower-cased Unicode words, each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
+  case-folded Unicode words (after NFKC, so full-width ``ＰＡＲＩＳ`` is ``paris``, and without invisible
+  format characters such as a zero-width space), each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
   only ``[a-z0-9]``: a Russian or Chinese answer had no tokens and scored 0.0 against itself);
 * ``cosine`` — embedding cosine, delegated to the ``similarity`` reward (a local embedding model) when it
   is available, else invalid ``unsupported``;
@@ -42,6 +43,7 @@ long texts never hold the event loop.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
@@ -51,7 +53,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import CJK_CLASS, answer_text, split_cjk
+from rewardhub.rewards.text import CJK_CLASS, answer_text, drop_invisible, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -86,11 +88,16 @@ _WORD = re.compile(f"[{CJK_CLASS}]|[^\\W_{CJK_CLASS}]+")
 
 
 class _UnicodeTokenizer:
-    """ROUGE's words: lower-cased runs of Unicode letters and digits. On ASCII text the same words as
-    ``rouge-score``'s default, which drops every other character (``"кошка"`` had no words at all)."""
+    """ROUGE's words: case-folded runs of Unicode letters and digits, read after NFKC and without invisible
+    format characters, as exact_match and f1 read text. On ASCII text the same words as ``rouge-score``'s
+    default, which drops every other character (``"кошка"`` had no words at all); full-width
+    ``"ＰＡＲＩＳ"``, the ligature in ``"ﬁsh"`` and ``"Par\u200bis"`` (a zero-width space) were other
+    words than ``"paris"``, ``"fish"``, and "STRASSE" (lower-cased, not case-folded) than "Straße"."""
 
     def tokenize(self, text: str) -> list[str]:
-        return _WORD.findall(text.lower())
+        if not text.isascii():
+            text = unicodedata.normalize("NFKC", drop_invisible(text))
+        return _WORD.findall(text.casefold())
 
 
 @lru_cache(maxsize=8)
@@ -184,7 +191,9 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1.3: bleu weighs a response under four words over the n-gram orders it has: a copy of a short
     # reference scored 0.18 (one word) to 0.56 (three), a reward whose 1.0 short answers never reached;
     # bleu and gleu read each CJK ideograph or kana as a token (a Chinese answer was one: exact match)
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: ROUGE reads words after NFKC, case-folded and without invisible format characters: full-width
+    # "ＰＡＲＩＳ", "ﬁsh", "Par\u200bis" and "STRASSE" were other words than "paris", "fish", "straße"
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
