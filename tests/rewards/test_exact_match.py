@@ -88,6 +88,9 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
         ({"normalize": "whitespace", "case_sensitive": True}, "Ｐａｒｉｓ", "Paris", 1.0),
         # ... keeping the case where it counts
         ({"normalize": "whitespace", "case_sensitive": True}, "ｐａｒｉｓ", "Paris", 0.0),
+        # squad folds case fully, as whitespace does ("ß" is "ss"; lower() left it, 0.0 under squad alone)
+        ({}, "STRASSE", "Straße", 1.0),
+        ({"normalize": "whitespace"}, "STRASSE", "Straße", 1.0),
         # none compares as written
         ({"normalize": "none"}, "Ｐａｒｉｓ", "Paris", 0.0),
         ({"normalize": "none"}, "Paris ", "Paris", 0.0),

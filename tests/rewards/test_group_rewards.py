@@ -147,6 +147,19 @@ async def test_squad_votes_across_unicode_punctuation(client: httpx.AsyncClient)
     assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
+async def test_squad_votes_across_full_case_folding(client: httpx.AsyncClient) -> None:
+    """normalize=squad lower-cased where whitespace case-folds: "STRASSE" was another vote than "Straße"
+    under squad alone, and two minority answers outvoted it."""
+    reward = {
+        "name": "majority_vote",
+        "config": {"equivalence": "string", "normalize": "squad", "extraction": ["answer_tag"]},
+    }
+    g = gid()
+    answers = ["Straße", "STRASSE", "strasse", "Weg", "Weg"]
+    out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
+    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
 async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
     g = gid()
     out = await results(

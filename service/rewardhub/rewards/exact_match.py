@@ -292,7 +292,8 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # 1.1.5: an extract pattern's first group that took part in the match is compared: with alternatives,
     # "<answer>(.*?)</answer>|\\boxed\{(.*?)\}", group 1 was None for a boxed answer (no_answer, 0)
     # 1.1.6: whitespace is NFKC-normalised, as squad is: full-width "Ｐａｒｉｓ", "４２" and the ligature
-    # "ﬁ" were not "Paris", "42", "fi" (none still compares as written)
+    # "ﬁ" were not "Paris", "42", "fi" (none still compares as written); squad case-folds, as whitespace
+    # does ("STRASSE" was not "Straße" under squad, though it was under whitespace)
     version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig

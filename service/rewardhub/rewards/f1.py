@@ -2,8 +2,8 @@
 
 The response is read outside its reasoning (``<think>…</think>`` and an unclosed ``<think>`` left
 out), an ``extract`` pattern searching that text too, as in :mod:`.exact_match`. Both sides are
-normalised as in the SQuAD v1.1 evaluation script (:func:`.text.squad_tokens`: lower case, no
-punctuation or articles), split into tokens at whitespace and, as MLQA's script splits Chinese, around
+normalised as in the SQuAD v1.1 evaluation script (:func:`.text.squad_tokens`: lower case, by full
+case folding, no punctuation or articles), split into tokens at whitespace and, as MLQA's script splits Chinese, around
 each CJK ideograph or kana (:func:`.text.split_cjk`: "東京都" is three tokens, so against "東京" it scores
 0.8, where one token each scored 0.0), and compared as *bags* of tokens, so a repeated token counts once
 per occurrence on each side::
@@ -89,7 +89,8 @@ class F1Reward(Reward[F1Config]):
     # 1.1.5: each CJK ideograph or kana is a token (MLQA's segmentation of Chinese): a Chinese or Japanese
     # answer was one token, its F1 0 unless exact ("東京都" against "東京": 0.0, now 0.8); an extract
     # pattern's first group that took part in the match is scored (alternatives: group 1 could be None)
-    version: ClassVar[str] = "1.1.5"
+    # 1.1.6: tokens are case-folded, not lower-cased: "STRASSE" was another token than "Straße"
+    version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."

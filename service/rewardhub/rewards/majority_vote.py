@@ -176,7 +176,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # "Par\u200bis" was another vote than "Paris"
     # 1.0.7: string equivalence drops LaTeX text wrappers (whitespace, squad): \boxed{\text{Paris}} was
     # another vote than \boxed{Paris} ("\text{paris}"; "textparis" under squad), splitting the majority
-    version: ClassVar[str] = "1.0.7"
+    # 1.0.8: squad case-folds as whitespace does: "STRASSE" was another vote than "Straße" under squad
+    version: ClassVar[str] = "1.0.8"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

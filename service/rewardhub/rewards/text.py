@@ -2,7 +2,9 @@
 
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
-EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's.
+EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's, and
+lower-cases by full case folding (``str.casefold``, the same as ``lower`` on ASCII), so "STRASSE" is
+"Straße" as in exact_match's ``whitespace``.
 :func:`squad_pair` normalises an answer and a reference alike, keeping the articles of a reference
 that would otherwise be nothing (the option letter "A").
 
@@ -84,8 +86,9 @@ def _drop_punctuation(text: str) -> str:
 def squad_normalize(text: str) -> str:
     """SQuAD's normalisation; punctuation is any Unicode punctuation, not only ASCII's (the answer
     "Ocean’s Eleven" with a curly apostrophe is the reference "Ocean's Eleven", "東京。" is "東京"), and
-    invisible format characters are dropped (:func:`drop_invisible`: "Par\u200bis" is "Paris")."""
-    text = unicodedata.normalize("NFKC", drop_invisible(text)).lower()
+    invisible format characters are dropped (:func:`drop_invisible`: "Par\u200bis" is "Paris"); case is
+    folded (``casefold``: "ß" is "ss", as ``lower`` left it)."""
+    text = unicodedata.normalize("NFKC", drop_invisible(text)).casefold()
     text = _drop_punctuation(text)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
@@ -120,7 +123,7 @@ def squad_tokens(text: str) -> list[str]:
 
 
 def _keep_articles(text: str) -> str:
-    return " ".join(_drop_punctuation(unicodedata.normalize("NFKC", drop_invisible(text)).lower()).split())
+    return " ".join(_drop_punctuation(unicodedata.normalize("NFKC", drop_invisible(text)).casefold()).split())
 
 
 def _keep_punctuation(text: str) -> str:
