@@ -396,3 +396,41 @@ async def test_a_big_pattern_with_full_case_folding_is_rejected(pattern: str) ->
     assert (out.score, out.reason) == (None, Reason.PARSE_ERROR), out
     assert (await score_text(REWARD, "STRASSE", pattern="(?fi)^straße$")).score == 1.0
     assert (await score_text(REWARD, "x", pattern=pattern.replace("f", ""))).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "response", "score"),
+    [
+        (r"(?V1)^[[a-z]--[aeiou]]+$", "rhythm", 1.0),  # a set difference: consonants only
+        (r"(?V1)^[[a-z]--[aeiou]]+$", "rhyme", 0.0),
+        (r"(?V1)^[\w&&\p{Greek}]+$", "λόγος", 1.0),  # a set intersection
+        (r"(?V1)^[\w&&\p{Greek}]+$", "logos", 0.0),
+        (r"^[[a]+$", "[a[", 1.0),  # version 0 still reads "[" in a set as the character
+    ],
+)
+async def test_a_version_1_pattern_compiles(pattern: str, response: str, score: float) -> None:
+    """The engine's version was pinned to 0 at compile, so every pattern that turns on version 1 with
+    (?V1), the `regex` syntax of set operations, was a 422 ("VERSION0 and VERSION1 flags are mutually
+    incompatible"), in regex and in exact_match's and f1's extract alike."""
+    assert (await score_text(REWARD, response, pattern=pattern)).score == score
+    extract = {"extract": r"(?V1)<answer>([[\w]--[\d]]+)</answer>"}
+    out = await score_text(ExactMatchReward(runtime=None), "<answer>Paris</answer>", "paris", **extract)  # type: ignore[arg-type]
+    assert out.score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        # a version 1 set ends at its outer "]": scanned as version 0, the ")" inside it closed the group
+        # and the repeat multiplied one character
+        ({"pattern": r"(?V1)(?:a{1000}[[x])]){1000}"}, "expands to about"),
+        # version 1 folds case fully wherever it ignores case: the (?fi) bound
+        ({"pattern": "(?V1)" + "[\u0100-\uffff]" * 300, "ignorecase": True}, "full case folding"),
+        ({"pattern": "(?V1i)" + "[\u0100-\uffff]" * 300}, "full case folding"),
+        ({"pattern": "(?V0)(?V1)x"}, "not a valid regular expression"),
+    ],
+)
+def test_a_version_1_pattern_keeps_the_compile_bounds(config: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidRequest, match=match):
+        REWARD.parse_config(config)
+    REWARD.parse_config({"pattern": "(?V1)" + "[\u0100-\uffff]" * 300})  # without ignorecase: plain folding

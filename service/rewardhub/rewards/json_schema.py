@@ -136,7 +136,7 @@ def _is_pattern(value: object) -> bool:
     engine that runs the patterns: it reads ECMA-262 syntax Python's ``re`` rejects (``\\p{L}``,
     ``(?<name>...)``)."""
     if isinstance(value, str):
-        compile_pattern(value, False)
+        compile_pattern(value, False, version0=True)
     return True
 
 
@@ -279,7 +279,7 @@ def _timed(fn: Any) -> Any:
 
 def _search(pattern: str, text: str) -> bool:
     try:
-        compiled = compile_pattern(pattern, False)
+        compiled = compile_pattern(pattern, False, version0=True)
     except regex.error as exc:
         raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
     budget = _budget.get()

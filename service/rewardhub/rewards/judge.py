@@ -297,7 +297,7 @@ class JudgeConfig(RewardConfig):
     def _pattern(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        validate_pattern(v)
+        validate_pattern(v, ignorecase=True)  # as last_match runs it: a (?V1) pattern folds case fully
         if compile_pattern(v).groups != 1:
             raise ValueError("decision_pattern must have exactly one capture group (the label)")
         return v

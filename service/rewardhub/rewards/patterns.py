@@ -15,6 +15,11 @@ Matching runs on the event loop, the budget bounding the stall: a realistic resp
 microseconds, and ``regex`` times a match by the process's CPU time, so matches of concurrent requests
 in worker threads (``regex`` lets other threads run while it matches) would run each other's clocks and
 time each other out.
+
+Patterns are ``regex``'s own syntax, version 0 (``re``-compatible) unless the pattern turns on version 1
+with ``(?V1)``: nested sets and set operations (``[[a-z]--[aeiou]]``), and full case folding whenever
+it ignores case. The version was pinned to 0 at compile, so every ``(?V1)`` pattern was refused ("VERSION0
+and VERSION1 flags are mutually incompatible"); only JSON Schema's patterns (ECMA-262) pin it still.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "last_match",
     "pattern_units",
     "validate_pattern",
+    "version1",
 ]
 
 # Seconds one match may take before the item is reported as a timeout.
@@ -118,19 +124,21 @@ MAX_PATTERN_UNITS = 20_000
 # such classes, within MAX_PATTERN_UNITS), where plain ``(?i)`` takes 0.01 ms.
 MAX_FULLCASE_UNITS = 250
 
-# An inline flag group, ``(?fi)`` or ``(?i-s:``, its letters read possessively (linear on any text).
-_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z-]*+)[:)]")
+# An inline flag group, ``(?fi)``, ``(?i-s:`` or ``(?V1)``, its flags read possessively (linear on any text).
+_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z0-9-]*+)[:)]")
 
 _COUNTED = regex.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
 _BRACED_ESCAPES = frozenset("pPNxuUg")
 
 
-def pattern_units(pattern: str) -> int:
+def pattern_units(pattern: str, nested_sets: bool = False) -> int:
     """An estimate of the size of the program ``regex`` compiles ``pattern`` to (see MAX_PATTERN_UNITS).
 
     The engine lays out the minimum count of a counted repeat: ``(?:a{3000}){3000}``, 17 characters,
     took 6 s and 2.4 GB to compile on the event loop, and one more level was killed for memory. A scan
     of the text (escapes, classes and groups skipped over as units) is enough to bound that product.
+    ``nested_sets``: a ``[`` inside a class opens a nested set, as in version 1 (in version 0 it is the
+    character), so the class ends at the ``]`` that closes the outer one.
     """
     stack: list[list[int]] = [[0, 0]]  # per open group: [total units so far, units of the last atom]
     i, n = 0, len(pattern)
@@ -148,12 +156,21 @@ def pattern_units(pattern: str) -> int:
                 i += 1
             if i < n and pattern[i] == "]":
                 i += 1
-            while i < n and pattern[i] != "]":
+            depth = 1
+            while i < n and (pattern[i] != "]" or depth > 1):
                 if pattern[i] == "\\":
                     i += 1
                 elif pattern.startswith("[:", i):
                     close = pattern.find(":]", i + 2)
                     i = i if close < 0 else close + 1
+                elif nested_sets and pattern[i] == "[":
+                    depth += 1
+                    if pattern.startswith("[^", i):
+                        i += 1
+                    if pattern.startswith("]", i + 1):
+                        i += 1  # "[]...]": a leading ] is the character
+                elif pattern[i] == "]":
+                    depth -= 1
                 i += 1
             i += 1
         elif ch == "(":
@@ -192,21 +209,35 @@ def pattern_units(pattern: str) -> int:
     return stack[0][0]
 
 
-def full_case_folding(pattern: str) -> bool:
-    """Whether an inline flag group of ``pattern`` names ``f`` (full case folding), in linear time."""
-    return any("f" in m.group(1) for m in _FLAG_GROUP.finditer(pattern))
+def version1(pattern: str) -> bool:
+    """Whether an inline flag group of ``pattern`` turns on version 1 (``(?V1)``), in linear time."""
+    return any("V1" in m.group(1) for m in _FLAG_GROUP.finditer(pattern))
 
 
-def check_size(pattern: str) -> None:
+def full_case_folding(pattern: str, ignorecase: bool = False) -> bool:
+    """Whether ``pattern`` may fold case fully, in linear time: an inline flag group names ``f``, or the
+    pattern is version 1 (``(?V1)``), which folds fully wherever it ignores case (``ignorecase``, the
+    caller's flag, or an inline ``i``)."""
+    groups = [m.group(1) for m in _FLAG_GROUP.finditer(pattern)]
+    if any("f" in g for g in groups):
+        return True
+    return any("V1" in g for g in groups) and (ignorecase or any("i" in g for g in groups))
+
+
+def check_size(pattern: str, ignorecase: bool = False) -> None:
     """Raise ``regex.error`` for a pattern that would expand past MAX_PATTERN_UNITS (MAX_FULLCASE_UNITS
-    with full case folding): what it costs to compile, on the event loop."""
+    with full case folding, ``ignorecase`` the caller's flag): what it costs to compile, on the event
+    loop. A version 1 pattern is also scanned with nested sets, and the larger estimate counts: a scan
+    that ends its set at an inner ``]`` reads the rest of the set as groups and repeats."""
     units = pattern_units(pattern)
+    if version1(pattern):
+        units = max(units, pattern_units(pattern, nested_sets=True))
     if units > MAX_PATTERN_UNITS:
         raise regex.error(
             f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,} "
             "(nested counted repeats such as (?:a{1000}){1000} multiply); use * + or {0,n}"
         )
-    if units > MAX_FULLCASE_UNITS and full_case_folding(pattern):
+    if units > MAX_FULLCASE_UNITS and full_case_folding(pattern, ignorecase):
         raise regex.error(
             f"with full case folding (?f) the pattern may have about {MAX_FULLCASE_UNITS:,} units, it has "
             f"{units:,} (each character class is folded code point by code point); use (?i) alone"
@@ -214,10 +245,15 @@ def check_size(pattern: str) -> None:
 
 
 @lru_cache(maxsize=512)
-def compile_pattern(pattern: str, dotall: bool = True, ignorecase: bool = False) -> regex.Pattern[str]:
-    """The compiled pattern; raises ``regex.error`` for one too big to compile (:func:`check_size`)."""
-    check_size(pattern)
-    flags = regex.V0
+def compile_pattern(
+    pattern: str, dotall: bool = True, ignorecase: bool = False, version0: bool = False
+) -> regex.Pattern[str]:
+    """The compiled pattern; raises ``regex.error`` for one too big to compile (:func:`check_size`).
+
+    Version 0 unless the pattern says ``(?V1)``; ``version0`` pins it (a ``(?V1)`` pattern then raises
+    ValueError), for JSON Schema's patterns, which are ECMA-262 ones."""
+    check_size(pattern, ignorecase)
+    flags = regex.V0 if version0 else 0
     if dotall:
         flags |= regex.DOTALL
     if ignorecase:
@@ -225,11 +261,12 @@ def compile_pattern(pattern: str, dotall: bool = True, ignorecase: bool = False)
     return regex.compile(pattern, flags)
 
 
-def validate_pattern(pattern: str) -> str:
-    """For config validators: raise ValueError with the compiler's message when the pattern is invalid."""
+def validate_pattern(pattern: str, ignorecase: bool = False) -> str:
+    """For config validators: raise ValueError with the compiler's message when the pattern is invalid
+    (``ignorecase``: as it will be compiled, which bounds a version 1 pattern as full case folding)."""
     try:
-        compile_pattern(pattern)
-    except regex.error as exc:
+        compile_pattern(pattern, ignorecase=ignorecase)
+    except (regex.error, ValueError) as exc:  # ValueError: flags that conflict, (?V0) with (?V1)
         raise ValueError(f"not a valid regular expression: {exc}") from None
     return pattern
 

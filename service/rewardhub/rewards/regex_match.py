@@ -10,7 +10,9 @@ The pattern comes from the caller and runs on the event loop, so it goes through
 :mod:`rewardhub.rewards.patterns` (the ``regex`` engine with a per-match timeout): a catastrophic
 pattern/response pair comes back as ``timeout`` (invalid) instead of stalling the service, and so do the
 items left when one call's matches have used up their shared budget (``BATCH_BUDGET_S``). ``.``
-matches newlines by default (``dotall``), like the other rewards' ``extract`` patterns.
+matches newlines by default (``dotall``), like the other rewards' ``extract`` patterns. The syntax is
+``regex``'s version 0 (``re``'s) unless the pattern turns on version 1 with ``(?V1)`` (set operations
+such as ``[[a-z]--[aeiou]]``, full case folding under ``ignorecase``); such a pattern was refused whole.
 
 A non-matching response is the model's failure: 0.0 with reason ``format``, or ``no_answer`` in
 comparison mode (there is no answer to compare).
@@ -50,7 +52,10 @@ __all__ = ["RegexConfig", "RegexReward"]
 
 
 class RegexConfig(RewardConfig):
-    pattern: str = Field(description="The regular expression (Python `regex` syntax).", min_length=1)
+    pattern: str = Field(
+        description="The regular expression (Python `regex` syntax, version 0 unless it says (?V1)).",
+        min_length=1,
+    )
     mode: Literal["search", "fullmatch"] = Field(
         "search", description="search: a match anywhere; fullmatch: the whole response must match."
     )
@@ -71,6 +76,8 @@ class RegexConfig(RewardConfig):
 
     @model_validator(mode="after")
     def _has_group(self) -> RegexConfig:
+        if self.ignorecase:  # compiled with it: a (?V1) pattern then folds case fully, a smaller bound
+            validate_pattern(self.pattern, ignorecase=True)
         if self.compare_group_to_reference and compile_pattern(self.pattern).groups < 1:
             raise ValueError("compare_group_to_reference needs a pattern with a capturing group")
         return self
@@ -85,7 +92,9 @@ class RegexReward(Reward[RegexConfig]):
     # 1.0.4: a reference of invisible characters only (a zero-width space) is blank: missing_reference
     # 1.0.5: compare_group_to_reference reads the first group that took part in the match: with
     # alternatives, a boxed answer captured by group 2 was no_answer (0)
-    version: ClassVar[str] = "1.0.5"
+    # 1.0.6: a (?V1) pattern compiles (version 0 was pinned: every one was refused, "VERSION0 and
+    # VERSION1 flags are mutually incompatible")
+    version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
