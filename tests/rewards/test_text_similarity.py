@@ -153,6 +153,23 @@ async def test_rouge_reads_words_as_exact_match_and_f1_normalise_them(
     assert [r["score"] for r in res] == [pytest.approx(1.0)] * 4, res
 
 
+async def test_rouge_keeps_a_word_with_its_combining_marks(client: httpx.AsyncClient) -> None:
+    """The word pattern's \\w was ``re``'s, which holds no combining mark: a Hindi word was cut at each
+    vowel sign and a vowelled Arabic one at each haraka, so ROUGE counted fragments. Two different Hindi
+    words shared fragments (0.4 for "किताब" against "कितना", not 0.0), and one word of two right scored
+    0.57, not 2/3."""
+    res = await run(
+        client,
+        "rouge_1",
+        [
+            {"response": "किताब", "reference": "कितना"},
+            {"response": "नमस्ते दुनिया", "reference": "नमस्ते"},
+            {"response": "مَرْحَبًا بِكُمْ", "reference": "مَرْحَبًا"},
+        ],
+    )
+    assert [r["score"] for r in res] == [0.0, pytest.approx(2 / 3), pytest.approx(2 / 3)], res
+
+
 async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
     client: httpx.AsyncClient,
 ) -> None:

@@ -12,7 +12,8 @@ Metrics (``metric``):
 * ``gleu`` — Google-BLEU (NLTK ``sentence_gleu``), on BLEU's tokens;
 * ``rouge_1`` … ``rouge_5``, ``rouge_l`` — ROUGE F-measure (Google's ``rouge-score``, no stemming), on
   case-folded Unicode words (after NFKC, so full-width ``ＰＡＲＩＳ`` is ``paris``, and without invisible
-  format characters such as a zero-width space), each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
+  format characters such as a zero-width space; a word keeps its combining marks, Devanagari's vowel signs,
+  Arabic's harakat), each CJK character a word of its own (``rouge-score``'s own tokenizer keeps
   only ``[a-z0-9]``: a Russian or Chinese answer had no tokens and scored 0.0 against itself);
 * ``cosine`` — embedding cosine, delegated to the ``similarity`` reward (a local embedding model) when it
   is available, else invalid ``unsupported``;
@@ -42,12 +43,12 @@ long texts never hold the event loop.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
+import regex
 from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -83,8 +84,10 @@ class TextSimilarityConfig(RewardConfig):
 
 
 # CJK ideographs, kana and compatibility ideographs: written without spaces, one word each (as
-# sacrebleu's zh tokenizer does); every other run of letters and digits is one word.
-_WORD = re.compile(f"[{CJK_CLASS}]|[^\\W_{CJK_CLASS}]+")
+# sacrebleu's zh tokenizer does); every other run of letters, digits and combining marks is one word.
+# The ``regex`` engine's \w holds the marks (Mn, Mc), ``re``'s does not: a Hindi or vowelled Arabic word
+# was cut at each vowel sign or haraka ("नमस्ते" two words, "مَرْحَبًا" five).
+_WORD = regex.compile(f"[{CJK_CLASS}]|[^\\W_{CJK_CLASS}]+")
 
 
 class _UnicodeTokenizer:
@@ -192,7 +195,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # reference scored 0.18 (one word) to 0.56 (three), a reward whose 1.0 short answers never reached;
     # bleu and gleu read each CJK ideograph or kana as a token (a Chinese answer was one: exact match)
     # 1.1.4: ROUGE reads words after NFKC, case-folded and without invisible format characters: full-width
-    # "ＰＡＲＩＳ", "ﬁsh", "Par\u200bis" and "STRASSE" were other words than "paris", "fish", "straße"
+    # "ＰＡＲＩＳ", "ﬁsh", "Par\u200bis" and "STRASSE" were other words than "paris", "fish", "straße";
+    # a word keeps its combining marks (a Devanagari or vowelled Arabic word was cut at each one)
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
