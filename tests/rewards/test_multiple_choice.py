@@ -265,6 +265,10 @@ async def test_custom_choices_and_strategies() -> None:
         ([""], Reason.MISSING_REFERENCE),
         ({"answer": ""}, Reason.MISSING_REFERENCE),
         ({"answers": ["", " "]}, Reason.MISSING_REFERENCE),
+        # ... and so is one of invisible characters only (text.blank, as the other rewards read it; a
+        # zero-width space or a BOM was an unreadable letter, parse_error)
+        ("\u200b", Reason.MISSING_REFERENCE),
+        (["\ufeff", " "], Reason.MISSING_REFERENCE),
         (["Paris", ""], Reason.PARSE_ERROR),  # a blank dropped, the rest still names no letter
         ("E", Reason.PARSE_ERROR),  # not one of the allowed letters
         ("Paris", Reason.PARSE_ERROR),  # not a letter

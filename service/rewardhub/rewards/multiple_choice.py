@@ -36,7 +36,8 @@ that never closes (:func:`~rewardhub.rewards.text.answer_text`). A letter in the
 
 Reference: the letter (``"B"``, ``"(b)"``), ``{"answer": "B"}``, or a list / ``{"answers": [...]}``
 of acceptable letters. A reference that is not an allowed letter is unreadable (``parse_error``); a
-blank one (``""``, ``[""]``, ``{"answer": ""}``) is no reference (``missing_reference``).
+blank one (``""``, ``[""]``, ``{"answer": ""}``, or invisible characters only: :func:`~.text.blank`) is
+no reference (``missing_reference``).
 
 An answer that names several options where one is asked, "\\boxed{A, C}", "\\boxed{A \\text{ or } C}",
 "\\boxed{A} or \\boxed{C}", "Answer: either A or C.", "<answer>A/C</answer>", a last line "(A) or (C)", a
@@ -58,7 +59,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.text import CJK_CLASS, answer_text
+from rewardhub.rewards.text import CJK_CLASS, answer_text, blank
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -410,7 +411,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.4: a blank reference ("", [""], {"answer": ""}) is missing_reference (it was parse_error)
     # 1.1.5: a letter against CJK text ("答案是B", "选C", "B입니다") is read (it was the start of a word: no
     # answer, or the last capital letter elsewhere); 答案是 / 答案为 / 答案： are answer_is / answer_colon
-    version: ClassVar[str] = "1.1.5"
+    # 1.1.6: a reference of invisible characters only ("\u200b", a BOM) is blank: missing_reference (it
+    # was parse_error, an unreadable letter)
+    version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
@@ -426,12 +429,13 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
             strings = reference_strings(item.reference)
             # a blank ("", [""], {"answer": ""}) holds no answer: missing, as exact_match, f1 and regex
             # say, not an unreadable letter (parse_error); among letters it is dropped
-            refs = [r for r in strings if r.strip()] if strings is not None else []
+            # (text.blank: whitespace and invisible characters such as a zero-width space)
+            refs = [r for r in strings if not blank(r)] if strings is not None else []
             if not refs:
-                blank = " (the reference is blank)" if strings is not None else ""
+                said = " (the reference is blank)" if strings is not None else ""
                 out.append(
                     Outcome.invalid(
-                        Reason.MISSING_REFERENCE, f"multiple_choice needs a reference letter{blank}"
+                        Reason.MISSING_REFERENCE, f"multiple_choice needs a reference letter{said}"
                     )
                 )
                 continue
