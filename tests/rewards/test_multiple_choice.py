@@ -369,3 +369,19 @@ async def test_several_options_each_acceptable_score() -> None:
 def test_one_letter_then_prose_is_not_a_list(response: str, letter: str) -> None:
     found = extract_choice(response, "ABCD", DEFAULT_STRATEGIES)
     assert found is not None and found[0] == letter
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: \u200bB. (C is wrong, D too)",
+        "<answer>\u200bB</answer> C",
+        "The answer is \u2060(B)\u200d, not C.",
+    ],
+)
+async def test_invisible_characters_do_not_hide_the_letter(response: str) -> None:
+    """A zero-width space or joiner, or a word joiner, beside the letter (tokenizer artefacts) made the
+    explicit answer unreadable, and the last capital letter elsewhere scored (D, C): the text is read
+    without its invisible format characters, as exact_match and f1 read theirs."""
+    out = await score_text(REWARD, response, "B")
+    assert (out.score, out.details["extracted"]) == (1.0, "B"), out

@@ -25,7 +25,8 @@ letters only in capitals).
 No extractable letter is the model's failure: a valid 0.0 with reason ``no_answer``.
 
 The text is NFKC-normalised first, so full-width forms ("Answer：Ｂ", common in CJK output) and a
-no-break space read as their ASCII counterparts. Chinese answers are read as English ones: "答案是B",
+no-break space read as their ASCII counterparts, and its invisible format characters are dropped
+(:func:`~.text.drop_invisible`: a zero-width space in "Answer: \u200bB" hid the letter). Chinese answers are read as English ones: "答案是B",
 "答案为 (B)", "答案应该是选项B" as ``answer_is``, "答案：B" as ``answer_colon``, "B和C" / "B或C" a list; and a
 letter written against Chinese, Japanese or Korean text ("选B", "答えはBです", "정답은 B입니다") stands alone
 for every strategy, though CJK characters are word characters to a regex.
@@ -59,7 +60,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.text import CJK_CLASS, answer_text, blank
+from rewardhub.rewards.text import CJK_CLASS, answer_text, blank, drop_invisible
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -389,7 +390,7 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 
     Where the answer names several options ("\\boxed{A, C}", "Answer: A or C.") the letter is their sorted
     letters, "AC"."""
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", drop_invisible(text))
     for strategy in strategies:
         letter = _STRATEGIES[strategy](text, choices)
         if letter is not None:
@@ -412,7 +413,8 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.5: a letter against CJK text ("答案是B", "选C", "B입니다") is read (it was the start of a word: no
     # answer, or the last capital letter elsewhere); 答案是 / 答案为 / 答案： are answer_is / answer_colon
     # 1.1.6: a reference of invisible characters only ("\u200b", a BOM) is blank: missing_reference (it
-    # was parse_error, an unreadable letter)
+    # was parse_error, an unreadable letter); invisible format characters are dropped before reading:
+    # "Answer: \u200bB" was no answer_colon letter, and the last capital letter elsewhere scored
     version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
@@ -441,7 +443,10 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                 continue
             keys = {
                 k
-                for k in (_letter_only(unicodedata.normalize("NFKC", r), config.choices) for r in refs)
+                for k in (
+                    _letter_only(unicodedata.normalize("NFKC", drop_invisible(r)), config.choices)
+                    for r in refs
+                )
                 if k is not None
             }
             if not keys:

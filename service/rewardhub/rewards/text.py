@@ -21,7 +21,7 @@ section, a blank reference): whitespace and invisible format or control characte
 joiners, soft hyphen, BOM, word joiner, bidi marks) from a text that is compared or split into words:
 they render as nothing, yet "Par\u200bis" was another word than "Paris". Every normalisation that
 compares text does it (:func:`squad_normalize`, exact_match's and majority_vote's ``whitespace``, the
-repetition reward's words); ``none`` and string_check compare as written.
+repetition reward's and ROUGE's words, multiple_choice's letters); ``none`` and string_check compare as written.
 
 :func:`squad_tokens` splits a normalised text into F1's tokens as MLQA's script does for Chinese (its
 ``mixed_segmentation``): each CJK ideograph or kana is a token of its own, every other run between spaces
