@@ -91,8 +91,10 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
         # squad folds case fully, as whitespace does ("ß" is "ss"; lower() left it, 0.0 under squad alone)
         ({}, "STRASSE", "Straße", 1.0),
         ({"normalize": "whitespace"}, "STRASSE", "Straße", 1.0),
-        # none compares as written
+        # none compares as written, ignoring case unless case_sensitive (as the README says)
         ({"normalize": "none"}, "Ｐａｒｉｓ", "Paris", 0.0),
+        ({"normalize": "none"}, "PARIS", "Paris", 1.0),
+        ({"normalize": "none", "case_sensitive": True}, "PARIS", "Paris", 0.0),
         ({"normalize": "none"}, "Paris ", "Paris", 0.0),
         # the newlines R1 and Qwen3 put after </think> are no part of the answer (it was 0.0)
         ({"normalize": "none"}, "<think>Lyon?</think>\n\nParis", "Paris", 1.0),

@@ -11,6 +11,7 @@ SQuAD EM definition, but a reference it would empty, such as the option letter "
 ``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris")
 and fold compatibility forms (NFKC: full-width "Ｐａｒｉｓ" and "４２" are "Paris" and "42", the ligature
 "ﬁ" is "fi"), with ``case_sensitive`` too (NFKC keeps letter case); ``none`` compares as written.
+``whitespace`` and ``none`` ignore case (``casefold``) unless ``case_sensitive``.
 The reference is a string, a list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
 ``{"answers": {"text": [...], "answer_start": [...]}}`` (or that row's ``answers`` column alone,
 ``{"text": [...], "answer_start": [...]}``); the item scores 1 if any matches. A number among them is
@@ -97,7 +98,9 @@ class ExactMatchConfig(AnswerConfig):
         description="squad: lower, strip punctuation/articles, collapse spaces; whitespace: collapse spaces "
         "(both fold compatibility forms, NFKC, and drop invisible characters); none: as written.",
     )
-    case_sensitive: bool = Field(False, description="Only for normalize=whitespace|none.")
+    case_sensitive: bool = Field(
+        False, description="Only for normalize=whitespace|none, which otherwise ignore case (casefold)."
+    )
     extract: str | None = Field(
         None,
         description="Optional regex; its first group that took part in the match (or the whole match), "
