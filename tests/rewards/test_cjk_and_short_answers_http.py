@@ -26,6 +26,9 @@ async def score(client: httpx.AsyncClient, reward: dict[str, Any], items: list[d
         # kana are tokens too, a Latin word beside ideographs one token: P=2/5, R=2/3 -> 0.5
         ("東京タワー", "東京 tower", 0.5, 0.4, 2 / 3),
         ("東京 Tower", "東京 tower", 1.0, 1.0, 1.0),
+        # the prolonged sound mark ー is kana's, not glued to a Latin word after it ("ーw"): 2 common of 6
+        # predicted, P=1/3, R=1 -> 0.5 (it was 0.29)
+        ("サッカーW杯", "W杯", 0.5, 1 / 3, 1.0),
         # Hangul is written with spaces: its words stay words
         ("서울 특별시", "서울", 2 / 3, 0.5, 1.0),
     ],
@@ -172,6 +175,7 @@ async def test_an_extract_pattern_of_alternatives_reads_the_group_that_matched(
         # eight ideographs a sentence, and its full stop, left between them, as " . " would be
         ("北京是中国的首都。" * 10, 90),
         ("東京タワーは高い", 8),  # ideographs and kana alike
+        ("サーバー2台", 6),  # ー a kana, the number after it a word of its own (it was "ー2")
         ("The 東京 Tower", 4),
         ("서울 특별시", 2),  # Hangul is written with spaces
         ("just three words", 3),

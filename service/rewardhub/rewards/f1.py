@@ -89,7 +89,8 @@ class F1Reward(Reward[F1Config]):
     # 1.1.5: each CJK ideograph or kana is a token (MLQA's segmentation of Chinese): a Chinese or Japanese
     # answer was one token, its F1 0 unless exact ("東京都" against "東京": 0.0, now 0.8); an extract
     # pattern's first group that took part in the match is scored (alternatives: group 1 could be None)
-    # 1.1.6: tokens are case-folded, not lower-cased: "STRASSE" was another token than "Straße"
+    # 1.1.6: tokens are case-folded, not lower-cased: "STRASSE" was another token than "Straße"; the
+    # prolonged sound mark ー is a kana token ("サッカーW杯" had the token "ーw")
     version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "

@@ -180,7 +180,8 @@ class LengthReward(Reward[LengthConfig]):
     # 1.0.2: words count each CJK ideograph or kana as a word (a Chinese answer was a handful of words)
     # 1.0.3: a reference string is a correctness flag only as "true"/"false" (case-insensitive): a gold
     # answer "1", "0", "yes", "no" was read as one (parse_error now, as "42" was)
-    version: ClassVar[str] = "1.0.3"
+    # 1.0.4: words: the prolonged sound mark ー is a kana, not glued to a Latin word or number after it
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "Length shaping: DAPO soft overlong punishment, or the cosine length reward (shorter correct "
         "answers earn more, shorter wrong answers lose more); chars, words or trainer-supplied tokens."

@@ -116,7 +116,8 @@ class RepetitionReward(Reward[RepetitionConfig]):
     # words, dodging the penalty
     # 1.0.2: each CJK ideograph or kana is a word: a Chinese or Japanese loop was one whitespace word, no
     # n-gram, never penalised
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: the prolonged sound mark ー is a kana word, not glued to a Latin word or number after it
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "N-gram repetition penalty (1 − unique/total n-grams) · max_penalty over words or trainer-supplied "
         "token ids; 0 without repeats."

@@ -66,9 +66,11 @@ _INVISIBLE = regex.compile(r"\p{Cf}+")
 # patterns: the scripts written without spaces (ROUGE's words, multiple_choice's letter boundaries)
 CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # CJK ideographs (and their extensions and compatibility forms), kana: written without spaces, one token
-# each (the ranges text_similarity's ROUGE words use, and MLQA's segmentation of Chinese)
-_CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
-_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
+# each (the ranges text_similarity's ROUGE words use, and MLQA's segmentation of Chinese). The prolonged
+# sound mark ー (and its half-width ｰ), of script Common, is kana's: outside the class it was glued to a
+# Latin word or number after it ("サーバー2台": "ー2"), where ROUGE's range holds it.
+_CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70]")
+_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70]+")
 
 
 def drop_invisible(text: str) -> str:

@@ -196,7 +196,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # bleu and gleu read each CJK ideograph or kana as a token (a Chinese answer was one: exact match)
     # 1.1.4: ROUGE reads words after NFKC, case-folded and without invisible format characters: full-width
     # "ＰＡＲＩＳ", "ﬁsh", "Par\u200bis" and "STRASSE" were other words than "paris", "fish", "straße";
-    # a word keeps its combining marks (a Devanagari or vowelled Arabic word was cut at each one)
+    # a word keeps its combining marks (a Devanagari or vowelled Arabic word was cut at each one); bleu
+    # and gleu read the prolonged sound mark ー as a kana token, as ROUGE does (it was glued to "W" in "ーW")
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
