@@ -170,6 +170,22 @@ async def test_rouge_keeps_a_word_with_its_combining_marks(client: httpx.AsyncCl
     assert [r["score"] for r in res] == [0.0, pytest.approx(2 / 3), pytest.approx(2 / 3)], res
 
 
+async def test_rouge_reads_cjk_words_as_f1_does(client: httpx.AsyncClient) -> None:
+    """ROUGE's CJK characters were a code point range: it held the katakana middle dot ・, punctuation,
+    which was a word (0.89 for "東京・大阪" against "東京大阪", where "The cat, sat!" scores 1.0 against
+    "the cat sat"), and not the ideographs past the BMP, which ran together into one word (0.0 for
+    "𠀋𠀌" against "𠀋"). Each character of \\p{Han} or kana is a word, as f1 and bleu read them."""
+    res = await run(
+        client,
+        "rouge_1",
+        [
+            {"response": "東京・大阪", "reference": "東京大阪"},
+            {"response": "𠀋𠀌", "reference": "𠀋"},
+        ],
+    )
+    assert [r["score"] for r in res] == [pytest.approx(1.0), pytest.approx(2 / 3)], res
+
+
 async def test_long_texts_are_aligned_in_the_cpu_workers_not_on_the_event_loop(
     client: httpx.AsyncClient,
 ) -> None:

@@ -41,6 +41,7 @@ import regex
 
 __all__ = [
     "CJK_CLASS",
+    "CJK_SCRIPTS",
     "THINK_CLOSE",
     "after_think_at",
     "answer_span",
@@ -63,14 +64,17 @@ _DROP_PUNCT = str.maketrans("", "", string.punctuation)  # one C pass: a Python 
 _UNICODE_PUNCT = regex.compile(r"\p{P}+")
 _INVISIBLE = regex.compile(r"\p{Cf}+")
 # CJK ideographs (extension A, compatibility forms) and kana as a character-class body for ``re``
-# patterns: the scripts written without spaces (ROUGE's words, multiple_choice's letter boundaries)
+# patterns: the scripts written without spaces (multiple_choice's letter boundaries)
 CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # CJK ideographs (and their extensions and compatibility forms), kana: written without spaces, one token
 # each (the ranges text_similarity's ROUGE words use, and MLQA's segmentation of Chinese). The prolonged
 # sound mark ー (and its half-width ｰ), of script Common, is kana's: outside the class it was glued to a
 # Latin word or number after it ("サーバー2台": "ー2"), where ROUGE's range holds it.
-_CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70]")
-_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70]+")
+# As a character-class body for ``regex`` patterns: ROUGE's words read it too (the range above held the
+# punctuation ・ and ゠, and neither 々 nor the ideographs past the BMP).
+CJK_SCRIPTS = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70"
+_CJK_CHAR = regex.compile(f"[{CJK_SCRIPTS}]")
+_CJK_RUN = regex.compile(f"[{CJK_SCRIPTS}]+")
 
 
 def drop_invisible(text: str) -> str:

@@ -54,7 +54,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import CJK_CLASS, answer_text, drop_invisible, split_cjk
+from rewardhub.rewards.text import CJK_SCRIPTS, answer_text, drop_invisible, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -83,11 +83,13 @@ class TextSimilarityConfig(RewardConfig):
     )
 
 
-# CJK ideographs, kana and compatibility ideographs: written without spaces, one word each (as
-# sacrebleu's zh tokenizer does); every other run of letters, digits and combining marks is one word.
+# CJK ideographs (all of \p{Han}: 々, the extensions past the BMP) and kana: written without spaces, one
+# word each (as sacrebleu's zh tokenizer does, and as f1's and bleu's tokens are: text.split_cjk); every
+# other run of letters, digits and combining marks is one word. (A code point range held the punctuation
+# ・ and ゠, words of their own.)
 # The ``regex`` engine's \w holds the marks (Mn, Mc), ``re``'s does not: a Hindi or vowelled Arabic word
 # was cut at each vowel sign or haraka ("नमस्ते" two words, "مَرْحَبًا" five).
-_WORD = regex.compile(f"[{CJK_CLASS}]|[^\\W_{CJK_CLASS}]+")
+_WORD = regex.compile(f"[{CJK_SCRIPTS}]|[^\\W_{CJK_SCRIPTS}]+")
 
 
 class _UnicodeTokenizer:
@@ -197,7 +199,8 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # 1.1.4: ROUGE reads words after NFKC, case-folded and without invisible format characters: full-width
     # "ＰＡＲＩＳ", "ﬁsh", "Par\u200bis" and "STRASSE" were other words than "paris", "fish", "straße";
     # a word keeps its combining marks (a Devanagari or vowelled Arabic word was cut at each one); bleu
-    # and gleu read the prolonged sound mark ー as a kana token, as ROUGE does (it was glued to "W" in "ーW")
+    # and gleu read the prolonged sound mark ー as a kana token, as ROUGE does (it was glued to "W" in "ーW");
+    # ROUGE's CJK words are f1's: the punctuation ・ was a word, an ideograph past the BMP glued to the next
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
