@@ -90,6 +90,12 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
         ({"normalize": "whitespace", "case_sensitive": True}, "ｐａｒｉｓ", "Paris", 0.0),
         # squad folds case fully, as whitespace does ("ß" is "ss"; lower() left it, 0.0 under squad alone)
         ({}, "STRASSE", "Straße", 1.0),
+        # squad reads CJK text as f1's tokens (MLQA's EM for Chinese): a space between CJK characters is
+        # no difference (it was 0.0, with F1 1.0), the characters themselves are
+        ({}, "東京 タワー", "東京タワー", 1.0),
+        ({}, "東京tower", "東京 Tower", 1.0),
+        ({}, "東京", "東京タワー", 0.0),
+        ({}, "京東", "東京", 0.0),
         ({"normalize": "whitespace"}, "STRASSE", "Straße", 1.0),
         # none compares as written, ignoring case unless case_sensitive (as the README says)
         ({"normalize": "none"}, "Ｐａｒｉｓ", "Paris", 0.0),

@@ -7,7 +7,8 @@ text too, so an ``<answer>`` drafted in the reasoning of a response cut off ther
 
 Normalisation is configurable: ``squad`` (lower case, no punctuation or articles, collapsed spaces; the
 SQuAD EM definition, but a reference it would empty, such as the option letter "A", keeps its articles:
-:func:`.text.squad_pair`), ``whitespace`` (collapse and strip only) or ``none``. ``squad`` and
+:func:`.text.squad_pair`; a space between CJK characters is no difference, as in MLQA's EM for Chinese and
+in f1's tokens: "東京 タワー" is "東京タワー"), ``whitespace`` (collapse and strip only) or ``none``. ``squad`` and
 ``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris")
 and fold compatibility forms (NFKC: full-width "Ｐａｒｉｓ" and "４２" are "Paris" and "42", the ligature
 "ﬁ" is "fi"), with ``case_sensitive`` too (NFKC keeps letter case); ``none`` compares as written.
@@ -50,6 +51,7 @@ from rewardhub.rewards.text import (
     answer_text,
     blank,
     drop_invisible,
+    split_cjk,
     squad_normalize,
     squad_pair,
 )
@@ -274,7 +276,9 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
 def _equal(span: str, ref: str, cfg: ExactMatchConfig) -> bool:
     if cfg.normalize == "squad":
         pred, key = squad_pair(span, ref)
-        return pred == key
+        # compared as f1's tokens (MLQA's white_space_fix for Chinese): each CJK ideograph or kana a token,
+        # so a space between two ("東京 タワー") is no difference, as it is none to f1 (1.0) either
+        return pred == key or split_cjk(pred) == split_cjk(key)
     return _norm(span, cfg) == _norm(ref, cfg)
 
 
@@ -296,7 +300,8 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # "<answer>(.*?)</answer>|\\boxed\{(.*?)\}", group 1 was None for a boxed answer (no_answer, 0)
     # 1.1.6: whitespace is NFKC-normalised, as squad is: full-width "Ｐａｒｉｓ", "４２" and the ligature
     # "ﬁ" were not "Paris", "42", "fi" (none still compares as written); squad case-folds, as whitespace
-    # does ("STRASSE" was not "Straße" under squad, though it was under whitespace)
+    # does ("STRASSE" was not "Straße" under squad, though it was under whitespace); squad compares CJK
+    # text as f1's tokens, as MLQA's EM does: "東京 タワー" was not "東京タワー", though its F1 was 1.0
     version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
