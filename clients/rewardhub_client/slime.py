@@ -10,7 +10,13 @@ awaits it as ``reward_func(args, sample)`` for each sample, or ``reward_func(arg
 list: a whole group with ``--group-rm``, or the samples a custom generate function made of one rollout.
 A list goes to the service as one request (chunked only past the client's ``chunk_size``, a group never
 split), its samples with the same ``group_index`` as one ``group``; a single sample is sent alone and
-claims no group (a group reward answers it ``unsupported``: use ``--group-rm``).
+claims no group. A group reward (``majority_vote``, ``group_length``, ``verpo``: the start check says
+which) therefore needs ``--group-rm``: a call without the prompt's group (a single sample; under
+``--group-rm``, slime's evaluation, which scores per sample; a list without ``--group-rm``, one rollout's
+samples from a custom generate function) raises ``ValueError`` saying so, where the service would answer
+every sample ``unsupported`` and each would be removed from the loss. With ``REWARDHUB_SLIME_CHECK=0``
+the adapter does not know which rewards are group rewards: such samples are removed
+(``metadata["rewardhub"]["reason"]`` ``unsupported``).
 
 Unlike slime's ``remote_rm``, which can only return a number, a sample the service could not score
 (``valid: false``) gets ``sample.remove_sample = True``, which slime turns into a zero loss mask: it is
@@ -53,7 +59,8 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
   request);
 * ``REWARDHUB_SLIME_CHECK`` — ``0`` skips the start check: the first call with a reward spec asks the
   service whether it can run it (``POST /v1/rewards/check``, once per spec per process) and raises
-  :class:`~rewardhub_client.RewardUnavailable` when it cannot, instead of removing every sample.
+  :class:`~rewardhub_client.RewardUnavailable` when it cannot, instead of removing every sample; its
+  answer also says which rewards are group rewards (see above).
 
 The question goes as the item's ``prompt``: ``Sample.prompt`` is the chat-templated string (sent as its
 last user turn) or the chat messages (the last user message). ``Sample.response_length`` (the response's
@@ -142,6 +149,7 @@ def configure(
     state["check"] = env_flag(check, "REWARDHUB_SLIME_CHECK")
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_SLIME_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
+    state["group_aware"] = {}  # spec (as JSON) -> whether the check said it scores against the group
     state["pending"] = {}  # (spec as JSON, event loop) -> the check in flight on that loop
     _state = state  # one assignment: a concurrent reader sees the old configuration or the new, whole
     # the pooled clients of another service or key: left open, their kept-alive connections stayed open
@@ -270,9 +278,47 @@ async def _ask(client: AsyncRewardClient, conf: dict[str, Any], key: str, spec: 
         # answered or not (a transport error is asked again by the next call), no longer in flight
         conf["pending"].pop((key, asyncio.get_running_loop()), None)
     error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
+    conf["group_aware"][key] = answer is not None and answer.group_aware
     conf["checked"][key] = error
     if error is not None:
         raise error
+
+
+def _grouped(args: Any, items: Sequence[ScoreItem], per_sample: bool) -> None:
+    """Raise for a call that does not hold a prompt's group while a spec the check said scores against
+    its group (a majority vote, a group-relative length) is among its items: the service answers each
+    such sample ``unsupported`` (a single sample claims no group) or scores it among the wrong samples,
+    and every one would be removed from the loss, a run on no signal that says nothing.
+
+    slime calls with a group only under ``--group-rm`` (``generate_and_rm_group``); a per-sample call
+    under ``--group-rm`` is its evaluation (``eval_rollout`` scores per sample), and a list without it is
+    the samples a custom generate function made of one rollout."""
+    aware: dict[str, bool] = _conf()["group_aware"]
+    spec = next((it.reward for it in items if it.reward is not None and aware.get(_key(it.reward))), None)
+    if spec is None:
+        return
+    name = spec if isinstance(spec, str) else spec.name
+    group_rm = bool(getattr(args, "group_rm", False))
+    if per_sample and group_rm:
+        raise ValueError(
+            f"reward {name!r} scores each sample against its group, and slime's evaluation scores each "
+            "sample alone: every eval sample would be unscored (counted as REWARDHUB_SLIME_INVALID_REWARD). "
+            'Evaluate with a reward that needs no group: a label naming one ({"verifier": "math", '
+            '"answer": ...}) or the eval dataset\'s own custom_rm_path'
+        )
+    if per_sample:
+        raise ValueError(
+            f"reward {name!r} scores each sample against its group, and slime called the reward function "
+            "with one sample: every sample would be unscored and removed from the loss. Run slime with "
+            "--group-rm, which calls it with each prompt's whole group"
+        )
+    if not group_rm and args is not None:
+        raise ValueError(
+            f"reward {name!r} scores each sample against its group, and without --group-rm slime calls "
+            "the reward function with a list only for the samples a custom generate function made of one "
+            "rollout, not the prompt's group: the group reward would score within that rollout. Run "
+            "slime with --group-rm, which calls it with each prompt's whole group"
+        )
 
 
 def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
@@ -338,6 +384,7 @@ async def reward_func(args: Any, sample: Any, **kwargs: Any) -> float | list[flo
         groups = [f"slime-{call}-{getattr(s, 'group_index', None)}" for s in samples]
         items = [_item(s, i, g) for i, (s, g) in enumerate(zip(samples, groups, strict=True))]
         await _check(client, items)
+        _grouped(args, items, per_sample=False)
         results: list[ItemResult | None]
         try:
             results = list((await client.score(items)).results)
@@ -346,5 +393,6 @@ async def reward_func(args: Any, sample: Any, **kwargs: Any) -> float | list[flo
         return _apply(samples, results, groups)
     items = [_item(sample, 0, None)]
     await _check(client, items)
+    _grouped(args, items, per_sample=True)
     resp = await client.score(items)
     return _apply([sample], resp.results, [None])[0]

@@ -132,21 +132,53 @@ def test_a_group_is_one_request_and_its_invalid_sample_does_not_move_the_others(
     assert len(seen) == 3
 
 
+@dataclass
+class Args:
+    """The one field of slime's ``args`` the adapter reads: ``group_rm`` (``--group-rm``)."""
+
+    group_rm: bool = False
+
+
 def test_a_group_reward_needs_the_group(live_server_factory: Any) -> None:
     """A group reward votes among the list's samples of one ``group_index``; the same group index at
-    the next epoch (other responses) is a new group, and a single sample claims none: removed."""
+    the next epoch (other responses) is a new group."""
     with live_server_factory() as server:
         slime.configure(server.url, default_reward="majority_vote")
 
-        def vote(answers: list[str]) -> list[float]:
+        def vote(answers: list[str], args: Any = None) -> list[float]:
             group = [Sample(group_index=3, response=f"\\boxed{{{a}}}") for a in answers]
-            return asyncio.run(slime.reward_func(None, group))  # type: ignore[return-value]
+            return asyncio.run(slime.reward_func(args, group))  # type: ignore[return-value]
 
         assert vote(["1", "1", "2"]) == [1.0, 1.0, 0.0]
-        assert vote(["3", "2", "2"]) == [0.0, 1.0, 1.0]
+        assert vote(["3", "2", "2"], Args(group_rm=True)) == [0.0, 1.0, 1.0]
+
+
+def test_a_group_reward_scored_without_its_group_raises(live_server_factory: Any) -> None:
+    """Without ``--group-rm`` slime calls the reward function per sample, and a single sample claims no
+    group: a group reward answered every one ``unsupported`` and the adapter removed every sample from the
+    loss, silently (a run on no signal). It raises, naming ``--group-rm``; a per-sample call under
+    ``--group-rm`` is slime's evaluation (always per sample), and a list without it is one rollout's
+    samples from a custom generate function, not the prompt's group: both raise too. Found in review."""
+    with live_server_factory() as server:
+        slime.configure(server.url, default_reward="majority_vote")
         single = Sample(group_index=3, response="\\boxed{1}")
-        assert asyncio.run(slime.reward_func(None, single)) == 0.0
-        assert single.remove_sample and single.metadata["rewardhub"]["reason"] == "unsupported"
+        with pytest.raises(ValueError, match=r"majority_vote.*--group-rm"):
+            asyncio.run(slime.reward_func(Args(), single))
+        with pytest.raises(ValueError, match=r"majority_vote.*--group-rm"):
+            asyncio.run(slime.reward_func(None, single))  # (no args: per sample all the same)
+        assert not single.remove_sample and "rewardhub" not in single.metadata
+        with pytest.raises(ValueError, match=r"evaluation"):
+            asyncio.run(slime.reward_func(Args(group_rm=True), single))
+        rollout = [Sample(group_index=3, response=f"\\boxed{{{a}}}") for a in ("1", "1")]
+        with pytest.raises(ValueError, match=r"custom generate function.*--group-rm"):
+            asyncio.run(slime.reward_func(Args(group_rm=False), rollout))
+        # a label picking a group reward, the default another: the same
+        label = json.dumps({"reward": {"name": "group_length", "config": {"unit": "chars"}}})
+        slime.configure(server.url)
+        with pytest.raises(ValueError, match=r"group_length.*--group-rm"):
+            asyncio.run(slime.reward_func(Args(), Sample(response="r", label=label)))
+        # a reward that is not a group reward still scores per sample
+        assert asyncio.run(slime.reward_func(Args(), Sample(response="\\boxed{4}", label="4"))) == 1.0
 
 
 def test_a_label_that_is_a_task_spec_picks_the_reward_and_the_prompt_is_the_user_turn(
