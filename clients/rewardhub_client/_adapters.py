@@ -23,6 +23,7 @@ __all__ = [
     "partial_or_raise",
     "token_count_keys",
     "token_ids_keys",
+    "token_reads",
     "warn_once",
 ]
 
@@ -118,3 +119,43 @@ def token_ids_keys(*specs: Any) -> frozenset[str]:
 
     _walk_configs(specs, visit)
     return frozenset(keys)
+
+
+# rewards whose ``unit`` is ``tokens`` unless their config names another (the service's defaults)
+_COUNTS_TOKENS_BY_DEFAULT = frozenset({"length", "group_length"})
+# the config fields that hold a part's spec (a name or {name, config}): composite's, noisy_corrected's
+# ``reward``, calibration's and group_length's ``verifier``, judge's ``rule``, verpo's ``code``
+_PART_FIELDS = ("reward", "verifier", "rule", "code")
+
+
+def token_reads(*specs: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The ``metadata`` keys a reward spec (any part of it, at any depth) reads the completion's token
+    count from, and those it reads its token ids from: the service has no tokenizer, and an item without
+    them is answered ``missing_reference``. A count: ``length`` and ``group_length`` (whose unit is
+    ``tokens`` unless the config names ``chars`` or ``words``) and any config with ``unit: tokens``, under
+    its ``token_count_key`` (default ``completion_tokens``); ids: any config with ``unit: token_ids``
+    (``repetition``), under its ``token_ids_key`` (default ``completion_ids``)."""
+    counts: set[str] = set()
+    ids = set(token_ids_keys(*specs))
+
+    def counted(config: Any) -> None:
+        config = config if isinstance(config, Mapping) else {}
+        if config.get("unit", "tokens") == "tokens":
+            key = config.get("token_count_key", "completion_tokens")
+            if isinstance(key, str):
+                counts.add(key)
+
+    def visit(value: Mapping[str, Any]) -> None:
+        if value.get("unit") == "tokens":
+            counted(value)
+        if value.get("name") in _COUNTS_TOKENS_BY_DEFAULT:
+            counted(value.get("config"))
+        for field in _PART_FIELDS:
+            if isinstance(part := value.get(field), str) and part in _COUNTS_TOKENS_BY_DEFAULT:
+                counted(None)
+
+    for spec in specs:
+        if isinstance(spec, str) and spec in _COUNTS_TOKENS_BY_DEFAULT:
+            counted(None)
+    _walk_configs(specs, visit)
+    return frozenset(counts), frozenset(ids)

@@ -50,6 +50,19 @@ rollouts of one prompt (verl's own rollout uid is not passed to a reward functio
 dataset's ``extra_info``). The service answers a group reward's item without a group ``unsupported``, and
 verl cannot mask it: a per-sample call with a group reward, or a batch with such samples, raises
 ``ValueError`` saying so instead of training on the invalid score.
+
+**Token counts.** verl passes a reward function the decoded text only, never the response's token ids
+or count (verl at b178a3c: the reward loop's naive and dapo managers, the legacy batch manager), and the
+service has no tokenizer. A route that counts tokens (``length`` and ``group_length``, whose ``unit`` is
+``tokens`` unless set; ``repetition`` with ``unit: token_ids``) reads them from ``extra_info``, under the
+spec's keys (``completion_tokens`` / its ``token_count_key`` for the count, ``completion_ids`` / its
+``token_ids_key`` for the ids, whose length is also taken as the count); a sample without them raises
+``ValueError`` instead of training on the invalid score. Workarounds: a text unit in the route's config
+(``"unit": "chars"`` or ``"words"``; ``repetition``: ``"words"``), verl's own overlong penalty for DAPO's
+(``reward_model.reward_manager=dapo`` with ``reward_kwargs.overlong_buffer_cfg``: it counts tokens), or
+the ids in ``extra_info`` yourself (the reward loop's naive manager, verl's default, merges an agent
+loop's ``extra_fields`` into ``extra_info``: a custom agent loop can set
+``extra_fields["completion_ids"]``).
 """
 
 from __future__ import annotations
@@ -63,7 +76,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, warn_once
+from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, token_reads, warn_once
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -185,7 +198,57 @@ def _item(
         reference=_reference(ground_truth),
         reward=spec,
         group=group,
+        metadata=_tokens(spec, data_source, extra_info),
     )
+
+
+def _ints(value: Any) -> list[int] | None:
+    """Token ids as a list of ints (a tensor or numpy array as its items); None for anything else."""
+    if callable(getattr(value, "tolist", None)):
+        value = value.tolist()
+    if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return value
+    return None
+
+
+def _tokens(spec: str | RewardSpec, data_source: str, extra_info: Any) -> dict[str, Any] | None:
+    """The token count and ids a spec reads (``length``/``group_length`` in tokens, ``repetition`` with
+    ``unit: token_ids``), from ``extra_info``: verl passes a reward function the decoded text, never the
+    response's token ids or count, and the service has no tokenizer. Under the spec's own keys
+    (``completion_tokens`` / ``completion_ids`` by default); a count is also taken as the length of the
+    ids. Raise when the spec reads one and ``extra_info`` has none: every sample would be answered
+    ``missing_reference`` and, verl being unable to mask, train on the invalid score."""
+    counts, ids_keys = token_reads(spec)
+    if not counts and not ids_keys:
+        return None
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    metadata: dict[str, Any] = {}
+    for key in ids_keys:
+        if (ids := _ints(info.get(key))) is not None:
+            metadata[key] = ids
+    source = next((k for k in (*sorted(ids_keys), "completion_ids") if _ints(info.get(k)) is not None), None)
+    for key in counts:
+        value: Any = info.get(key)
+        if callable(getattr(value, "item", None)):  # a numpy integer
+            value = value.item()
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            metadata[key] = value
+        elif source is not None:
+            metadata[key] = len(_ints(info[source]) or [])
+    missing = sorted((counts | ids_keys) - metadata.keys())
+    if missing:
+        name = spec if isinstance(spec, str) else spec.name
+        raise ValueError(
+            f"reward {name!r} (data_source {data_source!r}) counts the response in tokens and reads "
+            f"{', '.join(repr(k) for k in missing)} from extra_info, which does not hold it: verl passes a "
+            "reward function the decoded text only, never the token ids, and the service has no tokenizer, "
+            "so every sample would be unscored and train on REWARDHUB_VERL_INVALID_SCORE. Count in text "
+            'instead (the route\'s config "unit": "chars" or "words"; repetition: "words"), use verl\'s own '
+            "overlong penalty for DAPO's (reward_manager dapo, reward_kwargs.overlong_buffer_cfg), or put "
+            "the response's ids into extra_info['completion_ids'] (the reward loop's naive manager merges an "
+            "agent loop's extra_fields into extra_info)"
+        )
+    return metadata
 
 
 def _prompt(extra_info: Any) -> str | None:

@@ -483,3 +483,43 @@ def test_configure_elsewhere_closes_the_clients_of_the_old_service(live_server_f
         assert (server.url, None) not in verl._sync and (server.url, None) not in verl._async
         assert verl.compute_score_batch(["gsm8k"], ["\\boxed{1}"], ["1"])[0]["score"] == 1.0
         assert asyncio.run(verl.compute_score_async("gsm8k", "\\boxed{1}", "1"))["score"] == 1.0
+
+
+def test_a_route_counting_tokens_gets_them_from_extra_info_or_stops_verl(live_server_factory: Any) -> None:
+    """verl passes a reward function the decoded text, never the response's token ids or count, and the
+    adapter sent none: ``length`` (its unit is tokens by default: DAPO's overlong punishment) and
+    ``repetition`` with ``unit: token_ids`` answered every sample ``missing_reference``, and verl, unable
+    to mask, trained every one on the invalid score. The ids or count are taken from ``extra_info``
+    (where verl's reward loop merges an agent loop's ``extra_fields``), under the spec's keys; a route
+    that reads them from a sample without them raises, naming the text units. Found in review."""
+    np = pytest.importorskip("numpy")
+    overlong = {"name": "length", "config": {"mode": "dapo_overlong", "max_length": 10, "cache_length": 4}}
+    repeats = {"name": "repetition", "config": {"unit": "token_ids", "ngram_size": 2}}
+    chars = {"name": "length", "config": {**overlong["config"], "unit": "chars"}}
+    own_key = {"name": "length", "config": {**overlong["config"], "token_count_key": "n_tokens"}}
+    routes = {"dapo": overlong, "rep": repeats, "chars": chars, "own": own_key, "mv": "group_length"}
+    with live_server_factory() as server:
+        verl.configure(server.url, routes=routes, default_reward="math")
+        with pytest.raises(ValueError, match=r"'length'.*completion_tokens.*\"unit\": \"chars\""):
+            verl.compute_score("dapo", "r", None, {"index": 0})
+        with pytest.raises(ValueError, match=r"'repetition'.*completion_ids"):
+            asyncio.run(verl.compute_score_async("rep", "r", None, {}))
+        with pytest.raises(ValueError, match=r"'group_length'.*completion_tokens"):
+            verl.compute_score_batch(["mv"], ["r"], [None], [{"uid": 1}])
+        with pytest.raises(ValueError, match=r"n_tokens"):
+            verl.compute_score("own", "r", None, {"completion_tokens": 3})
+        # the count itself, or the ids (a list, or the numpy array a parquet column becomes)
+        assert verl.compute_score("dapo", "r", None, {"completion_tokens": 3})["score"] == 0.0
+        assert verl.compute_score("dapo", "r", None, {"completion_tokens": np.int64(12)})["score"] == -1.0
+        assert verl.compute_score("dapo", "r", None, {"completion_ids": list(range(8))})["score"] == -0.5
+        assert verl.compute_score("own", "r", None, {"n_tokens": 9})["score"] == -0.75
+        rep = verl.compute_score("rep", "r", None, {"completion_ids": np.array([5, 5, 5, 5, 5])})
+        assert (rep["score"], rep["valid"]) == (-0.75, 1.0)
+        batch = verl.compute_score_batch(
+            ["dapo", "rep", "chars"],
+            ["r", "a b", "r" * 12],
+            [None, None, None],
+            [{"completion_ids": [1, 2, 3]}, {"completion_ids": [1, 2, 1, 2]}, {}],
+        )
+        assert [b["score"] for b in batch] == pytest.approx([0.0, -1 / 3, -1.0])
+        assert all(b["valid"] == 1.0 for b in batch)
