@@ -64,7 +64,10 @@ Configuration, by environment variable (read at first use) or :func:`configure`:
 
 The question goes as the item's ``prompt``: ``Sample.prompt`` is the chat-templated string (sent as its
 last user turn) or the chat messages (the last user message). ``Sample.response_length`` (the response's
-token count) goes as ``metadata["completion_tokens"]``, what ``length`` and ``group_length`` count.
+token count) goes as ``metadata["completion_tokens"]``, what ``length`` and ``group_length`` count; the
+response's token ids, the last ``response_length`` of ``Sample.tokens``, go as
+``metadata["completion_ids"]`` (a spec's own ``token_ids_key``) where the spec reads them
+(``repetition`` with ``unit: token_ids``).
 """
 
 from __future__ import annotations
@@ -77,7 +80,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, token_count_keys, warn_once
+from rewardhub_client._adapters import (
+    env_flag,
+    failure_mode,
+    partial_or_raise,
+    token_count_keys,
+    token_ids_keys,
+    warn_once,
+)
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.prompts import prompt_text
@@ -233,6 +243,14 @@ def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
     # the response's token count (the service has no tokenizer): what length and group_length count
     tokens = getattr(sample, "response_length", None)
     counted = isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0
+    metadata: dict[str, Any] = dict.fromkeys(token_count_keys(spec), tokens) if counted else {}
+    ids_keys = token_ids_keys(spec)
+    if ids_keys and counted and isinstance(tokens, int):
+        # the response's token ids, the last response_length of Sample.tokens (the prompt's, then the
+        # response's), only where a reward reads them (repetition with unit: token_ids)
+        ids = getattr(sample, "tokens", None)
+        if isinstance(ids, Sequence) and not isinstance(ids, str) and len(ids) >= tokens:
+            metadata.update(dict.fromkeys(ids_keys, [int(t) for t in ids[len(ids) - tokens :]]))
     return ScoreItem(
         id=str(i),
         prompt=_prompt(getattr(sample, "prompt", None)),
@@ -240,7 +258,7 @@ def _item(sample: Any, i: int, group: str | None) -> ScoreItem:
         reference=reference,
         reward=spec,
         group=group,
-        metadata=dict.fromkeys(token_count_keys(spec), tokens) if counted else None,
+        metadata=metadata or None,
     )
 
 

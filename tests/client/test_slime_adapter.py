@@ -21,14 +21,15 @@ pytestmark = pytest.mark.integration
 class Sample:
     """A stand-in for slime's ``slime.utils.types.Sample`` (THUDM/slime, checked at 624b824a), the fields
     the adapter reads or writes, under slime's names and defaults: ``group_index`` (the prompt's group),
-    ``prompt`` (the chat-templated string, or the messages), ``response``, ``response_length`` (its token
-    count), ``label`` (the dataset's
+    ``prompt`` (the chat-templated string, or the messages), ``tokens`` (the prompt's and the response's
+    token ids), ``response``, ``response_length`` (its token count), ``label`` (the dataset's
     label column), ``reward``, ``remove_sample`` (slime zeroes the loss mask of a sample that has it, in
     ``RolloutManager._convert_samples_to_train_data``) and ``metadata``."""
 
     group_index: int | None = None
     index: int | None = None
     prompt: str | list[dict[str, str]] = ""
+    tokens: list[int] = field(default_factory=list)
     response: str = ""
     response_length: int = 0
     label: str | None = None
@@ -359,3 +360,27 @@ def test_configure_elsewhere_closes_the_client_of_the_old_service(live_server_fa
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+def test_a_reward_counting_token_ids_gets_the_responses_ids(live_server_factory: Any) -> None:
+    """slime's Sample holds the prompt's and the response's token ids (``tokens``, the response its last
+    ``response_length``) and the adapter sent only the count: ``repetition`` with ``unit: token_ids``
+    answered every sample ``missing_reference`` and each was removed from the loss (a run on no signal).
+    The response's ids go under the spec's ``token_ids_key``. Found in review."""
+    repeats = {"name": "repetition", "config": {"unit": "token_ids", "ngram_size": 2}}
+    with live_server_factory() as server:
+        slime.configure(server.url, default_reward=repeats)
+        looped = Sample(tokens=[101, 102, 5, 5, 5, 5, 5], response="r", response_length=5)
+        assert asyncio.run(slime.reward_func(None, looped)) == -0.75 and not looped.remove_sample
+        group = [
+            Sample(group_index=0, tokens=[9, 1, 2, 3], response="r", response_length=3),
+            Sample(group_index=0, tokens=[9, 9, 1, 2, 1, 2], response="r", response_length=4),
+        ]
+        assert asyncio.run(slime.reward_func(None, group)) == pytest.approx([0.0, -1 / 3])
+        own_key = {"name": "repetition", "config": {**repeats["config"], "token_ids_key": "ids"}}
+        slime.configure(server.url, default_reward=own_key)
+        assert asyncio.run(slime.reward_func(None, Sample(tokens=[7, 7, 7], response_length=3))) == -0.5
+        # a sample without its ids (none generated, or fewer than its response) is not scored: removed
+        empty = Sample(tokens=[1], response="r", response_length=3)
+        assert asyncio.run(slime.reward_func(None, empty)) == 0.0 and empty.remove_sample
+        assert empty.metadata["rewardhub"]["reason"] == "missing_reference"
