@@ -6,19 +6,26 @@ Each adapter names its own environment variables; an error names the one to fix.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
+import httpx
+from pydantic import BaseModel, ValidationError
 
 from rewardhub_client.errors import RewardHubClientError
-from rewardhub_client.types import ItemResult
+from rewardhub_client.types import ItemResult, RewardSpec
 
 __all__ = [
     "env_flag",
+    "env_number",
+    "env_spec",
+    "env_url",
+    "service_url",
     "failure_mode",
     "partial_or_raise",
     "token_count_keys",
@@ -37,6 +44,66 @@ def env_flag(value: bool | None, env: str) -> bool:
     if value is not None:
         return value
     return os.environ.get(env, "1").strip().lower() not in _OFF
+
+
+def service_url(url: str, what: str) -> str:
+    """``url`` checked as configuration is read: a ``ValueError`` naming ``what`` (the argument or
+    environment variable it came from) for one that is not ``http(s)://HOST`` (``localhost:8000`` reads
+    as scheme ``localhost``; the client refused it only at the first sample)."""
+    url = url.strip()
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"the service URL ({what}) {url!r} is not a URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"the service URL ({what}) {url!r} must be http://HOST:PORT or https://HOST:PORT")
+    return url
+
+
+def env_url(value: str | None, env: str = "REWARDHUB_URL") -> str:
+    """The service URL: ``value``, else the environment variable ``env``, else ``http://127.0.0.1:8000``,
+    checked (:func:`service_url`)."""
+    if value:
+        return service_url(value, "url")
+    return service_url(os.environ.get(env) or "http://127.0.0.1:8000", env)
+
+
+def env_number(value: float | str | None, env: str, default: float) -> float:
+    """A finite number (``value``, else the environment variable ``env``, else ``default``); a
+    ``ValueError`` naming ``env`` for anything else (a NaN reward would poison the trainer's statistics)."""
+    raw: float | str = value if value is not None else os.environ.get(env, str(default))
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{env} must be a number, not {raw!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{env} must be a finite number, not {raw!r}")
+    return number
+
+
+def env_spec(value: Any, env: str) -> str | RewardSpec:
+    """A reward spec as configuration gives it (a name, a ``{"name", "config"}`` mapping or its JSON, a
+    :class:`RewardSpec`), read when configuring: a ``ValueError`` naming ``env`` for one that is not (it
+    failed at every sample, as a validation error that named no setting)."""
+    if isinstance(value, RewardSpec):
+        return value
+    if isinstance(value, str):
+        if not value.lstrip().startswith("{"):
+            if not value.strip():
+                raise ValueError(f"{env}: a reward name must not be empty")
+            return value
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{env}: {value!r} is not JSON ({exc})") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f'{env}: a reward is a name or {{"name": ..., "config": {{...}}}}, not {value!r}')
+    try:
+        return RewardSpec.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError(
+            f'{env}: {dict(value)!r} is not a reward spec ({{"name": ..., "config": {{...}}}}): {exc}'
+        ) from None
 
 
 def failure_mode(value: str | None, env: str) -> str:

@@ -39,7 +39,9 @@ slime's evaluation (``eval_rollout``, always per sample: it refuses ``--group-rm
 invalid reward (0.0 by default), as a wrong answer would; its ``metadata["rewardhub"]["valid"]`` (the
 eval output keeps the samples) tells the two apart.
 
-Configuration, by environment variable (read at first use) or :func:`configure`:
+Configuration, by environment variable (read at first use) or :func:`configure`, checked as it is read
+(``ValueError`` naming the setting: a URL that is not ``http(s)://HOST``, a default reward that is not a
+reward spec, an invalid reward that is neither ``group_mean`` nor a finite number):
 
 * ``REWARDHUB_URL`` (default ``http://127.0.0.1:8000``), ``REWARDHUB_API_KEY``;
 * ``REWARDHUB_SLIME_DEFAULT_REWARD`` — the reward when a sample's ``label`` names none (default
@@ -82,6 +84,9 @@ from typing import Any
 
 from rewardhub_client._adapters import (
     env_flag,
+    env_number,
+    env_spec,
+    env_url,
     failure_mode,
     partial_or_raise,
     token_count_keys,
@@ -127,34 +132,30 @@ def configure(
     if client is not None and (url is not None or api_key is not None):
         raise ValueError("url and api_key go to the AsyncRewardClient passed as client")
     state: dict[str, Any] = {"client": client}
-    state["url"] = (
-        client.base_url
-        if client is not None
-        else url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
-    )
+    # checked here, each naming its setting: a bad URL or spec failed at every sample instead
+    state["url"] = client.base_url if client is not None else env_url(url)
     state["api_key"] = (
         client.api_key if client is not None else api_key or os.environ.get("REWARDHUB_API_KEY")
     )
-    default = default_reward or os.environ.get("REWARDHUB_SLIME_DEFAULT_REWARD", "math")
-    if isinstance(default, str) and default.lstrip().startswith("{"):
-        default = json.loads(default)
-    state["default"] = default if isinstance(default, str) else RewardSpec.model_validate(default)
+    state["default"] = env_spec(
+        default_reward or os.environ.get("REWARDHUB_SLIME_DEFAULT_REWARD") or "math",
+        "default_reward" if default_reward else "REWARDHUB_SLIME_DEFAULT_REWARD",
+    )
     invalid: float | str = (
         invalid_reward
         if invalid_reward is not None
         else os.environ.get("REWARDHUB_SLIME_INVALID_REWARD", "group_mean")
     )
-    if isinstance(invalid, str):
-        if invalid.strip().lower() == "group_mean":
-            invalid = "group_mean"
-        else:
-            try:
-                invalid = float(invalid)
-            except ValueError:
-                raise ValueError(
-                    "invalid_reward (REWARDHUB_SLIME_INVALID_REWARD) must be a number or 'group_mean', "
-                    f"not {invalid!r}"
-                ) from None
+    if isinstance(invalid, str) and invalid.strip().lower() == "group_mean":
+        invalid = "group_mean"
+    else:
+        try:
+            invalid = env_number(invalid, "REWARDHUB_SLIME_INVALID_REWARD", 0.0)
+        except ValueError:
+            raise ValueError(
+                "invalid_reward (REWARDHUB_SLIME_INVALID_REWARD) must be a finite number or 'group_mean', "
+                f"not {invalid!r}"
+            ) from None
     state["invalid"] = invalid
     state["check"] = env_flag(check, "REWARDHUB_SLIME_CHECK")
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_SLIME_ON_REQUEST_FAILURE")

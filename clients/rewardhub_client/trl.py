@@ -58,7 +58,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from rewardhub_client._adapters import partial_or_raise, token_count_keys, token_ids_keys, warn_once
+from rewardhub_client._adapters import (
+    env_spec,
+    partial_or_raise,
+    service_url,
+    token_count_keys,
+    token_ids_keys,
+    warn_once,
+)
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -291,11 +298,11 @@ def make_reward_func(
     """
     if on_request_failure not in ("invalid", "raise"):
         raise ValueError(f"on_request_failure must be 'invalid' or 'raise', not {on_request_failure!r}")
-    spec_name = (
-        reward
-        if isinstance(reward, str)
-        else (reward.name if isinstance(reward, RewardSpec) else str(reward["name"]))
-    )
+    # a spec mapping without a name was a KeyError 'name'; a URL without http:// failed at the first batch
+    checked_spec = env_spec(reward, "reward")
+    spec_name = checked_spec if isinstance(checked_spec, str) else checked_spec.name
+    if isinstance(service, str):
+        service = service_url(service, "service")
     # TRL given tools parses the calls out of a turn's text: what reads them gets them back as blocks
     with_calls = _reads_tool_calls(reward) or _reads_tool_calls(config)
     # a reward counting n-grams of token ids (repetition with unit: token_ids) reads them from metadata

@@ -10,7 +10,9 @@ path)::
     reward_model.use_reward_loop=False reward_model.reward_manager=batch
     custom_reward_function.name=compute_score_batch
 
-Configuration, by environment variable (read at first use) or :func:`configure`:
+Configuration, by environment variable (read at first use) or :func:`configure`, checked as it is read
+(``ValueError`` naming the setting: a URL that is not ``http(s)://HOST``, routes that are not a JSON
+object of reward specs, an invalid score that is not a finite number):
 
 * ``REWARDHUB_URL`` — the service (default ``http://127.0.0.1:8000``); ``REWARDHUB_API_KEY``;
 * ``REWARDHUB_VERL_ROUTES`` — JSON mapping ``data_source`` → reward name or ``{"name", "config"}``;
@@ -76,7 +78,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardhub_client._adapters import env_flag, failure_mode, partial_or_raise, token_reads, warn_once
+from rewardhub_client._adapters import (
+    env_flag,
+    env_number,
+    env_spec,
+    env_url,
+    failure_mode,
+    partial_or_raise,
+    token_reads,
+    warn_once,
+)
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -92,7 +103,7 @@ def configure(
     url: str | None = None,
     routes: Mapping[str, str | Mapping[str, Any]] | None = None,
     *,
-    default_reward: str | None = None,
+    default_reward: str | Mapping[str, Any] | None = None,
     api_key: str | None = None,
     invalid_score: float | None = None,
     components: Sequence[str] | None = None,
@@ -109,16 +120,15 @@ def configure(
     """
     global _state
     state: dict[str, Any] = {}
-    state["url"] = url or os.environ.get("REWARDHUB_URL", "http://127.0.0.1:8000")
-    env_routes = os.environ.get("REWARDHUB_VERL_ROUTES")
-    state["routes"] = dict(routes) if routes is not None else (json.loads(env_routes) if env_routes else {})
-    state["default"] = default_reward or os.environ.get("REWARDHUB_VERL_DEFAULT_REWARD", "math")
-    state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
-    state["invalid"] = (
-        invalid_score
-        if invalid_score is not None
-        else float(os.environ.get("REWARDHUB_VERL_INVALID_SCORE", "0"))
+    # checked here, each naming its setting: a bad URL, route or number failed at every sample instead
+    state["url"] = env_url(url)
+    state["routes"] = _routes(routes)
+    state["default"] = env_spec(
+        default_reward or os.environ.get("REWARDHUB_VERL_DEFAULT_REWARD") or "math",
+        "default_reward" if default_reward else "REWARDHUB_VERL_DEFAULT_REWARD",
     )
+    state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
+    state["invalid"] = env_number(invalid_score, "REWARDHUB_VERL_INVALID_SCORE", 0.0)
     env_components = os.environ.get("REWARDHUB_VERL_COMPONENTS", "")
     state["components"] = (
         list(components)
@@ -138,6 +148,21 @@ def configure(
     # while the first call was configuring read a half-filled one, KeyError 'routes'.)
     _state = state
     _retire((state["url"], state["api_key"]))
+
+
+def _routes(routes: Mapping[str, str | Mapping[str, Any]] | None) -> dict[str, str | RewardSpec]:
+    """The routes (``routes``, else ``REWARDHUB_VERL_ROUTES``' JSON object), each spec checked."""
+    what = "routes" if routes is not None else "REWARDHUB_VERL_ROUTES"
+    raw: Any = routes
+    if routes is None:
+        env = os.environ.get("REWARDHUB_VERL_ROUTES", "").strip()
+        try:
+            raw = json.loads(env) if env else {}
+        except ValueError as exc:
+            raise ValueError(f"REWARDHUB_VERL_ROUTES is not JSON ({exc}): {env!r}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{what} must map data_source to a reward (a JSON object), not {raw!r}")
+    return {str(k): env_spec(v, f"{what}[{k!r}]") for k, v in raw.items()}
 
 
 def _conf() -> dict[str, Any]:

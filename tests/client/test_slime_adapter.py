@@ -384,3 +384,28 @@ def test_a_reward_counting_token_ids_gets_the_responses_ids(live_server_factory:
         empty = Sample(tokens=[1], response="r", response_length=3)
         assert asyncio.run(slime.reward_func(None, empty)) == 0.0 and empty.remove_sample
         assert empty.metadata["rewardhub"]["reason"] == "missing_reference"
+
+
+def test_a_misconfiguration_fails_at_configure_naming_its_setting(monkeypatch: Any) -> None:
+    """A URL without its scheme, or a default reward that is no spec, passed configure() and failed at
+    every sample (or at the first, as a bare JSONDecodeError); a NaN invalid reward reached slime's
+    advantages. configure() raises, naming the setting. Found in review."""
+    import math
+
+    with pytest.raises(ValueError, match=r"url.*'localhost:8000'.*http://HOST:PORT"):
+        slime.configure("localhost:8000")
+    monkeypatch.setenv("REWARDHUB_URL", "rewardhub:8000")
+    with pytest.raises(ValueError, match="REWARDHUB_URL"):
+        slime.configure()
+    monkeypatch.delenv("REWARDHUB_URL")
+    monkeypatch.setenv("REWARDHUB_SLIME_DEFAULT_REWARD", '{"name": "math", ')
+    with pytest.raises(ValueError, match="REWARDHUB_SLIME_DEFAULT_REWARD.*is not JSON"):
+        slime.configure("http://unused")
+    with pytest.raises(ValueError, match=r"default_reward.*not a reward spec"):
+        slime.configure("http://unused", default_reward={"reward": "math"})
+    monkeypatch.delenv("REWARDHUB_SLIME_DEFAULT_REWARD")
+    with pytest.raises(ValueError, match="REWARDHUB_SLIME_INVALID_REWARD.*finite number"):
+        slime.configure("http://unused", invalid_reward=math.nan)
+    monkeypatch.setenv("REWARDHUB_SLIME_INVALID_REWARD", "inf")
+    with pytest.raises(ValueError, match="REWARDHUB_SLIME_INVALID_REWARD"):
+        slime.configure("http://unused")

@@ -450,3 +450,14 @@ async def test_a_reward_counting_token_ids_gets_trls_completion_ids(client: http
         reward = make_reward_func(service, "repetition", config={"ngram_size": 2}, reference_column=None)
         assert await reward(**call) == [0.0, 0.0]
         assert [it["metadata"] for it in transport.items] == [{"completion_tokens": 5}] * 2
+
+
+def test_a_misconfiguration_fails_when_the_function_is_made() -> None:
+    """A URL without its scheme failed only at TRL's first batch (the client is made then), and a reward
+    mapping without a name was a bare KeyError 'name'. Both raise when the function is made, naming
+    the argument. Found in review."""
+    with pytest.raises(ValueError, match=r"service.*'localhost:8000'.*http://HOST:PORT"):
+        make_reward_func("localhost:8000", "math")
+    with pytest.raises(ValueError, match=r"reward.*not a reward spec"):
+        make_reward_func("http://unused", {"reward": "math"})
+    assert make_reward_func("http://unused", {"name": "math"}).__name__ == "rewardhub_math"

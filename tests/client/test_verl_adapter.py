@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewardhub_client import RewardClient, RewardUnavailable, verl
+from rewardhub_client import RewardClient, RewardSpec, RewardUnavailable, verl
 
 pytestmark = pytest.mark.integration
 
@@ -523,3 +523,34 @@ def test_a_route_counting_tokens_gets_them_from_extra_info_or_stops_verl(live_se
         )
         assert [b["score"] for b in batch] == pytest.approx([0.0, -1 / 3, -1.0])
         assert all(b["valid"] == 1.0 for b in batch)
+
+
+def test_a_misconfiguration_fails_at_configure_naming_its_setting(monkeypatch: Any) -> None:
+    """A URL without its scheme, a route that is no reward spec, routes that are not JSON or an invalid
+    score that is not a number passed configure() and failed at every sample (a pydantic error naming no
+    setting, or a bare JSONDecodeError at the first use); a NaN invalid score reached verl's rewards.
+    configure() raises, naming the setting. Found in review."""
+    with pytest.raises(ValueError, match=r"url.*'localhost:8000'.*http://HOST:PORT"):
+        verl.configure("localhost:8000")
+    monkeypatch.setenv("REWARDHUB_URL", "rewardhub:8000")
+    with pytest.raises(ValueError, match="REWARDHUB_URL"):
+        verl.configure()
+    monkeypatch.delenv("REWARDHUB_URL")
+    with pytest.raises(ValueError, match=r"routes\['gsm8k'\].*not a reward spec"):
+        verl.configure("http://unused", routes={"gsm8k": {"reward": "math"}})
+    with pytest.raises(ValueError, match=r"routes must map data_source"):
+        verl.configure("http://unused", routes=["math"])  # type: ignore[arg-type]
+    monkeypatch.setenv("REWARDHUB_VERL_ROUTES", "{'gsm8k': 'math'}")
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_ROUTES is not JSON"):
+        verl.configure("http://unused")
+    monkeypatch.setenv("REWARDHUB_VERL_ROUTES", '{"gsm8k": {"name": "math", "config": {}}}')
+    monkeypatch.setenv("REWARDHUB_VERL_INVALID_SCORE", "zero")
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_INVALID_SCORE must be a number"):
+        verl.configure("http://unused")
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_INVALID_SCORE must be a finite number"):
+        verl.configure("http://unused", invalid_score=math.nan)
+    monkeypatch.setenv("REWARDHUB_VERL_INVALID_SCORE", "-1")
+    monkeypatch.setenv("REWARDHUB_VERL_DEFAULT_REWARD", '{"name": "exact_match"}')
+    verl.configure("http://unused")
+    assert verl.route("gsm8k") == RewardSpec(name="math") and verl._conf()["invalid"] == -1.0
+    assert verl.route("other") == RewardSpec(name="exact_match")
