@@ -18,8 +18,10 @@ object of reward specs, an invalid score that is not a finite number):
 * ``REWARDHUB_VERL_ROUTES`` — JSON mapping ``data_source`` → reward name or ``{"name", "config"}``;
   unmatched sources use ``REWARDHUB_VERL_DEFAULT_REWARD`` (default ``math``);
 * ``REWARDHUB_VERL_INVALID_SCORE`` — the score verl receives for an item the service could not score
-  (verl cannot mask a sample; default 0.0). Such items also carry ``valid: 0.0`` in the extra info, so
-  the rate shows up in verl's metrics;
+  (verl cannot mask a sample; default 0.0). Such items also carry ``valid: 0.0`` in the extra info
+  (verl logs it in its validation metrics; in training only a rollout dump shows it), and the first one
+  in a process on the default score warns, naming its reason: set the variable to choose the score and
+  silence it;
 * ``REWARDHUB_VERL_ON_REQUEST_FAILURE`` — what ``compute_score_batch`` does when the client sent the
   batch in chunks and some still failed after its retries for the service's state (unreachable, a
   timeout, 5xx, 408, 429) while others were answered: ``invalid`` (default) keeps the answered scores and
@@ -129,6 +131,8 @@ def configure(
     )
     state["api_key"] = api_key or os.environ.get("REWARDHUB_API_KEY")
     state["invalid"] = env_number(invalid_score, "REWARDHUB_VERL_INVALID_SCORE", 0.0)
+    # a fill value the user chose: its invalid samples are no surprise, and are not warned about
+    state["invalid_chosen"] = invalid_score is not None or "REWARDHUB_VERL_INVALID_SCORE" in os.environ
     env_components = os.environ.get("REWARDHUB_VERL_COMPONENTS", "")
     state["components"] = (
         list(components)
@@ -418,6 +422,30 @@ def _to_verl(r: ItemResult | None) -> dict[str, Any]:
 
 
 _warned: list[bool] = []  # [True] once a partly failed batch has warned in this process
+_warned_invalid: list[bool] = []  # [True] once an unscored sample has warned in this process
+
+
+def _note_invalid(results: Sequence[ItemResult | None]) -> None:
+    """Warn, the first time in a process, that samples the service could not score get the default
+    invalid score: verl cannot mask them, and logs the ``valid`` key only in its validation metrics, so
+    in training they were 0.0 rewards nothing told apart from wrong answers. Not where the user chose the
+    score (``REWARDHUB_VERL_INVALID_SCORE`` or ``configure(invalid_score=...)``); a failed request (None)
+    has its own warning."""
+    conf = _conf()
+    if conf["invalid_chosen"] or _warned_invalid:
+        return
+    unscored = [r for r in results if r is not None and not r.valid]
+    if unscored:
+        reasons = sorted({r.reason or "unknown" for r in unscored})
+        warn_once(
+            _warned_invalid,
+            f"rewardhub: {len(unscored)} of {len(results)} samples could not be scored (reason: "
+            f"{', '.join(reasons)}); verl cannot mask a sample, so they train on the invalid score "
+            f"{conf['invalid']}, as a wrong answer would. Their extra info has valid: 0.0 (verl logs it in "
+            "validation metrics only). Later ones do not warn; set REWARDHUB_VERL_INVALID_SCORE (or "
+            "configure(invalid_score=...)) to choose the score and silence this",
+            stacklevel=3,
+        )
 
 
 def _answered(exc: RewardHubClientError, n: int) -> list[ItemResult | None]:
@@ -472,6 +500,7 @@ def compute_score(
     _check_sync(items)
     _grouped(items, per_sample=True)
     resp = _client().score(items)
+    _note_invalid(resp.results)
     return _to_verl(resp.results[0])
 
 
@@ -506,6 +535,7 @@ async def _score_async(items: list[ScoreItem]) -> dict[str, Any]:
     await _check_async(client, items)
     _grouped(items, per_sample=True)
     resp = await client.score(items)
+    _note_invalid(resp.results)
     return _to_verl(resp.results[0])
 
 
@@ -539,4 +569,5 @@ def compute_score_batch(
         results = list(_client().score(items).results)
     except RewardHubClientError as exc:
         results = _answered(exc, len(items))
+    _note_invalid(results)
     return [_to_verl(r) for r in results]

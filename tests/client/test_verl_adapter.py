@@ -18,6 +18,13 @@ from rewardhub_client import RewardClient, RewardSpec, RewardUnavailable, verl
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def _invalid_score_warned(monkeypatch: Any) -> None:
+    """As if this process had warned about the default invalid score already: a test with unscored
+    samples warns only where it is about that warning (it sets ``_warned_invalid`` to ``[]``)."""
+    monkeypatch.setattr(verl, "_warned_invalid", [True])
+
+
 def test_verl_compute_score_shapes(live_server_factory: Any) -> None:
     with live_server_factory() as server:
         verl.configure(
@@ -554,3 +561,37 @@ def test_a_misconfiguration_fails_at_configure_naming_its_setting(monkeypatch: A
     verl.configure("http://unused")
     assert verl.route("gsm8k") == RewardSpec(name="math") and verl._conf()["invalid"] == -1.0
     assert verl.route("other") == RewardSpec(name="exact_match")
+
+
+def test_unscored_samples_on_the_default_invalid_score_warn_once(
+    live_server_factory: Any, monkeypatch: Any
+) -> None:
+    """verl cannot mask a sample, and logs the ``valid`` key only in its validation metrics: in training a
+    sample the service could not score became a 0.0 reward, told apart from a wrong answer by nothing the
+    run showed. The first such sample in a process warns, naming the reason and the setting; a score the
+    user chose (``REWARDHUB_VERL_INVALID_SCORE``, ``invalid_score=``) does not. Found in review."""
+    monkeypatch.setattr(verl, "_warned_invalid", [])  # a fresh process: not warned yet
+    monkeypatch.delenv("REWARDHUB_VERL_INVALID_SCORE", raising=False)
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="math")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert verl.compute_score("x", "\\boxed{1}", "1")["score"] == 1.0  # scored: no warning
+        with pytest.warns(
+            UserWarning, match=r"1 of 2 samples could not be scored \(reason: missing_reference\)"
+        ):
+            out = verl.compute_score_batch(["x", "x"], ["\\boxed{1}", "\\boxed{1}"], ["1", None], [{}, {}])
+        assert [(o["score"], o["valid"]) for o in out] == [(1.0, 1.0), (0.0, 0.0)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert verl.compute_score("x", "\\boxed{1}", None)["valid"] == 0.0  # once per process
+            monkeypatch.setattr(verl, "_warned_invalid", [])
+            verl.configure(server.url, default_reward="math", invalid_score=0.0)  # chosen: no warning
+            assert verl.compute_score("x", "\\boxed{1}", None)["valid"] == 0.0
+            monkeypatch.setenv("REWARDHUB_VERL_INVALID_SCORE", "-1")
+            verl.configure(server.url, default_reward="math")
+            assert verl.compute_score("x", "\\boxed{1}", None)["score"] == -1.0
+        monkeypatch.delenv("REWARDHUB_VERL_INVALID_SCORE")
+        verl.configure(server.url, default_reward="math")
+        with pytest.warns(UserWarning, match="REWARDHUB_VERL_INVALID_SCORE"):
+            assert asyncio.run(verl.compute_score_async("x", "\\boxed{1}", None))["valid"] == 0.0
