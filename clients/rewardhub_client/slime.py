@@ -11,10 +11,11 @@ list: a whole group with ``--group-rm``, or the samples a custom generate functi
 A list goes to the service as one request (chunked only past the client's ``chunk_size``, a group never
 split), its samples with the same ``group_index`` as one ``group``; a single sample is sent alone and
 claims no group. A group reward (``majority_vote``, ``group_length``, ``verpo``: the start check says
-which) therefore needs ``--group-rm``: a call without the prompt's group (a single sample; under
-``--group-rm``, slime's evaluation, which scores per sample; a list without ``--group-rm``, one rollout's
-samples from a custom generate function) raises ``ValueError`` saying so, where the service would answer
-every sample ``unsupported`` and each would be removed from the loss. With ``REWARDHUB_SLIME_CHECK=0``
+which) therefore needs ``--group-rm``: a call without the prompt's group (a single sample, as slime
+calls without ``--group-rm`` and in its evaluation, which refuses ``--group-rm``; a list without
+``--group-rm``, one rollout's samples from a custom generate function) raises ``ValueError`` saying so,
+where the service would answer every sample ``unsupported`` and each would be removed from the loss.
+Evaluate with a reward that needs no group (an eval label naming one). With ``REWARDHUB_SLIME_CHECK=0``
 the adapter does not know which rewards are group rewards: such samples are removed
 (``metadata["rewardhub"]["reason"]`` ``unsupported``).
 
@@ -309,27 +310,30 @@ def _grouped(args: Any, items: Sequence[ScoreItem], per_sample: bool) -> None:
     such sample ``unsupported`` (a single sample claims no group) or scores it among the wrong samples,
     and every one would be removed from the loss, a run on no signal that says nothing.
 
-    slime calls with a group only under ``--group-rm`` (``generate_and_rm_group``); a per-sample call
-    under ``--group-rm`` is its evaluation (``eval_rollout`` scores per sample), and a list without it is
-    the samples a custom generate function made of one rollout."""
+    slime calls with a group only under ``--group-rm`` (``generate_and_rm_group``). Without it, it calls
+    per sample, and with a list only for the samples a custom generate function made of one rollout; its
+    evaluation (``eval_rollout``) refuses ``--group-rm`` and calls per sample."""
     aware: dict[str, bool] = _conf()["group_aware"]
     spec = next((it.reward for it in items if it.reward is not None and aware.get(_key(it.reward))), None)
     if spec is None:
         return
     name = spec if isinstance(spec, str) else spec.name
     group_rm = bool(getattr(args, "group_rm", False))
+    per_sample_reward = (
+        'a reward that needs no group for them: a label naming one ({"verifier": "math", "answer": ...})'
+    )
     if per_sample and group_rm:
         raise ValueError(
-            f"reward {name!r} scores each sample against its group, and slime's evaluation scores each "
-            "sample alone: every eval sample would be unscored (counted as REWARDHUB_SLIME_INVALID_REWARD). "
-            'Evaluate with a reward that needs no group: a label naming one ({"verifier": "math", '
-            '"answer": ...}) or the eval dataset\'s own custom_rm_path'
+            f"reward {name!r} scores each sample against its group, and the reward function was called "
+            "with one sample although --group-rm is set (by a custom rollout or evaluation function): it "
+            f"would be unscored and removed from the loss. Score such samples with {per_sample_reward}"
         )
     if per_sample:
         raise ValueError(
             f"reward {name!r} scores each sample against its group, and slime called the reward function "
             "with one sample: every sample would be unscored and removed from the loss. Run slime with "
-            "--group-rm, which calls it with each prompt's whole group"
+            "--group-rm, which calls it with each prompt's whole group (slime's evaluation refuses "
+            f"--group-rm and scores per sample: evaluate with {per_sample_reward})"
         )
     if not group_rm and args is not None:
         raise ValueError(

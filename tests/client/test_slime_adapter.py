@@ -157,9 +157,10 @@ def test_a_group_reward_needs_the_group(live_server_factory: Any) -> None:
 def test_a_group_reward_scored_without_its_group_raises(live_server_factory: Any) -> None:
     """Without ``--group-rm`` slime calls the reward function per sample, and a single sample claims no
     group: a group reward answered every one ``unsupported`` and the adapter removed every sample from the
-    loss, silently (a run on no signal). It raises, naming ``--group-rm``; a per-sample call under
-    ``--group-rm`` is slime's evaluation (always per sample), and a list without it is one rollout's
-    samples from a custom generate function, not the prompt's group: both raise too. Found in review."""
+    loss, silently (a run on no signal). It raises, naming ``--group-rm`` (and, for slime's evaluation,
+    which refuses ``--group-rm``, a reward that needs no group); a per-sample call under ``--group-rm`` (a
+    custom rollout function) and a list without it (one rollout's samples from a custom generate
+    function, not the prompt's group) raise too. Found in review."""
     with live_server_factory() as server:
         slime.configure(server.url, default_reward="majority_vote")
         single = Sample(group_index=3, response="\\boxed{1}")
@@ -168,7 +169,9 @@ def test_a_group_reward_scored_without_its_group_raises(live_server_factory: Any
         with pytest.raises(ValueError, match=r"majority_vote.*--group-rm"):
             asyncio.run(slime.reward_func(None, single))  # (no args: per sample all the same)
         assert not single.remove_sample and "rewardhub" not in single.metadata
-        with pytest.raises(ValueError, match=r"evaluation"):
+        with pytest.raises(ValueError, match=r"evaluation refuses --group-rm.*\{\"verifier\""):
+            asyncio.run(slime.reward_func(Args(), single))
+        with pytest.raises(ValueError, match=r"although --group-rm is set"):
             asyncio.run(slime.reward_func(Args(group_rm=True), single))
         rollout = [Sample(group_index=3, response=f"\\boxed{{{a}}}") for a in ("1", "1")]
         with pytest.raises(ValueError, match=r"custom generate function.*--group-rm"):
