@@ -46,7 +46,8 @@ a key only some items have (an invalid item has no components; another reward ha
 training. A ``ground_truth`` that is a JSON object string is decoded, so code tests and other structured
 references pass through unchanged. The question goes as the item's ``prompt`` when ``extra_info`` holds it
 (``prompt`` or ``question``, as verl's example preprocessing scripts store it): a judge, a PRM or an ORM
-reads it, and without it every such sample is scored without its question.
+reads it, and without it every such sample is scored without its question (the first such sample in a
+process warns, where the start check said the reward reads the question).
 
 A group reward (``majority_vote``, ``group_length``...: the start check says which) needs
 ``compute_score_batch`` and a ``uid`` (or ``group``) in each sample's ``extra_info``, the same for the
@@ -143,6 +144,7 @@ def configure(
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     state["group_aware"] = {}  # spec (as JSON) -> whether the check said it scores against the group
+    state["reads_prompt"] = {}  # spec (as JSON) -> whether the check said it reads the question
     # (spec as JSON, process) -> the lock of the thread asking its check (sync calls); per process, so
     # that a child forked while a thread of its parent held one does not wait for it for ever
     state["asking"] = {}
@@ -322,6 +324,7 @@ def _record(spec: str | RewardSpec, answer: Any) -> None:
     error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
     with _lock:
         conf["group_aware"][_key(spec)] = answer is not None and answer.group_aware
+        conf["reads_prompt"][_key(spec)] = answer is not None and "prompt" in answer.reads
         conf["checked"][_key(spec)] = error
     if error is not None:
         raise error
@@ -423,6 +426,29 @@ def _to_verl(r: ItemResult | None) -> dict[str, Any]:
 
 _warned: list[bool] = []  # [True] once a partly failed batch has warned in this process
 _warned_invalid: list[bool] = []  # [True] once an unscored sample has warned in this process
+_warned_question: list[bool] = []  # [True] once a sample without its question has warned
+
+
+def _note_questions(items: Sequence[ScoreItem]) -> None:
+    """Warn, the first time in a process, that a reward reading the question (the check said so: a
+    judge, a PRM, an ORM) scores samples without it: verl does not pass the prompt to a reward function,
+    and a sample whose extra_info holds neither ``prompt`` nor ``question`` was scored without its
+    question, validly (a score, not an invalid flag), with nothing to say so."""
+    if _warned_question:
+        return
+    reads: dict[str, bool] = _conf()["reads_prompt"]
+    blind = [it for it in items if it.prompt is None and it.reward is not None and reads.get(_key(it.reward))]
+    if blind:
+        assert blind[0].reward is not None
+        name = blind[0].reward if isinstance(blind[0].reward, str) else blind[0].reward.name
+        warn_once(
+            _warned_question,
+            f"rewardhub: reward {name!r} reads the question, and {len(blind)} of {len(items)} samples have "
+            "no extra_info['prompt'] or extra_info['question'] (verl does not pass the prompt to a reward "
+            "function): they are scored without it. Keep the raw question in each row's "
+            "extra_info['prompt'] when preparing the data. Later ones do not warn",
+            stacklevel=3,
+        )
 
 
 def _note_invalid(results: Sequence[ItemResult | None]) -> None:
@@ -499,6 +525,7 @@ def compute_score(
     items = [_item(solution_str, ground_truth, data_source, extra_info, None)]
     _check_sync(items)
     _grouped(items, per_sample=True)
+    _note_questions(items)
     resp = _client().score(items)
     _note_invalid(resp.results)
     return _to_verl(resp.results[0])
@@ -534,6 +561,7 @@ async def _score_async(items: list[ScoreItem]) -> dict[str, Any]:
         client = _async[key] = AsyncRewardClient(key[0], api_key=key[1], max_concurrency=256)
     await _check_async(client, items)
     _grouped(items, per_sample=True)
+    _note_questions(items)
     resp = await client.score(items)
     _note_invalid(resp.results)
     return _to_verl(resp.results[0])
@@ -564,6 +592,7 @@ def compute_score_batch(
     ]
     _check_sync(items)
     _grouped(items, per_sample=False)
+    _note_questions(items)
     results: list[ItemResult | None]
     try:
         results = list(_client().score(items).results)

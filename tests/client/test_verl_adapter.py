@@ -20,9 +20,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(autouse=True)
 def _invalid_score_warned(monkeypatch: Any) -> None:
-    """As if this process had warned about the default invalid score already: a test with unscored
-    samples warns only where it is about that warning (it sets ``_warned_invalid`` to ``[]``)."""
+    """As if this process had warned about the default invalid score, and a sample without its question,
+    already: a test warns only where it is about that warning (it sets the flag to ``[]``)."""
     monkeypatch.setattr(verl, "_warned_invalid", [True])
+    monkeypatch.setattr(verl, "_warned_question", [True])
 
 
 def test_verl_compute_score_shapes(live_server_factory: Any) -> None:
@@ -376,23 +377,33 @@ def test_a_step_of_concurrent_calls_asks_the_check_once(live_server_factory: Any
 
 
 def test_the_question_in_extra_info_reaches_a_reward_that_reads_the_prompt(
-    live_server_factory: Any, judge_server: Any
+    live_server_factory: Any, judge_server: Any, monkeypatch: Any
 ) -> None:
     """The adapter never sent a prompt: a route to a judge (or a PRM, an ORM) scored every sample
-    without its question. verl's preprocessing keeps the raw question in extra_info["question"]."""
+    without its question. verl's preprocessing keeps the raw question in extra_info["question"]. A sample
+    without one was scored without its question, validly, with nothing to say so: the first one in a
+    process warns (found in review)."""
     from fake_openai import Reply, user_text
 
+    monkeypatch.setattr(verl, "_warned_question", [])  # a fresh process: not warned yet
     judge_server.reply = lambda body: Reply("Score: 5" if "What is 2 + 2?" in user_text(body) else "Score: 1")
     env = {"REWARDHUB_JUDGE_URL": judge_server.url, "REWARDHUB_JUDGE_MODEL": "fake-judge"}
     with live_server_factory(env) as server:
         verl.configure(server.url, routes={"qa": {"name": "judge", "config": {"mode": "pointwise"}}})
         asked = verl.compute_score("qa", "It is 4.", None, {"question": "What is 2 + 2?", "index": 3})
-        batch = verl.compute_score_batch(
-            data_sources=["qa", "qa"],
-            solution_strs=["Four.", "Four."],
-            ground_truths=[None, None],
-            extra_infos=[{"prompt": "What is 2 + 2?"}, {"index": 4}],
-        )
+        with pytest.warns(UserWarning, match=r"'judge' reads the question, and 1 of 2 samples have no"):
+            batch = verl.compute_score_batch(
+                data_sources=["qa", "qa"],
+                solution_strs=["Four.", "Four."],
+                ground_truths=[None, None],
+                extra_infos=[{"prompt": "What is 2 + 2?"}, {"index": 4}],
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per process
+            assert verl.compute_score("qa", "Four.", None, {"index": 5})["score"] == 0.0
+            # a reward that does not read the question: no warning
+            verl.configure(server.url, default_reward="math")
+            assert verl.compute_score("x", "\\boxed{4}", "4", {})["score"] == 1.0
     assert (asked["score"], asked["valid"]) == (1.0, 1.0)
     assert [b["score"] for b in batch] == [1.0, 0.0]  # the second sample has no question to show
 
