@@ -288,3 +288,35 @@ async def test_jobs_examples_answer_as_shown(
                 assert answer["has_more"] is ('"has_more": true' in shown)
             else:
                 assert answer["status"] == status.group(1), answer
+
+
+def _requirement_name(requirement: str) -> str:
+    """A requirement's distribution name, normalised (``uvicorn[standard]>=0.30`` -> ``uvicorn``)."""
+    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+    assert name, requirement
+    return re.sub(r"[-_.]+", "-", name.group(0)).lower()
+
+
+def test_dependency_table_is_pyproject_s() -> None:
+    """The "Dependencies and why" table explains every dependency pyproject.toml declares, under the extra that
+    declares it, and names nothing that is not one: a row is ``| pkg, pkg (`extra`, `extra`) | why |``,
+    a row without extras is the base install. It had left out the `vllm` extra, the test and lint
+    tools, and typer's `rewardhub-train`."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {(_requirement_name(r), "base") for r in project["dependencies"]} | {
+        (_requirement_name(r), extra)
+        for extra, requirements in project["optional-dependencies"].items()
+        for r in requirements
+    }
+    listed: set[tuple[str, str]] = set()
+    for row in _table_rows((ROOT / "README.md").read_text(), "| package | why |")[2:]:
+        cell = row.split("|")[1].strip()
+        packages, _, extras = cell.partition("(")
+        names = [p.strip() for p in packages.split(",")]
+        groups = re.findall(r"`([a-z]+)`", extras) if extras else ["base"]
+        assert all(names) and groups and (not extras or extras.strip().endswith(")")), row
+        listed |= {(_requirement_name(n), g) for n in names for g in groups}
+    assert sorted(declared - listed) == [], "dependencies the README's table does not explain"
+    assert sorted(listed - declared) == [], "README table rows that pyproject.toml does not declare"
