@@ -320,3 +320,12 @@ def test_dependency_table_is_pyproject_s() -> None:
         listed |= {(_requirement_name(n), g) for n in names for g in groups}
     assert sorted(declared - listed) == [], "dependencies the README's table does not explain"
     assert sorted(listed - declared) == [], "README table rows that pyproject.toml does not declare"
+
+
+def test_readme_installs_rewardhub_from_a_clone() -> None:
+    """rewardhub is on no package index: `pip install rewardhub` on a trainer host finds nothing. Every
+    pip command the README gives for rewardhub itself installs the clone (``.`` or ``-e ".[extras]"``),
+    and prose that tells a reader to install it says the same."""
+    readme = (ROOT / "README.md").read_text()
+    from_index = re.findall(r"pip install (?:-[^\s`]+ )*['\"]?rewardhub\b[^`\n]*", readme)
+    assert from_index == [], from_index

@@ -1,8 +1,8 @@
 """Wire models of the rewardhub API, mirrored from the service field for field.
 
-The client never imports the service: these models are written out again here so that
-``pip install rewardhub`` (the base install) needs only httpx and pydantic. Unknown fields in answers
-are kept (``extra="allow"``), so a newer service never breaks an older client.
+The client never imports the service: these models are written out again here so that the base
+install (``pip install .`` in a clone, no extras) needs only httpx and pydantic. Unknown fields in
+answers are kept (``extra="allow"``), so a newer service never breaks an older client.
 """
 
 from __future__ import annotations
