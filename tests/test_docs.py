@@ -329,3 +329,15 @@ def test_readme_installs_rewardhub_from_a_clone() -> None:
     readme = (ROOT / "README.md").read_text()
     from_index = re.findall(r"pip install (?:-[^\s`]+ )*['\"]?rewardhub\b[^`\n]*", readme)
     assert from_index == [], from_index
+
+
+def test_readme_names_every_system_package_scripts_test_installs() -> None:
+    """The README's "The two commands" lists the Debian packages `scripts/test` installs when missing
+    (scripts/system-deps): a reader preparing a machine by hand installs what it names."""
+    deps = (ROOT / "scripts" / "system-deps").read_text()
+    packages = re.findall(r"need\+=\(([^)]+)\)", deps)
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("`scripts/test` passes arguments to pytest") :]
+    section = section[: section.index("\n\n")]
+    missing = [p for p in packages if f"`{p}`" not in section]
+    assert missing == [], f"system packages the README does not name: {missing}"
