@@ -211,6 +211,9 @@ class RedisCache:
         if await self.ping():
             self._set_up(True)
         else:
+            # Down from the start is no change of state (``_up`` starts False), so ``_set_up`` logs
+            # nothing: say it here, or a wrong URL runs without its cache unannounced.
+            log.warning("redis_state", up=False, url=_redact(self.url))
             self._mark_down("connect")
 
     async def close(self) -> None:

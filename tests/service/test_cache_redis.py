@@ -516,3 +516,24 @@ async def test_a_request_without_the_cache_neither_waits_for_nor_shares_an_item(
         metrics = (await c.get("/metrics")).text
     assert [(r["score"], r["cached"]) for r in results] == [(1.0, False), (1.0, False)], results
     assert 'rewardhub_reward_batch_latency_seconds_count{reward="code"} 2.0' in metrics
+
+
+async def test_a_redis_down_at_start_is_logged() -> None:
+    # A REWARDHUB_REDIS_URL that answers nothing at start (a typo, Redis not started yet) was logged by
+    # no line of its own: the up transition logs `redis_state`, but a cache starting down never changed
+    # state, so the service ran without its cache with only `cache_up=False` inside `service_ready`.
+    from structlog.testing import capture_logs
+
+    from conftest import free_port
+
+    port = free_port()  # nothing listens there
+    cache = RedisCache(f"redis://:secret@127.0.0.1:{port}/0", ttl_s=60, retry_interval_s=60)
+    with capture_logs() as logs:
+        await cache.start()
+    try:
+        assert cache.up is False
+        states = [e for e in logs if e["event"] == "redis_state"]
+        assert [(e["up"], e["log_level"]) for e in states] == [(False, "warning")], logs
+        assert states[0]["url"] == f"redis://***@127.0.0.1:{port}/0"  # where, the password redacted
+    finally:
+        await cache.close()
