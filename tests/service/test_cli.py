@@ -217,3 +217,49 @@ def test_several_workers_without_redis_warn_that_jobs_break(monkeypatch: pytest.
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "each worker caches on its own" in text and "jobs are refused (501" in text, text
+
+
+def test_the_console_scripts_go_through_the_extra_checking_entry() -> None:
+    """pyproject installs `rewardhub` and `rewardhub-train` with every install, the base one (the client)
+    included; they start at rewardhub._entry, which needs no extra, not at the CLI modules, which do."""
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "scripts"
+    ]
+    assert scripts == {
+        "rewardhub": "rewardhub._entry:rewardhub",
+        "rewardhub-train": "rewardhub._entry:rewardhub_train",
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "args", "blocked", "install"),
+    [
+        ("rewardhub", ["version"], "typer", "scripts/bootstrap service"),
+        ("rewardhub", ["version"], "rich", "scripts/bootstrap service"),
+        ("rewardhub_train", ["show-config", "--help"], "typer", "scripts/bootstrap service,trainer"),
+    ],
+)
+def test_a_command_without_its_extra_says_what_to_install(
+    entry: str, args: list[str], blocked: str, install: str
+) -> None:
+    """After the base install (`pip install .`: the client, httpx and pydantic only), `rewardhub --help`
+    ended in a ModuleNotFoundError traceback for typer. A package of the command's extra that is missing
+    now ends it with one line, status 1: what is missing and the README's install command."""
+    run = f"from rewardhub._entry import {entry}; {entry}()"
+    ok = subprocess.run(
+        [sys.executable, "-c", run, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert ok.returncode == 0, ok.stderr  # with the extra installed, the command itself runs
+    missing = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.modules[{blocked!r}] = None\n{run}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert missing.returncode == 1, missing.stderr
+    assert "Traceback" not in missing.stderr and missing.stdout == "", missing.stderr
+    [line] = missing.stderr.splitlines()
+    assert f"{blocked} is not installed" in line and install in line, line
