@@ -32,7 +32,10 @@ def serve(
     workers: Annotated[
         int | None, typer.Option(help="uvicorn worker processes \\[env REWARDHUB_WORKERS, default 1].")
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug | info | warning | error.")] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="debug | info | warning | error \\[env REWARDHUB_LOG_LEVEL, default info]."),
+    ] = None,
     redis_url: Annotated[
         str | None,
         typer.Option(help="Use Redis as the cache \\[env REWARDHUB_REDIS_URL]; unset = in-process cache."),

@@ -26,6 +26,7 @@ def test_serve_help_names_the_settings_and_defaults() -> None:
         "[env REWARDHUB_HOST, default 127.0.0.1]",
         "[env REWARDHUB_PORT, default 8000]",
         "[env REWARDHUB_WORKERS, default 1]",
+        "[env REWARDHUB_LOG_LEVEL, default info]",  # the one option that named neither
         "[env REWARDHUB_REDIS_URL]",
     ):
         assert expected in text, f"{expected!r} missing from serve --help:\n{result.output}"
