@@ -30,6 +30,12 @@ def k8s_docs() -> list[dict[str, Any]]:
     return docs
 
 
+def secret_template() -> dict[str, Any]:
+    """The Secret's template, which an operator fills with their own keys (never applied as it is)."""
+    doc: dict[str, Any] = yaml.safe_load((K8S / "secret.yaml.example").read_text())
+    return doc
+
+
 def get_routes() -> set[str]:
     spec = create_app(Settings(_env_file=None)).openapi()  # type: ignore[call-arg]
     return {path for path, ops in spec["paths"].items() if "get" in ops}
@@ -45,7 +51,7 @@ def check_env_name(name: str) -> None:
 
 
 def test_all_kinds_present() -> None:
-    kinds = {d["kind"] for d in k8s_docs()}
+    kinds = {d["kind"] for d in k8s_docs()} | {secret_template()["kind"]}
     assert {
         "Deployment",
         "Service",
@@ -60,7 +66,7 @@ def test_probes_ports_and_env() -> None:
     routes = get_routes()
     docs = k8s_docs()
     config = next(d for d in docs if d["kind"] == "ConfigMap")
-    secret = next(d for d in docs if d["kind"] == "Secret")
+    secret = secret_template()
     for name in [*config["data"], *secret["stringData"]]:
         check_env_name(name)
     assert int(config["data"]["REWARDHUB_PORT"]) == PORT
@@ -339,3 +345,22 @@ def test_compose_gpu_profile_judge(monkeypatch: pytest.MonkeyPatch) -> None:
             assert isinstance(judge, RemoteSpec) and judge.model == served, name
         checked += 1
     assert checked >= 2
+
+
+def test_applying_the_directory_creates_no_secret() -> None:
+    """deploy/k8s/README.md says `kubectl apply -f deploy/k8s/` after creating the Secret from your own
+    keys; that command applies every .yaml, .yml and .json file there, and secret.yaml's placeholder
+    Secret replaced the keys just created: the API then took the publicly known
+    "replace-with-generated-key-1" and refused the operator's own keys. The template is kept under a name
+    kubectl does not apply, and the Deployments read the Secret it names."""
+    applied = [p for p in sorted(K8S.iterdir()) if p.suffix in (".yaml", ".yml", ".json")]
+    kinds = {d["kind"] for p in applied for d in yaml.safe_load_all(p.read_text()) if d}
+    assert "Secret" not in kinds, [p.name for p in applied]
+    template = secret_template()
+    assert template["kind"] == "Secret"
+    readme = (K8S / "README.md").read_text()
+    assert f"kubectl create secret generic {template['metadata']['name']}" in readme
+    for dep in (d for d in k8s_docs() if d["kind"] == "Deployment"):
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            refs = [e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e]
+            assert refs == [template["metadata"]["name"]], dep["metadata"]["name"]
