@@ -353,3 +353,24 @@ def test_training_commands_run_in_the_venv_scripts_bootstrap_made() -> None:
     block = _fenced_block(readme, "## Training: `rewardhub-train`", "bash")
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
     assert commands[0] in (". .venv/bin/activate", "source .venv/bin/activate"), commands
+
+
+def test_a_block_that_starts_the_service_then_calls_it_backgrounds_it() -> None:
+    """A README bash block that runs `rewardhub serve` and then more commands must start it in the
+    background (`&`) and wait for /ready before a curl: the implicit-PRM example ran it in the
+    foreground, so its curl ran only once the service had stopped."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```\n", readme, flags=re.S)
+    checked = 0
+    for block in blocks:
+        commands = [c.split("#")[0].strip() for c in block.replace("\\\n", " ").splitlines()]
+        commands = [c for c in commands if c]
+        for i, command in enumerate(commands[:-1]):
+            if re.search(r"(^|\s)rewardhub serve\b", command):
+                checked += 1
+                assert command.endswith("&"), command
+                later = commands[i + 1 :]
+                curls = [j for j, c in enumerate(later) if c.startswith("curl") and "/ready" not in c]
+                if curls:
+                    assert any("/ready" in c for c in later[: curls[0]]), block
+    assert checked >= 2, checked
