@@ -191,7 +191,7 @@ async def test_errors_keep_their_type_across_the_process_boundary() -> None:
     """They crossed as text: a missing extra (``unsupported``, with its install hint) arrived as a
     plain BackendError (``backend_error``)."""
     proc = ModelProcess("t", _missing_torch)
-    with pytest.raises(MissingExtra, match=r"pip install 'rewardhub\[models\]'") as exc:
+    with pytest.raises(MissingExtra, match=r"scripts/bootstrap service,models") as exc:
         await proc.start()
     assert exc.value.extra == "models"
     proc = ModelProcess("t", _nothing)

@@ -139,7 +139,7 @@ def test_missing_vllm_names_the_extra() -> None:
     try:
         import vllm  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
-        with pytest.raises(MissingExtra, match=r"pip install 'rewardhub\[vllm\]'"):
+        with pytest.raises(MissingExtra, match=r"scripts/bootstrap service,vllm"):
             import_vllm()
     else:  # pragma: no cover - only where vLLM is installed
         import_vllm()
@@ -201,3 +201,19 @@ def test_a_field_error_is_reported_at_the_users_path(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=r"backends\.j\.x: not a field .* \(and 1 more problem\)$"):
         load_backends_file(str(f))
+
+
+@pytest.mark.parametrize(
+    ("extra", "extras"), [("models", "service,models"), ("vllm", "service,vllm"), ("service", "service")]
+)
+def test_a_missing_extra_names_the_readme_s_install(extra: str, extras: str) -> None:
+    """A model backend configured on an install without its extra said `pip install 'rewardhub[models]'`:
+    no constraints (on a CPU host, pip's pick of torch is the CUDA wheel), no embedded MiniLM, and the
+    system's pip unless .venv was active. It names the README's install now: scripts/bootstrap with the
+    extras, or pip with constraints.txt in the clone."""
+    from rewardhub.models.errors import MissingExtra
+
+    message = str(MissingExtra("torch", extra))
+    assert message.startswith("torch is not installed"), message
+    assert f"scripts/bootstrap {extras}" in message, message
+    assert f"pip install -c constraints.txt -e '.[{extras}]'" in message, message

