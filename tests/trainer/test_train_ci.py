@@ -270,6 +270,24 @@ def test_estimators_train_end_to_end(
     )
 
 
+def test_a_misspelt_accuracy_key_ends_the_run_at_its_first_batch(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """``reward.accuracy_key`` is read from the service's components; a name it does not return left
+    the accuracy metric empty for the whole run, with nothing said. Found in review."""
+    composite = {"name": "composite", "config": COMPOSITE}
+    cfg = make_config(reward_server.url, "typo", reward={**composite, "accuracy_key": "digits"})
+    with pytest.raises(ValueError, match=r"accuracy_key 'digits'.*\['digit', 'upper'\]"):
+        Trainer(cfg).run()
+    assert not (Path(cfg.output.run_dir) / "metrics.jsonl").exists()  # before the first step was logged
+    cfg = make_config(
+        reward_server.url, "right", reward={**composite, "accuracy_key": "digit"}, training={"steps": 1}
+    )
+    train(cfg)
+    (row,) = read_metrics(Path(cfg.output.run_dir))
+    assert 0 <= row["accuracy"] <= 1
+
+
 def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server: Any) -> None:
     """`prm` on a service given no PRM model answered every item `unsupported`: the trainer trained on
     no signal at all, visible only as invalid_frac 1.0. The catalog says why, and the check refuses."""

@@ -41,12 +41,15 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def make_trainer(tiny_model_dir: Path, tmp_path: Path) -> Callable[..., Trainer]:
-    def factory(output: dict[str, Any] | None = None, **algorithm: Any) -> Trainer:
+    def factory(
+        output: dict[str, Any] | None = None, reward: dict[str, Any] | None = None, **algorithm: Any
+    ) -> Trainer:
         cfg = TrainConfig.model_validate(
             {
                 "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
                 "data": {"use_chat_template": False, "prompt_template": "{question}"},
                 "generation": {"group_size": 3, "max_new_tokens": 2, "prompts_per_generate": 2},
+                "reward": reward or {},
                 "algorithm": algorithm,
                 "training": {"prompts_per_step": 2},
                 "output": {
@@ -734,3 +737,38 @@ def test_the_run_directory_does_not_keep_the_reward_service_key(
     assert json.loads(written)["reward"]["api_key"] == "<redacted>"
     assert trainer.config.reward.api_key == "sk-secret-123"
     assert not any("sk-secret-123" in p.read_text() for p in trainer.run_dir.rglob("*.json*"))
+
+
+def test_a_misspelt_accuracy_key_stops_the_run_at_its_first_batch_with_a_valid_item(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """``reward.accuracy_key`` naming a component the service does not return was read as "absent in
+    every item": the accuracy metric was NaN for the whole run, with nothing said. Found in review."""
+    trainer = make_trainer(reward={"accuracy_key": "mth"})
+    # invalid items may lack their components (missing_reference...): nothing to judge by yet
+    trainer._check_accuracy_key([group(0, [(None, False, {})] * 3)])
+    assert math.isnan(step_metrics(trainer, [group(0, [(None, False, {})] * 3)])["accuracy"])
+    with pytest.raises(ValueError, match=r"accuracy_key 'mth' is not a component.*\['format', 'math'\]"):
+        trainer._check_accuracy_key(
+            [group(0, [(1.0, True, {"math": 1.0, "format": 1.0}), (None, False, {})])]
+        )
+    # a valid item without a single component: nothing it names is returned
+    with pytest.raises(ValueError, match=r"accuracy_key 'mth'.*components are \[\]"):
+        make_trainer(reward={"accuracy_key": "mth"})._check_accuracy_key([group(0, [(0.0, True, {})])])
+
+
+def test_an_accuracy_key_the_service_returns_is_not_misspelt(make_trainer: Callable[..., Trainer]) -> None:
+    """Returned by an invalid item only, or null in every item, or a sub-component of a part that scored
+    nothing in this batch (it has no sub-components then): not a misspelling."""
+    trainer = make_trainer(reward={"accuracy_key": "math"})
+    trainer._check_accuracy_key([group(0, [(0.0, True, {"format": 0.0}), (None, False, {"math": None})])])
+    assert trainer._accuracy_key_checked
+    trainer = make_trainer(reward={"accuracy_key": "code.passed_all"})
+    trainer._check_accuracy_key([group(0, [(0.0, True, {"code": None, "fmt": 0.0})])])
+    assert not trainer._accuracy_key_checked  # the part was skipped: the check waits
+    with pytest.raises(ValueError, match=r"accuracy_key 'code.passed_all'"):
+        trainer._check_accuracy_key([group(0, [(0.5, True, {"code": 0.5, "code.pass_rate": 0.5})])])
+    trainer = make_trainer(reward={"accuracy_key": "code.passed_all"})
+    groups = [group(0, [(1.0, True, {"code": 1.0, "code.passed_all": 1.0}), (0.0, True, {"code": None})])]
+    trainer._check_accuracy_key(groups)
+    assert step_metrics(trainer, groups)["accuracy"] == 1.0

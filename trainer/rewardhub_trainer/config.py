@@ -150,7 +150,8 @@ class RewardConfig(_Section):
     accuracy_key: str | None = Field(
         None,
         description="Component that counts as correctness for the accuracy metric (e.g. 'math' in a "
-        "composite; default: the score itself).",
+        "composite; default: the score itself). A name the service does not return ends the run at the "
+        "first batch with a valid item (a misspelling would leave the metric empty all run).",
     )
     accuracy_threshold: float = Field(1.0, description="An item is accurate iff that value >= this.")
 

@@ -126,6 +126,7 @@ class Trainer:
         self.updates = 0
         self.data_pos = 0
         self._gdpo_weights_checked = False
+        self._accuracy_key_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
         self.failed_steps = 0  # consecutive steps in which no reward request was answered
         self.invalid_steps = 0  # consecutive steps in which every answered item was valid: false
@@ -535,6 +536,35 @@ class Trainer:
                 "the last step); check the reward config and the data's references"
             )
 
+    def _check_accuracy_key(self, groups: list[Group]) -> None:
+        """Once, on the first batch with a valid item: ``reward.accuracy_key`` is a component the service
+        returns. A misspelt one was read as "absent in every item": the ``accuracy`` metric stayed NaN for
+        the whole run with nothing said (the run itself trains on the score, so nothing else showed it).
+
+        A name counts as returned when any answered item of the batch has it, valid or not and null or
+        not: an invalid item may lack its components (``missing_reference``, a sandbox error), so a batch
+        without a valid item says nothing yet. A sub-component ``a.b`` of a part ``a`` that scored no
+        valid item of the batch (a part skipped or zeroed over a timeout has no sub-components) waits
+        for a batch in which ``a`` has a value."""
+        key = self.config.reward.accuracy_key
+        if key is None or self._accuracy_key_checked:
+            return
+        answered = [r for g in groups for r in g.results if not request_failed(r)]
+        valid = [r for r in answered if r.valid]
+        if not valid:
+            return
+        returned = sorted({k for r in answered for k in r.components})
+        if key not in returned:
+            part = key.rpartition(".")[0]
+            if part and part in returned and all(r.components.get(part) is None for r in valid):
+                return
+            raise ValueError(
+                f"reward.accuracy_key {key!r} is not a component the reward service returns for "
+                f"{self.config.reward.name!r}; its components are {returned} (leave accuracy_key unset "
+                "for the score itself): the accuracy metric would be empty for the whole run"
+            )
+        self._accuracy_key_checked = True
+
     def _step_metrics(self, col: _Collected, adv: Advantages) -> dict[str, float]:
         """The step's metrics. Those of the reward (``reward``, ``accuracy``, ``invalid_frac``,
         ``frac_zero_std_groups``, ``reward/*``, ``shaped_reward``) are over what the service answered: an
@@ -626,6 +656,7 @@ class Trainer:
                 self.requests["reward_requests_unanswered"] += unanswered
                 self._check_failures(dispatcher, dispatcher.requests - sent0, unanswered)
                 self._check_invalid(col)
+                self._check_accuracy_key(col.scored)
                 adv = self._advantages(col.groups)[0] if col.groups else _empty_adv()
                 t1 = time.perf_counter()
                 # also with no group kept (dynamic sampling dropped or lost them all): it trains on
