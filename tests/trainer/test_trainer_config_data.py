@@ -405,3 +405,70 @@ def test_convert_smollm2_refuses_an_unknown_dtype(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["convert-smollm2", str(tmp_path / "out"), "--dtype", "int8"])
     assert result.exit_code == 2 and "float32, bfloat16 or float16" in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def bos_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny causal LM with a Llama-like tokenizer: BOS added by default (``add_bos_token``), an EOS
+    appended too (as a tokenizer set up for SFT data is), and a template that writes its own BOS."""
+    from transformers import AutoTokenizer
+
+    from tiny_models import LLAMA3_TEMPLATE, build_tiny_causal_lm
+
+    path = build_tiny_causal_lm(tmp_path_factory.mktemp("bos") / "model")
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.bos_token = "<|endoftext|>"
+    tok.add_bos_token = True
+    tok.add_eos_token = True
+    tok.chat_template = LLAMA3_TEMPLATE.replace("<|eot_id|>", "<|im_end|>")
+    tok.save_pretrained(path)
+    return path
+
+
+def test_prompts_get_one_bos_where_the_tokenizer_adds_one(bos_model_dir: Path, tmp_path: Path) -> None:
+    """Raw prompts (no chat template) were tokenized without special tokens: a Llama-style model, whose
+    tokenizer adds a BOS to any text by default, was trained and sampled on prompts without one. Now raw
+    text gets what the tokenizer puts before it (not an EOS after it), the chat template's text nothing
+    more than the BOS it writes itself, and left-truncation keeps the BOS. Found in review."""
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.trainer import Trainer
+
+    def trainer(**data: object) -> Trainer:
+        return Trainer(
+            TrainConfig.model_validate(
+                {
+                    "model": {"path": str(bos_model_dir), "device": "cpu", "torch_threads": 1},
+                    "data": data,
+                    "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+                }
+            )
+        )
+
+    t = trainer(use_chat_template=False, prompt_template="Q: {question}")
+    tok = t.tokenizer
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    assert tok("2+2?")["input_ids"][0] == bos and tok("2+2?")["input_ids"][-1] == eos  # as configured
+    text = tok("Q: 2+2?", add_special_tokens=False)["input_ids"]
+    assert t._encode(Problem(0, "2+2?", "4")) == [bos, *text]  # its BOS, not its EOS
+    # the text already starts with the BOS: not a second one
+    t.config.data = DataConfig(use_chat_template=False, prompt_template="<|endoftext|>Q: {question}")
+    assert t._encode(Problem(0, "2+2?", "4")) == [bos, *text]
+    # through the chat template: the template's own BOS, once
+    t.config.data = DataConfig(prompt_template="{question}")
+    ids = t._encode(Problem(0, "2+2?", "4"))
+    assert ids[0] == bos and ids.count(bos) == 1 and ids[-1] != eos
+    assert tok.decode(ids).endswith("assistant<|end_header_id|>\n\n")
+    # left-truncated: the BOS stays first, then the prompt's last tokens
+    for use_chat_template in (False, True):
+        t.config.data = DataConfig(
+            use_chat_template=use_chat_template, prompt_template="{question}", max_prompt_tokens=8
+        )
+        question = "What is 3+5? " * 20
+        long = t._encode(Problem(0, question, "8"))
+        t.config.data = DataConfig(use_chat_template=use_chat_template, prompt_template="{question}")
+        whole = t._encode(Problem(0, question, "8"))
+        assert len(whole) > 8 and whole[0] == bos and long == [bos, *whole[-7:]]
+    # a tokenizer that adds no BOS (Qwen, SmolLM2) gets none
+    tok.add_bos_token = False
+    t.config.data = DataConfig(use_chat_template=False, prompt_template="Q: {question}")
+    assert t._encode(Problem(0, "2+2?", "4")) == text

@@ -208,9 +208,13 @@ class DataConfig(_Section):
         "completion. Small models that never emit a required tag on their own learn from it.",
     )
     use_chat_template: bool = Field(
-        True, description="Render with the tokenizer's chat template (else the raw user message)."
+        True,
+        description="Render with the tokenizer's chat template, which writes its own BOS (else the raw "
+        "user message, with the BOS the tokenizer adds by default, if it adds one).",
     )
-    max_prompt_tokens: int = Field(256, ge=8, description="Prompts longer than this are left-truncated.")
+    max_prompt_tokens: int = Field(
+        256, ge=8, description="Prompts longer than this are left-truncated (a leading BOS is kept)."
+    )
 
     @model_validator(mode="after")
     def _path(self) -> DataConfig:

@@ -16,7 +16,15 @@ from typing import Any, Protocol
 
 from rewardhub_trainer.config import ArithmeticConfig, DataConfig
 
-__all__ = ["ArithmeticProblems", "JsonlProblems", "Problem", "ProblemSource", "make_source", "render_prompt"]
+__all__ = [
+    "ArithmeticProblems",
+    "JsonlProblems",
+    "Problem",
+    "ProblemSource",
+    "encode_prompt",
+    "make_source",
+    "render_prompt",
+]
 
 _NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jo", "Kofi", "Lena"]
 _THINGS = [
@@ -203,13 +211,45 @@ def make_source(config: DataConfig) -> ProblemSource:
     return ArithmeticProblems(config.arithmetic) if config.source == "arithmetic" else JsonlProblems(config)
 
 
+def _templated(config: DataConfig, tokenizer: Any) -> bool:
+    return config.use_chat_template and getattr(tokenizer, "chat_template", None) is not None
+
+
 def render_prompt(config: DataConfig, question: str, tokenizer: Any) -> str:
     """The text the model continues: the user message through the chat template (or raw)."""
     user = config.prompt_template.format(question=question)
-    if not config.use_chat_template or getattr(tokenizer, "chat_template", None) is None:
+    if not _templated(config, tokenizer):
         return user + config.response_prefix
     messages = [{"role": "user", "content": user}]
     if config.system_prompt:
         messages.insert(0, {"role": "system", "content": config.system_prompt})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return str(text) + config.response_prefix
+
+
+def encode_prompt(config: DataConfig, question: str, tokenizer: Any) -> list[int]:
+    """The prompt's token ids: :func:`render_prompt`'s text, at most ``max_prompt_tokens`` of them.
+
+    Special tokens as the model was trained to see them. Through a chat template, none are added: the
+    template writes its own BOS (``{{ bos_token }}``, ``<|begin_of_text|>``), so adding the tokenizer's
+    would put a second one in front (transformers' ``apply_chat_template(tokenize=True)`` and TRL
+    tokenize the rendered text without them too). Raw text gets what the tokenizer puts *before* it by
+    default (its BOS, where it is configured to add one: Llama, Mistral, Gemma; nothing for Qwen or
+    SmolLM2), as TRL's raw prompts and vLLM's text prompts do, unless the text already starts with it;
+    not what it puts after (a tokenizer set to append EOS would end the prompt before the reply).
+
+    Left-truncation keeps a leading BOS: cut away, the model would continue text it never saw
+    without one."""
+    text = render_prompt(config, question, tokenizer)
+    ids: list[int] = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not _templated(config, tokenizer):
+        full: list[int] = list(tokenizer(text, add_special_tokens=True)["input_ids"])
+        lead = next((k for k in range(len(full) - len(ids) + 1) if full[k : k + len(ids)] == ids), 0)
+        if ids[:lead] != full[:lead]:
+            ids = full[:lead] + ids
+    limit = config.max_prompt_tokens
+    if len(ids) <= limit:
+        return ids
+    bos = getattr(tokenizer, "bos_token_id", None)
+    keep = ids[:1] if bos is not None and ids[0] == bos else []
+    return keep + ids[len(ids) - (limit - len(keep)) :]

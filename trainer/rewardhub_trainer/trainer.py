@@ -56,7 +56,7 @@ from rewardhub_trainer.advantages import (
 )
 from rewardhub_trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from rewardhub_trainer.config import TrainConfig, to_dict
-from rewardhub_trainer.data import Problem, make_source, render_prompt
+from rewardhub_trainer.data import Problem, encode_prompt, make_source
 from rewardhub_trainer.generation import Completion, make_generator
 from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
@@ -137,9 +137,7 @@ class Trainer:
 
     # ---- data ----
     def _encode(self, problem: Problem) -> list[int]:
-        text = render_prompt(self.config.data, problem.question, self.tokenizer)
-        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids[-self.config.data.max_prompt_tokens :]
+        return encode_prompt(self.config.data, problem.question, self.tokenizer)
 
     def _take(self, n: int) -> list[Problem]:
         problems = [self.source.problem(self.data_pos + i) for i in range(n)]
