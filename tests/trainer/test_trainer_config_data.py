@@ -472,3 +472,28 @@ def test_prompts_get_one_bos_where_the_tokenizer_adds_one(bos_model_dir: Path, t
     tok.add_bos_token = False
     t.config.data = DataConfig(use_chat_template=False, prompt_template="Q: {question}")
     assert t._encode(Problem(0, "2+2?", "4")) == text
+
+
+def test_the_service_gets_the_bare_question_not_the_model_s_prompt(bos_model_dir: Path) -> None:
+    """Pins what the README says each item carries: a judge, PRM or ORM templates the question for its
+    own model, so the prompt template, system prompt and chat template stay out of ``prompt``."""
+    from transformers import AutoTokenizer
+
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group
+
+    tok = AutoTokenizer.from_pretrained(bos_model_dir)
+    cfg = DataConfig(system_prompt="Be brief.", response_prefix="<answer>")
+    assert "Be brief." in render_prompt(cfg, "2+2?", tok) and "<|start_header_id|>" in render_prompt(
+        cfg, "2+2?", tok
+    )
+    group = Group(
+        "g",
+        Problem(index=0, question="2+2?", reference="4"),
+        [Completion(prompt_ids=[0], completion_ids=[1, 2], logprobs=[0.0, 0.0], text="4", truncated=False)],
+        response_prefix=cfg.response_prefix,
+    )
+    (item,) = group.items()
+    assert (item.prompt, item.response, item.reference) == ("2+2?", "<answer>4", "4")
+    assert item.metadata == {"completion_tokens": 2, "truncated": False}

@@ -199,7 +199,8 @@ class DataConfig(_Section):
     system_prompt: str | None = Field(None, description="Optional system message.")
     prompt_template: str = Field(
         "{question}\nGive the final answer in \\boxed{{}}.",
-        description="User message; {question} is replaced by the problem text.",
+        description="User message; {question} is replaced by the problem text. The model's prompt only: "
+        "the service gets the bare question as each item's prompt (judges template it themselves).",
     )
     response_prefix: str = Field(
         "",

@@ -88,7 +88,9 @@ class Group:
         token_ids_keys: Collection[str] = (),
         token_count_keys: Collection[str] = ("completion_tokens",),
     ) -> list[ScoreItem]:
-        """The completions as items; ``token_ids_keys``: the metadata keys under which the reward reads
+        """The completions as items. Their ``prompt`` is the bare question, not the model's prompt (no
+        prompt_template, system prompt or chat template): a judge, PRM or ORM puts the question into
+        its own model's template. ``token_ids_keys``: the metadata keys under which the reward reads
         their token ids (:func:`rewardhub_client._adapters.token_ids_keys`), none by default;
         ``token_count_keys``: those of their token count (:func:`~rewardhub_client._adapters.token_count_keys`)."""
         return [
