@@ -497,3 +497,21 @@ def test_the_service_gets_the_bare_question_not_the_model_s_prompt(bos_model_dir
     (item,) = group.items()
     assert (item.prompt, item.response, item.reference) == ("2+2?", "<answer>4", "4")
     assert item.metadata == {"completion_tokens": 2, "truncated": False}
+
+
+def test_a_data_field_of_the_other_source_is_refused() -> None:
+    """``data.seed`` (the jsonl shuffle seed) set for the arithmetic source, meant for another stream of
+    problems, was accepted and changed nothing (that seed is ``data.arithmetic.seed``); so were
+    ``prompt_field``, ``reference_field`` and ``shuffle`` there, and ``data.arithmetic`` with the jsonl
+    source. Found in review."""
+    with pytest.raises(
+        ValidationError, match=r"data.seed: read only with data.source: jsonl.*data.arithmetic"
+    ):
+        DataConfig(seed=7)
+    with pytest.raises(ValidationError, match=r"data.reference_field, data.shuffle: read only"):
+        DataConfig(source="arithmetic", reference_field="answer", shuffle=False)
+    with pytest.raises(ValidationError, match=r"data.arithmetic is read only with data.source: arithmetic"):
+        DataConfig(source="jsonl", path="x.jsonl", arithmetic={"seed": 3})
+    assert DataConfig(arithmetic={"seed": 3}).arithmetic.seed == 3
+    jsonl = DataConfig(source="jsonl", path="x.jsonl", seed=7, shuffle=False, reference_field="answer")
+    assert (jsonl.seed, jsonl.shuffle, jsonl.reference_field) == (7, False, "answer")

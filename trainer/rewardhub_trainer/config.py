@@ -186,6 +186,10 @@ class ArithmeticConfig(_Section):
         return self
 
 
+# the data fields only the jsonl source reads (data.path has its own message)
+_JSONL_ONLY = ("prompt_field", "reference_field", "shuffle", "seed")
+
+
 class DataConfig(_Section):
     source: Literal["arithmetic", "jsonl"] = Field(
         "arithmetic", description="arithmetic: the built-in generator; jsonl: a file of {prompt, reference}."
@@ -194,7 +198,11 @@ class DataConfig(_Section):
     prompt_field: str = Field("prompt", description="jsonl: key of the question text.")
     reference_field: str = Field("reference", description="jsonl: key of the reference answer.")
     shuffle: bool = Field(True, description="jsonl: reshuffle every pass (seeded; resumable).")
-    seed: int = Field(0, description="jsonl: shuffle seed.")
+    seed: int = Field(
+        0,
+        description="jsonl: shuffle seed (the generator's is arithmetic.seed). The jsonl-only fields are "
+        "refused with the arithmetic source, and arithmetic with jsonl.",
+    )
     arithmetic: ArithmeticConfig = Field(default_factory=ArithmeticConfig, description="Generator knobs.")
     system_prompt: str | None = Field(None, description="Optional system message.")
     prompt_template: str = Field(
@@ -225,6 +233,20 @@ class DataConfig(_Section):
             # the file would be ignored and the run would train on the built-in problems instead
             raise ValueError(
                 f"data.path ({self.path}) is read only with data.source: jsonl (the source is {self.source})"
+            )
+        # Set for the other source, a knob would be ignored with nothing said: data.seed for another
+        # stream of arithmetic problems (whose seed is data.arithmetic.seed) changes nothing at all.
+        if self.source != "jsonl":
+            stray = sorted(self.model_fields_set & set(_JSONL_ONLY))
+            if stray:
+                names = ", ".join(f"data.{name}" for name in stray)
+                raise ValueError(
+                    f"{names}: read only with data.source: jsonl (the source is {self.source}; the "
+                    "generator's own knobs, its seed included, are under data.arithmetic)"
+                )
+        elif "arithmetic" in self.model_fields_set:
+            raise ValueError(
+                "data.arithmetic is read only with data.source: arithmetic (the source is jsonl)"
             )
         return self
 
