@@ -381,10 +381,10 @@ def test_overlong_ramp_must_start_below_max_new_tokens() -> None:
     # a ramp that starts below the cap shapes the longest completions: fine
     ok = {"estimator": "dapo", "overlong": {"max_length": 72, "cache_length": 16}}
     TrainConfig.model_validate({**base, "algorithm": ok})
-    # shaping off: nothing to refuse
-    TrainConfig.model_validate(
-        {**base, "algorithm": {"estimator": "grpo", "overlong": {"max_length": 512, "cache_length": 16}}}
-    )
+    # shaping off: nothing to refuse (switched off explicitly: its ramp is refused when left to the
+    # estimator's default, off for grpo, as a setting the run does not read)
+    off = {"enabled": False, "max_length": 512, "cache_length": 16}
+    TrainConfig.model_validate({**base, "algorithm": {"estimator": "grpo", "overlong": off}})
 
 
 def test_a_jsonl_prompt_must_be_text(tmp_path: Path) -> None:
@@ -515,3 +515,40 @@ def test_a_data_field_of_the_other_source_is_refused() -> None:
     assert DataConfig(arithmetic={"seed": 3}).arithmetic.seed == 3
     jsonl = DataConfig(source="jsonl", path="x.jsonl", seed=7, shuffle=False, reference_field="answer")
     assert (jsonl.seed, jsonl.shuffle, jsonl.reference_field) == (7, False, "answer")
+
+
+def test_a_setting_the_run_does_not_read_is_refused() -> None:
+    """Settings of one estimator given to another (``gdpo_weights`` left in a config switched to grpo,
+    ``mc_mad_scaling`` with rloo), an overlong ramp while the shaping is off, and
+    ``max_sampling_rounds`` without dynamic sampling were accepted and ignored: the run was not the one
+    configured, with nothing said (``scale_rewards`` was already refused outside grpo/dapo). Found in
+    review."""
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"gdpo_weights": {"math": 2.0}}, r"algorithm.gdpo_weights: read only by the estimator.*not grpo"),
+        ({"estimator": "dapo", "gdpo_components": ["a"]}, r"algorithm.gdpo_components:.*not dapo"),
+        (
+            {"estimator": "rloo", "mc_mad_scaling": True, "mc_mad_floor": 0.2},
+            r"mc_mad_floor, algorithm.mc_mad_scaling",
+        ),
+        ({"overlong": {"cache_length": 8}}, r"overlong.cache_length: the overlong shaping is off \(grpo"),
+        ({"max_sampling_rounds": 5}, r"max_sampling_rounds: dynamic sampling is off"),
+    ]
+    for fields, error in cases:
+        with pytest.raises(ValidationError, match=error):
+            AlgorithmConfig.model_validate(fields)
+    for fields in (
+        {"estimator": "gdpo", "gdpo_components": ["a"], "gdpo_weights": {"a": 2.0}},
+        {"estimator": "mc_grpo", "mc_mad_scaling": True, "mc_mad_floor": 0.2},
+        {"overlong": {"enabled": True, "cache_length": 8}},
+        {"estimator": "dapo", "overlong": {"cache_length": 8}, "max_sampling_rounds": 5},
+        {"estimator": "dapo", "overlong": {"enabled": False}},
+        {"dynamic_sampling": True, "max_sampling_rounds": 5},
+        # switched off explicitly, the settings may stay
+        {"estimator": "dapo", "overlong": {"enabled": False, "max_length": 9}, "dynamic_sampling": False},
+        {
+            "overlong": {"enabled": False, "cache_length": 8},
+            "dynamic_sampling": False,
+            "max_sampling_rounds": 5,
+        },
+    ):
+        AlgorithmConfig.model_validate(fields)

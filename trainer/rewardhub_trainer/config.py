@@ -388,6 +388,37 @@ class AlgorithmConfig(_Section):
                 f"scale_rewards applies to grpo and dapo; {self.estimator} has its own scaling "
                 "(dr_grpo is grpo with scale_rewards: none)"
             )
+        # Like scale_rewards: a setting of one estimator (or of a feature that is off) given to a run
+        # that does not read it would be ignored with nothing said, e.g. gdpo_weights left in a config
+        # switched to grpo, or an overlong ramp set while the shaping is off (it is on for dapo only).
+        stray = [
+            *(["gdpo_components"] if self.gdpo_components is not None and self.estimator != "gdpo" else []),
+            *(["gdpo_weights"] if self.gdpo_weights and self.estimator != "gdpo" else []),
+            *(
+                sorted(self.model_fields_set & {"mc_mad_scaling", "mc_mad_floor"})
+                if self.estimator != "mc_grpo"
+                else []
+            ),
+        ]
+        if stray:
+            raise ValueError(
+                f"algorithm.{', algorithm.'.join(stray)}: read only by the estimator it is named for, not "
+                f"{self.estimator} (remove it, or set the estimator)"
+            )
+        # (switched off explicitly, enabled: false / dynamic_sampling: false, its settings may stay)
+        ramp = sorted(self.overlong.model_fields_set - {"enabled"})
+        if ramp and self.overlong.enabled is None and not self.resolved_overlong:
+            raise ValueError(
+                f"algorithm.overlong.{', algorithm.overlong.'.join(ramp)}: the overlong shaping is off "
+                f"({self.estimator}; it is on by default for dapo only): set overlong.enabled: true (or "
+                "false, to keep the settings)"
+            )
+        rounds = "max_sampling_rounds" in self.model_fields_set
+        if rounds and self.dynamic_sampling is None and not self.resolved_dynamic_sampling:
+            raise ValueError(
+                f"algorithm.max_sampling_rounds: dynamic sampling is off ({self.estimator}; it is on by "
+                "default for dapo only): set dynamic_sampling: true (or false, to keep the setting)"
+            )
         if self.gdpo_components is not None:
             unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
             if unknown:
