@@ -552,3 +552,20 @@ def test_a_setting_the_run_does_not_read_is_refused() -> None:
         },
     ):
         AlgorithmConfig.model_validate(fields)
+
+
+def test_a_system_prompt_without_a_chat_template_is_refused() -> None:
+    """A raw prompt is the user message alone: ``data.system_prompt`` with ``use_chat_template: false``,
+    or with a tokenizer that has no chat template, was dropped from every prompt with nothing said.
+    Found in review."""
+    with pytest.raises(ValidationError, match="data.system_prompt needs data.use_chat_template: true"):
+        DataConfig(use_chat_template=False, system_prompt="Be brief.")
+
+    class NoTemplate:
+        chat_template = None
+
+    with pytest.raises(
+        ValueError, match="system_prompt is set but the model's tokenizer has no chat template"
+    ):
+        render_prompt(DataConfig(system_prompt="Be brief."), "2+2?", NoTemplate())
+    assert render_prompt(DataConfig(prompt_template="{question}"), "2+2?", NoTemplate()) == "2+2?"

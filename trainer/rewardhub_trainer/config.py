@@ -204,7 +204,10 @@ class DataConfig(_Section):
         "refused with the arithmetic source, and arithmetic with jsonl.",
     )
     arithmetic: ArithmeticConfig = Field(default_factory=ArithmeticConfig, description="Generator knobs.")
-    system_prompt: str | None = Field(None, description="Optional system message.")
+    system_prompt: str | None = Field(
+        None,
+        description="Optional system message (through the chat template only: refused without one).",
+    )
     prompt_template: str = Field(
         "{question}\nGive the final answer in \\boxed{{}}.",
         description="User message; {question} is replaced by the problem text. The model's prompt only: "
@@ -247,6 +250,12 @@ class DataConfig(_Section):
         elif "arithmetic" in self.model_fields_set:
             raise ValueError(
                 "data.arithmetic is read only with data.source: arithmetic (the source is jsonl)"
+            )
+        if self.system_prompt and not self.use_chat_template:
+            # the raw prompt is the user message alone: the system message would be dropped
+            raise ValueError(
+                "data.system_prompt needs data.use_chat_template: true (a raw prompt is the user message "
+                "alone; put the text in data.prompt_template instead)"
             )
         return self
 

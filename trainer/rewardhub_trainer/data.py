@@ -219,6 +219,12 @@ def render_prompt(config: DataConfig, question: str, tokenizer: Any) -> str:
     """The text the model continues: the user message through the chat template (or raw)."""
     user = config.prompt_template.format(question=question)
     if not _templated(config, tokenizer):
+        if config.system_prompt:
+            # the raw prompt is the user message alone: the system message would be dropped silently
+            raise ValueError(
+                "data.system_prompt is set but the model's tokenizer has no chat template to put it in "
+                "(the raw prompt is the user message alone): put the text in data.prompt_template instead"
+            )
         return user + config.response_prefix
     messages = [{"role": "user", "content": user}]
     if config.system_prompt:
