@@ -569,3 +569,21 @@ def test_a_system_prompt_without_a_chat_template_is_refused() -> None:
     ):
         render_prompt(DataConfig(system_prompt="Be brief."), "2+2?", NoTemplate())
     assert render_prompt(DataConfig(prompt_template="{question}"), "2+2?", NoTemplate()) == "2+2?"
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [{}, {"estimator": "dapo"}, {"estimator": "gdpo", "gdpo_weights": {"a": 2.0}}, {"estimator": "mc_grpo"}],
+)
+def test_a_run_s_config_json_loads_back_as_its_config(tmp_path: Path, algorithm: dict[str, object]) -> None:
+    """RUN_DIR/config.json lists every field, defaults included; it loads back (``rewardhub-train
+    RUN_DIR/config.json`` reruns the run): the refusals of settings a run does not read go by value,
+    so a default written out is not taken for one set for the wrong source or estimator."""
+    from rewardhub_trainer.config import to_dict
+
+    cfg = TrainConfig.model_validate({"model": {"path": "/m"}, "algorithm": algorithm})
+    (tmp_path / "config.json").write_text(json.dumps(to_dict(cfg)))
+    assert load_config(tmp_path / "config.json") == cfg
+    jsonl = cfg.model_copy(update={"data": DataConfig(source="jsonl", path="x.jsonl")})
+    (tmp_path / "config.json").write_text(json.dumps(to_dict(jsonl)))
+    assert load_config(tmp_path / "config.json") == jsonl

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import string
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +68,15 @@ def _default_operations() -> list[Operation]:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def _changed(self, names: Collection[str]) -> list[str]:
+        """Those of ``names`` whose value is not the field's default: what a setting the run does not
+        read is refused on. (By value, not by being given: RUN_DIR/config.json, which lists every
+        field, loads back as the config it was written from.)"""
+        fields = type(self).model_fields
+        return sorted(
+            n for n in names if getattr(self, n) != fields[n].get_default(call_default_factory=True)
+        )
 
 
 class LoRAConfig(_Section):
@@ -240,14 +249,14 @@ class DataConfig(_Section):
         # Set for the other source, a knob would be ignored with nothing said: data.seed for another
         # stream of arithmetic problems (whose seed is data.arithmetic.seed) changes nothing at all.
         if self.source != "jsonl":
-            stray = sorted(self.model_fields_set & set(_JSONL_ONLY))
+            stray = self._changed(_JSONL_ONLY)
             if stray:
                 names = ", ".join(f"data.{name}" for name in stray)
                 raise ValueError(
                     f"{names}: read only with data.source: jsonl (the source is {self.source}; the "
                     "generator's own knobs, its seed included, are under data.arithmetic)"
                 )
-        elif "arithmetic" in self.model_fields_set:
+        elif self._changed(["arithmetic"]):
             raise ValueError(
                 "data.arithmetic is read only with data.source: arithmetic (the source is jsonl)"
             )
@@ -403,11 +412,7 @@ class AlgorithmConfig(_Section):
         stray = [
             *(["gdpo_components"] if self.gdpo_components is not None and self.estimator != "gdpo" else []),
             *(["gdpo_weights"] if self.gdpo_weights and self.estimator != "gdpo" else []),
-            *(
-                sorted(self.model_fields_set & {"mc_mad_scaling", "mc_mad_floor"})
-                if self.estimator != "mc_grpo"
-                else []
-            ),
+            *(self._changed(["mc_mad_scaling", "mc_mad_floor"]) if self.estimator != "mc_grpo" else []),
         ]
         if stray:
             raise ValueError(
@@ -415,14 +420,14 @@ class AlgorithmConfig(_Section):
                 f"{self.estimator} (remove it, or set the estimator)"
             )
         # (switched off explicitly, enabled: false / dynamic_sampling: false, its settings may stay)
-        ramp = sorted(self.overlong.model_fields_set - {"enabled"})
+        ramp = self.overlong._changed(["max_length", "cache_length", "penalty_factor"])
         if ramp and self.overlong.enabled is None and not self.resolved_overlong:
             raise ValueError(
                 f"algorithm.overlong.{', algorithm.overlong.'.join(ramp)}: the overlong shaping is off "
                 f"({self.estimator}; it is on by default for dapo only): set overlong.enabled: true (or "
                 "false, to keep the settings)"
             )
-        rounds = "max_sampling_rounds" in self.model_fields_set
+        rounds = bool(self._changed(["max_sampling_rounds"]))
         if rounds and self.dynamic_sampling is None and not self.resolved_dynamic_sampling:
             raise ValueError(
                 f"algorithm.max_sampling_rounds: dynamic sampling is off ({self.estimator}; it is on by "
