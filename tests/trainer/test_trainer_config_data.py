@@ -587,3 +587,20 @@ def test_a_run_s_config_json_loads_back_as_its_config(tmp_path: Path, algorithm:
     jsonl = cfg.model_copy(update={"data": DataConfig(source="jsonl", path="x.jsonl")})
     (tmp_path / "config.json").write_text(json.dumps(to_dict(jsonl)))
     assert load_config(tmp_path / "config.json") == jsonl
+
+
+def test_settings_of_lora_or_the_kl_left_off_by_default_are_refused(tmp_path: Path) -> None:
+    """``model.lora: {r: 8}`` without ``enabled: true`` trained every weight (at a learning rate meant
+    for adapters), and ``kl_estimator`` without ``kl_coef`` added no KL term, both with nothing said.
+    Found in review."""
+    with pytest.raises(ValidationError, match=r"model.lora.r: LoRA is off.*model.lora.enabled: true"):
+        TrainConfig.model_validate({"model": {"path": "/m", "lora": {"r": 8}}})
+    with pytest.raises(ValidationError, match=r"algorithm.kl_estimator \(k2\): the KL term is off"):
+        AlgorithmConfig(kl_estimator="k2")
+    # on, or switched off explicitly: the settings stay
+    for lora in ({"enabled": True, "r": 8}, {"enabled": False, "r": 8, "target_modules": ["q_proj"]}):
+        TrainConfig.model_validate({"model": {"path": "/m", "lora": lora}})
+    AlgorithmConfig(kl_estimator="k2", kl_coef=0.1)
+    AlgorithmConfig(kl_estimator="k2", kl_coef=0.0)
+    (tmp_path / "c.yaml").write_text(YAML)
+    assert load_config(tmp_path / "c.yaml").model.lora.r == 4  # enabled: true, r: 4

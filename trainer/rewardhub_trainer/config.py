@@ -80,7 +80,11 @@ class _Section(BaseModel):
 
 
 class LoRAConfig(_Section):
-    enabled: bool = Field(False, description="Train LoRA adapters (peft) instead of all weights.")
+    enabled: bool = Field(
+        False,
+        description="Train LoRA adapters (peft) instead of all weights. The other LoRA fields changed "
+        "without it are refused (enabled: false keeps them).",
+    )
     r: int = Field(16, ge=1, description="LoRA rank.")
     alpha: int = Field(32, gt=0, description="LoRA alpha (the update is scaled by alpha / r).")
     dropout: float = Field(
@@ -95,6 +99,19 @@ class LoRAConfig(_Section):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         description="Module names to adapt (Llama/Qwen2 attention and MLP projections by default).",
     )
+
+    @model_validator(mode="after")
+    def _off(self) -> LoRAConfig:
+        # lora: {r: 8} without enabled: true trained every weight, at a learning rate picked for adapters
+        # (switched off explicitly, enabled: false, the settings may stay)
+        changed = self._changed(["r", "alpha", "dropout", "target_modules"])
+        if changed and not self.enabled and "enabled" not in self.model_fields_set:
+            raise ValueError(
+                f"model.lora.{', model.lora.'.join(changed)}: LoRA is off (model.lora.enabled defaults to "
+                "false, which trains every weight): set model.lora.enabled: true (or false, to keep the "
+                "settings)"
+            )
+        return self
 
 
 class ModelConfig(_Section):
@@ -432,6 +449,11 @@ class AlgorithmConfig(_Section):
             raise ValueError(
                 f"algorithm.max_sampling_rounds: dynamic sampling is off ({self.estimator}; it is on by "
                 "default for dapo only): set dynamic_sampling: true (or false, to keep the setting)"
+            )
+        if self._changed(["kl_estimator"]) and self.kl_coef == 0 and "kl_coef" not in self.model_fields_set:
+            raise ValueError(
+                f"algorithm.kl_estimator ({self.kl_estimator}): the KL term is off (kl_coef defaults to 0): "
+                "set algorithm.kl_coef > 0 (or 0, to keep the setting)"
             )
         if self.gdpo_components is not None:
             unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
