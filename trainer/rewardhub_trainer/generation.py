@@ -42,7 +42,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-VLLM_HINT = "vLLM is not installed: pip install -c constraints.txt 'rewardhub[vllm]' (GPU machines)"
+VLLM_HINT = (
+    "vLLM is not installed (GPU machines): scripts/bootstrap service,trainer,vllm in the clone "
+    "(or, in its venv, pip install -c constraints.txt -e '.[service,trainer,vllm]')"
+)
 
 
 @dataclass

@@ -13,7 +13,10 @@ from typing import Any
 
 __all__ = ["MetricsWriter", "read_metrics"]
 
-TB_HINT = "TensorBoard logging needs the `tensorboard` package: pip install 'rewardhub[trainer]' (or set output.tensorboard: false)"
+TB_HINT = (
+    "TensorBoard logging needs the `tensorboard` package: scripts/bootstrap service,trainer in the clone "
+    "(or, in its venv, pip install -c constraints.txt -e '.[service,trainer]'), or set output.tensorboard: false"
+)
 
 
 class MetricsWriter:
