@@ -1,4 +1,5 @@
-"""vLLM in this process (extra ``vllm``: ``scripts/bootstrap service,vllm``), for a GPU box that serves its own judge or PRM.
+"""vLLM in this process (extra ``vllm``: ``scripts/bootstrap service,vllm``), for a GPU box that serves its own
+judge or PRM.
 
 The same shape as the transformers backend (a dedicated thread, one micro-batcher per capability): the
 offline ``vllm.LLM`` engine is synchronous, and handing it a whole batch at once is what lets it
