@@ -168,7 +168,32 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.5+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.6+")  # includes the verifier's version
+
+
+@pytest.mark.parametrize(
+    "verifier",
+    [
+        {"name": "composite", "config": {"components": [{"reward": "math"}]}},
+        {"name": "noisy_corrected", "config": {"reward": "math", "fp_rate": 0.1, "fn_rate": 0.1}},
+    ],
+)
+async def test_math_inside_a_wrapper_still_gets_the_tagged_answer(
+    client: httpx.AsyncClient, verifier: dict[str, Any]
+) -> None:
+    """verifier_input auto looked only at the verifier itself: a composite or noisy_corrected around math
+    has no `extraction` setting, so math got the bare answer and fell back to its last number ("2" of
+    \\frac{1}{2}, "2" of (1, 2)): right answers silently scored wrong. Found in review."""
+    items = [
+        {"response": "<answer>\\frac{1}{2}</answer><confidence>0.7</confidence>", "reference": "0.5"},
+        {"response": "<answer>(1, 2)</answer><confidence>0.6</confidence>", "reference": "(1, 2)"},
+        {"response": "<answer>x = 4</answer><confidence>0.9</confidence>", "reference": "5"},
+    ]
+    results = await score(client, items, {"verifier": verifier, "correct_threshold": 0.5})
+    assert [r["components"]["correct"] for r in results] == [1.0, 1.0, 0.0], results
+    assert [r["score"] for r in results] == pytest.approx(
+        [rlcr(True, 0.7), rlcr(True, 0.6), rlcr(False, 0.9)]
+    )
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:

@@ -35,8 +35,9 @@ with the answer tag's content as the response and the item's ``reference``. ``ve
 the bare content; ``answer_tagged`` wraps it as ``<answer>…</answer>`` (a verifier with its own
 extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the whole content, rather than
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
-(default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``) and ``answer``
-otherwise. c is the verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
+(default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``), or wrappers
+(``composite``, ``noisy_corrected``) of nothing but such verifiers, and ``answer`` otherwise. c is the
+verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
 same reason (transient when the verifier's failure is: a composite zeroing it does not cache its 0).
 
@@ -80,7 +81,7 @@ class CalibrationConfig(RewardConfig):
         "auto",
         description="What the verifier sees: the answer tag's content (answer), the content re-wrapped as "
         "<answer>…</answer> (answer_tagged), the full response; auto: answer_tagged for verifiers with "
-        "an `extraction` setting (math), else answer.",
+        "an `extraction` setting (math), or wrappers of only such verifiers, else answer.",
     )
     answer_tag: str = Field("answer", description="Tag holding the final answer.")
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
@@ -151,6 +152,15 @@ def calibration_score(correct: bool, q: float, config: CalibrationConfig) -> flo
     return s + config.format_weight
 
 
+def _extracts(part: Part) -> bool:
+    """Whether every reward the verifier comes down to has an ``extraction`` setting (``math``,
+    ``majority_vote``): a wrapper (``composite``, ``noisy_corrected``) hands the text on to its parts."""
+    inner = part.reward.parts(part.config)
+    if not inner:
+        return "extraction" in type(part.config).model_fields
+    return all(_extracts(p) for p in inner)
+
+
 @dataclass(slots=True)
 class _Parsed:
     answer: str | None
@@ -166,7 +176,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # 1.0.4: an answer of zero-width (invisible format/control) characters is empty: a format failure
     # 1.0.5: a whole-number confidence with leading zeros is read by its value ("0100" is 100%, it was out
     # of range while "080" was 80%)
-    version: ClassVar[str] = "1.0.5"
+    # 1.0.6: verifier_input auto looks through a wrapper (composite, noisy_corrected) of math: math got the
+    # bare answer and read "\\frac{1}{2}" by its last number, 2
+    version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -204,7 +216,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     def _verifier_text(self, item: ScoreItem, answer: str, config: CalibrationConfig, part: Part) -> str:
         mode = config.verifier_input
         if mode == "auto":
-            mode = "answer_tagged" if "extraction" in type(part.config).model_fields else "answer"
+            mode = "answer_tagged" if _extracts(part) else "answer"
         if mode == "answer_tagged":
             return f"<answer>{answer}</answer>"
         if mode == "response":
