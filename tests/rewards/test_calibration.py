@@ -196,6 +196,22 @@ async def test_math_inside_a_wrapper_still_gets_the_tagged_answer(
     )
 
 
+@pytest.mark.parametrize("name", ["exact_match", "f1"])
+async def test_a_verifier_s_extract_pattern_finds_the_answer(client: httpx.AsyncClient, name: str) -> None:
+    """An exact_match or f1 verifier with an `extract` pattern written for the response
+    ('<answer>(.*?)</answer>') got the bare answer tag content under verifier_input auto: its pattern
+    found nothing (no_answer), so every answer, right or wrong, silently scored correct 0. Found in review."""
+    verifier = {"name": name, "config": {"extract": "<answer>(.*?)</answer>"}}
+    items = [
+        {"response": "<answer>Paris</answer><confidence>0.8</confidence>", "reference": "Paris"},
+        {"response": "<answer>Lyon</answer><confidence>0.3</confidence>", "reference": "Paris"},
+    ]
+    results = await score(client, items, {"verifier": verifier})
+    assert [r["components"]["correct"] for r in results] == [1.0, 0.0], results
+    assert [r["score"] for r in results] == [rlcr(True, 0.8), rlcr(False, 0.3)]
+    assert [r["details"]["verifier"]["extracted"] for r in results] == ["Paris", "Lyon"]
+
+
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:
     """With a group verifier (majority_vote: label-free calibration) only the format-valid members voted:
     of the answers 5, 5, 5, 7, 7, two 5s without a confidence tag were left out, the 7s won, and the 5

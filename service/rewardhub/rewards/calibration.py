@@ -35,7 +35,8 @@ with the answer tag's content as the response and the item's ``reference``. ``ve
 the bare content; ``answer_tagged`` wraps it as ``<answer>…</answer>`` (a verifier with its own
 extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the whole content, rather than
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
-(default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``), or wrappers
+(default) is ``answer_tagged`` for verifiers that extract their answer (an ``extraction`` setting, as
+``math``, or an ``extract`` pattern, as ``exact_match``'s ``<answer>(.*?)</answer>``), or wrappers
 (``composite``, ``noisy_corrected``) of nothing but such verifiers, and ``answer`` otherwise. c is the
 verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
@@ -81,7 +82,8 @@ class CalibrationConfig(RewardConfig):
         "auto",
         description="What the verifier sees: the answer tag's content (answer), the content re-wrapped as "
         "<answer>…</answer> (answer_tagged), the full response; auto: answer_tagged for verifiers with "
-        "an `extraction` setting (math), or wrappers of only such verifiers, else answer.",
+        "an `extraction` setting (math) or an `extract` pattern (exact_match, f1), or wrappers of only "
+        "such verifiers, else answer.",
     )
     answer_tag: str = Field("answer", description="Tag holding the final answer.")
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
@@ -153,11 +155,13 @@ def calibration_score(correct: bool, q: float, config: CalibrationConfig) -> flo
 
 
 def _extracts(part: Part) -> bool:
-    """Whether every reward the verifier comes down to has an ``extraction`` setting (``math``,
-    ``majority_vote``): a wrapper (``composite``, ``noisy_corrected``) hands the text on to its parts."""
+    """Whether every reward the verifier comes down to extracts its answer itself: an ``extraction``
+    setting (``math``, ``majority_vote``) or a set ``extract`` pattern (``exact_match``, ``f1``), written
+    for the response. A wrapper (``composite``, ``noisy_corrected``) hands the text on to its parts."""
     inner = part.reward.parts(part.config)
     if not inner:
-        return "extraction" in type(part.config).model_fields
+        fields = type(part.config).model_fields
+        return "extraction" in fields or isinstance(getattr(part.config, "extract", None), str)
     return all(_extracts(p) for p in inner)
 
 
@@ -177,7 +181,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # 1.0.5: a whole-number confidence with leading zeros is read by its value ("0100" is 100%, it was out
     # of range while "080" was 80%)
     # 1.0.6: verifier_input auto looks through a wrapper (composite, noisy_corrected) of math: math got the
-    # bare answer and read "\\frac{1}{2}" by its last number, 2
+    # bare answer and read "\\frac{1}{2}" by its last number, 2; and at an exact_match or f1 with an
+    # `extract` pattern, which found no answer in the bare answer: correct 0 for every answer
     version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
