@@ -210,6 +210,14 @@ async def test_a_verifier_s_extract_pattern_finds_the_answer(client: httpx.Async
     assert [r["components"]["correct"] for r in results] == [1.0, 0.0], results
     assert [r["score"] for r in results] == [rlcr(True, 0.8), rlcr(False, 0.3)]
     assert [r["details"]["verifier"]["extracted"] for r in results] == ["Paris", "Lyon"]
+    # the pattern is read against the response it was written for: another answer tag, or a phrase
+    for tag, pattern in [("final", "<final>(.*?)</final>"), ("answer", r"[Aa]nswer: (\w+)")]:
+        verifier = {"name": name, "config": {"extract": pattern}}
+        text = f"Answer: Paris <{tag}>Paris</{tag}><confidence>0.8</confidence>"
+        [r] = await score(
+            client, [{"response": text, "reference": "Paris"}], {"verifier": verifier, "answer_tag": tag}
+        )
+        assert (r["components"]["correct"], r["score"]) == (1.0, rlcr(True, 0.8)), (pattern, r)
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:

@@ -35,9 +35,10 @@ with the answer tag's content as the response and the item's ``reference``. ``ve
 the bare content; ``answer_tagged`` wraps it as ``<answer>…</answer>`` (a verifier with its own
 extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the whole content, rather than
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
-(default) is ``answer_tagged`` for verifiers that extract their answer (an ``extraction`` setting, as
-``math``, or an ``extract`` pattern, as ``exact_match``'s ``<answer>(.*?)</answer>``), or wrappers
-(``composite``, ``noisy_corrected``) of nothing but such verifiers, and ``answer`` otherwise. c is the
+(default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``), ``response`` for
+verifiers with an ``extract`` pattern (``exact_match``, ``f1``: the pattern was written for the response,
+``<answer>(.*?)</answer>`` or ``Answer: (.*)``), ``answer`` otherwise; a wrapper (``composite``,
+``noisy_corrected``) gets its parts' input when they all want the same, else ``answer``. c is the
 verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
 same reason (transient when the verifier's failure is: a composite zeroing it does not cache its 0).
@@ -71,6 +72,7 @@ _LOG_FIELDS = ("log_epsilon", "log_scale")
 _MAX_ANSWER_DETAIL = 200
 
 Scoring = Literal["rlcr", "brier", "log"]
+VerifierInput = Literal["auto", "answer", "answer_tagged", "response"]
 
 
 class CalibrationConfig(RewardConfig):
@@ -78,12 +80,12 @@ class CalibrationConfig(RewardConfig):
         "math",
         description="The correctness verifier: a reward name or {name, config} (math, exact_match...).",
     )
-    verifier_input: Literal["auto", "answer", "answer_tagged", "response"] = Field(
+    verifier_input: VerifierInput = Field(
         "auto",
         description="What the verifier sees: the answer tag's content (answer), the content re-wrapped as "
         "<answer>…</answer> (answer_tagged), the full response; auto: answer_tagged for verifiers with "
-        "an `extraction` setting (math) or an `extract` pattern (exact_match, f1), or wrappers of only "
-        "such verifiers, else answer.",
+        "an `extraction` setting (math), response for an `extract` pattern (exact_match, f1), else "
+        "answer; a wrapper (composite) takes its parts' choice when they agree.",
     )
     answer_tag: str = Field("answer", description="Tag holding the final answer.")
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
@@ -154,15 +156,20 @@ def calibration_score(correct: bool, q: float, config: CalibrationConfig) -> flo
     return s + config.format_weight
 
 
-def _extracts(part: Part) -> bool:
-    """Whether every reward the verifier comes down to extracts its answer itself: an ``extraction``
-    setting (``math``, ``majority_vote``) or a set ``extract`` pattern (``exact_match``, ``f1``), written
-    for the response. A wrapper (``composite``, ``noisy_corrected``) hands the text on to its parts."""
+def _auto_input(part: Part) -> VerifierInput:
+    """``verifier_input: auto`` for a verifier (module docstring): ``answer_tagged`` for one with an
+    ``extraction`` setting (``math``, ``majority_vote``), ``response`` for one with an ``extract`` pattern
+    (``exact_match``, ``f1``: written for the response), else ``answer``; a wrapper (``composite``,
+    ``noisy_corrected``) hands the text on to its parts, so it takes theirs when they all agree."""
     inner = part.reward.parts(part.config)
-    if not inner:
-        fields = type(part.config).model_fields
-        return "extraction" in fields or isinstance(getattr(part.config, "extract", None), str)
-    return all(_extracts(p) for p in inner)
+    if inner:
+        modes = {_auto_input(p) for p in inner}
+        return modes.pop() if len(modes) == 1 else "answer"
+    if "extraction" in type(part.config).model_fields:
+        return "answer_tagged"
+    if isinstance(getattr(part.config, "extract", None), str):
+        return "response"
+    return "answer"
 
 
 @dataclass(slots=True)
@@ -181,8 +188,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # 1.0.5: a whole-number confidence with leading zeros is read by its value ("0100" is 100%, it was out
     # of range while "080" was 80%)
     # 1.0.6: verifier_input auto looks through a wrapper (composite, noisy_corrected) of math: math got the
-    # bare answer and read "\\frac{1}{2}" by its last number, 2; and at an exact_match or f1 with an
-    # `extract` pattern, which found no answer in the bare answer: correct 0 for every answer
+    # bare answer and read "\\frac{1}{2}" by its last number, 2; an exact_match or f1 with an `extract`
+    # pattern gets the response it was written for (it found no answer in the bare one: correct 0 for all)
     version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
@@ -221,7 +228,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     def _verifier_text(self, item: ScoreItem, answer: str, config: CalibrationConfig, part: Part) -> str:
         mode = config.verifier_input
         if mode == "auto":
-            mode = "answer_tagged" if _extracts(part) else "answer"
+            mode = _auto_input(part)
         if mode == "answer_tagged":
             return f"<answer>{answer}</answer>"
         if mode == "response":
