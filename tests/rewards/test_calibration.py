@@ -44,6 +44,8 @@ VALID: list[tuple[str, bool, float]] = [
     # leading zeros read by value (found in review: "0100" was out of range while "080" was 80 %)
     ("<answer>Paris</answer><confidence>0100</confidence>", True, 1.0),
     ("<answer>Lyon</answer><confidence>00080</confidence>", False, 0.8),
+    # prose after the confidence is fine while it gives no new answer
+    ("<answer>Paris</answer><confidence>0.7</confidence> I hope so.", True, 0.7),
     # two confidence tags: the last wins
     ("<answer>Paris</answer><confidence>0.9</confidence> wait <confidence>0.3</confidence>", True, 0.3),
     # tags inside <think> don't count: only the text after the last </think> is read
@@ -91,6 +93,14 @@ FORMAT_FAILURES: list[tuple[str, str]] = [
     ("<think><answer>Paris</answer><confidence>0.8</confidence></think> Paris", "no <answer> tag"),
     # reasoning cut off before </think>: a draft answer and confidence inside it are not the response's
     ("<think>Maybe <answer>Paris</answer><confidence>0.8</confidence>", "no <answer> tag"),
+    # the confidence is about the final answer, so it comes after it (RLCR's format: answer, analysis,
+    # confidence); found in review: a confidence stated for a first answer was credited to a revised one
+    ("<confidence>0.9</confidence><answer>Paris</answer>", "the <confidence> tag comes before the <answer>"),
+    (
+        "<answer>Lyon</answer><confidence>0.1</confidence> no, <answer>Paris</answer>",
+        "the <confidence> tag comes before the <answer>",
+    ),
+    ("<answer>Paris <confidence>1</confidence></answer>", "the <confidence> tag comes before the <answer>"),
 ]
 
 

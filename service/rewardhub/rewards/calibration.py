@@ -23,8 +23,10 @@ restores "any well-formed response ≥ a malformed one".
 
 Format (valid iff all hold): the last complete answer tag exists and holds visible text (no answer tag,
 or an empty one, is a format failure: there is nothing to verify; a zero-width space or another invisible
-format/control character is no text, :func:`~rewardhub.rewards.text.blank`), and the last complete
-confidence tag parses (:mod:`rewardhub.rewards.confidence`). With ``after_think`` (default) only the
+format/control character is no text, :func:`~rewardhub.rewards.text.blank`), the last complete
+confidence tag parses (:mod:`rewardhub.rewards.confidence`), and it comes after that answer tag: the
+confidence is about the final answer (RLCR's format: answer, analysis, confidence), so one stated before
+it, for an earlier answer or inside it, does not count. With ``after_think`` (default) only the
 text after the last ``</think>`` and before a ``<think>`` it never closes is searched, so tags the model
 mentions while thinking don't count (a response cut off inside its reasoning has none to read).
 
@@ -62,7 +64,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
-from rewardhub.rewards.confidence import last_tag, parse_confidence
+from rewardhub.rewards.confidence import last_tag, last_tag_span, parse_confidence
 from rewardhub.rewards.text import answer_text, blank
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
@@ -189,7 +191,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # of range while "080" was 80%)
     # 1.0.6: verifier_input auto looks through a wrapper (composite, noisy_corrected) of math: math got the
     # bare answer and read "\\frac{1}{2}" by its last number, 2; an exact_match or f1 with an `extract`
-    # pattern gets the response it was written for (it found no answer in the bare one: correct 0 for all)
+    # pattern gets the response it was written for (it found no answer in the bare one: correct 0 for all);
+    # a confidence before the final answer (stated for an earlier one) is a format failure
     version: ClassVar[str] = "1.0.6"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
@@ -211,7 +214,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     def _parse(self, text: str, config: CalibrationConfig) -> _Parsed:
         if config.after_think:
             text = answer_text(text)
+        answer_span = last_tag_span(text, config.answer_tag)
         answer = last_tag(text, config.answer_tag)
+        conf_span = last_tag_span(text, config.confidence_tag)
         raw_conf = last_tag(text, config.confidence_tag)
         conf = parse_confidence(raw_conf) if raw_conf is not None else None
         q = conf.value if conf is not None else None
@@ -223,6 +228,11 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
             return _Parsed(answer, None, f"no <{config.confidence_tag}> tag")
         if q is None:
             return _Parsed(answer, None, f"unreadable confidence: {conf.error}")
+        assert answer_span is not None and conf_span is not None
+        if conf_span[0] < answer_span[1]:  # the confidence must be about the final answer: after it
+            return _Parsed(
+                answer, None, f"the <{config.confidence_tag}> tag comes before the <{config.answer_tag}> tag"
+            )
         return _Parsed(answer, q, None)
 
     def _verifier_text(self, item: ScoreItem, answer: str, config: CalibrationConfig, part: Part) -> str:

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["ParsedConfidence", "last_tag", "parse_confidence"]
+__all__ = ["ParsedConfidence", "last_tag", "last_tag_span", "parse_confidence"]
 
 # Possessive (``++``, ``*+``) and atomic: nothing that may follow a number (``%``, ``/``, spaces, the end)
 # can start with a character a number holds, so giving characters back never finds a match; with
@@ -47,8 +47,9 @@ class ParsedConfidence:
     error: str | None = None
 
 
-def last_tag(text: str, tag: str) -> str | None:
-    """Content of the last complete ``<tag>…</tag>`` of ``text``; None when there is none."""
+def last_tag_span(text: str, tag: str) -> tuple[int, int] | None:
+    """Where the last complete ``<tag>…</tag>`` of ``text`` starts and ends (tags included); None when
+    there is none."""
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     close = text.rfind(close_tag)
     if close < 0:
@@ -56,7 +57,15 @@ def last_tag(text: str, tag: str) -> str | None:
     start = text.rfind(open_tag, 0, close)
     if start < 0:
         return None
-    return text[start + len(open_tag) : close]
+    return start, close + len(close_tag)
+
+
+def last_tag(text: str, tag: str) -> str | None:
+    """Content of the last complete ``<tag>…</tag>`` of ``text``; None when there is none."""
+    span = last_tag_span(text, tag)
+    if span is None:
+        return None
+    return text[span[0] + len(tag) + 2 : span[1] - len(tag) - 3]
 
 
 def _in_range(x: float, hi: float) -> bool:
