@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
 import pytest
 
+from rewardhub.runtime.process_pool import _HARD_GRACE_S as HARD_GRACE_S
 from waiting import until
 
 TOWER = "2^{2^{2^{2^{2^{2}}}}}"
@@ -67,7 +67,6 @@ async def test_any_of_several_golds(client: httpx.AsyncClient) -> None:
 
 
 async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.AsyncClient) -> None:
-    t0 = time.monotonic()
     tower = asyncio.create_task(
         score(
             client,
@@ -89,9 +88,12 @@ async def test_power_tower_times_out_and_service_keeps_answering(client: httpx.A
     assert health.status_code == 200
 
     r = (await tower)["results"][0]
-    elapsed = time.monotonic() - t0
     assert (r["score"], r["valid"], r["reason"]) == (None, False, "timeout"), r
-    assert elapsed < 4.0 + 0.5 + 10.0  # deadline + hard-kill grace + a loaded host's slack: it ends
+    # The item was stopped at its 4 s deadline, as the pool timed it: the worker's soft alarm (its own
+    # time on the item, 4 s at least) or the parent's hard kill at deadline + grace (reported as exactly
+    # 4.5 s); no later, whatever the load (a wall-clock bound on the request with a loaded host's
+    # slack, 14.5 s, let a deadline of 10 s or more pass).
+    assert 4000 <= r["latency_ms"] <= (4.0 + HARD_GRACE_S) * 1000, r
     # The killed worker was replaced: the pool is whole again.
     ready = (await client.get("/ready")).json()
     assert ready["checks"]["cpu_pool"]["alive"] == 2
