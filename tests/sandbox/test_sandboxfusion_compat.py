@@ -85,10 +85,14 @@ async def test_files_and_fetch_files(client: httpx.AsyncClient) -> None:
     assert r["run_result"]["stdout"] == "HELLO\n"
     assert base64.b64decode(r["files"]["out.txt"]) == b"done"
     assert "missing.txt" not in r["files"]
-    bad = (
-        await client.post("/run_code", json={**verl_request("x", ""), "files": {"../../etc/x": "eA=="}})
-    ).json()
-    assert bad["status"] in ("SandboxError", "Failed")
+    # A file name outside the working directory is refused before anything runs. (The program was `x`,
+    # and "Failed" was accepted too: its NameError alone answered that, the name refused or not.)
+    for name in ("../x", "../../etc/x", "/tmp/x", "data/../../x"):
+        bad = (
+            await client.post("/run_code", json={**verl_request("print('ran')", ""), "files": {name: "eA=="}})
+        ).json()
+        assert bad["status"] == "SandboxError" and bad["run_result"] is None, (name, bad)
+        assert f"bad file name {name!r}" in bad["message"], (name, bad)
 
 
 async def test_a_python_program_imports_the_modules_sent_with_it(client: httpx.AsyncClient) -> None:
