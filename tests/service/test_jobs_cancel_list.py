@@ -275,19 +275,27 @@ async def test_get_jobs_lists_the_callers_own_jobs_newest_first(
             mine.append((await c.post("/v1/jobs", json=QUICK, headers=A)).json()["job_id"])
             await finished(c, mine[-1], A)
         theirs = (await c.post("/v1/jobs", json=QUICK, headers=B)).json()["job_id"]
+        # one of key-a's jobs cancelled, for the status filter to find (none was: a filter that listed
+        # nothing for a status passed)
+        dropped = (await c.post("/v1/jobs", json=SLOW, headers=A)).json()["job_id"]
+        stopped = await c.delete(f"/v1/jobs/{dropped}", headers=A)
+        assert stopped.json()["status"] == "cancelled", stopped.text
 
         listed = await c.get("/v1/jobs", headers=A)
         assert listed.status_code == 200, listed.text
         body = listed.json()
-        assert [j["job_id"] for j in body["data"]][:3] == mine[::-1] and theirs not in listed.text
-        assert all(j["status"] == "succeeded" and "result" not in j for j in body["data"][:3]), body
+        assert [j["job_id"] for j in body["data"]][:4] == [dropped, *mine[::-1]] and theirs not in listed.text
+        assert all(j["status"] == "succeeded" and "result" not in j for j in body["data"][1:4]), body
         two = (await c.get("/v1/jobs", params={"limit": 2}, headers=A)).json()
-        assert [j["job_id"] for j in two["data"]] == mine[:0:-1] and two["has_more"] is True
+        assert [j["job_id"] for j in two["data"]] == [dropped, mine[-1]] and two["has_more"] is True
         # (with Redis, key-a's jobs of the tests before are listed too: the same key in the same Redis)
         cancelled = (await c.get("/v1/jobs", params={"status": "cancelled"}, headers=A)).json()["data"]
-        assert all(j["status"] == "cancelled" for j in cancelled) and not set(mine) & {
+        assert all(j["status"] == "cancelled" for j in cancelled), cancelled
+        assert [j["job_id"] for j in cancelled][:1] == [dropped] and not set(mine) & {
             j["job_id"] for j in cancelled
         }, cancelled
+        succeeded = (await c.get("/v1/jobs", params={"status": "succeeded"}, headers=A)).json()["data"]
+        assert [j["job_id"] for j in succeeded][:3] == mine[::-1], succeeded
         b = (await c.get("/v1/jobs", params={"status": "succeeded", "limit": 100}, headers=B)).json()
         assert mine[0] not in str(b)
         for bad in ({"limit": 0}, {"limit": 101}, {"status": "done"}):
