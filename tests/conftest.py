@@ -126,13 +126,17 @@ async def score_results(
 ) -> list[dict[str, Any]]:
     """``POST /v1/score`` of ``items`` with reward ``reward`` and ``config`` (and the request's
     ``options``, e.g. ``{"use_cache": False}``, when given): the results (the call must answer 200; an
-    item's failure is in its result)."""
+    item's failure is in its result), one per item in order (tests check every result in a loop, which
+    a shorter list, an empty one, would pass)."""
     body: dict[str, Any] = {"reward": {"name": reward, "config": config}, "items": items}
     if options is not None:
         body["options"] = options
     r = await client.post("/v1/score", json=body)
     assert r.status_code == 200, r.text
     results: list[dict[str, Any]] = r.json()["results"]
+    assert len(results) == len(items), (len(results), len(items), results)
+    for item, result in zip(items, results, strict=True):
+        assert "id" not in item or result["id"] == item["id"], (item, result)
     return results
 
 
