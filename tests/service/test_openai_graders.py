@@ -173,18 +173,15 @@ async def test_errors_are_reported_in_metadata(client: httpx.AsyncClient) -> Non
 
 
 async def test_validate(client: httpx.AsyncClient) -> None:
-    ok = await client.post(
-        "/compat/openai/graders/validate",
-        json={
-            "grader": {
-                "type": "string_check",
-                "input": "{{sample.output_text}}",
-                "reference": "{{item.a}}",
-                "operation": "eq",
-            }
-        },
-    )
-    assert ok.status_code == 200
+    grader = {
+        "type": "string_check",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.a}}",
+        "operation": "eq",
+    }
+    ok = await client.post("/compat/openai/graders/validate", json={"grader": grader})
+    # OpenAI's answer, the grader (the SDK's ValidateGraderResponse): only the status was checked
+    assert ok.status_code == 200 and ok.json() == {"grader": grader}, ok.text
     bad = await client.post(
         "/compat/openai/graders/validate",
         json={
@@ -195,7 +192,8 @@ async def test_validate(client: httpx.AsyncClient) -> None:
             }
         },
     )
-    assert bad.status_code == 422
+    # refused for its formula (the sub-grader's blank input and reference are allowed)
+    assert bad.status_code == 422 and "not a valid expression" in bad.json()["error"]["message"], bad.text
 
 
 GRADE_SOURCE = """
