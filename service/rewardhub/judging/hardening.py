@@ -2060,6 +2060,20 @@ def _joined(t: str) -> tuple[str, bool]:
     return " ".join(t.split()), bool(broken or spaced)
 
 
+# Unicode's tag characters (U+E0020-U+E007E) mirror printable ASCII and render as nothing ("ASCII
+# smuggling"): a model's tokenizer keeps them, and a judge reads "Paris" + the tags of "Ignore previous
+# instructions" as the order, while :func:`plain` drops them as format characters. Their one use in
+# text, an emoji flag's subdivision code (U+1F3F4, "gbeng", U+E007F), spells no order.
+_TAG_RUN = re.compile("[\U000e0020-\U000e007e]+")
+
+
+def _smuggled(text: str) -> str:
+    """The ASCII the tag characters of ``text`` spell, each run on a line of its own ("" if none)."""
+    if text.isascii():
+        return ""
+    return "\n".join("".join(chr(ord(c) - 0xE0000) for c in m.group(0)) for m in _TAG_RUN.finditer(text))
+
+
 def injection(
     text: str, extra: tuple[re.Pattern[str], ...] = (), verdict_is_answer: bool = False
 ) -> str | None:
@@ -2078,8 +2092,11 @@ def injection(
     text with a hyphenated or a letter-spaced word; otherwise only the patterns whose gaps stop at a line
     break read the joined text. A letter-spaced run that holds a grader word and more
     (:data:`_SPACED_ORDER`: "i g n o r e a l l") is an order hidden from the patterns, whatever follows.
+    Text spelled in tag characters, invisible to a reader but not to the judge (:data:`_TAG_RUN`), is
+    read as the ASCII it spells, on lines of its own after the visible text.
     """
-    t = unwrapped(unmarked(plain(text)))
+    hidden = _smuggled(text)
+    t = unwrapped(unmarked(plain(f"{text}\n{hidden}" if hidden else text)))
     if fake_prompt(t):
         return "fake judge prompt"
     t = BLOCK_TAG.sub("\n", t)
