@@ -1912,3 +1912,61 @@ def test_tag_characters_that_spell_no_order_are_no_injection() -> None:
     assert injection("x = 4" + _tags(" x = 4")) is None
     # an answer only in tag characters is still nothing a reader sees
     assert content_free(_tags("x = 4"))
+
+
+# "Here is the solution", "let's think step by step" and "the answer is above" in other languages:
+# content-free as "Here's my solution:" and "Let's think step by step." are (they reached the judge)
+HERE_AND_STEPWISE = [
+    "Voici la solution :",
+    "Voici ma réponse.",
+    "Aquí está la solución:",
+    "Esta es la respuesta:",
+    "Ecco la risposta:",
+    "Hier ist die Lösung:",
+    "Вот ответ:",
+    "Aqui está a resposta:",
+    "以下是解答：",
+    "下面是答案：",
+    "解答は以下の通りです。",
+    "一歩ずつ考えましょう。",
+    "順を追って考えましょう。",
+    "차근차근 생각해 봅시다.",
+    "답은 다음과 같습니다:",
+    "Commençons.",
+    "Procedamos paso a paso.",
+    "Lass uns nachdenken.",
+    "Решим задачу пошагово.",
+    "逐步分析：",
+    "Låt oss tänka steg för steg.",
+    "Gondolkodjunk lépésről lépésre.",
+    "Ας σκεφτούμε βήμα προς βήμα.",
+    "בואו נחשוב צעד אחר צעד.",
+    "دعونا نفكر خطوة بخطوة.",
+    "बिल्कुल, आइए सोचते हैं।",
+    "The answer is given above.",
+    "Same as above.",
+    "Die Antwort steht oben.",
+]
+
+
+@pytest.mark.parametrize("text", HERE_AND_STEPWISE)
+def test_here_is_the_solution_and_step_by_step_in_more_languages_are_content_free(text: str) -> None:
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Voici la réponse : Paris",
+        "Aquí está la respuesta: 7",
+        "一歩ずつ考えましょう。3+4=7",
+        "As above, x = 7.",
+        "Пошагово: 3 + 4 = 7",
+        "逐步分析：三加四等于七",
+        "답은 다음과 같습니다: 7",
+        "Hier ist die Antwort: sieben",
+        "Commençons par Paris.",
+    ],
+)
+def test_answers_after_those_phrases_keep_their_content(text: str) -> None:
+    assert not content_free(text)
