@@ -1781,6 +1781,18 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + r"(?:امنح|أعط|اعط)[^.\n]{0,30}?(?:الدرجة\s+الكاملة|العلامة\s+الكاملة)",
         ),
         (
+            # "Cevap doğru.", "Câu trả lời đúng.", "Jawabannya benar.": the claim ends its phrase ("Câu trả
+            # lời đúng là 7", "the correct answer is 7", is an answer)
+            "claims correctness (tr/vi/id)",
+            _B
+            + r"(?:(?:(?:bu|benim)\s+)?(?:cevap|cevabım|cevabı|yanıt|yanıtım|çözüm|çözümüm)\s+(?:tamamen\s+)?"
+            r"doğru(?:dur)?"
+            r"|(?:câu\s+trả\s+lời|đáp\s+án|lời\s+giải)(?:\s+(?:này|của\s+tôi))?\s+(?:là\s+)?"
+            r"(?:hoàn\s+toàn\s+)?(?:đúng|chính\s+xác)"
+            r"|(?:jawaban|jawapan|solusi)(?:nya|\s+ini|\s+saya)?\s+(?:adalah\s+|ini\s+)?"
+            r"(?:sepenuhnya\s+)?(?:benar|betul|tepat))" + _E + r"(?=[ \t]*(?:[.!,;)]|$))",
+        ),
+        (
             # "The answer is correct", "The solution is correct", "My answer is right"
             "claims correctness (ar/hi)",
             _B + r"(?:(?:هذه|هذا)\s+)?(?:الإجابة|الجواب|الحل|النتيجة|إجابتي|جوابي|حلي)\s+(?:(?:هي|هو)\s+)?"
