@@ -1376,11 +1376,34 @@ def asks_yes_no(prompt: str, correctness: bool | None = None) -> bool:
     )
 
 
+# What a reader of the rendered answer never sees: markdown's comment line ("[//]: # (7)") and LaTeX's
+# phantoms ("\phantom{7}" is blank space of 7's size); HTML comments: :func:`_drop_comments`. An answer
+# only there is one the judge reads and nobody else: no answer.
+_MD_COMMENT = re.compile(r"^[ \t]*\[//\]:[ \t]*#[^\n]*$", re.MULTILINE)
+_PHANTOM = re.compile(r"\\[hv]?phantom[ \t]*\{[^{}]*\}")
+
+
+def _drop_comments(t: str) -> str:
+    """``t`` without its closed HTML comments (``<!-- 7 -->``), in one pass (a regex's lazy scan from each
+    of many unclosed ``<!--`` would be quadratic); an unclosed one is left as written."""
+    if "<!--" not in t:
+        return t
+    out: list[str] = []
+    i = 0
+    while (j := t.find("<!--", i)) >= 0 and (k := t.find("-->", j + 4)) >= 0:
+        out += (t[i:j], " ")
+        i = k + 3
+    out.append(t[i:])
+    return "".join(out)
+
+
 def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed (and a
-    verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct)."""
+    verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct).
+    What the rendered answer hides (HTML and markdown comments, LaTeX phantoms) is no content either."""
     t = unmarked(plain(text)).translate(_TRADITIONAL)
     t = t.replace("’", "'")
+    t = _PHANTOM.sub(" ", _MD_COMMENT.sub(" ", _drop_comments(t)))
     t = _TAGS.sub(" ", t)
     t = _FENCE.sub(" ", t)
     t = _LATEX_ENV.sub(" ", t)
