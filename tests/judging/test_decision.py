@@ -331,3 +331,30 @@ def test_a_score_out_of_another_maximum_is_not_read_on_this_scale(text: str, wan
                 read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
         else:
             assert read_decision(c, find(rx), Scale.scores(1, 5), scoring).parsed == want  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Score: 3,5", 0.625),  # was 0.5: the decimal comma ended the number at 3
+        ("**Score:** 4,5 / 5", 0.875),
+        ("Score: 3,5/10", None),  # out of another maximum, as "3.5/10" is
+        ("Score: 3, because the answer is incomplete", 0.5),  # a comma after the number ends it
+        ("Score: 3,5,4", 0.5),  # a list, not a decimal
+        ("Score: 6,5", None),  # off the scale, as 6.5 is
+    ],
+)
+def test_a_decimal_comma_is_a_decimal_point(text: str, want: float | None) -> None:
+    """A judge that writes a decimal comma ("Score: 3,5", common outside English) was read as 3 (0.5) for
+    its 3.5 (0.625); logprobs read it as written too (a decimal is no single-token label)."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
+    for scoring in ("parse", "logprobs"):
+        c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\S|\s+", text))))
+        if want is None:
+            with pytest.raises(DecisionError):
+                read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
+        else:
+            d = read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
+            assert d.value == pytest.approx(want), (text, scoring, d)

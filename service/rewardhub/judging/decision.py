@@ -7,6 +7,7 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   reflection, Score: 4" means 4); a label outside the scale, or no match, is :class:`DecisionError` (the
   item becomes ``parse_error``, never a silent 0). So is a score out of another maximum than the
   scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own scale); "4/5" reads as 4.
+  A decimal comma is a decimal point ("Score: 3,5" is 3.5, not 3).
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
   ``" yes"``, ``"YES"`` all count for ``yes`` and are summed; on a scale of words a token that starts
@@ -63,6 +64,8 @@ __all__ = [
 # "Score: 4/10", "Score: 4 out of 10": the maximum the judge scored against, right after its label
 # ("4 (out of 10)": the denominator may stand in brackets)
 _OUT_OF = re.compile(r"[ \t*\])(\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d+)?)", re.IGNORECASE)
+# "Score: 3,5": a decimal comma right after the label's digits (not "3, 5" nor a list "3,5,4")
+_DECIMAL_COMMA = re.compile(r",(\d{1,3})(?![\d,])")
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
 # one character for one: positions in the joined token text stay positions in the token list
 _BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
@@ -167,11 +170,16 @@ def read_decision(
     if m is None:
         raise DecisionError("no decision line found in the judge's output (after any <think> block)")
     label = str(m.group(1))
+    after = start + m.end(1)
+    # "Score: 3,5" (a judge writing a decimal comma) is 3.5, not 3
+    comma = _DECIMAL_COMMA.match(completion.text, after) if scale.numeric is not None else None
+    if comma is not None and label.isdigit():
+        label, after = f"{label}.{comma.group(1)}", comma.end()
     parsed = scale.value(label)
     if parsed is None:
         raise DecisionError(f"the judge's decision {label!r} is not on the scale")
     # "Score: 4/10" from a judge asked for 1-5 is 4 of 10, not 4 of 5 (0.75 for a poor answer)
-    out_of = _OUT_OF.match(completion.text, start + m.end(1)) if scale.numeric is not None else None
+    out_of = _OUT_OF.match(completion.text, after) if scale.numeric is not None else None
     if out_of is not None and scale.numeric is not None and float(out_of.group(1)) != scale.numeric[1]:
         raise DecisionError(
             f"the judge's decision {label!r} is out of {out_of.group(1)}, not of the scale's maximum "
