@@ -358,3 +358,25 @@ def test_a_decimal_comma_is_a_decimal_point(text: str, want: float | None) -> No
         else:
             d = read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
             assert d.value == pytest.approx(want), (text, scoring, d)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A first look says Score: 4. But the answer is harmful, so Score: -1",
+        "Score: 5\n\nOn reflection the response is wrong.\n**Score:** −2",
+    ],
+)
+def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str) -> None:
+    """The judge's last decision is off the scale (a parse_error), and its sign is part of it: without
+    the sign the last line was no match, and the draft "Score: 4" (0.75) was read as the verdict."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    for key in ("pointwise", "rubric_implicit"):
+        rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+        for scoring in ("parse", "logprobs"):
+            c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\S|\s+", text))))
+            with pytest.raises(DecisionError, match="not on the scale"):
+                read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
+    rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
+    assert read_decision(Completion("Score: 4 - good"), find(rx), Scale.scores(1, 5), "parse").parsed == 0.75

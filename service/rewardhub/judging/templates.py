@@ -127,12 +127,14 @@ def _range(ws: str) -> str:
 
 
 _TO_LABEL = r"""[:：][\s*\["'(]*"""
+# A score's sign is read with it: "Score: -1" (off every scale, a parse_error) after a draft "Score: 4"
+# is the judge's last decision, and without its sign it was no match, so the draft's 4 was read.
 DECISION_PATTERNS: dict[str, str] = {
-    "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
+    "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*([-−]?\d+(?:\.\d+)?)""",
     # "Winner: Response A", "Winner: Assistant B" (MT-Bench's names) name the same label
     "pairwise": r"winner[\s*]*" + _TO_LABEL + r"(?:(?:response|assistant)[ \t_]*)?(a|b|tie)\b",
     "rubric": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
-    "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*(\d+(?:\.\d+)?)""",
+    "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*([-−]?\d+(?:\.\d+)?)""",
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "steps": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "critique": r"is\s+the\s+solution\s+correct[\s*]*\?" + r"""[\s*\["'(]*(yes|no)\b""",
