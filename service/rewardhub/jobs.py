@@ -692,10 +692,15 @@ class JobRunner:
         return 0
 
     async def _rescan_loop(self) -> None:
-        await self.resume()
+        """Rescan every ``_RESCAN_S``. ``resume`` survives Redis being down; any other failure of a turn (a
+        record this code cannot read, a bug) is logged and the next turn runs: the loop ending would leave
+        jobs handed back by other replicas, and cancels made there, unseen for the life of the process."""
         while not self._closing:
+            try:
+                await self.resume()
+            except Exception:
+                log.exception("job_rescan_failed")
             await asyncio.sleep(_RESCAN_S)
-            await self.resume()
 
     async def submit(
         self, body: bytes, request: ScoreRequest, caller: Caller, idempotency_key: str | None
