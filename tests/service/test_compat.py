@@ -969,3 +969,38 @@ async def test_nemo_gym_aggregate_metrics_leave_non_finite_rewards_out(client: h
     assert tasks[1]["mean/reward"] == 0.0 and tasks[1]["std/reward"] == 0.0, agg
     assert agg["agent_metrics"]["mean/reward"] == 0.5 and agg["agent_metrics"]["num_rollouts"] == 2, agg
     assert agg["agent_metrics"]["num_non_finite_reward"] == 2 and agg["key_metrics"]["mean/reward"] == 0.5
+
+
+async def test_the_drop_in_routes_document_the_error_body_they_answer(client: httpx.AsyncClient) -> None:
+    """A drop-in route documented FastAPI's own 422 body (HTTPValidationError, a "detail" list), which the
+    service never answers: its one handler answers a body that fails validation with the error envelope
+    (as the 401/403 of a missing or refused key). Each route with a body or a caller now documents the
+    envelope under those statuses; the peers' own answers (200s, SandboxFusion's 504) are unchanged. Found in
+    review."""
+    spec = (await client.get("/openapi.json")).json()
+    envelope = {"$ref": "#/components/schemas/ErrorResponse"}
+    checked = 0
+    for path, methods in spec["paths"].items():
+        drop_in = path.startswith("/compat/") or path in {
+            "/run_code",
+            "/verify",
+            "/seed_session",
+            "/close_session",
+            "/aggregate_metrics",
+        }
+        for method, operation in methods.items():
+            if not drop_in or method != "post":
+                continue
+            responses = operation["responses"]
+            assert {"401", "403", "422"} <= set(responses), (method, path, sorted(responses))
+            for status in ("401", "403", "422"):
+                schema = responses[status]["content"]["application/json"]["schema"]
+                assert schema == envelope, (path, status, schema)
+            checked += 1
+    assert checked >= 14, checked
+    assert "HTTPValidationError" not in str(
+        {p: m for p, m in spec["paths"].items() if p.startswith("/compat/") or p in {"/run_code", "/verify"}}
+    )
+    # and what a route answers is that envelope
+    bad = await client.post("/compat/openrlhf/get_reward", json={"query": 3})
+    assert bad.status_code == 422 and set(bad.json()) == {"error"}, bad.text

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body
 from rewardhub.compat import nemo_gym, openai_graders, openrlhf, slime
 from rewardhub.compat.common import score_or_flag
 from rewardhub.deps import AdmissionDep, ScoringDep, SettingsDep
-from rewardhub.errors import InvalidRequest, RewardHubError
+from rewardhub.errors import Forbidden, InvalidRequest, RewardHubError, Unauthorized, error_responses
 from rewardhub.protocol import ScoreItem, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
 from rewardhub.security import CallerDep
@@ -19,9 +19,18 @@ from rewardhub.serving import ScoringService
 
 router = APIRouter(prefix="/compat", tags=["compat"])
 
+# What a route with a body or a caller answers besides its own shape: the service's error envelope (the app's
+# one handler answers a body that fails validation so; FastAPI would document its own HTTPValidationError).
+ERRORS = error_responses(
+    (Unauthorized, "An API key is required."),
+    (Forbidden, "The API key is not accepted."),
+    (InvalidRequest, "The body is not the peer's request shape (the message names the field)."),
+)
+
 
 @router.post(
     "/openrlhf/get_reward",
+    responses=ERRORS,
     response_model=openrlhf.OpenRLHFResponse,
     summary="OpenRLHF remote reward model",
     description="Point `--reward.remote_url` (or `--remote_rm_url`) at this URL. " + (openrlhf.__doc__ or ""),
@@ -48,6 +57,7 @@ async def openrlhf_get_reward(
 
 @router.post(
     "/slime/reward",
+    responses=ERRORS,
     response_model=slime.SlimeResponse,
     summary="slime remote reward model",
     description="`--rm-type remote_rm --rm-url <this URL> --reward-key reward`. " + (slime.__doc__ or ""),
@@ -67,6 +77,7 @@ async def slime_reward(
 
 @router.post(
     "/nemo-gym/verify",
+    responses=ERRORS,
     summary="NeMo Gym resources server: verify one rollout",
     description=nemo_gym.__doc__ or "",
 )
@@ -83,7 +94,11 @@ async def nemo_gym_verify(
     return JSONBytesResponse(nemo_gym.to_response(body, outcome))
 
 
-@router.post("/nemo-gym/seed_session", summary="NeMo Gym: seed a session (stateless: nothing to keep)")
+@router.post(
+    "/nemo-gym/seed_session",
+    responses=ERRORS,
+    summary="NeMo Gym: seed a session (stateless: nothing to keep)",
+)
 async def nemo_gym_seed_session(
     caller: CallerDep, body: dict[str, Any] | None = Body(None)
 ) -> dict[str, Any]:
@@ -92,14 +107,14 @@ async def nemo_gym_seed_session(
     return {}
 
 
-@router.post("/nemo-gym/close_session", summary="NeMo Gym: close a session (stateless)")
+@router.post("/nemo-gym/close_session", responses=ERRORS, summary="NeMo Gym: close a session (stateless)")
 async def nemo_gym_close_session(
     caller: CallerDep, body: dict[str, Any] | None = Body(None)
 ) -> dict[str, Any]:
     return {"resources_session_id": (body or {}).get("resources_session_id", "")}
 
 
-@router.post("/nemo-gym/aggregate_metrics", summary="NeMo Gym: aggregate verify responses")
+@router.post("/nemo-gym/aggregate_metrics", responses=ERRORS, summary="NeMo Gym: aggregate verify responses")
 async def nemo_gym_aggregate_metrics(caller: CallerDep, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     responses = body.get("verify_responses") or []
     if not isinstance(responses, list):
@@ -130,6 +145,7 @@ for _path, _endpoint, _method in (
         _path,
         _endpoint,
         methods=[_method],
+        responses=ERRORS if _method == "POST" else None,
         summary=f"NeMo Gym {_path} at the root path (as /compat/nemo-gym{_path})",
         description=(nemo_gym.__doc__ or "") if _path == "/verify" else "",
     )
@@ -137,11 +153,13 @@ for _path, _endpoint, _method in (
 
 @router.post(
     "/openai/graders/run",
+    responses=ERRORS,
     summary="OpenAI grader JSON: run a grader on one sample",
     description=openai_graders.__doc__ or "",
 )
 @router.post(
     "/openai/fine_tuning/alpha/graders/run",
+    responses=ERRORS,
     summary="OpenAI grader JSON: run a grader (the hosted API's path, as the OpenAI SDK posts it)",
     description="`OpenAI(base_url='http://HOST:PORT/compat/openai').fine_tuning.alpha.graders.run(...)`; "
     "the same as /compat/openai/graders/run.",
@@ -225,9 +243,14 @@ def grader_type_of(grader: dict[str, Any], name: str) -> Any:
     return grader.get("type")
 
 
-@router.post("/openai/graders/validate", summary="OpenAI grader JSON: check a grader without running it")
+@router.post(
+    "/openai/graders/validate",
+    responses=ERRORS,
+    summary="OpenAI grader JSON: check a grader without running it",
+)
 @router.post(
     "/openai/fine_tuning/alpha/graders/validate",
+    responses=ERRORS,
     summary="OpenAI grader JSON: check a grader (the hosted API's path, as the OpenAI SDK posts it)",
 )
 async def openai_graders_validate(

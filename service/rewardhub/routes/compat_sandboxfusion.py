@@ -39,6 +39,7 @@ from rewardhub.config import Settings
 from rewardhub.deps import AdmissionDep, SettingsDep
 from rewardhub.errors import Overloaded
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.compat import ERRORS
 from rewardhub.sandbox import RunReport, SandboxPool, SandboxUnavailable, resolve_language
 from rewardhub.security import Caller, CallerDep
 
@@ -221,6 +222,7 @@ async def run_code(body: RunCodeRequest, request: Request, deadline: float) -> J
 
 _DOC: dict[str, Any] = {
     "response_model": RunCodeResponse,
+    "responses": ERRORS,
     "summary": "SandboxFusion /run_code (one program, compile + run)",
     "description": __doc__ or "",
 }
