@@ -30,7 +30,6 @@ sets that write their unanswerable questions so. A blank among real answers is d
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -50,7 +49,7 @@ from rewardhub.rewards.text import (
     answer_span,
     answer_text,
     blank,
-    drop_invisible,
+    fold_forms,
     split_cjk,
     squad_normalize,
     squad_pair,
@@ -269,7 +268,7 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
     if cfg.normalize == "whitespace":
         # NFKC, as squad's normalisation and majority_vote's whitespace do: full-width "Ｐａｒｉｓ" or
         # "４２" (CJK output), the ligature "ﬁ" are their ASCII forms; a zero-width space is no character
-        text = " ".join(unicodedata.normalize("NFKC", drop_invisible(text)).split())
+        text = " ".join(fold_forms(text).split())
     return text if cfg.case_sensitive else text.casefold()
 
 

@@ -46,7 +46,6 @@ voted), ``group_size``, ``tie``. Not cacheable: an item's score depends on the o
 from __future__ import annotations
 
 import asyncio
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
@@ -59,7 +58,7 @@ from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, drop_invisible, squad_normalize
+from rewardhub.rewards.text import answer_text, fold_forms, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -142,9 +141,7 @@ def _normalizer(mode: str) -> Any:
     if mode == "squad":
         return lambda s: squad_normalize(unwrap_text(s))
     if mode == "whitespace":
-        return lambda s: " ".join(
-            unicodedata.normalize("NFKC", drop_invisible(unwrap_text(s))).split()
-        ).casefold()
+        return lambda s: " ".join(fold_forms(unwrap_text(s)).split()).casefold()
     return lambda s: s
 
 

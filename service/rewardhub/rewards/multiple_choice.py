@@ -51,7 +51,6 @@ prose ("Answer: A, and C is wrong", "A or C? The answer is C") or by a line that
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
@@ -60,7 +59,7 @@ from pydantic import Field, field_validator
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.exact_match import reference_strings
-from rewardhub.rewards.text import CJK_CLASS, answer_text, blank, drop_invisible
+from rewardhub.rewards.text import CJK_CLASS, answer_text, blank, fold_forms
 
 __all__ = ["DEFAULT_STRATEGIES", "MultipleChoiceConfig", "MultipleChoiceReward", "extract_choice"]
 
@@ -390,7 +389,7 @@ def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> t
 
     Where the answer names several options ("\\boxed{A, C}", "Answer: A or C.") the letter is their sorted
     letters, "AC"."""
-    text = unicodedata.normalize("NFKC", drop_invisible(text))
+    text = fold_forms(text)
     for strategy in strategies:
         letter = _STRATEGIES[strategy](text, choices)
         if letter is not None:
@@ -441,14 +440,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
                     )
                 )
                 continue
-            keys = {
-                k
-                for k in (
-                    _letter_only(unicodedata.normalize("NFKC", drop_invisible(r)), config.choices)
-                    for r in refs
-                )
-                if k is not None
-            }
+            keys = {k for k in (_letter_only(fold_forms(r), config.choices) for r in refs) if k is not None}
             if not keys:
                 out.append(
                     Outcome.invalid(

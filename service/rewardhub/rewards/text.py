@@ -48,6 +48,7 @@ __all__ = [
     "answer_text",
     "blank",
     "drop_invisible",
+    "fold_forms",
     "squad_normalize",
     "squad_pair",
     "squad_tokens",
@@ -77,6 +78,13 @@ _CJK_CHAR = regex.compile(f"[{CJK_SCRIPTS}]")
 _CJK_RUN = regex.compile(f"[{CJK_SCRIPTS}]+")
 
 
+def fold_forms(text: str) -> str:
+    """``text`` as the text rewards compare it, letter case kept: invisible format characters dropped
+    (:func:`drop_invisible`) and compatibility forms folded (NFKC: full-width "Ｐａｒｉｓ" and "４２" are
+    "Paris" and "42", the ligature "ﬁ" is "fi"). One definition for every reward that compares so."""
+    return unicodedata.normalize("NFKC", drop_invisible(text))
+
+
 def drop_invisible(text: str) -> str:
     """``text`` without its invisible format characters (category Cf: U+200B zero-width space, U+200C/D
     joiners, U+00AD soft hyphen, U+FEFF BOM, U+2060 word joiner, bidi marks...); visible text unchanged.
@@ -94,7 +102,7 @@ def squad_normalize(text: str) -> str:
     "Ocean’s Eleven" with a curly apostrophe is the reference "Ocean's Eleven", "東京。" is "東京"), and
     invisible format characters are dropped (:func:`drop_invisible`: "Par\u200bis" is "Paris"); case is
     folded (``casefold``: "ß" is "ss", as ``lower`` left it)."""
-    text = unicodedata.normalize("NFKC", drop_invisible(text)).casefold()
+    text = fold_forms(text).casefold()
     text = _drop_punctuation(text)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
@@ -129,11 +137,11 @@ def squad_tokens(text: str) -> list[str]:
 
 
 def _keep_articles(text: str) -> str:
-    return " ".join(_drop_punctuation(unicodedata.normalize("NFKC", drop_invisible(text)).casefold()).split())
+    return " ".join(_drop_punctuation(fold_forms(text).casefold()).split())
 
 
 def _keep_punctuation(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", drop_invisible(text)).casefold().split())
+    return " ".join(fold_forms(text).casefold().split())
 
 
 def squad_pair(pred: str, ref: str) -> tuple[str, str]:

@@ -43,7 +43,6 @@ long texts never hold the event loop.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
@@ -54,7 +53,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import CJK_SCRIPTS, answer_text, drop_invisible, split_cjk
+from rewardhub.rewards.text import CJK_SCRIPTS, answer_text, fold_forms, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -101,7 +100,7 @@ class _UnicodeTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         if not text.isascii():
-            text = unicodedata.normalize("NFKC", drop_invisible(text))
+            text = fold_forms(text)
         return _WORD.findall(text.casefold())
 
 
