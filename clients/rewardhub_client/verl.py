@@ -253,11 +253,10 @@ def _tokens(spec: str | RewardSpec, data_source: str, extra_info: Any) -> dict[s
     if not counts and not ids_keys:
         return None
     info = extra_info if isinstance(extra_info, Mapping) else {}
-    metadata: dict[str, Any] = {}
-    for key in ids_keys:
-        if (ids := _ints(info.get(key))) is not None:
-            metadata[key] = ids
-    source = next((k for k in (*sorted(ids_keys), "completion_ids") if _ints(info.get(k)) is not None), None)
+    # the ids extra_info holds, each read once: the spec's keys, then the default one (a count's fallback)
+    found = {k: ids for k in (*sorted(ids_keys), "completion_ids") if (ids := _ints(info.get(k))) is not None}
+    metadata: dict[str, Any] = {k: found[k] for k in ids_keys if k in found}
+    source = next(iter(found.values()), None)
     for key in counts:
         value: Any = info.get(key)
         if callable(getattr(value, "item", None)):  # a numpy integer
@@ -265,7 +264,7 @@ def _tokens(spec: str | RewardSpec, data_source: str, extra_info: Any) -> dict[s
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             metadata[key] = value
         elif source is not None:
-            metadata[key] = len(_ints(info[source]) or [])
+            metadata[key] = len(source)
     missing = sorted((counts | ids_keys) - metadata.keys())
     if missing:
         name = spec if isinstance(spec, str) else spec.name
