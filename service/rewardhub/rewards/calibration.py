@@ -64,7 +64,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
-from rewardhub.rewards.confidence import last_tag, last_tag_span, parse_confidence
+from rewardhub.rewards.confidence import last_tag_span, parse_confidence, tag_content
 from rewardhub.rewards.text import answer_text, blank
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
@@ -215,9 +215,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
         if config.after_think:
             text = answer_text(text)
         answer_span = last_tag_span(text, config.answer_tag)
-        answer = last_tag(text, config.answer_tag)
+        answer = tag_content(text, answer_span, config.answer_tag)
         conf_span = last_tag_span(text, config.confidence_tag)
-        raw_conf = last_tag(text, config.confidence_tag)
+        raw_conf = tag_content(text, conf_span, config.confidence_tag)
         conf = parse_confidence(raw_conf) if raw_conf is not None else None
         q = conf.value if conf is not None else None
         if answer is None:

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["ParsedConfidence", "last_tag", "last_tag_span", "parse_confidence"]
+__all__ = ["ParsedConfidence", "last_tag", "last_tag_span", "parse_confidence", "tag_content"]
 
 # Possessive (``++``, ``*+``) and atomic: nothing that may follow a number (``%``, ``/``, spaces, the end)
 # can start with a character a number holds, so giving characters back never finds a match; with
@@ -60,12 +60,16 @@ def last_tag_span(text: str, tag: str) -> tuple[int, int] | None:
     return start, close + len(close_tag)
 
 
-def last_tag(text: str, tag: str) -> str | None:
-    """Content of the last complete ``<tag>…</tag>`` of ``text``; None when there is none."""
-    span = last_tag_span(text, tag)
+def tag_content(text: str, span: tuple[int, int] | None, tag: str) -> str | None:
+    """Content of the ``<tag>…</tag>`` at ``span`` (as :func:`last_tag_span` gives it); None for None."""
     if span is None:
         return None
     return text[span[0] + len(tag) + 2 : span[1] - len(tag) - 3]
+
+
+def last_tag(text: str, tag: str) -> str | None:
+    """Content of the last complete ``<tag>…</tag>`` of ``text``; None when there is none."""
+    return tag_content(text, last_tag_span(text, tag), tag)
 
 
 def _in_range(x: float, hi: float) -> bool:
