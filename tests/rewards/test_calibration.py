@@ -178,7 +178,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.6+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.7+")  # includes the verifier's version
 
 
 @pytest.mark.parametrize(
@@ -228,6 +228,36 @@ async def test_a_verifier_s_extract_pattern_finds_the_answer(client: httpx.Async
             client, [{"response": text, "reference": "Paris"}], {"verifier": verifier, "answer_tag": tag}
         )
         assert (r["components"]["correct"], r["score"]) == (1.0, rlcr(True, 0.8)), (pattern, r)
+
+
+@pytest.mark.parametrize(
+    "verifier",
+    [
+        {"name": "exact_match", "config": {"extract": "<answer>(.*?)</answer>"}},
+        {"name": "f1", "config": {"extract": r"[Aa]nswer: (\w+)"}},
+        "exact_match",
+        "math",
+    ],
+)
+async def test_after_think_false_reads_the_whole_response_everywhere(
+    client: httpx.AsyncClient, verifier: str | dict[str, Any]
+) -> None:
+    """after_think false read the answer and the confidence in the reasoning, but a verifier given the
+    response (an `extract` pattern) read only the text after it, as every verifier does: it found no
+    answer there, and a right answer scored correct 0. The verifier now gets the text without the think
+    tags. Found in review."""
+    responses = [
+        "<think>Answer: Paris <answer>Paris</answer><confidence>0.8</confidence>",  # cut off in reasoning
+        "Answer: Paris <answer>Paris</answer><confidence>0.8</confidence></think>",  # all of it reasoning
+        "<think>Answer: Lyon <answer>Lyon</answer><confidence>0.3</confidence></think> done",
+    ]
+    items = [{"response": r, "reference": "Paris"} for r in responses]
+    results = await score(client, items, {"verifier": verifier, "after_think": False})
+    assert [r["components"]["correct"] for r in results] == [1.0, 1.0, 0.0], results
+    assert [r["score"] for r in results] == [rlcr(True, 0.8), rlcr(True, 0.8), rlcr(False, 0.3)]
+    # by default the reasoning is not read: no answer tag outside it
+    default = await score(client, items, {"verifier": verifier})
+    assert [r["details"]["format_error"] for r in default] == ["no <answer> tag"] * 3
 
 
 async def test_a_group_verifier_counts_the_answers_of_the_whole_group(client: httpx.AsyncClient) -> None:

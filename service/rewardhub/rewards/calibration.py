@@ -29,6 +29,9 @@ confidence is about the final answer (RLCR's format: answer, analysis, confidenc
 it, for an earlier answer or inside it, does not count. With ``after_think`` (default) only the
 text after the last ``</think>`` and before a ``<think>`` it never closes is searched, so tags the model
 mentions while thinking don't count (a response cut off inside its reasoning has none to read).
+Without it the whole response is searched, and the text the verifier gets (below) has its ``<think>``
+and ``</think>`` tags dropped: a verifier reads only the text after the reasoning, so it would find no
+answer where this reward found one (a response written entirely inside ``<think>``).
 
 Correctness: a configured verifier (``math`` by default, or ``exact_match``, ``multiple_choice``...) is
 called through the registry **once for the whole batch**, on the format-valid items only (a group
@@ -65,7 +68,7 @@ from rewardhub.protocol import Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
 from rewardhub.rewards.confidence import last_tag_span, parse_confidence, tag_content
-from rewardhub.rewards.text import answer_text, blank
+from rewardhub.rewards.text import THINK_CLOSE, answer_text, blank
 
 __all__ = ["CalibrationConfig", "CalibrationReward", "calibration_score"]
 
@@ -93,7 +96,8 @@ class CalibrationConfig(RewardConfig):
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
     after_think: bool = Field(
         True,
-        description="Search only after the last </think> and before an unclosed <think> (when there are).",
+        description="Search only after the last </think> and before an unclosed <think> (when there are); "
+        "false: search the whole response, and the verifier gets its text without the think tags.",
     )
     scoring: Scoring = Field(
         "rlcr", description="rlcr: c − (q − c)²; brier: 1 − (q − c)²; log: c + λ·ln(max(p, ε))."
@@ -193,7 +197,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # bare answer and read "\\frac{1}{2}" by its last number, 2; an exact_match or f1 with an `extract`
     # pattern gets the response it was written for (it found no answer in the bare one: correct 0 for all);
     # a confidence before the final answer (stated for an earlier one) is a format failure
-    version: ClassVar[str] = "1.0.6"
+    # 1.0.7: after_think false: a verifier given the response (an `extract` pattern) read only the text
+    # after the reasoning, where this reward had read the answer in it: it gets the text without think tags
+    version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -240,10 +246,16 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
         if mode == "auto":
             mode = _auto_input(part)
         if mode == "answer_tagged":
-            return f"<answer>{answer}</answer>"
-        if mode == "response":
-            return item.response
-        return answer
+            text = f"<answer>{answer}</answer>"
+        elif mode == "response":
+            text = item.response
+        else:
+            text = answer
+        if not config.after_think:
+            # every verifier reads only the text after the reasoning (text.answer_text): without the
+            # think tags it reads the whole text, as this reward read it, and finds the same answer
+            text = text.replace("<think>", "").replace(THINK_CLOSE, "")
+        return text
 
     async def score(
         self, items: Sequence[ScoreItem], config: CalibrationConfig, ctx: ScoreContext
