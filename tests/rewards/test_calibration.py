@@ -230,6 +230,40 @@ async def test_a_verifier_s_extract_pattern_finds_the_answer(client: httpx.Async
         assert (r["components"]["correct"], r["score"]) == (1.0, rlcr(True, 0.8)), (pattern, r)
 
 
+async def test_each_verifier_inside_a_composite_gets_the_text_it_reads(client: httpx.AsyncClient) -> None:
+    """A composite of verifiers that read different texts (math: the tagged answer; exact_match without
+    `extract`: the bare answer; one with `extract`: the response) got one text for all under
+    verifier_input auto, the bare answer: math read "\\frac{1}{2}" by its last number, 2, and "(1, 2)" as
+    2, so right answers scored wrong unless the user found a verifier_input that suited every part (none
+    does). Each verifier now gets its own. Found in review."""
+    tagged = {"name": "exact_match", "config": {"extract": "<answer>(.*?)</answer>"}}
+    components = [{"reward": "math"}, {"reward": "exact_match"}, {"reward": tagged, "name": "tagged"}]
+    verifier = {"name": "composite", "config": {"components": components}}
+    items = [
+        {
+            "response": "<answer>\\frac{1}{2}</answer><confidence>0.7</confidence>",
+            "reference": "\\frac{1}{2}",
+        },
+        {"response": "<answer>(1, 2)</answer><confidence>0.6</confidence>", "reference": "(1, 2)"},
+        {"response": "<answer>x = 4</answer><confidence>0.9</confidence>", "reference": "5"},
+    ]
+    results = await score(client, items, {"verifier": verifier, "correct_threshold": 3})
+    parts = results[0]["details"]["verifier"]["parts"]
+    assert [parts[k]["details"]["extracted"] for k in ("math", "exact_match", "tagged")] == [
+        "\\frac{1}{2}"
+    ] * 3
+    assert [r["components"]["correct"] for r in results] == [1.0, 1.0, 0.0], results
+    assert [r["score"] for r in results] == pytest.approx(
+        [rlcr(True, 0.7), rlcr(True, 0.6), rlcr(False, 0.9)]
+    )
+    # an explicit verifier_input is what every part gets
+    [r] = await score(client, items[:1], {"verifier": verifier, "verifier_input": "answer_tagged"})
+    assert (
+        r["details"]["verifier"]["parts"]["exact_match"]["details"]["extracted"]
+        == "<answer>\\frac{1}{2}</answer>"
+    )
+
+
 @pytest.mark.parametrize(
     "verifier",
     [

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -120,6 +120,9 @@ class ScoreContext:
     deadline_s: float
     include_details: bool = True
     explicit_deadline: bool = False  # the request set options.timeout_s (then it beats reward defaults)
+    # A composed reward's say in what each part below it gets, at any depth: run_part passes every part's
+    # items through it (calibration gives each verifier inside a composite the text that one reads).
+    part_items: Callable[[Part, Sequence[ScoreItem]], Sequence[ScoreItem]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

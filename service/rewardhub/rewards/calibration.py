@@ -42,8 +42,10 @@ extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the who
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
 (default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``), ``response`` for
 verifiers with an ``extract`` pattern (``exact_match``, ``f1``: the pattern was written for the response,
-``<answer>(.*?)</answer>`` or ``Answer: (.*)``), ``answer`` otherwise; a wrapper (``composite``,
-``noisy_corrected``) gets its parts' input when they all want the same, else ``answer``. c is the
+``<answer>(.*?)</answer>`` or ``Answer: (.*)``), ``answer`` otherwise; inside a wrapper (``composite``,
+``noisy_corrected``) each verifier gets its own (``math`` beside an ``exact_match`` without ``extract``:
+the tagged answer for one, the bare answer for the other), and the wrapper itself the one its parts
+share, else ``answer``. An explicit ``verifier_input`` is what every verifier gets. c is the
 verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
 same reason (transient when the verifier's failure is: a composite zeroing it does not cache its 0).
@@ -59,7 +61,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -90,7 +92,7 @@ class CalibrationConfig(RewardConfig):
         description="What the verifier sees: the answer tag's content (answer), the content re-wrapped as "
         "<answer>…</answer> (answer_tagged), the full response; auto: answer_tagged for verifiers with "
         "an `extraction` setting (math), response for an `extract` pattern (exact_match, f1), else "
-        "answer; a wrapper (composite) takes its parts' choice when they agree.",
+        "answer; inside a wrapper (composite) each verifier gets its own.",
     )
     answer_tag: str = Field("answer", description="Tag holding the final answer.")
     confidence_tag: str = Field("confidence", description="Tag holding the confidence.")
@@ -178,6 +180,17 @@ def _auto_input(part: Part) -> VerifierInput:
     return "answer"
 
 
+def _leaf_inputs(part: Part) -> dict[int, VerifierInput]:
+    """``verifier_input: auto`` for each verifier at the bottom of a wrapper's tree, by ``id`` of its part."""
+    inner = part.reward.parts(part.config)
+    if not inner:
+        return {id(part): _auto_input(part)}
+    out: dict[int, VerifierInput] = {}
+    for p in inner:
+        out.update(_leaf_inputs(p))
+    return out
+
+
 @dataclass(slots=True)
 class _Parsed:
     answer: str | None
@@ -198,7 +211,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # pattern gets the response it was written for (it found no answer in the bare one: correct 0 for all);
     # a confidence before the final answer (stated for an earlier one) is a format failure
     # 1.0.7: after_think false: a verifier given the response (an `extract` pattern) read only the text
-    # after the reasoning, where this reward had read the answer in it: it gets the text without think tags
+    # after the reasoning, where this reward had read the answer in it: it gets the text without think tags;
+    # verifier_input auto gives each verifier inside a wrapper its own input: math beside an exact_match
+    # without `extract` got the bare answer, as the exact_match did, and read "\\frac{1}{2}" as 2
     version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
@@ -241,10 +256,9 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
             )
         return _Parsed(answer, q, None)
 
-    def _verifier_text(self, item: ScoreItem, answer: str, config: CalibrationConfig, part: Part) -> str:
-        mode = config.verifier_input
-        if mode == "auto":
-            mode = _auto_input(part)
+    def _verifier_text(
+        self, item: ScoreItem, answer: str, config: CalibrationConfig, mode: VerifierInput
+    ) -> str:
         if mode == "answer_tagged":
             text = f"<answer>{answer}</answer>"
         elif mode == "response":
@@ -271,12 +285,36 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
                 for i, p in enumerate(parsed)
                 if p.error is None or (items[i].group is not None and p.answer)  # "" is a group id too
             ]
+        mode = config.verifier_input if config.verifier_input != "auto" else _auto_input(part)
         sub_items = [
             items[i].model_copy(
-                update={"response": self._verifier_text(items[i], parsed[i].answer or "", config, part)}
+                update={"response": self._verifier_text(items[i], parsed[i].answer or "", config, mode)}
             )
             for i in todo
         ]
+        ctx = replace(ctx, part_items=None)  # an outer calibration's choice is not for this verifier
+        leaves = _leaf_inputs(part) if config.verifier_input == "auto" else {}
+        if len(set(leaves.values())) > 1:
+            # verifiers inside a wrapper that read different texts (math beside an exact_match without
+            # `extract`): each one gets its own, not the one they would otherwise share (answer)
+            sources = {id(sub): i for sub, i in zip(sub_items, todo, strict=True)}
+
+            def own_input(p: Part, batch: Sequence[ScoreItem]) -> Sequence[ScoreItem]:
+                leaf = leaves.get(id(p))
+                if leaf is None or leaf == mode:
+                    return batch
+                return [
+                    sub
+                    if (i := sources.get(id(sub))) is None
+                    else sub.model_copy(
+                        update={
+                            "response": self._verifier_text(items[i], parsed[i].answer or "", config, leaf)
+                        }
+                    )
+                    for sub in batch
+                ]
+
+            ctx = replace(ctx, part_items=own_input)
         verdicts = dict(zip(todo, await run_part(part, sub_items, ctx), strict=True))
         out: list[Outcome] = []
         for i, p in enumerate(parsed):

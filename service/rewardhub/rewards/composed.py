@@ -137,6 +137,8 @@ async def run_part(part: Part, items: Sequence[ScoreItem], ctx: ScoreContext) ->
         return []
     r = part.reward
     ctx = replace(ctx, deadline_s=part_deadline(part, ctx))
+    if ctx.part_items is not None:
+        items = ctx.part_items(part, items)
     try:
         outcomes = await r.score(items, part.config, ctx)
         if len(outcomes) != len(items):
