@@ -137,3 +137,19 @@ async def test_one_class_gives_null_auroc(client: httpx.AsyncClient) -> None:
     resp = await client.post("/v1/score", json={"reward": CAL, "items": [cal_item("Paris", "0.7")] * 2})
     m = resp.json()["metrics"]["calibration"]
     assert m["count"] == 2 and m["auroc"] is None and m["accuracy"] == 1.0
+
+
+async def test_metrics_use_the_pair_the_reward_scored(client: httpx.AsyncClient) -> None:
+    """A response with several answer/confidence pairs is scored on its last (the final word); the
+    metrics are computed from the result's components, so they use that pair too, inside a composite as
+    well (reported as taking the first pair; it did not: this pins it)."""
+    revised = "<answer>Lyon</answer><confidence>0.9</confidence> no: <answer>Paris</answer><confidence>0.3</confidence>"
+    items = [{"response": revised, "reference": "Paris"}, cal_item("Lyon", "0.6")]
+    composite = {"name": "composite", "config": {"components": [{"reward": CAL}]}}
+    for reward in (CAL, composite):
+        resp = await client.post("/v1/score", json={"reward": reward, "items": items})
+        assert resp.status_code == 200, resp.text
+        m = resp.json()["metrics"]["calibration"]
+        assert (m["count"], m["mean_confidence"], m["accuracy"]) == (2, pytest.approx(0.45), 0.5), reward
+        assert m["brier"] == pytest.approx((0.7**2 + 0.6**2) / 2)
+        assert m["auroc"] == 0.0  # the correct answer is the less confident one
