@@ -230,6 +230,24 @@ async def test_a_verifier_s_extract_pattern_finds_the_answer(client: httpx.Async
         assert (r["components"]["correct"], r["score"]) == (1.0, rlcr(True, 0.8)), (pattern, r)
 
 
+async def test_a_verifier_with_an_extract_mode_gets_the_bare_answer(client: httpx.AsyncClient) -> None:
+    """verifier_input auto sent the response to every verifier whose `extract` setting is a string, meant
+    for exact_match's and f1's patterns, but json_schema's, code's and sql's `extract` is a mode ("auto")
+    that reads the JSON or the program from the answer: given the whole response it read the tags around
+    it, so json_schema found no JSON and every answer scored correct 0. Found in review."""
+    verifier = {"name": "json_schema", "config": {"schema": {"type": "object", "required": ["a"]}}}
+    items = [
+        {"response": '<answer>{"a": 1}</answer><confidence>0.8</confidence>'},
+        {"response": '<answer>\n```json\n{"a": 2}\n```\n</answer>\n<confidence>0.7</confidence>'},
+        {"response": '<answer>{"b": 1}</answer><confidence>0.6</confidence>'},
+    ]
+    results = await score(client, items, {"verifier": verifier})
+    assert [r["components"]["correct"] for r in results] == [1.0, 1.0, 0.0], results
+    assert [r["score"] for r in results] == pytest.approx(
+        [rlcr(True, 0.8), rlcr(True, 0.7), rlcr(False, 0.6)]
+    )
+
+
 async def test_each_verifier_inside_a_composite_gets_the_text_it_reads(client: httpx.AsyncClient) -> None:
     """A composite of verifiers that read different texts (math: the tagged answer; exact_match without
     `extract`: the bare answer; one with `extract`: the response) got one text for all under

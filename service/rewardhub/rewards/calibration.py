@@ -42,10 +42,11 @@ extraction, like ``math``, then finds a ``\\boxed{}`` inside it or takes the who
 falling back to the last number of ``\\frac{1}{2}``); ``response`` sends the full response; ``auto``
 (default) is ``answer_tagged`` for verifiers with an ``extraction`` setting (``math``), ``response`` for
 verifiers with an ``extract`` pattern (``exact_match``, ``f1``: the pattern was written for the response,
-``<answer>(.*?)</answer>`` or ``Answer: (.*)``), ``answer`` otherwise; inside a wrapper (``composite``,
-``noisy_corrected``) each verifier gets its own (``math`` beside an ``exact_match`` without ``extract``:
-the tagged answer for one, the bare answer for the other), and the wrapper itself the one its parts
-share, else ``answer``. An explicit ``verifier_input`` is what every verifier gets. c is the
+``<answer>(.*?)</answer>`` or ``Answer: (.*)``), ``answer`` otherwise (``json_schema``, ``code`` and
+``sql`` too: their ``extract`` is a mode that finds the JSON or the program in the answer); inside a
+wrapper (``composite``, ``noisy_corrected``) each verifier gets its own (``math`` beside an
+``exact_match`` without ``extract``: the tagged answer for one, the bare answer for the other), and the
+wrapper itself the one its parts share, else ``answer``. An explicit ``verifier_input`` is what every verifier gets. c is the
 verifier's ``correct`` component when it has one, else ``score ≥ correct_threshold``.
 A verifier that cannot score an item (timeout, missing reference...) makes the item invalid with the
 same reason (transient when the verifier's failure is: a composite zeroing it does not cache its 0).
@@ -62,7 +63,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_origin
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -175,7 +176,12 @@ def _auto_input(part: Part) -> VerifierInput:
         return modes.pop() if len(modes) == 1 else "answer"
     if "extraction" in type(part.config).model_fields:
         return "answer_tagged"
-    if isinstance(getattr(part.config, "extract", None), str):
+    extract = type(part.config).model_fields.get("extract")
+    # a pattern (free text), not a mode: the `extract` of code, sql and json_schema is a Literal ("auto",
+    # "fenced"...) that finds the program or the JSON in the bare answer; in the whole response it found
+    # the tags around it (json_schema: not JSON, code: a syntax error)
+    pattern = extract is not None and get_origin(extract.annotation) is not Literal
+    if pattern and isinstance(getattr(part.config, "extract", None), str):
         return "response"
     return "answer"
 
@@ -213,7 +219,8 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # 1.0.7: after_think false: a verifier given the response (an `extract` pattern) read only the text
     # after the reasoning, where this reward had read the answer in it: it gets the text without think tags;
     # verifier_input auto gives each verifier inside a wrapper its own input: math beside an exact_match
-    # without `extract` got the bare answer, as the exact_match did, and read "\\frac{1}{2}" as 2
+    # without `extract` got the bare answer, as the exact_match did, and read "\\frac{1}{2}" as 2;
+    # json_schema, code and sql (an `extract` mode, not a pattern) get the bare answer, not the response
     version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
