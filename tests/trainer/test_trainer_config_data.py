@@ -15,6 +15,7 @@ from rewardhub_trainer.config import (
     AlgorithmConfig,
     ArithmeticConfig,
     DataConfig,
+    GenerationConfig,
     TrainConfig,
     describe_fields,
     load_config,
@@ -552,6 +553,24 @@ def test_a_setting_the_run_does_not_read_is_refused() -> None:
         },
     ):
         AlgorithmConfig.model_validate(fields)
+
+
+def test_a_vllm_setting_with_the_transformers_backend_is_refused() -> None:
+    """``generation.vllm_gpu_memory_utilization`` with the transformers backend was accepted and
+    ignored (transformers takes what memory it takes), with nothing said. Found in review. Refused by
+    value, as the other settings a run does not read: the default, which RUN_DIR/config.json lists,
+    loads back."""
+    with pytest.raises(
+        ValidationError,
+        match=r"generation.vllm_gpu_memory_utilization \(0.5\): read only with generation.backend: vllm "
+        r"\(the backend is transformers",
+    ):
+        GenerationConfig(vllm_gpu_memory_utilization=0.5)
+    with pytest.raises(ValidationError, match="vllm_gpu_memory_utilization"):
+        GenerationConfig(backend="transformers", vllm_gpu_memory_utilization=0.5)
+    on = GenerationConfig(backend="vllm", vllm_gpu_memory_utilization=0.5)
+    assert on.vllm_gpu_memory_utilization == 0.5
+    GenerationConfig(backend="transformers", vllm_gpu_memory_utilization=0.3)  # the default, written out
 
 
 def test_a_system_prompt_without_a_chat_template_is_refused() -> None:

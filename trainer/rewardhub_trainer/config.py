@@ -327,7 +327,23 @@ class GenerationConfig(_Section):
         description="Prompts per generate() call; each call's groups are sent to the service as soon as "
         "it finishes, which is what overlaps with the next call.",
     )
-    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vLLM: GPU memory fraction.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="vLLM: GPU memory fraction (read only with backend: vllm; refused with transformers).",
+    )
+
+    @model_validator(mode="after")
+    def _backend(self) -> GenerationConfig:
+        # Set for the transformers backend, the fraction would be ignored with nothing said (a run that
+        # was meant to leave the rest of the GPU to a colocated service takes what transformers takes).
+        if self.backend != "vllm" and self._changed(["vllm_gpu_memory_utilization"]):
+            raise ValueError(
+                f"generation.vllm_gpu_memory_utilization ({self.vllm_gpu_memory_utilization}): read only "
+                f"with generation.backend: vllm (the backend is {self.backend}; remove it, or set the backend)"
+            )
+        return self
 
 
 class OverlongConfig(_Section):
