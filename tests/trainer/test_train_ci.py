@@ -238,7 +238,10 @@ COMPOSITE = {
         ("rloo", {"algorithm": {"estimator": "rloo"}}),
         (
             "gdpo_composite",
-            {"algorithm": {"estimator": "gdpo"}, "reward": {"name": "composite", "config": COMPOSITE}},
+            {
+                "algorithm": {"estimator": "gdpo"},
+                "reward": {"name": "composite", "config": COMPOSITE, "accuracy_key": "digit"},
+            },
         ),
     ],
 )
@@ -265,6 +268,7 @@ def test_estimators_train_end_to_end(
         assert all(r["sampling_rounds"] >= 1 for r in rows)
     if name == "gdpo_composite":
         assert "reward/digit" in rows[0] and "reward/upper" in rows[0]
+        assert all(r["accuracy"] == r["reward/digit"] for r in rows)  # the digit component, 0 or 1
     final = Path(cfg.output.run_dir) / "final"
     assert (
         (final / "adapter_config.json").exists()
@@ -280,8 +284,9 @@ def test_a_misspelt_accuracy_key_ends_the_run_at_its_first_batch(
     the accuracy metric empty for the whole run, with nothing said. Found in review."""
     composite = {"name": "composite", "config": COMPOSITE}
     cfg = make_config(reward_server.url, "typo", reward={**composite, "accuracy_key": "digits"})
-    with pytest.raises(ValueError, match=r"accuracy_key 'digits'.*\['digit', 'upper'\]"):
+    with pytest.raises(ValueError, match=r"accuracy_key 'digits'.*\['digit', 'upper'\]") as err:
         Trainer(cfg).run()
+    assert "unset" not in str(err.value)  # a composite needs its key: not told to leave it unset
     assert not (Path(cfg.output.run_dir) / "metrics.jsonl").exists()  # before the first step was logged
     cfg = make_config(
         reward_server.url, "right", reward={**composite, "accuracy_key": "digit"}, training={"steps": 1}

@@ -573,6 +573,35 @@ def test_a_vllm_setting_with_the_transformers_backend_is_refused() -> None:
     GenerationConfig(backend="transformers", vllm_gpu_memory_utilization=0.3)  # the default, written out
 
 
+def test_a_composite_needs_its_accuracy_key() -> None:
+    """A composite's score is its weighted sum (or formula): accuracy counted score >= 1.0, so an item
+    right only in a format bonus (format 1 + math 0 at weights 1, 1) was accurate and one right in
+    ``math`` at weight 0.5 was not: the metric measured no one thing. Found in review. A composite
+    run names the component that is correctness; other rewards keep the score itself."""
+    composite = {
+        "components": [
+            {"reward": {"name": "format", "config": {"preset": "answer"}}},
+            {"reward": "math", "name": "correct"},
+        ]
+    }
+    with pytest.raises(
+        ValidationError,
+        match=r"reward.accuracy_key is required with reward.name: composite.*\(its components: format, correct\)",
+    ):
+        TrainConfig.model_validate(
+            {"model": {"path": "/m"}, "reward": {"name": "composite", "config": composite}}
+        )
+    reward = {"name": "composite", "config": composite, "accuracy_key": "correct"}
+    assert (
+        TrainConfig.model_validate({"model": {"path": "/m"}, "reward": reward}).reward.accuracy_key
+        == "correct"
+    )
+    assert (
+        TrainConfig.model_validate({"model": {"path": "/m"}, "reward": {"name": "math"}}).reward.accuracy_key
+        is None
+    )
+
+
 def test_a_system_prompt_without_a_chat_template_is_refused() -> None:
     """A raw prompt is the user message alone: ``data.system_prompt`` with ``use_chat_template: false``,
     or with a tokenizer that has no chat template, was dropped from every prompt with nothing said.

@@ -176,10 +176,31 @@ class RewardConfig(_Section):
     accuracy_key: str | None = Field(
         None,
         description="Component that counts as correctness for the accuracy metric (e.g. 'math' in a "
-        "composite; default: the score itself). A name the service does not return ends the run at the "
-        "first batch with a valid item (a misspelling would leave the metric empty all run).",
+        "composite; default: the score itself). Required with reward.name: composite, whose score is a "
+        "weighted sum (or formula) of its components, not correctness. A name the service does not "
+        "return ends the run at the first batch with a valid item (a misspelling would leave the metric "
+        "empty all run).",
     )
-    accuracy_threshold: float = Field(1.0, description="An item is accurate iff that value >= this.")
+    accuracy_threshold: float = Field(
+        1.0,
+        description="An item is accurate iff that value >= this; accuracy is the share of valid items that "
+        "are (items without the value left out).",
+    )
+
+
+def _component_keys(config: Mapping[str, Any]) -> list[str]:
+    """A composite config's component keys, as the service names them (``name``, else the reward's
+    name), for a message; whatever does not parse is left out (the service judges the config)."""
+    keys: list[str] = []
+    components = config.get("components")
+    for c in components if isinstance(components, list) else []:
+        if not isinstance(c, dict):
+            continue
+        reward = c.get("reward")
+        key = c.get("name") or (reward.get("name") if isinstance(reward, dict) else reward)
+        if isinstance(key, str):
+            keys.append(key)
+    return keys
 
 
 class ArithmeticConfig(_Section):
@@ -557,6 +578,24 @@ class TrainConfig(_Section):
                 "generation.backend vllm with top_p < 1 or top_k > 0 reports logprobs of the truncated "
                 "sampling distribution, not of the policy: set algorithm.old_logprobs: recompute "
                 "(or top_p: 1 and top_k: 0)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _accuracy_key(self) -> TrainConfig:
+        # A composite's score is Σ weight·component (or a formula): score >= threshold counted an item
+        # right in a format bonus alone as accurate (format 1 + math 0 at weights 1, 1), so the accuracy
+        # metric measured no one thing. Only the user knows which component is correctness.
+        # (checked here, not in RewardConfig: check_service and the dispatcher take a RewardConfig
+        # of any reward, and the accuracy metric is the run's)
+        rc = self.reward
+        if rc.name == "composite" and rc.accuracy_key is None:
+            keys = _component_keys(rc.config)
+            which = f" (its components: {', '.join(keys)})" if keys else ""
+            raise ValueError(
+                "reward.accuracy_key is required with reward.name: composite: the composite's score is a "
+                "weighted sum or formula of its components, not correctness, so score >= "
+                f"reward.accuracy_threshold is no accuracy; name the component that is correctness{which}"
             )
         return self
 

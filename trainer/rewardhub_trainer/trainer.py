@@ -556,10 +556,16 @@ class Trainer:
             part = key.rpartition(".")[0]
             if part and part in returned and all(r.components.get(part) is None for r in valid):
                 return
+            # (a composite's score is no accuracy: config.py requires the key there)
+            unset = (
+                ""
+                if self.config.reward.name == "composite"
+                else " (leave accuracy_key unset for the score itself)"
+            )
             raise ValueError(
                 f"reward.accuracy_key {key!r} is not a component the reward service returns for "
-                f"{self.config.reward.name!r}; its components are {returned} (leave accuracy_key unset "
-                "for the score itself): the accuracy metric would be empty for the whole run"
+                f"{self.config.reward.name!r}; its components are {returned}{unset}: the accuracy "
+                "metric would be empty for the whole run"
             )
         self._accuracy_key_checked = True
 
