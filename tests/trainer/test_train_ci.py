@@ -554,6 +554,35 @@ def test_a_long_retry_after_is_waited_up_to_reward_max_retry_after_s_and_named_w
         assert "retry after 1s" in caplog.text and "reward.max_retry_after_s" in caplog.text
 
 
+def test_an_item_deadline_over_the_http_timeout_does_not_cut_the_request_short() -> None:
+    """``reward.item_timeout_s`` >= ``reward.timeout_s`` is not refused: the client reads a score
+    request's answer for at least the deadline plus a margin (a quarter, at least 10 s), so the items
+    time out (one at a time, masked) before the request does (all of them, request_failed). Pinned
+    here because the config relies on it."""
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.data import Problem
+    from rewardhub_trainer.generation import Completion
+    from rewardhub_trainer.rewards import Group, RewardDispatcher
+
+    seen: list[dict[str, float]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        items = json.loads(request.content)["items"]
+        results = [{"id": it["id"], "reward": "r", "score": 1.0, "valid": True} for it in items]
+        return httpx.Response(200, json={"request_id": "x", "results": results})
+
+    config = RewardConfig(url="http://rewards.test", name="r", timeout_s=5.0, item_timeout_s=60.0)
+    dispatcher = RewardDispatcher(config, 2, transport=httpx.MockTransport(handle))
+    comps = [Completion([1], [5], [-1.0], "a", False) for _ in range(2)]
+    try:
+        dispatcher.wait(dispatcher.submit([Group("g", Problem(0, "q", "1"), comps)]))
+    finally:
+        dispatcher.close()
+    (timeout,) = seen
+    assert timeout["read"] == 75.0 and timeout["connect"] == 5.0
+
+
 def test_only_the_items_of_a_failed_chunk_are_request_failed() -> None:
     """A request of more items than the client's chunk size (1024) is sent in chunks; one chunk failing
     after the client's retries made every item of the request ``request_failed``, the answered chunks'

@@ -138,9 +138,19 @@ class RewardConfig(_Section):
         default_factory=dict, description="The reward's config (its JSON schema is in GET /v1/rewards)."
     )
     api_key: str | None = Field(None, description="Bearer key when the service requires one.")
-    timeout_s: float = Field(120.0, gt=0, description="HTTP timeout per request, seconds.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="HTTP timeout of a request (connect, read, write), seconds. A score request's read "
+        "waits at least item_timeout_s + max(10, item_timeout_s / 4), so it outlasts its items' "
+        "deadline; with item_timeout_s unset, keep this above the service's default "
+        "deadline for the reward (REWARDHUB_ITEM_TIMEOUT_S, a model reward's own).",
+    )
     item_timeout_s: float | None = Field(
-        None, gt=0, description="Per-item deadline sent as options.timeout_s (service default if unset)."
+        None,
+        gt=0,
+        description="Per-item deadline sent as options.timeout_s (service default if unset); may exceed "
+        "timeout_s (see there).",
     )
     use_cache: bool = Field(True, description="Let the service answer from its result cache.")
     overlap: bool = Field(
