@@ -79,6 +79,17 @@ class _Section(BaseModel):
         )
 
 
+def _refuse_while_off(
+    names: Sequence[str], prefix: str, *, on: bool, given: bool, off: str, switch: str
+) -> None:
+    """Refuse ``names``, settings of a feature changed from their defaults (:meth:`_Section._changed`),
+    while the feature is off by default: the run would not read them, with nothing said. A switch given
+    explicitly (``enabled: false``) keeps them: the feature is off on purpose, its settings kept for
+    later. The message is ``PREFIX.name, ...: OFF: set SWITCH``."""
+    if names and not on and not given:
+        raise ValueError(f"{prefix}{f', {prefix}'.join(names)}: {off}: set {switch}")
+
+
 class LoRAConfig(_Section):
     enabled: bool = Field(
         False,
@@ -103,14 +114,14 @@ class LoRAConfig(_Section):
     @model_validator(mode="after")
     def _off(self) -> LoRAConfig:
         # lora: {r: 8} without enabled: true trained every weight, at a learning rate picked for adapters
-        # (switched off explicitly, enabled: false, the settings may stay)
-        changed = self._changed(["r", "alpha", "dropout", "target_modules"])
-        if changed and not self.enabled and "enabled" not in self.model_fields_set:
-            raise ValueError(
-                f"model.lora.{', model.lora.'.join(changed)}: LoRA is off (model.lora.enabled defaults to "
-                "false, which trains every weight): set model.lora.enabled: true (or false, to keep the "
-                "settings)"
-            )
+        _refuse_while_off(
+            self._changed(["r", "alpha", "dropout", "target_modules"]),
+            "model.lora.",
+            on=self.enabled,
+            given="enabled" in self.model_fields_set,
+            off="LoRA is off (model.lora.enabled defaults to false, which trains every weight)",
+            switch="model.lora.enabled: true (or false, to keep the settings)",
+        )
         return self
 
 
@@ -483,25 +494,30 @@ class AlgorithmConfig(_Section):
                 f"algorithm.{', algorithm.'.join(stray)}: read only by the estimator it is named for, not "
                 f"{self.estimator} (remove it, or set the estimator)"
             )
-        # (switched off explicitly, enabled: false / dynamic_sampling: false, its settings may stay)
-        ramp = self.overlong._changed(["max_length", "cache_length", "penalty_factor"])
-        if ramp and self.overlong.enabled is None and not self.resolved_overlong:
-            raise ValueError(
-                f"algorithm.overlong.{', algorithm.overlong.'.join(ramp)}: the overlong shaping is off "
-                f"({self.estimator}; it is on by default for dapo only): set overlong.enabled: true (or "
-                "false, to keep the settings)"
-            )
-        rounds = bool(self._changed(["max_sampling_rounds"]))
-        if rounds and self.dynamic_sampling is None and not self.resolved_dynamic_sampling:
-            raise ValueError(
-                f"algorithm.max_sampling_rounds: dynamic sampling is off ({self.estimator}; it is on by "
-                "default for dapo only): set dynamic_sampling: true (or false, to keep the setting)"
-            )
-        if self._changed(["kl_estimator"]) and self.kl_coef == 0 and "kl_coef" not in self.model_fields_set:
-            raise ValueError(
-                f"algorithm.kl_estimator ({self.kl_estimator}): the KL term is off (kl_coef defaults to 0): "
-                "set algorithm.kl_coef > 0 (or 0, to keep the setting)"
-            )
+        _refuse_while_off(
+            self.overlong._changed(["max_length", "cache_length", "penalty_factor"]),
+            "algorithm.overlong.",
+            on=self.resolved_overlong,
+            given=self.overlong.enabled is not None,
+            off=f"the overlong shaping is off ({self.estimator}; it is on by default for dapo only)",
+            switch="overlong.enabled: true (or false, to keep the settings)",
+        )
+        _refuse_while_off(
+            self._changed(["max_sampling_rounds"]),
+            "algorithm.",
+            on=self.resolved_dynamic_sampling,
+            given=self.dynamic_sampling is not None,
+            off=f"dynamic sampling is off ({self.estimator}; it is on by default for dapo only)",
+            switch="dynamic_sampling: true (or false, to keep the setting)",
+        )
+        _refuse_while_off(
+            [f"kl_estimator ({self.kl_estimator})"] if self._changed(["kl_estimator"]) else [],
+            "algorithm.",
+            on=self.kl_coef > 0,
+            given="kl_coef" in self.model_fields_set,
+            off="the KL term is off (kl_coef defaults to 0)",
+            switch="algorithm.kl_coef > 0 (or 0, to keep the setting)",
+        )
         if self.gdpo_components is not None:
             unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
             if unknown:
