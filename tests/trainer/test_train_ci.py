@@ -321,6 +321,24 @@ def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server
         check_service(RewardConfig(url=reward_server.url, name="math", config={"bogus": 1}))
 
 
+def test_an_http_timeout_under_the_service_s_own_item_deadline_stops_the_trainer(reward_server: Any) -> None:
+    """With ``reward.item_timeout_s`` unset the service applies its own per-item deadline, which the
+    client does not know (it extends its read timeout only for a deadline it sends): a
+    ``reward.timeout_s`` under it timed a request with a slow item out whole, every item of it
+    request_failed, instead of that item. Found in review. The check at start compares it with the
+    deadline the service reports for the reward (REWARDHUB_ITEM_TIMEOUT_S, 5 s, for ``regex``)."""
+    from rewardhub_trainer.config import RewardConfig
+    from rewardhub_trainer.rewards import check_service
+
+    regex = {"url": reward_server.url, "name": "regex", "config": {"pattern": "\\d"}}
+    with pytest.raises(
+        ValueError, match=r"reward.timeout_s \(10s\) is too short.*'regex' \(5s.*to 15 or more"
+    ):
+        check_service(RewardConfig(**regex, timeout_s=10))
+    check_service(RewardConfig(**regex, timeout_s=15))
+    check_service(RewardConfig(**regex, timeout_s=10, item_timeout_s=5))  # sent: the client reads past it
+
+
 def test_a_part_the_service_cannot_run_stops_the_trainer_too(reward_server: Any) -> None:
     """A composite (or calibration, noisy_corrected) built on a reward the service cannot run passed the
     check, since only the top-level name was looked up: every item came back invalid, a run on no

@@ -154,8 +154,8 @@ class RewardConfig(_Section):
         gt=0,
         description="HTTP timeout of a request (connect, read, write), seconds. A score request's read "
         "waits at least item_timeout_s + max(10, item_timeout_s / 4), so it outlasts its items' "
-        "deadline; with item_timeout_s unset, keep this above the service's default "
-        "deadline for the reward (REWARDHUB_ITEM_TIMEOUT_S, a model reward's own).",
+        "deadline; with item_timeout_s unset, the run refuses to start when this is under the service's own "
+        "deadline for the reward (POST /v1/rewards/check's timeout_s) plus that margin.",
     )
     item_timeout_s: float | None = Field(
         None,

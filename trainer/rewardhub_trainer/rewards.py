@@ -141,6 +141,26 @@ def check_service(config: RewardConfig) -> None:
             return
     if not check.ok:  # every part that cannot run, so one fix-and-retry is enough
         raise ValueError(cannot_run(config.url, check))
+    _check_deadline(config, check.timeout_s)
+
+
+def _check_deadline(config: RewardConfig, deadline: float | None) -> None:
+    """With ``reward.item_timeout_s`` unset the service applies its own per-item deadline (``deadline``,
+    from the check), which the client does not know: it reads each answer for ``reward.timeout_s`` only.
+    Under the deadline plus the margin the client allows a deadline it is told of (a quarter, at least
+    10 s), a request with an item that runs to its deadline timed out whole, every item of it
+    ``request_failed``, instead of that item timing out."""
+    if config.item_timeout_s is not None or deadline is None:
+        return  # told of the deadline, the client reads past it on its own
+    need = deadline + max(10.0, deadline / 4)
+    if config.timeout_s < need:
+        raise ValueError(
+            f"reward.timeout_s ({config.timeout_s:g}s) is too short for the service's per-item deadline for "
+            f"{config.name!r} ({deadline:g}s; reward.item_timeout_s is unset): a request with an item that "
+            "runs to its deadline would time out whole, every item of it request_failed; set "
+            f"reward.timeout_s to {need:g} or more, or set reward.item_timeout_s (the client then waits "
+            "past it on its own)"
+        )
 
 
 def _check_catalog(client: RewardClient, config: RewardConfig, where: str) -> None:
