@@ -562,6 +562,25 @@ async def test_a_response_the_tokenizer_reads_as_nothing_is_empty(make_app: Make
     assert answer["valid"] and answer["reason"] is None and answer["score"] > 0, answer
 
 
+async def test_a_reference_the_tokenizer_reads_as_nothing_is_no_reference(make_app: MakeApp) -> None:
+    """A reference MiniLM's tokenizer reads as nothing (U+FFFD from a dataset's broken encoding, a run of
+    combining marks) embedded as "": every response got a valid cosine against the empty text's vector,
+    a score that says nothing of the answer, where such a response is no answer. Alone it is no
+    reference (missing_reference); beside a real one it is dropped, as a blank one is. Found in review."""
+    answer = "The cat sits on the mat."
+    items = [
+        {"response": answer, "reference": "\ufffd\ufffd"},
+        {"response": answer, "reference": ["\u0301\u0301", "\ufffd"]},
+        {"response": answer, "reference": ["\ufffd", answer]},
+    ]
+    async with make_app() as client:
+        alone, both, beside = await score_results(client, "similarity", items)
+    for r in (alone, both):
+        assert not r["valid"] and r["reason"] == "missing_reference", r
+    assert beside["valid"] and beside["score"] == pytest.approx(1.0, abs=1e-4), beside
+    assert beside["details"]["best_reference"] == 1 and beside["details"]["cosines"][0] is None, beside
+
+
 @pytest.mark.parametrize("pooling", ["cls_token", "lasttoken", "max_tokens", None])
 async def test_a_local_embedding_model_is_pooled_as_it_says(
     make_app: MakeApp, tmp_path: Path, pooling: str | None

@@ -8,8 +8,9 @@ named ``embedding`` backend (in process, or an OpenAI-compatible ``/embeddings``
 
 Reference: a string, ``{"text": "..."}``/``{"answer": "..."}``, or a list of strings (the best match
 counts). A blank one (``""``, ``[""]``, ``{"text": ""}``) is no reference (``missing_reference``, as for
-``exact_match``); a blank beside real texts (``["Paris", ""]``) is dropped, and ``details.best_reference``
-and ``details.cosines`` (null for a dropped blank) count positions in the list as written; a list holding
+``exact_match``), nor is one a local model's tokenizer reads as nothing (U+FFFD); a blank beside real
+texts (``["Paris", ""]``) is dropped, and ``details.best_reference`` and ``details.cosines`` (null for
+a dropped blank) count positions in the list as written; a list holding
 anything but texts is unreadable (``parse_error``).
 ``scale: "cosine"`` (default) returns the cosine in [-1, 1]; ``"unit"`` maps it to ``(cos + 1) / 2`` in
 [0, 1]. ``components.cosine`` is always the cosine. The response is read outside its reasoning
@@ -146,7 +147,9 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
     # 1.5.3: the response is read outside its reasoning (<think>...</think> was embedded, and filled
     # MiniLM's 256 tokens before the answer came); one cut off inside its reasoning is no answer, and
     # so is one the tokenizer reads as nothing (U+FFFD, combining marks: it scored the cosine of "")
-    version: ClassVar[str] = "1.5.3"
+    # 1.5.4: a reference the tokenizer reads as nothing (U+FFFD) is none (missing_reference; dropped
+    # beside a real one): every response scored a valid cosine against the empty text's vector
+    version: ClassVar[str] = "1.5.4"
     description: ClassVar[str] = (
         "Embedding cosine similarity to the reference; MiniLM (all-MiniLM-L6-v2, mean pooling + L2 norm) "
         "embedded and offline by default."
@@ -205,7 +208,16 @@ class SimilarityReward(ModelReward[SimilarityConfig]):
                 embedded = [exc for _ in texts]
             vectors = finite([e if isinstance(e, BackendError) else e.vector for e in embedded])
             cut = {k for k, e in enumerate(embedded) if isinstance(e, Embedding) and e.truncated}
-            for i, r, kept, size in plan:
+            # what the tokenizer reads as nothing (U+FFFD, combining marks) embeds as "": no reference
+            # either, dropped as a blank one is (it gave every response a valid cosine against "")
+            unread = {k for k, e in enumerate(embedded) if isinstance(e, Embedding) and e.empty}
+            for i, r, listed, size in plan:
+                kept = [(n, k) for n, k in listed if k not in unread]
+                if not kept:
+                    outcomes[i] = Outcome.invalid(
+                        Reason.MISSING_REFERENCE, f"{self.name}: the model reads nothing of the reference"
+                    )
+                    continue
                 read = embedded[r]
                 if isinstance(read, Embedding) and read.empty:
                     # the tokenizer dropped every character (U+FFFD, combining marks): the model read ""
