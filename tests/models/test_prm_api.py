@@ -69,7 +69,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert "reward" not in steps[0]  # the dense rewards come with soft_min only
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.10.1+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.10.2+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -244,6 +244,34 @@ async def test_a_question_that_reaches_the_model_empty_is_no_question(
             client, "prm", [{"prompt": "<|im_end|>" + QUESTION, "response": SOLUTION}]
         )
         assert ok["valid"]
+
+
+async def test_invisible_characters_are_no_step_and_no_question(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A step (or a whole response, or the question) of only invisible format characters (a zero-width
+    space, a BOM, a soft hyphen) says nothing, as `blank` means everywhere else (orm and similarity score
+    such a response no_answer): it was a step with a score of its own, a score for writing nothing, and a
+    response of nothing else was scored, not no_answer. Found in review."""
+    padded = "a\n\n\u200b\n\n\ufeff\u00ad\n\nb"
+    async with make_app(prm_model=qwen_prm_path) as client:
+        invisible, mixed, plain, question = await score_results(
+            client,
+            "prm",
+            [
+                {"prompt": QUESTION, "response": "\u200b"},
+                {"prompt": QUESTION, "response": padded},
+                {"prompt": QUESTION, "response": "a\n\nb"},
+                {"prompt": "\u200b\u2060", "response": SOLUTION},
+            ],
+        )
+    assert (invisible["valid"], invisible["score"], invisible["reason"]) == (True, 0.0, "no_answer"), (
+        invisible
+    )
+    steps = mixed["details"]["steps"]
+    assert [padded[s["start"] : s["end"]] for s in steps] == ["a", "b"], mixed
+    assert [s["score"] for s in steps] == pytest.approx([s["score"] for s in plain["details"]["steps"]])
+    assert (question["valid"], question["reason"]) == (False, "unsupported"), question
 
 
 async def test_step_pattern_dot_stays_on_its_line(make_app: MakeApp, qwen_prm_path: str) -> None:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from rewardhub.models.base import Message, StepQuery
 from rewardhub.models.specials import GENERIC, Scrubber
 from rewardhub.prm.tags import tag_pattern
+from rewardhub.rewards.text import blank as says_nothing
 
 __all__ = ["CONVENTIONS", "RLHFLOW_TAG", "PRMConvention", "tag_pattern"]
 
@@ -89,10 +90,11 @@ class PRMConvention:
             text = cleaned
 
     def blank(self, text: str, clean: Scrubber = GENERIC) -> bool:
-        """Whether nothing of ``text`` reaches the model (:meth:`reaching`): it is only step tags,
-        control-token strings and whitespace. Such a "step" would be scored as an empty one: a score the
-        response did not earn."""
-        return not self.reaching(text, clean).strip()
+        """Whether nothing of ``text`` reaches the model (:meth:`reaching`), or what does says nothing
+        (:func:`~rewardhub.rewards.text.blank`): it is only step tags, control-token strings, whitespace
+        and invisible format characters (a zero-width space). Such a "step" would be scored as an empty
+        one: a score the response did not earn."""
+        return says_nothing(self.reaching(text, clean))
 
     def query(self, question: str, steps: Sequence[str], scrub: Scrubber | None = None) -> StepQuery:
         """The model input for ``question`` and ``steps`` (for ``implicit``: the context piece first,

@@ -28,8 +28,9 @@ with ``threshold``: the fraction of steps before the first step below it; ``soft
 ``reward`` in ``details.steps``); ``components`` has every aggregate; ``details.steps`` lists ``{index, start, end, score}`` per step, ``details.first_error`` the
 0-based index of the first step below ``threshold`` (-1 if none, ProcessBench's prediction; of the
 merged groups when there were more than ``max_steps`` steps, ``details.steps_before_merge`` of them). A step
-that is only step tags and control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
-backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) is no step: the model would score it
+that is only step tags, control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
+backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) and invisible format characters (a
+zero-width space) is no step: the model would score it
 as an empty one, a score for writing nothing. A response with no step left (empty, or
 only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in ``components`` (0, and
 -1 for ``soft_min``, whose 0 is a middling step) and
@@ -172,7 +173,9 @@ class PRMReward(ModelReward[PRMConfig]):
     # ProcessBench prediction (its first_error counts groups), and a cached one must say so too;
     # implicit: a token opening the first step with the blank before it (" The") is the step's;
     # a control-token string at a step's edge ("5.\n<|im_end|>") leaves no blank in the model input
-    version: ClassVar[str] = "1.10.1"
+    # 1.10.2: a step, response or question of only invisible format characters (a zero-width space) is
+    # none, as everywhere else (it was a scored step, and such a response was scored, not no_answer)
+    version: ClassVar[str] = "1.10.2"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork, RLHFlow and implicit (PRIME) "
