@@ -304,6 +304,24 @@ async def test_a_composite_over_an_unavailable_model_is_not_cached(
         assert not res["cached"] and res["score"] == pytest.approx(1.0, abs=1e-5)
 
 
+async def test_a_model_that_failed_to_load_stays_unavailable(
+    make_app: MakeApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default MiniLM loads on first use; when that fails (torch not installed), the first request's
+    items said unsupported with the install hint, and every later one backend_error: the load's error
+    was kept as text and raised again as a plain BackendError, which reads as the model failing on the
+    item. A model that cannot load is unavailable, on every request. Found in review."""
+    item = {"response": "The cat sits on the mat.", "reference": "The cat sits on the mat."}
+    with monkeypatch.context() as m:
+        m.setattr(TransformersBackend, "isolate", False)  # load in this process, where torch is hidden
+        m.setitem(sys.modules, "torch", None)
+        async with make_app() as client:
+            first, again = [(await score_results(client, "similarity", [item]))[0] for _ in range(2)]
+    for r in (first, again):
+        assert (r["valid"], r["reason"]) == (False, "unsupported"), r
+        assert "torch is not installed" in r["details"]["message"], r
+
+
 async def test_bad_model_path_fails_the_start(make_app: MakeApp, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cannot load"):
         async with make_app(orm_model=str(tmp_path / "missing")):

@@ -141,6 +141,7 @@ class TransformersBackend(ModelBackend):
         self._loaded: Any = None
         self._load_task: asyncio.Task[Any] | None = None
         self._load_error: str | None = None
+        self._load_failed: type[BackendError] = BackendError  # the kind of error the load ended in
         self.batchers: dict[Capability, MicroBatcher[Any, Any]] = {}
         self._fingerprint = checkpoint_fingerprint(path)
         self._scrubber: Scrubber | None = None  # cleaner(): built once per start of the model process
@@ -287,7 +288,10 @@ class TransformersBackend(ModelBackend):
         if self._loaded is not None:
             return self._loaded
         if self._load_error is not None:
-            raise BackendError(self._load_error)
+            # the first failure's kind, every time: torch not installed is unavailable (unsupported),
+            # not a model failing on this item (a plain BackendError read backend_error from the
+            # second request on)
+            raise self._load_failed(self._load_error)
         if self._load_task is None:
             loop = asyncio.get_running_loop()
             fn = self._loader()
@@ -320,6 +324,7 @@ class TransformersBackend(ModelBackend):
             raise BackendTimeout(f"backend {self.name!r} is still loading {self.model!r}") from None
         except BackendError as exc:
             self._load_error = str(exc)
+            self._load_failed = BackendUnavailable if isinstance(exc, BackendUnavailable) else BackendError
             raise
         except Exception as exc:  # OSError (no such path), ValueError (bad config)...
             self._load_error = f"{type(exc).__name__}: {exc}"[:500]
