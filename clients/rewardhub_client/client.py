@@ -259,6 +259,28 @@ class _Base:
         )
 
     @staticmethod
+    def _not_ready(resp: httpx.Response) -> str | None:
+        """None for a ``/ready`` answer of 200, else what it says is missing: its failing checks
+        (``model:prm``, with the check's own words), else its status and the start of its body."""
+        if resp.status_code == 200:
+            return None
+        try:
+            checks = resp.json().get("checks")
+        except (ValueError, AttributeError):
+            checks = None
+        failing = [
+            f"{name} {json.dumps(info, default=str)[:300]}"
+            for name, info in (checks.items() if isinstance(checks, dict) else ())
+            if not (isinstance(info, dict) and info.get("ok"))
+        ]
+        if failing:
+            return f"/ready answered {resp.status_code}, failing: " + "; ".join(failing)
+        return f"/ready answered {resp.status_code} {resp.text.strip()[:200]!r}"
+
+    def _never_ready(self, timeout_s: float, why: str) -> TransportError:
+        return TransportError(f"{self.base_url} was not ready within {timeout_s}s ({why})")
+
+    @staticmethod
     def _late_answer(exc: httpx.ReadTimeout) -> RequestTimeout:
         return RequestTimeout(
             f"no answer within the read timeout ({exc!r}); not sent again: a copy asks for the same work "
@@ -458,18 +480,23 @@ class RewardClient(_Base):
 
     def ready(self, timeout_s: float | None = None) -> bool:
         """Whether ``/ready`` answers 200 (within ``timeout_s``, default the client's timeout)."""
+        return self._probe(timeout_s) is None
+
+    def _probe(self, timeout_s: float | None) -> str | None:
+        """None when ``/ready`` answers 200, else why not (see :meth:`_not_ready`)."""
         try:
-            return self._pool().get("/ready", timeout=self._probe_timeout(timeout_s)).status_code == 200
-        except httpx.HTTPError:
-            return False
+            return self._not_ready(self._pool().get("/ready", timeout=self._probe_timeout(timeout_s)))
+        except httpx.HTTPError as exc:
+            return f"no answer: {exc!r}"
 
     def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
         """Block until ``/ready`` answers 200; raise :class:`TransportError` after ``timeout_s`` (a probe
-        never waits past it)."""
+        never waits past it), saying what the last probe found missing (the failing checks), or that
+        nothing answered."""
         deadline = time.monotonic() + timeout_s
-        while not self.ready(deadline - time.monotonic()):
+        while (why := self._probe(deadline - time.monotonic())) is not None:
             if time.monotonic() > deadline:
-                raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
+                raise self._never_ready(timeout_s, why)
             time.sleep(interval_s)
 
     def submit_job(
@@ -765,18 +792,21 @@ class AsyncRewardClient(_Base):
 
     async def ready(self, timeout_s: float | None = None) -> bool:
         """As :meth:`RewardClient.ready`."""
+        return await self._probe(timeout_s) is None
+
+    async def _probe(self, timeout_s: float | None) -> str | None:
         try:
             pool = await self._pool()
-            return (await pool.get("/ready", timeout=self._probe_timeout(timeout_s))).status_code == 200
-        except httpx.HTTPError:
-            return False
+            return self._not_ready(await pool.get("/ready", timeout=self._probe_timeout(timeout_s)))
+        except httpx.HTTPError as exc:
+            return f"no answer: {exc!r}"
 
     async def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
         """As :meth:`RewardClient.wait_until_ready`."""
         deadline = time.monotonic() + timeout_s
-        while not await self.ready(deadline - time.monotonic()):
+        while (why := await self._probe(deadline - time.monotonic())) is not None:
             if time.monotonic() > deadline:
-                raise TransportError(f"{self.base_url} was not ready within {timeout_s}s")
+                raise self._never_ready(timeout_s, why)
             await asyncio.sleep(interval_s)
 
     async def submit_job(

@@ -540,6 +540,41 @@ def test_wait_until_ready_probes_within_its_own_deadline() -> None:
     assert probes and max(probes) <= 0.2
 
 
+def test_wait_until_ready_says_what_is_not_ready() -> None:
+    # The error said only "was not ready within 60s": a trainer whose service waited for a model backend
+    # (or had no CPU workers) learnt nothing of which, though /ready's 503 names the failing checks.
+    checks = {
+        "cpu_pool": {"ok": True, "alive": 2},
+        "model:prm": {"ok": False, "reason": "the server does not serve model 'prm-7b'"},
+    }
+    with (
+        client_for(lambda r: httpx.Response(503, json={"ready": False, "checks": checks})) as c,
+        pytest.raises(TransportError, match="not ready") as info,
+    ):
+        c.wait_until_ready(timeout_s=0.05, interval_s=0.01)
+    assert "model:prm" in str(info.value) and "prm-7b" in str(info.value)
+    assert "cpu_pool" not in str(info.value)  # only what fails
+
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    with client_for(unreachable) as c, pytest.raises(TransportError, match="not ready") as info:
+        c.wait_until_ready(timeout_s=0.05, interval_s=0.01)
+    assert "connection refused" in str(info.value)
+
+
+async def test_async_wait_until_ready_says_what_is_not_ready() -> None:
+    # the real app before its start-up has run (ASGITransport runs no lifespan): /ready's 503 says so
+    from conftest import make_settings
+    from rewardhub.app import create_app
+
+    transport = httpx.ASGITransport(app=create_app(make_settings()))
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport, retry=FAST) as ac:
+        with pytest.raises(TransportError, match="not ready") as info:
+            await ac.wait_until_ready(timeout_s=0.05, interval_s=0.01)
+    assert "startup" in str(info.value)
+
+
 def test_max_concurrency_below_one_is_refused() -> None:
     # max_concurrency=0 (read as "no limit") made a semaphore no chunk could ever acquire: score() hung
     # for ever without sending a request.
