@@ -21,6 +21,8 @@
         ├── Overloaded          429 (carries retry_after_s)
         ├── ServiceUnavailable  503
         └── ServerError         other 5xx
+            └── NotConfigured   501 not_configured (the deployment cannot do it: jobs under several
+                                workers without Redis; not retried)
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "Forbidden",
     "InvalidRequest",
     "LimitExceeded",
+    "NotConfigured",
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
@@ -203,6 +206,11 @@ class ServerError(APIError):
     """Any other 5xx."""
 
 
+class NotConfigured(ServerError):
+    """501: the service cannot do this as it is deployed (jobs under ``--workers N`` without a Redis the
+    workers share); the message names the setting. Not a passing state: never retried."""
+
+
 _BY_TYPE: dict[str, type[APIError]] = {
     "invalid_request": InvalidRequest,
     "limit_exceeded": LimitExceeded,
@@ -214,6 +222,7 @@ _BY_TYPE: dict[str, type[APIError]] = {
     "conflict": Conflict,
     "overloaded": Overloaded,
     "unavailable": ServiceUnavailable,
+    "not_configured": NotConfigured,
 }
 
 _BY_STATUS: dict[int, type[APIError]] = {

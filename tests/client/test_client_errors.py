@@ -20,6 +20,7 @@ from rewardhub_client import (
     Forbidden,
     InvalidRequest,
     LimitExceeded,
+    NotConfigured,
     NotFound,
     Overloaded,
     PayloadTooLarge,
@@ -88,6 +89,7 @@ def client_for(handler: Callable[[httpx.Request], httpx.Response], retry: RetryP
         (404, "not_found", NotFound),
         (409, "conflict", Conflict),
         (500, "internal_error", ServerError),
+        (501, "not_configured", NotConfigured),
         (418, None, APIError),  # an unknown status without a body type falls back to APIError
     ],
 )

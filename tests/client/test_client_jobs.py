@@ -15,8 +15,10 @@ from rewardhub_client import (
     Conflict,
     JobList,
     JobStatus,
+    NotConfigured,
     NotFound,
     RewardClient,
+    ServerError,
 )
 from waiting import until
 
@@ -95,3 +97,25 @@ def test_a_finished_job_cannot_be_cancelled_from_the_sync_client() -> None:
 
     with RewardClient("http://svc", transport=httpx.MockTransport(handler)) as c, pytest.raises(Conflict):
         c.cancel_job("job_1")
+
+
+async def test_jobs_the_deployment_cannot_run_are_not_configured_not_retried(
+    make_app: Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]],
+) -> None:
+    # 501 not_configured (jobs under several workers without Redis) came back as a bare ServerError, which
+    # a caller could not tell from a 500 bug; it is its own class now, still a ServerError, and not retried.
+    async with make_app(workers=2) as app:
+        asgi = httpx.ASGITransport(app=app.app)  # type: ignore[attr-defined]
+        sent: list[str] = []
+
+        class Counted(httpx.AsyncBaseTransport):
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                sent.append(request.url.path)
+                return await asgi.handle_async_request(request)
+
+        async with AsyncRewardClient("http://rewardhub.test", transport=Counted()) as c:
+            with pytest.raises(NotConfigured, match="REWARDHUB_REDIS_URL") as info:
+                await c.submit_job(QUICK, "exact_match")
+    assert isinstance(info.value, ServerError) and info.value.status_code == 501
+    assert info.value.error_type == "not_configured"
+    assert sent == ["/v1/jobs"]
