@@ -330,7 +330,11 @@ class RedisJobStore:
                 claimed = await self._call(self.r.set(key, claim, nx=True, ex=_IDEM_CLAIM_S))
                 if claimed:
                     break
-                raw = await self._call(self.r.get(key))
+                # the key and its expiry read together, before the job's record (see below)
+                read = self.r.pipeline(transaction=True)
+                read.get(key)
+                read.ttl(key)
+                raw, ttl = await self._call(read.execute())
                 if raw is None:
                     # the claim went away between the two calls (given up by a failed write, or expired):
                     # take it again rather than compare the body with nothing
@@ -338,16 +342,22 @@ class RedisJobStore:
                 existing_id, existing_digest, stored = _held(raw)
                 if existing_digest != digest:
                     raise Conflict("this Idempotency-Key was already used with a different request body")
-                if not stored:
+                # A key that lasts (no expiry, or longer than any claim's) is its job's, marked or not: a
+                # key written before keys were marked was made to last by PERSIST in the transaction that
+                # wrote its job's record, and given the job's TTL with the job's last write. A claim
+                # always expires within _IDEM_CLAIM_S. (Read before the record: a key seen lasting had
+                # its record written already.)
+                if not (stored or ttl == -1 or ttl > _IDEM_CLAIM_S):
                     break  # its job is being written (below, by the request that claimed the key)
                 existing = await self.get(existing_id)
                 if existing is not None:
                     return existing, False
-                # Its job was stored and is gone: a finished job's record evicted before its key (a Redis
-                # with maxmemory-policy volatile-lru evicts finished results), or both expiring as this
-                # ran. The key named no job until it expired (up to REWARDHUB_JOB_TTL_S), so every retry
-                # with it waited for that job and answered 503; it is this job's now (as with the
-                # embedded store), if it still names the one that is gone.
+                # Its job was stored and is gone: its record evicted before its key (a Redis with
+                # maxmemory-policy volatile-lru evicts finished results, allkeys-lru any), or both
+                # expiring as this ran. The key named no job until it expired (up to
+                # REWARDHUB_JOB_TTL_S; never, for a job that was waiting), so every retry with it waited
+                # for that job and answered 503; it is this job's now (as with the embedded store), if
+                # it still names the one that is gone.
                 claimed = await self._swap(key, raw, claim)
                 if claimed:
                     break

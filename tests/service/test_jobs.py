@@ -11,7 +11,7 @@ import pytest
 
 from rewardhub import jobs as jobs_module
 from rewardhub.errors import ServiceUnavailable
-from rewardhub.jobs import JobRunner, MemoryJobStore, RedisJobStore
+from rewardhub.jobs import JobRunner, MemoryJobStore, RedisJobStore, body_digest
 from waiting import until
 
 BODY = {
@@ -838,3 +838,65 @@ async def test_a_runner_releasing_a_lease_taken_over_meanwhile_leaves_it(redis_s
     finally:
         await direct.delete(lease)
         await direct.aclose()
+
+
+_OLD_KEY_BODY = b'{"reward": "math", "items": [{"response": "1"}]}'
+
+
+def _old_key_job(job_id: str) -> dict[str, Any]:
+    """A job record as the service writes it when it queues ``_OLD_KEY_BODY`` for ``key:a``."""
+    return {
+        "job_id": job_id,
+        "status": "queued",
+        "created_at": time.time(),
+        "started_at": None,
+        "finished_at": None,
+        "items": 1,
+        "result": None,
+        "error": None,
+        "body_sha256": body_digest(_OLD_KEY_BODY),
+        "caller": "key:a",
+    }
+
+
+@pytest.mark.parametrize("finished", [False, True], ids=["waiting", "finished"])
+async def test_an_older_versions_idempotency_key_whose_job_is_gone_makes_a_new_job(
+    request: pytest.FixtureRequest, finished: bool
+) -> None:
+    """A key written before keys were marked "stored" holds ``job_id|digest`` like a claim, but lasts: its
+    claim was made to last with the job's write (PERSIST, in the transaction that wrote the record) and
+    given the job's TTL at its last write, while a claim lives ``_IDEM_CLAIM_S`` at most. Its job evicted
+    (allkeys-lru, or volatile-lru for a finished one), every retry with the key waited for that job as for
+    one being written and answered 503, until the key expired, up to REWARDHUB_JOB_TTL_S, or never for
+    a job that was waiting. Such a key naming no job is taken by the new job now; a claim is still
+    waited for."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-old-idem-{time.time_ns()}"
+
+    redis = Redis.from_url(request.getfixturevalue("redis_server").url)
+    store = Store(redis, ttl_s=3600)
+    try:
+        old = store._k("idem", "key:a:idem-old")
+        await redis.set(
+            old, f"job_o1|{body_digest(_OLD_KEY_BODY)}"
+        )  # as an older version left it (no record)
+        if finished:
+            await redis.expire(old, 3600)
+        job, created = await store.create(_old_key_job("job_o2"), _OLD_KEY_BODY, "key:a:idem-old")
+        assert created and job["job_id"] == "job_o2" and "job_o2" in await store.pending()
+        retried, created = await store.create(_old_key_job("job_o3"), _OLD_KEY_BODY, "key:a:idem-old")
+        assert not created and retried["job_id"] == "job_o2"  # the key names the new job
+
+        # a claim (this version's or an older one's) whose job is still being written is waited for
+        claim = store._k("idem", "key:a:idem-claim")
+        await redis.set(claim, f"job_c1|{body_digest(_OLD_KEY_BODY)}", ex=30)
+        with pytest.raises(ServiceUnavailable):
+            await store.create(_old_key_job("job_c2"), _OLD_KEY_BODY, "key:a:idem-claim")
+        assert await redis.get(claim) == f"job_c1|{body_digest(_OLD_KEY_BODY)}".encode()
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
