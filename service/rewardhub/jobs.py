@@ -113,8 +113,8 @@ class JobStore(Protocol):
 
     async def save(self, job: dict[str, Any], *, done: bool = False) -> bool:
         """Write the job (``done``: its last write, which gives it ``ttl_s``); False, writing nothing, when the
-        job has finished meanwhile: cancelled, or finished by another runner (the runner drops what it
-        has)."""
+        job has finished meanwhile: cancelled, or finished by another runner, or its record is gone
+        (evicted from Redis) (the runner drops what it has)."""
         ...
 
     async def cancel(self, job_id: str, now: float) -> dict[str, Any] | None:
@@ -483,7 +483,10 @@ class RedisJobStore:
             # the job up after this runner's lease lapsed): this runner's shutdown hand-back wrote the job
             # "queued" over it, without a TTL and out of the pending index, so it was never run nor
             # expired and its result was gone; its own outcome replaced the other's.
-            if raw is not None and orjson.loads(raw).get("status") in FINISHED:
+            # Nor over a record that is gone: a waiting or running job's record evicted (allkeys-lru) was
+            # written afresh by the runner's next write, outside the pending index (its entry forgotten
+            # or evicted too) and without a TTL, a "running" job no runner would take up or expire.
+            if raw is None or orjson.loads(raw).get("status") in FINISHED:
                 return None
             return lambda pipe: self._write(pipe, job, done=done)
 

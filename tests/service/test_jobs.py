@@ -900,3 +900,37 @@ async def test_an_older_versions_idempotency_key_whose_job_is_gone_makes_a_new_j
         if keys:
             await redis.delete(*keys)
         await redis.aclose()
+
+
+async def test_a_runners_write_does_not_bring_back_an_evicted_job(request: pytest.FixtureRequest) -> None:
+    """Under maxmemory-policy allkeys-lru a waiting or running job's record can be evicted. The runner's
+    later writes (``running``, its result, a shutdown's hand-back) wrote the record afresh: a job outside
+    the pending index (its entry forgotten by a rescan, or evicted too), so a "running" one was never run
+    again nor expired (no TTL), and a result came back for a job that GET had answered 404 for. A write
+    now finds the record gone and makes none (as for a cancelled job: the runner drops what it has)."""
+    from redis.asyncio import Redis
+
+    class Store(RedisJobStore):
+        P = f"rh:test-evicted-{time.time_ns()}"
+
+    redis = Redis.from_url(request.getfixturevalue("redis_server").url)
+    store = Store(redis, ttl_s=3600)
+    try:
+        job, created = await store.create(_old_key_job("job_ev"), _OLD_KEY_BODY, None)
+        assert created
+        await redis.delete(store._k("job", "job_ev"), store._k("job-sum", "job_ev"))  # evicted
+        running = {**job, "status": "running", "started_at": time.time(), "starts": 1}
+        assert not await store.save(running)
+        done = {**running, "status": "succeeded", "finished_at": time.time(), "result": {"results": []}}
+        assert not await store.save(done, done=True)
+        assert await store.get("job_ev") is None
+        assert not await redis.exists(store._k("job", "job_ev"), store._k("job-sum", "job_ev"))
+
+        kept, _ = await store.create(_old_key_job("job_kept"), _OLD_KEY_BODY, None)  # one that is there
+        assert await store.save({**kept, "status": "running"})
+        assert (await store.get("job_kept") or {}).get("status") == "running"
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{Store.P}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
