@@ -702,3 +702,22 @@ async def test_a_config_schema_over_the_limit_is_a_422_and_works_from_the_refere
     r = await client.post("/v1/score", json={"reward": "json_schema", "items": items})
     assert r.status_code == 200, r.text[:500]
     assert r.json()["results"][0]["score"] == 1.0
+
+
+@pytest.mark.parametrize("pattern", ["(?V1)[[a-z]--[aeiou]]+", "^(?V1)x$", "(?V0)(?V1)a"])
+async def test_version1_schema_pattern_is_a_bad_pattern_like_any_other(pattern: str) -> None:
+    """A schema ``pattern`` turning on the ``regex`` engine's version 1 (``(?V1)``, no ECMA-262 syntax) was
+    refused with the engine's raw ``ValueError`` text ("not a valid JSON Schema: ValueError: VERSION0 and
+    VERSION1 flags are mutually incompatible"), where a pattern that does not compile says it is not a
+    regex. Found in review. Now both read the same: in the config (422) and in a reference (parse_error)."""
+    schema = {"type": "string", "pattern": pattern}
+    with pytest.raises(InvalidRequest) as bad:
+        REWARD.parse_config({"schema": schema})
+    message = str(bad.value)
+    assert f"{pattern!r} is not a 'regex'" in message and "VERSION" not in message, message
+    out = await score_text(REWARD, '"abc"', {"schema": schema})
+    assert (out.score, out.reason) == (None, Reason.PARSE_ERROR), out
+    assert out.details["message"] == f"not a valid JSON Schema: {pattern!r} is not a 'regex'", out
+    # the same message as a pattern that does not compile
+    broken = await score_text(REWARD, '"abc"', {"schema": {"type": "string", "pattern": "("}})
+    assert broken.details["message"] == "not a valid JSON Schema: '(' is not a 'regex'", broken

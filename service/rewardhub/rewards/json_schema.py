@@ -134,7 +134,8 @@ class JsonSchemaConfig(RewardConfig):
 def _is_pattern(value: object) -> bool:
     """The metaschema's ``format: regex`` (``pattern`` and ``patternProperties`` keys), checked with the
     engine that runs the patterns: it reads ECMA-262 syntax Python's ``re`` rejects (``\\p{L}``,
-    ``(?<name>...)``)."""
+    ``(?<name>...)``). A pattern turning on the engine's version 1 (``(?V1)``: no ECMA-262 syntax) is
+    refused as one that does not compile is, not with the engine's ValueError text."""
     if isinstance(value, str):
         compile_pattern(value, False, version0=True)
     return True
@@ -143,7 +144,8 @@ def _is_pattern(value: object) -> bool:
 @lru_cache(maxsize=16)
 def _metaschema_formats(cls: type[Validator]) -> FormatChecker:
     checker = FormatChecker(())
-    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_pattern, regex.error)}
+    # ValueError: (?V1), which compile_pattern refuses in a JSON Schema pattern
+    checker.checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_pattern, (regex.error, ValueError))}
     return checker
 
 
@@ -280,7 +282,7 @@ def _timed(fn: Any) -> Any:
 def _search(pattern: str, text: str) -> bool:
     try:
         compiled = compile_pattern(pattern, False, version0=True)
-    except regex.error as exc:
+    except (regex.error, ValueError) as exc:  # ValueError: (?V1), refused by the metaschema check first
         raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
     budget = _budget.get()
     if budget is not None:
@@ -587,7 +589,9 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # check_formats reads a document's format: regex with the regex engine (ECMA-262's \p{L} is a regex, (?f)
     # is not, and what re raised OverflowError on is a format failure); and asserts date-time and time (RFC 3339:
     # without jsonschema's optional rfc3339-validator any string passed)
-    version: ClassVar[str] = "1.1.3"
+    # 1.1.4: a schema pattern turning on version 1, (?V1), is "not a 'regex'" as a pattern that does not
+    # compile is (its message was the engine's "ValueError: VERSION0 and VERSION1 flags are ...")
+    version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
