@@ -160,6 +160,30 @@ async def test_squad_votes_across_full_case_folding(client: httpx.AsyncClient) -
     assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
+async def test_squad_votes_across_spaces_between_cjk_characters(client: httpx.AsyncClient) -> None:
+    """normalize=squad kept the spaces SQuAD's normalisation leaves, where squad exact_match compares CJK
+    text as f1's tokens (MLQA): "東京 タワー" was another vote than "東京タワー", though exact_match scores it
+    1 against either, and two minority answers outvoted them. Found in review. The key is written without
+    a space beside an ideograph or kana, so it reads as the answer does; spaces between words still count."""
+    reward = {
+        "name": "majority_vote",
+        "config": {"equivalence": "string", "normalize": "squad", "extraction": ["answer_tag"]},
+    }
+    g = gid()
+    answers = ["東京タワー", "東京 タワー", "東 京 タ ワ ー", "大阪", "大阪"]
+    out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
+    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0], out
+    assert {r["details"]["answer"] for r in out[:3]} == {"東京タワー"}
+    assert out[0]["details"]["pseudo_label"] == "東京タワー" and out[0]["details"]["votes"] == 3
+    # a Latin word beside CJK text is one token either way; between two Latin words a space still counts
+    g = gid()
+    answers = ["東京 Tower", "東京tower", "new york", "newyork", "newyork"]
+    out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
+    keys = ["東京tower", "東京tower", "new york", "newyork", "newyork"]
+    assert [r["details"]["answer"] for r in out] == keys
+    assert out[0]["details"]["tie"] and [r["score"] for r in out] == [1.0, 1.0, 0.0, 0.0, 0.0], out
+
+
 async def test_no_answers_and_no_group(client: httpx.AsyncClient) -> None:
     g = gid()
     out = await results(

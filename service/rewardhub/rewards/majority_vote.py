@@ -23,7 +23,8 @@ is" / last number). Equivalence (``equivalence``):
 * ``string``: answers equal after ``normalize`` (``whitespace``: LaTeX text wrappers dropped, so
   ``\boxed{\text{Paris}}`` votes with ``\boxed{Paris}``, NFKC, so full-width ``Ｐａｒｉｓ`` is ``Paris``,
   then drop invisible format characters, collapse spaces and case-fold; ``squad``: also drop punctuation
-  and articles; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer
+  and articles, and a space beside a CJK ideograph or kana, as squad ``exact_match`` compares: "東京 タワー"
+  votes with "東京タワー"; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer
   that normalises to nothing counts as no answer.
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
@@ -58,7 +59,7 @@ from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, fold_forms, squad_normalize
+from rewardhub.rewards.text import answer_text, fold_forms, join_cjk, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -139,7 +140,8 @@ def _normalizer(mode: str) -> Any:
     # \text{Paris}, \textbf{Paris}, \mathrm{Paris}: the way a box writes a word, not another answer
     # (math's unwrap_text); squad made "\text{Paris}" the word "textparis"
     if mode == "squad":
-        return lambda s: squad_normalize(unwrap_text(s))
+        # no space beside CJK text, as squad exact_match compares (MLQA's tokens): "東京 タワー" is "東京タワー"
+        return lambda s: join_cjk(squad_normalize(unwrap_text(s)))
     if mode == "whitespace":
         return lambda s: " ".join(fold_forms(unwrap_text(s)).split()).casefold()
     return lambda s: s
@@ -174,7 +176,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.7: string equivalence drops LaTeX text wrappers (whitespace, squad): \boxed{\text{Paris}} was
     # another vote than \boxed{Paris} ("\text{paris}"; "textparis" under squad), splitting the majority
     # 1.0.8: squad case-folds as whitespace does: "STRASSE" was another vote than "Straße" under squad
-    version: ClassVar[str] = "1.0.8"
+    # 1.0.9: squad drops the spaces beside CJK characters, as squad exact_match compares (MLQA's tokens):
+    # "東京 タワー" was another vote than "東京タワー"
+    version: ClassVar[str] = "1.0.9"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

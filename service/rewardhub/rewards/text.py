@@ -28,7 +28,9 @@ repetition reward's and ROUGE's words, multiple_choice's letters); ``none`` and 
 one token. Chinese and Japanese are written without spaces, so whitespace splitting made a whole answer
 one token, and F1's partial credit all or nothing ("東京都" against "東京" was 0.0, not 0.8).
 :func:`split_cjk` is that split, and :func:`word_count` its length: the words of text_similarity's bleu and
-gleu, of the repetition reward and of the ``words`` length unit (:mod:`.units`).
+gleu, of the repetition reward and of the ``words`` length unit (:mod:`.units`). :func:`join_cjk` writes
+a text with the spaces beside CJK characters dropped: a key equal exactly when the tokens are (majority_vote's
+``squad`` votes).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "blank",
     "drop_invisible",
     "fold_forms",
+    "join_cjk",
     "squad_normalize",
     "squad_pair",
     "squad_tokens",
@@ -76,6 +79,7 @@ CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CJK_SCRIPTS = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70"
 _CJK_CHAR = regex.compile(f"[{CJK_SCRIPTS}]")
 _CJK_RUN = regex.compile(f"[{CJK_SCRIPTS}]+")
+_SPACE_BY_CJK = regex.compile(rf"\s+(?=[{CJK_SCRIPTS}])|(?<=[{CJK_SCRIPTS}])\s+")
 
 
 def fold_forms(text: str) -> str:
@@ -114,6 +118,13 @@ def split_cjk(text: str) -> list[str]:
     if text.isascii():
         return text.split()
     return _CJK_CHAR.sub(r" \g<0> ", text).split()
+
+
+def join_cjk(text: str) -> str:
+    """``text`` without the whitespace beside a CJK ideograph or kana: "東京 タワー" is "東京タワー", "東京 tower"
+    "東京tower". Two texts are equal so exactly when their :func:`split_cjk` tokens are, so it is a key that
+    compares as squad exact_match and f1 do (MLQA's tokens), written as the answer is."""
+    return text if text.isascii() else _SPACE_BY_CJK.sub("", text)
 
 
 def word_count(text: str) -> int:
