@@ -97,6 +97,13 @@ async def test_a_numeric_reference_is_its_number(reference: Any) -> None:
         ({}, "東京", "東京タワー", 0.0),
         ({}, "京東", "東京", 0.0),
         ({"normalize": "whitespace"}, "STRASSE", "Straße", 1.0),
+        # the capital dotted I (Turkish) is i ignoring case: casefold wrote "i" and a combining dot above,
+        # so "İstanbul" was not "istanbul" in any normalisation (0.0)
+        ({}, "İstanbul", "istanbul", 1.0),
+        ({}, "İZMİR", "Izmir", 1.0),
+        ({"normalize": "whitespace"}, "İstanbul", "ISTANBUL", 1.0),
+        ({"normalize": "none"}, "İstanbul", "istanbul", 1.0),
+        ({"normalize": "whitespace", "case_sensitive": True}, "İstanbul", "Istanbul", 0.0),
         # none compares as written, ignoring case unless case_sensitive (as the README says)
         ({"normalize": "none"}, "Ｐａｒｉｓ", "Paris", 0.0),
         ({"normalize": "none"}, "PARIS", "Paris", 1.0),

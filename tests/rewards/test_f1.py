@@ -32,6 +32,8 @@ REWARD = F1Reward(runtime=None)  # type: ignore[arg-type]  # text rewards don't 
         ("dog", "cat", 0.0, 0.0, 0.0),
         # case is folded fully: "STRASSE" is the token "straße" (lower() left "ß": 1/2 common, 0.5)
         ("DIE STRASSE", "die Straße", 1.0, 1.0, 1.0),
+        # the capital dotted I is i ignoring case (casefold wrote "i" and a combining dot: 0.0)
+        ("İstanbul İzmir", "istanbul izmir", 1.0, 1.0, 1.0),
         # a reference that SQuAD's normalisation empties ('a' is an article) keeps its articles, and so
         # does the response: 'the' is not the answer 'a' (it was 1.0: both normalised to nothing)
         ("the", "a", 0.0, 0.0, 0.0),

@@ -160,6 +160,21 @@ async def test_squad_votes_across_full_case_folding(client: httpx.AsyncClient) -
     assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("normalize", ["squad", "whitespace"])
+async def test_votes_across_the_capital_dotted_i(client: httpx.AsyncClient, normalize: str) -> None:
+    """casefold writes "İ" as "i" and a combining dot above: "İstanbul" was another vote than "istanbul"
+    and "ISTANBUL", and two minority answers outvoted them. Found in review."""
+    reward = {
+        "name": "majority_vote",
+        "config": {"equivalence": "string", "normalize": normalize, "extraction": ["answer_tag"]},
+    }
+    g = gid()
+    answers = ["İstanbul", "istanbul", "ISTANBUL", "Ankara", "Ankara"]
+    out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
+    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0], out
+    assert out[0]["details"]["pseudo_label"] == "istanbul"
+
+
 async def test_squad_votes_across_spaces_between_cjk_characters(client: httpx.AsyncClient) -> None:
     """normalize=squad kept the spaces SQuAD's normalisation leaves, where squad exact_match compares CJK
     text as f1's tokens (MLQA): "東京 タワー" was another vote than "東京タワー", though exact_match scores it

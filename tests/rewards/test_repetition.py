@@ -45,6 +45,8 @@ async def test_token_ids(ids: list[int], n: int, max_penalty: float, expected: f
         ("the cat sat the cat sat", -0.25),
         # case-folded words: the same
         ("The cat sat the CAT sat", -0.25),
+        # ... the capital dotted I too: "İstanbul" is the word "istanbul" (it was another, 0.0)
+        ("İstanbul is big istanbul is big", -0.25),
         # punctuation stays part of a word: 'sat.' differs from 'sat', 4 unique of 4
         ("the cat sat. the cat sat", 0.0),
         # two words: fewer than n = 3

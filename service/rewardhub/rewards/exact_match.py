@@ -12,7 +12,8 @@ in f1's tokens: "東京 タワー" is "東京タワー"), ``whitespace`` (collap
 ``whitespace`` drop invisible format characters (:func:`.text.drop_invisible`: "Par\u200bis" is "Paris")
 and fold compatibility forms (NFKC: full-width "Ｐａｒｉｓ" and "４２" are "Paris" and "42", the ligature
 "ﬁ" is "fi"), with ``case_sensitive`` too (NFKC keeps letter case); ``none`` compares as written.
-``whitespace`` and ``none`` ignore case (``casefold``) unless ``case_sensitive``.
+``whitespace`` and ``none`` ignore case (``casefold``, the capital dotted I "İ" folded to "i" as squad folds
+it: :func:`.text.fold_case`) unless ``case_sensitive``.
 The reference is a string, a list of acceptable strings, ``{"answers": [...]}``, or a Hugging Face SQuAD row's
 ``{"answers": {"text": [...], "answer_start": [...]}}`` (or that row's ``answers`` column alone,
 ``{"text": [...], "answer_start": [...]}``); the item scores 1 if any matches. A number among them is
@@ -49,6 +50,7 @@ from rewardhub.rewards.text import (
     answer_span,
     answer_text,
     blank,
+    fold_case,
     fold_forms,
     split_cjk,
     squad_normalize,
@@ -269,7 +271,7 @@ def _norm(text: str, cfg: ExactMatchConfig) -> str:
         # NFKC, as squad's normalisation and majority_vote's whitespace do: full-width "Ｐａｒｉｓ" or
         # "４２" (CJK output), the ligature "ﬁ" are their ASCII forms; a zero-width space is no character
         text = " ".join(fold_forms(text).split())
-    return text if cfg.case_sensitive else text.casefold()
+    return text if cfg.case_sensitive else fold_case(text)
 
 
 def _equal(span: str, ref: str, cfg: ExactMatchConfig) -> bool:
@@ -301,7 +303,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # "ﬁ" were not "Paris", "42", "fi" (none still compares as written); squad case-folds, as whitespace
     # does ("STRASSE" was not "Straße" under squad, though it was under whitespace); squad compares CJK
     # text as f1's tokens, as MLQA's EM does: "東京 タワー" was not "東京タワー", though its F1 was 1.0
-    version: ClassVar[str] = "1.1.6"
+    # 1.1.7: ignoring case, the capital dotted I is i (.text.fold_case): casefold wrote "İ" as "i" and a
+    # combining dot, so "İstanbul" was not "istanbul" under squad, whitespace or none
+    version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 

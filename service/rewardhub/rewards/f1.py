@@ -91,7 +91,9 @@ class F1Reward(Reward[F1Config]):
     # pattern's first group that took part in the match is scored (alternatives: group 1 could be None)
     # 1.1.6: tokens are case-folded, not lower-cased: "STRASSE" was another token than "Straße"; the
     # prolonged sound mark ー is a kana token ("サッカーW杯" had the token "ーw")
-    version: ClassVar[str] = "1.1.6"
+    # 1.1.7: the capital dotted I is the token i (.text.fold_case): casefold wrote "İ" as "i" and a
+    # combining dot, so "İstanbul" was another token than "istanbul"
+    version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."

@@ -22,7 +22,8 @@ is" / last number). Equivalence (``equivalence``):
   answers (such a group has no strong majority anyway); ``details.pairs_skipped`` says when the bound hit;
 * ``string``: answers equal after ``normalize`` (``whitespace``: LaTeX text wrappers dropped, so
   ``\boxed{\text{Paris}}`` votes with ``\boxed{Paris}``, NFKC, so full-width ``Ｐａｒｉｓ`` is ``Paris``,
-  then drop invisible format characters, collapse spaces and case-fold; ``squad``: also drop punctuation
+  then drop invisible format characters, collapse spaces and case-fold (:func:`.text.fold_case`: "İ" is
+  "i"); ``squad``: also drop punctuation
   and articles, and a space beside a CJK ideograph or kana, as squad ``exact_match`` compares: "東京 タワー"
   votes with "東京タワー"; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer
   that normalises to nothing counts as no answer.
@@ -59,7 +60,7 @@ from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, fold_forms, join_cjk, squad_normalize
+from rewardhub.rewards.text import answer_text, fold_case, fold_forms, join_cjk, squad_normalize
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -143,7 +144,7 @@ def _normalizer(mode: str) -> Any:
         # no space beside CJK text, as squad exact_match compares (MLQA's tokens): "東京 タワー" is "東京タワー"
         return lambda s: join_cjk(squad_normalize(unwrap_text(s)))
     if mode == "whitespace":
-        return lambda s: " ".join(fold_forms(unwrap_text(s)).split()).casefold()
+        return lambda s: fold_case(" ".join(fold_forms(unwrap_text(s)).split()))
     return lambda s: s
 
 
@@ -177,7 +178,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # another vote than \boxed{Paris} ("\text{paris}"; "textparis" under squad), splitting the majority
     # 1.0.8: squad case-folds as whitespace does: "STRASSE" was another vote than "Straße" under squad
     # 1.0.9: squad drops the spaces beside CJK characters, as squad exact_match compares (MLQA's tokens):
-    # "東京 タワー" was another vote than "東京タワー"
+    # "東京 タワー" was another vote than "東京タワー"; whitespace and squad fold the capital dotted I to i
+    # (.text.fold_case): casefold wrote "İ" as "i" and a combining dot, another vote than "istanbul"
     version: ClassVar[str] = "1.0.9"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
-from rewardhub.rewards.text import drop_invisible, split_cjk, word_count
+from rewardhub.rewards.text import drop_invisible, fold_case, split_cjk, word_count
 from rewardhub.rewards.units import UnitError, metadata_int_list
 
 __all__ = ["RepetitionConfig", "RepetitionReward", "repeated_fraction", "repetition_outcome", "runs_inline"]
@@ -100,7 +100,7 @@ def repetition_outcome(payload: tuple[Sequence[Hashable] | str, int, float]) -> 
     CPU-pool task: module level)."""
     tokens, n, max_penalty = payload
     if isinstance(tokens, str):
-        tokens = split_cjk(drop_invisible(tokens).casefold())
+        tokens = split_cjk(fold_case(drop_invisible(tokens)))
     fraction, total, unique = repeated_fraction(tokens, n)
     return Outcome(
         fraction * max_penalty + 0.0,  # + 0.0 turns -0.0 into 0.0
@@ -117,7 +117,9 @@ class RepetitionReward(Reward[RepetitionConfig]):
     # 1.0.2: each CJK ideograph or kana is a word: a Chinese or Japanese loop was one whitespace word, no
     # n-gram, never penalised
     # 1.0.3: the prolonged sound mark ー is a kana word, not glued to a Latin word or number after it
-    version: ClassVar[str] = "1.0.3"
+    # 1.0.4: words fold the capital dotted I to i (.text.fold_case): "İstanbul" and "istanbul" were other
+    # words (casefold wrote "İ" as "i" and a combining dot), a repeat that escaped the penalty
+    version: ClassVar[str] = "1.0.4"
     description: ClassVar[str] = (
         "N-gram repetition penalty (1 − unique/total n-grams) · max_penalty over words or trainer-supplied "
         "token ids; 0 without repeats."

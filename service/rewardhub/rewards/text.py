@@ -3,8 +3,9 @@
 ``squad_normalize`` is the normalisation of the SQuAD v1.1 evaluation script (lower case, drop
 punctuation and the articles a/an/the, collapse whitespace), so scores are comparable with published
 EM/F1 numbers; it drops Unicode punctuation too, as MLQA's script does, where SQuAD's drops ASCII's, and
-lower-cases by full case folding (``str.casefold``, the same as ``lower`` on ASCII), so "STRASSE" is
-"Straße" as in exact_match's ``whitespace``.
+lower-cases by full case folding (:func:`fold_case`: ``str.casefold``, the same as ``lower`` on ASCII, with
+the capital dotted I "İ" folded to "i", where casefold adds a combining dot), so "STRASSE" is "Straße" and
+"İstanbul" "istanbul", as in exact_match's ``whitespace``. Every text reward that ignores case folds it so.
 :func:`squad_pair` normalises an answer and a reference alike, keeping the articles of a reference
 that would otherwise be nothing (the option letter "A").
 
@@ -50,6 +51,7 @@ __all__ = [
     "answer_text",
     "blank",
     "drop_invisible",
+    "fold_case",
     "fold_forms",
     "join_cjk",
     "squad_normalize",
@@ -89,6 +91,18 @@ def fold_forms(text: str) -> str:
     return unicodedata.normalize("NFKC", drop_invisible(text))
 
 
+def fold_case(text: str) -> str:
+    """``text`` with its letter case folded, as the text rewards ignore case: ``str.casefold`` (full case
+    folding: "ß" is "ss"), except that the capital dotted I (Turkish and Azerbaijani "İ", U+0130) is "i".
+    Full case folding writes it "i" and a combining dot above (U+0307), so "İstanbul" was another word than
+    "istanbul" and "ISTANBUL"; the dot is dropped after an "i" (the text recomposed, NFC, where it was:
+    "İ́" is "í")."""
+    folded = text.casefold()
+    if "i\u0307" in folded:
+        folded = unicodedata.normalize("NFC", folded.replace("i\u0307", "i"))
+    return folded
+
+
 def drop_invisible(text: str) -> str:
     """``text`` without its invisible format characters (category Cf: U+200B zero-width space, U+200C/D
     joiners, U+00AD soft hyphen, U+FEFF BOM, U+2060 word joiner, bidi marks...); visible text unchanged.
@@ -105,8 +119,8 @@ def squad_normalize(text: str) -> str:
     """SQuAD's normalisation; punctuation is any Unicode punctuation, not only ASCII's (the answer
     "Ocean’s Eleven" with a curly apostrophe is the reference "Ocean's Eleven", "東京。" is "東京"), and
     invisible format characters are dropped (:func:`drop_invisible`: "Par\u200bis" is "Paris"); case is
-    folded (``casefold``: "ß" is "ss", as ``lower`` left it)."""
-    text = fold_forms(text).casefold()
+    folded (:func:`fold_case`: "ß" is "ss", as ``lower`` left it, and "İ" is "i")."""
+    text = fold_case(fold_forms(text))
     text = _drop_punctuation(text)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
@@ -148,11 +162,11 @@ def squad_tokens(text: str) -> list[str]:
 
 
 def _keep_articles(text: str) -> str:
-    return " ".join(_drop_punctuation(fold_forms(text).casefold()).split())
+    return " ".join(_drop_punctuation(fold_case(fold_forms(text))).split())
 
 
 def _keep_punctuation(text: str) -> str:
-    return " ".join(fold_forms(text).casefold().split())
+    return " ".join(fold_case(fold_forms(text)).split())
 
 
 def squad_pair(pred: str, ref: str) -> tuple[str, str]:

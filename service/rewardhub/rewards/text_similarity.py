@@ -53,7 +53,7 @@ from pydantic import Field
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.similarity import no_reference, reference_texts
-from rewardhub.rewards.text import CJK_SCRIPTS, answer_text, fold_forms, split_cjk
+from rewardhub.rewards.text import CJK_SCRIPTS, answer_text, fold_case, fold_forms, split_cjk
 
 __all__ = ["TextSimilarityConfig", "TextSimilarityReward", "similarity_score"]
 
@@ -96,12 +96,13 @@ class _UnicodeTokenizer:
     format characters, as exact_match and f1 read text. On ASCII text the same words as ``rouge-score``'s
     default, which drops every other character (``"кошка"`` had no words at all); full-width
     ``"ＰＡＲＩＳ"``, the ligature in ``"ﬁsh"`` and ``"Par\u200bis"`` (a zero-width space) were other
-    words than ``"paris"``, ``"fish"``, and "STRASSE" (lower-cased, not case-folded) than "Straße"."""
+    words than ``"paris"``, ``"fish"``, and "STRASSE" (lower-cased, not case-folded) than "Straße"; case is
+    folded as :func:`.text.fold_case` folds it ("İstanbul" is "istanbul")."""
 
     def tokenize(self, text: str) -> list[str]:
         if not text.isascii():
             text = fold_forms(text)
-        return _WORD.findall(text.casefold())
+        return _WORD.findall(fold_case(text))
 
 
 @lru_cache(maxsize=8)
@@ -200,7 +201,9 @@ class TextSimilarityReward(Reward[TextSimilarityConfig]):
     # a word keeps its combining marks (a Devanagari or vowelled Arabic word was cut at each one); bleu
     # and gleu read the prolonged sound mark ー as a kana token, as ROUGE does (it was glued to "W" in "ーW");
     # ROUGE's CJK words are f1's: the punctuation ・ was a word, an ideograph past the BMP glued to the next
-    version: ClassVar[str] = "1.1.4"
+    # 1.1.5: ROUGE folds the capital dotted I to i (.text.fold_case): casefold wrote "İ" as "i" and a
+    # combining dot, so "İstanbul" was another word than "istanbul"
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "OpenAI text_similarity grader: fuzzy_match, bleu, gleu, rouge_1..5, rouge_l, cosine (via `similarity`), meteor."
     )
