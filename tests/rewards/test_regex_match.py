@@ -113,6 +113,37 @@ async def test_compare_searches_the_answer_outside_the_reasoning(
     assert (out.score, out.details["extracted"]) == (score, extracted)
 
 
+DIGITS, WORD = r"####\s*(\d+)", r"####\s*(\S+)"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "response", "reference", "score"),
+    [
+        # \d matches full-width digits (Unicode, as re's does), so the group was "１２", which no reference
+        # "12" equalled (0.0, where exact_match and f1 fold the forms: NFKC)
+        (DIGITS, "#### １２", "12", 1.0),
+        (DIGITS, "#### 12", "１２", 1.0),
+        (DIGITS, "#### １２", "13", 0.0),
+        # compatibility forms of letters too, and an invisible format character is none, as elsewhere
+        (WORD, "#### Ｐａｒｉｓ", "Paris", 1.0),
+        (WORD, "#### 1\u200b2", "12", 1.0),
+        # ... but case still counts (the comparison is exact but for the forms)
+        (WORD, "#### Ｐａｒｉｓ", "paris", 0.0),
+        # digits of another script are other characters (NFKC keeps them), as in exact_match
+        (DIGITS, "#### ١٢", "12", 0.0),
+    ],
+)
+async def test_compare_folds_compatibility_forms(
+    pattern: str, response: str, reference: str, score: float
+) -> None:
+    """The compared group and the references are read after NFKC (:func:`.text.fold_forms`), as the other
+    text rewards compare: \\d and \\w are Unicode, so "#### １２" matched ``#### (\\d+)`` and then equalled no
+    reference "12". Found in review."""
+    out = await score_text(REWARD, response, reference, pattern=pattern, compare_group_to_reference=True)
+    assert (out.score, out.reason) == (score, None), out
+    assert out.details["extracted"] == response.removeprefix("#### ")  # shown as written
+
+
 async def test_fullmatch_compare_still_reads_the_whole_response() -> None:
     """A fullmatch pattern describes the whole response, its reasoning included."""
     out = await score_text(

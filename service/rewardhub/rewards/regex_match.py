@@ -4,7 +4,14 @@ Two uses: a *format* check (``mode: fullmatch`` with a pattern describing the wh
 spirit of the DeepSeek-R1 format reward ``^<think>.*?</think><answer>.*?</answer>$``), and a *cheap
 verifier* (``compare_group_to_reference``: the pattern's first group that took part in the match, for
 a pattern of alternatives the one that matched, stripped of surrounding whitespace, must equal the
-reference exactly, e.g. ``#### (\\S+)`` for GSM8K-style answers).
+reference, e.g. ``#### (\\S+)`` for GSM8K-style answers).
+
+The comparison is exact but for compatibility forms and invisible characters: the group and the references
+are compared after :func:`.text.fold_forms` (NFKC, format characters dropped), as exact_match and f1 read
+text. The pattern's ``\\d`` and ``\\w`` are Unicode (as in ``re``), so ``(\\d+)`` captures a full-width
+"１２", which is the reference "12"; an ASCII flag would have made it no answer instead, and changed what a
+caller's pattern matches. Letter case counts, and digits of other scripts (Arabic-Indic "١٢") are other
+characters, as NFKC keeps them.
 
 The pattern comes from the caller and runs on the event loop, so it goes through
 :mod:`rewardhub.rewards.patterns` (the ``regex`` engine with a per-match timeout): a catastrophic
@@ -46,7 +53,7 @@ from rewardhub.rewards.patterns import (
     compile_pattern,
     validate_pattern,
 )
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import answer_text, fold_forms
 
 __all__ = ["RegexConfig", "RegexReward"]
 
@@ -64,8 +71,8 @@ class RegexConfig(RewardConfig):
     compare_group_to_reference: bool = Field(
         False,
         description="Score 1 iff the first group that took part in the (first) match, whitespace-stripped, "
-        "equals the "
-        "reference (or one of a list of references) exactly; the pattern needs a group. A search reads "
+        "equals the reference (or one of a list of references) exactly, both read after NFKC (full-width "
+        "'１２' is '12'; case counts); the pattern needs a group. A search reads "
         "the response outside its <think> reasoning. A blank reference is missing_reference.",
     )
 
@@ -94,7 +101,9 @@ class RegexReward(Reward[RegexConfig]):
     # alternatives, a boxed answer captured by group 2 was no_answer (0)
     # 1.0.6: a (?V1) pattern compiles (version 0 was pinned: every one was refused, "VERSION0 and
     # VERSION1 flags are mutually incompatible")
-    version: ClassVar[str] = "1.0.6"
+    # 1.0.7: compare_group_to_reference compares after NFKC (.text.fold_forms): (\d+) captures a full-width
+    # "１２" (\d is Unicode), which no reference "12" equalled
+    version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -141,6 +150,8 @@ class RegexReward(Reward[RegexConfig]):
             if group is None:
                 out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
                 continue
-            hit = group.strip() in {r.strip() for r in refs}
+            # compared after NFKC, as the other text rewards compare: \d and \w are Unicode, so a
+            # full-width "１２" is a group of (\d+) and must be the reference "12"
+            hit = fold_forms(group).strip() in {fold_forms(r).strip() for r in refs}
             out.append(Outcome(float(hit), details={"extracted": group, "reference": refs}))
         return out
