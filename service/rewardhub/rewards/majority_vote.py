@@ -23,10 +23,11 @@ is" / last number). Equivalence (``equivalence``):
 * ``string``: answers equal after ``normalize`` (``whitespace``: LaTeX text wrappers dropped, so
   ``\boxed{\text{Paris}}`` votes with ``\boxed{Paris}``, NFKC, so full-width ``Ｐａｒｉｓ`` is ``Paris``,
   then drop invisible format characters, collapse spaces and case-fold (:func:`.text.fold_case`: "İ" is
-  "i"); ``squad``: also drop punctuation
-  and articles, and a space beside a CJK ideograph or kana, as squad ``exact_match`` compares: "東京 タワー"
-  votes with "東京タワー"; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer
-  that normalises to nothing counts as no answer.
+  "i"); ``squad``: also drop punctuation and articles, and a space beside a CJK ideograph or kana, as
+  squad ``exact_match`` compares: "東京 タワー" votes with "東京タワー"; an answer that this would empty keeps
+  its articles, then its punctuation, as exact_match's reference does, so the option letter "A" votes as
+  "a"; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer that
+  normalises to nothing (a blank one) counts as no answer.
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
 (``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
@@ -60,7 +61,7 @@ from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, fold_case, fold_forms, join_cjk, squad_normalize
+from rewardhub.rewards.text import answer_text, fold_case, fold_forms, join_cjk, squad_pair
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -141,8 +142,14 @@ def _normalizer(mode: str) -> Any:
     # \text{Paris}, \textbf{Paris}, \mathrm{Paris}: the way a box writes a word, not another answer
     # (math's unwrap_text); squad made "\text{Paris}" the word "textparis"
     if mode == "squad":
-        # no space beside CJK text, as squad exact_match compares (MLQA's tokens): "東京 タワー" is "東京タワー"
-        return lambda s: join_cjk(squad_normalize(unwrap_text(s)))
+        # no space beside CJK text, as squad exact_match compares (MLQA's tokens): "東京 タワー" is "東京タワー";
+        # an answer SQuAD's normalisation empties keeps its articles, as exact_match's reference does
+        # (squad_pair): the option letter "A" is "a", where it was nothing (no answer)
+        def squad(s: str) -> str:
+            text = unwrap_text(s)
+            return join_cjk(squad_pair(text, text)[1])
+
+        return squad
     if mode == "whitespace":
         return lambda s: fold_case(" ".join(fold_forms(unwrap_text(s)).split()))
     return lambda s: s
@@ -179,7 +186,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.8: squad case-folds as whitespace does: "STRASSE" was another vote than "Straße" under squad
     # 1.0.9: squad drops the spaces beside CJK characters, as squad exact_match compares (MLQA's tokens):
     # "東京 タワー" was another vote than "東京タワー"; whitespace and squad fold the capital dotted I to i
-    # (.text.fold_case): casefold wrote "İ" as "i" and a combining dot, another vote than "istanbul"
+    # (.text.fold_case): casefold wrote "İ" as "i" and a combining dot, another vote than "istanbul"; an
+    # answer squad empties keeps its articles (.text.squad_pair): the option letter "A" was no answer
     version: ClassVar[str] = "1.0.9"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
