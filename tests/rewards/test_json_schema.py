@@ -159,6 +159,32 @@ async def test_bad_reference_schema_is_invalid(reference: Any, reason: Reason) -
 
 
 @pytest.mark.parametrize(
+    ("reference", "reason"),
+    [
+        # a dataset row whose schema column is empty: the wrapper holds nothing
+        ({"schema": None}, Reason.MISSING_REFERENCE),
+        ('{"schema": null}', Reason.MISSING_REFERENCE),
+        ({"schema": None, "type": "string"}, Reason.MISSING_REFERENCE),
+        ({"schema": ""}, Reason.MISSING_REFERENCE),
+        ({"schema": " \n"}, Reason.MISSING_REFERENCE),
+        ("", Reason.MISSING_REFERENCE),
+        # the wrapper holding what is no schema
+        ({"schema": 5}, Reason.PARSE_ERROR),
+        ({"schema": [PERSON]}, Reason.PARSE_ERROR),
+    ],
+)
+async def test_a_wrapper_without_a_schema_is_not_the_empty_schema(reference: Any, reason: Reason) -> None:
+    """A top-level ``schema`` key holding neither an object nor a string (null, a number, a list) was not
+    read as the wrapper, so the reference itself was the schema: ``{"schema": null}``, a row whose schema
+    is missing, is a schema of one unknown keyword, which every JSON document satisfies (1.0 for any
+    response that parses). Found in review. The wrapper is the wrapper whatever it holds (no JSON Schema
+    keyword is called ``schema``): nothing in it, or a blank text, is a missing reference, and a number or
+    list an unreadable one."""
+    out = await score_text(REWARD, GOOD, reference)
+    assert (out.score, out.reason) == (None, reason), out
+
+
+@pytest.mark.parametrize(
     ("schema", "doc", "score"),
     [
         # local $defs references resolve

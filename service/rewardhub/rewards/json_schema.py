@@ -12,11 +12,11 @@ For structured-output / tool-call training. The JSON is taken from (``extract``)
 The schema: ``config.schema`` when given (one schema for the whole batch; checked when the request
 arrives, its references resolved too, so a bad one, or one referring to nothing or to a remote URL, is a
 422); otherwise the item's reference, either ``{"schema": {...}}`` (or ``{"schema": "<the schema as JSON
-text>"}``) or the schema object itself (a top-level ``"schema"`` key holding an object or a string is
-always read as the wrapper), or a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored. A
-missing schema is ``missing_reference``; an unreadable one (bad JSON, fails the metaschema, an
-unresolvable ``$ref``: remote references are never fetched) is ``parse_error``, since the data, not the
-model, is at fault.
+text>"}``) or the schema object itself (a top-level ``"schema"`` key is always read as the wrapper, whatever
+it holds), or a JSON string of either. **The config wins**: with ``config.schema`` set the reference is ignored.
+A missing schema (no reference, a blank one, or the wrapper holding null or blank text) is
+``missing_reference``; an unreadable one (bad JSON, fails the metaschema, an unresolvable ``$ref``: remote
+references are never fetched) is ``parse_error``, since the data, not the model, is at fault.
 
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
 ``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes (and those ``unevaluatedProperties``
@@ -78,7 +78,7 @@ from rewardhub.rewards.patterns import (
     compile_pattern,
     full_case_folding,
 )
-from rewardhub.rewards.text import answer_text
+from rewardhub.rewards.text import answer_text, blank
 
 __all__ = ["JsonSchemaConfig", "JsonSchemaReward", "extract_json_text", "json_in_answer"]
 
@@ -528,17 +528,34 @@ def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
         )
 
 
+class _NoSchema(Exception):
+    """The reference holds no schema: blank text, or the wrapper with nothing (null, blank text) in it."""
+
+
 def _reference_schema(reference: Any) -> Schema:
-    """The schema an item's reference holds; raises ValueError when it is not one."""
+    """The schema an item's reference holds.
+
+    A top-level ``schema`` key is the wrapper whatever it holds (no JSON Schema keyword has that name):
+    read as the schema, ``{"schema": null}`` (a dataset row whose schema is missing) was a schema of one
+    unknown keyword, which every document satisfies.
+
+    Raises:
+        _NoSchema: the reference, or its wrapper's ``schema``, is null or blank text.
+        ValueError: it is not a JSON Schema (unreadable JSON text, or a value that is no schema).
+    """
     if isinstance(reference, str):
+        if blank(reference):
+            raise _NoSchema
         reference = json.loads(reference)
-    inner = reference.get("schema") if isinstance(reference, dict) else None
-    if isinstance(inner, str):  # the wrapper with the schema as JSON text (a dataset's string column)
-        inner = json.loads(inner)
+    if isinstance(reference, dict) and "schema" in reference:
+        inner = reference["schema"]
+        if inner is None or isinstance(inner, str) and blank(inner):
+            raise _NoSchema
+        if isinstance(inner, str):  # the wrapper with the schema as JSON text (a dataset's string column)
+            inner = json.loads(inner)
         if not isinstance(inner, dict | bool):
             raise ValueError("the reference's `schema` is not a JSON Schema object")
-    if isinstance(inner, dict | bool):
-        reference = inner
+        return inner
     if not isinstance(reference, dict | bool):
         raise ValueError("the reference is not a JSON Schema object")
     return reference
@@ -591,6 +608,9 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # without jsonschema's optional rfc3339-validator any string passed)
     # 1.1.4: a schema pattern turning on version 1, (?V1), is "not a 'regex'" as a pattern that does not
     # compile is (its message was the engine's "ValueError: VERSION0 and VERSION1 flags are ...")
+    # a reference {"schema": null} (or a number, a list) was read as a schema of one unknown keyword, which
+    # every document satisfies (1.0): the wrapper with nothing in it, or a blank reference, is
+    # missing_reference, with what is no schema parse_error
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
@@ -626,6 +646,10 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
                 return Outcome.invalid(Reason.MISSING_REFERENCE, "no schema in the config or the reference")
             try:
                 schema = _reference_schema(item.reference)
+            except _NoSchema:
+                return Outcome.invalid(
+                    Reason.MISSING_REFERENCE, "no schema in the config, and the reference's is empty"
+                )
             except (ValueError, RecursionError) as exc:
                 return Outcome.invalid(Reason.PARSE_ERROR, f"unreadable schema in the reference: {exc}"[:300])
             validator = _load(schema, config.check_formats)
