@@ -747,3 +747,42 @@ async def test_version1_schema_pattern_is_a_bad_pattern_like_any_other(pattern: 
     # the same message as a pattern that does not compile
     broken = await score_text(REWARD, '"abc"', {"schema": {"type": "string", "pattern": "("}})
     assert broken.details["message"] == "not a valid JSON Schema: '(' is not a 'regex'", broken
+
+
+@pytest.mark.parametrize(
+    ("pattern", "doc", "score"),
+    [
+        # \d is [0-9] in ECMA-262: full-width and Arabic-Indic digits are no digits (both were 1.0)
+        ("^\\d{5}$", '"12345"', 1.0),
+        ("^\\d{5}$", '"１２３４５"', 0.0),
+        ("^\\d{5}$", '"١٢٣٤٥"', 0.0),
+        ("^\\D$", '"１"', 1.0),
+        ("^[^\\d]+$", '"１２"', 1.0),
+        # \w is [A-Za-z0-9_]: an identifier pattern does not take "café" or "東京"
+        ("^\\w+$", '"abc_1"', 1.0),
+        ("^\\w+$", '"café"', 0.0),
+        ("^[\\w.-]+$", '"a.b-c"', 1.0),
+        ("^[\\w.-]+$", '"東京"', 0.0),
+        ("^\\W$", '"é"', 1.0),
+        # \b is a boundary of those word characters: "é" is none, so "écat" has one before "cat"
+        ("\\bcat\\b", '"écat"', 1.0),
+        ("\\bcat\\b", '"scat"', 0.0),
+        ("\\Bcat", '"écat"', 0.0),
+        # Unicode properties stay Unicode, escapes and comments are read as written
+        ("^\\p{L}+\\d$", '"Zoë1"', 1.0),
+        ("^\\\\d$", '"\\\\d"', 1.0),
+        ("^[\\\\d]+$", '"d\\\\"', 1.0),
+        ("^(?#\\d)a$", '"a"', 1.0),
+    ],
+)
+async def test_schema_pattern_classes_are_ecma_262s(pattern: str, doc: str, score: float) -> None:
+    """JSON Schema patterns are ECMA-262 regular expressions, whose ``\\d``, ``\\w`` and ``\\b`` are ASCII
+    (``\\d`` is ``[0-9]``, even with the ``u`` flag), as the JSON Schema test suite's ecmascript-regex cases
+    check; the engine's are Unicode, so a five-digit pattern took full-width "１２３４５" and ``^\\w+$``
+    took "café" (1.0, where an ECMA validator, the one a schema's consumer runs, rejects them). Found in
+    review."""
+    schema = {"type": "string", "pattern": pattern}
+    assert (await score_text(REWARD, doc, schema=schema)).score == score
+    key = {"type": "object", "patternProperties": {pattern: {"type": "integer"}}}
+    keyed = await score_text(REWARD, f'{{{doc}: "x"}}', schema=key)  # a matched key's value must be 1
+    assert keyed.score == 1.0 - score, keyed

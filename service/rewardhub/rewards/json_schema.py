@@ -21,7 +21,8 @@ references are never fetched) is ``parse_error``, since the data, not the model,
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
 ``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes (and those ``unevaluatedProperties``
 reads; and with ``check_formats`` a document's ``format: regex`` strings, :func:`_is_document_regex`) are checked (so ECMA-262's ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are
-read) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
+read, and ``\\d``, ``\\w`` and ``\\b`` are ECMA-262's ASCII ones, :func:`_ecma`: ``^\\d{5}$`` takes no
+full-width digits) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
 validator's ``re.search`` on a hostile pattern and response would stall the event loop. Every search of
 one request draws on one :class:`~rewardhub.rewards.patterns.MatchBudget`: a document with many keys
 or strings runs many searches, each under its own limit, and one item of 40 keys under a slow
@@ -131,13 +132,82 @@ class JsonSchemaConfig(RewardConfig):
         return v
 
 
+# ECMA-262's \d, \w and \b (and their negations) are ASCII's, with or without its u flag; the engine's
+# are Unicode's. Outside a class each is scoped ASCII, (?a:\d); inside one \d and \w are their ranges.
+_ASCII_ESCAPES = frozenset("dDwWbB")
+_CLASS_RANGES = {"d": "0-9", "w": "A-Za-z0-9_"}
+
+
+@lru_cache(maxsize=1024)
+def _ecma(pattern: str) -> str:
+    """``pattern`` with ECMA-262's ASCII ``\\d``, ``\\w``, ``\\b`` and their negations: a five-digit
+    pattern ``^\\d{5}$`` took full-width "１２３４５" and ``^\\w+$`` took "café", which an ECMA validator
+    (the one a schema's consumer runs) rejects. ``\\p{...}`` stays Unicode, as in ECMA with ``u``; a
+    negated escape inside a class (``[\\D]``) stays the engine's. Classes and ``(?#...)`` comments are
+    read as :func:`.patterns.pattern_units` reads them, so an escaped backslash or a comment is left as
+    written; an invalid pattern stays invalid."""
+    if "\\" not in pattern:
+        return pattern
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            esc = pattern[i + 1]
+            if esc in _ASCII_ESCAPES and not in_class:
+                out.append(f"(?a:\\{esc})")
+            elif in_class and esc in _CLASS_RANGES:
+                # a hyphen beside a class escape is the character ([\w-.]), not a range: kept one
+                if out and out[-1] == "-":
+                    out[-1] = "\\-"
+                out.append(_CLASS_RANGES[esc])
+                if pattern.startswith("-", i + 2):
+                    out.append("\\-")
+                    i += 1
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if pattern.startswith("[:", i):  # a POSIX class, [:alpha:], ends at its own ":]"
+                close = pattern.find(":]", i + 2)
+                if close >= 0:
+                    out.append(pattern[i : close + 2])
+                    i = close + 2
+                    continue
+            in_class = ch != "]"
+            out.append(ch)
+            i += 1
+        elif ch == "[":
+            start = i + 1
+            if start < n and pattern[start] == "^":
+                start += 1
+            if start < n and pattern[start] == "]":
+                start += 1  # a leading "]" is the character
+            out.append(pattern[i:start])
+            in_class = True
+            i = start
+        elif pattern.startswith("(?#", i):
+            end = i + 3
+            while end < n and pattern[end] != ")":  # "\)" does not end the comment
+                end += 2 if pattern[end] == "\\" else 1
+            end = min(end + 1, n)
+            out.append(pattern[i:end])
+            i = end
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
 def _is_pattern(value: object) -> bool:
     """The metaschema's ``format: regex`` (``pattern`` and ``patternProperties`` keys), checked with the
     engine that runs the patterns: it reads ECMA-262 syntax Python's ``re`` rejects (``\\p{L}``,
     ``(?<name>...)``). A pattern turning on the engine's version 1 (``(?V1)``: no ECMA-262 syntax) is
     refused as one that does not compile is, not with the engine's ValueError text."""
     if isinstance(value, str):
-        compile_pattern(value, False, version0=True)
+        compile_pattern(_ecma(value), False, version0=True)
     return True
 
 
@@ -281,7 +351,7 @@ def _timed(fn: Any) -> Any:
 
 def _search(pattern: str, text: str) -> bool:
     try:
-        compiled = compile_pattern(pattern, False, version0=True)
+        compiled = compile_pattern(_ecma(pattern), False, version0=True)
     except (regex.error, ValueError) as exc:  # ValueError: (?V1), refused by the metaschema check first
         raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
     budget = _budget.get()
@@ -610,7 +680,8 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # compile is (its message was the engine's "ValueError: VERSION0 and VERSION1 flags are ...")
     # a reference {"schema": null} (or a number, a list) was read as a schema of one unknown keyword, which
     # every document satisfies (1.0): the wrapper with nothing in it, or a blank reference, is
-    # missing_reference, with what is no schema parse_error
+    # missing_reference, with what is no schema parse_error; a schema pattern's \d, \w and \b are ECMA-262's,
+    # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café")
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
