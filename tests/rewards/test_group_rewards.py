@@ -179,19 +179,21 @@ async def test_squad_votes_for_an_option_letter_that_is_an_article(client: httpx
     """Under normalize=squad the option letter "A" (an article) normalised to nothing, so every "A" was
     no answer (0.0) and the group's majority went to "B" with fewer votes, where squad exact_match keeps
     a reference's articles when SQuAD's normalisation would empty it (:func:`.text.squad_pair`). Found in
-    review. Such an answer votes with its articles kept (then its punctuation): "A", "a." and "(A)" vote
-    together, "An" and "The" are other answers; a blank one is still none."""
+    review. Such an answer votes with its articles kept: "A", "a." and "(A)" vote together, "An" and "The"
+    are other answers; a blank one, or punctuation alone ("...", as a cut-off answer writes), is still none
+    (three "..." would otherwise label the group)."""
     reward = {
         "name": "majority_vote",
         "config": {"equivalence": "string", "normalize": "squad", "extraction": ["answer_tag"]},
     }
     g = gid()
-    answers = ["A", "a.", "(A)", "B", "B", "An", "The", " "]
+    answers = ["A", "a.", "(A)", "B", "B", "An", "The", " ", "...", "...", "...", "?"]
     out = await results(client, reward, [{"response": f"<answer>{a}</answer>", "group": g} for a in answers])
-    assert [r["details"]["answer"] for r in out] == ["a", "a", "a", "b", "b", "an", "the", None], out
-    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0], out
+    keys = ["a", "a", "a", "b", "b", "an", "the", None, None, None, None, None]
+    assert [r["details"]["answer"] for r in out] == keys, out
+    assert [r["score"] for r in out] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0] + [0.0] * 5, out
     assert out[0]["details"]["pseudo_label"] == "a" and out[0]["details"]["votes"] == 3
-    assert out[-1]["reason"] == "no_answer"
+    assert {r["reason"] for r in out[7:]} == {"no_answer"}
 
 
 async def test_squad_votes_across_spaces_between_cjk_characters(client: httpx.AsyncClient) -> None:

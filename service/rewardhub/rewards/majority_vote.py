@@ -25,9 +25,9 @@ is" / last number). Equivalence (``equivalence``):
   then drop invisible format characters, collapse spaces and case-fold (:func:`.text.fold_case`: "İ" is
   "i"); ``squad``: also drop punctuation and articles, and a space beside a CJK ideograph or kana, as
   squad ``exact_match`` compares: "東京 タワー" votes with "東京タワー"; an answer that this would empty keeps
-  its articles, then its punctuation, as exact_match's reference does, so the option letter "A" votes as
-  "a"; ``none``); ``answer`` and ``pseudo_label`` are then shown normalised, and an answer that
-  normalises to nothing (a blank one) counts as no answer.
+  its articles, as exact_match's reference does, so the option letter "A" votes as "a"; ``none``);
+  ``answer`` and ``pseudo_label`` are then shown normalised, and an answer that normalises to nothing (a
+  blank one, or punctuation alone) counts as no answer.
 
 Votes count items, so a cluster's votes are the number of responses whose answer is in it. Ties
 (``tie_break``): ``first`` (default) takes the tied answer that appears first in the request, as
@@ -61,7 +61,7 @@ from rewardhub.mathlib.normalize import unwrap_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
 from rewardhub.rewards.math_answer import Method
-from rewardhub.rewards.text import answer_text, fold_case, fold_forms, join_cjk, squad_pair
+from rewardhub.rewards.text import answer_text, fold_case, fold_forms, join_cjk, squad_normalize, squad_pair
 from rewardhub.runtime.cpu_tasks import check_pair
 
 __all__ = ["MajorityVoteConfig", "MajorityVoteReward"]
@@ -144,10 +144,15 @@ def _normalizer(mode: str) -> Any:
     if mode == "squad":
         # no space beside CJK text, as squad exact_match compares (MLQA's tokens): "東京 タワー" is "東京タワー";
         # an answer SQuAD's normalisation empties keeps its articles, as exact_match's reference does
-        # (squad_pair): the option letter "A" is "a", where it was nothing (no answer)
+        # (squad_pair): the option letter "A" is "a", where it was nothing (no answer); punctuation alone
+        # ("...", a cut-off answer) is still none, or a few of them could label the group
         def squad(s: str) -> str:
             text = unwrap_text(s)
-            return join_cjk(squad_pair(text, text)[1])
+            key = squad_normalize(text)
+            if not key:
+                key = squad_pair(text, text)[1]
+                key = key if any(ch.isalnum() for ch in key) else ""
+            return join_cjk(key)
 
         return squad
     if mode == "whitespace":
