@@ -265,6 +265,10 @@ UNANSWERABLE_ROWS = [
         # the phrases are the config's
         ("Cannot be answered.", {"no_answer_phrases": ["cannot be answered"]}, 1.0, None),
         ("unanswerable", {"no_answer_phrases": ["cannot be answered"]}, 0.0, None),
+        # compared as squad compares answers: a space between CJK characters is no difference (it was 0.0)
+        ("无法 回答", {"no_answer_phrases": ["无法回答"]}, 1.0, None),
+        ("答えられません", {"no_answer_phrases": ["答え られ ません"]}, 1.0, None),
+        ("无法", {"no_answer_phrases": ["无法回答"]}, 0.0, None),
     ],
 )
 async def test_squad_v2_unanswerable_row(

@@ -22,8 +22,9 @@ read as its text, a whole float as the integer (42.0 is "42").
 Unanswerable questions (SQuAD v2): a SQuAD-layout reference with no answer text (``"text": []``) is one.
 Only an abstention scores 1 on it: a blank answer, as in the official SQuAD v2 script, or one of
 ``no_answer_phrases`` ("unanswerable", "no answer" by default: what SQuAD v2 prompts ask a model to say),
-compared after SQuAD normalisation; any other answer scores 0, and so does a response cut off inside its
-reasoning (its answer is blank because it never gave one). A blank reference in any other layout (``""``,
+compared after SQuAD normalisation (a space between CJK characters no difference, as in ``squad``'s
+answers); any other answer scores 0, and so does a response cut off inside its reasoning (its answer is
+blank because it never gave one). A blank reference in any other layout (``""``,
 ``[""]``, ``{"answer": ""}``) is a data error, ``missing_reference``: read as "unanswerable" it would
 reward a policy for saying nothing. ``empty_reference_unanswerable`` opts in to SQuAD v2's reading for data
 sets that write their unanswerable questions so. A blank among real answers is dropped.
@@ -52,6 +53,7 @@ from rewardhub.rewards.text import (
     blank,
     fold_case,
     fold_forms,
+    join_cjk,
     split_cjk,
     squad_normalize,
     squad_pair,
@@ -75,7 +77,8 @@ class AnswerConfig(RewardConfig):
         ("unanswerable", "no answer"),
         max_length=32,
         description="Answers that abstain on an unanswerable question (a SQuAD v2 row whose answer texts "
-        "are empty), compared after SQuAD normalisation ('Unanswerable.' is 'unanswerable'); a blank "
+        "are empty), compared after SQuAD normalisation ('Unanswerable.' is 'unanswerable'; a space between "
+        "CJK characters is none); a blank "
         "answer always abstains. On an unanswerable question an abstention scores 1 and any other answer 0; "
         "on an answerable one these phrases are ordinary (wrong) answers.",
     )
@@ -261,7 +264,9 @@ def read_item(
     if blank(span) and answer_span(item.response)[1] < len(item.response):
         # blank because the response ended inside its reasoning: it gave no answer, it did not abstain
         return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details=details)
-    abstained = blank(span) or squad_normalize(span) in {squad_normalize(p) for p in config.no_answer_phrases}
+    # as squad compares answers: no space beside a CJK character ("无法 回答" is "无法回答")
+    phrases = {join_cjk(squad_normalize(p)) for p in config.no_answer_phrases}
+    abstained = blank(span) or join_cjk(squad_normalize(span)) in phrases
     score = 1.0 if abstained else 0.0
     return Outcome(score, components=dict.fromkeys(empty or {}, score), details=details)
 
@@ -304,7 +309,8 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # does ("STRASSE" was not "Straße" under squad, though it was under whitespace); squad compares CJK
     # text as f1's tokens, as MLQA's EM does: "東京 タワー" was not "東京タワー", though its F1 was 1.0
     # 1.1.7: ignoring case, the capital dotted I is i (.text.fold_case): casefold wrote "İ" as "i" and a
-    # combining dot, so "İstanbul" was not "istanbul" under squad, whitespace or none
+    # combining dot, so "İstanbul" was not "istanbul" under squad, whitespace or none; a no-answer phrase
+    # is compared as squad compares answers, a space between CJK characters none ("无法 回答" did not abstain)
     version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig

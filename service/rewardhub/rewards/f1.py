@@ -92,7 +92,8 @@ class F1Reward(Reward[F1Config]):
     # 1.1.6: tokens are case-folded, not lower-cased: "STRASSE" was another token than "Straße"; the
     # prolonged sound mark ー is a kana token ("サッカーW杯" had the token "ーw")
     # 1.1.7: the capital dotted I is the token i (.text.fold_case): casefold wrote "İ" as "i" and a
-    # combining dot, so "İstanbul" was another token than "istanbul"
+    # combining dot, so "İstanbul" was another token than "istanbul"; a no-answer phrase is compared as
+    # exact_match compares it, a space between CJK characters none ("无法 回答" did not abstain)
     version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
