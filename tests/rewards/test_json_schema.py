@@ -711,6 +711,30 @@ async def test_check_formats_asserts_date_time_and_time(
     assert (out.score, out.reason) == (score, None if score else Reason.FORMAT), out
 
 
+@pytest.mark.parametrize(
+    ("value", "score"),
+    [
+        ("2eb8aa08-aa98-11ea-b4aa-73b441d16380", 1.0),
+        ("2EB8AA08-AA98-11EA-B4AA-73B441D16380", 1.0),
+        # Python's UUID() reads any Unicode digit as a hex digit: full-width ones passed (1.0)
+        ("２eb8aa08-aa98-11ea-b4aa-73b441d16380", 0.0),
+        ("2eb8aa08-aa98-11ea-b4aa-73b441d1638٠", 0.0),
+        # ... and drops every hyphen before the positions were checked: one too many passed
+        ("2eb8aa08-aa98-11ea-b4aa-73b4-41d16380", 0.0),
+        ("2eb8aa08aa9811eab4aa73b441d16380", 0.0),
+        ("{2eb8aa08-aa98-11ea-b4aa-73b441d16380}", 0.0),
+    ],
+)
+async def test_check_formats_reads_a_uuid_as_rfc_4122_writes_it(value: str, score: float) -> None:
+    """``format: uuid`` was jsonschema's check, Python's ``UUID()`` and the hyphens' positions: ``UUID()``
+    reads full-width and other Unicode digits as hex digits and drops every hyphen, so a uuid with a
+    full-width digit or an extra hyphen passed, where RFC 4122's string form (and an ECMA validator) takes
+    8-4-4-4-12 ASCII hex digits only. Found in review."""
+    schema = {"type": "string", "format": "uuid"}
+    out = await score_text(REWARD, json.dumps(value), schema=schema, check_formats=True)
+    assert out.score == score, out
+
+
 async def test_a_config_schema_over_the_limit_is_a_422_and_works_from_the_references(
     client: httpx.AsyncClient,
 ) -> None:

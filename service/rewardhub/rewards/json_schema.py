@@ -261,18 +261,31 @@ def _is_time(value: object) -> bool:
     return not isinstance(value, str) or _is_datetime("1970-01-01T" + value)
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
+
+
+def _is_uuid(value: object) -> bool:
+    """``format: uuid`` (drafts 2019-09 on): RFC 4122's string form, 8-4-4-4-12 ASCII hex digits.
+    jsonschema's check is Python's ``UUID()``, which reads any Unicode digit (full-width "２") as a hex
+    digit and drops every hyphen, then the hyphens' positions: a full-width digit or an extra hyphen passed."""
+    return not isinstance(value, str) or _UUID.fullmatch(value) is not None
+
+
 # Drafts that define format: time (draft 3's is another, HH:MM:SS, which jsonschema checks itself).
 _TIME_DRAFTS = ("draft-07", "2019-09", "2020-12")
 
 
 @lru_cache(maxsize=16)
 def _document_formats(cls: type[Validator]) -> FormatChecker:
-    """The draft's format checker for documents: ``regex`` read by :func:`_is_document_regex`, and
-    ``date-time`` / ``time`` asserted where jsonschema, without its optional packages, asserts nothing."""
+    """The draft's format checker for documents: ``regex`` read by :func:`_is_document_regex`,
+    ``date-time`` / ``time`` asserted where jsonschema, without its optional packages, asserts nothing, and
+    ``uuid`` read as RFC 4122 writes it (:func:`_is_uuid`)."""
     checker = FormatChecker(())
     raises = (regex.error, ValueError, OverflowError)  # ValueError: an incompatible flag such as (?V1)
     checkers = {**cls.FORMAT_CHECKER.checkers, "regex": (_is_document_regex, raises)}
     checkers.setdefault("date-time", (_is_datetime, ()))
+    if "uuid" in checkers:
+        checkers["uuid"] = (_is_uuid, ())
     if any(draft in str(cls.META_SCHEMA.get("$schema", "")) for draft in _TIME_DRAFTS):
         checkers.setdefault("time", (_is_time, ()))
     checker.checkers = checkers
@@ -681,7 +694,8 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # a reference {"schema": null} (or a number, a list) was read as a schema of one unknown keyword, which
     # every document satisfies (1.0): the wrapper with nothing in it, or a blank reference, is
     # missing_reference, with what is no schema parse_error; a schema pattern's \d, \w and \b are ECMA-262's,
-    # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café")
+    # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café"); check_formats reads a uuid as RFC 4122's
+    # 8-4-4-4-12 ASCII hex digits (a full-width digit or an extra hyphen passed)
     version: ClassVar[str] = "1.1.4"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
