@@ -690,8 +690,7 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # is not, and what re raised OverflowError on is a format failure); and asserts date-time and time (RFC 3339:
     # without jsonschema's optional rfc3339-validator any string passed)
     # 1.1.4: a schema pattern turning on version 1, (?V1), is "not a 'regex'" as a pattern that does not
-    # compile is (its message was the engine's "ValueError: VERSION0 and VERSION1 flags are ...")
-    # a reference {"schema": null} (or a number, a list) was read as a schema of one unknown keyword, which
+    # compile is (its message was the engine's "ValueError: VERSION0 and VERSION1 flags are ..."); a reference {"schema": null} (or a number, a list) was read as a schema of one unknown keyword, which
     # every document satisfies (1.0): the wrapper with nothing in it, or a blank reference, is
     # missing_reference, with what is no schema parse_error; a schema pattern's \d, \w and \b are ECMA-262's,
     # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café"); check_formats reads a uuid as RFC 4122's

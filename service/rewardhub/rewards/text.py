@@ -136,8 +136,9 @@ def split_cjk(text: str) -> list[str]:
 
 def join_cjk(text: str) -> str:
     """``text`` without the whitespace beside a CJK ideograph or kana: "東京 タワー" is "東京タワー", "東京 tower"
-    "東京tower". Two texts are equal so exactly when their :func:`split_cjk` tokens are, so it is a key that
-    compares as squad exact_match and f1 do (MLQA's tokens), written as the answer is."""
+    "東京tower". Two texts whose whitespace is collapsed (as :func:`squad_normalize` leaves it) are equal so
+    exactly when their :func:`split_cjk` tokens are, so it is a key that compares as squad exact_match and f1
+    do (MLQA's tokens), written as the answer is."""
     return text if text.isascii() else _SPACE_BY_CJK.sub("", text)
 
 
