@@ -1409,3 +1409,34 @@ async def test_a_run_cancelled_while_its_pipes_are_handed_to_the_loop_closes_the
             await asyncio.sleep(0)
     leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaked == []
+
+
+async def test_python_functions_that_change_their_arguments_in_place(client: httpx.AsyncClient) -> None:
+    """LeetCode-style tasks ("rotate nums in place, return nothing"; KodCode's pytest tests) check the
+    list, dict or set the tests passed after the call. Arguments crossed to the solution's process by
+    value, so its changes never came back: every correct solution failed those tests, and one that
+    changed an argument the tests expect unchanged passed. What the call left in a list, dict or set
+    argument is now written back into the tests' own object (nested ones kept: a matrix's rows)."""
+    solution = (
+        "def rotate(nums, k):\n    k %= len(nums)\n    nums[:] = nums[-k:] + nums[:-k]\n"
+        "def transpose(m):\n    n = len(m)\n    for i in range(n):\n        for j in range(i):\n"
+        "            m[i][j], m[j][i] = m[j][i], m[i][j]\n"
+        "def tag(d, *, key):\n    d[key] = True\n"
+        "def drop(s):\n    s.discard(1)\n"
+        "def total(xs):\n    return sum(xs)\n"
+    )
+    tests = (
+        "def test_rotate():\n    nums = [1, 2, 3, 4]\n    assert rotate(nums, 1) is None\n"
+        "    assert nums == [4, 1, 2, 3]\n"
+        "def test_transpose():\n    m = [[1, 2], [3, 4]]\n    row = m[0]\n    transpose(m)\n"
+        "    assert m == [[1, 3], [2, 4]] and row == [1, 3]\n"
+        "def test_dict_and_set():\n    d, s = {}, {1, 2}\n    tag(d, key='x')\n    drop(s)\n"
+        "    assert d == {'x': True} and s == {2}\n"
+        "def test_unchanged():\n    xs = [1, 2]\n    assert total(xs) == 3 and xs == [1, 2]\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    # changing an argument the tests expect unchanged fails them, as it would in one process
+    sneaky = solution.replace("return sum(xs)", "s = sum(xs)\n    xs.clear()\n    return s")
+    bad = await _one(client, f"```python\n{sneaky}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "11110", bad

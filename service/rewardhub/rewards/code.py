@@ -521,7 +521,10 @@ class CodeReward(Reward[CodeConfig]):
     # __rewardhub_test=0` ran the first test in every run); listed tests' extglob patterns parse; its
     # signals' traps are cleared and no DEBUG trap may be left (one skipping its removal, or a CHLD trap
     # putting one back, passed)
-    version: ClassVar[str] = "1.3.10"
+    # 1.3.11: a Python function that changes a list, dict or set argument in place (LeetCode's "rotate
+    # nums in place") changes the tests' object too (arguments crossed by value: every correct solution
+    # failed such tests, and one changing an argument the tests expect unchanged passed)
+    version: ClassVar[str] = "1.3.11"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

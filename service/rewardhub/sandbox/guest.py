@@ -27,7 +27,9 @@ Two modes:
   crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
   ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
   opaque handle that compares equal only to itself and supports only structural access (call,
-  attribute, item, iteration, ``len``, ``bool``, ``str``). Every ``assert`` statement of the tests is
+  attribute, item, iteration, ``len``, ``bool``, ``str``); a list, dict or set argument a call changed
+  in place comes back so too, written into the caller's object (:class:`_Called`). Every ``assert``
+  statement of the tests is
   one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
   stdout/stderr go to the sandbox's stderr, never to the verdict channel.
 * ``exec`` (programs with stdin/stdout cases, and the SandboxFusion endpoint): compile once, then run
@@ -525,13 +527,16 @@ class _Channel:
             raise _ProtocolError("malformed message")
         return msg
 
-    def request(self, op: str, *args: Any) -> Any:
-        """Send a request and serve the other side's nested requests until our reply arrives."""
+    def request(self, op: str, *args: Any, writes: list[Any] | None = None) -> Any:
+        """Send a request and serve the other side's nested requests until our reply arrives.
+        ``writes``: a call's, filled with what the callee left in its list, dict or set arguments."""
         self.send(["q", op, list(args)])
         while True:
             msg = self.recv()
             kind = msg[0]
-            if kind == "r" and len(msg) == 2:
+            if kind == "r" and len(msg) in (2, 3):
+                if len(msg) == 3 and writes is not None and type(msg[2]) is list:
+                    writes.extend(msg[2])
                 return self.codec.dec(msg[1])
             if kind == "x" and len(msg) == 3 and type(msg[1]) is str and type(msg[2]) is str:
                 raise _remote_exception(msg[1], msg[2])
@@ -542,13 +547,97 @@ class _Channel:
 
     def serve_one(self, msg: list[Any]) -> None:
         _, op, args = msg
+        writes: list[Any] = []
         try:
-            reply: list[Any] = ["r", self.codec.enc(self.on_request(op, args))]
+            value = self.on_request(op, args)
+            if type(value) is _Called:
+                value, writes = value.value, value.writes(self.codec)
+            reply: list[Any] = ["r", self.codec.enc(value)]
         except _Gone:
             raise
         except BaseException as exc:  # the callee's failure is data for the caller
             reply = ["x", type(exc).__name__, _short(exc)]
+        if writes:
+            try:
+                self.send([*reply, writes])
+                return
+            except _ProtocolError:  # too large with them: the value alone, as before
+                pass
         self.send(reply)
+
+
+class _Called:
+    """A call's return value, with its arguments as the callee received them (encoded) and left them.
+
+    Arguments cross by value, so a function that changes a list, dict or set it was given in place
+    (LeetCode's "rotate nums in place, return nothing") changed only its own copy, and the caller's
+    tests saw no change: every correct solution failed them. :meth:`writes` says which of them the
+    call changed, and how they read now, for the caller to write back into its own objects
+    (:func:`_write_back`)."""
+
+    __slots__ = ("args", "kwargs", "received", "value")
+
+    def __init__(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], received: list[Any]):
+        self.value, self.args, self.kwargs, self.received = value, args, kwargs, received
+
+    def writes(self, codec: _Codec) -> list[Any]:
+        """``[position or keyword, encoded value]`` for each list, dict or set argument the call changed."""
+        out: list[Any] = []
+        args, kwargs = self.received
+        if type(args) is not dict or type(kwargs) is not dict or list(args) != ["T"] or list(kwargs) != ["D"]:
+            return out  # (handles to the callee's own tuple and dict: nothing of the caller's to change)
+        sent_args, sent_kwargs = args["T"], dict(kwargs["D"])
+        for where, arg, sent in (
+            *((k, a, sent_args[k]) for k, a in enumerate(self.args)),
+            *((k, a, sent_kwargs.get(k)) for k, a in self.kwargs.items()),
+        ):
+            if type(arg) in _IN_PLACE:
+                try:
+                    now = codec.enc(arg)
+                except _ProtocolError:  # (nested too deeply: left as it was)
+                    continue
+                if now != sent:
+                    out.append([where, now])
+        return out
+
+
+# The argument types a call's changes are written back into (see _Called).
+_IN_PLACE = (list, dict, set)
+
+
+def _write_back(args: tuple[Any, ...], kwargs: dict[str, Any], writes: list[Any], codec: _Codec) -> None:
+    """Write what a call left in its list, dict and set arguments (``writes``, :meth:`_Called.writes`)
+    into the caller's own objects, as rebuilt builtin values (their nested lists, dicts and sets kept
+    and changed in place where still of their type: a matrix's rows)."""
+    for entry in writes:
+        if type(entry) is not list or len(entry) != 2:
+            raise _ProtocolError("malformed write-back")
+        where, value = entry
+        if type(where) is int and 0 <= where < len(args):
+            target = args[where]
+        elif type(where) is str and where in kwargs:
+            target = kwargs[where]
+        else:
+            raise _ProtocolError("malformed write-back")
+        _assign(target, codec.dec(value))
+
+
+def _assign(old: Any, new: Any, depth: int = 0) -> bool:
+    """Make ``old`` (a list, dict or set) hold what ``new`` does, in place; False when it cannot (another
+    type), for the caller to put ``new`` in its place."""
+    t = type(old)
+    if depth > 200 or t is not type(new) or t not in _IN_PLACE:
+        return False
+    if t is list:
+        old[:] = [old[i] if i < len(old) and _assign(old[i], v, depth + 1) else v for i, v in enumerate(new)]
+    elif t is dict:
+        kept = {k: old[k] if k in old and _assign(old[k], v, depth + 1) else v for k, v in new.items()}
+        old.clear()
+        old.update(kept)
+    else:
+        old.clear()
+        old.update(new)
+    return True
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
@@ -591,11 +680,11 @@ def _remote_exception(name: str, message: str) -> BaseException:
 _CHANNEL: _Channel | None = None
 
 
-def _op(p: _Proxy, op: str, *args: Any) -> Any:
+def _op(p: _Proxy, op: str, *args: Any, writes: list[Any] | None = None) -> Any:
     assert _CHANNEL is not None
     codec = _CHANNEL.codec
     target = {object.__getattribute__(p, "_rh_tag"): object.__getattribute__(p, "_rh_id")}
-    return _CHANNEL.request(op, target, *(codec.enc(a) for a in args))
+    return _CHANNEL.request(op, target, *(codec.enc(a) for a in args), writes=writes)
 
 
 def _expect(value: Any, *types: type) -> Any:
@@ -628,7 +717,12 @@ class _Proxy:
         _op(self, "setattr", name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _op(self, "call", args, kwargs)
+        writes: list[Any] = []
+        value = _op(self, "call", args, kwargs, writes=writes)
+        if writes:  # the lists, dicts and sets it changed in place (see _Called)
+            assert _CHANNEL is not None
+            _write_back(args, kwargs, writes, _CHANNEL.codec)
+        return value
 
     def __eq__(self, other: object) -> bool:
         # Equal to itself only: asking the other side would let its `__eq__` (always True) decide
@@ -684,7 +778,7 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
             or any(type(k) is not str for k in call_kwargs)
         ):
             raise _ProtocolError("malformed call")
-        return target(*call_args, **call_kwargs)
+        return _Called(target(*call_args, **call_kwargs), call_args, call_kwargs, args[1:])
     if op == "getattr":
         return getattr(target, rest[0])
     if op == "setattr":
