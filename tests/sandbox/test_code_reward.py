@@ -1440,3 +1440,39 @@ async def test_python_functions_that_change_their_arguments_in_place(client: htt
     sneaky = solution.replace("return sum(xs)", "s = sum(xs)\n    xs.clear()\n    return s")
     bad = await _one(client, f"```python\n{sneaky}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "11110", bad
+
+
+async def test_a_listed_test_that_loses_the_solution_does_not_fail_the_tests_after_it(
+    client: httpx.AsyncClient,
+) -> None:
+    """A list of tests (MBPP's ``test_list``) is one test a string, but they shared one solution process:
+    once a test lost it (an infinite loop past its time limit, an exit, a crash), every later test
+    failed "not run", so a solution too slow on one input scored as if it had failed them all (cases,
+    each run in a process of its own, did not). The tests after it now run in a fresh process; the
+    test that lost it says why."""
+    solution = (
+        "import os\ndef f(x):\n    if x == 1:\n        while True:\n            pass\n"
+        "    if x == 2:\n        os._exit(0)\n    return x\n"
+    )
+    tests = [
+        "assert f(0) == 0",
+        "assert f(1) == 1",
+        "assert f(3) == 3",
+        "assert f(2) == 2",
+        "assert f(4) == 4",
+    ]
+    result = await _one(client, solution, {"tests": tests}, timeout_s=1.0)
+    assert result["valid"] and result["details"]["pass_mask"] == "10101", result["details"]
+    messages = [t.get("message", "") for t in result["details"]["tests"]]
+    assert messages[1].startswith("timeout") and "exited with status 0" in messages[3], messages
+    assert result["score"] == pytest.approx(3 / 5)
+    # the item's total still bounds them all: tests it left no room for are not run, and not cached
+    loops = await _one(
+        client,
+        "def f(x):\n    while True:\n        pass\n",
+        {"tests": tests},
+        timeout_s=1.0,
+        total_timeout_s=2.5,
+    )
+    last = loops["details"]["tests"][-1]
+    assert loops["valid"] and loops["score"] == 0.0 and last["message"] == "not run: total time limit", loops

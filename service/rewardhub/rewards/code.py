@@ -6,7 +6,9 @@ Reference (an object):
   "<function name for check(candidate)>", "setup": "<optional>"}``. ``tests`` may also be a list of
   assert strings (MBPP's ``test_list``); ``setup`` runs after the solution, in its namespace (MBPP's
   ``test_setup_code``, which builds fixtures from the solution's own classes). Every ``assert`` of a
-  string is one test; every string of a list is one test. Tests that define ``check`` and never call it
+  string is one test; every string of a list is one test (a test of a list that loses the solution's
+  process, past its time limit or by an exit, fails alone: the ones after it run in a fresh sandbox,
+  within ``total_timeout_s``). Tests that define ``check`` and never call it
   need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
   pytest-style tests (``from solution import f``, ``def test_...():``, ``class Test...`` methods) are
   called by the judge, each on its own; ones that take fixtures or have set-up methods are ``unsupported``.
@@ -523,7 +525,9 @@ class CodeReward(Reward[CodeConfig]):
     # putting one back, passed)
     # 1.3.11: a Python function that changes a list, dict or set argument in place (LeetCode's "rotate
     # nums in place") changes the tests' object too (arguments crossed by value: every correct solution
-    # failed such tests, and one changing an argument the tests expect unchanged passed)
+    # failed such tests, and one changing an argument the tests expect unchanged passed); a listed test
+    # that loses the solution's process (its time limit, an exit, a crash) no longer fails the tests after
+    # it "not run": they run again in a fresh sandbox, within the item's total time
     version: ClassVar[str] = "1.3.11"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
@@ -620,16 +624,80 @@ class CodeReward(Reward[CodeConfig]):
         for k in range(n):
             passed, message = report.verdicts.get(k, (False, why_missing))
             results.append((report.labels[k], passed, message))
+        stderr, by_wall = raw.stderr, raw.deadline_hit
+        if isinstance(task.tests, list) and report.load_status == "ok":
+            rerun = await self._after_lost_solution(pool, task, code, config, results, raw)
+            if isinstance(rerun, Outcome):
+                return rerun
+            timing, stderr, wall = rerun
+            by_wall = by_wall or wall
         details: dict[str, Any] = dict(timing)
         if report.load_status not in (None, "ok"):
             details["load_error"] = report.load_message
-        if raw.stderr and not all(p for _, p, _ in results):
-            details["stderr"] = _tail(raw.stderr)
+        if stderr and not all(p for _, p, _ in results):
+            details["stderr"] = _tail(stderr)
         # the judge's own words for the wall clock deciding (the item's total spent, a test's wall-clock
         # cap with CPU time to spare); the solution's load is timed as a test is
         messages = [m for _, _, m in results] + [report.load_message or ""]
-        by_wall = raw.deadline_hit or any(m in _BY_WALL for m in messages)
+        by_wall = by_wall or any(m in _BY_WALL for m in messages)
         return _scored(results, task.weights, config, details, by_wall=by_wall)
+
+    async def _after_lost_solution(
+        self,
+        pool: SandboxPool,
+        task: CodeTask,
+        code: str,
+        config: CodeConfig,
+        results: list[tuple[str, bool, str]],
+        raw: RawRun,
+    ) -> Outcome | tuple[dict[str, Any], bytes, bool]:
+        """A list of tests shares one solution process; a test that loses it (past its time limit, an exit,
+        a crash) leaves the tests after it "not run". Those run again in a fresh sandbox, within what is
+        left of the item's total time, as often as one loses it (each run gets further: its first test
+        has a verdict), so a solution too slow on one input fails that test only, as a case would.
+        ``results`` is updated in place; returned: the timing of all the runs, their stderr and whether
+        the wall clock decided (the total spent before the tests' turn), or the invalid outcome of a
+        sandbox that failed."""
+        assert isinstance(task.tests, list)
+        total = min(config.total_timeout_s, pool.max_timeout_s)
+        spent, queued, stderr, by_wall = raw.wall_s, raw.queue_s, raw.stderr, False
+        while True:
+            lost = next((k for k, (_, ok, m) in enumerate(results) if not ok and _lost_solution(m)), None)
+            if lost is None:
+                break
+            left = total - spent
+            if left <= 0.05:  # (the judge reports past its total as "total time limit")
+                results[lost:] = [
+                    (label, ok, "not run: total time limit" if _lost_solution(m) else m)
+                    for label, ok, m in results[lost:]
+                ]
+                by_wall = True
+                break
+            report, again = await pool.run_tests(
+                solution=code,
+                tests=task.tests[lost:],
+                entry_point=task.entry_point,
+                setup=task.setup,
+                test_timeout_s=config.timeout_s,
+                total_timeout_s=left,
+                memory_mb=config.memory_mb,
+            )
+            broken = _sandbox_fault(again, report.ready, report.error)
+            if broken is not None:
+                return broken
+            spent, queued, stderr = spent + again.wall_s, queued + again.queue_s, stderr + again.stderr
+            by_wall = by_wall or again.deadline_hit
+            if report.load_status != "ok" or len(report.labels) != len(results) - lost:
+                break  # (it loaded before: a load past the time left, say; the tests stay not run)
+            why_missing = _why_missing(again, report.done)
+            rest = [
+                (results[lost + k][0], *report.verdicts.get(k, (False, why_missing)))
+                for k in range(len(results) - lost)
+            ]
+            results[lost:] = rest
+            if _lost_solution(rest[0][2]):
+                break  # no further than before (the judge gives the test that lost it its own verdict)
+        return {"time_s": round(spent, 4), "queue_s": round(queued, 4)}, stderr, by_wall
 
     # --- stdin/stdout cases ---------------------------------------------------------------------
     async def _run_cases(self, pool: SandboxPool, task: CodeTask, code: str, config: CodeConfig) -> Outcome:
@@ -1407,6 +1475,15 @@ def _compile_failed(message: str, timing: dict[str, Any], *, transient: bool = F
         {"pass_rate": 0.0, "passed_all": 0.0},
         {"compile_error": _tail(message), **timing},
         transient=transient,
+    )
+
+
+def _lost_solution(message: str) -> bool:
+    """Whether a Python test was not run because an earlier one lost the solution's process (the judge's
+    ``not run: <why>``), not because the item's total time was spent or the sandbox ended."""
+    return message.startswith("not run: ") and message not in (
+        "not run: total time limit",
+        "not run: the sandbox ended early",
     )
 
 

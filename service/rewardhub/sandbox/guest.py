@@ -1169,6 +1169,8 @@ def _run_judge(
         if abort is not None:
             if judge.current is not None:
                 judge.fail(judge.current, abort)
+            elif not per_assert:  # a test of a list: it lost the solution (the ones after it "not run")
+                judge.fail(k, abort)
             break
     if synthetic and abort is None:
         judge.result(0, True)
