@@ -1476,3 +1476,30 @@ async def test_a_listed_test_that_loses_the_solution_does_not_fail_the_tests_aft
     )
     last = loops["details"]["tests"][-1]
     assert loops["valid"] and loops["score"] == 0.0 and last["message"] == "not run: total time limit", loops
+
+
+async def test_an_exception_class_of_the_solution_is_caught_as_the_builtin_one_it_extends(
+    client: httpx.AsyncClient,
+) -> None:
+    """A solution's exception crosses to the tests rebuilt as a builtin one (the tests' `except
+    ValueError` works); one of a class the solution defined crossed as a RemoteError, which no
+    ``except`` of the tests catches, so a correct solution raising its own ``class
+    NegativeError(ValueError)`` failed every test expecting a ValueError. It is now rebuilt as the
+    nearest builtin class it extends, with its message."""
+    solution = (
+        "class NegativeError(ValueError):\n    pass\n"
+        "class Odd(NegativeError, KeyError):\n    pass\n"
+        "def root(x):\n    if x < 0:\n        raise NegativeError('negative input')\n    return x ** 0.5\n"
+        "def odd():\n    raise Odd('odd')\n"
+    )
+    tests = [
+        "try:\n    root(-1)\nexcept ValueError as e:\n    assert str(e) == 'negative input'\nelse:\n    assert False",
+        "assert root(4) == 2",
+        "try:\n    odd()\nexcept ValueError:\n    pass\nelse:\n    assert False",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    # not any exception: a subclass of another builtin one is that one, which `except ValueError` misses
+    other = solution.replace("NegativeError(ValueError)", "NegativeError(ArithmeticError)")
+    bad = await _one(client, f"```python\n{other}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "010", bad

@@ -527,7 +527,9 @@ class CodeReward(Reward[CodeConfig]):
     # nums in place") changes the tests' object too (arguments crossed by value: every correct solution
     # failed such tests, and one changing an argument the tests expect unchanged passed); a listed test
     # that loses the solution's process (its time limit, an exit, a crash) no longer fails the tests after
-    # it "not run": they run again in a fresh sandbox, within the item's total time
+    # it "not run": they run again in a fresh sandbox, within the item's total time; an exception of a
+    # class the solution defined reaches the tests as the builtin one it extends (`class
+    # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`)
     version: ClassVar[str] = "1.3.11"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
