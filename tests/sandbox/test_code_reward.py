@@ -1503,3 +1503,25 @@ async def test_an_exception_class_of_the_solution_is_caught_as_the_builtin_one_i
     other = solution.replace("NegativeError(ValueError)", "NegativeError(ArithmeticError)")
     bad = await _one(client, f"```python\n{other}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "010", bad
+
+
+async def test_a_pytest_function_that_loses_the_solution_does_not_fail_the_functions_after_it(
+    client: httpx.AsyncClient,
+) -> None:
+    """pytest-style tests (KodCode's) are called one function at a time, as pytest does, but they shared
+    one solution process: once a function lost it (past its time limit, an exit), the functions after it
+    failed "not run", where pytest would have run them. They now run in a fresh sandbox; the function
+    that lost it fails its asserts with the reason, its module-level asserts are not run twice."""
+    solution = "def f(x):\n    while x == 1:\n        pass\n    return x\n"
+    tests = (
+        "from solution import f\n\nassert f(0) == 0\n\n"
+        "def test_a():\n    assert f(0) == 0\n\n"
+        "def test_b():\n    y = f(1)\n    assert y == 1\n    assert f(5) == 5\n\n"
+        "def test_c():\n    assert f(2) == 2\n\n"
+        "class TestD:\n    def test_d(self):\n        assert f(1) == 1\n    def test_e(self):\n"
+        "        assert f(3) == 3\n"
+    )
+    result = await _one(client, solution, {"tests": tests}, timeout_s=1.0)
+    assert result["valid"] and result["details"]["pass_mask"] == "1100101", result["details"]
+    messages = [t.get("message", "") for t in result["details"]["tests"]]
+    assert messages[2].startswith("timeout") and messages[5].startswith("timeout"), messages

@@ -11,7 +11,8 @@ Reference (an object):
   within ``total_timeout_s``). Tests that define ``check`` and never call it
   need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
   pytest-style tests (``from solution import f``, ``def test_...():``, ``class Test...`` methods) are
-  called by the judge, each on its own; ones that take fixtures or have set-up methods are ``unsupported``.
+  called by the judge, each on its own (the functions after one that loses the solution's process run in
+  a fresh sandbox, as a list's tests do); ones that take fixtures or have set-up methods are ``unsupported``.
 * JavaScript/bash assert-style tests: ``{"language": "javascript", "tests": ..., "setup": ...}``, run in
   the solution's own program after it and the setup. A string is one test; a list is one test a string,
   each in a run of its own (a test sees the setup's declarations, not an earlier test's). A bash test's
@@ -527,7 +528,8 @@ class CodeReward(Reward[CodeConfig]):
     # nums in place") changes the tests' object too (arguments crossed by value: every correct solution
     # failed such tests, and one changing an argument the tests expect unchanged passed); a listed test
     # that loses the solution's process (its time limit, an exit, a crash) no longer fails the tests after
-    # it "not run": they run again in a fresh sandbox, within the item's total time; an exception of a
+    # it "not run": they run again in a fresh sandbox, within the item's total time (pytest-style test
+    # functions after one that lost it too, its own asserts failing with the reason); an exception of a
     # class the solution defined reaches the tests as the builtin one it extends (`class
     # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`)
     version: ClassVar[str] = "1.3.11"
@@ -627,7 +629,8 @@ class CodeReward(Reward[CodeConfig]):
             passed, message = report.verdicts.get(k, (False, why_missing))
             results.append((report.labels[k], passed, message))
         stderr, by_wall = raw.stderr, raw.deadline_hit
-        if isinstance(task.tests, list) and report.load_status == "ok":
+        resumable = isinstance(task.tests, list) or bool(pytest_style_tests(task.tests))
+        if resumable and report.load_status == "ok":
             rerun = await self._after_lost_solution(pool, task, code, config, results, raw)
             if isinstance(rerun, Outcome):
                 return rerun
@@ -653,52 +656,72 @@ class CodeReward(Reward[CodeConfig]):
         results: list[tuple[str, bool, str]],
         raw: RawRun,
     ) -> Outcome | tuple[dict[str, Any], bytes, bool]:
-        """A list of tests shares one solution process; a test that loses it (past its time limit, an exit,
-        a crash) leaves the tests after it "not run". Those run again in a fresh sandbox, within what is
-        left of the item's total time, as often as one loses it (each run gets further: its first test
-        has a verdict), so a solution too slow on one input fails that test only, as a case would.
-        ``results`` is updated in place; returned: the timing of all the runs, their stderr and whether
-        the wall clock decided (the total spent before the tests' turn), or the invalid outcome of a
-        sandbox that failed."""
-        assert isinstance(task.tests, list)
+        """The tests of a list, and pytest-style test functions, share one solution process; a test (or
+        function) that loses it (past its time limit, an exit, a crash) leaves the ones after it "not
+        run". Those run again in a fresh sandbox, within what is left of the item's total time, as often
+        as one loses it (each run gets further: the test or function that lost it has its verdict), so a
+        solution too slow on one input fails that test only, as a case would (and as pytest would run
+        the functions after it). Not tests of a string lost outside a pytest-style function (its
+        module-level asserts, HumanEval's ``check``): they cannot be resumed. ``results`` is updated in
+        place; returned: the timing of all the runs, their stderr and whether the wall clock decided
+        (the total spent before the tests' turn), or the invalid outcome of a sandbox that failed."""
+        n = len(results)
+        # the asserts of each pytest-style test function, in the order the judge calls them
+        ranges = (
+            [(int(first), int(end)) for _, _, first, end, _ in pytest_style_tests(task.tests)]
+            if isinstance(task.tests, str)
+            else None
+        )
         total = min(config.total_timeout_s, pool.max_timeout_s)
         spent, queued, stderr, by_wall = raw.wall_s, raw.queue_s, raw.stderr, False
         while True:
             lost = next((k for k, (_, ok, m) in enumerate(results) if not ok and _lost_solution(m)), None)
             if lost is None:
                 break
+            tests: str | list[str]
+            if isinstance(task.tests, list):  # the tests from the first not run, each its own
+                tests, calls_from, mapping = task.tests[lost:], 0, {lost + k: k for k in range(n - lost)}
+            else:  # the functions from the first not run; the module-level asserts keep their verdicts
+                assert task.tests is not None and ranges is not None
+                calls_from = next((k for k, (first, _) in enumerate(ranges) if first >= lost), len(ranges))
+                tests, mapping = (
+                    task.tests,
+                    {i: i for first, end in ranges[calls_from:] for i in range(first, end)},
+                )
+                if any(_lost_solution(m) and i not in mapping for i, (_, _, m) in enumerate(results)):
+                    break  # lost outside the functions: nothing to resume
             left = total - spent
             if left <= 0.05:  # (the judge reports past its total as "total time limit")
-                results[lost:] = [
-                    (label, ok, "not run: total time limit" if _lost_solution(m) else m)
-                    for label, ok, m in results[lost:]
-                ]
+                for i in mapping:
+                    label, ok, m = results[i]
+                    results[i] = (label, ok, "not run: total time limit" if _lost_solution(m) else m)
                 by_wall = True
                 break
             report, again = await pool.run_tests(
                 solution=code,
-                tests=task.tests[lost:],
+                tests=tests,
                 entry_point=task.entry_point,
                 setup=task.setup,
                 test_timeout_s=config.timeout_s,
                 total_timeout_s=left,
                 memory_mb=config.memory_mb,
+                calls_from=calls_from,
             )
             broken = _sandbox_fault(again, report.ready, report.error)
             if broken is not None:
                 return broken
             spent, queued, stderr = spent + again.wall_s, queued + again.queue_s, stderr + again.stderr
             by_wall = by_wall or again.deadline_hit
-            if report.load_status != "ok" or len(report.labels) != len(results) - lost:
+            if report.load_status != "ok" or len(report.labels) != (
+                len(tests) if isinstance(tests, list) else n
+            ):
                 break  # (it loaded before: a load past the time left, say; the tests stay not run)
             why_missing = _why_missing(again, report.done)
-            rest = [
-                (results[lost + k][0], *report.verdicts.get(k, (False, why_missing)))
-                for k in range(len(results) - lost)
-            ]
-            results[lost:] = rest
-            if _lost_solution(rest[0][2]):
-                break  # no further than before (the judge gives the test that lost it its own verdict)
+            for i, k in mapping.items():
+                results[i] = (results[i][0], *report.verdicts.get(k, (False, why_missing)))
+            after = next((k for k, (_, ok, m) in enumerate(results) if not ok and _lost_solution(m)), None)
+            if after is not None and after <= lost:
+                break  # no further than before (the one that lost the solution has its own verdict)
         return {"time_s": round(spent, 4), "queue_s": round(queued, 4)}, stderr, by_wall
 
     # --- stdin/stdout cases ---------------------------------------------------------------------
@@ -1482,10 +1505,10 @@ def _compile_failed(message: str, timing: dict[str, Any], *, transient: bool = F
 
 def _lost_solution(message: str) -> bool:
     """Whether a Python test was not run because an earlier one lost the solution's process (the judge's
-    ``not run: <why>``), not because the item's total time was spent or the sandbox ended."""
-    return message.startswith("not run: ") and message not in (
-        "not run: total time limit",
-        "not run: the sandbox ended early",
+    ``not run: <why>``: a timeout, the process gone, a protocol error), not because the item's total time
+    was spent, the sandbox ended, or a pytest-style function raised (``not run: ValueError: ...``)."""
+    return message.startswith(
+        ("not run: timeout", "not run: the solution process", "not run: protocol error")
     )
 
 

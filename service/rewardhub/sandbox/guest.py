@@ -461,6 +461,10 @@ def _importable(name: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 # the channel between judge and solution: requests and replies, either side may call the other
 # --------------------------------------------------------------------------------------------------
+class _Lost(BaseException):
+    """A pytest-style test function lost the solution (:func:`_call_tests`); the message says why."""
+
+
 class _Gone(BaseException):
     """The other side is dead or past its deadline. A BaseException, so test code's ``except
     Exception`` cannot swallow it and carry on as if the call had returned."""
@@ -1165,6 +1169,8 @@ def _run_judge(
             abort = judge.gone_message(str(exc))
         except _ProtocolError as exc:
             abort = f"protocol error: {exc}"
+        except _Lost as exc:  # a pytest-style function lost the solution (see _call_tests)
+            abort = str(exc)
         except BaseException as exc:  # an exception outside an assert ends the test code
             missing = _missing_module(exc)
             if missing is not None:  # the tests' own import: this sandbox cannot run them
@@ -1216,8 +1222,15 @@ def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:
                 if not callable(fn) or type(fn) is _Proxy:
                     continue
             fn()
-        except (_Gone, _ProtocolError):
-            raise
+        except (_Gone, _ProtocolError) as exc:
+            # This function lost the solution: its asserts not decided yet fail with why (not "not run":
+            # the service runs the functions after it again, in a fresh sandbox), and the tests end.
+            why = judge.gone_message(str(exc)) if type(exc) is _Gone else f"protocol error: {exc}"
+            for i in range(int(first), int(end)):
+                if i not in judge.passed and i not in judge.failed:
+                    judge.fail(i, why)
+            judge.current = None
+            raise _Lost(why) from None
         except BaseException as exc:
             if _missing_module(exc) is not None:
                 raise

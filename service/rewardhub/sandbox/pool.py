@@ -527,8 +527,11 @@ class SandboxPool:
         test_timeout_s: float = 5.0,
         total_timeout_s: float = 30.0,
         memory_mb: int | None = None,
+        calls_from: int = 0,
     ) -> tuple[PytestReport, RawRun]:
-        """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`)."""
+        """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`).
+        ``calls_from``: the pytest-style test functions the judge calls start at this one (the ones
+        before it ran in an earlier run, which one of them ended by losing the solution)."""
         total = min(total_timeout_s, self.max_timeout_s)
         judged: list[str] | dict[str, Any] = tests if isinstance(tests, list) else {}
         labels: tuple[str, ...] = ()
@@ -550,6 +553,7 @@ class SandboxPool:
                 )
             judged = {"source": source, "labels": list(labels)}
             calls = [[cls, name, first, end] for cls, name, first, end, _ in pytest_style_tests(tests)]
+            calls = calls[calls_from:]
         nonce = new_nonce()
         public = {
             "mode": "pytests",
