@@ -597,8 +597,10 @@ class _Called:
         ):
             if type(arg) in _IN_PLACE:
                 try:
+                    if arg == sent:  # (a list of plain scalars, unchanged: its own tree, compared in C)
+                        continue
                     now = codec.enc(arg)
-                except _ProtocolError:  # (nested too deeply: left as it was)
+                except Exception:  # (nested too deeply, an element's own __eq__ failing: left as it was)
                     continue
                 if now != sent:
                     out.append([where, now])
