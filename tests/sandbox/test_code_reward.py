@@ -522,6 +522,17 @@ async def test_a_null_language_is_the_configs(client: httpx.AsyncClient) -> None
     assert result["details"]["language"] == "python"
 
 
+async def test_a_null_stdin_is_no_input(client: httpx.AsyncClient) -> None:
+    """A case whose stdin is null (a dataset exported with the column, empty for problems that read no
+    input) made the whole item parse_error, "cases.0.stdin must be a string"; it is no input, as an
+    absent stdin is."""
+    cases = {"cases": [{"stdin": None, "stdout": "42\n"}, {"stdout": "42"}]}
+    result = await _one(client, "print(42)\n", {"language": "python", **cases})
+    assert result["valid"] and result["score"] == 1.0, result
+    apps = await _one(client, "print(42)\n", {"inputs": [None], "outputs": ["42"]})
+    assert apps["valid"] and apps["score"] == 1.0, apps
+
+
 async def test_a_solution_that_dies_while_loading_says_why(client: httpx.AsyncClient) -> None:
     """The judge's own record of a load that ended (the solution exited, was killed, ran out of time)
     failed the check meant for the solution's words and read "protocol error" (found in review)."""

@@ -233,7 +233,9 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
         for k, case in enumerate(cases):
             if not isinstance(case, dict) or "stdout" not in case:
                 raise ReferenceError_(Reason.PARSE_ERROR, f"reference.cases.{k} needs `stdout` (and `stdin`)")
-            stdin = _text(case.get("stdin", ""), f"cases.{k}.stdin")
+            # absent or null (a dataset's column, empty for a problem that reads nothing): no input
+            stdin = case.get("stdin")
+            stdin = _text("" if stdin is None else stdin, f"cases.{k}.stdin")
             task.cases.append(
                 (stdin.encode("utf-8", "surrogatepass"), _text(case["stdout"], f"cases.{k}.stdout"))
             )
@@ -531,7 +533,8 @@ class CodeReward(Reward[CodeConfig]):
     # it "not run": they run again in a fresh sandbox, within the item's total time (pytest-style test
     # functions after one that lost it too, its own asserts failing with the reason); an exception of a
     # class the solution defined reaches the tests as the builtin one it extends (`class
-    # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`)
+    # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`); a case's null
+    # stdin is no input (was parse_error)
     version: ClassVar[str] = "1.3.11"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
