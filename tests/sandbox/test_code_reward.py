@@ -1536,3 +1536,26 @@ async def test_a_pytest_function_that_loses_the_solution_does_not_fail_the_funct
     assert result["valid"] and result["details"]["pass_mask"] == "1100101", result["details"]
     messages = [t.get("message", "") for t in result["details"]["tests"]]
     assert messages[2].startswith("timeout") and messages[5].startswith("timeout"), messages
+
+
+async def test_isinstance_against_a_class_of_the_solution(client: httpx.AsyncClient) -> None:
+    """Tests of class-design tasks check what the solution built with ``isinstance(obj, Stack)``, Stack
+    the solution's class. The class reaches the tests as a handle into the solution's process, which
+    isinstance refused ("arg 2 must be a type"): every correct solution failed. The solution's process
+    answers it now, as it answers a method call on its objects."""
+    solution = (
+        "class Shape:\n    pass\n"
+        "class Square(Shape):\n    def __init__(self, side):\n        self.side = side\n"
+        "def make(side):\n    return Square(side) if side > 0 else None\n"
+    )
+    tests = [
+        "assert isinstance(make(2), Square) and isinstance(make(2), Shape)",
+        "assert isinstance(make(2), (int, Square))",
+        "assert not isinstance(make(0), Shape) and not isinstance(3, Square)",
+        "assert issubclass(Square, Shape) and not issubclass(Shape, Square)",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    wrong = solution.replace("class Square(Shape)", "class Square")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "0110", bad

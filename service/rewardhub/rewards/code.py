@@ -534,7 +534,8 @@ class CodeReward(Reward[CodeConfig]):
     # functions after one that lost it too, its own asserts failing with the reason); an exception of a
     # class the solution defined reaches the tests as the builtin one it extends (`class
     # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`); a case's null
-    # stdin is no input (was parse_error)
+    # stdin is no input (was parse_error); `isinstance(obj, Stack)` and `issubclass` against a class of
+    # the solution work, the solution's process answering (a TypeError failed every correct solution)
     version: ClassVar[str] = "1.3.11"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

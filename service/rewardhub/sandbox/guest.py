@@ -769,6 +769,14 @@ class _Proxy:
     def __getitem__(self, key: Any) -> Any:
         return _op(self, "getitem", key)
 
+    def __instancecheck__(self, instance: Any) -> bool:
+        # isinstance(x, Stack), Stack a class of the other side: it answers (a proxy was refused, "arg
+        # 2 must be a type"); only its own classes, and the answer a genuine bool
+        return bool(_expect(_op(self, "isinstance", instance), bool))
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        return bool(_expect(_op(self, "issubclass", subclass), bool))
+
     def __contains__(self, item: Any) -> bool:
         # Membership among the elements it iterates to, compared here: its own `__contains__` could
         # answer True to anything.
@@ -811,6 +819,10 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         return list(target)
     if op == "getitem":
         return target[rest[0]]
+    if op == "isinstance":
+        return isinstance(rest[0], target)
+    if op == "issubclass":
+        return issubclass(rest[0], target)
     if op == "str":
         return str(target)
     if op == "repr":
@@ -820,7 +832,21 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
 
 # The solution may do anything to the judge's objects it was handed except walk its object graph.
 _JUDGE_SERVES = frozenset({"call", "list", "len", "bool", "getitem", "str", "repr"})
-_SOLUTION_SERVES = frozenset({"call", "getattr", "setattr", "bool", "len", "list", "getitem", "str", "repr"})
+_SOLUTION_SERVES = frozenset(
+    {
+        "call",
+        "getattr",
+        "setattr",
+        "bool",
+        "len",
+        "list",
+        "getitem",
+        "str",
+        "repr",
+        "isinstance",
+        "issubclass",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------------
