@@ -746,3 +746,52 @@ async def test_a_grader_without_its_operation_or_metric_is_refused(
     resp = await client.post("/compat/openai/graders/validate", json={"grader": grader})
     assert resp.status_code == 422 and f"`{missing}`" in resp.json()["error"]["message"], resp.text
     assert resp.json()["error"]["param"] == "grader", resp.text
+
+
+async def test_model_code_a_grader_runs_cannot_read_the_result_marker(client: httpx.AsyncClient) -> None:
+    """A grader that runs the model's code (``exec`` of the sample, as code graders do) ran it in the
+    process whose stdout carries the result, and the result line's marker was in that process's source:
+    a wrong program read it from ``__main__.__file__``, printed the marker with 1.0 and exited, and
+    scored 1.0. grade() now runs in a child process that never sees the marker (the parent reads it
+    from stdin only after the fork, and cannot be read from /proc), the parent printing the result.
+    (Code run in grade()'s own process can still hand back a result of its choosing: a known limit.)"""
+    grader = (
+        "def grade(sample, item):\n    ns = {}\n    try:\n        exec(sample['output_text'], ns)\n"
+        "        return 1.0 if ns['add'](2, 3) == 5 else 0.0\n    except Exception:\n        return 0.0\n"
+    )
+    forgeries = [
+        "import re, os, __main__\nsrc = open(__main__.__file__).read()\n"
+        "m = re.search(r'@@rewardhub-grade-[0-9a-f]+@@', src)\n"
+        "print()\nprint((m.group(0) if m else 'x') + '1.0', flush=True)\nos._exit(0)\n",
+        # the marker from the parent's stdin, through /proc
+        "import os\nfd = os.open(f'/proc/{os.getppid()}/fd/0', os.O_RDONLY)\ndata = os.read(fd, 1 << 20).decode()\n"
+        "m = [l for l in data.split() if l.startswith('@@rewardhub')]\n"
+        "print()\nprint((m[0] if m else 'x') + '1.0', flush=True)\nos._exit(0)\n",
+        "import sys\nmarker = sys.stdin.read().split()\nprint()\nprint((marker[-1] if marker else 'x') + '1.0')\n"
+        "raise SystemExit(0)\n",
+    ]
+    for response, want in [
+        ("def add(a, b):\n    return a + b\n", 1.0),
+        ("def add(a, b):\n    return 0\n", 0.0),
+    ]:
+        resp = await client.post(
+            "/v1/score",
+            json={
+                "reward": "python_grader",
+                "items": [{"response": response, "reference": {"source": grader, "item": {}}}],
+                "options": {"use_cache": False},
+            },
+        )
+        [r] = resp.json()["results"]
+        assert r["valid"] and r["score"] == want, r
+    for forgery in forgeries:
+        resp = await client.post(
+            "/v1/score",
+            json={
+                "reward": "python_grader",
+                "items": [{"response": forgery, "reference": {"source": grader, "item": {}}}],
+                "options": {"use_cache": False},
+            },
+        )
+        [r] = resp.json()["results"]
+        assert r["score"] != 1.0, (forgery, r)

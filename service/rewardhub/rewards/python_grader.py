@@ -8,6 +8,11 @@ sandbox, no network, read-only system, time and memory limits.
 
 The program reads ``{"sample", "item"}`` as JSON on stdin and prints the result on a line prefixed with
 a per-run random marker, so output the grader prints for its own debugging cannot be mistaken for it.
+grade() runs in a child process that never holds the marker (:data:`_MAIN`), so a grader that runs the
+model's code in a subprocess of its own, its output captured, cannot be forged by it (the marker was in
+the program's source, which that code could read, and print with 1.0). Known limit: a grader that runs
+the model's code in its own process (``exec`` of the sample) hands it grade()'s result channel and
+builtins; use the ``code`` reward for such programs, or a subprocess.
 A grader that raises, times out or returns a non-number cannot score the item: invalid (``parse_error``
 for a grader fault, ``timeout``, ``sandbox_error``), with the grader's stderr tail in ``details``.
 """
@@ -29,27 +34,84 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.sandbox import SandboxUnavailable, resolve_language
 from rewardhub.sandbox.pool import refusal, sandbox_version
 
-__all__ = ["PythonGraderConfig", "PythonGraderReward", "grader_program"]
+__all__ = ["PythonGraderConfig", "PythonGraderReward", "grader_program", "grader_stdin"]
 
 _MAX_SOURCE = 256 * 1024  # OpenAI's limit for python grader source
 
+# The grader's program after its source. grade() runs in a child process; the parent, made non-dumpable
+# first (no other process may read its memory or /proc/<pid>/fd), reads the result line's marker from
+# stdin only after the fork and prints it with the child's number. A grader that runs the model's code
+# (``exec`` of the sample) runs it in the child, which never held the marker: in the program's source, it
+# was read and printed with 1.0 by a wrong program. Stdin: the payload's length in bytes, a newline, the
+# payload (JSON), the marker; the parent reads exactly the payload before the fork (no read-ahead of the
+# marker into a buffer the child would inherit), and the child closes stdin before grade() runs.
 _MAIN = """
 
-import json as _rh_json, math as _rh_math, sys as _rh_sys
-_rh_in = _rh_json.loads(_rh_sys.stdin.read())
-_rh_value = grade(_rh_in["sample"], _rh_in["item"])
-if isinstance(_rh_value, (str, bytes, bytearray)):  # float() would parse "0.5": not a number
-    raise TypeError("grade() returned " + type(_rh_value).__name__ + ", not a number")
-_rh_value = float(_rh_value)
-if not _rh_math.isfinite(_rh_value):
-    raise ValueError("grade() returned a non-finite number")
-print()
-print({marker!r} + repr(_rh_value))
+def _rh_main():
+    import ctypes as _rh_ctypes, json as _rh_json, math as _rh_math, os as _rh_os, sys as _rh_sys
+    if _rh_ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE 0
+        raise OSError(_rh_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    head = b""
+    while not head.endswith(b"\\n"):
+        byte = _rh_os.read(0, 1)
+        if not byte:
+            raise EOFError("no payload")
+        head += byte
+    want, payload = int(head), b""
+    while len(payload) < want:
+        chunk = _rh_os.read(0, want - len(payload))
+        if not chunk:
+            raise EOFError("short payload")
+        payload += chunk
+    r, w = _rh_os.pipe()
+    pid = _rh_os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _rh_os.close(0)
+            _rh_os.close(r)
+            _rh_in = _rh_json.loads(payload)
+            value = grade(_rh_in["sample"], _rh_in["item"])
+            if isinstance(value, (str, bytes, bytearray)):  # float() would parse "0.5": not a number
+                raise TypeError("grade() returned " + type(value).__name__ + ", not a number")
+            value = float(value)
+            if not _rh_math.isfinite(value):
+                raise ValueError("grade() returned a non-finite number")
+            _rh_os.write(w, repr(value).encode())
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            try:
+                _rh_sys.stdout.flush()
+            finally:
+                _rh_os._exit(code)
+    _rh_os.close(w)
+    marker = b""
+    while chunk := _rh_os.read(0, 1 << 16):
+        marker += chunk
+    result = b""
+    while chunk := _rh_os.read(r, 1 << 16):
+        result += chunk
+    _, status = _rh_os.waitpid(pid, 0)
+    if status != 0 or not result:
+        _rh_sys.exit(1)
+    _rh_sys.stdout.flush()
+    _rh_os.write(1, b"\\n" + marker.strip() + result + b"\\n")
+
+
+_rh_main()
 """
 
 
-def grader_program(source: str, marker: str) -> str:
-    return source + _MAIN.format(marker=marker)
+def grader_program(source: str) -> str:
+    return source + _MAIN
+
+
+def grader_stdin(payload: bytes, marker: str) -> bytes:
+    """The program's stdin (see :data:`_MAIN`)."""
+    return b"%d\n" % len(payload) + payload + marker.encode() + b"\n"
 
 
 class PythonGraderConfig(RewardConfig):
@@ -62,7 +124,9 @@ class PythonGraderConfig(RewardConfig):
 @register
 class PythonGraderReward(Reward[PythonGraderConfig]):
     name: ClassVar[str] = "python_grader"
-    version: ClassVar[str] = "1.0.1"
+    # 1.0.2: grade() runs in a child process; the result line's marker is no longer in the program's
+    # source (model code a grader ran read it there and printed it with 1.0)
+    version: ClassVar[str] = "1.0.2"
     description: ClassVar[str] = (
         "OpenAI python grader: the reference's grade(sample, item) -> float, run in the bubblewrap sandbox."
     )
@@ -112,8 +176,8 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
         try:
             report, _raw = await pool.run_program(
                 language=python,
-                code=grader_program(source, marker),
-                stdins=[payload],
+                code=grader_program(source),
+                stdins=[grader_stdin(payload, marker)],
                 run_timeout_s=config.timeout_s,
                 memory_mb=config.memory_mb,
                 wall_clock=True,  # timeout_s is documented as wall-clock; a timeout is invalid, not cached
