@@ -1559,3 +1559,14 @@ async def test_isinstance_against_a_class_of_the_solution(client: httpx.AsyncCli
     wrong = solution.replace("class Square(Shape)", "class Square")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "0110", bad
+
+
+async def test_a_namespace_the_tests_hand_over_is_not_written_back(client: httpx.AsyncClient) -> None:
+    """Arguments a call changed in place are written back into the tests' objects; a dict that is a
+    namespace (the tests handing ``globals()`` to the function) would let the solution replace the
+    judge's hooks there (a no-op in place of the one recording an assert's failure, which then passed).
+    Such a dict is left as it was and the test fails."""
+    solution = "def f(g):\n    g['__rh_r__'] = print\n    g['x'] = 1\n"
+    tests = "f(globals())\nassert 1 == 2\n"
+    result = await _one(client, solution, {"tests": tests})
+    assert result["valid"] and result["score"] == 0.0, result

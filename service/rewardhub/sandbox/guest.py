@@ -625,7 +625,8 @@ def _write_back(args: tuple[Any, ...], kwargs: dict[str, Any], writes: list[Any]
             target = kwargs[where]
         else:
             raise _ProtocolError("malformed write-back")
-        _assign(target, codec.dec(value))
+        if not _assign(target, codec.dec(value)) and type(target) is dict and "__builtins__" in target:
+            raise _ProtocolError("a namespace of the tests is not the solution's to change")
 
 
 def _assign(old: Any, new: Any, depth: int = 0) -> bool:
@@ -634,6 +635,8 @@ def _assign(old: Any, new: Any, depth: int = 0) -> bool:
     t = type(old)
     if depth > 200 or t is not type(new) or t not in _IN_PLACE:
         return False
+    if t is dict and "__builtins__" in old:
+        return False  # a namespace (the tests handing over their globals()): its hooks stay the judge's
     if t is list:
         old[:] = [old[i] if i < len(old) and _assign(old[i], v, depth + 1) else v for i, v in enumerate(new)]
     elif t is dict:
