@@ -1566,7 +1566,11 @@ async def test_a_namespace_the_tests_hand_over_is_not_written_back(client: httpx
     namespace (the tests handing ``globals()`` to the function) would let the solution replace the
     judge's hooks there (a no-op in place of the one recording an assert's failure, which then passed).
     Such a dict is left as it was and the test fails."""
-    solution = "def f(g):\n    g['__rh_r__'] = print\n    g['x'] = 1\n"
+    solution = "def f(g):\n    g['__rh_r__'] = print\n    g['x'] = 1\ndef five(x):\n    return 5\n"
     tests = "f(globals())\nassert 1 == 2\n"
     result = await _one(client, solution, {"tests": tests})
     assert result["valid"] and result["score"] == 0.0, result
+    # nor the builtins' (an `abs` of the solution's, which the tests would then call)
+    swap = solution.replace("g['__rh_r__'] = print", "g['abs'] = five")
+    builtin = await _one(client, swap, {"tests": ["import builtins\nf(vars(builtins))\nassert abs(-1) == 5"]})
+    assert builtin["valid"] and builtin["score"] == 0.0, builtin

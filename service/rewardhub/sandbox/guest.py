@@ -625,8 +625,16 @@ def _write_back(args: tuple[Any, ...], kwargs: dict[str, Any], writes: list[Any]
             target = kwargs[where]
         else:
             raise _ProtocolError("malformed write-back")
-        if not _assign(target, codec.dec(value)) and type(target) is dict and "__builtins__" in target:
+        if not _assign(target, codec.dec(value)) and _judges(target):
             raise _ProtocolError("a namespace of the tests is not the solution's to change")
+
+
+def _judges(obj: Any) -> bool:
+    """Whether ``obj`` is the interpreter's or a namespace (a dict holding ``__builtins__``: the tests'
+    globals, a module's ``__dict__``): never the solution's to change."""
+    if type(obj) is dict and "__builtins__" in obj:
+        return True
+    return any(obj is x for x in (builtins.__dict__, sys.modules, sys.meta_path, sys.path))
 
 
 def _assign(old: Any, new: Any, depth: int = 0) -> bool:
@@ -635,7 +643,7 @@ def _assign(old: Any, new: Any, depth: int = 0) -> bool:
     t = type(old)
     if depth > 200 or t is not type(new) or t not in _IN_PLACE:
         return False
-    if t is dict and "__builtins__" in old:
+    if _judges(old):
         return False  # a namespace (the tests handing over their globals()): its hooks stay the judge's
     if t is list:
         old[:] = [old[i] if i < len(old) and _assign(old[i], v, depth + 1) else v for i, v in enumerate(new)]
