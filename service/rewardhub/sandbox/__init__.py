@@ -41,8 +41,9 @@ Layers
   is forked before the judge reads the tests and the run's random nonce, so neither was ever in its
   memory; values returned by the solution are rebuilt from builtin types only before any comparison, so
   no override of ``__eq__``/``__bool__``/``__float__`` takes part in a verdict (a list, dict or set
-  argument a call changed in place is written back into the tests' object the same way, rebuilt);
-  a name of the solution
+  argument a call changed in place is written back into the tests' object the same way, rebuilt, never
+  into a namespace or the interpreter's own containers; ``isinstance``/``issubclass`` against a class
+  of the solution is the solution's answer, about its own class); a name of the solution
   that would shadow a builtin or a standard module the tests use (``def abs(x): return 0``, a fake
   ``math``) is not visible to the tests, unless it is the function under test; only lines that carry the
   nonce count, and a test without a verdict line has failed. For stdin/stdout cases the expected output
