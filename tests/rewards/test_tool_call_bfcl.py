@@ -407,3 +407,25 @@ async def test_a_float_is_no_value_of_an_integer_argument(client: httpx.AsyncCli
     assert [r["score"] for r in results] == [want for _, want in cases] + [0.0], results
     partial = await score(client, items[1:2], mode="partial")
     assert partial[0]["score"] == pytest.approx(2 / 3)
+
+
+async def test_bfcl_numbers_compare_exactly_unless_a_tolerance_is_set(client: httpx.AsyncClient) -> None:
+    """BFCL's checker compares a number with ``==`` (an integer for a float its float: 2 = 2.0). The
+    reward's default float_tolerance, 1e-6, applied under reference_format bfcl too, so 2.5000001 for a
+    listed 2.5 scored 1 where BFCL finds it wrong. Unset, bfcl compares numbers exactly; a tolerance set
+    applies; the calls format keeps its default 1e-6."""
+    reference = [{"f": {"x": [2.5], "n": [2.0, ""]}}]
+    near = hermes(call("f", x=2.5000001))
+    cases = [
+        (near, 0.0),
+        (hermes(call("f", x=2.5)), 1.0),
+        (hermes(call("f", x=2.5, n=2)), 1.0),  # (an integer for a float: that float)
+        (hermes(call("f", x=2.5, n=2.0000001)), 0.0),
+    ]
+    items = [{"response": r, "reference": reference} for r, _ in cases]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases], results
+    tolerant = await score(client, items[:1], float_tolerance=1e-6)
+    assert tolerant[0]["score"] == 1.0
+    calls = await score(client, [{"response": near, "reference": call("f", x=2.5)}], reference_format="calls")
+    assert calls[0]["score"] == 1.0

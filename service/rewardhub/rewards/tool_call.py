@@ -92,7 +92,7 @@ unless ``reference_format: "bfcl"`` (below).
 
 Two calls are equal when their names are equal and their arguments are equal as JSON values: objects
 key by key, arrays in order, ``true`` never equal to ``1``, numbers within ``float_tolerance``
-(``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are, and an integer
+(default 1e-6; ``|got - want| <= tol * max(1, |want|)``; two integers only when equal, as ids are, and an integer
 and a float only when the float rounds to it: ``5.0`` = ``5``, as JSON has one number type, serialisers
 write one value either way and JSON Schema's ``integer`` takes ``5.0``; no declared type is read, a tool
 schema's neither: BFCL's type check is ``reference_format: "bfcl"``'s, below), strings exactly
@@ -118,7 +118,8 @@ with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compa
 lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
 ``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
 against an object listing each key's values (optional ones ``""``), any other value as above (``true``
-is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``). BFCL's checker checks a given argument's
+is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``), numbers exactly (BFCL compares them with
+``==``: ``float_tolerance`` unset is 0 here; set, it applies). BFCL's checker checks a given argument's
 type before its value (and an array argument's items'; not the values inside an object): an integer for a
 listed float is that float (``2`` = ``2.0``), but a float for a listed integer a type error (``5.0`` is not
 ``5``; in BFCL v4's data the arguments listed as integers are the integer parameters, but for two float
@@ -241,6 +242,10 @@ _END_OF_TURN = (
 _MAX_END_TOKENS = 4
 
 
+# float_tolerance unset, reference_format "calls"
+_FLOAT_TOLERANCE = 1e-6
+
+
 class ToolCallConfig(RewardConfig):
     mode: Literal["exact", "partial"] = Field(
         "exact", description="exact: 1 only when all calls match one to one; partial: per-argument credit."
@@ -253,13 +258,15 @@ class ToolCallConfig(RewardConfig):
         description="normalized: string argument values compared casefolded, whitespace collapsed, Unicode "
         "NFC-normalised (canonical, not NFKC: `m²` is not `m2`).",
     )
-    float_tolerance: float = Field(
-        1e-6,
+    float_tolerance: float | None = Field(
+        None,
         ge=0,
         le=1,
         description="Numbers match when |got - want| <= tol * max(1, |want|); two integers only when equal, "
         "an integer and a float only when the float rounds to it (5.0 = 5: no declared type is read; "
-        "reference_format bfcl: a float for a listed integer is a type error, as BFCL's checker finds it).",
+        "reference_format bfcl: a float for a listed integer is a type error, as BFCL's checker finds it). "
+        "Unset: 1e-6, or 0 (numbers exactly equal, as BFCL's checker compares them) with reference_format "
+        "bfcl.",
     )
     coerce_types: bool = Field(
         False,
@@ -1302,7 +1309,7 @@ def _without_defaults(
 ) -> list[Call]:
     """The calls without the arguments equal to their declared defaults (as :func:`_argument_equal` compares
     values: an XML-form argument also by the text it was written as)."""
-    normalized, tol, coerce = cfg.string_match == "normalized", cfg.float_tolerance, cfg.coerce_types
+    normalized, tol, coerce = cfg.string_match == "normalized", _tolerance(cfg), cfg.coerce_types
 
     def is_default(call: Call, key: str, default: Any) -> bool:
         if values_equal(call.arguments[key], default, tol, normalized, coerce):
@@ -1388,7 +1395,7 @@ def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig, typed: bool = True) ->
         )
     if typed and isinstance(got, float) and isinstance(want, int) and not isinstance(want, bool):
         return False
-    return values_equal(got, want, cfg.float_tolerance, normalized, cfg.coerce_types)
+    return values_equal(got, want, _tolerance(cfg), normalized, cfg.coerce_types)
 
 
 def _bfcl_credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
@@ -1410,6 +1417,14 @@ def _bfcl_credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
         ):
             same += 1
     return same / len(keys)
+
+
+def _tolerance(cfg: ToolCallConfig) -> float:
+    """The float tolerance: the config's, or unset, 0 for ``reference_format: "bfcl"`` (BFCL's checker
+    compares numbers with ``==``: 2.5000001 is not 2.5) and :data:`_FLOAT_TOLERANCE` otherwise."""
+    if cfg.float_tolerance is not None:
+        return cfg.float_tolerance
+    return 0.0 if cfg.reference_format == "bfcl" else _FLOAT_TOLERANCE
 
 
 def _folded(text: str) -> str:
@@ -1531,7 +1546,7 @@ def _credit(pred: Call, ref: Call, cfg: ToolCallConfig) -> float:
 def _argument_equal(pred: Call, ref: Call, key: str, cfg: ToolCallConfig) -> bool:
     """Whether the calls' argument ``key`` is equal: as values, or (an XML-form argument) as the text it
     was written as against the other side's string: ``<parameter=zip>94103`` is 94103 and "94103"."""
-    normalized, tol, coerce = cfg.string_match == "normalized", cfg.float_tolerance, cfg.coerce_types
+    normalized, tol, coerce = cfg.string_match == "normalized", _tolerance(cfg), cfg.coerce_types
     got, want = pred.arguments[key], ref.arguments[key]
     if values_equal(got, want, tol, normalized, coerce):
         return True
@@ -1670,7 +1685,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # an argument (or array item) listed as an integer (5.0 for [5]: BFCL's type error)
     # and an Anthropic, Responses API or Gemini turn's calls are read past its text, thinking and reasoning
     # blocks (a text block beside tool_use made the calls broken: format, parse_error)
-    version: ClassVar[str] = "1.4.0"
+    # 1.4.1: reference_format bfcl compares numbers exactly unless float_tolerance is set (BFCL's ==; the
+    # default 1e-6 applied: 2.5000001 equalled a listed 2.5)
+    version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
         "arguments as JSON values; exact (1/0) or partial per-argument credit."
