@@ -168,14 +168,13 @@ async def test_the_shapes_a_possible_answer_is_read_in(client: httpx.AsyncClient
         [],
         call("calculate_triangle_area", base=10, height=5),  # a call, not a possible answer
         {"calculate_triangle_area": {"base": 10, "height": [5]}},  # values not a list
-        {"calculate_triangle_area": {"base": [], "height": [5]}},  # no acceptable value
         {"f": {"x": [1]}, "g": {"x": [1]}},  # one object, two functions
         "calculate_triangle_area(base=10, height=5)",
     ]
     results = await score(client, [{"response": response, "reference": ref} for ref in references])
     assert [(r["valid"], r["score"], r["reason"]) for r in results] == [(True, 1.0, None)] * 4 + [
         (True, 0.0, None)
-    ] + [(False, None, "parse_error")] * 5, results
+    ] + [(False, None, "parse_error")] * 4, results
     none = await score(client, [{"response": "No tool fits.", "reference": []}])
     assert none[0]["score"] == 1.0
 
@@ -429,3 +428,23 @@ async def test_bfcl_numbers_compare_exactly_unless_a_tolerance_is_set(client: ht
     assert tolerant[0]["score"] == 1.0
     calls = await score(client, [{"response": near, "reference": call("f", x=2.5)}], reference_format="calls")
     assert calls[0]["score"] == 1.0
+
+
+async def test_an_argument_listing_no_value_is_satisfied_by_none(client: httpx.AsyncClient) -> None:
+    """Two of BFCL v4's possible answers list an argument with no value, []. Such a reference was
+    parse_error (invalid). BFCL's checker reads it: a value given is in no list, and the argument left out
+    is not optional ("" is not among its values), so no call matches it. Read so: 0 whatever the call, and
+    in partial mode the argument a required key never matched."""
+    reference = [{"f": {"x": [1], "y": []}}]
+    responses = [
+        hermes(call("f", x=1)),
+        hermes(call("f", x=1, y="")),
+        hermes(call("f", x=1, y=[])),
+        hermes(call("f", x=1, y=None)),
+    ]
+    items = [{"response": r, "reference": reference} for r in responses]
+    results = await score(client, items)
+    assert [(r["valid"], r["score"]) for r in results] == [(True, 0.0)] * 4, results
+    partial = await score(client, items[:2], mode="partial")
+    assert [r["score"] for r in partial] == pytest.approx([1 / 2, 1 / 2])
+    assert bfcl_reference(reference) is not None

@@ -1250,9 +1250,11 @@ def bfcl_reference(reference: Any) -> list[Call] | None:
     BFCL's ``possible_answer`` files give each item's ``ground_truth``: a list of calls, each a one-key
     object ``{"func_name": {"arg": [value, ...]}}`` whose argument lists hold every acceptable value, ``""``
     among them for an argument that may be left out. Read here: that list (also as a JSON string), one such
-    call alone, or the file's line ``{"id": ..., "ground_truth": [...]}``; ``[]`` calls no tool. Anything
-    else (a call object, an argument whose values are not a non-empty list, a call object of several
-    functions) is none: the reference format is chosen in the config, never guessed from the shape."""
+    call alone, or the file's line ``{"id": ..., "ground_truth": [...]}``; ``[]`` calls no tool. An
+    argument listing no value (``[]``: two of BFCL v4's items) is one no value satisfies, given or left
+    out, as BFCL's checker finds it (no value is in the list, and ``""`` is not). Anything else (a call
+    object, an argument whose values are not a list, a call object of several functions) is none: the
+    reference format is chosen in the config, never guessed from the shape."""
     if isinstance(reference, str):
         try:
             reference = _loads(reference)
@@ -1270,7 +1272,7 @@ def bfcl_reference(reference: Any) -> list[Call] | None:
         [(name, arguments)] = item.items()
         if not name or not isinstance(arguments, dict):
             return None
-        if not all(isinstance(values, list) and values for values in arguments.values()):
+        if not all(isinstance(values, list) for values in arguments.values()):
             return None
         calls.append(_Possible(name, arguments))
     return calls
@@ -1686,7 +1688,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # and an Anthropic, Responses API or Gemini turn's calls are read past its text, thinking and reasoning
     # blocks (a text block beside tool_use made the calls broken: format, parse_error)
     # 1.4.1: reference_format bfcl compares numbers exactly unless float_tolerance is set (BFCL's ==; the
-    # default 1e-6 applied: 2.5000001 equalled a listed 2.5)
+    # default 1e-6 applied: 2.5000001 equalled a listed 2.5); an argument listing no value ([]) is read
+    # (the possible answer was parse_error): no call satisfies it, as BFCL's checker finds
     version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
