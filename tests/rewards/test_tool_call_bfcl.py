@@ -448,3 +448,34 @@ async def test_an_argument_listing_no_value_is_satisfied_by_none(client: httpx.A
     partial = await score(client, items[:2], mode="partial")
     assert [r["score"] for r in partial] == pytest.approx([1 / 2, 1 / 2])
     assert bfcl_reference(reference) is not None
+
+
+async def test_values_inside_an_object_compare_as_python_does(client: httpx.AsyncClient) -> None:
+    """BFCL's dict checker compares each value of an object argument with Python's == against the key's
+    listed values (a string standardised first): true equals 1 and 1.0, and a list or object inside is
+    compared as it is (its strings exact, an inner object's values not read as lists of acceptable ones).
+    The reward compared them as JSON values (true never 1) and standardised and unpacked deeper, so BFCL's
+    right answers scored 0 and its wrong ones 1. An argument's own value keeps BFCL's type check."""
+    reference = [
+        {
+            "f": {
+                "opts": [
+                    {"verbose": [True], "level": [1, ""], "tags": [["a", "B"], ""], "inner": [{"k": [1]}, ""]}
+                ]
+            },
+        }
+    ]
+    cases = [
+        ({"verbose": 1}, 1.0),  # (True == 1)
+        ({"verbose": 1.0, "level": True}, 1.0),
+        ({"verbose": True, "tags": ["a", "B"]}, 1.0),
+        ({"verbose": True, "tags": ["a", "b"]}, 0.0),  # (a list inside: its strings exact)
+        ({"verbose": True, "inner": {"k": [1]}}, 1.0),
+        ({"verbose": True, "inner": {"k": 1}}, 0.0),  # ({"k": 1} == {"k": [1]} is false)
+        ({"verbose": 2}, 0.0),
+        ({"verbose": "true"}, 0.0),
+    ]
+    items = [{"response": hermes(call("f", opts=opts)), "reference": reference} for opts, _ in cases]
+    items.append({"response": hermes(call("g", flag=1)), "reference": [{"g": {"flag": [True]}}]})
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases] + [0.0], results

@@ -117,7 +117,9 @@ its listed values, each listed argument whose values hold no ``""`` (the mark of
 with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compares them: strings
 lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
 ``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
-against an object listing each key's values (optional ones ``""``), any other value as above (``true``
+against an object listing each key's values (optional ones ``""``; each value given compared with
+Python's ``==``, as BFCL's dict checker compares it: a string standardised, ``true`` = ``1``, a list or
+object inside as it is, its strings exact), any other value as above (``true``
 is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``), numbers exactly (BFCL compares them with
 ``==``: ``float_tolerance`` unset is 0 here; set, it applies). BFCL's checker checks a given argument's
 type before its value (and an array argument's items'; not the values inside an object): an integer for a
@@ -1382,11 +1384,18 @@ def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig, typed: bool = True) ->
     element by element in order, an object against an object whose keys each list their acceptable values
     (a key given that it lacks is extra; one it has that is not given must be omissible), any other value
     as :func:`values_equal` compares it (an integer equals the float it is, ``true`` is not ``1``), except
-    that, ``typed`` (an argument, or an item of an array argument: BFCL's checker checks their types, and
-    the values inside an object not), a float is no value of an integer one (5.0 for 5: a type error)."""
+    that, ``typed`` (an argument, or an item of an array argument: BFCL's checker checks their types), a
+    float is no value of an integer one (5.0 for 5: a type error), and not ``typed`` (a value inside an
+    object: BFCL's dict checker checks no type and compares with Python's ``==``) a string is standardised
+    and any other value equal as Python finds it (``true`` = ``1``; a list or object as it is)."""
     normalized = cfg.string_match == "normalized"
     if isinstance(got, str) and isinstance(want, str):
         return _bfcl_string(got, normalized) == _bfcl_string(want, normalized)
+    if not typed:
+        # a value of an object's key: BFCL's dict checker compares it with Python's == (a string
+        # standardised, above): true is 1, 1.0 is 1, a list or object in it as it is (its strings exact,
+        # an object's values not read as lists of acceptable ones)
+        return values_equal(got, want, _tolerance(cfg), normalized, cfg.coerce_types, python_bools=True)
     if isinstance(got, list) and isinstance(want, list):
         return len(got) == len(want) and all(
             _bfcl_equal(g, w, cfg, typed) for g, w in zip(got, want, strict=True)
@@ -1438,12 +1447,17 @@ def _folded(text: str) -> str:
     return " ".join(folded.split())
 
 
-def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool = False) -> bool:
-    """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers.
+def values_equal(
+    got: Any, want: Any, tol: float, normalized: bool, coerce: bool = False, python_bools: bool = False
+) -> bool:
+    """JSON equality with a numeric tolerance (and, ``normalized``, folded strings); bools are not numbers
+    unless ``python_bools`` (then, as Python's ``==`` has it, ``true`` is ``1`` and ``false`` ``0``).
     ``coerce``: a string equals the number or boolean it spells, ``"10"`` = 10, ``"true"`` = true (the JSON
     text of an object or array is read before, per call: :func:`_comparable`)."""
     if coerce and isinstance(got, str) != isinstance(want, str):
         got, want = _spelled(got, want), _spelled(want, got)
+    if python_bools:
+        got, want = (int(v) if isinstance(v, bool) else v for v in (got, want))
     if isinstance(want, bool) or isinstance(got, bool):
         return isinstance(want, bool) and isinstance(got, bool) and got == want
     if isinstance(want, int | float) and isinstance(got, int | float):
@@ -1467,11 +1481,11 @@ def values_equal(got: Any, want: Any, tol: float, normalized: bool, coerce: bool
         return got == want
     if isinstance(want, list) and isinstance(got, list):
         return len(got) == len(want) and all(
-            values_equal(g, w, tol, normalized, coerce) for g, w in zip(got, want, strict=True)
+            values_equal(g, w, tol, normalized, coerce, python_bools) for g, w in zip(got, want, strict=True)
         )
     if isinstance(want, dict) and isinstance(got, dict):
         return got.keys() == want.keys() and all(
-            values_equal(got[k], want[k], tol, normalized, coerce) for k in want
+            values_equal(got[k], want[k], tol, normalized, coerce, python_bools) for k in want
         )
     return got is None and want is None
 
@@ -1689,7 +1703,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # blocks (a text block beside tool_use made the calls broken: format, parse_error)
     # 1.4.1: reference_format bfcl compares numbers exactly unless float_tolerance is set (BFCL's ==; the
     # default 1e-6 applied: 2.5000001 equalled a listed 2.5); an argument listing no value ([]) is read
-    # (the possible answer was parse_error): no call satisfies it, as BFCL's checker finds
+    # (the possible answer was parse_error): no call satisfies it, as BFCL's checker finds; a value inside
+    # an object compares with Python's == as BFCL's dict checker does (true = 1; a list or object in it as
+    # it is, its strings exact: they were standardised, and an inner object read as acceptable values)
     version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
