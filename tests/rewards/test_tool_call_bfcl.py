@@ -479,3 +479,19 @@ async def test_values_inside_an_object_compare_as_python_does(client: httpx.Asyn
     items.append({"response": hermes(call("g", flag=1)), "reference": [{"g": {"flag": [True]}}]})
     results = await score(client, items)
     assert [r["score"] for r in results] == [want for _, want in cases] + [0.0], results
+
+
+async def test_parallel_calls_are_paired_in_bfcl_s_order(client: httpx.AsyncClient) -> None:
+    """BFCL's parallel checker takes each possible answer's call in turn and pairs it with the first
+    model call not yet paired that it accepts: where a call the first reference call accepts is also the
+    only one a later one accepts, BFCL fails the item though another pairing matches them all. The reward
+    took the best pairing, so it scored 1 what BFCL scores 0. Now paired as BFCL pairs them (the calls
+    left paired for the best credit in partial mode)."""
+    reference = [{"get_weather": {"city": ["Paris", "Tokyo"]}}, {"get_weather": {"city": ["Paris"]}}]
+    paris_first = hermes(call("get_weather", city="Paris"), call("get_weather", city="Tokyo"))
+    tokyo_first = hermes(call("get_weather", city="Tokyo"), call("get_weather", city="Paris"))
+    items = [{"response": r, "reference": reference} for r in (paris_first, tokyo_first)]
+    results = await score(client, items)
+    assert [(r["score"], r["components"]["exact"]) for r in results] == [(0.0, 0.0), (1.0, 1.0)], results
+    partial = await score(client, items, mode="partial")
+    assert [r["score"] for r in partial] == pytest.approx([1 / 2, 1.0])

@@ -107,7 +107,8 @@ reference gives is required, every other one extra: an argument given its defaul
 function definitions, or bare ``{"name", "parameters"}``; :func:`declared_defaults`): then an argument
 equal to the default its schema declares counts as not given, on both sides. With ``order: "any"`` (default; parallel calls)
 reference and predicted calls are paired for the best total credit (past 64 calls a side, greedily by
-best credit), with ``"strict"`` position by position.
+best credit; ``reference_format: "bfcl"``: first as BFCL pairs them, below), with ``"strict"`` position
+by position.
 
 With ``reference_format: "bfcl"`` the reference is a BFCL possible answer (:func:`bfcl_reference`; the
 format is the config's, never guessed from the shape: a call object is then ``parse_error``, and a
@@ -132,7 +133,10 @@ takes ``[]`` for the mark (BFCL's list checker reads it so), and one whose value
 ``null`` and ``""``) takes ``""`` (the type read from the first listed value that is neither: a possible
 answer carries no declared type; inside an object BFCL checks no type, and ``""`` is an optional key's
 mark whatever its values). Partial credit is the share of the keys given or required (an optional one
-left out counts for nothing) given a listed value.
+left out counts for nothing) given a listed value. Parallel calls (``order: "any"``) are paired as BFCL's
+checker pairs them: each reference call in turn with the first predicted call not yet paired that it
+accepts whole, so one BFCL's order leaves unmatched fails the item (exact 0) even where another pairing
+matches every call; the calls left are paired for the best total credit.
 A function's name is the possible answer's as written (BFCL's prompt-mode models are shown it so, and call
 ``math.factorial``), or, with ``underscore_to_dot``, with every ``.`` in it written ``_`` (BFCL shows its
 function-calling models the names so, their APIs refusing a dot, and its checker expects
@@ -1573,18 +1577,42 @@ def _argument_equal(pred: Call, ref: Call, key: str, cfg: ToolCallConfig) -> boo
 
 def _pair(preds: list[Call], refs: list[Call], cfg: ToolCallConfig) -> list[float]:
     """The credits of the reference/predicted pairs: position by position, or the pairing with the best
-    total credit (greedily, best pair first, past :data:`_OPTIMAL_PAIRING_WORK`)."""
+    total credit (greedily, best pair first, past :data:`_OPTIMAL_PAIRING_WORK`). With ``reference_format:
+    "bfcl"`` the calls that match are paired first as BFCL's parallel checker pairs them: each reference
+    call in turn with the first predicted call not yet paired that it accepts whole, though another
+    pairing could match them all (then not every call matches: exact 0, as BFCL scores it); the calls
+    left are paired for the best total credit (partial mode's, as BFCL has none)."""
     if cfg.order == "strict":
         return [_credit(p, r, cfg) for p, r in zip(preds, refs, strict=False)]
     credit = [[_credit(p, r, cfg) for r in refs] for p in preds]
     if not credit or not refs:
         return []
-    n, m = min(len(preds), len(refs)), max(len(preds), len(refs))
+    if cfg.reference_format != "bfcl":
+        return _best_credits(credit)
+    paired: list[float] = []
+    left_p = list(range(len(preds)))
+    left_r: list[int] = []
+    for j in range(len(refs)):
+        i = next((i for i in left_p if credit[i][j] == 1.0), None)
+        if i is None:
+            left_r.append(j)
+        else:
+            left_p.remove(i)
+            paired.append(1.0)
+    if left_p and left_r:
+        paired += _best_credits([[credit[i][j] for j in left_r] for i in left_p])
+    return paired
+
+
+def _best_credits(credit: list[list[float]]) -> list[float]:
+    """The credits of the pairing of predicted (rows) and reference calls (columns) with the best total
+    credit (greedily, best pair first, past :data:`_OPTIMAL_PAIRING_WORK`)."""
+    n, m = min(len(credit), len(credit[0])), max(len(credit), len(credit[0]))
     if n * n * m <= _OPTIMAL_PAIRING_WORK:
-        rows = credit if len(preds) <= len(refs) else [list(col) for col in zip(*credit, strict=True)]
+        rows = credit if len(credit) <= len(credit[0]) else [list(col) for col in zip(*credit, strict=True)]
         return [rows[i][j] for i, j in _best_assignment(rows)]
     scored = sorted(
-        ((credit[i][j], i, j) for i in range(len(preds)) for j in range(len(refs))), key=lambda t: -t[0]
+        ((credit[i][j], i, j) for i in range(len(credit)) for j in range(len(credit[0]))), key=lambda t: -t[0]
     )
     used_p: set[int] = set()
     used_r: set[int] = set()
@@ -1705,7 +1733,9 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # default 1e-6 applied: 2.5000001 equalled a listed 2.5); an argument listing no value ([]) is read
     # (the possible answer was parse_error): no call satisfies it, as BFCL's checker finds; a value inside
     # an object compares with Python's == as BFCL's dict checker does (true = 1; a list or object in it as
-    # it is, its strings exact: they were standardised, and an inner object read as acceptable values)
+    # it is, its strings exact: they were standardised, and an inner object read as acceptable values);
+    # parallel calls are paired as BFCL pairs them, each reference call with the first predicted one it
+    # accepts (the best pairing matched calls BFCL's order leaves unmatched), the rest for the best credit
     version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
