@@ -495,3 +495,21 @@ async def test_parallel_calls_are_paired_in_bfcl_s_order(client: httpx.AsyncClie
     assert [(r["score"], r["components"]["exact"]) for r in results] == [(0.0, 0.0), (1.0, 1.0)], results
     partial = await score(client, items, mode="partial")
     assert [r["score"] for r in partial] == pytest.approx([1 / 2, 1.0])
+
+
+async def test_an_integer_item_is_no_value_of_an_array_listed_with_floats(client: httpx.AsyncClient) -> None:
+    """BFCL reads an integer given for a float argument as that float, but its type check of an array's
+    items does no such conversion: [2, 3.5] for a listed [2.0, 3.5] is a type error. The reward compared
+    the items as numbers (2 = 2.0) and scored it 1. An array whose listed items are integers, or one
+    listed both ways, still takes integers."""
+    reference = [{"f": {"xs": [[2.0, 3.5]], "ns": [[1, 2], ""], "ys": [[1.5], [2], ""]}}]
+    cases = [
+        ({"xs": [2.0, 3.5]}, 1.0),
+        ({"xs": [2, 3.5]}, 0.0),
+        ({"xs": [2.0, 3.5], "ns": [1, 2]}, 1.0),
+        ({"xs": [2.0, 3.5], "ys": [2]}, 1.0),  # (one listed array's items are integers)
+        ({"xs": [2.0, 3.5], "ys": []}, 1.0),
+    ]
+    items = [{"response": hermes(call("f", **args)), "reference": reference} for args, _ in cases]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases], results

@@ -124,7 +124,8 @@ object inside as it is, its strings exact), any other value as above (``true``
 is not ``1``, ``"10"`` is not ``10`` unless ``coerce_types``), numbers exactly (BFCL compares them with
 ``==``: ``float_tolerance`` unset is 0 here; set, it applies). BFCL's checker checks a given argument's
 type before its value (and an array argument's items'; not the values inside an object): an integer for a
-listed float is that float (``2`` = ``2.0``), but a float for a listed integer a type error (``5.0`` is not
+listed float is that float (``2`` = ``2.0``; an array's integer item for a listed float not: BFCL converts
+an argument's own value only), but a float for a listed integer a type error (``5.0`` is not
 ``5``; in BFCL v4's data the arguments listed as integers are the integer parameters, but for two float
 ones listed ``[0]``); and it reads ``""`` given as a value of a string parameter only: an
 argument whose listed values are strings takes ``""`` (the mark is among its strings), one whose values are
@@ -1375,7 +1376,18 @@ def _bfcl_argument_accepts(got: Any, values: list[Any], cfg: ToolCallConfig) -> 
         if kind is list and len(typed) < len(values):
             typed.append([])
         values = typed
+    arrays = [v for v in values if isinstance(v, list)]
+    if isinstance(got, list) and arrays and all(_ints_for_floats(got, a) for a in arrays):
+        return False
     return _bfcl_accepts(got, values, cfg)
+
+
+def _ints_for_floats(got: list[Any], listed: list[Any]) -> bool:
+    """Whether an array argument's items hold an integer where the listed array's items are floats (its
+    first that is not ``""``: BFCL's type for them): BFCL's nested type check finds that a type error, as
+    Python's int-to-float it applies to an argument's own value only (``[2]`` is no value of ``[2.0]``)."""
+    kind = next((type(v) for v in listed if not _is_mark(v)), None)
+    return kind is float and any(type(g) is int for g in got)
 
 
 def _is_mark(value: Any) -> bool:
@@ -1735,7 +1747,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # an object compares with Python's == as BFCL's dict checker does (true = 1; a list or object in it as
     # it is, its strings exact: they were standardised, and an inner object read as acceptable values);
     # parallel calls are paired as BFCL pairs them, each reference call with the first predicted one it
-    # accepts (the best pairing matched calls BFCL's order leaves unmatched), the rest for the best credit
+    # accepts (the best pairing matched calls BFCL's order leaves unmatched), the rest for the best credit;
+    # an integer item of an array argument listed with floats is a type error ([2] for [2.0], as BFCL finds)
     version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
