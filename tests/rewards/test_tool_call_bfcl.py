@@ -513,3 +513,20 @@ async def test_an_integer_item_is_no_value_of_an_array_listed_with_floats(client
     items = [{"response": hermes(call("f", **args)), "reference": reference} for args, _ in cases]
     results = await score(client, items)
     assert [r["score"] for r in results] == [want for _, want in cases], results
+
+
+async def test_an_array_in_an_array_compares_as_python_does(client: httpx.AsyncClient) -> None:
+    """BFCL's list checker standardises an array argument's own strings and compares the rest of each
+    item with Python's == (its type check goes one level deep): an array that is an item is compared as
+    it is, its strings exact and true = 1. The reward standardised and type-checked at every depth, so
+    ["a", "b"] for a listed ["a", "B"] inside an array scored 1 and [true] for [1] scored 0."""
+    reference = [{"f": {"grid": [[["a", "B"], [1]]], "names": [["Ada Lovelace"], ""]}}]
+    cases = [
+        ({"grid": [["a", "B"], [1]]}, 1.0),
+        ({"grid": [["a", "B"], [True]]}, 1.0),
+        ({"grid": [["a", "b"], [1]]}, 0.0),
+        ({"grid": [["a", "B"], [1]], "names": ["ada-lovelace"]}, 1.0),  # (the array's own strings)
+    ]
+    items = [{"response": hermes(call("f", **args)), "reference": reference} for args, _ in cases]
+    results = await score(client, items)
+    assert [r["score"] for r in results] == [want for _, want in cases], results

@@ -117,7 +117,8 @@ checker scores one: a call's name equal, each argument it gives one the referenc
 its listed values, each listed argument whose values hold no ``""`` (the mark of an optional one; or,
 with ``null_as_absent``, ``null``) given. Values compare as BFCL's checker compares them: strings
 lowercased without spaces and ``, . / - _ * ^`` (``"April 1, 2024"`` = ``"april 1 2024"``; with
-``string_match: "normalized"`` also casefolded and NFC), lists element by element in order, an object
+``string_match: "normalized"`` also casefolded and NFC), lists element by element in order (an array in one with Python's ``==``, its strings exact, as BFCL's
+list checker compares it), an object
 against an object listing each key's values (optional ones ``""``; each value given compared with
 Python's ``==``, as BFCL's dict checker compares it: a string standardised, ``true`` = ``1``, a list or
 object inside as it is, its strings exact), any other value as above (``true``
@@ -1403,7 +1404,8 @@ def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig, typed: bool = True) ->
     that, ``typed`` (an argument, or an item of an array argument: BFCL's checker checks their types), a
     float is no value of an integer one (5.0 for 5: a type error), and not ``typed`` (a value inside an
     object: BFCL's dict checker checks no type and compares with Python's ``==``) a string is standardised
-    and any other value equal as Python finds it (``true`` = ``1``; a list or object as it is)."""
+    and any other value equal as Python finds it (``true`` = ``1``; a list or object as it is), as is an
+    array that is an array's item (BFCL's list checker standardises the array's own strings only)."""
     normalized = cfg.string_match == "normalized"
     if isinstance(got, str) and isinstance(want, str):
         return _bfcl_string(got, normalized) == _bfcl_string(want, normalized)
@@ -1413,8 +1415,9 @@ def _bfcl_equal(got: Any, want: Any, cfg: ToolCallConfig, typed: bool = True) ->
         # an object's values not read as lists of acceptable ones)
         return values_equal(got, want, _tolerance(cfg), normalized, cfg.coerce_types, python_bools=True)
     if isinstance(got, list) and isinstance(want, list):
+        # (an array's items: BFCL type-checks them, one level deep, and compares an array in it with ==)
         return len(got) == len(want) and all(
-            _bfcl_equal(g, w, cfg, typed) for g, w in zip(got, want, strict=True)
+            _bfcl_equal(g, w, cfg, not isinstance(g, list)) for g, w in zip(got, want, strict=True)
         )
     if isinstance(got, dict) and isinstance(want, dict):
         return all(k in want and _bfcl_accepts(v, want[k], cfg, typed=False) for k, v in got.items()) and all(
@@ -1748,7 +1751,8 @@ class ToolCallReward(Reward[ToolCallConfig]):
     # it is, its strings exact: they were standardised, and an inner object read as acceptable values);
     # parallel calls are paired as BFCL pairs them, each reference call with the first predicted one it
     # accepts (the best pairing matched calls BFCL's order leaves unmatched), the rest for the best credit;
-    # an integer item of an array argument listed with floats is a type error ([2] for [2.0], as BFCL finds)
+    # an integer item of an array argument listed with floats is a type error ([2] for [2.0], as BFCL finds);
+    # an array in an array argument compares with Python's == (its strings exact, true = 1)
     version: ClassVar[str] = "1.4.1"
     description: ClassVar[str] = (
         "The response's tool calls (<tool_call> blocks or JSON) against the reference's: names and "
