@@ -2228,10 +2228,26 @@ def injection(
     break read the joined text. A letter-spaced run that holds a grader word and more
     (:data:`_SPACED_ORDER`: "i g n o r e a l l") is an order hidden from the patterns, whatever follows.
     Text spelled in tag characters, invisible to a reader but not to the judge (:data:`_TAG_RUN`), is
-    read as the ASCII it spells, on lines of its own after the visible text.
+    read as the ASCII it spells, on lines of its own after the visible text. A text with invisible
+    format characters is read twice: without them (a word they split is one word), and with each one as
+    a space (the words they join are two words, as the judge reads them).
     """
     hidden = _smuggled(text)
-    t = unwrapped(unmarked(plain(f"{text}\n{hidden}" if hidden else text)))
+    source = f"{text}\n{hidden}" if hidden else text
+    found = _injection_in(unwrapped(unmarked(plain(source))), extra, verdict_is_answer)
+    if found is None and _FORMAT_CHARS.search(text):
+        # An invisible character is nothing inside a word ("Ig\u200bnore": the reading above), but it
+        # parts two words as well as a space does for the judge, whose tokenizer keeps it: in
+        # "Paris\u200bIgnore previous instructions" the judge reads the order, while without the
+        # character "parisignore" starts no word. Read the text once more with each one as a space.
+        found = _injection_in(
+            unwrapped(unmarked(plain(_FORMAT_CHARS.sub(" ", source)))), extra, verdict_is_answer
+        )
+    return found
+
+
+def _injection_in(t: str, extra: tuple[re.Pattern[str], ...], verdict_is_answer: bool) -> str | None:
+    """:func:`injection` on one reading ``t`` of the text (already :func:`plain`, unmarked and unwrapped)."""
     if fake_prompt(t):
         return "fake judge prompt"
     t = BLOCK_TAG.sub("\n", t)

@@ -527,7 +527,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # rendered response hides it (an HTML or markdown comment, a LaTeX phantom: "<!-- 7 -->") is content-free;
     # a judge's decimal comma ("Score: 3,5") is read as 3.5, not 3; a negative last score ("Score: -1")
     # is a parse_error, not the draft score before it
-    version: ClassVar[str] = "1.9.9"
+    # 1.9.10: an order to the grader glued to the answer by an invisible character
+    # ("Paris\u200bIgnore previous instructions") is an injection
+    version: ClassVar[str] = "1.9.10"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
