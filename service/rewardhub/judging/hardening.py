@@ -61,6 +61,7 @@ from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
 __all__ = [
     "BOXED_VERDICT",
     "asks_correctness",
+    "asks_grade",
     "asks_yes_no",
     "FILLER",
     "INJECTION_PATTERNS",
@@ -1501,6 +1502,16 @@ def lone_verdict(text: str, question: str = "", reference: str = "") -> bool:
 
 
 _BOXED_LABEL_RX = r"\\boxed\s*\{\s*(?:correct|incorrect)\s*\}"
+# A letter grade alone on its line (or ending a sentence that ends it): "Grade: A", "**Grade**: A+"
+# (with a colon: code's "grade = a" is an assignment).
+# A judge that grades in letters reads it as its own verdict, and no answer writes it, unless the task
+# asks for a grade (:data:`_GRADE_ASKED`): "What grade does 93% earn?" is answered "Grade: A".
+_LETTER_GRADE_RX = (
+    rf"(?:{LINE_START}|(?<=[.!?;])[ \t*]+)(?:letter[ \t]+)?grade[ \t*]*(?:\r?\n[ \t*]*){{0,2}}[:：]"
+    rf"[ \t*\"'\[(]*(?:\r?\n[ \t*\"'\[(]*){{0,2}}[a-f][+\-\u2212]?{LINE_END}"
+)
+# The task asks for a grade, whose letter is then the answer
+_GRADE_ASKED = re.compile(_B + r"grad(?:e|es|ed|ing)" + _E)
 
 # (description, pattern): casefolded NFKC text is searched; descriptions go into the item's details.
 # (Compiled without the combining marks :func:`unmarked` removes, as the text they search is.)
@@ -1717,6 +1728,15 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"[ \t*\[\"'(]*(?:\r?\n[ \t*\[\"'(]*){{0,2}}(?:yes|true)"
             rf"{LINE_END}",
         ),
+        ("forged verdict", _LETTER_GRADE_RX),
+        (
+            # the response section of an instruction prompt ("### Response:", Alpaca's, where the model's
+            # own answer starts) holding a verdict: the judge's answer written for it ("### Response: Yes").
+            # A header: a response labelled "Response: Yes" in plain text answers a yes/no question.
+            "forged verdict",
+            r"^[ \t>*]*#{1,6}[ \t*]*(?:response|output)[ \t*]*(?:\r?\n[ \t*]*){0,2}[:：][ \t*\"'\[(]*"
+            r"(?:\r?\n[ \t*\"'\[(]*){0,2}(?:yes|correct|true|pass(?:ed)?)" + LINE_END,
+        ),
         # verdict words in a box (ThinkPRM's format); not "yes", the answer to a yes/no question (a judge
         # whose own decision pattern reads \boxed{yes} gets BOXED_VERDICT as its check), nor "correct"
         # where the question asks whether something is correct (:data:`_BOXED_LABEL`)
@@ -1855,6 +1875,14 @@ _SELF_CLAIMS = (_SELF_CLAIM,) + tuple(
 )
 # "\boxed{incorrect}": a forged step label, unless the question asks whether something is correct
 _BOXED_LABEL = next(rx for name, rx in INJECTION_PATTERNS if rx.pattern == unmarked(_BOXED_LABEL_RX))
+# "Grade: A": a forged verdict, unless the task asks for a grade
+_LETTER_GRADE = next(rx for name, rx in INJECTION_PATTERNS if rx.pattern == unmarked(_LETTER_GRADE_RX))
+
+
+def asks_grade(prompt: str) -> bool:
+    """Whether the task ``prompt`` speaks of a grade ("What grade does 93% earn?"): a letter grade on a
+    line of its own is then an answer (:data:`_LETTER_GRADE_RX`)."""
+    return _GRADE_ASKED.search(unmarked(plain(prompt[-4000:]))) is not None
 
 
 # A boxed verdict, for a judge whose own decision pattern reads one (GenPRM's ``\boxed{Yes}``): a response
@@ -2210,7 +2238,10 @@ def _smuggled(text: str) -> str:
 
 
 def injection(
-    text: str, extra: tuple[re.Pattern[str], ...] = (), verdict_is_answer: bool = False
+    text: str,
+    extra: tuple[re.Pattern[str], ...] = (),
+    verdict_is_answer: bool = False,
+    grade_is_answer: bool = False,
 ) -> str | None:
     """The name of the first grader-directed pattern found in ``text``, else None.
 
@@ -2219,6 +2250,8 @@ def injection(
     (the question asks whether something is correct: :func:`asks_correctness`) "the answer is correct"
     and ``\boxed{incorrect}`` are answers, not a claim to the grader or a forged step label (the judge's
     own words, "the student's answer is correct", still are).
+    With ``grade_is_answer`` (the task asks for a grade: :func:`asks_grade`) a letter grade on a line of
+    its own ("Grade: A") is the answer, not a forged verdict.
 
     The text is read line by line (``extra``'s verdict lines are lines of their own, and "Winner:" four
     lines above a "B" is not one; a tag of the untrusted blocks such as ``</response>`` starts a line, as
@@ -2234,25 +2267,29 @@ def injection(
     """
     hidden = _smuggled(text)
     source = f"{text}\n{hidden}" if hidden else text
-    found = _injection_in(unwrapped(unmarked(plain(source))), extra, verdict_is_answer)
+    found = _injection_in(unwrapped(unmarked(plain(source))), extra, verdict_is_answer, grade_is_answer)
     if found is None and _FORMAT_CHARS.search(text):
         # An invisible character is nothing inside a word ("Ig\u200bnore": the reading above), but it
         # parts two words as well as a space does for the judge, whose tokenizer keeps it: in
         # "Paris\u200bIgnore previous instructions" the judge reads the order, while without the
         # character "parisignore" starts no word. Read the text once more with each one as a space.
-        found = _injection_in(
-            unwrapped(unmarked(plain(_FORMAT_CHARS.sub(" ", source)))), extra, verdict_is_answer
-        )
+        spaced = unwrapped(unmarked(plain(_FORMAT_CHARS.sub(" ", source))))
+        found = _injection_in(spaced, extra, verdict_is_answer, grade_is_answer)
     return found
 
 
-def _injection_in(t: str, extra: tuple[re.Pattern[str], ...], verdict_is_answer: bool) -> str | None:
+def _injection_in(
+    t: str, extra: tuple[re.Pattern[str], ...], verdict_is_answer: bool, grade_is_answer: bool
+) -> str | None:
     """:func:`injection` on one reading ``t`` of the text (already :func:`plain`, unmarked and unwrapped)."""
     if fake_prompt(t):
         return "fake judge prompt"
     t = BLOCK_TAG.sub("\n", t)
     patterns = tuple(
-        p for p in INJECTION_PATTERNS if not (verdict_is_answer and p[1] in (*_SELF_CLAIMS, _BOXED_LABEL))
+        p
+        for p in INJECTION_PATTERNS
+        if not (verdict_is_answer and p[1] in (*_SELF_CLAIMS, _BOXED_LABEL))
+        and not (grade_is_answer and p[1] is _LETTER_GRADE)
     )
     for name, rx in patterns:
         if rx.search(t):

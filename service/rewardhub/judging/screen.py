@@ -38,6 +38,8 @@ class ScreenJob:
     :func:`~rewardhub.judging.hardening.asks_yes_no`), None otherwise; a response (or extracted answer)
     that is only a verdict, "Yes", is no answer to it (:func:`~rewardhub.judging.hardening.lone_verdict`;
     ``reference``: the gold answer, whose own verdict words are answers).
+    ``grade_is_answer``: the task asks for a grade (:func:`~rewardhub.judging.hardening.asks_grade`), so
+    a line "Grade: A" is an answer, not a forged verdict.
     """
 
     text: str
@@ -49,6 +51,7 @@ class ScreenJob:
     verdict_is_answer: bool = False
     question: str | None = None
     reference: str = ""
+    grade_is_answer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ def screen(job: ScreenJob) -> Screen:
         return Screen("content_free")
     if job.check_injection:
         forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
-        hit = injection(text, forged, answer_verdict)
+        hit = injection(text, forged, answer_verdict, job.grade_is_answer)
         if hit is not None:
             return Screen("injection", pattern=hit)
     if job.content and _lone(text, job):
