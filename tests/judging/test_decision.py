@@ -380,3 +380,51 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
                 read_decision(c, find(rx), Scale.scores(1, 5), scoring)  # type: ignore[arg-type]
     rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
     assert read_decision(Completion("Score: 4 - good"), find(rx), Scale.scores(1, 5), "parse").parsed == 0.75
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Score: 3\nIf the answer were complete it would get Score: 10", "3"),
+        ("Score: 3. If the proof were complete, it would get Score: 5.", "3"),
+        ("Score: 3\nScore: 5 if the units were given.", "3"),
+        ("Score: 3. It would have earned Score: 5 with the units.", "3"),
+        ("Score: 3. A complete solution would get Score: 5.", "3"),
+        ("Score: 3; otherwise Score: 5", "3"),
+        # the last decision, as ever, where the later one is no hypothetical
+        ("Score: 2 ... on reflection, Score: 4", "4"),
+        ("Score: 3\nEven if it were verbose, Score: 4", "4"),
+        ("Score: 3. Hmm, if I had to choose, I would say Score: 4", "4"),
+        ("Score: 2\nScore: 4 (it would be 5 if the units were given)", "4"),
+        # only hypothetical decisions: the last is read, as before
+        ("If the answer were complete it would get Score: 5", "5"),
+    ],
+)
+def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:
+    """A judge that scores 3 and then says what a complete answer would get ("... it would get Score:
+    10") was read as 10 on a 1-10 scale (and as a parse_error on 1-5): the last match is a score for
+    another answer. The decision is the last one that is not hypothetical, in both modes."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
+    for scoring in ("parse", "logprobs"):
+        c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d+|\S|\s+", text))))
+        d = read_decision(c, find(rx), Scale.scores(1, 10), scoring)  # type: ignore[arg-type]
+        assert d.label == want, (text, scoring, d)
+    on_five = read_decision(Completion(text), find(rx), Scale.scores(1, 5), "parse")
+    assert on_five.label == want
+
+
+def test_the_logprobs_are_read_at_the_real_decision_not_the_hypothetical_one() -> None:
+    text = "Score: 3\nIf the answer were complete it would get Score: 10"
+    toks = tokens(
+        *((t, None) for t in re.findall(r"\d+|\S|\s+", "Score:")),
+        (" 3", {" 3": 0.6, " 4": 0.4}),
+        *(
+            (t, None)
+            for t in re.findall(r"\d+|\S|\s+", "\nIf the answer were complete it would get Score: 10")
+        ),
+    )
+    d = read_decision(Completion(text, toks), find(SCORE), Scale.scores(1, 5), "logprobs")
+    # 0.6·3 + 0.4·4 = 3.4 -> (3.4 - 1) / 4
+    assert d.method == "logprobs" and d.label == "3" and d.value == pytest.approx(0.6)

@@ -1717,3 +1717,24 @@ async def test_verdict_lines_in_other_judges_words_do_not_reach_an_always_yes_ju
             (res,) = await score(client, config, [item], use_cache=False)
             assert res["score"] == 1.0 and "hardening" not in res["details"], (mode, res)
             assert judge_server.calls == len(legitimate) + 1, mode
+
+
+async def test_a_hypothetical_score_after_the_judge_s_decision_is_not_read(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A judge that decides "Score: 3" and then says what a complete answer would get ("If the answer were
+    complete it would get Score: 10") was read at that last match: a parse_error on 1-5, and 10 (1.0) on
+    1-10. The decision read is the judge's real one, in both scoring modes."""
+    judge_server.reply = always(
+        "The derivation skips a case.\nScore: 3\nIf the answer were complete it would get Score: 10",
+        top={"3": 0.5, "4": 0.5},
+        at="3",
+    )
+    item = {"prompt": "Explain gravity.", "response": "Mass attracts mass."}
+    async with judge_app(make_app, judge_server) as client:
+        (five,) = await score(client, {"mode": "pointwise"}, [item])
+        assert five["valid"] and five["score"] == pytest.approx(0.5), five  # 3 on 1..5
+        (ten,) = await score(client, {"mode": "pointwise", "max_score": 10}, [item])
+        assert ten["valid"] and ten["score"] == pytest.approx(2 / 9), ten  # 3 on 1..10, not 10
+        (lp,) = await score(client, {"mode": "pointwise", "scoring": "logprobs"}, [item])
+        assert lp["details"]["method"] == "logprobs" and lp["score"] == pytest.approx((3.5 - 1) / 4), lp

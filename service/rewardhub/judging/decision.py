@@ -4,9 +4,13 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
 :class:`Scale` says which labels that line may carry and what each is worth in [0, 1].
 
 * ``parse``: the **last** match of the decision pattern wins (a judge that reasons "Score: 2... on
-  reflection, Score: 4" means 4); a label outside the scale, or no match, is :class:`DecisionError` (the
-  item becomes ``parse_error``, never a silent 0). So is a score out of another maximum than the
-  scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own scale); "4/5" reads as 4.
+  reflection, Score: 4" means 4), unless it is a hypothetical one, a score the judge would give another
+  answer ("Score: 3. If the proof were complete it would get Score: 10", "Score: 5 had it shown its
+  work", "otherwise Score: 5"): the last decision is then the last one that is not, and only when every
+  match is hypothetical is the last match read; a label outside the scale, or no match, is
+  :class:`DecisionError` (the item becomes ``parse_error``, never a silent 0). So is a score out of
+  another maximum than the scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own
+  scale); "4/5" reads as 4.
   A decimal comma is a decimal point ("Score: 3,5" is 3.5, not 3).
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
@@ -146,9 +150,55 @@ def last_of(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     return last
 
 
+# A decision the judge gives another answer than this one, in its own sentence: a conditional with a
+# modal ("If the answer were complete it would get Score: 10"), a counterfactual ("it would have earned
+# Score: 5"), the other case ("otherwise Score: 5"), or a better answer's ("A complete solution would
+# get Score: 5"). "Even if it were verbose, Score: 4" and the judge's own choice ("If I had to pick, I
+# would say Score: 4") are decisions.
+_CONDITIONAL = re.compile(
+    r"(?<!\beven )\b(?:if(?![ \t]+(?:i|we)\b)|unless|suppos(?:e|ing)|assuming|imagine|hypothetical(?:ly)?)\b",
+    re.IGNORECASE,
+)
+_MODAL = re.compile(r"\b(?:would|could|might|were)\b", re.IGNORECASE)
+_COUNTERFACTUAL = re.compile(
+    r"\b(?:(?:would|could|might)(?:n['’]t|[ \t]+not)?[ \t]+have|otherwise)\b"
+    r"|\b(?:complete|perfect|ideal|flawless|correct|better|stronger|full|fixed|corrected|improved)[ \t]+"
+    r"(?:answer|response|solution|proof|version)[ \t]+would\b",
+    re.IGNORECASE,
+)
+# ... or a condition right after it: "Score: 10 if the proof were complete", "Score: 5, had it shown
+# its work" (not "Score: 4 (it would be 5 if the units were given)", a decision with a remark)
+_CONDITION_AFTER = re.compile(
+    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*,?[ \t]*(?:if|unless|had|were|provided|assuming)\b""",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?;](?=\s)|\n")
+
+
+def _hypothetical(text: str, m: MatchLike) -> bool:
+    """The decision ``m`` in ``text`` is one the judge would give another answer (:data:`_CONDITIONAL`
+    with :data:`_MODAL`, :data:`_COUNTERFACTUAL` in its sentence before it, or :data:`_CONDITION_AFTER`)."""
+    begin = max(0, m.start() - 300)
+    before = text[begin : m.start()]
+    ends = [e.end() for e in _SENTENCE_END.finditer(before)]
+    clause = before[ends[-1] :] if ends else before
+    if _COUNTERFACTUAL.search(clause) or (_CONDITIONAL.search(clause) and _MODAL.search(clause)):
+        return True
+    return _CONDITION_AFTER.match(text, m.end()) is not None
+
+
 def _find_in(find_last: Callable[[str], MatchLike | None], text: str) -> tuple[MatchLike | None, int]:
+    """The judge's decision in ``text`` (after its reasoning, :func:`answer_span`): the last match of
+    ``find_last`` that is not :func:`_hypothetical`, or the last match when all are (up to eight are
+    looked at), and where the text it was found in starts."""
     start, end = answer_span(text)
-    return find_last(text[start:end]), start
+    span = text[start:end]
+    last = m = find_last(span)
+    for _ in range(8):
+        if m is None or not _hypothetical(span, m):
+            break
+        m = find_last(span[: m.start()])
+    return (m if m is not None and not _hypothetical(span, m) else last), start
 
 
 def read_decision(
