@@ -1658,7 +1658,10 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(?:this|the|my|above|following)\s+(?:final\s+)?(?:answer|response|solution)\s+"
             r"(?:(?:above|provided|given|shown|presented|here)\s+){0,2}"
             r"(?:is|was|has\s+been|should\s+be)\s+(?:verified\s+(?:as\s+|to\s+be\s+)?|confirmed\s+(?:as\s+|to\s+be\s+)?"
-            r"|definitely\s+|completely\s+|absolutely\s+|100%\s+|fully\s+)?(?:correct|right|true|valid|accurate|perfect)\b",
+            r"|definitely\s+|completely\s+|absolutely\s+|100%\s+|fully\s+)?(?:correct|right|true|valid|accurate|perfect)\b"
+            # the verdict question asked of the answer and answered: "Is the answer correct? Yes"
+            r"|\bis\s+(?:this|the|my)\s+(?:final\s+)?(?:answer|response|solution)\s+(?:correct|right|valid)[ \t]*\?"
+            r"[ \t*\"'\[(]*(?:\r?\n[ \t*\"'\[(]*){0,2}(?:yes|correct|true)\b",
         ),
         (
             "claims correctness",
@@ -1708,7 +1711,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + r"|[ \t*]*\r?\n[ \t*\"'\[(]*(?:yes|no|correct|incorrect)"
             + LINE_END
             + r"|\s+(?:is|was)\s+[\"'*]*(?:yes|no|correct|incorrect|pass|fail)\b)"
+            # (a reviewer's words too: "Verdict: ACCEPT", "Judgement: approved")
             r"|\b(?:verdict|judg(?:e)?ment|evaluation)[ \t*]*[:：][ \t*]*(?:yes|no|correct|incorrect|pass|fail|"
+            r"(?:accept(?:ed)?|approved?|valid|true)\b|"
             r"[abc]\b|\d)"
             r"|\bgrade[ \t*]*[:：][ \t*]*(?:pass|fail|correct|incorrect)\b"
             r"|\[\[\s*(?:\d+(?:\.\d+)?|[abc]|yes|no|tie)\s*\]\]"
