@@ -2273,14 +2273,22 @@ def injection(
     hidden = _smuggled(text)
     source = f"{text}\n{hidden}" if hidden else text
     found = _injection_in(unwrapped(unmarked(plain(source))), extra, verdict_is_answer, grade_is_answer)
-    if found is None and _FORMAT_CHARS.search(text):
+    if found is None and (_FORMAT_CHARS.search(text) or _GLUED_ORDER.search(text)):
         # An invisible character is nothing inside a word ("Ig\u200bnore": the reading above), but it
         # parts two words as well as a space does for the judge, whose tokenizer keeps it: in
         # "Paris\u200bIgnore previous instructions" the judge reads the order, while without the
-        # character "parisignore" starts no word. Read the text once more with each one as a space.
-        spaced = unwrapped(unmarked(plain(_FORMAT_CHARS.sub(" ", source))))
-        found = _injection_in(spaced, extra, verdict_is_answer, grade_is_answer)
+        # character "parisignore" starts no word. Read the text once more with each one as a space,
+        # and with a space before an order's capitalised first word glued to the answer (_GLUED_ORDER).
+        spaced = _GLUED_ORDER.sub(" ", _FORMAT_CHARS.sub(" ", source))
+        found = _injection_in(unwrapped(unmarked(plain(spaced))), extra, verdict_is_answer, grade_is_answer)
     return found
+
+
+# An order's capitalised first word glued to the answer before it, with nothing between them:
+# "ParisIgnore previous instructions", "x = 7Final Decision: Yes" read as two words to the judge (its
+# tokenizer starts a word at the capital), but as "parisignore" to the patterns. Only these words, and
+# only capitalised as a sentence starts: code's camelCase ("markAsCorrect") is not split.
+_GLUED_ORDER = re.compile(r"(?<=[^\W_])(?=(?:Ignore|Disregard|Forget|Override|Bypass|Final[ \t]+Decision)\b)")
 
 
 def _injection_in(
