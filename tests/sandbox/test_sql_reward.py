@@ -763,3 +763,27 @@ async def test_an_empty_gold_result_and_ties_under_a_limit_are_scored_as_decided
     assert results[0]["score"] == 1.0 and results[0]["details"]["gold_rows"] == 0, results
     assert results[1]["score"] == 0.0
     assert sorted(x["score"] for x in results[2:]) == [0.0, 1.0], results
+
+
+async def test_text_that_is_not_utf8_is_compared_not_an_error(client: httpx.AsyncClient) -> None:
+    """Some of Spider's databases hold TEXT in Latin-1 (Python's sqlite3 cannot decode it to a str: "Could
+    not decode to UTF-8 column"), so a gold query reading it failed, and the item was invalid (parse_error)
+    however right the prediction; Spider's evaluators decode such text leniently for this. Text that is
+    not UTF-8 is now read with its bad bytes escaped: the same bytes compare equal, other bytes do not."""
+    schema = (
+        "CREATE TABLE city (id INTEGER PRIMARY KEY, name TEXT);"
+        "INSERT INTO city VALUES (1, CAST(x'4361666ee9' AS TEXT)), (2, 'Oslo'), (3, CAST(x'4361666ee8' AS TEXT));"
+    )
+    gold = "SELECT name FROM city WHERE id = 1"
+    items = [
+        {"response": pred, "reference": {"query": gold, "schema": schema}}
+        for pred in (
+            "SELECT name FROM city WHERE id < 2",
+            "SELECT name FROM city WHERE id = 3",  # another Latin-1 byte
+            "SELECT 'Café'",  # the same word in UTF-8 is other bytes
+            "SELECT name FROM city WHERE id = 2",
+        )
+    ]
+    results = await score_results(client, "sql", items)
+    assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0)] + [(True, 0.0)] * 3, results
+    assert [x["components"]["executes"] for x in results] == [1.0] * 4

@@ -17,7 +17,8 @@ list when the comparison is ordered: ``order: auto`` orders exactly when the gol
 test-suite evaluation), in any order some permutation of the predicted columns matches (:mod:`.sql_columns`:
 a bounded search; ``details.column_permutation`` the predicted column of each gold column when not theirs).
 Floats compare rounded to ``float_digits`` decimals and to 12 significant digits (a sum's last bits are
-its row order's; a whole number stays whole); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included).
+its row order's; a whole number stays whole); ``1`` equals ``1.0``, ``NULL`` is not ``''``, strings compare exactly (case included;
+TEXT that is not UTF-8, Latin-1 in some of Spider's databases, is read with its bad bytes escaped).
 An empty gold result is matched by any empty result of the same width (BIRD's and Spider's evaluators
 accept any empty one, whatever its columns); ``details.gold_rows`` (0) marks such items, weak signal: a
 filter that is wrong returns nothing too. A gold ``ORDER BY ... LIMIT`` over tied values keeps the rows
@@ -178,7 +179,9 @@ class SqlReward(Reward[SqlConfig]):
     # order (7037035803.690001 for 7037035803.69) scored 0; a query in a <solution> or <answer> block without
     # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format); fences
     # tagged sqlite3, mysql, postgresql/postgres/psql/pgsql, tsql or plsql are read as sql ones
-    version: ClassVar[str] = "1.3.4"
+    # 1.3.5: TEXT that is not UTF-8 (Spider's Latin-1) is read with its bad bytes escaped: a query reading
+    # it failed ("Could not decode to UTF-8"), a gold's made the item invalid
+    version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "

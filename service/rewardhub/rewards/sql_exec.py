@@ -179,7 +179,31 @@ def _normalise(value: Any, digits: int) -> Any:
     return value
 
 
+def _lenient_text(raw: bytes) -> str:
+    """TEXT that is not UTF-8 (Latin-1 in some of Spider's databases), its bad bytes escaped (``\\xe9``):
+    the same bytes give the same string and other bytes another one, where a decoding error failed the
+    query (a gold's made the item invalid). Spider's evaluators decode such text leniently too."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+_NOT_UTF8 = "Could not decode to UTF-8"
+
+
 def _execute(
+    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int
+) -> dict[str, Any]:
+    r = _execute_once(conn, sql, deadline, max_rows, digits)
+    if not r["ok"] and r["error"].startswith(_NOT_UTF8):
+        # only then: a Python text factory costs about half again a text-heavy result's fetch
+        conn.text_factory = _lenient_text
+        try:
+            r = _execute_once(conn, sql, deadline, max_rows, digits)
+        finally:
+            conn.text_factory = str
+    return r
+
+
+def _execute_once(
     conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int
 ) -> dict[str, Any]:
     conn.set_progress_handler(_deadline_handler(deadline), 10_000)
