@@ -72,6 +72,16 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("in 1999 100 people came", "100", "last_number"),
         # last number: a simple fraction
         ("half of it, 3/4 remained", "3/4", "last_number"),
+        # a last number that is a LaTeX argument (a denominator, an exponent) is not the answer alone: it was
+        # ("4" for 3/4, "2" for r^2), a false accept when the gold was that number; its math is the answer
+        ("so we get $x = \\frac{3}{4}$", "\\frac{3}{4}", "last_number"),
+        ("the area is $$\\pi r^2$$ here", "\\pi r^2", "last_number"),
+        ("there are \\(2^{10}\\) ways", "2^{10}", "last_number"),
+        ("first $a$, then \\[ a_1 + \\sqrt{3} \\]", "a_1 + \\sqrt{3}", "last_number"),
+        ("$\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}$", "\\frac{n(n+1)}{2}", "last_number"),
+        # ... a number in other braces, or after the math, is read as before
+        ("$\\text{total} = \\mathbf{42}$", "42", "last_number"),
+        ("$x^2$ is 9", "9", "last_number"),
     ],
 )
 def test_extract(response: str, text: str, method: str) -> None:
@@ -87,6 +97,8 @@ def test_extract(response: str, text: str, method: str) -> None:
         "",
         # only an unbalanced box and no numbers
         "\\boxed{x",
+        # a last number that is an exponent, outside any math: no answer (it was "2")
+        "$a$ and the side is y^2 and $b$",
     ],
 )
 def test_extract_none(response: str) -> None:

@@ -174,11 +174,54 @@ def _unescaped(s: str, needle: str, start: int) -> int:
         i += 1
 
 
+# What comes before a number that is a LaTeX argument, not a value of its own: a fraction's numerator or
+# denominator (``\\frac{3}{4}``: 4), an exponent or a subscript (``r^2``, ``2^{10}``), a root's radicand.
+_LATEX_ARGUMENT_RE = re.compile(
+    r"(?:\\[dtc]?frac[ \t]*\{|\\binom[ \t]*\{|\\sqrt[ \t]*(?:\[[^\]]{0,8}\])?\{|\}[ \t]*\{|[\^_][ \t]*\{?)[ \t]*$"
+)
+_MATH_SPANS = (("\\(", "\\)"), ("\\[", "\\]"), ("$$", "$$"), ("$", "$"))
+
+
+def _math_around(text: str, start: int, end: int) -> str | None:
+    """The content of the math span (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``) around
+    ``text[start:end]``, from its last ``=`` outside braces on; None when there is none (or it is long)."""
+    best: tuple[int, str] | None = None
+    for open_, close in _MATH_SPANS:
+        o = text.rfind(open_, 0, start)
+        c = text.find(close, end)
+        if o < 0 or c < 0 or text.find(close, o + len(open_), start) >= 0:
+            continue
+        if open_ == "$$" and text.count("$$", 0, start) % 2 == 0:
+            continue  # the $$ before it closed a display
+        if open_ == "$" and (text.count("$", 0, start) - 2 * text.count("$$", 0, start)) % 2 == 0:
+            continue  # the $ before it closed an inline span
+        if best is None or o > best[0]:
+            best = (o, text[o + len(open_) : c])
+    if best is None:
+        return None
+    content = best[1]
+    depth, cut = 0, 0
+    for i, ch in enumerate(content):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "=" and depth == 0:
+            cut = i + 1
+    content = content[cut:].strip().strip("&").strip()
+    return content if 0 < len(content) <= _MAX_PHRASE_CHARS else None
+
+
 def _extract_last_number(text: str) -> str | None:
     last = None
     for m in _NUMBER_RE.finditer(text):
         last = m
-    return None if last is None else last.group(0).translate(_GROUP_SEPARATORS)
+    if last is None:
+        return None
+    if _LATEX_ARGUMENT_RE.search(text, max(0, last.start() - 24), last.start()):
+        # a denominator or an exponent alone was the answer ("4" of 3/4): a false accept for a gold 4
+        return _math_around(text, last.start(), last.end())
+    return last.group(0).translate(_GROUP_SEPARATORS)
 
 
 _METHODS = {

@@ -1,7 +1,7 @@
 """``math``: final-answer equivalence against a gold answer.
 
 The answer is extracted from the response (last ``\\boxed{}``, ``<answer>`` tag, "The answer is ...",
-last number; configurable order), then compared with the gold in two stages. Only the text after the
+last number, read with its math when it is a LaTeX argument such as a denominator; configurable order), then compared with the gold in two stages. Only the text after the
 last ``</think>`` and before a ``<think>`` that never closes is searched (:func:`~.text.answer_text`): a
 box or number in the reasoning is a draft, and a response cut off in its reasoning has no answer.
 
@@ -74,7 +74,9 @@ class MathReward(Reward[MathConfig]):
     # 4+ terms or constants) and the chain "c > d > a > b"; an item with an ellipsis compares as a
     # string only (the parser dropped \\ldots: "1 + 2 + \\ldots + 10" equalled 13), except that a sum
     # "a_k + a_{k-1} + \\ldots + a_0" equals the same sum written the other way round
-    version: ClassVar[str] = "1.1.5"
+    # 1.1.6: a last number that is a LaTeX argument (the 4 of \\frac{3}{4}, the 2 of
+    # r^2) is read with its math ("4" was a false accept for a gold 4), or not at all outside math
+    version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
