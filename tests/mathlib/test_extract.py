@@ -68,6 +68,9 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("a prize of 10 000 dollars", "10000", "last_number"),
         ("about 1 234 567 people", "1234567", "last_number"),
         ("a gap of 12\u2009345\u00a0678 km", "12345678", "last_number"),
+        # ... and LaTeX's {,} (it was the last group, "000")
+        ("a total of $10{,}000$ dollars", "10000", "last_number"),
+        ("$1{,}234{,}567.5$ km", "1234567.5", "last_number"),
         ("pick 3 4", "4", "last_number"),
         ("in 1999 100 people came", "100", "last_number"),
         # last number: a simple fraction

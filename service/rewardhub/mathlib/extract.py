@@ -34,14 +34,13 @@ _PHRASE_RE = re.compile(
     r"|^[ \t]{0,8}####",
     re.IGNORECASE | re.MULTILINE,
 )
-# Thousands grouped by commas or (SI style) by spaces: "10 000 dollars" is 10000, not its last group 000.
+# Thousands grouped by commas (LaTeX's {,} too) or (SI style) by spaces: "10 000 dollars" is 10000, not its
+# last group 000.
 _NUMBER_RE = re.compile(
-    r"(?<![\w.])[-\u2212]?(?:[1-9]\d{0,2}(?:(?:,\d{3})+|(?:[ \u00a0\u2009\u202f]\d{3})+)|\d+)"
+    r"(?<![\w.])[-\u2212]?(?:[1-9]\d{0,2}(?:(?:(?:,|\{,\})\d{3})+|(?:[ \u00a0\u2009\u202f]\d{3})+)|\d+)"
     r"(?:\.\d+)?(?:/\d+)?(?![\d])"
 )
-_GROUP_SEPARATORS = str.maketrans(
-    {",": None, " ": None, "\u00a0": None, "\u2009": None, "\u202f": None, "\u2212": "-"}
-)
+_GROUP_SEPARATORS = str.maketrans(dict.fromkeys(",{} \u00a0\u2009\u202f") | {"\u2212": "-"})
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
 _MAX_PHRASE_CHARS = 400
 
