@@ -54,6 +54,13 @@ from rewardhub.mathlib import DEFAULT_METHODS, Extracted, extract_answer, read_g
         ("Natalia sold 48 clips.\n#### 72", "72", "answer_phrase"),
         # the last phrase wins
         ("The answer is 1. Wait. The answer is 2.", "2", "answer_phrase"),
+        # an anchor that ends its line: the math on the next line is the answer (it was the last number, "1")
+        ("The answer is:\n\n$$x + 1$$\n", "x + 1", "answer_phrase"),
+        ("**Final Answer:**\n\\[\n2x - 1\n\\]", "2x - 1", "answer_phrase"),
+        ("Answer:\n  $y = 3$. Done, 7 steps.", "y = 3", "answer_phrase"),
+        ("Answer:\n\n**42**", "42", "answer_phrase"),
+        # ... but not a next line of prose: the last number, as before
+        ("The answer is:\nwe add 2 and 3 to get 5", "5", "last_number"),
         # last number: decimals
         ("3 apples and 4.5 pears", "4.5", "last_number"),
         # last number: negative

@@ -147,6 +147,10 @@ def _extract_phrase(text: str) -> str | None:
         return None
     line_end = text.find("\n", last.end())
     tail = text[last.end() : line_end if line_end >= 0 else len(text)][:_MAX_PHRASE_CHARS].strip()
+    if not tail.strip("*") and line_end >= 0:  # "The answer is:" ends its line: the answer is below it
+        tail = _next_line_answer(text, line_end + 1)
+        if tail.startswith(("$$", "\\[")):
+            return tail
     if tail.startswith("$"):
         delim = "$$" if tail.startswith("$$") else "$"
         close = _unescaped(tail, delim, len(delim))
@@ -156,6 +160,21 @@ def _extract_phrase(text: str) -> str | None:
     if stop is not None:
         tail = tail[: stop.start()]
     return tail
+
+
+def _next_line_answer(text: str, pos: int) -> str:
+    """The answer on the first non-blank line from ``pos``, below an anchor that ends its line: a display
+    (``$$...$$``, ``\\[...\\]``, whole, over several lines too), a line that starts with inline math, or a
+    number alone; "" for anything else (a line of prose is the reasoning, not the answer)."""
+    rest = text[pos : pos + _MAX_PHRASE_CHARS].lstrip()
+    for open_, close in (("$$", "$$"), ("\\[", "\\]")):
+        if rest.startswith(open_):
+            c = rest.find(close, len(open_))
+            return rest[: c + len(close)] if c > 0 else ""
+    line = rest.split("\n", 1)[0].strip()
+    if line.startswith(("$", "\\(")) or _NUMBER_RE.fullmatch(line.rstrip(".").strip("*").rstrip(".")):
+        return line
+    return ""
 
 
 def _unescaped(s: str, needle: str, start: int) -> int:

@@ -535,7 +535,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # the judge's decision is its last one that is not hypothetical: "Score: 3" then "If the answer were
     # complete it would get Score: 10" reads 3 (was 10 on 1-10, a parse_error on 1-5)
     # 1.9.10 (answer_extraction last_number): a last number that is a LaTeX argument (the 4 of
-    # \\frac{3}{4}, the 2 of r^2) is read with its math
+    # \\frac{3}{4}, the 2 of r^2) is read with its math; (answer_phrase) "The answer is:" reads the math below it
     version: ClassVar[str] = "1.9.10"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "

@@ -76,7 +76,8 @@ class MathReward(Reward[MathConfig]):
     # "a_k + a_{k-1} + \\ldots + a_0" equals the same sum written the other way round
     # 1.1.6: a last number that is a LaTeX argument (the 4 of \\frac{3}{4}, the 2 of
     # r^2) is read with its math ("4" was a false accept for a gold 4), or not at all outside math;
-    # a last number grouped with LaTeX's {,} is whole (10{,}000 was 000)
+    # a last number grouped with LaTeX's {,} is whole (10{,}000 was 000); "The answer is:" ending its line
+    # reads the display, inline math or number on the next one (it fell to the last number: 1 of $$x + 1$$)
     version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
