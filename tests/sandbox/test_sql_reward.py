@@ -787,3 +787,27 @@ async def test_text_that_is_not_utf8_is_compared_not_an_error(client: httpx.Asyn
     results = await score_results(client, "sql", items)
     assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0)] + [(True, 0.0)] * 3, results
     assert [x["components"]["executes"] for x in results] == [1.0] * 4
+
+
+@pytest.mark.parametrize("folder", ["dbs #2", "spider?v1", "100%"])
+async def test_a_fixtures_directory_with_uri_characters_in_its_path(
+    make_app: Any, tmp_path: Path, folder: str
+) -> None:
+    """A fixture is opened through an SQLite URI (read-only, immutable): its path went in unquoted, so a
+    directory named with ``#``, ``?`` or ``%`` opened another file (the path cut at the ``#``: an empty
+    database, "no such table", every item invalid). The path is now quoted in the URI."""
+    db = tmp_path / folder / "concerts.sqlite"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        conn.executescript(SCHEMA)
+    async with make_app(sql_fixtures_dir=str(db.parent)) as c:
+        reference = {"query": GOLD, "fixture": "concerts"}
+        results = await score_results(
+            c,
+            "sql",
+            [
+                {"response": "SELECT name FROM singer WHERE age < 40", "reference": reference},
+                {"response": "SELECT name FROM singer", "reference": reference},
+            ],
+        )
+    assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0), (True, 0.0)], results

@@ -180,7 +180,8 @@ class SqlReward(Reward[SqlConfig]):
     # a fence (SkyRL-SQL's answers) is read (the tags were read as part of the query: 0, format); fences
     # tagged sqlite3, mysql, postgresql/postgres/psql/pgsql, tsql or plsql are read as sql ones
     # 1.3.5: TEXT that is not UTF-8 (Spider's Latin-1) is read with its bad bytes escaped: a query reading
-    # it failed ("Could not decode to UTF-8"), a gold's made the item invalid
+    # it failed ("Could not decode to UTF-8"), a gold's made the item invalid; a fixtures directory whose path
+    # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "

@@ -22,6 +22,7 @@ import os
 import re
 import sqlite3
 import time
+import urllib.parse
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
@@ -136,7 +137,9 @@ def _build(kind: str, spec: str, deadline: float) -> sqlite3.Connection:
     """A read-only connection to the fixture, or to an in-memory database built from the schema (closed
     when the build fails: its memory is back before a retry)."""
     if kind == "fixture":
-        conn = sqlite3.connect(f"file:{spec}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        # quoted: a '#', '?' or '%' in the path is the URI's syntax (a '#' cut the path: another database)
+        uri = f"file:{urllib.parse.quote(spec)}?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     else:
         conn = sqlite3.connect(":memory:", check_same_thread=False)
     try:
