@@ -811,3 +811,25 @@ async def test_a_fixtures_directory_with_uri_characters_in_its_path(
             ],
         )
     assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0), (True, 0.0)], results
+
+
+async def test_the_row_limit_of_a_set_comparison_counts_distinct_rows(client: httpx.AsyncClient) -> None:
+    """Compared as sets (BIRD's default), a result is its distinct rows: a prediction without the gold's
+    DISTINCT over a join matches it in BIRD, but when its duplicates took it past max_rows it failed ("more
+    than N rows") and scored 0. Under a set comparison max_rows now bounds the distinct rows; a multiset or
+    an ordered comparison still counts every row."""
+    gold = "SELECT DISTINCT country FROM singer"  # FR, US, DE
+    dup = "SELECT country FROM singer"  # four rows, FR twice
+    items = [_item(dup, gold), _item("SELECT name FROM singer", gold)]
+    as_sets = await score_results(client, "sql", items, max_rows=3)
+    assert [(x["valid"], x["score"]) for x in as_sets] == [(True, 1.0), (True, 0.0)], as_sets
+    assert "more than 3 rows" in as_sets[1]["details"]["error"]
+    as_multisets = await score_results(client, "sql", items[:1], max_rows=3, rows="multiset")
+    assert "more than 3 rows" in as_multisets[0]["details"]["error"]
+    ordered = await score_results(
+        client, "sql", [_item(dup + " ORDER BY country", gold + " ORDER BY country")], max_rows=3
+    )
+    assert "more than 3 rows" in ordered[0]["details"]["error"]
+    # so does a gold's: four rows, three distinct, within the limit
+    over = await score_results(client, "sql", [_item(dup, "SELECT country FROM singer")], max_rows=3)
+    assert [(x["valid"], x["score"]) for x in over] == [(True, 1.0)], over

@@ -89,7 +89,10 @@ class SqlConfig(RewardConfig):
     )
     timeout_s: float = Field(5.0, gt=0, le=60, description="Per query, seconds.")
     max_rows: int = Field(
-        100_000, ge=1, le=10_000_000, description="A result with more rows counts as failed."
+        100_000,
+        ge=1,
+        le=10_000_000,
+        description="A result with more rows counts as failed (more distinct rows, when rows compare as a set).",
     )
     component_weights: dict[str, float] = Field(
         default_factory=lambda: {"rows_match": 1.0},
@@ -181,7 +184,8 @@ class SqlReward(Reward[SqlConfig]):
     # tagged sqlite3, mysql, postgresql/postgres/psql/pgsql, tsql or plsql are read as sql ones
     # 1.3.5: TEXT that is not UTF-8 (Spider's Latin-1) is read with its bad bytes escaped: a query reading
     # it failed ("Could not decode to UTF-8"), a gold's made the item invalid; a fixtures directory whose path
-    # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted)
+    # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted); compared as sets,
+    # max_rows bounds a result's distinct rows (duplicates past it failed a query BIRD counts right)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "

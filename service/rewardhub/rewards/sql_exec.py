@@ -39,7 +39,7 @@ _MAX_GOLD = 512
 _MAX_GOLD_BYTES = 256 << 20
 _HEAP_LIMIT_BYTES = 512 << 20
 _DATABASES: OrderedDict[str, sqlite3.Connection] = OrderedDict()
-_GOLD: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
+_GOLD: OrderedDict[tuple[str, str, int, int, bool], dict[str, Any]] = OrderedDict()
 _gold_bytes = 0
 _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -100,13 +100,13 @@ def _evict_others(key: str) -> bool:
 
 
 def _execute_alone(
-    conn: sqlite3.Connection, key: str, sql: str, deadline: float, max_rows: int, digits: int
+    conn: sqlite3.Connection, key: str, sql: str, deadline: float, max_rows: int, digits: int, distinct: bool
 ) -> dict[str, Any]:
     """:func:`_execute`, run once more without the other items' databases when it ran out of memory with
     them held (see :func:`_evict_others`): its verdict is its own query's, not what earlier items left."""
-    r = _execute(conn, sql, deadline, max_rows, digits)
+    r = _execute(conn, sql, deadline, max_rows, digits, distinct)
     if r.get("memory") and _evict_others(key):
-        r = _execute(conn, sql, deadline, max_rows, digits)
+        r = _execute(conn, sql, deadline, max_rows, digits, distinct)
     return r
 
 
@@ -193,27 +193,36 @@ _NOT_UTF8 = "Could not decode to UTF-8"
 
 
 def _execute(
-    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int
+    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int, distinct: bool
 ) -> dict[str, Any]:
-    r = _execute_once(conn, sql, deadline, max_rows, digits)
+    r = _execute_once(conn, sql, deadline, max_rows, digits, distinct)
     if not r["ok"] and r["error"].startswith(_NOT_UTF8):
         # only then: a Python text factory costs about half again a text-heavy result's fetch
         conn.text_factory = _lenient_text
         try:
-            r = _execute_once(conn, sql, deadline, max_rows, digits)
+            r = _execute_once(conn, sql, deadline, max_rows, digits, distinct)
         finally:
             conn.text_factory = str
     return r
 
 
 def _execute_once(
-    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int
+    conn: sqlite3.Connection, sql: str, deadline: float, max_rows: int, digits: int, distinct: bool
 ) -> dict[str, Any]:
+    """The query's normalised rows, at most ``max_rows`` of them (of distinct rows when ``distinct``: a set
+    comparison's result is its distinct rows, and duplicates past the limit did not fail it in BIRD)."""
     conn.set_progress_handler(_deadline_handler(deadline), 10_000)
     cpu0 = time.thread_time()
     try:
         cur = conn.execute(sql)
-        rows = cur.fetchmany(max_rows + 1)
+        if distinct:
+            seen: dict[tuple[Any, ...], None] = {}
+            while len(seen) <= max_rows and (batch := cur.fetchmany(4096)):
+                for row in batch:
+                    seen[tuple(_normalise(v, digits) for v in row)] = None
+            rows = list(seen)
+        else:
+            rows = cur.fetchmany(max_rows + 1)
         columns = [d[0] for d in cur.description or ()]
     except sqlite3.Error as exc:
         message = str(exc)
@@ -232,7 +241,7 @@ def _execute_once(
         return {"ok": False, "error": "not a query: the statement returns no result columns", "parses": True}
     if len(rows) > max_rows:
         return {"ok": False, "error": f"more than {max_rows} rows", "parses": True, "too_many": True}
-    norm = [tuple(_normalise(v, digits) for v in row) for row in rows]
+    norm = rows if distinct else [tuple(_normalise(v, digits) for v in row) for row in rows]
     return {"ok": True, "parses": True, "columns": columns, "rows": norm}
 
 
@@ -299,7 +308,7 @@ def _approx_bytes(rows: list[tuple[Any, ...]]) -> int:
     return sum(64 + 16 * len(row) + sum(len(v) for v in row if isinstance(v, str | bytes)) for row in rows)
 
 
-def _cache_gold(gkey: tuple[str, str, int, int], g: dict[str, Any]) -> None:
+def _cache_gold(gkey: tuple[str, str, int, int, bool], g: dict[str, Any]) -> None:
     global _gold_bytes
     g["bytes"] = _approx_bytes(g["rows"])
     if g["bytes"] > _MAX_GOLD_BYTES:
@@ -330,10 +339,12 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
         if str(exc) == "interrupted":  # slow to build, not broken: a later try may score the item
             return {"reference_error": "timeout", "message": "the reference schema ran past its time limit"}
         return {"reference_error": "schema", "message": f"the reference schema does not build: {exc}"[:300]}
-    gkey = (key, gold, digits, max_rows)  # a gold over max_rows fails, whatever ran before
+    ordered = order == "ordered" or (order == "auto" and _has_top_level_order_by(gold))
+    distinct = not ordered and rows == "set"  # then a result is its distinct rows, and max_rows counts them
+    gkey = (key, gold, digits, max_rows, distinct)  # a gold over max_rows fails, whatever ran before
     g = _GOLD.get(gkey)
     if g is None:
-        g = _execute_alone(conn, key, gold, deadline, max_rows, digits)
+        g = _execute_alone(conn, key, gold, deadline, max_rows, digits, distinct)
         if g["ok"]:
             _cache_gold(gkey, g)
     else:
@@ -341,7 +352,7 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     if not g["ok"]:
         kind_of_error = "timeout" if g.get("timed_out") else "gold"
         return {"reference_error": kind_of_error, "message": f"the gold query fails: {g['error']}"}
-    p = _execute_alone(conn, key, pred, time.monotonic() + timeout_s, max_rows, digits)
+    p = _execute_alone(conn, key, pred, time.monotonic() + timeout_s, max_rows, digits, distinct)
     out: dict[str, Any] = {"parses": p["parses"], "executes": p["ok"], "gold_rows": len(g["rows"])}
     if not p["ok"]:
         out.update(columns_match=False, rows_match=False, error=p["error"])
@@ -353,7 +364,6 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     any_order = columns == "any_order"
     names_ok = Counter(p_names) == Counter(g_names) if any_order else p_names == g_names
     out["columns_match"] = same_width and (names_ok or not column_names)
-    ordered = order == "ordered" or (order == "auto" and _has_top_level_order_by(gold))
     if not same_width:
         rows_match = False
     elif any_order:  # Spider's test-suite evaluation: some permutation of the predicted columns matches
