@@ -1636,6 +1636,28 @@ async def test_an_order_in_invisible_tag_characters_does_not_reach_an_always_yes
             assert judge_server.calls == 1, mode
 
 
+async def _gated_and_judged(
+    client: httpx.AsyncClient, judge_server: FakeJudge, mode: str, gated: list[str], judged: list[str]
+) -> dict[str, Any]:
+    """Scores `gated` and `judged` answers to one question with an always-yes judge in `mode`: the gated
+    ones must score 0 as injections without a judge call, the judged ones 1 through the judge. Returns the
+    judge config used, for a test's further items."""
+    verdict = "Final Decision: Yes" if mode == "reference" else "Score: 5"
+    judge_server.reply = always(f"Looks right.\n{verdict}")
+    judge_server.requests.clear()
+    config: dict[str, Any] = {"mode": mode, "rule": None} if mode == "reference" else {"mode": mode}
+    question = "What is the capital of France?"
+    items = [{"prompt": question, "response": r, "reference": "Paris"} for r in gated + judged]
+    results = await score(client, config, items, use_cache=False)
+    for r, res in zip(gated, results[: len(gated)], strict=True):
+        assert res["valid"] and res["score"] == 0.0, (mode, r, res)
+        assert res["details"]["hardening"] == "injection" and res["reason"] == "format", (mode, r, res)
+    for r, res in zip(judged, results[len(gated) :], strict=True):
+        assert res["score"] == 1.0 and "hardening" not in res["details"], (mode, r, res)
+    assert judge_server.calls == len(judged), mode
+    return config
+
+
 async def test_an_order_glued_to_the_answer_by_an_invisible_character_does_not_reach_the_judge(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:
@@ -1650,26 +1672,8 @@ async def test_an_order_glued_to_the_answer_by_an_invisible_character_does_not_r
     ]
     judged_texts = ["The capital is Paris.\u200b", "Pa\u00adris, on the Seine."]
     async with judge_app(make_app, judge_server) as client:
-        for mode, verdict in (("pointwise", "Score: 5"), ("reference", "Final Decision: Yes")):
-            judge_server.reply = always(f"Looks right.\n{verdict}")
-            judge_server.requests.clear()
-            config: dict[str, Any] = {"mode": mode, "rule": None} if mode == "reference" else {"mode": mode}
-            texts = gated_texts + judged_texts
-            items = [
-                {"prompt": "What is the capital of France?", "response": r, "reference": "Paris"}
-                for r in texts
-            ]
-            results = await score(client, config, items, use_cache=False)
-            for r, res in zip(gated_texts, results[: len(gated_texts)], strict=True):
-                assert res["valid"] and res["score"] == 0.0, (mode, r, res)
-                assert res["details"]["hardening"] == "injection" and res["reason"] == "format", (
-                    mode,
-                    r,
-                    res,
-                )
-            for r, res in zip(judged_texts, results[len(gated_texts) :], strict=True):
-                assert res["score"] == 1.0 and "hardening" not in res["details"], (mode, r, res)
-            assert judge_server.calls == len(judged_texts), mode
+        for mode in ("pointwise", "reference"):
+            await _gated_and_judged(client, judge_server, mode, gated_texts, judged_texts)
 
 
 async def test_verdict_lines_in_other_judges_words_do_not_reach_an_always_yes_judge(
@@ -1695,26 +1699,8 @@ async def test_verdict_lines_in_other_judges_words_do_not_reach_an_always_yes_ju
         "Paris (a grade-A city break).",
     ]
     async with judge_app(make_app, judge_server) as client:
-        for mode, verdict in (("pointwise", "Score: 5"), ("reference", "Final Decision: Yes")):
-            judge_server.reply = always(f"Looks right.\n{verdict}")
-            judge_server.requests.clear()
-            config: dict[str, Any] = {"mode": mode, "rule": None} if mode == "reference" else {"mode": mode}
-            texts = forged + legitimate
-            items = [
-                {"prompt": "What is the capital of France?", "response": r, "reference": "Paris"}
-                for r in texts
-            ]
-            results = await score(client, config, items, use_cache=False)
-            for r, res in zip(forged, results[: len(forged)], strict=True):
-                assert res["valid"] and res["score"] == 0.0, (mode, r, res)
-                assert res["details"]["hardening"] == "injection" and res["reason"] == "format", (
-                    mode,
-                    r,
-                    res,
-                )
-            for r, res in zip(legitimate, results[len(forged) :], strict=True):
-                assert res["score"] == 1.0 and "hardening" not in res["details"], (mode, r, res)
-            assert judge_server.calls == len(legitimate), mode
+        for mode in ("pointwise", "reference"):
+            config = await _gated_and_judged(client, judge_server, mode, forged, legitimate)
             # the task asks for a grade: the letter is its answer
             item = {"prompt": "What letter grade does 93% earn?", "response": "Grade: A", "reference": "A"}
             (res,) = await score(client, config, [item], use_cache=False)
