@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from rewardhub_client.errors import APIError, ProtocolError, RewardHubClientError, TransportError
 from rewardhub_client.types import (
@@ -30,6 +31,7 @@ __all__ = [
     "chunk_indices",
     "chunk_items",
     "in_batch",
+    "job_path",
     "merge_responses",
     "split_chunk",
     "transient",
@@ -74,6 +76,13 @@ class RetryPolicy:
         base = min(self.max_backoff_s, self.backoff_s * (2**attempt))
         backoff = base * (0.5 + random.random() / 2)
         return float(max(0.0, retry_after_s or 0.0) + backoff)
+
+
+def job_path(job_id: str) -> str:
+    """The URL path of one job. The id is quoted as a single path segment: written as is, an id holding
+    ``/``, ``?`` or ``#`` (one the caller got from elsewhere than the service) asked for another job or
+    reached another route."""
+    return f"/v1/jobs/{quote(job_id, safe='')}"
 
 
 def as_spec(reward: RewardLike, config: Mapping[str, Any] | None = None) -> str | RewardSpec | None:

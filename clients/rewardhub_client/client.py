@@ -42,6 +42,7 @@ from rewardhub_client._core import (
     chunk_indices,
     chunk_items,
     in_batch,
+    job_path,
     merge_responses,
     split_chunk,
     transient,
@@ -515,13 +516,13 @@ class RewardClient(_Base):
         return _answer(resp, JobStatus.model_validate_json)
 
     def job(self, job_id: str) -> JobStatus:
-        return _answer(self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
+        return _answer(self._request("GET", job_path(job_id)), JobStatus.model_validate_json)
 
     def cancel_job(self, job_id: str) -> JobStatus:
         """Cancel a queued or running job: the job, ``cancelled`` (again for one already cancelled, so a
         retry is safe). :class:`Conflict` when it has already succeeded or failed (``job()`` has its
         outcome), :class:`NotFound` for an unknown job or another API key's."""
-        return _answer(self._request("DELETE", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
+        return _answer(self._request("DELETE", job_path(job_id)), JobStatus.model_validate_json)
 
     def list_jobs(self, status: JobState | None = None, limit: int = 20) -> JobList:
         """This API key's jobs, newest first, without their results (at most ``limit``, 1-100; of one
@@ -826,11 +827,11 @@ class AsyncRewardClient(_Base):
         return _answer(resp, JobStatus.model_validate_json)
 
     async def job(self, job_id: str) -> JobStatus:
-        return _answer(await self._request("GET", f"/v1/jobs/{job_id}"), JobStatus.model_validate_json)
+        return _answer(await self._request("GET", job_path(job_id)), JobStatus.model_validate_json)
 
     async def cancel_job(self, job_id: str) -> JobStatus:
         """As :meth:`RewardClient.cancel_job`."""
-        resp = await self._request("DELETE", f"/v1/jobs/{job_id}")
+        resp = await self._request("DELETE", job_path(job_id))
         return _answer(resp, JobStatus.model_validate_json)
 
     async def list_jobs(self, status: JobState | None = None, limit: int = 20) -> JobList:

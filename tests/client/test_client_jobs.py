@@ -119,3 +119,26 @@ async def test_jobs_the_deployment_cannot_run_are_not_configured_not_retried(
     assert isinstance(info.value, ServerError) and info.value.status_code == 501
     assert info.value.error_type == "not_configured"
     assert sent == ["/v1/jobs"]
+
+
+async def test_a_job_id_is_one_path_segment_whatever_it_holds() -> None:
+    """job() and cancel_job() put the id into the URL as written: "a/b?c#d" asked for job "a" with a query
+    string (or another route entirely, "../.."). The id is one percent-encoded path segment now."""
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.raw_path))
+        error = {"message": "no such job", "type": "not_found", "param": "job_id", "code": 404}
+        return httpx.Response(404, json={"error": error})
+
+    odd = "a/b?c#d ../%"
+    want = b"/v1/jobs/a%2Fb%3Fc%23d%20..%2F%25"
+    with RewardClient("http://svc", transport=httpx.MockTransport(handler)) as c:
+        for call in (c.job, c.cancel_job):
+            with pytest.raises(NotFound):
+                call(odd)
+    async with AsyncRewardClient("http://svc", transport=httpx.MockTransport(handler)) as ac:
+        for acall in (ac.job, ac.cancel_job):
+            with pytest.raises(NotFound):
+                await acall(odd)
+    assert seen == [("GET", want), ("DELETE", want)] * 2
