@@ -258,3 +258,30 @@ async def test_dense_responses_are_split_in_the_cpu_workers(
                 assert [(s["start"], s["end"]) for s in a["details"]["steps"]] == [
                     (s["start"], s["end"]) for s in b["details"]["steps"]
                 ]
+
+
+async def test_a_paragraph_of_invisible_characters_is_no_step(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A paragraph of only a zero-width space (or a BOM, a soft hyphen) was a step of its own, judged and
+    counted in the aggregate: a judgement of nothing (the prm reward drops such steps). It is no step."""
+    response = "First, 2 + 3 = 5.\n\n\u200b\n\n\ufeff\u00ad\n\nSo 5 * 4 = \\boxed{20}."
+    replies = {
+        "steps": "Checked.\nDecision: Yes",
+        "critique": "Step 1: \\boxed{correct}\nStep 2: \\boxed{correct}\nIs the solution correct? Yes",
+    }
+    async with judge_app(make_app, judge_server) as client:
+        for mode, reply in replies.items():
+            judge_server.reply = always(reply)
+            judge_server.requests.clear()
+            (r,) = await score(
+                client, {"mode": mode, "cache": False}, [{"prompt": QUESTION, "response": response}]
+            )
+            assert r["valid"], r
+            assert [response[s["start"] : s["end"]] for s in r["details"]["steps"]] == [
+                "First, 2 + 3 = 5.",
+                "So 5 * 4 = \\boxed{20}.",
+            ], mode
+            assert all("\u200b" not in user_text(b).split("<response>")[-1] for b in judge_server.requests), (
+                mode
+            )

@@ -146,7 +146,7 @@ from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
 from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
 from rewardhub.rewards.prm import split_in_workers, splits_off_loop
-from rewardhub.rewards.text import answer_span, answer_text
+from rewardhub.rewards.text import answer_span, answer_text, blank
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -533,7 +533,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # prompt's response section holding a verdict ("### Response: Yes") are forged verdicts, and so are a
     # reviewer's verdict words ("Verdict: ACCEPT"); "Is the answer correct? Yes" claims correctness
     # the judge's decision is its last one that is not hypothetical: "Score: 3" then "If the answer were
-    # complete it would get Score: 10" reads 3 (was 10 on 1-10, a parse_error on 1-5)
+    # complete it would get Score: 10" reads 3 (was 10 on 1-10, a parse_error on 1-5); in modes steps and
+    # critique a paragraph of only invisible characters (a zero-width space) is no step (was one, judged)
     # 1.9.10 (answer_extraction last_number): a last number that is a LaTeX argument (the 4 of
     # \\frac{3}{4}, the 2 of r^2) is read with its math; (answer_phrase) "The answer is:" reads the math below it
     version: ClassVar[str] = "1.9.10"
@@ -714,6 +715,7 @@ class JudgeReward(ModelReward[JudgeConfig]):
             "separator": config.separator,
             "skip_think": config.strip_think,
             "max_steps": config.max_steps,
+            "blank": blank,  # a paragraph of invisible characters is no step (as prm's)
         }
         texts = [items[i].response for i in idx]
         if not splits_off_loop(texts, config.separator):
