@@ -833,3 +833,21 @@ async def test_the_row_limit_of_a_set_comparison_counts_distinct_rows(client: ht
     # so does a gold's: four rows, three distinct, within the limit
     over = await score_results(client, "sql", [_item(dup, "SELECT country FROM singer")], max_rows=3)
     assert [(x["valid"], x["score"]) for x in over] == [(True, 1.0)], over
+
+
+async def test_a_last_fence_of_comments_only_does_not_hide_the_query(client: httpx.AsyncClient) -> None:
+    """A closing ```` ```sql ```` block of comments only ("-- the query above answers it") was taken as the
+    answer over the real query before it, and the item read no_answer; an empty block was already skipped.
+    A block that holds nothing but SQL comments is skipped the same way; a query with a comment is read."""
+    tail = "\n```sql\n-- the query above answers it\n/* no more */\n```"
+    results = await score_results(
+        client,
+        "sql",
+        [
+            _item(f"```sql\n{GOLD};\n```{tail}"),
+            _item(f"```sql\n{GOLD};\n```\n```sql\n-- the same, commented\n{GOLD} -- done\n```"),
+            _item("```sql\n-- only a comment\n```"),
+        ],
+    )
+    assert [x["score"] for x in results[:2]] == [1.0, 1.0], results
+    assert results[2]["score"] == 0.0 and results[2]["reason"] == "no_answer", results[2]

@@ -115,16 +115,26 @@ def extract_code(response: str, language: Language, mode: ExtractMode = "auto") 
 
 
 def extract_block(
-    response: str, wanted: Callable[[str], bool], mode: ExtractMode = "auto"
+    response: str,
+    wanted: Callable[[str], bool],
+    mode: ExtractMode = "auto",
+    empty: Callable[[str], bool] | None = None,
 ) -> Extracted | None:
-    """Like :func:`extract_code` for any fence tag ``wanted`` accepts (``sql``, say)."""
+    """Like :func:`extract_code` for any fence tag ``wanted`` accepts (``sql``, say). ``empty``: whether a
+    block's body holds no program although it is not blank (SQL comments only), to be skipped as a blank
+    one is, so that a closing "-- the query above answers it" block does not hide the query."""
     if mode == "raw":
         return Extracted(response, "raw") if response.strip() else None
     text = answer_text(response)
     tagged: str | None = None
     untagged: str | None = None
+    hollow: str | None = None  # the last wanted block ``empty`` skipped: the answer if there is no other
     for tag, body in _blocks(text):
         if not body.strip():  # an empty block is no answer: it must not hide an earlier program
+            continue
+        if empty is not None and empty(body):
+            if not tag or wanted(tag):
+                hollow = body
             continue
         if not tag:
             untagged = body
@@ -134,6 +144,8 @@ def extract_block(
         return Extracted(tagged, "fenced")
     if untagged is not None:
         return Extracted(untagged, "untagged_fence")
+    if hollow is not None:  # (the caller reads it as no answer, not the whole text as the program)
+        return Extracted(hollow, "fenced")
     if mode == "fenced":
         return None
     return Extracted(text, "raw") if text.strip() else None

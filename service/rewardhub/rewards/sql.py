@@ -115,6 +115,15 @@ class SqlConfig(RewardConfig):
         return v
 
 
+def _sql_fence(tag: str) -> bool:
+    return tag in SQL_FENCE_TAGS
+
+
+def _no_query(sql: str) -> bool:
+    """Whether ``sql`` is only comments and whitespace: no query to run."""
+    return not _clean(without_comments(sql))
+
+
 def _clean(sql: str) -> str:
     sql = sql.strip()
     while sql.endswith(";"):
@@ -185,7 +194,8 @@ class SqlReward(Reward[SqlConfig]):
     # 1.3.5: TEXT that is not UTF-8 (Spider's Latin-1) is read with its bad bytes escaped: a query reading
     # it failed ("Could not decode to UTF-8"), a gold's made the item invalid; a fixtures directory whose path
     # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted); compared as sets,
-    # max_rows bounds a result's distinct rows (duplicates past it failed a query BIRD counts right)
+    # max_rows bounds a result's distinct rows (duplicates past it failed a query BIRD counts right); a last
+    # fence of SQL comments only is skipped as an empty one (it hid the query before it: no_answer)
     version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
@@ -238,12 +248,12 @@ class SqlReward(Reward[SqlConfig]):
                     Reason.PARSE_ERROR, "the sql reference needs `schema` or `fixture`"
                 )
                 continue
-            found = extract_block(item.response, lambda tag: tag in SQL_FENCE_TAGS, config.extract)
+            found = extract_block(item.response, _sql_fence, config.extract, empty=_no_query)
             pred = _clean(found.code) if found is not None else ""
             if found is not None and found.source == "raw" and config.extract == "auto":
                 tagged = _tagged_answer(found.code)
                 pred = pred if tagged is None else _clean(tagged)
-            if not _clean(without_comments(pred)):  # nothing, or only comments: no query to run
+            if _no_query(pred):  # nothing, or only comments: no query to run
                 outcomes[i] = Outcome(
                     0.0, Reason.NO_ANSWER, dict.fromkeys(_COMPONENTS, 0.0), {"predicted": None}
                 )
