@@ -106,7 +106,7 @@ class RedisProcess:
 
 
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisProcess]:
+def redis_process() -> Iterator[RedisProcess]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed; scripts/test installs it (apt-get install redis-server)")
@@ -114,6 +114,20 @@ def redis_server() -> Iterator[RedisProcess]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def redis_server(redis_process: RedisProcess) -> RedisProcess:
+    """The session's private redis-server, empty: what an earlier test left in it (a job handed back
+    at its app's shutdown, which every later app with this Redis resumes and which then takes a place
+    in that app's job queue; cache entries) is gone. Running, even if a test stopped it and failed
+    before starting it again."""
+    if redis_process.proc is None or redis_process.proc.poll() is not None:
+        redis_process.stop()
+        redis_process.start()
+    with redis_process.client() as redis:
+        redis.flushall()
+    return redis_process
 
 
 async def score_results(
