@@ -926,7 +926,7 @@ class JobRunner:
         # The scoring runs in a task of its own, which a cancel stops without stopping this worker.
         scoring = asyncio.create_task(self._score(job_id, job, body))
         self._scoring[job_id] = scoring
-        watch = asyncio.create_task(self._keep_lease(job_id))
+        watch = asyncio.create_task(self._keep_lease(job_id, scoring))
         try:
             await asyncio.wait([scoring])
         except asyncio.CancelledError:  # shutdown: the scoring stops with the worker
@@ -935,7 +935,13 @@ class JobRunner:
                 await scoring
             raise
         finally:
+            # The lease keeper ends before the job's lease is released or the job handed back: one still
+            # running would renew the lease after that (a renewal takes a lapsed lease back) and keep the
+            # next start, or another replica, off the job for _LEASE_S. A cancel landing inside its Redis
+            # call can come back as a connection error, which it survives; it also stops at its next
+            # turn, the scoring being done. (asyncio.wait: a shutdown's cancel of this task propagates.)
             watch.cancel()
+            await asyncio.wait([watch])
             self._scoring.pop(job_id, None)
         return not scoring.cancelled()
 
@@ -962,7 +968,7 @@ class JobRunner:
             log.exception("job_failed", job_id=job_id)
             _fail(job, f"{type(exc).__name__}: {exc}"[:300])
 
-    async def _keep_lease(self, job_id: str) -> None:
+    async def _keep_lease(self, job_id: str, scoring: asyncio.Task[None]) -> None:
         """While the job is scored: renew its lease, and stop the scoring once the job was cancelled
         elsewhere (a DELETE that reached another replica) or finished by another runner (one that took it
         up after this runner's lease lapsed, and whose last write deleted the lease: this runner's next
@@ -974,13 +980,15 @@ class JobRunner:
         elsewhere came just after the write) was seen only at the next poll, the scoring holding its slot
         meanwhile. Any cancel committed later stops it at once here, or at a poll from elsewhere."""
         renewed = time.monotonic()
-        while True:
+        while not scoring.done():
             with contextlib.suppress(RewardHubError):
                 current = await self.store.get(job_id)
                 if current is not None and current["status"] in FINISHED:
                     self._stop(job_id)
                     return
             await asyncio.sleep(_CANCEL_POLL_S)
+            if scoring.done():
+                return  # (no renewal for a job whose scoring is over: its lease goes with its last write)
             if time.monotonic() - renewed >= _LEASE_S / 3:
                 if not await self.store.renew(job_id, self.owner):
                     # another runner took the job up after this one's lease lapsed: it is theirs now

@@ -888,3 +888,55 @@ async def test_the_rescan_survives_a_failure_other_than_redis_s(monkeypatch: pyt
     finally:
         await runner.close()
     assert all(t.done() for t in runner._tasks)
+
+
+async def test_the_lease_keeper_ends_with_the_jobs_scoring(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease keeper was stopped by a cancel only, and a cancel landing inside its Redis read can come
+    back out of redis-py as a connection error (see JobRunner.close), which it survives: it went on
+    reading the job, and renewing its lease, after the job's scoring had ended (a renewal takes a
+    released lease back: a job handed back at shutdown stayed leased to a runner that was gone). It ends
+    with the scoring now. Here the scoring ends while the keeper is inside a read, whose cancel comes
+    back as that error. Found by a check for tasks left over after each test."""
+    from rewardhub import jobs as jobs_module
+    from rewardhub.errors import ServiceUnavailable
+    from rewardhub.protocol import ScoreRequest
+    from rewardhub.security import Caller
+
+    monkeypatch.setattr(jobs_module, "_CANCEL_POLL_S", 0.01)
+    reads: list[str] = []
+    reading = asyncio.Event()
+    real_get = store.get
+
+    async def get(job_id: str) -> dict[str, Any] | None:
+        reads.append(job_id)
+        reading.set()
+        try:
+            await asyncio.sleep(0.2)  # the round trip, during which the scoring ends
+        except asyncio.CancelledError:
+            raise ServiceUnavailable("jobs need Redis, which is not answering (ConnectionError)") from None
+        finally:
+            reading.clear()
+        return await real_get(job_id)
+
+    monkeypatch.setattr(store, "get", get)
+
+    def keepers() -> list[asyncio.Task[Any]]:
+        return [t for t in asyncio.all_tasks() if "_keep_lease" in repr(t.get_coro())]
+
+    async def while_the_keeper_reads() -> None:
+        await asyncio.wait_for(reading.wait(), 30)
+
+    runner = runner_for(store, StandInScoring(before=while_the_keeper_reads))
+    await runner.start()
+    try:
+        job, _ = await runner.submit(BODY, ScoreRequest.model_validate_json(BODY), Caller("key:a"), None)
+        await until(lambda: not runner._queued, "the job never finished")
+        assert (await real_get(job["job_id"]) or {}).get("status") == "succeeded"
+        assert not keepers(), "the lease keeper outlived the job's scoring"
+        seen = len(reads)
+        await asyncio.sleep(0.5)  # the keeper's turns, had it gone on
+        assert len(reads) == seen, "the job was still read after it was done"
+    finally:
+        await runner.close()
