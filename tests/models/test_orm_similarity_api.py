@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -884,3 +885,19 @@ async def test_orm_floor_applies_to_an_unbounded_scale_only(
             json={"reward": {"name": "orm", "config": config}, "items": [{"response": "x"}]},
         )
     assert r.status_code == 422 and message in r.text, r.text
+
+
+async def test_a_failed_start_leaves_no_batcher_running(make_app: MakeApp, tmp_path: Path) -> None:
+    """A backend whose model could not load was not closed when the start failed (only those started
+    before it were): its batchers' tasks, started before the load, ran on for the life of the process.
+    Found by a check for tasks left over after each test."""
+
+    def batchers() -> list[asyncio.Task[Any]]:
+        return [t for t in asyncio.all_tasks() if t.get_name().startswith("batcher:") and not t.done()]
+
+    before = set(batchers())
+    with pytest.raises(Exception, match="cannot load"):
+        async with make_app(orm_model=str(tmp_path / "missing")):
+            pass
+    await asyncio.sleep(0)
+    assert set(batchers()) <= before, [t.get_name() for t in batchers()]

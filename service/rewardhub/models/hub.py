@@ -242,9 +242,13 @@ class ModelHub:
             ) from None
 
     async def start(self, metrics: Metrics | None = None) -> None:
+        # Each backend is closed if the start fails, the one that failed too: its start may have got as far
+        # as its batchers' tasks (the model load comes after), which would be left running for the life
+        # of the process.
         started: list[ModelBackend] = []
         try:
             for b in self._backends.values():
+                started.append(b)
                 try:
                     await b.start()
                 except BackendUnavailable as exc:  # a model that cannot load: say which setting named it
@@ -252,7 +256,6 @@ class ModelHub:
                     if where is None:
                         raise
                     raise BackendUnavailable(f"{exc} (configured by {where})") from None
-                started.append(b)
         except BaseException:
             for b in reversed(started):
                 with contextlib.suppress(Exception):
