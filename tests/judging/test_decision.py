@@ -398,6 +398,17 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 2\nScore: 4 (it would be 5 if the units were given)", "4"),
         # only hypothetical decisions: the last is read, as before
         ("If the answer were complete it would get Score: 5", "5"),
+        # the condition on the line before the decision (was read as 10)
+        ("Score: 3\nIf the answer were complete,\nScore: 10", "3"),
+        ("Score: 3\nAssuming the units could be inferred:\nScore: 10", "3"),
+        # "if" as a word of code is no condition (the final 5 was taken for a hypothetical, and the
+        # draft 3 read)
+        ("Initial Score: 3.\nThe code handles the if branch well but could be shorter, Score: 5", "5"),
+        ("Score: 3. The `if` check could be simpler, Score: 4", "4"),
+        ("Score: 3. Its if-else could be one line, Score: 4", "4"),
+        # a line of its own before the decision that is no condition
+        ("Score: 3\nMy verdict, if I may:\nScore: 5", "5"),
+        ("Score: 3\nOn reflection:\nScore: 5", "5"),
     ],
 )
 def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:

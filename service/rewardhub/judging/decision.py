@@ -155,8 +155,11 @@ def last_of(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 # Score: 5"), the other case ("otherwise Score: 5"), or a better answer's ("A complete solution would
 # get Score: 5"). "Even if it were verbose, Score: 4" and the judge's own choice ("If I had to pick, I
 # would say Score: 4") are decisions.
+# ("if" as a word of code is no condition: "the if branch", "an if-else", "`if`", "if statement")
 _CONDITIONAL = re.compile(
-    r"(?<!\beven )\b(?:if(?![ \t]+(?:i|we)\b)|unless|suppos(?:e|ing)|assuming|imagine|hypothetical(?:ly)?)\b",
+    r"(?<!\beven )(?<!\bthe )(?<!\ban )(?<!\bthis )(?<!\beach )(?<!\bits )(?<![`'\"])"
+    r"\b(?:if(?![ \t]+(?:i|we)\b)(?![`'\"]|-|[ \t]+(?:statements?|branch(?:es)?|clauses?|blocks?|checks?|"
+    r"conditions?|expressions?|tests?|else)\b)|unless|suppos(?:e|ing)|assuming|imagine|hypothetical(?:ly)?)\b",
     re.IGNORECASE,
 )
 _MODAL = re.compile(r"\b(?:would|could|might|were)\b", re.IGNORECASE)
@@ -182,6 +185,12 @@ def _hypothetical(text: str, m: MatchLike) -> bool:
     before = text[begin : m.start()]
     ends = [e.end() for e in _SENTENCE_END.finditer(before)]
     clause = before[ends[-1] :] if ends else before
+    if ends and not clause.strip() and before[ends[-1] - 1] == "\n":
+        # the decision opens its line: a line before it that ends in a comma or a colon is its
+        # condition ("If the answer were complete,\nScore: 10")
+        line = before[ends[-2] if len(ends) > 1 else 0 : ends[-1] - 1]
+        if line.rstrip().endswith((",", ":")):
+            clause = line
     if _COUNTERFACTUAL.search(clause) or (_CONDITIONAL.search(clause) and _MODAL.search(clause)):
         return True
     return _CONDITION_AFTER.match(text, m.end()) is not None

@@ -537,7 +537,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # critique a paragraph of only invisible characters (a zero-width space) is no step (was one, judged)
     # 1.9.10 (answer_extraction last_number): a last number that is a LaTeX argument (the 4 of
     # \\frac{3}{4}, the 2 of r^2) is read with its math; (answer_phrase) "The answer is:" reads the math below it
-    version: ClassVar[str] = "1.9.10"
+    # 1.9.11: a decision whose condition is on the line before it ("If the answer were complete,\nScore:
+    # 10") is hypothetical; "if" as a word of code ("the if branch", "`if`", "if-else") is no condition
+    # (a real final "... could be shorter, Score: 5" was taken for a hypothetical and the draft read)
+    version: ClassVar[str] = "1.9.11"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
