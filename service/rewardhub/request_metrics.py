@@ -6,8 +6,11 @@ figures as a fresh one.
 ``calibration`` (when results carry confidence): Brier, ECE, AUROC, mean confidence, accuracy and count
 (:mod:`rewardhub.calibration_metrics`) over the valid results whose components hold a non-null
 ``confidence`` and ``correct`` with the same prefix (``calibration.confidence`` and
-``calibration.correct`` inside a composite), the prefix's ``format_ok`` not 0. An item counts once: its
-unprefixed pair if it has one, else the first prefix in sorted order.
+``calibration.correct`` inside a composite), the prefix's ``format_ok`` not 0. Every pair counts: a
+composite with two calibration components (two verifiers, two confidence formats) gives two pairs per
+item, pooled in ``calibration`` (its count is pairs) and summarised per source in
+``calibration_sources`` (the component's name; an unprefixed pair under its reward's name), so a
+request mixing them can still be read apart.
 
 ``groups`` (when items carry ``group``): per-group score statistics of any reward (:mod:`rewardhub.groups`).
 """
@@ -55,9 +58,9 @@ def request_metrics(
         "invalid_reasons": dict(reasons),
         "rewards": per_reward,
     }
-    calibration = _calibration(results)
+    calibration = _calibration(results, per_item_reward)
     if calibration is not None:
-        out["calibration"] = calibration
+        out["calibration"], out["calibration_sources"] = calibration
     groups = group_stats(items, results)
     if groups is not None:
         out["groups"] = groups
@@ -93,33 +96,41 @@ def _processbench(
     return {**processbench_summary(preds, labels), "unscored": unscored}
 
 
-def _confidence_pair(components: dict[str, Any]) -> tuple[float, float] | None:
-    """(confidence, correct) of one result's components (module docstring), or None."""
-    prefixes = sorted(
-        p
-        for p in (k[: -len("confidence")] for k in components if k.endswith("confidence"))
-        if (not p or p.endswith(".")) and p + "correct" in components
-    )
-    if not prefixes:
-        return None
-    prefix = prefixes[0]
-    q, c = components[prefix + "confidence"], components[prefix + "correct"]
-    if q is None or c is None or components.get(prefix + "format_ok", 1.0) == 0.0:
-        return None
-    return float(q), float(c)
+def _confidence_pairs(components: dict[str, Any], reward: str) -> list[tuple[str, float, float]]:
+    """(source, confidence, correct) of each calibration component of one result (module docstring)."""
+    pairs: list[tuple[str, float, float]] = []
+    for key in sorted(components):
+        if not key.endswith("confidence"):
+            continue
+        prefix = key[: -len("confidence")]
+        if (prefix and not prefix.endswith(".")) or prefix + "correct" not in components:
+            continue
+        q, c = components[key], components[prefix + "correct"]
+        if q is None or c is None or components.get(prefix + "format_ok", 1.0) == 0.0:
+            continue
+        pairs.append((prefix[:-1] if prefix else reward, float(q), float(c)))
+    return pairs
 
 
-def _calibration(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def _calibration(
+    results: Sequence[dict[str, Any]], per_item_reward: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """(pooled summary, summary per source), or None when no result carries a confidence."""
     seen = False
     q: list[float] = []
     c: list[float] = []
-    for d in results:
+    by_source: dict[str, tuple[list[float], list[float]]] = {}
+    for d, reward in zip(results, per_item_reward, strict=True):
         comps = d.get("components") or {}
         if not any(k.endswith("confidence") for k in comps):
             continue
         seen = True
-        pair = _confidence_pair(comps) if d["valid"] else None
-        if pair is not None:
-            q.append(pair[0])
-            c.append(pair[1])
-    return calibration_summary(q, c) if seen else None
+        for source, qi, ci in _confidence_pairs(comps, reward) if d["valid"] else ():
+            q.append(qi)
+            c.append(ci)
+            sq, sc = by_source.setdefault(source, ([], []))
+            sq.append(qi)
+            sc.append(ci)
+    if not seen:
+        return None
+    return calibration_summary(q, c), {k: calibration_summary(*v) for k, v in sorted(by_source.items())}

@@ -153,3 +153,37 @@ async def test_metrics_use_the_pair_the_reward_scored(client: httpx.AsyncClient)
         assert (m["count"], m["mean_confidence"], m["accuracy"]) == (2, pytest.approx(0.45), 0.5), reward
         assert m["brier"] == pytest.approx((0.7**2 + 0.6**2) / 2)
         assert m["auroc"] == 0.0  # the correct answer is the less confident one
+
+
+async def test_every_calibration_component_is_counted(client: httpx.AsyncClient) -> None:
+    """A composite with two calibration components (two verifiers of one answer, or two confidence
+    formats) counted only the first in sorted order: the second's pairs were dropped from the metrics.
+    Each source has its own summary in ``calibration_sources``; ``calibration`` pools every pair."""
+    strict = {"name": "calibration", "config": {"verifier": "exact_match"}}
+    loose = {"name": "calibration", "config": {"verifier": "f1"}}
+    composite = {
+        "name": "composite",
+        "config": {"components": [{"reward": strict, "name": "b_strict"}, {"reward": loose, "name": "a_f1"}]},
+    }
+    items = [cal_item("Paris", "0.8"), cal_item("Lyon", "0.4")]
+    resp = await client.post("/v1/score", json={"reward": composite, "items": items})
+    assert resp.status_code == 200, resp.text
+    comps = [r["components"] for r in resp.json()["results"]]
+    metrics = resp.json()["metrics"]
+    sources = metrics["calibration_sources"]
+    assert set(sources) == {"a_f1", "b_strict"}
+    assert sources["b_strict"]["count"] == 2
+    assert sources["b_strict"]["brier"] == pytest.approx((0.2**2 + 0.4**2) / 2)
+    f1 = [c["a_f1.correct"] for c in comps]
+    assert sources["a_f1"]["accuracy"] == pytest.approx(sum(f1) / 2)
+    pooled = metrics["calibration"]
+    assert pooled["count"] == 4
+    q = [0.8, 0.4, 0.8, 0.4]
+    c = [1.0, 0.0, *f1]
+    assert pooled["brier"] == pytest.approx(sum((qi - ci) ** 2 for qi, ci in zip(q, c, strict=True)) / 4)
+
+
+async def test_a_single_reward_is_its_own_source(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/score", json={"reward": CAL, "items": [cal_item("Paris", "0.7")]})
+    metrics = resp.json()["metrics"]
+    assert metrics["calibration_sources"] == {"calibration": metrics["calibration"]}
