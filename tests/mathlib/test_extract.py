@@ -182,3 +182,38 @@ def test_extraction_is_linear_on_hostile_input(response: str) -> None:
     cpu0 = time.thread_time()
     extract_answer(response)
     assert time.thread_time() - cpu0 < 10.0
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # the model's final box is empty: its final answer is empty, not the last number before it
+        "The sum is 2 + 3 = 5, so the result is \\boxed{}",
+        "Area $= 12$. Final: \\boxed{ }",
+        "We get $x = 4$. $\\boxed{}$.",
+    ],
+)
+def test_an_empty_final_box_is_no_answer(response: str) -> None:
+    assert extract_answer(response) is None
+
+
+def test_an_empty_box_before_the_answer_box_is_skipped() -> None:
+    # the echoed instruction's "\boxed{}" is not the final box: the real one after it is read
+    response = "I will put the final answer within \\boxed{}.\n2 + 2 = 4, so \\boxed{4}"
+    assert extract_answer(response) == Extracted("4", "boxed")
+
+
+@pytest.mark.parametrize(
+    ("response", "text"),
+    [
+        ("The answer is Mr. Smith.", "Mr. Smith"),
+        ("The answer is Dr. Watson. He was there.", "Dr. Watson"),
+        ("The answer is St. Louis.", "St. Louis"),
+        ("The answer is approx. 3.14. Done.", "approx. 3.14"),
+        # a single letter before a full stop is a choice, not an abbreviation
+        ("The answer is B. Because the rest are wrong.", "B"),
+        ("The answer is 5. Mr. Smith agrees.", "5"),
+    ],
+)
+def test_an_abbreviation_does_not_end_the_answer_phrase(response: str, text: str) -> None:
+    assert extract_answer(response) == Extracted(text, "answer_phrase")

@@ -42,6 +42,10 @@ _NUMBER_RE = re.compile(
 )
 _GROUP_SEPARATORS = str.maketrans(dict.fromkeys(",{} \u00a0\u2009\u202f") | {"\u2212": "-"})
 _SENTENCE_END_RE = re.compile(r"\.(?:\s|$)")
+# Words whose full stop is part of the answer ("The answer is Mr. Smith."), not its end. A single letter
+# is not among them: "The answer is B. Because ..." is the choice B.
+_ABBREVIATIONS = frozenset("mr mrs ms dr st mt jr sr prof lt sgt capt vs approx cf e.g i.e fig".split())
+_WORD_BEFORE_RE = re.compile(r"(?:^|(?<=[\s(\[\"']))([A-Za-z]+(?:\.[A-Za-z]+)*)$")
 _MAX_PHRASE_CHARS = 400
 
 
@@ -156,10 +160,17 @@ def _extract_phrase(text: str) -> str | None:
         close = _unescaped(tail, delim, len(delim))
         if close > 0:
             return tail[: close + len(delim)]
-    stop = _SENTENCE_END_RE.search(tail)
-    if stop is not None:
-        tail = tail[: stop.start()]
-    return tail
+    return tail[: _sentence_end(tail)]
+
+
+def _sentence_end(tail: str) -> int:
+    """Index of the full stop that ends the answer's sentence (the length when none does); the stop of
+    an abbreviation ("Mr.", "approx.", "e.g.") does not."""
+    for stop in _SENTENCE_END_RE.finditer(tail):
+        word = _WORD_BEFORE_RE.search(tail, 0, stop.start())
+        if word is None or word.group(1).lower() not in _ABBREVIATIONS:
+            return stop.start()
+    return len(tail)
 
 
 def _next_line_answer(text: str, pos: int) -> str:
@@ -251,7 +262,8 @@ _METHODS = {
 
 
 def extract_answer(response: str, methods: Sequence[str] = DEFAULT_METHODS) -> Extracted | None:
-    """Try ``methods`` in priority order; the first that yields a non-empty answer wins.
+    """Try ``methods`` in priority order; the first that yields a non-empty answer wins, and an empty
+    final ``\\boxed{}`` is no answer (the later rules are not tried).
 
     Unknown method names raise ``ValueError`` (a configuration error, not bad input).
     """
@@ -265,6 +277,10 @@ def extract_answer(response: str, methods: Sequence[str] = DEFAULT_METHODS) -> E
         text = _strip_wrappers(drop_invisible(raw))  # "4\u200b2" is 42: a zero-width space is no digit
         if text:
             return Extracted(text, name)
+        if name == "boxed":
+            # The final box is the model's own final word, and it is empty: there is no answer. Falling
+            # through read the last number of the reasoning instead ("2 + 3 = 5 ... \boxed{}" was 5).
+            return None
     return None
 
 

@@ -78,7 +78,7 @@ class MathReward(Reward[MathConfig]):
     # r^2) is read with its math ("4" was a false accept for a gold 4), or not at all outside math;
     # a last number grouped with LaTeX's {,} is whole (10{,}000 was 000); "The answer is:" ending its line
     # reads the display, inline math or number on the next one (it fell to the last number: 1 of $$x + 1$$)
-    version: ClassVar[str] = "1.1.6"
+    version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
