@@ -89,3 +89,20 @@ def test_a_fence_tag_with_a_language_standard_or_version_names_its_language() ->
         assert extract_code(f"```{tag}\nX\n```\n", LANGUAGES["bash"], "fenced") is None, tag
         assert extract_code(f"```{tag}\nX\n```\n", LANGUAGES["cpp"], "fenced") is None, tag
         assert extract_code(f"```{tag}\nX\n```\n", PY, "fenced") is None, tag
+
+
+def test_a_tagged_fence_opened_inside_a_line_is_a_block() -> None:
+    # "Final: ```python" opens the block after text on its line (CommonMark wants the fence to open the
+    # line; models write it inline): the fence was not seen and the whole response, prose and backticks,
+    # was run as the program (a SyntaxError, or for SQL a parse error)
+    text = "Reasoning done.\nFinal: ```python\nprint(2)\n```\nThat is all."
+    found = extract_code(text, PY)
+    assert found is not None and found.source == "fenced"
+    assert found.code == "print(2)\n"
+    # the block's language still decides: an inline sql fence is not the python program
+    both = "Try: ```sql\nSELECT 1\n```\nor in code: ```python\nprint(3)\n```\n"
+    got = extract_code(both, PY)
+    assert got is not None and got.code == "print(3)\n"
+    # inline code spans on one line are not fences
+    span = extract_code("Use ```x``` here\nprint(4)\n", PY)
+    assert span is not None and span.source == "raw"

@@ -851,3 +851,12 @@ async def test_a_last_fence_of_comments_only_does_not_hide_the_query(client: htt
     )
     assert [x["score"] for x in results[:2]] == [1.0, 1.0], results
     assert results[2]["score"] == 0.0 and results[2]["reason"] == "no_answer", results[2]
+
+
+async def test_an_inline_sql_fence_is_read(client: httpx.AsyncClient) -> None:
+    """A "Final: ```sql" line opens its block after text on the line; the block was not seen, the whole response
+    ran as SQL and the item scored 0 (parse error)."""
+    results = await score_results(
+        client, "sql", [_item(f"The join is not needed.\nFinal: ```sql\n{GOLD};\n```")]
+    )
+    assert [(x["valid"], x["score"]) for x in results] == [(True, 1.0)], results

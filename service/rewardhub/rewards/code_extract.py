@@ -12,7 +12,8 @@ models think out loud first. The rule, in order:
 3. else the last non-empty fenced block without a tag;
 4. else, in ``auto`` mode, the whole response (a bare program, as completion-style models write it).
 
-A block closes at a fence line indented at most 3 columns past its opening one (CommonMark): a ``` line
+A tagged fence may also open after text on its line ("Final: ```sql"), as models write it (CommonMark
+does not). A block closes at a fence line indented at most 3 columns past its opening one (CommonMark): a ``` line
 deeper inside the program, in a string literal, is the program's. An unterminated last fence (a response
 cut at the token limit) counts as running to the end. A fence indented by N spaces (inside a Markdown
 list item) has up to N spaces of indentation removed from each of its lines, as CommonMark does, so
@@ -35,6 +36,9 @@ ExtractMode = Literal["auto", "fenced", "raw"]
 
 # A fence opens at the start of a line with 3+ backticks or tildes, an optional tag, then a newline.
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
+# Models also open a tagged fence after text on its line ("Final: ```sql"), which CommonMark does not;
+# the tag is required there (a bare ``` inside a line is an inline code span's, not a block's).
+_INLINE_FENCE = re.compile(r"(?<=[^\s`~])[ \t]*(?P<fence>`{3,}|~{3,})(?P<tag>[A-Za-z{.][^\s`]*)[^\n`]*\n")
 
 # The language name that begins a fence's info word; attributes or a file name may follow it.
 _LANG = re.compile(r"[{.]*([A-Za-z0-9_+#-]+)")
@@ -88,6 +92,9 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     pos = 0
     while True:
         m = _FENCE.search(text, pos)
+        inline = _INLINE_FENCE.search(text, pos, m.start() if m else len(text))
+        if inline is not None:
+            m = inline
         if m is None:
             return out
         fence = m.group("fence")
@@ -97,13 +104,14 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         )
         # A closing fence is indented at most 3 columns more than the opening one (CommonMark): a line
         # of ``` deeper inside the program (in a string literal) is the program's, and ended it there.
-        most = _width(m.group("indent")) + 3
+        indent = m.group("indent") if m.re is _FENCE else ""
+        most = _width(indent) + 3
         end = next((c for c in close.finditer(text, m.end()) if _width(c.group("indent")) <= most), None)
         body = text[m.end() : end.start()] if end else text[m.end() :]
         info = m.group("tag")
         lang = _LANG.match(info)  # the language name in 'python:main.py', '{python}', '{.py .numberLines}'
         tag = lang.group(1) if lang else info
-        out.append((tag.lower(), _dedent(body, len(m.group("indent")))))
+        out.append((tag.lower(), _dedent(body, len(indent))))
         if end is None:
             return out
         pos = end.end()

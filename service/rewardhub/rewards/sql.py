@@ -196,7 +196,7 @@ class SqlReward(Reward[SqlConfig]):
     # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted); compared as sets,
     # max_rows bounds a result's distinct rows (duplicates past it failed a query BIRD counts right); a last
     # fence of SQL comments only is skipped as an empty one (it hid the query before it: no_answer)
-    version: ClassVar[str] = "1.3.5"
+    version: ClassVar[str] = "1.3.6"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "
