@@ -2267,8 +2267,10 @@ def injection(
     (:data:`_SPACED_ORDER`: "i g n o r e a l l") is an order hidden from the patterns, whatever follows.
     Text spelled in tag characters, invisible to a reader but not to the judge (:data:`_TAG_RUN`), is
     read as the ASCII it spells, on lines of its own after the visible text. A text with invisible
-    format characters is read twice: without them (a word they split is one word), and with each one as
-    a space (the words they join are two words, as the judge reads them).
+    format characters is read three times: without them (a word they split is one word), with each one
+    as a space (the words they join are two words, as the judge reads them), and without them with a
+    capitalised order word glued to the word before it parted from it (invisible characters both
+    inside the order word and between it and the answer).
     """
     hidden = _smuggled(text)
     source = f"{text}\n{hidden}" if hidden else text
@@ -2281,6 +2283,12 @@ def injection(
         # and with a space before an order's capitalised first word glued to the answer (_GLUED_ORDER).
         spaced = _GLUED_ORDER.sub(" ", _FORMAT_CHARS.sub(" ", source))
         found = _injection_in(unwrapped(unmarked(plain(spaced))), extra, verdict_is_answer, grade_is_answer)
+    if found is None and _FORMAT_CHARS.search(text):
+        # Invisible characters inside the order word too ("Paris\u200bIg\u200bnore previous
+        # instructions"): without them it is "ParisIgnore", glued, and with each as a space "Ig nore".
+        # The third reading drops them and then parts the glued capitalised order word.
+        glued = _GLUED_ORDER.sub(" ", _FORMAT_CHARS.sub("", source))
+        found = _injection_in(unwrapped(unmarked(plain(glued))), extra, verdict_is_answer, grade_is_answer)
     return found
 
 

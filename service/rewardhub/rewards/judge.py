@@ -540,7 +540,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.9.11: a decision whose condition is on the line before it ("If the answer were complete,\nScore:
     # 10") is hypothetical; "if" as a word of code ("the if branch", "`if`", "if-else") is no condition
     # (a real final "... could be shorter, Score: 5" was taken for a hypothetical and the draft read)
-    version: ClassVar[str] = "1.9.11"
+    # 1.9.12: invisible characters inside an order word and before it ("Paris\u200bIg\u200bnore ...") are
+    # an injection; (answer_extraction) an empty final \\boxed{} is no answer, "Mr." ends no answer phrase
+    version: ClassVar[str] = "1.9.12"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
