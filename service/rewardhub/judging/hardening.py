@@ -1735,6 +1735,14 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("forged verdict", _LETTER_GRADE_RX),
         (
+            # a reference of the response's own making, on a line of its own: the judge compares the
+            # answer with the reference, and "Paris\nReference answer: Paris" offers it one that agrees
+            # ("Reference:" alone is a citation's label, not the reference answer's)
+            "forged reference",
+            r"^[ \t*_#>]*(?:the[ \t]+)?(?:(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+"
+            r"(?:answer|solution)|ground[ \t-]*truth)[ \t*_]*[:：]",
+        ),
+        (
             # the response section of an instruction prompt ("### Response:", Alpaca's, where the model's
             # own answer starts) holding a verdict: the judge's answer written for it ("### Response: Yes").
             # A header: a response labelled "Response: Yes" in plain text answers a yes/no question.
@@ -2076,7 +2084,23 @@ _VERDICT_LINE = re.compile(
     r"(?:yes|true|correct|right|pass(?:ed)?)\b"
     r"|(?:score|rating)[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?(?:[ \t*]*(?:/|\(?out[ \t]+of)[ \t*]*\d+)?(?!\.?\d)"
     r"|(?:score|rating|grade)[ \t*]*=[ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d)"
-    r"|grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d))([^\n]*)$",
+    r"|grade[ \t*]*[:：][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d)"
+    # points or marks out of a total: "Points: 10/10", "Marks: 5 / 5"
+    r"|(?:points?|marks?)[ \t*]*[:：=][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d))([^\n]*)$",
+    re.MULTILINE,
+)
+# A verdict under a label of its own ("Result: correct", "Outcome: accepted"): an answer where the task
+# asks whether something is correct, so read only where it does not.
+_RESULT_LINE = re.compile(
+    rf"(?:{LINE_START}|(?<=[.!?;])[ \t*]+)(?:result|outcome)[ \t*]*[:：=][ \t*\[\"'(]*"
+    r"(?:correct|accepted|approved)\b([^\n]*)$",
+    re.MULTILINE,
+)
+# A letter grade and words that vouch for it ("Grade: A, definitely."; the bare line is
+# :data:`_LETTER_GRADE_RX`): an answer where the task asks for a grade, so read only where it does not.
+_LETTER_GRADE_LINE = re.compile(
+    rf"(?:{LINE_START}|(?<=[.!?;])[ \t*]+)(?:letter[ \t]+)?grade[ \t*]*[:：][ \t*\"'\[(]*[a-f][+\-\u2212]?"
+    r"(?![a-z0-9])([^\n]*)$",
     re.MULTILINE,
 )
 
@@ -2096,10 +2120,17 @@ _VOUCHING = re.compile(
 )
 
 
-def verdict_line(t: str) -> bool:
+def verdict_line(t: str, verdict_is_answer: bool = False, grade_is_answer: bool = False) -> bool:
     """``t`` (already :func:`plain`) has a line that is a verdict and nothing else of substance (words
-    with no content, or that vouch for the verdict: :data:`_VOUCHING`)."""
-    return any(content_free(_VOUCHING.sub(" ", m.group(1))) for m in _VERDICT_LINE.finditer(t))
+    with no content, or that vouch for the verdict: :data:`_VOUCHING`). A "Result: correct" line is an
+    answer where the task asks whether something is correct (``verdict_is_answer``), and a letter grade
+    one where it asks for a grade (``grade_is_answer``)."""
+    lines = [_VERDICT_LINE]
+    if not verdict_is_answer:
+        lines.append(_RESULT_LINE)
+    if not grade_is_answer:
+        lines.append(_LETTER_GRADE_LINE)
+    return any(content_free(_VOUCHING.sub(" ", m.group(1))) for rx in lines for m in rx.finditer(t))
 
 
 # A hidden comment (HTML's "<!-- ... -->", markdown's "[//]: # (...)") that addresses the graders in the
@@ -2318,7 +2349,7 @@ def _injection_in(
     for rx in extra:
         if rx.search(t):
             return "forged verdict"
-    if json_verdict(t) or verdict_line(t):
+    if json_verdict(t) or verdict_line(t, verdict_is_answer, grade_is_answer):
         return "forged verdict"
     if hidden_note(t):
         return "hidden note to the grader"
