@@ -395,3 +395,26 @@ async def test_an_item_never_waits_for_company_past_half_its_deadline(
     await until(lambda: job.done(), "the item waited for company past half its time to its deadline")
     assert await job == ["X"] and rec.calls == [["x"]]
     await b.close()
+
+
+async def test_a_defect_outside_the_forward_pass_fails_its_batch_and_the_worker_goes_on() -> None:
+    """The forward pass's own errors were caught, but an error elsewhere in the worker (here the batch-size
+    callback, the metrics histogram in the service) ended its task: that batch's callers, and every later
+    one, waited out their deadlines for a worker that was gone. It fails that batch and serves the next."""
+    calls = 0
+
+    def on_batch(size: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ValueError("histogram broke")
+
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher(
+        "t", rec, max_batch=4, max_wait_ms=0, queue_max=10, on_batch=on_batch
+    )
+    first = await b.submit_many(["a", "b"], time.monotonic() + 2)
+    assert [type(r) for r in first] == [BackendError, BackendError]
+    assert "histogram broke" in str(first[0])
+    assert await b.submit_many(["c"], far()) == ["C"]
+    await b.close()

@@ -255,8 +255,16 @@ class MicroBatcher(Generic[In, Out]):
                 await self._wakeup.wait()
                 continue
             batch = await self._gather()
-            if batch:
+            if not batch:
+                continue
+            try:
                 await self._run_batch(batch)
+            except Exception as exc:
+                # The forward pass's own errors are the items' (``_pass``); this is a defect around it (a
+                # metrics callback, a sort key). Ending the task would leave this batch's callers, and
+                # every later one, waiting out their deadlines for a worker that is gone.
+                log.exception("batcher_error", batcher=self.name)
+                self._fail(batch, BackendError.of(exc))
 
     async def _gather(self) -> list[_Entry[In, Out]]:
         """Wait until ``max_batch`` live items are queued, or the first of them to stop waiting for
