@@ -32,10 +32,10 @@ def test_opens_after_consecutive_failures_then_probes_once() -> None:
         b.before_call()
     clock.t = 10.0
     assert b.state is BreakerState.HALF_OPEN
-    b.before_call()  # the probe
+    probe = b.before_call()  # the probe
     with pytest.raises(CircuitOpen, match="a probe call is testing it now"):
         b.before_call()  # only one probe at a time (it said "fail fast for 0.0s more")
-    b.on_failure()  # probe failed: open for another cool-down
+    b.on_failure(probe=probe)  # probe failed: open for another cool-down
     assert b.state is BreakerState.OPEN and b.opened_count == 2
     clock.t = 20.0
     b.before_call()
@@ -70,3 +70,23 @@ def test_only_the_probe_frees_the_probe_slot() -> None:
     b.on_abandoned(early)
     with pytest.raises(CircuitOpen):
         b.before_call()
+
+
+def test_a_late_failure_of_a_call_admitted_while_closed_does_not_free_the_probe_slot() -> None:
+    """A call admitted while the breaker was closed failed while the probe was in flight: it was taken for
+    the probe's failure (the slot freed, a new cool-down), so after that cool-down a second probe went out
+    while the first was still running. It counts as a failure; the probe in flight decides."""
+    clock = Clock()
+    b = CircuitBreaker("j", failure_threshold=1, cooldown_s=1, clock=clock)
+    early = b.before_call()  # admitted while closed, still in flight
+    b.before_call()
+    b.on_failure("refused")  # another call fails: open
+    clock.t = 1.0
+    probe = b.before_call()
+    assert probe is True and early is False
+    b.on_failure("timed out", probe=early)  # the early call ends now, failed
+    clock.t = 2.5
+    with pytest.raises(CircuitOpen, match="a probe call is testing it now"):
+        b.before_call()  # the probe is still running: no second one
+    b.on_success()  # the probe answers
+    assert b.state is BreakerState.CLOSED

@@ -89,11 +89,17 @@ class CircuitBreaker:
         self._failures = 0
         self._probing = False
 
-    def on_failure(self, reason: str | None = None) -> None:
-        """One failed call; ``reason``, its error message, is quoted by the calls an open breaker fails."""
+    def on_failure(self, reason: str | None = None, probe: bool = False) -> None:
+        """One failed call; ``reason``, its error message, is quoted by the calls an open breaker fails.
+        ``probe``: whether the call was the half-open probe (:meth:`before_call`'s answer). A call admitted
+        while the breaker was closed that fails while the probe is in flight counts as a failure but
+        leaves the probe slot alone: taken for the probe's failure, it freed the slot and restarted the
+        cool-down, after which a second probe went out beside the first."""
         self._failures += 1
         if reason is not None:
             self.last_failure = reason
+        if self._probing and not probe:
+            return
         if self._probing or self._failures >= self.failure_threshold:
             if self._state is not BreakerState.OPEN or self._probing:
                 self.opened_count += 1

@@ -404,12 +404,12 @@ class RemoteClient:
                 raise
             except _CallerOutOfTime as exc:  # the item's deadline, not the server, ended the call
                 if exc.after_failure:
-                    self.breaker.on_failure(str(exc))
+                    self.breaker.on_failure(str(exc), probe)
                 else:
                     self.breaker.on_abandoned(probe)
                 raise
             except BackendError as exc:
-                self.breaker.on_failure(str(exc))
+                self.breaker.on_failure(str(exc), probe)
                 raise
             except BaseException:  # cancelled, or a bug: no verdict, and the probe slot must not leak
                 self.breaker.on_abandoned(probe)
