@@ -101,6 +101,16 @@ FORMAT_FAILURES: list[tuple[str, str]] = [
         "the <confidence> tag comes before the <answer>",
     ),
     ("<answer>Paris <confidence>1</confidence></answer>", "the <confidence> tag comes before the <answer>"),
+    # a revision the response opened and never closed: the earlier, closed tag is no longer its final
+    # word (found in review: "... actually <confidence>0.2" was scored at the retracted 0.9)
+    (
+        "<answer>Paris</answer><confidence>0.9</confidence> actually <confidence>0.2",
+        "the last <confidence> tag is not closed",
+    ),
+    (
+        "<answer>Lyon</answer><confidence>0.5</confidence> no: <answer>Paris",
+        "the last <answer> tag is not closed",
+    ),
 ]
 
 
@@ -178,7 +188,7 @@ async def test_math_verifier_by_default(client: httpx.AsyncClient) -> None:
         [rlcr(True, 0.7), rlcr(True, 0.4), rlcr(False, 0.9)]
     )
     assert results[0]["details"]["verifier"]["extracted"] == "\\frac{1}{2}"
-    assert results[0]["reward_version"].startswith("1.0.7+")  # includes the verifier's version
+    assert results[0]["reward_version"].startswith("1.0.8+")  # includes the verifier's version
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ or an empty one, is a format failure: there is nothing to verify; a zero-width s
 format/control character is no text, :func:`~rewardhub.rewards.text.blank`), the last complete
 confidence tag parses (:mod:`rewardhub.rewards.confidence`), and it comes after that answer tag: the
 confidence is about the final answer (RLCR's format: answer, analysis, confidence), so one stated before
-it, for an earlier answer or inside it, does not count. With ``after_think`` (default) only the
+it, for an earlier answer or inside it, does not count; and no answer or confidence tag opens after the
+last complete one of its kind (a revision never closed: the closed tag before it is no longer the
+response's final word, ``... actually <confidence>0.2``). With ``after_think`` (default) only the
 text after the last ``</think>`` and before a ``<think>`` it never closes is searched, so tags the model
 mentions while thinking don't count (a response cut off inside its reasoning has none to read).
 Without it the whole response is searched, and the text the verifier gets (below) has its ``<think>``
@@ -221,7 +223,7 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
     # verifier_input auto gives each verifier inside a wrapper its own input: math beside an exact_match
     # without `extract` got the bare answer, as the exact_match did, and read "\\frac{1}{2}" as 2;
     # json_schema, code and sql (an `extract` mode, not a pattern) get the bare answer, not the response
-    version: ClassVar[str] = "1.0.7"
+    version: ClassVar[str] = "1.0.8"
     description: ClassVar[str] = (
         "RLCR calibration reward: 1[correct] − (confidence − 1[correct])² from <answer> and "
         "<confidence> tags, correctness by a configured verifier (math by default); Brier-only and "
@@ -254,6 +256,11 @@ class CalibrationReward(ComposedReward[CalibrationConfig]):
             return _Parsed(None, q, f"the <{config.answer_tag}> tag is empty")
         if conf is None:
             return _Parsed(answer, None, f"no <{config.confidence_tag}> tag")
+        for tag, span in ((config.answer_tag, answer_span), (config.confidence_tag, conf_span)):
+            # a revision opened after the last closed tag and never closed ("... actually
+            # <confidence>0.2"): the closed one before it is no longer the response's final word
+            if span is not None and text.find(f"<{tag}>", span[1]) >= 0:
+                return _Parsed(answer, None, f"the last <{tag}> tag is not closed")
         if q is None:
             return _Parsed(answer, None, f"unreadable confidence: {conf.error}")
         assert answer_span is not None and conf_span is not None
