@@ -265,3 +265,50 @@ def test_the_first_step_keeps_a_token_that_starts_with_the_blank_before_it(
     # the running sums: the log-likelihood of the response after the context, up to each step's end
     want = [teacher_forced(causal_lm_path, question, response[: s.end]) - context for s in steps]
     assert [sum(got[: k + 1]) for k in range(len(got))] == pytest.approx(want, abs=1e-3)
+
+
+async def test_a_refused_pass_withdraws_the_other_models_pass() -> None:
+    """The two models' passes ran under plain ``asyncio.gather``: when one model's queue refused the
+    request (429, Overloaded), the request answered 429 while the other model's pass stayed queued and
+    ran for nobody, holding the places its retry needed. The refusal now cancels the other pass."""
+    import asyncio
+    import time
+    from collections.abc import Sequence
+
+    from rewardhub.errors import Overloaded
+    from rewardhub.models.base import ModelBackend
+    from rewardhub.models.errors import BackendError
+    from rewardhub.rewards.prm import _likelihoods
+
+    cancelled: list[str] = []
+
+    class Queued(ModelBackend):
+        kind = "test"
+        capabilities = frozenset({"steps"})
+
+        async def step_probs(
+            self, queries: Sequence[Any], deadline: float
+        ) -> list[list[float] | BackendError]:
+            try:
+                await asyncio.sleep(30)  # waiting in its model's queue
+            except asyncio.CancelledError:
+                cancelled.append(self.name)
+                raise
+            return [[0.0] for _ in queries]
+
+    class Full(ModelBackend):
+        kind = "test"
+        capabilities = frozenset({"steps"})
+
+        async def step_probs(
+            self, queries: Sequence[Any], deadline: float
+        ) -> list[list[float] | BackendError]:
+            await asyncio.sleep(0.01)
+            raise Overloaded("model batcher 'ref' has 8 items waiting", retry_after_s=1.0)
+
+    q = query(*ITEMS[0])
+    with pytest.raises(Overloaded):
+        await asyncio.wait_for(
+            _likelihoods(Queued("policy", "p"), Full("ref", "r"), [q], time.monotonic() + 30), 10
+        )
+    assert cancelled == ["policy"]

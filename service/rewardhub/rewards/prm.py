@@ -40,7 +40,6 @@ only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import time
@@ -50,6 +49,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from rewardhub.aio import gather_all
 from rewardhub.errors import InvalidRequest
 from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
@@ -448,8 +448,9 @@ async def _likelihoods(
 ) -> list[tuple[list[float], list[float]] | Outcome]:
     """Both models' step log-likelihoods of the same queries, the two passes at once; an item either
     failed is that failure, ``details.backend`` naming which (both fail alike: "more than the model's
-    max_length" says nothing of which model's)."""
-    mine, theirs = await asyncio.gather(
+    max_length" says nothing of which model's). A refusal of either pass (429: its model's queue is full)
+    withdraws the other (:func:`~rewardhub.aio.gather_all`), which would otherwise run for nobody."""
+    mine, theirs = await gather_all(
         _step_scores(backend, queries, deadline), _step_scores(ref, queries, deadline)
     )
     return [
