@@ -385,3 +385,24 @@ async def test_invisible_characters_do_not_hide_the_letter(response: str) -> Non
     without its invisible format characters, as exact_match and f1 read theirs."""
     out = await score_text(REWARD, response, "B")
     assert (out.score, out.details["extracted"]) == (1.0, "B"), out
+
+
+@pytest.mark.parametrize(
+    ("response", "found"),
+    [
+        # a letter ruled out is no pick: "The answer is not B." was extracted as B by the fallback, and
+        # a response that only excludes the key scored 1
+        ("The answer is not B.", None),
+        ("It isn't C, I'm sure of that.", None),
+        ("Certainly not option (D).", None),
+        ("Anything except A.", None),
+        # the pick beside a ruled-out letter is still read
+        ("It is not B; it is C", ("C", "last_letter")),
+        ("Not A, so C", ("C", "last_letter")),
+        ("C, not B", ("C", "last_letter")),
+        # "not" before another word is no negation of the letter
+        ("Not sure, but D", ("D", "last_letter")),
+    ],
+)
+def test_a_negated_letter_is_no_pick(response: str, found: tuple[str, str] | None) -> None:
+    assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) == found

@@ -13,7 +13,8 @@ that yields an allowed letter wins, since models restate and correct themselves 
 4. ``answer_tag``   ``<answer>B</answer>``, ``<answer>B) Paris</answer>``, ``<answer>$B$</answer>``,
    ``<answer>Option B</answer>``;
 5. ``line``         a line that is only "(B)", "B.", "B)", "**B**" or "B";
-6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere.
+6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere that is not ruled
+   out ("not B", "isn't (C)", "except A": "The answer is not B." picks nothing).
 
 The pronoun I before a verb ("I think", "I'm", "Answer: I believe it is B") is not option I, in any
 strategy; "I is correct", "the answer is I because", "option I" and "(I)" are.
@@ -360,6 +361,18 @@ def _pronoun(text: str, m: re.Match[str]) -> bool:
     )
 
 
+# A letter ruled out, not picked: "not B", "isn't (C)", "except option A", "rather than D".
+_NEGATION_BEFORE = re.compile(
+    r"\b(?:not|isn['’]?t|never|except|excluding|rather\s+than|instead\s+of)\s+"
+    r"(?:(?:option|choice|answer)\s+)?[(\[*\"'“‘]*$",
+    re.IGNORECASE,
+)
+
+
+def _negated(text: str, m: re.Match[str]) -> bool:
+    return _NEGATION_BEFORE.search(text[max(0, m.start() - 32) : m.start()]) is not None
+
+
 def _last_letter(text: str, allowed: str) -> str | None:
     """The last allowed capital letter; the letters of a list of options if the text ends with one ("It
     could be A or C."): its last letter alone would reward the hedge."""
@@ -368,7 +381,7 @@ def _last_letter(text: str, allowed: str) -> str | None:
         return letters
     return _last(
         [
-            m.group(1) if m.group(1) in allowed and not _pronoun(text, m) else None
+            m.group(1) if m.group(1) in allowed and not _pronoun(text, m) and not _negated(text, m) else None
             for m in _STANDALONE.finditer(text)
         ]
     )
@@ -414,7 +427,7 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.6: a reference of invisible characters only ("\u200b", a BOM) is blank: missing_reference (it
     # was parse_error, an unreadable letter); invisible format characters are dropped before reading:
     # "Answer: \u200bB" was no answer_colon letter, and the last capital letter elsewhere scored
-    version: ClassVar[str] = "1.1.6"
+    version: ClassVar[str] = "1.1.7"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
