@@ -4,7 +4,7 @@ Computed from the final result dicts (fresh and cached alike), so a cached batch
 figures as a fresh one.
 
 ``calibration`` (when results carry confidence): Brier, ECE, AUROC, mean confidence, accuracy and count
-(:mod:`rewardhub.calibration_metrics`) over the valid results whose components hold a non-null
+(:mod:`rewardhub.calibration_metrics`) over the results whose components hold a non-null
 ``confidence`` and ``correct`` with the same prefix (``calibration.confidence`` and
 ``calibration.correct`` inside a composite), the prefix's ``format_ok`` not 0. Every pair counts: a
 composite with two calibration components (two verifiers, two confidence formats) gives two pairs per
@@ -125,7 +125,10 @@ def _calibration(
         if not any(k.endswith("confidence") for k in comps):
             continue
         seen = True
-        for source, qi, ci in _confidence_pairs(comps, reward) if d["valid"] else ():
+        # an item invalid through another component still holds the pair its calibration scored (a
+        # pair whose verifier failed has no ``correct`` and is skipped): counted, so that the figures do
+        # not hang on an unrelated part of a composite
+        for source, qi, ci in _confidence_pairs(comps, reward):
             q.append(qi)
             c.append(ci)
             sq, sc = by_source.setdefault(source, ([], []))

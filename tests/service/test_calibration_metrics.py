@@ -187,3 +187,19 @@ async def test_a_single_reward_is_its_own_source(client: httpx.AsyncClient) -> N
     resp = await client.post("/v1/score", json={"reward": CAL, "items": [cal_item("Paris", "0.7")]})
     metrics = resp.json()["metrics"]
     assert metrics["calibration_sources"] == {"calibration": metrics["calibration"]}
+
+
+async def test_a_pair_beside_another_components_failure_is_counted(client: httpx.AsyncClient) -> None:
+    """A composite made invalid by another component (here a length term whose correctness flag the item
+    lacks) still holds a calibration pair its calibration component read and scored: it was dropped from
+    the metrics with the item, so the batch's calibration figures depended on an unrelated part."""
+    length = {"name": "length", "config": {"mode": "dapo_overlong", "max_length": 100, "cache_length": 10}}
+    composite = {"name": "composite", "config": {"components": [{"reward": CAL}, {"reward": length}]}}
+    items = [cal_item("Paris", "0.8"), cal_item("Lyon", "0.4")]
+    resp = await client.post("/v1/score", json={"reward": composite, "items": items})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert [r["valid"] for r in body["results"]] == [False, False], body["results"]
+    m = body["metrics"]["calibration"]
+    assert m["count"] == 2
+    assert m["brier"] == pytest.approx((0.2**2 + 0.4**2) / 2)
