@@ -409,6 +409,16 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         # a line of its own before the decision that is no condition
         ("Score: 3\nMy verdict, if I may:\nScore: 5", "5"),
         ("Score: 3\nOn reflection:\nScore: 5", "5"),
+        # a judge reasoning in Chinese (the markers were English only: each hypothetical 10 or 5 was read)
+        ("Score: 3。如果答案完整，它会得到 Score: 10", "3"),
+        ("Score: 3\n假如证明完整，\nScore: 10", "3"),
+        ("Score: 3；否则 Score: 5", "3"),
+        ("Score: 3。它本可以得到 Score: 5", "3"),
+        ("Score: 3\nScore: 5，如果给出了单位的话", "3"),
+        # and its decisions that are none
+        ("Score: 3。即使答案冗长，Score: 4", "4"),
+        ("Score: 3。如果我必须选择，我会说 Score: 4", "4"),
+        ("Score: 2。再想一想，Score: 4", "4"),
     ],
 )
 def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:

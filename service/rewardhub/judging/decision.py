@@ -6,7 +6,7 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
 * ``parse``: the **last** match of the decision pattern wins (a judge that reasons "Score: 2... on
   reflection, Score: 4" means 4), unless it is a hypothetical one, a score the judge would give another
   answer ("Score: 3. If the proof were complete it would get Score: 10", "Score: 5 had it shown its
-  work", "otherwise Score: 5"): the last decision is then the last one that is not, and only when every
+  work", "otherwise Score: 5"; in the judge's reasoning in English or Chinese): the last decision is then the last one that is not, and only when every
   match is hypothetical is the last match read; a label outside the scale, or no match, is
   :class:`DecisionError` (the item becomes ``parse_error``, never a silent 0). So is a score out of
   another maximum than the scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own
@@ -175,7 +175,17 @@ _CONDITION_AFTER = re.compile(
     r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*,?[ \t]*(?:if|unless|had|were|provided|assuming)\b""",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"[.!?;](?=\s)|\n")
+# The same in Chinese, for a judge that reasons in it while its decision keeps the template's label
+# ("Score: 3。如果答案完整，它会得到 Score: 10"): a condition (not the judge's own choice, "如果我必须选择";
+# Chinese marks no mood, so a condition alone, without English's "would"/"were"), a counterfactual
+# ("本可以", "否则"), or a condition right after the decision ("Score: 5，如果给出了单位的话"). "即使"
+# (even if) is no condition.
+_CONDITIONAL_ZH = re.compile(r"(?:如果|假如|假设|假若|倘若|要是|若是)(?!我)")
+_COUNTERFACTUAL_ZH = re.compile(r"否则|不然|本(?:应|该|可|来)")
+_CONDITION_AFTER_ZH = re.compile(
+    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*[,，]?[ \t]*(?:如果|假如|假设|假若|倘若|要是|若是)"""
+)
+_SENTENCE_END = re.compile(r"[.!?;](?=\s)|[。！？；]|\n")
 
 
 def _hypothetical(text: str, m: MatchLike) -> bool:
@@ -189,11 +199,16 @@ def _hypothetical(text: str, m: MatchLike) -> bool:
         # the decision opens its line: a line before it that ends in a comma or a colon is its
         # condition ("If the answer were complete,\nScore: 10")
         line = before[ends[-2] if len(ends) > 1 else 0 : ends[-1] - 1]
-        if line.rstrip().endswith((",", ":")):
+        if line.rstrip().endswith((",", ":", "，", "：")):
             clause = line
     if _COUNTERFACTUAL.search(clause) or (_CONDITIONAL.search(clause) and _MODAL.search(clause)):
         return True
-    return _CONDITION_AFTER.match(text, m.end()) is not None
+    if _COUNTERFACTUAL_ZH.search(clause) or _CONDITIONAL_ZH.search(clause):
+        return True
+    return (
+        _CONDITION_AFTER.match(text, m.end()) is not None
+        or _CONDITION_AFTER_ZH.match(text, m.end()) is not None
+    )
 
 
 def _find_in(find_last: Callable[[str], MatchLike | None], text: str) -> tuple[MatchLike | None, int]:
