@@ -797,6 +797,15 @@ async def test_version1_schema_pattern_is_a_bad_pattern_like_any_other(pattern: 
         ("^\\\\d$", '"\\\\d"', 1.0),
         ("^[\\\\d]+$", '"d\\\\"', 1.0),
         ("^(?#\\d)a$", '"a"', 1.0),
+        # \s is ECMA-262's white space: the byte order mark is one, NEL (U+0085) none (both the other
+        # way round in the engine's Unicode \s)
+        ("^\\s$", '"\\ufeff"', 1.0),
+        ("^\\s$", '"\\u0085"', 0.0),
+        ("^[\\s]$", '"\\ufeff"', 1.0),
+        ("^[a\\s]+$", '"a\\u0085"', 0.0),
+        ("^\\S$", '"\\u0085"', 1.0),
+        ("^\\S$", '"\\ufeff"', 0.0),
+        ("^\\s+$", '" \\t\\u3000\\u00a0"', 1.0),
     ],
 )
 async def test_schema_pattern_classes_are_ecma_262s(pattern: str, doc: str, score: float) -> None:

@@ -21,8 +21,8 @@ references are never fetched) is ``parse_error``, since the data, not the model,
 Validation uses the draft the schema declares in ``$schema``, Draft 2020-12 when it declares none.
 ``pattern`` / ``patternProperties`` / ``additionalProperties`` regexes (and those ``unevaluatedProperties``
 reads; and with ``check_formats`` a document's ``format: regex`` strings, :func:`_is_document_regex`) are checked (so ECMA-262's ``\\p{L}`` and ``(?<name>...)``, which Python's ``re`` rejects, are
-read, and ``\\d``, ``\\w`` and ``\\b`` are ECMA-262's ASCII ones, :func:`_ecma`: ``^\\d{5}$`` takes no
-full-width digits) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
+read, and ``\\d``, ``\\w`` and ``\\b`` are ECMA-262's ASCII ones and ``\\s`` its white space, :func:`_ecma`:
+``^\\d{5}$`` takes no full-width digits) and run by the ``regex`` engine with a timeout (see :mod:`rewardhub.rewards.patterns`): schemas come from callers, and the stock
 validator's ``re.search`` on a hostile pattern and response would stall the event loop. Every search of
 one request draws on one :class:`~rewardhub.rewards.patterns.MatchBudget`: a document with many keys
 or strings runs many searches, each under its own limit, and one item of 40 keys under a slow
@@ -135,12 +135,16 @@ class JsonSchemaConfig(RewardConfig):
 # ECMA-262's \d, \w and \b (and their negations) are ASCII's, with or without its u flag; the engine's
 # are Unicode's. Outside a class each is scoped ASCII, (?a:\d); inside one \d and \w are their ranges.
 _ASCII_ESCAPES = frozenset("dDwWbB")
-_CLASS_RANGES = {"d": "0-9", "w": "A-Za-z0-9_"}
+# ECMA-262's \s: its WhiteSpace and LineTerminator, which hold the byte order mark U+FEFF and not NEL
+# (U+0085); the engine's Unicode \s is the other way round.
+_ECMA_SPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_CLASS_RANGES = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
+_SPACE_ESCAPES = {"s": f"[{_ECMA_SPACE}]", "S": f"[^{_ECMA_SPACE}]"}
 
 
 @lru_cache(maxsize=1024)
 def _ecma(pattern: str) -> str:
-    """``pattern`` with ECMA-262's ASCII ``\\d``, ``\\w``, ``\\b`` and their negations: a five-digit
+    """``pattern`` with ECMA-262's ASCII ``\\d``, ``\\w``, ``\\b``, its ``\\s`` and their negations: a five-digit
     pattern ``^\\d{5}$`` took full-width "１２３４５" and ``^\\w+$`` took "café", which an ECMA validator
     (the one a schema's consumer runs) rejects. ``\\p{...}`` stays Unicode, as in ECMA with ``u``; a
     negated escape inside a class (``[\\D]``) stays the engine's. Classes and ``(?#...)`` comments are
@@ -157,6 +161,8 @@ def _ecma(pattern: str) -> str:
             esc = pattern[i + 1]
             if esc in _ASCII_ESCAPES and not in_class:
                 out.append(f"(?a:\\{esc})")
+            elif esc in _SPACE_ESCAPES and not in_class:
+                out.append(_SPACE_ESCAPES[esc])
             elif in_class and esc in _CLASS_RANGES:
                 # a hyphen beside a class escape is the character ([\w-.]), not a range: kept one
                 if out and out[-1] == "-":
@@ -695,7 +701,7 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # missing_reference, with what is no schema parse_error; a schema pattern's \d, \w and \b are ECMA-262's,
     # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café"); check_formats reads a uuid as RFC 4122's
     # 8-4-4-4-12 ASCII hex digits (a full-width digit or an extra hyphen passed)
-    version: ClassVar[str] = "1.1.4"
+    version: ClassVar[str] = "1.1.5"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
