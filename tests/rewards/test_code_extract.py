@@ -103,6 +103,11 @@ def test_a_tagged_fence_opened_inside_a_line_is_a_block() -> None:
     both = "Try: ```sql\nSELECT 1\n```\nor in code: ```python\nprint(3)\n```\n"
     got = extract_code(both, PY)
     assert got is not None and got.code == "print(3)\n"
+    # prose that names a fence before the real block: the inline fence must end its line (it took the
+    # rest of the text, the real fence line with it, as its program)
+    prose = "I'll write it in a ```python block:\n```python\nprint(5)\n```\n"
+    real = extract_code(prose, PY)
+    assert real is not None and real.code == "print(5)\n"
     # inline code spans on one line are not fences
     span = extract_code("Use ```x``` here\nprint(4)\n", PY)
     assert span is not None and span.source == "raw"

@@ -38,7 +38,7 @@ ExtractMode = Literal["auto", "fenced", "raw"]
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[^\s`]*)[^\n`]*\n", re.MULTILINE)
 # Models also open a tagged fence after text on its line ("Final: ```sql"), which CommonMark does not;
 # the tag is required there (a bare ``` inside a line is an inline code span's, not a block's).
-_INLINE_FENCE = re.compile(r"(?<=[^\s`~])[ \t]*(?P<fence>`{3,}|~{3,})(?P<tag>[A-Za-z{.][^\s`]*)[^\n`]*\n")
+_INLINE_FENCE = re.compile(r"(?<=[^\s`~])[ \t]*(?P<fence>`{3,}|~{3,})(?P<tag>[A-Za-z{.][^\s`]*)[ \t]*\r?\n")
 
 # The language name that begins a fence's info word; attributes or a file name may follow it.
 _LANG = re.compile(r"[{.]*([A-Za-z0-9_+#-]+)")
