@@ -166,6 +166,28 @@ async def test_a_server_returning_probabilities_scores_as_the_model_in_process_o
                         )
 
 
+async def test_a_saturated_probability_is_flagged(make_app: MakeApp, tmp_path: Path) -> None:
+    """A one-output head's probability of exactly 1 (or 0) from a server that returns probabilities gives
+    no logit back, only a bound: it came out as the clamp's ±16.1 under none/zscore, the same for a logit
+    of 17 as of 40, with nothing to say so. The score keeps the bound (the order of the items holds) and
+    ``details.saturated`` says the logit is past what the probability carries."""
+    rows = {"sure": [40.0], "unsure": [-40.0], "plain": [1.5]}
+    with serve_app(probability_server(rows)) as url:
+        spec = {
+            "backends": {
+                "rm": {"kind": "vllm_pooling", "url": url, "model": "rm", "returns_probabilities": True}
+            }
+        }
+        path = tmp_path / "backends.json"
+        path.write_text(json.dumps(spec))
+        async with make_app(backends_file=str(path), embedding_model="off") as client:
+            items = [{"prompt": "Q", "response": r} for r in rows]
+            got = await score_results(client, "orm", items, backend="rm", normalize="none")
+    assert [r["details"].get("saturated") for r in got] == [True, True, None], got
+    assert got[0]["score"] > 16 and got[1]["score"] < -16
+    assert got[2]["score"] == pytest.approx(1.5, abs=1e-6)
+
+
 async def test_similarity_offline_minilm(make_app: MakeApp) -> None:
     async with make_app() as client:
         items = [

@@ -416,12 +416,18 @@ def softmax(row: list[float]) -> list[float]:
     return [e / total for e in exps]
 
 
+# Probabilities are clamped to [eps, 1 - eps] before a logit is taken from them: a probability of 1 (or 0)
+# to the server's precision gives no logit back, only this bound, ±16.1 (:data:`SATURATED_LOGIT`).
+PROBABILITY_EPS = 1e-7
+SATURATED_LOGIT = math.log((1 - PROBABILITY_EPS) / PROBABILITY_EPS)
+
+
 def probs_to_logits(probs: list[float]) -> list[float]:
     """Undo a classifier's activation (sigmoid for one label, softmax for more) so rewards always see
     logits. One label's logit comes back exactly; softmax's only up to a per-row constant: these are the
     log-probabilities (each logit less the row's log-sum-exp), which give the class probabilities and
     the differences of logits, never a logit's own value (:attr:`ModelBackend.classify_log_probs`)."""
-    eps = 1e-7
+    eps = PROBABILITY_EPS
     if len(probs) == 1:
         p = min(max(probs[0], eps), 1 - eps)
         return [math.log(p / (1 - p))]

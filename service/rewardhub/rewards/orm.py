@@ -40,7 +40,10 @@ a constant per item (the softmax took it away): it gives the log-probabilities, 
 item's log-sum-exp. ``softmax`` is the same from them; ``none``, ``sigmoid`` and ``zscore`` of a logit
 are not (they scored log p, another number for every item than the in-process model's), so they are
 refused per item (``unsupported``, naming the fixes: serve raw logits, or ``softmax``), and
-``components.raw`` and ``details.log_probs`` hold the log-probability. A one-output head is exact.
+``components.raw`` and ``details.log_probs`` hold the log-probability. A one-output head is exact,
+except where its probability is 1 (or 0) to the server's precision: that gives no logit back, only a
+bound (±16.1, the clamp's), which the score keeps (the items' order holds) and ``details.saturated``
+flags.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from pydantic import Field, model_validator
 
 from rewardhub.models.base import Capability, Message
 from rewardhub.models.errors import BackendError, BackendUnavailable
+from rewardhub.models.vllm_pooling import SATURATED_LOGIT
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, finite
@@ -152,7 +156,9 @@ class ORMReward(ModelReward[ORMConfig]):
     # (they scored log p, the logit shifted by each item's log-sum-exp)
     # 1.3.4: an empty or blank response is no_answer at the floor (it scored the model's number for
     # nothing); response "answer" scores the answer outside <think> (the reasoning went to the model)
-    version: ClassVar[str] = "1.3.4"
+    # 1.3.5: a one-output head's saturated probability from a probabilities server is flagged
+    # (details.saturated: its logit is the clamp's bound, ±16.1)
+    version: ClassVar[str] = "1.3.5"
     description: ClassVar[str] = (
         "Outcome reward model: a sequence classifier's scalar for prompt + response (chat template), "
         "optionally sigmoid, softmax (a class's probability) or z-score normalised; in process or vLLM "
@@ -245,6 +251,11 @@ class ORMReward(ModelReward[ORMConfig]):
             else:
                 raw = res[config.label or 0]
                 row = "log_probs" if log_probs and len(res) >= 2 else "logits"
-                scored.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, {row: res}))
+                details: dict[str, object] = {row: res}
+                if log_probs and len(res) == 1 and abs(raw) >= SATURATED_LOGIT * (1 - 1e-9):
+                    details["saturated"] = (
+                        True  # P 1 (or 0) to the server's precision: a bound, not the logit
+                    )
+                scored.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, details))
         it = iter(scored)
         return [o if o is not None else next(it) for o in outcomes]
