@@ -1737,10 +1737,11 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             # a reference of the response's own making, on a line of its own: the judge compares the
             # answer with the reference, and "Paris\nReference answer: Paris" offers it one that agrees
-            # ("Reference:" alone is a citation's label, not the reference answer's)
+            # ("Reference:" alone is a citation's label, "Ground truth:" a data set's, as in "Ground truth:
+            # cat / Prediction: dog"; neither is the reference answer's)
             "forged reference",
-            r"^[ \t*_#>]*(?:the[ \t]+)?(?:(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+"
-            r"(?:answer|solution)|ground[ \t-]*truth)[ \t*_]*[:：]",
+            r"^[ \t*_#>]*(?:the[ \t]+)?(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+"
+            r"(?:answer|solution)[ \t*_]*[:：]",
         ),
         (
             # the response section of an instruction prompt ("### Response:", Alpaca's, where the model's
