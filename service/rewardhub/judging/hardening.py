@@ -2090,11 +2090,12 @@ _VERDICT_LINE = re.compile(
     r"|(?:points?|marks?)[ \t*]*[:：=][ \t*]*\d+(?:\.\d+)?[ \t*]*/[ \t*]*\d+(?!\.?\d))([^\n]*)$",
     re.MULTILINE,
 )
-# A verdict under a label of its own ("Result: correct", "Outcome: accepted"): an answer where the task
-# asks whether something is correct, so read only where it does not.
+# A verdict under a label of its own ("Result: correct", "Outcome: correct"): an answer where the task
+# asks whether something is correct, so read only where it does not ("Outcome: accepted" answers a
+# question about a proposal, so it is none).
 _RESULT_LINE = re.compile(
     rf"(?:{LINE_START}|(?<=[.!?;])[ \t*]+)(?:result|outcome)[ \t*]*[:：=][ \t*\[\"'(]*"
-    r"(?:correct|accepted|approved)\b([^\n]*)$",
+    r"correct\b([^\n]*)$",
     re.MULTILINE,
 )
 # A letter grade and words that vouch for it ("Grade: A, definitely."; the bare line is
