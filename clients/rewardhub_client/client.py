@@ -207,8 +207,9 @@ class _Base:
         if self._accepted_chunk is None or n > self._accepted_chunk:
             self._accepted_chunk = n
 
-    def _should_retry(self, exc: Exception, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up."""
+    def _should_retry(self, exc: Exception, attempt: int, deadline: float | None = None) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up: also when the next attempt would
+        start past ``deadline`` (``time.monotonic()``), the caller's own (``wait_job``'s ``timeout_s``)."""
         if attempt >= self.retry.max_retries:
             return None
         if isinstance(exc, APIError):
@@ -216,10 +217,14 @@ class _Base:
                 return None
             if exc.retry_after_s is not None and exc.retry_after_s > self.retry.max_retry_after_s:
                 return None  # not worth blocking the caller for: it decides (see RetryPolicy)
-            return self.retry.delay(attempt, exc.retry_after_s)
-        if isinstance(exc, TransportError):
-            return self.retry.delay(attempt)
-        return None
+            wait = self.retry.delay(attempt, exc.retry_after_s)
+        elif isinstance(exc, TransportError):
+            wait = self.retry.delay(attempt)
+        else:
+            return None
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            return None
+        return wait
 
     @staticmethod
     def _transport_error(exc: httpx.HTTPError) -> TransportError:
@@ -258,6 +263,11 @@ class _Base:
         return httpx.Timeout(
             connect=at_most(t.connect), read=at_most(t.read), write=at_most(t.write), pool=at_most(t.pool)
         )
+
+    def _left(self, deadline: float) -> httpx.Timeout:
+        """The client's timeout, each part at most the time left before ``deadline`` (a poll of
+        ``wait_job``: one the service did not answer waited out the client's full read timeout)."""
+        return self._probe_timeout(deadline - time.monotonic())
 
     @staticmethod
     def _not_ready(resp: httpx.Response) -> str | None:
@@ -349,12 +359,23 @@ class RewardClient(_Base):
         return self._http
 
     # --- plumbing ---
-    def _request(self, method: str, path: str, *, resend_late: bool = True, **kwargs: Any) -> httpx.Response:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        resend_late: bool = True,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
         """Send with retries; ``resend_late=False``: a read timeout is raised, not retried (see
-        :meth:`_late_answer`)."""
+        :meth:`_late_answer`); ``deadline`` (``time.monotonic()``): no retry starts past it, and each
+        attempt waits at most the time left (:meth:`_left`)."""
         attempt = 0
         while True:
             try:
+                if deadline is not None:
+                    kwargs["timeout"] = self._left(deadline)
                 resp = self._pool().request(method, path, **kwargs)
                 if resp.status_code >= 400:
                     raise error_from_response(resp)
@@ -367,7 +388,7 @@ class RewardClient(_Base):
                 err = self._transport_error(exc)
             except APIError as exc:
                 err = exc
-            wait = self._should_retry(err, attempt)
+            wait = self._should_retry(err, attempt, deadline)
             if wait is None:
                 raise err
             time.sleep(wait)
@@ -531,14 +552,19 @@ class RewardClient(_Base):
         return _answer(resp, JobList.model_validate_json)
 
     def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
+        """Poll a job until it is done (succeeded, failed or cancelled); :class:`RequestTimeout` when it is
+        not after ``timeout_s``. Within it: a poll reads for at most the time left, and a poll's retry that
+        would start past it is not made (that poll's error is raised)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            status = self.job(job_id)
+            resp = self._request("GET", job_path(job_id), deadline=deadline)
+            status = _answer(resp, JobStatus.model_validate_json)
             if status.done:
                 return status
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise RequestTimeout(f"job {job_id} still {status.status} after {timeout_s}s")
-            time.sleep(poll_s)
+            time.sleep(min(poll_s, left))
 
 
 class AsyncRewardClient(_Base):
@@ -626,11 +652,19 @@ class AsyncRewardClient(_Base):
         return pool
 
     async def _request(
-        self, method: str, path: str, *, resend_late: bool = True, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        resend_late: bool = True,
+        deadline: float | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         attempt = 0
         while True:
             try:
+                if deadline is not None:
+                    kwargs["timeout"] = self._left(deadline)
                 resp = await (await self._pool()).request(method, path, **kwargs)
                 if resp.status_code >= 400:
                     raise error_from_response(resp)
@@ -643,7 +677,7 @@ class AsyncRewardClient(_Base):
                 err = self._transport_error(exc)
             except APIError as exc:
                 err = exc
-            wait = self._should_retry(err, attempt)
+            wait = self._should_retry(err, attempt, deadline)
             if wait is None:
                 raise err
             await asyncio.sleep(wait)
@@ -840,11 +874,14 @@ class AsyncRewardClient(_Base):
         return _answer(resp, JobList.model_validate_json)
 
     async def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> JobStatus:
+        """As :meth:`RewardClient.wait_job`."""
         deadline = time.monotonic() + timeout_s
         while True:
-            status = await self.job(job_id)
+            resp = await self._request("GET", job_path(job_id), deadline=deadline)
+            status = _answer(resp, JobStatus.model_validate_json)
             if status.done:
                 return status
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise RequestTimeout(f"job {job_id} still {status.status} after {timeout_s}s")
-            await asyncio.sleep(poll_s)
+            await asyncio.sleep(min(poll_s, left))

@@ -3,6 +3,7 @@ wire (sync, httpx.MockTransport)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -17,8 +18,10 @@ from rewardhub_client import (
     JobStatus,
     NotConfigured,
     NotFound,
+    RetryPolicy,
     RewardClient,
     ServerError,
+    ServiceUnavailable,
 )
 from waiting import until
 
@@ -142,3 +145,68 @@ async def test_a_job_id_is_one_path_segment_whatever_it_holds() -> None:
             with pytest.raises(NotFound):
                 await acall(odd)
     assert seen == [("GET", want), ("DELETE", want)] * 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_wait_job_does_not_retry_or_read_past_its_deadline(asynchronous: bool) -> None:
+    """wait_job(timeout_s=...) polled through the client's retries and timeout, neither bounded by its
+    deadline: a poll answered 503 with Retry-After was slept on and sent again (up to max_retries times, each
+    Retry-After up to two minutes), and a poll the service did not answer waited out the client's 120 s read
+    timeout, so a caller asking for 1 s blocked for minutes. A retry that would start past the deadline is
+    not made (the error is raised), and each poll reads for at most the time left."""
+    job = {"job_id": "job_1", "status": "running", "created_at": 1.0, "items": 1}
+    polls: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        polls.append(request)
+        if len(polls) == 1:
+            error = {"message": "shutting down", "type": "unavailable", "param": None, "code": 503}
+            return httpx.Response(503, json={"error": error}, headers={"Retry-After": "3"})
+        return httpx.Response(200, json=job)
+
+    retry = RetryPolicy(max_retries=2, backoff_s=0.001, max_backoff_s=0.01)
+    with pytest.raises(ServiceUnavailable):
+        if asynchronous:
+
+            async def run() -> None:
+                transport = httpx.MockTransport(handler)
+                async with AsyncRewardClient("http://svc", transport=transport, retry=retry) as c:
+                    await c.wait_job("job_1", timeout_s=1.0)
+
+            asyncio.run(run())
+        else:
+            with RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=retry) as c:
+                c.wait_job("job_1", timeout_s=1.0)
+    assert len(polls) == 1  # the retry, 3 s on, would have started past the 1 s deadline
+    assert all(0 < t <= 1.0 for t in polls[0].extensions["timeout"].values())
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_wait_job_still_retries_within_its_deadline(asynchronous: bool) -> None:
+    statuses = iter(["running", "succeeded"])
+    polls: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        polls.append(request.extensions["timeout"]["read"])
+        if len(polls) == 1:
+            error = {"message": "full", "type": "overloaded", "param": None, "code": 429}
+            return httpx.Response(429, json={"error": error}, headers={"Retry-After": "0"})
+        job = {"job_id": "job_1", "status": next(statuses), "created_at": 1.0, "items": 1}
+        return httpx.Response(200, json=job)
+
+    retry = RetryPolicy(max_retries=2, backoff_s=0.001, max_backoff_s=0.01)
+    if asynchronous:
+
+        async def run() -> JobStatus:
+            transport = httpx.MockTransport(handler)
+            async with AsyncRewardClient("http://svc", transport=transport, retry=retry) as c:
+                return await c.wait_job("job_1", timeout_s=60.0, poll_s=0.001)
+
+        done = asyncio.run(run())
+    else:
+        with RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=retry) as c:
+            done = c.wait_job("job_1", timeout_s=60.0, poll_s=0.001)
+    assert done.status == "succeeded" and len(polls) == 3
+    # each attempt, a retry as a later poll, reads for at most the time left then, not the first's
+    assert polls[0] > polls[1] > polls[2]
