@@ -684,11 +684,17 @@ class AsyncRewardClient(_Base):
             attempt += 1
 
     async def aclose(self) -> None:
-        """Close the connections of the running loop (those of another loop close as that loop ends)."""
+        """Close the connections of the running loop, and have each other loop still running close its
+        own (scheduled there, not awaited: a client used on a daemon loop, TRL's or an adapter's, and
+        closed from ``asyncio.run`` kept that loop's connections open for the life of the process; a loop
+        no longer running closed or closes its pool as it ends). Calls still in flight with this client
+        on another loop may fail."""
         self._closed = True
         with self._pools_lock:
             unclaimed, self._unclaimed = self._unclaimed, None
             held = self._pools.pop(asyncio.get_running_loop(), None)
+            others = [(loop, pool) for loop, (pool, _) in self._pools.items()]
+        self._close_on_their_loops(others)
         if unclaimed is not None:
             await unclaimed.aclose()
         if held is not None:
@@ -703,7 +709,11 @@ class AsyncRewardClient(_Base):
         with self._pools_lock:
             self._unclaimed = None
             held = [(loop, pool) for loop, (pool, _) in self._pools.items()]
-        for loop, pool in held:
+        self._close_on_their_loops(held)
+
+    @staticmethod
+    def _close_on_their_loops(pools: list[tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]]) -> None:
+        for loop, pool in pools:
             if loop.is_running() and not loop.is_closed():
                 asyncio.run_coroutine_threadsafe(pool.aclose(), loop)
 

@@ -142,3 +142,41 @@ def test_one_async_client_serves_event_loops_in_several_threads_at_once() -> Non
     assert failures == []
     assert len(answered) == threads * loops_each
     assert len(set(answered)) == threads * loops_each  # one transport per loop, none shared
+
+
+@pytest.mark.timeout(60)
+def test_aclose_closes_the_pool_of_another_loop_still_running() -> None:
+    """A client used on a loop that runs for the life of the process (TRL's daemon loop, verl's and a
+    trainer's background loop) and closed from another (``asyncio.run(client.aclose())`` at the end of the
+    script): aclose closed only the running loop's pool, and the daemon loop's kept its connections open
+    for good, though the closed client would never send through them again. They are closed on their own
+    loop now, as ``configure()`` closes a pooled client the adapters no longer use."""
+    closed: list[int] = []
+    made: list[httpx.AsyncBaseTransport] = []
+
+    class Recorded(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, json={"status": "ok"})
+
+        async def aclose(self) -> None:
+            closed.append(id(self))
+
+    def transport() -> httpx.AsyncBaseTransport:
+        made.append(Recorded())
+        return made[-1]
+
+    client = AsyncRewardClient("http://rewardhub.test", transport=transport)
+    daemon = asyncio.new_event_loop()
+    thread = threading.Thread(target=daemon.run_forever, daemon=True)
+    thread.start()
+    try:
+        assert asyncio.run_coroutine_threadsafe(client.health(), daemon).result(30) == {"status": "ok"}
+        asyncio.run(client.aclose())
+        # the daemon loop runs what was handed to it in order: the close first, then this
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), daemon).result(30)
+        assert len(made) == 1 and closed == [id(made[0])]
+    finally:
+        daemon.call_soon_threadsafe(daemon.stop)
+        thread.join(10)
+        daemon.run_until_complete(daemon.shutdown_asyncgens())
+        daemon.close()
