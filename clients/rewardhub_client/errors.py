@@ -152,7 +152,9 @@ class APIError(RewardHubClientError):
             "retry_after_s": self.retry_after_s,
             "body": self.body,
         }
-        return (_rebuild, (type(self), self.message, fields))
+        # and its other attributes (a chunked batch's partial_results and failed_indices) as its state:
+        # rebuilt from its arguments alone, it reached the trainer without the rewards already computed
+        return (_rebuild, (type(self), self.message, fields), dict(self.__dict__))
 
 
 def _rebuild(cls: type[APIError], message: str, fields: dict[str, Any]) -> APIError:

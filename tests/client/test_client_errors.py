@@ -762,3 +762,22 @@ async def test_a_half_that_fails_first_does_not_stop_the_half_after_it() -> None
     partial = info.value.partial_results
     assert partial is not None
     assert [r.id if r is not None else None for r in partial] == [None, None, "2", "3"]
+
+
+def test_a_partly_answered_batch_keeps_its_results_across_pickling() -> None:
+    """An APIError was pickled as its constructor's arguments only: raised in a worker process (verl's Ray
+    reward workers with REWARDHUB_VERL_ON_REQUEST_FAILURE=raise, a process pool), a chunked batch's error
+    reached the trainer without ``partial_results`` and ``failed_indices``, the rewards the service had
+    already computed (a TransportError, pickled with its attributes, kept them)."""
+    import pickle
+
+    calls: list[str] = []
+    transport = httpx.MockTransport(_one_chunk_down(calls))
+    with RewardClient("http://svc", transport=transport, retry=FAST, chunk_size=1) as c:
+        with pytest.raises(ServiceUnavailable) as info:
+            c.score([{"id": i, "response": "x"} for i in ("a", "down", "b")], "math")
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is ServiceUnavailable and str(back) == str(info.value)
+    assert back.partial_results == info.value.partial_results and back.partial_results is not None
+    assert [r.id if r is not None else None for r in back.partial_results] == ["a", None, "b"]
+    assert list(back.failed_indices) == [1]
