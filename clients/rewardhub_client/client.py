@@ -227,6 +227,16 @@ class _Base:
         return wait
 
     @staticmethod
+    def _unsendable(exc: httpx.LocalProtocolError) -> RewardHubClientError:
+        """A request the HTTP library refuses to send (an illegal header value: an API key read from a file
+        with its newline): no try of it can succeed, so it is neither retried nor a :class:`TransportError`
+        (which callers take for an outage of the service)."""
+        return RewardHubClientError(
+            f"the request cannot be sent as it is: {exc} (is there a line break or another control "
+            "character in the API key or a header?)"
+        )
+
+    @staticmethod
     def _transport_error(exc: httpx.HTTPError) -> TransportError:
         if isinstance(exc, httpx.TimeoutException):
             return RequestTimeout(f"request timed out: {exc!r}")
@@ -384,6 +394,8 @@ class RewardClient(_Base):
                 if not resend_late:
                     raise self._late_answer(exc) from exc
                 err: Exception = self._transport_error(exc)
+            except httpx.LocalProtocolError as exc:
+                raise self._unsendable(exc) from exc
             except httpx.HTTPError as exc:
                 err = self._transport_error(exc)
             except APIError as exc:
@@ -673,6 +685,8 @@ class AsyncRewardClient(_Base):
                 if not resend_late:
                     raise self._late_answer(exc) from exc
                 err: Exception = self._transport_error(exc)
+            except httpx.LocalProtocolError as exc:
+                raise self._unsendable(exc) from exc
             except httpx.HTTPError as exc:
                 err = self._transport_error(exc)
             except APIError as exc:

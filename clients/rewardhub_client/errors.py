@@ -2,7 +2,8 @@
 
 ::
 
-    RewardHubClientError
+    RewardHubClientError        itself: a request the HTTP library refuses to send (an illegal header
+    │                           value, an API key with a line break); not retried
     ├── RewardUnavailable       the service cannot run a reward spec or a part of it (its check said so)
     ├── TransportError          the service could not be reached (connect error, timeout, broken connection)
     │   └── RequestTimeout

@@ -27,12 +27,14 @@ from rewardhub_client import (
     RequestTimeout,
     RetryPolicy,
     RewardClient,
+    RewardHubClientError,
     ServerError,
     ServiceUnavailable,
     TransportError,
     Unauthorized,
     UnknownReward,
 )
+from rewardhub_client._core import transient
 
 FAST = RetryPolicy(max_retries=3, backoff_s=0.001, max_backoff_s=0.01)
 OK_BODY: dict[str, Any] = {
@@ -781,3 +783,37 @@ def test_a_partly_answered_batch_keeps_its_results_across_pickling() -> None:
     assert back.partial_results == info.value.partial_results and back.partial_results is not None
     assert [r.id if r is not None else None for r in back.partial_results] == ["a", None, "b"]
     assert list(back.failed_indices) == [1]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_request_that_cannot_be_sent_is_not_retried_as_an_unreachable_service(asynchronous: bool) -> None:
+    """An API key read from a file with its newline ("Bearer abc\\n") makes every request one the HTTP
+    library refuses to send (httpx.LocalProtocolError, "Illegal header value"): it was taken for a
+    service that could not be reached, retried with backoff max_retries times on every call, and raised
+    as a TransportError, which the adapters and the trainer take for an outage (the items masked as
+    request_failed, the run going on). It is raised at once now, not as a TransportError, naming the
+    cause."""
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.LocalProtocolError("Illegal header value b'Bearer abc\\n'")
+
+    items = [{"response": "x"}, {"response": "y"}]
+    with pytest.raises(RewardHubClientError) as info:
+        if asynchronous:
+
+            async def run() -> None:
+                transport = httpx.MockTransport(handler)
+                async with AsyncRewardClient(
+                    "http://svc", transport=transport, retry=FAST, chunk_size=1
+                ) as c:
+                    await c.score(items, "math")
+
+            asyncio.run(run())
+        else:
+            with RewardClient("http://svc", transport=httpx.MockTransport(handler), retry=FAST) as c:
+                c.score(items, "math")
+    assert not isinstance(info.value, TransportError) and not transient(info.value)
+    assert "Illegal header value" in str(info.value)
+    assert len(calls) <= 2  # one try per chunk at most, no retry
