@@ -28,6 +28,7 @@ __all__ = [
     "service_url",
     "failure_mode",
     "partial_or_raise",
+    "plain",
     "token_count_keys",
     "token_ids_keys",
     "token_reads",
@@ -123,6 +124,23 @@ def partial_or_raise(exc: RewardHubClientError, on_request_failure: str) -> list
     if on_request_failure == "raise" or partial is None or all(r is None for r in partial):
         raise exc
     return partial
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars as Python lists and numbers, at any depth of its mappings
+    and lists (numpy is not imported here: anything with ``tolist()``). A trainer that reads its dataset
+    through pandas (verl, slime's parquet files) gives a structured reference's list fields as arrays: the
+    request could not be built with one inside (pydantic cannot serialize it), and one at the top was
+    sent as its ``str()``."""
+    if isinstance(value, str | bytes):
+        return value
+    if callable(getattr(value, "tolist", None)):
+        value = value.tolist()
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
 
 
 def warn_once(warned: list[bool], message: str, stacklevel: int = 1) -> None:

@@ -90,6 +90,7 @@ from rewardhub_client._adapters import (
     env_url,
     failure_mode,
     partial_or_raise,
+    plain,
     token_count_keys,
     token_ids_keys,
     warn_once,
@@ -215,6 +216,7 @@ def _as_reference(value: Any) -> Any:
 def _label(label: Any) -> tuple[str | RewardSpec, Any]:
     """A label as (reward spec, reference): a JSON task spec picks the reward, anything else is the
     reference for the default reward (as the service's ``/compat/slime/reward`` reads it)."""
+    label = plain(label)  # read from a parquet file through pandas: numpy arrays and scalars inside
     obj = label
     if isinstance(label, str) and label.lstrip().startswith("{"):
         try:

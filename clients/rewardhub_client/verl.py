@@ -88,6 +88,7 @@ from rewardhub_client._adapters import (
     env_url,
     failure_mode,
     partial_or_raise,
+    plain,
     token_reads,
     warn_once,
 )
@@ -192,9 +193,8 @@ def route(data_source: str) -> str | RewardSpec:
 
 
 def _reference(ground_truth: Any) -> Any:
-    if not isinstance(ground_truth, str | bytes) and callable(getattr(ground_truth, "tolist", None)):
-        # a numpy scalar or array: verl reads its dataset through pandas (numpy is not imported here)
-        ground_truth = ground_truth.tolist()
+    # verl reads its dataset through pandas: a structured ground truth's list fields are numpy arrays
+    ground_truth = plain(ground_truth)
     if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
         try:
             decoded = json.loads(ground_truth)

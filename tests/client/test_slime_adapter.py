@@ -412,3 +412,22 @@ def test_a_misconfiguration_fails_at_configure_naming_its_setting(monkeypatch: A
     monkeypatch.setenv("REWARDHUB_SLIME_INVALID_REWARD", "inf")
     with pytest.raises(ValueError, match="REWARDHUB_SLIME_INVALID_REWARD"):
         slime.configure("http://unused")
+
+
+def test_a_label_read_through_pandas_with_numpy_values_is_scored(live_server_factory: Any) -> None:
+    """A label read from a parquet file through pandas holds its list fields as numpy arrays: one at the
+    top was sent as its str() ("['6' '7']", no answer the reward could read), and one inside a task spec
+    or a reference object failed to build the request (pydantic cannot serialize it). Found in review."""
+    np = pytest.importorskip("numpy")
+    schema = {"type": "object", "required": np.array(["a"])}
+    with live_server_factory() as server:
+        slime.configure(server.url)
+        listed = Sample(prompt=CHATML, response="\\boxed{7}", label=np.array(["6", "7"]))  # type: ignore[arg-type]
+        spec = Sample(
+            prompt=CHATML,
+            response='{"a": 1}',
+            label={"verifier": "json_schema", "reference": schema},  # type: ignore[arg-type]
+        )
+        assert asyncio.run(slime.reward_func(None, listed)) == 1.0
+        assert asyncio.run(slime.reward_func(None, spec)) == 1.0
+    assert (listed.remove_sample, spec.remove_sample) == (False, False)

@@ -79,6 +79,30 @@ def test_numpy_ground_truths_from_a_parquet_dataset_are_scored(live_server_facto
         assert [b["score"] for b in batch] == [1.0, 0.0]
 
 
+def test_numpy_values_inside_a_structured_ground_truth_are_scored(live_server_factory: Any) -> None:
+    """A ``ground_truth`` that is an object (a JSON schema, code tests) read through pandas holds its list
+    fields as numpy arrays (and numbers as numpy scalars): only a top-level numpy value was converted, and
+    building the request failed for every sample (pydantic cannot serialize a numpy array) before
+    anything was sent. Found in review."""
+    np = pytest.importorskip("numpy")
+    schema = {
+        "type": "object",
+        "required": np.array(["a"]),
+        "properties": {"a": {"type": "integer", "maximum": np.int64(5)}},
+    }
+    with live_server_factory() as server:
+        verl.configure(server.url, default_reward="json_schema")
+        assert verl.compute_score("x", '{"a": 1}', schema)["score"] == 1.0
+        assert verl.compute_score("x", '{"a": 9}', schema)["score"] == 0.0
+        batch = verl.compute_score_batch(
+            data_sources=["x", "x"],
+            solution_strs=['{"a": 2}', '{"b": 2}'],
+            ground_truths=[schema, schema],
+            extra_infos=[{}, {}],
+        )
+        assert [b["score"] for b in batch] == [1.0, 0.0]
+
+
 def test_verl_extra_keys_are_the_same_for_every_item(live_server_factory: Any) -> None:
     # verl appends each returned key per sample and requires every list to be as long as the batch:
     # an invalid item (no components) or another reward (other components) must not change the keys.
