@@ -520,13 +520,16 @@ class RewardClient(_Base):
         """None when ``/ready`` answers 200, else why not (see :meth:`_not_ready`)."""
         try:
             return self._not_ready(self._pool().get("/ready", timeout=self._probe_timeout(timeout_s)))
+        except httpx.LocalProtocolError as exc:
+            raise self._unsendable(exc) from exc  # no probe of it can succeed: not a service not ready
         except httpx.HTTPError as exc:
             return f"no answer: {exc!r}"
 
     def wait_until_ready(self, timeout_s: float = 60.0, interval_s: float = 0.25) -> None:
         """Block until ``/ready`` answers 200; raise :class:`TransportError` after ``timeout_s`` (a probe
         never waits past it), saying what the last probe found missing (the failing checks), or that
-        nothing answered."""
+        nothing answered. A probe the HTTP library refuses to send (a header with a line break) raises
+        at once."""
         deadline = time.monotonic() + timeout_s
         while (why := self._probe(deadline - time.monotonic())) is not None:
             if time.monotonic() > deadline:
@@ -857,6 +860,8 @@ class AsyncRewardClient(_Base):
         try:
             pool = await self._pool()
             return self._not_ready(await pool.get("/ready", timeout=self._probe_timeout(timeout_s)))
+        except httpx.LocalProtocolError as exc:
+            raise self._unsendable(exc) from exc
         except httpx.HTTPError as exc:
             return f"no answer: {exc!r}"
 

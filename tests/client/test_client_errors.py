@@ -817,3 +817,30 @@ def test_a_request_that_cannot_be_sent_is_not_retried_as_an_unreachable_service(
     assert not isinstance(info.value, TransportError) and not transient(info.value)
     assert "Illegal header value" in str(info.value)
     assert len(calls) <= 2  # one try per chunk at most, no retry
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_readiness_probe_that_cannot_be_sent_is_raised_at_once(asynchronous: bool) -> None:
+    """wait_until_ready with an API key holding a newline probed until its timeout, every probe refused
+    by the HTTP library before it was sent, then said the service was not ready: no probe can succeed,
+    so the first raises, naming the cause (as every other call does)."""
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.LocalProtocolError("Illegal header value b'Bearer abc\\n'")
+
+    with pytest.raises(RewardHubClientError) as info:
+        if asynchronous:
+
+            async def run() -> None:
+                async with AsyncRewardClient("http://svc", transport=httpx.MockTransport(handler)) as c:
+                    await c.wait_until_ready(timeout_s=1.0, interval_s=0.01)
+
+            asyncio.run(run())
+        else:
+            with RewardClient("http://svc", transport=httpx.MockTransport(handler)) as c:
+                c.wait_until_ready(timeout_s=1.0, interval_s=0.01)
+    assert not isinstance(info.value, TransportError) and "Illegal header value" in str(info.value)
+    assert len(calls) == 1
