@@ -1516,6 +1516,54 @@ async def test_an_exception_class_of_the_solution_is_caught_as_the_builtin_one_i
     assert bad["valid"] and bad["details"]["pass_mask"] == "010", bad
 
 
+async def test_tests_catch_an_exception_class_the_solution_defines(client: httpx.AsyncClient) -> None:
+    """Tests that expect the solution's own exception (``except InsufficientFunds``, a pytest.raises-style
+    check, ``from solution import InsufficientFunds``) met the class as a handle into the solution's
+    process, and Python refused to catch it ("catching classes that do not inherit from BaseException is
+    not allowed"): every correct solution failed. The class is a genuine exception class in the tests now,
+    its exceptions caught as in one process, their attributes the solution's."""
+    solution = (
+        "class BankError(Exception):\n    code = 7\n"
+        "class InsufficientFunds(BankError):\n    def __init__(self, need):\n"
+        "        super().__init__(f'need {need}')\n        self.need = need\n"
+        "def withdraw(balance, amount):\n    if amount < 0:\n        raise BankError('negative')\n"
+        "    if amount > balance:\n        raise InsufficientFunds(amount - balance)\n    return balance - amount\n"
+        "def error():\n    return InsufficientFunds(1)\n"
+        "def handle(e):\n    return f'short by {e.need}' if isinstance(e, InsufficientFunds) else 'other'\n"
+    )
+    raises = (
+        "class raises:\n    def __init__(self, cls):\n        self.cls = cls\n    def __enter__(self):\n"
+        "        return self\n    def __exit__(self, t, v, tb):\n        self.caught = t is not None and issubclass(t, self.cls)\n"
+        "        return self.caught\n"
+    )
+    tests = [
+        "try:\n    withdraw(5, -1)\nexcept BankError as e:\n    assert str(e) == 'negative'\nelse:\n    assert False",
+        "try:\n    withdraw(5, 8)\nexcept BankError as e:\n    assert e.need == 3 and e.code == 7 and str(e) == 'need 3'\n"
+        "else:\n    assert False",
+        "try:\n    withdraw(5, -1)\nexcept InsufficientFunds:\n    assert False\nexcept BankError:\n    pass",
+        raises + "with raises(InsufficientFunds) as r:\n    withdraw(1, 2)\nassert r.caught",
+        "from solution import BankError as E\ntry:\n    withdraw(1, 2)\nexcept (KeyError, E):\n    pass\n"
+        "else:\n    assert False",
+        "assert isinstance(error(), BankError) and issubclass(InsufficientFunds, BankError)\n"
+        "assert issubclass(BankError, Exception) and BankError.code == 7",
+        "assert withdraw(5, 2) == 3",
+        # made by the tests: the solution's own object, which the solution can inspect
+        "e = InsufficientFunds(2)\nassert handle(e) == 'short by 2' and e.need == 2 and str(e) == 'need 2'\n"
+        "try:\n    raise BankError('x')\nexcept BankError as e:\n    assert e.code == 7 and handle(e) == 'other'",
+        "class Mine(BankError):\n    pass\ntry:\n    raise Mine('m')\nexcept BankError as e:\n"
+        "    assert str(e) == 'm' and type(e) is Mine and e.code == 7",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    # a solution raising the wrong one of its classes, or none, still fails
+    wrong = solution.replace("raise BankError('negative')", "raise InsufficientFunds(0)")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "010111111", bad
+    silent = solution.replace("raise InsufficientFunds(amount - balance)", "return 0")
+    bad = await _one(client, f"```python\n{silent}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "101001111", bad
+
+
 async def test_a_pytest_function_that_loses_the_solution_does_not_fail_the_functions_after_it(
     client: httpx.AsyncClient,
 ) -> None:

@@ -278,3 +278,37 @@ async def test_a_stop_iteration_from_the_solution_does_not_end_the_tests_iterati
     catching = "try:\n    is_prime(-1)\nexcept ValueError:\n    pass\nelse:\n    assert False\n"
     (result,) = await _score(client, [{"response": raises, "reference": {"tests": catching}}])
     assert result["score"] == 1.0, result
+
+
+async def test_an_exception_class_of_the_solution_cannot_be_control_flow_in_the_judge(
+    client: httpx.AsyncClient,
+) -> None:
+    """The solution's exception classes are genuine classes in the judge (so the tests can catch them),
+    built from the bases the solution names. No base may make one end the tests' iteration (a
+    StopIteration inside `map`: `all(...)` of nothing is True) or escape the tests' handlers (SystemExit,
+    KeyboardInterrupt, GeneratorExit, BaseException), whether the class is the solution's own or a message
+    it forged: such a base is Exception's there."""
+    tests = "assert all(map(is_prime, [2, 3, 5, 7]))\nassert not any(map(is_prime, [4, 6, 8]))\n"
+    raising = "class Stop({base}):\n    pass\ndef is_prime(n):\n    raise Stop\n"
+    bases = ["StopIteration", "StopAsyncIteration", "SystemExit", "KeyboardInterrupt", "GeneratorExit"]
+    cheats = [raising.format(base=b) for b in bases]
+    cheats.append(raising.format(base="BaseException"))
+    forged_bases = [{"Y": b} for b in [*bases, "BaseException", "object"]] + [{"H": 1}]
+    forged = (
+        "import sys\nguest = sys.modules['rh_guest']\n"
+        f"guest._exception_class = lambda codec, exc: [{{'E': [1, 'Stop\\x00', {forged_bases!r}]}}, {{'H': 1}}]\n"
+    )
+    cheats.append(forged + "def is_prime(n):\n    raise ValueError(n)\n")
+    results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
+    for cheat, result in zip(cheats, results, strict=True):
+        assert result["valid"] and result["score"] == 0.0, (cheat, result)
+    # nor can a flood of forged classes, each kept by the judge for the run, leave it without memory
+    flood = (
+        "import sys\nguest = sys.modules['rh_guest']\n"
+        "def is_prime(n):\n    return [{'E': [i, 'E', [{'Y': 'ValueError'}]]} for i in range(20000)]\n"
+        "guest._Codec.enc = lambda self, x, depth=0: x if type(x) is list else guest._Codec.enc0(self, x, depth)\n"
+    )
+    cheat = "import sys\nsys.modules['rh_guest']._Codec.enc0 = sys.modules['rh_guest']._Codec.enc\n" + flood
+    (result,) = await _score(client, [{"response": cheat, "reference": {"tests": tests}}])
+    assert result["valid"] and result["score"] == 0.0, result
+    assert "too many exception classes" in result["details"]["tests"][0]["message"], result

@@ -27,8 +27,10 @@ Two modes:
   crossing back are rebuilt from builtin types only (a ``list`` subclass is read through
   ``list.__iter__``, so an overridden ``__eq__`` never reaches a comparison); anything else stays an
   opaque handle that compares equal only to itself and supports only structural access (call,
-  attribute, item, iteration, ``len``, ``bool``, ``str``); a list, dict or set argument a call changed
-  in place comes back so too, written into the caller's object (:class:`_Called`). Every ``assert``
+  attribute, item, iteration, ``len``, ``bool``, ``str``), but for an exception class the solution
+  defines, which is a genuine class of the judge's for the tests to catch (:class:`_RemoteClass`); a
+  list, dict or set argument a call changed in place comes back so too, written into the caller's object
+  (:class:`_Called`). Every ``assert``
   statement of the tests is
   one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
   stdout/stderr go to the sandbox's stderr, never to the verdict channel.
@@ -260,19 +262,24 @@ class _Codec:
     everything else is a one-key object: ``{"T": [...]}`` tuple, ``{"D": [[k, v], ...]}`` dict,
     ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
     ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
-    ``{"H"|"R": number}``.
+    ``{"H"|"R": number}``; an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
+    for the judge to stand a genuine exception class in for it (:class:`_RemoteClass`).
 
     ``local`` holds this side's objects that the other side refers to by number. Builtin subclasses are
     read through the *base* type's methods, so their overrides are never called and the other side gets
     a genuine ``int``/``str``/``list``/...
     """
 
-    def __init__(self, handle_tag: str, foreign_tag: str, make_proxy: Any):
+    def __init__(self, handle_tag: str, foreign_tag: str, make_proxy: Any, *, judge: bool = False):
         self.local: dict[int, Any] = {}
         self.handle_tag = handle_tag  # tag of our objects as the other side sees them
         self.foreign_tag = foreign_tag  # tag of the other side's objects
         self.make_proxy = make_proxy
         self.proxies: dict[int, Any] = {}
+        # The judge's side takes the solution's exception classes in as classes of its own ("E"), and
+        # the solution's side sends them so.
+        self.judge = judge
+        self.mirrors: dict[int, _RemoteClass] = {}
 
     def ref(self, obj: Any) -> dict[str, int]:
         key = id(obj)
@@ -310,6 +317,16 @@ class _Codec:
             name = getattr(x, "__name__", "")
             if getattr(builtins, name, None) is x:
                 return {"Y": name}
+        if t is _RemoteClass and "_rh_id" in x.__dict__:  # (the judge's) a class of the solution's, back
+            return {self.foreign_tag: x.__dict__["_rh_id"]}
+        if type(t) is _RemoteClass:  # an exception the solution raised, going back as itself
+            remote = x.__dict__.get("_rh_remote")
+            if type(remote) is _Proxy:
+                return self.enc(remote, d)
+        if not self.judge and issubclass(t, type) and _is_exception_class(x):
+            return {
+                "E": [self.ref(x)[self.handle_tag], str(x.__name__), [self.enc(b, d) for b in x.__bases__]]
+            }
         # Subclasses of builtins: read through the base type, never through the subclass's methods.
         if isinstance(x, int):
             return int.__int__(x)
@@ -360,6 +377,9 @@ class _Codec:
                 return frozenset([self.dec(e, d) for e in v])
             if tag == "C" and len(v) == 2 and all(type(e) in (int, float) for e in v):
                 return complex(v[0], v[1])
+            if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
+                if type(v[2]) is list:
+                    return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
         elif tv is str:
             if tag == "B":
                 return v.encode("latin-1")
@@ -542,8 +562,11 @@ class _Channel:
                 if len(msg) == 3 and writes is not None and type(msg[2]) is list:
                     writes.extend(msg[2])
                 return self.codec.dec(msg[1])
-            if kind == "x" and len(msg) == 3 and type(msg[1]) is str and type(msg[2]) is str:
-                raise _remote_exception(msg[1], msg[2])
+            if kind == "x" and len(msg) in (3, 5) and type(msg[1]) is str and type(msg[2]) is str:
+                # (the judge's) with the exception's class and the exception itself: the solution's own
+                # exception classes are classes here too (see _RemoteClass)
+                extra = [self.codec.dec(e) for e in msg[3:]] if self.codec.judge else []
+                raise _remote_exception(msg[1], msg[2], *extra)
             if kind == "q" and len(msg) == 3:
                 self.serve_one(msg)
                 continue
@@ -561,6 +584,8 @@ class _Channel:
             raise
         except BaseException as exc:  # the callee's failure is data for the caller
             reply = ["x", _builtin_name(exc), _short(exc)]
+            if not self.codec.judge:
+                reply += _exception_class(self.codec, exc)
         if writes:
             try:
                 self.send([*reply, writes])
@@ -687,7 +712,33 @@ class RemoteError(Exception):
 _NOT_REBUILT = frozenset({"StopIteration", "StopAsyncIteration"})
 
 
-def _remote_exception(name: str, message: str) -> BaseException:
+def _exception_class(codec: _Codec, exc: BaseException) -> list[Any]:
+    """(The solution's side) ``[class, exception]`` encoded, for an exception of a class the solution
+    defined (the judge rebuilds it as an instance of its stand-in for the class, :class:`_RemoteClass`),
+    else nothing."""
+    try:
+        cls = codec.enc(type(exc))
+        if type(cls) is not dict or "E" not in cls:
+            return []
+        exc.__traceback__ = None  # (kept for the judge's attribute reads: not its frames)
+        return [cls, codec.ref(exc)]
+    except BaseException:  # (a class nested too deeply, a metaclass misbehaving: by name, as before)
+        return []
+
+
+def _remote_exception(name: str, message: str, cls: Any = None, remote: Any = None) -> BaseException:
+    """The exception the caller raises for the callee's: an instance of the judge's stand-in for a class
+    the solution defined (``cls``), which the tests' ``except SolutionError`` catches, with the solution's
+    exception object (``remote``) behind its attributes; else the nearest builtin class (``name``)."""
+    if type(cls) is _RemoteClass:
+        try:
+            exc: BaseException = type.__call__(cls, message)
+        except Exception:  # (a base whose constructor wants more, UnicodeDecodeError's: by name)
+            pass
+        else:
+            if type(remote) is _Proxy:
+                exc.__dict__["_rh_remote"] = remote
+            return exc
     # Only builtin Exception subclasses are rebuilt, so test code can still ``except ValueError``; a
     # SystemExit or KeyboardInterrupt in the solution must not stop the judge.
     cls = getattr(builtins, name, None)
@@ -798,6 +849,112 @@ class _Proxy:
 
     def __repr__(self) -> str:
         return str(_expect(_op(self, "repr"), str))
+
+
+def _is_exception_class(cls: Any) -> bool:
+    try:
+        return issubclass(cls, BaseException)
+    except Exception:  # (the solution's own metaclass misbehaving: a handle, as any other class)
+        return False
+
+
+def _rebuildable(cls: Any) -> bool:
+    """Whether the judge may rebuild exceptions of ``cls``: a builtin Exception class that is not control
+    flow to the code that catches it (see _NOT_REBUILT); a SystemExit must not stop the judge."""
+    if type(cls) is not type or not issubclass(cls, Exception):
+        return False
+    name = cls.__name__
+    return name not in _NOT_REBUILT and getattr(builtins, name, None) is cls
+
+
+class _RemoteClass(type):
+    """(The judge's) the metaclass of its stand-ins for the solution's exception classes.
+
+    The tests' ``except SolutionError`` (SolutionError a class the solution defined) needs a genuine
+    exception class: a proxy made Python raise ``TypeError: catching classes that do not inherit from
+    BaseException is not allowed``, and every correct solution failed. So each such class of the solution
+    is a class here too, built by the judge (:func:`_mirror_class`) from its name and bases, where a base
+    is a builtin Exception class (:func:`_rebuildable`) or another such stand-in and nothing else (no
+    method of the solution's runs here; a SystemExit, a StopIteration or a BaseException base is
+    Exception's, as the solution's exceptions were). An exception the solution raises is an instance of
+    its class's stand-in (:func:`_remote_exception`), its other attributes read from the solution's
+    exception object. The class's own attributes are read from the solution's class, and
+    ``isinstance``/``issubclass`` of the solution's objects are the solution's to answer, as a proxy's."""
+
+    # (A subclass the tests define of one is a class of theirs: none of the below reaches the solution.)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        """``SolutionError("x")`` in the tests: the solution's own exception, made by its class (the
+        tests' ``handle(NotFound())`` hands the solution an object it can inspect), as raised ones."""
+        proxy = cls.__dict__.get("_rh_proxy")
+        if proxy is None:
+            return type.__call__(cls, *args, **kwargs)
+        remote = proxy(*args, **kwargs)
+        if type(remote) is not _Proxy:  # (a class whose __new__ returns something else: that)
+            return remote
+        return _remote_exception("Exception", str(remote), cls, remote)
+
+    def __getattr__(cls, name: str) -> Any:
+        if not name.startswith("__") and not name.startswith("_rh_"):
+            for klass in cls.__mro__:  # (the nearest of the solution's classes: a subclass of the tests')
+                proxy = klass.__dict__.get("_rh_proxy")
+                if proxy is not None:
+                    return getattr(proxy, name)
+        raise AttributeError(name)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        proxy = cls.__dict__.get("_rh_proxy")
+        if proxy is not None and type(instance) is _Proxy:
+            return _Proxy.__instancecheck__(proxy, instance)
+        return type.__instancecheck__(cls, instance)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        proxy = cls.__dict__.get("_rh_proxy")
+        if proxy is not None and type(subclass) is _Proxy:
+            return _Proxy.__subclasscheck__(proxy, subclass)
+        return type.__subclasscheck__(cls, subclass)
+
+
+def _remote_attribute(self: BaseException, name: str) -> Any:
+    """``__getattr__`` of the stand-ins' instances: an attribute of the solution's exception object (of
+    its class, for an instance of a subclass the tests defined)."""
+    if name.startswith("__") or name.startswith("_rh_"):
+        raise AttributeError(name)
+    remote = self.__dict__.get("_rh_remote")
+    return getattr(type(self) if remote is None else remote, name)
+
+
+_MAX_MIRRORS = 10_000
+
+
+def _mirror_class(codec: _Codec, ident: int, name: str, bases: list[Any]) -> _RemoteClass:
+    """The judge's stand-in for the solution's exception class ``ident`` (see :class:`_RemoteClass`)."""
+    known = codec.mirrors.get(ident)
+    if known is not None:
+        return known
+    if len(codec.mirrors) >= _MAX_MIRRORS:  # (kept for the run: a flood of them is no program's)
+        raise _ProtocolError("too many exception classes")
+    if not name.isidentifier():
+        name = "RemoteError"
+    kept = tuple(b for b in bases if type(b) is _RemoteClass or _rebuildable(b)) or (Exception,)
+    ns = {
+        "__module__": "solution",
+        "__qualname__": name,
+        "__getattr__": _remote_attribute,
+        "_rh_id": ident,
+        "_rh_proxy": codec._proxy(codec.foreign_tag, ident),
+    }
+    try:
+        cls = _RemoteClass(name, kept, ns)
+    except TypeError:  # (bases whose layouts or orders conflict: only a forged message has them)
+        cls = _RemoteClass(name, (Exception,), ns)
+    codec.mirrors[ident] = cls
+    return cls
+
+
+def _foreign(obj: Any) -> bool:
+    """Whether ``obj`` (in the judge) is the solution's: a proxy, or a stand-in for its exception class."""
+    return type(obj) is _Proxy or (type(obj) is _RemoteClass and "_rh_proxy" in obj.__dict__)
 
 
 def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
@@ -1109,7 +1266,7 @@ def _run_judge(
     header: dict[str, Any], secret: dict[str, Any], emit: _Emitter, child: int, wfd: int, rfd: int
 ) -> None:
     global _CHANNEL
-    codec = _Codec("R", "H", _Proxy)
+    codec = _Codec("R", "H", _Proxy, judge=True)
     chan = _Channel(rfd, wfd, codec, lambda op, args: _serve(codec, op, args, _JUDGE_SERVES))
     _CHANNEL = chan
     judge = _Judge(emit, secret, child, chan)
@@ -1195,7 +1352,7 @@ def _run_judge(
         try:
             exec(code, ns)
             # Only a `check` the tests define (one from the solution would be a proxy).
-            if per_assert and entry_point and callable(ns.get("check")) and type(ns["check"]) is not _Proxy:
+            if per_assert and entry_point and callable(ns.get("check")) and not _foreign(ns["check"]):
                 candidate = ns.get(entry_point)
                 if candidate is None:
                     raise NameError(f"the solution does not define {entry_point!r}")
@@ -1258,7 +1415,7 @@ def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:
                 fn = getattr(owner(), name)
             else:
                 fn = ns.get(name)
-                if not callable(fn) or type(fn) is _Proxy:
+                if not callable(fn) or _foreign(fn):
                     continue
             fn()
         except (_Gone, _ProtocolError) as exc:
@@ -1321,7 +1478,7 @@ def _shadowing(ns: dict[str, Any], entry_point: Any, codes: list[Any]) -> list[s
     if entry_point:
         return [k for k in shadowing if k != entry_point]
     used = set().union(*(_global_names(code) for code in codes))
-    if any(type(ns.get(k)) is _Proxy for k in used if k not in shadowing):
+    if any(_foreign(ns.get(k)) for k in used if k not in shadowing):
         return shadowing
     return []
 
