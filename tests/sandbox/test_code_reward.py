@@ -1453,6 +1453,44 @@ async def test_python_functions_that_change_their_arguments_in_place(client: htt
     assert bad["valid"] and bad["details"]["pass_mask"] == "11110", bad
 
 
+async def test_collections_dicts_and_lists_in_tuples_changed_in_place_come_back(
+    client: httpx.AsyncClient,
+) -> None:
+    """The write-back of arguments a call changed in place took only a plain list, dict or set: an
+    OrderedDict, a Counter or a defaultdict the tests passed (or their own dict subclass) came back
+    unchanged, and so did a list inside a tuple argument (``f((nums, x))``). The solution got a plain dict
+    for each of collections' dicts too, so ``counts[w] += 1`` on a new key or ``graph[u].append(v)`` raised
+    KeyError and ``move_to_end`` did not exist. They cross as themselves now, and come back like a dict."""
+    solution = (
+        "def count(c, words):\n    for w in words:\n        c[w] += 1\n"
+        "def add_edge(g, u, v):\n    g[u].append(v)\n"
+        "def touch(od, k):\n    od.move_to_end(k)\n    if len(od) > 2:\n        od.popitem(last=False)\n"
+        "def push(pair):\n    pair[0].append(pair[1])\n"
+        "def fill(rows):\n    for name, xs in rows:\n        xs.append(name)\n"
+        "def put(d):\n    d['x'] = 1\n"
+        "def size(c):\n    return len(c)\n"
+    )
+    tests = (
+        "from collections import Counter, OrderedDict, defaultdict\n\n"
+        "def test_counter():\n    c = Counter(a=1)\n    count(c, ['a', 'b'])\n"
+        "    assert c == Counter(a=2, b=1) and type(c) is Counter\n\n"
+        "def test_defaultdict():\n    g = defaultdict(list)\n    add_edge(g, 1, 2)\n    add_edge(g, 1, 3)\n"
+        "    assert g == {1: [2, 3]} and g[5] == []\n\n"
+        "def test_ordered_dict():\n    od = OrderedDict([('a', 1), ('b', 2), ('c', 3)])\n    touch(od, 'a')\n"
+        "    assert list(od) == ['c', 'a']\n\n"
+        "def test_tuple():\n    nums = [1]\n    push((nums, 2))\n    assert nums == [1, 2]\n\n"
+        "def test_tuples_in_a_list():\n    a, b = [], []\n    fill([('x', a), ('y', b)])\n    assert a == ['x'] and b == ['y']\n\n"
+        "def test_own_dict_class():\n    class D(dict):\n        pass\n    d = D()\n    put(d)\n    assert d == {'x': 1}\n\n"
+        "def test_unchanged():\n    c = Counter('aab')\n    assert size(c) == 2 and c == Counter(a=2, b=1)\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    # changing one the tests expect unchanged fails them, as it would in one process
+    sneaky = solution.replace("return len(c)", "n = len(c)\n    c.clear()\n    return n")
+    bad = await _one(client, f"```python\n{sneaky}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "1111110", bad
+
+
 async def test_a_listed_test_that_loses_the_solution_does_not_fail_the_tests_after_it(
     client: httpx.AsyncClient,
 ) -> None:

@@ -262,7 +262,8 @@ class _Codec:
     everything else is a one-key object: ``{"T": [...]}`` tuple, ``{"D": [[k, v], ...]}`` dict,
     ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
     ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
-    ``{"H"|"R": number}``; an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
+    ``{"H"|"R": number}``; ``{"O": [kind, default_factory, [[k, v], ...]]}`` is an ``OrderedDict``,
+    ``Counter`` or ``defaultdict`` (:data:`_DICTS`); an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
     for the judge to stand a genuine exception class in for it (:class:`_RemoteClass`).
 
     ``local`` holds this side's objects that the other side refers to by number. Builtin subclasses are
@@ -327,6 +328,9 @@ class _Codec:
             return {
                 "E": [self.ref(x)[self.handle_tag], str(x.__name__), [self.enc(b, d) for b in x.__bases__]]
             }
+        if t in _dict_types():  # collections' own (their subclasses: plain dicts, below)
+            factory = self.enc(x.default_factory, d) if t.__name__ == "defaultdict" else None
+            return {"O": [t.__name__, factory, [[self.enc(k, d), self.enc(v, d)] for k, v in t.items(x)]]}
         # Subclasses of builtins: read through the base type, never through the subclass's methods.
         if isinstance(x, int):
             return int.__int__(x)
@@ -377,6 +381,8 @@ class _Codec:
                 return frozenset([self.dec(e, d) for e in v])
             if tag == "C" and len(v) == 2 and all(type(e) in (int, float) for e in v):
                 return complex(v[0], v[1])
+            if tag == "O" and len(v) == 3 and v[0] in _DICTS and type(v[2]) is list:
+                return self._dict(v[0], v[1], v[2], d)
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
                 if type(v[2]) is list:
                     return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
@@ -406,11 +412,41 @@ class _Codec:
                 return self._proxy(tag, v)
         raise _ProtocolError("malformed value")
 
+    def _dict(self, kind: str, factory: Any, pairs: list[Any], depth: int) -> dict[Any, Any]:
+        import collections
+
+        if kind == "defaultdict":
+            default = self.dec(factory, depth)
+            if default is not None and not callable(default):
+                raise _ProtocolError("malformed defaultdict")
+            out: dict[Any, Any] = collections.defaultdict(default)
+        else:
+            out = getattr(collections, kind)()
+        for pair in pairs:
+            if type(pair) is not list or len(pair) != 2:
+                raise _ProtocolError("malformed dict")
+            out[self.dec(pair[0], depth)] = self.dec(pair[1], depth)
+        return out
+
     def _proxy(self, tag: str, ident: int) -> Any:
         p = self.proxies.get(ident)
         if p is None:
             p = self.proxies[ident] = self.make_proxy(tag, ident)
         return p
+
+
+# The dicts of ``collections`` that cross as themselves: a function of the solution's changing the
+# Counter or defaultdict the tests passed (``counts[x] += 1``) got a plain dict (KeyError), and an
+# OrderedDict's order (``move_to_end``) was lost.
+_DICTS = ("OrderedDict", "Counter", "defaultdict")
+
+
+def _dict_types() -> tuple[type, ...]:
+    """The classes of :data:`_DICTS`, if ``collections`` was imported (else no object is of them)."""
+    collections = sys.modules.get("collections")
+    if collections is None:
+        return ()
+    return tuple(getattr(collections, name) for name in _DICTS)
 
 
 def _json_codec() -> tuple[Any, Any]:
@@ -601,8 +637,8 @@ class _Called:
     Arguments cross by value, so a function that changes a list, dict or set it was given in place
     (LeetCode's "rotate nums in place, return nothing") changed only its own copy, and the caller's
     tests saw no change: every correct solution failed them. :meth:`writes` says which of them the
-    call changed, and how they read now, for the caller to write back into its own objects
-    (:func:`_write_back`)."""
+    call changed (a tuple, when a list, dict or set in it changed), and how they read now, for the
+    caller to write back into its own objects (:func:`_write_back`)."""
 
     __slots__ = ("args", "kwargs", "received", "value")
 
@@ -610,7 +646,8 @@ class _Called:
         self.value, self.args, self.kwargs, self.received = value, args, kwargs, received
 
     def writes(self, codec: _Codec) -> list[Any]:
-        """``[position or keyword, encoded value]`` for each list, dict or set argument the call changed."""
+        """``[position or keyword, encoded value]`` for each list, dict, set or tuple argument the call
+        changed."""
         out: list[Any] = []
         args, kwargs = self.received
         if type(args) is not dict or type(kwargs) is not dict or list(args) != ["T"] or list(kwargs) != ["D"]:
@@ -620,9 +657,13 @@ class _Called:
             *((k, a, sent_args[k]) for k, a in enumerate(self.args)),
             *((k, a, sent_kwargs.get(k)) for k, a in self.kwargs.items()),
         ):
-            if type(arg) in _IN_PLACE:
+            if isinstance(arg, _WRITTEN):  # (decoded: builtin types, and collections' dicts)
                 try:
-                    if arg == sent:  # (a list of plain scalars, unchanged: its own tree, compared in C)
+                    # (a list of plain scalars, unchanged, is its own tree, compared in C; a tuple's
+                    # elements are the tree's)
+                    if type(arg) is tuple and type(sent) is dict and list(arg) == sent.get("T"):
+                        continue
+                    if arg == sent:
                         continue
                     now = codec.enc(arg)
                 except Exception:  # (nested too deeply, an element's own __eq__ failing: left as it was)
@@ -632,8 +673,9 @@ class _Called:
         return out
 
 
-# The argument types a call's changes are written back into (see _Called).
-_IN_PLACE = (list, dict, set)
+# The argument types a call's changes are written back into (see _Called and _assign: their subclasses
+# too, the caller's own objects, an OrderedDict, a Counter, a defaultdict; a tuple, by its elements).
+_WRITTEN = (list, dict, set, tuple)
 
 
 def _write_back(args: tuple[Any, ...], kwargs: dict[str, Any], writes: list[Any], codec: _Codec) -> None:
@@ -663,23 +705,46 @@ def _judges(obj: Any) -> bool:
 
 
 def _assign(old: Any, new: Any, depth: int = 0) -> bool:
-    """Make ``old`` (a list, dict or set) hold what ``new`` does, in place; False when it cannot (another
-    type), for the caller to put ``new`` in its place."""
-    t = type(old)
-    if depth > 200 or t is not type(new) or t not in _IN_PLACE:
+    """Make ``old`` (a list, dict or set, or a subclass's: the caller's own object, changed through its own
+    methods) hold what ``new`` (a decoded value) does, in place; a tuple, by its elements. False when it
+    cannot (another type, a tuple's other element), for the caller to put ``new`` in its place.
+
+    A subclass's object was passed over (an OrderedDict, a Counter, a defaultdict argument came back
+    unchanged), and so was a tuple (``f((nums,))``: the list in it)."""
+    if depth > 200:
         return False
+    if isinstance(old, tuple):
+        if type(new) is not tuple or len(new) != len(old):
+            return False
+        same = True
+        for i in range(len(old)):  # (every element, the ones after one that is not the same too)
+            same = _assign_element(old[i], new[i], depth) and same
+        return same
     if _judges(old):
         return False  # a namespace (the tests handing over their globals()): its hooks stay the judge's
-    if t is list:
+    if isinstance(old, list) and isinstance(new, list):
         old[:] = [old[i] if i < len(old) and _assign(old[i], v, depth + 1) else v for i, v in enumerate(new)]
-    elif t is dict:
+    elif isinstance(old, dict) and isinstance(new, dict):
         kept = {k: old[k] if k in old and _assign(old[k], v, depth + 1) else v for k, v in new.items()}
         old.clear()
-        old.update(kept)
-    else:
+        for k, v in kept.items():  # (in the new order: an OrderedDict's `update` keeps it too, a
+            old[k] = v  # Counter's adds: one key at a time)
+    elif isinstance(old, set) and isinstance(new, set):
         old.clear()
         old.update(new)
+    else:
+        return False
     return True
+
+
+def _assign_element(old: Any, new: Any, depth: int) -> bool:
+    """Whether a tuple's element ``old`` holds what ``new`` does (changed in place where it can be)."""
+    if _assign(old, new, depth + 1):
+        return True
+    try:
+        return bool(old is new or old == new)
+    except Exception:  # (the caller's own object's __eq__ failing: the tuple is replaced)
+        return False
 
 
 def _builtin_name(exc: BaseException) -> str:
