@@ -1491,6 +1491,26 @@ async def test_collections_dicts_and_lists_in_tuples_changed_in_place_come_back(
     assert bad["valid"] and bad["details"]["pass_mask"] == "1111110", bad
 
 
+async def test_arguments_changed_by_a_call_that_raises_come_back(client: httpx.AsyncClient) -> None:
+    """A call's changes to its list, dict or set arguments were written back only when it returned: one
+    that raised after changing them (a queue drained up to a bad item, then ValueError) left the tests'
+    objects as they were, where in one process the tests see what it did before raising."""
+    solution = (
+        "class BadItem(Exception):\n    pass\n"
+        "def drain(queue, seen):\n    while queue:\n        x = queue.pop(0)\n        if x < 0:\n"
+        "            raise ValueError(x)\n        if x == 0:\n            raise BadItem(x)\n        seen.add(x)\n"
+    )
+    tests = [
+        "q, seen = [1, -2, 3], set()\ntry:\n    drain(q, seen)\nexcept ValueError:\n    pass\n"
+        "assert q == [3] and seen == {1}",
+        "q, seen = [4, 0, 5], {9}\ntry:\n    drain(q, seen=seen)\nexcept BadItem:\n    pass\n"
+        "assert q == [5] and seen == {4, 9}",
+        "q, seen = [1, 2], set()\ndrain(q, seen)\nassert q == [] and seen == {1, 2}",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+
+
 async def test_a_listed_test_that_loses_the_solution_does_not_fail_the_tests_after_it(
     client: httpx.AsyncClient,
 ) -> None:

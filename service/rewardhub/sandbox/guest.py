@@ -598,10 +598,13 @@ class _Channel:
                 if len(msg) == 3 and writes is not None and type(msg[2]) is list:
                     writes.extend(msg[2])
                 return self.codec.dec(msg[1])
-            if kind == "x" and len(msg) in (3, 5) and type(msg[1]) is str and type(msg[2]) is str:
+            if kind == "x" and len(msg) in (3, 5, 6) and type(msg[1]) is str and type(msg[2]) is str:
+                # what the call changed before it raised, as for a return (see _Called)
+                if len(msg) == 6 and writes is not None and type(msg[5]) is list:
+                    writes.extend(msg[5])
                 # (the judge's) with the exception's class and the exception itself: the solution's own
                 # exception classes are classes here too (see _RemoteClass)
-                extra = [self.codec.dec(e) for e in msg[3:]] if self.codec.judge else []
+                extra = [self.codec.dec(e) for e in msg[3:5]] if self.codec.judge else []
                 raise _remote_exception(msg[1], msg[2], *extra)
             if kind == "q" and len(msg) == 3:
                 self.serve_one(msg)
@@ -614,7 +617,10 @@ class _Channel:
         try:
             value = self.on_request(op, args)
             if type(value) is _Called:
+                raised = value.raised
                 value, writes = value.value, value.writes(self.codec)
+                if raised is not None:
+                    raise raised
             reply: list[Any] = ["r", self.codec.enc(value)]
         except _Gone:
             raise
@@ -622,6 +628,8 @@ class _Channel:
             reply = ["x", _builtin_name(exc), _short(exc)]
             if not self.codec.judge:
                 reply += _exception_class(self.codec, exc)
+            if writes and len(reply) == 3:
+                reply += [None, None]  # (no class of the solution's: the writes go sixth)
         if writes:
             try:
                 self.send([*reply, writes])
@@ -638,12 +646,14 @@ class _Called:
     (LeetCode's "rotate nums in place, return nothing") changed only its own copy, and the caller's
     tests saw no change: every correct solution failed them. :meth:`writes` says which of them the
     call changed (a tuple, when a list, dict or set in it changed), and how they read now, for the
-    caller to write back into its own objects (:func:`_write_back`)."""
+    caller to write back into its own objects (:func:`_write_back`), whether the call returned or
+    raised (``raised``: what it raised, after changing them, as in one process)."""
 
-    __slots__ = ("args", "kwargs", "received", "value")
+    __slots__ = ("args", "kwargs", "raised", "received", "value")
 
     def __init__(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], received: list[Any]):
         self.value, self.args, self.kwargs, self.received = value, args, kwargs, received
+        self.raised: BaseException | None = None
 
     def writes(self, codec: _Codec) -> list[Any]:
         """``[position or keyword, encoded value]`` for each list, dict, set or tuple argument the call
@@ -864,11 +874,12 @@ class _Proxy:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         writes: list[Any] = []
-        value = _op(self, "call", args, kwargs, writes=writes)
-        if writes:  # the lists, dicts and sets it changed in place (see _Called)
-            assert _CHANNEL is not None
-            _write_back(args, kwargs, writes, _CHANNEL.codec)
-        return value
+        try:
+            return _op(self, "call", args, kwargs, writes=writes)
+        finally:
+            if writes:  # the lists, dicts and sets it changed in place, returning or raising (_Called)
+                assert _CHANNEL is not None
+                _write_back(args, kwargs, writes, _CHANNEL.codec)
 
     def __eq__(self, other: object) -> bool:
         # Equal to itself only: asking the other side would let its `__eq__` (always True) decide
@@ -1038,7 +1049,14 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
             or any(type(k) is not str for k in call_kwargs)
         ):
             raise _ProtocolError("malformed call")
-        return _Called(target(*call_args, **call_kwargs), call_args, call_kwargs, args[1:])
+        called = _Called(None, call_args, call_kwargs, args[1:])
+        try:
+            called.value = target(*call_args, **call_kwargs)
+        except _Gone:
+            raise
+        except BaseException as exc:  # (raised by serve_one, with what the call changed)
+            called.raised = exc
+        return called
     if op == "getattr":
         return getattr(target, rest[0])
     if op == "setattr":
