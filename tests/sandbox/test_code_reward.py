@@ -1491,6 +1491,28 @@ async def test_collections_dicts_and_lists_in_tuples_changed_in_place_come_back(
     assert bad["valid"] and bad["details"]["pass_mask"] == "1111110", bad
 
 
+async def test_a_deque_the_tests_pass_is_the_solution_s_to_use_and_change(client: httpx.AsyncClient) -> None:
+    """A deque the tests passed (a BFS queue, a sliding window) crossed as a handle into the tests' process,
+    on which the solution may not even look up ``popleft`` ("operation 'getattr' is not allowed"): every
+    correct solution failed. It crosses as a deque now (its maxlen too), and what the call did to it
+    comes back, as for a list."""
+    solution = (
+        "from collections import deque\n"
+        "def bfs(graph, queue):\n    seen = []\n    while queue:\n        node = queue.popleft()\n"
+        "        seen.append(node)\n        queue.extend(n for n in graph[node] if n not in seen and n not in queue)\n"
+        "    return seen\n"
+        "def window(buf, xs):\n    for x in xs:\n        buf.append(x)\n    return isinstance(buf, deque) and buf.maxlen\n"
+        "def rows(q):\n    q[0].append(9)\n    q.rotate(1)\n"
+    )
+    tests = [
+        "from collections import deque\nq = deque([0])\nassert bfs({0: [1, 2], 1: [2], 2: []}, q) == [0, 1, 2] and q == deque()",
+        "from collections import deque\nb = deque(maxlen=2)\nassert window(b, [1, 2, 3]) == 2 and list(b) == [2, 3] and b.maxlen == 2",
+        "from collections import deque\nq = deque([[1], [2]])\nrows(q)\nassert list(q) == [[2], [1, 9]]",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+
+
 async def test_arguments_changed_by_a_call_that_raises_come_back(client: httpx.AsyncClient) -> None:
     """A call's changes to its list, dict or set arguments were written back only when it returned: one
     that raised after changing them (a queue drained up to a bad item, then ValueError) left the tests'

@@ -69,6 +69,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds per run
     import signal
+    from collections import deque as Deque
     from collections.abc import Sequence
     from typing import Any, NoReturn
 else:
@@ -263,7 +264,7 @@ class _Codec:
     ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
     ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
     ``{"H"|"R": number}``; ``{"O": [kind, default_factory, [[k, v], ...]]}`` is an ``OrderedDict``,
-    ``Counter`` or ``defaultdict`` (:data:`_DICTS`); an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
+    ``Counter`` or ``defaultdict`` (:data:`_DICTS`), ``{"Q": [maxlen, [...]]}`` a ``deque``; an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
     for the judge to stand a genuine exception class in for it (:class:`_RemoteClass`).
 
     ``local`` holds this side's objects that the other side refers to by number. Builtin subclasses are
@@ -328,6 +329,8 @@ class _Codec:
             return {
                 "E": [self.ref(x)[self.handle_tag], str(x.__name__), [self.enc(b, d) for b in x.__bases__]]
             }
+        if t is _deque_type():
+            return {"Q": [x.maxlen, [self.enc(e, d) for e in t.__iter__(x)]]}
         if t in _dict_types():  # collections' own (their subclasses: plain dicts, below)
             factory = self.enc(x.default_factory, d) if t.__name__ == "defaultdict" else None
             return {"O": [t.__name__, factory, [[self.enc(k, d), self.enc(v, d)] for k, v in t.items(x)]]}
@@ -381,6 +384,12 @@ class _Codec:
                 return frozenset([self.dec(e, d) for e in v])
             if tag == "C" and len(v) == 2 and all(type(e) in (int, float) for e in v):
                 return complex(v[0], v[1])
+            if tag == "Q" and len(v) == 2 and type(v[1]) is list:
+                if v[0] is not None and (type(v[0]) is not int or not 0 <= v[0] <= sys.maxsize):
+                    raise _ProtocolError("malformed deque")
+                import collections
+
+                return collections.deque([self.dec(e, d) for e in v[1]], v[0])
             if tag == "O" and len(v) == 3 and v[0] in _DICTS and type(v[2]) is list:
                 return self._dict(v[0], v[1], v[2], d)
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
@@ -439,6 +448,13 @@ class _Codec:
 # Counter or defaultdict the tests passed (``counts[x] += 1``) got a plain dict (KeyError), and an
 # OrderedDict's order (``move_to_end``) was lost.
 _DICTS = ("OrderedDict", "Counter", "defaultdict")
+
+
+def _deque_type() -> type[Deque[Any]] | None:
+    """``collections.deque``, if ``collections`` was imported: a test's BFS queue crossed as a handle, whose
+    ``popleft`` the solution may not even look up, and every correct solution failed."""
+    collections = sys.modules.get("collections")
+    return None if collections is None else collections.deque
 
 
 def _dict_types() -> tuple[type, ...]:
@@ -667,7 +683,7 @@ class _Called:
             *((k, a, sent_args[k]) for k, a in enumerate(self.args)),
             *((k, a, sent_kwargs.get(k)) for k, a in self.kwargs.items()),
         ):
-            if isinstance(arg, _WRITTEN):  # (decoded: builtin types, and collections' dicts)
+            if isinstance(arg, _WRITTEN) or type(arg) is _deque_type():  # (decoded: builtins, collections')
                 try:
                     # (a list of plain scalars, unchanged, is its own tree, compared in C; a tuple's
                     # elements are the tree's)
@@ -742,6 +758,11 @@ def _assign(old: Any, new: Any, depth: int = 0) -> bool:
     elif isinstance(old, set) and isinstance(new, set):
         old.clear()
         old.update(new)
+    elif (deque := _deque_type()) is not None and isinstance(old, deque) and isinstance(new, deque):
+        was = list(old)  # (a deque's item by index walks it)
+        items = [was[i] if i < len(was) and _assign(was[i], e, depth + 1) else e for i, e in enumerate(new)]
+        old.clear()
+        old.extend(items)
     else:
         return False
     return True
