@@ -1610,6 +1610,7 @@ async def test_tests_catch_an_exception_class_the_solution_defines(client: httpx
         "    if amount > balance:\n        raise InsufficientFunds(amount - balance)\n    return balance - amount\n"
         "def error():\n    return InsufficientFunds(1)\n"
         "def handle(e):\n    return f'short by {e.need}' if isinstance(e, InsufficientFunds) else 'other'\n"
+        "def attempt(action):\n    try:\n        return action()\n    except ValueError:\n        return 'retry'\n"
     )
     raises = (
         "class raises:\n    def __init__(self, cls):\n        self.cls = cls\n    def __enter__(self):\n"
@@ -1632,16 +1633,19 @@ async def test_tests_catch_an_exception_class_the_solution_defines(client: httpx
         "try:\n    raise BankError('x')\nexcept BankError as e:\n    assert e.code == 7 and handle(e) == 'other'",
         "class Mine(BankError):\n    pass\ntry:\n    raise Mine('m')\nexcept BankError as e:\n"
         "    assert str(e) == 'm' and type(e) is Mine and e.code == 7",
+        # through a callback of the tests' (the solution calls it, it calls the solution, which raises)
+        "try:\n    attempt(lambda: withdraw(1, 5))\nexcept InsufficientFunds as e:\n    assert e.need == 4\n"
+        "else:\n    assert False",
     ]
     good = await _one(client, f"```python\n{solution}```", {"tests": tests})
     assert good["valid"] and good["score"] == 1.0, good
     # a solution raising the wrong one of its classes, or none, still fails
     wrong = solution.replace("raise BankError('negative')", "raise InsufficientFunds(0)")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
-    assert bad["valid"] and bad["details"]["pass_mask"] == "010111111", bad
+    assert bad["valid"] and bad["details"]["pass_mask"] == "0101111111", bad
     silent = solution.replace("raise InsufficientFunds(amount - balance)", "return 0")
     bad = await _one(client, f"```python\n{silent}```", {"tests": tests})
-    assert bad["valid"] and bad["details"]["pass_mask"] == "101001111", bad
+    assert bad["valid"] and bad["details"]["pass_mask"] == "1010011110", bad
 
 
 async def test_a_pytest_function_that_loses_the_solution_does_not_fail_the_functions_after_it(

@@ -620,8 +620,12 @@ class _Channel:
                     writes.extend(msg[5])
                 # (the judge's) with the exception's class and the exception itself: the solution's own
                 # exception classes are classes here too (see _RemoteClass)
-                extra = [self.codec.dec(e) for e in msg[3:5]] if self.codec.judge else []
-                raise _remote_exception(msg[1], msg[2], *extra)
+                extra = [self.codec.dec(e) for e in msg[3:5]]
+                if self.codec.judge:
+                    raise _remote_exception(msg[1], msg[2], *extra)
+                if extra and isinstance(extra[1], BaseException):
+                    raise extra[1]  # (the solution's) its own exception, back through a test's callback
+                raise _remote_exception(msg[1], msg[2])
             if kind == "q" and len(msg) == 3:
                 self.serve_one(msg)
                 continue
@@ -644,6 +648,9 @@ class _Channel:
             reply = ["x", _builtin_name(exc), _short(exc)]
             if not self.codec.judge:
                 reply += _exception_class(self.codec, exc)
+            elif type(type(exc)) is _RemoteClass and type(exc.__dict__.get("_rh_remote")) is _Proxy:
+                # the solution's own exception, out of a callback of the tests': back as itself
+                reply += [None, self.codec.enc(exc.__dict__["_rh_remote"])]
             if writes and len(reply) == 3:
                 reply += [None, None]  # (no class of the solution's: the writes go sixth)
         if writes:
