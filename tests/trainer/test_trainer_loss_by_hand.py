@@ -177,3 +177,189 @@ def test_mask_truncated_takes_the_truncated_out_of_the_loss_but_not_of_the_group
     stats = trainer._optimize(groups, adv)
     # Σ_{i,t} −A_i / (N · L_max), N = 3 + 4 = 7: −(−0.25)·(1 + 2 + 3) / 28
     assert stats["loss"] == pytest.approx(0.25 * 6 / (7 * L_MAX), rel=1e-5)
+
+
+# ---- ratios away from 1 and a live KL: the whole per-token formula of §4.8 inside the trainer ----
+
+# generation.temperature: the policy's, the reference's and the sampler's logprobs are all tempered
+T_SAMPLE = 0.7
+PROMPT = [1, 2]
+# group 0: rewards [1, 0, 0, invalid]; per completion its tokens and the ratio ρ = π_θ/π_old wanted on each
+TOKENS_OF = [[5, 6, 7], [8, 9], [10, 11], [12, 13]]
+RHO = [
+    # A > 0: clipped at 1 + ε_high = 1.28; inside clip-higher (ε_low = 0.2 would clip it); the min is ρ
+    [1.5, 1.25, 0.5],
+    [0.5, 1.5],  # A < 0: clipped at 1 − ε_low = 0.8; unclipped (−min(ρA, 1.28A) = 1.5|A|)
+    [0.9, 1.1],  # A < 0: inside the clip range
+    [9.0, 0.1],  # the invalid member: neither its ratios nor its tokens reach the loss
+]
+EPS_LOW, EPS_HIGH, BETA = 0.2, 0.28, 0.1
+
+
+def _tempered_logprobs(model: torch.nn.Module, completion: list[int]) -> list[float]:
+    """log softmax(z/T)[y_t] of one unpadded sequence, by a plain forward (not the trainer's batching)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([PROMPT + completion])).logits[0].float() / T_SAMPLE
+    lp = torch.log_softmax(logits, dim=-1)
+    return [lp[len(PROMPT) - 1 + t, tok].item() for t, tok in enumerate(completion)]
+
+
+@pytest.mark.parametrize("kl_estimator", ["k1", "k3"])
+def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_token(
+    tiny_model_dir: Path, tmp_path: Path, kl_estimator: str
+) -> None:
+    """ℓ_{i,t} = −min(ρA_i, clip(ρ, 1−ε_low, 1+ε_high)A_i) + β·KL_{i,t} (algorithms.md §4.1, §4.3, §4.7,
+    §4.8), token_mean, with the ratio to the *sampler's* logprobs (old_logprobs: sampler) set per token
+    away from 1 on both sides of both clip bounds, and a policy moved away from its frozen reference so
+    that Δ = log π_θ − log π_ref is not 0. The other by-hand tests have ρ = 1 and Δ = 0, where neither
+    the clip bounds passed to the loss, nor the sampler's logprobs, nor the sign, estimator or direction
+    of the KL term changes a number."""
+    cfg = TrainConfig.model_validate(
+        {
+            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+            "data": {"use_chat_template": False, "prompt_template": "{question}"},
+            "generation": {"group_size": 4, "max_new_tokens": L_MAX, "temperature": T_SAMPLE},
+            "algorithm": {
+                "old_logprobs": "sampler",
+                "clip_eps_low": EPS_LOW,
+                "clip_eps_high": EPS_HIGH,
+                "kl_coef": BETA,
+                "kl_estimator": kl_estimator,
+                "loss_agg": "token_mean",
+            },
+            "training": {"prompts_per_step": 1, "micro_batch_size": 2},
+            "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+        }
+    )
+    trainer = Trainer(cfg)
+    assert trainer.reference is not None
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # the policy leaves its reference (the checkpoint as loaded)
+        for p in trainer.model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    policy = [_tempered_logprobs(trainer.model, c) for c in TOKENS_OF]
+    ref = [_tempered_logprobs(trainer.reference, c) for c in TOKENS_OF]
+    comps = [
+        Completion(PROMPT, c, [lp - math.log(r) for lp, r in zip(lps, rhos, strict=True)], "x", False)
+        for c, lps, rhos in zip(TOKENS_OF, policy, RHO, strict=True)
+    ]
+    results = [
+        ItemResult(id=str(k), reward="r", score=s, valid=s is not None, reason=None if s is not None else "x")
+        for k, s in enumerate([1.0, 0.0, 0.0, None])
+    ]
+    groups = [Group("g0", Problem(0, "q0", "1"), comps, results)]
+    adv, _ = trainer._advantages(groups)
+    a = [x / S for x in (2 / 3, -1 / 3, -1 / 3)]  # valid [1, 0, 0]: mean 1/3, sample std √(1/3)
+    assert adv.values[0, :3].tolist() == pytest.approx(a, rel=1e-12)
+
+    def kl(d: float) -> float:
+        return d if kl_estimator == "k1" else math.exp(-d) + d - 1
+
+    policy_terms, kl_terms, clipped = [], [], 0
+    for i in range(3):
+        for t, rho in enumerate(RHO[i]):
+            bounded = min(max(rho, 1 - EPS_LOW), 1 + EPS_HIGH)
+            policy_terms.append(-min(rho * a[i], bounded * a[i]))
+            clipped += bounded * a[i] < rho * a[i]
+            kl_terms.append(kl(policy[i][t] - ref[i][t]))
+    n_tok = len(policy_terms)  # 7: the invalid member's 2 tokens are not in the loss
+    # the KL term moves the loss by more than the tolerance, or the test could not see it
+    assert abs(BETA * sum(kl_terms) / n_tok) > 1e-3
+    stats = trainer._optimize(groups, adv)
+    assert stats["seqs_in_loss"] == 3 and stats["seqs_forwarded"] == 3
+    assert stats["loss"] == pytest.approx((sum(policy_terms) + BETA * sum(kl_terms)) / n_tok, rel=1e-4)
+    assert stats["kl"] == pytest.approx(sum(kl_terms) / n_tok, rel=1e-4)
+    assert stats["ratio_mean"] == pytest.approx(sum(sum(r) for r in RHO[:3]) / n_tok, rel=1e-4)
+    assert clipped == 2 and stats["clip_frac"] == pytest.approx(clipped / n_tok)
+
+
+def test_a_second_epoch_takes_its_ratio_to_the_first_epoch_s_policy(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``num_epochs: 2`` with ``old_logprobs: recompute``: the second epoch's ρ is π_θ after the first
+    optimizer step over π_θ as sampled (the first epoch's forward), not over itself (ρ = 1 again, and
+    the clip would never act: PPO's trust region gone). The policy after one step is that of an
+    identical run of one epoch; its logprobs by a plain forward give the second epoch's ratios and
+    loss by hand."""
+
+    def make(epochs: int, run: str) -> Trainer:
+        cfg = TrainConfig.model_validate(
+            {
+                "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+                "data": {"use_chat_template": False, "prompt_template": "{question}"},
+                "generation": {"group_size": 4, "max_new_tokens": L_MAX, "temperature": T_SAMPLE},
+                "algorithm": {"old_logprobs": "recompute", "num_epochs": epochs, "loss_agg": "token_mean"},
+                "training": {"prompts_per_step": 1, "micro_batch_size": 2, "learning_rate": 1e-3},
+                "output": {"run_dir": str(tmp_path / run), "progress": False, "tensorboard": False},
+            }
+        )
+        return Trainer(cfg)
+
+    def batch_of() -> list[Group]:
+        comps = [Completion(PROMPT, c, [0.0] * len(c), "x", False) for c in TOKENS_OF]
+        results = [
+            ItemResult(id=str(k), reward="r", score=s, valid=True) for k, s in enumerate([1.0, 0.0, 0.0, 0.0])
+        ]
+        return [Group("g0", Problem(0, "q0", "1"), comps, results)]
+
+    one = make(1, "one")
+    before = [_tempered_logprobs(one.model, c) for c in TOKENS_OF]
+    groups = batch_of()
+    one._optimize(groups, one._advantages(groups)[0])
+    after = [_tempered_logprobs(one.model, c) for c in TOKENS_OF]
+
+    two = make(2, "two")
+    groups = batch_of()
+    adv, _ = two._advantages(groups)
+    a = adv.values[0].tolist()  # [0.75, −0.25, −0.25, −0.25] / (std + ε), std = 1/2
+    assert a == pytest.approx([x / (0.5 + EPS) for x in (0.75, -0.25, -0.25, -0.25)], rel=1e-12)
+    stats = two._optimize(groups, adv)
+    rho = [math.exp(x - y) for i in range(4) for x, y in zip(after[i], before[i], strict=True)]
+    adv_of = [a[i] for i in range(4) for _ in TOKENS_OF[i]]
+    assert max(abs(r - 1) for r in rho) > 1e-2  # the step moved the policy: ρ = 1 would be told apart
+    terms = [-min(r * x, min(max(r, 0.8), 1.2) * x) for r, x in zip(rho, adv_of, strict=True)]
+    clipped = sum(min(max(r, 0.8), 1.2) * x < r * x for r, x in zip(rho, adv_of, strict=True))
+    assert 0 < clipped < len(rho)  # both branches of the min are taken
+    assert stats["clip_frac"] == pytest.approx(clipped / len(rho))
+    assert stats["ratio_mean"] == pytest.approx(sum(rho) / len(rho), rel=1e-4)
+    assert stats["loss"] == pytest.approx(sum(terms) / len(terms), rel=1e-3)
+
+
+def test_left_padded_prompts_of_different_lengths_give_each_sequence_its_own_logprobs(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """One micro-batch of two groups whose prompts differ in length (2 and 5 tokens) and completions of
+    different lengths: the loss's forward left-pads the prompts and right-pads the completions, and its
+    logprobs must be each sequence's own, as a plain unpadded forward gives them: padding neither
+    attended to nor moving the positions, the prompt not in the loss. The sampler's logprobs are those
+    plain ones, so the mismatch is 0 and every ratio 1 (up to float noise)."""
+    cfg = TrainConfig.model_validate(
+        {
+            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+            "data": {"use_chat_template": False, "prompt_template": "{question}"},
+            "generation": {"group_size": 2, "max_new_tokens": L_MAX, "temperature": T_SAMPLE},
+            "algorithm": {"old_logprobs": "sampler"},
+            "training": {"prompts_per_step": 2, "micro_batch_size": 8},
+            "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+        }
+    )
+    trainer = Trainer(cfg)
+
+    def plain(prompt: list[int], completion: list[int]) -> list[float]:
+        with torch.no_grad():
+            logits = trainer.model(input_ids=torch.tensor([prompt + completion])).logits[0].float()
+        lp = torch.log_softmax(logits / T_SAMPLE, dim=-1)
+        return [lp[len(prompt) - 1 + t, tok].item() for t, tok in enumerate(completion)]
+
+    groups = []
+    for index, (prompt, completions) in enumerate(
+        [([1, 2], [[5, 6, 7, 8], [9]]), ([3, 4, 5, 6, 7], [[10, 11], [12, 13, 14]])]
+    ):
+        comps = [Completion(prompt, c, plain(prompt, c), "x", False) for c in completions]
+        results = [ItemResult(id=str(k), reward="r", score=float(k), valid=True) for k in range(2)]
+        groups.append(Group(f"g{index}", Problem(index, f"q{index}", "1"), comps, results))
+    adv, _ = trainer._advantages(groups)
+    stats = trainer._optimize(groups, adv)
+    assert stats["seqs_forwarded"] == 4
+    assert stats["logprob_mismatch"] < 1e-5
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
