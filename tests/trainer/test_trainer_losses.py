@@ -98,3 +98,13 @@ def test_aggregation(mode: str, expected: float) -> None:
 def test_unknown_aggregation() -> None:
     with pytest.raises(ValueError):
         aggregate(PER_TOKEN, MASK, "sum", NORM)
+
+
+def test_k3_gradient_stays_finite_where_exp_would_overflow() -> None:
+    # verl clamps Δ to ±20 before exp (algorithms.md §4.7): without it, Δ = −100 gives e^{100} = inf in
+    # float32, the value is still clamped to 10, but its gradient is 0 · inf = NaN and poisons the step
+    logp = torch.tensor([-100.0, 100.0], requires_grad=True)
+    k3 = kl_estimate(logp, torch.zeros(2), "k3")
+    assert k3.tolist() == [10.0, 10.0]
+    k3.sum().backward()
+    assert logp.grad is not None and logp.grad.tolist() == [0.0, 0.0]
