@@ -43,7 +43,8 @@ def user_turn(prompt: str) -> str:
 def prompt_text(prompt: Any, *, json_types: bool = False) -> str | None:
     """A prompt as text: a string as is (a chat-templated one as its last user turn, see
     :func:`user_turn`); a list of chat messages as its last user message (a string, or the ``text`` of
-    its content parts); None for anything else.
+    its content parts); a list of content parts with no role (one message's, ``[{"type": "text", ...},
+    {"type": "image", ...}]``) as its text parts; None for anything else.
 
     ``json_types``: take messages only as ``list``/``dict`` (what a JSON body holds: the service's
     compat endpoints), not as any ``Sequence``/``Mapping`` (the in-process objects an adapter is given).
@@ -59,7 +60,13 @@ def prompt_text(prompt: Any, *, json_types: bool = False) -> str | None:
                 if isinstance(content, str):
                     return content
                 if isinstance(content, seq):
-                    return "".join(
-                        str(c.get("text", "")) for c in content if isinstance(c, obj) and c.get("text")
-                    )
+                    return _parts_text(content, obj)
+        if prompt and all(isinstance(p, obj) and "type" in p and "role" not in p for p in prompt):
+            # one message's content parts without the message (slime's multimodal prompt when no chat
+            # template is applied): its text parts are the question
+            return _parts_text(prompt, obj) or None
     return None
+
+
+def _parts_text(content: Any, obj: Any) -> str:
+    return "".join(str(c.get("text", "")) for c in content if isinstance(c, obj) and c.get("text"))

@@ -431,3 +431,23 @@ def test_a_label_read_through_pandas_with_numpy_values_is_scored(live_server_fac
         assert asyncio.run(slime.reward_func(None, listed)) == 1.0
         assert asyncio.run(slime.reward_func(None, spec)) == 1.0
     assert (listed.remove_sample, spec.remove_sample) == (False, False)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        # slime with multimodal_keys and no chat template: the prompt is one message's content parts, with
+        # no role; it gave no question, so a judge or a prompt-reading reward scored without it
+        [{"type": "text", "text": "What is in the picture?"}, {"type": "image", "path": "x.png"}],
+        [{"type": "image", "path": "x.png"}, {"type": "text", "text": "What is in the picture?"}],
+    ],
+)
+def test_a_prompt_of_content_parts_without_roles_is_its_text(prompt: list[dict[str, str]]) -> None:
+    from rewardhub_client import prompts
+
+    assert slime._prompt(prompt) == "What is in the picture?"
+    assert prompts.prompt_text(prompt, json_types=True) == "What is in the picture?"
+    # chat messages still give their last user turn, not their parts
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": prompt}]
+    assert prompts.prompt_text(chat) == "What is in the picture?"
+    assert prompts.prompt_text([{"type": "image", "path": "x.png"}]) is None
