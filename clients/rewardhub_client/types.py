@@ -145,7 +145,8 @@ class JobSummary(_Out):
     """A job as :meth:`~rewardhub_client.RewardClient.list_jobs` lists it: no result (``job()`` has it)."""
 
     job_id: str
-    status: JobState
+    # a state a newer service adds is read as its string, not refused (every read of the job would fail)
+    status: JobState | str
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None  # when it succeeded, failed or was cancelled

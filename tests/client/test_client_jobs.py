@@ -210,3 +210,13 @@ def test_wait_job_still_retries_within_its_deadline(asynchronous: bool) -> None:
     assert done.status == "succeeded" and len(polls) == 3
     # each attempt, a retry as a later poll, reads for at most the time left then, not the first's
     assert polls[0] > polls[1] > polls[2]
+
+
+def test_a_job_state_this_client_does_not_know_is_read_not_refused() -> None:
+    """The job states were a closed list: a state a newer service adds (say "paused") made every read of
+    the job a ProtocolError, so wait_job could never finish or time out with the job's state in its
+    message. It is read as the string it is, and such a job is not done."""
+    body = '{"job_id": "job_1", "status": "paused", "created_at": 1.0, "items": 3}'
+    status = JobStatus.model_validate_json(body)
+    assert status.status == "paused" and not status.done
+    assert JobStatus.model_validate_json(body.replace("paused", "succeeded")).done
