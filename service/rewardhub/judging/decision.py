@@ -180,11 +180,9 @@ _CONDITION_AFTER = re.compile(
 # Chinese marks no mood, so a condition alone, without English's "would"/"were"), a counterfactual
 # ("本可以", "否则"), or a condition right after the decision ("Score: 5，如果给出了单位的话"). "即使"
 # (even if) is no condition.
-_CONDITIONAL_ZH = re.compile(r"(?:如果|假如|假设|假若|倘若|要是|若是)(?!我)")
-_COUNTERFACTUAL_ZH = re.compile(r"否则|不然|本(?:应|该|可|来)")
-_CONDITION_AFTER_ZH = re.compile(
-    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*[,，]?[ \t]*(?:如果|假如|假设|假若|倘若|要是|若是)"""
-)
+_IF_ZH = "如果|假如|假设|假若|倘若|要是|若是"
+_HYPOTHETICAL_ZH = re.compile(rf"(?:{_IF_ZH})(?!我)|否则|不然|本(?:应|该|可|来)")
+_CONDITION_AFTER_ZH = re.compile(rf"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*[,，]?[ \t]*(?:{_IF_ZH})""")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)|[。！？；]|\n")
 
 
@@ -203,7 +201,7 @@ def _hypothetical(text: str, m: MatchLike) -> bool:
             clause = line
     if _COUNTERFACTUAL.search(clause) or (_CONDITIONAL.search(clause) and _MODAL.search(clause)):
         return True
-    if _COUNTERFACTUAL_ZH.search(clause) or _CONDITIONAL_ZH.search(clause):
+    if _HYPOTHETICAL_ZH.search(clause):
         return True
     return (
         _CONDITION_AFTER.match(text, m.end()) is not None

@@ -253,9 +253,8 @@ class ORMReward(ModelReward[ORMConfig]):
                 row = "log_probs" if log_probs and len(res) >= 2 else "logits"
                 details: dict[str, object] = {row: res}
                 if log_probs and len(res) == 1 and abs(raw) >= SATURATED_LOGIT * (1 - 1e-9):
-                    details["saturated"] = (
-                        True  # P 1 (or 0) to the server's precision: a bound, not the logit
-                    )
+                    # P 1 (or 0) to the server's precision: a bound, not the logit
+                    details["saturated"] = True
                 scored.append(Outcome(normalise(raw, config, res), None, {"raw": raw}, details))
         it = iter(scored)
         return [o if o is not None else next(it) for o in outcomes]
