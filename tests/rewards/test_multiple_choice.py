@@ -406,3 +406,26 @@ async def test_invisible_characters_do_not_hide_the_letter(response: str) -> Non
 )
 def test_a_negated_letter_is_no_pick(response: str, found: tuple[str, str] | None) -> None:
     assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) == found
+
+
+@pytest.mark.parametrize(
+    ("response", "found"),
+    [
+        # a prose answer taken back after it: the model's last word is its answer
+        ("Answer: B\n\nWait, actually it's C.", ("C", "revision")),
+        ("The answer is B. Hmm, no, make that D.", ("D", "revision")),
+        ("B\n\nWait, actually, (C).", ("C", "revision")),
+        ("Answer: B. On second thought, it should be A.", ("A", "revision")),
+        ("答案是B。等等，应该是C。", ("C", "revision")),
+        # ... not a revision: the same letter, a letter in prose, or a later explicit answer
+        ("Answer: B\n\nWait, actually it's B.", ("B", "answer_colon")),
+        ("Answer: B\n\nActually, C is wrong because it ignores friction.", ("B", "answer_colon")),
+        ("Answer: B. No, C or D cannot be right.", ("B", "answer_colon")),
+        ("The answer is A. Wait, actually it's C.\nAnswer: B", ("A", "answer_is")),
+        # ... and a box or an <answer> tag is a declared answer: prose after it does not change it
+        ("\\boxed{B}\n\nWait, actually it's C.", ("B", "boxed")),
+        ("<answer>B</answer> Wait, actually it's C.", ("B", "answer_tag")),
+    ],
+)
+def test_revision_after_the_answer(response: str, found: tuple[str, str]) -> None:
+    assert extract_choice(response, "ABCD", DEFAULT_STRATEGIES) == found

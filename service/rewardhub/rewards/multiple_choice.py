@@ -16,6 +16,11 @@ that yields an allowed letter wins, since models restate and correct themselves 
 6. ``last_letter``  fallback: the last standalone capital allowed letter anywhere that is not ruled
    out ("not B", "isn't (C)", "except A": "The answer is not B." picks nothing).
 
+A prose answer ("answer_is", "answer_colon", a letter line) that the text takes back after it, "Answer: B
+... Wait, actually it's C.", "Hmm, no, make that D.", "等等，应该是C。", is the revision's letter (strategy
+``revision``), unless an explicit answer follows the revision. A box or an ``<answer>`` tag is a declared
+answer: prose after it does not change it.
+
 The pronoun I before a verb ("I think", "I'm", "Answer: I believe it is B") is not option I, in any
 strategy; "I is correct", "the answer is I because", "option I" and "(I)" are.
 
@@ -387,6 +392,39 @@ def _last_letter(text: str, allowed: str) -> str | None:
     )
 
 
+# A prose answer taken back after it: "Answer: B ... Wait, actually it's C.", "Hmm, no, make that D.",
+# "On second thought, it should be A.", "等等，应该是C。". The letter must end its sentence: "Actually, C is
+# wrong" is prose about C, "No, C or D cannot be" a list.
+_REVISION = re.compile(
+    r"(?:\b(?:wait|actually|hmm+|no|oops|sorry|correction|scratch\s++that|on\s++second\s++thought)\b"
+    r"|等等|等一下|不对|其实|更正)"
+    r"(?:[ \t]*+[,.!:;，。！：；]?[ \t\r\n]*+(?:wait|actually|no|hmm+|I\s++mean|等等|不对|其实)\b)*+"
+    r"[ \t]*+[,.!:;，。！：；]?\s*+"
+    r"(?:(?:it['’]s|it\s++is|it\s++should\s++be|it\s++must\s++be|make\s++(?:that|it)|I\s++mean|rather"
+    r"|应该是|應該是|应是|是|选)\s*+)?",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[ \t]*+(?:[.!。！\r\n]|$)")
+_PROSE: frozenset[Strategy] = frozenset({"answer_is", "answer_colon", "line"})
+
+
+def _revision(text: str, letter: str, strategies: Sequence[Strategy], allowed: str) -> str | None:
+    """The letter of a revision after a prose answer ``letter`` ("Answer: B ... Wait, actually it's C."),
+    or None. The last revision counts, and only if no explicit answer (a box, "the answer is", a tag, a
+    letter line) follows it: that is the answer then, and the strategies have read it."""
+    last: tuple[str, int] | None = None
+    for m in _REVISION.finditer(text):
+        span = _letter_span(text, m.end(), allowed)
+        if span is not None and _SENTENCE_END.match(text, span[1]) is not None:
+            last = span
+    if last is None or last[0] == letter:
+        return None
+    tail = text[last[1] :]
+    if any(_STRATEGIES[s](tail, allowed) is not None for s in strategies if s != "last_letter"):
+        return None
+    return last[0]
+
+
 _STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
     "boxed": _boxed,
     "answer_is": _answer_is,
@@ -397,15 +435,20 @@ _STRATEGIES: dict[Strategy, Callable[[str, str], str | None]] = {
 }
 
 
-def extract_choice(text: str, choices: str, strategies: Sequence[Strategy]) -> tuple[str, Strategy] | None:
+def extract_choice(
+    text: str, choices: str, strategies: Sequence[Strategy]
+) -> tuple[str, Strategy | Literal["revision"]] | None:
     """(letter, strategy) of the first strategy that finds an allowed letter, or None.
 
     Where the answer names several options ("\\boxed{A, C}", "Answer: A or C.") the letter is their sorted
-    letters, "AC"."""
+    letters, "AC". A prose answer the text takes back ("Answer: B ... Wait, actually it's C.") is the
+    revision's letter, strategy ``"revision"``."""
     text = fold_forms(text)
     for strategy in strategies:
         letter = _STRATEGIES[strategy](text, choices)
         if letter is not None:
+            if strategy in _PROSE and (revised := _revision(text, letter, strategies, choices)) is not None:
+                return revised, "revision"
             return letter, strategy
     return None
 
@@ -427,7 +470,9 @@ class MultipleChoiceReward(Reward[MultipleChoiceConfig]):
     # 1.1.6: a reference of invisible characters only ("\u200b", a BOM) is blank: missing_reference (it
     # was parse_error, an unreadable letter); invisible format characters are dropped before reading:
     # "Answer: \u200bB" was no answer_colon letter, and the last capital letter elsewhere scored
-    version: ClassVar[str] = "1.1.7"
+    # 1.1.8: a prose answer taken back after it ("Answer: B\n\nWait, actually it's C.") is the revision's
+    # letter (it read B)
+    version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "1 if the option letter extracted from the response (boxed / 'answer is' / 'Answer:' / <answer> / "
         "a lone letter line / last capital letter) equals the reference letter."
