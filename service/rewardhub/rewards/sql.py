@@ -31,7 +31,8 @@ predicted query that does not parse is a valid ``0.0`` with ``reason: format``; 
 time or is no query (a statement without result columns, e.g. ``REINDEX``: it does not execute) is a
 valid ``0.0`` (one the wall clock stopped having run under 90% of its limit on the CPU, a loaded host's,
 is served but not cached); a gold query or schema that fails is ``invalid: parse_error``, one that runs out of time
-``invalid: timeout``; a missing fixture is ``missing_reference``.
+``invalid: timeout``, one with more than ``max_rows`` rows ``invalid: unsupported`` (raise ``max_rows``); a
+missing fixture is ``missing_reference``.
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ class SqlReward(Reward[SqlConfig]):
     # has a '#', '?' or '%' opens its databases (the path went into the SQLite URI unquoted); compared as sets,
     # max_rows bounds a result's distinct rows (duplicates past it failed a query BIRD counts right); a last
     # fence of SQL comments only is skipped as an empty one (it hid the query before it: no_answer)
-    version: ClassVar[str] = "1.3.6"
+    # 1.3.7: a gold query past max_rows is unsupported, its message says to raise max_rows (it was
+    # parse_error, "the reference could not be read", though it was read and ran)
+    version: ClassVar[str] = "1.3.7"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "
@@ -283,9 +286,11 @@ class SqlReward(Reward[SqlConfig]):
     def _outcome(value: dict[str, Any], pred: str, config: SqlConfig) -> Outcome:
         ref_error = value.get("reference_error")
         if ref_error is not None:
-            reason = {"missing": Reason.MISSING_REFERENCE, "timeout": Reason.TIMEOUT}.get(
-                ref_error, Reason.PARSE_ERROR
-            )
+            reason = {
+                "missing": Reason.MISSING_REFERENCE,
+                "timeout": Reason.TIMEOUT,
+                "too_many": Reason.UNSUPPORTED,
+            }.get(ref_error, Reason.PARSE_ERROR)
             return Outcome.invalid(reason, value.get("message"))
         if value.get("columns_search") == "gave_up":
             # no verdict on the query: some column order may match, the search's bound came first

@@ -350,6 +350,11 @@ def run_sql_pair(payload: tuple[str, str, str, str, float, int, int, str, bool, 
     else:
         _GOLD.move_to_end(gkey)
     if not g["ok"]:
+        if g.get("too_many"):  # the gold ran: this configuration cannot compare so many rows
+            return {
+                "reference_error": "too_many",
+                "message": f"the gold query returns {g['error']}: raise max_rows to score this item",
+            }
         kind_of_error = "timeout" if g.get("timed_out") else "gold"
         return {"reference_error": kind_of_error, "message": f"the gold query fails: {g['error']}"}
     p = _execute_alone(conn, key, pred, time.monotonic() + timeout_s, max_rows, digits, distinct)
