@@ -209,6 +209,21 @@ CASES = [
     ("\\begin{pmatrix} 1/5 \\\\ -18/5 \\end{pmatrix}", "\\begin{pmatrix} 0.2 \\\\ -3.6 \\end{pmatrix}", True),
     ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{8}", True),
     ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{10}", False),
+    # an answer given as an approximation is its value: "\approx 3.14", "x \approx 3.14" (not the
+    # answer "x"), "approximately 3.14", "about 3.14"
+    ("3.14", "\\approx 3.14", True),
+    ("3.14", "\\approx 3.15", False),
+    ("3.14", "≈ 3.14", True),
+    ("3.14", "x \\approx 3.14", True),
+    ("x = 3.14", "x \\approx 3.14", True),
+    ("x = 3.14", "y \\approx 3.14", False),
+    ("3.14", "approximately 3.14", True),
+    ("3.14", "approx. 3.14", True),
+    ("3.14", "about 3.14", True),
+    ("3.14", "roughly 3.15", False),
+    ("\\pi", "\\approx 3.14", True),
+    ("\\pi", "\\approx 3.15", False),
+    ("0.5", "\\sim 0.5", True),
     ("$\\text{infinitely many}$", "\\infty", True),
     ("$\\text{infinitely many}$", "0", False),
     # --- number bases are not dropped ------------------------------------------------------

@@ -217,3 +217,21 @@ def test_an_empty_box_before_the_answer_box_is_skipped() -> None:
 )
 def test_an_abbreviation_does_not_end_the_answer_phrase(response: str, text: str) -> None:
     assert extract_answer(response) == Extracted(text, "answer_phrase")
+
+
+@pytest.mark.parametrize(
+    ("response", "text"),
+    [
+        # an answer of several math spans joined as a list is the whole list, their contents with the words
+        # that join them, not its first span ("x = 5" scored 0 against the gold \pm 5)
+        ("The answer is $x=5$ or $x=-5$.", "x=5 or x=-5"),
+        ("Final answer: $2$, $3$", "2, 3"),
+        ("The answer is $2$, $3$, and $4$.", "2, 3, and 4"),
+        ("The answer is \\(1\\) and \\(2\\).", "1 and 2"),
+        # ... but a span followed by prose about another is the first span alone
+        ("The answer is $5$, and $6$ is wrong.", "5"),
+        ("The answer is $5$ and $6$ more are left over.", "5"),
+    ],
+)
+def test_an_answer_phrase_of_several_math_spans(response: str, text: str) -> None:
+    assert extract_answer(response) == Extracted(text, "answer_phrase")

@@ -159,8 +159,36 @@ def _extract_phrase(text: str) -> str | None:
         delim = "$$" if tail.startswith("$$") else "$"
         close = _unescaped(tail, delim, len(delim))
         if close > 0:
-            return tail[: close + len(delim)]
+            return _span_list(tail) or tail[: close + len(delim)]
+    if tail.startswith("\\("):
+        listed = _span_list(tail)
+        if listed is not None:
+            return listed
     return tail[: _sentence_end(tail)]
+
+
+# Inline math spans joined as a list: "$x=5$ or $x=-5$", "$2$, $3$, and $4$", "\(1\) and \(2\)".
+_INLINE_SPAN_RE = re.compile(r"\$(?!\$)((?:[^$\\]|\\.)+?)\$|\\\((.+?)\\\)")
+_SPAN_JOIN_RE = re.compile(r"[ \t]*+(?:,[ \t]*+(?:(?:and|or)[ \t]++)?|(?:and|or)[ \t]++)", re.IGNORECASE)
+_LIST_END_RE = re.compile(r"[ \t]*+(?:[.;!?]|$)")
+
+
+def _span_list(tail: str) -> str | None:
+    """The contents of a list of inline math spans that is the whole answer (it ends the sentence), joined
+    by their words ("x=5 or x=-5"); None for one span, or a span and prose ("$5$, and $6$ is wrong")."""
+    m = _INLINE_SPAN_RE.match(tail)
+    if m is None:
+        return None
+    listed, end, count = (m.group(1) or m.group(2)).strip(), m.end(), 1
+    while (join := _SPAN_JOIN_RE.match(tail, end)) is not None and (
+        m := _INLINE_SPAN_RE.match(tail, join.end())
+    ) is not None:
+        word = tail[end : join.end()].strip()
+        listed += f"{'' if word.startswith(',') else ' '}{word} {(m.group(1) or m.group(2)).strip()}"
+        end, count = m.end(), count + 1
+    if count == 1 or _LIST_END_RE.match(tail, end) is None:
+        return None
+    return listed
 
 
 def _sentence_end(tail: str) -> int:

@@ -362,11 +362,24 @@ def matrix_to_tuple(s: str) -> str:
     return s
 
 
+# An answer given as an approximation: "\approx 3.14", "\sim 0.5", "approximately 3.14", "about 3.14".
+_APPROX_LEAD_RE = re.compile(
+    r"(?:\\(?:approx|simeq|sim)(?![A-Za-z])|(?:approximately|approx\.?|about|around|roughly)(?![A-Za-z]))\s*",
+    re.IGNORECASE,
+)
+
+
 def _strip_prefixes(s: str) -> str:
-    """``x \\in S`` states the answer is the set ``S``; ``A \\approx 1.36`` keeps the exact ``A``."""
+    """``x \\in S`` states the answer is the set ``S``; ``A \\approx 1.36`` keeps the exact ``A``, but
+    ``x \\approx 3.14`` states that ``x`` is 3.14 (it was the answer "x"), and a leading ``\\approx`` or
+    "approximately" only says the value that follows is rounded."""
     pos = find_top_level(s, "\\approx")
     if pos > 0:
-        s = s[:pos].strip()
+        left = s[:pos].strip()
+        s = f"{left} = {s[pos + 7 :].strip()}" if is_name(left) else left
+    lead = _APPROX_LEAD_RE.match(s)
+    if lead is not None and lead.end() < len(s):
+        s = s[lead.end() :]
     pos = find_top_level(s, "\\in")
     if pos > 0 and is_name(s[:pos]):
         s = s[pos + 3 :].strip()

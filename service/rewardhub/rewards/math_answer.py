@@ -78,7 +78,12 @@ class MathReward(Reward[MathConfig]):
     # r^2) is read with its math ("4" was a false accept for a gold 4), or not at all outside math;
     # a last number grouped with LaTeX's {,} is whole (10{,}000 was 000); "The answer is:" ending its line
     # reads the display, inline math or number on the next one (it fell to the last number: 1 of $$x + 1$$)
-    version: ClassVar[str] = "1.1.7"
+    # 1.1.7: an empty final box is no answer; abbreviations ("Mr.", "approx.") do not end an answer phrase
+    # 1.1.8: an approximation is its value: "\\approx 3.14", "approximately 3.14", "about 3.14" (they never
+    # matched 3.14) and "x \\approx 3.14" (the answer was "x"); an answer phrase of several inline math
+    # spans, "The answer is $x=5$ or $x=-5$.", is the whole list (it was the first span: "x=5" against
+    # \\pm 5 scored 0), unless prose follows it ("$5$, and $6$ is wrong" is 5)
+    version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
