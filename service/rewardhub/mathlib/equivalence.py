@@ -449,11 +449,48 @@ def _name_runs(gold: str, pred: str) -> tuple[str, str] | None:
     return out[0], out[1]
 
 
+# An AMC-style answer: a choice's label and its value, "\\textbf{(C)}\\ 12" (normalised "(C) 12"), or a
+# label alone ("(C)", "C") to hold against one.
+_CHOICE_VALUE_RE = re.compile(r"\(\s*([A-E])\s*\)\s*(\S.*)")
+_CHOICE_ONLY_RE = re.compile(r"\(?\s*([A-E])\s*\)?")
+
+
+def _choice_parts(s: str) -> tuple[str, str | None] | None:
+    n = normalize(s)
+    m = _CHOICE_VALUE_RE.fullmatch(n)
+    if m is not None:
+        return m.group(1), m.group(2)
+    m = _CHOICE_ONLY_RE.fullmatch(n)
+    return (m.group(1), None) if m is not None else None
+
+
+def _choice_check(gold: str, pred: str) -> Check | None:
+    """The verdict when one side is a choice's label with its value ("(C) 12"): the labels decide against a
+    label, the values against anything else, and two different labels differ whatever their values.
+    None when neither side has both (nothing to say)."""
+    g, p = _choice_parts(gold), _choice_parts(pred)
+    if (g is None or g[1] is None) and (p is None or p[1] is None):
+        return None
+    if g is not None and p is not None:
+        if g[0] != p[0]:
+            return Check(False, "choice", True)
+        if g[1] is None or p[1] is None:
+            return Check(True, "choice", True)
+        return check(g[1], p[1])
+    if g is not None and g[1] is not None:
+        return check(g[1], pred)
+    value = p[1] if p is not None else None
+    return check(gold, value) if value is not None else None
+
+
 def check(gold: str, pred: str) -> Check:
     """Full equivalence check; may be slow (sympy) and relies on the caller for deadlines."""
     quick = quick_check(gold, pred)
     if quick is not None:
         return quick
+    choice = _choice_check(gold, pred)
+    if choice is not None:
+        return choice
     comparer = _Comparer()
     try:
         g_items, g_set = parse_answer(gold)

@@ -59,6 +59,7 @@ _UNICODE = {
     "±": r"\pm ",
     "∓": r"\mp ",
     "≈": r"\approx ",
+    "∅": r"\emptyset ",
     "\u00a0": " ",
     "\u2009": " ",
     "\u202f": " ",
@@ -94,7 +95,13 @@ _RENAMES = [
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![a-zA-Z])"), r"^\\circ "),
     (re.compile(r"\\%|%"), r"\\% "),
     (re.compile(r"\{,\}"), ","),
+    (re.compile(r"\\varnothing(?![a-zA-Z])"), r"\\emptyset "),
 ]
+# The empty set written as braces ("\{\}", "\left\{ \right\}") or in words ("no solution", "there are no
+# real solutions"): the whole answer only.
+_EMPTY_SET_RE = re.compile(
+    r"\\\{ ?\\\}|(?:there (?:is|are) )?no (?:real )?solutions?(?: exists?)?\.?", re.IGNORECASE
+)
 # Commands whose argument is typeset text or a font change: we keep the argument, drop the font.
 _TEXT_COMMANDS = (
     "text",
@@ -332,6 +339,8 @@ def normalize(s: str) -> str:
     s = _DANGLING_DOT_RE.sub("", s).strip()
     s = _E_NOTATION_RE.sub(r"\1\\times 10^{\2}", s)
     s = _MIXED_SLASH_RE.sub(r"\1\\frac{\2}{\3}", s)
+    if _EMPTY_SET_RE.fullmatch(s):
+        s = "\\emptyset"
     return s
 
 

@@ -82,7 +82,10 @@ class MathReward(Reward[MathConfig]):
     # 1.1.8: an approximation is its value: "\\approx 3.14", "approximately 3.14", "about 3.14" (they never
     # matched 3.14) and "x \\approx 3.14" (the answer was "x"); an answer phrase of several inline math
     # spans, "The answer is $x=5$ or $x=-5$.", is the whole list (it was the first span: "x=5" against
-    # \\pm 5 scored 0), unless prose follows it ("$5$, and $6$ is wrong" is 5)
+    # \\pm 5 scored 0), unless prose follows it ("$5$, and $6$ is wrong" is 5); the empty set in any
+    # spelling (\\varnothing, \\{\\}, "no solution") equals \\emptyset (they differed); an AMC answer, a
+    # choice's label and its value ("\\textbf{(C)}\\ 12"), is its value, or its label against a label (it
+    # matched neither 12 nor (C))
     version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
