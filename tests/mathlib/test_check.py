@@ -224,6 +224,13 @@ CASES = [
     ("\\pi", "\\approx 3.14", True),
     ("\\pi", "\\approx 3.15", False),
     ("0.5", "\\sim 0.5", True),
+    # a temperature's degree sign and scale are its unit: "10°C" is 10
+    ("10", "10^\\circ \\text{C}", True),
+    ("10", "10°C", True),
+    ("-5", "-5^{\\circ}\\mathrm{F}", True),
+    ("10^\\circ C", "10", True),
+    ("11", "10^\\circ \\text{C}", False),
+    ("10", "10^\\circ x", False),
     # the empty set in any spelling
     ("\\emptyset", "\\varnothing", True),
     ("\\{\\}", "\\emptyset", True),

@@ -29,6 +29,8 @@ _ARG = rf"(?:{_NAME}|-?\d+)"
 _CALL_RE = re.compile(rf"^(?P<f>{_NAME})\s?\((?P<args>\s?{_ARG}(?:\s?,\s?{_ARG}){{0,5}}\s?)\)$")
 _WORDS_RE = re.compile(r"^[A-Za-z]{4,}(?: [A-Za-z]+){0,3}(?: \d{1,3})?$")
 _QUALIFIER_RE = re.compile(r"\s(?:for all|for every|for each|for any|\\forall)\s.*$")
+# A temperature's unit, the degree sign and its scale after a number: "10^\circ C" (10°C, 10°F, 10 °K).
+_TEMPERATURE_RE = re.compile(r"(?<=[\d}])\s?\^\\circ ?[CFK]$")
 _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
 # A power is a unit's (``inches ^2``) only right after a unit word, not after a number (``2 ^2``).
 _UNIT_WORD_END_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}$")
@@ -388,6 +390,7 @@ def _strip_prefixes(s: str) -> str:
 
 def _item_value(value: str) -> list[str]:
     value = _QUALIFIER_RE.sub("", value).strip()
+    value = _TEMPERATURE_RE.sub("", value)
     value = strip_units(value)
     if value.lower() in _INFINITE_WORDS:
         value = "\\infty"
