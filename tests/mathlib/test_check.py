@@ -224,6 +224,22 @@ CASES = [
     ("\\pi", "\\approx 3.14", True),
     ("\\pi", "\\approx 3.15", False),
     ("0.5", "\\sim 0.5", True),
+    # a whole number in words is that number, with its units too ("three apples")
+    ("3", "three", True),
+    ("12", "Twelve", True),
+    ("21", "twenty-one", True),
+    ("105", "one hundred and five", True),
+    ("2500", "two thousand five hundred", True),
+    ("3", "three apples", True),
+    ("4", "three", False),
+    ("3", "three times", False),
+    ("one-to-one", "one-to-one", True),
+    ("1", "one-to-one", False),
+    # an answer that shows its arithmetic states its result: "5 + 3 = 8" is 8
+    ("8", "5 + 3 = 8", True),
+    ("6", "2 \\times 3 = 6", True),
+    ("\\frac{1}{2}", "\\frac{2}{4} = \\frac{1}{2}", True),
+    ("9", "5 + 3 = 8", False),
     # a temperature's degree sign and scale are its unit: "10°C" is 10
     ("10", "10^\\circ \\text{C}", True),
     ("10", "10°C", True),

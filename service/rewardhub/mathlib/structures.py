@@ -29,6 +29,48 @@ _ARG = rf"(?:{_NAME}|-?\d+)"
 _CALL_RE = re.compile(rf"^(?P<f>{_NAME})\s?\((?P<args>\s?{_ARG}(?:\s?,\s?{_ARG}){{0,5}}\s?)\)$")
 _WORDS_RE = re.compile(r"^[A-Za-z]{4,}(?: [A-Za-z]+){0,3}(?: \d{1,3})?$")
 _QUALIFIER_RE = re.compile(r"\s(?:for all|for every|for each|for any|\\forall)\s.*$")
+# A whole number written in words ("three", "twenty-one", "one hundred and five"), as the whole value or
+# before its unit words ("three apples"); words joined by a hyphen to anything else ("one-to-one") are none.
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+} | {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_NUMBER_SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_NUMBER_WORD = (
+    "(?:" + "|".join(sorted([*_NUMBER_WORDS, "hundred", *_NUMBER_SCALES], key=len, reverse=True)) + ")"
+)
+_NUMBER_PHRASE_RE = re.compile(
+    rf"{_NUMBER_WORD}(?:(?:[ -]|\s+and\s+){_NUMBER_WORD})*(?=$|\s+[A-Za-z])", re.IGNORECASE
+)
+# The arithmetic an answer shows before its result: "5 + 3 = 8", "2 \times 3 = 6".
+_ARITHMETIC_RE = re.compile(r"(?:[\d\s.+\-*/()^{}]|\\(?:times|cdot|div|frac|sqrt)(?![A-Za-z]))++")
+
+
+def _number_words(value: str) -> str:
+    """``value`` with a leading number in words written in digits ("three apples" -> "3 apples")."""
+    m = _NUMBER_PHRASE_RE.match(value)
+    if m is None:
+        return value
+    total, current = 0, 0
+    for word in re.split(r"[ -]+", m.group(0).lower()):
+        if word == "and":
+            continue
+        if word == "hundred":
+            if current == 0:
+                return value  # "hundred" alone, "zero hundred": not a number we read
+            current *= 100
+        elif word in _NUMBER_SCALES:
+            if current == 0:
+                return value
+            total, current = total + current * _NUMBER_SCALES[word], 0
+        else:
+            current += _NUMBER_WORDS[word]
+    return f"{total + current}{value[m.end() :]}"
+
+
 # A temperature's unit, the degree sign and its scale after a number: "10^\circ C" (10°C, 10°F, 10 °K).
 _TEMPERATURE_RE = re.compile(r"(?<=[\d}])\s?\^\\circ ?[CFK]$")
 _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
@@ -116,6 +158,14 @@ def split_label(item: str) -> tuple[str | None, str]:
             break
         lab = parse_label(item[:eq])
         rest = item[eq + 1 :].strip()
+        if (
+            lab is None
+            and rest
+            and _ARITHMETIC_RE.fullmatch(item[:eq])
+            and any(c.isdigit() for c in item[:eq])
+        ):
+            item = rest  # "5 + 3 = 8": the arithmetic shown, then its result
+            continue
         if lab is None or not rest:
             break
         label = lab if label is None else label
@@ -390,7 +440,7 @@ def _strip_prefixes(s: str) -> str:
 
 def _item_value(value: str) -> list[str]:
     value = _QUALIFIER_RE.sub("", value).strip()
-    value = _TEMPERATURE_RE.sub("", value)
+    value = _TEMPERATURE_RE.sub("", _number_words(value))
     value = strip_units(value)
     if value.lower() in _INFINITE_WORDS:
         value = "\\infty"
@@ -413,7 +463,7 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
     know they were there: a set is unordered, so it is never the same answer as a tuple or an
     interval with the same components (``\\{0, 1\\}`` is not ``(0, 1)``).
     """
-    s = _strip_prefixes(normalize(s))
+    s = _number_words(_strip_prefixes(normalize(s)))  # whole: "one hundred and five" is no list
     if not s:
         return [], False
     if parse_literal(s) is not None:

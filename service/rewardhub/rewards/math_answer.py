@@ -85,7 +85,9 @@ class MathReward(Reward[MathConfig]):
     # \\pm 5 scored 0), unless prose follows it ("$5$, and $6$ is wrong" is 5); the empty set in any
     # spelling (\\varnothing, \\{\\}, "no solution") equals \\emptyset (they differed); an AMC answer, a
     # choice's label and its value ("\\textbf{(C)}\\ 12"), is its value, or its label against a label (it
-    # matched neither 12 nor (C)); a temperature's unit, "10^\\circ C" or "10°F", is dropped as units are
+    # matched neither 12 nor (C)); a temperature's unit, "10^\\circ C" or "10°F", is dropped (10°C scored 0 against 10);
+    # a whole number in words, "three" or "twenty-one apples", is its number, and an answer that shows its
+    # arithmetic, "5 + 3 = 8", its result (both scored 0)
     version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
