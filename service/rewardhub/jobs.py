@@ -952,9 +952,7 @@ class JobRunner:
             waiting_since = time.monotonic()  # kept across retries: its place in the admission line
             while True:
                 try:
-                    async with self.admission.admit_when_room(
-                        caller, len(request.items), since=waiting_since
-                    ):
+                    async with self.admission.admit_when_room(caller, request.work, since=waiting_since):
                         result = await self.scoring.score(
                             request, max_items=self.max_items, tenant=caller.key_id
                         )

@@ -69,6 +69,13 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemin",
         )
+        self.shadow_items = Counter(
+            "rewardhub_shadow_items_total",
+            "Items scored with a shadow reward, by primary reward, shadow reward and outcome (agree_pass, "
+            "agree_fail, primary_only, shadow_only, primary_invalid, shadow_invalid).",
+            ["reward", "shadow", "outcome"],
+            registry=r,
+        )
         self.invalid = Counter(
             "rewardhub_invalid_total",
             "Invalid items, by reward and reason.",

@@ -38,6 +38,8 @@ __all__ = [
     "ScoreOptions",
     "ScoreRequest",
     "ScoreResponse",
+    "ShadowResult",
+    "ShadowSpec",
 ]
 
 
@@ -144,12 +146,52 @@ class ScoreOptions(_Model):
     )
 
 
+class ShadowSpec(_Model):
+    """A second reward run on the same items to audit the first (shadow verification)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reward: str | RewardSpec = Field(
+        description="The shadow reward (a judge beside `math`, a second rule verifier...), for every item."
+    )
+    threshold: float = Field(
+        0.5,
+        allow_inf_nan=False,
+        description="A result passes when its `correct` component is 1, or, without one, when its score is at "
+        "least this; two results agree when both pass or both fail.",
+    )
+
+
 class ScoreRequest(_Model):
     reward: str | RewardSpec | None = Field(
         None, description="The reward for every item without its own `reward`."
     )
     items: list[ScoreItem] = Field(description="Rollouts to score; results come back in the same order.")
     options: ScoreOptions = Field(default_factory=ScoreOptions)
+    shadow: ShadowSpec | None = Field(
+        None,
+        description="Also score every item with this reward and report where it disagrees (each result's "
+        "`shadow`, `metrics.shadow`); the scores stay the primary reward's.",
+    )
+
+    @property
+    def work(self) -> int:
+        """Items to score, as admission control counts them: each item twice when it is shadowed."""
+        return len(self.items) * (2 if self.shadow is not None else 1)
+
+
+class ShadowResult(_Model):
+    reward: str
+    score: float | None
+    valid: bool
+    reason: Reason | None
+    components: dict[str, float | None] = Field(default_factory=dict)
+    details: dict[str, JSONValue] = Field(default_factory=dict)
+    cached: bool
+    reward_version: str
+    agree: bool | None = Field(
+        description="Both pass or both fail (`ShadowSpec.threshold`); null when either could not score."
+    )
 
 
 class ItemResult(_Model):
@@ -163,6 +205,9 @@ class ItemResult(_Model):
     cached: bool = Field(description="Served from the cache.")
     reward_version: str = Field(description="Changes whenever the reward's behaviour changes.")
     latency_ms: float = Field(description="Time spent on this item in this request, milliseconds.")
+    shadow: ShadowResult | None = Field(
+        None, description="The shadow reward's result for this item, when the request asked for one."
+    )
 
 
 class ScoreResponse(_Model):

@@ -45,6 +45,7 @@ from rewardhub.protocol import (
 from rewardhub.request_metrics import request_metrics
 from rewardhub.rewards.base import Outcome, Reward, RewardRegistry, ScoreContext, unavailable_parts
 from rewardhub.security import ANONYMOUS_KEY_ID
+from rewardhub.shadow import attach as attach_shadow
 from rewardhub.stats import LiveStats
 
 __all__ = ["ScoringService"]
@@ -226,6 +227,20 @@ class ScoringService:
         :meth:`validate` that does not look at the request's limits: a caller that checks each item's
         limits anyway (compat/common.py) resolves each distinct spec once with this, not the limits twice."""
         self._resolve(req)
+        if req.shadow is not None:
+            self._resolve_shadow(req)
+
+    def _resolve_shadow(self, req: ScoreRequest) -> ScoreRequest:
+        """The request that scores ``req``'s items with its shadow reward (every item's own ``reward``
+        dropped); its spec resolved, so that a bad shadow spec is the same 404 / 422 at ``shadow.reward``."""
+        assert req.shadow is not None
+        shadow = ScoreRequest(
+            reward=req.shadow.reward,
+            items=[item.model_copy(update={"reward": None}) for item in req.items],
+            options=req.options,
+        )
+        self._plan_for(req.shadow.reward, False, {}, "shadow.reward")
+        return shadow
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""
@@ -237,7 +252,36 @@ class ScoringService:
         self, req: ScoreRequest, *, max_items: int | None = None, tenant: str = ANONYMOUS_KEY_ID
     ) -> dict[str, Any]:
         """``tenant``: whose group ids these are (the caller's key id): the whole-group check remembers
-        member sets per tenant, so two API keys' group "0" are two groups."""
+        member sets per tenant, so two API keys' group "0" are two groups.
+
+        With ``req.shadow`` the items are scored by the shadow reward too, concurrently, through the same
+        path (cache, batching, single flight); its results are put beside the primary ones
+        (:mod:`rewardhub.shadow`)."""
+        if req.shadow is None:
+            return (await self._score(req, max_items, tenant))[0]
+        shadow_req = self._resolve_shadow(req)
+        self._resolve(req)  # both specs checked before either starts
+        (out, names), (shadow_out, _) = await gather_all(
+            self._score(req, max_items, tenant), self._score(shadow_req, max_items, tenant)
+        )
+        summary, outcomes = attach_shadow(
+            req.items,
+            out["results"],
+            shadow_out["results"],
+            req.shadow,
+            names,
+            include_details=req.options.include_details,
+        )
+        out["metrics"]["shadow"] = summary
+        counter = self.metrics.shadow_items
+        for name, kind in zip(names, outcomes, strict=True):
+            counter.labels(name, summary["reward"], kind).inc()
+        return out
+
+    async def _score(
+        self, req: ScoreRequest, max_items: int | None, tenant: str
+    ) -> tuple[dict[str, Any], list[str]]:
+        """:meth:`score` with one reward per item, and each item's reward name."""
         t0 = time.perf_counter()
         self.check_limits(req, max_items)
         plans, per_item = self._resolve(req)
@@ -355,7 +399,7 @@ class ScoringService:
         metrics["deduplicated"] = len(followers)
         metrics["latency_ms"] = (time.perf_counter() - t0) * 1000
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
-        return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}
+        return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}, reward_names
 
     def _release(self, owned: dict[str, _Claim]) -> None:
         """This request scores none of ``owned`` any more: the requests still waiting for one get None."""

@@ -59,7 +59,7 @@ async def score(request: Request) -> JSONBytesResponse:
     body = parse_score_request(await request.body())
     admission = await get_admission(request)
     try:
-        async with admission.admit(caller, len(body.items)):
+        async with admission.admit(caller, body.work):
             out = await scoring.score(body, tenant=caller.key_id)
     except Overloaded:
         # A request that could never be scored (an unknown reward, a bad config, too many items) is

@@ -1,0 +1,172 @@
+"""Shadow verification (``ScoreRequest.shadow``) through the real app: the primary reward's scores are
+unchanged, each result carries the shadow's result, and ``metrics.shadow`` counts where they part ways."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx
+
+MakeApp = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+# math against exact_match (SQuAD normalisation of the whole response): the four ways two verdicts meet
+ITEMS: list[dict[str, Any]] = [
+    # math reads 1/2 = 0.5; exact_match sees "\boxed{\frac{1}{2}}" against "0.5": primary_only
+    {
+        "id": "frac",
+        "response": "\\boxed{\\frac{1}{2}}",
+        "reference": "0.5",
+        "metadata": {"data_source": "gsm"},
+    },
+    # both pass
+    {"id": "same", "response": "0.5", "reference": "0.5", "metadata": {"data_source": "gsm"}},
+    # both fail
+    {"id": "wrong", "response": "7", "reference": "8", "metadata": {"data_source": "math500"}},
+    # math cannot read the gold ("the answer is 7" is not math): 0; exact_match (articles dropped) passes
+    {"id": "prose", "response": "The answer is 7", "reference": "the answer is 7"},
+    # no reference: math cannot score it
+    {"id": "noref", "response": "7"},
+]
+SHADOW = {"reward": {"name": "exact_match", "config": {}}}
+
+
+async def test_shadow_results_and_counts(make_app: MakeApp) -> None:
+    async with make_app() as c:
+        plain = await c.post("/v1/score", json={"reward": "math", "items": ITEMS})
+        shadowed = await c.post("/v1/score", json={"reward": "math", "items": ITEMS, "shadow": SHADOW})
+    assert shadowed.status_code == 200, shadowed.text
+    body = shadowed.json()
+    results = body["results"]
+    # the scores are the primary reward's, as without a shadow
+    assert [(r["score"], r["reason"]) for r in results] == [
+        (r["score"], r["reason"]) for r in plain.json()["results"]
+    ]
+    assert all("shadow" not in r for r in plain.json()["results"])
+    by_id = {r["id"]: r for r in results}
+    assert by_id["frac"]["score"] == 1.0
+    assert by_id["frac"]["shadow"] == {
+        **by_id["frac"]["shadow"],
+        "reward": "exact_match",
+        "score": 0.0,
+        "valid": True,
+        "agree": False,
+    }
+    assert by_id["same"]["shadow"]["agree"] is True
+    assert by_id["wrong"]["shadow"]["agree"] is True
+    assert by_id["prose"]["score"] == 0.0 and by_id["prose"]["shadow"]["score"] == 1.0
+    assert by_id["prose"]["shadow"]["agree"] is False
+    # an item the primary could not score is no agreement either way; the shadow's own reason is kept
+    assert by_id["noref"]["valid"] is False and by_id["noref"]["shadow"]["agree"] is None
+    assert by_id["noref"]["shadow"]["reason"] == "missing_reference"
+    assert by_id["same"]["shadow"]["reward_version"]
+
+    shadow = body["metrics"]["shadow"]
+    assert shadow == {
+        **shadow,
+        "reward": "exact_match",
+        "threshold": 0.5,
+        "items": 5,
+        "compared": 4,
+        "agree": 2,
+        "agreement": 0.5,
+        "agree_pass": 1,
+        "agree_fail": 1,
+        "primary_only": 1,
+        "shadow_only": 1,
+        "primary_invalid": 1,
+        "shadow_invalid": 0,
+    }
+    # per data source, else per primary reward
+    assert set(shadow["by_source"]) == {"gsm", "math500", "math"}
+    assert shadow["by_source"]["gsm"] == {
+        **shadow["by_source"]["gsm"],
+        "items": 2,
+        "compared": 2,
+        "agree": 1,
+        "primary_only": 1,
+        "agreement": 0.5,
+    }
+    assert shadow["by_source"]["math"]["shadow_only"] == 1
+    assert shadow["by_source"]["math"]["primary_invalid"] == 1
+
+
+async def test_the_shadow_is_cached_and_counted_for_prometheus(make_app: MakeApp, redis_server: Any) -> None:
+    request = {"reward": "math", "items": ITEMS[:3], "shadow": SHADOW}
+    async with make_app(redis_url=redis_server.url) as c:
+        first = (await c.post("/v1/score", json=request)).json()
+        again = (await c.post("/v1/score", json=request)).json()
+        metrics = (await c.get("/metrics")).text
+    assert not any(r["shadow"]["cached"] for r in first["results"])
+    assert all(r["shadow"]["cached"] and r["cached"] for r in again["results"])
+    assert again["metrics"]["shadow"]["agree"] == first["metrics"]["shadow"]["agree"] == 2
+    line = 'rewardhub_shadow_items_total{outcome="primary_only",reward="math",shadow="exact_match"} 2.0'
+    assert line in metrics, [x for x in metrics.splitlines() if "shadow" in x]
+
+
+async def test_threshold_and_a_shadow_without_a_correct_component(client: httpx.AsyncClient) -> None:
+    # f1 has no `correct` component: its score (2/3 here) against the threshold is its verdict
+    item = {"response": "Paris France", "reference": "paris"}
+    for threshold, agree in ((0.5, False), (0.9, True)):
+        resp = await client.post(
+            "/v1/score",
+            json={
+                "reward": "exact_match",
+                "items": [item],
+                "shadow": {"reward": "f1", "threshold": threshold},
+            },
+        )
+        assert resp.status_code == 200, resp.text
+        result = resp.json()["results"][0]
+        assert result["score"] == 0.0 and abs(result["shadow"]["score"] - 2 / 3) < 1e-9
+        assert result["shadow"]["agree"] is agree
+
+
+async def test_without_details_the_shadow_has_none(client: httpx.AsyncClient) -> None:
+    resp = await client.post(
+        "/v1/score",
+        json={"reward": "math", "items": ITEMS[:1], "shadow": SHADOW, "options": {"include_details": False}},
+    )
+    result = resp.json()["results"][0]
+    assert result["details"] == {} and result["shadow"]["details"] == {}
+    assert result["shadow"]["score"] == 0.0
+
+
+async def test_a_bad_shadow_spec_is_refused_before_scoring(client: httpx.AsyncClient) -> None:
+    unknown = await client.post(
+        "/v1/score", json={"reward": "math", "items": ITEMS[:1], "shadow": {"reward": "no_such_reward"}}
+    )
+    assert unknown.status_code == 404, unknown.text
+    assert unknown.json()["error"]["param"] == "shadow.reward"
+    bad = await client.post(
+        "/v1/score",
+        json={
+            "reward": "math",
+            "items": ITEMS[:1],
+            "shadow": {"reward": {"name": "exact_match", "config": {"normalize": "bogus"}}},
+        },
+    )
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["error"]["param"].startswith("shadow.reward.config")
+    # a field the shadow does not have is refused, not ignored
+    extra = await client.post(
+        "/v1/score",
+        json={"reward": "math", "items": ITEMS[:1], "shadow": {"reward": "exact_match", "treshold": 0.9}},
+    )
+    assert extra.status_code == 422, extra.text
+
+
+async def test_a_job_carries_its_shadow(client: httpx.AsyncClient) -> None:
+    submitted = await client.post("/v1/jobs", json={"reward": "math", "items": ITEMS[:2], "shadow": SHADOW})
+    assert submitted.status_code in (200, 201, 202), submitted.text
+    job_id = submitted.json()["job_id"]
+    for _ in range(200):
+        job = (await client.get(f"/v1/jobs/{job_id}")).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        await asyncio.sleep(0.05)
+    assert job["status"] == "succeeded", job
+    assert [r["shadow"]["agree"] for r in job["result"]["results"]] == [False, True]
+    assert job["result"]["metrics"]["shadow"]["primary_only"] == 1
