@@ -45,6 +45,8 @@ from rewardhub_client.types import (
     ScoreOptions,
     ScoreRequest,
     ScoreResponse,
+    ShadowResult,
+    ShadowSpec,
     UnavailablePart,
 )
 
@@ -80,6 +82,8 @@ __all__ = [
     "ScoreOptions",
     "ScoreRequest",
     "ScoreResponse",
+    "ShadowResult",
+    "ShadowSpec",
     "ServerError",
     "ServiceUnavailable",
     "TransportError",

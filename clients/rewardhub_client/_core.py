@@ -22,11 +22,13 @@ from rewardhub_client.types import (
     ScoreOptions,
     ScoreRequest,
     ScoreResponse,
+    ShadowSpec,
 )
 
 __all__ = [
     "RetryPolicy",
     "as_items",
+    "as_shadow",
     "as_spec",
     "chunk_indices",
     "chunk_items",
@@ -40,6 +42,8 @@ __all__ = [
 
 ItemLike = ScoreItem | Mapping[str, Any]
 RewardLike = str | RewardSpec | Mapping[str, Any] | None
+# A shadow reward: its name, its spec, or a ShadowSpec / {"reward": ..., "threshold": ...}.
+ShadowLike = str | RewardSpec | ShadowSpec | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,17 @@ def as_spec(reward: RewardLike, config: Mapping[str, Any] | None = None) -> str 
     spec = reward if isinstance(reward, RewardSpec) else RewardSpec.model_validate(reward)
     # model_copy keeps the spec's other keys (the service judges them)
     return spec if not config else spec.model_copy(update={"config": {**spec.config, **config}})
+
+
+def as_shadow(shadow: ShadowLike) -> ShadowSpec | None:
+    """``shadow`` as the request's ``shadow``: a reward name or spec is one with the default threshold."""
+    if shadow is None or isinstance(shadow, ShadowSpec):
+        return shadow
+    if isinstance(shadow, str | RewardSpec):
+        return ShadowSpec(reward=shadow)
+    if "reward" in shadow:
+        return ShadowSpec.model_validate(shadow)
+    return ShadowSpec(reward=RewardSpec.model_validate(shadow))  # {"name": ..., "config": ...}
 
 
 def as_items(items: Iterable[ItemLike]) -> list[ScoreItem]:
@@ -204,9 +219,14 @@ def with_partial(
     return exc
 
 
-def build_request(items: Sequence[ScoreItem], spec: str | RewardSpec | None, options: ScoreOptions) -> bytes:
+def build_request(
+    items: Sequence[ScoreItem],
+    spec: str | RewardSpec | None,
+    options: ScoreOptions,
+    shadow: ShadowSpec | None = None,
+) -> bytes:
     return (
-        ScoreRequest(reward=spec, items=list(items), options=options)
+        ScoreRequest(reward=spec, items=list(items), options=options, shadow=shadow)
         .model_dump_json(exclude_none=True)
         .encode()
     )
@@ -241,6 +261,9 @@ def merge_responses(
         for reason, count in (p.metrics.get("invalid_reasons") or {}).items():
             reasons[reason] = reasons.get(reason, 0) + int(count)
     metrics["invalid_reasons"] = reasons
+    shadow = merge_shadow_metrics([p.metrics for _, p in parts])
+    if shadow is not None:
+        metrics["shadow"] = shadow
     if wall_ms is None:
         wall_ms = max((float(p.metrics.get("latency_ms", 0.0) or 0.0) for _, p in parts), default=0.0)
     metrics["latency_ms"] = wall_ms
@@ -249,3 +272,44 @@ def merge_responses(
         results=[r for r in results if r is not None],
         metrics=metrics,
     )
+
+
+# ``metrics["shadow"]``'s counts (the service's rewardhub.shadow): sums over a request sent in chunks.
+_SHADOW_COUNTS = (
+    "items",
+    "compared",
+    "agree",
+    "agree_pass",
+    "agree_fail",
+    "primary_only",
+    "shadow_only",
+    "primary_invalid",
+    "shadow_invalid",
+)
+
+
+def merge_shadow_metrics(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """One ``metrics["shadow"]`` for chunks' answers: counts added (overall and per source), the agreement
+    rate recomputed from them; None when no chunk has one."""
+    summaries = [m["shadow"] for m in chunks if isinstance(m.get("shadow"), Mapping)]
+    if not summaries:
+        return None
+    versions = {s.get("reward_version") for s in summaries}
+    merged: dict[str, Any] = {
+        "reward": summaries[0].get("reward"),
+        "reward_version": versions.pop() if len(versions) == 1 else None,
+        "threshold": summaries[0].get("threshold"),
+        **_add_counts(summaries),
+    }
+    sources: dict[str, list[Mapping[str, Any]]] = {}
+    for s in summaries:
+        for source, counts in (s.get("by_source") or {}).items():
+            sources.setdefault(source, []).append(counts)
+    merged["by_source"] = {k: _add_counts(v) for k, v in sorted(sources.items())}
+    return merged
+
+
+def _add_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: sum(int(p.get(k, 0) or 0) for p in parts) for k in _SHADOW_COUNTS}
+    out["agreement"] = out["agree"] / out["compared"] if out["compared"] else None
+    return out

@@ -36,7 +36,9 @@ from rewardhub_client._core import (
     ItemLike,
     RetryPolicy,
     RewardLike,
+    ShadowLike,
     as_items,
+    as_shadow,
     as_spec,
     build_request,
     chunk_indices,
@@ -428,18 +430,21 @@ class RewardClient(_Base):
         use_cache: bool | None = None,
         timeout_s: float | None = None,
         group_size: int | None = None,
+        shadow: ShadowLike = None,
     ) -> ScoreResponse:
         """Score a batch (any size: it is sent in group-preserving chunks, a chunk over the service's
-        byte or item limit split further); results in item order."""
+        byte or item limit split further); results in item order. ``shadow``: a second reward that audits
+        this one (:class:`~rewardhub_client.ShadowSpec`): each result's ``shadow``, ``metrics["shadow"]``."""
         its = as_items(items)
         spec = as_spec(reward, config)
+        shade = as_shadow(shadow)
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         parts: list[tuple[list[int], ScoreResponse]] = []
         t0 = time.perf_counter()
 
         def send(idx: list[int], split: bool = False) -> None:
-            body = build_request(chunk_items(its, idx), spec, opts)
+            body = build_request(chunk_items(its, idx), spec, opts, shade)
             try:
                 resp = self._request(
                     "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
@@ -544,9 +549,12 @@ class RewardClient(_Base):
         config: Mapping[str, Any] | None = None,
         options: ScoreOptions | Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        shadow: ShadowLike = None,
     ) -> JobStatus:
         """Submit an asynchronous job; retries are safe (the Idempotency-Key is generated if not given)."""
-        body = build_request(as_items(items), as_spec(reward, config), _options(options, None, None))
+        body = build_request(
+            as_items(items), as_spec(reward, config), _options(options, None, None), as_shadow(shadow)
+        )
         key = idempotency_key or uuid.uuid4().hex
         resp = self._request("POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key})
         return _answer(resp, JobStatus.model_validate_json)
@@ -752,11 +760,13 @@ class AsyncRewardClient(_Base):
         use_cache: bool | None = None,
         timeout_s: float | None = None,
         group_size: int | None = None,
+        shadow: ShadowLike = None,
     ) -> ScoreResponse:
         """Score a batch (chunked, chunks in flight concurrently, a chunk over the service's byte or item
-        limit split further); results in item order."""
+        limit split further); results in item order. ``shadow``: as :meth:`RewardClient.score`'s."""
         its = as_items(items)
         spec = as_spec(reward, config)
+        shade = as_shadow(shadow)
         opts = _options(options, use_cache, timeout_s, group_size)
         timeout = self._score_timeout(opts)
         sem = asyncio.Semaphore(self.max_concurrency)
@@ -767,7 +777,7 @@ class AsyncRewardClient(_Base):
 
         async def one(idx: list[int], split: bool = False) -> None:
             async with sem:
-                body = build_request(chunk_items(its, idx), spec, opts)
+                body = build_request(chunk_items(its, idx), spec, opts, shade)
                 try:
                     resp = await self._request(
                         "POST", "/v1/score", content=body, headers=_JSON, timeout=timeout, resend_late=False
@@ -881,8 +891,11 @@ class AsyncRewardClient(_Base):
         config: Mapping[str, Any] | None = None,
         options: ScoreOptions | Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        shadow: ShadowLike = None,
     ) -> JobStatus:
-        body = build_request(as_items(items), as_spec(reward, config), _options(options, None, None))
+        body = build_request(
+            as_items(items), as_spec(reward, config), _options(options, None, None), as_shadow(shadow)
+        )
         key = idempotency_key or uuid.uuid4().hex
         resp = await self._request(
             "POST", "/v1/jobs", content=body, headers={**_JSON, "idempotency-key": key}

@@ -25,6 +25,8 @@ __all__ = [
     "ScoreOptions",
     "ScoreRequest",
     "ScoreResponse",
+    "ShadowResult",
+    "ShadowSpec",
     "UnavailablePart",
 ]
 
@@ -79,10 +81,36 @@ class ScoreOptions(BaseModel):
     group_size: int | None = None
 
 
+class ShadowSpec(BaseModel):
+    """A second reward the service runs on the same items to audit the first: each result then carries
+    its ``shadow`` result and ``metrics["shadow"]`` counts where the two disagree; scores stay the
+    primary reward's. A result passes when its ``correct`` component is 1, else when its score is at least
+    ``threshold``."""
+
+    reward: str | RewardSpec
+    threshold: float = 0.5
+
+
 class ScoreRequest(BaseModel):
     reward: str | RewardSpec | None = None
     items: list[ScoreItem]
     options: ScoreOptions = Field(default_factory=ScoreOptions)
+    shadow: ShadowSpec | None = None
+
+
+class ShadowResult(_Out):
+    """The shadow reward's result for one item, and whether it agrees with the primary one (None when
+    either could not score it)."""
+
+    reward: str
+    score: float | None
+    valid: bool
+    reason: str | None = None
+    components: dict[str, float | None] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    cached: bool = False
+    reward_version: str = ""
+    agree: bool | None = None
 
 
 class ItemResult(_Out):
@@ -96,6 +124,7 @@ class ItemResult(_Out):
     cached: bool = False
     reward_version: str = ""
     latency_ms: float = 0.0
+    shadow: ShadowResult | None = None
 
 
 class ScoreResponse(_Out):
