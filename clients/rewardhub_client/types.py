@@ -87,6 +87,10 @@ class ShadowSpec(BaseModel):
     primary reward's. A result passes when its ``correct`` component is 1, else when its score is at least
     ``threshold``."""
 
+    # other keys are kept and sent: the service refuses one it does not know ("treshold"), which dropped
+    # here would score with the default threshold
+    model_config = ConfigDict(extra="allow")
+
     reward: str | RewardSpec
     threshold: float = 0.5
 
@@ -111,6 +115,8 @@ class ShadowResult(_Out):
     cached: bool = False
     reward_version: str = ""
     agree: bool | None = None
+    # agree_pass, agree_fail, primary_only, shadow_only, primary_invalid or shadow_invalid
+    outcome: str = ""
 
 
 class ItemResult(_Out):

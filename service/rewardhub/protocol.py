@@ -192,6 +192,12 @@ class ShadowResult(_Model):
     agree: bool | None = Field(
         description="Both pass or both fail (`ShadowSpec.threshold`); null when either could not score."
     )
+    outcome: Literal[
+        "agree_pass", "agree_fail", "primary_only", "shadow_only", "primary_invalid", "shadow_invalid"
+    ] = Field(
+        description="Which: both pass, both fail, only the primary passes, only the shadow does, or the "
+        "primary (first) or the shadow could not score the item."
+    )
 
 
 class ItemResult(_Model):

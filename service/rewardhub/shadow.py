@@ -81,6 +81,7 @@ def attach(
             "cached": s["cached"],
             "reward_version": s["reward_version"],
             "agree": None if kind.endswith("invalid") else kind.startswith("agree"),
+            "outcome": kind,
         }
         source = _source(item, reward)
         for counts in (total, by_source.setdefault(source, _zero())):

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
-from rewardhub_client import AsyncRewardClient, RewardSpec, ShadowSpec
+from rewardhub_client import AsyncRewardClient, InvalidRequest, RewardSpec, ShadowSpec
 from rewardhub_client._core import as_shadow
 
 
@@ -33,6 +34,7 @@ async def test_shadow_over_chunks(client: httpx.AsyncClient) -> None:
         assert resp.scores == [1.0] * 10  # the primary's scores
         assert [r.shadow.agree for r in resp.results if r.shadow] == [i % 2 == 1 for i in range(10)]
         assert all(r.shadow and r.shadow.reward == "exact_match" for r in resp.results)
+        assert [r.shadow.outcome for r in resp.results if r.shadow][:2] == ["primary_only", "agree_pass"]
         shadow = resp.metrics["shadow"]
         assert shadow == {
             **shadow,
@@ -61,3 +63,10 @@ def test_shadow_arguments() -> None:
         reward=RewardSpec(name="exact_match")
     )
     assert as_shadow({"reward": "f1", "threshold": 0.8}) == ShadowSpec(reward="f1", threshold=0.8)
+
+
+async def test_a_misspelt_shadow_key_is_refused_not_dropped(client: httpx.AsyncClient) -> None:
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
+        with pytest.raises(InvalidRequest):
+            await c.score(items(1), "math", shadow={"reward": "exact_match", "treshold": 0.9})

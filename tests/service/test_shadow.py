@@ -53,6 +53,7 @@ async def test_shadow_results_and_counts(make_app: MakeApp) -> None:
         "score": 0.0,
         "valid": True,
         "agree": False,
+        "outcome": "primary_only",
     }
     assert by_id["same"]["shadow"]["agree"] is True
     assert by_id["wrong"]["shadow"]["agree"] is True
@@ -61,6 +62,8 @@ async def test_shadow_results_and_counts(make_app: MakeApp) -> None:
     # an item the primary could not score is no agreement either way; the shadow's own reason is kept
     assert by_id["noref"]["valid"] is False and by_id["noref"]["shadow"]["agree"] is None
     assert by_id["noref"]["shadow"]["reason"] == "missing_reference"
+    assert by_id["noref"]["shadow"]["outcome"] == "primary_invalid"
+    assert by_id["prose"]["shadow"]["outcome"] == "shadow_only"
     assert by_id["same"]["shadow"]["reward_version"]
 
     shadow = body["metrics"]["shadow"]
