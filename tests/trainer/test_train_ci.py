@@ -296,6 +296,34 @@ def test_a_misspelt_accuracy_key_ends_the_run_at_its_first_batch(
     assert 0 <= row["accuracy"] <= 1
 
 
+def test_a_shadow_reward_is_logged_beside_the_training_reward(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """``reward.shadow``: the service scores every item with a second reward too; the step logs how
+    often the two agree and which way they part, and the training reward is unchanged."""
+    shadow = {"reward": {"name": "regex", "config": {"pattern": "[A-Z]"}}}
+    cfg = make_config(reward_server.url, "shadow", reward={"shadow": shadow}, training={"steps": 2})
+    plain = make_config(reward_server.url, "plain", training={"steps": 2})
+    train(cfg)
+    train(plain)
+    rows, plain_rows = read_metrics(Path(cfg.output.run_dir)), read_metrics(Path(plain.output.run_dir))
+    assert [r["reward"] for r in rows] == [r["reward"] for r in plain_rows]  # same seed, same training signal
+    for r in rows:
+        parts = (r["shadow_agreement"], r["shadow_only_frac"], r["primary_only_frac"])
+        assert all(0 <= p <= 1 for p in parts) and abs(sum(parts) - 1) < 1e-9, r
+    assert "shadow_agreement" not in plain_rows[0]
+    # a shadow the service does not have stops the run before its first step, as the reward's would
+    bad = make_config(
+        reward_server.url,
+        "bad_shadow",
+        reward={"shadow": {"reward": "no_such_reward"}},
+        training={"steps": 1},
+    )
+    with pytest.raises(ValueError, match=r"reward.shadow: .* has no such reward"):
+        Trainer(bad).run()
+    assert not (Path(bad.output.run_dir) / "metrics.jsonl").exists()
+
+
 def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server: Any) -> None:
     """`prm` on a service given no PRM model answered every item `unsupported`: the trainer trained on
     no signal at all, visible only as invalid_frac 1.0. The catalog says why, and the check refuses."""

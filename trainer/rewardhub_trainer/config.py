@@ -207,6 +207,14 @@ class RewardConfig(_Section):
         description="An item is accurate iff that value >= this; accuracy is the share of valid items that "
         "are (items without the value left out).",
     )
+    shadow: dict[str, Any] | None = Field(
+        None,
+        description="A second reward the service runs beside this one to audit it (shadow verification): "
+        "{reward: name or {name, config}, threshold: 0.5}. The training signal stays this reward's; each "
+        "step logs shadow_agreement and, of the items both scored, shadow_only_frac (the shadow passed, "
+        "this reward did not: possible false negatives) and primary_only_frac. Checked at the start as "
+        "the reward is.",
+    )
 
 
 def _component_keys(config: Mapping[str, Any]) -> list[str]:

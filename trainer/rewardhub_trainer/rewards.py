@@ -48,6 +48,7 @@ from rewardhub_client import (
     InvalidRequest,
     ItemResult,
     RetryPolicy,
+    RewardCheck,
     RewardClient,
     RewardHubClientError,
     ScoreItem,
@@ -55,6 +56,7 @@ from rewardhub_client import (
     UnknownReward,
 )
 from rewardhub_client._adapters import token_count_keys, token_ids_keys
+from rewardhub_client._core import as_shadow
 from rewardhub_client.errors import cannot_run
 from rewardhub_trainer.config import RewardConfig
 from rewardhub_trainer.data import Problem
@@ -139,9 +141,29 @@ def check_service(config: RewardConfig) -> None:
         if check is None:  # no /v1/rewards/check: an older service
             _check_catalog(client, config, where)
             return
+        shadow = _check_shadow(client, config, where)
     if not check.ok:  # every part that cannot run, so one fix-and-retry is enough
         raise ValueError(cannot_run(config.url, check))
-    _check_deadline(config, check.timeout_s)
+    if shadow is not None and not shadow.ok:
+        raise ValueError(f"reward.shadow: {cannot_run(config.url, shadow)}")
+    _check_deadline(config, max((c.timeout_s for c in (check, shadow) if c and c.timeout_s), default=None))
+
+
+def _check_shadow(client: RewardClient, config: RewardConfig, where: str) -> RewardCheck | None:
+    """``reward.shadow``'s spec, checked as the reward's is (None without one)."""
+    if config.shadow is None:
+        return None
+    try:
+        spec = as_shadow(config.shadow)
+    except ValueError as exc:  # pydantic's ValidationError: not a shadow spec at all
+        raise ValueError(f"reward.shadow: {exc}") from None
+    assert spec is not None
+    try:
+        return client.check(spec.reward)
+    except UnknownReward as exc:
+        raise ValueError(f"reward.shadow: {where} has no such reward: {exc.message}") from None
+    except InvalidRequest as exc:
+        raise ValueError(f"reward.shadow: {where} rejects it: {exc.message}") from None
 
 
 def _check_deadline(config: RewardConfig, deadline: float | None) -> None:
@@ -264,6 +286,7 @@ class RewardDispatcher:
                 config=self.config.config,
                 options=options,
                 group_size=self.group_size,
+                shadow=self.config.shadow,
             )
         except RewardHubClientError as exc:
             if not is_transient(exc):

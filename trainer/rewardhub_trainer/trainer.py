@@ -35,7 +35,7 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import torch
 
+from rewardhub_client import ItemResult
 from rewardhub_trainer.advantages import (
     Advantages,
     component_matrix,
@@ -625,6 +626,8 @@ class Trainer:
             "groups_failed": float(len(col.scored) - len(answered)),
             "sampling_rounds": float(col.rounds),
         }
+        if rc.shadow is not None:
+            out.update(_shadow_metrics(results))
         for name in sorted({k for g in col.scored for r in g.results for k in r.components if "." not in k}):
             vals = [  # valid items only, as for `reward`: an invalid item's parts are not its score
                 float(v)
@@ -761,6 +764,20 @@ def _entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
+
+
+def _shadow_metrics(results: Sequence[ItemResult]) -> dict[str, float]:
+    """Shadow verification's figures for a step, over the items both rewards scored (NaN when none was):
+    how often they agree, and the two directions of disagreement (``shadow_only_frac``: possible false
+    negatives of the training reward)."""
+    outcomes = [r.shadow.outcome for r in results if r.shadow is not None and r.shadow.agree is not None]
+    counts = Counter(outcomes)
+    n = len(outcomes)
+    return {
+        "shadow_agreement": (counts["agree_pass"] + counts["agree_fail"]) / n if n else math.nan,
+        "shadow_only_frac": counts["shadow_only"] / n if n else math.nan,
+        "primary_only_frac": counts["primary_only"] / n if n else math.nan,
+    }
 
 
 def _empty_adv() -> Advantages:
