@@ -60,6 +60,7 @@ from rewardhub.judging.templates import BLOCK_TAG, LINE_END, LINE_START
 
 __all__ = [
     "BOXED_VERDICT",
+    "echoes",
     "asks_correctness",
     "asks_grade",
     "asks_yes_no",
@@ -658,6 +659,9 @@ FILLER: frozenset[str] = frozenset(
 _B = r"(?<![^\W_])"  # a word's start
 _E = r"(?![^\W_])"  # a word's end
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
+# Any HTML or XML tag ("<div>", "<br/>", '<span class="x">'): markup, not content. A tag starts with a
+# letter right after "<", so a comparison ("1 < x > 2") is none.
+_HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
 # An environment's name is markup, not content: "\begin{aligned}\end{aligned}" is empty.
@@ -1405,7 +1409,7 @@ def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     t = unmarked(plain(text)).translate(_TRADITIONAL)
     t = t.replace("’", "'")
     t = _PHANTOM.sub(" ", _MD_COMMENT.sub(" ", _drop_comments(t)))
-    t = _TAGS.sub(" ", t)
+    t = _HTML_TAG.sub(" ", _TAGS.sub(" ", t))
     t = _FENCE.sub(" ", t)
     t = _LATEX_ENV.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
@@ -1434,6 +1438,22 @@ def _kept_words(t: str) -> list[str]:
     if not kept and len(words) == 1 and len(words[0]) == 1:
         kept = words  # a lone letter is an answer ("A", a multiple-choice option; "I"), not filler
     return kept
+
+
+def echoes(text: str, prompt: str) -> bool:
+    """True when ``text`` is the question given back: its words (three at least) are a run of the prompt's
+    words and most of them (80%). A judge shown the question as the answer may well agree with it (the
+    canaries' ``echo_prompt``), and it answers nothing. An answer copied from the prompt's options ("New
+    York City" of "A) New York City B) ...") is a small part of it, and stays an answer."""
+    if not prompt:
+        return False
+    words = _WORD.findall(unmarked(plain(text)))
+    if len(words) < 3:
+        return False
+    asked = _WORD.findall(unmarked(plain(prompt)))
+    if len(words) < 0.8 * len(asked):
+        return False
+    return f" {' '.join(words)} " in f" {' '.join(asked)} "
 
 
 def content_free(text: str, verdict_is_answer: bool = False) -> bool:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rewardhub.judging.hardening import content_free, injection, lone_verdict
+from rewardhub.judging.hardening import content_free, echoes, injection, lone_verdict
 from rewardhub.mathlib import extract_answer
 
 __all__ = ["Screen", "ScreenJob", "extract_final", "screen"]
@@ -40,6 +40,8 @@ class ScreenJob:
     ``reference``: the gold answer, whose own verdict words are answers).
     ``grade_is_answer``: the task asks for a grade (:func:`~rewardhub.judging.hardening.asks_grade`), so
     a line "Grade: A" is an answer, not a forged verdict.
+    ``prompt``: the question; a response (or extracted answer) that only gives it back is content-free
+    (:func:`~rewardhub.judging.hardening.echoes`).
     """
 
     text: str
@@ -52,6 +54,7 @@ class ScreenJob:
     question: str | None = None
     reference: str = ""
     grade_is_answer: bool = False
+    prompt: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,7 @@ def screen(job: ScreenJob) -> Screen:
     """Run the gates in order: content-free, grader-directed, a lone verdict to an open question, then
     (reference mode) the final answer."""
     text, answer_verdict = job.text, job.verdict_is_answer
-    if job.content and content_free(text, answer_verdict):
+    if job.content and (content_free(text, answer_verdict) or echoes(text, job.prompt)):
         return Screen("content_free")
     if job.check_injection:
         forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
@@ -97,7 +100,12 @@ def screen(job: ScreenJob) -> Screen:
     if job.extraction is None:
         return Screen("pass")
     answer = extract_final(text, job.extraction, job.short_answer_max_chars)
-    if answer is None or content_free(answer, answer_verdict) or _lone(answer, job):
+    if (
+        answer is None
+        or content_free(answer, answer_verdict)
+        or _lone(answer, job)
+        or echoes(answer, job.prompt)
+    ):
         return Screen("no_answer", answer=answer)
     return Screen("pass", answer=answer)
 

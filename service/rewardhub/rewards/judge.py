@@ -544,7 +544,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # an injection, so are "Grade: A, definitely.", "Result: correct", "Points: 10/10" and a response's own
     # "Reference answer: X" line; (answer_extraction) an empty final \\boxed{} is no answer, "Mr." ends no
     # answer phrase; a hypothetical decision in Chinese reasoning ("如果答案完整，它会得到 Score: 10") is not read
-    version: ClassVar[str] = "1.9.12"
+    # 1.9.13: a response of HTML tags only ("<div><br/></div>") is content-free, and so is one that gives
+    # the question back (its words a run of the prompt's, 80% of them at least); both passed a judge that
+    # says yes (found by the canaries, POST /v1/canaries)
+    version: ClassVar[str] = "1.9.13"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
@@ -1250,6 +1253,7 @@ def _screen_job(
         question=None if not content or reading.yes_no else (prompt or ""),
         reference=reference or "",
         grade_is_answer=reading.grade,
+        prompt=(prompt or "") if content else "",
     )
 
 
