@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from rewardhub import __version__
 from rewardhub.admission import Admission
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
+from rewardhub.canaries import monitor as canary_monitor
 from rewardhub.config import ConfigError, Settings, get_settings, parse_api_keys
 from rewardhub.errors import install_error_handlers
 from rewardhub.jobs import JOB_REDIS_TIMEOUT_S, JobRunner, JobStore, MemoryJobStore, RedisJobStore
@@ -36,7 +37,7 @@ from rewardhub.middleware import (
 from rewardhub.models import ModelHub
 from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry, registered
-from rewardhub.routes import compat, compat_sandboxfusion, dashboard, jobs, meta, score
+from rewardhub.routes import canaries, compat, compat_sandboxfusion, dashboard, jobs, meta, score
 from rewardhub.routes.body import document_bodies
 from rewardhub.runtime.context import Runtime, build_cpu_pool
 from rewardhub.sandbox import SandboxPool
@@ -180,12 +181,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             models=models.names(),
             rewards=registry.names(),
         )
+        specs = settings.canary_specs()
+        if specs:
+            for spec in specs:  # an unknown reward or a bad config stops the start, as a request's would
+                scoring.check(spec)
+            canaries = asyncio.create_task(canary_monitor(scoring, specs, settings.canary_interval_s))
+            stack.push_async_callback(_cancel, canaries)
         # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
         if metrics.multiprocess:
             refresher = asyncio.create_task(_refresh_gauges(metrics))
             stack.callback(refresher.cancel)
         yield
     log.info("service_stopped")
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def _telemetry(settings: Settings) -> dict[str, Any]:
@@ -228,6 +240,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(score.router)
     app.include_router(jobs.router)
+    app.include_router(canaries.router)
     app.include_router(compat.router)
     app.include_router(compat.nemo_gym_alias_router)
     app.include_router(compat_sandboxfusion.router)

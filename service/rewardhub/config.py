@@ -8,6 +8,7 @@ request from starving the others. Units are in the names (``_s`` seconds, ``_byt
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from functools import lru_cache
@@ -16,6 +17,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rewardhub.protocol import RewardSpec
 
 __all__ = ["Settings", "available_cores", "cgroup_cpu_limit", "get_settings", "parse_api_keys"]
 
@@ -415,6 +418,15 @@ class Settings(BaseSettings):
         None, description="Directory of SQLite databases the `sql` reward may name as `fixture`."
     )
 
+    # --- reward-hacking canaries (rewardhub.canaries) ---
+    canary_rewards: str | None = Field(
+        None,
+        description="JSON list of reward specs (names or {name, config}) whose master-key canaries run every "
+        "REWARDHUB_CANARY_INTERVAL_S; the false-positive rate is exported per reward and a rate over 1% is "
+        "logged as a warning (unset: no periodic canaries; POST /v1/canaries runs them on demand).",
+    )
+    canary_interval_s: float = Field(3600.0, ge=1.0, description="Seconds between periodic canary runs.")
+
     @model_validator(mode="after")
     def _check_sandbox_memory(self) -> Settings:
         if self.sandbox_max_memory_mb < self.sandbox_memory_mb:
@@ -479,6 +491,17 @@ class Settings(BaseSettings):
             raise ValueError(f"REWARDHUB_SQL_FIXTURES_DIR={v!r}: no such directory")
         return v or None
 
+    @field_validator("canary_rewards")
+    @classmethod
+    def _check_canary_rewards(cls, v: str | None) -> str | None:
+        if v:
+            parse_canary_rewards(v)  # a bad list fails at start, naming the setting
+        return v or None
+
+    def canary_specs(self) -> list[RewardSpec]:
+        """REWARDHUB_CANARY_REWARDS as reward specs (empty when unset)."""
+        return parse_canary_rewards(self.canary_rewards) if self.canary_rewards else []
+
     @field_validator("log_level")
     @classmethod
     def _check_level(cls, v: str) -> str:
@@ -492,6 +515,19 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings, read once (tests build their own ``Settings`` and pass it to the app)."""
     return Settings()
+
+
+def parse_canary_rewards(raw: str) -> list[RewardSpec]:
+    """REWARDHUB_CANARY_REWARDS: a JSON list of reward names or {name, config} specs."""
+    try:
+        value = json.loads(raw)
+        if not isinstance(value, list) or not value:
+            raise ValueError("not a non-empty JSON list")
+        return [RewardSpec(name=v) if isinstance(v, str) else RewardSpec.model_validate(v) for v in value]
+    except ValueError as exc:  # json's and pydantic's errors alike
+        raise ValueError(
+            f"REWARDHUB_CANARY_REWARDS must be a JSON list of reward names or {{name, config}} specs: {exc}"
+        ) from None
 
 
 def parse_api_keys(raw: str | None) -> tuple[str, ...]:

@@ -76,6 +76,19 @@ class Metrics:
             ["reward", "shadow", "outcome"],
             registry=r,
         )
+        self.canary_false_positive_rate = Gauge(
+            "rewardhub_canary_false_positive_rate",
+            "Share of the scored master-key canaries that passed, at the last canary run, by reward.",
+            ["reward"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.canary_runs = Counter(
+            "rewardhub_canary_runs_total",
+            "Periodic canary runs, by reward and outcome (ok, alarm: over 1% passed, unscored, failed).",
+            ["reward", "outcome"],
+            registry=r,
+        )
         self.invalid = Counter(
             "rewardhub_invalid_total",
             "Invalid items, by reward and reason.",

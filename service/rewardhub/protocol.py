@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "INVALID_REASONS",
+    "CanaryItem",
+    "CanaryRequest",
+    "CanaryResponse",
     "HealthResponse",
     "JobList",
     "JobState",
@@ -273,6 +276,61 @@ class RewardCheckResponse(_Model):
     ok: bool = Field(description="True when it and every part can score here (`unavailable` is empty).")
     unavailable: list[UnavailablePart] = Field(
         default_factory=list, description="It or parts of it that cannot score on this server, and why."
+    )
+
+
+class CanaryItem(_Model):
+    """A question the canaries answer, as a training item would carry it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str | None = Field(None, description="The question (judges read it; echoed as one canary).")
+    reference: str | dict[str, JSONValue] | list[JSONValue] | None = Field(
+        None, description="Its gold answer, as in a score request."
+    )
+    response: str | None = Field(
+        None,
+        description="A real response to it: its first sentence, cut off there, is the truncated-opener "
+        "canary (Master-RM's negatives).",
+    )
+
+
+class CanaryRequest(_Model):
+    """Score content-free "master key" responses with a reward, to see whether they pass."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reward: str | RewardSpec = Field(description="The reward to probe, as in `POST /v1/score`.")
+    items: list[CanaryItem] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Questions with references the canaries answer; none: four built-in arithmetic ones.",
+    )
+    threshold: float = Field(
+        0.5,
+        allow_inf_nan=False,
+        description="A canary passes (a false positive) when its `correct` component is 1, or, without one, "
+        "when its score is at least this.",
+    )
+    max_false_positive_rate: float = Field(
+        0.01, ge=0.0, le=1.0, description="`ok` is false above this share of scored canaries passing."
+    )
+
+
+class CanaryResponse(_Model):
+    reward: str
+    reward_version: str
+    probes: int = Field(description="Canary responses scored: each canary against each item.")
+    scored: int = Field(description="Probes the reward could score (valid).")
+    invalid: int = Field(description="Probes it could not score (they count neither way).")
+    false_positives: int = Field(description="Scored probes that passed.")
+    false_positive_rate: float | None = Field(description="false_positives / scored; null when none scored.")
+    ok: bool = Field(description="false_positive_rate is at most max_false_positive_rate (and some scored).")
+    by_canary: dict[str, dict[str, JSONValue]] = Field(
+        description="Per canary: probes, scored, false_positives, false_positive_rate."
+    )
+    examples: list[dict[str, JSONValue]] = Field(
+        description="Up to 10 false positives: canary, item (index), response, score."
     )
 
 
