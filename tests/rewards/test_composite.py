@@ -228,7 +228,7 @@ async def test_noisy_corrected_wrapper(client: httpx.AsyncClient) -> None:
     # unbiased: E[r̂ | correct] = (1 − fn)·c1 + fn·c0 = 1 and E[r̂ | wrong] = fp·c1 + (1 − fp)·c0 = 0
     assert 0.75 * c1 + 0.25 * c0 == pytest.approx(1.0)
     assert 0.05 * c1 + 0.95 * c0 == pytest.approx(0.0, abs=1e-15)
-    assert right["reward_version"].startswith("1.0.0+")
+    assert right["reward_version"].startswith("1.0.1+")
 
 
 async def test_nested_composite_flattens(client: httpx.AsyncClient) -> None:
@@ -299,6 +299,19 @@ async def test_noisy_rates_rejected(client: httpx.AsyncClient) -> None:
     reward = {"name": "noisy_corrected", "config": {"reward": "math", "fp_rate": 0.5, "fn_rate": 0.5}}
     resp = await post(client, reward, [{"response": "x"}])
     assert resp.status_code == 422 and "fp_rate + fn_rate must be < 1" in resp.text
+
+
+async def test_noisy_corrected_of_a_noisy_corrected_reward_is_refused(client: httpx.AsyncClient) -> None:
+    """The wrapper took a noisy_corrected reward as its verifier and corrected its score again:
+    (r̂ − fp)/(1 − fp − fn) of an already unbiased r̂ is biased again (a right answer 1.69, not 1.29),
+    and the outer `observed` overwrote the inner raw score. As a composite's `noise` on such a component,
+    a 422. Found in review."""
+    inner = {"name": "noisy_corrected", "config": {"reward": "exact_match", "fp_rate": 0.1, "fn_rate": 0.2}}
+    twice = {"name": "noisy_corrected", "config": {"reward": inner, "fp_rate": 0.1, "fn_rate": 0.2}}
+    resp = await post(client, twice, [{"response": "a", "reference": "a"}])
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["param"] == "reward.config.reward"
+    assert "correcting it twice" in resp.json()["error"]["message"]
 
 
 async def test_nesting_is_bounded(client: httpx.AsyncClient) -> None:

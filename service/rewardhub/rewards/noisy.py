@@ -17,6 +17,8 @@ information and the formula divides by zero, so such rates are rejected (422).
 
 Components: the inner reward's, plus ``observed``, the raw score r̃. An invalid inner item stays
 invalid with its reason. The same correction is available on a ``composite`` component (``noise``).
+A ``noisy_corrected`` reward as the verifier is refused (422), as ``noise`` on such a component is: its
+score is already corrected, and correcting it again is biased.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import ComposedReward, Part, resolve, run_part
@@ -65,7 +68,9 @@ class NoisyConfig(NoiseRates):
 @register
 class NoisyCorrectedReward(ComposedReward[NoisyConfig]):
     name: ClassVar[str] = "noisy_corrected"
-    version: ClassVar[str] = "1.0.0"
+    # 1.0.1: a noisy_corrected verifier is a 422 (its corrected score was corrected again, and the outer
+    # `observed` overwrote the inner raw score)
+    version: ClassVar[str] = "1.0.1"
     description: ClassVar[str] = (
         "Unbiased reward from a noisy verifier with known false-positive/negative rates: "
         "(r − fp_rate) / (1 − fp_rate − fn_rate); component `observed` keeps the raw score."
@@ -76,6 +81,13 @@ class NoisyCorrectedReward(ComposedReward[NoisyConfig]):
     def parse_config(self, raw: dict[str, Any]) -> NoisyConfig:
         config = super().parse_config(raw)
         config._part = resolve(self.runtime, config.reward, "reward.config.reward", self.name)
+        if config._part.reward.name == self.name:
+            where = "reward.config.reward"
+            raise InvalidRequest(
+                f"{self.name}: {where}: the verifier is already noisy_corrected; correcting it twice is "
+                "(r - fp)/(1 - fp - fn) applied to a corrected score. Give the rates in one place",
+                param=where,
+            )
         return config
 
     def parts(self, config: NoisyConfig) -> Sequence[Part]:
