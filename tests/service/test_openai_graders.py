@@ -487,6 +487,43 @@ async def test_python_grader_result_must_be_a_number(
         assert r["reason"] == "parse_error", r
 
 
+async def test_python_grader_sees_the_answer_not_the_reasoning(client: httpx.AsyncClient) -> None:
+    """sample.output_text was the whole response, <think> included, where OpenAI's is the answer alone
+    (as string_check and text_similarity read it): a grader checking that the answer is in the output
+    paid a reasoning model for drafting every option in its <think> (1.0 for the answer "Rome"), and
+    output_json was null for a JSON answer after the reasoning. Found in review."""
+    health = (await client.get("/health")).json()
+    if health.get("sandbox") != "bubblewrap":
+        pytest.skip("bubblewrap is not available here")
+    contains = (
+        "def grade(sample, item):\n    return 1.0 if item['answer'] in sample['output_text'] else 0.0\n"
+    )
+    as_json = "def grade(sample, item):\n    return 0.5 if sample['output_json'] is None else sample['output_json']['a']\n"
+    text = "def grade(sample, item):\n    return 1.0 if sample['output_text'] == item['answer'] else 0.0\n"
+    cases = [
+        ("<think>Paris? Or Rome?</think>\n\nRome", contains, {"answer": "Paris"}, 0.0),
+        ("<think>Paris? Or Rome?</think>\n\nParis", contains, {"answer": "Paris"}, 1.0),
+        ("<think>Paris, surely</think>", contains, {"answer": "Paris"}, 0.0),  # no answer after it
+        ("<think>Paris? Or Rome?</think>\n\nParis", text, {"answer": "Paris"}, 1.0),
+        ('<think>draft {"a": 0}</think>\n{"a": 1}', as_json, {}, 1.0),
+        ('{"a": 1}', as_json, {}, 1.0),
+    ]
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": "python_grader",
+            "items": [
+                {"response": response, "reference": {"source": source, "item": item}}
+                for response, source, item, _ in cases
+            ],
+            "options": {"use_cache": False},
+        },
+    )
+    assert resp.status_code == 200, resp.text
+    results = resp.json()["results"]
+    assert [r["score"] for r in results] == [want for *_, want in cases], results
+
+
 async def test_python_grader_memory_limit_is_checked_with_the_config(client: httpx.AsyncClient) -> None:
     """A memory_mb past what setrlimit takes had no upper bound: every item failed to start its sandbox
     and was answered sandbox_error, an infrastructure failure, for a config mistake (found in review)."""

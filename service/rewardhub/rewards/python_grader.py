@@ -2,7 +2,12 @@
 
 This is OpenAI's ``python`` grader. The grader source comes from the caller's config (the item's
 reference: ``{"source": "def grade(sample, item): ...", "item": {...}}``), the model's output is data:
-``sample = {"output_text": <response>, "output_json": <parsed, or None>}``. Grader code is still
+``sample = {"output_text": <answer>, "output_json": <the answer parsed, or None>}``. Like OpenAI's
+``output_text``, which is a reasoning model's answer and not its reasoning (and as ``string_check`` and
+``text_similarity`` read it), the answer is the response after its last ``</think>`` and before a
+``<think>`` that never closes (:func:`~.text.answer_text`), without the whitespace that separates it
+from the reasoning: a grader checking that the gold answer is in the output is not satisfied by a
+draft in the reasoning, and a JSON answer after it is ``output_json``. Grader code is still
 arbitrary code inside the service, so it runs where every untrusted program runs: in the bubblewrap
 sandbox, no network, read-only system, time and memory limits.
 
@@ -31,6 +36,7 @@ from pydantic import Field
 from rewardhub import jsonutil
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, register
+from rewardhub.rewards.text import after_think_at, answer_text
 from rewardhub.sandbox import SandboxUnavailable, resolve_language
 from rewardhub.sandbox.pool import refusal, sandbox_version
 
@@ -126,7 +132,9 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
     name: ClassVar[str] = "python_grader"
     # 1.0.2: grade() runs in a child process; the result line's marker is no longer in the program's
     # source (model code a grader ran read it there and printed it with 1.0)
-    version: ClassVar[str] = "1.0.2"
+    # 1.0.3: sample.output_text is the answer after the reasoning, as OpenAI's is (a draft in <think>
+    # satisfied a grader looking for the gold answer in the output; a JSON answer after it was no output_json)
+    version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "OpenAI python grader: the reference's grade(sample, item) -> float, run in the bubblewrap sandbox."
     )
@@ -162,13 +170,16 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
             return Outcome.invalid(
                 Reason.PARSE_ERROR, "the grader source must define grade(sample, item), at most 256 KiB"
             )
+        text = answer_text(item.response)
+        if after_think_at(item.response) > 0:
+            text = text.lstrip()  # the separator after </think>, not part of the answer
         try:
-            output_json = orjson.loads(item.response)
+            output_json = orjson.loads(text)
         except orjson.JSONDecodeError:
             output_json = None
         payload = jsonutil.dumps(
             {
-                "sample": {"output_text": item.response, "output_json": output_json},
+                "sample": {"output_text": text, "output_json": output_json},
                 "item": ref.get("item") or {},
             }
         )

@@ -12,7 +12,8 @@ that would otherwise be nothing (the option letter "A").
 :func:`answer_span` is where a reasoning model's answer lies: after its last ``</think>``, up to a
 ``<think>`` that never closes; :func:`answer_text` is that text, what the judge, PRM, calibration,
 score_model, math, majority_vote, multiple_choice, exact_match, f1, string_check, text_similarity,
-code, sql and json_schema rewards (and regex comparing a group) read instead of the reasoning.
+code, sql, json_schema and python_grader rewards (and regex comparing a group) read instead of the
+reasoning.
 Tags match exactly (``<think>``, ``</think>``: the tokens reasoning models emit), in every reward.
 
 :func:`blank` is what "says nothing" means wherever a reward asks (an empty answer, an empty tagged
