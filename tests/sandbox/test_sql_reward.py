@@ -174,6 +174,28 @@ def test_the_column_search_gives_up_at_its_budget() -> None:
     assert (small.permutation, small.gave_up) == (None, True)
 
 
+def test_a_column_search_the_first_column_settles_fits_the_budget_of_a_harder_one() -> None:
+    """Once a column told the gold rows apart, the rest were charged one column too many: a result whose
+    first column is a key (the easy case: the rows pair one way) cost 2·rows·(width + 1) where one that no
+    prefix of columns tells apart costs 2·rows·width, so the default budget (5 s, 4M) refused a
+    100,000-row result of 20 columns with a key column (resource_limit), the size it is meant to fit.
+    Found in review."""
+    from rewardhub.rewards.sql_columns import match_any_column_order
+
+    rows, width = 50, 4
+    names = ["a", "b", "c", "d"]
+    keyed = [(r, 100 + r, 200 + r, 300 + r) for r in range(rows)]  # every column tells the rows apart
+    flags = [(r % 2, r // 2 % 2, r // 4 % 2, r // 8 % 2) for r in range(rows)]  # no prefix does (r < 16)
+    budget = 2 * rows * width
+    for gold in (keyed, flags):
+        pred = [(d, c, b, a) for a, b, c, d in reversed(gold)]
+        found = match_any_column_order(pred, gold, names[::-1], names, "multiset", False, budget=budget)
+        assert found.permutation is not None and not found.gave_up, gold[:2]
+        # (the flags' columns are interchangeable in more than one order; the keyed ones in one)
+        moved = sorted(tuple(row[p] for p in found.permutation) for row in pred)
+        assert moved == sorted(gold)
+
+
 async def test_order_column_names_and_partial_credit(client: httpx.AsyncClient) -> None:
     ordered_gold = "SELECT name FROM singer ORDER BY age DESC, name"
     reversed_pred = "SELECT name FROM singer ORDER BY age ASC, name DESC"

@@ -199,7 +199,10 @@ class SqlReward(Reward[SqlConfig]):
     # fence of SQL comments only is skipped as an empty one (it hid the query before it: no_answer)
     # 1.3.7: a gold query past max_rows is unsupported, its message says to raise max_rows (it was
     # parse_error, "the reference could not be read", though it was read and ran)
-    version: ClassVar[str] = "1.3.7"
+    # 1.3.8: `columns: any_order`: a column search that a column settled (the rows pair one way) is charged
+    # the columns after it, not one more: a 100,000-row result of 20 columns with a key column gave up at
+    # the default budget (resource_limit), where one no prefix of columns tells apart fit
+    version: ClassVar[str] = "1.3.8"
     description: ClassVar[str] = (
         "Text-to-SQL execution match on SQLite: the predicted and the gold query run on a read-only "
         "database built from the reference's schema (or a named fixture); result sets compared ordered or "

@@ -168,7 +168,7 @@ def match_any_column_order(
             remaining[k] -= 1
             picks.append(k)
             if len(g_count) == n:  # the gold rows told apart: they pair one way, the rest is matched whole
-                spent += 2 * n * (width - depth)
+                spent += 2 * n * (width - depth - 1)  # the columns after this one, matched whole
                 if spent > budget:
                     return ColumnMatch(None, gave_up=True)
                 at = {g: r for r, g in enumerate(g_ids)}
