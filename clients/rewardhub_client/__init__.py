@@ -33,6 +33,7 @@ from rewardhub_client.errors import (
 )
 from rewardhub_client.types import (
     INVALID_REASONS,
+    CanaryReport,
     ItemResult,
     JobList,
     JobState,
@@ -56,6 +57,7 @@ __all__ = [
     "INVALID_REASONS",
     "APIError",
     "AsyncRewardClient",
+    "CanaryReport",
     "Conflict",
     "Forbidden",
     "InvalidRequest",

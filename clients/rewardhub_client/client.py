@@ -63,6 +63,7 @@ from rewardhub_client.errors import (
     error_from_response,
 )
 from rewardhub_client.types import (
+    CanaryReport,
     ItemResult,
     JobList,
     JobState,
@@ -104,6 +105,21 @@ def _check_body(reward: RewardLike, config: Mapping[str, Any] | None) -> dict[st
     if spec is None:
         raise ValueError("check needs a reward")
     return {"reward": spec if isinstance(spec, str) else spec.model_dump()}
+
+
+def _canary_body(
+    reward: RewardLike,
+    config: Mapping[str, Any] | None,
+    items: Iterable[Mapping[str, Any]] | None,
+    threshold: float,
+    max_false_positive_rate: float,
+) -> dict[str, Any]:
+    return {
+        **_check_body(reward, config),
+        "items": [dict(item) for item in items or ()],
+        "threshold": threshold,
+        "max_false_positive_rate": max_false_positive_rate,
+    }
 
 
 def _chunk_too_big(exc: APIError) -> bool:
@@ -502,6 +518,22 @@ class RewardClient(_Base):
         resp = self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
         return _answer(resp, RewardCheck.model_validate_json)
 
+    def canaries(
+        self,
+        reward: RewardLike,
+        config: Mapping[str, Any] | None = None,
+        *,
+        items: Iterable[Mapping[str, Any]] | None = None,
+        threshold: float = 0.5,
+        max_false_positive_rate: float = 0.01,
+    ) -> CanaryReport:
+        """Probe a reward spec with reward-hacking canaries (``POST /v1/canaries``): content-free responses
+        ("Thought process:", a lone ":", the question given back...) scored against ``items`` (``{prompt,
+        reference, response?}``; none: the service's built-in questions). ``ok`` is false when more than
+        ``max_false_positive_rate`` of them pass: a reward an RL policy can hack."""
+        body = _canary_body(reward, config, items, threshold, max_false_positive_rate)
+        return _answer(self._request("POST", "/v1/canaries", json=body), CanaryReport.model_validate_json)
+
     def check_if_supported(
         self, reward: RewardLike, config: Mapping[str, Any] | None = None
     ) -> RewardCheck | None:
@@ -847,6 +879,20 @@ class AsyncRewardClient(_Base):
         """As :meth:`RewardClient.check`."""
         resp = await self._request("POST", "/v1/rewards/check", json=_check_body(reward, config))
         return _answer(resp, RewardCheck.model_validate_json)
+
+    async def canaries(
+        self,
+        reward: RewardLike,
+        config: Mapping[str, Any] | None = None,
+        *,
+        items: Iterable[Mapping[str, Any]] | None = None,
+        threshold: float = 0.5,
+        max_false_positive_rate: float = 0.01,
+    ) -> CanaryReport:
+        """As :meth:`RewardClient.canaries`."""
+        body = _canary_body(reward, config, items, threshold, max_false_positive_rate)
+        resp = await self._request("POST", "/v1/canaries", json=body)
+        return _answer(resp, CanaryReport.model_validate_json)
 
     async def check_if_supported(
         self, reward: RewardLike, config: Mapping[str, Any] | None = None

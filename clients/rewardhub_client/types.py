@@ -17,6 +17,7 @@ __all__ = [
     "JobList",
     "JobState",
     "JobStatus",
+    "CanaryReport",
     "JobSummary",
     "RewardCheck",
     "RewardInfo",
@@ -158,6 +159,22 @@ class UnavailablePart(_Out):
     where: str  # "reward", "reward.config.components.0.reward", ...
     reward: str
     message: str  # why it cannot score there, naming the setting that would fix it
+
+
+class CanaryReport(_Out):
+    """The service's answer to ``POST /v1/canaries``: how many content-free "master key" responses the
+    reward passed (``false_positives`` of ``scored``; ``ok`` when the rate is at most the maximum asked)."""
+
+    reward: str
+    reward_version: str = ""
+    probes: int
+    scored: int
+    invalid: int = 0
+    false_positives: int
+    false_positive_rate: float | None = None
+    ok: bool
+    by_canary: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    examples: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class RewardCheck(_Out):

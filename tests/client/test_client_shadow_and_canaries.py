@@ -1,5 +1,5 @@
-"""Shadow verification through the client: the ``shadow`` argument, each result's ``shadow``, and
-``metrics["shadow"]`` added up over the chunks of a batch."""
+"""Shadow verification and canaries through the client: the ``shadow`` argument, each result's ``shadow``,
+``metrics["shadow"]`` added up over the chunks of a batch, and ``canaries()``."""
 
 from __future__ import annotations
 
@@ -70,3 +70,19 @@ async def test_a_misspelt_shadow_key_is_refused_not_dropped(client: httpx.AsyncC
     async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
         with pytest.raises(InvalidRequest):
             await c.score(items(1), "math", shadow={"reward": "exact_match", "treshold": 0.9})
+
+
+async def test_canaries_through_the_client(client: httpx.AsyncClient) -> None:
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as c:
+        sound = await c.canaries("exact_match")
+        assert sound.ok and sound.false_positives == 0 and sound.scored == sound.probes > 0
+        hackable = await c.canaries(
+            "regex", {"pattern": "."}, items=[{"prompt": "What is 2+2?", "reference": "4"}]
+        )
+        assert (
+            not hackable.ok
+            and hackable.false_positive_rate is not None
+            and hackable.false_positive_rate > 0.9
+        )
+        assert hackable.by_canary["colon"]["false_positives"] == 1
