@@ -324,6 +324,30 @@ def test_a_shadow_reward_is_logged_beside_the_training_reward(
     assert not (Path(bad.output.run_dir) / "metrics.jsonl").exists()
 
 
+def test_reward_canaries_before_the_first_step(
+    reward_server: Any, make_config: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``reward.canaries``: the service's reward-hacking canaries against the run's first questions. A
+    reward that passes content-free answers stops the run (stop) or is warned of (warn)."""
+    anything = {"name": "regex", "config": {"pattern": "."}}
+    hackable = make_config(reward_server.url, "hackable", reward={**anything, "canaries": "stop"})
+    with pytest.raises(ValueError, match=r"reward.canaries: reward 'regex': \d+ of 64 scored .*colon"):
+        Trainer(hackable).run()
+    assert not (Path(hackable.output.run_dir) / "metrics.jsonl").exists()
+    # the digit regex passes the question given back (it has digits): warned of, and the run goes on
+    warned = make_config(reward_server.url, "warned", reward={"canaries": "warn"}, training={"steps": 1})
+    with caplog.at_level("WARNING", logger="rewardhub_trainer"):
+        train(warned)
+    assert any("echo_prompt" in r.getMessage() for r in caplog.records), caplog.text
+    sound = make_config(
+        reward_server.url,
+        "sound",
+        reward={"name": "exact_match", "config": {}, "canaries": "stop"},
+        training={"steps": 1},
+    )
+    assert train(sound)["steps"] == 1
+
+
 def test_a_reward_the_service_cannot_run_stops_the_trainer_at_once(reward_server: Any) -> None:
     """`prm` on a service given no PRM model answered every item `unsupported`: the trainer trained on
     no signal at all, visible only as invalid_frac 1.0. The catalog says why, and the check refuses."""

@@ -207,6 +207,16 @@ class RewardConfig(_Section):
         description="An item is accurate iff that value >= this; accuracy is the share of valid items that "
         "are (items without the value left out).",
     )
+    canaries: Literal["off", "warn", "stop"] = Field(
+        "off",
+        description="Before the first step, probe the reward with the service's reward-hacking canaries "
+        "(POST /v1/canaries: content-free responses such as 'Thought process:' or a lone ':', and the "
+        "question given back) against the run's first 4 questions and references: warn logs how many "
+        "passed, stop ends the run when more than canary_max_rate of them pass (a judge a policy can hack).",
+    )
+    canary_max_rate: float = Field(
+        0.01, ge=0.0, le=1.0, description="The share of scored canaries that may pass (canaries: stop)."
+    )
     shadow: dict[str, Any] | None = Field(
         None,
         description="A second reward the service runs beside this one to audit it (shadow verification): "

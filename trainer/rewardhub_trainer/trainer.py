@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import math
 import random
 import time
@@ -43,7 +44,7 @@ from typing import Any
 import httpx
 import torch
 
-from rewardhub_client import ItemResult
+from rewardhub_client import ItemResult, RewardClient, RewardHubClientError
 from rewardhub_trainer.advantages import (
     Advantages,
     component_matrix,
@@ -71,6 +72,8 @@ from rewardhub_trainer.rewards import (
 )
 
 __all__ = ["Trainer", "train"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -638,9 +641,42 @@ class Trainer:
             out[f"reward/{name}"] = _mean(vals)
         return out
 
+    def _canaries(self) -> None:
+        """``reward.canaries``: the service's reward-hacking canaries against the run's first questions."""
+        rc = self.config.reward
+        if rc.canaries == "off":
+            return
+        problems = [self.source.problem(i) for i in range(4)]
+        items = [{"prompt": p.question, "reference": p.reference} for p in problems]
+        with RewardClient(rc.url, api_key=rc.api_key, timeout=rc.timeout_s) as client:
+            try:
+                report = client.canaries(
+                    rc.name, rc.config, items=items, max_false_positive_rate=rc.canary_max_rate
+                )
+            except RewardHubClientError as exc:
+                if rc.canaries == "stop":
+                    raise ValueError(f"reward.canaries: the canaries could not run: {exc}") from None
+                logger.warning("reward.canaries: the canaries could not run: %s", exc)
+                return
+        passed = sorted(k for k, v in report.by_canary.items() if v.get("false_positives"))
+        said = (
+            f"reward {rc.name!r}: {report.false_positives} of {report.scored} scored reward-hacking canaries "
+            f"passed ({', '.join(passed) or 'none'}; {report.invalid} not scored)"
+        )
+        if report.ok:
+            logger.info("reward.canaries: %s", said)
+        elif rc.canaries == "stop":
+            raise ValueError(
+                f"reward.canaries: {said}, over canary_max_rate {rc.canary_max_rate:g}: a policy could learn to "
+                "give such answers; harden the reward (or set reward.canaries: warn)"
+            )
+        else:
+            logger.warning("reward.canaries: %s", said)
+
     def run(self) -> dict[str, Any]:
         cfg = self.config
         check_service(cfg.reward)
+        self._canaries()
         self._resume()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
