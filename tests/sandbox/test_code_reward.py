@@ -1513,6 +1513,28 @@ async def test_a_deque_the_tests_pass_is_the_solution_s_to_use_and_change(client
     assert good["valid"] and good["score"] == 1.0, good
 
 
+async def test_an_element_changed_to_an_equal_value_of_another_type_comes_back(
+    client: httpx.AsyncClient,
+) -> None:
+    """A call's changes to its arguments were found by comparing them with what was sent, and ``True ==
+    1 == 1.0``: a solution setting ``flags[i] = True`` where a 1 was (or 0 -> False, 1 -> 1.0) changed
+    nothing the tests saw, though in one process ``type(flags[0]) is bool``. Types count now."""
+    solution = (
+        "def mark(xs):\n    xs[0] = True\n"
+        "def clear(d):\n    d['a'] = False\n"
+        "def scale(m):\n    m[0][0] = 1.0\n"
+        "def same(xs):\n    xs[0] = 1\n"
+    )
+    tests = [
+        "xs = [1, 2]\nmark(xs)\nassert xs[0] is True",
+        "d = {'a': 0}\nclear(d)\nassert d['a'] is False",
+        "m = [[1]]\nscale(m)\nassert type(m[0][0]) is float",
+        "xs = [True]\nsame(xs)\nassert type(xs[0]) is int",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+
+
 async def test_arguments_changed_by_a_call_that_raises_come_back(client: httpx.AsyncClient) -> None:
     """A call's changes to its list, dict or set arguments were written back only when it returned: one
     that raised after changing them (a queue drained up to a bad item, then ValueError) left the tests'

@@ -691,18 +691,19 @@ class _Called:
             *((k, a, sent_kwargs.get(k)) for k, a in self.kwargs.items()),
         ):
             if isinstance(arg, _WRITTEN) or type(arg) is _deque_type():  # (decoded: builtins, collections')
+                # Compared as JSON text, not with ==: True == 1 == 1.0, and a 1 the call made True came
+                # back as the 1 it was. (A list of plain scalars, unchanged, is its own tree, dumped in C.)
                 try:
-                    # (a list of plain scalars, unchanged, is its own tree, compared in C; a tuple's
-                    # elements are the tree's)
-                    if type(arg) is tuple and type(sent) is dict and list(arg) == sent.get("T"):
+                    if type(arg) is list and _dumps(arg) == _dumps(sent):
                         continue
-                    if arg == sent:
-                        continue
+                except (TypeError, ValueError):  # (not plain JSON: a set, a tuple's tag, compared below)
+                    pass
+                try:
                     now = codec.enc(arg)
-                except Exception:  # (nested too deeply, an element's own __eq__ failing: left as it was)
+                    if _dumps(now) != _dumps(sent):
+                        out.append([where, now])
+                except Exception:  # (nested too deeply: left as it was)
                     continue
-                if now != sent:
-                    out.append([where, now])
         return out
 
 
