@@ -1535,6 +1535,40 @@ async def test_an_element_changed_to_an_equal_value_of_another_type_comes_back(
     assert good["valid"] and good["score"] == 1.0, good
 
 
+async def test_objects_in_an_argument_keep_their_identity_through_a_call(client: httpx.AsyncClient) -> None:
+    """Arguments cross to the solution's process by value and what a call left in them was written back
+    position by position: a function that reordered the rows of a grid (``grid.sort()``,
+    ``rows.reverse()``) left the tests' ``row0 = grid[0]`` holding another row's contents, a list the
+    tests passed twice (``[x, x]``) came back as two lists, and a function returning its argument
+    (``lst.append(1); return lst``) returned a copy, so ``f(a) is a`` failed. The objects the tests
+    passed now come back as themselves, wherever the call left them, as in one process."""
+    solution = (
+        "def sort_rows(grid):\n    grid.sort()\n"
+        "def flip(rows):\n    rows.reverse()\n"
+        "def take(grid):\n    row = grid.pop()\n    row.append(9)\n"
+        "def bump(a):\n    a[0].append(1)\n"
+        "def add(lst):\n    lst.append(1)\n    return lst\n"
+        "def first(grid):\n    return grid[0]\n"
+        "def pair(d, xs):\n    d['k'] = xs\n    return [xs, d]\n"
+        "def run(cb):\n    xs = [[1]]\n    row = xs[0]\n    cb(xs)\n    return row is xs[1] and row == [1, 2]\n"
+        "def swap(xs):\n    xs[0], xs[1] = xs[0].upper() + b'!', tuple(reversed(xs[1]))\n"
+    )
+    tests = [
+        "grid = [[3], [1], [2]]\nrow0 = grid[0]\nsort_rows(grid)\n"
+        "assert grid == [[1], [2], [3]] and grid[2] is row0 and row0 == [3]",
+        "rows = [[1], [2]]\nfirst_row = rows[0]\nflip(rows)\nfirst_row.append(0)\nassert rows == [[2], [1, 0]]",
+        "grid = [[1], [2]]\nlast = grid[1]\ntake(grid)\nassert grid == [[1]] and last == [2, 9]",
+        "x = []\na = [x, x]\nbump(a)\nassert a == [[1], [1]] and a[0] is a[1] is x",
+        "a = []\nassert add(a) is a and a == [1]",
+        "grid = [[1], [2]]\nr = first(grid)\nassert r is grid[0]",
+        "d, xs = {}, [1]\nout = pair(d, xs)\nassert out[0] is xs and out[1] is d and d['k'] is xs",
+        "def cb(xs):\n    xs[0].append(2)\n    xs.insert(0, [0])\nassert run(cb) is True",
+        "xs = [b'ab', (1, [2])]\nswap(xs)\nassert xs == [b'AB!', ([2], 1)]",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good["details"]
+
+
 async def test_arguments_changed_by_a_call_that_raises_come_back(client: httpx.AsyncClient) -> None:
     """A call's changes to its list, dict or set arguments were written back only when it returned: one
     that raised after changing them (a queue drained up to a bad item, then ValueError) left the tests'

@@ -312,3 +312,27 @@ async def test_an_exception_class_of_the_solution_cannot_be_control_flow_in_the_
     (result,) = await _score(client, [{"response": cheat, "reference": {"tests": tests}}])
     assert result["valid"] and result["score"] == 0.0, result
     assert "too many exception classes" in result["details"]["tests"][0]["message"], result
+
+
+async def test_a_forged_write_back_or_reference_to_the_tests_objects_changes_nothing_else(
+    client: httpx.AsyncClient,
+) -> None:
+    """A call's reply names the objects the tests passed by number (the tests' own objects come back as
+    themselves) and says what each holds now. A forged number, out of range or of another type, a write
+    of a dict into a list, or a reference back into the tests' arguments that only the judge may send,
+    is the solution's protocol error: its tests fail, the item stays valid, and nothing but the objects
+    the tests passed can be reached."""
+    tests = "xs = [1, 2]\nassert double(xs) == [2, 4] and xs == [1, 2]\nassert double([3]) == [6]\n"
+    guest = "import sys\nguest = sys.modules['rh_guest']\n"
+    wrong = "def double(xs):\n    return [0]\n"
+    cheats = [
+        guest + f"guest._Codec.enc_reply = lambda self, value, called, contents=False: {forged!r}\n" + wrong
+        for forged in ({"P": 5}, {"P": -1}, {"P": True}, {"A": 0}, [{"P": 0}, {"P": 99}])
+    ]
+    cheats += [
+        guest + f"guest._Called.writes = lambda self, codec: {forged!r}\n" + wrong
+        for forged in ([[0, {"D": []}]], [[99, []]], [["0", []]], [[0, [{"A": 0}]]], [[0, [{"P": 7}]]], [1])
+    ]
+    results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
+    for cheat, result in zip(cheats, results, strict=True):
+        assert result["valid"] and result["score"] == 0.0, (cheat, result)

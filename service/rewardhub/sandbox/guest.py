@@ -29,8 +29,8 @@ Two modes:
   opaque handle that compares equal only to itself and supports only structural access (call,
   attribute, item, iteration, ``len``, ``bool``, ``str``), but for an exception class the solution
   defines, which is a genuine class of the judge's for the tests to catch (:class:`_RemoteClass`); a
-  list, dict or set argument a call changed in place comes back so too, written into the caller's object
-  (:class:`_Called`). Every ``assert``
+  list, dict or set argument a call changed in place comes back so too, written into the caller's object,
+  and the caller's objects the call moved or returned come back as themselves (:class:`_Called`). Every ``assert``
   statement of the tests is
   one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
   stdout/stderr go to the sandbox's stderr, never to the verdict channel.
@@ -65,6 +65,7 @@ import resource
 import select
 import sys
 import time
+from _operator import is_ as _is  # (built in, as sys: no import cost)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs milliseconds per run
@@ -263,7 +264,9 @@ class _Codec:
     everything else is a one-key object: ``{"T": [...]}`` tuple, ``{"D": [[k, v], ...]}`` dict,
     ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
     ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
-    ``{"H"|"R": number}``; ``{"O": [kind, default_factory, [[k, v], ...]]}`` is an ``OrderedDict``,
+    ``{"H"|"R": number}``; within a call (:class:`_Called`), ``{"A": n}`` (the judge's arguments) is the
+    same object as their ``n``-th list, dict, set or deque, and ``{"P": n}`` (the callee's reply) is the
+    caller's own ``n``-th one; ``{"O": [kind, default_factory, [[k, v], ...]]}`` is an ``OrderedDict``,
     ``Counter`` or ``defaultdict`` (:data:`_DICTS`), ``{"Q": [maxlen, [...]]}`` a ``deque``; an exception class of the solution is ``{"E": [number, name, [bases...]]}``,
     for the judge to stand a genuine exception class in for it (:class:`_RemoteClass`).
 
@@ -282,6 +285,17 @@ class _Codec:
         # the solution's side sends them so.
         self.judge = judge
         self.mirrors: dict[int, _RemoteClass] = {}
+        # A call's lists, dicts, sets and deques, numbered in the order they are encoded (see _Called):
+        # the caller's, as it sends them (``sent``; the judge's shared ones once, with ``memo``); the
+        # callee's, as it decodes them (``received``); ``origins``, their numbers by id as the callee
+        # replies; ``back``, the caller's, as it decodes the reply. None outside a call's messages.
+        self.tracking = False
+        self.sent: list[Any] | None = None
+        self.memo: dict[int, int] | None = None
+        self.open: set[int] = set()
+        self.received: list[Any] | None = None
+        self.origins: dict[int, int] | None = None
+        self.back: list[Any] | None = None
 
     def ref(self, obj: Any) -> dict[str, int]:
         key = id(obj)
@@ -296,7 +310,68 @@ class _Codec:
             return x
         if t is float:
             return x if x - x == 0.0 else {"F": repr(x)}
-        d = depth + 1
+        if self.tracking and _mutable(x, t):
+            return self._tracked(x, t, depth)
+        return self._enc(x, t, depth + 1)
+
+    def _tracked(self, x: Any, t: type[Any], depth: int) -> Any:
+        if self.origins is not None:  # replying: the caller's own objects by number
+            n = self.origins.get(id(x))
+            return self._enc(x, t, depth + 1) if n is None else {"P": n}
+        sent = self.sent
+        assert sent is not None
+        if self.memo is not None:  # (the judge's: an object met again is itself, a cycle refused)
+            n = self.memo.get(id(x))
+            if n is not None:
+                if n in self.open:
+                    raise _ProtocolError("value nested too deeply")
+                return {"A": n}
+            self.memo[id(x)] = len(sent)
+        n = len(sent)
+        sent.append(x)
+        self.open.add(n)
+        out = self._enc(x, t, depth + 1)
+        self.open.discard(n)  # (an exception ends the encoding: enc_call clears them)
+        return out
+
+    def enc_call(self, args: list[Any], sent: list[Any]) -> list[Any]:
+        """A call's arguments, numbering their lists, dicts, sets and deques into ``sent``."""
+        self.tracking, self.sent, self.memo = True, sent, {} if self.judge else None
+        try:
+            return [self.enc(a) for a in args]
+        finally:
+            self.tracking, self.sent, self.memo = False, None, None
+            self.open.clear()
+
+    def enc_reply(self, value: Any, called: _Called | None, contents: bool = False) -> Any:
+        """A call's return value (``contents``: one of its arguments' objects, by what it holds), the
+        caller's objects in it by number."""
+        if called is None or value is None or type(value) in (bool, int, str, float):
+            return self.enc(value)
+        self.tracking, self.origins = True, called.origins()
+        try:
+            return self._enc(value, type(value), 1) if contents else self.enc(value)
+        finally:
+            self.tracking, self.origins = False, None
+
+    def dec_call(self, args: list[Any]) -> tuple[list[Any], list[Any]]:
+        """A call's arguments decoded, and their lists, dicts, sets and deques as numbered."""
+        received: list[Any] = []
+        self.received = received
+        try:
+            return [self.dec(a) for a in args], received
+        finally:
+            self.received = None
+
+    def dec_reply(self, value: Any, sent: list[Any] | None) -> Any:
+        """The callee's reply to a call: its numbers are objects of ``sent``."""
+        self.back = sent
+        try:
+            return self.dec(value)
+        finally:
+            self.back = None
+
+    def _enc(self, x: Any, t: type[Any], d: int) -> Any:
         if t is list:
             return [self.enc(e, d) for e in x]
         if t is tuple:
@@ -362,6 +437,17 @@ class _Codec:
         if x is None or t is bool or t is int or t is str or t is float:
             return x
         d = depth + 1
+        received = self.received
+        if received is not None and (
+            t is list or (t is dict and len(x) == 1 and _NUMBERED.get(next(iter(x))))
+        ):
+            n = len(received)  # (numbered before its elements, as the caller did)
+            received.append(_OPEN)
+            received[n] = out = self._dec(x, t, d)
+            return out
+        return self._dec(x, t, d)
+
+    def _dec(self, x: Any, t: type, d: int) -> Any:
         if t is list:
             return [self.dec(e, d) for e in x]
         if t is not dict or len(x) != 1:
@@ -376,7 +462,8 @@ class _Codec:
                 for pair in v:
                     if type(pair) is not list or len(pair) != 2:
                         raise _ProtocolError("malformed dict")
-                    out[self.dec(pair[0], d)] = self.dec(pair[1], d)
+                    key = self.dec(pair[0], d)  # (the key first, as it was encoded)
+                    out[key] = self.dec(pair[1], d)
                 return out
             if tag == "S":
                 return {self.dec(e, d) for e in v}
@@ -412,6 +499,12 @@ class _Codec:
                 except Exception:  # not installed here, or its import fails
                     return self._proxy(self.foreign_tag, 0)
         elif tv is int:
+            if tag == "P" and self.back is not None and 0 <= v < len(self.back):
+                return self.back[v]  # (a reply's) the caller's own object
+            received = self.received
+            if tag == "A" and not self.judge and received is not None and 0 <= v < len(received):
+                if received[v] is not _OPEN:  # (an object of the judge's arguments met again)
+                    return received[v]
             if tag == self.handle_tag:  # one of ours, coming back
                 try:
                     return self.local[v]
@@ -434,7 +527,8 @@ class _Codec:
         for pair in pairs:
             if type(pair) is not list or len(pair) != 2:
                 raise _ProtocolError("malformed dict")
-            out[self.dec(pair[0], depth)] = self.dec(pair[1], depth)
+            key = self.dec(pair[0], depth)
+            out[key] = self.dec(pair[1], depth)
         return out
 
     def _proxy(self, tag: str, ident: int) -> Any:
@@ -448,6 +542,23 @@ class _Codec:
 # Counter or defaultdict the tests passed (``counts[x] += 1``) got a plain dict (KeyError), and an
 # OrderedDict's order (``move_to_end``) was lost.
 _DICTS = ("OrderedDict", "Counter", "defaultdict")
+
+
+# The tags of the encoded lists, dicts, sets and deques (a JSON list is a list): the objects a call's
+# write-back numbers (_Codec.enc_call, _Called), as _mutable finds them before they are encoded.
+_NUMBERED = {"D": True, "S": True, "Q": True, "O": True}
+_OPEN = object()  # (a numbered object still being decoded: no "A" may refer to it, no cycle)
+
+
+def _mutable(x: Any, t: type) -> bool:
+    """Whether :meth:`_Codec.enc` encodes ``x`` (of type ``t``) as a list, dict, set or deque."""
+    if t is list or t is dict or t is set:
+        return True
+    if t is tuple or t is frozenset or t is bytes or t is _Proxy or t is type or type(t) is _RemoteClass:
+        return False
+    if t is _deque_type() or t in _dict_types():
+        return True
+    return isinstance(x, (list, dict, set)) and not isinstance(x, (int, float, str, bytes, type, type(sys)))
 
 
 def _deque_type() -> type[Deque[Any]] | None:
@@ -603,9 +714,12 @@ class _Channel:
             raise _ProtocolError("malformed message")
         return msg
 
-    def request(self, op: str, *args: Any, writes: list[Any] | None = None) -> Any:
+    def request(
+        self, op: str, *args: Any, writes: list[Any] | None = None, sent: list[Any] | None = None
+    ) -> Any:
         """Send a request and serve the other side's nested requests until our reply arrives.
-        ``writes``: a call's, filled with what the callee left in its list, dict or set arguments."""
+        ``writes``: a call's, filled with what the callee left in its list, dict or set arguments;
+        ``sent``: a call's, the objects of its arguments as numbered (:class:`_Called`)."""
         self.send(["q", op, list(args)])
         while True:
             msg = self.recv()
@@ -613,7 +727,7 @@ class _Channel:
             if kind == "r" and len(msg) in (2, 3):
                 if len(msg) == 3 and writes is not None and type(msg[2]) is list:
                     writes.extend(msg[2])
-                return self.codec.dec(msg[1])
+                return self.codec.dec_reply(msg[1], sent)
             if kind == "x" and len(msg) in (3, 5, 6) and type(msg[1]) is str and type(msg[2]) is str:
                 # what the call changed before it raised, as for a return (see _Called)
                 if len(msg) == 6 and writes is not None and type(msg[5]) is list:
@@ -634,14 +748,15 @@ class _Channel:
     def serve_one(self, msg: list[Any]) -> None:
         _, op, args = msg
         writes: list[Any] = []
+        called = None
         try:
             value = self.on_request(op, args)
             if type(value) is _Called:
-                raised = value.raised
+                called, raised = value, value.raised
                 value, writes = value.value, value.writes(self.codec)
                 if raised is not None:
                     raise raised
-            reply: list[Any] = ["r", self.codec.enc(value)]
+            reply: list[Any] = ["r", self.codec.enc_reply(value, called)]
         except _Gone:
             raise
         except BaseException as exc:  # the callee's failure is data for the caller
@@ -663,71 +778,109 @@ class _Channel:
 
 
 class _Called:
-    """A call's return value, with its arguments as the callee received them (encoded) and left them.
+    """A call's return value, with the lists, dicts, sets and deques of its arguments as the callee
+    received them (numbered in the order the caller encoded them, :meth:`_Codec.enc_call`) and left
+    them.
 
     Arguments cross by value, so a function that changes a list, dict or set it was given in place
     (LeetCode's "rotate nums in place, return nothing") changed only its own copy, and the caller's
-    tests saw no change: every correct solution failed them. :meth:`writes` says which of them the
-    call changed (a tuple, when a list, dict or set in it changed), and how they read now, for the
-    caller to write back into its own objects (:func:`_write_back`), whether the call returned or
-    raised (``raised``: what it raised, after changing them, as in one process)."""
+    tests saw no change: every correct solution failed them. :meth:`writes` says which of those objects
+    the call changed and what each holds now, the caller's objects in it by number, for the caller to
+    write back into its own objects (:func:`_write_back`), whether the call returned or raised
+    (``raised``: what it raised, after changing them, as in one process). The return value names them
+    by number too. So the caller's objects come back as themselves, wherever the call left them: a
+    grid's rows it sorted, a list passed twice (the judge sends it once), an argument it returned."""
 
-    __slots__ = ("args", "kwargs", "raised", "received", "value")
+    __slots__ = ("_origins", "raised", "received", "snapshots", "value")
 
-    def __init__(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], received: list[Any]):
-        self.value, self.args, self.kwargs, self.received = value, args, kwargs, received
+    def __init__(self, received: list[Any]):
+        self.value: Any = None
+        self.received = received
+        self.snapshots = [
+            [*obj] if type(obj) is list else _held(obj) for obj in received
+        ]  # (before the call)
         self.raised: BaseException | None = None
+        self._origins: dict[int, int] | None = None
+
+    def origins(self) -> dict[int, int]:
+        if self._origins is None:
+            self._origins = {id(obj): n for n, obj in enumerate(self.received)}
+        return self._origins
 
     def writes(self, codec: _Codec) -> list[Any]:
-        """``[position or keyword, encoded value]`` for each list, dict, set or tuple argument the call
-        changed."""
+        """``[number, encoded contents]`` for each object of the arguments the call changed."""
         out: list[Any] = []
-        args, kwargs = self.received
-        if type(args) is not dict or type(kwargs) is not dict or list(args) != ["T"] or list(kwargs) != ["D"]:
-            return out  # (handles to the callee's own tuple and dict: nothing of the caller's to change)
-        sent_args, sent_kwargs = args["T"], dict(kwargs["D"])
-        for where, arg, sent in (
-            *((k, a, sent_args[k]) for k, a in enumerate(self.args)),
-            *((k, a, sent_kwargs.get(k)) for k, a in self.kwargs.items()),
-        ):
-            if isinstance(arg, _WRITTEN) or type(arg) is _deque_type():  # (decoded: builtins, collections')
-                # Compared as JSON text, not with ==: True == 1 == 1.0, and a 1 the call made True came
-                # back as the 1 it was. (A list of plain scalars, unchanged, is its own tree, dumped in C.)
+        for n, obj in enumerate(self.received):
+            if _changed(obj, self.snapshots[n]):
                 try:
-                    if type(arg) is list and _dumps(arg) == _dumps(sent):
-                        continue
-                except (TypeError, ValueError):  # (not plain JSON: a set, a tuple's tag, compared below)
-                    pass
-                try:
-                    now = codec.enc(arg)
-                    if _dumps(now) != _dumps(sent):
-                        out.append([where, now])
+                    out.append([n, codec.enc_reply(obj, self, contents=True)])
                 except Exception:  # (nested too deeply: left as it was)
                     continue
         return out
 
 
-# The argument types a call's changes are written back into (see _Called and _assign: their subclasses
-# too, the caller's own objects, an OrderedDict, a Counter, a defaultdict; a tuple, by its elements).
-_WRITTEN = (list, dict, set, tuple)
+def _held(obj: Any) -> list[Any]:
+    """What a list, dict, set or deque decoded for a call holds: its elements (a dict's keys, in order, and
+    values). The objects themselves, kept until the call is over: an element's id could be a new one's."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), _OPEN, *obj.values()]
+    return [*obj]
 
 
-def _write_back(args: tuple[Any, ...], kwargs: dict[str, Any], writes: list[Any], codec: _Codec) -> None:
-    """Write what a call left in its list, dict and set arguments (``writes``, :meth:`_Called.writes`)
-    into the caller's own objects, as rebuilt builtin values (their nested lists, dicts and sets kept
-    and changed in place where still of their type: a matrix's rows)."""
+def _changed(obj: Any, before: list[Any]) -> bool:
+    """Whether the call changed ``obj`` (:func:`_held` before it: ``before``), by the identity of what it
+    holds (a 1 the call made True is a change, and so is a row it swapped for an equal one)."""
+    now = obj if type(obj) is list else _held(obj)
+    if len(now) != len(before):
+        return True
+    if type(obj) is set:
+        return set(map(id, now)) != set(map(id, before))
+    return not all(map(_is, now, before))
+
+
+def _write_back(sent: list[Any], writes: list[Any], codec: _Codec) -> None:
+    """Write what a call left in the lists, dicts, sets and deques of its arguments (``writes``,
+    :meth:`_Called.writes`) into the caller's own objects (``sent``, as numbered), which keep their
+    places in one another as the call left them."""
+    done: list[tuple[Any, Any]] = []
     for entry in writes:
-        if type(entry) is not list or len(entry) != 2:
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not int:
             raise _ProtocolError("malformed write-back")
-        where, value = entry
-        if type(where) is int and 0 <= where < len(args):
-            target = args[where]
-        elif type(where) is str and where in kwargs:
-            target = kwargs[where]
-        else:
+        if not 0 <= entry[0] < len(sent):
             raise _ProtocolError("malformed write-back")
-        if not _assign(target, codec.dec(value)) and _judges(target):
+        target = sent[entry[0]]
+        if _judges(target):
             raise _ProtocolError("a namespace of the tests is not the solution's to change")
+        new = codec.dec_reply(entry[1], sent)
+        if not _fits(target, new):
+            raise _ProtocolError("malformed write-back")
+        done.append((target, new))
+    for target, new in done:  # (through the caller's own objects' methods: an OrderedDict's order)
+        if isinstance(target, list):
+            target[:] = new
+        elif isinstance(target, dict):
+            items = list(new.items())
+            target.clear()
+            for k, v in items:  # (one key at a time: a Counter's `update` adds)
+                target[k] = v
+        elif isinstance(target, set):
+            target.clear()
+            target.update(new)
+        else:  # a deque
+            target.clear()
+            target.extend(new)
+
+
+def _fits(target: Any, new: Any) -> bool:
+    """Whether ``new`` (decoded) is what ``target`` (of the caller's) was sent as."""
+    if isinstance(target, list):
+        return type(new) is list
+    if isinstance(target, dict):
+        return type(new) is dict or type(new) in _dict_types()
+    if isinstance(target, set):
+        return type(new) is set
+    deque = _deque_type()
+    return deque is not None and type(target) is deque and type(new) is deque
 
 
 def _judges(obj: Any) -> bool:
@@ -736,54 +889,6 @@ def _judges(obj: Any) -> bool:
     if type(obj) is dict and "__builtins__" in obj:
         return True
     return any(obj is x for x in (builtins.__dict__, sys.modules, sys.meta_path, sys.path))
-
-
-def _assign(old: Any, new: Any, depth: int = 0) -> bool:
-    """Make ``old`` (a list, dict or set, or a subclass's: the caller's own object, changed through its own
-    methods) hold what ``new`` (a decoded value) does, in place; a tuple, by its elements. False when it
-    cannot (another type, a tuple's other element), for the caller to put ``new`` in its place.
-
-    A subclass's object was passed over (an OrderedDict, a Counter, a defaultdict argument came back
-    unchanged), and so was a tuple (``f((nums,))``: the list in it)."""
-    if depth > 200:
-        return False
-    if isinstance(old, tuple):
-        if type(new) is not tuple or len(new) != len(old):
-            return False
-        same = True
-        for i in range(len(old)):  # (every element, the ones after one that is not the same too)
-            same = _assign_element(old[i], new[i], depth) and same
-        return same
-    if _judges(old):
-        return False  # a namespace (the tests handing over their globals()): its hooks stay the judge's
-    if isinstance(old, list) and isinstance(new, list):
-        old[:] = [old[i] if i < len(old) and _assign(old[i], v, depth + 1) else v for i, v in enumerate(new)]
-    elif isinstance(old, dict) and isinstance(new, dict):
-        kept = {k: old[k] if k in old and _assign(old[k], v, depth + 1) else v for k, v in new.items()}
-        old.clear()
-        for k, v in kept.items():  # (in the new order: an OrderedDict's `update` keeps it too, a
-            old[k] = v  # Counter's adds: one key at a time)
-    elif isinstance(old, set) and isinstance(new, set):
-        old.clear()
-        old.update(new)
-    elif (deque := _deque_type()) is not None and isinstance(old, deque) and isinstance(new, deque):
-        was = list(old)  # (a deque's item by index walks it)
-        items = [was[i] if i < len(was) and _assign(was[i], e, depth + 1) else e for i, e in enumerate(new)]
-        old.clear()
-        old.extend(items)
-    else:
-        return False
-    return True
-
-
-def _assign_element(old: Any, new: Any, depth: int) -> bool:
-    """Whether a tuple's element ``old`` holds what ``new`` does (changed in place where it can be)."""
-    if _assign(old, new, depth + 1):
-        return True
-    try:
-        return bool(old is new or old == new)
-    except Exception:  # (the caller's own object's __eq__ failing: the tuple is replaced)
-        return False
 
 
 def _builtin_name(exc: BaseException) -> str:
@@ -865,11 +970,14 @@ def _remote_exception(name: str, message: str, cls: Any = None, remote: Any = No
 _CHANNEL: _Channel | None = None
 
 
-def _op(p: _Proxy, op: str, *args: Any, writes: list[Any] | None = None) -> Any:
+def _op(
+    p: _Proxy, op: str, *args: Any, writes: list[Any] | None = None, sent: list[Any] | None = None
+) -> Any:
     assert _CHANNEL is not None
     codec = _CHANNEL.codec
     target = {object.__getattribute__(p, "_rh_tag"): object.__getattribute__(p, "_rh_id")}
-    return _CHANNEL.request(op, target, *(codec.enc(a) for a in args), writes=writes)
+    encoded = [codec.enc(a) for a in args] if sent is None else codec.enc_call(list(args), sent)
+    return _CHANNEL.request(op, target, *encoded, writes=writes, sent=sent)
 
 
 def _expect(value: Any, *types: type) -> Any:
@@ -903,12 +1011,13 @@ class _Proxy:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         writes: list[Any] = []
+        sent: list[Any] = []
         try:
-            return _op(self, "call", args, kwargs, writes=writes)
+            return _op(self, "call", args, kwargs, writes=writes, sent=sent)
         finally:
             if writes:  # the lists, dicts and sets it changed in place, returning or raising (_Called)
                 assert _CHANNEL is not None
-                _write_back(args, kwargs, writes, _CHANNEL.codec)
+                _write_back(sent, writes, _CHANNEL.codec)
 
     def __eq__(self, other: object) -> bool:
         # Equal to itself only: asking the other side would let its `__eq__` (always True) decide
@@ -1069,8 +1178,10 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     if type(args[0]) is not dict or list(args[0]) != [codec.handle_tag]:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
-    rest = [codec.dec(a) for a in args[1:]]
     if op == "call":
+        rest, received = codec.dec_call(args[1:])
+        if len(rest) != 2:
+            raise _ProtocolError("malformed call")
         call_args, call_kwargs = rest
         if (
             type(call_args) is not tuple
@@ -1078,7 +1189,7 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
             or any(type(k) is not str for k in call_kwargs)
         ):
             raise _ProtocolError("malformed call")
-        called = _Called(None, call_args, call_kwargs, args[1:])
+        called = _Called(received)
         try:
             called.value = target(*call_args, **call_kwargs)
         except _Gone:
@@ -1086,6 +1197,7 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         except BaseException as exc:  # (raised by serve_one, with what the call changed)
             called.raised = exc
         return called
+    rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
         return getattr(target, rest[0])
     if op == "setattr":
