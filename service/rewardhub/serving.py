@@ -371,13 +371,19 @@ class ScoringService:
             finally:
                 self._release(owned)
 
-        if waiting:
-            await gather_all(
-                score_here(todo, owned),
-                self._await_others(waiting, per_item, keys, ids, ctx, results, t0, score_here),
-            )
-        else:
-            await score_here(todo, owned)
+        try:
+            if waiting:
+                await gather_all(
+                    score_here(todo, owned),
+                    self._await_others(waiting, per_item, keys, ids, ctx, results, t0, score_here),
+                )
+            else:
+                await score_here(todo, owned)
+        finally:
+            # (score_here releases them, but a task cancelled before it started never ran its finally:
+            # a client gone in the same turn of the event loop left the claims waited for until each
+            # waiter's deadline, for every later request of those items)
+            self._release(owned)
         for i, lead in followers:
             d = dict(results[lead])  # type: ignore[arg-type]
             d["id"] = ids[i]

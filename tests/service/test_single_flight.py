@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from fake_openai import FakeJudge, Reply
-from rewardhub.protocol import RewardSpec
+from rewardhub.protocol import RewardSpec, ScoreRequest
 from waiting import until
 
 REWARD = {"name": "judge", "config": {"mode": "reference", "rule": None}}
@@ -166,3 +166,30 @@ async def test_which_deadlines_bound_wall_time(make_app: Any, judge_server: Fake
             False,
             False,
         ]
+
+
+async def test_a_request_cancelled_as_it_starts_scoring_leaves_no_item_claimed(
+    make_app: Any, judge_server: FakeJudge
+) -> None:
+    """A request that waits for one item another request is scoring and scores a second item itself
+    runs the two as tasks; its client hung up in the same turn of the event loop (the disconnect heard
+    together with the cache's answer), so it was cancelled before those tasks had started. A task
+    cancelled before it starts never runs its ``finally``: the second item's claim was never released,
+    and every later request for that item waited for it until its deadline. For a judge that is a
+    ``timeout`` (invalid) for that item on every request, until the process restarts."""
+    gate = held_judge(judge_server)
+    shared, own = an_item(), an_item()
+    async with judge_app(make_app, judge_server) as c:
+        scoring = c.app.state.scoring
+        first = asyncio.create_task(c.post("/v1/score", json=body(shared)))
+        await until(lambda: judge_server.calls == 1)  # the first request is scoring `shared`
+        request = ScoreRequest.model_validate({"reward": REWARD, "items": [shared, own]})
+        second = asyncio.create_task(scoring.score(request))
+        asyncio.get_running_loop().call_soon(second.cancel)  # (the disconnect, in the same turn)
+        with contextlib.suppress(asyncio.CancelledError):
+            await second
+        gate.set()
+        assert result(await first)["score"] == 1.0
+        later = result(await c.post("/v1/score", json=body(own, timeout_s=2)))
+        assert (later["score"], later["valid"]) == (1.0, True), later
+        assert scoring._inflight == {} and scoring.waiting == 0
