@@ -427,6 +427,29 @@ async def test_openrlhf_batch_larger_than_max_items_is_scored(make_app: Any) -> 
         assert body["extra_logs"]["rewardhub_valid"] == [1.0] * 5
 
 
+async def test_openrlhf_waits_for_room_within_its_deadline_instead_of_answering_zeros(make_app: Any) -> None:
+    """OpenRLHF cannot mask a sample: an item answered "overloaded" is a reward of 0.0 it trains on.
+    A batch that met a full service for a moment (from 0.9.1 OpenRLHF posts every sample on its own, all
+    at once) was answered so at once, every correct answer in it a 0.0, though the endpoint has its
+    deadline (REWARDHUB_OPENRLHF_DEADLINE_S) to answer in. It now waits for room within that deadline;
+    past it, the items still unscored are deadline_exceeded as before."""
+    payload = {"query": [PROMPT + "\\boxed{1}"], "prompts": [PROMPT], "labels": ["1"]}
+    async with make_app(max_inflight_items=2) as c:
+        busy = await hold_the_service(c, 2)  # for its items' 1 s deadline
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        await busy
+    assert body["rewards"] == [1.0], body
+    assert body["extra_logs"]["rewardhub_valid"] == [1.0], body
+    # no room before the deadline: deadline_exceeded, as for items still being scored then
+    async with make_app(max_inflight_items=2, openrlhf_deadline_s=0.5) as c:
+        busy = await hold_the_service(c, 2, hold_s=5.0)
+        body = (await c.post("/compat/openrlhf/get_reward", json=payload)).json()
+        busy.cancel()
+        await asyncio.gather(busy, return_exceptions=True)
+    assert body["rewards"] == [0.0], body
+    assert body["extra_logs"]["rewardhub_deadline_exceeded"] == [1.0], body
+
+
 SLOW = "SLOW"  # the judge holds its answer about a response holding this until the caller hangs up
 SLOW_BATCH_PROGRESS = 4  # REWARDHUB_OPENRLHF_PROGRESS_ITEMS for _batch_with_one_held_item
 

@@ -293,9 +293,11 @@ async def score_or_flag(
     one call, hanging up cancelled it and every try started over. Identical items go in one call
     (:func:`_duplicates_together`), where the service computes them once.
 
-    ``deadline_s``: answer within this many seconds, for such a peer. At the deadline the calls still
-    running are cancelled, and their items and those of parts not yet started are flagged
-    :data:`DEADLINE_EXCEEDED` (None: no deadline).
+    ``deadline_s``: answer within this many seconds, for such a peer. A part that finds the service full
+    (429: admission, a full queue) waits ``Retry-After`` and is tried again, its items scored so far kept;
+    at the deadline the calls still running or waiting are cancelled, and their items and those of parts
+    not yet started are flagged :data:`DEADLINE_EXCEEDED` (None: no deadline, and a full service flags the
+    items ``overloaded`` at once).
     """
     if not items:
         return ScoreOutcome([])
@@ -355,8 +357,21 @@ async def score_or_flag(
         try:
             async with timeout:
                 for part in parts:
-                    async with admission.admit(caller, len(part)):
-                        await score_part(part)
+                    while True:
+                        try:
+                            async with admission.admit(caller, len(part)):
+                                await score_part(part)
+                            break
+                        except Overloaded as exc:
+                            # A full service is a moment's lack of room, not a verdict on the items: a
+                            # peer with a deadline (OpenRLHF, which cannot mask an item and trains on its
+                            # 0.0) waits for room within it, its unscored items tried again
+                            if deadline_s is None:
+                                raise
+                            part = [i for i in part if results[i] is None]
+                            if not part:
+                                break
+                            await asyncio.sleep(exc.retry_after_s)
         except TimeoutError:
             if not timeout.expired():
                 raise

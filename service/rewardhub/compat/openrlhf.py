@@ -19,7 +19,8 @@ whole rollout batch at once; aiohttp's total timeout from 0.9.1, one sample per 
 times a second apart, then raises: up to 0.9.0 the exception ends the run, from 0.9.1 the sample is
 left without a reward, which its experience maker cannot batch. So the endpoint answers by
 ``REWARDHUB_OPENRLHF_DEADLINE_S`` (150 s): the items not scored by then are invalid as above, marked
-``extra_logs.rewardhub_deadline_exceeded`` 1.0. A batch is scored in calls of
+``extra_logs.rewardhub_deadline_exceeded`` 1.0. A service too full to take the batch (429) is waited
+for within that deadline, not answered with a 0.0 for every item. A batch is scored in calls of
 ``REWARDHUB_OPENRLHF_PROGRESS_ITEMS`` (256) items, each cached as it ends, so a batch sent again (the
 client gave up first) is served from the cache for what was scored.
 """
