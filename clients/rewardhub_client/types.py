@@ -103,9 +103,8 @@ class ScoreRequest(BaseModel):
     shadow: ShadowSpec | None = None
 
 
-class ShadowResult(_Out):
-    """The shadow reward's result for one item, and whether it agrees with the primary one (None when
-    either could not score it)."""
+class _Scored(_Out):
+    """What a reward answered for an item: the fields an item's result and its shadow's share."""
 
     reward: str
     score: float | None
@@ -115,21 +114,19 @@ class ShadowResult(_Out):
     details: dict[str, Any] = Field(default_factory=dict)
     cached: bool = False
     reward_version: str = ""
+
+
+class ShadowResult(_Scored):
+    """The shadow reward's result for one item, and whether it agrees with the primary one (None when
+    either could not score it)."""
+
     agree: bool | None = None
     # agree_pass, agree_fail, primary_only, shadow_only, primary_invalid or shadow_invalid
     outcome: str = ""
 
 
-class ItemResult(_Out):
+class ItemResult(_Scored):
     id: str
-    reward: str
-    score: float | None
-    valid: bool
-    reason: str | None = None
-    components: dict[str, float | None] = Field(default_factory=dict)
-    details: dict[str, Any] = Field(default_factory=dict)
-    cached: bool = False
-    reward_version: str = ""
     latency_ms: float = 0.0
     shadow: ShadowResult | None = None
 
