@@ -18,6 +18,8 @@ import json
 import re
 import statistics
 import time
+from collections import Counter
+from typing import Any
 
 import httpx
 
@@ -70,18 +72,28 @@ def load_items(n: int, skip: int = 0) -> list[dict[str, str]]:
 
 
 def run_service(
-    items: list[dict[str, str]], batch: int, warmup: list[dict[str, str]]
+    items: list[dict[str, str]],
+    batch: int,
+    warmup: list[dict[str, str]],
+    shadow: dict[str, Any] | None = None,
+    outcomes: Counter[str] | None = None,
 ) -> tuple[float, list[float | None]]:
+    """Seconds for ``items`` and their scores; with ``shadow``, each request carries it and ``outcomes``
+    counts the shadow outcomes of the items."""
+    extra = {"shadow": shadow} if shadow else {}
     with server() as url, httpx.Client(base_url=url, timeout=600) as c:
         # Warm the process (not the result cache) on different problems, as a running service would be.
         if warmup:
-            c.post("/v1/score", json={"reward": "math", "items": warmup}).raise_for_status()
+            c.post("/v1/score", json={"reward": "math", "items": warmup, **extra}).raise_for_status()
         t0 = time.perf_counter()
         scores: list[float | None] = []
         for i in range(0, len(items), batch):
-            r = c.post("/v1/score", json={"reward": "math", "items": items[i : i + batch]})
+            r = c.post("/v1/score", json={"reward": "math", "items": items[i : i + batch], **extra})
             r.raise_for_status()
-            scores.extend(x["score"] for x in r.json()["results"])
+            for x in r.json()["results"]:
+                scores.append(x["score"])
+                if outcomes is not None and x.get("shadow"):
+                    outcomes[x["shadow"]["outcome"]] += 1
         return time.perf_counter() - t0, scores
 
 
@@ -103,7 +115,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1000, help="items per HTTP request")
     ap.add_argument("--warmup", type=int, default=200, help="items from other problems sent before timing")
+    ap.add_argument(
+        "--shadow",
+        default=None,
+        help='a shadow spec as JSON ({"reward": ...}): each repetition also times the requests with it, '
+        "in the same run, and reports its cost and the shadow's outcomes",
+    )
     args = ap.parse_args()
+    if args.shadow:
+        shadow_run(args, json.loads(args.shadow))
+        return
     items = load_items(args.items)
     warmup = load_items(args.warmup, skip=4000) if args.warmup else []
     svc_times, mv_times, ratios = [], [], []
@@ -128,6 +149,34 @@ def main() -> None:
         "service_correct": sum(1 for a in s_scores if a == 1.0),
         "math_verify_correct": sum(1 for a in m_scores if a == 1.0),
         "service_invalid": invalid,
+    }
+    print(json.dumps(result, indent=2))
+
+
+def shadow_run(args: argparse.Namespace, shadow: dict[str, Any]) -> None:
+    """math alone vs math with the shadow, alternately in each repetition (a fresh service each time)."""
+    items = load_items(args.items)
+    warmup = load_items(args.warmup, skip=4000) if args.warmup else []
+    alone, shadowed = [], []
+    outcomes: Counter[str] = Counter()
+    for _ in range(args.repeat):
+        t_alone, s_alone = run_service(items, args.batch, warmup)
+        counts: Counter[str] = Counter()
+        t_shadow, s_shadow = run_service(items, args.batch, warmup, shadow, counts)
+        assert s_alone == s_shadow, "a shadow changed the primary scores"
+        alone.append(t_alone)
+        shadowed.append(t_shadow)
+        outcomes = counts
+    result = {
+        "machine": machine(),
+        "items": len(items),
+        "shadow": shadow,
+        "alone_items_per_s_median": round(len(items) / statistics.median(alone), 1),
+        "shadowed_items_per_s_median": round(len(items) / statistics.median(shadowed), 1),
+        "cost_ratio_median": round(statistics.median(t / a for t, a in zip(shadowed, alone, strict=True)), 2),
+        "alone_s": [round(t, 3) for t in alone],
+        "shadowed_s": [round(t, 3) for t in shadowed],
+        "outcomes": dict(sorted(outcomes.items())),
     }
     print(json.dumps(result, indent=2))
 
