@@ -191,6 +191,14 @@ class Settings(BaseSettings):
         "math",
         description="Reward used by the compat endpoints (OpenRLHF, slime, NeMo Gym) when a label names none.",
     )
+    slime_deadline_s: float = Field(
+        100.0,
+        ge=0,
+        description="Seconds /compat/slime/reward may take: a sample that finds the service full waits for "
+        "room until then, and one not scored by then is answered reward 0.0, valid false, reason "
+        "deadline_exceeded (slime's client gives a call 120 s, then retries it; 0: no deadline, and a full "
+        "service is answered `overloaded` at once).",
+    )
     openrlhf_deadline_s: float = Field(
         150.0,
         ge=0,

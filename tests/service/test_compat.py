@@ -122,8 +122,32 @@ async def test_a_lone_surrogate_from_a_peer_is_flagged_not_a_500(client: httpx.A
     assert (got["reward"], got["valid"], got["reason"]) == (0.0, False, "invalid_request"), got
 
 
-async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
+async def test_slime_waits_for_room_within_its_deadline(make_app: Any) -> None:
+    """slime's remote_rm trains on the reward it is answered: a sample that met a full service for a
+    moment was answered "overloaded", reward 0.0, at once: a correct answer taught as wrong. It waits for
+    room within REWARDHUB_SLIME_DEADLINE_S now (slime's client gives a call 120 s)."""
     async with make_app(max_inflight_items=2) as c:
+        busy = await hold_the_service(c, 2)  # for its items' 1 s deadline
+        resp = await c.post(
+            "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "1"}
+        )
+        await busy
+    assert resp.status_code == 200 and resp.json()["reward"] == 1.0 and resp.json()["valid"], resp.json()
+    async with make_app(max_inflight_items=2, slime_deadline_s=0.5) as c:
+        busy = await hold_the_service(c, 2, hold_s=5.0)
+        resp = await c.post(
+            "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "1"}
+        )
+        busy.cancel()
+        await asyncio.gather(busy, return_exceptions=True)
+    assert resp.status_code == 200 and resp.json()["valid"] is False, resp.json()
+    assert resp.json()["reason"] == "deadline_exceeded"
+
+
+async def test_slime_overload_is_200_invalid(make_app: Any) -> None:
+    # without a deadline (REWARDHUB_SLIME_DEADLINE_S=0) a full service is answered at once, never with a
+    # status slime would retry ten times
+    async with make_app(max_inflight_items=2, slime_deadline_s=0) as c:
         busy = await hold_the_service(c, 2)
         resp = await c.post(
             "/compat/slime/reward", json={"prompt": "q", "response": "\\boxed{1}", "label": "1"}

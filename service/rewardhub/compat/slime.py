@@ -4,7 +4,9 @@ Request ``{"prompt": str | [messages], "response": str, "label": any}``, one sam
 message list's last user message is the prompt, and a chat-templated string's last user turn). Answer
 ``{"reward": float, "valid": bool, "reason": str | null, "score": float | null, "components": {...}}``;
 slime reads the number under ``--reward-key`` (use ``reward``). Failures answer 200 with
-``valid: false`` and reward 0.0, because slime retries a non-200 ten times and then raises. A remote RM
+``valid: false`` and reward 0.0, because slime retries a non-200 ten times and then raises. A sample
+that finds the service full waits for room within ``REWARDHUB_SLIME_DEADLINE_S`` (100 s, under slime's
+120 s per call): answered ``overloaded`` at once, plain ``remote_rm`` trained on its 0.0. A remote RM
 cannot mask a sample; the client's ``rewardhub_client.slime.reward_func`` (``--custom-rm-path``) sets
 ``Sample.remove_sample`` for such a sample instead.
 """

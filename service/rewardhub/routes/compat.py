@@ -70,7 +70,11 @@ async def slime_reward(
     settings: SettingsDep,
 ) -> JSONBytesResponse:
     outcome = await score_or_flag(
-        scoring, admission, caller, [slime.to_item(body, settings.compat_default_reward)]
+        scoring,
+        admission,
+        caller,
+        [slime.to_item(body, settings.compat_default_reward)],
+        deadline_s=settings.slime_deadline_s or None,  # (0: none)
     )
     return JSONBytesResponse(slime.to_response(outcome))
 
