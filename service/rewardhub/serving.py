@@ -276,6 +276,8 @@ class ScoringService:
         counter = self.metrics.shadow_items
         for name, kind in zip(names, outcomes, strict=True):
             counter.labels(name, summary["reward"], kind).inc()
+        if self.stats is not None:
+            self.stats.record_shadow(names, summary["reward"], outcomes)
         return out
 
     async def _score(

@@ -28,6 +28,8 @@ class _Bucket:
     invalid: Counter[str] = field(default_factory=Counter)
     per_reward_items: Counter[str] = field(default_factory=Counter)
     latencies_ms: dict[str, list[float]] = field(default_factory=dict)
+    # shadow verification: (reward, shadow reward, outcome) -> items
+    shadow: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:
@@ -77,6 +79,12 @@ class LiveStats:
             if len(lat) < _MAX_LATENCIES:
                 lat.append(ms)
 
+    def record_shadow(self, rewards: list[str], shadow: str, outcomes: list[str]) -> None:
+        """A shadowed request: each item's reward and its outcome (:data:`rewardhub.shadow.OUTCOMES`)."""
+        b = self._bucket()
+        for name, outcome in zip(rewards, outcomes, strict=True):
+            b.shadow[(name, shadow, outcome)] += 1
+
     def snapshot(self) -> dict[str, Any]:
         """The window as JSON for the dashboard."""
         now = int(time.time())
@@ -100,8 +108,10 @@ class LiveStats:
         invalid: Counter[str] = Counter()
         per_reward: Counter[str] = Counter()
         latencies: dict[str, list[float]] = {}
+        shadowed: Counter[tuple[str, str, str]] = Counter()
         for b in window:
             invalid.update(b.invalid)
+            shadowed.update(b.shadow)
             per_reward.update(b.per_reward_items)
             for name, values in b.latencies_ms.items():
                 latencies.setdefault(name, []).extend(values)
@@ -122,5 +132,29 @@ class LiveStats:
             "cache_hit_rate": cached / items if items else None,
             "invalid": dict(invalid),
             "rewards": rewards,
+            "shadow": _shadow_pairs(shadowed),
             "series": series,
         }
+
+
+def _shadow_pairs(counts: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """Per (reward, shadow) pair: items, compared, agreement and the two directions of disagreement."""
+    pairs: dict[tuple[str, str], Counter[str]] = {}
+    for (reward, shadow, outcome), n in counts.items():
+        pairs.setdefault((reward, shadow), Counter())[outcome] += n
+    out = []
+    for (reward, shadow), c in sorted(pairs.items()):
+        compared = c["agree_pass"] + c["agree_fail"] + c["primary_only"] + c["shadow_only"]
+        agree = c["agree_pass"] + c["agree_fail"]
+        out.append(
+            {
+                "reward": reward,
+                "shadow": shadow,
+                "items": sum(c.values()),
+                "compared": compared,
+                "agreement": agree / compared if compared else None,
+                "primary_only": c["primary_only"],
+                "shadow_only": c["shadow_only"],
+            }
+        )
+    return out

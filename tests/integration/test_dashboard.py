@@ -64,13 +64,21 @@ def test_dashboard_renders_live_data(live_server_factory: Any, tmp_path: Path) -
             for _ in range(3):
                 c.post("/v1/score", json={"reward": "math", "items": items}).raise_for_status()
             c.post(
-                "/v1/score", json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}
+                "/v1/score",
+                json={
+                    "reward": "exact_match",
+                    "items": [{"response": "a", "reference": "a"}],
+                    "shadow": {"reward": "f1"},
+                },
             )
             data = c.get("/dashboard/data").json()
-        assert data["total_items"] == 3 * 51 + 1
+        assert data["total_items"] == 3 * 51 + 1 + 1  # the shadowed item once more, as f1's
+        assert [(p["reward"], p["shadow"], p["agreement"]) for p in data["shadow"]] == [
+            ("exact_match", "f1", 1.0)
+        ]
         assert data["invalid"] == {"missing_reference": 3}
         assert 0 < data["cache_hit_rate"] < 1
-        assert set(data["rewards"]) == {"math", "exact_match"}
+        assert set(data["rewards"]) == {"math", "exact_match", "f1"}
         # one process's figures: the page says so when it is one of several workers
         assert data["worker"]["one_of_several"] is False and data["worker"]["pid"] > 0
 
@@ -80,6 +88,7 @@ def test_dashboard_renders_live_data(live_server_factory: Any, tmp_path: Path) -
         assert 'data-loaded="1"' in html, "the page's script did not load data"
         assert ">math<" in html and ">exact_match<" in html  # per-reward latency rows
         assert ">missing_reference<" in html  # invalid reasons
+        assert ">f1<" in html and "100 %" in html  # the shadow pair and its agreement
         assert "connecting" not in html
 
         shot = tmp_path / "dashboard.png"

@@ -102,11 +102,24 @@ async def test_the_shadow_is_cached_and_counted_for_prometheus(make_app: MakeApp
         first = (await c.post("/v1/score", json=request)).json()
         again = (await c.post("/v1/score", json=request)).json()
         metrics = (await c.get("/metrics")).text
+        dashboard = (await c.get("/dashboard/data")).json()
     assert not any(r["shadow"]["cached"] for r in first["results"])
     assert all(r["shadow"]["cached"] and r["cached"] for r in again["results"])
     assert again["metrics"]["shadow"]["agree"] == first["metrics"]["shadow"]["agree"] == 2
     line = 'rewardhub_shadow_items_total{outcome="primary_only",reward="math",shadow="exact_match"} 2.0'
     assert line in metrics, [x for x in metrics.splitlines() if "shadow" in x]
+    # and the dashboard's window: both requests, 6 items compared, 4 agreeing
+    assert dashboard["shadow"] == [
+        {
+            "reward": "math",
+            "shadow": "exact_match",
+            "items": 6,
+            "compared": 6,
+            "agreement": 4 / 6,
+            "primary_only": 2,
+            "shadow_only": 0,
+        }
+    ]
 
 
 async def test_threshold_and_a_shadow_without_a_correct_component(client: httpx.AsyncClient) -> None:

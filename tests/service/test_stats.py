@@ -17,3 +17,22 @@ def test_snapshot_leaves_out_requests_older_than_the_window() -> None:
     assert snap["invalid"] == {}
     assert set(snap["rewards"]) == {"exact_match"}
     assert snap["total_items"] == 2  # the totals are since start, not per window
+
+
+def test_shadow_pairs_are_counted_over_the_window() -> None:
+    stats = LiveStats()
+    stats.record_shadow(["math", "math", "math"], "judge", ["agree_pass", "shadow_only", "primary_invalid"])
+    stats.record_shadow(["math"], "judge", ["primary_only"])
+    assert stats.snapshot()["shadow"] == [
+        {
+            "reward": "math",
+            "shadow": "judge",
+            "items": 4,
+            "compared": 3,
+            "agreement": 1 / 3,
+            "primary_only": 1,
+            "shadow_only": 1,
+        }
+    ]
+    stats._buckets[-1].second -= 3600  # an hour ago
+    assert stats.snapshot()["shadow"] == []
