@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical", "dumps", "lone_surrogate_at"]
+__all__ = ["canonical", "dumps", "lone_surrogate_at", "loads_exact"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -34,6 +34,18 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
             return _stdlib_dumps(_non_finite_as_null(value), sort_keys=sort_keys, allow_nan=False)
         except RecursionError:
             raise _too_deep() from None
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """JSON as Python's ``json`` reads it, for values a Python program is handed (an OpenAI grader's
+    ``sample.output_json``): an integer of any size exact, where orjson reads one past 64 bits as a
+    float (25! became 1.5511210043330986e+25). ``NaN`` and ``Infinity`` are not JSON. Raises ValueError
+    (``json.JSONDecodeError`` among them) for text that is none, RecursionError for one nested too deep."""
+
+    def not_json(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=not_json)
 
 
 def _too_deep() -> Exception:

@@ -524,6 +524,39 @@ async def test_python_grader_sees_the_answer_not_the_reasoning(client: httpx.Asy
     assert [r["score"] for r in results] == [want for *_, want in cases], results
 
 
+async def test_python_grader_reads_big_integers_exactly(client: httpx.AsyncClient) -> None:
+    """output_json was parsed with orjson, which reads an integer past 64 bits as a float: 25! answered
+    as 15511210043330985984000000 was 1.5511210043330986e+25 to the grader, != the gold. Python's json,
+    as OpenAI's Python grader reads it, keeps it exact. Found in review."""
+    health = (await client.get("/health")).json()
+    if health.get("sandbox") != "bubblewrap":
+        pytest.skip("bubblewrap is not available here")
+    source = "def grade(sample, item):\n    return 1.0 if sample['output_json'] == 15511210043330985984000000 else 0.0\n"
+    not_json = "def grade(sample, item):\n    return 1.0 if sample['output_json'] is None else 0.0\n"
+    resp = await client.post(
+        "/v1/score",
+        json={
+            "reward": "python_grader",
+            "items": [
+                {"response": "15511210043330985984000000", "reference": {"source": source, "item": {}}},
+                {
+                    "response": '{"n": 15511210043330985984000000}',
+                    "reference": {"source": source, "item": {}},
+                },
+                # NaN is no JSON (Python's json would read it; the hosted grader's output_json is JSON)
+                {"response": "NaN", "reference": {"source": not_json, "item": {}}},
+            ],
+            "options": {"use_cache": False},
+        },
+    )
+    assert [r["score"] for r in resp.json()["results"]] == [1.0, 0.0, 1.0], resp.json()
+    # the graders route's templates read it exactly too
+    from rewardhub.compat.openai_graders import namespace, render
+
+    ns = namespace('{"n": 15511210043330985984000000}', {})
+    assert render("{{ sample.output_json.n }}", ns) == "15511210043330985984000000"
+
+
 async def test_python_grader_memory_limit_is_checked_with_the_config(client: httpx.AsyncClient) -> None:
     """A memory_mb past what setrlimit takes had no upper bound: every item failed to start its sandbox
     and was answered sandbox_error, an infrastructure failure, for a config mistake (found in review)."""

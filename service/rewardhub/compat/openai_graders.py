@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from typing import Any, get_args
 
-import orjson
 from pydantic import BaseModel, Field, field_validator
 
 from rewardhub import jsonutil
@@ -118,8 +117,8 @@ def flag_error(flag: str, message: str, kind: str | None = None) -> dict[str, An
 def namespace(model_sample: str, item: Any) -> dict[str, Any]:
     sample: dict[str, Any] = {"output_text": model_sample}
     try:
-        sample["output_json"] = orjson.loads(model_sample)
-    except orjson.JSONDecodeError:
+        sample["output_json"] = jsonutil.loads_exact(model_sample)  # big integers exact
+    except (ValueError, RecursionError):
         pass
     return {"sample": sample, "item": item}
 

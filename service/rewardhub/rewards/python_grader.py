@@ -30,7 +30,6 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import orjson
 from pydantic import Field
 
 from rewardhub import jsonutil
@@ -134,6 +133,8 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
     # source (model code a grader ran read it there and printed it with 1.0)
     # 1.0.3: sample.output_text is the answer after the reasoning, as OpenAI's is (a draft in <think>
     # satisfied a grader looking for the gold answer in the output; a JSON answer after it was no output_json)
+    # ... and sample.output_json reads an integer past 64 bits exactly (orjson made it a float: 25! was
+    # 1.5511210043330986e+25 to the grader); NaN and Infinity are no JSON (None)
     version: ClassVar[str] = "1.0.3"
     description: ClassVar[str] = (
         "OpenAI python grader: the reference's grade(sample, item) -> float, run in the bubblewrap sandbox."
@@ -174,8 +175,8 @@ class PythonGraderReward(Reward[PythonGraderConfig]):
         if after_think_at(item.response) > 0:
             text = text.lstrip()  # the separator after </think>, not part of the answer
         try:
-            output_json = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            output_json = jsonutil.loads_exact(text)  # big integers exact, as OpenAI's Python reads them
+        except (ValueError, RecursionError):
             output_json = None
         payload = jsonutil.dumps(
             {
