@@ -57,7 +57,9 @@ def _is_int(value: Any) -> bool:
 def metadata_int_list(item: ScoreItem, key: str) -> list[int]:
     """``item.metadata[key]`` as a list of ints (token ids); raises :class:`UnitError` otherwise."""
     value = metadata_value(item, key, "the completion's token ids")
-    if not isinstance(value, list) or not all(_is_int(v) for v in value):
+    # the types as a set, not a Python check per id: 30M ids held the event loop 2.6 s that way, 0.7 s so
+    # (type() is exact: a bool, an int subclass, is no token id)
+    if not isinstance(value, list) or not set(map(type, value)) <= {int}:
         raise UnitError(Reason.PARSE_ERROR, f"metadata[{key!r}] must be a list of integer token ids")
     return value
 
