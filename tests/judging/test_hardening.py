@@ -2271,6 +2271,9 @@ def test_those_lines_as_answers_are_not_verdicts(text: str, kwargs: dict[str, bo
         ("x = 4", "Solve for x: 2x + 3 = 11.", False),
         ("2x + 3 = 11, so x = 4.", "Solve for x: 2x + 3 = 11.", False),
         ("Anything", "", False),
+        # ... and where the task asks for its text back, giving it back is the answer
+        ("The quick brown fox jumps.", "Repeat: The quick brown fox jumps.", False),
+        ("The quick brown fox jumps.", "Copy this sentence exactly: The quick brown fox jumps.", False),
     ],
 )
 def test_a_response_that_echoes_the_question(response: str, prompt: str, echo: bool) -> None:

@@ -1440,13 +1440,20 @@ def _kept_words(t: str) -> list[str]:
     return kept
 
 
+# A task that asks for its own text back: an echo answers it.
+_ASKS_TO_REPEAT = re.compile(
+    r"\b(?:repeat|copy|verbatim|echo|restate|reproduce|rewrite|word[ -]for[ -]word|say (?:it )?again)",
+    re.IGNORECASE,
+)
+
+
 def echoes(text: str, prompt: str) -> bool:
     """True when ``text`` is the question given back: its words (three at least) are a run of the prompt's
     words and most of them (80%). A judge shown the question as the answer may well agree with it (the
     canaries' ``echo_prompt``), and it answers nothing. An answer copied from the prompt's options ("New
     York City" of "A) New York City B) ...") is a small part of it, and stays an answer."""
-    if not prompt:
-        return False
+    if not prompt or _ASKS_TO_REPEAT.search(prompt):
+        return False  # "Repeat the sentence: ...": giving it back is the answer
     words = _WORD.findall(unmarked(plain(text)))
     if len(words) < 3:
         return False

@@ -546,7 +546,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # answer phrase; a hypothetical decision in Chinese reasoning ("如果答案完整，它会得到 Score: 10") is not read
     # 1.9.13: a response of HTML tags only ("<div><br/></div>") is content-free, and so is one that gives
     # the question back (its words a run of the prompt's, 80% of them at least); both passed a judge that
-    # says yes (found by the canaries, POST /v1/canaries)
+    # says yes (found by the canaries, POST /v1/canaries); not where the task asks for its text back
+    # ("Repeat: ...", "Copy this sentence", "word for word")
     version: ClassVar[str] = "1.9.13"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
