@@ -66,6 +66,7 @@ from rewardhub_client._adapters import (
     token_ids_keys,
     warn_once,
 )
+from rewardhub_client._core import ShadowLike
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -266,6 +267,7 @@ def make_reward_func(
     num_generations: int | None = None,
     num_generations_eval: int | None = None,
     on_request_failure: Literal["invalid", "raise"] = "invalid",
+    shadow: ShadowLike = None,
 ) -> RewardFunc:
     """Build a TRL reward function backed by the service.
 
@@ -295,6 +297,10 @@ def make_reward_func(
             logging ``rewardhub/request_failed_fraction`` and warning once. ``"raise"``: raise the
             client's error (its ``partial_results`` hold the answered ones). A call of which nothing was
             answered raises either way.
+        shadow: a second reward the service runs beside this one to audit it (shadow verification: a
+            name, a spec or ``{"reward": ..., "threshold": ...}``); the rewards stay this one's, and each call
+            logs ``rewardhub/shadow_agreement``, ``rewardhub/shadow_only_fraction`` (the shadow passed, this
+            reward did not: possible false negatives) and ``rewardhub/primary_only_fraction``.
     """
     if on_request_failure not in ("invalid", "raise"):
         raise ValueError(f"on_request_failure must be 'invalid' or 'raise', not {on_request_failure!r}")
@@ -426,6 +432,14 @@ def make_reward_func(
             )
             if latency_ms is not None:
                 log_metric("rewardhub/latency_ms", latency_ms)
+            outcomes = [
+                r.shadow.outcome for r in results if r.shadow is not None and r.shadow.agree is not None
+            ]
+            if outcomes:
+                k = len(outcomes)
+                log_metric("rewardhub/shadow_agreement", sum(o.startswith("agree") for o in outcomes) / k)
+                log_metric("rewardhub/shadow_only_fraction", outcomes.count("shadow_only") / k)
+                log_metric("rewardhub/primary_only_fraction", outcomes.count("primary_only") / k)
         log_extra = kwargs.get("log_extra")
         if callable(log_extra):
             reasons = [(r.reason or "") if r is not None else _REQUEST_FAILED for r in answered]
@@ -439,7 +453,7 @@ def make_reward_func(
         ``on_request_failure="invalid"``, when some other chunk was answered), and the service's
         latency (None for a partly failed request: no one answer has it)."""
         try:
-            resp = await client.score(items, reward, config=config, timeout_s=timeout_s)
+            resp = await client.score(items, reward, config=config, timeout_s=timeout_s, shadow=shadow)
         except RewardHubClientError as exc:
             partial = partial_or_raise(exc, on_request_failure)
             warn_once(

@@ -461,3 +461,23 @@ def test_a_misconfiguration_fails_when_the_function_is_made() -> None:
     with pytest.raises(ValueError, match=r"reward.*not a reward spec"):
         make_reward_func("http://unused", {"reward": "math"})
     assert make_reward_func("http://unused", {"name": "math"}).__name__ == "rewardhub_math"
+
+
+async def test_a_shadow_reward_is_logged_beside_the_rewards(client: httpx.AsyncClient) -> None:
+    """make_reward_func(..., shadow=...): the rewards are the reward's own; each call logs how often the
+    shadow agrees and which way they part."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    metrics: dict[str, float] = {}
+    batch = {
+        "prompts": ["p1", "p1", "p2", "p2"],
+        # math reads \frac{2}{2} as 1; exact_match (whole response) sees LaTeX: only the reward passes it
+        "completions": ["1", "\\boxed{\\frac{2}{2}}", "2", "1"],
+        "solution": ["1"] * 4,
+    }
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport) as service:
+        reward = make_reward_func(service, "math", shadow="exact_match")
+        scores = await reward(**batch, log_metric=lambda name, value: metrics.__setitem__(name, value))
+    assert scores == [1.0, 1.0, 0.0, 1.0]
+    assert metrics["rewardhub/shadow_agreement"] == 0.75
+    assert metrics["rewardhub/primary_only_fraction"] == 0.25
+    assert metrics["rewardhub/shadow_only_fraction"] == 0.0
