@@ -1762,3 +1762,73 @@ async def test_a_namespace_the_tests_hand_over_is_not_written_back(client: httpx
     swap = solution.replace("g['__rh_r__'] = print", "g['abs'] = five")
     builtin = await _one(client, swap, {"tests": ["import builtins\nf(vars(builtins))\nassert abs(-1) == 5"]})
     assert builtin["valid"] and builtin["score"] == 0.0, builtin
+
+
+LINKED = (
+    "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+    "class TreeNode:\n    def __init__(self, val=0, left=None, right=None):\n"
+    "        self.val = val\n        self.left = left\n        self.right = right\n"
+    "def build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n"
+    "def to_list(node):\n    out = []\n    while node:\n        out.append(node.val)\n        node = node.next\n"
+    "    return out\n"
+    "def tree(xs):\n    nodes = [None if x is None else TreeNode(x) for x in xs]\n    kids = nodes[::-1]\n"
+    "    root = kids.pop()\n    for node in nodes:\n        if node:\n"
+    "            if kids:\n                node.left = kids.pop()\n            if kids:\n                node.right = kids.pop()\n"
+    "    return root\n"
+)
+
+
+async def test_the_tests_own_linked_lists_and_trees_are_the_solution_s_to_walk_and_relink(
+    client: httpx.AsyncClient,
+) -> None:
+    """LeetCode-style tests build their linked lists and trees from a ``ListNode``/``TreeNode`` class of
+    their own; the nodes reach the solution as handles into the tests' process, on which it could not
+    read ``head.val`` or set ``head.next`` ("operation 'getattr' is not allowed"): every correct solution
+    of such a task failed. The data attributes of the tests' objects are the solution's to read and
+    write now (the values cross as any others: builtins by value, other objects by handle), nodes the
+    solution makes (of its own class, or of the tests' class it was handed) join them, and the nodes come
+    back as themselves."""
+    solution = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "class Solution:\n"
+        "    def reverseList(self, head):\n        prev = None\n        while head:\n"
+        "            head.next, prev, head = prev, head, head.next\n        return prev\n"
+        "    def maxDepth(self, root):\n        if root is None:\n            return 0\n"
+        "        return 1 + max(self.maxDepth(root.left), self.maxDepth(root.right))\n"
+        "    def mergeTwoLists(self, a, b):\n        tail = dummy = ListNode()\n        while a and b:\n"
+        "            if a.val <= b.val:\n                tail.next, a = a, a.next\n"
+        "            else:\n                tail.next, b = b, b.next\n            tail = tail.next\n"
+        "        tail.next = a or b\n        return dummy.next\n"
+        "    def addTwoNumbers(self, a, b):\n        tail = dummy = ListNode()\n        carry = 0\n"
+        "        while a or b or carry:\n            carry += (a.val if a else 0) + (b.val if b else 0)\n"
+        "            tail.next = ListNode(carry % 10)\n            tail, carry = tail.next, carry // 10\n"
+        "            a, b = a and a.next, b and b.next\n        return dummy.next\n"
+        "    def invertTree(self, root):\n        if root:\n"
+        "            root.left, root.right = self.invertTree(root.right), self.invertTree(root.left)\n"
+        "        return root\n"
+        "    def append(self, head, val, make):\n        node = head\n        while node.next:\n"
+        "            node = node.next\n        node.next = make(val)\n        return head\n"
+    )
+    tests = [
+        LINKED + "assert to_list(Solution().reverseList(build([1, 2, 3, 4, 5]))) == [5, 4, 3, 2, 1]",
+        LINKED + "head = build([1, 2])\nsecond = head.next\nassert Solution().reverseList(head) is second\n"
+        "assert second.next is head and head.next is None and Solution().reverseList(None) is None",
+        LINKED + "assert Solution().maxDepth(tree([3, 9, 20, None, None, 15, 7])) == 3\n"
+        "assert Solution().maxDepth(None) == 0 and Solution().maxDepth(tree([1, None, 2])) == 2",
+        LINKED
+        + "a, b = build([1, 2, 4]), build([1, 3, 4])\nfirst = b\nmerged = Solution().mergeTwoLists(a, b)\n"
+        "assert to_list(merged) == [1, 1, 2, 3, 4, 4] and merged is a and a.next is first",
+        LINKED + "assert to_list(Solution().addTwoNumbers(build([2, 4, 3]), build([5, 6, 4]))) == [7, 0, 8]",
+        LINKED + "root = tree([4, 2, 7, 1, 3, 6, 9])\nleft = root.left\n"
+        "assert Solution().invertTree(root) is root and root.right is left and left.left.val == 3",
+        LINKED + "head = build([1])\nassert Solution().append(head, 2, ListNode) is head\n"
+        "assert to_list(head) == [1, 2] and type(head.next) is ListNode",
+    ]
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    # a wrong solution still fails: reversing all but the last node
+    wrong = solution.replace(
+        "while head:\n            head.next", "while head and head.next:\n            head.next"
+    )
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"].startswith("00"), bad

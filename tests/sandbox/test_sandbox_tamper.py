@@ -336,3 +336,66 @@ async def test_a_forged_write_back_or_reference_to_the_tests_objects_changes_not
     results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
     for cheat, result in zip(cheats, results, strict=True):
         assert result["valid"] and result["score"] == 0.0, (cheat, result)
+
+
+async def test_the_tests_objects_give_the_solution_their_data_attributes_and_nothing_else(
+    client: httpx.AsyncClient,
+) -> None:
+    """The solution may read and write the data attributes of the tests' own objects (a linked list's
+    ``head.val``, ``head.next``), and nothing else of the tests' process: no dunder or private name
+    (``__class__``, ``__dict__``, ``__init__`` and its ``__globals__``, where the judge's hooks live), no
+    class attribute or method (replacing ``head.values``, which the tests call, would answer for them),
+    nothing of a function, a class, a module (the tests' own module type's too) or any other object of the
+    tests' it was handed, no object the judge never handed it. Every attempt, through the guest's own
+    requests, is refused in the solution's process: its tests fail (the correct answer is returned only
+    if the attempt succeeds), the item stays valid."""
+    tests = (
+        "class ListNode:\n    kind = 'node'\n    def __init__(self, val, next=None):\n"
+        "        self.val = val\n        self.next = next\n        self._secret = 1\n        self.show = to_list\n"
+        "        self.lib = LIB\n"
+        "    def values(self):\n        return to_list(self)\n"
+        "import types\nclass Lib(types.ModuleType):\n    pass\nLIB = Lib('lib')\nLIB.helper = print\n"
+        "def to_list(node):\n    out = []\n    while node:\n        out.append(node.val)\n        node = node.next\n"
+        "    return out\n"
+        "head = ListNode(1, ListNode(2))\nassert reverse(head, to_list, ListNode).values() == [2, 1]\n"
+    )
+    honest = (
+        "def reverse(head, fn, cls):\n    prev = None\n    while head:\n"
+        "        head.next, prev, head = prev, head, head.next\n    return prev\n"
+    )
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\nop = guest._op\n"
+        "def reverse(head, fn, cls):\n    {attack}\n"
+        + honest.replace("def reverse", "def honest")
+        + "    return honest(head, fn, cls)\n"
+    )
+    attacks = [
+        "op(head, 'getattr', '__class__')",
+        "op(head, 'getattr', '__dict__')",
+        "op(op(head, 'getattr', '__init__'), 'getattr', '__globals__')['__rh_r__']",
+        "op(head, 'getattr', '_secret')",
+        "op(head, 'getattr', 'kind')",
+        "op(head, 'getattr', 'values')",
+        "op(head, 'setattr', '__class__', None)",
+        "op(head, 'setattr', '_secret', 2)",
+        "op(head, 'setattr', 'values', lambda: [2, 1])",
+        "op(head, 'setattr', 'kind', 'x')",
+        "op(fn, 'getattr', '__globals__')",
+        "op(fn, 'getattr', 'x')",
+        "op(op(head, 'getattr', 'show'), 'getattr', '__globals__')",
+        "op(op(head, 'getattr', 'lib'), 'getattr', 'helper')",
+        "op(cls, 'getattr', '__init__')",
+        "op(cls, 'getattr', 'kind')",
+        "op(cls, 'setattr', 'values', lambda self: [2, 1])",
+        "op(guest._Proxy('R', 1), 'getattr', 'val')",
+        "op(head, 'getattr', 7)",
+    ]
+    items = [{"response": honest, "reference": {"tests": tests}}]
+    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    refusals = ("not allowed", "not the solution's", "no data attribute", "unknown handle", "is a string")
+    for attack, result in zip(attacks, results[1:], strict=True):
+        assert result["valid"] and result["score"] == 0.0, (attack, result)
+        message = result["details"]["tests"][0]["message"]
+        assert any(r in message for r in refusals), (attack, message)

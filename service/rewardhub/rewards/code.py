@@ -536,7 +536,9 @@ class CodeReward(Reward[CodeConfig]):
     # NegativeError(ValueError)` was no ValueError to the tests' `except ValueError`); a case's null
     # stdin is no input (was parse_error); `isinstance(obj, Stack)` and `issubclass` against a class of
     # the solution work, the solution's process answering (a TypeError failed every correct solution)
-    version: ClassVar[str] = "1.3.14"
+    # 1.3.15: a solution may read and write the data attributes of the tests' own objects (the ListNode
+    # or TreeNode their linked lists and trees are built of: every correct solution failed such tasks)
+    version: ClassVar[str] = "1.3.15"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

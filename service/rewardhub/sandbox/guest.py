@@ -30,10 +30,15 @@ Two modes:
   attribute, item, iteration, ``len``, ``bool``, ``str``), but for an exception class the solution
   defines, which is a genuine class of the judge's for the tests to catch (:class:`_RemoteClass`); a
   list, dict or set argument a call changed in place comes back so too, written into the caller's object,
-  and the caller's objects the call moved or returned come back as themselves (:class:`_Called`). Every ``assert``
-  statement of the tests is
-  one test; the judge writes each verdict, prefixed with the nonce, to its stdout. The solution's own
-  stdout/stderr go to the sandbox's stderr, never to the verdict channel.
+  and the caller's objects the call moved or returned come back as themselves (:class:`_Called`). The
+  tests' objects reach the solution so too, as handles it may call, iterate and index; of an instance of a
+  class the tests' code defines (a ``ListNode``, a ``TreeNode``) it may read and write the data
+  attributes, names without a leading ``_`` held in the instance's own ``__dict__``, and nothing else
+  (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`);
+  it makes new nodes of its own class, or by calling the tests' class if the tests hand it over. Every
+  ``assert`` statement of the tests is one test; the judge writes each verdict, prefixed with the nonce,
+  to its stdout. The solution's own stdout/stderr go to the sandbox's stderr, never to the verdict
+  channel.
 * ``exec`` (programs with stdin/stdout cases, and the SandboxFusion endpoint): compile once, then run
   the program once per case in a fresh process (own session, output caps, every leftover process killed
   between cases). A step's time limit is its CPU time, the wall clock capping it at ``_WALL_FACTOR``
@@ -1199,8 +1204,12 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         return called
     rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
+        if codec.judge:  # (the tests' objects: their data attributes only)
+            return _tests_data(target, rest[0], op)[rest[0]]
         return getattr(target, rest[0])
     if op == "setattr":
+        if codec.judge:
+            _tests_data(target, rest[0], op)
         setattr(target, rest[0], rest[1])
         return None
     if op == "bool":
@@ -1222,8 +1231,62 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     raise _ProtocolError(f"unknown operation {op!r}")
 
 
-# The solution may do anything to the judge's objects it was handed except walk its object graph.
-_JUDGE_SERVES = frozenset({"call", "list", "len", "bool", "getitem", "str", "repr"})
+_NOTHING = object()
+
+
+def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
+    """(The judge's) the ``__dict__`` of ``obj`` when ``name`` is a data attribute of it the solution may
+    read (``op`` ``getattr``: one it holds) or write (``setattr``); else the refusal, raised in the
+    solution's process as its own failure.
+
+    LeetCode-style tests build their linked lists and trees of a ``ListNode``/``TreeNode`` class of their
+    own, whose nodes reach the solution as handles: a solution that could not read ``head.val`` or set
+    ``head.next`` failed every such task. So the solution may use the data attributes of the instances
+    of the classes the tests' code defines (``__module__`` ``"__main__"``, plain ``type`` their metaclass:
+    not a builtin's, a module's, the guest's own or a stand-in for the solution's) and nothing else: the
+    names that do not start with ``_`` held in the instance's own ``__dict__`` (read from it directly, no
+    code of the tests runs), or, to write, a name its class does not define. Never a class attribute,
+    method, property or slot (a method the tests call would otherwise be the solution's to replace),
+    nor, through them, a class, function, module, frame or the judge's globals: the values read cross as
+    any others (builtins by value, other objects by handle, on which this holds again)."""
+    cls = type(obj)
+    if (
+        type(cls) is not type
+        or cls.__dict__.get("__module__") != "__main__"
+        or issubclass(cls, (type, type(sys)))  # (classes of a tests' metaclass, modules of theirs)
+    ):
+        raise _ProtocolError(f"operation {op!r} is not allowed on this object")
+    if type(name) is not str:
+        raise _ProtocolError("an attribute's name is a string")
+    if name.startswith("_"):
+        raise AttributeError(f"attribute {name[:60]!r} of the tests' objects is not the solution's to use")
+    try:
+        data = object.__getattribute__(obj, "__dict__")
+    except AttributeError:  # (a class with __slots__)
+        data = None
+    defined = _NOTHING
+    for klass in cls.__mro__:
+        defined = klass.__dict__.get(name, _NOTHING)
+        if defined is not _NOTHING:
+            break
+    if (
+        type(data) is not dict
+        or (defined is not _NOTHING and (name not in data or _data_descriptor(defined)))
+        or (op == "getattr" and name not in data)
+    ):
+        raise AttributeError(f"{cls.__name__!r} object of the tests has no data attribute {name[:60]!r}")
+    return data
+
+
+def _data_descriptor(attr: Any) -> bool:
+    """Whether the class attribute ``attr`` takes its instances' attribute of its name (a property, a slot)."""
+    t = type(attr)
+    return hasattr(t, "__set__") or hasattr(t, "__delete__")
+
+
+# The solution may do anything to the judge's objects it was handed except walk its object graph: of
+# the tests' own objects, it may read and write the data attributes (_tests_data).
+_JUDGE_SERVES = frozenset({"call", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"})
 _SOLUTION_SERVES = frozenset(
     {
         "call",
