@@ -399,3 +399,21 @@ async def test_the_tests_objects_give_the_solution_their_data_attributes_and_not
         assert result["valid"] and result["score"] == 0.0, (attack, result)
         message = result["details"]["tests"][0]["message"]
         assert any(r in message for r in refusals), (attack, message)
+
+
+async def test_the_judge_s_own_hooks_are_not_the_solution_s_to_call(client: httpx.AsyncClient) -> None:
+    """Tests that hand the solution their namespace (``f(globals())``) handed it the judge's hooks too, which
+    the solution could call as any function of the tests': recording the asserts after the current one as
+    passed, then exiting, scored asserts that never ran (a solution returning nothing scored 2/3). The
+    guest's own functions and methods are refused as the callee of a call, the item stays valid."""
+    tests = "def double(x):\n    return 2 * x\nf(globals())\nassert h(1) == 2\nassert h(2) == 4\nassert h(3) == 6\n"
+    cheats = [
+        "import os\ndef f(g):\n    g['__rh_r__'](1, True)\n    g['__rh_r__'](2, True)\n"
+        "def h(x):\n    os._exit(0)\n",
+        "def f(g):\n    try:\n        g['__rh_t__'](7)\n    except Exception:\n        assert g['double'](2) == 4\n"
+        "def h(x):\n    return 2 * x\n",
+    ]
+    results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
+    assert results[0]["valid"] and results[0]["score"] == 0.0, results[0]
+    # (a refused call is the solution's exception, which it may catch: the tests' own functions it may call)
+    assert results[1]["valid"] and results[1]["score"] == 1.0, results[1]

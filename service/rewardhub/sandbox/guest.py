@@ -1184,6 +1184,8 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
     if op == "call":
+        if codec.judge and _guest_own(target):
+            raise _ProtocolError("operation 'call' is not allowed on the judge's own functions")
         rest, received = codec.dec_call(args[1:])
         if len(rest) != 2:
             raise _ProtocolError("malformed call")
@@ -1229,6 +1231,15 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     if op == "repr":
         return repr(target)
     raise _ProtocolError(f"unknown operation {op!r}")
+
+
+def _guest_own(obj: Any) -> bool:
+    """Whether ``obj`` (in the judge) is a function or method of the guest's own: the hooks the tests'
+    code calls to record a test's verdict (``__rh_r__``) sit in the tests' namespace, which tests may hand
+    the solution (``f(globals())``), and a solution calling them recorded asserts that never ran as
+    passed."""
+    fn = getattr(obj, "__func__", obj)  # (a bound method's function)
+    return getattr(fn, "__globals__", None) is globals()
 
 
 _NOTHING = object()
