@@ -417,3 +417,35 @@ async def test_the_judge_s_own_hooks_are_not_the_solution_s_to_call(client: http
     assert results[0]["valid"] and results[0]["score"] == 0.0, results[0]
     # (a refused call is the solution's exception, which it may catch: the tests' own functions it may call)
     assert results[1]["valid"] and results[1]["score"] == 1.0, results[1]
+
+
+async def test_the_judge_s_builtins_that_reach_its_interpreter_are_not_the_solution_s_to_call(
+    client: httpx.AsyncClient,
+) -> None:
+    """Builtin functions the tests hand the solution (the builtins' namespace, ``f(vars(builtins))``, or
+    one as a callback) cross as handles it may call in the judge: ``exec`` ran the solution's code there,
+    which stopped the judge recording failures (a solution returning 0 scored 1.0), and ``getattr`` walked
+    the judge's objects. Only the builtins that compute from their arguments are callable there (``len``,
+    ``sorted``, ``max``...); the others are refused, the item stays valid."""
+    walk = (
+        "import sys\\nf = sys._getframe()\\nwhile f:\\n    j = f.f_locals.get('judge')\\n"
+        "    if j is not None and hasattr(j, 'fail'):\\n        j.fail = lambda i, m: None\\n        break\\n"
+        "    f = f.f_back\\n"
+    )
+    tests = "import builtins\nf(vars(builtins))\nassert h(1) == 2\nassert h(2) == 4\n"
+    cheats = [
+        f"def f(g):\n    g['{name}'](\"{walk}\")\ndef h(x):\n    return 0\n" for name in ("exec", "eval")
+    ]
+    cheats.append(
+        "def f(g):\n    ga = g['getattr']\n    init = ga(ga(g['len'], '__self__'), '__import__')\n"
+        "def h(x):\n    return 0\n"
+    )
+    results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
+    for cheat, result in zip(cheats, results, strict=True):
+        assert result["valid"] and result["score"] == 0.0, (cheat, result)
+    honest = (
+        "def f(g):\n    assert g['sorted']([2, 1], key=g['abs']) == [1, 2] and g['len']('ab') == 2\n"
+        "def h(x):\n    return 2 * x\n"
+    )
+    (result,) = await _score(client, [{"response": honest, "reference": {"tests": tests}}])
+    assert result["valid"] and result["score"] == 1.0, result

@@ -538,7 +538,8 @@ class CodeReward(Reward[CodeConfig]):
     # the solution work, the solution's process answering (a TypeError failed every correct solution)
     # 1.3.15: a solution may read and write the data attributes of the tests' own objects (the ListNode
     # or TreeNode their linked lists and trees are built of: every correct solution failed such tasks);
-    # the judge's hooks in a namespace the tests hand over (`f(globals())`) are not the solution's to call
+    # the judge's hooks in a namespace the tests hand over (`f(globals())`), and its builtins that run or
+    # reach code (`exec`, `getattr`, of `f(vars(builtins))`), are not the solution's to call
     version: ClassVar[str] = "1.3.15"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

@@ -1184,8 +1184,8 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
     if op == "call":
-        if codec.judge and _guest_own(target):
-            raise _ProtocolError("operation 'call' is not allowed on the judge's own functions")
+        if codec.judge and _not_callable(target):
+            raise _ProtocolError("operation 'call' is not allowed on this function of the judge's")
         rest, received = codec.dec_call(args[1:])
         if len(rest) != 2:
             raise _ProtocolError("malformed call")
@@ -1233,13 +1233,28 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     raise _ProtocolError(f"unknown operation {op!r}")
 
 
-def _guest_own(obj: Any) -> bool:
-    """Whether ``obj`` (in the judge) is a function or method of the guest's own: the hooks the tests'
-    code calls to record a test's verdict (``__rh_r__``) sit in the tests' namespace, which tests may hand
-    the solution (``f(globals())``), and a solution calling them recorded asserts that never ran as
-    passed."""
+def _not_callable(obj: Any) -> bool:
+    """Whether ``obj`` (in the judge) is a function the solution may not call there: one of the guest's own
+    (the hooks the tests' code calls to record a test's verdict, ``__rh_r__``, sit in the tests'
+    namespace, which tests may hand the solution, ``f(globals())``: a solution calling them recorded
+    asserts that never ran as passed), or a builtin function outside :data:`_CALLABLE_BUILTINS` (``exec``
+    of the builtins' namespace, ``f(vars(builtins))``, ran the solution's code in the judge, and
+    ``getattr`` walks the judge's object graph)."""
+    if type(obj) is type(len):
+        return getattr(obj, "__self__", None) is builtins and obj.__name__ not in _CALLABLE_BUILTINS
     fn = getattr(obj, "__func__", obj)  # (a bound method's function)
     return getattr(fn, "__globals__", None) is globals()
+
+
+# The builtin functions a solution may call in the judge (handed one, as a callback): those that only
+# compute from their arguments, run no code of the solution's choosing there and reach no other object.
+_CALLABLE_BUILTINS = frozenset(
+    {
+        "abs", "aiter", "all", "anext", "any", "ascii", "bin", "callable", "chr", "divmod", "format",
+        "hash", "hex", "id", "isinstance", "issubclass", "iter", "len", "max", "min", "next", "oct",
+        "ord", "pow", "print", "repr", "round", "sorted", "sum",
+    }
+)  # fmt: skip
 
 
 _NOTHING = object()
