@@ -1832,3 +1832,36 @@ async def test_the_tests_own_linked_lists_and_trees_are_the_solution_s_to_walk_a
     )
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"].startswith("00"), bad
+
+
+async def test_a_node_the_solution_made_equals_the_tests_node_on_either_side_of_the_comparison(
+    client: httpx.AsyncClient,
+) -> None:
+    """Tests whose ``ListNode`` defines ``__eq__`` compare the solution's result with a list they built:
+    ``expected == result`` asked the tests' ``__eq__``, but ``result == expected`` (a node of the
+    solution's own class on the left) was False without asking it, and the correct solution failed. An
+    object of the solution's now leaves the comparison to the tests' object, as Python does; against a
+    builtin value, or another object of the solution's, it is still equal only to itself."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "    def __eq__(self, other):\n"
+        "        return other is not None and self.val == other.val and self.next == other.next\n"
+        "def build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n"
+        "assert build([7, 0, 8]) == Solution().add(build([2, 4, 3]), build([5, 6, 4]))\n"
+        "assert Solution().add(build([2, 4, 3]), build([5, 6, 4])) == build([7, 0, 8])\n"
+        "assert Solution().add(build([5]), build([5])) != build([0])\n"
+        "assert Solution().add(build([1]), None) != 1 and Solution().add(build([1]), None) != [1]\n"
+    )
+    solution = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "class Solution:\n    def add(self, a, b):\n        tail = dummy = ListNode()\n        carry = 0\n"
+        "        while a or b or carry:\n            carry += (a.val if a else 0) + (b.val if b else 0)\n"
+        "            tail.next = ListNode(carry % 10)\n            tail, carry = tail.next, carry // 10\n"
+        "            a, b = a and a.next, b and b.next\n        return dummy.next\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, good
+    wrong = solution.replace("carry % 10", "carry % 10 + 1")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "0011", bad

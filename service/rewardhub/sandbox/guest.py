@@ -1024,16 +1024,19 @@ class _Proxy:
                 assert _CHANNEL is not None
                 _write_back(sent, writes, _CHANNEL.codec)
 
-    def __eq__(self, other: object) -> bool:
+    def __eq__(self, other: object) -> Any:
         # Equal to itself only: asking the other side would let its `__eq__` (always True) decide
-        # `candidate(a) == candidate(b)`.
+        # `candidate(a) == candidate(b)`. An object of this side's decides by its own `__eq__`, as on the
+        # left (NotImplemented: Python asks it; a builtin's is identity): `result == expected`, a node the
+        # solution made and the tests' ListNode with an `__eq__`, was False where `expected == result` held.
         if type(other) is not _Proxy:
-            return False
+            return NotImplemented
         mine = (object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id"))
         return mine == (object.__getattribute__(other, "_rh_tag"), object.__getattribute__(other, "_rh_id"))
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+    def __ne__(self, other: object) -> Any:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash((object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id")))
