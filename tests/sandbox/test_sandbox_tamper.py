@@ -425,8 +425,10 @@ async def test_the_judge_s_builtins_that_reach_its_interpreter_are_not_the_solut
     """Builtin functions the tests hand the solution (the builtins' namespace, ``f(vars(builtins))``, or
     one as a callback) cross as handles it may call in the judge: ``exec`` ran the solution's code there,
     which stopped the judge recording failures (a solution returning 0 scored 1.0), and ``getattr`` walked
-    the judge's objects. Only the builtins that compute from their arguments are callable there (``len``,
-    ``sorted``, ``max``...); the others are refused, the item stays valid."""
+    the judge's objects. Only the builtins that compute from their arguments are the judge's (``len``,
+    ``sorted``, ``max``...); the others reach the solution as its own, by name (so no allowed one calls
+    them there either, ``sorted(xs, key=exec)``), and a call of one in the judge is refused; the item
+    stays valid."""
     walk = (
         "import sys\\nf = sys._getframe()\\nwhile f:\\n    j = f.f_locals.get('judge')\\n"
         "    if j is not None and hasattr(j, 'fail'):\\n        j.fail = lambda i, m: None\\n        break\\n"
@@ -440,6 +442,12 @@ async def test_the_judge_s_builtins_that_reach_its_interpreter_are_not_the_solut
         "def f(g):\n    ga = g['getattr']\n    init = ga(ga(g['len'], '__self__'), '__import__')\n"
         "def h(x):\n    return 0\n"
     )
+    # nor through one it may call: the others cross as the solution's own, by name
+    cheats += [
+        f"def f(g):\n    g['sorted']([\"{walk}\"], key=g['exec'])\ndef h(x):\n    return 0\n",
+        "def f(g):\n    it = g['iter'](g['globals'], None)\n    g['next'](it)['__rh_r__'](1, True)\n"
+        "def h(x):\n    return 0\n",
+    ]
     results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
     for cheat, result in zip(cheats, results, strict=True):
         assert result["valid"] and result["score"] == 0.0, (cheat, result)

@@ -539,8 +539,9 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.15: a solution may read and write the data attributes of the tests' own objects (the ListNode
     # or TreeNode their linked lists and trees are built of: every correct solution failed such tasks);
     # the judge's hooks in a namespace the tests hand over (`f(globals())`), and its builtins that run or
-    # reach code (`exec`, `getattr`, of `f(vars(builtins))`), are not the solution's to call; `result ==
-    # expected`, a node of the solution's against the tests' with an `__eq__`, asks the tests' `__eq__`
+    # reach code (`exec`, `getattr`, of `f(vars(builtins))`: the solution's own now), are not the
+    # solution's to call; `result == expected`, a node of the solution's against the tests' with an
+    # `__eq__`, asks the tests' `__eq__`
     version: ClassVar[str] = "1.3.15"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

@@ -268,7 +268,8 @@ class _Codec:
     Scalars (``None``, ``bool``, ``int``, finite ``float``, ``str``) and ``list`` map to themselves;
     everything else is a one-key object: ``{"T": [...]}`` tuple, ``{"D": [[k, v], ...]}`` dict,
     ``{"S"|"Z": [...]}`` set/frozenset, ``{"B": latin-1}`` bytes, ``{"C": [re, im]}`` complex,
-    ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, and handles
+    ``{"F": "inf"}`` non-finite float, ``{"M": name}`` module, ``{"Y": name}`` builtin type, ``{"N": name}``
+    (the judge's, :func:`_not_callable`) a builtin function the solution uses its own copy of, and handles
     ``{"H"|"R": number}``; within a call (:class:`_Called`), ``{"A": n}`` (the judge's arguments) is the
     same object as their ``n``-th list, dict, set or deque, and ``{"P": n}`` (the callee's reply) is the
     caller's own ``n``-th one; ``{"O": [kind, default_factory, [[k, v], ...]]}`` is an ``OrderedDict``,
@@ -399,6 +400,8 @@ class _Codec:
             name = getattr(x, "__name__", "")
             if getattr(builtins, name, None) is x:
                 return {"Y": name}
+        if self.judge and t is type(len) and _not_callable(x):  # (`exec`: the solution's own, by name)
+            return {"N": str(x.__name__)}
         if t is _RemoteClass and "_rh_id" in x.__dict__:  # (the judge's) a class of the solution's, back
             return {self.foreign_tag: x.__dict__["_rh_id"]}
         if type(t) is _RemoteClass:  # an exception the solution raised, going back as itself
@@ -494,6 +497,9 @@ class _Codec:
                 return float(v)
             if tag == "Y" and isinstance(getattr(builtins, v, None), type):
                 return getattr(builtins, v)
+            if tag == "N" and not self.judge:
+                fn = getattr(builtins, v, None)
+                return fn if type(fn) is type(len) else self._proxy(self.foreign_tag, 0)
             if tag == "M":
                 if not _importable(v):
                     return self._proxy(self.foreign_tag, 0)  # a name that cannot be used
@@ -1242,7 +1248,8 @@ def _not_callable(obj: Any) -> bool:
     namespace, which tests may hand the solution, ``f(globals())``: a solution calling them recorded
     asserts that never ran as passed), or a builtin function outside :data:`_CALLABLE_BUILTINS` (``exec``
     of the builtins' namespace, ``f(vars(builtins))``, ran the solution's code in the judge, and
-    ``getattr`` walks the judge's object graph)."""
+    ``getattr`` walks the judge's object graph). Such a builtin never even crosses as a handle (which an
+    allowed one, ``sorted(xs, key=exec)``, would call): the solution gets its own, by name."""
     if type(obj) is type(len):
         return getattr(obj, "__self__", None) is builtins and obj.__name__ not in _CALLABLE_BUILTINS
     fn = getattr(obj, "__func__", obj)  # (a bound method's function)
@@ -1250,12 +1257,13 @@ def _not_callable(obj: Any) -> bool:
 
 
 # The builtin functions a solution may call in the judge (handed one, as a callback): those that only
-# compute from their arguments, run no code of the solution's choosing there and reach no other object.
+# compute from their arguments, run no code of the solution's choosing there, reach no other object and
+# write nothing (the judge's `print` writes to the verdict channel).
 _CALLABLE_BUILTINS = frozenset(
     {
-        "abs", "aiter", "all", "anext", "any", "ascii", "bin", "callable", "chr", "divmod", "format",
-        "hash", "hex", "id", "isinstance", "issubclass", "iter", "len", "max", "min", "next", "oct",
-        "ord", "pow", "print", "repr", "round", "sorted", "sum",
+        "abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format", "hash", "hex", "id",
+        "isinstance", "issubclass", "len", "max", "min", "next", "oct", "ord", "pow", "repr", "round",
+        "sorted", "sum",
     }
 )  # fmt: skip
 
