@@ -224,6 +224,18 @@ CASES = [
     ("\\pi", "\\approx 3.14", True),
     ("\\pi", "\\approx 3.15", False),
     ("0.5", "\\sim 0.5", True),
+    # a repeating decimal is the exact rational it denotes
+    ("\\frac{1}{3}", "0.\\overline{3}", True),
+    ("0.\\overline{3}", "1/3", True),
+    ("\\frac{1}{6}", "0.1\\overline{6}", True),
+    ("\\frac{1}{7}", "0.\\overline{142857}", True),
+    ("-\\frac{4}{3}", "-1.\\overline{3}", True),
+    ("\\frac{23}{11}", "2.\\overline{09}", True),
+    ("\\frac{1}{3}", "0.\\dot{3}", True),
+    ("\\frac{1}{3}", "0.\\overline{33}", True),
+    ("\\frac{1}{3}", "0.\\overline{4}", False),
+    ("0.333", "0.\\overline{3}", True),  # as 0.333 against 1/3: the gold rounds it
+    ("0.34", "0.\\overline{3}", False),
     # a whole number in words is that number, with its units too ("three apples")
     ("3", "three", True),
     ("12", "Twelve", True),

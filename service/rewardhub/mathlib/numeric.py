@@ -33,6 +33,10 @@ _FRAC_RE = re.compile(
     rf"^(?P<sign>[+-]?)(?P<whole>{_INT})?\s?\\frac\{{(?P<s1>[+-]?)(?P<a>{_INT})\}}\{{(?P<s2>[+-]?)(?P<b>{_INT})\}}$"
 )
 _PERCENT_RE = re.compile(r"\s*\\?%\s*$")
+# A repeating decimal: "0.\overline{3}" (1/3), "0.1\overline{6}" (1/6), "0.\dot{3}".
+_REPEATING_RE = re.compile(
+    r"^(?P<sign>[+-]?)(?P<whole>\d+)\.(?P<fixed>\d*)\\(?:overline|dot)\{(?P<rep>\d{1,50})\}$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,18 @@ def parse_literal(s: str) -> Literal | None:
     return Literal(lit.value, lit.decimals, lit.sig, percent) if percent else lit
 
 
+def _repeating(m: re.Match[str]) -> Literal:
+    """The exact value of a repeating decimal: whole.fixed(rep)(rep)... ."""
+    fixed, rep = m.group("fixed"), m.group("rep")
+    value = Fraction(int(m.group("whole"))) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+    value += Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+    return Literal(-value if m.group("sign") == "-" else value)
+
+
 def _parse_plain(s: str) -> Literal | None:
+    m_rep = _REPEATING_RE.match(s)
+    if m_rep is not None:
+        return _repeating(m_rep)
     m = _DEC_RE.match(s) or _THOUSANDS_RE.match(s) or _THOUSANDS_SPACE_RE.match(s)
     if m is not None:
         num = m.group("num").replace(",", "").replace(" ", "")

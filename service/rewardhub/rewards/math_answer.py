@@ -87,7 +87,8 @@ class MathReward(Reward[MathConfig]):
     # choice's label and its value ("\\textbf{(C)}\\ 12"), is its value, or its label against a label (it
     # matched neither 12 nor (C)); a temperature's unit, "10^\\circ C" or "10°F", is dropped (10°C scored 0 against 10);
     # a whole number in words, "three" or "twenty-one apples", is its number, and an answer that shows its
-    # arithmetic, "5 + 3 = 8", its result (both scored 0)
+    # arithmetic, "5 + 3 = 8", its result (both scored 0); a repeating decimal, "0.\\overline{3}" or
+    # "0.1\\overline{6}", is the exact rational it denotes (it matched neither 1/3 nor 1/6)
     version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
