@@ -11,11 +11,12 @@ them across requests for alerting.
 
 Agreement is decided on pass / fail, not on equal scores, since the two rewards need not share a scale
 (a judge's 0.8 and math's 1.0 both pass): a result passes when its ``correct`` component is 1 (``math``,
-``calibration``, ``code``'s and composites' verdicts), else when its score is at least the request's
+``calibration``, a composite component named ``correct``), else when its score is at least the request's
 ``shadow.threshold``. An item either reward could not score is counted as such, never as agreement.
 
-The counts are sums, so the client adds those of a request sent in chunks (:func:`summarise`'s fields
-other than ``agreement`` and ``reward_version`` are all counts).
+The counts are sums, so the client adds those of a request sent in chunks: every field of
+:func:`attach`'s summary but ``reward``, ``reward_version``, ``threshold`` and the ``agreement`` rate
+(recomputed from the sums) is a count, overall and per source.
 """
 
 from __future__ import annotations
