@@ -4,8 +4,8 @@
 lone ":" or "Thought process:" up to 80-90% of the time, and that an RL policy finds such a key and
 collapses onto it (short responses, rising reward, falling accuracy). The defence it and the Pitfalls
 paper (arXiv 2505.22203) recommend is a negative control: score the master keys, and the truncated
-openers of real responses (Master-RM's negatives), against real questions, and alarm when any pass
-(algorithms.md §2.4, item 5). ``POST /v1/canaries`` does that on demand, for any reward spec (a judge
+openers of real responses (Master-RM's negatives), against real questions, and alarm when more than 1%
+of them pass (algorithms.md §2.4, item 5; ``max_false_positive_rate``). ``POST /v1/canaries`` does that on demand, for any reward spec (a judge
 config before a run, an ORM, a composite); ``REWARDHUB_CANARY_REWARDS`` runs it every
 ``REWARDHUB_CANARY_INTERVAL_S`` for the configured specs and exports the false-positive rate
 (``rewardhub_canary_false_positive_rate{reward}``), so a judge endpoint swapped under a running service
