@@ -21,16 +21,16 @@ The counts are sums, so the client adds those of a request sent in chunks: every
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from rewardhub.protocol import ScoreItem, ShadowSpec
 
-__all__ = ["OUTCOMES", "attach", "outcome", "passes"]
+__all__ = ["OUTCOMES", "attach", "outcome", "passes", "tally"]
 
 # What one item's two results say, as ``rewardhub_shadow_items_total`` labels it.
 OUTCOMES = ("agree_pass", "agree_fail", "primary_only", "shadow_only", "primary_invalid", "shadow_invalid")
-_COUNTS = ("items", "compared", "agree", *OUTCOMES)
 
 
 def passes(result: dict[str, Any], threshold: float) -> bool:
@@ -64,8 +64,8 @@ def attach(
 ) -> tuple[dict[str, Any], list[str]]:
     """Put each shadow result on its primary result (``result["shadow"]``); return ``metrics.shadow``
     and each item's outcome (for the Prometheus counter)."""
-    total = _zero()
-    by_source: dict[str, dict[str, Any]] = {}
+    total: Counter[str] = Counter()
+    by_source: dict[str, Counter[str]] = {}
     outcomes: list[str] = []
     versions: set[str] = set()
     for item, p, s, reward in zip(items, primary, shadow, per_item_reward, strict=True):
@@ -84,29 +84,31 @@ def attach(
             "agree": None if kind.endswith("invalid") else kind.startswith("agree"),
             "outcome": kind,
         }
-        source = _source(item, reward)
-        for counts in (total, by_source.setdefault(source, _zero())):
-            counts["items"] += 1
-            counts[kind] += 1
-            if not kind.endswith("invalid"):
-                counts["compared"] += 1
-                counts["agree"] += kind.startswith("agree")
+        total[kind] += 1
+        by_source.setdefault(_source(item, reward), Counter())[kind] += 1
     summary: dict[str, Any] = {
         "reward": shadow[0]["reward"] if shadow else _name(spec),
         "reward_version": versions.pop() if len(versions) == 1 else None,
         "threshold": spec.threshold,
-        **_rated(total),
-        "by_source": {k: _rated(v) for k, v in sorted(by_source.items())},
+        **tally(total),
+        "by_source": {k: tally(v) for k, v in sorted(by_source.items())},
     }
     return summary, outcomes
 
 
-def _zero() -> dict[str, Any]:
-    return dict.fromkeys(_COUNTS, 0)
-
-
-def _rated(counts: dict[str, Any]) -> dict[str, Any]:
-    return {**counts, "agreement": counts["agree"] / counts["compared"] if counts["compared"] else None}
+def tally(kinds: Counter[str]) -> dict[str, Any]:
+    """Outcome counts as ``metrics.shadow`` gives them: ``items``, ``compared`` (both scored), ``agree``, each
+    outcome's count and the ``agreement`` rate (None when nothing was compared). The dashboard's window
+    (:mod:`rewardhub.stats`) reads the same figures."""
+    compared = sum(kinds[k] for k in OUTCOMES if not k.endswith("invalid"))
+    agree = kinds["agree_pass"] + kinds["agree_fail"]
+    return {
+        "items": sum(kinds.values()),
+        "compared": compared,
+        "agree": agree,
+        **{k: kinds[k] for k in OUTCOMES},
+        "agreement": agree / compared if compared else None,
+    }
 
 
 def _source(item: ScoreItem, reward: str) -> str:

@@ -13,6 +13,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardhub.shadow import tally
+
 __all__ = ["LiveStats"]
 
 WINDOW_S = 60
@@ -144,17 +146,12 @@ def _shadow_pairs(counts: Counter[tuple[str, str, str]]) -> list[dict[str, Any]]
         pairs.setdefault((reward, shadow), Counter())[outcome] += n
     out = []
     for (reward, shadow), c in sorted(pairs.items()):
-        compared = c["agree_pass"] + c["agree_fail"] + c["primary_only"] + c["shadow_only"]
-        agree = c["agree_pass"] + c["agree_fail"]
+        t = tally(c)
         out.append(
             {
                 "reward": reward,
                 "shadow": shadow,
-                "items": sum(c.values()),
-                "compared": compared,
-                "agreement": agree / compared if compared else None,
-                "primary_only": c["primary_only"],
-                "shadow_only": c["shadow_only"],
+                **{k: t[k] for k in ("items", "compared", "agreement", "primary_only", "shadow_only")},
             }
         )
     return out
