@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["gather_all"]
+__all__ = ["cancel_and_wait", "gather_all"]
 
 T = TypeVar("T")
 
@@ -26,3 +26,10 @@ async def gather_all(*aws: Awaitable[T]) -> list[T]:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def cancel_and_wait(task: asyncio.Task[object]) -> None:
+    """Cancel a background task and wait until it has stopped (its own exception, if any, dropped): a
+    shutdown that only cancels leaves the task running into the resources closed after it."""
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

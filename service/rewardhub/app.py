@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from rewardhub import __version__
 from rewardhub.admission import Admission
+from rewardhub.aio import cancel_and_wait
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
 from rewardhub.canaries import monitor as canary_monitor
 from rewardhub.config import ConfigError, Settings, get_settings, parse_api_keys
@@ -186,18 +187,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             for spec in specs:  # an unknown reward or a bad config stops the start, as a request's would
                 scoring.check(spec)
             canaries = asyncio.create_task(canary_monitor(scoring, specs, settings.canary_interval_s))
-            stack.push_async_callback(_cancel, canaries)
+            stack.push_async_callback(cancel_and_wait, canaries)
         # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
         if metrics.multiprocess:
             refresher = asyncio.create_task(_refresh_gauges(metrics))
             stack.callback(refresher.cancel)
         yield
     log.info("service_stopped")
-
-
-async def _cancel(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 def _telemetry(settings: Settings) -> dict[str, Any]:

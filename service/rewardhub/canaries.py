@@ -166,10 +166,14 @@ def canary_request(req: CanaryRequest) -> tuple[list[Probe], ScoreRequest]:
 
 
 async def run_canaries(
-    scoring: ScoringService, req: CanaryRequest, tenant: str = ANONYMOUS_KEY_ID
+    scoring: ScoringService,
+    req: CanaryRequest,
+    tenant: str = ANONYMOUS_KEY_ID,
+    prepared: tuple[list[Probe], ScoreRequest] | None = None,
 ) -> dict[str, Any]:
-    """Score ``req``'s canaries with its reward; set the reward's false-positive-rate gauge."""
-    probes, score_req = canary_request(req)
+    """Score ``req``'s canaries with its reward; set the reward's false-positive-rate gauge.
+    ``prepared``: :func:`canary_request` of ``req``, where the caller built it already (to admit its probes)."""
+    probes, score_req = prepared or canary_request(req)
     out = await scoring.score(score_req, tenant=tenant)
     summary = summarise(probes, out["results"], req.threshold, req.max_false_positive_rate)
     if summary["false_positive_rate"] is not None:

@@ -38,8 +38,8 @@ async def canaries(request: Request) -> JSONBytesResponse:
     caller = await get_caller(request)
     body = parse_body(CanaryRequest, await request.body())
     scoring.check(body.reward)  # 404 / 422 before any probe is queued
-    probes, _ = canary_request(body)
+    prepared = canary_request(body)
     admission = await get_admission(request)
-    async with admission.admit(caller, len(probes)):
-        summary = await run_canaries(scoring, body, tenant=caller.key_id)
+    async with admission.admit(caller, len(prepared[0])):
+        summary = await run_canaries(scoring, body, tenant=caller.key_id, prepared=prepared)
     return JSONBytesResponse(summary)
