@@ -35,6 +35,7 @@ __all__ = [
     "in_batch",
     "job_path",
     "merge_responses",
+    "shadow_rates",
     "split_chunk",
     "transient",
     "with_partial",
@@ -313,3 +314,18 @@ def _add_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: sum(int(p.get(k, 0) or 0) for p in parts) for k in _SHADOW_COUNTS}
     out["agreement"] = out["agree"] / out["compared"] if out["compared"] else None
     return out
+
+
+def shadow_rates(results: Iterable[ItemResult]) -> dict[str, float] | None:
+    """Shadow verification's rates over the results both rewards scored: ``agreement``, ``shadow_only``
+    (the shadow passed, the reward did not: possible false negatives) and ``primary_only``; None when no
+    result was compared. For the adapters and the trainer, which log them per call or step."""
+    outcomes = [r.shadow.outcome for r in results if r.shadow is not None and r.shadow.agree is not None]
+    if not outcomes:
+        return None
+    n = len(outcomes)
+    return {
+        "agreement": sum(o in ("agree_pass", "agree_fail") for o in outcomes) / n,
+        "shadow_only": outcomes.count("shadow_only") / n,
+        "primary_only": outcomes.count("primary_only") / n,
+    }

@@ -66,7 +66,7 @@ from rewardhub_client._adapters import (
     token_ids_keys,
     warn_once,
 )
-from rewardhub_client._core import ShadowLike
+from rewardhub_client._core import ShadowLike, shadow_rates
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -432,14 +432,11 @@ def make_reward_func(
             )
             if latency_ms is not None:
                 log_metric("rewardhub/latency_ms", latency_ms)
-            outcomes = [
-                r.shadow.outcome for r in results if r.shadow is not None and r.shadow.agree is not None
-            ]
-            if outcomes:
-                k = len(outcomes)
-                log_metric("rewardhub/shadow_agreement", sum(o.startswith("agree") for o in outcomes) / k)
-                log_metric("rewardhub/shadow_only_fraction", outcomes.count("shadow_only") / k)
-                log_metric("rewardhub/primary_only_fraction", outcomes.count("primary_only") / k)
+            rates = shadow_rates(results)
+            if rates is not None:
+                log_metric("rewardhub/shadow_agreement", rates["agreement"])
+                log_metric("rewardhub/shadow_only_fraction", rates["shadow_only"])
+                log_metric("rewardhub/primary_only_fraction", rates["primary_only"])
         log_extra = kwargs.get("log_extra")
         if callable(log_extra):
             reasons = [(r.reason or "") if r is not None else _REQUEST_FAILED for r in answered]

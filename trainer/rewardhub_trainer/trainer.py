@@ -45,6 +45,7 @@ import httpx
 import torch
 
 from rewardhub_client import ItemResult, RewardClient, RewardHubClientError
+from rewardhub_client._core import shadow_rates
 from rewardhub_trainer.advantages import (
     Advantages,
     component_matrix,
@@ -806,13 +807,11 @@ def _shadow_metrics(results: Sequence[ItemResult]) -> dict[str, float]:
     """Shadow verification's figures for a step, over the items both rewards scored (NaN when none was):
     how often they agree, and the two directions of disagreement (``shadow_only_frac``: possible false
     negatives of the training reward)."""
-    outcomes = [r.shadow.outcome for r in results if r.shadow is not None and r.shadow.agree is not None]
-    counts = Counter(outcomes)
-    n = len(outcomes)
+    rates = shadow_rates(results) or dict.fromkeys(("agreement", "shadow_only", "primary_only"), math.nan)
     return {
-        "shadow_agreement": (counts["agree_pass"] + counts["agree_fail"]) / n if n else math.nan,
-        "shadow_only_frac": counts["shadow_only"] / n if n else math.nan,
-        "primary_only_frac": counts["primary_only"] / n if n else math.nan,
+        "shadow_agreement": rates["agreement"],
+        "shadow_only_frac": rates["shadow_only"],
+        "primary_only_frac": rates["primary_only"],
     }
 
 
