@@ -260,7 +260,9 @@ class ScoringService:
         if req.shadow is None:
             return (await self._score(req, max_items, tenant))[0]
         shadow_req = self._resolve_shadow(req)
-        self._resolve(req)  # both specs checked before either starts
+        # the primary's spec checked too before either side starts: a bad one failing inside its task
+        # would let the shadow's task run up to its first wait (its groups' fingerprints remembered)
+        self._resolve(req)
         (out, names), (shadow_out, _) = await gather_all(
             self._score(req, max_items, tenant), self._score(shadow_req, max_items, tenant)
         )
