@@ -186,7 +186,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if specs:
             for spec in specs:  # an unknown reward or a bad config stops the start, as a request's would
                 scoring.check(spec)
-            canaries = asyncio.create_task(canary_monitor(scoring, specs, settings.canary_interval_s))
+            monitor = canary_monitor(scoring, specs, settings.canary_interval_s, metrics.multiprocess_dir)
+            canaries = asyncio.create_task(monitor)
             stack.push_async_callback(cancel_and_wait, canaries)
         # With several workers a scrape reaches one of them; the others' gauges are as fresh as this task.
         if metrics.multiprocess:

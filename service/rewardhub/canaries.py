@@ -20,8 +20,11 @@ cached verdict would say nothing about the judge behind the reward now.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -183,10 +186,47 @@ async def run_canaries(
     return summary
 
 
-async def monitor(scoring: ScoringService, specs: Sequence[RewardSpec], interval_s: float) -> None:
+#: How often a worker that does not run the canaries checks whether the one that does has gone.
+FOLLOWER_POLL_S = 30.0
+
+
+@contextlib.contextmanager
+def _lead(lock_dir: str) -> Iterator[bool]:
+    """Hold ``canaries.lock`` in ``lock_dir`` (exclusive, not waiting) for the block; yield whether this
+    process got it. ``flock`` is released by the kernel when its holder exits, however it exits, so a dead
+    leader never blocks the others."""
+    with open(os.path.join(lock_dir, "canaries.lock"), "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True  # the lock goes with the file, closed when the block ends
+
+
+async def monitor(
+    scoring: ScoringService, specs: Sequence[RewardSpec], interval_s: float, lock_dir: str | None = None
+) -> None:
     """Run the canaries of each spec every ``interval_s`` (the first run at once), for ever: the gauge is
     set, and a rate over 1% is logged as a warning naming the canaries that passed (as is a run that fails
-    or scores none: a judge that is down)."""
+    or scores none: a judge that is down).
+
+    ``lock_dir`` is shared by the workers of one ``serve --workers N`` (its metrics directory): one of them
+    runs the canaries and the others wait, taking over within ``FOLLOWER_POLL_S`` if it dies. Each worker
+    ran them before, which multiplied the judge calls by N for the same figure (the gauge is the workers'
+    max)."""
+    if lock_dir is None:
+        await _run_forever(scoring, specs, interval_s)
+        return
+    while True:
+        with _lead(lock_dir) as leader:
+            if leader:
+                log.info("canary_monitor_leads", pid=os.getpid(), rewards=[s.name for s in specs])
+                await _run_forever(scoring, specs, interval_s)
+        await asyncio.sleep(min(interval_s, FOLLOWER_POLL_S))
+
+
+async def _run_forever(scoring: ScoringService, specs: Sequence[RewardSpec], interval_s: float) -> None:
     while True:
         for spec in specs:
             try:

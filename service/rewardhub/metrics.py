@@ -29,7 +29,9 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 class Metrics:
     def __init__(self) -> None:
-        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        #: The workers' shared directory under ``serve --workers N`` (also where they elect a canary runner).
+        self.multiprocess_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+        self.multiprocess = self.multiprocess_dir is not None
         self._watched: list[tuple[Any, Callable[[], float]]] = []
         self.registry = CollectorRegistry()
         r = self.registry

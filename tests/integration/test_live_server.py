@@ -169,3 +169,26 @@ def test_a_hung_up_request_leaves_the_model_queue(live_server_factory: Any, qwen
         metric_is(c, "0.0", "the item stayed queued past its 30 s wait for company")
         batches = c.get("/ready").json()["checks"]["model:prm"]["batchers"]["steps"]
         assert batches["items"] == 0  # no forward pass for it: the hang-up took it out
+
+
+def test_two_workers_run_the_periodic_canaries_once(live_server_factory: Any) -> None:
+    """With `REWARDHUB_CANARY_REWARDS` set, every worker of `serve --workers 2` ran the canaries at start
+    and every interval: N times the judge calls for one figure. The workers elect one runner."""
+    env = {"REWARDHUB_CANARY_REWARDS": '["exact_match"]', "REWARDHUB_CANARY_INTERVAL_S": "3600"}
+    with live_server_factory(env=env, workers=2) as server:
+        for _ in range(200):  # both workers are up, and the elected one has logged that it leads
+            log = server.log()
+            if log.count("service_ready") == 2 and "canary_monitor_leads" in log:
+                break
+            time.sleep(0.1)
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            runs = ""
+            for _ in range(100):
+                runs = "\n".join(x for x in c.get("/metrics").text.splitlines() if "canary_runs_total{" in x)
+                if runs:
+                    break
+                time.sleep(0.1)
+            time.sleep(2.0)  # room for a second worker's run, which would show as 2.0
+            runs = "\n".join(x for x in c.get("/metrics").text.splitlines() if "canary_runs_total{" in x)
+    assert runs == 'rewardhub_canary_runs_total{outcome="ok",reward="exact_match"} 1.0', runs
+    assert server.log().count("canary_monitor_leads") == 1

@@ -100,3 +100,15 @@ async def test_canary_settings_are_checked_at_start(make_app: Any) -> None:
     with pytest.raises(UnknownReward):
         async with make_app(canary_rewards='["no_such_reward"]'):
             pass
+
+
+def test_one_process_leads_the_periodic_canaries_until_it_lets_go(tmp_path: Any) -> None:
+    """The workers of one `serve --workers N` share a directory; the lock on it picks one canary runner,
+    and the next can take over once it goes (the kernel drops a dead holder's lock)."""
+    from rewardhub.canaries import _lead
+
+    with _lead(str(tmp_path)) as first:
+        with _lead(str(tmp_path)) as second:
+            assert (first, second) == (True, False)
+    with _lead(str(tmp_path)) as after:
+        assert after is True
