@@ -86,7 +86,8 @@ class ShadowSpec(BaseModel):
     """A second reward the service runs on the same items to audit the first: each result then carries
     its ``shadow`` result and ``metrics["shadow"]`` counts where the two disagree; scores stay the
     primary reward's. A result passes when its ``correct`` component is 1, else when its score is at least
-    ``threshold``."""
+    ``threshold``. ``rewards``: shadow only the items whose reward has one of these names (the others'
+    ``shadow`` is None), as a judge beside the math items of a mixed batch; default every item."""
 
     # other keys are kept and sent: the service refuses one it does not know ("treshold"), which dropped
     # here would score with the default threshold
@@ -94,6 +95,7 @@ class ShadowSpec(BaseModel):
 
     reward: str | RewardSpec
     threshold: float = 0.5
+    rewards: list[str] | None = None
 
 
 class ScoreRequest(BaseModel):

@@ -163,6 +163,13 @@ class ShadowSpec(_Model):
         description="A result passes when its `correct` component is 1, or, without one, when its score is at "
         "least this; two results agree when both pass or both fail.",
     )
+    rewards: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Shadow only the items whose reward (the item's own, else the request's) has one of these "
+        "names, as a judge beside the `math` items of a mixed math and code batch; the others' `shadow` is null "
+        "and they are not counted. Default: every item.",
+    )
 
 
 class ScoreRequest(_Model):
@@ -179,8 +186,21 @@ class ScoreRequest(_Model):
 
     @property
     def work(self) -> int:
-        """Items to score, as admission control counts them: each item twice when it is shadowed."""
-        return len(self.items) * (2 if self.shadow is not None else 1)
+        """Items to score, as admission control counts them: a shadowed item twice."""
+        return len(self.items) + len(self.shadowed())
+
+    def shadowed(self) -> list[int]:
+        """The indices of the items the shadow reward scores (none without ``shadow``)."""
+        if self.shadow is None:
+            return []
+        if self.shadow.rewards is None:
+            return list(range(len(self.items)))
+        wanted = set(self.shadow.rewards)
+        return [i for i, item in enumerate(self.items) if _spec_name(item.reward or self.reward) in wanted]
+
+
+def _spec_name(spec: str | RewardSpec | None) -> str | None:
+    return spec.name if isinstance(spec, RewardSpec) else spec
 
 
 class ShadowResult(_Model):

@@ -231,12 +231,18 @@ class ScoringService:
             self._resolve_shadow(req)
 
     def _resolve_shadow(self, req: ScoreRequest) -> ScoreRequest:
-        """The request that scores ``req``'s items with its shadow reward (every item's own ``reward``
+        """The request that scores ``req``'s shadowed items with its shadow reward (their own ``reward``
         dropped); its spec resolved, so that a bad shadow spec is the same 404 / 422 at ``shadow.reward``."""
         assert req.shadow is not None
+        for i, name in enumerate(req.shadow.rewards or ()):
+            try:  # a misspelt name would quietly shadow nothing
+                self.registry.get(name)
+            except UnknownReward as exc:
+                exc.param = f"shadow.rewards.{i}"
+                raise
         shadow = ScoreRequest(
             reward=req.shadow.reward,
-            items=[item.model_copy(update={"reward": None}) for item in req.items],
+            items=[req.items[i].model_copy(update={"reward": None}) for i in req.shadowed()],
             options=req.options,
         )
         self._plan_for(req.shadow.reward, False, {}, "shadow.reward")
@@ -263,13 +269,22 @@ class ScoringService:
         # the primary's spec checked too before either side starts: a bad one failing inside its task
         # would let the shadow's task run up to its first wait (its groups' fingerprints remembered)
         self._resolve(req)
-        (out, names), (shadow_out, _) = await gather_all(
-            self._score(req, max_items, tenant), self._score(shadow_req, max_items, tenant)
-        )
+        if shadow_req.items:
+            (out, all_names), (shadow_out, _) = await gather_all(
+                self._score(req, max_items, tenant), self._score(shadow_req, max_items, tenant)
+            )
+            shadow_results = shadow_out["results"]
+        else:  # no item has one of ``shadow.rewards``
+            out, all_names = await self._score(req, max_items, tenant)
+            shadow_results = []
+        picked = req.shadowed()
+        for result in out["results"]:
+            result["shadow"] = None  # an item left out of the shadow's set
+        names = [all_names[i] for i in picked]
         summary, outcomes = attach_shadow(
-            req.items,
-            out["results"],
-            shadow_out["results"],
+            [req.items[i] for i in picked],
+            [out["results"][i] for i in picked],
+            shadow_results,
             req.shadow,
             names,
             include_details=req.options.include_details,
@@ -278,7 +293,7 @@ class ScoringService:
         counter = self.metrics.shadow_items
         for name, kind in zip(names, outcomes, strict=True):
             counter.labels(name, summary["reward"], kind).inc()
-        if self.stats is not None:
+        if self.stats is not None and names:
             self.stats.record_shadow(names, summary["reward"], outcomes)
         return out
 

@@ -54,6 +54,17 @@ async def test_shadow_over_chunks(client: httpx.AsyncClient) -> None:
         assert job.result is not None and job.result.metrics["shadow"]["primary_only"] == 1
 
 
+async def test_a_shadow_for_some_rewards_over_chunks(client: httpx.AsyncClient) -> None:
+    """``ShadowSpec.rewards``: only the math items of a mixed batch are shadowed, over chunks of which the
+    last has none of them."""
+    transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+    mixed = [*items(4), *({"id": f"f{i}", "response": "x", "reward": "format"} for i in range(2))]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport, chunk_size=2) as c:
+        resp = await c.score(mixed, "math", shadow=ShadowSpec(reward="exact_match", rewards=["math"]))
+    assert [r.shadow is None for r in resp.results] == [False] * 4 + [True] * 2
+    assert resp.metrics["shadow"]["items"] == 4 and resp.metrics["shadow"]["primary_only"] == 2
+
+
 def test_shadow_arguments() -> None:
     assert as_shadow(None) is None
     assert as_shadow("judge") == ShadowSpec(reward="judge")

@@ -186,3 +186,43 @@ async def test_a_job_carries_its_shadow(client: httpx.AsyncClient) -> None:
     assert job["status"] == "succeeded", job
     assert [r["shadow"]["agree"] for r in job["result"]["results"]] == [False, True]
     assert job["result"]["metrics"]["shadow"]["primary_only"] == 1
+
+
+async def test_a_mixed_batch_shadows_only_the_named_rewards(client: httpx.AsyncClient) -> None:
+    """A mixed math and format batch with a shadow for its math items: the format items were scored by
+    the shadow too (a judge reading code, say) and counted in the agreement, so the figure mixed two
+    domains. ``shadow.rewards`` picks the items; the others carry ``shadow: null``."""
+    items = [
+        *ITEMS[:3],
+        {"id": "fmt", "response": "<think>x</think><answer>7</answer>", "reward": "format"},
+        {"id": "fmt2", "response": "7", "reference": "7", "reward": {"name": "format", "config": {}}},
+    ]
+    body = {"reward": "math", "items": items, "shadow": {**SHADOW, "rewards": ["math"]}}
+    resp = await client.post("/v1/score", json=body)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    by_id = {r["id"]: r for r in out["results"]}
+    assert by_id["fmt"]["shadow"] is None and by_id["fmt2"]["shadow"] is None
+    assert by_id["fmt"]["score"] == 1.0  # scored by its own reward as usual
+    assert [by_id[k]["shadow"]["outcome"] for k in ("frac", "same", "wrong")] == [
+        "primary_only",
+        "agree_pass",
+        "agree_fail",
+    ]
+    assert out["metrics"]["shadow"]["items"] == 3 and set(out["metrics"]["shadow"]["by_source"]) == {
+        "gsm",
+        "math500",
+    }
+    # naming only a reward no item has: nothing is shadowed, nothing counted
+    none = await client.post(
+        "/v1/score", json={"reward": "math", "items": ITEMS[:2], "shadow": {**SHADOW, "rewards": ["code"]}}
+    )
+    assert none.status_code == 200, none.text
+    assert [r["shadow"] for r in none.json()["results"]] == [None, None]
+    assert none.json()["metrics"]["shadow"]["items"] == 0
+    # a misspelt name is refused, not a shadow of nothing
+    typo = await client.post(
+        "/v1/score", json={"reward": "math", "items": ITEMS[:1], "shadow": {**SHADOW, "rewards": ["maths"]}}
+    )
+    assert typo.status_code == 404, typo.text
+    assert typo.json()["error"]["param"] == "shadow.rewards.0"
