@@ -14,7 +14,13 @@ limit is the app's, :class:`~rewardhub.middleware.BodyLimitMiddleware`).
 
 FastAPI does not see such a body, so the route declares it for the OpenAPI document with
 :func:`body_doc`, and :func:`document_bodies` adds the models' schemas to the document's components.
-The drop-in routes (``/compat/...``) keep FastAPI's bodies: they answer in their peers' formats.
+
+The drop-in routes (``/compat/...``, ``/verify``, ``/run_code``) keep FastAPI's bodies, parsed by the
+standard library as their peers' servers parse them (a lone surrogate there is one item's fault, and an
+integer past 64 bits stays exact), but their routers are built with :class:`AnyContentTypeJSONRoute`:
+FastAPI reads a body as JSON only under a JSON ``Content-Type``, so ``curl -d`` (form type) or a client
+sending ``text/plain`` or none was answered 422 "Input should be a valid dictionary" (or "Field
+required"). A body that is not JSON is still the app's 422 "Invalid JSON ...".
 """
 
 from __future__ import annotations
@@ -22,14 +28,15 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Schema
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
-__all__ = ["body_doc", "document_bodies", "json_body", "parse_body"]
+__all__ = ["AnyContentTypeJSONRoute", "body_doc", "document_bodies", "json_body", "parse_body"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,6 +64,37 @@ def json_body(model: type[M]) -> Callable[[Request], Coroutine[Any, Any, M]]:
         return parse_body(model, await request.body())
 
     return read
+
+
+class AnyContentTypeJSONRoute(APIRoute):
+    """A route whose declared body is read as JSON whatever the request's ``Content-Type`` says (see the
+    module's docstring). The request reaches FastAPI's handler as one sent with ``application/json``;
+    the route, its dependencies and its document are FastAPI's own."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def as_json(request: Request) -> Response:
+            return await handle(_as_json(request))
+
+        return as_json
+
+
+_JSON = b"application/json"
+
+
+def _as_json(request: Request) -> Request:
+    """``request`` with its ``Content-Type`` (if any) replaced by ``application/json``, unless it is JSON
+    already (``application/json; charset=...``, ``application/*+json``: FastAPI reads those)."""
+    headers = request.scope["headers"]
+    sent = next((v for k, v in headers if k == b"content-type"), None)
+    if sent is not None:
+        kind = sent.split(b";", 1)[0].strip().lower()
+        if kind == _JSON or (kind.startswith(b"application/") and kind.endswith(b"+json")):
+            return request
+    rest = [(k, v) for k, v in headers if k != b"content-type"]
+    # (the body is unread: FastAPI's handler reads it from the same receive channel)
+    return Request({**request.scope, "headers": [*rest, (b"content-type", _JSON)]}, request.receive)
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:

@@ -14,10 +14,12 @@ from rewardhub.deps import AdmissionDep, ScoringDep, SettingsDep
 from rewardhub.errors import Forbidden, InvalidRequest, RewardHubError, Unauthorized, error_responses
 from rewardhub.protocol import ScoreItem, ScoreRequest
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.body import AnyContentTypeJSONRoute
 from rewardhub.security import CallerDep
 from rewardhub.serving import ScoringService
 
-router = APIRouter(prefix="/compat", tags=["compat"])
+# (a JSON body whatever its Content-Type, as the API's own routes read theirs: see routes/body.py)
+router = APIRouter(prefix="/compat", tags=["compat"], route_class=AnyContentTypeJSONRoute)
 
 # What a route with a body or a caller answers besides its own shape: the service's error envelope (the app's
 # one handler answers a body that fails validation so; FastAPI would document its own HTTPValidationError).
@@ -137,7 +139,7 @@ async def nemo_gym_reverify_mode() -> str:
 # NeMo Gym addresses a resources server by host and port alone (its ServerClient posts to
 # f"http://{host}:{port}/verify"; there is no path prefix to configure), so the contract is also served
 # at the root paths, as SandboxFusion's /run_code is.
-nemo_gym_alias_router = APIRouter(tags=["compat"])
+nemo_gym_alias_router = APIRouter(tags=["compat"], route_class=AnyContentTypeJSONRoute)
 for _path, _endpoint, _method in (
     ("/verify", nemo_gym_verify, "POST"),
     ("/seed_session", nemo_gym_seed_session, "POST"),

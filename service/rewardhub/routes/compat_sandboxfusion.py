@@ -39,14 +39,15 @@ from rewardhub.config import Settings
 from rewardhub.deps import AdmissionDep, SettingsDep
 from rewardhub.errors import Overloaded
 from rewardhub.responses import JSONBytesResponse
+from rewardhub.routes.body import AnyContentTypeJSONRoute
 from rewardhub.routes.compat import ERRORS
 from rewardhub.sandbox import RunReport, SandboxPool, SandboxUnavailable, resolve_language
 from rewardhub.security import Caller, CallerDep
 
 __all__ = ["RunCodeRequest", "RunCodeResponse", "alias_router", "router"]
 
-router = APIRouter(prefix="/compat/sandboxfusion", tags=["compat"])
-alias_router = APIRouter(tags=["compat"])
+router = APIRouter(prefix="/compat/sandboxfusion", tags=["compat"], route_class=AnyContentTypeJSONRoute)
+alias_router = APIRouter(tags=["compat"], route_class=AnyContentTypeJSONRoute)
 _HOST = socket.gethostname()
 
 
