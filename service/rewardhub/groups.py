@@ -20,7 +20,8 @@ enforce that, both in the serving layer before anything is scored:
   and it forgets a group after the TTL.
 
 Within one request, a group id must also go to one config of a given group reward: half a group under
-one config and half under another would give each config a partial group.
+one config and half under another would give each config a partial group (422 naming the config fields
+that differ). A config is its validated value: ``{}`` and the defaults spelled out are one config.
 
 **Statistics** (any reward): per group id the item count ``n``, the count of ``valid`` scores and their
 ``mean``, sample ``std`` (Bessel, as TRL's ``nanstd`` and ``torch.std``; ``None`` below 2 scores),
@@ -33,8 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -92,6 +93,7 @@ class GroupClaim:
     size: int
     first_index: int
     plan: int  # which plan (reward + config) of the request it belongs to
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)  # the plan's validated config
 
 
 def _fingerprint(items: Sequence[ScoreItem], idx: Sequence[int], fields: Sequence[str]) -> str:
@@ -109,6 +111,7 @@ def claim_groups(
     reads: Sequence[str],
     plan: int,
     tenant: str = ANONYMOUS_KEY_ID,
+    config: Mapping[str, Any] | None = None,
 ) -> list[GroupClaim]:
     fields = [f for f in reads if f != "group"]
     return [
@@ -120,6 +123,7 @@ def claim_groups(
             len(idx),
             idx[0],
             plan,
+            config or {},
         )
         for gid, idx in group_indices(items, indices).items()
     ]
@@ -136,7 +140,8 @@ async def enforce_whole_groups(cache: Cache, claims: Sequence[GroupClaim]) -> No
         other = seen.setdefault((c.reward, c.group), c)
         if other.plan != c.plan:
             raise InvalidRequest(
-                f"group {c.group!r} is split between two configs of reward {c.reward!r} in this request; "
+                f"group {c.group!r} is split between two configs of reward {c.reward!r} in this request "
+                f"(items {other.first_index} and {c.first_index} differ in {_differences(other.config, c.config)}); "
                 "a group reward needs the whole group under one config",
                 param=f"items.{c.first_index}.group",
             )
@@ -157,6 +162,34 @@ async def enforce_whole_groups(cache: Cache, claims: Sequence[GroupClaim]) -> No
             )
     if new:
         await cache.set_many(new)
+
+
+def _differences(a: Mapping[str, Any], b: Mapping[str, Any], shown: int = 3) -> str:
+    """Where two validated configs differ, for a message: ``config.tie_break: "first" vs "none"``, the
+    first ``shown`` such fields (dotted paths) and how many more."""
+    found: list[str] = []
+    stack: list[tuple[str, Any, Any]] = [("config", a, b)]
+    while stack:
+        path, x, y = stack.pop()
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            stack.extend(
+                (f"{path}.{k}", x.get(k), y.get(k)) for k in sorted(x.keys() | y.keys(), reverse=True)
+            )
+        elif isinstance(x, list | tuple) and isinstance(y, list | tuple) and len(x) == len(y):
+            stack.extend((f"{path}.{n}", x[n], y[n]) for n in reversed(range(len(x))))
+        elif jsonutil.canonical(x) != jsonutil.canonical(y):
+            found.append(f"{path}: {_brief(x)} vs {_brief(y)}")
+    more = (
+        f" and {len(found) - shown} more field{'s' if len(found) - shown > 1 else ''}"
+        if len(found) > shown
+        else ""
+    )
+    return ", ".join(found[:shown]) + more if found else "config"
+
+
+def _brief(value: Any, limit: int = 40) -> str:
+    text = jsonutil.dumps(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _load(raw: bytes | None) -> tuple[str, int] | None:

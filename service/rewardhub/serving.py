@@ -59,6 +59,7 @@ class _Plan:
 
     reward: Reward[Any]
     config: Any
+    effective: dict[str, Any]  # the config as the cache key hashes it (Reward.cache_config)
     config_json: bytes
     deterministic: bool  # a pure function of its inputs: keyed, deduplicated, cacheable
     use_cache: bool  # read and write the cache for this plan
@@ -68,6 +69,11 @@ class _Plan:
     timeout_s: float | None  # the reward's default per-item deadline for this config, if it has one
     wall_clock: bool  # that deadline bounds an item's wall-clock time from the call (a model call's)
     indices: list[int] = field(default_factory=list)
+
+
+# The plans of one request, each under its spec as written (("spec", name, canonical raw config)) and
+# under its validated config (("config", name, Reward.cache_config's canonical JSON)).
+_Plans = dict[tuple[str, str, bytes], _Plan]
 
 
 def _same_identity(plan: _Plan) -> bool:
@@ -132,11 +138,9 @@ class ScoringService:
             check_group_size(req.items, req.options.group_size)
 
     # --- resolution ---------------------------------------------------------------------------
-    def _plan_for(
-        self, spec: str | RewardSpec, use_cache: bool, plans: dict[tuple[str, bytes], _Plan], where: str
-    ) -> _Plan:
+    def _plan_for(self, spec: str | RewardSpec, use_cache: bool, plans: _Plans, where: str) -> _Plan:
         name, raw = (spec, {}) if isinstance(spec, str) else (spec.name, spec.config)
-        key = (name, jsonutil.canonical(raw))
+        key = ("spec", name, jsonutil.canonical(raw))
         plan = plans.get(key)
         if plan is None:
             try:
@@ -149,11 +153,21 @@ class ScoringService:
                     where + inner[len("reward") :] if inner.startswith("reward") else f"{where}.{inner}"
                 )
                 raise
+            effective = reward.cache_config(config)
+            config_json = config_digest(effective)
+            # One config written two ways (`{}` and its defaults spelled out, a part as "math" or as
+            # {"name": "math"}) is one plan: its items one group for a group reward (two plans were
+            # refused as a group split between two configs), one call to the reward.
+            same = plans.get(("config", name, config_json))
+            if same is not None:
+                plans[key] = same
+                return same
             deterministic = reward.is_cacheable(config)
             plan = _Plan(
                 reward=reward,
                 config=config,
-                config_json=config_digest(reward.cache_config(config)),
+                effective=effective,
+                config_json=config_json,
                 deterministic=deterministic,
                 use_cache=deterministic and use_cache and self.settings.cache_enabled,
                 version=reward.version_for(config),
@@ -162,12 +176,12 @@ class ScoringService:
                 timeout_s=reward.timeout_for(config),
                 wall_clock=reward.deadline_bounds_wall_time(config),
             )
-            plans[key] = plan
+            plans[key] = plans[("config", name, config_json)] = plan
         return plan
 
     def _resolve(self, req: ScoreRequest) -> tuple[list[_Plan], list[_Plan]]:
         """The distinct plans and, per item, its plan."""
-        plans: dict[tuple[str, bytes], _Plan] = {}
+        plans: _Plans = {}
         use_cache = req.options.use_cache
         default = self._plan_for(req.reward, use_cache, plans, "reward") if req.reward is not None else None
         per_item: list[_Plan] = []
@@ -183,7 +197,7 @@ class ScoringService:
                 )
             plan.indices.append(i)
             per_item.append(plan)
-        return list(plans.values()), per_item
+        return list({id(p): p for p in plans.values()}.values()), per_item  # (each under two keys)
 
     def dedupe_fields(self, spec: str | RewardSpec) -> tuple[str, ...] | None:
         """The item fields two items of this spec must share to be scored once in a request (the
@@ -576,7 +590,9 @@ class ScoringService:
         claims: list[GroupClaim] = []
         for k, plan in enumerate(plans):
             if plan.groups:
-                claims.extend(claim_groups(plan.reward.name, items, plan.indices, plan.reads, k, tenant))
+                claims.extend(
+                    claim_groups(plan.reward.name, items, plan.indices, plan.reads, k, tenant, plan.effective)
+                )
         if claims:
             await enforce_whole_groups(self.cache, claims)
 

@@ -97,10 +97,43 @@ async def test_group_split_between_configs_in_one_request(client: httpx.AsyncCli
     ]
     resp = await post(client, None, items)
     assert resp.status_code == 422
-    assert (
-        f"group '{g}' is split between two configs of reward 'majority_vote'"
-        in resp.json()["error"]["message"]
-    )
+    err = resp.json()["error"]
+    assert err["param"] == "items.1.group", err
+    assert err["message"] == (
+        f"group '{g}' is split between two configs of reward 'majority_vote' in this request "
+        '(items 0 and 1 differ in config.tie_break: "first" vs "none"); '
+        "a group reward needs the whole group under one config"
+    ), err
+
+
+async def test_a_group_under_one_config_written_two_ways_is_one_group(client: httpx.AsyncClient) -> None:
+    """A group reward's config written differently ({} here, its defaults spelled out there, a part named
+    "majority_vote" or {"name": "majority_vote"}) is one config: the group was refused as "split between
+    two configs" (two spellings were two plans). Each is scored as one group of four."""
+    g, h = gid(), gid()
+    spellings: list[Any] = [
+        "majority_vote",
+        {"name": "majority_vote"},
+        {"name": "majority_vote", "config": {}},
+        {"name": "majority_vote", "config": {"tie_break": "first", "min_votes": 2, "equivalence": "math"}},
+    ]
+    items = [{**mv_items([a], g)[0], "reward": s} for a, s in zip("1121", spellings, strict=True)]
+    parts: list[Any] = ["majority_vote", {"name": "majority_vote", "config": {}}]
+    items += [
+        {**mv_items([a], h)[0], "reward": {"name": "composite", "config": {"components": [{"reward": part}]}}}
+        for a, part in zip("3344", parts * 2, strict=True)
+    ]
+    resp = await post(client, None, items)
+    assert resp.status_code == 200, resp.text
+    results = resp.json()["results"]
+    assert [r["score"] for r in results[:4]] == [1.0, 1.0, 0.0, 1.0], results  # "1" has 3 of 4 votes
+    assert [r["details"]["group_size"] for r in results[:4]] == [4] * 4, results
+    assert [r["score"] for r in results[4:]] == [1.0, 1.0, 0.0, 0.0], results  # a tie: the first wins
+    # different configs of one composite are still two configs
+    other = {"name": "composite", "config": {"components": [{"reward": "majority_vote"}], "gate_score": 0.5}}
+    resp = await post(client, None, [*items[4:6], *({**i, "reward": other} for i in items[6:])])
+    assert resp.status_code == 422, resp.text
+    assert "differ in config.gate_score: 0.0 vs 0.5" in resp.json()["error"]["message"], resp.text
 
 
 async def test_one_lookup_only_for_group_rewards(
