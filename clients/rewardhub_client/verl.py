@@ -31,6 +31,13 @@ object of reward specs, an invalid score that is not a finite number):
   on the invalid score alone;
 * ``REWARDHUB_VERL_COMPONENTS`` — comma-separated component names (``correct``, ``math``...) to pass on
   as extra keys; NaN for an item that has no such component;
+* ``REWARDHUB_VERL_SHADOW`` — a second reward the service runs beside each route's to audit it (shadow
+  verification): a reward name, ``{"name", "config"}`` or ``{"reward": ..., "threshold": ...}``. The
+  scores stay the route's; each sample's ``data_source`` goes as ``metadata.data_source`` (the service's
+  per-source shadow counts), and its extra info gains ``shadow_compared`` (1.0 when both rewards scored
+  it), ``shadow_agree``, ``shadow_only`` (the shadow passed, the route's reward did not: a possible false
+  negative) and ``primary_only`` (the reverse), each 1.0 or 0.0: verl averages them per data source, so
+  ``shadow_agree / shadow_compared`` is the agreement rate;
 * ``REWARDHUB_VERL_CHECK`` — ``0`` skips the start check: the first time a process scores with a reward
   spec (a route), it asks the service whether it can run it and every part of it
   (``POST /v1/rewards/check``, one request per spec per process) and raises
@@ -39,7 +46,7 @@ object of reward specs, an invalid score that is not a finite number):
   for every sample. A service too old to have the route is not checked.
 
 Each call returns ``{"score": float, "acc": the score again, "valid": 0/1, "cached": 0/1,
-"request_failed": 0/1, <the configured components>...}`` (``acc``: the metric verl's DAPO recipe filters groups on by default); verl
+"request_failed": 0/1, <the configured components>..., <the shadow keys, with a shadow>}`` (``acc``: the metric verl's DAPO recipe filters groups on by default); verl
 logs the keys beyond ``score`` as ``reward_extra_info``. The keys are the same for every item whatever it
 scored: verl appends each key's value per sample and requires every list to be as long as the batch, so
 a key only some items have (an invalid item has no components; another reward has other ones) would stop
@@ -81,6 +88,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from rewardhub_client._adapters import (
     env_flag,
     env_number,
@@ -92,9 +101,10 @@ from rewardhub_client._adapters import (
     token_reads,
     warn_once,
 )
+from rewardhub_client._core import ShadowLike, as_shadow
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
-from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
+from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem, ShadowSpec
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "route"]
 
@@ -113,11 +123,13 @@ def configure(
     components: Sequence[str] | None = None,
     check: bool | None = None,
     on_request_failure: str | None = None,
+    shadow: ShadowLike = None,
 ) -> None:
     """Set the service and routing explicitly (otherwise taken from the environment).
 
     ``on_request_failure``: ``"invalid"`` or ``"raise"`` (``REWARDHUB_VERL_ON_REQUEST_FAILURE``, see the
     module docstring): what ``compute_score_batch`` does with a batch whose request partly failed.
+    ``shadow``: a reward auditing the routes' (``REWARDHUB_VERL_SHADOW``, see the module docstring).
 
     The pooled clients of another service or key than the new one are closed (their calls still in
     flight may fail): configure() is for setting up, before the samples come.
@@ -143,6 +155,7 @@ def configure(
     )
     state["check"] = env_flag(check, "REWARDHUB_VERL_CHECK")
     state["on_request_failure"] = failure_mode(on_request_failure, "REWARDHUB_VERL_ON_REQUEST_FAILURE")
+    state["shadow"] = _shadow(shadow)
     state["checked"] = {}  # spec (as JSON) -> None when it can run, else the error to raise
     state["group_aware"] = {}  # spec (as JSON) -> whether the check said it scores against the group
     state["reads_prompt"] = {}  # spec (as JSON) -> whether the check said it reads the question
@@ -170,6 +183,24 @@ def _routes(routes: Mapping[str, str | Mapping[str, Any]] | None) -> dict[str, s
     if not isinstance(raw, Mapping):
         raise ValueError(f"{what} must map data_source to a reward (a JSON object), not {raw!r}")
     return {str(k): env_spec(v, f"{what}[{k!r}]") for k, v in raw.items()}
+
+
+def _shadow(shadow: ShadowLike) -> ShadowSpec | None:
+    """The shadow (``shadow``, else ``REWARDHUB_VERL_SHADOW``: a name or JSON), checked as it is read."""
+    what = "shadow" if shadow is not None else "REWARDHUB_VERL_SHADOW"
+    raw: Any = shadow if shadow is not None else os.environ.get("REWARDHUB_VERL_SHADOW", "").strip() or None
+    if isinstance(raw, str) and raw.lstrip().startswith("{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"{what} is not JSON ({exc}): {raw!r}") from None
+    try:
+        return as_shadow(raw)
+    except (TypeError, ValidationError) as exc:
+        raise ValueError(
+            f'{what}: a shadow is a reward name, {{"name": ..., "config": {{...}}}} or '
+            f'{{"reward": ..., "threshold": ...}}, not {raw!r} ({exc})'
+        ) from None
 
 
 def _conf() -> dict[str, Any]:
@@ -222,6 +253,9 @@ def _item(
         if uid is None or uid == "":  # (not `or`: a uid 0, a row index, is a uid)
             uid = extra_info.get("group")
         group = f"verl-{call}-{uid}" if uid is not None else None
+    metadata = _tokens(spec, data_source, extra_info)
+    if _conf()["shadow"] is not None:  # the service counts a shadow's outcomes per data source
+        metadata = {**(metadata or {}), "data_source": data_source}
     return ScoreItem(
         id=str(i),
         prompt=_prompt(extra_info),
@@ -229,7 +263,7 @@ def _item(
         reference=_reference(ground_truth),
         reward=spec,
         group=group,
-        metadata=_tokens(spec, data_source, extra_info),
+        metadata=metadata,
     )
 
 
@@ -420,7 +454,23 @@ def _to_verl(r: ItemResult | None) -> dict[str, Any]:
     for name in _conf()["components"]:
         value = r.components.get(name) if r is not None else None
         out.setdefault(name, float(value) if isinstance(value, int | float) else math.nan)
+    if _conf()["shadow"] is not None:
+        out.update(_shadow_outcome(r))
     return out
+
+
+def _shadow_outcome(r: ItemResult | None) -> dict[str, float]:
+    """How the shadow compared on one sample, as numbers verl can average over any set of samples (a
+    rate over the compared ones only would be NaN on the others, and verl's mean of a data source with
+    one NaN is NaN): ``shadow_agree / shadow_compared`` is the agreement, and so on."""
+    shadow = r.shadow if r is not None else None
+    outcome = shadow.outcome if shadow is not None and shadow.agree is not None else ""
+    return {
+        "shadow_compared": 1.0 if outcome else 0.0,
+        "shadow_agree": 1.0 if shadow is not None and shadow.agree else 0.0,
+        "shadow_only": 1.0 if outcome == "shadow_only" else 0.0,
+        "primary_only": 1.0 if outcome == "primary_only" else 0.0,
+    }
 
 
 _warned: list[bool] = []  # [True] once a partly failed batch has warned in this process
@@ -525,7 +575,7 @@ def compute_score(
     _check_sync(items)
     _grouped(items, per_sample=True)
     _note_questions(items)
-    resp = _client().score(items)
+    resp = _client().score(items, shadow=_conf()["shadow"])
     _note_invalid(resp.results)
     return _to_verl(resp.results[0])
 
@@ -561,7 +611,7 @@ async def _score_async(items: list[ScoreItem]) -> dict[str, Any]:
     await _check_async(client, items)
     _grouped(items, per_sample=True)
     _note_questions(items)
-    resp = await client.score(items)
+    resp = await client.score(items, shadow=conf["shadow"])
     _note_invalid(resp.results)
     return _to_verl(resp.results[0])
 
@@ -594,7 +644,7 @@ def compute_score_batch(
     _note_questions(items)
     results: list[ItemResult | None]
     try:
-        results = list(_client().score(items).results)
+        results = list(_client().score(items, shadow=_conf()["shadow"]).results)
     except RewardHubClientError as exc:
         results = _answered(exc, len(items))
     _note_invalid(results)

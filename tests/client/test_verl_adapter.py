@@ -630,3 +630,69 @@ def test_unscored_samples_on_the_default_invalid_score_warn_once(
         verl.configure(server.url, default_reward="math")
         with pytest.warns(UserWarning, match="REWARDHUB_VERL_INVALID_SCORE"):
             assert asyncio.run(verl.compute_score_async("x", "\\boxed{1}", None))["valid"] == 0.0
+
+
+def test_verl_shadow_passes_the_data_source_and_returns_each_samples_outcome(
+    live_server_factory: Any, monkeypatch: Any
+) -> None:
+    """``shadow`` (``REWARDHUB_VERL_SHADOW``, ``configure(shadow=...)``): the service scores every sample
+    with a second reward too, the sample's ``data_source`` goes as ``metadata.data_source`` (the
+    service's per-source shadow counts), and each sample's extra info says how the two compared, in
+    keys verl averages per data source. verl had no shadow option (TRL's adapter and the trainer do)."""
+    answers: list[Any] = []
+    real = RewardClient.score
+
+    def recording(self: RewardClient, *args: Any, **kwargs: Any) -> Any:
+        answers.append(real(self, *args, **kwargs))
+        return answers[-1]
+
+    monkeypatch.setattr(RewardClient, "score", recording)
+    keys = {"score", "acc", "valid", "cached", "request_failed"}
+    shadow_keys = {"shadow_compared", "shadow_agree", "shadow_only", "primary_only"}
+    calls = [
+        ("openai/gsm8k", "\\boxed{1}", "1"),  # math passes, exact_match does not: primary_only
+        ("squad", "Paris", "Paris"),  # both pass
+        ("openai/gsm8k", "1", "1"),  # both pass
+        ("openai/gsm8k", "\\boxed{1}", None),  # missing_reference: not compared
+    ]
+    with live_server_factory() as server:
+        monkeypatch.setenv("REWARDHUB_VERL_SHADOW", '{"reward": "exact_match", "threshold": 0.5}')
+        verl.configure(server.url, routes={"squad": "exact_match"}, default_reward="math")
+        batch = verl.compute_score_batch(*(list(x) for x in zip(*calls, strict=True)))
+        per_sample = [verl.compute_score(*c) for c in calls]
+        monkeypatch.delenv("REWARDHUB_VERL_SHADOW")
+        verl.configure(server.url, routes={"squad": "exact_match"}, shadow="exact_match")
+        from_arg = [asyncio.run(verl.compute_score_async(*c)) for c in calls]
+        verl.configure(server.url, routes={"squad": "exact_match"})
+        plain_run = verl.compute_score(*calls[0])
+    for outs in (batch, per_sample, from_arg):
+        assert [set(o) for o in outs] == [keys | shadow_keys] * 4, outs
+        assert [o["score"] for o in outs] == [1.0, 1.0, 1.0, 0.0]  # the primary's scores
+        assert [o["shadow_compared"] for o in outs] == [1.0, 1.0, 1.0, 0.0]
+        assert [o["shadow_agree"] for o in outs] == [0.0, 1.0, 1.0, 0.0]
+        assert [o["primary_only"] for o in outs] == [1.0, 0.0, 0.0, 0.0]
+        assert [o["shadow_only"] for o in outs] == [0.0, 0.0, 0.0, 0.0]
+    assert set(plain_run) == keys  # no shadow, no shadow keys
+    # the service counted them per data source (the sync calls' answers: the batch, then each sample)
+    by_source = answers[0].metrics["shadow"]["by_source"]
+    assert {k: (v["compared"], v["agree"]) for k, v in by_source.items()} == {
+        "openai/gsm8k": (2, 1),
+        "squad": (1, 1),
+    }, by_source
+    assert [a.metrics["shadow"]["threshold"] for a in answers[:5]] == [0.5] * 5
+    assert "shadow" not in answers[5].metrics
+
+
+def test_verl_shadow_setting_is_checked_as_it_is_read(monkeypatch: Any) -> None:
+    monkeypatch.setenv("REWARDHUB_VERL_SHADOW", "{not json")
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_SHADOW"):
+        verl.configure("http://unused")
+    monkeypatch.setenv("REWARDHUB_VERL_SHADOW", '{"config": {}}')
+    with pytest.raises(ValueError, match="REWARDHUB_VERL_SHADOW"):
+        verl.configure("http://unused")
+    with pytest.raises(ValueError, match="shadow"):
+        verl.configure("http://unused", shadow={"reward": "math", "threshold": "high"})
+    monkeypatch.delenv("REWARDHUB_VERL_SHADOW")
+    verl.configure("http://unused", shadow={"name": "exact_match", "config": {}})
+    item = verl._item("\\boxed{1}", "1", "openai/gsm8k", {}, None)
+    assert item.metadata == {"data_source": "openai/gsm8k"}
