@@ -29,6 +29,11 @@ async def run(c: httpx.AsyncClient, grader: dict, sample: str, item: dict | None
         ("like", "I think Paris is right", "Paris", 1.0),  # contains, case-sensitive
         ("like", "i think paris", "Paris", 0.0),
         ("ilike", "i think PARIS", "Paris", 1.0),  # contains, any case
+        # ilike is SQL's ILIKE, both sides lower-cased ("not case-sensitive", OpenAI's graders guide), not
+        # case-folded: "ß" stays "ß" (casefold made it "ss", so "straße" was found in "STRASSE")
+        ("ilike", "STRASSE", "straße", 0.0),
+        ("ilike", "STRASSE", "strasse", 1.0),
+        ("ilike", "Straße", "STRAßE", 1.0),
     ],
 )
 async def test_string_check(

@@ -1,7 +1,9 @@
 """``string_check``: OpenAI's string-check grader as a reward.
 
 Operations, comparing the response with the reference string: ``eq`` (equal), ``ne`` (not equal),
-``like`` (the response contains the reference, case-sensitive), ``ilike`` (contains, ignoring case).
+``like`` (the response contains the reference, case-sensitive), ``ilike`` (contains, "not case-sensitive"
+in OpenAI's graders guide: SQL's ILIKE, both sides lower-cased with ``str.lower``, not case-folded, so
+"ß" is not "ss" and "ﬁ" not "fi").
 Score 1 when the operation holds, else 0. No normalisation: this is the exact semantics of the hosted
 grader, so configs carried over from OpenAI RFT give the same rewards here. Like the hosted grader, which
 sees a reasoning model's ``output_text`` and not its reasoning, it reads the response after its last
@@ -51,7 +53,7 @@ def string_check(operation: str, text: str, reference: str) -> bool:
         return text != reference
     if operation == "like":
         return reference in text
-    return reference.casefold() in text.casefold()
+    return reference.lower() in text.lower()
 
 
 @register
@@ -62,7 +64,9 @@ class StringCheckReward(Reward[StringCheckConfig]):
     # 1.0.3: a blank reference is missing_reference unless compare_blank_reference (like/ilike scored 1.0
     # for every response against it, eq 1.0 for an empty one)
     # 1.0.4: so is a reference of invisible characters only (a zero-width space: ne scored every response 1.0)
-    version: ClassVar[str] = "1.0.4"
+    # 1.0.5: ilike lower-cases both sides, as SQL's ILIKE, instead of case-folding ("straße" was found in
+    # "STRASSE")
+    version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "OpenAI string_check grader: eq / ne / like (contains) / ilike (contains, any case)."
     )
