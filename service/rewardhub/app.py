@@ -23,7 +23,7 @@ from rewardhub.admission import Admission
 from rewardhub.aio import cancel_and_wait
 from rewardhub.cache import Cache, MemoryCache, NullCache, RedisCache
 from rewardhub.canaries import monitor as canary_monitor
-from rewardhub.config import ConfigError, Settings, get_settings, parse_api_keys
+from rewardhub.config import ConfigError, Settings, get_settings, parse_api_keys, parse_origins
 from rewardhub.errors import install_error_handlers
 from rewardhub.jobs import JOB_REDIS_TIMEOUT_S, JobRunner, JobStore, MemoryJobStore, RedisJobStore
 from rewardhub.logging_setup import configure_logging
@@ -31,6 +31,7 @@ from rewardhub.metrics import Metrics
 from rewardhub.middleware import (
     BodyLimitMiddleware,
     CancelOnDisconnectMiddleware,
+    CrossSiteMiddleware,
     HeadAsGetMiddleware,
     RequestContextMiddleware,
     StartupFailureMiddleware,
@@ -247,6 +248,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     document_bodies(app)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
     app.add_middleware(HeadAsGetMiddleware)  # innermost: what is outside sees the method as sent
+    app.add_middleware(CrossSiteMiddleware, allowed=parse_origins(settings.allowed_origins))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outside the body limit: it sees the raw receive
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

@@ -20,7 +20,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rewardhub.protocol import RewardSpec
 
-__all__ = ["Settings", "available_cores", "cgroup_cpu_limit", "get_settings", "parse_api_keys"]
+__all__ = [
+    "Settings",
+    "available_cores",
+    "cgroup_cpu_limit",
+    "get_settings",
+    "parse_api_keys",
+    "parse_origins",
+]
 
 
 def cgroup_cpu_limit(
@@ -173,6 +180,13 @@ class Settings(BaseSettings):
         None,
         description="Comma-separated API keys accepted as `Authorization: Bearer <key>` or `X-API-Key`. "
         "Unset: the API is open (a warning is logged at start).",
+    )
+    allowed_origins: str | None = Field(
+        None,
+        description="Comma-separated browser origins (`https://ui.example.com`, or `*`) whose pages may send "
+        "POST/PUT/DELETE requests here. A request with another page's `Origin` header is refused (403): a "
+        "web page could otherwise make a visitor's browser run code or call a paid judge through a service "
+        "on localhost without an API key. Clients that are not browsers send no `Origin` and are unaffected.",
     )
     per_key_max_concurrency: int = Field(
         0, ge=0, description="Requests in flight per API key before 429 (0 = no per-key quota)."
@@ -540,6 +554,15 @@ def parse_canary_rewards(raw: str) -> list[RewardSpec]:
 
 def parse_api_keys(raw: str | None) -> tuple[str, ...]:
     """The configured API keys (comma-separated, surrounding spaces ignored, empties dropped)."""
+    return _comma_list(raw)
+
+
+def parse_origins(raw: str | None) -> frozenset[str]:
+    """``REWARDHUB_ALLOWED_ORIGINS`` as a set; an origin's trailing ``/`` dropped (browsers send none)."""
+    return frozenset(o.rstrip("/") for o in _comma_list(raw))
+
+
+def _comma_list(raw: str | None) -> tuple[str, ...]:
     if not raw:
         return ()
     return tuple(k.strip() for k in raw.split(",") if k.strip())

@@ -8,6 +8,8 @@
   body (load balancers' and uptime checkers' probes, ``curl -I``);
 * :class:`CancelOnDisconnectMiddleware` stops the work of a request whose client hung up (status 499 in
   the metrics);
+* :class:`CrossSiteMiddleware` refuses a state-changing request a browser sent from another site's page
+  (its ``Origin`` header is not this service's and not allowed);
 * :class:`StartupFailureMiddleware` reports a start-up that failed on a configuration error by its
   message alone, without the ~55 lines of traceback the lifespan protocol prints before it.
 """
@@ -35,6 +37,7 @@ __all__ = [
     "STARTUP_FAILURE_FILE",
     "BodyLimitMiddleware",
     "CancelOnDisconnectMiddleware",
+    "CrossSiteMiddleware",
     "HeadAsGetMiddleware",
     "RequestContextMiddleware",
     "StartupFailureMiddleware",
@@ -137,6 +140,53 @@ class BodyLimitMiddleware:
         except _TooLarge:
             if not started:
                 await _send_error(send, 413, "payload_too_large", self._message())
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CrossSiteMiddleware:
+    """Refuse (403) a POST, PUT, PATCH or DELETE whose ``Origin`` is neither this service's own nor in
+    ``REWARDHUB_ALLOWED_ORIGINS``.
+
+    A page on any site can make its visitor's browser send a "simple" cross-site request, one with a
+    ``text/plain`` or form body, with no CORS preflight; the page cannot read the answer, but the request
+    runs. Every route reads a JSON body whatever its content type (curl ``-d`` sends a form type, and the
+    peers' clients are not all careful), so without this a page could have a service on the visitor's
+    localhost, open by default, run programs in its sandbox or spend a paid judge's tokens. Browsers send
+    ``Origin`` on every cross-origin POST (``null`` from sandboxed frames and ``file:`` pages, refused
+    too); trainers, curl and the client send none and pass. A request from the service's own pages (the
+    dashboard) carries its own host, which passes."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]):
+        self.app = app
+        self.allowed = allowed
+        self.any = "*" in allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in _SAFE_METHODS and not self.any:
+            origin = host = None
+            for name, value in scope["headers"]:
+                if name == b"origin":
+                    origin = value.decode("latin-1")
+                elif name == b"host":
+                    host = value.decode("latin-1")
+            if origin is not None and origin not in self.allowed and not _same_host(origin, host):
+                await _send_error(
+                    send,
+                    403,
+                    "forbidden",
+                    f"cross-site request refused: a page at {origin} sent it; a browser origin allowed "
+                    "to call this service goes in REWARDHUB_ALLOWED_ORIGINS",
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def _same_host(origin: str, host: str | None) -> bool:
+    """The origin's ``host[:port]`` is the one the request was sent to (``Host``)."""
+    _, sep, netloc = origin.partition("://")
+    return bool(sep) and host is not None and netloc.lower() == host.lower()
 
 
 class HeadAsGetMiddleware:

@@ -108,3 +108,41 @@ async def test_head_is_counted_under_the_route_its_get_is(make_app: Any) -> None
         assert 'rewardhub_requests_total{route="/docs",status="200"} 1.0' in metrics
         assert 'route="unmatched",status="200"' not in metrics
         assert "/no/such" not in metrics
+
+
+async def test_a_cross_site_page_cannot_post(client: httpx.AsyncClient, make_app: Any) -> None:
+    """A page on another site can make its visitor's browser POST a text/plain body (no CORS preflight)
+    to a service on localhost; every route reads JSON whatever the content type, so the page could run
+    code in the sandbox or spend judge calls. A foreign ``Origin`` is refused; no ``Origin`` (trainers,
+    curl), the service's own, or an allowed one passes."""
+    body = '{"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}'
+    plain = {"content-type": "text/plain"}
+    evil = await client.post("/v1/score", content=body, headers={**plain, "origin": "https://evil.example"})
+    assert evil.status_code == 403, evil.text
+    assert evil.json()["error"]["type"] == "forbidden"
+    assert "REWARDHUB_ALLOWED_ORIGINS" in evil.json()["error"]["message"]
+    sandboxed = await client.post("/v1/score", content=body, headers={**plain, "origin": "null"})
+    assert sandboxed.status_code == 403
+    # the drop-in routes too (they read a JSON body under any content type)
+    rm = await client.post(
+        "/slime/reward",
+        content='{"prompt": "", "response": "4", "label": "4"}',
+        headers={**plain, "origin": "http://localhost:3000"},
+    )
+    assert rm.status_code == 403, rm.text
+    for headers in ({}, {"origin": "http://rewardhub.test"}):  # no browser; the service's own page
+        ok = await client.post("/v1/score", content=body, headers={**plain, **headers})
+        assert ok.status_code == 200, ok.text
+    # reading is not refused (a GET changes nothing)
+    assert (await client.get("/health", headers={"origin": "https://evil.example"})).status_code == 200
+    async with make_app(allowed_origins="https://ui.example.com/, https://other.example") as c:
+        allowed = await c.post(
+            "/v1/score", content=body, headers={**plain, "origin": "https://ui.example.com"}
+        )
+        assert allowed.status_code == 200, allowed.text
+        assert (
+            await c.post("/v1/score", content=body, headers={**plain, "origin": "https://evil.example"})
+        ).status_code == 403
+    async with make_app(allowed_origins="*") as c:
+        anyone = await c.post("/v1/score", content=body, headers={**plain, "origin": "https://evil.example"})
+        assert anyone.status_code == 200, anyone.text
