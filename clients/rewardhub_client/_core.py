@@ -17,6 +17,7 @@ from urllib.parse import quote
 from rewardhub_client.errors import APIError, ProtocolError, RewardHubClientError, TransportError
 from rewardhub_client.types import (
     ItemResult,
+    RewardCheck,
     RewardSpec,
     ScoreItem,
     ScoreOptions,
@@ -29,6 +30,7 @@ __all__ = [
     "RetryPolicy",
     "as_items",
     "as_shadow",
+    "as_shadow_check",
     "as_spec",
     "chunk_indices",
     "chunk_items",
@@ -111,6 +113,13 @@ def as_shadow(shadow: ShadowLike) -> ShadowSpec | None:
     if "reward" in shadow:
         return ShadowSpec.model_validate(shadow)
     return ShadowSpec(reward=RewardSpec.model_validate(shadow))  # {"name": ..., "config": ...}
+
+
+def as_shadow_check(check: RewardCheck) -> RewardCheck:
+    """A shadow spec's ``/v1/rewards/check`` answer with each part that cannot run placed under ``shadow.``
+    (``cannot run reward 'judge' (shadow.reward): ...``), so the error says which of the two it is."""
+    parts = [p.model_copy(update={"where": f"shadow.{p.where}"}) for p in check.unavailable]
+    return check.model_copy(update={"unavailable": parts})
 
 
 def as_items(items: Iterable[ItemLike]) -> list[ScoreItem]:

@@ -66,7 +66,7 @@ from rewardhub_client._adapters import (
     token_ids_keys,
     warn_once,
 )
-from rewardhub_client._core import ShadowLike, shadow_rates
+from rewardhub_client._core import ShadowLike, as_shadow, as_shadow_check, shadow_rates
 from rewardhub_client.client import AsyncRewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem
@@ -316,6 +316,7 @@ def make_reward_func(
     # the token count goes under completion_tokens and any other token_count_key the spec names
     count_keys = token_count_keys(reward, config)
     owned: list[AsyncRewardClient] = []  # the client this function made (none when given one)
+    shadow_spec = as_shadow(shadow)  # (a bad one fails here, not at the first batch)
     checked: list[RewardUnavailable | None] = [] if check else [None]  # [] = not asked yet
     # Whether the spec is a group reward: None = not known (not checked, or an older service).
     group_aware: list[bool | None] = [None]
@@ -340,6 +341,12 @@ def make_reward_func(
                 None if answer is None or answer.ok else RewardUnavailable(client.base_url, answer)
             )
             group_aware[0] = None if answer is None else answer.group_aware
+            if shadow_spec is not None and checked[0] is None:
+                # a shadow the service cannot run answered every item shadow_invalid: no agreement logged,
+                # ever, and nothing said why
+                seen = await client.check_if_supported(shadow_spec.reward)
+                if seen is not None and not seen.ok:
+                    checked[0] = RewardUnavailable(client.base_url, as_shadow_check(seen))
             if group_aware[0] and num_generations is None and _world_size() > 1:
                 warnings.warn(
                     f"reward {spec_name!r} scores each completion against its group, and in a "
@@ -450,7 +457,7 @@ def make_reward_func(
         ``on_request_failure="invalid"``, when some other chunk was answered), and the service's
         latency (None for a partly failed request: no one answer has it)."""
         try:
-            resp = await client.score(items, reward, config=config, timeout_s=timeout_s, shadow=shadow)
+            resp = await client.score(items, reward, config=config, timeout_s=timeout_s, shadow=shadow_spec)
         except RewardHubClientError as exc:
             partial = partial_or_raise(exc, on_request_failure)
             warn_once(

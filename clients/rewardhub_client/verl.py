@@ -101,7 +101,7 @@ from rewardhub_client._adapters import (
     token_reads,
     warn_once,
 )
-from rewardhub_client._core import ShadowLike, as_shadow
+from rewardhub_client._core import ShadowLike, as_shadow, as_shadow_check
 from rewardhub_client.client import AsyncRewardClient, RewardClient
 from rewardhub_client.errors import RewardHubClientError, RewardUnavailable
 from rewardhub_client.types import ItemResult, RewardSpec, ScoreItem, ShadowSpec
@@ -338,10 +338,12 @@ def _unchecked(items: Sequence[ScoreItem]) -> list[str | RewardSpec]:
     if not conf["check"]:
         return []
     todo: dict[str, str | RewardSpec] = {}
+    specs = [item.reward for item in items]
+    if conf["shadow"] is not None:  # checked as a route's spec is: one it cannot run is never compared
+        specs.append(conf["shadow"].reward)
     with _lock:
         checked: dict[str, RewardUnavailable | None] = conf["checked"]
-        for item in items:
-            spec = item.reward
+        for spec in specs:
             assert spec is not None
             key = _key(spec)
             if key not in checked:
@@ -354,6 +356,8 @@ def _unchecked(items: Sequence[ScoreItem]) -> list[str | RewardSpec]:
 def _record(spec: str | RewardSpec, answer: Any) -> None:
     """Keep the check's answer (``None``: a service without the route) and raise when it is not ok."""
     conf = _conf()  # (not under _lock: a first configure() takes it)
+    if answer is not None and conf["shadow"] is not None and _key(spec) == _key(conf["shadow"].reward):
+        answer = as_shadow_check(answer)  # the error names it as the shadow
     error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
     with _lock:
         conf["group_aware"][_key(spec)] = answer is not None and answer.group_aware

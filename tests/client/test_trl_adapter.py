@@ -66,6 +66,14 @@ async def test_a_spec_the_service_cannot_run_fails_the_first_call(client: httpx.
         reward = make_reward_func(service, "prm", check=False)
         assert await reward(**call) == [None, None]
         assert transport.paths == ["/v1/score"]
+        # a shadow the service cannot run: every item came back shadow_invalid and no agreement was ever
+        # logged, with nothing said; it fails the first call, named as the shadow
+        transport.paths.clear()
+        reward = make_reward_func(service, "math", shadow="prm")
+        for _ in range(2):
+            with pytest.raises(RewardUnavailable, match=r"'prm' \(shadow.reward\).*REWARDHUB_PRM_MODEL"):
+                await reward(**call)
+        assert transport.paths == ["/v1/rewards/check", "/v1/rewards/check"]  # the reward's, the shadow's
 
 
 async def test_a_service_without_the_check_route_is_scored_unchecked() -> None:

@@ -192,12 +192,18 @@ def test_a_route_the_service_cannot_run_stops_verl_at_its_first_sample(
         with pytest.raises(RewardUnavailable):
             asyncio.run(verl.compute_score_async("steps", "\\boxed{1}", "1"))
         assert len(asked) == 2  # math once, the composite once: the answers are kept
+        # a shadow the service cannot run is checked as a route's spec, and named as the shadow
+        verl.configure(server.url, routes={"gsm8k": "math"}, shadow="prm")
+        for _ in range(2):
+            with pytest.raises(RewardUnavailable, match=r"'prm' \(shadow.reward\).*REWARDHUB_PRM_MODEL"):
+                verl.compute_score("gsm8k", "\\boxed{1}", "1")
+        assert asked[2:] == ["math", "prm"]
         # REWARDHUB_VERL_CHECK=0 (or configure(check=False)): the old behaviour, flagged invalid samples
         monkeypatch.setenv("REWARDHUB_VERL_CHECK", "0")
         verl.configure(server.url, routes={"steps": nested})
         out = verl.compute_score("steps", "\\boxed{1}", "1")
         assert (out["score"], out["valid"]) == (0.0, 0.0)
-        assert len(asked) == 2
+        assert len(asked) == 4
 
 
 def test_a_dataset_uid_seen_again_next_epoch_is_a_new_group(live_server_factory: Any) -> None:
