@@ -139,8 +139,22 @@ CASES = [
     ("$f(n) = 2 n+1007$", "f(m) = 2m + 2014", False),
     # renaming must not capture a free variable
     ("f(x)=x^2", "f(t)=x^2", False),
-    # a different function is a different answer
-    ("f(x)=x^2", "g(x)=x^2", False),
+    # one function named two ways: the label only names it (a bare x^2 equals either), so the
+    # right-hand sides decide; a call's arguments are bound, a simple name stands for a call
+    ("f(x)=x^2", "g(x)=x^2", True),
+    ("y = x^2", "f(x) = x^2", True),
+    ("f(x) = x^2", "y = x^2", True),
+    ("f(x)=x^2", "g(t)=t^2", True),
+    ("f(x, y) = x + y", "g(a, b) = a + b", True),
+    ("y = 2x + 1", "f(x) = 2x + 1", True),
+    ("y = x^2", "f(x) = x^3", False),
+    ("f(x)=x^2", "g(t)=x^2", False),
+    ("f(x)=x^2", "g(x, y)=x^2", False),
+    # ... but a name that is the call's argument, or that its value mentions, is not the function
+    ("x = 5", "f(x) = 5", False),
+    ("f(x) = x + y", "y = x + y", False),
+    # and the labels of a list of answers say which value is which
+    ("f(x) = x, g(x) = x^2", "g(x) = x, f(x) = x^2", False),
     # --- qualifiers and units --------------------------------------------------------------
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),

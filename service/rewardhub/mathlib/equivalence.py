@@ -30,6 +30,7 @@ from rewardhub.mathlib.symbolic import (
     family_parameter,
     is_constant,
     is_equation,
+    mentions,
     mv_verify,
     parse_item,
     rename_symbols,
@@ -241,7 +242,10 @@ class _Comparer:
         """Equivalence of two item lists; ``sets`` says which side was written as a set literal."""
         if len(gold) == 1 and len(pred) == 1:
             use_labels = bool(gold[0].label and pred[0].label)
-            return self._item_eq(gold[0], pred[0], use_labels)
+            found = self._item_eq(gold[0], pred[0], use_labels)
+            if found is None and use_labels and gold[0].label != pred[0].label:
+                found = self._relabelled(gold[0], pred[0])
+            return found
         if len(gold) == len(pred):
             # x = 1, y = 2 (or (x, y) = (1, 2)) names each value, so it is a tuple: a bare list
             # must give the values in the same order, as the tuple (2, 1) must.  Subscripts of
@@ -281,6 +285,33 @@ class _Comparer:
                 if all((self.value(b, a) if flip else self.value(a, b)) for a, b in pairs):
                     return "order"
         return None
+
+    def _relabelled(self, g: Item, p: Item) -> str | None:
+        """One function named two ways: ``y = x^2`` and ``f(x) = x^2``, ``f(x) = x^2`` and ``g(t) = t^2``.
+
+        The left-hand side only names the function, as a bare ``x^2`` (which already equals either)
+        leaves it unnamed, so the right-hand sides decide: a call's arguments are renamed to the other
+        call's (f(x) vs g(t)); a simple name (``y``) stands for a call only when it is none of its
+        arguments and neither side's value mentions it (``x = 5`` is not ``f(x) = 5``, and ``y = 2y``
+        is an equation). Two simple names (``x = 5``, ``y = 5``) say which variable has the value, and
+        stay different; so do the labels of a list of answers (``f(x) = x, g(x) = x^2``).
+        """
+        assert g.label is not None and p.label is not None
+        g_call, p_call = call_parts(g.label), call_parts(p.label)
+        if g_call is not None and p_call is not None:
+            rename = _call_renaming(g_call[1], p_call[1])
+            if rename is None:
+                return None
+            return "relabelled" if self.value(g.value, p.value, rename or None) else None
+        call, name = (g_call, p.label) if g_call is not None else (p_call, g.label)
+        if call is None or not is_name(name) or not all(is_name(a) for a in call[1]):
+            return None
+        if key(name) in {key(a) for a in call[1]}:
+            return None
+        symbol = parse_item(name, self.cache)
+        if any(mentions(parse_item(v, self.cache), symbol) for v in (g.value, p.value)):
+            return None
+        return "relabelled" if self.value(g.value, p.value) else None
 
     def _is_constant(self, s: str) -> bool:
         return parse_literal(s) is not None or is_constant(parse_item(s, self.cache))
@@ -347,7 +378,11 @@ def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str]
     g_call, p_call = call_parts(g_label), call_parts(p_label)
     if g_call is None or p_call is None or g_call[0] != p_call[0]:
         return None
-    ga, pa = g_call[1], p_call[1]
+    return _call_renaming(g_call[1], p_call[1])
+
+
+def _call_renaming(ga: list[str], pa: list[str]) -> dict[str, str] | None:
+    """The renaming of a call's arguments ``pa`` to ``ga`` (names, as many), or None."""
     if len(ga) != len(pa) or not all(is_name(a) for a in ga + pa):
         return None
     return {b: a for a, b in zip(ga, pa, strict=True) if a != b}

@@ -178,6 +178,14 @@ def rename_symbols(expr: Any, mapping: dict[str, str]) -> Any:
         return None
 
 
+def mentions(expr: Any, symbol: Any) -> bool:
+    """Whether ``symbol`` (a parsed simple name) is a free symbol of ``expr``; True when either is not
+    a sympy object, which cannot be told."""
+    if not isinstance(symbol, sympy.Symbol) or not isinstance(expr, sympy.Basic):
+        return True
+    return symbol in expr.free_symbols
+
+
 def family_parameter(expr: Any) -> str | None:
     """The integer parameter of a periodic solution family ``a + b k``, or None.
 

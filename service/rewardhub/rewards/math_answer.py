@@ -89,7 +89,9 @@ class MathReward(Reward[MathConfig]):
     # a whole number in words, "three" or "twenty-one apples", is its number, and an answer that shows its
     # arithmetic, "5 + 3 = 8", its result (both scored 0); a repeating decimal, "0.\\overline{3}" or
     # "0.1\\overline{6}", is the exact rational it denotes (it matched neither 1/3 nor 1/6)
-    version: ClassVar[str] = "1.1.8"
+    # 1.1.9: one function named two ways is one answer: "y = x^2" against "f(x) = x^2" (or "g(t) = t^2")
+    # compares the right-hand sides (the different labels scored 0, though a bare x^2 matched either)
+    version: ClassVar[str] = "1.1.9"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
