@@ -179,6 +179,14 @@ async def test_an_extract_pattern_of_alternatives_reads_the_group_that_matched(
         ("The 東京 Tower", 4),
         ("서울 특별시", 2),  # Hangul is written with spaces
         ("just three words", 3),
+        # Thai, Lao, Khmer and Burmese put no space between words: each letter is a word, its vowel signs
+        # and tone marks part of it (a sentence of them was one word)
+        ("สวัสดีครับ", 7),  # ส ว ส ด ค ร บ
+        ("ภาษาไทย " * 10, 70),
+        ("ສະບາຍດີ", 6),  # Lao: ສ ະ ບ າ ຍ ດ
+        ("ភាសាខ្មែរ", 5),  # Khmer: ភ ស ខ ម រ (the coeng ្ a mark)
+        ("မြန်မာဘာသာ", 5),  # Burmese: မ န မ ဘ သ
+        ("ราคา ๑๒๓ บาท", 8),  # ร า ค า, the number ๑๒๓ one word (Thai digits), บ า ท
     ],
 )
 async def test_length_in_words_counts_each_cjk_character(

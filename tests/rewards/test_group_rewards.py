@@ -403,7 +403,7 @@ async def test_kimi_with_the_math_verifier(client: httpx.AsyncClient) -> None:
     out = await results(client, reward, items)
     assert [r["score"] for r in out] == [0.5, 0.0, -0.5, 0.0]
     assert [r["components"]["correct"] for r in out] == [1.0, 1.0, 0.0, 0.0]
-    assert out[0]["reward_version"].startswith("1.0.6+")  # includes the verifier's version
+    assert out[0]["reward_version"].startswith("1.0.7+")  # includes the verifier's version
     missing = await results(client, reward, [{"response": "\\boxed{4}", "group": gid()}])
     assert missing[0]["reason"] == "missing_reference"
 

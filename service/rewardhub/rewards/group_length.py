@@ -100,7 +100,8 @@ class GroupLengthReward(ComposedReward[GroupLengthConfig]):
     # 1.0.4: words count each CJK ideograph or kana as a word (a Chinese answer was a handful of words)
     # 1.0.5: with correctness=metadata a reference string is a flag only as "true"/"false" (length 1.0.3)
     # 1.0.6: words: the prolonged sound mark ー is a kana, not glued to a Latin word or number after it
-    version: ClassVar[str] = "1.0.6"
+    # 1.0.7: words: each letter of Thai, Lao, Khmer or Myanmar is a word, as each CJK character is (length 1.0.5)
+    version: ClassVar[str] = "1.0.7"
     description: ClassVar[str] = (
         "Kimi k1.5 group-relative length penalty: λ = 0.5 − (len − min)/(max − min) if correct, "
         "min(0, λ) if wrong; correctness from a verifier (math) or metadata; needs `group` and two "

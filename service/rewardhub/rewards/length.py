@@ -34,7 +34,9 @@ Correctness is not judged here; it comes with the item, read in this order: ``me
 a gold answer, not a flag: ``parse_error``). The metadata goes first so a batch can carry the gold
 answer in ``reference`` for another reward. None of them: ``missing_reference``.
 
-Units: ``chars``, ``words`` (whitespace-separated, each CJK ideograph or kana one), or ``tokens`` (the trainer's count in
+Units: ``chars``, ``words`` (whitespace-separated, each CJK ideograph or kana one, and each letter of Thai, Lao,
+Khmer or Myanmar, written without spaces between words: about three to a Thai word, so a ``max_length`` in
+words holds less of them, as it holds less Chinese; :func:`.text.length_words`), or ``tokens`` (the trainer's count in
 ``metadata[token_count_key]``; see :mod:`rewardhub.rewards.units`). Component ``length``: L.
 """
 
@@ -181,7 +183,9 @@ class LengthReward(Reward[LengthConfig]):
     # 1.0.3: a reference string is a correctness flag only as "true"/"false" (case-insensitive): a gold
     # answer "1", "0", "yes", "no" was read as one (parse_error now, as "42" was)
     # 1.0.4: words: the prolonged sound mark ー is a kana, not glued to a Latin word or number after it
-    version: ClassVar[str] = "1.0.4"
+    # 1.0.5: words: each letter of Thai, Lao, Khmer or Myanmar is a word (.text.length_words), as each CJK
+    # character is: written without spaces between words, a Thai paragraph was a handful of words
+    version: ClassVar[str] = "1.0.5"
     description: ClassVar[str] = (
         "Length shaping: DAPO soft overlong punishment, or the cosine length reward (shorter correct "
         "answers earn more, shorter wrong answers lose more); chars, words or trainer-supplied tokens."

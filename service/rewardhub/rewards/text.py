@@ -30,7 +30,8 @@ repetition reward's and ROUGE's words, multiple_choice's letters); ``none`` and 
 one token. Chinese and Japanese are written without spaces, so whitespace splitting made a whole answer
 one token, and F1's partial credit all or nothing ("東京都" against "東京" was 0.0, not 0.8).
 :func:`split_cjk` is that split, and :func:`word_count` its length: the words of text_similarity's bleu and
-gleu, of the repetition reward and of the ``words`` length unit (:mod:`.units`). :func:`join_cjk` writes
+gleu and of the repetition reward. :func:`length_words` is the ``words`` length unit's count (:mod:`.units`):
+:func:`word_count`'s, with each letter of Thai, Lao, Khmer or Myanmar a word too. :func:`join_cjk` writes
 a text with the spaces beside CJK characters dropped: a key equal exactly when the tokens are (majority_vote's
 ``squad`` votes).
 """
@@ -55,6 +56,7 @@ __all__ = [
     "fold_case",
     "fold_forms",
     "join_cjk",
+    "length_words",
     "squad_normalize",
     "squad_pair",
     "squad_tokens",
@@ -83,6 +85,19 @@ CJK_SCRIPTS = r"\p{Han}\p{Hiragana}\p{Katakana}\u30fc\uff70"
 _CJK_CHAR = regex.compile(f"[{CJK_SCRIPTS}]")
 _CJK_RUN = regex.compile(f"[{CJK_SCRIPTS}]+")
 _SPACE_BY_CJK = regex.compile(rf"\s+(?=[{CJK_SCRIPTS}])|(?<=[{CJK_SCRIPTS}])\s+")
+# Thai, Lao, Khmer and Myanmar (Burmese): written without spaces between words (a space ends a phrase or a
+# sentence), so splitting on whitespace made a paragraph a handful of words. A run of their letters and
+# marks (not their digits, punctuation or symbols: "๑๒๓" is a number, one word), as a ``regex`` pattern.
+_UNSPACED_SCRIPTS = r"\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_UNSPACED_RUN = regex.compile(rf"(?V1)[[{_UNSPACED_SCRIPTS}]--[\p{{N}}\p{{P}}\p{{S}}]]+")
+# Those scripts' combining marks (vowel signs above, below or beside a consonant, tone marks, viramas),
+# deleted by str.translate (one C pass) to leave the letters: a MB of Thai counted in some 0.05 s
+_UNSPACED_MARKS = dict.fromkeys(
+    c
+    for lo, hi in ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x19E0, 0x19FF), (0xA9E0, 0xA9FF))
+    for c in range(lo, hi + 1)
+    if unicodedata.category(chr(c)).startswith("M")
+) | dict.fromkeys(c for c in range(0xAA60, 0xAA80) if unicodedata.category(chr(c)).startswith("M"))
 
 
 def fold_forms(text: str) -> str:
@@ -156,6 +171,29 @@ def word_count(text: str) -> int:
         return " "
 
     return len(_CJK_RUN.sub(run, text).split()) + cjk
+
+
+def length_words(text: str) -> int:
+    """The words of the ``words`` length unit: :func:`word_count`'s (whitespace-separated, each CJK
+    ideograph or kana one), with each letter of Thai, Lao, Khmer or Myanmar one word too, its vowel signs
+    and tone marks part of it ("สวัสดีครับ" is seven: ส ว ส ด ค ร บ).
+
+    These scripts put no space between words, and finding the words takes a dictionary (ICU's word
+    breaks), so a run of them was one word: a Thai paragraph was a handful of words, never past a
+    ``max_length`` in words. A letter is their smallest written unit, as a CJK character is (which is
+    about a syllable): like that count it grows with the text and over-counts the words, about three
+    letters to a Thai word (1.5 characters to a Chinese one). Where one budget must fit every language,
+    count the trainer's ``tokens``."""
+    if text.isascii():
+        return len(text.split())
+    letters = 0
+
+    def run(m: regex.Match[str]) -> str:
+        nonlocal letters
+        letters += len(m.group().translate(_UNSPACED_MARKS))
+        return " "
+
+    return word_count(_UNSPACED_RUN.sub(run, text)) + letters
 
 
 def squad_tokens(text: str) -> list[str]:

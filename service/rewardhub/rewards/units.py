@@ -3,9 +3,10 @@
 The service has no tokenizer for the policy model, and guessing one would make token counts silently
 wrong. So "tokens" are never computed here: the trainer, which knows them, sends them in the item's
 ``metadata`` (a count, or the completion's token ids). Characters and words are computed from the
-response: words are whitespace-separated, and each CJK ideograph or kana is a word of its own
-(:func:`.text.word_count`), since Chinese and Japanese are written without spaces (a 3,000-character
-Chinese answer was a handful of words, never past a ``max_length`` in words). A missing token field is not the model's fault, so it makes the item invalid
+response: words are whitespace-separated, and each CJK ideograph or kana is a word of its own, as is
+each letter of Thai, Lao, Khmer or Myanmar (:func:`.text.length_words`), since these scripts are written
+without spaces between words (a 3,000-character Chinese or Thai answer was a handful of words, never past
+a ``max_length`` in words). A missing token field is not the model's fault, so it makes the item invalid
 (``missing_reference``) with a message naming the key, rather than a score of a guessed length.
 """
 
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome
-from rewardhub.rewards.text import word_count
+from rewardhub.rewards.text import length_words
 
 __all__ = ["LengthUnit", "UnitError", "completion_length", "metadata_int_list", "metadata_value"]
 
@@ -65,12 +66,12 @@ def metadata_int_list(item: ScoreItem, key: str) -> list[int]:
 
 
 def completion_length(item: ScoreItem, unit: LengthUnit, token_count_key: str) -> int:
-    """The response's length: code points, words (whitespace-separated, a CJK ideograph or kana one word),
-    or ``metadata[token_count_key]``."""
+    """The response's length: code points, words (whitespace-separated, a CJK ideograph or kana one word,
+    a Thai, Lao, Khmer or Myanmar letter one word), or ``metadata[token_count_key]``."""
     if unit == "chars":
         return len(item.response)
     if unit == "words":
-        return word_count(item.response)
+        return length_words(item.response)
     value = metadata_value(item, token_count_key, "the completion's token count")
     # past the floats a count cannot be scored (the OverflowError took the whole batch with it)
     if not _is_int(value) or not 0 <= value <= _MAX_COUNT:
