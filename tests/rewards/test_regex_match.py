@@ -6,8 +6,10 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 
+from conftest import score_results
 from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
@@ -24,6 +26,7 @@ from rewardhub.rewards.patterns import (
 )
 from rewardhub.rewards.regex_match import RegexReward
 
+NO_CACHE = {"use_cache": False}
 REWARD = RegexReward(runtime=None)  # type: ignore[arg-type]  # text rewards don't use the runtime
 
 
@@ -464,3 +467,31 @@ def test_a_version_1_pattern_keeps_the_compile_bounds(config: dict[str, Any], ma
     with pytest.raises(InvalidRequest, match=match):
         REWARD.parse_config(config)
     REWARD.parse_config({"pattern": "(?V1)" + "[\u0100-\uffff]" * 300})  # without ignorecase: plain folding
+
+
+async def test_a_long_match_is_bounded_in_memory(client: httpx.AsyncClient) -> None:
+    """``(.)*`` keeps a backtrack entry and the group's span for every character it repeats over: on a
+    1 MB response it grew the service process by 164 MB and scored 1.0 (on 5 MB by 160-450 MB, stopped
+    only by its 0.5 s). A long response is matched in a CPU worker, where the match may add 64 MB
+    (``MATCH_MEMORY_BYTES``): past that the item is resource_limit, invalid, and the service holds none
+    of it. The same response with a pattern that keeps nothing per character still matches there, a
+    group is compared there, and a catastrophic one times out there as it does on the event loop."""
+    text = "a" * 1_000_000
+    res = await score_results(client, "regex", [{"response": text}], options=NO_CACHE, pattern="(.)*")
+    assert (res[0]["valid"], res[0]["reason"]) == (False, "resource_limit"), res[0]
+    assert "64 MB" in res[0]["details"]["message"]
+    res = await score_results(client, "regex", [{"response": text}], options=NO_CACHE, pattern="^a+$")
+    assert (res[0]["score"], res[0]["valid"]) == (1.0, True), res[0]
+    res = await score_results(
+        client,
+        "regex",
+        [{"response": "x " * 200_000 + "#### 42", "reference": "42"}],
+        options=NO_CACHE,
+        pattern=r"#### (\S+)",
+        compare_group_to_reference=True,
+    )
+    assert (res[0]["score"], res[0]["details"]["extracted"]) == (1.0, "42"), res[0]
+    res = await score_results(
+        client, "regex", [{"response": "x" * 300_000}], options=NO_CACHE, pattern="(x+x+)+y"
+    )
+    assert (res[0]["valid"], res[0]["reason"]) == (False, "timeout"), res[0]

@@ -16,6 +16,16 @@ microseconds, and ``regex`` times a match by the process's CPU time, so matches 
 in worker threads (``regex`` lets other threads run while it matches) would run each other's clocks and
 time each other out.
 
+A match also takes memory, and a timeout alone does not bound it: a repeat that captures, ``(.)*``,
+keeps a backtrack entry and the group's span for every character, about 80 bytes each, so ``(.)*`` on a 5
+MB response grew the process by 160-450 MB within its 0.5 s (the ``regex`` engine's own cap is 1 GB), and
+each capturing group around the repeated one adds as much again per character. So a reward matches a
+text on the event loop only where that cost is small (:func:`runs_inline`: characters x (capturing
+groups + 1) up to ``INLINE_MATCH_UNITS``, about 30 MB at most as measured), and a longer one in a CPU
+worker (:func:`capped_match`), where the match may add at most ``MATCH_MEMORY_BYTES`` to the worker's
+address space (a lowered ``RLIMIT_AS``) before it is stopped with :class:`PatternMemory`: the service
+process never holds that memory, and the worker only up to the cap.
+
 Patterns are ``regex``'s own syntax, version 0 (``re``-compatible) unless the pattern turns on version 1
 with ``(?V1)``: nested sets and set operations (``[[a-z]--[aeiou]]``), and full case folding whenever
 it ignores case. The version was pinned to 0 at compile, so every ``(?V1)`` pattern was refused ("VERSION0
@@ -24,8 +34,10 @@ and VERSION1 flags are mutually incompatible"); only JSON Schema's patterns (ECM
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TypeVar
 
@@ -34,16 +46,21 @@ import regex
 __all__ = [
     "BATCH_BUDGET_S",
     "BATCH_WALL_CAP_S",
+    "INLINE_MATCH_UNITS",
+    "MATCH_MEMORY_BYTES",
     "MATCH_TIMEOUT_S",
     "MAX_FULLCASE_UNITS",
     "MAX_PATTERN_UNITS",
     "MatchBudget",
+    "PatternMemory",
     "PatternTimeout",
+    "capped_match",
     "check_size",
     "compile_pattern",
     "full_case_folding",
     "last_match",
     "pattern_units",
+    "runs_inline",
     "validate_pattern",
     "version1",
 ]
@@ -57,11 +74,24 @@ BATCH_BUDGET_S = 2.0
 WALL_CAP_FACTOR = 5
 BATCH_WALL_CAP_S = WALL_CAP_FACTOR * BATCH_BUDGET_S
 
+# Characters x (capturing groups + 1) of a text matched on the event loop (:func:`runs_inline`): a match
+# of ``(.)*`` took about 80 bytes a unit, a group-free one up to some 120 bytes a character, so at most
+# about 30 MB (measured: 20-33 MB for (.)*, ten nested groups, (?:.|b)* and lookarounds at this size).
+# A 64K-character response with a pattern of three groups still runs there.
+INLINE_MATCH_UNITS = 1 << 18
+# Address space one match in a CPU worker may add before it is stopped (``PatternMemory``): far above
+# what a pattern that is not pathological takes (a text's size is held before the match starts).
+MATCH_MEMORY_BYTES = 64 << 20
+
 T = TypeVar("T")
 
 
 class PatternTimeout(Exception):
     """A regex match exceeded its time budget."""
+
+
+class PatternMemory(Exception):
+    """A regex match in a CPU worker needed more than ``MATCH_MEMORY_BYTES``."""
 
 
 class MatchBudget:
@@ -112,6 +142,71 @@ class MatchBudget:
         finally:
             self.left_s -= time.thread_time() - cpu0
             self.wall_left_s -= time.perf_counter() - wall0
+
+
+def runs_inline(rx: regex.Pattern[str], text: str) -> bool:
+    """Whether ``rx`` may match ``text`` on the event loop: its memory, about ``len(text) x (groups +
+    1)`` x 80 bytes at most, is small (``INLINE_MATCH_UNITS``). Otherwise match it in a CPU worker with
+    :func:`capped_match`."""
+    return len(text) * (rx.groups + 1) <= INLINE_MATCH_UNITS
+
+
+def _address_space() -> int | None:
+    """This process's address space in bytes (what ``RLIMIT_AS`` bounds), or None where unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def _memory_cap(extra: int) -> Iterator[None]:
+    """Lower this process's soft ``RLIMIT_AS`` to its present address space plus ``extra`` for the
+    block, then put it back (a soft limit can be raised again up to the hard one): an allocation past it
+    fails, and the ``regex`` engine raises MemoryError. For a CPU worker, which runs one item at a time
+    on one thread; never the service process."""
+    size = _address_space()
+    if size is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def capped_match(
+    pattern: str,
+    match: Callable[..., T],
+    text: str,
+    timeout_s: float = MATCH_TIMEOUT_S,
+    memory_bytes: int = MATCH_MEMORY_BYTES,
+) -> T:
+    """``match(text, timeout=...)`` in a CPU worker, bounded in time and in the address space it may add.
+
+    Raises:
+        PatternTimeout: the match ran past ``timeout_s``.
+        PatternMemory: it needed more than ``memory_bytes``.
+    """
+    try:
+        with _memory_cap(memory_bytes):
+            return match(text, timeout=timeout_s)
+    except TimeoutError:
+        raise PatternTimeout(f"pattern {pattern[:80]!r} ran past {timeout_s:.3g}s") from None
+    except MemoryError:
+        raise PatternMemory(
+            f"pattern {pattern[:80]!r} needed more than {memory_bytes >> 20} MB on a response of "
+            f"{len(text):,} characters (a repeated capturing group keeps every repetition's span)"
+        ) from None
 
 
 # Most units (about one per atom the compiled program holds, a counted repeat ``X{m}`` / ``X{m,}`` /

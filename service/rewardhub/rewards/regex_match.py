@@ -21,6 +21,13 @@ matches newlines by default (``dotall``), like the other rewards' ``extract`` pa
 ``regex``'s version 0 (``re``'s) unless the pattern turns on version 1 with ``(?V1)`` (set operations
 such as ``[[a-z]--[aeiou]]``, full case folding under ``ignorecase``); such a pattern was refused whole.
 
+A long response is matched in a CPU worker instead (:func:`.patterns.runs_inline`: characters x
+(capturing groups + 1) past ``INLINE_MATCH_UNITS``, 262,144), where the match may take 0.5 s and add
+64 MB (``MATCH_MEMORY_BYTES``) to the worker: ``(.)*`` keeps about 80 bytes a character, and on a 5 MB
+response grew the service by 160-450 MB within its 0.5 s. Past the memory cap the item is
+``resource_limit`` (invalid), as past the time limit it is ``timeout``. Those matches do not hold the
+event loop, so they do not draw on the request's shared budget.
+
 A non-matching response is the model's failure: 0.0 with reason ``format``, or ``no_answer`` in
 comparison mode (there is no answer to compare).
 
@@ -41,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
+import regex
 from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -49,13 +57,16 @@ from rewardhub.rewards.exact_match import answer_references
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
+    PatternMemory,
     PatternTimeout,
+    capped_match,
     compile_pattern,
+    runs_inline,
     validate_pattern,
 )
 from rewardhub.rewards.text import answer_text, fold_forms
 
-__all__ = ["RegexConfig", "RegexReward"]
+__all__ = ["RegexConfig", "RegexReward", "match_outcome"]
 
 
 class RegexConfig(RewardConfig):
@@ -90,6 +101,41 @@ class RegexConfig(RewardConfig):
         return self
 
 
+def _outcome(m: regex.Match[str] | None, refs: list[str] | None) -> Outcome:
+    """An item's outcome from its match (None: no match), its group against ``refs`` when comparing."""
+    if refs is None:
+        hit = m is not None
+        span = m.group(0)[:200] if m is not None else None
+        return Outcome(float(hit), None if hit else Reason.FORMAT, details={"match": span})
+    # the first group that took part: a pattern of alternatives ("<answer>(.*?)</answer>|
+    # \\boxed\{(.*?)\}") captures in group 2 when the second form matched
+    group = next((g for g in m.groups() if g is not None), None) if m is not None else None
+    if group is None:
+        return Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None})
+    # compared after NFKC, as the other text rewards compare: \d and \w are Unicode, so a
+    # full-width "１２" is a group of (\d+) and must be the reference "12"
+    hit = fold_forms(group).strip() in {fold_forms(r).strip() for r in refs}
+    return Outcome(float(hit), details={"extracted": group, "reference": refs})
+
+
+_Payload = tuple[str, bool, bool, str, str, list[str] | None, float]
+
+
+def match_outcome(payload: _Payload) -> Outcome:
+    """One long item's outcome, in a CPU worker (module level, pickled by reference): ``payload`` is the
+    pattern, dotall, ignorecase, mode, the text to match, the references (None: no comparison) and the
+    match's timeout. The match is bounded in time and memory (:func:`.patterns.capped_match`)."""
+    pattern, dotall, ignorecase, mode, text, refs, timeout_s = payload
+    rx = compile_pattern(pattern, dotall, ignorecase)
+    try:
+        m = capped_match(pattern, rx.search if mode == "search" else rx.fullmatch, text, timeout_s)
+    except PatternTimeout as exc:
+        return Outcome.invalid(Reason.TIMEOUT, str(exc))
+    except PatternMemory as exc:
+        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
+    return _outcome(m, refs)
+
+
 @register
 class RegexReward(Reward[RegexConfig]):
     name: ClassVar[str] = "regex"
@@ -103,7 +149,9 @@ class RegexReward(Reward[RegexConfig]):
     # VERSION1 flags are mutually incompatible")
     # 1.0.7: compare_group_to_reference compares after NFKC (.text.fold_forms): (\d+) captures a full-width
     # "１２" (\d is Unicode), which no reference "12" equalled
-    version: ClassVar[str] = "1.0.7"
+    # 1.0.8: a long response is matched in a CPU worker, where a match past 64 MB is resource_limit:
+    # (.)* on a 5 MB response grew the service by 160-450 MB within its 0.5 s (and matched a 1 MB one)
+    version: ClassVar[str] = "1.0.8"
     description: ClassVar[str] = (
         "1 if the response matches a regular expression (search or fullmatch, with a timeout), or if its "
         "first group equals the reference."
@@ -117,41 +165,43 @@ class RegexReward(Reward[RegexConfig]):
         rx = compile_pattern(config.pattern, config.dotall, config.ignorecase)
         match = rx.search if config.mode == "search" else rx.fullmatch
         budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))
-        out: list[Outcome] = []
-        for item in items:
+        out: list[Outcome | None] = [None] * len(items)
+        todo: list[int] = []  # the long items, matched in the workers
+        payloads: list[_Payload] = []
+        for i, item in enumerate(items):
             refs: list[str] | None = None
             if config.compare_group_to_reference:
                 # [] is a SQuAD v2 unanswerable row: no answer for a group to equal, as a blank one
                 refs = answer_references(item.reference) or None
                 if refs is None:
-                    out.append(
-                        Outcome.invalid(
-                            Reason.MISSING_REFERENCE,
-                            "compare_group_to_reference needs a reference that is not blank",
-                        )
+                    out[i] = Outcome.invalid(
+                        Reason.MISSING_REFERENCE,
+                        "compare_group_to_reference needs a reference that is not blank",
                     )
                     continue
             text = item.response
             if refs is not None and config.mode == "search":
                 text = answer_text(text)  # the answer, not a draft in the reasoning
+            if not runs_inline(rx, text):  # its memory could be hundreds of MB: in a worker, capped
+                todo.append(i)
+                payloads.append(
+                    (
+                        config.pattern,
+                        config.dotall,
+                        config.ignorecase,
+                        config.mode,
+                        text,
+                        refs,
+                        budget.per_match_s,
+                    )
+                )
+                continue
             try:
-                m = budget.run(config.pattern, match, text)
+                out[i] = _outcome(budget.run(config.pattern, match, text), refs)
             except PatternTimeout as exc:
-                out.append(Outcome.invalid(Reason.TIMEOUT, str(exc)))
-                continue
-            if refs is None:
-                hit = m is not None
-                span = m.group(0)[:200] if m is not None else None
-                out.append(Outcome(float(hit), None if hit else Reason.FORMAT, details={"match": span}))
-                continue
-            # the first group that took part: a pattern of alternatives ("<answer>(.*?)</answer>|
-            # \\boxed\{(.*?)\}") captures in group 2 when the second form matched
-            group = next((g for g in m.groups() if g is not None), None) if m is not None else None
-            if group is None:
-                out.append(Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None}))
-                continue
-            # compared after NFKC, as the other text rewards compare: \d and \w are Unicode, so a
-            # full-width "１２" is a group of (\d+) and must be the reference "12"
-            hit = fold_forms(group).strip() in {fold_forms(r).strip() for r in refs}
-            out.append(Outcome(float(hit), details={"extracted": group, "reference": refs}))
-        return out
+                out[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
+        if payloads:
+            results = await self.runtime.cpu_pool.run(match_outcome, payloads, ctx.deadline_s)
+            for i, res in zip(todo, results, strict=True):
+                out[i] = res.value if res.ok else Outcome.pool_failure(res.error, res.message or res.error)
+        return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
