@@ -393,6 +393,31 @@ def test_a_pattern_that_expands_past_the_bound_is_rejected(pattern: str) -> None
 
 
 @pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?:" * 200 + "a" + ")" * 200,
+        "(" * 400 + "a" + ")" * 400,
+        "(?=" * 60 + "a" + ")" * 60,
+        "(?V1)" + "(?:[[a]--[b]]" * 60 + ")" * 60,
+    ],
+)
+def test_a_pattern_nested_too_deep_is_rejected(pattern: str) -> None:
+    """The engine's compiler recurses a few Python frames for every level of groups: "(?:" * 200 raised
+    RecursionError out of the config's validation, an HTTP 500 for a caller's bad config. Found in review.
+    Past MAX_NESTING (50) levels the pattern is a 422, wherever a caller's pattern goes."""
+    with pytest.raises(InvalidRequest, match="nests groups"):
+        REWARD.parse_config({"pattern": pattern})
+    with pytest.raises(InvalidRequest, match="nests groups"):
+        ExactMatchReward(runtime=None).parse_config({"extract": pattern})  # type: ignore[arg-type]
+
+
+async def test_a_pattern_nested_within_the_bound_is_accepted() -> None:
+    pattern = "(" * patterns.MAX_NESTING + "a" + ")" * patterns.MAX_NESTING
+    out = await score_text(REWARD, "ab", pattern=pattern)
+    assert out.score == 1.0
+
+
+@pytest.mark.parametrize(
     ("pattern", "response", "score"),
     [
         (r"(?:ab){1,5000}c", "ababc", 1.0),  # a large maximum is not laid out

@@ -50,6 +50,7 @@ __all__ = [
     "MATCH_MEMORY_BYTES",
     "MATCH_TIMEOUT_S",
     "MAX_FULLCASE_UNITS",
+    "MAX_NESTING",
     "MAX_PATTERN_UNITS",
     "MatchBudget",
     "PatternMemory",
@@ -59,6 +60,7 @@ __all__ = [
     "compile_pattern",
     "full_case_folding",
     "last_match",
+    "nesting",
     "pattern_units",
     "runs_inline",
     "validate_pattern",
@@ -226,6 +228,12 @@ _COUNTED = regex.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
 _BRACED_ESCAPES = frozenset("pPNxuUg")
 
 
+# Deepest nesting of groups a pattern may have: the ``regex`` compiler recurses some five Python frames a
+# level, so "(?:" * 200 raised RecursionError out of the config's validation (an HTTP 500, not a 422),
+# wherever in the stack the compile ran; 50 is far past a pattern anyone writes and far from the limit.
+MAX_NESTING = 50
+
+
 def pattern_units(pattern: str, nested_sets: bool = False) -> int:
     """An estimate of the size of the program ``regex`` compiles ``pattern`` to (see MAX_PATTERN_UNITS).
 
@@ -235,7 +243,18 @@ def pattern_units(pattern: str, nested_sets: bool = False) -> int:
     ``nested_sets``: a ``[`` inside a class opens a nested set, as in version 1 (in version 0 it is the
     character), so the class ends at the ``]`` that closes the outer one.
     """
+    return _scan(pattern, nested_sets)[0]
+
+
+def nesting(pattern: str, nested_sets: bool = False) -> int:
+    """How deep ``pattern``'s groups nest ("(a(b))": 2), read as :func:`pattern_units` reads it."""
+    return _scan(pattern, nested_sets)[1]
+
+
+def _scan(pattern: str, nested_sets: bool) -> tuple[int, int]:
+    """:func:`pattern_units` and :func:`nesting` of ``pattern``, in one pass."""
     stack: list[list[int]] = [[0, 0]]  # per open group: [total units so far, units of the last atom]
+    deepest = 0
     i, n = 0, len(pattern)
     while i < n:
         ch = pattern[i]
@@ -274,6 +293,7 @@ def pattern_units(pattern: str, nested_sets: bool = False) -> int:
                 i = n if close < 0 else close + 1
                 continue
             stack.append([0, 0])
+            deepest = max(deepest, len(stack) - 1)
             i += 1
             continue
         elif ch == ")":
@@ -301,7 +321,7 @@ def pattern_units(pattern: str, nested_sets: bool = False) -> int:
     while len(stack) > 1:  # unbalanced: the compiler will say so
         units = stack.pop()[0]
         stack[-1][0] += units
-    return stack[0][0]
+    return stack[0][0], deepest
 
 
 def version1(pattern: str) -> bool:
@@ -322,11 +342,15 @@ def full_case_folding(pattern: str, ignorecase: bool = False) -> bool:
 def check_size(pattern: str, ignorecase: bool = False) -> None:
     """Raise ``regex.error`` for a pattern that would expand past MAX_PATTERN_UNITS (MAX_FULLCASE_UNITS
     with full case folding, ``ignorecase`` the caller's flag): what it costs to compile, on the event
-    loop. A version 1 pattern is also scanned with nested sets, and the larger estimate counts: a scan
-    that ends its set at an inner ``]`` reads the rest of the set as groups and repeats."""
-    units = pattern_units(pattern)
+    loop; or that nests its groups more than MAX_NESTING deep, past what the compiler's recursion takes.
+    A version 1 pattern is also scanned with nested sets, and the larger estimate counts: a scan that ends
+    its set at an inner ``]`` reads the rest of the set as groups and repeats."""
+    units, depth = _scan(pattern, False)
     if version1(pattern):
-        units = max(units, pattern_units(pattern, nested_sets=True))
+        units2, depth2 = _scan(pattern, True)
+        units, depth = max(units, units2), max(depth, depth2)
+    if depth > MAX_NESTING:
+        raise regex.error(f"the pattern nests groups {depth} deep, more than {MAX_NESTING}")
     if units > MAX_PATTERN_UNITS:
         raise regex.error(
             f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,} "
