@@ -156,6 +156,21 @@ CASES = [
     # and the labels of a list of answers say which value is which
     ("f(x) = x, g(x) = x^2", "g(x) = x, f(x) = x^2", False),
     # --- qualifiers and units --------------------------------------------------------------
+    # two quantities in different units of one dimension are converted (their numbers compared: 3 hours
+    # was not 180 minutes, and was 3 minutes); a bare number never is
+    ("3 hours", "180 minutes", True),
+    ("180 \\text{ minutes}", "3 \\text{ hours}", True),
+    ("3 hours", "3 minutes", False),
+    ("\\frac{1}{2} \\text{ hour}", "30 min", True),
+    ("5 \\text{ cm}", "50 \\text{ mm}", True),
+    ("2 feet", "24 inches", True),
+    ("1 kg", "1000 grams", True),
+    ("1 pound", "16 ounces", True),
+    ("80 minutes", "1.33 hours", True),  # rounded to 3 significant digits
+    ("80 minutes", "1.3 hours", False),
+    ("3 hours", "180", False),
+    ("180", "3 hours", False),
+    ("15th Day", "360 hours", False),  # an ordinal: a day, not 15 days
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

@@ -22,6 +22,7 @@ from typing import Any
 
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
+from rewardhub.mathlib.quantities import quantities_check
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
@@ -523,6 +524,9 @@ def check(gold: str, pred: str) -> Check:
     quick = quick_check(gold, pred)
     if quick is not None:
         return quick
+    units = quantities_check(gold, pred)  # "3 hours" and "180 minutes": before the units are dropped
+    if units is not None:
+        return Check(units, "units", True)
     choice = _choice_check(gold, pred)
     if choice is not None:
         return choice

@@ -195,7 +195,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # answer squad empties keeps its articles (.text.squad_pair): the option letter "A" was no answer
     # 1.0.9: a last number that is a LaTeX argument (the 4 of \\frac{3}{4}, the 2 of r^2) is read with its math;
     # one grouped with LaTeX's {,} is whole (10{,}000 was 000); "The answer is:" reads the math below it
-    # 1.0.11: math: "y = x^2" and "f(x) = x^2" (or "g(t) = t^2") are one vote (they were two)
+    # 1.0.11: math: "y = x^2" and "f(x) = x^2" (or "g(t) = t^2") are one vote (they were two), and so are
+    # "3 hours" and "180 minutes"; "3 hours" and "3 minutes" are two
     version: ClassVar[str] = "1.0.11"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -90,7 +90,9 @@ class MathReward(Reward[MathConfig]):
     # arithmetic, "5 + 3 = 8", its result (both scored 0); a repeating decimal, "0.\\overline{3}" or
     # "0.1\\overline{6}", is the exact rational it denotes (it matched neither 1/3 nor 1/6)
     # 1.1.9: one function named two ways is one answer: "y = x^2" against "f(x) = x^2" (or "g(t) = t^2")
-    # compares the right-hand sides (the different labels scored 0, though a bare x^2 matched either)
+    # compares the right-hand sides (the different labels scored 0, though a bare x^2 matched either);
+    # quantities in different units of one dimension (time, length, mass) are converted: "3 hours" is
+    # "180 minutes" (it scored 0) and not "3 minutes" (it scored 1)
     version: ClassVar[str] = "1.1.9"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "

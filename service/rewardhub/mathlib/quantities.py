@@ -1,0 +1,91 @@
+"""Quantities with units: ``3 hours`` is ``180 minutes``.
+
+The equivalence rules drop the words after a number (:func:`.structures.strip_units`: ``7 goats`` is 7),
+which is sound for one quantity against a bare number, but two quantities in different units of one
+dimension compared their numbers: ``3 hours`` against ``180 minutes`` was wrong, and against ``3
+minutes`` right. :func:`quantities_check` decides such a pair by converting both to one unit.
+
+It decides only when *both* sides are a single number followed by a unit it knows, the units measure
+the same thing (time, length, mass) and differ: a bare number is never converted (``180`` against ``3
+hours`` is left to the other rules, which read the number), nor is an ambiguous unit (a year, a month, a
+ton; one-letter symbols such as ``m`` or ``s``, which are variables as often), an ordinal (``15th
+day``), a unit with a power
+(``12 inches^2``), a rate (``miles per hour``) or a compound (``3 hours and 20 minutes``). The factors
+are exact (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a
+prediction rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from rewardhub.mathlib.normalize import normalize
+from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_literal
+
+__all__ = ["quantities_check", "quantity"]
+
+
+def _units(dimension: str, factor: Fraction, *names: str) -> dict[str, tuple[str, Fraction]]:
+    return dict.fromkeys(names, (dimension, factor))
+
+
+# Unit words (lower case, as written after the number) -> (dimension, size in the dimension's base unit).
+_UNITS: dict[str, tuple[str, Fraction]] = {
+    **_units("time", Fraction(1, 1000), "millisecond", "milliseconds", "ms"),
+    **_units("time", Fraction(1), "second", "seconds", "sec", "secs"),
+    **_units("time", Fraction(60), "minute", "minutes", "min", "mins"),
+    **_units("time", Fraction(3600), "hour", "hours", "hr", "hrs"),
+    **_units("time", Fraction(86400), "day", "days"),
+    **_units("time", Fraction(604800), "week", "weeks"),
+    **_units("length", Fraction(1, 1000), "millimeter", "millimeters", "millimetre", "millimetres", "mm"),
+    **_units("length", Fraction(1, 100), "centimeter", "centimeters", "centimetre", "centimetres", "cm"),
+    **_units("length", Fraction(1), "meter", "meters", "metre", "metres"),
+    **_units("length", Fraction(1000), "kilometer", "kilometers", "kilometre", "kilometres", "km"),
+    **_units("length", Fraction(254, 10000), "inch", "inches"),
+    **_units("length", Fraction(3048, 10000), "foot", "feet", "ft"),
+    **_units("length", Fraction(9144, 10000), "yard", "yards", "yd", "yds"),
+    **_units("length", Fraction(1609344, 1000), "mile", "miles"),
+    **_units("mass", Fraction(1, 1000), "milligram", "milligrams", "mg"),
+    **_units("mass", Fraction(1), "gram", "grams"),
+    **_units("mass", Fraction(1000), "kilogram", "kilograms", "kg"),
+    **_units("mass", Fraction(45359237, 100000), "pound", "pounds", "lb", "lbs"),
+    **_units("mass", Fraction(45359237, 1600000), "ounce", "ounces", "oz"),
+}
+
+# A number, then one unit word (an abbreviation may end in a full stop: "3 hrs.").
+_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}?)\s*(?P<unit>[A-Za-z]{2,12})\.?$")
+# An ordinal, "15th", "2^{nd}", "3^{\text{rd}}": "15th day" is a day, not 15 days (normalisation drops
+# the suffix, so it is looked for in the answer as written).
+_ORDINAL_RE = re.compile(
+    r"\d\s*(?:\^\s*)?\{?\s*(?:\\(?:text|mathrm|textrm)\s*\{\s*)?(?:st|nd|rd|th)(?![A-Za-z])"
+)
+
+
+def quantity(s: str) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a number in a known unit: the number, the unit's dimension and its size in
+    the dimension's base unit; None for anything else."""
+    m = _QUANTITY_RE.match(s.strip())
+    if m is None:
+        return None
+    unit = _UNITS.get(m.group("unit").lower())
+    number = parse_literal(m.group("num"))
+    if unit is None or number is None or number.percent:
+        return None
+    return number, unit[0], unit[1]
+
+
+def quantities_check(gold: str, pred: str) -> bool | None:
+    """Whether two quantities in different units of one dimension are equal (``3 hours`` and ``180
+    minutes``: True; ``3 minutes``: False), or None where this rule does not decide (see the module
+    docstring): the gold converted exactly to the prediction's unit, compared as literals are."""
+    if _ORDINAL_RE.search(gold) or _ORDINAL_RE.search(pred):
+        return None
+    try:
+        g, p = quantity(normalize(gold)), quantity(normalize(pred))
+    except Exception:
+        return None
+    if g is None or p is None or g[1] != p[1] or g[2] == p[2]:
+        return None
+    converted = Literal(g[0].value * g[2] / p[2])
+    return literals_equivalent(converted, p[0])
