@@ -1566,7 +1566,7 @@ async def test_objects_in_an_argument_keep_their_identity_through_a_call(client:
         "xs = [b'ab', (1, [2])]\nswap(xs)\nassert xs == [b'AB!', ([2], 1)]",
     ]
     good = await _one(client, f"```python\n{solution}```", {"tests": tests})
-    assert good["valid"] and good["score"] == 1.0, good["details"]
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
 
 
 async def test_arguments_changed_by_a_call_that_raises_come_back(client: httpx.AsyncClient) -> None:
@@ -1865,3 +1865,53 @@ async def test_a_node_the_solution_made_equals_the_tests_node_on_either_side_of_
     wrong = solution.replace("carry % 10", "carry % 10 + 1")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "0011", bad
+
+
+async def test_a_leetcode_solution_makes_nodes_of_the_tests_class_without_defining_it(
+    client: httpx.AsyncClient,
+) -> None:
+    """LeetCode's solutions use ``ListNode``/``TreeNode`` without defining them (the judge does): where the
+    tests define the class, ``dummy = ListNode(0)`` or an annotation ``Optional[ListNode]`` was a
+    NameError, and every correct solution scored 0. The solution now has a class of that name whose nodes
+    are the tests' own (``type(node) is ListNode`` in the tests), relinked with the tests' nodes as in one
+    process; a wrong solution still fails, and a solution defining its own class keeps it."""
+    solution = (
+        "from typing import List, Optional\n\n"
+        "class Solution:\n"
+        "    def mergeTwoLists(self, a: Optional[ListNode], b: Optional[ListNode]) -> Optional[ListNode]:\n"
+        "        tail = dummy = ListNode(0)\n        while a and b:\n"
+        "            if a.val <= b.val:\n                tail.next, a = a, a.next\n"
+        "            else:\n                tail.next, b = b, b.next\n            tail = tail.next\n"
+        "        tail.next = a or b\n        return dummy.next\n"
+        "    def copyList(self, head: Optional[ListNode]) -> Optional[ListNode]:\n"
+        "        tail = dummy = ListNode()\n        while head:\n"
+        "            tail.next = ListNode(head.val)\n            tail, head = tail.next, head.next\n"
+        "        return dummy.next\n"
+        "    def sortedArrayToBST(self, nums: List[int]) -> Optional[TreeNode]:\n"
+        "        if not nums:\n            return None\n        mid = len(nums) // 2\n"
+        "        return TreeNode(nums[mid], self.sortedArrayToBST(nums[:mid]), right=self.sortedArrayToBST(nums[mid + 1 :]))\n"
+    )
+    tests = (
+        LINKED + "def inorder(t):\n    return inorder(t.left) + [t.val] + inorder(t.right) if t else []\n"
+        "a, b = build([1, 2, 4]), build([1, 3, 4])\nmerged = Solution().mergeTwoLists(a, b)\n"
+        "assert to_list(merged) == [1, 1, 2, 3, 4, 4] and merged is a and type(merged) is ListNode\n"
+        "assert Solution().mergeTwoLists(None, None) is None\n"
+        "head = build([3, 1, 2])\ncopy = Solution().copyList(head)\n"
+        "assert to_list(copy) == [3, 1, 2] and copy is not head and type(copy.next) is ListNode\n"
+        "root = Solution().sortedArrayToBST([-10, -3, 0, 5, 9])\n"
+        "assert inorder(root) == [-10, -3, 0, 5, 9] and type(root) is TreeNode and root.val == 0\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("ListNode(head.val)", "ListNode(head.val + 1)").replace(
+        "a.val <= b.val", "a.val > b.val"
+    )
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "0101", bad
+    # a class of that name the solution defines is its own (its nodes reach the tests as the solution's)
+    own = "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val, self.next = val, next\n"
+    mine = await _one(client, f"```python\n{own}{solution}```", {"tests": tests})
+    assert mine["valid"] and mine["details"]["pass_mask"] == "1101", mine
+    # the same tests as a list of strings, each defining the classes again: the class of the test that runs
+    listed = await _one(client, f"```python\n{solution}```", {"tests": [tests, tests]})
+    assert listed["valid"] and listed["score"] == 1.0, listed

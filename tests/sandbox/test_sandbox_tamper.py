@@ -457,3 +457,63 @@ async def test_the_judge_s_builtins_that_reach_its_interpreter_are_not_the_solut
     )
     (result,) = await _score(client, [{"response": honest, "reference": {"tests": tests}}])
     assert result["valid"] and result["score"] == 1.0, result
+
+
+async def test_the_tests_node_classes_the_solution_uses_by_name_make_their_nodes_and_nothing_else(
+    client: httpx.AsyncClient,
+) -> None:
+    """Where the tests define a ``ListNode``, ``TreeNode`` or ``Node`` class, the solution may make nodes of
+    it by name without defining it (LeetCode's ``ListNode(0)``): the judge calls the tests' class, the
+    node is the tests' own. Nothing else of the tests' namespace is made so: not another name (a function
+    of the tests', the judge's hooks, a builtin), not a node name the tests bound to something else
+    than a plain class of theirs (a function, a module class, a metaclass), and a forged request is
+    refused. Every attempt, through the guest's own requests, fails in the solution's process: its
+    tests fail (the correct answer is returned only if the attempt succeeds), the item stays valid."""
+    tests = (
+        "import types\n"
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "class TreeNode(types.ModuleType):\n    pass\n"
+        "class Node(type):\n    pass\n"
+        "def to_list(node):\n    out = []\n    while node:\n        out.append(node.val)\n        node = node.next\n"
+        "    return out\n"
+        "head = ListNode(1, ListNode(2))\nresult = reverse(head)\n"
+        "assert to_list(result) == [2, 1] and type(result) is ListNode\n"
+    )
+    honest = (
+        "def reverse(head):\n    prev = None\n    while head:\n"
+        "        prev, head = ListNode(head.val, prev), head.next\n    return prev\n"
+    )
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\n"
+        "def named(name, *args):\n    return guest._NodeClass('X', (), {'_rh_node': name})(*args)\n"
+        "def reverse(head):\n    {attack}\n"
+        + honest.replace("def reverse", "def honest")
+        + "    return honest(head)\n"
+    )
+    attacks = [
+        "TreeNode('x')",
+        "Node('x', (), {})",
+        "named('to_list', None)",
+        "named('__rh_r__', 0, True)",
+        "named('print', 'x')",
+        "named('types')",
+        "guest._CHANNEL.request('new', 7, {'T': []}, {'D': []})",
+        "guest._CHANNEL.request('new', 'ListNode', {'T': []})",
+        "guest._op(ListNode(0), 'getattr', '__class__')",
+        "guest._op(ListNode(0), 'getattr', '__init__')",
+    ]
+    items = [{"response": honest, "reference": {"tests": tests}}]
+    items += [{"response": cheat.replace("{attack}", a), "reference": {"tests": tests}} for a in attacks]
+    # the node names bound to something else than a class of the tests': a function, a builtin
+    rebound = tests.replace("head = ListNode(1", "Node = to_list\nTreeNode = print\nhead = ListNode(1")
+    attacks += ["Node(None)", "TreeNode('x')"]
+    items += [
+        {"response": cheat.replace("{attack}", a), "reference": {"tests": rebound}} for a in attacks[-2:]
+    ]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    refusals = ("is not defined", "not allowed", "malformed call", "is a string", "not the solution's")
+    for attack, result in zip(attacks, results[1:], strict=True):
+        assert result["valid"] and result["score"] == 0.0, (attack, result)
+        message = result["details"]["tests"][0]["message"]
+        assert any(r in message for r in refusals), (attack, message)

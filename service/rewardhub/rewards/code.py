@@ -542,7 +542,10 @@ class CodeReward(Reward[CodeConfig]):
     # reach code (`exec`, `getattr`, of `f(vars(builtins))`: the solution's own now), are not the
     # solution's to call; `result == expected`, a node of the solution's against the tests' with an
     # `__eq__`, asks the tests' `__eq__`
-    version: ClassVar[str] = "1.3.15"
+    # 1.3.16: where the tests define a ListNode, TreeNode or Node class, a solution using it without
+    # defining it (LeetCode's `dummy = ListNode(0)`, `Optional[ListNode]`) makes the tests' own nodes (a
+    # NameError failed every such solution)
+    version: ClassVar[str] = "1.3.16"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

@@ -35,7 +35,8 @@ Two modes:
   class the tests' code defines (a ``ListNode``, a ``TreeNode``) it may read and write the data
   attributes, names without a leading ``_`` held in the instance's own ``__dict__``, and nothing else
   (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`);
-  it makes new nodes of its own class, or by calling the tests' class if the tests hand it over. Every
+  it makes new nodes of its own class, or by calling the tests' class if the tests hand it over or, one
+  of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). Every
   ``assert`` statement of the tests is one test; the judge writes each verdict, prefixed with the nonce,
   to its stdout. The solution's own stdout/stderr go to the sandbox's stderr, never to the verdict
   channel.
@@ -676,6 +677,7 @@ class _Channel:
         # yet), or 0 to give up. None: give up at once.
         self.extend: Any = None
         self.buf = bytearray()
+        self.serving = 0  # requests of the other side being served (it waits for their replies)
 
     def send(self, msg: Any) -> None:
         try:
@@ -761,7 +763,11 @@ class _Channel:
         writes: list[Any] = []
         called = None
         try:
-            value = self.on_request(op, args)
+            self.serving += 1
+            try:
+                value = self.on_request(op, args)
+            finally:
+                self.serving -= 1
             if type(value) is _Called:
                 called, raised = value, value.raised
                 value, writes = value.value, value.writes(self.codec)
@@ -1189,30 +1195,15 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     """Carry out a request on one of our objects (the other side named it by handle)."""
     if op not in allowed or type(args) is not list or not args:
         raise _ProtocolError(f"operation {op!r} is not allowed")
+    if op == "new":  # (the judge's) a node of the tests' class the solution uses by name (_node_class)
+        return _serve_call(codec, _tests_node_class(args[0]), args[1:])
     if type(args[0]) is not dict or list(args[0]) != [codec.handle_tag]:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
     if op == "call":
         if codec.judge and _not_callable(target):
             raise _ProtocolError("operation 'call' is not allowed on this function of the judge's")
-        rest, received = codec.dec_call(args[1:])
-        if len(rest) != 2:
-            raise _ProtocolError("malformed call")
-        call_args, call_kwargs = rest
-        if (
-            type(call_args) is not tuple
-            or type(call_kwargs) is not dict
-            or any(type(k) is not str for k in call_kwargs)
-        ):
-            raise _ProtocolError("malformed call")
-        called = _Called(received)
-        try:
-            called.value = target(*call_args, **call_kwargs)
-        except _Gone:
-            raise
-        except BaseException as exc:  # (raised by serve_one, with what the call changed)
-            called.raised = exc
-        return called
+        return _serve_call(codec, target, args[1:])
     rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
         if codec.judge:  # (the tests' objects: their data attributes only)
@@ -1240,6 +1231,28 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     if op == "repr":
         return repr(target)
     raise _ProtocolError(f"unknown operation {op!r}")
+
+
+def _serve_call(codec: _Codec, target: Any, args: list[Any]) -> _Called:
+    """Call ``target`` with a request's arguments (``[args, kwargs]``, encoded)."""
+    rest, received = codec.dec_call(args)
+    if len(rest) != 2:
+        raise _ProtocolError("malformed call")
+    call_args, call_kwargs = rest
+    if (
+        type(call_args) is not tuple
+        or type(call_kwargs) is not dict
+        or any(type(k) is not str for k in call_kwargs)
+    ):
+        raise _ProtocolError("malformed call")
+    called = _Called(received)
+    try:
+        called.value = target(*call_args, **call_kwargs)
+    except _Gone:
+        raise
+    except BaseException as exc:  # (raised by serve_one, with what the call changed)
+        called.raised = exc
+    return called
 
 
 def _not_callable(obj: Any) -> bool:
@@ -1287,11 +1300,7 @@ def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
     nor, through them, a class, function, module, frame or the judge's globals: the values read cross as
     any others (builtins by value, other objects by handle, on which this holds again)."""
     cls = type(obj)
-    if (
-        type(cls) is not type
-        or cls.__dict__.get("__module__") != "__main__"
-        or issubclass(cls, (type, type(sys)))  # (classes of a tests' metaclass, modules of theirs)
-    ):
+    if not _tests_class(cls):
         raise _ProtocolError(f"operation {op!r} is not allowed on this object")
     if type(name) is not str:
         raise _ProtocolError("an attribute's name is a string")
@@ -1315,6 +1324,34 @@ def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
     return data
 
 
+def _tests_class(cls: Any) -> bool:
+    """Whether ``cls`` is a class the tests' code defines (``__module__`` ``"__main__"``, plain ``type`` its
+    metaclass: not a builtin's, a module's, the guest's own or a stand-in for the solution's)."""
+    return (
+        type(cls) is type
+        and cls.__dict__.get("__module__") == "__main__"
+        and not issubclass(cls, (type, type(sys)))  # (classes of a tests' metaclass, modules of theirs)
+    )
+
+
+# (The judge's) the tests' namespace, and the names of :data:`harness.NODE_CLASSES` the tests define
+# (the public frame's ``nodes``): the classes the solution may make nodes of by name (_node_class).
+_TESTS_NS: dict[str, Any] = {}
+_NODE_NAMES: frozenset[str] = frozenset()
+
+
+def _tests_node_class(name: Any) -> type:
+    """(The judge's) the tests' class ``name`` (a ``ListNode``), which the solution uses by that name
+    without defining it, as LeetCode's solutions do; a NameError in the solution's process when the
+    tests define no such class (now: a ``ListNode`` the solution defined, a proxy, is none)."""
+    if type(name) is not str:
+        raise _ProtocolError("a class's name is a string")
+    cls = _TESTS_NS.get(name) if name in _NODE_NAMES else None
+    if not _tests_class(cls):
+        raise NameError(f"name {name[:60]!r} is not defined (the tests define no such class)")
+    return cls  # type: ignore[return-value]
+
+
 def _data_descriptor(attr: Any) -> bool:
     """Whether the class attribute ``attr`` takes its instances' attribute of its name (a property, a slot)."""
     t = type(attr)
@@ -1323,7 +1360,9 @@ def _data_descriptor(attr: Any) -> bool:
 
 # The solution may do anything to the judge's objects it was handed except walk its object graph: of
 # the tests' own objects, it may read and write the data attributes (_tests_data).
-_JUDGE_SERVES = frozenset({"call", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"})
+_JUDGE_SERVES = frozenset(
+    {"call", "new", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"}
+)
 _SOLUTION_SERVES = frozenset(
     {
         "call",
@@ -1358,6 +1397,8 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
     sys.stdout = sys.stderr = _dropping_output()
     sys.meta_path.append(_SitePackages())
     g: dict[str, Any] = {"__name__": "__solution__", "__builtins__": builtins}
+    nodes = {str(name): _node_class(str(name)) for name in header.get("nodes") or ()}
+    g.update(nodes)
     status, message = "ok", ""
     try:
         code = compile(header["solution"], "solution.py", "exec")
@@ -1373,7 +1414,10 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
             status, message = "error", f"{type(exc).__name__}: {_short(exc)}"
     try:
         if status == "ok":
-            names = {k: codec.enc(v) for k, v in g.items() if not k.startswith("__")}
+            # (not the tests' node classes, unless the solution made the name its own)
+            names = {
+                k: codec.enc(v) for k, v in g.items() if not k.startswith("__") and v is not nodes.get(k)
+            }
             chan.send(["loaded", "ok", "", names])
         else:
             chan.send(["loaded", status, message, {}])
@@ -1385,6 +1429,38 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
     except BaseException:
         pass
     os._exit(0)
+
+
+class _NodeClass(type):
+    """(The solution's) the metaclass of its stand-ins for the tests' node classes (:func:`_node_class`)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        name = cls.__dict__.get("_rh_node")
+        if type(name) is not str:  # (a subclass the solution defines: a class of its own)
+            return type.__call__(cls, *args, **kwargs)
+        chan = _CHANNEL
+        if chan is None or not chan.serving:
+            raise NameError(
+                f"{name} is the tests' class: its nodes can be made while the tests call the solution"
+            )
+        writes: list[Any] = []
+        sent: list[Any] = []
+        try:
+            encoded = chan.codec.enc_call([args, kwargs], sent)
+            return chan.request("new", name, *encoded, writes=writes, sent=sent)
+        finally:
+            if writes:
+                _write_back(sent, writes, chan.codec)
+
+
+def _node_class(name: str) -> type:
+    """(The solution's) its ``ListNode``, ``TreeNode`` or ``Node`` where the tests define that class: LeetCode's
+    solutions use them without defining them (``dummy = ListNode(0)``, ``Optional[ListNode]`` in an
+    annotation), and got a NameError. Calling it makes a node of the tests' own class, in the tests'
+    process (the judge's ``new``, :func:`_tests_node_class`): the solution holds it as any other object of
+    the tests' (its data attributes the solution's to read and write), and the tests get their own node
+    back, as in one process. A class the solution defines of that name is its own, as before."""
+    return _NodeClass(name, (), {"__module__": "__solution__", "__qualname__": name, "_rh_node": name})
 
 
 class _SitePackages:
@@ -1650,7 +1726,9 @@ def _run_judge(
 
     # The tests run as the program, as in any harness that runs solution and tests as one script: an
     # `if __name__ == "__main__": check(f)` at their end must run, or no assert would.
+    global _TESTS_NS, _NODE_NAMES
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    _TESTS_NS, _NODE_NAMES = ns, frozenset(str(n) for n in header.get("nodes") or ())
     try:
         for k, v in names.items():
             # The solution's side filters dunders too, but it runs untrusted code that can send its own

@@ -22,6 +22,7 @@ __all__ = [
     "RunReport",
     "encode_frames",
     "new_nonce",
+    "node_classes",
     "parse_exec",
     "parse_pytests",
     "pytest_style_tests",
@@ -181,6 +182,25 @@ def unittest_style(source: str) -> bool:
                 name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
                 test_case = test_case or name.endswith("TestCase")
     return test_case
+
+
+# The classes LeetCode's judge defines for its solutions (a solution uses them without defining them).
+NODE_CLASSES = ("ListNode", "TreeNode", "Node")
+
+
+@functools.lru_cache(maxsize=4096)
+def node_classes(source: str) -> tuple[str, ...]:
+    """The names of :data:`NODE_CLASSES` the tests define as top-level classes.
+
+    LeetCode's solutions use ``ListNode``/``TreeNode`` without defining them (``dummy = ListNode(0)``, an
+    annotation ``Optional[ListNode]``): the judge defines them. Where the tests define one, the solution
+    gets a class of that name whose instances are the tests' own (:func:`rh_guest._node_class`)."""
+    try:
+        tree = ast.parse(source, "tests.py")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()  # reported as the tests not compiling
+    defined = {stmt.name for stmt in tree.body if isinstance(stmt, ast.ClassDef)}
+    return tuple(name for name in NODE_CLASSES if name in defined)
 
 
 def new_nonce() -> str:

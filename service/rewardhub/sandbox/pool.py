@@ -34,6 +34,7 @@ from rewardhub.sandbox.harness import (
     PytestReport,
     encode_frames,
     new_nonce,
+    node_classes,
     parse_exec,
     parse_pytests,
     pytest_style_tests,
@@ -560,6 +561,10 @@ class SandboxPool:
             "solution": solution,
             "setup": setup or "",
             "limits": self._guest_limits(total, self._memory_mb(memory_mb)),
+            # (the names only: LeetCode's judge tells its solutions it defines them)
+            "nodes": sorted(
+                {n for t in ([tests] if isinstance(tests, str) else tests) for n in node_classes(t)}
+            ),
         }
         private = {
             "nonce": nonce,
