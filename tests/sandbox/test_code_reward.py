@@ -1915,3 +1915,33 @@ async def test_a_leetcode_solution_makes_nodes_of_the_tests_class_without_defini
     # the same tests as a list of strings, each defining the classes again: the class of the test that runs
     listed = await _one(client, f"```python\n{solution}```", {"tests": [tests, tests]})
     assert listed["valid"] and listed["score"] == 1.0, listed
+
+
+async def test_a_list_read_off_the_tests_node_is_the_tests_own(client: httpx.AsyncClient) -> None:
+    """A list (dict, set) the solution reads off a node of the tests' (an N-ary tree's ``node.children``)
+    crossed as a copy: ``node.children.append(child)`` or ``node.children.reverse()`` changed the copy
+    only, and the tests saw no change, so every correct solution of such a task failed. What the call
+    does to it is written back into the tests' own list now, as for its arguments, and one it returns
+    or reads twice is that list itself."""
+    tests = (
+        "class Node:\n    def __init__(self, val=None, children=None):\n"
+        "        self.val = val\n        self.children = children if children is not None else []\n"
+        "        self.seen = {}\n"
+        "def flat(node):\n    return [node.val, [flat(c) for c in node.children]]\n"
+        "root = Node(1, [Node(2), Node(3, [Node(5)]), Node(4)])\nkids = root.children\n"
+        "assert mirror(root) is None and flat(root) == [1, [[4, []], [3, [[5, []]]], [2, []]]] and root.children is kids\n"
+        "leaf = Node(7)\nassert grow(leaf, [8, 9]) is leaf.children and [c.val for c in leaf.children] == [8, 9]\n"
+        "assert type(leaf.children[0]) is Node and leaf.seen == {8: 1, 9: 1}\n"
+        "assert same(root) is True\n"
+    )
+    solution = (
+        "def mirror(node):\n    node.children.reverse()\n    for child in node.children:\n        mirror(child)\n"
+        "def grow(node, vals):\n    for v in vals:\n        node.children.append(Node(v))\n"
+        "        node.seen[v] = node.seen.get(v, 0) + 1\n    return node.children\n"
+        "def same(node):\n    return node.children is node.children\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("node.children.reverse()", "node.children.sort(key=lambda c: c.val)")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "0111", bad

@@ -517,3 +517,41 @@ async def test_the_tests_node_classes_the_solution_uses_by_name_make_their_nodes
         assert result["valid"] and result["score"] == 0.0, (attack, result)
         message = result["details"]["tests"][0]["message"]
         assert any(r in message for r in refusals), (attack, message)
+
+
+async def test_what_the_solution_changes_in_a_namespace_held_by_a_tests_node_is_not_written_back(
+    client: httpx.AsyncClient,
+) -> None:
+    """A list or dict the solution reads off a node of the tests' (``node.children``) is written back into
+    the tests' own when the call changed it, as its arguments are. A namespace the node holds (the tests'
+    globals, the builtins', ``sys.modules``) never is: the solution's write into one is its protocol
+    error, so it cannot make the tests' expected value, their ``abs`` or their ``math`` its own (each
+    cheat returns a wrong answer that passes only if its write lands); a forged write to what it read is
+    refused as one to an argument."""
+    tests = (
+        "import builtins, sys\n"
+        "class Node:\n    def __init__(self, val):\n        self.val = val\n        self.kids = [1]\n"
+        "        self.g = globals()\n        self.b = vars(builtins)\n        self.m = sys.modules\n"
+        "EXPECTED = 2\nnode = Node(1)\n"
+        "assert solve(node) == EXPECTED\nimport math\nassert solve(node) == abs(-2) + math.floor(0.5)\n"
+    )
+    honest = "def solve(node):\n    return node.val * 2\n"
+    cheats = [
+        "def solve(node):\n    node.g['EXPECTED'] = 0\n    return 0\n",
+        "def solve(node):\n    node.g['EXPECTED'] = 0\n    node.b['abs'] = lambda x: 0\n    return 0\n",
+        "import types\ndef solve(node):\n    node.g['EXPECTED'] = 0\n"
+        "    node.m['math'] = types.SimpleNamespace(floor=lambda x: -2)\n    return 0\n",
+    ]
+    guest = "import sys\nguest = sys.modules['rh_guest']\n"
+    cheats += [  # a forged write to the list read off the node (number 1, after the call's kwargs)
+        guest + f"guest._Called.writes = lambda self, codec: {forged!r}\n"
+        "def solve(node):\n    node.kids.append(2)\n    return 2\n"
+        for forged in ([[1, {"D": []}]], [[1, {"S": []}]], [[2, []]], [[1, [{"A": 0}]]])
+    ]
+    items = [{"response": c, "reference": {"tests": tests}} for c in [honest, *cheats]]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for cheat, result in zip(cheats, results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "00", (cheat, result)
+        message = result["details"]["tests"][0]["message"]
+        assert "not the solution's to change" in message or "malformed" in message, (cheat, message)

@@ -34,7 +34,8 @@ Two modes:
   tests' objects reach the solution so too, as handles it may call, iterate and index; of an instance of a
   class the tests' code defines (a ``ListNode``, a ``TreeNode``) it may read and write the data
   attributes, names without a leading ``_`` held in the instance's own ``__dict__``, and nothing else
-  (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`);
+  (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`),
+  a list, dict or set it reads off one in a call being the tests' own to change (:meth:`_Codec.enc_more`);
   it makes new nodes of its own class, or by calling the tests' class if the tests hand it over or, one
   of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). Every
   ``assert`` statement of the tests is one test; the judge writes each verdict, prefixed with the nonce,
@@ -341,11 +342,34 @@ class _Codec:
         self.open.discard(n)  # (an exception ends the encoding: enc_call clears them)
         return out
 
-    def enc_call(self, args: list[Any], sent: list[Any]) -> list[Any]:
-        """A call's arguments, numbering their lists, dicts, sets and deques into ``sent``."""
-        self.tracking, self.sent, self.memo = True, sent, {} if self.judge else None
+    def enc_call(self, args: list[Any], sent: list[Any], memo: dict[int, int] | None = None) -> list[Any]:
+        """A call's arguments, numbering their lists, dicts, sets and deques into ``sent`` (the judge's:
+        by id into ``memo``, kept for :meth:`enc_more`)."""
+        self.tracking, self.sent, self.memo = (
+            True,
+            sent,
+            memo if memo is not None else {} if self.judge else None,
+        )
         try:
             return [self.enc(a) for a in args]
+        finally:
+            self.tracking, self.sent, self.memo = False, None, None
+            self.open.clear()
+
+    def enc_more(self, value: Any, sent: list[Any], memo: dict[int, int]) -> Any:
+        """(The judge's) ``value`` sent inside one of its calls to the solution (``sent``, ``memo``: the
+        call's, as :meth:`enc_call` left them), its lists, dicts, sets and deques numbered on after the
+        call's arguments, as the solution numbers them (see :class:`_Called`): a list the solution reads
+        off a tests' node (``node.children``) and changes is written back into the tests' own."""
+        start = len(sent)
+        self.tracking, self.sent, self.memo = True, sent, memo
+        try:
+            return self.enc(value)
+        except BaseException:  # (not sent: not numbered)
+            for obj in sent[start:]:
+                memo.pop(id(obj), None)
+            del sent[start:]
+            raise
         finally:
             self.tracking, self.sent, self.memo = False, None, None
             self.open.clear()
@@ -370,13 +394,15 @@ class _Codec:
         finally:
             self.received = None
 
-    def dec_reply(self, value: Any, sent: list[Any] | None) -> Any:
-        """The callee's reply to a call: its numbers are objects of ``sent``."""
-        self.back = sent
+    def dec_reply(self, value: Any, sent: list[Any] | None, received: list[Any] | None = None) -> Any:
+        """The callee's reply to a call: its numbers are objects of ``sent``; or (the solution's) a value
+        the judge numbered on after the arguments of its call being served (``received``,
+        :meth:`enc_more`)."""
+        self.back, self.received = sent, received
         try:
             return self.dec(value)
         finally:
-            self.back = None
+            self.back, self.received = None, None
 
     def _enc(self, x: Any, t: type[Any], d: int) -> Any:
         if t is list:
@@ -678,6 +704,9 @@ class _Channel:
         self.extend: Any = None
         self.buf = bytearray()
         self.serving = 0  # requests of the other side being served (it waits for their replies)
+        # (The judge's) its calls to the solution waiting for their replies, innermost last: their
+        # arguments as numbered (``sent``) and by id, which what the solution reads meanwhile extends.
+        self.calls: list[tuple[list[Any], dict[int, int]]] = []
 
     def send(self, msg: Any) -> None:
         try:
@@ -728,19 +757,36 @@ class _Channel:
         return msg
 
     def request(
-        self, op: str, *args: Any, writes: list[Any] | None = None, sent: list[Any] | None = None
+        self,
+        op: str,
+        *args: Any,
+        writes: list[Any] | None = None,
+        sent: list[Any] | None = None,
+        memo: dict[int, int] | None = None,
+        received: list[Any] | None = None,
     ) -> Any:
         """Send a request and serve the other side's nested requests until our reply arrives.
         ``writes``: a call's, filled with what the callee left in its list, dict or set arguments;
-        ``sent``: a call's, the objects of its arguments as numbered (:class:`_Called`)."""
+        ``sent``: a call's, the objects of its arguments as numbered (:class:`_Called`), and (the judge's)
+        ``memo``, them by id; ``received``: (the solution's) the objects of the judge's call being
+        served, which the reply's numbered ones join (:meth:`_Codec.enc_more`)."""
         self.send(["q", op, list(args)])
+        if sent is None or memo is None:
+            return self._wait(writes, sent, received)
+        self.calls.append((sent, memo))
+        try:
+            return self._wait(writes, sent, received)
+        finally:
+            self.calls.pop()
+
+    def _wait(self, writes: list[Any] | None, sent: list[Any] | None, received: list[Any] | None) -> Any:
         while True:
             msg = self.recv()
             kind = msg[0]
             if kind == "r" and len(msg) in (2, 3):
                 if len(msg) == 3 and writes is not None and type(msg[2]) is list:
                     writes.extend(msg[2])
-                return self.codec.dec_reply(msg[1], sent)
+                return self.codec.dec_reply(msg[1], sent, received)
             if kind == "x" and len(msg) in (3, 5, 6) and type(msg[1]) is str and type(msg[2]) is str:
                 # what the call changed before it raised, as for a return (see _Called)
                 if len(msg) == 6 and writes is not None and type(msg[5]) is list:
@@ -773,7 +819,10 @@ class _Channel:
                 value, writes = value.value, value.writes(self.codec)
                 if raised is not None:
                     raise raised
-            reply: list[Any] = ["r", self.codec.enc_reply(value, called)]
+            if type(value) is _Numbered:
+                reply: list[Any] = ["r", self.codec.enc_more(value.value, value.sent, value.memo)]
+            else:
+                reply = ["r", self.codec.enc_reply(value, called)]
         except _Gone:
             raise
         except BaseException as exc:  # the callee's failure is data for the caller
@@ -819,6 +868,13 @@ class _Called:
         self.raised: BaseException | None = None
         self._origins: dict[int, int] | None = None
 
+    def took(self) -> None:
+        """The objects the call received since (a value the judge numbered on, :meth:`_Codec.enc_more`),
+        as they are now: the call's changes to them are written back too."""
+        for obj in self.received[len(self.snapshots) :]:
+            self.snapshots.append([*obj] if type(obj) is list else _held(obj))
+        self._origins = None
+
     def origins(self) -> dict[int, int]:
         if self._origins is None:
             self._origins = {id(obj): n for n, obj in enumerate(self.received)}
@@ -834,6 +890,19 @@ class _Called:
                 except Exception:  # (nested too deeply: left as it was)
                     continue
         return out
+
+
+class _Numbered:
+    """(The judge's) a reply's value to send numbered on in the call ``sent`` (:meth:`_Codec.enc_more`)."""
+
+    __slots__ = ("memo", "sent", "value")
+
+    def __init__(self, value: Any, sent: list[Any], memo: dict[int, int]):
+        self.value, self.sent, self.memo = value, sent, memo
+
+
+# (The solution's) the judge's calls being served, innermost last (:meth:`_Called.took`).
+_SERVED: list[_Called] = []
 
 
 def _held(obj: Any) -> list[Any]:
@@ -993,8 +1062,15 @@ def _op(
     assert _CHANNEL is not None
     codec = _CHANNEL.codec
     target = {object.__getattribute__(p, "_rh_tag"): object.__getattribute__(p, "_rh_id")}
-    encoded = [codec.enc(a) for a in args] if sent is None else codec.enc_call(list(args), sent)
-    return _CHANNEL.request(op, target, *encoded, writes=writes, sent=sent)
+    memo: dict[int, int] | None = {} if codec.judge and sent is not None else None
+    encoded = [codec.enc(a) for a in args] if sent is None else codec.enc_call(list(args), sent, memo)
+    if op == "getattr" and _SERVED and not codec.judge:  # (a tests' attribute: numbered on, enc_more)
+        called = _SERVED[-1]
+        try:
+            return _CHANNEL.request(op, target, *encoded, received=called.received)
+        finally:
+            called.took()
+    return _CHANNEL.request(op, target, *encoded, writes=writes, sent=sent, memo=memo)
 
 
 def _expect(value: Any, *types: type) -> Any:
@@ -1207,7 +1283,10 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
         if codec.judge:  # (the tests' objects: their data attributes only)
-            return _tests_data(target, rest[0], op)[rest[0]]
+            value = _tests_data(target, rest[0], op)[rest[0]]
+            calls = _CHANNEL.calls if _CHANNEL is not None else None
+            # inside a call to the solution: its lists... numbered on, the solution's changes written back
+            return _Numbered(value, *calls[-1]) if calls else value
         return getattr(target, rest[0])
     if op == "setattr":
         if codec.judge:
@@ -1246,12 +1325,15 @@ def _serve_call(codec: _Codec, target: Any, args: list[Any]) -> _Called:
     ):
         raise _ProtocolError("malformed call")
     called = _Called(received)
+    _SERVED.append(called)
     try:
         called.value = target(*call_args, **call_kwargs)
     except _Gone:
         raise
     except BaseException as exc:  # (raised by serve_one, with what the call changed)
         called.raised = exc
+    finally:
+        _SERVED.pop()
     return called
 
 
