@@ -1945,3 +1945,32 @@ async def test_a_list_read_off_the_tests_node_is_the_tests_own(client: httpx.Asy
     wrong = solution.replace("node.children.reverse()", "node.children.sort(key=lambda c: c.val)")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "0111", bad
+
+
+async def test_the_plain_defaults_of_the_tests_node_class_are_the_solution_s_to_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """Tests whose node class gives its attributes class-level defaults (``class TreeNode: left = None``,
+    ``__init__`` setting only ``val``) hand the solution leaves without a ``left`` of their own: reading
+    it was "no data attribute", and every correct solution failed. A class attribute that is a plain
+    value (``None``, a number, a string) is the instance's default to read now, and writing one gives the
+    instance its own, as in Python; the class's own stays as it was."""
+    tests = (
+        "class TreeNode:\n    val = 0\n    left = None\n    right = None\n    color = 'red'\n"
+        "    def __init__(self, x):\n        self.val = x\n"
+        "def tree(a, b, c):\n    root = TreeNode(a)\n    root.left, root.right = TreeNode(b), TreeNode(c)\n    return root\n"
+        "assert depth(tree(1, 2, 3)) == 2 and depth(None) == 0\n"
+        "root = tree(1, 2, 3)\nleaf = root.left\nassert invert(root) is root and root.right is leaf and leaf.left is None\n"
+        "assert paint(root) == 'red' and root.color == 'blue' and TreeNode.color == 'red'\n"
+    )
+    solution = (
+        "def depth(node):\n    return 1 + max(depth(node.left), depth(node.right)) if node else 0\n"
+        "def invert(node):\n    if node:\n        node.left, node.right = invert(node.right), invert(node.left)\n"
+        "    return node\n"
+        "def paint(node):\n    old = node.color\n    node.color = 'blue'\n    return old\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("invert(node.right), invert(node.left)", "invert(node.left), invert(node.right)")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "101", bad

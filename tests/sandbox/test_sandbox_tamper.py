@@ -344,13 +344,14 @@ async def test_the_tests_objects_give_the_solution_their_data_attributes_and_not
     """The solution may read and write the data attributes of the tests' own objects (a linked list's
     ``head.val``, ``head.next``), and nothing else of the tests' process: no dunder or private name
     (``__class__``, ``__dict__``, ``__init__`` and its ``__globals__``, where the judge's hooks live), no
-    class attribute or method (replacing ``head.values``, which the tests call, would answer for them),
-    nothing of a function, a class, a module (the tests' own module type's too) or any other object of the
-    tests' it was handed, no object the judge never handed it. Every attempt, through the guest's own
+    class attribute but a plain default (a tuple holding a function is none), no method (replacing
+    ``head.values``, which the tests call, would answer for them), nothing of a function, a class, a
+    module (the tests' own module type's too) or any other object of the tests' it was handed, no object
+    the judge never handed it. Every attempt, through the guest's own
     requests, is refused in the solution's process: its tests fail (the correct answer is returned only
     if the attempt succeeds), the item stays valid."""
     tests = (
-        "class ListNode:\n    kind = 'node'\n    def __init__(self, val, next=None):\n"
+        "class ListNode:\n    kind = ('node', print)\n    def __init__(self, val, next=None):\n"
         "        self.val = val\n        self.next = next\n        self._secret = 1\n        self.show = to_list\n"
         "        self.lib = LIB\n"
         "    def values(self):\n        return to_list(self)\n"

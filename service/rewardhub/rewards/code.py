@@ -545,7 +545,8 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.16: where the tests define a ListNode, TreeNode or Node class, a solution using it without
     # defining it (LeetCode's `dummy = ListNode(0)`, `Optional[ListNode]`) makes the tests' own nodes (a
     # NameError failed every such solution); a list, dict or set the solution reads off a tests' node
-    # (`node.children.append(child)`) and changes is written back into the tests' own (was a copy)
+    # (`node.children.append(child)`) and changes is written back into the tests' own (was a copy); a
+    # plain class-level default of a tests' node class (`left = None`) is the solution's to read
     version: ClassVar[str] = "1.3.16"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

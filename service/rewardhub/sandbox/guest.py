@@ -1283,7 +1283,7 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
         if codec.judge:  # (the tests' objects: their data attributes only)
-            value = _tests_data(target, rest[0], op)[rest[0]]
+            value = _tests_data(target, rest[0], op)
             calls = _CHANNEL.calls if _CHANNEL is not None else None
             # inside a call to the solution: its lists... numbered on, the solution's changes written back
             return _Numbered(value, *calls[-1]) if calls else value
@@ -1366,10 +1366,10 @@ _CALLABLE_BUILTINS = frozenset(
 _NOTHING = object()
 
 
-def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
-    """(The judge's) the ``__dict__`` of ``obj`` when ``name`` is a data attribute of it the solution may
-    read (``op`` ``getattr``: one it holds) or write (``setattr``); else the refusal, raised in the
-    solution's process as its own failure.
+def _tests_data(obj: Any, name: Any, op: str) -> Any:
+    """(The judge's) the value of ``obj``'s attribute ``name`` when it is a data attribute the solution may
+    read (``op`` ``getattr``: one it holds), or None when one it may write (``setattr``); else the
+    refusal, raised in the solution's process as its own failure.
 
     LeetCode-style tests build their linked lists and trees of a ``ListNode``/``TreeNode`` class of their
     own, whose nodes reach the solution as handles: a solution that could not read ``head.val`` or set
@@ -1377,10 +1377,12 @@ def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
     of the classes the tests' code defines (``__module__`` ``"__main__"``, plain ``type`` their metaclass:
     not a builtin's, a module's, the guest's own or a stand-in for the solution's) and nothing else: the
     names that do not start with ``_`` held in the instance's own ``__dict__`` (read from it directly, no
-    code of the tests runs), or, to write, a name its class does not define. Never a class attribute,
-    method, property or slot (a method the tests call would otherwise be the solution's to replace),
-    nor, through them, a class, function, module, frame or the judge's globals: the values read cross as
-    any others (builtins by value, other objects by handle, on which this holds again)."""
+    code of the tests runs), or, to write, a name its class does not define; and a class's plain default
+    (``class TreeNode: left = None``, :func:`_plain_default`), which the instance's own value shadows
+    once written, as in Python. Never another class attribute, a method, property or slot (a method the
+    tests call would otherwise be the solution's to replace), nor, through them, a class, function,
+    module, frame or the judge's globals: the values read cross as any others (builtins by value, other
+    objects by handle, on which this holds again)."""
     cls = type(obj)
     if not _tests_class(cls):
         raise _ProtocolError(f"operation {op!r} is not allowed on this object")
@@ -1397,13 +1399,26 @@ def _tests_data(obj: Any, name: Any, op: str) -> dict[str, Any]:
         defined = klass.__dict__.get(name, _NOTHING)
         if defined is not _NOTHING:
             break
+    default = defined is not _NOTHING and _plain_default(defined)
     if (
         type(data) is not dict
-        or (defined is not _NOTHING and (name not in data or _data_descriptor(defined)))
-        or (op == "getattr" and name not in data)
+        or (defined is not _NOTHING and not default and (name not in data or _data_descriptor(defined)))
+        or (op == "getattr" and name not in data and not default)
     ):
         raise AttributeError(f"{cls.__name__!r} object of the tests has no data attribute {name[:60]!r}")
-    return data
+    if op != "getattr":
+        return None
+    return data[name] if name in data else defined
+
+
+# The types of a class attribute the solution may read off the tests' objects as their default (and
+# shadow by writing its own): values only, none that holds or runs anything of the tests'.
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _plain_default(attr: Any) -> bool:
+    """Whether the class attribute ``attr`` is a plain default of its instances' (``left = None``)."""
+    return type(attr) in _PLAIN
 
 
 def _tests_class(cls: Any) -> bool:
