@@ -1974,3 +1974,28 @@ async def test_the_plain_defaults_of_the_tests_node_class_are_the_solution_s_to_
     wrong = solution.replace("invert(node.right), invert(node.left)", "invert(node.left), invert(node.right)")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "101", bad
+
+
+async def test_isinstance_of_the_tests_node_class_the_solution_uses_by_name(
+    client: httpx.AsyncClient,
+) -> None:
+    """A solution using the tests' ``ListNode``/``TreeNode`` by name may ask ``isinstance(x, ListNode)`` of
+    the tests' nodes (a walk ``while isinstance(node, ListNode)``, a check of what it was given): it was
+    False for every node of the tests', which reach the solution as handles. The judge answers it now,
+    about its own class; of the solution's own objects it stays the solution's answer."""
+    solution = (
+        "def count(head):\n    n = 0\n    while isinstance(head, ListNode):\n        n, head = n + 1, head.next\n"
+        "    return n\n"
+        "def kinds(x):\n    return [isinstance(x, ListNode), isinstance(x, TreeNode), isinstance(object(), TreeNode),\n"
+        "            isinstance(TreeNode(0), TreeNode), isinstance(x, (int, ListNode))]\n"
+    )
+    tests = (
+        LINKED + "assert count(build([1, 2, 3])) == 3 and count(None) == 0\n"
+        "assert kinds(TreeNode(1)) == [False, True, False, True, False]\n"
+        "assert kinds(build([1])) == [True, False, False, True, True]\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("n + 1, head.next", "n + 2, head.next")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "011", bad

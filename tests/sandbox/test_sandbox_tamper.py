@@ -468,7 +468,7 @@ async def test_the_tests_node_classes_the_solution_uses_by_name_make_their_nodes
     node is the tests' own. Nothing else of the tests' namespace is made so: not another name (a function
     of the tests', the judge's hooks, a builtin), not a node name the tests bound to something else
     than a plain class of theirs (a function, a module class, a metaclass), and a forged request is
-    refused. Every attempt, through the guest's own requests, fails in the solution's process: its
+    refused; ``isinstance`` against such a class is answered of the judge's own objects only. Every attempt, through the guest's own requests, fails in the solution's process: its
     tests fail (the correct answer is returned only if the attempt succeeds), the item stays valid."""
     tests = (
         "import types\n"
@@ -502,6 +502,11 @@ async def test_the_tests_node_classes_the_solution_uses_by_name_make_their_nodes
         "guest._CHANNEL.request('new', 'ListNode', {'T': []})",
         "guest._op(ListNode(0), 'getattr', '__class__')",
         "guest._op(ListNode(0), 'getattr', '__init__')",
+        # isinstance against the tests' class: of a node name only, about the judge's own objects
+        "assert guest._CHANNEL.request('isnode', 'to_list', {'R': object.__getattribute__(head, '_rh_id')})",
+        "assert guest._CHANNEL.request('isnode', 'TreeNode', {'R': object.__getattribute__(head, '_rh_id')})",
+        "assert guest._CHANNEL.request('isnode', 'ListNode', {'R': 1})",
+        "assert guest._CHANNEL.request('isnode', 'ListNode')",
     ]
     items = [{"response": honest, "reference": {"tests": tests}}]
     items += [{"response": cheat.replace("{attack}", a), "reference": {"tests": tests}} for a in attacks]
@@ -513,7 +518,14 @@ async def test_the_tests_node_classes_the_solution_uses_by_name_make_their_nodes
     ]
     results = await _score(client, items)
     assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
-    refusals = ("is not defined", "not allowed", "malformed call", "is a string", "not the solution's")
+    refusals = (
+        "is not defined",
+        "not allowed",
+        "malformed",
+        "is a string",
+        "not the solution's",
+        "unknown handle",
+    )
     for attack, result in zip(attacks, results[1:], strict=True):
         assert result["valid"] and result["score"] == 0.0, (attack, result)
         message = result["details"]["tests"][0]["message"]

@@ -1273,6 +1273,10 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         raise _ProtocolError(f"operation {op!r} is not allowed")
     if op == "new":  # (the judge's) a node of the tests' class the solution uses by name (_node_class)
         return _serve_call(codec, _tests_node_class(args[0]), args[1:])
+    if op == "isnode":  # (the judge's) isinstance(obj, ListNode) in the solution, of the tests' class
+        if len(args) != 2:
+            raise _ProtocolError("malformed isinstance")
+        return isinstance(codec.dec(args[1]), _tests_node_class(args[0]))
     if type(args[0]) is not dict or list(args[0]) != [codec.handle_tag]:
         raise _ProtocolError("a request must name one of the callee's own objects")
     target = codec.dec(args[0])
@@ -1458,7 +1462,7 @@ def _data_descriptor(attr: Any) -> bool:
 # The solution may do anything to the judge's objects it was handed except walk its object graph: of
 # the tests' own objects, it may read and write the data attributes (_tests_data).
 _JUDGE_SERVES = frozenset(
-    {"call", "new", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"}
+    {"call", "new", "isnode", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"}
 )
 _SOLUTION_SERVES = frozenset(
     {
@@ -1549,6 +1553,14 @@ class _NodeClass(type):
             if writes:
                 _write_back(sent, writes, chan.codec)
 
+    def __instancecheck__(cls, instance: Any) -> bool:
+        # isinstance(node, ListNode), node the tests' (a handle): the judge answers, about its class
+        name = cls.__dict__.get("_rh_node")
+        chan = _CHANNEL
+        if type(name) is not str or type(instance) is not _Proxy or chan is None or not chan.serving:
+            return type.__instancecheck__(cls, instance)
+        return bool(_expect(chan.request("isnode", name, chan.codec.enc(instance)), bool))
+
 
 def _node_class(name: str) -> type:
     """(The solution's) its ``ListNode``, ``TreeNode`` or ``Node`` where the tests define that class: LeetCode's
@@ -1556,7 +1568,8 @@ def _node_class(name: str) -> type:
     annotation), and got a NameError. Calling it makes a node of the tests' own class, in the tests'
     process (the judge's ``new``, :func:`_tests_node_class`): the solution holds it as any other object of
     the tests' (its data attributes the solution's to read and write), and the tests get their own node
-    back, as in one process. A class the solution defines of that name is its own, as before."""
+    back, as in one process; ``isinstance(node, ListNode)`` is the judge's answer about its class
+    (``isnode``). A class the solution defines of that name is its own, as before."""
     return _NodeClass(name, (), {"__module__": "__solution__", "__qualname__": name, "_rh_node": name})
 
 
