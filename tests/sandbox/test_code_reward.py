@@ -1999,3 +1999,32 @@ async def test_isinstance_of_the_tests_node_class_the_solution_uses_by_name(
     wrong = solution.replace("n + 1, head.next", "n + 2, head.next")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "011", bad
+
+
+async def test_an_ordering_the_solution_gives_the_tests_node_class_orders_their_nodes(
+    client: httpx.AsyncClient,
+) -> None:
+    """LeetCode's merge-k-lists solutions give ``ListNode`` an ordering and push nodes on a heap
+    (``ListNode.__lt__ = lambda a, b: a.val < b.val``). Of the tests' nodes, handles in the solution, the
+    heap's ``<`` raised TypeError, and every such correct solution failed. The ordering the solution gives
+    the tests' class (used by name) orders their nodes now; without one they stay unordered."""
+    solution = (
+        "import heapq\n"
+        "ListNode.__lt__ = lambda a, b: a.val < b.val\n"
+        "class Solution:\n    def mergeKLists(self, lists):\n"
+        "        heap = [node for node in lists if node]\n        heapq.heapify(heap)\n"
+        "        tail = dummy = ListNode()\n        while heap:\n            node = heapq.heappop(heap)\n"
+        "            tail.next, tail = node, node\n            if node.next:\n"
+        "                heapq.heappush(heap, node.next)\n        return dummy.next\n"
+        "def unordered(a, b):\n    try:\n        return a < b\n    except TypeError:\n        return 'unordered'\n"
+    )
+    tests = (
+        LINKED + "merged = Solution().mergeKLists([build([1, 4, 5]), build([1, 3, 4]), build([2, 6])])\n"
+        "assert to_list(merged) == [1, 1, 2, 3, 4, 4, 5, 6]\nassert Solution().mergeKLists([]) is None\n"
+        "assert unordered(TreeNode(1), TreeNode(2)) == 'unordered'\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("a.val < b.val", "a.val > b.val")
+    bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
+    assert bad["valid"] and bad["details"]["pass_mask"] == "011", bad

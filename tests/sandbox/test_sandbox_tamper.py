@@ -568,3 +568,31 @@ async def test_what_the_solution_changes_in_a_namespace_held_by_a_tests_node_is_
         assert result["valid"] and result["details"]["pass_mask"] == "00", (cheat, result)
         message = result["details"]["tests"][0]["message"]
         assert "not the solution's to change" in message or "malformed" in message, (cheat, message)
+
+
+async def test_an_ordering_the_solution_defines_never_answers_the_tests_comparison(
+    client: httpx.AsyncClient,
+) -> None:
+    """The ordering a solution gives the tests' node class it uses by name (``ListNode.__lt__``, for its
+    heap) orders the tests' nodes in the solution's own process only: the judge's comparisons of the
+    solution's objects stay unordered (``TypeError``) whatever ordering they or the node class were
+    given, and the tests' own nodes are compared by the tests' class alone."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "assert big() > 5\nassert big() >= 5 and not big() < 5\n"
+    )
+    honest = "def big():\n    return 6\n"
+    always = "lambda a, b: True"
+    cheats = [
+        f"class Big:\n    __lt__ = __le__ = __gt__ = __ge__ = {always}\ndef big():\n    return Big()\n",
+        f"ListNode.__lt__ = ListNode.__le__ = ListNode.__gt__ = ListNode.__ge__ = {always}\n"
+        "def big():\n    return ListNode(0)\n",
+        f"class Big(ListNode):\n    __lt__ = __le__ = __gt__ = __ge__ = {always}\ndef big():\n    return Big()\n",
+    ]
+    results = await _score(
+        client, [{"response": c, "reference": {"tests": tests}} for c in [honest, *cheats]]
+    )
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for cheat, result in zip(cheats, results[1:], strict=True):
+        assert result["valid"] and result["score"] == 0.0, (cheat, result)
+        assert "not supported" in result["details"]["tests"][0]["message"], (cheat, result)

@@ -544,7 +544,8 @@ class CodeReward(Reward[CodeConfig]):
     # `__eq__`, asks the tests' `__eq__`
     # 1.3.16: where the tests define a ListNode, TreeNode or Node class, a solution using it without
     # defining it (LeetCode's `dummy = ListNode(0)`, `Optional[ListNode]`) makes the tests' own nodes (a
-    # NameError failed every such solution); a list, dict or set the solution reads off a tests' node
+    # NameError failed every such solution; `isinstance` against it and an ordering the solution gives
+    # it for a heap work too); a list, dict or set the solution reads off a tests' node
     # (`node.children.append(child)`) and changes is written back into the tests' own (was a copy); a
     # plain class-level default of a tests' node class (`left = None`) is the solution's to read
     version: ClassVar[str] = "1.3.16"

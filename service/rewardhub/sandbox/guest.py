@@ -1129,6 +1129,18 @@ class _Proxy:
     def __hash__(self) -> int:
         return hash((object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id")))
 
+    def __lt__(self, other: object) -> Any:
+        return _node_order(self, other, "__lt__")
+
+    def __le__(self, other: object) -> Any:
+        return _node_order(self, other, "__le__")
+
+    def __gt__(self, other: object) -> Any:
+        return _node_order(self, other, "__gt__")
+
+    def __ge__(self, other: object) -> Any:
+        return _node_order(self, other, "__ge__")
+
     def __bool__(self) -> bool:
         return bool(_expect(_op(self, "bool"), bool))
 
@@ -1562,6 +1574,24 @@ class _NodeClass(type):
         return bool(_expect(chan.request("isnode", name, chan.codec.enc(instance)), bool))
 
 
+# (The solution's) its stand-ins for the tests' node classes (_node_class).
+_STAND_INS: list[type] = []
+
+
+def _node_order(a: _Proxy, b: object, op: str) -> Any:
+    """``a < b`` (``op``), ``a`` a proxy: in the solution, of a node of the tests' whose class's stand-in
+    the solution gave that method (``ListNode.__lt__ = lambda a, b: a.val < b.val``, for ``heapq``, as
+    LeetCode's solutions do), the method's answer; else unordered (``TypeError``), as in the judge."""
+    chan = _CHANNEL
+    if chan is None or chan.codec.judge:
+        return NotImplemented
+    for cls in _STAND_INS:
+        method = cls.__dict__.get(op)
+        if method is not None and isinstance(a, cls):
+            return method(a, b)
+    return NotImplemented
+
+
 def _node_class(name: str) -> type:
     """(The solution's) its ``ListNode``, ``TreeNode`` or ``Node`` where the tests define that class: LeetCode's
     solutions use them without defining them (``dummy = ListNode(0)``, ``Optional[ListNode]`` in an
@@ -1569,8 +1599,11 @@ def _node_class(name: str) -> type:
     process (the judge's ``new``, :func:`_tests_node_class`): the solution holds it as any other object of
     the tests' (its data attributes the solution's to read and write), and the tests get their own node
     back, as in one process; ``isinstance(node, ListNode)`` is the judge's answer about its class
-    (``isnode``). A class the solution defines of that name is its own, as before."""
-    return _NodeClass(name, (), {"__module__": "__solution__", "__qualname__": name, "_rh_node": name})
+    (``isnode``), and an ordering the solution gives the class orders them (:func:`_node_order`). A class
+    the solution defines of that name is its own, as before."""
+    cls = _NodeClass(name, (), {"__module__": "__solution__", "__qualname__": name, "_rh_node": name})
+    _STAND_INS.append(cls)
+    return cls
 
 
 class _SitePackages:
