@@ -1301,8 +1301,16 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         if codec.judge:  # (the tests' objects: their data attributes only)
             value = _tests_data(target, rest[0], op)
             calls = _CHANNEL.calls if _CHANNEL is not None else None
+            t = type(value)
+            if (
+                not calls
+                or value is None
+                or t in (bool, int, float, str)
+                or (_tests_class(t) and not _mutable(value, t))
+            ):
+                return value  # (nothing in it to number: a value, or a node of the tests', a handle)
             # inside a call to the solution: its lists... numbered on, the solution's changes written back
-            return _Numbered(value, *calls[-1]) if calls else value
+            return _Numbered(value, *calls[-1])
         return getattr(target, rest[0])
     if op == "setattr":
         if codec.judge:
