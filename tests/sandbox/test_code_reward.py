@@ -2028,3 +2028,82 @@ async def test_an_ordering_the_solution_gives_the_tests_node_class_orders_their_
     wrong = solution.replace("a.val < b.val", "a.val > b.val")
     bad = await _one(client, f"```python\n{wrong}```", {"tests": tests})
     assert bad["valid"] and bad["details"]["pass_mask"] == "011", bad
+
+
+# A reference in LeetCodeDataset's shape (newfacade/LeetCodeDataset): its `prompt`, the imports and
+# helpers LeetCode's environment gives a solution, as `prelude`; its `test`, a check(candidate); its
+# `entry_point`, a method of a new `Solution`.
+LEETCODE_PRELUDE = (
+    "import collections\nimport heapq\nimport math\n\n"
+    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom math import *\n\n"
+    "inf = float('inf')\n\n"
+    "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n\n"
+    "def list_node(values: list):\n    if not values:\n        return None\n    head = ListNode(values[0])\n"
+    "    p = head\n    for val in values[1:]:\n        node = ListNode(val)\n        p.next = node\n        p = node\n"
+    "    return head\n\n"
+    "def is_same_list(p1, p2):\n    if p1 is None and p2 is None:\n        return True\n"
+    "    if not p1 or not p2:\n        return False\n    return p1.val == p2.val and is_same_list(p1.next, p2.next)\n"
+)
+LEETCODE_MERGE = {
+    "prelude": LEETCODE_PRELUDE,
+    "tests": (
+        "def check(candidate):\n"
+        "    assert is_same_list(candidate(list1 = list_node([1, 2, 4]), list2 = list_node([1, 3, 4])), "
+        "list_node([1, 1, 2, 3, 4, 4]))\n"
+        "    assert is_same_list(candidate(list1 = list_node([]), list2 = list_node([])), list_node([]))\n"
+        "    assert is_same_list(candidate(list1 = list_node([]), list2 = list_node([0])), list_node([0]))\n"
+    ),
+    "entry_point": "Solution().mergeTwoLists",
+}
+
+
+async def test_a_leetcode_dataset_prelude_gives_the_solution_its_imports_and_the_tests_their_helpers(
+    client: httpx.AsyncClient,
+) -> None:
+    """LeetCode's solutions use ``Optional``, ``List``, ``heapq``, ``deque``, ``inf`` without importing
+    them (LeetCode's environment has), and LeetCodeDataset's tests call helpers (``list_node``,
+    ``is_same_list``) its ``prompt`` defines: a reference had no place for them, so ``def f(self, head:
+    Optional[ListNode])`` was a NameError at load and every such correct solution scored 0. The
+    reference's ``prelude`` runs on the tests' side before the tests, and its import statements run in the
+    solution's namespace before the solution; ``Solution().mergeTwoLists`` as the entry point is a method
+    of a new ``Solution`` (was "the solution does not define" it)."""
+    solution = (
+        "class Solution:\n"
+        "    def mergeTwoLists(self, list1: Optional[ListNode], list2: Optional[ListNode]) -> Optional[ListNode]:\n"
+        "        seen: Deque[int] = deque()\n"
+        "        tail = dummy = ListNode(0)\n        while list1 or list2:\n"
+        "            a = list1.val if list1 else inf\n            b = list2.val if list2 else inf\n"
+        "            if a <= b:\n                tail.next, list1 = list1, list1.next\n"
+        "            else:\n                tail.next, list2 = list2, list2.next\n"
+        "            tail = tail.next\n            seen.append(tail.val)\n"
+        "        assert heapq.nsmallest(1, seen or [0]) == [min(seen or [0])]\n"
+        "        return dummy.next\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", LEETCODE_MERGE)
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+    wrong = solution.replace("return dummy.next", "return dummy")
+    bad = await _one(client, f"```python\n{wrong}```", LEETCODE_MERGE)
+    assert bad["valid"] and bad["score"] == 0.0 and bad["details"]["pass_mask"] == "000", bad
+    # the tests' helpers are not the solution's: only the prelude's import statements run there
+    helper = solution.replace("return dummy.next", "return list_node([1, 1, 2, 3, 4, 4])")
+    borrowed = await _one(client, f"```python\n{helper}```", LEETCODE_MERGE)
+    assert borrowed["valid"] and borrowed["details"]["pass_mask"] == "000", borrowed
+    assert "list_node" in borrowed["details"]["tests"][0]["message"], borrowed
+    # a prelude that does not compile is the reference's
+    broken = await _one(client, f"```python\n{solution}```", {**LEETCODE_MERGE, "prelude": "def f(:\n"})
+    assert not broken["valid"] and broken["reason"] == "parse_error", broken
+    # a prelude is Python's (assert-style tests), and a string
+    for reference in (
+        {"language": "javascript", "tests": "assert(1)", "prelude": "const x = 1;"},
+        {**LEETCODE_MERGE, "prelude": ["import heapq"]},
+    ):
+        refused = await _one(client, "x", reference)
+        assert not refused["valid"] and refused["reason"] == "parse_error", refused
+
+
+async def test_a_solution_name_bound_to_none_reaches_the_tests(client: httpx.AsyncClient) -> None:
+    """The solution's names sent to the tests left out every one bound to ``None`` (compared with "no
+    node class of that name", None too): ``assert cache is None`` was a NameError for a solution that
+    defines ``cache = None``."""
+    result = await _one(client, "cache = None\nlimit = 3\n", {"tests": "assert cache is None and limit == 3"})
+    assert result["valid"] and result["score"] == 1.0, result

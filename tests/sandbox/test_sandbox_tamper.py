@@ -596,3 +596,81 @@ async def test_an_ordering_the_solution_defines_never_answers_the_tests_comparis
     for cheat, result in zip(cheats, results[1:], strict=True):
         assert result["valid"] and result["score"] == 0.0, (cheat, result)
         assert "not supported" in result["details"]["tests"][0]["message"], (cheat, result)
+
+
+async def test_a_prelude_gives_the_solution_its_import_statements_and_nothing_of_the_tests(
+    client: httpx.AsyncClient,
+) -> None:
+    """A reference's ``prelude`` (LeetCodeDataset's ``prompt``) runs in the judge before the tests; in the
+    solution's process only its import statements run again, before the solution. Nothing else of it is
+    the solution's: not its helpers (``list_node``, ``is_same_list``), not its values, not its text (in
+    no object of the solution's process); and a name of the prelude's the solution defines for itself
+    (``is_same_list``, ``isclose`` of its ``from math import *``) never replaces the tests' own. Each
+    cheat returns a wrong list (every value one too big: the empty case passes) unless its attempt
+    works, when it returns the right one."""
+    prelude = (
+        "import gc\nfrom typing import *\nfrom math import *\n"
+        "SECRET = 'prelude-only-7f3a'\n"
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "def list_node(values):\n    head = None\n    for v in reversed(values):\n        head = ListNode(v, head)\n"
+        "    return head\n"
+        "def is_same_list(p1, p2):\n    if p1 is None and p2 is None:\n        return True\n"
+        "    if not p1 or not p2:\n        return False\n"
+        "    return isclose(p1.val, p2.val) and is_same_list(p1.next, p2.next)\n"
+    )
+    reference = {
+        "prelude": prelude,
+        "tests": (
+            "def check(candidate):\n"
+            "    assert is_same_list(candidate(list_node([1, 2, 4]), list_node([1, 3, 4])), list_node([1, 1, 2, 3, 4, 4]))\n"
+            "    assert is_same_list(candidate(None, None), None)\n"
+            "    assert is_same_list(candidate(None, list_node([0])), list_node([0]))\n"
+        ),
+        "entry_point": "Solution().merge",
+    }
+    honest = (
+        "import sys, gc\nguest = sys.modules['rh_guest']\n"
+        "def merge(a: Optional[ListNode], b: Optional[ListNode]) -> Optional[ListNode]:\n"
+        "    tail = dummy = ListNode()\n    while a and b:\n"
+        "        if a.val <= b.val:\n            tail.next, a = a, a.next\n"
+        "        else:\n            tail.next, b = b, b.next\n        tail = tail.next\n"
+        "    tail.next = a or b\n    return dummy.next\n"
+        "def strings():\n    seen = []\n    for o in gc.get_objects():\n"
+        "        if isinstance(o, dict):\n            seen += [v for v in o.values() if isinstance(v, str)]\n"
+        "        elif isinstance(o, (list, tuple)):\n            seen += [v for v in o if isinstance(v, str)]\n"
+        "    f = sys._getframe()\n    while f is not None:\n"
+        "        seen += [v for v in list(f.f_locals.values()) + list(f.f_globals.values()) if isinstance(v, str)]\n"
+        "        f = f.f_back\n    return seen\n"
+        "def wrong(a, b):\n    head = node = merge(a, b)\n    while node:\n"
+        "        node.val += 1\n        node = node.next\n    return head\n"
+        "class Solution:\n    def merge(self, a, b):\n        {body}\n"
+    )
+    attempts = [
+        "list_node([1])",
+        "is_same_list(None, None)",
+        "SECRET",
+        "guest._TESTS_NS['list_node']",
+        "any(''.join(['prelude', '-only-', '7f3a']) in s or ''.join(['def is_', 'same_list']) in s for s in strings())",
+    ]
+    cheats = [
+        honest.replace(
+            "{body}",
+            f"try:\n            assert {attempt}\n        except Exception:\n"
+            "            return wrong(a, b)\n        return merge(a, b)",
+        )
+        for attempt in attempts
+    ]
+    wrong = honest.replace("{body}", "return wrong(a, b)")
+    cheats += [  # the solution's own names of the prelude's
+        "def is_same_list(p1, p2):\n    return True\n" + wrong,
+        "isclose = lambda *a, **k: True\n" + wrong,
+        wrong + "isclose = lambda *a, **k: True\nOptional = None\n",
+    ]
+    items = [
+        {"response": c, "reference": reference}
+        for c in [honest.replace("{body}", "return merge(a, b)"), *cheats]
+    ]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for cheat, result in zip(cheats, results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "010", (cheat, result)

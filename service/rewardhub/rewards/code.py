@@ -9,7 +9,15 @@ Reference (an object):
   string is one test; every string of a list is one test (a test of a list that loses the solution's
   process, past its time limit or by an exit, fails alone: the ones after it run in a fresh sandbox,
   within ``total_timeout_s``). Tests that define ``check`` and never call it
-  need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass).
+  need the ``entry_point`` (else ``parse_error``: no assert would run, and anything would pass); an
+  ``entry_point`` written ``Solution().name`` (LeetCodeDataset's) is that method of a new ``Solution``.
+  ``prelude`` (optional, a string; LeetCodeDataset's ``prompt``): code run on the tests' side before the
+  tests (its helpers and classes are the tests': ``list_node()``, ``is_same_list()``, a ``ListNode`` the
+  solution then uses by name as the tests' own), whose top-level ``import``/``from ... import``
+  statements also run in the solution's namespace before the solution (LeetCode's pre-imported
+  ``Optional``, ``List``, ``heapq``, ``deque``), nothing else of it: names they bind that the solution
+  does not rebind are not the solution's. One that does not compile is ``parse_error``, one importing a
+  module the sandbox lacks ``unsupported``; ``prelude`` is for Python ``tests`` (or ``fn_name``) only.
   pytest-style tests (``from solution import f``, ``def test_...():``, ``class Test...`` methods) are
   called by the judge, each on its own (the functions after one that loses the solution's process run in
   a fresh sandbox, as a list's tests do); ones that take fixtures or have set-up methods are ``unsupported``.
@@ -161,6 +169,7 @@ class CodeTask:
     tests: str | list[str] | None = None
     entry_point: str | None = None
     setup: str | None = None
+    prelude: str | None = None
     cases: list[tuple[bytes, str]] = field(default_factory=list)  # (stdin, expected stdout)
     weights: list[float] | None = None
 
@@ -200,6 +209,11 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
             Reason.UNSUPPORTED, f"{lang.name} is not installed on this server", transient=True
         )
     task = CodeTask(language=lang)
+    prelude = reference.get("prelude")
+    if prelude is not None:  # (whether it compiles: the sandbox's run_tests, a parse_error too)
+        if not isinstance(prelude, str):
+            raise ReferenceError_(Reason.PARSE_ERROR, "reference.prelude must be a string")
+        task.prelude = prelude if prelude.strip() else None
     cases = reference.get("cases")
     fn_name = reference.get("fn_name")
     if fn_name is not None and cases is None and reference.get("tests") is None:
@@ -269,6 +283,10 @@ def parse_task(reference: Any, default_language: str, available: dict[str, Langu
                 )
     else:
         raise ReferenceError_(Reason.MISSING_REFERENCE, "the code reference has neither `tests` nor `cases`")
+    if task.prelude is not None and (task.cases or lang.name != "python"):
+        raise ReferenceError_(
+            Reason.PARSE_ERROR, "reference.prelude is for Python tests (`tests` or `fn_name`), not `cases`"
+        )
     for key in ("entry_point", "setup"):
         value = reference.get(key)
         if value is not None:
@@ -548,7 +566,12 @@ class CodeReward(Reward[CodeConfig]):
     # it for a heap work too); a list, dict or set the solution reads off a tests' node
     # (`node.children.append(child)`) and changes is written back into the tests' own (was a copy); a
     # plain class-level default of a tests' node class (`left = None`) is the solution's to read
-    version: ClassVar[str] = "1.3.16"
+    # 1.3.17: a reference's `prelude` (LeetCodeDataset's `prompt`) runs before the tests, its import
+    # statements in the solution's namespace before the solution (LeetCode's solutions use `deque`,
+    # `heapq`, `inf` without importing them: a NameError failed every such correct solution); an
+    # entry_point `Solution().name` is that method of a new Solution (was "the solution does not
+    # define"); a module-level name the solution binds to None reaches the tests (was left out)
+    version: ClassVar[str] = "1.3.17"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "
@@ -624,6 +647,7 @@ class CodeReward(Reward[CodeConfig]):
             tests=task.tests,
             entry_point=task.entry_point,
             setup=task.setup,
+            prelude=task.prelude,
             test_timeout_s=config.timeout_s,
             total_timeout_s=config.total_timeout_s,
             memory_mb=config.memory_mb,
@@ -718,6 +742,7 @@ class CodeReward(Reward[CodeConfig]):
                 tests=tests,
                 entry_point=task.entry_point,
                 setup=task.setup,
+                prelude=task.prelude,
                 test_timeout_s=config.timeout_s,
                 total_timeout_s=left,
                 memory_mb=config.memory_mb,

@@ -37,7 +37,11 @@ Two modes:
   (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`),
   a list, dict or set it reads off one in a call being the tests' own to change (:meth:`_Codec.enc_more`);
   it makes new nodes of its own class, or by calling the tests' class if the tests hand it over or, one
-  of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). Every
+  of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). A
+  reference's ``prelude`` runs in the judge, in the tests' namespace after the solution's names, before
+  the tests; its import statements alone (the service's :func:`rewardhub.sandbox.harness.prelude_imports`,
+  in the public frame) run in the solution's before the solution, and names they bound that the solution
+  did not rebind are not sent as the solution's. Every
   ``assert`` statement of the tests is one test; the judge writes each verdict, prefixed with the nonce,
   to its stdout. The solution's own stdout/stderr go to the sandbox's stderr, never to the verdict
   channel.
@@ -1525,8 +1529,13 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
         code = compile(header["solution"], "solution.py", "exec")
     except (SyntaxError, ValueError) as exc:
         status, message = "syntax", f"{type(exc).__name__}: {exc}"
+    given = dict(g)  # what the solution did not define: the node stand-ins, the prelude's imports
     if status == "ok":
         try:
+            imports = header.get("prelude_imports")
+            if imports:  # (the reference's prelude's import statements: LeetCode's `Optional`, `heapq`)
+                exec(compile(str(imports), "prelude.py", "exec", dont_inherit=True), g)
+                given = dict(g)
             exec(code, g)
             setup = header.get("setup")
             if setup:
@@ -1535,9 +1544,12 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
             status, message = "error", f"{type(exc).__name__}: {_short(exc)}"
     try:
         if status == "ok":
-            # (not the tests' node classes, unless the solution made the name its own)
+            # (not the tests' node classes nor what the prelude's imports bound, unless the solution
+            # made the name its own)
             names = {
-                k: codec.enc(v) for k, v in g.items() if not k.startswith("__") and v is not nodes.get(k)
+                k: codec.enc(v)
+                for k, v in g.items()
+                if not k.startswith("__") and v is not given.get(k, _NOTHING)
             }
             chan.send(["loaded", "ok", "", names])
         else:
@@ -1843,6 +1855,15 @@ def _run_judge(
     except (SyntaxError, ValueError, KeyError, TypeError) as exc:
         emit("refbad", _b64(f"the reference tests do not compile: {type(exc).__name__}: {exc}"))
         return
+    # The reference's prelude (LeetCodeDataset's `prompt`: imports, ListNode, list_node()): the tests'
+    # code, run before them; only its import statements ran in the solution's process too.
+    prelude: Any = None
+    if secret.get("prelude"):
+        try:
+            prelude = compile(str(secret["prelude"]), "prelude.py", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            emit("refbad", _b64(f"the reference prelude does not compile: {type(exc).__name__}: {exc}"))
+            return
     # The setup runs in the solution's process, whose report of it the judge cannot trust: whether it
     # compiles is decided here (it failing to was the solution's load error, a valid 0.0).
     setup = header.get("setup")
@@ -1871,6 +1892,26 @@ def _run_judge(
     _, status, message, names = loaded
     if type(names) is not dict:
         status, message = "died", "protocol error"
+    if status == "error" and header.get("prelude_imports"):
+        # The prelude's imports ran in the solution's process before it: whether one of them failed
+        # there (a module the sandbox lacks) is decided here, by running them (the solution's report
+        # could say anything).
+        sys.meta_path.append(_SitePackages())
+        try:
+            exec(compile(str(header["prelude_imports"]), "prelude.py", "exec", dont_inherit=True), {})
+        except BaseException as exc:
+            missing = _missing_module(exc)
+            if missing is not None:
+                emit(
+                    "refmissing",
+                    _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"),
+                )
+            else:
+                emit(
+                    "refbad",
+                    _b64(f"the reference prelude's imports fail: {type(exc).__name__}: {_short(exc)}"),
+                )
+            return
     emit("load", status, _b64(str(message)))
     if status != "ok":
         return
@@ -1900,16 +1941,31 @@ def _run_judge(
     ns["__rh_r__"] = judge.result
 
     abort: str | None = None
-    for k, (code, _) in enumerate(blocks):
+    if prelude is not None:
+        # after the solution's names: the prelude's (its helpers, its imports) are the tests' own
+        judge.arm()
+        try:
+            exec(prelude, ns)
+        except _Gone as exc:
+            abort = judge.gone_message(str(exc))
+        except _ProtocolError as exc:
+            abort = f"protocol error: {exc}"
+        except BaseException as exc:
+            missing = _missing_module(exc)
+            if missing is not None:
+                emit(
+                    "refmissing",
+                    _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"),
+                )
+                return
+            abort = f"the reference prelude failed: {type(exc).__name__}: {_short(exc)}"
+    for k, (code, _) in enumerate(blocks if abort is None else ()):
         judge.arm()
         try:
             exec(code, ns)
             # Only a `check` the tests define (one from the solution would be a proxy).
             if per_assert and entry_point and callable(ns.get("check")) and not _foreign(ns["check"]):
-                candidate = ns.get(entry_point)
-                if candidate is None:
-                    raise NameError(f"the solution does not define {entry_point!r}")
-                ns["check"](candidate)
+                ns["check"](_candidate(ns, str(entry_point)))
             if per_assert and calls:
                 _call_tests(judge, ns, calls)
             if not per_assert:
@@ -1951,6 +2007,22 @@ def _run_judge(
             emit("test", i, "pass", "-")
         else:
             emit("test", i, "fail", _b64(f"not run: {abort}"))
+
+
+def _candidate(ns: dict[str, Any], entry_point: str) -> Any:
+    """What ``check(candidate)`` is called with: the entry point's function, or of one written
+    ``Solution().name`` (LeetCodeDataset's), that method of a new ``Solution``, as that dataset's own
+    evaluation calls ``check(Solution().name)``."""
+    head, _, method = entry_point.rpartition(".")
+    if head.endswith("()") and head[:-2].isidentifier() and method.isidentifier():
+        cls = ns.get(head[:-2])
+        if cls is None:
+            raise NameError(f"the solution does not define {head[:-2]!r}")
+        return getattr(cls(), method)
+    candidate = ns.get(entry_point)
+    if candidate is None:
+        raise NameError(f"the solution does not define {entry_point!r}")
+    return candidate
 
 
 def _call_tests(judge: _Judge, ns: dict[str, Any], calls: list[Any]) -> None:

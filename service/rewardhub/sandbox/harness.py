@@ -25,6 +25,7 @@ __all__ = [
     "node_classes",
     "parse_exec",
     "parse_pytests",
+    "prelude_imports",
     "pytest_style_tests",
     "rewrite_asserts",
     "uncalled_check",
@@ -201,6 +202,23 @@ def node_classes(source: str) -> tuple[str, ...]:
         return ()  # reported as the tests not compiling
     defined = {stmt.name for stmt in tree.body if isinstance(stmt, ast.ClassDef)}
     return tuple(name for name in NODE_CLASSES if name in defined)
+
+
+@functools.lru_cache(maxsize=1024)
+def prelude_imports(source: str) -> str:
+    """The top-level ``import``/``from ... import`` statements of a reference's ``prelude``, as source (less
+    ``from __future__`` ones, which only set the compiler's flags), to run in the solution's namespace
+    before the solution: LeetCode's solutions use ``Optional``, ``List``, ``heapq``, ``deque``, ``inf``
+    without importing them, as LeetCode's environment (and LeetCodeDataset's ``prompt``) imports them. Only
+    the statements, never anything else of the prelude (its helpers and values are the tests'). Raises
+    SyntaxError (ValueError, RecursionError, MemoryError) when the prelude does not compile."""
+    tree = ast.parse(source, "prelude.py")
+    kept = [
+        stmt
+        for stmt in tree.body
+        if isinstance(stmt, ast.Import) or (isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__")
+    ]
+    return "\n".join(ast.unparse(stmt) for stmt in kept)
 
 
 def new_nonce() -> str:

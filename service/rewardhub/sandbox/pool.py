@@ -37,6 +37,7 @@ from rewardhub.sandbox.harness import (
     node_classes,
     parse_exec,
     parse_pytests,
+    prelude_imports,
     pytest_style_tests,
     rewrite_asserts,
     uncalled_check,
@@ -525,15 +526,27 @@ class SandboxPool:
         tests: str | list[str],
         entry_point: str | None = None,
         setup: str | None = None,
+        prelude: str | None = None,
         test_timeout_s: float = 5.0,
         total_timeout_s: float = 30.0,
         memory_mb: int | None = None,
         calls_from: int = 0,
     ) -> tuple[PytestReport, RawRun]:
         """Python assert-style tests, judged outside the solution's process (see :mod:`.guest`).
+        ``prelude``: the reference's code run in the judge before the tests, its import statements in the
+        solution's namespace before the solution (:func:`.harness.prelude_imports`).
         ``calls_from``: the pytest-style test functions the judge calls start at this one (the ones
         before it ran in an earlier run, which one of them ended by losing the solution)."""
         total = min(total_timeout_s, self.max_timeout_s)
+        imports = ""
+        if prelude:
+            try:
+                imports = prelude_imports(prelude)
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                why = f"the reference prelude does not compile: {type(exc).__name__}: {exc}"
+                return PytestReport(ready=True, done=True, reference_error=why), RawRun(
+                    0, b"", b"", False, False, 0.0
+                )
         judged: list[str] | dict[str, Any] = tests if isinstance(tests, list) else {}
         labels: tuple[str, ...] = ()
         calls: list[
@@ -563,12 +576,18 @@ class SandboxPool:
             "limits": self._guest_limits(total, self._memory_mb(memory_mb)),
             # (the names only: LeetCode's judge tells its solutions it defines them)
             "nodes": sorted(
-                {n for t in ([tests] if isinstance(tests, str) else tests) for n in node_classes(t)}
+                {
+                    n
+                    for t in ([tests] if isinstance(tests, str) else tests) + ([prelude] if prelude else [])
+                    for n in node_classes(t)
+                }
             ),
+            "prelude_imports": imports,
         }
         private = {
             "nonce": nonce,
             "tests": judged,
+            "prelude": prelude or "",
             "entry_point": entry_point or "",
             "calls": calls,
             "test_timeout_s": min(test_timeout_s, total),
