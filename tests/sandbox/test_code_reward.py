@@ -2092,6 +2092,14 @@ async def test_a_leetcode_dataset_prelude_gives_the_solution_its_imports_and_the
     # a prelude that does not compile is the reference's
     broken = await _one(client, f"```python\n{solution}```", {**LEETCODE_MERGE, "prelude": "def f(:\n"})
     assert not broken["valid"] and broken["reason"] == "parse_error", broken
+    # as is one that raises (before any test, calling nothing of the solution's): not a 0.0 for everyone
+    raising = await _one(
+        client,
+        f"```python\n{solution}```",
+        {**LEETCODE_MERGE, "prelude": "import heapq\nraise KeyError('x')\n"},
+    )
+    assert not raising["valid"] and raising["reason"] == "parse_error", raising
+    assert "prelude failed: KeyError" in str(raising["details"]), raising
     # a prelude is Python's (assert-style tests), and a string
     for reference in (
         {"language": "javascript", "tests": "assert(1)", "prelude": "const x = 1;"},

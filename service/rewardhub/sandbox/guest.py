@@ -1958,7 +1958,10 @@ def _run_judge(
                     _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"),
                 )
                 return
-            abort = f"the reference prelude failed: {type(exc).__name__}: {_short(exc)}"
+            # the prelude runs before any test and calls nothing of the solution's: its failure is the
+            # reference's (a 0.0 for every solution would read as a wrong answer)
+            emit("refbad", _b64(f"the reference prelude failed: {type(exc).__name__}: {_short(exc)}"))
+            return
     for k, (code, _) in enumerate(blocks if abort is None else ()):
         judge.arm()
         try:
