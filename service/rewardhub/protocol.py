@@ -155,7 +155,8 @@ class ShadowSpec(_Model):
     model_config = ConfigDict(extra="forbid")
 
     reward: str | RewardSpec = Field(
-        description="The shadow reward (a judge beside `math`, a second rule verifier...), for every item."
+        description="The shadow reward (a judge beside `math`, a second rule verifier...), for every item "
+        "(or those `rewards` picks)."
     )
     threshold: float = Field(
         0.5,
@@ -180,8 +181,8 @@ class ScoreRequest(_Model):
     options: ScoreOptions = Field(default_factory=ScoreOptions)
     shadow: ShadowSpec | None = Field(
         None,
-        description="Also score every item with this reward and report where it disagrees (each result's "
-        "`shadow`, `metrics.shadow`); the scores stay the primary reward's.",
+        description="Also score every item (or those `shadow.rewards` picks) with this reward and report "
+        "where it disagrees (each result's `shadow`, `metrics.shadow`); the scores stay the primary reward's.",
     )
 
     @property

@@ -31,7 +31,13 @@ from rewardhub.aio import gather_all
 from rewardhub.cache import Cache, config_digest, item_key
 from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded, UnknownReward
-from rewardhub.groups import GroupClaim, check_group_size, claim_groups, enforce_whole_groups
+from rewardhub.groups import (
+    GroupClaim,
+    check_group_size,
+    claim_groups,
+    enforce_whole_groups,
+    group_indices,
+)
 from rewardhub.metrics import Metrics
 from rewardhub.protocol import (
     INVALID_REASONS,
@@ -74,6 +80,27 @@ class _Plan:
 # The plans of one request, each under its spec as written (("spec", name, canonical raw config)) and
 # under its validated config (("config", name, Reward.cache_config's canonical JSON)).
 _Plans = dict[tuple[str, str, bytes], _Plan]
+
+
+def _refuse_split_group(req: ScoreRequest, picked: Sequence[int], shadow: str) -> None:
+    """422 at ``shadow.rewards`` for a group some of whose items ``shadow.rewards`` picks and others not."""
+    chosen = set(picked)
+    for gid, idx in group_indices(req.items).items():
+        inside = [i for i in idx if i in chosen]
+        if inside and len(inside) < len(idx):
+            out = next(i for i in idx if i not in chosen)
+            raise InvalidRequest(
+                f"group {gid!r} is split by shadow.rewards: item {inside[0]} is shadowed and item {out} "
+                f"(reward {_item_reward(req, out)!r}) is not, and the shadow reward {shadow!r} scores a "
+                "group whole; name both items' rewards in shadow.rewards, or shadow with a reward that "
+                "scores items alone",
+                param="shadow.rewards",
+            )
+
+
+def _item_reward(req: ScoreRequest, i: int) -> str | None:
+    spec = req.items[i].reward or req.reward
+    return spec if isinstance(spec, str) or spec is None else spec.name
 
 
 def _same_identity(plan: _Plan) -> bool:
@@ -254,13 +281,23 @@ class ScoringService:
             except UnknownReward as exc:
                 exc.param = f"shadow.rewards.{i}"
                 raise
-        shadow = ScoreRequest(
+        plan = self._plan_for(req.shadow.reward, False, {}, "shadow.reward")
+        picked = req.shadowed()
+        options = req.options
+        if len(picked) < len(req.items):
+            # Part of the request, which may hold part of a group (one mixing two rewards): the group size
+            # is the request's, checked here on all its items, and a group reward as the shadow would score
+            # the part as the group (and remember it so), so a group split by the pick is refused.
+            if options.group_size is not None:
+                check_group_size(req.items, options.group_size)
+                options = options.model_copy(update={"group_size": None})
+            if plan.groups:
+                _refuse_split_group(req, picked, plan.reward.name)
+        return ScoreRequest(
             reward=req.shadow.reward,
-            items=[req.items[i].model_copy(update={"reward": None}) for i in req.shadowed()],
-            options=req.options,
+            items=[req.items[i].model_copy(update={"reward": None}) for i in picked],
+            options=options,
         )
-        self._plan_for(req.shadow.reward, False, {}, "shadow.reward")
-        return shadow
 
     def validate(self, req: ScoreRequest, *, max_items: int | None = None) -> None:
         """Everything that would make :meth:`score` reject the request, without scoring (for jobs)."""

@@ -226,3 +226,65 @@ async def test_a_mixed_batch_shadows_only_the_named_rewards(client: httpx.AsyncC
     )
     assert typo.status_code == 404, typo.text
     assert typo.json()["error"]["param"] == "shadow.rewards.0"
+
+
+async def test_shadow_rewards_that_split_a_group(client: httpx.AsyncClient) -> None:
+    """``shadow.rewards`` picking some items of a group (a group mixing a math item and a format item):
+    the shadow's request held part of the group. With ``options.group_size`` the whole, valid request was
+    422 "group 'g1' has 1 item ..., send each group whole" (it was whole); a group reward as the shadow
+    scored the part as if it were the group (a majority of one) and remembered that part as the group, so
+    a later request scoring the whole group with it was 422. Now a non-group shadow scores the picked
+    items, and a group shadow is refused at ``shadow.rewards``, naming the group, before anything runs."""
+    items = [
+        {
+            "id": "f",
+            "response": "<think>x</think><answer>7</answer>",
+            "group": "split-g1",
+            "reward": "format",
+        },
+        {"id": "a", "response": "7", "reference": "7", "group": "split-g1"},
+        {"id": "b", "response": "7", "reference": "7", "group": "split-g2"},
+        {"id": "c", "response": "8", "reference": "7", "group": "split-g2"},
+    ]
+    sized = await client.post(
+        "/v1/score",
+        json={
+            "reward": "math",
+            "items": items,
+            "options": {"group_size": 2},
+            "shadow": {**SHADOW, "rewards": ["math"]},
+        },
+    )
+    assert sized.status_code == 200, sized.text
+    assert [r["shadow"] and r["shadow"]["outcome"] for r in sized.json()["results"]] == [
+        None,
+        "agree_pass",
+        "agree_pass",
+        "agree_fail",
+    ]
+    # a group size the request itself breaks is still refused, at the request's own item
+    short = await client.post(
+        "/v1/score",
+        json={
+            "reward": "math",
+            "items": items[:3],
+            "options": {"group_size": 2},
+            "shadow": {**SHADOW, "rewards": ["math"]},
+        },
+    )
+    assert short.status_code == 422, short.text
+    assert short.json()["error"]["param"] == "items.2.group"
+
+    vote = {"reward": {"name": "majority_vote", "config": {"min_votes": 1}}, "rewards": ["math"]}
+    split = await client.post("/v1/score", json={"reward": "math", "items": items, "shadow": vote})
+    assert split.status_code == 422, split.text
+    error = split.json()["error"]
+    assert error["param"] == "shadow.rewards" and "'split-g1'" in error["message"], error
+    # nothing was remembered of g1: its whole group scores with that reward afterwards
+    whole = await client.post(
+        "/v1/score", json={"reward": vote["reward"], "items": [{**i, "reward": None} for i in items]}
+    )
+    assert whole.status_code == 200, whole.text
+    # a group shadow over whole groups is fine
+    g2 = await client.post("/v1/score", json={"reward": "math", "items": items[2:], "shadow": vote})
+    assert g2.status_code == 200, g2.text
