@@ -337,16 +337,17 @@ def make_reward_func(
     async def ensure_runnable(client: AsyncRewardClient) -> None:
         if not checked:
             answer = await client.check_if_supported(reward, config)  # None: an older service
-            checked.append(
-                None if answer is None or answer.ok else RewardUnavailable(client.base_url, answer)
-            )
-            group_aware[0] = None if answer is None else answer.group_aware
-            if shadow_spec is not None and checked[0] is None:
+            error = None if answer is None or answer.ok else RewardUnavailable(client.base_url, answer)
+            if shadow_spec is not None and error is None:
                 # a shadow the service cannot run answered every item shadow_invalid: no agreement logged,
-                # ever, and nothing said why
+                # ever, and nothing said why (kept only once both answered: a check that failed is asked
+                # again at the next call)
                 seen = await client.check_if_supported(shadow_spec.reward)
                 if seen is not None and not seen.ok:
-                    checked[0] = RewardUnavailable(client.base_url, as_shadow_check(seen))
+                    error = RewardUnavailable(client.base_url, as_shadow_check(seen))
+            if not checked:
+                checked.append(error)
+            group_aware[0] = None if answer is None else answer.group_aware
             if group_aware[0] and num_generations is None and _world_size() > 1:
                 warnings.warn(
                     f"reward {spec_name!r} scores each completion against its group, and in a "

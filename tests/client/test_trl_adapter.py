@@ -489,3 +489,37 @@ async def test_a_shadow_reward_is_logged_beside_the_rewards(client: httpx.AsyncC
     assert metrics["rewardhub/shadow_agreement"] == 0.75
     assert metrics["rewardhub/primary_only_fraction"] == 0.25
     assert metrics["rewardhub/shadow_only_fraction"] == 0.0
+
+
+class _ShadowCheckDown(httpx.AsyncBaseTransport):
+    """The app's ASGI transport, except that the first ``fail`` checks of ``prm`` are answered 503."""
+
+    def __init__(self, app: object, fail: int) -> None:
+        self.inner = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        self.fail = fail
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        if request.url.path == "/v1/rewards/check" and b"prm" in request.content and self.fail > 0:
+            self.fail -= 1
+            error = {"message": "replica gone", "type": "unavailable", "param": None, "code": 503}
+            return httpx.Response(503, json={"error": error})
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_shadow_check_that_failed_is_asked_again(client: httpx.AsyncClient) -> None:
+    """The reward's check was recorded before the shadow's was asked: a shadow check that failed (the
+    service briefly unavailable) left the function marked checked, and every later call scored with a
+    shadow the service cannot run (each item shadow_invalid, no agreement logged, nothing said). Found in
+    review. The next call asks again and raises RewardUnavailable naming the shadow."""
+    call = {"prompts": ["What is 1+1?"], "completions": ["\\boxed{2}"], "solution": ["2"]}
+    transport = _ShadowCheckDown(client.app, fail=2)  # type: ignore[attr-defined]
+    async with AsyncRewardClient("http://rewardhub.test", transport=transport, retry=_FAST) as service:
+        reward = make_reward_func(service, "math", shadow="prm")
+        with pytest.raises(ServiceUnavailable):
+            await reward(**call)
+        assert "/v1/score" not in transport.paths
+        with pytest.raises(RewardUnavailable, match=r"'prm' \(shadow.reward\).*REWARDHUB_PRM_MODEL"):
+            await reward(**call)
+        assert "/v1/score" not in transport.paths
