@@ -399,6 +399,9 @@ def test_a_pattern_that_expands_past_the_bound_is_rejected(pattern: str) -> None
         "(" * 400 + "a" + ")" * 400,
         "(?=" * 60 + "a" + ")" * 60,
         "(?V1)" + "(?:[[a]--[b]]" * 60 + ")" * 60,
+        # version 1's nested sets recurse too (some seven frames a level): 200 of them were a 500
+        "(?V1)" + "[" * 200 + "a" + "]" * 200,
+        "(?V1)" + "(?:" * 30 + "[" * 30 + "a" + "]" * 30 + ")" * 30,
     ],
 )
 def test_a_pattern_nested_too_deep_is_rejected(pattern: str) -> None:
@@ -415,6 +418,8 @@ async def test_a_pattern_nested_within_the_bound_is_accepted() -> None:
     pattern = "(" * patterns.MAX_NESTING + "a" + ")" * patterns.MAX_NESTING
     out = await score_text(REWARD, "ab", pattern=pattern)
     assert out.score == 1.0
+    sets = "(?V1)" + "[" * patterns.MAX_NESTING + "a" + "]" * patterns.MAX_NESTING
+    assert (await score_text(REWARD, "ab", pattern=sets)).score == 1.0
 
 
 @pytest.mark.parametrize(

@@ -279,6 +279,8 @@ def _scan(pattern: str, nested_sets: bool) -> tuple[int, int]:
                     i = i if close < 0 else close + 1
                 elif nested_sets and pattern[i] == "[":
                     depth += 1
+                    # the compiler recurses for a nested set as for a group (more frames a level)
+                    deepest = max(deepest, len(stack) - 1 + depth - 1)
                     if pattern.startswith("[^", i):
                         i += 1
                     if pattern.startswith("]", i + 1):
@@ -342,7 +344,8 @@ def full_case_folding(pattern: str, ignorecase: bool = False) -> bool:
 def check_size(pattern: str, ignorecase: bool = False) -> None:
     """Raise ``regex.error`` for a pattern that would expand past MAX_PATTERN_UNITS (MAX_FULLCASE_UNITS
     with full case folding, ``ignorecase`` the caller's flag): what it costs to compile, on the event
-    loop; or that nests its groups more than MAX_NESTING deep, past what the compiler's recursion takes.
+    loop; or that nests its groups (and nested sets) more than MAX_NESTING deep, past what the compiler's
+    recursion takes.
     A version 1 pattern is also scanned with nested sets, and the larger estimate counts: a scan that ends
     its set at an inner ``]`` reads the rest of the set as groups and repeats."""
     units, depth = _scan(pattern, False)
@@ -350,7 +353,7 @@ def check_size(pattern: str, ignorecase: bool = False) -> None:
         units2, depth2 = _scan(pattern, True)
         units, depth = max(units, units2), max(depth, depth2)
     if depth > MAX_NESTING:
-        raise regex.error(f"the pattern nests groups {depth} deep, more than {MAX_NESTING}")
+        raise regex.error(f"the pattern nests groups (or sets) {depth} deep, more than {MAX_NESTING}")
     if units > MAX_PATTERN_UNITS:
         raise regex.error(
             f"the pattern expands to about {units:,} units, more than {MAX_PATTERN_UNITS:,} "
