@@ -558,8 +558,17 @@ def parse_api_keys(raw: str | None) -> tuple[str, ...]:
 
 
 def parse_origins(raw: str | None) -> frozenset[str]:
-    """``REWARDHUB_ALLOWED_ORIGINS`` as a set; an origin's trailing ``/`` dropped (browsers send none)."""
-    return frozenset(o.rstrip("/") for o in _comma_list(raw))
+    """``REWARDHUB_ALLOWED_ORIGINS`` as a set, each origin as browsers write the ``Origin`` header: lower
+    case, without a trailing ``/`` or the scheme's default port (``:443`` for https, ``:80`` for http)."""
+    return frozenset(_origin(o) for o in _comma_list(raw))
+
+
+def _origin(origin: str) -> str:
+    origin = origin.rstrip("/").lower()
+    for scheme, port in (("https://", ":443"), ("http://", ":80")):
+        if origin.startswith(scheme) and origin.endswith(port):
+            return origin[: -len(port)]
+    return origin
 
 
 def _comma_list(raw: str | None) -> tuple[str, ...]:

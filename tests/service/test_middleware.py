@@ -146,3 +146,19 @@ async def test_a_cross_site_page_cannot_post(client: httpx.AsyncClient, make_app
     async with make_app(allowed_origins="*") as c:
         anyone = await c.post("/v1/score", content=body, headers={**plain, "origin": "https://evil.example"})
         assert anyone.status_code == 200, anyone.text
+
+
+async def test_an_allowed_origin_is_read_as_browsers_write_origins(make_app: Any) -> None:
+    """Browsers send an origin's scheme and host in lower case and leave out the scheme's default port;
+    an allowed origin written ``https://UI.Example.com:443`` never equalled the ``https://ui.example.com``
+    its page sent, and each of its requests was 403 "goes in REWARDHUB_ALLOWED_ORIGINS" though it was
+    there. Found in review."""
+    body = '{"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]}'
+    plain = {"content-type": "text/plain"}
+    async with make_app(allowed_origins="HTTPS://UI.Example.com:443/, http://Tool.example:80") as c:
+        for origin in ("https://ui.example.com", "http://tool.example"):
+            ok = await c.post("/v1/score", content=body, headers={**plain, "origin": origin})
+            assert ok.status_code == 200, (origin, ok.text)
+        for origin in ("https://ui.example.com:8443", "http://ui.example.com", "https://tool.example"):
+            refused = await c.post("/v1/score", content=body, headers={**plain, "origin": origin})
+            assert refused.status_code == 403, origin
