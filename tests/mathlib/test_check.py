@@ -153,6 +153,14 @@ CASES = [
     # ... but a name that is the call's argument, or that its value mentions, is not the function
     ("x = 5", "f(x) = 5", False),
     ("f(x) = x + y", "y = x + y", False),
+    # a prime is a derivative, not part of a name: f'(x) = x^2 says f(x) = x^3/3 (found in review);
+    # a derivative named two ways is still one
+    ("f(x) = x^2", "f'(x) = x^2", False),
+    ("f'(x) = 2x", "f(x) = 2x", False),
+    ("y = x^2", "f''(x) = x^2", False),
+    ("y' = 2x", "f(x) = 2x", False),
+    ("f'(x) = 2x", "g'(t) = 2t", True),
+    ("y' = 2x", "f'(x) = 2x", True),
     # and the labels of a list of answers say which value is which
     ("f(x) = x, g(x) = x^2", "g(x) = x, f(x) = x^2", False),
     # --- qualifiers and units --------------------------------------------------------------

@@ -299,6 +299,9 @@ class _Comparer:
         """
         assert g.label is not None and p.label is not None
         g_call, p_call = call_parts(g.label), call_parts(p.label)
+        # primes are derivatives, not part of the name: f'(x) = x^2 is not f(x) = x^2
+        if _primes(g_call[0] if g_call else g.label) != _primes(p_call[0] if p_call else p.label):
+            return None
         if g_call is not None and p_call is not None:
             rename = _call_renaming(g_call[1], p_call[1])
             if rename is None:
@@ -380,6 +383,12 @@ def _bound_variables(g_label: str | None, p_label: str | None) -> dict[str, str]
     if g_call is None or p_call is None or g_call[0] != p_call[0]:
         return None
     return _call_renaming(g_call[1], p_call[1])
+
+
+def _primes(name: str) -> int:
+    """The primes (derivative marks) a label's name ends with: ``f''`` has 2."""
+    name = name.strip()
+    return len(name) - len(name.rstrip("'"))
 
 
 def _call_renaming(ga: list[str], pa: list[str]) -> dict[str, str] | None:

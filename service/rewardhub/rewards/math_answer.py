@@ -93,7 +93,9 @@ class MathReward(Reward[MathConfig]):
     # compares the right-hand sides (the different labels scored 0, though a bare x^2 matched either);
     # quantities in different units of one dimension (time, length, mass) are converted: "3 hours" is
     # "180 minutes" (it scored 0) and not "3 minutes" (it scored 1)
-    version: ClassVar[str] = "1.1.9"
+    # 1.1.10: a label's primes are derivatives, not part of its name: "f'(x) = x^2" against "f(x) = x^2"
+    # (or "y = x^2") is a different answer again (1.1.9 relabelled it, 1.0)
+    version: ClassVar[str] = "1.1.10"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
