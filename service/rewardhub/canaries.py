@@ -195,12 +195,21 @@ def _lead(lock_dir: str) -> Iterator[bool]:
     """Hold ``canaries.lock`` in ``lock_dir`` (exclusive, not waiting) for the block; yield whether this
     process got it. ``flock`` is released by the kernel when its holder exits, however it exits, so a dead
     leader never blocks the others."""
-    with open(os.path.join(lock_dir, "canaries.lock"), "a") as f:
+    path = os.path.join(lock_dir, "canaries.lock")
+    try:
+        f = open(path, "a")
+    except OSError as exc:  # run them here rather than nowhere
+        log.warning("canary_lock_unavailable", path=path, error=str(exc))
+        yield True
+        return
+    with f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
+        except OSError as exc:  # a filesystem without flock
+            log.warning("canary_lock_unavailable", path=path, error=str(exc))
         yield True  # the lock goes with the file, closed when the block ends
 
 

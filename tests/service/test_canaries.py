@@ -112,3 +112,12 @@ def test_one_process_leads_the_periodic_canaries_until_it_lets_go(tmp_path: Any)
             assert (first, second) == (True, False)
     with _lead(str(tmp_path)) as after:
         assert after is True
+
+
+def test_without_a_usable_lock_directory_the_canaries_still_run(tmp_path: Any) -> None:
+    """A metrics directory where the lock cannot be made (gone, read-only) stopped the monitor task with
+    no log, and no worker ran the canaries. Each worker now runs them, with a warning. Found in review."""
+    from rewardhub.canaries import _lead
+
+    with _lead(str(tmp_path / "gone")) as leader:
+        assert leader is True
