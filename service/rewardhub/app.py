@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from redis.asyncio import Redis
 
 from rewardhub import __version__
@@ -248,7 +249,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     document_bodies(app)
     # Outermost first: the request context sees every answer, including 413s from the body limit.
     app.add_middleware(HeadAsGetMiddleware)  # innermost: what is outside sees the method as sent
-    app.add_middleware(CrossSiteMiddleware, allowed=parse_origins(settings.allowed_origins))
+    origins = parse_origins(settings.allowed_origins)
+    app.add_middleware(CrossSiteMiddleware, allowed=origins)
+    if origins:  # a page on an allowed origin can send JSON (a preflight) and read the answer
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=sorted(origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["Retry-After", "X-Request-ID"],
+        )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outside the body limit: it sees the raw receive
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)

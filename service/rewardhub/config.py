@@ -184,9 +184,11 @@ class Settings(BaseSettings):
     allowed_origins: str | None = Field(
         None,
         description="Comma-separated browser origins (`https://ui.example.com`, or `*`) whose pages may send "
-        "POST/PUT/DELETE requests here. A request with another page's `Origin` header is refused (403): a "
-        "web page could otherwise make a visitor's browser run code or call a paid judge through a service "
-        "on localhost without an API key. Clients that are not browsers send no `Origin` and are unaffected.",
+        "POST/PUT/DELETE requests here, with CORS for them. A request with another page's `Origin` header is "
+        "refused (403): a web page could otherwise make a visitor's browser run code or call a paid judge "
+        "through a service on localhost without an API key. The service's own /docs passes when loaded by "
+        "address (localhost, an IP); under a host name, list its origin. Clients that are not browsers send "
+        "no `Origin` and are unaffected.",
     )
     per_key_max_concurrency: int = Field(
         0, ge=0, description="Requests in flight per API key before 429 (0 = no per-key quota)."

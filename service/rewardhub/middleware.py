@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import time
 import uuid
@@ -155,8 +156,10 @@ class CrossSiteMiddleware:
     peers' clients are not all careful), so without this a page could have a service on the visitor's
     localhost, open by default, run programs in its sandbox or spend a paid judge's tokens. Browsers send
     ``Origin`` on every cross-origin POST (``null`` from sandboxed frames and ``file:`` pages, refused
-    too); trainers, curl and the client send none and pass. A request from the service's own pages (the
-    dashboard) carries its own host, which passes."""
+    too); trainers, curl and the client send none and pass. A request from the service's own page (its
+    ``/docs``) passes when the page was loaded by address (``localhost``, an IP): a page on the attacker's
+    own domain that it rebinds to 127.0.0.1 (DNS rebinding) has its ``Origin`` match its ``Host`` too, so
+    a page served under a name must have its origin listed."""
 
     def __init__(self, app: ASGIApp, allowed: frozenset[str]):
         self.app = app
@@ -184,9 +187,23 @@ class CrossSiteMiddleware:
 
 
 def _same_host(origin: str, host: str | None) -> bool:
-    """The origin's ``host[:port]`` is the one the request was sent to (``Host``)."""
+    """The origin's ``host[:port]`` is the one the request was sent to (``Host``), and that is an address
+    no one can rebind: ``localhost`` or an IP literal."""
     _, sep, netloc = origin.partition("://")
-    return bool(sep) and host is not None and netloc.lower() == host.lower()
+    if not sep or host is None or netloc.lower() != host.lower():
+        return False
+    name = netloc.lower()
+    if name.startswith("["):  # [v6]:port
+        name = name[1 : name.find("]")] if "]" in name else name
+    else:
+        name = name.rsplit(":", 1)[0]
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 class HeadAsGetMiddleware:

@@ -125,14 +125,26 @@ async def test_a_cross_site_page_cannot_post(client: httpx.AsyncClient, make_app
     assert sandboxed.status_code == 403
     # the drop-in routes too (they read a JSON body under any content type)
     rm = await client.post(
-        "/slime/reward",
+        "/compat/slime/reward",
         content='{"prompt": "", "response": "4", "label": "4"}',
         headers={**plain, "origin": "http://localhost:3000"},
     )
     assert rm.status_code == 403, rm.text
-    for headers in ({}, {"origin": "http://rewardhub.test"}):  # no browser; the service's own page
+    assert (
+        await client.post("/compat/slime/reward", content='{"prompt": "", "response": "4", "label": "4"}')
+    ).status_code == 200
+    own = (
+        {},  # no browser
+        {"origin": "http://127.0.0.1:8000", "host": "127.0.0.1:8000"},  # the service's own /docs, by address
+        {"origin": "http://localhost:8000", "host": "localhost:8000"},
+        {"origin": "http://[::1]:8000", "host": "[::1]:8000"},
+    )
+    for headers in own:
         ok = await client.post("/v1/score", content=body, headers={**plain, **headers})
         assert ok.status_code == 200, ok.text
+    # DNS rebinding: the attacker's own name, pointed at 127.0.0.1, has its Origin match its Host
+    rebound = {"origin": "http://rebind.evil.example:8000", "host": "rebind.evil.example:8000"}
+    assert (await client.post("/v1/score", content=body, headers={**plain, **rebound})).status_code == 403
     # reading is not refused (a GET changes nothing)
     assert (await client.get("/health", headers={"origin": "https://evil.example"})).status_code == 200
     async with make_app(allowed_origins="https://ui.example.com/, https://other.example") as c:
@@ -146,6 +158,32 @@ async def test_a_cross_site_page_cannot_post(client: httpx.AsyncClient, make_app
     async with make_app(allowed_origins="*") as c:
         anyone = await c.post("/v1/score", content=body, headers={**plain, "origin": "https://evil.example"})
         assert anyone.status_code == 200, anyone.text
+
+
+async def test_an_allowed_origin_gets_cors(client: httpx.AsyncClient, make_app: Any) -> None:
+    """An allowed origin's page could only send blind text/plain posts: a JSON request's preflight was
+    405 and no answer was readable (no CORS). With REWARDHUB_ALLOWED_ORIGINS set the service answers
+    preflights and marks answers readable for those origins alone. Found in review."""
+    preflight = {
+        "origin": "https://ui.example.com",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, authorization",
+    }
+    assert (await client.options("/v1/score", headers=preflight)).status_code == 405  # none configured
+    async with make_app(allowed_origins="https://ui.example.com") as c:
+        answer = await c.options("/v1/score", headers=preflight)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["access-control-allow-origin"] == "https://ui.example.com"
+        assert "POST" in answer.headers["access-control-allow-methods"]
+        scored = await c.post(
+            "/v1/score",
+            json={"reward": "exact_match", "items": [{"response": "a", "reference": "a"}]},
+            headers={"origin": "https://ui.example.com"},
+        )
+        assert scored.status_code == 200
+        assert scored.headers["access-control-allow-origin"] == "https://ui.example.com"
+        other = await c.options("/v1/score", headers={**preflight, "origin": "https://evil.example"})
+        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
 
 
 async def test_an_allowed_origin_is_read_as_browsers_write_origins(make_app: Any) -> None:
