@@ -179,6 +179,16 @@ CASES = [
     ("3 hours", "180", False),
     ("180", "3 hours", False),
     ("15th Day", "360 hours", False),  # an ordinal: a day, not 15 days
+    # units of different dimensions differ whatever the numbers (their units were dropped: 3 = 3)
+    ("3 hours", "3 meters", False),
+    ("3 \\text{ kg}", "3 \\text{ hours}", False),
+    ("2 feet", "2 pounds", False),
+    # a lone "m" is metres only against another length unit (elsewhere it may be minutes or a variable)
+    ("1 km", "1000 m", True),
+    ("1000 m", "1 km", True),
+    ("1 km", "100 m", False),
+    ("250 cm", "2.5 m", True),
+    ("3 m", "3 hours", False),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

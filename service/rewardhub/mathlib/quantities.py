@@ -5,14 +5,16 @@ which is sound for one quantity against a bare number, but two quantities in dif
 dimension compared their numbers: ``3 hours`` against ``180 minutes`` was wrong, and against ``3
 minutes`` right. :func:`quantities_check` decides such a pair by converting both to one unit.
 
-It decides only when *both* sides are a single number followed by a unit it knows, the units measure
-the same thing (time, length, mass) and differ: a bare number is never converted (``180`` against ``3
-hours`` is left to the other rules, which read the number), nor is an ambiguous unit (a year, a month, a
-ton; one-letter symbols such as ``m`` or ``s``, which are variables as often), an ordinal (``15th
-day``), a unit with a power
-(``12 inches^2``), a rate (``miles per hour``) or a compound (``3 hours and 20 minutes``). The factors
-are exact (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a
-prediction rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
+It decides only when *both* sides are a single number followed by a unit it knows: units of different
+dimensions (``3 hours`` against ``3 meters``) are unequal, and differing units of one dimension (time,
+length, mass) are converted. A bare number is never converted (``180`` against ``3 hours`` is left to
+the other rules, which read the number), nor is an ambiguous unit (a year, a month, a ton; one-letter
+symbols such as ``s``, which are variables as often), an ordinal (``15th day``), a unit with a power
+(``12 inches^2``), a rate (``miles per hour``) or a compound (``3 hours and 20 minutes``). A lone ``m``
+after a space is metres only where the other side is in another unit of length (``1000 m`` against ``1
+km``); against anything else it may be minutes or a variable and is left alone. The factors are exact
+(an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction
+rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("mass", Fraction(45359237, 1600000), "ounce", "ounces", "oz"),
 }
 
-# A number, then one unit word (an abbreviation may end in a full stop: "3 hrs.").
-_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}?)\s*(?P<unit>[A-Za-z]{2,12})\.?$")
+_METRE = ("length", Fraction(1))
+
+# A number, then one unit word (an abbreviation may end in a full stop: "3 hrs."); a one-letter word
+# only after a space ("1000 m", not "2m").
+_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}?)(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z]))\.?$")
 # An ordinal, "15th", "2^{nd}", "3^{\text{rd}}": "15th day" is a day, not 15 days (normalisation drops
 # the suffix, so it is looked for in the answer as written).
 _ORDINAL_RE = re.compile(
@@ -62,13 +67,16 @@ _ORDINAL_RE = re.compile(
 )
 
 
-def quantity(s: str) -> tuple[Literal, str, Fraction] | None:
+def quantity(s: str, metre: bool = False) -> tuple[Literal, str, Fraction] | None:
     """``s`` (normalised) as a number in a known unit: the number, the unit's dimension and its size in
-    the dimension's base unit; None for anything else."""
+    the dimension's base unit; None for anything else (a lone ``m`` too, unless ``metre``)."""
     m = _QUANTITY_RE.match(s.strip())
     if m is None:
         return None
-    unit = _UNITS.get(m.group("unit").lower())
+    if m.group("unit") is not None:
+        unit = _UNITS.get(m.group("unit").lower())
+    else:
+        unit = _METRE if metre and m.group("letter") == "m" else None
     number = parse_literal(m.group("num"))
     if unit is None or number is None or number.percent:
         return None
@@ -76,16 +84,23 @@ def quantity(s: str) -> tuple[Literal, str, Fraction] | None:
 
 
 def quantities_check(gold: str, pred: str) -> bool | None:
-    """Whether two quantities in different units of one dimension are equal (``3 hours`` and ``180
-    minutes``: True; ``3 minutes``: False), or None where this rule does not decide (see the module
+    """Whether two quantities in different units are equal (``3 hours`` and ``180 minutes``: True; ``3
+    minutes`` or ``3 meters``: False), or None where this rule does not decide (see the module
     docstring): the gold converted exactly to the prediction's unit, compared as literals are."""
     if _ORDINAL_RE.search(gold) or _ORDINAL_RE.search(pred):
         return None
     try:
-        g, p = quantity(normalize(gold)), quantity(normalize(pred))
+        ng, np = normalize(gold), normalize(pred)
+        g, p = quantity(ng), quantity(np)
+        if g is None and p is not None and p[1] == "length":
+            g = quantity(ng, metre=True)
+        elif p is None and g is not None and g[1] == "length":
+            p = quantity(np, metre=True)
     except Exception:
         return None
-    if g is None or p is None or g[1] != p[1] or g[2] == p[2]:
+    if g is None or p is None or g[2] == p[2] and g[1] == p[1]:
         return None
+    if g[1] != p[1]:
+        return False
     converted = Literal(g[0].value * g[2] / p[2])
     return literals_equivalent(converted, p[0])

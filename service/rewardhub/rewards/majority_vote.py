@@ -197,7 +197,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # one grouped with LaTeX's {,} is whole (10{,}000 was 000); "The answer is:" reads the math below it
     # 1.0.11: math: "y = x^2" and "f(x) = x^2" (or "g(t) = t^2") are one vote (they were two), and so are
     # "3 hours" and "180 minutes"; "3 hours" and "3 minutes" are two
-    # 1.0.12: math: "f'(x) = x^2" and "f(x) = x^2" are two votes (a prime is a derivative; 1.0.11 made one)
+    # 1.0.12: math: "f'(x) = x^2" and "f(x) = x^2" are two votes (a prime is a derivative; 1.0.11 made one);
+    # "3 hours" and "3 meters" are two votes (they were one); "1000 m" and "1 km" one
     version: ClassVar[str] = "1.0.12"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
