@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 
+from conftest import score_results
 from reward_calls import score_text
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import ScoreContext
@@ -132,3 +134,43 @@ async def test_extract_match_honours_the_request_deadline() -> None:
     assert (out.score, out.reason) == (None, Reason.TIMEOUT)
     assert "ran past 0.05s" in out.details["message"]
     assert time.process_time() - cpu < 0.3  # CPU time, 6x the deadline: the old 0.5 s is over it
+
+
+async def test_a_long_extract_is_bounded_in_memory(client: httpx.AsyncClient) -> None:
+    """An extract pattern comes from the caller as the regex reward's does: ``(.)*`` keeps a backtrack
+    entry and the group's span for every character, and on the event loop grew the service by 172 MB on
+    a 1 MB response (483 MB on 5 MB, then a timeout). A long text is matched in a CPU worker under the
+    regex reward's 64 MB cap: past it the item is resource_limit; an ordinary pattern still reads its
+    answer there, and a catastrophic one times out there as on the event loop."""
+    opts = {"use_cache": False}
+    text = "a" * 1_000_000
+    res = await score_results(
+        client, "exact_match", [{"response": text, "reference": "a"}], options=opts, extract="(.)*"
+    )
+    assert (res[0]["valid"], res[0]["reason"]) == (False, "resource_limit"), res[0]
+    assert "64 MB" in res[0]["details"]["message"]
+    long = "<think>" + "<answer>7</answer> " * 20_000 + "</think>" + "x " * 200_000 + "<answer>42</answer> y"
+    items = [
+        {"response": long, "reference": "42"},
+        {"response": long, "reference": "7"},
+        {"response": "x " * 200_000},
+    ]
+    res = await score_results(client, "exact_match", items, options=opts, extract="<answer>(.*?)</answer>")
+    assert [(r["score"], r["details"].get("extracted")) for r in res[:2]] == [(1.0, "42"), (0.0, "42")], res
+    assert (res[2]["valid"], res[2]["reason"]) == (False, "missing_reference"), res[2]
+    res = await score_results(
+        client,
+        "exact_match",
+        [{"response": "x" * 300_000, "reference": "x"}],
+        options=opts,
+        extract="(x+x+)+y",
+    )
+    assert (res[0]["valid"], res[0]["reason"]) == (False, "timeout"), res[0]
+    res = await score_results(
+        client,
+        "exact_match",
+        [{"response": "x " * 200_000, "reference": "x"}],
+        options=opts,
+        extract="<a>(.*)</a>",
+    )
+    assert (res[0]["score"], res[0]["reason"]) == (0.0, "no_answer"), res[0]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 
+from conftest import score_results
 from reward_calls import score_text
 from rewardhub.errors import InvalidRequest
 from rewardhub.protocol import Reason, ScoreItem
@@ -186,3 +188,24 @@ async def test_extract_match_honours_the_request_deadline() -> None:
     assert (out.score, out.reason) == (None, Reason.TIMEOUT)
     assert "ran past 0.05s" in out.details["message"]
     assert time.process_time() - cpu < 0.3  # CPU time, 6x the deadline: the old 0.5 s is over it
+
+
+async def test_a_long_extract_is_bounded_in_memory(client: httpx.AsyncClient) -> None:
+    """As exact_match's: ``(.)*`` on a 1 MB response grew the service by 171 MB (scored); a long text is
+    matched in a CPU worker under a 64 MB cap, resource_limit past it, and its extracted span is scored
+    there as on the event loop (precision and recall kept)."""
+    opts = {"use_cache": False}
+    res = await score_results(
+        client, "f1", [{"response": "a" * 1_000_000, "reference": "a"}], options=opts, extract="(.)*"
+    )
+    assert (res[0]["valid"], res[0]["reason"]) == (False, "resource_limit"), res[0]
+    long = "x " * 200_000 + "<answer>the big cat</answer>"
+    res = await score_results(
+        client,
+        "f1",
+        [{"response": long, "reference": "big dog"}],
+        options=opts,
+        extract="<answer>(.*?)</answer>",
+    )
+    assert res[0]["score"] == pytest.approx(0.5), res[0]
+    assert res[0]["components"] == {"precision": 0.5, "recall": 0.5}, res[0]

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
+import regex
 from pydantic import Field, field_validator, model_validator
 
 from rewardhub.protocol import Reason, ScoreItem
@@ -42,8 +43,12 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
+    PatternMemory,
     PatternTimeout,
+    capped_last_match,
+    compile_pattern,
     last_match,
+    runs_inline,
     validate_pattern,
 )
 from rewardhub.rewards.text import (
@@ -64,8 +69,9 @@ __all__ = [
     "ExactMatchConfig",
     "ExactMatchReward",
     "answer_references",
+    "extract_in_worker",
     "extract_span",
-    "read_item",
+    "read_items",
     "reference_strings",
 ]
 
@@ -203,11 +209,22 @@ def answer_references(reference: Any, empty_unanswerable: bool = False) -> list[
     return [] if empty_unanswerable and _blank(reference) else None
 
 
+def _span(m: regex.Match[str] | None) -> str | None:
+    """An extract pattern's answer in its last match ``m``: the first of its groups that took part in the
+    match (a pattern of alternatives, ``<answer>(.*?)</answer>|\\\\boxed\\{(.*?)\\}``, captures in one
+    or the other: group 1 alone was None for a boxed answer, which scored no_answer), the whole match for a
+    pattern without groups, None if no group took part or nothing matched."""
+    if m is None:
+        return None
+    if not m.re.groups:
+        whole: str = m.group(0)
+        return whole
+    return next((g for g in m.groups() if g is not None), None)
+
+
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
-    """The text outside its reasoning (:func:`.text.answer_text`), or the last match of ``pattern`` in it:
-    the first of its groups that took part in the match (a pattern of alternatives, ``<answer>(.*?)</answer>
-    |\\\\boxed\\{(.*?)\\}``, captures in one or the other: group 1 alone was None for a boxed answer,
-    which scored no_answer), the whole match for a pattern without groups, None if no group took part.
+    """The text outside its reasoning (:func:`.text.answer_text`), or the answer ``pattern``'s last match
+    in it gives (:func:`_span`), matched on the event loop.
 
     Raises:
         PatternTimeout: the match ran past its time budget (or ``budget``, the call's, was spent).
@@ -217,45 +234,44 @@ def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = No
         # without the whitespace after </think> ("</think>\n\n" in R1 and Qwen3): normalize "none"
         # compared it, so no reasoning model's answer was equal to its reference
         return answer.lstrip() if after_think_at(text) > 0 else answer
-    text = answer
-    m = last_match(pattern, text, budget=budget)
-    if m is None:
-        return None
-    if not m.re.groups:
-        whole: str = m.group(0)
-        return whole
-    return next((g for g in m.groups() if g is not None), None)
+    return _span(last_match(pattern, answer, budget=budget))
 
 
-def read_item(
-    item: ScoreItem,
-    pattern: str | None,
-    reward: str,
-    config: AnswerConfig,
-    empty: dict[str, float | None] | None = None,
-    budget: MatchBudget | None = None,
-) -> tuple[list[str], str] | Outcome:
-    """The item's acceptable references and the response span to compare, or the outcome that ends it.
-
-    Shared by exact_match and f1: a missing reference is invalid, a pattern that ran past its time budget
-    (or found ``budget``, the call's, spent) is a timeout, and a response where the pattern finds nothing
-    is a valid 0 (no answer), with ``empty`` as its components. An unanswerable question ends here too:
-    1 for an abstention, else 0, every component of ``empty`` equal to the score (SQuAD v2's F1 of no
-    answer against no answer is 1, with precision and recall 1).
-    """
-    refs = answer_references(item.reference, config.empty_reference_unanswerable)
-    if refs is None:
-        if _blank(item.reference):
-            return Outcome.invalid(
-                Reason.MISSING_REFERENCE,
-                f"{reward}: the reference is blank; if blank means an unanswerable question (SQuAD v2), "
-                "set empty_reference_unanswerable",
-            )
-        return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward} needs a reference string")
+def extract_in_worker(payload: tuple[str, str, float]) -> str | None | Outcome:
+    """In a CPU worker (module level, pickled by reference): the answer an ``extract`` pattern reads in
+    a long text (``payload``: the pattern, the text outside the reasoning, the match's timeout), bounded
+    in time and in memory (:func:`.patterns.capped_last_match`), or the invalid outcome past either."""
+    pattern, text, timeout_s = payload
     try:
-        span = extract_span(item.response, pattern, budget)
+        return _span(capped_last_match(pattern, text, timeout_s=timeout_s))
     except PatternTimeout as exc:
         return Outcome.invalid(Reason.TIMEOUT, str(exc))
+    except PatternMemory as exc:
+        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
+
+
+def _references(item: ScoreItem, reward: str, config: AnswerConfig) -> list[str] | Outcome:
+    """The item's acceptable references ([] for an unanswerable question), or why it has none."""
+    refs = answer_references(item.reference, config.empty_reference_unanswerable)
+    if refs is not None:
+        return refs
+    if _blank(item.reference):
+        return Outcome.invalid(
+            Reason.MISSING_REFERENCE,
+            f"{reward}: the reference is blank; if blank means an unanswerable question (SQuAD v2), "
+            "set empty_reference_unanswerable",
+        )
+    return Outcome.invalid(Reason.MISSING_REFERENCE, f"{reward} needs a reference string")
+
+
+def _settle(
+    item: ScoreItem,
+    refs: list[str],
+    span: str | None,
+    config: AnswerConfig,
+    empty: dict[str, float | None] | None,
+) -> tuple[list[str], str] | Outcome:
+    """The references and span to compare, or the outcome that ends the item (see :func:`read_items`)."""
     if span is None:
         return Outcome(0.0, Reason.NO_ANSWER, components=dict(empty or {}), details={"extracted": None})
     if refs:
@@ -269,6 +285,60 @@ def read_item(
     abstained = blank(span) or join_cjk(squad_normalize(span)) in phrases
     score = 1.0 if abstained else 0.0
     return Outcome(score, components=dict.fromkeys(empty or {}, score), details=details)
+
+
+async def read_items(
+    items: Sequence[ScoreItem],
+    pattern: str | None,
+    reward: Reward[Any],
+    config: AnswerConfig,
+    ctx: ScoreContext,
+    empty: dict[str, float | None] | None = None,
+) -> list[tuple[list[str], str] | Outcome]:
+    """Each item's acceptable references and the response span to compare, or the outcome that ends it.
+
+    Shared by exact_match and f1: a missing reference is invalid, a pattern that ran past its time budget
+    (or found the call's shared budget spent) is a timeout, and a response where the pattern finds nothing
+    is a valid 0 (no answer), with ``empty`` as its components. An unanswerable question ends here too:
+    1 for an abstention, else 0, every component of ``empty`` equal to the score (SQuAD v2's F1 of no
+    answer against no answer is 1, with precision and recall 1).
+
+    A text too long to match on the event loop (:func:`.patterns.runs_inline`) is matched in a CPU worker,
+    where the match may add ``MATCH_MEMORY_BYTES`` (past it the item is ``resource_limit``), as the
+    ``regex`` reward matches one: ``(.)*`` on a 5 MB response grew the service by some 480 MB.
+    """
+    budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
+    rx = compile_pattern(pattern) if pattern is not None else None
+    out: list[tuple[list[str], str] | Outcome | None] = [None] * len(items)
+    todo: list[tuple[int, list[str]]] = []  # the long items, matched in the workers
+    payloads: list[tuple[str, str, float]] = []
+    for i, item in enumerate(items):
+        refs = _references(item, reward.name, config)
+        if isinstance(refs, Outcome):
+            out[i] = refs
+            continue
+        if pattern is not None and rx is not None:
+            text = answer_text(item.response)
+            if not runs_inline(rx, text):  # its memory could be hundreds of MB: in a worker, capped
+                todo.append((i, refs))
+                payloads.append((pattern, text, budget.per_match_s))
+                continue
+        try:
+            span = extract_span(item.response, pattern, budget)
+        except PatternTimeout as exc:
+            out[i] = Outcome.invalid(Reason.TIMEOUT, str(exc))
+            continue
+        out[i] = _settle(item, refs, span, config, empty)
+    if payloads:
+        results = await reward.runtime.cpu_pool.run(extract_in_worker, payloads, ctx.deadline_s)
+        for (i, refs), res in zip(todo, results, strict=True):
+            if not res.ok:
+                out[i] = Outcome.pool_failure(res.error, res.message or res.error)
+            elif isinstance(res.value, Outcome):
+                out[i] = res.value
+            else:
+                out[i] = _settle(items[i], refs, res.value, config, empty)
+    return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
 
 
 def _norm(text: str, cfg: ExactMatchConfig) -> str:
@@ -311,7 +381,9 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
     # 1.1.7: ignoring case, the capital dotted I is i (.text.fold_case): casefold wrote "İ" as "i" and a
     # combining dot, so "İstanbul" was not "istanbul" under squad, whitespace or none; a no-answer phrase
     # is compared as squad compares answers, a space between CJK characters none ("无法 回答" did not abstain)
-    version: ClassVar[str] = "1.1.7"
+    # 1.1.8: an extract pattern on a long response is matched in a CPU worker, resource_limit past 64 MB:
+    # (.)* on a 5 MB response grew the service by 483 MB (then timed out), on 1 MB by 172 MB
+    version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = "1 if the (extracted) response equals any reference after normalisation."
     config_model = ExactMatchConfig
 
@@ -319,9 +391,7 @@ class ExactMatchReward(Reward[ExactMatchConfig]):
         self, items: Sequence[ScoreItem], config: ExactMatchConfig, ctx: ScoreContext
     ) -> list[Outcome]:
         out: list[Outcome] = []
-        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
-        for item in items:
-            read = read_item(item, config.extract, self.name, config, budget=budget)
+        for read in await read_items(items, config.extract, self, config, ctx):
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

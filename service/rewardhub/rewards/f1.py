@@ -35,8 +35,8 @@ from pydantic import Field, field_validator
 
 from rewardhub.protocol import ScoreItem
 from rewardhub.rewards.base import Outcome, Reward, ScoreContext, register
-from rewardhub.rewards.exact_match import AnswerConfig, read_item
-from rewardhub.rewards.patterns import MATCH_TIMEOUT_S, MatchBudget, validate_pattern
+from rewardhub.rewards.exact_match import AnswerConfig, read_items
+from rewardhub.rewards.patterns import validate_pattern
 from rewardhub.rewards.text import split_cjk, squad_pair
 
 __all__ = ["F1Config", "F1Reward", "token_f1"]
@@ -94,7 +94,9 @@ class F1Reward(Reward[F1Config]):
     # 1.1.7: the capital dotted I is the token i (.text.fold_case): casefold wrote "İ" as "i" and a
     # combining dot, so "İstanbul" was another token than "istanbul"; a no-answer phrase is compared as
     # exact_match compares it, a space between CJK characters none ("无法 回答" did not abstain)
-    version: ClassVar[str] = "1.1.7"
+    # 1.1.8: an extract pattern on a long response is matched in a CPU worker, resource_limit past 64 MB
+    # (as exact_match 1.1.8)
+    version: ClassVar[str] = "1.1.8"
     description: ClassVar[str] = (
         "SQuAD token F1 (bag-of-tokens overlap after SQuAD normalisation) of the (extracted) response, "
         "max over the references; components: precision, recall."
@@ -104,10 +106,8 @@ class F1Reward(Reward[F1Config]):
 
     async def score(self, items: Sequence[ScoreItem], config: F1Config, ctx: ScoreContext) -> list[Outcome]:
         out: list[Outcome] = []
-        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))  # a match runs inside the item's deadline
-        for item in items:
-            empty: dict[str, float | None] = {"precision": 0.0, "recall": 0.0}
-            read = read_item(item, config.extract, self.name, config, empty=empty, budget=budget)
+        empty: dict[str, float | None] = {"precision": 0.0, "recall": 0.0}
+        for read in await read_items(items, config.extract, self, config, ctx, empty=empty):
             if isinstance(read, Outcome):
                 out.append(read)
                 continue

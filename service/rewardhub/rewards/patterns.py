@@ -55,6 +55,7 @@ __all__ = [
     "MatchBudget",
     "PatternMemory",
     "PatternTimeout",
+    "capped_last_match",
     "capped_match",
     "check_size",
     "compile_pattern",
@@ -393,6 +394,18 @@ def validate_pattern(pattern: str, ignorecase: bool = False) -> str:
     return pattern
 
 
+def _last_of(rx: regex.Pattern[str]) -> Callable[..., regex.Match[str] | None]:
+    """``rx``'s last non-overlapping match in a text, as a match function of ``(text, timeout=)``."""
+
+    def scan(text: str, timeout: float) -> regex.Match[str] | None:
+        last = None
+        for m in rx.finditer(text, timeout=timeout):
+            last = m
+        return last
+
+    return scan
+
+
 def last_match(
     pattern: str,
     text: str,
@@ -402,13 +415,24 @@ def last_match(
     timeout_s: float = MATCH_TIMEOUT_S,
     budget: MatchBudget | None = None,
 ) -> regex.Match[str] | None:
-    """The last non-overlapping match of ``pattern`` in ``text``, or None (``budget``: the call's)."""
-    rx = compile_pattern(pattern, dotall, ignorecase)
-
-    def scan(text: str, timeout: float) -> regex.Match[str] | None:
-        last = None
-        for m in rx.finditer(text, timeout=timeout):
-            last = m
-        return last
-
+    """The last non-overlapping match of ``pattern`` in ``text``, or None (``budget``: the call's).
+    On the event loop: for a text :func:`runs_inline` refuses, :func:`capped_last_match` in a worker."""
+    scan = _last_of(compile_pattern(pattern, dotall, ignorecase))
     return (budget or MatchBudget(timeout_s, total_s=timeout_s)).run(pattern, scan, text)
+
+
+def capped_last_match(
+    pattern: str,
+    text: str,
+    *,
+    dotall: bool = True,
+    ignorecase: bool = False,
+    timeout_s: float = MATCH_TIMEOUT_S,
+) -> regex.Match[str] | None:
+    """:func:`last_match` in a CPU worker, bounded in time and memory as :func:`capped_match` bounds it.
+
+    Raises:
+        PatternTimeout: the matches ran past ``timeout_s``.
+        PatternMemory: one needed more than ``MATCH_MEMORY_BYTES``.
+    """
+    return capped_match(pattern, _last_of(compile_pattern(pattern, dotall, ignorecase)), text, timeout_s)
