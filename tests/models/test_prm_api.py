@@ -573,3 +573,33 @@ async def test_step_pattern_honours_the_request_deadline(make_app: MakeApp, qwen
     assert (result["valid"], result["reason"]) == (False, "timeout"), result
     ran = re.search(r"ran past ([0-9.e-]+)s", result["details"]["message"])
     assert ran is not None and float(ran.group(1)) <= 0.2, result
+
+
+async def test_a_step_pattern_on_a_long_response_is_bounded_in_memory(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A caller's step pattern matched on the event loop whatever the response's length: ``(.)*`` keeps
+    some 80 bytes a character, and grew the service by 171 MB on a 1 MB response (434 MB on 5 MB) within
+    its 0.5 s. A long response is split in a CPU worker under the regex reward's 64 MB cap, past which
+    the item is resource_limit; an ordinary pattern splits a long response there as on the event loop."""
+    answer = "Step 1: 2 + 3 = 5.\nStep 2: 5 * 4 = 20."
+    long = "<think>" + "y" * 400_000 + "</think>" + answer
+    async with make_app(prm_model=qwen_prm_path) as client:
+        (big,) = await score_results(
+            client,
+            "prm",
+            [{"prompt": "q", "response": "a" * 1_000_000}],
+            options={"use_cache": False},
+            pattern="(.)*",
+        )
+        assert (big["valid"], big["reason"]) == (False, "resource_limit"), big
+        assert "64 MB" in big["details"]["message"]
+        (r,) = await score_results(
+            client,
+            "prm",
+            [{"prompt": "q", "response": long}],
+            options={"use_cache": False},
+            pattern=r"\n(?=Step)",
+        )
+        assert r["valid"], r
+        assert [long[s["start"] : s["end"]] for s in r["details"]["steps"]] == answer.split("\n")
