@@ -819,3 +819,35 @@ async def test_schema_pattern_classes_are_ecma_262s(pattern: str, doc: str, scor
     key = {"type": "object", "patternProperties": {pattern: {"type": "integer"}}}
     keyed = await score_text(REWARD, f'{{{doc}: "x"}}', schema=key)  # a matched key's value must be 1
     assert keyed.score == 1.0 - score, keyed
+
+
+async def test_a_schema_pattern_on_a_long_string_is_bounded_in_memory(client: httpx.AsyncClient) -> None:
+    """A schema's pattern comes from the caller as the regex reward's does, and a repeated group keeps
+    some 80 bytes a character for each group: ten nested groups on a 190 kB string grew the service by
+    146 MB on the event loop, and (.)* on a 1 MB string grew a worker by 163 MB, uncapped. Such a match
+    (characters x (groups + 1) over 262,144) runs in a CPU worker under the regex reward's 64 MB cap,
+    resource_limit past it; a pattern that keeps little still validates there."""
+
+    async def run(pattern: str, text: str) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}}
+        body = {
+            "reward": {"name": "json_schema", "config": {"schema": schema}},
+            "items": [{"response": json.dumps({"s": text})}],
+            "options": {"use_cache": False},
+        }
+        r = await client.post("/v1/score", json=body)
+        assert r.status_code == 200, r.text
+        result: dict[str, Any] = r.json()["results"][0]
+        return result
+
+    nested = "(" * 10 + "." + ")" * 10 + "*"
+    for pattern, size in ((nested, 150_000), ("(.)*", 1_000_000)):
+        r = await run(pattern, "a" * size)
+        assert (r["valid"], r["reason"]) == (False, "resource_limit"), r
+        assert "64 MB" in r["details"]["message"]
+    r = await run("^(a)+$", "a" * 150_000)  # in a worker too, within the cap
+    assert (r["score"], r["valid"]) == (1.0, True), r
+    r = await run("^(a)+$", "a" * 150_000 + "b")
+    assert (r["score"], r["reason"]) == (0.0, "format"), r
+    r = await run(nested, "a" * 100)  # short: on the event loop, as before
+    assert (r["score"], r["valid"]) == (1.0, True), r

@@ -74,10 +74,13 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
+    PatternMemory,
     PatternTimeout,
+    capped_match,
     check_size,
     compile_pattern,
     full_case_folding,
+    runs_inline,
 )
 from rewardhub.rewards.text import answer_text, blank
 
@@ -368,6 +371,15 @@ def _timed(fn: Any) -> Any:
     return keyword
 
 
+# Set in a CPU worker (:func:`validate_in_worker`): a pattern's match there is bounded in memory too.
+_capped: ContextVar[bool] = ContextVar("rewardhub_json_schema_capped", default=False)
+
+
+class _OffLoop(Exception):
+    """A pattern met a string too long to match on the event loop (:func:`.patterns.runs_inline`): the item
+    is validated again in a CPU worker, where the match's memory is capped."""
+
+
 def _search(pattern: str, text: str) -> bool:
     try:
         compiled = compile_pattern(_ecma(pattern), False, version0=True)
@@ -375,7 +387,11 @@ def _search(pattern: str, text: str) -> bool:
         raise SchemaError(f"pattern {pattern[:80]!r} does not compile: {exc}") from None
     budget = _budget.get()
     if budget is not None:
+        if not runs_inline(compiled, text):
+            raise _OffLoop
         return budget.run(pattern, compiled.search, text) is not None
+    if _capped.get():  # raises PatternTimeout, or PatternMemory past MATCH_MEMORY_BYTES
+        return capped_match(pattern, compiled.search, text) is not None
     try:
         return compiled.search(text, timeout=MATCH_TIMEOUT_S) is not None
     except TimeoutError:
@@ -611,6 +627,8 @@ def _load(schema: Schema, check_formats: bool) -> Validator | Outcome:
         return _validator(_schema_key(schema), check_formats)
     except SchemaError as exc:
         return Outcome.invalid(Reason.PARSE_ERROR, f"not a valid JSON Schema: {exc.message[:300]}")
+    except _OffLoop:  # a metaschema pattern on a long string: the item goes to a worker
+        raise
     except Exception as exc:  # an untrusted schema may break jsonschema in assorted ways ($schema: 5, depth)
         return Outcome.invalid(
             Reason.PARSE_ERROR, f"not a valid JSON Schema: {type(exc).__name__}: {exc}"[:300]
@@ -683,8 +701,12 @@ def _inline_chars(items: Sequence[ScoreItem], config: JsonSchemaConfig) -> int:
 def validate_in_worker(payload: tuple[ScoreItem, JsonSchemaConfig]) -> Outcome:
     """One item's outcome, in a CPU worker (a module-level function: the pool pickles it by reference)."""
     item, config = payload
-    shared = None if config.json_schema is None else _load(config.json_schema, config.check_formats)
-    return JsonSchemaReward._one(item, config, shared)
+    token = _capped.set(True)
+    try:
+        shared = None if config.json_schema is None else _load(config.json_schema, config.check_formats)
+        return JsonSchemaReward._one(item, config, shared)
+    finally:
+        _capped.reset(token)
 
 
 @register
@@ -701,7 +723,10 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
     # missing_reference, with what is no schema parse_error; a schema pattern's \d, \w and \b are ECMA-262's,
     # ASCII (^\d{5}$ took a full-width "１２３４５", ^\w+$ "café"); check_formats reads a uuid as RFC 4122's
     # 8-4-4-4-12 ASCII hex digits (a full-width digit or an extra hyphen passed)
-    version: ClassVar[str] = "1.1.5"
+    # 1.1.6: a schema pattern on a string too long for the event loop (characters x (groups + 1) over
+    # 262,144) is matched in a CPU worker under the regex reward's 64 MB cap, resource_limit past it: ten
+    # nested groups on a 190 kB string grew the service by 146 MB; (.)* on 1 MB a worker by hundreds
+    version: ClassVar[str] = "1.1.6"
     description: ClassVar[str] = (
         "1 if the response (or its last ```json block) is JSON valid against a JSON Schema from the "
         "config or the item's reference; optional 0.5 for JSON that parses but does not validate."
@@ -716,11 +741,24 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
         if isinstance(shared, Outcome) or _inline_chars(items, config) <= _INLINE_CHARS:
             token = _budget.set(MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s)))
             stop = _stop_at.set(time.perf_counter() + min(_INLINE_VALIDATION_S, ctx.deadline_s))
+            out: list[Outcome | None] = []
             try:
-                return [self._one(item, config, shared) for item in items]
+                for item in items:
+                    try:
+                        out.append(self._one(item, config, shared))
+                    except _OffLoop:  # a long string under a pattern: in a worker, its memory capped
+                        out.append(None)
             finally:
                 _stop_at.reset(stop)
                 _budget.reset(token)
+            off = [i for i, o in enumerate(out) if o is None]
+            if off:
+                results = await self.runtime.cpu_pool.run(
+                    validate_in_worker, [(items[i], config) for i in off], ctx.deadline_s
+                )
+                for i, r in zip(off, results, strict=True):
+                    out[i] = r.value if r.ok else Outcome.pool_failure(r.error, r.message or r.error)
+            return [o if o is not None else Outcome.invalid(Reason.INTERNAL_ERROR) for o in out]
         # Validation is pure Python: a big batch runs in the CPU workers, each item under the deadline
         # (its pattern searches under their own limit each, the worker killed past the deadline).
         results = await self.runtime.cpu_pool.run(
@@ -759,6 +797,8 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
             errors = list(islice(validator.iter_errors(doc), max(1, config.max_errors)))
         except (PatternTimeout, ValidationTimeout) as exc:
             return Outcome.invalid(Reason.TIMEOUT, str(exc))
+        except PatternMemory as exc:
+            return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
         except (Unresolvable, SchemaError) as exc:
             return Outcome.invalid(Reason.PARSE_ERROR, f"schema cannot be applied: {exc}"[:300])
         except RecursionError:
