@@ -189,6 +189,11 @@ CASES = [
     ("1 km", "100 m", False),
     ("250 cm", "2.5 m", True),
     ("3 m", "3 hours", False),
+    # typeset, the metre was dropped by normalisation: 1 km against 1000 (0)
+    ("1 \\text{ km}", "1000 \\text{ m}", True),
+    ("1000\\,\\mathrm{m}", "1 km", True),
+    ("1 \\text{ km}", "100 \\text{ m}", False),
+    ("2 \\text{ km}", "2000 \\text{ m}^2", False),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

@@ -11,8 +11,9 @@ length, mass) are converted. A bare number is never converted (``180`` against `
 the other rules, which read the number), nor is an ambiguous unit (a year, a month, a ton; one-letter
 symbols such as ``s``, which are variables as often), an ordinal (``15th day``), a unit with a power
 (``12 inches^2``), a rate (``miles per hour``) or a compound (``3 hours and 20 minutes``). A lone ``m``
-after a space is metres only where the other side is in another unit of length (``1000 m`` against ``1
-km``); against anything else it may be minutes or a variable and is left alone. The factors are exact
+after a space (or typeset upright, ``1000\\,\\text{m}``) is metres only where the other side is in
+another unit of length (``1000 m`` against ``1 km``); against anything else it may be minutes or a
+variable and is left alone. The factors are exact
 (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction
 rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
@@ -83,6 +84,21 @@ def quantity(s: str, metre: bool = False) -> tuple[Literal, str, Fraction] | Non
     return number, unit[0], unit[1]
 
 
+# A number and an upright one-letter "m" at the end, "1000\\,\\text{m}" or "1000 \\mathrm{~m}": normalisation
+# drops such a unit (:func:`.normalize.unwrap_text`), so a typeset metre is read from the answer as written.
+_TYPESET_METRE_RE = re.compile(
+    r"^\s*\$?\s*(?P<num>[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*m\s*\}\s*\.?\s*\$?\s*$"
+)
+
+
+def _typeset_metre(raw: str, normalised: str) -> str:
+    """``normalised``, or ``"<number> m"`` where ``raw`` is a number with a typeset metre, which
+    normalisation dropped."""
+    m = _TYPESET_METRE_RE.match(raw)
+    return f"{m.group('num')} m" if m is not None else normalised
+
+
 def quantities_check(gold: str, pred: str) -> bool | None:
     """Whether two quantities in different units are equal (``3 hours`` and ``180 minutes``: True; ``3
     minutes`` or ``3 meters``: False), or None where this rule does not decide (see the module
@@ -93,9 +109,9 @@ def quantities_check(gold: str, pred: str) -> bool | None:
         ng, np = normalize(gold), normalize(pred)
         g, p = quantity(ng), quantity(np)
         if g is None and p is not None and p[1] == "length":
-            g = quantity(ng, metre=True)
+            g = quantity(_typeset_metre(gold, ng), metre=True)
         elif p is None and g is not None and g[1] == "length":
-            p = quantity(np, metre=True)
+            p = quantity(_typeset_metre(pred, np), metre=True)
     except Exception:
         return None
     if g is None or p is None or g[2] == p[2] and g[1] == p[1]:

@@ -96,7 +96,8 @@ class MathReward(Reward[MathConfig]):
     # 1.1.10: a label's primes are derivatives, not part of its name: "f'(x) = x^2" against "f(x) = x^2"
     # (or "y = x^2") is a different answer again (1.1.9 relabelled it, 1.0)
     # also 1.1.10: quantities in units of different dimensions differ: "3 hours" against "3 meters" scored 1
-    # (the units were dropped); a lone "m" is metres against another length unit: "1000 m" is "1 km" (was 0)
+    # (the units were dropped); a lone "m" is metres against another length unit: "1000 m" (or typeset,
+    # "1000\\,\\text{m}") is "1 km" (it scored 0)
     version: ClassVar[str] = "1.1.10"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
