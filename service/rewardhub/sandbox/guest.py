@@ -1900,17 +1900,7 @@ def _run_judge(
         try:
             exec(compile(str(header["prelude_imports"]), "prelude.py", "exec", dont_inherit=True), {})
         except BaseException as exc:
-            missing = _missing_module(exc)
-            if missing is not None:
-                emit(
-                    "refmissing",
-                    _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"),
-                )
-            else:
-                emit(
-                    "refbad",
-                    _b64(f"the reference prelude's imports fail: {type(exc).__name__}: {_short(exc)}"),
-                )
+            _prelude_failed(emit, exc, "the reference prelude's imports fail")
             return
     emit("load", status, _b64(str(message)))
     if status != "ok":
@@ -1951,16 +1941,9 @@ def _run_judge(
         except _ProtocolError as exc:
             abort = f"protocol error: {exc}"
         except BaseException as exc:
-            missing = _missing_module(exc)
-            if missing is not None:
-                emit(
-                    "refmissing",
-                    _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"),
-                )
-                return
             # the prelude runs before any test and calls nothing of the solution's: its failure is the
             # reference's (a 0.0 for every solution would read as a wrong answer)
-            emit("refbad", _b64(f"the reference prelude failed: {type(exc).__name__}: {_short(exc)}"))
+            _prelude_failed(emit, exc, "the reference prelude failed")
             return
     for k, (code, _) in enumerate(blocks if abort is None else ()):
         judge.arm()
@@ -2150,6 +2133,16 @@ def _kill_tree(pid: int) -> None:
 # --------------------------------------------------------------------------------------------------
 # exec mode: compile once, run once per case
 # --------------------------------------------------------------------------------------------------
+def _prelude_failed(emit: _Emitter, exc: BaseException, what: str) -> None:
+    """Report a reference prelude that raised: a module the sandbox lacks is ``refmissing``
+    (unsupported), anything else ``refbad`` (parse_error); either way the reference's, not the solution's."""
+    missing = _missing_module(exc)
+    if missing is not None:
+        emit("refmissing", _b64(f"the prelude imports {missing!r}, which the sandbox's Python does not have"))
+    else:
+        emit("refbad", _b64(f"{what}: {type(exc).__name__}: {_short(exc)}"))
+
+
 def _exec(header: dict[str, Any]) -> None:
     try:
         secret = _read_frame(0)
