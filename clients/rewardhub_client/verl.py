@@ -331,32 +331,34 @@ def _key(spec: str | RewardSpec) -> str:
     return spec if isinstance(spec, str) else json.dumps(spec.model_dump(), sort_keys=True)
 
 
-def _unchecked(items: Sequence[ScoreItem]) -> list[str | RewardSpec]:
-    """The items' reward specs this process has not checked yet (none when checking is off), and raise
-    for one already found unrunnable."""
+def _unchecked(items: Sequence[ScoreItem]) -> list[tuple[str | RewardSpec, bool]]:
+    """The items' reward specs this process has not checked yet (none when checking is off), each with
+    whether it is the shadow's alone, and raise for one already found unrunnable."""
     conf = _conf()
     if not conf["check"]:
         return []
-    todo: dict[str, str | RewardSpec] = {}
-    specs = [item.reward for item in items]
+    todo: dict[str, tuple[str | RewardSpec, bool]] = {}
+    specs: list[tuple[str | RewardSpec | None, bool]] = [(item.reward, False) for item in items]
     if conf["shadow"] is not None:  # checked as a route's spec is: one it cannot run is never compared
-        specs.append(conf["shadow"].reward)
+        specs.append((conf["shadow"].reward, True))
     with _lock:
         checked: dict[str, RewardUnavailable | None] = conf["checked"]
-        for spec in specs:
+        for spec, shadow in specs:
             assert spec is not None
             key = _key(spec)
             if key not in checked:
-                todo.setdefault(key, spec)
+                # a spec that is also a sample's route is named as the route's: the first entry stays
+                todo.setdefault(key, (spec, shadow))
             elif (error := checked[key]) is not None:
                 raise error
     return list(todo.values())
 
 
-def _record(spec: str | RewardSpec, answer: Any) -> None:
-    """Keep the check's answer (``None``: a service without the route) and raise when it is not ok."""
+def _record(spec: str | RewardSpec, answer: Any, shadow: bool = False) -> None:
+    """Keep the check's answer (``None``: a service without the route) and raise when it is not ok;
+    ``shadow``: the spec is the shadow's alone, and its error says so."""
     conf = _conf()  # (not under _lock: a first configure() takes it)
-    if answer is not None and conf["shadow"] is not None and _key(spec) == _key(conf["shadow"].reward):
+    if answer is not None and shadow:
         answer = as_shadow_check(answer)  # the error names it as the shadow
     error = None if answer is None or answer.ok else RewardUnavailable(conf["url"], answer)
     with _lock:
@@ -372,7 +374,7 @@ def _check_sync(items: Sequence[ScoreItem]) -> None:
     threads, many at once: a spec's check is asked by one thread while the others wait for its answer
     (each asked it again before any knew the answer)."""
     conf = _conf()
-    for spec in _unchecked(items):
+    for spec, shadow in _unchecked(items):
         key = _key(spec)
         with _lock:
             asking = conf["asking"].setdefault((key, os.getpid()), threading.Lock())
@@ -383,7 +385,7 @@ def _check_sync(items: Sequence[ScoreItem]) -> None:
             if error is not None:
                 raise error  # the answer the thread that asked got
             if not known:
-                _record(spec, _client().check_if_supported(spec))
+                _record(spec, _client().check_if_supported(spec), shadow)
 
 
 async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) -> None:
@@ -393,11 +395,11 @@ async def _check_async(client: AsyncRewardClient, items: Sequence[ScoreItem]) ->
     conf = _conf()
     pending: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]] = conf["pending"]
     loop = asyncio.get_running_loop()
-    for spec in _unchecked(items):
+    for spec, shadow in _unchecked(items):
         key = _key(spec)
         task = pending.get((key, loop))
         if task is None:
-            task = pending[(key, loop)] = asyncio.ensure_future(_ask(client, pending, key, spec))
+            task = pending[(key, loop)] = asyncio.ensure_future(_ask(client, pending, key, spec, shadow))
         await asyncio.shield(task)  # a caller cancelled does not cancel the others' question
 
 
@@ -406,13 +408,14 @@ async def _ask(
     pending: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]],
     key: str,
     spec: str | RewardSpec,
+    shadow: bool,
 ) -> None:
     try:
         answer = await client.check_if_supported(spec)  # None: a service without the route
     finally:
         # answered or not (a transport error is asked again by the next call), no longer in flight
         pending.pop((key, asyncio.get_running_loop()), None)
-    _record(spec, answer)
+    _record(spec, answer, shadow)
 
 
 def _grouped(items: Sequence[ScoreItem], per_sample: bool) -> None:

@@ -198,12 +198,17 @@ def test_a_route_the_service_cannot_run_stops_verl_at_its_first_sample(
             with pytest.raises(RewardUnavailable, match=r"'prm' \(shadow.reward\).*REWARDHUB_PRM_MODEL"):
                 verl.compute_score("gsm8k", "\\boxed{1}", "1")
         assert asked[2:] == ["math", "prm"]
+        # a shadow spec that is also a route's: the route's own check error is the route's, not the shadow's
+        verl.configure(server.url, routes={"steps": "prm"}, shadow="prm")
+        with pytest.raises(RewardUnavailable, match=r"cannot run reward 'prm': .*REWARDHUB_PRM_MODEL"):
+            verl.compute_score("steps", "1. one\n\n2. two", "2")
+        assert asked[4:] == ["prm"]  # asked once, for both
         # REWARDHUB_VERL_CHECK=0 (or configure(check=False)): the old behaviour, flagged invalid samples
         monkeypatch.setenv("REWARDHUB_VERL_CHECK", "0")
         verl.configure(server.url, routes={"steps": nested})
         out = verl.compute_score("steps", "\\boxed{1}", "1")
         assert (out["score"], out["valid"]) == (0.0, 0.0)
-        assert len(asked) == 4
+        assert len(asked) == 5
 
 
 def test_a_dataset_uid_seen_again_next_epoch_is_a_new_group(live_server_factory: Any) -> None:
