@@ -6,10 +6,11 @@ A checkpoint directory ``RUN_DIR/checkpoints/step_000012/`` holds:
   adapters otherwise; the frozen base is reloaded from ``model.path``);
 * ``optimizer.pt`` — AdamW moments (the learning rate is a function of the updates, in ``state.json``);
 * ``rng.pt`` — torch (CPU and CUDA) and Python RNG states, so sampling continues identically;
-* ``state.json`` — the step, the optimizer updates made, the steps in a row in which every reward
-  request failed (``reward.max_failed_steps``), the data position (the index of the next problem: data
-  sources are indexed, see :mod:`rewardhub_trainer.data`), running totals (times, reward requests) and
-  what identifies the run (model, data, reward: resume refuses a checkpoint of another run).
+* ``state.json`` — the step, the updates made (steps that stepped the optimizer, ``num_epochs`` times
+  each), the steps in a row in which every reward request failed (``reward.max_failed_steps``), the
+  data position (the index of the next problem: data sources are indexed, see
+  :mod:`rewardhub_trainer.data`), running totals (times, reward requests) and what identifies the run
+  (model, data, reward: resume refuses a checkpoint of another run).
 
 Why not ``save_pretrained`` here: one format for both cases, and no tokenizer/config copies per step. The
 final model is written with ``save_pretrained`` (loadable by transformers/peft) by the trainer.

@@ -457,7 +457,10 @@ class AlgorithmConfig(_Section):
         "distribution).",
     )
     kl_coef: float = Field(
-        0.0, ge=0, description="beta: weight of the KL to the frozen reference (0: no reference)."
+        0.0,
+        ge=0,
+        description="beta: weight of the per-token KL to the frozen reference, added to the loss (GRPO's "
+        "placement, verl's use_kl_loss; never subtracted from the reward) (0: no reference).",
     )
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator (Schulman).")
     dynamic_sampling: bool | None = Field(
@@ -577,8 +580,10 @@ class TrainingConfig(_Section):
     warmup_steps: int = Field(
         0,
         ge=0,
-        description="Linear learning-rate warmup, in updates: a step that stepped no optimizer (no reward "
-        "answered, nothing with signal) does not advance it.",
+        description="Linear learning-rate warmup, in updates (the updates metric): steps that stepped the "
+        "optimizer, each of them its num_epochs optimizer steps at one rate (so not TRL's optimizer steps "
+        "when num_epochs > 1); a step that stepped no optimizer (no reward answered, nothing with signal) "
+        "does not advance it.",
     )
     max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping norm (null: none).")
     seed: int = Field(0, description="Seed of torch/python RNGs (sampling, init of LoRA).")
