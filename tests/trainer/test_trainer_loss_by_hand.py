@@ -204,7 +204,7 @@ def _tempered_logprobs(model: torch.nn.Module, completion: list[int]) -> list[fl
     return [lp[len(PROMPT) - 1 + t, tok].item() for t, tok in enumerate(completion)]
 
 
-@pytest.mark.parametrize("kl_estimator", ["k1", "k3"])
+@pytest.mark.parametrize("kl_estimator", ["k1", "k2", "k3"])
 def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_token(
     tiny_model_dir: Path, tmp_path: Path, kl_estimator: str
 ) -> None:
@@ -252,8 +252,8 @@ def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_tok
     a = [x / S for x in (2 / 3, -1 / 3, -1 / 3)]  # valid [1, 0, 0]: mean 1/3, sample std √(1/3)
     assert adv.values[0, :3].tolist() == pytest.approx(a, rel=1e-12)
 
-    def kl(d: float) -> float:
-        return d if kl_estimator == "k1" else math.exp(-d) + d - 1
+    def kl(d: float) -> float:  # Schulman's estimators of KL(π_θ ‖ π_ref), Δ = log π_θ − log π_ref
+        return {"k1": d, "k2": 0.5 * d * d, "k3": math.exp(-d) + d - 1}[kl_estimator]
 
     policy_terms, kl_terms, clipped = [], [], 0
     for i in range(3):
