@@ -116,6 +116,34 @@ def test_the_batch_loss_is_the_formula_with_its_normalisers(
     assert math.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
 
 
+@pytest.mark.parametrize(
+    ("micro_batch_size", "expected"),
+    [
+        # one micro-batch holds every sequence in the loss: token_mean's Σ −A_i / Σ|o_i| (12 tokens)
+        (8, -(3 * (2 / 3) / S + 1 * (-1 / 3) / S) / TOKENS),
+        # seven micro-batches of one sequence: the mean of their token means (−A_0, −A_2, the empty
+        # completion's 0 and the flat group's four 0s) over 7
+        (1, -((2 / 3) / S + (-1 / 3) / S) / N),
+        # [A_0 ×3, A_2 ×1] (4 tokens), [empty, flat] (2), [flat, flat] (4), [flat] (2): 4 micro-batches,
+        # only the first non-zero; the flat group's sequences, skipped by the forward (KL off), still make
+        # up the micro-batches TRL would form
+        (2, -(3 * (2 / 3) / S + 1 * (-1 / 3) / S) / 4 / 4),
+    ],
+)
+def test_bnpo_averages_the_token_means_of_the_micro_batches(
+    make_trainer: Callable[..., Trainer], micro_batch_size: int, expected: float
+) -> None:
+    """TRL's ``bnpo``: each micro-batch's loss is its own tokens' mean, and the micro-batches are
+    averaged (as gradient accumulation over them averages), so a micro-batch of short completions
+    weighs as much as one of long ones (algorithms.md §4.8)."""
+    trainer = make_trainer(micro_batch_size, loss_agg="bnpo")
+    groups = batch()
+    adv, _ = trainer._advantages(groups)
+    stats = trainer._optimize(groups, adv)
+    assert stats["loss"] == pytest.approx(expected, rel=1e-5)
+    assert math.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
+
+
 def test_with_the_kl_on_every_valid_sequence_runs_and_the_kl_starts_at_zero(
     make_trainer: Callable[..., Trainer],
 ) -> None:

@@ -49,7 +49,7 @@ __all__ = [
 
 Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo", "rloo"]
 Operation = Literal["+", "-", "*", "/"]
-LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"]
+LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "bnpo"]
 
 # The loss aggregation each estimator's paper uses (algorithms.md §4.8), for ``loss_agg: auto``.
 DEFAULT_LOSS_AGG: dict[str, str] = {
@@ -433,7 +433,8 @@ class AlgorithmConfig(_Section):
     loss_agg: LossAgg = Field(
         "auto",
         description="seq_mean_token_mean (GRPO), token_mean (DAPO), seq_mean_token_sum_norm (Dr. GRPO: "
-        "/(N*L_max)); auto: the estimator's own.",
+        "/(N*L_max)), bnpo (TRL's: each micro-batch's token mean, averaged over the micro-batches); "
+        "auto: the estimator's own.",
     )
     scale_rewards: Literal["group", "batch", "none"] | None = Field(
         None,

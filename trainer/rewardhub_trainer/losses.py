@@ -21,6 +21,11 @@ gradients of micro-batches gives exactly the full-batch loss):
 * ``token_mean`` (DAPO): ``Σ_{i,t} m ℓ / Σ_{i,t} m``
 * ``seq_mean_token_sum_norm`` (Dr. GRPO): ``Σ_{i,t} m ℓ / (N · L_max)``, a constant normaliser, so a
   long wrong answer is not penalised less per token than a short one.
+* ``bnpo`` (TRL's): ``(1/K) Σ_k Σ_{i∈k,t} m ℓ / Σ_{i∈k,t} m`` over the K micro-batches of
+  ``micro_batch_size`` sequences: each micro-batch's own token mean, averaged as gradient accumulation
+  averages them. Its result depends on the micro-batch size (``token_mean`` when one micro-batch holds the
+  batch); it is there to reproduce a TRL run. Each sequence carries its weight ``1 / (K · Σ_{i∈k,t} m)``
+  (``seq_weights``), so a micro-batch run with fewer sequences than TRL's still sums to the same loss.
 
 ``N`` counts the sequences in the loss (masked, i.e. invalid, sequences excluded), ``Σ m`` their tokens.
 """
@@ -88,14 +93,25 @@ class LossNorm:
     max_len: int
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, norm: LossNorm) -> torch.Tensor:
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    norm: LossNorm,
+    seq_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Reduce a ``[B, T]`` per-token loss of one micro-batch to its share of the batch loss.
 
     ``mask`` is the completion mask (0 on padding and on masked sequences). Summing the return value over
-    all micro-batches gives the loss of the whole batch under ``mode``.
+    all micro-batches gives the loss of the whole batch under ``mode``. ``seq_weights`` (``[B]``, ``bnpo``
+    only): each sequence's ``1 / (K · tokens of its micro-batch)``.
     """
     m = mask.to(per_token.dtype)
     summed = per_token * m
+    if mode == "bnpo":
+        if seq_weights is None:
+            raise ValueError("bnpo needs each sequence's weight (seq_weights)")
+        return (summed.sum(dim=-1) * seq_weights.to(per_token.dtype)).sum()
     if mode == "seq_mean_token_mean":
         lengths = m.sum(dim=-1)
         per_seq = summed.sum(dim=-1) / lengths.clamp(min=1)

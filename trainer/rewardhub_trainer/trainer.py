@@ -81,6 +81,7 @@ logger = logging.getLogger(__name__)
 class _Seq:
     completion: Completion
     advantage: float
+    weight: float = 0.0  # bnpo: 1 / (micro-batches · tokens of its micro-batch)
 
 
 @dataclass
@@ -310,6 +311,7 @@ class Trainer:
             "mask": attn[:, p_len:].to(device),
             "sampler_logprobs": old.to(device),
             "advantages": torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
+            "weights": torch.tensor([s.weight for s in seqs], dtype=torch.float32, device=device),
         }
 
     def _logprobs(
@@ -339,8 +341,16 @@ class Trainer:
             num_tokens=sum(len(s.completion.completion_ids) for s in in_loss),
             max_len=cfg.generation.max_new_tokens,
         )
-        run = in_loss if alg.kl_coef > 0 else [s for s in in_loss if s.advantage != 0.0]
         mb = cfg.training.micro_batch_size
+        if alg.resolved_loss_agg == "bnpo":
+            # the micro-batches TRL would form, of every sequence in the loss: the zero-advantage ones
+            # skipped below still count in their micro-batch's tokens and in the number of micro-batches
+            chunks = [in_loss[i : i + mb] for i in range(0, len(in_loss), mb)]
+            for chunk in chunks:
+                tokens = max(sum(len(s.completion.completion_ids) for s in chunk), 1)
+                for s in chunk:
+                    s.weight = 1.0 / (len(chunks) * tokens)
+        run = in_loss if alg.kl_coef > 0 else [s for s in in_loss if s.advantage != 0.0]
         batches = [self._collate(run[i : i + mb]) for i in range(0, len(run), mb)]
         stats: dict[str, float] = {"seqs_in_loss": float(len(in_loss)), "seqs_forwarded": float(len(run))}
         if not batches:
@@ -391,7 +401,7 @@ class Trainer:
                     per_tok = per_tok + alg.kl_coef * kl
                     if epoch == alg.num_epochs - 1:
                         sums["kl"] += float((kl.detach() * m).sum())
-                loss = aggregate(per_tok, b["mask"], mode, norm)
+                loss = aggregate(per_tok, b["mask"], mode, norm, b["weights"])
                 loss.backward()  # type: ignore[no-untyped-call]
                 if epoch == alg.num_epochs - 1:
                     sums["loss"] += float(loss.detach())
