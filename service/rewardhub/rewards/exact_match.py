@@ -43,10 +43,11 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
-    PatternMemory,
     PatternTimeout,
     capped_last_match,
+    capped_outcome,
     compile_pattern,
+    first_group,
     last_match,
     runs_inline,
     validate_pattern,
@@ -211,15 +212,12 @@ def answer_references(reference: Any, empty_unanswerable: bool = False) -> list[
 
 def _span(m: regex.Match[str] | None) -> str | None:
     """An extract pattern's answer in its last match ``m``: the first of its groups that took part in the
-    match (a pattern of alternatives, ``<answer>(.*?)</answer>|\\\\boxed\\{(.*?)\\}``, captures in one
-    or the other: group 1 alone was None for a boxed answer, which scored no_answer), the whole match for a
-    pattern without groups, None if no group took part or nothing matched."""
-    if m is None:
-        return None
-    if not m.re.groups:
+    match (:func:`.patterns.first_group`), the whole match for a pattern without groups, None if no group
+    took part or nothing matched."""
+    if m is not None and not m.re.groups:
         whole: str = m.group(0)
         return whole
-    return next((g for g in m.groups() if g is not None), None)
+    return first_group(m)
 
 
 def extract_span(text: str, pattern: str | None, budget: MatchBudget | None = None) -> str | None:
@@ -242,12 +240,7 @@ def extract_in_worker(payload: tuple[str, str, float]) -> str | None | Outcome:
     a long text (``payload``: the pattern, the text outside the reasoning, the match's timeout), bounded
     in time and in memory (:func:`.patterns.capped_last_match`), or the invalid outcome past either."""
     pattern, text, timeout_s = payload
-    try:
-        return _span(capped_last_match(pattern, text, timeout_s=timeout_s))
-    except PatternTimeout as exc:
-        return Outcome.invalid(Reason.TIMEOUT, str(exc))
-    except PatternMemory as exc:
-        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
+    return capped_outcome(lambda: _span(capped_last_match(pattern, text, timeout_s=timeout_s)))
 
 
 def _references(item: ScoreItem, reward: str, config: AnswerConfig) -> list[str] | Outcome:

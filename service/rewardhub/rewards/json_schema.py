@@ -74,9 +74,9 @@ from rewardhub.rewards.base import Outcome, Reward, RewardConfig, ScoreContext, 
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
-    PatternMemory,
     PatternTimeout,
     capped_match,
+    capped_outcome,
     check_size,
     compile_pattern,
     full_case_folding,
@@ -794,15 +794,18 @@ class JsonSchemaReward(Reward[JsonSchemaConfig]):
             return Outcome(0.0, Reason.FORMAT, components=fail, details={"error": f"not JSON: {exc}"[:300]})
 
         try:
-            errors = list(islice(validator.iter_errors(doc), max(1, config.max_errors)))
-        except (PatternTimeout, ValidationTimeout) as exc:
+            # a pattern past its time (or its memory, in a worker) is the invalid outcome
+            errors = capped_outcome(
+                lambda: list(islice(validator.iter_errors(doc), max(1, config.max_errors)))
+            )
+        except ValidationTimeout as exc:
             return Outcome.invalid(Reason.TIMEOUT, str(exc))
-        except PatternMemory as exc:
-            return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
         except (Unresolvable, SchemaError) as exc:
             return Outcome.invalid(Reason.PARSE_ERROR, f"schema cannot be applied: {exc}"[:300])
         except RecursionError:
             return Outcome.invalid(Reason.RESOURCE_LIMIT, "the document or schema nests too deeply")
+        if isinstance(errors, Outcome):
+            return errors
         if not errors:
             return Outcome(1.0, components={"parses": 1.0, "valid": 1.0}, details={"errors": []})
         messages = [f"{e.json_path}: {e.message[:200]}" for e in errors[: config.max_errors]]

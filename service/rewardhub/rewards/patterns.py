@@ -43,6 +43,9 @@ from typing import TypeVar
 
 import regex
 
+from rewardhub.protocol import Reason
+from rewardhub.rewards.base import Outcome
+
 __all__ = [
     "BATCH_BUDGET_S",
     "BATCH_WALL_CAP_S",
@@ -57,8 +60,10 @@ __all__ = [
     "PatternTimeout",
     "capped_last_match",
     "capped_match",
+    "capped_outcome",
     "check_size",
     "compile_pattern",
+    "first_group",
     "full_case_folding",
     "last_match",
     "nesting",
@@ -210,6 +215,27 @@ def capped_match(
             f"pattern {pattern[:80]!r} needed more than {memory_bytes >> 20} MB on a response of "
             f"{len(text):,} characters (a repeated capturing group keeps every repetition's span)"
         ) from None
+
+
+def capped_outcome(call: Callable[[], T]) -> T | Outcome:
+    """``call()``, a capped match's work in a CPU worker (:func:`capped_match`, :func:`capped_last_match`),
+    or the item's invalid outcome past its bounds: ``timeout`` past the match's time, ``resource_limit``
+    past its memory. One place for what every reward that matches a caller's pattern in a worker reports."""
+    try:
+        return call()
+    except PatternTimeout as exc:
+        return Outcome.invalid(Reason.TIMEOUT, str(exc))
+    except PatternMemory as exc:
+        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
+
+
+def first_group(m: regex.Match[str] | None) -> str | None:
+    """The first of ``m``'s groups that took part in the match, None if none did or nothing matched: a
+    pattern of alternatives, ``<answer>(.*?)</answer>|\\\\boxed\\{(.*?)\\}``, captures in one or the other
+    (group 1 alone was None for a boxed answer, which scored no_answer)."""
+    if m is None:
+        return None
+    return next((g for g in m.groups() if g is not None), None)
 
 
 # Most units (about one per atom the compiled program holds, a counted repeat ``X{m}`` / ``X{m,}`` /

@@ -61,9 +61,9 @@ from rewardhub.rewards.model_backed import ModelReward, deadline_of, failure, fi
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
-    PatternMemory,
     PatternTimeout,
     capped_match,
+    capped_outcome,
     compile_pattern,
     runs_inline,
     validate_pattern,
@@ -451,12 +451,8 @@ def split_capped_in_worker(payload: tuple[str, dict[str, Any], float]) -> list[S
     the text, the keywords and the match's timeout), bounded in time and in the memory the match may add
     as the ``regex`` reward's match is (:func:`.patterns.capped_match`); past either, the invalid outcome."""
     text, kwargs, timeout_s = payload
-    try:
-        return capped_match(kwargs["pattern"], _timed(partial(split_steps, **kwargs)), text, timeout_s)
-    except PatternTimeout as exc:
-        return Outcome.invalid(Reason.TIMEOUT, str(exc))
-    except PatternMemory as exc:
-        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
+    split = _timed(partial(split_steps, **kwargs))
+    return capped_outcome(lambda: capped_match(kwargs["pattern"], split, text, timeout_s))
 
 
 def _as_written(text: str, steps: list[Step]) -> list[str]:

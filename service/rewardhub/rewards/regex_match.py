@@ -57,10 +57,11 @@ from rewardhub.rewards.exact_match import answer_references
 from rewardhub.rewards.patterns import (
     MATCH_TIMEOUT_S,
     MatchBudget,
-    PatternMemory,
     PatternTimeout,
     capped_match,
+    capped_outcome,
     compile_pattern,
+    first_group,
     runs_inline,
     validate_pattern,
 )
@@ -109,7 +110,7 @@ def _outcome(m: regex.Match[str] | None, refs: list[str] | None) -> Outcome:
         return Outcome(float(hit), None if hit else Reason.FORMAT, details={"match": span})
     # the first group that took part: a pattern of alternatives ("<answer>(.*?)</answer>|
     # \\boxed\{(.*?)\}") captures in group 2 when the second form matched
-    group = next((g for g in m.groups() if g is not None), None) if m is not None else None
+    group = first_group(m)
     if group is None:
         return Outcome(0.0, Reason.NO_ANSWER, details={"extracted": None})
     # compared after NFKC, as the other text rewards compare: \d and \w are Unicode, so a
@@ -127,13 +128,8 @@ def match_outcome(payload: _Payload) -> Outcome:
     match's timeout. The match is bounded in time and memory (:func:`.patterns.capped_match`)."""
     pattern, dotall, ignorecase, mode, text, refs, timeout_s = payload
     rx = compile_pattern(pattern, dotall, ignorecase)
-    try:
-        m = capped_match(pattern, rx.search if mode == "search" else rx.fullmatch, text, timeout_s)
-    except PatternTimeout as exc:
-        return Outcome.invalid(Reason.TIMEOUT, str(exc))
-    except PatternMemory as exc:
-        return Outcome.invalid(Reason.RESOURCE_LIMIT, str(exc))
-    return _outcome(m, refs)
+    match = rx.search if mode == "search" else rx.fullmatch
+    return capped_outcome(lambda: _outcome(capped_match(pattern, match, text, timeout_s), refs))
 
 
 @register
