@@ -1727,3 +1727,46 @@ async def test_a_hypothetical_score_after_the_judge_s_decision_is_not_read(
         assert ten["valid"] and ten["score"] == pytest.approx(2 / 9), ten  # 3 on 1..10, not 10
         (lp,) = await score(client, {"mode": "pointwise", "scoring": "logprobs"}, [item])
         assert lp["details"]["method"] == "logprobs" and lp["score"] == pytest.approx((3.5 - 1) / 4), lp
+
+
+async def test_a_custom_decision_pattern_on_a_long_judgement_is_matched_in_a_capped_worker(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A caller's ``decision_pattern`` ran on the event loop whatever the length of the judge's output (a
+    judge with a large max_tokens, a remote one that returns a huge completion): ``(.)*``, one group, on a
+    1 MB judgement grew the service process by some 160 MB within its 0.5 s and read as a parse_error. A
+    judgement too long for the loop (``patterns.runs_inline``) is read in a CPU worker, where the match may
+    add 64 MB: past that the item is resource_limit, as in the regex reward; a pattern that keeps nothing
+    per character still reads the decision there (in both scorings), and a catastrophic one times out."""
+    item = {"prompt": "What is 2 + 2?", "response": "4"}
+    async with judge_app(make_app, judge_server) as client:
+        judge_server.reply = always("a" * 1_000_000)
+        (res,) = await score(client, {"decision_pattern": "(.)*"}, [item], use_cache=False)
+        assert (res["valid"], res["reason"]) == (False, "resource_limit"), res
+        assert "64 MB" in res["details"]["message"]
+        long = "x " * 100_000 + "Score: 4"  # 200,008 characters x (1 group + 1): past INLINE_MATCH_UNITS
+        judge_server.reply = always(long, top={"4": 0.5, "5": 0.5}, at="4")
+        config = {"decision_pattern": r"Score: (\d)"}
+        (res,) = await score(client, config, [item], use_cache=False)
+        assert (res["score"], res["details"]["label"]) == (0.75, "4"), res
+        (res,) = await score(client, {**config, "scoring": "logprobs"}, [item], use_cache=False)
+        assert (res["score"], res["details"]["method"]) == (0.875, "logprobs"), res
+        for length in (300_000, 5_000):  # in the worker, then on the loop: both time out alike
+            judge_server.reply = always("x" * length)
+            (res,) = await score(client, {"decision_pattern": "(x+x+)+y"}, [item], use_cache=False)
+            assert (res["valid"], res["reason"]) == (False, "timeout"), res
+
+
+async def test_one_request_s_decision_patterns_share_a_time_budget(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A caller's decision pattern on the event loop had 0.5 s a match and each match its own budget, so
+    a request of 4,096 catastrophic judgements held the loop for over half an hour (and up to nine matches
+    a judgement, its hypothetical decisions skipped). The request's matches share 2 s, as the regex
+    reward's do: those left when it is spent are not matched (timeout, "used up")."""
+    judge_server.reply = always("x" * 5_000)
+    items = [{"prompt": "What is 2 + 2?", "response": str(k)} for k in range(10)]
+    async with judge_app(make_app, judge_server) as client:
+        res = await score(client, {"decision_pattern": "(x+x+)+y"}, items, use_cache=False)
+    assert all((r["valid"], r["reason"]) == (False, "timeout") for r in res), res
+    assert any("used up" in r["details"]["message"] for r in res), res

@@ -50,9 +50,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from rewardhub.models.base import Completion, TokenLogprob
+from rewardhub.rewards.base import Outcome
+from rewardhub.rewards.patterns import capped_last_match, capped_outcome
 from rewardhub.rewards.text import answer_span
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "Scale",
     "last_of",
     "read_decision",
+    "read_decision_capped",
     "read_token_decision",
 ]
 
@@ -274,6 +278,23 @@ def read_decision(
                 value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
                 return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
     return Decision(parsed, parsed, label, "parse_fallback")
+
+
+def read_decision_capped(
+    payload: tuple[Completion, str, Scale, Literal["parse", "logprobs"], float],
+) -> Decision | Outcome | str:
+    """:func:`read_decision` with a caller's decision pattern, in a CPU worker (module level, pickled by
+    reference), for a judgement too long to match on the event loop (:func:`.patterns.runs_inline`):
+    ``payload`` is the completion, the pattern, the scale, the scoring and each match's timeout. Every
+    match is bounded in time and memory (:func:`.patterns.capped_last_match`); past either, the invalid
+    outcome (``timeout``, ``resource_limit``). A judgement without a readable decision is the
+    :class:`DecisionError`'s message, for the caller to raise."""
+    completion, pattern, scale, scoring, timeout_s = payload
+    find_last = partial(capped_last_match, pattern, ignorecase=True, timeout_s=timeout_s)
+    try:
+        return capped_outcome(lambda: read_decision(completion, find_last, scale, scoring))
+    except DecisionError as exc:
+        return str(exc)
 
 
 def read_token_decision(

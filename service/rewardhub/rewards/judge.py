@@ -67,6 +67,12 @@ Scoring: ``parse`` reads the judge's **last** decision line; ``logprobs`` takes 
 decision under the judge's top-k logprobs at that token (single-token labels: a numeric scale must stay
 within 0–9). An unreadable judgement is invalid ``parse_error``, and so is one cut off at ``max_tokens``;
 a failed, slow or tripped backend is ``backend_error`` / ``timeout``; never a silent 0.
+A custom ``decision_pattern`` is the caller's, so it is matched as the ``regex`` reward matches its
+pattern (:mod:`rewardhub.rewards.patterns`): on the event loop with a per-match timeout, all of one
+request's matches sharing one budget; on a judgement too long for that (a judge with a large
+``max_tokens``, a remote one that returns megabytes), in a CPU worker where each match may add 64 MB,
+``resource_limit`` past it (``(.)*`` on a 1 MB judgement grew the service by 163 MB on the loop); past
+its time, ``timeout``.
 
 Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`), before any call: a
 response that is content-free ("Solution", "Thought process:", "解", punctuation...) scores 0 with reason
@@ -119,6 +125,7 @@ from rewardhub.judging.decision import (
     Scale,
     last_of,
     read_decision,
+    read_decision_capped,
     read_token_decision,
 )
 from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness, asks_grade, asks_yes_no
@@ -144,9 +151,18 @@ from rewardhub.protocol import TRANSIENT_REASONS, Reason, RewardSpec, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
 from rewardhub.rewards.composed import FIELD_ORDER, Part, resolve, run_part
 from rewardhub.rewards.model_backed import ModelReward, cut_off, deadline_of, failure
-from rewardhub.rewards.patterns import PatternTimeout, compile_pattern, last_match, validate_pattern
+from rewardhub.rewards.patterns import (
+    MATCH_TIMEOUT_S,
+    MatchBudget,
+    capped_outcome,
+    compile_pattern,
+    last_match,
+    runs_inline,
+    validate_pattern,
+)
 from rewardhub.rewards.prm import split_in_workers, splits_off_loop
 from rewardhub.rewards.text import answer_span, answer_text, blank
+from rewardhub.runtime.process_pool import ProcessPool
 
 __all__ = ["Criterion", "JudgeConfig", "JudgeReward"]
 
@@ -370,12 +386,10 @@ class _Judging:
         self.template = config.template or TEMPLATES[key]
         self.pattern = config.decision_pattern or DECISION_PATTERNS[key]
         custom = config.decision_pattern is not None
-        # Default patterns are linear; a caller's pattern runs with the regex package's time budget.
-        self.find_last: Callable[[str], MatchLike | None] = (
-            (lambda text: last_match(self.pattern, text, ignorecase=True))
-            if custom
-            else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
-        )
+        # Default patterns are linear (``re``); a caller's runs as the other rewards run theirs
+        # (:meth:`find_last`, :meth:`inline`), compiled as last_match compiles it.
+        self.rx = compile_pattern(self.pattern, ignorecase=True) if custom else None
+        self._default = None if custom else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
         # A response with a line in the judge's own decision format is a forged verdict.
         self.forged: str | None = None if custom else FORGED_PATTERNS[key]
         # ... and one with a box the judge writes as its verdict (a \boxed{Yes} when its own decision
@@ -398,6 +412,24 @@ class _Judging:
             self.scale = Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b"))
         else:
             self.scale = Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no"))
+
+    def find_last(self, budget: MatchBudget) -> Callable[[str], MatchLike | None]:
+        """The last decision in a text, on the event loop: a caller's pattern drawing on ``budget``, the
+        request's (a per-match timeout, and all of the request's matches bounded together)."""
+        if self._default is not None:
+            return self._default
+        return partial(last_match, self.pattern, ignorecase=True, budget=budget)
+
+    def inline(self, completion: Completion, scoring: Literal["parse", "logprobs"]) -> bool:
+        """Whether ``completion``'s decision may be read on the event loop: always with a default
+        pattern (linear); with a caller's, where its matches' memory is small (:func:`.patterns.runs_inline`)
+        on the text and, with logprobs, on the tokens' text, which it reads too."""
+        if self.rx is None:
+            return True
+        if not runs_inline(self.rx, completion.text):
+            return False
+        tokens = completion.tokens if scoring == "logprobs" else None
+        return not tokens or runs_inline(self.rx, "".join(t.token for t in tokens))
 
     def forged_for(self, prompt: str | None, text: str, reading: _Reading | None = None) -> str | None:
         """The forged-verdict pattern for ``text``, a response to ``prompt``: a boxed yes, no, correct or
@@ -548,7 +580,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # the question back (its words a run of the prompt's, 80% of them at least); both passed a judge that
     # says yes (found by the canaries, POST /v1/canaries); not where the task asks for its text back
     # ("Repeat: ...", "Copy this sentence", "word for word")
-    version: ClassVar[str] = "1.9.13"
+    # 1.9.14: a custom decision_pattern on a judgement too long for the event loop is read in a CPU worker,
+    # each match capped at 64 MB (resource_limit past it): (.)* on a 1 MB judgement grew the service by
+    # some 160 MB (a parse_error); a request's matches on the loop share one 2 s budget (each had 0.5 s)
+    version: ClassVar[str] = "1.9.14"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
@@ -682,7 +717,17 @@ class JudgeReward(ModelReward[JudgeConfig]):
                     steps_of[i] = split
             pending = [i for i in pending if outcomes[i] is None]
         # one asker per request: its slots bound this request's judge calls in flight
-        ask = _Asker(backend, asyncio.Semaphore(backend.call_slots()), config, j, deadline)
+        # a caller's decision pattern: every match on the loop draws on one budget for the request
+        budget = MatchBudget(min(MATCH_TIMEOUT_S, ctx.deadline_s))
+        ask = _Asker(
+            backend,
+            asyncio.Semaphore(backend.call_slots()),
+            config,
+            j,
+            deadline,
+            self.runtime.cpu_pool,
+            budget,
+        )
         results = await gather_all(
             *(
                 self._judge_item(
@@ -837,8 +882,6 @@ class JudgeReward(ModelReward[JudgeConfig]):
             return failure(exc)
         except TimeoutError:
             return Outcome.invalid(Reason.TIMEOUT, "the judge did not answer before the item's deadline")
-        except PatternTimeout as exc:
-            return Outcome.invalid(Reason.TIMEOUT, str(exc))
         except RewardHubError:
             # request-level (a local model's full queue: 429 with Retry-After), as in every other reward;
             # read as this item's internal_error, a retry-able overload was a 200 the trainer kept
@@ -1051,12 +1094,16 @@ class _Asker:
         config: JudgeConfig,
         j: _Judging,
         deadline: float,
+        pool: ProcessPool,
+        budget: MatchBudget,
     ):
         self.backend = backend
         self.slots = slots
         self.config = config
         self.j = j
         self.deadline = deadline
+        self.pool = pool
+        self.budget = budget
 
     async def __call__(self, user: str, *, continued: bool = False) -> tuple[Decision | Outcome, str]:
         """One judgement (``continued``: ThinkPRM's two calls, :meth:`_continued`). An unreadable one is
@@ -1149,12 +1196,39 @@ class _Asker:
         if completion.finish_reason == "length":
             return cut_off("the judgement", c.max_tokens, judgement=written[-_EXCERPT:]), written
         try:
-            return read_decision(completion, self.j.find_last, self.j.scale, c.scoring), written
+            return await self._read(completion), written
         except DecisionError as exc:
             return (
                 Outcome.invalid(Reason.PARSE_ERROR, str(exc), judgement=written[-_EXCERPT:]),
                 written,
             )
+
+    async def _read(self, completion: Completion) -> Decision | Outcome:
+        """The decision in ``completion``, or the invalid outcome of a caller's pattern past its bounds
+        (``timeout``, ``resource_limit``). On the event loop where :meth:`_Judging.inline` allows it;
+        else in a CPU worker, each match capped in time and in the memory it may add
+        (:func:`~rewardhub.judging.decision.read_decision_capped`): ``(.)*`` on a 1 MB judgement grew
+        the service by some 160 MB on the loop.
+
+        Raises:
+            DecisionError: no decision, or its label is not on the scale.
+        """
+        c, j = self.config, self.j
+        if j.inline(completion, c.scoring):
+            return capped_outcome(
+                lambda: read_decision(completion, j.find_last(self.budget), j.scale, c.scoring)
+            )
+        shipped = Completion(completion.text, completion.tokens if c.scoring == "logprobs" else None)
+        payload = (shipped, j.pattern, j.scale, c.scoring, self.budget.per_match_s)
+        (res,) = await self.pool.run(
+            read_decision_capped, [payload], max(0.001, self.deadline - time.monotonic())
+        )
+        if not res.ok:
+            return Outcome.pool_failure(res.error, res.message or res.error)
+        if isinstance(res.value, str):
+            raise DecisionError(res.value)
+        got: Decision | Outcome = res.value
+        return got
 
 
 def _describe(d: Decision, judgement: str) -> dict[str, Any]:
