@@ -194,6 +194,65 @@ CASES = [
     ("1000\\,\\mathrm{m}", "1 km", True),
     ("1 \\text{ km}", "100 \\text{ m}", False),
     ("2 \\text{ km}", "2000 \\text{ m}^2", False),
+    # a unit stated on one side only is ignored (Math-Verify and Qwen's grader read the number): a
+    # one-letter symbol after a space, s m g h, scored 0 against its bare number (read as 5 times s)
+    ("1000", "1000 m", True),
+    ("1000 m", "1000", True),
+    ("1000 \\text{ m}", "1000 m", True),
+    ("1000", "1000\\,\\text{m}", True),
+    ("1000 \\mathrm{m}", "1000", True),
+    ("5", "5 s", True),
+    ("5 s", "5", True),
+    ("5", "5 s.", True),
+    ("3.5", "3.5 h", True),
+    ("-3", "-3 m", True),
+    ("\\frac{1}{2}", "\\frac{1}{2} h", True),
+    ("5 \\text{ g}", "5 g", True),
+    ("5", "6 s", False),
+    ("1000", "1 km", False),  # the number it states is 1
+    ("1 \\text{ km}", "1000", False),
+    ("1", "1 km", True),
+    # ... a letter that is not a unit symbol is a variable, and one glued to its number a product
+    ("5", "5 x", False),
+    ("5", "5 n", False),
+    ("5", "5m", False),
+    ("5 m", "5m", True),
+    # ... a letter with a power may be a variable's (5 m^2 is 5m^2 in TeX); a unit word's power is a unit's
+    ("5", "5 m^2", False),
+    ("5", "5 cm^2", True),
+    ("25", "5 cm^2", False),
+    # ... a rate of unit symbols too (they scored 0 where "5 miles per hour" scored 1)
+    ("5", "5 m/s", True),
+    ("5", "5 \\text{ km/h}", True),
+    ("6", "5 m/s", False),
+    ("5", "5 x/y", False),
+    # percent in words is the percent sign: "20 percent" scored 0 against 20 (20\\% scored 1)
+    ("20", "20 percent", True),
+    ("20 \\text{ percent}", "20", True),
+    ("0.2", "20 percent", True),
+    ("20\\%", "20 per cent", True),
+    ("0.2", "20 per cent", True),
+    ("21", "20 percent", False),
+    ("20", "20 percentage points", False),
+    # degrees and dollars, as before
+    ("30", "30 \\text{ degrees}", True),
+    ("5", "\\$5", True),
+    ("5", "5 \\text{ dollars}", True),
+    # a unit symbol against a unit of its dimension is converted, typeset or not (the typeset letter was
+    # dropped: "5 \\text{ s}" equalled "5 minutes"; "5 s" was not "5 seconds")
+    ("5 s", "5 seconds", True),
+    ("1 h", "60 min", True),
+    ("1000 g", "1 kg", True),
+    ("60 \\text{ s}", "1 minute", True),
+    ("1 \\text{ h}", "60 minutes", True),
+    ("5 \\text{ s}", "5 minutes", False),
+    ("5 s", "5 minutes", False),
+    ("3 s", "3 meters", False),
+    # ... and one of another dimension differs, typeset too (the typeset s was dropped: "5 \\text{ s}" was 5
+    # meters); an m against a time is left alone (it may be minutes)
+    ("5 \\text{ s}", "5 meters", False),
+    ("2 \\text{ g}", "2 hours", False),
+    ("5 m", "5 kg", False),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

@@ -98,7 +98,12 @@ class MathReward(Reward[MathConfig]):
     # also 1.1.10: quantities in units of different dimensions differ: "3 hours" against "3 meters" scored 1
     # (the units were dropped); a lone "m" is metres against another length unit: "1000 m" (or typeset,
     # "1000\\,\\text{m}") is "1 km" (it scored 0)
-    version: ClassVar[str] = "1.1.10"
+    # 1.1.11: a unit stated on one side only is ignored: "1000 m", "5 s", "3.5 h", "5 m/s", "5 cm^2" scored 0
+    # against their bare number (a one-letter symbol was read as a variable, 5 times s), now 1 ("1 km" against
+    # 1000 still 0); "20 percent" is "20\\%" (0 against 20); a symbol m, s, h or g (or typeset upright) is
+    # converted against a unit of its dimension: "5 s" is "5 seconds" and "60\\,\\text{s}" is "1 minute" (0),
+    # "5\\,\\text{s}" is not "5 minutes" nor "5 meters" (they scored 1, the typeset s dropped)
+    version: ClassVar[str] = "1.1.11"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
