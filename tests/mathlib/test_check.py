@@ -152,6 +152,15 @@ CASES = [
     ("f(x)=x^2", "g(x, y)=x^2", False),
     # ... but a name that is the call's argument, or that its value mentions, is not the function
     ("x = 5", "f(x) = 5", False),
+    # a constant value does not show that a simple name is a function (found in review: a = 5 equalled
+    # f(b) = 5): it names a variable's value, as x = 5 and y = 5 stay apart; two calls are two names of
+    # one constant function
+    ("a = 5", "f(b) = 5", False),
+    ("f(b) = 5", "a = 5", False),
+    ("y = 5", "f(x) = 5", False),
+    ("y = c + 1", "f(x) = c + 1", False),
+    ("f(x) = 5", "g(t) = 5", True),
+    ("z = x", "f(x, y) = x", True),
     ("f(x) = x + y", "y = x + y", False),
     # a prime is a derivative, not part of a name: f'(x) = x^2 says f(x) = x^3/3 (found in review);
     # a derivative named two ways is still one

@@ -36,10 +36,11 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         # cut off in its reasoning (a <think> that never closes): no answer, whatever the draft says
         ("<think>So far \\boxed{8}, but let me check", "8", 0.0, "no_answer"),
         ("<think>a</think>\\boxed{8}\n<think>or \\boxed{7}", "8", 1.0, None),
-        # a unit stated on one side only is ignored, in the worker pool too
+        # a unit stated on one side only is ignored, in the worker pool too; a constant value is no function
         ("The distance is \\boxed{1000 m}.", "1000", 1.0, None),
         ("\\boxed{1000}", "1000 m", 1.0, None),
         ("\\boxed{1 \\text{ km}}", "1000", 0.0, None),
+        ("The answer is \\boxed{f(b) = 5}", "a = 5", 0.0, None),
     ],
 )
 async def test_math_verdicts(

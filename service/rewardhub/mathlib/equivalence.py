@@ -28,6 +28,7 @@ from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
     PARAMETER_LETTERS,
     constants_equal,
+    depends_on,
     family_parameter,
     is_constant,
     is_equation,
@@ -293,8 +294,11 @@ class _Comparer:
         The left-hand side only names the function, as a bare ``x^2`` (which already equals either)
         leaves it unnamed, so the right-hand sides decide: a call's arguments are renamed to the other
         call's (f(x) vs g(t)); a simple name (``y``) stands for a call only when it is none of its
-        arguments and neither side's value mentions it (``x = 5`` is not ``f(x) = 5``, and ``y = 2y``
-        is an equation). Two simple names (``x = 5``, ``y = 5``) say which variable has the value, and
+        arguments, neither side's value mentions it (``x = 5`` is not ``f(x) = 5``, and ``y = 2y``
+        is an equation) and the value varies with the call's arguments: ``y = x^2`` is a function of x,
+        but ``a = 5`` names a variable's value and ``f(b) = 5`` a constant function, two answers (found in
+        review; two calls, ``f(x) = 5`` and ``g(t) = 5``, are one constant function named two ways).
+        Two simple names (``x = 5``, ``y = 5``) say which variable has the value, and
         stay different; so do the labels of a list of answers (``f(x) = x, g(x) = x^2``).
         """
         assert g.label is not None and p.label is not None
@@ -307,10 +311,15 @@ class _Comparer:
             if rename is None:
                 return None
             return "relabelled" if self.value(g.value, p.value, rename or None) else None
-        call, name = (g_call, p.label) if g_call is not None else (p_call, g.label)
+        call, name, value = (g_call, p.label, g.value) if g_call is not None else (p_call, g.label, p.value)
         if call is None or not is_name(name) or not all(is_name(a) for a in call[1]):
             return None
         if key(name) in {key(a) for a in call[1]}:
+            return None
+        # only a value that varies with the call's arguments shows the name is the function's: a = 5 names
+        # a variable's value, f(b) = 5 a constant function
+        parsed = parse_item(value, self.cache)
+        if not any(depends_on(parsed, parse_item(a, self.cache)) for a in call[1]):
             return None
         symbol = parse_item(name, self.cache)
         if any(mentions(parse_item(v, self.cache), symbol) for v in (g.value, p.value)):

@@ -186,6 +186,12 @@ def mentions(expr: Any, symbol: Any) -> bool:
     return symbol in expr.free_symbols
 
 
+def depends_on(expr: Any, symbol: Any) -> bool:
+    """Whether ``symbol`` (a parsed simple name) is certainly a free symbol of ``expr``: False where
+    either is not a sympy object (the opposite of :func:`mentions`, for a rule that needs the symbol)."""
+    return isinstance(symbol, sympy.Symbol) and isinstance(expr, sympy.Basic) and symbol in expr.free_symbols
+
+
 def family_parameter(expr: Any) -> str | None:
     """The integer parameter of a periodic solution family ``a + b k``, or None.
 

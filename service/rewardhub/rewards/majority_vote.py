@@ -200,7 +200,7 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.12: math: "f'(x) = x^2" and "f(x) = x^2" are two votes (a prime is a derivative; 1.0.11 made one);
     # "3 hours" and "3 meters" are two votes (they were one); "1000 m" and "1 km" one
     # 1.0.13: math: "1000 m" and "1000" (or "5 s" and "5", "20 percent" and "20\\%") are one vote (they were
-    # two); "5 s" and "5 seconds" one
+    # two); "5 s" and "5 seconds" one; "a = 5" and "f(b) = 5" two (they were one)
     version: ClassVar[str] = "1.0.13"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -103,6 +103,9 @@ class MathReward(Reward[MathConfig]):
     # 1000 still 0); "20 percent" is "20\\%" (0 against 20); a symbol m, s, h or g (or typeset upright) is
     # converted against a unit of its dimension: "5 s" is "5 seconds" and "60\\,\\text{s}" is "1 minute" (0),
     # "5\\,\\text{s}" is not "5 minutes" nor "5 meters" (they scored 1, the typeset s dropped)
+    # also 1.1.11: a constant value does not relabel a simple name as a function: "a = 5" against
+    # "f(b) = 5" (or "y = 5" against "f(x) = 5") scored 1, now 0 as "x = 5" against "y = 5"; two calls,
+    # "f(x) = 5" and "g(t) = 5", are still one constant function
     version: ClassVar[str] = "1.1.11"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
