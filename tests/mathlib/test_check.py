@@ -235,6 +235,17 @@ CASES = [
     ("5", "5 \\text{ km/h}", True),
     ("6", "5 m/s", False),
     ("5", "5 x/y", False),
+    # ... after a label, in a list or a tuple too (a typeset unit was dropped there, a plain symbol was not)
+    ("1000", "d = 1000 m", True),
+    ("5", "v = 5 m/s", True),
+    ("1000, 2", "1000 m, 2 s", True),
+    ("1000, 2", "1000 m, 3 s", False),
+    ("(1, 2)", "(1 m, 2 m)", True),
+    ("5", "t = 5 x", False),
+    # ... but a number whose unit word was dropped is no bare number: 3 hours is not 3 m, in a list either
+    ("3 hours, 2", "3 m, 2", False),
+    ("x = 3 hours", "x = 3 m", False),
+    ("5 hours", "5 m/s", False),
     # percent in words is the percent sign: "20 percent" scored 0 against 20 (20\\% scored 1)
     ("20", "20 percent", True),
     ("20 \\text{ percent}", "20", True),

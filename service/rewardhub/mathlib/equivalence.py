@@ -22,7 +22,7 @@ from typing import Any
 
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
-from rewardhub.mathlib.quantities import quantities_check
+from rewardhub.mathlib.quantities import mentions_unit, quantities_check, states_number
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
@@ -101,10 +101,15 @@ def _ordering(s: str) -> tuple[list[str], str] | None:
 
 
 class _Comparer:
-    """One ``check`` call: holds the parse cache so each item is parsed at most once."""
+    """One ``check`` call: holds the parse cache so each item is parsed at most once.
 
-    def __init__(self) -> None:
+    ``bare`` says, for gold and prediction, whether a number in it is bare as written: not where the
+    answer holds a unit word (``3 hours`` is the item 3 once its unit is dropped, and is no bare 3 against
+    ``3 m``)."""
+
+    def __init__(self, bare: tuple[bool, bool] = (True, True)) -> None:
         self.cache: dict[str, Any] = {}
+        self.bare = bare
 
     # -- single values -------------------------------------------------------------------------
 
@@ -117,6 +122,13 @@ class _Comparer:
         lg, lp = parse_literal(g), parse_literal(p)
         if lg is not None and lp is not None:
             return "rational" if literals_equivalent(lg, lp) else None
+        if (lg is not None and lp is None and self.bare[0]) or (
+            lp is not None and lg is None and self.bare[1]
+        ):
+            # a unit stated on one side only is ignored: after a label ("d = 1000 m") or in a list ("1000 m,
+            # 2 s") as in a whole answer (:func:`.quantities.quantities_check`)
+            if states_number(g, p):
+                return "units"
         if _SPACED_DIGITS_RE.search(g) or _SPACED_DIGITS_RE.search(p):
             return None
         og, op = _ordering(g), _ordering(p)
@@ -548,7 +560,10 @@ def check(gold: str, pred: str) -> Check:
     choice = _choice_check(gold, pred)
     if choice is not None:
         return choice
-    comparer = _Comparer()
+    try:
+        comparer = _Comparer((not mentions_unit(normalize(gold)), not mentions_unit(normalize(pred))))
+    except Exception:
+        comparer = _Comparer((False, False))
     try:
         g_items, g_set = parse_answer(gold)
         p_items, p_set = parse_answer(pred)

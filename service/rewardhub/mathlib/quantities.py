@@ -7,7 +7,10 @@ minutes`` right. :func:`quantities_check` decides such a pair by converting both
 
 A unit stated on one side only is ignored, as Math-Verify and Qwen's grader do: a bare number equals a
 quantity that states it (``1000`` and ``1000 m``, ``5 s``, ``5 m/s``, ``5 cm^2``; ``1 km`` states 1, not
-1000). This rule only accepts; an unequal number is left to the other rules (which read it unequal).
+1000). This rule only accepts; an unequal number is left to the other rules (which read it unequal). The
+comparer applies it (:func:`states_number`) after a label or in a list too (``d = 1000 m``, ``1000 m, 2
+s``), but not to a number whose unit word the other rules dropped (:func:`mentions_unit`: ``3 hours``
+is the item 3, and no bare 3 against ``3 m``).
 
 Two quantities are decided when both are a single number followed by a unit it knows: units of
 different dimensions (``3 hours`` against ``3 meters``) are unequal, and differing units of one
@@ -32,7 +35,7 @@ from fractions import Fraction
 from rewardhub.mathlib.normalize import normalize
 from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_literal
 
-__all__ = ["quantities_check", "quantity"]
+__all__ = ["mentions_unit", "quantities_check", "quantity", "states_number"]
 
 
 def _units(dimension: str, factor: Fraction, *names: str) -> dict[str, tuple[str, Fraction]]:
@@ -132,6 +135,30 @@ def _stated_number(s: str) -> Literal | None:
     return None
 
 
+_UNIT_WORD_RE = re.compile(
+    r"(?<![A-Za-z])(?:" + "|".join(sorted(_UNITS, key=len, reverse=True)) + r")(?![A-Za-z])", re.IGNORECASE
+)
+
+
+def mentions_unit(s: str) -> bool:
+    """Whether ``s`` (normalised) holds a unit word of a dimension (``hours``, ``km``): the equivalence
+    rules drop such a word (``3 hours`` is 3), so a number there may not be a bare one."""
+    return _UNIT_WORD_RE.search(s) is not None
+
+
+def states_number(gold: str, pred: str) -> bool:
+    """Whether one side (normalised) is a bare number and the other a quantity stating it (``1000`` and
+    ``1000 m``): a unit stated on one side only is ignored."""
+    lg, lp = parse_literal(gold), parse_literal(pred)
+    if lg is not None and lp is None:
+        stated = _stated_number(pred)
+        return stated is not None and literals_equivalent(lg, stated)
+    if lp is not None and lg is None:
+        stated = _stated_number(gold)
+        return stated is not None and literals_equivalent(stated, lp)
+    return False
+
+
 # A number and an upright one-letter unit symbol at the end, "1000\\,\\text{m}", "60 \\mathrm{~s}":
 # normalisation drops such a unit (:func:`.normalize.unwrap_text`), so it is read from the answer as written.
 _TYPESET_LETTER_RE = re.compile(
@@ -170,16 +197,9 @@ def quantities_check(gold: str, pred: str) -> bool | None:
         return None
     try:
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
-        bare_g, bare_p = parse_literal(ng), parse_literal(np)
-        if (bare_g is None) != (bare_p is None):
+        if (parse_literal(ng) is None) != (parse_literal(np) is None):
             # a unit stated on one side only is ignored: the number it states is the answer
-            if bare_g is not None:
-                stated = _stated_number(np)
-                ok = stated is not None and literals_equivalent(bare_g, stated)
-            else:
-                stated = _stated_number(ng)
-                ok = stated is not None and bare_p is not None and literals_equivalent(stated, bare_p)
-            return True if ok else None
+            return True if states_number(ng, np) else None
         g, p = quantity(ng), quantity(np)
         if g is None and p is not None:
             g, differ = _letter_quantity(ng, p)

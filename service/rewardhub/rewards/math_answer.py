@@ -99,10 +99,11 @@ class MathReward(Reward[MathConfig]):
     # (the units were dropped); a lone "m" is metres against another length unit: "1000 m" (or typeset,
     # "1000\\,\\text{m}") is "1 km" (it scored 0)
     # 1.1.11: a unit stated on one side only is ignored: "1000 m", "5 s", "3.5 h", "5 m/s", "5 cm^2" scored 0
-    # against their bare number (a one-letter symbol was read as a variable, 5 times s), now 1 ("1 km" against
-    # 1000 still 0); "20 percent" is "20\\%" (0 against 20); a symbol m, s, h or g (or typeset upright) is
-    # converted against a unit of its dimension: "5 s" is "5 seconds" and "60\\,\\text{s}" is "1 minute" (0),
-    # "5\\,\\text{s}" is not "5 minutes" nor "5 meters" (they scored 1, the typeset s dropped)
+    # against their bare number (a one-letter symbol was read as a variable, 5 times s), now 1, after a label
+    # or in a list too ("d = 1000 m", "1000 m, 2 s"); "1 km" against 1000 still 0; "20 percent" is "20\\%" (0
+    # against 20); a symbol m, s, h or g (or typeset upright) is converted against a unit of its dimension:
+    # "5 s" is "5 seconds" and "60\\,\\text{s}" is "1 minute" (0), "5\\,\\text{s}" is not "5 minutes" nor
+    # "5 meters" (they scored 1, the typeset s dropped)
     # also 1.1.11: a constant value does not relabel a simple name as a function: "a = 5" against
     # "f(b) = 5" (or "y = 5" against "f(x) = 5") scored 1, now 0 as "x = 5" against "y = 5"; two calls,
     # "f(x) = 5" and "g(t) = 5", are still one constant function
