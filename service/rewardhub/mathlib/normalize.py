@@ -135,11 +135,11 @@ _PLAIN_PI_RE = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _PLAIN_SQRT_RE = re.compile(r"(?<![\\A-Za-z])sqrt\s*(?:(\d+(?:\.\d+)?|[A-Za-z](?![A-Za-z]))|(?=\{))")
 # Python's power ``x**2``, ``2**10``, ``x**(n+1)`` is TeX's ``x^{...}`` (braced: ``2^10`` is 2^1 0 in TeX).
 _PY_POWER_RE = re.compile(r"\*\*\s*(\d+|[A-Za-z]|\([^()]{0,200}\))")
-# A whole answer in E-notation (``5e3``, ``1.2E-4``) and a whole answer that is a mixed number written
-# with a slash (``1 1/2``, as ``1\\frac{1}{2}`` already reads).
 # Percent in words right after a number ("20 percent", "20 \\text{ per cent}") is the percent sign: the same
 # number, typeset another way ("percentage points" is not).
 _PERCENT_WORD_RE = re.compile(r"(?<=\d) ?(?:percent|per cent)(?![A-Za-z])", re.IGNORECASE)
+# A whole answer in E-notation (``5e3``, ``1.2E-4``) and a whole answer that is a mixed number written
+# with a slash (``1 1/2``, as ``1\\frac{1}{2}`` already reads).
 _E_NOTATION_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})$")
 _MIXED_SLASH_RE = re.compile(r"^(-?\d+) (\d+)/(\d+)$")
 _ORDINAL_RE = re.compile(r"(?<=\d)\s*\^?\s*\{?\s*(?:st|nd|rd|th)\s*\}?(?![a-zA-Z])")
