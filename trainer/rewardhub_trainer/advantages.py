@@ -29,10 +29,31 @@ Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
 * MC-GRPO: G+1 samples, ``b = median(r)`` (the lower median, so it is a member), ``A_i = r_i − b``; the
   pivot (the member equal to ``b``, advantage 0) is masked out, leaving G gradient samples. Optional MAD
   scaling divides by ``max(MAD, 0.5·std, floor)``.
+
+**Process (dense) credit** (algorithms.md §1.8): one advantage per *token* from a PRM's step scores
+``s_{i,k}`` in [0, 1], step k of completion i ending on token ``t_{i,k}`` (``|y_i|`` tokens):
+
+* PURE (``pure_min``, min-form credit): ``r_k = 2 s_k − 1`` (``p(+) − p(−)`` of a two-class PRM),
+  ``w_k = softmax_k(−r_k / T)``, the step reward ``r'_k = w_k r_k`` on token ``t_k`` (``Σ_k r'_k ≈ min_k
+  r_k``); RLOO baselines over the group's other valid members ``j``: the process reward per token
+  ``b_i = Σ_{j≠i} R_j / Σ_{j≠i} |y_j|`` (``R_j = Σ_k r'_{j,k}``; PURE's ``--reward_baseline token``) is
+  taken off every token, and the outcome reward ``o_i`` (the item's score) goes on the last token as
+  ``c · (o_i − mean_{j≠i} o_j)``; returns with γ = 1::
+
+      A_{i,t} = Σ_{k: t_k ≥ t} r'_{i,k} − b_i · (|y_i| − t) + c · (o_i − mean_{j≠i} o_j)
+
+  (0 for a member with no other valid member to compare with).
+* DeepSeekMath process supervision (``grpo_process``): ``r̃_{i,k} = (s_{i,k} − mean(S)) / (std(S) + eps)``
+  with ``S`` every step score of the group's valid members, ``A_{i,t} = Σ_{k: t_k ≥ t} r̃_{i,k}``. A sum
+  form: PURE found such credit reward-hacked from the start of training (padding with steps the PRM
+  likes pays); ``pure_min`` is the recommended one.
+
+Both mask a member without step scores as an invalid one, and put ``A_{i,0}`` in ``values``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +67,8 @@ __all__ = [
     "group_mean_std",
     "mc_grpo_advantages",
     "overlong_penalty",
+    "grpo_process_advantages",
+    "pure_min_advantages",
     "rloo_advantages",
     "zero_variance_groups",
     "component_matrix",
@@ -56,6 +79,14 @@ __all__ = [
 class Advantages:
     values: torch.Tensor  # [B, G] float, 0 where masked
     mask: torch.Tensor  # [B, G] bool, True = in the loss
+    # process credit only: tokens[b][g] is completion (b, g)'s [|y|] per-token advantages (0 where masked);
+    # None: one advantage per completion (values)
+    tokens: list[list[torch.Tensor]] | None = None
+
+
+# One completion's step scores: (the completion token on which the step ends, its score s in [0, 1]), in
+# step order; None when the item has none to read (masked, as an invalid one)
+StepScores = Sequence[tuple[int, float]] | None
 
 
 def group_mean_std(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -182,6 +213,103 @@ def mc_grpo_advantages(
         values[b, pivot] = 0.0
         mask[b, pivot] = False
     return Advantages(values=values, mask=mask)
+
+
+def _process_mask(steps: Sequence[Sequence[StepScores]], outcome: torch.Tensor) -> torch.Tensor:
+    """``[B, G]`` bool: valid members (outcome not NaN) with step scores to read."""
+    have = torch.tensor([[s is not None for s in group] for group in steps], dtype=torch.bool)
+    return have.reshape(outcome.shape) & ~torch.isnan(outcome)
+
+
+def _returns(length: int, placed: Sequence[tuple[int, float]]) -> torch.Tensor:
+    """``[length]``: at each token the sum of the rewards placed at or after it (γ = 1)."""
+    rewards = torch.zeros(length, dtype=torch.float64)
+    for t, r in placed:
+        rewards[min(max(t, 0), length - 1)] += r
+    return rewards.flip(0).cumsum(0).flip(0)
+
+
+def _finish_tokens(tokens: list[list[torch.Tensor]], mask: torch.Tensor) -> Advantages:
+    for b, row in enumerate(tokens):
+        for g, a in enumerate(row):
+            if not bool(mask[b, g]):
+                row[g] = torch.zeros_like(a)
+    first = [[float(a[0]) if a.numel() else 0.0 for a in row] for row in tokens]
+    return Advantages(
+        values=torch.tensor(first, dtype=torch.float64).reshape(mask.shape), mask=mask, tokens=tokens
+    )
+
+
+def pure_min_advantages(
+    steps: Sequence[Sequence[StepScores]],
+    outcome: torch.Tensor,
+    lengths: Sequence[Sequence[int]],
+    *,
+    temperature: float = 0.1,
+    outcome_coef: float = 1.0,
+) -> Advantages:
+    """PURE's min-form credit per token (see the module docstring).
+
+    Args:
+        steps: per group, per member, its step scores (:data:`StepScores`).
+        outcome: ``[B, G]`` the outcome reward (the item's score), NaN where invalid.
+        lengths: per group, per member, its completion's token count ``|y|``.
+        temperature: ``T`` of the soft-min weights.
+        outcome_coef: ``c``, the outcome reward's weight.
+    """
+    mask = _process_mask(steps, outcome)
+    tokens: list[list[torch.Tensor]] = []
+    for b, group in enumerate(steps):
+        placed: list[list[tuple[int, float]]] = []
+        for s in group:
+            if not s:
+                placed.append([])
+                continue
+            r = torch.tensor([2.0 * score - 1.0 for _, score in s], dtype=torch.float64)
+            w = torch.softmax(-r / temperature, dim=0)
+            placed.append([(t, float(x)) for (t, _), x in zip(s, (w * r).tolist(), strict=True)])
+        valid = [g for g in range(len(group)) if bool(mask[b, g])]
+        total = {g: math.fsum(x for _, x in placed[g]) for g in valid}
+        row = []
+        for g in range(len(group)):
+            n = lengths[b][g]
+            others = [j for j in valid if j != g]
+            if g not in valid or not others or n == 0:
+                row.append(torch.zeros(n, dtype=torch.float64))
+                continue
+            tokens_of_others = sum(lengths[b][j] for j in others)
+            per_token = math.fsum(total[j] for j in others) / tokens_of_others if tokens_of_others else 0.0
+            out = float(outcome[b, g]) - math.fsum(float(outcome[b, j]) for j in others) / len(others)
+            returns = _returns(n, [*placed[g], (n - 1, outcome_coef * out)])
+            row.append(returns - per_token * torch.arange(n, 0, -1, dtype=torch.float64))
+        tokens.append(row)
+    return _finish_tokens(tokens, mask)
+
+
+def grpo_process_advantages(
+    steps: Sequence[Sequence[StepScores]],
+    outcome: torch.Tensor,
+    lengths: Sequence[Sequence[int]],
+    eps: float = 1e-4,
+) -> Advantages:
+    """DeepSeekMath's process-supervised GRPO per token (see the module docstring). ``outcome`` (``[B,
+    G]``, NaN where invalid) only says which members are valid: this form has no outcome reward."""
+    mask = _process_mask(steps, outcome)
+    tokens: list[list[torch.Tensor]] = []
+    for b, group in enumerate(steps):
+        scores = [score for g, s in enumerate(group) if bool(mask[b, g]) for _, score in s or ()]
+        if scores:
+            mean, std, _ = group_mean_std(torch.tensor([scores], dtype=torch.float64))
+            m, d = float(mean), float(std) + eps
+        row = []
+        for g, s in enumerate(group):
+            n = lengths[b][g]
+            if not bool(mask[b, g]) or not s or n == 0:
+                row.append(torch.zeros(n, dtype=torch.float64))
+                continue
+            row.append(_returns(n, [(t, (score - m) / d) for t, score in s]))
+        tokens.append(row)
+    return _finish_tokens(tokens, mask)
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:

@@ -50,6 +50,7 @@ __all__ = [
 Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo", "rloo"]
 Operation = Literal["+", "-", "*", "/"]
 LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "bnpo"]
+ProcessCredit = Literal["none", "pure_min", "grpo_process"]
 
 # The loss aggregation each estimator's paper uses (algorithms.md §4.8), for ``loss_agg: auto``.
 DEFAULT_LOSS_AGG: dict[str, str] = {
@@ -495,6 +496,67 @@ class AlgorithmConfig(_Section):
         "rescales by (G+1)/#nonzero; not done here).",
     )
     mc_mad_floor: float = Field(0.1, gt=0, description="mc_grpo: floor of the MAD scale.")
+    process_credit: ProcessCredit = Field(
+        "none",
+        description="Dense credit from a PRM's step scores (details.steps), per token: none (one advantage "
+        "per completion); pure_min (PURE's min-form: r_k = 2s_k - 1, w = softmax(-r/T), w_k r_k on the token "
+        "ending step k, the outcome reward times process_outcome_coef on the last token, RLOO baselines, "
+        "returns with gamma 1); grpo_process (DeepSeekMath's process supervision: step scores normalised "
+        "over the group's steps, each token the sum of those ending at or after it; the sum form PURE found "
+        "hack-prone). Estimator grpo or rloo only; no dynamic sampling, overlong shaping or scale_rewards.",
+    )
+    process_steps_from: str | None = Field(
+        None,
+        description="Where the step scores are: unset, the reward's own details.steps (prm, judge in steps "
+        "mode); a composite component's key (e.g. 'prm'; 'a.b' inside a nested composite), its "
+        "details.steps. Details are then asked for (include_details).",
+    )
+    process_temperature: float = Field(
+        0.1, gt=0, description="pure_min: T of the soft-min weights softmax(-r_k / T) (PURE: 0.1)."
+    )
+    process_outcome_coef: float = Field(
+        1.0,
+        ge=0,
+        description="pure_min: weight of the outcome reward (the item's score) on the last token (PURE's "
+        "verifiable_reward_coef; 0: step rewards only).",
+    )
+
+    @model_validator(mode="after")
+    def _process(self) -> AlgorithmConfig:
+        # Process credit replaces the estimator's advantage; the settings of what it replaces, and its own
+        # settings while it is off, would be ignored with nothing said.
+        if self.process_credit == "none":
+            stray = self._changed(["process_steps_from", "process_temperature", "process_outcome_coef"])
+            if stray:
+                raise ValueError(
+                    f"algorithm.{', algorithm.'.join(stray)}: process credit is off (process_credit: none); "
+                    "set algorithm.process_credit"
+                )
+            return self
+        if self.process_credit == "grpo_process":
+            stray = self._changed(["process_temperature", "process_outcome_coef"])
+            if stray:
+                raise ValueError(
+                    f"algorithm.{', algorithm.'.join(stray)}: read by process_credit pure_min only, not "
+                    "grpo_process (which has no outcome reward and no soft-min)"
+                )
+        if self.estimator not in ("grpo", "rloo"):
+            raise ValueError(
+                f"algorithm.process_credit {self.process_credit} computes the advantages itself; estimator "
+                f"{self.estimator} would be ignored (leave it at grpo, or rloo)"
+            )
+        refused = [
+            *(["scale_rewards"] if self.scale_rewards is not None else []),
+            *(["dynamic_sampling"] if self.dynamic_sampling else []),
+            *(["overlong"] if self.overlong.enabled else []),
+        ]
+        if refused:
+            raise ValueError(
+                f"algorithm.{', algorithm.'.join(refused)}: not applied with process_credit "
+                f"{self.process_credit} (dynamic sampling filters on the outcome score, whose groups may still "
+                "differ in their steps; the overlong shaping and scale_rewards act on a sequence-level reward)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _scaling(self) -> AlgorithmConfig:

@@ -5,6 +5,9 @@ Per token of completion i (``m`` the completion mask, ``A_i`` the sequence's adv
     ρ_{i,t} = exp(log π_θ(y_t) − log π_old(y_t))
     ℓ_{i,t} = −min(ρ A_i, clip(ρ, 1 − ε_low, 1 + ε_high) A_i) + β · KL_{i,t}
 
+With process credit (``algorithm.process_credit``) the advantage is per token, ``A_{i,t}`` in place of
+``A_i``: the same formula, token by token (a ``[B]`` advantage is the ``[B, T]`` one constant along t).
+
 ``ε_high > ε_low`` is DAPO's clip-higher (room for low-probability tokens to grow). The KL is to a frozen
 reference with ``Δ = log π_θ − log π_ref`` (Schulman's estimators):
 
@@ -70,14 +73,14 @@ def clipped_surrogate(
     Args:
         logp: ``[B, T]`` log π_θ of the sampled tokens (with grad).
         old_logp: ``[B, T]`` log π_old (the sampling policy); no gradient flows into it.
-        advantages: ``[B]`` one advantage per sequence.
+        advantages: ``[B]`` one advantage per sequence, or ``[B, T]`` one per token (process credit).
 
     Returns:
         ``(loss [B, T], ratio [B, T], clipped [B, T] bool)`` — ``clipped`` marks tokens where the clipped
         branch was the active one (the gradient is zero there), for the clip-fraction metric.
     """
     ratio = torch.exp(logp - old_logp.detach())
-    adv = advantages.unsqueeze(-1).to(ratio.dtype)
+    adv = (advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages).to(ratio.dtype)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * adv
     loss = -torch.minimum(unclipped, clipped)

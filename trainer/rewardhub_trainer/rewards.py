@@ -219,6 +219,7 @@ class RewardDispatcher:
     """Scores groups on a background event loop; measures how long the caller blocks on the answers.
 
     ``transport``: the httpx transport of the client's connection pool (tests inject failures with it).
+    ``include_details``: ask the service for each item's ``details`` (process credit's step scores).
     """
 
     def __init__(
@@ -227,9 +228,13 @@ class RewardDispatcher:
         group_size: int,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        include_details: bool = False,
     ):
         self.config = config
         self.group_size = group_size
+        # ask for each item's details: process credit reads a PRM's step scores there (otherwise they
+        # are left out: a judge's or a sandbox's can be long, and nothing reads them)
+        self.include_details = include_details
         # where the reward reads the completions' token ids (repetition with unit: token_ids), if anywhere:
         # sent only then, being about one and a half times the text
         self.token_ids_keys = token_ids_keys(config.config)
@@ -268,7 +273,10 @@ class RewardDispatcher:
     def submit(self, groups: Sequence[Group]) -> concurrent.futures.Future[list[ItemResult]]:
         """Send these whole groups in one request; returns immediately (the request is in flight)."""
         items = [it for g in groups for it in g.items(self.token_ids_keys, self.token_count_keys)]
-        options: dict[str, Any] = {"use_cache": self.config.use_cache, "include_details": False}
+        options: dict[str, Any] = {
+            "use_cache": self.config.use_cache,
+            "include_details": self.include_details,
+        }
         if self.config.item_timeout_s is not None:
             options["timeout_s"] = self.config.item_timeout_s
         self.requests += 1

@@ -11,6 +11,8 @@ One step::
         wait for the answers                                       # the only time the loop blocks on rewards
         dynamic sampling: keep groups whose valid rewards differ (gdpo: whose components differ)
     rewards (NaN = invalid, or its request failed) [+ overlong shaping] → advantages + mask (advantages.py)
+        (process credit: per-token advantages from the PRM step scores in the results' details, their
+        character spans placed on completion tokens by process.py)
     for epoch in 1..num_epochs:                                    # one optimizer step per epoch
         for each micro-batch: PPO-clip (+ β·KL) per token, aggregated with global normalisers, backward
         clip gradients, step
@@ -52,8 +54,10 @@ from rewardhub_trainer.advantages import (
     dr_grpo_advantages,
     gdpo_advantages,
     grpo_advantages,
+    grpo_process_advantages,
     mc_grpo_advantages,
     overlong_penalty,
+    pure_min_advantages,
     rloo_advantages,
     zero_variance_groups,
 )
@@ -64,6 +68,7 @@ from rewardhub_trainer.generation import Completion, make_generator
 from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
+from rewardhub_trainer.process import read_steps, step_scores
 from rewardhub_trainer.rewards import (
     Group,
     RewardDispatcher,
@@ -82,6 +87,12 @@ class _Seq:
     completion: Completion
     advantage: float
     weight: float = 0.0  # bnpo: 1 / (micro-batches · tokens of its micro-batch)
+    tokens: torch.Tensor | None = None  # process credit: its per-token advantages ([|y|])
+
+    @property
+    def signal(self) -> bool:
+        """Whether it has a non-zero advantage (one that gives a policy gradient)."""
+        return bool(self.tokens.any()) if self.tokens is not None else self.advantage != 0.0
 
 
 @dataclass
@@ -133,6 +144,7 @@ class Trainer:
         self.data_pos = 0
         self._gdpo_weights_checked = False
         self._accuracy_key_checked = False
+        self._process_steps_checked = False
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
         self.failed_steps = 0  # consecutive steps in which no reward request was answered
         self.invalid_steps = 0  # consecutive steps in which every answered item was valid: false
@@ -261,12 +273,53 @@ class Trainer:
         o = alg.overlong
         return overlong_penalty(lengths, o.max_length or gen.max_new_tokens, o.cache_length, o.penalty_factor)
 
+    def _process_steps(self, groups: list[Group]) -> list[list[list[tuple[int, float]] | None]]:
+        """Per group, per member: its step scores on the completion's tokens (process.py), None where the
+        result has none to read (masked). A valid item must have them somewhere in the first batch with
+        a valid item: else the place read (algorithm.process_steps_from) is wrong, and every item of the
+        run would be masked."""
+        where = self.config.algorithm.process_steps_from
+        out: list[list[list[tuple[int, float]] | None]] = []
+        found = False
+        for g in groups:
+            row: list[list[tuple[int, float]] | None] = []
+            for c, r in zip(g.completions, g.results, strict=True):
+                steps = read_steps(r, where) if r.valid else None
+                found = found or steps is not None
+                row.append(
+                    None
+                    if steps is None
+                    else step_scores(self.tokenizer, steps, c.completion_ids, c.text, g.response_prefix)
+                )
+            out.append(row)
+        valid = any(r.valid for g in groups for r in g.results)
+        if valid and not found and not self._process_steps_checked:
+            place = f"details.parts.{where}...details.steps" if where else "details.steps"
+            raise ValueError(
+                f"algorithm.process_steps_from: no valid item of reward {self.config.reward.name!r} has step "
+                f"scores in {place}; process credit needs a reward that returns them (prm, judge in steps "
+                "mode), or set process_steps_from to the composite component that does"
+            )
+        self._process_steps_checked = self._process_steps_checked or found
+        return out
+
     def _advantages(self, groups: list[Group]) -> tuple[Advantages, torch.Tensor]:
         alg = self.config.algorithm
         raw = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         shaping = self._shaping(groups)
         rewards = raw + shaping  # NaN (invalid) stays NaN
-        if alg.estimator in ("grpo", "dapo"):
+        lengths = [[len(c.completion_ids) for c in g.completions] for g in groups]
+        if alg.process_credit == "pure_min":
+            adv = pure_min_advantages(
+                self._process_steps(groups),
+                raw,
+                lengths,
+                temperature=alg.process_temperature,
+                outcome_coef=alg.process_outcome_coef,
+            )
+        elif alg.process_credit == "grpo_process":
+            adv = grpo_process_advantages(self._process_steps(groups), raw, lengths, alg.std_eps)
+        elif alg.estimator in ("grpo", "dapo"):
             adv = grpo_advantages(rewards, alg.std_eps, alg.resolved_scale_rewards)
         elif alg.estimator == "dr_grpo":
             adv = dr_grpo_advantages(rewards)
@@ -285,7 +338,15 @@ class Trainer:
             adv = gdpo_advantages(comps, ~torch.isnan(raw), weights, alg.std_eps)
         if alg.mask_truncated:
             truncated = torch.tensor([[c.truncated for c in g.completions] for g in groups])
-            adv = Advantages(values=torch.where(truncated, 0.0, adv.values), mask=adv.mask & ~truncated)
+            tokens = adv.tokens
+            if tokens is not None:
+                tokens = [
+                    [torch.zeros_like(a) if t else a for a, t in zip(row, cut, strict=True)]
+                    for row, cut in zip(tokens, truncated.tolist(), strict=True)
+                ]
+            adv = Advantages(
+                values=torch.where(truncated, 0.0, adv.values), mask=adv.mask & ~truncated, tokens=tokens
+            )
         return adv, rewards
 
     # ---- optimisation ----
@@ -310,9 +371,21 @@ class Trainer:
             "tokens": ids[:, p_len:].to(device),
             "mask": attn[:, p_len:].to(device),
             "sampler_logprobs": old.to(device),
-            "advantages": torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
+            "advantages": self._collate_advantages(seqs, c_len).to(device),
             "weights": torch.tensor([s.weight for s in seqs], dtype=torch.float32, device=device),
         }
+
+    @staticmethod
+    def _collate_advantages(seqs: list[_Seq], c_len: int) -> torch.Tensor:
+        """``[B]`` one advantage per sequence, or with process credit ``[B, c_len]`` per token (0 on the
+        padding, which the completion mask leaves out anyway)."""
+        if all(s.tokens is None for s in seqs):
+            return torch.tensor([s.advantage for s in seqs], dtype=torch.float32)
+        adv = torch.zeros((len(seqs), c_len), dtype=torch.float32)
+        for i, s in enumerate(seqs):
+            if s.tokens is not None:
+                adv[i, : len(s.tokens)] = s.tokens.to(torch.float32)
+        return adv
 
     def _logprobs(
         self, model: torch.nn.Module, b: dict[str, torch.Tensor]
@@ -331,7 +404,7 @@ class Trainer:
     def _optimize(self, groups: list[Group], adv: Advantages) -> dict[str, float]:
         cfg, alg = self.config, self.config.algorithm
         in_loss = [
-            _Seq(c, float(adv.values[i, j]))
+            _Seq(c, float(adv.values[i, j]), tokens=adv.tokens[i][j] if adv.tokens is not None else None)
             for i, g in enumerate(groups)
             for j, c in enumerate(g.completions)
             if bool(adv.mask[i, j])
@@ -350,7 +423,7 @@ class Trainer:
                 tokens = max(sum(len(s.completion.completion_ids) for s in chunk), 1)
                 for s in chunk:
                     s.weight = 1.0 / (len(chunks) * tokens)
-        run = in_loss if alg.kl_coef > 0 else [s for s in in_loss if s.advantage != 0.0]
+        run = in_loss if alg.kl_coef > 0 else [s for s in in_loss if s.signal]
         batches = [self._collate(run[i : i + mb]) for i in range(0, len(run), mb)]
         stats: dict[str, float] = {"seqs_in_loss": float(len(in_loss)), "seqs_forwarded": float(len(run))}
         if not batches:
@@ -611,6 +684,14 @@ class Trainer:
         comps = [c for g in col.scored for c in g.completions]
         lengths = [len(c.completion_ids) for c in comps]
         mask_vals = adv.values[adv.mask]
+        if adv.tokens is not None:  # process credit: over the tokens of the completions in the loss
+            kept = [
+                a
+                for row, m in zip(adv.tokens, adv.mask.tolist(), strict=True)
+                for a, k in zip(row, m, strict=True)
+                if k
+            ]
+            mask_vals = torch.cat(kept) if kept else torch.zeros(0)
         # the rewards with their overlong shaping, NaN where invalid or failed (as for `reward`)
         shaped = (
             torch.tensor([g.scores() for g in col.scored], dtype=torch.float64) + self._shaping(col.scored)
@@ -692,7 +773,12 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
         writer = MetricsWriter(self.run_dir, tensorboard=cfg.output.tensorboard, resume_step=self.step)
-        dispatcher = RewardDispatcher(cfg.reward, self.n_per_prompt, transport=self.reward_transport)
+        dispatcher = RewardDispatcher(
+            cfg.reward,
+            self.n_per_prompt,
+            transport=self.reward_transport,
+            include_details=cfg.algorithm.process_credit != "none",  # the step scores are details
+        )
         bar = _progress(cfg, self.step)
         last: dict[str, float] = {}
         try:
