@@ -402,6 +402,59 @@ async def test_the_tests_objects_give_the_solution_their_data_attributes_and_not
         assert any(r in message for r in refusals), (attack, message)
 
 
+async def test_the_batched_writes_and_node_copies_give_the_solution_nothing_more(
+    client: httpx.AsyncClient,
+) -> None:
+    """The solution holds copies of the data attributes of the tests' nodes and sends its writes to them
+    as one batch (``setattrs``), asking for a node's copy by ``node``: each write of a batch is checked
+    as a ``setattr`` (no private name, method, class attribute, object other than a tests' node, handle
+    the judge never gave), a copy holds only what ``getattr`` gives, and the judge takes no copy from
+    the solution (``{"W": ...}`` is the judge's to send). Every attempt fails the tests, the item valid,
+    and the tests' node keeps what it had."""
+    tests = (
+        "class ListNode:\n    kind = ('node', print)\n    def __init__(self, val, next=None):\n"
+        "        self.val = val\n        self.next = next\n        self._secret = 1\n        self.show = to_list\n"
+        "    def values(self):\n        return to_list(self)\n"
+        "def to_list(node):\n    out = []\n    while node:\n        out.append(node.val)\n        node = node.next\n"
+        "    return out\n"
+        "head = ListNode(1, ListNode(2))\nassert reverse(head, to_list).values() == [2, 1]\n"
+        "assert head._secret == 1 and ListNode.kind[0] == 'node' and ListNode.values is not None\n"
+    )
+    honest = (
+        "import sys\n"
+        "def reverse(head, fn):\n    copies = sys.modules['rh_guest']._NODE_CACHE\n"
+        "    assert sorted(copies[object.__getattribute__(head, '_rh_id')]) == ['next', 'val'], copies\n"
+        "    prev = None\n    while head:\n"
+        "        head.next, prev, head = prev, head, head.next\n    return prev\n"
+    )
+    cheat = (
+        honest.replace("def reverse", "def honest").replace("{", "{{").replace("}", "}}")
+        + "guest = sys.modules['rh_guest']\nask = guest._CHANNEL.request\n"
+        "def h(x):\n    return {{'R': object.__getattribute__(x, '_rh_id')}}\n"
+        "def reverse(head, fn):\n    {attack}\n    return honest(head, fn)\n"
+    )
+    attacks = [
+        "ask('setattrs', [[h(head), '_secret', 2]])",
+        "ask('setattrs', [[h(head), 'values', 1]])",
+        "ask('setattrs', [[h(head), 'kind', 'x']])",
+        "ask('setattrs', [[h(head), '__class__', None]])",
+        "ask('setattrs', [[h(fn), 'x', 1]])",
+        "ask('setattrs', [[{'R': 1}, 'val', 1]])",
+        "ask('setattrs', [[h(head), 7, 1]])",
+        "ask('setattrs', [[h(head), 'val', {'W': [1, []]}]])",
+        "ask('setattrs', [[h(head), 'val', 5], [h(head), '_secret', 2]])",
+        "ask('node', h(fn)) is None and ask('getattr', h(fn), 'x')",
+        "ask('node', {'R': 1})",
+    ]
+    items = [{"response": honest, "reference": {"tests": tests}}]
+    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for attack, result in zip(attacks, results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
+        assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
+
+
 async def test_the_judge_s_own_hooks_are_not_the_solution_s_to_call(client: httpx.AsyncClient) -> None:
     """Tests that hand the solution their namespace (``f(globals())``) handed it the judge's hooks too, which
     the solution could call as any function of the tests': recording the asserts after the current one as

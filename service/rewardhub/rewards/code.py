@@ -571,7 +571,11 @@ class CodeReward(Reward[CodeConfig]):
     # `heapq`, `inf` without importing them: a NameError failed every such correct solution); an
     # entry_point `Solution().name` is that method of a new Solution (was "the solution does not
     # define"); a module-level name the solution binds to None reaches the tests (was left out)
-    version: ClassVar[str] = "1.3.17"
+    # 1.3.18: the tests' nodes (of a class without __bool__, __len__ or attribute hooks) reach the
+    # solution with the data attributes of the nodes after them, thousands a message, and its writes go
+    # back batched before anything else it sends: a round trip per attribute access made reversing a
+    # 100,000-node list cost ~6 s of CPU (a timeout on a loaded host), now ~1.5 s
+    version: ClassVar[str] = "1.3.18"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

@@ -38,6 +38,10 @@ Two modes:
   a list, dict or set it reads off one in a call being the tests' own to change (:meth:`_Codec.enc_more`);
   it makes new nodes of its own class, or by calling the tests' class if the tests hand it over or, one
   of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). A
+  node of a class without hooks (:func:`_plain_node`) crosses with the data attributes of the nodes after
+  it, which the solution reads from its copy until the judge may run code again, its writes to them
+  queued and sent before anything else it sends (:meth:`_Codec._snapshot`): a round trip per attribute
+  access made a 100,000-node list cost seconds. A
   reference's ``prelude`` runs in the judge, in the tests' namespace after the solution's names, before
   the tests; its import statements alone (the service's :func:`rewardhub.sandbox.harness.prelude_imports`,
   in the public frame) run in the solution's before the solution, and names they bound that the solution
@@ -297,6 +301,16 @@ class _Codec:
         # the solution's side sends them so.
         self.judge = judge
         self.mirrors: dict[int, _RemoteClass] = {}
+        # (The judge's) the tests' nodes whose data attributes the solution holds (:meth:`_snapshot`), and
+        # which names of a class's nodes it may read; both forgotten as the solution forgets its copies.
+        self.snapped: set[int] = set()
+        self.readable: dict[tuple[type, str], bool] = {}
+        # (The judge's) what the next message may carry of snapshots, nodes and characters, and the nodes
+        # the one after it may: 1 after the solution forgot its copies, doubling with each message that
+        # carried one, up to _SNAP_NODES (a solution that makes a node, which forgets them, and reads
+        # one more is sent one more, not thousands; one walking a list soon gets thousands a message).
+        self.snap_left = [1, _SNAP_CHARS]
+        self.snap_next = 1
         # A call's lists, dicts, sets and deques, numbered in the order they are encoded (see _Called):
         # the caller's, as it sends them (``sent``; the judge's shared ones once, with ``memo``); the
         # callee's, as it decodes them (``received``); ``origins``, their numbers by id as the callee
@@ -439,6 +453,8 @@ class _Codec:
             remote = x.__dict__.get("_rh_remote")
             if type(remote) is _Proxy:
                 return self.enc(remote, d)
+        if self.judge and _plain_node(t):  # a node of the tests', with what the solution may read of it
+            return self._snapshot(x)
         if not self.judge and issubclass(t, type) and _is_exception_class(x):
             return {
                 "E": [self.ref(x)[self.handle_tag], str(x.__name__), [self.enc(b, d) for b in x.__bases__]]
@@ -468,6 +484,95 @@ class _Codec:
         if isinstance(x, frozenset):
             return {"Z": [self.enc(e, d) for e in frozenset.__iter__(x)]}
         return self.ref(x)
+
+    def _snapshot(self, root: Any) -> Any:
+        """(The judge's) a node of the tests' (:func:`_plain_node`) as its handle, with the data attributes
+        the solution may read (:func:`_tests_data`) of it and of the nodes they lead to, breadth first, as many
+        as the message may carry (``snap_left``: up to :data:`_SNAP_NODES` nodes and :data:`_SNAP_CHARS`
+        characters of strings): ``{"W": [handle,
+        [[handle, [[name, value], ...]], ...]]}``, a value a plain one or another node's handle (others are
+        left out, read as before). The solution reads them from its copy (:data:`_NODE_CACHE`) instead of
+        asking for each (a round trip between the processes: reversing a 20,000-node list took ~2 s).
+        The copy holds while the judge runs no code: the solution drops it whenever it sends anything
+        but a read or its writes (:data:`_READS`), and the judge forgets which nodes it holds then too
+        (:meth:`_Channel.recv`), so a node it holds goes as its bare handle."""
+        ident = id(root)
+        self.local[ident] = root
+        left = self.snap_left
+        if ident in self.snapped or left[0] <= 0 or left[1] <= 0:
+            return {self.handle_tag: ident}
+        entries: list[Any] = []
+        queue, queued, i = [root], {ident}, 0
+        while i < len(queue) and left[0] > 0 and left[1] > 0:
+            node = queue[i]
+            i += 1
+            try:
+                data = object.__getattribute__(node, "__dict__")
+            except AttributeError:
+                continue
+            if type(data) is not dict:
+                continue
+            cls = type(node)
+            attrs: list[Any] = []
+            for name, value in list(dict.items(data)):
+                if type(name) is not str or name.startswith("_"):
+                    continue
+                left[1] -= len(name)
+                t = type(value)
+                if value is None or t is bool or (t is int and value.bit_length() <= 64):
+                    enc: Any = value
+                elif t is str and len(value) <= 4096:
+                    enc = value
+                    left[1] -= len(value)
+                elif t is float:
+                    enc = value if value - value == 0.0 else {"F": repr(value)}
+                elif _plain_node(t):
+                    other = id(value)
+                    self.local[other] = value
+                    enc = {self.handle_tag: other}
+                    if other not in queued and other not in self.snapped:
+                        queued.add(other)
+                        queue.append(value)
+                else:
+                    continue
+                key = (cls, name)
+                readable = self.readable.get(key)
+                if readable is None:
+                    try:
+                        _tests_data(node, name, "getattr")
+                        readable = True
+                    except AttributeError:
+                        readable = False
+                    self.readable[key] = readable
+                if readable:
+                    attrs.append([name, enc])
+            # (and which of the node classes the solution uses by name it is of, _tests_node_class)
+            kinds = [
+                n for n in _NODE_NAMES if _tests_class(_TESTS_NS.get(n)) and isinstance(node, _TESTS_NS[n])
+            ]
+            self.snapped.add(id(node))
+            entries.append([id(node), attrs, kinds])
+            left[0] -= 1
+        return {"W": [ident, entries]}
+
+    def _snapshot_in(self, root: Any, entries: Any, d: int) -> Any:
+        """(The solution's) a node of the tests' with its snapshot (:meth:`_snapshot`), kept in
+        :data:`_NODE_CACHE`; its handle."""
+        if type(root) is not int or type(entries) is not list:
+            raise _ProtocolError("malformed node")
+        for entry in entries:
+            if type(entry) is not list or len(entry) != 3 or type(entry[0]) is not int:
+                raise _ProtocolError("malformed node")
+            if type(entry[1]) is not list or type(entry[2]) is not list:
+                raise _ProtocolError("malformed node")
+            _NODE_KINDS[entry[0]] = frozenset(str(k) for k in entry[2])
+            attrs: dict[str, Any] = {}
+            for pair in entry[1]:
+                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                    raise _ProtocolError("malformed node")
+                attrs[pair[0]] = self.dec(pair[1], d)
+            _NODE_CACHE[entry[0]] = attrs
+        return self._proxy(self.foreign_tag, root)
 
     def dec(self, x: Any, depth: int = 0) -> Any:
         if depth > 200:
@@ -518,6 +623,8 @@ class _Codec:
                 return collections.deque([self.dec(e, d) for e in v[1]], v[0])
             if tag == "O" and len(v) == 3 and v[0] in _DICTS and type(v[2]) is list:
                 return self._dict(v[0], v[1], v[2], d)
+            if tag == "W" and not self.judge and len(v) == 2:  # (from the judge only)
+                return self._snapshot_in(v[0], v[1], d)
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
                 if type(v[2]) is list:
                     return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
@@ -711,8 +818,32 @@ class _Channel:
         # (The judge's) its calls to the solution waiting for their replies, innermost last: their
         # arguments as numbered (``sent``) and by id, which what the solution reads meanwhile extends.
         self.calls: list[tuple[list[Any], dict[int, int]]] = []
+        # (The solution's) its writes to the data attributes of the tests' nodes it holds copies of
+        # (:func:`_node_write`), sent as one request (``setattrs``) before it sends anything else.
+        self.pending: list[Any] = []
+        self.pending_chars = 0
+
+    def flush(self) -> None:
+        """(The solution's) send its pending writes to the tests' nodes, for the judge to make them."""
+        while self.pending:
+            batch, self.pending, self.pending_chars = self.pending, [], 0
+            self.request("setattrs", batch)
+
+    def flush_quietly(self) -> None:
+        """:meth:`flush`, on the way out of a call that raised: its own exception is the call's."""
+        try:
+            self.flush()
+        except _Gone:
+            raise
+        except BaseException:
+            self.pending, self.pending_chars = [], 0
 
     def send(self, msg: Any) -> None:
+        if self.codec.judge:  # (the next message's snapshots, _Codec._snapshot)
+            codec = self.codec
+            if codec.snap_left[0] < codec.snap_next:  # (this one carried one)
+                codec.snap_next = min(2 * codec.snap_next, _SNAP_NODES)
+            codec.snap_left = [codec.snap_next, _SNAP_CHARS]
         try:
             data = _dumps(msg)
         except (ValueError, TypeError, RecursionError) as exc:
@@ -758,6 +889,14 @@ class _Channel:
             raise _ProtocolError(f"undecodable message: {type(exc).__name__}") from None
         if type(msg) is not list or not msg or type(msg[0]) is not str:
             raise _ProtocolError("malformed message")
+        if self.codec.judge and not (msg[0] == "q" and len(msg) == 3 and msg[1] in _READS):
+            # the solution dropped its copies of the tests' nodes as it sent this (see _Codec._snapshot),
+            # and the tests' code may run before the judge sends one again (a class may change)
+            self.codec.snapped.clear()
+            self.codec.readable.clear()
+            _PLAIN_NODES.clear()
+            self.codec.snap_next = 1
+            self.codec.snap_left = [1, _SNAP_CHARS]
         return msg
 
     def request(
@@ -774,6 +913,13 @@ class _Channel:
         ``sent``: a call's, the objects of its arguments as numbered (:class:`_Called`), and (the judge's)
         ``memo``, them by id; ``received``: (the solution's) the objects of the judge's call being
         served, which the reply's numbered ones join (:meth:`_Codec.enc_more`)."""
+        if not self.codec.judge:
+            if op != "setattrs":
+                self.flush()  # (the judge sees the solution's writes before anything else of it)
+            if op not in _READS:  # (the judge may run code: the nodes the solution holds may change)
+                _NODE_CACHE.clear()
+                _NODE_KINDS.clear()
+                _NOT_NODES.clear()
         self.send(["q", op, list(args)])
         if sent is None or memo is None:
             return self._wait(writes, sent, received)
@@ -818,11 +964,17 @@ class _Channel:
                 value = self.on_request(op, args)
             finally:
                 self.serving -= 1
+            raised = None
             if type(value) is _Called:
                 called, raised = value, value.raised
                 value, writes = value.value, value.writes(self.codec)
-                if raised is not None:
-                    raise raised
+            if self.pending:  # (the solution's) its writes to the tests' nodes, made before it returns
+                if raised is None:
+                    self.flush()
+                else:
+                    self.flush_quietly()
+            if raised is not None:
+                raise raised
             if type(value) is _Numbered:
                 reply: list[Any] = ["r", self.codec.enc_more(value.value, value.sent, value.memo)]
             else:
@@ -838,6 +990,11 @@ class _Channel:
                 reply += [None, self.codec.enc(exc.__dict__["_rh_remote"])]
             if writes and len(reply) == 3:
                 reply += [None, None]  # (no class of the solution's: the writes go sixth)
+            if self.pending:
+                self.flush_quietly()
+        _NODE_CACHE.clear()  # (the judge runs code once it has the reply)
+        _NODE_KINDS.clear()
+        _NOT_NODES.clear()
         if writes:
             try:
                 self.send([*reply, writes])
@@ -1101,10 +1258,19 @@ class _Proxy:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        held = _node_copy(self)  # (the solution's copy of a tests' node, if it is one)
+        if held is not None:
+            value = held.get(name, _NOTHING)
+            if value is not _NOTHING:
+                return value
         return _op(self, "getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        _op(self, "setattr", name, value)
+        held = _node_copy(self)
+        if held is None:
+            _op(self, "setattr", name, value)
+        else:
+            _node_write(self, held, name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         writes: list[Any] = []
@@ -1146,6 +1312,8 @@ class _Proxy:
         return _node_order(self, other, "__ge__")
 
     def __bool__(self) -> bool:
+        if _node_copy(self) is not None:
+            return True  # (a node of a class without __bool__ or __len__, _plain_node)
         return bool(_expect(_op(self, "bool"), bool))
 
     def __len__(self) -> int:
@@ -1175,6 +1343,91 @@ class _Proxy:
 
     def __repr__(self) -> str:
         return str(_expect(_op(self, "repr"), str))
+
+
+# (The solution's) its copies of the data attributes of the tests' nodes (handle -> name -> value), from
+# the judge's snapshots (_Codec._snapshot), and its own writes to them (_node_write); dropped whenever
+# the judge may run code, i.e. the solution sends anything but a request of _READS.
+_NODE_CACHE: dict[int, dict[str, Any]] = {}
+# (The solution's) which of the tests' node classes it uses by name (_node_class) each of them is of.
+_NODE_KINDS: dict[int, frozenset[str]] = {}
+# (The solution's) the judge's objects that are no such node (asked once while _NODE_CACHE holds).
+_NOT_NODES: set[int] = set()
+# The requests during which the judge runs none of the tests' code: reading a node's data attribute, a
+# node's snapshot, and the batch of the solution's writes to them (``setattrs``; checked as ``setattr``,
+# the nodes the solution holds copies of have no __setattr__, _plain_node).
+_READS = frozenset({"getattr", "node", "setattrs"})
+# The most nodes in one snapshot, and characters of strings in it; the most writes in one batch.
+_SNAP_NODES = 4096
+_SNAP_CHARS = 1 << 20
+# (The judge's) whether a class's nodes go with their snapshot (_plain_node), by class, while the tests'
+# code does not run.
+_PLAIN_NODES: dict[type, bool] = {}
+# Methods that would run the tests' code where a plain node runs none: reading or writing an attribute
+# (the snapshot reads the instance's __dict__ as it is), or its truth (always True for a plain node).
+_NODE_HOOKS = (
+    "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__bool__", "__len__", "__class__",
+)  # fmt: skip
+
+
+def _plain_node(cls: Any) -> bool:
+    """(The judge's) whether instances of ``cls`` go to the solution with their data attributes
+    (:meth:`_Codec._snapshot`): a class the tests' code defines (:func:`_tests_class`) none of whose
+    classes defines a method of :data:`_NODE_HOOKS`, so a copy of its nodes behaves as they do until
+    the tests' code runs again, and writing their attributes runs no code of the tests'."""
+    known = _PLAIN_NODES.get(cls)
+    if known is None:
+        known = _tests_class(cls) and not any(
+            name in klass.__dict__ for klass in cls.__mro__[:-1] for name in _NODE_HOOKS
+        )
+        _PLAIN_NODES[cls] = known
+    return known
+
+
+def _node_copy(p: _Proxy) -> dict[str, Any] | None:
+    """(The solution's) its copy of the data attributes of ``p``, a node of the tests' (:data:`_NODE_CACHE`),
+    asked for (one ``node`` request, a snapshot of it and the nodes after it) where it holds none; None
+    for another object (and in the judge)."""
+    ident = object.__getattribute__(p, "_rh_id")
+    held = _NODE_CACHE.get(ident)
+    if held is not None or ident in _NOT_NODES:
+        return held
+    chan = _CHANNEL
+    if chan is None or chan.codec.judge or not chan.serving or object.__getattribute__(p, "_rh_tag") != "R":
+        return None
+    _op(p, "node")
+    held = _NODE_CACHE.get(ident)
+    if held is None:
+        _NOT_NODES.add(ident)
+    return held
+
+
+def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
+    """(The solution's) ``node.name = value``, ``node`` a tests' node it holds a copy of (``held``): made in
+    the copy and queued for the judge (:meth:`_Channel.flush`), a round trip for thousands of writes; a
+    value that does not cross as a plain value or a handle (a list, for its identity), or a name it did
+    not read there (one the judge may refuse, :func:`_tests_data`), is sent at once, with the queue."""
+    chan = _CHANNEL
+    assert chan is not None
+    enc = chan.codec.enc(value)
+    t = type(enc)
+    kept: Any = _NOTHING
+    if name in held and not _mutable(value, type(value)):
+        if enc is None or t is bool or t is float or (t is int and enc.bit_length() <= 64):
+            kept = enc
+        elif t is str:
+            kept = enc
+            chan.pending_chars += len(enc)
+        elif t is dict and len(enc) == 1 and next(iter(enc)) in ("R", "H", "F"):
+            kept = float(enc["F"]) if "F" in enc else value
+    chan.pending.append([{"R": object.__getattribute__(p, "_rh_id")}, name, enc])
+    if kept is _NOTHING:
+        held.pop(name, None)  # (read from the judge again)
+        chan.flush()
+        return
+    held[name] = kept
+    if len(chan.pending) >= _SNAP_NODES or chan.pending_chars >= _SNAP_CHARS:
+        chan.flush()
 
 
 def _is_exception_class(cls: Any) -> bool:
@@ -1289,6 +1542,31 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         raise _ProtocolError(f"operation {op!r} is not allowed")
     if op == "new":  # (the judge's) a node of the tests' class the solution uses by name (_node_class)
         return _serve_call(codec, _tests_node_class(args[0]), args[1:])
+    if op == "setattrs":  # (the judge's) the solution's writes to the tests' nodes (_node_write)
+        if not codec.judge or len(args) != 1 or type(args[0]) is not list:
+            raise _ProtocolError("malformed writes")
+        for write in args[0]:
+            if type(write) is not list or len(write) != 3 or type(write[0]) is not dict:
+                raise _ProtocolError("malformed writes")
+            if list(write[0]) != [codec.handle_tag]:
+                raise _ProtocolError("a request must name one of the callee's own objects")
+            target, name, value = codec.dec(write[0]), codec.dec(write[1]), codec.dec(write[2])
+            _tests_data(target, name, "setattr")  # (as a setattr request: each checked alone)
+            setattr(target, name, value)
+        return None
+    if op == "node":  # (the judge's) a node's snapshot, for the solution to hold (_node_copy)
+        if (
+            not codec.judge
+            or len(args) != 1
+            or type(args[0]) is not dict
+            or list(args[0]) != [codec.handle_tag]
+        ):
+            raise _ProtocolError("malformed node request")
+        target = codec.dec(args[0])
+        if not _plain_node(type(target)):
+            return None
+        codec.snapped.discard(id(target))  # (one the solution lacks: a message that was never sent)
+        return target
     if op == "isnode":  # (the judge's) isinstance(obj, ListNode) in the solution, of the tests' class
         if len(args) != 2:
             raise _ProtocolError("malformed isinstance")
@@ -1486,7 +1764,21 @@ def _data_descriptor(attr: Any) -> bool:
 # The solution may do anything to the judge's objects it was handed except walk its object graph: of
 # the tests' own objects, it may read and write the data attributes (_tests_data).
 _JUDGE_SERVES = frozenset(
-    {"call", "new", "isnode", "getattr", "setattr", "list", "len", "bool", "getitem", "str", "repr"}
+    {
+        "call",
+        "new",
+        "isnode",
+        "node",
+        "getattr",
+        "setattr",
+        "setattrs",
+        "list",
+        "len",
+        "bool",
+        "getitem",
+        "str",
+        "repr",
+    }
 )
 _SOLUTION_SERVES = frozenset(
     {
@@ -1591,6 +1883,10 @@ class _NodeClass(type):
         chan = _CHANNEL
         if type(name) is not str or type(instance) is not _Proxy or chan is None or not chan.serving:
             return type.__instancecheck__(cls, instance)
+        if _node_copy(instance) is not None and name in _NODE_KINDS.get(
+            object.__getattribute__(instance, "_rh_id"), ()
+        ):
+            return True  # (a node it holds a copy of, of that class, as the judge said with it)
         return bool(_expect(chan.request("isnode", name, chan.codec.enc(instance)), bool))
 
 
