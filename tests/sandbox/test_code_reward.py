@@ -2040,6 +2040,38 @@ async def test_isinstance_of_the_tests_node_class_the_solution_uses_by_name(
     assert bad["valid"] and bad["details"]["pass_mask"] == "011", bad
 
 
+async def test_the_tests_nodes_are_of_the_class_the_solution_uses_by_name(client: httpx.AsyncClient) -> None:
+    """A node of the tests' reached the solution as a handle: ``type(node) is ListNode`` was False, and an
+    ``__eq__`` or ``__hash__`` the solution gave ``ListNode`` (to keep nodes in a set by value) was not
+    theirs. The handles of the tests' nodes of a class the solution uses by name are of its stand-in for
+    it now, once it holds their copy, so both hold as in one process; a class of the solution's
+    extending ``ListNode`` is still its own."""
+    solution = (
+        "ListNode.__eq__ = lambda a, b: isinstance(b, ListNode) and a.val == b.val\n"
+        "ListNode.__hash__ = lambda a: hash(a.val)\n"
+        "class Mine(ListNode):\n    def __init__(self, val):\n        self.val = val\n"
+        "def kinds(head, root):\n"
+        "    return [type(head) is ListNode, type(root) is TreeNode, type(ListNode(0)) is ListNode,\n"
+        "            type(head).__name__, type(Mine(1)) is Mine, isinstance(Mine(1), ListNode)]\n"
+        "def distinct(head):\n    seen = set()\n    while head:\n        seen.add(head)\n        head = head.next\n"
+        "    return len(seen)\n"
+        "def same(a, b):\n    return a == b and a is not b\n"
+        "def walk(node):\n    n = 0\n    while type(node) is ListNode:\n        n, node = n + 1, node.next\n"
+        "    return n\n"
+    )
+    tests = (
+        LINKED + "assert kinds(build([1]), tree([1])) == [True, True, True, 'ListNode', True, True]\n"
+        "assert distinct(build([1, 2, 1, 3, 2])) == 3\n"
+        "assert same(build([4]), build([4])) is True and same(build([4]), build([5])) is False\n"
+        "assert walk(build(list(range(10000)))) == 10000\n"
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val, self.next = val, next\n"
+        "    def __len__(self):\n        return 1 + len(self.next or ())\n"
+        "assert kinds(ListNode(1), tree([1]))[:4] == [True, True, True, 'ListNode'] and walk(ListNode(1, ListNode(2))) == 2\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_an_ordering_the_solution_gives_the_tests_node_class_orders_their_nodes(
     client: httpx.AsyncClient,
 ) -> None:

@@ -41,7 +41,8 @@ Two modes:
   node of a class without hooks (:func:`_plain_node`) crosses with the data attributes of the nodes after
   it, which the solution reads from its copy until the judge may run code again, its writes to them
   queued and sent before anything else it sends (:meth:`_Codec._snapshot`): a round trip per attribute
-  access made a 100,000-node list cost seconds. A
+  access made a 100,000-node list cost seconds; its handle is of the solution's stand-in for its class
+  where the solution uses that by name (``type(node) is ListNode``, :func:`_node_class`). A
   reference's ``prelude`` runs in the judge, in the tests' namespace after the solution's names, before
   the tests; its import statements alone (the service's :func:`rewardhub.sandbox.harness.prelude_imports`,
   in the public frame) run in the solution's before the solution, and names they bound that the solution
@@ -437,7 +438,7 @@ class _Codec:
             return {"Z": [self.enc(e, d) for e in x]}
         if t is complex:
             return {"C": [self.enc(x.real), self.enc(x.imag)]}
-        if t is _Proxy and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
+        if t in _PROXY_TYPES and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
             return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
         if t is type(sys):  # a module: the other side imports its own copy by name
             return {"M": x.__name__}
@@ -455,6 +456,8 @@ class _Codec:
                 return self.enc(remote, d)
         if self.judge and _plain_node(t):  # a node of the tests', with what the solution may read of it
             return self._snapshot(x)
+        if self.judge and _own_name(t) is not None:  # (one with hooks: of its class, at least)
+            return {"K": [self.ref(x)[self.handle_tag], t.__name__]}
         if not self.judge and issubclass(t, type) and _is_exception_class(x):
             return {
                 "E": [self.ref(x)[self.handle_tag], str(x.__name__), [self.enc(b, d) for b in x.__bases__]]
@@ -499,11 +502,13 @@ class _Codec:
         ident = id(root)
         self.local[ident] = root
         left = self.snap_left
-        if ident in self.snapped or left[0] <= 0 or left[1] <= 0:
+        if ident in self.snapped:
             return {self.handle_tag: ident}
+        if left[0] <= -_SNAP_NODES or left[1] <= 0:  # (a node past them: of its class, at least)
+            return {"K": [ident, _own_name(type(root))]}
         entries: list[Any] = []
         queue, queued, i = [root], {ident}, 0
-        while i < len(queue) and left[0] > 0 and left[1] > 0:
+        while i == 0 or (i < len(queue) and left[0] > 0 and left[1] > 0):  # (its own, past them too)
             node = queue[i]
             i += 1
             try:
@@ -529,7 +534,7 @@ class _Codec:
                 elif _plain_node(t):
                     other = id(value)
                     self.local[other] = value
-                    enc = {self.handle_tag: other}
+                    enc = {"K": [other, _own_name(t)]}
                     if other not in queued and other not in self.snapped:
                         queued.add(other)
                         queue.append(value)
@@ -551,7 +556,7 @@ class _Codec:
                 n for n in _NODE_NAMES if _tests_class(_TESTS_NS.get(n)) and isinstance(node, _TESTS_NS[n])
             ]
             self.snapped.add(id(node))
-            entries.append([id(node), attrs, kinds])
+            entries.append([id(node), attrs, kinds, _own_name(cls)])
             left[0] -= 1
         return {"W": [ident, entries]}
 
@@ -561,11 +566,12 @@ class _Codec:
         if type(root) is not int or type(entries) is not list:
             raise _ProtocolError("malformed node")
         for entry in entries:
-            if type(entry) is not list or len(entry) != 3 or type(entry[0]) is not int:
+            if type(entry) is not list or len(entry) != 4 or type(entry[0]) is not int:
                 raise _ProtocolError("malformed node")
             if type(entry[1]) is not list or type(entry[2]) is not list:
                 raise _ProtocolError("malformed node")
             _NODE_KINDS[entry[0]] = frozenset(str(k) for k in entry[2])
+            self._node_handle(entry[0], entry[3])
             attrs: dict[str, Any] = {}
             for pair in entry[1]:
                 if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
@@ -573,6 +579,15 @@ class _Codec:
                 attrs[pair[0]] = self.dec(pair[1], d)
             _NODE_CACHE[entry[0]] = attrs
         return self._proxy(self.foreign_tag, root)
+
+    def _node_handle(self, ident: int, name: Any) -> Any:
+        """(The solution's) the handle of a tests' node of the class ``name`` (where it is one of the node
+        classes the solution uses by name: of its stand-in, :func:`_node_class`)."""
+        proxy = self._proxy(self.foreign_tag, ident)
+        stand_in = _STAND_IN_NAMED.get(name) if type(name) is str else None
+        if stand_in is not None and type(proxy) is _Proxy:  # (`type(node) is ListNode`, its methods)
+            object.__setattr__(proxy, "__class__", stand_in)
+        return proxy
 
     def dec(self, x: Any, depth: int = 0) -> Any:
         if depth > 200:
@@ -625,6 +640,8 @@ class _Codec:
                 return self._dict(v[0], v[1], v[2], d)
             if tag == "W" and not self.judge and len(v) == 2:  # (from the judge only)
                 return self._snapshot_in(v[0], v[1], d)
+            if tag == "K" and not self.judge and len(v) == 2 and type(v[0]) is int:  # (a node's handle)
+                return self._node_handle(v[0], v[1])
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
                 if type(v[2]) is list:
                     return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
@@ -703,7 +720,14 @@ def _mutable(x: Any, t: type) -> bool:
     """Whether :meth:`_Codec.enc` encodes ``x`` (of type ``t``) as a list, dict, set or deque."""
     if t is list or t is dict or t is set:
         return True
-    if t is tuple or t is frozenset or t is bytes or t is _Proxy or t is type or type(t) is _RemoteClass:
+    if (
+        t is tuple
+        or t is frozenset
+        or t is bytes
+        or t in _PROXY_TYPES
+        or t is type
+        or type(t) is _RemoteClass
+    ):
         return False
     if t is _deque_type() or t in _dict_types():
         return True
@@ -1287,7 +1311,7 @@ class _Proxy:
         # `candidate(a) == candidate(b)`. An object of this side's decides by its own `__eq__`, as on the
         # left (NotImplemented: Python asks it; a builtin's is identity): `result == expected`, a node the
         # solution made and the tests' ListNode with an `__eq__`, was False where `expected == result` held.
-        if type(other) is not _Proxy:
+        if type(other) not in _PROXY_TYPES:
             return NotImplemented
         mine = (object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id"))
         return mine == (object.__getattribute__(other, "_rh_tag"), object.__getattribute__(other, "_rh_id"))
@@ -1370,6 +1394,13 @@ _NODE_HOOKS = (
 )  # fmt: skip
 
 
+def _own_name(cls: type) -> str | None:
+    """(The judge's) the name of ``cls`` where it is the tests' class of that name the solution uses by
+    name (:func:`_tests_node_class`: its handles of such nodes are of its stand-in for it), else None."""
+    name = cls.__name__
+    return name if type(name) is str and name in _NODE_NAMES and _TESTS_NS.get(name) is cls else None
+
+
 def _plain_node(cls: Any) -> bool:
     """(The judge's) whether instances of ``cls`` go to the solution with their data attributes
     (:meth:`_Codec._snapshot`): a class the tests' code defines (:func:`_tests_class`) none of whose
@@ -1428,6 +1459,11 @@ def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
     held[name] = kept
     if len(chan.pending) >= _SNAP_NODES or chan.pending_chars >= _SNAP_CHARS:
         chan.flush()
+
+
+# The classes of the handles: _Proxy, and (the solution's) its stand-ins for the tests' node classes,
+# of which the tests' nodes it holds copies of are (_node_class).
+_PROXY_TYPES: set[type] = {_Proxy}
 
 
 def _is_exception_class(cls: Any) -> bool:
@@ -1859,6 +1895,11 @@ def _solution_main(rfd: int, wfd: int, header: dict[str, Any]) -> NoReturn:
 class _NodeClass(type):
     """(The solution's) the metaclass of its stand-ins for the tests' node classes (:func:`_node_class`)."""
 
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **kw: Any) -> Any:
+        if "_rh_node" not in ns:  # (a class of the solution's extending a stand-in: of its plain twin)
+            bases = tuple(b.__dict__.get("_rh_plain", b) if type(b) is _NodeClass else b for b in bases)
+        return super().__new__(mcls, name, bases, ns, **kw)
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         name = cls.__dict__.get("_rh_node")
         if type(name) is not str:  # (a subclass the solution defines: a class of its own)
@@ -1881,7 +1922,12 @@ class _NodeClass(type):
         # isinstance(node, ListNode), node the tests' (a handle): the judge answers, about its class
         name = cls.__dict__.get("_rh_node")
         chan = _CHANNEL
-        if type(name) is not str or type(instance) is not _Proxy or chan is None or not chan.serving:
+        if type(instance) not in _PROXY_TYPES:  # (an object of the solution's: of a subclass, its twin's)
+            twin = cls.__dict__.get("_rh_plain")
+            return type.__instancecheck__(cls, instance) or (
+                type(twin) is type and type.__instancecheck__(twin, instance)
+            )
+        if type(name) is not str or chan is None or not chan.serving:
             return type.__instancecheck__(cls, instance)
         if _node_copy(instance) is not None and name in _NODE_KINDS.get(
             object.__getattribute__(instance, "_rh_id"), ()
@@ -1889,9 +1935,16 @@ class _NodeClass(type):
             return True  # (a node it holds a copy of, of that class, as the judge said with it)
         return bool(_expect(chan.request("isnode", name, chan.codec.enc(instance)), bool))
 
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        twin = cls.__dict__.get("_rh_plain")
+        return type.__subclasscheck__(cls, subclass) or (
+            type(twin) is type and type.__subclasscheck__(twin, subclass)
+        )
 
-# (The solution's) its stand-ins for the tests' node classes (_node_class).
+
+# (The solution's) its stand-ins for the tests' node classes (_node_class), and by name.
 _STAND_INS: list[type] = []
+_STAND_IN_NAMED: dict[str, type] = {}
 
 
 def _node_order(a: _Proxy, b: object, op: str) -> Any:
@@ -1916,9 +1969,20 @@ def _node_class(name: str) -> type:
     the tests' (its data attributes the solution's to read and write), and the tests get their own node
     back, as in one process; ``isinstance(node, ListNode)`` is the judge's answer about its class
     (``isnode``), and an ordering the solution gives the class orders them (:func:`_node_order`). A class
-    the solution defines of that name is its own, as before."""
-    cls = _NodeClass(name, (), {"__module__": "__solution__", "__qualname__": name, "_rh_node": name})
+    the solution defines of that name is its own, as before.
+
+    The stand-in is a class of handles (:class:`_Proxy`): a node of the tests' of that very class, once
+    the solution holds its copy (:meth:`_Codec._snapshot_in`), is an instance of it, so ``type(node) is
+    ListNode`` holds and a method the solution gives the class (``ListNode.__eq__``, ``__hash__``,
+    ``__lt__``) is the node's in its process, as in one (they were the handle's, and ``type(node)`` its
+    class). A class of the solution's extending the stand-in extends its plain twin instead (its objects
+    are the solution's own), ``isinstance`` and ``issubclass`` against the stand-in true of them."""
+    twin = type(name, (), {"__module__": "__solution__", "__qualname__": name})
+    ns = {"__module__": "__solution__", "__qualname__": name, "_rh_node": name, "_rh_plain": twin}
+    cls: type = _NodeClass(name, (_Proxy,), {**ns, "__slots__": ()})
     _STAND_INS.append(cls)
+    _PROXY_TYPES.add(cls)
+    _STAND_IN_NAMED[name] = cls
     return cls
 
 
