@@ -1986,6 +1986,33 @@ async def test_a_list_read_off_the_tests_node_is_the_tests_own(client: httpx.Asy
     assert bad["valid"] and bad["details"]["pass_mask"] == "0111", bad
 
 
+async def test_a_list_the_solution_puts_on_the_tests_node_stays_its_to_change(
+    client: httpx.AsyncClient,
+) -> None:
+    """``node.children = kids`` sent a copy of ``kids`` to the tests' node, so a later ``kids.append(x)``
+    (building an N-ary tree's children after linking them) changed the solution's list only: the tests
+    saw the list as it was when written, and every such correct solution failed. The list the tests' node
+    holds now is numbered in the call as one the tests passed, so what the call does to ``kids`` after
+    writing it is written back into it, and ``node.children is kids`` reads back so."""
+    tests = (
+        "class Node:\n    def __init__(self, val=None, children=None):\n"
+        "        self.val = val\n        self.children = children if children is not None else []\n"
+        "def flat(node):\n    return [node.val, [flat(c) for c in node.children]]\n"
+        "root = Node(1)\nassert grow(root, [2, 3]) is True and flat(root) == [1, [[2, []], [3, []]]]\n"
+        "other = Node(1)\nassert tag(other) == 'x' and other.seen == {'a': 2} and other.children == [[5]]\n"
+        "assert other.pair == ([], [6])\n"
+    )
+    solution = (
+        "def grow(node, vals):\n    kids = []\n    node.children = kids\n    for v in vals:\n"
+        "        kids.append(Node(v))\n    return node.children is kids\n"
+        "def tag(node):\n    seen = {}\n    node.seen = seen\n    seen['a'] = 1\n    node.seen['a'] += 1\n"
+        "    row = []\n    node.children = [row]\n    row.append(5)\n    pair = ([], [])\n    node.pair = pair\n"
+        "    pair[1].append(6)\n    return 'x'\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_the_plain_defaults_of_the_tests_node_class_are_the_solution_s_to_read(
     client: httpx.AsyncClient,
 ) -> None:

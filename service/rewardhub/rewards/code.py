@@ -576,7 +576,9 @@ class CodeReward(Reward[CodeConfig]):
     # back batched before anything else it sends: a round trip per attribute access made reversing a
     # 100,000-node list cost ~6 s of CPU (a timeout on a loaded host), now ~1.5 s; such a node of a
     # class the solution uses by name (ListNode) is of its stand-in there: `type(node) is ListNode`, and
-    # an `__eq__`/`__hash__` the solution gives the class is its nodes' (were the handle's)
+    # an `__eq__`/`__hash__` the solution gives the class is its nodes' (were the handle's); a list the
+    # solution writes onto a tests' node (`node.children = kids`) and changes after is written back
+    # into the node's (the node kept a copy as written)
     version: ClassVar[str] = "1.3.18"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

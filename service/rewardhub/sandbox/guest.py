@@ -35,7 +35,8 @@ Two modes:
   class the tests' code defines (a ``ListNode``, a ``TreeNode``) it may read and write the data
   attributes, names without a leading ``_`` held in the instance's own ``__dict__``, and nothing else
   (no class attribute, method or dunder, nothing of a function, class or module: :func:`_tests_data`),
-  a list, dict or set it reads off one in a call being the tests' own to change (:meth:`_Codec.enc_more`);
+  a list, dict or set it reads off one in a call being the tests' own to change (:meth:`_Codec.enc_more`),
+  as is one it writes onto one (:func:`_tests_write`);
   it makes new nodes of its own class, or by calling the tests' class if the tests hand it over or, one
   of LeetCode's ``ListNode``/``TreeNode``/``Node`` the tests define, by its name (:func:`_node_class`). A
   node of a class without hooks (:func:`_plain_node`) crosses with the data attributes of the nodes after
@@ -1291,10 +1292,16 @@ class _Proxy:
 
     def __setattr__(self, name: str, value: Any) -> None:
         held = _node_copy(self)
-        if held is None:
-            _op(self, "setattr", name, value)
-        else:
+        if held is not None:
             _node_write(self, held, name, value)
+        elif _CHANNEL is not None and not _CHANNEL.codec.judge and _SERVED:
+            # (a tests' object's, inside a call: its lists numbered on, as the judge numbers them)
+            target = {object.__getattribute__(self, "_rh_tag"): object.__getattribute__(self, "_rh_id")}
+            enc, objs = _numbered_value(value)
+            _CHANNEL.request("setattr", target, _CHANNEL.codec.enc(name), enc)
+            _took(objs)
+        else:
+            _op(self, "setattr", name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         writes: list[Any] = []
@@ -1440,7 +1447,7 @@ def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
     not read there (one the judge may refuse, :func:`_tests_data`), is sent at once, with the queue."""
     chan = _CHANNEL
     assert chan is not None
-    enc = chan.codec.enc(value)
+    enc, objs = _numbered_value(value)
     t = type(enc)
     kept: Any = _NOTHING
     if name in held and not _mutable(value, type(value)):
@@ -1455,6 +1462,7 @@ def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
     if kept is _NOTHING:
         held.pop(name, None)  # (read from the judge again)
         chan.flush()
+        _took(objs)
         return
     held[name] = kept
     if len(chan.pending) >= _SNAP_NODES or chan.pending_chars >= _SNAP_CHARS:
@@ -1586,9 +1594,7 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
                 raise _ProtocolError("malformed writes")
             if list(write[0]) != [codec.handle_tag]:
                 raise _ProtocolError("a request must name one of the callee's own objects")
-            target, name, value = codec.dec(write[0]), codec.dec(write[1]), codec.dec(write[2])
-            _tests_data(target, name, "setattr")  # (as a setattr request: each checked alone)
-            setattr(target, name, value)
+            _tests_write(codec, codec.dec(write[0]), write[1], write[2])  # (as a setattr request)
         return None
     if op == "node":  # (the judge's) a node's snapshot, for the solution to hold (_node_copy)
         if (
@@ -1614,6 +1620,11 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         if codec.judge and _not_callable(target):
             raise _ProtocolError("operation 'call' is not allowed on this function of the judge's")
         return _serve_call(codec, target, args[1:])
+    if op == "setattr" and codec.judge:
+        if len(args) != 3:
+            raise _ProtocolError("malformed setattr")
+        _tests_write(codec, target, args[1], args[2])
+        return None
     rest = [codec.dec(a) for a in args[1:]]
     if op == "getattr":
         if codec.judge:  # (the tests' objects: their data attributes only)
@@ -1652,6 +1663,50 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
     if op == "repr":
         return repr(target)
     raise _ProtocolError(f"unknown operation {op!r}")
+
+
+def _tests_write(codec: _Codec, target: Any, name: Any, value: Any) -> None:
+    """(The judge's) ``target.name = value`` (encoded) of the solution's, ``target`` a tests' object
+    (:func:`_tests_data`). Inside a call to the solution, the value's lists, dicts, sets and deques are
+    numbered on in it (as the solution numbers them, :func:`_numbered_value`): ``node.children = kids``
+    sent a copy of ``kids``, so ``kids.append(x)`` after it changed the solution's list only; the call's
+    changes to them are written back into the node's now (:class:`_Called`), and reading
+    ``node.children`` again is ``kids`` there."""
+    calls = _CHANNEL.calls if _CHANNEL is not None else None
+    numbered: list[Any] = []
+    codec.received = numbered if calls else None
+    try:
+        value = codec.dec(value)
+    finally:
+        codec.received = None
+    name = codec.dec(name)
+    _tests_data(target, name, "setattr")
+    setattr(target, name, value)
+    if calls and numbered:
+        sent, memo = calls[-1]
+        for obj in numbered:
+            memo[id(obj)] = len(sent)
+            sent.append(obj)
+
+
+def _numbered_value(value: Any) -> tuple[Any, list[Any]]:
+    """(The solution's) ``value`` encoded for a write to a tests' object inside a call of the judge's, and
+    its lists, dicts, sets and deques in the order the judge numbers them (:func:`_tests_write`), for
+    :meth:`_Called.took` once the write is made; outside a call, none."""
+    assert _CHANNEL is not None
+    codec = _CHANNEL.codec
+    if not _SERVED:
+        return codec.enc(value), []
+    objs: list[Any] = []
+    return codec.enc_call([value], objs)[0], objs
+
+
+def _took(objs: list[Any]) -> None:
+    """(The solution's) the objects of a write the judge made (:func:`_numbered_value`): the call's."""
+    if objs and _SERVED:
+        called = _SERVED[-1]
+        called.received.extend(objs)
+        called.took()
 
 
 def _serve_call(codec: _Codec, target: Any, args: list[Any]) -> _Called:
