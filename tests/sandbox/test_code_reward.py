@@ -1956,6 +1956,21 @@ async def test_the_tests_nodes_cost_the_solution_a_round_trip_per_thousands_not_
     assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
 
 
+async def test_a_tests_node_of_very_many_attributes_still_reaches_the_solution(
+    client: httpx.AsyncClient,
+) -> None:
+    """A node goes to the solution with its data attributes (a message of at most 16 MB): one holding
+    20 MB of attribute names made every message that carried it too large ("protocol error"), where a
+    handle alone had crossed. Past a megabyte of names and strings, the others are read as before."""
+    tests = (
+        LINKED + "head = build([1, 2])\nhead.__dict__.update({'k' * 4000 + str(i): i for i in range(5000)})\n"
+        "assert f(head) == [1, 2, 4999]\n"
+    )
+    solution = "def f(head):\n    return [head.val, head.next.val, getattr(head, 'k' * 4000 + '4999')]\n"
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_a_list_read_off_the_tests_node_is_the_tests_own(client: httpx.AsyncClient) -> None:
     """A list (dict, set) the solution reads off a node of the tests' (an N-ary tree's ``node.children``)
     crossed as a copy: ``node.children.append(child)`` or ``node.children.reverse()`` changed the copy

@@ -521,6 +521,8 @@ class _Codec:
             cls = type(node)
             attrs: list[Any] = []
             for name, value in list(dict.items(data)):
+                if left[1] <= 0:  # (a node of very many attributes: the others are read as before)
+                    break
                 if type(name) is not str or name.startswith("_"):
                     continue
                 left[1] -= len(name)
