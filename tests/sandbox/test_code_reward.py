@@ -1971,6 +1971,21 @@ async def test_a_tests_node_of_very_many_attributes_still_reaches_the_solution(
     assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
 
 
+async def test_handing_the_solution_an_object_runs_none_of_the_tests_code(client: httpx.AsyncClient) -> None:
+    """Whether an object of the tests' goes to the solution as a node with its attributes is decided by its
+    class, looked up by the judge: a class of a metaclass of the tests' was hashed for it, running their
+    ``__hash__`` while the solution's copies of their nodes are taken to hold. Only a class of plain
+    ``type`` is looked at now."""
+    tests = (
+        "calls = []\nclass Meta(type):\n    def __hash__(cls):\n        calls.append(cls.__qualname__)\n"
+        "        return 1\n"
+        "class Thing(metaclass=Meta):\n    pass\n"
+        "assert f(Thing()) == 1 and calls == []\n"
+    )
+    good = await _one(client, "```python\ndef f(x):\n    return 1\n```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_a_list_read_off_the_tests_node_is_the_tests_own(client: httpx.AsyncClient) -> None:
     """A list (dict, set) the solution reads off a node of the tests' (an N-ary tree's ``node.children``)
     crossed as a copy: ``node.children.append(child)`` or ``node.children.reverse()`` changed the copy

@@ -439,7 +439,7 @@ class _Codec:
             return {"Z": [self.enc(e, d) for e in x]}
         if t is complex:
             return {"C": [self.enc(x.real), self.enc(x.imag)]}
-        if t in _PROXY_TYPES and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
+        if _handle_type(t) and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
             return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
         if t is type(sys):  # a module: the other side imports its own copy by name
             return {"M": x.__name__}
@@ -723,14 +723,7 @@ def _mutable(x: Any, t: type) -> bool:
     """Whether :meth:`_Codec.enc` encodes ``x`` (of type ``t``) as a list, dict, set or deque."""
     if t is list or t is dict or t is set:
         return True
-    if (
-        t is tuple
-        or t is frozenset
-        or t is bytes
-        or t in _PROXY_TYPES
-        or t is type
-        or type(t) is _RemoteClass
-    ):
+    if t is tuple or t is frozenset or t is bytes or _handle_type(t) or t is type or type(t) is _RemoteClass:
         return False
     if t is _deque_type() or t in _dict_types():
         return True
@@ -1320,7 +1313,7 @@ class _Proxy:
         # `candidate(a) == candidate(b)`. An object of this side's decides by its own `__eq__`, as on the
         # left (NotImplemented: Python asks it; a builtin's is identity): `result == expected`, a node the
         # solution made and the tests' ListNode with an `__eq__`, was False where `expected == result` held.
-        if type(other) not in _PROXY_TYPES:
+        if not _handle_type(type(other)):
             return NotImplemented
         mine = (object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id"))
         return mine == (object.__getattribute__(other, "_rh_tag"), object.__getattribute__(other, "_rh_id"))
@@ -1406,6 +1399,8 @@ _NODE_HOOKS = (
 def _own_name(cls: type) -> str | None:
     """(The judge's) the name of ``cls`` where it is the tests' class of that name the solution uses by
     name (:func:`_tests_node_class`: its handles of such nodes are of its stand-in for it), else None."""
+    if type(cls) is not type:  # (a metaclass of the tests' could answer its name, run their code)
+        return None
     name = cls.__name__
     return name if type(name) is str and name in _NODE_NAMES and _TESTS_NS.get(name) is cls else None
 
@@ -1415,6 +1410,8 @@ def _plain_node(cls: Any) -> bool:
     (:meth:`_Codec._snapshot`): a class the tests' code defines (:func:`_tests_class`) none of whose
     classes defines a method of :data:`_NODE_HOOKS`, so a copy of its nodes behaves as they do until
     the tests' code runs again, and writing their attributes runs no code of the tests'."""
+    if type(cls) is not type:  # (nor hashing a class of a metaclass of the tests' for the lookup)
+        return False
     known = _PLAIN_NODES.get(cls)
     if known is None:
         known = _tests_class(cls) and not any(
@@ -1474,6 +1471,12 @@ def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
 # The classes of the handles: _Proxy, and (the solution's) its stand-ins for the tests' node classes,
 # of which the tests' nodes it holds copies of are (_node_class).
 _PROXY_TYPES: set[type] = {_Proxy}
+
+
+def _handle_type(t: Any) -> bool:
+    """Whether objects of the class ``t`` are handles (:data:`_PROXY_TYPES`), without hashing a class of
+    another metaclass (the tests' could run their code)."""
+    return t is _Proxy or (type(t) is _NodeClass and t in _PROXY_TYPES)
 
 
 def _is_exception_class(cls: Any) -> bool:
@@ -1979,7 +1982,7 @@ class _NodeClass(type):
         # isinstance(node, ListNode), node the tests' (a handle): the judge answers, about its class
         name = cls.__dict__.get("_rh_node")
         chan = _CHANNEL
-        if type(instance) not in _PROXY_TYPES:  # (an object of the solution's: of a subclass, its twin's)
+        if not _handle_type(type(instance)):  # (an object of the solution's: of a subclass, its twin's)
             twin = cls.__dict__.get("_rh_plain")
             return type.__instancecheck__(cls, instance) or (
                 type(twin) is type and type.__instancecheck__(twin, instance)
