@@ -10,6 +10,19 @@ background task pings Redis until it answers again. A command Redis answers with
 ``maxmemory`` under ``noeviction``, a write to a read-only replica) is counted and dropped, without
 marking Redis down: its reads still serve. A request therefore never fails because of the cache, and
 waits no longer than ``REWARDHUB_REDIS_TIMEOUT_S`` on a Redis that stopped answering.
+
+Claims (single flight across processes, serving.py): Redis is shared by every worker and replica, so
+an item one process is scoring is claimed there too, under ``rh:claim:<its cache key>``, valued by the
+claiming request's :class:`Claims` (this process's token, then the request's own part). Without them a
+client's retry of a batch still being scored that landed on another worker scored every item again. A
+claim is taken, or an item another process holds looked up, by :meth:`RedisCache.claim` (one script per
+256 keys: the result if it is in the cache by now, else the claim taken when it is free or this
+process's, else "held elsewhere"); it is released with the request's write of its results, in the same
+pipeline after them, so another process sees the claim until it can see the result. A claim lives
+``CLAIM_TTL_S`` and the process renews those it holds every third of it: a holder that crashed or lost
+Redis frees its items within that time, while a batch that scores for minutes keeps them. Only requests
+with misses make these round trips; a lookup is still one ``MGET``. The embedded and null caches take
+no claims (their ``claim`` answers None), nor does a Redis that is down.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -28,7 +42,9 @@ from redis.exceptions import RedisError, ResponseError
 from rewardhub import jsonutil
 
 __all__ = [
+    "CLAIM_TTL_S",
     "Cache",
+    "Claims",
     "MemoryCache",
     "NullCache",
     "RedisCache",
@@ -48,6 +64,61 @@ KEY_PREFIX = "rh:v1"
 # pipelines (one round trip for all but the largest batches).
 _MGET_KEYS = 256
 _WRITE_BYTES = 4 << 20
+
+CLAIM_PREFIX = "rh:claim:"
+# How long a claim outlives its holder's last renewal (renewed every third of it while held), seconds.
+CLAIM_TTL_S = 10.0
+
+# KEYS: n result keys, then their n claim keys. ARGV: the claim's value, this process's token, the TTL
+# in ms. Per key: the result when the cache holds it; else 1 once the claim is this request's (it was
+# free, or this process's: within a process the requests' own single flight decides who scores); else 0.
+_CLAIM = """
+local n = #KEYS / 2
+local out = {}
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v then
+    out[i] = v
+  else
+    local c = redis.call('GET', KEYS[n + i])
+    if (not c) or string.sub(c, 1, #ARGV[2]) == ARGV[2] then
+      redis.call('SET', KEYS[n + i], ARGV[1], 'PX', ARGV[3])
+      out[i] = 1
+    else
+      out[i] = 0
+    end
+  end
+end
+return out
+"""
+# KEYS: claim keys; ARGV[1]: the value they must still have; ARGV[2]: "del", or a TTL in ms to renew them
+# with. Per key 1 when it was still this value (another request of the process may have taken it over).
+_SETTLE = """
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    if ARGV[2] == 'del' then redis.call('DEL', KEYS[i]) else redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+
+class Claims:
+    """The items one request claimed in Redis, released together with the write of its results.
+
+    ``value`` is this process's token followed by the request's own part: a request sees an item
+    claimed by its own process as free (its process's requests wait for each other in memory), and
+    releases only a claim still its own, not one another request of the process has taken over since."""
+
+    __slots__ = ("keys", "value")
+
+    def __init__(self, value: str):
+        self.value = value
+        self.keys: set[str] = set()  # the cache keys claimed and not released yet
 
 
 def config_digest(config: dict[str, Any]) -> bytes:
@@ -75,9 +146,22 @@ class Cache(Protocol):
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
 
-    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None: ...
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
+        """Write ``pairs``, then release ``claims`` (after them: whoever sees a claim gone sees the result)."""
+        ...
 
     async def ping(self) -> bool: ...
+
+    def new_claims(self) -> Claims | None:
+        """A request's claims, or None when this cache takes none (not shared between processes)."""
+        ...
+
+    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
+        """Per key: the result when the cache holds it by now, True once claimed (into ``claims``), False
+        when another process holds it; None when no claim can be taken (Redis down or refusing)."""
+        ...
+
+    async def release(self, claims: Claims) -> None: ...
 
 
 class NullCache:
@@ -95,11 +179,20 @@ class NullCache:
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return [None] * len(keys)
 
-    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
         return None
 
     async def ping(self) -> bool:
         return True
+
+    def new_claims(self) -> Claims | None:
+        return None
+
+    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
+        return None
+
+    async def release(self, claims: Claims) -> None:
+        return None
 
 
 # What an entry costs besides its value's bytes: the key (about 100 characters), the bytes object and the
@@ -138,7 +231,7 @@ class MemoryCache:
         get = self._data.get
         return [get(k) for k in keys]
 
-    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
         data = self._data
         for k, v in pairs:
             try:
@@ -150,6 +243,15 @@ class MemoryCache:
 
     async def ping(self) -> bool:
         return True
+
+    def new_claims(self) -> Claims | None:
+        return None
+
+    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
+        return None
+
+    async def release(self, claims: Claims) -> None:
+        return None
 
     def __len__(self) -> int:
         return len(self._data)
@@ -194,6 +296,12 @@ class RedisCache:
         self._up = False
         self._reconnect_task: asyncio.Task[None] | None = None
         self._closed = False
+        # single flight across processes: this process's token, the claims it holds (claim key -> the
+        # value it holds it with), renewed every third of their TTL by _renew_task
+        self.token = uuid.uuid4().hex
+        self._held: dict[str, str] = {}
+        self._claim_script = self._redis.register_script(_CLAIM)
+        self._renew_task: asyncio.Task[None] | None = None
 
     @property
     def up(self) -> bool:
@@ -208,6 +316,7 @@ class RedisCache:
 
     async def start(self) -> None:
         """Connect if possible; a Redis that is down at start is retried in the background."""
+        self._renew_task = asyncio.get_running_loop().create_task(self._renew())
         if await self.ping():
             self._set_up(True)
         else:
@@ -218,10 +327,11 @@ class RedisCache:
 
     async def close(self) -> None:
         self._closed = True
-        if self._reconnect_task is not None:
-            self._reconnect_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconnect_task
+        for task in (self._reconnect_task, self._renew_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._redis.aclose()
 
     async def ping(self) -> bool:
@@ -274,24 +384,149 @@ class RedisCache:
             self._mark_down("get")
             return [None] * len(keys)
 
-    async def set_many(self, pairs: Sequence[tuple[str, bytes]]) -> None:
-        if not pairs or not self._up:
+    async def set_many(self, pairs: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
+        release = self._forget(claims) if claims is not None else []
+        if not (pairs or release) or not self._up:
             return
         try:
-            for batch in _write_batches(pairs):
+            batches = _write_batches(pairs) if pairs else [()]
+            for n, batch in enumerate(batches, 1):
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for k, v in batch:
                         pipe.set(k, v, ex=self.ttl_s)
+                    if n == len(batches) and release:  # (after every result: see the module docstring)
+                        assert claims is not None
+                        self._settle(pipe, release, claims.value, "del")
                     await pipe.execute()
         except ResponseError:
             self._refused("set")
         except (TimeoutError, RedisError, OSError):
             self._mark_down("set")
 
+    # --- claims (single flight across processes) --------------------------------------------------
+    def new_claims(self) -> Claims | None:
+        return Claims(f"{self.token}:{uuid.uuid4().hex[:16]}")
+
+    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
+        if not keys:
+            return []
+        if not self._up:
+            return None
+        ttl_ms = int(CLAIM_TTL_S * 1000)
+        out: list[bytes | bool] = []
+        part: list[str] = []
+        try:
+            for start in range(0, len(keys), _MGET_KEYS):  # (as get_many: one part after the other)
+                part = list(keys[start : start + _MGET_KEYS])
+                # (counted as claimed until the answer says otherwise: a request cancelled while the
+                # script runs releases what it may have claimed, not leave it to lapse)
+                claims.keys.update(part)
+                got = await self._claim_script(
+                    keys=part + [CLAIM_PREFIX + k for k in part], args=[claims.value, self.token, ttl_ms]
+                )
+                for k, v in zip(part, got, strict=True):
+                    if v == 1:
+                        self._held[CLAIM_PREFIX + k] = claims.value
+                        out.append(True)
+                        continue
+                    claims.keys.discard(k)
+                    out.append(False if v == 0 else v.encode() if isinstance(v, str) else v)
+            return out
+        except ResponseError:
+            # (a read-only replica, a full Redis under noeviction: the script stopped at its first SET,
+            # after the ones before it; DEL is still allowed there)
+            self._refused("claim")
+            await self.release(self._split(claims, keys))
+            return None
+        except (TimeoutError, RedisError, OSError):
+            self._mark_down("claim")
+            self._forget(self._split(claims, keys))  # (they lapse within CLAIM_TTL_S, unrenewed)
+            return None
+
+    @staticmethod
+    def _split(claims: Claims, keys: Sequence[str]) -> Claims:
+        """The claims among ``keys`` (those of a failed :meth:`claim`), no longer part of ``claims``."""
+        part = Claims(claims.value)
+        part.keys = claims.keys.intersection(keys)
+        claims.keys -= part.keys
+        return part
+
+    async def release(self, claims: Claims) -> None:
+        """Release what ``claims`` still holds (a request that failed or went away: its results, if any,
+        are not written)."""
+        release = self._forget(claims)
+        if not release or not self._up:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                self._settle(pipe, release, claims.value, "del")
+                await pipe.execute()
+        except ResponseError:
+            self._refused("release")
+        except (TimeoutError, RedisError, OSError):
+            self._mark_down("release")
+
+    def _forget(self, claims: Claims) -> list[str]:
+        """The claim keys of ``claims``, no longer renewed by this process (a claim another request of the
+        process took over since keeps being renewed for it)."""
+        names = [CLAIM_PREFIX + k for k in claims.keys]
+        claims.keys.clear()
+        held = self._held
+        for name in names:
+            if held.get(name) == claims.value:
+                del held[name]
+        return names
+
+    @staticmethod
+    def _settle(pipe: Any, names: list[str], value: str, how: str) -> None:
+        # (EVAL, not a registered script's EVALSHA: redis-py checks a pipeline's scripts with a round
+        # trip of its own before sending it)
+        for part in _parts(names):
+            pipe.eval(_SETTLE, len(part), *part, value, how)
+
+    async def _renew(self) -> None:
+        """Renew this process's claims every third of their TTL, in one round trip; a claim found lost
+        (it lapsed while Redis was away) is no longer this process's to renew."""
+        while not self._closed:
+            await asyncio.sleep(CLAIM_TTL_S / 3)
+            held = dict(self._held)
+            if not held or not self._up:
+                continue
+            by_value: dict[str, list[str]] = {}
+            for name, value in held.items():
+                by_value.setdefault(value, []).append(name)
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for value, names in by_value.items():
+                        self._settle(pipe, names, value, str(int(CLAIM_TTL_S * 1000)))
+                    replies = await pipe.execute()
+            except ResponseError:
+                self._refused("renew")
+                continue
+            except (TimeoutError, RedisError, OSError):
+                self._mark_down("renew")
+                continue
+            lost = [
+                name
+                for names, got in zip(
+                    (part for ns in by_value.values() for part in _parts(ns)), replies, strict=True
+                )
+                for name, ok in zip(names, got, strict=True)
+                if not ok
+            ]
+            for name in lost:
+                if self._held.get(name) == held[name]:
+                    del self._held[name]
+
     # Jobs and other small state use the same connection (see jobs.py).
     @property
     def client(self) -> Redis:
         return self._redis
+
+
+def _parts(names: list[str]) -> list[list[str]]:
+    """``names`` as :meth:`RedisCache._settle` sends them, one script call per part."""
+    return [names[start : start + _MGET_KEYS] for start in range(0, len(names), _MGET_KEYS)]
 
 
 def _write_batches(pairs: Sequence[tuple[str, bytes]]) -> list[Sequence[tuple[str, bytes]]]:

@@ -97,6 +97,14 @@ class Metrics:
             ["reward", "reason"],
             registry=r,
         )
+        self.single_flight_remote_waits = Counter(
+            "rewardhub_single_flight_remote_waits_total",
+            "Items that waited for another service process scoring them (single flight through Redis), by "
+            "reward and how the wait ended (cached: its result; taken_over: its claim went without a "
+            "result and this process scored it; deadline: its deadline came first).",
+            ["reward", "outcome"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "rewardhub_queue_depth",
             "Items waiting in a worker pool or batcher.",

@@ -4,10 +4,17 @@
 2. resolve each item's reward spec through the registry and validate its config (once per distinct spec);
 3. look every cacheable item up at once (one ``MGET``);
 4. deduplicate the misses (a GRPO group often holds identical responses; a cacheable item another
-   request of this process is scoring now is awaited, not scored again), group them by reward and
-   await each reward's batch concurrently;
-5. write the new valid results back (one pipelined ``SET``) and assemble the results in request order,
-   with per-request metrics.
+   request of this process is scoring now is awaited, not scored again), claim the rest in a cache
+   shared between processes (Redis: one more round trip, for requests with misses only) and await an
+   item another process holds as well, group them by reward and await each reward's batch concurrently;
+5. write the new valid results back (one pipelined ``SET``, which releases the claims after them) and
+   assemble the results in request order, with per-request metrics.
+
+Single flight is two-level: within a process the requests wait for each other in memory (``_inflight``,
+:meth:`ScoringService._await_others`), and the process's one request scoring an item holds the item's
+claim in Redis for all of them (cache.py), where the requests of other processes wait for it
+(:meth:`ScoringService._await_elsewhere`); a trainer's retry of a batch still being scored scores
+nothing again, whichever worker it lands on.
 
 Invalid results are never cached: a timeout or a backend failure is a property of this moment, not of
 the item.
@@ -28,7 +35,7 @@ import structlog
 
 from rewardhub import jsonutil
 from rewardhub.aio import gather_all
-from rewardhub.cache import Cache, config_digest, item_key
+from rewardhub.cache import Cache, Claims, config_digest, item_key
 from rewardhub.config import Settings
 from rewardhub.errors import InvalidRequest, LimitExceeded, UnknownReward
 from rewardhub.groups import (
@@ -131,6 +138,7 @@ class ScoringService:
         # items of this process's requests waiting now for another request's result (single flight),
         # rewardhub_queue_depth{pool="single_flight"}: how much of a retry's work is being absorbed
         self.waiting = 0
+        self._background: set[asyncio.Future[None]] = set()  # claims released after a failed request
         metrics.watch(metrics.queue_depth.labels("single_flight"), lambda: self.waiting)
 
     # --- limits -------------------------------------------------------------------------------
@@ -401,6 +409,7 @@ class ScoringService:
         # that may use the cache, with the concurrent requests of this process (single flight): an item
         # another request is scoring now is awaited, not scored twice (a client's retry after its timeout
         # of a batch still being scored, as OpenRLHF sends, doubled the work of a service already slow).
+        # The items this request owns are then claimed across processes (score_here, _claim).
         leaders: dict[str, int] = {}
         followers: list[tuple[int, int]] = []
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
@@ -429,15 +438,42 @@ class ScoringService:
                 todo.setdefault(id(plan), []).append(i)
 
         to_write: list[tuple[str, bytes]] = []
+        # this request's claims in a cache shared between processes (single flight across them); taken
+        # at the first item it owns, released with the write of its results
+        claims: Claims | None = None
+
+        def compute(
+            todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None
+        ) -> Awaitable[None]:
+            return self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned, since)
 
         async def score_here(
             todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None = None
         ) -> None:
             """Score ``todo`` in this request, handing each ``owned`` item's result to the requests waiting
             for it; failed or cancelled, it hands them None (one of them takes the item over). ``since``:
-            the items' deadlines count from then (see :meth:`_run_plan`)."""
+            the items' deadlines count from then (see :meth:`_run_plan`). An owned item another process
+            holds (its claim in the shared cache) is waited for as that process scores it."""
+            nonlocal claims
             try:
-                await self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned, since)
+                elsewhere: list[int] = []
+                if owned:
+                    if claims is None:
+                        claims = self.cache.new_claims()
+                    if claims is not None:
+                        todo, elsewhere = await self._claim(
+                            todo, owned, per_item, keys, ids, ctx, results, claims
+                        )
+                if elsewhere:
+                    assert claims is not None
+                    await gather_all(
+                        compute(todo, owned, since),
+                        self._await_elsewhere(
+                            elsewhere, owned, per_item, keys, ids, ctx, results, t0, claims, compute
+                        ),
+                    )
+                else:
+                    await compute(todo, owned, since)
             finally:
                 self._release(owned)
 
@@ -449,6 +485,10 @@ class ScoringService:
                 )
             else:
                 await score_here(todo, owned)
+        except BaseException:
+            if claims is not None and claims.keys:  # (nothing of it will be written)
+                self._in_background(self.cache.release(claims))
+            raise
         finally:
             # (score_here releases them, but a task cancelled before it started never ran its finally:
             # a client gone in the same turn of the event loop left the claims waited for until each
@@ -459,8 +499,11 @@ class ScoringService:
             d["id"] = ids[i]
             results[i] = d
 
-        if to_write:
-            await self.cache.set_many(to_write)
+        if to_write or (claims is not None and claims.keys):
+            # the claims released after the results, in the same round trip: another process waiting
+            # for an item sees its result before it sees the claim gone (a claim gone without a result,
+            # the item taken over and scored again, is what an invalid result is left as)
+            await self.cache.set_many(to_write, claims)
 
         final: list[dict[str, Any]] = results  # type: ignore[assignment]
         reward_names = [p.reward.name for p in per_item]
@@ -484,6 +527,160 @@ class ScoringService:
                 fut.set_result(None)
             if self._inflight.get(k) is fut:
                 del self._inflight[k]
+
+    def _in_background(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _answer_cached(
+        self,
+        i: int,
+        hit: dict[str, Any],
+        owned: dict[str, _Claim],
+        per_item: list[_Plan],
+        keys: list[str | None],
+        ids: list[str],
+        ctx: ScoreContext,
+        results: list[dict[str, Any] | None],
+        latency_ms: float,
+    ) -> None:
+        """Item ``i`` is in the cache now (another process scored it): its result, and the result of the
+        requests of this process waiting for it."""
+        results[i] = {"id": ids[i], **hit, "cached": True, "latency_ms": latency_ms}
+        fut = owned.get(keys[i])  # type: ignore[arg-type]
+        if fut is not None and not fut.done():
+            fut.set_result((hit, True, self._deadline(per_item[i], ctx)))
+
+    async def _claim(
+        self,
+        todo: dict[int, list[int]],
+        owned: dict[str, _Claim],
+        per_item: list[_Plan],
+        keys: list[str | None],
+        ids: list[str],
+        ctx: ScoreContext,
+        results: list[dict[str, Any] | None],
+        claims: Claims,
+    ) -> tuple[dict[int, list[int]], list[int]]:
+        """Claim the ``owned`` items of ``todo`` in the shared cache (one round trip per 256 of them, made
+        only by a request with misses): what is left to score here, and the items another process holds
+        now. An item some other process wrote since this request looked it up is answered from the cache.
+        With no claim to be had (Redis down, or refusing), everything is scored here, as without Redis."""
+        mine = [i for idx in todo.values() for i in idx if keys[i] is not None and keys[i] in owned]
+        if not mine:
+            return todo, []
+        t = time.perf_counter()
+        got = await self.cache.claim([keys[i] for i in mine], claims)  # type: ignore[misc]
+        if got is None:
+            return todo, []
+        ms = (time.perf_counter() - t) * 1000
+        elsewhere: list[int] = []
+        gone: set[int] = set()
+        for i, g in zip(mine, got, strict=True):
+            if g is True:
+                continue
+            if g is False:
+                elsewhere.append(i)
+                gone.add(i)
+                continue
+            hit = _cached_result(g)
+            if hit is not None:  # (unreadable: scored here and written over, as a miss)
+                self._answer_cached(i, hit, owned, per_item, keys, ids, ctx, results, ms)
+                gone.add(i)
+        if not gone:
+            return todo, elsewhere
+        left = {pid: [i for i in idx if i not in gone] for pid, idx in todo.items()}
+        return {pid: idx for pid, idx in left.items() if idx}, elsewhere
+
+    async def _await_elsewhere(
+        self,
+        elsewhere: list[int],
+        owned: dict[str, _Claim],
+        per_item: list[_Plan],
+        keys: list[str | None],
+        ids: list[str],
+        ctx: ScoreContext,
+        results: list[dict[str, Any] | None],
+        t0: float,
+        claims: Claims,
+        compute: Callable[[dict[int, list[int]], dict[str, _Claim], float | None], Awaitable[None]],
+    ) -> None:
+        """The items of this request another process is scoring (its claim in the shared cache): single
+        flight across processes, under the rules of :meth:`_await_others`. This request keeps its own
+        process's claim on them, so the other requests of this process wait for it, not on Redis.
+
+        The cache is polled (one round trip for all the items, every 20 ms backing off to 250 ms), each
+        poll taking the claim of an item whose claim is gone. An item is answered from the cache
+        (``cached: true``) once its result is there. One whose claim went without a result (its holder
+        failed, went away, crashed and let the claim lapse, or got a result the cache may not hold: an
+        invalid one) is taken over, claimed by the poll itself so that exactly one waiter, of any
+        process, scores it; it is scored under the time its deadline leaves. When an item's deadline,
+        counted from this request's start, passes first, a reward whose deadline bounds wall-clock time
+        answers ``timeout`` (the requests of this process waiting for it then decide for themselves),
+        and any other scores the item here, unclaimed. Redis gone while waiting: the items are scored
+        here, as without Redis."""
+        metric = self.metrics.single_flight_remote_waits
+        watch = list(elsewhere)
+        limits = {i: self._deadline(per_item[i], ctx) for i in watch}
+        scoring: set[asyncio.Future[None]] = set()
+        t_wait = time.perf_counter()
+        delay = _POLL_FIRST_S
+        self.waiting += len(watch)
+        try:
+            while watch:
+                now = time.perf_counter()
+                cut: dict[int, list[int]] = {}
+                for i in [i for i in watch if now - t0 >= limits[i]]:  # deadlines first
+                    watch.remove(i)
+                    self.waiting -= 1
+                    plan = per_item[i]
+                    metric.labels(plan.reward.name, "deadline").inc()
+                    if plan.wall_clock:
+                        results[i] = _timed_out(plan, ids[i], limits[i], (now - t_wait) * 1000)
+                        k = keys[i]
+                        assert k is not None
+                        self._release({k: owned[k]})
+                    else:
+                        cut.setdefault(id(plan), []).append(i)
+                if cut:
+                    scoring.add(asyncio.ensure_future(compute(cut, owned, None)))
+                if watch:
+                    got = await self.cache.claim([keys[i] for i in watch], claims)  # type: ignore[misc]
+                    now = time.perf_counter()
+                    taken: dict[int, list[int]] = {}
+                    for i, g in zip(list(watch), got or [True] * len(watch), strict=True):
+                        if g is False:
+                            continue
+                        watch.remove(i)
+                        self.waiting -= 1
+                        plan = per_item[i]
+                        hit = None if g is True else _cached_result(g)
+                        if hit is not None:
+                            metric.labels(plan.reward.name, "cached").inc()
+                            ms = (now - t_wait) * 1000
+                            self._answer_cached(i, hit, owned, per_item, keys, ids, ctx, results, ms)
+                        else:  # (claimed: taken over; an unreadable entry: scored here, written over)
+                            metric.labels(plan.reward.name, "taken_over").inc()
+                            taken.setdefault(id(plan), []).append(i)
+                    if taken:
+                        scoring.add(asyncio.ensure_future(compute(taken, owned, t0)))
+                for task in [task for task in scoring if task.done()]:
+                    scoring.discard(task)
+                    task.result()  # (a request-level error, a 429, fails the request)
+                if watch:
+                    first_due = min(t0 + limits[i] for i in watch) - time.perf_counter()
+                    await asyncio.sleep(max(0.0, min(delay, first_due)))
+                    delay = min(delay * 1.5, _POLL_LAST_S)
+            if scoring:
+                await gather_all(*scoring)
+                scoring.clear()
+        finally:
+            self.waiting -= len(watch)
+            for task in scoring:
+                task.cancel()
+            if scoring:
+                await asyncio.gather(*scoring, return_exceptions=True)
 
     async def _await_others(
         self,
@@ -677,6 +874,11 @@ class ScoringService:
             if not d["valid"]:
                 m.invalid.labels(plan.reward.name, d["reason"] or "unknown").inc()
 
+
+# How often an item another process is scoring is looked up in the cache: first after 20 ms, each wait
+# half again as long as the one before, up to 250 ms.
+_POLL_FIRST_S = 0.02
+_POLL_LAST_S = 0.25
 
 # What a request scoring an item gives the requests waiting for it: the result as the cache would hold
 # it (read only: each waiter copies it into its own result), whether the cache may hold it, and the

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
 from fake_openai import FakeJudge, Reply
 from rewardhub.protocol import RewardSpec, ScoreRequest
@@ -193,3 +194,280 @@ async def test_a_request_cancelled_as_it_starts_scoring_leaves_no_item_claimed(
         later = result(await c.post("/v1/score", json=body(own, timeout_s=2)))
         assert (later["score"], later["valid"]) == (1.0, True), later
         assert scoring._inflight == {} and scoring.waiting == 0
+
+
+# --- across processes: two services sharing one Redis -------------------------------------------------
+# Each ``make_app`` is one service process as far as Redis can tell (its own cache client, its own claims):
+# a client's retry landing on another worker (``--workers 2``, replicas) meets the first process's
+# scoring only there.
+
+
+def two_services(make_app: Any, server: FakeJudge, redis_url: str) -> tuple[Any, Any]:
+    settings = {"judge_url": server.url, "judge_model": "fake-judge", "redis_url": redis_url}
+    return make_app(**settings), make_app(**settings)
+
+
+def remote_waits(metrics: str, outcome: str) -> float:
+    """``rewardhub_single_flight_remote_waits_total`` of the judge's items that ended so."""
+    line = f'rewardhub_single_flight_remote_waits_total{{outcome="{outcome}",reward="judge"}} '
+    return sum(float(x[len(line) :]) for x in metrics.splitlines() if x.startswith(line))
+
+
+async def test_an_item_another_process_is_scoring_is_waited_for_not_scored_again(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """Single flight was per process: a retry of a batch still being scored that landed on another
+    worker (docker-compose runs two, k8s replicas) scored every item again, concurrently, doubling the
+    judge calls of a service already slow. Found in review. The second process now sees the first's
+    claim in Redis and waits for the result it writes: one judge call, the second answer a cache hit."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)  # the first process is scoring the item
+        second = asyncio.create_task(b.post("/v1/score", json=body(item)))
+        other = b.app.state.scoring
+        await until(lambda: other.waiting == 1 or judge_server.calls > 1)
+        assert judge_server.calls == 1, "the second process called the judge as well"
+        assert 'rewardhub_queue_depth{pool="single_flight"} 1.0' in (await b.get("/metrics")).text
+        gate.set()
+        x, y = result(await first), result(await second)
+        metrics = (await b.get("/metrics")).text
+        assert other.waiting == 0 and other._inflight == {}
+    assert judge_server.calls == 1
+    assert (x["score"], x["cached"], y["score"], y["cached"]) == (1.0, False, 1.0, True), (x, y)
+    assert {k: v for k, v in y.items() if k not in ("cached", "latency_ms", "id")} == {
+        k: v for k, v in x.items() if k not in ("cached", "latency_ms", "id")
+    }
+    assert remote_waits(metrics, "cached") == 1.0
+    with redis_server.client() as r:  # the claim went with the scoring: only the result is left
+        assert len(r.keys("*")) == 1, r.keys("*")
+
+
+async def test_when_the_process_scoring_an_item_gives_it_up_the_waiting_one_scores_it(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """The request scoring the item in the first process goes away (its client hung up) while the
+    second process waits for it: its claim is released, and the second takes the item over at once
+    (not at its deadline), scoring it itself."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        await until(lambda: judge_server.calls == 2, "the waiting process never took the item over")
+        gate.set()
+        y = result(await second)
+        metrics = (await b.get("/metrics")).text
+    assert (y["score"], y["valid"], y["cached"]) == (1.0, True, False), y
+    assert remote_waits(metrics, "taken_over") == 1.0
+
+
+async def test_of_two_processes_waiting_for_a_given_up_item_one_takes_it_over(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """Three processes: the first scores the item, the two others wait for it; the first's request goes
+    away. Exactly one of the waiting processes takes the item over (its poll claims it) and the other
+    waits for that one's result: two judge calls in all, not three."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    settings = {"judge_url": judge_server.url, "judge_model": "fake-judge", "redis_url": redis_server.url}
+    async with make_app(**settings) as a, make_app(**settings) as b, make_app(**settings) as c:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        others = [asyncio.create_task(x.post("/v1/score", json=body(item, timeout_s=30))) for x in (b, c)]
+        await until(
+            lambda: b.app.state.scoring.waiting == 1 and c.app.state.scoring.waiting == 1,
+            "the other processes never waited",
+        )
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        await until(lambda: judge_server.calls >= 2, "no process took the item over")
+        await until(  # one is waiting again, for the one that took it over (or, wrongly, scoring it too)
+            lambda: b.app.state.scoring.waiting + c.app.state.scoring.waiting == 1 or judge_server.calls > 2
+        )
+        gate.set()
+        got = [result(await o) for o in others]
+    assert judge_server.calls == 2, f"{judge_server.calls - 1} scorings after the owner went away"
+    assert sorted((r["score"], r["cached"]) for r in got) == [(1.0, False), (1.0, True)], got
+
+
+async def test_an_invalid_result_elsewhere_is_taken_over_not_waited_for_to_the_deadline(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """The first process's judge answers something unreadable (parse_error: invalid, never cached): the
+    second process, waiting for a result in the cache that will never come, takes the item over once
+    the first's claim is gone, instead of waiting to its deadline (a judge's: answered ``timeout``)."""
+    gate = threading.Event()
+    judge_server.reply = lambda body: Reply(
+        "no decision here" if judge_server.calls == 1 else "Final Decision: Yes", hold=gate
+    )
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        gate.set()
+        x, y = result(await first), result(await second)
+        metrics = (await b.get("/metrics")).text
+    assert remote_waits(metrics, "taken_over") == 1.0
+    assert (x["valid"], x["reason"]) == (False, "parse_error"), x
+    assert (y["score"], y["valid"], y["cached"]) == (1.0, True, False), y
+    assert judge_server.calls == 2
+
+
+async def test_a_scoring_longer_than_a_claims_lifetime_keeps_its_claim(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """A claim lapses ``CLAIM_TTL_S`` after its holder's last renewal (so that a crashed holder frees its
+    items), and the holder renews it while it scores: a batch scoring for longer than that (a retried
+    batch of thousands is the case single flight is for) is still waited for, not scored again by the
+    other process once the claim's first lifetime is over."""
+    from rewardhub.cache import CLAIM_TTL_S
+
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        await asyncio.sleep(CLAIM_TTL_S * 1.5)  # (past the claim's first lifetime)
+        calls = judge_server.calls
+        gate.set()
+        x, y = result(await first), result(await second)
+    assert calls == 1, "the waiting process took over an item still being scored"
+    assert (x["cached"], y["score"], y["cached"]) == (False, 1.0, True), (x, y)
+
+
+async def test_a_judge_item_waited_for_elsewhere_past_its_deadline_is_a_timeout(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """The deadline rule of single flight holds across processes: a judge's item waited for past its own
+    deadline, counted from its request's start, answers ``timeout`` with no call of its own, and the
+    first process's scoring goes on (and is cached)."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        short = result(await b.post("/v1/score", json=body(item, timeout_s=1)))
+        calls = judge_server.calls
+        gate.set()
+        done = result(await first)
+        again = result(await b.post("/v1/score", json=body(item)))
+        metrics = (await b.get("/metrics")).text
+    assert calls == 1, "the waiting process called the judge"
+    assert remote_waits(metrics, "deadline") == 1.0
+    assert (short["valid"], short["reason"], short["cached"]) == (False, "timeout", False), short
+    assert (done["score"], again["score"], again["cached"]) == (1.0, 1.0, True), (done, again)
+
+
+async def test_with_redis_down_each_process_scores_its_own_items(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """No Redis, no claims: two processes holding one item both score it, as before, and neither waits
+    on the cache."""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        redis_server.stop()
+        try:
+            first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+            second = asyncio.create_task(b.post("/v1/score", json=body(item)))
+            await until(lambda: judge_server.calls == 2, "one process waited for the other")
+            gate.set()
+            x, y = result(await first), result(await second)
+        finally:
+            redis_server.start()
+    assert [(r["score"], r["cached"]) for r in (x, y)] == [(1.0, False), (1.0, False)], (x, y)
+
+
+def _sleeping_code_item(sleep_s: float) -> dict[str, Any]:
+    token = uuid.uuid4().hex
+    program = f"import time\ntime.sleep({sleep_s})\nprint({token!r})"
+    return {"response": f"```python\n{program}\n```", "reference": {"cases": [{"stdout": token}]}}
+
+
+async def _queue_depth(c: httpx.AsyncClient, pool: str) -> str:
+    return next(
+        line.rsplit(" ", 1)[1]
+        for line in (await c.get("/metrics")).text.splitlines()
+        if line.startswith(f'rewardhub_queue_depth{{pool="{pool}"}}')
+    )
+
+
+async def _until_depth(c: httpx.AsyncClient, pool: str, what: str) -> None:
+    for _ in range(600):
+        if await _queue_depth(c, pool) == "1.0":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(what)
+
+
+@pytest.mark.integration
+async def test_two_service_processes_score_an_item_once_and_survive_a_crashed_one(
+    live_server_factory: Any, redis_server: Any
+) -> None:
+    """Two ``rewardhub serve`` processes on one Redis (two workers, two replicas). A code item whose
+    program sleeps is sent to both: the first runs it, the second waits and answers the first's result
+    from the cache (one sandbox run in all; before, one in each process). Then the first process is
+    killed (SIGKILL: nothing released) while it runs another such item and the second waits for it: its
+    claim lapses within ``CLAIM_TTL_S`` and the second runs the item itself."""
+    env = {"REWARDHUB_REDIS_URL": redis_server.url}
+    x, y = _sleeping_code_item(2), _sleeping_code_item(3)
+    with (
+        live_server_factory(env=env) as one,
+        live_server_factory(env=env) as two,
+    ):
+        async with (
+            httpx.AsyncClient(base_url=one.url, timeout=120) as a,
+            httpx.AsyncClient(base_url=two.url, timeout=120) as b,
+        ):
+            for item in (x, y):
+                first = asyncio.create_task(a.post("/v1/score", json={"reward": "code", "items": [item]}))
+                await _until_depth(a, "inflight_items", "the first process never began scoring the item")
+                second = asyncio.create_task(
+                    b.post(
+                        "/v1/score", json={"reward": "code", "items": [item], "options": {"timeout_s": 50}}
+                    )
+                )
+                await _until_depth(b, "single_flight", "the second process never waited for the first")
+                if item is x:
+                    got = [result(await first), result(await second)]
+                    assert [(g["score"], g["cached"]) for g in got] == [(1.0, False), (1.0, True)], got
+                    runs = [
+                        line
+                        for c in (a, b)
+                        for line in (await c.get("/metrics")).text.splitlines()
+                        if line.startswith('rewardhub_reward_batch_latency_seconds_count{reward="code"}')
+                    ]
+                    assert runs == ['rewardhub_reward_batch_latency_seconds_count{reward="code"} 1.0'], runs
+                else:
+                    one.proc.kill()
+                    with contextlib.suppress(httpx.HTTPError):
+                        await first
+                    taken = result(await second)
+                    assert (taken["score"], taken["valid"], taken["cached"]) == (1.0, True, False), taken
+                    metrics = (await b.get("/metrics")).text
+                    assert (
+                        'rewardhub_single_flight_remote_waits_total{outcome="taken_over",reward="code"} 1.0'
+                        in metrics
+                    )
+                    assert (
+                        'rewardhub_single_flight_remote_waits_total{outcome="cached",reward="code"} 1.0'
+                        in metrics
+                    )
