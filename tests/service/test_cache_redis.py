@@ -142,6 +142,48 @@ async def test_a_full_redis_still_serves_its_reads(redis_server: Any) -> None:
         await cache.close()
 
 
+async def test_claims_are_per_process_and_released_only_by_their_holder(redis_server: Any) -> None:
+    """Single flight across processes (cache.py, Claims): two caches are two processes. A claim is
+    refused to the other process (False) until its holder releases it; a result written meanwhile is
+    answered instead of a claim; another request of the holder's own process takes the claim over, and
+    the first request's release then leaves that request's claim in place. A full Redis (noeviction)
+    refuses claims: None (score here, as without Redis), counted, and the cache still up."""
+    errors: list[str] = []
+    one = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60, on_error=errors.append)
+    two = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60)
+    await one.start()
+    await two.start()
+    r = redis_server.client()
+    try:
+        a, b, theirs = one.new_claims(), one.new_claims(), two.new_claims()
+        assert a is not None and b is not None and theirs is not None
+        assert await one.claim(["k1", "k2"], a) == [True, True]
+        assert await two.claim(["k1", "k2"], theirs) == [False, False]
+        assert await one.claim(["k2"], b) == [True]  # (this process's: its requests decide among them)
+        await one.set_many([("k1", b"result")], a)  # the result, then a's claims released
+        assert await two.claim(["k1", "k2"], theirs) == [b"result", False]  # k2 is b's now
+        await one.release(b)
+        assert await two.claim(["k2"], theirs) == [True]
+        await two.release(theirs)
+        assert r.keys("rh:claim:*") == []
+        before = r.config_get("maxmemory*")
+        try:
+            r.config_set("maxmemory-policy", "noeviction")
+            r.config_set("maxmemory", "1")
+            c = one.new_claims()
+            assert c is not None
+            assert await one.claim(["k3"], c) is None
+            assert "claim" in errors and one.up is True
+        finally:
+            r.config_set("maxmemory", before["maxmemory"])
+            r.config_set("maxmemory-policy", before["maxmemory-policy"])
+        assert r.keys("rh:claim:*") == []
+    finally:
+        r.close()
+        await one.close()
+        await two.close()
+
+
 async def test_memory_cache_evicts_least_recently_used() -> None:
     cache = MemoryCache(max_entries=2, ttl_s=60)
     await cache.set_many([("a", b"1"), ("b", b"2")])
