@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from fake_openai import FakeJudge, Reply
+from rewardhub.cache import CLAIM_TTL_S
 from rewardhub.protocol import RewardSpec, ScoreRequest
 from waiting import until
 
@@ -262,7 +263,8 @@ async def test_when_the_process_scoring_an_item_gives_it_up_the_waiting_one_scor
         first.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await first
-        await until(lambda: judge_server.calls == 2, "the waiting process never took the item over")
+        # (released, not left to lapse: well before CLAIM_TTL_S)
+        await until(lambda: judge_server.calls == 2, "the item was not taken over", timeout_s=CLAIM_TTL_S / 2)
         gate.set()
         y = result(await second)
         metrics = (await b.get("/metrics")).text
@@ -290,7 +292,9 @@ async def test_of_two_processes_waiting_for_a_given_up_item_one_takes_it_over(
         first.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await first
-        await until(lambda: judge_server.calls >= 2, "no process took the item over")
+        await until(
+            lambda: judge_server.calls >= 2, "no process took the item over", timeout_s=CLAIM_TTL_S / 2
+        )
         await until(  # one is waiting again, for the one that took it over (or, wrongly, scoring it too)
             lambda: b.app.state.scoring.waiting + c.app.state.scoring.waiting == 1 or judge_server.calls > 2
         )
@@ -318,7 +322,9 @@ async def test_an_invalid_result_elsewhere_is_taken_over_not_waited_for_to_the_d
         second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
         await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
         gate.set()
-        x, y = result(await first), result(await second)
+        x = result(await first)
+        # (its claim released with the request, not left to lapse: well before CLAIM_TTL_S)
+        y = result(await asyncio.wait_for(second, timeout=CLAIM_TTL_S / 2))
         metrics = (await b.get("/metrics")).text
     assert remote_waits(metrics, "taken_over") == 1.0
     assert (x["valid"], x["reason"]) == (False, "parse_error"), x
@@ -333,8 +339,6 @@ async def test_a_scoring_longer_than_a_claims_lifetime_keeps_its_claim(
     items), and the holder renews it while it scores: a batch scoring for longer than that (a retried
     batch of thousands is the case single flight is for) is still waited for, not scored again by the
     other process once the claim's first lifetime is over."""
-    from rewardhub.cache import CLAIM_TTL_S
-
     gate = held_judge(judge_server)
     item = an_item()
     one, two = two_services(make_app, judge_server, redis_server.url)
