@@ -273,6 +273,47 @@ CASES = [
     ("5 \\text{ s}", "5 meters", False),
     ("2 \\text{ g}", "2 hours", False),
     ("5 m", "5 kg", False),
+    # ... a typeset symbol too: normalisation dropped it, and the two numbers were equal (both 1); an m
+    # against a time is metres or minutes, and differs where neither reading is equal
+    ("1000 \\text{ m}", "1000 \\text{ s}", False),
+    ("5 \\mathrm{m}", "5 \\mathrm{s}", False),
+    ("2 \\text{ g}", "2 \\text{ s}", False),
+    ("3 \\text{ m}", "3 hours", False),
+    ("1000 m", "1000 s", False),
+    ("1 \\text{ h}", "3600 \\text{ s}", True),
+    ("1 \\text{ h}", "360 \\text{ s}", False),
+    ("1 \\text{ m}", "60 \\text{ s}", False),
+    # ... two different upright symbols after one number are two units (5 amperes are not 5 volts), but
+    # the case of one letter is left alone (litres: "l" and "L")
+    ("5 \\text{ A}", "5 \\text{ V}", False),
+    ("5 \\text{ L}", "5 \\text{ l}", True),
+    ("5", "5 \\text{ A}", True),
+    # a unit word's power is a dimension: an area is no time nor length (the unit was dropped: both 1), and
+    # converts as its unit squared
+    ("5 \\text{ cm}^2", "5 hours", False),
+    ("5 \\text{ cm}^2", "5 cm", False),
+    ("5 \\text{ m}^2", "5 \\text{ m}", False),
+    ("5 \\text{ m}^2", "5 hours", False),
+    ("1 cm^2", "100 mm^2", True),
+    ("5 \\text{ cm}^2", "500 \\text{ mm}^2", True),
+    ("1 cm^2", "10 mm^2", False),
+    ("1 \\text{ m}^2", "10000 \\text{ cm}^2", True),
+    # a rate of known units converts (5 m/s is 18 km/h: both scored 0), one of another dimension differs
+    ("5 m/s", "18 km/h", True),
+    ("18 \\text{ km/h}", "5 \\text{ m/s}", True),
+    ("5 m/s", "5 km/h", False),
+    ("5 m/s", "18 km/s", False),
+    ("5 m/s", "5 m", False),
+    ("5 m/s", "5 s", False),
+    # after one label, or a label on one side only, as in a whole answer (t = 3 hours was t = 3 minutes)
+    ("3 hours", "t = 180 minutes", True),
+    ("t = 3 hours", "t = 180 minutes", True),
+    ("t = 3 hours", "t = 3 minutes", False),
+    ("t = 3 hours", "3 minutes", False),
+    ("3 hours", "t = 3 minutes", False),
+    ("t = 3 hours", "t = 3 meters", False),
+    ("d = 1000 \\text{ m}", "d = 1000 \\text{ s}", False),
+    ("x = 3 hours", "t = 180 minutes", False),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

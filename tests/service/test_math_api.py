@@ -41,6 +41,12 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{1000}", "1000 m", 1.0, None),
         ("\\boxed{1 \\text{ km}}", "1000", 0.0, None),
         ("The answer is \\boxed{f(b) = 5}", "a = 5", 0.0, None),
+        # a typeset symbol is a unit (normalisation drops it: the event loop's check read 1000 and 1000), a
+        # rate converts, after a label too
+        ("\\boxed{1000 \\text{ s}}", "1000 \\text{ m}", 0.0, None),
+        ("\\boxed{1 \\text{ h}}", "3600 \\text{ s}", 1.0, None),
+        ("The speed is \\boxed{18 km/h}.", "5 m/s", 1.0, None),
+        ("\\boxed{t = 3 \\text{ minutes}}", "3 hours", 0.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -22,7 +22,7 @@ from typing import Any
 
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
-from rewardhub.mathlib.quantities import mentions_unit, quantities_check, states_number
+from rewardhub.mathlib.quantities import mentions_unit, quantities_check, states_number, typeset_units_differ
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
@@ -73,9 +73,15 @@ def quick_check(gold: str, pred: str) -> Check | None:
     try:
         if len(gold) > _MAX_LEN or len(pred) > _MAX_LEN:
             return None
-        g = normalize(gold)
-        p = normalize(pred)
+        units_g: list[str] = []
+        units_p: list[str] = []
+        g = normalize(gold, units_g)
+        p = normalize(pred, units_p)
         if not g or not p:
+            return None
+        if typeset_units_differ(units_g, units_p):
+            # numbers in two upright units, "5\,\text{m}" and "5\,\text{s}" (both 5 once normalised), "1\,\text{h}"
+            # and "3600\,\text{s}": the full check compares them
             return None
         if key(g) == key(p):
             return Check(True, "string", True)
@@ -549,6 +555,15 @@ def _choice_check(gold: str, pred: str) -> Check | None:
     return check(gold, value) if value is not None else None
 
 
+def _symbols_differ(gold: str, pred: str) -> bool:
+    if len(gold) > _MAX_LEN or len(pred) > _MAX_LEN:
+        return False
+    units_g: list[str] = []
+    units_p: list[str] = []
+    g, p = normalize(gold, units_g), normalize(pred, units_p)
+    return key(g) == key(p) and typeset_units_differ(units_g, units_p)
+
+
 def check(gold: str, pred: str) -> Check:
     """Full equivalence check; may be slow (sympy) and relies on the caller for deadlines."""
     quick = quick_check(gold, pred)
@@ -557,6 +572,9 @@ def check(gold: str, pred: str) -> Check:
     units = quantities_check(gold, pred)  # "3 hours" and "180 minutes": before the units are dropped
     if units is not None:
         return Check(units, "units", True)
+    if _symbols_differ(gold, pred):
+        # equal once normalised, but one number in two upright units: "(1\,\text{m}, 2)" and "(1\,\text{s}, 2)"
+        return Check(False, "units", True)
     choice = _choice_check(gold, pred)
     if choice is not None:
         return choice

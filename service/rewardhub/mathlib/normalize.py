@@ -126,6 +126,7 @@ _UPRIGHT_COMMANDS = frozenset(
 _TEXT_OR_BRACE_RE = re.compile(r"\\(?:" + "|".join(_TEXT_COMMANDS) + r")(?![a-zA-Z]) ?\{|\\[{}]|[{}]")
 # The power of a dropped one-letter unit (``\\mathrm{m}^2``, ``\\text{ m}^{-1}``) goes with it.
 _UNIT_POWER_RE = re.compile(r" ?\^ ?(?:\{ ?-?\d{1,2} ?\}|\d)")
+_POWER_DROP = str.maketrans("", "", " {}")
 # Function names typed without a backslash (``sin(x)``, or ``\\text{sin}`` after unwrapping).
 # ``sec`` is left alone: in answers it is far more often "seconds".
 _PLAIN_FUNC_RE = re.compile(r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sin|cos|tan|cot|csc|ln|log)(?![A-Za-z])")
@@ -203,7 +204,7 @@ def _short_group(s: str, open_pos: int) -> tuple[str, int] | None:
     return None
 
 
-def unwrap_text(s: str) -> str:
+def unwrap_text(s: str, units: list[str] | None = None) -> str:
     """Replace ``\\text{...}``-style groups by their contents, padded with spaces.
 
     Font and text-mode commands do not change the value; the padding keeps ``5\\text{cm}`` from
@@ -211,6 +212,8 @@ def unwrap_text(s: str) -> str:
     is a unit and is dropped with its power (``5\\,\\mathrm{m}^2`` is 5, not 5 squared; ``e``,
     ``i``, ``d`` are kept: Euler, imaginary unit, differential).
     One streaming pass with a brace stack, so nesting depth does not cost extra passes.
+    ``units``, where given, receives each unit dropped, its letter and power (``m^2``): two answers that
+    differ only there (``5\\,\\text{m}`` and ``5\\,\\text{s}``) normalise alike, and the caller says so.
     """
     if "\\" not in s:
         return s
@@ -241,6 +244,9 @@ def unwrap_text(s: str) -> str:
                     out.append(letter)
                 else:
                     power = _UNIT_POWER_RE.match(s, pos)
+                    if units is not None:
+                        exponent = "" if power is None else power.group(0).translate(_POWER_DROP)
+                        units.append(letter + exponent)
                     pos = pos if power is None else power.end()
                 continue
             stack.append(True)
@@ -309,8 +315,9 @@ def _circled(s: str) -> str:
     return s.strip().rstrip(",").strip()
 
 
-def normalize(s: str) -> str:
-    """Canonical typeset form of an answer: same meaning, fewer spellings."""
+def normalize(s: str, units: list[str] | None = None) -> str:
+    """Canonical typeset form of an answer: same meaning, fewer spellings. ``units``, where given,
+    receives the upright one-letter units dropped (see :func:`unwrap_text`)."""
     s = _WS_RE.sub(" ", repair(s))
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
     if _CIRCLED_RE.search(s):
@@ -323,7 +330,7 @@ def normalize(s: str) -> str:
     s = _WS_RE.sub(" ", _SPACING_RE.sub(" ", s))
     for pattern, repl in _RENAMES:
         s = pattern.sub(repl, s)
-    s = _WS_RE.sub(" ", unwrap_text(s))
+    s = _WS_RE.sub(" ", unwrap_text(s, units))
     if "per" in s or "Per" in s or "PER" in s:
         s = _PERCENT_WORD_RE.sub(r"\\% ", s)
     s = _PLAIN_FUNC_RE.sub(r"\\\1", s)

@@ -12,19 +12,23 @@ comparer applies it (:func:`states_number`) after a label or in a list too (``d 
 s``), but not to a number whose unit word the other rules dropped (:func:`mentions_unit`: ``3 hours``
 is the item 3, and no bare 3 against ``3 m``).
 
-Two quantities are decided when both are a single number followed by a unit it knows: units of
-different dimensions (``3 hours`` against ``3 meters``) are unequal, and differing units of one
-dimension (time, length, mass) are converted. A bare number is never converted (``180`` against ``3
-hours``), nor is an ambiguous unit (a year, a month, a ton), an ordinal (``15th day``), a unit with a
-power (``12 inches^2``), a rate (``miles per hour``) or a compound (``3 hours and 20 minutes``). The
-one-letter symbols ``m``, ``s``, ``h`` and ``g`` are variables as often as units: one is a unit only
-after a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which normalisation
-drops), only against a bare number or a unit word (``1000 m`` against ``1 km``, ``60 s`` against ``1
-minute``; one of another dimension differs, ``5 s`` is not ``5 meters`` whether s is seconds or a
-variable, but against ``3 hours`` an ``m`` may be minutes and is left alone), and never with a
-power (``5 m^2`` may be 5m squared). The factors are exact (an inch is 2.54 cm, a pound 0.45359237 kg),
-and the numbers compare as literals do (a prediction rounded to 3 significant digits matches: ``1.33
-hours`` is ``80 minutes``).
+Two quantities are decided when both are a single number followed by a unit it knows, after one label
+or a label on one side only (``t = 3 hours`` and ``180 minutes``; two labels, ``x = 3 hours`` and ``t =
+180 minutes``, are left to the other rules): units of different dimensions (``3 hours`` against ``3
+meters``, ``5 cm^2`` against ``5 cm``) are unequal, and differing units of one dimension (time, length,
+mass, a power of one, ``cm^2``, or a rate of two, ``km/h``) are converted. A bare number is never
+converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year, a month, a ton), an ordinal
+(``15th day``), a rate in words (``miles per hour``) or a compound (``3 hours and 20 minutes``). The
+one-letter symbols ``m``, ``s``, ``h`` and ``g`` are variables as often as units: one is a unit only after a
+space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which normalisation drops: it is
+read from the answer as written), and never with a power unless upright (``5 m^2`` may be 5m squared;
+``5\\,\\text{m}^2`` is an area). One of another dimension differs (``5 s`` is not ``5 meters`` whether s
+is seconds or a variable), but an ``m`` against a time may be minutes: it differs only where it is
+neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
+symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
+litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The factors are exact (an
+inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
+3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rewardhub.mathlib.normalize import normalize
+from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_literal
+from rewardhub.mathlib.scan import find_top_level
+from rewardhub.mathlib.structures import is_name
 
-__all__ = ["mentions_unit", "quantities_check", "quantity", "states_number"]
+__all__ = ["mentions_unit", "quantities_check", "quantity", "states_number", "typeset_units_differ"]
 
 
 def _units(dimension: str, factor: Fraction, *names: str) -> dict[str, tuple[str, Fraction]]:
@@ -74,15 +80,14 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
     "g": ("mass", Fraction(1)),
 }
 
-# A number, then one unit word (an abbreviation may end in a full stop: "3 hrs."); a one-letter word
-# only after a space ("1000 m", not "2m").
-_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}?)(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z]))\.?$")
-# A number in a rate of two units ("5 m/s", "60 km/h"), or in a unit word with a power ("5 cm^2"): read
-# against a bare number only, for the number they state.
-_RATE_RE = re.compile(
-    r"^(?P<num>.{1,100}?)(?:\s?(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z]))\s?/\s?(?P<per>[A-Za-z]{1,12})\.?$"
+# A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
+# after a space ("1000 m", not "2m"), or an upright symbol read from the answer as written
+# (:func:`_typeset_letter`, "1000 \\mathrm{m}"); then a rate's second unit ("5 m/s", "60 km/h"), and a power
+# of the last unit ("5 cm^2", "9.8 m/s^2").
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>.{1,100}?)(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z])|\s\\mathrm\{(?P<upright>[A-Za-z])\})"
+    r"(?:\s?/\s?(?P<per>[A-Za-z]{1,12}))?(?:\s?\^\s?(?:\{\s?(?P<power>-?\d)\s?\}|(?P<digit>\d)))?\.?$"
 )
-_POWER_RE = re.compile(r"^(?P<num>.{1,100}?)\s?(?P<unit>[A-Za-z]{2,12})\s?\^\s?(?:\{\s?-?\d\s?\}|\d)\.?$")
 # An ordinal, "15th", "2^{nd}", "3^{\text{rd}}": "15th day" is a day, not 15 days (normalisation drops
 # the suffix, so it is looked for in the answer as written).
 _ORDINAL_RE = re.compile(
@@ -96,43 +101,48 @@ _ORDINAL_RE = re.compile(
 _MAX_QUANTITY = 1_000
 
 
-def quantity(s: str, letter: bool = False) -> tuple[Literal, str, Fraction] | None:
-    """``s`` (normalised) as a number in a known unit: the number, the unit's dimension and its size in
-    the dimension's base unit; None for anything else (a one-letter symbol too, unless ``letter``)."""
+def _unit(word: str, letter: bool, minutes: bool) -> tuple[str, Fraction] | None:
+    if len(word) > 1:
+        return _UNITS.get(word.lower())
+    if not letter:
+        return None
+    return ("time", Fraction(60)) if minutes and word == "m" else _LETTER_UNITS.get(word)
+
+
+def quantity(s: str, letter: bool = False, minutes: bool = False) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a number in a known unit: the number, the unit's dimension (``length``,
+    ``length^2``, ``length/time``) and its size in the dimension's base unit; None for anything else: a
+    one-letter symbol too, unless ``letter``, and a plain one with a power always (``5 m^2`` and ``9.8
+    m/s^2`` may be 5m squared and 9.8m over s squared; an upright one is a unit's, ``5\\,\\text{m}^2``).
+    ``minutes`` reads the symbol ``m`` as minutes."""
     m = _QUANTITY_RE.match(s.strip())
     if m is None:
         return None
-    if m.group("unit") is not None:
-        unit = _UNITS.get(m.group("unit").lower())
-    else:
-        unit = _LETTER_UNITS.get(m.group("letter")) if letter else None
-    number = parse_literal(m.group("num"))
-    if unit is None or number is None or number.percent:
+    unit = _unit(m.group("unit") or m.group("letter") or m.group("upright"), letter, minutes)
+    per_word = m.group("per")
+    per = None if per_word is None else _unit(per_word, letter, False)
+    power = m.group("power") or m.group("digit")
+    if unit is None or (per_word is not None and per is None):
         return None
-    return number, unit[0], unit[1]
-
-
-def _is_unit(word: str) -> bool:
-    return word.lower() in _UNITS or word in _LETTER_UNITS
+    plain_power = len(per_word) == 1 if per_word is not None else m.group("letter") is not None
+    if power is not None and (int(power) == 0 or plain_power):
+        return None  # the power is on a plain symbol's
+    number = parse_literal(m.group("num"))
+    if number is None or number.percent:
+        return None
+    exponent = 1 if power is None else int(power)
+    if per is None:
+        return number, unit[0] if exponent == 1 else f"{unit[0]}^{exponent}", unit[1] ** exponent
+    dimension = f"{unit[0]}/{per[0]}" if exponent == 1 else f"{unit[0]}/{per[0]}^{exponent}"
+    return number, dimension, unit[1] / per[1] ** exponent
 
 
 def _stated_number(s: str) -> Literal | None:
     """The number a quantity (``s`` normalised) states whatever its unit: ``1000 m``, ``5 s``, ``3
     hours``, ``5 m/s``, ``5 cm^2``; None where ``s`` is no number in a known unit (``5 x``, ``5 m^2``:
     a letter's power is a variable's as often)."""
-    s = s.strip()
     q = quantity(s, letter=True)
-    if q is not None:
-        return q[0]
-    m = _RATE_RE.match(s)
-    if m is not None and _is_unit(m.group("unit") or m.group("letter")) and _is_unit(m.group("per")):
-        number = parse_literal(m.group("num"))
-        return None if number is None or number.percent else number
-    m = _POWER_RE.match(s)
-    if m is not None and m.group("unit").lower() in _UNITS:
-        number = parse_literal(m.group("num"))
-        return None if number is None or number.percent else number
-    return None
+    return None if q is None else q[0]
 
 
 _UNIT_WORD_RE = re.compile(
@@ -159,32 +169,80 @@ def states_number(gold: str, pred: str) -> bool:
     return False
 
 
-# A number and an upright one-letter unit symbol at the end, "1000\\,\\text{m}", "60 \\mathrm{~s}":
-# normalisation drops such a unit (:func:`.normalize.unwrap_text`), so it is read from the answer as written.
+# A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
+# \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i and d
+# it keeps), so it is read from the answer as written.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*\$?\s*(?P<num>-?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
-    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[mshg])\s*\}\s*\.?\s*\$?\s*$"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[A-Za-ce-hj-z])\s*\}"
+    r"(?:\s*\^\s*(?:\{\s*(?P<power>-?\d)\s*\}|(?P<digit>\d)))?[\s.$]*$"
 )
+_TYPESET_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}) \\mathrm\{(?P<letter>[A-Za-z])\}(?P<power>\^-?\d)?$")
 
 
 def _typeset_letter(raw: str, normalised: str) -> str:
-    """``normalised``, or ``"<number> <letter>"`` where ``raw`` is a number with a typeset unit symbol,
-    which normalisation dropped."""
+    """``normalised``, or ``"<number> \\mathrm{<letter>}^<power>"`` where ``raw`` is a number with a typeset
+    unit symbol, which normalisation dropped."""
     m = _TYPESET_LETTER_RE.match(raw)
-    return f"{m.group('num')} {m.group('letter')}" if m is not None else normalised
+    if m is None:
+        return normalised
+    power = m.group("power") or m.group("digit")
+    return f"{m.group('num')} \\mathrm{{{m.group('letter')}}}" + ("" if power is None else f"^{power}")
 
 
-def _letter_quantity(
-    s: str, other: tuple[Literal, str, Fraction]
-) -> tuple[tuple[Literal, str, Fraction] | None, bool]:
-    """``s`` as a number with a unit symbol against ``other``, a quantity in a unit word: (the quantity,
-    False) where the symbol is of ``other``'s dimension; (None, True) where it is of another (``5 s`` is
-    not ``5 meters``, whether s is seconds or a variable); (None, False) where ``s`` has no symbol or an
-    ``m`` meets a time (it may be minutes)."""
-    q = quantity(s, letter=True)
-    if q is None or q[1] == other[1]:
-        return q, False
-    return None, not (s.rstrip(". ").endswith("m") and other[1] == "time")
+def _same_symbol(a: str, b: str) -> bool:
+    """Two upright unit symbols (with their powers) name one unit: the same letter, or litres' l and L."""
+    return a.replace("L", "l") == b.replace("L", "l")
+
+
+def _symbols_differ(ng: str, np: str) -> bool:
+    """Whether ``ng`` and ``np`` state one number in two different upright symbols (``5\\,\\text{A}`` and
+    ``5\\,\\text{V}``): two units, whatever they are, one number: unequal (no two symbols are one unit but
+    litres' l and L)."""
+    mg, mp = _TYPESET_QUANTITY_RE.match(ng), _TYPESET_QUANTITY_RE.match(np)
+    if mg is None or mp is None:
+        return False
+    if _same_symbol(
+        mg.group("letter") + (mg.group("power") or ""), mp.group("letter") + (mp.group("power") or "")
+    ):
+        return False
+    lg, lp = parse_literal(mg.group("num")), parse_literal(mp.group("num"))
+    return lg is not None and lp is not None and literals_equivalent(lg, lp)
+
+
+def typeset_units_differ(gold: list[str], pred: list[str]) -> bool:
+    """Whether two answers that normalise alike dropped different upright unit symbols (the ``units`` of
+    :func:`.normalize.normalize`): as many, and one of them not the other's (``5\\,\\text{m}`` and
+    ``5\\,\\text{s}``; ``(1\\,\\text{m}, 2\\,\\text{s})`` and ``(1\\,\\text{s}, 2\\,\\text{m})``). One number in two
+    units is two answers; a unit stated on one side only (a different count) is ignored."""
+    return len(gold) == len(pred) and not all(_same_symbol(a, b) for a, b in zip(gold, pred, strict=True))
+
+
+def _label(raw: str) -> tuple[str | None, str]:
+    """``raw`` as a simple name's label and its value (``t = 3 hours``), or no label and ``raw``."""
+    eq = find_top_level(raw, "=")
+    if eq <= 0 or raw[eq - 1] in "<>!" or find_top_level(raw[eq + 1 :], "=") >= 0:
+        return None, raw
+    name = normalize(raw[:eq])
+    return (key(name), raw[eq + 1 :]) if is_name(name) else (None, raw)
+
+
+def _differ(
+    ng: str, np: str, g: tuple[Literal, str, Fraction], p: tuple[Literal, str, Fraction]
+) -> bool | None:
+    """Two quantities of different dimensions differ (False), unless the symbol ``m`` meets a time: it may be
+    minutes, and is left alone (None) where read so it is equal (``3 \\text{ m}`` and ``3 minutes``); read as
+    metres or as minutes, ``3 m`` is not ``3 hours``."""
+    gm, pm = quantity(ng, letter=True, minutes=True), quantity(np, letter=True, minutes=True)
+    if gm is not None and pm is not None and gm[1] == pm[1] and (gm[1:] != g[1:] or pm[1:] != p[1:]):
+        return None if _convert(gm, pm) else False
+    return False
+
+
+def _convert(g: tuple[Literal, str, Fraction], p: tuple[Literal, str, Fraction]) -> bool:
+    """Two quantities of one dimension: the gold converted exactly to the prediction's unit, compared as
+    literals are."""
+    return literals_equivalent(Literal(g[0].value * g[2] / p[2]), p[0])
 
 
 def quantities_check(gold: str, pred: str) -> bool | None:
@@ -196,32 +254,21 @@ def quantities_check(gold: str, pred: str) -> bool | None:
     if _ORDINAL_RE.search(gold) or _ORDINAL_RE.search(pred):
         return None
     try:
+        (label_g, gold), (label_p, pred) = _label(gold), _label(pred)
+        if label_g is not None and label_p is not None and label_g != label_p:
+            return None  # "x = 3 hours" and "t = 180 minutes": the labels decide (other rules)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
         if (parse_literal(ng) is None) != (parse_literal(np) is None):
             # a unit stated on one side only is ignored: the number it states is the answer
             return True if states_number(ng, np) else None
-        g, p = quantity(ng), quantity(np)
-        if g is None and p is not None:
-            g, differ = _letter_quantity(ng, p)
-            if differ:
-                return False
-        elif p is None and g is not None:
-            p, differ = _letter_quantity(np, g)
-            if differ:
-                return False
-        elif g is None and p is None:
-            # two unit symbols ("1000 m" and a typeset "1000 \\text{ m}", "3600 s" and "1 h"): of one dimension
-            g, p = quantity(ng, letter=True), quantity(np, letter=True)
-            if g is None or p is None or g[1] != p[1]:
-                return None
+        g, p = quantity(ng, letter=True), quantity(np, letter=True)
+        if g is None or p is None:
+            return False if _symbols_differ(ng, np) else None
+        if g[1] != p[1]:
+            return _differ(ng, np, g, p)
+        if g[2] == p[2]:
+            # one unit (a symbol against its word, "5 s" and "5 seconds"): the numbers, else the other rules
+            return True if literals_equivalent(g[0], p[0]) else None
+        return _convert(g, p)
     except Exception:
         return None
-    if g is None or p is None:
-        return None
-    if g[2] == p[2] and g[1] == p[1]:
-        # one unit (a symbol against its word, "5 s" and "5 seconds"): the numbers, else the other rules
-        return True if literals_equivalent(g[0], p[0]) else None
-    if g[1] != p[1]:
-        return False
-    converted = Literal(g[0].value * g[2] / p[2])
-    return literals_equivalent(converted, p[0])

@@ -107,7 +107,13 @@ class MathReward(Reward[MathConfig]):
     # also 1.1.11: a constant value does not relabel a simple name as a function: "a = 5" against
     # "f(b) = 5" (or "y = 5" against "f(x) = 5") scored 1, now 0 as "x = 5" against "y = 5"; two calls,
     # "f(x) = 5" and "g(t) = 5", are still one constant function
-    version: ClassVar[str] = "1.1.11"
+    # 1.1.12: a typeset one-letter unit is a unit though normalisation drops it: "1000\\,\\text{m}" against
+    # "1000\\,\\text{s}" (or "5\\,\\text{A}" against "5\\,\\text{V}", "3\\,\\text{m}" against "3 hours") scored 1, now 0,
+    # and "1\\,\\text{h}" is "3600\\,\\text{s}" (0); a unit's power is a dimension: "5\\,\\text{cm}^2" against "5
+    # hours" or "5 cm" scored 1, now 0, and "1 cm^2" is "100 mm^2" (0); a rate converts: "5 m/s" is "18 km/h" (0);
+    # after one label, or a label on one side only: "t = 3 hours" against "t = 3 minutes" (or "3 minutes")
+    # scored 1, now 0, and "3 hours" against "t = 180 minutes" 0, now 1
+    version: ClassVar[str] = "1.1.12"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
