@@ -288,6 +288,11 @@ CASES = [
     ("5 \\text{ A}", "5 \\text{ V}", False),
     ("5 \\text{ L}", "5 \\text{ l}", True),
     ("5", "5 \\text{ A}", True),
+    # ... in a list or after a function's label too; a unit stated on one side only is still ignored there
+    ("(1 \\text{ m}, 2 \\text{ s})", "(1 \\text{ s}, 2 \\text{ m})", False),
+    ("f(x) = 5 \\text{ m}", "f(x) = 5 \\text{ s}", False),
+    ("(1 \\text{ m}, 2 \\text{ m})", "(1, 2 \\text{ m})", True),
+    ("(1 \\text{ m}, 2 \\text{ s})", "(1 \\text{ m}, 2 \\text{ s})", True),
     # a unit word's power is a dimension: an area is no time nor length (the unit was dropped: both 1), and
     # converts as its unit squared
     ("5 \\text{ cm}^2", "5 hours", False),
