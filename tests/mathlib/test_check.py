@@ -319,6 +319,15 @@ CASES = [
     ("t = 3 hours", "t = 3 meters", False),
     ("d = 1000 \\text{ m}", "d = 1000 \\text{ s}", False),
     ("x = 3 hours", "t = 180 minutes", False),
+    # ... in a list too (the items' units were dropped: 3 hours, 2 was 3 minutes, 2), matched in any order
+    ("3 hours, 2", "3 minutes, 2", False),
+    ("3 hours, 2", "180 minutes, 2", True),
+    ("3 hours, 2 minutes", "2 minutes, 180 minutes", True),
+    ("x = 3 hours, y = 2 km", "x = 3 minutes, y = 2 km", False),
+    ("x = 3 hours, y = 2 km", "y = 2 km, x = 180 minutes", True),
+    ("3 hours, 2", "3, 2", True),
+    ("7 goats, 4 apples", "7, 4", True),
+    ("15th Day, 2", "360 hours, 2", False),  # an ordinal: a day, not 15 days
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

@@ -22,7 +22,13 @@ from typing import Any
 
 from rewardhub.mathlib.normalize import key, normalize
 from rewardhub.mathlib.numeric import literals_equivalent, parse_literal
-from rewardhub.mathlib.quantities import mentions_unit, quantities_check, states_number, typeset_units_differ
+from rewardhub.mathlib.quantities import (
+    mentions_ordinal,
+    mentions_unit,
+    quantities_check,
+    states_number,
+    typeset_units_differ,
+)
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
@@ -111,11 +117,13 @@ class _Comparer:
 
     ``bare`` says, for gold and prediction, whether a number in it is bare as written: not where the
     answer holds a unit word (``3 hours`` is the item 3 once its unit is dropped, and is no bare 3 against
-    ``3 m``)."""
+    ``3 m``). ``quantities`` says whether two items whose unit words were dropped compare as quantities (not
+    where an answer holds an ordinal: ``15th day`` is no 15 days)."""
 
-    def __init__(self, bare: tuple[bool, bool] = (True, True)) -> None:
+    def __init__(self, bare: tuple[bool, bool] = (True, True), quantities: bool = True) -> None:
         self.cache: dict[str, Any] = {}
         self.bare = bare
+        self.quantities = quantities
 
     # -- single values -------------------------------------------------------------------------
 
@@ -226,6 +234,14 @@ class _Comparer:
     # -- lists ---------------------------------------------------------------------------------
 
     def _item_eq(self, g: Item, p: Item, use_labels: bool) -> str | None:
+        if self.quantities and g.quantity is not None and p.quantity is not None:
+            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"): units of another dimension,
+            # or of one that convert unequal, differ; equal once converted, they are one value
+            units = quantities_check(g.quantity, p.quantity)
+            if units is False:
+                return None
+            if units and (not use_labels or g.label == p.label):
+                return "units"
         if not use_labels or g.label == p.label:
             return self.value(g.value, p.value)
         rename = _bound_variables(g.label, p.label)
@@ -579,9 +595,12 @@ def check(gold: str, pred: str) -> Check:
     if choice is not None:
         return choice
     try:
-        comparer = _Comparer((not mentions_unit(normalize(gold)), not mentions_unit(normalize(pred))))
+        comparer = _Comparer(
+            (not mentions_unit(normalize(gold)), not mentions_unit(normalize(pred))),
+            not (mentions_ordinal(gold) or mentions_ordinal(pred)),
+        )
     except Exception:
-        comparer = _Comparer((False, False))
+        comparer = _Comparer((False, False), False)
     try:
         g_items, g_set = parse_answer(gold)
         p_items, p_set = parse_answer(pred)

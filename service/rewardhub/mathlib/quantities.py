@@ -26,7 +26,8 @@ read from the answer as written), and never with a power unless upright (``5 m^2
 is seconds or a variable), but an ``m`` against a time may be minutes: it differs only where it is
 neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
 symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
-litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The factors are exact (an
+litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The comparer applies this
+rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``). The factors are exact (an
 inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
@@ -41,7 +42,14 @@ from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_litera
 from rewardhub.mathlib.scan import find_top_level
 from rewardhub.mathlib.structures import is_name
 
-__all__ = ["mentions_unit", "quantities_check", "quantity", "states_number", "typeset_units_differ"]
+__all__ = [
+    "mentions_ordinal",
+    "mentions_unit",
+    "quantities_check",
+    "quantity",
+    "states_number",
+    "typeset_units_differ",
+]
 
 
 def _units(dimension: str, factor: Fraction, *names: str) -> dict[str, tuple[str, Fraction]]:
@@ -243,6 +251,12 @@ def _convert(g: tuple[Literal, str, Fraction], p: tuple[Literal, str, Fraction])
     """Two quantities of one dimension: the gold converted exactly to the prediction's unit, compared as
     literals are."""
     return literals_equivalent(Literal(g[0].value * g[2] / p[2]), p[0])
+
+
+def mentions_ordinal(s: str) -> bool:
+    """Whether ``s`` (as written) may hold an ordinal: ``15th day`` is a day, and no quantity of 15 days. A
+    longer answer than the pattern reads (see ``_MAX_QUANTITY``) may."""
+    return len(s) > _MAX_QUANTITY or _ORDINAL_RE.search(s) is not None
 
 
 def quantities_check(gold: str, pred: str) -> bool | None:

@@ -102,10 +102,15 @@ _SEPARATORS = (",", ";", " and ", " or ")
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One element of an answer list: ``value``, optionally announced by ``label`` (``x = 3``)."""
+    """One element of an answer list: ``value``, optionally announced by ``label`` (``x = 3``).
+
+    ``quantity`` is the value with the unit words :func:`strip_units` dropped (``3 hours`` is the value 3),
+    None where it dropped none: two items in different units compare as quantities
+    (:func:`.quantities.quantities_check`: ``3 hours`` is not ``3 minutes`` in a list either)."""
 
     label: str | None
     value: str
+    quantity: str | None = None
 
 
 def is_name(s: str) -> bool:
@@ -451,6 +456,12 @@ def _item_value(value: str) -> list[str]:
     return expand_pm(value)
 
 
+def _quantity_text(value: str) -> str | None:
+    """``value`` as :func:`_item_value` reads it, where it ends in unit words that it drops; else None."""
+    value = _TEMPERATURE_RE.sub("", _number_words(_QUALIFIER_RE.sub("", value).strip()))
+    return value if strip_units(value) != value else None
+
+
 def parse_items(s: str) -> list[Item]:
     """Split a (raw or normalised) answer into labelled items; see the module docstring."""
     return parse_answer(s)[0]
@@ -490,7 +501,9 @@ def _split_items(s: str) -> list[Item]:
             if vb is not None and vb[0] == "(" and len(split_top_level(vb[1])) == len(names):
                 values = split_top_level(vb[1])
                 return [
-                    Item(n, v) for n, val in zip(names, values, strict=True) for v in _item_value(val.strip())
+                    Item(n, v, _quantity_text(val.strip()))
+                    for n, val in zip(names, values, strict=True)
+                    for v in _item_value(val.strip())
                 ]
             s = rhs
     items: list[Item] = []
@@ -505,5 +518,6 @@ def _split_items(s: str) -> list[Item]:
         if not piece:
             continue
         label, value = split_label(piece)
-        items.extend(Item(label, v) for v in _item_value(value))
+        quantity = _quantity_text(value)
+        items.extend(Item(label, v, quantity) for v in _item_value(value))
     return items

@@ -113,6 +113,8 @@ class MathReward(Reward[MathConfig]):
     # hours" or "5 cm" scored 1, now 0, and "1 cm^2" is "100 mm^2" (0); a rate converts: "5 m/s" is "18 km/h" (0);
     # after one label, or a label on one side only: "t = 3 hours" against "t = 3 minutes" (or "3 minutes")
     # scored 1, now 0, and "3 hours" against "t = 180 minutes" 0, now 1
+    # also 1.1.12: two items of a list whose units were dropped compare as quantities: "3 hours, 2" against
+    # "3 minutes, 2" scored 1, now 0, and "180 minutes, 2" 0, now 1
     version: ClassVar[str] = "1.1.12"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
