@@ -310,6 +310,11 @@ CASES = [
     ("5 m/s", "18 km/s", False),
     ("5 m/s", "5 m", False),
     ("5 m/s", "5 s", False),
+    # ... written in words too (they scored 0 whatever the numbers, 60 km/h against 60 miles per hour: 0 too)
+    ("60 miles per hour", "1 mile per minute", True),
+    ("1 mile per minute", "96.56064 km/h", True),
+    ("60 miles per hour", "60 km/h", False),
+    ("5", "5 miles per hour", True),
     # after one label, or a label on one side only, as in a whole answer (t = 3 hours was t = 3 minutes)
     ("3 hours", "t = 180 minutes", True),
     ("t = 3 hours", "t = 180 minutes", True),

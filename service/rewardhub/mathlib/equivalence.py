@@ -86,8 +86,8 @@ def quick_check(gold: str, pred: str) -> Check | None:
         if not g or not p:
             return None
         if typeset_units_differ(units_g, units_p):
-            # numbers in two upright units, "5\,\text{m}" and "5\,\text{s}" (both 5 once normalised), "1\,\text{h}"
-            # and "3600\,\text{s}": the full check compares them
+            # numbers in two upright units, "5\,\text{m}" and "5\,\text{s}" (both 5 once normalised),
+            # "1\,\text{h}" and "3600\,\text{s}": the full check compares them
             return None
         if key(g) == key(p):
             return Check(True, "string", True)
@@ -235,8 +235,8 @@ class _Comparer:
 
     def _item_eq(self, g: Item, p: Item, use_labels: bool) -> str | None:
         if self.quantities and g.quantity is not None and p.quantity is not None:
-            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"): units of another dimension,
-            # or of one that convert unequal, differ; equal once converted, they are one value
+            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"): units of another
+            # dimension, or of one that convert unequal, differ; equal once converted, they are one value
             units = quantities_check(g.quantity, p.quantity)
             if units is False:
                 return None
@@ -589,7 +589,7 @@ def check(gold: str, pred: str) -> Check:
     if units is not None:
         return Check(units, "units", True)
     if _symbols_differ(gold, pred):
-        # equal once normalised, but one number in two upright units: "(1\,\text{m}, 2)" and "(1\,\text{s}, 2)"
+        # equal once normalised, but one number in two upright units: "(1\,\text{m}, 2)", "(1\,\text{s}, 2)"
         return Check(False, "units", True)
     choice = _choice_check(gold, pred)
     if choice is not None:

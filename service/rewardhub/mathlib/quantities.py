@@ -16,20 +16,20 @@ Two quantities are decided when both are a single number followed by a unit it k
 or a label on one side only (``t = 3 hours`` and ``180 minutes``; two labels, ``x = 3 hours`` and ``t =
 180 minutes``, are left to the other rules): units of different dimensions (``3 hours`` against ``3
 meters``, ``5 cm^2`` against ``5 cm``) are unequal, and differing units of one dimension (time, length,
-mass, a power of one, ``cm^2``, or a rate of two, ``km/h``) are converted. A bare number is never
-converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year, a month, a ton), an ordinal
-(``15th day``), a rate in words (``miles per hour``) or a compound (``3 hours and 20 minutes``). The
-one-letter symbols ``m``, ``s``, ``h`` and ``g`` are variables as often as units: one is a unit only after a
-space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which normalisation drops: it is
+mass, a power of one, ``cm^2``, or a rate of two, ``km/h`` or ``miles per hour``) are converted. A bare
+number is never converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year, a month, a
+ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). The one-letter symbols
+``m``, ``s``, ``h`` and ``g`` are variables as often as units: one is a unit only after a space (``1000
+m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which normalisation drops: it is
 read from the answer as written), and never with a power unless upright (``5 m^2`` may be 5m squared;
 ``5\\,\\text{m}^2`` is an area). One of another dimension differs (``5 s`` is not ``5 meters`` whether s
 is seconds or a variable), but an ``m`` against a time may be minutes: it differs only where it is
 neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
 symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
 litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The comparer applies this
-rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``). The factors are exact (an
-inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
-3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
+rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``). The
+factors are exact (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a
+prediction rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
 
 from __future__ import annotations
@@ -90,11 +90,13 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
 # after a space ("1000 m", not "2m"), or an upright symbol read from the answer as written
-# (:func:`_typeset_letter`, "1000 \\mathrm{m}"); then a rate's second unit ("5 m/s", "60 km/h"), and a power
-# of the last unit ("5 cm^2", "9.8 m/s^2").
+# (:func:`_typeset_letter`, "1000 \\mathrm{m}"); then a rate's second unit ("5 m/s", "60 miles per hour"),
+# and a power of the last unit ("5 cm^2", "5 km/h^2"; :func:`quantity` refuses a plain symbol's).
 _QUANTITY_RE = re.compile(
-    r"^(?P<num>.{1,100}?)(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z])|\s\\mathrm\{(?P<upright>[A-Za-z])\})"
-    r"(?:\s?/\s?(?P<per>[A-Za-z]{1,12}))?(?:\s?\^\s?(?:\{\s?(?P<power>-?\d)\s?\}|(?P<digit>\d)))?\.?$"
+    r"^(?P<num>.{1,100}?)"
+    r"(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z])|\s\\mathrm\{(?P<upright>[A-Za-z])\})"
+    r"(?:(?:\s?/\s?|\sper\s)(?P<per>[A-Za-z]{1,12}))?"
+    r"(?:\s?\^\s?(?:\{\s?(?P<power>-?\d)\s?\}|(?P<digit>\d)))?\.?$"
 )
 # An ordinal, "15th", "2^{nd}", "3^{\text{rd}}": "15th day" is a day, not 15 days (normalisation drops
 # the suffix, so it is looked for in the answer as written).
@@ -178,8 +180,8 @@ def states_number(gold: str, pred: str) -> bool:
 
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
-# \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i and d
-# it keeps), so it is read from the answer as written.
+# \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i
+# and d it keeps), so it is read from the answer as written.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*\$?\s*(?P<num>-?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
     r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[A-Za-ce-hj-z])\s*\}"
@@ -221,8 +223,8 @@ def _symbols_differ(ng: str, np: str) -> bool:
 def typeset_units_differ(gold: list[str], pred: list[str]) -> bool:
     """Whether two answers that normalise alike dropped different upright unit symbols (the ``units`` of
     :func:`.normalize.normalize`): as many, and one of them not the other's (``5\\,\\text{m}`` and
-    ``5\\,\\text{s}``; ``(1\\,\\text{m}, 2\\,\\text{s})`` and ``(1\\,\\text{s}, 2\\,\\text{m})``). One number in two
-    units is two answers; a unit stated on one side only (a different count) is ignored."""
+    ``5\\,\\text{s}``; ``(1\\,\\text{m}, 2\\,\\text{s})`` and ``(1\\,\\text{s}, 2\\,\\text{m})``). One number
+    in two units is two answers; a unit stated on one side only (a different count) is ignored."""
     return len(gold) == len(pred) and not all(_same_symbol(a, b) for a, b in zip(gold, pred, strict=True))
 
 

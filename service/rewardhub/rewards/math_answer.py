@@ -115,6 +115,7 @@ class MathReward(Reward[MathConfig]):
     # scored 1, now 0, and "3 hours" against "t = 180 minutes" 0, now 1
     # also 1.1.12: two items of a list whose units were dropped compare as quantities: "3 hours, 2" against
     # "3 minutes, 2" scored 1, now 0, and "180 minutes, 2" 0, now 1
+    # also 1.1.12: a rate in words converts: "60 miles per hour" is "1 mile per minute" (0)
     version: ClassVar[str] = "1.1.12"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
