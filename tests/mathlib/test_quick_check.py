@@ -30,6 +30,10 @@ from rewardhub.mathlib import Check, check, quick_check
         ("x^{2}", "x^2"),
         # an ordinal suffix is not part of the number
         ("12^{\\mathrm{th}}", "12"),
+        # one upright unit, or a unit on one side only
+        ("1000\\,\\text{m}", "1000 \\mathrm{m}"),
+        ("1000\\,\\text{m}", "1000"),
+        ("5 \\text{ L}", "5 \\text{ l}"),
     ],
 )
 def test_equal_strings(gold: str, pred: str) -> None:
@@ -96,6 +100,11 @@ def test_rational_literals(gold: str, pred: str, equivalent: bool) -> None:
         ("5", "   "),
         # over the size limit: never do unbounded work on the event loop
         ("1" * 30_000, "1" * 30_000 + "0"),
+        # numbers in two upright units: equal strings once normalisation dropped the units (it said "string"),
+        # or unequal numbers of units that convert (it said "rational": 1 h is 3600 s)
+        ("1000 \\text{ m}", "1000 \\text{ s}"),
+        ("(1\\,\\text{m}, 2)", "(1\\,\\text{s}, 2)"),
+        ("1\\,\\text{h}", "3600\\,\\text{s}"),
     ],
 )
 def test_undecided(gold: str, pred: str) -> None:

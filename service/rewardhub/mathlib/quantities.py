@@ -180,11 +180,11 @@ def states_number(gold: str, pred: str) -> bool:
 
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
-# \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i
-# and d it keeps), so it is read from the answer as written.
+# \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i,
+# d and E it keeps), so it is read from the answer as written.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*\$?\s*(?P<num>-?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
-    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[A-Za-ce-hj-z])\s*\}"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[A-DF-Za-ce-hj-z])\s*\}"
     r"(?:\s*\^\s*(?:\{\s*(?P<power>-?\d)\s*\}|(?P<digit>\d)))?[\s.$]*$"
 )
 _TYPESET_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}) \\mathrm\{(?P<letter>[A-Za-z])\}(?P<power>\^-?\d)?$")
