@@ -333,6 +333,8 @@ CASES = [
     ("3 hours, 2", "3, 2", True),
     ("7 goats, 4 apples", "7, 4", True),
     ("15th Day, 2", "360 hours, 2", False),  # an ordinal: a day, not 15 days
+    ("x = 3 hours, y = 2", "3 minutes, 2", False),  # labels on one side: a tuple in order
+    ("x = 3 hours, y = 2", "180 minutes, 2", True),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

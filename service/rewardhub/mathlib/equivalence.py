@@ -288,7 +288,7 @@ class _Comparer:
             # one name (x_1 = -2, x_2 = 3) number the solutions of one unknown: any order.
             bases = {(i.label or "").split("_", 1)[0] for i in gold}
             if all(i.label for i in gold) and len(bases) == len(gold) and not any(i.label for i in pred):
-                ok = all(self.value(a.value, b.value) for a, b in zip(gold, pred, strict=True))
+                ok = all(self._item_eq(a, b, False) for a, b in zip(gold, pred, strict=True))
                 return "tuple" if ok else None
             if not self._match(gold, pred):
                 return None
