@@ -293,6 +293,11 @@ CASES = [
     ("f(x) = 5 \\text{ m}", "f(x) = 5 \\text{ s}", False),
     ("(1 \\text{ m}, 2 \\text{ m})", "(1, 2 \\text{ m})", True),
     ("(1 \\text{ m}, 2 \\text{ s})", "(1 \\text{ m}, 2 \\text{ s})", True),
+    (
+        "5" + ",5\\,\\text{m}" * 2500,
+        "5" + ",5\\,\\text{s}" * 2500,
+        False,
+    ),  # past quick_check's 20,000 characters
     # a unit word's power is a dimension: an area is no time nor length (the unit was dropped: both 1), and
     # converts as its unit squared
     ("5 \\text{ cm}^2", "5 hours", False),
