@@ -455,6 +455,41 @@ async def test_the_batched_writes_and_node_copies_give_the_solution_nothing_more
         assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
 
 
+async def test_a_node_s_copy_holds_nothing_behind_an_attribute_the_solution_may_not_read(
+    client: httpx.AsyncClient,
+) -> None:
+    """A node's copy (its snapshot) holds what ``getattr`` gives of it and of the nodes it leads to, and
+    nothing reached through an attribute the solution may not read: a name in the node's ``__dict__`` that
+    a property of its class shadows (``getattr`` is the property's, refused to the solution) led the
+    snapshot to the object held there, whose data attributes (the tests' answer) and handle reached the
+    solution's copy. Each cheat returns the answer only if it finds it in what the judge sent."""
+    tests = (
+        "class Vault:\n    pass\n"
+        "class Node:\n    hint = property(lambda self: 'none')\n"
+        "    def __init__(self, val):\n        self.val = val\n        vault = Vault()\n"
+        "        vault.answer = 'k3y-8f2a'\n        vars(self)['hint'] = vault\n"
+        "node = Node(1)\nassert solve(node) == 'k3y-8f2a'\nassert node.val == 1\n"
+    )
+    guest = (  # (asking for the node's copy again: the first message carries one node, the next two)
+        "import sys\nguest = sys.modules['rh_guest']\ndef ask(node):\n"
+        "    for _ in range(3):\n"
+        "        guest._CHANNEL.request('node', {'R': object.__getattribute__(node, '_rh_id')})\n"
+    )
+    cheats = [
+        guest + "def solve(node):\n    ask(node)\n"
+        "    for attrs in list(guest._NODE_CACHE.values()):\n"
+        "        if 'answer' in attrs:\n            return attrs['answer']\n",
+        guest + "def solve(node):\n    ask(node)\n"
+        "    for p in list(guest._CHANNEL.codec.proxies.values()):\n"
+        "        try:\n            return guest._op(p, 'getattr', 'answer')\n"
+        "        except Exception:\n            pass\n",
+        "def solve(node):\n    return node.hint\n",
+    ]
+    results = await _score(client, [{"response": c, "reference": {"tests": tests}} for c in cheats])
+    for cheat, result in zip(cheats, results, strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "01", (cheat, result)
+
+
 async def test_the_judge_s_own_hooks_are_not_the_solution_s_to_call(client: httpx.AsyncClient) -> None:
     """Tests that hand the solution their namespace (``f(globals())``) handed it the judge's hooks too, which
     the solution could call as any function of the tests': recording the asserts after the current one as

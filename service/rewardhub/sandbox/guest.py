@@ -526,6 +526,19 @@ class _Codec:
                 if type(name) is not str or name.startswith("_"):
                     continue
                 left[1] -= len(name)
+                # (first: what a name the solution may not read holds, a property's shadowed value, is
+                # neither sent nor followed, its handle never made)
+                key = (cls, name)
+                readable = self.readable.get(key)
+                if readable is None:
+                    try:
+                        _tests_data(node, name, "getattr")
+                        readable = True
+                    except AttributeError:
+                        readable = False
+                    self.readable[key] = readable
+                if not readable:
+                    continue
                 t = type(value)
                 if value is None or t is bool or (t is int and value.bit_length() <= 64):
                     enc: Any = value
@@ -543,17 +556,7 @@ class _Codec:
                         queue.append(value)
                 else:
                     continue
-                key = (cls, name)
-                readable = self.readable.get(key)
-                if readable is None:
-                    try:
-                        _tests_data(node, name, "getattr")
-                        readable = True
-                    except AttributeError:
-                        readable = False
-                    self.readable[key] = readable
-                if readable:
-                    attrs.append([name, enc])
+                attrs.append([name, enc])
             # (and which of the node classes the solution uses by name it is of, _tests_node_class)
             kinds = [
                 n for n in _NODE_NAMES if _tests_class(_TESTS_NS.get(n)) and isinstance(node, _TESTS_NS[n])
