@@ -658,6 +658,48 @@ async def test_what_the_solution_changes_in_a_namespace_held_by_a_tests_node_is_
         assert "not the solution's to change" in message or "malformed" in message, (cheat, message)
 
 
+async def test_a_list_the_solution_writes_onto_a_tests_node_numbers_nothing_of_the_tests(
+    client: httpx.AsyncClient,
+) -> None:
+    """A list the solution writes onto a tests' node inside a call (``node.kids = []``) is numbered in the
+    call as the solution's to change, for what the call does to it after to be written back: the judge
+    numbers the list it decoded from the write, never one of the tests'. So after such a write (batched
+    after a write to a node's copy, or alone), a forged write-back naming the namespace the node holds
+    is still refused, as is one of a dict into the written list, and a node's handle in the judge's own
+    form (``{"K": ...}``, the judge's to send) is no value of a write: the tests' expected value stays."""
+    tests = (
+        "class Node:\n    def __init__(self, val):\n        self.val = val\n        self.g = globals()\n"
+        "EXPECTED = 2\nnode = Node(1)\n"
+        "assert solve(node) == EXPECTED\nassert node.val == 1 and EXPECTED == 2\n"
+    )
+    guest = "import sys\nguest = sys.modules['rh_guest']\n"
+    # numbers: the call's kwargs 0, the written list 1, the namespace read off the node 2
+    forgeries = {  # (what the judge says of each: of the namespace, of a dict into the list, out of range)
+        repr([[2, {"D": [["EXPECTED", 0]]}]]): "not the solution's to change",
+        repr([[1, {"D": []}]]): "malformed write-back",
+        repr([[3, []]]): "malformed write-back",
+    }
+    cheats = {
+        guest + f"guest._Called.writes = lambda self, codec: {forged}\n"
+        f"def solve(node):\n    {write}\n    node.kids = []\n    node.g\n    return 0\n": refusal
+        for write in ("node.val = 1", "pass")
+        for forged, refusal in forgeries.items()
+    }
+    cheats[
+        guest + "def solve(node):\n    ident = object.__getattribute__(node, '_rh_id')\n"
+        "    guest._CHANNEL.request('setattrs', [[{'R': ident}, 'g', {'K': [ident, 'Node']}]])\n"
+        "    return 0\n"
+    ] = "malformed value"
+    honest = "def solve(node):\n    node.val = 1\n    kids = []\n    node.kids = kids\n    kids.append(1)\n"
+    honest += "    return node.val + len(node.kids)\n"
+    items = [{"response": c, "reference": {"tests": tests}} for c in [honest, *cheats]]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for (cheat, refusal), result in zip(cheats.items(), results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] in ("00", "01"), (cheat, result)
+        assert refusal in result["details"]["tests"][0]["message"], (cheat, result)
+
+
 async def test_an_ordering_the_solution_defines_never_answers_the_tests_comparison(
     client: httpx.AsyncClient,
 ) -> None:
