@@ -490,6 +490,37 @@ async def test_a_node_s_copy_holds_nothing_behind_an_attribute_the_solution_may_
         assert result["valid"] and result["details"]["pass_mask"] == "01", (cheat, result)
 
 
+async def test_a_flood_of_batched_writes_to_a_tests_node_passes_nothing(client: httpx.AsyncClient) -> None:
+    """The solution's writes to the tests' nodes go as batches (``setattrs``) of up to a message's 16 MB,
+    each write a new attribute the judge keeps: batch after batch fills the judge's memory (its address
+    space is the run's limit, as the solution's) far faster than a round trip per write did. The judge's
+    failure to take a batch in is the call's (a protocol error of the solution's, or its MemoryError): the
+    tests the flooding calls are in fail, the item stays valid (no sandbox error that would drop it from
+    a batch's rewards), and the tests after them still run on the judge's nodes as they were."""
+    tests = (
+        "class Node:\n    def __init__(self, val):\n        self.val = val\n"
+        "node = Node(1)\nassert solve(node) == 2\nassert solve(node) == 2\nassert node.val == 1\n"
+    )
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\n"
+        "def solve(node):\n    ident = object.__getattribute__(node, '_rh_id')\n    i = 0\n"
+        "    try:\n        while True:\n"
+        "            batch = [[{'R': ident}, 'a%d' % (i + k), i + k] for k in range(300000)]\n"
+        "            i += 300000\n            guest._CHANNEL.request('setattrs', batch)\n"
+        "    except MemoryError:\n        return 0\n"
+    )
+    (result,) = await score_results(
+        client,
+        "code",
+        [{"response": cheat, "reference": {"tests": tests}}],
+        options={"use_cache": False},
+        timeout_s=4.0,
+        total_timeout_s=10.0,
+        memory_mb=256,
+    )
+    assert result["valid"] and result["details"]["pass_mask"] == "001", result
+
+
 async def test_the_judge_s_own_hooks_are_not_the_solution_s_to_call(client: httpx.AsyncClient) -> None:
     """Tests that hand the solution their namespace (``f(globals())``) handed it the judge's hooks too, which
     the solution could call as any function of the tests': recording the asserts after the current one as
