@@ -164,7 +164,21 @@ class Cache(Protocol):
     async def release(self, claims: Claims) -> None: ...
 
 
-class NullCache:
+class _Unshared:
+    """A cache of one process: it takes no claims, so its process's requests wait for each other in memory
+    only (serving.py) and no process waits for another."""
+
+    def new_claims(self) -> Claims | None:
+        return None
+
+    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
+        return None
+
+    async def release(self, claims: Claims) -> None:
+        return None
+
+
+class NullCache(_Unshared):
     """Caching switched off (``REWARDHUB_CACHE_ENABLED=false``)."""
 
     backend = "off"
@@ -185,15 +199,6 @@ class NullCache:
     async def ping(self) -> bool:
         return True
 
-    def new_claims(self) -> Claims | None:
-        return None
-
-    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
-        return None
-
-    async def release(self, claims: Claims) -> None:
-        return None
-
 
 # What an entry costs besides its value's bytes: the key (about 100 characters), the bytes object and the
 # cache's own bookkeeping (its dict slot, LRU and expiry links).
@@ -204,7 +209,7 @@ def _entry_size(value: bytes) -> int:
     return len(value) + _ENTRY_OVERHEAD
 
 
-class MemoryCache:
+class MemoryCache(_Unshared):
     """In-process TTL + LRU cache (the embedded default; one per service process), bounded in entries and
     in bytes: a result takes from a few hundred bytes to tens of kilobytes (a code result lists up to 100
     tests), so a bound on the count alone let the cache grow to gigabytes. The least recently used entry
@@ -243,15 +248,6 @@ class MemoryCache:
 
     async def ping(self) -> bool:
         return True
-
-    def new_claims(self) -> Claims | None:
-        return None
-
-    async def claim(self, keys: Sequence[str], claims: Claims) -> list[bytes | bool] | None:
-        return None
-
-    async def release(self, claims: Claims) -> None:
-        return None
 
     def __len__(self) -> int:
         return len(self._data)
