@@ -363,3 +363,108 @@ def test_a_per_token_advantage_constant_along_t_is_the_per_sequence_one() -> Non
     per_tok = clipped_surrogate(logp, old, adv.unsqueeze(-1).expand(3, 5), 0.2, 0.28)
     for a, b in zip(per_seq, per_tok, strict=True):
         assert torch.equal(a, b)
+
+
+def _implicit(*rows: tuple[int, int, float]) -> dict[str, Any]:
+    """An implicit PRM's details (prm's ``implicit`` convention, PRIME): each step's ``process_reward``
+    β·Σ log π_φ/π_ref, ``q`` their running sum and ``score`` σ(q), a value, not the step's reward."""
+    steps, q = [], 0.0
+    for k, (a, b, r) in enumerate(rows):
+        q += r
+        steps.append(
+            {"index": k, "start": a, "end": b, "score": 1 / (1 + math.exp(-q)), "process_reward": r, "q": q}
+        )
+    return {"aggregation": "last", "steps": steps, "beta": 0.05}
+
+
+IMPLICIT = [
+    _implicit((0, 6, 0.4), (8, 12, -0.3)),
+    _implicit((0, 1, 0.1), (3, 5, 0.2)),
+    _implicit((0, 1, 0.0)),
+    _implicit(),
+]
+
+
+def test_pure_min_on_an_implicit_prm_takes_its_process_rewards_as_the_step_rewards(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """PURE's r_k = 2 s_k − 1 reads a two-class PRM's p(+); an implicit PRM's score is σ(q_k), a running
+    value (step 2 of completion 0 scores σ(0.1) > 0.5 though its own reward is −0.3), so the step reward
+    is its process_reward as is (process_step_value auto), the soft-min taken over those."""
+    trainer = make_trainer(process_credit="pure_min", process_outcome_coef=0.0)
+    adv, _ = trainer._advantages([make_group(trainer.tokenizer, details=IMPLICIT)])
+    want = _pure_tokens([[0.4, -0.3], [0.1, 0.2]])
+    assert _tokens(adv, 0) == pytest.approx(want[0], abs=1e-12)
+    assert _tokens(adv, 1) == pytest.approx(want[1], abs=1e-12)
+    assert _tokens(adv, 3) == pytest.approx(want[3], abs=1e-12)
+    assert adv.mask.tolist() == [[True, True, False, True]]
+    # process_step_value: score reads σ(q) through PURE's 2s − 1 (what a two-class PRM's score means)
+    forced = make_trainer(process_credit="pure_min", process_outcome_coef=0.0, process_step_value="score")
+    adv, _ = forced._advantages([make_group(forced.tokenizer, details=IMPLICIT)])
+    q = [[0.4, 0.1], [0.1, 0.3]]
+    want = _pure_tokens([[2 / (1 + math.exp(-x)) - 1 for x in row] for row in q])
+    assert _tokens(adv, 0) == pytest.approx(want[0], abs=1e-12)
+    assert _tokens(adv, 1) == pytest.approx(want[1], abs=1e-12)
+
+
+def _pure_tokens(r: list[list[float]], temperature: float = 0.1) -> dict[int, list[float]]:
+    """pure_min's token advantages with no outcome term for step rewards ``r`` of members 0 and 1 (ending
+    on the tokens of C0's and C1's steps), member 3 valid with no step, member 2 invalid."""
+    p = []
+    for row in r:
+        e = [math.exp(-x / temperature) for x in row]
+        p.append([x * w / sum(e) for x, w in zip(row, e, strict=True)])
+    big_r, length = {0: sum(p[0]), 1: sum(p[1]), 3: 0.0}, {0: 12, 1: 8, 3: 2}
+
+    def baseline(i: int) -> float:
+        others = [j for j in big_r if j != i]
+        return sum(big_r[j] for j in others) / sum(length[j] for j in others)
+
+    return {
+        0: [
+            (p[0][0] if t <= 5 else 0.0) + (p[0][1] if t <= 10 else 0.0) - baseline(0) * (12 - t)
+            for t in range(12)
+        ],
+        1: [
+            (p[1][0] if t <= 0 else 0.0) + (p[1][1] if t <= 6 else 0.0) - baseline(1) * (8 - t)
+            for t in range(8)
+        ],
+        3: [-baseline(3) * (2 - t) for t in range(2)],
+    }
+
+
+def test_grpo_process_on_an_implicit_prm_normalises_its_process_rewards(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """grpo_process normalises the step rewards over the group: an implicit PRM's process rewards."""
+    trainer = make_trainer(process_credit="grpo_process")
+    adv, _ = trainer._advantages([make_group(trainer.tokenizer, details=IMPLICIT)])
+    r = [0.4, -0.3, 0.1, 0.2]
+    mean = sum(r) / 4
+    s = math.sqrt(sum((x - mean) ** 2 for x in r) / 3) + EPS
+    n = [(x - mean) / s for x in r]
+    assert _tokens(adv, 0) == pytest.approx(
+        [(n[0] if t <= 5 else 0.0) + (n[1] if t <= 10 else 0.0) for t in range(12)], abs=1e-12
+    )
+    assert _tokens(adv, 1) == pytest.approx(
+        [(n[2] if t <= 0 else 0.0) + (n[3] if t <= 6 else 0.0) for t in range(8)], abs=1e-12
+    )
+
+
+def test_process_step_value_process_reward_needs_steps_that_carry_one(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """process_step_value: process_reward on a two-class PRM's steps (no process_reward): nothing to read,
+    and the first batch says so; auto reads their scores."""
+    trainer = make_trainer(process_credit="pure_min", process_step_value="process_reward")
+    with pytest.raises(ValueError, match="process_reward"):
+        trainer._advantages([make_group(trainer.tokenizer)])
+    auto = make_trainer(process_credit="pure_min", process_outcome_coef=0.5)
+    plain = make_trainer(process_credit="pure_min", process_outcome_coef=0.5, process_step_value="score")
+    a, _ = auto._advantages([make_group(auto.tokenizer)])
+    b, _ = plain._advantages([make_group(plain.tokenizer)])
+    assert a.tokens is not None and b.tokens is not None
+    for x, y in zip(a.tokens[0], b.tokens[0], strict=True):
+        assert x.tolist() == y.tolist()
+    with pytest.raises(ValidationError):
+        AlgorithmConfig.model_validate({"process_step_value": "score"})  # process credit off

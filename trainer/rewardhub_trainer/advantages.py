@@ -31,9 +31,11 @@ Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
   scaling divides by ``max(MAD, 0.5·std, floor)``.
 
 **Process (dense) credit** (algorithms.md §1.8): one advantage per *token* from a PRM's step scores
-``s_{i,k}`` in [0, 1], step k of completion i ending on token ``t_{i,k}`` (``|y_i|`` tokens):
+``s_{i,k}`` in [0, 1] (or an implicit PRM's process rewards, ``algorithm.process_step_value``), step k of completion i ending on token ``t_{i,k}`` (``|y_i|`` tokens):
 
-* PURE (``pure_min``, min-form credit): ``r_k = 2 s_k − 1`` (``p(+) − p(−)`` of a two-class PRM),
+* PURE (``pure_min``, min-form credit): ``r_k = 2 s_k − 1`` (``p(+) − p(−)`` of a two-class PRM; an
+  implicit PRM's (PRIME's) ``r_k`` is its process reward ``β Σ log π_φ/π_ref`` over the step, taken as
+  is: its ``s_k`` is σ of the running sum, a value; the trainer makes ``r_k``, process.py),
   ``w_k = softmax_k(−r_k / T)``, the step reward ``r'_k = w_k r_k`` on token ``t_k`` (``Σ_k r'_k ≈ min_k
   r_k``); RLOO baselines over the group's other valid members ``j``: the process reward per token
   ``b_i = Σ_{j≠i} R_j / Σ_{j≠i} |y_j|`` (``R_j = Σ_k r'_{j,k}``; PURE's ``--reward_baseline token``) is
@@ -84,8 +86,9 @@ class Advantages:
     tokens: list[list[torch.Tensor]] | None = None
 
 
-# One completion's step scores: (the completion token on which the step ends, its score s in [0, 1]), in
-# step order; None when the item has none to read (masked, as an invalid one)
+# One completion's step values: (the completion token on which the step ends, its value), in step order;
+# None when the item has none to read (masked, as an invalid one). The value is a step score s in [0, 1],
+# an implicit PRM's process reward, or (pure_min) the step reward r_k made of either
 StepScores = Sequence[tuple[int, float]] | None
 
 
@@ -251,7 +254,9 @@ def pure_min_advantages(
     """PURE's min-form credit per token (see the module docstring).
 
     Args:
-        steps: per group, per member, its step scores (:data:`StepScores`).
+        steps: per group, per member, its step *rewards* ``r_k`` (:data:`StepScores`, the value already
+            a reward: PURE's ``2 s_k − 1`` of a two-class PRM's score, made by the caller, or an implicit
+            PRM's process reward as it is).
         outcome: ``[B, G]`` the outcome reward (the item's score), NaN where invalid.
         lengths: per group, per member, its completion's token count ``|y|``.
         temperature: ``T`` of the soft-min weights.
@@ -265,7 +270,7 @@ def pure_min_advantages(
             if not s:
                 placed.append([])
                 continue
-            r = torch.tensor([2.0 * score - 1.0 for _, score in s], dtype=torch.float64)
+            r = torch.tensor([x for _, x in s], dtype=torch.float64)
             w = torch.softmax(-r / temperature, dim=0)
             placed.append([(t, float(x)) for (t, _), x in zip(s, (w * r).tolist(), strict=True)])
         valid = [g for g in range(len(group)) if bool(mask[b, g])]

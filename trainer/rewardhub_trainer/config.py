@@ -51,6 +51,7 @@ Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo", "rloo"]
 Operation = Literal["+", "-", "*", "/"]
 LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "bnpo"]
 ProcessCredit = Literal["none", "pure_min", "grpo_process"]
+ProcessStepValue = Literal["auto", "score", "process_reward"]
 
 # The loss aggregation each estimator's paper uses (algorithms.md §4.8), for ``loss_agg: auto``.
 DEFAULT_LOSS_AGG: dict[str, str] = {
@@ -499,7 +500,7 @@ class AlgorithmConfig(_Section):
     process_credit: ProcessCredit = Field(
         "none",
         description="Dense credit from a PRM's step scores (details.steps), per token: none (one advantage "
-        "per completion); pure_min (PURE's min-form: r_k = 2s_k - 1, w = softmax(-r/T), w_k r_k on the token "
+        "per completion); pure_min (PURE's min-form: r_k = 2s_k - 1, or the process reward as is, see process_step_value; w = softmax(-r/T), w_k r_k on the token "
         "ending step k, the outcome reward times process_outcome_coef on the last token, RLOO baselines, "
         "returns with gamma 1); grpo_process (DeepSeekMath's process supervision: step scores normalised "
         "over the group's steps, each token the sum of those ending at or after it; the sum form PURE found "
@@ -510,6 +511,13 @@ class AlgorithmConfig(_Section):
         description="Where the step scores are: unset, the reward's own details.steps (prm, judge in steps "
         "mode); a composite component's key (e.g. 'prm'; 'a.b' inside a nested composite), its "
         "details.steps. Details are then asked for (include_details).",
+    )
+    process_step_value: ProcessStepValue = Field(
+        "auto",
+        description="What of each step is its reward: score (a PRM's step score s in [0, 1]; pure_min maps it "
+        "to 2s - 1); process_reward (an implicit PRM's dense reward, prm convention implicit as in PRIME: "
+        "beta * sum of log pi_phi/pi_ref over the step, taken as is; its score is sigmoid of the running sum, "
+        "a value, not the step's reward); auto (process_reward where every step carries one, else score).",
     )
     process_temperature: float = Field(
         0.1, gt=0, description="pure_min: T of the soft-min weights softmax(-r_k / T) (PURE: 0.1)."
@@ -526,7 +534,9 @@ class AlgorithmConfig(_Section):
         # Process credit replaces the estimator's advantage; the settings of what it replaces, and its own
         # settings while it is off, would be ignored with nothing said.
         if self.process_credit == "none":
-            stray = self._changed(["process_steps_from", "process_temperature", "process_outcome_coef"])
+            stray = self._changed(
+                ["process_steps_from", "process_step_value", "process_temperature", "process_outcome_coef"]
+            )
             if stray:
                 raise ValueError(
                     f"algorithm.{', algorithm.'.join(stray)}: process credit is off (process_credit: none); "

@@ -15,6 +15,13 @@ decode depends on the neighbours (SentencePiece's leading space); special tokens
 EOS never ends a step. ``covered`` grows with ``n``, so each step takes a binary search, ``O(log |y|)``
 decodes. A step that ends inside the prefix (the prompt wrote it, not the policy) is no credit of the
 completion and is dropped; one that ends past the text ends on the last token.
+
+What of a step is read (``algorithm.process_step_value``): a two-class PRM's ``score`` is ``p(+)`` of
+that step, and a step reward is made of it (PURE's ``2s − 1``); an implicit PRM's (prm's ``implicit``
+convention, PRIME) ``score`` is ``σ(q_k)`` of the running sum ``q_k`` of the rewards so far, a value
+rather than the step's own reward, which is its ``process_reward`` (``β Σ log π_φ/π_ref`` over the
+step's tokens). Reading the score there would credit a bad step after good ones as good (``σ(q_k) >
+0.5`` while its reward is negative), so ``auto`` reads ``process_reward`` where every step carries one.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 
 from rewardhub_client import ItemResult
 
-__all__ = ["read_steps", "step_end_tokens", "step_scores"]
+__all__ = ["read_steps", "step_end_tokens", "step_key", "step_scores"]
 
 
 def read_steps(result: ItemResult, where: str | None) -> list[Mapping[str, Any]] | None:
@@ -44,12 +51,24 @@ def read_steps(result: ItemResult, where: str | None) -> list[Mapping[str, Any]]
 
 
 def _is_step(step: Any) -> bool:
-    return (
-        isinstance(step, Mapping)
-        and isinstance(step.get("end"), int)
-        and isinstance(step.get("score"), int | float)
-        and not isinstance(step.get("score"), bool)
-    )
+    return isinstance(step, Mapping) and isinstance(step.get("end"), int) and _is_number(step.get("score"))
+
+
+def step_key(steps: Sequence[Mapping[str, Any]], value: str) -> str | None:
+    """The key of each step's value to read for ``process_step_value`` ``value`` (``score``,
+    ``process_reward`` or ``auto``): ``auto`` is ``process_reward`` where every step carries a number
+    there (an implicit PRM's), else ``score``; None where ``process_reward`` is asked for and a step has
+    none (nothing to read: masked)."""
+    dense = all(_is_number(s.get("process_reward")) for s in steps)
+    if value == "auto":
+        return "process_reward" if steps and dense else "score"
+    if value == "process_reward" and not dense:
+        return None
+    return value
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def step_end_tokens(tokenizer: Any, ids: Sequence[int], text: str, ends: Sequence[int]) -> list[int]:
@@ -84,9 +103,15 @@ def step_end_tokens(tokenizer: Any, ids: Sequence[int], text: str, ends: Sequenc
 
 
 def step_scores(
-    tokenizer: Any, steps: Sequence[Mapping[str, Any]], ids: Sequence[int], text: str, prefix: str
+    tokenizer: Any,
+    steps: Sequence[Mapping[str, Any]],
+    ids: Sequence[int],
+    text: str,
+    prefix: str,
+    key: str = "score",
 ) -> list[tuple[int, float]]:
-    """``(token on which the step ends, its score)`` of each step that ends in the completion, in order."""
+    """``(token on which the step ends, its value under key)`` of each step that ends in the completion, in
+    order."""
     ends = [int(s["end"]) - len(prefix) for s in steps]
     tokens = step_end_tokens(tokenizer, ids, text, ends)
-    return [(t, float(s["score"])) for s, t in zip(steps, tokens, strict=True) if t >= 0]
+    return [(t, float(s[key])) for s, t in zip(steps, tokens, strict=True) if t >= 0]

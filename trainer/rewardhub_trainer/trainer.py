@@ -68,7 +68,7 @@ from rewardhub_trainer.generation import Completion, make_generator
 from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
-from rewardhub_trainer.process import read_steps, step_scores
+from rewardhub_trainer.process import read_steps, step_key, step_scores
 from rewardhub_trainer.rewards import (
     Group,
     RewardDispatcher,
@@ -274,27 +274,46 @@ class Trainer:
         return overlong_penalty(lengths, o.max_length or gen.max_new_tokens, o.cache_length, o.penalty_factor)
 
     def _process_steps(self, groups: list[Group]) -> list[list[list[tuple[int, float]] | None]]:
-        """Per group, per member: its step scores on the completion's tokens (process.py), None where the
+        """Per group, per member: its step values on the completion's tokens (process.py), None where the
         result has none to read (masked). A valid item must have them somewhere in the first batch with
         a valid item: else the place read (algorithm.process_steps_from) is wrong, and every item of the
-        run would be masked."""
-        where = self.config.algorithm.process_steps_from
+        run would be masked.
+
+        The value is what ``algorithm.process_step_value`` reads: for ``pure_min`` the step reward
+        ``r_k`` (a score ``s`` becomes PURE's ``2s − 1``, the ``p(+) − p(−)`` of a two-class PRM; an
+        implicit PRM's ``process_reward`` is already a reward and is taken as is), for ``grpo_process``
+        the score or process reward itself (it normalises them over the group)."""
+        alg = self.config.algorithm
+        where = alg.process_steps_from
         out: list[list[list[tuple[int, float]] | None]] = []
         found = False
         for g in groups:
             row: list[list[tuple[int, float]] | None] = []
             for c, r in zip(g.completions, g.results, strict=True):
                 steps = read_steps(r, where) if r.valid else None
-                found = found or steps is not None
-                row.append(
-                    None
-                    if steps is None
-                    else step_scores(self.tokenizer, steps, c.completion_ids, c.text, g.response_prefix)
+                key = None if steps is None else step_key(steps, alg.process_step_value)
+                # an empty list carries no process_reward to tell an implicit PRM's from another's
+                found = found or (
+                    key is not None and (bool(steps) or alg.process_step_value != "process_reward")
                 )
+                if steps is None or key is None:
+                    row.append(None)
+                    continue
+                placed = step_scores(self.tokenizer, steps, c.completion_ids, c.text, g.response_prefix, key)
+                if alg.process_credit == "pure_min" and key == "score":
+                    placed = [(t, 2.0 * x - 1.0) for t, x in placed]
+                row.append(placed)
             out.append(row)
         valid = any(r.valid for g in groups for r in g.results)
         if valid and not found and not self._process_steps_checked:
             place = f"details.parts.{where}...details.steps" if where else "details.steps"
+            if alg.process_step_value == "process_reward":
+                raise ValueError(
+                    f"algorithm.process_step_value process_reward: no valid item of reward "
+                    f"{self.config.reward.name!r} has steps with a process_reward in {place} (an implicit "
+                    "PRM's: prm with convention implicit); set process_step_value auto or score, or "
+                    "process_steps_from to the component that has them"
+                )
             raise ValueError(
                 f"algorithm.process_steps_from: no valid item of reward {self.config.reward.name!r} has step "
                 f"scores in {place}; process credit needs a reward that returns them (prm, judge in steps "
