@@ -36,6 +36,7 @@ __all__ = [
     "chunk_items",
     "in_batch",
     "job_path",
+    "item_ids",
     "merge_responses",
     "shadow_rates",
     "split_chunk",
@@ -209,8 +210,42 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, APIError) and (exc.status_code >= 500 or exc.status_code in (408, 429))
 
 
+def item_ids(items: Sequence[ScoreItem]) -> list[str]:
+    """The id each item's result must carry: its own, else its index in the batch (what
+    :func:`chunk_items` sends for it)."""
+    return [it.id if it.id is not None else str(i) for i, it in enumerate(items)]
+
+
+def _misfit(ids: Sequence[str], parts: Sequence[tuple[list[int], ScoreResponse]]) -> str | None:
+    """Why the chunks' answers do not fit their items (None when they do): a count other than one result
+    per item, else a result whose id is not its item's, the first one in batch order. The trainer and
+    the adapters pair results with items by position, so a reordered or misnumbered answer would give
+    each reward to another completion."""
+    for indices, resp in parts:
+        if len(resp.results) != len(indices):
+            return (
+                f"the service answered {len(resp.results)} results for {len(indices)} items "
+                f"(request {resp.request_id})"
+            )
+    placed = sorted(
+        (
+            (i, r.id, resp.request_id)
+            for indices, resp in parts
+            for i, r in zip(indices, resp.results, strict=True)
+        ),
+        key=lambda p: p[0],
+    )
+    for i, got, request_id in placed:
+        if got != ids[i]:
+            return (
+                f"the service's result {i} has id {got!r}, but item {i} is {ids[i]!r} (request "
+                f"{request_id}): results out of order, or numbered as another request's"
+            )
+    return None
+
+
 def with_partial(
-    exc: BaseException, n: int, parts: Sequence[tuple[list[int], ScoreResponse]]
+    exc: BaseException, ids: Sequence[str], parts: Sequence[tuple[list[int], ScoreResponse]]
 ) -> BaseException:
     """The error of a chunk that failed, carrying what the other chunks of the batch answered
     (``partial_results``, ``None`` at the failed chunks' items, listed in ``failed_indices``): a caller
@@ -218,9 +253,9 @@ def with_partial(
     error that is not the client's, or a batch nothing of which was answered, is returned unchanged."""
     if not parts or not isinstance(exc, RewardHubClientError):
         return exc
-    results: list[ItemResult | None] = [None] * n
+    results: list[ItemResult | None] = [None] * len(ids)
     for indices, resp in parts:
-        if len(resp.results) != len(indices):
+        if _misfit(ids, [(indices, resp)]) is not None:
             return exc  # a malformed answer: keep nothing of it
         for i, r in zip(indices, resp.results, strict=True):
             results[i] = r
@@ -243,20 +278,19 @@ def build_request(
 
 
 def merge_responses(
-    n: int, parts: Sequence[tuple[list[int], ScoreResponse]], wall_ms: float | None = None
+    ids: Sequence[str], parts: Sequence[tuple[list[int], ScoreResponse]], wall_ms: float | None = None
 ) -> ScoreResponse:
     """Put chunked answers back in request order; sum the count metrics, keep each chunk's metrics.
 
     ``latency_ms`` of a merged answer is ``wall_ms``, the time the whole call took as the caller saw it
     (chunks may overlap, so neither the sum nor the longest of theirs is the batch's latency); without
-    it, the longest chunk's. An answer with more or fewer results than its chunk's items is a
+    it, the longest chunk's. ``ids`` are the batch's :func:`item_ids`. An answer with more or fewer
+    results than its chunk's items, or with a result whose id is not its item's, is a
     :class:`ProtocolError`, for one chunk as for many."""
-    for indices, resp in parts:
-        if len(resp.results) != len(indices):
-            raise ProtocolError(
-                f"the service answered {len(resp.results)} results for {len(indices)} items "
-                f"(request {resp.request_id})"
-            )
+    n = len(ids)
+    why = _misfit(ids, parts)
+    if why is not None:
+        raise ProtocolError(why)
     if len(parts) == 1 and parts[0][0] == list(range(n)):
         return parts[0][1]
     results: list[ItemResult | None] = [None] * n

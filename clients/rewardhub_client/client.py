@@ -44,6 +44,7 @@ from rewardhub_client._core import (
     chunk_indices,
     chunk_items,
     in_batch,
+    item_ids,
     job_path,
     merge_responses,
     split_chunk,
@@ -499,8 +500,8 @@ class RewardClient(_Base):
                     raise
                 first = first or exc
         if first is not None:
-            raise with_partial(first, len(its), parts)
-        return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
+            raise with_partial(first, item_ids(its), parts)
+        return merge_responses(item_ids(its), parts, (time.perf_counter() - t0) * 1000)
 
     def score_one(
         self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any
@@ -862,8 +863,8 @@ class AsyncRewardClient(_Base):
             raise
         first = next((outcome for outcome in done if outcome is not None), None)
         if first is not None:
-            raise with_partial(first, len(its), parts)
-        return merge_responses(len(its), parts, (time.perf_counter() - t0) * 1000)
+            raise with_partial(first, item_ids(its), parts)
+        return merge_responses(item_ids(its), parts, (time.perf_counter() - t0) * 1000)
 
     async def score_one(
         self, response: str, reference: Any = None, reward: RewardLike = None, **item: Any

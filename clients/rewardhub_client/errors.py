@@ -116,9 +116,9 @@ class RequestTimeout(TransportError):
 
 
 class ProtocolError(RewardHubClientError):
-    """A successful answer that does not fit the request: one result per item is the contract, and a
-    trainer that zipped a short list with its rollouts would give rewards to the wrong ones. Also a 200
-    whose body is not the service's answer (a proxy's own page)."""
+    """A successful answer that does not fit the request: one result per item, each with its item's id,
+    is the contract, and a trainer that zipped a short or reordered list with its rollouts would give
+    rewards to the wrong ones. Also a 200 whose body is not the service's answer (a proxy's own page)."""
 
 
 class APIError(RewardHubClientError):

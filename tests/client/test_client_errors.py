@@ -510,6 +510,66 @@ def test_an_answer_with_the_wrong_number_of_results_is_a_protocol_error() -> Non
         c.score([{"response": str(k)} for k in range(4)], "math")
 
 
+def _reordered(request: httpx.Request) -> httpx.Response:
+    """A service that answers every item, in the wrong order (its results reversed)."""
+    return answered(json.loads(request.content)["items"][::-1])
+
+
+def _misnumbered(request: httpx.Request) -> httpx.Response:
+    """A service that answers every item in order but numbers them 0, 1, ... within its request."""
+    answer = answered(json.loads(request.content)["items"])
+    body = json.loads(answer.content)
+    body["results"] = [{**r, "id": str(k)} for k, r in enumerate(body["results"])]
+    return httpx.Response(200, json=body)
+
+
+def test_an_answer_whose_ids_are_not_its_items_is_a_protocol_error() -> None:
+    """The trainer and the adapters pair results with items by position, and only the count was checked:
+    a 200 with the results reordered (or numbered as another request's) gave each reward to another
+    completion. Each result's id must be its item's: the item's own, else its index in the batch (the id
+    the client sends for it)."""
+    from rewardhub_client import ProtocolError
+
+    ours = [{"id": "a", "response": "x"}, {"id": "b", "response": "y"}]
+    with client_for(_reordered) as c:
+        with pytest.raises(ProtocolError, match=r"result 0 has id 'b'.*item 0 is 'a'"):
+            c.score(ours, "math")
+        with pytest.raises(ProtocolError, match=r"result 0 has id '1'.*item 0 is '0'"):
+            c.score([{"response": "x"}, {"response": "y"}], "math")  # the index ids the client sends
+        assert [r.id for r in c.score([{"response": "x"}], "math").results] == ["0"]
+    # chunked: the second chunk's items go as "2", "3"; an answer numbering them "0", "1" is refused
+    chunked = RewardClient(
+        "http://svc", transport=httpx.MockTransport(_misnumbered), retry=FAST, chunk_size=2
+    )
+    with chunked as c:
+        with pytest.raises(ProtocolError, match=r"result 2 has id '0'.*item 2 is '2'"):
+            c.score([{"response": str(k)} for k in range(4)], "math")
+        assert [r.id for r in c.score([{"response": "x"}, {"response": "y"}], "math").results] == ["0", "1"]
+
+    async def run() -> None:
+        async with AsyncRewardClient(
+            "http://svc", transport=httpx.MockTransport(_reordered), retry=FAST, chunk_size=2
+        ) as ac:
+            with pytest.raises(ProtocolError, match=r"result 0 has id 'b'"):
+                await ac.score(ours, "math")
+
+    asyncio.run(run())
+
+    # a chunk failing transiently next to a misnumbered one: its results are not handed back as partial
+    # results (nothing of a malformed answer is kept, as for a miscounted one)
+    def down_and_misnumbered(request: httpx.Request) -> httpx.Response:
+        items = json.loads(request.content)["items"]
+        if items[0]["id"] == "down":
+            return error(503, "unavailable")
+        return _misnumbered(request) if items[0]["id"] == "b" else answered(items)
+
+    transport = httpx.MockTransport(down_and_misnumbered)
+    with RewardClient("http://svc", transport=transport, retry=FAST, chunk_size=1) as c:
+        with pytest.raises(ServiceUnavailable) as info:
+            c.score([{"id": i, "response": "x"} for i in ("a", "down", "b")], "math")
+    assert info.value.partial_results is None
+
+
 @pytest.mark.parametrize("url", ["localhost:8000", "127.0.0.1:8000", "rewardhub:8000"])
 def test_a_base_url_without_its_scheme_is_refused_at_once(url: str) -> None:
     # httpx takes "localhost:8000" for a URL of scheme "localhost": every call failed with UnsupportedProtocol,

@@ -586,7 +586,7 @@ def _overloaded_then_scored(retry_after: str) -> tuple[httpx.MockTransport, list
             error = {"message": "queue full", "type": "overloaded", "param": None, "code": 429}
             return httpx.Response(429, json={"error": error}, headers={"Retry-After": retry_after})
         items = json.loads(request.content)["items"]
-        results = [{"id": str(k), "reward": "r", "score": 1.0, "valid": True} for k in range(len(items))]
+        results = [{"id": it["id"], "reward": "r", "score": 1.0, "valid": True} for it in items]
         return httpx.Response(200, json={"request_id": "x", "results": results})
 
     return httpx.MockTransport(handle), calls
