@@ -340,6 +340,39 @@ CASES = [
     ("15th Day, 2", "360 hours, 2", False),  # an ordinal: a day, not 15 days
     ("x = 3 hours, y = 2", "3 minutes, 2", False),  # labels on one side: a tuple in order
     ("x = 3 hours, y = 2", "180 minutes, 2", True),
+    # ... a typeset symbol's unit too, in a list or a tuple (normalisation dropped it before the split: the
+    # item 5 against 5 hours scored 1); an m against a time differs where neither metres nor minutes equal it
+    ("(5 \\text{ m}, 2)", "(5 hours, 2)", False),
+    ("5 \\text{ m}, 2", "5 hours, 2", False),
+    ("\\{5 \\text{ m}, 2\\}", "\\{5 hours, 2\\}", False),
+    ("x = 5 \\text{ m}, y = 2", "x = 5 hours, y = 2", False),
+    ("x = 5 \\text{ m}, y = 2", "5 hours, 2", False),
+    ("(5 \\text{ m}, 2)", "5 hours, 2", False),
+    ("5 \\text{ s}, 2", "5 m, 2", False),
+    ("(5 \\text{ s}, 2)", "(5 meters, 2)", False),
+    ("5 \\text{ m}, 2", "2, 5 hours", False),
+    ("5 \\text{ m}, 2", "5 minutes, 2", True),  # 5 minutes, read so
+    ("(5 \\text{ m}, 2)", "(5 minutes, 2)", True),
+    ("5 \\text{ m}, 2", "5 meters, 2", True),
+    ("(5 \\text{ m}, 2)", "(5 meters, 2)", True),
+    ("(5 \\text{ m}, 2)", "(6 meters, 2)", False),
+    ("5 \\text{ m}, 2", "5, 2", True),  # a unit on one side only is ignored
+    ("(5 \\text{ m}, 2)", "(5, 2)", True),
+    ("5 \\text{ m}, 2 \\text{ s}", "2 \\text{ s}, 5 \\text{ m}", True),
+    ("5 \\text{ m}, 2 \\text{ s}", "5 \\text{ m}, 2 hours", False),
+    ("1 \\text{ h}, 2", "60 minutes, 2", True),
+    ("\\pm 5 \\text{ m}", "5 hours, -5 hours", False),  # a sign joined to its number
+    ("\\pm 5 \\text{ m}", "5 meters, -5 meters", True),
+    ("15th Day, 2", "15 hours, 2", False),  # an ordinal: the 15th day is no 15 hours either
+    # ... past the 1,000 characters the ordinal pattern reads (an answer it may not read may hold one: two
+    # quantities are not converted equal there, but units that differ still differ)
+    (",".join(["(5\\,\\text{m}, 2)"] * 60), ",".join(["(5 hours, 2)"] * 60), False),
+    (",".join(["(5\\,\\text{m}, 2)"] * 60), ",".join(["(5 meters, 2)"] * 60), True),
+    (
+        ", ".join(f"t_{{{i}}} = 3 hours" for i in range(60)),
+        ", ".join(f"t_{{{i}}} = 3 minutes" for i in range(60)),
+        False,
+    ),
     ("$f(x)=1$", "f(x) = 1 \\text{ for all } x \\in \\mathbb{Q}_{>0}", True),
     ("$f(x)=1$", "f(x) = x \\text{ for all } x \\in \\mathbb{Q}_{>0}", False),
     ("7,4", "7 \\text{ stuffed goats and } 4 \\text{ toy helicopters}", True),

@@ -47,6 +47,10 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{1 \\text{ h}}", "3600 \\text{ s}", 1.0, None),
         ("The speed is \\boxed{18 km/h}.", "5 m/s", 1.0, None),
         ("\\boxed{t = 3 \\text{ minutes}}", "3 hours", 0.0, None),
+        # ... in a list or a tuple too (normalisation dropped the typeset m before the split: 5, 5 hours)
+        ("\\boxed{(5 hours, 2)}", "(5 \\text{ m}, 2)", 0.0, None),
+        ("\\boxed{5 hours, 2}", "5 \\text{ m}, 2", 0.0, None),
+        ("\\boxed{5 meters, 2}", "5 \\text{ m}, 2", 1.0, None),
     ],
 )
 async def test_math_verdicts(

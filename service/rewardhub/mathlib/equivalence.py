@@ -117,8 +117,9 @@ class _Comparer:
 
     ``bare`` says, for gold and prediction, whether a number in it is bare as written: not where the
     answer holds a unit word (``3 hours`` is the item 3 once its unit is dropped, and is no bare 3 against
-    ``3 m``). ``quantities`` says whether two items whose unit words were dropped compare as quantities (not
-    where an answer holds an ordinal: ``15th day`` is no 15 days)."""
+    ``3 m``). ``quantities`` says whether two items whose units were dropped and that convert equal are equal
+    (not where an answer may hold an ordinal: ``15th day`` is no 15 days); items whose units differ are
+    unequal whatever it says."""
 
     def __init__(self, bare: tuple[bool, bool] = (True, True), quantities: bool = True) -> None:
         self.cache: dict[str, Any] = {}
@@ -234,13 +235,18 @@ class _Comparer:
     # -- lists ---------------------------------------------------------------------------------
 
     def _item_eq(self, g: Item, p: Item, use_labels: bool) -> str | None:
-        if self.quantities and g.quantity is not None and p.quantity is not None:
-            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"): units of another
-            # dimension, or of one that convert unequal, differ; equal once converted, they are one value
-            units = quantities_check(g.quantity, p.quantity)
-            if units is False:
+        if g.quantity is not None or p.quantity is not None:
+            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"), or one against a value
+            # that kept its unit ("5\,\text{s}, 2" and "5 m, 2"), or a tuple's ("(5\,\text{m}, 2)" and "(5
+            # hours, 2)"): units of another dimension, or of one that convert unequal, differ (not even an
+            # ordinal stops a refusal: the 15th day is no 15 hours either); two quantities equal once
+            # converted are one value (not where an answer may hold an ordinal: 15th day is no 15 days)
+            gq, pq = g.quantity or g.value, p.quantity or p.value
+            units = quantities_check(gq, pq)
+            if units is False or _components_differ(gq, pq):
                 return None
-            if units and (not use_labels or g.label == p.label):
+            both = g.quantity is not None and p.quantity is not None
+            if units and both and self.quantities and (not use_labels or g.label == p.label):
                 return "units"
         if not use_labels or g.label == p.label:
             return self.value(g.value, p.value)
@@ -301,7 +307,7 @@ class _Comparer:
                 br = outer_brackets(single[0].value)
                 if br is not None and br[0] == "(" and br[2] == ")":
                     comps = [c.strip() for c in split_top_level(br[1])]
-                    if len(comps) == len(many):
+                    if len(comps) == len(many) and not self._listed_units_differ(single[0], many, flip):
                         cmp: Callable[[str, str], str | None] = self.value
                         pairs = zip(comps, (i.value for i in many), strict=True)
                         if all((cmp(b, a) if flip else cmp(a, b)) for a, b in pairs):
@@ -321,6 +327,25 @@ class _Comparer:
                 if all((self.value(b, a) if flip else self.value(a, b)) for a, b in pairs):
                     return "order"
         return None
+
+    def _listed_units_differ(self, single: Item, many: list[Item], flip: bool) -> bool:
+        """Whether a tuple and a bare list of its components (``(5\\,\\text{m}, 2)`` and ``5 hours, 2``) hold
+        a pair of quantities that differ (:func:`.quantities.quantities_check`), their units kept."""
+        if single.quantity is None and all(i.quantity is None for i in many):
+            return False
+        br = outer_brackets(single.quantity or single.value)
+        comps = [] if br is None else split_top_level(br[1])
+        if len(comps) != len(many):
+            return False
+        for comp, item in zip(comps, many, strict=True):
+            pair = (
+                (item.quantity or item.value, comp.strip())
+                if flip
+                else (comp.strip(), item.quantity or item.value)
+            )
+            if quantities_check(*pair) is False:
+                return True
+        return False
 
     def _relabelled(self, g: Item, p: Item) -> str | None:
         """One function named two ways: ``y = x^2`` and ``f(x) = x^2``, ``f(x) = x^2`` and ``g(t) = t^2``.
@@ -362,6 +387,19 @@ class _Comparer:
 
     def _is_constant(self, s: str) -> bool:
         return parse_literal(s) is not None or is_constant(parse_item(s, self.cache))
+
+
+def _components_differ(g: str, p: str) -> bool:
+    """Whether two tuples (or intervals) of as many components hold a pair of quantities that differ, in
+    order: ``(5 \\mathrm{m}, 2)`` and ``(5 hours, 2)`` (:func:`.quantities.quantities_check`; set literals,
+    unordered, are left alone)."""
+    bg, bp = outer_brackets(g), outer_brackets(p)
+    if bg is None or bp is None or (bg[0], bg[2]) != (bp[0], bp[2]) or bg[0] == "\\{":
+        return False
+    cg, cp = split_top_level(bg[1]), split_top_level(bp[1])
+    if len(cg) != len(cp) or len(cg) < 2:
+        return False
+    return any(quantities_check(a.strip(), b.strip()) is False for a, b in zip(cg, cp, strict=True))
 
 
 def _family_letter(items: list[Item], cache: dict[str, Any]) -> str | None:

@@ -204,7 +204,7 @@ def _short_group(s: str, open_pos: int) -> tuple[str, int] | None:
     return None
 
 
-def unwrap_text(s: str, units: list[str] | None = None) -> str:
+def unwrap_text(s: str, units: list[str] | None = None, keep_units: bool = False) -> str:
     """Replace ``\\text{...}``-style groups by their contents, padded with spaces.
 
     Font and text-mode commands do not change the value; the padding keeps ``5\\text{cm}`` from
@@ -214,6 +214,8 @@ def unwrap_text(s: str, units: list[str] | None = None) -> str:
     One streaming pass with a brace stack, so nesting depth does not cost extra passes.
     ``units``, where given, receives each unit dropped, its letter and power (``m^2``): two answers that
     differ only there (``5\\,\\text{m}`` and ``5\\,\\text{s}``) normalise alike, and the caller says so.
+    ``keep_units`` writes each such unit as `` \\mathrm{m}`` (with its power, ``^{2}``) instead of dropping
+    it: the items of a list keep it through their split (:func:`.structures.parse_answer`).
     """
     if "\\" not in s:
         return s
@@ -244,9 +246,11 @@ def unwrap_text(s: str, units: list[str] | None = None) -> str:
                     out.append(letter)
                 else:
                     power = _UNIT_POWER_RE.match(s, pos)
+                    exponent = "" if power is None else power.group(0).translate(_POWER_DROP)
                     if units is not None:
-                        exponent = "" if power is None else power.group(0).translate(_POWER_DROP)
                         units.append(letter + exponent)
+                    if keep_units:
+                        out.append(f" \\mathrm{{{letter}}}" + (f"^{{{exponent[1:]}}}" if exponent else ""))
                     pos = pos if power is None else power.end()
                 continue
             stack.append(True)
@@ -315,9 +319,10 @@ def _circled(s: str) -> str:
     return s.strip().rstrip(",").strip()
 
 
-def normalize(s: str, units: list[str] | None = None) -> str:
+def normalize(s: str, units: list[str] | None = None, keep_units: bool = False) -> str:
     """Canonical typeset form of an answer: same meaning, fewer spellings. ``units``, where given,
-    receives the upright one-letter units dropped (see :func:`unwrap_text`)."""
+    receives the upright one-letter units dropped (see :func:`unwrap_text`); ``keep_units`` keeps them, as
+    `` \\mathrm{m}``."""
     s = _WS_RE.sub(" ", repair(s))
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
     if _CIRCLED_RE.search(s):
@@ -330,7 +335,7 @@ def normalize(s: str, units: list[str] | None = None) -> str:
     s = _WS_RE.sub(" ", _SPACING_RE.sub(" ", s))
     for pattern, repl in _RENAMES:
         s = pattern.sub(repl, s)
-    s = _WS_RE.sub(" ", unwrap_text(s, units))
+    s = _WS_RE.sub(" ", unwrap_text(s, units, keep_units))
     if "per" in s or "Per" in s or "PER" in s:
         s = _PERCENT_WORD_RE.sub(r"\\% ", s)
     s = _PLAIN_FUNC_RE.sub(r"\\\1", s)

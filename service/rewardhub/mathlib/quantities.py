@@ -27,9 +27,11 @@ is seconds or a variable), but an ``m`` against a time may be minutes: it differ
 neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
 symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
 litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The comparer applies this
-rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``). The
-factors are exact (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a
-prediction rounded to 3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
+rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or whose
+upright symbols normalisation dropped (:func:`.structures.parse_answer` keeps them through the split:
+``(5\\,\\text{m}, 2)`` is not ``(5 hours, 2)``). The factors are exact (an inch is 2.54 cm, a pound
+0.45359237 kg), and the numbers compare as literals do (a prediction rounded to 3 significant digits
+matches: ``1.33 hours`` is ``80 minutes``).
 """
 
 from __future__ import annotations
@@ -181,10 +183,11 @@ def states_number(gold: str, pred: str) -> bool:
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
 # \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i,
-# d and E it keeps), so it is read from the answer as written.
+# d and E it keeps), so it is read from the answer as written. No two runs of spaces around an optional
+# character ("\\s*(?:~\\s*)?", not "\\s*~?\\s*"): each run of spaces is read one way only.
 _TYPESET_LETTER_RE = re.compile(
-    r"^\s*\$?\s*(?P<num>-?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
-    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*~?\s*(?P<letter>[A-DF-Za-ce-hj-z])\s*\}"
+    r"^\s*(?:\$\s*)?(?P<num>(?:[+-]\s?)?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<letter>[A-DF-Za-ce-hj-z])\s*\}"
     r"(?:\s*\^\s*(?:\{\s*(?P<power>-?\d)\s*\}|(?P<digit>\d)))?[\s.$]*$"
 )
 _TYPESET_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}) \\mathrm\{(?P<letter>[A-Za-z])\}(?P<power>\^-?\d)?$")
@@ -192,12 +195,15 @@ _TYPESET_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}) \\mathrm\{(?P<letter>[A-Z
 
 def _typeset_letter(raw: str, normalised: str) -> str:
     """``normalised``, or ``"<number> \\mathrm{<letter>}^<power>"`` where ``raw`` is a number with a typeset
-    unit symbol, which normalisation dropped."""
+    unit symbol, which normalisation dropped (a sign, as ``\\pm`` expands to ``+ 5``, joined to its
+    number)."""
     m = _TYPESET_LETTER_RE.match(raw)
     if m is None:
         return normalised
     power = m.group("power") or m.group("digit")
-    return f"{m.group('num')} \\mathrm{{{m.group('letter')}}}" + ("" if power is None else f"^{power}")
+    return f"{m.group('num').replace(' ', '')} \\mathrm{{{m.group('letter')}}}" + (
+        "" if power is None else f"^{power}"
+    )
 
 
 def _same_symbol(a: str, b: str) -> bool:

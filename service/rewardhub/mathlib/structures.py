@@ -105,7 +105,8 @@ class Item:
     """One element of an answer list: ``value``, optionally announced by ``label`` (``x = 3``).
 
     ``quantity`` is the value with the unit words :func:`strip_units` dropped (``3 hours`` is the value 3),
-    None where it dropped none: two items in different units compare as quantities
+    or with the upright unit symbols normalisation dropped (``5 \\mathrm{m}``, a tuple's ``(5 \\mathrm{m},
+    2)``), None where neither was: two items in different units compare as quantities
     (:func:`.quantities.quantities_check`: ``3 hours`` is not ``3 minutes`` in a list either)."""
 
     label: str | None
@@ -474,7 +475,36 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
     know they were there: a set is unordered, so it is never the same answer as a tuple or an
     interval with the same components (``\\{0, 1\\}`` is not ``(0, 1)``).
     """
-    s = _number_words(_strip_prefixes(normalize(s)))  # whole: "one hundred and five" is no list
+    units: list[str] = []
+    items, is_set = _parse_normalised(normalize(s, units))
+    if units:
+        items = _typeset_quantities(items, _parse_normalised(normalize(s, keep_units=True))[0])
+    return items, is_set
+
+
+# An upright unit symbol that normalize(keep_units=True) kept, with its power: " \\mathrm{m}^{2}".
+_KEPT_UNIT_RE = re.compile(r" ?\\mathrm\{[A-Za-z]\}(?:\^(?:\{-?\d{1,2}\}|\d))?")
+
+
+def _typeset_quantities(items: list[Item], kept: list[Item]) -> list[Item]:
+    """``items`` whose unit symbols normalisation dropped, each with its text that keeps them as its
+    ``quantity`` (``5\\,\\text{m}, 2`` is the items 5 and 2, the first the quantity ``5 \\mathrm{m}``; a
+    tuple, ``(5 \\mathrm{m}, 2)``): ``kept`` is the answer split with the symbols kept, and must be
+    ``items`` item for item once they are left out (else ``items`` as they are: the splits differ)."""
+    if len(items) != len(kept):
+        return items
+    out: list[Item] = []
+    for item, with_unit in zip(items, kept, strict=True):
+        if item.label != with_unit.label or key(_KEPT_UNIT_RE.sub("", with_unit.value)) != key(item.value):
+            return items
+        if item.quantity is None and "\\mathrm{" in with_unit.value:
+            item = Item(item.label, item.value, with_unit.value)
+        out.append(item)
+    return out
+
+
+def _parse_normalised(s: str) -> tuple[list[Item], bool]:
+    s = _number_words(_strip_prefixes(s))  # whole: "one hundred and five" is no list
     if not s:
         return [], False
     if parse_literal(s) is not None:

@@ -116,7 +116,11 @@ class MathReward(Reward[MathConfig]):
     # also 1.1.12: two items of a list whose units were dropped compare as quantities: "3 hours, 2" against
     # "3 minutes, 2" scored 1, now 0, and "180 minutes, 2" 0, now 1
     # also 1.1.12: a rate in words converts: "60 miles per hour" is "1 mile per minute" (0)
-    version: ClassVar[str] = "1.1.12"
+    # 1.1.13: a typeset one-letter unit keeps its unit in a list or a tuple: "(5\\,\\text{m}, 2)" against
+    # "(5 hours, 2)" (or "5\\,\\text{s}, 2" against "5 m, 2") scored 1 (the item 5 against 5 hours), now 0;
+    # "1\\,\\text{h}, 2" is "60 minutes, 2" (0); items whose units differ differ past 1,000 characters or
+    # beside an ordinal too ("15th Day, 2" against "15 hours, 2" scored 1)
+    version: ClassVar[str] = "1.1.13"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
