@@ -361,6 +361,14 @@ CASES = [
     ("5 \\text{ m}, 2 \\text{ s}", "2 \\text{ s}, 5 \\text{ m}", True),
     ("5 \\text{ m}, 2 \\text{ s}", "5 \\text{ m}, 2 hours", False),
     ("1 \\text{ h}, 2", "60 minutes, 2", True),
+    # a typeset rate split in two groups ("5 \\text{ m}/\\text{s}" normalised to "5 /s") is 5 m/s
+    ("5 \\text{ m}/\\text{s}", "18 km/h", True),
+    ("5 \\text{ m}/\\text{s}", "5", True),
+    ("5 \\text{ m}/\\text{s}", "5 m/s", True),
+    ("5 \\text{ m}/\\text{s}", "5 km/h", False),
+    ("5 \\text{ m}/\\text{s}", "5 hours", False),
+    ("5 \\text{ m}/\\text{s}", "6", False),
+    ("5 \\text{ m}/\\text{x}", "5", False),  # x is no unit
     ("\\pm 5 \\text{ m}", "5 hours, -5 hours", False),  # a sign joined to its number
     ("\\pm 5 \\text{ m}", "5 meters, -5 meters", True),
     ("15th Day, 2", "15 hours, 2", False),  # an ordinal: the 15th day is no 15 hours either

@@ -51,6 +51,8 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{(5 hours, 2)}", "(5 \\text{ m}, 2)", 0.0, None),
         ("\\boxed{5 hours, 2}", "5 \\text{ m}, 2", 0.0, None),
         ("\\boxed{5 meters, 2}", "5 \\text{ m}, 2", 1.0, None),
+        # ... and a typeset rate split in two groups is a rate
+        ("The speed is \\boxed{18 km/h}.", "5 \\text{ m}/\\text{s}", 1.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -26,9 +26,10 @@ read from the answer as written), and never with a power unless upright (``5 m^2
 is seconds or a variable), but an ``m`` against a time may be minutes: it differs only where it is
 neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
 symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
-litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`). The comparer applies this
-rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or whose
-upright symbols normalisation dropped (:func:`.structures.parse_answer` keeps them through the split:
+litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`); a rate typeset in two
+groups, ``5\\,\\text{m}/\\text{s}``, is 5 m/s. The comparer applies this rule to two items of a list
+whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or whose upright symbols
+normalisation dropped (:func:`.structures.parse_answer` keeps them through the split:
 ``(5\\,\\text{m}, 2)`` is not ``(5 hours, 2)``). The factors are exact (an inch is 2.54 cm, a pound
 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to 3 significant digits
 matches: ``1.33 hours`` is ``80 minutes``).
@@ -183,26 +184,33 @@ def states_number(gold: str, pred: str) -> bool:
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
 # \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i,
-# d and E it keeps), so it is read from the answer as written. No two runs of spaces around an optional
-# character ("\\s*(?:~\\s*)?", not "\\s*~?\\s*"): each run of spaces is read one way only.
+# d and E it keeps), so it is read from the answer as written. A rate's second unit may follow, typeset in
+# a group of its own or not: "5\\,\\text{m}/\\text{s}" normalises to "5 /s" (the s, after no number, is
+# kept), and is 5 m/s. No two runs of spaces around an optional character ("\\s*(?:~\\s*)?", not
+# "\\s*~?\\s*"): each run of spaces is read one way only.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*(?:\$\s*)?(?P<num>(?:[+-]\s?)?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
     r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<letter>[A-DF-Za-ce-hj-z])\s*\}"
+    r"(?:\s*/\s*(?:\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<per>[A-Za-z]{1,12})\s*\}"
+    r"|(?P<plain>[A-Za-z]{1,12})))?"
     r"(?:\s*\^\s*(?:\{\s*(?P<power>-?\d)\s*\}|(?P<digit>\d)))?[\s.$]*$"
 )
 _TYPESET_QUANTITY_RE = re.compile(r"^(?P<num>.{1,100}) \\mathrm\{(?P<letter>[A-Za-z])\}(?P<power>\^-?\d)?$")
 
 
 def _typeset_letter(raw: str, normalised: str) -> str:
-    """``normalised``, or ``"<number> \\mathrm{<letter>}^<power>"`` where ``raw`` is a number with a typeset
-    unit symbol, which normalisation dropped (a sign, as ``\\pm`` expands to ``+ 5``, joined to its
-    number)."""
+    """``normalised``, or ``"<number> \\mathrm{<letter>}/<per>^<power>"`` where ``raw`` is a number with a
+    typeset unit symbol, which normalisation dropped (a rate's second unit and the power where written; a
+    sign, as ``\\pm`` expands to ``+ 5``, joined to its number)."""
     m = _TYPESET_LETTER_RE.match(raw)
     if m is None:
         return normalised
     power = m.group("power") or m.group("digit")
-    return f"{m.group('num').replace(' ', '')} \\mathrm{{{m.group('letter')}}}" + (
-        "" if power is None else f"^{power}"
+    per = m.group("per") or m.group("plain")
+    return (
+        f"{m.group('num').replace(' ', '')} \\mathrm{{{m.group('letter')}}}"
+        + ("" if per is None else f"/{per}")
+        + ("" if power is None else f"^{power}")
     )
 
 

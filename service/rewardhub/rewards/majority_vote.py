@@ -203,7 +203,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # two); "5 s" and "5 seconds" one; "a = 5" and "f(b) = 5" two (they were one)
     # 1.0.14: math: "1000\\,\\text{m}" and "1000\\,\\text{s}", "t = 3 hours" and "t = 3 minutes", "3 hours, 2" and "3
     # minutes, 2" are two votes (they were one); "5 m/s" and "18 km/h", "1\\,\\text{h}" and "3600\\,\\text{s}" one
-    # 1.0.15: math: "(5\\,\\text{m}, 2)" and "(5 hours, 2)" are two votes (they were one)
+    # 1.0.15: math: "(5\\,\\text{m}, 2)" and "(5 hours, 2)" are two votes (they were one);
+    # "5\\,\\text{m}/\\text{s}" and "18 km/h" one
     version: ClassVar[str] = "1.0.15"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

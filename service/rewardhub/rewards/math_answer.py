@@ -120,6 +120,8 @@ class MathReward(Reward[MathConfig]):
     # "(5 hours, 2)" (or "5\\,\\text{s}, 2" against "5 m, 2") scored 1 (the item 5 against 5 hours), now 0;
     # "1\\,\\text{h}, 2" is "60 minutes, 2" (0); items whose units differ differ past 1,000 characters or
     # beside an ordinal too ("15th Day, 2" against "15 hours, 2" scored 1)
+    # also 1.1.13: a rate typeset in two groups is a rate: "5\\,\\text{m}/\\text{s}" (normalised "5 /s")
+    # against "18 km/h" or 5 scored 0, now 1
     version: ClassVar[str] = "1.1.13"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
