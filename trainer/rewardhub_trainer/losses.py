@@ -8,8 +8,23 @@ Per token of completion i (``m`` the completion mask, ``A_i`` the sequence's adv
 With process credit (``algorithm.process_credit``) the advantage is per token, ``A_{i,t}`` in place of
 ``A_i``: the same formula, token by token (a ``[B]`` advantage is the ``[B, T]`` one constant along t).
 
-``ε_high > ε_low`` is DAPO's clip-higher (room for low-probability tokens to grow). The KL is to a frozen
-reference with ``Δ = log π_θ − log π_ref`` (Schulman's estimators):
+``ε_high > ε_low`` is DAPO's clip-higher (room for low-probability tokens to grow).
+
+Dual clip (Ye et al. 2020, verl's ``clip_ratio_c``; ``algorithm.dual_clip_c``, token level only): where
+``A < 0`` the loss is also bounded by ``−c·A`` (``c > 1``), ``ℓ = min(−min(ρA, clip(ρ)A), −c·A)``, i.e.
+``−max(min(ρA, clip(ρ)A), c·A)``: a token the policy made far *more* likely than the sampler did while
+its advantage is negative would otherwise put ``ρ·|A|``, unbounded, in the loss. Its gradient is 0 there.
+
+Sequence level (GSPO, Zheng et al. 2025; ``algorithm.importance_sampling_level: sequence``): one ratio
+per completion, the geometric mean of its tokens' ratios over the loss tokens,
+``s_i = exp((1/|y_i|) Σ_t (log π_θ(y_t) − log π_old(y_t)))``, clipped per sequence, and the loss
+``−min(s_i A_i, clip(s_i) A_i)`` per sequence, written on each of its tokens so that
+``seq_mean_token_mean`` (the only aggregation allowed with it) gives GSPO's mean over sequences. With
+per-token advantages ``A_{i,t}`` (process credit) it is GSPO-token: ``s_{i,t} = sg[s_i] · π_θ(y_t) /
+sg[π_θ(y_t)]``, whose value is ``s_i`` and whose gradient flows token by token; with ``A_{i,t} = A_i``
+it is GSPO, in value and gradient.
+
+The KL is to a frozen reference with ``Δ = log π_θ − log π_ref`` (Schulman's estimators):
 
 * ``k1 = Δ`` (unbiased value, high variance, can be negative)
 * ``k2 = ½ Δ²`` (its gradient is the true KL gradient)
@@ -39,7 +54,17 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["LossNorm", "aggregate", "clipped_surrogate", "kl_estimate", "token_logprobs"]
+__all__ = [
+    "LossNorm",
+    "PolicyLoss",
+    "aggregate",
+    "clipped_surrogate",
+    "dual_clip",
+    "kl_estimate",
+    "policy_loss",
+    "sequence_surrogate",
+    "token_logprobs",
+]
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -80,11 +105,104 @@ def clipped_surrogate(
         branch was the active one (the gradient is zero there), for the clip-fraction metric.
     """
     ratio = torch.exp(logp - old_logp.detach())
-    adv = (advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages).to(ratio.dtype)
+    loss, clipped = _ppo_clip(ratio, advantages, eps_low, eps_high)
+    return loss, ratio, clipped
+
+
+def _per_token(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A ``[B]`` advantage as ``[B, 1]`` (broadcast along t), a ``[B, T]`` one as is, in ``like``'s dtype."""
+    return (advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages).to(like.dtype)
+
+
+def _ppo_clip(
+    ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(−min(ρA, clip(ρ)A), where the clipped branch is active)``, whatever level ``ρ`` is taken at."""
+    adv = _per_token(advantages, ratio)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * adv
     loss = -torch.minimum(unclipped, clipped)
-    return loss, ratio, clipped < unclipped
+    return loss, clipped < unclipped
+
+
+def sequence_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GSPO's sequence-level clipped loss (GSPO-token with ``[B, T]`` advantages), see the module docstring.
+
+    ``mask`` (``[B, T]``, the completion mask) picks the tokens whose log-ratios are averaged: padding
+    never enters ``s_i`` (a completion without tokens has ``s_i = 1``). With ``[B]`` advantages the
+    gradient flows through ``s_i`` itself, ``∂s_i/∂log π_θ(y_t) = s_i / |y_i|``; with ``[B, T]`` ones
+    through ``π_θ(y_t) / sg[π_θ(y_t)]``, ``∂s_{i,t}/∂log π_θ(y_t) = s_i``, which
+    ``seq_mean_token_mean``'s ``1/|y_i|`` brings to the same number when ``A_{i,t} = A_i``.
+
+    Returns:
+        ``(loss [B, T], ratio [B, T], clipped [B, T] bool)`` as :func:`clipped_surrogate`, each sequence's
+        values repeated on its tokens: the per-token metrics count a clipped sequence once per token.
+    """
+    keep = mask.bool()
+    log_ratio = torch.where(keep, logp - old_logp.detach(), torch.zeros_like(logp))
+    log_s = log_ratio.sum(dim=-1) / keep.sum(dim=-1).clamp(min=1).to(logp.dtype)
+    if advantages.dim() == 1:
+        ratio = torch.exp(log_s).unsqueeze(-1).expand_as(logp)
+    else:
+        ratio = torch.exp(log_s.detach().unsqueeze(-1) + (logp - logp.detach()))
+    loss, clipped = _ppo_clip(ratio, advantages, eps_low, eps_high)
+    return loss, ratio, clipped
+
+
+def dual_clip(loss: torch.Tensor, advantages: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bound a per-token PPO-clip loss by ``−c·A`` where ``A < 0`` (dual clip); ``A ≥ 0`` is left as is.
+
+    Returns ``(loss, dual_clipped)``, ``dual_clipped`` marking the tokens where the bound was the active
+    one (``ρ > c`` there; the gradient is zero), for the ``dual_clip_frac`` metric.
+    """
+    adv = _per_token(advantages, loss).expand_as(loss)
+    bound = -c * adv
+    dual = (adv < 0) & (bound < loss)
+    return torch.where(dual, bound, loss), dual
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """The per-token policy loss of one micro-batch and what its metrics count (all ``[B, T]``)."""
+
+    per_token: torch.Tensor
+    ratio: torch.Tensor
+    clipped: torch.Tensor
+    dual_clipped: torch.Tensor
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    level: str,
+    eps_low: float,
+    eps_high: float,
+    dual_clip_c: float | None = None,
+) -> PolicyLoss:
+    """The policy term the config asks for: PPO-clip at ``level`` ``token`` or ``sequence`` (GSPO), then
+    the dual clip where ``dual_clip_c`` is set (token level only: the config refuses it with GSPO)."""
+    if level == "token":
+        loss, ratio, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
+    elif level == "sequence":
+        loss, ratio, clipped = sequence_surrogate(logp, old_logp, advantages, mask, eps_low, eps_high)
+    else:
+        raise ValueError(f"unknown importance sampling level {level!r} (token, sequence)")
+    if dual_clip_c is None:
+        return PolicyLoss(loss, ratio, clipped, torch.zeros_like(clipped))
+    if level != "token":
+        raise ValueError("the dual clip applies at the token level only (as in verl, whose GSPO has none)")
+    loss, dual = dual_clip(loss, advantages, dual_clip_c)
+    return PolicyLoss(loss, ratio, clipped, dual)
 
 
 @dataclass(frozen=True)
