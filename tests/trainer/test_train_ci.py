@@ -277,6 +277,36 @@ def test_estimators_train_end_to_end(
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "algorithm"),
+    [
+        ("gspo", {"importance_sampling_level": "sequence"}),
+        ("dual_clip", {"dual_clip_c": 3.0}),
+    ],
+)
+def test_gspo_and_dual_clip_train_end_to_end_and_log_their_metrics(
+    reward_server: Any, make_config: Callable[..., Any], name: str, algorithm: dict[str, Any]
+) -> None:
+    """Two epochs per batch, so that the second one's ratios leave 1 and the clips have something to do;
+    the policy metrics of either loss are logged and finite (dual_clip_frac null where it is off)."""
+    cfg = make_config(
+        reward_server.url, name, training={"steps": 2}, algorithm={"num_epochs": 2, **algorithm}
+    )
+    summary = train(cfg)
+    rows = read_metrics(Path(cfg.output.run_dir))
+    assert summary["steps"] == 2 and len(rows) == 2
+    for r in rows:
+        for key in ("loss", "clip_frac", "ratio_mean", "grad_norm"):
+            assert r.get(key) is not None and math.isfinite(r[key]), (key, rows)
+        assert 0 <= r["clip_frac"] <= 1 and r["ratio_mean"] > 0
+        if name == "dual_clip":
+            assert r["dual_clip_frac"] is not None and 0 <= r["dual_clip_frac"] <= 1
+        else:
+            assert r["dual_clip_frac"] is None
+    written = json.loads((Path(cfg.output.run_dir) / "config.json").read_text())["algorithm"]
+    assert {k: written[k] for k in algorithm} == algorithm
+
+
 def test_a_misspelt_accuracy_key_ends_the_run_at_its_first_batch(
     reward_server: Any, make_config: Callable[..., Any]
 ) -> None:

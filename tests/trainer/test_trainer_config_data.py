@@ -19,6 +19,7 @@ from rewardhub_trainer.config import (
     TrainConfig,
     describe_fields,
     load_config,
+    to_dict,
 )
 from rewardhub_trainer.data import ArithmeticProblems, JsonlProblems, render_prompt
 
@@ -99,6 +100,59 @@ def test_scale_rewards_resolves_and_belongs_to_grpo_and_dapo() -> None:
     for estimator in ("dr_grpo", "gdpo", "mc_grpo", "rloo"):
         with pytest.raises(ValidationError, match="scale_rewards applies to grpo and dapo"):
             AlgorithmConfig(estimator=estimator, scale_rewards="batch")  # type: ignore[arg-type]
+
+
+def test_sequence_level_defaults_to_gspo_s_clip_range_and_its_mean_over_sequences() -> None:
+    """At ``importance_sampling_level: sequence`` the unset clip bounds are the GSPO paper's 3e-4 / 4e-4
+    (0.2 would almost never clip the exp of a mean log-ratio) and ``auto`` aggregates as GSPO does, over
+    sequences, whatever the estimator's own; token level keeps 0.2 (0.28 high for dapo)."""
+    seq = AlgorithmConfig(importance_sampling_level="sequence")
+    assert (seq.resolved_clip_low, seq.resolved_clip_high, seq.resolved_loss_agg) == (
+        3e-4,
+        4e-4,
+        "seq_mean_token_mean",
+    )
+    for estimator in ("dapo", "dr_grpo"):  # token_mean, seq_mean_token_sum_norm at token level
+        cfg = AlgorithmConfig(estimator=estimator, importance_sampling_level="sequence")  # type: ignore[arg-type]
+        assert (cfg.resolved_loss_agg, cfg.resolved_clip_high) == ("seq_mean_token_mean", 4e-4)
+    given = AlgorithmConfig(importance_sampling_level="sequence", clip_eps_low=1e-3)
+    assert (given.resolved_clip_low, given.resolved_clip_high) == (1e-3, 1e-3)  # high defaults to low
+    high = AlgorithmConfig(importance_sampling_level="sequence", clip_eps_high=5e-4)
+    assert (high.resolved_clip_low, high.resolved_clip_high) == (3e-4, 5e-4)
+    token = AlgorithmConfig()
+    assert (token.importance_sampling_level, token.resolved_clip_low, token.dual_clip_c) == (
+        "token",
+        0.2,
+        None,
+    )
+    assert AlgorithmConfig(clip_eps_low=0.1).resolved_clip_high == 0.1
+    # RUN_DIR/config.json (every field written out) loads back with the same bounds
+    cfg = TrainConfig.model_validate(
+        {"model": {"path": "m"}, "algorithm": {"importance_sampling_level": "sequence"}}
+    )
+    again = TrainConfig.model_validate(json.loads(json.dumps(to_dict(cfg))))
+    assert (again.algorithm.resolved_clip_low, again.algorithm.resolved_clip_high) == (3e-4, 4e-4)
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean_token_sum_norm", "bnpo"])
+def test_sequence_level_refuses_an_aggregation_that_weights_sequences_by_length(loss_agg: str) -> None:
+    with pytest.raises(
+        ValidationError, match=f"loss_agg {loss_agg} with importance_sampling_level: sequence"
+    ):
+        AlgorithmConfig(importance_sampling_level="sequence", loss_agg=loss_agg)  # type: ignore[arg-type]
+    assert AlgorithmConfig(importance_sampling_level="sequence", loss_agg="seq_mean_token_mean")
+    assert AlgorithmConfig(loss_agg=loss_agg).resolved_loss_agg == loss_agg  # token level: any
+
+
+def test_dual_clip_c_is_over_1_and_token_level_only() -> None:
+    assert AlgorithmConfig(dual_clip_c=3.0).dual_clip_c == 3.0
+    for c in (1.0, 0.5):
+        with pytest.raises(ValidationError, match="dual_clip_c\n.*greater than 1"):
+            AlgorithmConfig(dual_clip_c=c)
+    with pytest.raises(ValidationError, match="dual_clip_c applies at importance_sampling_level: token only"):
+        AlgorithmConfig(dual_clip_c=3.0, importance_sampling_level="sequence")
+    with pytest.raises(ValidationError, match="importance_sampling_level"):
+        AlgorithmConfig(importance_sampling_level="sentence")  # type: ignore[arg-type]
 
 
 def test_every_field_is_documented() -> None:

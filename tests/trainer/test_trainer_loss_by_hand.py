@@ -232,6 +232,36 @@ def _tempered_logprobs(model: torch.nn.Module, completion: list[int]) -> list[fl
     return [lp[len(PROMPT) - 1 + t, tok].item() for t, tok in enumerate(completion)]
 
 
+def _ratio_trainer(tiny_model_dir: Path, tmp_path: Path, **algorithm: Any) -> Trainer:
+    """One group of four at ``T_SAMPLE``, its ratios to the *sampler's* logprobs (old_logprobs: sampler)."""
+    cfg = TrainConfig.model_validate(
+        {
+            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+            "data": {"use_chat_template": False, "prompt_template": "{question}"},
+            "generation": {"group_size": 4, "max_new_tokens": L_MAX, "temperature": T_SAMPLE},
+            "algorithm": {"old_logprobs": "sampler", **algorithm},
+            "training": {"prompts_per_step": 1, "micro_batch_size": 2},
+            "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+        }
+    )
+    return Trainer(cfg)
+
+
+def _sampled_with_ratios(trainer: Trainer) -> tuple[list[Group], list[list[float]]]:
+    """The group of ``TOKENS_OF`` (rewards 1, 0, 0, invalid) whose sampler logprobs put ``RHO`` on each
+    token under the trainer's policy as it is now; with the policy's logprobs."""
+    policy = [_tempered_logprobs(trainer.model, c) for c in TOKENS_OF]
+    comps = [
+        Completion(PROMPT, c, [lp - math.log(r) for lp, r in zip(lps, rhos, strict=True)], "x", False)
+        for c, lps, rhos in zip(TOKENS_OF, policy, RHO, strict=True)
+    ]
+    results = [
+        ItemResult(id=str(k), reward="r", score=s, valid=s is not None, reason=None if s is not None else "x")
+        for k, s in enumerate([1.0, 0.0, 0.0, None])
+    ]
+    return [Group("g0", Problem(0, "q0", "1"), comps, results)], policy
+
+
 @pytest.mark.parametrize("kl_estimator", ["k1", "k2", "k3"])
 def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_token(
     tiny_model_dir: Path, tmp_path: Path, kl_estimator: str
@@ -242,40 +272,22 @@ def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_tok
     that Δ = log π_θ − log π_ref is not 0. The other by-hand tests have ρ = 1 and Δ = 0, where neither
     the clip bounds passed to the loss, nor the sampler's logprobs, nor the sign, estimator or direction
     of the KL term changes a number."""
-    cfg = TrainConfig.model_validate(
-        {
-            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
-            "data": {"use_chat_template": False, "prompt_template": "{question}"},
-            "generation": {"group_size": 4, "max_new_tokens": L_MAX, "temperature": T_SAMPLE},
-            "algorithm": {
-                "old_logprobs": "sampler",
-                "clip_eps_low": EPS_LOW,
-                "clip_eps_high": EPS_HIGH,
-                "kl_coef": BETA,
-                "kl_estimator": kl_estimator,
-                "loss_agg": "token_mean",
-            },
-            "training": {"prompts_per_step": 1, "micro_batch_size": 2},
-            "output": {"run_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
-        }
+    trainer = _ratio_trainer(
+        tiny_model_dir,
+        tmp_path,
+        clip_eps_low=EPS_LOW,
+        clip_eps_high=EPS_HIGH,
+        kl_coef=BETA,
+        kl_estimator=kl_estimator,
+        loss_agg="token_mean",
     )
-    trainer = Trainer(cfg)
     assert trainer.reference is not None
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():  # the policy leaves its reference (the checkpoint as loaded)
         for p in trainer.model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=gen))
-    policy = [_tempered_logprobs(trainer.model, c) for c in TOKENS_OF]
+    groups, policy = _sampled_with_ratios(trainer)
     ref = [_tempered_logprobs(trainer.reference, c) for c in TOKENS_OF]
-    comps = [
-        Completion(PROMPT, c, [lp - math.log(r) for lp, r in zip(lps, rhos, strict=True)], "x", False)
-        for c, lps, rhos in zip(TOKENS_OF, policy, RHO, strict=True)
-    ]
-    results = [
-        ItemResult(id=str(k), reward="r", score=s, valid=s is not None, reason=None if s is not None else "x")
-        for k, s in enumerate([1.0, 0.0, 0.0, None])
-    ]
-    groups = [Group("g0", Problem(0, "q0", "1"), comps, results)]
     adv, _ = trainer._advantages(groups)
     a = [x / S for x in (2 / 3, -1 / 3, -1 / 3)]  # valid [1, 0, 0]: mean 1/3, sample std √(1/3)
     assert adv.values[0, :3].tolist() == pytest.approx(a, rel=1e-12)
@@ -299,6 +311,68 @@ def test_the_loss_with_clip_higher_ratios_and_the_kl_is_the_formula_token_by_tok
     assert stats["kl"] == pytest.approx(sum(kl_terms) / n_tok, rel=1e-4)
     assert stats["ratio_mean"] == pytest.approx(sum(sum(r) for r in RHO[:3]) / n_tok, rel=1e-4)
     assert clipped == 2 and stats["clip_frac"] == pytest.approx(clipped / n_tok)
+
+
+def test_gspo_in_the_trainer_takes_each_completion_s_geometric_mean_ratio_and_clips_it_whole(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``importance_sampling_level: sequence``, clip bounds left unset (GSPO's 3e-4 / 4e-4): the same
+    sampler ratios as above give s_i = (Π_t ρ_t)^(1/|y_i|), 0.979, 0.866 and 0.995; the first (A > 0,
+    under 1 − 3e-4) is not clipped, the other two (A < 0, under 1 − 3e-4) are, every token of them.
+    The loss is GSPO's mean over the 3 completions (seq_mean_token_mean, which auto picks at sequence
+    level), the metrics are per token."""
+    trainer = _ratio_trainer(tiny_model_dir, tmp_path, importance_sampling_level="sequence")
+    groups, _ = _sampled_with_ratios(trainer)
+    adv, _ = trainer._advantages(groups)
+    a = [x / S for x in (2 / 3, -1 / 3, -1 / 3)]
+    s = [math.exp(sum(math.log(r) for r in rho) / len(rho)) for rho in RHO[:3]]
+    lo, hi = 1 - 3e-4, 1 + 4e-4
+    terms = [-min(si * ai, min(max(si, lo), hi) * ai) for si, ai in zip(s, a, strict=True)]
+    clipped = [min(max(si, lo), hi) * ai < si * ai for si, ai in zip(s, a, strict=True)]
+    assert clipped == [False, True, True]
+    n_tok = sum(len(r) for r in RHO[:3])  # 7
+    stats = trainer._optimize(groups, adv)
+    assert stats["loss"] == pytest.approx(sum(terms) / 3, rel=1e-4)
+    # a clipped completion counts once per token; its ratio s_i once per token
+    assert stats["clip_frac"] == pytest.approx(
+        sum(len(r) for r, c in zip(RHO[:3], clipped, strict=True) if c) / n_tok
+    )
+    assert stats["ratio_mean"] == pytest.approx(
+        sum(len(r) * si for r, si in zip(RHO[:3], s, strict=True)) / n_tok, rel=1e-4
+    )
+    assert math.isnan(stats["dual_clip_frac"]) and stats["grad_norm"] > 0
+
+
+def test_dual_clip_in_the_trainer_bounds_the_loss_of_negative_advantage_tokens(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``dual_clip_c: 1.4`` on the same sampler ratios: the A < 0 token at ρ = 1.5 (PPO-clip's 1.5|A|,
+    its unclipped branch) is bounded at 1.4|A|; the A > 0 tokens at 1.5 and 1.25 and the others are
+    PPO-clip's as before."""
+    c = 1.4
+    trainer = _ratio_trainer(
+        tiny_model_dir,
+        tmp_path,
+        clip_eps_low=EPS_LOW,
+        clip_eps_high=EPS_HIGH,
+        dual_clip_c=c,
+        loss_agg="token_mean",
+    )
+    groups, _ = _sampled_with_ratios(trainer)
+    adv, _ = trainer._advantages(groups)
+    a = [x / S for x in (2 / 3, -1 / 3, -1 / 3)]
+    terms, dual = [], 0
+    for i in range(3):
+        for rho in RHO[i]:
+            ppo = -min(rho * a[i], min(max(rho, 1 - EPS_LOW), 1 + EPS_HIGH) * a[i])
+            bounded = min(ppo, -c * a[i]) if a[i] < 0 else ppo
+            terms.append(bounded)
+            dual += bounded < ppo
+    assert dual == 1
+    stats = trainer._optimize(groups, adv)
+    assert stats["loss"] == pytest.approx(sum(terms) / len(terms), rel=1e-4)
+    assert stats["dual_clip_frac"] == pytest.approx(dual / len(terms))
+    assert stats["clip_frac"] == pytest.approx(2 / len(terms))  # the dual-clipped token is not PPO-clipped
 
 
 def test_a_second_epoch_takes_its_ratio_to_the_first_epoch_s_policy(

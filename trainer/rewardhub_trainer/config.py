@@ -52,6 +52,7 @@ Operation = Literal["+", "-", "*", "/"]
 LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "bnpo"]
 ProcessCredit = Literal["none", "pure_min", "grpo_process"]
 ProcessStepValue = Literal["auto", "score", "process_reward"]
+ImportanceSamplingLevel = Literal["token", "sequence"]
 
 # The loss aggregation each estimator's paper uses (algorithms.md §4.8), for ``loss_agg: auto``.
 DEFAULT_LOSS_AGG: dict[str, str] = {
@@ -62,6 +63,9 @@ DEFAULT_LOSS_AGG: dict[str, str] = {
     "mc_grpo": "seq_mean_token_mean",
     "rloo": "seq_mean_token_mean",
 }
+
+# GSPO's clip range (eps_low, eps_high), the paper's §5.1 (as TRL's docs give it): the default at sequence level.
+GSPO_CLIP_EPS = (3e-4, 4e-4)
 
 
 def _default_operations() -> list[Operation]:
@@ -436,7 +440,8 @@ class AlgorithmConfig(_Section):
         "auto",
         description="seq_mean_token_mean (GRPO), token_mean (DAPO), seq_mean_token_sum_norm (Dr. GRPO: "
         "/(N*L_max)), bnpo (TRL's: each micro-batch's token mean, averaged over the micro-batches); "
-        "auto: the estimator's own.",
+        "auto: the estimator's own (seq_mean_token_mean at importance_sampling_level sequence, the only "
+        "one it allows).",
     )
     scale_rewards: Literal["group", "batch", "none"] | None = Field(
         None,
@@ -445,9 +450,33 @@ class AlgorithmConfig(_Section):
         "other estimators have their own scaling.",
     )
     std_eps: float = Field(1e-4, gt=0, description="eps in the std denominators (TRL: 1e-4).")
-    clip_eps_low: float = Field(0.2, gt=0, lt=1, description="PPO clip: ratio >= 1 - eps_low.")
+    importance_sampling_level: ImportanceSamplingLevel = Field(
+        "token",
+        description="Where the PPO ratio is taken (TRL's importance_sampling_level): token (one ratio per "
+        "token, GRPO/PPO); sequence (GSPO: one ratio per completion, exp of the mean token log-ratio, "
+        "clipped per sequence; GSPO-token with process credit's per-token advantages). sequence needs "
+        "loss_agg seq_mean_token_mean (auto picks it: GSPO's mean over sequences), takes its clip "
+        "defaults from the GSPO paper (clip_eps_low/high), and has no dual clip.",
+    )
+    clip_eps_low: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="PPO clip: ratio >= 1 - eps_low (default 0.2; 3e-4 at importance_sampling_level "
+        "sequence, the GSPO paper's: a sequence ratio is a mean of log-ratios and rarely leaves 1 +- 0.2).",
+    )
     clip_eps_high: float | None = Field(
-        None, gt=0, description="PPO clip: ratio <= 1 + eps_high (default: eps_low; 0.28 for dapo)."
+        None,
+        gt=0,
+        description="PPO clip: ratio <= 1 + eps_high (default: eps_low; 0.28 for dapo; 4e-4 at "
+        "importance_sampling_level sequence when clip_eps_low is unset too).",
+    )
+    dual_clip_c: float | None = Field(
+        None,
+        gt=1,
+        description="Dual-clip PPO (verl's clip_ratio_c, which defaults to 3.0): where the advantage is "
+        "negative the token's loss is at most -c*A, so a ratio far above 1 cannot blow it up (the "
+        "dual_clip_frac metric counts those tokens); must be > 1; null: off. Token level only.",
     )
     num_epochs: int = Field(
         1, ge=1, description="Optimisation epochs per batch (one optimizer step per epoch; mu in GRPO)."
@@ -622,15 +651,49 @@ class AlgorithmConfig(_Section):
     def resolved_scale_rewards(self) -> str:
         return self.scale_rewards or "group"
 
+    @model_validator(mode="after")
+    def _sequence_level(self) -> AlgorithmConfig:
+        # GSPO's loss is one term per completion, averaged over completions. Written on each token, only
+        # seq_mean_token_mean gives that back; the others would weight a completion's term by its length
+        # (token_mean, bnpo) or by its length over L_max (seq_mean_token_sum_norm), the length weighting
+        # GSPO's 1/|y_i| is there to avoid. verl's GSPO loss ignores its loss_agg_mode for the same reason.
+        if self.importance_sampling_level != "sequence":
+            return self
+        if self.loss_agg not in ("auto", "seq_mean_token_mean"):
+            raise ValueError(
+                f"algorithm.loss_agg {self.loss_agg} with importance_sampling_level: sequence: GSPO's loss is "
+                "one term per completion, averaged over completions; loss_agg would weight each term by "
+                "the completion's length. Use seq_mean_token_mean (or auto, which picks it at sequence level)"
+            )
+        if self.dual_clip_c is not None:
+            raise ValueError(
+                "algorithm.dual_clip_c applies at importance_sampling_level: token only (verl's vanilla PPO "
+                "loss has it, its GSPO loss does not; GSPO's own sequence clip is 3e-4/4e-4 wide): remove "
+                "it, or set importance_sampling_level: token"
+            )
+        return self
+
     @property
     def resolved_loss_agg(self) -> str:
+        if self.importance_sampling_level == "sequence":
+            return "seq_mean_token_mean"
         return DEFAULT_LOSS_AGG[self.estimator] if self.loss_agg == "auto" else self.loss_agg
+
+    @property
+    def resolved_clip_low(self) -> float:
+        """0.2, or at sequence level GSPO's 3e-4 (TRL's recommendation from the paper's §5.1): a sequence's
+        ratio is the exp of a *mean* log-ratio, so 0.2 would almost never clip it."""
+        if self.clip_eps_low is not None:
+            return self.clip_eps_low
+        return GSPO_CLIP_EPS[0] if self.importance_sampling_level == "sequence" else 0.2
 
     @property
     def resolved_clip_high(self) -> float:
         if self.clip_eps_high is not None:
             return self.clip_eps_high
-        return 0.28 if self.estimator == "dapo" else self.clip_eps_low
+        if self.importance_sampling_level == "sequence":
+            return GSPO_CLIP_EPS[1] if self.clip_eps_low is None else self.clip_eps_low
+        return 0.28 if self.estimator == "dapo" else self.resolved_clip_low
 
     @property
     def resolved_dynamic_sampling(self) -> bool:

@@ -14,7 +14,8 @@ One step::
         (process credit: per-token advantages from the PRM step scores in the results' details, their
         character spans placed on completion tokens by process.py)
     for epoch in 1..num_epochs:                                    # one optimizer step per epoch
-        for each micro-batch: PPO-clip (+ β·KL) per token, aggregated with global normalisers, backward
+        for each micro-batch: PPO-clip (token or sequence ratio; optional dual clip) (+ β·KL) per token,
+                              aggregated with global normalisers, backward
         clip gradients, step
 
 Old logprobs: ``sampler`` uses the logprobs recorded during sampling (the sampling policy's own);
@@ -24,9 +25,12 @@ weights do not change until the end of that epoch (one optimizer step per epoch)
 Sequences whose advantage is exactly 0 carry no policy gradient (ρ·0 = 0); when the KL term is off they
 are counted in the loss normalisers but not run through the model, which is mathematically identical and
 saves the forward/backward of every zero-variance group. The per-token policy metrics (``entropy``,
-``logprob_mismatch``, ``clip_frac``, ``ratio_mean``) are therefore means over the tokens of the sequences
-that were run (``seqs_forwarded``, against ``seqs_in_loss``): with the KL off, over the sequences with a
-non-zero advantage only, so they are not comparable with a KL-on run's token for token.
+``logprob_mismatch``, ``clip_frac``, ``dual_clip_frac``, ``ratio_mean``) are therefore means over the
+tokens of the sequences that were run (``seqs_forwarded``, against ``seqs_in_loss``): with the KL off, over
+the sequences with a non-zero advantage only, so they are not comparable with a KL-on run's token for
+token. At ``importance_sampling_level: sequence`` they stay per token: a clipped completion counts once per
+token in ``clip_frac`` and its ratio ``s_i`` once per token in ``ratio_mean`` (the GSPO paper's clipped-token
+fraction, and verl's and TRL's), so token and sequence runs share one denominator.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from rewardhub_trainer.checkpoint import latest_checkpoint, load_checkpoint, sav
 from rewardhub_trainer.config import TrainConfig, to_dict
 from rewardhub_trainer.data import Problem, encode_prompt, make_source
 from rewardhub_trainer.generation import Completion, make_generator
-from rewardhub_trainer.losses import LossNorm, aggregate, clipped_surrogate, kl_estimate, token_logprobs
+from rewardhub_trainer.losses import LossNorm, aggregate, kl_estimate, policy_loss, token_logprobs
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
 from rewardhub_trainer.process import read_steps, step_key, step_scores
@@ -448,13 +452,13 @@ class Trainer:
         if not batches:
             return stats
         mode = alg.resolved_loss_agg
-        eps_hi = alg.resolved_clip_high
         ref_lp: list[torch.Tensor | None] = [None] * len(batches)
         first_lp: list[torch.Tensor] = []
         sums = {
             "loss": 0.0,
             "kl": 0.0,
             "clip": 0.0,
+            "dual_clip": 0.0,
             "ratio": 0.0,
             "mismatch": 0.0,
             "mismatch_tokens": 0.0,
@@ -483,9 +487,17 @@ class Trainer:
                 old = first_lp[k]
                 if alg.old_logprobs == "sampler":  # but the policy's own where the sampler's are unknown
                     old = torch.where(torch.isnan(b["sampler_logprobs"]), old, b["sampler_logprobs"])
-                per_tok, ratio, clipped = clipped_surrogate(
-                    logp, old, b["advantages"], alg.clip_eps_low, eps_hi
+                pol = policy_loss(
+                    logp,
+                    old,
+                    b["advantages"],
+                    b["mask"],
+                    level=alg.importance_sampling_level,
+                    eps_low=alg.resolved_clip_low,
+                    eps_high=alg.resolved_clip_high,
+                    dual_clip_c=alg.dual_clip_c,
                 )
+                per_tok = pol.per_token
                 if alg.kl_coef > 0:
                     ref_k = ref_lp[k]
                     assert ref_k is not None
@@ -497,8 +509,9 @@ class Trainer:
                 loss.backward()  # type: ignore[no-untyped-call]
                 if epoch == alg.num_epochs - 1:
                     sums["loss"] += float(loss.detach())
-                    sums["clip"] += float((clipped.float() * m).sum())
-                    sums["ratio"] += float((ratio.detach() * m).sum())
+                    sums["clip"] += float((pol.clipped.float() * m).sum())
+                    sums["dual_clip"] += float((pol.dual_clipped.float() * m).sum())
+                    sums["ratio"] += float((pol.ratio.detach() * m).sum())
             params = [p for p in self.model.parameters() if p.requires_grad]
             max_norm = cfg.training.max_grad_norm
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else math.inf))
@@ -510,6 +523,7 @@ class Trainer:
             loss=sums["loss"],
             kl=sums["kl"] / ntok if alg.kl_coef > 0 else math.nan,
             clip_frac=sums["clip"] / ntok,
+            dual_clip_frac=sums["dual_clip"] / ntok if alg.dual_clip_c is not None else math.nan,
             ratio_mean=sums["ratio"] / ntok,
             logprob_mismatch=sums["mismatch"] / sums["mismatch_tokens"]
             if sums["mismatch_tokens"]
