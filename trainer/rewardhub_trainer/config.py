@@ -647,10 +647,6 @@ class AlgorithmConfig(_Section):
                 raise ValueError(f"gdpo_weights names {unknown}, which are not in gdpo_components")
         return self
 
-    @property
-    def resolved_scale_rewards(self) -> str:
-        return self.scale_rewards or "group"
-
     @model_validator(mode="after")
     def _sequence_level(self) -> AlgorithmConfig:
         # GSPO's loss is one term per completion, averaged over completions. Written on each token, only
@@ -667,11 +663,15 @@ class AlgorithmConfig(_Section):
             )
         if self.dual_clip_c is not None:
             raise ValueError(
-                "algorithm.dual_clip_c applies at importance_sampling_level: token only (verl's vanilla PPO "
-                "loss has it, its GSPO loss does not; GSPO's own sequence clip is 3e-4/4e-4 wide): remove "
-                "it, or set importance_sampling_level: token"
+                "algorithm.dual_clip_c applies at importance_sampling_level: token only (verl's vanilla "
+                "PPO loss has it, its GSPO loss does not; GSPO's sequence clip is 3e-4/4e-4 wide by "
+                "default): remove it, or set importance_sampling_level: token"
             )
         return self
+
+    @property
+    def resolved_scale_rewards(self) -> str:
+        return self.scale_rewards or "group"
 
     @property
     def resolved_loss_agg(self) -> str:
