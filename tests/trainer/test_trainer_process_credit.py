@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 from pydantic import ValidationError
 
 from conftest import LiveServer, serve
@@ -202,6 +203,33 @@ def test_the_loss_is_minus_the_token_advantages_over_the_tokens(make_trainer: Ca
     assert stats["ratio_mean"] == pytest.approx(1.0)
     assert stats["loss"] == pytest.approx(-total / (12 + 8 + 2), rel=1e-5)
     assert math.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
+
+
+def test_at_sequence_level_process_credit_is_gspo_token_each_token_keeping_its_advantage(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """``importance_sampling_level: sequence`` with per-token advantages is GSPO-token: at s_i = 1
+    (recompute, one epoch) its gradient on token t is −A_{i,t}/(N |y_i|), the token level's under
+    seq_mean_token_mean, so the two give the same loss and the same gradients; a sequence loss that
+    read one advantage per completion (its mean, or its first token's) would not, the advantages
+    varying along the completions here."""
+    stats, grads = [], []
+    for algorithm in (
+        {"importance_sampling_level": "sequence"},
+        {"importance_sampling_level": "token", "loss_agg": "seq_mean_token_mean"},
+    ):
+        trainer = make_trainer(process_credit="grpo_process", **algorithm)
+        groups = [make_group(trainer.tokenizer)]
+        adv, _ = trainer._advantages(groups)
+        assert adv.tokens is not None and len(set(adv.tokens[0][0].tolist())) > 1
+        stats.append(trainer._optimize(groups, adv))
+        grads.append([p.grad.clone() for p in trainer.model.parameters() if p.grad is not None])
+    assert stats[0]["loss"] == pytest.approx(stats[1]["loss"], rel=1e-6) and stats[0]["loss"] != 0
+    assert (
+        stats[0]["grad_norm"] == pytest.approx(stats[1]["grad_norm"], rel=1e-5) and stats[0]["grad_norm"] > 0
+    )
+    assert len(grads[0]) == len(grads[1]) > 0
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads[0], grads[1], strict=True))
 
 
 def test_spans_count_from_the_response_sent_with_its_prefix(make_trainer: Callable[..., Trainer]) -> None:
