@@ -231,10 +231,16 @@ class LiveServer:
 
 @contextlib.contextmanager
 def serve(
-    env: dict[str, str | None] | None = None, *, workers: int = 1, tmp: Path, cwd: Path | None = None
+    env: dict[str, str | None] | None = None,
+    *,
+    workers: int = 1,
+    tmp: Path,
+    cwd: Path | None = None,
+    ready_timeout_s: float = 60,
 ) -> Iterator[LiveServer]:
     """Run ``rewardhub serve`` in a subprocess on a free port until the block ends (in ``cwd``, where a
-    ``.env`` file would be read; an ``env`` value of None removes that variable)."""
+    ``.env`` file would be read; an ``env`` value of None removes that variable). ``ready_timeout_s``:
+    how long its start may take (each in-process model loads in a process of its own at start)."""
     port = free_port()
     log_path = tmp / f"server-{port}.log"
     merged = {**os.environ, "REWARDHUB_CPU_WORKERS": "2", **(env or {})}
@@ -249,7 +255,7 @@ def serve(
         )
     server = LiveServer(url=f"http://127.0.0.1:{port}", proc=proc, log_path=log_path)
     try:
-        wait_for(f"{server.url}/ready", timeout_s=60)
+        wait_for(f"{server.url}/ready", timeout_s=ready_timeout_s)
         yield server
     finally:
         proc.terminate()

@@ -297,14 +297,34 @@ def test_process_credit_settings_are_checked() -> None:
 # ---- one step against a live service with a tiny PRM ----
 
 
+def _prm_service(tmp_path_factory: pytest.TempPathFactory, **prm_env: str) -> Iterator[LiveServer]:
+    """A live service on one CPU worker, its PRM backend set by ``REWARDHUB_PRM_*`` (``prm_env``); its
+    start may take a while on a busy machine (an implicit PRM loads two models, each in its process)."""
+    env = {"REWARDHUB_CPU_WORKERS": "1", **{f"REWARDHUB_PRM_{k.upper()}": v for k, v in prm_env.items()}}
+    with serve(env, tmp=tmp_path_factory.mktemp("server"), ready_timeout_s=240) as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
 def prm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     from tiny_models import build_tiny_qwen_prm
 
     prm = build_tiny_qwen_prm(tmp_path_factory.mktemp("prm") / "qwen-prm")
-    env = {"REWARDHUB_CPU_WORKERS": "1", "REWARDHUB_PRM_MODEL": str(prm)}
-    with serve(env, tmp=tmp_path_factory.mktemp("server")) as server:
-        yield server
+    yield from _prm_service(tmp_path_factory, model=str(prm))
+
+
+@pytest.fixture(scope="module")
+def implicit_prm_server(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
+) -> Iterator[LiveServer]:
+    """PRIME's implicit PRM (prm convention implicit): π_φ is the policy's own tiny model (PRIME starts
+    its PRM from the SFT policy), π_ref another one of the same tokenizer, other weights."""
+    from tiny_models import build_tiny_causal_lm
+
+    ref = build_tiny_causal_lm(tmp_path_factory.mktemp("prm") / "implicit-ref", seed=7)
+    yield from _prm_service(
+        tmp_path_factory, model=str(tiny_model_dir), ref_model=str(ref), convention="implicit"
+    )
 
 
 class _Recording(httpx.AsyncBaseTransport):
@@ -323,45 +343,63 @@ class _Recording(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+class _Step:
+    """One training step of the real trainer against a live service, keeping what it placed on tokens."""
+
+    def __init__(self, tiny_model_dir: Path, run_dir: Path, reward: dict[str, Any], **algorithm: Any) -> None:
+        self.cfg = TrainConfig.model_validate(
+            {
+                "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
+                "reward": reward,
+                "data": {"use_chat_template": False, "prompt_template": "{question}"},
+                "generation": {"group_size": 4, "max_new_tokens": 12},
+                "algorithm": algorithm,
+                "training": {"steps": 1, "prompts_per_step": 2, "learning_rate": 0.01},
+                "output": {
+                    "run_dir": str(run_dir),
+                    "progress": False,
+                    "tensorboard": False,
+                    "save_final_model": False,
+                },
+            }
+        )
+        self.transport = _Recording()
+        self.placed: list[list[tuple[int, float]] | None] = []
+        self.advantages: list[Any] = []
+        step = self
+
+        class Recording(Trainer):  # the real trainer, keeping the step values it placed and its advantages
+            def _process_steps(self, groups: list[Group]) -> list[list[list[tuple[int, float]] | None]]:
+                out = super()._process_steps(groups)
+                step.placed.extend(s for row in out for s in row)
+                return out
+
+            def _advantages(self, groups: list[Group]) -> Any:
+                out = super()._advantages(groups)
+                step.advantages.append(out[0])
+                return out
+
+        self.trainer = Recording(self.cfg, reward_transport=self.transport)
+
+    def run(self) -> dict[str, Any]:
+        """Run the step; check what every process-credit run must do, and give its metrics row."""
+        assert self.trainer.run()["steps"] == 1
+        assert self.transport.bodies and all(b["options"]["include_details"] for b in self.transport.bodies)
+        row = read_metrics(Path(self.cfg.output.run_dir))[0]
+        assert row["invalid_frac"] == 0.0 and row["seqs_in_loss"] == 8
+        assert row["seqs_forwarded"] > 0 and math.isfinite(row["loss"]) and row["adv_abs_mean"] > 0
+        assert math.isfinite(row["grad_norm"]) and self.trainer.updates == 1
+        # every completion was read with its step values (none masked for want of them), some placed
+        assert len(self.placed) == 8 and all(p is not None for p in self.placed) and any(self.placed)
+        return row
+
+
 @pytest.mark.integration
 def test_one_pure_min_step_against_a_live_prm(
     prm_server: LiveServer, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    cfg = TrainConfig.model_validate(
-        {
-            "model": {"path": str(tiny_model_dir), "device": "cpu", "torch_threads": 1},
-            "reward": {"url": prm_server.url, "name": "prm", "config": {"separator": "\n"}},
-            "data": {"use_chat_template": False, "prompt_template": "{question}"},
-            "generation": {"group_size": 4, "max_new_tokens": 12},
-            "algorithm": {"process_credit": "pure_min"},
-            "training": {"steps": 1, "prompts_per_step": 2, "learning_rate": 0.01},
-            "output": {
-                "run_dir": str(tmp_path / "run"),
-                "progress": False,
-                "tensorboard": False,
-                "save_final_model": False,
-            },
-        }
-    )
-    transport = _Recording()
-    placed: list[list[tuple[int, float]] | None] = []
-
-    class Recording(Trainer):  # the real trainer, keeping the step scores it placed on tokens
-        def _process_steps(self, groups: list[Group]) -> list[list[list[tuple[int, float]] | None]]:
-            out = super()._process_steps(groups)
-            placed.extend(s for row in out for s in row)
-            return out
-
-    trainer = Recording(cfg, reward_transport=transport)
-    summary = trainer.run()
-    assert summary["steps"] == 1
-    assert transport.bodies and all(b["options"]["include_details"] for b in transport.bodies)
-    row = read_metrics(Path(cfg.output.run_dir))[0]
-    assert row["invalid_frac"] == 0.0 and row["seqs_in_loss"] == 8
-    assert row["seqs_forwarded"] > 0 and math.isfinite(row["loss"]) and row["adv_abs_mean"] > 0
-    assert trainer.updates == 1
-    # every completion was read with its PRM step scores (none masked for want of them), some placed
-    assert len(placed) == 8 and all(p is not None for p in placed) and any(placed)
+    reward = {"url": prm_server.url, "name": "prm", "config": {"separator": "\n"}}
+    _Step(tiny_model_dir, tmp_path / "run", reward, process_credit="pure_min").run()
 
 
 def test_without_process_credit_no_details_are_asked_for(make_trainer: Callable[..., Trainer]) -> None:
@@ -496,3 +534,200 @@ def test_process_step_value_process_reward_needs_steps_that_carry_one(
         assert x.tolist() == y.tolist()
     with pytest.raises(ValidationError):
         AlgorithmConfig.model_validate({"process_step_value": "score"})  # process credit off
+
+
+# ---- prime: PRIME's own credit (implicit process rewards, RLOO per source, whitened) ----
+
+B = [38, EOS]  # "B": one token and the EOS; a step [0, 1) ends on token 0
+# two groups of three: (ids, the steps' (start, end, process_reward), outcome; None: invalid), each
+# step's end token known: C0's [0, 6) and [8, 12) on tokens 5 and 10, C1's [0, 1) and [3, 5) on 0 and 6
+PRIME_GROUPS: list[list[tuple[list[int], list[tuple[int, int, float]], float | None]]] = [
+    [
+        (C0, [(0, 6, 0.4), (8, 12, -0.3)], 1.0),
+        (C1, [(0, 1, 0.1), (3, 5, 0.2)], 0.0),
+        (B, [(0, 1, -0.2)], 0.0),
+    ],
+    [
+        (C1, [(0, 1, 0.3), (3, 5, -0.1)], 1.0),
+        (C0, [(0, 6, 0.2), (8, 12, 0.2)], 1.0),
+        (B, [(0, 1, 0.5)], None),  # invalid: K is 2 in this group, its 0.5 in no baseline or norm
+    ],
+]
+END_TOKEN = {id(C0): {6: 5, 12: 10}, id(C1): {1: 0, 5: 6}, id(B): {1: 0}}
+
+
+def _prime_groups(tokenizer: Any, truncated: tuple[int, int] | None = None) -> list[Group]:
+    groups = []
+    for b, rows in enumerate(PRIME_GROUPS):
+        ids = [r[0] for r in rows]
+        group = make_group(tokenizer, ids, [r[2] for r in rows], [_implicit(*r[1]) for r in rows])
+        group.group_id = f"g{b}"
+        groups.append(group)
+    if truncated is not None:
+        groups[truncated[0]].completions[truncated[1]].truncated = True
+    return groups
+
+
+def _prime_by_hand(
+    coef: float, batch_norm: bool, whitened: set[tuple[int, int]] | None = None
+) -> dict[tuple[int, int], list[float]]:
+    """PRIME's token advantages written out: r_s on the token ending its step; over the group's K valid
+    members the baselines 1/(K−1) Σ_{j≠i} R_j/|y_j| off every token and 1/(K−1) Σ_{j≠i} o_j off the
+    outcome (times c, on the last token); returns with γ = 1; then (A − mean) / sqrt(var + 1e-8) over
+    every token of the members ``whitened`` (default all valid), sample variance."""
+    # batch_norm: the largest |Σ of the rewards at or after a token| of any valid member: the suffix sums
+    # are 0.1, −0.3 | 0.3, 0.2 | −0.2 | 0.2, −0.1 | 0.4, 0.2, so 0.4 (the invalid member's 0.5 is not read)
+    scale = 0.4 + 1e-6 if batch_norm else 1.0
+    raw: dict[tuple[int, int], list[float]] = {}
+    for b, rows in enumerate(PRIME_GROUPS):
+        valid = [g for g, r in enumerate(rows) if r[2] is not None]
+        k = len(valid)
+        for g in valid:
+            ids, steps, outcome = rows[g]
+            n = len(ids)
+            placed = [0.0] * n
+            for _, end, r in steps:
+                placed[END_TOKEN[id(ids)][end]] += r / scale
+            others = [j for j in valid if j != g]
+            rate = sum(sum(r for *_, r in rows[j][1]) / scale / len(rows[j][0]) for j in others) / (k - 1)
+            out = coef * (outcome - sum(rows[j][2] for j in others) / (k - 1))  # type: ignore[operator,misc]
+            raw[b, g] = [sum(placed[t:]) - rate * (n - t) + out for t in range(n)]
+    keys = whitened if whitened is not None else set(raw)
+    flat = [x for key in sorted(keys) for x in raw[key]]
+    mean = sum(flat) / len(flat)
+    var = sum((x - mean) ** 2 for x in flat) / (len(flat) - 1)
+    return {key: [(x - mean) / math.sqrt(var + 1e-8) for x in a] for key, a in raw.items()}
+
+
+@pytest.mark.parametrize(("coef", "norm"), [(1.0, "batch_norm"), (0.5, "none")])
+def test_prime_token_advantages_by_hand(make_trainer: Callable[..., Trainer], coef: float, norm: str) -> None:
+    """Two groups of three: the process rewards (an implicit PRM's process_reward, read as is) on the
+    tokens ending their steps, each member's leave-one-out baselines over its group's valid members
+    (K = 3, and 2 where one is invalid), returns, the outcome term, and the whitening over the batch."""
+    trainer = make_trainer(process_credit="prime", process_outcome_coef=coef, process_norm=norm)
+    adv, _ = trainer._advantages(_prime_groups(trainer.tokenizer))
+    want = _prime_by_hand(coef, norm == "batch_norm")
+    assert adv.tokens is not None
+    for (b, g), a in want.items():
+        assert adv.tokens[b][g].tolist() == pytest.approx(a, abs=1e-6), (b, g)
+    assert adv.tokens[1][2].tolist() == [0.0, 0.0]  # the invalid member
+    assert adv.mask.tolist() == [[True, True, True], [True, True, False]]
+    # a member's sequence-level value is its first token's
+    firsts = [want[0, 0][0], want[0, 1][0], want[0, 2][0], want[1, 0][0], want[1, 1][0], 0.0]
+    assert adv.values.flatten().tolist() == pytest.approx(firsts, abs=1e-6)
+    tokens = torch.cat([adv.tokens[b][g] for b, g in want])  # whitened: mean 0, sample std 1
+    assert float(tokens.mean()) == pytest.approx(0.0, abs=1e-9)
+    assert float(tokens.std()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_prime_whitens_over_the_completions_left_in_the_loss(make_trainer: Callable[..., Trainer]) -> None:
+    """With mask_truncated, a truncated completion is out of the loss: still a member of its group's
+    baselines (it was sampled), but not of the whitening statistics (PRIME whitens over what it trains)."""
+    trainer = make_trainer(process_credit="prime", mask_truncated=True)
+    adv, _ = trainer._advantages(_prime_groups(trainer.tokenizer, truncated=(0, 1)))
+    want = _prime_by_hand(1.0, True, whitened={(0, 0), (0, 2), (1, 0), (1, 1)})
+    assert adv.tokens is not None
+    for b, g in [(0, 0), (0, 2), (1, 0), (1, 1)]:
+        assert adv.tokens[b][g].tolist() == pytest.approx(want[b, g], abs=1e-6), (b, g)
+    assert adv.tokens[0][1].tolist() == [0.0] * len(C1)
+    assert adv.mask.tolist() == [[True, False, True], [True, True, False]]
+
+
+def test_a_prime_member_with_no_other_valid_member_is_zero_and_not_whitened(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """No leave-one-out baseline without another valid member: the lone member's advantage is 0 (in the
+    loss, as RLOO's), and its tokens do not move the whitening of the others."""
+    trainer = make_trainer(process_credit="prime", process_norm="none")
+    groups = _prime_groups(trainer.tokenizer)
+    alone = make_group(
+        trainer.tokenizer, [C1, C0, B], [1.0, None, None], [_implicit((0, 1, 0.3)), _implicit(), _implicit()]
+    )
+    adv, _ = trainer._advantages([groups[0], alone])
+    want, _ = trainer._advantages([groups[0]])
+    assert adv.tokens is not None and want.tokens is not None
+    for g in range(3):
+        assert adv.tokens[0][g].tolist() == pytest.approx(want.tokens[0][g].tolist(), abs=1e-12)
+    assert adv.tokens[1][0].tolist() == [0.0] * len(C1)
+    assert adv.mask.tolist() == [[True, True, True], [True, False, False]]
+
+
+def test_prime_reads_process_rewards_only(make_trainer: Callable[..., Trainer]) -> None:
+    """A two-class PRM's steps have no process_reward: nothing for prime to sum (masked), and a first
+    batch with none stops the run, naming the mode; a step's score (σ(q_k) of an implicit PRM) is never
+    read: the same process rewards under other scores give the same advantages."""
+    trainer = make_trainer(process_credit="prime")
+    with pytest.raises(ValueError, match="process_credit prime: no valid item"):
+        trainer._advantages([make_group(trainer.tokenizer)])
+    groups = _prime_groups(trainer.tokenizer)
+    a, _ = trainer._advantages(groups)
+    for group in groups:
+        for r in group.results:
+            for step in r.details["steps"]:  # type: ignore[index]
+                step["score"] = 1.0 - step["score"]
+    b, _ = trainer._advantages(groups)
+    assert a.tokens is not None and b.tokens is not None
+    for x, y in zip(a.tokens, b.tokens, strict=True):
+        assert [t.tolist() for t in x] == [t.tolist() for t in y]
+
+
+def test_prime_settings_are_checked() -> None:
+    """prime takes the outcome weight and PRIME's batch norm; the settings it does not read, and a
+    step value that is no process reward, are refused by name."""
+    ok = AlgorithmConfig.model_validate({"process_credit": "prime"})
+    assert (ok.process_outcome_coef, ok.process_norm, ok.process_step_value) == (1.0, "batch_norm", "auto")
+    AlgorithmConfig.model_validate(
+        {
+            "process_credit": "prime",
+            "estimator": "rloo",
+            "process_outcome_coef": 0.0,
+            "process_norm": "none",
+            "process_step_value": "process_reward",
+            "process_steps_from": "prm",
+        }
+    )
+    for bad, says in (
+        ({"process_credit": "prime", "process_step_value": "score"}, "process_step_value score"),
+        ({"process_credit": "prime", "process_temperature": 0.2}, "process_temperature: pure_min only"),
+        ({"process_credit": "prime", "std_eps": 1e-6}, "std_eps"),
+        ({"process_credit": "prime", "estimator": "gdpo"}, "process_credit prime computes"),
+        ({"process_credit": "prime", "dynamic_sampling": True}, "with process_credit prime"),
+        ({"process_credit": "pure_min", "process_norm": "none"}, "process_norm: prime only"),
+        ({"process_credit": "grpo_process", "process_norm": "none"}, "process_norm: prime only"),
+        ({"process_norm": "none"}, "process credit is off"),
+    ):
+        with pytest.raises(ValidationError, match=says):
+            AlgorithmConfig.model_validate(bad)
+
+
+@pytest.mark.integration
+def test_one_prime_step_against_a_live_implicit_prm(
+    implicit_prm_server: LiveServer, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """PRIME's setup: a verifier's outcome (here a regex: a digit or not) at weight 1 and the implicit PRM
+    at weight 0, its process rewards read from the composite part; one step, finite, whitened."""
+    components = [
+        {"reward": {"name": "regex", "config": {"pattern": "\\d"}}, "name": "verifier"},
+        {"reward": {"name": "prm", "config": {"separator": "\n"}}, "name": "prm", "weight": 0},
+    ]
+    reward = {
+        "url": implicit_prm_server.url,
+        "name": "composite",
+        "config": {"components": components},
+        "accuracy_key": "verifier",
+    }
+    step = _Step(tiny_model_dir, tmp_path / "run", reward, process_credit="prime", process_steps_from="prm")
+    step.run()
+    # the values placed are the implicit PRM's process rewards (prime reads nothing else: none masked)
+    assert all(math.isfinite(x) for p in step.placed for _, x in p or ())
+    (adv,) = step.advantages
+    tokens = torch.cat(
+        [
+            a
+            for row, m in zip(adv.tokens, adv.mask.tolist(), strict=True)
+            for a, k in zip(row, m, strict=True)
+            if k
+        ]
+    )
+    assert float(tokens.mean()) == pytest.approx(0.0, abs=1e-6)
+    assert float(tokens.std()) == pytest.approx(1.0, abs=1e-3)

@@ -50,7 +50,21 @@ Formulas (``r`` a group's valid rewards, ``eps`` = ``std_eps``):
   form: PURE found such credit reward-hacked from the start of training (padding with steps the PRM
   likes pays); ``pure_min`` is the recommended one.
 
-Both mask a member without step scores as an invalid one, and put ``A_{i,0}`` in ``values``.
+* PRIME (``prime``, arXiv 2502.01456): an implicit PRM's process rewards ``r_{i,k}`` (``β Σ log
+  π_φ/π_ref`` over step k, its ``process_reward``) on tokens ``t_{i,k}``, first divided by the largest
+  ``|Σ_{k: t_k ≥ t} r_{i,k}|`` over the batch's members and tokens (+1e-6; PRIME's ``prime_norm:
+  batch_norm``, ``process_norm``); leave-one-out baselines over the ``K`` valid members of the group:
+  each token loses the others' mean process reward per token, and the outcome ``o_i`` (the item's
+  score, times ``c``) the others' mean outcome; returns with γ = 1, summed::
+
+      A_{i,t} = Σ_{s ≥ t} [ r_{i,s} − 1/(K−1) Σ_{j≠i} R_j / |y_j| ] + c · (o_i − 1/(K−1) Σ_{j≠i} o_j)
+
+  (``r_{i,s}`` the reward placed on token s, 0 off the step ends; ``R_j = Σ_k r_{j,k}``), then
+  whitened: ``(A − mean) / sqrt(var + 1e-8)``, the mean and sample variance over every token of every
+  compared member in the batch (0 for a member with no other valid member to compare with, which is
+  left out of both).
+
+All mask a member without step scores as an invalid one, and put ``A_{i,0}`` in ``values``.
 """
 
 from __future__ import annotations
@@ -70,6 +84,7 @@ __all__ = [
     "mc_grpo_advantages",
     "overlong_penalty",
     "grpo_process_advantages",
+    "prime_advantages",
     "pure_min_advantages",
     "rloo_advantages",
     "zero_variance_groups",
@@ -243,6 +258,11 @@ def _finish_tokens(tokens: list[list[torch.Tensor]], mask: torch.Tensor) -> Adva
     )
 
 
+def _leave_one_out(values: torch.Tensor, g: int, others: Sequence[int]) -> float:
+    """``values[g]`` minus the mean of ``values`` over ``others`` (RLOO's baseline; ``others`` not empty)."""
+    return float(values[g]) - math.fsum(float(values[j]) for j in others) / len(others)
+
+
 def pure_min_advantages(
     steps: Sequence[Sequence[StepScores]],
     outcome: torch.Tensor,
@@ -284,7 +304,7 @@ def pure_min_advantages(
                 continue
             tokens_of_others = sum(lengths[b][j] for j in others)
             per_token = math.fsum(total[j] for j in others) / tokens_of_others if tokens_of_others else 0.0
-            out = float(outcome[b, g]) - math.fsum(float(outcome[b, j]) for j in others) / len(others)
+            out = _leave_one_out(outcome[b], g, others)
             returns = _returns(n, [*placed[g], (n - 1, outcome_coef * out)])
             row.append(returns - per_token * torch.arange(n, 0, -1, dtype=torch.float64))
         tokens.append(row)
@@ -315,6 +335,117 @@ def grpo_process_advantages(
             row.append(_returns(n, [(t, (score - m) / d) for t, score in s]))
         tokens.append(row)
     return _finish_tokens(tokens, mask)
+
+
+def prime_advantages(
+    steps: Sequence[Sequence[StepScores]],
+    outcome: torch.Tensor,
+    lengths: Sequence[Sequence[int]],
+    *,
+    outcome_coef: float = 1.0,
+    norm: str = "batch_norm",
+    whiten_over: torch.Tensor | None = None,
+) -> Advantages:
+    """PRIME's credit per token (see the module docstring), after its reference code.
+
+    Args:
+        steps: per group, per member, its process rewards on the tokens ending their steps
+            (:data:`StepScores`: an implicit PRM's ``process_reward``, as it is).
+        outcome: ``[B, G]`` the outcome reward (the item's score), NaN where invalid.
+        lengths: per group, per member, its completion's token count ``|y|``.
+        outcome_coef: ``c``, the outcome term's weight against the process rewards' 1.
+        norm: ``batch_norm`` (PRIME's ``prime_norm``) or ``none``.
+        whiten_over: ``[B, G]`` bool, the members whose tokens the whitening statistics are taken over
+            (default every member in the mask): those left in the loss (the trainer leaves truncated
+            completions out with ``mask_truncated``), as PRIME whitens over the tokens it trains on.
+
+    What was read and matched (``PRIME-RL/PRIME @ 18ad596``, ``training/``):
+
+    * ``verl/trainer/ppo/core_algos.py::compute_rloo_returns``: one RLOO per reward source, the
+      verifier's ``gt_scores`` on the last response token and the PRM's ``rm_scores`` on every response
+      token, returns with ``verifier_gamma`` / ``reward_model_gamma`` (1.0 in ``run_prime_main.sh``),
+      summed, then ``verl_F.masked_whiten(returns, eos_mask)`` (``utils/torch_functional.py``): the mean
+      and the Bessel-corrected variance over every response token of the batch (``eos_mask`` is the
+      response's attention mask, its EOS included: here the completion's ``|y|`` tokens, EOS included),
+      ``(x − mean) · rsqrt(var + 1e-8)``. Matched, over the members in the loss.
+    * Its process baseline is computed per token as ``r_t · K/(K−1) − Σ_{all j} m_j/(K−1)`` (``m_j =
+      R_j / |y_j|``, the mean over the response tokens): at ``t = 0`` the paper's leave-one-out return
+      (``Σ_t (r_t − m_i) = 0``), but at ``t > 0`` it adds ``(Σ_{s≥t} r_s − (|y_i|−t) m_i) / (K−1)``, the
+      member's own rewards in its own baseline. Followed instead: the paper's advantage (the averaged
+      process rewards of the others as the baseline of each token, ``r_t − 1/(K−1) Σ_{j≠i} m_j``, as in
+      algorithms.md §1.8). The outcome term is the same in both.
+    * ``verl/workers/actor/dp_prime.py::update_policy``, ``prime_norm: batch_norm`` (the default of
+      ``verl/trainer/config/ppo_trainer.yaml``): the token scores divided by ``max |reverse cumsum| +
+      1e-6`` over the scores it computed (each data-parallel worker's shard; here the step's batch).
+      ``compute_implicit_reward``'s scores are ``log π_φ − log π_ref`` summed per step, without β: the
+      batch norm divides any common scale away, so the service's ``β`` only matters with ``norm: none``.
+    * ``verl/trainer/main_ppo.py``'s reward manager: ``rm_coef`` (5) and ``verifier.reward_coef`` (5)
+      weight the sources in ``token_level_scores``, which the rloo path does not read: it reads the
+      unweighted ``gt_scores`` and ``rm_scores``, so the recipe's outcome weight is 1 (``c``).
+
+    ``K`` is the group's valid members (the code's fixed ``n_samples`` knows no invalid one); a member
+    whose group has no other valid member gets 0 and is left out of the whitening statistics.
+    """
+    mask = _process_mask(steps, outcome)
+    placed = [
+        [list(s or ()) if bool(mask[b, g]) else [] for g, s in enumerate(group)]
+        for b, group in enumerate(steps)
+    ]
+    if norm == "batch_norm":
+        placed = _batch_norm(placed, lengths)
+    elif norm != "none":
+        raise ValueError(f"unknown process reward norm {norm!r} (batch_norm, none)")
+    compared = torch.zeros(mask.shape, dtype=torch.bool)
+    tokens: list[list[torch.Tensor]] = []
+    for b, group in enumerate(placed):
+        valid = [g for g in range(len(group)) if bool(mask[b, g])]
+        # m_j: member j's process reward per token, the mean over its response tokens
+        rate = {g: math.fsum(r for _, r in group[g]) / lengths[b][g] if lengths[b][g] else 0.0 for g in valid}
+        row = []
+        for g in range(len(group)):
+            n = lengths[b][g]
+            others = [j for j in valid if j != g]
+            if g not in valid or not others or n == 0:
+                row.append(torch.zeros(n, dtype=torch.float64))
+                continue
+            compared[b, g] = True
+            baseline = math.fsum(rate[j] for j in others) / len(others)
+            out = outcome_coef * _leave_one_out(outcome[b], g, others)
+            returns = _returns(n, [*group[g], (n - 1, out)])
+            row.append(returns - baseline * torch.arange(n, 0, -1, dtype=torch.float64))
+        tokens.append(row)
+    _whiten(tokens, compared if whiten_over is None else compared & whiten_over)
+    return _finish_tokens(tokens, mask)
+
+
+def _batch_norm(
+    placed: list[list[list[tuple[int, float]]]], lengths: Sequence[Sequence[int]]
+) -> list[list[list[tuple[int, float]]]]:
+    """PRIME's ``batch_norm``: every reward divided by the largest ``|return|`` (γ = 1, no baseline) at any
+    token of any member of the batch, + 1e-6."""
+    scale = max(
+        (
+            float(_returns(lengths[b][g], s).abs().max())
+            for b, row in enumerate(placed)
+            for g, s in enumerate(row)
+            if s
+        ),
+        default=0.0,
+    )
+    return [[[(t, r / (scale + 1e-6)) for t, r in s] for s in row] for row in placed]
+
+
+def _whiten(tokens: list[list[torch.Tensor]], over: torch.Tensor) -> None:
+    """verl's ``masked_whiten`` in place: ``(x − mean) / sqrt(var + 1e-8)`` for the members ``over``
+    (``[B, G]`` bool), the mean and sample (Bessel) variance over all their tokens together."""
+    picked = [(b, g) for b, g in over.nonzero().tolist() if tokens[b][g].numel()]
+    if not picked:
+        return
+    flat = torch.cat([tokens[b][g] for b, g in picked])
+    mean = flat.mean()
+    var = flat.var() if flat.numel() >= 2 else torch.zeros((), dtype=flat.dtype)
+    for b, g in picked:
+        tokens[b][g] = (tokens[b][g] - mean) * torch.rsqrt(var + 1e-8)
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:

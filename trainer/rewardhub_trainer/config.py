@@ -50,7 +50,8 @@ __all__ = [
 Estimator = Literal["grpo", "dr_grpo", "dapo", "gdpo", "mc_grpo", "rloo"]
 Operation = Literal["+", "-", "*", "/"]
 LossAgg = Literal["auto", "seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "bnpo"]
-ProcessCredit = Literal["none", "pure_min", "grpo_process"]
+ProcessCredit = Literal["none", "pure_min", "grpo_process", "prime"]
+ProcessNorm = Literal["batch_norm", "none"]
 ProcessStepValue = Literal["auto", "score", "process_reward"]
 ImportanceSamplingLevel = Literal["token", "sequence"]
 
@@ -533,7 +534,10 @@ class AlgorithmConfig(_Section):
         "ending step k, the outcome reward times process_outcome_coef on the last token, RLOO baselines, "
         "returns with gamma 1); grpo_process (DeepSeekMath's process supervision: step scores normalised "
         "over the group's steps, each token the sum of those ending at or after it; the sum form PURE found "
-        "hack-prone). Estimator grpo or rloo only; no dynamic sampling, overlong shaping or scale_rewards.",
+        "hack-prone); prime (PRIME's: an implicit PRM's process rewards on the tokens ending their steps "
+        "and the outcome reward times process_outcome_coef on the last token, each minus its leave-one-out "
+        "baseline over the group, returns with gamma 1, summed, whitened over the batch's tokens). "
+        "Estimator grpo or rloo only; no dynamic sampling, overlong shaping or scale_rewards.",
     )
     process_steps_from: str | None = Field(
         None,
@@ -546,7 +550,8 @@ class AlgorithmConfig(_Section):
         description="What of each step is its reward: score (a PRM's step score s in [0, 1]; pure_min maps it "
         "to 2s - 1); process_reward (an implicit PRM's dense reward, prm convention implicit as in PRIME: "
         "beta * sum of log pi_phi/pi_ref over the step, taken as is; its score is sigmoid of the running sum, "
-        "a value, not the step's reward); auto (process_reward where every step carries one, else score).",
+        "a value, not the step's reward); auto (process_reward where every step carries one, else score). "
+        "prime reads process_reward only (auto or process_reward; score is refused).",
     )
     process_temperature: float = Field(
         0.1, gt=0, description="pure_min: T of the soft-min weights softmax(-r_k / T) (PURE: 0.1)."
@@ -554,8 +559,15 @@ class AlgorithmConfig(_Section):
     process_outcome_coef: float = Field(
         1.0,
         ge=0,
-        description="pure_min: weight of the outcome reward (the item's score) on the last token (PURE's "
-        "verifiable_reward_coef; 0: step rewards only).",
+        description="pure_min, prime: weight of the outcome reward (the item's score) on the last token, "
+        "against the step rewards' 1 (PURE's verifiable_reward_coef; PRIME's verifier reward_coef over its "
+        "rm_coef, 5/5 in its recipe; 0: step rewards only).",
+    )
+    process_norm: ProcessNorm = Field(
+        "batch_norm",
+        description="prime: PRIME's prime_norm. batch_norm divides every process reward by the largest "
+        "|sum of the process rewards at or after a token| over the batch (+1e-6), so the process return "
+        "is within [-1, 1] like a 0/1 outcome (and beta cancels out); none takes them as they are.",
     )
 
     @model_validator(mode="after")
@@ -564,7 +576,13 @@ class AlgorithmConfig(_Section):
         # settings while it is off, would be ignored with nothing said.
         if self.process_credit == "none":
             stray = self._changed(
-                ["process_steps_from", "process_step_value", "process_temperature", "process_outcome_coef"]
+                [
+                    "process_steps_from",
+                    "process_step_value",
+                    "process_temperature",
+                    "process_outcome_coef",
+                    "process_norm",
+                ]
             )
             if stray:
                 raise ValueError(
@@ -572,13 +590,7 @@ class AlgorithmConfig(_Section):
                     "set algorithm.process_credit"
                 )
             return self
-        if self.process_credit == "grpo_process":
-            stray = self._changed(["process_temperature", "process_outcome_coef"])
-            if stray:
-                raise ValueError(
-                    f"algorithm.{', algorithm.'.join(stray)}: read by process_credit pure_min only, not "
-                    "grpo_process (which has no outcome reward and no soft-min)"
-                )
+        self._process_mode_settings()
         if self.estimator not in ("grpo", "rloo"):
             raise ValueError(
                 f"algorithm.process_credit {self.process_credit} computes the advantages itself; estimator "
@@ -596,6 +608,35 @@ class AlgorithmConfig(_Section):
                 "differ in their steps; the overlong shaping and scale_rewards act on a sequence-level reward)"
             )
         return self
+
+    def _process_mode_settings(self) -> None:
+        """Refuse the settings of another process-credit mode, and what ``prime`` cannot read."""
+        readers = {
+            "process_temperature": ("pure_min",),
+            "process_outcome_coef": ("pure_min", "prime"),
+            "process_norm": ("prime",),
+        }
+        stray = [n for n in self._changed(list(readers)) if self.process_credit not in readers[n]]
+        if stray:
+            read_by = "; ".join(f"{n}: {' and '.join(readers[n])} only" for n in stray)
+            raise ValueError(
+                f"algorithm.{', algorithm.'.join(stray)}: not read by process_credit {self.process_credit} "
+                f"({read_by})"
+            )
+        if self.process_credit != "prime":
+            return
+        if self.process_step_value == "score":
+            # a two-class PRM's p(+) (or an implicit PRM's sigma(q_k), a value) is no process reward to sum
+            raise ValueError(
+                "algorithm.process_step_value score: process_credit prime sums each step's process_reward "
+                "(an implicit PRM's, prm with convention implicit); use auto or process_reward, or pure_min "
+                "or grpo_process for a PRM's step scores"
+            )
+        if self._changed(["std_eps"]):
+            raise ValueError(
+                f"algorithm.std_eps ({self.std_eps}): not read by process_credit prime, which whitens its "
+                "returns as PRIME's code does (verl's masked_whiten: 1e-8 added to the variance)"
+            )
 
     @model_validator(mode="after")
     def _scaling(self) -> AlgorithmConfig:

@@ -61,6 +61,7 @@ from rewardhub_trainer.advantages import (
     grpo_process_advantages,
     mc_grpo_advantages,
     overlong_penalty,
+    prime_advantages,
     pure_min_advantages,
     rloo_advantages,
     zero_variance_groups,
@@ -286,20 +287,20 @@ class Trainer:
         The value is what ``algorithm.process_step_value`` reads: for ``pure_min`` the step reward
         ``r_k`` (a score ``s`` becomes PURE's ``2s − 1``, the ``p(+) − p(−)`` of a two-class PRM; an
         implicit PRM's ``process_reward`` is already a reward and is taken as is), for ``grpo_process``
-        the score or process reward itself (it normalises them over the group)."""
+        the score or process reward itself (it normalises them over the group), for ``prime`` the
+        process reward only (a score is no reward to sum: steps without one are masked)."""
         alg = self.config.algorithm
         where = alg.process_steps_from
+        value = "process_reward" if alg.process_credit == "prime" else alg.process_step_value
         out: list[list[list[tuple[int, float]] | None]] = []
         found = False
         for g in groups:
             row: list[list[tuple[int, float]] | None] = []
             for c, r in zip(g.completions, g.results, strict=True):
                 steps = read_steps(r, where) if r.valid else None
-                key = None if steps is None else step_key(steps, alg.process_step_value)
+                key = None if steps is None else step_key(steps, value)
                 # an empty list carries no process_reward to tell an implicit PRM's from another's
-                found = found or (
-                    key is not None and (bool(steps) or alg.process_step_value != "process_reward")
-                )
+                found = found or (key is not None and (bool(steps) or value != "process_reward"))
                 if steps is None or key is None:
                     row.append(None)
                     continue
@@ -311,9 +312,14 @@ class Trainer:
         valid = any(r.valid for g in groups for r in g.results)
         if valid and not found and not self._process_steps_checked:
             place = f"details.parts.{where}...details.steps" if where else "details.steps"
-            if alg.process_step_value == "process_reward":
+            if value == "process_reward":
+                asked = (
+                    "process_credit prime"
+                    if alg.process_credit == "prime"
+                    else "process_step_value process_reward"
+                )
                 raise ValueError(
-                    f"algorithm.process_step_value process_reward: no valid item of reward "
+                    f"algorithm.{asked}: no valid item of reward "
                     f"{self.config.reward.name!r} has steps with a process_reward in {place} (an implicit "
                     "PRM's: prm with convention implicit); set process_step_value auto or score, or "
                     "process_steps_from to the component that has them"
@@ -342,6 +348,17 @@ class Trainer:
             )
         elif alg.process_credit == "grpo_process":
             adv = grpo_process_advantages(self._process_steps(groups), raw, lengths, alg.std_eps)
+        elif alg.process_credit == "prime":
+            truncated = torch.tensor([[c.truncated for c in g.completions] for g in groups])
+            adv = prime_advantages(
+                self._process_steps(groups),
+                raw,
+                lengths,
+                outcome_coef=alg.process_outcome_coef,
+                norm=alg.process_norm,
+                # whitened over the completions left in the loss (mask_truncated takes some out below)
+                whiten_over=~truncated if alg.mask_truncated else None,
+            )
         elif alg.estimator in ("grpo", "dapo"):
             adv = grpo_advantages(rewards, alg.std_eps, alg.resolved_scale_rewards)
         elif alg.estimator == "dr_grpo":
