@@ -609,6 +609,33 @@ def test_a_setting_the_run_does_not_read_is_refused() -> None:
         AlgorithmConfig.model_validate(fields)
 
 
+def test_std_eps_is_refused_where_no_std_divides() -> None:
+    """``std_eps`` changed for a run whose advantages divide by no std (rloo, dr_grpo, mc_grpo, grpo with
+    scale_rewards none, process credit pure_min) was accepted and ignored (only prime refused it); each
+    reader keeps it."""
+    for fields, by in (
+        ({"estimator": "rloo"}, "estimator rloo"),
+        ({"estimator": "dr_grpo"}, "estimator dr_grpo"),
+        ({"estimator": "mc_grpo"}, "estimator mc_grpo"),
+        ({"scale_rewards": "none"}, "estimator grpo with scale_rewards none"),
+        ({"process_credit": "pure_min"}, "process_credit pure_min"),
+        ({"process_credit": "prime"}, "process_credit prime"),
+    ):
+        with pytest.raises(ValidationError, match=rf"algorithm.std_eps \(1e-06\): not read by {by},"):
+            AlgorithmConfig.model_validate({**fields, "std_eps": 1e-6})
+    for fields in (
+        {},
+        {"estimator": "dapo"},
+        {"scale_rewards": "batch"},
+        {"estimator": "gdpo"},
+        {"process_credit": "grpo_process"},
+        {"process_credit": "grpo_process", "estimator": "rloo"},
+    ):
+        assert AlgorithmConfig.model_validate({**fields, "std_eps": 1e-6}).std_eps == 1e-6
+    # the default is no setting: every run keeps it
+    assert AlgorithmConfig.model_validate({"estimator": "rloo"}).std_eps == 1e-4
+
+
 def test_a_vllm_setting_with_the_transformers_backend_is_refused() -> None:
     """``generation.vllm_gpu_memory_utilization`` with the transformers backend was accepted and
     ignored (transformers takes what memory it takes), with nothing said. Found in review. Refused by

@@ -450,7 +450,12 @@ class AlgorithmConfig(_Section):
         "of every valid reward in the batch (batch), or by nothing (none); TRL's scale_rewards. The "
         "other estimators have their own scaling.",
     )
-    std_eps: float = Field(1e-4, gt=0, description="eps in the std denominators (TRL: 1e-4).")
+    std_eps: float = Field(
+        1e-4,
+        gt=0,
+        description="eps in the std denominators (TRL: 1e-4): grpo and dapo (unless scale_rewards none), gdpo, "
+        "process_credit grpo_process; refused where nothing divides by a std.",
+    )
     importance_sampling_level: ImportanceSamplingLevel = Field(
         "token",
         description="Where the PPO ratio is taken (TRL's importance_sampling_level): token (one ratio per "
@@ -632,11 +637,6 @@ class AlgorithmConfig(_Section):
                 "(an implicit PRM's, prm with convention implicit); use auto or process_reward, or pure_min "
                 "or grpo_process for a PRM's step scores"
             )
-        if self._changed(["std_eps"]):
-            raise ValueError(
-                f"algorithm.std_eps ({self.std_eps}): not read by process_credit prime, which whitens its "
-                "returns as PRIME's code does (verl's masked_whiten: 1e-8 added to the variance)"
-            )
 
     @model_validator(mode="after")
     def _scaling(self) -> AlgorithmConfig:
@@ -686,6 +686,28 @@ class AlgorithmConfig(_Section):
             unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
             if unknown:
                 raise ValueError(f"gdpo_weights names {unknown}, which are not in gdpo_components")
+        return self
+
+    @model_validator(mode="after")
+    def _std_eps_read(self) -> AlgorithmConfig:
+        # std_eps is the eps of a std denominator: a run whose advantages divide by no std would ignore a
+        # changed one with nothing said (rloo, dr_grpo, mc_grpo and pure_min did).
+        if not self._changed(["std_eps"]):
+            return self
+        if self.process_credit != "none":
+            by = f"process_credit {self.process_credit}"
+            read = self.process_credit == "grpo_process"
+        else:
+            by = f"estimator {self.estimator}"
+            read = self.estimator == "gdpo"
+            if self.estimator in ("grpo", "dapo"):
+                read = self.resolved_scale_rewards != "none"
+                by += f" with scale_rewards {self.resolved_scale_rewards}"
+        if not read:
+            raise ValueError(
+                f"algorithm.std_eps ({self.std_eps}): not read by {by}, whose advantages divide by no std "
+                "(remove it)"
+            )
         return self
 
     @model_validator(mode="after")
