@@ -369,6 +369,61 @@ CASES = [
     ("5 \\text{ m}/\\text{s}", "5 hours", False),
     ("5 \\text{ m}/\\text{s}", "6", False),
     ("5 \\text{ m}/\\text{x}", "5", False),  # x is no unit
+    # a plain symbol's power is a unit's where the other side states that power in a unit (an area: 2000000m
+    # squared is no answer in square kilometres); a volume is a length cubed (a litre is 1,000 cm^3)
+    ("2 km^2", "2000000 m^2", True),
+    ("2\\text{ km}^2", "2000000 m^2", True),
+    ("1 m^2", "10000 cm^2", True),
+    ("1\\,\\text{m}^2", "10000 cm^2", True),
+    ("9.8 m/s^2", "9.8 meters/second^2", True),
+    ("1000\\,\\text{cm}^3", "1 L", True),
+    ("1 L", "1000 mL", True),
+    ("1 m^3", "1000 liters", True),
+    ("1\\,\\text{l}", "1000 mL", True),  # litres' upright l
+    ("5 L", "5", True),  # a unit on one side only
+    ("2 km^2", "2000 m", False),
+    ("2 km^2", "2 km", False),
+    ("2 km^2", "2 m^2", False),
+    ("1 L", "1 mL", False),
+    ("1\\,\\text{cm}^3", "2 mL", False),
+    ("9.8 m/s^2", "9.8", False),
+    ("2 l", "2", False),  # a plain l is too like a 1 to be a unit
+    # an upright symbol of no unit known here is not a known unit word (x is a variable or another unit);
+    # against a bare number it is a unit on one side only
+    ("5\\,\\text{x}", "5 hours", False),
+    ("5\\,\\text{A}", "5 hours", False),
+    ("5\\,\\text{t}", "5 kg", False),
+    ("5\\,\\text{x}, 2", "5 hours, 2", False),
+    ("5\\,\\text{x}", "5", True),
+    ("1\\,\\text{l}", "1 liter", True),
+    # a tuple's components and a list's items that keep their units convert as a whole answer does
+    ("(1 hour, 2)", "(60 minutes, 2)", True),
+    ("(1\\,\\text{h}, 2)", "(60 minutes, 2)", True),
+    ("(1 hour, 2)", "60 minutes, 2", True),
+    ("[1 hour, 2 hours]", "[60 minutes, 120 minutes]", True),
+    ("1 hour, 2 km", "60 minutes, 2000 m", True),
+    ("1 hour, 2 km", "2000 m, 60 minutes", True),
+    ("x = 1 hour, y = 2 km", "x = 60 minutes, y = 2000 m", True),
+    ("2 km^2, 3", "2000000 m^2, 3", True),
+    ("5 m, 2", "5 meters, 2", True),
+    ("(1 hour, 2)", "(1, 2)", True),
+    ("(1 hour, 2)", "(1 minute, 2)", False),
+    ("(1 hour, 2)", "(60, 2)", False),
+    ("(1 hour, 2)", "(2, 60 minutes)", False),
+    ("(1 hour, 2)", "(60 minutes, 3)", False),
+    ("[1 hour, 2 hours]", "(60 minutes, 120 minutes)", False),
+    ("1 hour, 2 km", "60 minutes, 2 m", False),
+    ("x = 1 hour, y = 2 km", "y = 60 minutes, x = 2000 m", False),
+    ("2 km^2, 3", "2000 m, 3", False),
+    ("(15th Day, 2)", "(360 hours, 2)", False),
+    # ... a typeset rate in a list too
+    ("5 \\text{ m}/\\text{s}, 2", "18 km/h, 2", True),
+    ("5 \\text{ m}/\\text{s}, 2", "2, 18 km/h", True),
+    ("(5 \\text{ m}/\\text{s}, 2)", "(18 km/h, 2)", True),
+    ("5 \\text{ m}/\\text{s}, 2", "5, 2", True),
+    ("5 \\text{ m}/\\text{s}, 2", "5 km/h, 2", False),
+    ("5 \\text{ m}/\\text{s}, 2", "6, 2", False),
+    ("5 \\text{ m}/\\text{x}, 2", "5, 2", False),
     ("\\pm 5 \\text{ m}", "5 hours, -5 hours", False),  # a sign joined to its number
     ("\\pm 5 \\text{ m}", "5 meters, -5 meters", True),
     ("15th Day, 2", "15 hours, 2", False),  # an ordinal: the 15th day is no 15 hours either

@@ -53,6 +53,10 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{5 meters, 2}", "5 \\text{ m}, 2", 1.0, None),
         # ... and a typeset rate split in two groups is a rate
         ("The speed is \\boxed{18 km/h}.", "5 \\text{ m}/\\text{s}", 1.0, None),
+        # a plain symbol's power against a unit's, a tuple's components, an upright x against a unit word
+        ("The area is \\boxed{2000000 m^2}.", "2 km^2", 1.0, None),
+        ("\\boxed{(60 minutes, 2)}", "(1 hour, 2)", 1.0, None),
+        ("\\boxed{5 hours}", "5\\,\\text{x}", 0.0, None),
     ],
 )
 async def test_math_verdicts(

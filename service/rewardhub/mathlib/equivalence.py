@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +52,8 @@ _BASE_RE = re.compile(r"\d\s?_")
 _SPACED_DIGITS_RE = re.compile(r"(?<![\^_\d])\d+ \d")
 # A lone k, n or m (not part of a word or a command such as \\sin or \\ln).
 _PARAMETER_RE = re.compile(r"(?<![A-Za-z\\])[" + "".join(sorted(PARAMETER_LETTERS)) + r"](?![A-Za-z])")
+# A number, then a letter or a command: a value that may state a unit ("2000 m", "5 \\mathrm{m}", "(1 h, 2)").
+_UNIT_AFTER_NUMBER_RE = re.compile(r"\d ?[A-Za-z\\]")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
 # Any relation but a strict < or >: a term holding one is not a term of an ordering chain.
 _OTHER_RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq|leqslant|geqslant)(?![A-Za-z])|[=<>]")
@@ -137,13 +138,8 @@ class _Comparer:
         lg, lp = parse_literal(g), parse_literal(p)
         if lg is not None and lp is not None:
             return "rational" if literals_equivalent(lg, lp) else None
-        if (lg is not None and lp is None and self.bare[0]) or (
-            lp is not None and lg is None and self.bare[1]
-        ):
-            # a unit stated on one side only is ignored: after a label ("d = 1000 m") or in a list ("1000 m,
-            # 2 s") as in a whole answer (:func:`.quantities.quantities_check`)
-            if states_number(g, p):
-                return "units"
+        if self._stated(g, p):
+            return "units"
         if _SPACED_DIGITS_RE.search(g) or _SPACED_DIGITS_RE.search(p):
             return None
         og, op = _ordering(g), _ordering(p)
@@ -159,6 +155,17 @@ class _Comparer:
         if _DEGREE in g or _DEGREE in p:
             return self._degrees(g, p, rename)
         return self._symbolic(g, p, rename)
+
+    def _stated(self, g: str, p: str) -> bool:
+        """A unit stated on one side only is ignored: after a label (``d = 1000 m``) or in a list (``1000 m, 2
+        s``) as in a whole answer (:func:`.quantities.quantities_check`), where the bare side's number is
+        bare as written (see ``bare``)."""
+        lg, lp = parse_literal(g), parse_literal(p)
+        if (lg is not None and lp is None and self.bare[0]) or (
+            lp is not None and lg is None and self.bare[1]
+        ):
+            return states_number(g, p)
+        return False
 
     def _brackets(self, g: str, p: str) -> str | None:
         """Tuples, intervals and set literals compared component-wise ("" = decided unequal).
@@ -235,19 +242,25 @@ class _Comparer:
     # -- lists ---------------------------------------------------------------------------------
 
     def _item_eq(self, g: Item, p: Item, use_labels: bool) -> str | None:
-        if g.quantity is not None or p.quantity is not None:
-            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"), or one against a value
-            # that kept its unit ("5\,\text{s}, 2" and "5 m, 2"), or a tuple's ("(5\,\text{m}, 2)" and "(5
-            # hours, 2)"): units of another dimension, or of one that convert unequal, differ (not even an
-            # ordinal stops a refusal: the 15th day is no 15 hours either); two quantities equal once
-            # converted are one value (not where an answer may hold an ordinal: 15th day is no 15 days)
-            gq, pq = g.quantity or g.value, p.quantity or p.value
-            units = quantities_check(gq, pq)
+        gq, pq = g.quantity or g.value, p.quantity or p.value
+        if (g.quantity is not None or p.quantity is not None) or (
+            _UNIT_AFTER_NUMBER_RE.search(gq) and _UNIT_AFTER_NUMBER_RE.search(pq)
+        ):
+            # two quantities, their units dropped ("3 hours, 2" and "3 minutes, 2"), or kept ("2 km^2, 3" and
+            # "2000000 m^2, 3"), or one against a value that kept its unit ("5\,\text{s}, 2" and "5 m, 2"), or
+            # a tuple's ("(5\,\text{m}, 2)" and "(5 hours, 2)"): units of another dimension, or of one that
+            # convert unequal, differ (not even an ordinal stops a refusal: the 15th day is no 15 hours
+            # either); two that each state a unit and are equal once converted, whole or component by
+            # component in a tuple ("(1 hour, 2)" and "(60 minutes, 2)"), are one value (not where an answer
+            # may hold an ordinal: 15th day is no 15 days)
+            units = quantities_check(gq, pq, stated=False)
             if units is False or _components_differ(gq, pq):
                 return None
-            both = g.quantity is not None and p.quantity is not None
-            if units and both and self.quantities and (not use_labels or g.label == p.label):
+            labelled = not use_labels or g.label == p.label
+            if self.quantities and labelled and (units or self._converted(g, p)):
                 return "units"
+            if labelled and (g.quantity is not None or p.quantity is not None) and self._stated(gq, pq):
+                return "units"  # the number a quantity states, where its unit was dropped: "5 /s" is 5 m/s
         if not use_labels or g.label == p.label:
             return self.value(g.value, p.value)
         rename = _bound_variables(g.label, p.label)
@@ -304,13 +317,11 @@ class _Comparer:
         # literal is not such a list: \{0, 1\} is unordered and is neither (0, 1) nor (1, 0).
         for single, many, flip, many_is_set in ((gold, pred, False, sets[1]), (pred, gold, True, sets[0])):
             if len(single) == 1 and len(many) > 1 and not many_is_set:
-                br = outer_brackets(single[0].value)
-                if br is not None and br[0] == "(" and br[2] == ")":
-                    comps = [c.strip() for c in split_top_level(br[1])]
-                    if len(comps) == len(many) and not self._listed_units_differ(single[0], many, flip):
-                        cmp: Callable[[str, str], str | None] = self.value
-                        pairs = zip(comps, (i.value for i in many), strict=True)
-                        if all((cmp(b, a) if flip else cmp(a, b)) for a, b in pairs):
+                parts = _parts(single[0])
+                if parts is not None and parts[0] == ("(", ")") and len(parts[1]) == len(many):
+                    if not self._listed_units_differ(single[0], many, flip):
+                        listed = zip(parts[1], ((i.value, i.quantity or i.value) for i in many), strict=True)
+                        if all((self._pair_eq(b, a) if flip else self._pair_eq(a, b)) for a, b in listed):
                             return "tuple"
         # A chain b < a < d < c against the bare list b, a, d, c: the list gives the order in the
         # chain's written order (a reversed list is another answer).  Only a chain that is not a
@@ -327,6 +338,24 @@ class _Comparer:
                 if all((self.value(b, a) if flip else self.value(a, b)) for a, b in pairs):
                     return "order"
         return None
+
+    def _pair_eq(self, g: tuple[str, str], p: tuple[str, str]) -> bool:
+        """Two components, each its value and its text with units kept (:func:`_parts`): equal once
+        converted where both state a unit (``1 \\mathrm{h}`` and ``60 minutes``), else as values."""
+        if self.quantities and quantities_check(g[1], p[1], stated=False):
+            return True
+        return self.value(g[0], p[0]) is not None
+
+    def _converted(self, g: Item, p: Item) -> bool:
+        """Two tuples (or intervals) of as many components, compared in order, where one pair at least is
+        equal once converted and the others are equal (``(1 hour, 2)`` and ``(60 minutes, 2)``; the units of
+        ``(1\\,\\text{h}, 2)`` are read from its ``quantity``)."""
+        cg, cp = _parts(g), _parts(p)
+        if cg is None or cp is None or cg[0] != cp[0] or len(cg[1]) != len(cp[1]):
+            return False
+        converted = [quantities_check(a[1], b[1], stated=False) for a, b in zip(cg[1], cp[1], strict=True)]
+        pairs = zip(converted, cg[1], cp[1], strict=True)
+        return any(converted) and all(c or self.value(a[0], b[0]) for c, a, b in pairs)
 
     def _listed_units_differ(self, single: Item, many: list[Item], flip: bool) -> bool:
         """Whether a tuple and a bare list of its components (``(5\\,\\text{m}, 2)`` and ``5 hours, 2``) hold
@@ -387,6 +416,23 @@ class _Comparer:
 
     def _is_constant(self, s: str) -> bool:
         return parse_literal(s) is not None or is_constant(parse_item(s, self.cache))
+
+
+def _parts(item: Item) -> tuple[tuple[str, str], list[tuple[str, str]]] | None:
+    """A tuple's (or an interval's) brackets and components, each its value and its text with units kept
+    (from the item's ``quantity``: ``(1 \\mathrm{h}, 2)``); None for anything else, and for a set literal
+    (unordered)."""
+    bv = outer_brackets(item.value)
+    if bv is None or bv[0] == "\\{":
+        return None
+    values = split_top_level(bv[1])
+    bq = outer_brackets(item.quantity) if item.quantity is not None else None
+    kept = split_top_level(bq[1]) if bq is not None else values
+    if len(values) < 2:
+        return None
+    if len(kept) != len(values):
+        kept = values
+    return (bv[0], bv[2]), [(v.strip(), q.strip()) for v, q in zip(values, kept, strict=True)]
 
 
 def _components_differ(g: str, p: str) -> bool:

@@ -12,27 +12,31 @@ comparer applies it (:func:`states_number`) after a label or in a list too (``d 
 s``), but not to a number whose unit word the other rules dropped (:func:`mentions_unit`: ``3 hours``
 is the item 3, and no bare 3 against ``3 m``).
 
-Two quantities are decided when both are a single number followed by a unit it knows, after one label
-or a label on one side only (``t = 3 hours`` and ``180 minutes``; two labels, ``x = 3 hours`` and ``t =
-180 minutes``, are left to the other rules): units of different dimensions (``3 hours`` against ``3
-meters``, ``5 cm^2`` against ``5 cm``) are unequal, and differing units of one dimension (time, length,
-mass, a power of one, ``cm^2``, or a rate of two, ``km/h`` or ``miles per hour``) are converted. A bare
-number is never converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year, a month, a
-ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). The one-letter symbols
-``m``, ``s``, ``h`` and ``g`` are variables as often as units: one is a unit only after a space (``1000
-m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which normalisation drops: it is
-read from the answer as written), and never with a power unless upright (``5 m^2`` may be 5m squared;
-``5\\,\\text{m}^2`` is an area). One of another dimension differs (``5 s`` is not ``5 meters`` whether s
-is seconds or a variable), but an ``m`` against a time may be minutes: it differs only where it is
-neither (``3 m`` is not ``3 hours``; against ``3 minutes`` it is left alone). Two different upright
-symbols after one number are two units whatever they are (``5\\,\\text{A}`` is not ``5\\,\\text{V}``;
-litres' ``l`` and ``L`` are one), in a list too (:func:`typeset_units_differ`); a rate typeset in two
-groups, ``5\\,\\text{m}/\\text{s}``, is 5 m/s. The comparer applies this rule to two items of a list
-whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or whose upright symbols
-normalisation dropped (:func:`.structures.parse_answer` keeps them through the split:
-``(5\\,\\text{m}, 2)`` is not ``(5 hours, 2)``). The factors are exact (an inch is 2.54 cm, a pound
-0.45359237 kg), and the numbers compare as literals do (a prediction rounded to 3 significant digits
-matches: ``1.33 hours`` is ``80 minutes``).
+Two quantities are decided when both are a single number followed by a unit it knows, after one label or a
+label on one side only (``t = 3 hours`` and ``180 minutes``; two labels, ``x = 3 hours`` and ``t = 180
+minutes``, are left to the other rules): units of different dimensions (``3 hours`` against ``3 meters``,
+``5 cm^2`` against ``5 cm``) are unequal, and differing units of one dimension (time, length, mass, volume,
+a power of one, ``cm^2``, or a rate of two, ``km/h`` or ``miles per hour``) are converted (a litre is 1,000
+``cm^3``). A bare number is never converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year,
+a month, a ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). The one-letter
+symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too) are variables as often as units: one is
+a unit only after a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
+normalisation drops: it is read from the answer as written), and never with a power unless upright (``5
+m^2`` may be 5m squared; ``5\\,\\text{m}^2`` is an area) or the other side states that power in a unit
+(``2000000 m^2`` against ``2 km^2`` is an area: 2000000m squared is no answer in square kilometres). One of
+another dimension differs (``5 s`` is not ``5 meters`` whether s is seconds or a variable), but an ``m``
+against a time may be minutes: it differs only where it is neither (``3 m`` is not ``3 hours``; against ``3
+minutes`` it is left alone). Two different upright symbols after one number are two units whatever they are
+(``5\\,\\text{A}`` is not ``5\\,\\text{V}``; litres' ``l`` and ``L`` are one), in a list too
+(:func:`typeset_units_differ`), and one that names no unit known here is not a known unit word
+(``5\\,\\text{x}`` is not ``5 hours``: x is a variable or another unit; against a bare ``5`` it is a unit on
+one side only); a rate typeset in two groups, ``5\\,\\text{m}/\\text{s}``, is 5 m/s. The comparer applies
+this rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or
+kept (``2 km^2, 3`` is ``2000000 m^2, 3``), or whose upright symbols normalisation dropped
+(:func:`.structures.parse_answer` keeps them through the split: ``(5\\,\\text{m}, 2)`` is not ``(5 hours,
+2)``), and to a tuple's components in order (``(1 hour, 2)`` is ``(60 minutes, 2)``). The factors are exact
+(an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
+3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
 """
 
 from __future__ import annotations
@@ -80,15 +84,21 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("mass", Fraction(1000), "kilogram", "kilograms", "kg"),
     **_units("mass", Fraction(45359237, 100000), "pound", "pounds", "lb", "lbs"),
     **_units("mass", Fraction(45359237, 1600000), "ounce", "ounces", "oz"),
+    # a volume is a length cubed (a litre is 1,000 cm^3, a millilitre one): "1 L" is "1000 cm^3"
+    **_units(
+        "length^3", Fraction(1, 1000000), "milliliter", "milliliters", "millilitre", "millilitres", "ml"
+    ),
+    **_units("length^3", Fraction(1, 1000), "liter", "liters", "litre", "litres"),
 }
 
-# One-letter unit symbols: metres, seconds, hours, grams. A letter is a variable as often as a unit ("5 s"
-# may be 5s), so it is one only after a space (or typeset upright) and where the other side says so.
+# One-letter unit symbols: metres, seconds, hours, grams, litres. A letter is a variable as often as a unit
+# ("5 s" may be 5s), so it is one only after a space (or typeset upright) and where the other side says so.
 _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
     "m": ("length", Fraction(1)),
     "s": ("time", Fraction(1)),
     "h": ("time", Fraction(3600)),
     "g": ("mass", Fraction(1)),
+    "L": ("length^3", Fraction(1, 1000)),
 }
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
@@ -122,32 +132,51 @@ def _unit(word: str, letter: bool, minutes: bool) -> tuple[str, Fraction] | None
     return ("time", Fraction(60)) if minutes and word == "m" else _LETTER_UNITS.get(word)
 
 
-def quantity(s: str, letter: bool = False, minutes: bool = False) -> tuple[Literal, str, Fraction] | None:
+def quantity(
+    s: str, letter: bool = False, minutes: bool = False, plain_power: bool = False
+) -> tuple[Literal, str, Fraction] | None:
     """``s`` (normalised) as a number in a known unit: the number, the unit's dimension (``length``,
     ``length^2``, ``length/time``) and its size in the dimension's base unit; None for anything else: a
-    one-letter symbol too, unless ``letter``, and a plain one with a power always (``5 m^2`` and ``9.8
-    m/s^2`` may be 5m squared and 9.8m over s squared; an upright one is a unit's, ``5\\,\\text{m}^2``).
-    ``minutes`` reads the symbol ``m`` as minutes."""
+    one-letter symbol too, unless ``letter``, and a plain one with a power unless ``plain_power`` (``5
+    m^2`` and ``9.8 m/s^2`` may be 5m squared and 9.8m over s squared; an upright one is a unit's,
+    ``5\\,\\text{m}^2``). ``minutes`` reads the symbol ``m`` as minutes."""
     m = _QUANTITY_RE.match(s.strip())
     if m is None:
         return None
-    unit = _unit(m.group("unit") or m.group("letter") or m.group("upright"), letter, minutes)
+    # litres' upright l is L (a plain l, after a space, is too like a 1 to be read as a unit)
+    upright = m.group("upright") and m.group("upright").replace("l", "L")
+    unit = _unit(m.group("unit") or m.group("letter") or upright, letter, minutes)
     per_word = m.group("per")
     per = None if per_word is None else _unit(per_word, letter, False)
     power = m.group("power") or m.group("digit")
     if unit is None or (per_word is not None and per is None):
         return None
-    plain_power = len(per_word) == 1 if per_word is not None else m.group("letter") is not None
-    if power is not None and (int(power) == 0 or plain_power):
+    on_plain = len(per_word) == 1 if per_word is not None else m.group("letter") is not None
+    if power is not None and (int(power) == 0 or (on_plain and not plain_power)):
         return None  # the power is on a plain symbol's
     number = parse_literal(m.group("num"))
     if number is None or number.percent:
         return None
     exponent = 1 if power is None else int(power)
     if per is None:
-        return number, unit[0] if exponent == 1 else f"{unit[0]}^{exponent}", unit[1] ** exponent
-    dimension = f"{unit[0]}/{per[0]}" if exponent == 1 else f"{unit[0]}/{per[0]}^{exponent}"
-    return number, dimension, unit[1] / per[1] ** exponent
+        return number, _dimension_power(unit[0], exponent), unit[1] ** exponent
+    return number, f"{unit[0]}/{_dimension_power(per[0], exponent)}", unit[1] / per[1] ** exponent
+
+
+def _dimension_power(dimension: str, exponent: int) -> str:
+    """A dimension to a power: ``length`` squared is ``length^2``, a volume (``length^3``) squared
+    ``length^6``."""
+    base, _, power = dimension.partition("^")
+    total = int(power or 1) * exponent
+    return base if total == 1 else f"{base}^{total}"
+
+
+def _named_power(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a quantity whose power is on a plain symbol (``2000000 m^2``), where ``other``
+    names that dimension in a unit (``2 km^2``): against an area, ``m^2`` is square metres (5m squared, the
+    other reading, is no area in a unit); None elsewhere (against ``5``, ``5 m^2`` stays no unit)."""
+    q = quantity(s, letter=True, plain_power=True)
+    return q if q is not None and q[1] == other[1] else None
 
 
 def _stated_number(s: str) -> Literal | None:
@@ -234,6 +263,17 @@ def _symbols_differ(ng: str, np: str) -> bool:
     return lg is not None and lp is not None and literals_equivalent(lg, lp)
 
 
+def _foreign_symbol(s: str, other: tuple[Literal, str, Fraction] | None) -> bool:
+    """Whether ``s`` (normalised) is a number in an upright symbol that names no unit known here
+    (``5\\,\\text{x}``, ``5\\,\\text{A}``) and ``other`` a number in a known unit (``5 hours``): the
+    symbol is another unit or a variable, and no symbol of that unit (the known units' one-letter symbols
+    are those of ``_LETTER_UNITS``): unequal. Against a bare number it is a unit on one side only."""
+    if other is None:
+        return False
+    m = _TYPESET_QUANTITY_RE.match(s)
+    return m is not None and m.group("letter").replace("l", "L") not in _LETTER_UNITS
+
+
 def typeset_units_differ(gold: list[str], pred: list[str]) -> bool:
     """Whether two answers that normalise alike dropped different upright unit symbols (the ``units`` of
     :func:`.normalize.normalize`): as many, and one of them not the other's (``5\\,\\text{m}`` and
@@ -275,10 +315,12 @@ def mentions_ordinal(s: str) -> bool:
     return len(s) > _MAX_QUANTITY or _ORDINAL_RE.search(s) is not None
 
 
-def quantities_check(gold: str, pred: str) -> bool | None:
+def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
     """Whether two quantities are equal (``3 hours`` and ``180 minutes``: True; ``3 minutes`` or ``3
     meters``: False; ``1000 m`` and ``1000``: True), or None where this rule does not decide (see the
-    module docstring): the gold converted exactly to the prediction's unit, compared as literals are."""
+    module docstring): the gold converted exactly to the prediction's unit, compared as literals are.
+    Without ``stated`` a unit on one side only (``1000 m`` and ``1000``) is None, not True: a True is then
+    two quantities that each state a unit, which a list's items compare by (their values lost the units)."""
     if len(gold) > _MAX_QUANTITY or len(pred) > _MAX_QUANTITY:
         return None
     if _ORDINAL_RE.search(gold) or _ORDINAL_RE.search(pred):
@@ -290,10 +332,15 @@ def quantities_check(gold: str, pred: str) -> bool | None:
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
         if (parse_literal(ng) is None) != (parse_literal(np) is None):
             # a unit stated on one side only is ignored: the number it states is the answer
-            return True if states_number(ng, np) else None
+            return True if stated and states_number(ng, np) else None
         g, p = quantity(ng, letter=True), quantity(np, letter=True)
+        if g is None and p is not None:
+            g = _named_power(ng, p)
+        elif p is None and g is not None:
+            p = _named_power(np, g)
         if g is None or p is None:
-            return False if _symbols_differ(ng, np) else None
+            differ = _symbols_differ(ng, np) or _foreign_symbol(ng, p) or _foreign_symbol(np, g)
+            return False if differ else None
         if g[1] != p[1]:
             return _differ(ng, np, g, p)
         if g[2] == p[2]:

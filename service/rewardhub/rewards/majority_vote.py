@@ -205,7 +205,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # minutes, 2" are two votes (they were one); "5 m/s" and "18 km/h", "1\\,\\text{h}" and "3600\\,\\text{s}" one
     # 1.0.15: math: "(5\\,\\text{m}, 2)" and "(5 hours, 2)" are two votes (they were one);
     # "5\\,\\text{m}/\\text{s}" and "18 km/h" one
-    version: ClassVar[str] = "1.0.15"
+    # 1.0.16: math: "2 km^2" and "2000000 m^2", "1 L" and "1000 mL", "(1 hour, 2)" and "(60 minutes, 2)" are one
+    # vote (they were two); "5\\,\\text{x}" and "5 hours" two (they were one)
+    version: ClassVar[str] = "1.0.16"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

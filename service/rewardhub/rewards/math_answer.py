@@ -122,7 +122,13 @@ class MathReward(Reward[MathConfig]):
     # beside an ordinal too ("15th Day, 2" against "15 hours, 2" scored 1)
     # also 1.1.13: a rate typeset in two groups is a rate: "5\\,\\text{m}/\\text{s}" (normalised "5 /s")
     # against "18 km/h" or 5 scored 0, now 1
-    version: ClassVar[str] = "1.1.13"
+    # 1.1.14: a plain symbol's power is a unit's against the same power in a unit, and volumes convert:
+    # "2 km^2" against "2000000 m^2", "1 L" against "1000 mL" or "1000\\,\\text{cm}^3" scored 0, now 1; a
+    # tuple's components and list items that keep their units convert: "(1 hour, 2)" against "(60 minutes,
+    # 2)", "1 hour, 2 km" against "60 minutes, 2000 m", "5\\,\\text{m}/\\text{s}, 2" against "18 km/h, 2"
+    # scored 0, now 1; an upright symbol of no known unit is no known unit word: "5\\,\\text{x}" (or
+    # "5\\,\\text{A}") against "5 hours" scored 1, now 0
+    version: ClassVar[str] = "1.1.14"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
