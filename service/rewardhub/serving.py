@@ -26,7 +26,7 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,6 +82,27 @@ class _Plan:
     timeout_s: float | None  # the reward's default per-item deadline for this config, if it has one
     wall_clock: bool  # that deadline bounds an item's wall-clock time from the call (a model call's)
     indices: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Request:
+    """What one request's scoring shares between its steps (:meth:`ScoringService._score`): the
+    helpers that score its misses, claim them across processes and wait for the items other requests
+    or processes are scoring all read and fill the same per-item lists (in request order), which were
+    passed to each of them one by one, eight to ten parameters a call."""
+
+    items: Sequence[ScoreItem]
+    ids: list[str]  # each item's id in the results (its own, else its index)
+    keys: list[str | None]  # each item's cache key (None: not deterministic, never deduplicated)
+    per_item: list[_Plan]
+    plan_by_id: dict[int, _Plan]  # id(plan) -> plan, for the todo lists (id(plan) -> item indices)
+    ctx: ScoreContext
+    t0: float  # when the request started (time.perf_counter()): the items' deadlines count from then
+    results: list[dict[str, Any] | None]  # None until answered
+    to_write: list[tuple[str, bytes]] = field(default_factory=list)  # new results the cache may hold
+    # this request's claims in a cache shared between processes (single flight across them); taken
+    # at the first item it owns, released with the write of its results
+    claims: Claims | None = None
 
 
 # The plans of one request, each under its spec as written (("spec", name, canonical raw config)) and
@@ -409,7 +430,7 @@ class ScoringService:
         # that may use the cache, with the concurrent requests of this process (single flight): an item
         # another request is scoring now is awaited, not scored twice (a client's retry after its timeout
         # of a batch still being scored, as OpenRLHF sends, doubled the work of a service already slow).
-        # The items this request owns are then claimed across processes (score_here, _claim).
+        # The items this request owns are then claimed across processes (_score_here, _claim).
         leaders: dict[str, int] = {}
         followers: list[tuple[int, int]] = []
         todo: dict[int, list[int]] = {}  # id(plan) -> item indices to compute
@@ -437,60 +458,19 @@ class ScoringService:
                         owned[k] = inflight[k] = asyncio.get_running_loop().create_future()
                 todo.setdefault(id(plan), []).append(i)
 
-        to_write: list[tuple[str, bytes]] = []
-        # this request's claims in a cache shared between processes (single flight across them); taken
-        # at the first item it owns, released with the write of its results
-        claims: Claims | None = None
-
-        def compute(
-            todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None
-        ) -> Awaitable[None]:
-            return self._compute(todo, plan_by_id, items, ids, keys, ctx, results, to_write, owned, since)
-
-        async def score_here(
-            todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None = None
-        ) -> None:
-            """Score ``todo`` in this request, handing each ``owned`` item's result to the requests waiting
-            for it; failed or cancelled, it hands them None (one of them takes the item over). ``since``:
-            the items' deadlines count from then (see :meth:`_run_plan`). An owned item another process
-            holds (its claim in the shared cache) is waited for as that process scores it."""
-            nonlocal claims
-            try:
-                elsewhere: list[int] = []
-                if owned:
-                    if claims is None:
-                        claims = self.cache.new_claims()
-                    if claims is not None:
-                        todo, elsewhere = await self._claim(
-                            todo, owned, per_item, keys, ids, ctx, results, claims
-                        )
-                if elsewhere:
-                    assert claims is not None
-                    await gather_all(
-                        compute(todo, owned, since),
-                        self._await_elsewhere(
-                            elsewhere, owned, per_item, keys, ids, ctx, results, t0, claims, compute
-                        ),
-                    )
-                else:
-                    await compute(todo, owned, since)
-            finally:
-                self._release(owned)
-
+        rq = _Request(items, ids, keys, per_item, plan_by_id, ctx, t0, results)
         try:
             if waiting:
-                await gather_all(
-                    score_here(todo, owned),
-                    self._await_others(waiting, per_item, keys, ids, ctx, results, t0, score_here),
-                )
+                await gather_all(self._score_here(rq, todo, owned), self._await_others(rq, waiting))
             else:
-                await score_here(todo, owned)
+                await self._score_here(rq, todo, owned)
         except BaseException:
+            claims = rq.claims
             if claims is not None and claims.keys:  # (nothing of it will be written)
                 self._in_background(self.cache.release(claims))
             raise
         finally:
-            # (score_here releases them, but a task cancelled before it started never ran its finally:
+            # (_score_here releases them, but a task cancelled before it started never ran its finally:
             # a client gone in the same turn of the event loop left the claims waited for until each
             # waiter's deadline, for every later request of those items)
             self._release(owned)
@@ -499,11 +479,12 @@ class ScoringService:
             d["id"] = ids[i]
             results[i] = d
 
-        if to_write or (claims is not None and claims.keys):
+        claims = rq.claims
+        if rq.to_write or (claims is not None and claims.keys):
             # the claims released after the results, in the same round trip: another process waiting
             # for an item sees its result before it sees the claim gone (a claim gone without a result,
             # the item taken over and scored again, is what an invalid result is left as)
-            await self.cache.set_many(to_write, claims)
+            await self.cache.set_many(rq.to_write, claims)
 
         final: list[dict[str, Any]] = results  # type: ignore[assignment]
         reward_names = [p.reward.name for p in per_item]
@@ -520,6 +501,29 @@ class ScoringService:
         metrics["cache"] = {"backend": self.cache.backend, "up": self.cache.up}
         return {"request_id": f"req_{uuid.uuid4().hex}", "results": final, "metrics": metrics}, reward_names
 
+    async def _score_here(
+        self, rq: _Request, todo: dict[int, list[int]], owned: dict[str, _Claim], since: float | None = None
+    ) -> None:
+        """Score ``todo`` in this request, handing each ``owned`` item's result to the requests waiting
+        for it; failed or cancelled, it hands them None (one of them takes the item over). ``since``:
+        the items' deadlines count from then (see :meth:`_run_plan`). An owned item another process
+        holds (its claim in the shared cache) is waited for as that process scores it."""
+        try:
+            elsewhere: list[int] = []
+            if owned:
+                if rq.claims is None:  # (taken at the first item the request owns)
+                    rq.claims = self.cache.new_claims()
+                if rq.claims is not None:
+                    todo, elsewhere = await self._claim(rq, todo, owned)
+            if elsewhere:
+                await gather_all(
+                    self._compute(rq, todo, owned, since), self._await_elsewhere(rq, elsewhere, owned)
+                )
+            else:
+                await self._compute(rq, todo, owned, since)
+        finally:
+            self._release(owned)
+
     def _release(self, owned: dict[str, _Claim]) -> None:
         """This request scores none of ``owned`` any more: the requests still waiting for one get None."""
         for k, fut in owned.items():
@@ -533,40 +537,49 @@ class ScoringService:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _read_claims(
+        self, rq: _Request, idx: list[int], got: Sequence[bytes | bool], owned: dict[str, _Claim], ms: float
+    ) -> tuple[list[int], list[int], list[int]]:
+        """Read the shared cache's answer to a claim of items ``idx`` (:meth:`Cache.claim`, ``got``): the
+        items this request scores (claimed: True; or the result there unreadable: scored here and
+        written over, as a miss), those another process holds (False), and those answered from the
+        cache (:meth:`_answer_cached`, with latency ``ms``): another process scored them since."""
+        here: list[int] = []
+        held: list[int] = []
+        answered: list[int] = []
+        for i, g in zip(idx, got, strict=True):
+            if g is True:
+                here.append(i)
+            elif g is False:
+                held.append(i)
+            else:
+                hit = _cached_result(g)
+                if hit is None:
+                    here.append(i)
+                else:
+                    self._answer_cached(rq, i, hit, owned, ms)
+                    answered.append(i)
+        return here, held, answered
+
     def _answer_cached(
-        self,
-        i: int,
-        hit: dict[str, Any],
-        owned: dict[str, _Claim],
-        per_item: list[_Plan],
-        keys: list[str | None],
-        ids: list[str],
-        ctx: ScoreContext,
-        results: list[dict[str, Any] | None],
-        latency_ms: float,
+        self, rq: _Request, i: int, hit: dict[str, Any], owned: dict[str, _Claim], latency_ms: float
     ) -> None:
         """Item ``i`` is in the cache now (another process scored it): its result, and the result of the
         requests of this process waiting for it."""
-        results[i] = {"id": ids[i], **hit, "cached": True, "latency_ms": latency_ms}
-        fut = owned.get(keys[i])  # type: ignore[arg-type]
+        rq.results[i] = {"id": rq.ids[i], **hit, "cached": True, "latency_ms": latency_ms}
+        fut = owned.get(rq.keys[i])  # type: ignore[arg-type]
         if fut is not None and not fut.done():
-            fut.set_result((hit, True, self._deadline(per_item[i], ctx)))
+            fut.set_result((hit, True, self._deadline(rq.per_item[i], rq.ctx)))
 
     async def _claim(
-        self,
-        todo: dict[int, list[int]],
-        owned: dict[str, _Claim],
-        per_item: list[_Plan],
-        keys: list[str | None],
-        ids: list[str],
-        ctx: ScoreContext,
-        results: list[dict[str, Any] | None],
-        claims: Claims,
+        self, rq: _Request, todo: dict[int, list[int]], owned: dict[str, _Claim]
     ) -> tuple[dict[int, list[int]], list[int]]:
         """Claim the ``owned`` items of ``todo`` in the shared cache (one round trip per 256 of them, made
         only by a request with misses): what is left to score here, and the items another process holds
         now. An item some other process wrote since this request looked it up is answered from the cache.
         With no claim to be had (Redis down, or refusing), everything is scored here, as without Redis."""
+        claims, keys = rq.claims, rq.keys
+        assert claims is not None
         mine = [i for idx in todo.values() for i in idx if keys[i] is not None and keys[i] in owned]
         if not mine:
             return todo, []
@@ -575,37 +588,14 @@ class ScoringService:
         if got is None:
             return todo, []
         ms = (time.perf_counter() - t) * 1000
-        elsewhere: list[int] = []
-        gone: set[int] = set()
-        for i, g in zip(mine, got, strict=True):
-            if g is True:
-                continue
-            if g is False:
-                elsewhere.append(i)
-                gone.add(i)
-                continue
-            hit = _cached_result(g)
-            if hit is not None:  # (unreadable: scored here and written over, as a miss)
-                self._answer_cached(i, hit, owned, per_item, keys, ids, ctx, results, ms)
-                gone.add(i)
-        if not gone:
+        _, elsewhere, answered = self._read_claims(rq, mine, got, owned, ms)
+        if not elsewhere and not answered:
             return todo, elsewhere
+        gone = {*elsewhere, *answered}
         left = {pid: [i for i in idx if i not in gone] for pid, idx in todo.items()}
         return {pid: idx for pid, idx in left.items() if idx}, elsewhere
 
-    async def _await_elsewhere(
-        self,
-        elsewhere: list[int],
-        owned: dict[str, _Claim],
-        per_item: list[_Plan],
-        keys: list[str | None],
-        ids: list[str],
-        ctx: ScoreContext,
-        results: list[dict[str, Any] | None],
-        t0: float,
-        claims: Claims,
-        compute: Callable[[dict[int, list[int]], dict[str, _Claim], float | None], Awaitable[None]],
-    ) -> None:
+    async def _await_elsewhere(self, rq: _Request, elsewhere: list[int], owned: dict[str, _Claim]) -> None:
         """The items of this request another process is scoring (its claim in the shared cache): single
         flight across processes, under the rules of :meth:`_await_others`. This request keeps its own
         process's claim on them, so the other requests of this process wait for it, not on Redis.
@@ -620,9 +610,11 @@ class ScoringService:
         answers ``timeout`` (the requests of this process waiting for it then decide for themselves),
         and any other scores the item here, unclaimed. Redis gone while waiting: the items are scored
         here, as without Redis."""
+        claims, per_item, keys, t0 = rq.claims, rq.per_item, rq.keys, rq.t0
+        assert claims is not None
         metric = self.metrics.single_flight_remote_waits
         watch = list(elsewhere)
-        limits = {i: self._deadline(per_item[i], ctx) for i in watch}
+        limits = {i: self._deadline(per_item[i], rq.ctx) for i in watch}
         scoring: set[asyncio.Future[None]] = set()
         t_wait = time.perf_counter()
         delay = _POLL_FIRST_S
@@ -637,34 +629,31 @@ class ScoringService:
                     plan = per_item[i]
                     metric.labels(plan.reward.name, "deadline").inc()
                     if plan.wall_clock:
-                        results[i] = _timed_out(plan, ids[i], limits[i], (now - t_wait) * 1000)
+                        rq.results[i] = _timed_out(plan, rq.ids[i], limits[i], (now - t_wait) * 1000)
                         k = keys[i]
                         assert k is not None
                         self._release({k: owned[k]})
                     else:
                         cut.setdefault(id(plan), []).append(i)
                 if cut:
-                    scoring.add(asyncio.ensure_future(compute(cut, owned, None)))
+                    scoring.add(asyncio.ensure_future(self._compute(rq, cut, owned, None)))
                 if watch:
                     got = await self.cache.claim([keys[i] for i in watch], claims)  # type: ignore[misc]
                     now = time.perf_counter()
+                    # (Redis gone: every item taken over; an unreadable entry: scored here, written over)
+                    here, watch, answered = self._read_claims(
+                        rq, watch, got or [True] * len(watch), owned, (now - t_wait) * 1000
+                    )
+                    self.waiting -= len(here) + len(answered)
+                    for i in answered:
+                        metric.labels(per_item[i].reward.name, "cached").inc()
                     taken: dict[int, list[int]] = {}
-                    for i, g in zip(list(watch), got or [True] * len(watch), strict=True):
-                        if g is False:
-                            continue
-                        watch.remove(i)
-                        self.waiting -= 1
+                    for i in here:
                         plan = per_item[i]
-                        hit = None if g is True else _cached_result(g)
-                        if hit is not None:
-                            metric.labels(plan.reward.name, "cached").inc()
-                            ms = (now - t_wait) * 1000
-                            self._answer_cached(i, hit, owned, per_item, keys, ids, ctx, results, ms)
-                        else:  # (claimed: taken over; an unreadable entry: scored here, written over)
-                            metric.labels(plan.reward.name, "taken_over").inc()
-                            taken.setdefault(id(plan), []).append(i)
+                        metric.labels(plan.reward.name, "taken_over").inc()
+                        taken.setdefault(id(plan), []).append(i)
                     if taken:
-                        scoring.add(asyncio.ensure_future(compute(taken, owned, t0)))
+                        scoring.add(asyncio.ensure_future(self._compute(rq, taken, owned, t0)))
                 for task in [task for task in scoring if task.done()]:
                     scoring.discard(task)
                     task.result()  # (a request-level error, a 429, fails the request)
@@ -677,22 +666,9 @@ class ScoringService:
                 scoring.clear()
         finally:
             self.waiting -= len(watch)
-            for task in scoring:
-                task.cancel()
-            if scoring:
-                await asyncio.gather(*scoring, return_exceptions=True)
+            await _cancel_all(scoring)
 
-    async def _await_others(
-        self,
-        waiting: list[tuple[int, _Claim]],
-        per_item: list[_Plan],
-        keys: list[str | None],
-        ids: list[str],
-        ctx: ScoreContext,
-        results: list[dict[str, Any] | None],
-        t0: float,
-        score_here: Callable[[dict[int, list[int]], dict[str, _Claim], float | None], Awaitable[None]],
-    ) -> None:
+    async def _await_others(self, rq: _Request, waiting: list[tuple[int, _Claim]]) -> None:
         """The items of this request another request of this process is scoring (single flight): each
         gets that request's result when the cache could hold it, or when it is this moment's (invalid,
         a transient 0) and was scored under a deadline no shorter than this request's: an identical
@@ -717,10 +693,11 @@ class ScoringService:
         * any other deadline bounds an item's scoring, not a wait (a CPU batch gives each item its
           deadline of compute, the code reward bounds a program by its ``total_timeout_s`` alone): the
           request scores the item itself, as it would have without the other request."""
+        per_item, keys, ids, results, t0 = rq.per_item, rq.keys, rq.ids, rq.results, rq.t0
         loop = asyncio.get_running_loop()
         inflight = self._inflight
         watch = dict(waiting)  # item -> the claim it waits for now
-        limits = {i: self._deadline(per_item[i], ctx) for i in watch}
+        limits = {i: self._deadline(per_item[i], rq.ctx) for i in watch}
         scoring: set[asyncio.Task[None]] = set()
         t_wait = time.perf_counter()
         self.waiting += len(watch)
@@ -762,7 +739,7 @@ class ScoringService:
                             cut.setdefault(id(plan), []).append(i)
                 for todo, owned, since in ((taken, claims, t0), (cut, {}, None)):
                     if todo:
-                        scoring.add(asyncio.ensure_future(score_here(todo, owned, since)))
+                        scoring.add(asyncio.ensure_future(self._score_here(rq, todo, owned, since)))
                 if not watch and not scoring:
                     return
                 timeout = min(t0 + limits[i] for i in watch) - now if watch else None
@@ -773,31 +750,23 @@ class ScoringService:
                     task.result()  # (a request-level error, a 429, fails the request)
         finally:  # (asyncio.wait cancels nothing: the claims waited for stay the others')
             self.waiting -= len(watch)
-            for task in scoring:
-                task.cancel()
-            if scoring:
-                await asyncio.gather(*scoring, return_exceptions=True)
+            await _cancel_all(scoring)
 
     async def _compute(
         self,
+        rq: _Request,
         todo: dict[int, list[int]],
-        plan_by_id: dict[int, _Plan],
-        items: Sequence[ScoreItem],
-        ids: list[str],
-        keys: list[str | None],
-        ctx: ScoreContext,
-        results: list[dict[str, Any] | None],
-        to_write: list[tuple[str, bytes]],
         owned: dict[str, _Claim] | None = None,
         since: float | None = None,
     ) -> None:
-        """Score ``todo`` (id(plan) -> item indices) into ``results``; what the cache may hold goes to
-        ``to_write``. The ``owned`` futures (cache key -> what the requests waiting for that item get)
+        """Score ``todo`` (id(plan) -> item indices) into ``rq.results``; what the cache may hold goes to
+        ``rq.to_write``. The ``owned`` futures (cache key -> what the requests waiting for that item get)
         are resolved as soon as their item's batch ends, not when the slowest batch of the request
         does: a request waiting for a quick item gave up at its deadline and scored it again."""
+        items, ids, keys, results, to_write, ctx = rq.items, rq.ids, rq.keys, rq.results, rq.to_write, rq.ctx
 
         async def one(pid: int, idx: list[int]) -> None:
-            plan = plan_by_id[pid]
+            plan = rq.plan_by_id[pid]
             outcomes, batch_ms = await self._run_plan(plan, [items[i] for i in idx], ctx, since)
             r = plan.reward
             store = plan.use_cache and _same_identity(plan)
@@ -895,6 +864,14 @@ def _timed_out(plan: _Plan, item_id: str, limit: float, latency_ms: float) -> di
         f"not scored within the item's {limit:g} s deadline (another request was scoring it)",
     )
     return {"id": item_id, **_stored(plan.reward, o, plan.version), "cached": False, "latency_ms": latency_ms}
+
+
+async def _cancel_all(tasks: Collection[asyncio.Future[None]]) -> None:
+    """Cancel a wait's scoring tasks still running (the request failed or went away) and let them end."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _is_request_error(exc: Exception) -> bool:
