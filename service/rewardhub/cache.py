@@ -31,7 +31,8 @@ import asyncio
 import contextlib
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -341,6 +342,22 @@ class RedisCache:
                 self._mark_down("ping")
             return False
 
+    @contextlib.contextmanager
+    def _attempt(self, op: str) -> Iterator[_Failure]:
+        """Run the Redis commands of operation ``op`` (for the metrics), the cache's one reading of their
+        failure: an error Redis answers with is counted (:meth:`_refused`), one that says Redis stopped
+        answering marks it down (:meth:`_mark_down`); either ends the block, not the caller, and is left
+        in what it yields for a caller that undoes part of its work."""
+        failure = _Failure()
+        try:
+            yield failure
+        except ResponseError:  # (a RedisError: first)
+            self._refused(op)
+            failure.refused = True
+        except (TimeoutError, RedisError, OSError):
+            self._mark_down(op)
+            failure.down = True
+
     def _refused(self, op: str) -> None:
         """Redis answered with an error (over ``maxmemory`` with ``noeviction``, a read-only replica):
         counted, but Redis is up, and its other operations (the reads of a full Redis) still work."""
@@ -368,23 +385,18 @@ class RedisCache:
             return []
         if not self._up:
             return [None] * len(keys)
-        try:
+        with self._attempt("get"):
             values: list[Any] = []
             for start in range(0, len(keys), _MGET_KEYS):  # one round trip per part (see _MGET_KEYS)
                 values.extend(await self._redis.mget(list(keys[start : start + _MGET_KEYS])))
             return [v.encode() if isinstance(v, str) else v for v in values]
-        except ResponseError:
-            self._refused("get")
-            return [None] * len(keys)
-        except (TimeoutError, RedisError, OSError):
-            self._mark_down("get")
-            return [None] * len(keys)
+        return [None] * len(keys)
 
     async def set_many(self, pairs: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
         release = self._forget(claims) if claims is not None else []
         if not (pairs or release) or not self._up:
             return
-        try:
+        with self._attempt("set"):
             batches = _write_batches(pairs) if pairs else [()]
             for n, batch in enumerate(batches, 1):
                 async with self._redis.pipeline(transaction=False) as pipe:
@@ -394,10 +406,6 @@ class RedisCache:
                         assert claims is not None
                         self._settle(pipe, release, claims.value, "del")
                     await pipe.execute()
-        except ResponseError:
-            self._refused("set")
-        except (TimeoutError, RedisError, OSError):
-            self._mark_down("set")
 
     # --- claims (single flight across processes) --------------------------------------------------
     def new_claims(self) -> Claims | None:
@@ -411,7 +419,7 @@ class RedisCache:
         ttl_ms = int(CLAIM_TTL_S * 1000)
         out: list[bytes | bool] = []
         part: list[str] = []
-        try:
+        with self._attempt("claim") as failure:
             for start in range(0, len(keys), _MGET_KEYS):  # (as get_many: one part after the other)
                 part = list(keys[start : start + _MGET_KEYS])
                 # (counted as claimed until the answer says otherwise: a request cancelled while the
@@ -428,16 +436,13 @@ class RedisCache:
                     claims.keys.discard(k)
                     out.append(False if v == 0 else v.encode() if isinstance(v, str) else v)
             return out
-        except ResponseError:
+        if failure.refused:
             # (a read-only replica, a full Redis under noeviction: the script stopped at its first SET,
             # after the ones before it; DEL is still allowed there)
-            self._refused("claim")
             await self.release(self._split(claims, keys))
-            return None
-        except (TimeoutError, RedisError, OSError):
-            self._mark_down("claim")
-            self._forget(self._split(claims, keys))  # (they lapse within CLAIM_TTL_S, unrenewed)
-            return None
+        else:  # (Redis down: they lapse within CLAIM_TTL_S, unrenewed)
+            self._forget(self._split(claims, keys))
+        return None
 
     @staticmethod
     def _split(claims: Claims, keys: Sequence[str]) -> Claims:
@@ -453,14 +458,10 @@ class RedisCache:
         release = self._forget(claims)
         if not release or not self._up:
             return
-        try:
+        with self._attempt("release"):
             async with self._redis.pipeline(transaction=False) as pipe:
                 self._settle(pipe, release, claims.value, "del")
                 await pipe.execute()
-        except ResponseError:
-            self._refused("release")
-        except (TimeoutError, RedisError, OSError):
-            self._mark_down("release")
 
     def _forget(self, claims: Claims) -> list[str]:
         """The claim keys of ``claims``, no longer renewed by this process (a claim another request of the
@@ -491,16 +492,12 @@ class RedisCache:
             by_value: dict[str, list[str]] = {}
             for name, value in held.items():
                 by_value.setdefault(value, []).append(name)
-            try:
+            with self._attempt("renew") as failure:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for value, names in by_value.items():
                         self._settle(pipe, names, value, str(int(CLAIM_TTL_S * 1000)))
                     replies = await pipe.execute()
-            except ResponseError:
-                self._refused("renew")
-                continue
-            except (TimeoutError, RedisError, OSError):
-                self._mark_down("renew")
+            if failure.refused or failure.down:
                 continue
             lost = [
                 name
@@ -518,6 +515,14 @@ class RedisCache:
     @property
     def client(self) -> Redis:
         return self._redis
+
+
+@dataclass(slots=True)
+class _Failure:
+    """How the commands run under :meth:`RedisCache._attempt` failed, if they did."""
+
+    refused: bool = False  # Redis answered with an error (it is up: counted, not marked down)
+    down: bool = False  # Redis stopped answering (marked down)
 
 
 def _parts(names: list[str]) -> list[list[str]]:
