@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import uuid
 from typing import Any
@@ -398,6 +399,61 @@ async def test_with_redis_down_each_process_scores_its_own_items(
         finally:
             redis_server.start()
     assert [(r["score"], r["cached"]) for r in (x, y)] == [(1.0, False), (1.0, False)], (x, y)
+
+
+async def test_an_item_waited_for_elsewhere_is_scored_here_when_redis_goes_away(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """Redis gone while the second process waits for the first's item: its poll has no claim answer (a
+    connection error marks Redis down), and the item is taken over and scored there, as without Redis,
+    not waited for to its deadline. (The poll's reading of "no answer", untested before.)"""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        redis_server.stop()
+        try:
+            await until(lambda: judge_server.calls == 2, "the item was not scored without Redis")
+            gate.set()
+            x, y = result(await first), result(await second)
+            metrics = (await b.get("/metrics")).text
+        finally:
+            redis_server.start()
+    assert remote_waits(metrics, "taken_over") == 1.0
+    assert 'rewardhub_cache_errors_total{op="claim"} 1.0' in metrics
+    assert [(r["score"], r["cached"]) for r in (x, y)] == [(1.0, False), (1.0, False)], (x, y)
+
+
+async def test_an_unreadable_entry_of_an_item_waited_for_elsewhere_is_scored_here_and_written_over(
+    make_app: Any, judge_server: FakeJudge, redis_server: Any
+) -> None:
+    """The poll of an item another process is scoring finds an entry that is no result (written over by
+    another program sharing the Redis): as an unreadable entry at lookup, it is a miss, taken over and
+    scored here, and its entry written over with the result; not an answer, nor a reason to keep waiting.
+    (The poll's reading of an unreadable entry, untested before.)"""
+    gate = held_judge(judge_server)
+    item = an_item()
+    one, two = two_services(make_app, judge_server, redis_server.url)
+    store = redis_server.client()
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: judge_server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        (claim,) = store.keys("rh:claim:*")
+        key = claim[len(b"rh:claim:") :]
+        store.set(key, b"garbage{")
+        await until(lambda: judge_server.calls == 2, "the unreadable entry was not scored again")
+        gate.set()
+        x, y = result(await first), result(await second)
+        metrics = (await b.get("/metrics")).text
+    assert remote_waits(metrics, "taken_over") == 1.0 and remote_waits(metrics, "cached") == 0.0
+    assert [(r["score"], r["cached"]) for r in (x, y)] == [(1.0, False), (1.0, False)], (x, y)
+    assert json.loads(store.get(key))["score"] == 1.0  # written over with the result
 
 
 def _sleeping_code_item(sleep_s: float) -> dict[str, Any]:
