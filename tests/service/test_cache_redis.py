@@ -184,6 +184,35 @@ async def test_claims_are_per_process_and_released_only_by_their_holder(redis_se
         await two.close()
 
 
+async def test_a_release_or_a_renewal_on_a_redis_gone_marks_it_down(redis_server: Any) -> None:
+    """The claims' other round trips read a Redis gone as the lookups and writes do: counted under their
+    own op and the cache marked down (it then serves misses, takes no claims). A renewal that failed keeps
+    the claims its process holds, to renew once Redis is back. (Neither failure was exercised before.)
+    Two caches, two processes: one releases its claim, the other's renewal finds Redis gone."""
+    errors: dict[str, list[str]] = {"one": [], "two": []}
+    one = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60, on_error=errors["one"].append)
+    two = RedisCache(redis_server.url, ttl_s=60, retry_interval_s=60, on_error=errors["two"].append)
+    await one.start()
+    await two.start()
+    try:
+        mine, theirs = one.new_claims(), two.new_claims()
+        assert mine is not None and theirs is not None
+        assert await one.claim(["rh:test:one"], mine) == [True]
+        assert await two.claim(["rh:test:two"], theirs) == [True]
+        redis_server.stop()
+        try:
+            await one.release(mine)  # (well before the first renewal, a third of CLAIM_TTL_S after start)
+            assert (errors["one"], one.up) == (["release"], False)
+            await until(lambda: errors["two"] == ["renew"], "no renewal failed")
+            assert two.up is False
+            assert list(two._held) == ["rh:claim:rh:test:two"]  # (kept, to renew once Redis is back)
+        finally:
+            redis_server.start()
+    finally:
+        await one.close()
+        await two.close()
+
+
 async def test_memory_cache_evicts_least_recently_used() -> None:
     cache = MemoryCache(max_entries=2, ttl_s=60)
     await cache.set_many([("a", b"1"), ("b", b"2")])
