@@ -10,6 +10,7 @@ import contextlib
 import json
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -209,6 +210,21 @@ def two_services(make_app: Any, server: FakeJudge, redis_url: str) -> tuple[Any,
     return make_app(**settings), make_app(**settings)
 
 
+@contextlib.asynccontextmanager
+async def waiting_elsewhere(
+    make_app: Any, server: FakeJudge, redis_url: str, item: dict[str, Any]
+) -> AsyncIterator[tuple[httpx.AsyncClient, asyncio.Task[httpx.Response], asyncio.Task[httpx.Response]]]:
+    """Two processes on one Redis, the first scoring ``item`` (its judge call made) and the second's
+    request of it (``timeout_s`` 30) waiting for the first's: the second's client, and both requests."""
+    one, two = two_services(make_app, server, redis_url)
+    async with one as a, two as b:
+        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
+        await until(lambda: server.calls == 1)
+        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
+        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+        yield b, first, second
+
+
 def remote_waits(metrics: str, outcome: str) -> float:
     """``rewardhub_single_flight_remote_waits_total`` of the judge's items that ended so."""
     line = f'rewardhub_single_flight_remote_waits_total{{outcome="{outcome}",reward="judge"}} '
@@ -255,12 +271,7 @@ async def test_when_the_process_scoring_an_item_gives_it_up_the_waiting_one_scor
     (not at its deadline), scoring it itself."""
     gate = held_judge(judge_server)
     item = an_item()
-    one, two = two_services(make_app, judge_server, redis_server.url)
-    async with one as a, two as b:
-        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
-        await until(lambda: judge_server.calls == 1)
-        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
-        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+    async with waiting_elsewhere(make_app, judge_server, redis_server.url, item) as (b, first, second):
         first.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await first
@@ -316,12 +327,7 @@ async def test_an_invalid_result_elsewhere_is_taken_over_not_waited_for_to_the_d
         "no decision here" if judge_server.calls == 1 else "Final Decision: Yes", hold=gate
     )
     item = an_item()
-    one, two = two_services(make_app, judge_server, redis_server.url)
-    async with one as a, two as b:
-        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
-        await until(lambda: judge_server.calls == 1)
-        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
-        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+    async with waiting_elsewhere(make_app, judge_server, redis_server.url, item) as (b, first, second):
         gate.set()
         x = result(await first)
         # (its claim released with the request, not left to lapse: well before CLAIM_TTL_S)
@@ -409,12 +415,7 @@ async def test_an_item_waited_for_elsewhere_is_scored_here_when_redis_goes_away(
     not waited for to its deadline. (The poll's reading of "no answer", untested before.)"""
     gate = held_judge(judge_server)
     item = an_item()
-    one, two = two_services(make_app, judge_server, redis_server.url)
-    async with one as a, two as b:
-        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
-        await until(lambda: judge_server.calls == 1)
-        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
-        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+    async with waiting_elsewhere(make_app, judge_server, redis_server.url, item) as (b, first, second):
         redis_server.stop()
         try:
             await until(lambda: judge_server.calls == 2, "the item was not scored without Redis")
@@ -437,13 +438,8 @@ async def test_an_unreadable_entry_of_an_item_waited_for_elsewhere_is_scored_her
     (The poll's reading of an unreadable entry, untested before.)"""
     gate = held_judge(judge_server)
     item = an_item()
-    one, two = two_services(make_app, judge_server, redis_server.url)
     store = redis_server.client()
-    async with one as a, two as b:
-        first = asyncio.create_task(a.post("/v1/score", json=body(item)))
-        await until(lambda: judge_server.calls == 1)
-        second = asyncio.create_task(b.post("/v1/score", json=body(item, timeout_s=30)))
-        await until(lambda: b.app.state.scoring.waiting == 1, "the second process never waited")
+    async with waiting_elsewhere(make_app, judge_server, redis_server.url, item) as (b, first, second):
         (claim,) = store.keys("rh:claim:*")
         key = claim[len(b"rh:claim:") :]
         store.set(key, b"garbage{")
