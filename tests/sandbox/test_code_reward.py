@@ -1956,6 +1956,60 @@ async def test_the_tests_nodes_cost_the_solution_a_round_trip_per_thousands_not_
     assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
 
 
+async def test_nodes_the_solution_makes_cost_a_round_trip_per_thousands_and_are_the_tests_own(
+    client: httpx.AsyncClient,
+) -> None:
+    """Each ``ListNode(x)`` of the solution's was a round trip to the judge, which made the node (``new``):
+    copying a 20,000-node list took ~80,000 of them (several seconds, most of a hidden test's limit).
+    A node of a class whose ``__init__`` only assigns is made in the solution's process now and in the
+    judge only when something names it there (a return, an argument, a write to a tests' node) or the
+    tests' code may run, thousands a message: counted by the solution's waits (voluntary context
+    switches), under 2,000. What the tests see is as before: their own class's nodes, one node however
+    often it comes back, a cycle, a node leading to one of theirs, a change made after it crossed, a
+    class whose ``__init__`` does more (made by the judge, as before), a call that does not bind."""
+    tests = (
+        LINKED + "class Node:\n    made = 0\n    def __init__(self, val=0, next=None):\n"
+        "        Node.made += 1\n        self.val = val\n        self.next = next\n"
+        "head = build(list(range(20000)))\ncopy = Solution().copyList(head)\n"
+        "assert to_list(copy) == list(range(20000)) and type(copy) is ListNode and copy is not head\n"
+        "assert type(copy.next) is ListNode and 0 <= Solution.waits < 2000\n"
+        "a = Solution().cycle()\nassert type(a) is ListNode and a.next.next is a and a.next.val == 2\n"
+        "tail = ListNode(9)\nx = Solution().onto(tail)\nassert x.next is tail and x.val == 8 and tail.next is None\n"
+        "same = Solution().twice()\nassert same[0] is same[1] and same[2] is same[0].next and same[2].val == 8\n"
+        "assert to_list(Solution().keywords()) == [5, 6]\n"
+        "h = ListNode(0)\nassert Solution().later(h, lambda n: n.next.val) == [41, 42] and h.next.val == 42\n"
+        "assert Solution().kept(lambda n: n.val) == [True, True, True, False]\n"
+        "t = Solution().tree()\nassert type(t) is TreeNode and t.left.val == 1 and t.right is None and t.val == 0\n"
+        "made = Node.made\nn = Solution().counted()\nassert type(n) is Node and Node.made == made + 1 and n.val == 3\n"
+        "assert Solution().unbound() == ['TypeError', 'TypeError']\n"
+        "mine = Solution().mine()\nassert mine[:2] == [True, False] and type(mine[2]) is not ListNode\n"
+    )
+    solution = (
+        "import resource\ndef waits():\n    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw\n"
+        "class Mine(ListNode):\n    pass\n"
+        "class Solution:\n    waits = -1\n"
+        "    def copyList(self, head):\n        before = waits()\n        dummy = tail = ListNode(0)\n"
+        "        while head:\n            tail.next = ListNode(head.val)\n            tail = tail.next\n"
+        "            head = head.next\n        Solution.waits = waits() - before\n        return dummy.next\n"
+        "    def cycle(self):\n        a = ListNode(1)\n        a.next = ListNode(2, a)\n        return a\n"
+        "    def onto(self, tail):\n        return ListNode(8, tail)\n"
+        "    def twice(self):\n        n = ListNode(7, ListNode(8))\n        return [n, n, n.next]\n"
+        "    def keywords(self):\n        return ListNode(next=ListNode(val=6), val=5)\n"
+        "    def later(self, head, peek):\n        n = ListNode(41)\n        head.next = n\n"
+        "        first = peek(head)\n        n.val = 42\n        return [first, head.next.val]\n"
+        "    def kept(self, peek):\n        n = ListNode(1)\n        seen = {n}\n        peek(n)\n"
+        "        return [n in seen, type(n) is ListNode, isinstance(n, ListNode), isinstance(n, TreeNode)]\n"
+        "    def tree(self):\n        t = TreeNode()\n        t.left = TreeNode(1)\n        return t\n"
+        "    def counted(self):\n        return Node(3)\n"
+        "    def unbound(self):\n        out = []\n        for args, kwargs in (((1, 2, 3), {}), ((1,), {'val': 2})):\n"
+        "            try:\n                ListNode(*args, **kwargs)\n            except TypeError:\n"
+        "                out.append('TypeError')\n        return out\n"
+        "    def mine(self):\n        m = Mine()\n        m.val = 1\n        return [isinstance(m, ListNode), type(m) is ListNode, m]\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests, "timeout_s": 30})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_a_tests_node_of_very_many_attributes_still_reaches_the_solution(
     client: httpx.AsyncClient,
 ) -> None:

@@ -455,6 +455,100 @@ async def test_the_batched_writes_and_node_copies_give_the_solution_nothing_more
         assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
 
 
+async def test_the_nodes_the_solution_makes_give_it_nothing_more(client: httpx.AsyncClient) -> None:
+    """The solution makes the nodes of a tests' class whose ``__init__`` only assigns in its own process,
+    and the judge makes them when they cross (``news``: bare, of that class, then their attributes as
+    ``setattrs``). It may ask for nothing else that way: no node of another class (one whose ``__init__``
+    does more, one no node class, a name of the judge's), a number twice or of the judge's kind, a batch
+    or a run past their bounds, a node it never had made named (``{"L": n}``), nor write a private name,
+    a method or ``__class__``/``__dict__``/``__reduce__`` onto a node it made, through Python, the
+    protocol or the guest's own state (its copy of the node, a node it never has the judge make). Every attempt fails the test it is in, the item valid, and the tests' objects are as they
+    were (the class with the counting ``__init__`` never ran it)."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "    def values(self):\n        return [self.val]\n"
+        "class TreeNode:\n    made = 0\n    def __init__(self, val=0):\n        TreeNode.made += 1\n"
+        "        self.val = val\n"
+        "class Secret:\n    def __init__(self):\n        self.val = 'k3y'\n"
+        "head = ListNode(1)\ndef made(n):\n    return type(n) is ListNode and vars(n) == {'val': 2, 'next': head}\n"
+        "assert made(solve(head))\n"
+        "assert TreeNode.made == 0 and vars(head) == {'val': 1, 'next': None} and ListNode(3).values() == [3]\n"
+    )
+    honest = "def solve(head):\n    return ListNode(2, head)\n"
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\nask = guest._CHANNEL.request\n"
+        "def h(x):\n    return {{'R': object.__getattribute__(x, '_rh_id')}}\n"
+        "def solve(head):\n    {attack}\n    return ListNode(2, head)\n"
+    )
+    attacks = [
+        "ask('news', [[-1, 'Secret']])",
+        "ask('news', [[-1, 'TreeNode']])",
+        "ask('news', [[-1, '__builtins__']])",
+        "ask('news', [[1, 'ListNode']])",
+        "ask('news', [[-1, 'ListNode'], [-1, 'ListNode']])",
+        "ask('news', [[-1, 'ListNode']]) and ask('news', [[-1, 'ListNode']])",
+        "ask('news', [[-1, 'ListNode', 'x']])",
+        "ask('news', 'ListNode')",
+        "ask('recipe')",
+        "ask('news', [[-i - 1, 'ListNode'] for i in range(16385)])",
+        "[ask('news', [[-i - 1 - 16384 * k, 'ListNode'] for i in range(16384)]) for k in range(9)]",
+        "ask('setattrs', [[h(head), 'next', {'L': -99}]])",
+        "ask('setattrs', [[{'L': -1}, 'val', 2]])",
+        "ask('setattrs', [[{'R': ask('news', [[-1, 'ListNode']])[0]}, '_secret', 1]])",
+        "ask('setattrs', [[{'R': ask('news', [[-1, 'ListNode']])[0]}, 'values', 1]])",
+        "setattr(ListNode(5), '__class__', head)",
+        "setattr(ListNode(5), '__dict__', {})",
+        "setattr(ListNode(5), '__reduce__', print)",
+        "setattr(ListNode(5), '_secret', 1)",
+        "setattr(ListNode(5), 'values', print)",
+        "n = ListNode(5); guest._NEW_NODES[object.__getattribute__(n, '_rh_id')].attrs['__class__'] = head; repr(n)",
+        "n = ListNode(5); guest._NEW_NODES[object.__getattribute__(n, '_rh_id')].attrs['values'] = 1; repr(n)",
+        "guest._Channel.materialise = lambda self: None",
+    ]
+    items = [{"response": honest, "reference": {"tests": tests}}]
+    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for attack, result in zip(attacks, results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
+        assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
+
+
+async def test_a_solution_making_nodes_past_the_bound_gets_them_made_by_the_judge(
+    client: httpx.AsyncClient,
+) -> None:
+    """The solution makes at most 2**17 nodes a run in its own process (the judge makes them 16,384 a
+    message, where a round trip each bounded how fast its memory could fill); past that the judge makes
+    each, as before: a list of 2**17 + 3 nodes arrives whole, and a solution making 10**6 nodes (a round
+    trip each past the bound: it may run out of time) is scored, valid, in a run of 256 MB."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "def count(node):\n    n = 0\n    while node:\n        if type(node) is not ListNode or node.val != n:\n"
+        "            return -1\n        n, node = n + 1, node.next\n    return n\n"
+    )
+    solution = (
+        "def build(n):\n    head = None\n    for i in range(n - 1, -1, -1):\n        head = ListNode(i, head)\n"
+        "    return head\n"
+        "def flood():\n    nodes = [ListNode(i) for i in range(10 ** 6)]\n    return len(nodes)\n"
+    )
+    whole = tests + "assert count(build(2 ** 17 + 3)) == 2 ** 17 + 3\n"
+    flooded = tests + "assert flood() == 10 ** 6\n"
+    results = []
+    for reference, timeout_s in (({"tests": whole}, 20.0), ({"tests": flooded}, 2.0)):
+        (result,) = await score_results(
+            client,
+            "code",
+            [{"response": solution, "reference": reference}],
+            options={"use_cache": False},
+            timeout_s=timeout_s,
+            total_timeout_s=3 * timeout_s,
+            memory_mb=256,
+        )
+        results.append(result)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    assert results[1]["valid"], results[1]  # (past the bound, a round trip a node: in time or not)
+
+
 async def test_a_node_s_copy_holds_nothing_behind_an_attribute_the_solution_may_not_read(
     client: httpx.AsyncClient,
 ) -> None:

@@ -579,7 +579,10 @@ class CodeReward(Reward[CodeConfig]):
     # an `__eq__`/`__hash__` the solution gives the class is its nodes' (were the handle's); a list the
     # solution writes onto a tests' node (`node.children = kids`) and changes after is written back
     # into the node's (the node kept a copy as written)
-    version: ClassVar[str] = "1.3.18"
+    # 1.3.19: the nodes a solution makes of a tests' class whose `__init__` only assigns (`ListNode(x)`)
+    # are made in its process and in the judge's thousands a message when they cross (a round trip each:
+    # copying a 20,000-node list took ~80,000); past 2**17 a run, one at a time as before
+    version: ClassVar[str] = "1.3.19"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

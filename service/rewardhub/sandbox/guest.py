@@ -313,6 +313,11 @@ class _Codec:
         # one more is sent one more, not thousands; one walking a list soon gets thousands a message).
         self.snap_left = [1, _SNAP_CHARS]
         self.snap_next = 1
+        # (The judge's) the nodes it made for the solution's ``ListNode(x)`` (``news``, :func:`_made_nodes`),
+        # by the solution's (negative) number for them, ``{"L": n}`` in what it encoded before they were
+        # made; (the solution's) whether it encoded such a node since it last had the judge make them.
+        self.news: dict[int, Any] = {}
+        self.met_new = False
         # A call's lists, dicts, sets and deques, numbered in the order they are encoded (see _Called):
         # the caller's, as it sends them (``sent``; the judge's shared ones once, with ``memo``); the
         # callee's, as it decodes them (``received``); ``origins``, their numbers by id as the callee
@@ -439,8 +444,13 @@ class _Codec:
             return {"Z": [self.enc(e, d) for e in x]}
         if t is complex:
             return {"C": [self.enc(x.real), self.enc(x.imag)]}
-        if _handle_type(t) and object.__getattribute__(x, "_rh_tag") == self.foreign_tag:
-            return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
+        if _handle_type(t):
+            tag = object.__getattribute__(x, "_rh_tag")
+            if tag == self.foreign_tag:
+                return {self.foreign_tag: object.__getattribute__(x, "_rh_id")}
+            if tag == "L" and not self.judge:  # (a node not yet made in the judge: before this is sent)
+                self.met_new = True
+                return {"L": object.__getattribute__(x, "_rh_id")}
         if t is type(sys):  # a module: the other side imports its own copy by name
             return {"M": x.__name__}
         if t is type:  # `int`, `str`...: by name, too; other classes are handles
@@ -684,6 +694,11 @@ class _Codec:
                     raise _ProtocolError("unknown handle") from None
             if tag == self.foreign_tag:
                 return self._proxy(tag, v)
+            if tag == "L" and self.judge:  # (a node made for the solution, named as it was before)
+                try:
+                    return self.news[v]
+                except KeyError:
+                    raise _ProtocolError("unknown handle") from None
         raise _ProtocolError("malformed value")
 
     def _dict(self, kind: str, factory: Any, pairs: list[Any], depth: int) -> dict[Any, Any]:
@@ -845,6 +860,7 @@ class _Channel:
         # (:func:`_node_write`), sent as one request (``setattrs``) before it sends anything else.
         self.pending: list[Any] = []
         self.pending_chars = 0
+        self.materialising = False
 
     def flush(self) -> None:
         """(The solution's) send its pending writes to the tests' nodes, for the judge to make them."""
@@ -861,7 +877,67 @@ class _Channel:
         except BaseException:
             self.pending, self.pending_chars = [], 0
 
+    def materialise(self) -> None:
+        """(The solution's) have the judge make the nodes of the tests' classes it made in its own process
+        (:func:`_new_node`), before it sends anything that may name one or lets the judge run the tests'
+        code: ``news`` makes them bare (their ``__init__``'s plain defaults), a batch at a time, and their
+        data attributes go as ``setattrs`` (each checked as a setattr); each node is then the handle of
+        the judge's (its number and identity kept, the judge's ``{"L": n}`` for what named it before)."""
+        if self.materialising or not _NEW_NODES:
+            return
+        self.materialising = True
+        try:
+            codec = self.codec
+            records = list(_NEW_NODES.values())
+            codec.met_new = False
+            for start in range(0, len(records), _NEW_BATCH):
+                chunk = records[start : start + _NEW_BATCH]
+                self.send(["q", "news", [[[rec.number, rec.name] for rec in chunk]]])
+                made = self._wait(None, None, None)
+                if type(made) is not list or len(made) != len(chunk) or any(type(m) is not int for m in made):
+                    raise _ProtocolError("malformed nodes")
+                for rec, ident in zip(chunk, made, strict=True):
+                    del _NEW_NODES[rec.number]
+                    object.__setattr__(rec.node, "_rh_tag", codec.foreign_tag)
+                    object.__setattr__(rec.node, "_rh_id", ident)
+                    codec.proxies.setdefault(ident, rec.node)
+            writes: list[Any] = []
+            chars = 0
+            for rec in records:
+                target = {codec.foreign_tag: object.__getattribute__(rec.node, "_rh_id")}
+                for name, value in rec.attrs.items():
+                    writes.append([target, name, codec.enc(value)])
+                    chars += len(name) + (len(value) if type(value) is str else 0)
+                    if len(writes) >= _NEW_BATCH or chars >= _SNAP_CHARS:
+                        self._set_all(writes)
+                        writes, chars = [], 0
+            if writes:
+                self._set_all(writes)
+        finally:
+            self.materialising = False
+
+    def materialise_quietly(self) -> None:
+        """:meth:`materialise`, on the way out of a call that raised: its own exception is the call's (the
+        nodes not made are dropped: what names them is the judge's protocol error)."""
+        try:
+            self.materialise()
+        except _Gone:
+            raise
+        except BaseException:
+            _NEW_NODES.clear()
+
+    def _set_all(self, writes: list[Any]) -> None:
+        self.send(["q", "setattrs", [writes]])
+        self._wait(None, None, None)
+
     def send(self, msg: Any) -> None:
+        if (
+            _NEW_NODES
+            and not self.materialising
+            and not self.codec.judge
+            and (self.codec.met_new or not (msg[0] == "q" and msg[1] in _READS))
+        ):
+            self.materialise()  # (the solution's nodes it may name, made first)
         if self.codec.judge:  # (the next message's snapshots, _Codec._snapshot)
             codec = self.codec
             if codec.snap_left[0] < codec.snap_next:  # (this one carried one)
@@ -918,6 +994,7 @@ class _Channel:
             self.codec.snapped.clear()
             self.codec.readable.clear()
             _PLAIN_NODES.clear()
+            _INIT_RECIPES.clear()
             self.codec.snap_next = 1
             self.codec.snap_left = [1, _SNAP_CHARS]
         return msg
@@ -940,9 +1017,7 @@ class _Channel:
             if op != "setattrs":
                 self.flush()  # (the judge sees the solution's writes before anything else of it)
             if op not in _READS:  # (the judge may run code: the nodes the solution holds may change)
-                _NODE_CACHE.clear()
-                _NODE_KINDS.clear()
-                _NOT_NODES.clear()
+                _forget_copies()
         self.send(["q", op, list(args)])
         if sent is None or memo is None:
             return self._wait(writes, sent, received)
@@ -996,6 +1071,11 @@ class _Channel:
                     self.flush()
                 else:
                     self.flush_quietly()
+            if _NEW_NODES and not self.codec.judge:  # (and the nodes it made: a failure is the call's)
+                if raised is None:
+                    self.materialise()
+                else:
+                    self.materialise_quietly()
             if raised is not None:
                 raise raised
             if type(value) is _Numbered:
@@ -1015,9 +1095,9 @@ class _Channel:
                 reply += [None, None]  # (no class of the solution's: the writes go sixth)
             if self.pending:
                 self.flush_quietly()
-        _NODE_CACHE.clear()  # (the judge runs code once it has the reply)
-        _NODE_KINDS.clear()
-        _NOT_NODES.clear()
+            if _NEW_NODES and not self.codec.judge:
+                self.materialise_quietly()
+        _forget_copies()  # (the judge runs code once it has the reply)
         if writes:
             try:
                 self.send([*reply, writes])
@@ -1245,6 +1325,8 @@ def _op(
 ) -> Any:
     assert _CHANNEL is not None
     codec = _CHANNEL.codec
+    if object.__getattribute__(p, "_rh_tag") == "L":  # (a node the solution made: the judge's now)
+        _CHANNEL.materialise()
     target = {object.__getattribute__(p, "_rh_tag"): object.__getattribute__(p, "_rh_id")}
     memo: dict[int, int] | None = {} if codec.judge and sent is not None else None
     encoded = [codec.enc(a) for a in args] if sent is None else codec.enc_call(list(args), sent, memo)
@@ -1289,6 +1371,11 @@ class _Proxy:
         return _op(self, "getattr", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if object.__getattribute__(self, "_rh_tag") == "L":  # (a node the solution made, _new_node)
+            if _new_write(self, name, value):
+                return
+            assert _CHANNEL is not None
+            _CHANNEL.materialise()  # (one the judge must check: written there, as to its other nodes)
         held = _node_copy(self)
         if held is not None:
             _node_write(self, held, name, value)
@@ -1326,7 +1413,9 @@ class _Proxy:
         return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
-        return hash((object.__getattribute__(self, "_rh_tag"), object.__getattribute__(self, "_rh_id")))
+        # (by identity: each side has one proxy an object of the other's, and a node the solution made
+        # keeps its hash, in the sets and dicts that hold it, once the judge made it, _new_node)
+        return object.__hash__(self)
 
     def __lt__(self, other: object) -> Any:
         return _node_order(self, other, "__lt__")
@@ -1384,19 +1473,147 @@ _NODE_KINDS: dict[int, frozenset[str]] = {}
 _NOT_NODES: set[int] = set()
 # The requests during which the judge runs none of the tests' code: reading a node's data attribute, a
 # node's snapshot, and the batch of the solution's writes to them (``setattrs``; checked as ``setattr``,
-# the nodes the solution holds copies of have no __setattr__, _plain_node).
-_READS = frozenset({"getattr", "node", "setattrs"})
+# the nodes the solution holds copies of have no __setattr__, _plain_node); how a node class's nodes
+# are made (``recipe``) and making the nodes the solution made (``news``, _made_nodes).
+_READS = frozenset({"getattr", "node", "setattrs", "recipe", "news"})
 # The most nodes in one snapshot, and characters of strings in it; the most writes in one batch.
 _SNAP_NODES = 4096
 _SNAP_CHARS = 1 << 20
 # (The judge's) whether a class's nodes go with their snapshot (_plain_node), by class, while the tests'
 # code does not run.
 _PLAIN_NODES: dict[type, bool] = {}
+# The most nodes the solution makes in its own process in a run (_new_node; its others are made by the
+# judge, a round trip each, as before), and the most nodes or writes the judge makes in one message of
+# them (_Channel.materialise).
+_MAX_NEW_NODES = 1 << 17  # (~36 MB of the judge's for ListNodes of two attributes, LeetCode's 10^5 nodes)
+_NEW_BATCH = 16384
 # Methods that would run the tests' code where a plain node runs none: reading or writing an attribute
 # (the snapshot reads the instance's __dict__ as it is), or its truth (always True for a plain node).
 _NODE_HOOKS = (
     "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__bool__", "__len__", "__class__",
 )  # fmt: skip
+
+
+def _forget_copies() -> None:
+    """(The solution's) drop its copies of the tests' nodes and how it makes their classes' nodes: the judge
+    may run the tests' code (a class may change)."""
+    _NODE_CACHE.clear()
+    _NODE_KINDS.clear()
+    _NOT_NODES.clear()
+    _NEW_RECIPES.clear()
+
+
+class _Recipe:
+    """(The solution's) how a tests' node class's ``__init__`` makes a node (the judge's :func:`_init_recipe`):
+    its parameters (``names``, the first ``positional`` of them positional, the first ``posonly`` only
+    so), their plain defaults, and what it assigns (``[attribute, is a parameter, parameter or value]``);
+    ``fixed``: the names the solution may not write there (the class's methods...); ``kinds``: which of
+    the node classes the solution uses by name it is."""
+
+    __slots__ = ("assigns", "defaults", "fixed", "kinds", "names", "positional", "posonly")
+
+    def __init__(self, recipe: Any):
+        names, self.posonly, self.positional, defaults, self.assigns, fixed, kinds = recipe
+        self.names: list[str] = names
+        self.defaults: dict[str, Any] = dict(defaults)
+        self.fixed = frozenset(fixed)
+        self.kinds = frozenset(kinds)
+
+    def make(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The data attributes ``cls(*args, **kwargs)`` gives a node, in its order; None where the call
+        does not bind as Python binds it (the judge's call raises the TypeError) or passes a value that
+        does not cross as a plain value or a handle (:func:`_new_value`: a list, for its identity)."""
+        if len(args) > self.positional:
+            return None
+        bound = dict(zip(self.names, args, strict=False))
+        for key, value in kwargs.items():
+            if type(key) is not str or key in bound or key not in self.names[self.posonly :]:
+                return None
+            bound[key] = value
+        if any(n not in bound and n not in self.defaults for n in self.names):
+            return None
+        attrs: dict[str, Any] = {}
+        for attr, is_param, source in self.assigns:
+            value = bound.get(source, self.defaults.get(source)) if is_param else source
+            if is_param and not _new_value(value):
+                return None
+            attrs[attr] = value
+        return attrs
+
+
+class _NewNode:
+    """(The solution's) a node of a tests' class it made in its own process (:func:`_new_node`)."""
+
+    __slots__ = ("attrs", "name", "node", "number", "recipe")
+
+    def __init__(self, node: Any, number: int, name: str, attrs: dict[str, Any], recipe: _Recipe):
+        self.node, self.number, self.name, self.attrs, self.recipe = node, number, name, attrs, recipe
+
+
+# (The solution's) the nodes it made not yet made in the judge, by their (negative) numbers; how it makes
+# each node class's nodes (None: the judge makes them), while the judge runs none of the tests' code;
+# and how many it made in its process this run.
+_NEW_NODES: dict[int, _NewNode] = {}
+_NEW_RECIPES: dict[str, _Recipe | None] = {}
+_NEW_MADE = [0]
+
+
+def _new_value(value: Any) -> bool:
+    """(The solution's) whether a node it made may hold ``value`` before the judge makes it: a plain value
+    or a handle (of the judge's object, or another such node); another (a list, an object of its own)
+    is written where the judge made the node, as to its other nodes."""
+    t = type(value)
+    if value is None or t is bool or t is float:
+        return True
+    if t is int:
+        return bool(value.bit_length() <= 64)
+    if t is str:
+        return len(value) <= 4096
+    return _handle_type(t) and bool(object.__getattribute__(value, "_rh_tag") in ("R", "L"))
+
+
+def _new_node(cls: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """(The solution's) ``ListNode(x)``: a node of the stand-in ``cls`` made in its own process, with the
+    data attributes the tests' ``__init__`` gives it (its :class:`_Recipe`), which the judge makes (of the
+    tests' own class) only when the solution sends anything that names it or lets the tests' code run
+    (:meth:`_Channel.materialise`), many a message: making each node in the judge was a round trip (a
+    20,000-node answer, ~80,000 of them). None where the judge makes it (a class whose ``__init__`` runs
+    more than assignments, a call that does not bind, a value of another kind, past
+    :data:`_MAX_NEW_NODES`)."""
+    chan = _CHANNEL
+    assert chan is not None
+    if name not in _NEW_RECIPES:
+        got = chan.request("recipe", name)
+        try:
+            _NEW_RECIPES[name] = _Recipe(got) if got is not None else None
+        except (TypeError, ValueError):
+            _NEW_RECIPES[name] = None
+    recipe = _NEW_RECIPES[name]
+    if recipe is None or _NEW_MADE[0] >= _MAX_NEW_NODES:
+        return None
+    attrs = recipe.make(args, kwargs)
+    if attrs is None:
+        return None
+    _NEW_MADE[0] += 1
+    number = -_NEW_MADE[0]
+    node: Any = object.__new__(cls)
+    object.__setattr__(node, "_rh_tag", "L")
+    object.__setattr__(node, "_rh_id", number)
+    _NEW_NODES[number] = _NewNode(node, number, name, attrs, recipe)
+    return node
+
+
+def _new_write(node: Any, name: Any, value: Any) -> bool:
+    """(The solution's) ``node.name = value``, ``node`` one it made (:func:`_new_node`), made in its copy
+    where the judge would take it as it is (a data attribute of a plain value or handle); False for
+    another (a name of ``_``, or the class's), written where the judge made the node, checked there."""
+    new = _NEW_NODES.get(object.__getattribute__(node, "_rh_id"))
+    if new is None or type(name) is not str or name.startswith("_") or len(name) > 4096:
+        return False
+    if name in new.recipe.fixed or not _new_value(value):
+        return False
+    new.attrs[name] = value
+    return True
 
 
 def _own_name(cls: type) -> str | None:
@@ -1429,6 +1646,9 @@ def _node_copy(p: _Proxy) -> dict[str, Any] | None:
     asked for (one ``node`` request, a snapshot of it and the nodes after it) where it holds none; None
     for another object (and in the judge)."""
     ident = object.__getattribute__(p, "_rh_id")
+    if ident < 0:  # (a node the solution made, not yet the judge's: _new_node)
+        new = _NEW_NODES.get(ident)
+        return None if new is None else new.attrs
     held = _NODE_CACHE.get(ident)
     if held is not None or ident in _NOT_NODES:
         return held
@@ -1458,7 +1678,7 @@ def _node_write(p: _Proxy, held: dict[str, Any], name: str, value: Any) -> None:
         elif t is str:
             kept = enc
             chan.pending_chars += len(enc)
-        elif t is dict and len(enc) == 1 and next(iter(enc)) in ("R", "H", "F"):
+        elif t is dict and len(enc) == 1 and next(iter(enc)) in ("R", "H", "F", "L"):
             kept = float(enc["F"]) if "F" in enc else value
     chan.pending.append([{"R": object.__getattribute__(p, "_rh_id")}, name, enc])
     if kept is _NOTHING:
@@ -1594,6 +1814,12 @@ def _serve(codec: _Codec, op: str, args: Any, allowed: frozenset[str]) -> Any:
         raise _ProtocolError(f"operation {op!r} is not allowed")
     if op == "new":  # (the judge's) a node of the tests' class the solution uses by name (_node_class)
         return _serve_call(codec, _tests_node_class(args[0]), args[1:])
+    if op == "recipe":  # (the judge's) how the solution may make that class's nodes itself (_new_node)
+        if not codec.judge or len(args) != 1:
+            raise _ProtocolError("malformed recipe request")
+        return _recipe_of(args[0])
+    if op == "news":  # (the judge's) the nodes the solution made, made here (_Channel.materialise)
+        return _made_nodes(codec, args)
     if op == "setattrs":  # (the judge's) the solution's writes to the tests' nodes (_node_write)
         if not codec.judge or len(args) != 1 or type(args[0]) is not list:
             raise _ProtocolError("malformed writes")
@@ -1854,6 +2080,159 @@ def _tests_node_class(name: Any) -> type:
     return cls  # type: ignore[return-value]
 
 
+# (The judge's) each tests' node class's recipe (_init_recipe), while the tests' code does not run.
+_INIT_RECIPES: dict[type, Any] = {}
+# Code flags of an ``__init__`` that is not a plain function of fixed parameters: *args, **kwargs,
+# generator, coroutine, async generator.
+_NOT_PLAIN_CODE = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200
+
+
+def _recipe_of(name: Any) -> Any:
+    """(The judge's) the ``recipe`` request: how the solution may make the nodes of the tests' class
+    ``name`` in its own process (:func:`_init_recipe`), or None (the judge makes them, ``new``)."""
+    cls = _TESTS_NS.get(name) if type(name) is str and name in _NODE_NAMES else None
+    return _init_recipe(cls) if _tests_class(cls) else None
+
+
+def _init_recipe(cls: Any) -> Any:
+    """(The judge's) how ``cls(...)`` makes a node, for the solution to make them in its process
+    (:class:`_Recipe`) and the judge to make them bare (:func:`_made_nodes`), where that is all it does:
+    a class of :func:`_plain_node` (no attribute hooks) based on ``object`` alone, without ``__new__``
+    or ``__slots__``, whose ``__init__`` only assigns its parameters and plain constants to attributes
+    of ``self`` the solution may write (:func:`_tests_data`), its defaults plain values
+    (:func:`_new_value`). Read from its bytecode: nothing of the tests' runs. None for another class
+    (also where the bytecode has an instruction not known here, as in another Python)."""
+    if type(cls) is not type:
+        return None
+    if cls not in _INIT_RECIPES:
+        _INIT_RECIPES[cls] = _read_init(cls) if _plain_node(cls) else None
+    return _INIT_RECIPES[cls]
+
+
+def _read_init(cls: type) -> Any:
+    """:func:`_init_recipe` of a plain node class."""
+    ns = cls.__dict__
+    init = ns.get("__init__")
+    if (
+        cls.__mro__ != (cls, object)
+        or "__slots__" in ns
+        or "__new__" in ns
+        or type(init) is not type(_read_init)
+    ):
+        return None
+    code = init.__code__
+    count = code.co_argcount + code.co_kwonlyargcount
+    if (
+        code.co_flags & _NOT_PLAIN_CODE
+        or code.co_freevars
+        or code.co_cellvars
+        or not 1 <= count == code.co_nlocals
+    ):
+        return None
+    names = list(code.co_varnames[:count])
+    given = init.__defaults__ or ()
+    defaults = list(zip(names[code.co_argcount - len(given) : code.co_argcount], given, strict=True))
+    defaults += list(dict.items(init.__kwdefaults__ or {}))
+    if not all(_plain_value(v) for _, v in defaults):
+        return None
+    assigns = _init_assigns(code, names, ns)
+    if assigns is None:
+        return None
+    fixed = [k for k, v in dict.items(dict(ns)) if type(k) is str and not _plain_default(v)]
+    kinds = sorted(n for n in _NODE_NAMES if _TESTS_NS.get(n) is cls)
+    return [
+        names[1:],
+        max(code.co_posonlyargcount - 1, 0),
+        code.co_argcount - 1,
+        defaults,
+        assigns,
+        fixed,
+        kinds,
+    ]
+
+
+def _plain_value(value: Any) -> bool:
+    """Whether ``value`` is one a node made in the solution's process holds as it is (:func:`_new_value`)."""
+    t = type(value)
+    if value is None or t is bool or t is float:
+        return True
+    return (t is int and value.bit_length() <= 64) or (t is str and len(value) <= 4096)
+
+
+def _init_assigns(code: Any, names: list[str], ns: Any) -> list[Any] | None:
+    """The ``[attribute, is a parameter, parameter or value]`` an ``__init__``'s bytecode assigns, in order,
+    where it does nothing else; else None."""
+    import dis
+
+    stack: list[tuple[bool, Any]] = []
+    assigns: list[Any] = []
+    for ins in dis.get_instructions(code):
+        op, arg = ins.opname, ins.argval
+        if op in ("RESUME", "NOP", "CACHE", "EXTENDED_ARG"):
+            continue
+        if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"):
+            stack.append((True, arg))
+        elif op in ("LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW") and type(arg) is tuple:
+            stack += [(True, a) for a in arg]
+        elif op in ("LOAD_CONST", "LOAD_SMALL_INT") and _plain_value(arg):
+            stack.append((False, arg))
+        elif op == "SWAP" and type(ins.arg) is int and 2 <= ins.arg <= len(stack):
+            stack[-1], stack[-ins.arg] = stack[-ins.arg], stack[-1]
+        elif op == "STORE_ATTR" and len(stack) >= 2 and stack[-1] == (True, names[0]) and type(arg) is str:
+            stack.pop()
+            is_param, source = stack.pop()
+            defined = ns.get(arg, _NOTHING)
+            if arg.startswith("_") or (defined is not _NOTHING and not _plain_default(defined)):
+                return None
+            if is_param and (source == names[0] or source not in names):
+                return None
+            assigns.append([arg, is_param, source])
+        elif (op == "RETURN_CONST" and arg is None) or (
+            op == "RETURN_VALUE" and stack[-1:] == [(False, None)]
+        ):
+            return assigns
+        else:
+            return None
+    return None
+
+
+def _made_nodes(codec: _Codec, args: Any) -> list[int]:
+    """(The judge's) the ``news`` request: make the nodes the solution made in its process (``[[number,
+    class name], ...]``), bare (what their ``__init__`` assigns of constants and defaults, None for a
+    parameter without one), for its ``setattrs`` that follow to give them their data attributes, checked
+    as any setattr; the handles of them. Only of a tests' node class of :func:`_init_recipe` (no code of
+    the tests' runs), each number once, at most :data:`_MAX_NEW_NODES` a run."""
+    if not codec.judge or len(args) != 1 or type(args[0]) is not list or len(args[0]) > _NEW_BATCH:
+        raise _ProtocolError("malformed nodes")
+    entries = args[0]
+    if len(codec.news) + len(entries) > _MAX_NEW_NODES:
+        raise _ProtocolError("too many nodes made in the solution's process")
+    out: list[int] = []
+    for entry in entries:
+        if (
+            type(entry) is not list
+            or len(entry) != 2
+            or type(entry[0]) is not int
+            or type(entry[1]) is not str
+        ):
+            raise _ProtocolError("malformed nodes")
+        number, name = entry
+        if number >= 0 or number in codec.news:
+            raise _ProtocolError("malformed nodes")
+        cls = _tests_node_class(name)
+        recipe = _init_recipe(cls)
+        if recipe is None:
+            raise _ProtocolError("this class's nodes are made by the judge")
+        node: Any = object.__new__(cls)
+        defaults = dict(recipe[3])
+        for attr, is_param, source in recipe[4]:
+            setattr(node, attr, defaults.get(source) if is_param else source)
+        codec.news[number] = node
+        codec.local[id(node)] = node
+        out.append(id(node))
+    return out
+
+
 def _data_descriptor(attr: Any) -> bool:
     """Whether the class attribute ``attr`` takes its instances' attribute of its name (a property, a slot)."""
     t = type(attr)
@@ -1866,6 +2245,8 @@ _JUDGE_SERVES = frozenset(
     {
         "call",
         "new",
+        "news",
+        "recipe",
         "isnode",
         "node",
         "getattr",
@@ -1972,6 +2353,9 @@ class _NodeClass(type):
             raise NameError(
                 f"{name} is the tests' class: its nodes can be made while the tests call the solution"
             )
+        node = _new_node(cls, name, args, kwargs)
+        if node is not None:
+            return node
         writes: list[Any] = []
         sent: list[Any] = []
         try:
@@ -1992,6 +2376,9 @@ class _NodeClass(type):
             )
         if type(name) is not str or chan is None or not chan.serving:
             return type.__instancecheck__(cls, instance)
+        new = _NEW_NODES.get(object.__getattribute__(instance, "_rh_id"))
+        if new is not None and object.__getattribute__(instance, "_rh_tag") == "L":
+            return name in new.recipe.kinds  # (a node it made, of the class it named)
         if _node_copy(instance) is not None and name in _NODE_KINDS.get(
             object.__getattribute__(instance, "_rh_id"), ()
         ):
@@ -2028,9 +2415,10 @@ def _node_class(name: str) -> type:
     """(The solution's) its ``ListNode``, ``TreeNode`` or ``Node`` where the tests define that class: LeetCode's
     solutions use them without defining them (``dummy = ListNode(0)``, ``Optional[ListNode]`` in an
     annotation), and got a NameError. Calling it makes a node of the tests' own class, in the tests'
-    process (the judge's ``new``, :func:`_tests_node_class`): the solution holds it as any other object of
-    the tests' (its data attributes the solution's to read and write), and the tests get their own node
-    back, as in one process; ``isinstance(node, ListNode)`` is the judge's answer about its class
+    process (the judge's ``new``, :func:`_tests_node_class`; for a class whose ``__init__`` only assigns,
+    in the solution's, made in the judge's when it crosses, :func:`_new_node`): the solution holds it as
+    any other object of the tests' (its data attributes the solution's to read and write), and the tests
+    get their own node back, as in one process; ``isinstance(node, ListNode)`` is the judge's answer about its class
     (``isnode``), and an ordering the solution gives the class orders them (:func:`_node_order`). A class
     the solution defines of that name is its own, as before.
 
