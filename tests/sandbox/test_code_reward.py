@@ -2010,6 +2010,23 @@ async def test_nodes_the_solution_makes_cost_a_round_trip_per_thousands_and_are_
     assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
 
 
+async def test_a_node_the_solution_makes_is_of_the_stand_in_the_judge_s_nodes_of_its_class_are_of(
+    client: httpx.AsyncClient,
+) -> None:
+    """A node the solution makes in its own process is of the stand-in for its class's own name, as the
+    judge's nodes of that class are (the tests' ``Node = ListNode``: ``Node(1)`` is a ``ListNode``
+    there, as it was when the judge made each node; it was of ``Node``'s stand-in)."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "class Node:\n    pass\nNode = ListNode\nassert f() == [True, False, True]\n"
+    )
+    solution = (
+        "def f():\n    n = Node(1)\n    return [type(n) is ListNode, type(n) is Node, isinstance(n, Node)]\n"
+    )
+    good = await _one(client, f"```python\n{solution}```", {"tests": tests})
+    assert good["valid"] and good["score"] == 1.0, json.dumps(good["details"])[:1500]
+
+
 async def test_a_tests_node_of_very_many_attributes_still_reaches_the_solution(
     client: httpx.AsyncClient,
 ) -> None:

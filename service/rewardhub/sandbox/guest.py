@@ -1508,12 +1508,14 @@ class _Recipe:
     its parameters (``names``, the first ``positional`` of them positional, the first ``posonly`` only
     so), their plain defaults, and what it assigns (``[attribute, is a parameter, parameter or value]``);
     ``fixed``: the names the solution may not write there (the class's methods...); ``kinds``: which of
-    the node classes the solution uses by name it is."""
+    the node classes the solution uses by name it is; ``own``: the name of the one whose stand-in its
+    nodes are of (:func:`_own_name`; None: a bare handle), as the judge's nodes of it are."""
 
-    __slots__ = ("assigns", "defaults", "fixed", "kinds", "names", "positional", "posonly")
+    __slots__ = ("assigns", "defaults", "fixed", "kinds", "names", "own", "positional", "posonly")
 
     def __init__(self, recipe: Any):
-        names, self.posonly, self.positional, defaults, self.assigns, fixed, kinds = recipe
+        names, self.posonly, self.positional, defaults, self.assigns, fixed, kinds, own = recipe
+        self.own: str | None = own
         self.names: list[str] = names
         self.defaults: dict[str, Any] = dict(defaults)
         self.fixed = frozenset(fixed)
@@ -1572,8 +1574,9 @@ def _new_value(value: Any) -> bool:
     return _handle_type(t) and bool(object.__getattribute__(value, "_rh_tag") in ("R", "L"))
 
 
-def _new_node(cls: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """(The solution's) ``ListNode(x)``: a node of the stand-in ``cls`` made in its own process, with the
+def _new_node(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """(The solution's) ``ListNode(x)``: a node of the tests' class ``name`` made in its own process (of the
+    stand-in the judge's nodes of that class are of, :func:`_node_handle`), with the
     data attributes the tests' ``__init__`` gives it (its :class:`_Recipe`), which the judge makes (of the
     tests' own class) only when the solution sends anything that names it or lets the tests' code run
     (:meth:`_Channel.materialise`), many a message: making each node in the judge was a round trip (a
@@ -1596,7 +1599,8 @@ def _new_node(cls: type, name: str, args: tuple[Any, ...], kwargs: dict[str, Any
         return None
     _NEW_MADE[0] += 1
     number = -_NEW_MADE[0]
-    node: Any = object.__new__(cls)
+    stand_in = _STAND_IN_NAMED.get(recipe.own, _Proxy) if type(recipe.own) is str else _Proxy
+    node: Any = object.__new__(stand_in)
     object.__setattr__(node, "_rh_tag", "L")
     object.__setattr__(node, "_rh_id", number)
     _NEW_NODES[number] = _NewNode(node, number, name, attrs, recipe)
@@ -2148,6 +2152,7 @@ def _read_init(cls: type) -> Any:
         assigns,
         fixed,
         kinds,
+        _own_name(cls),
     ]
 
 
@@ -2353,7 +2358,7 @@ class _NodeClass(type):
             raise NameError(
                 f"{name} is the tests' class: its nodes can be made while the tests call the solution"
             )
-        node = _new_node(cls, name, args, kwargs)
+        node = _new_node(name, args, kwargs)
         if node is not None:
             return node
         writes: list[Any] = []
