@@ -1564,14 +1564,9 @@ def _new_value(value: Any) -> bool:
     """(The solution's) whether a node it made may hold ``value`` before the judge makes it: a plain value
     or a handle (of the judge's object, or another such node); another (a list, an object of its own)
     is written where the judge made the node, as to its other nodes."""
-    t = type(value)
-    if value is None or t is bool or t is float:
+    if _plain_value(value):
         return True
-    if t is int:
-        return bool(value.bit_length() <= 64)
-    if t is str:
-        return len(value) <= 4096
-    return _handle_type(t) and bool(object.__getattribute__(value, "_rh_tag") in ("R", "L"))
+    return _handle_type(type(value)) and bool(object.__getattribute__(value, "_rh_tag") in ("R", "L"))
 
 
 def _new_node(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -2161,7 +2156,7 @@ def _plain_value(value: Any) -> bool:
     t = type(value)
     if value is None or t is bool or t is float:
         return True
-    return (t is int and value.bit_length() <= 64) or (t is str and len(value) <= 4096)
+    return bool((t is int and value.bit_length() <= 64) or (t is str and len(value) <= 4096))
 
 
 def _init_assigns(code: Any, names: list[str], ns: Any) -> list[Any] | None:
