@@ -2201,7 +2201,8 @@ def _made_nodes(codec: _Codec, args: Any) -> list[int]:
     class name], ...]``), bare (what their ``__init__`` assigns of constants and defaults, None for a
     parameter without one), for its ``setattrs`` that follow to give them their data attributes, checked
     as any setattr; the handles of them. Only of a tests' node class of :func:`_init_recipe` (no code of
-    the tests' runs), each number once, at most :data:`_MAX_NEW_NODES` a run."""
+    the tests' runs), each number once and of ``-1`` to ``-_MAX_NEW_NODES``, at most
+    :data:`_MAX_NEW_NODES` a run."""
     if not codec.judge or len(args) != 1 or type(args[0]) is not list or len(args[0]) > _NEW_BATCH:
         raise _ProtocolError("malformed nodes")
     entries = args[0]
@@ -2217,7 +2218,9 @@ def _made_nodes(codec: _Codec, args: Any) -> list[int]:
         ):
             raise _ProtocolError("malformed nodes")
         number, name = entry
-        if number >= 0 or number in codec.news:
+        # (the solution numbers them -1, -2, ... a run: a number of its choosing out of that range, one of
+        # -k * (2**61 - 1), hashes as the others do, so that each made the dict's insertion walk them all)
+        if not -_MAX_NEW_NODES <= number < 0 or number in codec.news:
             raise _ProtocolError("malformed nodes")
         cls = _tests_node_class(name)
         recipe = _init_recipe(cls)
