@@ -520,9 +520,12 @@ async def test_the_judge_makes_no_node_of_a_number_the_solution_never_gives(
     """The solution numbers the nodes it makes -1, -2, ... a run (at most 2**17), and the judge keeps them
     by number: a ``news`` of other numbers is refused. One of -k * (2**61 - 1) hashed as every other such
     number does, each insertion walking all of them: a message of 16,384 of them kept the judge busy 7.5 s
-    (3 ms in the range), past the test's wall cap, the deadline being checked between messages only."""
+    (3 ms in the range), past the test's wall cap, the deadline being checked between messages only. Nor
+    does it make a node of a class whose ``__init__`` takes no positional ``self`` (``def __init__(*, self)``
+    assigns only, but ``Node()`` always raises the TypeError: no such node ever exists)."""
     tests = (
         "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "class Node:\n    def __init__(*, self, val=0):\n        self.val = val\n"
         "head = ListNode(1)\nassert solve(head) is head\nassert vars(head) == {'val': 1, 'next': None}\n"
     )
     cheat = (
@@ -533,6 +536,7 @@ async def test_the_judge_makes_no_node_of_a_number_the_solution_never_gives(
         "ask('news', [[-(i + 1) * M, 'ListNode'] for i in range(64)])",
         "ask('news', [[-(2 ** 17) - 1, 'ListNode']])",
         "ask('news', [[-(2 ** 64), 'ListNode']])",
+        "ask('news', [[-1, 'Node']])",
     ]
     items = [{"response": cheat.format(attack="pass"), "reference": {"tests": tests}}]
     items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
@@ -540,7 +544,8 @@ async def test_the_judge_makes_no_node_of_a_number_the_solution_never_gives(
     assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
     for attack, result in zip(attacks, results[1:], strict=True):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
-        assert "malformed nodes" in result["details"]["tests"][0]["message"], (attack, result)
+        message = result["details"]["tests"][0]["message"]
+        assert "malformed nodes" in message or "made by the judge" in message, (attack, result)
 
 
 async def test_a_solution_making_nodes_past_the_bound_gets_them_made_by_the_judge(

@@ -2125,7 +2125,8 @@ def _read_init(cls: type) -> Any:
         code.co_flags & _NOT_PLAIN_CODE
         or code.co_freevars
         or code.co_cellvars
-        or not 1 <= count == code.co_nlocals
+        or code.co_argcount < 1  # (no positional ``self``: ``cls()`` raises the TypeError, makes none)
+        or count != code.co_nlocals
     ):
         return None
     names = list(code.co_varnames[:count])
