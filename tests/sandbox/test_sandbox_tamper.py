@@ -548,6 +548,36 @@ async def test_the_judge_makes_no_node_of_a_number_the_solution_never_gives(
         assert "malformed nodes" in message or "made by the judge" in message, (attack, result)
 
 
+async def test_the_solution_makes_no_node_behind_a_tests_new_or_a_property(client: httpx.AsyncClient) -> None:
+    """A node made bare (``news``) skips the class's ``__new__`` and assigns its ``__init__``'s attributes by
+    ``setattr``: only a class whose ``__init__`` only assigns, to no property, without a ``__new__`` of its
+    own, has its nodes made so. Tests that count the nodes made in ``__new__`` (an in-place reversal may
+    make none) or run a property's setter (a check on each value) see every node the solution makes: a
+    forged ``news`` of such a class is refused, the count still 0, and the setter never ran in the judge."""
+    tests = (
+        "class ListNode:\n    made = 0\n    def __new__(cls, *args, **kwargs):\n        ListNode.made += 1\n"
+        "        return object.__new__(cls)\n"
+        "    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "class TreeNode:\n    set = 0\n    def __init__(self, val=0):\n        self.val = val\n"
+        "    @property\n    def val(self):\n        return self.v\n"
+        "    @val.setter\n    def val(self, v):\n        TreeNode.set += 1\n        self.v = v\n"
+        "head = object.__new__(ListNode)\nhead.val, head.next = 1, None\n"
+        "assert solve(head) is head and ListNode.made == 0\nassert ListNode.made == TreeNode.set == 0\n"
+    )
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\nask = guest._CHANNEL.request\n"
+        "def solve(head):\n    {attack}\n    return head\n"
+    )
+    attacks = ["ask('news', [[-1, 'ListNode']])", "ask('news', [[-1, 'TreeNode']])"]
+    items = [{"response": cheat.format(attack="pass"), "reference": {"tests": tests}}]
+    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    for attack, result in zip(attacks, results[1:], strict=True):
+        assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
+        assert "made by the judge" in result["details"]["tests"][0]["message"], (attack, result)
+
+
 async def test_a_solution_making_nodes_past_the_bound_gets_them_made_by_the_judge(
     client: httpx.AsyncClient,
 ) -> None:
