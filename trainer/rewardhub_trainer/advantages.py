@@ -70,7 +70,7 @@ All mask a member without step scores as an invalid one, and put ``A_{i,0}`` in 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -295,20 +295,42 @@ def pure_min_advantages(
             placed.append([(t, float(x)) for (t, _), x in zip(s, (w * r).tolist(), strict=True)])
         valid = [g for g in range(len(group)) if bool(mask[b, g])]
         total = {g: math.fsum(x for _, x in placed[g]) for g in valid}
-        row = []
-        for g in range(len(group)):
-            n = lengths[b][g]
-            others = [j for j in valid if j != g]
-            if g not in valid or not others or n == 0:
-                row.append(torch.zeros(n, dtype=torch.float64))
-                continue
+
+        def pooled(others: Sequence[int], b: int = b, total: dict[int, float] = total) -> float:
+            # the others' step rewards over the others' tokens, pooled
             tokens_of_others = sum(lengths[b][j] for j in others)
-            per_token = math.fsum(total[j] for j in others) / tokens_of_others if tokens_of_others else 0.0
-            out = _leave_one_out(outcome[b], g, others)
-            returns = _returns(n, [*placed[g], (n - 1, outcome_coef * out)])
-            row.append(returns - per_token * torch.arange(n, 0, -1, dtype=torch.float64))
+            return math.fsum(total[j] for j in others) / tokens_of_others if tokens_of_others else 0.0
+
+        row, _ = _loo_returns(placed, lengths[b], valid, outcome[b], outcome_coef, pooled)
         tokens.append(row)
     return _finish_tokens(tokens, mask)
+
+
+def _loo_returns(
+    placed: Sequence[Sequence[tuple[int, float]]],
+    lengths: Sequence[int],
+    valid: Sequence[int],
+    outcome: torch.Tensor,
+    outcome_coef: float,
+    baseline: Callable[[Sequence[int]], float],
+) -> tuple[list[torch.Tensor], list[int]]:
+    """One group's token returns with leave-one-out baselines (PURE's and PRIME's shared form): member
+    ``g``'s step rewards ``placed[g]`` plus ``outcome_coef`` times its outcome minus the mean of the
+    others' on its last token, returns with γ = 1, less ``baseline(others)`` (a per-token process
+    baseline) on each token still to come. A member that is invalid, alone among the valid ones, or
+    without tokens gets zeros. Also returns the members that were compared with others."""
+    row: list[torch.Tensor] = []
+    compared: list[int] = []
+    for g, n in enumerate(lengths):
+        others = [j for j in valid if j != g]
+        if g not in valid or not others or n == 0:
+            row.append(torch.zeros(n, dtype=torch.float64))
+            continue
+        compared.append(g)
+        out = outcome_coef * _leave_one_out(outcome, g, others)
+        returns = _returns(n, [*placed[g], (n - 1, out)])
+        row.append(returns - baseline(others) * torch.arange(n, 0, -1, dtype=torch.float64))
+    return row, compared
 
 
 def grpo_process_advantages(
@@ -401,18 +423,12 @@ def prime_advantages(
         valid = [g for g in range(len(group)) if bool(mask[b, g])]
         # m_j: member j's process reward per token, the mean over its response tokens
         rate = {g: math.fsum(r for _, r in group[g]) / lengths[b][g] if lengths[b][g] else 0.0 for g in valid}
-        row = []
-        for g in range(len(group)):
-            n = lengths[b][g]
-            others = [j for j in valid if j != g]
-            if g not in valid or not others or n == 0:
-                row.append(torch.zeros(n, dtype=torch.float64))
-                continue
-            compared[b, g] = True
-            baseline = math.fsum(rate[j] for j in others) / len(others)
-            out = outcome_coef * _leave_one_out(outcome[b], g, others)
-            returns = _returns(n, [*group[g], (n - 1, out)])
-            row.append(returns - baseline * torch.arange(n, 0, -1, dtype=torch.float64))
+
+        def averaged(others: Sequence[int], rate: dict[int, float] = rate) -> float:
+            return math.fsum(rate[j] for j in others) / len(others)
+
+        row, scored = _loo_returns(group, lengths[b], valid, outcome[b], outcome_coef, averaged)
+        compared[b, scored] = True
         tokens.append(row)
     _whiten(tokens, compared if whiten_over is None else compared & whiten_over)
     return _finish_tokens(tokens, mask)
