@@ -313,16 +313,17 @@ class Trainer:
         if valid and not found and not self._process_steps_checked:
             place = f"details.parts.{where}...details.steps" if where else "details.steps"
             if value == "process_reward":
-                asked = (
-                    "process_credit prime"
+                # (prime reads process rewards only: a score is no way out for it)
+                asked, instead = (
+                    ("process_credit prime", "use process_credit pure_min or grpo_process for step scores")
                     if alg.process_credit == "prime"
-                    else "process_step_value process_reward"
+                    else ("process_step_value process_reward", "set process_step_value auto or score")
                 )
                 raise ValueError(
                     f"algorithm.{asked}: no valid item of reward "
                     f"{self.config.reward.name!r} has steps with a process_reward in {place} (an implicit "
-                    "PRM's: prm with convention implicit); set process_step_value auto or score, or "
-                    "process_steps_from to the component that has them"
+                    f"PRM's: prm with convention implicit); {instead}, or set process_steps_from to the "
+                    "component that has them"
                 )
             raise ValueError(
                 f"algorithm.process_steps_from: no valid item of reward {self.config.reward.name!r} has step "
