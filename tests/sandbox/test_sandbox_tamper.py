@@ -83,6 +83,18 @@ async def _score(client: httpx.AsyncClient, items: list[dict[str, Any]]) -> list
     )
 
 
+async def _attacks(
+    client: httpx.AsyncClient, tests: str, honest: str, cheat: str, attacks: list[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Score the honest solution and ``cheat`` with each attack written in (``{attack}``) against
+    ``tests``; the honest one must pass. Each attack with its result, for the test's own checks."""
+    items = [{"response": honest, "reference": {"tests": tests}}]
+    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
+    results = await _score(client, items)
+    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
+    return list(zip(attacks, results[1:], strict=True))
+
+
 async def test_a_correct_solution_passes(client: httpx.AsyncClient) -> None:
     ok = "def double(x):\n    return 2 * x\n"
     results = await _score(
@@ -391,12 +403,8 @@ async def test_the_tests_objects_give_the_solution_their_data_attributes_and_not
         "op(guest._Proxy('R', 1), 'getattr', 'val')",
         "op(head, 'getattr', 7)",
     ]
-    items = [{"response": honest, "reference": {"tests": tests}}]
-    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
-    results = await _score(client, items)
-    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
     refusals = ("not allowed", "not the solution's", "no data attribute", "unknown handle", "is a string")
-    for attack, result in zip(attacks, results[1:], strict=True):
+    for attack, result in await _attacks(client, tests, honest, cheat, attacks):
         assert result["valid"] and result["score"] == 0.0, (attack, result)
         message = result["details"]["tests"][0]["message"]
         assert any(r in message for r in refusals), (attack, message)
@@ -446,11 +454,7 @@ async def test_the_batched_writes_and_node_copies_give_the_solution_nothing_more
         "ask('node', h(fn)) is None and ask('getattr', h(fn), 'x')",
         "ask('node', {'R': 1})",
     ]
-    items = [{"response": honest, "reference": {"tests": tests}}]
-    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
-    results = await _score(client, items)
-    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
-    for attack, result in zip(attacks, results[1:], strict=True):
+    for attack, result in await _attacks(client, tests, honest, cheat, attacks):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
         assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
 
@@ -505,11 +509,7 @@ async def test_the_nodes_the_solution_makes_give_it_nothing_more(client: httpx.A
         "n = ListNode(5); guest._NEW_NODES[object.__getattribute__(n, '_rh_id')].attrs['values'] = 1; repr(n)",
         "guest._Channel.materialise = lambda self: None",
     ]
-    items = [{"response": honest, "reference": {"tests": tests}}]
-    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
-    results = await _score(client, items)
-    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
-    for attack, result in zip(attacks, results[1:], strict=True):
+    for attack, result in await _attacks(client, tests, honest, cheat, attacks):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
         assert result["details"]["tests"][0]["message"] != "assertion failed", (attack, result)
 
@@ -538,11 +538,7 @@ async def test_the_judge_makes_no_node_of_a_number_the_solution_never_gives(
         "ask('news', [[-(2 ** 64), 'ListNode']])",
         "ask('news', [[-1, 'Node']])",
     ]
-    items = [{"response": cheat.format(attack="pass"), "reference": {"tests": tests}}]
-    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
-    results = await _score(client, items)
-    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
-    for attack, result in zip(attacks, results[1:], strict=True):
+    for attack, result in await _attacks(client, tests, cheat.format(attack="pass"), cheat, attacks):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
         message = result["details"]["tests"][0]["message"]
         assert "malformed nodes" in message or "made by the judge" in message, (attack, result)
@@ -569,11 +565,7 @@ async def test_the_solution_makes_no_node_behind_a_tests_new_or_a_property(clien
         "def solve(head):\n    {attack}\n    return head\n"
     )
     attacks = ["ask('news', [[-1, 'ListNode']])", "ask('news', [[-1, 'TreeNode']])"]
-    items = [{"response": cheat.format(attack="pass"), "reference": {"tests": tests}}]
-    items += [{"response": cheat.format(attack=a), "reference": {"tests": tests}} for a in attacks]
-    results = await _score(client, items)
-    assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
-    for attack, result in zip(attacks, results[1:], strict=True):
+    for attack, result in await _attacks(client, tests, cheat.format(attack="pass"), cheat, attacks):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
         assert "made by the judge" in result["details"]["tests"][0]["message"], (attack, result)
 
