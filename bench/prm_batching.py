@@ -2,16 +2,18 @@
 
 A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
 tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
-real `rewardhub serve` subprocess three times: batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`,
+real `rewardhub serve` subprocess four times: batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`,
 shared-prefix passes as `--share-prefix` says: by default the service's `auto`, on for a CPU and off for
-a GPU; the result shows what it resolved to), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
+a GPU; the result shows what it resolved to; shared prompts kept across batches by the default
+`REWARDHUB_BATCH_PREFIX_CACHE_MB`), the same with `REWARDHUB_BATCH_PREFIX_CACHE_MB=0` (each batch runs
+its prompts again), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
 (plain padded batches), and batching off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item).
 `--clients` concurrent clients each send one-item `/v1/score` requests back to back; the items completed
 within a window of `--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct
 and the result cache is off, so every item is a forward pass. Items cycle through five questions, so
 concurrent items share prompts as a GRPO group's rollouts do, but no two responses are the same.
 
-A fourth run sends the same one-item requests to the free `exact_match` reward: the rate the HTTP side
+A last run sends the same one-item requests to the free `exact_match` reward: the rate the HTTP side
 alone can carry on this machine, so the highest speedup any batching could show (`speedup_ceiling`).
 
 Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
@@ -215,11 +217,18 @@ async def drive(
 
 
 def run_mode(
-    model: str, args: argparse.Namespace, max_batch: int, share_prefix: str = "auto", reward: str = "prm"
+    model: str,
+    args: argparse.Namespace,
+    max_batch: int,
+    share_prefix: str = "auto",
+    reward: str = "prm",
+    prefix_cache_mb: float | None = None,
 ) -> dict[str, Any]:
-    """One served run; ``reward`` is what the clients ask for (the model reward, or exact_match)."""
+    """One served run; ``reward`` is what the clients ask for (the model reward, or exact_match);
+    ``prefix_cache_mb`` None: the service's default ``REWARDHUB_BATCH_PREFIX_CACHE_MB``."""
     env = {
         "REWARDHUB_BATCH_SHARE_PREFIX": share_prefix,
+        **({} if prefix_cache_mb is None else {"REWARDHUB_BATCH_PREFIX_CACHE_MB": str(prefix_cache_mb)}),
         **(
             {"REWARDHUB_ORM_MODEL": model}
             if args.reward == "orm"
@@ -255,6 +264,7 @@ def run_mode(
         if reward == "prm":  # what the setting resolved to on this device (auto: on for a CPU only)
             check = httpx.get(f"{url}/ready", timeout=10).json()["checks"].get("model:prm", {})
             result["share_prefix"] = check.get("share_prefix")
+            result["prefix_cache_mb"] = check.get("prefix_cache_mb")
         return result
 
 
@@ -336,6 +346,14 @@ def main() -> None:
             if r == "prm"
             else None
         )
+        # the same without prompts kept across batches (REWARDHUB_BATCH_PREFIX_CACHE_MB=0)
+        on_uncached = (
+            progress(
+                "on_no_prefix_cache", run_mode(str(model), args, args.max_batch, args.share_prefix, r, 0)
+            )
+            if r == "prm"
+            else None
+        )
         off = progress("off", run_mode(str(model), args, 1, reward=r))
         ceiling = progress("ceiling", run_mode(str(model), args, 1, reward="exact_match"))
     result = {
@@ -354,11 +372,13 @@ def main() -> None:
             **on,
         },
         "batching_on_no_prefix_sharing": {"max_batch": args.max_batch, **on_plain} if on_plain else None,
+        "batching_on_no_prefix_cache": {"max_batch": args.max_batch, **on_uncached} if on_uncached else None,
         "batching_off": {"max_batch": 1, **off},
         "http_ceiling_exact_match": ceiling,
         "speedup_items_per_s": ratio(on, off),
         "speedup_ceiling": ratio(ceiling, off),
         "speedup_without_prefix_sharing": ratio(on_plain, off) if on_plain else None,
+        "speedup_without_prefix_cache": ratio(on_uncached, off) if on_uncached else None,
     }
     print(json.dumps(result, indent=2))
 

@@ -314,6 +314,13 @@ class Settings(BaseSettings):
         "for causal models that pass the load-time check. auto: on a CPU only (on a GPU the plain padded "
         "pass was faster and closer to one-item scores, BENCHMARKS.md section 5).",
     )
+    batch_prefix_cache_mb: float = Field(
+        256.0,
+        ge=0,
+        description="Keys and values of the prompts batches shared, kept per model (MB) for later batches "
+        "that start with them (a GRPO group spread over many requests; vLLM's prefix cache). Applies "
+        "where shared prompts are on; 0: off.",
+    )
     backend_timeout_s: float = Field(
         60.0, gt=0, description="Per-attempt HTTP timeout of remote backends, s."
     )

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from rewardhub.models import hf_compute, passes  # noqa: E402
 from rewardhub.models.base import Message, StepQuery  # noqa: E402
+from rewardhub.models.prefix_cache import PrefixCache  # noqa: E402
 
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -64,6 +65,116 @@ def test_buckets_trade_padding_against_the_cost_of_a_pass() -> None:
     assert passes.buckets([], 1.0) == [] and passes.buckets([5], 1.0) == [[0]]
     many = [k % 7 + 1 for k in range(passes.MAX_BUCKETED + 1)]
     assert len(passes.buckets(many, 1.0)) == 1
+
+
+# --- the prefix cache (kept across batches) -------------------------------------------------------
+def _layers(n: int, nbytes_per_token: int = 8) -> list[tuple[object, object]]:
+    """Stand-ins for one layer's keys and values of ``n`` tokens: float32 tensors of a known size."""
+    k = torch.zeros((1, 1, n, nbytes_per_token // 8))
+    return [(k, k.clone())]
+
+
+def test_prefix_cache_finds_the_longest_kept_prefix_and_drops_the_oldest() -> None:
+    cache = PrefixCache(max_bytes=3 * 80)  # three 10-token entries (keys and values, 4 bytes each)
+    cache.put([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], _layers(10))
+    cache.put([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12][:10], _layers(10))  # the same key: kept once
+    assert len(cache) == 1 and cache.nbytes == 80
+    cache.put([1, 2, 3, 4, 5], _layers(5))
+    hit = cache.longest([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 99])
+    assert hit is not None and hit.length == 10  # the longest of the two it starts with
+    hit = cache.longest([1, 2, 3, 4, 5, 6, 0])
+    assert hit is not None and hit.length == 5
+    assert cache.longest([1, 2, 3]) is None and cache.longest([2, 3, 4, 5, 6]) is None
+    # over the limit: the least recently used goes (the 10-token entry was used before the 5-token one)
+    cache.put(list(range(100, 110)), _layers(10))
+    cache.put(list(range(200, 210)), _layers(10))
+    assert cache.nbytes <= cache.max_bytes
+    gone = cache.longest([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert gone is not None and gone.length == 5  # the 10-token entry went, the 5-token one is left
+    assert cache.longest(list(range(200, 215))) is not None
+    cache.put(list(range(300, 400)), _layers(100))  # larger than the whole cache: not kept
+    assert cache.longest(list(range(300, 400))) is None
+    with pytest.raises(ValueError):
+        PrefixCache(0)
+
+
+def _seqs(loaded: hf_compute.Loaded, queries: list[StepQuery]) -> tuple[list[list[int]], list[int]]:
+    tok = loaded.tokenizer
+    texts = [
+        hf_compute.render(tok, q.messages or (), generation_prompt=False, keep="<extra_0>") for q in queries
+    ]
+    seqs = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    tag = tok.convert_tokens_to_ids("<extra_0>")
+    return seqs, [s.index(tag) for s in seqs]
+
+
+def _grouped(seqs: list[list[int]], read_from: list[int], groups: list[list[int]]) -> passes.Plan:
+    """A plan with these groups, each sharing its members' common prefix (as :func:`passes.plan` cuts it)."""
+    built, starts, group_of = [], [0] * len(seqs), [0] * len(seqs)
+    for g, members in enumerate(groups):
+        cap = min(min(read_from[i], len(seqs[i]) - 1) for i in members)
+        first = seqs[members[0]]
+        n = next((k for k in range(cap) if any(seqs[i][k] != first[k] for i in members)), cap)
+        built.append(passes.Group(n, tuple(members)))
+        for i in members:
+            starts[i], group_of[i] = n, g
+    return passes.Plan(tuple(built), tuple(starts), tuple(group_of))
+
+
+def test_prefix_kept_from_an_earlier_batch_gives_the_same_outputs(qwen_prm_path: str) -> None:
+    """A group's prompt prefilled in one batch and reused in the next (whole, or cut back where the next
+    batch's group shares more than the kept prefix) gives what the plain masked pass gives."""
+    loaded = _load(qwen_prm_path, "token_classification", True)
+    pad = loaded.tokenizer.pad_token_id
+    seqs, read_from = _seqs(loaded, _rollouts())
+    cache = PrefixCache(1 << 24)
+
+    def check(items: list[int], groups: list[list[int]], reused: int) -> None:
+        batch = [seqs[i] for i in items]
+        plan = _grouped(batch, [read_from[i] for i in items], groups)
+        hits, misses = cache.hits, cache.misses
+        rows = passes.run_shared(
+            loaded.model, plan, batch, pad_id=pad, device="cpu", overhead=0.0, cache=cache
+        )
+        assert (cache.hits - hits, cache.misses - misses) == (reused, len(groups) - reused)
+        for k, (start, out) in zip(items, rows, strict=True):
+            ref = reference[k][1]
+            assert start <= read_from[k] and out.shape[0] == len(seqs[k]) - start
+            assert torch.allclose(out, ref[start:], atol=1e-5)
+
+    with hf_compute.inference():
+        reference = passes.run_plain(loaded.model, seqs, pad_id=pad, device="cpu", causal=False)
+        check([0, 1, 2, 4], [[0, 1], [2, 3]], reused=0)  # two rollouts of each of two prompts
+        assert len(cache) == 2  # both groups' prefixes kept
+        # the next batch: rollouts 0 and 5 are the same text, so their common prefix runs into the
+        # response, past the kept one (cut back to it); a lone rollout of a new prompt is prefilled but
+        # not kept (its prefix runs into its own response), nor does the lone "3+5" rollout 3 find one
+        # (the kept prefix holds the response's first token, which 0 and 1 share and 3 does not)
+        check([5, 0, 6, 3], [[0, 1], [2], [3]], reused=1)
+        assert len(cache) == 2
+        check([6, 6, 2, 4], [[0, 1], [2, 3]], reused=1)  # the new prompt's two rollouts: kept now
+        assert len(cache) == 3
+        check([6, 6, 2, 4], [[0, 1], [2, 3]], reused=2)  # every prompt kept: no prefill at all
+
+
+def test_step_probs_over_batches_with_the_prefix_cache_equal_plain(qwen_prm_path: str) -> None:
+    kept = hf_compute.load(
+        qwen_prm_path, "token_classification", device="cpu", share_prefix=True, prefix_cache_mb=8
+    )
+    plain = _load(qwen_prm_path, "token_classification", False)
+    assert kept.prefix_cache is not None and kept.prefix_cache_mb == 8.0
+    assert _load(qwen_prm_path, "token_classification", True).prefix_cache is None  # the default: 0 MB
+    assert (
+        hf_compute.load(
+            qwen_prm_path, "token_classification", device="cpu", share_prefix=False, prefix_cache_mb=8
+        ).prefix_cache
+        is None
+    )  # kept prefixes are shared prompts: off with them
+    queries = _rollouts()
+    with hf_compute.inference():
+        for batch in (queries[:3], queries[3:], queries):
+            _close(hf_compute.step_probs(kept, batch), hf_compute.step_probs(plain, batch))
+    assert kept.prefix_cache.hits >= 2
 
 
 # --- equal outputs on real models -------------------------------------------------------------------

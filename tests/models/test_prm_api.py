@@ -108,6 +108,7 @@ async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_p
             ready["checks"]["model:prm"]["ok"]
             and ready["checks"]["model:prm"]["task"] == "token_classification"
             and ready["checks"]["model:prm"]["share_prefix"] is True  # the load-time check passed
+            and ready["checks"]["model:prm"]["prefix_cache_mb"] == 256.0  # REWARDHUB_BATCH_PREFIX_CACHE_MB
             and ready["checks"]["model:prm"]["pass_overhead_tokens"] >= 4.0  # CPU: length buckets
         )
 

@@ -44,6 +44,7 @@ from rewardhub.models.errors import (
     MissingExtra,
 )
 from rewardhub.models.fingerprint import local_dir
+from rewardhub.models.prefix_cache import PrefixCache
 from rewardhub.models.specials import Scrubber, clean_messages
 from rewardhub.prm.tags import tag_pattern
 
@@ -96,6 +97,13 @@ class Loaded:
     pass_overhead: float = math.inf  # passes.pass_overhead: a forward pass's fixed cost, in tokens
     pad_id: int = 0  # what batches are padded with (see _pad_id)
     pooling: Pooling = "mean"  # embedding: how token vectors become one (see embedding_pooling)
+    # shared prompts kept across batches (share_prefix on and REWARDHUB_BATCH_PREFIX_CACHE_MB > 0)
+    prefix_cache: PrefixCache | None = None
+
+    @property
+    def prefix_cache_mb(self) -> float:
+        """The prefix cache's size limit, MB (0: none)."""
+        return self.prefix_cache.max_bytes / 2**20 if self.prefix_cache is not None else 0.0
 
 
 def _torch() -> Any:
@@ -142,6 +150,7 @@ def load(
     max_length: int | None = None,
     threads: int = 0,
     share_prefix: bool | Literal["auto"] = "auto",
+    prefix_cache_mb: float = 0.0,
 ) -> Loaded:
     """``from_pretrained`` on a local directory (never the hub), moved to the device, in eval mode.
 
@@ -154,6 +163,9 @@ def load(
     "auto" shares on a CPU only: there the prompt's compute is what batching saves (2.5-4x vs 1.8-2x
     without sharing), while on a GPU a 0.5B bf16 PRM ran plain padded batches faster (441 vs 357 items/s)
     and with scores closer to one-item passes (max step difference 0.002 vs 0.011; BENCHMARKS.md §5).
+
+    ``prefix_cache_mb`` > 0 (with shared prompts on): keep the prompts batches shared, up to that many MB
+    of keys and values, for the later batches that start with them (:mod:`rewardhub.models.prefix_cache`).
     """
     torch = _torch()
     import transformers as tf
@@ -205,6 +217,7 @@ def load(
     # embeddings are mean-pooled over a bidirectional encoder: none of passes.py applies to them
     causal = task != "embedding" and passes.supported(model, pad_id, dev)
     overhead = passes.pass_overhead(model, dev) if task != "embedding" else math.inf
+    shared = shares_prefix(share_prefix, dev) and causal
     return Loaded(
         model,
         tok,
@@ -213,7 +226,8 @@ def load(
         int(limit),
         task,
         causal=causal,
-        share_prefix=shares_prefix(share_prefix, dev) and causal,
+        share_prefix=shared,
+        prefix_cache=PrefixCache(int(prefix_cache_mb * 2**20)) if shared and prefix_cache_mb > 0 else None,
         pass_overhead=overhead,
         pad_id=pad_id,
         pooling=pooling,
@@ -733,7 +747,13 @@ def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[
     p = passes.plan(seqs, read_from) if loaded.share_prefix else None
     if p is not None:
         return passes.run_shared(
-            loaded.model, p, seqs, pad_id=pad_id, device=loaded.device, overhead=loaded.pass_overhead
+            loaded.model,
+            p,
+            seqs,
+            pad_id=pad_id,
+            device=loaded.device,
+            overhead=loaded.pass_overhead,
+            cache=loaded.prefix_cache,
         )
     return passes.run_plain(
         loaded.model,

@@ -327,6 +327,7 @@ def build_backend(
         max_length=spec.max_length,
         threads=s.model_threads or _default_threads(),
         share_prefix=spec.share_prefix if spec.share_prefix is not None else s.batch_share_prefix,
+        prefix_cache_mb=s.batch_prefix_cache_mb,
         batch=batch,
         observe_batch=observe,
         lazy=lazy,

@@ -46,7 +46,7 @@ def _describe(loaded: Any) -> dict[str, Any]:
     reaches the model (a PRM step of only such strings is an empty step there)."""
     info = {
         k: getattr(loaded, k)
-        for k in ("device", "dtype", "max_length", "task", "share_prefix", "pass_overhead")
+        for k in ("device", "dtype", "max_length", "task", "share_prefix", "prefix_cache_mb", "pass_overhead")
         if hasattr(loaded, k)
     }
     tok = getattr(loaded, "tokenizer", None)

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardhub.models.prefix_cache import Entry, PrefixCache
+
 __all__ = [
     "Group",
     "Plan",
@@ -231,28 +233,59 @@ def run_shared(
     pad_id: int,
     device: str,
     overhead: float = math.inf,
+    cache: PrefixCache | None = None,
 ) -> Rows:
-    """The group prefixes in one pass, then the continuations on their cache, one pass per bucket."""
+    """The group prefixes in one pass, then the continuations on their cache, one pass per bucket.
+
+    With a :class:`~rewardhub.models.prefix_cache.PrefixCache`, a group whose prefix starts with a kept
+    one (an earlier batch's) skips the prefill, and the prefixes prefilled here that two or more items
+    shared are kept for later batches."""
     import torch
     from transformers import DynamicCache
 
-    prefix_ids, prefix_mask = padded([seqs[g.members[0]][: g.prefix] for g in p.groups], pad_id)
-    prefill = DynamicCache()
-    # Right-padded and causal: no real token sees a pad, so the prefill needs no mask; the pads' cache
-    # entries are masked out in the continuation passes.
-    base = getattr(model, "base_model", model)
-    base(input_ids=prefix_ids.to(device), use_cache=True, **{cache_kwarg(base): prefill})
-    layers: list[Any] = list(prefill.layers)
-    kv = [(layer.keys, layer.values) for layer in layers]
+    kept: dict[int, Entry] = {}
+    if cache is not None:
+        p, kept = _reuse(p, seqs, cache)
+    todo = [g for g in range(len(p.groups)) if g not in kept]
+    fresh: list[tuple[Any, Any]] = []
+    prefix_mask: Any = None
+    if todo:
+        prefix_ids, prefix_mask = padded(
+            [seqs[p.groups[g].members[0]][: p.groups[g].prefix] for g in todo], pad_id
+        )
+        prefill = DynamicCache()
+        # Right-padded and causal: no real token sees a pad, so the prefill needs no mask; the pads' cache
+        # entries are masked out in the continuation passes.
+        base = getattr(model, "base_model", model)
+        base(input_ids=prefix_ids.to(device), use_cache=True, **{cache_kwarg(base): prefill})
+        layers: list[Any] = list(prefill.layers)
+        fresh = [(layer.keys, layer.values) for layer in layers]
+        if cache is not None:
+            for row, g in enumerate(todo):
+                group = p.groups[g]
+                if len(group.members) > 1:
+                    n = group.prefix
+                    cache.put(
+                        seqs[group.members[0]][:n],
+                        [
+                            (k[row : row + 1, :, :n].clone(), v[row : row + 1, :, :n].clone())
+                            for k, v in fresh
+                        ],
+                    )
+    kv = fresh if not kept else _assemble(torch, p, kept, todo, fresh)
+    if kept:
+        prefix_mask = torch.zeros((len(p.groups), max(g.prefix for g in p.groups)), dtype=torch.long)
+        for g, group in enumerate(p.groups):
+            prefix_mask[g, : group.prefix] = 1
     out: Rows = [(0, None)] * len(seqs)
     suffix = [len(s) - start for s, start in zip(seqs, p.starts, strict=True)]
     for chunk in buckets(suffix, overhead):
         ids, mask = padded([seqs[i][p.starts[i] :] for i in chunk], pad_id)
         groups = torch.tensor([p.group_of[i] for i in chunk])
         on_device = groups.to(device)
-        cache = DynamicCache()
+        cache_in = DynamicCache()
         for layer, (keys, values) in enumerate(kv):
-            cache.update(keys[on_device], values[on_device], layer)
+            cache_in.update(keys[on_device], values[on_device], layer)
         starts = torch.tensor([p.starts[i] for i in chunk]).unsqueeze(1)
         logits = logits_of(
             model(
@@ -260,11 +293,62 @@ def run_shared(
                 attention_mask=torch.cat([prefix_mask[groups], mask], dim=1).to(device),
                 position_ids=(starts + torch.arange(ids.shape[1]).unsqueeze(0)).to(device),
                 use_cache=True,
-                **{cache_kwarg(model): cache},
+                **{cache_kwarg(model): cache_in},
             )
         )
         for row, i in enumerate(chunk):
             out[i] = (p.starts[i], _rows(logits, row, suffix[i]))
+    return out
+
+
+def _reuse(p: Plan, seqs: Sequence[Sequence[int]], cache: PrefixCache) -> tuple[Plan, dict[int, Entry]]:
+    """``p`` with each group that starts with a kept prefix cut back to it, and those entries by group.
+
+    A kept prefix shorter than the group's (the group's rollouts also share their first words, which
+    the earlier batch's did not) moves the tokens between them into every member's continuation: taken
+    when that costs fewer tokens than prefilling the group's prefix again."""
+    kept: dict[int, Entry] = {}
+    groups = list(p.groups)
+    starts = list(p.starts)
+    for g, group in enumerate(p.groups):
+        entry = cache.longest(seqs[group.members[0]][: group.prefix])
+        if entry is None or (group.prefix - entry.length) * len(group.members) >= group.prefix:
+            cache.misses += 1
+            continue
+        cache.hits += 1
+        kept[g] = entry
+        if entry.length < group.prefix:
+            groups[g] = Group(entry.length, group.members)
+            for i in group.members:
+                starts[i] = entry.length
+    if not kept:
+        return p, kept
+    return Plan(tuple(groups), tuple(starts), p.group_of), kept
+
+
+def _assemble(
+    torch: Any, p: Plan, kept: dict[int, Entry], todo: list[int], fresh: list[tuple[Any, Any]]
+) -> list[tuple[Any, Any]]:
+    """Per layer, every group's prefix keys and values side by side (``[groups, kv heads, widest prefix,
+    head size]``, right-padded with zeros that the prefix mask hides): kept ones and this batch's."""
+    widest = max(g.prefix for g in p.groups)
+    row_of = {g: row for row, g in enumerate(todo)}
+    first = next(iter(kept.values())).layers
+    out: list[tuple[Any, Any]] = []
+    for layer, (k0, v0) in enumerate(first):
+        keys = k0.new_zeros((len(p.groups), k0.shape[1], widest, k0.shape[3]))
+        values = v0.new_zeros((len(p.groups), v0.shape[1], widest, v0.shape[3]))
+        for g, group in enumerate(p.groups):
+            n = group.prefix
+            if g in kept:
+                k, v = kept[g].layers[layer]
+                keys[g, :, :n] = k[0, :, :n]
+                values[g, :, :n] = v[0, :, :n]
+            else:
+                k, v = fresh[layer]
+                keys[g, :, :n] = k[row_of[g], :, :n]
+                values[g, :, :n] = v[row_of[g], :, :n]
+        out.append((keys, values))
     return out
 
 
@@ -275,7 +359,8 @@ def _probe_ids(vocab: int, n: int) -> list[int]:
 
 def supported(model: Any, pad_id: int, device: str) -> bool:
     """Whether the model is causal in practice: a probe (run once, at load) gives the same outputs
-    through the masked plain pass, the mask-free plain pass and the shared-prefix passes.
+    through the masked plain pass, the mask-free plain pass and the shared-prefix passes, the last also
+    on a prefix kept from an earlier batch (:class:`~rewardhub.models.prefix_cache.PrefixCache`).
 
     The probe has items of different lengths and two groups with prefixes of different lengths, so
     right padding and the padding between a short prefix and its continuation are exercised.
@@ -298,6 +383,12 @@ def supported(model: Any, pad_id: int, device: str) -> bool:
             masked = run_plain(model, seqs, pad_id=pad_id, device=device, causal=False)
             unmasked = run_plain(model, seqs, pad_id=pad_id, device=device, causal=True)
             shared = run_shared(model, p, seqs, pad_id=pad_id, device=device, overhead=0.0)
+            # and through a prefix cache: the first run keeps group 0's prefix, the second reuses it
+            kept = PrefixCache(1 << 30)
+            run_shared(model, p, seqs, pad_id=pad_id, device=device, cache=kept)
+            reused = run_shared(model, p, seqs, pad_id=pad_id, device=device, overhead=0.0, cache=kept)
+            if kept.hits != 1:
+                return False
     except Exception:  # any failure means "not for this model"; the plain masked pass serves it
         return False
     tol = 5e-2 if getattr(model, "dtype", None) in (torch.float16, torch.bfloat16) else 1e-3
@@ -307,8 +398,12 @@ def supported(model: Any, pad_id: int, device: str) -> bool:
             return False  # an overflowing probe proves nothing: keep the plain masked pass
         return bool(torch.allclose(a, b, rtol=tol, atol=tol * (1.0 + float(a.abs().max()))))
 
-    for (_, ref), (_, free), (start, rows) in zip(masked, unmasked, shared, strict=True):
+    for (_, ref), (_, free), (start, rows), (again, rerun) in zip(
+        masked, unmasked, shared, reused, strict=True
+    ):
         if not same(ref, free) or not same(ref[start:] if ref.dim() == 2 else ref, rows):
+            return False
+        if not same(ref[again:] if ref.dim() == 2 else ref, rerun):
             return False
     return True
 

@@ -92,6 +92,7 @@ class _InProcess:
     max_length: int
     share_prefix: bool
     pass_overhead: float
+    prefix_cache_mb: float = 0.0
 
 
 class TransformersBackend(ModelBackend):
@@ -116,6 +117,7 @@ class TransformersBackend(ModelBackend):
         max_length: int | None = None,
         threads: int = 0,
         share_prefix: bool | Literal["auto"] = "auto",
+        prefix_cache_mb: float = 0.0,
         batch: BatchOptions | None = None,
         observe_batch: Callable[[str, int], None] | None = None,
         lazy: bool = False,
@@ -131,6 +133,7 @@ class TransformersBackend(ModelBackend):
             "max_length": max_length,
             "threads": threads,
             "share_prefix": share_prefix,
+            "prefix_cache_mb": prefix_cache_mb,
         }
         self.batch = batch or BatchOptions()
         self._observe = observe_batch
@@ -221,6 +224,7 @@ class TransformersBackend(ModelBackend):
                 dtype=self._loaded.dtype,
                 max_length=self._loaded.max_length,
                 share_prefix=self._loaded.share_prefix,
+                prefix_cache_mb=self._loaded.prefix_cache_mb,
                 # length buckets on CPU: a pass's fixed cost in tokens (null: batches stay whole)
                 pass_overhead_tokens=None
                 if math.isinf(self._loaded.pass_overhead)
@@ -310,6 +314,7 @@ class TransformersBackend(ModelBackend):
                     int(info.get("max_length", 0)),
                     bool(info.get("share_prefix", False)),
                     float(info.get("pass_overhead", math.inf)),
+                    float(info.get("prefix_cache_mb", 0.0)),
                 )
 
             self._load_task = loop.create_task(load(), name=f"load:{self.name}")

@@ -1,0 +1,84 @@
+"""Keys and values of shared prompts kept across batches: a GRPO group's prompt prefilled once per model.
+
+:func:`rewardhub.models.passes.run_shared` runs a prompt that several items of one batch start with once.
+A group's rollouts do not all land in one batch, though: 64 one-item clients (slime and OpenRLHF's
+remote reward models send one rollout per request), or a 16-rollout group cut by the 32-item batch limit,
+spread a prompt over many batches, and each of them prefilled it again. On a CPU that prefill was a third
+of a batch's work (BENCHMARKS.md §5: 3.2 ms per item with it, 2.1 without, on the 24-layer PRM). vLLM
+keeps such prefixes in its automatic prefix cache; this is the same for the transformers backend.
+
+A prefix's keys and values depend on its tokens and positions only (the model is causal, which
+:func:`~rewardhub.models.passes.supported` checks at load, through this cache too), so an entry computed
+in one batch is exact in any other. Entries are the group prefixes of earlier batches, keyed by their
+token ids; a group whose prompt starts with a kept entry reuses it and runs the tokens after it in its
+continuation pass. Least recently used entries go first once the kept tensors pass ``max_bytes``.
+
+Only prefixes that two or more items of a batch shared are kept: a lone item's prefix runs into its own
+response (up to its first step), which no other item repeats.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Entry", "PrefixCache"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One kept prefix: per layer, its keys and values (``[1, kv heads, length, head size]`` each)."""
+
+    length: int
+    layers: tuple[tuple[Any, Any], ...]
+    nbytes: int
+
+
+class PrefixCache:
+    """Prefix keys and values of one model, least recently used dropped first (not thread-safe: a model
+    process runs one batch at a time)."""
+
+    def __init__(self, max_bytes: int):
+        if max_bytes <= 0:
+            raise ValueError("a prefix cache needs max_bytes > 0")
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.hits = 0  # groups that reused a kept prefix (counted by the caller: passes.run_shared)
+        self.misses = 0  # groups that prefilled theirs
+        self._entries: OrderedDict[tuple[int, ...], Entry] = OrderedDict()
+        self._lengths: dict[int, int] = {}  # length -> entries of it (the lengths a lookup tries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def longest(self, tokens: Sequence[int]) -> Entry | None:
+        """The longest kept entry that ``tokens`` start with (marked as used)."""
+        n = len(tokens)
+        for length in sorted((k for k in self._lengths if k <= n), reverse=True):
+            key = tuple(tokens[:length])
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+        return None
+
+    def put(self, tokens: Sequence[int], layers: Sequence[tuple[Any, Any]]) -> None:
+        """Keep ``layers`` (per layer, the keys and values of exactly ``tokens``, batch size 1) for
+        ``tokens``; one larger than the whole cache is not kept."""
+        key = tuple(tokens)
+        nbytes = sum(int(k.nbytes) + int(v.nbytes) for k, v in layers)
+        if nbytes > self.max_bytes or key in self._entries:
+            return
+        self._entries[key] = Entry(len(key), tuple((k, v) for k, v in layers), nbytes)
+        self._lengths[len(key)] = self._lengths.get(len(key), 0) + 1
+        self.nbytes += nbytes
+        while self.nbytes > self.max_bytes:
+            old_key, old = self._entries.popitem(last=False)
+            self.nbytes -= old.nbytes
+            left = self._lengths[len(old_key)] - 1
+            if left:
+                self._lengths[len(old_key)] = left
+            else:
+                del self._lengths[len(old_key)]
