@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rewardhub_trainer.losses import (
+    MAX_LOG_SEQ_RATIO,
     LossNorm,
     aggregate,
     clipped_surrogate,
@@ -206,6 +207,28 @@ def test_gspo_token_with_advantages_constant_along_t_is_gspo_in_value_and_gradie
     assert gspo.clipped[live].any() and not gspo.clipped[live].all()  # both branches of the min are taken
     assert grads[0] is not None and grads[1] is not None
     assert torch.allclose(grads[0], grads[1], rtol=1e-6, atol=1e-8) and grads[0].abs().sum() > 0
+
+
+@pytest.mark.parametrize("per_token_adv", [False, True])
+def test_a_huge_sequence_log_ratio_is_capped_so_the_loss_and_its_gradient_stay_finite(
+    per_token_adv: bool,
+) -> None:
+    """A stale completion's mean log-ratio of 200 made s_i = e^200 = inf in float32: the loss was inf
+    (A < 0) or NaN (A = 0), and where the clip picked the finite branch (A > 0) the gradient was
+    0 · inf = NaN. verl clamps the log ratio at 10 before the exp; so do GSPO and GSPO-token here."""
+    logp = torch.full((3, 2), 200.0).requires_grad_(True)
+    old, mask = torch.zeros(3, 2), torch.ones(3, 2)
+    adv = torch.tensor([1.0, -1.0, 0.0])
+    a = adv.unsqueeze(-1).expand(3, 2) if per_token_adv else adv
+    pol = policy_loss(logp, old, a, mask, level="sequence", eps_low=0.2, eps_high=0.2)
+    capped = math.exp(MAX_LOG_SEQ_RATIO)
+    assert pol.ratio.flatten().tolist() == pytest.approx([capped] * 6)
+    # A > 0: the clip's 1.2; A < 0: the unclipped −s·A at the cap; A = 0: 0
+    assert pol.per_token.flatten().tolist() == pytest.approx([-1.2, -1.2, capped, capped, 0.0, 0.0])
+    total = aggregate(pol.per_token, mask, "seq_mean_token_mean", LossNorm(3, 6, 2))
+    assert math.isfinite(total.item())
+    total.backward()
+    assert logp.grad is not None and logp.grad.tolist() == [[0.0] * 2] * 3  # past the cap: no gradient
 
 
 @pytest.mark.parametrize("per_token_adv", [False, True])

@@ -22,7 +22,9 @@ per completion, the geometric mean of its tokens' ratios over the loss tokens,
 ``seq_mean_token_mean`` (the only aggregation allowed with it) gives GSPO's mean over sequences. With
 per-token advantages ``A_{i,t}`` (process credit) it is GSPO-token: ``s_{i,t} = sg[s_i] · π_θ(y_t) /
 sg[π_θ(y_t)]``, whose value is ``s_i`` and whose gradient flows token by token; with ``A_{i,t} = A_i``
-it is GSPO, in value and gradient.
+it is GSPO, in value and gradient. The log of the ratio is capped at ``MAX_LOG_SEQ_RATIO`` (10, as in
+verl's GSPO loss) before the exp: below the cap nothing changes, above it the ratio is ``e^10`` and its
+gradient 0 (it is far outside any clip range there anyway).
 
 The KL is to a frozen reference with ``Δ = log π_θ − log π_ref`` (Schulman's estimators):
 
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
+    "MAX_LOG_SEQ_RATIO",
     "LossNorm",
     "PolicyLoss",
     "aggregate",
@@ -65,6 +68,16 @@ __all__ = [
     "sequence_surrogate",
     "token_logprobs",
 ]
+
+MAX_LOG_SEQ_RATIO = 10.0
+"""The cap on a sequence's log importance ratio (GSPO, and GSPO-token's per-token form) before the exp,
+verl's ``clamp(max=10.0)`` in its GSPO loss, for numerical safety. A completion sampled by a stale policy
+can have a mean log-ratio past 88.7, where its exp is inf in float32 (and bf16): the loss is then inf
+(``A < 0``: ``−s·A``) or NaN (``A = 0``: ``inf · 0``), and even where the min picks the finite clipped
+branch (``A > 0``) the backward is ``0 · e^x`` = NaN, which poisons every weight in one optimizer step.
+``e^10 ≈ 22026`` is far outside any clip range, so the min decides as it would have, and the clamp's
+gradient there is 0 (the clipped branch's is 0 too). Below the cap the ratio is unchanged, value and
+gradient. No lower cap: ``e^x`` of a very negative ``x`` is 0, which is finite."""
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -149,9 +162,10 @@ def sequence_surrogate(
     log_ratio = torch.where(keep, logp - old_logp.detach(), torch.zeros_like(logp))
     log_s = log_ratio.sum(dim=-1) / keep.sum(dim=-1).clamp(min=1).to(logp.dtype)
     if advantages.dim() == 1:
-        ratio = torch.exp(log_s).unsqueeze(-1).expand_as(logp)
+        ratio = torch.exp(log_s.clamp(max=MAX_LOG_SEQ_RATIO)).unsqueeze(-1).expand_as(logp)
     else:
-        ratio = torch.exp(log_s.detach().unsqueeze(-1) + (logp - logp.detach()))
+        log_st = log_s.detach().unsqueeze(-1) + (logp - logp.detach())
+        ratio = torch.exp(log_st.clamp(max=MAX_LOG_SEQ_RATIO))
     loss, clipped = _ppo_clip(ratio, advantages, eps_low, eps_high)
     return loss, ratio, clipped
 
