@@ -811,6 +811,39 @@ def test_a_step_dynamic_sampling_left_without_groups_still_logs_its_sequence_cou
     assert all("seqs_in_loss" in r and "seqs_forwarded" in r for r in rows)
 
 
+def test_the_accuracy_filter_drops_groups_outside_its_bounds_against_the_real_service(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """PRIME's accuracy filter on a real step: a pattern every completion matches makes every group's
+    accuracy 1, so [0.2, 0.8] drops each group of both sampling rounds, trains on nothing, and logs the
+    8 groups in ``groups_accuracy_filtered`` and ``groups_dropped``; [0.2, 1.0] keeps the 4 of the
+    first round."""
+    everything = {"config": {"pattern": "^"}}
+    cfg = make_config(
+        reward_server.url,
+        "filtered",
+        reward=everything,
+        training={"steps": 1},
+        algorithm={"accuracy_filter": [0.2, 0.8], "max_sampling_rounds": 2},
+    )
+    train(cfg)
+    (row,) = read_metrics(Path(cfg.output.run_dir))
+    assert row["accuracy"] == 1.0 and row["sampling_rounds"] == 2 and row["data_position"] == 8
+    assert (row["groups_accuracy_filtered"], row["groups_dropped"], row["groups_failed"]) == (8, 8, 0)
+    assert (row["groups_trained"], row["seqs_in_loss"], row["updates"]) == (0, 0, 0)
+    cfg = make_config(
+        reward_server.url,
+        "kept",
+        reward=everything,
+        training={"steps": 1},
+        algorithm={"accuracy_filter": [0.2, 1.0], "max_sampling_rounds": 2},
+    )
+    train(cfg)
+    (row,) = read_metrics(Path(cfg.output.run_dir))
+    assert row["sampling_rounds"] == 1 and row["data_position"] == 4
+    assert (row["groups_accuracy_filtered"], row["groups_dropped"], row["groups_trained"]) == (0, 0, 4)
+
+
 def test_a_start_that_fails_leaves_no_run_directory(make_config: Callable[..., Any], tmp_path: Path) -> None:
     """A trainer whose model cannot load (the README's examples before `convert-smollm2`) made
     ``output.run_dir`` first and left it empty behind; the directory is made when the run starts."""

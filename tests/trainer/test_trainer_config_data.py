@@ -733,3 +733,43 @@ def test_settings_of_lora_or_the_kl_left_off_by_default_are_refused(tmp_path: Pa
     AlgorithmConfig(kl_estimator="k2", kl_coef=0.0)
     (tmp_path / "c.yaml").write_text(YAML)
     assert load_config(tmp_path / "c.yaml").model.lora.r == 4  # enabled: true, r: 4
+
+
+def test_the_accuracy_filter_takes_bounds_of_a_share_and_goes_with_any_estimator_and_process_credit(
+    tmp_path: Path,
+) -> None:
+    """``algorithm.accuracy_filter`` (PRIME's filter on group accuracy): ``[low, high]`` with
+    ``0 <= low <= high <= 1``, inclusive; with any estimator, with dynamic sampling, and with process
+    credit (which refuses dynamic sampling); and it reads ``max_sampling_rounds``, which is refused
+    while neither it nor dynamic sampling is on."""
+    assert AlgorithmConfig().accuracy_filter is None
+    assert AlgorithmConfig(accuracy_filter=[0.2, 0.8]).accuracy_filter == (0.2, 0.8)  # type: ignore[arg-type]
+    for bounds in ([0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.5]):
+        assert AlgorithmConfig(accuracy_filter=bounds).accuracy_filter == tuple(bounds)  # type: ignore[arg-type]
+    for bad in ([0.8, 0.2], [-0.1, 0.5], [0.2, 1.5], [float("nan"), 0.8]):
+        with pytest.raises(ValidationError, match=r"accuracy_filter \[.*\]: .*0 <= low <= high <= 1"):
+            AlgorithmConfig(accuracy_filter=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="accuracy_filter"):
+        AlgorithmConfig(accuracy_filter=[0.2])  # type: ignore[arg-type]
+    for algorithm in (
+        {"estimator": "dapo"},  # with dynamic sampling, on by default for dapo
+        {"estimator": "gdpo"},
+        {"estimator": "mc_grpo"},
+        {"estimator": "rloo", "dynamic_sampling": True},
+        {"process_credit": "prime"},
+        {"process_credit": "pure_min", "estimator": "rloo"},
+        {"process_credit": "grpo_process"},
+    ):
+        cfg = AlgorithmConfig.model_validate(
+            {**algorithm, "accuracy_filter": [0.2, 0.8], "max_sampling_rounds": 5}
+        )
+        assert (cfg.accuracy_filter, cfg.max_sampling_rounds) == ((0.2, 0.8), 5)
+    # max_sampling_rounds with neither: refused, the message naming both
+    with pytest.raises(
+        ValidationError, match=r"max_sampling_rounds: dynamic sampling is off.*accuracy filter"
+    ):
+        AlgorithmConfig(max_sampling_rounds=5)
+    # a run's config.json (a tuple written as a list) loads back
+    cfg = TrainConfig.model_validate({"model": {"path": "/m"}, "algorithm": {"accuracy_filter": [0.2, 0.8]}})
+    (tmp_path / "config.json").write_text(json.dumps(to_dict(cfg)))
+    assert load_config(tmp_path / "config.json") == cfg

@@ -772,3 +772,102 @@ def test_an_accuracy_key_the_service_returns_is_not_misspelt(make_trainer: Calla
     groups = [group(0, [(1.0, True, {"code": 1.0, "code.passed_all": 1.0}), (0.0, True, {"code": None})])]
     trainer._check_accuracy_key(groups)
     assert step_metrics(trainer, groups)["accuracy"] == 1.0
+
+
+def test_the_accuracy_filter_drops_groups_outside_its_bounds_and_samples_more(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """PRIME's filter: a group whose accuracy (the share of its valid items that are accurate, as the
+    ``accuracy`` metric counts them) is outside ``[low, high]`` is dropped and replaced in another
+    round, as dynamic sampling's are; ``groups_accuracy_filtered`` counts them and ``groups_dropped``
+    too. Invalid items are left out of a group's accuracy; a group without one is not judged."""
+    trainer = make_trainer(accuracy_filter=[0.2, 0.8], max_sampling_rounds=3)
+    # round 1: accuracy 1/3 (kept), 3/3 (dropped)
+    round1: list[Result] = [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})] + [(1.0, True, {})] * 3
+    answers: list[list[Result]] = [
+        round1,
+        # round 2 (one prompt): 1 of its 1 valid item (1.0, dropped: not 1 of 3)
+        [(1.0, True, {}), (None, False, {}), (None, False, {})],
+        # round 3: 1 of 2 valid items (0.5, kept)
+        [(0.0, True, {}), (None, False, {}), (1.0, True, {})],
+    ]
+    col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
+    assert col.rounds == 3 and [g.problem.index for g in col.groups] == [0, 3]
+    assert (col.dropped, col.filtered, len(col.scored), trainer.data_pos) == (2, 2, 4, 4)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
+    assert (out["groups_trained"], out["groups_dropped"], out["groups_accuracy_filtered"]) == (2.0, 2.0, 2.0)
+    assert out["sampling_rounds"] == 3.0
+    # the filter's bounds are inclusive: at [1/3, 1] both groups of round 1 are kept, in one round
+    trainer = make_trainer(accuracy_filter=[1 / 3, 1.0], max_sampling_rounds=3)
+    col = trainer._collect(CannedDispatcher([round1]))  # type: ignore[arg-type]
+    assert (col.rounds, [g.problem.index for g in col.groups], col.dropped, col.filtered) == (1, [0, 1], 0, 0)
+    # no accuracy, not judged: an all-invalid group stays in the batch (masked, as without the filter)
+    # and a failed one is counted as failed, not as filtered; a round with no answer is the last
+    trainer = make_trainer(accuracy_filter=[0.2, 0.8], max_sampling_rounds=3)
+    col = trainer._collect(FlakyDispatcher([[(None, False, {})] * 3 + [(1.0, True, {})] * 3, None]))  # type: ignore[arg-type]
+    assert [g.problem.index for g in col.groups] == [0, 2] and (col.dropped, col.filtered) == (1, 1)
+    adv, _ = trainer._advantages(col.groups)
+    out = trainer._step_metrics(col, adv)
+    assert (out["groups_trained"], out["groups_failed"], out["groups_accuracy_filtered"]) == (0.0, 1.0, 1.0)
+    # off: no rounds beyond the first, nothing filtered, the metric null
+    trainer = make_trainer()
+    col = trainer._collect(CannedDispatcher([round1]))  # type: ignore[arg-type]
+    assert (len(col.groups), col.dropped, col.filtered) == (2, 0, 0)
+    assert math.isnan(
+        trainer._step_metrics(col, trainer._advantages(col.groups)[0])["groups_accuracy_filtered"]
+    )
+
+
+def test_the_accuracy_filter_reads_the_run_s_accuracy_key_and_threshold(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A group's accuracy is the ``accuracy`` metric's: ``reward.accuracy_key``'s component (a composite's
+    correctness), not its score, against ``reward.accuracy_threshold``."""
+    composite = {"name": "composite", "accuracy_key": "a"}
+    # the scores are all 0.5 (never >= 1: accuracy 0 on the score); the component a is 1, 0, 0
+    answer: list[Result] = [(0.5, True, {"a": float(k == 0)}) for k in range(3)] * 2
+    trainer = make_trainer(reward=composite, accuracy_filter=[0.2, 0.8], max_sampling_rounds=1)
+    col = trainer._collect(CannedDispatcher([answer]))  # type: ignore[arg-type]
+    assert [g.problem.index for g in col.groups] == [0, 1] and col.filtered == 0
+    # the score against a threshold of 0.5: every item accurate, accuracy 1, both dropped
+    trainer = make_trainer(
+        reward={"accuracy_threshold": 0.5}, accuracy_filter=[0.2, 0.8], max_sampling_rounds=1
+    )
+    col = trainer._collect(CannedDispatcher([answer]))  # type: ignore[arg-type]
+    assert col.groups == [] and (col.dropped, col.filtered) == (2, 2)
+    # a misspelt key stops the run before the filter reads it (no group would have an accuracy)
+    trainer = make_trainer(
+        reward={**composite, "accuracy_key": "b"}, accuracy_filter=[0.2, 0.8], max_sampling_rounds=1
+    )
+    with pytest.raises(ValueError, match=r"accuracy_key 'b' is not a component"):
+        trainer._collect(CannedDispatcher([answer]))  # type: ignore[arg-type]
+
+
+def test_with_dynamic_sampling_on_too_a_group_either_drops_is_dropped(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """Both on: a group is dropped if dynamic sampling drops it (no signal) or the accuracy filter does
+    (outside the bounds); ``groups_dropped`` counts every group dropped, ``groups_accuracy_filtered``
+    those outside the bounds, whether or not dynamic sampling would have dropped them too."""
+    trainer = make_trainer(dynamic_sampling=True, accuracy_filter=[0.2, 0.5], max_sampling_rounds=2)
+    answers: list[list[Result]] = [
+        # accuracy 2/3: signal, but outside the bounds; 0/3: flat and outside the bounds
+        [(1.0, True, {}), (1.0, True, {}), (0.0, True, {})] + [(0.0, True, {})] * 3,
+        # 1/3 and 1/3 (0.5 is not accurate), both with signal: kept
+        [(1.0, True, {}), (0.0, True, {}), (0.0, True, {})]
+        + [(1.0, True, {}), (0.5, True, {}), (0.0, True, {})],
+    ]
+    col = trainer._collect(CannedDispatcher(answers))  # type: ignore[arg-type]
+    assert [g.problem.index for g in col.groups] == [2, 3]
+    assert (col.rounds, col.dropped, col.filtered) == (2, 2, 2)
+    # flat but within the bounds (0.5 everywhere: accuracy 0, in [0, 0.5]): dynamic sampling alone
+    # drops it, and it is not counted as filtered
+    trainer = make_trainer(dynamic_sampling=True, accuracy_filter=[0.0, 0.5], max_sampling_rounds=1)
+    flat_and_signal: list[Result] = [(0.5, True, {})] * 3 + [
+        (1.0, True, {}),
+        (0.0, True, {}),
+        (0.0, True, {}),
+    ]
+    col = trainer._collect(CannedDispatcher([flat_and_signal]))  # type: ignore[arg-type]
+    assert [g.problem.index for g in col.groups] == [1] and (col.dropped, col.filtered) == (1, 0)

@@ -510,8 +510,19 @@ class AlgorithmConfig(_Section):
     max_sampling_rounds: int = Field(
         3,
         ge=1,
-        description="Dynamic sampling: generation rounds per step before training on what survived (a "
-        "round in which every reward request failed is the last).",
+        description="Dynamic sampling and the accuracy filter: generation rounds per step before training "
+        "on what survived (a round in which every reward request failed is the last).",
+    )
+    accuracy_filter: tuple[float, float] | None = Field(
+        None,
+        description="PRIME's accuracy filter [low, high] (its recipe: [0.2, 0.8]): keep only the groups "
+        "whose accuracy, the share of their valid items that are accurate (reward.accuracy_key and "
+        "accuracy_threshold, as the accuracy metric), lies within the bounds (inclusive; 0 <= low <= "
+        "high <= 1); the others are dropped and replaced by more sampling rounds (max_sampling_rounds), "
+        "as dynamic sampling's are. With any estimator and with process_credit; with dynamic_sampling "
+        "a group either drops is dropped. A group with no accuracy (no valid item with the value) is "
+        "not judged. groups_accuracy_filtered counts the groups it drops, which groups_dropped counts "
+        "too. null: off.",
     )
     overlong: OverlongConfig = Field(default_factory=OverlongConfig, description="DAPO overlong shaping.")
     mask_truncated: bool = Field(
@@ -542,7 +553,8 @@ class AlgorithmConfig(_Section):
         "hack-prone); prime (PRIME's: an implicit PRM's process rewards on the tokens ending their steps "
         "and the outcome reward times process_outcome_coef on the last token, each minus its leave-one-out "
         "baseline over the group, returns with gamma 1, summed, whitened over the batch's tokens). "
-        "Estimator grpo or rloo only; no dynamic sampling, overlong shaping or scale_rewards.",
+        "Estimator grpo or rloo only; no dynamic sampling, overlong shaping or scale_rewards (the "
+        "accuracy_filter applies: PRIME's own filter).",
     )
     process_steps_from: str | None = Field(
         None,
@@ -610,7 +622,8 @@ class AlgorithmConfig(_Section):
             raise ValueError(
                 f"algorithm.{', algorithm.'.join(refused)}: not applied with process_credit "
                 f"{self.process_credit} (dynamic sampling filters on the outcome score, whose groups may still "
-                "differ in their steps; the overlong shaping and scale_rewards act on a sequence-level reward)"
+                "differ in their steps; the overlong shaping and scale_rewards act on a sequence-level reward; "
+                "algorithm.accuracy_filter, PRIME's filter on group accuracy, does apply)"
             )
         return self
 
@@ -669,10 +682,12 @@ class AlgorithmConfig(_Section):
         _refuse_while_off(
             self._changed(["max_sampling_rounds"]),
             "algorithm.",
-            on=self.resolved_dynamic_sampling,
+            on=self.resolved_dynamic_sampling or self.accuracy_filter is not None,
             given=self.dynamic_sampling is not None,
-            off=f"dynamic sampling is off ({self.estimator}; it is on by default for dapo only)",
-            switch="dynamic_sampling: true (or false, to keep the setting)",
+            off=f"dynamic sampling is off ({self.estimator}; it is on by default for dapo only) and so is "
+            "the accuracy filter, the two that sample more rounds",
+            switch="dynamic_sampling: true or an accuracy_filter (or dynamic_sampling: false, to keep the "
+            "setting)",
         )
         _refuse_while_off(
             [f"kl_estimator ({self.kl_estimator})"] if self._changed(["kl_estimator"]) else [],
@@ -686,6 +701,19 @@ class AlgorithmConfig(_Section):
             unknown = sorted(set(self.gdpo_weights) - set(self.gdpo_components))
             if unknown:
                 raise ValueError(f"gdpo_weights names {unknown}, which are not in gdpo_components")
+        return self
+
+    @model_validator(mode="after")
+    def _accuracy_bounds(self) -> AlgorithmConfig:
+        # bounds outside [0, 1] or the wrong way round would drop every group, every round, with the
+        # run going on training on nothing (NaN fails the comparison too)
+        if self.accuracy_filter is not None:
+            low, high = self.accuracy_filter
+            if not 0.0 <= low <= high <= 1.0:
+                raise ValueError(
+                    f"algorithm.accuracy_filter [{low}, {high}]: the bounds of a group's accuracy, a share, "
+                    "must satisfy 0 <= low <= high <= 1 (PRIME's recipe: [0.2, 0.8])"
+                )
         return self
 
     @model_validator(mode="after")

@@ -2,14 +2,15 @@
 
 One step::
 
-    repeat (more than once only with dynamic sampling, at most max_sampling_rounds, and not after a
-            round in which every reward request failed):
+    repeat (more than once only with dynamic sampling or the accuracy filter, at most
+            max_sampling_rounds, and not after a round in which every reward request failed):
         take the prompts still needed from the indexed data source
         for each chunk of prompts_per_generate prompts:            # main thread
             generate G completions each (token ids + sampling logprobs)
             submit the chunk's whole groups to the reward service  # in flight while the next chunk generates
         wait for the answers                                       # the only time the loop blocks on rewards
         dynamic sampling: keep groups whose valid rewards differ (gdpo: whose components differ)
+        accuracy filter: keep groups whose accuracy is within [low, high] (with dynamic sampling: both)
     rewards (NaN = invalid, or its request failed) [+ overlong shaping] → advantages + mask (advantages.py)
         (process credit: per-token advantages from the PRM step scores in the results' details, their
         character spans placed on completion tokens by process.py)
@@ -105,8 +106,11 @@ class _Collected:
     groups: list[Group]  # the groups trained on
     scored: list[Group]  # every group scored this step (metrics are over these)
     rounds: int
-    dropped: int  # answered groups dynamic sampling dropped for no signal (not those whose request failed)
+    # answered groups dropped, by dynamic sampling for no signal or by the accuracy filter (not those
+    # whose request failed)
+    dropped: int
     gen_s: float
+    filtered: int = 0  # of those, the ones the accuracy filter dropped (dynamic sampling may drop them too)
 
 
 class Trainer:
@@ -171,10 +175,12 @@ class Trainer:
     def _collect(self, dispatcher: RewardDispatcher) -> _Collected:
         cfg, alg = self.config, self.config.algorithm
         want = cfg.training.prompts_per_step
-        rounds = alg.max_sampling_rounds if alg.resolved_dynamic_sampling else 1
+        # both drop groups and sample more prompts in their place, in the same rounds
+        refill = alg.resolved_dynamic_sampling or alg.accuracy_filter is not None
+        rounds = alg.max_sampling_rounds if refill else 1
         kept: list[Group] = []
         scored: list[Group] = []
-        dropped = 0
+        dropped = filtered = 0
         gen_s = 0.0
         used_rounds = 0
         for _ in range(rounds):
@@ -204,13 +210,22 @@ class Trainer:
                     g.results = results[k * self.n_per_prompt : (k + 1) * self.n_per_prompt]
                 new.extend(groups)
             scored.extend(new)
-            if alg.resolved_dynamic_sampling:
-                zero = self._no_signal(new)
-                survivors = [g for g, z in zip(new, zero.tolist(), strict=True) if not z]
-                # a failed group (all NaN) is not kept either, but counted as failed (groups_failed), not
-                # as a prompt with no signal: an outage must not read as too easy or too hard a batch
-                dropped += sum(not _group_failed(g) for g, z in zip(new, zero.tolist(), strict=True) if z)
-                kept.extend(survivors)
+            if refill:
+                if alg.accuracy_filter is not None:
+                    # before the filter reads it: a misspelt key would leave every group without an
+                    # accuracy, none judged, with nothing said (the check is once, on a valid item)
+                    self._check_accuracy_key(new)
+                zero = self._no_signal(new).tolist() if alg.resolved_dynamic_sampling else [False] * len(new)
+                outside = self._outside_accuracy(new)
+                for g, z, o in zip(new, zero, outside, strict=True):
+                    if not (z or o):
+                        kept.append(g)
+                    elif not _group_failed(g):
+                        # a failed group (all NaN) is not kept by dynamic sampling either, but counted as
+                        # failed (groups_failed), not as a prompt with no signal: an outage must not read
+                        # as too easy or too hard a batch (the accuracy filter never judges one)
+                        dropped += 1
+                        filtered += o
             else:
                 kept.extend(new)
             if len(kept) >= want:
@@ -218,7 +233,44 @@ class Trainer:
             if all(request_failed(r) for g in new for r in g.results):
                 # the service answered nothing: another round's prompts would be lost the same way
                 break
-        return _Collected(groups=kept[:want], scored=scored, rounds=used_rounds, dropped=dropped, gen_s=gen_s)
+        return _Collected(
+            groups=kept[:want],
+            scored=scored,
+            rounds=used_rounds,
+            dropped=dropped,
+            gen_s=gen_s,
+            filtered=filtered,
+        )
+
+    def _outside_accuracy(self, groups: list[Group]) -> list[bool]:
+        """The groups the accuracy filter (``algorithm.accuracy_filter``, PRIME's) drops: those whose
+        accuracy is outside ``[low, high]`` (all False when it is off).
+
+        A group's accuracy is over its valid items, as the ``accuracy`` metric's: the share of them whose
+        ``reward.accuracy_key`` (else score) is at least ``reward.accuracy_threshold``. A group with no
+        such value (its request failed, every item invalid, or the key's component null in all of its
+        valid items) has none and is not judged: it is what it would be without the filter (failed,
+        masked, or kept on its score), not a too-easy or too-hard prompt.
+        """
+        bounds = self.config.algorithm.accuracy_filter
+        if bounds is None:
+            return [False] * len(groups)
+        low, high = bounds
+        out = []
+        for g in groups:
+            values = [a for r in g.results if (a := self._accurate(r)) is not None]
+            acc = sum(values) / len(values) if values else None
+            out.append(acc is not None and not low <= acc <= high)
+        return out
+
+    def _accurate(self, result: ItemResult) -> float | None:
+        """1.0 if the item is accurate, 0.0 if not, None if it says nothing (invalid, or without the
+        value): its ``reward.accuracy_key`` component, else its score, against ``accuracy_threshold``."""
+        rc = self.config.reward
+        if not result.valid:
+            return None
+        v = result.score if rc.accuracy_key is None else result.components.get(rc.accuracy_key)
+        return None if v is None else (1.0 if v >= rc.accuracy_threshold else 0.0)
 
     def _no_signal(self, groups: list[Group]) -> torch.Tensor:
         """``[B]`` bool: the groups dynamic sampling drops (their valid rewards are all equal).
@@ -724,14 +776,7 @@ class Trainer:
             s for g in answered for s, r in zip(g.scores(), g.results, strict=True) if not request_failed(r)
         ]
         valid = [s for s in raw if not math.isnan(s)]
-        acc_vals: list[float] = []
-        for g in col.scored:
-            for r in g.results:
-                if not r.valid:
-                    continue
-                v = r.score if rc.accuracy_key is None else r.components.get(rc.accuracy_key)
-                if v is not None:
-                    acc_vals.append(1.0 if v >= rc.accuracy_threshold else 0.0)
+        acc_vals = [a for g in col.scored for r in g.results if (a := self._accurate(r)) is not None]
         comps = [c for g in col.scored for c in g.completions]
         lengths = [len(c.completion_ids) for c in comps]
         mask_vals = adv.values[adv.mask]
@@ -767,7 +812,12 @@ class Trainer:
             # no valid or untruncated item) stays in the batch but is masked out, so counting the batch
             # would report it trained on, as dynamic sampling (which drops it) does not
             "groups_trained": float(adv.mask.any(dim=1).sum()) if adv.mask.numel() else 0.0,
-            "groups_dropped": float(col.dropped),  # by dynamic sampling, for no signal
+            # by dynamic sampling for no signal, or by the accuracy filter (answered groups only)
+            "groups_dropped": float(col.dropped),
+            # those of them the accuracy filter dropped (null while it is off)
+            "groups_accuracy_filtered": float(col.filtered)
+            if self.config.algorithm.accuracy_filter is not None
+            else math.nan,
             # whose reward request failed (not trained on: dropped with dynamic sampling, else masked)
             "groups_failed": float(len(col.scored) - len(answered)),
             "sampling_rounds": float(col.rounds),
