@@ -307,6 +307,28 @@ def test_gspo_and_dual_clip_train_end_to_end_and_log_their_metrics(
     assert {k: written[k] for k in algorithm} == algorithm
 
 
+def test_the_dual_clip_fires_on_a_real_second_epoch_and_only_lowers_its_loss(
+    reward_server: Any, make_config: Callable[..., Any]
+) -> None:
+    """The dual clip on real policy updates, not on ratios set by hand: the first epoch's update (ratio
+    1: the sampler's logprobs are the policy's, so the bound cannot fire) is the same with and without
+    it, and in the second epoch the tokens with A < 0 whose ratio rose past c = 1.05 are bounded at
+    -c*A. So dual_clip_frac > 0, and the logged loss (the last epoch's) is below the same step's
+    without the dual clip: it only ever lowers a token's loss."""
+    runs = {}
+    for name, algorithm in (("dual", {"dual_clip_c": 1.05}), ("off", {})):
+        cfg = make_config(
+            reward_server.url, name, training={"steps": 1}, algorithm={"num_epochs": 2, **algorithm}
+        )
+        train(cfg)
+        (runs[name],) = read_metrics(Path(cfg.output.run_dir))
+    dual, off = runs["dual"], runs["off"]
+    assert dual["reward"] == off["reward"] and dual["seqs_in_loss"] == off["seqs_in_loss"]  # one batch
+    assert dual["logprob_mismatch"] < 1e-4  # the first epoch's ratios are 1
+    assert dual["dual_clip_frac"] > 0 and off["dual_clip_frac"] is None
+    assert dual["loss"] < off["loss"]
+
+
 def test_a_misspelt_accuracy_key_ends_the_run_at_its_first_batch(
     reward_server: Any, make_config: Callable[..., Any]
 ) -> None:
