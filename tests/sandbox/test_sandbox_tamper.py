@@ -985,3 +985,34 @@ async def test_a_prelude_gives_the_solution_its_import_statements_and_nothing_of
     assert results[0]["valid"] and results[0]["score"] == 1.0, results[0]
     for cheat, result in zip(cheats, results[1:], strict=True):
         assert result["valid"] and result["details"]["pass_mask"] == "010", (cheat, result)
+
+
+async def test_a_forged_handle_number_the_solution_never_gave_is_refused(client: httpx.AsyncClient) -> None:
+    """The solution's objects cross as ``{"H": n}``, ``n`` their ``id`` there, and the judge keeps one proxy
+    per number (and a stand-in per exception class, ``{"E": [n, ...]}``). A forged message can name any
+    number: each of ``k * (2**61 - 1)`` hashes as 0, so a write or a call naming 16,384 of them made every
+    insertion walk all the others, and the judge, checking the deadline between messages only, was busy
+    past the item's total time (the outer kill's timeout). An ``id`` is an address, below ``2**61 - 1``
+    (where an int is its own hash: no two numbers collide): a number out of that range is the solution's
+    protocol error, the call's failure, at once; its test fails, the item valid, the next test runs."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "head = ListNode(1)\nassert solve(head, len) is head\nassert vars(head) == {'val': 1, 'next': None}\n"
+    )
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\nask = guest._CHANNEL.request\nM = 2 ** 61 - 1\n"
+        "def h(x):\n    return {{'R': object.__getattribute__(x, '_rh_id')}}\n"
+        "many = [{{'H': (i + 1) * M}} for i in range(65536)]\n"
+        "def solve(head, fn):\n    {attack}\n    return head\n"
+    )
+    attacks = [
+        "ask('setattrs', [[h(head), 'val', many]])",
+        "ask('setattr', h(head), 'val', many)",
+        "ask('call', h(fn), {'T': [many]}, {'D': []})",
+        "ask('setattrs', [[h(head), 'val', {'E': [-1, 'E', []]}]])",
+        "ask('setattrs', [[h(head), 'val', {'H': 2 ** 64}]])",
+        "ask('setattrs', [[h(head), 'val', {'H': -5}]])",
+    ]
+    for attack, result in await _attacks(client, tests, cheat.format(attack="pass"), cheat, attacks):
+        assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
+        assert "unknown handle" in result["details"]["tests"][0]["message"], (attack, result)

@@ -582,7 +582,9 @@ class CodeReward(Reward[CodeConfig]):
     # 1.3.19: the nodes a solution makes of a tests' class whose `__init__` only assigns (`ListNode(x)`)
     # are made in its process and in the judge's thousands a message when they cross (a round trip each:
     # copying a 20,000-node list took ~80,000); past 2**17 a run, one at a time as before
-    version: ClassVar[str] = "1.3.19"
+    # 1.3.20: a handle number out of the range of any object's (a forged message's) is the solution's
+    # protocol error at once (16,384+ colliding ones kept the judge busy past the item's total time)
+    version: ClassVar[str] = "1.3.20"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "
         "HumanEval check(candidate), MBPP test lists) or stdin/stdout cases (python, c, cpp, javascript, "

@@ -99,6 +99,11 @@ _OUT = 1  # the verdict channel: the sandbox's stdout
 _WARM = False
 _MAX_FRAME = 64 << 20
 _MAX_MSG = 16 << 20  # largest judge <-> solution message (a huge return value fails the test)
+# Above the handle numbers either side gives (an object's ``id``, its address): each keys a dict of the
+# other side's (its proxies, the judge's stand-ins for exception classes), and an int below it is its own
+# hash, so no two numbers in range collide there. Out of range only in a forged message: the solution's
+# ``{"H": k * (2**61 - 1)}``, each hashing as 0, made each insertion walk all the others (_Codec._dec).
+_HANDLE_LIMIT = sys.hash_info.modulus
 _PR_SET_DUMPABLE = 4
 
 
@@ -659,6 +664,8 @@ class _Codec:
             if tag == "K" and not self.judge and len(v) == 2 and type(v[0]) is int:  # (a node's handle)
                 return self._node_handle(v[0], v[1])
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
+                if not 0 <= v[0] < _HANDLE_LIMIT:
+                    raise _ProtocolError("unknown handle")
                 if type(v[2]) is list:
                     return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
         elif tv is str:
@@ -692,7 +699,9 @@ class _Codec:
                     return self.local[v]
                 except KeyError:
                     raise _ProtocolError("unknown handle") from None
-            if tag == self.foreign_tag:
+            if tag == self.foreign_tag:  # (a number the other side gave: in range, _HANDLE_LIMIT)
+                if not 0 <= v < _HANDLE_LIMIT:
+                    raise _ProtocolError("unknown handle")
                 return self._proxy(tag, v)
             if tag == "L" and self.judge:  # (a node made for the solution, named as it was before)
                 try:
