@@ -1016,3 +1016,84 @@ async def test_a_forged_handle_number_the_solution_never_gave_is_refused(client:
     for attack, result in await _attacks(client, tests, cheat.format(attack="pass"), cheat, attacks):
         assert result["valid"] and result["details"]["pass_mask"] == "01", (attack, result)
         assert "unknown handle" in result["details"]["tests"][0]["message"], (attack, result)
+
+
+async def test_a_forged_node_value_or_class_makes_the_judge_do_no_unbounded_work(
+    client: httpx.AsyncClient,
+) -> None:
+    """Forged messages around the nodes the solution makes (``news``, ``{"L": n}``) and the values it sends:
+    a number or name of another type, a node made to hold itself, a dict or set of 65,536 keys that all hash
+    alike (each ``k * (2**61 - 1)``: every insertion walked all the others, the judge busy past the item's
+    total time), an exception class of 3,000 bases (its MRO's merge cubic: the same). Each refused one is
+    the solution's protocol error at once, the test it is in failing; the node that holds itself is a node
+    as Python makes one, and the honest answer after it passes. The item is valid, the tests' head as it
+    was."""
+    tests = (
+        "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n"
+        "head = ListNode(1)\ndef made(n):\n    return type(n) is ListNode and vars(n) == {'val': 2, 'next': head}\n"
+        "assert made(solve(head))\nassert vars(head) == {'val': 1, 'next': None}\n"
+    )
+    honest = "def solve(head):\n    return ListNode(2, head)\n"
+    cheat = (
+        "import sys\nguest = sys.modules['rh_guest']\nask = guest._CHANNEL.request\nM = 2 ** 61 - 1\n"
+        "def h(x):\n    return {{'R': object.__getattribute__(x, '_rh_id')}}\n"
+        "def ring():\n    r = ask('news', [[-(2 ** 17), 'ListNode']])[0]\n"
+        "    ask('setattrs', [[{{'R': r}}, 'next', {{'R': r}}], [{{'R': r}}, 'val', {{'L': -(2 ** 17)}}]])\n"
+        "    n = ask('node', {{'R': r}})\n    assert n.next is n and n.val is n and type(n) is ListNode\n"
+        "def bases(n):\n    return {{'E': [1 << 40, 'E', [{{'E': [(1 << 41) + i, 'B', []]}} for i in range(n)]]}}\n"
+        "def solve(head):\n    {attack}\n    return ListNode(2, head)\n"
+    )
+    refused = {
+        "ask('news', [[True, 'ListNode']])": "malformed nodes",
+        "ask('news', [[-1.0, 'ListNode']])": "malformed nodes",
+        "ask('news', [[-1, ['ListNode']]])": "malformed nodes",
+        "ask('setattrs', [[h(head), 'next', {'L': True}]])": "malformed value",
+        "ask('setattrs', [[h(head), 'next', {'L': '-1'}]])": "malformed value",
+        "ask('setattrs', [[h(head), 'next', {'L': -M}]])": "unknown handle",
+        "ask('setattrs', [[h(head), 'val', {'D': [[(i + 1) * M, 0] for i in range(65536)]}]])": "keys of one hash",
+        "ask('setattrs', [[h(head), 'val', {'S': [(i + 1) * M for i in range(65536)]}]])": "keys of one hash",
+        "ask('setattrs', [[h(head), 'val', {'O': ['Counter', None, [[(i + 1) * M, 1] for i in range(65536)]]}]])": (
+            "keys of one hash"
+        ),
+        "ask('setattrs', [[h(head), 'val', bases(3000)]])": "too many base classes",
+    }
+    allowed = ["ring()"]
+    attacks = [*refused, *allowed]
+    for attack, result in await _attacks(client, tests, honest, cheat, attacks):
+        assert result["valid"], (attack, result)
+        if attack in refused:
+            assert result["details"]["pass_mask"] == "01", (attack, result)
+            assert refused[attack] in result["details"]["tests"][0]["message"], (attack, result)
+        else:
+            assert result["details"]["pass_mask"] == "11", (attack, result)
+
+
+async def test_a_solution_s_large_dicts_and_sets_and_a_few_keys_of_one_hash_still_cross(
+    client: httpx.AsyncClient,
+) -> None:
+    """The judge counts the hashes of the keys of a large dict or set the solution sends (refusing over
+    128 of one): a program's data, 10,000 distinct keys or a hundred of one hash, and an exception
+    class of several bases, arrive as they were."""
+    tests = (
+        "M = 2 ** 61 - 1\nr = big()\n"
+        "assert r[0] == set(range(10000)) and r[1] == {i: i * i for i in range(10000)}\n"
+        "assert r[2] == frozenset((i + 1) * M for i in range(100)) and r[3] == Counter(range(5000))\n"
+        "try:\n    fail()\n    assert False\nexcept KeyError as e:\n    assert isinstance(e, LookupError)\n"
+    )
+    solution = (
+        "from collections import Counter\nM = 2 ** 61 - 1\n"
+        "def big():\n    return (set(range(10000)), {i: i * i for i in range(10000)},\n"
+        "            frozenset((i + 1) * M for i in range(100)), Counter(range(5000)))\n"
+        "class Mine(KeyError, ValueError, ArithmeticError):\n    pass\n"
+        "def fail():\n    raise Mine('x')\n"
+    )
+    (result,) = await _score(
+        client,
+        [
+            {
+                "response": solution,
+                "reference": {"tests": tests, "prelude": "from collections import Counter\n"},
+            }
+        ],
+    )
+    assert result["valid"] and result["score"] == 1.0, result

@@ -583,7 +583,9 @@ class CodeReward(Reward[CodeConfig]):
     # are made in its process and in the judge's thousands a message when they cross (a round trip each:
     # copying a 20,000-node list took ~80,000); past 2**17 a run, one at a time as before
     # 1.3.20: a handle number out of the range of any object's (a forged message's) is the solution's
-    # protocol error at once (16,384+ colliding ones kept the judge busy past the item's total time)
+    # protocol error at once (16,384+ colliding ones kept the judge busy past the item's total time), and
+    # so is a dict or set of the solution's with over 128 keys of one hash, or an exception class of its
+    # with over 64 bases (the judge's work on them quadratic, cubic)
     version: ClassVar[str] = "1.3.20"
     description: ClassVar[str] = (
         "Runs the response's program in the bubblewrap sandbox against assert-style tests (Python: "

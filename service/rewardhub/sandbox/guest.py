@@ -104,6 +104,15 @@ _MAX_MSG = 16 << 20  # largest judge <-> solution message (a huge return value f
 # hash, so no two numbers in range collide there. Out of range only in a forged message: the solution's
 # ``{"H": k * (2**61 - 1)}``, each hashing as 0, made each insertion walk all the others (_Codec._dec).
 _HANDLE_LIMIT = sys.hash_info.modulus
+# (The judge's) the most keys of a dict, or elements of a set, the solution sends that may share one hash:
+# ``k * (2**61 - 1)`` all hash as 0, and each insertion of one walks all those before it (65,536 of them,
+# a forged message's 2 MB, kept the judge busy past the item's total time). No program's data has more
+# than a few (the solution would have built its dict just as slowly); 128 bounds a 16 MB message's
+# insertions to well under a second.
+_SAME_HASH = 128
+# The most bases of an exception class of the solution's (``{"E": ...}``): its stand-in's MRO is merged in
+# time cubic in them (3,000 took ~25 s); a class has a few.
+_MAX_BASES = 64
 _PR_SET_DUMPABLE = 4
 
 
@@ -639,16 +648,20 @@ class _Codec:
                 return tuple([self.dec(e, d) for e in v])
             if tag == "D":
                 out = {}
+                counts = self._hashes(v)
                 for pair in v:
                     if type(pair) is not list or len(pair) != 2:
                         raise _ProtocolError("malformed dict")
                     key = self.dec(pair[0], d)  # (the key first, as it was encoded)
+                    _count_hash(counts, key)
                     out[key] = self.dec(pair[1], d)
                 return out
-            if tag == "S":
-                return {self.dec(e, d) for e in v}
-            if tag == "Z":
-                return frozenset([self.dec(e, d) for e in v])
+            if tag == "S" or tag == "Z":
+                elements = [self.dec(e, d) for e in v]
+                counts = self._hashes(v)
+                for e in elements:
+                    _count_hash(counts, e)
+                return set(elements) if tag == "S" else frozenset(elements)
             if tag == "C" and len(v) == 2 and all(type(e) in (int, float) for e in v):
                 return complex(v[0], v[1])
             if tag == "Q" and len(v) == 2 and type(v[1]) is list:
@@ -666,6 +679,8 @@ class _Codec:
             if tag == "E" and self.judge and len(v) == 3 and type(v[0]) is int and type(v[1]) is str:
                 if not 0 <= v[0] < _HANDLE_LIMIT:
                     raise _ProtocolError("unknown handle")
+                if type(v[2]) is list and len(v[2]) > _MAX_BASES:
+                    raise _ProtocolError("too many base classes")
                 if type(v[2]) is list:
                     return _mirror_class(self, v[0], v[1], [self.dec(e, d) for e in v[2]])
         elif tv is str:
@@ -720,18 +735,41 @@ class _Codec:
             out: dict[Any, Any] = collections.defaultdict(default)
         else:
             out = getattr(collections, kind)()
+        counts = self._hashes(pairs)
         for pair in pairs:
             if type(pair) is not list or len(pair) != 2:
                 raise _ProtocolError("malformed dict")
             key = self.dec(pair[0], depth)
+            _count_hash(counts, key)
             out[key] = self.dec(pair[1], depth)
         return out
+
+    def _hashes(self, encoded: list[Any]) -> dict[int, int] | None:
+        """(The judge's) a count of the hashes of a dict's keys or a set's elements as they are decoded
+        (:func:`_count_hash`), where there are more of them than :data:`_SAME_HASH`; else None."""
+        return {} if self.judge and len(encoded) > _SAME_HASH else None
 
     def _proxy(self, tag: str, ident: int) -> Any:
         p = self.proxies.get(ident)
         if p is None:
             p = self.proxies[ident] = self.make_proxy(tag, ident)
         return p
+
+
+_VALUE_KEYS = frozenset({int, float, complex, str, bytes, tuple, frozenset})
+
+
+def _count_hash(counts: dict[int, int] | None, key: Any) -> None:
+    """Count ``key``'s hash in ``counts`` (:meth:`_Codec._hashes`), refusing the message past
+    :data:`_SAME_HASH` of one (the counts' own keys, hashes, share one only by ``2**61 - 1`` apart: a few).
+    Only of the builtin values whose hashes a message decides (another's, a proxy's or a tests' object's,
+    is its identity or the tests' own ``__hash__``, which is not to run twice)."""
+    if counts is None or type(key) not in _VALUE_KEYS:
+        return
+    h = hash(key)
+    n = counts[h] = counts.get(h, 0) + 1
+    if n > _SAME_HASH:
+        raise _ProtocolError("too many keys of one hash")
 
 
 # The dicts of ``collections`` that cross as themselves: a function of the solution's changing the
