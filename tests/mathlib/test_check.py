@@ -396,6 +396,22 @@ CASES = [
     ("5\\,\\text{x}, 2", "5 hours, 2", False),
     ("5\\,\\text{x}", "5", True),
     ("1\\,\\text{l}", "1 liter", True),
+    # a week's wk and (typeset upright after a number) a day's d are units (math 1.1.15): 5\\,\\text{d} was
+    # not 5 days, and 5 wk (a word of no known unit, dropped) was 5 hours
+    ("5 days", "5\\,\\text{d}", True),
+    ("5 \\text{ days}", "5\\,\\mathrm{d}", True),
+    ("2 weeks", "14\\,\\text{d}", True),
+    ("1\\,\\text{d}", "24 hours", True),
+    ("35 days", "5 wk", True),
+    ("2 wks", "14 days", True),
+    ("5 hours", "5 wk", False),
+    ("5 hours", "5\\,\\text{d}", False),
+    ("5 weeks", "5\\,\\text{d}", False),
+    ("5\\,\\text{d}", "5\\,\\text{s}", False),
+    ("5 days", "5 d", False),  # a plain d is a variable (or a differential), as 5d is
+    # ... D and w are no unit symbols (D is no day, W a watt)
+    ("5 days", "5\\,\\text{D}", False),
+    ("5 weeks", "5\\,\\text{w}", False),
     # a tuple's components and a list's items that keep their units convert as a whole answer does
     ("(1 hour, 2)", "(60 minutes, 2)", True),
     ("(1\\,\\text{h}, 2)", "(60 minutes, 2)", True),
@@ -762,6 +778,22 @@ CASES = [
     # ... and only a sum that is a whole group: here the minus sign binds a_1 alone
     ("n - (a_1 + a_2 + \\cdots + a_n)", "n - a_1 + a_2 + \\cdots + a_n", False),
     ("2(a_1 + \\cdots + a_n)", "2 a_n + \\cdots + 2a_1", False),
+    # --- an identity on a domain only, decided at sample points (math 1.1.15) ------------------------
+    # 2 arcsin sqrt(a) is arccos(1 - 2a) for 0 <= a <= 1, where both are real (HardVerify item 178)
+    ("2 \\arcsin \\sqrt{a}", "\\arccos\\left(1 - 2a\\right)", True),
+    ("\\arcsin x", "\\arctan\\frac{x}{\\sqrt{1-x^2}}", True),
+    ("\\arccos x", "\\frac{\\pi}{2} - \\arcsin x", True),
+    # ... another function, one equal on part of the real domain only, or real where the other is not
+    ("2 \\arcsin \\sqrt{a}", "\\arccos\\left(1 - 3a\\right)", False),
+    ("\\arccos x", "\\frac{\\pi}{2} + \\arcsin x", False),
+    ("2\\arctan x", "\\arcsin\\frac{2x}{1+x^2}", False),  # equal for |x| <= 1 only
+    ("\\arcsin(\\sin x)", "x", False),  # equal for |x| <= pi/2 only
+    ("2\\ln x", "\\ln x^2", False),  # ln x^2 is real for negative x too
+    ("\\sqrt{x}\\sqrt{x-1}", "\\sqrt{x(x-1)}", False),  # they differ in sign for negative x
+    ("|x|", "x", False),
+    # ... a difference in the twelfth digit is a difference (values compared to 30 digits, not floats')
+    ("x^2", "x^2 + 10^{-12}x", False),
+    ("\\lfloor x \\rfloor", "x", False),
 ]
 
 

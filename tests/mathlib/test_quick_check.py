@@ -62,6 +62,18 @@ def test_equal_strings(gold: str, pred: str) -> None:
         ("\\frac{1}{3}", "0.33", False),
         # a coarser decimal that rounds a decimal gold
         ("165.47", "165.5", True),
+        # ... and a whole number is its coarsest rounding (math 1.1.15; 118.0 already was): 3 significant
+        # digits, trailing zeros not counted (300 may be rounded to the hundreds)
+        ("117.95", "118", True),
+        ("117.95\\%", "118\\%", True),
+        ("-117.95", "-118", True),
+        ("1179.5", "1180", True),
+        ("117.95", "117", False),
+        ("299.94", "300", False),
+        ("12.4", "12", False),
+        # ... never against an exact gold: a fraction or an integer is not rounded
+        ("\\frac{353}{3}", "118", False),
+        ("118", "117.95", False),
         # a finer decimal than the gold must match exactly (the gold may be exact)
         ("2.50", "2.5049", False),
         # different values are certainly different

@@ -57,6 +57,14 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("The area is \\boxed{2000000 m^2}.", "2 km^2", 1.0, None),
         ("\\boxed{(60 minutes, 2)}", "(1 hour, 2)", 1.0, None),
         ("\\boxed{5 hours}", "5\\,\\text{x}", 0.0, None),
+        # a whole number rounds a decimal gold (on the event loop), an identity on a domain (in a worker:
+        # sample points), a typeset d is a day and wk a week
+        ("The rate is \\boxed{118\\%}.", "117.95\\%", 1.0, None),
+        ("\\boxed{300}", "299.94", 0.0, None),
+        ("\\boxed{\\arccos(1 - 2a)}", "2 \\arcsin \\sqrt{a}", 1.0, None),
+        ("\\boxed{2\\arctan x}", "\\arcsin\\frac{2x}{1+x^2}", 0.0, None),
+        ("It takes \\boxed{5\\,\\text{d}}.", "5 days", 1.0, None),
+        ("\\boxed{5 wk}", "5 hours", 0.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -32,6 +32,7 @@ from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_lev
 from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
     PARAMETER_LETTERS,
+    agree_at_samples,
     constants_equal,
     depends_on,
     family_parameter,
@@ -237,7 +238,11 @@ class _Comparer:
             verdict = constants_equal(gp, pp, parse_literal(g), parse_literal(p))
             if verdict is not None:
                 return "numeric" if verdict else None
-        return "math_verify" if mv_verify(gp, pp) else None
+        if mv_verify(gp, pp):
+            return "math_verify"
+        # an identity on a domain only (2 arcsin sqrt(a) is arccos(1 - 2a) for 0 <= a <= 1), which
+        # simplification does not prove: the values at sample points decide
+        return "sampled" if agree_at_samples(gp, pp) else None
 
     # -- lists ---------------------------------------------------------------------------------
 

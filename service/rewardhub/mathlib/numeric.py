@@ -10,7 +10,11 @@ accept such a literal against an exact value ``V`` when ``|V - D| <= 5 * 10**-(k
 has at least :data:`MIN_SIG_DIGITS` significant digits, so ``3.14`` matches ``\\pi`` but ``3``
 or ``0.3`` never match anything but themselves.  Two decimals are compared this way only when the
 prediction is the coarser one (it rounded the gold); a prediction more precise than the gold is
-held to exact equality because the gold may well be exact.
+held to exact equality because the gold may well be exact.  A whole number is the coarsest decimal
+(no fractional digits): against a decimal gold it is a rounding too (``118`` for ``117.95``, as
+``118.0`` already was), with its significant digits counted without trailing zeros (``300`` has one:
+it may be a rounding to the hundreds, and is no rounding of ``299.94``).  Against an exact gold (an
+integer or a fraction) a whole number stays exact: ``118`` is not ``\\frac{353}{3}``.
 """
 
 from __future__ import annotations
@@ -147,12 +151,24 @@ def _variants(lit: Literal, other: Literal) -> list[Literal]:
     return [lit]
 
 
+def _as_rounding(lit: Literal) -> Literal:
+    """A whole number read as a decimal of no fractional digits (significant digits without trailing
+    zeros: ``300`` has one); a decimal, a fraction or a non-integer as it is."""
+    if lit.decimals is not None or lit.value.denominator != 1:
+        return lit
+    digits = str(abs(lit.value.numerator)).rstrip("0")
+    return Literal(lit.value, 0, len(digits), lit.percent)
+
+
 def literals_equivalent(gold: Literal, pred: Literal) -> bool:
     """Exact equality, or the rounding rule (see module docstring), over percent readings."""
     for g in _variants(gold, pred):
         for p in _variants(pred, gold):
             if g.value == p.value:
                 return True
+            if g.decimals is not None:
+                # a whole number against a decimal gold is its coarsest rounding: 118 for 117.95
+                p = _as_rounding(p)
             if p.decimals is not None and (g.decimals is None or p.decimals < g.decimals):
                 if within_rounding(p, g.value):
                     return True

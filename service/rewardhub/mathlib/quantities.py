@@ -23,7 +23,9 @@ symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too) are variable
 a unit only after a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
 normalisation drops: it is read from the answer as written), and never with a power unless upright (``5
 m^2`` may be 5m squared; ``5\\,\\text{m}^2`` is an area) or the other side states that power in a unit
-(``2000000 m^2`` against ``2 km^2`` is an area: 2000000m squared is no answer in square kilometres). One of
+(``2000000 m^2`` against ``2 km^2`` is an area: 2000000m squared is no answer in square kilometres). The
+day's ``d`` is a differential or a variable far more often still: it is a unit only typeset upright after a
+number, ending the answer (``5\\,\\text{d}`` is ``5 days``; ``5 d`` is no quantity). One of
 another dimension differs (``5 s`` is not ``5 meters`` whether s is seconds or a variable), but an ``m``
 against a time may be minutes: it differs only where it is neither (``3 m`` is not ``3 hours``; against ``3
 minutes`` it is left alone). Two different upright symbols after one number are two units whatever they are
@@ -70,7 +72,7 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("time", Fraction(60), "minute", "minutes", "min", "mins"),
     **_units("time", Fraction(3600), "hour", "hours", "hr", "hrs"),
     **_units("time", Fraction(86400), "day", "days"),
-    **_units("time", Fraction(604800), "week", "weeks"),
+    **_units("time", Fraction(604800), "week", "weeks", "wk", "wks"),
     **_units("length", Fraction(1, 1000), "millimeter", "millimeters", "millimetre", "millimetres", "mm"),
     **_units("length", Fraction(1, 100), "centimeter", "centimeters", "centimetre", "centimetres", "cm"),
     **_units("length", Fraction(1), "meter", "meters", "metre", "metres"),
@@ -100,6 +102,9 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
     "g": ("mass", Fraction(1)),
     "L": ("length^3", Fraction(1, 1000)),
 }
+# The day's symbol d is a differential or a variable far more often than a unit: it is one only typeset
+# upright right after a number and ending the answer ("5\\,\\text{d}", "5\\,\\mathrm{d}"), never plain ("5 d").
+_UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400))}
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
 # after a space ("1000 m", not "2m"), or an upright symbol read from the answer as written
@@ -146,6 +151,8 @@ def quantity(
     # litres' upright l is L (a plain l, after a space, is too like a 1 to be read as a unit)
     upright = m.group("upright") and m.group("upright").replace("l", "L")
     unit = _unit(m.group("unit") or m.group("letter") or upright, letter, minutes)
+    if unit is None and upright and letter:
+        unit = _UPRIGHT_UNITS.get(upright)
     per_word = m.group("per")
     per = None if per_word is None else _unit(per_word, letter, False)
     power = m.group("power") or m.group("digit")
@@ -213,13 +220,13 @@ def states_number(gold: str, pred: str) -> bool:
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
 # \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i,
-# d and E it keeps), so it is read from the answer as written. A rate's second unit may follow, typeset in
+# d and E it keeps, and the day's d is read here too), so it is read from the answer as written. A rate's second unit may follow, typeset in
 # a group of its own or not: "5\\,\\text{m}/\\text{s}" normalises to "5 /s" (the s, after no number, is
 # kept), and is 5 m/s. No two runs of spaces around an optional character ("\\s*(?:~\\s*)?", not
 # "\\s*~?\\s*"): each run of spaces is read one way only.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*(?:\$\s*)?(?P<num>(?:[+-]\s?)?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
-    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<letter>[A-DF-Za-ce-hj-z])\s*\}"
+    r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<letter>[A-DF-Za-hj-z])\s*\}"
     r"(?:\s*/\s*(?:\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<per>[A-Za-z]{1,12})\s*\}"
     r"|(?P<plain>[A-Za-z]{1,12})))?"
     r"(?:\s*\^\s*(?:\{\s*(?P<power>-?\d)\s*\}|(?P<digit>\d)))?[\s.$]*$"
@@ -271,7 +278,8 @@ def _foreign_symbol(s: str, other: tuple[Literal, str, Fraction] | None) -> bool
     if other is None:
         return False
     m = _TYPESET_QUANTITY_RE.match(s)
-    return m is not None and m.group("letter").replace("l", "L") not in _LETTER_UNITS
+    letter = None if m is None else m.group("letter").replace("l", "L")
+    return letter is not None and letter not in _LETTER_UNITS and letter not in _UPRIGHT_UNITS
 
 
 def typeset_units_differ(gold: list[str], pred: list[str]) -> bool:

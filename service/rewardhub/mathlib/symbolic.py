@@ -17,6 +17,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import mpmath
 import sympy
 from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
 from math_verify import LatexExtractionConfig, parse, verify
@@ -245,6 +246,118 @@ def solve_for_missing(equation: Any, expr: Any) -> Any:
     if var in coeff.free_symbols or sympy.expand(coeff) == 0:
         return None
     return -f.subs(var, 0) / coeff
+
+
+# Sample points for :func:`agree_at_samples`, fixed (a verdict must not vary between runs): irrational-looking
+# values, most in (-1, 1) where arcsin, arccos and square roots of 1 - x^2 are real, and some outside; the
+# first ones are typical, so two different expressions usually part at the first point.
+_SAMPLES = (0.43, 1.7, -1.3, 0.27, 3.1, -0.6, 0.74, -2.7, 0.11, 0.93, -0.15, 0.58, 5.3, -0.83)
+_MIN_REAL_SAMPLES = 4
+_SAMPLE_DPS = 50
+_SAMPLE_TOL = mpmath.mpf(10) ** -30  # relative, as constants are compared (_REL_TOL)
+# Functions evaluated at the sample points: the elementary ones, by mpmath's principal values (sympy's).
+_SAMPLED_FUNCTIONS: dict[str, Any] = {
+    **{
+        name: getattr(mpmath, name)
+        for name in (
+            "sin cos tan cot sec csc asin acos atan acot asec acsc sinh cosh tanh coth asinh acosh atanh exp log"
+        ).split()
+    },
+    "Abs": abs,
+}
+
+
+class _Unsupported(Exception):
+    """An expression :func:`_evaluate` does not evaluate (a sum, an integral, floor, a factorial...)."""
+
+
+def _evaluate(expr: Any, point: dict[Any, Any]) -> Any:
+    """``expr`` at ``point`` (symbol -> mpmath number), in mpmath at the working precision, walking the tree
+    (no code generation: ``lambdify`` costs a millisecond a call, most of a rejection's cost)."""
+    if expr.is_Symbol:
+        return point[expr]
+    if expr.is_Rational:
+        return mpmath.mpf(int(expr.p)) / int(expr.q)
+    if expr.is_Float:
+        return mpmath.mpf(str(expr))
+    if expr is sympy.I:
+        return mpmath.mpc(0, 1)
+    if expr is sympy.pi:
+        return +mpmath.pi
+    if expr is sympy.E:
+        return +mpmath.e
+    if expr.is_Add:
+        return mpmath.fsum(_evaluate(a, point) for a in expr.args)
+    if expr.is_Mul:
+        return mpmath.fprod(_evaluate(a, point) for a in expr.args)
+    if expr.is_Pow:
+        base = _evaluate(expr.base, point)
+        if expr.exp.is_Integer:
+            return base ** int(expr.exp)
+        return mpmath.power(base, _evaluate(expr.exp, point))
+    function = _SAMPLED_FUNCTIONS.get(type(expr).__name__)
+    if function is None or not isinstance(expr, sympy.Function):
+        raise _Unsupported
+    return function(*(_evaluate(a, point) for a in expr.args))
+
+
+def _value_at(expr: Any, point: dict[Any, Any]) -> Any:
+    """``expr`` at ``point``, or None where it is undefined there (a pole)."""
+    try:
+        return _evaluate(expr, point)
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def agree_at_samples(gold: Any, pred: Any) -> bool:
+    """Whether two expressions in the same variables are one function on the real line: at fixed sample
+    points they are real at the same points, at least :data:`_MIN_REAL_SAMPLES` of them, and equal there (to
+    30 relative digits, evaluated to 50).
+
+    An identity that holds on a domain only is beyond simplification: ``2\\arcsin\\sqrt{a}`` is
+    ``\\arccos(1 - 2a)`` for ``0 \\le a \\le 1``, where both are real, and nowhere else is either real.
+    Values that are not real are not compared (principal branches part off the real line), but where one
+    side is real the other must be: ``2\\ln x`` is not ``\\ln x^2`` (real for negative x too), and
+    ``|x|`` is not ``x`` (they differ at negative points). A function that agrees with another at many points
+    and is not it takes a construction (a product of the points' differences) no answer makes by chance.
+    Expressions without variables, or in different variables, or with a function other than the elementary
+    ones (:data:`_SAMPLED_FUNCTIONS`: no sums, integrals, floor or factorials), are left to the other rules
+    (False).
+    """
+    if not all(
+        isinstance(e, sympy.Expr) and not isinstance(e, sympy.core.relational.Relational)
+        for e in (gold, pred)
+    ):
+        return False
+    symbols = sorted(gold.free_symbols, key=str)
+    if not symbols or len(symbols) > 3 or set(symbols) != pred.free_symbols:
+        return False
+    real = 0
+    try:
+        with mpmath.workdps(_SAMPLE_DPS):
+            for i in range(len(_SAMPLES)):
+                point = {
+                    sym: mpmath.mpf(_SAMPLES[(i + 5 * j) % len(_SAMPLES)]) for j, sym in enumerate(symbols)
+                }
+                a, b = _value_at(gold, point), _value_at(pred, point)
+                a_real, b_real = _is_real(a), _is_real(b)
+                if a_real != b_real:
+                    return False
+                if not a_real:
+                    continue
+                if abs(a - b) > _SAMPLE_TOL * max(1, abs(a), abs(b)):
+                    return False
+                real += 1
+    except (_Unsupported, RecursionError):
+        return False
+    return real >= _MIN_REAL_SAMPLES
+
+
+def _is_real(value: Any) -> bool:
+    """A finite real value (an mpc with no imaginary part, relative to its size, is one)."""
+    if value is None or not mpmath.isfinite(value):
+        return False
+    return bool(abs(mpmath.im(value)) <= _SAMPLE_TOL * max(1, abs(value)))
 
 
 def mv_verify(gold: Any, pred: Any) -> bool:

@@ -128,7 +128,15 @@ class MathReward(Reward[MathConfig]):
     # 2)", "1 hour, 2 km" against "60 minutes, 2000 m", "5\\,\\text{m}/\\text{s}, 2" against "18 km/h, 2"
     # scored 0, now 1; an upright symbol of no known unit is no known unit word: "5\\,\\text{x}" (or
     # "5\\,\\text{A}") against "5 hours" scored 1, now 0
-    version: ClassVar[str] = "1.1.14"
+    # 1.1.15: a whole number against a decimal gold is its coarsest rounding: "118\\%" against "117.95\\%"
+    # scored 0 (as "118.0\\%" did not), now 1 (3 significant digits, trailing zeros not counted: "300" against
+    # "299.94" stays 0; against an exact gold a whole number stays exact); two expressions in the same
+    # variables that are real at the same sample points and equal there are one answer: "\\arccos(1 - 2a)"
+    # against "2\\arcsin\\sqrt{a}" (an identity for 0 <= a <= 1 only) scored 0, now 1 ("2\\arctan x"
+    # against "\\arcsin\\frac{2x}{1+x^2}", equal for |x| <= 1 only, and "2\\ln x" against "\\ln x^2" stay 0);
+    # a week's "wk" is a unit and a day's d typeset upright after a number: "5\\,\\text{d}" against "5 days"
+    # scored 0, now 1, and "5 wk" against "5 hours" scored 1 (wk was dropped as an unknown word), now 0
+    version: ClassVar[str] = "1.1.15"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
