@@ -6,9 +6,12 @@ that a careless version of the rule would accept.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rewardhub.mathlib import Check, check
+from rewardhub.mathlib.symbolic import agree_at_samples, parse_item
 
 CASES = [
     # --- normalisation (presentation only) -------------------------------------------------
@@ -840,3 +843,22 @@ def test_reports_method_and_gold_parsed() -> None:
 def test_gold_is_first() -> None:
     """math-verify is asymmetric on purpose: a gold inequality accepts its interval, not vice versa."""
     assert check("1 < x < 2", "(1, 2)").equivalent
+
+
+def test_sample_points_skip_values_too_large_to_evaluate() -> None:
+    """At x = 3.1, sin(e^(e^(e^x))) would need pi to billions of digits (a worker's whole deadline): a value
+    that large is undefined at that point, on both sides alike, and the other points decide."""
+    cache: dict[str, Any] = {}
+    gold = parse_item("\\sin(e^{e^{e^{x}}})", cache)
+    assert agree_at_samples(gold, parse_item("\\sin(\\exp(\\exp(\\exp(x))))", cache))
+    assert not agree_at_samples(gold, parse_item("\\sin(e^{e^{e^{x}}}) + x", cache))
+
+
+def test_sample_points_compare_relative_to_the_values() -> None:
+    """Values compare relative to their size, with no absolute floor: below 1, x^2000 + 10^-40 is x^2000
+    to 30 digits absolute, and not to 30 relative ones. (check itself accepts that pair: Math-Verify's
+    numeric comparison chops the difference, as it does 1/2004! against 1/2006!; the rule here must not.)"""
+    cache: dict[str, Any] = {}
+    gold = parse_item("x^{2000}", cache)
+    assert not agree_at_samples(gold, parse_item("x^{2000} + 10^{-40}", cache))
+    assert agree_at_samples(gold, parse_item("(x^{1000})^2", cache))

@@ -254,7 +254,9 @@ def solve_for_missing(equation: Any, expr: Any) -> Any:
 _SAMPLES = (0.43, 1.7, -1.3, 0.27, 3.1, -0.6, 0.74, -2.7, 0.11, 0.93, -0.15, 0.58, 5.3, -0.83)
 _MIN_REAL_SAMPLES = 4
 _SAMPLE_DPS = 50
-_SAMPLE_TOL = mpmath.mpf(10) ** -30  # relative, as constants are compared (_REL_TOL)
+# relative to the larger value, as constants are compared (_REL_TOL): no absolute floor, or x^2000 + 10^-40
+# would pass for x^2000 at every point below 1
+_SAMPLE_TOL = mpmath.mpf(10) ** -30
 # Functions evaluated at the sample points: the elementary ones, by mpmath's principal values (sympy's).
 _SAMPLED_FUNCTIONS: dict[str, Any] = {
     **{
@@ -271,9 +273,27 @@ class _Unsupported(Exception):
     """An expression :func:`_evaluate` does not evaluate (a sum, an integral, floor, a factorial...)."""
 
 
+class _TooLarge(ArithmeticError):
+    """A value past 2^:data:`_MAX_MAGNITUDE`: the sine of e^(e^(e^3.1)) would need pi to billions of digits."""
+
+
+# The largest magnitude (in bits) a value may reach while an expression is evaluated at a point; past it the
+# expression is undefined there (a worker would spend its deadline reducing a trigonometric argument).
+_MAX_MAGNITUDE = 4096
+
+
 def _evaluate(expr: Any, point: dict[Any, Any]) -> Any:
     """``expr`` at ``point`` (symbol -> mpmath number), in mpmath at the working precision, walking the tree
-    (no code generation: ``lambdify`` costs a millisecond a call, most of a rejection's cost)."""
+    (no code generation: ``lambdify`` costs a millisecond a call, most of a rejection's cost); raises
+    :class:`_TooLarge` where a value grows past 2^:data:`_MAX_MAGNITUDE`."""
+    value = _node(expr, point)
+    if mpmath.mag(value) > _MAX_MAGNITUDE:
+        raise _TooLarge
+    return value
+
+
+def _node(expr: Any, point: dict[Any, Any]) -> Any:
+    """One node of :func:`_evaluate`'s walk."""
     if expr.is_Symbol:
         return point[expr]
     if expr.is_Rational:
@@ -302,7 +322,8 @@ def _evaluate(expr: Any, point: dict[Any, Any]) -> Any:
 
 
 def _value_at(expr: Any, point: dict[Any, Any]) -> Any:
-    """``expr`` at ``point``, or None where it is undefined there (a pole)."""
+    """``expr`` at ``point``, or None where it is undefined there (a pole, or a value too large to evaluate
+    on: :class:`_TooLarge`)."""
     try:
         return _evaluate(expr, point)
     except (ArithmeticError, ValueError):
@@ -345,7 +366,7 @@ def agree_at_samples(gold: Any, pred: Any) -> bool:
                     return False
                 if not a_real:
                     continue
-                if abs(a - b) > _SAMPLE_TOL * max(1, abs(a), abs(b)):
+                if abs(a - b) > _SAMPLE_TOL * max(abs(a), abs(b)):
                     return False
                 real += 1
     except (_Unsupported, RecursionError):
@@ -357,7 +378,7 @@ def _is_real(value: Any) -> bool:
     """A finite real value (an mpc with no imaginary part, relative to its size, is one)."""
     if value is None or not mpmath.isfinite(value):
         return False
-    return bool(abs(mpmath.im(value)) <= _SAMPLE_TOL * max(1, abs(value)))
+    return bool(abs(mpmath.im(value)) <= _SAMPLE_TOL * abs(value))
 
 
 def mv_verify(gold: Any, pred: Any) -> bool:
