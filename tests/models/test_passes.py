@@ -171,10 +171,28 @@ def test_step_probs_over_batches_with_the_prefix_cache_equal_plain(qwen_prm_path
         is None
     )  # kept prefixes are shared prompts: off with them
     queries = _rollouts()
+    cache = kept.prefix_cache
     with hf_compute.inference():
         for batch in (queries[:3], queries[3:], queries):
             _close(hf_compute.step_probs(kept, batch), hf_compute.step_probs(plain, batch))
-    assert kept.prefix_cache.hits >= 2
+        assert cache.hits >= 2
+        # one item at a time (a quiet service's batches): on a kept prompt, no prefill (passes.plan_kept)
+        seqs, read_from = _seqs(kept, queries)
+        for k, q in enumerate(queries):
+            hits, misses = cache.hits, cache.misses
+            _close(hf_compute.step_probs(kept, [q]), hf_compute.step_probs(plain, [q]))
+            found = passes.plan_kept([seqs[k]], [read_from[k]], cache) is not None
+            assert cache.hits - hits == int(found) and cache.misses == misses
+        # the lone "divisors" question was never in a group of two, but the whole batch shared the
+        # system prompt, kept then: its item reuses that
+        lone = passes.plan_kept([seqs[6]], [read_from[6]], cache)
+        assert lone is not None and lone.starts[0] <= passes._common(seqs[6], seqs[0], read_from[6])
+        # an item that starts with nothing kept: the plain pass for its whole batch
+        stranger = [seqs[0][0], *reversed(seqs[0][1:])]
+        assert passes.plan_kept([stranger], [len(stranger) - 1], cache) is None
+        assert passes.plan_kept([seqs[0], stranger], [read_from[0], len(stranger) - 1], cache) is None
+        both = passes.plan_kept([seqs[0], seqs[2]], [read_from[0], read_from[2]], cache)
+        assert both is not None and [g.members for g in both.groups] in ([(0,), (1,)], [(0, 1)])
 
 
 # --- equal outputs on real models -------------------------------------------------------------------

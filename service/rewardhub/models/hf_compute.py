@@ -740,11 +740,13 @@ def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[
     """One batch through the model: per item, the position its output rows start at and the rows.
 
     ``read_from[i]``: the first position of item i whose output the caller reads. Shared prompts run
-    once when :func:`passes.plan` finds them (a GRPO group's rollouts); otherwise plain right-padded
-    passes. Either way the batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
+    once when :func:`passes.plan` finds them (a GRPO group's rollouts), and not at all where an earlier
+    batch's were kept (:func:`passes.plan_kept`); otherwise plain right-padded passes. Either way the batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
     """
     pad_id = loaded.pad_id
     p = passes.plan(seqs, read_from) if loaded.share_prefix else None
+    if p is None and loaded.prefix_cache is not None:  # (one item, or distinct prompts: kept ones?)
+        p = passes.plan_kept(seqs, read_from, loaded.prefix_cache)
     if p is not None:
         return passes.run_shared(
             loaded.model,

@@ -50,6 +50,7 @@ __all__ = [
     "padded",
     "pass_overhead",
     "plan",
+    "plan_kept",
     "run_plain",
     "run_shared",
     "supported",
@@ -132,6 +133,30 @@ def plan(
     if p.padded_tokens(lengths) > (1.0 - min_gain) * len(seqs) * max(lengths):
         return None
     return p
+
+
+def plan_kept(seqs: Sequence[Sequence[int]], read_from: Sequence[int], cache: PrefixCache) -> Plan | None:
+    """A plan for a batch :func:`plan` shares nothing in (one item, or every prompt once) whose every item
+    starts with a prefix an earlier batch kept (:class:`~rewardhub.models.prefix_cache.PrefixCache`):
+    the items grouped by that prefix, which none of them runs again. ``None`` when any item has none
+    (it would need a prefill pass of its own; the plain pass serves the batch)."""
+    members: dict[int, list[int]] = {}
+    prefix: dict[int, int] = {}
+    for i, (s, f) in enumerate(zip(seqs, read_from, strict=True)):
+        cap = min(f, len(s) - 1)
+        entry = cache.longest(s[:cap]) if cap >= 1 else None
+        if entry is None:
+            return None
+        members.setdefault(id(entry), []).append(i)
+        prefix[id(entry)] = entry.length
+    starts = [0] * len(seqs)
+    group_of = [0] * len(seqs)
+    groups = []
+    for g, (key, idx) in enumerate(members.items()):
+        groups.append(Group(prefix[key], tuple(idx)))
+        for i in idx:
+            starts[i], group_of[i] = prefix[key], g
+    return Plan(tuple(groups), tuple(starts), tuple(group_of))
 
 
 def buckets(widths: Sequence[int], overhead: float) -> list[list[int]]:

@@ -14,7 +14,9 @@ token ids; a group whose prompt starts with a kept entry reuses it and runs the 
 continuation pass. Least recently used entries go first once the kept tensors pass ``max_bytes``.
 
 Only prefixes that two or more items of a batch shared are kept: a lone item's prefix runs into its own
-response (up to its first step), which no other item repeats.
+response (up to its first step), which no other item repeats. A lone item, or a batch of prompts seen
+once each, still reuses kept prefixes when every item starts with one
+(:func:`~rewardhub.models.passes.plan_kept`): a quiet service's one-item batches then skip their prompts.
 """
 
 from __future__ import annotations
