@@ -415,6 +415,46 @@ CASES = [
     # ... D and w are no unit symbols (D is no day, W a watt)
     ("5 days", "5\\,\\text{D}", False),
     ("5 weeks", "5\\,\\text{w}", False),
+    # months and years are units (math 1.1.15) of no fixed number of days: converted among themselves, not
+    # to days, weeks or hours (5 years was dropped as an unknown word and scored as 5 days)
+    ("1 year", "12 months", True),
+    ("2 decades", "20 years", True),
+    ("1 century", "100 years", True),
+    ("60 months", "5 yrs", True),
+    ("5 years", "5", True),  # a unit on one side only
+    ("5 days", "5 years", False),
+    ("5 years", "5 days", False),
+    ("5 weeks", "5 months", False),
+    ("2 hours", "2 years", False),
+    ("3 m", "3 years", False),  # metres or minutes, no years
+    ("2 decades", "2 years", False),
+    ("1 year", "365 days", False),  # no fixed conversion: not a guess either way
+    ("5 \\text{ years}, 2", "5 \\text{ days}, 2", False),
+    # a differential is no unit word (math 1.1.15): 5\\,\\mathrm{d}x normalises to 5 dx, which was dropped to 5
+    ("5 days", "5 dx", False),
+    ("5", "5\\,\\mathrm{d}x", False),
+    ("5", "5 dt", False),
+    ("5 dx", "5 dx", True),
+    ("5 dm", "5", True),  # d before a unit's letter stays a unit word (decimetres)
+    # a known unit against a word that names no unit is two answers (math 1.1.15: the word was dropped as a
+    # count noun); a count noun against a bare number, or against another unknown word, is still dropped
+    ("3 hours", "3 apples", False),
+    ("3 apples", "3 hours", False),
+    ("10 cm", "10 cats", False),
+    ("t = 3 hours", "3 apples", False),
+    ("3 hours, 2", "3 apples, 2", False),
+    ("3 \\text{ hours}", "3 \\text{ apples}", False),
+    ("3\\,\\text{s}", "3 sides", False),  # an upright symbol is a unit
+    ("12 apples", "12", True),
+    ("12", "12 apples", True),
+    ("12 apples", "12 oranges", True),
+    ("5 hours", "300 minutes", True),
+    ("3 hours", "3 units", True),  # a placeholder for the unit
+    ("10 cm", "10 cms", True),  # a known unit's plural
+    ("60 mph", "60 miles per hour", True),  # spellings of units not read here are left alone
+    ("3 inches", "3 in", True),
+    ("5 kg", "5 kilos", True),
+    ("6 s", "6 sides", True),  # a plain letter may be a variable: a unit only against another unit
     # a tuple's components and a list's items that keep their units convert as a whole answer does
     ("(1 hour, 2)", "(60 minutes, 2)", True),
     ("(1\\,\\text{h}, 2)", "(60 minutes, 2)", True),

@@ -117,6 +117,11 @@ def test_rational_literals(gold: str, pred: str, equivalent: bool) -> None:
         ("1000 \\text{ m}", "1000 \\text{ s}"),
         ("(1\\,\\text{m}, 2)", "(1\\,\\text{s}, 2)"),
         ("1\\,\\text{h}", "3600\\,\\text{s}"),
+        # numbers with different words after them: the full check reads the words (5 years is no 5 days, a
+        # differential no unit, a count noun no hours)
+        ("5 days", "5 years"),
+        ("5", "5\\,\\mathrm{d}x"),
+        ("3 hours", "3 apples"),
     ],
 )
 def test_undecided(gold: str, pred: str) -> None:

@@ -50,6 +50,18 @@ async def test_majority_with_math_equivalence(client: httpx.AsyncClient) -> None
     assert [r["cached"] for r in out] == [False] * 6
 
 
+async def test_years_are_no_days_and_convert_to_months(client: httpx.AsyncClient) -> None:
+    # math 1.1.15: "5 years" and "5 days" were one vote (the unit words dropped, 3 votes against 2), "1 year"
+    # and "12 months" two; now 1 year and 12 months are the majority (3 votes), 5 days (2) and 5 years (1)
+    out = await results(
+        client,
+        "majority_vote",
+        boxed(["5 years", "5 days", "1 year", "12 months", "12 months", "5 days"], gid()),
+    )
+    assert [r["score"] for r in out] == [0.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    assert (out[0]["details"]["pseudo_label"], out[0]["details"]["votes"]) == ("12 months", 3)
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,12 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{2\\arctan x}", "\\arcsin\\frac{2x}{1+x^2}", 0.0, None),
         ("It takes \\boxed{5\\,\\text{d}}.", "5 days", 1.0, None),
         ("\\boxed{5 wk}", "5 hours", 0.0, None),
+        # years are no days, a differential no unit word, a count noun no hours; months and years convert
+        ("\\boxed{5 days}", "5 years", 0.0, None),
+        ("\\boxed{1 year}", "12 months", 1.0, None),
+        ("\\boxed{5\\,\\mathrm{d}x}", "5", 0.0, None),
+        ("\\boxed{3 apples}", "3 hours", 0.0, None),
+        ("\\boxed{12 apples}", "12", 1.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -17,8 +17,13 @@ label on one side only (``t = 3 hours`` and ``180 minutes``; two labels, ``x = 3
 minutes``, are left to the other rules): units of different dimensions (``3 hours`` against ``3 meters``,
 ``5 cm^2`` against ``5 cm``) are unequal, and differing units of one dimension (time, length, mass, volume,
 a power of one, ``cm^2``, or a rate of two, ``km/h`` or ``miles per hour``) are converted (a litre is 1,000
-``cm^3``). A bare number is never converted (``180`` against ``3 hours``), nor is an ambiguous unit (a year,
-a month, a ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). The one-letter
+``cm^3``). A bare number is never converted (``180`` against ``3 hours``), nor is an ambiguous unit (a
+ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). Months and years are no fixed
+number of days: they are a dimension of their own (``calendar``), converted among themselves only (``1
+year`` is ``12 months``, ``2 decades`` ``20 years``), and against a day, a week or an hour they differ
+(``5 years`` is not ``5 days``). A known unit against a number and a word that names none (``3 hours``
+and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a count noun
+against a bare number, or against another unknown word, is left to the other rules). The one-letter
 symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too) are variables as often as units: one is
 a unit only after a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
 normalisation drops: it is read from the answer as written), and never with a power unless upright (``5
@@ -73,6 +78,14 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("time", Fraction(3600), "hour", "hours", "hr", "hrs"),
     **_units("time", Fraction(86400), "day", "days"),
     **_units("time", Fraction(604800), "week", "weeks", "wk", "wks"),
+    # months and years are no fixed number of days (a month is 28 to 31, a year 365 or 366): they are a
+    # dimension of their own, converted among themselves only ("1 year" is "12 months"; "5 years" is not
+    # "5 days" and no number of days either)
+    **_units("calendar", Fraction(1), "month", "months"),
+    **_units("calendar", Fraction(12), "year", "years", "yr", "yrs"),
+    **_units("calendar", Fraction(120), "decade", "decades"),
+    **_units("calendar", Fraction(1200), "century", "centuries"),
+    **_units("calendar", Fraction(12000), "millennium", "millennia"),
     **_units("length", Fraction(1, 1000), "millimeter", "millimeters", "millimetre", "millimetres", "mm"),
     **_units("length", Fraction(1, 100), "centimeter", "centimeters", "centimetre", "centimetres", "cm"),
     **_units("length", Fraction(1), "meter", "meters", "metre", "metres"),
@@ -270,6 +283,38 @@ def _symbols_differ(ng: str, np: str) -> bool:
     return lg is not None and lp is not None and literals_equivalent(lg, lp)
 
 
+# A number and one word: "3 apples", "5 dx" (normalised), against a number in a known unit.
+_NOUN_RE = re.compile(r"^(?P<num>.{1,100}?)\s(?P<word>[A-Za-z]{2,12})\.?$")
+# Words after a number that may name the other side's unit though no known unit word here: a placeholder
+# ("square units" say only that the answer has one), and spellings of units not read here ("3 in", "5 mi",
+# "60 mph", "5 kilos", "5 gm"; a known unit's plural, "5 kms", is one too: see :func:`_noun_against_unit`).
+_UNIT_SPELLINGS = frozenset(
+    "unit units in mi mph kph kmh kmph fps kilo kilos cc mo mos sq cu hs yo ly au pc ns us ks dm dl dg dam "
+    "hm ha gm gms gr grs ltr ltrs lt mtr mtrs msec msecs mn mnt mnts".split()
+)
+
+
+def _noun_against_unit(s: str, other: str, other_quantity: tuple[Literal, str, Fraction] | None) -> bool:
+    """Whether ``s`` (normalised) is a number and a word that names no unit (``3 apples``, ``5 dx``) and
+    ``other`` a number in a known unit word or upright symbol (``3 hours``, ``3\\,\\text{s}``): an answer
+    that names a unit known here against one that names something else is two answers, whatever the word is
+    (a count noun, a variable's differential), and unequal. A plain letter (``3 m``, after a space) is a
+    unit only against another unit, so not here: it may be a variable. The other rules drop such a word as
+    a count noun, rightly against a bare number (``12 apples`` is ``12``) and, for want of a way to tell,
+    against another unknown word (``12 apples`` and ``12 oranges`` stay to them); a word that may spell a
+    unit (:data:`_UNIT_SPELLINGS`, or a known unit's plural, ``kms``) is left alone too."""
+    if other_quantity is None or (quantity(other) is None and _TYPESET_QUANTITY_RE.match(other) is None):
+        return False
+    m = _NOUN_RE.match(s)
+    if m is None:
+        return False
+    word = m.group("word").lower()
+    if word in _UNITS or word in _UNIT_SPELLINGS or word.rstrip("s") in _UNITS:
+        return False
+    number = parse_literal(m.group("num"))
+    return number is not None and not number.percent
+
+
 def _foreign_symbol(s: str, other: tuple[Literal, str, Fraction] | None) -> bool:
     """Whether ``s`` (normalised) is a number in an upright symbol that names no unit known here
     (``5\\,\\text{x}``, ``5\\,\\text{A}``) and ``other`` a number in a known unit (``5 hours``): the
@@ -347,7 +392,13 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         elif p is None and g is not None:
             p = _named_power(np, g)
         if g is None or p is None:
-            differ = _symbols_differ(ng, np) or _foreign_symbol(ng, p) or _foreign_symbol(np, g)
+            differ = (
+                _symbols_differ(ng, np)
+                or _foreign_symbol(ng, p)
+                or _foreign_symbol(np, g)
+                or _noun_against_unit(ng, np, p)
+                or _noun_against_unit(np, ng, g)
+            )
             return False if differ else None
         if g[1] != p[1]:
             return _differ(ng, np, g, p)

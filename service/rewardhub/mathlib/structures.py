@@ -78,6 +78,9 @@ _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$"
 _UNIT_WORD_END_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}$")
 _VALUE_END_RE = re.compile(r"(?:\d|[)}\]]|\\[a-zA-Z]+)$")
 _NOT_UNITS = frozenset({"pi", "and", "or", "mod", "infty", "inf"})
+# A differential, "dx", "dt" ("5\\,\\mathrm{d}x" normalises to "5 dx"): a variable's, no unit word ("5 dx"
+# is no 5); d before a unit's letter (dm, dl, dg, dB) is left to be read as a unit word.
+_DIFFERENTIAL_RE = re.compile(r"d[a-fh-kn-z]")
 # Words after a number that change its value: a multiplier, a power, a fraction's denominator or
 # a negation.  A tail containing one of them is not a unit, so nothing is stripped.
 _VALUE_WORDS = frozenset(
@@ -190,7 +193,8 @@ def strip_units(value: str) -> str:
     the number.  We strip only words of two or more letters (single letters are variables),
     never ``pi``, and only when what remains still ends like a number or a closed group.  Words
     that change the value (``5 thousand``, ``5 squared``, ``5 is not the answer``) are not units:
-    such a tail is kept whole.
+    such a tail is kept whole, and so is one ending in a differential (``5 dx``, as
+    ``5\\,\\mathrm{d}x`` normalises: a variable's, which makes the value a product, not 5).
     """
     if len(value) > 500:
         return value
@@ -198,7 +202,11 @@ def strip_units(value: str) -> str:
     words: list[str] = []
     for _ in range(8):
         m = _UNIT_TAIL_RE.search(out)
-        if m is None or m.group(0).strip().lower() in _NOT_UNITS:
+        if (
+            m is None
+            or m.group(0).strip().lower() in _NOT_UNITS
+            or _DIFFERENTIAL_RE.fullmatch(m.group(0).strip())
+        ):
             break
         if m.group(0).lstrip().startswith("^") and not _UNIT_WORD_END_RE.search(out, 0, m.start()):
             break

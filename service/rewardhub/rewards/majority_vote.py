@@ -208,7 +208,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.16: math: "2 km^2" and "2000000 m^2", "1 L" and "1000 mL", "(1 hour, 2)" and "(60 minutes, 2)" are one
     # vote (they were two); "5\\,\\text{x}" and "5 hours" two (they were one)
     # 1.0.17: math: "118\\%" and "117.95\\%", "\\arccos(1 - 2a)" and "2\\arcsin\\sqrt{a}", "5\\,\\text{d}" and "5
-    # days" are one vote (they were two); "5 wk" and "5 hours" two (they were one)
+    # days" are one vote (they were two); "5 wk" and "5 hours" two (they were one); "1 year" and "12 months"
+    # one (they were two); "5 days" and "5 years", "5" and "5\\,\\mathrm{d}x", "3 hours" and "3 apples" two
+    # (they were one)
     version: ClassVar[str] = "1.0.17"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

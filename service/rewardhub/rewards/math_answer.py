@@ -135,7 +135,12 @@ class MathReward(Reward[MathConfig]):
     # against "2\\arcsin\\sqrt{a}" (an identity for 0 <= a <= 1 only) scored 0, now 1 ("2\\arctan x"
     # against "\\arcsin\\frac{2x}{1+x^2}", equal for |x| <= 1 only, and "2\\ln x" against "\\ln x^2" stay 0);
     # a week's "wk" is a unit and a day's d typeset upright after a number: "5\\,\\text{d}" against "5 days"
-    # scored 0, now 1, and "5 wk" against "5 hours" scored 1 (wk was dropped as an unknown word), now 0
+    # scored 0, now 1, and "5 wk" against "5 hours" scored 1 (wk was dropped as an unknown word), now 0;
+    # months and years (decades, centuries) are units of their own, converted among themselves and not to
+    # days: "5 days" against "5 years", "5 weeks" against "5 months" scored 1, now 0, "1 year" against "12
+    # months" scored 0, now 1; a differential is no unit word: "5\\,\\mathrm{d}x" (or "5 dx") against "5"
+    # or "5 days" scored 1, now 0; a known unit against a word that names no unit is two answers: "3 hours"
+    # against "3 apples" scored 1, now 0 ("12 apples" against "12", and against "12 oranges", stay 1)
     version: ClassVar[str] = "1.1.15"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
