@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rewardhub_trainer.losses import (
+    MAX_ABS_LOG_TOKEN_RATIO,
     MAX_LOG_SEQ_RATIO,
     LossNorm,
     aggregate,
@@ -229,6 +230,56 @@ def test_a_huge_sequence_log_ratio_is_capped_so_the_loss_and_its_gradient_stay_f
     assert math.isfinite(total.item())
     total.backward()
     assert logp.grad is not None and logp.grad.tolist() == [[0.0] * 2] * 3  # past the cap: no gradient
+
+
+@pytest.mark.parametrize("per_token_adv", [False, True])
+def test_a_huge_token_log_ratio_is_clamped_so_the_loss_and_its_gradient_stay_finite(
+    per_token_adv: bool,
+) -> None:
+    """A stale token's log-ratio of 200 made ρ = e^200 = inf in float32: the loss was inf (A < 0) or NaN
+    (A = 0), and where the clip picked the finite branch (A > 0) the gradient was 0 · inf = NaN. verl
+    clamps the per-token log-ratio to ±20 before the exp; so does the token level here. A log-ratio of 15
+    (inside the clamp) keeps its value and its gradient."""
+    logp = torch.tensor([[200.0, -200.0, 15.0]] * 3).requires_grad_(True)
+    old, mask = torch.zeros(3, 3), torch.ones(3, 3)
+    adv = torch.tensor([1.0, -1.0, 0.0])
+    a = adv.unsqueeze(-1).expand(3, 3) if per_token_adv else adv
+    pol = policy_loss(logp, old, a, mask, level="token", eps_low=0.2, eps_high=0.2)
+    hi, lo, mid = math.exp(MAX_ABS_LOG_TOKEN_RATIO), math.exp(-MAX_ABS_LOG_TOKEN_RATIO), math.exp(15.0)
+    assert pol.ratio.tolist() == [pytest.approx([hi, lo, mid])] * 3
+    # A > 0: the clip's 1.2 above it, −ρ below; A < 0: −ρA above it, the clip's 0.8 below; A = 0: 0
+    assert pol.per_token.tolist() == [
+        pytest.approx([-1.2, -lo, -1.2]),
+        pytest.approx([hi, 0.8, mid]),
+        [0.0, 0.0, 0.0],
+    ]
+    total = aggregate(pol.per_token, mask, "token_mean", LossNorm(3, 9, 3))
+    assert math.isfinite(total.item())
+    total.backward()
+    assert logp.grad is not None
+    # past the clamp no gradient; at 15 with A < 0 (unclipped) d(−ρA)/d logp = ρ, over 9 tokens
+    assert logp.grad.tolist() == [[0.0] * 3, [0.0, 0.0, pytest.approx(mid / 9)], [0.0] * 3]
+
+
+def test_the_dual_clip_of_a_huge_token_log_ratio_has_a_finite_gradient() -> None:
+    """With the dual clip, ``A < 0`` and a log-ratio of 200 the bound ``−c·A`` is the loss (finite even on
+    the old code) but the backward through the unbounded branch was 0 · e^200 = NaN."""
+    logp = torch.tensor([[200.0], [200.0]]).requires_grad_(True)
+    adv = torch.tensor([-1.0, 1.0])
+    pol = policy_loss(
+        logp,
+        torch.zeros(2, 1),
+        adv,
+        torch.ones(2, 1),
+        level="token",
+        eps_low=0.2,
+        eps_high=0.2,
+        dual_clip_c=3.0,
+    )
+    assert pol.per_token.flatten().tolist() == pytest.approx([3.0, -1.2])
+    assert pol.dual_clipped.flatten().tolist() == [True, False]
+    pol.per_token.sum().backward()
+    assert logp.grad is not None and logp.grad.flatten().tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("per_token_adv", [False, True])

@@ -10,6 +10,10 @@ With process credit (``algorithm.process_credit``) the advantage is per token, `
 
 ``ε_high > ε_low`` is DAPO's clip-higher (room for low-probability tokens to grow).
 
+``log ρ`` is clamped to ``±MAX_ABS_LOG_TOKEN_RATIO`` (20, as in verl's vanilla PPO loss) before the exp:
+inside that range nothing changes, value or gradient; past it ``ρ`` is ``e^{±20}`` and its gradient 0, where
+``e^{200}`` would be inf and the gradient NaN.
+
 Dual clip (Ye et al. 2020, verl's ``clip_ratio_c``; ``algorithm.dual_clip_c``, token level only): where
 ``A < 0`` the loss is also bounded by ``−c·A`` (``c > 1``), ``ℓ = min(−min(ρA, clip(ρ)A), −c·A)``, i.e.
 ``−max(min(ρA, clip(ρ)A), c·A)``: a token the policy made far *more* likely than the sampler did while
@@ -57,6 +61,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
+    "MAX_ABS_LOG_TOKEN_RATIO",
     "MAX_LOG_SEQ_RATIO",
     "LossNorm",
     "PolicyLoss",
@@ -78,6 +83,19 @@ branch (``A > 0``) the backward is ``0 · e^x`` = NaN, which poisons every weigh
 ``e^10 ≈ 22026`` is far outside any clip range, so the min decides as it would have, and the clamp's
 gradient there is 0 (the clipped branch's is 0 too). Below the cap the ratio is unchanged, value and
 gradient. No lower cap: ``e^x`` of a very negative ``x`` is 0, which is finite."""
+
+MAX_ABS_LOG_TOKEN_RATIO = 20.0
+"""The clamp on a token's log importance ratio ``log π_θ − log π_old`` before the exp (token level, so
+under the dual clip too), verl's ``torch.clamp(negative_approx_kl, min=-20.0, max=20.0)`` in its vanilla
+PPO loss, for numerical safety. A token sampled by a stale policy (or, with ``old_logprobs: sampler``, one
+the sampler found far less likely than the policy does) can have a log-ratio past 88.7, where its exp is
+inf in float32: the loss is then inf (``A < 0``: ``−ρ·A``) or NaN (``A = 0``: ``inf · 0``), and even where
+the min (``A > 0``) or the dual clip's bound picks a finite branch, the backward is ``0 · e^x`` = NaN,
+which poisons every weight in one optimizer step. ``e^20 ≈ 4.9e8`` is far outside any clip range, so the
+min and the dual clip decide as they would have, and the clamp's gradient there is 0. Symmetric as in
+verl: below −20 the ratio is ``e^−20 ≈ 2e-9`` instead of about 0 (finite either way). Inside ±20 the
+ratio is unchanged, value and gradient, bit for bit. (k3's ``Δ`` to the reference is clamped to ±20 in
+:func:`kl_estimate` for the same reason.)"""
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -106,7 +124,8 @@ def clipped_surrogate(
     eps_low: float,
     eps_high: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token PPO-clip loss ``−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)``.
+    """Per-token PPO-clip loss ``−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)``, ``log ρ`` clamped to
+    ``±MAX_ABS_LOG_TOKEN_RATIO`` before the exp.
 
     Args:
         logp: ``[B, T]`` log π_θ of the sampled tokens (with grad).
@@ -117,7 +136,8 @@ def clipped_surrogate(
         ``(loss [B, T], ratio [B, T], clipped [B, T] bool)`` — ``clipped`` marks tokens where the clipped
         branch was the active one (the gradient is zero there), for the clip-fraction metric.
     """
-    ratio = torch.exp(logp - old_logp.detach())
+    log_ratio = (logp - old_logp.detach()).clamp(-MAX_ABS_LOG_TOKEN_RATIO, MAX_ABS_LOG_TOKEN_RATIO)
+    ratio = torch.exp(log_ratio)
     loss, clipped = _ppo_clip(ratio, advantages, eps_low, eps_high)
     return loss, ratio, clipped
 
