@@ -451,10 +451,60 @@ CASES = [
     ("5 hours", "300 minutes", True),
     ("3 hours", "3 units", True),  # a placeholder for the unit
     ("10 cm", "10 cms", True),  # a known unit's plural
-    ("60 mph", "60 miles per hour", True),  # spellings of units not read here are left alone
-    ("3 inches", "3 in", True),
+    ("60 mph", "60 miles per hour", True),
+    ("3 inches", "3 in", True),  # spellings of units not read here are left alone
     ("5 kg", "5 kilos", True),
     ("6 s", "6 sides", True),  # a plain letter may be a variable: a unit only against another unit
+    # a plain l is litres against a volume (math 1.1.15: it was no unit, and "3 l" against "3 litres" 0)
+    ("3 litres", "3 l", True),
+    ("3 l", "3 liters", True),
+    ("1500 ml", "1.5 l", True),
+    ("3 liters, 2", "3 l, 2", True),
+    ("3 litres", "3 m", False),
+    ("3 litres", "4 l", False),
+    ("3 l", "3 m", False),
+    ("1.5 kg", "1.5 l", False),
+    ("2 l", "2", False),  # against no volume, still too like a 1
+    ("2 liters", "2l", False),  # a product
+    # square and cubic units in words (math 1.1.15: "25 square meters" was no quantity against "25 m^2")
+    ("25 square meters", "25 m^2", True),
+    ("25 m^2", "25 square meters", True),
+    ("25 cm^2", "25 square centimeters", True),
+    ("25 cm^2", "25 sq cm", True),
+    ("25 square feet", "25 sq. ft.", True),
+    ("25 ft^2", "25 sq ft", True),
+    ("25 m^3", "25 cubic meters", True),
+    ("1000 liters", "1 cubic meter", True),
+    ("0.25 m^2", "2500 sq cm", True),
+    ("3 km^2", "3 square kilometres", True),
+    ("25 m", "25 square meters", False),
+    ("25 square meters", "25 meters", False),
+    ("25 m^2", "25 cubic meters", False),
+    ("25 sq ft", "25 ft", False),
+    ("25 square meters", "25", True),  # a unit on one side only
+    ("5", "5 square units", True),
+    # cents are hundredths of a dollar, a dollar amount's sign its unit against cents (math 1.1.15: "50
+    # cents" against "\\$0.50" scored 0, against "\\$50" 1)
+    ("\\$0.50", "50 cents", True),
+    ("50 cents", "\\$0.50", True),
+    ("$0.50", "50 cents", True),
+    ("0.5 dollars", "50 cents", True),
+    ("200 cents", "\\$2", True),
+    ("\\$50", "50 cents", False),
+    ("50 cents", "\\$50", False),
+    ("\\$10", "10 cents", False),
+    ("50 dollars", "50 cents", False),
+    ("2 hours", "2 cents", False),
+    ("50", "50 cents", True),
+    ("\\$10", "10", True),
+    ("\\$10", "10 dollars", True),
+    # a rate in one word converts (math 1.1.15: "60 mph" against "96.56064 km/h" scored 0, against "60 kph" 1)
+    ("96.56064 km/h", "60 mph", True),
+    ("60 km/h", "60 kph", True),
+    ("50 m/s", "180 kmh", True),
+    ("60 kph", "60 mph", False),
+    ("8.04672 km", "5 mi", True),
+    ("3 apples", "3 mph", False),
     # a tuple's components and a list's items that keep their units convert as a whole answer does
     ("(1 hour, 2)", "(60 minutes, 2)", True),
     ("(1\\,\\text{h}, 2)", "(60 minutes, 2)", True),

@@ -71,6 +71,16 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{5\\,\\mathrm{d}x}", "5", 0.0, None),
         ("\\boxed{3 apples}", "3 hours", 0.0, None),
         ("\\boxed{12 apples}", "12", 1.0, None),
+        # a plain l against litres, square and cubic units in words, cents against a dollar amount
+        ("\\boxed{3 l}", "3 litres", 1.0, None),
+        ("\\boxed{3 l}", "3 m", 0.0, None),
+        ("\\boxed{25 m^2}", "25 square meters", 1.0, None),
+        ("\\boxed{25 sq cm}", "25 cm^2", 1.0, None),
+        ("\\boxed{25 m^3}", "25 cubic meters", 1.0, None),
+        ("\\boxed{25 square meters}", "25 m", 0.0, None),
+        ("The answer is \\boxed{50 cents}.", "\\$0.50", 1.0, None),
+        ("\\boxed{50 cents}", "\\$50", 0.0, None),
+        ("\\boxed{60 mph}", "96.56064 km/h", 1.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -21,11 +21,16 @@ a power of one, ``cm^2``, or a rate of two, ``km/h`` or ``miles per hour``) are 
 ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). Months and years are no fixed
 number of days: they are a dimension of their own (``calendar``), converted among themselves only (``1
 year`` is ``12 months``, ``2 decades`` ``20 years``), and against a day, a week or an hour they differ
-(``5 years`` is not ``5 days``). A known unit against a number and a word that names none (``3 hours``
-and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a count noun
-against a bare number, or against another unknown word, is left to the other rules). The one-letter
-symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too) are variables as often as units: one is
-a unit only after a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
+(``5 years`` is not ``5 days``). A square or cubic unit in words is a power (``25 square meters``, ``25 sq
+m`` and ``1 cubic meter`` are ``25 m^2``, ``25 m^2`` and ``1000 L``), a rate in one word a rate (``60 mph``,
+``60 kph``), and a cent a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
+as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is ``\\$0.50`` and not
+``\\$50``; ``\\$10`` against ``10`` is a bare 10). A known unit against a number and a word that names
+none (``3 hours`` and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a
+count noun against a bare number, or against another unknown word, is left to the other rules). The
+one-letter symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too; a plain ``l``, too like a
+1, only against a volume: :func:`_plain_litre`) are variables as often as units: one is a unit only after
+a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
 normalisation drops: it is read from the answer as written), and never with a power unless upright (``5
 m^2`` may be 5m squared; ``5\\,\\text{m}^2`` is an area) or the other side states that power in a unit
 (``2000000 m^2`` against ``2 km^2`` is an area: 2000000m squared is no answer in square kilometres). The
@@ -93,7 +98,7 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("length", Fraction(254, 10000), "inch", "inches"),
     **_units("length", Fraction(3048, 10000), "foot", "feet", "ft"),
     **_units("length", Fraction(9144, 10000), "yard", "yards", "yd", "yds"),
-    **_units("length", Fraction(1609344, 1000), "mile", "miles"),
+    **_units("length", Fraction(1609344, 1000), "mile", "miles", "mi"),
     **_units("mass", Fraction(1, 1000), "milligram", "milligrams", "mg"),
     **_units("mass", Fraction(1), "gram", "grams"),
     **_units("mass", Fraction(1000), "kilogram", "kilograms", "kg"),
@@ -104,6 +109,13 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
         "length^3", Fraction(1, 1000000), "milliliter", "milliliters", "millilitre", "millilitres", "ml"
     ),
     **_units("length^3", Fraction(1, 1000), "liter", "liters", "litre", "litres"),
+    # a rate in one word: "60 mph" is "60 miles per hour" (and "96.56 km/h"), "60 kph" "60 km/h"
+    **_units("length/time", Fraction(1609344, 3600000), "mph"),
+    **_units("length/time", Fraction(1000, 3600), "kph", "kmh", "kmph"),
+    # money: a cent is a hundredth of a dollar ("50 cents" is "\\$0.50", a dollar amount read as
+    # "0.50 dollars" against cents only: :func:`_dollars`), and no 50 dollars
+    **_units("money", Fraction(1, 100), "cent", "cents"),
+    **_units("money", Fraction(1), "dollar", "dollars"),
 }
 
 # One-letter unit symbols: metres, seconds, hours, grams, litres. A letter is a variable as often as a unit
@@ -125,6 +137,7 @@ _UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400)
 # and a power of the last unit ("5 cm^2", "5 km/h^2"; :func:`quantity` refuses a plain symbol's).
 _QUANTITY_RE = re.compile(
     r"^(?P<num>.{1,100}?)"
+    r"(?:\s(?i:(?P<square>square|sq)|(?P<cubic>cubic|cu))\.?)?"
     r"(?:\s*(?P<unit>[A-Za-z]{2,12})|\s(?P<letter>[A-Za-z])|\s\\mathrm\{(?P<upright>[A-Za-z])\})"
     r"(?:(?:\s?/\s?|\sper\s)(?P<per>[A-Za-z]{1,12}))?"
     r"(?:\s?\^\s?(?:\{\s?(?P<power>-?\d)\s?\}|(?P<digit>\d)))?\.?$"
@@ -161,7 +174,8 @@ def quantity(
     m = _QUANTITY_RE.match(s.strip())
     if m is None:
         return None
-    # litres' upright l is L (a plain l, after a space, is too like a 1 to be read as a unit)
+    # litres' upright l is L (a plain l, after a space, is too like a 1 to be read as a unit: see
+    # :func:`_plain_litre`)
     upright = m.group("upright") and m.group("upright").replace("l", "L")
     unit = _unit(m.group("unit") or m.group("letter") or upright, letter, minutes)
     if unit is None and upright and letter:
@@ -174,6 +188,16 @@ def quantity(
     on_plain = len(per_word) == 1 if per_word is not None else m.group("letter") is not None
     if power is not None and (int(power) == 0 or (on_plain and not plain_power)):
         return None  # the power is on a plain symbol's
+    if "/" in unit[0] and (
+        power is not None or per_word is not None or m.group("square") or m.group("cubic")
+    ):
+        return None  # "60 mph^2", "60 kph/s": a rate word's power or rate is none of the forms read here
+    if m.group("square") or m.group("cubic"):
+        # "25 square meters", "25 sq ft", "2 cubic meters", "25 sq m": the word names the power (of the
+        # unit, a plain symbol's too: "sq m" is no variable's), and with a written power too says nothing
+        if power is not None or per_word is not None:
+            return None
+        power = "2" if m.group("square") else "3"
     number = parse_literal(m.group("num"))
     if number is None or number.percent:
         return None
@@ -197,6 +221,21 @@ def _named_power(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal,
     other reading, is no area in a unit); None elsewhere (against ``5``, ``5 m^2`` stays no unit)."""
     q = quantity(s, letter=True, plain_power=True)
     return q if q is not None and q[1] == other[1] else None
+
+
+# A number and a plain l after a space, ending the answer: "3 l" (normalised).
+_PLAIN_LITRE_RE = re.compile(r"^(?P<num>.{1,100}?)\sl\.?$")
+
+
+def _plain_litre(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a number of litres where it is a number and a plain ``l`` after a space (``3
+    l``) and ``other`` a volume in a unit (``3 litres``, ``1500 mL``): the other side says the l is
+    litres. Elsewhere a plain l is too like a 1, or a variable, to be a unit (``2 l`` against ``2`` stays
+    no quantity, ``2l`` is a product): None."""
+    m = _PLAIN_LITRE_RE.match(s)
+    if m is None or other[1] != "length^3":
+        return None
+    return quantity(f"{m.group('num')} L", letter=True)
 
 
 def _stated_number(s: str) -> Literal | None:
@@ -263,6 +302,21 @@ def _typeset_letter(raw: str, normalised: str) -> str:
     )
 
 
+# A dollar amount as written: "\\$0.50", "$0.50", "0.50\\$" (normalisation drops the sign).
+_DOLLARS_RE = re.compile(r"^\s*(?:\\?\$\s*[0-9.,]{1,50}|[0-9.,]{1,50}\s*\\?\$)\s*$")
+
+
+def _dollars(raw: str, normalised: str, other: str) -> str:
+    """``normalised``, or ``"<number> dollars"`` where ``raw`` is a dollar amount (``\\$0.50``) and
+    ``other`` (normalised) a number of cents or dollars (``50 cents``): the sign, which normalisation
+    drops, is the unit there (``50 cents`` is ``\\$0.50``, not ``\\$50``). Against anything else the
+    amount stays a bare number (``\\$10`` is ``10``)."""
+    if _DOLLARS_RE.match(raw) is None or parse_literal(normalised) is None:
+        return normalised
+    q = quantity(other)
+    return normalised if q is None or q[1] != "money" else f"{normalised} dollars"
+
+
 def _same_symbol(a: str, b: str) -> bool:
     """Two upright unit symbols (with their powers) name one unit: the same letter, or litres' l and L."""
     return a.replace("L", "l") == b.replace("L", "l")
@@ -286,10 +340,10 @@ def _symbols_differ(ng: str, np: str) -> bool:
 # A number and one word: "3 apples", "5 dx" (normalised), against a number in a known unit.
 _NOUN_RE = re.compile(r"^(?P<num>.{1,100}?)\s(?P<word>[A-Za-z]{2,12})\.?$")
 # Words after a number that may name the other side's unit though no known unit word here: a placeholder
-# ("square units" say only that the answer has one), and spellings of units not read here ("3 in", "5 mi",
-# "60 mph", "5 kilos", "5 gm"; a known unit's plural, "5 kms", is one too: see :func:`_noun_against_unit`).
+# ("square units" say only that the answer has one), and spellings of units not read here ("3 in", "5 kilos",
+# "5 gm"; a known unit's plural, "5 kms", is one too: see :func:`_noun_against_unit`).
 _UNIT_SPELLINGS = frozenset(
-    "unit units in mi mph kph kmh kmph fps kilo kilos cc mo mos sq cu hs yo ly au pc ns us ks dm dl dg dam "
+    "unit units in fps kilo kilos cc mo mos sq cu hs yo ly au pc ns us ks dm dl dg dam "
     "hm ha gm gms gr grs ltr ltrs lt mtr mtrs msec msecs mn mnt mnts".split()
 )
 
@@ -383,14 +437,15 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         if label_g is not None and label_p is not None and label_g != label_p:
             return None  # "x = 3 hours" and "t = 180 minutes": the labels decide (other rules)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
+        ng, np = _dollars(gold, ng, np), _dollars(pred, np, ng)
         if (parse_literal(ng) is None) != (parse_literal(np) is None):
             # a unit stated on one side only is ignored: the number it states is the answer
             return True if stated and states_number(ng, np) else None
         g, p = quantity(ng, letter=True), quantity(np, letter=True)
         if g is None and p is not None:
-            g = _named_power(ng, p)
+            g = _named_power(ng, p) or _plain_litre(ng, p)
         elif p is None and g is not None:
-            p = _named_power(np, g)
+            p = _named_power(np, g) or _plain_litre(np, g)
         if g is None or p is None:
             differ = (
                 _symbols_differ(ng, np)

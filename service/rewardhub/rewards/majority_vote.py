@@ -210,7 +210,8 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.17: math: "118\\%" and "117.95\\%", "\\arccos(1 - 2a)" and "2\\arcsin\\sqrt{a}", "5\\,\\text{d}" and "5
     # days" are one vote (they were two); "5 wk" and "5 hours" two (they were one); "1 year" and "12 months"
     # one (they were two); "5 days" and "5 years", "5" and "5\\,\\mathrm{d}x", "3 hours" and "3 apples" two
-    # (they were one)
+    # (they were one); "25 m^2" and "25 square meters", "3 l" and "3 litres", "50 cents" and "\\$0.50" one
+    # (they were two); "25 square meters" and "25 meters", "50 cents" and "\\$50" two (they were one)
     version: ClassVar[str] = "1.0.17"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -140,7 +140,11 @@ class MathReward(Reward[MathConfig]):
     # days: "5 days" against "5 years", "5 weeks" against "5 months" scored 1, now 0, "1 year" against "12
     # months" scored 0, now 1; a differential is no unit word: "5\\,\\mathrm{d}x" (or "5 dx") against "5"
     # or "5 days" scored 1, now 0; a known unit against a word that names no unit is two answers: "3 hours"
-    # against "3 apples" scored 1, now 0 ("12 apples" against "12", and against "12 oranges", stay 1)
+    # against "3 apples" scored 1, now 0 ("12 apples" against "12", and against "12 oranges", stay 1);
+    # square and cubic units in words, a plain l against a volume, a rate in one word and cents: "25 m^2"
+    # against "25 square meters" (or "25 sq m"), "3 l" against "3 litres", "60 mph" against "96.56064
+    # km/h", "50 cents" against "\\$0.50" scored 0, now 1; "25 square meters" against "25 meters", "50
+    # cents" against "\\$50", "60 mph" against "60 kph" scored 1, now 0 ("2 l" against "2" stays 0)
     version: ClassVar[str] = "1.1.15"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
