@@ -57,9 +57,9 @@ class PrefixCache:
 
     def longest(self, tokens: Sequence[int]) -> Entry | None:
         """The longest kept entry that ``tokens`` start with (marked as used)."""
-        n = len(tokens)
-        for length in sorted((k for k in self._lengths if k <= n), reverse=True):
-            key = tuple(tokens[:length])
+        whole = tuple(tokens)  # (once: each length tried is then a C-level slice of it)
+        for length in sorted((k for k in self._lengths if k <= len(whole)), reverse=True):
+            key = whole[:length]
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
