@@ -272,10 +272,10 @@ def states_number(gold: str, pred: str) -> bool:
 
 # A number and an upright one-letter unit symbol at the end, with its power: "1000\\,\\text{m}", "60
 # \\mathrm{~s}", "5\\,\\text{m}^2": normalisation drops such a unit (:func:`.normalize.unwrap_text`; e, i,
-# d and E it keeps, and the day's d is read here too), so it is read from the answer as written. A rate's second unit may follow, typeset in
-# a group of its own or not: "5\\,\\text{m}/\\text{s}" normalises to "5 /s" (the s, after no number, is
-# kept), and is 5 m/s. No two runs of spaces around an optional character ("\\s*(?:~\\s*)?", not
-# "\\s*~?\\s*"): each run of spaces is read one way only.
+# d and E it keeps, and the day's d is read here too), so it is read from the answer as written. A rate's
+# second unit may follow, typeset in a group of its own or not: "5\\,\\text{m}/\\text{s}" normalises to "5
+# /s" (the s, after no number, is kept), and is 5 m/s. No two runs of spaces around an optional character
+# ("\\s*(?:~\\s*)?", not "\\s*~?\\s*"): each run of spaces is read one way only.
 _TYPESET_LETTER_RE = re.compile(
     r"^\s*(?:\$\s*)?(?P<num>(?:[+-]\s?)?[0-9.,]{1,50})\s*(?:\\[,;:! ]\s*|~\s*)*"
     r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?(?P<letter>[A-DF-Za-hj-z])\s*\}"

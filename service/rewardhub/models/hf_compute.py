@@ -741,7 +741,8 @@ def _forward(loaded: Loaded, seqs: Sequence[Sequence[int]], read_from: Sequence[
 
     ``read_from[i]``: the first position of item i whose output the caller reads. Shared prompts run
     once when :func:`passes.plan` finds them (a GRPO group's rollouts), and not at all where an earlier
-    batch's were kept (:func:`passes.plan_kept`); otherwise plain right-padded passes. Either way the batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
+    batch's were kept (:func:`passes.plan_kept`); otherwise plain right-padded passes. Either way the
+    batch is cut into length buckets on a CPU (see :mod:`rewardhub.models.passes`).
     """
     pad_id = loaded.pad_id
     p = passes.plan(seqs, read_from) if loaded.share_prefix else None
