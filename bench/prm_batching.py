@@ -105,21 +105,39 @@ def batch_stats(metrics_text: str, batcher: str = "prm:steps") -> tuple[float, f
     return total, count
 
 
+def run_delay_s(pid: int) -> float:
+    """Seconds ``pid`` has spent runnable but waiting for a core (Linux ``/proc/PID/schedstat``, second
+    field; 0 where there is none). Tells a model process that was preempted (the cores busy with the
+    service and the load generator) from one that was idle waiting for its next batch: both show as CPU
+    time not spent."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def cpu_seconds(server_pid: int) -> dict[str, float]:
-    """User + system CPU seconds so far: the service process, its children, and this process."""
+    """User + system CPU seconds so far: the service process, its children, and this process; and, as
+    ``wait:<name>``, the seconds each spent waiting for a core (:func:`run_delay_s`)."""
     server = psutil.Process(server_pid)
-    children = 0.0
+    children = waiting = 0.0
     for child in server.children(recursive=True):
         try:
             t = child.cpu_times()
         except psutil.NoSuchProcess:
             continue
         children += t.user + t.system
-    own, srv = psutil.Process().cpu_times(), server.cpu_times()
+        waiting += run_delay_s(child.pid)
+    me = psutil.Process()
+    own, srv = me.cpu_times(), server.cpu_times()
     return {
         "service": srv.user + srv.system,
         "model_and_workers": children,
         "load_generator": own.user + own.system,
+        "wait:service": run_delay_s(server_pid),
+        "wait:model_and_workers": waiting,
+        "wait:load_generator": run_delay_s(me.pid),
     }
 
 
@@ -199,10 +217,15 @@ async def drive(
     cpu: dict[str, Any] = {}
     if cpu_before and latencies:
         per_item = {k: (cpu_after[k] - cpu_before[k]) * 1000 / len(latencies) for k in cpu_before}
-        total = sum(per_item.values())
+        used = {k: v for k, v in per_item.items() if not k.startswith("wait:")}
+        total = sum(used.values())
         cpu = {
-            "cpu_ms_per_item": {**{k: round(v, 3) for k, v in per_item.items()}, "total": round(total, 3)},
+            "cpu_ms_per_item": {**{k: round(v, 3) for k, v in used.items()}, "total": round(total, 3)},
             "cpu_bound_items_per_s": round((psutil.cpu_count() or 1) * 1000 / total, 1),
+            # ms per item each process was runnable but had no core (preempted, not idle)
+            "runqueue_wait_ms_per_item": {
+                k.removeprefix("wait:"): round(v, 3) for k, v in per_item.items() if k.startswith("wait:")
+            },
         }
     return {
         "items": len(latencies),
@@ -241,6 +264,7 @@ def run_mode(
         "REWARDHUB_MODEL_DEVICE": args.device,
         "REWARDHUB_BATCH_MAX_SIZE": str(max_batch),
         "REWARDHUB_BATCH_MAX_WAIT_MS": str(args.max_wait_ms),
+        **({} if args.in_flight is None else {"REWARDHUB_BATCH_IN_FLIGHT": str(args.in_flight)}),
         "REWARDHUB_BATCH_QUEUE_MAX": "100000",
         "REWARDHUB_CACHE_ENABLED": "false",
         "REWARDHUB_CPU_WORKERS": "1",
@@ -286,6 +310,12 @@ def main() -> None:
         "--max-batch", type=int, default=32, help="REWARDHUB_BATCH_MAX_SIZE with batching on (the default)"
     )
     ap.add_argument("--max-wait-ms", type=float, default=5.0, help="REWARDHUB_BATCH_MAX_WAIT_MS")
+    ap.add_argument(
+        "--in-flight",
+        type=int,
+        default=None,
+        help="REWARDHUB_BATCH_IN_FLIGHT in every mode (default: the service's, 2)",
+    )
     ap.add_argument("--hidden", type=int, default=256, help="hidden size of the PRM built for the run")
     ap.add_argument("--layers", type=int, default=4, help="layers of the PRM built for the run")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (REWARDHUB_MODEL_DEVICE)")
@@ -368,6 +398,7 @@ def main() -> None:
         "batching_on": {
             "max_batch": args.max_batch,
             "max_wait_ms": args.max_wait_ms,
+            "in_flight": args.in_flight if args.in_flight is not None else "default",
             "share_prefix_setting": args.share_prefix,
             **on,
         },

@@ -42,6 +42,7 @@ from rewardhub.rewards import load_builtin_rewards
 from rewardhub.rewards.base import RewardRegistry, registered
 from rewardhub.routes import canaries, compat, compat_sandboxfusion, dashboard, jobs, meta, score
 from rewardhub.routes.body import document_bodies
+from rewardhub.runtime import heap
 from rewardhub.runtime.context import Runtime, build_cpu_pool
 from rewardhub.sandbox import SandboxPool
 from rewardhub.security import Authenticator
@@ -195,6 +196,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if metrics.multiprocess:
             refresher = asyncio.create_task(_refresh_gauges(metrics))
             stack.callback(refresher.cancel)
+        heap.settle()  # start-up's objects out of every later collection (rewardhub.runtime.heap)
         yield
     log.info("service_stopped")
 

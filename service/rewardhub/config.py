@@ -305,6 +305,13 @@ class Settings(BaseSettings):
     batch_queue_max: int = Field(
         1024, ge=1, description="Items waiting for one model before requests get 429."
     )
+    batch_in_flight: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Forward passes sent to an in-process model at once: 2 sends the next full batch while "
+        "one runs, so the model starts it without waiting on the service (1: one at a time).",
+    )
     batch_max_tokens: int = Field(
         65_536, ge=1, description="Most padded tokens (items x longest, estimated) in one forward pass."
     )

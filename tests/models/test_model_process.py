@@ -296,3 +296,90 @@ async def test_a_restarted_model_process_takes_the_checkpoint_s_new_identity(tmp
         assert b._process.restarts == 1 and b.identity() != before
     finally:
         await b.close()
+
+
+def _held_or_die(loaded: object, items: list[str]) -> list[str]:
+    """As :func:`_held_echo`, but dies at the release when ``items[1]`` is "die"."""
+    path = items[0]
+    Path(path + ".started").touch()
+    while not os.path.exists(path + ".release"):
+        time.sleep(0.01)
+    if items[1] == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return [f"echo {x}" for x in items[1:]]
+
+
+async def test_a_batch_sent_while_one_runs_is_answered_in_turn(tmp_path: Path) -> None:
+    """Two calls in flight (the batcher's ``in_flight=2``): the second waits in the pipe and each gets
+    its own reply; a cancelled one's reply is dropped, not handed to the call after it."""
+    a, b, c = (str(tmp_path / k) for k in "abc")
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    try:
+        first = asyncio.create_task(proc.call(_held_echo, [a, "A"]))
+        await until(lambda: os.path.exists(a + ".started"), "the child never took the first call")
+        second = asyncio.create_task(proc.call(_held_echo, [b, "B"]))
+        cancelled = asyncio.create_task(proc.call(_held_echo, [c, "C"]))
+        await until(lambda: len(proc._owed) == 3, "the later calls were never sent")
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        Path(b + ".release").touch()
+        Path(c + ".release").touch()
+        assert not second.done()  # the child runs them in the order sent: the first still holds it
+        Path(a + ".release").touch()
+        assert await first == ["echo A"] and await second == ["echo B"]
+        assert await proc.call(_echo, ["four"]) == [4]  # not "echo C": that reply was dropped
+        assert proc.restarts == 0
+    finally:
+        await proc.close()
+
+
+async def test_a_batch_sent_behind_one_that_kills_the_process_runs_in_its_successor(tmp_path: Path) -> None:
+    """The batch the child died in fails as a crash (the batcher splits it to find the culprit); the one
+    waiting behind it never started, so it is not split or blamed: the fresh process runs it whole."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    try:
+        doomed = asyncio.create_task(proc.call(_held_or_die, [a, "die"]))
+        await until(lambda: os.path.exists(a + ".started"), "the child never took the first call")
+        behind = asyncio.create_task(proc.call(_held_or_die, [b, "B"]))
+        await until(lambda: len(proc._owed) == 2, "the second call was never sent")
+        Path(b + ".release").touch()
+        Path(a + ".release").touch()
+        with pytest.raises(ForwardCrashed, match="killed by SIGKILL"):
+            await doomed
+        assert await behind == ["echo B"] and proc.restarts == 1
+    finally:
+        await proc.close()
+
+
+def test_a_batch_larger_than_the_pipe_buffer_sent_while_one_runs_leaves_the_loop_free(tmp_path: Path) -> None:
+    """The child reads a batch sent behind a running one only when that one ends; written on the event
+    loop, a batch larger than the pipe's buffer would hold the loop (every request of the service) until
+    then. Under uvloop, as the service runs."""
+    import uvloop
+
+    held = str(tmp_path / "held")
+
+    async def run() -> None:
+        proc = ModelProcess("t", _noop)
+        await proc.start()
+        try:
+            first = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+            await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
+            big = asyncio.create_task(proc.call(_echo, ["x" * 2_000_000, "y"]))
+            await until(lambda: len(proc._owed) == 2, "the large batch was never sent")
+            ticks = 0
+            for _ in range(5):  # the loop runs while the large batch waits to be read
+                await asyncio.sleep(0.01)
+                ticks += 1
+            assert ticks == 5 and not big.done()
+            Path(held + ".release").touch()
+            assert await first == ["echo A"] and await big == [2_000_000, 1]
+            assert proc.restarts == 0
+        finally:
+            await proc.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())

@@ -176,7 +176,9 @@ async def test_a_job_larger_than_the_model_queue_does_not_lock_out_other_request
 ) -> None:
     """A job's items went into the model's queue all at once (an empty queue takes any size), and every
     /v1/score request for that model got 429 until the whole job was scored: it holds half the queue."""
-    settings = {"batch_queue_max": 8, "batch_max_size": 2, "batch_max_wait_ms": 0}
+    # one pass at a time, so that the job's items are seen waiting in the queue (with two in flight its
+    # four places are both passes, the queue empty as often as not)
+    settings = {"batch_queue_max": 8, "batch_max_size": 2, "batch_max_wait_ms": 0, "batch_in_flight": 1}
     async with make_app(prm_model=qwen_prm_path, **settings) as client:
         batcher = client.app.state.runtime.models.get("prm").batchers["steps"]  # type: ignore[attr-defined]
         steps = "\n\n".join(f"step {k}: " + "some words " * 30 for k in range(6))

@@ -25,6 +25,13 @@ of one model and:
    scored.
 
 ``max_batch=1`` turns batching off (one forward per item), which the benchmark compares against.
+
+``in_flight=2`` (the service's default, ``REWARDHUB_BATCH_IN_FLIGHT``) lets a second pass start while
+one runs, but only with a full batch (``max_batch`` live items): it is sent to the model process, which
+begins it the moment the running one ends, instead of idling while that one's outputs cross back, are
+scattered and the next batch is gathered and sent (~10% of the model process's time under 64 one-item
+clients on the 2-core benchmark host, BENCHMARKS.md section 5). A batch that is not full still waits for
+the running pass to end, so that a quiet service's batches keep filling up behind a pass as before.
 """
 
 from __future__ import annotations
@@ -93,6 +100,7 @@ class MicroBatcher(Generic[In, Out]):
         length: the item's size in tokens (sorting and the token budget).
         max_tokens: most padded tokens (items × longest) per forward pass; None = no limit.
         on_batch: called with each forward pass's size (the batch-size histogram).
+        in_flight: most passes running or sent at once; a second one starts only with a full batch.
     """
 
     def __init__(
@@ -106,9 +114,11 @@ class MicroBatcher(Generic[In, Out]):
         length: Callable[[In], int] = lambda _: 1,
         max_tokens: int | None = None,
         on_batch: Callable[[int], None] | None = None,
+        in_flight: int = 1,
     ):
-        if max_batch < 1 or queue_max < 1:
-            raise ValueError("max_batch and queue_max must be at least 1")
+        if max_batch < 1 or queue_max < 1 or in_flight < 1:
+            raise ValueError("max_batch, queue_max and in_flight must be at least 1")
+        self.in_flight = in_flight
         self.name = name
         self._run = run
         self.max_batch = max_batch
@@ -118,6 +128,7 @@ class MicroBatcher(Generic[In, Out]):
         # request leaves room for others, but never less than a forward pass.
         self.hold = max(1, min(queue_max, max(queue_max // 2, max_batch)))
         self._item_s: float | None = None  # recent seconds of forward pass per item (a moving average)
+        self._done_at = 0.0  # when the last pass ended: a pass sent behind it began then, not when sent
         self._length = length
         self.max_tokens = max_tokens
         self._on_batch = on_batch
@@ -249,22 +260,49 @@ class MicroBatcher(Generic[In, Out]):
 
     # --- the worker ----------------------------------------------------------------------------
     async def _loop(self) -> None:
-        while True:
-            if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            batch = await self._gather()
-            if not batch:
-                continue
-            try:
-                await self._run_batch(batch)
-            except Exception as exc:
-                # The forward pass's own errors are the items' (``_pass``); this is a defect around it (a
-                # metrics callback, a sort key). Ending the task would leave this batch's callers, and
-                # every later one, waiting out their deadlines for a worker that is gone.
-                log.exception("batcher_error", batcher=self.name)
-                self._fail(batch, BackendError.of(exc))
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                if running and (len(running) >= self.in_flight or self._window()[0] < self.max_batch):
+                    await self._until_more(running)  # a pass runs: the next goes now only if full
+                    continue
+                if not self._queue:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                batch = await self._gather()
+                if not batch:
+                    continue
+                if self.in_flight == 1:
+                    await self._guarded(batch)
+                else:
+                    task = asyncio.get_running_loop().create_task(self._guarded(batch))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+        except asyncio.CancelledError:  # closing: the passes in flight answer their items, then end
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    async def _until_more(self, running: set[asyncio.Task[None]]) -> None:
+        """Until a running pass ends or an item is queued (which may complete a batch)."""
+        self._wakeup.clear()
+        waker = asyncio.ensure_future(self._wakeup.wait())
+        try:
+            await asyncio.wait({waker, *running}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waker.cancel()
+
+    async def _guarded(self, batch: list[_Entry[In, Out]]) -> None:
+        try:
+            await self._run_batch(batch)
+        except Exception as exc:
+            # The forward pass's own errors are the items' (``_pass``); this is a defect around it (a
+            # metrics callback, a sort key). Ending the task would leave this batch's callers, and every
+            # later one, waiting out their deadlines for a worker that is gone.
+            log.exception("batcher_error", batcher=self.name)
+            self._fail(batch, BackendError.of(exc))
 
     async def _gather(self) -> list[_Entry[In, Out]]:
         """Wait until ``max_batch`` live items are queued, or the first of them to stop waiting for
@@ -358,7 +396,9 @@ class MicroBatcher(Generic[In, Out]):
             return self._fail(live, err)
         except Exception as exc:
             return self._fail(live, BackendError.of(exc))
-        per_item = (time.monotonic() - started) / len(live)
+        ended = time.monotonic()
+        per_item = (ended - max(started, self._done_at)) / len(live)
+        self._done_at = ended
         self._item_s = per_item if self._item_s is None else 0.8 * self._item_s + 0.2 * per_item
         for e, out in zip(live, outputs, strict=True):
             if not e.future.done():

@@ -312,6 +312,7 @@ def build_backend(
         max_wait_ms=spec.max_wait_ms if spec.max_wait_ms is not None else s.batch_max_wait_ms,
         queue_max=spec.queue_max or s.batch_queue_max,
         max_tokens=spec.max_tokens or s.batch_max_tokens,
+        in_flight=spec.in_flight or s.batch_in_flight,
     )
     engine: dict[str, Any] = {}
     if spec.kind == "vllm":

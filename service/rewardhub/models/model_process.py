@@ -16,6 +16,15 @@ leaves its device unusable (a device-side assert), the batch in flight fails as 
 :class:`~rewardhub.models.errors.ForwardCrashed` and the next batch starts a fresh process. One that died
 while idle is noticed before a batch is sent, so that batch is served by the fresh process; a restart
 that fails (the model's files are gone) is kept in :attr:`ModelProcess.error` for readiness to report.
+
+Calls may overlap (the batcher sends the next full batch while one runs, ``REWARDHUB_BATCH_IN_FLIGHT``):
+the child takes them in the order sent, so it starts the next the moment one ends instead of idling
+while its reply crosses the pipe, wakes the service's event loop, is scattered to the callers and the
+next batch is gathered and sent back (measured on the 2-core benchmark host: the model process busy
+~90% of the time with one batch in flight). Batches go to the child on one pipe and replies come back on
+another: the event loop's reader leaves its pipe non-blocking (uvloop), which a sender in another thread
+must not share. A reader task hands the replies out in order; when the child dies, the batch it was
+running fails as a crash and those sent after it, which it never started, go to its successor.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
@@ -33,6 +43,7 @@ from typing import Any, NoReturn
 import structlog
 
 from rewardhub.models.errors import BackendError, ForwardCrashed
+from rewardhub.runtime import heap
 from rewardhub.runtime.process_pool import parent_messages
 
 __all__ = ["ModelProcess"]
@@ -57,8 +68,9 @@ def _describe(loaded: Any) -> dict[str, Any]:
     return info
 
 
-def _child(conn: Connection, loader: Callable[[], Any]) -> None:
-    """The model process: load, report, then serve batches until the pipe closes."""
+def _child(requests: Connection, conn: Connection, loader: Callable[[], Any]) -> None:
+    """The model process: load, report, then serve the batches read from ``requests`` until that pipe
+    closes; every message back goes on ``conn``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when this process stops
     from rewardhub.models.hf_compute import inference
 
@@ -67,8 +79,9 @@ def _child(conn: Connection, loader: Callable[[], Any]) -> None:
     except BaseException as exc:
         conn.send(("error", _portable(exc)))
         return
+    heap.settle()  # the model's and its libraries' objects out of every later collection
     conn.send(("loaded", _describe(loaded)))
-    for fn, items in parent_messages(conn):
+    for fn, items in parent_messages(requests):
         try:
             with inference():
                 out = fn(loaded, items)
@@ -151,8 +164,20 @@ def _raise(payload: Any) -> NoReturn:
     raise payload if isinstance(payload, BackendError) else BackendError(str(payload))
 
 
+class _NotStarted(Exception):
+    """A batch sent behind the one the child died in (or was killed in): it never began, so it goes to
+    the successor as it is, not split as a crash's suspect."""
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    """A sender thread's outcome nobody awaits any more (its caller was cancelled, the process dropped)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class ModelProcess:
-    """One model served by one child process; calls are serialised (one batch in flight)."""
+    """One model served by one child process. Calls may overlap: they are sent in turn and the child
+    runs them in that order (see the module docstring)."""
 
     def __init__(
         self,
@@ -162,17 +187,22 @@ class ModelProcess:
         stall_s: float | None = None,
     ):
         self.name = name
-        # A batch's reply not come after this long: the child hangs (a GPU kernel that never returns, a
-        # deadlock in a native library). Without a bound the batch waited for ever, and every later one
-        # queued behind it while /ready said the model was loaded.
+        # A batch's reply not come after this long (from when the child could start it): the child hangs
+        # (a GPU kernel that never returns, a deadlock in a native library). Without a bound the batch
+        # waited for ever, and every later one queued behind it while /ready said the model was loaded.
         self.stall_s = stall_s
         self._loader = loader
         self._on_restart = on_restart  # called before a dead process's successor loads the model
         self._ctx = mp.get_context("spawn")  # never fork a process that runs threads and an event loop
         self._proc: mp.process.BaseProcess | None = None
-        self._conn: Connection | None = None
-        self._lock = asyncio.Lock()
-        self._unread = 0  # replies of cancelled calls still to come: read and dropped before the next
+        self._conn: Connection | None = None  # replies from the child
+        self._requests: Connection | None = None  # batches to the child
+        self._lock = asyncio.Lock()  # sending, and starting a successor: one caller at a time
+        # Per batch sent and not yet answered, in the order sent: where its reply goes (a cancelled
+        # caller's slot is cancelled: its reply is read and dropped, never handed to the next call).
+        self._owed: deque[asyncio.Future[tuple[str, Any]]] = deque()
+        self._reader: asyncio.Task[None] | None = None
+        self._sending: asyncio.Future[None] | None = None  # a send on a thread not finished yet
         self.info: dict[str, Any] = {}
         self.restarts = 0
         # Why the last restart failed (None once one succeeds): without it readiness would still show
@@ -181,13 +211,18 @@ class ModelProcess:
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
-        parent, child = self._ctx.Pipe(duplex=True)
+        replies, child_replies = self._ctx.Pipe(duplex=False)
+        child_requests, requests = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
-            target=_child, args=(child, self._loader), name=f"model-{self.name}", daemon=True
+            target=_child,
+            args=(child_requests, child_replies, self._loader),
+            name=f"model-{self.name}",
+            daemon=True,
         )
         proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+        child_replies.close()
+        child_requests.close()
+        self._proc, self._conn, self._requests = proc, replies, requests
         try:
             kind, payload = await self._recv()
         except asyncio.CancelledError:  # its "loaded" would later be read as a batch's reply
@@ -217,12 +252,14 @@ class ModelProcess:
         try:
             await ready
         finally:
-            loop.remove_reader(fd)
-            # uvloop's add_reader leaves the descriptor non-blocking (libuv polls it that way), and then
-            # a reply larger than the pipe's buffer (32 MiniLM embeddings: ~110 KB) failed with EAGAIN
-            # half read, which read as the process's death: a healthy model killed and reloaded. The
-            # writer is mid-message once the pipe is readable, so a blocking read is brief.
-            os.set_blocking(fd, True)
+            if self._conn is conn:  # dropped meanwhile: closed, and its number maybe another pipe's now
+                loop.remove_reader(fd)
+                # uvloop's add_reader leaves the descriptor non-blocking (libuv polls it that way), and
+                # then a reply larger than the pipe's buffer (32 MiniLM embeddings: ~110 KB) failed with
+                # EAGAIN half read, which read as the process's death: a healthy model killed and
+                # reloaded. The writer is mid-message once the pipe is readable, so a blocking read is
+                # brief.
+                os.set_blocking(fd, True)
         try:
             msg: tuple[str, Any] = conn.recv()
         except (EOFError, OSError):
@@ -230,30 +267,43 @@ class ModelProcess:
         return msg
 
     async def _died(self) -> ForwardCrashed:
-        """Forget a child whose pipe closed, and say how it ended. Its exit status is read after a
-        short wait: at the pipe's end of file the child is usually not reaped yet, and every crash (an
-        out-of-memory kill included) read "exit code None"."""
+        """Forget a child whose pipe closed, and say how it ended; the batch it was running fails with
+        that, the ones sent behind it go to its successor. Its exit status is read after a short wait: at
+        the pipe's end of file the child is usually not reaped yet, and every crash (an out-of-memory
+        kill included) read "exit code None"."""
         proc = self._proc
         if proc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(proc.join, 2.0)
         code = proc.exitcode if proc is not None else None
-        self._drop()
-        return ForwardCrashed(f"the model process of {self.name!r} died ({_ending(code)})", died=True)
+        crash = ForwardCrashed(f"the model process of {self.name!r} died ({_ending(code)})", died=True)
+        self._drop(crash)
+        return crash
 
     async def call(self, fn: Callable[[Any, list[Any]], list[Any]], items: list[Any]) -> list[Any]:
         """Run ``fn(loaded, items)`` in the model process (``fn`` is pickled by reference)."""
+        while True:
+            try:
+                slot = await self._send(fn, items)
+                kind, payload = await slot  # cancelled: the reader drops its reply when it comes
+            except _NotStarted:
+                continue  # the child ended before it began this batch: its successor runs it
+            break
+        if kind != "ok":
+            _raise(payload)
+        result: list[Any] = payload
+        return result
+
+    async def _send(
+        self, fn: Callable[[Any, list[Any]], list[Any]], items: list[Any]
+    ) -> asyncio.Future[tuple[str, Any]]:
+        """Send a batch, first starting a successor if the child is gone; returns where its reply goes."""
         async with self._lock:
-            while self._unread and self._conn is not None:  # cancelled calls' replies: not this batch's
-                self._unread -= 1
-                try:
-                    with contextlib.suppress(BackendError):  # it died finishing one: restarted below
-                        _, late = await self._reply()
-                        self._forget_if_ending(late)
-                except asyncio.CancelledError:
-                    self._unread += 1
-                    raise
-            if self._conn is not None and not self._alive():  # it died while idle: not this batch's fault
+            if self._sending is not None:  # a cancelled caller's send may still be writing: never interleave
+                await asyncio.wait([self._sending])
+                self._sending = None
+            if not self._owed and self._conn is not None and not self._alive():
+                # it died while idle: not this batch's fault
                 log.warning("model_process_died_idle", backend=self.name, exitcode=self._exitcode())
                 self._drop()
             if self._conn is None:  # it died: a fresh process (the model reloads)
@@ -267,25 +317,68 @@ class ModelProcess:
                     self.error = f"restarting the model process failed: {exc}"[:1000]
                     raise
                 self.error = None
-            assert self._conn is not None
+            requests = self._requests
+            assert requests is not None
+            loop = asyncio.get_running_loop()
+            slot: asyncio.Future[tuple[str, Any]] = loop.create_future()
+            busy = bool(self._owed)
+            self._owed.append(slot)
             try:
-                self._conn.send((fn, items))
-            except (OSError, ValueError):
-                raise await self._died() from None
+                if not busy:  # the child waits in recv: it reads while this writes, however large
+                    requests.send((fn, items))
+                else:
+                    # The child reads it only when the batches before it end: sent from a thread, so that
+                    # a batch larger than the pipe's buffer does not hold the event loop until then.
+                    sending = loop.run_in_executor(None, requests.send, (fn, items))
+                    try:
+                        await asyncio.shield(sending)
+                    except asyncio.CancelledError:
+                        self._sending = sending
+                        sending.add_done_callback(_consume)
+                        raise
+            except (OSError, ValueError):  # the child is gone
+                self._owed.remove(slot)
+                if not busy:
+                    raise await self._died() from None
+                # the reader fails the batch it was running when it reads the end of the pipe, and
+                # this one goes to the successor
+                reader = self._reader
+                if reader is not None:
+                    await asyncio.wait([reader])
+                raise _NotStarted from None
+            if self._reader is None or self._reader.done():
+                self._reader = loop.create_task(self._read_replies(), name=f"replies:{self.name}")
+            return slot
+
+    async def _read_replies(self) -> None:
+        """Hand each reply to its batch's slot, in the order sent, while any is owed. A child that dies
+        or stalls takes its process with it (:meth:`_drop`: the batch it ran fails as a crash, the ones
+        behind it go to its successor)."""
+        while self._owed:
             try:
                 kind, payload = await self._reply()
-            except asyncio.CancelledError:
-                self._unread += 1  # the child still answers: the next call must not take it as its own
-                raise
-            self._forget_if_ending(payload)
-        if kind != "ok":
-            _raise(payload)
-        result: list[Any] = payload
-        return result
+            except ForwardCrashed:  # dropped, every slot settled
+                return
+            except BackendError as exc:  # no process (dropped meanwhile)
+                self._drop(exc)
+                return
+            except Exception as exc:  # a whole reply that would not unpickle: that batch's failure
+                kind, payload = "error", BackendError.of(exc)
+            if not self._owed:  # dropped while this read
+                return
+            head = self._owed.popleft()
+            if not head.done():
+                head.set_result((kind, payload))
+            if isinstance(payload, ForwardCrashed) and payload.died:
+                # the child says it is ending (its device was lost): a batch sent to it would be lost and
+                # blamed for its death; the ones behind go to its successor
+                log.warning("model_process_device_lost", backend=self.name, error=str(payload))
+                self._drop()
+                return
 
     async def _reply(self) -> tuple[str, Any]:
-        """The reply to the batch sent, or, past ``stall_s``, the hung child killed: a crash, so the
-        batcher retries the batch's items that still have time one at a time, in a fresh process."""
+        """The next reply, or, past ``stall_s``, the hung child killed: a crash, so the batcher retries
+        the batch's items that still have time one at a time, in a fresh process."""
         if self.stall_s is None:
             return await self._recv()
         try:
@@ -293,19 +386,13 @@ class ModelProcess:
                 return await self._recv()
         except TimeoutError:
             log.error("model_process_stalled", backend=self.name, stall_s=self.stall_s)
-            self._drop()
-            raise ForwardCrashed(
+            crash = ForwardCrashed(
                 f"the model process of {self.name!r} did not answer within {self.stall_s:g} s "
                 "(REWARDHUB_MODEL_STALL_TIMEOUT_S) and was killed",
                 died=True,
-            ) from None
-
-    def _forget_if_ending(self, payload: Any) -> None:
-        """A reply that says the child is ending (its device was lost): the next call starts its
-        successor at once; a batch sent to the ending child would be lost, and blamed for its death."""
-        if isinstance(payload, ForwardCrashed) and payload.died:
-            log.warning("model_process_device_lost", backend=self.name, error=str(payload))
-            self._drop()
+            )
+            self._drop(crash)
+            raise crash from None
 
     def _alive(self) -> bool:
         """Whether the child can take a batch. Called with no reply owed, so a readable pipe is its
@@ -322,21 +409,42 @@ class ModelProcess:
     def _exitcode(self) -> int | None:
         return self._proc.exitcode if self._proc is not None else None
 
-    def _drop(self) -> None:
-        conn, proc = self._conn, self._proc
-        self._conn, self._proc = None, None
-        self._unread = 0
+    def _drop(self, crash: BackendError | None = None, *, stopping: bool = False) -> None:
+        """Forget the child (killed if alive) and settle every batch owed a reply: the first, the one it
+        was running, with ``crash``; the rest, which it never started, are sent again by their callers
+        (or, ``stopping``, fail: the service is closing)."""
+        conn, requests, proc = self._conn, self._requests, self._proc
+        self._conn, self._requests, self._proc = None, None, None
+        owed, self._owed = self._owed, deque()
+        reader, self._reader = self._reader, None
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
+        for i, slot in enumerate(owed):
+            if slot.done():
+                continue
+            if stopping:
+                slot.set_exception(BackendError(f"the model process of {self.name!r} was stopped"))
+            elif i == 0 and crash is not None:
+                slot.set_exception(crash)
+            else:
+                slot.set_exception(_NotStarted())
         if conn is not None:
-            with contextlib.suppress(OSError):
-                conn.close()
+            with contextlib.suppress(Exception):  # a reader still registered on it (close())
+                asyncio.get_running_loop().remove_reader(conn.fileno())
+        for c in (conn, requests):
+            if c is not None:
+                with contextlib.suppress(OSError):
+                    c.close()
         if proc is not None and proc.is_alive():
             proc.kill()
 
     async def close(self) -> None:
-        conn, proc = self._conn, self._proc
-        if conn is not None:
+        requests, proc = self._requests, self._proc
+        if self._sending is not None:
+            await asyncio.wait([self._sending], timeout=5)
+        if requests is not None:
             with contextlib.suppress(OSError, ValueError):
-                conn.send(None)
+                requests.send(None)
         if proc is not None:
             await asyncio.to_thread(proc.join, 5)
-        self._drop()
+        self._drop(stopping=True)

@@ -190,6 +190,7 @@ class LocalSpec(_Spec):
     max_wait_ms: float | None = Field(None, ge=0)
     queue_max: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    in_flight: int | None = Field(None, ge=1, le=8, description="Default REWARDHUB_BATCH_IN_FLIGHT.")
     share_prefix: bool | Literal["auto"] | None = Field(
         None, description="Default REWARDHUB_BATCH_SHARE_PREFIX."
     )

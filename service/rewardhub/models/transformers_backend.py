@@ -65,6 +65,7 @@ class BatchOptions:
     max_wait_ms: float = 5.0
     queue_max: int = 1024
     max_tokens: int | None = 65_536
+    in_flight: int = 2
 
 
 def _chars(messages: Sequence[Message]) -> int:
@@ -275,6 +276,7 @@ class TransformersBackend(ModelBackend):
                 length=length,
                 max_tokens=b.max_tokens,
                 on_batch=on_batch,
+                in_flight=b.in_flight,
             )
 
         if "chat" in self.capabilities:
