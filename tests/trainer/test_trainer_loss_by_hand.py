@@ -465,3 +465,72 @@ def test_left_padded_prompts_of_different_lengths_give_each_sequence_its_own_log
     assert stats["seqs_forwarded"] == 4
     assert stats["logprob_mismatch"] < 1e-5
     assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def _overflow_at(model: torch.nn.Module, row: int, position: int) -> torch.utils.hooks.RemovableHandle:
+    """Make the policy's forward overflow at one token: one unit of the final hidden state of sequence
+    ``row`` at ``position`` becomes inf, as an fp16/bf16 activation past its range does (the tiny model
+    runs in float32 on CPU, where no real input overflows it deterministically). The logits there are
+    then ±inf and that token's log-prob NaN (inf − inf in the log-softmax), and the backward through the
+    LM head is NaN (0 · inf), the gradient of a bad forward pass."""
+
+    def hook(module: torch.nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
+        bad = torch.zeros_like(output)
+        bad[row, position, 0] = math.inf
+        return output + bad
+
+    return model.model.norm.register_forward_hook(hook)  # type: ignore[union-attr,operator,no-any-return]
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_a_non_finite_logprob_skips_the_optimizer_step_and_is_counted(
+    make_trainer: Callable[..., Trainer], level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NaN log-prob passed the ratio clamp (``torch.clamp`` keeps NaN, at the token and the GSPO
+    sequence level alike) and the optimizer stepped on a NaN gradient: every weight NaN after one bad
+    forward pass. Found in review. The step is now skipped (the weights, the optimizer state and the
+    ``updates`` count as they were), with a warning, ``nonfinite_tokens`` counting the loss tokens and
+    ``updates_skipped`` the step; the next, finite, step trains as usual."""
+    trainer = make_trainer(importance_sampling_level=level, loss_agg="seq_mean_token_mean")
+    groups = batch()
+    adv, _ = trainer._advantages(groups)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    # the first sequence run (group 0's first member, 3 tokens): its second completion token's log-prob
+    # is read at the position of its first completion token (after the 2 prompt tokens)
+    handle = _overflow_at(trainer.model, row=0, position=2)
+    try:
+        with caplog.at_level("WARNING", logger="rewardhub_trainer.trainer"):
+            stats = trainer._optimize(groups, adv)
+    finally:
+        handle.remove()
+    assert stats["nonfinite_tokens"] == 1.0 and stats["updates_skipped"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    assert trainer.updates == 0 and not trainer.optimizer.state
+    assert "optimizer step skipped" in caplog.text and "1 loss token" in caplog.text
+    stats = trainer._optimize(groups, adv)
+    assert (stats["nonfinite_tokens"], stats["updates_skipped"], trainer.updates) == (0.0, 0.0, 1)
+    assert math.isfinite(stats["loss"]) and math.isfinite(stats["grad_norm"]) and stats["grad_norm"] > 0
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+
+
+def test_a_non_finite_gradient_with_finite_logprobs_skips_the_step_too(
+    make_trainer: Callable[..., Trainer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loss's inputs are finite but the backward overflows (a NaN gradient in one weight, as an
+    fp16 backward past its range gives): the gradient norm is not finite, and the step is skipped, as
+    verl's actor skips it; no loss token is counted non-finite."""
+    trainer = make_trainer()
+    groups = batch()
+    adv, _ = trainer._advantages(groups)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    weight = trainer.model.model.layers[0].mlp.down_proj.weight  # type: ignore[union-attr,index]
+    handle = weight.register_hook(lambda g: g * math.nan)
+    try:
+        with caplog.at_level("WARNING", logger="rewardhub_trainer.trainer"):
+            stats = trainer._optimize(groups, adv)
+    finally:
+        handle.remove()
+    assert (stats["nonfinite_tokens"], stats["updates_skipped"], trainer.updates) == (0.0, 1.0, 0)
+    assert math.isnan(stats["grad_norm"]) and "gradient norm" in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))

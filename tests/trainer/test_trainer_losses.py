@@ -15,6 +15,7 @@ from rewardhub_trainer.losses import (
     clipped_surrogate,
     dual_clip,
     kl_estimate,
+    nonfinite_tokens,
     policy_loss,
     token_logprobs,
 )
@@ -349,3 +350,20 @@ def test_dual_clip_reads_per_token_advantages_and_is_refused_at_sequence_level()
     ]
     with pytest.raises(ValueError, match="token level only"):
         policy_loss(logp, old, adv, mask, level="sequence", eps_low=0.2, eps_high=0.2, dual_clip_c=3.0)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_a_nan_log_ratio_passes_the_clamps_and_nonfinite_tokens_finds_it(level: str) -> None:
+    """``torch.clamp`` keeps NaN: one NaN log-prob makes its token's loss NaN (at the sequence level its
+    whole completion's), which the loss does not hide; :func:`nonfinite_tokens` finds the loss tokens with
+    a non-finite input (NaN or ±inf log-probs, an advantage) before the loss, padding left out."""
+    logp = torch.tensor([[-1.0, math.nan, -1.0], [-1.0, -1.0, math.nan]])
+    old = torch.tensor([[-1.0, -1.0, -1.0], [-math.inf, -1.0, -1.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])  # the second sequence's NaN is on its padding
+    adv = torch.tensor([1.0, -1.0])
+    pol = policy_loss(logp, old, adv, mask, level=level, eps_low=0.2, eps_high=0.2)
+    nan_at = torch.isnan(pol.per_token)
+    assert nan_at[0, 1] and (nan_at[0].all() if level == "sequence" else not nan_at[0, [0, 2]].any())
+    assert nonfinite_tokens(mask, logp, old, adv).tolist() == [[False, True, False], [True, False, False]]
+    assert nonfinite_tokens(mask, logp.nan_to_num(0.0), adv).sum() == 0
+    assert nonfinite_tokens(mask, torch.tensor([math.nan, 0.0])).tolist() == [[True] * 3, [False] * 3]

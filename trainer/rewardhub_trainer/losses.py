@@ -52,6 +52,13 @@ gradients of micro-batches gives exactly the full-batch loss):
   (``seq_weights``), so a micro-batch run with fewer sequences than TRL's still sums to the same loss.
 
 ``N`` counts the sequences in the loss (masked, i.e. invalid, sequences excluded), ``Σ m`` their tokens.
+
+**Non-finite inputs.** The clamps above bound ±inf, not NaN: ``torch.clamp`` keeps NaN, so a NaN
+log-prob (a bad forward pass: an fp16/bf16 activation past its range) makes its token's ratio, or at the
+sequence level its whole completion's ``s_i``, NaN, and the loss with it. Nothing here hides that: these
+functions return what they are given, and :func:`nonfinite_tokens` finds the loss tokens with a
+non-finite input before the loss, so that the trainer can skip the optimizer step (see there why it
+skips the step rather than masking the tokens).
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ __all__ = [
     "clipped_surrogate",
     "dual_clip",
     "kl_estimate",
+    "nonfinite_tokens",
     "policy_loss",
     "sequence_surrogate",
     "token_logprobs",
@@ -82,7 +90,8 @@ can have a mean log-ratio past 88.7, where its exp is inf in float32 (and bf16):
 branch (``A > 0``) the backward is ``0 · e^x`` = NaN, which poisons every weight in one optimizer step.
 ``e^10 ≈ 22026`` is far outside any clip range, so the min decides as it would have, and the clamp's
 gradient there is 0 (the clipped branch's is 0 too). Below the cap the ratio is unchanged, value and
-gradient. No lower cap: ``e^x`` of a very negative ``x`` is 0, which is finite."""
+gradient. No lower cap: ``e^x`` of a very negative ``x`` is 0, which is finite. A NaN mean log-ratio
+(one NaN log-prob among the completion's tokens) passes the cap: see :func:`nonfinite_tokens`."""
 
 MAX_ABS_LOG_TOKEN_RATIO = 20.0
 """The clamp on a token's log importance ratio ``log π_θ − log π_old`` before the exp (token level, so
@@ -95,13 +104,31 @@ which poisons every weight in one optimizer step. ``e^20 ≈ 4.9e8`` is far outs
 min and the dual clip decide as they would have, and the clamp's gradient there is 0. Symmetric as in
 verl: below −20 the ratio is ``e^−20 ≈ 2e-9`` instead of about 0 (finite either way). Inside ±20 the
 ratio is unchanged, value and gradient, bit for bit. (k3's ``Δ`` to the reference is clamped to ±20 in
-:func:`kl_estimate` for the same reason.)"""
+:func:`kl_estimate` for the same reason.) A NaN log-ratio passes the clamp as NaN: see
+:func:`nonfinite_tokens`."""
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``log softmax(logits / T)[tokens]``: logits ``[B, T, V]``, tokens ``[B, T]`` → ``[B, T]`` (float32)."""
     z = logits.float() / temperature
     return z.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)
+
+
+def nonfinite_tokens(mask: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
+    """``[B, T]`` bool: the loss tokens (``mask``) at which any of ``inputs`` is NaN or ±inf.
+
+    ``inputs`` are the loss's per-token inputs, ``[B, T]`` (log π_θ, log π_old, log π_ref, process
+    credit's advantages) or ``[B]`` (one advantage per sequence, counted on each of its loss tokens).
+    Padding (``mask`` 0) is not looked at: it is not in the loss. A ±inf log-prob is counted too: the
+    clamps would bound its ratio, but a log-prob of −inf (a logit that overflowed) comes with a NaN
+    gradient through the model all the same.
+    """
+    keep = mask.bool()
+    bad = torch.zeros_like(keep)
+    for x in inputs:
+        x = x.detach()
+        bad |= ~torch.isfinite(x.unsqueeze(-1) if x.dim() == 1 else x).expand_as(keep)
+    return bad & keep
 
 
 def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:

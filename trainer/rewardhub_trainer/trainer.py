@@ -17,7 +17,7 @@ One step::
     for epoch in 1..num_epochs:                                    # one optimizer step per epoch
         for each micro-batch: PPO-clip (token or sequence ratio; optional dual clip) (+ β·KL) per token,
                               aggregated with global normalisers, backward
-        clip gradients, step
+        clip gradients, step (skipped, weights unchanged, when a loss input or the gradient is not finite)
 
 Old logprobs: ``sampler`` uses the logprobs recorded during sampling (the sampling policy's own);
 ``recompute`` uses the policy's logprobs from the first epoch's forward, which is free here because the
@@ -71,7 +71,14 @@ from rewardhub_trainer.checkpoint import latest_checkpoint, load_checkpoint, sav
 from rewardhub_trainer.config import TrainConfig, to_dict
 from rewardhub_trainer.data import Problem, encode_prompt, make_source
 from rewardhub_trainer.generation import Completion, make_generator
-from rewardhub_trainer.losses import LossNorm, aggregate, kl_estimate, policy_loss, token_logprobs
+from rewardhub_trainer.losses import (
+    LossNorm,
+    aggregate,
+    kl_estimate,
+    nonfinite_tokens,
+    policy_loss,
+    token_logprobs,
+)
 from rewardhub_trainer.metrics import MetricsWriter
 from rewardhub_trainer.modeling import load_policy, reference_context
 from rewardhub_trainer.process import read_steps, step_key, step_scores
@@ -495,6 +502,26 @@ class Trainer:
         return token_logprobs(logits, b["tokens"], self.config.generation.temperature), logits
 
     def _optimize(self, groups: list[Group], adv: Advantages) -> dict[str, float]:
+        """One optimizer step per epoch on the sequences in the loss; returns the step's loss metrics.
+
+        **Non-finite values skip the step.** An epoch in which a loss token of any micro-batch has a
+        non-finite log-prob, old log-prob, reference log-prob or advantage (:func:`nonfinite_tokens`,
+        checked before the loss), or whose accumulated gradient norm is not finite, steps no optimizer:
+        its gradient is dropped, the weights and the optimizer state stay as they were, a warning is
+        logged, and ``updates_skipped`` counts it (``nonfinite_tokens`` the tokens). The ratio clamps
+        bound ±inf but keep NaN, and one NaN gradient entry makes every weight NaN in one AdamW step.
+
+        Skipped rather than the tokens masked out of the loss: a NaN log-prob is the mark of a bad
+        forward pass (an fp16/bf16 activation past its range), and masking its token does not keep the
+        gradient finite: the backward through the layer that overflowed still multiplies a zero by
+        inf (NaN), into weights shared by every token; and the finite log-probs computed with it are
+        suspect. It is also what the large trainers do: verl's actor skips the optimizer step when the
+        gradient norm is not finite (with a warning), as PyTorch's GradScaler and DeepSpeed's fp16 loss
+        scaling skip a step that overflowed; TRL steps on (a NaN loss is even filtered out of its logged
+        loss). The input check finds what the norm alone could miss (a NaN ratio whose clamp passes no
+        gradient) and counts it; the norm check what no input shows (a backward that overflowed).
+        ``updates`` (and with it the learning-rate warmup) advances only when an epoch stepped.
+        """
         cfg, alg = self.config, self.config.algorithm
         in_loss = [
             _Seq(c, float(adv.values[i, j]), tokens=adv.tokens[i][j] if adv.tokens is not None else None)
@@ -536,8 +563,10 @@ class Trainer:
             "tokens": 0.0,
         }
         grad_norm = 0.0
+        stepped = skipped = nonfinite = 0
         for epoch in range(alg.num_epochs):
             self.optimizer.zero_grad(set_to_none=True)
+            poisoned = 0  # this epoch's loss tokens with a non-finite input
             for k, b in enumerate(batches):
                 if alg.kl_coef > 0 and epoch == 0:
                     with torch.no_grad(), reference_context(self.model, self.reference) as ref:
@@ -557,6 +586,9 @@ class Trainer:
                 old = first_lp[k]
                 if alg.old_logprobs == "sampler":  # but the policy's own where the sampler's are unknown
                     old = torch.where(torch.isnan(b["sampler_logprobs"]), old, b["sampler_logprobs"])
+                ref_k = ref_lp[k]
+                inputs = [logp, old, b["advantages"], *([ref_k] if ref_k is not None else [])]
+                poisoned += int(nonfinite_tokens(b["mask"], *inputs).sum())
                 pol = policy_loss(
                     logp,
                     old,
@@ -569,25 +601,46 @@ class Trainer:
                 )
                 per_tok = pol.per_token
                 if alg.kl_coef > 0:
-                    ref_k = ref_lp[k]
                     assert ref_k is not None
                     kl = kl_estimate(logp, ref_k, alg.kl_estimator)
                     per_tok = per_tok + alg.kl_coef * kl
                     if epoch == alg.num_epochs - 1:
                         sums["kl"] += float((kl.detach() * m).sum())
                 loss = aggregate(per_tok, b["mask"], mode, norm, b["weights"])
-                loss.backward()  # type: ignore[no-untyped-call]
+                if not poisoned:  # else the epoch's gradient is dropped: no backward for it
+                    loss.backward()  # type: ignore[no-untyped-call]
                 if epoch == alg.num_epochs - 1:
                     sums["loss"] += float(loss.detach())
                     sums["clip"] += float((pol.clipped.float() * m).sum())
                     sums["dual_clip"] += float((pol.dual_clipped.float() * m).sum())
                     sums["ratio"] += float((pol.ratio.detach() * m).sum())
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            max_norm = cfg.training.max_grad_norm
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else math.inf))
+            grad_norm = math.nan  # of a gradient that was not taken whole
+            if not poisoned:
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                max_norm = cfg.training.max_grad_norm
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else math.inf))
+            if poisoned or not math.isfinite(grad_norm):
+                why = (
+                    f"{poisoned} loss token(s) with a non-finite log-prob, old log-prob, reference log-prob "
+                    "or advantage"
+                    if poisoned
+                    else f"gradient norm {grad_norm}"
+                )
+                logger.warning(
+                    "step %d, epoch %d: %s; optimizer step skipped (the weights are unchanged)",
+                    self.step + 1,
+                    epoch + 1,
+                    why,
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                nonfinite += poisoned
+                continue
             self.optimizer.step()
-        self.updates += 1
-        self.generator.sync_weights(self.model)
+            stepped += 1
+        if stepped:
+            self.updates += 1
+            self.generator.sync_weights(self.model)
         ntok = max(sums["tokens"], 1.0)
         stats.update(
             loss=sums["loss"],
@@ -600,6 +653,10 @@ class Trainer:
             else math.nan,
             entropy=sums["entropy"] / ntok,
             grad_norm=grad_norm,
+            # the optimizer steps (epochs) skipped for a non-finite loss input or gradient, and the loss
+            # tokens with a non-finite input (counted in each epoch that had them)
+            updates_skipped=float(skipped),
+            nonfinite_tokens=float(nonfinite),
         )
         return stats
 
