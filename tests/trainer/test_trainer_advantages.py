@@ -223,3 +223,23 @@ def test_a_gdpo_group_with_no_signal_is_exactly_flat() -> None:
     m = sum(summed) / 6
     sd = math.sqrt(sum((x - m) ** 2 for x in summed) / 5)
     close(adv.values[0], [(x - m) / (sd + EPS) for x in summed[:3]])
+
+
+@pytest.mark.parametrize("mad_scaling", [False, True])
+def test_mc_grpo_a_group_has_signal_exactly_when_its_g_plus_1_valid_rewards_differ(mad_scaling: bool) -> None:
+    """Dynamic sampling (and ``frac_zero_std_groups``) judges an MC-GRPO group on all G+1 valid rewards,
+    its pivot's included, and that is the decision the loss makes: some member left in the loss has a
+    non-zero advantage exactly when those rewards are not all equal (the pivot equals the median, so any
+    member that differs from it is not the pivot and has ``r − b ≠ 0``; MAD scaling divides by at least
+    the floor). Judged on the G trained members instead, ``[invalid, 1, invalid, 0]`` would be dropped
+    (one trained member: "no variance"), though that member trains with ``A = 1``. Pinned after review
+    of "accuracy includes pivot": the pivot is a real sample and the baseline, so it belongs here."""
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, 3, (400, 4), generator=gen).to(torch.float64) / 2  # ties are common
+    rows[torch.rand(rows.shape, generator=gen) < 0.3] = NAN
+    rows = torch.cat([rows, t([[NAN, 1, NAN, 0], [1, 1, 1, 0], [NAN, NAN, 1, NAN], [0.5] * 4])])
+    adv = mc_grpo_advantages(rows, mad_scaling=mad_scaling)
+    trains_on_signal = ((adv.values != 0) & adv.mask).any(dim=-1)
+    assert torch.equal(zero_variance_groups(rows), ~trains_on_signal)
+    assert trains_on_signal[-4:].tolist() == [True, True, False, False]
+    assert adv.mask[-4].tolist() == [False, True, False, False]  # the 0 is the pivot: one member trains

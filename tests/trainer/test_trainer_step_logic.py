@@ -871,3 +871,28 @@ def test_with_dynamic_sampling_on_too_a_group_either_drops_is_dropped(
     ]
     col = trainer._collect(CannedDispatcher([flat_and_signal]))  # type: ignore[arg-type]
     assert [g.problem.index for g in col.groups] == [1] and (col.dropped, col.filtered) == (1, 0)
+
+
+def test_mc_grpo_judges_a_group_s_accuracy_on_all_its_g_plus_1_samples_the_pivot_s_included(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """MC-GRPO samples G+1 (here 4) and leaves the pivot, a member at the median, out of the loss. The
+    accuracy filter and the ``accuracy`` and ``reward`` metrics still count it, on purpose (pinned after
+    review of "accuracy includes pivot"): a group's accuracy estimates its prompt's pass rate under the
+    policy, and the G+1 samples are i.i.d. draws of it, while the pivot is picked *by its reward*: left
+    out, the estimate is pulled toward the middle (binary rewards, most right: the pivot is a right one,
+    so the accuracy drops; most wrong: it rises), and the filter would keep prompts PRIME's filter calls
+    too easy or too hard. The pivot's reward also sets every other member's advantage (it is the
+    baseline), and the metrics stay comparable with a GRPO run's over all sampled completions."""
+    mostly_right: list[Result] = [(1.0, True, {})] * 3 + [(0.0, True, {})]  # 3/4; the trained 3: 2/3
+    mostly_wrong: list[Result] = [(1.0, True, {})] + [(0.0, True, {})] * 3  # 1/4; the trained 3: 1/3
+    # [0.7, 1]: 3/4 is kept (2/3 would not be); [0.3, 1]: 1/4 is dropped (1/3 would not be)
+    for bounds, kept in (([0.7, 1.0], [0]), ([0.3, 1.0], [0])):
+        trainer = make_trainer(estimator="mc_grpo", accuracy_filter=bounds, max_sampling_rounds=1)
+        col = trainer._collect(CannedDispatcher([mostly_right + mostly_wrong]))  # type: ignore[arg-type]
+        assert [g.problem.index for g in col.groups] == kept and (col.dropped, col.filtered) == (1, 1)
+    adv, _ = trainer._advantages(col.groups)
+    assert adv.mask.tolist() == [[False, True, True, True]]  # the pivot (the first 1) is out of the loss
+    out = trainer._step_metrics(col, adv)
+    assert out["accuracy"] == 4 / 8 and out["reward"] == 4 / 8  # every sample scored, pivots included
+    assert out["groups_trained"] == 1.0 and out["groups_accuracy_filtered"] == 1.0

@@ -258,6 +258,11 @@ class Trainer:
         such value (its request failed, every item invalid, or the key's component null in all of its
         valid items) has none and is not judged: it is what it would be without the filter (failed,
         masked, or kept on its score), not a too-easy or too-hard prompt.
+
+        MC-GRPO: over all G+1 samples, the pivot (left out of the loss) included. The accuracy estimates
+        the prompt's pass rate and the G+1 are i.i.d. draws of it; the pivot is picked by its reward
+        (the median), so leaving it out would pull the estimate toward the middle and keep prompts the
+        filter is there to drop. It is also the baseline every trained member's advantage is taken to.
         """
         bounds = self.config.algorithm.accuracy_filter
         if bounds is None:
@@ -285,7 +290,9 @@ class Trainer:
         For GDPO "rewards" are the service's components, which it normalises one by one (those of weight
         0 left out): a group whose components differ carries signal even when their weighted totals tie.
         Overlong shaping is no reason to keep a group, for any estimator: as in DAPO, the filter is on
-        what the service scored, not on lengths.
+        what the service scored, not on lengths. MC-GRPO: over its G+1 valid rewards, the pivot's
+        included, which is exactly "no member left in the loss has a non-zero advantage" (the pivot is at
+        the median: a member that differs from it is not the pivot, and its ``r − median`` is not 0).
         """
         scores = torch.tensor([g.scores() for g in groups], dtype=torch.float64)
         if self.config.algorithm.estimator != "gdpo":
