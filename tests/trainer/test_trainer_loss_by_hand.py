@@ -534,3 +534,42 @@ def test_a_non_finite_gradient_with_finite_logprobs_skips_the_step_too(
     assert (stats["nonfinite_tokens"], stats["updates_skipped"], trainer.updates) == (0.0, 1.0, 0)
     assert math.isnan(stats["grad_norm"]) and "gradient norm" in caplog.text
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+
+
+def test_max_skipped_steps_in_a_row_with_every_update_skipped_end_the_run(
+    make_trainer: Callable[..., Trainer],
+) -> None:
+    """A skipped step costs the weights nothing, but a run whose every step is skipped (a forward that
+    overflows on everything, weights loaded NaN) trains on nothing while it looks alive: as for failed and
+    invalid steps, ``training.max_skipped_steps`` such steps in a row end it. A step that stepped ends the
+    streak; one with nothing in the loss leaves it as it was; the streak is in the checkpoint."""
+    trainer = make_trainer()
+    trainer.config.training.max_skipped_steps = 2
+    groups = batch()
+    adv, _ = trainer._advantages(groups)
+
+    def step(overflow: bool) -> dict[str, float]:
+        handle = _overflow_at(trainer.model, row=0, position=2) if overflow else None
+        try:
+            stats = trainer._optimize(groups, adv)
+        finally:
+            if handle is not None:
+                handle.remove()
+        trainer._check_skipped(stats)
+        return stats
+
+    step(overflow=True)
+    assert trainer.skipped_steps == 1
+    step(overflow=False)  # stepped: the streak ends
+    assert (trainer.skipped_steps, trainer.updates) == (0, 1)
+    step(overflow=True)
+    trainer._check_skipped({"seqs_in_loss": 0.0, "seqs_forwarded": 0.0})  # nothing to train on
+    assert trainer.skipped_steps == 1
+    trainer._save()
+    resumed = make_trainer()
+    resumed.config.training.max_skipped_steps = 2
+    resumed._resume()
+    assert resumed.skipped_steps == 1
+    trainer = resumed
+    with pytest.raises(RuntimeError, match=r"2 consecutive steps .*training.max_skipped_steps; 1 non-finite"):
+        step(overflow=True)

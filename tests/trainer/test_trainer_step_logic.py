@@ -896,3 +896,38 @@ def test_mc_grpo_judges_a_group_s_accuracy_on_all_its_g_plus_1_samples_the_pivot
     out = trainer._step_metrics(col, adv)
     assert out["accuracy"] == 4 / 8 and out["reward"] == 4 / 8  # every sample scored, pivots included
     assert out["groups_trained"] == 1.0 and out["groups_accuracy_filtered"] == 1.0
+
+
+def test_a_run_whose_every_update_is_skipped_ends_after_max_skipped_steps(
+    make_trainer: Callable[..., Trainer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy's training forward overflows on every step (one hidden unit inf: every log-prob NaN;
+    generation, without gradients, is left alone): each step is skipped with the weights unchanged and
+    logged with ``updates_skipped`` and ``nonfinite_tokens``, and ``training.max_skipped_steps`` such steps
+    in a row end the run instead of a run of steps that train on nothing."""
+    import json
+
+    import rewardhub_trainer.trainer as trainer_module
+
+    answers: list[list[Result]] = [[(float(k % 2), True, {}) for k in range(6)] for _ in range(3)]
+    monkeypatch.setattr(trainer_module, "check_service", lambda config: None)
+    monkeypatch.setattr(trainer_module, "RewardDispatcher", lambda *a, **k: CountingDispatcher(answers))
+    trainer = make_trainer(output={"save_final_model": False})
+    trainer.config.training.steps = 3
+    trainer.config.training.max_skipped_steps = 2
+
+    def overflow(module: torch.nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor | None:
+        if not torch.is_grad_enabled():
+            return None
+        bad = torch.zeros_like(output)
+        bad[..., 0] = math.inf
+        return output + bad
+
+    trainer.model.model.norm.register_forward_hook(overflow)  # type: ignore[union-attr,operator]
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    with pytest.raises(RuntimeError, match=r"every optimizer step of 2 consecutive steps was skipped"):
+        trainer.run()
+    rows = [json.loads(line) for line in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["updates_skipped"] for r in rows] == [1.0, 1.0] and all(r["nonfinite_tokens"] > 0 for r in rows)
+    assert [r["updates"] for r in rows] == [0.0, 0.0] and trainer.updates == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))

@@ -7,7 +7,9 @@ A checkpoint directory ``RUN_DIR/checkpoints/step_000012/`` holds:
 * ``optimizer.pt`` — AdamW moments (the learning rate is a function of the updates, in ``state.json``);
 * ``rng.pt`` — torch (CPU and CUDA) and Python RNG states, so sampling continues identically;
 * ``state.json`` — the step, the updates made (steps that stepped the optimizer, ``num_epochs`` times
-  each), the steps in a row in which every reward request failed (``reward.max_failed_steps``), the
+  each), the steps in a row in which every reward request failed (``reward.max_failed_steps``), every
+  answered item was invalid (``reward.max_invalid_steps``) or every optimizer step was skipped
+  (``training.max_skipped_steps``), the
   data position (the index of the next problem: data sources are indexed, see
   :mod:`rewardhub_trainer.data`), running totals (times, reward requests) and what identifies the run
   (model, data, reward: resume refuses a checkpoint of another run).

@@ -813,6 +813,15 @@ class TrainingConfig(_Section):
         "does not advance it.",
     )
     max_grad_norm: float | None = Field(1.0, gt=0, description="Gradient clipping norm (null: none).")
+    max_skipped_steps: int = Field(
+        5,
+        ge=1,
+        description="An optimizer step whose loss has a non-finite input (a NaN or inf log-prob: a bad "
+        "forward pass, an fp16/bf16 overflow) or whose gradient norm is not finite is skipped, weights "
+        "unchanged (updates_skipped, nonfinite_tokens); this many consecutive steps in which every "
+        "optimizer step was skipped end the run, which was training on nothing. A step that stepped "
+        "ends the streak.",
+    )
     seed: int = Field(0, description="Seed of torch/python RNGs (sampling, init of LoRA).")
 
 

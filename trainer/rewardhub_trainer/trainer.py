@@ -164,6 +164,7 @@ class Trainer:
         self.totals = {"reward_wait_s": 0.0, "wall_s": 0.0}
         self.failed_steps = 0  # consecutive steps in which no reward request was answered
         self.invalid_steps = 0  # consecutive steps in which every answered item was valid: false
+        self.skipped_steps = 0  # consecutive steps in which every optimizer step was skipped (non-finite)
         # reward requests sent, failed (in part or whole) and unanswered (failed whole: nothing of them
         # answered) over the whole run, a resumed one's earlier steps included (summary.json; the
         # dispatcher counts only those of this process)
@@ -705,6 +706,7 @@ class Trainer:
         # a streak cut by a stop goes on: a run restarted after each failed step would never end
         self.failed_steps = int(state.get("failed_steps", 0))  # older checkpoints: none saved
         self.invalid_steps = int(state.get("invalid_steps", 0))
+        self.skipped_steps = int(state.get("skipped_steps", 0))
         self.totals = {k: float(v) for k, v in state.get("totals", self.totals).items()}
         # older checkpoints: counted from here on (no requests saved at all, or no unanswered count)
         saved_requests = state.get("requests", {})
@@ -735,6 +737,7 @@ class Trainer:
                 "updates": self.updates,
                 "failed_steps": self.failed_steps,
                 "invalid_steps": self.invalid_steps,
+                "skipped_steps": self.skipped_steps,
                 "requests": self.requests,
                 "totals": self.totals,
                 "run": self._identity(),
@@ -787,6 +790,30 @@ class Trainer:
                 f"the service at {self.config.reward.url} could not score any item of {limit} consecutive "
                 f"steps (reward.max_invalid_steps): every answered item was valid: false ({counted} in "
                 "the last step); check the reward config and the data's references"
+            )
+
+    def _check_skipped(self, stats: Mapping[str, float]) -> None:
+        """End the run once ``training.max_skipped_steps`` steps in a row skipped every optimizer step
+        for a non-finite loss input or gradient (:meth:`_optimize`).
+
+        One such step is a bad forward pass, skipped at no cost to the weights; every step of a run
+        skipped is a run that trains on nothing (a model whose forward overflows in its dtype on these
+        inputs, weights loaded already NaN) while it looks alive but for ``updates_skipped``. A step
+        with nothing to train on (no sequence in the loss) leaves the streak as it was.
+        """
+        if "updates_skipped" not in stats:
+            return
+        if stats["updates_skipped"] < self.config.algorithm.num_epochs:
+            self.skipped_steps = 0
+            return
+        self.skipped_steps += 1
+        limit = self.config.training.max_skipped_steps
+        if self.skipped_steps >= limit:
+            raise RuntimeError(
+                f"every optimizer step of {limit} consecutive steps was skipped for a non-finite loss input "
+                f"or gradient (training.max_skipped_steps; {stats['nonfinite_tokens']:g} non-finite loss "
+                "tokens in the last step): the policy's forward or backward overflows; check model.dtype "
+                "and the model's weights"
             )
 
     def _check_accuracy_key(self, groups: list[Group]) -> None:
@@ -990,6 +1017,7 @@ class Trainer:
                     "data_position": float(self.data_pos),
                 }
                 writer.log(self.step, last)
+                self._check_skipped(stats)  # after the log: the step's nonfinite_tokens are in it
                 if cfg.output.log_samples:
                     writer.samples(self.step, _samples(col.scored, cfg.output.log_samples))
                 if bar is not None:
