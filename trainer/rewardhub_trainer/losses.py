@@ -57,8 +57,8 @@ gradients of micro-batches gives exactly the full-batch loss):
 log-prob (a bad forward pass: an fp16/bf16 activation past its range) makes its token's ratio, or at the
 sequence level its whole completion's ``s_i``, NaN, and the loss with it. Nothing here hides that: these
 functions return what they are given, and :func:`nonfinite_tokens` finds the loss tokens with a
-non-finite input before the loss, so that the trainer can skip the optimizer step (see there why it
-skips the step rather than masking the tokens).
+non-finite input before the loss, so that the trainer can skip the optimizer step (``Trainer._optimize``
+says why it skips the step rather than masking the tokens).
 """
 
 from __future__ import annotations
@@ -119,9 +119,11 @@ def nonfinite_tokens(mask: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
 
     ``inputs`` are the loss's per-token inputs, ``[B, T]`` (log π_θ, log π_old, log π_ref, process
     credit's advantages) or ``[B]`` (one advantage per sequence, counted on each of its loss tokens).
-    Padding (``mask`` 0) is not looked at: it is not in the loss. A ±inf log-prob is counted too: the
-    clamps would bound its ratio, but a log-prob of −inf (a logit that overflowed) comes with a NaN
-    gradient through the model all the same.
+    Padding (``mask`` 0) is not looked at: it is not in the loss. ±inf is counted as NaN is: the clamps
+    would bound the ratio of an infinite log-prob, but π_θ's −inf comes from a logit that overflowed,
+    whose backward through the model is NaN all the same, and an old (sampler's) −inf is a sampled token
+    its own sampler called impossible, a broken forward too; one rule for every input keeps the
+    ``nonfinite_tokens`` metric simple to read.
     """
     keep = mask.bool()
     bad = torch.zeros_like(keep)
