@@ -34,6 +34,12 @@ from rewardhub.mathlib import Check, check, quick_check
         ("1000\\,\\text{m}", "1000 \\mathrm{m}"),
         ("1000\\,\\text{m}", "1000"),
         ("5 \\text{ L}", "5 \\text{ l}"),
+        # superscript digits are a power, the cent sign is cents (math 1.1.16: both scored 0)
+        ("x^2 + 1", "x² + 1"),
+        ("8 \\text{ ft}^2", "8 ft²"),
+        ("10^{-3}", "10⁻³"),
+        ("50 cents", "50¢"),
+        ("50 \\text{¢}", "50\\textcent"),
     ],
 )
 def test_equal_strings(gold: str, pred: str) -> None:

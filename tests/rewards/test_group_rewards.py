@@ -62,6 +62,24 @@ async def test_years_are_no_days_and_convert_to_months(client: httpx.AsyncClient
     assert (out[0]["details"]["pseudo_label"], out[0]["details"]["votes"]) == ("12 months", 3)
 
 
+async def test_cubic_inches_and_cents_are_one_vote(client: httpx.AsyncClient) -> None:
+    # math 1.1.16: "8 in^3" and "8 cubic inches" were two votes, and "8 \\text{ in}^2" and "8 cubic inches"
+    # one (both 8 once the unit words were dropped); now 8 in^3 and 8 cubic inches are the majority (3 votes)
+    out = await results(
+        client,
+        "majority_vote",
+        boxed(["8 \\text{ in}^2", "8 in^3", "8 cubic inches", "8 \\text{ in}^2", "8 in³"], gid()),
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+    # ... and "50¢", "50 cents" and "\\$0.50" one answer (3 votes) against "\\$50" (2); 50¢ was a vote of its
+    # own (a tie, 2 votes to 2)
+    out = await results(
+        client, "majority_vote", boxed(["50¢", "\\$50", "50 cents", "\\$50", "\\$0.50"], gid())
+    )
+    assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 0.0, 1.0]
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -81,6 +81,21 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("The answer is \\boxed{50 cents}.", "\\$0.50", 1.0, None),
         ("\\boxed{50 cents}", "\\$50", 0.0, None),
         ("\\boxed{60 mph}", "96.56064 km/h", 1.0, None),
+        # inches and unit powers in superscript digits, acres, the cent sign, a conversion at the answer's
+        # own precision (math 1.1.16)
+        ("The volume is \\boxed{8 \\text{ in}^3}.", "8 cubic inches", 1.0, None),
+        ("\\boxed{8 cubic inches}", "8 in^3", 1.0, None),
+        ("\\boxed{8 ft²}", "8 square feet", 1.0, None),
+        ("\\boxed{8 \\text{ in}^2}", "8 cubic inches", 0.0, None),
+        ("\\boxed{43560 ft^2}", "1 acre", 1.0, None),
+        ("It costs \\boxed{50¢}.", "50 cents", 1.0, None),
+        ("\\boxed{50¢}", "\\$0.50", 1.0, None),
+        ("\\boxed{50¢}", "\\$50", 0.0, None),
+        ("\\boxed{(\\$3, \\$5)}", "(3,5)", 1.0, None),
+        ("\\boxed{96.6 km/h}", "60 mph", 1.0, None),
+        ("\\boxed{60 mph}", "96.56 km/h", 1.0, None),
+        ("\\boxed{97 km/h}", "60 mph", 0.0, None),
+        ("\\boxed{90 km/h}", "60 mph", 0.0, None),
     ],
 )
 async def test_math_verdicts(

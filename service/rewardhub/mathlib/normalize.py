@@ -65,6 +65,13 @@ _UNICODE = {
     "\u202f": " ",
 }
 _UNICODE_RE = re.compile("|".join(re.escape(k) for k in _UNICODE))
+# Superscript digits are a power: "m²" is "m^2", "10⁻³" is "10^{-3}" (a run is one exponent, braced: "2¹⁰"
+# is 2^{10}).
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_SUPERSCRIPT_RE = re.compile("[⁺⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
+# The cent sign is the word (a cent's unit, read as such by :mod:`.quantities`): "50¢" is "50 cents",
+# and so are LaTeX's "\\textcent" and "\\cent" (textcomp, wasysym).
+_CENT_RE = re.compile(r"¢|\\(?:textcent|cent)(?![a-zA-Z])")
 _CIRCLED = {chr(0x2460 + i): str(i + 1) for i in range(20)}
 _CIRCLED_RE = re.compile("[" + "".join(_CIRCLED) + "]")
 
@@ -319,12 +326,22 @@ def _circled(s: str) -> str:
     return s.strip().rstrip(",").strip()
 
 
+def superscripts(s: str) -> str:
+    """``s`` with each run of superscript digits written as a power: ``8 ft²`` is ``8 ft^{2}``."""
+    if not _SUPERSCRIPT_RE.search(s):
+        return s
+    return _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
+
+
 def normalize(s: str, units: list[str] | None = None, keep_units: bool = False) -> str:
     """Canonical typeset form of an answer: same meaning, fewer spellings. ``units``, where given,
     receives the upright one-letter units dropped (see :func:`unwrap_text`); ``keep_units`` keeps them, as
     `` \\mathrm{m}``."""
     s = _WS_RE.sub(" ", repair(s))
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
+    s = superscripts(s)
+    if "cent" in s or "¢" in s:
+        s = _CENT_RE.sub(" cents ", s)
     if _CIRCLED_RE.search(s):
         s = _circled(s)
     s = _DELIMS_RE.sub(" ", s)

@@ -151,7 +151,7 @@ def _variants(lit: Literal, other: Literal) -> list[Literal]:
     return [lit]
 
 
-def _as_rounding(lit: Literal) -> Literal:
+def as_rounding(lit: Literal) -> Literal:
     """A whole number read as a decimal of no fractional digits (significant digits without trailing
     zeros: ``300`` has one); a decimal, a fraction or a non-integer as it is."""
     if lit.decimals is not None or lit.value.denominator != 1:
@@ -168,7 +168,7 @@ def literals_equivalent(gold: Literal, pred: Literal) -> bool:
                 return True
             if g.decimals is not None:
                 # a whole number against a decimal gold is its coarsest rounding: 118 for 117.95
-                p = _as_rounding(p)
+                p = as_rounding(p)
             if p.decimals is not None and (g.decimals is None or p.decimals < g.decimals):
                 if within_rounding(p, g.value):
                     return True

@@ -22,8 +22,10 @@ ton), an ordinal (``15th day``) or a compound (``3 hours and 20 minutes``). Mont
 number of days: they are a dimension of their own (``calendar``), converted among themselves only (``1
 year`` is ``12 months``, ``2 decades`` ``20 years``), and against a day, a week or an hour they differ
 (``5 years`` is not ``5 days``). A square or cubic unit in words is a power (``25 square meters``, ``25 sq
-m`` and ``1 cubic meter`` are ``25 m^2``, ``25 m^2`` and ``1000 L``), a rate in one word a rate (``60 mph``,
-``60 kph``), and a cent a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
+m`` and ``1 cubic meter`` are ``25 m^2``, ``25 m^2`` and ``1000 L``; superscript digits are one too, as
+normalisation writes them: ``8 ft²`` is ``8 ft^2``), an acre 43,560 square feet, the inch's ``in`` a unit
+only with a power or after such a word (``8 in^3``, ``8 cu in``; ``3 in`` may be a cut-off sentence), a
+rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
 as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is ``\\$0.50`` and not
 ``\\$50``; ``\\$10`` against ``10`` is a bare 10). A known unit against a number and a word that names
 none (``3 hours`` and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a
@@ -48,7 +50,13 @@ kept (``2 km^2, 3`` is ``2000000 m^2, 3``), or whose upright symbols normalisati
 (:func:`.structures.parse_answer` keeps them through the split: ``(5\\,\\text{m}, 2)`` is not ``(5 hours,
 2)``), and to a tuple's components in order (``(1 hour, 2)`` is ``(60 minutes, 2)``). The factors are exact
 (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
-3 significant digits matches: ``1.33 hours`` is ``80 minutes``).
+3 significant digits matches: ``1.33 hours`` is ``80 minutes``). Converted, a prediction in another unit
+than the gold's agrees at its own precision: a whole number is a rounding there too (``161 km/h`` for ``100
+mph``, 160.9344; the gold's unit is not the prediction's, so the exact value was no answer it could write),
+and a decimal gold is a rounding of an exact prediction converted to its unit (``96.56 km/h`` and ``60 mph``,
+96.56064 km/h, as ``0.33`` is one of ``1/3``). The floor of 3 significant digits holds here as everywhere:
+``97 km/h`` is no rounding of 60 mph (96.56064 km/h), as ``97`` is none of ``96.56``; two digits would
+accept answers nearly 5% off (``11 km`` for 10.5 km, ``11000 s`` for 3 hours).
 """
 
 from __future__ import annotations
@@ -56,8 +64,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rewardhub.mathlib.normalize import key, normalize
-from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_literal
+from rewardhub.mathlib.normalize import key, normalize, superscripts
+from rewardhub.mathlib.numeric import Literal, as_rounding, literals_equivalent, parse_literal
 from rewardhub.mathlib.scan import find_top_level
 from rewardhub.mathlib.structures import is_name
 
@@ -99,6 +107,8 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     **_units("length", Fraction(3048, 10000), "foot", "feet", "ft"),
     **_units("length", Fraction(9144, 10000), "yard", "yards", "yd", "yds"),
     **_units("length", Fraction(1609344, 1000), "mile", "miles", "mi"),
+    # an acre is 43,560 square feet
+    **_units("length^2", 43560 * Fraction(3048, 10000) ** 2, "acre", "acres"),
     **_units("mass", Fraction(1, 1000), "milligram", "milligrams", "mg"),
     **_units("mass", Fraction(1), "gram", "grams"),
     **_units("mass", Fraction(1000), "kilogram", "kilograms", "kg"),
@@ -130,6 +140,9 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
 # The day's symbol d is a differential or a variable far more often than a unit: it is one only typeset
 # upright right after a number and ending the answer ("5\\,\\text{d}", "5\\,\\mathrm{d}"), never plain ("5 d").
 _UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400))}
+# The inch's "in" is a preposition as often ("3 in" may be cut off): it is an inch only with a power or after
+# a square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"); "3 in" stays an unknown spelling.
+_POWERED_UNITS: dict[str, tuple[str, Fraction]] = {"in": ("length", Fraction(254, 10000))}
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
 # after a space ("1000 m", not "2m"), or an upright symbol read from the answer as written
@@ -183,6 +196,8 @@ def quantity(
     per_word = m.group("per")
     per = None if per_word is None else _unit(per_word, letter, False)
     power = m.group("power") or m.group("digit")
+    if unit is None and m.group("unit") and (power or m.group("square") or m.group("cubic")):
+        unit = _POWERED_UNITS.get(m.group("unit").lower())
     if unit is None or (per_word is not None and per is None):
         return None
     on_plain = len(per_word) == 1 if per_word is not None else m.group("letter") is not None
@@ -411,9 +426,19 @@ def _differ(
 
 
 def _convert(g: tuple[Literal, str, Fraction], p: tuple[Literal, str, Fraction]) -> bool:
-    """Two quantities of one dimension: the gold converted exactly to the prediction's unit, compared as
-    literals are."""
-    return literals_equivalent(Literal(g[0].value * g[2] / p[2]), p[0])
+    """Two quantities of one dimension in different units: the gold converted exactly to the prediction's
+    unit, compared as literals are, the prediction a rounding at its own precision (a whole number too:
+    ``161 km/h`` for ``100 mph``, 160.9344; 3 significant digits at least, as everywhere: ``97 km/h`` is
+    no rounding of 96.56064, as ``97`` is none of ``96.56``); or a decimal gold against an exact
+    prediction, converted to the gold's unit (``96.56 km/h`` and ``60 mph``: the gold rounds 96.56064, as
+    ``0.33`` rounds ``1/3``; a finer decimal prediction than the gold, ``60.001 mph``, is not read so)."""
+    if literals_equivalent(Literal(g[0].value * g[2] / p[2]), as_rounding(p[0])):
+        return True
+    return (
+        g[0].decimals is not None
+        and p[0].decimals is None
+        and literals_equivalent(g[0], Literal(p[0].value * p[2] / g[2]))
+    )
 
 
 def mentions_ordinal(s: str) -> bool:
@@ -433,7 +458,7 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
     if _ORDINAL_RE.search(gold) or _ORDINAL_RE.search(pred):
         return None
     try:
-        (label_g, gold), (label_p, pred) = _label(gold), _label(pred)
+        (label_g, gold), (label_p, pred) = _label(superscripts(gold)), _label(superscripts(pred))
         if label_g is not None and label_p is not None and label_g != label_p:
             return None  # "x = 3 hours" and "t = 180 minutes": the labels decide (other rules)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))

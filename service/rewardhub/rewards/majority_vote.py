@@ -212,7 +212,10 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # one (they were two); "5 days" and "5 years", "5" and "5\\,\\mathrm{d}x", "3 hours" and "3 apples" two
     # (they were one); "25 m^2" and "25 square meters", "3 l" and "3 litres", "50 cents" and "\\$0.50" one
     # (they were two); "25 square meters" and "25 meters", "50 cents" and "\\$50" two (they were one)
-    version: ClassVar[str] = "1.0.17"
+    # 1.0.18: math: "8 in^3" and "8 cubic inches", "8 ft²" and "8 square feet", "50¢" and "\\$0.50" are one
+    # vote (they were two), and so is "60 mph" after "96.56 km/h" (the other way round it was); "8 \\text{
+    # in}^2" and "8 cubic inches" two (they were one)
+    version: ClassVar[str] = "1.0.18"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

@@ -145,7 +145,14 @@ class MathReward(Reward[MathConfig]):
     # against "25 square meters" (or "25 sq m"), "3 l" against "3 litres", "60 mph" against "96.56064
     # km/h", "50 cents" against "\\$0.50" scored 0, now 1; "25 square meters" against "25 meters", "50
     # cents" against "\\$50", "60 mph" against "60 kph" scored 1, now 0 ("2 l" against "2" stays 0)
-    version: ClassVar[str] = "1.1.15"
+    # 1.1.16: an inch's "in" with a power or after square/cubic is a unit, superscript digits a power, acres an
+    # area, the cent sign cents: "8 cubic inches" against "8 in^3" (or "8 cu in"), "8 ft^2" against "8 ft²",
+    # "1 acre" against "43560 ft^2", "50¢" against "50 cents" or "\\$0.50", "x²" against "x^2" scored 0, now 1;
+    # "8 \\text{ in}^2" against "8 cubic inches" scored 1 (both 8 once the unit words were dropped), now 0;
+    # a converted quantity agrees at the answer's precision, a whole number a rounding too ("161 km/h" for
+    # "100 mph"), and a decimal gold rounds an exact answer converted to its unit ("96.56 km/h" against "60
+    # mph"): 0, now 1; "97 km/h" for "60 mph" stays 0 (2 significant digits, no rounding as everywhere)
+    version: ClassVar[str] = "1.1.16"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
