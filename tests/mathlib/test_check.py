@@ -580,6 +580,25 @@ CASES = [
     ("\\$3, \\$5", "\\$5, \\$3", True),
     ("\\$3, \\$5", "3, 6", False),
     ("(\\$3, \\$5)", "(5,3)", False),
+    ("\\$3 and \\$5", "3, 5", True),
+    ("x = \\$3, y = \\$5", "x = 3, y = 5", True),
+    ("\\$3, \\$5", "3 dollars, 5 dollars", True),
+    ("[\\$3, \\$5]", "[3, 5]", True),
+    # ... and, as a whole answer's, dollar amounts against cents (math 1.1.16: "50 cents, 2" against "\\$50, 2"
+    # scored 1, the item's dollar sign dropped, and against "\\$0.50, 2" 0)
+    ("50 cents, 20 cents", "\\$0.50, \\$0.20", True),
+    ("\\$0.50, \\$0.20", "50 cents, 20 cents", True),
+    ("50 cents, 2", "\\$0.50, 2", True),
+    ("(50 cents, 2)", "(\\$0.50, 2)", True),
+    ("(\\$0.50, 2)", "(50¢, 2)", True),
+    ("50 cents, 2", "\\$50, 2", False),
+    ("\\$50, 2", "50 cents, 2", False),
+    ("(50 cents, 2)", "(\\$50, 2)", False),
+    ("50¢, 2", "\\$50, 2", False),
+    ("(50¢, 2)", "(\\$50, 2)", False),
+    ("50 cents, 20 cents", "\\$50, \\$20", False),
+    ("\\$1,200", "1200", True),  # one amount in thousands groups
+    ("\\$3, 2", "3 apples, 2", True),  # against no money, a dollar amount is its number
     # a converted quantity agrees at the answer's own precision (math 1.1.16): the prediction rounded in its
     # unit as a literal against the exact conversion (3 significant digits at least, as everywhere: "97"
     # against 96.56 is no rounding, nor "97 km/h" against 60 mph, 96.56064 km/h), a whole number too ("161

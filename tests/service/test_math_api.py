@@ -92,6 +92,8 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{50¢}", "\\$0.50", 1.0, None),
         ("\\boxed{50¢}", "\\$50", 0.0, None),
         ("\\boxed{(\\$3, \\$5)}", "(3,5)", 1.0, None),
+        ("\\boxed{\\$0.50, \\$0.20}", "50 cents, 20 cents", 1.0, None),
+        ("\\boxed{\\$50, 2}", "50 cents, 2", 0.0, None),
         ("\\boxed{96.6 km/h}", "60 mph", 1.0, None),
         ("\\boxed{60 mph}", "96.56 km/h", 1.0, None),
         ("\\boxed{97 km/h}", "60 mph", 0.0, None),

@@ -27,7 +27,8 @@ normalisation writes them: ``8 ft²`` is ``8 ft^2``), an acre 43,560 square feet
 only with a power or after such a word (``8 in^3``, ``8 cu in``; ``3 in`` may be a cut-off sentence), a
 rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
 as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is ``\\$0.50`` and not
-``\\$50``; ``\\$10`` against ``10`` is a bare 10). A known unit against a number and a word that names
+``\\$50``; ``\\$10`` against ``10`` is a bare 10), in a list or a tuple too (a list item keeps its sign as
+its quantity: :func:`.structures.parse_answer`; ``50 cents, 2`` is not ``\\$50, 2``). A known unit against a number and a word that names
 none (``3 hours`` and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a
 count noun against a bare number, or against another unknown word, is left to the other rules). The
 one-letter symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too; a plain ``l``, too like a

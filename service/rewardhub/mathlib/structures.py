@@ -487,7 +487,41 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
     items, is_set = _parse_normalised(normalize(s, units))
     if units:
         items = _typeset_quantities(items, _parse_normalised(normalize(s, keep_units=True))[0])
+    if "\\$" in s and _DOLLAR_AMOUNT_RE.search(s):
+        items = _dollar_quantities(
+            items, _parse_normalised(normalize(_DOLLAR_AMOUNT_RE.sub(r"\1 dollars", s)))[0]
+        )
     return items, is_set
+
+
+# A dollar amount as written, its sign escaped: "\\$0.50" (normalisation drops the sign). An unescaped $ is a
+# math delimiter as often ("$3$"), and an amount in thousands groups ("\\$1,200") splits into list items
+# anyway: both left alone.
+_DOLLAR_AMOUNT_RE = re.compile(r"\\\$\s*(\d+(?:\.\d+)?|\.\d+)(?!\d|[.,]\d)")
+# The same amount once written "<amount> dollars" for the split, and normalised.
+_DOLLARS_WORD_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+) dollars(?![A-Za-z])")
+
+
+def _dollar_quantities(items: list[Item], kept: list[Item]) -> list[Item]:
+    """``items`` whose dollar signs normalisation dropped, each with its amounts written ``\\$<amount>`` as its
+    ``quantity`` (``\\$50, 2`` is the items 50 and 2, the first the quantity ``\\$50``; a tuple, ``(\\$50,
+    2)``): a lone ``\\$50`` is a dollar amount against cents or dollars (:func:`.quantities.quantities_check`:
+    ``50 cents, 2`` is not ``\\$50, 2`` and is ``\\$0.50, 2``), else the bare number (``\\$3, \\$5`` is ``3,
+    5``). ``kept`` is the answer split with each amount written ``<amount> dollars``, and must be ``items`` item
+    for item once the word is left out (else ``items`` as they are: the splits differ)."""
+    if len(items) != len(kept):
+        return items
+    out: list[Item] = []
+    for item, with_sign in zip(items, kept, strict=True):
+        if item.label != with_sign.label or key(_DOLLARS_WORD_RE.sub(r"\1", with_sign.value)) != key(
+            item.value
+        ):
+            return items
+        text = with_sign.quantity or with_sign.value
+        if item.quantity is None and _DOLLARS_WORD_RE.search(text):
+            item = Item(item.label, item.value, _DOLLARS_WORD_RE.sub(r"\\$\1", text))
+        out.append(item)
+    return out
 
 
 # An upright unit symbol that normalize(keep_units=True) kept, with its power: " \\mathrm{m}^{2}".

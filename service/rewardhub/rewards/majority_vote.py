@@ -214,7 +214,7 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # (they were two); "25 square meters" and "25 meters", "50 cents" and "\\$50" two (they were one)
     # 1.0.18: math: "8 in^3" and "8 cubic inches", "8 ft²" and "8 square feet", "50¢" and "\\$0.50" are one
     # vote (they were two), and so is "60 mph" after "96.56 km/h" (the other way round it was); "8 \\text{
-    # in}^2" and "8 cubic inches" two (they were one)
+    # in}^2" and "8 cubic inches", "50 cents, 2" and "\\$50, 2" two (they were one)
     version: ClassVar[str] = "1.0.18"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -152,6 +152,9 @@ class MathReward(Reward[MathConfig]):
     # a converted quantity agrees at the answer's precision, a whole number a rounding too ("161 km/h" for
     # "100 mph"), and a decimal gold rounds an exact answer converted to its unit ("96.56 km/h" against "60
     # mph"): 0, now 1; "97 km/h" for "60 mph" stays 0 (2 significant digits, no rounding as everywhere)
+    # also 1.1.16: a list item's dollar sign is its unit against cents: "50 cents, 2" against "\\$50, 2" (or
+    # "(50 cents, 2)" against "(\\$50, 2)") scored 1, now 0, and "50 cents, 20 cents" against "\\$0.50,
+    # \\$0.20" 0, now 1 ("\\$3, \\$5" against "3, 5" stays 1)
     version: ClassVar[str] = "1.1.16"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
