@@ -328,8 +328,8 @@ def _circled(s: str) -> str:
 
 def superscripts(s: str) -> str:
     """``s`` with each run of superscript digits written as a power: ``8 ft²`` is ``8 ft^{2}``."""
-    if not _SUPERSCRIPT_RE.search(s):
-        return s
+    if s.isascii() or not _SUPERSCRIPT_RE.search(s):
+        return s  # (isascii: most answers skip the scan)
     return _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
 
 
@@ -340,7 +340,7 @@ def normalize(s: str, units: list[str] | None = None, keep_units: bool = False) 
     s = _WS_RE.sub(" ", repair(s))
     s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
     s = superscripts(s)
-    if "cent" in s or "¢" in s:
+    if "cent" in s or (not s.isascii() and "¢" in s):
         s = _CENT_RE.sub(" cents ", s)
     if _CIRCLED_RE.search(s):
         s = _circled(s)
