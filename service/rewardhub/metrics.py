@@ -119,12 +119,53 @@ class Metrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
             registry=r,
         )
+        self.prefix_cache_lookups = Counter(
+            "rewardhub_prefix_cache_lookups_total",
+            "Shared prompts of an in-process model's batches looked up among the prompts kept from "
+            "earlier batches (REWARDHUB_BATCH_PREFIX_CACHE_MB), by backend and outcome: hit (its keys "
+            "and values reused, no prefill) or miss (prefilled).",
+            ["backend", "outcome"],
+            registry=r,
+        )
+        self.prefix_cache_bytes = Gauge(
+            "rewardhub_prefix_cache_bytes",
+            "Keys and values an in-process model's prefix cache holds, by backend.",
+            ["backend"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.worker_restarts = Counter(
             "rewardhub_worker_restarts_total",
             "Worker processes replaced, by pool and cause.",
             ["pool", "cause"],
             registry=r,
         )
+
+    def model_counters(self, backend: str) -> Callable[[dict[str, int]], None]:
+        """An exporter of one in-process model's counters (``hf_compute.Loaded.counters``, sent with
+        each batch's reply): they count from the model process's start, so each call adds what grew
+        since the last; a lower count is a restarted process's, counted from 0."""
+        last: dict[str, int] = {}
+        lookups = {
+            "prefix_cache_hits": self.prefix_cache_lookups.labels(backend, "hit"),
+            "prefix_cache_misses": self.prefix_cache_lookups.labels(backend, "miss"),
+        }
+        size = self.prefix_cache_bytes.labels(backend)
+
+        def export(counters: dict[str, int]) -> None:
+            for key, child in lookups.items():
+                now = counters.get(key)
+                if now is None:
+                    continue
+                before = last.get(key, 0)
+                grew = now - before if now >= before else now
+                if grew:
+                    child.inc(grew)
+                last[key] = now
+            if "prefix_cache_bytes" in counters:
+                size.set(counters["prefix_cache_bytes"])
+
+        return export
 
     def watch(self, gauge: Any, read: Callable[[], float]) -> None:
         """Report ``read()`` as the gauge (a labelled child) at every scrape.

@@ -606,3 +606,27 @@ async def test_a_step_pattern_on_a_long_response_is_bounded_in_memory(
         )
         assert r["valid"], r
         assert [long[s["start"] : s["end"]] for s in r["details"]["steps"]] == answer.split("\n")
+
+
+async def test_the_prefix_cache_s_lookups_and_size_are_exported(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A GRPO group spread over requests: the first batch prefills the prompt and keeps it, the next
+    reuses it. Both are counted in /metrics (the model process sends its counters with each batch's
+    reply), with the bytes the cache holds."""
+    import re
+
+    def metric(text: str, name: str, labels: str) -> float:
+        m = re.search(rf"^{name}\{{{labels}\}} ([0-9.e+]+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    async with make_app(prm_model=qwen_prm_path) as client:
+        group = [{"prompt": "What is 6 * 7?", "response": f"{k} + 1\n\nso {k + 1}"} for k in range(4)]
+        for items in (group[:2], group[2:]):
+            results = await score_results(client, "prm", items, options={"use_cache": False})
+            assert all(r["valid"] for r in results)
+        text = (await client.get("/metrics")).text
+        lookups = "rewardhub_prefix_cache_lookups_total"
+        assert metric(text, lookups, 'backend="prm",outcome="miss"') == 1.0  # the first batch's prefill
+        assert metric(text, lookups, 'backend="prm",outcome="hit"') == 1.0  # the second reused it
+        assert metric(text, "rewardhub_prefix_cache_bytes", 'backend="prm"') > 0

@@ -105,6 +105,14 @@ class Loaded:
         """The prefix cache's size limit, MB (0: none)."""
         return self.prefix_cache.max_bytes / 2**20 if self.prefix_cache is not None else 0.0
 
+    def counters(self) -> dict[str, int]:
+        """What the service exports of this model's state after each batch (``/metrics``): the prefix
+        cache's lookups so far and the bytes it holds; empty without one."""
+        c = self.prefix_cache
+        if c is None:
+            return {}
+        return {"prefix_cache_hits": c.hits, "prefix_cache_misses": c.misses, "prefix_cache_bytes": c.nbytes}
+
 
 def _torch() -> Any:
     with _IMPORT_LOCK:

@@ -215,6 +215,7 @@ class ModelHub:
             if metrics is not None and isinstance(backend, TransformersBackend):
                 # a model process that died (OOM, a crashing input) and was restarted: alertable
                 backend.on_process_restart = metrics.worker_restarts.labels(f"model:{name}", "died").inc
+                backend.on_model_counters = metrics.model_counters(name)
             backends[name] = backend
         return cls(
             backends,

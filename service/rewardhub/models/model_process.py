@@ -85,7 +85,8 @@ def _child(requests: Connection, conn: Connection, loader: Callable[[], Any]) ->
         try:
             with inference():
                 out = fn(loaded, items)
-            conn.send(("ok", out))
+            counters = getattr(loaded, "counters", None)
+            conn.send(("ok", out, counters() if callable(counters) else {}))
         except Exception as exc:  # a batch's failure is reported, the process lives on
             if _device_lost(exc):
                 # every later CUDA call of this process would fail too: it ends, and the parent starts a
@@ -185,8 +186,11 @@ class ModelProcess:
         loader: Callable[[], Any],
         on_restart: Callable[[], None] | None = None,
         stall_s: float | None = None,
+        on_counters: Callable[[dict[str, int]], None] | None = None,
     ):
         self.name = name
+        # given the model's counters (Loaded.counters: the prefix cache's) with each batch's reply
+        self.on_counters = on_counters
         # A batch's reply not come after this long (from when the child could start it): the child hangs
         # (a GPU kernel that never returns, a deadlock in a native library). Without a bound the batch
         # waited for ever, and every later one queued behind it while /ready said the model was loaded.
@@ -224,7 +228,7 @@ class ModelProcess:
         child_requests.close()
         self._proc, self._conn, self._requests = proc, replies, requests
         try:
-            kind, payload = await self._recv()
+            kind, payload, *_ = await self._recv()
         except asyncio.CancelledError:  # its "loaded" would later be read as a batch's reply
             self._drop()
             raise
@@ -236,7 +240,7 @@ class ModelProcess:
         self.info = payload
         return self.info
 
-    async def _recv(self) -> tuple[str, Any]:
+    async def _recv(self) -> tuple[Any, ...]:
         conn = self._conn
         if conn is None:
             raise BackendError(f"model process {self.name!r} is not running")
@@ -261,7 +265,7 @@ class ModelProcess:
                 # brief.
                 os.set_blocking(fd, True)
         try:
-            msg: tuple[str, Any] = conn.recv()
+            msg: tuple[Any, ...] = conn.recv()
         except (EOFError, OSError):
             raise await self._died() from None
         return msg
@@ -356,7 +360,7 @@ class ModelProcess:
         behind it go to its successor)."""
         while self._owed:
             try:
-                kind, payload = await self._reply()
+                kind, payload, *more = await self._reply()
             except ForwardCrashed:  # dropped, every slot settled
                 return
             except BackendError as exc:  # no process (dropped meanwhile)
@@ -369,6 +373,11 @@ class ModelProcess:
             head = self._owed.popleft()
             if not head.done():
                 head.set_result((kind, payload))
+            if more and more[0] and self.on_counters is not None:
+                try:
+                    self.on_counters(more[0])
+                except Exception:  # a metrics defect must not stop the replies
+                    log.exception("model_counters_failed", backend=self.name)
             if isinstance(payload, ForwardCrashed) and payload.died:
                 # the child says it is ending (its device was lost): a batch sent to it would be lost and
                 # blamed for its death; the ones behind go to its successor
@@ -376,7 +385,7 @@ class ModelProcess:
                 self._drop()
                 return
 
-    async def _reply(self) -> tuple[str, Any]:
+    async def _reply(self) -> tuple[Any, ...]:
         """The next reply, or, past ``stall_s``, the hung child killed: a crash, so the batcher retries
         the batch's items that still have time one at a time, in a fresh process."""
         if self.stall_s is None:

@@ -152,6 +152,8 @@ class TransformersBackend(ModelBackend):
         self._scrubbed: dict[str, Any] | None = None  # the process info it was built from
         # Called when its model process died and is restarted (the hub counts it in /metrics)
         self.on_process_restart: Callable[[], None] | None = None
+        # Given the model's counters after each batch (hf_compute.Loaded.counters; the hub exports them)
+        self.on_model_counters: Callable[[dict[str, int]], None] | None = None
 
     def identity(self) -> str:
         """The model and the settings that change its outputs (task, device and dtype, context length,
@@ -306,7 +308,11 @@ class TransformersBackend(ModelBackend):
                 if not self.isolate:
                     return await loop.run_in_executor(self._executor, fn)
                 process = ModelProcess(
-                    self.name, fn, on_restart=self._process_restarted, stall_s=self._stall_s
+                    self.name,
+                    fn,
+                    on_restart=self._process_restarted,
+                    stall_s=self._stall_s,
+                    on_counters=self.on_model_counters,
                 )
                 info = await process.start()
                 self._process = process
@@ -387,7 +393,10 @@ class TransformersBackend(ModelBackend):
         if self._process is not None:
             return await self._process.call(fn, items)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn, loaded, items)
+        out = await loop.run_in_executor(self._executor, self._call, fn, loaded, items)
+        if self.on_model_counters is not None and isinstance(loaded, hf_compute.Loaded):
+            self.on_model_counters(loaded.counters())
+        return out
 
     @staticmethod
     def _call(fn: Callable[[Any, list[Any]], list[T]], loaded: Any, items: list[Any]) -> list[T]:
