@@ -72,3 +72,43 @@ async def test_a_model_process_freezes_its_heap_once_the_model_is_loaded() -> No
         assert frozen > 10_000 and threshold == GEN0_THRESHOLD
     finally:
         await proc.close()
+
+
+_WORKERS = """
+import asyncio, gc, json
+from rewardhub.runtime.context import CPU_PRELOAD
+from rewardhub.runtime.process_pool import ProcessPool
+
+def gc_state(_):
+    import gc
+    return gc.get_freeze_count(), gc.get_threshold()[0]
+
+async def main():
+    pool = ProcessPool(size=1, name="frozen", preload=CPU_PRELOAD)
+    await asyncio.to_thread(pool.start)
+    try:
+        (res,) = await pool.run(gc_state, [None], deadline_s=60)
+        print(json.dumps({"worker": res.value, "here": [gc.get_freeze_count(), gc.get_threshold()[0]]}))
+    finally:
+        await asyncio.to_thread(pool.close)
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def test_cpu_workers_fork_from_a_frozen_warmed_heap(tmp_path: Path) -> None:
+    """The forkserver freezes what its preload built (SymPy and Math-Verify, warmed) before it forks the
+    workers (gc.freeze's documented use): their collections never walk it. A fresh interpreter: the
+    forkserver is one per process, and this one's may have started without the preload."""
+    script = tmp_path / "workers.py"
+    script.write_text(_WORKERS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("service", "clients"))}
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    frozen, threshold = got["worker"]
+    assert frozen > 50_000 and threshold == GEN0_THRESHOLD  # SymPy's heap is ~10^5 objects
+    assert got["here"] == [0, 700]  # the parent process itself is untouched by the pool

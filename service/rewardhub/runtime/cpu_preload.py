@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import logging
 
+from rewardhub.runtime import heap
 from rewardhub.runtime.cpu_tasks import warm_up
 
 # Math-Verify warns once per process that its own timeouts are off; the pool enforces deadlines.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 warm_up()
+# Frozen before the workers fork (gc.freeze's documented use): their collections never walk SymPy's
+# heap, nor write to its objects' headers, which kept those pages shared copy-on-write.
+heap.settle()
