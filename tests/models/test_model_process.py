@@ -383,3 +383,27 @@ def test_a_batch_larger_than_the_pipe_buffer_sent_while_one_runs_leaves_the_loop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+async def test_a_batch_that_cannot_be_pickled_fails_alone_and_owes_no_reply(tmp_path: Path) -> None:
+    """Its error is the caller's; it must not leave a reply owed that the next batch's reply would fill
+    (every later caller then got the answer of the batch before its own)."""
+    import threading
+
+    held = str(tmp_path / "held")
+    proc = ModelProcess("t", _nothing)
+    await proc.start()
+    try:
+        with pytest.raises(TypeError, match="pickle"):
+            await proc.call(_echo, [threading.Lock()])
+        assert await proc.call(_echo, ["ab"]) == [2]
+        first = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
+        with pytest.raises(TypeError, match="pickle"):  # while a batch runs
+            await proc.call(_echo, [threading.Lock()])
+        second = asyncio.create_task(proc.call(_echo, ["abc"]))
+        await until(lambda: len(proc._owed) == 2, "the second call was never sent")
+        Path(held + ".release").touch()
+        assert await first == ["echo A"] and await second == [3] and proc.restarts == 0
+    finally:
+        await proc.close()

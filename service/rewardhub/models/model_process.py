@@ -38,6 +38,7 @@ import signal
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, NoReturn
 
 import structlog
@@ -323,25 +324,34 @@ class ModelProcess:
                 self.error = None
             requests = self._requests
             assert requests is not None
+            # pickled first: an item that cannot be is the caller's error, and no reply is owed for it
+            data = ForkingPickler.dumps((fn, items))
             loop = asyncio.get_running_loop()
             slot: asyncio.Future[tuple[str, Any]] = loop.create_future()
             busy = bool(self._owed)
             self._owed.append(slot)
             try:
                 if not busy:  # the child waits in recv: it reads while this writes, however large
-                    requests.send((fn, items))
+                    requests.send_bytes(data)
                 else:
                     # The child reads it only when the batches before it end: sent from a thread, so that
                     # a batch larger than the pipe's buffer does not hold the event loop until then.
-                    sending = loop.run_in_executor(None, requests.send, (fn, items))
+                    sending = loop.run_in_executor(None, requests.send_bytes, data)
                     try:
                         await asyncio.shield(sending)
                     except asyncio.CancelledError:
                         self._sending = sending
                         sending.add_done_callback(_consume)
                         raise
-            except (OSError, ValueError):  # the child is gone
-                self._owed.remove(slot)
+            except (
+                OSError,
+                ValueError,
+                TypeError,
+            ):  # the child is gone (TypeError: its pipe closed mid-send)
+                if slot in self._owed:
+                    self._owed.remove(slot)
+                elif slot.done() and not slot.cancelled():
+                    slot.exception()  # dropped meanwhile (a stall killed it): settled, and answered here
                 if not busy:
                     raise await self._died() from None
                 # the reader fails the batch it was running when it reads the end of the pipe, and
