@@ -407,3 +407,35 @@ async def test_a_batch_that_cannot_be_pickled_fails_alone_and_owes_no_reply(tmp_
         assert await first == ["echo A"] and await second == [3] and proc.restarts == 0
     finally:
         await proc.close()
+
+
+@pytest.mark.timeout(90)
+def test_close_with_a_hung_batch_and_a_large_one_behind_it_leaves_the_loop_free(tmp_path: Path) -> None:
+    """The batcher's close cancels its passes, then the backend closes the process. A large batch still
+    being written behind a hung one (the child never reads it) must not make close() write its stop
+    message on the event loop: the pipe is full, so that write blocked the loop (every request of the
+    service, and the shutdown itself) for as long as the child hung, and its bytes could land inside the
+    large batch's. (Hangs on the code before: ended by the timeout mark.)"""
+    import uvloop
+
+    held = str(tmp_path / "held")
+
+    async def run() -> None:
+        proc = ModelProcess("t", _noop)
+        await proc.start()
+        try:
+            first = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+            await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
+            big = asyncio.create_task(proc.call(_echo, ["x" * 2_000_000, "y"]))
+            await until(lambda: len(proc._owed) == 2, "the large batch was never sent")
+            for t in (first, big):  # as the batcher's close does
+                t.cancel()
+            await asyncio.gather(first, big, return_exceptions=True)
+            await asyncio.wait_for(proc.close(), 60)
+            assert proc._proc is None and proc._conn is None
+        finally:
+            Path(held + ".release").touch()  # the code before: let the child go, so the run can end
+            await proc.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())

@@ -337,12 +337,14 @@ class ModelProcess:
                     # The child reads it only when the batches before it end: sent from a thread, so that
                     # a batch larger than the pipe's buffer does not hold the event loop until then.
                     sending = loop.run_in_executor(None, requests.send_bytes, data)
+                    # known while it writes, cancelled or not: close() must not write into the pipe then
+                    self._sending = sending
                     try:
                         await asyncio.shield(sending)
                     except asyncio.CancelledError:
-                        self._sending = sending
                         sending.add_done_callback(_consume)
                         raise
+                    self._sending = None
             except (
                 OSError,
                 ValueError,
@@ -458,11 +460,18 @@ class ModelProcess:
             proc.kill()
 
     async def close(self) -> None:
+        """Ask the child to end after the batches sent to it, else kill it.
+
+        The stop message is written without blocking, and not at all while a batch is still being
+        written on a thread: that batch waits behind a running one the child may never finish (it hangs),
+        so the pipe is full, and a blocking write here held the event loop, every request and the
+        shutdown itself, for as long as the child hung (its bytes could also land inside the batch's)."""
         requests, proc = self._requests, self._proc
         if self._sending is not None:
             await asyncio.wait([self._sending], timeout=5)
-        if requests is not None:
+        if requests is not None and (self._sending is None or self._sending.done()):
             with contextlib.suppress(OSError, ValueError):
+                os.set_blocking(requests.fileno(), False)  # a full pipe: killed below instead
                 requests.send(None)
         if proc is not None:
             await asyncio.to_thread(proc.join, 5)
