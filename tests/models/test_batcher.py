@@ -469,3 +469,23 @@ async def test_closing_with_two_passes_in_flight_answers_both() -> None:
     for job in jobs:
         out = await asyncio.wait_for(job, 5.0)
         assert all(isinstance(o, BackendError) and "shutting down" in str(o) for o in out)
+
+
+@pytest.mark.timeout(60)
+async def test_close_is_not_lost_when_an_item_arrives_in_the_same_turn() -> None:
+    """An item queued in the loop iteration in which the batcher is closed (a request arriving as the
+    service stops) woke the worker's wait for company as the cancellation reached it: Python 3.11's
+    ``asyncio.wait_for`` then returns the result and drops the cancellation, so the worker went on and
+    close() waited for it for ever. (Hangs on the code before: ended by the timeout mark. close() is
+    awaited here, not in a task of its own, so that it cancels the worker in that very turn.)"""
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=2, max_wait_ms=60_000, queue_max=100)
+    first = asyncio.create_task(b.submit_many(["a"], far()))
+    await until(lambda: b.depth() == 1, "the first item was never queued")
+    await asyncio.sleep(0.01)  # the worker waits for company
+    second = asyncio.create_task(b.submit_many(["b"], far()))
+    await asyncio.sleep(0)  # the second item is queued and wakes the worker; the close comes in that turn
+    await b.close()
+    for job in (first, second):
+        out = await asyncio.wait_for(job, 30)
+        assert all(isinstance(o, BackendError) for o in out), out

@@ -319,8 +319,12 @@ class MicroBatcher(Generic[In, Out]):
             if left <= 0:
                 break
             self._wakeup.clear()
+            # not asyncio.wait_for: on Python 3.11 it returns, dropping the cancellation, when the event is
+            # set in the turn close() cancels the worker (an item arriving as the service stops), and
+            # close() then waited for ever for a worker that went on running
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._wakeup.wait()
         batch: list[_Entry[In, Out]] = []
         while self._queue and len(batch) < self.max_batch:
             e = self._queue.popleft()
