@@ -439,3 +439,33 @@ def test_close_with_a_hung_batch_and_a_large_one_behind_it_leaves_the_loop_free(
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+async def test_a_call_cancelled_mid_send_leaves_no_unretrieved_error(tmp_path: Path) -> None:
+    """A caller cancelled while its batch is still written on a thread (the batcher's close) leaves its
+    reply slot owed, as the batch reaches the child; the slot must be cancelled as a cancelled waiter's
+    is, or settling it when the process is dropped (closed, crashed) logs "Future exception was never
+    retrieved" at error level for nobody."""
+    import gc
+
+    held = str(tmp_path / "held")
+    seen: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+    proc = ModelProcess("t", _noop)
+    await proc.start()
+    try:
+        first = asyncio.create_task(proc.call(_held_or_die, [held, "die"]))
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
+        big = asyncio.create_task(proc.call(_echo, ["x" * 2_000_000, "y"]))
+        await until(lambda: len(proc._owed) == 2, "the large batch was never sent")
+        big.cancel()
+        await asyncio.gather(big, return_exceptions=True)
+        Path(held + ".release").touch()  # the child dies in the first: the second's slot is settled
+        with pytest.raises(ForwardCrashed):
+            await first
+        assert await proc.call(_echo, ["ab"]) == [2]
+    finally:
+        await proc.close()
+    del first, big
+    gc.collect()
+    assert not [c for c in seen if "never retrieved" in str(c.get("message"))], seen

@@ -343,6 +343,10 @@ class ModelProcess:
                         await asyncio.shield(sending)
                     except asyncio.CancelledError:
                         sending.add_done_callback(_consume)
+                        # owed still (the batch reaches the child), but nobody awaits it: cancelled as a
+                        # cancelled waiter's slot is, so its reply is dropped and a drop settling it with
+                        # an error logs no "Future exception was never retrieved"
+                        slot.cancel()
                         raise
                     self._sending = None
             except (
