@@ -469,3 +469,31 @@ async def test_a_call_cancelled_mid_send_leaves_no_unretrieved_error(tmp_path: P
     del first, big
     gc.collect()
     assert not [c for c in seen if "never retrieved" in str(c.get("message"))], seen
+
+
+async def test_calls_in_flight_when_it_closes_fail_and_start_no_new_process(tmp_path: Path) -> None:
+    """close() with a batch running, one being written behind it and a third caller waiting to send:
+    each fails as stopped. The batch whose send the kill broke, and the caller that then had the lock,
+    took the closed process for a dead one and started a fresh one, which nobody would ever close (a
+    model's memory held until the service exits)."""
+    held = str(tmp_path / "held")
+    proc = ModelProcess("t", _noop)
+    await proc.start()
+    calls: list[asyncio.Task[list[Any]]] = []
+    try:
+        calls.append(asyncio.create_task(proc.call(_held_echo, [held, "A"])))
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the first call")
+        calls.append(asyncio.create_task(proc.call(_echo, ["x" * 2_000_000, "y"])))
+        await until(lambda: len(proc._owed) == 2, "the large batch was never sent")
+        calls.append(asyncio.create_task(proc.call(_echo, ["z"])))
+        await asyncio.sleep(0.05)  # the third waits for the second's send
+        await asyncio.wait_for(proc.close(), 60)
+        outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 60)
+        assert all(isinstance(o, BackendError) and "stopped" in str(o) for o in outcomes), outcomes
+        assert proc.restarts == 0 and proc._proc is None
+    finally:
+        Path(held + ".release").touch()
+        for t in calls:
+            t.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        await proc.close()

@@ -213,9 +213,13 @@ class ModelProcess:
         # Why the last restart failed (None once one succeeds): without it readiness would still show
         # the model loaded while every batch fails.
         self.error: str | None = None
+        # close() was called: a caller still sending (or resending a batch the close killed) fails as
+        # stopped instead of taking the process for dead and starting one nobody would close
+        self._closed = False
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
+        self._closed = False
         replies, child_replies = self._ctx.Pipe(duplex=False)
         child_requests, requests = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
@@ -236,7 +240,7 @@ class ModelProcess:
         except ForwardCrashed as exc:  # it died loading: no batch's fault, and no batch to split
             raise BackendError(f"{exc} while loading the model") from None
         if kind != "loaded":
-            await self.close()
+            await self._stop()  # not close(): the next batch tries again
             _raise(payload)
         self.info = payload
         return self.info
@@ -307,6 +311,8 @@ class ModelProcess:
             if self._sending is not None:  # a cancelled caller's send may still be writing: never interleave
                 await asyncio.wait([self._sending])
                 self._sending = None
+            if self._closed:
+                raise BackendError(f"the model process of {self.name!r} was stopped")
             if not self._owed and self._conn is not None and not self._alive():
                 # it died while idle: not this batch's fault
                 log.warning("model_process_died_idle", backend=self.name, exitcode=self._exitcode())
@@ -464,6 +470,11 @@ class ModelProcess:
             proc.kill()
 
     async def close(self) -> None:
+        """Stop the process for good: a batch sent after this fails (see :attr:`_closed`)."""
+        self._closed = True
+        await self._stop()
+
+    async def _stop(self) -> None:
         """Ask the child to end after the batches sent to it, else kill it.
 
         The stop message is written without blocking, and not at all while a batch is still being
