@@ -497,3 +497,34 @@ async def test_calls_in_flight_when_it_closes_fail_and_start_no_new_process(tmp_
             t.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
         await proc.close()
+
+
+def _gated_loader(path: str) -> str:
+    """A model load that waits for ``path + ".open"`` (a slow ``from_pretrained``)."""
+    while not os.path.exists(path + ".open"):
+        time.sleep(0.01)
+    return "loaded"
+
+
+async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Path) -> None:
+    """close() while a call restarts the process (the model loading): the call waited for a "loaded"
+    from a pipe that close() had closed and stopped watching, for ever."""
+    gate = str(tmp_path / "gate")
+    Path(gate + ".open").touch()
+    proc = ModelProcess("t", partial(_gated_loader, gate))
+    await proc.start()
+    restarting = None
+    try:
+        with pytest.raises(ForwardCrashed):
+            await proc.call(_die, [])
+        os.remove(gate + ".open")  # the successor's load waits
+        restarting = asyncio.create_task(proc.call(_echo, ["x"]))
+        await until(lambda: proc.restarts == 1 and proc._proc is not None, "the call never restarted it")
+        await asyncio.wait_for(proc.close(), 60)
+        with pytest.raises(BackendError):
+            await asyncio.wait_for(restarting, 60)
+    finally:
+        if restarting is not None:
+            restarting.cancel()
+            await asyncio.gather(restarting, return_exceptions=True)
+        await proc.close()

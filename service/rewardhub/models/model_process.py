@@ -208,6 +208,9 @@ class ModelProcess:
         self._owed: deque[asyncio.Future[tuple[str, Any]]] = deque()
         self._reader: asyncio.Task[None] | None = None
         self._sending: asyncio.Future[None] | None = None  # a send on a thread not finished yet
+        # _recv's waits for a readable pipe: a drop stops watching the pipe, so it fails them, or a
+        # restart's wait for "loaded" that close() interrupted waited for ever
+        self._waiting: set[asyncio.Future[None]] = set()
         self.info: dict[str, Any] = {}
         self.restarts = 0
         # Why the last restart failed (None once one succeeds): without it readiness would still show
@@ -258,9 +261,11 @@ class ModelProcess:
                 ready.set_result(None)
 
         loop.add_reader(fd, on_readable)
+        self._waiting.add(ready)
         try:
             await ready
         finally:
+            self._waiting.discard(ready)
             if self._conn is conn:  # dropped meanwhile: closed, and its number maybe another pipe's now
                 loop.remove_reader(fd)
                 # uvloop's add_reader leaves the descriptor non-blocking (libuv polls it that way), and
@@ -450,6 +455,9 @@ class ModelProcess:
         reader, self._reader = self._reader, None
         if reader is not None and reader is not asyncio.current_task():
             reader.cancel()
+        for ready in self._waiting:
+            if not ready.done():
+                ready.set_exception(BackendError(f"the model process of {self.name!r} was stopped"))
         for i, slot in enumerate(owed):
             if slot.done():
                 continue
