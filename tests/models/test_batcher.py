@@ -489,3 +489,34 @@ async def test_close_is_not_lost_when_an_item_arrives_in_the_same_turn() -> None
     for job in (first, second):
         out = await asyncio.wait_for(job, 30)
         assert all(isinstance(o, BackendError) for o in out), out
+
+
+async def test_a_pass_sent_behind_a_failed_one_is_timed_from_when_that_one_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The time per item behind Retry-After: a pass sent while another ran began when that one ended.
+    A failed pass did not record its end, so the next one was timed from when it was sent, its wait
+    behind the failed pass counted as its own work. The batcher's clock is moved, not waited out."""
+    clock = Clock()
+    monkeypatch.setattr(batcher_module, "time", clock)
+    gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    async def run(items: list[str]) -> list[str]:
+        await gates[items[0]].wait()
+        if items[0] == "a":
+            raise RuntimeError("boom")
+        return [s.upper() for s in items]
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", run, max_batch=1, max_wait_ms=0, queue_max=10, in_flight=2)
+    first = asyncio.create_task(b.submit_many(["a"], clock.monotonic() + 10_000))
+    second = asyncio.create_task(b.submit_many(["b"], clock.monotonic() + 10_000))
+    await until(lambda: b.stats.batches == 2, "the second pass was not sent behind the first")
+    clock.offset = 100.0
+    gates["a"].set()
+    (failed,) = await first
+    assert isinstance(failed, BackendError)
+    clock.offset = 101.0
+    gates["b"].set()
+    assert await second == ["B"]
+    assert b._item_s == pytest.approx(1.0, abs=0.5)  # not 101: it began when "a" failed, at 100
+    await b.close()

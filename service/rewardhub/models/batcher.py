@@ -385,7 +385,12 @@ class MicroBatcher(Generic[In, Out]):
             self._on_batch(len(live))
         started = time.monotonic()
         try:
-            outputs = await self._run([e.item for e in live])
+            try:
+                outputs = await self._run([e.item for e in live])
+            finally:  # a failed pass also ended: the one sent behind it began then
+                ended = time.monotonic()
+                begun = max(started, self._done_at)
+                self._done_at = ended
             if len(outputs) != len(live):
                 raise RuntimeError(f"{len(outputs)} outputs for {len(live)} inputs")
         except ForwardCrashed as exc:
@@ -400,9 +405,7 @@ class MicroBatcher(Generic[In, Out]):
             return self._fail(live, err)
         except Exception as exc:
             return self._fail(live, BackendError.of(exc))
-        ended = time.monotonic()
-        per_item = (ended - max(started, self._done_at)) / len(live)
-        self._done_at = ended
+        per_item = (ended - begun) / len(live)
         self._item_s = per_item if self._item_s is None else 0.8 * self._item_s + 0.2 * per_item
         for e, out in zip(live, outputs, strict=True):
             if not e.future.done():
