@@ -630,6 +630,42 @@ CASES = [
     ("3 hours", "10900 s", False),
     ("3 hours", "11000 s", False),
     ("2 hours", "121 minutes", False),
+    # a rate's units typeset as a fraction are the rate (math 1.1.17: "96.56 \\frac{\\text{km}}{\\text{h}}"
+    # against "60 mph" scored 0; against "96.56 km/h" sympy read the letters as symbols and agreed), with the
+    # slash's rules: a bare number states it, and a symbol's power is read only as a typeset slash's is
+    ("60 mph", "96.56 \\frac{\\text{km}}{\\text{h}}", True),
+    ("60 mph", "96.56 \\dfrac{\\text{km}}{\\text{h}}", True),
+    ("60 mph", "96.56\\,\\tfrac{\\text{km}}{\\text{h}}", True),
+    ("60 mph", "96.56 \\frac{km}{h}", True),
+    ("96.56 \\frac{\\text{km}}{\\text{h}}", "60 mph", True),
+    ("96.56 km/h", "96.56 \\frac{\\text{km}}{\\text{h}}", True),
+    ("100 mph", "$161 \\frac{\\mathrm{km}}{\\mathrm{h}}$", True),
+    ("18 km/h", "5 \\frac{\\text{m}}{\\text{s}}", True),
+    ("5 \\frac{m}{s}", "18 km/h", True),
+    ("980 cm/sec^2", "9.8 \\frac{\\mathrm{m}}{\\mathrm{s}^2}", True),
+    ("96.56", "96.56 \\frac{\\text{km}}{\\text{h}}", True),
+    ("60 mph", "97 \\frac{\\text{km}}{\\text{h}}", False),
+    ("96.56 km/h", "96.56 \\frac{\\text{km}}{\\text{s}}", False),
+    ("60 mph", "96.56 \\frac{\\text{km}}{\\text{s}}", False),
+    ("18 km/h", "5 \\frac{\\text{m}}{\\text{min}}", False),
+    ("96.56 km/h", "96.56 \\frac{\\text{km}}{\\text{h}^2}", False),
+    ("48", "\\frac{96}{2}", True),  # a fraction of numbers keeps its value
+    ("96", "\\frac{96}{2}", False),
+    ("96 km/h", "\\frac{96}{2} km/h", False),
+    ("3 hours", "3 \\frac{x}{y}", False),
+    # a dollar amount in thousands groups is one number in a list too (math 1.1.17: "\\$1,200, \\$5" split
+    # into 1, 200 and 5); without the sign a list's "1,200" is as ambiguous as before (1 and 200 is read)
+    ("1200, 5", "\\$1,200, \\$5", True),
+    ("(1200, 5)", "(\\$1,200, \\$5)", True),
+    ("\\$1,200, \\$5", "1200, 5", True),
+    ("1200.5, 5", "\\$1,200.50, \\$5", True),
+    ("\\$1,200, \\$5", "1200, 5 dollars", True),
+    ("1, 200, 5", "\\$1,200, \\$5", False),  # 1 before (the amount's groups were two items)
+    ("12, 5", "\\$1,200, \\$5", False),
+    ("1200, 5", "\\$1,200, \\$6", False),
+    ("1200, 5", "1,200, 5", False),
+    ("1, 200, 5", "1,200, 5", True),
+    ("1200", "1,200", True),
     # a tuple's components and a list's items that keep their units convert as a whole answer does
     ("(1 hour, 2)", "(60 minutes, 2)", True),
     ("(1\\,\\text{h}, 2)", "(60 minutes, 2)", True),

@@ -40,6 +40,9 @@ from rewardhub.mathlib import Check, check, quick_check
         ("10^{-3}", "10⁻³"),
         ("50 cents", "50¢"),
         ("50 \\text{¢}", "50\\textcent"),
+        # a dollar amount in thousands groups is one number in a list too (math 1.1.17: 1, 200 and 5)
+        ("\\$1,200, \\$5", "1200, 5"),
+        ("(\\$1,200, \\$5)", "(1200, 5)"),
     ],
 )
 def test_equal_strings(gold: str, pred: str) -> None:

@@ -80,6 +80,36 @@ async def test_cubic_inches_and_cents_are_one_vote(client: httpx.AsyncClient) ->
     assert [r["score"] for r in out] == [1.0, 0.0, 1.0, 0.0, 1.0]
 
 
+async def test_rate_fractions_and_dollar_thousands_are_one_vote(client: httpx.AsyncClient) -> None:
+    # math 1.0.19: "96.56 \\frac{\\text{km}}{\\text{h}}" and "60 mph" were two votes; now they and "96.56
+    # km/h" are the majority (3 votes) against "96.56 \\frac{\\text{km}}{\\text{s}}" (2), a rate in other units
+    out = await results(
+        client,
+        "majority_vote",
+        boxed(
+            [
+                "96.56 \\frac{\\text{km}}{\\text{s}}",
+                "60 mph",
+                "96.56 \\frac{\\text{km}}{\\text{h}}",
+                "96.56 \\frac{\\text{km}}{\\text{s}}",
+                "96.56 km/h",
+            ],
+            gid(),
+        ),
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+    # ... and "\\$1,200, \\$5" and "1200, 5" one answer (3 votes) against "1, 200, 5" (2), which the amounts'
+    # groups were one with (a 3-2 tie)
+    out = await results(
+        client,
+        "majority_vote",
+        boxed(["1, 200, 5", "\\$1,200, \\$5", "1200, 5", "1, 200, 5", "\\$1,200, 5"], gid()),
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

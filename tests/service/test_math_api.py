@@ -98,6 +98,12 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{60 mph}", "96.56 km/h", 1.0, None),
         ("\\boxed{97 km/h}", "60 mph", 0.0, None),
         ("\\boxed{90 km/h}", "60 mph", 0.0, None),
+        # a rate's units as a fraction, a dollar amount in thousands groups in a list (math 1.1.17: both 0)
+        ("\\boxed{96.56 \\frac{\\text{km}}{\\text{h}}}", "60 mph", 1.0, None),
+        ("\\boxed{96.56 \\frac{\\text{km}}{\\text{s}}}", "96.56 km/h", 0.0, None),
+        ("\\boxed{\\frac{96}{2}}", "48", 1.0, None),
+        ("\\boxed{\\$1,200, \\$5}", "1200, 5", 1.0, None),
+        ("\\boxed{1,200, 5}", "1200, 5", 0.0, None),
     ],
 )
 async def test_math_verdicts(

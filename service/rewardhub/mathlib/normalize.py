@@ -80,6 +80,11 @@ _DELIMS_RE = re.compile(r"\\\$|\$|(?<!\\)\\[()\[\]]")
 _SIZING_RE = re.compile(
     r"\\(?:left|right|middle|[bB]ig{1,2}[lrm]?|displaystyle|textstyle|scriptstyle|limits)(?![a-zA-Z])"
 )
+# A dollar amount in thousands groups, "\\$1,200": one number (a sign starts no list item "200"), its commas
+# dropped before a list is split on them ("\\$1,200, \\$5" is 1200 and 5). A bare "1,200" in a list stays
+# ambiguous (the items 1 and 200, or 1200) and is left as written; so is a group that is no thousands group
+# ("\\$1,20", "\\$1,200,5").
+_DOLLAR_THOUSANDS_RE = re.compile(r"\\\$\s*[1-9]\d{0,2}(?:,\d{3})+(?!\d|,\d)")
 _THOUSANDS_THIN_RE = re.compile(r"(?<=\d)(?:\\,|\\ |\{,\}|\\!)(?=\d{3}(?!\d))")
 _SPACING_RE = re.compile(
     r"\\(?:quad|qquad|enspace|thinspace|medspace|thickspace)(?![a-zA-Z])|(?<!\\)\\[,;:! ]|~"
@@ -344,6 +349,8 @@ def normalize(s: str, units: list[str] | None = None, keep_units: bool = False) 
         s = _CENT_RE.sub(" cents ", s)
     if _CIRCLED_RE.search(s):
         s = _circled(s)
+    if "\\$" in s:
+        s = _DOLLAR_THOUSANDS_RE.sub(lambda m: m.group(0).replace(",", ""), s)
     s = _DELIMS_RE.sub(" ", s)
     s = _SIZING_RE.sub("", s)
     s = _THOUSANDS_THIN_RE.sub("", s)

@@ -30,7 +30,9 @@ as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is
 ``\\$50``; ``\\$10`` against ``10`` is a bare 10), in a list or a tuple too (a list item keeps its sign as
 its quantity: :func:`.structures.parse_answer`; ``50 cents, 2`` is not ``\\$50, 2``). A known unit against a number and a word that names
 none (``3 hours`` and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a
-count noun against a bare number, or against another unknown word, is left to the other rules). The
+count noun against a bare number, or against another unknown word, is left to the other rules). A
+rate's units typeset as a fraction are the slash's (:func:`_frac_rate`: ``96.56
+\\frac{\\text{km}}{\\text{h}}`` is ``96.56 km/h`` and ``60 mph``; ``\\frac{96}{2}`` is 48). The
 one-letter symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too; a plain ``l``, too like a
 1, only against a volume: :func:`_plain_litre`) are variables as often as units: one is a unit only after
 a space (``1000 m``, not ``5m``) or typeset upright (``1000\\,\\text{m}``, which
@@ -318,6 +320,36 @@ def _typeset_letter(raw: str, normalised: str) -> str:
     )
 
 
+# A rate's units typeset as a fraction after a number, ending the answer: "96.56 \\frac{\\text{km}}{\\text{h}}",
+# "5\\,\\dfrac{m}{s}", "9.8 \\frac{\\mathrm{m}}{\\mathrm{s}^2}". Each part is one unit name, bare or upright,
+# the second with its power; a fraction of numbers ("\\frac{96}{2}") is none. Matched from the last "\\frac"
+# on, so a long answer is read once.
+_UNIT_ARG = r"\s*(?:\\(?:text|textrm|mathrm|mbox)\s*\{\s*(?:~\s*)?[A-Za-z]{1,12}\s*\}|[A-Za-z]{1,12})"
+_FRAC_RATE_RE = re.compile(
+    r"\\[dt]?frac\s*\{(?P<unit>" + _UNIT_ARG + r")\s*\}\s*"
+    r"\{(?P<per>" + _UNIT_ARG + r"(?:\s*\^\s*(?:\{\s*-?\d\s*\}|\d))?)\s*\}(?P<tail>[\s.$]*)"
+)
+
+
+def _frac_rate(raw: str) -> str:
+    """``raw``, or ``raw`` with a rate's units written as a fraction (``96.56 \\frac{\\text{km}}{\\text{h}}``)
+    written as a slash between them (``96.56 \\text{km}/\\text{h}``), the form the rules here read: one
+    rate however it is typeset (``60 mph`` is either). Only where the result is a number in units known here
+    (a plain or upright symbol's power is then read as ``\\text{m}/\\text{s}^2`` is); else ``raw`` as it
+    is (``3 \\frac{x}{y}``)."""
+    at = raw.rfind("frac")
+    if at < 1:
+        return raw
+    start = at - 1 if raw[at - 1] == "\\" else at - 2
+    m = _FRAC_RATE_RE.fullmatch(raw, max(start, 0))
+    head = raw[: max(start, 0)].rstrip()
+    if m is None or not head or (not head[-1].isdigit() and not head.endswith(("\\,", "\\;", "\\ ", "~"))):
+        return raw
+    rewritten = f"{head} {m.group('unit').strip()}/{m.group('per').strip()}{m.group('tail')}"
+    read = _typeset_letter(rewritten, normalize(rewritten))
+    return rewritten if quantity(read, letter=True, plain_power=True) is not None else raw
+
+
 # A dollar amount as written: "\\$0.50", "$0.50", "0.50\\$" (normalisation drops the sign).
 _DOLLARS_RE = re.compile(r"^\s*(?:\\?\$\s*[0-9.,]{1,50}|[0-9.,]{1,50}\s*\\?\$)\s*$")
 
@@ -462,6 +494,7 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         (label_g, gold), (label_p, pred) = _label(superscripts(gold)), _label(superscripts(pred))
         if label_g is not None and label_p is not None and label_g != label_p:
             return None  # "x = 3 hours" and "t = 180 minutes": the labels decide (other rules)
+        gold, pred = _frac_rate(gold), _frac_rate(pred)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
         ng, np = _dollars(gold, ng, np), _dollars(pred, np, ng)
         if (parse_literal(ng) is None) != (parse_literal(np) is None):

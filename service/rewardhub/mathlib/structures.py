@@ -495,8 +495,8 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
 
 
 # A dollar amount as written, its sign escaped: "\\$0.50" (normalisation drops the sign). An unescaped $ is a
-# math delimiter as often ("$3$"), and an amount in thousands groups ("\\$1,200") splits into list items
-# anyway: both left alone.
+# math delimiter as often ("$3$"), left alone; an amount in thousands groups ("\\$1,200") normalisation
+# reads as one number (1200), and a bare one here.
 _DOLLAR_AMOUNT_RE = re.compile(r"\\\$\s*(\d+(?:\.\d+)?|\.\d+)(?!\d|[.,]\d)")
 # The same amount once written "<amount> dollars" for the split, and normalised.
 _DOLLARS_WORD_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+) dollars(?![A-Za-z])")
