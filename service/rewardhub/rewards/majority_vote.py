@@ -215,7 +215,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.18: math: "8 in^3" and "8 cubic inches", "8 ft²" and "8 square feet", "50¢" and "\\$0.50" are one
     # vote (they were two), and so is "60 mph" after "96.56 km/h" (the other way round it was); "8 \\text{
     # in}^2" and "8 cubic inches", "50 cents, 2" and "\\$50, 2" two (they were one)
-    version: ClassVar[str] = "1.0.18"
+    # 1.0.19: math: "96.56 \\frac{\\text{km}}{\\text{h}}" and "60 mph", "\\$1,200, \\$5" and "1200, 5" are one
+    # vote (they were two); "\\$1,200, \\$5" and "1, 200, 5" two (they were one)
+    version: ClassVar[str] = "1.0.19"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

@@ -155,7 +155,12 @@ class MathReward(Reward[MathConfig]):
     # also 1.1.16: a list item's dollar sign is its unit against cents: "50 cents, 2" against "\\$50, 2" (or
     # "(50 cents, 2)" against "(\\$50, 2)") scored 1, now 0, and "50 cents, 20 cents" against "\\$0.50,
     # \\$0.20" 0, now 1 ("\\$3, \\$5" against "3, 5" stays 1)
-    version: ClassVar[str] = "1.1.16"
+    # 1.1.17: a rate's units typeset as a fraction are the rate: "96.56 \\frac{\\text{km}}{\\text{h}}" (or
+    # \\dfrac, \\tfrac, "\\frac{km}{h}") against "60 mph", "5 \\frac{\\text{m}}{\\text{s}}" against "18 km/h",
+    # "96.56" against "96.56 \\frac{\\text{km}}{\\text{h}}" scored 0, now 1 ("\\frac{96}{2}" stays 48); a dollar
+    # amount in thousands groups is one number in a list: "\\$1,200, \\$5" against "1200, 5" (or a tuple's)
+    # scored 0, now 1, and against "1, 200, 5" 1, now 0 ("1,200, 5" without the sign stays 1, 200 and 5)
+    version: ClassVar[str] = "1.1.17"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
