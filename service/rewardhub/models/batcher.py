@@ -273,12 +273,9 @@ class MicroBatcher(Generic[In, Out]):
                 batch = await self._gather()
                 if not batch:
                     continue
-                if self.in_flight == 1:
-                    await self._guarded(batch)
-                else:
-                    task = asyncio.get_running_loop().create_task(self._guarded(batch))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                task = asyncio.get_running_loop().create_task(self._guarded(batch))
+                running.add(task)
+                task.add_done_callback(running.discard)
         except asyncio.CancelledError:  # closing: the passes in flight answer their items, then end
             for task in running:
                 task.cancel()
