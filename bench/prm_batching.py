@@ -105,6 +105,18 @@ def batch_stats(metrics_text: str, batcher: str = "prm:steps") -> tuple[float, f
     return total, count
 
 
+def prefix_cache_lookups(metrics_text: str) -> dict[str, float]:
+    """hit / miss totals of the model processes' prompt cache (every backend summed; one here)."""
+    out = {"hit": 0.0, "miss": 0.0}
+    for line in metrics_text.splitlines():
+        m = re.match(
+            r'rewardhub_prefix_cache_lookups_total\{[^}]*outcome="(hit|miss)"[^}]*\} ([0-9.e+]+)', line
+        )
+        if m:
+            out[m.group(1)] += float(m.group(2))
+    return out
+
+
 def run_delay_s(pid: int) -> float:
     """Seconds ``pid`` has spent runnable but waiting for a core (Linux ``/proc/PID/schedstat``, second
     field; 0 where there is none). Tells a model process that was preempted (the cores busy with the
@@ -167,6 +179,7 @@ async def drive(
         measured_from: float | None = None
         cpu_before: dict[str, float] = {}
         cpu_after: dict[str, float] = {}
+        lookups_before: dict[str, float] = {}
 
         async def metrics() -> str:
             async with http.get(f"{url}/metrics") as r:
@@ -180,7 +193,9 @@ async def drive(
                     return
                 if measured_from is None and now >= t_measure:
                     measured_from = now
-                    before = batch_stats(await metrics(), batcher)
+                    text = await metrics()
+                    before = batch_stats(text, batcher)
+                    lookups_before.update(prefix_cache_lookups(text))
                 counter += 1
                 item: dict[str, str] = make_short_item(counter, rng) if short else make_item(counter, rng)
                 if reward not in BATCHERS:
@@ -211,8 +226,14 @@ async def drive(
             cpu_after.update(cpu_seconds(server_pid))
 
         await asyncio.gather(cpu_window(), *(client() for _ in range(clients)))
-        after = batch_stats(await metrics(), batcher)
+        text = await metrics()
+        after = batch_stats(text, batcher)
+        lookups_after = prefix_cache_lookups(text)
     window = duration
+    # prompts looked up in the cache kept across batches while measuring (requests finishing just after
+    # the window are counted too; the rate is what matters)
+    lookups = {k: lookups_after[k] - lookups_before.get(k, 0.0) for k in lookups_after}
+    looked_up = lookups["hit"] + lookups["miss"]
     batches = after[1] - before[1]
     cpu: dict[str, Any] = {}
     if cpu_before and latencies:
@@ -235,6 +256,7 @@ async def drive(
         "latency_mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
         "mean_batch_size": round((after[0] - before[0]) / batches, 2) if batches else None,
         "errors": errors,
+        "prefix_cache_hit_rate": round(lookups["hit"] / looked_up, 3) if looked_up else None,
         **cpu,
     }
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,10 +69,10 @@ def test_buckets_trade_padding_against_the_cost_of_a_pass() -> None:
 
 
 # --- the prefix cache (kept across batches) -------------------------------------------------------
-def _layers(n: int, nbytes_per_token: int = 8) -> list[tuple[object, object]]:
-    """Stand-ins for one layer's keys and values of ``n`` tokens: float32 tensors of a known size."""
-    k = torch.zeros((1, 1, n, nbytes_per_token // 8))
-    return [(k, k.clone())]
+def _layers(n: int, nbytes_per_token: int = 8) -> torch.Tensor:
+    """A stand-in for one layer's keys and values of ``n`` tokens (``[layers, 2, kv heads, n, head
+    size]``): a float32 tensor of a known size."""
+    return torch.zeros((1, 2, 1, n, nbytes_per_token // 8))
 
 
 def test_prefix_cache_finds_the_longest_kept_prefix_and_drops_the_oldest() -> None:
@@ -155,6 +156,51 @@ def test_prefix_kept_from_an_earlier_batch_gives_the_same_outputs(qwen_prm_path:
         check([6, 6, 2, 4], [[0, 1], [2, 3]], reused=1)  # the new prompt's two rollouts: kept now
         assert len(cache) == 3
         check([6, 6, 2, 4], [[0, 1], [2, 3]], reused=2)  # every prompt kept: no prefill at all
+
+
+def test_kept_prompts_enter_a_batch_in_one_copy_per_group_not_per_layer(tmp_path: Path) -> None:
+    """Each kept prompt goes into a batch as one copy of all its layers' keys and values. A copy per
+    layer, keys and values apart (2 x 12 here, 2 x 24 for the 0.5B GPU model), made a batch of five
+    kept prompts some 240 kernel launches dearer than the plain pass it was to beat (BENCHMARKS.md §5:
+    614 vs 723 items/s on an H200). Counted in tensor operations, which are kernel launches on a GPU."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tiny_models import build_tiny_qwen_prm
+
+    layers = 12
+    loaded = _load(
+        str(build_tiny_qwen_prm(tmp_path / "deep", hidden=32, layers=layers)), "token_classification", True
+    )
+    pad = loaded.tokenizer.pad_token_id
+    prompts = [[(100 + 37 * k + j) % 1000 for j in range(30)] for k in range(4)]
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    def ops(groups: int) -> int:
+        """Tensor operations of a batch of eight rollouts of ``groups`` prompts, every prompt kept."""
+        seqs = [prompts[i % groups] + [5 + i, 6 + i] for i in range(8)]
+        plan = passes.plan(seqs, [len(s) - 1 for s in seqs])
+        assert plan is not None and len(plan.groups) == groups
+        cache = PrefixCache(1 << 24)
+        kw = {"pad_id": pad, "device": "cpu", "cache": cache}
+        passes.run_shared(loaded.model, plan, seqs, **kw)  # prefills and keeps the prompts
+        hits = cache.hits
+        Count.n = 0
+        with Count():
+            passes.run_shared(loaded.model, plan, seqs, **kw)
+        assert cache.hits - hits == groups  # no prefill: every group from the cache
+        return Count.n
+
+    with hf_compute.inference():
+        two, four = ops(2), ops(4)
+    # the same items, shapes and passes; two more groups cost their copies and mask rows, not 2 x layers
+    # copies each
+    assert 0 <= four - two < 2 * layers
 
 
 def test_step_probs_over_batches_with_the_prefix_cache_equal_plain(qwen_prm_path: str) -> None:

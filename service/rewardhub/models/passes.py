@@ -272,7 +272,7 @@ def run_shared(
     if cache is not None:
         p, kept = _reuse(p, seqs, cache)
     todo = [g for g in range(len(p.groups)) if g not in kept]
-    fresh: list[tuple[Any, Any]] = []
+    fresh: Any = None  # [layers, 2, todo groups, kv heads, widest prefix of them, head size]
     prefix_mask: Any = None
     if todo:
         prefix_ids, prefix_mask = padded(
@@ -283,21 +283,18 @@ def run_shared(
         # entries are masked out in the continuation passes.
         base = getattr(model, "base_model", model)
         base(input_ids=prefix_ids.to(device), use_cache=True, **{cache_kwarg(base): prefill})
+        # every layer's keys and values in one tensor (one copy), so that what follows is a few large
+        # copies instead of a small one per layer (kernel launches, on a GPU)
         layers: list[Any] = list(prefill.layers)
-        fresh = [(layer.keys, layer.values) for layer in layers]
+        fresh = torch.stack([t for layer in layers for t in (layer.keys, layer.values)])
+        fresh = fresh.view(len(layers), 2, *fresh.shape[1:])
         if cache is not None:
             for row, g in enumerate(todo):
                 group = p.groups[g]
                 if len(group.members) > 1:
                     n = group.prefix
-                    cache.put(
-                        seqs[group.members[0]][:n],
-                        [
-                            (k[row : row + 1, :, :n].clone(), v[row : row + 1, :, :n].clone())
-                            for k, v in fresh
-                        ],
-                    )
-    kv = fresh if not kept else _assemble(torch, p, kept, todo, fresh)
+                    cache.put(seqs[group.members[0]][:n], fresh[:, :, row, :, :n].clone())
+    kv = fresh if not kept else _assemble(p, kept, todo, fresh)
     if kept:
         prefix_mask = torch.zeros((len(p.groups), max(g.prefix for g in p.groups)), dtype=torch.long)
         for g, group in enumerate(p.groups):
@@ -307,10 +304,10 @@ def run_shared(
     for chunk in buckets(suffix, overhead):
         ids, mask = padded([seqs[i][p.starts[i] :] for i in chunk], pad_id)
         groups = torch.tensor([p.group_of[i] for i in chunk])
-        on_device = groups.to(device)
+        rows = kv[:, :, groups.to(device)]  # each item's group's prefix, every layer: one gather
         cache_in = DynamicCache()
-        for layer, (keys, values) in enumerate(kv):
-            cache_in.update(keys[on_device], values[on_device], layer)
+        for layer in range(rows.shape[0]):
+            cache_in.update(rows[layer, 0], rows[layer, 1], layer)
         starts = torch.tensor([p.starts[i] for i in chunk]).unsqueeze(1)
         logits = logits_of(
             model(
@@ -351,29 +348,21 @@ def _reuse(p: Plan, seqs: Sequence[Sequence[int]], cache: PrefixCache) -> tuple[
     return Plan(tuple(groups), tuple(starts), p.group_of), kept
 
 
-def _assemble(
-    torch: Any, p: Plan, kept: dict[int, Entry], todo: list[int], fresh: list[tuple[Any, Any]]
-) -> list[tuple[Any, Any]]:
-    """Per layer, every group's prefix keys and values side by side (``[groups, kv heads, widest prefix,
-    head size]``, right-padded with zeros that the prefix mask hides): kept ones and this batch's."""
+def _assemble(p: Plan, kept: dict[int, Entry], todo: list[int], fresh: Any) -> Any:
+    """Every group's prefix keys and values side by side, ``[layers, 2, groups, kv heads, widest prefix,
+    head size]``, right-padded with zeros that the prefix mask hides (zeros, not uninitialised memory:
+    a masked NaN would still reach the output through its zero attention weight): the kept entries and
+    this batch's prefills (``fresh``, rows in ``todo`` order). One copy per group."""
     widest = max(g.prefix for g in p.groups)
+    first = next(iter(kept.values())).kv
+    out = first.new_zeros((first.shape[0], 2, len(p.groups), first.shape[2], widest, first.shape[4]))
     row_of = {g: row for row, g in enumerate(todo)}
-    first = next(iter(kept.values())).layers
-    out: list[tuple[Any, Any]] = []
-    for layer, (k0, v0) in enumerate(first):
-        keys = k0.new_zeros((len(p.groups), k0.shape[1], widest, k0.shape[3]))
-        values = v0.new_zeros((len(p.groups), v0.shape[1], widest, v0.shape[3]))
-        for g, group in enumerate(p.groups):
-            n = group.prefix
-            if g in kept:
-                k, v = kept[g].layers[layer]
-                keys[g, :, :n] = k[0, :, :n]
-                values[g, :, :n] = v[0, :, :n]
-            else:
-                k, v = fresh[layer]
-                keys[g, :, :n] = k[row_of[g], :, :n]
-                values[g, :, :n] = v[row_of[g], :, :n]
-        out.append((keys, values))
+    for g, group in enumerate(p.groups):
+        n = group.prefix
+        if g in kept:
+            out[:, :, g, :, :n] = kept[g].kv[:, :, :, :n]
+        else:
+            out[:, :, g, :, :n] = fresh[:, :, row_of[g], :, :n]
     return out
 
 

@@ -31,10 +31,13 @@ __all__ = ["Entry", "PrefixCache"]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One kept prefix: per layer, its keys and values (``[1, kv heads, length, head size]`` each)."""
+    """One kept prefix: the keys and values of every layer in one tensor, ``[layers, 2 (keys, values),
+    kv heads, length, head size]``. One tensor, not one per layer and kind, so that putting an entry
+    into a batch is one copy, not 2 x layers: on a GPU each copy is a kernel launch, and a 24-layer
+    model's per-layer copies cost a batch more than its shared prompts saved (BENCHMARKS.md §5)."""
 
     length: int
-    layers: tuple[tuple[Any, Any], ...]
+    kv: Any
     nbytes: int
 
 
@@ -66,14 +69,15 @@ class PrefixCache:
                 return entry
         return None
 
-    def put(self, tokens: Sequence[int], layers: Sequence[tuple[Any, Any]]) -> None:
-        """Keep ``layers`` (per layer, the keys and values of exactly ``tokens``, batch size 1) for
-        ``tokens``; one larger than the whole cache is not kept."""
+    def put(self, tokens: Sequence[int], kv: Any) -> None:
+        """Keep ``kv`` (``[layers, 2, kv heads, len(tokens), head size]``: the keys and values of exactly
+        ``tokens``, a tensor of its own, not a view of a batch's) for ``tokens``; one larger than the
+        whole cache is not kept."""
         key = tuple(tokens)
-        nbytes = sum(int(k.nbytes) + int(v.nbytes) for k, v in layers)
+        nbytes = int(kv.nbytes)
         if nbytes > self.max_bytes or key in self._entries:
             return
-        self._entries[key] = Entry(len(key), tuple((k, v) for k, v in layers), nbytes)
+        self._entries[key] = Entry(len(key), kv, nbytes)
         self._lengths[len(key)] = self._lengths.get(len(key), 0) + 1
         self.nbytes += nbytes
         while self.nbytes > self.max_bytes:
