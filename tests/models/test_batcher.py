@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 
@@ -520,3 +521,62 @@ async def test_a_pass_sent_behind_a_failed_one_is_timed_from_when_that_one_ended
     assert await second == ["B"]
     assert b._item_s == pytest.approx(1.0, abs=0.5)  # not 101: it began when "a" failed, at 100
     await b.close()
+
+
+async def test_a_cancelled_close_is_cancelled_and_still_answers_every_item() -> None:
+    """close() waits for the passes in flight to end. A cancellation of the task calling it (a shutdown
+    bounded by ``asyncio.timeout``, a lifespan cancelled) was caught together with the worker's own, the
+    one close() had caused, and dropped: close() returned as if never cancelled, so its caller ran on
+    (and a timeout around it never fired). It now goes on to the caller, and the items are answered
+    all the same."""
+    stopping, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_to_stop(items: list[str]) -> list[str]:
+        try:
+            await asyncio.Event().wait()  # the pass runs until close() cancels it
+        except asyncio.CancelledError:
+            stopping.set()
+            while not release.is_set():  # then takes a while to stop (a device call to finish)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release.wait()
+            raise
+        return items
+
+    b: MicroBatcher[str, str] = MicroBatcher("t", slow_to_stop, max_batch=1, max_wait_ms=0, queue_max=10)
+    running = asyncio.create_task(b.submit_many(["a"], far()))
+    await until(lambda: b.stats.batches == 1, "the pass never started")
+    waiting = asyncio.create_task(b.submit_many(["b"], far()))
+    await until(lambda: b.depth() == 1, "the second item was never queued")
+    closer = asyncio.create_task(b.close())
+    await until(stopping.is_set, "close() never cancelled the pass")
+    closer.cancel()
+    release.set()
+    await asyncio.gather(closer, return_exceptions=True)
+    assert closer.cancelled()
+    for job in (running, waiting):
+        (out,) = await asyncio.wait_for(job, 30)
+        assert isinstance(out, BackendError) and "shutting down" in str(out), out
+    await b.close()  # closed already: nothing left to do
+
+
+async def test_close_in_the_cleanup_of_a_cancelled_task_returns() -> None:
+    """A task already cancelled (its handler cleaning up before it re-raises) is not cancelled again by
+    the worker's end: close() returns there, and the cleanup after it runs."""
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=1, max_wait_ms=0, queue_max=10)
+    assert await b.submit_many(["a"], far()) == ["A"]
+    closed: list[bool] = []
+
+    async def owner() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await b.close()
+            closed.append(True)
+            raise
+
+    task = asyncio.create_task(owner())
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and closed == [True]

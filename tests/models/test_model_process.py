@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing as mp
 import os
 import signal
 import time
@@ -528,3 +529,57 @@ async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Pat
             restarting.cancel()
             await asyncio.gather(restarting, return_exceptions=True)
         await proc.close()
+
+
+async def _backend_with_a_process(name: str) -> tuple[Any, mp.process.BaseProcess]:
+    """A local backend (lazy: its batchers run, no model loads) holding a running model process, as its
+    first use would have left it; and that process's child."""
+    from rewardhub.models.transformers_backend import TransformersBackend
+
+    b = TransformersBackend(name, "/nonexistent/model", "embedding", lazy=True)
+    await b.start()
+    proc = ModelProcess(name, _nothing)
+    await proc.start()
+    b._process = proc
+    assert proc._proc is not None and b.batchers
+    return b, proc._proc
+
+
+async def test_a_backend_closed_by_a_cancelled_task_still_stops_its_model_process() -> None:
+    """A batcher's close() passes on a cancellation of the task calling it (it dropped it before): the
+    backend's close then stopped there, and its model process, with the model's memory, was left running
+    for the life of the service. Every part is closed, then the cancellation goes on."""
+    b, child = await _backend_with_a_process("embedding")
+    closing = asyncio.create_task(b.close())
+    try:
+        await asyncio.sleep(0)  # it waits for the first batcher's worker to end
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        assert closing.cancelled()
+        assert child.exitcode is not None and b._process is None
+        assert all(batcher._task is None for batcher in b.batchers.values())
+    finally:
+        await b.close()
+        if child.is_alive():
+            child.kill()
+
+
+async def test_a_hub_closed_by_a_cancelled_task_closes_every_backend() -> None:
+    """The service's shutdown closes the model hub: a cancellation reaching one backend's close stopped
+    the hub there, and the backends after it were never closed (their model processes left running)."""
+    from rewardhub.models.hub import ModelHub
+
+    (first, first_child), (second, second_child) = [await _backend_with_a_process(n) for n in "ab"]
+    hub = ModelHub({"a": first, "b": second})  # closed in reverse order: "b" first
+    closing = asyncio.create_task(hub.close())
+    try:
+        await asyncio.sleep(0)
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        assert closing.cancelled()
+        assert second_child.exitcode is not None and first_child.exitcode is not None
+    finally:
+        for b, child in ((first, first_child), (second, second_child)):
+            await b.close()
+            if child.is_alive():
+                child.kill()

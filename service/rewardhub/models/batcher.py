@@ -143,15 +143,28 @@ class MicroBatcher(Generic[In, Out]):
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher:{self.name}")
 
     async def close(self) -> None:
+        """Stop the worker, wait for the passes in flight to answer their items, fail the queued ones.
+
+        The worker ends cancelled because this cancels it; a cancellation of the task calling close()
+        (counted by ``cancelling()``, as ``asyncio.timeout`` tells its own) is that caller's and goes on to
+        it, once the items are answered: dropped with the worker's, close() returned as if never
+        cancelled, and a timeout around it never fired."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        while self._queue:
-            e = self._queue.popleft()
-            if not e.future.done():
-                e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
+        me = asyncio.current_task()
+        cancels = me.cancelling() if me is not None else 0
+        try:
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    if me is not None and me.cancelling() > cancels:
+                        raise
+        finally:
+            while self._queue:
+                e = self._queue.popleft()
+                if not e.future.done():
+                    e.future.set_exception(BackendError(f"batcher {self.name} is shutting down"))
 
     def depth(self) -> int:
         """Items waiting for a forward pass (not those whose caller stopped waiting)."""

@@ -270,9 +270,18 @@ class ModelHub:
             log.info("model_backends", backends={n: b.describe() for n, b in self._backends.items()})
 
     async def close(self) -> None:
+        # Every backend is closed even when the task closing the hub is cancelled meanwhile (a shutdown
+        # bounded in time): its cancellation goes on once they all are. Stopped at the backend it reached,
+        # the ones after it kept their model processes running for the life of the service.
+        cancelled: asyncio.CancelledError | None = None
         for b in reversed(list(self._backends.values())):
-            with contextlib.suppress(Exception):
-                await b.close()
+            try:
+                with contextlib.suppress(Exception):
+                    await b.close()
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if cancelled is not None:
+            raise cancelled
 
     def ready(self) -> dict[str, dict[str, Any]]:
         return {name: b.ready() for name, b in self._backends.items()}

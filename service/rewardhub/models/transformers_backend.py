@@ -204,15 +204,27 @@ class TransformersBackend(ModelBackend):
                 ) from None
 
     async def close(self) -> None:
+        # Every part is closed even when the task closing it is cancelled meanwhile (a shutdown bounded in
+        # time): its cancellation goes on once they all are. Stopped at the first, the model process was
+        # left running, with the model's memory, for the life of the service.
+        cancelled: asyncio.CancelledError | None = None
         for b in self.batchers.values():
-            await b.close()
+            try:
+                await b.close()
+            except asyncio.CancelledError as exc:
+                cancelled = exc
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._process is not None:
-            await self._process.close()
+            try:
+                await self._process.close()
+            except asyncio.CancelledError as exc:
+                cancelled = exc
             self._process = None
         self._loaded = None
+        if cancelled is not None:
+            raise cancelled
 
     def describe(self) -> dict[str, Any]:
         restart_failed = self._process is not None and self._process.error is not None
