@@ -531,6 +531,88 @@ async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Pat
         await proc.close()
 
 
+async def test_close_kills_at_once_a_child_busy_with_a_batch_nobody_waits_for(tmp_path: Path) -> None:
+    """The batcher's close cancels its passes, then the backend closes the process. A child busy with a
+    batch reads the stop message only once that batch ends, which a hung child never does: close() gave
+    it 5 s to end on its own (10 with a batch still being written behind it) before killing it, for a
+    batch whose caller was gone. It is killed at once now, and reaped, its pipes closed. The test lets
+    the batch end just after close() begins: on the code before, the child then finished it, read the
+    stop message and exited 0 within that grace."""
+    held = str(tmp_path / "held")
+    proc = ModelProcess("t", _noop)
+    await proc.start()
+    child, pipes = proc._proc, (proc._conn, proc._requests)
+    assert child is not None
+    try:
+        first = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the call")
+        first.cancel()  # as the batcher's close does
+        await asyncio.gather(first, return_exceptions=True)
+        closing = asyncio.create_task(proc.close())
+        await asyncio.sleep(0)  # close() has begun
+        Path(held + ".release").touch()  # the batch could end now, and the stop message be read
+        await asyncio.wait_for(closing, 60)
+        assert child.exitcode == -signal.SIGKILL  # killed (and reaped: it has an exit status)
+        assert all(c is not None and c.closed for c in pipes)
+    finally:
+        Path(held + ".release").touch()
+        await proc.close()
+
+
+async def test_close_while_the_model_loads_kills_the_child_at_once(tmp_path: Path) -> None:
+    """A child loading its model (a start, or a restart after a crash) reads the stop message only once
+    the model has loaded, minutes for a large checkpoint: close() waited out its 5 s grace, and a load
+    that ended within it made start() succeed on a closed process. The load is killed at once now and
+    start() fails as stopped (on the code before, the load ended just after close() began, and the child
+    exited 0)."""
+    gate = str(tmp_path / "gate")
+    proc = ModelProcess("t", partial(_gated_loader, gate))
+    starting = asyncio.create_task(proc.start())
+    try:
+        await until(lambda: proc._proc is not None, "the child was never started")
+        child = proc._proc
+        assert child is not None
+        closing = asyncio.create_task(proc.close())
+        await asyncio.sleep(0)  # close() has begun
+        Path(gate + ".open").touch()  # the model could load now, and the stop message be read
+        await asyncio.wait_for(closing, 60)
+        with pytest.raises(BackendError, match="stopped"):
+            await asyncio.wait_for(starting, 60)
+        assert child.exitcode == -signal.SIGKILL
+    finally:
+        Path(gate + ".open").touch()
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await proc.close()
+
+
+async def test_a_cancelled_close_still_stops_the_child(tmp_path: Path) -> None:
+    """close() gives a batch that still has a caller a grace to end; a close cancelled meanwhile (a
+    shutdown timeout) left the child running, its pipes open and that caller waiting for ever."""
+    held = str(tmp_path / "held")
+    proc = ModelProcess("t", _noop)
+    await proc.start()
+    child, pipes = proc._proc, (proc._conn, proc._requests)
+    assert child is not None
+    call = asyncio.create_task(proc.call(_held_echo, [held, "A"]))
+    try:
+        await until(lambda: os.path.exists(held + ".started"), "the child never took the call")
+        closing = asyncio.create_task(proc.close())
+        await asyncio.sleep(0.05)  # close() waits for the batch
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        assert closing.cancelled()
+        await until(lambda: child.exitcode is not None, "the child was left running")
+        assert child.exitcode == -signal.SIGKILL and all(c is not None and c.closed for c in pipes)
+        with pytest.raises(BackendError, match="stopped"):
+            await asyncio.wait_for(call, 60)
+    finally:
+        Path(held + ".release").touch()
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        await proc.close()
+
+
 async def _backend_with_a_process(name: str) -> tuple[Any, mp.process.BaseProcess]:
     """A local backend (lazy: its batchers run, no model loads) holding a running model process, as its
     first use would have left it; and that process's child."""

@@ -166,9 +166,20 @@ def _raise(payload: Any) -> NoReturn:
     raise payload if isinstance(payload, BackendError) else BackendError(str(payload))
 
 
+# How long close() waits for a child to end on its own once asked to (an idle one exits at once; a batch
+# whose caller still waits may end meanwhile) before killing it. A child that cannot read the stop message
+# (loading its model, or busy with batches nobody waits for) is killed without it.
+STOP_GRACE_S = 5.0
+
+
 class _NotStarted(Exception):
     """A batch sent behind the one the child died in (or was killed in): it never began, so it goes to
     the successor as it is, not split as a crash's suspect."""
+
+
+def _close_quietly(conn: Connection) -> None:
+    with contextlib.suppress(OSError):
+        conn.close()
 
 
 def _consume(fut: asyncio.Future[Any]) -> None:
@@ -219,6 +230,8 @@ class ModelProcess:
         # close() was called: a caller still sending (or resending a batch the close killed) fails as
         # stopped instead of taking the process for dead and starting one nobody would close
         self._closed = False
+        # start() waits for the child's "loaded": a close() meanwhile kills it (see _heeds_stop)
+        self._loading = False
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
@@ -235,6 +248,7 @@ class ModelProcess:
         child_replies.close()
         child_requests.close()
         self._proc, self._conn, self._requests = proc, replies, requests
+        self._loading = True
         try:
             kind, payload, *_ = await self._recv()
         except asyncio.CancelledError:  # its "loaded" would later be read as a batch's reply
@@ -242,6 +256,8 @@ class ModelProcess:
             raise
         except ForwardCrashed as exc:  # it died loading: no batch's fault, and no batch to split
             raise BackendError(f"{exc} while loading the model") from None
+        finally:
+            self._loading = False
         if kind != "loaded":
             await self._stop()  # not close(): the next batch tries again
             _raise(payload)
@@ -470,32 +486,61 @@ class ModelProcess:
         if conn is not None:
             with contextlib.suppress(Exception):  # a reader still registered on it (close())
                 asyncio.get_running_loop().remove_reader(conn.fileno())
-        for c in (conn, requests):
-            if c is not None:
-                with contextlib.suppress(OSError):
-                    c.close()
         if proc is not None and proc.is_alive():
             proc.kill()
+        if conn is not None:
+            _close_quietly(conn)
+        sending = self._sending
+        if requests is not None and sending is not None and not sending.done():
+            # a batch still being written on a thread: closed under it, its descriptor could be another
+            # file's by the thread's next write; the write fails (EPIPE) now that the child is gone
+            sending.add_done_callback(lambda _: _close_quietly(requests))
+        elif requests is not None:
+            _close_quietly(requests)
 
     async def close(self) -> None:
         """Stop the process for good: a batch sent after this fails (see :attr:`_closed`)."""
         self._closed = True
         await self._stop()
 
+    def _heeds_stop(self) -> bool:
+        """Whether the child would act on a stop message soon enough to be worth waiting for: it reads
+        one only after the batches before it, so not while it loads its model (minutes for a large
+        checkpoint) nor while it runs batches whose callers have all gone (the batcher's close cancels
+        them before the backend closes the process), which a hung child never ends. A batch whose caller
+        still waits gets :data:`STOP_GRACE_S` to end; an idle child ends at once."""
+        if self._loading:
+            return False
+        return not self._owed or any(not slot.done() for slot in self._owed)
+
     async def _stop(self) -> None:
-        """Ask the child to end after the batches sent to it, else kill it.
+        """Ask the child to end after the batches sent to it (see :meth:`_heeds_stop`), else kill it; then
+        reap it, so that no zombie is left, and close its pipes. Cancelled meanwhile, it still does.
 
         The stop message is written without blocking, and not at all while a batch is still being
         written on a thread: that batch waits behind a running one the child may never finish (it hangs),
         so the pipe is full, and a blocking write here held the event loop, every request and the
         shutdown itself, for as long as the child hung (its bytes could also land inside the batch's)."""
         requests, proc = self._requests, self._proc
-        if self._sending is not None:
-            await asyncio.wait([self._sending], timeout=5)
-        if requests is not None and (self._sending is None or self._sending.done()):
-            with contextlib.suppress(OSError, ValueError):
-                os.set_blocking(requests.fileno(), False)  # a full pipe: killed below instead
-                requests.send(None)
-        if proc is not None:
-            await asyncio.to_thread(proc.join, 5)
-        self._drop(stopping=True)
+        if proc is None:
+            self._drop(stopping=True)
+            return
+        try:
+            if self._heeds_stop():
+                loop = asyncio.get_running_loop()
+                until = loop.time() + STOP_GRACE_S
+                if self._sending is not None:
+                    await asyncio.wait([self._sending], timeout=STOP_GRACE_S)
+                if requests is not None and (self._sending is None or self._sending.done()):
+                    with contextlib.suppress(OSError, ValueError):
+                        os.set_blocking(requests.fileno(), False)  # a full pipe: killed below instead
+                        requests.send(None)
+                await asyncio.to_thread(proc.join, max(0.0, until - loop.time()))
+        finally:
+            sending = self._sending
+            self._drop(stopping=True)  # killed if it has not ended; its pipes closed
+            if sending is not None and not sending.done():  # its write fails now, and closes the pipe
+                await asyncio.wait([sending], timeout=STOP_GRACE_S)
+            # reaped: a killed child ends at once (bounded all the same: one stuck in the kernel, a GPU
+            # driver call, ends when that returns; the next process start reaps it then)
+            await asyncio.to_thread(proc.join, STOP_GRACE_S)
