@@ -665,3 +665,47 @@ async def test_a_hub_closed_by_a_cancelled_task_closes_every_backend() -> None:
             await b.close()
             if child.is_alive():
                 child.kill()
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a child that ended and was never reaped (without reaping it, as
+    ``Process.exitcode`` or ``is_alive`` would)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_restart_cancelled_by_close_leaves_no_zombie(tmp_path: Path) -> None:
+    """The backend's close cancels the batcher's passes, one of them restarting the process (the model
+    loading in the successor), then closes the process. The cancelled start killed the loading child but
+    never reaped it, and close() found no process to stop: a zombie was left after close() returned."""
+    gate = str(tmp_path / "gate")
+    Path(gate + ".open").touch()
+    proc = ModelProcess("t", partial(_gated_loader, gate))
+    await proc.start()
+    restarting = None
+    try:
+        with pytest.raises(ForwardCrashed):
+            await proc.call(_die, [])
+        os.remove(gate + ".open")  # the successor's load waits
+        restarting = asyncio.create_task(proc.call(_echo, ["x"]))
+        await until(lambda: proc.restarts == 1 and proc._proc is not None, "the call never restarted it")
+        child = proc._proc
+        assert child is not None and child.pid is not None
+        restarting.cancel()  # as the batcher's close does
+        await asyncio.gather(restarting, return_exceptions=True)
+        await asyncio.wait_for(proc.close(), 60)
+        pid = child.pid
+
+        def ended() -> bool:
+            return _zombie(pid) or not os.path.exists(f"/proc/{pid}")
+
+        await until(ended, "the killed child never ended")
+        assert not _zombie(pid)  # reaped
+    finally:
+        if restarting is not None:
+            restarting.cancel()
+            await asyncio.gather(restarting, return_exceptions=True)
+        await proc.close()

@@ -232,6 +232,7 @@ class ModelProcess:
         self._closed = False
         # start() waits for the child's "loaded": a close() meanwhile kills it (see _heeds_stop)
         self._loading = False
+        self._ended: list[mp.process.BaseProcess] = []  # children dropped, not known to be reaped yet
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
@@ -486,8 +487,12 @@ class ModelProcess:
         if conn is not None:
             with contextlib.suppress(Exception):  # a reader still registered on it (close())
                 asyncio.get_running_loop().remove_reader(conn.fileno())
-        if proc is not None and proc.is_alive():
-            proc.kill()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            # reaped by the next close() (_reap); exitcode collects the ones that have ended since
+            self._ended = [p for p in self._ended if p.exitcode is None]
+            self._ended.append(proc)
         if conn is not None:
             _close_quietly(conn)
         sending = self._sending
@@ -522,11 +527,8 @@ class ModelProcess:
         so the pipe is full, and a blocking write here held the event loop, every request and the
         shutdown itself, for as long as the child hung (its bytes could also land inside the batch's)."""
         requests, proc = self._requests, self._proc
-        if proc is None:
-            self._drop(stopping=True)
-            return
         try:
-            if self._heeds_stop():
+            if proc is not None and self._heeds_stop():
                 loop = asyncio.get_running_loop()
                 until = loop.time() + STOP_GRACE_S
                 if self._sending is not None:
@@ -541,6 +543,14 @@ class ModelProcess:
             self._drop(stopping=True)  # killed if it has not ended; its pipes closed
             if sending is not None and not sending.done():  # its write fails now, and closes the pipe
                 await asyncio.wait([sending], timeout=STOP_GRACE_S)
-            # reaped: a killed child ends at once (bounded all the same: one stuck in the kernel, a GPU
-            # driver call, ends when that returns; the next process start reaps it then)
+            await self._reap()
+
+    async def _reap(self) -> None:
+        """Collect the exit status of every child dropped (killed, or ended on its own), so that none is
+        left a zombie: one killed in a restart that its caller's cancellation interrupted (the batcher's
+        close) was never waited for, and close() found no process of its own to stop. A killed child ends
+        at once; the wait is bounded all the same (one stuck in the kernel, in a GPU driver call, ends when
+        that returns, and the next process start collects it then)."""
+        for proc in list(self._ended):
             await asyncio.to_thread(proc.join, STOP_GRACE_S)
+        self._ended = [p for p in self._ended if p.exitcode is None]
