@@ -580,3 +580,19 @@ async def test_close_in_the_cleanup_of_a_cancelled_task_returns() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled() and closed == [True]
+
+
+async def test_a_closed_batcher_fails_new_items_and_starts_no_worker() -> None:
+    """A request reaching a batcher after its close() (one still in flight as the service stops) started
+    a fresh worker, which nothing would ever stop (a task pending when the loop ends), and ran its items
+    on a model being shut down. It fails them as the items left in the queue at the close are."""
+    rec = Recorder()
+    b: MicroBatcher[str, str] = MicroBatcher("t", rec, max_batch=4, max_wait_ms=0, queue_max=10)
+    assert await b.submit_many(["a"], far()) == ["A"]
+    await b.close()
+    (late,) = await asyncio.wait_for(b.submit_many(["b"], far()), 30)
+    assert isinstance(late, BackendError) and "shutting down" in str(late), late
+    assert b._task is None and rec.calls == [["a"]] and b.depth() == 0
+    b.start()  # started again on purpose: it serves again
+    assert await b.submit_many(["c"], far()) == ["C"]
+    await b.close()

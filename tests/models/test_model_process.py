@@ -646,6 +646,22 @@ async def test_a_backend_closed_by_a_cancelled_task_still_stops_its_model_proces
             child.kill()
 
 
+async def test_a_backend_started_again_after_close_runs_its_batchers_again() -> None:
+    """A closed batcher fails new items instead of starting a worker nobody would stop; a backend started
+    again after its close starts its batchers again (they were started by their first item before)."""
+    from rewardhub.models.transformers_backend import TransformersBackend
+
+    b = TransformersBackend("embedding", "/nonexistent/model", "embedding", lazy=True)
+    await b.start()
+    await b.close()
+    assert all(batcher._task is None for batcher in b.batchers.values())
+    await b.start()
+    try:
+        assert b.batchers and all(batcher._task is not None for batcher in b.batchers.values())
+    finally:
+        await b.close()
+
+
 async def test_a_hub_closed_by_a_cancelled_task_closes_every_backend() -> None:
     """The service's shutdown closes the model hub: a cancellation reaching one backend's close stopped
     the hub there, and the backends after it were never closed (their model processes left running)."""

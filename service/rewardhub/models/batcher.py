@@ -135,10 +135,14 @@ class MicroBatcher(Generic[In, Out]):
         self._queue: deque[_Entry[In, Out]] = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # close() was called (and start() not since): items submitted now fail instead of starting a
+        # worker nothing would stop
+        self._closed = False
         self.stats = BatcherStats()
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
+        self._closed = False
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher:{self.name}")
 
@@ -150,6 +154,7 @@ class MicroBatcher(Generic[In, Out]):
         it, once the items are answered: dropped with the worker's, close() returned as if never
         cancelled, and a timeout around it never fired."""
         task, self._task = self._task, None
+        self._closed = True
         me = asyncio.current_task()
         cancels = me.cancelling() if me is not None else 0
         try:
@@ -196,6 +201,8 @@ class MicroBatcher(Generic[In, Out]):
         """
         if not items:
             return []
+        if self._closed:
+            return [BackendError(f"batcher {self.name} is shutting down") for _ in items]
         if self._task is None:
             self.start()
         hold = min(len(items), self.hold)

@@ -269,7 +269,9 @@ class TransformersBackend(ModelBackend):
         return sum(b.depth() for b in self.batchers.values())
 
     def _make_batchers(self) -> None:
-        if self.batchers:
+        if self.batchers:  # started again after close(): a closed batcher fails its items until started
+            for batcher in self.batchers.values():
+                batcher.start()
             return
         b = self.batch
 
