@@ -449,3 +449,78 @@ def test_the_logprobs_are_read_at_the_real_decision_not_the_hypothetical_one() -
     d = read_decision(Completion(text, toks), find(SCORE), Scale.scores(1, 5), "logprobs")
     # 0.6·3 + 0.4·4 = 3.4 -> (3.4 - 1) / 4
     assert d.method == "logprobs" and d.label == "3" and d.value == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(("text", "want"), [("Winner: a tie", 0.5), ("**Winner:** A tie.", 0.5)])
+def test_a_tie_written_with_its_article_is_a_tie_not_response_a(text: str, want: float) -> None:
+    """ "Winner: a tie" was read as the label "a" (Response A wins, 1.0): the article of "a tie" matched
+    the label A. Found in review."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    rx = re.compile(DECISION_PATTERNS["pairwise"], re.IGNORECASE)
+    pairwise = Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b"))
+    d = read_decision(Completion(text), find(rx), pairwise, "parse")
+    assert d.label.casefold() == "tie" and d.value == want
+    # Response A named so is still A
+    assert read_decision(Completion("Winner: A"), find(rx), pairwise, "parse").value == 1.0
+    assert read_decision(Completion("Winner: Response A"), find(rx), pairwise, "parse").value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("pairwise", "Winner: A/B"),
+        ("pairwise", "Winner: A or B"),
+        ("pairwise", "Winner: A and B"),
+        ("pairwise", "Winner: Response A or Response B"),
+        ("reference", "Final Decision: Yes/No"),
+        ("reference", "Final Decision: Yes or No"),
+        ("reference", "Final Decision: **Yes** / **No**"),
+        ("rubric", "Decision: Yes | No"),
+        ("pointwise", "Score: 3-4"),
+        ("pointwise", "Score: 3 to 4"),
+        ("pointwise", "Score: 3 or 4"),
+        ("pointwise", "Score: 4 – 5"),
+    ],
+)
+def test_a_decision_that_names_two_labels_is_no_decision(key: str, text: str) -> None:
+    """A judge that copies the format ("Final Decision: Yes/No") or hedges between two labels ("Winner: A
+    or B", "Score: 3-4") made no decision; its first label was read (1.0 for "Yes/No", A for "A or B").
+    Now a parse_error, as an unreadable judgement is (and retried when sampling). Found in review."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    scale = {
+        "pairwise": Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b")),
+        "pointwise": Scale.scores(1, 5),
+    }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
+    rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+    for scoring in ("parse", "logprobs"):
+        c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\w+|\S|\s+", text))))
+        with pytest.raises(DecisionError, match="two"):
+            read_decision(c, find(rx), scale, scoring)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "want"),
+    [
+        ("pointwise", "Score: 4 - good", 0.75),
+        ("pointwise", "Score: 4/5", 0.75),
+        ("pointwise", "Score: 4 (1-5 scale)", 0.75),
+        ("pointwise", "Score: 4 to be fair", 0.75),
+        ("pairwise", "Winner: A, B is worse", 1.0),
+        ("pairwise", "Winner: A - B misses the units", 1.0),
+        ("pairwise", "Winner: B and it is not close", 0.0),
+        ("reference", "Final Decision: Yes/yes", 1.0),
+        ("reference", "Final Decision: No - the answers differ", 0.0),
+        ("reference", "Final Decision: Yes or, in words, the same", 1.0),
+    ],
+)
+def test_one_label_with_words_after_it_is_still_a_decision(key: str, text: str, want: float) -> None:
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    scale = {
+        "pairwise": Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b")),
+        "pointwise": Scale.scores(1, 5),
+    }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
+    rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+    assert read_decision(Completion(text), find(rx), scale, "parse").value == want

@@ -365,6 +365,33 @@ async def test_pairwise_averages_both_orders(make_app: MakeApp, judge_server: Fa
         assert missing["reason"] == "missing_reference"
 
 
+async def test_pairwise_reads_a_tie_with_its_article_and_no_hedged_winner(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """Order AB "Winner: a tie" was read as A (the article), so a response that tied in one order and won
+    in the other scored 1.0, not 0.75; a judge that hedged "Winner: A or B" in one order gave the first
+    label it named. Found in review."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if "<response_a>\nPOLICY" in user_text(body):
+            return Reply("They are equally good.\nWinner: a tie")
+        return Reply("The second is better.\nWinner: B")
+
+    judge_server.reply = reply
+    item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}
+    async with judge_app(make_app, judge_server) as client:
+        (r,) = await score(client, {"mode": "pairwise"}, [item], use_cache=False)
+        assert r["valid"] and r["score"] == pytest.approx(0.75), r
+        assert r["components"] == {"order_ab": 0.5, "order_ba": 1.0}
+        judge_server.reply = always("Hard to say.\nWinner: A or B")
+        (hedged,) = await score(client, {"mode": "pairwise"}, [item], use_cache=False)
+        assert hedged["valid"] is False and hedged["reason"] == "parse_error", hedged
+        judge_server.reply = always("Final Decision: Yes/No")
+        ref = {"prompt": "What is 3+4?", "response": "\\boxed{8}", "reference": "7"}
+        (copied,) = await score(client, {"mode": "reference", "rule": None}, [ref], use_cache=False)
+        assert copied["valid"] is False and copied["reason"] == "parse_error", copied
+
+
 async def test_pointwise_parse_last_decision_and_logprob_expectation(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

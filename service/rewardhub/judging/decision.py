@@ -11,7 +11,9 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   :class:`DecisionError` (the item becomes ``parse_error``, never a silent 0). So is a score out of
   another maximum than the scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own
   scale); "4/5" reads as 4.
-  A decimal comma is a decimal point ("Score: 3,5" is 3.5, not 3).
+  A decimal comma is a decimal point ("Score: 3,5" is 3.5, not 3). A decision that names two labels
+  ("Final Decision: Yes/No", "Winner: A or B", "Score: 3-4": the format copied, or a hedge) is none,
+  a :class:`DecisionError`, not its first label.
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
   ``" yes"``, ``"YES"`` all count for ``yes`` and are summed; on a scale of words a token that starts
@@ -74,6 +76,16 @@ __all__ = [
 _OUT_OF = re.compile(r"[ \t*\])(\"']*(?:/|out[ \t]+of\b)[ \t*\[(\"']*(\d+(?:\.\d+)?)", re.IGNORECASE)
 # "Score: 3,5": a decimal comma right after the label's digits (not "3, 5" nor a list "3,5,4")
 _DECIMAL_COMMA = re.compile(r",(\d{1,3})(?![\d,])")
+# A second label right after the decision's, joined to it ("Final Decision: Yes/No", "Winner: A or B",
+# "Score: 3-4"): the judge copied the format or hedged, and decided nothing. On a numeric scale "/" is
+# the maximum ("4/5", :data:`_OUT_OF`), and a number after a dash, "to", "or" or "and" is the second label.
+_SECOND_WORD = re.compile(
+    r"""[ \t*\])"'`]*(?:/|\||\bor\b|\band\b)[ \t*\[("'`]*(?:(?:response|assistant)[ \t_]*)?([^\W_]+)\b""",
+    re.IGNORECASE,
+)
+_SECOND_NUMBER = re.compile(
+    r"""[ \t*\])"'`]*(?:[-\u2013\u2014]|\bto\b|\bor\b|\band\b)[ \t*\[("'`]*\d""", re.IGNORECASE
+)
 _LABEL_STRIP = " \t\r\n*:：[](){}\"'`.,!\u2581\u0120"
 # one character for one: positions in the joined token text stay positions in the token list
 _BPE_SPACES = str.maketrans({"\u0120": " ", "\u2581": " ", "\u010a": "\n"})
@@ -254,6 +266,11 @@ def read_decision(
     parsed = scale.value(label)
     if parsed is None:
         raise DecisionError(f"the judge's decision {label!r} is not on the scale")
+    if _two_labels(completion.text, after, parsed, scale):
+        raise DecisionError(
+            f"the judge's decision names two labels ({completion.text[start + m.start(1) : after + 30]!r}): "
+            "no decision"
+        )
     # "Score: 4/10" from a judge asked for 1-5 is 4 of 10, not 4 of 5 (0.75 for a poor answer)
     out_of = _OUT_OF.match(completion.text, after) if scale.numeric is not None else None
     if out_of is not None and scale.numeric is not None and float(out_of.group(1)) != scale.numeric[1]:
@@ -278,6 +295,18 @@ def read_decision(
                 value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
                 return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
     return Decision(parsed, parsed, label, "parse_fallback")
+
+
+def _two_labels(text: str, after: int, parsed: float, scale: Scale) -> bool:
+    """Whether another label of ``scale`` follows the decision's, joined to it (:data:`_SECOND_WORD`,
+    :data:`_SECOND_NUMBER`): a decision between two values is none."""
+    if scale.numeric is not None:
+        return _SECOND_NUMBER.match(text, after) is not None
+    second = _SECOND_WORD.match(text, after)
+    if second is None:
+        return False
+    other = scale.value(second.group(1))
+    return other is not None and other != parsed
 
 
 def read_decision_capped(

@@ -132,7 +132,10 @@ _TO_LABEL = r"""[:：][\s*\["'(]*"""
 DECISION_PATTERNS: dict[str, str] = {
     "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*([-−]?\d+(?:\.\d+)?)""",
     # "Winner: Response A", "Winner: Assistant B" (MT-Bench's names) name the same label
-    "pairwise": r"winner[\s*]*" + _TO_LABEL + r"(?:(?:response|assistant)[ \t_]*)?(a|b|tie)\b",
+    # ("Winner: a tie" is a tie: the article is not the label A)
+    "pairwise": r"winner[\s*]*"
+    + _TO_LABEL
+    + r"(?:(?:response|assistant)[ \t_]*|a[ \t]+(?=tie\b))?(a|b|tie)\b",
     "rubric": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"""[:：=][\s*\["'(]*([-−]?\d+(?:\.\d+)?)""",
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",

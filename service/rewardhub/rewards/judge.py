@@ -583,7 +583,10 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.9.14: a custom decision_pattern on a judgement too long for the event loop is read in a CPU worker,
     # each match capped at 64 MB (resource_limit past it): (.)* on a 1 MB judgement grew the service by
     # some 160 MB (a parse_error); a request's matches on the loop share one 2 s budget (each had 0.5 s)
-    version: ClassVar[str] = "1.9.14"
+    # 1.9.15: a pairwise "Winner: a tie" is a tie (its article was read as A: 1.0); a decision that
+    # names two labels ("Final Decision: Yes/No", "Winner: A or B", "Score: 3-4") is a parse_error (its
+    # first label was read)
+    version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
