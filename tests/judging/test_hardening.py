@@ -2278,3 +2278,45 @@ def test_those_lines_as_answers_are_not_verdicts(text: str, kwargs: dict[str, bo
 )
 def test_a_response_that_echoes_the_question(response: str, prompt: str, echo: bool) -> None:
     assert echoes(response, prompt) is echo
+
+
+_TRAIN = "A train travels 120 km in 2 hours. What is its average speed in km/h?"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # the question given back behind a master key or an answer label (each passed the gate, and a
+        # judge that says yes to the question alone says yes to these)
+        f"Question: {_TRAIN}",
+        f"Q: {_TRAIN}",
+        f"Problem: {_TRAIN}",
+        f"Solution: {_TRAIN}",
+        f"Thought process:\n{_TRAIN}",
+        f"{_TRAIN}\n\nLet's solve this step by step.",
+        f"The question is: {_TRAIN}",
+        f"You asked: {_TRAIN}",
+        f"问题：{_TRAIN}",
+        # given back twice, or in a LaTeX text wrapper
+        f"{_TRAIN} {_TRAIN}",
+        f"\\text{{{_TRAIN}}}",
+    ],
+)
+def test_the_question_given_back_with_only_labels_or_openers_around_it_is_an_echo(response: str) -> None:
+    """Only the bare question given back was an echo: any word around it ("Question:", "Thought
+    process:", the question twice) made it pass, and a judge that said yes to the echo said yes to
+    these. Found in review."""
+    assert echoes(response, _TRAIN)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        f"Question: {_TRAIN}\nAnswer: 60 km/h",
+        f"{_TRAIN} Speed = distance / time = 120 / 2 = 60.",
+        f"Restating: {_TRAIN} It is 60 km/h.",
+        "A train travels 120 km in 2 hours, so 60 km/h.",
+    ],
+)
+def test_the_question_restated_before_an_answer_is_no_echo(response: str) -> None:
+    assert not echoes(response, _TRAIN)

@@ -49,6 +49,8 @@ an order broken up that way is still read.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 import unicodedata
@@ -1447,20 +1449,68 @@ _ASKS_TO_REPEAT = re.compile(
 )
 
 
-def echoes(text: str, prompt: str) -> bool:
-    """True when ``text`` is the question given back: its words (three at least) are a run of the prompt's
-    words and most of them (80%). A judge shown the question as the answer may well agree with it (the
-    canaries' ``echo_prompt``), and it answers nothing. An answer copied from the prompt's options ("New
-    York City" of "A) New York City B) ...") is a small part of it, and stays an answer."""
+# Labels that introduce the question given back, beyond the openers and filler :func:`content_free`
+# removes ("Question:", "Problem:" are among those already)
+_ECHO_LABELS = re.compile(
+    _B + r"(?:q|prompt|problem[ \t]+statement|you[ \t]+asked|restat(?:ed|ing|e)|pregunta|enunciado|вопрос|"
+    r"условие|frage|aufgabe|énoncé|enonce)" + _E + r"|问题|問題|题目|題目|質問|문제|질문"
+)
+
+
+_ECHO_MISSES = 64  # finds of the prompt's middle that widen to no run: past this many, no echo (a
+# periodic prompt, "a a a a", would widen each of many finds by its whole length)
+
+
+def echoes(text: str, prompt: str, verdict_is_answer: bool = False) -> bool:
+    """True when ``text`` is the question given back: a run of the prompt's words (three at least, and
+    80% of them), once or more, with nothing else around it but what :func:`content_free` removes
+    (openers, answer labels, markup: "Question: ...", "Thought process: ...", the question twice). A
+    judge shown the question as the answer may well agree with it (the canaries' ``echo_prompt``), and
+    it answers nothing. An answer copied from the prompt's options ("New York City" of "A) New York City
+    B) ...") is a small part of it, and stays an answer; so does the question restated before an answer."""
     if not prompt or _ASKS_TO_REPEAT.search(prompt):
         return False  # "Repeat the sentence: ...": giving it back is the answer
-    words = _WORD.findall(unmarked(plain(text)))
-    if len(words) < 3:
-        return False
+    t = unmarked(plain(text))
+    words = _WORD.findall(t)
     asked = _WORD.findall(unmarked(plain(prompt)))
-    if len(words) < 0.8 * len(asked):
+    n = len(asked)
+    need = max(3, -(-4 * n // 5))  # ceil(0.8 n)
+    if need > n or len(words) < need:
         return False
-    return f" {' '.join(words)} " in f" {' '.join(asked)} "
+    # Every run of `need` or more of the prompt's words holds its middle, asked[n - need : need]: find
+    # that in the response (one string search over the joined words), then widen each find as far as it
+    # goes on both sides, aligned with the prompt.
+    core = asked[n - need : need]
+    hay = "\x00" + "\x00".join(words) + "\x00"
+    needle = "\x00" + "\x00".join(core) + "\x00"
+    if needle not in hay:
+        return False
+    offsets = list(itertools.accumulate((len(w) + 1 for w in words[:-1]), initial=0))  # each separator's
+    runs: list[tuple[int, int]] = []
+    i, misses = 0, 0
+    while i < len(words) and misses < _ECHO_MISSES and (p := hay.find(needle, offsets[i])) >= 0:
+        at = bisect.bisect_left(offsets, p)
+        lo, hi, a_lo, a_hi = at, at + len(core), n - need, need
+        floor = runs[-1][1] if runs else 0
+        while lo > floor and a_lo > 0 and words[lo - 1] == asked[a_lo - 1]:
+            lo, a_lo = lo - 1, a_lo - 1
+        while hi < len(words) and a_hi < n and words[hi] == asked[a_hi]:
+            hi, a_hi = hi + 1, a_hi + 1
+        if hi - lo >= need:
+            runs.append((lo, hi))
+            i = hi
+        else:
+            i, misses = at + 1, misses + 1
+    if not runs:
+        return False
+    found = list(_WORD.finditer(t))
+    pieces, last = [], 0
+    for lo, hi in runs:
+        pieces.append(t[last : found[lo].start()])
+        last = found[hi - 1].end()
+    pieces.append(t[last:])
+    rest = _ECHO_LABELS.sub(" ", " ".join(pieces))
+    return content_free(rest, verdict_is_answer)
 
 
 def content_free(text: str, verdict_is_answer: bool = False) -> bool:

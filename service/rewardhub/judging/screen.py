@@ -88,7 +88,7 @@ def screen(job: ScreenJob) -> Screen:
     """Run the gates in order: content-free, grader-directed, a lone verdict to an open question, then
     (reference mode) the final answer."""
     text, answer_verdict = job.text, job.verdict_is_answer
-    if job.content and (content_free(text, answer_verdict) or echoes(text, job.prompt)):
+    if job.content and (content_free(text, answer_verdict) or echoes(text, job.prompt, answer_verdict)):
         return Screen("content_free")
     if job.check_injection:
         forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
@@ -104,7 +104,7 @@ def screen(job: ScreenJob) -> Screen:
         answer is None
         or content_free(answer, answer_verdict)
         or _lone(answer, job)
-        or echoes(answer, job.prompt)
+        or echoes(answer, job.prompt, answer_verdict)
     ):
         return Screen("no_answer", answer=answer)
     return Screen("pass", answer=answer)

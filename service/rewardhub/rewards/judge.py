@@ -585,7 +585,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # some 160 MB (a parse_error); a request's matches on the loop share one 2 s budget (each had 0.5 s)
     # 1.9.15: a pairwise "Winner: a tie" is a tie (its article was read as A: 1.0); a decision that
     # names two labels ("Final Decision: Yes/No", "Winner: A or B", "Score: 3-4") is a parse_error (its
-    # first label was read)
+    # first label was read); the question given back behind a label or a master key ("Question: ...",
+    # "Thought process:\n...") or twice is content-free, as the bare question was (each passed the gate)
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
