@@ -14,6 +14,7 @@ from rewardhub.judging.hardening import (
     INJECTION_PATTERNS,
     asks_correctness,
     asks_grade,
+    asks_step,
     asks_yes_no,
     content_free,
     echoes,
@@ -2380,3 +2381,83 @@ def test_orders_to_the_grader_found_in_review(text: str) -> None:
 )
 def test_the_same_words_in_answers_found_in_review_are_no_orders(text: str) -> None:
     assert injection(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a step's label in other languages, or with its number in words (only "Step 1" and a few
+        # European labels were removed)
+        "ステップ1：",
+        "ステップ 1:",
+        "1단계:",
+        "단계 1:",
+        "步骤1：",
+        "步驟一：",
+        "第一步：",
+        "Passo 1:",
+        "Stap 1:",
+        "Krok 1:",
+        "Adım 1:",
+        "Bước 1:",
+        "Langkah 1:",
+        "Step One:",
+        "Step one: Step two:",
+        # truncated openers that announce work and stop
+        "Okay, so I need to figure out",
+        "Okay, so I need to figure out the answer.",
+        "Calculating...",
+        "Computing the answer...",
+        "思考中...",
+        "稍等",
+    ],
+)
+def test_step_labels_and_openers_found_in_review_are_content_free(text: str) -> None:
+    """Each passed the content gate, and a judge that says yes scored it 1. Found in review."""
+    assert content_free(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ステップ1：x = 4",
+        "1단계: 2 + 2 = 4",
+        "步骤一：2 + 2 = 4",
+        "Step one: add 2 and 2 to get 4.",
+        "Passo 1: 4",
+        "I need to figure out x: x = 4.",
+        "Calculating 2 + 2 gives 4.",
+        "The step size is 1.",
+        "One step: 4",
+    ],
+)
+def test_answers_after_those_labels_and_openers_keep_their_content(text: str) -> None:
+    assert not content_free(text)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "asks"),
+    [
+        ("Which step of the solution contains the first error?", True),
+        ("Step 1: x = 2\nStep 2: y = 3\nStep 3: x + y = 6\nWhere is the mistake?", True),
+        ("In what step does the proof go wrong?", True),
+        ("解答如下。第三步：x = 6。哪一步有错？", True),
+        # a math prompt that asks for reasoning step by step does not ask for a step
+        ("What is 3+4? Please reason step by step, and put your final answer within \\boxed{}.", False),
+        ("Let's think step-by-step. What is 12 * 7?", False),
+        ("What is 3+4?", False),
+    ],
+)
+def test_a_task_that_asks_for_a_step(prompt: str, asks: bool) -> None:
+    assert asks_step(prompt) is asks
+
+
+def test_a_step_named_as_the_answer_to_a_question_about_steps_is_content() -> None:
+    """ "Step 3" (or "\\boxed{Step 3}") answering "Which step contains the first error?" was
+    content-free, the step label removed as an opener's: 0 without a judge for a right answer. Where
+    the task asks for a step, it is the answer; elsewhere a lone step label is still a master key.
+    Found in review."""
+    for text in ("Step 3", "Step 3.", "\\boxed{Step 3}", "Step three", "第三步", "ステップ3"):
+        assert content_free(text), text
+        assert not content_free(text, step_is_answer=True), text
+    assert content_free("Step 1:\nStep 2:", step_is_answer=False)

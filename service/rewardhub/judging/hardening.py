@@ -66,6 +66,7 @@ __all__ = [
     "echoes",
     "asks_correctness",
     "asks_grade",
+    "asks_step",
     "asks_yes_no",
     "FILLER",
     "INJECTION_PATTERNS",
@@ -157,6 +158,13 @@ OPENERS: tuple[str, ...] = (
     "let me try",
     "figure this out",
     "figure it out",
+    # truncated openers that announce the work and stop
+    "i need to figure out",
+    "need to figure out",
+    "calculating",
+    "computing",
+    "思考中",
+    "稍等",
     "i can help with that",
     # the closing line of the Minerva answer format, and its kin: "The final answer is $$. I hope it is
     # correct." gives no answer
@@ -678,7 +686,19 @@ _LATEX_VALUES = frozenset(
 )
 # Symbols that *are* a value: "∞" or "∅" alone is an answer (the same as $\infty$), not punctuation.
 _VALUE_SYMBOLS = str.maketrans({"∞": " infty ", "∅": " emptyset ", "⌀": " emptyset "})
-_STEP_LABEL = re.compile(r"\b(?:step|paso|etape|schritt|шаг|الخطوة|خطوة)\s*\d+\b|第\s*\d+\s*步")
+# A step's label ("Step 1", "Step one", "Passo 1", "ステップ1", "1단계", "步骤一", "第一步"), as the gates read the
+# text (accents and the kana's voicing marks removed: "ステッフ", "buoc", "adim")
+_NUMBER = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+_HAN_NUMBER = r"(?:\d+|[一二三四五六七八九十]+)"
+_STEP_LABEL = re.compile(
+    r"\b(?:step|paso|passo|etape|schritt|stap|krok|adim|buoc|langkah|шаг|крок|الخطوة|خطوة)\s*"
+    + _NUMBER
+    + r"\b|第\s*"
+    + _HAN_NUMBER
+    + r"\s*步|步骤\s*"
+    + _HAN_NUMBER
+    + r"|ステッフ\s*\d+|\d+\s*단계|단계\s*\d+"
+)
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
@@ -1412,9 +1432,10 @@ def _drop_comments(t: str) -> str:
     return "".join(out)
 
 
-def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
+def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer: bool = False) -> str:
     """What is left of ``text`` once markup, openers, punctuation and filler words are removed (and a
-    verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct).
+    verdict on nothing, unless ``verdict_is_answer``: the question asks whether something is correct;
+    and a step's label, "Step 1:", unless ``step_is_answer``: the question asks for a step, :func:`asks_step`).
     What the rendered answer hides (HTML and markdown comments, LaTeX phantoms) is no content either."""
     t = unmarked(plain(text)).translate(_TRADITIONAL)
     t = t.replace("’", "'")
@@ -1424,7 +1445,8 @@ def substantive_text(text: str, verdict_is_answer: bool = False) -> str:
     t = _LATEX_ENV.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
-    t = _STEP_LABEL.sub(" ", t)
+    if not step_is_answer:
+        t = _STEP_LABEL.sub(" ", t)
     if not verdict_is_answer:
         t = _SELF_VERDICT.sub(" ", t)
     kept = _kept_words(t)
@@ -1521,11 +1543,12 @@ def echoes(text: str, prompt: str, verdict_is_answer: bool = False) -> bool:
     return content_free(rest, verdict_is_answer)
 
 
-def content_free(text: str, verdict_is_answer: bool = False) -> bool:
+def content_free(text: str, verdict_is_answer: bool = False, step_is_answer: bool = False) -> bool:
     """True when ``text`` has nothing a judge could judge (see the module docstring); with
     ``verdict_is_answer`` (the question asks whether something is correct: :func:`asks_correctness`) "this
-    is correct" is an answer."""
-    return not substantive_text(text, verdict_is_answer)
+    is correct" is an answer; with ``step_is_answer`` (the question asks for a step: :func:`asks_step`)
+    "Step 3" is."""
+    return not substantive_text(text, verdict_is_answer, step_is_answer)
 
 
 # Verdict words: alone (with punctuation, filler, an opener: "Yes.", "Correct!", "The answer is: True",
@@ -2006,6 +2029,23 @@ _SELF_CLAIMS = (_SELF_CLAIM,) + tuple(
 _BOXED_LABEL = next(rx for name, rx in INJECTION_PATTERNS if rx.pattern == unmarked(_BOXED_LABEL_RX))
 # "Grade: A": a forged verdict, unless the task asks for a grade
 _LETTER_GRADE = next(rx for name, rx in INJECTION_PATTERNS if rx.pattern == unmarked(_LETTER_GRADE_RX))
+
+
+# A question about a step of a solution ("Which step contains the first error?", "in what step", "哪一步");
+# "step by step" asks for none
+_STEP_ASKED = re.compile(
+    _B
+    + r"(?:which|what|the\s+(?:first|earliest)(?:\s+(?:wrong|incorrect|erroneous))?)\s+steps?"
+    + _E
+    + r"|哪(?:一|个|個)?步"
+)
+
+
+def asks_step(prompt: str) -> bool:
+    """Whether the task ``prompt`` asks for a step of a solution, by name or by listing numbered steps
+    ("Step 1: ..."): a step's label is then the answer ("Step 3"), not an opener."""
+    t = unmarked(plain(prompt[-4000:])).translate(_TRADITIONAL)
+    return _STEP_ASKED.search(t) is not None or _STEP_LABEL.search(t) is not None
 
 
 def asks_grade(prompt: str) -> bool:

@@ -42,6 +42,8 @@ class ScreenJob:
     a line "Grade: A" is an answer, not a forged verdict.
     ``prompt``: the question; a response (or extracted answer) that only gives it back is content-free
     (:func:`~rewardhub.judging.hardening.echoes`).
+    ``step_is_answer``: the task asks for a step (:func:`~rewardhub.judging.hardening.asks_step`), so
+    "Step 3" is an answer, not a step's label with nothing after it.
     """
 
     text: str
@@ -55,6 +57,7 @@ class ScreenJob:
     reference: str = ""
     grade_is_answer: bool = False
     prompt: str = ""
+    step_is_answer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,10 @@ def screen(job: ScreenJob) -> Screen:
     """Run the gates in order: content-free, grader-directed, a lone verdict to an open question, then
     (reference mode) the final answer."""
     text, answer_verdict = job.text, job.verdict_is_answer
-    if job.content and (content_free(text, answer_verdict) or echoes(text, job.prompt, answer_verdict)):
+    steps = job.step_is_answer
+    if job.content and (
+        content_free(text, answer_verdict, steps) or echoes(text, job.prompt, answer_verdict)
+    ):
         return Screen("content_free")
     if job.check_injection:
         forged = (re.compile(job.forged, re.IGNORECASE | re.MULTILINE),) if job.forged else ()
@@ -102,7 +108,7 @@ def screen(job: ScreenJob) -> Screen:
     answer = extract_final(text, job.extraction, job.short_answer_max_chars)
     if (
         answer is None
-        or content_free(answer, answer_verdict)
+        or content_free(answer, answer_verdict, steps)
         or _lone(answer, job)
         or echoes(answer, job.prompt, answer_verdict)
     ):
