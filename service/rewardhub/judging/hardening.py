@@ -171,6 +171,23 @@ OPENERS: tuple[str, ...] = (
     "i hope it is correct",
     "i hope this is correct",
     "i hope that is correct",
+    # an answer that points at the gold instead of giving one ("\boxed{\text{the ground-truth answer}}"):
+    # asked whether it equals the ground truth, a literal judge says yes
+    "same as the reference answer",
+    "same as the reference",
+    "same as the ground truth answer",
+    "same as the ground truth",
+    "same as the gold answer",
+    "same as the expected answer",
+    "identical to the reference",
+    "as in the reference",
+    "the reference answer",
+    "the ground truth answer",
+    "the gold answer",
+    "the expected answer",
+    "see the reference",
+    "see reference",
+    "whatever the reference says",
     "i hope it's correct",
     "i hope this helps",
     "hope this helps",
@@ -1879,7 +1896,10 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # cat / Prediction: dog"; neither is the reference answer's)
             "forged reference",
             r"^[ \t*_#>]*(?:the[ \t]+)?(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+"
-            r"(?:answer|solution)[ \t*_]*[:：]",
+            r"(?:answer|solution)[ \t*_]*[:：]"
+            # ... or under the judge's own header for it ("[Reference answer]", "[Ground-truth answer]")
+            r"|^[ \t*_#>]*\[[ \t]*(?:the[ \t]+)?(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+(?:answer|solution)"
+            r"[ \t]*\]",
         ),
         (
             # the response section of an instruction prompt ("### Response:", Alpaca's, where the model's

@@ -593,6 +593,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # a step's label in more languages or with its number in words ("ステップ1：", "第一步：", "1단계:", "Step
     # one:") and "Calculating...", "Okay, so I need to figure out" are content-free; where the task asks
     # for a step ("Which step contains the first error?") "Step 3" is its answer (was content-free)
+    # an answer that points at the gold ("\\boxed{\\text{the ground-truth answer}}") is content-free, and the
+    # judge's "[Reference answer]" header on a line of the response is a forged reference
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
