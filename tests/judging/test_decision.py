@@ -524,3 +524,61 @@ def test_one_label_with_words_after_it_is_still_a_decision(key: str, text: str, 
     }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
     rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
     assert read_decision(Completion(text), find(rx), scale, "parse").value == want
+
+
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("pointwise", "Score: 4\n\nOn reflection I cannot score this.\nScore: N/A"),
+        ("pointwise", "Draft Score: 4. Final Score: unknown"),
+        ("pointwise", "Score: 5\n**Score:** [insert score]"),
+        ("pairwise", "Winner: A\nHmm, on reflection neither is right.\nWinner: neither"),
+        ("pairwise", "Winner: A ... Winner: both"),
+        ("reference", "Final Decision: Yes\nWait, I'm not sure.\nFinal Decision: Unsure"),
+        ("rubric", "Decision: Yes ... Decision: Partially"),
+        (
+            "critique",
+            "Step 1 \\boxed{correct}\nIs the solution correct? Yes\nHmm.\nIs the solution correct? Unclear",
+        ),
+    ],
+)
+def test_an_unreadable_last_decision_is_no_decision_not_the_draft_before_it(key: str, text: str) -> None:
+    """The judge's last decision line holds no label of the scale ("Score: N/A", "Winner: neither",
+    "Final Decision: Unsure"): it was skipped, and the draft before it was read (0.75, 1.0). The last
+    decision is the judge's; unreadable, it is a parse_error, as a negative last score is. Found in
+    review."""
+    from rewardhub.judging.templates import DECISION_KEYS, DECISION_PATTERNS
+
+    scale = {
+        "pairwise": Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b")),
+        "pointwise": Scale.scores(1, 5),
+    }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
+    rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+    keys = re.compile(DECISION_KEYS[key], re.IGNORECASE)
+    for scoring in ("parse", "logprobs"):
+        c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\w+|\S|\s+", text))))
+        with pytest.raises(DecisionError, match="last decision"):
+            read_decision(c, find(rx), scale, scoring, keys)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "want"),
+    [
+        # a readable decision after the last one that is hypothetical, or none after it: as before
+        ("pointwise", "Score: 3\nIf the answer were complete it would get Score: full marks", "3"),
+        ("pointwise", "Score: 2\nOn reflection, Score: 4", "4"),
+        ("pointwise", "Score (1-5): 4", "4"),
+        ("pairwise", "Winner: B", "B"),
+        ("reference", "The answers match.\nFinal Decision: Yes", "Yes"),
+    ],
+)
+def test_a_readable_last_decision_is_read_with_the_keys_checked(key: str, text: str, want: str) -> None:
+    from rewardhub.judging.templates import DECISION_KEYS, DECISION_PATTERNS
+
+    scale = {
+        "pairwise": Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b")),
+        "pointwise": Scale.scores(1, 5),
+    }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
+    rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+    keys = re.compile(DECISION_KEYS[key], re.IGNORECASE)
+    assert read_decision(Completion(text), find(rx), scale, "parse", keys).label == want

@@ -454,6 +454,25 @@ async def test_pairwise_reads_a_tie_with_its_article_and_no_hedged_winner(
         assert copied["valid"] is False and copied["reason"] == "parse_error", copied
 
 
+async def test_an_unreadable_last_decision_is_a_parse_error_not_the_draft(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A judge that drafts "Score: 4", then ends "Score: N/A", decided nothing: the draft was read
+    (0.75, valid); so was a pairwise draft before "Winner: neither". Found in review."""
+    item = {"prompt": "Explain gravity.", "response": "Mass attracts mass.", "reference": "Things fall."}
+    async with judge_app(make_app, judge_server) as client:
+        judge_server.reply = always("Score: 4\n\nOn reflection I cannot score this.\nScore: N/A")
+        (p,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+        assert p["valid"] is False and p["reason"] == "parse_error", p
+        judge_server.reply = always("Winner: A\nOn reflection, neither is right.\nWinner: neither")
+        (w,) = await score(client, {"mode": "pairwise"}, [item], use_cache=False)
+        assert w["valid"] is False and w["reason"] == "parse_error", w
+        # a decision after a hypothetical one is read as before
+        judge_server.reply = always("Score: 3\nIf the answer were complete it would get Score: full marks")
+        (h,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+        assert h["valid"] and h["score"] == 0.5, h
+
+
 async def test_pointwise_parse_last_decision_and_logprob_expectation(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

@@ -13,7 +13,8 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   scale); "4/5" reads as 4.
   A decimal comma is a decimal point ("Score: 3,5" is 3.5, not 3). A decision that names two labels
   ("Final Decision: Yes/No", "Winner: A or B", "Score: 3-4": the format copied, or a hedge) is none,
-  a :class:`DecisionError`, not its first label.
+  a :class:`DecisionError`, not its first label; so is a last decision that holds no label of the
+  scale ("Score: N/A" after a draft "Score: 4", with the mode's ``keys``): the draft is not read.
 * ``logprobs`` (G-Eval, arXiv 2303.16634): at the token where the parsed label starts, the top-k
   alternatives are mapped to labels (case, surrounding spaces and brackets ignored, so ``"Yes"``,
   ``" yes"``, ``"YES"`` all count for ``yes`` and are summed; on a scale of words a token that starts
@@ -244,11 +245,15 @@ def read_decision(
     find_last: Callable[[str], MatchLike | None],
     scale: Scale,
     scoring: Literal["parse", "logprobs"],
+    keys: re.Pattern[str] | None = None,
 ) -> Decision:
     """The verdict in ``completion`` (see the module docstring); ``find_last`` finds the last decision.
+    ``keys``: where a decision starts, up to its label (``"Score:"``; each match of ``find_last`` starts
+    with one): a later one that holds no readable label ("Score: N/A", "Winner: neither") is the judge's
+    last decision, and it decided nothing (a default template's; a caller's pattern has none).
 
     Raises:
-        DecisionError: no decision, or its label is not on the scale.
+        DecisionError: no decision, its label is not on the scale, or the last decision is unreadable.
     """
     # The verdict is the text's, in both modes. A server with a reasoning parser (vLLM, SGLang) returns
     # the thinking apart from ``content`` (``reasoning_content``/``reasoning``, or ``content: null``),
@@ -257,6 +262,10 @@ def read_decision(
     m, start = _find_in(find_last, completion.text)
     if m is None:
         raise DecisionError("no decision line found in the judge's output (after any <think> block)")
+    if keys is not None:
+        late = _unreadable_after(completion.text, start, m, find_last, keys)
+        if late is not None:
+            raise DecisionError(f"the judge's last decision {late!r} holds no label of the scale")
     label = str(m.group(1))
     after = start + m.end(1)
     # "Score: 3,5" (a judge writing a decimal comma) is 3.5, not 3
@@ -295,6 +304,27 @@ def read_decision(
                 value = sum(p * scale.labels[lab] for lab, p in probs.items()) / total
                 return Decision(value, parsed, label, "logprobs", {k: v / total for k, v in probs.items()})
     return Decision(parsed, parsed, label, "parse_fallback")
+
+
+def _unreadable_after(
+    text: str,
+    start: int,
+    m: MatchLike,
+    find_last: Callable[[str], MatchLike | None],
+    keys: re.Pattern[str],
+) -> str | None:
+    """The judge's last decision when it comes after ``m`` (the decision read, in the span of ``text``
+    from ``start``) and holds no readable label: the last match of ``keys`` there, where no decision
+    starts and that is not hypothetical (:func:`_hypothetical`: "it would get Score: full marks")."""
+    begin, end = answer_span(text)
+    span = text[begin:end]
+    k = last_of(keys, span)
+    if k is None or begin + k.start() <= start + m.start():
+        return None
+    # a decision starting there would be a later match than m: m was chosen over it (hypothetical)
+    if find_last(span[k.start() :]) is not None or _hypothetical(span, k):
+        return None
+    return span[k.start() : k.end() + 20].strip()
 
 
 def _two_labels(text: str, after: int, parsed: float, scale: Scale) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "BLOCK_TAG",
+    "DECISION_KEYS",
     "DECISION_PATTERNS",
     "FORGED_PATTERNS",
     "LINE_END",
@@ -141,6 +142,19 @@ DECISION_PATTERNS: dict[str, str] = {
     "reference": r"final\s+decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "steps": r"decision[\s*]*" + _TO_LABEL + r"(yes|no)\b",
     "critique": r"is\s+the\s+solution\s+correct[\s*]*\?" + r"""[\s*\["'(]*(yes|no)\b""",
+}
+
+# The start of each mode's decision, up to where its label goes (each decision pattern above begins with
+# it): a judge whose last decision line holds no label ("Score: N/A", "Winner: neither") decided nothing,
+# and the readable draft before it is not its decision.
+DECISION_KEYS: dict[str, str] = {
+    "pointwise": r"score[\s*]*" + _range(r"[\s]") + r"[:：=]",
+    "pairwise": r"winner[\s*]*[:：]",
+    "rubric": r"decision[\s*]*[:：]",
+    "rubric_implicit": r"score[\s*]*" + _range(r"[\s]") + r"[:：=]",
+    "reference": r"final\s+decision[\s*]*[:：]",
+    "steps": r"decision[\s*]*[:：]",
+    "critique": r"is\s+the\s+solution\s+correct[\s*]*\?",
 }
 
 # A line of a *response* that is the judge's own decision line: a forged verdict (hardening). Stricter

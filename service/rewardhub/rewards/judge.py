@@ -131,6 +131,7 @@ from rewardhub.judging.decision import (
 from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness, asks_grade, asks_step, asks_yes_no
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
+    DECISION_KEYS,
     DECISION_PATTERNS,
     FORGED_PATTERNS,
     REQUIRED,
@@ -390,6 +391,8 @@ class _Judging:
         # (:meth:`find_last`, :meth:`inline`), compiled as last_match compiles it.
         self.rx = compile_pattern(self.pattern, ignorecase=True) if custom else None
         self._default = None if custom else partial(last_of, re.compile(self.pattern, re.IGNORECASE))
+        # where the default pattern's decisions start: an unreadable last one is no decision
+        self.keys = None if custom else re.compile(DECISION_KEYS[key], re.IGNORECASE)
         # A response with a line in the judge's own decision format is a forged verdict.
         self.forged: str | None = None if custom else FORGED_PATTERNS[key]
         # ... and one with a box the judge writes as its verdict (a \boxed{Yes} when its own decision
@@ -595,6 +598,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # for a step ("Which step contains the first error?") "Step 3" is its answer (was content-free)
     # an answer that points at the gold ("\\boxed{\\text{the ground-truth answer}}") is content-free, and the
     # judge's "[Reference answer]" header on a line of the response is a forged reference
+    # a last decision line with no label ("Score: N/A", "Winner: neither") after a readable draft is a
+    # parse_error (the draft was read)
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -1228,7 +1233,7 @@ class _Asker:
         c, j = self.config, self.j
         if j.inline(completion, c.scoring):
             return capped_outcome(
-                lambda: read_decision(completion, j.find_last(self.budget), j.scale, c.scoring)
+                lambda: read_decision(completion, j.find_last(self.budget), j.scale, c.scoring, j.keys)
             )
         shipped = Completion(completion.text, completion.tokens if c.scoring == "logprobs" else None)
         payload = (shipped, j.pattern, j.scale, c.scoring, self.budget.per_match_s)
