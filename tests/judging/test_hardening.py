@@ -2410,6 +2410,10 @@ def test_the_same_words_in_answers_found_in_review_are_no_orders(text: str) -> N
         "Computing the answer...",
         "思考中...",
         "稍等",
+        # transitions between steps (a step of them was judged: steps mode)
+        "Let's continue.",
+        "Moving on.",
+        "Let's proceed.",
     ],
 )
 def test_step_labels_and_openers_found_in_review_are_content_free(text: str) -> None:
@@ -2429,6 +2433,8 @@ def test_step_labels_and_openers_found_in_review_are_content_free(text: str) -> 
         "Calculating 2 + 2 gives 4.",
         "The step size is 1.",
         "One step: 4",
+        "continue",  # a Python keyword, the answer to a question about loops
+        "Let's continue: 5 * 4 = 20.",
     ],
 )
 def test_answers_after_those_labels_and_openers_keep_their_content(text: str) -> None:

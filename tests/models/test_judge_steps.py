@@ -285,3 +285,26 @@ async def test_a_paragraph_of_invisible_characters_is_no_step(
             assert all("\u200b" not in user_text(b).split("<response>")[-1] for b in judge_server.requests), (
                 mode
             )
+
+
+async def test_content_free_steps_are_no_steps(make_app: MakeApp, judge_server: FakeJudge) -> None:
+    """A step that says nothing ("Let's continue.", "I hope it is correct.") was judged like any other,
+    and a judge finds nothing wrong in it: padding a wrong solution with such steps raised its mean
+    (0.0 to 0.8 here), and one at the end made its last step's score 1. They are no steps now, as a
+    blank paragraph is not. Found in review."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        return Reply("Checked.\nDecision: " + ("No" if "21" in step_of(body) else "Yes"))
+
+    judge_server.reply = reply
+    padded = (
+        "Let's solve this step by step.\n\n5 * 4 = 21.\n\nLet's continue.\n\nThought process:\n\n"
+        "I hope it is correct."
+    )
+    async with judge_app(make_app, judge_server) as client:
+        for aggregation in ("mean", "last"):
+            (r,) = await score(
+                client, {"aggregation": aggregation}, [{"prompt": QUESTION, "response": padded}]
+            )
+            assert r["valid"] and r["score"] == 0.0, (aggregation, r)
+            assert [padded[s["start"] : s["end"]] for s in r["details"]["steps"]] == ["5 * 4 = 21."]

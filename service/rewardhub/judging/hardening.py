@@ -165,6 +165,14 @@ OPENERS: tuple[str, ...] = (
     "computing",
     "思考中",
     "稍等",
+    # transitions between steps, which say nothing on their own
+    "let's continue",
+    "let us continue",
+    "let me continue",
+    "let's move on",
+    "moving on",
+    "let's proceed",
+    "let us proceed",
     "i can help with that",
     # the closing line of the Minerva answer format, and its kin: "The final answer is $$. I hope it is
     # correct." gives no answer

@@ -18,8 +18,8 @@ Modes (every score is in [0, 1]):
   pitfall: satisfying it subtracts; a perfect response scores 1); ``implicit``: one call, the judge sees
   the whole rubric and rates it like pointwise.
 * ``steps``: a generative process reward model (GenPRM, algorithms.md §1.6). The response is split into
-  steps (``separator``, a blank line by default; after any ``<think>`` block; at most ``max_steps``,
-  the rest merged; a request of more than ~10,000 pieces is split in the CPU workers, under the
+  steps (``separator``, a blank line by default; after any ``<think>`` block; a paragraph that is
+  blank or content-free is none; at most ``max_steps``, the rest merged; a request of more than ~10,000 pieces is split in the CPU workers, under the
   deadline) and the judge is asked about each step in turn, seeing the question and the earlier
   steps: "Decision: Yes/No". A step's score is the decision's value, with ``scoring: "logprobs"`` GenPRM's
   ``P(Yes) / (P(Yes) + P(No))`` at the decision token (a label missing from the top-k bounded by the
@@ -128,7 +128,14 @@ from rewardhub.judging.decision import (
     read_decision_capped,
     read_token_decision,
 )
-from rewardhub.judging.hardening import BOXED_VERDICT, asks_correctness, asks_grade, asks_step, asks_yes_no
+from rewardhub.judging.hardening import (
+    BOXED_VERDICT,
+    asks_correctness,
+    asks_grade,
+    asks_step,
+    asks_yes_no,
+    content_free,
+)
 from rewardhub.judging.screen import Screen, ScreenJob, screen
 from rewardhub.judging.templates import (
     DECISION_KEYS,
@@ -600,6 +607,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # judge's "[Reference answer]" header on a line of the response is a forged reference
     # a last decision line with no label ("Score: N/A", "Winner: neither") after a readable draft is a
     # parse_error (the draft was read)
+    # modes steps and critique: a content-free paragraph ("Let's continue.", "I hope it is correct.") is no
+    # step (judged, it raised a mean or made the last step's score); "Let's continue.", "Moving on." are
+    # content-free
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
@@ -788,10 +798,12 @@ class JudgeReward(ModelReward[JudgeConfig]):
             "separator": config.separator,
             "skip_think": config.strip_think,
             "max_steps": config.max_steps,
-            "blank": blank,  # a paragraph of invisible characters is no step (as prm's)
+            # a paragraph of invisible characters is no step (as prm's), nor is one that says nothing
+            "blank": _no_step,
         }
         texts = [items[i].response for i in idx]
-        if not splits_off_loop(texts, config.separator):
+        # (the content-free check reads every step: a request the screens ran off the loop splits there too)
+        if not splits_off_loop(texts, config.separator) and sum(map(len, texts)) <= _OFF_LOOP_CHARS:
             return {i: split_steps(text, **kwargs) for i, text in zip(idx, texts, strict=True)}
         got = await split_in_workers(self.runtime.cpu_pool, texts, kwargs, deadline)
         return dict(zip(idx, got, strict=True))
@@ -1424,6 +1436,13 @@ def _left(ctx: ScoreContext, deadline: float) -> ScoreContext:
     """``ctx`` with the time left to ``deadline``: the screens, the rule and the opponents' screens run
     one after another, and each given the request's whole ``deadline_s`` ran the item well past it."""
     return dataclasses.replace(ctx, deadline_s=max(0.001, deadline - time.monotonic()))
+
+
+def _no_step(text: str) -> bool:
+    """Modes steps and critique: a paragraph that is no step, blank or content-free ("Let's continue.",
+    "I hope it is correct."). Judged, such a step is one a judge finds nothing wrong in: padding a
+    solution with them raised its mean, and one at its end was its last step's score."""
+    return blank(text) or content_free(text)
 
 
 def _answerless(outcome: Outcome | None) -> bool:
