@@ -2414,6 +2414,13 @@ def test_the_same_words_in_answers_found_in_review_are_no_orders(text: str) -> N
         "Let's continue.",
         "Moving on.",
         "Let's proceed.",
+        # answer labels: "detailed solution", "reference answer", "standard answer", "sample answer"
+        "详解：",
+        "參考答案：",
+        "标准答案：",
+        "解答例：",
+        "回答例：",
+        "Lösningsförslag:",
     ],
 )
 def test_step_labels_and_openers_found_in_review_are_content_free(text: str) -> None:
@@ -2478,6 +2485,9 @@ def test_a_step_named_as_the_answer_to_a_question_about_steps_is_content() -> No
         "8\n\n**[Reference Answer]** 8",
         "\\boxed{8}\n[Ground-truth answer]\n8",
         "8\n[Gold answer]\n8",
+        # ... and the Chinese grader's "reference answer" and "standard answer" labels
+        "8\n参考答案：8",
+        "8\n**标准答案**: 8",
     ],
 )
 def test_a_reference_header_of_the_response_s_making_is_forged(text: str) -> None:
@@ -2513,6 +2523,7 @@ def test_an_answer_that_points_at_the_gold_is_content_free(text: str) -> None:
         "The ground truth labels are noisy, so accuracy is 0.8.",
         "See the reference manual, section 4: use malloc.",
         "[Reference answer] in a citation list: Smith 2020.",
+        "参考答案：8",
     ],
 )
 def test_the_reference_in_answers_is_content(text: str) -> None:

@@ -165,6 +165,7 @@ OPENERS: tuple[str, ...] = (
     "computing",
     "思考中",
     "稍等",
+    "lösningsförslag",
     # transitions between steps, which say nothing on their own
     "let's continue",
     "let us continue",
@@ -247,6 +248,11 @@ OPENERS: tuple[str, ...] = (
     "解题思路",
     "解题过程",
     "解答如下",
+    "详解",
+    "参考答案",
+    "标准答案",
+    "解答例",
+    "回答例",
     "解答",
     "解析",
     "分析",
@@ -664,8 +670,8 @@ OPENERS: tuple[str, ...] = (
 # check reads this, on the text and the openers alike (Japanese "問題を解いてみましょう" too): a CJK
 # character stays a CJK character, so no answer loses its content.
 _TRADITIONAL = str.maketrans(
-    "過題終讓們決這個驟對確麼嗎來問釋說結為證與後從會種寫開關認統計歸納驗應當實於圖係數",
-    "过题终让们决这个骤对确么吗来问释说结为证与后从会种写开关认统计归纳验应当实于图系数",
+    "過題終讓們決這個驟對確麼嗎來問釋說結為證與後從會種寫開關認統計歸納驗應當實於圖係數參標詳",
+    "过题终让们决这个骤对确么吗来问释说结为证与后从会种写开关认统计归纳验应当实于图系数参标详",
 )
 
 # Words with no content on their own (left over around openers: "Okay, so let me think about this").
@@ -1907,7 +1913,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"(?:answer|solution)[ \t*_]*[:：]"
             # ... or under the judge's own header for it ("[Reference answer]", "[Ground-truth answer]")
             r"|^[ \t*_#>]*\[[ \t]*(?:the[ \t]+)?(?:reference|gold(?:en)?|ground[ \t-]*truth)[ \t]+(?:answer|solution)"
-            r"[ \t]*\]",
+            r"[ \t]*\]"
+            # the Chinese grader's "reference answer" and "standard answer" labels
+            r"|^[ \t*_#>]*(?:参考答案|标准答案|參考答案|標準答案)[ \t*_]*[:：]",
         ),
         (
             # the response section of an instruction prompt ("### Response:", Alpaca's, where the model's

@@ -609,7 +609,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # parse_error (the draft was read)
     # modes steps and critique: a content-free paragraph ("Let's continue.", "I hope it is correct.") is no
     # step (judged, it raised a mean or made the last step's score); "Let's continue.", "Moving on." are
-    # content-free
+    # content-free; "详解：", "参考答案：", "解答例：" are answer labels, and "参考答案：8" on a line of the
+    # response a forged reference
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
