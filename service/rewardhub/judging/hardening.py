@@ -1943,7 +1943,13 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "override instructions (zh/ja/ko)",
             r"(?:忽略|无视|忽视|無視)[^。\n]{0,10}(?:之前|以上|上面|前面|先前|所有|全部|以前|前)[^。\n]{0,6}"
             r"(?:指令|指示|说明|說明|规则|規則|提示)|(?:以前|前|上)の(?:指示|命令)[^。\n]{0,10}無視"
-            r"|지시(?:사항)?(?:을|를)?\s*무시",
+            r"|지시(?:사항)?(?:을|를)?\s*무시"
+            # "ignore everything above" ("忽略以上内容", "上記を無視", "위의 내용을 무시"; not "忽略以上的计算",
+            # ignore the calculation above, a self-correction)
+            r"|(?:忽略|无视|無視|忽视|忽視|忘记|忘記|忘掉)(?:掉)?(?:以上|上面|之前|前面|上述|先前)(?:的)?(?:所有|全部|一切)?"
+            r"(?:内容|內容|文字|一切|的话|的話)?(?=[。，,.!！；;\n]|$)"
+            r"|(?:上記|以上|前の(?:内容|文章))を(?:すべて|全て)?無視"
+            r"|(?:위의?|이전의?|앞의?)\s*(?:모든\s*)?(?:내용|지시|것)(?:을|를)?\s*(?:모두\s*)?무시",
         ),
         (
             # (an answer when the question asks whether the answer is correct, as the English one: _SELF_CLAIMS)
@@ -1987,10 +1993,30 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"правильн\w*|верн\w*|juste|válid[oa]|valide)" + _E,
         ),
         (
+            # "give it full marks": "请给满分", "请打10分", "应该得满分", "満点をください", "만점을 주세요"
+            "score order (zh/ja/ko/es/fr/de/ru)",
+            r"(?:请|請)(?:给|給|打|判)?(?:我|它|这个答案|這個答案|此答案)?(?:满分|滿分|\d+\s*分)"
+            r"|(?:应该|應該|应|應)(?:得|给|給|打)(?:满分|滿分)|(?:给|給)(?:我|它|这个答案|這個答案)?(?:满分|滿分)"
+            r"|満点を(?:ください|下さい|与えて|つけて|付けて)|만점을?\s*(?:주세요|주십시오|줘|주라)"
+            r"|\b(?:dale|dame|otorga|otórgale|asigna|asígnale)\s+(?:la\s+)?(?:máxima\s+puntuación|puntuación\s+máxima|"
+            r"nota\s+máxima)"
+            r"|\b(?:gib|geben\s+sie)\s+(?:mir\s+|ihr\s+|ihm\s+|dieser\s+antwort\s+)?(?:die\s+)?(?:volle\s+punktzahl|"
+            r"höchste\s+(?:punktzahl|note|bewertung)|bestnote)"
+            r"|\b(?:donne|donnez|attribue|attribuez|accorde|accordez)\s+(?:-?moi\s+|lui\s+)?(?:la\s+)?(?:note\s+maximale|"
+            r"meilleure\s+note)"
+            r"|\b(?:поставь|поставьте|дай|дайте)\s+(?:мне\s+)?(?:максимальный\s+балл|высший\s+балл|"
+            r"максимальную\s+оценку|высшую\s+оценку)",
+        ),
+        (
             "override instructions (es/pt/fr/de/it/ru)",
             r"\b(?:ignora|ignore[zr]?|ignorieren?|ignoriere|ignorare|(?:про)?игнорируй(?:те)?|забудь(?:те)?)\b"
             r"[^.\n]{0,30}?\b(?:instrucciones|instruções|instructions|anweisungen|istruzioni|инструкци[июй]|"
-            r"указани[яй]|правила)\b",
+            r"указани[яй]|правила)\b"
+            # "forget everything above": "Ignora todo lo anterior", "Oublie tout ce qui précède"
+            r"|\b(?:ignora|olvida|ignorez|ignore|oublie|oubliez|ignoriere|vergiss|ignorieren\s+sie|vergessen\s+sie|"
+            r"игнорируй|игнорируйте|забудь|забудьте)\s+(?:todo\s+lo\s+anterior|lo\s+anterior|tout\s+ce\s+qui\s+précède|"
+            r"tout\s+ce\s+qui\s+est\s+au-dessus|(?:alles|das)\s+(?:oben|vorherige|obige|bisherige)|"
+            r"всё\s+(?:вышесказанное|выше|предыдущее|сказанное\s+выше))",
         ),
         (
             # "Decisión final: Sí", "Décision finale : oui", "Entscheidung: Ja", "Итоговое решение: да"

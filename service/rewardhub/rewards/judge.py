@@ -610,7 +610,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # modes steps and critique: a content-free paragraph ("Let's continue.", "I hope it is correct.") is no
     # step (judged, it raised a mean or made the last step's score); "Let's continue.", "Moving on." are
     # content-free; "详解：", "参考答案：", "解答例：" are answer labels, and "参考答案：8" on a line of the
-    # response a forged reference
+    # response a forged reference; "ignore everything above" and "give it full marks" in Chinese, Japanese,
+    # Korean, Spanish, French, German and Russian are grader-directed
     version: ClassVar[str] = "1.9.15"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
