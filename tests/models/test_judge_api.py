@@ -473,6 +473,25 @@ async def test_an_unreadable_last_decision_is_a_parse_error_not_the_draft(
         assert h["valid"] and h["score"] == 0.5, h
 
 
+async def test_pairwise_with_one_order_unreadable_is_invalid_not_half(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """One order readable ("Winner: A", the response wins), the other without a decision: the item is
+    parse_error, never the readable order's half (0.5) nor a 0 (checked in review; behaviour kept)."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if "<response_a>\nPOLICY" in user_text(body):
+            return Reply("A is better.\nWinner: A")
+        return Reply("I cannot tell which is better.")
+
+    judge_server.reply = reply
+    item = {"prompt": "Say hi.", "response": "POLICY says hi", "reference": "BASELINE says hello"}
+    async with judge_app(make_app, judge_server) as client:
+        for scoring in ("parse", "logprobs"):
+            (r,) = await score(client, {"mode": "pairwise", "scoring": scoring}, [item], use_cache=False)
+            assert r["valid"] is False and r["score"] is None and r["reason"] == "parse_error", r
+
+
 async def test_pointwise_parse_last_decision_and_logprob_expectation(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:
