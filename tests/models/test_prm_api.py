@@ -69,7 +69,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert "reward" not in steps[0]  # the dense rewards come with soft_min only
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.10.3+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.11.0+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:
@@ -153,7 +153,7 @@ async def test_full_batcher_queue_answers_429(make_app: MakeApp, qwen_prm_path: 
     settings = {"batch_queue_max": 2, "batch_max_size": 8, "batch_max_wait_ms": 1000}
     async with make_app(prm_model=qwen_prm_path, **settings) as client:
         batcher = client.app.state.runtime.models.get("prm").batchers["steps"]  # type: ignore[attr-defined]
-        items = [{"prompt": "q", "response": f"step {k}"} for k in range(3)]
+        items = [{"prompt": "q", "response": f"x = {k}"} for k in range(3)]
         waiting = asyncio.create_task(client.post("/v1/score", json={"reward": "prm", "items": items[:2]}))
         # both items wait in the queue (a fixed 0.3 s sleep once took that to be so, which a loaded CI
         # machine need not make true)
@@ -434,6 +434,67 @@ async def test_a_response_with_no_steps_carries_every_component_at_its_zero(
         component_matrix([[empty["components"], scored["components"]]], names), torch.ones(1, 2).bool()
     )
     assert adv.values[0, 0] < adv.values[0, 1]
+
+
+async def test_filler_steps_are_scored_in_context_but_left_out_of_every_aggregate(
+    make_app: MakeApp, qwen_prm_path: str
+) -> None:
+    """A step that says nothing ("Let me think about this.", "Okay.", "I hope it is correct.") is one a
+    PRM finds nothing wrong in: padding a solution with them raised its `mean`, the last one was its
+    `last`, and one before a wrong step moved `first_error` off the wrong step (PURE saw policies learn
+    such padding against sum-form PRM rewards). They stay in the model's input and in `details.steps`
+    (flagged, their indices still the paragraphs'), and no aggregate counts them; a response of nothing
+    else is `no_answer` without a forward pass. `filler_steps: count` keeps the old reading."""
+    padded = (
+        "Let me think about this.\n\nFirst, 2 + 3 = 5.\n\nOkay.\n\nThen 5 * 4 = 20.\n\n"
+        "So the answer is \\boxed{20}.\n\nI hope it is correct."
+    )
+    item = {"prompt": QUESTION, "response": padded}
+    async with make_app(prm_model=qwen_prm_path) as client:
+        (mean,) = await score_results(client, "prm", [item], aggregation="mean")
+        (counted,) = await score_results(client, "prm", [item], aggregation="mean", filler_steps="count")
+        (fe,) = await score_results(client, "prm", [item], aggregation="first_error", threshold=1.0)
+        (sm,) = await score_results(client, "prm", [item], aggregation="soft_min")
+        stats = client.app.state.runtime.models.get("prm").batchers["steps"].stats  # type: ignore[attr-defined]
+        before = stats.items
+        only = await score_results(
+            client,
+            "prm",
+            [
+                {"prompt": QUESTION, "response": "Let's solve this step by step.\n\nStep 1:\n\nHmm."},
+                {"prompt": QUESTION, "response": "让我想想。\n\nSchritt 2:"},
+            ],
+        )
+        assert stats.items == before  # nothing to score reached the model
+    steps = mean["details"]["steps"]
+    assert [padded[s["start"] : s["end"]] for s in steps] == [
+        "Let me think about this.",
+        "First, 2 + 3 = 5.",
+        "Okay.",
+        "Then 5 * 4 = 20.",
+        "So the answer is \\boxed{20}.",
+        "I hope it is correct.",
+    ]
+    assert [s.get("filler", False) for s in steps] == [True, False, True, False, False, True]
+    assert [s["index"] for s in steps] == list(range(6))
+    real = [s["score"] for s in steps if not s.get("filler")]
+    assert mean["score"] == pytest.approx(sum(real) / 3, abs=1e-6)
+    comps = mean["components"]
+    assert (comps["last"], comps["min"]) == (pytest.approx(real[-1]), pytest.approx(min(real)))
+    # the model read the same input either way: the same step scores, now all of them aggregated
+    every = [s["score"] for s in counted["details"]["steps"]]
+    assert every == [s["score"] for s in steps]
+    assert "filler" not in str(counted["details"]["steps"])
+    assert counted["score"] == pytest.approx(sum(every) / 6, abs=1e-6)
+    # every real step is below 1.0: the first error is the first real step, index 1 of the paragraphs
+    assert (fe["score"], fe["details"]["first_error"]) == (0.0, 1), fe
+    # PURE's dense rewards: a filler step has no share, the real steps' shares sum to the score
+    rewards = [s["reward"] for s in sm["details"]["steps"]]
+    assert [rewards[k] for k in (0, 2, 5)] == [0.0, 0.0, 0.0]
+    assert sm["score"] == pytest.approx(sum(rewards), abs=1e-5)
+    for r in only:
+        assert (r["valid"], r["score"], r["reason"]) == (True, 0.0, "no_answer"), r
+        assert r["details"]["steps"] == [] and "says nothing" in r["details"]["message"]
 
 
 async def test_processbench_f1_over_labelled_items(make_app: MakeApp, qwen_prm_path: str) -> None:

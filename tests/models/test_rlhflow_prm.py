@@ -109,12 +109,15 @@ async def test_through_the_app_per_step_scores_spans_and_aggregate(
         assert scores == pytest.approx(
             model_card_scores(rlhflow_prm_path, q, [_clean(s) for s in steps]), abs=1e-5
         )
-        assert r["score"] == pytest.approx(min(scores), abs=1e-6)
-        assert r["components"]["mean"] == pytest.approx(sum(scores) / len(scores), abs=1e-6)
+        # "+ - + -" says nothing: scored in context, left out of the aggregates (a filler step)
+        assert [s.get("filler", False) for s in rows] == [x == "+ - + -" for x in steps]
+        counted = [s["score"] for s in rows if not s.get("filler")]
+        assert r["score"] == pytest.approx(min(counted), abs=1e-6)
+        assert r["components"]["mean"] == pytest.approx(sum(counted) / len(counted), abs=1e-6)
         assert r["reward_version"].endswith("+rlhflow")
         # the backend's declared convention is the default, and an item alone scores as in the batch
         assert [s["score"] for s in one["details"]["steps"]] == pytest.approx(scores, abs=1e-5)
-        assert one["score"] == pytest.approx(sum(scores) / len(scores), abs=1e-6)
+        assert one["score"] == pytest.approx(sum(counted) / len(counted), abs=1e-6)
 
 
 async def test_rlhflow_on_a_token_classifier_or_without_a_template_fails_alone(

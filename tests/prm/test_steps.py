@@ -159,3 +159,30 @@ def test_aggregates_and_first_error_agree_with_the_shown_step_scores() -> None:
     assert [s["score"] for s in out.details["steps"]] == [0.9, 0.5]
     assert out.details["first_error"] == -1 and out.score == 1.0
     assert out.components["min"] == 0.5
+
+
+def test_filler_steps_are_marked_where_the_content_check_reaches_and_merged_groups_keep_it() -> None:
+    """The `prm` reward's filler check reads what reaches the model (a Math-Shepherd step's own `ки`
+    tag is not a word of it) and only short steps (its cost is per character); a group merged to
+    `max_steps` is filler only when every member is."""
+    from functools import partial
+
+    from rewardhub.models.specials import GENERIC
+    from rewardhub.rewards.prm import FILLER_MAX_CHARS, filler_step
+
+    shepherd = partial(filler_step, conv=CONVENTIONS["math_shepherd"], clean=GENERIC)
+    text = "Let me think. ки\n\n2 + 3 = 5 ки\n\nOkay.\n\nHmm.\n\nSo 5."
+    steps = split_steps(text, filler=shepherd)
+    assert [(s.text, s.filler) for s in steps] == [
+        ("Let me think. ки", True),
+        ("2 + 3 = 5 ки", False),
+        ("Okay.", True),
+        ("Hmm.", True),
+        ("So 5.", False),
+    ]
+    long_filler = " ".join(["Let me think."] * (FILLER_MAX_CHARS // 10))
+    assert not shepherd(long_filler)  # not checked past FILLER_MAX_CHARS: read as a step
+    merged = split_steps(text, filler=shepherd, max_steps=3)
+    assert [(s.members, s.filler) for s in merged] == [(1, True), (2, False), (2, False)]
+    two = split_steps("Okay.\n\nHmm.\n\nx = 1", filler=shepherd, max_steps=2)
+    assert [(s.members, s.filler) for s in two] == [(1, True), (2, False)]

@@ -20,7 +20,11 @@ the response as sent (after whitespace is trimmed from both ends of the step).
   never closes (:func:`~rewardhub.rewards.text.answer_span`, as the judges read a response): a rollout
   cut off inside its reasoning wrote no solution, and has no steps;
 * more than ``max_steps`` steps are merged into ``max_steps`` groups of adjacent steps (each group's
-  span covers its members), so the final answer keeps its own score position and the input fits.
+  span covers its members), so the final answer keeps its own score position and the input fits;
+* ``filler`` marks a step that says nothing (``Step.filler``: "Let me think.", "I hope it is correct."):
+  it stays a step, so the model reads the response as written and step indices stay the solution's
+  paragraphs (ProcessBench labels count them), and the caller leaves it out of what it aggregates. A
+  merged group is filler when all its members are.
 """
 
 from __future__ import annotations
@@ -41,16 +45,23 @@ class Step:
     start: int
     end: int
     members: int = 1  # the steps merged into this one (max_steps), 1 for a step as split
+    filler: bool = False  # says nothing ("Let me think."): scored in context, not aggregated
 
 
-def _trimmed(text: str, start: int, end: int, blank: Callable[[str], bool] | None) -> Step | None:
+def _trimmed(
+    text: str,
+    start: int,
+    end: int,
+    blank: Callable[[str], bool] | None,
+    filler: Callable[[str], bool] | None = None,
+) -> Step | None:
     piece = text[start:end]
     stripped = piece.strip()
     if not stripped or (blank is not None and blank(stripped)):
         return None
     lead = len(piece) - len(piece.lstrip())
     s = start + lead
-    return Step(stripped, s, s + len(stripped))
+    return Step(stripped, s, s + len(stripped), filler=filler is not None and filler(stripped))
 
 
 def split_steps(
@@ -62,6 +73,7 @@ def split_steps(
     max_steps: int = 64,
     timeout_s: float = 0.5,
     blank: Callable[[str], bool] | None = None,
+    filler: Callable[[str], bool] | None = None,
 ) -> list[Step]:
     """The steps of ``text`` (see the module docstring).
 
@@ -98,7 +110,7 @@ def split_steps(
                 break
             bounds.append((pos, k))
             pos = k + len(separator)
-    steps = [s for s in (_trimmed(text, a, b, blank) for a, b in bounds) if s is not None]
+    steps = [s for s in (_trimmed(text, a, b, blank, filler) for a, b in bounds) if s is not None]
     return merge_steps(text, steps, max_steps)
 
 
@@ -111,5 +123,6 @@ def merge_steps(text: str, steps: list[Step], max_steps: int) -> list[Step]:
     for g in range(max_steps):
         lo, hi = g * n // max_steps, (g + 1) * n // max_steps
         first, last = steps[lo], steps[hi - 1]
-        merged.append(Step(text[first.start : last.end], first.start, last.end, hi - lo))
+        filler = all(s.filler for s in steps[lo:hi])
+        merged.append(Step(text[first.start : last.end], first.start, last.end, hi - lo, filler))
     return merged

@@ -31,8 +31,12 @@ merged groups when there were more than ``max_steps`` steps, ``details.steps_bef
 that is only step tags, control-token strings (``<extra_0>``, ``<|im_end|>``, and whatever else the
 backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) and invisible format characters (a
 zero-width space) is no step: the model would score it
-as an empty one, a score for writing nothing. A response with no step left (empty, or
-only such strings) is a valid 0 (``no_answer``), every aggregate at its floor in ``components`` (0, and
+as an empty one, a score for writing nothing. A step that says nothing (``filler_steps`` ``skip``, the
+default: "Let me think.", "Step 2:", "I hope it is correct." in any language, by the judge's
+content-free check) stays in the model's input and in ``details.steps`` (``filler: true``, its index
+still the paragraph's), but no aggregate counts it: a PRM finds nothing wrong in it, so padding raised
+``mean``, set ``last`` and delayed ``first_error``. A response with no step left (empty, or
+only such strings or filler) is a valid 0 (``no_answer``), every aggregate at its floor in ``components`` (0, and
 -1 for ``soft_min``, whose 0 is a middling step) and
 ``details.first_error`` 0 (no step before the first error); an input longer than the model's context is
 ``unsupported``; a failed or slow model is ``backend_error`` / ``timeout``.
@@ -51,9 +55,11 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.aio import gather_all
 from rewardhub.errors import InvalidRequest
+from rewardhub.judging.hardening import content_free
 from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
-from rewardhub.prm import CONVENTIONS, Aggregation, Step, split_steps
+from rewardhub.models.specials import Scrubber
+from rewardhub.prm import CONVENTIONS, Aggregation, PRMConvention, Step, split_steps
 from rewardhub.prm.aggregate import AGGREGATIONS, FLOORS, summarize
 from rewardhub.protocol import Reason, ScoreItem
 from rewardhub.rewards.base import Outcome, RewardConfig, ScoreContext, register
@@ -107,6 +113,14 @@ class PRMConfig(RewardConfig):
         ge=0.001,
         le=100.0,
         description="T of soft_min (PURE uses 0.1): lower is closer to the hard min of 2 s - 1.",
+    )
+    filler_steps: Literal["skip", "count"] = Field(
+        "skip",
+        description=(
+            'skip: a step that says nothing ("Let me think.", "Step 2:", "I hope it is correct.", in '
+            "any language; up to 200 characters) is scored in context but left out of the aggregate and "
+            "first_error, and a response of only such steps is no_answer; count: aggregate it as any step."
+        ),
     )
 
     reference_backend: str = Field(
@@ -186,7 +200,10 @@ class PRMReward(ModelReward[PRMConfig]):
     # none, as everywhere else (it was a scored step, and such a response was scored, not no_answer)
     # 1.10.3: a step pattern on a long response is matched in a CPU worker, resource_limit past 64 MB (as
     # the regex reward's match): (.)* held hundreds of MB in the service
-    version: ClassVar[str] = "1.10.3"
+    # 1.11.0: filler_steps (default skip): a step that says nothing ("Let me think.") is left out of the
+    # aggregates and first_error (padding raised mean and last, and moved first_error towards 1), and a
+    # response of only such steps is no_answer
+    version: ClassVar[str] = "1.11.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork, RLHFlow and implicit (PRIME) "
@@ -264,6 +281,7 @@ class PRMReward(ModelReward[PRMConfig]):
         except BackendError as exc:
             return [failure(exc) for _ in items]
         blank = partial(conv.blank, clean=clean)
+        filler = partial(filler_step, conv=conv, clean=clean) if config.filler_steps == "skip" else None
         outcomes: list[Outcome | None] = [None] * len(items)
         queries: list[StepQuery] = []
         todo: list[tuple[int, list[Step]]] = []
@@ -274,6 +292,7 @@ class PRMReward(ModelReward[PRMConfig]):
             skip_think=config.skip_think,
             max_steps=config.max_steps,
             blank=blank,
+            filler=filler,
         )
         asked = [i for i, item in enumerate(items) if item.prompt and not blank(item.prompt)]
         for i in sorted(set(range(len(items))) - set(asked)):  # "<|im_end|>" alone reaches it as ""
@@ -288,6 +307,9 @@ class PRMReward(ModelReward[PRMConfig]):
             steps = got
             if not steps:
                 outcomes[i] = self._no_steps(config)
+                continue
+            if all(s.filler for s in steps):  # "Let's solve this step by step." and nothing else
+                outcomes[i] = self._no_steps(config, "no steps to score: every step says nothing")
                 continue
             if ref is not None:
                 texts = _as_written(item.response, steps)
@@ -327,7 +349,10 @@ class PRMReward(ModelReward[PRMConfig]):
         out: dict[int, list[Step] | Outcome] = {}
         separator = split.keywords["separator"]
         texts = [items[i].response for i in asked]
-        if config.pattern is None and splits_off_loop(texts, separator):
+        checked = split.keywords.get("filler") is not None  # ~1 µs a character (content_free)
+        if config.pattern is None and (
+            splits_off_loop(texts, separator) or (checked and sum(map(len, texts)) > _FILLER_INLINE_CHARS)
+        ):
             got = await split_in_workers(self.runtime.cpu_pool, texts, split.keywords, deadline)
             return dict(zip(asked, got, strict=True))
         # each match inside what is left of the request's deadline, as the split in the workers is
@@ -354,7 +379,7 @@ class PRMReward(ModelReward[PRMConfig]):
         return out
 
     @staticmethod
-    def _no_steps(config: PRMConfig) -> Outcome:
+    def _no_steps(config: PRMConfig, message: str = "no steps to score") -> Outcome:
         """Nothing to score: the valid 0 of every aggregate (no step before the first error). In the
         components too, which GDPO normalises: an absent one is "no signal" there, the group's mean,
         above a solution whose steps scored low."""
@@ -362,7 +387,7 @@ class PRMReward(ModelReward[PRMConfig]):
             "aggregation": config.aggregation,
             "steps": [],
             "first_error": 0,
-            "message": "no steps to score",
+            "message": message,
         }
         floors: dict[str, float | None] = {a: FLOORS[a] for a in AGGREGATIONS}
         return Outcome(FLOORS[config.aggregation], Reason.NO_ANSWER, floors, details)
@@ -383,9 +408,25 @@ class PRMReward(ModelReward[PRMConfig]):
         for key, values in (extra or {}).items():
             for row, v in zip(rows, values, strict=True):
                 row[key] = round(v, 6)
+        # filler steps ("Let me think.") are shown, scored in context, and left out of every aggregate:
+        # each one the model found nothing wrong in raised mean, set last, and delayed first_error
+        counted = [k for k, s in enumerate(steps) if not s.filler]
         components, details = summarize(
-            rows, scores, config.aggregation, config.threshold, config.temperature
+            [rows[k] for k in counted],
+            [scores[k] for k in counted],
+            config.aggregation,
+            config.threshold,
+            config.temperature,
         )
+        if len(counted) < len(steps):
+            for k, s in enumerate(steps):
+                if s.filler:
+                    rows[k]["filler"] = True
+                    if config.aggregation == "soft_min":
+                        rows[k]["reward"] = 0.0  # no share of the score
+            details["steps"] = rows
+            if details["first_error"] >= 0:  # an index into the steps as shown (ProcessBench's)
+                details["first_error"] = counted[details["first_error"]]
         split = sum(s.members for s in steps)
         if split > len(steps):  # first_error counts groups, not the solution's steps (ProcessBench's)
             details["steps_before_merge"] = split
@@ -412,6 +453,22 @@ class PRMReward(ModelReward[PRMConfig]):
 
 # Pieces (separators found) a request may split on the event loop: about 6 µs each, so ~60 ms.
 _INLINE_PIECES = 10_000
+# Text a request may check for filler steps on the event loop: content_free costs ~1 µs a character
+# (90 µs for a 100-character step), so ~60 ms; a larger request splits in the CPU workers.
+_FILLER_INLINE_CHARS = 64 * 1024
+# A filler step is short: longer ones are not checked, which bounds the check's cost per step (~0.2 ms)
+FILLER_MAX_CHARS = 200
+
+
+def filler_step(text: str, conv: PRMConvention, clean: Scrubber) -> bool:
+    """Whether a step says nothing (:func:`~rewardhub.judging.hardening.content_free`: only openers,
+    filler words, a step's label or a verdict on nothing, in any language: "Let me think.", "Step 2:",
+    "I hope it is correct.") in what reaches the model (its tags and control tokens removed).
+
+    A PRM scores such a step as one with nothing wrong in it: padding a solution with them raised its
+    ``mean``, one at the end was its ``last``, and a few before a wrong step moved ``first_error`` from
+    0 towards 1 (the padding PURE saw policies learn against sum-form PRM rewards)."""
+    return len(text) <= FILLER_MAX_CHARS and content_free(conv.reaching(text, clean))
 
 
 def _pieces(text: str, separator: str) -> int:
