@@ -110,6 +110,33 @@ async def test_rate_fractions_and_dollar_thousands_are_one_vote(client: httpx.As
     assert out[0]["details"]["votes"] == 3
 
 
+async def test_inches_weeks_and_dollar_thousands_against_cents_are_votes_of_their_own(
+    client: httpx.AsyncClient,
+) -> None:
+    # math 1.0.20: "8 in" and "8 cm" were one vote (the word "in" dropped), and "8 in" and "20.32 cm" two; now
+    # "8 in" and "20.32 cm" are the majority (3 votes) against "8 cm" (2)
+    out = await results(client, "majority_vote", boxed(["8 cm", "8 in", "20.32 cm", "8 cm", "8 in"], gid()))
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+    # ... "143 weeks" is no rounding of "1000 days" (1000/7 weeks), which "1001 days" is: 3 votes against 2
+    out = await results(
+        client,
+        "majority_vote",
+        boxed(["1000 days", "143 weeks", "1001 days", "1000 days", "143 weeks"], gid()),
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+    # ... and "\\$1,200, \\$300" is "120000 cents, 30000 cents" (3 votes), not "1200 cents, 300 cents" (2)
+    answers = [
+        "1200 cents, 300 cents",
+        "\\$1,200, \\$300",
+        "120000 cents, 30000 cents",
+        "1200 cents, 300 cents",
+        "\\$1,200, \\$300",
+    ]
+    out = await results(client, "majority_vote", boxed(answers, gid()))
+    assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,6 +104,24 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{\\frac{96}{2}}", "48", 1.0, None),
         ("\\boxed{\\$1,200, \\$5}", "1200, 5", 1.0, None),
         ("\\boxed{1,200, 5}", "1200, 5", 0.0, None),
+        # a converted quantity compares as a plain number, a plain "in" is an inch against a length, a dollar
+        # amount in thousands groups keeps its sign against cents in a list (math 1.1.18: "143 weeks" against
+        # "1000 days", "8 in" against "8 cm" (either way), "\\$1,200, 5" against "1200 cents, 5" scored 1;
+        # "20.32 cm" against "8 in", "120000 cents, 30000 cents" against "\\$1,200, \\$300" 0)
+        ("\\boxed{143 weeks}", "1000 days", 0.0, None),
+        ("\\boxed{1000 days}", "143 weeks", 0.0, None),
+        ("\\boxed{1.5 hours}", "90 minutes", 1.0, None),
+        ("\\boxed{1001 m}", "1 km", 0.0, None),
+        ("\\boxed{8 in}", "8 cm", 0.0, None),
+        ("\\boxed{8 cm}", "8 in", 0.0, None),
+        ("\\boxed{20.32 cm}", "8 in", 1.0, None),
+        ("\\boxed{8 in}", "8 inches", 1.0, None),
+        ("\\boxed{8 in}", "8", 1.0, None),
+        ("The answer is 8 in total.", "8 cm", 1.0, None),
+        ("\\boxed{\\$1,200, 5}", "1200 cents, 5", 0.0, None),
+        ("\\boxed{120000 cents, 30000 cents}", "\\$1,200, \\$300", 1.0, None),
+        ("\\boxed{\\$1,200, \\$300}", "\\$1,200, \\$301", 0.0, None),
+        ("\\boxed{\\$1200.5}", "\\$1,200.50", 1.0, None),
     ],
 )
 async def test_math_verdicts(

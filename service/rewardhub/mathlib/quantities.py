@@ -24,8 +24,9 @@ year`` is ``12 months``, ``2 decades`` ``20 years``), and against a day, a week 
 (``5 years`` is not ``5 days``). A square or cubic unit in words is a power (``25 square meters``, ``25 sq
 m`` and ``1 cubic meter`` are ``25 m^2``, ``25 m^2`` and ``1000 L``; superscript digits are one too, as
 normalisation writes them: ``8 ft²`` is ``8 ft^2``), an acre 43,560 square feet, the inch's ``in`` a unit
-only with a power or after such a word (``8 in^3``, ``8 cu in``; ``3 in`` may be a cut-off sentence), a
-rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
+with a power or after such a word (``8 in^3``, ``8 cu in``), or alone ending the answer against a length
+in a unit (:func:`_plain_inch`: ``8 in`` is ``20.32 cm`` and not ``8 cm``; against a bare 8 it may be a
+cut-off sentence, and ``8 in total`` is none), a rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
 as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is ``\\$0.50`` and not
 ``\\$50``; ``\\$10`` against ``10`` is a bare 10), in a list or a tuple too (a list item keeps its sign as
 its quantity: :func:`.structures.parse_answer`; ``50 cents, 2`` is not ``\\$50, 2``). A known unit against a number and a word that names
@@ -55,10 +56,11 @@ kept (``2 km^2, 3`` is ``2000000 m^2, 3``), or whose upright symbols normalisati
 (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
 3 significant digits matches: ``1.33 hours`` is ``80 minutes``). Converted, a prediction in another unit
 than the gold's agrees at its own precision: a whole number is a rounding there too (``161 km/h`` for ``100
-mph``, 160.9344; the gold's unit is not the prediction's, so the exact value was no answer it could write),
-and a decimal gold is a rounding of an exact prediction converted to its unit (``96.56 km/h`` and ``60 mph``,
-96.56064 km/h, as ``0.33`` is one of ``1/3``). The floor of 3 significant digits holds here as everywhere:
-``97 km/h`` is no rounding of 60 mph (96.56064 km/h), as ``97`` is none of ``96.56``; two digits would
+mph``, 160.9344) where the gold in the prediction's unit is a decimal, and exact where it is a whole number
+or a fraction, as plain numbers are (:func:`_as_written`: ``143 weeks`` is not ``1000 days``, 1000/7 weeks,
+as ``143`` is not ``\\frac{1000}{7}``), and a decimal gold is a rounding of an exact prediction converted
+to its unit (``96.56 km/h`` and ``60 mph``, 96.56064 km/h, as ``0.33`` is one of ``1/3``). The floor of 3
+significant digits holds here as everywhere: ``97 km/h`` is no rounding of 60 mph (96.56064 km/h), as ``97`` is none of ``96.56``; two digits would
 accept answers nearly 5% off (``11 km`` for 10.5 km, ``11000 s`` for 3 hours).
 """
 
@@ -68,7 +70,7 @@ import re
 from fractions import Fraction
 
 from rewardhub.mathlib.normalize import key, normalize, superscripts
-from rewardhub.mathlib.numeric import Literal, as_rounding, literals_equivalent, parse_literal
+from rewardhub.mathlib.numeric import Literal, literals_equivalent, parse_literal
 from rewardhub.mathlib.scan import find_top_level
 from rewardhub.mathlib.structures import is_name
 
@@ -143,8 +145,8 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
 # The day's symbol d is a differential or a variable far more often than a unit: it is one only typeset
 # upright right after a number and ending the answer ("5\\,\\text{d}", "5\\,\\mathrm{d}"), never plain ("5 d").
 _UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400))}
-# The inch's "in" is a preposition as often ("3 in" may be cut off): it is an inch only with a power or after
-# a square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"); "3 in" stays an unknown spelling.
+# The inch's "in" is a preposition as often ("3 in" may be cut off): it is an inch with a power or after a
+# square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"), or alone against a length (:func:`_plain_inch`).
 _POWERED_UNITS: dict[str, tuple[str, Fraction]] = {"in": ("length", Fraction(254, 10000))}
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
@@ -254,6 +256,22 @@ def _plain_litre(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal,
     if m is None or other[1] != "length^3":
         return None
     return quantity(f"{m.group('num')} L", letter=True)
+
+
+# A number and a plain "in" after a space, ending the answer: "8 in" (normalised; "8 \\text{ in}" too).
+_PLAIN_INCH_RE = re.compile(r"^(?P<num>.{1,100}?)\sin\.?$")
+
+
+def _plain_inch(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a number of inches where it is a number and a plain ``in`` ending the answer
+    (``8 in``) and ``other`` a length in a unit (``8 inches``, ``20.32 cm``, ``8 ft``): the other side says
+    the in is an inch (``8 in`` is not ``8 cm``, and is ``20.32 cm``). Elsewhere the word may be the
+    preposition of a cut-off sentence, and is left to the other rules as before (``8 in`` against ``8``
+    is a unit on one side only; ``8 in total`` is no quantity): None."""
+    m = _PLAIN_INCH_RE.match(s)
+    if m is None or other[1] != "length":
+        return None
+    return quantity(f"{m.group('num')} inches", letter=True)
 
 
 def _stated_number(s: str) -> Literal | None:
@@ -458,14 +476,42 @@ def _differ(
     return False
 
 
+# The most fractional digits a converted gold is written with as a decimal (1 mile is 1609.344 m): past them
+# it is the fraction it is (no unit here converts to more than 12).
+_MAX_CONVERTED_DECIMALS = 30
+
+
+def _as_written(value: Fraction) -> Literal:
+    """The literal that writes ``value`` exactly, as a gold in that unit would be written: a whole number
+    or a fraction exact (``1000`` m, ``\\frac{1000}{7}`` weeks), a terminating decimal a decimal
+    (``1609.344`` m), which a whole number may round (:func:`.numeric.literals_equivalent`)."""
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den, twos = den // 2, twos + 1
+    while den % 5 == 0:
+        den, fives = den // 5, fives + 1
+    places = max(twos, fives)
+    if den != 1 or places == 0 or places > _MAX_CONVERTED_DECIMALS:
+        return Literal(value)
+    digits = str(abs(value.numerator) * 10**places // value.denominator).rjust(places + 1, "0")
+    sign = "-" if value < 0 else ""
+    written = parse_literal(f"{sign}{digits[:-places]}.{digits[-places:]}")
+    return Literal(value) if written is None else written
+
+
 def _convert(g: tuple[Literal, str, Fraction], p: tuple[Literal, str, Fraction]) -> bool:
     """Two quantities of one dimension in different units: the gold converted exactly to the prediction's
-    unit, compared as literals are, the prediction a rounding at its own precision (a whole number too:
-    ``161 km/h`` for ``100 mph``, 160.9344; 3 significant digits at least, as everywhere: ``97 km/h`` is
-    no rounding of 96.56064, as ``97`` is none of ``96.56``); or a decimal gold against an exact
-    prediction, converted to the gold's unit (``96.56 km/h`` and ``60 mph``: the gold rounds 96.56064, as
-    ``0.33`` rounds ``1/3``; a finer decimal prediction than the gold, ``60.001 mph``, is not read so)."""
-    if literals_equivalent(Literal(g[0].value * g[2] / p[2]), as_rounding(p[0])):
+    unit and written as the literal that states it (:func:`_as_written`), compared as literals are, as
+    plain numbers: the prediction a rounding at its own precision where it is a decimal, or where it is a
+    whole number and the converted gold a decimal (``161 km/h`` for ``100 mph``, 160.9344, as ``161`` for
+    ``160.9344``; 3 significant digits at least, as everywhere: ``97 km/h`` is no rounding of 96.56064, as
+    ``97`` is none of ``96.56``), a whole number exact against a whole or fractional gold (``143 weeks``
+    is not ``1000 days``, 1000/7 weeks, as ``143`` is not ``\\frac{1000}{7}``, nor ``1001 m`` ``1 km``); or a
+    decimal gold against an exact prediction, converted to the gold's unit (``96.56 km/h`` and ``60 mph``:
+    the gold rounds 96.56064, as ``0.33`` rounds ``1/3``; a finer decimal prediction than the gold,
+    ``60.001 mph``, is not read so)."""
+    if literals_equivalent(_as_written(g[0].value * g[2] / p[2]), p[0]):
         return True
     return (
         g[0].decimals is not None
@@ -502,9 +548,9 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
             return True if stated and states_number(ng, np) else None
         g, p = quantity(ng, letter=True), quantity(np, letter=True)
         if g is None and p is not None:
-            g = _named_power(ng, p) or _plain_litre(ng, p)
+            g = _named_power(ng, p) or _plain_litre(ng, p) or _plain_inch(ng, p)
         elif p is None and g is not None:
-            p = _named_power(np, g) or _plain_litre(np, g)
+            p = _named_power(np, g) or _plain_litre(np, g) or _plain_inch(np, g)
         if g is None or p is None:
             differ = (
                 _symbols_differ(ng, np)

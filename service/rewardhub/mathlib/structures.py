@@ -489,17 +489,24 @@ def parse_answer(s: str) -> tuple[list[Item], bool]:
         items = _typeset_quantities(items, _parse_normalised(normalize(s, keep_units=True))[0])
     if "\\$" in s and _DOLLAR_AMOUNT_RE.search(s):
         items = _dollar_quantities(
-            items, _parse_normalised(normalize(_DOLLAR_AMOUNT_RE.sub(r"\1 dollars", s)))[0]
+            items, _parse_normalised(normalize(_DOLLAR_AMOUNT_RE.sub(_dollars_word, s)))[0]
         )
     return items, is_set
 
 
-# A dollar amount as written, its sign escaped: "\\$0.50" (normalisation drops the sign). An unescaped $ is a
-# math delimiter as often ("$3$"), left alone; an amount in thousands groups ("\\$1,200") normalisation
-# reads as one number (1200), and a bare one here.
-_DOLLAR_AMOUNT_RE = re.compile(r"\\\$\s*(\d+(?:\.\d+)?|\.\d+)(?!\d|[.,]\d)")
+# A dollar amount as written, its sign escaped: "\\$0.50", or in thousands groups, "\\$1,200.50" (normalisation
+# drops the sign, and the commas of such an amount: 1200.50). An unescaped $ is a math delimiter as often
+# ("$3$"), left alone; so is a group that is no thousands group ("\\$1,20", "\\$1,200,5").
+_DOLLAR_AMOUNT_RE = re.compile(r"\\\$\s*([1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?!\d|[.,]\d)")
+
 # The same amount once written "<amount> dollars" for the split, and normalised.
 _DOLLARS_WORD_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+) dollars(?![A-Za-z])")
+
+
+def _dollars_word(m: re.Match[str]) -> str:
+    """A dollar amount written ``<amount> dollars``, without its thousands commas (``\\$1,200`` is ``1200
+    dollars``: the item normalisation reads, 1200, once the word is left out)."""
+    return m.group(1).replace(",", "") + " dollars"
 
 
 def _dollar_quantities(items: list[Item], kept: list[Item]) -> list[Item]:
