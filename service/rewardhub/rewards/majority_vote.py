@@ -217,7 +217,10 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # in}^2" and "8 cubic inches", "50 cents, 2" and "\\$50, 2" two (they were one)
     # 1.0.19: math: "96.56 \\frac{\\text{km}}{\\text{h}}" and "60 mph", "\\$1,200, \\$5" and "1200, 5" are one
     # vote (they were two); "\\$1,200, \\$5" and "1, 200, 5" two (they were one)
-    version: ClassVar[str] = "1.0.19"
+    # 1.0.20: math: "143 weeks" and "1000 days", "8 in" and "8 cm", "\\$1,200, 5" and "1200 cents, 5" are two
+    # votes (they were one); "8 in" and "20.32 cm", "\\$1,200, \\$300" and "120000 cents, 30000 cents" one (they
+    # were two)
+    version: ClassVar[str] = "1.0.20"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

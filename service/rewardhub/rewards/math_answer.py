@@ -160,7 +160,15 @@ class MathReward(Reward[MathConfig]):
     # "96.56" against "96.56 \\frac{\\text{km}}{\\text{h}}" scored 0, now 1 ("\\frac{96}{2}" stays 48); a dollar
     # amount in thousands groups is one number in a list: "\\$1,200, \\$5" against "1200, 5" (or a tuple's)
     # scored 0, now 1, and against "1, 200, 5" 1, now 0 ("1,200, 5" without the sign stays 1, 200 and 5)
-    version: ClassVar[str] = "1.1.17"
+    # 1.1.18: a converted quantity compares as a plain number: the gold in the prediction's unit is the literal
+    # that writes it exactly, a decimal a whole number may round ("1609 m" for "1 mile", 1609.344 m) or a
+    # fraction it may not: "143 weeks" against "1000 days" (1000/7 weeks) scored 1, now 0, as 143 against
+    # \\frac{1000}{7}; a plain "in" ending the answer is an inch against a length in a unit: "8 in" against
+    # "8 cm" or "8 ft" scored 1 (the word dropped), now 0, and against "20.32 cm" (or "24 in" against "2 ft")
+    # 0, now 1 (against a bare 8 still 1, and "8 in total" is no inch); a dollar amount in thousands groups
+    # keeps its sign against cents in a list: "\\$1,200, 5" against "1200 cents, 5" scored 1, now 0, and
+    # "\\$1,200, \\$300" against "120000 cents, 30000 cents" 0, now 1
+    version: ClassVar[str] = "1.1.18"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
