@@ -725,3 +725,69 @@ async def test_a_restart_cancelled_by_close_leaves_no_zombie(tmp_path: Path) -> 
             restarting.cancel()
             await asyncio.gather(restarting, return_exceptions=True)
         await proc.close()
+
+
+def _reaped(pid: int) -> bool:
+    """Whether ``pid`` has ended and had its exit status collected: gone from /proc (checked there, as
+    ``Process.exitcode`` or ``is_alive`` would collect it themselves)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+async def _until_reaped(pid: int) -> None:
+    """Wait, bounded, for ``pid`` to be reaped by the code under test; fail saying how it was left."""
+    try:
+        await until(lambda: _reaped(pid))
+    except AssertionError:
+        left = "a zombie" if _zombie(pid) else "running"
+        raise AssertionError(f"the dropped child was left {left}") from None
+
+
+@pytest.mark.parametrize(
+    ("fn", "item", "stall_s", "why"),
+    [
+        (_hangs, "hang", 1.0, "did not answer within 1 s"),
+        (_device_assert, "poison", None, "device-side assert"),
+    ],
+    ids=["stalled", "device-lost"],
+)
+async def test_a_child_dropped_mid_batch_is_reaped_without_a_later_call(
+    fn: Callable[[object, list[str]], list[str]], item: str, stall_s: float | None, why: str
+) -> None:
+    """A child killed for stalling, or ending after its device was lost, was reaped only by the next
+    drop or close(): a service that saw no further call for that model kept a zombie meanwhile. (On the
+    code before, the child stays a zombie: the bounded wait below fails.)"""
+    proc = ModelProcess("t", _nothing, stall_s=stall_s)
+    await proc.start()
+    try:
+        child = proc._proc
+        assert child is not None and child.pid is not None
+        with pytest.raises(ForwardCrashed, match=why):
+            await proc.call(fn, [item])
+        assert proc._proc is None  # dropped, and nothing calls the process again
+        pid = child.pid
+        await _until_reaped(pid)
+    finally:
+        await proc.close()
+
+
+async def test_a_cancelled_first_start_leaves_no_zombie(tmp_path: Path) -> None:
+    """A first start() cancelled while the model loads (the caller's timeout, a shutdown) kills the
+    loading child; it was reaped only by a later start() or close(), and until then stayed a zombie.
+    (On the code before, the bounded wait below fails.)"""
+    gate = str(tmp_path / "gate")
+    proc = ModelProcess("t", partial(_gated_loader, gate))  # the gate never opens: the load never ends
+    starting = asyncio.create_task(proc.start())
+    try:
+        await until(lambda: proc._proc is not None, "the child was never started")
+        child = proc._proc
+        assert child is not None and child.pid is not None
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        assert starting.cancelled() and proc._proc is None
+        pid = child.pid
+        await _until_reaped(pid)
+    finally:
+        Path(gate + ".open").touch()
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await proc.close()

@@ -37,6 +37,7 @@ import pickle
 import signal
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, NoReturn
@@ -233,6 +234,9 @@ class ModelProcess:
         # start() waits for the child's "loaded": a close() meanwhile kills it (see _heeds_stop)
         self._loading = False
         self._ended: list[mp.process.BaseProcess] = []  # children dropped, not known to be reaped yet
+        # Per child dropped, its reaper (_reap_soon) while it runs: held here, as the loop keeps only a weak
+        # reference to a task, and close() waits for them.
+        self._reapers: dict[mp.process.BaseProcess, asyncio.Task[None]] = {}
 
     async def start(self) -> dict[str, Any]:
         """Spawn the process and wait for the model to load; raise BackendError if it cannot."""
@@ -463,9 +467,9 @@ class ModelProcess:
         return self._proc.exitcode if self._proc is not None else None
 
     def _drop(self, crash: BackendError | None = None, *, stopping: bool = False) -> None:
-        """Forget the child (killed if alive) and settle every batch owed a reply: the first, the one it
-        was running, with ``crash``; the rest, which it never started, are sent again by their callers
-        (or, ``stopping``, fail: the service is closing)."""
+        """Forget the child (killed if alive, then reaped on a thread) and settle every batch owed a reply:
+        the first, the one it was running, with ``crash``; the rest, which it never started, are sent again
+        by their callers (or, ``stopping``, fail: the service is closing)."""
         conn, requests, proc = self._conn, self._requests, self._proc
         self._conn, self._requests, self._proc = None, None, None
         owed, self._owed = self._owed, deque()
@@ -490,9 +494,11 @@ class ModelProcess:
         if proc is not None:
             if proc.is_alive():
                 proc.kill()
-            # reaped by the next close() (_reap); exitcode collects the ones that have ended since
+            # exitcode collects the ones a reaper gave up on that have ended since
             self._ended = [p for p in self._ended if p.exitcode is None]
-            self._ended.append(proc)
+            if proc.exitcode is None:  # not reaped yet (a crash's is, by _died): it is now, on a thread
+                self._ended.append(proc)
+                self._reap_soon(proc)
         if conn is not None:
             _close_quietly(conn)
         sending = self._sending
@@ -545,12 +551,39 @@ class ModelProcess:
                 await asyncio.wait([sending], timeout=STOP_GRACE_S)
             await self._reap()
 
+    def _reap_soon(self, proc: mp.process.BaseProcess) -> asyncio.Task[None] | None:
+        """Collect a dropped child's exit status once it ends, on a thread, so that it is not left a
+        zombie: one killed for stalling, or ended after its device was lost, or killed loading a model
+        (a cancelled start) was reaped only by the next drop or close(), and a service that saw no more
+        calls for that model kept it meanwhile. Returns its reaper (one per child at a time); none where
+        no event loop runs (close() reaps it then)."""
+        task = self._reapers.get(proc)
+        if task is None or task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return None
+            task = loop.create_task(self._join(proc), name=f"reap:{self.name}")
+            self._reapers[proc] = task
+            task.add_done_callback(partial(self._reaped, proc))
+        return task
+
+    def _reaped(self, proc: mp.process.BaseProcess, task: asyncio.Task[None]) -> None:
+        if self._reapers.get(proc) is task:
+            del self._reapers[proc]
+
+    async def _join(self, proc: mp.process.BaseProcess) -> None:
+        """Wait for a dropped child to end, bounded: a killed child ends at once, but one stuck in the
+        kernel (a GPU driver call) ends only when that returns; it stays in :attr:`_ended` then, for the
+        next close() (or the next process start, which collects every ended child) to collect."""
+        await asyncio.to_thread(proc.join, STOP_GRACE_S)
+        if proc.exitcode is not None and proc in self._ended:
+            self._ended.remove(proc)
+
     async def _reap(self) -> None:
         """Collect the exit status of every child dropped (killed, or ended on its own), so that none is
-        left a zombie: one killed in a restart that its caller's cancellation interrupted (the batcher's
-        close) was never waited for, and close() found no process of its own to stop. A killed child ends
-        at once; the wait is bounded all the same (one stuck in the kernel, in a GPU driver call, ends when
-        that returns, and the next process start collects it then)."""
-        for proc in list(self._ended):
-            await asyncio.to_thread(proc.join, STOP_GRACE_S)
-        self._ended = [p for p in self._ended if p.exitcode is None]
+        left a zombie after close(): the reapers still waiting are waited for, and a child a reaper gave
+        up on gets one more bounded wait. Cancelled meanwhile, the reapers go on."""
+        reapers = [t for t in map(self._reap_soon, list(self._ended)) if t is not None]
+        if reapers:
+            await asyncio.wait(reapers)
