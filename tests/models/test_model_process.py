@@ -507,9 +507,9 @@ def _gated_loader(path: str) -> str:
     return "loaded"
 
 
-async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Path) -> None:
-    """close() while a call restarts the process (the model loading): the call waited for a "loaded"
-    from a pipe that close() had closed and stopped watching, for ever."""
+async def _restarting(tmp_path: Path) -> tuple[ModelProcess, asyncio.Task[list[Any]]]:
+    """A started model process whose child died in a call, and a call restarting it: the successor
+    loading the model (its gate stays shut). The caller closes the process and cancels the call."""
     gate = str(tmp_path / "gate")
     Path(gate + ".open").touch()
     proc = ModelProcess("t", partial(_gated_loader, gate))
@@ -521,13 +521,26 @@ async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Pat
         os.remove(gate + ".open")  # the successor's load waits
         restarting = asyncio.create_task(proc.call(_echo, ["x"]))
         await until(lambda: proc.restarts == 1 and proc._proc is not None, "the call never restarted it")
+    except BaseException:
+        if restarting is not None:
+            restarting.cancel()
+            await asyncio.gather(restarting, return_exceptions=True)
+        await proc.close()
+        raise
+    return proc, restarting
+
+
+async def test_close_during_a_restart_fails_the_call_that_restarts(tmp_path: Path) -> None:
+    """close() while a call restarts the process (the model loading): the call waited for a "loaded"
+    from a pipe that close() had closed and stopped watching, for ever."""
+    proc, restarting = await _restarting(tmp_path)
+    try:
         await asyncio.wait_for(proc.close(), 60)
         with pytest.raises(BackendError):
             await asyncio.wait_for(restarting, 60)
     finally:
-        if restarting is not None:
-            restarting.cancel()
-            await asyncio.gather(restarting, return_exceptions=True)
+        restarting.cancel()
+        await asyncio.gather(restarting, return_exceptions=True)
         await proc.close()
 
 
@@ -697,17 +710,8 @@ async def test_a_restart_cancelled_by_close_leaves_no_zombie(tmp_path: Path) -> 
     """The backend's close cancels the batcher's passes, one of them restarting the process (the model
     loading in the successor), then closes the process. The cancelled start killed the loading child but
     never reaped it, and close() found no process to stop: a zombie was left after close() returned."""
-    gate = str(tmp_path / "gate")
-    Path(gate + ".open").touch()
-    proc = ModelProcess("t", partial(_gated_loader, gate))
-    await proc.start()
-    restarting = None
+    proc, restarting = await _restarting(tmp_path)
     try:
-        with pytest.raises(ForwardCrashed):
-            await proc.call(_die, [])
-        os.remove(gate + ".open")  # the successor's load waits
-        restarting = asyncio.create_task(proc.call(_echo, ["x"]))
-        await until(lambda: proc.restarts == 1 and proc._proc is not None, "the call never restarted it")
         child = proc._proc
         assert child is not None and child.pid is not None
         restarting.cancel()  # as the batcher's close does
@@ -721,9 +725,8 @@ async def test_a_restart_cancelled_by_close_leaves_no_zombie(tmp_path: Path) -> 
         await until(ended, "the killed child never ended")
         assert not _zombie(pid)  # reaped
     finally:
-        if restarting is not None:
-            restarting.cancel()
-            await asyncio.gather(restarting, return_exceptions=True)
+        restarting.cancel()
+        await asyncio.gather(restarting, return_exceptions=True)
         await proc.close()
 
 
