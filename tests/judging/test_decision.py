@@ -396,8 +396,6 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 3\nEven if it were verbose, Score: 4", "4"),
         ("Score: 3. Hmm, if I had to choose, I would say Score: 4", "4"),
         ("Score: 2\nScore: 4 (it would be 5 if the units were given)", "4"),
-        # only hypothetical decisions: the last is read, as before
-        ("If the answer were complete it would get Score: 5", "5"),
         # the condition on the line before the decision (was read as 10)
         ("Score: 3\nIf the answer were complete,\nScore: 10", "3"),
         ("Score: 3\nAssuming the units could be inferred:\nScore: 10", "3"),
@@ -419,6 +417,24 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 3。即使答案冗长，Score: 4", "4"),
         ("Score: 3。如果我必须选择，我会说 Score: 4", "4"),
         ("Score: 2。再想一想，Score: 4", "4"),
+        # a modal right after the decision, or a decision in a bracketed remark that a modal qualifies
+        # (each later score was read)
+        ("Score: 4 (Score: 5 would require units)", "4"),
+        ("Score: 3. A Score: 5 answer would show the derivation.", "3"),
+        ("Score: 3. A **Score: 5** response must show the derivation.", "3"),
+        ("Score: 4. Score: 5 would be too generous.", "4"),
+        ("Score: 4. Score: 5 would not be fair.", "4"),
+        ("Score: 4 (with units it would be Score: 5)", "4"),
+        ("Score: 3. Score: 5 only if the units were given.", "3"),
+        ("Score: 3. Score: 5 should be given only if the units are shown.", "3"),
+        # the judge's own decision with a modal after it, or a remark without a decision in it
+        ("Score: 2 ... on reflection Score: 4 would be fair.", "4"),
+        ("Score: 2\n**Score: 4** would be my final answer.", "4"),
+        ("Score: 2\nScore: 4 should stand even if it is verbose.", "4"),
+        ("Score: 2\nScore: 4 - could be more concise", "4"),
+        ("Score: 2\nScore: 4 (it could be shorter)", "4"),
+        ("Score: 2\nScore: 4, but it would be 5 if the units were given.", "4"),
+        ("Score: 2\nOverall (I would give it Score: 4)", "4"),
     ],
 )
 def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:
@@ -434,6 +450,35 @@ def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, 
         assert d.label == want, (text, scoring, d)
     on_five = read_decision(Completion(text), find(rx), Scale.scores(1, 5), "parse")
     assert on_five.label == want
+
+
+@pytest.mark.parametrize(
+    ("key", "text"),
+    [
+        ("pointwise", "If the answer were complete it would get Score: 5"),
+        ("pointwise", "Score: 5 would require units."),
+        ("pointwise", "The derivation is missing. A Score: 5 answer would show it."),
+        ("pointwise", "It would have earned Score: 5 with the units."),
+        ("reference", "The units are missing. If they were given, it would be Final Decision: Yes."),
+        ("pairwise", "Both are close. Winner: A only if length mattered."),
+    ],
+)
+def test_only_hypothetical_decisions_are_no_decision(key: str, text: str) -> None:
+    """A judge that only says what another answer would get ("A Score: 5 answer would show it") decided
+    nothing about this one: the last hypothetical decision was read (a 5). It is a DecisionError (the
+    item's parse_error), in both scorings."""
+    from rewardhub.judging.templates import DECISION_KEYS, DECISION_PATTERNS
+
+    scale = {
+        "pairwise": Scale({"a": 1.0, "b": 0.0, "tie": 0.5}, complete=("a", "b")),
+        "pointwise": Scale.scores(1, 5),
+    }.get(key, Scale({"yes": 1.0, "no": 0.0}, complete=("yes", "no")))
+    rx = re.compile(DECISION_PATTERNS[key], re.IGNORECASE)
+    for keys in (None, re.compile(DECISION_KEYS[key], re.IGNORECASE)):
+        for scoring in ("parse", "logprobs"):
+            c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\w+|\S|\s+", text))))
+            with pytest.raises(DecisionError, match="hypothetical"):
+                read_decision(c, find(rx), scale, scoring, keys)  # type: ignore[arg-type]
 
 
 def test_the_logprobs_are_read_at_the_real_decision_not_the_hypothetical_one() -> None:

@@ -1856,6 +1856,27 @@ async def test_a_hypothetical_score_after_the_judge_s_decision_is_not_read(
         assert lp["details"]["method"] == "logprobs" and lp["score"] == pytest.approx((3.5 - 1) / 4), lp
 
 
+async def test_a_modal_or_remarked_score_is_not_the_judge_s_decision(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """A score the judge only talks about, after its own ("Score: 4 (Score: 5 would require units)", "A
+    Score: 5 answer would show the derivation"), was read as the decision (5: 1.0); a judgement whose
+    only decisions are such is a parse_error (was 1.0), never a score."""
+    item = {"prompt": "Explain gravity.", "response": "Mass attracts mass."}
+    async with judge_app(make_app, judge_server) as client:
+        for reply, want in (
+            ("Score: 4 (Score: 5 would require units)", 0.75),
+            ("Score: 3. A Score: 5 answer would show the derivation.", 0.5),
+        ):
+            judge_server.reply = always(reply)
+            (res,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+            assert res["valid"] and res["score"] == pytest.approx(want), (reply, res)
+        judge_server.reply = always("The derivation is missing. A Score: 5 answer would show it.")
+        (only,) = await score(client, {"mode": "pointwise"}, [item], use_cache=False)
+        assert only["valid"] is False and only["reason"] == "parse_error", only
+        assert "hypothetical" in only["details"]["message"], only
+
+
 async def test_a_custom_decision_pattern_on_a_long_judgement_is_matched_in_a_capped_worker(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

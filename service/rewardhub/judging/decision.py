@@ -6,8 +6,10 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
 * ``parse``: the **last** match of the decision pattern wins (a judge that reasons "Score: 2... on
   reflection, Score: 4" means 4), unless it is a hypothetical one, a score the judge would give another
   answer ("Score: 3. If the proof were complete it would get Score: 10", "Score: 5 had it shown its
-  work", "otherwise Score: 5"; in the judge's reasoning in English or Chinese): the last decision is then the last one that is not, and only when every
-  match is hypothetical is the last match read; a label outside the scale, or no match, is
+  work", "otherwise Score: 5", "A Score: 5 answer would show the derivation", "Score: 5 would be too
+  generous", "Score: 4 (Score: 5 would require units)"; in the judge's reasoning in English or
+  Chinese): the last decision is then the last one that is not. When every match is hypothetical the
+  judge decided nothing about this answer; that, a label outside the scale, or no match, is
   :class:`DecisionError` (the item becomes ``parse_error``, never a silent 0). So is a score out of
   another maximum than the scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own
   scale); "4/5" reads as 4.
@@ -187,9 +189,10 @@ _COUNTERFACTUAL = re.compile(
     re.IGNORECASE,
 )
 # ... or a condition right after it: "Score: 10 if the proof were complete", "Score: 5, had it shown
-# its work" (not "Score: 4 (it would be 5 if the units were given)", a decision with a remark)
+# its work", "Score: 5 only if the units were given" (not "Score: 4 (it would be 5 if the units were given)", a decision with a remark)
 _CONDITION_AFTER = re.compile(
-    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*,?[ \t]*(?:if|unless|had|were|provided|assuming)\b""",
+    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*,?[ \t]*(?:(?:but[ \t]+)?only[ \t]+)?"""
+    r"(?:if|unless|had|were|provided|assuming)\b",
     re.IGNORECASE,
 )
 # The same in Chinese, for a judge that reasons in it while its decision keeps the template's label
@@ -201,11 +204,35 @@ _IF_ZH = "如果|假如|假设|假若|倘若|要是|若是"
 _HYPOTHETICAL_ZH = re.compile(rf"(?:{_IF_ZH})(?!我)|否则|不然|本(?:应|该|可|来)")
 _CONDITION_AFTER_ZH = re.compile(rf"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*[,，]?[ \t]*(?:{_IF_ZH})""")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)|[。！？；]|\n")
+# ... or a modal right after it, the decision its subject ("Score: 5 would require units", "A Score: 5
+# answer would show the derivation", "Score: 5 would be too generous"): a score the judge talks about, not
+# the one it gives. With a noun between ("a Score: 5 answer should ...") any modal; without one, "would",
+# "could" and "might", except where the judge affirms the score ("Score: 4 would be fair": :data:`_AFFIRMED`).
+_MODAL_AFTER = re.compile(
+    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*"""
+    r"(?:(?P<noun>(?:answer|response|solution|proof|essay|submission|version|work)s?)[ \t]+)?"
+    r"(?P<modal>would|could|might|should|must|will)(?P<neg>n['’]t|[ \t]+not)?\b",
+    re.IGNORECASE,
+)
+_AFFIRMED = re.compile(
+    r"[ \t]+(?:be|seem|feel)[ \t]+(?:(?:a|an|the|my|most|more|quite|very|entirely|perfectly|about|just)[ \t]+)*"
+    r"(?:fair|appropriate|justified|reasonable|right|correct|accurate|warranted|suitable|apt|adequate|proper|"
+    r"sensible|deserved|my)\b",
+    re.IGNORECASE,
+)
+# The judge's remark in brackets after its decision: a decision inside it that a modal or a condition
+# qualifies is the remark's ("Score: 4 (with units it would be Score: 5)"), not the judge's.
+_CLAUSE_END = re.compile(r"[.!?;,](?=\s|$)|[()（）。！？；，]|\n")
+_REMARK_MODAL = re.compile(r"\b(?:would|could|might|should|were)\b|\bif\b|\bunless\b", re.IGNORECASE)
 
 
-def _hypothetical(text: str, m: MatchLike) -> bool:
+def _hypothetical(
+    text: str, m: MatchLike, find_last: Callable[[str], MatchLike | None] | None = None
+) -> bool:
     """The decision ``m`` in ``text`` is one the judge would give another answer (:data:`_CONDITIONAL`
-    with :data:`_MODAL`, :data:`_COUNTERFACTUAL` in its sentence before it, or :data:`_CONDITION_AFTER`)."""
+    with :data:`_MODAL`, :data:`_COUNTERFACTUAL` in its sentence before it, :data:`_CONDITION_AFTER` or
+    :data:`_MODAL_AFTER` right after it, or, with ``find_last``, a remark in brackets after a decision
+    that a modal qualifies: :func:`_in_remark`)."""
     begin = max(0, m.start() - 300)
     before = text[begin : m.start()]
     ends = [e.end() for e in _SENTENCE_END.finditer(before)]
@@ -220,24 +247,59 @@ def _hypothetical(text: str, m: MatchLike) -> bool:
         return True
     if _HYPOTHETICAL_ZH.search(clause):
         return True
-    return (
+    if (
         _CONDITION_AFTER.match(text, m.end()) is not None
         or _CONDITION_AFTER_ZH.match(text, m.end()) is not None
-    )
+    ):
+        return True
+    return _modal_after(text, m.end()) or (find_last is not None and _in_remark(text, m, clause, find_last))
 
 
-def _find_in(find_last: Callable[[str], MatchLike | None], text: str) -> tuple[MatchLike | None, int]:
+def _modal_after(text: str, at: int) -> bool:
+    """A modal right after a decision that ends at ``at``, the decision its subject (:data:`_MODAL_AFTER`)."""
+    after = _MODAL_AFTER.match(text, at)
+    if after is None:
+        return False
+    if after.group("noun"):
+        return True  # "a Score: 5 answer would ...": another answer's score
+    if after.group("modal").casefold() not in ("would", "could", "might"):
+        # "Score: 4 should stand", "Score: 4 will do": the judge's own, unless a condition follows in the
+        # same clause ("Score: 5 should be given only if the units are shown")
+        rest = _CLAUSE_END.split(text[after.end() : after.end() + 200], maxsplit=1)[0]
+        return _CONDITIONAL.search(rest) is not None
+    return bool(after.group("neg")) or _AFFIRMED.match(text, after.end()) is None
+
+
+def _in_remark(text: str, m: MatchLike, clause: str, find_last: Callable[[str], MatchLike | None]) -> bool:
+    """``m`` stands in an open bracket of its sentence (``clause``: the sentence up to ``m``), after a
+    decision, and the bracket holds a modal or a condition: "Score: 4 (with units it would be Score: 5)"."""
+    opened = max(clause.rfind("("), clause.rfind("（"))
+    if opened < 0 or ")" in clause[opened:] or "）" in clause[opened:]:
+        return False
+    if find_last(clause[:opened]) is None:
+        return False  # no decision before the bracket: "(I would say Score: 4)" may be the judge's own
+    inside = clause[opened:] + text[m.end() : m.end() + 300]
+    close = min((i for i in (inside.find(")"), inside.find("）")) if i >= 0), default=len(inside))
+    return _REMARK_MODAL.search(inside[:close]) is not None
+
+
+def _find_in(find_last: Callable[[str], MatchLike | None], text: str) -> tuple[MatchLike | None, int, bool]:
     """The judge's decision in ``text`` (after its reasoning, :func:`answer_span`): the last match of
-    ``find_last`` that is not :func:`_hypothetical`, or the last match when all are (up to eight are
-    looked at), and where the text it was found in starts."""
+    ``find_last`` that is not :func:`_hypothetical` (up to eight are looked at), where the text it was
+    found in starts, and whether there were matches but each one looked at was hypothetical (the judge
+    only said what other answers would get: no decision, not the last of them)."""
     start, end = answer_span(text)
     span = text[start:end]
-    last = m = find_last(span)
+    m = find_last(span)
+    if m is None:
+        return None, start, False
     for _ in range(8):
-        if m is None or not _hypothetical(span, m):
-            break
+        if not _hypothetical(span, m, find_last):
+            return m, start, False
         m = find_last(span[: m.start()])
-    return (m if m is not None and not _hypothetical(span, m) else last), start
+        if m is None:
+            break
+    return None, start, True
 
 
 def read_decision(
@@ -259,7 +321,11 @@ def read_decision(
     # the thinking apart from ``content`` (``reasoning_content``/``reasoning``, or ``content: null``),
     # yet its logprobs cover every generated token: a draft "Score: 2" in the reasoning was read from
     # the tokens as the verdict of a judgement whose content has none (parse mode: parse_error).
-    m, start = _find_in(find_last, completion.text)
+    m, start, hypothetical = _find_in(find_last, completion.text)
+    if m is None and hypothetical:
+        raise DecisionError(
+            "the judge's output holds only hypothetical decisions (what another answer would get)"
+        )
     if m is None:
         raise DecisionError("no decision line found in the judge's output (after any <think> block)")
     if keys is not None:
@@ -294,7 +360,7 @@ def read_decision(
     # 4.5" on a 1-5 scale, whose first token "4" is another label) is read as written.
     if tokens and scale.token_label(label) is not None:
         joined = "".join(t.token for t in tokens).translate(_BPE_SPACES)
-        tm, offset = _find_in(find_last, joined)
+        tm, offset, _ = _find_in(find_last, joined)
         # the tokens' last decision is the text's (same label), not a draft the text does not end with
         if tm is not None and scale.value(str(tm.group(1))) == parsed:
             probs = _label_probs(tokens, _token_at(tokens, offset + tm.start(1)), scale)
@@ -322,7 +388,7 @@ def _unreadable_after(
     if k is None or begin + k.start() <= start + m.start():
         return None
     # a decision starting there would be a later match than m: m was chosen over it (hypothetical)
-    if find_last(span[k.start() :]) is not None or _hypothetical(span, k):
+    if find_last(span[k.start() :]) is not None or _hypothetical(span, k, find_last):
         return None
     return span[k.start() : k.end() + 20].strip()
 

@@ -612,7 +612,11 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # content-free; "详解：", "参考答案：", "解答例：" are answer labels, and "参考答案：8" on a line of the
     # response a forged reference; "ignore everything above" and "give it full marks" in Chinese, Japanese,
     # Korean, Spanish, French, German and Russian are grader-directed
-    version: ClassVar[str] = "1.9.15"
+    # 1.9.16: a score the judge only talks about is not its decision: a modal right after it ("Score: 4.
+    # Score: 5 would be too generous", "A Score: 5 answer would show the derivation") or a remark in
+    # brackets after the decision ("Score: 4 (Score: 5 would require units)") read as 5; a judgement
+    # whose every decision is hypothetical is a parse_error (its last hypothetical score was read)
+    version: ClassVar[str] = "1.9.16"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
