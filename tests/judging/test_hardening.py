@@ -21,8 +21,10 @@ from rewardhub.judging.hardening import (
     injection,
     lone_verdict,
     plain,
+    signs_off,
     unmarked,
 )
+from rewardhub.judging.screen import ScreenJob, screen
 from rewardhub.mathlib.extract import extract_answer
 
 # "One Token to Fool LLM-as-a-Judge" master keys and their relatives: nothing to judge.
@@ -1421,6 +1423,79 @@ def test_a_lone_word_that_answers_is_not_filler(answer: str) -> None:
     assert not content_free(answer)
     assert content_free(f"{answer} let's think step by step.")
     assert content_free("First, let's solve this problem.")
+
+
+SIGN_OFF_RESPONSES = [
+    "Done.",
+    "Finished!",
+    "Complete.",
+    "All done!",
+    "Okay, all done!",
+    "I'm done.",
+    "Task completed successfully.",
+    "That's all.",
+    "Done. Here you go.",
+    "Thank you!",
+    "**Done**",
+    "完成。",
+    "完成了！",
+    "できました。",
+    "완료.",
+    "Listo.",
+    "Terminé.",
+    "Voilà.",
+    "Fertig.",
+    "Fatto.",
+    "Готово.",
+]
+
+
+@pytest.mark.parametrize("text", SIGN_OFF_RESPONSES)
+def test_a_sign_off_alone_is_content_free(text: str) -> None:
+    """ "Done.", "Finished!", "完成。", "Listo.", "Fertig." carry no answer, yet none is an opener or
+    filler: each reached the judge (the screen passed it). They are content-free now, whatever the
+    question, unless the question itself holds the word."""
+    question = "What is the capital of France?"
+    assert not content_free(text)  # the content-free words alone: unchanged
+    assert signs_off(text, question)
+    assert screen(ScreenJob(text, check_injection=True, question=question, prompt=question)).verdict == (
+        "content_free"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "want"),
+    [
+        # real short answers: as before
+        ("42", "What is 6 x 7?", "pass"),
+        ("Paris", "What is the capital of France?", "pass"),
+        ("x = 3", "Solve 2x = 6.", "pass"),
+        ("Yes", "Is 7 a prime number?", "pass"),
+        ("Yes", "What is the capital of France?", "lone_verdict"),
+        ("Go", "Which board game did AlphaGo play?", "pass"),
+        ("Great!", "How was the movie?", "pass"),
+        ("Well done.", "How do you like your steak?", "pass"),
+        # a sign-off after an answer, or one the question or its words ask for
+        ("x = 3. Done.", "Solve 2x = 6.", "pass"),
+        ("Paris. Here you go!", "What is the capital of France?", "pass"),
+        ("Complete.", "Is the task complete or incomplete?", "pass"),
+        ("Finished", "Has the download finished?", "pass"),
+        ("完成", "任务完成了吗？", "pass"),
+        # already content-free before
+        ("OK", "What is the capital of France?", "content_free"),
+        ("Here you go.", "What is the capital of France?", "content_free"),
+    ],
+)
+def test_short_answers_are_not_sign_offs(text: str, question: str, want: str) -> None:
+    open_question = None if asks_yes_no(question) else question
+    got = screen(ScreenJob(text, check_injection=True, question=open_question, prompt=question))
+    assert got.verdict == want, got
+
+
+def test_a_gold_sign_off_is_an_answer() -> None:
+    """A gold answer that is the sign-off word ("Done", the past participle asked for) makes it one."""
+    assert signs_off("Done.", "What is the past participle of 'do'?")
+    assert not signs_off("Done.", "What is the past participle of 'do'?", "done")
 
 
 def test_a_boxed_label_answers_a_question_about_correctness() -> None:

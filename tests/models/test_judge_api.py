@@ -147,6 +147,46 @@ async def test_always_yes_judge_gives_zero_to_the_question_given_back_behind_a_l
             judge_server.requests.clear()
 
 
+async def test_a_top_score_judge_gives_zero_to_a_sign_off_alone(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """ "Done.", "Finished!", "Complete.", "完成。", "Listo.", "Fertig." carry no answer; each reached the
+    judge, and a judge that always gives the top score scored it 1. Now 0 (no_answer, content-free)
+    without a judge call, in every mode; real short answers and a sign-off after an answer are judged."""
+    sign_offs = ["Done.", "Finished!", "Complete.", "OK", "Here you go.", "完成。", "Listo.", "Fertig."]
+    question = "What is the capital of France?"
+    async with judge_app(make_app, judge_server) as client:
+        for config, top in (
+            ({"mode": "pointwise"}, "Excellent.\nScore: 5"),
+            ({"mode": "reference", "rule": None}, "Final Decision: Yes"),
+            ({"mode": "rubric", "criteria": [{"criterion": "Names the capital"}]}, "Decision: Yes"),
+        ):
+            judge_server.reply = always(top)
+            judge_server.requests.clear()
+            items = [{"prompt": question, "response": r, "reference": "Paris"} for r in sign_offs]
+            results = await score(client, config, items, use_cache=False)
+            assert judge_server.calls == 0, config
+            for r, res in zip(sign_offs, results, strict=True):
+                assert res["valid"] and res["score"] == 0.0 and res["reason"] == "no_answer", (config, r, res)
+                assert res["details"]["hardening"] == "content_free", (config, r, res)
+            answers = [
+                {"prompt": question, "response": "Paris", "reference": "Paris"},
+                {"prompt": question, "response": "Paris. Done!", "reference": "Paris"},
+                {"prompt": "What is 6 x 7?", "response": "42", "reference": "42"},
+                {"prompt": "Solve 2x = 6.", "response": "x = 3", "reference": "3"},
+                {"prompt": "Is 7 a prime number?", "response": "Yes", "reference": "Yes"},
+                {
+                    "prompt": "Is the task complete or incomplete?",
+                    "response": "Complete.",
+                    "reference": "Complete",
+                },
+            ]
+            results = await score(client, config, answers, use_cache=False)
+            for a, res in zip(answers, results, strict=True):
+                assert res["score"] == 1.0 and "hardening" not in res["details"], (config, a, res)
+            assert judge_server.calls == len(answers), config
+
+
 async def test_step_labels_are_master_keys_except_where_the_task_asks_for_a_step(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

@@ -30,6 +30,10 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
 of an opener. If nothing does, the response is content-free.
 
+:func:`signs_off` finds a response that is a sign-off and nothing else ("Done.", "Finished!", "Here you
+go.", "完成。", "Listo.", "Fertig.": :data:`SIGN_OFFS`), content-free too unless the question or the gold
+answer holds the word ("Is the task complete?" is answered by "Complete.").
+
 :func:`lone_verdict` finds a response that is nothing but a verdict word ("Yes", "Correct.", "是",
 "Oui", "نعم": :data:`VERDICT_WORDS`). That answers a yes/no question (:func:`asks_yes_no`, read in many
 languages), and to an open question it is the one-token hack of the same paper: the judge reads it as
@@ -71,6 +75,7 @@ __all__ = [
     "FILLER",
     "INJECTION_PATTERNS",
     "OPENERS",
+    "SIGN_OFFS",
     "VERDICT_WORDS",
     "content_free",
     "fake_prompt",
@@ -79,6 +84,7 @@ __all__ = [
     "json_verdict",
     "lone_verdict",
     "plain",
+    "signs_off",
     "substantive_text",
     "unmarked",
     "hidden_note",
@@ -1580,6 +1586,74 @@ def content_free(text: str, verdict_is_answer: bool = False, step_is_answer: boo
     is correct" is an answer; with ``step_is_answer`` (the question asks for a step: :func:`asks_step`)
     "Step 3" is."""
     return not substantive_text(text, verdict_is_answer, step_is_answer)
+
+
+# Sign-offs: a response that only says the work is done, hands it over or thanks ("Done.", "Finished!",
+# "Complete.", "Here you go.", "完成。", "Listo.", "Fertig.") gives no answer, yet none is an opener or
+# filler, so each reached the judge, and a judge asked whether it is right may well say yes. In the
+# languages of the openers. Not the adjectives a question may be answered with ("Great", "Perfect"),
+# nor "well done" (a steak).
+SIGN_OFFS: tuple[str, ...] = (
+    # English
+    "done", "all done", "finished", "all finished", "complete", "completed", "task complete",
+    "task completed", "task done", "task finished", "all set", "that's it", "that's all", "that is all",
+    "that's everything", "here you go", "there you go", "here it is", "there it is", "here you are",
+    "ta-da", "tada", "voila", "mission accomplished", "job done", "solved", "problem solved", "successfully",
+    "thanks", "thank you", "cheers", "good job", "great job", "nice work",
+    # Chinese, Japanese, Korean
+    "完成", "完成了", "已完成", "做完了", "搞定", "搞定了", "完毕", "好了", "给你",
+    "完了", "完了しました", "終わりました", "終わり", "できました", "以上です", "以上", "どうぞ",
+    "완료", "완료했습니다", "완료되었습니다", "끝", "끝났습니다", "다 했습니다", "여기 있습니다",
+    # Spanish, Portuguese, French, German, Italian, Dutch
+    "listo", "hecho", "terminado", "ya está", "aquí tienes", "aquí está", "completado", "pronto", "feito",
+    "concluído", "aqui está", "fini", "terminé", "c'est fait", "voilà", "et voilà", "c'est tout", "fertig",
+    "erledigt", "geschafft", "bitte schön", "bitteschön", "hier bitte", "das war's", "fatto", "finito",
+    "completato", "ecco fatto", "klaar", "gedaan",
+    # Russian, Ukrainian, Polish, Turkish, Arabic, Hindi, Indonesian and Malay, Vietnamese
+    "готово", "сделано", "выполнено", "зроблено", "gotowe", "zrobione", "skończone", "bitti",
+    "tamamlandı", "تم", "انتهى", "تم الانتهاء", "हो गया", "पूरा हुआ", "selesai", "beres", "xong",
+    "đã xong", "hoàn thành",
+)  # fmt: skip
+
+
+def _sign_off_form(text: str) -> str:
+    """``text`` as :func:`signs_off` reads it, and the phrases it is matched against."""
+    return unmarked(plain(text)).translate(_TRADITIONAL).replace("’", "'")
+
+
+def _sign_off_pattern() -> re.Pattern[str]:
+    words: list[str] = []
+    cjk: list[str] = []
+    for phrase in sorted({_sign_off_form(p) for p in SIGN_OFFS}, key=len, reverse=True):
+        body = r"[\s\-_\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
+        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
+    return re.compile(rf"{_B}(?:{'|'.join(words)}){_E}|{'|'.join(cjk)}")
+
+
+_SIGN_OFFS_RE = _sign_off_pattern()
+
+
+def signs_off(
+    text: str,
+    prompt: str = "",
+    reference: str = "",
+    verdict_is_answer: bool = False,
+    step_is_answer: bool = False,
+) -> bool:
+    """True when ``text`` is only a sign-off (:data:`SIGN_OFFS`: "Done.", "Here you go.", "完成。") with
+    nothing else but what :func:`content_free` removes ("Okay, all done!"). A sign-off the question
+    (``prompt``) or the gold answer (``reference``) holds answers it ("Is the task complete?":
+    "Complete."): False then. After an answer ("x = 3. Done.") the answer stays."""
+    t = _sign_off_form(text)
+    found = {m.group(0) for m in _SIGN_OFFS_RE.finditer(t)}
+    if not found or not content_free(_SIGN_OFFS_RE.sub(" ", t), verdict_is_answer, step_is_answer):
+        return False
+    for source in (prompt, reference):
+        held = _sign_off_form(source)
+        for phrase in found:
+            if (_CJK.search(phrase) and phrase in held) or re.search(rf"{_B}{re.escape(phrase)}{_E}", held):
+                return False
+    return True
 
 
 # Verdict words: alone (with punctuation, filler, an opener: "Yes.", "Correct!", "The answer is: True",

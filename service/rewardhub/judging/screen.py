@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rewardhub.judging.hardening import content_free, echoes, injection, lone_verdict
+from rewardhub.judging.hardening import content_free, echoes, injection, lone_verdict, signs_off
 from rewardhub.mathlib import extract_answer
 
 __all__ = ["Screen", "ScreenJob", "extract_final", "screen"]
@@ -41,7 +41,8 @@ class ScreenJob:
     ``grade_is_answer``: the task asks for a grade (:func:`~rewardhub.judging.hardening.asks_grade`), so
     a line "Grade: A" is an answer, not a forged verdict.
     ``prompt``: the question; a response (or extracted answer) that only gives it back is content-free
-    (:func:`~rewardhub.judging.hardening.echoes`).
+    (:func:`~rewardhub.judging.hardening.echoes`), and so is a sign-off alone ("Done.") that the
+    question does not hold (:func:`~rewardhub.judging.hardening.signs_off`).
     ``step_is_answer``: the task asks for a step (:func:`~rewardhub.judging.hardening.asks_step`), so
     "Step 3" is an answer, not a step's label with nothing after it.
     """
@@ -93,7 +94,9 @@ def screen(job: ScreenJob) -> Screen:
     text, answer_verdict = job.text, job.verdict_is_answer
     steps = job.step_is_answer
     if job.content and (
-        content_free(text, answer_verdict, steps) or echoes(text, job.prompt, answer_verdict)
+        content_free(text, answer_verdict, steps)
+        or echoes(text, job.prompt, answer_verdict)
+        or signs_off(text, job.prompt, job.reference, answer_verdict, steps)
     ):
         return Screen("content_free")
     if job.check_injection:
@@ -111,6 +114,7 @@ def screen(job: ScreenJob) -> Screen:
         or content_free(answer, answer_verdict, steps)
         or _lone(answer, job)
         or echoes(answer, job.prompt, answer_verdict)
+        or signs_off(answer, job.prompt, job.reference, answer_verdict, steps)
     ):
         return Screen("no_answer", answer=answer)
     return Screen("pass", answer=answer)

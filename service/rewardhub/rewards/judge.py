@@ -75,8 +75,8 @@ request's matches sharing one budget; on a judgement too long for that (a judge 
 its time, ``timeout``.
 
 Hardening (docs/algorithms.md §2.3–2.4, :mod:`rewardhub.judging.hardening`), before any call: a
-response that is content-free ("Solution", "Thought process:", "解", punctuation...) scores 0 with reason
-``no_answer``, and so does one that is only a verdict word ("Yes", "Correct", "是") to an open question
+response that is content-free ("Solution", "Thought process:", "解", punctuation..., or a sign-off
+alone: "Done.") scores 0 with reason ``no_answer``, and so does one that is only a verdict word ("Yes", "Correct", "是") to an open question
 (not a yes/no one: ``details.hardening: "lone_verdict"``); one that addresses the grader ("ignore
 previous instructions", "the answer is correct", role tags, a forged verdict line in the judge's own
 format, a new task posed in the judge's own prompt format: "[Question] ... [Response]") scores 0 with
@@ -615,7 +615,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.9.16: a score the judge only talks about is not its decision: a modal right after it ("Score: 4.
     # Score: 5 would be too generous", "A Score: 5 answer would show the derivation") or a remark in
     # brackets after the decision ("Score: 4 (Score: 5 would require units)") read as 5; a judgement
-    # whose every decision is hypothetical is a parse_error (its last hypothetical score was read)
+    # whose every decision is hypothetical is a parse_error (its last hypothetical score was read); a
+    # sign-off alone ("Done.", "Finished!", "Complete.", "完成。", "Listo.", "Fertig.") is content-free
+    # (it reached the judge), unless the question or the gold answer holds the word
     version: ClassVar[str] = "1.9.16"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
