@@ -1447,6 +1447,9 @@ SIGN_OFF_RESPONSES = [
     "Fertig.",
     "Fatto.",
     "Готово.",
+    "Good luck!",
+    "Let me know if you have any questions.",
+    "Feel free to ask if you have any questions!",
 ]
 
 

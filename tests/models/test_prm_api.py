@@ -463,9 +463,16 @@ async def test_filler_steps_are_scored_in_context_but_left_out_of_every_aggregat
             [
                 {"prompt": QUESTION, "response": "Let's solve this step by step.\n\nStep 1:\n\nHmm."},
                 {"prompt": QUESTION, "response": "让我想想。\n\nSchritt 2:"},
+                {"prompt": QUESTION, "response": "Done.\n\nThank you!\n\nGood luck!"},  # sign-offs
             ],
         )
         assert stats.items == before  # nothing to score reached the model
+        # a sign-off the question holds is its answer
+        (asked,) = await score_results(
+            client,
+            "prm",
+            [{"prompt": "Is K_4 complete?", "response": "Every pair is joined.\n\nComplete.\n\nDone."}],
+        )
     steps = mean["details"]["steps"]
     assert [padded[s["start"] : s["end"]] for s in steps] == [
         "Let me think about this.",
@@ -492,6 +499,7 @@ async def test_filler_steps_are_scored_in_context_but_left_out_of_every_aggregat
     rewards = [s["reward"] for s in sm["details"]["steps"]]
     assert [rewards[k] for k in (0, 2, 5)] == [0.0, 0.0, 0.0]
     assert sm["score"] == pytest.approx(sum(rewards), abs=1e-5)
+    assert [s.get("filler", False) for s in asked["details"]["steps"]] == [False, False, True]
     for r in only:
         assert (r["valid"], r["score"], r["reason"]) == (True, 0.0, "no_answer"), r
         assert r["details"]["steps"] == [] and "says nothing" in r["details"]["message"]

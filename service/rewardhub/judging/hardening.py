@@ -1599,7 +1599,9 @@ SIGN_OFFS: tuple[str, ...] = (
     "task completed", "task done", "task finished", "all set", "that's it", "that's all", "that is all",
     "that's everything", "here you go", "there you go", "here it is", "there it is", "here you are",
     "ta-da", "tada", "voila", "mission accomplished", "job done", "solved", "problem solved", "successfully",
-    "thanks", "thank you", "cheers", "good job", "great job", "nice work",
+    "thanks", "thank you", "cheers", "good job", "great job", "nice work", "good luck", "happy to help",
+    "let me know if you have any questions", "let me know if you have any other questions",
+    "let me know if you have questions", "feel free to ask", "feel free to ask if you have any questions",
     # Chinese, Japanese, Korean
     "完成", "完成了", "已完成", "做完了", "搞定", "搞定了", "完毕", "好了", "给你",
     "完了", "完了しました", "終わりました", "終わり", "できました", "以上です", "以上", "どうぞ",

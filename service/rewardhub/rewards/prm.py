@@ -33,7 +33,8 @@ backend's tokenizer reads as a special token: ``<pad>``, ``<unk>``) and invisibl
 zero-width space) is no step: the model would score it
 as an empty one, a score for writing nothing. A step that says nothing (``filler_steps`` ``skip``, the
 default: "Let me think.", "Step 2:", "I hope it is correct." in any language, by the judge's
-content-free check) stays in the model's input and in ``details.steps`` (``filler: true``, its index
+content-free check, or only a sign-off, "Thank you.", unless the question holds it; never one that
+states a relation, ``=``) stays in the model's input and in ``details.steps`` (``filler: true``, its index
 still the paragraph's), but no aggregate counts it: a PRM finds nothing wrong in it, so padding raised
 ``mean``, set ``last`` and delayed ``first_error``. A response with no step left (empty, or
 only such strings or filler) is a valid 0 (``no_answer``), every aggregate at its floor in ``components`` (0, and
@@ -44,6 +45,7 @@ only such strings or filler) is a valid 0 (``no_answer``), every aggregate at it
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -56,7 +58,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.aio import gather_all
 from rewardhub.errors import InvalidRequest
-from rewardhub.judging.hardening import content_free
+from rewardhub.judging.hardening import content_free, signs_off
 from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.models.specials import Scrubber
@@ -119,7 +121,8 @@ class PRMConfig(RewardConfig):
         "skip",
         description=(
             'skip: a step that says nothing ("Let me think.", "Step 2:", "I hope it is correct.", in '
-            "any language; up to 200 characters) is scored in context but left out of the aggregate and "
+            'any language; up to 200 characters; a sign-off, "Thank you.", unless the question holds it; '
+            "never one with =, <) is scored in context but left out of the aggregate and "
             "first_error, and a response of only such steps is no_answer; count: aggregate it as any step."
         ),
     )
@@ -203,7 +206,7 @@ class PRMReward(ModelReward[PRMConfig]):
     # the regex reward's match): (.)* held hundreds of MB in the service
     # 1.11.0: filler_steps (default skip): a step that says nothing ("Let me think.") is left out of the
     # aggregates and first_error (padding raised mean and last, and moved first_error towards 1), and a
-    # response of only such steps is no_answer
+    # response of only such steps is no_answer; so is a sign-off ("Thank you.") the question does not hold
     version: ClassVar[str] = "1.11.0"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
@@ -309,6 +312,9 @@ class PRMReward(ModelReward[PRMConfig]):
             if not steps:
                 outcomes[i] = self._no_steps(config)
                 continue
+            if filler is not None:
+                assert item.prompt is not None  # asked: the items with a question
+                steps = _signed_off(steps, item.prompt, conv, clean)
             if all(s.filler for s in steps):  # "Let's solve this step by step." and nothing else
                 outcomes[i] = self._no_steps(config, "no steps to score: every step says nothing")
                 continue
@@ -472,6 +478,22 @@ def filler_step(text: str, conv: PRMConvention, clean: Scrubber) -> bool:
     if len(text) > FILLER_MAX_CHARS or _RELATION.search(text):
         return False
     return content_free(conv.reaching(text, clean))
+
+
+def _signed_off(steps: list[Step], question: str, conv: PRMConvention, clean: Scrubber) -> list[Step]:
+    """``steps`` with those that only sign off ("Thank you.", "And we're done.", "Good luck!",
+    :func:`~rewardhub.judging.hardening.signs_off`) marked filler too, unless the question holds the
+    word ("Is the graph complete?": "Complete." answers it). Here, not in :func:`filler_step`, because
+    it reads the question; a regex scan of each step (~20 µs) unless a sign-off is in it."""
+    return [
+        dataclasses.replace(s, filler=True)
+        if not s.filler
+        and len(s.text) <= FILLER_MAX_CHARS
+        and not _RELATION.search(s.text)
+        and signs_off(conv.reaching(s.text, clean), question)
+        else s
+        for s in steps
+    ]
 
 
 # A relation between two sides states something, whatever its letters: "So $\\sin A = a$." is a step,
