@@ -586,6 +586,104 @@ def test_the_joined_reading_takes_linear_time() -> None:
     assert joined("i g n o r e  p r e v i o u s\ninstruc-\ntions") == "ignore previous instructions"
 
 
+# Texts where a trie of the openers could match other spans than their alternation, longest first: a
+# phrase that is a prefix of another ("let me think" of "let me think about this", "let" of "let's"),
+# separators between the words, word boundaries ("_" is none), and the CJK phrases (no boundaries).
+_OPENER_SPANS = [
+    "let's solve this problem step by step. x = 4",
+    "let's solve this problem step by step-ish",
+    "let's solve this problem, step by step",
+    "let's think about this one",
+    "let's think about that",
+    "let's",
+    "let's.",
+    "lets",
+    "let",
+    "let us continue",
+    "let us con",
+    "let me think about this",
+    "let me think about thi",
+    "let me thinking",
+    "step-by-step",
+    "step_by_step",
+    "step\u2013by\u2014step",
+    "step - by _ step",
+    "step  by\n\tstep",
+    "step--by--step, then",
+    "step by",
+    "thought__process",
+    "the final answer is 5",
+    "the final answer is",
+    "the final answers",
+    "the answer is above",
+    "the answer is above all",
+    "q.e.d.",
+    "q.e.d",
+    "qed.",
+    "is_answer_x",
+    "x_answer",
+    "1answer",
+    "answer1",
+    "answer: 4",
+    "answers",
+    "ans:",
+    "here's the solution: x = 2",
+    "here is my solution",
+    "i hope it is correct",
+    "i hope it's correct",
+    "i hope",
+    "work it out",
+    "working out",
+    "figure it out.",
+    "same as the reference answer",
+    "same as the reference answers",
+    "解答如下：x=1",
+    "解答过程",
+    "解答例",
+    "所以答案是4",
+    "最终答案为",
+    "让我们一步一步地解决这个问题",
+    "让我们一步一步来解决这个问题吧",
+    "단계별로 풀어 봅시다",
+    "단계별로  풀어봅시다",
+    "단계별로-풀어-봅시다",
+    "답은 다음과 같습니다",
+    "ステップバイステップで考えましょう",
+    "この問題をステップバイステップで解いていきましょう",
+    "résolvons ce problème étape par étape",
+    "давайте решим эту задачу шаг за шагом",
+    "دعنا نحل هذه المسألة",
+    "розв'язання",
+    "розв'язок задачі",
+]
+
+
+def test_the_openers_trie_matches_what_their_alternation_matched() -> None:
+    """The openers' pattern is a trie over their characters (fast); it matches the spans of the plain
+    alternation of the openers, longest first, which it replaced (same as before, built here): on the
+    table above, on every opener, and on every opener cut short, run on, or joined to the next."""
+    from rewardhub.judging import hardening
+
+    sep = r"[\s\-_\u2010-\u2015]+"
+    phrases = sorted(
+        {unmarked(plain(p)).translate(hardening._TRADITIONAL) for p in hardening.OPENERS},
+        key=len,
+        reverse=True,
+    )
+    # The trie takes the alternation's match only while no opener's word holds a separator character.
+    assert not [p for p in phrases if re.search(sep, "".join(p.split()))]
+    words = [sep.join(map(re.escape, p.split())) for p in phrases if not hardening._CJK.search(p)]
+    cjk = [sep.join(map(re.escape, p.split())) for p in phrases if hardening._CJK.search(p)]
+    reference = re.compile(rf"{hardening._B}(?:{'|'.join(words)}){hardening._E}|{'|'.join(cjk)}")
+    texts = list(_OPENER_SPANS)
+    for i, p in enumerate(phrases):
+        nxt = phrases[(i * 7 + 3) % len(phrases)]
+        texts += [p, p[:-1], p + "s", p + " x", "-".join(p.split()), f"{p} {nxt}", p + nxt]
+    for text in texts:
+        got = [m.span() for m in hardening._OPENERS_RE.finditer(text)]
+        assert got == [m.span() for m in reference.finditer(text)], text
+
+
 def test_the_format_characters_removed_are_unicode_s() -> None:
     """The gates drop every character of category Cf (a hand-kept range list: a newer Unicode in a newer
     Python fails this until the list has its new format characters)."""

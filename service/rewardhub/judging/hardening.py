@@ -59,7 +59,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 
@@ -844,18 +844,51 @@ def unmarked(text: str) -> str:
     return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
 
 
+# Between an opener's words: "step-by-step" and "thought_process" are "step by step" and "thought process"
+_OPENER_SEPARATOR = r"[\s\-_\u2010-\u2015]+"
+_Trie = dict[str, "_Trie"]  # a character (" ": a separator) to the trie of what follows it; "": an end
+
+
+def _trie(phrases: Iterable[str]) -> str:
+    """A regex for ``phrases`` as a trie over their characters (a space stands for
+    :data:`_OPENER_SEPARATOR`) that matches what their alternation, longest first, matches, with one step
+    per character where the alternation tries every phrase in turn (12x slower on math text).
+
+    The alternation takes the longest phrase that matches at a position (its boundaries included). No
+    opener's word holds a separator character, so the phrases that match at one position are prefixes of
+    one another, character by character: the trie, which tries every longer phrase before it stops at a
+    shorter one, takes the same one."""
+    root: _Trie = {}
+    for phrase in phrases:
+        node = root
+        for char in " ".join(phrase.split()):
+            node = node.setdefault(char, {})
+        node[""] = {}  # a phrase ends here
+    return _trie_node(root)
+
+
+def _trie_node(node: _Trie) -> str:
+    """The regex of ``node``'s continuations, all of them tried before stopping where a phrase ends."""
+    branches = [
+        (_OPENER_SEPARATOR if char == " " else re.escape(char)) + _trie_node(child)
+        for char, child in sorted(node.items())
+        if char
+    ]
+    body = "|".join(branches)
+    if "" in node:
+        return f"(?:{body})?" if branches else ""
+    return f"(?:{body})" if len(branches) > 1 else body
+
+
 def _opener_pattern() -> re.Pattern[str]:
     words: list[str] = []
     cjk: list[str] = []
-    for phrase in sorted(
-        {unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS}, key=len, reverse=True
-    ):
-        # "step-by-step" and "thought_process" are "step by step" and "thought process"
-        body = r"[\s\-_\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
-        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
-    # One boundary check before all the word-script phrases, not one per phrase: inside a word the
-    # match fails at once instead of trying every phrase (3x faster on ordinary text).
-    return re.compile(rf"{_B}(?:{'|'.join(words)}){_E}|{'|'.join(cjk)}")
+    for phrase in {unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS}:
+        (cjk if _CJK.search(phrase) else words).append(phrase)  # no word boundaries in CJK scripts
+    # Each part is tried only where one of its phrases' first characters stands, and the boundary is
+    # checked once for all the word-script phrases: inside a word the match fails at once.
+    firsts = ["".join(sorted({re.escape(p[0]) for p in part})) for part in (words, cjk)]
+    return re.compile(rf"(?=[{firsts[0]}]){_B}{_trie(words)}{_E}|(?=[{firsts[1]}]){_trie(cjk)}")
 
 
 _OPENERS_RE = _opener_pattern()
