@@ -475,7 +475,7 @@ def filler_step(text: str, conv: PRMConvention, clean: Scrubber) -> bool:
     A PRM scores such a step as one with nothing wrong in it: padding a solution with them raised its
     ``mean``, one at the end was its ``last``, and a few before a wrong step moved ``first_error`` from
     0 towards 1 (the padding PURE saw policies learn against sum-form PRM rewards)."""
-    if len(text) > FILLER_MAX_CHARS or _RELATION.search(text):
+    if len(text) > FILLER_MAX_CHARS or _states_relation(text):
         return False
     return content_free(conv.reaching(text, clean))
 
@@ -489,7 +489,7 @@ def _signed_off(steps: list[Step], question: str, conv: PRMConvention, clean: Sc
         dataclasses.replace(s, filler=True)
         if not s.filler
         and len(s.text) <= FILLER_MAX_CHARS
-        and not _RELATION.search(s.text)
+        and not _states_relation(s.text)
         and signs_off(conv.reaching(s.text, clean), question)
         else s
         for s in steps
@@ -498,10 +498,19 @@ def _signed_off(steps: list[Step], question: str, conv: PRMConvention, clean: Sc
 
 # A relation between two sides states something, whatever its letters: "So $\\sin A = a$." is a step,
 # though "a" and "I" are filler words to content_free (over 52,418 PRMBench and Qwen solution steps, the
-# one real step it read as filler). A rule of "=" signs is none.
+# one real step it read as filler). A rule of "=" signs is none; nor is an HTML tag ("<b>Okay.</b>" is
+# filler): "<" and ">" are relations only between blanks or digits ("x < 3", "2>1").
 _RELATION = re.compile(
-    r"(?<![=<>!])(?:=|<|>|≤|≥|≠|≈)(?![=<>])|\\(?:le|ge|leq|geq|neq|ne|approx|equiv)(?![A-Za-z])"
+    r"(?<![=<>!])(?:[<>!]?=|≤|≥|≠|≈)(?![=<>])|(?<=[\s\d])[<>](?=[\s\d])"
+    r"|\\(?:le|ge|leq|geq|neq|ne|lt|gt|approx|equiv)(?![A-Za-z])"
 )
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
+def _states_relation(text: str) -> bool:
+    """Whether ``text`` states a relation (:data:`_RELATION`) outside its HTML tags (an attribute's "="
+    in "<span style=x>Okay.</span>" states nothing)."""
+    return _RELATION.search(_HTML_TAG.sub(" ", text)) is not None
 
 
 def _pieces(text: str, separator: str) -> int:
