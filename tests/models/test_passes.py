@@ -408,3 +408,48 @@ def test_bidirectional_model_fails_the_check(tmp_path: Path) -> None:
     path = build_tiny_bert_token_classifier(tmp_path / "bert")
     loaded = _load(str(path), "token_classification", True)
     assert loaded.causal is False and loaded.share_prefix is False  # never split, always masked
+
+
+def test_a_continuation_pass_on_a_cpu_converts_no_mask_per_layer_and_copies_no_key_value_heads(
+    tmp_path: Path,
+) -> None:
+    """The continuation passes of shared prompts carry a mask. Given it 2-D, transformers built a boolean
+    4-D mask that torch's CPU attention turned into an additive one in every layer (``aten::where``), and
+    it copied each key/value head once per query head it serves before every attention call
+    (``repeat_kv``: grouped-query models keep fewer key/value heads, 2 for 4 here, 4 for 28 in
+    Qwen2.5-Math-PRM-7B). Together ~17% of a batch of the PRM benchmark (BENCHMARKS.md §5). The mask
+    is now built once per pass in the kernel's additive form, and the kernel reads the grouped heads as
+    they are (``enable_gqa``); the outputs are the plain pass's (the other tests here)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tiny_models import build_tiny_qwen_prm
+
+    layers = 6
+    loaded = _load(
+        str(build_tiny_qwen_prm(tmp_path / "gqa", hidden=32, layers=layers)), "token_classification", True
+    )
+    cfg = loaded.model.config
+    assert cfg.num_key_value_heads < cfg.num_attention_heads
+    prompts = [[(100 + 37 * k + j) % 1000 for j in range(30)] for k in range(2)]
+    seqs = [prompts[i % 2] + [5 + i, 6 + i, 7][: 2 + i % 2] for i in range(8)]
+    plan = passes.plan(seqs, [len(s) - 2 for s in seqs])
+    assert plan is not None
+
+    key_heads: list[int] = []
+    masks: list[Any] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func.overloadpacket.__name__ == "scaled_dot_product_attention":
+                key_heads.append(args[1].shape[1])
+                mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+                masks.append(None if mask is None else mask.dtype)
+            return func(*args, **kwargs)
+
+    with hf_compute.inference(), Record():
+        passes.run_shared(loaded.model, plan, seqs, pad_id=loaded.tokenizer.pad_token_id, device="cpu")
+    assert len(key_heads) == 2 * layers  # the prefill and the continuation, every layer
+    assert key_heads == [cfg.num_key_value_heads] * (2 * layers)  # no head copied for the kernel
+    # the prefill is causal and unmasked; the continuation's mask is additive (float), not boolean
+    assert masks == [None] * layers + [torch.float32] * layers

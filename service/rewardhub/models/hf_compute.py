@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from rewardhub.models import passes
+from rewardhub.models import attention, passes
 from rewardhub.models.base import ChatRequest, Completion, Embedding, Message, StepQuery, TokenLogprob
 from rewardhub.models.errors import (
     BackendError,
@@ -183,6 +183,8 @@ def load(
 
     dev = resolve_device(device)
     dt = _dtype(dtype, dev)
+    if dev.startswith("cpu"):
+        attention.install()  # grouped key/value heads uncopied in masked passes
     classes: dict[str, Any] = {
         "generate": tf.AutoModelForCausalLM,
         "token_classification": tf.AutoModelForTokenClassification,
