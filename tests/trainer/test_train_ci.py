@@ -383,7 +383,7 @@ def test_reward_canaries_before_the_first_step(
     reward that passes content-free answers stops the run (stop) or is warned of (warn)."""
     anything = {"name": "regex", "config": {"pattern": "."}}
     hackable = make_config(reward_server.url, "hackable", reward={**anything, "canaries": "stop"})
-    with pytest.raises(ValueError, match=r"reward.canaries: reward 'regex': \d+ of 64 scored .*colon"):
+    with pytest.raises(ValueError, match=r"reward.canaries: reward 'regex': (\d+) of \1 scored .*colon"):
         Trainer(hackable).run()
     assert not (Path(hackable.output.run_dir) / "metrics.jsonl").exists()
     # the digit regex passes the question given back (it has digits): warned of, and the run goes on

@@ -617,7 +617,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # brackets after the decision ("Score: 4 (Score: 5 would require units)") read as 5; a judgement
     # whose every decision is hypothetical is a parse_error (its last hypothetical score was read); a
     # sign-off alone ("Done.", "Finished!", "Complete.", "完成。", "Listo.", "Fertig.") is content-free
-    # (it reached the judge), unless the question or the gold answer holds the word
+    # (it reached the judge), unless the question or the gold answer holds the word; so are "Good luck!",
+    # "Let me know if you have any questions.", and "let me think" / "let's see" in French, German,
+    # Spanish, Portuguese, Italian, Russian, Japanese ("Laissez-moi réfléchir.", "Mal sehen.", "Veamos.")
     version: ClassVar[str] = "1.9.16"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
