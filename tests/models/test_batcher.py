@@ -113,7 +113,9 @@ async def test_retry_after_is_when_the_waiting_items_will_have_run() -> None:
     while b._item_s is None:  # until the first pass (0.4 s for one item, more on a loaded host) is timed
         await asyncio.sleep(0.01)
     waiting = b.depth()
-    assert waiting == 4  # one done, one running
+    # one done; the next one running, or (a loaded host) still about to be taken from the queue: the
+    # answer below is read from the same depth either way (nothing yields between here and the refusal)
+    assert waiting in (4, 5)
     with pytest.raises(Overloaded) as exc:
         await b.submit_many(["x", "y", "z"], far())
     # the queue's drain time at the pace measured, rounded up (on a loaded host the pace is slower, and
