@@ -73,6 +73,7 @@ __all__ = [
     "asks_step",
     "asks_yes_no",
     "FILLER",
+    "HTML_TAG",
     "INJECTION_PATTERNS",
     "OPENERS",
     "SIGN_OFFS",
@@ -734,8 +735,9 @@ _B = r"(?<![^\W_])"  # a word's start
 _E = r"(?![^\W_])"  # a word's end
 _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|response)\s*>", re.IGNORECASE)
 # Any HTML or XML tag ("<div>", "<br/>", '<span class="x">'): markup, not content. A tag starts with a
-# letter right after "<", so a comparison ("1 < x > 2") is none.
-_HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", re.IGNORECASE)
+# letter right after "<", so a comparison ("1 < x > 2") is none. (The prm reward's relation guard reads
+# past the same tags: rewards.prm.filler_step.)
+HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
 # An environment's name is markup, not content: "\begin{aligned}\end{aligned}" is empty.
@@ -1536,7 +1538,7 @@ def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer:
     t = unmarked(plain(text)).translate(_TRADITIONAL)
     t = t.replace("’", "'")
     t = _PHANTOM.sub(" ", _MD_COMMENT.sub(" ", _drop_comments(t)))
-    t = _HTML_TAG.sub(" ", _TAGS.sub(" ", t))
+    t = HTML_TAG.sub(" ", _TAGS.sub(" ", t))
     t = _FENCE.sub(" ", t)
     t = _LATEX_ENV.sub(" ", t)
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)

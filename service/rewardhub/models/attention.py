@@ -23,7 +23,8 @@ __all__ = ["install"]
 
 @functools.cache
 def install() -> None:
-    """Register :func:`_grouped_sdpa` as this process's ``sdpa`` attention (once)."""
+    """Register the grouped-head attention as this process's ``sdpa`` attention (once); it serves the
+    calls :func:`_grouped_on_cpu` accepts and passes every other to transformers' own function."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

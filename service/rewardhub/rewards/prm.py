@@ -58,7 +58,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rewardhub.aio import gather_all
 from rewardhub.errors import InvalidRequest
-from rewardhub.judging.hardening import content_free, signs_off
+from rewardhub.judging.hardening import HTML_TAG, content_free, signs_off
 from rewardhub.models.base import Capability, ModelBackend, StepQuery
 from rewardhub.models.errors import BackendError, BackendUnavailable
 from rewardhub.models.specials import Scrubber
@@ -476,9 +476,7 @@ def filler_step(text: str, conv: PRMConvention, clean: Scrubber) -> bool:
     A PRM scores such a step as one with nothing wrong in it: padding a solution with them raised its
     ``mean``, one at the end was its ``last``, and a few before a wrong step moved ``first_error`` from
     0 towards 1 (the padding PURE saw policies learn against sum-form PRM rewards)."""
-    if len(text) > FILLER_MAX_CHARS or _states_relation(text):
-        return False
-    return content_free(conv.reaching(text, clean))
+    return _checked(text) and content_free(conv.reaching(text, clean))
 
 
 def _signed_off(steps: list[Step], question: str, conv: PRMConvention, clean: Scrubber) -> list[Step]:
@@ -488,10 +486,7 @@ def _signed_off(steps: list[Step], question: str, conv: PRMConvention, clean: Sc
     it reads the question; a regex scan of each step (~20 µs) unless a sign-off is in it."""
     return [
         dataclasses.replace(s, filler=True)
-        if not s.filler
-        and len(s.text) <= FILLER_MAX_CHARS
-        and not _states_relation(s.text)
-        and signs_off(conv.reaching(s.text, clean), question)
+        if not s.filler and _checked(s.text) and signs_off(conv.reaching(s.text, clean), question)
         else s
         for s in steps
     ]
@@ -505,13 +500,13 @@ _RELATION = re.compile(
     r"(?<![=<>!])(?:[<>!]?=|≤|≥|≠|≈)(?![=<>])|(?<=[\s\d])[<>](?=[\s\d])"
     r"|\\(?:le|ge|leq|geq|neq|ne|lt|gt|approx|equiv)(?![A-Za-z])"
 )
-_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 
 
-def _states_relation(text: str) -> bool:
-    """Whether ``text`` states a relation (:data:`_RELATION`) outside its HTML tags (an attribute's "="
-    in "<span style=x>Okay.</span>" states nothing)."""
-    return _RELATION.search(_HTML_TAG.sub(" ", text)) is not None
+def _checked(text: str) -> bool:
+    """Whether a step may be filler at all, before any content check: short (:data:`FILLER_MAX_CHARS`)
+    and stating no relation (:data:`_RELATION`) outside its HTML tags, the ones content_free reads as
+    markup (an attribute's "=" in "<span style=x>Okay.</span>" states nothing)."""
+    return len(text) <= FILLER_MAX_CHARS and _RELATION.search(HTML_TAG.sub(" ", text)) is None
 
 
 def _pieces(text: str, separator: str) -> int:
