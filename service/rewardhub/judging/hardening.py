@@ -908,18 +908,24 @@ def _trie_node(node: _Trie) -> str:
     return f"(?:{body})" if len(branches) > 1 else body
 
 
-def _opener_pattern() -> re.Pattern[str]:
+def _phrase_pattern(phrases: Iterable[str]) -> re.Pattern[str]:
+    """One regex for ``phrases`` (already in the form the text is read in): whole words for the
+    word-script ones, anywhere for the CJK ones (no word boundaries in CJK scripts), each a :func:`_trie`.
+    Each part is tried only where one of its phrases' first characters stands, and the boundary is
+    checked once for all the word-script phrases: inside a word the match fails at once."""
     words: list[str] = []
     cjk: list[str] = []
-    for phrase in {unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS}:
-        (cjk if _CJK.search(phrase) else words).append(phrase)  # no word boundaries in CJK scripts
-    # Each part is tried only where one of its phrases' first characters stands, and the boundary is
-    # checked once for all the word-script phrases: inside a word the match fails at once.
-    firsts = ["".join(sorted({re.escape(p[0]) for p in part})) for part in (words, cjk)]
-    return re.compile(rf"(?=[{firsts[0]}]){_B}{_trie(words)}{_E}|(?=[{firsts[1]}]){_trie(cjk)}")
+    for phrase in set(phrases):
+        (cjk if _CJK.search(phrase) else words).append(phrase)
+    parts = []
+    for part, edges in ((words, (_B, _E)), (cjk, ("", ""))):
+        if part:
+            firsts = "".join(sorted({re.escape(p[0]) for p in part}))
+            parts.append(rf"(?=[{firsts}]){edges[0]}{_trie(part)}{edges[1]}")
+    return re.compile("|".join(parts))
 
 
-_OPENERS_RE = _opener_pattern()
+_OPENERS_RE = _phrase_pattern(unmarked(plain(p)).translate(_TRADITIONAL) for p in OPENERS)
 
 
 _CONTRACTED = frozenset(("s", "re", "ll", "ve", "d", "m"))  # 's 're 'll 've 'd 'm
@@ -1684,16 +1690,7 @@ def _sign_off_form(text: str) -> str:
     return unmarked(plain(text)).translate(_TRADITIONAL).replace("’", "'")
 
 
-def _sign_off_pattern() -> re.Pattern[str]:
-    words: list[str] = []
-    cjk: list[str] = []
-    for phrase in sorted({_sign_off_form(p) for p in SIGN_OFFS}, key=len, reverse=True):
-        body = r"[\s\-_\u2010-\u2015]+".join(re.escape(w) for w in phrase.split())
-        (cjk if _CJK.search(phrase) else words).append(body)  # no word boundaries in CJK scripts
-    return re.compile(rf"{_B}(?:{'|'.join(words)}){_E}|{'|'.join(cjk)}")
-
-
-_SIGN_OFFS_RE = _sign_off_pattern()
+_SIGN_OFFS_RE = _phrase_pattern(_sign_off_form(p) for p in SIGN_OFFS)
 
 
 def signs_off(
