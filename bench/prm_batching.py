@@ -2,12 +2,13 @@
 
 A PRM (a Qwen2 token classifier with random weights, built from a config with a locally trained
 tokenizer, saved with `save_pretrained` and loaded by the service's real loading code) is served by a
-real `rewardhub serve` subprocess four times: batching on (`REWARDHUB_BATCH_MAX_SIZE=--max-batch`,
-shared-prefix passes as `--share-prefix` says: by default the service's `auto`, on for a CPU and off for
-a GPU; the result shows what it resolved to; shared prompts kept across batches by the default
-`REWARDHUB_BATCH_PREFIX_CACHE_MB`), the same with `REWARDHUB_BATCH_PREFIX_CACHE_MB=0` (each batch runs
-its prompts again), batching on with `REWARDHUB_BATCH_SHARE_PREFIX=false`
-(plain padded batches), and batching off (`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item).
+real `rewardhub serve` subprocess four times (then `--pairs` more on/off pairs, below): batching on
+(`REWARDHUB_BATCH_MAX_SIZE=--max-batch`, shared-prefix passes as `--share-prefix` says: by default the
+service's `auto`, on for a CPU and off for a GPU; the result shows what it resolved to; shared prompts
+kept across batches by the default `REWARDHUB_BATCH_PREFIX_CACHE_MB`), batching off
+(`REWARDHUB_BATCH_MAX_SIZE=1`: one forward pass per item), batching on with
+`REWARDHUB_BATCH_SHARE_PREFIX=false` (plain padded batches), and the same as the first with
+`REWARDHUB_BATCH_PREFIX_CACHE_MB=0` (each batch runs its prompts again).
 `--clients` concurrent clients each send one-item `/v1/score` requests back to back; the items completed
 within a window of `--duration` seconds (after `--warmup` seconds) are counted. Every item is distinct
 and the result cache is off, so every item is a forward pass. Items cycle through five questions, so
@@ -15,6 +16,13 @@ concurrent items share prompts as a GRPO group's rollouts do, but no two respons
 
 A last run sends the same one-item requests to the free `exact_match` reward: the rate the HTTP side
 alone can carry on this machine, so the highest speedup any batching could show (`speedup_ceiling`).
+
+Batching on and off run one after the other, and `--pairs K` more times after the other modes (in
+alternating order: off then on, on then off, ...). A shared 2-core virtual machine's speed drifts (the
+"on" rate of one code on one host, idle, varied by 40% between runs, the model's CPU per one-item pass by
+37%), so a ratio of two runs a minute apart moves with it: those four runs gave 4.79-6.64x. Each pair's ratio is of two runs adjacent in time, and
+`speedup_median` is the median of the first ratio and the pairs' (`speedup_pairs`), with the lowest
+beside it (`speedup_min`).
 
 Reported per mode: items/s, per-item latency p50/p99 (client side, the whole HTTP round trip), the mean
 forward-pass batch size (from `/metrics`), errors, and CPU milliseconds per item over the measured
@@ -367,6 +375,13 @@ def main() -> None:
         default="long",
         help="long: 4-7 sentence steps (hundreds of tokens); short: three one-line steps (~30 tokens)",
     )
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=2,
+        help="batching on/off pairs run again after the other modes, each pair adjacent in time (the "
+        "ratio is reported per pair and as the median)",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rewardhub-bench-prm-") as tmp:
@@ -392,6 +407,8 @@ def main() -> None:
         # lease) keeps the modes it finished
         r = args.reward
         on = progress("on", run_mode(str(model), args, args.max_batch, args.share_prefix, r))
+        # off next: the two runs the target compares, adjacent in time
+        off = progress("off", run_mode(str(model), args, 1, reward=r))
         # shared-prompt passes are a PRM feature: an ORM has no plain-batches variant to compare
         on_plain = (
             progress("on_plain", run_mode(str(model), args, args.max_batch, "false", r))
@@ -406,8 +423,30 @@ def main() -> None:
             if r == "prm"
             else None
         )
-        off = progress("off", run_mode(str(model), args, 1, reward=r))
         ceiling = progress("ceiling", run_mode(str(model), args, 1, reward="exact_match"))
+        pairs = []
+        for k in range(args.pairs):
+            order = ("off", "on") if k % 2 == 0 else ("on", "off")
+            got = {
+                mode: progress(
+                    f"{mode} (pair {k + 1})",
+                    run_mode(str(model), args, args.max_batch, args.share_prefix, r)
+                    if mode == "on"
+                    else run_mode(str(model), args, 1, reward=r),
+                )
+                for mode in order
+            }
+            pairs.append(
+                {
+                    "order": "-".join(order),
+                    "on_items_per_s": got["on"]["items_per_s"],
+                    "off_items_per_s": got["off"]["items_per_s"],
+                    "on_latency_p50_ms": got["on"]["latency_p50_ms"],
+                    "on_latency_p99_ms": got["on"]["latency_p99_ms"],
+                    "ratio": ratio(got["on"], got["off"]),
+                }
+            )
+    ratios = [x for x in (ratio(on, off), *(p["ratio"] for p in pairs)) if x is not None]
     result = {
         "machine": machine(),
         "device": args.device,
@@ -429,6 +468,9 @@ def main() -> None:
         "batching_off": {"max_batch": 1, **off},
         "http_ceiling_exact_match": ceiling,
         "speedup_items_per_s": ratio(on, off),
+        "speedup_pairs": pairs,
+        "speedup_median": round(statistics.median(ratios), 2) if ratios else None,
+        "speedup_min": min(ratios) if ratios else None,
         "speedup_ceiling": ratio(ceiling, off),
         "speedup_without_prefix_sharing": ratio(on_plain, off) if on_plain else None,
         "speedup_without_prefix_cache": ratio(on_uncached, off) if on_uncached else None,
