@@ -137,6 +137,14 @@ async def test_inches_weeks_and_dollar_thousands_against_cents_are_votes_of_thei
     assert [r["score"] for r in out] == [0.0, 1.0, 1.0, 0.0, 1.0]
 
 
+async def test_an_inch_is_no_vote_for_hours(client: httpx.AsyncClient) -> None:
+    # math 1.0.21: "8 in" and "8 hours" were one vote (the word "in" dropped: all 5 scored 1); now "8 in" is
+    # an inch against any unit, and its 3 votes beat "8 hours" (2)
+    out = await results(client, "majority_vote", boxed(["8 hours", "8 in", "8 hours", "8 in", "8 in"], gid()))
+    assert [r["score"] for r in out] == [0.0, 1.0, 0.0, 1.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -122,6 +122,10 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{120000 cents, 30000 cents}", "\\$1,200, \\$300", 1.0, None),
         ("\\boxed{\\$1,200, \\$300}", "\\$1,200, \\$301", 0.0, None),
         ("\\boxed{\\$1200.5}", "\\$1,200.50", 1.0, None),
+        # a plain "in" is an inch against a unit of any dimension (math 1.1.19: "8 in" against "8 hours" scored 1)
+        ("\\boxed{8 in}", "8 hours", 0.0, None),
+        ("\\boxed{8 hours}", "8 in", 0.0, None),
+        ("The answer is 8 in total.", "8 hours", 1.0, None),
     ],
 )
 async def test_math_verdicts(

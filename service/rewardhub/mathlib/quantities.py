@@ -24,9 +24,9 @@ year`` is ``12 months``, ``2 decades`` ``20 years``), and against a day, a week 
 (``5 years`` is not ``5 days``). A square or cubic unit in words is a power (``25 square meters``, ``25 sq
 m`` and ``1 cubic meter`` are ``25 m^2``, ``25 m^2`` and ``1000 L``; superscript digits are one too, as
 normalisation writes them: ``8 ft²`` is ``8 ft^2``), an acre 43,560 square feet, the inch's ``in`` a unit
-with a power or after such a word (``8 in^3``, ``8 cu in``), or alone ending the answer against a length
-in a unit (:func:`_plain_inch`: ``8 in`` is ``20.32 cm`` and not ``8 cm``; against a bare 8 it may be a
-cut-off sentence, and ``8 in total`` is none), a rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
+with a power or after such a word (``8 in^3``, ``8 cu in``), or alone ending the answer against a unit
+(:func:`_plain_inch`: ``8 in`` is ``20.32 cm`` and not ``8 cm``, ``8 hours`` nor ``8^\\circ``; against a
+bare 8 it is a unit on one side only, and ``8 in total`` is none), a rate in one word a rate (``60 mph``, ``60 kph``), and a cent (``¢`` too) a hundredth of a dollar: a dollar amount (``\\$0.50``, which normalisation reads
 as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is ``\\$0.50`` and not
 ``\\$50``; ``\\$10`` against ``10`` is a bare 10), in a list or a tuple too (a list item keeps its sign as
 its quantity: :func:`.structures.parse_answer`; ``50 cents, 2`` is not ``\\$50, 2``). A known unit against a number and a word that names
@@ -146,7 +146,7 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
 # upright right after a number and ending the answer ("5\\,\\text{d}", "5\\,\\mathrm{d}"), never plain ("5 d").
 _UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400))}
 # The inch's "in" is a preposition as often ("3 in" may be cut off): it is an inch with a power or after a
-# square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"), or alone against a length (:func:`_plain_inch`).
+# square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"), or alone against a unit (:func:`_plain_inch`).
 _POWERED_UNITS: dict[str, tuple[str, Fraction]] = {"in": ("length", Fraction(254, 10000))}
 
 # A number, then one unit: a word (an abbreviation may end in a full stop: "3 hrs."), a one-letter word only
@@ -262,16 +262,32 @@ def _plain_litre(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal,
 _PLAIN_INCH_RE = re.compile(r"^(?P<num>.{1,100}?)\sin\.?$")
 
 
-def _plain_inch(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal, str, Fraction] | None:
+def _plain_inch(s: str) -> tuple[Literal, str, Fraction] | None:
     """``s`` (normalised) as a number of inches where it is a number and a plain ``in`` ending the answer
-    (``8 in``) and ``other`` a length in a unit (``8 inches``, ``20.32 cm``, ``8 ft``): the other side says
-    the in is an inch (``8 in`` is not ``8 cm``, and is ``20.32 cm``). Elsewhere the word may be the
-    preposition of a cut-off sentence, and is left to the other rules as before (``8 in`` against ``8``
-    is a unit on one side only; ``8 in total`` is no quantity): None."""
+    (``8 in``, ``8\\text{ in}``); None elsewhere. The caller reads it so only where the other side states a
+    unit: against a length it converts (``8 in`` is ``20.32 cm`` and not ``8 cm``), and against a unit of
+    another dimension (``8 hours``, ``8 kg``, ``8 L``, ``8 cm^2``, ``8 mph``, ``8 cents``, an upright
+    symbol, a degree: :func:`_degrees`) it differs: an answer's number followed by "in" and nothing else
+    is a model's inch far more often than a sentence cut off after its preposition, and ``8 in`` for ``8
+    hours`` names no hours either way. Against a bare number (``8``) it is a unit on one side only, as
+    ``8 cm`` is (the gold states no unit to contradict); where words follow it (``8 in total``, ``8 in
+    each row``) or precede the number (``in 8 hours``) the "in" is a preposition and no quantity."""
     m = _PLAIN_INCH_RE.match(s)
-    if m is None or other[1] != "length":
-        return None
-    return quantity(f"{m.group('num')} inches", letter=True)
+    return None if m is None else quantity(f"{m.group('num')} inches", letter=True)
+
+
+# A number in degrees, an angle's or a temperature's, ending the answer (normalised: "8^\\circ", "8 ^\\circ
+# C", "8 degrees", "8 degrees Celsius"). Degrees are compared by the other rules (radians convert); here they
+# only tell a plain "in" against them apart (:func:`_plain_inch`).
+_DEGREES_RE = re.compile(
+    r"^(?P<num>.{1,100}?)(?:\s?\^\\circ|\s(?i:degrees?|deg))(?:\s?(?i:[CFK]|celsius|fahrenheit|kelvin))?\.?$"
+)
+
+
+def _degrees(s: str) -> bool:
+    """Whether ``s`` (normalised) is a number in degrees (``8^\\circ``, ``8 ^\\circ C``, ``8 degrees``)."""
+    m = _DEGREES_RE.match(s)
+    return m is not None and parse_literal(m.group("num")) is not None
 
 
 def _stated_number(s: str) -> Literal | None:
@@ -548,14 +564,20 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
             return True if stated and states_number(ng, np) else None
         g, p = quantity(ng, letter=True), quantity(np, letter=True)
         if g is None and p is not None:
-            g = _named_power(ng, p) or _plain_litre(ng, p) or _plain_inch(ng, p)
+            g = _named_power(ng, p) or _plain_litre(ng, p) or _plain_inch(ng)
         elif p is None and g is not None:
-            p = _named_power(np, g) or _plain_litre(np, g) or _plain_inch(np, g)
+            p = _named_power(np, g) or _plain_litre(np, g) or _plain_inch(np)
         if g is None or p is None:
             differ = (
                 _symbols_differ(ng, np)
                 or _foreign_symbol(ng, p)
                 or _foreign_symbol(np, g)
+                # a plain "in" against an upright symbol or a degree, which no quantity here reads: an inch
+                # differs from both ("8 in" and "8\\,\\text{K}", "8^\\circ")
+                or _foreign_symbol(ng, _plain_inch(np))
+                or _foreign_symbol(np, _plain_inch(ng))
+                or (_degrees(ng) and _plain_inch(np) is not None)
+                or (_degrees(np) and _plain_inch(ng) is not None)
                 or _noun_against_unit(ng, np, p)
                 or _noun_against_unit(np, ng, g)
             )

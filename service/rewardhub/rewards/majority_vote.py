@@ -220,7 +220,9 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # 1.0.20: math: "143 weeks" and "1000 days", "8 in" and "8 cm", "\\$1,200, 5" and "1200 cents, 5" are two
     # votes (they were one); "8 in" and "20.32 cm", "\\$1,200, \\$300" and "120000 cents, 30000 cents" one (they
     # were two)
-    version: ClassVar[str] = "1.0.20"
+    # 1.0.21: math: "8 in" and "8 hours" (or "8 kg", "8^\\circ") are two votes (they were one); "8 in" and "8",
+    # "8 in total" and "8 hours" still one
+    version: ClassVar[str] = "1.0.21"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "
         "(math equivalence or normalised strings); the majority needs `min_votes` (2) votes; needs `group` "

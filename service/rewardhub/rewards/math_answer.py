@@ -168,7 +168,11 @@ class MathReward(Reward[MathConfig]):
     # 0, now 1 (against a bare 8 still 1, and "8 in total" is no inch); a dollar amount in thousands groups
     # keeps its sign against cents in a list: "\\$1,200, 5" against "1200 cents, 5" scored 1, now 0, and
     # "\\$1,200, \\$300" against "120000 cents, 30000 cents" 0, now 1
-    version: ClassVar[str] = "1.1.18"
+    # 1.1.19: a plain "in" ending the answer is an inch against a unit of any dimension, not only a length:
+    # "8 in" (or "8\\text{ in}", "8 \\mathrm{in}") against "8 hours", "8 kg", "8 liters", "8 cm^2", "8 mph", "8
+    # cents", "8^\\circ", "8 °C" or "8\\,\\text{s}" scored 1 (the word dropped as a preposition), now 0; against
+    # a bare 8, a count noun ("8 apples") or "\\$8" still 1, and "8 in total", "8 in each row" are no inch
+    version: ClassVar[str] = "1.1.19"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
         "and extra normalisation, in killable worker processes with a hard per-item deadline."
