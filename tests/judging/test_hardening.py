@@ -149,6 +149,18 @@ MASTER_KEYS = [
     "Veamos.",
     "Vediamo.",
     "Посмотрим.",
+    # a relation with nothing on one side is a label, not an answer; an "=" inside markup (an HTML
+    # attribute, a markdown link's target) is no relation at all
+    "Answer =",
+    "= ?",
+    "Solution: =",
+    "Let's see = ...",
+    '<a href="a"></a>',
+    "<img src=a alt=I>",
+    "<span title='a = I'></span>",
+    "[Solution](a=a)",
+    "[Solution](#a = I)",
+    "解 = 答",  # two answer labels, not two variables
 ]
 # Short but real answers must pass.
 REAL = [
@@ -199,6 +211,18 @@ REAL = [
     "Veamos: x = 3.",
     "Vediamo: la risposta è 5.",
     "3 mal 4 ist 12",
+    # a relation between single letters that are filler words elsewhere ("a", "I"): "Solve for A: A + 1 =
+    # a + 1" is answered so (content-free read no word in them, and the "=" is punctuation)
+    "$A = a$",
+    "A = a",
+    "I = a",
+    "I < a",
+    "$a \\ne I$",
+    "a \\le I",
+    "\\(A = a\\)",
+    "$A$ = $a$",
+    "Solution: a = I",
+    "a = -a'",
 ]
 
 

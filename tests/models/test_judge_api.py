@@ -187,6 +187,37 @@ async def test_a_top_score_judge_gives_zero_to_a_sign_off_alone(
             assert judge_server.calls == len(answers), config
 
 
+async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judge(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """ "$A = a$" answers "Solve for A: A + 1 = a + 1", but "a" and "I" are filler words and "=" is
+    punctuation to the content-free gate: it read nothing in the answer and scored it 0 without asking the
+    judge (an always-yes judge never saw it). A relation between single letters is content now, in every
+    mode; a sign with nothing on one side ("Answer =") is still no answer."""
+    question = "Solve for A: A + 1 = a + 1."
+    answers = ["$A = a$", "A = a", "I = a"]
+    async with judge_app(make_app, judge_server) as client:
+        for config, top in (
+            ({"mode": "pointwise"}, "Great.\nScore: 5"),
+            ({"mode": "reference", "rule": None}, "Final Decision: Yes"),
+        ):
+            judge_server.reply = always(top)
+            judge_server.requests.clear()
+            items = [{"prompt": question, "response": r, "reference": "A = a"} for r in answers]
+            results = await score(client, config, items, use_cache=False)
+            for r, res in zip(answers, results, strict=True):
+                assert res["valid"] and res["score"] == 1.0 and "hardening" not in res["details"], (
+                    config,
+                    r,
+                    res,
+                )
+            assert judge_server.calls == len(answers), config
+            label = [{"prompt": question, "response": "Answer =", "reference": "A = a"}]
+            (res,) = await score(client, config, label, use_cache=False)
+            assert res["score"] == 0.0 and res["details"]["hardening"] == "content_free", (config, res)
+            assert judge_server.calls == len(answers), config
+
+
 async def test_step_labels_are_master_keys_except_where_the_task_asks_for_a_step(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

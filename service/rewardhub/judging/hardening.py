@@ -28,7 +28,9 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
    correct?", "True or false: ...") they are the answer, as "Yes" is, and stay.
 
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
-of an opener. If nothing does, the response is content-free.
+of an opener. So are the two sides of a relation between single letters or numbers (:data:`RELATION`,
+read once HTML tags and hidden comments are gone: "$A = a$", "I < a", "$a \\ne I$"), though "a" and "I"
+are filler words and the sign is punctuation. If nothing does, the response is content-free.
 
 :func:`signs_off` finds a response that is a sign-off and nothing else ("Done.", "Finished!", "Here you
 go.", "完成。", "Listo.", "Fertig.": :data:`SIGN_OFFS`), content-free too unless the question or the gold
@@ -76,6 +78,7 @@ __all__ = [
     "HTML_TAG",
     "INJECTION_PATTERNS",
     "OPENERS",
+    "RELATION",
     "SIGN_OFFS",
     "VERDICT_WORDS",
     "content_free",
@@ -739,6 +742,26 @@ _TAGS = re.compile(r"</?\s*(?:think|thinking|answer|reasoning|solution|final|res
 # past the same tags: rewards.prm.filler_step.)
 HTML_TAG = re.compile(r"</?[a-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", re.IGNORECASE)
 _FENCE = re.compile(r"```[\w+#.-]*")  # a code fence, with its language tag ("```python")
+# A relation between two sides: "=", "!=", "<=", ">=", "≠", "≤", "≥", "≈", LaTeX's \ne, \le, \geq,
+# \approx, \equiv. A rule of "=" signs ("=====") is none, nor is code's "=="; "<" and ">" are relations
+# only between blanks or digits ("x < 3", "2>1"), which no HTML tag is. The prm reward's filler-step
+# check reads the same (rewards.prm._checked: a step that states one is no filler).
+RELATION = re.compile(
+    r"(?<![=<>!])(?:[<>!]?=|≤|≥|≠|≈)(?![=<>])|(?<=[\s\d])[<>](?=[\s\d])"
+    r"|\\(?:le|ge|leq|geq|neq|ne|lt|gt|approx|equiv)(?![A-Za-z])"
+)
+# One side of a relation: a letter (a word of its own, not a CJK character: "解 = 答" relates two answer
+# labels) or a number, with its primes.
+_OPERAND = r"(?:(?![\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af])[^\W\d_]|\d+(?:[.,]\d+)?)['′]*"
+# A relation between two operands, next to its sign but for blanks, math delimiters and emphasis ("$A$ =
+# $a$", "\(A = a\)", "a &= I", "*a* = *I*") and a sign before the right one ("a = -a"). The left one
+# does not end a LaTeX command's name, a URL's path or query, or a dotted name ("\a = a", "?a=a", "x.a=a").
+_RELATED = re.compile(
+    rf"(?<![^\W_])(?<![\\/?&=#%@.])({_OPERAND})(?:[\s$&*`)}}\]]|\\[)\]]){{0,8}}(?:{RELATION.pattern})"
+    rf"(?:[\s$*`({{\[]|\\[(\[]){{0,8}}[-+−±]?({_OPERAND})(?![^\W_])"
+)
+# A markdown link's target (and title): "[Solution](a=a)" shows "Solution", and its "=" is no relation.
+_LINK_TARGET = re.compile(r"\]\([^()\n]{0,300}\)")
 _LATEX_CMD = re.compile(r"\\([a-zA-Z]+)\*?")
 # An environment's name is markup, not content: "\begin{aligned}\end{aligned}" is empty.
 _LATEX_ENV = re.compile(r"\\(?:begin|end)[ \t]*\{[^{}\n]{0,40}\}")
@@ -1547,6 +1570,7 @@ def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer:
     t = HTML_TAG.sub(" ", _TAGS.sub(" ", t))
     t = _FENCE.sub(" ", t)
     t = _LATEX_ENV.sub(" ", t)
+    related = t  # where a relation is read: LaTeX's relation commands (\ne, \le) are still in it
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
     if not step_is_answer:
@@ -1557,10 +1581,27 @@ def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer:
     if kept:
         # A word split up is the word to a judge: "S o l u t i o n", "S.o.l.u.t.i.o.n", "Sol-ution" read
         # "Solution". Closed up, a split opener or filler leaves nothing; any other run stays content.
-        closed = _SPACED_LETTERS.sub(_collapse, _BROKEN_WORD.sub("", t))
-        if closed != t and not _kept_words(closed):
-            return ""
-    return " ".join(kept)
+        closed = _closed(t)
+        if closed == t or _kept_words(closed):
+            return " ".join(kept)
+    return " ".join(_operands(related))
+
+
+def _closed(t: str) -> str:
+    """``t`` with its split words closed up (:data:`_BROKEN_WORD`, :data:`_SPACED_LETTERS`)."""
+    return _SPACED_LETTERS.sub(_collapse, _BROKEN_WORD.sub("", t))
+
+
+def _operands(t: str) -> list[str]:
+    """The operands of the relations between single letters or numbers in ``t`` (markup but LaTeX
+    commands removed; read with split words closed up, as the other words are): "$A = a$", "I < a",
+    "$a \\ne I$". "a" and "I" are filler words and "=" is punctuation, yet "A = a" answers "Solve for A:
+    A + 1 = a + 1" (it was content-free, and the judge never saw it). A sign with nothing on one side
+    ("Answer =", "= ?") relates nothing, and an "=" inside an HTML tag (gone already) or a markdown link's
+    target (:data:`_LINK_TARGET`) is markup."""
+    if not RELATION.search(t):
+        return []
+    return [w for m in _RELATED.finditer(_closed(_LINK_TARGET.sub("]", t))) for w in m.groups()]
 
 
 def _kept_words(t: str) -> list[str]:

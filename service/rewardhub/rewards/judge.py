@@ -620,7 +620,11 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # (it reached the judge), unless the question or the gold answer holds the word; so are "Good luck!",
     # "Let me know if you have any questions.", and "let me think" / "let's see" in French, German,
     # Spanish, Portuguese, Italian, Russian, Japanese ("Laissez-moi réfléchir.", "Mal sehen.", "Veamos.")
-    version: ClassVar[str] = "1.9.16"
+    # 1.9.17: a relation between single letters that are filler words elsewhere ("$A = a$", "I = a",
+    # "$a \\ne I$") is content, and reaches the judge (it was content-free: 0 without a judge call, though
+    # it answers "Solve for A: A + 1 = a + 1"); a sign with nothing on one side ("Answer =", "= ?") and an
+    # "=" inside markup (an HTML attribute, a markdown link's target) are still none
+    version: ClassVar[str] = "1.9.17"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
         "reference-guided verification with a rule verifier first, steps (a generative PRM: one "
