@@ -69,7 +69,7 @@ async def test_per_step_scores_spans_and_aggregate(
         )
         assert "reward" not in steps[0]  # the dense rewards come with soft_min only
         # the reward version carries the model and the convention
-        assert r["reward_version"].startswith("1.11.0+") and r["reward_version"].endswith(convention)
+        assert r["reward_version"].startswith("1.11.1+") and r["reward_version"].endswith(convention)
 
 
 async def test_batched_equals_single_and_steps_options(make_app: MakeApp, qwen_prm_path: str) -> None:

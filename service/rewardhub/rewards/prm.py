@@ -206,7 +206,9 @@ class PRMReward(ModelReward[PRMConfig]):
     # 1.11.0: filler_steps (default skip): a step that says nothing ("Let me think.") is left out of the
     # aggregates and first_error (padding raised mean and last, and moved first_error towards 1), and a
     # response of only such steps is no_answer; so is a sign-off ("Thank you.") the question does not hold
-    version: ClassVar[str] = "1.11.0"
+    # 1.11.1: a step that relates single letters with a sign only the content check reads as one (the
+    # full-width "A ＝ a", NFKC's "=") was filler: content_free now reads such relations as content
+    version: ClassVar[str] = "1.11.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
         "mean, first_error, PURE soft_min); Qwen2.5-Math-PRM, Math-Shepherd, Skywork, RLHFlow and implicit (PRIME) "
