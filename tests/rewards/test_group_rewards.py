@@ -145,6 +145,16 @@ async def test_an_inch_is_no_vote_for_hours(client: httpx.AsyncClient) -> None:
     assert out[0]["details"]["votes"] == 3
 
 
+async def test_degrees_are_no_vote_for_centimetres(client: httpx.AsyncClient) -> None:
+    # math 1.0.21: "8^\\circ" and "8 cm" were one vote (both units dropped: all 5 scored 1); now 3 votes for
+    # "8 cm" beat 2 for "8^\\circ"
+    out = await results(
+        client, "majority_vote", boxed(["8^\\circ", "8 cm", "8^\\circ", "8 cm", "8 cm"], gid())
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 0.0, 1.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -126,6 +126,14 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{8 in}", "8 hours", 0.0, None),
         ("\\boxed{8 hours}", "8 in", 0.0, None),
         ("The answer is 8 in total.", "8 hours", 1.0, None),
+        # degrees against a unit of another kind, two temperature scales and a percentage against a unit differ,
+        # and a preposition before a restated quantity is no inch (math 1.1.19: the three 0.0 rows scored 1, the
+        # last 0; against a bare 8 a degree stays 1)
+        ("\\boxed{8^\\circ}", "8 cm", 0.0, None),
+        ("\\boxed{8^\\circ}", "8", 1.0, None),
+        ("\\boxed{8 °F}", "8 °C", 0.0, None),
+        ("\\boxed{8\\%}", "8 in", 0.0, None),
+        ("\\boxed{\\text{in } 8 \\text{ hours}}", "8 hours", 1.0, None),
     ],
 )
 async def test_math_verdicts(

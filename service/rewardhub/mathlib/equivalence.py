@@ -53,8 +53,9 @@ _BASE_RE = re.compile(r"\d\s?_")
 _SPACED_DIGITS_RE = re.compile(r"(?<![\^_\d])\d+ \d")
 # A lone k, n or m (not part of a word or a command such as \\sin or \\ln).
 _PARAMETER_RE = re.compile(r"(?<![A-Za-z\\])[" + "".join(sorted(PARAMETER_LETTERS)) + r"](?![A-Za-z])")
-# A number, then a letter or a command: a value that may state a unit ("2000 m", "5 \\mathrm{m}", "(1 h, 2)").
-_UNIT_AFTER_NUMBER_RE = re.compile(r"\d ?[A-Za-z\\]")
+# A number, then a letter, a command or a degree sign: a value that may state a unit ("2000 m", "5 \\mathrm{m}",
+# "(1 h, 2)", "(8^\\circ, 2)").
+_UNIT_AFTER_NUMBER_RE = re.compile(r"\d ?(?:[A-Za-z\\]|\^\\circ)")
 _DEGREE_VALUE_RE = re.compile(r"^(?P<x>[+-]?\d+(?:\.\d+)?)\s?\^\\circ$")
 # Any relation but a strict < or >: a term holding one is not a term of an ordering chain.
 _OTHER_RELATION_RE = re.compile(r"\\(?:leq?|geq?|neq|leqslant|geqslant)(?![A-Za-z])|[=<>]")

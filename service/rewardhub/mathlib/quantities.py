@@ -31,7 +31,13 @@ as 0.50) is one against cents or dollars only (:func:`_dollars`: ``50 cents`` is
 ``\\$50``; ``\\$10`` against ``10`` is a bare 10), in a list or a tuple too (a list item keeps its sign as
 its quantity: :func:`.structures.parse_answer`; ``50 cents, 2`` is not ``\\$50, 2``). A known unit against a number and a word that names
 none (``3 hours`` and ``3 apples``, ``5 days`` and ``5 dx``) is two answers (:func:`_noun_against_unit`; a
-count noun against a bare number, or against another unknown word, is left to the other rules). A
+count noun against a bare number, or against another unknown word, is left to the other rules). Degrees,
+an angle's or a temperature's, are no unit here (the other rules compare them, radians converted), but
+against a unit of another kind they differ (:func:`_degrees_against_unit`: ``8^\\circ`` is not ``8 cm`` nor
+``8 hours``; against ``8`` it is a unit on one side only), as one number in two temperature scales does
+(:func:`_scales_differ`: ``8 °C`` and ``8 °F``), and a percentage against a unit (:func:`_percent_against_unit`:
+``8\\%`` is not ``8 cm``; against ``8`` or ``0.08`` the other rules decide). A preposition before a quantity
+is dropped (:func:`_after_preposition`: ``in 8 hours`` is ``8 hours``, and its "in" no inch). A
 rate's units typeset as a fraction are the slash's (:func:`_frac_rate`: ``96.56
 \\frac{\\text{km}}{\\text{h}}`` is ``96.56 km/h`` and ``60 mph``; ``\\frac{96}{2}`` is 48). The
 one-letter symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too; a plain ``l``, too like a
@@ -277,17 +283,81 @@ def _plain_inch(s: str) -> tuple[Literal, str, Fraction] | None:
 
 
 # A number in degrees, an angle's or a temperature's, ending the answer (normalised: "8^\\circ", "8 ^\\circ
-# C", "8 degrees", "8 degrees Celsius"). Degrees are compared by the other rules (radians convert); here they
-# only tell a plain "in" against them apart (:func:`_plain_inch`).
+# C", "8 degrees", "8 degrees Celsius"), with the temperature's scale where named. Degrees are compared by the
+# other rules (radians convert); here they only tell a unit of another kind against them apart
+# (:func:`_degrees_against_unit`) and two scales (:func:`_scales_differ`).
 _DEGREES_RE = re.compile(
-    r"^(?P<num>.{1,100}?)(?:\s?\^\\circ|\s(?i:degrees?|deg))(?:\s?(?i:[CFK]|celsius|fahrenheit|kelvin))?\.?$"
+    r"^(?P<num>.{1,100}?)(?:\s?\^\\circ|\s(?i:degrees?|deg))"
+    r"(?:\s?(?P<scale>(?i:[CFK]|celsius|fahrenheit|kelvin)))?\.?$"
 )
 
 
-def _degrees(s: str) -> bool:
-    """Whether ``s`` (normalised) is a number in degrees (``8^\\circ``, ``8 ^\\circ C``, ``8 degrees``)."""
+def _degrees(s: str) -> str | None:
+    """The scale of ``s`` (normalised) where it is a number in degrees: ``C``, ``F`` or ``K`` for ``8 ^\\circ
+    C``, ``8 degrees Fahrenheit``, ``""`` where none is named (``8^\\circ``, ``8 degrees``: an angle, or a
+    temperature whose scale goes without saying); None where ``s`` is no number in degrees."""
     m = _DEGREES_RE.match(s)
-    return m is not None and parse_literal(m.group("num")) is not None
+    if m is None or parse_literal(m.group("num")) is None:
+        return None
+    return (m.group("scale") or "")[:1].upper()
+
+
+def _degrees_against_unit(s: str, other: str, other_quantity: tuple[Literal, str, Fraction] | None) -> bool:
+    """Whether ``s`` (normalised) is a number in degrees and ``other`` one in a unit of another kind: a known
+    unit (``other_quantity``: ``8 cm``, ``8 hours``, ``8 kg``, ``8 cents``, ``8\\,\\text{m}``), a plain
+    "in" (an inch: :func:`_plain_inch`) or an upright symbol this module does not know (``8\\,\\text{K}``). No
+    unit here is an angle or a temperature, so the other rules, which drop both units, read them one 8;
+    ``8^\\circ`` is neither 8 cm nor 8 hours. Against a bare number (``8``), a dollar amount read as one
+    (``\\$8``) or a count noun (``8 apples``) nothing states another unit, as for ``8 in``."""
+    if _degrees(s) is None:
+        return False
+    return (
+        other_quantity is not None
+        or _plain_inch(other) is not None
+        or _TYPESET_QUANTITY_RE.match(other) is not None
+    )
+
+
+def _scales_differ(ng: str, np: str) -> bool:
+    """Whether ``ng`` and ``np`` (normalised) are degrees in two named temperature scales (``8 ^\\circ C``
+    and ``8 ^\\circ F``): one number in two scales is two temperatures (8 °C is 46.4 °F), which the other
+    rules, dropping the scale, read equal. Temperatures are not converted (the scales are not multiples of
+    one another): in two scales they are unequal, as two different numbers in one are; where one side names
+    no scale (``8^\\circ``) the other rules decide."""
+    sg, sp = _degrees(ng), _degrees(np)
+    return bool(sg) and bool(sp) and sg != sp
+
+
+# A preposition before a quantity that restates the answer: "in 8 hours", "after 8 hours", "within 8 km",
+# "for 8 dollars" (normalised).
+_PREPOSITION_RE = re.compile(r"^(?i:in|after|within|for)\s(?P<rest>.{1,100})$")
+
+
+def _after_preposition(s: str) -> str:
+    """``s`` (normalised) without a leading preposition where the rest is a number in a known unit (``in 8
+    hours`` is ``8 hours``: an answer phrased as the question asks, "when?", states the same quantity);
+    else ``s`` as it is. Only a leading word before a whole quantity: the "in" of ``in 8 hours`` is never an
+    inch, and ``in 8`` (no unit) or ``in 8 in`` are left alone."""
+    m = _PREPOSITION_RE.match(s)
+    if m is None or quantity(m.group("rest"), letter=True) is None:
+        return s
+    return m.group("rest")
+
+
+def _percent_against_unit(s: str, other: str) -> bool:
+    """Whether ``s`` (normalised) is a percentage (``8\\%``) and ``other`` a number in a unit (``8 cm``, ``8
+    hours``, ``8 in``, ``8^\\circ``, ``8\\,\\text{K}``): a ratio is no length nor time, though its number
+    is (the other rules read ``8\\%`` as 8 or 0.08 and drop the unit). Against a bare number, a count noun
+    or a dollar amount read as a bare number (``\\$8``) it is left to the other rules."""
+    number = parse_literal(s)
+    if number is None or not number.percent:
+        return False
+    return (
+        quantity(other, letter=True) is not None
+        or _plain_inch(other) is not None
+        or _degrees(other) is not None
+        or _TYPESET_QUANTITY_RE.match(other) is not None
+    )
 
 
 def _stated_number(s: str) -> Literal | None:
@@ -559,6 +629,9 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         gold, pred = _frac_rate(gold), _frac_rate(pred)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
         ng, np = _dollars(gold, ng, np), _dollars(pred, np, ng)
+        ng, np = _after_preposition(ng), _after_preposition(np)
+        if _percent_against_unit(ng, np) or _percent_against_unit(np, ng) or _scales_differ(ng, np):
+            return False
         if (parse_literal(ng) is None) != (parse_literal(np) is None):
             # a unit stated on one side only is ignored: the number it states is the answer
             return True if stated and states_number(ng, np) else None
@@ -572,12 +645,13 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
                 _symbols_differ(ng, np)
                 or _foreign_symbol(ng, p)
                 or _foreign_symbol(np, g)
-                # a plain "in" against an upright symbol or a degree, which no quantity here reads: an inch
-                # differs from both ("8 in" and "8\\,\\text{K}", "8^\\circ")
+                # a plain "in" against an upright symbol, which no quantity here reads: an inch differs from it
+                # ("8 in" and "8\\,\\text{K}")
                 or _foreign_symbol(ng, _plain_inch(np))
                 or _foreign_symbol(np, _plain_inch(ng))
-                or (_degrees(ng) and _plain_inch(np) is not None)
-                or (_degrees(np) and _plain_inch(ng) is not None)
+                # degrees against a unit of another kind ("8^\\circ" and "8 cm", "8 hours", "8 in")
+                or _degrees_against_unit(ng, np, p)
+                or _degrees_against_unit(np, ng, g)
                 or _noun_against_unit(ng, np, p)
                 or _noun_against_unit(np, ng, g)
             )

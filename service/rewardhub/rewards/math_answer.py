@@ -171,7 +171,14 @@ class MathReward(Reward[MathConfig]):
     # 1.1.19: a plain "in" ending the answer is an inch against a unit of any dimension, not only a length:
     # "8 in" (or "8\\text{ in}", "8 \\mathrm{in}") against "8 hours", "8 kg", "8 liters", "8 cm^2", "8 mph", "8
     # cents", "8^\\circ", "8 °C" or "8\\,\\text{s}" scored 1 (the word dropped as a preposition), now 0; against
-    # a bare 8, a count noun ("8 apples") or "\\$8" still 1, and "8 in total", "8 in each row" are no inch
+    # a bare 8, a count noun ("8 apples") or "\\$8" still 1, and "8 in total", "8 in each row" are no inch;
+    # degrees against a unit of another kind differ too: "8^\\circ" (or "8°", "8 °C", "8 degrees") against "8
+    # cm", "8 hours", "8 dollars", "8 m" or "8\\,\\text{K}" scored 1 (both units dropped), now 0 (against "8",
+    # "\\$8" or "8 apples" still 1, and radians still convert); one number in two temperature scales, "8 °C"
+    # against "8 °F", scored 1, now 0; a percentage against a unit, "8\\%" against "8 in", "8 cm" or "8
+    # hours", scored 1, now 0 (against "8" or "0.08" still 1); a quantity after a preposition, "in 8 hours"
+    # (or "after", "within", "for") against "8 hours" or "480 minutes", scored 0, now 1 ("in 8 hours"
+    # against "8 in" still 0)
     version: ClassVar[str] = "1.1.19"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
