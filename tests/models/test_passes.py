@@ -323,6 +323,46 @@ def test_qwen_prm_shared_prefix_equals_plain(qwen_prm_path: str) -> None:
         _close(hf_compute.step_probs(shared, queries[:1]), hf_compute.step_probs(plain, queries[:1]))
 
 
+def test_a_causal_model_runs_no_token_after_the_last_step_tag(qwen_prm_path: str) -> None:
+    """The Qwen PRM's template ends every input with "<|im_end|>\\n" after the last step tag. A causal
+    model's output at a tag does not depend on what follows it, so those tokens are no longer run (one
+    item or a batch, shared prompts or not); the scores are a full masked pass's at the tags."""
+    queries = _rollouts()
+    for share in (True, False):
+        loaded = _load(qwen_prm_path, "token_classification", share)
+        assert loaded.causal is True
+        tok = loaded.tokenizer
+        tag = tok.convert_tokens_to_ids("<extra_0>")
+        texts = [
+            hf_compute.render(tok, q.messages or (), generation_prompt=False, keep="<extra_0>")
+            for q in queries
+        ]
+        seqs = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        last = [max(i for i, t in enumerate(s) if t == tag) for s in seqs]
+        assert all(n + 1 < len(s) for n, s in zip(last, seqs, strict=True))  # the template's tail
+        widths: list[int] = []  # of every pass the model runs
+        hook = loaded.model.get_input_embeddings().register_forward_hook(
+            lambda _m, args, _out, widths=widths: widths.append(args[0].shape[1])
+        )
+        try:
+            with hf_compute.inference():
+                one = [hf_compute.step_probs(loaded, [q])[0] for q in queries]  # one item a pass
+                ran = list(widths)
+                batched = hf_compute.step_probs(loaded, queries)
+                full = passes.run_plain(
+                    loaded.model, seqs, pad_id=tok.pad_token_id, device="cpu", causal=False
+                )
+        finally:
+            hook.remove()
+        assert ran == [n + 1 for n in last]  # each one-item pass ends at its last tag
+        want = []
+        for s, (_, rows) in zip(seqs, full, strict=True):
+            at = rows[[i for i, t in enumerate(s) if t == tag]]
+            want.append(torch.softmax(at, dim=-1)[:, 1].tolist())
+        _close(one, want)
+        _close(batched, want)
+
+
 def test_shared_passes_use_the_cache_argument_the_model_takes(qwen_prm_path: str) -> None:
     """transformers 5.2x renamed ``past_key_values`` to ``cache``: the old name warned on every shared
     pass (in the model process's log, once per batch) and stops working in 5.40."""

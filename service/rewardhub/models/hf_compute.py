@@ -964,6 +964,12 @@ def _tag_probs(loaded: Loaded, queries: Sequence[StepQuery]) -> list[list[float]
     if not run:
         return out
     seqs = [encs[i]["input_ids"] for i, _ in run]
+    if loaded.causal:
+        # what follows the last tag (the template's "<|im_end|>\n") changes no output a causal model
+        # gives at a tag: not run (2 of a short item's ~34 continuation tokens, ~6% of a batched pass)
+        seqs = [
+            s[: positions[-1] + 1] if positions else s for (_, positions), s in zip(run, seqs, strict=True)
+        ]
     first_tags = [positions[0] if positions else len(s) for (_, positions), s in zip(run, seqs, strict=True)]
     outputs = _forward(loaded, seqs, first_tags)
     token_id = _token_ids(tok)
