@@ -435,6 +435,25 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 2\nScore: 4 (it could be shorter)", "4"),
         ("Score: 2\nScore: 4, but it would be 5 if the units were given.", "4"),
         ("Score: 2\nOverall (I would give it Score: 4)", "4"),
+        # "'d" after a pronoun is "would" (was read as no modal: the contracted twin of a row above read
+        # the hypothetical 5, 10 or 4 its spelled-out form does not), also with the typographic apostrophe
+        ("Score: 3\nIf the answer were complete it'd get Score: 10", "3"),
+        ("Score: 3. If the proof is complete, it'd get Score: 5.", "3"),
+        ("Score: 3. If the proof is complete, it’d get Score: 5.", "3"),
+        ("Score: 3. It'd have earned Score: 5 with the units.", "3"),
+        ("Score: 3. It'd've earned Score: 5 with the units.", "3"),
+        ("Score: 3. It’d have earned Score: 5 with the units.", "3"),
+        ("Score: 3. They'd not have given it Score: 5 without the units.", "3"),
+        ("Score: 4 (with units it'd be Score: 5)", "4"),
+        ("Score: 4 (with units it’d be Score: 5)", "4"),
+        ("Score: 4 (with units that'd be Score: 5)", "4"),
+        ("Score: 3 (on reflection, I would say Score: 4)", "3"),
+        ("Score: 3 (on reflection, I'd say Score: 4)", "3"),
+        ("Score: 3. Hmm, if I had to choose, I'd say Score: 4", "4"),
+        ("Score: 3. Hmm, if I had to choose, I’d say Score: 4", "4"),
+        ("Score: 2\nScore: 4 (it'd be 5 if the units were given)", "4"),
+        ("Score: 2\nScore: 4, but it'd be 5 if the units were given.", "4"),
+        ("Score: 2\nOverall (I'd give it Score: 4)", "4"),
     ],
 )
 def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:
@@ -459,6 +478,8 @@ def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, 
         ("pointwise", "Score: 5 would require units."),
         ("pointwise", "The derivation is missing. A Score: 5 answer would show it."),
         ("pointwise", "It would have earned Score: 5 with the units."),
+        ("pointwise", "It'd have earned Score: 5 with the units."),
+        ("reference", "The units are missing. If they're given, it'd be Final Decision: Yes."),
         ("reference", "The units are missing. If they were given, it would be Final Decision: Yes."),
         ("pairwise", "Both are close. Winner: A only if length mattered."),
     ],
@@ -479,6 +500,41 @@ def test_only_hypothetical_decisions_are_no_decision(key: str, text: str) -> Non
             c = Completion(text, tokens(*((t, None) for t in re.findall(r"\d|\w+|\S|\s+", text))))
             with pytest.raises(DecisionError, match="hypothetical"):
                 read_decision(c, find(rx), scale, scoring, keys)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("contracted", "spelled"),
+    [
+        ("Score: 4 (with units it'd be Score: 5)", "Score: 4 (with units it would be Score: 5)"),
+        ("Score: 3. It'd have earned Score: 5.", "Score: 3. It would have earned Score: 5."),
+        ("Score: 3. We’d’ve given it Score: 5.", "Score: 3. We would have given it Score: 5."),
+        (
+            "Score: 3\nIf it is complete, she'd give Score: 5",
+            "Score: 3\nIf it is complete, she would give Score: 5",
+        ),
+        ("Score: 3 (on reflection, I'd say Score: 4)", "Score: 3 (on reflection, I would say Score: 4)"),
+        (
+            "Score: 3. If I had to choose, I'd say Score: 4",
+            "Score: 3. If I had to choose, I would say Score: 4",
+        ),
+        # "'d" before a past participle is "had" (past perfect), and reads as "had" does
+        ("Score: 4 (I'd given it Score: 3 at first)", "Score: 4 (I had given it Score: 3 at first)"),
+        ("Score: 4 (it'd been Score: 3 before the fix)", "Score: 4 (it had been Score: 3 before the fix)"),
+        (
+            "Score: 3. If anything I'd underrated it: Score: 4",
+            "Score: 3. If anything I had underrated it: Score: 4",
+        ),
+    ],
+)
+def test_a_contracted_would_reads_as_its_spelled_out_form(contracted: str, spelled: str) -> None:
+    """ "it'd", "I'd", "that'd" were no modal: "Score: 4 (with units it'd be Score: 5)" read 5 where "...
+    it would be Score: 5" reads 4. A contraction reads as the words it stands for: "would" (or "had"
+    before a past participle)."""
+    from rewardhub.judging.templates import DECISION_PATTERNS
+
+    rx = re.compile(DECISION_PATTERNS["pointwise"], re.IGNORECASE)
+    want = read_decision(Completion(spelled), find(rx), Scale.scores(1, 5), "parse").label
+    assert read_decision(Completion(contracted), find(rx), Scale.scores(1, 5), "parse").label == want
 
 
 def test_the_logprobs_are_read_at_the_real_decision_not_the_hypothetical_one() -> None:

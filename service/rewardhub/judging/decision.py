@@ -7,8 +7,8 @@ A judge is asked to end with a fixed line (``Score: 4``, ``Winner: A``, ``Final 
   reflection, Score: 4" means 4), unless it is a hypothetical one, a score the judge would give another
   answer ("Score: 3. If the proof were complete it would get Score: 10", "Score: 5 had it shown its
   work", "otherwise Score: 5", "A Score: 5 answer would show the derivation", "Score: 5 would be too
-  generous", "Score: 4 (Score: 5 would require units)"; in the judge's reasoning in English or
-  Chinese): the last decision is then the last one that is not. When every match is hypothetical the
+  generous", "Score: 4 (Score: 5 would require units)"; in the judge's reasoning in English, "it'd"
+  and "I'd" read as "it would" and "I would", or Chinese): the last decision is then the last one that is not. When every match is hypothetical the
   judge decided nothing about this answer; that, a label outside the scale, or no match, is
   :class:`DecisionError` (the item becomes ``parse_error``, never a silent 0). So is a score out of
   another maximum than the scale's ("Score: 4/10" or "4 out of 10" on 1-5: the judge scored on its own
@@ -181,9 +181,26 @@ _CONDITIONAL = re.compile(
     r"conditions?|expressions?|tests?|else)\b)|unless|suppos(?:e|ing)|assuming|imagine|hypothetical(?:ly)?)\b",
     re.IGNORECASE,
 )
-_MODAL = re.compile(r"\b(?:would|could|might|were)\b", re.IGNORECASE)
+# "'d" after a pronoun ("I'd", "it'd", "that'd", with ' or ’) is "would" wherever the word is read: the
+# contraction of a hypothetical ("with units it'd be Score: 5") reads as its spelled-out form. It is also
+# "had" (past perfect: "I'd given it Score: 3 at first", "it'd been"): before a past participle that
+# cannot be a bare verb (a regular one in "-ed", not "-eed": "need", "exceed"; or a listed irregular
+# one) it is "had" and no modal. A participle that is also a bare verb ("put", "set", "read", "come")
+# reads as "would", the more common reading of "I'd put it at Score: 3". Not after a noun ("the
+# answer'd"): rare, and there "'d" is as often "had" or "did". "'d have"/"'d've" is "would have" (no
+# "had have"). A decision never takes "'d" (no pronoun), so :data:`_MODAL_AFTER` reads none.
+_D = r"\b(?:i|you|he|she|it|we|they|that|there)['’]d"
+_D_HAD = (
+    r"(?:[ \t]+not)?[ \t]+(?:[a-z]*[^\We]ed|agreed|freed|been|had|better|best|done|gone|got|gotten|given|taken|"
+    r"seen|shown|known|chosen|written|made|said|thought|found|felt|meant|kept|left|lost|forgotten|"
+    r"mistaken|overlooked|begun|brought|bought|caught|taught|sought|fought|held|heard|paid|spent|sent|"
+    r"built|understood|won|spoken|broken|proven|grown|drawn|thrown|flown|fallen|risen|driven|ridden)\b"
+)
+_WOULD_D = rf"{_D}\b(?!{_D_HAD})"
+_MODAL = re.compile(rf"\b(?:would|could|might|were)\b|{_WOULD_D}", re.IGNORECASE)
 _COUNTERFACTUAL = re.compile(
     r"\b(?:(?:would|could|might)(?:n['’]t|[ \t]+not)?[ \t]+have|otherwise)\b"
+    rf"|{_D}(?:[ \t]+not)?(?:[ \t]+have|['’]ve)\b"
     r"|\b(?:complete|perfect|ideal|flawless|correct|better|stronger|full|fixed|corrected|improved)[ \t]+"
     r"(?:answer|response|solution|proof|version)[ \t]+would\b",
     re.IGNORECASE,
@@ -223,7 +240,9 @@ _AFFIRMED = re.compile(
 # The judge's remark in brackets after its decision: a decision inside it that a modal or a condition
 # qualifies is the remark's ("Score: 4 (with units it would be Score: 5)"), not the judge's.
 _CLAUSE_END = re.compile(r"[.!?;,](?=\s|$)|[()（）。！？；，]|\n")
-_REMARK_MODAL = re.compile(r"\b(?:would|could|might|should|were)\b|\bif\b|\bunless\b", re.IGNORECASE)
+_REMARK_MODAL = re.compile(
+    rf"\b(?:would|could|might|should|were)\b|{_WOULD_D}|\bif\b|\bunless\b", re.IGNORECASE
+)
 
 
 def _hypothetical(
