@@ -454,6 +454,25 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 2\nScore: 4 (it'd be 5 if the units were given)", "4"),
         ("Score: 2\nScore: 4, but it'd be 5 if the units were given.", "4"),
         ("Score: 2\nOverall (I'd give it Score: 4)", "4"),
+        # a modal right after the decision in Chinese: a score the judge talks about (each later score was
+        # read), "会" (would), "将会", "可能" (might), "就太" (would then be too), "需要……才" (only with)
+        ("Score: 4。Score: 5 会要求给出单位", "4"),
+        ("Score: 4。Score: 5会要求给出单位", "4"),
+        ("Score: 4。**Score: 5** 将会过于宽松", "4"),
+        ("Score: 4。Score: 5 就太宽松了", "4"),
+        ("Score: 4。Score: 5 可能太高了", "4"),
+        ("Score: 4。Score: 5 需要给出单位才行", "4"),
+        ("Score: 4（Score: 5 会要求单位）", "4"),
+        ("Score: 3。Score: 5 的答案会给出推导过程", "3"),
+        # and the judge's own, affirmed (as "Score: 4 would be fair"), or with no modal
+        ("Score: 2。再想一想，Score: 4 是合理的", "4"),
+        ("Score: 2。Score: 4 应该是公平的", "4"),
+        ("Score: 2\nScore: 4 会是我的最终答案", "4"),
+        ("Score: 2。Score: 4 会比较合理", "4"),
+        ("Score: 2。Score: 4 可能更合适", "4"),
+        ("Score: 2。Score: 4 会是一个公平的分数", "4"),
+        ("Score: 2。Score: 4 就是我的最终评分", "4"),
+        ("Score: 2。Score: 4 需要说明理由：答案缺少单位", "4"),
     ],
 )
 def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, want: str) -> None:
@@ -479,6 +498,7 @@ def test_a_hypothetical_score_after_the_decision_is_not_the_decision(text: str, 
         ("pointwise", "The derivation is missing. A Score: 5 answer would show it."),
         ("pointwise", "It would have earned Score: 5 with the units."),
         ("pointwise", "It'd have earned Score: 5 with the units."),
+        ("pointwise", "缺少单位。Score: 5 会要求给出单位。"),
         ("reference", "The units are missing. If they're given, it'd be Final Decision: Yes."),
         ("reference", "The units are missing. If they were given, it would be Final Decision: Yes."),
         ("pairwise", "Both are close. Winner: A only if length mattered."),

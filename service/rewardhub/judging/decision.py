@@ -237,6 +237,22 @@ _AFFIRMED = re.compile(
     r"sensible|deserved|my)\b",
     re.IGNORECASE,
 )
+# The same in Chinese ("Score: 4。Score: 5 会要求给出单位", "Score: 5 就太宽松了"): "会"/"将会" (would), "可能"
+# (might), "就" before "太"/"过于" (would then be too), or "需要"/"必须" with "才" later in its clause (only
+# with: "Score: 5 需要给出单位才行"); with a noun between ("Score: 5 的答案会……": a Score-5 answer) any of
+# these or "应该"/"应当"/"要". Not "应该" (should) alone, as English "should" is not: "Score: 4 应该是公平的"
+# is the judge's; and "会"/"可能" where the judge affirms the score (:data:`_AFFIRMED_ZH`: "Score: 4
+# 会是我的最终答案", "会比较合理", "可能更合适"). "是" (is) is no modal ("Score: 4 是合理的").
+_MODAL_AFTER_ZH = re.compile(
+    r"""[ \t*\])"'`]*(?:/[ \t]*\d+)?[ \t*\])"'`]*"""
+    r"(?:(?P<noun>的(?:答案|回答|解答|证明|回复|作答))[ \t]*(?:将会|会|将|可能|应该|应当|必须|需要|要|得)"
+    r"|(?P<modal>将会|会|可能|就(?=太|过于))"
+    r"|(?:需要|必须)(?=[^，,。；;！？!?\n]{0,40}才))"
+)
+_AFFIRMED_ZH = re.compile(
+    r"[ \t]*(?:是|算是?|显得|看起来|似乎)?[ \t]*(?:(?:一个|比较|较为|更加|更|很|最|相当|非常|较|挺|还)[ \t]*)*"
+    r"(?:合理|公平|恰当|合适|适当|适合|准确|正确|公正|妥当|中肯|我的)"
+)
 # The judge's remark in brackets after its decision: a decision inside it that a modal or a condition
 # qualifies is the remark's ("Score: 4 (with units it would be Score: 5)"), not the judge's.
 _CLAUSE_END = re.compile(r"[.!?;,](?=\s|$)|[()（）。！？；，]|\n")
@@ -250,7 +266,7 @@ def _hypothetical(
 ) -> bool:
     """The decision ``m`` in ``text`` is one the judge would give another answer (:data:`_CONDITIONAL`
     with :data:`_MODAL`, :data:`_COUNTERFACTUAL` in its sentence before it, :data:`_CONDITION_AFTER` or
-    :data:`_MODAL_AFTER` right after it, or, with ``find_last``, a remark in brackets after a decision
+    :data:`_MODAL_AFTER` or :data:`_MODAL_AFTER_ZH` right after it, or, with ``find_last``, a remark in brackets after a decision
     that a modal qualifies: :func:`_in_remark`)."""
     begin = max(0, m.start() - 300)
     before = text[begin : m.start()]
@@ -271,7 +287,11 @@ def _hypothetical(
         or _CONDITION_AFTER_ZH.match(text, m.end()) is not None
     ):
         return True
-    return _modal_after(text, m.end()) or (find_last is not None and _in_remark(text, m, clause, find_last))
+    return (
+        _modal_after(text, m.end())
+        or _modal_after_zh(text, m.end())
+        or (find_last is not None and _in_remark(text, m, clause, find_last))
+    )
 
 
 def _modal_after(text: str, at: int) -> bool:
@@ -287,6 +307,17 @@ def _modal_after(text: str, at: int) -> bool:
         rest = _CLAUSE_END.split(text[after.end() : after.end() + 200], maxsplit=1)[0]
         return _CONDITIONAL.search(rest) is not None
     return bool(after.group("neg")) or _AFFIRMED.match(text, after.end()) is None
+
+
+def _modal_after_zh(text: str, at: int) -> bool:
+    """A Chinese modal right after a decision that ends at ``at`` (:data:`_MODAL_AFTER_ZH`), where the
+    judge does not affirm the score (:data:`_AFFIRMED_ZH`)."""
+    after = _MODAL_AFTER_ZH.match(text, at)
+    if after is None:
+        return False
+    if after.group("modal") is None:
+        return True  # a Score-5 answer's, or one only with a condition ("需要……才")
+    return _AFFIRMED_ZH.match(text, after.end()) is None
 
 
 def _in_remark(text: str, m: MatchLike, clause: str, find_last: Callable[[str], MatchLike | None]) -> bool:
