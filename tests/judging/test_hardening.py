@@ -1635,6 +1635,46 @@ def test_short_answers_are_not_sign_offs(text: str, question: str, want: str) ->
     assert got.verdict == want, got
 
 
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        ("Complete.", "What kind of graph is K_5?"),
+        ("Finished.", "What is the state of the download after 10 minutes?"),
+        ("Finished", "What's the status of the build?"),
+        ("Solved.", "What is the status of Fermat's Last Theorem?"),
+        ("Complete", "What sort of metric space is R with the usual metric?"),
+        ("**Done**", "How would you describe the steak after 20 minutes at 250 °C?"),
+        ("完成", "这个任务处于什么状态？"),
+        ("已完成", "这个项目是哪种状态？"),
+        ("Completado.", "¿Qué tipo de proceso es este?"),
+        ("Fini.", "Quel type de groupe est Z/5Z ?"),
+        ("Fertig.", "In welchem Zustand ist der Teig nach einer Stunde?"),
+    ],
+)
+def test_an_adjective_sign_off_answers_a_question_about_a_kind_or_state(text: str, question: str) -> None:
+    """ "Complete." answers "What kind of graph is K_5?", as "Finished." answers "What is the state of the
+    download?": they were sign-offs (content-free, 0 without a judge), as the question does not hold the
+    word. A question about a kind, a type or a state makes the adjectives answers."""
+    assert not signs_off(text, question)
+    assert screen(ScreenJob(text, check_injection=True, question=question, prompt=question)).verdict == "pass"
+
+
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        ("Done.", "What is 2+2?"),
+        ("Complete.", "What is the capital of France?"),
+        # not adjectives, or not only
+        ("Here you go.", "What kind of graph is K_5?"),
+        ("Thank you!", "What type of bond holds NaCl together?"),
+        ("Done. Thank you!", "What kind of graph is K_5?"),
+        ("Task completed.", "What is the status of the build?"),
+    ],
+)
+def test_a_sign_off_to_another_question_is_still_one(text: str, question: str) -> None:
+    assert signs_off(text, question)
+
+
 def test_a_gold_sign_off_is_an_answer() -> None:
     """A gold answer that is the sign-off word ("Done", the past participle asked for) makes it one."""
     assert signs_off("Done.", "What is the past participle of 'do'?")

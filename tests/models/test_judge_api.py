@@ -187,6 +187,43 @@ async def test_a_top_score_judge_gives_zero_to_a_sign_off_alone(
             assert judge_server.calls == len(answers), config
 
 
+async def test_an_adjective_sign_off_to_a_question_about_a_kind_reaches_the_judge(
+    make_app: MakeApp, judge_server: FakeJudge
+) -> None:
+    """ "Complete." answers "What kind of graph is K_5?" (and "Finished." "What is the state of the
+    download?"), but it was a sign-off: 0 without a judge call, as neither the question nor the gold
+    answer ("a clique on 5 vertices") holds the word.
+    Now the judge reads it, in every mode; "Done." to "What is 2+2?" is still 0 without a call."""
+    answers = [
+        {
+            "prompt": "What kind of graph is K_5?",
+            "response": "Complete.",
+            "reference": "a clique on 5 vertices",
+        },
+        {
+            "prompt": "What is the state of the download after 10 minutes?",
+            "response": "Finished.",
+            "reference": "100% downloaded",
+        },
+    ]
+    sign_off = [{"prompt": "What is 2+2?", "response": "Done.", "reference": "4"}]
+    async with judge_app(make_app, judge_server) as client:
+        for config, top in (
+            ({"mode": "pointwise"}, "Excellent.\nScore: 5"),
+            ({"mode": "reference", "rule": None}, "Final Decision: Yes"),
+        ):
+            judge_server.reply = always(top)
+            judge_server.requests.clear()
+            (res,) = await score(client, config, sign_off, use_cache=False)
+            assert judge_server.calls == 0, config
+            assert res["valid"] and res["score"] == 0.0 and res["reason"] == "no_answer", (config, res)
+            assert res["details"]["hardening"] == "content_free", (config, res)
+            results = await score(client, config, answers, use_cache=False)
+            for a, res in zip(answers, results, strict=True):
+                assert res["score"] == 1.0 and "hardening" not in res["details"], (config, a, res)
+            assert judge_server.calls == len(answers), config
+
+
 async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judge(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:

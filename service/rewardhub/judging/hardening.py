@@ -34,7 +34,8 @@ are filler words and the sign is punctuation. If nothing does, the response is c
 
 :func:`signs_off` finds a response that is a sign-off and nothing else ("Done.", "Finished!", "Here you
 go.", "完成。", "Listo.", "Fertig.": :data:`SIGN_OFFS`), content-free too unless the question or the gold
-answer holds the word ("Is the task complete?" is answered by "Complete.").
+answer holds the word ("Is the task complete?" is answered by "Complete."), or it is an adjective alone
+and the question asks for a kind or a state ("What kind of graph is K_5?": "Complete.").
 
 :func:`lone_verdict` finds a response that is nothing but a verdict word ("Yes", "Correct.", "是",
 "Oui", "نعم": :data:`VERDICT_WORDS`). That answers a yes/no question (:func:`asks_yes_no`, read in many
@@ -1734,6 +1735,34 @@ def _sign_off_form(text: str) -> str:
 _SIGN_OFFS_RE = _phrase_pattern(_sign_off_form(p) for p in SIGN_OFFS)
 
 
+# The sign-offs that are also adjectives of a kind or a state ("Complete." to "What kind of graph is
+# K_5?", "Finished." to "What is the state of the download?", "Fini." to "Quel type de groupe est
+# Z/5Z ?"), and the questions that ask for one: a kind, type, sort or class, a state or status, a
+# description. A response of these adjectives alone (no thanks, no "here you go") answers such a question;
+# to any other ("What is 2+2?") it is still a sign-off. Narrow on purpose: "done" answers "What state is
+# the cake in?", not "Solve 2x = 6".
+_ADJECTIVE_SIGN_OFFS = frozenset(
+    _sign_off_form(p)
+    for p in (
+        "complete", "completed", "finished", "done", "solved", "完成", "已完成", "completado", "terminado",
+        "fini", "terminé", "fertig", "erledigt", "completato", "finito",
+    )
+)  # fmt: skip
+_KIND_ASKED = re.compile(
+    _B + r"(?:(?:what|which)\s+(?:kinds?|types?|sorts?|class(?:es)?)|what(?:'s|\s+is|\s+was)?\s+"
+    r"(?:(?:the|its|their)\s+)?(?:state|status)|how\s+would\s+you\s+(?:describe|characteri[sz]e|classify)"
+    r"|que\s+(?:tipo|clase)|quel(?:le)?s?\s+(?:type|genre|sorte|etat)"
+    r"|welche[mnrs]?\s+(?:art|typ|zustand|status))"
+    + _E
+    + r"|什么(?:类型|状态|样的)|哪(?:一)?种|处于.{0,6}状态"
+)
+
+
+def _asks_kind(prompt: str) -> bool:
+    """Whether the question asks for a kind, a type or a state (:data:`_KIND_ASKED`)."""
+    return _KIND_ASKED.search(_sign_off_form(prompt[-4000:])) is not None
+
+
 def signs_off(
     text: str,
     prompt: str = "",
@@ -1744,10 +1773,14 @@ def signs_off(
     """True when ``text`` is only a sign-off (:data:`SIGN_OFFS`: "Done.", "Here you go.", "完成。") with
     nothing else but what :func:`content_free` removes ("Okay, all done!"). A sign-off the question
     (``prompt``) or the gold answer (``reference``) holds answers it ("Is the task complete?":
-    "Complete."): False then. After an answer ("x = 3. Done.") the answer stays."""
+    "Complete."): False then. So is a sign-off that is an adjective (:data:`_ADJECTIVE_SIGN_OFFS`) to a
+    question about a kind or a state ("What kind of graph is K_5?": "Complete."). After an answer ("x =
+    3. Done.") the answer stays."""
     t = _sign_off_form(text)
     found = {m.group(0) for m in _SIGN_OFFS_RE.finditer(t)}
     if not found or not content_free(_SIGN_OFFS_RE.sub(" ", t), verdict_is_answer, step_is_answer):
+        return False
+    if found <= _ADJECTIVE_SIGN_OFFS and _asks_kind(prompt):
         return False
     for source in (prompt, reference):
         held = _sign_off_form(source)

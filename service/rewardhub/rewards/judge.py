@@ -627,7 +627,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # is "would" in the decision reading ("Score: 4 (with units it'd be Score: 5)", "It'd have earned
     # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"); a
     # Chinese modal right after a decision makes it hypothetical ("Score: 4。Score: 5 会要求给出单位",
-    # "Score: 5 就太宽松了", "Score: 5 需要给出单位才行" read 5), not where it affirms ("Score: 4 会是我的最终答案")
+    # "Score: 5 就太宽松了", "Score: 5 需要给出单位才行" read 5), not where it affirms ("Score: 4 会是我的最终答案");
+    # a sign-off that is an adjective ("Complete.", "Finished.") answers a question about a kind or a
+    # state ("What kind of graph is K_5?": it was content-free, 0 without a judge call)
     version: ClassVar[str] = "1.9.17"
     description: ClassVar[str] = (
         "LLM-as-a-judge: pointwise, pairwise (both orders averaged), rubric (weighted criteria), "
