@@ -442,6 +442,8 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 3. If the proof is complete, it’d get Score: 5.", "3"),
         ("Score: 3. It'd have earned Score: 5 with the units.", "3"),
         ("Score: 3. It'd've earned Score: 5 with the units.", "3"),
+        ("Score: 3. It would've earned Score: 5 with the units.", "3"),
+        ("Score: 3. It could’ve earned Score: 5 with the units.", "3"),
         ("Score: 3. It’d have earned Score: 5 with the units.", "3"),
         ("Score: 3. They'd not have given it Score: 5 without the units.", "3"),
         ("Score: 4 (with units it'd be Score: 5)", "4"),
@@ -527,6 +529,8 @@ def test_only_hypothetical_decisions_are_no_decision(key: str, text: str) -> Non
     [
         ("Score: 4 (with units it'd be Score: 5)", "Score: 4 (with units it would be Score: 5)"),
         ("Score: 3. It'd have earned Score: 5.", "Score: 3. It would have earned Score: 5."),
+        ("Score: 3. It would've earned Score: 5.", "Score: 3. It would have earned Score: 5."),
+        ("Score: 3. It mightn't've earned Score: 5.", "Score: 3. It might not have earned Score: 5."),
         ("Score: 3. We’d’ve given it Score: 5.", "Score: 3. We would have given it Score: 5."),
         (
             "Score: 3\nIf it is complete, she'd give Score: 5",

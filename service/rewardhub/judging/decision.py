@@ -188,7 +188,8 @@ _CONDITIONAL = re.compile(
 # one) it is "had" and no modal. A participle that is also a bare verb ("put", "set", "read", "come")
 # reads as "would", the more common reading of "I'd put it at Score: 3". Not after a noun ("the
 # answer'd"): rare, and there "'d" is as often "had" or "did". "'d have"/"'d've" is "would have" (no
-# "had have"). A decision never takes "'d" (no pronoun), so :data:`_MODAL_AFTER` reads none.
+# "had have"), as "would've", "could've", "mightn't've" are. A decision never takes "'d" (no pronoun),
+# so :data:`_MODAL_AFTER` reads none.
 _D = r"\b(?:i|you|he|she|it|we|they|that|there)['’]d"
 _D_HAD = (
     r"(?:[ \t]+not)?[ \t]+(?:[a-z]*[^\We]ed|agreed|freed|been|had|better|best|done|gone|got|gotten|given|taken|"
@@ -199,7 +200,7 @@ _D_HAD = (
 _WOULD_D = rf"{_D}\b(?!{_D_HAD})"
 _MODAL = re.compile(rf"\b(?:would|could|might|were)\b|{_WOULD_D}", re.IGNORECASE)
 _COUNTERFACTUAL = re.compile(
-    r"\b(?:(?:would|could|might)(?:n['’]t|[ \t]+not)?[ \t]+have|otherwise)\b"
+    r"\b(?:(?:would|could|might)(?:n['’]t|[ \t]+not)?(?:[ \t]+have|['’]ve)|otherwise)\b"
     rf"|{_D}(?:[ \t]+not)?(?:[ \t]+have|['’]ve)\b"
     r"|\b(?:complete|perfect|ideal|flawless|correct|better|stronger|full|fixed|corrected|improved)[ \t]+"
     r"(?:answer|response|solution|proof|version)[ \t]+would\b",

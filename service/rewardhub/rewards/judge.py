@@ -625,7 +625,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # it answers "Solve for A: A + 1 = a + 1"); a sign with nothing on one side ("Answer =", "= ?") and an
     # "=" inside markup (an HTML attribute, a markdown link's target) are still none; "'d" after a pronoun
     # is "would" in the decision reading ("Score: 4 (with units it'd be Score: 5)", "It'd have earned
-    # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"); a
+    # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"), and
+    # "would've"/"could've" is "would have"/"could have" ("It would've earned Score: 5" read 5); a
     # Chinese modal right after a decision makes it hypothetical ("Score: 4。Score: 5 会要求给出单位",
     # "Score: 5 就太宽松了", "Score: 5 需要给出单位才行" read 5), not where it affirms ("Score: 4 会是我的最终答案");
     # a sign-off that is an adjective ("Complete.", "Finished.") answers a question about a kind or a
