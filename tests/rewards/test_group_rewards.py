@@ -155,6 +155,19 @@ async def test_degrees_are_no_vote_for_centimetres(client: httpx.AsyncClient) ->
     assert out[0]["details"]["votes"] == 3
 
 
+async def test_radians_are_no_vote_for_degrees(client: httpx.AsyncClient) -> None:
+    # math 1.0.21 as first extended: "8 rad" and "8^\\circ" were one vote (the word dropped, the 8 read in
+    # degrees: all 5 scored 1); now 3 votes for "8^\\circ" beat 2 for "8 rad", and "\\pi rad" is "180^\\circ"
+    out = await results(
+        client, "majority_vote", boxed(["8 rad", "8^\\circ", "8 rad", "8^\\circ", "8^\\circ"], gid())
+    )
+    assert [r["score"] for r in out] == [0.0, 1.0, 0.0, 1.0, 1.0]
+    assert out[0]["details"]["votes"] == 3
+    answers = ["\\pi \\text{ rad}", "180^\\circ", "90^\\circ", "\\pi \\text{ rad}", "90^\\circ"]
+    out = await results(client, "majority_vote", boxed(answers, gid()))
+    assert [r["score"] for r in out] == [1.0, 1.0, 0.0, 1.0, 0.0]
+
+
 async def test_symbolic_equivalence_goes_to_the_cpu_pool(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

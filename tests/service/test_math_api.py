@@ -134,6 +134,15 @@ async def score(c: httpx.AsyncClient, items: list[dict[str, Any]], **options: An
         ("\\boxed{8 °F}", "8 °C", 0.0, None),
         ("\\boxed{8\\%}", "8 in", 0.0, None),
         ("\\boxed{\\text{in } 8 \\text{ hours}}", "8 hours", 1.0, None),
+        # radians are an angle's unit, kelvin in words a temperature, a tuple's components drop their unit
+        # words, and a preposition before an upright symbol is dropped (math 1.1.19 as first extended: the
+        # first and fourth rows scored 1, the second and the last two 0; against a bare 8 radians stay 1)
+        ("\\boxed{8 rad}", "8^\\circ", 0.0, None),
+        ("\\boxed{\\pi \\text{ rad}}", "180^\\circ", 1.0, None),
+        ("\\boxed{8 rad}", "8", 1.0, None),
+        ("\\boxed{8 kelvin}", "8 °C", 0.0, None),
+        ("\\boxed{(30 degrees, 2)}", "(30^\\circ, 2)", 1.0, None),
+        ("\\boxed{in 8\\,\\text{h}}", "8 hours", 1.0, None),
     ],
 )
 async def test_math_verdicts(

@@ -29,7 +29,7 @@ from rewardhub.mathlib.quantities import (
     typeset_units_differ,
 )
 from rewardhub.mathlib.scan import find_top_level, outer_brackets, split_top_level
-from rewardhub.mathlib.structures import Item, call_parts, is_name, parse_answer
+from rewardhub.mathlib.structures import RADIANS, Item, call_parts, is_name, parse_answer
 from rewardhub.mathlib.symbolic import (
     PARAMETER_LETTERS,
     agree_at_samples,
@@ -137,6 +137,8 @@ class _Comparer:
             return "string"
         if _BASE_RE.search(g) or _BASE_RE.search(p):
             return None  # 221_3 is base 3; the parser would drop the base, so strings only
+        if g.endswith(RADIANS) or p.endswith(RADIANS):
+            return self._radians(g, p, rename)
         lg, lp = parse_literal(g), parse_literal(p)
         if lg is not None and lp is not None:
             return "rational" if literals_equivalent(lg, lp) else None
@@ -215,6 +217,26 @@ class _Comparer:
                 return "degrees" if self._symbolic(pair[0], pair[1], rename) else None
         g2, p2 = g.replace(_DEGREE, " ").strip(), p.replace(_DEGREE, " ").strip()
         return "degrees" if self.value(g2, p2, rename) else None
+
+    def _radians(self, g: str, p: str, rename: dict[str, str] | None) -> str | None:
+        """A value in radians (``8 rad``): against degrees the degrees converted (``180^\\circ`` is
+        ``\\pi`` rad, and ``8^\\circ`` no 8 rad, which is about 458.4 degrees; degrees that are no plain
+        number, ``x^\\circ``, are unequal), against anything else its value, the unit stated on one side
+        only (``8 rad`` is ``8``) or on both (``8 rad`` and ``8 radians``)."""
+        # the value without the unit, as :func:`.structures.strip_units` wrote it ("8 rad", "\\pi rad")
+        g2, p2 = (x.removesuffix(RADIANS).strip() if x.endswith(RADIANS) else x for x in (g, p))
+        if not g2 or not p2:
+            return None
+        for radians, degrees, gold_side in ((g2 != g, p2, False), (p2 != p, g2, True)):
+            if not radians or _DEGREE not in degrees:
+                continue
+            m = _DEGREE_VALUE_RE.match(degrees)
+            if m is None:
+                return None
+            converted = f"\\frac{{{m.group('x')}\\pi}}{{180}}"
+            pair = (converted, p2) if gold_side else (g2, converted)
+            return "degrees" if self._symbolic(pair[0], pair[1], rename) else None
+        return self.value(g2, p2, rename)
 
     def _symbolic(self, g: str, p: str, rename: dict[str, str] | None) -> str | None:
         gp = parse_item(g, self.cache)

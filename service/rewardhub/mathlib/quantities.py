@@ -36,8 +36,12 @@ an angle's or a temperature's, are no unit here (the other rules compare them, r
 against a unit of another kind they differ (:func:`_degrees_against_unit`: ``8^\\circ`` is not ``8 cm`` nor
 ``8 hours``; against ``8`` it is a unit on one side only), as one number in two temperature scales does
 (:func:`_scales_differ`: ``8 °C`` and ``8 °F``), and a percentage against a unit (:func:`_percent_against_unit`:
-``8\\%`` is not ``8 cm``; against ``8`` or ``0.08`` the other rules decide). A preposition before a quantity
-is dropped (:func:`_after_preposition`: ``in 8 hours`` is ``8 hours``, and its "in" no inch). A
+``8\\%`` is not ``8 cm``; against ``8`` or ``0.08`` the other rules decide). Radians are an angle's unit and
+kelvin a temperature's (``8 rad`` is not ``8 cm`` nor ``8 °C``, ``8 kelvin`` not ``8 °C`` nor ``8^\\circ``, and
+is ``8\\,\\text{K}``; a plain ``8 K`` is kelvin only against a temperature in a unit: :func:`_plain_kelvin`);
+radians against degrees are left to the comparer, which converts the degrees (``8 rad`` is not ``8^\\circ``,
+``\\pi`` rad is ``180^\\circ``: :mod:`.equivalence`). A preposition before a quantity is dropped
+(:func:`_after_preposition`: ``in 8 hours`` and ``at 8\\,\\text{h}`` are ``8 hours``, and the "in" no inch). A
 rate's units typeset as a fraction are the slash's (:func:`_frac_rate`: ``96.56
 \\frac{\\text{km}}{\\text{h}}`` is ``96.56 km/h`` and ``60 mph``; ``\\frac{96}{2}`` is 48). The
 one-letter symbols ``m``, ``s``, ``h``, ``g`` and ``L`` (an upright ``l`` too; a plain ``l``, too like a
@@ -58,7 +62,8 @@ one side only); a rate typeset in two groups, ``5\\,\\text{m}/\\text{s}``, is 5 
 this rule to two items of a list whose unit words it dropped (``3 hours, 2`` is not ``3 minutes, 2``), or
 kept (``2 km^2, 3`` is ``2000000 m^2, 3``), or whose upright symbols normalisation dropped
 (:func:`.structures.parse_answer` keeps them through the split: ``(5\\,\\text{m}, 2)`` is not ``(5 hours,
-2)``), and to a tuple's components in order (``(1 hour, 2)`` is ``(60 minutes, 2)``). The factors are exact
+2)``), and to a tuple's components in order (``(1 hour, 2)`` is ``(60 minutes, 2)``; a component's unit words
+are otherwise dropped as a whole answer's are: ``(30 degrees, 2)`` is ``(30, 2)``). The factors are exact
 (an inch is 2.54 cm, a pound 0.45359237 kg), and the numbers compare as literals do (a prediction rounded to
 3 significant digits matches: ``1.33 hours`` is ``80 minutes``). Converted, a prediction in another unit
 than the gold's agrees at its own precision: a whole number is a rounding there too (``161 km/h`` for ``100
@@ -137,6 +142,12 @@ _UNITS: dict[str, tuple[str, Fraction]] = {
     # "0.50 dollars" against cents only: :func:`_dollars`), and no 50 dollars
     **_units("money", Fraction(1, 100), "cent", "cents"),
     **_units("money", Fraction(1), "dollar", "dollars"),
+    # an angle in radians ("8 rad" is about 458.4 degrees, no 8 cm): degrees are no unit here (no factor
+    # converts them, pi being irrational), so radians against degrees are left to the comparer, which converts
+    # the degrees (:func:`_degrees_against_unit`)
+    **_units("angle", Fraction(1), "rad", "radian", "radians"),
+    # a temperature in kelvin ("8 kelvin" is no 8 °C), one scale: the others are degrees (:func:`_degrees`)
+    **_units("temperature", Fraction(1), "kelvin", "kelvins"),
 }
 
 # One-letter unit symbols: metres, seconds, hours, grams, litres. A letter is a variable as often as a unit
@@ -150,7 +161,9 @@ _LETTER_UNITS: dict[str, tuple[str, Fraction]] = {
 }
 # The day's symbol d is a differential or a variable far more often than a unit: it is one only typeset
 # upright right after a number and ending the answer ("5\\,\\text{d}", "5\\,\\mathrm{d}"), never plain ("5 d").
-_UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400))}
+# So is kelvin's K ("8\\,\\text{K}"): a plain "8 K" may be a variable's, or 8 thousand, and is kelvin only
+# against a temperature in a unit (:func:`_plain_kelvin`).
+_UPRIGHT_UNITS: dict[str, tuple[str, Fraction]] = {"d": ("time", Fraction(86400)), "K": _UNITS["kelvin"]}
 # The inch's "in" is a preposition as often ("3 in" may be cut off): it is an inch with a power or after a
 # square or cubic word ("8 in^3", "8 cu in", "8 \\text{ in}^2"), or alone against a unit (:func:`_plain_inch`).
 _POWERED_UNITS: dict[str, tuple[str, Fraction]] = {"in": ("length", Fraction(254, 10000))}
@@ -264,6 +277,21 @@ def _plain_litre(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal,
     return quantity(f"{m.group('num')} L", letter=True)
 
 
+# A number and a plain K after a space, ending the answer: "8 K" (normalised).
+_PLAIN_KELVIN_RE = re.compile(r"^(?P<num>.{1,100}?)\sK\.?$")
+
+
+def _plain_kelvin(s: str, other: tuple[Literal, str, Fraction]) -> tuple[Literal, str, Fraction] | None:
+    """``s`` (normalised) as a number of kelvin where it is a number and a plain ``K`` after a space (``8
+    K``) and ``other`` a temperature in a unit (``8 kelvin``, ``8\\,\\text{K}``): the other side says the K
+    is kelvin, as a volume says a plain l is litres (:func:`_plain_litre`). Elsewhere a plain K may be a
+    variable or a thousand (``8 K`` against ``8`` stays no quantity): None."""
+    m = _PLAIN_KELVIN_RE.match(s)
+    if m is None or other[1] != "temperature":
+        return None
+    return quantity(f"{m.group('num')} kelvin")
+
+
 # A number and a plain "in" after a space, ending the answer: "8 in" (normalised; "8 \\text{ in}" too).
 _PLAIN_INCH_RE = re.compile(r"^(?P<num>.{1,100}?)\sin\.?$")
 
@@ -305,17 +333,22 @@ def _degrees(s: str) -> str | None:
 def _degrees_against_unit(s: str, other: str, other_quantity: tuple[Literal, str, Fraction] | None) -> bool:
     """Whether ``s`` (normalised) is a number in degrees and ``other`` one in a unit of another kind: a known
     unit (``other_quantity``: ``8 cm``, ``8 hours``, ``8 kg``, ``8 cents``, ``8\\,\\text{m}``), a plain
-    "in" (an inch: :func:`_plain_inch`) or an upright symbol this module does not know (``8\\,\\text{K}``). No
-    unit here is an angle or a temperature, so the other rules, which drop both units, read them one 8;
-    ``8^\\circ`` is neither 8 cm nor 8 hours. Against a bare number (``8``), a dollar amount read as one
-    (``\\$8``) or a count noun (``8 apples``) nothing states another unit, as for ``8 in``."""
-    if _degrees(s) is None:
+    "in" (an inch: :func:`_plain_inch`) or an upright symbol this module does not know (``8\\,\\text{A}``).
+    The other rules drop both units and read them one 8; ``8^\\circ`` is neither 8 cm nor 8 hours. Radians
+    are an angle too: against degrees that name no scale (an angle's, ``8^\\circ``) they are left to the
+    comparer, which converts the degrees (``8 rad`` is no ``8^\\circ``, ``\\pi`` rad is ``180^\\circ``), but
+    against a temperature's (``8 °C``) they differ; kelvin is a temperature, one with degrees kelvin (``8
+    ^\\circ K``) and another than degrees Celsius, Fahrenheit or an angle's (``8\\,\\text{K}`` is no
+    ``8^\\circ``). Against a bare number (``8``), a dollar amount read as one (``\\$8``) or a count noun
+    (``8 apples``) nothing states another unit, as for ``8 in``."""
+    scale = _degrees(s)
+    if scale is None:
         return False
-    return (
-        other_quantity is not None
-        or _plain_inch(other) is not None
-        or _TYPESET_QUANTITY_RE.match(other) is not None
-    )
+    if other_quantity is not None:
+        if other_quantity[1] == "angle":
+            return scale != ""
+        return other_quantity[1] != "temperature" or scale != "K"
+    return _plain_inch(other) is not None or _TYPESET_QUANTITY_RE.match(other) is not None
 
 
 def _scales_differ(ng: str, np: str) -> bool:
@@ -329,19 +362,23 @@ def _scales_differ(ng: str, np: str) -> bool:
 
 
 # A preposition before a quantity that restates the answer: "in 8 hours", "after 8 hours", "within 8 km",
-# "for 8 dollars" (normalised).
-_PREPOSITION_RE = re.compile(r"^(?i:in|after|within|for)\s(?P<rest>.{1,100})$")
+# "for 8 dollars", "at 8 hours" (normalised, or as written: "in 8\\,\\text{h}").
+_PREPOSITION_RE = re.compile(r"^\s*(?i:in|after|within|for|at)\s(?P<rest>.{1,100})$")
 
 
-def _after_preposition(s: str) -> str:
-    """``s`` (normalised) without a leading preposition where the rest is a number in a known unit (``in 8
-    hours`` is ``8 hours``: an answer phrased as the question asks, "when?", states the same quantity);
-    else ``s`` as it is. Only a leading word before a whole quantity: the "in" of ``in 8 hours`` is never an
-    inch, and ``in 8`` (no unit) or ``in 8 in`` are left alone."""
+def _after_preposition(raw: str, s: str) -> str:
+    """``s`` (``raw`` normalised) without a leading preposition where the rest is a number in a known unit
+    (``in 8 hours`` is ``8 hours``: an answer phrased as the question asks, "when?", states the same
+    quantity); else ``s`` as it is. The rest's upright symbol, which normalisation drops, is read from
+    ``raw`` (:func:`_typeset_letter`: ``in 8\\,\\text{h}`` is ``8\\,\\text{h}``). Only a leading word before
+    a whole quantity: the "in" of ``in 8 hours`` is never an inch, and ``in 8`` (no unit), ``in 8 in`` or
+    ``at least 8 hours`` are left alone."""
     m = _PREPOSITION_RE.match(s)
-    if m is None or quantity(m.group("rest"), letter=True) is None:
+    if m is None:
         return s
-    return m.group("rest")
+    written = _PREPOSITION_RE.match(raw)
+    rest = m.group("rest") if written is None else _typeset_letter(written.group("rest"), m.group("rest"))
+    return s if quantity(rest, letter=True) is None else rest
 
 
 def _percent_against_unit(s: str, other: str) -> bool:
@@ -629,7 +666,7 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         gold, pred = _frac_rate(gold), _frac_rate(pred)
         ng, np = _typeset_letter(gold, normalize(gold)), _typeset_letter(pred, normalize(pred))
         ng, np = _dollars(gold, ng, np), _dollars(pred, np, ng)
-        ng, np = _after_preposition(ng), _after_preposition(np)
+        ng, np = _after_preposition(gold, ng), _after_preposition(pred, np)
         if _percent_against_unit(ng, np) or _percent_against_unit(np, ng) or _scales_differ(ng, np):
             return False
         if (parse_literal(ng) is None) != (parse_literal(np) is None):
@@ -637,9 +674,9 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
             return True if stated and states_number(ng, np) else None
         g, p = quantity(ng, letter=True), quantity(np, letter=True)
         if g is None and p is not None:
-            g = _named_power(ng, p) or _plain_litre(ng, p) or _plain_inch(ng)
+            g = _named_power(ng, p) or _plain_litre(ng, p) or _plain_kelvin(ng, p) or _plain_inch(ng)
         elif p is None and g is not None:
-            p = _named_power(np, g) or _plain_litre(np, g) or _plain_inch(np)
+            p = _named_power(np, g) or _plain_litre(np, g) or _plain_kelvin(np, g) or _plain_inch(np)
         if g is None or p is None:
             differ = (
                 _symbols_differ(ng, np)

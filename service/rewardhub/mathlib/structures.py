@@ -71,6 +71,10 @@ def _number_words(value: str) -> str:
     return f"{total + current}{value[m.end() :]}"
 
 
+# An angle's unit in radians after a value ("8 rad", "8 radians", "\\frac{\\pi}{2} \\text{ rad}"): kept, written so
+# (:func:`strip_units`), where other units are dropped.
+_RADIAN_WORDS = frozenset({"rad", "radian", "radians"})
+RADIANS = " rad"
 # A temperature's unit, the degree sign and its scale after a number: "10^\circ C" (10°C, 10°F, 10 °K).
 _TEMPERATURE_RE = re.compile(r"(?<=[\d}])\s?\^\\circ ?[CFK]$")
 _UNIT_TAIL_RE = re.compile(r"\s(?:[A-Za-z]{2,}|\([A-Za-z]{1,3}\)|\^\{?\d\}?|/)$")
@@ -107,9 +111,10 @@ _SEPARATORS = (",", ";", " and ", " or ")
 class Item:
     """One element of an answer list: ``value``, optionally announced by ``label`` (``x = 3``).
 
-    ``quantity`` is the value with the unit words :func:`strip_units` dropped (``3 hours`` is the value 3),
-    or with the upright unit symbols normalisation dropped (``5 \\mathrm{m}``, a tuple's ``(5 \\mathrm{m},
-    2)``), None where neither was: two items in different units compare as quantities
+    ``quantity`` is the value with the units it lost kept: the unit words :func:`strip_units` dropped (``3
+    hours``, the value 3; a tuple's components' too, ``(30 degrees, 2)``), a temperature's scale (``8 °C``),
+    or the upright unit symbols normalisation dropped (``5 \\mathrm{m}``, a tuple's ``(5 \\mathrm{m},
+    2)``); None where it lost none: two items in different units compare as quantities
     (:func:`.quantities.quantities_check`: ``3 hours`` is not ``3 minutes`` in a list either)."""
 
     label: str | None
@@ -194,7 +199,9 @@ def strip_units(value: str) -> str:
     never ``pi``, and only when what remains still ends like a number or a closed group.  Words
     that change the value (``5 thousand``, ``5 squared``, ``5 is not the answer``) are not units:
     such a tail is kept whole, and so is one ending in a differential (``5 dx``, as
-    ``5\\,\\mathrm{d}x`` normalises: a variable's, which makes the value a product, not 5).
+    ``5\\,\\mathrm{d}x`` normalises: a variable's, which makes the value a product, not 5). Degrees and
+    radians are kept, written ``30^\\circ`` and ``8 rad`` (:data:`RADIANS`, after ``\\pi`` too): each
+    compares with the other converted.
     """
     if len(value) > 500:
         return value
@@ -214,8 +221,17 @@ def strip_units(value: str) -> str:
         if words[-1] in _VALUE_WORDS:
             return value
         out = out[: m.start()].rstrip()
-    if out != value and _VALUE_END_RE.search(out) and any(c.isdigit() for c in out):
-        # "30 degrees" keeps its unit as the degree mark, so it still compares with radians.
+    radians = len(words) == 1 and words[0] in _RADIAN_WORDS
+    if (
+        out != value
+        and _VALUE_END_RE.search(out)
+        and (any(c.isdigit() for c in out) or (radians and "\\pi" in out))
+    ):
+        # "30 degrees" keeps its unit as the degree mark, so it still compares with radians, and "8 radians" as
+        # RADIANS ("\\pi rad" too), so it compares with degrees converted (:mod:`.equivalence`: 8 rad is no 8
+        # degrees)
+        if radians:
+            return out + RADIANS
         return out + "^\\circ" if words == ["degrees"] or words == ["degree"] else out
     return value
 
@@ -452,10 +468,28 @@ def _strip_prefixes(s: str) -> str:
     return s
 
 
+def _without_units(value: str) -> str:
+    """``value`` without its unit words (:func:`strip_units`), and a tuple's or an interval's components each
+    without theirs and their temperature's (``(30 degrees, 2)`` is ``(30^\\circ, 2)``, as ``30 degrees`` is
+    ``30^\\circ``; ``(8 cm, 2)`` is ``(8, 2)``): a component compares as a whole value does, and where both
+    state a unit its text with the units kept decides first (the item's ``quantity``:
+    :func:`.quantities.quantities_check` reads ``(8 cm, 2)`` and ``(8 in, 2)`` unequal). A set literal's
+    elements are list items already."""
+    value = strip_units(value)
+    br = outer_brackets(value)
+    if br is None or br[0] == "\\{":
+        return value
+    parts = [p.strip() for p in split_top_level(br[1])]
+    if not 1 < len(parts) <= MAX_ITEMS:
+        return value
+    stripped = [strip_units(_TEMPERATURE_RE.sub("", p)) for p in parts]
+    return value if stripped == parts else f"{br[0]}{', '.join(stripped)}{br[2]}"
+
+
 def _item_value(value: str) -> list[str]:
     value = _QUALIFIER_RE.sub("", value).strip()
     value = _TEMPERATURE_RE.sub("", _number_words(value))
-    value = strip_units(value)
+    value = _without_units(value)
     if value.lower() in _INFINITE_WORDS:
         value = "\\infty"
     value = matrix_to_tuple(value)
@@ -466,9 +500,11 @@ def _item_value(value: str) -> list[str]:
 
 
 def _quantity_text(value: str) -> str | None:
-    """``value`` as :func:`_item_value` reads it, where it ends in unit words that it drops; else None."""
-    value = _TEMPERATURE_RE.sub("", _number_words(_QUALIFIER_RE.sub("", value).strip()))
-    return value if strip_units(value) != value else None
+    """``value`` as :func:`_item_value` reads it, but for the units it drops, where it holds some: unit words
+    (ending it, or a tuple's component: :func:`_without_units`) or a temperature's scale (``8 °C, 2`` is not
+    ``8 °F, 2``, as ``8 °C`` is not ``8 °F``); else None."""
+    value = _number_words(_QUALIFIER_RE.sub("", value).strip())
+    return value if _without_units(_TEMPERATURE_RE.sub("", value)) != value else None
 
 
 def parse_items(s: str) -> list[Item]:
@@ -546,8 +582,10 @@ def _typeset_quantities(items: list[Item], kept: list[Item]) -> list[Item]:
     for item, with_unit in zip(items, kept, strict=True):
         if item.label != with_unit.label or key(_KEPT_UNIT_RE.sub("", with_unit.value)) != key(item.value):
             return items
-        if item.quantity is None and "\\mathrm{" in with_unit.value:
-            item = Item(item.label, item.value, with_unit.value)
+        # the symbols kept, and the unit words too where the item has some (``(5 \\mathrm{m}, 2 hours)``)
+        text = with_unit.quantity or with_unit.value
+        if "\\mathrm{" in text:
+            item = Item(item.label, item.value, text)
         out.append(item)
     return out
 

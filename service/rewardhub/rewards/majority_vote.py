@@ -222,7 +222,10 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # were two)
     # 1.0.21: math: "8 in" and "8 hours" (or "8 kg", "8^\\circ") are two votes (they were one); "8 in" and "8",
     # "8 in total" and "8 hours" still one; "8^\\circ" and "8 cm" (or "8 hours"), "8 °C" and "8 °F", "8\\%"
-    # and "8 cm" two (they were one); "in 8 hours" and "8 hours" one (they were two)
+    # and "8 cm" two (they were one); "in 8 hours" and "8 hours" one (they were two); "8 rad" and "8^\\circ",
+    # "8 kelvin" and "8 °C", "8 °C, 2" and "8 °F, 2" two (they were one); "\\pi rad" and "180^\\circ", "8
+    # kelvin" and "8 K", "(30 degrees, 2)" and "(30^\\circ, 2)", "in 8\\,\\text{h}" and "8 hours" one (they
+    # were two)
     version: ClassVar[str] = "1.0.21"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

@@ -178,7 +178,15 @@ class MathReward(Reward[MathConfig]):
     # against "8 °F", scored 1, now 0; a percentage against a unit, "8\\%" against "8 in", "8 cm" or "8
     # hours", scored 1, now 0 (against "8" or "0.08" still 1); a quantity after a preposition, "in 8 hours"
     # (or "after", "within", "for") against "8 hours" or "480 minutes", scored 0, now 1 ("in 8 hours"
-    # against "8 in" still 0)
+    # against "8 in" still 0); radians are an angle's unit: "8 rad" (or "8 radians", "8\\,\\text{rad}")
+    # against "8^\\circ", "8 in", "8 °C" or "8\\%" scored 1 (the word dropped, the 8 read in degrees), now 0,
+    # and "\\pi rad" against "180^\\circ" (or "\\pi") 0, now 1 (against "8" or "8 radians" still 1); kelvin in
+    # words is a temperature: "8 kelvin" against "8 °C", "8^\\circ", "8 in" or "8\\%" scored 1, now 0, and
+    # against "8 K" 0, now 1; a list item's temperature keeps its scale: "8 °C, 2" against "8 °F, 2" or "8 cm,
+    # 2" scored 1, now 0; a tuple's components drop their unit words as a whole answer does: "(30 degrees,
+    # 2)" against "(30^\\circ, 2)", "(30, 2)" or "(\\frac{\\pi}{6}, 2)", "(8 apples, 2)" against "(8, 2)",
+    # scored 0, now 1 ("(8 cm, 2)" against "(8 in, 2)" still 0); "in 8\\,\\text{h}" and "at 8 hours" against
+    # "8 hours" scored 0, now 1
     version: ClassVar[str] = "1.1.19"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
