@@ -920,6 +920,25 @@ CASES = [
     ("(5\\,\\text{m}, 2 hours)", "(5 m, 2 hours)", True),
     ("(5\\,\\text{m}, 2 hours)", "(5\\,\\text{s}, 2 hours)", False),
     ("(5\\,\\text{m}, 2 hours)", "(5 m, 2 minutes)", False),
+    # ... but a run of two or three letters that names no unit is a product of variables, kept: "2 xy" is
+    # 2xy, not 2 (stripped, "(x+y, 2xy)" against "(x + y, 2 xy)" or "(x + y, 2\\cdot xy)" scored 0, and
+    # "(x + y, 2 xy)" against "(x+y, 2)" 1)
+    ("(x+y, 2xy)", "(x + y, 2 xy)", True),
+    ("(x+y, 2xy)", "(x + y, 2\\cdot xy)", True),
+    ("(1, 2ab)", "(1, 2 \\times ab)", True),
+    ("(1, 2AB)", "(1, 2 AB)", True),
+    ("(3 xy, 4)", "(3xy, 4)", True),
+    ("[0, 2ab]", "[0, 2 ab]", True),
+    ("(x+y, 2)", "(x + y, 2 xy)", False),
+    ("(1, 2)", "(1, 2 ab)", False),
+    ("(1, 3)", "(1, 3 xyz)", False),
+    ("(2, 3)", "(2 xy, 3 xy)", False),
+    # a unit word of two or three letters is still one ("(\\sqrt{2} cm, 3)" is "(\\sqrt{2}, 3)")
+    ("(\\sqrt{2}, 3)", "(\\sqrt{2} cm, 3)", True),
+    ("(3, 4)", "(3 ft, 4 ft)", True),
+    ("(8 hrs, 2)", "(8, 2)", True),
+    ("(1, 2)", "(1 rad, 2)", True),
+    ("(30 deg, 2)", "(30^\\circ, 2)", True),
     # a preposition before a quantity in an upright symbol, and "at" (scored 0)
     ("8 hours", "in 8\\,\\text{h}", True),
     ("in 8\\,\\text{h}", "480 minutes", True),

@@ -86,6 +86,7 @@ from rewardhub.mathlib.scan import find_top_level
 from rewardhub.mathlib.structures import is_name
 
 __all__ = [
+    "is_unit_word",
     "mentions_ordinal",
     "mentions_unit",
     "quantities_check",
@@ -408,6 +409,13 @@ def _stated_number(s: str) -> Literal | None:
 _UNIT_WORD_RE = re.compile(
     r"(?<![A-Za-z])(?:" + "|".join(sorted(_UNITS, key=len, reverse=True)) + r")(?![A-Za-z])", re.IGNORECASE
 )
+
+
+def is_unit_word(word: str) -> bool:
+    """Whether ``word`` names a unit of a dimension here (``cm``, ``hrs``, ``rad``, the inch's ``in``), in
+    any case: :func:`.structures.strip_units` drops it after a tuple's component as a unit, not a product of
+    variables (``2 cm`` against ``2 xy``)."""
+    return word.lower() in _UNITS or word.lower() in _POWERED_UNITS
 
 
 def mentions_unit(s: str) -> bool:

@@ -468,6 +468,27 @@ def _strip_prefixes(s: str) -> str:
     return s
 
 
+# A component's last word of two or three letters, with a power ("2 xy", "2\\cdot ab", "3 AB", "5 cm^2").
+_SHORT_TAIL_RE = re.compile(r"\s(?P<word>[A-Za-z]{2,3})(?:\s?\^\{?\d\}?)?$")
+
+
+def _component_without_units(part: str) -> str:
+    """A tuple's component without its unit words and its temperature's scale (:func:`_without_units`), but
+    for a last word of two or three letters that names no unit (:func:`.quantities.is_unit_word`): ``2 xy``,
+    ``2\\cdot ab``, ``3 AB`` are products of variables far more often than a count noun, kept whole as before
+    (stripped, ``(x + y, 2 xy)`` was ``(x + y, 2)``: no ``(x+y, 2xy)``, and ``(x+y, 2)``); ``2 cm``, ``3
+    hrs``, ``1 rad``, ``2 in`` and ``30 deg`` are units, and longer words (``8 apples``) count nouns,
+    dropped as a whole value's are."""
+    # quantities imports this module: its unit table is read at call time
+    from rewardhub.mathlib.quantities import is_unit_word
+
+    m = _SHORT_TAIL_RE.search(part)
+    # "deg" is a degree's, as a whole value's ("30 deg" is "30^\\circ"), though no unit of a dimension there
+    if m is not None and m.group("word").lower() != "deg" and not is_unit_word(m.group("word")):
+        return part
+    return strip_units(_TEMPERATURE_RE.sub("", part))
+
+
 def _without_units(value: str) -> str:
     """``value`` without its unit words (:func:`strip_units`), and a tuple's or an interval's components each
     without theirs and their temperature's (``(30 degrees, 2)`` is ``(30^\\circ, 2)``, as ``30 degrees`` is
@@ -482,7 +503,7 @@ def _without_units(value: str) -> str:
     parts = [p.strip() for p in split_top_level(br[1])]
     if not 1 < len(parts) <= MAX_ITEMS:
         return value
-    stripped = [strip_units(_TEMPERATURE_RE.sub("", p)) for p in parts]
+    stripped = [_component_without_units(p) for p in parts]
     return value if stripped == parts else f"{br[0]}{', '.join(stripped)}{br[2]}"
 
 

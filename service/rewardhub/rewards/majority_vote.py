@@ -225,7 +225,7 @@ class MajorityVoteReward(Reward[MajorityVoteConfig]):
     # and "8 cm" two (they were one); "in 8 hours" and "8 hours" one (they were two); "8 rad" and "8^\\circ",
     # "8 kelvin" and "8 °C", "8 °C, 2" and "8 °F, 2" two (they were one); "\\pi rad" and "180^\\circ", "8
     # kelvin" and "8 K", "(30 degrees, 2)" and "(30^\\circ, 2)", "in 8\\,\\text{h}" and "8 hours" one (they
-    # were two)
+    # were two); "(x+y, 2xy)" and "(x + y, 2 xy)" still one, "(1, 2)" and "(1, 2 ab)" still two
     version: ClassVar[str] = "1.0.21"
     description: ClassVar[str] = (
         "TTRL label-free reward: 1 if the answer is equivalent to the group's majority answer, else 0 "

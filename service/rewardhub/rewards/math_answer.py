@@ -185,8 +185,10 @@ class MathReward(Reward[MathConfig]):
     # against "8 K" 0, now 1; a list item's temperature keeps its scale: "8 °C, 2" against "8 °F, 2" or "8 cm,
     # 2" scored 1, now 0; a tuple's components drop their unit words as a whole answer does: "(30 degrees,
     # 2)" against "(30^\\circ, 2)", "(30, 2)" or "(\\frac{\\pi}{6}, 2)", "(8 apples, 2)" against "(8, 2)",
-    # scored 0, now 1 ("(8 cm, 2)" against "(8 in, 2)" still 0); "in 8\\,\\text{h}" and "at 8 hours" against
-    # "8 hours" scored 0, now 1
+    # scored 0, now 1 ("(8 cm, 2)" against "(8 in, 2)" still 0), but for a last word of two or three letters
+    # that names no unit, a product of variables kept as in 1.1.18 ("(x+y, 2xy)" against "(x + y, 2 xy)" or
+    # "(x + y, 2\\cdot xy)" still 1, "(1, 2)" against "(1, 2 ab)" still 0); "in 8\\,\\text{h}" and "at 8
+    # hours" against "8 hours" scored 0, now 1
     version: ClassVar[str] = "1.1.19"
     description: ClassVar[str] = (
         "Final-answer equivalence (boxed / answer tag / 'The answer is' / last number) with Math-Verify "
