@@ -161,6 +161,30 @@ MASTER_KEYS = [
     "[Solution](a=a)",
     "[Solution](#a = I)",
     "解 = 答",  # two answer labels, not two variables
+    # a letter related to itself states nothing (judge 1.9.17 as first written read each as content: the
+    # relation rule took any two operands): the same letter, same case, on both sides of any sign
+    "a = a",
+    "I = I",
+    "A=A.",
+    "i = i",
+    "I ≤ I",
+    "I \\le I",
+    "a \\ne a",
+    "a < a",
+    "$a$ = $a$",
+    "\\(a = a\\)",
+    "*a* = *a*",
+    "a = +a",
+    "a' = a'",
+    "a = a = a",
+    "I=I I=I",
+    "a = a, I = I",
+    "Ａ＝Ａ",
+    "a = a. Solution.",
+    "Let's solve: a = a",
+    "Thought process: I = I",
+    "S o l u t i o n: a = a",
+    "<!-- A = a --> a = a",  # a case-different relation in a hidden comment is no content either
 ]
 # Short but real answers must pass.
 REAL = [
@@ -223,6 +247,14 @@ REAL = [
     "$A$ = $a$",
     "Solution: a = I",
     "a = -a'",
+    # ... so does a relation of a letter with another case of it, or with its negative, or with itself
+    # beside one that states something
+    "a = A",
+    "I = i",
+    "a = -a",
+    "a = a'",
+    "a = a, A = a",
+    "Ａ = a",
 ]
 
 

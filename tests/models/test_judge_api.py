@@ -230,7 +230,8 @@ async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judg
     """ "$A = a$" answers "Solve for A: A + 1 = a + 1", but "a" and "I" are filler words and "=" is
     punctuation to the content-free gate: it read nothing in the answer and scored it 0 without asking the
     judge (an always-yes judge never saw it). A relation between single letters is content now, in every
-    mode; a sign with nothing on one side ("Answer =") is still no answer."""
+    mode; a sign with nothing on one side ("Answer =") is still no answer, nor is a letter's relation
+    with itself ("a = a", "I = I", "A=A.": master keys the relation rule first let through)."""
     question = "Solve for A: A + 1 = a + 1."
     answers = ["$A = a$", "A = a", "I = a"]
     async with judge_app(make_app, judge_server) as client:
@@ -249,9 +250,10 @@ async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judg
                     res,
                 )
             assert judge_server.calls == len(answers), config
-            label = [{"prompt": question, "response": "Answer =", "reference": "A = a"}]
-            (res,) = await score(client, config, label, use_cache=False)
-            assert res["score"] == 0.0 and res["details"]["hardening"] == "content_free", (config, res)
+            empty = ["Answer =", "a = a", "I = I", "A=A."]
+            labels = [{"prompt": question, "response": r, "reference": "A = a"} for r in empty]
+            for r, res in zip(empty, await score(client, config, labels, use_cache=False), strict=True):
+                assert res["score"] == 0.0 and res["details"]["hardening"] == "content_free", (config, r, res)
             assert judge_server.calls == len(answers), config
 
 

@@ -184,6 +184,8 @@ def test_filler_steps_are_marked_where_the_content_check_reaches_and_merged_grou
     assert not shepherd("So $\\sin A = a$.") and not shepherd("Thus I = a.") and not shepherd("$A \\le a$")
     assert not shepherd("so x < 3") and not shepherd("2>1") and not shepherd("so I <= a")
     assert not shepherd("So A ＝ a.")  # a full-width sign, read as "=" by the content check (prm 1.11.1)
+    # ... which reads a letter's relation with itself as none (the ASCII "So a = a." is never checked)
+    assert shepherd("So a ＝ a.") and shepherd("I ＝ I") and not shepherd("So a = a.")
     assert shepherd("======") and shepherd("Okay, so.") and shepherd("<b>Okay.</b>")
     assert shepherd('<span style="x">Okay.</span>')
     long_filler = " ".join(["Let me think."] * (FILLER_MAX_CHARS // 10))

@@ -30,7 +30,8 @@ attack with more words. Neither kind needs a model to be judged: both score 0 wi
 Whatever survives is substantive: a number, a word that is not filler, a CJK character that is not part
 of an opener. So are the two sides of a relation between single letters or numbers (:data:`RELATION`,
 read once HTML tags and hidden comments are gone: "$A = a$", "I < a", "$a \\ne I$"), though "a" and "I"
-are filler words and the sign is punctuation. If nothing does, the response is content-free.
+are filler words and the sign is punctuation; not a letter's relation with itself ("a = a", "I = I").
+If nothing does, the response is content-free.
 
 :func:`signs_off` finds a response that is a sign-off and nothing else ("Done.", "Finished!", "Here you
 go.", "完成。", "Listo.", "Fertig.": :data:`SIGN_OFFS`), content-free too unless the question or the gold
@@ -757,9 +758,10 @@ _OPERAND = r"(?:(?![\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af])[^\W\d
 # A relation between two operands, next to its sign but for blanks, math delimiters and emphasis ("$A$ =
 # $a$", "\(A = a\)", "a &= I", "*a* = *I*") and a sign before the right one ("a = -a"). The left one
 # does not end a LaTeX command's name, a URL's path or query, or a dotted name ("\a = a", "?a=a", "x.a=a").
+# Groups: the left operand, the sign before the right one, the right operand.
 _RELATED = re.compile(
     rf"(?<![^\W_])(?<![\\/?&=#%@.])({_OPERAND})(?:[\s$&*`)}}\]]|\\[)\]]){{0,8}}(?:{RELATION.pattern})"
-    rf"(?:[\s$*`({{\[]|\\[(\[]){{0,8}}[-+−±]?({_OPERAND})(?![^\W_])"
+    rf"(?:[\s$*`({{\[]|\\[(\[]){{0,8}}([-+−±]?)({_OPERAND})(?![^\W_])"
 )
 # A markdown link's target (and title): "[Solution](a=a)" shows "Solution", and its "=" is no relation.
 _LINK_TARGET = re.compile(r"\]\([^()\n]{0,300}\)")
@@ -1566,11 +1568,7 @@ def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer:
     and a step's label, "Step 1:", unless ``step_is_answer``: the question asks for a step, :func:`asks_step`).
     What the rendered answer hides (HTML and markdown comments, LaTeX phantoms) is no content either."""
     t = unmarked(plain(text)).translate(_TRADITIONAL)
-    t = t.replace("’", "'")
-    t = _PHANTOM.sub(" ", _MD_COMMENT.sub(" ", _drop_comments(t)))
-    t = HTML_TAG.sub(" ", _TAGS.sub(" ", t))
-    t = _FENCE.sub(" ", t)
-    t = _LATEX_ENV.sub(" ", t)
+    t = _without_markup(t.replace("’", "'"))
     related = t  # where a relation is read: LaTeX's relation commands (\ne, \le) are still in it
     t = _LATEX_CMD.sub(lambda m: f" {m.group(1)} " if m.group(1) in _LATEX_VALUES else " ", t)
     t = t.translate(_VALUE_SYMBOLS)
@@ -1585,7 +1583,16 @@ def substantive_text(text: str, verdict_is_answer: bool = False, step_is_answer:
         closed = _closed(t)
         if closed == t or _kept_words(closed):
             return " ".join(kept)
-    return " ".join(_operands(related))
+    return " ".join(_operands(related, text))
+
+
+def _without_markup(t: str) -> str:
+    """``t`` without what the rendered answer hides or draws (HTML and markdown comments, LaTeX phantoms,
+    HTML tags, code fences, LaTeX environments' names), each a blank."""
+    t = _PHANTOM.sub(" ", _MD_COMMENT.sub(" ", _drop_comments(t)))
+    t = HTML_TAG.sub(" ", _TAGS.sub(" ", t))
+    t = _FENCE.sub(" ", t)
+    return _LATEX_ENV.sub(" ", t)
 
 
 def _closed(t: str) -> str:
@@ -1593,16 +1600,43 @@ def _closed(t: str) -> str:
     return _SPACED_LETTERS.sub(_collapse, _BROKEN_WORD.sub("", t))
 
 
-def _operands(t: str) -> list[str]:
-    """The operands of the relations between single letters or numbers in ``t`` (markup but LaTeX
-    commands removed; read with split words closed up, as the other words are): "$A = a$", "I < a",
-    "$a \\ne I$". "a" and "I" are filler words and "=" is punctuation, yet "A = a" answers "Solve for A:
-    A + 1 = a + 1" (it was content-free, and the judge never saw it). A sign with nothing on one side
-    ("Answer =", "= ?") relates nothing, and an "=" inside an HTML tag (gone already) or a markdown link's
-    target (:data:`_LINK_TARGET`) is markup."""
+def _relations(t: str) -> list[tuple[str, str, str]]:
+    """Each relation between single letters or numbers in ``t`` (markup gone): its left operand, the
+    sign before its right one, its right operand (:data:`_RELATED`), read with split words closed up and
+    a markdown link's target (:data:`_LINK_TARGET`: "[Solution](a=a)") gone."""
+    return [(m[1], m[2], m[3]) for m in _RELATED.finditer(_closed(_LINK_TARGET.sub("]", t)))]
+
+
+def _itself(relation: tuple[str, str, str]) -> bool:
+    """A relation of an operand with itself ("a = a", "I ≤ I", "a \\ne a", "a = +a"): it states nothing
+    about any question, whatever its sign ("a = -a" does: a is 0)."""
+    left, sign, right = relation
+    return left == right and sign in ("", "+")
+
+
+def _operands(t: str, text: str) -> list[str]:
+    """The operands of the relations between single letters or numbers in ``t`` (``text`` read as the
+    gates read it, markup but LaTeX commands removed; read with split words closed up, as the other
+    words are): "$A = a$", "I < a", "$a \\ne I$". "a" and "I" are filler words and "=" is punctuation, yet
+    "A = a" answers "Solve for A: A + 1 = a + 1" (it was content-free, and the judge never saw it). A
+    sign with nothing on one side ("Answer =", "= ?") relates nothing, and an "=" inside an HTML tag
+    (gone already) or a markdown link's target is markup.
+
+    A letter related to itself ("a = a", "I = I", "A=A.": :func:`_itself`) relates nothing either: each
+    was a master key the relation rule let through to the judge. The gates read ``t`` casefolded, where
+    "A = a" is "a = a"; so when each relation there is one with itself, ``text`` with only its width,
+    format characters and accents normalised (NFKC, :func:`unmarked`) is read again, and a relation
+    between two cases of a letter in it ("A = a") is content. (Numbers and the other letters never get
+    here: they are words a judge reads, "1 = 1" and "x = x" as "1" and "x" are.)"""
     if not RELATION.search(t):
         return []
-    return [w for m in _RELATED.finditer(_closed(_LINK_TARGET.sub("]", t))) for w in m.groups()]
+    relations = _relations(t)
+    stated = [r for r in relations if not _itself(r)]
+    if not stated and relations:
+        cased = _without_markup(unmarked(_FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text))))
+        if any(r[0] != r[2] and r[0].casefold() == r[2].casefold() for r in _relations(cased)):
+            stated = relations
+    return [w for left, _, right in stated for w in (left, right)]
 
 
 def _kept_words(t: str) -> list[str]:

@@ -623,7 +623,8 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # 1.9.17: a relation between single letters that are filler words elsewhere ("$A = a$", "I = a",
     # "$a \\ne I$") is content, and reaches the judge (it was content-free: 0 without a judge call, though
     # it answers "Solve for A: A + 1 = a + 1"); a sign with nothing on one side ("Answer =", "= ?") and an
-    # "=" inside markup (an HTML attribute, a markdown link's target) are still none; "'d" after a pronoun
+    # "=" inside markup (an HTML attribute, a markdown link's target) are still none, nor is a letter's
+    # relation with itself ("a = a", "I = I", "A=A.", "I ≤ I": master keys); "'d" after a pronoun
     # is "would" in the decision reading ("Score: 4 (with units it'd be Score: 5)", "It'd have earned
     # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"), and
     # "would've"/"could've" is "would have"/"could have" ("It would've earned Score: 5" read 5); a

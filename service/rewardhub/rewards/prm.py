@@ -207,7 +207,8 @@ class PRMReward(ModelReward[PRMConfig]):
     # aggregates and first_error (padding raised mean and last, and moved first_error towards 1), and a
     # response of only such steps is no_answer; so is a sign-off ("Thank you.") the question does not hold
     # 1.11.1: a step that relates single letters with a sign only the content check reads as one (the
-    # full-width "A ＝ a", NFKC's "=") was filler: content_free now reads such relations as content
+    # full-width "A ＝ a", NFKC's "=") was filler: content_free now reads such relations as content; a
+    # letter's relation with itself ("So a ＝ a.") it reads as none, and that step is filler, as in 1.11.0
     version: ClassVar[str] = "1.11.1"
     description: ClassVar[str] = (
         "Process reward model: per-step scores with character spans and one aggregate (min, prod, last, "
