@@ -456,6 +456,21 @@ def test_a_negative_last_score_is_no_decision_not_the_draft_before_it(text: str)
         ("Score: 2\nScore: 4 (it'd be 5 if the units were given)", "4"),
         ("Score: 2\nScore: 4, but it'd be 5 if the units were given.", "4"),
         ("Score: 2\nOverall (I'd give it Score: 4)", "4"),
+        # a hedge of the judge's own is no condition on the answer ("if anything,", "if you ask me", "unless
+        # I'm mistaken", as "if I had to choose"): its decision, contracted or not (the "'d" forms read 4
+        # before "'d" was "would", then 2 or 3, as the spelled-out forms did)
+        ("Score: 3. If anything, I'd go with Score: 4", "4"),
+        ("Score: 3. If anything, I would go with Score: 4", "4"),
+        ("Score: 3. If anything, it'd be Score: 4", "4"),
+        ("Score: 2. If you ask me, I'd say Score: 4", "4"),
+        ("Score: 2. If you ask me, I would say Score: 4", "4"),
+        ("Score: 3. Unless I'm mistaken, I'd say Score: 4", "4"),
+        ("Score: 3. Unless we missed something, it would get Score: 4", "4"),
+        # ... but "if anything" that is the condition's subject, or "if you asked me to be strict", is one
+        ("Score: 3. If anything were missing, it would get Score: 2", "3"),
+        ("Score: 3. If anything is added, it'd get Score: 5", "3"),
+        ("Score: 3. If you asked me to be strict, it would be Score: 2", "3"),
+        ("Score: 3. Unless the units are given, it'd never get Score: 5", "3"),
         # a modal right after the decision in Chinese: a score the judge talks about (each later score was
         # read), "会" (would), "将会", "可能" (might), "就太" (would then be too), "需要……才" (only with)
         ("Score: 4。Score: 5 会要求给出单位", "4"),

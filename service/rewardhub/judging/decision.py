@@ -173,12 +173,16 @@ def last_of(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 # modal ("If the answer were complete it would get Score: 10"), a counterfactual ("it would have earned
 # Score: 5"), the other case ("otherwise Score: 5"), or a better answer's ("A complete solution would
 # get Score: 5"). "Even if it were verbose, Score: 4" and the judge's own choice ("If I had to pick, I
-# would say Score: 4") are decisions.
+# would say Score: 4") are decisions, and so are its hedges ("If anything, I'd go with Score: 4", "If
+# you ask me, I would say Score: 4", "Unless I'm mistaken, I'd say Score: 4": with "'d" read as
+# "would", each contracted one read as hypothetical, as its spelled-out form already was).
 # ("if" as a word of code is no condition: "the if branch", "an if-else", "`if`", "if statement")
 _CONDITIONAL = re.compile(
     r"(?<!\beven )(?<!\bthe )(?<!\ban )(?<!\bthis )(?<!\beach )(?<!\bits )(?<![`'\"])"
-    r"\b(?:if(?![ \t]+(?:i|we)\b)(?![`'\"]|-|[ \t]+(?:statements?|branch(?:es)?|clauses?|blocks?|checks?|"
-    r"conditions?|expressions?|tests?|else)\b)|unless|suppos(?:e|ing)|assuming|imagine|hypothetical(?:ly)?)\b",
+    r"\b(?:if(?![ \t]+(?:i|we)\b|[ \t]+anything[ \t]*,|[ \t]+you[ \t]+ask[ \t]+me\b)"
+    r"(?![`'\"]|-|[ \t]+(?:statements?|branch(?:es)?|clauses?|blocks?|checks?|"
+    r"conditions?|expressions?|tests?|else)\b)|unless(?![ \t]+(?:i|we)\b)|suppos(?:e|ing)|assuming|imagine"
+    r"|hypothetical(?:ly)?)\b",
     re.IGNORECASE,
 )
 # "'d" after a pronoun ("I'd", "it'd", "that'd", with ' or ’) is "would" wherever the word is read: the

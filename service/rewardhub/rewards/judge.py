@@ -626,7 +626,9 @@ class JudgeReward(ModelReward[JudgeConfig]):
     # "=" inside markup (an HTML attribute, a markdown link's target) are still none, nor is a letter's
     # relation with itself ("a = a", "I = I", "A=A.", "I ≤ I": master keys); "'d" after a pronoun
     # is "would" in the decision reading ("Score: 4 (with units it'd be Score: 5)", "It'd have earned
-    # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"), and
+    # Score: 5" read 5, as "it would" reads 4 and 3; "had" before a past participle: "I'd given it"; a
+    # hedge is no condition, contracted or not: "If anything, I'd go with Score: 4", "If you ask me, I
+    # would say Score: 4", "Unless I'm mistaken, I'd say Score: 4" read 4), and
     # "would've"/"could've" is "would have"/"could have" ("It would've earned Score: 5" read 5); a
     # Chinese modal right after a decision makes it hypothetical ("Score: 4。Score: 5 会要求给出单位",
     # "Score: 5 就太宽松了", "Score: 5 需要给出单位才行" read 5), not where it affirms ("Score: 4 会是我的最终答案");
