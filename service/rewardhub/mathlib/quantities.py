@@ -686,14 +686,13 @@ def quantities_check(gold: str, pred: str, stated: bool = True) -> bool | None:
         elif p is None and g is not None:
             p = _named_power(np, g) or _plain_litre(np, g) or _plain_kelvin(np, g) or _plain_inch(np)
         if g is None or p is None:
+            # against an upright symbol no quantity here reads, a plain "in" is an inch too ("8 in" and
+            # "8\\,\\text{K}" differ)
+            g_unit, p_unit = g or _plain_inch(ng), p or _plain_inch(np)
             differ = (
                 _symbols_differ(ng, np)
-                or _foreign_symbol(ng, p)
-                or _foreign_symbol(np, g)
-                # a plain "in" against an upright symbol, which no quantity here reads: an inch differs from it
-                # ("8 in" and "8\\,\\text{K}")
-                or _foreign_symbol(ng, _plain_inch(np))
-                or _foreign_symbol(np, _plain_inch(ng))
+                or _foreign_symbol(ng, p_unit)
+                or _foreign_symbol(np, g_unit)
                 # degrees against a unit of another kind ("8^\\circ" and "8 cm", "8 hours", "8 in")
                 or _degrees_against_unit(ng, np, p)
                 or _degrees_against_unit(np, ng, g)
