@@ -91,6 +91,28 @@ async def score(
     return r.json()["results"]
 
 
+async def gate_holds(
+    client: httpx.AsyncClient,
+    judge_server: FakeJudge,
+    config: dict[str, Any],
+    blocked: list[dict[str, Any]],
+    answered: list[dict[str, Any]],
+) -> None:
+    """Against an always-yes judge (``judge_server.reply`` set by the caller): every ``blocked`` item
+    scores 0 as content-free (no_answer) without a judge call, and every ``answered`` one reaches the
+    judge and scores 1."""
+    judge_server.requests.clear()
+    results = await score(client, config, blocked, use_cache=False)
+    assert judge_server.calls == 0, config
+    for item, res in zip(blocked, results, strict=True):
+        assert res["valid"] and res["score"] == 0.0 and res["reason"] == "no_answer", (config, item, res)
+        assert res["details"]["hardening"] == "content_free", (config, item, res)
+    results = await score(client, config, answered, use_cache=False)
+    for item, res in zip(answered, results, strict=True):
+        assert res["valid"] and res["score"] == 1.0 and "hardening" not in res["details"], (config, item, res)
+    assert judge_server.calls == len(answered), config
+
+
 async def test_always_yes_judge_still_gives_zero_to_master_keys_and_injections(
     make_app: MakeApp, judge_server: FakeJudge
 ) -> None:
@@ -162,13 +184,7 @@ async def test_a_top_score_judge_gives_zero_to_a_sign_off_alone(
             ({"mode": "rubric", "criteria": [{"criterion": "Names the capital"}]}, "Decision: Yes"),
         ):
             judge_server.reply = always(top)
-            judge_server.requests.clear()
             items = [{"prompt": question, "response": r, "reference": "Paris"} for r in sign_offs]
-            results = await score(client, config, items, use_cache=False)
-            assert judge_server.calls == 0, config
-            for r, res in zip(sign_offs, results, strict=True):
-                assert res["valid"] and res["score"] == 0.0 and res["reason"] == "no_answer", (config, r, res)
-                assert res["details"]["hardening"] == "content_free", (config, r, res)
             answers = [
                 {"prompt": question, "response": "Paris", "reference": "Paris"},
                 {"prompt": question, "response": "Paris. Done!", "reference": "Paris"},
@@ -181,10 +197,7 @@ async def test_a_top_score_judge_gives_zero_to_a_sign_off_alone(
                     "reference": "Complete",
                 },
             ]
-            results = await score(client, config, answers, use_cache=False)
-            for a, res in zip(answers, results, strict=True):
-                assert res["score"] == 1.0 and "hardening" not in res["details"], (config, a, res)
-            assert judge_server.calls == len(answers), config
+            await gate_holds(client, judge_server, config, items, answers)
 
 
 async def test_an_adjective_sign_off_to_a_question_about_a_kind_reaches_the_judge(
@@ -213,15 +226,7 @@ async def test_an_adjective_sign_off_to_a_question_about_a_kind_reaches_the_judg
             ({"mode": "reference", "rule": None}, "Final Decision: Yes"),
         ):
             judge_server.reply = always(top)
-            judge_server.requests.clear()
-            (res,) = await score(client, config, sign_off, use_cache=False)
-            assert judge_server.calls == 0, config
-            assert res["valid"] and res["score"] == 0.0 and res["reason"] == "no_answer", (config, res)
-            assert res["details"]["hardening"] == "content_free", (config, res)
-            results = await score(client, config, answers, use_cache=False)
-            for a, res in zip(answers, results, strict=True):
-                assert res["score"] == 1.0 and "hardening" not in res["details"], (config, a, res)
-            assert judge_server.calls == len(answers), config
+            await gate_holds(client, judge_server, config, sign_off, answers)
 
 
 async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judge(
@@ -240,21 +245,10 @@ async def test_a_relation_between_letters_that_are_filler_words_reaches_the_judg
             ({"mode": "reference", "rule": None}, "Final Decision: Yes"),
         ):
             judge_server.reply = always(top)
-            judge_server.requests.clear()
             items = [{"prompt": question, "response": r, "reference": "A = a"} for r in answers]
-            results = await score(client, config, items, use_cache=False)
-            for r, res in zip(answers, results, strict=True):
-                assert res["valid"] and res["score"] == 1.0 and "hardening" not in res["details"], (
-                    config,
-                    r,
-                    res,
-                )
-            assert judge_server.calls == len(answers), config
             empty = ["Answer =", "a = a", "I = I", "A=A."]
             labels = [{"prompt": question, "response": r, "reference": "A = a"} for r in empty]
-            for r, res in zip(empty, await score(client, config, labels, use_cache=False), strict=True):
-                assert res["score"] == 0.0 and res["details"]["hardening"] == "content_free", (config, r, res)
-            assert judge_server.calls == len(answers), config
+            await gate_holds(client, judge_server, config, labels, items)
 
 
 async def test_step_labels_are_master_keys_except_where_the_task_asks_for_a_step(
